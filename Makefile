@@ -1,0 +1,39 @@
+# Cloison — build, test and run targets. See README.md.
+SHELL := /bin/bash
+GO ?= go
+PKGS ?= ./...
+BENCHTIME ?= 200ms
+FUZZTIME ?= 20s
+
+.PHONY: all build verify test bench fuzz clean
+
+all: verify test
+
+build:
+	$(GO) build ./...
+
+## verify: gofmt clean, go vet clean, go.mod tidy.
+verify:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@cp go.mod /tmp/cloison-go.mod.bak; cp go.sum /tmp/cloison-go.sum.bak 2>/dev/null || true; \
+	  $(GO) mod tidy; \
+	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
+
+## test: every test with the race detector, no cache.
+test:
+	$(GO) test -race -count=1 $(PKGS)
+
+## bench: every benchmark with a short benchtime (ends in minutes).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## fuzz: each fuzz target for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+clean:
+	rm -rf bin .cache/go-build

@@ -1,0 +1,3 @@
+module github.com/cloison/cloison
+
+go 1.26
