@@ -49,8 +49,9 @@ type BlockTable struct {
 	tokens     int
 	pageTokens int
 	readOnly   int // leading pages that are shared prefix pages: never written through this table
+	own        Tag // the tag of every page at index >= readOnly
 	pages      []int32
-	tags       []Tag
+	tags       []Tag // tags of the readOnly prefix pages (their writers')
 }
 
 // Lease returns the lease the table was approved for.
@@ -70,7 +71,13 @@ func (b BlockTable) Len() int { return len(b.pages) }
 func (b BlockTable) Page(i int) int32 { return b.pages[i] }
 
 // Tag returns the expected ownership tag of the i-th page's contents.
-func (b BlockTable) Tag(i int) Tag { return b.tags[i] }
+func (b BlockTable) Tag(i int) Tag {
+	if i < b.readOnly {
+		return b.tags[i]
+	}
+	_ = b.pages[i] // bounds
+	return b.own
+}
 
 // Writable reports whether the lease may write KV into the i-th page. Shared
 // prefix pages are read-only.

@@ -22,13 +22,18 @@ import (
 type Zeroing uint8
 
 const (
-	ZeroNever Zeroing = iota
+	// ZeroUnset in a Config means ZeroCrossTenant; in a TenantConfig, the
+	// pool's default. The zero value is never the laxest mode.
+	ZeroUnset Zeroing = iota
+	ZeroNever
 	ZeroCrossTenant
 	ZeroAlways
 )
 
 func (z Zeroing) String() string {
 	switch z {
+	case ZeroUnset:
+		return "unset"
 	case ZeroNever:
 		return "never"
 	case ZeroCrossTenant:
@@ -92,7 +97,8 @@ type Config struct {
 	// PageTokens is the number of token slots per page: a power of two
 	// between 1 and 4096; 0 means 16.
 	PageTokens int
-	// DefaultZeroing is the weakest zeroing any tenant gets.
+	// DefaultZeroing is the weakest zeroing any tenant gets; unset means
+	// ZeroCrossTenant.
 	DefaultZeroing Zeroing
 	// PrefixSecret is the server secret that tenant prefix-cache salts are
 	// derived from (HMAC-SHA256). Never a value a client sends. Empty means a

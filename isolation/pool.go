@@ -148,6 +148,9 @@ func NewPool(cfg Config) (*Pool, error) {
 	if cfg.PageTokens < 1 || cfg.PageTokens > 4096 || cfg.PageTokens&(cfg.PageTokens-1) != 0 {
 		return nil, fmt.Errorf("%w: page tokens %d is not a power of two in [1, 4096]", ErrInvalidConfig, cfg.PageTokens)
 	}
+	if cfg.DefaultZeroing == ZeroUnset {
+		cfg.DefaultZeroing = ZeroCrossTenant
+	}
 	if cfg.DefaultZeroing > ZeroAlways {
 		return nil, fmt.Errorf("%w: zeroing %d", ErrInvalidConfig, cfg.DefaultZeroing)
 	}
@@ -544,44 +547,62 @@ func (p *Pool) BlockTable(l Lease, tokens int) (BlockTable, error) {
 	}
 	n := p.pagesFor(tokens)
 	t := p.tenants[ls.tenant]
+	ro := min(ls.readOnly, n)
 	bt := BlockTable{
 		lease:      l,
 		tokens:     tokens,
 		pageTokens: p.pageTokens,
-		readOnly:   min(ls.readOnly, n),
+		readOnly:   ro,
+		own:        Tag{Tenant: uint32(ls.tenant) + 1, Epoch: l.Epoch},
 		pages:      make([]int32, n),
-		tags:       make([]Tag, n),
 	}
-	own := Tag{Tenant: uint32(ls.tenant) + 1, Epoch: l.Epoch}
-	skipFill := p.cfg.Unsafe.SkipFillCheck
-	for i := range n {
+	if ro > 0 {
+		bt.tags = make([]Tag, ro)
+	}
+	violation := func(i int, reason Reason) (BlockTable, error) {
+		t.blocked++
 		pg := ls.pages[i]
-		m := &p.pages[pg]
-		var reason Reason
-		switch {
-		case m.gen != ls.gens[i]:
-			reason = ReasonStaleGeneration
-		case i < ls.readOnly:
-			if m.state != stCached {
-				reason = ReasonForeignPage
-			} else if m.ns != t.ns {
-				reason = ReasonForeignNamespace
-			}
-			bt.tags[i] = m.tag
-		default:
-			if m.state != stLeased || m.owner != l.Epoch {
-				reason = ReasonForeignPage
-			} else if !skipFill && int(m.fill) < min(p.pageTokens, tokens-i<<p.shift) {
-				reason = ReasonUnwritten
-			}
-			bt.tags[i] = own
-		}
-		if reason != "" {
-			t.blocked++
-			return BlockTable{}, &ViolationError{Page: pg, Owner: p.ownerOf(pg), Reader: l, Reason: reason}
-		}
-		bt.pages[i] = pg
+		return BlockTable{}, &ViolationError{Page: pg, Owner: p.ownerOf(pg), Reader: l, Reason: reason}
 	}
+	pages, gens := ls.pages[:n], ls.gens[:n]
+	// Prefix pages: cached in the lease's namespace, in the generation the
+	// lease attached them.
+	for i := range ro {
+		m := &p.pages[pages[i]]
+		switch {
+		case m.gen != gens[i]:
+			return violation(i, ReasonStaleGeneration)
+		case m.state != stCached:
+			return violation(i, ReasonForeignPage)
+		case m.ns != t.ns:
+			return violation(i, ReasonForeignNamespace)
+		}
+		bt.tags[i] = m.tag
+	}
+	// Own pages: leased by this epoch, in the generation taken, and every
+	// slot below tokens written in this epoch. Every page but the last must
+	// be full; fill counts never exceed the page.
+	full := uint32(p.pageTokens)
+	if p.cfg.Unsafe.SkipFillCheck {
+		full = 0
+	}
+	for i := ro; i < n; i++ {
+		m := &p.pages[pages[i]]
+		if m.gen != gens[i] {
+			return violation(i, ReasonStaleGeneration)
+		}
+		if m.owner != l.Epoch || m.state != stLeased {
+			return violation(i, ReasonForeignPage)
+		}
+		need := full
+		if i == n-1 && full != 0 {
+			need = uint32(tokens - i<<p.shift)
+		}
+		if m.fill < need {
+			return violation(i, ReasonUnwritten)
+		}
+	}
+	copy(bt.pages, pages)
 	return bt, nil
 }
 
