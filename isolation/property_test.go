@@ -19,6 +19,7 @@ import (
 //   - no page reaches another tenant with data of a tenant whose zeroing
 //     mode forbids it, and in always mode not even its own tenant;
 //   - failed allocations change nothing.
+//
 // fataler is what the machine needs of *testing.T and *rapid.T.
 type fataler interface {
 	Fatal(args ...any)
