@@ -10,6 +10,12 @@ import (
 	"pgregory.net/rapid"
 )
 
+// fataler is what the machine needs of *testing.T and *rapid.T.
+type fataler interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // machine drives a Pool with random operations and keeps an independent
 // shadow of the KV arena: for every page slot, which lease last wrote it
 // (as a real arena would hold it). After every step it asserts:
@@ -19,13 +25,6 @@ import (
 //   - no page reaches another tenant with data of a tenant whose zeroing
 //     mode forbids it, and in always mode not even its own tenant;
 //   - failed allocations change nothing.
-//
-// fataler is what the machine needs of *testing.T and *rapid.T.
-type fataler interface {
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}
-
 type machine struct {
 	t      fataler
 	draw   func(n int, label string) int
