@@ -1,0 +1,36 @@
+// Package audit is Cloison's tamper-evident ledger and its Loi 25
+// confidentiality-incident register, computed in pure Go: no I/O, no
+// database. audit/postgres stores what this package computes.
+//
+// Guarantees:
+//
+//   - Every event is stored as the exact RFC 8785 canonical JSON of an
+//     envelope {v, kind, occurred_at, tenant, actor, data}; Canonicalize is
+//     strict (I-JSON) and idempotent.
+//   - Events form a hash chain: hash = SHA-256(DomainTag ‖ seq (8 bytes,
+//     big-endian) ‖ prev_hash ‖ SHA-256(payload)), prev_hash of seq 1 is 32
+//     zero bytes. Changing, removing, inserting or reordering any event
+//     changes every later hash.
+//   - Checkpoints are Ed25519-signed statements of (size, head hash). Kept
+//     outside the database, they make a truncated or fully recomputed chain
+//     detectable by anyone holding the public key.
+//   - Verifier streams a chain in constant memory and reports the first
+//     broken seq and why (*BreakError).
+//   - Never prompt or completion text: Payload is a sealed interface whose
+//     types hold counts, identifiers (Name: no spaces, at most 128 of
+//     [A-Za-z0-9._:/@+-]), enumerations and digests only. The incident
+//     register's free text lives in register rows; the ledger holds the
+//     SHA-256 of each register version.
+//
+// The loop that drives it (audit/postgres does this under a lock):
+//
+//	head := lastStoredHead()
+//	for _, e := range batch {
+//		rec, err := head.Next(e) // canonical bytes, seq, prev_hash, hash
+//		if err != nil { refuse e }
+//		store(rec)               // BEFORE acknowledging e
+//		head = rec.Head()
+//	}
+//	commit, then acknowledge; every N events or T seconds:
+//	cp, _ := audit.SignCheckpoint(key, origin, head, now) // store + copy outside
+package audit

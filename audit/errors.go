@@ -1,0 +1,73 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/cloison/cloison"
+)
+
+// Sentinel errors. Callers branch on them with errors.Is; each carries the
+// cloison.Code the API reports.
+var (
+	// ErrInvalidEvent: an event or payload that the ledger refuses to record
+	// (missing field, malformed identifier, unknown kind).
+	ErrInvalidEvent = cloison.NewError(cloison.CodeInvalid, "audit: invalid event")
+	// ErrTextNotAllowed: a field that must hold an identifier, a count or a
+	// digest was given something that looks like free text. The ledger never
+	// stores prompt or completion text.
+	ErrTextNotAllowed = cloison.NewError(cloison.CodeInvalid, "audit: free text is not allowed in the ledger")
+	// ErrNotCanonical: input that is not valid I-JSON, or bytes that are not
+	// the RFC 8785 canonical form of themselves.
+	ErrNotCanonical = cloison.NewError(cloison.CodeInvalid, "audit: not canonical JSON")
+	// ErrMalformed: a checkpoint (or other signed text) that does not parse.
+	ErrMalformed = cloison.NewError(cloison.CodeInvalid, "audit: malformed signed statement")
+	// ErrBadSignature: a signature that does not verify, or made by a key
+	// that is not trusted.
+	ErrBadSignature = cloison.NewError(cloison.CodePermissionDenied, "audit: bad signature")
+	// ErrChainBroken is matched by every *BreakError (errors.Is).
+	ErrChainBroken = cloison.NewError(cloison.CodeConflict, "audit: hash chain broken")
+	// ErrInvalidIncident: a register version that misses a required element
+	// or holds an inconsistent one.
+	ErrInvalidIncident = cloison.NewError(cloison.CodeInvalid, "audit: invalid incident register entry")
+)
+
+// Reason says why verification stopped at a sequence number.
+type Reason string
+
+// Reasons a chain fails verification.
+const (
+	ReasonGap            Reason = "gap"              // a sequence number is missing
+	ReasonOrder          Reason = "order"            // rows out of order or duplicated
+	ReasonPrevHash       Reason = "prev_hash"        // prev_hash is not the previous row's hash
+	ReasonHash           Reason = "hash"             // hash does not match seq, prev_hash and payload
+	ReasonPayload        Reason = "payload"          // payload is not canonical or not a valid envelope
+	ReasonColumns        Reason = "columns"          // stored columns disagree with the hashed payload
+	ReasonCheckpoint     Reason = "checkpoint"       // a signed checkpoint names another head at this size
+	ReasonCheckpointSig  Reason = "checkpoint_sig"   // a checkpoint's signature does not verify
+	ReasonTruncated      Reason = "truncated"        // the chain ends before a signed checkpoint's size
+	ReasonRangeStart     Reason = "range_start"      // an exported range does not start where its manifest says
+	ReasonRangeEnd       Reason = "range_end"        // an exported range does not end where its manifest says
+	ReasonExternalAbsent Reason = "external_missing" // a stored checkpoint has no external copy
+)
+
+// BreakError reports the first sequence number at which a chain fails
+// verification and why. errors.Is(err, ErrChainBroken) holds for it.
+type BreakError struct {
+	Seq    uint64 // first broken sequence number
+	Reason Reason
+	Detail string
+}
+
+func (e *BreakError) Error() string {
+	return fmt.Sprintf("audit: chain broken at seq %d (%s): %s", e.Seq, e.Reason, e.Detail)
+}
+
+// Unwrap makes errors.Is(err, ErrChainBroken) true.
+func (e *BreakError) Unwrap() error { return ErrChainBroken }
+
+// ErrorCode reports the code of ErrChainBroken.
+func (e *BreakError) ErrorCode() cloison.Code { return ErrChainBroken.Code }
+
+func breakAt(seq uint64, r Reason, format string, args ...any) *BreakError {
+	return &BreakError{Seq: seq, Reason: r, Detail: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,395 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cloison/cloison"
+)
+
+// IncidentSource says how an incident entered the register.
+type IncidentSource string
+
+// Incident sources.
+const (
+	SourceIsolationViolation IncidentSource = "isolation_violation"
+	SourceTransferFailure    IncidentSource = "transfer_verification_failed"
+	SourceAdmin              IncidentSource = "admin"
+)
+
+func (s IncidentSource) check() error {
+	switch s {
+	case SourceIsolationViolation, SourceTransferFailure, SourceAdmin:
+		return nil
+	}
+	return fmt.Errorf("%w: source %q", ErrInvalidIncident, s)
+}
+
+// AssessmentStatus tracks the serious-injury assessment (Loi 25, art. 3.7).
+type AssessmentStatus string
+
+// Assessment states.
+const (
+	AssessmentPending   AssessmentStatus = "pending"
+	AssessmentCompleted AssessmentStatus = "completed"
+)
+
+// IncidentStatus is open until the organisation closes the file.
+type IncidentStatus string
+
+// Incident states.
+const (
+	IncidentOpen   IncidentStatus = "open"
+	IncidentClosed IncidentStatus = "closed"
+)
+
+// RecipientKind says to whom a notice was sent.
+type RecipientKind string
+
+// Notice recipients: the Commission d'accès à l'information (art. 3.5), the
+// persons concerned (art. 3.5), the public (Règlement s. 5 to 6), an
+// authority outside Québec, and each affected tenant (the provider notifies
+// its client without delay, art. 18.3).
+const (
+	RecipientCAI              RecipientKind = "cai"
+	RecipientPersons          RecipientKind = "persons"
+	RecipientPublic           RecipientKind = "public"
+	RecipientForeignAuthority RecipientKind = "foreign_authority"
+	RecipientTenant           RecipientKind = "tenant"
+)
+
+// RecipientKinds lists every recipient kind.
+var RecipientKinds = []RecipientKind{RecipientCAI, RecipientPersons, RecipientPublic, RecipientForeignAuthority, RecipientTenant}
+
+func (r RecipientKind) check() error {
+	if slices.Contains(RecipientKinds, r) {
+		return nil
+	}
+	return fmt.Errorf("%w: recipient kind %q", ErrInvalidEvent, r)
+}
+
+// Period is a date or a period, possibly approximate (Règlement s. 7(3)-(4)).
+type Period struct {
+	Start       Day  `json:"start"`
+	End         Day  `json:"end,omitempty"` // empty: a single date
+	Approximate bool `json:"approximate"`
+}
+
+// Last returns the end of the period, or its start for a single date.
+func (p Period) Last() Day {
+	if p.End != "" {
+		return p.End
+	}
+	return p.Start
+}
+
+func (p Period) check(field string) error {
+	if err := checkDay(field+".start", p.Start, false); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if err := checkDay(field+".end", p.End, true); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if p.End != "" && p.End < p.Start {
+		return fmt.Errorf("%w: %s ends before it starts", ErrInvalidIncident, field)
+	}
+	return nil
+}
+
+// Assessment holds the elements of the serious-injury assessment
+// (Règlement s. 7(6); Loi 25 art. 3.7).
+type Assessment struct {
+	Status              AssessmentStatus `json:"status"`
+	Sensitivity         string           `json:"sensitivity,omitempty"`    // sensibilité des renseignements
+	MaliciousUses       string           `json:"malicious_uses,omitempty"` // utilisations malveillantes possibles
+	Consequences        string           `json:"consequences,omitempty"`   // conséquences appréhendées
+	Likelihood          string           `json:"likelihood,omitempty"`     // probabilité
+	RiskOfSeriousInjury *bool            `json:"risk_of_serious_injury"`   // nil while pending
+	CompletedOn         Day              `json:"completed_on,omitempty"`
+	Consulted           []Consultation   `json:"consulted,omitempty"` // art. 3.7: who was consulted, when
+}
+
+// Consultation records who was consulted for the assessment and when.
+type Consultation struct {
+	Who  string `json:"who"`
+	Date Day    `json:"date"`
+}
+
+// Measure is an action taken or planned, with its date.
+type Measure struct {
+	What string `json:"what"`
+	Date Day    `json:"date,omitempty"`
+}
+
+// Contact is the person to contact about the incident (Règlement s. 3).
+type Contact struct {
+	Name  string `json:"name"`
+	Title string `json:"title,omitempty"`
+	Phone string `json:"phone,omitempty"`
+	Email string `json:"email,omitempty"`
+}
+
+// Organization identifies the enterprise keeping the register (s. 3(1)).
+type Organization struct {
+	Name string `json:"name"`
+	NEQ  string `json:"neq,omitempty"` // Québec enterprise number
+}
+
+// IncidentVersion is one complete state of a register entry. The register
+// is kept up to date by appending versions, never by editing one. Its
+// canonical JSON (RFC 8785) is stored verbatim and its SHA-256 is chained
+// into the ledger (incident.opened / incident.updated).
+//
+// Field comments cite the Règlement sur les incidents de confidentialité
+// (RLRQ c. A-2.1, r. 3.1): s. 7 lists the register's content, s. 3 what a
+// notice to the Commission d'accès à l'information adds.
+type IncidentVersion struct {
+	Incident Name           `json:"incident"`
+	Version  int64          `json:"version"`
+	Status   IncidentStatus `json:"status"`
+	Source   IncidentSource `json:"source"`
+
+	PersonalInfo            string     `json:"personal_info,omitempty"`             // s. 7(1) description of the personal information
+	PersonalInfoUndescribed string     `json:"personal_info_undescribed,omitempty"` // s. 7(1) or why it cannot be described
+	Circumstances           string     `json:"circumstances"`                       // s. 7(2) brief description of the circumstances
+	Occurred                Period     `json:"occurred"`                            // s. 7(3) date or period of the incident
+	Awareness               Period     `json:"awareness"`                           // s. 7(4) date or period of awareness
+	PersonsConcerned        int64      `json:"persons_concerned"`                   // s. 7(5) number of persons concerned
+	PersonsApproximate      bool       `json:"persons_approximate"`                 // s. 7(5) or an approximation
+	Assessment              Assessment `json:"assessment"`                          // s. 7(6) serious-injury assessment
+	PublicNotice            bool       `json:"public_notice"`                       // s. 7(7) whether public notice was given
+	PublicNoticeReason      string     `json:"public_notice_reason,omitempty"`      // s. 7(7) and why
+	MeasuresTaken           []Measure  `json:"measures_taken"`                      // s. 7(8) measures to reduce the risk of injury
+
+	Organization       Organization `json:"organization"`                  // s. 3(1) name and NEQ
+	Contact            Contact      `json:"contact"`                       // s. 3(2) person to contact
+	Cause              string       `json:"cause,omitempty"`               // s. 3(4) cause, if known
+	PersonsInQuebec    int64        `json:"persons_in_quebec"`             // s. 3(7) persons residing in Québec
+	NotificationMethod string       `json:"notification_method,omitempty"` // s. 3(9) how persons are notified
+	NotificationDate   Day          `json:"notification_date,omitempty"`   // s. 3(9) when
+	MeasuresPlanned    []Measure    `json:"measures_planned"`              // s. 3(10) measures planned, with dates
+	ForeignAuthorities []string     `json:"foreign_authorities"`           // s. 3(12) authorities outside Québec notified
+
+	AffectedTenants   []cloison.TenantID `json:"affected_tenants"`
+	AffectedResponses int64              `json:"affected_responses"` // responses withheld or exposed
+	LedgerEvents      []int64            `json:"ledger_events"`      // seqs of the detection events
+}
+
+// MaxTextLen bounds each free-text element of the register.
+const MaxTextLen = 20000
+
+// Validate checks that every element the register requires is present and
+// consistent.
+func (v IncidentVersion) Validate() error {
+	if err := CheckName("incident", string(v.Incident)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if v.Version < 1 {
+		return fmt.Errorf("%w: version %d", ErrInvalidIncident, v.Version)
+	}
+	if v.Status != IncidentOpen && v.Status != IncidentClosed {
+		return fmt.Errorf("%w: status %q", ErrInvalidIncident, v.Status)
+	}
+	if err := v.Source.check(); err != nil {
+		return err
+	}
+	texts := map[string]string{
+		"personal_info": v.PersonalInfo, "personal_info_undescribed": v.PersonalInfoUndescribed,
+		"circumstances": v.Circumstances, "public_notice_reason": v.PublicNoticeReason,
+		"sensitivity": v.Assessment.Sensitivity, "malicious_uses": v.Assessment.MaliciousUses,
+		"consequences": v.Assessment.Consequences, "likelihood": v.Assessment.Likelihood,
+		"cause": v.Cause, "notification_method": v.NotificationMethod,
+		"organization.name": v.Organization.Name, "contact.name": v.Contact.Name,
+	}
+	for field, s := range texts {
+		if len(s) > MaxTextLen || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: %s is not valid UTF-8 of at most %d bytes", ErrInvalidIncident, field, MaxTextLen)
+		}
+	}
+	if strings.TrimSpace(v.PersonalInfo) == "" && strings.TrimSpace(v.PersonalInfoUndescribed) == "" {
+		return fmt.Errorf("%w: describe the personal information or say why it cannot be described (s. 7(1))", ErrInvalidIncident)
+	}
+	if strings.TrimSpace(v.Circumstances) == "" {
+		return fmt.Errorf("%w: circumstances are required (s. 7(2))", ErrInvalidIncident)
+	}
+	if err := v.Occurred.check("occurred"); err != nil {
+		return err
+	}
+	if err := v.Awareness.check("awareness"); err != nil {
+		return err
+	}
+	if v.PersonsConcerned < 0 || v.PersonsInQuebec < 0 || v.AffectedResponses < 0 {
+		return fmt.Errorf("%w: negative count", ErrInvalidIncident)
+	}
+	a := v.Assessment
+	switch a.Status {
+	case AssessmentPending:
+	case AssessmentCompleted:
+		if a.RiskOfSeriousInjury == nil || a.Sensitivity == "" || a.MaliciousUses == "" || a.Consequences == "" || a.Likelihood == "" {
+			return fmt.Errorf("%w: a completed assessment states sensitivity, malicious uses, consequences, likelihood and the risk (s. 7(6))", ErrInvalidIncident)
+		}
+		if err := checkDay("assessment.completed_on", a.CompletedOn, false); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+		}
+	default:
+		return fmt.Errorf("%w: assessment status %q", ErrInvalidIncident, a.Status)
+	}
+	for i, c := range a.Consulted {
+		if strings.TrimSpace(c.Who) == "" || checkDay("consulted.date", c.Date, false) != nil {
+			return fmt.Errorf("%w: consulted[%d] needs who and a date", ErrInvalidIncident, i)
+		}
+	}
+	if v.PublicNotice && strings.TrimSpace(v.PublicNoticeReason) == "" {
+		return fmt.Errorf("%w: a public notice needs its reason (s. 7(7))", ErrInvalidIncident)
+	}
+	if err := checkDay("notification_date", v.NotificationDate, true); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	for _, ms := range [][]Measure{v.MeasuresTaken, v.MeasuresPlanned} {
+		for _, m := range ms {
+			if strings.TrimSpace(m.What) == "" || checkDay("measure.date", m.Date, true) != nil {
+				return fmt.Errorf("%w: a measure needs a description and a valid date", ErrInvalidIncident)
+			}
+		}
+	}
+	if err := checkNames("affected_tenants", v.AffectedTenants); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	return nil
+}
+
+// Canonical validates v and returns its canonical JSON and digest.
+func (v IncidentVersion) Canonical() ([]byte, Digest, error) {
+	if err := v.Validate(); err != nil {
+		return nil, Digest{}, err
+	}
+	// Empty lists as [] rather than null, so a version reads the same
+	// whether it was built in Go or decoded.
+	if v.MeasuresTaken == nil {
+		v.MeasuresTaken = []Measure{}
+	}
+	if v.MeasuresPlanned == nil {
+		v.MeasuresPlanned = []Measure{}
+	}
+	if v.ForeignAuthorities == nil {
+		v.ForeignAuthorities = []string{}
+	}
+	if v.AffectedTenants == nil {
+		v.AffectedTenants = []cloison.TenantID{}
+	}
+	if v.LedgerEvents == nil {
+		v.LedgerEvents = []int64{}
+	}
+	b, err := MarshalCanonical(v)
+	if err != nil {
+		return nil, Digest{}, err
+	}
+	return b, Sum(b), nil
+}
+
+// RetainUntil is the first day a version may be purged: five years after
+// the date, or the end of the period, of awareness (Règlement s. 8).
+func (v IncidentVersion) RetainUntil() (Day, error) {
+	t, err := v.Awareness.Last().Time()
+	if err != nil {
+		return "", err
+	}
+	return DayOf(t.AddDate(5, 0, 0)), nil
+}
+
+// Detection is what the engine reports when it fails closed: an isolation
+// violation or a refused transfer. OpenFromDetection turns it into version 1
+// of a register entry.
+type Detection struct {
+	Source            IncidentSource // isolation_violation or transfer_verification_failed
+	Invariant         Name           // which check failed
+	DetectedAt        time.Time
+	PeriodStart       time.Time // first affected request's start
+	PeriodEnd         time.Time // detection time, or last affected response
+	AffectedTenants   []cloison.TenantID
+	AffectedRequests  []cloison.RequestID
+	AffectedResponses int64   // responses withheld or possibly exposed
+	LedgerEvents      []int64 // seqs of the violation events already in the ledger
+}
+
+// FirstVersion returns version 1 of the entry for d, prefilled with what the
+// engine knows and with the assessment pending.
+func (d Detection) FirstVersion(id Name, org Organization, contact Contact) (IncidentVersion, error) {
+	if d.Source != SourceIsolationViolation && d.Source != SourceTransferFailure {
+		return IncidentVersion{}, fmt.Errorf("%w: detection source %q", ErrInvalidIncident, d.Source)
+	}
+	if d.DetectedAt.IsZero() {
+		return IncidentVersion{}, fmt.Errorf("%w: detection time is zero", ErrInvalidIncident)
+	}
+	start, end := d.PeriodStart, d.PeriodEnd
+	if start.IsZero() {
+		start = d.DetectedAt
+	}
+	if end.IsZero() || end.Before(start) {
+		end = d.DetectedAt
+	}
+	what := map[IncidentSource]string{
+		SourceIsolationViolation: "Violation d'isolation détectée automatiquement (invariant %s) : %d réponse(s) retenue(s), %d locataire(s) touché(s). / Isolation violation detected automatically (invariant %s): %d response(s) withheld, %d tenant(s) affected.",
+		SourceTransferFailure:    "Échec de vérification d'un transfert KV détecté automatiquement (contrôle %s) : %d réponse(s) retenue(s), %d locataire(s) touché(s). / KV transfer verification failure detected automatically (check %s): %d response(s) withheld, %d tenant(s) affected.",
+	}[d.Source]
+	n := len(d.AffectedTenants)
+	v := IncidentVersion{
+		Incident:                id,
+		Version:                 1,
+		Status:                  IncidentOpen,
+		Source:                  d.Source,
+		PersonalInfoUndescribed: "Évaluation en cours : contenu de cache KV (représentations de requêtes) possiblement exposé entre locataires. / Assessment pending: KV-cache contents (representations of prompts) possibly exposed across tenants.",
+		Circumstances:           fmt.Sprintf(what, d.Invariant, d.AffectedResponses, n, d.Invariant, d.AffectedResponses, n),
+		Occurred:                Period{Start: DayOf(start), End: DayOf(end), Approximate: true},
+		Awareness:               Period{Start: DayOf(d.DetectedAt)},
+		PersonsApproximate:      true,
+		Assessment:              Assessment{Status: AssessmentPending},
+		MeasuresTaken: []Measure{{
+			What: "Requêtes touchées interrompues et réponses retenues (échec fermé). / Affected requests aborted and responses withheld (fail closed).",
+			Date: DayOf(d.DetectedAt),
+		}},
+		Organization:      org,
+		Contact:           contact,
+		AffectedTenants:   slices.Clone(d.AffectedTenants),
+		AffectedResponses: d.AffectedResponses,
+		LedgerEvents:      slices.Clone(d.LedgerEvents),
+	}
+	return v, v.Validate()
+}
+
+// Notice is a child record of an incident: one notice sent to one recipient.
+type Notice struct {
+	Incident      Name
+	Number        int64 // assigned by the register, 1, 2, ...
+	Recipient     RecipientKind
+	RecipientName string // tenant id, authority name, "public"; free text, kept in the register only
+	Tenant        cloison.TenantID
+	SentAt        time.Time
+	Method        string // e-mail, letter, portal, press release
+	ContentDigest Digest // SHA-256 of the notice as sent
+}
+
+// Validate checks a notice before it is recorded.
+func (n Notice) Validate() error {
+	if err := CheckName("incident", string(n.Incident)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if err := n.Recipient.check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if n.Recipient == RecipientTenant {
+		if err := CheckName("tenant", string(n.Tenant)); err != nil {
+			return fmt.Errorf("%w: a tenant notice names the tenant: %v", ErrInvalidIncident, err)
+		}
+	}
+	if n.SentAt.IsZero() || strings.TrimSpace(n.Method) == "" {
+		return fmt.Errorf("%w: a notice needs its date and method", ErrInvalidIncident)
+	}
+	if len(n.RecipientName) > MaxTextLen || len(n.Method) > MaxTextLen || !utf8.ValidString(n.RecipientName) || !utf8.ValidString(n.Method) {
+		return fmt.Errorf("%w: notice text too long or not UTF-8", ErrInvalidIncident)
+	}
+	return nil
+}

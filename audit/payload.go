@@ -1,0 +1,354 @@
+package audit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cloison/cloison"
+)
+
+// Payload is the typed body of a ledger event. The interface is sealed (its
+// validate method is unexported): only the types below implement it, and
+// none of them has a field that can hold free text. Every string-like field
+// is an identifier (checked by CheckName), an enumeration, a date or a
+// digest; everything else is a count or a flag. This is how the ledger makes
+// it impossible, by API, to record prompt or completion text: a caller that
+// wants to record content can record its Digest only.
+type Payload interface {
+	Kind() Kind
+	validate() error
+}
+
+// NewPayload returns a pointer to a zero payload of kind k, or nil for an
+// unknown kind. Decoders use it to pick the type.
+func NewPayload(k Kind) Payload {
+	switch k {
+	case KindPolicyDecision:
+		return &PolicyDecision{}
+	case KindAdmissionRejected:
+		return &AdmissionRejected{}
+	case KindRequestCompleted:
+		return &RequestCompleted{}
+	case KindIsolationViolation:
+		return &IsolationViolation{}
+	case KindTransferVerification:
+		return &TransferVerificationFailed{}
+	case KindCapacityAttestation:
+		return &CapacityAttestation{}
+	case KindIncidentOpened:
+		return &IncidentOpened{}
+	case KindIncidentUpdated:
+		return &IncidentUpdated{}
+	case KindIncidentPurged:
+		return &IncidentPurged{}
+	case KindNoticeSent:
+		return &NoticeSent{}
+	case KindTenantCreated:
+		return &TenantChange{Op: TenantCreated}
+	case KindTenantUpdated:
+		return &TenantChange{Op: TenantUpdated}
+	case KindTenantDisabled:
+		return &TenantChange{Op: TenantDisabled}
+	case KindKeyCreated:
+		return &KeyChange{Op: KeyCreated}
+	case KindKeyRotated:
+		return &KeyChange{Op: KeyRotated}
+	case KindKeyRevoked:
+		return &KeyChange{Op: KeyRevoked}
+	case KindExportCreated:
+		return &ExportCreated{}
+	}
+	return nil
+}
+
+// Day is a calendar date, "2006-01-02".
+type Day string
+
+// DayOf returns the UTC calendar date of t.
+func DayOf(t time.Time) Day { return Day(t.UTC().Format(time.DateOnly)) }
+
+// Time returns midnight UTC of d.
+func (d Day) Time() (time.Time, error) { return time.Parse(time.DateOnly, string(d)) }
+
+func checkDay(field string, d Day, optional bool) error {
+	if d == "" && optional {
+		return nil
+	}
+	if _, err := d.Time(); err != nil {
+		return fmt.Errorf("%w: %s: %q is not a date (YYYY-MM-DD)", ErrInvalidEvent, field, d)
+	}
+	return nil
+}
+
+// PolicyDecision records one authorization decision.
+type PolicyDecision struct {
+	Decision      Name   `json:"decision"`       // decision id
+	Policy        Name   `json:"policy"`         // query or package evaluated
+	Revision      Name   `json:"revision"`       // bundle revision
+	InputDigest   Digest `json:"input_digest"`   // SHA-256 of the canonical policy input
+	Allowed       bool   `json:"allowed"`        // the result; deny on doubt
+	Reason        Name   `json:"reason"`         // a cloison.Code or rule name; "" when allowed
+	LatencyMicros int64  `json:"latency_micros"` // evaluation time
+}
+
+func (PolicyDecision) Kind() Kind { return KindPolicyDecision }
+func (p PolicyDecision) validate() error {
+	return firstErr(CheckName("decision", string(p.Decision)), CheckName("policy", string(p.Policy)),
+		CheckName("revision", string(p.Revision)), checkOptName("reason", string(p.Reason)),
+		checkCount("latency_micros", p.LatencyMicros))
+}
+
+// AdmissionRejected records a request rejected before any page was allocated.
+type AdmissionRejected struct {
+	Request        cloison.RequestID `json:"request"`
+	Model          Name              `json:"model"`
+	Code           cloison.Code      `json:"code"`
+	PromptTokens   int64             `json:"prompt_tokens"`
+	MaxTokens      int64             `json:"max_tokens"`
+	PagesNeeded    int64             `json:"pages_needed"`
+	PagesAvailable int64             `json:"pages_available"`
+}
+
+func (AdmissionRejected) Kind() Kind { return KindAdmissionRejected }
+func (p AdmissionRejected) validate() error {
+	return firstErr(CheckName("request", string(p.Request)), CheckName("model", string(p.Model)),
+		CheckName("code", string(p.Code)), checkCount("prompt_tokens", p.PromptTokens),
+		checkCount("max_tokens", p.MaxTokens), checkCount("pages_needed", p.PagesNeeded),
+		checkCount("pages_available", p.PagesAvailable))
+}
+
+// RequestCompleted records a finished request: counts only, never text.
+type RequestCompleted struct {
+	Request          cloison.RequestID `json:"request"`
+	Model            Name              `json:"model"`
+	Status           cloison.Code      `json:"status,omitempty"` // "" on success, else the error code
+	PromptTokens     int64             `json:"prompt_tokens"`
+	CompletionTokens int64             `json:"completion_tokens"`
+	CachedTokens     int64             `json:"cached_tokens"`
+	Pages            int64             `json:"pages"`
+	Tier             Name              `json:"tier"` // isolation tier: never, cross-tenant, always
+	DurationMicros   int64             `json:"duration_micros"`
+}
+
+func (RequestCompleted) Kind() Kind { return KindRequestCompleted }
+func (p RequestCompleted) validate() error {
+	return firstErr(CheckName("request", string(p.Request)), CheckName("model", string(p.Model)),
+		checkOptName("status", string(p.Status)), checkCount("prompt_tokens", p.PromptTokens),
+		checkCount("completion_tokens", p.CompletionTokens), checkCount("cached_tokens", p.CachedTokens),
+		checkCount("pages", p.Pages), CheckName("tier", string(p.Tier)),
+		checkCount("duration_micros", p.DurationMicros))
+}
+
+// IsolationViolation records a broken isolation invariant and what the
+// engine withheld because of it.
+type IsolationViolation struct {
+	Request           cloison.RequestID   `json:"request"`
+	Invariant         Name                `json:"invariant"` // e.g. "ownership-tag", "epoch", "scrub"
+	Page              int64               `json:"page"`
+	Epoch             int64               `json:"epoch"`
+	AffectedTenants   []cloison.TenantID  `json:"affected_tenants"`
+	AffectedRequests  []cloison.RequestID `json:"affected_requests"`
+	WithheldResponses int64               `json:"withheld_responses"`
+	Incident          Name                `json:"incident,omitempty"`
+}
+
+func (IsolationViolation) Kind() Kind { return KindIsolationViolation }
+func (p IsolationViolation) validate() error {
+	err := firstErr(CheckName("request", string(p.Request)), CheckName("invariant", string(p.Invariant)),
+		checkCount("page", p.Page), checkCount("epoch", p.Epoch),
+		checkCount("withheld_responses", p.WithheldResponses), checkOptName("incident", string(p.Incident)))
+	if err != nil {
+		return err
+	}
+	return firstErr(checkNames("affected_tenants", p.AffectedTenants), checkNames("affected_requests", p.AffectedRequests))
+}
+
+// TransferVerificationFailed records a disaggregated transfer that decode
+// refused to use.
+type TransferVerificationFailed struct {
+	Request           cloison.RequestID `json:"request"`
+	Source            Name              `json:"source"` // prefill node
+	Check             Name              `json:"check"`  // token-count, page-digest, binding
+	ReservedTokens    int64             `json:"reserved_tokens"`
+	TransferredTokens int64             `json:"transferred_tokens"`
+	PagesMismatched   int64             `json:"pages_mismatched"`
+	WithheldResponses int64             `json:"withheld_responses"`
+	Incident          Name              `json:"incident,omitempty"`
+}
+
+func (TransferVerificationFailed) Kind() Kind { return KindTransferVerification }
+func (p TransferVerificationFailed) validate() error {
+	return firstErr(CheckName("request", string(p.Request)), CheckName("source", string(p.Source)),
+		CheckName("check", string(p.Check)), checkCount("reserved_tokens", p.ReservedTokens),
+		checkCount("transferred_tokens", p.TransferredTokens), checkCount("pages_mismatched", p.PagesMismatched),
+		checkCount("withheld_responses", p.WithheldResponses), checkOptName("incident", string(p.Incident)))
+}
+
+// CapacityAttestation records what an engine found at start: the advertised
+// context against what its pool can hold.
+type CapacityAttestation struct {
+	Node              Name  `json:"node"`
+	Model             Name  `json:"model"`
+	AdvertisedContext int64 `json:"advertised_context"`
+	ServableContext   int64 `json:"servable_context"`
+	PoolPages         int64 `json:"pool_pages"`
+	PageTokens        int64 `json:"page_tokens"`
+	Ready             bool  `json:"ready"`
+}
+
+func (CapacityAttestation) Kind() Kind { return KindCapacityAttestation }
+func (p CapacityAttestation) validate() error {
+	return firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)),
+		checkCount("advertised_context", p.AdvertisedContext), checkCount("servable_context", p.ServableContext),
+		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens))
+}
+
+// IncidentOpened records a new register entry; ContentDigest is the SHA-256
+// of version 1's canonical content.
+type IncidentOpened struct {
+	Incident      Name   `json:"incident"`
+	Source        Name   `json:"source"`
+	Version       int64  `json:"version"`
+	ContentDigest Digest `json:"content_digest"`
+}
+
+func (IncidentOpened) Kind() Kind { return KindIncidentOpened }
+func (p IncidentOpened) validate() error {
+	return firstErr(CheckName("incident", string(p.Incident)), CheckName("source", string(p.Source)),
+		checkCount("version", p.Version))
+}
+
+// IncidentUpdated records a new version of a register entry.
+type IncidentUpdated struct {
+	Incident      Name   `json:"incident"`
+	Version       int64  `json:"version"`
+	ContentDigest Digest `json:"content_digest"`
+}
+
+func (IncidentUpdated) Kind() Kind { return KindIncidentUpdated }
+func (p IncidentUpdated) validate() error {
+	return firstErr(CheckName("incident", string(p.Incident)), checkCount("version", p.Version))
+}
+
+// IncidentPurged records the explicit removal of a register entry whose
+// retention period ended.
+type IncidentPurged struct {
+	Incident          Name   `json:"incident"`
+	Versions          int64  `json:"versions"`
+	Notices           int64  `json:"notices"`
+	LastContentDigest Digest `json:"last_content_digest"`
+	RetainUntil       Day    `json:"retain_until"`
+}
+
+func (IncidentPurged) Kind() Kind { return KindIncidentPurged }
+func (p IncidentPurged) validate() error {
+	return firstErr(CheckName("incident", string(p.Incident)), checkCount("versions", p.Versions),
+		checkCount("notices", p.Notices), checkDay("retain_until", p.RetainUntil, false))
+}
+
+// NoticeSent records a notice about an incident: its recipient and the digest
+// of what was sent.
+type NoticeSent struct {
+	Incident      Name          `json:"incident"`
+	Notice        int64         `json:"notice"`
+	Recipient     RecipientKind `json:"recipient"`
+	RecipientID   Name          `json:"recipient_id,omitempty"` // tenant id or authority, when one
+	ContentDigest Digest        `json:"content_digest"`
+}
+
+func (NoticeSent) Kind() Kind { return KindNoticeSent }
+func (p NoticeSent) validate() error {
+	return firstErr(CheckName("incident", string(p.Incident)), checkCount("notice", p.Notice),
+		p.Recipient.check(), checkOptName("recipient_id", string(p.RecipientID)))
+}
+
+// TenantOp is what happened to a tenant.
+type TenantOp string
+
+// Tenant operations.
+const (
+	TenantCreated  TenantOp = "created"
+	TenantUpdated  TenantOp = "updated"
+	TenantDisabled TenantOp = "disabled"
+)
+
+// TenantChange records a tenant's lifecycle step (the tenant is the event's).
+type TenantChange struct {
+	Op           TenantOp `json:"op"`
+	Tier         Name     `json:"tier,omitempty"`
+	ConfigDigest Digest   `json:"config_digest"`
+}
+
+func (p TenantChange) Kind() Kind { return Kind("tenant." + string(p.Op)) }
+func (p TenantChange) validate() error {
+	switch p.Op {
+	case TenantCreated, TenantUpdated, TenantDisabled:
+	default:
+		return fmt.Errorf("%w: tenant op %q", ErrInvalidEvent, p.Op)
+	}
+	return checkOptName("tier", string(p.Tier))
+}
+
+// KeyOp is what happened to a signing key.
+type KeyOp string
+
+// Key operations.
+const (
+	KeyCreated KeyOp = "created"
+	KeyRotated KeyOp = "rotated"
+	KeyRevoked KeyOp = "revoked"
+)
+
+// KeyChange records a signing key's lifecycle step.
+type KeyChange struct {
+	Op              KeyOp  `json:"op"`
+	Key             Name   `json:"key"`     // key id
+	Purpose         Name   `json:"purpose"` // jwt, checkpoint, manifest
+	PublicKeyDigest Digest `json:"public_key_digest"`
+}
+
+func (p KeyChange) Kind() Kind { return Kind("key." + string(p.Op)) }
+func (p KeyChange) validate() error {
+	switch p.Op {
+	case KeyCreated, KeyRotated, KeyRevoked:
+	default:
+		return fmt.Errorf("%w: key op %q", ErrInvalidEvent, p.Op)
+	}
+	return firstErr(CheckName("key", string(p.Key)), CheckName("purpose", string(p.Purpose)))
+}
+
+// ExportCreated records a compliance export and the digest of its manifest.
+type ExportCreated struct {
+	Export         Name   `json:"export"`
+	FromSeq        int64  `json:"from_seq"`
+	ToSeq          int64  `json:"to_seq"`
+	Files          int64  `json:"files"`
+	ManifestDigest Digest `json:"manifest_digest"`
+}
+
+func (ExportCreated) Kind() Kind { return KindExportCreated }
+func (p ExportCreated) validate() error {
+	return firstErr(CheckName("export", string(p.Export)), checkCount("from_seq", p.FromSeq),
+		checkCount("to_seq", p.ToSeq), checkCount("files", p.Files))
+}
+
+func checkNames[T ~string](field string, xs []T) error {
+	if len(xs) > 4096 {
+		return fmt.Errorf("%w: %s has more than 4096 entries", ErrInvalidEvent, field)
+	}
+	for i, x := range xs {
+		if err := CheckName(fmt.Sprintf("%s[%d]", field, i), string(x)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
