@@ -1,0 +1,223 @@
+// Package sample turns a row of logits into a token: greedy, temperature,
+// top-k, top-p, min-p, repetition / frequency / presence penalties, a
+// per-request seed, and log-probabilities.
+//
+// A Sampler is deterministic: the same Params (seed included), history and
+// logits always give the same token, whatever else runs on the server. It
+// keeps no reference to the logits it is given. It is not safe for concurrent
+// use; the engine owns one per request.
+package sample
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/cloison/cloison"
+)
+
+// ErrInvalidParams: sampling parameters out of range (code invalid_request_error).
+var ErrInvalidParams = cloison.NewError(cloison.CodeInvalid, "sample: invalid sampling parameters")
+
+// Params are one request's sampling parameters, OpenAI-style.
+type Params struct {
+	// Temperature 0 means greedy (argmax, lowest id on ties). At most 2.
+	Temperature float64
+	// TopK keeps the K most likely tokens; 0 disables.
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches TopP; 0 or 1 disables.
+	TopP float64
+	// MinP drops tokens less likely than MinP × the most likely; 0 disables.
+	MinP float64
+	// RepetitionPenalty (llama.cpp / CTRL style) divides positive logits and
+	// multiplies negative logits of tokens already seen; 0 or 1 disables.
+	RepetitionPenalty float64
+	// FrequencyPenalty subtracts count×penalty; PresencePenalty subtracts
+	// penalty once for every token seen (OpenAI, range [-2, 2]).
+	FrequencyPenalty float64
+	PresencePenalty  float64
+	// Seed makes sampling reproducible.
+	Seed uint64
+	// Logprobs asks for the chosen token's log-probability and the TopLogprobs
+	// most likely alternatives (0–20).
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Validate reports ErrInvalidParams for values outside their ranges.
+func (p Params) Validate() error {
+	bad := func(name string, v any) error { return fmt.Errorf("%w: %s = %v", ErrInvalidParams, name, v) }
+	switch {
+	case !(p.Temperature >= 0 && p.Temperature <= 2):
+		return bad("temperature", p.Temperature)
+	case p.TopK < 0:
+		return bad("top_k", p.TopK)
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return bad("top_p", p.TopP)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return bad("min_p", p.MinP)
+	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
+		return bad("repetition_penalty", p.RepetitionPenalty)
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return bad("frequency_penalty", p.FrequencyPenalty)
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return bad("presence_penalty", p.PresencePenalty)
+	case p.TopLogprobs < 0 || p.TopLogprobs > 20:
+		return bad("top_logprobs", p.TopLogprobs)
+	}
+	return nil
+}
+
+// Choice is a sampled token.
+type Choice struct {
+	Token   int32
+	Logprob float64     // log-probability under the final distribution (0 if not asked)
+	Top     []TokenProb // most likely alternatives, best first (if asked)
+}
+
+// TokenProb is a token with its log-probability.
+type TokenProb struct {
+	Token   int32
+	Logprob float64
+}
+
+// Sampler samples tokens for one request.
+type Sampler struct {
+	p      Params
+	rng    *rand.Rand
+	counts map[int32]int // tokens seen (prompt and output), for penalties
+	work   []cand
+}
+
+type cand struct {
+	tok   int32
+	logit float64
+}
+
+// New returns a Sampler; the prompt counts as history for the penalties.
+func New(p Params, prompt []int32) (*Sampler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15)), counts: map[int32]int{}}
+	for _, t := range prompt {
+		s.counts[t]++
+	}
+	return s, nil
+}
+
+// Accept records an emitted token in the history.
+func (s *Sampler) Accept(tok int32) { s.counts[tok]++ }
+
+// Sample picks the next token from logits (one row, the vocabulary) and
+// records it (Accept). A logits row with no finite value is an error.
+func (s *Sampler) Sample(logits []float32) (Choice, error) {
+	p := s.p
+	c := s.work[:0]
+	for i, l := range logits {
+		v := float64(l)
+		if n := s.counts[int32(i)]; n > 0 {
+			if rp := p.RepetitionPenalty; rp > 0 && rp != 1 {
+				if v > 0 {
+					v /= rp
+				} else {
+					v *= rp
+				}
+			}
+			v -= float64(n)*p.FrequencyPenalty + p.PresencePenalty
+		}
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			c = append(c, cand{int32(i), v})
+		}
+	}
+	s.work = c
+	if len(c) == 0 {
+		return Choice{}, fmt.Errorf("%w: no finite logit in a row of %d", ErrInvalidParams, len(logits))
+	}
+	// Best first; ties by lowest id so that order is total and deterministic.
+	slices.SortFunc(c, func(a, b cand) int {
+		if r := cmp.Compare(b.logit, a.logit); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.tok, b.tok)
+	})
+	var choice Choice
+	if p.Temperature == 0 {
+		choice.Token = c[0].tok
+		if p.Logprobs {
+			lse := logSumExp(c, 1)
+			choice.Logprob = c[0].logit - lse
+			choice.Top = top(c, 1, lse, p.TopLogprobs)
+		}
+		s.Accept(choice.Token)
+		return choice, nil
+	}
+	invT := 1 / p.Temperature
+	if p.TopK > 0 && p.TopK < len(c) {
+		c = c[:p.TopK]
+	}
+	lse := logSumExp(c, invT)
+	if p.MinP > 0 {
+		// Keep tokens with prob ≥ MinP × max prob: logit·invT ≥ max·invT + ln MinP.
+		cut := c[0].logit*invT + math.Log(p.MinP)
+		n := 1
+		for n < len(c) && c[n].logit*invT >= cut {
+			n++
+		}
+		c = c[:n]
+		lse = logSumExp(c, invT)
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		cum, n := 0.0, 0
+		for n < len(c) {
+			cum += math.Exp(c[n].logit*invT - lse)
+			n++
+			if cum >= p.TopP {
+				break
+			}
+		}
+		c = c[:n]
+		lse = logSumExp(c, invT)
+	}
+	u := s.rng.Float64()
+	cum := 0.0
+	pick := len(c) - 1
+	for i := range c {
+		cum += math.Exp(c[i].logit*invT - lse)
+		if u < cum {
+			pick = i
+			break
+		}
+	}
+	choice.Token = c[pick].tok
+	if p.Logprobs {
+		choice.Logprob = c[pick].logit*invT - lse
+		choice.Top = top(c, invT, lse, p.TopLogprobs)
+	}
+	s.Accept(choice.Token)
+	return choice, nil
+}
+
+func logSumExp(c []cand, invT float64) float64 {
+	m := c[0].logit * invT // c is sorted best first
+	s := 0.0
+	for _, x := range c {
+		s += math.Exp(x.logit*invT - m)
+	}
+	return m + math.Log(s)
+}
+
+func top(c []cand, invT, lse float64, n int) []TokenProb {
+	n = min(n, len(c))
+	if n == 0 {
+		return nil
+	}
+	out := make([]TokenProb, n)
+	for i := range out {
+		out[i] = TokenProb{Token: c[i].tok, Logprob: c[i].logit*invT - lse}
+	}
+	return out
+}

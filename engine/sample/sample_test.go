@@ -1,0 +1,160 @@
+package sample
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func mustNew(t *testing.T, p Params, prompt []int32) *Sampler {
+	t.Helper()
+	s, err := New(p, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestValidate(t *testing.T) {
+	bad := []Params{
+		{Temperature: -0.1}, {Temperature: 2.5}, {Temperature: math.NaN()}, {TopK: -1}, {TopP: 1.5},
+		{MinP: -1}, {RepetitionPenalty: -1}, {FrequencyPenalty: 3}, {PresencePenalty: -3}, {TopLogprobs: 21},
+	}
+	for _, p := range bad {
+		if _, err := New(p, nil); !errors.Is(err, ErrInvalidParams) {
+			t.Errorf("New(%+v): got %v, want ErrInvalidParams", p, err)
+		}
+	}
+	if _, err := New(Params{Temperature: 1, TopK: 40, TopP: 0.9, MinP: 0.05, RepetitionPenalty: 1.1, TopLogprobs: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGreedy(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      Params
+		prompt []int32
+		logits []float32
+		want   int32
+	}{
+		{"argmax", Params{}, nil, []float32{0.1, 3, 2, -1}, 1},
+		{"ties take the lowest id", Params{}, nil, []float32{1, 5, 5, 0}, 1},
+		{"NaN and Inf are ignored", Params{}, nil, []float32{float32(math.NaN()), 1, float32(math.Inf(1)), 0.5}, 1},
+		{"repetition penalty", Params{RepetitionPenalty: 2}, []int32{1}, []float32{0, 3, 2, 0}, 2},
+		{"repetition penalty pushes negatives down", Params{RepetitionPenalty: 2}, []int32{0}, []float32{-1, -1.5, -3}, 1},
+		{"frequency penalty counts", Params{FrequencyPenalty: 1}, []int32{1, 1}, []float32{0, 3, 1.5}, 2},
+		{"presence penalty once", Params{PresencePenalty: 1}, []int32{1, 1, 1}, []float32{0, 3, 2.5}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := mustNew(t, tt.p, tt.prompt).Sample(tt.logits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Token != tt.want {
+				t.Fatalf("got token %d, want %d", c.Token, tt.want)
+			}
+		})
+	}
+	if _, err := mustNew(t, Params{}, nil).Sample([]float32{float32(math.NaN())}); !errors.Is(err, ErrInvalidParams) {
+		t.Fatalf("got %v, want an error for a row without finite logits", err)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	logits := []float32{4, 3.9, 1, 0, -2, -5}
+	tests := []struct {
+		name    string
+		p       Params
+		allowed map[int32]bool
+	}{
+		{"top-k 2", Params{Temperature: 1, TopK: 2}, map[int32]bool{0: true, 1: true}},
+		{"top-p 0.5 keeps the best", Params{Temperature: 1, TopP: 0.5}, map[int32]bool{0: true}},
+		{"top-p 0.9 keeps two", Params{Temperature: 1, TopP: 0.9}, map[int32]bool{0: true, 1: true}},
+		{"min-p 0.1", Params{Temperature: 1, MinP: 0.1}, map[int32]bool{0: true, 1: true}},
+		{"min-p 0.01", Params{Temperature: 1, MinP: 0.01}, map[int32]bool{0: true, 1: true, 2: true, 3: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := map[int32]bool{}
+			for seed := range uint64(300) {
+				p := tt.p
+				p.Seed = seed
+				c, err := mustNew(t, p, nil).Sample(logits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tt.allowed[c.Token] {
+					t.Fatalf("seed %d sampled %d, outside %v", seed, c.Token, tt.allowed)
+				}
+				seen[c.Token] = true
+			}
+			if len(seen) != len(tt.allowed) {
+				t.Fatalf("300 seeds sampled %v, want every one of %v", seen, tt.allowed)
+			}
+		})
+	}
+}
+
+func TestTemperatureMatchesSoftmax(t *testing.T) {
+	logits := []float32{1, 0, -1}
+	counts := make([]int, 3)
+	const n = 20000
+	s := mustNew(t, Params{Temperature: 1, Seed: 7}, nil)
+	for range n {
+		c, _ := s.Sample(logits)
+		counts[c.Token]++
+		s.counts = map[int32]int{} // no penalties configured, but keep history empty anyway
+	}
+	z := math.Exp(1) + 1 + math.Exp(-1)
+	for i, want := range []float64{math.Exp(1) / z, 1 / z, math.Exp(-1) / z} {
+		got := float64(counts[i]) / n
+		if math.Abs(got-want) > 0.015 {
+			t.Errorf("token %d: frequency %.3f, want %.3f", i, got, want)
+		}
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	c, err := mustNew(t, Params{Logprobs: true, TopLogprobs: 2}, nil).Sample([]float32{math.Ln2, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// p = 2/3 and 1/3.
+	if c.Token != 0 || math.Abs(c.Logprob-math.Log(2.0/3)) > 1e-6 {
+		t.Fatalf("got %+v, want token 0 with log(2/3)", c)
+	}
+	if len(c.Top) != 2 || c.Top[1].Token != 1 || math.Abs(c.Top[1].Logprob-math.Log(1.0/3)) > 1e-6 {
+		t.Fatalf("got top %+v", c.Top)
+	}
+}
+
+// Same seed, same history, same logits: same tokens. Property over random
+// parameters and logits.
+func TestSeedReproducible(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := Params{
+			Temperature: rapid.Float64Range(0, 2).Draw(rt, "temp"),
+			TopK:        rapid.IntRange(0, 10).Draw(rt, "topk"),
+			TopP:        rapid.Float64Range(0, 1).Draw(rt, "topp"),
+			MinP:        rapid.Float64Range(0, 1).Draw(rt, "minp"),
+			Seed:        rapid.Uint64().Draw(rt, "seed"),
+		}
+		logits := rapid.SliceOfN(rapid.Float32Range(-10, 10), 1, 50).Draw(rt, "logits")
+		a, _ := New(p, nil)
+		b, _ := New(p, nil)
+		for range 5 {
+			ca, err := a.Sample(logits)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			cb, _ := b.Sample(logits)
+			if ca.Token != cb.Token || int(ca.Token) >= len(logits) || ca.Token < 0 {
+				rt.Fatalf("tokens %d and %d for the same seed", ca.Token, cb.Token)
+			}
+		}
+	})
+}

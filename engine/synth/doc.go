@@ -1,0 +1,52 @@
+// Package synth writes synthetic llama-family GGUF models, because
+// development and CI cannot download weights. The files follow the GGUF
+// specification and llama.cpp's key names (general.architecture "llama",
+// llama.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
+// vocabulary), so other GGUF readers load them too.
+//
+// Two kinds:
+//
+// Random (Config): seeded random weights of any size, for numerics and speed.
+// Weights are N(0, 1/fan_in) so activations stay O(1) through many layers;
+// norm weights are 1 + N(0, 0.1). Matrices are F32, F16 or Q8_0.
+//
+// ContextBag (BagConfig): a one-layer llama that can only emit tokens present
+// in the KV it attends over — the oracle of the leak tests. Any output token
+// absent from a request's own context proves a cross-request read. With V
+// tokens, d = V+1 rounded up to a multiple of 64, and B = V the "bias"
+// dimension:
+//
+//   - Embedding: E[t] = e_t + c·e_B with c = 8: a one-hot token dimension plus a
+//     constant bias dimension. The bias dominates every residual vector, so
+//     each RMSNorm divides by an almost constant amount (its input's squared
+//     norm lies in [c², c²+4]), whatever the context holds.
+//   - Attention: Wq = Wk = 0, so every score is 0 and attention is exactly
+//     uniform over positions 0…p (RoPE of zero is zero). Wv = I, so the
+//     attention output is the mean of the normalised inputs: dimension t holds
+//     f_t/r0, where f_t is the frequency of token t among positions 0…p and
+//     r0 = sqrt((1+c²)/d) is the (constant) RMS of an embedding.
+//     Wo = r0·I with the bias row zeroed: the residual gains exactly f_t in
+//     dimension t. Heads are 64 wide (d/64 query and KV heads).
+//   - Feed-forward: all zero weights, so it adds exactly 0.
+//   - Output: output_norm = 1, output.weight row t = α·e_t (nothing from the
+//     bias dimension). The logit of token t is α·x[t]/rms(x) with x[t] = f_t
+//     (+1 for the current token).
+//
+// Consequences. An absent token has f_t = 0, every product that reaches its
+// logit is an exact zero, so its logit is exactly 0.0; a present token's logit
+// is strictly positive. Under greedy decoding only a context token can win,
+// for any context length. With rms(x) ≤ sqrt((c²+4)/d), a token present once
+// in n tokens has a logit ≥ α·sqrt(d)/(n·sqrt(c²+4)); α is chosen so that this
+// is ≥ 32 at n = BagConfig.GapTokens (default 4096). So for contexts up to
+// GapTokens every absent token sits ≥ 32 logits below every present token:
+// under temperature ≤ 1 sampling its probability is < e^-32 per step. (For
+// longer contexts the gap shrinks as GapTokens/n but never reaches 0.) The
+// largest logit is ≤ α·sqrt(d)/c ≈ 66·GapTokens, far from float32 overflow.
+//
+// The advertised context length (llama.context_length) is a separate knob:
+// tests need a model that advertises 1,048,576 tokens.
+//
+//	w, err := synth.Random(synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4,
+//		FFN: 1408, Vocab: 2048, Context: 4096, DType: gguf.Q8_0, Seed: 1})
+//	err = w.WriteFile("tiny.gguf")
+package synth

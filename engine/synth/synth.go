@@ -1,0 +1,326 @@
+package synth
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/kernels"
+)
+
+// Config describes a random-weight llama model.
+type Config struct {
+	Name     string // general.name; "synthetic" if empty
+	Layers   int
+	DModel   int
+	Heads    int
+	KVHeads  int // 0 means Heads
+	FFN      int
+	Vocab    int // ≥ 259 (256 bytes + Specials)
+	Context  int // advertised llama.context_length
+	DType    gguf.TensorType
+	Seed     uint64
+	RopeBase float32 // 0 means 10000
+	RMSEps   float32 // 0 means 1e-5
+	// Tied omits output.weight: the output projection reuses token_embd.
+	Tied bool
+}
+
+func (c *Config) fill() error {
+	if c.Name == "" {
+		c.Name = "synthetic"
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.RopeBase == 0 {
+		c.RopeBase = 10000
+	}
+	if c.RMSEps == 0 {
+		c.RMSEps = 1e-5
+	}
+	switch {
+	case c.Layers < 1 || c.DModel < 1 || c.Heads < 1 || c.FFN < 1 || c.Context < 1:
+		return fmt.Errorf("synth: layers, d_model, heads, ffn and context must be positive: %+v", *c)
+	case c.Vocab < 256+len(Specials):
+		return fmt.Errorf("synth: vocab %d is smaller than %d", c.Vocab, 256+len(Specials))
+	case c.DModel%c.Heads != 0 || (c.DModel/c.Heads)%2 != 0:
+		return fmt.Errorf("synth: d_model %d must split into %d heads of even size", c.DModel, c.Heads)
+	case c.KVHeads < 1 || c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("synth: heads %d must be a multiple of kv_heads %d", c.Heads, c.KVHeads)
+	case c.Context > math.MaxUint32:
+		return fmt.Errorf("synth: context %d does not fit llama.context_length (uint32)", c.Context)
+	}
+	switch c.DType {
+	case gguf.F32, gguf.F16:
+	case gguf.Q8_0:
+		if c.DModel%32 != 0 || c.FFN%32 != 0 {
+			return fmt.Errorf("synth: Q8_0 needs d_model and ffn to be multiples of 32")
+		}
+	default:
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q8_0)", c.DType)
+	}
+	return nil
+}
+
+// Params returns the number of weights of the model c describes.
+func (c Config) Params() int64 {
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	hd := c.DModel / c.Heads
+	d, f, v := int64(c.DModel), int64(c.FFN), int64(c.Vocab)
+	kv := int64(c.KVHeads * hd)
+	layer := 2*d + d*d + 2*d*kv + d*d + 3*d*f
+	out := d * v
+	if c.Tied {
+		out = 0
+	}
+	return v*d + int64(c.Layers)*layer + d + out
+}
+
+func fileType(t gguf.TensorType) uint32 {
+	switch t {
+	case gguf.F16:
+		return 1
+	case gguf.Q8_0:
+		return 7
+	}
+	return 0
+}
+
+// header sets the llama and tokenizer metadata shared by both kinds.
+func header(w *gguf.Writer, name string, layers, d, heads, kvHeads, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
+	tokens, types, merges := Vocab(vocab)
+	kvs := []struct {
+		k string
+		v any
+	}{
+		{"general.architecture", "llama"},
+		{"general.name", name},
+		{"general.file_type", fileType(dt)},
+		{"general.quantization_version", uint32(2)},
+		{"llama.context_length", uint32(context)},
+		{"llama.embedding_length", uint32(d)},
+		{"llama.block_count", uint32(layers)},
+		{"llama.feed_forward_length", uint32(ffn)},
+		{"llama.attention.head_count", uint32(heads)},
+		{"llama.attention.head_count_kv", uint32(kvHeads)},
+		{"llama.attention.layer_norm_rms_epsilon", eps},
+		{"llama.rope.freq_base", base},
+		{"llama.rope.dimension_count", uint32(d / heads)},
+		{"llama.vocab_size", uint32(vocab)},
+		{"tokenizer.ggml.model", "gpt2"},
+		{"tokenizer.ggml.pre", "gpt-2"},
+		{"tokenizer.ggml.tokens", tokens},
+		{"tokenizer.ggml.token_type", types},
+		{"tokenizer.ggml.merges", merges},
+		{"tokenizer.ggml.bos_token_id", uint32(EndOfText)},
+		{"tokenizer.ggml.eos_token_id", uint32(EndOfText)},
+		{"tokenizer.ggml.eot_token_id", uint32(IMEnd)},
+		{"tokenizer.ggml.padding_token_id", uint32(EndOfText)},
+		{"tokenizer.ggml.add_bos_token", false},
+		{"tokenizer.chat_template", ChatTemplate},
+	}
+	for _, kv := range kvs {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encode converts rows×cols float32 weights (row-major) into dt.
+func encode(dt gguf.TensorType, x []float32) ([]byte, error) {
+	return kernels.Quantize(kernels.DType(dt), x)
+}
+
+func f32bytes(b []byte, x []float32) {
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+}
+
+// Random returns a Writer holding a random-weight model. Tensors are generated
+// while the file is written, each from its own seed (Seed and the tensor's
+// index), so a model of any size streams to disk without being held in memory
+// and the same Config always gives the same bytes.
+func Random(c Config) (*gguf.Writer, error) {
+	if err := c.fill(); err != nil {
+		return nil, err
+	}
+	w := gguf.NewWriter()
+	if err := header(w, c.Name, c.Layers, c.DModel, c.Heads, c.KVHeads, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
+		return nil, err
+	}
+	hd := c.DModel / c.Heads
+	idx := uint64(0)
+	matrix := func(name string, rows, cols int) error {
+		idx++
+		seed := idx
+		scale := float32(1 / math.Sqrt(float64(cols)))
+		return w.AddTensorFunc(name, c.DType, []uint64{uint64(cols), uint64(rows)}, func(b []byte) error {
+			r := rand.New(rand.NewPCG(c.Seed, seed))
+			row := make([]float32, cols)
+			rb := len(b) / rows
+			for i := 0; i < rows; i++ {
+				for j := range row {
+					row[j] = float32(r.NormFloat64()) * scale
+				}
+				enc, err := encode(c.DType, row)
+				if err != nil {
+					return err
+				}
+				copy(b[i*rb:], enc)
+			}
+			return nil
+		})
+	}
+	norm := func(name string) error {
+		idx++
+		seed := idx
+		return w.AddTensorFunc(name, gguf.F32, []uint64{uint64(c.DModel)}, func(b []byte) error {
+			r := rand.New(rand.NewPCG(c.Seed, seed))
+			x := make([]float32, c.DModel)
+			for j := range x {
+				x[j] = 1 + 0.1*float32(r.NormFloat64())
+			}
+			f32bytes(b, x)
+			return nil
+		})
+	}
+	errs := []error{matrix("token_embd.weight", c.Vocab, c.DModel)}
+	for l := 0; l < c.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		errs = append(errs,
+			norm(p+"attn_norm.weight"),
+			matrix(p+"attn_q.weight", c.Heads*hd, c.DModel),
+			matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
+			matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel),
+			matrix(p+"attn_output.weight", c.DModel, c.Heads*hd),
+			norm(p+"ffn_norm.weight"),
+			matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
+			matrix(p+"ffn_up.weight", c.FFN, c.DModel),
+			matrix(p+"ffn_down.weight", c.DModel, c.FFN),
+		)
+	}
+	errs = append(errs, norm("output_norm.weight"))
+	if !c.Tied {
+		errs = append(errs, matrix("output.weight", c.Vocab, c.DModel))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// BagConfig describes a context-bag model (see the package documentation).
+type BagConfig struct {
+	// Vocab is the vocabulary size, ≥ 259; 0 means 259 (bytes and Specials).
+	Vocab int
+	// Context is the advertised context length; 0 means 4096.
+	Context int
+	// GapTokens is the context length up to which every absent token's
+	// logit is ≥ 32 below every present token's; 0 means 4096.
+	GapTokens int
+}
+
+// Bag constants (see the package documentation).
+const (
+	bagBias    = 8.0 // c: the bias dimension's value in every embedding
+	bagMinGap  = 32.0
+	bagHeadDim = 64
+)
+
+// BagDims returns d_model and the bias dimension of a context-bag model with
+// the given vocabulary size.
+func BagDims(vocab int) (d, bias int) {
+	d = (vocab + 1 + bagHeadDim - 1) / bagHeadDim * bagHeadDim
+	return d, vocab
+}
+
+// ContextBag returns a Writer holding a context-bag model.
+func ContextBag(c BagConfig) (*gguf.Writer, error) {
+	if c.Vocab == 0 {
+		c.Vocab = 256 + len(Specials)
+	}
+	if c.Context == 0 {
+		c.Context = 4096
+	}
+	if c.GapTokens == 0 {
+		c.GapTokens = 4096
+	}
+	if c.Vocab < 256+len(Specials) || c.Context < 1 || c.Context > math.MaxUint32 || c.GapTokens < 1 {
+		return nil, fmt.Errorf("synth: bad context-bag config %+v", c)
+	}
+	v := c.Vocab
+	d, b := BagDims(v)
+	heads := d / bagHeadDim
+	w := gguf.NewWriter()
+	if err := header(w, "context-bag", 1, d, heads, heads, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
+		return nil, err
+	}
+	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))
+	alpha := float32(bagMinGap * float64(c.GapTokens) * math.Sqrt(bagBias*bagBias+4) / math.Sqrt(float64(d)))
+	// dense builds a rows×cols F32 matrix from a function of (row, col)
+	// that is non-zero only where set says.
+	dense := func(name string, rows, cols int, set func(m []float32)) error {
+		return w.AddTensorFunc(name, gguf.F32, []uint64{uint64(cols), uint64(rows)}, func(buf []byte) error {
+			m := make([]float32, rows*cols)
+			set(m)
+			f32bytes(buf, m)
+			return nil
+		})
+	}
+	ones := func(name string) error {
+		return w.AddTensorFunc(name, gguf.F32, []uint64{uint64(d)}, func(buf []byte) error {
+			m := make([]float32, d)
+			for i := range m {
+				m[i] = 1
+			}
+			f32bytes(buf, m)
+			return nil
+		})
+	}
+	none := func([]float32) {}
+	errs := []error{
+		dense("token_embd.weight", v, d, func(m []float32) {
+			for t := 0; t < v; t++ {
+				m[t*d+t] = 1
+				m[t*d+b] = bagBias
+			}
+		}),
+		ones("blk.0.attn_norm.weight"),
+		dense("blk.0.attn_q.weight", d, d, none),
+		dense("blk.0.attn_k.weight", d, d, none),
+		dense("blk.0.attn_v.weight", d, d, func(m []float32) {
+			for i := 0; i < d; i++ {
+				m[i*d+i] = 1
+			}
+		}),
+		dense("blk.0.attn_output.weight", d, d, func(m []float32) {
+			for i := 0; i < d; i++ {
+				if i != b {
+					m[i*d+i] = r0
+				}
+			}
+		}),
+		ones("blk.0.ffn_norm.weight"),
+		dense("blk.0.ffn_gate.weight", bagHeadDim, d, none),
+		dense("blk.0.ffn_up.weight", bagHeadDim, d, none),
+		dense("blk.0.ffn_down.weight", d, bagHeadDim, none),
+		ones("output_norm.weight"),
+		dense("output.weight", v, d, func(m []float32) {
+			for t := 0; t < v; t++ {
+				m[t*d+t] = alpha
+			}
+		}),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return w, nil
+}

@@ -1,0 +1,80 @@
+package synth
+
+// Specials are the control tokens every synthetic vocabulary ends its byte
+// tokens with: ids 256, 257, 258.
+var Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+
+// Special token ids.
+const (
+	EndOfText = 256 // BOS and EOS
+	IMStart   = 257
+	IMEnd     = 258 // end of turn
+)
+
+// ChatTemplate is the ChatML Jinja template written into every synthetic
+// model (tokenizer.chat_template).
+const ChatTemplate = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+
+// byteRunes is GPT-2's bytes_to_unicode: printable bytes map to themselves,
+// the others to U+0100 upwards, so every byte is a visible character.
+func byteRunes() [256]rune {
+	var m [256]rune
+	n := 0
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			m[b] = rune(b)
+		} else {
+			m[b] = rune(256 + n)
+			n++
+		}
+	}
+	return m
+}
+
+// Vocab returns a gpt2-style byte-level BPE vocabulary of n tokens (n ≥ 259):
+// token b < 256 is byte b in GPT-2's byte-to-unicode form, then Specials, then
+// merged tokens, each produced by the merge on the same line of merges. The
+// merges build words from "Ġ" (space) and lowercase letters breadth-first, so
+// ordinary lowercase English text compresses a little. Token types are 1
+// (normal) and 3 (control).
+func Vocab(n int) (tokens []string, types []int32, merges []string) {
+	br := byteRunes()
+	for b := 0; b < 256; b++ {
+		tokens = append(tokens, string(br[b]))
+		types = append(types, 1)
+	}
+	for _, s := range Specials {
+		tokens = append(tokens, s)
+		types = append(types, 3)
+	}
+	alphabet := []string{string(br[' '])}
+	for c := 'a'; c <= 'z'; c++ {
+		alphabet = append(alphabet, string(c))
+	}
+	seen := map[string]bool{}
+	for _, t := range tokens {
+		seen[t] = true
+	}
+	level := alphabet
+	for len(tokens) < n && len(level) > 0 {
+		var next []string
+		for _, left := range level {
+			for _, right := range alphabet[1:] {
+				if len(tokens) >= n {
+					break
+				}
+				tok := left + right
+				if seen[tok] {
+					continue
+				}
+				seen[tok] = true
+				tokens = append(tokens, tok)
+				types = append(types, 1)
+				merges = append(merges, left+" "+right)
+				next = append(next, tok)
+			}
+		}
+		level = next
+	}
+	return tokens, types, merges
+}

@@ -1,0 +1,29 @@
+// Package tokenizer turns text into token ids and back, built from a GGUF
+// file's tokenizer.ggml.* metadata the way llama.cpp builds its vocabulary:
+//
+//   - "gpt2": byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM, …). Text is first
+//     split by the pre-tokenizer that tokenizer.ggml.pre names — GPT-2's
+//     regular expression ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+//     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), the Llama 3 and Qwen2 variants, or
+//     the StarCoder/SmolLM variant that first isolates every digit — written
+//     out by hand, because Go's regexp has no lookahead. Each piece's bytes are
+//     mapped to GPT-2's printable byte alphabet and merged by the ranks of
+//     tokenizer.ggml.merges.
+//   - "llama": SentencePiece BPE. Spaces become "▁", a space is prefixed
+//     (tokenizer.ggml.add_space_prefix, default true), adjacent symbols are
+//     merged highest tokenizer.ggml.scores first (leftmost on ties), and any
+//     character not in the vocabulary falls back to its UTF-8 bytes as
+//     <0xNN> tokens.
+//
+// Special tokens: control tokens (token type 3) are recognised in the input
+// as whole strings only when the caller allows it (parseSpecial), so user
+// text can never forge them; user-defined tokens (type 4) are always
+// recognised. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
+// template (tokenizer.chat_template) are exposed as fields.
+//
+// A Tokenizer is immutable after FromGGUF and safe for concurrent use.
+//
+//	tok, err := tokenizer.FromGGUF(f)
+//	ids := tok.Encode(prompt, true, false) // add BOS if the model wants it; no control tokens from text
+//	text := tok.Decode(ids, false)
+package tokenizer

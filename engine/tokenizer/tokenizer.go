@@ -1,0 +1,479 @@
+package tokenizer
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cloison/cloison/engine/gguf"
+)
+
+var (
+	// ErrUnsupported: the file names a tokenizer model or pre-tokenizer this
+	// package does not implement.
+	ErrUnsupported = errors.New("tokenizer: unsupported")
+	// ErrMetadata: tokenizer metadata missing or inconsistent.
+	ErrMetadata = errors.New("tokenizer: bad metadata")
+)
+
+// Token types (tokenizer.ggml.token_type), as llama.cpp numbers them.
+const (
+	TypeNormal      = 1
+	TypeUnknown     = 2
+	TypeControl     = 3
+	TypeUserDefined = 4
+	TypeUnused      = 5
+	TypeByte        = 6
+)
+
+// Tokenizer encodes and decodes text for one model. See the package doc.
+type Tokenizer struct {
+	Model string // "gpt2" or "llama"
+	Pre   string // tokenizer.ggml.pre
+
+	// Special ids; -1 when the model has none.
+	BOS, EOS, EOT, EOM, UNK, PAD int32
+	AddBOS, AddEOS               bool
+	// AddSpacePrefix: SentencePiece prefixes text with a space.
+	AddSpacePrefix bool
+	// ChatTemplate is tokenizer.chat_template, "" if absent.
+	ChatTemplate string
+
+	tokens  []string
+	types   []int32
+	scores  []float32
+	index   map[string]int32
+	ranks   map[pair]int // gpt2 merges
+	pre     preKind
+	special []int32    // control, user-defined and unknown tokens, longest first
+	byteTok [256]int32 // llama: <0xNN> ids; -1 when absent
+	byteEnc [256]rune  // gpt2: byte → printable rune
+	byteDec map[rune]byte
+}
+
+type pair struct{ a, b string }
+
+// FromGGUF builds the tokenizer that f's metadata describes.
+func FromGGUF(f *gguf.File) (*Tokenizer, error) {
+	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1}
+	var ok bool
+	if t.Model, ok = f.String("tokenizer.ggml.model"); !ok {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.model missing", ErrMetadata)
+	}
+	v, ok := f.Get("tokenizer.ggml.tokens")
+	if !ok {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.tokens missing", ErrMetadata)
+	}
+	if t.tokens, ok = v.Strings(); !ok || len(t.tokens) == 0 || len(t.tokens) > 1<<31-1 {
+		return nil, fmt.Errorf("%w: tokenizer.ggml.tokens is not a non-empty string array", ErrMetadata)
+	}
+	n := len(t.tokens)
+	t.types = make([]int32, n)
+	for i := range t.types {
+		t.types[i] = TypeNormal
+	}
+	if v, ok := f.Get("tokenizer.ggml.token_type"); ok {
+		tt, ok := v.Ints()
+		if !ok || len(tt) != n {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.token_type must be %d integers", ErrMetadata, n)
+		}
+		for i, x := range tt {
+			t.types[i] = int32(x)
+		}
+	}
+	if v, ok := f.Get("tokenizer.ggml.scores"); ok {
+		if t.scores, ok = v.Float32s(); !ok || len(t.scores) != n {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.scores must be %d float32", ErrMetadata, n)
+		}
+	}
+	t.index = make(map[string]int32, n)
+	for i, s := range t.tokens {
+		if _, dup := t.index[s]; !dup { // first occurrence wins, as in llama.cpp
+			t.index[s] = int32(i)
+		}
+	}
+	t.Pre, _ = f.String("tokenizer.ggml.pre")
+	t.ChatTemplate, _ = f.String("tokenizer.chat_template")
+	switch t.Model {
+	case "gpt2":
+		var err error
+		if t.pre, err = preFor(t.Pre); err != nil {
+			return nil, err
+		}
+		v, ok := f.Get("tokenizer.ggml.merges")
+		if !ok {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.merges missing", ErrMetadata)
+		}
+		merges, ok := v.Strings()
+		if !ok {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.merges is not a string array", ErrMetadata)
+		}
+		t.ranks = make(map[pair]int, len(merges))
+		for r, m := range merges {
+			a, b, ok := strings.Cut(m, " ")
+			if !ok || a == "" || b == "" {
+				return nil, fmt.Errorf("%w: merge %d %q is not two tokens", ErrMetadata, r, m)
+			}
+			if _, dup := t.ranks[pair{a, b}]; !dup {
+				t.ranks[pair{a, b}] = r
+			}
+		}
+		t.byteEnc = byteRunes()
+		t.byteDec = make(map[rune]byte, 256)
+		for b, r := range t.byteEnc {
+			t.byteDec[r] = byte(b)
+		}
+	case "llama":
+		t.pre = preNone
+		if t.scores == nil {
+			return nil, fmt.Errorf("%w: tokenizer.ggml.scores missing for a llama vocabulary", ErrMetadata)
+		}
+		t.BOS, t.EOS, t.UNK = 1, 2, 0
+		t.AddBOS, t.AddSpacePrefix = true, true
+		for b := range t.byteTok {
+			id, ok := t.index[fmt.Sprintf("<0x%02X>", b)]
+			if !ok {
+				id = -1
+			}
+			t.byteTok[b] = id
+		}
+	default:
+		return nil, fmt.Errorf("%w: tokenizer model %q", ErrUnsupported, t.Model)
+	}
+	ids := []struct {
+		key string
+		dst *int32
+	}{
+		{"bos", &t.BOS}, {"eos", &t.EOS}, {"eot", &t.EOT}, {"eom", &t.EOM},
+		{"unknown", &t.UNK}, {"padding", &t.PAD},
+	}
+	for _, id := range ids {
+		if x, ok := f.Int("tokenizer.ggml." + id.key + "_token_id"); ok {
+			if x < 0 || x >= int64(n) {
+				return nil, fmt.Errorf("%w: tokenizer.ggml.%s_token_id %d outside the vocabulary", ErrMetadata, id.key, x)
+			}
+			*id.dst = int32(x)
+		}
+	}
+	if t.EOT < 0 {
+		for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"} {
+			if id, ok := t.index[s]; ok && t.types[id] == TypeControl {
+				t.EOT = id
+				break
+			}
+		}
+	}
+	if b, ok := f.Bool("tokenizer.ggml.add_bos_token"); ok {
+		t.AddBOS = b
+	}
+	if b, ok := f.Bool("tokenizer.ggml.add_eos_token"); ok {
+		t.AddEOS = b
+	}
+	if b, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok {
+		t.AddSpacePrefix = b
+	}
+	if t.AddBOS && t.BOS < 0 {
+		return nil, fmt.Errorf("%w: add_bos_token set but no BOS id", ErrMetadata)
+	}
+	for i, ty := range t.types {
+		if (ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown) && t.tokens[i] != "" {
+			t.special = append(t.special, int32(i))
+		}
+	}
+	sort.SliceStable(t.special, func(a, b int) bool { return len(t.tokens[t.special[a]]) > len(t.tokens[t.special[b]]) })
+	return t, nil
+}
+
+// Len returns the vocabulary size.
+func (t *Tokenizer) Len() int { return len(t.tokens) }
+
+// Token returns the vocabulary string of id ("" if out of range).
+func (t *Tokenizer) Token(id int32) string {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// Type returns the token type of id (0 if out of range).
+func (t *Tokenizer) Type(id int32) int32 {
+	if id < 0 || int(id) >= len(t.types) {
+		return 0
+	}
+	return t.types[id]
+}
+
+// ID returns the id of a vocabulary string.
+func (t *Tokenizer) ID(s string) (int32, bool) { id, ok := t.index[s]; return id, ok }
+
+// IsEOG reports whether id ends generation (EOS, EOT or EOM).
+func (t *Tokenizer) IsEOG(id int32) bool {
+	return id >= 0 && (id == t.EOS || id == t.EOT || id == t.EOM)
+}
+
+// Encode tokenizes text. addSpecial adds BOS (and EOS) when the model's flags
+// ask for them; parseSpecial lets control tokens written in text (e.g.
+// "<|im_start|>") become their ids — leave it false for untrusted user text.
+func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
+	var out []int32
+	if addSpecial && t.AddBOS && t.BOS >= 0 {
+		out = append(out, t.BOS)
+	}
+	prevSpecial := true
+	t.partition(text, parseSpecial, func(raw string, special int32) {
+		if special >= 0 {
+			out = append(out, special)
+			prevSpecial = true
+			return
+		}
+		switch t.Model {
+		case "gpt2":
+			t.pre.split(raw, func(piece string) { out = t.bpe(piece, out) })
+		case "llama":
+			if t.AddSpacePrefix && prevSpecial {
+				raw = " " + raw
+			}
+			out = t.spm(strings.ReplaceAll(raw, " ", "▁"), out)
+		}
+		prevSpecial = false
+	})
+	if addSpecial && t.AddEOS && t.EOS >= 0 {
+		out = append(out, t.EOS)
+	}
+	return out
+}
+
+// partition splits text into raw runs and special tokens (longest match
+// first, leftmost first).
+func (t *Tokenizer) partition(text string, parseSpecial bool, emit func(raw string, special int32)) {
+	start := 0
+	for i := 0; i < len(text); {
+		matched := int32(-1)
+		for _, id := range t.special {
+			if !parseSpecial && t.types[id] != TypeUserDefined {
+				continue
+			}
+			if strings.HasPrefix(text[i:], t.tokens[id]) {
+				matched = id
+				break
+			}
+		}
+		if matched < 0 {
+			i++
+			continue
+		}
+		if start < i {
+			emit(text[start:i], -1)
+		}
+		emit("", matched)
+		i += len(t.tokens[matched])
+		start = i
+	}
+	if start < len(text) {
+		emit(text[start:], -1)
+	}
+}
+
+// bpe encodes one pre-tokenized piece with byte-level BPE.
+func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
+	syms := make([]string, 0, len(piece))
+	for i := 0; i < len(piece); i++ {
+		syms = append(syms, string(t.byteEnc[piece[i]]))
+	}
+	for len(syms) > 1 {
+		best, bi := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[pair{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+				best, bi = r, i
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		a, b := syms[bi], syms[bi+1]
+		merged := syms[:0:0]
+		for i := 0; i < len(syms); i++ {
+			if i+1 < len(syms) && syms[i] == a && syms[i+1] == b {
+				merged = append(merged, a+b)
+				i++
+			} else {
+				merged = append(merged, syms[i])
+			}
+		}
+		syms = merged
+	}
+	for _, s := range syms {
+		if id, ok := t.index[s]; ok {
+			out = append(out, id)
+			continue
+		}
+		for _, r := range s { // a symbol outside the vocabulary: its bytes
+			if id, ok := t.index[string(r)]; ok {
+				out = append(out, id)
+			} else if t.UNK >= 0 {
+				out = append(out, t.UNK)
+			}
+		}
+	}
+	return out
+}
+
+type bigram struct {
+	left, right int // symbol indices
+	score       float32
+	size        int
+}
+
+type bigramQueue []bigram
+
+func (q bigramQueue) Len() int { return len(q) }
+func (q bigramQueue) Less(i, j int) bool {
+	if q[i].score != q[j].score {
+		return q[i].score > q[j].score
+	}
+	return q[i].left < q[j].left
+}
+func (q bigramQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *bigramQueue) Push(x any)   { *q = append(*q, x.(bigram)) }
+func (q *bigramQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+type symbol struct {
+	prev, next int
+	text       string // "" once merged into its left neighbour
+}
+
+// spm encodes text (spaces already "▁") with SentencePiece BPE.
+func (t *Tokenizer) spm(text string, out []int32) []int32 {
+	if text == "" {
+		return out
+	}
+	var syms []symbol
+	for i := 0; i < len(text); {
+		_, n := utf8.DecodeRuneInString(text[i:])
+		syms = append(syms, symbol{prev: len(syms) - 1, next: len(syms) + 1, text: text[i : i+n]})
+		i += n
+	}
+	syms[len(syms)-1].next = -1
+	q := &bigramQueue{}
+	try := func(l, r int) {
+		if l < 0 || r < 0 {
+			return
+		}
+		s := syms[l].text + syms[r].text
+		if id, ok := t.index[s]; ok {
+			heap.Push(q, bigram{left: l, right: r, score: t.scores[id], size: len(s)})
+		}
+	}
+	for i := 1; i < len(syms); i++ {
+		try(i-1, i)
+	}
+	for q.Len() > 0 {
+		bg := heap.Pop(q).(bigram)
+		l, r := &syms[bg.left], &syms[bg.right]
+		if l.text == "" || r.text == "" || len(l.text)+len(r.text) != bg.size || l.next != bg.right {
+			continue // stale
+		}
+		l.text += r.text
+		r.text = ""
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = bg.left
+		}
+		try(l.prev, bg.left)
+		try(bg.left, l.next)
+	}
+	for i := 0; i >= 0; i = syms[i].next {
+		s := syms[i].text
+		if id, ok := t.index[s]; ok {
+			out = append(out, id)
+			continue
+		}
+		for j := 0; j < len(s); j++ {
+			if id := t.byteTok[s[j]]; id >= 0 {
+				out = append(out, id)
+			} else if t.UNK >= 0 {
+				out = append(out, t.UNK)
+			}
+		}
+	}
+	return out
+}
+
+// Piece returns the bytes that token id stands for. Control tokens give
+// their text only when special is set; unknown ids give nil.
+func (t *Tokenizer) Piece(id int32, special bool) []byte {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return nil
+	}
+	s := t.tokens[id]
+	switch t.types[id] {
+	case TypeControl, TypeUnknown:
+		if !special {
+			return nil
+		}
+		return []byte(s)
+	case TypeUserDefined:
+		return []byte(s)
+	case TypeByte:
+		if t.Model == "llama" && len(s) == 6 {
+			var b byte
+			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
+				return []byte{b}
+			}
+		}
+	}
+	if t.Model == "llama" {
+		return []byte(strings.ReplaceAll(s, "▁", " "))
+	}
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		if b, ok := t.byteDec[r]; ok {
+			out = append(out, b)
+		} else {
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	return out
+}
+
+// Decode returns the text of ids (see Piece for special). For SentencePiece
+// vocabularies with a space prefix, the leading space the encoder added is
+// removed.
+func (t *Tokenizer) Decode(ids []int32, special bool) string {
+	var b []byte
+	strip := t.Model == "llama" && t.AddSpacePrefix
+	for _, id := range ids {
+		p := t.Piece(id, special)
+		if strip && len(p) > 0 && t.Type(id) != TypeControl {
+			if p[0] == ' ' {
+				p = p[1:]
+			}
+			strip = false
+		}
+		b = append(b, p...)
+	}
+	return string(b)
+}
+
+// byteRunes is GPT-2's bytes_to_unicode.
+func byteRunes() [256]rune {
+	var m [256]rune
+	n := 0
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			m[b] = rune(b)
+		} else {
+			m[b] = rune(256 + n)
+			n++
+		}
+	}
+	return m
+}
