@@ -1,0 +1,161 @@
+// Package migrations holds Cloison's numbered SQL migrations, embedded in
+// the binary, and applies them with pressly/goose v3.
+//
+// Up creates (if missing) the two roles the schema needs — roles are global
+// to a PostgreSQL cluster, so their names are configurable and creation is
+// idempotent and race-safe — grants them what they need on the current
+// database, then runs the migrations as the owner role (SET ROLE) so every
+// object belongs to it, with the runtime role's name in the session setting
+// cloison.runtime_role for the GRANT statements.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/cloison/cloison"
+)
+
+//go:embed *.sql
+var FS embed.FS
+
+// ErrInvalidRoles: a role name that is not a plain lowercase identifier, or
+// the same name for both roles.
+var ErrInvalidRoles = cloison.NewError(cloison.CodeInvalid, "migrations: invalid role names")
+
+// Roles names the two database roles.
+type Roles struct {
+	// Owner owns the ledger and register tables (NOLOGIN). Only it, and
+	// superusers, could alter them; the triggers still refuse edits.
+	Owner string
+	// Runtime is the role servers connect as (LOGIN, no password set
+	// here): INSERT and SELECT on ledger and register tables, EXECUTE on
+	// audit_head/audit_append, never UPDATE, DELETE or TRUNCATE.
+	Runtime string
+}
+
+// DefaultRoles are the names used when none are configured.
+var DefaultRoles = Roles{Owner: "cloison_owner", Runtime: "cloison_runtime"}
+
+var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (r Roles) check() error {
+	if !roleName.MatchString(r.Owner) || !roleName.MatchString(r.Runtime) || r.Owner == r.Runtime {
+		return fmt.Errorf("%w: owner %q, runtime %q", ErrInvalidRoles, r.Owner, r.Runtime)
+	}
+	return nil
+}
+
+// Up connects to adminURL (a role allowed to create roles and objects in
+// the database, typically the cluster's superuser or the database owner),
+// ensures the roles and grants, and applies every pending migration. It
+// returns the versions applied.
+func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
+	if err := roles.check(); err != nil {
+		return nil, err
+	}
+	if err := EnsureRoles(ctx, adminURL, roles); err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, fmt.Sprintf("SET ROLE %s; SELECT set_config('cloison.runtime_role', '%s', false)",
+			pgx.Identifier{roles.Owner}.Sanitize(), roles.Runtime))
+		return err
+	}))
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	versions := make([]int64, 0, len(res))
+	for _, r := range res {
+		versions = append(versions, r.Source.Version)
+	}
+	return versions, nil
+}
+
+// Status returns the latest applied version (0: none).
+func Status(ctx context.Context, db *sql.DB) (int64, error) {
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS)
+	if err != nil {
+		return 0, err
+	}
+	return p.GetDBVersion(ctx)
+}
+
+// EnsureRoles creates the roles if missing (tolerating a concurrent creator)
+// and grants them what they need on the database adminURL names.
+func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
+	if err := roles.check(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("migrations: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, r := range []struct{ name, attrs string }{{roles.Owner, "NOLOGIN"}, {roles.Runtime, "LOGIN"}} {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name).Scan(&exists); err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+		if exists {
+			continue
+		}
+		_, err := conn.Exec(ctx, fmt.Sprintf("CREATE ROLE %s %s", pgx.Identifier{r.name}.Sanitize(), r.attrs))
+		var pe *pgconn.PgError
+		// Another process created it between our check and CREATE:
+		// duplicate_object, or unique_violation on pg_authid.
+		if err != nil && !(errors.As(err, &pe) && (pe.Code == "42710" || pe.Code == "23505")) {
+			return fmt.Errorf("migrations: create role %s: %w", r.name, err)
+		}
+	}
+	owner, runtime := pgx.Identifier{roles.Owner}.Sanitize(), pgx.Identifier{roles.Runtime}.Sanitize()
+	var dbname string
+	var super bool
+	if err := conn.QueryRow(ctx, "SELECT current_database(), rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&dbname, &super); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	stmts := []string{
+		fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s, %s", pgx.Identifier{dbname}.Sanitize(), owner, runtime),
+		fmt.Sprintf("GRANT USAGE, CREATE ON SCHEMA public TO %s", owner),
+		fmt.Sprintf("GRANT USAGE ON SCHEMA public TO %s", runtime),
+	}
+	if !super {
+		// A non-superuser administrator must be a member of the owner to
+		// SET ROLE to it.
+		stmts = append(stmts, fmt.Sprintf("GRANT %s TO CURRENT_USER", owner))
+	}
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			var pe *pgconn.PgError
+			// Concurrent GRANTs on the same shared catalog row can
+			// collide ("tuple concurrently updated"); retry once.
+			if errors.As(err, &pe) && pe.Code == "XX000" {
+				_, err = conn.Exec(ctx, s)
+			}
+			if err != nil {
+				return fmt.Errorf("migrations: %s: %w", s, err)
+			}
+		}
+	}
+	return nil
+}
