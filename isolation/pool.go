@@ -45,6 +45,7 @@ type page struct {
 	next  int32
 	state pageState
 	inLRU bool
+	scrub bool // discarded: zero before any reuse, whatever the mode
 }
 
 type partition struct {
@@ -623,7 +624,14 @@ func (p *Pool) ownerOf(pg int32) Lease {
 // Release ends a lease. Its own pages are quarantined (or, while a transfer
 // holds them, drained when the hold ends); its references to cached prefix
 // pages are dropped. Errors: ErrStaleLease.
-func (p *Pool) Release(l Lease) error {
+func (p *Pool) Release(l Lease) error { return p.release(l, false) }
+
+// Discard ends a lease like Release but sends its own pages to be zeroed
+// whatever the zeroing mode: for leases aborted by an isolation violation or
+// a failed transfer, whose pages may hold anything. Errors: ErrStaleLease.
+func (p *Pool) Discard(l Lease) error { return p.release(l, true) }
+
+func (p *Pool) release(l Lease, scrub bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ls, err := p.live(l)
@@ -640,6 +648,7 @@ func (p *Pool) Release(l Lease) error {
 			continue
 		}
 		m := &p.pages[pg]
+		m.scrub = m.scrub || scrub
 		if m.holds > 0 {
 			m.state = stDraining
 			continue
@@ -665,6 +674,10 @@ func (p *Pool) retire(pg int32) {
 func (p *Pool) dispose(pg int32) {
 	m := &p.pages[pg]
 	part := &p.parts[m.part]
+	if m.scrub && !p.cfg.Unsafe.SkipScrub {
+		p.quarantinePage(pg)
+		return
+	}
 	if m.tag.IsZero() || p.cfg.Unsafe.SkipScrub {
 		m.state = stFree
 		part.free = append(part.free, pg)
@@ -830,6 +843,7 @@ func (p *Pool) ConfirmScrub(pages []int32) error {
 			p.tenants[m.tag.Tenant-1].scrubbed++
 		}
 		m.tag = Tag{}
+		m.scrub = false
 		m.state = stFree
 		part := &p.parts[m.part]
 		part.inScrub--

@@ -783,3 +783,27 @@ func TestUnsafeSwitches(t *testing.T) {
 		mustCheck(t, p)
 	})
 }
+
+func TestDiscardScrubsWhateverTheMode(t *testing.T) {
+	p := newPool(t, Config{Pages: 2, DefaultZeroing: ZeroNever}, TenantConfig{ID: "a"})
+	l, _ := p.Allocate("a", "r", 32)
+	p.Write(l, 20)
+	h, _ := p.Hold(l)
+	if err := p.Discard(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Allocate("a", "r2", 1); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("got %v while the transfer holds the pages, want ErrPoolExhausted", err)
+	}
+	p.Unhold(h)
+	if _, err := p.Allocate("a", "r2", 32); !errors.Is(err, ErrScrubPending) {
+		t.Fatalf("got %v, want ErrScrubPending for discarded pages in never mode", err)
+	}
+	if work := scrubAll(t, p); len(work) != 2 {
+		t.Fatalf("scrubbed %d pages, want 2", len(work))
+	}
+	if _, err := p.Allocate("a", "r2", 32); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, p)
+}

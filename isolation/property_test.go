@@ -143,7 +143,11 @@ func (m *machine) step() {
 				}
 				return
 			}
-			if err := m.p.Release(m.leases[i].l); err != nil {
+			release := m.p.Release
+			if m.draw(4, "discard") == 0 {
+				release = m.p.Discard
+			}
+			if err := release(m.leases[i].l); err != nil {
 				m.t.Fatalf("Release: %v", err)
 			}
 			m.leases = append(m.leases[:i], m.leases[i+1:]...)
