@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+)
+
+// ErrAttestation: the KV pool cannot hold one request of the served context.
+// The server refuses to start (or to report ready) with it.
+var ErrAttestation = cloison.NewError(cloison.CodeUnavailable, "engine: capacity attestation failed")
+
+// AttestConfig is what capacity attestation compares.
+type AttestConfig struct {
+	// ModelContext is the context length the model advertises
+	// (llama.context_length).
+	ModelContext int
+	// ServedContext is what the operator chose to serve; 0 means the model's.
+	// It may only be lowered below ModelContext, never raised.
+	ServedContext int
+	// PoolPages and PageTokens size the KV pool.
+	PoolPages  int
+	PageTokens int
+	// K: the pool must hold K full-context requests (default 1; the 2026
+	// remediation used 2).
+	K int
+	// Zeroing is the pool's default zeroing mode (published, not checked).
+	Zeroing isolation.Zeroing
+	// Reserved pages per tenant (published).
+	Reserved map[cloison.TenantID]int
+}
+
+// Attestation is the published statement of what the engine serves and what
+// its pool holds: the API, the metrics and the ledger publish it verbatim.
+type Attestation struct {
+	ModelContext  int                 `json:"model_context"`
+	ServedContext int                 `json:"served_context"`
+	PoolTokens    int                 `json:"pool_tokens"`
+	PoolPages     int                 `json:"pool_pages"`
+	PageTokens    int                 `json:"page_tokens"`
+	K             int                 `json:"k"`
+	Zeroing       string              `json:"zeroing"`
+	Reserved      []TenantReservation `json:"reserved,omitempty"`
+	OK            bool                `json:"ok"`
+	Reason        string              `json:"reason,omitempty"`
+}
+
+// TenantReservation is one tenant's reserved pages.
+type TenantReservation struct {
+	Tenant cloison.TenantID `json:"tenant"`
+	Pages  int              `json:"pages"`
+}
+
+// Attest computes the capacity attestation. It returns the attestation in
+// every case (OK false with a Reason when it fails) and ErrAttestation when
+// the pool cannot hold K requests of the served context: pool_tokens <
+// K × served_context. The served context defaults to the model's; an operator
+// who wants to run a smaller pool must lower it explicitly, and the API then
+// advertises the lowered value — never more than the pool holds.
+func Attest(c AttestConfig) (Attestation, error) {
+	if c.K == 0 {
+		c.K = 1
+	}
+	a := Attestation{
+		ModelContext:  c.ModelContext,
+		ServedContext: c.ServedContext,
+		PoolPages:     c.PoolPages,
+		PoolTokens:    c.PoolPages * c.PageTokens,
+		PageTokens:    c.PageTokens,
+		K:             c.K,
+		Zeroing:       c.Zeroing.String(),
+	}
+	if a.ServedContext == 0 {
+		a.ServedContext = c.ModelContext
+	}
+	for t, n := range c.Reserved {
+		a.Reserved = append(a.Reserved, TenantReservation{Tenant: t, Pages: n})
+	}
+	sort.Slice(a.Reserved, func(i, j int) bool { return a.Reserved[i].Tenant < a.Reserved[j].Tenant })
+	fail := func(format string, args ...any) (Attestation, error) {
+		a.Reason = fmt.Sprintf(format, args...)
+		return a, fmt.Errorf("%w: %s", ErrAttestation, a.Reason)
+	}
+	switch {
+	case c.ModelContext < 1:
+		return fail("model context %d", c.ModelContext)
+	case c.K < 1:
+		return fail("k = %d", c.K)
+	case c.PoolPages < 1 || c.PageTokens < 1:
+		return fail("pool of %d pages of %d tokens", c.PoolPages, c.PageTokens)
+	case a.ServedContext < 1:
+		return fail("served context %d", a.ServedContext)
+	case a.ServedContext > c.ModelContext:
+		return fail("served context %d exceeds the model's context %d", a.ServedContext, c.ModelContext)
+	case a.PoolTokens < c.K*a.ServedContext:
+		hint := ""
+		if c.ServedContext == 0 {
+			hint = fmt.Sprintf("; lower the served context to at most %d explicitly, or enlarge the pool", a.PoolTokens/c.K)
+		}
+		return fail("pool holds %d tokens, %d × served context %d = %d needed%s", a.PoolTokens, c.K, a.ServedContext, c.K*a.ServedContext, hint)
+	}
+	a.OK = true
+	return a, nil
+}

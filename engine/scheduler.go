@@ -1,0 +1,491 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+)
+
+// ErrNoTicket: Enqueue of a request admission did not accept.
+var ErrNoTicket = cloison.NewError(cloison.CodeInternal, "engine: enqueue without an admission ticket")
+
+// ErrDuplicateRequest: a request ID already live in the scheduler.
+var ErrDuplicateRequest = cloison.NewError(cloison.CodeConflict, "engine: duplicate request id")
+
+// ErrCanceled is the reason of a client cancellation.
+var ErrCanceled = cloison.NewError(cloison.CodeCanceled, "request canceled")
+
+// SchedulerConfig tunes batching and fairness.
+type SchedulerConfig struct {
+	// MaxBatchTokens bounds the tokens of one step (decode tokens plus
+	// prefill chunks); default 512.
+	MaxBatchTokens int
+	// MaxRunning bounds the sequences holding leases; default 64.
+	MaxRunning int
+	// ChunkTokens bounds one sequence's prefill chunk per step; default 256.
+	ChunkTokens int
+	// TenantMaxRunning returns a tenant's concurrency cap (0: none); nil
+	// means no caps.
+	TenantMaxRunning func(cloison.TenantID) int
+	// PrefixCache publishes full prompt pages and looks them up (per tenant
+	// namespace, see isolation).
+	PrefixCache bool
+}
+
+// Item is one sequence's share of a step: feed Tokens at positions
+// [Pos, Pos+len(Tokens)) through the model, writing their KV through Table
+// and attending over Table; produce logits for the last token if Logits.
+type Item struct {
+	ID     cloison.RequestID
+	Tenant cloison.TenantID
+	Lease  isolation.Lease
+	Tokens []int32
+	Pos    int
+	Table  isolation.BlockTable
+	Logits bool
+}
+
+// Ready is the work of one step. The driver must, in order: zero the pages
+// in Scrub (arena.ZeroPages) BEFORE calling Advance, which confirms them to
+// the pool; run Batch through the model; sample a token for every item with
+// Logits; then call Advance (or FailStep if the model failed).
+type Ready struct {
+	Batch []Item
+	Scrub []int32
+}
+
+// Result is the driver's outcome for one Item with Logits.
+type Result struct {
+	ID    cloison.RequestID
+	Token int32
+	// Stop ends the request (end-of-sequence token, stop token or stop
+	// string, decided by the driver). Max tokens is the scheduler's.
+	Stop bool
+}
+
+// Event reports a request that left the running set: finished, aborted,
+// failed, or preempted back to the queue.
+type Event struct {
+	ID          cloison.RequestID
+	Tenant      cloison.TenantID
+	State       State
+	Finish      FinishReason // for Finished
+	Err         error        // for Aborted and Failed
+	Prompt      int          // prompt tokens
+	Generated   int          // tokens emitted
+	Cached      int          // prompt tokens served from the prefix cache (last lease)
+	Pages       int          // pages the last lease held
+	Preemptions int
+}
+
+type seq struct {
+	req         Request
+	state       State
+	lease       isolation.Lease
+	leased      bool
+	tokens      []int32 // prompt then generated
+	computed    int     // leading tokens whose KV is written
+	generated   int
+	cached      int
+	published   bool
+	preemptions int
+	order       uint64 // admission order, for preemption victims
+}
+
+// Scheduler is the engine's core without I/O (raft-style): it decides which
+// requests get pages and which tokens each step computes, and keeps every
+// request's state. It is owned by one goroutine (the driver's loop) and is
+// not safe for concurrent use.
+//
+// The loop:
+//
+//	rd := s.Ready()                 // leases taken, Writes recorded, tables approved
+//	arena.ZeroPages(rd.Scrub)       // BEFORE Advance
+//	results := run the model and sample over rd.Batch
+//	events := s.Advance(rd, results) // or s.FailStep(rd, touched, err)
+//
+// Cancel may be called between Advance and the next Ready, never between a
+// Ready and its Advance.
+type Scheduler struct {
+	pool    *isolation.Pool
+	cfg     SchedulerConfig
+	seqs    map[cloison.RequestID]*seq
+	queues  map[cloison.TenantID][]*seq
+	tenants []cloison.TenantID // round-robin order of tenants with a queue
+	rr      int
+	running []*seq
+	perTen  map[cloison.TenantID]int // running sequences per tenant
+	order   uint64
+	events  []Event // produced by Ready (violations, failed leases)
+}
+
+// NewScheduler returns a Scheduler over pool.
+func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
+	if cfg.MaxBatchTokens <= 0 {
+		cfg.MaxBatchTokens = 512
+	}
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 64
+	}
+	if cfg.ChunkTokens <= 0 {
+		cfg.ChunkTokens = 256
+	}
+	return &Scheduler{pool: pool, cfg: cfg, seqs: map[cloison.RequestID]*seq{}, queues: map[cloison.TenantID][]*seq{}, perTen: map[cloison.TenantID]int{}}
+}
+
+// Enqueue queues an admitted request. Errors: ErrNoTicket, ErrDuplicateRequest.
+func (s *Scheduler) Enqueue(t Ticket) error {
+	if !t.valid {
+		return ErrNoTicket
+	}
+	if _, dup := s.seqs[t.req.ID]; dup {
+		return fmt.Errorf("%w: %s", ErrDuplicateRequest, t.req.ID)
+	}
+	q := &seq{req: t.req, state: Queued, tokens: append(make([]int32, 0, len(t.req.Prompt)+min(t.req.MaxTokens, 4096)), t.req.Prompt...)}
+	s.seqs[t.req.ID] = q
+	s.push(q, false)
+	return nil
+}
+
+func (s *Scheduler) push(q *seq, front bool) {
+	tq, ok := s.queues[q.req.Tenant]
+	if !ok || len(tq) == 0 {
+		if !ok {
+			s.tenants = append(s.tenants, q.req.Tenant)
+		}
+	}
+	if front {
+		s.queues[q.req.Tenant] = append([]*seq{q}, tq...)
+	} else {
+		s.queues[q.req.Tenant] = append(tq, q)
+	}
+}
+
+// State returns a live request's state.
+func (s *Scheduler) State(id cloison.RequestID) (State, bool) {
+	q, ok := s.seqs[id]
+	if !ok {
+		return 0, false
+	}
+	return q.state, true
+}
+
+// Idle reports whether no request is queued or running.
+func (s *Scheduler) Idle() bool { return len(s.seqs) == 0 }
+
+// Len returns the number of queued and running requests.
+func (s *Scheduler) Len() (queued, running int) {
+	return len(s.seqs) - len(s.running), len(s.running)
+}
+
+func (s *Scheduler) set(q *seq, to State) {
+	if !q.state.CanBecome(to) {
+		// A bug in this file; fail closed rather than run on.
+		panic(fmt.Sprintf("engine: illegal transition %s → %s for %s", q.state, to, q.req.ID))
+	}
+	q.state = to
+}
+
+// end removes a sequence for good and reports it.
+func (s *Scheduler) end(q *seq, to State, finish FinishReason, err error) Event {
+	pages := 0
+	if q.leased {
+		pages = (len(q.tokens) + s.pool.PageTokens() - 1) / s.pool.PageTokens()
+		s.dropLease(q, to == Failed)
+	} else {
+		s.unqueue(q)
+	}
+	s.set(q, to)
+	delete(s.seqs, q.req.ID)
+	return Event{ID: q.req.ID, Tenant: q.req.Tenant, State: to, Finish: finish, Err: err,
+		Prompt: len(q.req.Prompt), Generated: q.generated, Cached: q.cached, Pages: pages, Preemptions: q.preemptions}
+}
+
+// dropLease releases (or, after a failure, discards) q's lease and removes q
+// from the running set.
+func (s *Scheduler) dropLease(q *seq, discard bool) {
+	release := s.pool.Release
+	if discard {
+		release = s.pool.Discard
+	}
+	// The lease is live by construction; an error here is a stale lease,
+	// which the pool already treats as a violation.
+	_ = release(q.lease)
+	q.leased = false
+	for i, r := range s.running {
+		if r == q {
+			s.running = append(s.running[:i], s.running[i+1:]...)
+			break
+		}
+	}
+	s.perTen[q.req.Tenant]--
+}
+
+func (s *Scheduler) unqueue(q *seq) {
+	tq := s.queues[q.req.Tenant]
+	for i, r := range tq {
+		if r == q {
+			s.queues[q.req.Tenant] = append(tq[:i], tq[i+1:]...)
+			return
+		}
+	}
+}
+
+// Cancel aborts a live request with reason (ErrCanceled or a deadline error)
+// and frees its lease. It reports false for an unknown or ended request.
+func (s *Scheduler) Cancel(id cloison.RequestID, reason error) (Event, bool) {
+	q, ok := s.seqs[id]
+	if !ok {
+		return Event{}, false
+	}
+	return s.end(q, Aborted, "", reason), true
+}
+
+// preempt releases q's lease and puts it back at the front of its tenant's
+// queue; it will recompute its prompt and generated tokens.
+func (s *Scheduler) preempt(q *seq) Event {
+	s.dropLease(q, false)
+	s.set(q, Queued)
+	q.computed, q.cached, q.published = 0, 0, false
+	q.preemptions++
+	s.push(q, true)
+	return Event{ID: q.req.ID, Tenant: q.req.Tenant, State: Queued, Preemptions: q.preemptions}
+}
+
+// admit gives leases to queued requests, tenants in round-robin order, until
+// the pool, the running cap or every tenant's cap stops it.
+func (s *Scheduler) admit() {
+	if len(s.tenants) == 0 {
+		return
+	}
+	blocked := map[cloison.TenantID]bool{}
+	for progress := true; progress && len(s.running) < s.cfg.MaxRunning; {
+		progress = false
+		n := len(s.tenants)
+		for i := 0; i < n && len(s.running) < s.cfg.MaxRunning; i++ {
+			tn := s.tenants[(s.rr+i)%n]
+			tq := s.queues[tn]
+			if len(tq) == 0 || blocked[tn] {
+				continue
+			}
+			if s.cfg.TenantMaxRunning != nil {
+				if c := s.cfg.TenantMaxRunning(tn); c > 0 && s.perTen[tn] >= c {
+					continue
+				}
+			}
+			q := tq[0]
+			var prompt []int32
+			if s.cfg.PrefixCache {
+				prompt = q.tokens
+			}
+			l, cached, err := s.pool.AllocatePrefix(tn, q.req.ID, len(q.tokens), prompt)
+			switch {
+			case err == nil:
+			case errors.Is(err, isolation.ErrPoolExhausted), errors.Is(err, isolation.ErrQuotaExceeded), errors.Is(err, isolation.ErrScrubPending):
+				blocked[tn] = true
+				continue
+			default:
+				// Cannot fit any more (the tenant's capacity changed since
+				// admission) or unknown tenant: fail closed.
+				s.events = append(s.events, s.end(q, Failed, "", err))
+				progress = true
+				continue
+			}
+			s.queues[tn] = tq[1:]
+			s.set(q, Admitted)
+			q.lease, q.leased, q.computed, q.cached = l, true, cached, cached
+			q.order = s.order
+			s.order++
+			s.running = append(s.running, q)
+			s.perTen[tn]++
+			progress = true
+		}
+	}
+	s.rr++
+}
+
+// ensure grows q's lease to hold slots tokens, preempting other sequences
+// (not in the batch being built) when the pool is exhausted. It returns false
+// if q must wait (it may have been preempted itself).
+func (s *Scheduler) ensure(q *seq, slots int, inBatch map[*seq]bool) bool {
+	for {
+		err := s.pool.Extend(q.lease, slots)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, isolation.ErrScrubPending):
+			return false // pages are being zeroed: next step
+		case errors.Is(err, isolation.ErrPoolExhausted), errors.Is(err, isolation.ErrQuotaExceeded):
+			// Over the tenant's cap only its own sequences may make room.
+			if v := s.victim(q, inBatch, errors.Is(err, isolation.ErrQuotaExceeded)); v != nil {
+				s.events = append(s.events, s.preempt(v))
+				continue
+			}
+			s.events = append(s.events, s.preempt(q))
+			return false
+		default:
+			// Capacity: the request can never grow this far; it ends.
+			s.events = append(s.events, s.end(q, Failed, "", err))
+			return false
+		}
+	}
+}
+
+// victim picks the sequence to preempt for q: one not in the batch, from
+// the tenant holding the most running sequences, latest admitted first.
+func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq {
+	var best *seq
+	for _, r := range s.running {
+		other := r.req.Tenant != q.req.Tenant
+		if r == q || inBatch[r] || other && (sameTenant || s.perTen[r.req.Tenant] < s.perTen[q.req.Tenant]) {
+			continue
+		}
+		if best == nil || s.perTen[r.req.Tenant] > s.perTen[best.req.Tenant] ||
+			s.perTen[r.req.Tenant] == s.perTen[best.req.Tenant] && r.order > best.order {
+			best = r
+		}
+	}
+	return best
+}
+
+// Ready plans the next step: scrub work, leases for queued requests, decode
+// tokens first, then prefill chunks, each recorded in the pool (Write) and
+// approved (BlockTable). A sequence whose table the pool refuses is failed
+// (its pages discarded) and reported by the next Advance.
+func (s *Scheduler) Ready() Ready {
+	rd := Ready{Scrub: s.pool.ScrubWork()}
+	s.admit()
+	budget := s.cfg.MaxBatchTokens
+	inBatch := map[*seq]bool{}
+	add := func(q *seq, n int, logits bool) {
+		pos := q.computed
+		if err := s.pool.Write(q.lease, n); err != nil {
+			s.events = append(s.events, s.end(q, Failed, "", err))
+			return
+		}
+		bt, err := s.pool.BlockTable(q.lease, pos+n)
+		if err != nil {
+			s.events = append(s.events, s.end(q, Failed, "", err))
+			return
+		}
+		inBatch[q] = true
+		budget -= n
+		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits})
+	}
+	// Decode: one token each, oldest first.
+	for _, q := range append([]*seq(nil), s.running...) {
+		if budget == 0 {
+			break
+		}
+		if q.state != Decoding || !q.leased {
+			continue
+		}
+		if !s.ensure(q, q.computed+1, inBatch) {
+			continue
+		}
+		add(q, 1, true)
+	}
+	// Prefill chunks.
+	for _, q := range append([]*seq(nil), s.running...) {
+		if budget == 0 {
+			break
+		}
+		if (q.state != Admitted && q.state != Prefilling) || !q.leased {
+			continue
+		}
+		n := min(len(q.tokens)-q.computed, s.cfg.ChunkTokens, budget)
+		if q.state == Admitted {
+			s.set(q, Prefilling)
+		}
+		add(q, n, q.computed+n == len(q.tokens))
+	}
+	return rd
+}
+
+// Advance completes a step: confirms the scrubbed pages, records the computed
+// KV, appends sampled tokens and ends finished requests. It returns the events
+// of requests that left the running set since the last Advance.
+func (s *Scheduler) Advance(rd Ready, results []Result) []Event {
+	s.confirm(rd)
+	byID := make(map[cloison.RequestID]Result, len(results))
+	for _, r := range results {
+		byID[r.ID] = r
+	}
+	for _, it := range rd.Batch {
+		q := s.seqs[it.ID]
+		if q == nil || !q.leased || q.lease != it.Lease {
+			continue // ended meanwhile
+		}
+		q.computed = it.Pos + len(it.Tokens)
+		if s.cfg.PrefixCache && !q.published && q.computed >= len(q.req.Prompt) {
+			// Best effort: a prefix already cached is simply not published again.
+			_, _ = s.pool.Publish(q.lease, q.req.Prompt)
+			q.published = true
+		}
+		if !it.Logits {
+			continue
+		}
+		r, ok := byID[it.ID]
+		if !ok {
+			s.events = append(s.events, s.end(q, Failed, "", fmt.Errorf("%w: no result for %s", errInternal, it.ID)))
+			continue
+		}
+		q.tokens = append(q.tokens, r.Token)
+		q.generated++
+		switch {
+		case r.Stop:
+			s.events = append(s.events, s.end(q, Finished, FinishStop, nil))
+		case q.generated >= q.req.MaxTokens:
+			s.events = append(s.events, s.end(q, Finished, FinishLength, nil))
+		default:
+			s.set(q, Decoding)
+		}
+	}
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+var errInternal = cloison.NewError(cloison.CodeInternal, "engine: internal error")
+
+func (s *Scheduler) confirm(rd Ready) {
+	if len(rd.Scrub) > 0 {
+		// The pages came from ScrubWork and were zeroed by the driver.
+		if err := s.pool.ConfirmScrub(rd.Scrub); err != nil {
+			panic(fmt.Sprintf("engine: scrub confirmation refused: %v", err))
+		}
+	}
+}
+
+// FailStep ends a step whose model run failed. Requests in touched (those
+// whose reads the failure concerns, e.g. a kernel tag mismatch) fail with err
+// and their pages are discarded (zeroed before any reuse); the other requests
+// of the batch are preempted and will recompute from scratch, so no
+// half-written KV survives.
+func (s *Scheduler) FailStep(rd Ready, touched map[cloison.RequestID]bool, err error) []Event {
+	s.confirm(rd)
+	for _, it := range rd.Batch {
+		q := s.seqs[it.ID]
+		if q == nil || !q.leased || q.lease != it.Lease {
+			continue
+		}
+		if touched[it.ID] {
+			s.events = append(s.events, s.end(q, Failed, "", err))
+		} else {
+			s.events = append(s.events, s.preempt(q))
+		}
+	}
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+// Events returns and clears events produced outside a step (e.g. by
+// admission of a request whose lease can never fit).
+func (s *Scheduler) Events() []Event {
+	ev := s.events
+	s.events = nil
+	return ev
+}
