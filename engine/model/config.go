@@ -1,0 +1,172 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/kernels"
+)
+
+// Errors of Load (code invalid_request_error).
+var (
+	// ErrUnsupported: the file describes a model this package cannot run.
+	ErrUnsupported = cloison.NewError(cloison.CodeInvalid, "model: unsupported")
+	// ErrModel: hyperparameters or tensors missing or inconsistent.
+	ErrModel = cloison.NewError(cloison.CodeInvalid, "model: invalid model file")
+)
+
+// Config holds a model's hyperparameters as read from GGUF metadata.
+type Config struct {
+	Arch    string // general.architecture
+	Layers  int
+	DModel  int
+	Heads   int
+	KVHeads int
+	HeadDim int
+	FFN     int
+	Vocab   int
+	Context int // advertised context length
+	RMSEps  float32
+	RoPE    kernels.RoPE
+	Tied    bool // output projection reuses token_embd
+	QKVBias bool
+}
+
+// archs lists the supported architectures and whether their RoPE uses the
+// NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX).
+var archs = map[string]bool{"llama": false, "mistral": false, "qwen2": true}
+
+func intKey(f *gguf.File, key string, def int, required bool) (int, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		if required {
+			return 0, fmt.Errorf("%w: %s missing", ErrModel, key)
+		}
+		return def, nil
+	}
+	x, ok := v.Int()
+	if !ok || x <= 0 || x > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s = %v, want a positive 32-bit integer", ErrModel, key, v.Any())
+	}
+	return int(x), nil
+}
+
+func floatKey(f *gguf.File, key string, def float64, required bool) (float64, error) {
+	v, ok := f.Get(key)
+	if !ok {
+		if required {
+			return 0, fmt.Errorf("%w: %s missing", ErrModel, key)
+		}
+		return def, nil
+	}
+	x, ok := v.Float()
+	if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("%w: %s = %v, want a finite number", ErrModel, key, v.Any())
+	}
+	return x, nil
+}
+
+// ConfigFromGGUF reads and checks the hyperparameters of f.
+func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	var c Config
+	arch, ok := f.String("general.architecture")
+	if !ok {
+		return c, fmt.Errorf("%w: general.architecture missing", ErrModel)
+	}
+	neox, ok := archs[arch]
+	if !ok {
+		return c, fmt.Errorf("%w: architecture %q (supported: llama, mistral, qwen2)", ErrUnsupported, arch)
+	}
+	c.Arch = arch
+	p := arch + "."
+	var err error
+	ints := []struct {
+		dst      *int
+		key      string
+		def      int
+		required bool
+	}{
+		{&c.Layers, "block_count", 0, true},
+		{&c.DModel, "embedding_length", 0, true},
+		{&c.FFN, "feed_forward_length", 0, true},
+		{&c.Heads, "attention.head_count", 0, true},
+		{&c.Context, "context_length", 0, true},
+	}
+	for _, k := range ints {
+		if *k.dst, err = intKey(f, p+k.key, k.def, k.required); err != nil {
+			return c, err
+		}
+	}
+	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
+		return c, err
+	}
+	def := 0
+	if c.DModel%c.Heads == 0 {
+		def = c.DModel / c.Heads
+	}
+	if c.HeadDim, err = intKey(f, p+"attention.key_length", def, def == 0); err != nil {
+		return c, err
+	}
+	if vl, err := intKey(f, p+"attention.value_length", c.HeadDim, false); err != nil || vl != c.HeadDim {
+		return c, fmt.Errorf("%w: value_length %d differs from key_length %d", ErrUnsupported, vl, c.HeadDim)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return c, fmt.Errorf("%w: %d heads is not a multiple of %d kv heads", ErrModel, c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return c, fmt.Errorf("%w: head dim %d is odd", ErrModel, c.HeadDim)
+	}
+	eps, err := floatKey(f, p+"attention.layer_norm_rms_epsilon", 0, true)
+	if err != nil {
+		return c, err
+	}
+	if eps <= 0 || eps > 1 {
+		return c, fmt.Errorf("%w: rms epsilon %g", ErrModel, eps)
+	}
+	c.RMSEps = float32(eps)
+	base, err := floatKey(f, p+"rope.freq_base", 10000, false)
+	if err != nil {
+		return c, err
+	}
+	if base <= 1 {
+		return c, fmt.Errorf("%w: rope.freq_base %g", ErrModel, base)
+	}
+	dims, err := intKey(f, p+"rope.dimension_count", c.HeadDim, false)
+	if err != nil {
+		return c, err
+	}
+	if dims > c.HeadDim || dims%2 != 0 {
+		return c, fmt.Errorf("%w: rope.dimension_count %d with head dim %d", ErrModel, dims, c.HeadDim)
+	}
+	scale := 1.0
+	if x, err := floatKey(f, p+"rope.scale_linear", 1, false); err != nil {
+		return c, err
+	} else if x > 0 && x != 1 {
+		scale = 1 / x
+	}
+	typ, _ := f.String(p + "rope.scaling.type")
+	factor, err := floatKey(f, p+"rope.scaling.factor", 0, false)
+	if err != nil {
+		return c, err
+	}
+	switch typ {
+	case "", "none":
+	case "linear":
+		if factor > 0 && factor != 1 {
+			scale = 1 / factor
+		}
+	case "yarn":
+		if factor > 1 {
+			return c, fmt.Errorf("%w: YaRN rope scaling (factor %g)", ErrUnsupported, factor)
+		}
+	default:
+		return c, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, typ)
+	}
+	c.RoPE = kernels.RoPE{HeadDim: c.HeadDim, Dims: dims, NeoX: neox, Base: float32(base), Scale: float32(scale)}
+	if c.RMSEps = float32(eps); c.RMSEps == 0 {
+		return c, fmt.Errorf("%w: rms epsilon underflows float32", ErrModel)
+	}
+	return c, nil
+}

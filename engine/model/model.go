@@ -1,0 +1,417 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+type layer struct {
+	attnNorm, ffnNorm kernels.Tensor
+	wq, wk, wv, wo    kernels.Matrix
+	bq, bk, bv        kernels.Tensor // nil without QKV biases
+	gate, up, down    kernels.Matrix
+}
+
+// Model is a loaded llama-family model. Forward calls are serialised; the
+// weights may alias the GGUF file, which must stay open until Close.
+type Model struct {
+	Config
+	b       kernels.Backend
+	embd    kernels.Matrix
+	layers  []layer
+	outNorm kernels.Tensor
+	output  kernels.Matrix
+	owned   []kernels.Tensor // freed by Close
+	wbytes  int64
+
+	mu sync.Mutex // guards scratch and serialises Forward
+	sc scratch
+}
+
+// Load builds the model that f describes on backend b.
+func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
+	c, err := ConfigFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: c, b: b}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
+	emb, found := f.Tensor("token_embd.weight")
+	if !found || len(emb.Dims) != 2 {
+		return nil, fmt.Errorf("%w: token_embd.weight missing or not 2-D", ErrModel)
+	}
+	if emb.Dims[1] > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: vocabulary of %d", ErrModel, emb.Dims[1])
+	}
+	m.Vocab = int(emb.Dims[1])
+	if m.embd, err = m.matrix(f, "token_embd.weight", m.Vocab, c.DModel, false); err != nil {
+		return nil, err
+	}
+	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
+		return nil, fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
+	}
+	if t, found := f.Tensor("rope_freqs.weight"); found {
+		if m.RoPE.Factors, err = floats(f, t, m.RoPE.Dims/2); err != nil {
+			return nil, fmt.Errorf("rope_freqs.weight: %w", err)
+		}
+	}
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	_, m.QKVBias = f.Tensor("blk.0.attn_q.bias")
+	m.layers = make([]layer, c.Layers)
+	for i := range m.layers {
+		l := &m.layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		var errs []error
+		vec := func(name string, n int) kernels.Tensor {
+			t, err := m.vector(f, p+name, n)
+			errs = append(errs, err)
+			return t
+		}
+		mat := func(name string, rows, cols int) kernels.Matrix {
+			w, err := m.matrix(f, p+name, rows, cols, true)
+			errs = append(errs, err)
+			return w
+		}
+		l.attnNorm = vec("attn_norm.weight", c.DModel)
+		l.wq = mat("attn_q.weight", q, c.DModel)
+		l.wk = mat("attn_k.weight", kv, c.DModel)
+		l.wv = mat("attn_v.weight", kv, c.DModel)
+		l.wo = mat("attn_output.weight", c.DModel, q)
+		if m.QKVBias {
+			l.bq, l.bk, l.bv = vec("attn_q.bias", q), vec("attn_k.bias", kv), vec("attn_v.bias", kv)
+		}
+		l.ffnNorm = vec("ffn_norm.weight", c.DModel)
+		l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
+		l.up = mat("ffn_up.weight", c.FFN, c.DModel)
+		l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
+	if m.outNorm, err = m.vector(f, "output_norm.weight", c.DModel); err != nil {
+		return nil, err
+	}
+	if _, found := f.Tensor("output.weight"); found {
+		if m.output, err = m.matrix(f, "output.weight", m.Vocab, c.DModel, true); err != nil {
+			return nil, err
+		}
+	} else {
+		m.Tied = true
+		m.output = m.embd
+		m.wbytes += int64(emb.Size)
+	}
+	ok = true
+	return m, nil
+}
+
+// matrix wraps a 2-D GGUF tensor of shape [cols, rows] (ggml order).
+func (m *Model) matrix(f *gguf.File, name string, rows, cols int, count bool) (kernels.Matrix, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: tensor %s missing", ErrModel, name)
+	}
+	if len(t.Dims) != 2 || t.Dims[0] != uint64(cols) || t.Dims[1] != uint64(rows) {
+		return nil, fmt.Errorf("%w: tensor %s has shape %v, want [%d %d]", ErrModel, name, t.Dims, cols, rows)
+	}
+	dt := kernels.DType(t.Type)
+	if !dt.Valid() {
+		return nil, fmt.Errorf("%w: tensor %s has type %v", ErrUnsupported, name, t.Type)
+	}
+	w, err := m.b.NewMatrix(dt, rows, cols, f.Data(t))
+	if err != nil {
+		return nil, fmt.Errorf("model: tensor %s: %w", name, err)
+	}
+	if count {
+		m.wbytes += int64(t.Size)
+	}
+	return w, nil
+}
+
+// floats decodes a 1-D tensor of n elements to float32.
+func floats(f *gguf.File, t gguf.TensorInfo, n int) ([]float32, error) {
+	if t.Elements() != uint64(n) || (len(t.Dims) == 2 && t.Dims[1] != 1) || len(t.Dims) > 2 {
+		return nil, fmt.Errorf("%w: tensor %s has shape %v, want [%d]", ErrModel, t.Name, t.Dims, n)
+	}
+	dt := kernels.DType(t.Type)
+	if !dt.Valid() {
+		return nil, fmt.Errorf("%w: tensor %s has type %v", ErrUnsupported, t.Name, t.Type)
+	}
+	out := make([]float32, n)
+	if err := kernels.Dequantize(out, dt, f.Data(t)); err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// vector uploads a 1-D tensor as a 1×n backend tensor.
+func (m *Model) vector(f *gguf.File, name string, n int) (kernels.Tensor, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: tensor %s missing", ErrModel, name)
+	}
+	x, err := floats(f, t, n)
+	if err != nil {
+		return nil, err
+	}
+	bt, err := m.b.NewTensor(1, n)
+	if err != nil {
+		return nil, err
+	}
+	m.owned = append(m.owned, bt)
+	if err := m.b.Upload(bt, x); err != nil {
+		return nil, err
+	}
+	return bt, nil
+}
+
+// WeightBytes returns the bytes of weight matrices one decode step reads:
+// every layer's matrices and the output projection (the embedding lookup
+// reads one row and is not counted).
+func (m *Model) WeightBytes() int64 { return m.wbytes }
+
+// ArenaConfig returns the arena shape this model needs for the given pool.
+func (m *Model) ArenaConfig(pages, pageTokens int) kernels.ArenaConfig {
+	return kernels.ArenaConfig{Pages: pages, PageTokens: pageTokens, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() kernels.Backend { return m.b }
+
+// Close frees the model's backend tensors. Matrices are owned by the backend
+// and released with it.
+func (m *Model) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.owned {
+		m.b.Free(t)
+	}
+	m.owned = nil
+	m.sc.free(m.b)
+}
+
+// Seq is one sequence of a batch: its block table (approved by the pool for
+// at least Pos+len(Tokens) positions, after Pool.Write recorded the new
+// tokens), the position of its first new token, and the new tokens.
+type Seq struct {
+	Table  isolation.BlockTable
+	Pos    int
+	Tokens []int32
+}
+
+type scratch struct {
+	rows, outRows                        int
+	x, h, q, k, v, att, o, gate, up, dwn kernels.Tensor
+	last, logits                         kernels.Tensor
+}
+
+func (s *scratch) free(b kernels.Backend) {
+	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits} {
+		if t != nil {
+			b.Free(t)
+		}
+	}
+	*s = scratch{}
+}
+
+func (m *Model) ensure(rows, outRows int) error {
+	s := &m.sc
+	if rows > s.rows {
+		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn} {
+			if t != nil {
+				m.b.Free(t)
+			}
+		}
+		s.rows = 0
+		q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
+		var err error
+		alloc := func(cols int) kernels.Tensor {
+			if err != nil {
+				return nil
+			}
+			var t kernels.Tensor
+			t, err = m.b.NewTensor(rows, cols)
+			return t
+		}
+		s.x, s.h, s.o, s.dwn = alloc(m.DModel), alloc(m.DModel), alloc(m.DModel), alloc(m.DModel)
+		s.q, s.att, s.k, s.v = alloc(q), alloc(q), alloc(kv), alloc(kv)
+		s.gate, s.up = alloc(m.FFN), alloc(m.FFN)
+		if err != nil {
+			return err
+		}
+		s.rows = rows
+	}
+	if outRows > s.outRows {
+		for _, t := range []kernels.Tensor{s.last, s.logits} {
+			if t != nil {
+				m.b.Free(t)
+			}
+		}
+		s.outRows = 0
+		var err error
+		if s.last, err = m.b.NewTensor(outRows, m.DModel); err != nil {
+			return err
+		}
+		if s.logits, err = m.b.NewTensor(outRows, m.Vocab); err != nil {
+			return err
+		}
+		s.outRows = outRows
+	}
+	return nil
+}
+
+// Forward runs one step over a batch. It writes the K/V of every new token
+// into its sequence's pages and returns, per sequence, the logits of its last
+// token (len Vocab) or, with all set, of every new token (len(Tokens)×Vocab,
+// row-major).
+//
+// Errors: ErrBatch for a malformed batch (nothing is computed); errors of
+// the backend, among them *kernels.TagMismatchError (errors.Is
+// kernels.ErrTagMismatch) when a table names a page whose KV another lease
+// wrote — no logits are returned then.
+func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, error) {
+	rows, outRows := 0, 0
+	if len(batch) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", ErrBatch)
+	}
+	ac := a.Config()
+	if ac.Layers != m.Layers || ac.KVHeads != m.KVHeads || ac.HeadDim != m.HeadDim {
+		return nil, fmt.Errorf("%w: arena %+v does not fit the model", ErrBatch, ac)
+	}
+	for i, s := range batch {
+		n := len(s.Tokens)
+		switch {
+		case n == 0:
+			return nil, fmt.Errorf("%w: sequence %d has no tokens", ErrBatch, i)
+		case s.Pos < 0 || s.Pos+n > m.Context:
+			return nil, fmt.Errorf("%w: sequence %d positions [%d, %d) outside the context of %d", ErrBatch, i, s.Pos, s.Pos+n, m.Context)
+		case s.Pos+n > s.Table.Tokens():
+			return nil, fmt.Errorf("%w: sequence %d positions [%d, %d) not covered by its block table (%d tokens)", ErrBatch, i, s.Pos, s.Pos+n, s.Table.Tokens())
+		case s.Table.PageTokens() != ac.PageTokens:
+			return nil, fmt.Errorf("%w: sequence %d table has %d-token pages, arena %d", ErrBatch, i, s.Table.PageTokens(), ac.PageTokens)
+		}
+		for _, id := range s.Tokens {
+			if id < 0 || int(id) >= m.Vocab {
+				return nil, fmt.Errorf("%w: sequence %d token %d outside the vocabulary of %d", ErrBatch, i, id, m.Vocab)
+			}
+		}
+		rows += n
+		if all {
+			outRows += n
+		} else {
+			outRows++
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.ensure(rows, outRows); err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, rows)
+	pos := make([]int32, 0, rows)
+	spans := make([]kernels.Span, len(batch))
+	for i, s := range batch {
+		spans[i] = kernels.Span{Table: s.Table, Row: len(ids), Pos: s.Pos, N: len(s.Tokens)}
+		for j, id := range s.Tokens {
+			ids = append(ids, id)
+			pos = append(pos, int32(s.Pos+j))
+		}
+	}
+	sc := &m.sc
+	x, h, q, k, v := sc.x.Slice(0, rows), sc.h.Slice(0, rows), sc.q.Slice(0, rows), sc.k.Slice(0, rows), sc.v.Slice(0, rows)
+	att, o, gate, up, dwn := sc.att.Slice(0, rows), sc.o.Slice(0, rows), sc.gate.Slice(0, rows), sc.up.Slice(0, rows), sc.dwn.Slice(0, rows)
+	b := m.b
+	if err := b.Embed(x, m.embd, ids); err != nil {
+		return nil, err
+	}
+	for li := range m.layers {
+		l := &m.layers[li]
+		if err := b.RMSNorm(h, x, l.attnNorm, m.RMSEps); err != nil {
+			return nil, err
+		}
+		if err := kernels.MultiMatMul(b, []kernels.Tensor{q, k, v}, h, []kernels.Matrix{l.wq, l.wk, l.wv}); err != nil {
+			return nil, err
+		}
+		if l.bq != nil {
+			if err := errors.Join(b.Add(q, q, l.bq), b.Add(k, k, l.bk), b.Add(v, v, l.bv)); err != nil {
+				return nil, err
+			}
+		}
+		if err := errors.Join(b.RoPE(q, pos, m.RoPE), b.RoPE(k, pos, m.RoPE)); err != nil {
+			return nil, err
+		}
+		if err := a.WriteKV(li, k, v, spans); err != nil {
+			return nil, fmt.Errorf("model: layer %d: writing KV: %w", li, err)
+		}
+		if err := a.Attention(li, att, q, spans); err != nil {
+			return nil, fmt.Errorf("model: layer %d: attention: %w", li, err)
+		}
+		if err := b.MatMul(o, att, l.wo); err != nil {
+			return nil, err
+		}
+		if err := b.Add(x, x, o); err != nil {
+			return nil, err
+		}
+		if err := b.RMSNorm(h, x, l.ffnNorm, m.RMSEps); err != nil {
+			return nil, err
+		}
+		if err := kernels.MultiMatMul(b, []kernels.Tensor{gate, up}, h, []kernels.Matrix{l.gate, l.up}); err != nil {
+			return nil, err
+		}
+		if err := b.SwiGLU(gate, gate, up); err != nil {
+			return nil, err
+		}
+		if err := b.MatMul(dwn, gate, l.down); err != nil {
+			return nil, err
+		}
+		if err := b.Add(x, x, dwn); err != nil {
+			return nil, err
+		}
+	}
+	last := x
+	if !all {
+		last = sc.last.Slice(0, outRows)
+		for i, s := range spans {
+			r := s.Row + s.N - 1
+			if err := b.Copy(last.Slice(i, i+1), x.Slice(r, r+1)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := b.RMSNorm(last, last, m.outNorm, m.RMSEps); err != nil {
+		return nil, err
+	}
+	logits := sc.logits.Slice(0, outRows)
+	if err := b.MatMul(logits, last, m.output); err != nil {
+		return nil, err
+	}
+	host := make([]float32, outRows*m.Vocab)
+	if err := b.Download(host, logits); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(batch))
+	r := 0
+	for i, s := range batch {
+		n := 1
+		if all {
+			n = len(s.Tokens)
+		}
+		out[i] = host[r*m.Vocab : (r+n)*m.Vocab : (r+n)*m.Vocab]
+		r += n
+	}
+	return out, nil
+}
+
+// ErrBatch: a malformed Forward batch (code invalid_request_error).
+var ErrBatch = cloison.NewError(cloison.CodeInvalid, "model: invalid batch")

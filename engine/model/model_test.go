@@ -1,0 +1,393 @@
+package model
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/kernels"
+)
+
+func small(dt gguf.TensorType, tied bool) synth.Config {
+	return synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300,
+		Context: 256, DType: dt, Seed: 7, Tied: tied}
+}
+
+// TestMatchesReference: logits of synthetic models, computed by prefill and
+// then decode through the paged arena, match the float64 dense-KV reference.
+func TestMatchesReference(t *testing.T) {
+	tests := []struct {
+		cfg synth.Config
+		tol float64 // max |diff| relative to the largest |logit|
+	}{
+		{small(gguf.F32, false), 1e-5},
+		{small(gguf.F16, true), 1e-5},
+		{small(gguf.Q8_0, false), 3e-2}, // activations quantized to 8 bits, as llama.cpp does
+	}
+	for _, tc := range tests {
+		t.Run(name(tc.cfg), func(t *testing.T) {
+			f := randomFile(t, tc.cfg)
+			m := load(t, backend(t), f)
+			if m.Tied != tc.cfg.Tied {
+				t.Fatalf("got Tied %v, want %v", m.Tied, tc.cfg.Tied)
+			}
+			toks := tokens(20, tc.cfg.Vocab, 1)
+			want := newRef(t, f).forward(toks)
+			k := newKV(t, m, 16, 4, "t")
+			s := k.start(t, "t", "r", len(toks))
+			got := k.step(t, []*seq{s}, [][]int32{toks[:13]}, true)[0]
+			for p := 13; p < len(toks); p++ {
+				got = append(got, k.step(t, []*seq{s}, [][]int32{toks[p : p+1]}, false)[0]...)
+			}
+			worst := 0.0
+			for p := range toks {
+				row := got[p*m.Vocab : (p+1)*m.Vocab]
+				scale := 0.0
+				for _, v := range want[p] {
+					scale = math.Max(scale, math.Abs(v))
+				}
+				for i, v := range row {
+					worst = math.Max(worst, math.Abs(float64(v)-want[p][i])/scale)
+				}
+			}
+			if worst > tc.tol {
+				t.Errorf("got max relative logit error %.3g, want ≤ %.3g", worst, tc.tol)
+			}
+			t.Logf("max relative logit error %.3g", worst)
+		})
+	}
+}
+
+// TestPagedIsBitIdentical: a sequence's logits do not depend on the page size,
+// on where its pages lie in the arena, on how its prompt is split into steps,
+// or on what else is in the batch (ARCHITECTURE.md layer 3: attention reads
+// only the lease's own pages, and the result is batch-invariant).
+func TestPagedIsBitIdentical(t *testing.T) {
+	cfg := small(gguf.Q8_0, true)
+	f := randomFile(t, cfg)
+	m := load(t, backend(t), f)
+	toks := tokens(37, cfg.Vocab, 2)
+	other := tokens(37, cfg.Vocab, 3)
+
+	// Baseline: one page holds the whole sequence; one prefill step.
+	base := newKV(t, m, 1, 64, "t")
+	want := base.step(t, []*seq{base.start(t, "t", "r", len(toks))}, [][]int32{toks}, true)[0]
+
+	tests := []struct {
+		name       string
+		pageTokens int
+		chunks     []int // prefill chunk sizes; the rest decodes one token per step
+		withOther  bool  // batch with another tenant's sequence whose pages interleave
+	}{
+		{"one-token pages, token by token", 1, nil, false},
+		{"4-token pages, chunks 5+11, batched", 4, []int{5, 11}, true},
+		{"2-token pages, whole prefill, batched", 2, []int{37}, true},
+		{"16-token pages, decode only, batched", 16, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pages := 2 * (64/tc.pageTokens + 2)
+			k := newKV(t, m, pages, tc.pageTokens, "t", "u")
+			// Interleave page allocation: the two leases take pages
+			// alternately, so neither sequence's pages are contiguous.
+			var a, b *seq
+			a = k.start(t, "t", "a", tc.pageTokens)
+			if tc.withOther {
+				b = k.start(t, "u", "b", tc.pageTokens)
+			}
+			for n := 2 * tc.pageTokens; n <= len(toks)+tc.pageTokens; n += tc.pageTokens {
+				if err := k.pool.Extend(a.lease, min(n, len(toks))); err != nil {
+					t.Fatal(err)
+				}
+				if b != nil {
+					if err := k.pool.Extend(b.lease, min(n, len(toks))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var got []float32
+			run := func(n int) {
+				seqs, in := []*seq{a}, [][]int32{toks[a.pos : a.pos+n]}
+				if b != nil {
+					seqs, in = []*seq{b, a}, [][]int32{other[b.pos : b.pos+n], toks[a.pos : a.pos+n]}
+				}
+				out := k.step(t, seqs, in, true)
+				got = append(got, out[len(out)-1]...)
+			}
+			for _, c := range tc.chunks {
+				run(c)
+			}
+			for a.pos < len(toks) {
+				run(1)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("got %d logits, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("logit %d (position %d): got %v, want %v bit-identical", i, i/m.Vocab, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestContextBag: the context-bag model emits only tokens present in its own
+// context under greedy decoding, even batched with sequences whose contexts
+// are disjoint, and every absent token is ≥ 32 logits below every present one.
+func TestContextBag(t *testing.T) {
+	w, err := synth.ContextBag(synth.BagConfig{Context: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := parse(t, w)
+	m := load(t, backend(t), f)
+	if m.Context != 1<<20 {
+		t.Fatalf("got advertised context %d, want 1048576", m.Context)
+	}
+	k := newKV(t, m, 256, 16, "t1", "t2", "t3")
+	prompts := [][]int32{
+		{10, 20, 30, 40, 50, 10, 10},
+		{100, 101, 102},
+		tokens(300, 128, 9), // ids 0…127, with repeats
+	}
+	for i := range prompts[2] {
+		prompts[2][i] += 128 // ids 128…255: disjoint from the others
+	}
+	seqs := []*seq{k.start(t, "t1", "a", 400), k.start(t, "t2", "b", 400), k.start(t, "t3", "c", 400)}
+	ctx := make([][]int32, len(prompts))
+	in := make([][]int32, len(prompts))
+	for i, p := range prompts {
+		ctx[i] = slices.Clone(p)
+		in[i] = p
+	}
+	for step := 0; step < 12; step++ {
+		out := k.step(t, seqs, in, false)
+		for i, logits := range out {
+			present := map[int32]bool{}
+			for _, id := range ctx[i] {
+				present[id] = true
+			}
+			minPresent, maxAbsent := math.Inf(1), math.Inf(-1)
+			for id, v := range logits {
+				if present[int32(id)] {
+					minPresent = math.Min(minPresent, float64(v))
+				} else {
+					maxAbsent = math.Max(maxAbsent, float64(v))
+				}
+			}
+			if maxAbsent != 0 || minPresent-maxAbsent < 32 {
+				t.Fatalf("seq %d step %d: absent max %v, present min %v; want absent exactly 0 and a gap ≥ 32", i, step, maxAbsent, minPresent)
+			}
+			next := argmax(logits)
+			if !present[next] {
+				t.Fatalf("seq %d step %d: emitted %d, absent from its context", i, step, next)
+			}
+			ctx[i] = append(ctx[i], next)
+			in[i] = []int32{next}
+		}
+	}
+}
+
+// rewrite copies f into a new file, letting edit change or drop metadata
+// (return nil to drop) and tensors.
+func rewrite(t testing.TB, f *gguf.File, kv func(key string, v any) any, tensor func(ti *gguf.TensorInfo) bool) *gguf.File {
+	w := gguf.NewWriter()
+	for _, e := range f.KV {
+		v := e.Value.Any()
+		if kv != nil {
+			v = kv(e.Key, v)
+		}
+		if v != nil {
+			if err := w.Set(e.Key, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, ti := range f.Tensors {
+		data := f.Data(ti)
+		if tensor != nil && !tensor(&ti) {
+			continue
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data[:min(len(data), int(must(ti.Type.RowSize(ti.Elements()))))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parse(t, w)
+}
+
+func must(x uint64, err error) uint64 {
+	if err != nil {
+		panic(err)
+	}
+	return x
+}
+
+func TestLoadRejects(t *testing.T) {
+	f := randomFile(t, small(gguf.F32, false))
+	setKey := func(key string, val any) func(string, any) any {
+		return func(k string, v any) any {
+			if k == key {
+				return val
+			}
+			return v
+		}
+	}
+	dropKey := func(key string) func(string, any) any { return setKey(key, nil) }
+	dropTensor := func(name string) func(*gguf.TensorInfo) bool {
+		return func(ti *gguf.TensorInfo) bool { return ti.Name != name }
+	}
+	tests := []struct {
+		name   string
+		kv     func(string, any) any
+		tensor func(*gguf.TensorInfo) bool
+		want   error
+	}{
+		{"unknown arch", setKey("general.architecture", "gpt-neox"), nil, ErrUnsupported},
+		{"no block count", dropKey("llama.block_count"), nil, ErrModel},
+		{"no rms eps", dropKey("llama.attention.layer_norm_rms_epsilon"), nil, ErrModel},
+		{"heads not multiple of kv", setKey("llama.attention.head_count_kv", uint32(3)), nil, ErrModel},
+		{"zero layers", setKey("llama.block_count", uint32(0)), nil, ErrModel},
+		{"missing layer tensor", nil, dropTensor("blk.1.ffn_up.weight"), ErrModel},
+		{"missing norm", nil, dropTensor("output_norm.weight"), ErrModel},
+		{"more layers than tensors", setKey("llama.block_count", uint32(3)), nil, ErrModel},
+		{"wrong shape", nil, func(ti *gguf.TensorInfo) bool {
+			if ti.Name == "blk.0.attn_k.weight" {
+				ti.Dims = []uint64{32, 64}
+			}
+			return true
+		}, ErrModel},
+		{"vocab mismatch", setKey("tokenizer.ggml.tokens", []string{"a"}), nil, ErrModel},
+		{"unsupported dtype", nil, func(ti *gguf.TensorInfo) bool {
+			if ti.Name == "blk.0.attn_q.weight" {
+				ti.Type = gguf.I32
+			}
+			return true
+		}, ErrUnsupported},
+	}
+	tests = append(tests, []struct {
+		name   string
+		kv     func(string, any) any
+		tensor func(*gguf.TensorInfo) bool
+		want   error
+	}{
+		{"rope base not a number", setKey("llama.rope.freq_base", "yarn"), nil, ErrModel},
+		{"eps not a number", setKey("llama.attention.layer_norm_rms_epsilon", "x"), nil, ErrModel},
+	}...)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := rewrite(t, f, tc.kv, tc.tensor)
+			_, err := Load(backend(t), g)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if cloison.ErrorCode(err) != cloison.CodeInvalid {
+				t.Errorf("got code %v, want %v", cloison.ErrorCode(err), cloison.CodeInvalid)
+			}
+		})
+	}
+	// Keys that the file lacks: YaRN and unknown rope scaling are refused.
+	for _, typ := range []string{"yarn", "su"} {
+		w := gguf.NewWriter()
+		for _, e := range f.KV {
+			w.Set(e.Key, e.Value)
+		}
+		w.Set("llama.rope.scaling.type", typ)
+		w.Set("llama.rope.scaling.factor", float32(4))
+		if _, err := ConfigFromGGUF(parse(t, w)); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("rope scaling %q: got %v, want ErrUnsupported", typ, err)
+		}
+	}
+}
+
+func TestForwardRejectsBadBatch(t *testing.T) {
+	cfg := small(gguf.F32, false)
+	cfg.Context = 40
+	m := load(t, backend(t), randomFile(t, cfg))
+	k := newKV(t, m, 16, 4, "t")
+	s := k.start(t, "t", "r", 40)
+	if err := k.pool.Write(s.lease, 8); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := k.pool.BlockTable(s.lease, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := m.Backend().NewArena(kernels.ArenaConfig{Pages: 16, PageTokens: 8, Layers: 2, KVHeads: 2, HeadDim: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		arena kernels.Arena
+		batch []Seq
+	}{
+		{"empty batch", k.arena, nil},
+		{"no tokens", k.arena, []Seq{{Table: bt}}},
+		{"token outside vocab", k.arena, []Seq{{Table: bt, Tokens: []int32{300}}}},
+		{"negative token", k.arena, []Seq{{Table: bt, Tokens: []int32{-1}}}},
+		{"past the table", k.arena, []Seq{{Table: bt, Pos: 7, Tokens: []int32{1, 2}}}},
+		{"negative pos", k.arena, []Seq{{Table: bt, Pos: -1, Tokens: []int32{1}}}},
+		{"past the context", k.arena, []Seq{{Table: bt, Pos: 40, Tokens: []int32{1}}}},
+		{"page size mismatch", other, []Seq{{Table: bt, Tokens: []int32{1}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := m.Forward(tc.arena, tc.batch, false); !errors.Is(err, ErrBatch) {
+				t.Fatalf("got %v, want ErrBatch", err)
+			}
+		})
+	}
+}
+
+// TestStaleTableCannotRead: a block table kept after its lease was released
+// cannot touch the pages once another tenant's lease has written them
+// (ARCHITECTURE.md layer 3, ownership tags): Forward fails with an
+// isolation_violation error and returns no logits.
+func TestStaleTableCannotRead(t *testing.T) {
+	cfg := small(gguf.F32, false)
+	m := load(t, backend(t), randomFile(t, cfg))
+	tests := []struct {
+		name string
+		pos  int
+		n    int
+		want error
+	}{
+		// The write lands mid-page in a page b now owns: the arena refuses
+		// to write after slots it never saw written under the stale tag.
+		{"decode mid-page", 7, 1, kernels.ErrUnwritten},
+		// The write starts a page (which the arena restarts empty under the
+		// stale tag), then attention must read page 0, now b's.
+		{"chunk from a page start", 4, 4, kernels.ErrTagMismatch},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKV(t, m, 2, 4, "a", "b")
+			a := k.start(t, "a", "r1", 8)
+			k.step(t, []*seq{a}, [][]int32{tokens(tc.pos, cfg.Vocab, 4)}, false)
+			if err := k.pool.Write(a.lease, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			stale, err := k.pool.BlockTable(a.lease, tc.pos+tc.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.pool.Release(a.lease); err != nil {
+				t.Fatal(err)
+			}
+			b := k.start(t, "b", "r2", 8)
+			k.step(t, []*seq{b}, [][]int32{tokens(8, cfg.Vocab, 5)}, false)
+			out, err := m.Forward(k.arena, []Seq{{Table: stale, Pos: tc.pos, Tokens: tokens(tc.n, cfg.Vocab, 6)}}, false)
+			if !errors.Is(err, tc.want) || out != nil {
+				t.Fatalf("got logits %v, error %v; want none and %v", out != nil, err, tc.want)
+			}
+			if cloison.ErrorCode(err) != cloison.CodeIsolationViolation {
+				t.Errorf("got code %v, want %v", cloison.ErrorCode(err), cloison.CodeIsolationViolation)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/kernels"
+)
+
+// refModel is a float64, dense-KV llama forward pass written from the
+// equations, independent of kernels and of the paged arena.
+type refModel struct {
+	c       Config
+	embd    [][]float64
+	layers  []refLayer
+	outNorm []float64
+	output  [][]float64
+}
+
+type refLayer struct {
+	attnNorm, ffnNorm, bq, bk, bv  []float64
+	wq, wk, wv, wo, gate, up, down [][]float64
+}
+
+func refMatrix(t testing.TB, f *gguf.File, name string) [][]float64 {
+	ti, ok := f.Tensor(name)
+	if !ok {
+		t.Fatalf("no tensor %s", name)
+	}
+	rows, cols := int(ti.Dims[1]), int(ti.Dims[0])
+	row := make([]float32, cols)
+	rb := int(ti.Size) / rows
+	data := f.Data(ti)
+	out := make([][]float64, rows)
+	for r := range out {
+		if err := kernels.Dequantize(row, kernels.DType(ti.Type), data[r*rb:(r+1)*rb]); err != nil {
+			t.Fatal(err)
+		}
+		out[r] = make([]float64, cols)
+		for i, v := range row {
+			out[r][i] = float64(v)
+		}
+	}
+	return out
+}
+
+func refVector(t testing.TB, f *gguf.File, name string) []float64 {
+	ti, ok := f.Tensor(name)
+	if !ok {
+		return nil
+	}
+	x := make([]float32, ti.Elements())
+	if err := kernels.Dequantize(x, kernels.DType(ti.Type), f.Data(ti)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+func newRef(t testing.TB, f *gguf.File) *refModel {
+	c, err := ConfigFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &refModel{c: c, embd: refMatrix(t, f, "token_embd.weight"), outNorm: refVector(t, f, "output_norm.weight")}
+	if _, ok := f.Tensor("output.weight"); ok {
+		r.output = refMatrix(t, f, "output.weight")
+	} else {
+		r.output = r.embd
+	}
+	for i := 0; i < c.Layers; i++ {
+		p := "blk." + itoa(i) + "."
+		r.layers = append(r.layers, refLayer{
+			attnNorm: refVector(t, f, p+"attn_norm.weight"), ffnNorm: refVector(t, f, p+"ffn_norm.weight"),
+			bq: refVector(t, f, p+"attn_q.bias"), bk: refVector(t, f, p+"attn_k.bias"), bv: refVector(t, f, p+"attn_v.bias"),
+			wq: refMatrix(t, f, p+"attn_q.weight"), wk: refMatrix(t, f, p+"attn_k.weight"), wv: refMatrix(t, f, p+"attn_v.weight"),
+			wo: refMatrix(t, f, p+"attn_output.weight"), gate: refMatrix(t, f, p+"ffn_gate.weight"),
+			up: refMatrix(t, f, p+"ffn_up.weight"), down: refMatrix(t, f, p+"ffn_down.weight"),
+		})
+	}
+	return r
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	s := ""
+	for ; i > 0; i /= 10 {
+		s = string(rune('0'+i%10)) + s
+	}
+	return s
+}
+
+func matvec(w [][]float64, x, bias []float64) []float64 {
+	out := make([]float64, len(w))
+	for r, row := range w {
+		s := 0.0
+		for i, v := range row {
+			s += v * x[i]
+		}
+		if bias != nil {
+			s += bias[r]
+		}
+		out[r] = s
+	}
+	return out
+}
+
+func rmsnorm(x, w []float64, eps float64) []float64 {
+	ss := 0.0
+	for _, v := range x {
+		ss += v * v
+	}
+	s := 1 / math.Sqrt(ss/float64(len(x))+eps)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v * s * w[i]
+	}
+	return out
+}
+
+func (r *refModel) rope(x []float64, pos int) {
+	p := r.c.RoPE
+	hd, dims := p.HeadDim, p.Dims
+	scale := float64(p.Scale)
+	if scale == 0 {
+		scale = 1
+	}
+	for h := 0; h < len(x)/hd; h++ {
+		v := x[h*hd : (h+1)*hd]
+		for i := 0; i < dims/2; i++ {
+			theta := float64(pos) * scale * math.Pow(float64(p.Base), -2*float64(i)/float64(dims))
+			if p.Factors != nil {
+				theta /= float64(p.Factors[i])
+			}
+			a, b := 2*i, 2*i+1
+			if p.NeoX {
+				a, b = i, i+dims/2
+			}
+			s, c := math.Sincos(theta)
+			v[a], v[b] = v[a]*c-v[b]*s, v[a]*s+v[b]*c
+		}
+	}
+}
+
+// forward returns the logits of every position of toks.
+func (r *refModel) forward(toks []int32) [][]float64 {
+	c := r.c
+	eps := float64(c.RMSEps)
+	hd := c.HeadDim
+	group := c.Heads / c.KVHeads
+	xs := make([][]float64, len(toks))
+	for i, id := range toks {
+		xs[i] = append([]float64(nil), r.embd[id]...)
+	}
+	for _, l := range r.layers {
+		ks := make([][]float64, len(toks))
+		vs := make([][]float64, len(toks))
+		qs := make([][]float64, len(toks))
+		for p := range toks {
+			h := rmsnorm(xs[p], l.attnNorm, eps)
+			qs[p], ks[p], vs[p] = matvec(l.wq, h, l.bq), matvec(l.wk, h, l.bk), matvec(l.wv, h, l.bv)
+			r.rope(qs[p], p)
+			r.rope(ks[p], p)
+		}
+		for p := range toks {
+			att := make([]float64, c.Heads*hd)
+			for h := 0; h < c.Heads; h++ {
+				kh := h / group
+				q := qs[p][h*hd : (h+1)*hd]
+				scores := make([]float64, p+1)
+				mx := math.Inf(-1)
+				for j := 0; j <= p; j++ {
+					s := 0.0
+					for i := 0; i < hd; i++ {
+						s += q[i] * ks[j][kh*hd+i]
+					}
+					scores[j] = s / math.Sqrt(float64(hd))
+					mx = math.Max(mx, scores[j])
+				}
+				sum := 0.0
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - mx)
+					sum += scores[j]
+				}
+				for j := range scores {
+					for i := 0; i < hd; i++ {
+						att[h*hd+i] += scores[j] / sum * vs[j][kh*hd+i]
+					}
+				}
+			}
+			o := matvec(l.wo, att, nil)
+			for i := range o {
+				xs[p][i] += o[i]
+			}
+			h := rmsnorm(xs[p], l.ffnNorm, eps)
+			g, u := matvec(l.gate, h, nil), matvec(l.up, h, nil)
+			for i := range g {
+				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			}
+			d := matvec(l.down, g, nil)
+			for i := range d {
+				xs[p][i] += d[i]
+			}
+		}
+	}
+	out := make([][]float64, len(toks))
+	for p := range toks {
+		out[p] = matvec(r.output, rmsnorm(xs[p], r.outNorm, eps), nil)
+	}
+	return out
+}
