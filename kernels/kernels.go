@@ -167,6 +167,14 @@ func (c ArenaConfig) Validate() error {
 // write no output. WriteKV and CopyIn write only pages the table marks
 // Writable and set their Tag to the table's.
 //
+// Besides the tag, the arena counts the leading slots of each page and layer
+// that were written under the current tag (the fill). Writes may not skip
+// slots (a write's first slot in a page is at most the fill), and reads need
+// every slot they read to be filled, else an *UnwrittenError: the arena
+// itself catches pool books that claim slots were written when no KV arrived.
+// A page whose tag changes is zeroed first and its fill restarts at 0, so a
+// page tagged T never holds bytes that T's lease did not write.
+//
 // Transfer format of a page (CopyOut/CopyIn, identical on every backend):
 // little-endian float32, laid out [layer][K, V][slot][kv_head][head_dim];
 // PageBytes() bytes in all.
@@ -182,8 +190,9 @@ type Arena interface {
 	// k and v (each kv_heads×head_dim wide) goes to position s.Pos+j of
 	// s.Table. Every position must be below Table.Tokens() (the pool records
 	// the write first) and fall in a Writable page, else ErrShape or
-	// ErrReadOnlyPage and nothing is written. Each page written takes the
-	// table's Tag for it.
+	// ErrReadOnlyPage and nothing is written; a write that would skip slots
+	// is an *UnwrittenError. Each page written takes the table's Tag for it
+	// (zeroed first if it had another).
 	WriteKV(layer int, k, v Tensor, spans []Span) error
 
 	// Attention computes causal scaled-dot-product attention (scale
@@ -192,9 +201,10 @@ type Arena interface {
 	// position s.Pos+j, attends to positions 0…s.Pos+j of s.Table and its
 	// result goes to row s.Row+j of out. q and out are q_heads×head_dim wide.
 	// s.Pos+s.N must not exceed Table.Tokens(). Before reading anything, the
-	// tag of every page any span reads is compared with the table's: on a
-	// mismatch it returns a *TagMismatchError (errors.Is ErrTagMismatch) and
-	// out is not written.
+	// tag of every page any span reads is compared with the table's and its
+	// fill with the slots read: on a mismatch it returns a *TagMismatchError
+	// (errors.Is ErrTagMismatch) or an *UnwrittenError and out is not
+	// written. A table whose tag for a page is the zero Tag never matches.
 	Attention(layer int, out, q Tensor, spans []Span) error
 
 	// ZeroPages zeroes the KV bytes of the given pages (all layers) and
@@ -204,14 +214,15 @@ type Arena interface {
 
 	// CopyOut copies page table.Page(i) into dst (len PageBytes()) in the
 	// transfer format, after checking its tag against table.Tag(i) (a
-	// *TagMismatchError otherwise, dst untouched). Slots at positions not
+	// *TagMismatchError otherwise, dst untouched) and that every slot covered
+	// by table.Tokens() was written in every layer (*UnwrittenError). Slots at positions not
 	// covered by table.Tokens() are written as zeros, so a page never
 	// carries out bytes its lease did not write.
 	CopyOut(dst []byte, table isolation.BlockTable, i int) error
 	// CopyIn writes src (len PageBytes(), transfer format) into page
 	// table.Page(i), which must be Writable, and sets its tag to
-	// table.Tag(i). Slots at positions not covered by table.Tokens() are
-	// zeroed instead of copied.
+	// table.Tag(i); its fill becomes the slots covered by table.Tokens().
+	// Slots beyond them are zeroed instead of copied.
 	CopyIn(table isolation.BlockTable, i int, src []byte) error
 }
 
@@ -225,6 +236,27 @@ type Span struct {
 	N     int
 }
 
+// UnwrittenError reports that a read (or a write that would skip slots) needs
+// slots of a page that the arena never saw written: the pool's books say the
+// positions were written (a transfer that reported success without writing,
+// say) but no KV arrived. Nothing was read or written.
+type UnwrittenError struct {
+	Page  int32
+	Layer int
+	Need  int // slots the operation needs written (reads) or may start at (writes)
+	Have  int // slots the arena has seen written in this page and layer
+}
+
+func (e *UnwrittenError) Error() string {
+	return fmt.Sprintf("kernels: page %d layer %d: %d slots needed, %d written", e.Page, e.Layer, e.Need, e.Have)
+}
+
+// Is makes errors.Is(err, ErrUnwritten) true.
+func (e *UnwrittenError) Is(target error) bool { return target == ErrUnwritten }
+
+// ErrorCode reports cloison.CodeIsolationViolation.
+func (e *UnwrittenError) ErrorCode() cloison.Code { return cloison.CodeIsolationViolation }
+
 // Errors. Callers branch with errors.Is / errors.As; cloison.ErrorCode gives
 // the API code.
 var (
@@ -236,6 +268,8 @@ var (
 	ErrReadOnlyPage = cloison.NewError(cloison.CodeIsolationViolation, "kernels: write into a read-only page")
 	// ErrTagMismatch is matched by every *TagMismatchError.
 	ErrTagMismatch = cloison.NewError(cloison.CodeIsolationViolation, "kernels: page ownership tag mismatch")
+	// ErrUnwritten is matched by every *UnwrittenError.
+	ErrUnwritten = cloison.NewError(cloison.CodeIsolationViolation, "kernels: read of unwritten KV slots")
 	// ErrUnknownBackend: Open of a name nobody registered.
 	ErrUnknownBackend = cloison.NewError(cloison.CodeInvalid, "kernels: unknown backend")
 	// ErrClosed: use of a backend after Close.

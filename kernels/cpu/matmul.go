@@ -1,0 +1,206 @@
+package cpu
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+// Work split of a product dst = x·wᵀ: tasks are (x tile, w block) pairs; a
+// task computes every output element of its tile's rows and its block's
+// weight rows, each with the reduction order fixed in dot.go. Tasks that
+// share an x tile are numbered consecutively so that concurrently running
+// tasks read the same activations from cache; a weight block (dequantized
+// once per task when its type needs it) stays in L2 while the tile's rows
+// stream past it.
+const (
+	wBlock = 24 // weight rows per task: a multiple of 3 and 4 (the kernels' widths)
+	xTile  = 64 // activation rows per task
+)
+
+// MatMul sets dst = x·wᵀ.
+func (b *Backend) MatMul(dst, x kernels.Tensor, w kernels.Matrix) error {
+	return b.MultiMatMul([]kernels.Tensor{dst}, x, []kernels.Matrix{w})
+}
+
+type product struct {
+	dst   *tensor
+	m     *matrix
+	first int // first task number of this product
+}
+
+// MultiMatMul sets dsts[i] = x·ws[i]ᵀ for all i as one parallel job.
+func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kernels.Matrix) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	if len(dsts) != len(ws) {
+		return shapeErr("MultiMatMul with %d outputs and %d matrices", len(dsts), len(ws))
+	}
+	xt, err := b.tensor(x, "matmul input")
+	if err != nil {
+		return err
+	}
+	ps := make([]product, len(ws))
+	tiles := (xt.rows + xTile - 1) / xTile
+	tasks := 0
+	for i := range ws {
+		m, err := b.matrix(ws[i])
+		if err != nil {
+			return err
+		}
+		d, err := b.tensor(dsts[i], "matmul output")
+		if err != nil {
+			return err
+		}
+		if m.cols != xt.cols || d.rows != xt.rows || d.cols != m.rows {
+			return shapeErr("matmul %d×%d · (%d×%d)ᵀ into %d×%d", xt.rows, xt.cols, m.rows, m.cols, d.rows, d.cols)
+		}
+		if overlaps(d.data, xt.data) {
+			return shapeErr("matmul output aliases its input")
+		}
+		ps[i] = product{dst: d, m: m, first: tasks}
+		tasks += tiles * ((m.rows + wBlock - 1) / wBlock)
+	}
+	b.w.run(tasks, func(t int) {
+		i := len(ps) - 1
+		for ps[i].first > t {
+			i--
+		}
+		p := ps[i]
+		blocks := (p.m.rows + wBlock - 1) / wBlock
+		t -= p.first
+		tile, blk := t/blocks, t%blocks
+		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
+		o0, o1 := blk*wBlock, min(p.m.rows, (blk+1)*wBlock)
+		mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
+	})
+	return nil
+}
+
+// overlaps reports whether two float32 slices share memory.
+func overlaps(a, b []float32) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0 := uintptr(unsafe.Pointer(&a[0]))
+	b0 := uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(4*len(b)) && b0 < a0+uintptr(4*len(a))
+}
+
+// scratch holds a dequantized weight block.
+type scratch struct{ q, d []float32 }
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// mulBlock computes dst[r][o] for r in [r0,r1), o in [o0,o1).
+func mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
+	cols := m.cols
+	switch m.dt {
+	case kernels.F32:
+		w := func(o int) []float32 { return m.f32[o*cols : (o+1)*cols] }
+		floatBlock(dst, x, w, r0, r1, o0, o1)
+	case kernels.Q8_0:
+		if r1-r0 == 1 {
+			// Decode: read the quants in place, each weight byte once.
+			x0 := x.row(r0)
+			out := dst.row(r0)
+			row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
+			o := o0
+			for ; o+4 <= o1; o += 4 {
+				out[o], out[o+1], out[o+2], out[o+3] = q8dot1x4(x0, row(o), row(o+1), row(o+2), row(o+3))
+			}
+			for ; o < o1; o++ {
+				out[o] = q8dot1x1(x0, row(o))
+			}
+			return
+		}
+		s := scratchPool.Get().(*scratch)
+		nb := cols / 32
+		s.q = grow(s.q, (o1-o0)*cols)
+		s.d = grow(s.d, (o1-o0)*nb)
+		for o := o0; o < o1; o++ {
+			row := m.data[o*m.rowBytes : (o+1)*m.rowBytes]
+			q := s.q[(o-o0)*cols : (o-o0+1)*cols]
+			d := s.d[(o-o0)*nb : (o-o0+1)*nb]
+			for b := range nb {
+				blk := (*q8Block)(row[b*34:])
+				d[b] = q8Scale(blk)
+				qb := (*[32]float32)(q[b*32:])
+				for j := range 32 {
+					qb[j] = float32(int8(blk[2+j]))
+				}
+			}
+		}
+		q := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
+		d := func(o int) []float32 { return s.d[(o-o0)*nb : (o-o0+1)*nb] }
+		r := r0
+		for ; r+2 <= r1; r += 2 {
+			x0, x1 := x.row(r), x.row(r+1)
+			out0, out1 := dst.row(r), dst.row(r+1)
+			o := o0
+			for ; o+3 <= o1; o += 3 {
+				out0[o], out0[o+1], out0[o+2], out1[o], out1[o+1], out1[o+2] =
+					q8dot2x3(x0, x1, q(o), q(o+1), q(o+2), d(o), d(o+1), d(o+2))
+			}
+			for ; o < o1; o++ {
+				out0[o] = q8dot1x1f(x0, q(o), d(o))
+				out1[o] = q8dot1x1f(x1, q(o), d(o))
+			}
+		}
+		if r < r1 {
+			x0, out := x.row(r), dst.row(r)
+			for o := o0; o < o1; o++ {
+				out[o] = q8dot1x1f(x0, q(o), d(o))
+			}
+		}
+		scratchPool.Put(s)
+	default:
+		// F16, BF16 and the other block types: decode the weight block to
+		// float32 once (exactly: every decoded value is a float32), then
+		// run the float kernels on it.
+		s := scratchPool.Get().(*scratch)
+		s.q = grow(s.q, (o1-o0)*cols)
+		for o := o0; o < o1; o++ {
+			m.dequantRow(s.q[(o-o0)*cols:(o-o0+1)*cols], o)
+		}
+		w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
+		floatBlock(dst, x, w, r0, r1, o0, o1)
+		scratchPool.Put(s)
+	}
+}
+
+// floatBlock computes a block of outputs from float32 weight rows w(o).
+func floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int) {
+	r := r0
+	for ; r+2 <= r1; r += 2 {
+		x0, x1 := x.row(r), x.row(r+1)
+		out0, out1 := dst.row(r), dst.row(r+1)
+		o := o0
+		for ; o+3 <= o1; o += 3 {
+			out0[o], out0[o+1], out0[o+2], out1[o], out1[o+1], out1[o+2] = dot2x3(x0, x1, w(o), w(o+1), w(o+2))
+		}
+		for ; o < o1; o++ {
+			out0[o] = dot1x1(x0, w(o))
+			out1[o] = dot1x1(x1, w(o))
+		}
+	}
+	if r < r1 {
+		x0, out := x.row(r), dst.row(r)
+		o := o0
+		for ; o+4 <= o1; o += 4 {
+			out[o], out[o+1], out[o+2], out[o+3] = dot1x4(x0, w(o), w(o+1), w(o+2), w(o+3))
+		}
+		for ; o < o1; o++ {
+			out[o] = dot1x1(x0, w(o))
+		}
+	}
+}
