@@ -1,0 +1,605 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// Errors of the engine.
+var (
+	ErrDeadline = cloison.NewError(cloison.CodeDeadlineExceeded, "request deadline exceeded")
+	ErrStopped  = cloison.NewError(cloison.CodeUnavailable, "engine stopped")
+	// ErrWithheld ends a stream whose request an isolation failure touched:
+	// its output is withheld, whatever was already computed.
+	ErrWithheld = cloison.NewError(cloison.CodeIsolationViolation, "output withheld: the request's isolation could not be proven")
+	ErrBadStop  = cloison.NewError(cloison.CodeInvalid, "invalid stop sequences")
+)
+
+// Config wires an Engine.
+type Config struct {
+	Model     *model.Model
+	Tokenizer *tokenizer.Tokenizer
+	Pool      *isolation.Pool
+	Arena     kernels.Arena
+	// Attestation must have passed (Attest returned no error).
+	Attestation Attestation
+	Scheduler   SchedulerConfig
+	// OnFinish is called once per request that entered the scheduler, when
+	// it ends (finished, aborted or failed); counts only, never text.
+	OnFinish func(Summary)
+	// OnIncident is called for every isolation failure (pool violation or
+	// kernel tag mismatch), once per affected request.
+	OnIncident func(Incident)
+	// UnsafeSkipLengthCheck turns admission's length checks off (test-only).
+	UnsafeSkipLengthCheck bool
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Summary is what the ledger records of a request: counts and identifiers.
+type Summary struct {
+	ID          cloison.RequestID
+	Tenant      cloison.TenantID
+	State       State
+	Finish      FinishReason
+	Code        cloison.Code // error code for Aborted/Failed
+	Prompt      int
+	Generated   int
+	Cached      int
+	Pages       int
+	Preemptions int
+	Started     time.Time
+	FirstToken  time.Duration // 0 if none
+	Duration    time.Duration
+}
+
+// Incident describes an isolation failure that aborted a request.
+type Incident struct {
+	Time    time.Time
+	Tenant  cloison.TenantID
+	Request cloison.RequestID
+	Kind    string // "pool-violation" or "kernel-tag-mismatch"
+	Page    int32
+	Owner   isolation.Lease // owner or last writer of the page, when known
+	Reason  string
+	Err     error
+}
+
+// GenerateRequest is an inference request as the API hands it to the engine.
+type GenerateRequest struct {
+	ID          cloison.RequestID
+	Tenant      cloison.TenantID
+	Prompt      []int32
+	MaxTokens   int
+	Sampling    sample.Params
+	StopTokens  []int32  // in addition to the model's end-of-generation tokens
+	StopStrings []string // at most 4, each 1–256 bytes
+	IgnoreEOS   bool
+	// Deadline, if set, aborts the request when passed.
+	Deadline time.Time
+}
+
+// Engine runs requests on one model, one pool and one arena. Submit is safe
+// for concurrent use; Run drives the loop on one goroutine.
+type Engine struct {
+	cfg   Config
+	adm   *Admission
+	sched *Scheduler
+	now   func() time.Time
+
+	ctl  chan func() // control messages into the loop
+	wake chan struct{}
+
+	mu      sync.Mutex
+	active  map[cloison.RequestID]*active // guarded by mu (the loop and Submit share it)
+	stopped bool                          // guarded by mu
+}
+
+// New returns an Engine. Attestation must have passed.
+func New(cfg Config) (*Engine, error) {
+	if !cfg.Attestation.OK {
+		return nil, fmt.Errorf("%w: %s", ErrAttestation, cfg.Attestation.Reason)
+	}
+	if cfg.Model == nil || cfg.Tokenizer == nil || cfg.Pool == nil || cfg.Arena == nil {
+		return nil, fmt.Errorf("%w: engine needs a model, a tokenizer, a pool and an arena", errInternal)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Engine{
+		cfg: cfg,
+		adm: NewAdmission(AdmissionConfig{ServedContext: cfg.Attestation.ServedContext, Vocab: cfg.Model.Vocab,
+			Pool: cfg.Pool, UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
+		sched:  NewScheduler(cfg.Pool, cfg.Scheduler),
+		now:    now,
+		ctl:    make(chan func(), 1024),
+		wake:   make(chan struct{}, 1),
+		active: map[cloison.RequestID]*active{},
+	}, nil
+}
+
+// Admission returns the engine's admission (for its counters).
+func (e *Engine) Admission() *Admission { return e.adm }
+
+// Attestation returns the capacity attestation the engine serves under.
+func (e *Engine) Attestation() Attestation { return e.cfg.Attestation }
+
+// Submit admits a request and queues it. A rejection (ErrContextLength,
+// ErrEmptyPrompt, …, or sampling parameter errors) is returned at once with
+// its original error: nothing was allocated, queued or computed. ctx
+// cancellation aborts the request.
+func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error) {
+	if err := validateStops(r.StopStrings); err != nil {
+		return nil, err
+	}
+	samp, err := sample.New(r.Sampling, r.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	stops := map[int32]bool{}
+	for _, s := range r.StopTokens {
+		stops[s] = true
+	}
+	a := &active{req: r, sampler: samp, stops: stops, stream: newStream(r.ID), started: e.now()}
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil, ErrStopped
+	}
+	if _, dup := e.active[r.ID]; dup {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrDuplicateRequest, r.ID)
+	}
+	e.active[r.ID] = a
+	e.mu.Unlock()
+	a.stream.cancel = func(reason error) { e.post(func() { e.cancel(r.ID, reason) }) }
+	a.stopCtx = context.AfterFunc(ctx, func() { a.stream.cancel(fmt.Errorf("%w: %v", ErrCanceled, context.Cause(ctx))) })
+	e.post(func() {
+		if err := e.sched.Enqueue(t); err != nil {
+			e.finish(a, Event{ID: r.ID, Tenant: r.Tenant, State: Failed, Err: err})
+		}
+	})
+	return a.stream, nil
+}
+
+func validateStops(stops []string) error {
+	if len(stops) > 4 {
+		return fmt.Errorf("%w: %d given, at most 4", ErrBadStop, len(stops))
+	}
+	for _, s := range stops {
+		if len(s) == 0 || len(s) > 256 || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: each must be 1–256 bytes of UTF-8", ErrBadStop)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) post(f func()) {
+	e.ctl <- f
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancel runs on the loop goroutine.
+func (e *Engine) cancel(id cloison.RequestID, reason error) {
+	if ev, ok := e.sched.Cancel(id, reason); ok {
+		e.handle([]Event{ev})
+	}
+}
+
+// active is a request the engine is serving. Only the loop goroutine touches
+// its fields after Submit returns (the stream has its own lock).
+type active struct {
+	req       GenerateRequest
+	sampler   *sample.Sampler
+	stops     map[int32]bool
+	stream    *Stream
+	stopCtx   func() bool
+	started   time.Time
+	firstTok  time.Duration
+	bytes     []byte // generated text so far (UTF-8, maybe incomplete at the end)
+	emitted   int    // bytes of text already streamed
+	stopped   bool   // a stop string matched; text is final
+	generated int
+}
+
+// Run drives the engine until ctx ends; then every live request ends with
+// ErrStopped. It returns the error that stopped the loop, if any other.
+func (e *Engine) Run(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: engine loop: %v", errInternal, r)
+		}
+		e.shutdown(err)
+	}()
+	for {
+		e.drain()
+		if e.sched.Idle() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-e.wake:
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.expire()
+		if err := e.step(); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *Engine) drain() {
+	for {
+		select {
+		case f := <-e.ctl:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// expire aborts requests past their deadline.
+func (e *Engine) expire() {
+	now := e.now()
+	e.mu.Lock()
+	var late []cloison.RequestID
+	for id, a := range e.active {
+		if !a.req.Deadline.IsZero() && now.After(a.req.Deadline) {
+			late = append(late, id)
+		}
+	}
+	e.mu.Unlock()
+	for _, id := range late {
+		e.cancel(id, ErrDeadline)
+	}
+}
+
+// step runs one scheduler step. An error stops the engine (fail closed).
+func (e *Engine) step() error {
+	rd := e.sched.Ready()
+	e.handle(e.sched.Events())
+	if len(rd.Scrub) > 0 {
+		if err := e.cfg.Arena.ZeroPages(rd.Scrub); err != nil {
+			return fmt.Errorf("engine: zeroing pages: %w", err)
+		}
+	}
+	if len(rd.Batch) == 0 {
+		e.handle(e.sched.Advance(rd, nil))
+		return nil
+	}
+	batch := make([]model.Seq, len(rd.Batch))
+	for i, it := range rd.Batch {
+		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens}
+	}
+	logits, err := e.cfg.Model.Forward(e.cfg.Arena, batch, false)
+	if err != nil {
+		e.failStep(rd, err)
+		return nil
+	}
+	results := make([]Result, 0, len(rd.Batch))
+	emits := make([]emit, 0, len(rd.Batch))
+	e.mu.Lock()
+	for i, it := range rd.Batch {
+		a := e.active[it.ID]
+		if !it.Logits || a == nil {
+			continue
+		}
+		c, err := a.sampler.Sample(logits[i])
+		if err != nil {
+			// Non-finite logits: fail this request, closed.
+			results = append(results, Result{ID: it.ID, Stop: true})
+			a.stream.failNext = err
+			continue
+		}
+		stop := e.stopToken(a, c.Token)
+		em := emit{a: a, tok: c}
+		if !stop {
+			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, false))
+		}
+		if a.firstTok == 0 {
+			a.firstTok = e.now().Sub(a.started)
+		}
+		a.generated++
+		results = append(results, Result{ID: it.ID, Token: c.Token, Stop: stop})
+		emits = append(emits, em)
+	}
+	e.mu.Unlock()
+	events := e.sched.Advance(rd, results)
+	// Tokens first, then ends: a finished request's last token is streamed.
+	for _, em := range emits {
+		if em.a.stream.failNext == nil {
+			em.a.stream.push(Token{ID: em.tok.Token, Text: em.text, Logprob: em.tok.Logprob, Top: em.tok.Top})
+		}
+	}
+	e.handle(events)
+	return nil
+}
+
+type emit struct {
+	a    *active
+	tok  sample.Choice
+	text string
+}
+
+func (e *Engine) stopToken(a *active, tok int32) bool {
+	if a.stops[tok] {
+		return true
+	}
+	return !a.req.IgnoreEOS && e.cfg.Tokenizer.IsEOG(tok)
+}
+
+// appendText adds a token's bytes and returns the text that may be streamed
+// now: complete UTF-8 that cannot be the start of a stop string. It reports
+// whether a stop string matched (the text is then cut before it).
+func (a *active) appendText(piece []byte) (string, bool) {
+	a.bytes = append(a.bytes, piece...)
+	text := a.bytes
+	// Hold back an incomplete UTF-8 sequence at the end.
+	safe := len(text)
+	for i := max(0, len(text)-3); i < len(text); i++ {
+		if !utf8.FullRune(text[i:]) {
+			safe = i
+			break
+		}
+	}
+	for _, s := range a.req.StopStrings {
+		if i := bytes.Index(text[max(0, a.emitted-len(s)):], []byte(s)); i >= 0 {
+			cut := max(0, a.emitted-len(s)) + i
+			out := string(text[a.emitted:max(a.emitted, cut)])
+			a.emitted = max(a.emitted, cut)
+			a.stopped = true
+			return out, true
+		}
+	}
+	// Hold back a suffix that could begin a stop string.
+	for _, s := range a.req.StopStrings {
+		for k := min(len(s)-1, safe-a.emitted); k > 0; k-- {
+			if strings.HasPrefix(s, string(text[safe-k:safe])) {
+				safe -= k
+				break
+			}
+		}
+	}
+	if safe <= a.emitted {
+		return "", false
+	}
+	out := string(text[a.emitted:safe])
+	a.emitted = safe
+	return out, false
+}
+
+// failStep handles a model error: a kernel tag mismatch fails (and withholds)
+// every request whose table names the page; any other error fails the whole
+// batch. Untouched requests recompute.
+func (e *Engine) failStep(rd Ready, err error) {
+	touched := map[cloison.RequestID]bool{}
+	var tm *kernels.TagMismatchError
+	if errors.As(err, &tm) {
+		for _, it := range rd.Batch {
+			for i := range it.Table.Len() {
+				if it.Table.Page(i) == tm.Page {
+					touched[it.ID] = true
+				}
+			}
+		}
+	}
+	if len(touched) == 0 {
+		for _, it := range rd.Batch {
+			touched[it.ID] = true
+		}
+	}
+	e.handle(e.sched.FailStep(rd, touched, err))
+}
+
+// handle delivers scheduler events to streams and hooks.
+func (e *Engine) handle(events []Event) {
+	for _, ev := range events {
+		if ev.State == Queued {
+			continue // preempted; will recompute
+		}
+		e.mu.Lock()
+		a := e.active[ev.ID]
+		e.mu.Unlock()
+		if a == nil {
+			continue
+		}
+		if a.stream.failNext != nil && ev.State != Failed {
+			ev.State, ev.Err = Failed, a.stream.failNext
+		}
+		e.finish(a, ev)
+	}
+}
+
+func (e *Engine) finish(a *active, ev Event) {
+	e.mu.Lock()
+	delete(e.active, ev.ID)
+	e.mu.Unlock()
+	a.stopCtx()
+	now := e.now()
+	if ev.State == Failed && isIsolationFailure(ev.Err) {
+		e.incident(a, ev, now)
+		a.stream.end(fmt.Errorf("%w: %w", ErrWithheld, ev.Err), "")
+	} else if ev.State == Finished {
+		// Flush text held back for a possible stop string that never came.
+		if !a.stopped && a.emitted < len(a.bytes) {
+			a.stream.push(Token{ID: -1, Text: strings.ToValidUTF8(string(a.bytes[a.emitted:]), "\uFFFD")})
+		}
+		a.stream.end(nil, ev.Finish)
+	} else {
+		a.stream.end(ev.Err, "")
+	}
+	if e.cfg.OnFinish != nil {
+		e.cfg.OnFinish(Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
+			Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
+			Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)})
+	}
+}
+
+func isIsolationFailure(err error) bool {
+	return errors.Is(err, isolation.ErrViolation) || errors.Is(err, kernels.ErrTagMismatch) || errors.Is(err, isolation.ErrStaleLease)
+}
+
+func (e *Engine) incident(a *active, ev Event, now time.Time) {
+	if e.cfg.OnIncident == nil {
+		return
+	}
+	in := Incident{Time: now, Tenant: ev.Tenant, Request: ev.ID, Err: ev.Err, Reason: ev.Err.Error()}
+	var v *isolation.ViolationError
+	var tm *kernels.TagMismatchError
+	switch {
+	case errors.As(ev.Err, &v):
+		in.Kind, in.Page, in.Owner, in.Reason = "pool-violation", v.Page, v.Owner, string(v.Reason)
+	case errors.As(ev.Err, &tm):
+		in.Kind, in.Page, in.Reason = "kernel-tag-mismatch", tm.Page, "tag-mismatch"
+	default:
+		in.Kind = "stale-lease"
+	}
+	e.cfg.OnIncident(in)
+}
+
+// shutdown ends every live request.
+func (e *Engine) shutdown(cause error) {
+	e.mu.Lock()
+	e.stopped = true
+	live := make([]*active, 0, len(e.active))
+	for _, a := range e.active {
+		live = append(live, a)
+	}
+	e.mu.Unlock()
+	err := error(ErrStopped)
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", ErrStopped, cause)
+	}
+	for _, a := range live {
+		if ev, ok := e.sched.Cancel(a.req.ID, err); ok {
+			ev.State = Aborted
+			e.finish(a, ev)
+		} else {
+			e.finish(a, Event{ID: a.req.ID, Tenant: a.req.Tenant, State: Aborted, Err: err})
+		}
+	}
+}
+
+// Token is one streamed token. ID is -1 for a final flush of held-back text.
+type Token struct {
+	ID      int32
+	Text    string
+	Logprob float64
+	Top     []sample.TokenProb
+}
+
+// Stream delivers a request's tokens. Next never blocks the engine: tokens
+// queue in the stream until read.
+type Stream struct {
+	ID       cloison.RequestID
+	cancel   func(error)
+	failNext error // set by the loop goroutine only
+
+	mu     sync.Mutex
+	queue  []Token      // guarded by mu
+	done   bool         // guarded by mu
+	err    error        // guarded by mu
+	finish FinishReason // guarded by mu
+	notify chan struct{}
+}
+
+func newStream(id cloison.RequestID) *Stream {
+	return &Stream{ID: id, notify: make(chan struct{}, 1)}
+}
+
+func (s *Stream) push(t Token) {
+	s.mu.Lock()
+	s.queue = append(s.queue, t)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Stream) end(err error, finish FinishReason) {
+	s.mu.Lock()
+	if !s.done {
+		s.done, s.err, s.finish = true, err, finish
+		if err != nil && errors.Is(err, ErrWithheld) {
+			s.queue = nil // withhold what was not yet read
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next token; io.EOF after the last token of a normal
+// finish; the request's error if it was aborted or failed. A failed request
+// whose isolation could not be proven returns ErrWithheld at once, dropping
+// tokens not yet read.
+func (s *Stream) Next(ctx context.Context) (Token, error) {
+	for {
+		s.mu.Lock()
+		if s.done && s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return Token{}, err
+		}
+		if len(s.queue) > 0 {
+			t := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return t, nil
+		}
+		if s.done {
+			s.mu.Unlock()
+			return Token{}, io.EOF
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return Token{}, context.Cause(ctx)
+		}
+	}
+}
+
+// Finish returns the finish reason once the stream ended normally.
+func (s *Stream) Finish() FinishReason {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finish
+}
+
+// Cancel aborts the request (client gone).
+func (s *Stream) Cancel() {
+	if s.cancel != nil {
+		s.cancel(ErrCanceled)
+	}
+}
