@@ -79,3 +79,21 @@ func Rechain(r Record, h Head) Record {
 	r.Hash = HashEvent(r.Seq, h.Hash, r.Payload)
 	return r
 }
+
+// Prepare validates e and returns its record without a place in the chain
+// (Seq, PrevHash and Hash unset). Canonicalising is the costly part of an
+// append; callers do it before taking the writer lock and place the record
+// with Rechain once the head is known.
+func (e Event) Prepare() (Record, error) {
+	payload, err := e.Canonical()
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{
+		Kind:       e.Payload.Kind(),
+		Tenant:     e.Tenant,
+		Actor:      e.Actor,
+		OccurredAt: e.OccurredAt.UTC().Truncate(time.Microsecond),
+		Payload:    payload,
+	}, nil
+}

@@ -393,3 +393,43 @@ func (n Notice) Validate() error {
 	}
 	return nil
 }
+
+// StoredVersion is a register version as stored: its exact canonical bytes,
+// their digest and where the ledger chained them.
+type StoredVersion struct {
+	IncidentVersion
+	Content     []byte
+	Digest      Digest
+	RecordedAt  time.Time
+	RecordedBy  Name
+	LedgerSeq   uint64
+	RetainUntil Day
+}
+
+// StoredNotice is a notice as stored.
+type StoredNotice struct {
+	Notice
+	RecordedAt time.Time
+	RecordedBy Name
+	LedgerSeq  uint64
+}
+
+// IncidentFile is a register entry with every version and notice, oldest
+// first.
+type IncidentFile struct {
+	ID        Name
+	Source    IncidentSource
+	OpenedAt  time.Time
+	OpenedBy  Name
+	LedgerSeq uint64
+	Versions  []StoredVersion
+	Notices   []StoredNotice
+}
+
+// Latest returns the current version (the last appended).
+func (f IncidentFile) Latest() StoredVersion {
+	if len(f.Versions) == 0 {
+		return StoredVersion{}
+	}
+	return f.Versions[len(f.Versions)-1]
+}

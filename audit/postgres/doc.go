@@ -1,0 +1,43 @@
+// Package postgres stores Cloison's audit ledger and Loi 25 incident
+// register in PostgreSQL. It stores what package audit computes: hashes,
+// canonical bytes and checkpoint signatures are computed in Go; the
+// database keeps them append-only and refuses anything that does not extend
+// the chain.
+//
+// Guarantees:
+//
+//   - Append returns only after its event is committed with
+//     synchronous_commit on. One writer goroutine per Store commits every
+//     queued event in one transaction (group commit).
+//   - Any number of Stores, in any number of processes, may share a
+//     database: each transaction that appends first calls audit_head(),
+//     which takes a transaction-scoped advisory lock and reads the committed
+//     head; an AFTER INSERT trigger refuses any batch that does not extend
+//     that head with correct hashes (CL003), so even a writer that skips the
+//     lock cannot fork or gap the chain.
+//   - audit_events, audit_checkpoints and the register tables refuse
+//     UPDATE, DELETE and TRUNCATE: by privilege for the runtime role, by
+//     triggers enabled ALWAYS for everyone else. Register rows are deleted
+//     only by cloison_incident_purge, after five years, with an
+//     incident.purged ledger event in the same transaction.
+//   - Every CheckpointEvery events or CheckpointInterval, a signed
+//     checkpoint is written to CheckpointDir (outside the database) and
+//     stored in audit_checkpoints. Verify streams the chain in one snapshot
+//     and checks every hash and every checkpoint, stored and external.
+//   - Register versions and notices are written in the same transaction as
+//     the ledger event that chains their digest.
+//
+// PostgreSQL errors are translated to this package's sentinels in one
+// place (errors.go); transactions are closures (readWrite, readOnly).
+//
+// The loop (Store.writer):
+//
+//	for batch := range queued {          // everything waiting, up to MaxBatch
+//		BEGIN
+//		SELECT seq, hash FROM audit_head() // lock + committed head
+//		place each event after the head  // audit.Rechain
+//		SELECT audit_append(arrays)      // trigger re-checks the chain
+//		COMMIT                           // durable BEFORE any acknowledgement
+//		acknowledge each Append; checkpoint when due
+//	}
+package postgres

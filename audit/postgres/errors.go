@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+)
+
+// Sentinel errors of this package; the SQLSTATE translation below is the
+// only place PostgreSQL error codes are interpreted.
+var (
+	// ErrAppendOnly: an UPDATE, DELETE or TRUNCATE on a ledger or register
+	// table, refused by privilege (42501) or by trigger (CL001).
+	ErrAppendOnly = cloison.NewError(cloison.CodePermissionDenied, "audit/postgres: ledger and register tables are append-only")
+	// ErrRetention: a register row whose five-year retention has not ended,
+	// or a delete outside the ledgered purge (CL002).
+	ErrRetention = cloison.NewError(cloison.CodePermissionDenied, "audit/postgres: register retention forbids this delete")
+	// ErrChainRejected: the database refused a batch that does not extend
+	// its committed head (CL003). It means two writers raced without the
+	// lock, or a bug: the batch is not stored.
+	ErrChainRejected = cloison.NewError(cloison.CodeConflict, "audit/postgres: batch does not extend the chain head")
+	// ErrConflict: a concurrent writer took the same incident version or
+	// notice number, or a duplicate id (23505, CL005). Retry with fresh data.
+	ErrConflict = cloison.NewError(cloison.CodeConflict, "audit/postgres: concurrent update")
+	// ErrNotFound: no such incident.
+	ErrNotFound = cloison.NewError(cloison.CodeNotFound, "audit/postgres: not found")
+	// ErrUnavailable: the database cannot be reached or the connection
+	// broke. An Append that returns it may or may not have been recorded;
+	// it was not acknowledged.
+	ErrUnavailable = cloison.NewError(cloison.CodeUnavailable, "audit/postgres: database unavailable")
+	// ErrClosed: Append after Close.
+	ErrClosed = cloison.NewError(cloison.CodeUnavailable, "audit/postgres: ledger closed")
+	// ErrSchema: the database is not migrated, or another error the schema
+	// should have made impossible (CL004, undefined table/function).
+	ErrSchema = cloison.NewError(cloison.CodeInternal, "audit/postgres: schema error")
+)
+
+// translate maps a PostgreSQL error to this package's sentinels, keeping
+// the original in the message. Errors that are already domain errors, and
+// context errors, pass through.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var ce *cloison.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	var be *audit.BreakError
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		var s *cloison.Error
+		switch pe.Code {
+		case "42501": // insufficient_privilege
+			s = ErrAppendOnly
+		case "CL001":
+			s = ErrAppendOnly
+		case "CL002":
+			s = ErrRetention
+		case "CL003":
+			s = ErrChainRejected
+		case "CL005", "23505", "40001", "40P01": // version race, unique_violation, serialization, deadlock
+			s = ErrConflict
+		case "CL004", "42P01", "42883", "42703": // content mismatch, undefined table/function/column
+			s = ErrSchema
+		case "23503": // foreign_key_violation: an incident that does not exist
+			s = ErrNotFound
+		case "57P01", "57P02", "57P03", "53300", "08000", "08003", "08006", "08001", "08004":
+			s = ErrUnavailable
+		default:
+			return fmt.Errorf("audit/postgres: %w", err)
+		}
+		return fmt.Errorf("%w: %s (SQLSTATE %s)", s, pe.Message, pe.Code)
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnErr(err) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return fmt.Errorf("audit/postgres: %w", err)
+}
+
+func isConnErr(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}

@@ -1,0 +1,377 @@
+package postgres
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Origin names this ledger in its checkpoints ("cloison-prod").
+	Origin audit.Name
+	// SigningKey signs checkpoints. Nil: the store writes no checkpoints
+	// (a read-only verifier or exporter does not need one).
+	SigningKey ed25519.PrivateKey
+	// CheckpointEvery: a checkpoint after this many events appended by this
+	// store (default 1000).
+	CheckpointEvery int
+	// CheckpointInterval: a checkpoint at least this often while events
+	// arrive (default one minute).
+	CheckpointInterval time.Duration
+	// CheckpointDir receives a copy of every checkpoint, outside the
+	// database. Empty: database only (tail truncation then goes undetected
+	// by anyone without another copy).
+	CheckpointDir string
+	// MaxBatch bounds the events committed in one transaction (default 1024).
+	MaxBatch int
+	// Register identifies the organisation in incidents opened
+	// automatically (Règlement s. 3(1)-(2)).
+	Organization audit.Organization
+	Contact      audit.Contact
+	// Logger receives checkpoint failures (which never fail an append).
+	Logger *slog.Logger
+}
+
+// Store is the ledger and incident register in one PostgreSQL database. It
+// is safe for concurrent use by many goroutines, and several Stores (in one
+// process or many) may share one database: every writer takes the ledger's
+// advisory lock (audit_head()) before reading the head, so there is one
+// chain.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+
+	reqs    chan *appendReq
+	stop    chan struct{}
+	stopped chan struct{}
+	// mu guards closed; Append holds it shared while enqueuing so that
+	// nothing is enqueued after Close has begun draining.
+	mu     sync.RWMutex
+	closed bool
+
+	// Guarded by cpMu: checkpoint bookkeeping of this store.
+	cpMu       sync.Mutex
+	lastHead   audit.Head // head of this store's last commit
+	sinceCP    int        // events appended since the last checkpoint
+	lastCP     audit.Head // last head checkpointed
+	lastCPErr  error
+	cpCount    int
+}
+
+type appendReq struct {
+	rec  audit.Record
+	done chan appendRes
+}
+
+type appendRes struct {
+	rec audit.Record
+	err error
+}
+
+// Open returns a Store on pool and starts its writer. The pool's sessions
+// must be able to read and append (the runtime role suffices); Close stops
+// the writer but does not close the pool.
+func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if cfg.Origin == "" {
+		cfg.Origin = "cloison"
+	}
+	if err := audit.CheckName("origin", string(cfg.Origin)); err != nil {
+		return nil, err
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = 1000
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = time.Minute
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	// Durability: Append acknowledges only committed, flushed events.
+	var sc string
+	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc); err != nil {
+		return nil, translate(err)
+	}
+	if sc == "off" {
+		return nil, cloison.Errorf(cloison.CodeInvalid, "audit/postgres: synchronous_commit is %s; the ledger needs it on", sc)
+	}
+	s := &Store{
+		pool: pool, cfg: cfg,
+		reqs:    make(chan *appendReq, cfg.MaxBatch*4),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go s.writer()
+	return s, nil
+}
+
+// Pool returns the pool the store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close stops accepting appends, commits those already queued, writes a
+// final checkpoint and returns.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	<-s.stopped
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	return s.lastCPErr
+}
+
+// readWrite runs fn in a READ COMMITTED transaction, committing when fn
+// returns nil and rolling back otherwise. Transactions are closures so no
+// caller can forget either.
+func (s *Store) readWrite(ctx context.Context, fn func(pgx.Tx) error) error {
+	return translate(pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn))
+}
+
+// readOnly runs fn in a REPEATABLE READ, read-only transaction: one
+// snapshot for everything fn reads.
+func (s *Store) readOnly(ctx context.Context, fn func(pgx.Tx) error) error {
+	return translate(pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn))
+}
+
+// appendInTx places prepared records after the committed head and inserts
+// them, inside tx. It takes the ledger lock (held until tx ends).
+func appendInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record) error {
+	var head audit.Head
+	var seq int64
+	var hash []byte
+	if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head()").Scan(&seq, &hash); err != nil {
+		return err
+	}
+	head.Seq = uint64(seq)
+	copy(head.Hash[:], hash)
+	n := len(recs)
+	seqs := make([]int64, n)
+	occurred := make([]time.Time, n)
+	kinds := make([]string, n)
+	tenants := make([]*string, n)
+	actors := make([]string, n)
+	payloads := make([][]byte, n)
+	prevs := make([][]byte, n)
+	hashes := make([][]byte, n)
+	for i := range recs {
+		recs[i] = audit.Rechain(recs[i], head)
+		head = recs[i].Head()
+		r := &recs[i]
+		seqs[i] = int64(r.Seq)
+		occurred[i] = r.OccurredAt
+		kinds[i] = string(r.Kind)
+		if r.Tenant != "" {
+			t := string(r.Tenant)
+			tenants[i] = &t
+		}
+		actors[i] = string(r.Actor)
+		payloads[i] = r.Payload
+		prevs[i] = r.PrevHash[:]
+		hashes[i] = r.Hash[:]
+	}
+	_, err := tx.Exec(ctx, "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)",
+		seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes)
+	return err
+}
+
+// Append records e and returns its record once it is durable (committed
+// with synchronous_commit on). Appends from many goroutines are committed
+// together (group commit), in the order the writer receives them.
+//
+// Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event the
+// ledger refuses (nothing is written); ErrUnavailable when the database
+// failed (the event may or may not be recorded, it was not acknowledged);
+// ErrClosed after Close; the context's error when ctx ends first (the event
+// may still be recorded).
+func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error) {
+	rec, err := e.Prepare()
+	if err != nil {
+		return audit.Record{}, err
+	}
+	req := &appendReq{rec: rec, done: make(chan appendRes, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return audit.Record{}, ErrClosed
+	}
+	select {
+	case s.reqs <- req:
+		s.mu.RUnlock()
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return audit.Record{}, ctx.Err()
+	}
+	select {
+	case res := <-req.done:
+		return res.rec, res.err
+	case <-ctx.Done():
+		return audit.Record{}, ctx.Err()
+	}
+}
+
+// writer is the single ordered appender of this Store: it takes whatever
+// is queued (up to MaxBatch), commits it in one transaction, and only then
+// acknowledges each event.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	ticker := time.NewTicker(s.cfg.CheckpointInterval)
+	defer ticker.Stop()
+	batch := make([]*appendReq, 0, s.cfg.MaxBatch)
+	for {
+		var first *appendReq
+		select {
+		case first = <-s.reqs:
+		case <-ticker.C:
+			s.maybeCheckpoint(true)
+			continue
+		case <-s.stop:
+			// Close holds mu: nothing more can be enqueued. Commit what
+			// was queued, then stop.
+			for {
+				batch = batch[:0]
+			drain:
+				for len(batch) < s.cfg.MaxBatch {
+					select {
+					case r := <-s.reqs:
+						batch = append(batch, r)
+					default:
+						break drain
+					}
+				}
+				if len(batch) == 0 {
+					break
+				}
+				s.commit(batch)
+			}
+			s.maybeCheckpoint(true)
+			return
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+		s.maybeCheckpoint(false)
+	}
+}
+
+func (s *Store) commit(batch []*appendReq) {
+	recs := make([]audit.Record, len(batch))
+	for i, r := range batch {
+		recs[i] = r.rec
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err := s.readWrite(ctx, func(tx pgx.Tx) error { return appendInTx(ctx, tx, recs) })
+	cancel()
+	if err == nil {
+		s.cpMu.Lock()
+		s.lastHead = recs[len(recs)-1].Head()
+		s.sinceCP += len(recs)
+		s.cpMu.Unlock()
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.done <- appendRes{err: err}
+		} else {
+			r.done <- appendRes{rec: recs[i]}
+		}
+	}
+}
+
+// Head returns the committed head of the ledger.
+func (s *Store) Head(ctx context.Context) (audit.Head, error) {
+	var h audit.Head
+	var seq int64
+	var hash []byte
+	err := s.pool.QueryRow(ctx, "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
+	if err == pgx.ErrNoRows {
+		return audit.Head{}, nil
+	}
+	if err != nil {
+		return h, translate(err)
+	}
+	h.Seq = uint64(seq)
+	copy(h.Hash[:], hash)
+	return h, nil
+}
+
+// Scan streams the records with from <= seq <= to (to 0: to the end) in
+// sequence order to fn, inside one snapshot. It never holds more than one
+// row in memory.
+func (s *Store) Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error {
+	return s.readOnly(ctx, func(tx pgx.Tx) error { return scanTx(ctx, tx, from, to, fn) })
+}
+
+func scanTx(ctx context.Context, tx pgx.Tx, from, to uint64, fn func(audit.Record) error) error {
+	if to == 0 {
+		to = 1<<63 - 1
+	}
+	rows, err := tx.Query(ctx, `SELECT seq, prev_hash, hash, kind, tenant, actor, occurred_at, recorded_at, payload
+		FROM audit_events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`, int64(from), int64(to))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		seq                  int64
+		prev, hash, payload  []byte
+		kind, actor          string
+		tenant               *string
+		occurred, recordedAt time.Time
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &prev, &hash, &kind, &tenant, &actor, &occurred, &recordedAt, &payload); err != nil {
+			return err
+		}
+		r := audit.Record{Seq: uint64(seq), Kind: audit.Kind(kind), Actor: audit.Name(actor), OccurredAt: occurred, RecordedAt: recordedAt,
+			Payload: append([]byte(nil), payload...)}
+		copy(r.PrevHash[:], prev)
+		copy(r.Hash[:], hash)
+		if tenant != nil {
+			r.Tenant = cloison.TenantID(*tenant)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Stats reports the store's checkpoint state.
+type Stats struct {
+	LastHead       audit.Head // head of this store's last commit
+	LastCheckpoint audit.Head
+	Checkpoints    int   // written by this store
+	CheckpointErr  error // last checkpoint failure, if any
+}
+
+// Stats returns the store's bookkeeping.
+func (s *Store) Stats() Stats {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	return Stats{LastHead: s.lastHead, LastCheckpoint: s.lastCP, Checkpoints: s.cpCount, CheckpointErr: s.lastCPErr}
+}
+
+func (s *Store) String() string { return fmt.Sprintf("audit/postgres.Store(%s)", s.cfg.Origin) }
