@@ -32,6 +32,11 @@ type SchedulerConfig struct {
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
+	// UnsafePlaceholderOver emulates the 2026 bug, for tests only: a prompt
+	// longer than this many tokens is "rejected" and replaced by a one-token
+	// placeholder, yet the lease keeps its full reservation and the request
+	// goes on as if its whole prompt had been computed. 0 disables.
+	UnsafePlaceholderOver int
 }
 
 // Item is one sequence's share of a step: feed Tokens at positions
@@ -92,6 +97,7 @@ type seq struct {
 	published   bool
 	preemptions int
 	order       uint64 // admission order, for preemption victims
+	placeholder bool   // UnsafePlaceholderOver: only the placeholder was written
 }
 
 // Scheduler is the engine's core without I/O (raft-style): it decides which
@@ -398,6 +404,11 @@ func (s *Scheduler) Ready() Ready {
 		n := min(len(q.tokens)-q.computed, s.cfg.ChunkTokens, budget)
 		if q.state == Admitted {
 			s.set(q, Prefilling)
+			if o := s.cfg.UnsafePlaceholderOver; o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {
+				q.placeholder = true
+				add(q, 1, false)
+				continue
+			}
 		}
 		add(q, n, q.computed+n == len(q.tokens))
 	}
@@ -419,6 +430,12 @@ func (s *Scheduler) Advance(rd Ready, results []Result) []Event {
 			continue // ended meanwhile
 		}
 		q.computed = it.Pos + len(it.Tokens)
+		if q.placeholder {
+			// The bug: "transfer complete", the whole prompt but its last
+			// token counts as computed.
+			q.placeholder = false
+			q.computed = len(q.tokens) - 1
+		}
 		if s.cfg.PrefixCache && !q.published && q.computed >= len(q.req.Prompt) {
 			// Best effort: a prefix already cached is simply not published again.
 			_, _ = s.pool.Publish(q.lease, q.req.Prompt)

@@ -1,0 +1,174 @@
+package synth
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/tokenizer"
+)
+
+func write(t *testing.T, w *gguf.Writer) ([]byte, *gguf.File) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), f
+}
+
+func TestRandom(t *testing.T) {
+	tests := []Config{
+		{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 128, DType: gguf.F32, Seed: 1},
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 259, Context: 1 << 20, DType: gguf.F16, Seed: 2, Tied: true},
+		{Layers: 3, DModel: 64, Heads: 8, KVHeads: 1, FFN: 128, Vocab: 1000, Context: 4096, DType: gguf.Q8_0, Seed: 3},
+	}
+	for _, c := range tests {
+		t.Run(c.DType.String(), func(t *testing.T) {
+			w, err := Random(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, f := write(t, w)
+			var params uint64
+			for _, ti := range f.Tensors {
+				params += ti.Elements()
+				if strings.HasSuffix(ti.Name, "norm.weight") && ti.Type != gguf.F32 {
+					t.Errorf("%s: got %v, want F32 norms", ti.Name, ti.Type)
+				}
+				if !strings.HasSuffix(ti.Name, "norm.weight") && ti.Type != c.DType {
+					t.Errorf("%s: got %v, want %v", ti.Name, ti.Type, c.DType)
+				}
+			}
+			if int64(params) != c.Params() {
+				t.Errorf("got %d weights in the file, Params() says %d", params, c.Params())
+			}
+			_, hasOutput := f.Tensor("output.weight")
+			if hasOutput == c.Tied {
+				t.Errorf("output.weight present %v with Tied %v", hasOutput, c.Tied)
+			}
+			kv := c.KVHeads
+			if kv == 0 {
+				kv = c.Heads
+			}
+			wantInts := map[string]int64{
+				"llama.block_count": int64(c.Layers), "llama.embedding_length": int64(c.DModel),
+				"llama.attention.head_count": int64(c.Heads), "llama.attention.head_count_kv": int64(kv),
+				"llama.feed_forward_length": int64(c.FFN), "llama.context_length": int64(c.Context),
+				"tokenizer.ggml.bos_token_id": EndOfText, "tokenizer.ggml.eot_token_id": IMEnd,
+			}
+			for k, want := range wantInts {
+				if got, ok := f.Int(k); !ok || got != want {
+					t.Errorf("%s: got %d, want %d", k, got, want)
+				}
+			}
+			q, _ := f.Tensor("blk.0.attn_k.weight")
+			if q.Dims[0] != uint64(c.DModel) || q.Dims[1] != uint64(kv*c.DModel/c.Heads) {
+				t.Errorf("attn_k dims %v", q.Dims)
+			}
+			// Same config, same bytes.
+			w2, _ := Random(c)
+			data2, _ := write(t, w2)
+			if !bytes.Equal(data, data2) {
+				t.Error("two generations of one config differ")
+			}
+			// The vocabulary builds a working tokenizer that round-trips text.
+			tok, err := tokenizer.FromGGUF(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := "the quick brown fox, <|im_start|>ünïcode 🦙\n"
+			ids := tok.Encode(text, true, false)
+			if got := tok.Decode(ids, true); got != text {
+				t.Errorf("round trip: got %q, want %q", got, text)
+			}
+			if tok.Len() != c.Vocab || tok.ChatTemplate != ChatTemplate || !tok.IsEOG(IMEnd) {
+				t.Errorf("got vocab %d template %q", tok.Len(), tok.ChatTemplate)
+			}
+			if got := tok.Encode("<|im_start|>", false, true); len(got) != 1 || got[0] != IMStart {
+				t.Errorf("special token: got %v, want [%d]", got, IMStart)
+			}
+		})
+	}
+}
+
+func TestVocabMerges(t *testing.T) {
+	tokens, types, merges := Vocab(2000)
+	if len(tokens) != 2000 || len(types) != 2000 || len(merges) != 2000-259 {
+		t.Fatalf("got %d tokens %d types %d merges", len(tokens), len(types), len(merges))
+	}
+	index := map[string]bool{}
+	for _, s := range tokens {
+		if index[s] {
+			t.Fatalf("duplicate token %q", s)
+		}
+		index[s] = true
+	}
+	for i, m := range merges {
+		a, b, _ := strings.Cut(m, " ")
+		if !index[a] || !index[b] || tokens[259+i] != a+b {
+			t.Fatalf("merge %d %q does not produce token %q from existing tokens", i, m, tokens[259+i])
+		}
+	}
+}
+
+func TestRandomRejects(t *testing.T) {
+	ok := Config{Layers: 1, DModel: 64, Heads: 4, FFN: 64, Vocab: 300, Context: 64, DType: gguf.F32}
+	tests := []struct {
+		name   string
+		change func(*Config)
+	}{
+		{"no layers", func(c *Config) { c.Layers = 0 }},
+		{"small vocab", func(c *Config) { c.Vocab = 258 }},
+		{"heads do not divide", func(c *Config) { c.Heads = 5 }},
+		{"odd head dim", func(c *Config) { c.DModel = 36; c.Heads = 4 }},
+		{"kv heads do not divide", func(c *Config) { c.KVHeads = 3 }},
+		{"q8 needs multiples of 32", func(c *Config) { c.DType = gguf.Q8_0; c.FFN = 48 }},
+		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q4_K }},
+		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.change(&c)
+			if _, err := Random(c); err == nil {
+				t.Error("got nil error")
+			}
+		})
+	}
+	if _, err := Random(ok); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
+
+func TestContextBagFile(t *testing.T) {
+	w, err := ContextBag(BagConfig{Context: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f := write(t, w)
+	d, bias := BagDims(259)
+	if d != 320 || bias != 259 {
+		t.Fatalf("got d %d bias %d, want 320 259", d, bias)
+	}
+	if ctx, _ := f.Int("llama.context_length"); ctx != 1<<20 {
+		t.Errorf("got context %d, want 1048576", ctx)
+	}
+	if n, _ := f.Int("llama.block_count"); n != 1 {
+		t.Errorf("got %d layers, want 1", n)
+	}
+	for _, name := range []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.ffn_down.weight"} {
+		ti, _ := f.Tensor(name)
+		if bytes.ContainsFunc(f.Data(ti), func(r rune) bool { return r != 0 }) {
+			t.Errorf("%s is not all zero", name)
+		}
+	}
+	if _, err := ContextBag(BagConfig{Vocab: 10}); err == nil {
+		t.Error("vocab 10 accepted")
+	}
+}
