@@ -89,7 +89,7 @@ ALTER TABLE incident_notices ENABLE ALWAYS TRIGGER incident_notices_no_update;
 -- +goose StatementBegin
 CREATE FUNCTION incident_refuse_early_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    id   text := CASE WHEN TG_TABLE_NAME = 'incidents' THEN OLD.id ELSE OLD.incident_id END;
+    id   text := to_jsonb(OLD)->>TG_ARGV[0]; -- the incident id column: 'id' or 'incident_id'
     keep date;
 BEGIN
     IF current_setting('cloison.purging', true) IS DISTINCT FROM id THEN
@@ -105,11 +105,11 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 CREATE TRIGGER incidents_retention BEFORE DELETE ON incidents
-    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete();
+    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete('id');
 CREATE TRIGGER incident_versions_retention BEFORE DELETE ON incident_versions
-    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete();
+    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete('incident_id');
 CREATE TRIGGER incident_notices_retention BEFORE DELETE ON incident_notices
-    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete();
+    FOR EACH ROW EXECUTE FUNCTION incident_refuse_early_delete('incident_id');
 ALTER TABLE incidents ENABLE ALWAYS TRIGGER incidents_retention;
 ALTER TABLE incident_versions ENABLE ALWAYS TRIGGER incident_versions_retention;
 ALTER TABLE incident_notices ENABLE ALWAYS TRIGGER incident_notices_retention;

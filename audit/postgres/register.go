@@ -299,6 +299,60 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 		return err
 	}
 	return s.readOnly(ctx, func(tx pgx.Tx) error {
+		// The ledger says which versions and notices must exist: a row
+		// deleted from the register (even by a superuser who disabled the
+		// triggers) without an incident.purged event is missing here.
+		rows, err := tx.Query(ctx, `SELECT seq, payload FROM audit_events
+			WHERE kind IN ('incident.opened', 'incident.updated', 'incident.purged', 'notice.sent') ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		wantVersions, wantNotices := map[audit.Name]int{}, map[audit.Name]int{}
+		for rows.Next() {
+			var seq int64
+			var payload []byte
+			if err := rows.Scan(&seq, &payload); err != nil {
+				return err
+			}
+			env, err := audit.DecodeEnvelope(payload)
+			if err != nil {
+				return fmt.Errorf("%w: seq %d: %v", audit.ErrChainBroken, seq, err)
+			}
+			p, err := env.DecodePayload()
+			if err != nil {
+				return fmt.Errorf("%w: seq %d: %v", audit.ErrChainBroken, seq, err)
+			}
+			switch e := p.(type) {
+			case *audit.IncidentOpened:
+				wantVersions[e.Incident]++
+			case *audit.IncidentUpdated:
+				wantVersions[e.Incident]++
+			case *audit.NoticeSent:
+				wantNotices[e.Incident]++
+			case *audit.IncidentPurged:
+				delete(wantVersions, e.Incident)
+				delete(wantNotices, e.Incident)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		have := map[audit.Name]audit.IncidentFile{}
+		for _, f := range files {
+			have[f.ID] = f
+		}
+		for id, n := range wantVersions {
+			if f := have[id]; len(f.Versions) != n || len(f.Notices) != wantNotices[id] {
+				return fmt.Errorf("%w: incident %s: the ledger records %d versions and %d notices, the register holds %d and %d",
+					audit.ErrChainBroken, id, n, wantNotices[id], len(f.Versions), len(f.Notices))
+			}
+		}
+		for _, f := range files {
+			if _, ok := wantVersions[f.ID]; !ok {
+				return fmt.Errorf("%w: incident %s is in the register but not in the ledger", audit.ErrChainBroken, f.ID)
+			}
+		}
 		for _, f := range files {
 			for _, v := range f.Versions {
 				p, err := ledgerPayload(ctx, tx, v.LedgerSeq)

@@ -60,12 +60,12 @@ type Store struct {
 	closed bool
 
 	// Guarded by cpMu: checkpoint bookkeeping of this store.
-	cpMu       sync.Mutex
-	lastHead   audit.Head // head of this store's last commit
-	sinceCP    int        // events appended since the last checkpoint
-	lastCP     audit.Head // last head checkpointed
-	lastCPErr  error
-	cpCount    int
+	cpMu      sync.Mutex
+	lastHead  audit.Head // head of this store's last commit
+	sinceCP   int        // events appended since the last checkpoint
+	lastCP    audit.Head // last head checkpointed
+	lastCPErr error
+	cpCount   int
 }
 
 type appendReq struct {

@@ -1,0 +1,180 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/internal/pgtest"
+)
+
+func adminVersion(id audit.Name, awareness audit.Day) audit.IncidentVersion {
+	return audit.IncidentVersion{
+		Incident: id, Version: 1, Status: audit.IncidentOpen, Source: audit.SourceAdmin,
+		PersonalInfo:  "Adresses courriel de clients / customer e-mail addresses",
+		Circumstances: "Courriel envoyé au mauvais destinataire / e-mail sent to the wrong recipient",
+		Occurred:      audit.Period{Start: awareness},
+		Awareness:     audit.Period{Start: awareness},
+		Assessment:    audit.Assessment{Status: audit.AssessmentPending},
+		Organization:  audit.Organization{Name: "Exemple inc.", NEQ: "1170000000"},
+		Contact:       audit.Contact{Name: "Élise Côté", Title: "Responsable de la protection des renseignements personnels"},
+	}
+}
+
+func TestIncidentLifecycle(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 100)
+	detected := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	violation, err := s.Append(ctx, audit.Event{OccurredAt: detected, Actor: "engine:node-1", Payload: audit.IsolationViolation{
+		Request: "req-1", Invariant: "ownership-tag", Page: 42, Epoch: 7,
+		AffectedTenants: []cloison.TenantID{"t1", "t2"}, WithheldResponses: 3,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.OpenFromDetection(ctx, "engine:node-1", audit.Detection{
+		Source: audit.SourceIsolationViolation, Invariant: "ownership-tag", DetectedAt: detected,
+		PeriodStart: detected.Add(-time.Minute), AffectedTenants: []cloison.TenantID{"t1", "t2"}, AffectedResponses: 3,
+		LedgerEvents: []int64{int64(violation.Seq)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	risk := true
+	v2, err := s.UpdateIncident(ctx, "admin:elise", id, func(v *audit.IncidentVersion) error {
+		v.Assessment = audit.Assessment{Status: audit.AssessmentCompleted, Sensitivity: "élevée / high",
+			MaliciousUses: "usurpation / impersonation", Consequences: "divulgation / disclosure", Likelihood: "faible / low",
+			RiskOfSeriousInjury: &risk, CompletedOn: "2026-11-30",
+			Consulted: []audit.Consultation{{Who: "Responsable PRP / privacy officer", Date: "2026-11-30"}}}
+		v.PersonsConcerned = 2
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Version != 2 || v2.RetainUntil != "2031-11-29" {
+		t.Errorf("got version %d retain %s, want 2 and 2031-11-29", v2.Version, v2.RetainUntil)
+	}
+	for _, n := range []audit.Notice{
+		{Incident: id, Recipient: audit.RecipientCAI, RecipientName: "Commission d'accès à l'information", SentAt: detected.Add(24 * time.Hour), Method: "formulaire", ContentDigest: audit.Sum([]byte("avis"))},
+		{Incident: id, Recipient: audit.RecipientTenant, Tenant: "t1", RecipientName: "t1", SentAt: detected.Add(time.Hour), Method: "e-mail"},
+	} {
+		if _, err := s.AddNotice(ctx, "admin:elise", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := s.Incident(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Versions) != 2 || len(f.Notices) != 2 || f.Notices[1].Number != 2 || f.Source != audit.SourceIsolationViolation {
+		t.Fatalf("got %+v", f)
+	}
+	v1 := f.Versions[0]
+	if v1.Assessment.Status != audit.AssessmentPending || v1.AffectedResponses != 3 || len(v1.AffectedTenants) != 2 || v1.Occurred.Start != "2026-11-29" {
+		t.Errorf("version 1 not prefilled: %+v", v1.IncidentVersion)
+	}
+	// Every lifecycle step is a ledger event.
+	var kinds []string
+	err = s.Scan(ctx, 1, 0, func(r audit.Record) error { kinds = append(kinds, string(r.Kind)); return nil })
+	want := []string{"isolation.violation", "incident.opened", "incident.updated", "notice.sent", "notice.sent"}
+	if err != nil || len(kinds) != len(want) {
+		t.Fatalf("got %v (%v), want %v", kinds, err, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Errorf("event %d: got %s, want %s", i+1, kinds[i], want[i])
+		}
+	}
+	if err := s.VerifyRegister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A stale update (version race) is a conflict, not a lost edit.
+	if _, err := s.UpdateIncident(ctx, "admin:x", "inc-missing", func(*audit.IncidentVersion) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("got %v, want ErrNotFound", err)
+	}
+	admin := db.AdminPool(t)
+	_, err = admin.Exec(ctx, `INSERT INTO incident_versions (incident_id, version, recorded_by, content, content_sha256, ledger_seq)
+		SELECT incident_id, 2, 'x', content, content_sha256, ledger_seq FROM incident_versions WHERE version = 1`)
+	if !errors.Is(translate(err), ErrSchema) && !errors.Is(translate(err), ErrConflict) {
+		t.Errorf("version with mismatched content: got %v", err)
+	}
+	if _, err := s.OpenIncident(ctx, "admin:a", audit.IncidentVersion{Incident: "inc-bad", Version: 1}); !errors.Is(err, audit.ErrInvalidIncident) {
+		t.Errorf("incomplete version: got %v, want ErrInvalidIncident", err)
+	}
+}
+
+// Five-year retention is enforced by the database; a purge after it is an
+// explicit, ledgered action.
+func TestRetention(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	rt := openStore(t, db.RuntimePool(t), t.TempDir(), 100)
+	recent := audit.DayOf(time.Now().AddDate(-1, 0, 0))
+	if _, err := rt.OpenIncident(ctx, "admin:a", adminVersion("inc-recent", recent)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.OpenIncident(ctx, "admin:a", adminVersion("inc-old", "2019-03-01")); err != nil {
+		t.Fatal(err)
+	}
+	// The owner (whom the runtime role's missing privilege does not stop)
+	// and the superuser are stopped by the database.
+	adminPool := db.AdminPool(t)
+	for _, q := range []string{"DELETE FROM incident_versions WHERE incident_id = 'inc-recent'", "DELETE FROM incident_versions", "DELETE FROM incidents WHERE id = 'inc-old'"} {
+		if _, err := adminPool.Exec(ctx, q); !errors.Is(translate(err), ErrRetention) {
+			t.Errorf("%s: got %v, want ErrRetention", q, err)
+		}
+	}
+	admin := openStore(t, adminPool, t.TempDir(), 100)
+	before, _ := admin.Head(ctx)
+	if _, err := admin.PurgeIncident(ctx, "admin:a", "inc-recent"); !errors.Is(err, ErrRetention) {
+		t.Errorf("purge before five years: got %v, want ErrRetention", err)
+	}
+	if after, _ := admin.Head(ctx); after != before {
+		t.Errorf("refused purge left a ledger event: head %d -> %d", before.Seq, after.Seq)
+	}
+	// Deleting with the purge flag set by hand, before retention, is refused too.
+	_, err := adminPool.Exec(ctx, "BEGIN; SELECT set_config('cloison.purging', 'inc-recent', true); DELETE FROM incident_versions WHERE incident_id = 'inc-recent'; COMMIT")
+	if !errors.Is(translate(err), ErrRetention) {
+		t.Errorf("forced delete: got %v, want ErrRetention", err)
+	}
+	_, _ = adminPool.Exec(ctx, "ROLLBACK")
+	rec, err := admin.PurgeIncident(ctx, "admin:dpo", "inc-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Kind != audit.KindIncidentPurged {
+		t.Errorf("got %s, want incident.purged", rec.Kind)
+	}
+	if _, err := admin.Incident(ctx, "inc-old"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("purged incident: got %v, want ErrNotFound", err)
+	}
+	if _, err := admin.Incident(ctx, "inc-recent"); err != nil {
+		t.Errorf("recent incident: %v", err)
+	}
+	if _, err := admin.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.VerifyRegister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A superuser who disables the triggers and deletes a version is caught
+	// by the register's reconciliation with the ledger.
+	for _, q := range []string{"ALTER TABLE incident_versions DISABLE TRIGGER USER",
+		"INSERT INTO incidents (id, source, opened_by, ledger_seq) VALUES ('inc-forged', 'admin', 'x', 1)"} {
+		if _, err := adminPool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.VerifyRegister(ctx); !errors.Is(err, audit.ErrChainBroken) {
+		t.Errorf("forged incident: got %v, want ErrChainBroken", err)
+	}
+	// The runtime role cannot purge at all.
+	if _, err := rt.PurgeIncident(ctx, "engine:n1", "inc-recent"); !errors.Is(err, ErrAppendOnly) {
+		t.Errorf("runtime purge: got %v, want ErrAppendOnly", err)
+	}
+}
