@@ -74,15 +74,23 @@ var scorePool = sync.Pool{New: func() any { return new([]float32) }}
 func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int, scale float32) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
+	// Scores four positions at a time: four independent sums in flight
+	// (each still in the fixed order of dot1x1).
+	key := func(p int) []float32 {
+		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
+	}
+	p := 0
+	for ; p+4 <= n; p += 4 {
+		scores[p], scores[p+1], scores[p+2], scores[p+3] = dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
+	}
+	for ; p < n; p++ {
+		scores[p] = dot1x1(qh, key(p))
+	}
 	m := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += pt {
-		page := s.Table.Page(p0 / pt)
-		for slot := 0; slot < min(pt, n-p0); slot++ {
-			k := a.kv(page, layer, 0, slot)[kh*hd : (kh+1)*hd]
-			v := float32(dot1x1(qh, k) * scale)
-			scores[p0+slot] = v
-			m = max(m, v)
-		}
+	for i, v := range scores[:n] {
+		v = float32(v * scale)
+		scores[i] = v
+		m = max(m, v)
 	}
 	var sum float64
 	for i, v := range scores[:n] {
@@ -91,15 +99,28 @@ func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int,
 		sum += float64(e)
 	}
 	clear(oh)
-	for p0 := 0; p0 < n; p0 += pt {
-		page := s.Table.Page(p0 / pt)
-		for slot := 0; slot < min(pt, n-p0); slot++ {
-			v := a.kv(page, layer, 1, slot)[kh*hd : (kh+1)*hd]
-			w := scores[p0+slot]
-			v = v[:len(oh)]
-			for d := range oh {
-				oh[d] += float32(w * v[d])
-			}
+	val := func(p int) []float32 {
+		return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
+	}
+	// Four positions per pass over oh; each element still adds the
+	// positions in order.
+	p = 0
+	for ; p+4 <= n; p += 4 {
+		v0, v1, v2, v3 := val(p), val(p+1), val(p+2), val(p+3)
+		w0, w1, w2, w3 := scores[p], scores[p+1], scores[p+2], scores[p+3]
+		v0, v1, v2, v3 = v0[:len(oh)], v1[:len(oh)], v2[:len(oh)], v3[:len(oh)]
+		for d := range oh {
+			o := oh[d] + float32(w0*v0[d])
+			o += float32(w1 * v1[d])
+			o += float32(w2 * v2[d])
+			oh[d] = o + float32(w3*v3[d])
+		}
+	}
+	for ; p < n; p++ {
+		v, w := val(p), scores[p]
+		v = v[:len(oh)]
+		for d := range oh {
+			oh[d] += float32(w * v[d])
 		}
 	}
 	inv := float32(1 / sum)

@@ -230,6 +230,16 @@ func (m *matrix) dequantRow(dst []float32, r int) {
 				y[j] = float32(int8(q[j])) * d
 			}
 		}
+	case kernels.Q4_K:
+		row := m.data[r*m.rowBytes : (r+1)*m.rowBytes]
+		for b := 0; b < m.cols/256; b++ {
+			kernels.DequantizeQ4KBlock(dst[b*256:b*256+256], row[b*144:b*144+144])
+		}
+	case kernels.Q6_K:
+		row := m.data[r*m.rowBytes : (r+1)*m.rowBytes]
+		for b := 0; b < m.cols/256; b++ {
+			kernels.DequantizeQ6KBlock(dst[b*256:b*256+256], row[b*210:b*210+210])
+		}
 	default:
 		row := m.data[r*m.rowBytes : (r+1)*m.rowBytes]
 		// Dequantize only fails on a length mismatch, ruled out by NewMatrix.

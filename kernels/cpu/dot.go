@@ -1,15 +1,20 @@
 package cpu
 
+import "math"
+
 // Inner loops of the matrix products.
 //
-// Every output element o of row r has one fixed reduction order, the same in
-// every kernel below whatever the number of rows or columns it handles at
-// once, so that a row's result never depends on the rest of the batch:
+// Every output element has one fixed reduction order, the same in every
+// kernel below whatever the number of rows or columns it handles at once, so
+// that a row's result never depends on the rest of the batch:
 //
-//	float weights:  s = 0; for i in order: s += round32(x[i]·w[i])
-//	Q8_0 weights:   acc = 0; for each 32-block b in order:
-//	                    s = 0; for j in order: s += round32(x[32b+j]·q[j])
-//	                    acc += round32(d_b·s)
+//	s = 0; for i in order: s += round32(x[i]·w[i])
+//
+// where w[i] is the weight decoded to float32 exactly as dequantRow decodes
+// it. For F32, F16, BF16 and Q8_0 the decoded value is exact (a Q8_0 weight
+// q·d has at most 8+11 significant bits), so a kernel may decode in
+// registers (decode) or into a scratch block (prefill) and get the same
+// bits.
 //
 // The explicit float32 conversions forbid the compiler to fuse a multiply and
 // an add into an FMA (the Go spec allows fusion otherwise, and arm64 does it),
@@ -65,93 +70,94 @@ func dot2x3(x0, x1, w0, w1, w2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
 // q8Block is one GGUF Q8_0 block: f16 scale, 32 int8 quants.
 type q8Block = [34]byte
 
+// i8tab[b] is float32(int8(b)): a load is cheaper than an int→float
+// conversion in the decode loop.
+var i8tab = func() (t [256]float32) {
+	for i := range t {
+		t[i] = float32(int8(i))
+	}
+	return t
+}()
+
 func q8Scale(b *q8Block) float32 { return f16tab[uint16(b[0])|uint16(b[1])<<8] }
 
-// q8dot1x1 returns the Q8_0 dot product of x with one weight row (rows of
-// 34-byte blocks).
-func q8dot1x1(x []float32, w []byte) (acc float32) {
+// q8dot1x1 returns the dot product of x with one Q8_0 weight row, decoding
+// each weight in registers.
+func q8dot1x1(x []float32, w []byte) (s float32) {
 	nb := len(x) / 32
 	w = w[:nb*34]
 	for b := range nb {
 		xb := (*[32]float32)(x[b*32:])
 		wb := (*q8Block)(w[b*34:])
-		var s float32
+		d := q8Scale(wb)
 		for j := range 32 {
-			s += float32(xb[j] * float32(int8(wb[2+j])))
+			s += float32(xb[j] * float32(i8tab[wb[2+j]]*d))
 		}
-		acc += float32(q8Scale(wb) * s)
 	}
-	return acc
+	return s
 }
 
-// q8dot1x4 returns the Q8_0 dot products of x with four weight rows.
-func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (t0, t1, t2, t3 float32) {
+// q8dot1x4 returns the dot products of x with four Q8_0 weight rows.
+func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	nb := len(x) / 32
 	w0, w1, w2, w3 = w0[:nb*34], w1[:nb*34], w2[:nb*34], w3[:nb*34]
 	for b := range nb {
 		xb := (*[32]float32)(x[b*32:])
 		a, c, d, e := (*q8Block)(w0[b*34:]), (*q8Block)(w1[b*34:]), (*q8Block)(w2[b*34:]), (*q8Block)(w3[b*34:])
-		var s0, s1, s2, s3 float32
+		da, dc, dd, de := q8Scale(a), q8Scale(c), q8Scale(d), q8Scale(e)
 		for j := range 32 {
 			v := xb[j]
-			s0 += float32(v * float32(int8(a[2+j])))
-			s1 += float32(v * float32(int8(c[2+j])))
-			s2 += float32(v * float32(int8(d[2+j])))
-			s3 += float32(v * float32(int8(e[2+j])))
+			s0 += float32(v * float32(i8tab[a[2+j]]*da))
+			s1 += float32(v * float32(i8tab[c[2+j]]*dc))
+			s2 += float32(v * float32(i8tab[d[2+j]]*dd))
+			s3 += float32(v * float32(i8tab[e[2+j]]*de))
 		}
-		t0 += float32(q8Scale(a) * s0)
-		t1 += float32(q8Scale(c) * s1)
-		t2 += float32(q8Scale(d) * s2)
-		t3 += float32(q8Scale(e) * s3)
 	}
 	return
 }
 
-// q8dot2x3 is q8dot1x4's two-row form, on weights already unpacked to
-// float32 quants q (len cols) and per-block scales d (len cols/32).
-func q8dot2x3(x0, x1, q0, q1, q2, d0, d1, d2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
-	nb := len(x0) / 32
-	x1, q0, q1, q2 = x1[:nb*32], q0[:nb*32], q1[:nb*32], q2[:nb*32]
-	d0, d1, d2 = d0[:nb], d1[:nb], d2[:nb]
-	for b := range nb {
-		u := (*[32]float32)(x0[b*32:])
-		v := (*[32]float32)(x1[b*32:])
-		p0, p1, p2 := (*[32]float32)(q0[b*32:]), (*[32]float32)(q1[b*32:]), (*[32]float32)(q2[b*32:])
-		var sa0, sa1, sa2, sb0, sb1, sb2 float32
-		for j := range 32 {
-			xu, xv := u[j], v[j]
-			p := p0[j]
-			sa0 += float32(xu * p)
-			sb0 += float32(xv * p)
-			p = p1[j]
-			sa1 += float32(xu * p)
-			sb1 += float32(xv * p)
-			p = p2[j]
-			sa2 += float32(xu * p)
-			sb2 += float32(xv * p)
-		}
-		a0 += float32(d0[b] * sa0)
-		a1 += float32(d1[b] * sa1)
-		a2 += float32(d2[b] * sa2)
-		b0 += float32(d0[b] * sb0)
-		b1 += float32(d1[b] * sb1)
-		b2 += float32(d2[b] * sb2)
+// f16dot1x1 returns the dot product of x with one F16 weight row.
+func f16dot1x1(x []float32, w []uint16) (s float32) {
+	w = w[:len(x)]
+	for i, v := range x {
+		s += float32(v * f16tab[w[i]])
+	}
+	return s
+}
+
+// f16dot1x4 returns the dot products of x with four F16 weight rows.
+func f16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	for i, v := range x {
+		s0 += float32(v * f16tab[w0[i]])
+		s1 += float32(v * f16tab[w1[i]])
+		s2 += float32(v * f16tab[w2[i]])
+		s3 += float32(v * f16tab[w3[i]])
 	}
 	return
 }
 
-// q8dot1x1f is q8dot1x1 on unpacked quants and scales.
-func q8dot1x1f(x, q, d []float32) (acc float32) {
-	nb := len(x) / 32
-	q, d = q[:nb*32], d[:nb]
-	for b := range nb {
-		xb := (*[32]float32)(x[b*32:])
-		qb := (*[32]float32)(q[b*32:])
-		var s float32
-		for j := range 32 {
-			s += float32(xb[j] * qb[j])
-		}
-		acc += float32(d[b] * s)
+func bf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// bf16dot1x1 returns the dot product of x with one BF16 weight row.
+func bf16dot1x1(x []float32, w []uint16) (s float32) {
+	w = w[:len(x)]
+	for i, v := range x {
+		s += float32(v * bf16(w[i]))
 	}
-	return acc
+	return s
+}
+
+// bf16dot1x4 returns the dot products of x with four BF16 weight rows.
+func bf16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	for i, v := range x {
+		s0 += float32(v * bf16(w0[i]))
+		s1 += float32(v * bf16(w1[i]))
+		s2 += float32(v * bf16(w2[i]))
+		s3 += float32(v * bf16(w3[i]))
+	}
+	return
 }

@@ -90,7 +90,7 @@ func overlaps(a, b []float32) bool {
 }
 
 // scratch holds a dequantized weight block.
-type scratch struct{ q, d []float32 }
+type scratch struct{ q []float32 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
@@ -104,77 +104,54 @@ func grow(s []float32, n int) []float32 {
 // mulBlock computes dst[r][o] for r in [r0,r1), o in [o0,o1).
 func mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	cols := m.cols
-	switch m.dt {
-	case kernels.F32:
+	if m.dt == kernels.F32 {
 		w := func(o int) []float32 { return m.f32[o*cols : (o+1)*cols] }
 		floatBlock(dst, x, w, r0, r1, o0, o1)
+		return
+	}
+	if r1-r0 == 1 && (m.dt == kernels.Q8_0 || m.dt == kernels.F16 || m.dt == kernels.BF16) {
+		// Decode: read each weight once, decoding it in registers.
+		decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
+		return
+	}
+	// Decode the weight block to float32 once (the same values the
+	// in-register decoders produce), then run the float kernels on it.
+	s := scratchPool.Get().(*scratch)
+	s.q = grow(s.q, (o1-o0)*cols)
+	for o := o0; o < o1; o++ {
+		m.dequantRow(s.q[(o-o0)*cols:(o-o0+1)*cols], o)
+	}
+	w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
+	floatBlock(dst, x, w, r0, r1, o0, o1)
+	scratchPool.Put(s)
+}
+
+// decodeRow computes out[o] = x·w[o] for o in [o0,o1) with in-register
+// decoding of Q8_0, F16 or BF16 weights.
+func decodeRow(out, x []float32, m *matrix, o0, o1 int) {
+	cols := m.cols
+	o := o0
+	switch m.dt {
 	case kernels.Q8_0:
-		if r1-r0 == 1 {
-			// Decode: read the quants in place, each weight byte once.
-			x0 := x.row(r0)
-			out := dst.row(r0)
-			row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
-			o := o0
-			for ; o+4 <= o1; o += 4 {
-				out[o], out[o+1], out[o+2], out[o+3] = q8dot1x4(x0, row(o), row(o+1), row(o+2), row(o+3))
-			}
-			for ; o < o1; o++ {
-				out[o] = q8dot1x1(x0, row(o))
-			}
-			return
+		row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
+		for ; o+4 <= o1; o += 4 {
+			out[o], out[o+1], out[o+2], out[o+3] = q8dot1x4(x, row(o), row(o+1), row(o+2), row(o+3))
 		}
-		s := scratchPool.Get().(*scratch)
-		nb := cols / 32
-		s.q = grow(s.q, (o1-o0)*cols)
-		s.d = grow(s.d, (o1-o0)*nb)
-		for o := o0; o < o1; o++ {
-			row := m.data[o*m.rowBytes : (o+1)*m.rowBytes]
-			q := s.q[(o-o0)*cols : (o-o0+1)*cols]
-			d := s.d[(o-o0)*nb : (o-o0+1)*nb]
-			for b := range nb {
-				blk := (*q8Block)(row[b*34:])
-				d[b] = q8Scale(blk)
-				qb := (*[32]float32)(q[b*32:])
-				for j := range 32 {
-					qb[j] = float32(int8(blk[2+j]))
-				}
-			}
+		for ; o < o1; o++ {
+			out[o] = q8dot1x1(x, row(o))
 		}
-		q := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
-		d := func(o int) []float32 { return s.d[(o-o0)*nb : (o-o0+1)*nb] }
-		r := r0
-		for ; r+2 <= r1; r += 2 {
-			x0, x1 := x.row(r), x.row(r+1)
-			out0, out1 := dst.row(r), dst.row(r+1)
-			o := o0
-			for ; o+3 <= o1; o += 3 {
-				out0[o], out0[o+1], out0[o+2], out1[o], out1[o+1], out1[o+2] =
-					q8dot2x3(x0, x1, q(o), q(o+1), q(o+2), d(o), d(o+1), d(o+2))
-			}
-			for ; o < o1; o++ {
-				out0[o] = q8dot1x1f(x0, q(o), d(o))
-				out1[o] = q8dot1x1f(x1, q(o), d(o))
-			}
+	case kernels.F16, kernels.BF16:
+		row := func(o int) []uint16 { return m.u16[o*cols : (o+1)*cols] }
+		dot4, dot1 := f16dot1x4, f16dot1x1
+		if m.dt == kernels.BF16 {
+			dot4, dot1 = bf16dot1x4, bf16dot1x1
 		}
-		if r < r1 {
-			x0, out := x.row(r), dst.row(r)
-			for o := o0; o < o1; o++ {
-				out[o] = q8dot1x1f(x0, q(o), d(o))
-			}
+		for ; o+4 <= o1; o += 4 {
+			out[o], out[o+1], out[o+2], out[o+3] = dot4(x, row(o), row(o+1), row(o+2), row(o+3))
 		}
-		scratchPool.Put(s)
-	default:
-		// F16, BF16 and the other block types: decode the weight block to
-		// float32 once (exactly: every decoded value is a float32), then
-		// run the float kernels on it.
-		s := scratchPool.Get().(*scratch)
-		s.q = grow(s.q, (o1-o0)*cols)
-		for o := o0; o < o1; o++ {
-			m.dequantRow(s.q[(o-o0)*cols:(o-o0+1)*cols], o)
+		for ; o < o1; o++ {
+			out[o] = dot1(x, row(o))
 		}
-		w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
-		floatBlock(dst, x, w, r0, r1, o0, o1)
-		scratchPool.Put(s)
 	}
 }
 
