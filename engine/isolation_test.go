@@ -134,7 +134,7 @@ func runOracle(t *testing.T, l *loaded, rng *rand.Rand, rc rigConfig, nreq int) 
 		id     cloison.RequestID
 	}
 	// Shared stems so that prefix-cache hits happen.
-	stems := [][]int32{alphabetPrompt(rng, 40, 0), alphabetPrompt(rng, 40, 1)}
+	stems := [][]int32{alphabetPrompt(rng, served/2, 0), alphabetPrompt(rng, served/2, 1)}
 	var subs []sub
 	for i := range nreq {
 		tn := rc.tenants[rng.IntN(len(rc.tenants))].ID
@@ -145,9 +145,9 @@ func runOracle(t *testing.T, l *loaded, rng *rand.Rand, rc rigConfig, nreq int) 
 		case 1: // exactly the served context with max tokens
 			p = alphabetPrompt(rng, served-4, i)
 		case 2: // shared stem + suffix
-			p = append(append([]int32(nil), stems[rng.IntN(2)]...), alphabetPrompt(rng, rng.IntN(20), i)...)
+			p = append(append([]int32(nil), stems[rng.IntN(2)]...), alphabetPrompt(rng, rng.IntN(served/4), i)...)
 		default:
-			p = alphabetPrompt(rng, 1+rng.IntN(60), i)
+			p = alphabetPrompt(rng, 1+rng.IntN(served/2), i)
 		}
 		maxTok := 1 + rng.IntN(12)
 		if len(p)+maxTok > served && len(p) < served {
@@ -231,7 +231,7 @@ func TestLeakOracle(t *testing.T) {
 	total := oracleRun{errs: map[cloison.Code]int{}}
 	for run := range runs {
 		pt := []int{4, 8, 16}[rng.IntN(3)]
-		pages := 12 + rng.IntN(40)
+		pages := 8 + rng.IntN(24)
 		var tenants []isolation.TenantConfig
 		for i := range 2 + rng.IntN(7) {
 			tc := isolation.TenantConfig{ID: cloison.TenantID(fmt.Sprintf("t%d", i)), Zeroing: isolation.Zeroing(rng.IntN(4))}
@@ -243,10 +243,10 @@ func TestLeakOracle(t *testing.T) {
 		rc := rigConfig{
 			pool:    isolation.Config{Pages: pages, PageTokens: pt, DefaultZeroing: isolation.ZeroNever, SharedNamespaces: []string{"public"}},
 			tenants: tenants,
-			served:  pages * pt / 2,
+			served:  max(24, pages*pt/4),
 			sched:   SchedulerConfig{MaxBatchTokens: 32 + rng.IntN(96), ChunkTokens: 8 + rng.IntN(32), PrefixCache: rng.IntN(2) == 0, MaxRunning: 2 + rng.IntN(8)},
 		}
-		o := runOracle(t, l, rng, rc, 3+rng.IntN(8))
+		o := runOracle(t, l, rng, rc, 3+rng.IntN(6))
 		if len(o.leaked) > 0 {
 			t.Fatalf("run %d leaked: %v", run, o.leaked)
 		}

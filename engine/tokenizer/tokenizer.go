@@ -48,9 +48,9 @@ type Tokenizer struct {
 	index   map[string]int32
 	ranks   map[pair]int // gpt2 merges
 	pre     preKind
-	special []int32    // control, user-defined and unknown tokens, longest first
-	byteTok [256]int32 // llama: <0xNN> ids; -1 when absent
-	byteEnc [256]rune  // gpt2: byte → printable rune
+	special [256][]int32 // control, user-defined and unknown tokens by first byte, longest first
+	byteTok [256]int32   // llama: <0xNN> ids; -1 when absent
+	byteEnc [256]rune    // gpt2: byte → printable rune
 	byteDec map[rune]byte
 }
 
@@ -180,10 +180,14 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	}
 	for i, ty := range t.types {
 		if (ty == TypeControl || ty == TypeUserDefined || ty == TypeUnknown) && t.tokens[i] != "" {
-			t.special = append(t.special, int32(i))
+			c := t.tokens[i][0]
+			t.special[c] = append(t.special[c], int32(i))
 		}
 	}
-	sort.SliceStable(t.special, func(a, b int) bool { return len(t.tokens[t.special[a]]) > len(t.tokens[t.special[b]]) })
+	for c := range t.special {
+		sp := t.special[c]
+		sort.SliceStable(sp, func(a, b int) bool { return len(t.tokens[sp[a]]) > len(t.tokens[sp[b]]) })
+	}
 	return t, nil
 }
 
@@ -252,7 +256,7 @@ func (t *Tokenizer) partition(text string, parseSpecial bool, emit func(raw stri
 	start := 0
 	for i := 0; i < len(text); {
 		matched := int32(-1)
-		for _, id := range t.special {
+		for _, id := range t.special[text[i]] {
 			if !parseSpecial && t.types[id] != TypeUserDefined {
 				continue
 			}
@@ -277,35 +281,49 @@ func (t *Tokenizer) partition(text string, parseSpecial bool, emit func(raw stri
 	}
 }
 
-// bpe encodes one pre-tokenized piece with byte-level BPE.
+// bpe encodes one pre-tokenized piece with byte-level BPE: the adjacent pair
+// with the lowest merge rank (leftmost on ties) is merged until no pair has a
+// rank, as llama.cpp does, in O(n log n) so that a long piece cannot make
+// encoding quadratic.
 func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
-	syms := make([]string, 0, len(piece))
+	if piece == "" {
+		return out
+	}
+	syms := make([]symbol, len(piece))
 	for i := 0; i < len(piece); i++ {
-		syms = append(syms, string(t.byteEnc[piece[i]]))
+		syms[i] = symbol{prev: i - 1, next: i + 1, text: string(t.byteEnc[piece[i]])}
 	}
-	for len(syms) > 1 {
-		best, bi := -1, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.ranks[pair{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
-				best, bi = r, i
-			}
+	syms[len(syms)-1].next = -1
+	q := &bigramQueue{}
+	try := func(l, r int) {
+		if l < 0 || r < 0 {
+			return
 		}
-		if bi < 0 {
-			break
+		if rank, ok := t.ranks[pair{syms[l].text, syms[r].text}]; ok {
+			// Scores order the queue highest first: use -rank.
+			heap.Push(q, bigram{left: l, right: r, score: -float32(rank), size: len(syms[l].text) + len(syms[r].text), lsize: len(syms[l].text)})
 		}
-		a, b := syms[bi], syms[bi+1]
-		merged := syms[:0:0]
-		for i := 0; i < len(syms); i++ {
-			if i+1 < len(syms) && syms[i] == a && syms[i+1] == b {
-				merged = append(merged, a+b)
-				i++
-			} else {
-				merged = append(merged, syms[i])
-			}
-		}
-		syms = merged
 	}
-	for _, s := range syms {
+	for i := 1; i < len(syms); i++ {
+		try(i-1, i)
+	}
+	for q.Len() > 0 {
+		bg := heap.Pop(q).(bigram)
+		l, r := &syms[bg.left], &syms[bg.right]
+		if l.text == "" || r.text == "" || l.next != bg.right || len(l.text) != bg.lsize || len(l.text)+len(r.text) != bg.size {
+			continue // stale
+		}
+		l.text += r.text
+		r.text = ""
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = bg.left
+		}
+		try(l.prev, bg.left)
+		try(bg.left, l.next)
+	}
+	for i := 0; i >= 0; i = syms[i].next {
+		s := syms[i].text
 		if id, ok := t.index[s]; ok {
 			out = append(out, id)
 			continue
@@ -324,7 +342,7 @@ func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
 type bigram struct {
 	left, right int // symbol indices
 	score       float32
-	size        int
+	size, lsize int // bytes of the pair and of its left symbol when queued
 }
 
 type bigramQueue []bigram

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison/engine/gguf"
 )
@@ -311,4 +312,30 @@ func FuzzEncodeDecode(f *testing.F) {
 			t.Fatalf("round trip of %q gave %q", s, got)
 		}
 	})
+}
+
+// TestLongInputIsNotQuadratic: one 200,000-byte pre-token (a single "word")
+// and a 200,000-byte SentencePiece run encode in well under a second per
+// 100k bytes; a quadratic merge loop would take minutes.
+func TestLongInputIsNotQuadratic(t *testing.T) {
+	tests := []struct {
+		name string
+		tok  *Tokenizer
+	}{
+		{"gpt2", gpt2Tok(t, "gpt-2")},
+		{"llama", llama(t)},
+	}
+	text := strings.Repeat("abcdefghij", 20000)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			ids := tc.tok.Encode(text, false, false)
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("encoding took %v", d)
+			}
+			if got := tc.tok.Decode(ids, false); got != text {
+				t.Errorf("round trip failed (%d ids)", len(ids))
+			}
+		})
+	}
 }
