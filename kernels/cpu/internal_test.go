@@ -1,0 +1,116 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// TestExpf checks the float32 exponential against math.Exp over its range.
+func TestExpf(t *testing.T) {
+	for x := float32(-87); x <= 88.5; x += 0.0137 {
+		want := math.Exp(float64(x))
+		if got := expf(x); math.Abs(float64(got)-want) > 3e-7*want {
+			t.Fatalf("expf(%v): got %v, want %v", x, got, want)
+		}
+	}
+	for _, tt := range []struct{ x, want float32 }{{-1000, 0}, {0, 1}, {float32(math.Inf(-1)), 0}} {
+		if got := expf(tt.x); got != tt.want {
+			t.Errorf("expf(%v): got %v, want %v", tt.x, got, tt.want)
+		}
+	}
+	if got := expf(1000); math.IsInf(float64(got), 0) || got < 3e38 {
+		t.Errorf("expf(1000): got %v, want the largest finite float", got)
+	}
+	if nan := float32(math.NaN()); expf(nan) == expf(nan) {
+		t.Error("expf(NaN) is not NaN")
+	}
+}
+
+// TestZeroPagesZeroesBytes looks inside the arena: every byte of a zeroed
+// page is zero and the other pages keep theirs.
+func TestZeroPagesZeroesBytes(t *testing.T) {
+	b, _ := New(kernels.Options{Threads: 2})
+	defer b.Close()
+	c := kernels.ArenaConfig{Pages: 6, PageTokens: 4, Layers: 2, KVHeads: 1, HeadDim: 4}
+	ka, err := b.NewArena(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ka.(*arena)
+	for i := range a.data {
+		a.data[i] = 1
+	}
+	for p := range a.tags {
+		a.tags[p] = isolation.Tag{Tenant: 1, Epoch: uint64(p + 1)}
+	}
+	if err := a.ZeroPages([]int32{4, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(c.Pages) {
+		zeroed := p == 1 || p == 2 || p == 4
+		for _, v := range a.page(p) {
+			if (v == 0) != zeroed {
+				t.Fatalf("page %d: value %v, zeroed %v", p, v, zeroed)
+			}
+		}
+		if a.tags[p].IsZero() != zeroed {
+			t.Fatalf("page %d: tag %+v, zeroed %v", p, a.tags[p], zeroed)
+		}
+	}
+}
+
+// TestThreadCountInvariance: the same products and attention with 1, 2 and
+// 5 threads give the same bits.
+func TestThreadCountInvariance(t *testing.T) {
+	var ref []float32
+	for _, threads := range []int{1, 2, 5} {
+		b, _ := New(kernels.Options{Threads: threads})
+		const rows, out, cols = 70, 53, 96
+		w := make([]float32, out*cols)
+		x := make([]float32, rows*cols)
+		for i := range w {
+			w[i] = float32(math.Sin(float64(i)))
+		}
+		for i := range x {
+			x[i] = float32(math.Cos(float64(i) * 0.3))
+		}
+		data, _ := kernels.Quantize(kernels.Q8_0, w)
+		m, _ := b.NewMatrix(kernels.Q8_0, out, cols, data)
+		xt, _ := b.NewTensor(rows, cols)
+		b.Upload(xt, x)
+		dst, _ := b.NewTensor(rows, out)
+		if err := b.MatMul(dst, xt, m); err != nil {
+			t.Fatal(err)
+		}
+		got := Data(dst)
+		if ref == nil {
+			ref = append([]float32(nil), got...)
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(ref[i]) {
+				t.Fatalf("%d threads: element %d got %v, want %v", threads, i, got[i], ref[i])
+			}
+		}
+		b.Close()
+	}
+}
+
+func TestClosed(t *testing.T) {
+	b, _ := New(kernels.Options{})
+	b.Close()
+	b.Close() // idempotent
+	if _, err := b.NewTensor(1, 1); err != kernels.ErrClosed {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+	if _, err := New(kernels.Options{Threads: -1}); err == nil {
+		t.Fatal("negative threads accepted")
+	}
+	if bk, err := kernels.Open(Name, kernels.Options{Threads: 1}); err != nil || bk.Name() != Name {
+		t.Fatalf("Open(%q): %v", Name, err)
+	} else {
+		bk.Close()
+	}
+}

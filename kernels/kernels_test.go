@@ -1,0 +1,125 @@
+package kernels_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+type fake struct{ kernels.Backend }
+
+func TestRegistry(t *testing.T) {
+	kernels.Register("test-fake", func(kernels.Options) (kernels.Backend, error) { return fake{}, nil })
+	b, err := kernels.Open("test-fake", kernels.Options{})
+	if err != nil || b == nil {
+		t.Fatalf("Open: %v, %v", b, err)
+	}
+	_, err = kernels.Open("no-such-backend", kernels.Options{})
+	if !errors.Is(err, kernels.ErrUnknownBackend) {
+		t.Fatalf("got %v, want ErrUnknownBackend", err)
+	}
+	for _, tt := range []struct {
+		name string
+		f    kernels.Factory
+		id   string
+	}{
+		{"duplicate", func(kernels.Options) (kernels.Backend, error) { return nil, nil }, "test-fake"},
+		{"empty name", func(kernels.Options) (kernels.Backend, error) { return nil, nil }, ""},
+		{"nil factory", nil, "x"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Register did not panic")
+				}
+			}()
+			kernels.Register(tt.id, tt.f)
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tm := error(&kernels.TagMismatchError{Page: 3, Want: isolation.Tag{Tenant: 1, Epoch: 2}})
+	uw := error(&kernels.UnwrittenError{Page: 3, Need: 4, Have: 1})
+	for _, tt := range []struct {
+		err    error
+		target error
+		code   cloison.Code
+	}{
+		{tm, kernels.ErrTagMismatch, cloison.CodeIsolationViolation},
+		{uw, kernels.ErrUnwritten, cloison.CodeIsolationViolation},
+		{kernels.ErrShape, kernels.ErrShape, cloison.CodeInvalid},
+		{kernels.ErrReadOnlyPage, kernels.ErrReadOnlyPage, cloison.CodeIsolationViolation},
+	} {
+		if !errors.Is(tt.err, tt.target) {
+			t.Errorf("%v: not errors.Is %v", tt.err, tt.target)
+		}
+		if got := cloison.ErrorCode(tt.err); got != tt.code {
+			t.Errorf("%v: got code %q, want %q", tt.err, got, tt.code)
+		}
+	}
+	if errors.Is(tm, kernels.ErrUnwritten) || errors.Is(uw, kernels.ErrTagMismatch) {
+		t.Fatal("the two isolation errors match each other's sentinel")
+	}
+}
+
+func TestDTypes(t *testing.T) {
+	tests := []struct {
+		dt                kernels.DType
+		name              string
+		block, blockBytes int
+	}{
+		{kernels.F32, "F32", 1, 4},
+		{kernels.F16, "F16", 1, 2},
+		{kernels.Q4_0, "Q4_0", 32, 18},
+		{kernels.Q8_0, "Q8_0", 32, 34},
+		{kernels.Q4_K, "Q4_K", 256, 144},
+		{kernels.Q6_K, "Q6_K", 256, 210},
+		{kernels.BF16, "BF16", 1, 2},
+	}
+	for _, tt := range tests {
+		if tt.dt.String() != tt.name || tt.dt.BlockSize() != tt.block || tt.dt.BlockBytes() != tt.blockBytes || !tt.dt.Valid() {
+			t.Errorf("%d: got %v %d %d, want %s %d %d", uint32(tt.dt), tt.dt, tt.dt.BlockSize(), tt.dt.BlockBytes(), tt.name, tt.block, tt.blockBytes)
+		}
+		if n, err := tt.dt.RowBytes(2 * tt.block); err != nil || n != 2*tt.blockBytes {
+			t.Errorf("%v RowBytes: got %d, %v", tt.dt, n, err)
+		}
+	}
+	if kernels.DType(9).Valid() || kernels.DType(9).String() != "DType(9)" {
+		t.Error("Q8_1 (9) reported as supported")
+	}
+	if _, err := kernels.Q8_0.RowBytes(33); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("RowBytes(33) of Q8_0: got %v, want ErrShape", err)
+	}
+}
+
+// FuzzDequantize: any bytes of the right length decode without panicking,
+// and a wrong length is an error.
+func FuzzDequantize(f *testing.F) {
+	f.Add(uint8(8), []byte{0x00, 0x3c})
+	f.Add(uint8(12), make([]byte, 144))
+	f.Add(uint8(14), make([]byte, 210))
+	f.Fuzz(func(t *testing.T, d uint8, data []byte) {
+		dt := kernels.DType(d)
+		if !dt.Valid() {
+			return
+		}
+		n := len(data) / dt.BlockBytes() * dt.BlockSize()
+		if n == 0 {
+			return
+		}
+		dst := make([]float32, n)
+		err := kernels.Dequantize(dst, dt, data)
+		exact := len(data)%dt.BlockBytes() == 0
+		if exact != (err == nil) {
+			t.Fatalf("%v with %d bytes: got %v", dt, len(data), err)
+		}
+		for _, v := range dst {
+			_ = math.IsNaN(float64(v))
+		}
+	})
+}
