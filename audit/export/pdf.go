@@ -1,0 +1,243 @@
+package export
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/signintech/gopdf"
+	"golang.org/x/image/font/gofont/gobold"
+	"golang.org/x/image/font/gofont/goregular"
+
+	"github.com/cloison/cloison/audit"
+)
+
+// ReportMeta is what the register report states about itself.
+type ReportMeta struct {
+	Organization audit.Organization
+	Generated    time.Time
+	Origin       audit.Name
+	From, To     uint64       // ledger range exported with it (0 0: none)
+	Head         audit.Digest // ledger hash at To
+}
+
+// Page geometry, in points (A4).
+const (
+	pageW, pageH   = 595.28, 841.89
+	margin         = 42.0
+	labelW         = 185.0
+	gap            = 10.0
+	lineH          = 11.5
+	bodySize       = 8.5
+	headSize       = 12.0
+	footerY        = pageH - 28
+	contentBottom  = pageH - 48
+	fontRegular    = "go"
+	fontBold       = "go-bold"
+	emptyValueText = "—"
+)
+
+// WriteRegisterPDF writes a human-readable report of the register: every
+// incident's current version with every element of the Règlement's s. 7
+// (and s. 3), labelled in French first with the English beside it, then
+// the version history and the notices. It embeds the Go fonts (TrueType,
+// with every Latin-1 and Latin Extended-A letter French needs).
+func WriteRegisterPDF(w io.Writer, files []audit.IncidentFile, meta ReportMeta) error {
+	pdf := &gopdf.GoPdf{}
+	pdf.Start(gopdf.Config{PageSize: *gopdf.PageSizeA4})
+	pdf.SetInfo(gopdf.PdfInfo{
+		Title:        "Registre des incidents de confidentialité / Confidentiality incident register",
+		Author:       meta.Organization.Name,
+		Creator:      "cloisonctl audit export",
+		Producer:     "Cloison",
+		CreationDate: meta.Generated,
+	})
+	if err := pdf.AddTTFFontData(fontRegular, goregular.TTF); err != nil {
+		return fmt.Errorf("export: pdf font: %w", err)
+	}
+	if err := pdf.AddTTFFontData(fontBold, gobold.TTF); err != nil {
+		return fmt.Errorf("export: pdf font: %w", err)
+	}
+	r := &report{pdf: pdf, meta: meta}
+	r.newPage()
+	r.title()
+	if len(files) == 0 {
+		r.para(fontRegular, bodySize, "Aucun incident inscrit. / No incident recorded.")
+	}
+	for i, f := range files {
+		if i > 0 {
+			r.newPage()
+		}
+		r.incident(f)
+	}
+	if r.err != nil {
+		return fmt.Errorf("export: pdf: %w", r.err)
+	}
+	return pdf.Write(w)
+}
+
+type report struct {
+	pdf  *gopdf.GoPdf
+	meta ReportMeta
+	page int
+	y    float64
+	err  error // first error; later calls do nothing
+}
+
+func (r *report) setFont(name string, size float64) {
+	if r.err == nil {
+		r.err = r.pdf.SetFont(name, "", size)
+	}
+}
+
+func (r *report) newPage() {
+	r.pdf.AddPage()
+	r.page++
+	r.y = margin
+	r.setFont(fontRegular, 7)
+	r.pdf.SetTextColor(110, 110, 110)
+	r.text(margin, footerY, fmt.Sprintf("Registre des incidents de confidentialité / Confidentiality incident register · %s · page %d",
+		r.meta.Organization.Name, r.page))
+	r.pdf.SetTextColor(0, 0, 0)
+}
+
+func (r *report) text(x, y float64, s string) {
+	if r.err != nil {
+		return
+	}
+	r.pdf.SetXY(x, y)
+	r.err = r.pdf.Cell(nil, s)
+}
+
+// lines wraps s to width in the current font, keeping explicit newlines.
+func (r *report) lines(s string, width float64) []string {
+	if r.err != nil {
+		return nil
+	}
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		if strings.TrimSpace(para) == "" {
+			out = append(out, "")
+			continue
+		}
+		ls, err := r.pdf.SplitTextWithWordWrap(para, width)
+		if err != nil {
+			r.err = err
+			return nil
+		}
+		out = append(out, ls...)
+	}
+	return out
+}
+
+func (r *report) ensure(h float64) {
+	if r.y+h > contentBottom {
+		r.newPage()
+	}
+}
+
+func (r *report) para(font string, size float64, s string) {
+	r.setFont(font, size)
+	for _, l := range r.lines(s, pageW-2*margin) {
+		r.ensure(size + 3)
+		r.text(margin, r.y, l)
+		r.y += size + 3
+	}
+}
+
+func (r *report) title() {
+	r.para(fontBold, 15, "Registre des incidents de confidentialité")
+	r.pdf.SetTextColor(90, 90, 90)
+	r.para(fontRegular, 11, "Confidentiality incident register — Loi 25, RLRQ c. A-2.1, r. 3.1, art. 7")
+	r.pdf.SetTextColor(0, 0, 0)
+	r.y += 4
+	org := strings.TrimSpace(r.meta.Organization.Name + " · NEQ " + r.meta.Organization.NEQ)
+	r.para(fontRegular, bodySize, "Organisation / Organization : "+org)
+	r.para(fontRegular, bodySize, "Produit le / Generated : "+r.meta.Generated.UTC().Format("2006-01-02 15:04:05 UTC"))
+	if r.meta.To > 0 {
+		r.para(fontRegular, bodySize, fmt.Sprintf("Registre d'audit / Audit ledger : %s, séquences / seq %d–%d, empreinte / head %s",
+			r.meta.Origin, r.meta.From, r.meta.To, r.meta.Head))
+	}
+	r.y += 8
+}
+
+// row draws one labelled element: French label (bold) over the English one
+// (grey) on the left, the value wrapped on the right, breaking pages
+// inside long values.
+func (r *report) row(f field) {
+	r.setFont(fontBold, bodySize)
+	fr := r.lines(f.fr, labelW)
+	r.setFont(fontRegular, bodySize-0.5)
+	en := r.lines(f.en, labelW)
+	value := f.value
+	if strings.TrimSpace(value) == "" {
+		value = emptyValueText
+	}
+	r.setFont(fontRegular, bodySize)
+	vals := r.lines(value, pageW-2*margin-labelW-gap)
+	labelLines := len(fr) + len(en)
+	r.ensure(float64(min(max(labelLines, len(vals)), 6)) * lineH)
+	top := r.y
+	r.setFont(fontBold, bodySize)
+	for i, l := range fr {
+		r.text(margin, top+float64(i)*lineH, l)
+	}
+	r.setFont(fontRegular, bodySize-0.5)
+	r.pdf.SetTextColor(100, 100, 100)
+	for i, l := range en {
+		r.text(margin, top+float64(len(fr)+i)*lineH, l)
+	}
+	r.pdf.SetTextColor(0, 0, 0)
+	r.setFont(fontRegular, bodySize)
+	y := top
+	for _, l := range vals {
+		if y+lineH > contentBottom {
+			r.newPage()
+			r.setFont(fontRegular, bodySize)
+			top, y = r.y, r.y
+			labelLines = 0
+		}
+		r.text(margin+labelW+gap, y, l)
+		y += lineH
+	}
+	r.y = max(y, top+float64(labelLines)*lineH) + 3
+	if r.err == nil {
+		r.pdf.SetStrokeColor(220, 220, 220)
+		r.pdf.Line(margin, r.y-1.5, pageW-margin, r.y-1.5)
+	}
+}
+
+func (r *report) incident(f audit.IncidentFile) {
+	latest := f.Latest()
+	r.ensure(60)
+	r.para(fontBold, headSize, "Incident "+string(f.ID))
+	r.pdf.SetTextColor(90, 90, 90)
+	r.para(fontRegular, bodySize, fmt.Sprintf("Ouvert le / Opened %s par / by %s · version courante / current version %d · conserver jusqu'au / retain until %s",
+		f.OpenedAt.UTC().Format("2006-01-02 15:04 UTC"), f.OpenedBy, latest.Version, latest.RetainUntil))
+	r.pdf.SetTextColor(0, 0, 0)
+	r.y += 4
+	for _, fl := range registerFields(latest, f.Notices) {
+		r.row(fl)
+	}
+	r.y += 6
+	r.ensure(40)
+	r.para(fontBold, 10, "Historique des versions / Version history")
+	for _, v := range f.Versions {
+		r.row(field{fr: fmt.Sprintf("Version %d", v.Version), en: v.RecordedAt.UTC().Format("2006-01-02 15:04 UTC"),
+			value: fmt.Sprintf("par / by %s · registre / ledger seq %d · SHA-256 %s", v.RecordedBy, v.LedgerSeq, v.Digest)})
+	}
+	if len(f.Notices) > 0 {
+		r.y += 6
+		r.ensure(40)
+		r.para(fontBold, 10, "Avis transmis / Notices sent")
+		for _, n := range f.Notices {
+			who := n.RecipientName
+			if n.Tenant != "" {
+				who = strings.TrimSpace(who + " (" + string(n.Tenant) + ")")
+			}
+			r.row(field{fr: fmt.Sprintf("Avis %d — %s", n.Number, recipientLabel(n.Recipient)), en: n.SentAt.UTC().Format("2006-01-02 15:04 UTC"),
+				value: fmt.Sprintf("%s · moyen / method : %s · registre / ledger seq %d · SHA-256 %s", who, n.Method, n.LedgerSeq, n.ContentDigest)})
+		}
+	}
+}
