@@ -27,11 +27,17 @@ type Config struct {
 	RMSEps   float32 // 0 means 1e-5
 	// Tied omits output.weight: the output projection reuses token_embd.
 	Tied bool
+	// Pre is tokenizer.ggml.pre, the pre-tokenizer llama.cpp applies:
+	// "gpt-2" (default), "smollm", "llama-bpe", "qwen2", …
+	Pre string
 }
 
 func (c *Config) fill() error {
 	if c.Name == "" {
 		c.Name = "synthetic"
+	}
+	if c.Pre == "" {
+		c.Pre = "gpt-2"
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
@@ -93,7 +99,7 @@ func fileType(t gguf.TensorType) uint32 {
 }
 
 // header sets the llama and tokenizer metadata shared by both kinds.
-func header(w *gguf.Writer, name string, layers, d, heads, kvHeads, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
+func header(w *gguf.Writer, name, pre string, layers, d, heads, kvHeads, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
 	tokens, types, merges := Vocab(vocab)
 	kvs := []struct {
 		k string
@@ -114,7 +120,7 @@ func header(w *gguf.Writer, name string, layers, d, heads, kvHeads, ffn, vocab, 
 		{"llama.rope.dimension_count", uint32(d / heads)},
 		{"llama.vocab_size", uint32(vocab)},
 		{"tokenizer.ggml.model", "gpt2"},
-		{"tokenizer.ggml.pre", "gpt-2"},
+		{"tokenizer.ggml.pre", pre},
 		{"tokenizer.ggml.tokens", tokens},
 		{"tokenizer.ggml.token_type", types},
 		{"tokenizer.ggml.merges", merges},
@@ -153,7 +159,7 @@ func Random(c Config) (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := gguf.NewWriter()
-	if err := header(w, c.Name, c.Layers, c.DModel, c.Heads, c.KVHeads, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
+	if err := header(w, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
 		return nil, err
 	}
 	hd := c.DModel / c.Heads
@@ -260,7 +266,7 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 	d, b := BagDims(v)
 	heads := d / bagHeadDim
 	w := gguf.NewWriter()
-	if err := header(w, "context-bag", 1, d, heads, heads, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
+	if err := header(w, "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
 		return nil, err
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))

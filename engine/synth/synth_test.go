@@ -67,6 +67,9 @@ func TestRandom(t *testing.T) {
 					t.Errorf("%s: got %d, want %d", k, got, want)
 				}
 			}
+			if pre, _ := f.String("tokenizer.ggml.pre"); pre != "gpt-2" {
+				t.Errorf("got pre %q, want the default gpt-2", pre)
+			}
 			q, _ := f.Tensor("blk.0.attn_k.weight")
 			if q.Dims[0] != uint64(c.DModel) || q.Dims[1] != uint64(kv*c.DModel/c.Heads) {
 				t.Errorf("attn_k dims %v", q.Dims)

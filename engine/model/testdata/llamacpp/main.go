@@ -24,6 +24,12 @@ func check(err error) {
 	}
 }
 
+var preTexts = []string{
+	"Hello world", "hello  world", "a   b\n\n c", "it's what we'll do, they're HERE'S", "don'T 'sup",
+	"numbers 1234567 and 3.14", " 12 345", "tabs\tand\r\nnewlines\n\n\n  x", "   leading", "trailing   ",
+	"ünïcödé 🦙 中文 ok", "<|im_start|>user\nhi<|im_end|>", "x!!\n\ny", "(foo) \tbar", "a\u00a0b", "١٢٣ digits",
+}
+
 type result struct {
 	File   string  `json:"file"`
 	Text   string  `json:"text"`
@@ -90,6 +96,21 @@ func main() {
 	rs = append(rs, run(dir+"/rand_q8.gguf", "the quick brown fox jumps over the lazy dog", 16))
 	rs = append(rs, run(dir+"/rand_f16.gguf", "hello there, general kenobi!", 16))
 	rs = append(rs, run(dir+"/bag.gguf", "zebra quilt", 16))
+	// Pre-tokenizer variants: tokenization only.
+	for _, pre := range []string{"gpt-2", "smollm", "llama-bpe", "qwen2"} {
+		w, err := synth.Random(synth.Config{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 3000, Context: 64, DType: gguf.F32, Pre: pre})
+		check(err)
+		path := dir + "/pre_" + pre + ".gguf"
+		check(w.WriteFile(path))
+		f, err := gguf.Open(path)
+		check(err)
+		tok, err := tokenizer.FromGGUF(f)
+		check(err)
+		for _, t := range preTexts {
+			rs = append(rs, result{File: path, Text: t, Prompt: tok.Encode(t, false, false)})
+		}
+		f.Close()
+	}
 	j, _ := json.MarshalIndent(rs, "", " ")
 	os.WriteFile(dir+"/ours.json", j, 0o644)
 	fmt.Println(string(j))
