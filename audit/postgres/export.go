@@ -193,4 +193,3 @@ func writeFile(path string, write func(*os.File) error) (err error) {
 	}
 	return f.Sync()
 }
-

@@ -1,0 +1,126 @@
+// Command cloisonctl administers a Cloison deployment: database migrations,
+// the audit ledger (verify, export, verify-export) and the Loi 25
+// confidentiality-incident register. Each command group lives in its own
+// file (migrate.go, audit.go, incident.go); add new groups the same way and
+// register them in newRoot.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/postgres"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "cloisonctl: %v\n", err)
+		if cloison.ErrorCode(err) == cloison.CodeConflict {
+			os.Exit(3) // verification failures are distinguishable in scripts
+		}
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	databaseURL   string
+	role          string
+	origin        string
+	checkpointKey string
+	checkpointDir string
+	orgName       string
+	orgNEQ        string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "cloisonctl",
+		Short:         "Administer Cloison: migrations, the audit ledger and the Loi 25 incident register",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.databaseURL, "database-url", firstEnv("CLOISON_DATABASE_URL", "DATABASE_URL"), "PostgreSQL URL (env CLOISON_DATABASE_URL or DATABASE_URL)")
+	f.StringVar(&g.role, "role", os.Getenv("CLOISON_DB_ROLE"), "role to SET after connecting (e.g. the owner role for purges)")
+	f.StringVar(&g.origin, "origin", envOr("CLOISON_LEDGER_ORIGIN", "cloison"), "ledger name in checkpoints and manifests")
+	f.StringVar(&g.checkpointKey, "checkpoint-key", os.Getenv("CLOISON_CHECKPOINT_KEY"), "file holding the Ed25519 checkpoint signing key (see audit keygen)")
+	f.StringVar(&g.checkpointDir, "checkpoint-dir", os.Getenv("CLOISON_CHECKPOINT_DIR"), "directory outside the database receiving checkpoint copies")
+	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization name for the register (Règlement s. 3(1))")
+	f.StringVar(&g.orgNEQ, "org-neq", os.Getenv("CLOISON_ORG_NEQ"), "Québec enterprise number (NEQ)")
+	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g))
+	return root
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// pool connects to the database, as g.role when set.
+func (g *globals) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if g.databaseURL == "" {
+		return nil, cloison.NewError(cloison.CodeInvalid, "no database: set --database-url or CLOISON_DATABASE_URL")
+	}
+	cfg, err := pgxpool.ParseConfig(g.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if g.role != "" {
+		role := g.role
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize())
+			return err
+		}
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// store opens the ledger. The checkpoint key is optional for read-only
+// commands (needKey false).
+func (g *globals) store(ctx context.Context, needKey bool) (*postgres.Store, func(), error) {
+	cfg := postgres.Config{Origin: audit.Name(g.origin), CheckpointDir: g.checkpointDir,
+		Organization: audit.Organization{Name: g.orgName, NEQ: g.orgNEQ}}
+	if g.checkpointKey != "" {
+		k, err := readPrivateKey(g.checkpointKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.SigningKey = k
+	} else if needKey {
+		return nil, nil, cloison.NewError(cloison.CodeInvalid, "this command appends to the ledger: set --checkpoint-key")
+	}
+	pool, err := g.pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := postgres.Open(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close(); pool.Close() }, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cloison/cloison/internal/pgtest"
+)
+
+var pkgDB *pgtest.DB
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &pkgDB)) }
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("cloisonctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	cpDir := filepath.Join(dir, "checkpoints")
+	key, mkey := filepath.Join(dir, "cp.key"), filepath.Join(dir, "manifest.key")
+	db := []string{"--database-url", pkgDB.AdminURL, "--origin", "cli-test", "--checkpoint-key", key, "--checkpoint-dir", cpDir,
+		"--org-name", "Société Exemple inc.", "--org-neq", "1170000000"}
+	asRuntime := append(append([]string{}, db...), "--role", pkgDB.Roles.Runtime)
+
+	if out := mustRun(t, append([]string{"migrate", "--owner-role", pkgDB.Roles.Owner, "--runtime-role", pkgDB.Roles.Runtime}, db...)...); !strings.Contains(out, "up to date") {
+		t.Errorf("migrate: %s", out)
+	}
+	mustRun(t, "audit", "keygen", "--out", key)
+	mustRun(t, "audit", "keygen", "--out", mkey)
+
+	out := mustRun(t, append([]string{"incident", "open", "--actor", "admin:elise", "--circumstances", "Courriel mal adressé / misdirected e-mail",
+		"--personal-info", "adresses courriel", "--awareness", "2026-11-20", "--occurred", "2026-11-18..2026-11-19~"}, asRuntime...)...)
+	id := regexp.MustCompile(`inc-\d{8}-[0-9a-f]{8}`).FindString(out)
+	if id == "" {
+		t.Fatalf("open: %s", out)
+	}
+	mustRun(t, append([]string{"incident", "update", id, "--actor", "admin:elise", "--assessment-complete", "--risk", "no",
+		"--sensitivity", "faible", "--malicious-uses", "hameçonnage", "--consequences", "pourriels", "--likelihood", "faible",
+		"--measure-taken", "2026-11-21: destinataire a supprimé le courriel"}, asRuntime...)...)
+	mustRun(t, append([]string{"incident", "notice", id, "--actor", "admin:elise", "--to", "tenant", "--tenant", "t1", "--method", "e-mail"}, asRuntime...)...)
+	if out := mustRun(t, append([]string{"incident", "list"}, asRuntime...)...); !strings.Contains(out, id) || !strings.Contains(out, "completed") || !strings.Contains(out, "2031-11-20") {
+		t.Errorf("list: %s", out)
+	}
+	if out := mustRun(t, append([]string{"incident", "show", id, "--all"}, asRuntime...)...); !strings.Contains(out, "hameçonnage") || !strings.Contains(out, `"approximate": true`) {
+		t.Errorf("show: %s", out)
+	}
+	if out := mustRun(t, append([]string{"audit", "verify", "--public-key", key + ".pub"}, asRuntime...)...); !strings.Contains(out, "3 events verified") || !strings.Contains(out, "register matches") {
+		t.Errorf("verify: %s", out)
+	}
+	exp := filepath.Join(dir, "export")
+	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise"}, asRuntime...)...)
+	if out := mustRun(t, "audit", "verify-export", exp, "--manifest-public-key", mkey+".pub", "--checkpoint-public-key", key+".pub"); !strings.Contains(out, "5 files match") {
+		t.Errorf("verify-export: %s", out)
+	}
+	// Purge is refused for the runtime role and, before five years, for anyone.
+	if _, err := run(t, append([]string{"incident", "purge", id}, asRuntime...)...); err == nil {
+		t.Error("runtime purge succeeded")
+	}
+	if _, err := run(t, append([]string{"incident", "purge", id, "--role", pkgDB.Roles.Owner}, db...)...); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Errorf("early purge: got %v, want a retention refusal", err)
+	}
+	if _, err := run(t, "audit", "verify-export", exp, "--manifest-public-key", key+".pub", "--checkpoint-public-key", key+".pub"); err == nil {
+		t.Error("verify-export with the wrong manifest key succeeded")
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison/migrations"
+)
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	roles := migrations.DefaultRoles
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create the owner and runtime roles if missing and apply pending migrations",
+		Long: `Connects with --database-url as an administrator (a role that may create roles and
+objects), creates the owner and runtime roles if missing, grants them what they need on this
+database, and applies every pending embedded migration as the owner.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.databaseURL == "" {
+				return fmt.Errorf("set --database-url")
+			}
+			applied, err := migrations.Up(cmd.Context(), g.databaseURL, roles)
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "schema up to date")
+			}
+			for _, v := range applied {
+				fmt.Fprintf(cmd.OutOrStdout(), "applied migration %05d\n", v)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&roles.Owner, "owner-role", roles.Owner, "role that owns the ledger and register tables")
+	cmd.Flags().StringVar(&roles.Runtime, "runtime-role", roles.Runtime, "role servers connect as (INSERT/SELECT only)")
+	return cmd
+}
