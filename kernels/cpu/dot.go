@@ -25,8 +25,8 @@ import "math"
 // value once for several products; the kernels are sized so that their
 // accumulators stay in registers on amd64.
 
-// dot1x1 returns Σ x[i]·w[i].
-func dot1x1(x, w []float32) (s float32) {
+// dot1x1Go returns Σ x[i]·w[i].
+func dot1x1Go(x, w []float32) (s float32) {
 	w = w[:len(x)]
 	for i, v := range x {
 		s += float32(v * w[i])
@@ -34,8 +34,8 @@ func dot1x1(x, w []float32) (s float32) {
 	return s
 }
 
-// dot1x4 returns the dot products of x with four weight rows.
-func dot1x4(x, w0, w1, w2, w3 []float32) (s0, s1, s2, s3 float32) {
+// dot1x4Go returns the dot products of x with four weight rows.
+func dot1x4Go(x, w0, w1, w2, w3 []float32) (s0, s1, s2, s3 float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
 	for i, v := range x {
@@ -47,9 +47,9 @@ func dot1x4(x, w0, w1, w2, w3 []float32) (s0, s1, s2, s3 float32) {
 	return
 }
 
-// dot2x3 returns the dot products of two x rows with three weight rows:
+// dot2x3Go returns the dot products of two x rows with three weight rows:
 // a* for x0, b* for x1.
-func dot2x3(x0, x1, w0, w1, w2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
+func dot2x3Go(x0, x1, w0, w1, w2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
 	n := len(x0)
 	x1, w0, w1, w2 = x1[:n], w0[:n], w1[:n], w2[:n]
 	for i, u := range x0 {
@@ -81,9 +81,9 @@ var i8tab = func() (t [256]float32) {
 
 func q8Scale(b *q8Block) float32 { return f16tab[uint16(b[0])|uint16(b[1])<<8] }
 
-// q8dot1x1 returns the dot product of x with one Q8_0 weight row, decoding
+// q8dot1x1Go returns the dot product of x with one Q8_0 weight row, decoding
 // each weight in registers.
-func q8dot1x1(x []float32, w []byte) (s float32) {
+func q8dot1x1Go(x []float32, w []byte) (s float32) {
 	nb := len(x) / 32
 	w = w[:nb*34]
 	for b := range nb {
@@ -97,8 +97,8 @@ func q8dot1x1(x []float32, w []byte) (s float32) {
 	return s
 }
 
-// q8dot1x4 returns the dot products of x with four Q8_0 weight rows.
-func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
+// q8dot1x4Go returns the dot products of x with four Q8_0 weight rows.
+func q8dot1x4Go(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	nb := len(x) / 32
 	w0, w1, w2, w3 = w0[:nb*34], w1[:nb*34], w2[:nb*34], w3[:nb*34]
 	for b := range nb {

@@ -109,7 +109,7 @@ func mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		floatBlock(dst, x, w, r0, r1, o0, o1)
 		return
 	}
-	if r1-r0 == 1 && (m.dt == kernels.Q8_0 || m.dt == kernels.F16 || m.dt == kernels.BF16) {
+	if r1-r0 == 1 && inRegister(m.dt) {
 		// Decode: read each weight once, decoding it in registers.
 		decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
 		return

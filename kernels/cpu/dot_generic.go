@@ -1,0 +1,32 @@
+//go:build !(goexperiment.simd && amd64)
+
+package cpu
+
+import "github.com/cloison/cloison/kernels"
+
+// The default build uses the scalar kernels of dot.go everywhere.
+
+func dot1x1(x, w []float32) float32 { return dot1x1Go(x, w) }
+
+func dot1x4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
+	return dot1x4Go(x, w0, w1, w2, w3)
+}
+
+func dot2x3(x0, x1, w0, w1, w2 []float32) (float32, float32, float32, float32, float32, float32) {
+	return dot2x3Go(x0, x1, w0, w1, w2)
+}
+
+func q8dot1x1(x []float32, w []byte) float32 { return q8dot1x1Go(x, w) }
+
+func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
+	return q8dot1x4Go(x, w0, w1, w2, w3)
+}
+
+// inRegister reports whether decode (one-row) products of dt decode weights
+// in registers (decodeRow) rather than into a scratch block.
+func inRegister(dt kernels.DType) bool {
+	return dt == kernels.Q8_0 || dt == kernels.F16 || dt == kernels.BF16
+}
+
+// SIMD reports whether the matrix kernels use vector instructions.
+const SIMD = false
