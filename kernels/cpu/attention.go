@@ -9,8 +9,7 @@ import (
 
 // Attention computes causal grouped-query attention through block tables.
 // Every page is checked (tag and fill) before any is read; then tasks of
-// (query row, kv head) run in parallel, each owning the output of the query
-// heads of its group. Per output element the order is fixed: scores in
+// (query row, query head) run in parallel, each owning its output head. Per output element the order is fixed: scores in
 // position order, the softmax normaliser summed in float64 in position
 // order, values accumulated in position order.
 func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span) error {
@@ -38,12 +37,13 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 			return err
 		}
 	}
-	// Task t: span, query j, kv head.
+	// Task t: span, query j, query head h (reading kv head h/group).
+	qHeads := qt.cols / hd
 	offs := make([]int, len(spans)+1)
 	for i, s := range spans {
-		offs[i+1] = offs[i] + s.N*a.c.KVHeads
+		offs[i+1] = offs[i] + s.N*qHeads
 	}
-	group := qt.cols / hd / a.c.KVHeads
+	group := qHeads / a.c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	b.w.run(offs[len(spans)], func(t int) {
 		si := 0
@@ -52,16 +52,13 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		}
 		s := spans[si]
 		t -= offs[si]
-		j, kh := t/a.c.KVHeads, t%a.c.KVHeads
+		j, h := t/qHeads, t%qHeads
 		n := s.Pos + j + 1 // positions read
 		sc := scorePool.Get().(*[]float32)
 		scores := grow(*sc, n)
-		qrow, orow := qt.row(s.Row+j), ot.row(s.Row+j)
-		for h := kh * group; h < (kh+1)*group; h++ {
-			qh := qrow[h*hd : (h+1)*hd]
-			oh := orow[h*hd : (h+1)*hd]
-			a.head(scores, qh, oh, s, layer, kh, n, scale)
-		}
+		qh := qt.row(s.Row + j)[h*hd : (h+1)*hd]
+		oh := ot.row(s.Row + j)[h*hd : (h+1)*hd]
+		a.head(scores, qh, oh, s, layer, h/group, n, scale)
 		*sc = scores
 		scorePool.Put(sc)
 	})

@@ -114,3 +114,51 @@ func TestClosed(t *testing.T) {
 		bk.Close()
 	}
 }
+
+// TestConcurrentCallers: goroutines sharing one backend (each with its own
+// tensors) get the results they would get alone.
+func TestConcurrentCallers(t *testing.T) {
+	b, _ := New(kernels.Options{Threads: 3})
+	defer b.Close()
+	const rows, out, cols = 5, 40, 64
+	w := make([]float32, out*cols)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i) * 0.7))
+	}
+	data, _ := kernels.Quantize(kernels.F16, w)
+	m, _ := b.NewMatrix(kernels.F16, out, cols, data)
+	run := func(seed int) []float32 {
+		x := make([]float32, rows*cols)
+		for i := range x {
+			x[i] = float32(math.Cos(float64(i*seed) * 0.01))
+		}
+		xt, _ := b.NewTensor(rows, cols)
+		b.Upload(xt, x)
+		dst, _ := b.NewTensor(rows, out)
+		for range 20 {
+			if err := b.MatMul(dst, xt, m); err != nil {
+				t.Error(err)
+			}
+		}
+		return Data(dst)
+	}
+	want := make([][]float32, 8)
+	for g := range want {
+		want[g] = append([]float32(nil), run(g+1)...)
+	}
+	got := make([][]float32, 8)
+	done := make(chan int)
+	for g := range got {
+		go func() { got[g] = run(g + 1); done <- g }()
+	}
+	for range got {
+		<-done
+	}
+	for g := range got {
+		for i := range got[g] {
+			if math.Float32bits(got[g][i]) != math.Float32bits(want[g][i]) {
+				t.Fatalf("goroutine %d element %d: got %v, want %v", g, i, got[g][i], want[g][i])
+			}
+		}
+	}
+}
