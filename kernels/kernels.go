@@ -192,7 +192,8 @@ type Arena interface {
 	// the write first) and fall in a Writable page, else ErrShape or
 	// ErrReadOnlyPage and nothing is written; a write that would skip slots
 	// is an *UnwrittenError. Each page written takes the table's Tag for it
-	// (zeroed first if it had another).
+	// (zeroed first if it had another). One call writes a page from one span
+	// only (ErrShape otherwise).
 	WriteKV(layer int, k, v Tensor, spans []Span) error
 
 	// Attention computes causal scaled-dot-product attention (scale
@@ -208,16 +209,18 @@ type Arena interface {
 	Attention(layer int, out, q Tensor, spans []Span) error
 
 	// ZeroPages zeroes the KV bytes of the given pages (all layers) and
-	// resets their tags to the zero Tag. This is the scrub step of the pool:
+	// resets their tags to the zero Tag and their fills to 0; a page index
+	// outside the arena is ErrShape and nothing is zeroed. This is the scrub step of the pool:
 	// call it for the pages Pool hands out to scrub, BEFORE confirming.
 	ZeroPages(pages []int32) error
 
 	// CopyOut copies page table.Page(i) into dst (len PageBytes()) in the
 	// transfer format, after checking its tag against table.Tag(i) (a
-	// *TagMismatchError otherwise, dst untouched) and that every slot covered
-	// by table.Tokens() was written in every layer (*UnwrittenError). Slots at positions not
-	// covered by table.Tokens() are written as zeros, so a page never
-	// carries out bytes its lease did not write.
+	// *TagMismatchError otherwise) and that every slot covered by
+	// table.Tokens() was written in every layer (an *UnwrittenError
+	// otherwise); on error dst is untouched. Slots at positions not covered
+	// by table.Tokens() are written as zeros, so a page never carries out
+	// bytes its lease did not write.
 	CopyOut(dst []byte, table isolation.BlockTable, i int) error
 	// CopyIn writes src (len PageBytes(), transfer format) into page
 	// table.Page(i), which must be Writable, and sets its tag to
