@@ -20,13 +20,18 @@ verify:
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
 
-## test: every test with the race detector, no cache.
+## test: every test with the race detector, no cache. PostgreSQL first:
+## scripts/pg.sh finds or starts one and prints its URL (fails if none).
 test:
-	$(GO) test -race -count=1 $(PKGS)
+	@url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	  export DATABASE_URL="$$url"; echo "DATABASE_URL=$$url"; \
+	  $(GO) test -race -count=1 $(PKGS)
 
 ## bench: every benchmark with a short benchtime (ends in minutes).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	@url=$$(scripts/pg.sh) || { echo "make bench: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	  export DATABASE_URL="$$url"; \
+	  $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
