@@ -67,6 +67,11 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			return nil, fmt.Errorf("rope_freqs.weight: %w", err)
 		}
 	}
+	// Every layer has nine tensors: a block_count the file cannot back is
+	// refused before anything is sized by it.
+	if c.Layers > len(f.Tensors)/9 {
+		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
+	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	_, m.QKVBias = f.Tensor("blk.0.attn_q.bias")
 	m.layers = make([]layer, c.Layers)

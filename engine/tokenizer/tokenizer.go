@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -441,10 +442,9 @@ func (t *Tokenizer) Piece(id int32, special bool) []byte {
 	case TypeUserDefined:
 		return []byte(s)
 	case TypeByte:
-		if t.Model == "llama" && len(s) == 6 {
-			var b byte
-			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
-				return []byte{b}
+		if t.Model == "llama" && len(s) == 6 && strings.HasPrefix(s, "<0x") && s[5] == '>' {
+			if b, err := strconv.ParseUint(s[3:5], 16, 8); err == nil {
+				return []byte{byte(b)}
 			}
 		}
 	}
