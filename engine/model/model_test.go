@@ -22,18 +22,35 @@ func small(dt gguf.TensorType, tied bool) synth.Config {
 // TestMatchesReference: logits of synthetic models, computed by prefill and
 // then decode through the paged arena, match the float64 dense-KV reference.
 func TestMatchesReference(t *testing.T) {
+	// SmolLM2-135M's shape (d 576, 9 query / 3 KV heads of 64, ffn 1536,
+	// rope base 100000, tied embeddings, "smollm" pre-tokenizer), 2 layers.
+	smol := synth.Config{Layers: 2, DModel: 576, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 300,
+		Context: 8192, DType: gguf.Q8_0, Seed: 5, Tied: true, RopeBase: 100000, Pre: "smollm"}
 	tests := []struct {
-		cfg synth.Config
-		tol float64 // max |diff| relative to the largest |logit|
+		cfg   synth.Config
+		qwen2 bool    // rewrite as a qwen2 file: NeoX RoPE and QKV biases
+		tol   float64 // max |diff| relative to the largest |logit|
 	}{
-		{small(gguf.F32, false), 1e-5},
-		{small(gguf.F16, true), 1e-5},
-		{small(gguf.Q8_0, false), 3e-2}, // activations quantized to 8 bits, as llama.cpp does
+		{small(gguf.F32, false), false, 1e-5},
+		{small(gguf.F16, true), false, 1e-5},
+		{small(gguf.Q8_0, false), false, 3e-2}, // a backend may quantize activations to 8 bits, as llama.cpp does
+		{small(gguf.F32, false), true, 1e-5},
+		{smol, false, 3e-2},
 	}
 	for _, tc := range tests {
-		t.Run(name(tc.cfg), func(t *testing.T) {
+		n := name(tc.cfg)
+		if tc.qwen2 {
+			n = "qwen2-" + n
+		}
+		t.Run(n, func(t *testing.T) {
 			f := randomFile(t, tc.cfg)
+			if tc.qwen2 {
+				f = toQwen2(t, f)
+			}
 			m := load(t, backend(t), f)
+			if tc.qwen2 && (!m.QKVBias || !m.RoPE.NeoX || m.Arch != "qwen2") {
+				t.Fatalf("got %+v, want qwen2 with biases and NeoX RoPE", m.Config)
+			}
 			if m.Tied != tc.cfg.Tied {
 				t.Fatalf("got Tied %v, want %v", m.Tied, tc.cfg.Tied)
 			}
@@ -62,6 +79,44 @@ func TestMatchesReference(t *testing.T) {
 			t.Logf("max relative logit error %.3g", worst)
 		})
 	}
+}
+
+// toQwen2 rewrites a synthetic llama file as qwen2: keys renamed, random QKV
+// biases added.
+func toQwen2(t testing.TB, f *gguf.File) *gguf.File {
+	w := gguf.NewWriter()
+	for _, e := range f.KV {
+		k := e.Key
+		if strings.HasPrefix(k, "llama.") {
+			k = "qwen2." + strings.TrimPrefix(k, "llama.")
+		}
+		v := e.Value.Any()
+		if k == "general.architecture" {
+			v = "qwen2"
+		}
+		if err := w.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ti := range f.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, f.Data(ti)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"q", "k", "v"} {
+			if strings.HasSuffix(ti.Name, ".attn_"+p+".weight") {
+				n := int(ti.Dims[1])
+				bias := make([]float32, n)
+				for i := range bias {
+					bias[i] = float32(i%7-3) * 0.1
+				}
+				data, _ := kernels.Quantize(kernels.F32, bias)
+				if err := w.AddTensor(strings.TrimSuffix(ti.Name, "weight")+"bias", gguf.F32, []uint64{uint64(n)}, data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return parse(t, w)
 }
 
 // TestPagedIsBitIdentical: a sequence's logits do not depend on the page size,
