@@ -11,6 +11,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 )
 
@@ -391,6 +392,9 @@ func TestForwardRejectsBadBatch(t *testing.T) {
 		{"negative pos", k.arena, []Seq{{Table: bt, Pos: -1, Tokens: []int32{1}}}},
 		{"past the context", k.arena, []Seq{{Table: bt, Pos: 40, Tokens: []int32{1}}}},
 		{"page size mismatch", other, []Seq{{Table: bt, Tokens: []int32{1}}}},
+		// Outside the isolation package only the zero BlockTable can be
+		// made, and it covers nothing: an unapproved table reads nothing.
+		{"unapproved (zero) table", k.arena, []Seq{{Table: isolation.BlockTable{}, Tokens: []int32{1}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
