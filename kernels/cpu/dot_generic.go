@@ -30,3 +30,11 @@ func inRegister(dt kernels.DType) bool {
 
 // SIMD reports whether the matrix kernels use vector instructions.
 const SIMD = false
+
+// q8acts is empty in the default build: Q8_0 products use float
+// activations.
+type q8acts struct{}
+
+func (b *Backend) prepareQ8(*tensor, []product) *q8acts { return nil }
+
+func q8IntMul(*tensor, *q8acts, *matrix, int, int, int, int) bool { return false }

@@ -3,7 +3,9 @@
 package cpu
 
 import (
+	"math"
 	"simd/archsimd"
+	"slices"
 	"unsafe"
 
 	"github.com/cloison/cloison/kernels"
@@ -118,85 +120,147 @@ func dot2x3(x0, x1, w0, w1, w2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
 	return
 }
 
-// q8w decodes the 32 weights of a Q8_0 block to four float vectors, exactly
-// (q·d needs at most 19 significant bits).
-func q8w(b *q8Block) (archsimd.Float32x8, archsimd.Float32x8, archsimd.Float32x8, archsimd.Float32x8) {
-	d := archsimd.BroadcastFloat32x8(q8Scale(b))
-	q := archsimd.LoadInt8x32((*[32]int8)(unsafeInt8(b[2:34])))
-	lo, hi := q.GetLo(), q.GetHi()
-	lo16, hi16 := lo.ExtendToInt16(), hi.ExtendToInt16()
-	w0 := lo16.GetLo().ExtendToInt32().ConvertToFloat32().Mul(d)
-	w1 := lo16.GetHi().ExtendToInt32().ConvertToFloat32().Mul(d)
-	w2 := hi16.GetLo().ExtendToInt32().ConvertToFloat32().Mul(d)
-	w3 := hi16.GetHi().ExtendToInt32().ConvertToFloat32().Mul(d)
-	return w0, w1, w2, w3
-}
+// With vector kernels, Q8_0 products take q8IntMul; the float Q8_0 kernels
+// only run when the CPU lacks AVX2 or FMA.
+func q8dot1x1(x []float32, w []byte) float32 { return q8dot1x1Go(x, w) }
 
-func q8dot1x1(x []float32, w []byte) float32 {
-	if !useSIMD {
-		return q8dot1x1Go(x, w)
-	}
-	nb := len(x) / 32
-	w = w[:nb*34]
-	var acc archsimd.Float32x8
-	for b := range nb {
-		w0, w1, w2, w3 := q8w((*q8Block)(w[b*34:]))
-		acc = ld(x, b*32).MulAdd(w0, acc)
-		acc = ld(x, b*32+8).MulAdd(w1, acc)
-		acc = ld(x, b*32+16).MulAdd(w2, acc)
-		acc = ld(x, b*32+24).MulAdd(w3, acc)
-	}
-	s := hsum(acc)
-	archsimd.ClearAVXUpperBits()
-	return s
-}
-
-func q8dot1x4(x []float32, r0, r1, r2, r3 []byte) (s0, s1, s2, s3 float32) {
-	if !useSIMD {
-		return q8dot1x4Go(x, r0, r1, r2, r3)
-	}
-	nb := len(x) / 32
-	r0, r1, r2, r3 = r0[:nb*34], r1[:nb*34], r2[:nb*34], r3[:nb*34]
-	var a0, a1, a2, a3 archsimd.Float32x8
-	for b := range nb {
-		x0, x1, x2, x3 := ld(x, b*32), ld(x, b*32+8), ld(x, b*32+16), ld(x, b*32+24)
-		w0, w1, w2, w3 := q8w((*q8Block)(r0[b*34:]))
-		a0 = x0.MulAdd(w0, a0)
-		a0 = x1.MulAdd(w1, a0)
-		a0 = x2.MulAdd(w2, a0)
-		a0 = x3.MulAdd(w3, a0)
-		w0, w1, w2, w3 = q8w((*q8Block)(r1[b*34:]))
-		a1 = x0.MulAdd(w0, a1)
-		a1 = x1.MulAdd(w1, a1)
-		a1 = x2.MulAdd(w2, a1)
-		a1 = x3.MulAdd(w3, a1)
-		w0, w1, w2, w3 = q8w((*q8Block)(r2[b*34:]))
-		a2 = x0.MulAdd(w0, a2)
-		a2 = x1.MulAdd(w1, a2)
-		a2 = x2.MulAdd(w2, a2)
-		a2 = x3.MulAdd(w3, a2)
-		w0, w1, w2, w3 = q8w((*q8Block)(r3[b*34:]))
-		a3 = x0.MulAdd(w0, a3)
-		a3 = x1.MulAdd(w1, a3)
-		a3 = x2.MulAdd(w2, a3)
-		a3 = x3.MulAdd(w3, a3)
-	}
-	s0, s1, s2, s3 = hsum(a0), hsum(a1), hsum(a2), hsum(a3)
-	archsimd.ClearAVXUpperBits()
-	return
+func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
+	return q8dot1x4Go(x, w0, w1, w2, w3)
 }
 
 // inRegister reports whether decode (one-row) products of dt decode weights
 // in registers (decodeRow) rather than into a scratch block. With vector
-// kernels only Q8_0 has an in-register vector decoder; F16 and BF16 go
-// through the scratch block so that decode and prefill share the order.
+// kernels F16 and BF16 go through the scratch block so that decode and
+// prefill share the vector order.
 func inRegister(dt kernels.DType) bool {
 	if useSIMD {
-		return dt == kernels.Q8_0
+		return false // Q8_0: q8IntMul; F16, BF16: scratch block
 	}
 	return dt == kernels.Q8_0 || dt == kernels.F16 || dt == kernels.BF16
 }
 
 func unsafeInt8(b []byte) []int8 {
 	return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+}
+
+// Q8_0 products with vector kernels multiply int8 by int8, as llama.cpp does:
+// each activation row is quantized to Q8 blocks first (d = max|x|/127 per 32
+// values, q = round(x/d)), then every block contributes
+//
+//	lane[l] = fma(float32(Σ pairs of w·q), round32(d_w·d_x), lane[l])
+//
+// (VPMADDUBSW of |w| and sign(w)·q, VPMADDWD with ones: exact integers),
+// lanes combined as hsum does. Every Q8_0 product of a row, decode or
+// prefill, goes this way, so a row's result still never depends on the batch.
+
+// q8acts holds the activation rows of a product quantized to Q8 blocks.
+type q8acts struct {
+	q []int8    // rows × cols
+	d []float32 // rows × cols/32
+}
+
+// prepareQ8 quantizes x's rows when a product in ps has Q8_0 weights and
+// the vector kernels are on; otherwise it returns nil.
+func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
+	if !useSIMD || x.cols%32 != 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.Q8_0 }) {
+		return nil
+	}
+	nb := x.cols / 32
+	a := &q8acts{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*nb)}
+	b.eachRow(x.rows, x.cols, func(r int) {
+		quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+	})
+	return a
+}
+
+func quantizeRowQ8(q []int8, d []float32, x []float32) {
+	for b := range d {
+		xb := x[b*32 : b*32+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		dd := amax / 127
+		var id float32
+		if dd != 0 {
+			id = 1 / dd
+		}
+		d[b] = dd
+		qb := q[b*32 : b*32+32]
+		for j, v := range xb {
+			qb[j] = int8(max(-127, min(127, math.Round(float64(v*id)))))
+		}
+	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// q8IntMul computes the block of outputs of a Q8_0 product from quantized
+// activations; it reports false (and does nothing) when acts is nil.
+func q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) bool {
+	if acts == nil || m.dt != kernels.Q8_0 {
+		return false
+	}
+	cols, nb := m.cols, m.cols/32
+	row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
+	for r := r0; r < r1; r++ {
+		xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
+		out := dst.row(r)
+		o := o0
+		for ; o+4 <= o1; o += 4 {
+			out[o], out[o+1], out[o+2], out[o+3] = q8i1x4(xq, xd, row(o), row(o+1), row(o+2), row(o+3))
+		}
+		for ; o < o1; o++ {
+			out[o] = q8i1x1(xq, xd, row(o))
+		}
+	}
+	return true
+}
+
+var ones16 = archsimd.BroadcastInt16x16(1)
+
+// q8i is one block's exact integer dot product of weights w and activations
+// x, as floats in 8 lanes.
+func q8i(w *q8Block, x archsimd.Int8x32) archsimd.Float32x8 {
+	wv := archsimd.LoadInt8x32((*[32]int8)(unsafeInt8(w[2:34])))
+	// |w| as unsigned (|−128| = 128 fits) times sign(w)·x (x ∈ [−127, 127]).
+	return wv.Abs().AsUint8x32().DotProductPairsSaturated(x.CopySign(wv)).DotProductPairs(ones16).ConvertToFloat32()
+}
+
+func q8i1x1(xq []int8, xd []float32, w []byte) float32 {
+	nb := len(xd)
+	w = w[:nb*34]
+	var acc archsimd.Float32x8
+	for b := range nb {
+		blk := (*q8Block)(w[b*34:])
+		x := archsimd.LoadInt8x32((*[32]int8)(xq[b*32:]))
+		acc = q8i(blk, x).MulAdd(archsimd.BroadcastFloat32x8(float32(q8Scale(blk)*xd[b])), acc)
+	}
+	s := hsum(acc)
+	archsimd.ClearAVXUpperBits()
+	return s
+}
+
+func q8i1x4(xq []int8, xd []float32, r0, r1, r2, r3 []byte) (s0, s1, s2, s3 float32) {
+	nb := len(xd)
+	r0, r1, r2, r3 = r0[:nb*34], r1[:nb*34], r2[:nb*34], r3[:nb*34]
+	var a0, a1, a2, a3 archsimd.Float32x8
+	for b := range nb {
+		x := archsimd.LoadInt8x32((*[32]int8)(xq[b*32:]))
+		dx := xd[b]
+		w := (*q8Block)(r0[b*34:])
+		a0 = q8i(w, x).MulAdd(archsimd.BroadcastFloat32x8(float32(q8Scale(w)*dx)), a0)
+		w = (*q8Block)(r1[b*34:])
+		a1 = q8i(w, x).MulAdd(archsimd.BroadcastFloat32x8(float32(q8Scale(w)*dx)), a1)
+		w = (*q8Block)(r2[b*34:])
+		a2 = q8i(w, x).MulAdd(archsimd.BroadcastFloat32x8(float32(q8Scale(w)*dx)), a2)
+		w = (*q8Block)(r3[b*34:])
+		a3 = q8i(w, x).MulAdd(archsimd.BroadcastFloat32x8(float32(q8Scale(w)*dx)), a3)
+	}
+	s0, s1, s2, s3 = hsum(a0), hsum(a1), hsum(a2), hsum(a3)
+	archsimd.ClearAVXUpperBits()
+	return
 }

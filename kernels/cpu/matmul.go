@@ -63,6 +63,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		ps[i] = product{dst: d, m: m, first: tasks}
 		tasks += tiles * ((m.rows + wBlock - 1) / wBlock)
 	}
+	acts := b.prepareQ8(xt, ps)
 	b.w.run(tasks, func(t int) {
 		i := len(ps) - 1
 		for ps[i].first > t {
@@ -74,7 +75,9 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		tile, blk := t/blocks, t%blocks
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
 		o0, o1 := blk*wBlock, min(p.m.rows, (blk+1)*wBlock)
-		mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
+		if !q8IntMul(p.dst, acts, p.m, r0, r1, o0, o1) {
+			mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
+		}
 	})
 	return nil
 }
