@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -493,4 +494,59 @@ func FuzzLoad(f *testing.F) {
 		k := newKV(t, m, 1, 16, "t")
 		k.step(t, []*seq{k.start(t, "t", "r", 1)}, [][]int32{{0}}, false)
 	})
+}
+
+// TestContextBagGapBound checks the bound the synth package documents at its
+// edge: with GapTokens = n and a context of n tokens in which one token
+// appears once, that token's logit is ≥ 32 (and close to it: the bound is
+// tight) while every absent token's is exactly 0. Then, sampling at
+// temperature 1, only context tokens come out.
+func TestContextBagGapBound(t *testing.T) {
+	const n = 512
+	w, err := synth.ContextBag(synth.BagConfig{GapTokens: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, backend(t), parse(t, w))
+	ctx := make([]int32, n)
+	for i := range ctx {
+		ctx[i] = int32(65 + i%4) // A B C D, ~128 times each
+	}
+	ctx[n/2] = 'z' // once
+	k := newKV(t, m, n/16+4, 16, "t")
+	s := k.start(t, "t", "r", n+32)
+	logits := k.step(t, []*seq{s}, [][]int32{ctx}, false)[0]
+	if got := logits['z']; got < 32 || got > 34 {
+		t.Errorf("logit of a token seen once in %d: got %v, want in [32, 34]", n, got)
+	}
+	for id, v := range logits {
+		if !slices.Contains(ctx, int32(id)) && v != 0 {
+			t.Fatalf("absent token %d has logit %v, want exactly 0", id, v)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for step := 0; step < 32; step++ {
+		next := sample(logits, rng)
+		if !slices.Contains(ctx, next) {
+			t.Fatalf("step %d: sampled %d, absent from the context", step, next)
+		}
+		ctx = append(ctx, next)
+		logits = k.step(t, []*seq{s}, [][]int32{{next}}, false)[0]
+	}
+}
+
+// sample draws from softmax(logits) at temperature 1.
+func sample(logits []float32, rng *rand.Rand) int32 {
+	mx := logits[argmax(logits)]
+	sum := 0.0
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	r := rng.Float64() * sum
+	for i, v := range logits {
+		if r -= math.Exp(float64(v - mx)); r <= 0 {
+			return int32(i)
+		}
+	}
+	return argmax(logits)
 }
