@@ -8,6 +8,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
+	_ "github.com/cloison/cloison/kernels/cpu"
 )
 
 type fake struct{ kernels.Backend }
@@ -122,4 +123,53 @@ func FuzzDequantize(f *testing.F) {
 			_ = math.IsNaN(float64(v))
 		}
 	})
+}
+
+// plain hides a backend's optional capabilities.
+type plain struct{ kernels.Backend }
+
+func TestMultiMatMulFallback(t *testing.T) {
+	b, err := kernels.Open("cpu", kernels.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, ok := b.(kernels.MultiMatMuler); !ok {
+		t.Fatal("cpu backend lost its MultiMatMul")
+	}
+	p := plain{b}
+	x, _ := b.NewTensor(2, 32)
+	xs := make([]float32, 64)
+	for i := range xs {
+		xs[i] = float32(i%7) - 3
+	}
+	b.Upload(x, xs)
+	w1, _ := kernels.Quantize(kernels.Q8_0, xs)
+	m1, _ := b.NewMatrix(kernels.Q8_0, 2, 32, w1)
+	w2, _ := kernels.Quantize(kernels.F32, xs[:32])
+	m2, _ := b.NewMatrix(kernels.F32, 1, 32, w2)
+	d1, _ := b.NewTensor(2, 2)
+	d2, _ := b.NewTensor(2, 1)
+	e1, _ := b.NewTensor(2, 2)
+	e2, _ := b.NewTensor(2, 1)
+	if err := kernels.MultiMatMul(p, []kernels.Tensor{d1, d2}, x, []kernels.Matrix{m1, m2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kernels.MultiMatMul(b, []kernels.Tensor{e1, e2}, x, []kernels.Matrix{m1, m2}); err != nil {
+		t.Fatal(err)
+	}
+	for i, pair := range [][2]kernels.Tensor{{d1, e1}, {d2, e2}} {
+		g := make([]float32, pair[0].Rows()*pair[0].Cols())
+		w := make([]float32, len(g))
+		b.Download(g, pair[0])
+		b.Download(w, pair[1])
+		for j := range g {
+			if g[j] != w[j] {
+				t.Fatalf("product %d element %d: fallback %v, capability %v", i, j, g[j], w[j])
+			}
+		}
+	}
+	if err := kernels.MultiMatMul(p, []kernels.Tensor{d1}, x, []kernels.Matrix{m1, m2}); !errors.Is(err, kernels.ErrShape) {
+		t.Fatalf("mismatched lists: got %v, want ErrShape", err)
+	}
 }

@@ -472,10 +472,13 @@ func testAddCopySlice(t *testing.T, b kernels.Backend) {
 // and in a batch.
 func testRowOpsBatchInvariance(t *testing.T, b kernels.Backend) {
 	r := newRand(11)
-	const rows, cols = 9, 256 // enough elements for a backend to go parallel
+	const rows, cols = 70, 256 // enough elements for a backend to go parallel
 	xs := randFloats(r, rows*cols, 2)
 	ws := randFloats(r, cols, 1)
-	pos := []int32{5, 0, 9, 100, 7, 7, 1, 2, 3}
+	pos := make([]int32, rows)
+	for i := range pos {
+		pos[i] = int32(r.IntN(5000))
+	}
 	rope := kernels.RoPE{HeadDim: 64, Base: 10000, NeoX: true}
 	ops := map[string]func(x kernels.Tensor, p []int32) error{
 		"rmsnorm": func(x kernels.Tensor, _ []int32) error { return b.RMSNorm(x, x, tensor(t, b, 1, cols, ws), 1e-6) },
@@ -495,7 +498,7 @@ func testRowOpsBatchInvariance(t *testing.T, b kernels.Backend) {
 			t.Fatal(err)
 		}
 		got := download(t, b, all)
-		for _, i := range []int{0, 4, 8} {
+		for _, i := range []int{0, 4, 33, rows - 1} {
 			one := tensor(t, b, 1, cols, xs[i*cols:(i+1)*cols])
 			if err := op(one, pos[i:i+1]); err != nil {
 				t.Fatal(err)
