@@ -116,8 +116,8 @@ func q8dot1x4Go(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	return
 }
 
-// f16dot1x1 returns the dot product of x with one F16 weight row.
-func f16dot1x1(x []float32, w []uint16) (s float32) {
+// f16dot1x1Go returns the dot product of x with one F16 weight row.
+func f16dot1x1Go(x []float32, w []uint16) (s float32) {
 	w = w[:len(x)]
 	for i, v := range x {
 		s += float32(v * f16tab[w[i]])
@@ -125,8 +125,8 @@ func f16dot1x1(x []float32, w []uint16) (s float32) {
 	return s
 }
 
-// f16dot1x4 returns the dot products of x with four F16 weight rows.
-func f16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+// f16dot1x4Go returns the dot products of x with four F16 weight rows.
+func f16dot1x4Go(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
 	for i, v := range x {
@@ -140,8 +140,8 @@ func f16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
 
 func bf16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-// bf16dot1x1 returns the dot product of x with one BF16 weight row.
-func bf16dot1x1(x []float32, w []uint16) (s float32) {
+// bf16dot1x1Go returns the dot product of x with one BF16 weight row.
+func bf16dot1x1Go(x []float32, w []uint16) (s float32) {
 	w = w[:len(x)]
 	for i, v := range x {
 		s += float32(v * bf16(w[i]))
@@ -149,8 +149,8 @@ func bf16dot1x1(x []float32, w []uint16) (s float32) {
 	return s
 }
 
-// bf16dot1x4 returns the dot products of x with four BF16 weight rows.
-func bf16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+// bf16dot1x4Go returns the dot products of x with four BF16 weight rows.
+func bf16dot1x4Go(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
 	for i, v := range x {

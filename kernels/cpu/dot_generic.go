@@ -38,3 +38,15 @@ type q8acts struct{}
 func (b *Backend) prepareQ8(*tensor, []product) *q8acts { return nil }
 
 func q8IntMul(*tensor, *q8acts, *matrix, int, int, int, int) bool { return false }
+
+func f16dot1x1(x []float32, w []uint16) float32 { return f16dot1x1Go(x, w) }
+
+func f16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+	return f16dot1x4Go(x, w0, w1, w2, w3)
+}
+
+func bf16dot1x1(x []float32, w []uint16) float32 { return bf16dot1x1Go(x, w) }
+
+func bf16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+	return bf16dot1x4Go(x, w0, w1, w2, w3)
+}

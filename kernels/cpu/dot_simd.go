@@ -129,12 +129,10 @@ func q8dot1x4(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, fl
 }
 
 // inRegister reports whether decode (one-row) products of dt decode weights
-// in registers (decodeRow) rather than into a scratch block. With vector
-// kernels F16 and BF16 go through the scratch block so that decode and
-// prefill share the vector order.
+// in registers (decodeRow) rather than into a scratch block.
 func inRegister(dt kernels.DType) bool {
 	if useSIMD {
-		return false // Q8_0: q8IntMul; F16, BF16: scratch block
+		return dt == kernels.F16 || dt == kernels.BF16 // Q8_0: q8IntMul
 	}
 	return dt == kernels.Q8_0 || dt == kernels.F16 || dt == kernels.BF16
 }
@@ -191,7 +189,11 @@ func quantizeRowQ8(q []int8, d []float32, x []float32) {
 		d[b] = dd
 		qb := q[b*32 : b*32+32]
 		for j, v := range xb {
-			qb[j] = int8(max(-127, min(127, math.Round(float64(v*id)))))
+			// Round to nearest even by the 1.5·2²³ trick (|v·id| ≤ 127):
+			// two float32 additions instead of a call.
+			const magic = 12582912
+			r := float32(float32(v*id)+magic) - magic
+			qb[j] = int8(max(-127, min(127, int32(r))))
 		}
 	}
 }
@@ -263,4 +265,91 @@ func q8i1x4(xq []int8, xd []float32, r0, r1, r2, r3 []byte) (s0, s1, s2, s3 floa
 	s0, s1, s2, s3 = hsum(a0), hsum(a1), hsum(a2), hsum(a3)
 	archsimd.ClearAVXUpperBits()
 	return
+}
+
+// f16x8 converts 8 halves to float32 exactly, as f16tab does: the exponent
+// and mantissa bits shifted into place and scaled by 2¹¹² (exact for normal
+// and subnormal halves), infinities and NaNs given the all-ones exponent.
+func f16x8(p *[8]uint16) archsimd.Float32x8 {
+	u := archsimd.LoadUint16x8(p).ExtendToUint32()
+	sign := u.And(archsimd.BroadcastUint32x8(0x8000)).ShiftAllLeft(16)
+	em := u.And(archsimd.BroadcastUint32x8(0x7fff))
+	f := em.ShiftAllLeft(13).AsFloat32x8().Mul(archsimd.BroadcastFloat32x8(0x1p112)).AsUint32x8()
+	inf := archsimd.BroadcastUint32x8(0x7f800000).Masked(em.AsInt32x8().Greater(archsimd.BroadcastInt32x8(0x7bff)))
+	return f.Or(inf).Or(sign).AsFloat32x8()
+}
+
+func bf16x8(p *[8]uint16) archsimd.Float32x8 {
+	return archsimd.LoadUint16x8(p).ExtendToUint32().ShiftAllLeft(16).AsFloat32x8()
+}
+
+func u16p(s []uint16, i int) *[8]uint16 { return (*[8]uint16)(s[i:]) }
+
+// halfDot1x4 is dot1x4 on F16 (bf false) or BF16 weights decoded in
+// registers: the same values and order as decoding to a scratch block first.
+func halfDot1x4(bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+	dec, dec1 := f16x8, f16tab[:]
+	if bf {
+		dec = bf16x8
+	}
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	n8 := n &^ 7
+	var a0, a1, a2, a3 archsimd.Float32x8
+	for i := 0; i < n8; i += 8 {
+		v := ld(x, i)
+		a0 = v.MulAdd(dec(u16p(w0, i)), a0)
+		a1 = v.MulAdd(dec(u16p(w1, i)), a1)
+		a2 = v.MulAdd(dec(u16p(w2, i)), a2)
+		a3 = v.MulAdd(dec(u16p(w3, i)), a3)
+	}
+	s0, s1, s2, s3 = hsum(a0), hsum(a1), hsum(a2), hsum(a3)
+	archsimd.ClearAVXUpperBits()
+	for i := n8; i < n; i++ {
+		v := x[i]
+		if bf {
+			s0 += float32(v * bf16(w0[i]))
+			s1 += float32(v * bf16(w1[i]))
+			s2 += float32(v * bf16(w2[i]))
+			s3 += float32(v * bf16(w3[i]))
+		} else {
+			s0 += float32(v * dec1[w0[i]])
+			s1 += float32(v * dec1[w1[i]])
+			s2 += float32(v * dec1[w2[i]])
+			s3 += float32(v * dec1[w3[i]])
+		}
+	}
+	return
+}
+
+func f16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+	if !useSIMD {
+		return f16dot1x4Go(x, w0, w1, w2, w3)
+	}
+	return halfDot1x4(false, x, w0, w1, w2, w3)
+}
+
+func bf16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+	if !useSIMD {
+		return bf16dot1x4Go(x, w0, w1, w2, w3)
+	}
+	return halfDot1x4(true, x, w0, w1, w2, w3)
+}
+
+// The one-row tails reuse the four-row kernel on the same row, which keeps
+// the order (each output is computed independently).
+func f16dot1x1(x []float32, w []uint16) float32 {
+	if !useSIMD {
+		return f16dot1x1Go(x, w)
+	}
+	s, _, _, _ := halfDot1x4(false, x, w, w, w, w)
+	return s
+}
+
+func bf16dot1x1(x []float32, w []uint16) float32 {
+	if !useSIMD {
+		return bf16dot1x1Go(x, w)
+	}
+	s, _, _, _ := halfDot1x4(true, x, w, w, w, w)
+	return s
 }

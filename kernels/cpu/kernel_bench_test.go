@@ -1,0 +1,66 @@
+package cpu
+
+import (
+	"testing"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+// Benchmarks of the decode inner loops on cached data (4 weight rows of
+// 4096): the compute ceiling of one core, without memory bandwidth limits.
+func BenchmarkDecodeKernel(b *testing.B) {
+	const n = 4096
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%13) * 0.1
+	}
+	w16 := make([][]uint16, 4)
+	wq := make([][]byte, 4)
+	wf := make([][]float32, 4)
+	for r := range 4 {
+		wf[r] = make([]float32, n)
+		for i := range wf[r] {
+			wf[r][i] = float32((i+r)%7) * 0.25
+		}
+		w16[r] = make([]uint16, n)
+		for i, v := range wf[r] {
+			w16[r][i] = kernels.F32ToF16(v)
+		}
+		wq[r], _ = kernels.Quantize(kernels.Q8_0, wf[r])
+	}
+	var sink float32
+	b.Run("F32", func(b *testing.B) {
+		b.SetBytes(4 * n * 4)
+		for b.Loop() {
+			s, _, _, _ := dot1x4(x, wf[0], wf[1], wf[2], wf[3])
+			sink += s
+		}
+	})
+	b.Run("F16", func(b *testing.B) {
+		b.SetBytes(4 * n * 2)
+		for b.Loop() {
+			s, _, _, _ := f16dot1x4(x, w16[0], w16[1], w16[2], w16[3])
+			sink += s
+		}
+	})
+	// Q8_0 through MatMul with 64 weight rows (278 KB, in L2), so that the
+	// per-call work (quantizing x in vector builds) is amortised as in a
+	// real decode step.
+	b.Run("Q8_0", func(b *testing.B) {
+		be, _ := New(kernels.Options{Threads: 1})
+		defer be.Close()
+		var data []byte
+		for r := range 64 {
+			data = append(data, wq[r%4]...)
+		}
+		m, _ := be.NewMatrix(kernels.Q8_0, 64, n, data)
+		xt, _ := be.NewTensor(1, n)
+		be.Upload(xt, x)
+		dst, _ := be.NewTensor(1, 64)
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			be.MatMul(dst, xt, m)
+		}
+	})
+	_ = sink
+}
