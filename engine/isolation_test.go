@@ -224,8 +224,8 @@ func alphabetPrompt(rng *rand.Rand, n, salt int) []int32 {
 func TestLeakOracle(t *testing.T) {
 	l := bagModel(t, 4096)
 	runs := 1000
-	if testing.Short() {
-		runs = 100
+	if testing.Short() || raceEnabled {
+		runs = 40
 	}
 	rng := rand.New(rand.NewPCG(2026, 1))
 	total := oracleRun{errs: map[cloison.Code]int{}}
