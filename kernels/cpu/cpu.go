@@ -233,7 +233,7 @@ func (m *matrix) dequantRow(dst []float32, r int) {
 	case kernels.Q4_K:
 		row := m.data[r*m.rowBytes : (r+1)*m.rowBytes]
 		for b := 0; b < m.cols/256; b++ {
-			kernels.DequantizeQ4KBlock(dst[b*256:b*256+256], row[b*144:b*144+144])
+			dequantQ4K((*[256]float32)(dst[b*256:]), (*[144]byte)(row[b*144:]))
 		}
 	case kernels.Q6_K:
 		row := m.data[r*m.rowBytes : (r+1)*m.rowBytes]
@@ -257,4 +257,31 @@ var f16tab = func() *[65536]float32 {
 
 func shapeErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{kernels.ErrShape}, args...)...)
+}
+
+// dequantQ4K decodes a Q4_K super-block with the values of
+// kernels.DequantizeQ4KBlock: per 32-element sub-block the 16 possible
+// values d·sc·q − dmin·m are computed once (with the same float32 roundings)
+// and looked up.
+func dequantQ4K(y *[256]float32, blk *[144]byte) {
+	d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
+	dmin := f16tab[uint16(blk[2])|uint16(blk[3])<<8]
+	scales := blk[4:16]
+	var lo, hi [16]float32
+	for j := range 4 {
+		sc, m := kernels.Q4KScaleMin(2*j, scales)
+		d1, m1 := d*float32(sc), dmin*float32(m)
+		sc, m = kernels.Q4KScaleMin(2*j+1, scales)
+		d2, m2 := d*float32(sc), dmin*float32(m)
+		for q := range 16 {
+			lo[q] = d1*float32(q) - m1
+			hi[q] = d2*float32(q) - m2
+		}
+		qs := (*[32]byte)(blk[16+32*j:])
+		out := (*[64]float32)(y[64*j:])
+		for l, b := range qs {
+			out[l] = lo[b&15]
+			out[32+l] = hi[b>>4]
+		}
+	}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/cloison/cloison/isolation"
@@ -158,6 +159,29 @@ func TestConcurrentCallers(t *testing.T) {
 		for i := range got[g] {
 			if math.Float32bits(got[g][i]) != math.Float32bits(want[g][i]) {
 				t.Fatalf("goroutine %d element %d: got %v, want %v", g, i, got[g][i], want[g][i])
+			}
+		}
+	}
+}
+
+// TestDequantQ4K: the table decoder gives kernels.DequantizeQ4KBlock's bits
+// for random blocks (any bytes are a valid block apart from NaN scales).
+func TestDequantQ4K(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	var blk [144]byte
+	var got [256]float32
+	want := make([]float32, 256)
+	for range 200 {
+		for i := range blk {
+			blk[i] = byte(r.Uint32())
+		}
+		blk[1] &= 0x7b // finite scales
+		blk[3] &= 0x7b
+		dequantQ4K(&got, &blk)
+		kernels.DequantizeQ4KBlock(want, blk[:])
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("element %d: got %v, want %v", i, got[i], want[i])
 			}
 		}
 	}

@@ -64,3 +64,25 @@ func BenchmarkDecodeKernel(b *testing.B) {
 	})
 	_ = sink
 }
+
+func BenchmarkDequantQ4K(b *testing.B) {
+	src := make([]float32, 256)
+	for i := range src {
+		src[i] = float32(i%17) - 8
+	}
+	q, _ := kernels.Quantize(kernels.Q4_K, src)
+	blk := (*[144]byte)(q)
+	var y [256]float32
+	b.Run("table", func(b *testing.B) {
+		b.SetBytes(256 * 4)
+		for b.Loop() {
+			dequantQ4K(&y, blk)
+		}
+	})
+	b.Run("reference-decoder", func(b *testing.B) {
+		b.SetBytes(256 * 4)
+		for b.Loop() {
+			kernels.DequantizeQ4KBlock(y[:], q)
+		}
+	})
+}
