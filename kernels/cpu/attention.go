@@ -103,22 +103,10 @@ func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int,
 	// positions in order.
 	p = 0
 	for ; p+4 <= n; p += 4 {
-		v0, v1, v2, v3 := val(p), val(p+1), val(p+2), val(p+3)
-		w0, w1, w2, w3 := scores[p], scores[p+1], scores[p+2], scores[p+3]
-		v0, v1, v2, v3 = v0[:len(oh)], v1[:len(oh)], v2[:len(oh)], v3[:len(oh)]
-		for d := range oh {
-			o := oh[d] + float32(w0*v0[d])
-			o += float32(w1 * v1[d])
-			o += float32(w2 * v2[d])
-			oh[d] = o + float32(w3*v3[d])
-		}
+		axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
 	}
 	for ; p < n; p++ {
-		v, w := val(p), scores[p]
-		v = v[:len(oh)]
-		for d := range oh {
-			oh[d] += float32(w * v[d])
-		}
+		axpy1(oh, scores[p], val(p))
 	}
 	inv := float32(1 / sum)
 	for d := range oh {

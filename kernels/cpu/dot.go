@@ -161,3 +161,24 @@ func bf16dot1x4Go(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32)
 	}
 	return
 }
+
+// axpy4Go adds w[0]·v0, …, w[3]·v3 to o, in that order for every element.
+func axpy4Go(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
+	n := len(o)
+	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
+	w0, w1, w2, w3 := w[0], w[1], w[2], w[3]
+	for d := range o {
+		x := o[d] + float32(w0*v0[d])
+		x += float32(w1 * v1[d])
+		x += float32(w2 * v2[d])
+		o[d] = x + float32(w3*v3[d])
+	}
+}
+
+// axpy1Go adds w·v to o.
+func axpy1Go(o []float32, w float32, v []float32) {
+	v = v[:len(o)]
+	for d := range o {
+		o[d] += float32(w * v[d])
+	}
+}

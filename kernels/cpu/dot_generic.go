@@ -50,3 +50,7 @@ func bf16dot1x1(x []float32, w []uint16) float32 { return bf16dot1x1Go(x, w) }
 func bf16dot1x4(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
 	return bf16dot1x4Go(x, w0, w1, w2, w3)
 }
+
+func axpy4(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { axpy4Go(o, w, v0, v1, v2, v3) }
+
+func axpy1(o []float32, w float32, v []float32) { axpy1Go(o, w, v) }

@@ -353,3 +353,47 @@ func bf16dot1x1(x []float32, w []uint16) float32 {
 	s, _, _, _ := halfDot1x4(true, x, w, w, w, w)
 	return s
 }
+
+// axpy4 adds w[0]·v0, …, w[3]·v3 to o, in that order for every element
+// (fused multiply-adds on 8 elements at a time, then the tail as axpy4Go).
+func axpy4(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
+	if !useSIMD {
+		axpy4Go(o, w, v0, v1, v2, v3)
+		return
+	}
+	n := len(o)
+	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
+	n8 := n &^ 7
+	b0, b1 := archsimd.BroadcastFloat32x8(w[0]), archsimd.BroadcastFloat32x8(w[1])
+	b2, b3 := archsimd.BroadcastFloat32x8(w[2]), archsimd.BroadcastFloat32x8(w[3])
+	for d := 0; d < n8; d += 8 {
+		x := ld(v0, d).MulAdd(b0, ld(o, d))
+		x = ld(v1, d).MulAdd(b1, x)
+		x = ld(v2, d).MulAdd(b2, x)
+		x = ld(v3, d).MulAdd(b3, x)
+		x.Store((*[8]float32)(o[d:]))
+	}
+	archsimd.ClearAVXUpperBits()
+	if n8 < n {
+		axpy4Go(o[n8:], w, v0[n8:], v1[n8:], v2[n8:], v3[n8:])
+	}
+}
+
+// axpy1 adds w·v to o.
+func axpy1(o []float32, w float32, v []float32) {
+	if !useSIMD {
+		axpy1Go(o, w, v)
+		return
+	}
+	n := len(o)
+	v = v[:n]
+	n8 := n &^ 7
+	b := archsimd.BroadcastFloat32x8(w)
+	for d := 0; d < n8; d += 8 {
+		ld(v, d).MulAdd(b, ld(o, d)).Store((*[8]float32)(o[d:]))
+	}
+	archsimd.ClearAVXUpperBits()
+	if n8 < n {
+		axpy1Go(o[n8:], w, v[n8:])
+	}
+}
