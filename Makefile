@@ -25,7 +25,12 @@ verify:
 test:
 	@url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; echo "DATABASE_URL=$$url"; \
-	  $(GO) test -race -count=1 $(PKGS)
+	  $(GO) test -race -count=1 $(PKGS) && \
+	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
+	  $(GO) test -count=1 -run '$(FULL_SUITES)' ./engine/...
+
+# Randomized suites that run reduced under -race and in full here.
+FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 
 ## bench: every benchmark with a short benchtime (ends in minutes).
 bench:
