@@ -200,8 +200,9 @@ type Arena interface {
 	// 1/sqrt(head_dim), grouped-query: query head h reads kv head
 	// h/(q_heads/kv_heads)) for each span: query row s.Row+j of q, at
 	// position s.Pos+j, attends to positions 0…s.Pos+j of s.Table and its
-	// result goes to row s.Row+j of out. q and out are q_heads×head_dim wide.
-	// s.Pos+s.N must not exceed Table.Tokens(). Before reading anything, the
+	// result goes to row s.Row+j of out. q and out are q_heads×head_dim wide
+	// and must not overlap; spans must not share rows. s.Pos+s.N must not
+	// exceed Table.Tokens(). Before reading anything, the
 	// tag of every page any span reads is compared with the table's and its
 	// fill with the slots read: on a mismatch it returns a *TagMismatchError
 	// (errors.Is ErrTagMismatch) or an *UnwrittenError and out is not

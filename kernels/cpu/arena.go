@@ -119,8 +119,8 @@ func (a *arena) checkSpans(what string, layer, rows int, spans []kernels.Span) e
 		if s.N <= 0 || s.Row < 0 || s.Row+s.N > rows || s.Pos < 0 {
 			return shapeErr("%s span rows [%d,%d) positions [%d,%d) for %d rows", what, s.Row, s.Row+s.N, s.Pos, s.Pos+s.N, rows)
 		}
-		if s.Pos+s.N > s.Table.Tokens() {
-			return shapeErr("%s of positions up to %d through a block table of %d tokens", what, s.Pos+s.N, s.Table.Tokens())
+		if s.Pos+s.N > s.Table.Tokens() || (s.Pos+s.N-1)/a.c.PageTokens >= s.Table.Len() {
+			return shapeErr("%s of positions up to %d through a block table of %d tokens in %d pages", what, s.Pos+s.N, s.Table.Tokens(), s.Table.Len())
 		}
 		if err := a.checkTable(s.Table); err != nil {
 			return err

@@ -487,6 +487,8 @@ func testArenaIsolation(t *testing.T, b kernels.Backend) {
 		} {
 			errIs(t, tt.name, a.Attention(tt.layer, out, q, []kernels.Span{tt.span}), kernels.ErrShape)
 		}
+		overlapping := []kernels.Span{{Table: bt, Row: 0, Pos: 0, N: 2}, {Table: bt, Row: 1, Pos: 2, N: 1}}
+		errIs(t, "spans sharing output rows", a.Attention(0, out, q, overlapping), kernels.ErrShape)
 		errIs(t, "query width not a head multiple", a.Attention(0, tensor(t, b, 1, 12, nil), tensor(t, b, 1, 12, nil), []kernels.Span{{Table: bt, N: 1}}), kernels.ErrShape)
 	})
 }
