@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/isolation"
@@ -307,3 +308,44 @@ func BenchmarkAttention(b *testing.B) {
 }
 
 func cloisonID(i int) cloison.RequestID { return cloison.RequestID(fmt.Sprint("r", i)) }
+
+// BenchmarkDecodeEfficiency reports, per weight type, the decode matrix-
+// vector bandwidth (weight bytes read per second, all threads, weights larger
+// than the cache) divided by copy() bandwidth measured in the same run: the
+// fraction of the memory-bound limit that decode reaches.
+func BenchmarkDecodeEfficiency(b *testing.B) {
+	src, dst := make([]byte, bigBytes), make([]byte, bigBytes)
+	copy(dst, src)
+	copyBps := func() float64 {
+		start := time.Now()
+		const reps = 5
+		for range reps {
+			copy(dst, src)
+		}
+		return reps * bigBytes / time.Since(start).Seconds()
+	}
+	const out, cols = 2048, 2048
+	for _, dt := range benchDTypes() {
+		b.Run(dt.String(), func(b *testing.B) {
+			be := openBench(b, 0)
+			rb, _ := dt.RowBytes(cols)
+			count := max(2, bigBytes/(out*rb))
+			ms := benchWeights(b, be, dt, out, cols, count)
+			x, _ := be.NewTensor(1, cols)
+			y, _ := be.NewTensor(1, out)
+			before := copyBps()
+			i := 0
+			for b.Loop() {
+				if err := be.MatMul(y, x, ms[i%count]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			mv := float64(out*rb) * float64(b.N) / b.Elapsed().Seconds()
+			cp := (before + copyBps()) / 2
+			b.ReportMetric(mv/1e9, "GB/s")
+			b.ReportMetric(cp/1e9, "copy-GB/s")
+			b.ReportMetric(mv/cp, "x-copy")
+		})
+	}
+}
