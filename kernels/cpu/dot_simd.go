@@ -287,21 +287,29 @@ func u16p(s []uint16, i int) *[8]uint16 { return (*[8]uint16)(s[i:]) }
 
 // halfDot1x4 is dot1x4 on F16 (bf false) or BF16 weights decoded in
 // registers: the same values and order as decoding to a scratch block first.
+// The two decoders are written out (not passed as a func value) so that they
+// inline.
 func halfDot1x4(bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
-	dec, dec1 := f16x8, f16tab[:]
-	if bf {
-		dec = bf16x8
-	}
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
 	n8 := n &^ 7
 	var a0, a1, a2, a3 archsimd.Float32x8
-	for i := 0; i < n8; i += 8 {
-		v := ld(x, i)
-		a0 = v.MulAdd(dec(u16p(w0, i)), a0)
-		a1 = v.MulAdd(dec(u16p(w1, i)), a1)
-		a2 = v.MulAdd(dec(u16p(w2, i)), a2)
-		a3 = v.MulAdd(dec(u16p(w3, i)), a3)
+	if bf {
+		for i := 0; i < n8; i += 8 {
+			v := ld(x, i)
+			a0 = v.MulAdd(bf16x8(u16p(w0, i)), a0)
+			a1 = v.MulAdd(bf16x8(u16p(w1, i)), a1)
+			a2 = v.MulAdd(bf16x8(u16p(w2, i)), a2)
+			a3 = v.MulAdd(bf16x8(u16p(w3, i)), a3)
+		}
+	} else {
+		for i := 0; i < n8; i += 8 {
+			v := ld(x, i)
+			a0 = v.MulAdd(f16x8(u16p(w0, i)), a0)
+			a1 = v.MulAdd(f16x8(u16p(w1, i)), a1)
+			a2 = v.MulAdd(f16x8(u16p(w2, i)), a2)
+			a3 = v.MulAdd(f16x8(u16p(w3, i)), a3)
+		}
 	}
 	s0, s1, s2, s3 = hsum(a0), hsum(a1), hsum(a2), hsum(a3)
 	archsimd.ClearAVXUpperBits()
@@ -313,10 +321,10 @@ func halfDot1x4(bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 f
 			s2 += float32(v * bf16(w2[i]))
 			s3 += float32(v * bf16(w3[i]))
 		} else {
-			s0 += float32(v * dec1[w0[i]])
-			s1 += float32(v * dec1[w1[i]])
-			s2 += float32(v * dec1[w2[i]])
-			s3 += float32(v * dec1[w3[i]])
+			s0 += float32(v * f16tab[w0[i]])
+			s1 += float32(v * f16tab[w1[i]])
+			s2 += float32(v * f16tab[w2[i]])
+			s3 += float32(v * f16tab[w3[i]])
 		}
 	}
 	return
