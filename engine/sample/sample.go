@@ -118,36 +118,48 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 	p := s.p
 	c := s.work[:0]
 	for i, l := range logits {
-		v := float64(l)
-		if n := s.counts[int32(i)]; n > 0 {
-			if rp := p.RepetitionPenalty; rp > 0 && rp != 1 {
-				if v > 0 {
-					v /= rp
-				} else {
-					v *= rp
-				}
-			}
-			v -= float64(n)*p.FrequencyPenalty + p.PresencePenalty
+		c = append(c, cand{int32(i), float64(l)})
+	}
+	// Penalties touch only tokens seen so far.
+	for tok, n := range s.counts {
+		if int(tok) >= len(c) || tok < 0 {
+			continue
 		}
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			c = append(c, cand{int32(i), v})
+		v := c[tok].logit
+		if rp := p.RepetitionPenalty; rp > 0 && rp != 1 {
+			if v > 0 {
+				v /= rp
+			} else {
+				v *= rp
+			}
+		}
+		c[tok].logit = v - float64(n)*p.FrequencyPenalty - p.PresencePenalty
+	}
+	// Drop non-finite logits.
+	k := 0
+	for _, x := range c {
+		if !math.IsNaN(x.logit) && !math.IsInf(x.logit, 0) {
+			c[k] = x
+			k++
 		}
 	}
+	c = c[:k]
 	s.work = c
 	if len(c) == 0 {
 		return Choice{}, fmt.Errorf("%w: no finite logit in a row of %d", ErrInvalidParams, len(logits))
 	}
-	// Best first; ties by lowest id so that order is total and deterministic.
-	slices.SortFunc(c, func(a, b cand) int {
-		if r := cmp.Compare(b.logit, a.logit); r != 0 {
-			return r
-		}
-		return cmp.Compare(a.tok, b.tok)
-	})
 	var choice Choice
 	if p.Temperature == 0 {
-		choice.Token = c[0].tok
+		// Greedy: argmax, lowest id on ties; no sort unless logprobs are asked.
+		best := 0
+		for i := 1; i < len(c); i++ {
+			if c[i].logit > c[best].logit {
+				best = i
+			}
+		}
+		choice.Token = c[best].tok
 		if p.Logprobs {
+			sortCands(c)
 			lse := logSumExp(c, 1)
 			choice.Logprob = c[0].logit - lse
 			choice.Top = top(c, 1, lse, p.TopLogprobs)
@@ -155,6 +167,7 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 		s.Accept(choice.Token)
 		return choice, nil
 	}
+	sortCands(c)
 	invT := 1 / p.Temperature
 	if p.TopK > 0 && p.TopK < len(c) {
 		c = c[:p.TopK]
@@ -199,6 +212,17 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 	}
 	s.Accept(choice.Token)
 	return choice, nil
+}
+
+// sortCands orders candidates best first, ties by lowest id, so that the
+// order is total and deterministic.
+func sortCands(c []cand) {
+	slices.SortFunc(c, func(a, b cand) int {
+		if r := cmp.Compare(b.logit, a.logit); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.tok, b.tok)
+	})
 }
 
 func logSumExp(c []cand, invT float64) float64 {
