@@ -7,7 +7,8 @@ import (
 )
 
 // Open memory-maps (or, where that fails, reads) the GGUF file at path and
-// parses it. Close the File to unmap it.
+// parses it. Close the File to unmap it. Errors: those of os.Open and reading,
+// or Parse's (wrapping ErrFormat).
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {

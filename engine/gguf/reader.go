@@ -107,6 +107,7 @@ func (c *cursor) count(minSize uint64, what string) (int, error) {
 }
 
 // Parse parses a GGUF file held in data. The returned File aliases data.
+// Every error wraps ErrFormat and names the offending field.
 func Parse(data []byte) (*File, error) {
 	c := &cursor{b: data}
 	if err := c.need(4, "magic"); err != nil {

@@ -1,13 +1,14 @@
 package gguf
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/cloison/cloison"
 )
 
 // ErrFormat is wrapped by every error that reports a malformed or unsupported
-// file.
-var ErrFormat = errors.New("gguf: invalid file")
+// file (code invalid_request_error).
+var ErrFormat = cloison.NewError(cloison.CodeInvalid, "gguf: invalid file")
 
 // Magic is the first four bytes of every GGUF file.
 const Magic = "GGUF"

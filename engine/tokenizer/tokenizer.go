@@ -2,22 +2,23 @@ package tokenizer
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/gguf"
 )
 
+// Errors of FromGGUF (code invalid_request_error).
 var (
 	// ErrUnsupported: the file names a tokenizer model or pre-tokenizer this
 	// package does not implement.
-	ErrUnsupported = errors.New("tokenizer: unsupported")
+	ErrUnsupported = cloison.NewError(cloison.CodeInvalid, "tokenizer: unsupported")
 	// ErrMetadata: tokenizer metadata missing or inconsistent.
-	ErrMetadata = errors.New("tokenizer: bad metadata")
+	ErrMetadata = cloison.NewError(cloison.CodeInvalid, "tokenizer: bad metadata")
 )
 
 // Token types (tokenizer.ggml.token_type), as llama.cpp numbers them.
@@ -57,7 +58,9 @@ type Tokenizer struct {
 
 type pair struct{ a, b string }
 
-// FromGGUF builds the tokenizer that f's metadata describes.
+// FromGGUF builds the tokenizer that f's metadata describes. Errors wrap
+// ErrMetadata (missing or inconsistent keys, ids outside the vocabulary) or
+// ErrUnsupported (tokenizer model or pre-tokenizer not implemented).
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1}
 	var ok bool
