@@ -35,6 +35,13 @@ const (
 	CodeInternal              Code = "internal_error"
 )
 
+// Codes lists every Code, for tables that must cover them all.
+var Codes = []Code{
+	CodeInvalid, CodeContextLengthExceeded, CodeQuotaExceeded, CodeRateLimited, CodeCapacityExhausted,
+	CodeUnauthenticated, CodePermissionDenied, CodeNotFound, CodeConflict, CodeUnavailable,
+	CodeIsolationViolation, CodeTransferVerification, CodeCanceled, CodeDeadlineExceeded, CodeInternal,
+}
+
 // Error is the project's typed error. Sentinels are *Error values compared by
 // identity with errors.Is; wrap them with fmt.Errorf("context: %w", sentinel).
 type Error struct {
