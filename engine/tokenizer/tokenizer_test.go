@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +62,24 @@ func fromMetadata(t testing.TB, kv map[string]any) *Tokenizer {
 	return tok
 }
 
+// Built tokenizers are immutable and shared between tests (building the
+// LLaMA one parses 32,000 pieces and 61,249 merges).
+var built sync.Map // name → *Tokenizer
+
+func cached(name string, build func() *Tokenizer) *Tokenizer {
+	if t, ok := built.Load(name); ok {
+		return t.(*Tokenizer)
+	}
+	t := build()
+	built.Store(name, t)
+	return t
+}
+
 func gpt2Tok(t testing.TB, pre string) *Tokenizer {
+	return cached("gpt2/"+pre, func() *Tokenizer { return buildGPT2(t, pre) })
+}
+
+func buildGPT2(t testing.TB, pre string) *Tokenizer {
 	var enc map[string]int32
 	if err := json.Unmarshal(gunzip(t, "testdata/gpt2_encoder.json.gz"), &enc); err != nil {
 		t.Fatal(err)
@@ -188,6 +206,10 @@ func TestPreTokenizers(t *testing.T) {
 }
 
 func llama(t testing.TB) *Tokenizer {
+	return cached("llama", func() *Tokenizer { return buildLlama(t) })
+}
+
+func buildLlama(t testing.TB) *Tokenizer {
 	tokens := lines(gunzip(t, "testdata/llama_vocab.txt.gz"))
 	if len(tokens) != 32000 {
 		t.Fatalf("got %d tokens", len(tokens))
