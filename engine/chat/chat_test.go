@@ -24,7 +24,7 @@ func TestRender(t *testing.T) {
 		{"chatml default", "", user, true, "<|im_start|>user\nBonjour, ça va ?<|im_end|>\n<|im_start|>assistant\n", nil},
 		{"chatml without generation prompt", "", user, false, "<|im_start|>user\nBonjour, ça va ?<|im_end|>\n", nil},
 		{"smollm2 adds its system prompt", smollm2, user, true, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nBonjour, ça va ?<|im_end|>\n<|im_start|>assistant\n", nil},
-		{"llama2 with system", llama2, []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi "}}, true, "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", nil},
+		{"llama2 with system", llama2, []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi "}}, true, "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n Hi [/INST]", nil},
 		{"llama2 refuses out-of-order roles", llama2, []Message{{Role: "assistant", Content: "x"}}, true, "", ErrTemplate},
 		{"no messages", "", nil, true, "", ErrMessages},
 		{"unknown role", "", []Message{{Role: "root", Content: "x"}}, true, "", ErrMessages},
