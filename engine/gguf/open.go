@@ -9,6 +9,11 @@ import (
 // Open memory-maps (or, where that fails, reads) the GGUF file at path and
 // parses it. Close the File to unmap it. Errors: those of os.Open and reading,
 // or Parse's (wrapping ErrFormat).
+//
+// The file must not be truncated or rewritten while it is open: as with any
+// memory-mapped file (and as in llama.cpp), touching a page that no longer
+// exists on disk kills the process with SIGBUS. Serve models from read-only
+// storage.
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
