@@ -35,9 +35,12 @@ func TestMatchesReference(t *testing.T) {
 	}{
 		{small(gguf.F32, false), false, 1e-5},
 		{small(gguf.F16, true), false, 1e-5},
-		{small(gguf.Q8_0, false), false, 3e-2}, // a backend may quantize activations to 8 bits, as llama.cpp does
+		// A backend may quantize activations to 8 bits for Q8_0, as llama.cpp
+		// does (kernels/cpu under GOEXPERIMENT=simd: 3.5e-2 observed here;
+		// float activations: 1e-6). Wrong RoPE, masks or layouts give O(1).
+		{small(gguf.Q8_0, false), false, 6e-2},
 		{small(gguf.F32, false), true, 1e-5},
-		{smol, false, 3e-2},
+		{smol, false, 6e-2},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
