@@ -1,0 +1,255 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"unicode/utf8"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/sample"
+)
+
+// Request-decoding errors (HTTP 400 or 413 through the error table).
+var (
+	ErrBadJSON      = cloison.NewError(cloison.CodeInvalid, "the request body is not valid JSON")
+	ErrBadUTF8      = cloison.NewError(cloison.CodeInvalid, "the request body is not valid UTF-8")
+	ErrBodyTooLarge = cloison.NewError(cloison.CodeInvalid, "the request body is too large")
+	ErrBadField     = cloison.NewError(cloison.CodeInvalid, "invalid request field")
+	ErrUnsupported  = cloison.NewError(cloison.CodeInvalid, "unsupported request option")
+)
+
+// DefaultMaxBody bounds request bodies (1 MiB).
+const DefaultMaxBody = 1 << 20
+
+// StringOrList is a JSON string or list of strings ("stop", "prompt").
+type StringOrList []string
+
+// UnmarshalJSON accepts a string, a list of strings or null.
+func (s *StringOrList) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*s = nil
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = StringOrList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return fmt.Errorf("want a string or a list of strings")
+	}
+	*s = many
+	return nil
+}
+
+// Prompt is a completion prompt: text, or pre-tokenized ids.
+type Prompt struct {
+	Text   string
+	Tokens []int32
+	IsIDs  bool
+}
+
+// UnmarshalJSON accepts a string, a one-element list of strings or a list
+// of token ids. Batches of prompts are unsupported (n must be 1).
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*p = Prompt{Text: s}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		if len(list) != 1 {
+			return fmt.Errorf("a list of %d prompts (only one prompt per request)", len(list))
+		}
+		*p = Prompt{Text: list[0]}
+		return nil
+	}
+	var ids []int64
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return fmt.Errorf("want a string, a list with one string, or a list of token ids")
+	}
+	p.IsIDs, p.Tokens = true, make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id > math.MaxInt32 {
+			return fmt.Errorf("token id %d out of range", id)
+		}
+		p.Tokens[i] = int32(id)
+	}
+	return nil
+}
+
+// Common holds the fields shared by /v1/completions and /v1/chat/completions.
+type Common struct {
+	Model             string       `json:"model"`
+	MaxTokens         *int64       `json:"max_tokens"`
+	MaxCompletion     *int64       `json:"max_completion_tokens"`
+	Temperature       *float64     `json:"temperature"`
+	TopP              *float64     `json:"top_p"`
+	TopK              *int         `json:"top_k"`
+	MinP              *float64     `json:"min_p"`
+	FrequencyPenalty  *float64     `json:"frequency_penalty"`
+	PresencePenalty   *float64     `json:"presence_penalty"`
+	RepetitionPenalty *float64     `json:"repetition_penalty"`
+	Seed              *int64       `json:"seed"`
+	Stop              StringOrList `json:"stop"`
+	Stream            bool         `json:"stream"`
+	StreamOptions     *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N    *int   `json:"n"`
+	User string `json:"user"`
+}
+
+// CompletionRequest is a /v1/completions body.
+type CompletionRequest struct {
+	Common
+	Prompt   *Prompt `json:"prompt"`
+	Logprobs *int    `json:"logprobs"`
+	Echo     bool    `json:"echo"`
+}
+
+// ChatRequest is a /v1/chat/completions body.
+type ChatRequest struct {
+	Common
+	Messages    []chat.Message `json:"messages"`
+	Logprobs    bool           `json:"logprobs"`
+	TopLogprobs *int           `json:"top_logprobs"`
+}
+
+// DefaultMaxTokens applies when a request names no max_tokens.
+const DefaultMaxTokens = 256
+
+// decode reads at most limit bytes of JSON into v, checking UTF-8 first.
+func decode(r io.Reader, limit int64, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	if int64(len(body)) > limit {
+		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+	}
+	if !utf8.Valid(body) {
+		return ErrBadUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return fmt.Errorf("%w: %s: want %s", ErrBadField, ute.Field, ute.Type)
+		}
+		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrBadJSON)
+	}
+	return nil
+}
+
+// DecodeCompletion reads and validates a /v1/completions body.
+func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
+	var req CompletionRequest
+	if err := decode(r, limit, &req); err != nil {
+		return nil, err
+	}
+	if req.Prompt == nil {
+		return nil, fmt.Errorf("%w: prompt is required", ErrBadField)
+	}
+	if req.Echo {
+		return nil, fmt.Errorf("%w: echo", ErrUnsupported)
+	}
+	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
+		return nil, fmt.Errorf("%w: logprobs must be in [0, 20]", ErrBadField)
+	}
+	if err := req.Common.validate(); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// DecodeChat reads and validates a /v1/chat/completions body.
+func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
+	var req ChatRequest
+	if err := decode(r, limit, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("%w: messages must not be empty", ErrBadField)
+	}
+	if req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > 20) {
+		return nil, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadField)
+	}
+	if err := req.Common.validate(); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (c *Common) validate() error {
+	if c.Model == "" {
+		return fmt.Errorf("%w: model is required", ErrBadField)
+	}
+	if c.N != nil && *c.N != 1 {
+		return fmt.Errorf("%w: n must be 1", ErrUnsupported)
+	}
+	mt := c.MaxTokens
+	if c.MaxCompletion != nil {
+		mt = c.MaxCompletion
+	}
+	if mt != nil && *mt < 1 {
+		return fmt.Errorf("%w: max_tokens must be at least 1 (got %d)", ErrBadField, *mt)
+	}
+	if len(c.Stop) > 4 {
+		return fmt.Errorf("%w: at most 4 stop sequences", ErrBadField)
+	}
+	return c.Sampling(false, 0).Validate()
+}
+
+// MaxNew returns the requested max new tokens (DefaultMaxTokens if absent),
+// saturated to the int range so that admission can reject it by length.
+func (c *Common) MaxNew() int {
+	mt := c.MaxTokens
+	if c.MaxCompletion != nil {
+		mt = c.MaxCompletion
+	}
+	if mt == nil {
+		return DefaultMaxTokens
+	}
+	return int(min(*mt, math.MaxInt32))
+}
+
+// Sampling returns the sampling parameters the request asks for.
+func (c *Common) Sampling(logprobs bool, top int) sample.Params {
+	p := sample.Params{Temperature: 1, Logprobs: logprobs, TopLogprobs: top}
+	if c.Temperature != nil {
+		p.Temperature = *c.Temperature
+	}
+	if c.TopP != nil {
+		p.TopP = *c.TopP
+	}
+	if c.TopK != nil {
+		p.TopK = *c.TopK
+	}
+	if c.MinP != nil {
+		p.MinP = *c.MinP
+	}
+	if c.FrequencyPenalty != nil {
+		p.FrequencyPenalty = *c.FrequencyPenalty
+	}
+	if c.PresencePenalty != nil {
+		p.PresencePenalty = *c.PresencePenalty
+	}
+	if c.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *c.RepetitionPenalty
+	}
+	if c.Seed != nil {
+		p.Seed = uint64(*c.Seed)
+	}
+	return p
+}
