@@ -3,6 +3,8 @@ package cpu_test
 import (
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/kernels/kernelstest"
@@ -24,4 +26,15 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceOneThread(t *testing.T) {
 	kernelstest.Run(t, open(t, 1))
+}
+
+// FuzzArenaLifecycle fuzzes the arena lifecycle property (random leases,
+// writes, reads, releases and scrubs over a real pool).
+func FuzzArenaLifecycle(f *testing.F) {
+	f.Fuzz(rapid.MakeFuzz(kernelstest.ArenaLifecycle(open(f, 2))))
+}
+
+// FuzzMatMulBatchInvariance fuzzes the batch-invariance property of products.
+func FuzzMatMulBatchInvariance(f *testing.F) {
+	f.Fuzz(rapid.MakeFuzz(kernelstest.MatMulBatchInvariance(open(f, 2))))
 }

@@ -613,8 +613,12 @@ func testPageTransfer(t *testing.T, b kernels.Backend) {
 // fresh table always reads its own KV correctly; every table kept from a
 // released lease is refused once its pages were scrubbed or reused, and never
 // returns data.
-func testArenaProperty(t *testing.T, b kernels.Backend) {
-	rapid.Check(t, func(rt *rapid.T) {
+func testArenaProperty(t *testing.T, b kernels.Backend) { rapid.Check(t, ArenaLifecycle(b)) }
+
+// ArenaLifecycle is the property of testArenaProperty, exported so that a
+// backend can also fuzz it: f.Fuzz(rapid.MakeFuzz(kernelstest.ArenaLifecycle(b))).
+func ArenaLifecycle(b kernels.Backend) func(*rapid.T) {
+	return func(rt *rapid.T) {
 		p := newPool(rt, isolation.Config{Pages: 8}, "a", "b")
 		a := newArena(rt, b)
 		r := newRand(rapid.Uint64().Draw(rt, "seed"))
@@ -677,5 +681,5 @@ func testArenaProperty(t *testing.T, b kernels.Backend) {
 				}
 			}
 		}
-	})
+	}
 }

@@ -207,8 +207,12 @@ func testMatMulBatchInvariance(t *testing.T, b kernels.Backend) {
 
 // testMatMulProperty: for random dtypes, shapes and batch compositions, a
 // row's product never depends on the other rows.
-func testMatMulProperty(t *testing.T, b kernels.Backend) {
-	rapid.Check(t, func(rt *rapid.T) {
+func testMatMulProperty(t *testing.T, b kernels.Backend) { rapid.Check(t, MatMulBatchInvariance(b)) }
+
+// MatMulBatchInvariance is the property of testMatMulProperty, exported for
+// fuzzing like ArenaLifecycle.
+func MatMulBatchInvariance(b kernels.Backend) func(*rapid.T) {
+	return func(rt *rapid.T) {
 		dt := rapid.SampledFrom(kernels.DTypes()).Draw(rt, "dtype")
 		bs := max(dt.BlockSize(), 32)
 		cols := bs * rapid.IntRange(1, 3).Draw(rt, "blocks")
@@ -230,7 +234,7 @@ func testMatMulProperty(t *testing.T, b kernels.Backend) {
 		all := download(rt, b, dst)
 		i := rapid.IntRange(0, rows-1).Draw(rt, "row")
 		checkBits(rt, "row alone vs in batch", rowAlone(rt, b, m, xs[i*cols:(i+1)*cols]), all[i*out:(i+1)*out])
-	})
+	}
 }
 
 func testMultiMatMul(t *testing.T, b kernels.Backend) {
