@@ -304,3 +304,18 @@ func TestIncidentVersionFromDetection(t *testing.T) {
 		t.Errorf("completed assessment without its elements: got %v, want ErrInvalidIncident", err)
 	}
 }
+
+// BenchmarkVerifier measures pure-Go verification (no database).
+func BenchmarkVerifier(b *testing.B) {
+	recs := buildChain(b, 10000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v := NewVerifier(Head{}, nil)
+		for _, r := range recs {
+			if err := v.Add(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(recs)*b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -58,6 +59,11 @@ type Store struct {
 	// nothing is enqueued after Close has begun draining.
 	mu     sync.RWMutex
 	closed bool
+
+	// Owned by the writer goroutine: the head it last committed, valid
+	// while headKnown (the fast path's guess of the committed head).
+	head      audit.Head
+	headKnown bool
 
 	// Guarded by cpMu: checkpoint bookkeeping of this store.
 	cpMu      sync.Mutex
@@ -152,14 +158,22 @@ func (s *Store) readOnly(ctx context.Context, fn func(pgx.Tx) error) error {
 // appendInTx places prepared records after the committed head and inserts
 // them, inside tx. It takes the ledger lock (held until tx ends).
 func appendInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record) error {
-	var head audit.Head
 	var seq int64
 	var hash []byte
 	if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head()").Scan(&seq, &hash); err != nil {
 		return err
 	}
-	head.Seq = uint64(seq)
+	head := audit.Head{Seq: uint64(seq)}
 	copy(head.Hash[:], hash)
+	_, err := tx.Exec(ctx, appendSQL, appendArgs(recs, head)...)
+	return err
+}
+
+const appendSQL = "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)"
+
+// appendArgs places recs after head (setting their seq and hashes) and
+// returns audit_append's parallel arrays.
+func appendArgs(recs []audit.Record, head audit.Head) []any {
 	n := len(recs)
 	seqs := make([]int64, n)
 	occurred := make([]time.Time, n)
@@ -185,9 +199,33 @@ func appendInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record) error {
 		prevs[i] = r.PrevHash[:]
 		hashes[i] = r.Hash[:]
 	}
-	_, err := tx.Exec(ctx, "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)",
-		seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes)
-	return err
+	return []any{seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes}
+}
+
+// appendPipelined is the writer's fast path: one round trip. It places recs
+// after the head this writer last committed and sends lock + head read +
+// insert as one pipeline, which PostgreSQL runs as one implicit
+// transaction committed at the pipeline's end. If another writer (another
+// Store, another process, a register transaction) moved the head meanwhile,
+// the insert trigger refuses the batch, nothing is committed, and the
+// caller falls back to appendInTx.
+func (s *Store) appendPipelined(ctx context.Context, recs []audit.Record, head audit.Head) error {
+	b := &pgx.Batch{}
+	b.Queue("SELECT seq, hash FROM audit_head()")
+	b.Queue(appendSQL, appendArgs(recs, head)...)
+	br := s.pool.SendBatch(ctx, b)
+	var seq int64
+	var hash []byte
+	herr := br.QueryRow().Scan(&seq, &hash)
+	_, aerr := br.Exec()
+	cerr := br.Close()
+	switch {
+	case herr != nil:
+		return herr
+	case aerr != nil:
+		return aerr
+	}
+	return cerr
 }
 
 // Append records e and returns its record once it is durable (committed
@@ -283,11 +321,20 @@ func (s *Store) commit(batch []*appendReq) {
 		recs[i] = r.rec
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := s.readWrite(ctx, func(tx pgx.Tx) error { return appendInTx(ctx, tx, recs) })
+	var err error
+	if s.headKnown {
+		err = translate(s.appendPipelined(ctx, recs, s.head))
+	}
+	if !s.headKnown || errors.Is(err, ErrChainRejected) || errors.Is(err, ErrConflict) {
+		// The head moved under us (or is unknown): read it under the lock.
+		err = s.readWrite(ctx, func(tx pgx.Tx) error { return appendInTx(ctx, tx, recs) })
+	}
 	cancel()
+	s.headKnown = err == nil
 	if err == nil {
+		s.head = recs[len(recs)-1].Head()
 		s.cpMu.Lock()
-		s.lastHead = recs[len(recs)-1].Head()
+		s.lastHead = s.head
 		s.sinceCP += len(recs)
 		s.cpMu.Unlock()
 	}
