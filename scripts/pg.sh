@@ -12,13 +12,14 @@
 # It fails (exit 1) when none of this works: a missing database is never a
 # silent skip.
 #
-# CLOISON_PG_PRIVATE=1 skips steps 1 and 2 (to exercise the private cluster).
+# CLOISON_PG_PRIVATE=1 skips steps 1 and 2 (to exercise the private cluster);
+# CLOISON_PG_DIR moves the private cluster elsewhere than ./.cache/pg.
 #
 # Usage: export DATABASE_URL=$(scripts/pg.sh)      scripts/pg.sh stop
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-pgdir="$root/.cache/pg"
+pgdir="${CLOISON_PG_DIR:-$root/.cache/pg}"
 port="${CLOISON_PG_PORT:-55432}"
 log() { echo "pg.sh: $*" >&2; }
 

@@ -178,3 +178,40 @@ func TestRetention(t *testing.T) {
 		t.Errorf("runtime purge: got %v, want ErrAppendOnly", err)
 	}
 }
+
+// Checkpoints come every N events or every T while events arrive, and are
+// copied outside the database.
+func TestCheckpointEveryNOrT(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, db.RuntimePool(t), Config{Origin: "timed", SigningKey: testKey, CheckpointEvery: 1000000,
+		CheckpointInterval: 50 * time.Millisecond, CheckpointDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Append(ctx, event("timed", 1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Checkpoints == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := s.Stats()
+	if st.Checkpoints != 1 || st.LastCheckpoint.Seq != 1 || st.CheckpointErr != nil {
+		t.Fatalf("got %+v, want one checkpoint at seq 1", st)
+	}
+	time.Sleep(150 * time.Millisecond) // no new events: no new checkpoint
+	if n := s.Stats().Checkpoints; n != 1 {
+		t.Errorf("got %d checkpoints without new events, want 1", n)
+	}
+	files, err := LoadCheckpointFiles(dir)
+	if err != nil || len(files) != 1 || files[0].Size != 1 {
+		t.Fatalf("external copies: %v %v", files, err)
+	}
+	stored, err := s.Checkpoints(ctx)
+	if err != nil || len(stored) != 1 || string(stored[0].Marshal()) != string(files[0].Marshal()) {
+		t.Errorf("stored %v (%v) differs from the external copy", stored, err)
+	}
+}

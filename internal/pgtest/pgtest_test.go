@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +43,43 @@ func TestParallelDatabases(t *testing.T) {
 				t.Errorf("got %q %v, want %q", who, err, Roles.Runtime)
 			}
 		})
+	}
+}
+
+// scripts/pg.sh's third step: a private cluster from /usr/lib/postgresql,
+// initialised and started here (as user postgres when run as root).
+func TestScriptStartsPrivateCluster(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(), "CLOISON_PG_PRIVATE=1", "CLOISON_PG_DIR="+dir, "CLOISON_PG_PORT=55439")
+	script := root + "/scripts/pg.sh"
+	cmd := exec.Command(script)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pg.sh: %v", err)
+	}
+	t.Cleanup(func() {
+		stop := exec.Command(script, "stop")
+		stop.Env = env
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Errorf("pg.sh stop: %v\n%s", err, out)
+		}
+	})
+	url := strings.TrimSpace(string(out))
+	if url != "postgres://postgres@127.0.0.1:55439/postgres?sslmode=disable" {
+		t.Fatalf("got %q", url)
+	}
+	if err := ping(url); err != nil {
+		t.Fatal(err)
+	}
+	// A second call finds the running cluster instead of starting another.
+	again := exec.Command(script)
+	again.Env = env
+	if out2, err := again.Output(); err != nil || strings.TrimSpace(string(out2)) != url {
+		t.Errorf("second call: got %q, %v", out2, err)
 	}
 }
