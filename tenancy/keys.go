@@ -1,0 +1,403 @@
+package tenancy
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KeyState is where a signing key is in its life: next → current →
+// previous → retired, never backwards (the database refuses it too).
+type KeyState string
+
+const (
+	// KeyNext is published and verifies, but does not sign yet: verifiers
+	// that cache the JWKS learn it before the first token it signs.
+	KeyNext KeyState = "next"
+	// KeyCurrent signs new tokens, and verifies.
+	KeyCurrent KeyState = "current"
+	// KeyPrevious was current before the last rotation: it still verifies
+	// the tokens it signed until the following rotation retires it. Rotate
+	// at least one maximum token lifetime apart.
+	KeyPrevious KeyState = "previous"
+	// KeyRetired never verifies again.
+	KeyRetired KeyState = "retired"
+)
+
+// Verifying reports whether tokens signed with a key in this state verify.
+func (s KeyState) Verifying() bool { return s == KeyNext || s == KeyCurrent || s == KeyPrevious }
+
+// KEKSize is the size of a key-encryption key: AES-256.
+const KEKSize = 32
+
+// LoadKEK reads the key-encryption key that seals signing keys in the
+// database: 64 hex digits in the file at path. With create, a missing file
+// is made (mode 0600, in a 0700 directory) with a fresh random key — the dev
+// issuer's default is ./.cache/cloison/signing.kek. A file readable by group
+// or others is refused: whoever reads it and the database can sign tokens.
+// Errors: ErrInvalidKey, or the file system's.
+func LoadKEK(path string, create bool) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("tenancy: kek: %w", err)
+		}
+		kek := make([]byte, KEKSize)
+		if _, err := rand.Read(kek); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return LoadKEK(path, false) // another process made it first
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tenancy: kek: %w", err)
+		}
+		_, werr := f.WriteString(hex.EncodeToString(kek) + "\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			_ = os.Remove(path)
+			return nil, fmt.Errorf("tenancy: kek: %w", werr)
+		}
+		return kek, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: kek: %w", err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: kek: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: key-encryption key %s has mode %v; want 0600", ErrInvalidKey, path, st.Mode().Perm())
+	}
+	kek, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(kek) != KEKSize {
+		return nil, fmt.Errorf("%w: key-encryption key %s: want %d hex digits", ErrInvalidKey, path, 2*KEKSize)
+	}
+	return kek, nil
+}
+
+// sealAD binds a sealed seed to its key id and issuer: a sealed blob copied
+// onto another row does not open.
+func sealAD(kid, issuer string) []byte {
+	return []byte("cloison-signing-key-v1\x00" + kid + "\x00" + issuer)
+}
+
+func newGCM(kek []byte) (cipher.AEAD, error) {
+	if len(kek) != KEKSize {
+		return nil, fmt.Errorf("%w: key-encryption key of %d bytes, want %d", ErrInvalidKey, len(kek), KEKSize)
+	}
+	block, err := aes.NewCipher(kek)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+func seal(kek []byte, kid, issuer string, seed []byte) ([]byte, error) {
+	g, err := newGCM(kek)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, g.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return g.Seal(nonce, nonce, seed, sealAD(kid, issuer)), nil
+}
+
+func unseal(kek []byte, kid, issuer string, sealed []byte) ([]byte, error) {
+	g, err := newGCM(kek)
+	if err != nil {
+		return nil, err
+	}
+	if len(sealed) < g.NonceSize() {
+		return nil, fmt.Errorf("%w: sealed key %s too short", ErrInvalidKey, kid)
+	}
+	seed, err := g.Open(nil, sealed[:g.NonceSize()], sealed[g.NonceSize():], sealAD(kid, issuer))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: key %s does not open with this key-encryption key", ErrInvalidKey, kid)
+	}
+	return seed, nil
+}
+
+// Thumbprint returns the RFC 7638 JWK thumbprint of an Ed25519 public key,
+// base64url without padding; key ids are thumbprints.
+func Thumbprint(pub ed25519.PublicKey) string {
+	// Members in lexicographic order, no whitespace (RFC 7638 §3; RFC 8037 §2).
+	canon := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+	sum := sha256.Sum256([]byte(canon))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// KeyInfo describes one signing key, without its private half.
+type KeyInfo struct {
+	ID          string            `json:"kid"`
+	Issuer      string            `json:"issuer"`
+	State       KeyState          `json:"state"`
+	Public      ed25519.PublicKey `json:"-"`
+	CreatedAt   time.Time         `json:"created_at"`
+	ActivatedAt time.Time         `json:"activated_at,omitzero"`
+	RetiredAt   time.Time         `json:"retired_at,omitzero"`
+}
+
+type ringKey struct {
+	KeyInfo
+	private ed25519.PrivateKey // only for the current key
+}
+
+// KeySource gives a verifier the public keys of one issuer.
+type KeySource interface {
+	// Issuer is the iss claim that the keys sign for.
+	Issuer() string
+	// PublicKey returns the verifying key kid, or false when kid is unknown
+	// or no longer verifies.
+	PublicKey(kid string) (ed25519.PublicKey, bool)
+}
+
+// KeyRing holds an issuer's Ed25519 signing keys, persisted in the
+// signing_keys table with their private halves sealed under a
+// key-encryption key that stays outside the database. It is a KeySource.
+// Safe for concurrent use; Rotate and Retire take effect at once in this
+// process, and in others at their next Reload.
+type KeyRing struct {
+	store  *Store
+	issuer string
+	kek    []byte
+
+	mu   sync.RWMutex
+	keys []ringKey // guarded by mu: every key of the issuer, retired ones included
+}
+
+// OpenKeyRing loads issuer's keys from the store, making a current and a
+// next key when the issuer has none (first start). Errors: ErrInvalidKey (a
+// key that does not open with kek), the Store's errors.
+func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte) (*KeyRing, error) {
+	if issuer == "" {
+		return nil, fmt.Errorf("%w: empty issuer", ErrInvalidKey)
+	}
+	if _, err := newGCM(kek); err != nil {
+		return nil, err
+	}
+	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek)}
+	if err := r.Reload(ctx); err != nil {
+		return nil, err
+	}
+	if _, _, ok := r.signer(); ok {
+		return r, nil
+	}
+	err := store.inTx(ctx, "signing keys of "+issuer, func(tx pgx.Tx) error {
+		// Serialize bootstrap and rotation of this issuer across processes.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, issuer); err != nil {
+			return err
+		}
+		keys, err := store.signingKeys(ctx, tx, issuer)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k.state == KeyCurrent {
+				return nil // another process bootstrapped meanwhile
+			}
+		}
+		return r.rotateTx(ctx, tx, keys)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, r.Reload(ctx)
+}
+
+// Issuer returns the iss claim this ring signs for.
+func (r *KeyRing) Issuer() string { return r.issuer }
+
+// Reload rereads the keys from the store: a key rotated or retired by
+// another process takes effect here. Errors: as OpenKeyRing.
+func (r *KeyRing) Reload(ctx context.Context) error {
+	stored, err := r.store.signingKeys(ctx, r.store.pool, r.issuer)
+	if err != nil {
+		return translate(err, "signing keys of "+r.issuer)
+	}
+	keys := make([]ringKey, 0, len(stored))
+	for _, s := range stored {
+		k := ringKey{KeyInfo: KeyInfo{ID: s.kid, Issuer: s.issuer, State: s.state, Public: ed25519.PublicKey(s.public),
+			CreatedAt: s.createdAt, ActivatedAt: s.activatedAt, RetiredAt: s.retiredAt}}
+		if Thumbprint(k.Public) != k.ID {
+			return fmt.Errorf("%w: key %s is not its public key's thumbprint", ErrInvalidKey, k.ID)
+		}
+		if s.state == KeyCurrent {
+			seed, err := unseal(r.kek, s.kid, s.issuer, s.sealed)
+			if err != nil {
+				return err
+			}
+			k.private = ed25519.NewKeyFromSeed(seed)
+			if !k.private.Public().(ed25519.PublicKey).Equal(k.Public) {
+				return fmt.Errorf("%w: key %s: private and public halves differ", ErrInvalidKey, k.ID)
+			}
+		}
+		keys = append(keys, k)
+	}
+	r.mu.Lock()
+	r.keys = keys
+	r.mu.Unlock()
+	return nil
+}
+
+// Rotate retires the previous key, demotes current to previous, promotes
+// next to current and makes a new next key, in one transaction. Errors: the
+// Store's.
+func (r *KeyRing) Rotate(ctx context.Context) error {
+	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, r.issuer); err != nil {
+			return err
+		}
+		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
+		if err != nil {
+			return err
+		}
+		return r.rotateTx(ctx, tx, keys)
+	})
+	if err != nil {
+		return err
+	}
+	return r.Reload(ctx)
+}
+
+// rotateTx moves every key one step along its life, in the order the
+// unique indexes need, and adds a new next key; with no next key to promote
+// (first start, or next retired) it adds a new current key too.
+func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) error {
+	has := map[KeyState]bool{}
+	for _, k := range keys {
+		has[k.state] = true
+	}
+	steps := []string{
+		`UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE issuer = $1 AND state = 'previous'`,
+		`UPDATE signing_keys SET state = 'previous' WHERE issuer = $1 AND state = 'current'`,
+		`UPDATE signing_keys SET state = 'current', activated_at = clock_timestamp() WHERE issuer = $1 AND state = 'next'`,
+	}
+	for _, q := range steps {
+		if _, err := tx.Exec(ctx, q, r.issuer); err != nil {
+			return err
+		}
+	}
+	fresh := []KeyState{KeyNext}
+	if !has[KeyNext] {
+		fresh = []KeyState{KeyCurrent, KeyNext}
+	}
+	for _, st := range fresh {
+		k, err := r.newKey(st)
+		if err != nil {
+			return err
+		}
+		if err := insertKey(ctx, tx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return storedKey{}, err
+	}
+	kid := Thumbprint(pub)
+	sealed, err := seal(r.kek, kid, r.issuer, priv.Seed())
+	if err != nil {
+		return storedKey{}, err
+	}
+	return storedKey{kid: kid, issuer: r.issuer, public: pub, sealed: sealed, state: st}, nil
+}
+
+// Retire stops key kid from verifying, at once and for good (a suspected
+// compromise). The current key cannot be retired: Rotate first. Errors:
+// ErrNotFound, ErrConflict (kid is current), the Store's.
+func (r *KeyRing) Retire(ctx context.Context, kid string) error {
+	var state string
+	err := r.store.inTx(ctx, "signing key "+kid, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT state FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state); err != nil {
+			return err
+		}
+		if state == string(KeyCurrent) || state == string(KeyRetired) {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if state == string(KeyCurrent) {
+		return fmt.Errorf("%w: key %s is current; rotate before retiring it", ErrConflict, kid)
+	}
+	return r.Reload(ctx)
+}
+
+// PublicKey returns the verifying key kid; false when unknown or retired.
+func (r *KeyRing) PublicKey(kid string) (ed25519.PublicKey, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, k := range r.keys {
+		if k.ID == kid && k.State.Verifying() {
+			return k.Public, true
+		}
+	}
+	return nil, false
+}
+
+// Keys lists the issuer's keys, retired ones included, oldest first.
+func (r *KeyRing) Keys() []KeyInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]KeyInfo, len(r.keys))
+	for i, k := range r.keys {
+		out[i] = k.KeyInfo
+	}
+	return out
+}
+
+// signer returns the current key.
+func (r *KeyRing) signer() (string, ed25519.PrivateKey, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, k := range r.keys {
+		if k.State == KeyCurrent && k.private != nil {
+			return k.ID, k.private, true
+		}
+	}
+	return "", nil, false
+}
+
+// JWKS returns the public keys that verify (next, current, previous) as an
+// RFC 7517 key set, ready to serve at the JWKS endpoint.
+func (r *KeyRing) JWKS() JWKS {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	set := JWKS{Keys: []JWK{}}
+	for _, k := range r.keys {
+		if k.State.Verifying() {
+			set.Keys = append(set.Keys, PublicJWK(k.ID, k.Public))
+		}
+	}
+	return set
+}

@@ -1,0 +1,130 @@
+package tenancy
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/cloison/cloison"
+)
+
+// Limiter enforces each tenant's concurrency quota and tokens-per-minute
+// rate in this process. The bucket holds at most TokensPerMinute tokens
+// and refills at TokensPerMinute per minute; a request is charged its
+// prompt tokens plus the completion tokens it may generate, and Release
+// refunds what it did not use. Safe for concurrent use.
+//
+// Limits are per process: N nodes let a tenant use up to N times its
+// quota. A cluster-wide limit needs a shared store; see the package doc.
+type Limiter struct {
+	// Now is the clock (time.Now when nil); a test seam. Set before use.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	tenants map[cloison.TenantID]*usage // guarded by mu
+}
+
+type usage struct {
+	inFlight int       // requests admitted and not released
+	tokens   float64   // bucket level
+	at       time.Time // when tokens was last brought up to date
+	capacity float64   // the TokensPerMinute the bucket was last sized for
+}
+
+// NewLimiter returns an empty Limiter.
+func NewLimiter() *Limiter { return &Limiter{tenants: map[cloison.TenantID]*usage{}} }
+
+// Permit is one admitted request's hold on its tenant's quotas.
+type Permit struct {
+	l       *Limiter
+	tenant  cloison.TenantID
+	charged int
+	once    sync.Once
+}
+
+// Admit admits one request of tenant t that may consume tokens tokens
+// (prompt + max completion), under quotas q (the tenant record's, read at
+// authentication). It returns a *LimitError: ErrQuotaExceeded when t has
+// q.MaxConcurrent requests in flight (RetryAfter one second) or when tokens
+// exceeds what the bucket can ever hold (RetryAfter zero); ErrRateLimited
+// when the bucket is short (RetryAfter: when it will hold enough). A
+// rejected request takes nothing. Release the permit exactly when the
+// request ends, in every path.
+func (l *Limiter) Admit(t cloison.TenantID, q Quotas, tokens int) (*Permit, error) {
+	if q.MaxConcurrent < 1 || q.TokensPerMinute < 1 {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "quotas", detail: fmt.Sprintf("quotas %+v admit nothing", q)}
+	}
+	if tokens < 0 {
+		tokens = 0
+	}
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.tenants[t]
+	capacity := float64(q.TokensPerMinute)
+	if u == nil {
+		u = &usage{tokens: capacity, at: now, capacity: capacity}
+		l.tenants[t] = u
+	}
+	u.refill(now, capacity)
+	if u.inFlight >= q.MaxConcurrent {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "concurrent_requests", RetryAfter: time.Second,
+			detail: fmt.Sprintf("%d of %d concurrent requests in flight", u.inFlight, q.MaxConcurrent)}
+	}
+	need := float64(tokens)
+	if need > capacity {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "tokens_per_minute",
+			detail: fmt.Sprintf("request of %d tokens exceeds the %d tokens-per-minute quota", tokens, q.TokensPerMinute)}
+	}
+	if u.tokens < need {
+		perSecond := capacity / 60
+		wait := time.Duration(math.Ceil((need-u.tokens)/perSecond*1e3)) * time.Millisecond
+		return nil, &LimitError{sentinel: ErrRateLimited, Tenant: t, Limit: "tokens_per_minute", RetryAfter: wait,
+			detail: fmt.Sprintf("request of %d tokens, %.0f left of %d per minute", tokens, math.Floor(u.tokens), q.TokensPerMinute)}
+	}
+	u.tokens -= need
+	u.inFlight++
+	return &Permit{l: l, tenant: t, charged: tokens}, nil
+}
+
+// refill brings the bucket up to now; a changed quota resizes it.
+func (u *usage) refill(now time.Time, capacity float64) {
+	if capacity != u.capacity {
+		u.tokens = min(u.tokens, capacity)
+		u.capacity = capacity
+	}
+	if dt := now.Sub(u.at); dt > 0 {
+		u.tokens = min(capacity, u.tokens+dt.Seconds()*capacity/60)
+	}
+	u.at = now
+}
+
+// Release ends the request: it frees its concurrency slot and refunds the
+// tokens it was charged but did not use (used is prompt + generated
+// tokens). Only the first call counts.
+func (p *Permit) Release(used int) {
+	p.once.Do(func() {
+		l := p.l
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		u := l.tenants[p.tenant]
+		u.inFlight--
+		if refund := p.charged - max(used, 0); refund > 0 {
+			u.tokens = min(u.capacity, u.tokens+float64(refund))
+		}
+	})
+}
+
+// InFlight returns tenant t's admitted, unreleased requests.
+func (l *Limiter) InFlight(t cloison.TenantID) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if u := l.tenants[t]; u != nil {
+		return u.inFlight
+	}
+	return 0
+}

@@ -1,0 +1,74 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// This file is the one place where PostgreSQL errors become domain errors.
+
+// SQLSTATEs the store branches on.
+const (
+	sqlUniqueViolation     = "23505"
+	sqlForeignKeyViolation = "23503"
+	sqlCheckViolation      = "23514"
+	sqlNotNullViolation    = "23502"
+	sqlSerialization       = "40001"
+	sqlDeadlock            = "40P01"
+	sqlKeyImmutable        = "CL010" // signing_keys_one_way
+	sqlKeyBackwards        = "CL011" // signing_keys_one_way
+)
+
+// translate maps err to a domain error, keeping err in the chain for logs.
+// what names the object for the message ("tenant acme").
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s", ErrNotFound, what)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case sqlUniqueViolation:
+			return fmt.Errorf("%w: %s already exists (%s)", ErrConflict, what, pe.ConstraintName)
+		case sqlForeignKeyViolation:
+			return fmt.Errorf("%w: %s refers to a missing row (%s)", ErrNotFound, what, pe.ConstraintName)
+		case sqlCheckViolation, sqlNotNullViolation:
+			inv := ErrInvalidTenant
+			if pe.TableName == "api_clients" {
+				inv = ErrInvalidClient
+			} else if pe.TableName == "signing_keys" {
+				inv = ErrInvalidKey
+			}
+			return fmt.Errorf("%w: %s violates %s", inv, what, pe.ConstraintName)
+		case sqlSerialization, sqlDeadlock:
+			return fmt.Errorf("%w: %s: concurrent change (%s)", ErrConflict, what, pe.Code)
+		case sqlKeyImmutable, sqlKeyBackwards:
+			return fmt.Errorf("%w: %s: %s", ErrConflict, what, pe.Message)
+		}
+		return fmt.Errorf("%w: %s: %w", ErrStore, what, err)
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrStore, what, err)
+}
+
+// retryable reports whether a transaction that failed with err may run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == sqlSerialization || pe.Code == sqlDeadlock)
+}

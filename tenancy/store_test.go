@@ -1,0 +1,296 @@
+package tenancy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/isolation"
+)
+
+// db is this package's fresh, migrated database (runtime role for stores).
+var db *pgtest.DB
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &db)) }
+
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	return NewStore(db.RuntimePool(t))
+}
+
+// uniqueID returns a fresh tenant id, so tests sharing the database never
+// collide.
+func uniqueID(prefix string) cloison.TenantID {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return cloison.TenantID(prefix + "-" + hex.EncodeToString(b[:]))
+}
+
+func sampleTenant(prefix string) Tenant {
+	return Tenant{
+		ID:             uniqueID(prefix),
+		Name:           "Acme Inc.",
+		Tier:           isolation.TierShared,
+		Zeroing:        isolation.ZeroCrossTenant,
+		Classification: ClassInternal,
+		Quotas:         Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 60000, MaxContext: 4096},
+		AllowedModels:  []string{"context-bag"},
+		// Loi 25: where incident notices go.
+		IncidentContact: "privacy@acme.example",
+	}
+}
+
+func TestTenantRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	in := sampleTenant("acme")
+	got, err := s.CreateTenant(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != StatusActive || got.CreatedAt.IsZero() || got.UpdatedAt.IsZero() {
+		t.Fatalf("got %+v, want active with timestamps", got)
+	}
+	read, err := s.Tenant(ctx, in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(read, got) {
+		t.Fatalf("got %+v, want %+v", read, got)
+	}
+	in.CreatedAt, in.UpdatedAt, in.Status = got.CreatedAt, got.UpdatedAt, StatusActive
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("got %+v, want %+v", got, in)
+	}
+	all, err := s.Tenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range all {
+		found = found || x.ID == in.ID
+	}
+	if !found {
+		t.Fatalf("Tenants() lacks %s", in.ID)
+	}
+	// JSON carries tier and zeroing by name and round-trips.
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if m["tier"] != "shared" || m["zeroing"] != "cross-tenant" {
+		t.Fatalf("json %s: want tier shared, zeroing cross-tenant", b)
+	}
+	var back Tenant
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Quotas, got.Quotas) || back.Tier != got.Tier || back.Zeroing != got.Zeroing {
+		t.Fatalf("json round trip: got %+v, want %+v", back, got)
+	}
+}
+
+func TestTenantErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	a := sampleTenant("dup")
+	if _, err := s.CreateTenant(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateTenant(ctx, a); !errors.Is(err, ErrConflict) {
+		t.Fatalf("duplicate: got %v, want ErrConflict", err)
+	}
+	if _, err := s.Tenant(ctx, "no-such-tenant"); !errors.Is(err, ErrNotFound) || cloison.ErrorCode(err) != cloison.CodeNotFound {
+		t.Fatalf("missing: got %v, want ErrNotFound", err)
+	}
+	if _, err := s.SetStatus(ctx, "no-such-tenant", StatusSuspended); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("suspend missing: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestTenantValidate(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	cases := []struct {
+		name string
+		edit func(*Tenant)
+	}{
+		{"bad id", func(x *Tenant) { x.ID = "Not An Id" }},
+		{"empty name", func(x *Tenant) { x.Name = "" }},
+		{"bad status", func(x *Tenant) { x.Status = "deleted" }},
+		{"bad tier", func(x *Tenant) { x.Tier = 7 }},
+		{"unset zeroing", func(x *Tenant) { x.Zeroing = isolation.ZeroUnset }},
+		{"bad classification", func(x *Tenant) { x.Classification = "secret" }},
+		{"personal on shared", func(x *Tenant) { x.Classification = ClassPersonal; x.Zeroing = isolation.ZeroAlways }},
+		{"confidential without always", func(x *Tenant) { x.Classification = ClassConfidential; x.Tier = isolation.TierDedicated }},
+		{"zero concurrency", func(x *Tenant) { x.Quotas.MaxConcurrent = 0 }},
+		{"zero pages", func(x *Tenant) { x.Quotas.KVPages = 0 }},
+		{"zero tpm", func(x *Tenant) { x.Quotas.TokensPerMinute = 0 }},
+		{"negative context", func(x *Tenant) { x.Quotas.MaxContext = -1 }},
+		{"blank model", func(x *Tenant) { x.AllowedModels = []string{" m"} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := sampleTenant("v")
+			c.edit(&x)
+			_, err := s.CreateTenant(ctx, x)
+			if !errors.Is(err, ErrInvalidTenant) || cloison.ErrorCode(err) != cloison.CodeInvalid {
+				t.Fatalf("got %v, want ErrInvalidTenant", err)
+			}
+		})
+	}
+	ok := sampleTenant("personal")
+	ok.Classification, ok.Tier, ok.Zeroing = ClassPersonal, isolation.TierDedicated, isolation.ZeroAlways
+	if _, err := s.CreateTenant(ctx, ok); err != nil {
+		t.Fatalf("personal, dedicated, always: %v", err)
+	}
+}
+
+// The database holds the same rules when Validate is bypassed, and the one
+// SQLSTATE translation turns its refusals into domain errors.
+func TestDatabaseRefusesWhatValidateRefuses(t *testing.T) {
+	ctx := context.Background()
+	pool := db.RuntimePool(t)
+	id := string(uniqueID("raw"))
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id, name, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute)
+		VALUES ($1, 'x', 'shared', 'never', 'personal', 1, 1, 1)`, id)
+	if err := translate(err, "tenant"); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("personal on shared pages: got %v, want ErrInvalidTenant", err)
+	}
+	// The runtime role may not delete: tenants are suspended, not erased.
+	s := newStore(t)
+	x, err := s.CreateTenant(ctx, sampleTenant("nodelete"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, string(x.ID))
+	if err := translate(err, "tenant"); !errors.Is(err, ErrStore) {
+		t.Fatalf("runtime DELETE: got %v, want ErrStore (insufficient privilege)", err)
+	}
+	// Nor set timestamps itself.
+	_, err = pool.Exec(ctx, `UPDATE tenants SET created_at = now() WHERE id = $1`, string(x.ID))
+	if err == nil {
+		t.Fatal("runtime UPDATE of created_at: got nil, want permission denied")
+	}
+}
+
+func TestUpdateTenant(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	x, err := s.CreateTenant(ctx, sampleTenant("upd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent read-modify-write closures lose no update.
+	const n = 8
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := s.UpdateTenant(ctx, x.ID, func(t *Tenant) error { t.Quotas.MaxConcurrent++; return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := s.Tenant(ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := x.Quotas.MaxConcurrent + n; got.Quotas.MaxConcurrent != want {
+		t.Fatalf("max concurrent: got %d, want %d", got.Quotas.MaxConcurrent, want)
+	}
+	if !got.UpdatedAt.After(x.UpdatedAt) {
+		t.Fatalf("updated_at: got %v, want after %v", got.UpdatedAt, x.UpdatedAt)
+	}
+	// The closure's error aborts and is returned as is; nothing changes.
+	boom := errors.New("boom")
+	if _, err := s.UpdateTenant(ctx, x.ID, func(t *Tenant) error { t.Name = "changed"; return boom }); err != boom {
+		t.Fatalf("got %v, want boom", err)
+	}
+	// An invalid result is refused; ID changes are ignored.
+	if _, err := s.UpdateTenant(ctx, x.ID, func(t *Tenant) error { t.Classification = ClassPersonal; return nil }); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("got %v, want ErrInvalidTenant", err)
+	}
+	up, err := s.UpdateTenant(ctx, x.ID, func(t *Tenant) error {
+		t.ID = "someone-else"
+		t.Classification, t.Tier, t.Zeroing = ClassConfidential, isolation.TierDedicated, isolation.ZeroAlways
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.ID != x.ID || up.Name != x.Name || up.Classification != ClassConfidential {
+		t.Fatalf("got %+v, want id %s, name %q, confidential", up, x.ID, x.Name)
+	}
+	sus, err := s.SetStatus(ctx, x.ID, StatusSuspended)
+	if err != nil || sus.Status != StatusSuspended {
+		t.Fatalf("suspend: got %v, %v", sus.Status, err)
+	}
+	if _, err := s.SetStatus(ctx, x.ID, "gone"); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("bad status: got %v, want ErrInvalidTenant", err)
+	}
+}
+
+func TestClients(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	x, err := s.CreateTenant(ctx, sampleTenant("cl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Client{ID: "svc-" + string(x.ID), Tenant: x.ID, Name: "batch", Scopes: []Scope{ScopeInfer, ScopeComplianceRead}}
+	got, err := s.CreateClient(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ClientActive || !reflect.DeepEqual(got.Scopes, c.Scopes) || !got.RevokedAt.IsZero() {
+		t.Fatalf("got %+v", got)
+	}
+	if _, err := s.CreateClient(ctx, c); !errors.Is(err, ErrConflict) {
+		t.Fatalf("duplicate: got %v, want ErrConflict", err)
+	}
+	orphan := Client{ID: "orphan-" + string(x.ID), Tenant: "no-such-tenant", Name: "o", Scopes: []Scope{ScopeInfer}}
+	if _, err := s.CreateClient(ctx, orphan); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown tenant: got %v, want ErrNotFound", err)
+	}
+	bad := c
+	bad.ID, bad.Scopes = "bad-"+string(x.ID), []Scope{"root"}
+	if _, err := s.CreateClient(ctx, bad); !errors.Is(err, ErrInvalidClient) {
+		t.Fatalf("unknown scope: got %v, want ErrInvalidClient", err)
+	}
+	list, err := s.Clients(ctx, x.ID)
+	if err != nil || len(list) != 1 || list[0].ID != c.ID {
+		t.Fatalf("Clients: got %+v, %v", list, err)
+	}
+	rev, err := s.RevokeClient(ctx, c.ID)
+	if err != nil || rev.Status != ClientRevoked || rev.RevokedAt.IsZero() {
+		t.Fatalf("revoke: got %+v, %v", rev, err)
+	}
+	again, err := s.RevokeClient(ctx, c.ID)
+	if err != nil || !again.RevokedAt.Equal(rev.RevokedAt) {
+		t.Fatalf("revoke twice: got %+v, %v; want the first revocation time kept", again, err)
+	}
+	if _, err := s.RevokeClient(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoke missing: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestStoreUnavailable(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Tenant(ctx, "acme")
+	if !errors.Is(err, ErrUnavailable) || cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("canceled context: got %v, want ErrUnavailable", err)
+	}
+}

@@ -1,0 +1,226 @@
+package tenancy
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+)
+
+// Status is a tenant's standing. Only active tenants authenticate.
+type Status string
+
+const (
+	StatusActive    Status = "active"
+	StatusSuspended Status = "suspended"
+)
+
+// ParseStatus parses "active" or "suspended".
+func ParseStatus(s string) (Status, error) {
+	switch Status(s) {
+	case StatusActive, StatusSuspended:
+		return Status(s), nil
+	}
+	return "", fmt.Errorf("%w: status %q (want active or suspended)", ErrInvalidTenant, s)
+}
+
+// Classification is the most sensitive kind of data a tenant sends.
+type Classification string
+
+const (
+	ClassPublic       Classification = "public"
+	ClassInternal     Classification = "internal"
+	ClassConfidential Classification = "confidential"
+	// ClassPersonal: personal information in the sense of Quebec's Loi 25.
+	ClassPersonal Classification = "personal"
+)
+
+// ParseClassification parses public, internal, confidential or personal.
+func ParseClassification(s string) (Classification, error) {
+	switch c := Classification(s); c {
+	case ClassPublic, ClassInternal, ClassConfidential, ClassPersonal:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: classification %q (want public, internal, confidential or personal)", ErrInvalidTenant, s)
+}
+
+// Sensitive reports whether data of this class must be served from dedicated
+// pages zeroed before every reuse.
+func (c Classification) Sensitive() bool { return c == ClassConfidential || c == ClassPersonal }
+
+// Quotas bound what one tenant may use. Every quota is at least 1: there is
+// no "unlimited" value that a zero could mean by accident.
+type Quotas struct {
+	// MaxConcurrent is the number of requests in flight at once.
+	MaxConcurrent int `json:"max_concurrent"`
+	// KVPages caps the KV pages the tenant's live leases hold at once
+	// (isolation.TenantConfig.Cap); a dedicated tenant's reserved pages.
+	KVPages int `json:"kv_pages"`
+	// TokensPerMinute is the refill rate (and burst) of the tenant's token
+	// bucket; prompt plus requested completion tokens are charged.
+	TokensPerMinute int `json:"tokens_per_minute"`
+	// MaxContext bounds prompt + completion tokens of one request; 0 means
+	// the engine's served context.
+	MaxContext int `json:"max_context"`
+}
+
+// Tenant is one customer of the platform.
+type Tenant struct {
+	ID             cloison.TenantID  `json:"id"`
+	Name           string            `json:"name"`
+	Status         Status            `json:"status"`
+	Tier           isolation.Tier    `json:"-"` // JSON: "tier", as its String
+	Zeroing        isolation.Zeroing `json:"-"` // JSON: "zeroing", as its String
+	Classification Classification    `json:"classification"`
+	Quotas         Quotas            `json:"quotas"`
+	// AllowedModels lists the model names the tenant may use; empty means
+	// none (the policy bundle denies every model).
+	AllowedModels []string `json:"allowed_models"`
+	// IncidentContact is where confidentiality-incident notices go (an
+	// e-mail address or postal address; free text).
+	IncidentContact string    `json:"incident_contact"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+// MarshalJSON writes Tier and Zeroing by name ("dedicated", "always").
+func (t Tenant) MarshalJSON() ([]byte, error) {
+	type plain Tenant
+	return json.Marshal(struct {
+		plain
+		Tier    string `json:"tier"`
+		Zeroing string `json:"zeroing"`
+	}{plain(t), t.Tier.String(), t.Zeroing.String()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Tenant) UnmarshalJSON(b []byte) error {
+	type plain Tenant
+	var v struct {
+		plain
+		Tier    string `json:"tier"`
+		Zeroing string `json:"zeroing"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	}
+	tier, err := isolation.ParseTier(v.Tier)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	}
+	z, err := isolation.ParseZeroing(v.Zeroing)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	}
+	*t = Tenant(v.plain)
+	t.Tier, t.Zeroing = tier, z
+	return nil
+}
+
+var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate checks what the database also checks, so callers get a precise
+// ErrInvalidTenant before a round trip. A sensitive classification requires
+// the dedicated tier and ZeroAlways.
+func (t *Tenant) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidTenant, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !tenantID.MatchString(string(t.ID)):
+		return bad("id %q (want 1-63 of a-z 0-9 _ -, starting with a letter or digit)", t.ID)
+	case t.Name == "" || len(t.Name) > 200:
+		return bad("name must have 1 to 200 bytes")
+	case t.Status != StatusActive && t.Status != StatusSuspended:
+		return bad("status %q", t.Status)
+	case t.Tier != isolation.TierShared && t.Tier != isolation.TierDedicated:
+		return bad("tier %v", t.Tier)
+	case t.Zeroing < isolation.ZeroNever || t.Zeroing > isolation.ZeroAlways:
+		return bad("zeroing %v", t.Zeroing)
+	}
+	if _, err := ParseClassification(string(t.Classification)); err != nil {
+		return err
+	}
+	if t.Classification.Sensitive() && (t.Tier != isolation.TierDedicated || t.Zeroing != isolation.ZeroAlways) {
+		return bad("%s data requires the dedicated tier and zeroing always (got %v, %v)", t.Classification, t.Tier, t.Zeroing)
+	}
+	q := t.Quotas
+	if q.MaxConcurrent < 1 || q.KVPages < 1 || q.TokensPerMinute < 1 || q.MaxContext < 0 {
+		return bad("quotas %+v (each at least 1; max context at least 0)", q)
+	}
+	for _, m := range t.AllowedModels {
+		if m == "" || strings.TrimSpace(m) != m {
+			return bad("allowed model %q", m)
+		}
+	}
+	return nil
+}
+
+// Allows reports whether the tenant may use model.
+func (t *Tenant) Allows(model string) bool { return slices.Contains(t.AllowedModels, model) }
+
+// Scope is a permission a token carries.
+type Scope string
+
+const (
+	ScopeInfer           Scope = "infer"
+	ScopeComplianceRead  Scope = "compliance:read"
+	ScopeComplianceWrite Scope = "compliance:write"
+	ScopeAdmin           Scope = "admin"
+)
+
+// Scopes lists every scope, in a stable order.
+var Scopes = []Scope{ScopeInfer, ScopeComplianceRead, ScopeComplianceWrite, ScopeAdmin}
+
+// ParseScope parses one scope name.
+func ParseScope(s string) (Scope, error) {
+	if slices.Contains(Scopes, Scope(s)) {
+		return Scope(s), nil
+	}
+	return "", fmt.Errorf("%w: %q", ErrUnknownScope, s)
+}
+
+// ClientStatus is an API client's standing.
+type ClientStatus string
+
+const (
+	ClientActive  ClientStatus = "active"
+	ClientRevoked ClientStatus = "revoked"
+)
+
+// Client is a registered API client of a tenant: its ID is the JWT subject,
+// Scopes what tokens for it may carry at most.
+type Client struct {
+	ID        string           `json:"id"`
+	Tenant    cloison.TenantID `json:"tenant"`
+	Name      string           `json:"name"`
+	Scopes    []Scope          `json:"scopes"`
+	Status    ClientStatus     `json:"status"`
+	CreatedAt time.Time        `json:"created_at"`
+	RevokedAt time.Time        `json:"revoked_at,omitzero"`
+}
+
+var clientID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// Validate checks a client before it is stored.
+func (c *Client) Validate() error {
+	switch {
+	case !clientID.MatchString(c.ID):
+		return fmt.Errorf("%w: client id %q", ErrInvalidClient, c.ID)
+	case !tenantID.MatchString(string(c.Tenant)):
+		return fmt.Errorf("%w: tenant %q", ErrInvalidClient, c.Tenant)
+	case c.Name == "" || len(c.Name) > 200:
+		return fmt.Errorf("%w: name must have 1 to 200 bytes", ErrInvalidClient)
+	}
+	for _, s := range c.Scopes {
+		if _, err := ParseScope(string(s)); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidClient, err)
+		}
+	}
+	return nil
+}
