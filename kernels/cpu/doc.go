@@ -24,9 +24,9 @@
 //
 // Built with GOEXPERIMENT=simd on amd64 with AVX2 and FMA, the matrix and
 // attention dot products use vector kernels (dot_simd.go) with their own
-// fixed order, and Q8_0 products multiply int8 by int8 after quantizing each
-// activation row to Q8 blocks, as llama.cpp does (within the conformance
-// tolerance for Q8_0). The two builds are not bit-identical to each other;
+// fixed order, and Q8_0 and Q4_K products multiply int8 by int8 (VPMADDUBSW)
+// after quantizing each activation row to Q8 blocks, as llama.cpp does
+// (within the conformance tolerance for those types). The two builds are not bit-identical to each other;
 // each is deterministic and batch-invariant. The default build never imports
 // simd/archsimd.
 //

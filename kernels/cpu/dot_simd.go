@@ -141,7 +141,8 @@ func unsafeInt8(b []byte) []int8 {
 	return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
 }
 
-// Q8_0 products with vector kernels multiply int8 by int8, as llama.cpp does:
+// Q8_0 (and Q4_K, see q4k1x1) products with vector kernels multiply int8 by
+// int8, as llama.cpp does:
 // each activation row is quantized to Q8 blocks first (d = max|x|/127 per 32
 // values, q = round(x/d)), then every block contributes
 //
@@ -155,6 +156,7 @@ func unsafeInt8(b []byte) []int8 {
 type q8acts struct {
 	q []int8    // rows × cols
 	d []float32 // rows × cols/32
+	s []int32   // rows × cols/32: Σ q of each block (for Q4_K's mins)
 }
 
 // prepareQ8 quantizes x's rows when a product in ps has Q8_0 weights and
@@ -163,13 +165,18 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	if !useSIMD || x.cols%32 != 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.Q8_0 }) {
+	if !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.Q8_0 || p.m.dt == kernels.Q4_K }) {
 		return nil
 	}
 	nb := x.cols / 32
-	a := &q8acts{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*nb)}
+	a := &q8acts{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*nb), s: make([]int32, x.rows*nb)}
 	b.eachRow(x.rows, x.cols, func(r int) {
-		quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+		q := a.q[r*x.cols : (r+1)*x.cols]
+		quantizeRowQ8(q, a.d[r*nb:(r+1)*nb], x.row(r))
+		sums := a.s[r*nb : (r+1)*nb]
+		for i, v := range q {
+			sums[i/32] += int32(v)
+		}
 	})
 	return a
 }
@@ -203,11 +210,21 @@ func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) 
 // q8IntMul computes the block of outputs of a Q8_0 product from quantized
 // activations; it reports false (and does nothing) when acts is nil.
 func q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) bool {
-	if acts == nil || m.dt != kernels.Q8_0 {
+	if acts == nil || (m.dt != kernels.Q8_0 && m.dt != kernels.Q4_K) {
 		return false
 	}
 	cols, nb := m.cols, m.cols/32
 	row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
+	if m.dt == kernels.Q4_K {
+		for r := r0; r < r1; r++ {
+			xq, xd, xs := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb], acts.s[r*nb:(r+1)*nb]
+			out := dst.row(r)
+			for o := o0; o < o1; o++ {
+				out[o] = q4k1x1(xq, xd, xs, row(o))
+			}
+		}
+		return true
+	}
 	for r := r0; r < r1; r++ {
 		xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 		out := dst.row(r)
@@ -404,4 +421,45 @@ func axpy1(o []float32, w float32, v []float32) {
 	if n8 < n {
 		axpy1Go(o[n8:], w, v[n8:])
 	}
+}
+
+var low4 = archsimd.BroadcastUint8x32(0x0f)
+
+// q4k1x1 is the Q4_K product of one weight row with quantized activations,
+// as llama.cpp's vec_dot_q4_K_q8_K: per 32-element sub-block j with 6-bit
+// scale sc and min m, Σ w·x = d·sc·dx·Σ q·xq − dmin·m·dx·Σ xq, the first sum
+// exact in integers (VPMADDUBSW of the unsigned nibbles and xq), the second
+// from the precomputed block sums. The scale terms go to the vector lanes,
+// the min terms to one scalar sum, both in sub-block order; the result is
+// hsum(lanes) − mins.
+func q4k1x1(xq []int8, xd []float32, xs []int32, w []byte) float32 {
+	nsb := len(w) / 144
+	xq, xd, xs = xq[:nsb*256], xd[:nsb*8], xs[:nsb*8]
+	var acc archsimd.Float32x8
+	var mins float32
+	for s := range nsb {
+		blk := (*[144]byte)(w[s*144:])
+		d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
+		dmin := f16tab[uint16(blk[2])|uint16(blk[3])<<8]
+		scales := blk[4:16]
+		for j := range 4 {
+			q := archsimd.LoadUint8x32((*[32]uint8)(blk[16+32*j:]))
+			lo := q.And(low4)
+			hi := q.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(low4)
+			b0 := s*8 + 2*j // activation block of the low nibbles; b0+1: high
+			x0 := archsimd.LoadInt8x32((*[32]int8)(xq[b0*32:]))
+			x1 := archsimd.LoadInt8x32((*[32]int8)(xq[b0*32+32:]))
+			sc0, m0 := kernels.Q4KScaleMin(2*j, scales)
+			sc1, m1 := kernels.Q4KScaleMin(2*j+1, scales)
+			i0 := lo.DotProductPairsSaturated(x0).DotProductPairs(ones16).ConvertToFloat32()
+			i1 := hi.DotProductPairsSaturated(x1).DotProductPairs(ones16).ConvertToFloat32()
+			acc = i0.MulAdd(archsimd.BroadcastFloat32x8(float32(float32(d*float32(sc0))*xd[b0])), acc)
+			acc = i1.MulAdd(archsimd.BroadcastFloat32x8(float32(float32(d*float32(sc1))*xd[b0+1])), acc)
+			mins += float32(float32(float32(dmin*float32(m0))*xd[b0]) * float32(xs[b0]))
+			mins += float32(float32(float32(dmin*float32(m1))*xd[b0+1]) * float32(xs[b0+1]))
+		}
+	}
+	s := hsum(acc)
+	archsimd.ClearAVXUpperBits()
+	return s - mins
 }
