@@ -305,6 +305,12 @@ type Options struct {
 	Threads int
 	// Device selects a device (GPU ordinal); ignored by kernels/cpu.
 	Device int
+	// UnsafeSkipOwnershipChecks makes arenas read pages without comparing
+	// their ownership tags and fill counts with the block table — as the 2026
+	// engines did. It exists only so that tests can prove the other layers
+	// fail closed without this one (and that the leak oracle detects a leak
+	// when every layer is off); a server never sets it.
+	UnsafeSkipOwnershipChecks bool
 }
 
 // Factory opens a backend.

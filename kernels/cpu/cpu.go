@@ -20,8 +20,9 @@ func init() {
 
 // Backend is the pure-Go kernels.Backend. It implements kernels.MultiMatMuler.
 type Backend struct {
-	w      *workers
-	closed atomic.Bool
+	w          *workers
+	closed     atomic.Bool
+	unsafeSkip bool // Options.UnsafeSkipOwnershipChecks: tests only
 }
 
 var (
@@ -38,7 +39,7 @@ func New(o kernels.Options) (*Backend, error) {
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{w: newWorkers(n)}, nil
+	return &Backend{w: newWorkers(n), unsafeSkip: o.UnsafeSkipOwnershipChecks}, nil
 }
 
 // Name returns "cpu".
