@@ -165,6 +165,22 @@ func BenchmarkZeroPages(b *testing.B) {
 			}
 		}
 	})
+	b.Run("ZeroPages/threads=1", func(b *testing.B) {
+		one := openBench(b, 1)
+		a1, err := one.NewArena(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a1.ZeroPages(all); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(pages) * a1.PageBytes()))
+		for b.Loop() {
+			if err := a1.ZeroPages(pages); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// clear() of the same number of bytes in one slice: at 64 MiB Go's
 	// memclr switches to non-temporal stores (from 32 MiB on).
 	b.Run("clear", func(b *testing.B) {
