@@ -10,8 +10,11 @@
 //   - Determinism and batch invariance: one row's result is bit-identical
 //     whatever else is in the batch and whatever the thread count.
 //   - A page's KV contents are read only through an isolation.BlockTable, and
-//     only after the page's arena tag equals the table's tag; a mismatch is a
-//     *TagMismatchError (code isolation_violation) and no output is written.
+//     only after the page's arena tag equals the table's tag and every slot
+//     read was written under that tag; otherwise a *TagMismatchError or an
+//     *UnwrittenError (code isolation_violation) and no output is written.
+//   - A page that changes owner is zeroed before the new owner's first write;
+//     a transfer copy carries zeros for slots its table does not cover.
 //   - ZeroPages leaves the pages' bytes zero and their tags zero.
 //
 // The loop that drives a backend (one engine step of a llama-family model):
