@@ -301,7 +301,7 @@ func (e *TagMismatchError) ErrorCode() cloison.Code { return cloison.CodeIsolati
 
 // Options configure a backend at Open.
 type Options struct {
-	// Threads is the number of worker threads (CPU) ; 0 means GOMAXPROCS.
+	// Threads is the number of worker threads (CPU); 0 means GOMAXPROCS.
 	Threads int
 	// Device selects a device (GPU ordinal); ignored by kernels/cpu.
 	Device int
