@@ -306,6 +306,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return pub, nil
 	})
 	if err != nil {
+		// Claims are only validated once the signature holds, so a missing
+		// claim here is one of a genuine token; name which.
+		if errors.Is(err, jwt.ErrTokenRequiredClaimMissing) && c.ExpiresAt != nil {
+			return Principal{}, fmt.Errorf("%w: no aud", ErrTokenAudience)
+		}
 		return Principal{}, jwtError(err)
 	}
 	p := Principal{Subject: c.Subject, Tenant: cloison.TenantID(c.Tenant), Issuer: c.Issuer, KeyID: h.Kid, TokenID: c.ID,
