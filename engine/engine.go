@@ -399,11 +399,19 @@ func (a *active) appendText(piece []byte) (string, bool) {
 // batch. Untouched requests recompute.
 func (e *Engine) failStep(rd Ready, err error) {
 	touched := map[cloison.RequestID]bool{}
+	page := int32(-1)
 	var tm *kernels.TagMismatchError
-	if errors.As(err, &tm) {
+	var uw *kernels.UnwrittenError
+	switch {
+	case errors.As(err, &tm):
+		page = tm.Page
+	case errors.As(err, &uw):
+		page = uw.Page
+	}
+	if page >= 0 {
 		for _, it := range rd.Batch {
 			for i := range it.Table.Len() {
-				if it.Table.Page(i) == tm.Page {
+				if it.Table.Page(i) == page {
 					touched[it.ID] = true
 				}
 			}
@@ -461,8 +469,10 @@ func (e *Engine) finish(a *active, ev Event) {
 	}
 }
 
+// isIsolationFailure: any error coded isolation_violation, from the pool
+// (ViolationError, stale lease) or the arena (tag mismatch, unwritten slots).
 func isIsolationFailure(err error) bool {
-	return errors.Is(err, isolation.ErrViolation) || errors.Is(err, kernels.ErrTagMismatch) || errors.Is(err, isolation.ErrStaleLease)
+	return cloison.ErrorCode(err) == cloison.CodeIsolationViolation
 }
 
 func (e *Engine) incident(a *active, ev Event, now time.Time) {
@@ -472,13 +482,18 @@ func (e *Engine) incident(a *active, ev Event, now time.Time) {
 	in := Incident{Time: now, Tenant: ev.Tenant, Request: ev.ID, Err: ev.Err, Reason: ev.Err.Error()}
 	var v *isolation.ViolationError
 	var tm *kernels.TagMismatchError
+	var uw *kernels.UnwrittenError
 	switch {
 	case errors.As(ev.Err, &v):
 		in.Kind, in.Page, in.Owner, in.Reason = "pool-violation", v.Page, v.Owner, string(v.Reason)
 	case errors.As(ev.Err, &tm):
 		in.Kind, in.Page, in.Reason = "kernel-tag-mismatch", tm.Page, "tag-mismatch"
-	default:
+	case errors.As(ev.Err, &uw):
+		in.Kind, in.Page, in.Reason = "kernel-unwritten", uw.Page, "unwritten-slot"
+	case errors.Is(ev.Err, isolation.ErrStaleLease):
 		in.Kind = "stale-lease"
+	default:
+		in.Kind = "isolation"
 	}
 	e.cfg.OnIncident(in)
 }

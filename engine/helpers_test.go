@@ -28,6 +28,11 @@ type loaded struct {
 
 func loadWriter(t testing.TB, w *gguf.Writer, err error) *loaded {
 	t.Helper()
+	return loadWriterOpts(t, w, err, kernels.Options{})
+}
+
+func loadWriterOpts(t testing.TB, w *gguf.Writer, err error, opts kernels.Options) *loaded {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +44,7 @@ func loadWriter(t testing.TB, w *gguf.Writer, err error) *loaded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := cpu.New(kernels.Options{})
+	b, err := cpu.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

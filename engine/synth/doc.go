@@ -25,23 +25,31 @@
 //     attention output is the mean of the normalised inputs: dimension t holds
 //     f_t/r0, where f_t is the frequency of token t among positions 0…p and
 //     r0 = sqrt((1+c²)/d) is the (constant) RMS of an embedding.
-//     Wo = r0·I with the bias row zeroed: the residual gains exactly f_t in
-//     dimension t. Heads are 64 wide (d/64 query and KV heads).
+//     Wo = β·r0·I with the bias row zeroed and β = GapTokens: the residual
+//     gains exactly β·f_t in dimension t — the token's count when the context
+//     holds β positions. Heads are 64 wide (d/64 query and KV heads).
 //   - Feed-forward: all zero weights, so it adds exactly 0.
 //   - Output: output_norm = 1, output.weight row t = α·e_t (nothing from the
-//     bias dimension). The logit of token t is α·x[t]/rms(x) with x[t] = f_t
-//     (+1 for the current token).
+//     bias dimension). The logit of token t is α·x[t]/rms(x) with
+//     x[t] = β·f_t (+1 for the current token).
 //
 // Consequences. An absent token has f_t = 0, every product that reaches its
 // logit is an exact zero, so its logit is exactly 0.0; a present token's logit
 // is strictly positive. Under greedy decoding only a context token can win,
-// for any context length. With rms(x) ≤ sqrt((c²+4)/d), a token present once
-// in n tokens has a logit ≥ α·sqrt(d)/(n·sqrt(c²+4)); α is chosen so that this
-// is ≥ 32 at n = BagConfig.GapTokens (default 4096). So for contexts up to
-// GapTokens every absent token sits ≥ 32 logits below every present token:
-// under temperature ≤ 1 sampling its probability is < e^-32 per step. (For
-// longer contexts the gap shrinks as GapTokens/n but never reaches 0.) The
-// largest logit is ≤ α·sqrt(d)/c ≈ 66·GapTokens, far from float32 overflow.
+// for any context length, and the winner is the most frequent token of the
+// attended KV (the current token counts once more): the model reports what it
+// read, so KV read from another request shows in its output. Without β the
+// current token's own +1 would outweigh every frequency (≤ 1) and the model
+// would only echo its input, blind to what it attends over.
+//
+// Since Σ_t (β·f_t + δ_t)² ≤ (1+β)², rms(x) ≤ sqrt((c²+(1+β)²)/d), and a token
+// present once in n tokens has a logit ≥ α·β·sqrt(d)/(n·sqrt(c²+(1+β)²)); α is
+// chosen so that this is ≥ 32 at n = BagConfig.GapTokens (default 4096). So for
+// contexts up to GapTokens every absent token sits ≥ 32 logits below every
+// present token: under temperature ≤ 1 sampling its probability is < e^-32 per
+// step. (For longer contexts the gap shrinks as GapTokens/n but never reaches
+// 0.) The largest logit is ≤ α·sqrt(d) ≈ 32·GapTokens, far from float32
+// overflow.
 //
 // The advertised context length (llama.context_length) is a separate knob:
 // tests need a model that advertises 1,048,576 tokens.

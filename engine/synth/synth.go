@@ -270,7 +270,12 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 		return nil, err
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))
-	alpha := float32(bagMinGap * float64(c.GapTokens) * math.Sqrt(bagBias*bagBias+4) / math.Sqrt(float64(d)))
+	// beta scales attention's frequencies to counts (at GapTokens
+	// positions): the most frequent token of the attended KV then outweighs
+	// the current token's own +1 in the residual, so the model emits what it
+	// read, not an echo of its input.
+	beta := float64(c.GapTokens)
+	alpha := float32(bagMinGap * math.Sqrt(bagBias*bagBias+(1+beta)*(1+beta)) / math.Sqrt(float64(d)))
 	// dense builds a rows×cols F32 matrix from a function of (row, col)
 	// that is non-zero only where set says.
 	dense := func(name string, rows, cols int, set func(m []float32)) error {
@@ -310,7 +315,7 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 		dense("blk.0.attn_output.weight", d, d, func(m []float32) {
 			for i := 0; i < d; i++ {
 				if i != b {
-					m[i*d+i] = r0
+					m[i*d+i] = r0 * float32(beta)
 				}
 			}
 		}),
