@@ -52,6 +52,7 @@ type BlockTable struct {
 	own        Tag // the tag of every page at index >= readOnly
 	pages      []int32
 	tags       []Tag // tags of the readOnly prefix pages (their writers')
+	staged     bool  // from StagingTable: for CopyIn only, never for reads
 }
 
 // Lease returns the lease the table was approved for.
@@ -78,6 +79,12 @@ func (b BlockTable) Tag(i int) Tag {
 	_ = b.pages[i] // bounds
 	return b.own
 }
+
+// Staged reports whether the table came from Pool.StagingTable: its positions
+// may hold transferred KV that is not verified yet. A kernel may copy into its
+// Writable pages (Arena.CopyIn) but must refuse to read through it (Attention,
+// CopyOut, WriteKV): the pool has not recorded its slots as written.
+func (b BlockTable) Staged() bool { return b.staged }
 
 // Writable reports whether the lease may write KV into the i-th page. Shared
 // prefix pages are read-only.

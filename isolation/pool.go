@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/cloison/cloison"
@@ -87,6 +88,7 @@ type leaseState struct {
 	gens     []uint32
 	readOnly int // leading prefix pages (stCached) the lease references
 	written  int // leading token slots written (prefix tokens included)
+	staged   int // leading token slots a StagingTable let a transfer fill, verified or not
 }
 
 // HoldID names a transfer hold.
@@ -607,6 +609,67 @@ func (p *Pool) BlockTable(l Lease, tokens int) (BlockTable, error) {
 	return bt, nil
 }
 
+// StagingTable returns a write-only table over the first tokens positions of
+// a lease that holds nothing written beyond its read-only prefix pages, for a
+// transfer receiver: it copies incoming KV into the lease's pages through the
+// table (kernels.Arena.CopyIn) BEFORE the transfer is verified, and records
+// the slots with Write only AFTER verification succeeded. Until then the
+// pool's fill counts are unchanged, so BlockTable refuses every staged slot
+// (ReasonUnwritten) and attention can never be handed unverified KV. The
+// table reports Staged; kernels must not read through it.
+//
+// The lease's own pages in the table are tagged as its contents at once (the
+// arena may hold its bytes from now on), and a lease released before Write
+// covered every staged slot is discarded: its pages are zeroed before any
+// reuse, whatever the zeroing mode, so unverified bytes never reach a free
+// list.
+//
+// Errors: ErrStaleLease, ErrInvalidArgument (tokens outside (prefix, slots],
+// or slots beyond the prefix already written).
+func (p *Pool) StagingTable(l Lease, tokens int) (BlockTable, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ls, err := p.live(l)
+	if err != nil {
+		return BlockTable{}, err
+	}
+	prefix := ls.readOnly << p.shift
+	switch {
+	case ls.written != prefix:
+		return BlockTable{}, fmt.Errorf("%w: staging into lease %s with %d slots written beyond its prefix", ErrInvalidArgument, l, ls.written-prefix)
+	case tokens <= prefix || tokens > len(ls.pages)<<p.shift:
+		return BlockTable{}, fmt.Errorf("%w: staging table of %d tokens for a lease of %d slots, %d cached", ErrInvalidArgument, tokens, len(ls.pages)<<p.shift, prefix)
+	}
+	n := p.pagesFor(tokens)
+	own := Tag{Tenant: uint32(ls.tenant) + 1, Epoch: l.Epoch}
+	bt := BlockTable{
+		lease:      l,
+		tokens:     tokens,
+		pageTokens: p.pageTokens,
+		readOnly:   ls.readOnly,
+		own:        own,
+		pages:      slices.Clone(ls.pages[:n]),
+		staged:     true,
+	}
+	if ls.readOnly > 0 {
+		bt.tags = make([]Tag, ls.readOnly)
+		for i := range ls.readOnly {
+			bt.tags[i] = p.pages[ls.pages[i]].tag
+		}
+	}
+	for i := ls.readOnly; i < n; i++ {
+		m := &p.pages[ls.pages[i]]
+		if m.state != stLeased || m.owner != l.Epoch || m.gen != ls.gens[i] {
+			return BlockTable{}, fmt.Errorf("%w: lease %s page %d is %s, owner %d", ErrCorrupt, l, ls.pages[i], m.state, m.owner)
+		}
+	}
+	for i := ls.readOnly; i < n; i++ {
+		p.pages[ls.pages[i]].tag = own
+	}
+	ls.staged = max(ls.staged, tokens)
+	return bt, nil
+}
+
 // ownerOf names the owner or last writer of a page for a ViolationError.
 func (p *Pool) ownerOf(pg int32) Lease {
 	m := &p.pages[pg]
@@ -639,6 +702,9 @@ func (p *Pool) release(l Lease, scrub bool) error {
 		return err
 	}
 	delete(p.leases, l.Epoch)
+	// Staged slots that Write never recorded hold unverified bytes: zero
+	// them before any reuse, whatever the mode.
+	scrub = scrub || ls.staged > ls.written
 	t := p.tenants[ls.tenant]
 	t.leases--
 	p.setLeased(t, t.leased-len(ls.pages))

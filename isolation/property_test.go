@@ -43,6 +43,7 @@ type machine struct {
 type writer struct {
 	tenant cloison.TenantID
 	epoch  uint64
+	staged bool // copied in through a StagingTable, not recorded by Write
 }
 
 type liveLease struct {
@@ -115,7 +116,9 @@ func (m *machine) pickLease() (int, bool) {
 }
 
 func (m *machine) step() {
-	switch m.draw(9, "op") {
+	switch m.draw(10, "op") {
+	case 9:
+		m.stage()
 	case 0, 1:
 		m.allocate()
 	case 2:
@@ -248,6 +251,9 @@ func (m *machine) checkNewPages(l Lease) {
 			continue
 		}
 		for _, w := range m.arena[pg] {
+			if w.staged && w.epoch != l.Epoch {
+				m.t.Fatalf("page %d reached %s holding unverified staged bytes of %s@%d unscrubbed", pg, l, w.tenant, w.epoch)
+			}
 			if w.tenant == "" || w.tenant == l.Tenant && w.epoch == l.Epoch {
 				continue
 			}
@@ -295,7 +301,40 @@ func (m *machine) write() {
 		if !bt.Writable(pi) {
 			m.t.Fatalf("position %d of %s falls in a read-only page", pos, ll.l)
 		}
-		m.arena[bt.Page(pi)][slot] = writer{ll.l.Tenant, ll.l.Epoch}
+		m.arena[bt.Page(pi)][slot] = writer{ll.l.Tenant, ll.l.Epoch, false}
+	}
+}
+
+// stage copies a transfer into a lease through a StagingTable, as a
+// receiver does before verifying it; the write op later records (commits)
+// some of it, or the lease ends with it unrecorded.
+func (m *machine) stage() {
+	i, ok := m.pickLease()
+	if !ok {
+		return
+	}
+	ll := m.leases[i]
+	m.p.mu.Lock()
+	ls := m.p.leases[ll.l.Epoch]
+	prefix, written := ls.readOnly*m.pt, ls.written
+	m.p.mu.Unlock()
+	tokens := m.draw(ll.slots+1, "stageTokens")
+	bt, err := m.p.StagingTable(ll.l, tokens)
+	if written != prefix || tokens <= prefix {
+		if !errors.Is(err, ErrInvalidArgument) {
+			m.t.Fatalf("StagingTable(%d) with %d written, %d cached: got %v, want ErrInvalidArgument", tokens, written, prefix, err)
+		}
+		return
+	}
+	if err != nil {
+		m.t.Fatalf("StagingTable: %v", err)
+	}
+	for pos := prefix; pos < tokens; pos++ {
+		pi, slot := bt.Slot(pos)
+		if !bt.Writable(pi) || !bt.Staged() {
+			m.t.Fatalf("staging position %d of %s: writable %v, staged %v", pos, ll.l, bt.Writable(pi), bt.Staged())
+		}
+		m.arena[bt.Page(pi)][slot] = writer{ll.l.Tenant, ll.l.Epoch, true}
 	}
 }
 
@@ -326,7 +365,7 @@ func (m *machine) read() {
 			if w.tenant == "" || !m.sameNamespace(w.tenant, ll.l.Tenant) || bt.Tag(pi).Epoch != w.epoch {
 				m.t.Fatalf("%s reads prefix slot written by %+v, table expects %+v", ll.l, w, bt.Tag(pi))
 			}
-		case w != writer{ll.l.Tenant, ll.l.Epoch}:
+		case w != writer{ll.l.Tenant, ll.l.Epoch, false}:
 			m.t.Fatalf("%s reads position %d (page %d slot %d) last written by %+v", ll.l, pos, bt.Page(pi), slot, w)
 		}
 	}
