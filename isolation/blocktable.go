@@ -28,7 +28,12 @@ func (l Lease) String() string {
 // page another lease wrote.
 type Tag struct {
 	Tenant uint32
-	Epoch  uint64
+	// Gen is the page's generation when the lease wrote it. A page's
+	// generation grows every time it leaves an owner, so a backend can
+	// refuse a write whose table is of an older generation than the page's
+	// current contents: a stale table never overwrites a later owner's KV.
+	Gen   uint32
+	Epoch uint64
 }
 
 // IsZero reports whether t is the no-owner tag.
@@ -49,8 +54,9 @@ type BlockTable struct {
 	tokens     int
 	pageTokens int
 	readOnly   int // leading pages that are shared prefix pages: never written through this table
-	own        Tag // the tag of every page at index >= readOnly
+	own        Tag // Tenant and Epoch of every page at index >= readOnly
 	pages      []int32
+	gens       []uint32 // generation of each page when the lease took it
 	tags       []Tag // tags of the readOnly prefix pages (their writers')
 	staged     bool  // from StagingTable: for CopyIn only, never for reads
 }
@@ -76,8 +82,9 @@ func (b BlockTable) Tag(i int) Tag {
 	if i < b.readOnly {
 		return b.tags[i]
 	}
-	_ = b.pages[i] // bounds
-	return b.own
+	t := b.own
+	t.Gen = b.gens[i]
+	return t
 }
 
 // Staged reports whether the table came from Pool.StagingTable: its positions

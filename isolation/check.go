@@ -130,7 +130,7 @@ func (p *Pool) check() error {
 			if int(m.fill) != want {
 				return fmt.Errorf("lease %s page %d: fill %d, want %d", ls.id, pg, m.fill, want)
 			}
-			if want > 0 && m.tag != (Tag{Tenant: uint32(ls.tenant) + 1, Epoch: ls.id.Epoch}) {
+			if want > 0 && m.tag != (Tag{Tenant: uint32(ls.tenant) + 1, Epoch: ls.id.Epoch, Gen: m.gen}) {
 				return fmt.Errorf("lease %s page %d written but tagged %+v", ls.id, pg, m.tag)
 			}
 		}

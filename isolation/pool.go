@@ -515,6 +515,7 @@ func (p *Pool) Write(l Lease, n int) error {
 		stop := min(end, (i+1)<<p.shift)
 		m.fill = uint32(stop - i<<p.shift)
 		m.tag = tag
+		m.tag.Gen = m.gen
 		pos = stop
 	}
 	ls.written = end
@@ -606,6 +607,7 @@ func (p *Pool) BlockTable(l Lease, tokens int) (BlockTable, error) {
 		}
 	}
 	copy(bt.pages, pages)
+	bt.gens = slices.Clone(gens)
 	return bt, nil
 }
 
@@ -649,6 +651,7 @@ func (p *Pool) StagingTable(l Lease, tokens int) (BlockTable, error) {
 		readOnly:   ls.readOnly,
 		own:        own,
 		pages:      slices.Clone(ls.pages[:n]),
+		gens:       slices.Clone(ls.gens[:n]),
 		staged:     true,
 	}
 	if ls.readOnly > 0 {
@@ -664,7 +667,9 @@ func (p *Pool) StagingTable(l Lease, tokens int) (BlockTable, error) {
 		}
 	}
 	for i := ls.readOnly; i < n; i++ {
-		p.pages[ls.pages[i]].tag = own
+		m := &p.pages[ls.pages[i]]
+		m.tag = own
+		m.tag.Gen = m.gen
 	}
 	ls.staged = max(ls.staged, tokens)
 	return bt, nil

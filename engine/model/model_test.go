@@ -422,11 +422,9 @@ func TestStaleTableCannotRead(t *testing.T) {
 		n    int
 		want error
 	}{
-		// The write lands mid-page in a page b now owns: the arena refuses
-		// to write after slots it never saw written under the stale tag.
-		{"decode mid-page", 7, 1, kernels.ErrUnwritten},
-		// The write starts a page (which the arena restarts empty under the
-		// stale tag), then attention must read page 0, now b's.
+		// The write lands in pages b now owns, under an older epoch: the
+		// arena refuses to write over a later lease's KV.
+		{"decode mid-page", 7, 1, kernels.ErrTagMismatch},
 		{"chunk from a page start", 4, 4, kernels.ErrTagMismatch},
 	}
 	for _, tc := range tests {

@@ -167,7 +167,7 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 			if !s.Table.Writable(i) {
 				return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
 			}
-			if tag.IsZero() {
+			if tag.IsZero() || stale(a.tags[p], tag) {
 				return &kernels.TagMismatchError{Page: p, Want: tag, Got: a.tags[p]}
 			}
 			first := max(s.Pos, i*pt) - i*pt
@@ -293,6 +293,14 @@ func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
 	return nil
 }
 
+// stale reports whether a write tagged want would overwrite a page whose
+// contents are of a later generation: a page's generation grows every time
+// it leaves an owner, so such a table comes from a lease that released the
+// page since (or a bug). Its write would wipe the new owner's KV.
+func stale(cur, want isolation.Tag) bool {
+	return !cur.IsZero() && cur != want && cur.Gen > want.Gen
+}
+
 // CopyIn writes src into table page i and takes the table's tag.
 func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 	if err := a.checkCopy(src, t, i); err != nil {
@@ -302,7 +310,7 @@ func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 	if !t.Writable(i) {
 		return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
 	}
-	if want.IsZero() {
+	if want.IsZero() || stale(a.tags[p], want) {
 		return &kernels.TagMismatchError{Page: p, Want: want, Got: a.tags[p]}
 	}
 	c := covered(t, i)

@@ -52,3 +52,38 @@ func TestUnsafeSkipOwnershipChecks(t *testing.T) {
 		}
 	}
 }
+
+// A table kept from a released lease cannot write into its old page once a
+// later lease owns it: the write would wipe the new owner's KV.
+func TestStaleTableCannotWrite(t *testing.T) {
+	b, _ := New(kernels.Options{Threads: 1})
+	defer b.Close()
+	a, _ := b.NewArena(kernels.ArenaConfig{Pages: 1, PageTokens: 4, Layers: 1, KVHeads: 1, HeadDim: 4})
+	pool, _ := isolation.NewPool(isolation.Config{Pages: 1, PageTokens: 4, DefaultZeroing: isolation.ZeroNever})
+	pool.AddTenant(isolation.TenantConfig{ID: "a"})
+	pool.AddTenant(isolation.TenantConfig{ID: "b"})
+	k, _ := b.NewTensor(1, 4)
+	b.Upload(k, []float32{1, 2, 3, 4})
+	la, _ := pool.Allocate("a", "r", 4)
+	pool.Write(la, 1)
+	old, _ := pool.BlockTable(la, 1)
+	if err := a.WriteKV(0, k, k, []kernels.Span{{Table: old, N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	pool.Release(la)
+	lb, _ := pool.Allocate("b", "r", 4)
+	pool.Write(lb, 1)
+	bt, _ := pool.BlockTable(lb, 1)
+	if err := a.WriteKV(0, k, k, []kernels.Span{{Table: bt, N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteKV(0, k, k, []kernels.Span{{Table: old, N: 1}}); !errors.Is(err, kernels.ErrTagMismatch) {
+		t.Fatalf("stale WriteKV: got %v, want a tag mismatch", err)
+	}
+	if err := a.CopyIn(old, 0, make([]byte, a.PageBytes())); !errors.Is(err, kernels.ErrTagMismatch) {
+		t.Fatalf("stale CopyIn: got %v, want a tag mismatch", err)
+	}
+	if got := a.Tag(bt.Page(0)); got != bt.Tag(0) {
+		t.Fatalf("the new owner's page was re-tagged %+v", got)
+	}
+}
