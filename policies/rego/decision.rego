@@ -7,11 +7,13 @@ package cloison.policy
 
 default allow := false
 
-allow if count(deny) == 0
+allow if count(reasons) == 0
+
+reasons := sort(deny)
 
 decision := {
 	"allow": allow,
-	"reasons": sort(deny),
+	"reasons": reasons,
 	"tier": tier,
 	"zeroing": zeroing,
 	"limits": limits,
