@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -107,6 +108,14 @@ type Engine struct {
 	mu      sync.Mutex
 	active  map[cloison.RequestID]*active // guarded by mu (the loop and Submit share it)
 	stopped bool                          // guarded by mu
+
+	running, waiting atomic.Int64 // sequences holding leases / queued, after the last step
+}
+
+// Load returns the number of running (leased) and waiting (queued) requests
+// as of the last step; safe for concurrent use (metrics).
+func (e *Engine) Load() (running, waiting int) {
+	return int(e.running.Load()), int(e.waiting.Load())
 }
 
 // New returns an Engine. Attestation must have passed.
@@ -282,6 +291,11 @@ func (e *Engine) expire() {
 
 // step runs one scheduler step. An error stops the engine (fail closed).
 func (e *Engine) step() error {
+	defer func() {
+		q, r := e.sched.Len()
+		e.running.Store(int64(r))
+		e.waiting.Store(int64(q))
+	}()
 	rd := e.sched.Ready()
 	e.handle(e.sched.Events())
 	if len(rd.Scrub) > 0 {
@@ -450,6 +464,13 @@ func (e *Engine) finish(a *active, ev Event) {
 	e.mu.Unlock()
 	a.stopCtx()
 	now := e.now()
+	sum := Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
+		Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
+		Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)}
+	if sum.Prompt == 0 {
+		sum.Prompt = len(a.req.Prompt)
+	}
+	a.stream.setSummary(sum)
 	if ev.State == Failed && isIsolationFailure(ev.Err) {
 		e.incident(a, ev, now)
 		a.stream.end(fmt.Errorf("%w: %w", ErrWithheld, ev.Err), "")
@@ -463,9 +484,7 @@ func (e *Engine) finish(a *active, ev Event) {
 		a.stream.end(ev.Err, "")
 	}
 	if e.cfg.OnFinish != nil {
-		e.cfg.OnFinish(Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
-			Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
-			Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)})
+		e.cfg.OnFinish(sum)
 	}
 }
 
@@ -536,16 +555,34 @@ type Stream struct {
 	cancel   func(error)
 	failNext error // set by the loop goroutine only
 
-	mu     sync.Mutex
-	queue  []Token      // guarded by mu
-	done   bool         // guarded by mu
-	err    error        // guarded by mu
-	finish FinishReason // guarded by mu
-	notify chan struct{}
+	mu      sync.Mutex
+	summary *Summary     // guarded by mu; set before the stream ends
+	queue   []Token      // guarded by mu
+	done    bool         // guarded by mu
+	err     error        // guarded by mu
+	finish  FinishReason // guarded by mu
+	notify  chan struct{}
 }
 
 func newStream(id cloison.RequestID) *Stream {
 	return &Stream{ID: id, notify: make(chan struct{}, 1)}
+}
+
+func (s *Stream) setSummary(sum Summary) {
+	s.mu.Lock()
+	s.summary = &sum
+	s.mu.Unlock()
+}
+
+// Summary returns the request's counts once the stream has ended (after Next
+// returned io.EOF or an error).
+func (s *Stream) Summary() (Summary, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.summary == nil || !s.done {
+		return Summary{}, false
+	}
+	return *s.summary, true
 }
 
 func (s *Stream) push(t Token) {
