@@ -1,0 +1,123 @@
+package transfer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+
+	"github.com/cloison/cloison"
+	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Flow control: HTTP/2 windows bound the bytes in flight per stream and per
+// connection; larger than gRPC's 64 KiB default so that one stream can fill a
+// fast link, small enough that a stalled decode node holds little memory.
+const (
+	streamWindow = 8 << 20
+	connWindow   = 32 << 20
+	bufferBytes  = 1 << 20
+	maxMessage   = 4 << 20
+)
+
+// codeKey is the trailer that carries the cloison error code to the sender.
+const codeKey = "cloison-code"
+
+// ServerOptions returns the gRPC server options of a decode node: mutual TLS
+// (tlsConfig must require and verify client certificates, see pki) and the
+// transfer's flow-control windows.
+func ServerOptions(tlsConfig *tls.Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+		grpc.ReadBufferSize(bufferBytes),
+		grpc.WriteBufferSize(bufferBytes),
+		grpc.MaxRecvMsgSize(maxMessage),
+	}
+}
+
+// DialOptions returns the gRPC dial options of a prefill node.
+func DialOptions(tlsConfig *tls.Config) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(bufferBytes),
+		grpc.WithWriteBufferSize(bufferBytes),
+	}
+}
+
+// Register serves r's Transfer service on s.
+func Register(s *grpc.Server, r *Receiver) {
+	transferv1.RegisterTransferServer(s, &server{r: r})
+}
+
+type server struct {
+	transferv1.UnimplementedTransferServer
+	r *Receiver
+}
+
+func (s *server) Push(stream grpc.ClientStreamingServer[transferv1.Frame, transferv1.Receipt]) error {
+	rc, err := s.r.Serve(stream.Context(), stream)
+	if err != nil {
+		code := cloison.ErrorCode(err)
+		stream.SetTrailer(metadata.Pairs(codeKey, string(code)))
+		return status.Error(grpcCode(code), err.Error())
+	}
+	return stream.SendAndClose(rc)
+}
+
+// grpcCode is the subset of api's error table a transfer can end with.
+func grpcCode(c cloison.Code) codes.Code {
+	switch c {
+	case cloison.CodeTransferVerification:
+		return codes.Aborted
+	case cloison.CodeCanceled:
+		return codes.Canceled
+	case cloison.CodeInvalid:
+		return codes.InvalidArgument
+	case cloison.CodeUnavailable:
+		return codes.Unavailable
+	}
+	return codes.Internal
+}
+
+// GRPC returns a Dialer over a connection to a decode node.
+func GRPC(conn grpc.ClientConnInterface) Dialer {
+	return grpcDialer{c: transferv1.NewTransferClient(conn)}
+}
+
+type grpcDialer struct{ c transferv1.TransferClient }
+
+func (d grpcDialer) Open(ctx context.Context) (Stream, error) {
+	st, err := d.c.Push(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// remoteErr turns the error that ended a stream into a typed error: the
+// receiver's verdict (in-process, as it is; over gRPC, from the status).
+func remoteErr(err error) error {
+	if errors.Is(err, ErrVerification) || errors.Is(err, ErrCanceled) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	switch st.Code() {
+	case codes.Aborted:
+		return fmt.Errorf("%w: receiver: %s", ErrVerification, st.Message())
+	case codes.Canceled, codes.DeadlineExceeded:
+		return fmt.Errorf("%w: receiver: %s", ErrCanceled, st.Message())
+	}
+	return fmt.Errorf("%w: %s: %s", ErrUnavailable, st.Code(), st.Message())
+}

@@ -1,0 +1,478 @@
+package transfer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// ReceiverConfig wires a Receiver to the decode node's pool and arena.
+type ReceiverConfig struct {
+	Pool  *isolation.Pool
+	Arena kernels.Arena
+	Keys  *KeyRing
+	Model Digest // the decode node's model: a transfer of another model's KV is refused
+	// OnVerificationFailed is called once for every refused transfer, after
+	// the reservation was discarded (cmd wires it to the ledger:
+	// transfer.verification_failed, and an incident). It must not block.
+	OnVerificationFailed func(Failure)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Failure describes a refused transfer, for the ledger: identifiers and the
+// reason, never KV.
+type Failure struct {
+	Time        time.Time
+	Lease       isolation.Lease // the reservation; zero if no reservation matched
+	SenderEpoch uint64
+	Reason      Reason
+	Err         error
+}
+
+// Result describes a verified, committed transfer.
+type Result struct {
+	Tokens, Pages int
+	Bytes         int64
+	SenderEpoch   uint64
+	ManifestMAC   [32]byte
+	Elapsed       time.Duration // header to commit
+	Verify        time.Duration // of Elapsed: hashing pages, comparing digests, checking MACs
+}
+
+// Receiver accepts transfers into reservations on the decode node. Safe for
+// concurrent use.
+type Receiver struct {
+	cfg    ReceiverConfig
+	layout Layout
+	now    func() time.Time
+
+	mu      sync.Mutex
+	pending map[uint64]*Ticket // guarded by mu; by the reservation lease's epoch
+}
+
+// NewReceiver checks cfg. Errors: ErrInvalid.
+func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	if cfg.Pool == nil || cfg.Arena == nil || cfg.Keys == nil {
+		return nil, fmt.Errorf("%w: receiver needs a pool, an arena and keys", ErrInvalid)
+	}
+	if cfg.Arena.Config().PageTokens != cfg.Pool.PageTokens() {
+		return nil, fmt.Errorf("%w: arena pages of %d tokens, pool pages of %d", ErrInvalid, cfg.Arena.Config().PageTokens, cfg.Pool.PageTokens())
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Receiver{cfg: cfg, layout: LayoutOf(cfg.Arena.Config()), now: now, pending: map[uint64]*Ticket{}}, nil
+}
+
+// Ticket is one reservation waiting for its transfer.
+type Ticket struct {
+	r      *Receiver
+	lease  isolation.Lease
+	tokens int
+	id     ReservationID
+	hold   isolation.HoldID
+	table  isolation.BlockTable // staging: CopyIn only
+
+	cancelOnce sync.Once
+	cancel     chan struct{} // closed by Cancel or a duplicate stream
+	done       chan struct{} // closed by finish
+
+	// Guarded by r.mu.
+	claimed  bool
+	abortErr error // why cancel was closed
+
+	// Written by finish before done is closed.
+	res Result
+	err error
+}
+
+// Expect registers a reservation: lease (allocated by the decode node for
+// exactly the prompt, nothing written) will receive tokens positions. Its
+// pages are held from now until the transfer is committed, refused or its
+// cancellation acknowledged, whatever happens to the lease meanwhile. Hand
+// Target() to the prefill node.
+//
+// Errors: ErrInvalid (tokens < 1, a reservation for this lease already
+// pending), isolation errors (ErrStaleLease; ErrInvalidArgument when the
+// lease holds fewer slots or has written some).
+func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
+	if tokens < 1 {
+		return nil, fmt.Errorf("%w: reservation of %d tokens", ErrInvalid, tokens)
+	}
+	t := &Ticket{r: r, lease: lease, tokens: tokens, cancel: make(chan struct{}), done: make(chan struct{})}
+	if _, err := rand.Read(t.id[:]); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[lease.Epoch] != nil {
+		return nil, fmt.Errorf("%w: lease %s already awaits a transfer", ErrInvalid, lease)
+	}
+	hold, err := r.cfg.Pool.Hold(lease)
+	if err != nil {
+		return nil, err
+	}
+	// Staging now validates the reservation; nothing is recorded as
+	// written until the transfer is verified.
+	table, err := r.cfg.Pool.StagingTable(lease, tokens)
+	if err != nil {
+		r.cfg.Pool.Unhold(hold)
+		return nil, err
+	}
+	t.hold, t.table = hold, table
+	r.pending[lease.Epoch] = t
+	return t, nil
+}
+
+// Target is what the prefill node needs to bind its transfer.
+func (t *Ticket) Target() Target {
+	return Target{Tenant: t.lease.Tenant, Request: t.lease.Request, Epoch: t.lease.Epoch, Reservation: t.id, Tokens: t.tokens}
+}
+
+// Done is closed when the ticket ended: committed, refused or cancelled.
+func (t *Ticket) Done() <-chan struct{} { return t.done }
+
+// Wait returns when the transfer was verified and committed (nil: Pool.Written
+// of the lease is the reserved tokens; decode may start) or ended otherwise.
+// If ctx ends first (a decode timeout), Wait cancels the transfer and returns
+// only after the cancellation was acknowledged.
+//
+// Errors: *VerificationError (ErrVerification; the lease was discarded),
+// ErrCanceled (Cancel, ctx, or the lease ended during the transfer; the
+// lease, if live, was discarded).
+func (t *Ticket) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		t.Cancel()
+		<-t.done
+	}
+	return t.res, t.err
+}
+
+// Cancel aborts the transfer (engine abort, decode timeout). It returns at
+// once; Done closes when the receiving stream has stopped writing pages (or
+// at once if none started), after the lease was discarded and its hold
+// released.
+func (t *Ticket) Cancel() { t.abort(nil) }
+
+func (t *Ticket) abort(why error) {
+	t.r.mu.Lock()
+	claimed := t.claimed
+	if !claimed {
+		t.claimed = true
+	}
+	if t.abortErr == nil {
+		t.abortErr = why
+	}
+	t.r.mu.Unlock()
+	t.cancelOnce.Do(func() { close(t.cancel) })
+	if !claimed {
+		t.finish(Result{}, fmt.Errorf("%w: reservation %s cancelled before its transfer started", ErrCanceled, t.lease))
+	}
+}
+
+// finish ends the ticket: on error the lease is discarded (unverified bytes
+// may sit in its pages), then the hold is released. A verification failure
+// is reported to the hook.
+func (t *Ticket) finish(res Result, err error) {
+	r := t.r
+	r.mu.Lock()
+	delete(r.pending, t.lease.Epoch)
+	r.mu.Unlock()
+	if err != nil {
+		if derr := r.cfg.Pool.Discard(t.lease); derr != nil && !errors.Is(derr, isolation.ErrStaleLease) {
+			err = errors.Join(err, derr)
+		}
+	}
+	// Unhold AFTER the last CopyIn: finish runs on the goroutine that
+	// copies, once it stopped.
+	if uerr := r.cfg.Pool.Unhold(t.hold); uerr != nil {
+		err = errors.Join(err, uerr)
+	}
+	var v *VerificationError
+	if errors.As(err, &v) {
+		v.Lease = t.lease
+		r.report(v)
+	}
+	t.res, t.err = res, err
+	close(t.done)
+}
+
+func (r *Receiver) report(v *VerificationError) {
+	if r.cfg.OnVerificationFailed != nil {
+		r.cfg.OnVerificationFailed(Failure{Time: r.now(), Lease: v.Lease, SenderEpoch: v.Sender, Reason: v.Reason, Err: v})
+	}
+}
+
+type frameOrErr struct {
+	f   *transferv1.Frame
+	err error
+}
+
+// Serve receives one transfer from src into the reservation its header
+// names, verifies it and commits it. It returns the receipt to send back, or
+// the error that ends the stream. ctx is the stream's: its end (the sender
+// went away) is a truncated transfer.
+//
+// Decoding may start only after the ticket's Wait returned nil. Before that,
+// in this order: the header's binding and MAC are checked before any page is
+// copied; every page is copied in through the reservation's staging table
+// (never readable); the manifest is complete, every page arrived exactly
+// once and in order with its digest, and the manifest MAC verifies; only
+// then Pool.Write records the tokens.
+func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Receipt, error) {
+	frames := make(chan frameOrErr, 2)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			f, err := src.Recv()
+			select {
+			case frames <- frameOrErr{f, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var cancel <-chan struct{} // the ticket's, once claimed
+	next := func() (*transferv1.Frame, error) {
+		select {
+		case <-cancel:
+			return nil, errCancel
+		default:
+		}
+		select {
+		case x := <-frames:
+			if errors.Is(x.err, io.EOF) {
+				return nil, io.EOF
+			}
+			if x.err != nil {
+				return nil, refuse(ReasonTruncated, "stream broke: %v", x.err)
+			}
+			return x.f, nil
+		case <-cancel:
+			return nil, errCancel
+		case <-ctx.Done():
+			return nil, refuse(ReasonTruncated, "sender went away: %v", context.Cause(ctx))
+		}
+	}
+
+	start := r.now()
+	f, err := next()
+	if err != nil {
+		return nil, r.refuseUnbound(eofTruncated(err, "before the header"))
+	}
+	wh := f.GetHeader()
+	if wh == nil {
+		return nil, r.refuseUnbound(refuse(ReasonMalformed, "first frame is not a header"))
+	}
+	h, err := headerFromWire(wh)
+	if err != nil {
+		return nil, r.refuseUnbound(err.(*VerificationError))
+	}
+	r.mu.Lock()
+	t := r.pending[h.ReceiverEpoch]
+	dup := t != nil && t.claimed
+	if t != nil && !dup {
+		t.claimed = true
+	}
+	r.mu.Unlock()
+	switch {
+	case t == nil:
+		v := refuse(ReasonUnknownReservation, "no reservation with epoch %d pending", h.ReceiverEpoch)
+		v.Sender = h.SenderEpoch
+		return nil, r.refuseUnbound(v)
+	case dup:
+		// Fail closed: the reservation's own stream stops too.
+		v := refuse(ReasonDuplicateStream, "a second stream for one reservation")
+		v.Sender = h.SenderEpoch
+		t.abort(v)
+		v2 := *v
+		v2.Lease = t.lease
+		return nil, &v2
+	}
+	cancel = t.cancel
+	res, err := r.receive(t, &h, wh.GetHeaderMac(), next)
+	if err != nil {
+		if errors.Is(err, errCancel) {
+			r.mu.Lock()
+			why := t.abortErr
+			r.mu.Unlock()
+			err = why
+			if err == nil {
+				err = fmt.Errorf("%w: reservation %s cancelled during its transfer", ErrCanceled, t.lease)
+			}
+		}
+		var v *VerificationError
+		if errors.As(err, &v) {
+			v.Sender = h.SenderEpoch
+		}
+		t.finish(Result{}, err)
+		return nil, err
+	}
+	res.Elapsed = r.now().Sub(start)
+	t.finish(res, nil)
+	return &transferv1.Receipt{CommittedTokens: uint64(res.Tokens), ManifestMac: res.ManifestMAC[:]}, nil
+}
+
+var errCancel = errors.New("transfer: ticket cancelled")
+
+func eofTruncated(err error, where string) error {
+	if errors.Is(err, io.EOF) {
+		return refuse(ReasonTruncated, "stream ended %s", where)
+	}
+	return err
+}
+
+// refuseUnbound reports a refusal that no reservation matched.
+func (r *Receiver) refuseUnbound(err error) error {
+	var v *VerificationError
+	if errors.As(err, &v) {
+		r.report(v)
+	}
+	return err
+}
+
+// verifyHeader checks the binding against the reservation; every mismatch is
+// refused before a byte of KV is copied.
+func (r *Receiver) verifyHeader(t *Ticket, h *Header, mac []byte) (time.Duration, error) {
+	start := time.Now()
+	want, err := r.cfg.Keys.HeaderMAC(h)
+	spent := time.Since(start)
+	switch {
+	case err != nil:
+		return spent, refuse(ReasonUnknownKey, "key %q is not in the ring", h.KeyID)
+	case !macEqual(want, mac):
+		return spent, refuse(ReasonHeaderMAC, "header MAC does not verify under key %q", h.KeyID)
+	case h.Tenant != t.lease.Tenant:
+		return spent, refuse(ReasonTenant, "manifest for tenant %q, reservation of %q", h.Tenant, t.lease.Tenant)
+	case h.Request != t.lease.Request:
+		return spent, refuse(ReasonRequest, "manifest for request %q, reservation of %q", h.Request, t.lease.Request)
+	case subtle.ConstantTimeCompare(h.Reservation[:], t.id[:]) != 1:
+		return spent, refuse(ReasonReservation, "manifest names another reservation (stale or replayed)")
+	case h.Model != r.cfg.Model:
+		return spent, refuse(ReasonModel, "KV of model %x, this node serves %x", h.Model[:8], r.cfg.Model[:8])
+	case h.Layout != r.layout:
+		return spent, refuse(ReasonLayout, "pages of layout %+v, this node's arena is %+v", h.Layout, r.layout)
+	case h.Tokens != t.tokens:
+		return spent, refuse(ReasonTokenCount, "%d tokens transferred for a reservation of %d", h.Tokens, t.tokens)
+	case h.Pages != t.table.Len():
+		return spent, refuse(ReasonPageCount, "%d pages announced for %d tokens in pages of %d", h.Pages, h.Tokens, r.layout.PageTokens)
+	}
+	return spent, nil
+}
+
+func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*transferv1.Frame, error)) (Result, error) {
+	res := Result{Tokens: h.Tokens, Pages: h.Pages, SenderEpoch: h.SenderEpoch}
+	spent, err := r.verifyHeader(t, h, hmac)
+	res.Verify += spent
+	if err != nil {
+		return res, err
+	}
+	pb := r.layout.PageBytes()
+	buf := make([]byte, pb)
+	m := Manifest{Header: *h, Digests: make([]Digest, h.Pages)}
+	hs := newPageHash()
+	page, off := 0, 0
+	for {
+		f, err := next()
+		if err != nil {
+			return res, eofTruncated(err, fmt.Sprintf("at page %d offset %d of %d pages", page, off, h.Pages))
+		}
+		if tr := f.GetTrailer(); tr != nil {
+			return r.commit(t, &m, page, tr, next, res)
+		}
+		c := f.GetChunk()
+		switch {
+		case c == nil:
+			return res, refuse(ReasonMalformed, "unexpected frame at page %d", page)
+		case int(c.GetPage()) != page || c.GetOffset() != uint64(off):
+			return res, refuse(ReasonChunkOrder, "chunk of page %d offset %d, want page %d offset %d", c.GetPage(), c.GetOffset(), page, off)
+		case page >= h.Pages:
+			return res, refuse(ReasonChunkOrder, "page %d beyond the %d announced", page, h.Pages)
+		case len(c.GetData()) == 0 || len(c.GetData()) > pb-off:
+			return res, refuse(ReasonMalformed, "chunk of %d bytes at offset %d of a %d-byte page", len(c.GetData()), off, pb)
+		}
+		last := off+len(c.GetData()) == pb
+		if last != (len(c.GetDigest()) != 0) {
+			return res, refuse(ReasonMalformed, "page %d: digest on a chunk that is not the page's last, or missing on the last", page)
+		}
+		copy(buf[off:], c.GetData())
+		vs := time.Now()
+		hs.Write(c.GetData())
+		res.Verify += time.Since(vs)
+		off += len(c.GetData())
+		res.Bytes += int64(len(c.GetData()))
+		if !last {
+			continue
+		}
+		vs = time.Now()
+		var d Digest
+		hs.Sum(d[:0])
+		hs.Reset()
+		ok := subtle.ConstantTimeCompare(d[:], c.GetDigest()) == 1
+		res.Verify += time.Since(vs)
+		if !ok {
+			return res, refuse(ReasonDigest, "page %d does not match its digest", page)
+		}
+		// Copied through the staging table: the arena holds the bytes,
+		// the pool records nothing until commit.
+		if err := r.cfg.Arena.CopyIn(t.table, page, buf); err != nil {
+			return res, err
+		}
+		m.Digests[page] = d
+		page, off = page+1, 0
+	}
+}
+
+// commit checks the trailer, then records the tokens as written.
+func (r *Receiver) commit(t *Ticket, m *Manifest, got int, tr *transferv1.Trailer, next func() (*transferv1.Frame, error), res Result) (Result, error) {
+	if got != m.Pages {
+		return res, refuse(ReasonChunkOrder, "trailer after %d of %d pages", got, m.Pages)
+	}
+	vs := time.Now()
+	want, err := r.cfg.Keys.ManifestMAC(m)
+	if err != nil {
+		return res, refuse(ReasonUnknownKey, "%v", err)
+	}
+	ds := tr.GetPageDigests()
+	okDigests := len(ds) == len(m.Digests)
+	for i := 0; okDigests && i < len(ds); i++ {
+		okDigests = subtle.ConstantTimeCompare(ds[i], m.Digests[i][:]) == 1
+	}
+	okMAC := macEqual(want, tr.GetManifestMac())
+	res.Verify += time.Since(vs)
+	if !okDigests {
+		return res, refuse(ReasonDigest, "manifest digests do not match the pages received")
+	}
+	if !okMAC {
+		return res, refuse(ReasonManifestMAC, "manifest MAC does not verify under key %q", m.KeyID)
+	}
+	if f, err := next(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return res, err
+		}
+		return res, refuse(ReasonMalformed, "frame %T after the trailer", f.GetKind())
+	}
+	// Verified: only now are the positions recorded as written.
+	if err := r.cfg.Pool.Write(t.lease, m.Tokens); err != nil {
+		return res, fmt.Errorf("%w: lease %s ended during its transfer: %w", ErrCanceled, t.lease, err)
+	}
+	res.ManifestMAC = want
+	return res, nil
+}
