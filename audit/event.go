@@ -33,6 +33,7 @@ const (
 	KindKeyRotated           Kind = "key.rotated"
 	KindKeyRevoked           Kind = "key.revoked"
 	KindExportCreated        Kind = "export.created"
+	KindPolicyReloaded       Kind = "policy.reloaded"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -40,7 +41,7 @@ var Kinds = []Kind{
 	KindPolicyDecision, KindAdmissionRejected, KindRequestCompleted, KindIsolationViolation,
 	KindTransferVerification, KindCapacityAttestation, KindIncidentOpened, KindIncidentUpdated,
 	KindIncidentPurged, KindNoticeSent, KindTenantCreated, KindTenantUpdated, KindTenantDisabled,
-	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated,
+	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

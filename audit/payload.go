@@ -57,6 +57,8 @@ func NewPayload(k Kind) Payload {
 		return &KeyChange{Op: KeyRevoked}
 	case KindExportCreated:
 		return &ExportCreated{}
+	case KindPolicyReloaded:
+		return &PolicyReloaded{}
 	}
 	return nil
 }
@@ -330,6 +332,19 @@ func (ExportCreated) Kind() Kind { return KindExportCreated }
 func (p ExportCreated) validate() error {
 	return firstErr(CheckName("export", string(p.Export)), checkCount("from_seq", p.FromSeq),
 		checkCount("to_seq", p.ToSeq), checkCount("files", p.Files))
+}
+
+// PolicyReloaded records a policy bundle swapped in through the admin API:
+// the bundle's digest, how many files it has, and who reloaded it.
+type PolicyReloaded struct {
+	Revision Digest `json:"revision"` // SHA-256 over the bundle's sorted file names and sources
+	Files    int64  `json:"files"`
+	Actor    Name   `json:"actor"`
+}
+
+func (PolicyReloaded) Kind() Kind { return KindPolicyReloaded }
+func (p PolicyReloaded) validate() error {
+	return firstErr(checkCount("files", p.Files), CheckName("actor", string(p.Actor)))
 }
 
 func checkNames[T ~string](field string, xs []T) error {
