@@ -9,12 +9,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -280,6 +283,60 @@ func (r *KeyRing) Rotate(ctx context.Context) error {
 		return err
 	}
 	return r.Reload(ctx)
+}
+
+// RotateIfOlder rotates when the current key has been current for at
+// least maxAge (by the database's clock), and reports whether it did. Many
+// processes may call it on a timer: the check and the rotation happen
+// under one lock, so one age makes one rotation. Errors: the Store's.
+func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool, error) {
+	rotated := false
+	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
+		rotated = false
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, r.issuer); err != nil {
+			return err
+		}
+		var due bool
+		err := tx.QueryRow(ctx, `SELECT COALESCE(bool_or(activated_at IS NULL
+				OR extract(epoch FROM clock_timestamp() - activated_at) >= $2), true)
+			FROM signing_keys WHERE issuer = $1 AND state = 'current'`, r.issuer, maxAge.Seconds()).Scan(&due)
+		if err != nil || !due {
+			return err
+		}
+		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
+		if err != nil {
+			return err
+		}
+		rotated = true
+		return r.rotateTx(ctx, tx, keys)
+	})
+	if err != nil {
+		return false, err
+	}
+	return rotated, r.Reload(ctx)
+}
+
+// ServeHTTP serves the JWKS document (GET or HEAD): the public keys that
+// verify, as application/jwk-set+json, cacheable for five minutes — far
+// less than a rotation interval, so verifiers learn each next key long
+// before it signs.
+func (r *KeyRing) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	b, err := json.Marshal(r.JWKS())
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	if req.Method == http.MethodGet {
+		_, _ = w.Write(b)
+	}
 }
 
 // rotateTx moves every key one step along its life, in the order the

@@ -5,9 +5,16 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
@@ -206,5 +213,79 @@ func TestKeysOneWay(t *testing.T) {
 	_, err := db.RuntimePool(t).Exec(ctx, `UPDATE signing_keys SET state = 'next' WHERE kid = $1`, prev.ID)
 	if err := translate(err, "key"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("previous → next: got %v, want ErrConflict", err)
+	}
+}
+
+// RotateIfOlder rotates once per age, however many processes ask at once.
+func TestRotateIfOlder(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	if done, err := f.ring.RotateIfOlder(ctx, time.Hour); err != nil || done {
+		t.Fatalf("fresh key: got rotated=%v, %v; want no rotation", done, err)
+	}
+	// Age the current key by two hours (as the admin: the runtime role may
+	// set activated_at only through a rotation).
+	cur, _, _ := f.ring.signer()
+	if _, err := db.AdminPool(t).Exec(ctx, `UPDATE signing_keys SET activated_at = activated_at - interval '2 hours' WHERE kid = $1`, cur); err != nil {
+		t.Fatal(err)
+	}
+	var rotations atomic.Int32
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			ring, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			done, err := ring.RotateIfOlder(ctx, time.Hour)
+			if err != nil {
+				t.Error(err)
+			}
+			if done {
+				rotations.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := rotations.Load(); got != 1 {
+		t.Fatalf("rotations: got %d, want 1", got)
+	}
+	if err := f.ring.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now, _, _ := f.ring.signer(); now == cur {
+		t.Fatal("the aged key is still current")
+	}
+}
+
+func TestJWKSHandler(t *testing.T) {
+	f := newFixture(t, nil)
+	srv := httptest.NewServer(f.ring)
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/jwk-set+json" {
+		t.Fatalf("got %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	ks, err := ParseJWKS(f.ring.Issuer(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, _, _ := f.ring.signer()
+	if _, ok := ks.PublicKey(kid); !ok || strings.Contains(string(body), `"d"`) {
+		t.Fatalf("jwks %s: want the current key and no private part", body)
+	}
+	post, err := http.Post(srv.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Body.Close()
+	if post.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: got %d, want 405", post.StatusCode)
 	}
 }

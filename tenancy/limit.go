@@ -80,13 +80,15 @@ func (l *Limiter) Admit(t cloison.TenantID, q Quotas, tokens int) (*Permit, erro
 		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "tokens_per_minute",
 			detail: fmt.Sprintf("request of %d tokens exceeds the %d tokens-per-minute quota", tokens, q.TokensPerMinute)}
 	}
-	if u.tokens < need {
+	// The epsilon absorbs float rounding in refill, so that waiting exactly
+	// the Retry-After given is always enough.
+	if u.tokens < need-1e-6 {
 		perSecond := capacity / 60
 		wait := time.Duration(math.Ceil((need-u.tokens)/perSecond*1e3)) * time.Millisecond
 		return nil, &LimitError{sentinel: ErrRateLimited, Tenant: t, Limit: "tokens_per_minute", RetryAfter: wait,
 			detail: fmt.Sprintf("request of %d tokens, %.0f left of %d per minute", tokens, math.Floor(u.tokens), q.TokensPerMinute)}
 	}
-	u.tokens -= need
+	u.tokens = max(0, u.tokens-need)
 	u.inFlight++
 	return &Permit{l: l, tenant: t, charged: tokens}, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/cloison/cloison"
 )
 
@@ -127,4 +129,81 @@ func TestLimiterRace(t *testing.T) {
 	if peak.Load() > 3 || admitted.Load() == 0 || l.InFlight("r") != 0 {
 		t.Fatalf("peak %d (max 3), admitted %d, in flight %d", peak.Load(), admitted.Load(), l.InFlight("r"))
 	}
+}
+
+// TestLimiterProperties drives a Limiter with drawn admissions, releases
+// and clock steps, and checks: concurrency never exceeds the quota; the
+// tokens charged and kept (released with no refund) never exceed the burst
+// plus the refill since the start; every rate-limit rejection names a wait
+// after which the same request is admitted.
+func TestLimiterProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+		start := clk.t
+		l := NewLimiter()
+		l.Now = clk.now
+		q := Quotas{
+			MaxConcurrent:   rapid.IntRange(1, 4).Draw(rt, "max concurrent"),
+			TokensPerMinute: rapid.IntRange(1, 1000).Draw(rt, "tpm"),
+		}
+		var held []*Permit
+		charged := 0
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 2).Draw(rt, "op") {
+			case 0:
+				n := rapid.IntRange(0, q.TokensPerMinute+10).Draw(rt, "tokens")
+				p, err := l.Admit("p", q, n)
+				switch {
+				case err == nil:
+					held = append(held, p)
+					charged += n
+				case errors.Is(err, ErrRateLimited):
+					wait, ok := RetryAfter(err)
+					if !ok || wait <= 0 {
+						rt.Fatalf("rate limited without a wait: %v", err)
+					}
+					// Honest Retry-After: after the wait, the same request fits
+					// (a probe in a clone, so the run's history is unchanged).
+					probe := &Limiter{Now: func() time.Time { return clk.t.Add(wait) }, tenants: cloneUsage(l)}
+					if pp, err := probe.Admit("p", Quotas{MaxConcurrent: q.MaxConcurrent + 1, TokensPerMinute: q.TokensPerMinute}, n); err != nil {
+						rt.Fatalf("after Retry-After %v, %d tokens still refused: %v", wait, n, err)
+					} else {
+						pp.Release(n)
+					}
+				case errors.Is(err, ErrQuotaExceeded):
+					if n <= q.TokensPerMinute && len(held) < q.MaxConcurrent {
+						rt.Fatalf("quota exceeded for %d tokens with %d held: %v", n, len(held), err)
+					}
+				default:
+					rt.Fatalf("unexpected error %v", err)
+				}
+			case 1:
+				if len(held) > 0 {
+					i := rapid.IntRange(0, len(held)-1).Draw(rt, "release")
+					held[i].Release(held[i].charged) // used all: no refund
+					held = append(held[:i], held[i+1:]...)
+				}
+			case 2:
+				clk.advance(time.Duration(rapid.IntRange(0, 90_000).Draw(rt, "ms")) * time.Millisecond)
+			}
+			if got := l.InFlight("p"); got != len(held) || got > q.MaxConcurrent {
+				rt.Fatalf("in flight %d, held %d, max %d", got, len(held), q.MaxConcurrent)
+			}
+			budget := float64(q.TokensPerMinute) * (1 + clk.t.Sub(start).Minutes())
+			if float64(charged) > budget+1e-6 {
+				rt.Fatalf("charged %d tokens, budget %.1f", charged, budget)
+			}
+		}
+	})
+}
+
+func cloneUsage(l *Limiter) map[cloison.TenantID]*usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[cloison.TenantID]*usage{}
+	for k, u := range l.tenants {
+		c := *u
+		out[k] = &c
+	}
+	return out
 }

@@ -294,3 +294,26 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatalf("canceled context: got %v, want ErrUnavailable", err)
 	}
 }
+
+func TestNewTenant(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	for _, c := range []struct {
+		class   Classification
+		tier    isolation.Tier
+		zeroing isolation.Zeroing
+	}{
+		{ClassPublic, isolation.TierShared, isolation.ZeroCrossTenant},
+		{ClassInternal, isolation.TierShared, isolation.ZeroCrossTenant},
+		{ClassConfidential, isolation.TierDedicated, isolation.ZeroAlways},
+		{ClassPersonal, isolation.TierDedicated, isolation.ZeroAlways},
+	} {
+		x := NewTenant(uniqueID("new"), "New", c.class)
+		if x.Tier != c.tier || x.Zeroing != c.zeroing {
+			t.Fatalf("%s: got %v/%v, want %v/%v", c.class, x.Tier, x.Zeroing, c.tier, c.zeroing)
+		}
+		if _, err := s.CreateTenant(ctx, x); err != nil {
+			t.Fatalf("%s: %v", c.class, err)
+		}
+	}
+}

@@ -69,6 +69,22 @@ type Quotas struct {
 	MaxContext int `json:"max_context"`
 }
 
+// DefaultQuotas are NewTenant's quotas.
+var DefaultQuotas = Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 100_000}
+
+// NewTenant returns an active tenant record with the isolation its
+// classification needs — dedicated pages zeroed always for personal or
+// confidential data, shared pages zeroed across tenants otherwise — and
+// DefaultQuotas; the caller adds allowed models and the incident contact.
+func NewTenant(id cloison.TenantID, name string, class Classification) Tenant {
+	t := Tenant{ID: id, Name: name, Status: StatusActive, Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant,
+		Classification: class, Quotas: DefaultQuotas, AllowedModels: []string{}}
+	if class.Sensitive() {
+		t.Tier, t.Zeroing = isolation.TierDedicated, isolation.ZeroAlways
+	}
+	return t
+}
+
 // Tenant is one customer of the platform.
 type Tenant struct {
 	ID             cloison.TenantID  `json:"id"`
