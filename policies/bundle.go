@@ -35,6 +35,11 @@ func RunTests(ctx context.Context, sources map[string]string) ([]TestResult, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBundle, err)
 		}
+		// A test file's rules must not be able to stand in for policy rules:
+		// the tests would pass on code that never serves.
+		if isTest(name) && !strings.HasSuffix(m.Package.Path.String(), "_test") {
+			return nil, fmt.Errorf("%w: test file %s declares %v; want a package ending in _test", ErrBundle, name, m.Package.Path)
+		}
 		modules[name] = m
 	}
 	compiler := ast.NewCompiler().WithCapabilities(capabilities()).WithEnablePrintStatements(false).

@@ -280,18 +280,19 @@ func TestReload(t *testing.T) {
 	}
 
 	bad := map[string]map[string]string{
-		"empty":               {},
-		"syntax error":        {"a.rego": "package cloison.policy\ndecision := {"},
-		"not a .rego name":    {"a.txt": "package cloison.policy"},
-		"path in the name":    {"../a.rego": "package cloison.policy"},
-		"no decision":         {"a.rego": "package cloison.policy\nallow := true"},
-		"network access":      with(Shipped(), "net.rego", "package cloison.policy\nx := http.send({\"method\": \"get\", \"url\": \"http://x\"})"),
-		"clock access":        with(Shipped(), "clock.rego", "package cloison.policy\nx := time.now_ns()"),
-		"failing rego test":   with(Shipped(), "x_test.rego", "package cloison.policy_test\ntest_fails if false"),
-		"allows suspended":    {"a.rego": "package cloison.policy\n" + goodLimits + "\ndecision := {\"allow\": true, \"reasons\": [], \"tier\": \"dedicated\", \"zeroing\": \"always\", \"limits\": limits}"},
-		"undefined on probes": {"a.rego": "package cloison.policy\ndecision := {\"allow\": false} if input.nothing"},
-		"conflict on probes":  with(Shipped(), "c.rego", "package cloison.policy\ntier := \"shared\" if input.tenant.id == \"probe\""),
-		"attestation ignored": without(Shipped(), "attestation.rego", "policy_test.rego"),
+		"empty":                           {},
+		"syntax error":                    {"a.rego": "package cloison.policy\ndecision := {"},
+		"not a .rego name":                {"a.txt": "package cloison.policy"},
+		"path in the name":                {"../a.rego": "package cloison.policy"},
+		"no decision":                     {"a.rego": "package cloison.policy\nallow := true"},
+		"network access":                  with(Shipped(), "net.rego", "package cloison.policy\nx := http.send({\"method\": \"get\", \"url\": \"http://x\"})"),
+		"clock access":                    with(Shipped(), "clock.rego", "package cloison.policy\nx := time.now_ns()"),
+		"failing rego test":               with(Shipped(), "x_test.rego", "package cloison.policy_test\ntest_fails if false"),
+		"test file in the policy package": with(Shipped(), "y_test.rego", "package cloison.policy\ntest_ok if true"),
+		"allows suspended":                {"a.rego": "package cloison.policy\n" + goodLimits + "\ndecision := {\"allow\": true, \"reasons\": [], \"tier\": \"dedicated\", \"zeroing\": \"always\", \"limits\": limits}"},
+		"undefined on probes":             {"a.rego": "package cloison.policy\ndecision := {\"allow\": false} if input.nothing"},
+		"conflict on probes":              with(Shipped(), "c.rego", "package cloison.policy\ntier := \"shared\" if input.tenant.id == \"probe\""),
+		"attestation ignored":             without(Shipped(), "attestation.rego", "policy_test.rego"),
 	}
 	for name, src := range bad {
 		t.Run(name, func(t *testing.T) {

@@ -247,12 +247,43 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 }
 
 // header is the part of the JOSE header Verify checks before the library
-// does: the algorithm and the key id, for precise errors.
+// does, for precise errors. It is read from a map, as the library reads it:
+// member names match exactly (a struct would also match "ALG").
 type header struct {
-	Alg  string          `json:"alg"`
-	Kid  string          `json:"kid"`
-	Typ  string          `json:"typ"`
-	Crit json.RawMessage `json:"crit"`
+	Alg, Kid, Typ string
+	Crit          bool
+}
+
+func parseHeader(seg string) (header, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(seg)
+	if err != nil {
+		return header{}, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return header{}, err
+	}
+	str := func(k string) (string, error) {
+		switch v := m[k].(type) {
+		case nil:
+			return "", nil
+		case string:
+			return v, nil
+		}
+		return "", fmt.Errorf("header %s is not a string", k)
+	}
+	var h header
+	if h.Alg, err = str("alg"); err != nil {
+		return header{}, err
+	}
+	if h.Kid, err = str("kid"); err != nil {
+		return header{}, err
+	}
+	if h.Typ, err = str("typ"); err != nil {
+		return header{}, err
+	}
+	_, h.Crit = m["crit"]
+	return h, nil
 }
 
 // Verify authenticates a bearer token (without the "Bearer " prefix) and
@@ -275,18 +306,14 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	if len(parts) != 3 {
 		return Principal{}, fmt.Errorf("%w: %d segments", ErrTokenMalformed, len(parts))
 	}
-	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
+	h, err := parseHeader(parts[0])
 	if err != nil {
-		return Principal{}, fmt.Errorf("%w: header: %w", ErrTokenMalformed, err)
-	}
-	var h header
-	if err := json.Unmarshal(hb, &h); err != nil {
 		return Principal{}, fmt.Errorf("%w: header: %w", ErrTokenMalformed, err)
 	}
 	switch {
 	case h.Alg != Algorithm:
 		return Principal{}, fmt.Errorf("%w: alg %q", ErrTokenAlgorithm, h.Alg)
-	case h.Crit != nil:
+	case h.Crit:
 		return Principal{}, fmt.Errorf("%w: critical header extensions are not understood", ErrTokenMalformed)
 	case h.Typ != "" && !strings.EqualFold(h.Typ, "JWT") && !strings.EqualFold(h.Typ, "at+jwt"):
 		return Principal{}, fmt.Errorf("%w: typ %q", ErrTokenMalformed, h.Typ)

@@ -200,6 +200,8 @@ func TestVerifyRejects(t *testing.T) {
 		code  cloison.Code
 	}{
 		{"alg none", noneTok, ErrTokenAlgorithm, cloison.CodeUnauthenticated},
+		{"alg in another case", b64(map[string]any{"ALG": "EdDSA", "alg": "HS256", "kid": kid}) + "." + parts[1] + "." + parts[2], ErrTokenAlgorithm, cloison.CodeUnauthenticated},
+		{"kid not a string", signWith(t, jwt.SigningMethodEdDSA, priv, map[string]any{"kid": 7}, f.claims()), ErrTokenMalformed, cloison.CodeUnauthenticated},
 		{"alg none uppercase", b64(map[string]any{"alg": "NONE", "kid": kid}) + "." + parts[1] + ".", ErrTokenAlgorithm, cloison.CodeUnauthenticated},
 		// HS256 keyed with the public key: the classic confusion attack.
 		{"HS256 with the public key", signWith(t, jwt.SigningMethodHS256, []byte(pub), hdr, f.claims()), ErrTokenAlgorithm, cloison.CodeUnauthenticated},
