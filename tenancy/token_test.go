@@ -497,3 +497,31 @@ func newFuzzFixture(tb testing.TB) *fixture {
 	}
 	return fx
 }
+
+// FuzzParseJWKS: no document panics the parser, and every key it accepts
+// is a 32-byte Ed25519 key under a non-empty kid.
+func FuzzParseJWKS(f *testing.F) {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	good, _ := json.Marshal(JWKS{Keys: []JWK{PublicJWK(Thumbprint(pub), pub)}})
+	f.Add(good)
+	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","x":"AAAA"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"RSA"}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		ks, err := ParseJWKS("https://idp.example", doc)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("error %v is not ErrInvalidKey", err)
+			}
+			return
+		}
+		if len(ks.keys) == 0 {
+			t.Fatal("accepted a set with no key")
+		}
+		for kid, k := range ks.keys {
+			if kid == "" || len(k) != ed25519.PublicKeySize {
+				t.Fatalf("accepted kid %q with a %d-byte key", kid, len(k))
+			}
+		}
+	})
+}
