@@ -317,3 +317,32 @@ func TestNewTenant(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantJSONDefaults(t *testing.T) {
+	cases := []struct {
+		doc     string
+		tier    isolation.Tier
+		zeroing isolation.Zeroing
+		err     bool
+	}{
+		{`{"id":"a","classification":"personal"}`, isolation.TierDedicated, isolation.ZeroAlways, false},
+		{`{"id":"a","classification":"public"}`, isolation.TierShared, isolation.ZeroCrossTenant, false},
+		{`{"id":"a","classification":"public","tier":"dedicated","zeroing":"never"}`, isolation.TierDedicated, isolation.ZeroNever, false},
+		{`{"id":"a","tier":"gold"}`, 0, 0, true},
+		{`{"id":"a","zeroing":"sometimes"}`, 0, 0, true},
+		{`{"id":1}`, 0, 0, true},
+	}
+	for _, c := range cases {
+		var x Tenant
+		err := json.Unmarshal([]byte(c.doc), &x)
+		if c.err {
+			if !errors.Is(err, ErrInvalidTenant) {
+				t.Errorf("%s: got %v, want ErrInvalidTenant", c.doc, err)
+			}
+			continue
+		}
+		if err != nil || x.Tier != c.tier || x.Zeroing != c.zeroing || x.Status != StatusActive {
+			t.Errorf("%s: got %v/%v %q, %v; want %v/%v active", c.doc, x.Tier, x.Zeroing, x.Status, err, c.tier, c.zeroing)
+		}
+	}
+}

@@ -114,7 +114,10 @@ func (t Tenant) MarshalJSON() ([]byte, error) {
 	}{plain(t), t.Tier.String(), t.Zeroing.String()})
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes. A missing status means
+// active; a missing tier or zeroing, what NewTenant gives the
+// classification (dedicated/always for personal or confidential data,
+// shared/cross-tenant otherwise). Validate still has the last word.
 func (t *Tenant) UnmarshalJSON(b []byte) error {
 	type plain Tenant
 	var v struct {
@@ -125,16 +128,24 @@ func (t *Tenant) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
 	}
-	tier, err := isolation.ParseTier(v.Tier)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	def := NewTenant(v.ID, v.Name, v.Classification)
+	tier, zero := def.Tier, def.Zeroing
+	var err error
+	if v.Tier != "" {
+		if tier, err = isolation.ParseTier(v.Tier); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+		}
 	}
-	z, err := isolation.ParseZeroing(v.Zeroing)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+	if v.Zeroing != "" {
+		if zero, err = isolation.ParseZeroing(v.Zeroing); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
+		}
 	}
 	*t = Tenant(v.plain)
-	t.Tier, t.Zeroing = tier, z
+	t.Tier, t.Zeroing = tier, zero
+	if t.Status == "" {
+		t.Status = StatusActive
+	}
 	return nil
 }
 
