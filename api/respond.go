@@ -1,0 +1,278 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine"
+)
+
+// Usage is the OpenAI usage object.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Completion is a /v1/completions response or stream chunk.
+type Completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
+}
+
+// CompletionChoice is one choice of a completion.
+type CompletionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// CompletionLogprobs is the legacy completions logprobs object.
+type CompletionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+}
+
+// ChatCompletion is a /v1/chat/completions response or stream chunk.
+type ChatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+}
+
+// ChatChoice is one choice of a chat completion.
+type ChatChoice struct {
+	Index        int           `json:"index"`
+	Message      *ChatMessage  `json:"message,omitempty"`
+	Delta        *ChatMessage  `json:"delta,omitempty"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+// ChatMessage is a message or a delta.
+type ChatMessage struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
+// ChatLogprobs is the chat logprobs object.
+type ChatLogprobs struct {
+	Content []ChatTokenLogprob `json:"content"`
+}
+
+// ChatTokenLogprob is one token's log-probability with alternatives.
+type ChatTokenLogprob struct {
+	Token       string             `json:"token"`
+	Logprob     float64            `json:"logprob"`
+	Bytes       []byte             `json:"bytes"`
+	TopLogprobs []ChatTokenLogprob `json:"top_logprobs,omitempty"`
+}
+
+// collector accumulates a response's tokens.
+type collector struct {
+	s      *Server
+	in     inference
+	text   strings.Builder
+	n      int
+	legacy CompletionLogprobs
+	chat   []ChatTokenLogprob
+}
+
+func (c *collector) add(tok engine.Token) {
+	c.text.WriteString(tok.Text)
+	if tok.ID < 0 {
+		return // flush of held-back text, not a token
+	}
+	c.n++
+	if !c.in.logprobs {
+		return
+	}
+	piece := string(c.s.cfg.Tokenizer.Piece(tok.ID, false))
+	if c.in.chat {
+		lp := ChatTokenLogprob{Token: piece, Logprob: tok.Logprob, Bytes: []byte(piece)}
+		for _, alt := range tok.Top {
+			ap := string(c.s.cfg.Tokenizer.Piece(alt.Token, false))
+			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: ap, Logprob: alt.Logprob, Bytes: []byte(ap)})
+		}
+		c.chat = append(c.chat, lp)
+		return
+	}
+	c.legacy.Tokens = append(c.legacy.Tokens, piece)
+	c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, tok.Logprob)
+	top := map[string]float64{}
+	for _, alt := range tok.Top {
+		top[string(c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
+	}
+	c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
+}
+
+// drain waits for the stream to end after the client went away, so that its
+// summary exists for the ledger.
+func drain(st *engine.Stream) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, err := st.Next(ctx); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// fullResponse collects the whole answer, ledgers it, then writes it. A
+// request that fails, or whose completion cannot be ledgered, gets an error
+// and none of its output.
+func (s *Server) fullResponse(w http.ResponseWriter, r *http.Request, id cloison.RequestID, in inference, st *engine.Stream, used *int) {
+	c := &collector{s: s, in: in}
+	var endErr error
+	for {
+		tok, err := st.Next(r.Context())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				st.Cancel()
+				err = drainErr(st, err)
+			}
+			endErr = err
+			break
+		}
+		c.add(tok)
+	}
+	*used = len(in.prompt) + c.n
+	if lerr := s.completed(r.Context(), id, st, endErr); lerr != nil && endErr == nil {
+		endErr = lerr
+	}
+	if endErr != nil {
+		WriteHTTPError(w, endErr)
+		return
+	}
+	finish := string(st.Finish())
+	usage := &Usage{PromptTokens: len(in.prompt), CompletionTokens: c.n, TotalTokens: len(in.prompt) + c.n}
+	now := time.Now().Unix()
+	if in.chat {
+		ch := ChatChoice{Message: &ChatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: &finish}
+		if in.logprobs {
+			ch.Logprobs = &ChatLogprobs{Content: c.chat}
+		}
+		writeJSON(w, 200, ChatCompletion{ID: "chatcmpl-" + string(id), Object: "chat.completion", Created: now, Model: s.cfg.ModelName,
+			Choices: []ChatChoice{ch}, Usage: usage})
+		return
+	}
+	ch := CompletionChoice{Text: c.text.String(), FinishReason: &finish}
+	if in.logprobs {
+		ch.Logprobs = &c.legacy
+	}
+	writeJSON(w, 200, Completion{ID: "cmpl-" + string(id), Object: "text_completion", Created: now, Model: s.cfg.ModelName,
+		Choices: []CompletionChoice{ch}, Usage: usage})
+}
+
+func drainErr(st *engine.Stream, fallback error) error {
+	if err := drain(st); err != nil {
+		return err
+	}
+	return fallback
+}
+
+// streamResponse writes server-sent events. The final chunk (finish_reason)
+// is written only after request.completed is in the ledger; a failure ends
+// the stream with an error event, never a normal finish.
+func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, id cloison.RequestID, in inference, st *engine.Stream, used *int) {
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(200)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	now := time.Now().Unix()
+	chunkID := "cmpl-" + string(id)
+	object := "text_completion"
+	if in.chat {
+		chunkID, object = "chatcmpl-"+string(id), "chat.completion.chunk"
+		send(ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName,
+			Choices: []ChatChoice{{Delta: &ChatMessage{Role: "assistant"}}}})
+	}
+	chunk := func(text string, c *collector, finish *string) any {
+		if in.chat {
+			ch := ChatChoice{Delta: &ChatMessage{Content: text}, FinishReason: finish}
+			if in.logprobs && len(c.chat) > 0 && finish == nil {
+				ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
+			}
+			return ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []ChatChoice{ch}}
+		}
+		ch := CompletionChoice{Text: text, FinishReason: finish}
+		if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
+			k := len(c.legacy.Tokens) - 1
+			ch.Logprobs = &CompletionLogprobs{Tokens: c.legacy.Tokens[k:], TokenLogprobs: c.legacy.TokenLogprobs[k:], TopLogprobs: c.legacy.TopLogprobs[k:]}
+		}
+		return Completion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []CompletionChoice{ch}}
+	}
+	c := &collector{s: s, in: in}
+	var endErr error
+	for {
+		tok, err := st.Next(r.Context())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				st.Cancel()
+				err = drainErr(st, err)
+			}
+			endErr = err
+			break
+		}
+		c.add(tok)
+		if tok.Text != "" || in.logprobs {
+			send(chunk(tok.Text, c, nil))
+		}
+	}
+	*used = len(in.prompt) + c.n
+	if lerr := s.completed(r.Context(), id, st, endErr); lerr != nil && endErr == nil {
+		endErr = lerr
+	}
+	if endErr != nil {
+		code, wire, msg := Describe(endErr)
+		send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
+		return
+	}
+	finish := string(st.Finish())
+	send(chunk("", c, &finish))
+	if in.common.StreamOptions != nil && in.common.StreamOptions.IncludeUsage {
+		u := &Usage{PromptTokens: len(in.prompt), CompletionTokens: c.n, TotalTokens: len(in.prompt) + c.n}
+		if in.chat {
+			send(ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []ChatChoice{}, Usage: u})
+		} else {
+			send(Completion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []CompletionChoice{}, Usage: u})
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}

@@ -1,0 +1,446 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// Errors of the API layer.
+var (
+	// ErrLedgerUnavailable: the ledger could not record the request; the
+	// platform refuses unaudited service (HTTP 503).
+	ErrLedgerUnavailable = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
+	ErrUnknownModel      = cloison.NewError(cloison.CodeNotFound, "model not found")
+	ErrNoToken           = cloison.NewError(cloison.CodeUnauthenticated, "missing bearer token")
+	ErrIsolationPolicy   = cloison.NewError(cloison.CodeUnavailable, "the KV pool cannot apply the isolation the policy requires for this tenant")
+	ErrMethod            = cloison.NewError(cloison.CodeInvalid, "method not allowed")
+)
+
+// Config wires a Server. Every field is required unless marked optional.
+type Config struct {
+	Engine    *engine.Engine
+	ModelName string
+	Tokenizer *tokenizer.Tokenizer
+	Chat      *chat.Template
+	Pool      *isolation.Pool
+	Verifier  *tenancy.Verifier
+	Limiter   *tenancy.Limiter
+	Decider   *policies.Decider
+	Ledger    *auditpg.Store
+	Tenants   *tenancy.Store
+	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
+	Node      audit.Name       // actor of the ledger events this node writes
+	Logger    *slog.Logger     // optional
+	MaxBody   int64            // optional: DefaultMaxBody
+	// LedgerTimeout bounds one ledger append on the request path (default 5 s).
+	LedgerTimeout time.Duration
+	// Verify says which checkpoint keys and external directory the
+	// ledger-verify route trusts.
+	Verify auditpg.VerifyOptions
+}
+
+// Server serves the OpenAI-compatible API, the admin and compliance APIs,
+// health, readiness and metrics over HTTP.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu       sync.Mutex
+	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
+	ledgerOK time.Time                  // last successful ledger round trip, guarded by mu
+}
+
+// NewServer returns a Server.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Engine == nil || cfg.Tokenizer == nil || cfg.Pool == nil || cfg.Verifier == nil || cfg.Limiter == nil ||
+		cfg.Decider == nil || cfg.Ledger == nil || cfg.Tenants == nil || cfg.ModelName == "" || cfg.Node == "" {
+		return nil, fmt.Errorf("api: incomplete server config")
+	}
+	if cfg.Chat == nil {
+		var err error
+		if cfg.Chat, err = chat.New(cfg.Tokenizer.ChatTemplate, tokenString(cfg.Tokenizer, cfg.Tokenizer.BOS), tokenString(cfg.Tokenizer, cfg.Tokenizer.EOS)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.LedgerTimeout <= 0 {
+		cfg.LedgerTimeout = 5 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
+	s.metrics = newMetrics(s)
+	return s, nil
+}
+
+var timeNow = time.Now
+
+func tokenString(t *tokenizer.Tokenizer, id int32) string {
+	if id < 0 {
+		return ""
+	}
+	return t.Token(id)
+}
+
+// Handler returns the HTTP routes.
+//
+//	GET  /healthz                      liveness (no auth)
+//	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
+//	GET  /.well-known/jwks.json        public signing keys (no auth)
+//	GET  /v1/models                    scope infer
+//	GET  /v1/attestation               any valid token: the capacity attestation
+//	POST /v1/completions               scope infer
+//	POST /v1/chat/completions          scope infer
+//	GET  /metrics                      scope admin (Prometheus)
+//	/admin/v1/...                      scope admin (admin.go)
+//	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /readyz", s.ready)
+	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
+	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
+	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
+	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
+	mux.Handle("GET /metrics", s.auth(s.metrics.serve, tenancy.ScopeAdmin))
+	s.adminRoutes(mux)
+	s.complianceRoutes(mux)
+	return s.recoverer(mux)
+}
+
+// recoverer turns a panic in a handler into a 500 without its text.
+func (s *Server) recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				WriteHTTPError(w, errors.New("panic"))
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+type principalKey struct{}
+
+// auth authenticates the bearer token and requires scopes.
+func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || raw == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cloison"`)
+			WriteHTTPError(w, ErrNoToken)
+			return
+		}
+		p, err := s.cfg.Verifier.Verify(r.Context(), strings.TrimSpace(raw))
+		if err == nil {
+			err = p.Require(scopes...)
+		}
+		if err != nil {
+			if cloison.ErrorCode(err) == cloison.CodeUnauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cloison", error="invalid_token"`)
+			}
+			WriteHTTPError(w, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func principal(r *http.Request) tenancy.Principal {
+	p, _ := r.Context().Value(principalKey{}).(tenancy.Principal)
+	return p
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// NewRequestID returns a fresh request id.
+func NewRequestID() cloison.RequestID {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return cloison.RequestID("req-" + hex.EncodeToString(b[:]))
+}
+
+// append writes an event to the ledger within LedgerTimeout; a failure is
+// ErrLedgerUnavailable (503): the platform does not serve unaudited.
+func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
+	defer cancel()
+	rec, err := s.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
+	if err != nil {
+		s.log.Error("ledger append failed", "kind", p.Kind(), "err", err)
+		s.metrics.ledgerErrors.Inc()
+		return rec, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
+	}
+	s.mu.Lock()
+	s.ledgerOK = time.Now()
+	s.mu.Unlock()
+	return rec, nil
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	att := s.cfg.Engine.Attestation()
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	_, err := s.cfg.Ledger.Head(ctx)
+	switch {
+	case !att.OK:
+		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": "capacity attestation failed"})
+	case err != nil:
+		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": "ledger unreachable"})
+	default:
+		writeJSON(w, 200, map[string]string{"status": "ready"})
+	}
+}
+
+func (s *Server) jwks(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Keys == nil {
+		WriteHTTPError(w, cloison.NewError(cloison.CodeNotFound, "no key ring"))
+		return
+	}
+	s.cfg.Keys.ServeHTTP(w, r)
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	data := []map[string]any{}
+	if p.TenantRecord.Allows(s.cfg.ModelName) {
+		data = append(data, map[string]any{"id": s.cfg.ModelName, "object": "model", "owned_by": "cloison",
+			"context_length": s.cfg.Engine.Attestation().ServedContext})
+	}
+	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.cfg.Engine.Attestation())
+}
+
+// inference is what both completion routes hand to serve.
+type inference struct {
+	common      *Common
+	prompt      []int32
+	logprobs    bool
+	topLogprobs int
+	chat        bool
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	req, err := DecodeCompletion(r.Body, s.cfg.MaxBody)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	var prompt []int32
+	if req.Prompt.IsIDs {
+		prompt = req.Prompt.Tokens
+	} else {
+		prompt = s.cfg.Tokenizer.Encode(req.Prompt.Text, true, false)
+	}
+	top := 0
+	if req.Logprobs != nil {
+		top = *req.Logprobs
+	}
+	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top})
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	req, err := DecodeChat(r.Body, s.cfg.MaxBody)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	text, err := s.cfg.Chat.Render(req.Messages, true)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	// The template writes the special tokens itself: parse them here, and
+	// only here — message content was data to the template.
+	prompt := s.cfg.Tokenizer.Encode(text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), true)
+	top := 0
+	if req.TopLogprobs != nil {
+		top = *req.TopLogprobs
+	}
+	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true})
+}
+
+// serve runs one inference request: policy decision (ledgered first: no
+// unaudited service), quota, engine, response, request.completed (ledgered
+// before the response completes).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
+	p := principal(r)
+	ctx := r.Context()
+	id := NewRequestID()
+	w.Header().Set("X-Request-Id", string(id))
+	if in.common.Model != s.cfg.ModelName {
+		WriteHTTPError(w, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model))
+		return
+	}
+	maxNew := in.common.MaxNew()
+	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
+		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
+	dec, derr := s.cfg.Decider.Decide(ctx, pin)
+	w.Header().Set("X-Cloison-Decision-Id", dec.ID)
+	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin, derr)); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	if derr != nil {
+		s.metrics.policyDenied.WithLabelValues(string(p.Tenant)).Inc()
+		WriteHTTPError(w, derr)
+		return
+	}
+	if err := s.applies(p.Tenant, dec); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	if lim := dec.Limits.MaxContext; lim > 0 && len(in.prompt)+maxNew > lim {
+		s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			engine.ErrContextLength, lim, len(in.prompt)+maxNew, len(in.prompt), maxNew), w)
+		return
+	}
+	permit, err := s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, len(in.prompt)+min(maxNew, 1<<30))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	used := len(in.prompt)
+	defer func() { permit.Release(used) }()
+	sp := in.common.Sampling(in.logprobs, in.topLogprobs)
+	if in.common.Seed == nil {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		sp.Seed = binary.LittleEndian.Uint64(b[:])
+	}
+	stream, err := s.cfg.Engine.Submit(ctx, engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew,
+		Sampling: sp, StopStrings: in.common.Stop})
+	if err != nil {
+		s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, err, w)
+		return
+	}
+	if in.common.Stream {
+		s.streamResponse(w, r, id, in, stream, &used)
+	} else {
+		s.fullResponse(w, r, id, in, stream, &used)
+	}
+}
+
+// applies checks that the pool isolates the tenant at least as the decision
+// requires; otherwise the request cannot be proven isolated and is refused.
+func (s *Server) applies(t cloison.TenantID, dec policies.Decision) error {
+	for _, ts := range s.cfg.Pool.Stats().Tenants {
+		if ts.Tenant != t {
+			continue
+		}
+		if ts.Zeroing < dec.Zeroing || (dec.Tier == isolation.TierDedicated && ts.Tier != isolation.TierDedicated) {
+			return fmt.Errorf("%w: pool has %s/%s, policy requires %s/%s", ErrIsolationPolicy, ts.Tier, ts.Zeroing, dec.Tier, dec.Zeroing)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: tenant %s has no KV partition on this node", ErrIsolationPolicy, t)
+}
+
+// reject records an admission rejection (counts only) and returns the
+// original error to the client.
+func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.RequestID, prompt, maxNew int, err error, w http.ResponseWriter) {
+	if engine.IsRejection(err) {
+		maxLease, _ := s.cfg.Pool.MaxLeaseTokens(t)
+		pt := s.cfg.Pool.PageTokens()
+		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
+		if _, lerr := s.append(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
+			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
+			WriteHTTPError(w, lerr)
+			return
+		}
+	}
+	WriteHTTPError(w, err)
+}
+
+func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.PolicyDecision {
+	rec := dec.Record(in)
+	reason := ""
+	if err != nil {
+		reason = string(cloison.ErrorCode(err))
+		if len(rec.Reasons) > 0 && rec.Reasons[0].Code != "" {
+			reason = string(rec.Reasons[0].Code)
+		}
+	}
+	id := rec.DecisionID
+	if id == "" {
+		id = "none"
+	}
+	digest, _ := audit.ParseDigest(strings.TrimPrefix(rec.InputDigest, "sha256:"))
+	rev := strings.TrimPrefix(rec.Revision, "sha256:")
+	if rev == "" {
+		rev = "none"
+	}
+	return audit.PolicyDecision{Decision: audit.Name(id), Policy: audit.Name(policies.Query), Revision: audit.Name(rev),
+		InputDigest: digest, Allowed: err == nil && rec.Allow, Reason: audit.Name(sanitizeName(reason)), LatencyMicros: rec.LatencyNS / 1000}
+}
+
+// sanitizeName maps a reason to the ledger's Name alphabet.
+func sanitizeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:/@+-", c) >= 0
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > audit.MaxNameLen {
+		b = b[:audit.MaxNameLen]
+	}
+	return string(b)
+}
+
+// completed ledgers the request's counts; a failure withholds the response.
+func (s *Server) completed(ctx context.Context, id cloison.RequestID, st *engine.Stream, endErr error) error {
+	sum, _ := st.Summary()
+	zeroing := ""
+	for _, ts := range s.cfg.Pool.Stats().Tenants {
+		if ts.Tenant == sum.Tenant {
+			zeroing = ts.Zeroing.String()
+		}
+	}
+	if zeroing == "" {
+		zeroing = "unknown"
+	}
+	s.metrics.observe(sum)
+	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
+		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
+		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds()})
+	return err
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/synth"
+)
+
+func newModelCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
+	var c synth.Config
+	var bag bool
+	var dtype string
+	synthCmd := &cobra.Command{
+		Use:   "synth OUT.gguf",
+		Short: "Write a synthetic model: seeded random llama weights, or the context-bag leak oracle (--bag)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var w *gguf.Writer
+			var err error
+			if bag {
+				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context})
+			} else {
+				switch dtype {
+				case "f32":
+					c.DType = gguf.F32
+				case "f16":
+					c.DType = gguf.F16
+				case "q8_0":
+					c.DType = gguf.Q8_0
+				default:
+					return fmt.Errorf("dtype %q: want f32, f16 or q8_0", dtype)
+				}
+				w, err = synth.Random(c)
+			}
+			if err != nil {
+				return err
+			}
+			if err := w.WriteFile(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", args[0])
+			return nil
+		},
+	}
+	f := synthCmd.Flags()
+	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
+	f.IntVar(&c.Layers, "layers", 4, "layers")
+	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
+	f.IntVar(&c.Heads, "heads", 8, "attention heads")
+	f.IntVar(&c.KVHeads, "kv-heads", 4, "KV heads")
+	f.IntVar(&c.FFN, "ffn", 1408, "feed-forward width")
+	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
+	f.IntVar(&c.Context, "context", 4096, "advertised context length")
+	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16 or q8_0")
+
+	inspect := &cobra.Command{
+		Use:   "inspect MODEL.gguf",
+		Short: "Print a GGUF file's architecture and hyperparameters",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := gguf.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			mc, err := model.ConfigFromGGUF(f)
+			if err != nil {
+				return err
+			}
+			name, _ := f.String("general.name")
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			for _, kv := range [][2]any{{"name", name}, {"architecture", mc.Arch}, {"layers", mc.Layers}, {"d_model", mc.DModel},
+				{"heads", mc.Heads}, {"kv_heads", mc.KVHeads}, {"head_dim", mc.HeadDim}, {"ffn", mc.FFN}, {"vocab", mc.Vocab},
+				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}} {
+				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
+			}
+			return w.Flush()
+		},
+	}
+	cmd.AddCommand(synthCmd, inspect)
+	return cmd
+}

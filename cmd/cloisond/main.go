@@ -1,0 +1,350 @@
+// Command cloisond is the Cloison server: it migrates the database, loads a
+// model, attests that its KV pool can hold the context it serves (refusing to
+// start otherwise), and serves the OpenAI-compatible, admin and compliance
+// APIs over HTTP with every request authenticated, policy-checked and
+// audited.
+//
+// Configuration: flags; each flag also reads the environment variable
+// CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
+// --config names a JSON file of {"flag-name": value} read first. Flags beat
+// the environment, which beats the file.
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/audit"
+	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/internal/keyfile"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+	_ "github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/migrations"
+	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/tenancy"
+)
+
+type config struct {
+	addr, databaseURL, ownerRole, runtimeRole     string
+	migrate                                       bool
+	modelPath, modelName, backend                 string
+	threads                                       int
+	kvPages, pageTokens, servedContext, attestK   int
+	zeroing                                       string
+	stateDir, issuer, audience, node, devTenant   string
+	origin, orgName, orgNEQ                       string
+	shutdownGrace                                 time.Duration
+	maxBatchTokens, maxRunning, chunkTokens       int
+	prefixCache                                   bool
+	readyFile                                     string
+}
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(log)
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		log.Error("configuration", "err", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("cloisond stopped", "err", err, "code", cloison.ErrorCode(err))
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("cloisond", flag.ContinueOnError)
+	cfgFile := fs.String("config", "", "JSON file of {\"flag-name\": value}")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL with rights to migrate (env DATABASE_URL)")
+	fs.StringVar(&c.ownerRole, "db-owner-role", migrations.DefaultRoles.Owner, "role owning the ledger tables")
+	fs.StringVar(&c.runtimeRole, "db-runtime-role", migrations.DefaultRoles.Runtime, "role the server acts as (SET ROLE): INSERT/SELECT only on the ledger")
+	fs.BoolVar(&c.migrate, "migrate", true, "apply migrations at start")
+	fs.StringVar(&c.modelPath, "model", "", "GGUF model file; empty: the built-in context-bag model, synthesized under --state-dir")
+	fs.StringVar(&c.modelName, "model-name", "", "model id the API serves (default: general.name, or cloison-context-bag)")
+	fs.StringVar(&c.backend, "backend", "cpu", "compute backend (cpu; cuda in builds with -tags cuda)")
+	fs.IntVar(&c.threads, "threads", 0, "compute threads (0: all cores)")
+	fs.IntVar(&c.kvPages, "kv-pages", 4096, "KV pool pages")
+	fs.IntVar(&c.pageTokens, "page-tokens", 16, "token slots per KV page (power of two)")
+	fs.IntVar(&c.servedContext, "served-context", 0, "context the API advertises (0: the model's); lower it explicitly to run a smaller pool")
+	fs.IntVar(&c.attestK, "attest-k", 1, "the pool must hold k requests of the served context")
+	fs.StringVar(&c.zeroing, "zeroing", "cross-tenant", "default KV zeroing: never, cross-tenant or always")
+	fs.StringVar(&c.stateDir, "state-dir", ".cache/cloison", "directory for the dev keys, checkpoints and the built-in model")
+	fs.StringVar(&c.issuer, "issuer", "cloison-dev", "JWT issuer of this deployment's tokens")
+	fs.StringVar(&c.audience, "audience", "cloison", "JWT audience tokens must carry")
+	fs.StringVar(&c.node, "node", "node-1", "node name (ledger actor engine:<node>)")
+	fs.StringVar(&c.devTenant, "dev-tenant", "", "create this tenant at start if missing (development)")
+	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
+	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
+	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
+	fs.IntVar(&c.maxBatchTokens, "max-batch-tokens", 512, "tokens per engine step")
+	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
+	fs.IntVar(&c.chunkTokens, "chunk-tokens", 256, "prefill chunk per sequence per step")
+	fs.BoolVar(&c.prefixCache, "prefix-cache", true, "per-tenant prefix cache (tenant-salted namespaces)")
+	fs.StringVar(&c.readyFile, "ready-file", "", "write the listen address to this file once serving (tests)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	apply := func(name, value string) error {
+		if set[name] || name == "config" {
+			return nil
+		}
+		return fs.Set(name, value)
+	}
+	// The environment beats the file; flags beat both.
+	env := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv("CLOISON_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
+			env[f.Name] = v
+		}
+	})
+	if *cfgFile != "" {
+		b, err := os.ReadFile(*cfgFile)
+		if err != nil {
+			return c, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return c, fmt.Errorf("%s: %w", *cfgFile, err)
+		}
+		for k, v := range m {
+			if _, inEnv := env[k]; inEnv {
+				continue
+			}
+			if fs.Lookup(k) == nil {
+				return c, fmt.Errorf("%s: unknown setting %q", *cfgFile, k)
+			}
+			if err := apply(k, fmt.Sprint(v)); err != nil {
+				return c, fmt.Errorf("%s: %s: %w", *cfgFile, k, err)
+			}
+		}
+	}
+	for k, v := range env {
+		if err := apply(k, v); err != nil {
+			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(k), err)
+		}
+	}
+	if c.databaseURL == "" {
+		return c, errors.New("no database: set --database-url or DATABASE_URL (make run starts one)")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, c config, log *slog.Logger) error {
+	if err := os.MkdirAll(c.stateDir, 0o700); err != nil {
+		return err
+	}
+	roles := migrations.Roles{Owner: c.ownerRole, Runtime: c.runtimeRole}
+	if c.migrate {
+		applied, err := migrations.Up(ctx, c.databaseURL, roles)
+		if err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+		log.Info("database migrated", "applied", applied)
+	}
+	pcfg, err := pgxpool.ParseConfig(c.databaseURL)
+	if err != nil {
+		return err
+	}
+	// The server acts as the runtime role: INSERT and SELECT on the ledger,
+	// never UPDATE, DELETE or TRUNCATE.
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET ROLE "+pgx.Identifier{c.runtimeRole}.Sanitize())
+		return err
+	}
+	db, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	// Ledger.
+	cpKey, err := keyfile.PrivateOrCreate(filepath.Join(c.stateDir, "checkpoint.key"))
+	if err != nil {
+		return fmt.Errorf("checkpoint key: %w", err)
+	}
+	cpDir := filepath.Join(c.stateDir, "checkpoints")
+	if err := os.MkdirAll(cpDir, 0o700); err != nil {
+		return err
+	}
+	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
+		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	defer ledger.Close()
+
+	// Tenancy and keys.
+	tenants := tenancy.NewStore(db)
+	kek, err := tenancy.LoadKEK(filepath.Join(c.stateDir, "signing.kek"), true)
+	if err != nil {
+		return fmt.Errorf("key-encryption key: %w", err)
+	}
+	ring, err := tenancy.OpenKeyRing(ctx, tenants, c.issuer, kek)
+	if err != nil {
+		return fmt.Errorf("signing keys: %w", err)
+	}
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: []tenancy.KeySource{ring}, Tenants: tenants, Clients: tenants})
+	if err != nil {
+		return err
+	}
+	if c.devTenant != "" {
+		if err := ensureDevTenant(ctx, tenants, cloison.TenantID(c.devTenant)); err != nil {
+			return fmt.Errorf("dev tenant: %w", err)
+		}
+	}
+
+	// Model.
+	path := c.modelPath
+	if path == "" {
+		if path, err = builtinModel(c.stateDir); err != nil {
+			return err
+		}
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", path, err)
+	}
+	defer f.Close()
+	be, err := kernels.Open(c.backend, kernels.Options{Threads: c.threads})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	m, err := model.Load(be, f)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", path, err)
+	}
+	defer m.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	name := c.modelName
+	if name == "" {
+		name = modelName(f)
+	}
+
+	// KV pool, arena, attestation.
+	zeroing, err := isolation.ParseZeroing(c.zeroing)
+	if err != nil {
+		return err
+	}
+	pool, err := isolation.NewPool(isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing})
+	if err != nil {
+		return err
+	}
+	all, err := tenants.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	reserved := map[cloison.TenantID]int{}
+	for _, t := range all {
+		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
+			return fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+		if t.Tier == isolation.TierDedicated {
+			reserved[t.ID] = t.Quotas.KVPages
+		}
+	}
+	att, aerr := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
+		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing, Reserved: reserved})
+	node := audit.Name("engine:" + c.node)
+	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
+		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
+		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil}}); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if aerr != nil {
+		return aerr // refuse to start: the pool cannot hold the context served
+	}
+	log.Info("capacity attested", "model", name, "model_context", att.ModelContext, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K)
+	arena, err := be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens))
+	if err != nil {
+		return err
+	}
+
+	// Engine, policies, API.
+	var srv *api.Server
+	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: pool, Arena: arena, Attestation: att,
+		Scheduler:  engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
+		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
+	if err != nil {
+		return err
+	}
+	decider, err := policies.New(ctx)
+	if err != nil {
+		return fmt.Errorf("policies: %w", err)
+	}
+	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
+		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
+		Verify: auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir}})
+	if err != nil {
+		return err
+	}
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Run(engCtx) }()
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		stopEngine()
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "model", name)
+	if c.readyFile != "" {
+		_ = os.WriteFile(c.readyFile, []byte(ln.Addr().String()), 0o600)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopEngine()
+		return err
+	case err := <-engDone:
+		_ = hs.Close()
+		return fmt.Errorf("engine stopped: %w", err)
+	}
+	// Graceful shutdown: stop accepting, let streams finish, then stop the
+	// engine (which ends whatever is left with an error, never a 200).
+	log.Info("shutting down", "grace", c.shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	stopEngine()
+	<-engDone
+	return err
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// builtinModel synthesizes the context-bag model under stateDir once.
+func builtinModel(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, "models", "context-bag.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	w, err := synth.ContextBag(synth.BagConfig{})
+	if err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := w.WriteFile(tmp); err != nil {
+		return "", fmt.Errorf("built-in model: %w", err)
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// modelName is the model's general.name, or the built-in model's id.
+func modelName(f *gguf.File) string {
+	if v, ok := f.String("general.name"); ok && v != "" && v != "context-bag" {
+		return v
+	}
+	return "cloison-context-bag"
+}
+
+// ensureDevTenant creates the development tenant when it does not exist.
+func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID) error {
+	if _, err := s.Tenant(ctx, id); err == nil {
+		return nil
+	} else if !errors.Is(err, tenancy.ErrNotFound) {
+		return err
+	}
+	_, err := s.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: "Development tenant", Status: tenancy.StatusActive,
+		Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
+		Quotas:        tenancy.Quotas{MaxConcurrent: 64, KVPages: 1024, TokensPerMinute: 1_000_000, MaxContext: 1 << 20},
+		AllowedModels: []string{"cloison-context-bag", "*"}, IncidentContact: "dev@localhost"})
+	return err
+}
