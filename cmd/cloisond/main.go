@@ -48,18 +48,18 @@ import (
 )
 
 type config struct {
-	addr, databaseURL, ownerRole, runtimeRole     string
-	migrate                                       bool
-	modelPath, modelName, backend                 string
-	threads                                       int
-	kvPages, pageTokens, servedContext, attestK   int
-	zeroing                                       string
-	stateDir, issuer, audience, node, devTenant   string
-	origin, orgName, orgNEQ                       string
-	shutdownGrace                                 time.Duration
-	maxBatchTokens, maxRunning, chunkTokens       int
-	prefixCache                                   bool
-	readyFile                                     string
+	addr, databaseURL, ownerRole, runtimeRole   string
+	migrate                                     bool
+	modelPath, modelName, backend               string
+	threads                                     int
+	kvPages, pageTokens, servedContext, attestK int
+	zeroing                                     string
+	stateDir, issuer, audience, node, devTenant string
+	origin, orgName, orgNEQ                     string
+	shutdownGrace                               time.Duration
+	maxBatchTokens, maxRunning, chunkTokens     int
+	prefixCache                                 bool
+	readyFile                                   string
 }
 
 func main() {
