@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
@@ -293,6 +295,23 @@ func TestStoreUnavailable(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || cloison.ErrorCode(err) != cloison.CodeUnavailable {
 		t.Fatalf("canceled context: got %v, want ErrUnavailable", err)
 	}
+	// A server that does not answer: unavailable, never "not found" (which
+	// Verify would turn into an authentication answer).
+	down := downStore(t)
+	if _, err := down.Tenant(context.Background(), "acme"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("server down: got %v, want ErrUnavailable", err)
+	}
+}
+
+// downStore is a Store over a server that does not answer.
+func downStore(t testing.TB) *Store {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return NewStore(pool)
 }
 
 func TestNewTenant(t *testing.T) {

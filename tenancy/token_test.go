@@ -288,6 +288,24 @@ func TestVerifyRequireClient(t *testing.T) {
 	}
 }
 
+// With the store unreachable a valid token is neither accepted nor called
+// invalid: the caller gets unavailable (503) and may retry.
+func TestVerifyStoreDown(t *testing.T) {
+	f := newFixture(t, nil)
+	tok, err := f.issuer.Issue(f.request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(VerifierConfig{Audience: testAudience, Sources: []KeySource{f.ring}, Tenants: downStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(context.Background(), tok)
+	if !errors.Is(err, ErrUnavailable) || cloison.ErrorCode(err) != cloison.CodeUnavailable || p.Tenant != "" {
+		t.Fatalf("got %+v, %v; want ErrUnavailable", p, err)
+	}
+}
+
 // A tenant suspended after its token was issued stops at once.
 func TestVerifySuspensionTakesEffectAtOnce(t *testing.T) {
 	ctx := context.Background()
@@ -524,4 +542,21 @@ func FuzzParseJWKS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkVerify: signature, claims, and the tenant and client reads from
+// PostgreSQL (one round trip: no client lookup).
+func BenchmarkVerify(b *testing.B) {
+	fx := newFuzzFixture(b)
+	tok, err := fx.issuer.Issue(TokenRequest{Subject: "bench", Tenant: fx.tenant.ID, Scopes: []Scope{ScopeInfer}, Audience: testAudience, TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fx.verifier.Verify(ctx, tok); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
