@@ -36,18 +36,17 @@ type Reason string
 
 // Reasons a chain fails verification.
 const (
-	ReasonGap            Reason = "gap"              // a sequence number is missing
-	ReasonOrder          Reason = "order"            // rows out of order or duplicated
-	ReasonPrevHash       Reason = "prev_hash"        // prev_hash is not the previous row's hash
-	ReasonHash           Reason = "hash"             // hash does not match seq, prev_hash and payload
-	ReasonPayload        Reason = "payload"          // payload is not canonical or not a valid envelope
-	ReasonColumns        Reason = "columns"          // stored columns disagree with the hashed payload
-	ReasonCheckpoint     Reason = "checkpoint"       // a signed checkpoint names another head at this size
-	ReasonCheckpointSig  Reason = "checkpoint_sig"   // a checkpoint's signature does not verify
-	ReasonTruncated      Reason = "truncated"        // the chain ends before a signed checkpoint's size
-	ReasonRangeStart     Reason = "range_start"      // an exported range does not start where its manifest says
-	ReasonRangeEnd       Reason = "range_end"        // an exported range does not end where its manifest says
-	ReasonExternalAbsent Reason = "external_missing" // a stored checkpoint has no external copy
+	ReasonGap           Reason = "gap"            // a sequence number is missing
+	ReasonOrder         Reason = "order"          // rows out of order or duplicated
+	ReasonPrevHash      Reason = "prev_hash"      // prev_hash is not the previous row's hash
+	ReasonHash          Reason = "hash"           // hash does not match seq, prev_hash and payload
+	ReasonPayload       Reason = "payload"        // payload is not canonical or not a valid envelope
+	ReasonColumns       Reason = "columns"        // stored columns disagree with the hashed payload
+	ReasonCheckpoint    Reason = "checkpoint"     // a signed checkpoint names another head at this size
+	ReasonCheckpointSig Reason = "checkpoint_sig" // a checkpoint's signature does not verify
+	ReasonTruncated     Reason = "truncated"      // the chain ends before a signed checkpoint's size
+	ReasonRangeStart    Reason = "range_start"    // an exported range does not start where its manifest says
+	ReasonRangeEnd      Reason = "range_end"      // an exported range does not end where its manifest says
 )
 
 // BreakError reports the first sequence number at which a chain fails
