@@ -2,8 +2,7 @@ package transfer
 
 import (
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
 
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
@@ -107,8 +106,11 @@ func (s *Sender) Send(ctx context.Context, d Dialer, lease isolation.Lease, to T
 		// Unhold: the acknowledgement of the cancellation.
 		cancel()
 		st.CloseAndRecv()
-		if ctx.Err() != nil && !errors.Is(err, ErrVerification) {
-			return Receipt{}, fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())
+		if ctx.Err() != nil {
+			// The caller gave up (prefill abort, node shutdown): whatever
+			// the receiver concluded from the broken stream, this is a
+			// cancellation here.
+			return Receipt{}, fmt.Errorf("%w: %w (receiver: %v)", ErrCanceled, ctx.Err(), err)
 		}
 		return Receipt{}, err
 	}
