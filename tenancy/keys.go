@@ -316,6 +316,34 @@ func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool
 	return rotated, r.Reload(ctx)
 }
 
+// Run keeps the ring current until ctx ends: every interval it rotates if
+// rotateAfter > 0 and the current key is that old (RotateIfOlder: one
+// rotation per age across all nodes), then reloads, so keys rotated or
+// retired by another process take effect here within one interval. Errors
+// go to onErr (when not nil) and the ring keeps its last good keys. Run it
+// in its own goroutine on every node; an interval of a minute suits a
+// rotation age of days.
+func (r *KeyRing) Run(ctx context.Context, interval, rotateAfter time.Duration, onErr func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var err error
+		if rotateAfter > 0 {
+			_, err = r.RotateIfOlder(ctx, rotateAfter)
+		} else {
+			err = r.Reload(ctx)
+		}
+		if err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+	}
+}
+
 // ServeHTTP serves the JWKS document (GET or HEAD): the public keys that
 // verify, as application/jwk-set+json, cacheable for five minutes — far
 // less than a rotation interval, so verifiers learn each next key long

@@ -289,3 +289,41 @@ func TestJWKSHandler(t *testing.T) {
 		t.Fatalf("POST: got %d, want 405", post.StatusCode)
 	}
 }
+
+// Run picks up another process's rotation within an interval.
+func TestRunReloads(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFixture(t, nil)
+	watcher, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watcher.Run(ctx, 10*time.Millisecond, 0, func(error) { errs.Add(1) })
+	}()
+	if err := f.ring.Rotate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ring.Rotate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur, _, _ := f.ring.signer()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if k, _, _ := watcher.signer(); k == cur {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watching ring never saw the rotation")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if errs.Load() != 0 {
+		t.Fatalf("%d reload errors", errs.Load())
+	}
+}
