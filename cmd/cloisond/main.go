@@ -49,7 +49,7 @@ import (
 
 type config struct {
 	addr, databaseURL, ownerRole, runtimeRole   string
-	migrate                                     bool
+	migrate, createDB                           bool
 	modelPath, modelName, backend               string
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
@@ -87,6 +87,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.ownerRole, "db-owner-role", migrations.DefaultRoles.Owner, "role owning the ledger tables")
 	fs.StringVar(&c.runtimeRole, "db-runtime-role", migrations.DefaultRoles.Runtime, "role the server acts as (SET ROLE): INSERT/SELECT only on the ledger")
 	fs.BoolVar(&c.migrate, "migrate", true, "apply migrations at start")
+	fs.BoolVar(&c.createDB, "create-database", false, "create the database named in --database-url if missing")
 	fs.StringVar(&c.modelPath, "model", "", "GGUF model file; empty: the built-in context-bag model, synthesized under --state-dir")
 	fs.StringVar(&c.modelName, "model-name", "", "model id the API serves (default: general.name, or cloison-context-bag)")
 	fs.StringVar(&c.backend, "backend", "cpu", "compute backend (cpu; cuda in builds with -tags cuda)")
@@ -163,6 +164,11 @@ func parseFlags(args []string) (config, error) {
 func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err := os.MkdirAll(c.stateDir, 0o700); err != nil {
 		return err
+	}
+	if c.createDB {
+		if err := ensureDatabase(ctx, c.databaseURL); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
 	}
 	roles := migrations.Roles{Owner: c.ownerRole, Runtime: c.runtimeRole}
 	if c.migrate {

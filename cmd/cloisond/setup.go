@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
@@ -53,5 +56,37 @@ func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID)
 		Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
 		Quotas:        tenancy.Quotas{MaxConcurrent: 64, KVPages: 1024, TokensPerMinute: 1_000_000, MaxContext: 1 << 20},
 		AllowedModels: []string{"cloison-context-bag", "*"}, IncidentContact: "dev@localhost"})
+	return err
+}
+
+// ensureDatabase creates the database named in url when it does not exist,
+// connecting to the same server's "postgres" database to do so.
+func ensureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	name := cfg.Database
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // created meanwhile
+		return nil
+	}
 	return err
 }
