@@ -323,7 +323,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 		WriteHTTPError(w, derr)
 		return
 	}
-	if err := s.applies(p.Tenant, dec); err != nil {
+	if err := s.applies(p, dec); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
@@ -360,7 +360,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 
 // applies checks that the pool isolates the tenant at least as the decision
 // requires; otherwise the request cannot be proven isolated and is refused.
-func (s *Server) applies(t cloison.TenantID, dec policies.Decision) error {
+func (s *Server) applies(p tenancy.Principal, dec policies.Decision) error {
+	t := p.Tenant
+	if _, err := s.cfg.Pool.MaxLeaseTokens(t); errors.Is(err, isolation.ErrUnknownTenant) {
+		// A tenant created since this node started: its partition now.
+		if err := s.cfg.Pool.AddTenant(PoolTenant(p.TenantRecord)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
+			return fmt.Errorf("%w: %v", ErrIsolationPolicy, err)
+		}
+	}
 	for _, ts := range s.cfg.Pool.Stats().Tenants {
 		if ts.Tenant != t {
 			continue
