@@ -299,12 +299,13 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 		return nil, r.refuseUnbound(v)
 	case dup:
 		// Fail closed: the reservation's own stream stops too.
-		v := refuse(ReasonDuplicateStream, "a second stream for one reservation")
-		v.Sender = h.SenderEpoch
-		t.abort(v)
-		v2 := *v
-		v2.Lease = t.lease
-		return nil, &v2
+		dupErr := func() *VerificationError {
+			v := refuse(ReasonDuplicateStream, "a second stream for one reservation")
+			v.Sender, v.Lease = h.SenderEpoch, t.lease
+			return v
+		}
+		t.abort(dupErr()) // the owning stream reports it, once
+		return nil, dupErr()
 	}
 	cancel = t.cancel
 	res, err := r.receive(t, &h, wh.GetHeaderMac(), next)
@@ -319,7 +320,7 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 			}
 		}
 		var v *VerificationError
-		if errors.As(err, &v) {
+		if errors.As(err, &v) && v.Sender == 0 {
 			v.Sender = h.SenderEpoch
 		}
 		t.finish(Result{}, err)

@@ -2,7 +2,7 @@ package transfer
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"

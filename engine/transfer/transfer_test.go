@@ -539,7 +539,10 @@ func TestKeyRotation(t *testing.T) {
 			o := func() outcome {
 				var o outcome
 				done := make(chan struct{})
-				go func() { o.rc, o.sendErr = s.Send(context.Background(), Local(p.recv, 0), from, tk.Target()); close(done) }()
+				go func() {
+					o.rc, o.sendErr = s.Send(context.Background(), Local(p.recv, 0), from, tk.Target())
+					close(done)
+				}()
 				o.res, o.waitErr = tk.Wait(context.Background())
 				<-done
 				return o
