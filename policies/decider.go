@@ -45,6 +45,11 @@ var (
 	// undefined decision, non-boolean allow, malformed output). The request
 	// is denied; the failure is the platform's, not the caller's.
 	ErrEvaluation = cloison.NewError(cloison.CodeInternal, "policies: policy evaluation failed")
+	// ErrCanceled, ErrDeadline: the caller's context ended during the
+	// evaluation; the request is denied, and the failure is neither the
+	// bundle's nor the platform's.
+	ErrCanceled = cloison.NewError(cloison.CodeCanceled, "policies: evaluation canceled")
+	ErrDeadline = cloison.NewError(cloison.CodeDeadlineExceeded, "policies: evaluation deadline exceeded")
 	// ErrBundle: Reload refused a bundle (it does not compile, a builtin it
 	// calls is not allowed, its tests fail, or it breaks a platform
 	// invariant). The previous bundle keeps serving.
@@ -314,7 +319,8 @@ func isTest(name string) bool { return strings.HasSuffix(name, "_test.rego") }
 // ledgers. The error is nil when the request is allowed; a *DeniedError
 // (ErrDenied) when the bundle denies it; ErrEvaluation when the bundle
 // could not decide — evaluation error, undefined decision, non-boolean
-// allow or any malformed output — in which case Allow is false too.
+// allow or any malformed output — in which case Allow is false too;
+// ErrCanceled or ErrDeadline when ctx ended first (denied as well).
 func (d *Decider) Decide(ctx context.Context, in Input) (Decision, error) {
 	b := d.cur.Load()
 	if b == nil { // a zero Decider: nothing prepared, nothing allowed
@@ -347,6 +353,12 @@ func (b *bundle) decide(ctx context.Context, in Input) (Decision, error) {
 		dec.Reasons = []Reason{{Code: cloison.CodeInternal, Message: "policy evaluation failed"}}
 		dec.Tier, dec.Zeroing = strictest(in)
 		dec.Limits = Limits{}
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			return dec, fmt.Errorf("%w (decision %s): %w", ErrCanceled, dec.ID, ctx.Err())
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return dec, fmt.Errorf("%w (decision %s): %w", ErrDeadline, dec.ID, ctx.Err())
+		}
 		return dec, fmt.Errorf("%w (decision %s, bundle %s): %w", ErrEvaluation, dec.ID, dec.Revision, err)
 	}
 	if !dec.Allow {

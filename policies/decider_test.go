@@ -190,6 +190,14 @@ decision := {"allow": false, "reasons": [], "tier": "shared", "zeroing": "always
 			}
 		})
 	}
+	// A context that ends first denies, as canceled rather than as a bundle
+	// failure.
+	d := newDecider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if dec, err := d.Decide(ctx, baseInput()); dec.Allow || !errors.Is(err, ErrCanceled) || cloison.ErrorCode(err) != cloison.CodeCanceled {
+		t.Fatalf("canceled: got allow=%v, %v", dec.Allow, err)
+	}
 	// A zero Decider has no bundle and allows nothing.
 	var zero Decider
 	if dec, err := zero.Decide(context.Background(), baseInput()); dec.Allow || !errors.Is(err, ErrEvaluation) {
