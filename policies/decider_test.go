@@ -61,7 +61,9 @@ func TestRegoUnitTests(t *testing.T) {
 	}
 }
 
-// Each shipped rule, through the Go API.
+// Each shipped rule, through the Go API. ARCHITECTURE.md layer 2 (capacity
+// attestation): no service while it fails; layer 5 (scrubbing): personal
+// and confidential data get dedicated pages zeroed always.
 func TestShippedRules(t *testing.T) {
 	d := newDecider(t)
 	failedAtt, _ := engine.Attest(engine.AttestConfig{ModelContext: 4096, PoolPages: 8, PageTokens: 16})
@@ -142,8 +144,9 @@ func setBundle(t *testing.T, d *Decider, src string) {
 
 const goodLimits = `limits := {"max_context": 10, "max_tokens": 1, "kv_pages": 1, "max_concurrent": 1, "tokens_per_minute": 1}`
 
-// Deny on doubt: whatever goes wrong in the bundle, the request is denied
-// with ErrEvaluation, never allowed.
+// Deny on doubt (ARCHITECTURE.md layer 7, fail closed): whatever goes
+// wrong in the bundle, the request is denied with ErrEvaluation, never
+// allowed.
 func TestDenyOnDoubt(t *testing.T) {
 	head := "package cloison.policy\n" + goodLimits + "\n"
 	cases := map[string]string{
