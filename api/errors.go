@@ -87,10 +87,17 @@ type ErrorDetail struct {
 	Code    string  `json:"code"`
 }
 
+// LogInternal receives the full text of every internal error before it is
+// replaced by a fixed message on the wire; NewServer points it at its logger.
+var LogInternal = func(err error) {}
+
 // WriteHTTPError writes err as an OpenAI-shaped JSON error with its status
 // (and Retry-After when the error says when to retry).
 func WriteHTTPError(w http.ResponseWriter, err error) {
 	code, wire, msg := Describe(err)
+	if code == cloison.CodeInternal {
+		LogInternal(err)
+	}
 	var ra RetryAfter
 	if errors.As(err, &ra) {
 		secs := int((ra.RetryAfter() + time.Second - 1) / time.Second)

@@ -94,6 +94,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
+	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
 	s.metrics = newMetrics(s)
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,16 +56,20 @@ func translate(err error, what string) error {
 		case sqlKeyImmutable, sqlKeyBackwards:
 			return fmt.Errorf("%w: %s: %s", ErrConflict, what, pe.Message)
 		}
+		// Connection exceptions (08), insufficient resources (53) and
+		// operator intervention (57: shutdown, crash recovery) mean the
+		// database is not there now: 503, and service resumes with it.
+		if c := pe.Code; strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57") {
+			return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+		}
 		return fmt.Errorf("%w: %s: %w", ErrStore, what, err)
 	}
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrStore, what, err)
+	// Anything else that is not the server's answer (a connection refused or
+	// closed mid-query, an I/O error) is the database being unreachable.
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }
 
 // retryable reports whether a transaction that failed with err may run again.

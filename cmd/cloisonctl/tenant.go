@@ -61,7 +61,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 	f.IntVar(&t.Quotas.KVPages, "kv-pages", 512, "KV page cap (dedicated: reserved pages)")
 	f.IntVar(&t.Quotas.TokensPerMinute, "tokens-per-minute", 200000, "token rate")
 	f.IntVar(&t.Quotas.MaxContext, "max-context", 1<<20, "prompt + completion tokens per request")
-	f.StringVar(&models, "models", "*", "allowed models, comma-separated (* for any)")
+	f.StringVar(&models, "models", "cloison-context-bag", "allowed model ids, comma-separated (an explicit list: no wildcard)")
 	f.StringVar(&t.IncidentContact, "incident-contact", "", "where confidentiality-incident notices go")
 
 	list := &cobra.Command{

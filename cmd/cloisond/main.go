@@ -224,11 +224,6 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if c.devTenant != "" {
-		if err := ensureDevTenant(ctx, tenants, cloison.TenantID(c.devTenant)); err != nil {
-			return fmt.Errorf("dev tenant: %w", err)
-		}
-	}
 
 	// Model.
 	path := c.modelPath
@@ -259,6 +254,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	name := c.modelName
 	if name == "" {
 		name = modelName(f)
+	}
+	if c.devTenant != "" {
+		if err := ensureDevTenant(ctx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
+			return fmt.Errorf("dev tenant: %w", err)
+		}
 	}
 
 	// KV pool, arena, attestation.

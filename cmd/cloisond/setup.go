@@ -46,7 +46,7 @@ func modelName(f *gguf.File) string {
 }
 
 // ensureDevTenant creates the development tenant when it does not exist.
-func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID) error {
+func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID, model string) error {
 	if _, err := s.Tenant(ctx, id); err == nil {
 		return nil
 	} else if !errors.Is(err, tenancy.ErrNotFound) {
@@ -55,7 +55,7 @@ func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID)
 	_, err := s.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: "Development tenant", Status: tenancy.StatusActive,
 		Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
 		Quotas:        tenancy.Quotas{MaxConcurrent: 64, KVPages: 1024, TokensPerMinute: 1_000_000, MaxContext: 1 << 20},
-		AllowedModels: []string{"cloison-context-bag", "*"}, IncidentContact: "dev@localhost"})
+		AllowedModels: []string{model}, IncidentContact: "dev@localhost"})
 	return err
 }
 
