@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
-	"hash"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/kernels"
@@ -31,8 +30,6 @@ type ReservationID [16]byte
 // the manifest MAC covers every digest. It measured ~2.4× SHA-256 (SHA-NI)
 // here; see README "Verified transfer".
 func PageDigest(page []byte) Digest { return blake3.Sum256(page) }
-
-func newPageHash() hash.Hash { return blake3.New(32, nil) }
 
 // Layout is the KV geometry a page was written with: the arena config minus
 // its page count. Both ends must agree on it exactly.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type ReceiverConfig struct {
 	// the reservation was discarded (cmd wires it to the ledger:
 	// transfer.verification_failed, and an incident). It must not block.
 	OnVerificationFailed func(Failure)
+	// VerifyWorkers is the number of goroutines hashing pages beside the
+	// receiving loop, per transfer; 0 means GOMAXPROCS/4, at least 1.
+	VerifyWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,15 +50,22 @@ type Result struct {
 	SenderEpoch   uint64
 	ManifestMAC   [32]byte
 	Elapsed       time.Duration // header to commit
-	Verify        time.Duration // of Elapsed: hashing pages, comparing digests, checking MACs
+	// Verify is the CPU time spent verifying: hashing pages, comparing
+	// digests, checking MACs. Page hashing runs beside the receiving loop.
+	Verify time.Duration
+	// VerifyWait is the part of Elapsed that verification added: the
+	// receiving loop waiting for the verifier (backpressure), the last
+	// pages' verification and the MAC checks.
+	VerifyWait time.Duration
 }
 
 // Receiver accepts transfers into reservations on the decode node. Safe for
 // concurrent use.
 type Receiver struct {
-	cfg    ReceiverConfig
-	layout Layout
-	now    func() time.Time
+	cfg     ReceiverConfig
+	layout  Layout
+	now     func() time.Time
+	workers int
 
 	mu      sync.Mutex
 	pending map[uint64]*Ticket // guarded by mu; by the reservation lease's epoch
@@ -72,7 +83,11 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Receiver{cfg: cfg, layout: LayoutOf(cfg.Arena.Config()), now: now, pending: map[uint64]*Ticket{}}, nil
+	workers := cfg.VerifyWorkers
+	if workers <= 0 {
+		workers = max(1, runtime.GOMAXPROCS(0)/4)
+	}
+	return &Receiver{cfg: cfg, layout: LayoutOf(cfg.Arena.Config()), now: now, workers: workers, pending: map[uint64]*Ticket{}}, nil
 }
 
 // Ticket is one reservation waiting for its transfer.
@@ -378,25 +393,132 @@ func (r *Receiver) verifyHeader(t *Ticket, h *Header, mac []byte) (time.Duration
 	return spent, nil
 }
 
-func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*transferv1.Frame, error)) (Result, error) {
-	res := Result{Tokens: h.Tokens, Pages: h.Pages, SenderEpoch: h.SenderEpoch}
+// pageJob is one complete page handed to the verifier.
+type pageJob struct {
+	i      int
+	buf    []byte
+	digest []byte // the sender's, from the page's last chunk
+	pooled bool   // buf returns to the free list after use
+}
+
+// verifier hashes complete pages on its own goroutine, so that verification
+// overlaps with receiving and copying in the next pages. Pages are copied in
+// through the staging table before their digest is checked: staged slots are
+// unreadable until commit, and a refused transfer's pages are scrubbed.
+type verifier struct {
+	r      *Receiver
+	t      *Ticket
+	jobs   chan pageJob
+	free   chan []byte
+	done   chan struct{}
+	once   sync.Once
+	digest []Digest // written by the goroutine; read after stop
+
+	mu  sync.Mutex
+	err error         // guarded by mu: the first failure
+	cpu time.Duration // guarded by mu: time spent hashing and comparing
+}
+
+func (r *Receiver) newVerifier(t *Ticket, pages int) *verifier {
+	n := r.workers
+	v := &verifier{r: r, t: t, jobs: make(chan pageJob, n+1), free: make(chan []byte, n+2), done: make(chan struct{}), digest: make([]Digest, pages)}
+	for range cap(v.free) {
+		v.free <- nil // allocated on first use
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(v.run)
+	}
+	go func() { wg.Wait(); close(v.done) }()
+	return v
+}
+
+// run checks pages until the jobs end; workers write distinct digest slots.
+func (v *verifier) run() {
+	for j := range v.jobs {
+		if v.failed() == nil {
+			v.page(j)
+		}
+		if j.pooled {
+			v.free <- j.buf
+		}
+	}
+}
+
+func (v *verifier) page(j pageJob) {
+	start := time.Now()
+	d := PageDigest(j.buf)
+	ok := subtle.ConstantTimeCompare(d[:], j.digest) == 1
+	v.mu.Lock()
+	v.cpu += time.Since(start)
+	v.mu.Unlock()
+	if !ok {
+		v.fail(refuse(ReasonDigest, "page %d does not match its digest", j.i))
+		return
+	}
+	v.digest[j.i] = d
+}
+
+func (v *verifier) fail(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err == nil {
+		v.err = err
+	}
+}
+
+func (v *verifier) failed() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.err
+}
+
+// stop waits until the verifier checked its last page. Idempotent.
+func (v *verifier) stop() error {
+	v.once.Do(func() { close(v.jobs) })
+	<-v.done
+	return v.failed()
+}
+
+func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*transferv1.Frame, error)) (res Result, err error) {
+	res = Result{Tokens: h.Tokens, Pages: h.Pages, SenderEpoch: h.SenderEpoch}
 	spent, err := r.verifyHeader(t, h, hmac)
 	res.Verify += spent
 	if err != nil {
 		return res, err
 	}
 	pb := r.layout.PageBytes()
-	buf := make([]byte, pb)
-	m := Manifest{Header: *h, Digests: make([]Digest, h.Pages)}
-	hs := newPageHash()
+	v := r.newVerifier(t, h.Pages)
+	defer func() {
+		if verr := v.stop(); err == nil && verr != nil {
+			err = verr
+		}
+		v.mu.Lock()
+		res.Verify += v.cpu
+		v.mu.Unlock()
+	}()
+	var buf []byte
+	pooled := false
 	page, off := 0, 0
 	for {
+		if err := v.failed(); err != nil {
+			return res, err
+		}
 		f, err := next()
 		if err != nil {
 			return res, eofTruncated(err, fmt.Sprintf("at page %d offset %d of %d pages", page, off, h.Pages))
 		}
 		if tr := f.GetTrailer(); tr != nil {
-			return r.commit(t, &m, page, tr, next, res)
+			if page != h.Pages || off != 0 {
+				return res, refuse(ReasonChunkOrder, "trailer after %d of %d pages", page, h.Pages)
+			}
+			ws := time.Now()
+			verr := v.stop() // the last pages' verification is on the critical path
+			res.VerifyWait += time.Since(ws)
+			if verr != nil {
+				return res, verr
+			}
+			return r.commit(t, &Manifest{Header: *h, Digests: v.digest}, tr, next, res)
 		}
 		c := f.GetChunk()
 		switch {
@@ -413,39 +535,45 @@ func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*tran
 		if last != (len(c.GetDigest()) != 0) {
 			return res, refuse(ReasonMalformed, "page %d: digest on a chunk that is not the page's last, or missing on the last", page)
 		}
-		copy(buf[off:], c.GetData())
-		vs := time.Now()
-		hs.Write(c.GetData())
-		res.Verify += time.Since(vs)
-		off += len(c.GetData())
 		res.Bytes += int64(len(c.GetData()))
+		ws := time.Now()
+		switch {
+		case off == 0 && last:
+			// A whole page in one chunk: its bytes are ours already.
+			buf, pooled = c.GetData(), false
+		case off == 0:
+			buf, pooled = <-v.free, true // waits while the verifier is behind
+			if buf == nil {
+				buf = make([]byte, pb)
+			}
+		}
+		res.VerifyWait += time.Since(ws)
+		if pooled {
+			copy(buf[off:], c.GetData())
+		}
+		off += len(c.GetData())
 		if !last {
 			continue
 		}
-		vs = time.Now()
-		var d Digest
-		hs.Sum(d[:0])
-		hs.Reset()
-		ok := subtle.ConstantTimeCompare(d[:], c.GetDigest()) == 1
-		res.Verify += time.Since(vs)
-		if !ok {
-			return res, refuse(ReasonDigest, "page %d does not match its digest", page)
-		}
-		// Copied through the staging table: the arena holds the bytes,
-		// the pool records nothing until commit.
+		// Staged, not verified: the arena holds the bytes, the pool
+		// records nothing until commit.
 		if err := r.cfg.Arena.CopyIn(t.table, page, buf); err != nil {
+			if pooled {
+				v.free <- buf
+			}
 			return res, err
 		}
-		m.Digests[page] = d
+		ws = time.Now()
+		v.jobs <- pageJob{i: page, buf: buf, digest: c.GetDigest(), pooled: pooled}
+		res.VerifyWait += time.Since(ws)
+		buf, pooled = nil, false
 		page, off = page+1, 0
 	}
 }
 
-// commit checks the trailer, then records the tokens as written.
-func (r *Receiver) commit(t *Ticket, m *Manifest, got int, tr *transferv1.Trailer, next func() (*transferv1.Frame, error), res Result) (Result, error) {
-	if got != m.Pages {
-		return res, refuse(ReasonChunkOrder, "trailer after %d of %d pages", got, m.Pages)
-	}
+// commit checks the trailer against the verified pages, then records the
+// tokens as written.
+func (r *Receiver) commit(t *Ticket, m *Manifest, tr *transferv1.Trailer, next func() (*transferv1.Frame, error), res Result) (Result, error) {
 	vs := time.Now()
 	want, err := r.cfg.Keys.ManifestMAC(m)
 	if err != nil {
@@ -457,7 +585,9 @@ func (r *Receiver) commit(t *Ticket, m *Manifest, got int, tr *transferv1.Traile
 		okDigests = subtle.ConstantTimeCompare(ds[i], m.Digests[i][:]) == 1
 	}
 	okMAC := macEqual(want, tr.GetManifestMac())
-	res.Verify += time.Since(vs)
+	spent := time.Since(vs)
+	res.Verify += spent
+	res.VerifyWait += spent
 	if !okDigests {
 		return res, refuse(ReasonDigest, "manifest digests do not match the pages received")
 	}

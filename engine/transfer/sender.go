@@ -132,16 +132,43 @@ func (s *Sender) stream(st Stream, bt isolation.BlockTable, lease isolation.Leas
 		return Receipt{}, sendErr(st, err)
 	}
 	m.Digests = make([]Digest, bt.Len())
-	for i := range bt.Len() {
-		// A fresh buffer per page: the stream may hold it until sent.
-		buf := make([]byte, pb)
-		if err := s.cfg.Arena.CopyOut(buf, bt, i); err != nil {
-			return Receipt{}, err
+	// Pages are copied out and hashed one or two pages ahead of the stream,
+	// beside it.
+	pages := make(chan outPage, 2)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(pages)
+		for i := range bt.Len() {
+			// A fresh buffer per page: the stream may hold it until sent.
+			buf := make([]byte, pb)
+			err := s.cfg.Arena.CopyOut(buf, bt, i)
+			var d Digest
+			if err == nil {
+				d = PageDigest(buf)
+			}
+			select {
+			case pages <- outPage{buf: buf, digest: d, err: err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		m.Digests[i] = PageDigest(buf)
+	}()
+	// No CopyOut of this lease runs after stream returns.
+	defer func() { close(stop); <-done }()
+	i := 0
+	for pg := range pages {
+		if pg.err != nil {
+			return Receipt{}, pg.err
+		}
+		m.Digests[i] = pg.digest
 		for off := 0; off < pb; off += s.cfg.ChunkBytes {
 			end := min(off+s.cfg.ChunkBytes, pb)
-			c := &transferv1.Chunk{Page: uint32(i), Offset: uint64(off), Data: buf[off:end]}
+			c := &transferv1.Chunk{Page: uint32(i), Offset: uint64(off), Data: pg.buf[off:end]}
 			if end == pb {
 				c.Digest = m.Digests[i][:]
 			}
@@ -149,6 +176,7 @@ func (s *Sender) stream(st Stream, bt isolation.BlockTable, lease isolation.Leas
 				return Receipt{}, sendErr(st, err)
 			}
 		}
+		i++
 	}
 	mmac, err := s.cfg.Keys.ManifestMAC(&m)
 	if err != nil {
@@ -169,6 +197,12 @@ func (s *Sender) stream(st Stream, bt isolation.BlockTable, lease isolation.Leas
 		return Receipt{}, fmt.Errorf("%w: receipt for %d tokens does not acknowledge this manifest", ErrVerification, wr.GetCommittedTokens())
 	}
 	return Receipt{Tokens: to.Tokens, ManifestMAC: mmac}, nil
+}
+
+type outPage struct {
+	buf    []byte
+	digest Digest
+	err    error
 }
 
 // sendErr turns a failed Send into the receiver's verdict when it gave one

@@ -49,7 +49,7 @@ func newPair(t testing.TB, chunk int) *pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.recv, err = NewReceiver(ReceiverConfig{Pool: p.decode.pool, Arena: p.decode.arena, Keys: p.keys, Model: digest, OnVerificationFailed: p.hook.record})
+	p.recv, err = NewReceiver(ReceiverConfig{Pool: p.decode.pool, Arena: p.decode.arena, Keys: p.keys, Model: digest, OnVerificationFailed: p.hook.record, VerifyWorkers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
