@@ -57,8 +57,8 @@ type BlockTable struct {
 	own        Tag // Tenant and Epoch of every page at index >= readOnly
 	pages      []int32
 	gens       []uint32 // generation of each page when the lease took it
-	tags       []Tag // tags of the readOnly prefix pages (their writers')
-	staged     bool  // from StagingTable: for CopyIn only, never for reads
+	tags       []Tag    // tags of the readOnly prefix pages (their writers')
+	staged     bool     // from StagingTable: for CopyIn only, never for reads
 }
 
 // Lease returns the lease the table was approved for.
