@@ -1,0 +1,58 @@
+// Package transfer moves a request's prompt KV from a prefill node to the
+// decode node that reserved pages for it, and makes the decode node refuse to
+// decode unless the transfer is proven complete and bound to the request
+// (ARCHITECTURE.md layer 4, "Verified transfer"). It is the path that leaked
+// in 2026: a rejected prompt replaced by a one-token placeholder, its KV sent
+// as "transfer complete" into a reservation for the whole prompt, and decode
+// attending to the rest of the reservation's stale pages.
+//
+// The loop that drives it (the node roles in cmd wire the two halves):
+//
+//	// decode node: reserve exactly the prompt, then expect its transfer
+//	lease, _ := pool.Allocate(tenant, req, len(prompt))
+//	ticket, _ := receiver.Expect(lease, len(prompt))  // holds the pages
+//	send ticket.Target() to the prefill node
+//	res, err := ticket.Wait(ctx)                      // decode ONLY if err == nil
+//	pool.Extend(lease, len(prompt)+maxNew); decode from position len(prompt)
+//
+//	// prefill node: compute the prompt's KV, then stream it
+//	pool.Write(l, n); bt, _ := pool.BlockTable(l, n); model.Forward(...)
+//	receipt, err := sender.Send(ctx, transfer.GRPC(conn), l, target)
+//	pool.Release(l)
+//
+// Guarantees (each tested, see transfer_test.go and inflight_test.go):
+//
+//   - Binding: every transfer carries a manifest bound to (tenant, request,
+//     sender lease epoch, receiver lease epoch, the receiver's random
+//     reservation nonce, model digest, layout, token count, page count),
+//     authenticated with a cluster key (HMAC-SHA256 over a canonical
+//     encoding, keys named by id for rotation), and a BLAKE3-256 digest per
+//     page covered by the manifest MAC. The header is checked before a byte
+//     of KV is copied: another request's, another tenant's, a stale or
+//     replayed manifest, another model or layout, and transferred tokens !=
+//     reserved tokens are refused at once.
+//   - Nothing unverified is readable: pages are copied in through an
+//     isolation.StagingTable, which records no slot as written; Pool.Write
+//     records the tokens only after every page arrived exactly once, in
+//     order, with a matching digest, and the manifest MAC verified. Until
+//     then Pool.BlockTable refuses every position (ReasonUnwritten).
+//   - Fail closed and record: any mismatch is a *VerificationError (code
+//     transfer_verification_failed) on both ends; the reservation's lease is
+//     discarded (its pages scrubbed before any reuse, whatever the tenant's
+//     zeroing mode); OnVerificationFailed reports it once, for the ledger's
+//     transfer.verification_failed event and an incident.
+//   - No free-while-in-flight: the sender holds its lease's pages
+//     (Pool.Hold) from before the first CopyOut until its stream ended; the
+//     receiver holds the reservation's pages from Expect until the transfer
+//     was committed, refused or its cancellation acknowledged (Ticket.Done).
+//     An engine that releases either lease meanwhile leaves its pages
+//     draining until then.
+//   - Node-to-node traffic is gRPC over mutual TLS 1.3 (ServerOptions,
+//     DialOptions; certificates from package pki), flow-controlled by HTTP/2
+//     windows and chunks of at most ChunkBytes. Local is the same protocol
+//     in process, for engine tests.
+//
+// Ordering duties of the caller: decode only after Ticket.Wait returned nil;
+// build the decode BlockTable after it; Release the prefill lease after Send
+// returned (Send holds it meanwhile anyway).
+package transfer
