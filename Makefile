@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run
+.PHONY: all build verify test bench fuzz clean run load
 
 all: verify test
 
@@ -85,3 +85,20 @@ run:
 	  echo "  curl -s http://$(RUN_ADDR)/v1/chat/completions -H 'Authorization: Bearer $$tok' \\"; \
 	  echo "    -H 'Content-Type: application/json' -d '{\"model\":\"cloison-context-bag\",\"messages\":[{\"role\":\"user\",\"content\":\"Bonjour\"}],\"max_tokens\":16}'"; \
 	  echo; echo "Ctrl-C stops it."; wait $$pid
+
+## load: 64 concurrent streaming clients for LOAD_DURATION against a fresh
+## cloisond on the built-in model; prints requests/s, tokens/s, TTFT p50/p99,
+## errors and the server's peak RSS. Loopback only.
+LOAD_DURATION ?= 60s
+LOAD_CLIENTS ?= 64
+load:
+	@set -e; mkdir -p bin .cache/cloison-load; \
+	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
+	  admin=$$(scripts/pg.sh); base=$${admin%%\?*}; base=$${base%/*}; opts=""; case "$$admin" in *\?*) opts="?$${admin#*\?}";; esac; \
+	  export DATABASE_URL="$$base/cloison_load$$opts"; rm -f .cache/cloison-load/ready; \
+	  bin/cloisond --addr 127.0.0.1:0 --create-database --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
+	    --max-running 64 --max-batch-tokens 1024 2>.cache/cloison-load/cloisond.log & pid=$$!; \
+	  trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
+	  for i in $$(seq 1 120); do [ -s .cache/cloison-load/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
+	  tok=$$(bin/cloisonctl --database-url "$$DATABASE_URL" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
+	  bin/cloisonctl load --url http://$$(cat .cache/cloison-load/ready) --token "$$tok" --clients $(LOAD_CLIENTS) --duration $(LOAD_DURATION) --pid $$pid

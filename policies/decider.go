@@ -347,6 +347,11 @@ func (b *bundle) decide(ctx context.Context, in Input) (Decision, error) {
 	if err == nil {
 		err = dec.enforceFloor(in)
 	}
+	if err == nil {
+		// OPA may finish before it notices a cancellation: a request whose
+		// context ended is denied whatever the bundle said.
+		err = ctx.Err()
+	}
 	dec.Latency = time.Since(start)
 	if err != nil {
 		dec.Allow = false
