@@ -1,14 +1,15 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -37,8 +38,11 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/v1/policies/reload", a(s.reloadPolicies))
 }
 
-func (s *Server) actor(r *http.Request) audit.Name {
-	return audit.Name(sanitizeName("admin:" + principal(r).Subject))
+func (s *Server) actor(r *http.Request) audit.Name { return actorOf(principal(r)) }
+
+// actorOf is the ledger actor of an admin operation.
+func actorOf(p tenancy.Principal) audit.Name {
+	return audit.Name(sanitizeName("admin:" + p.Subject))
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -79,39 +83,38 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	if err := t.Validate(); err != nil {
-		WriteHTTPError(w, err)
-		return
-	}
-	// The partition first: a tenant the pool cannot hold is not created.
-	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil {
-		WriteHTTPError(w, err)
-		return
-	}
-	created, err := s.cfg.Tenants.CreateTenant(r.Context(), t)
+	created, err := s.doCreateTenant(r.Context(), t)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
-	}
-	if _, err := s.append(r.Context(), created.ID, audit.TenantChange{Op: audit.TenantCreated, Tier: audit.Name(created.Tier.String()), ConfigDigest: configDigest(created)}); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
 	writeJSON(w, 201, created)
 }
 
+// doCreateTenant validates t, gives it its KV partition on this node (first:
+// a tenant the pool cannot hold is not created), stores it and ledgers
+// tenant.created.
+func (s *Server) doCreateTenant(ctx context.Context, t tenancy.Tenant) (tenancy.Tenant, error) {
+	if err := t.Validate(); err != nil {
+		return tenancy.Tenant{}, err
+	}
+	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil {
+		return tenancy.Tenant{}, err
+	}
+	created, err := s.cfg.Tenants.CreateTenant(ctx, t)
+	if err != nil {
+		return tenancy.Tenant{}, err
+	}
+	if _, err := s.append(ctx, created.ID, audit.TenantChange{Op: audit.TenantCreated, Tier: audit.Name(created.Tier.String()), ConfigDigest: configDigest(created)}); err != nil {
+		return tenancy.Tenant{}, err
+	}
+	return created, nil
+}
+
 func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, err := s.cfg.Tenants.SetStatus(r.Context(), cloison.TenantID(r.PathValue("id")), st)
+		t, err := s.doSetStatus(r.Context(), cloison.TenantID(r.PathValue("id")), st)
 		if err != nil {
-			WriteHTTPError(w, err)
-			return
-		}
-		op := audit.TenantUpdated
-		if st == tenancy.StatusSuspended {
-			op = audit.TenantDisabled
-		}
-		if _, err := s.append(r.Context(), t.ID, audit.TenantChange{Op: op, Tier: audit.Name(t.Tier.String()), ConfigDigest: configDigest(t)}); err != nil {
 			WriteHTTPError(w, err)
 			return
 		}
@@ -119,37 +122,83 @@ func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {
 	}
 }
 
-func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
+// doSetStatus suspends or reactivates a tenant and ledgers the change.
+func (s *Server) doSetStatus(ctx context.Context, id cloison.TenantID, st tenancy.Status) (tenancy.Tenant, error) {
+	t, err := s.cfg.Tenants.SetStatus(ctx, id, st)
+	if err != nil {
+		return tenancy.Tenant{}, err
+	}
+	op := audit.TenantUpdated
+	if st == tenancy.StatusSuspended {
+		op = audit.TenantDisabled
+	}
+	if _, err := s.append(ctx, t.ID, audit.TenantChange{Op: op, Tier: audit.Name(t.Tier.String()), ConfigDigest: configDigest(t)}); err != nil {
+		return tenancy.Tenant{}, err
+	}
+	return t, nil
+}
+
+// poolState is what the pool status operation reports.
+type poolState struct {
+	Attestation engine.Attestation `json:"attestation"`
+	Pool        isolation.Stats    `json:"pool"`
+	Running     int                `json:"running"`
+	Waiting     int                `json:"waiting"`
+}
+
+func (s *Server) poolState() poolState {
 	run, wait := s.cfg.Engine.Load()
-	writeJSON(w, 200, map[string]any{"attestation": s.cfg.Engine.Attestation(), "pool": s.cfg.Pool.Stats(), "running": run, "waiting": wait})
+	return poolState{Attestation: s.cfg.Engine.Attestation(), Pool: s.cfg.Pool.Stats(), Running: run, Waiting: wait}
+}
+
+func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.poolState())
+}
+
+// errNoKeyRing: this node holds no signing keys.
+var errNoKeyRing = cloison.NewError(cloison.CodeNotFound, "no key ring on this node")
+
+func (s *Server) keys() ([]tenancy.KeyInfo, error) {
+	if s.cfg.Keys == nil {
+		return nil, errNoKeyRing
+	}
+	return s.cfg.Keys.Keys(), nil
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Keys == nil {
-		WriteHTTPError(w, cloison.NewError(cloison.CodeNotFound, "no key ring on this node"))
-		return
-	}
-	writeJSON(w, 200, map[string]any{"keys": s.cfg.Keys.Keys()})
-}
-
-func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Keys == nil {
-		WriteHTTPError(w, cloison.NewError(cloison.CodeNotFound, "no key ring on this node"))
-		return
-	}
-	if err := s.cfg.Keys.Rotate(r.Context()); err != nil {
+	ks, err := s.keys()
+	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
+	writeJSON(w, 200, map[string]any{"keys": ks})
+}
+
+func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.doRotateKeys(r.Context())
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"keys": ks})
+}
+
+// doRotateKeys rotates the JWT signing keys and ledgers the new current key.
+func (s *Server) doRotateKeys(ctx context.Context) ([]tenancy.KeyInfo, error) {
+	if s.cfg.Keys == nil {
+		return nil, errNoKeyRing
+	}
+	if err := s.cfg.Keys.Rotate(ctx); err != nil {
+		return nil, err
+	}
 	for _, k := range s.cfg.Keys.Keys() {
 		if k.State == tenancy.KeyCurrent {
-			if _, err := s.append(r.Context(), "", audit.KeyChange{Op: audit.KeyRotated, Key: audit.Name(sanitizeName(k.ID)), Purpose: "jwt", PublicKeyDigest: sha256.Sum256(k.Public)}); err != nil {
-				WriteHTTPError(w, err)
-				return
+			if _, err := s.append(ctx, "", audit.KeyChange{Op: audit.KeyRotated, Key: audit.Name(sanitizeName(k.ID)), Purpose: "jwt", PublicKeyDigest: sha256.Sum256(k.Public)}); err != nil {
+				return nil, err
 			}
 		}
 	}
-	writeJSON(w, 200, map[string]any{"keys": s.cfg.Keys.Keys()})
+	return s.cfg.Keys.Keys(), nil
 }
 
 func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
@@ -160,21 +209,29 @@ func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	if len(body.Files) == 0 {
-		WriteHTTPError(w, fmt.Errorf("%w: files is empty", ErrBadField))
-		return
-	}
-	rev, err := s.cfg.Decider.Reload(r.Context(), body.Files)
+	rev, err := s.doReloadPolicies(r.Context(), s.actor(r), body.Files)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
-	digest, _ := audit.ParseDigest(trimSHA(rev))
-	if _, err := s.append(r.Context(), "", audit.PolicyReloaded{Revision: digest, Files: int64(len(body.Files)), Actor: s.actor(r)}); err != nil {
-		WriteHTTPError(w, err)
-		return
-	}
 	writeJSON(w, 200, map[string]string{"revision": rev})
+}
+
+// doReloadPolicies swaps in a new Rego bundle (the Decider tests and probes
+// it first) and ledgers policy.reloaded with its digest.
+func (s *Server) doReloadPolicies(ctx context.Context, actor audit.Name, files map[string]string) (string, error) {
+	if len(files) == 0 {
+		return "", fmt.Errorf("%w: files is empty", ErrBadField)
+	}
+	rev, err := s.cfg.Decider.Reload(ctx, files)
+	if err != nil {
+		return "", err
+	}
+	digest, _ := audit.ParseDigest(trimSHA(rev))
+	if _, err := s.append(ctx, "", audit.PolicyReloaded{Revision: digest, Files: int64(len(files)), Actor: actor}); err != nil {
+		return "", err
+	}
+	return rev, nil
 }
 
 func trimSHA(s string) string {
@@ -183,5 +240,3 @@ func trimSHA(s string) string {
 	}
 	return s
 }
-
-var _ = errors.New

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,28 +56,96 @@ func visible(p tenancy.Principal, f audit.IncidentFile) bool {
 	return false
 }
 
-func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
-	all, err := s.cfg.Ledger.Incidents(r.Context())
+// incidents returns the register entries the caller may see.
+func (s *Server) incidents(ctx context.Context, p tenancy.Principal) ([]audit.IncidentFile, error) {
+	all, err := s.cfg.Ledger.Incidents(ctx)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return nil, err
 	}
-	p := principal(r)
 	out := []audit.IncidentFile{}
 	for _, f := range all {
 		if visible(p, f) {
 			out = append(out, f)
 		}
 	}
+	return out, nil
+}
+
+// incident returns one register entry, or ErrNotVisible when it does not
+// exist or the caller may not see it (the two are indistinguishable).
+func (s *Server) incident(ctx context.Context, p tenancy.Principal, id audit.Name) (audit.IncidentFile, error) {
+	f, err := s.cfg.Ledger.Incident(ctx, id)
+	if errors.Is(err, auditpg.ErrNotFound) || (err == nil && !visible(p, f)) {
+		return audit.IncidentFile{}, ErrNotVisible
+	}
+	return f, err
+}
+
+// doOpenIncident appends version 1 of a register entry.
+func (s *Server) doOpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error) {
+	if v.Incident == "" {
+		v.Incident = auditpg.NewIncidentID(timeNow())
+	}
+	v.Version = 1
+	if v.Source == "" {
+		v.Source = audit.SourceAdmin
+	}
+	return s.cfg.Ledger.OpenIncident(ctx, actor, v)
+}
+
+// doUpdateIncident appends a version: the latest with the JSON patch applied
+// (the register assigns incident and version).
+func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, patch json.RawMessage) (audit.StoredVersion, error) {
+	return s.cfg.Ledger.UpdateIncident(ctx, actor, id, func(v *audit.IncidentVersion) error {
+		version, id := v.Version, v.Incident
+		if err := json.Unmarshal(patch, v); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadField, err)
+		}
+		v.Version, v.Incident = version, id
+		return nil
+	})
+}
+
+// scanLedger hands fn the ledger rows in [from, to] (to 0: the head) that
+// the caller may see: its own tenant's, or all of them with admin.
+func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
+	if from == 0 {
+		from = 1
+	}
+	all := p.Has(tenancy.ScopeAdmin)
+	return s.cfg.Ledger.Scan(ctx, from, to, func(rec audit.Record) error {
+		if !all && rec.Tenant != p.Tenant {
+			return nil
+		}
+		return fn(rec)
+	})
+}
+
+// doVerifyLedger verifies the whole chain; a break is a result (ok false,
+// the *audit.BreakError), not an error.
+func (s *Server) doVerifyLedger(ctx context.Context) (audit.Result, *audit.BreakError, error) {
+	res, err := s.cfg.Ledger.Verify(ctx, s.cfg.Verify)
+	if err != nil {
+		var be *audit.BreakError
+		if errors.As(err, &be) {
+			return res, be, nil
+		}
+		return res, nil, err
+	}
+	return res, nil, nil
+}
+
+func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
+	out, err := s.incidents(r.Context(), principal(r))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
 	writeJSON(w, 200, map[string]any{"incidents": out})
 }
 
 func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) {
-	f, err := s.cfg.Ledger.Incident(r.Context(), audit.Name(r.PathValue("id")))
-	if errors.Is(err, auditpg.ErrNotFound) || (err == nil && !visible(principal(r), f)) {
-		WriteHTTPError(w, ErrNotVisible)
-		return
-	}
+	f, err := s.incident(r.Context(), principal(r), audit.Name(r.PathValue("id")))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -90,14 +159,7 @@ func (s *Server) openIncident(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	if v.Incident == "" {
-		v.Incident = auditpg.NewIncidentID(timeNow())
-	}
-	v.Version = 1
-	if v.Source == "" {
-		v.Source = audit.SourceAdmin
-	}
-	st, err := s.cfg.Ledger.OpenIncident(r.Context(), s.actor(r), v)
+	st, err := s.doOpenIncident(r.Context(), s.actor(r), v)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -111,14 +173,7 @@ func (s *Server) updateIncident(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	st, err := s.cfg.Ledger.UpdateIncident(r.Context(), s.actor(r), audit.Name(r.PathValue("id")), func(v *audit.IncidentVersion) error {
-		version, id := v.Version, v.Incident
-		if err := json.Unmarshal(patch, v); err != nil {
-			return fmt.Errorf("%w: %v", ErrBadField, err)
-		}
-		v.Version, v.Incident = version, id // the register assigns these
-		return nil
-	})
+	st, err := s.doUpdateIncident(r.Context(), s.actor(r), audit.Name(r.PathValue("id")), patch)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -157,14 +212,9 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, fmt.Errorf("%w: from and to must be positive integers", ErrBadField))
 		return
 	}
-	p := principal(r)
-	all := p.Has(tenancy.ScopeAdmin)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
-	err := s.cfg.Ledger.Scan(r.Context(), from, to, func(rec audit.Record) error {
-		if !all && rec.Tenant != p.Tenant {
-			return nil
-		}
+	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec audit.Record) error {
 		return enc.Encode(map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
 			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)})
 	})
@@ -174,14 +224,13 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
-	res, err := s.cfg.Ledger.Verify(r.Context(), s.cfg.Verify)
+	res, broken, err := s.doVerifyLedger(r.Context())
 	if err != nil {
-		var be *audit.BreakError
-		if errors.As(err, &be) {
-			writeJSON(w, 200, map[string]any{"ok": false, "broken": be})
-			return
-		}
 		WriteHTTPError(w, err)
+		return
+	}
+	if broken != nil {
+		writeJSON(w, 200, map[string]any{"ok": false, "broken": broken})
 		return
 	}
 	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String()})

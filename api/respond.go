@@ -137,37 +137,18 @@ func drain(st *engine.Stream) error {
 	}
 }
 
-// fullResponse collects the whole answer, ledgers it, then writes it. A
-// request that fails, or whose completion cannot be ledgered, gets an error
-// and none of its output.
-func (s *Server) fullResponse(w http.ResponseWriter, r *http.Request, id cloison.RequestID, in inference, st *engine.Stream, used *int) {
-	c := &collector{s: s, in: in}
-	var endErr error
-	for {
-		tok, err := st.Next(r.Context())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if r.Context().Err() != nil {
-				st.Cancel()
-				err = drainErr(st, err)
-			}
-			endErr = err
-			break
-		}
-		c.add(tok)
+func drainErr(st *engine.Stream, fallback error) error {
+	if err := drain(st); err != nil {
+		return err
 	}
-	*used = len(in.prompt) + c.n
-	if lerr := s.completed(r.Context(), id, st, endErr); lerr != nil && endErr == nil {
-		endErr = lerr
-	}
-	if endErr != nil {
-		WriteHTTPError(w, endErr)
-		return
-	}
-	finish := string(st.Finish())
-	usage := &Usage{PromptTokens: len(in.prompt), CompletionTokens: c.n, TotalTokens: len(in.prompt) + c.n}
+	return fallback
+}
+
+// fullResponse writes a non-streamed answer that generate has collected
+// into c and ledgered.
+func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector, res genResult) {
+	finish := string(res.Finish)
+	usage := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
 	now := time.Now().Unix()
 	if in.chat {
 		ch := ChatChoice{Message: &ChatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: &finish}
@@ -186,93 +167,98 @@ func (s *Server) fullResponse(w http.ResponseWriter, r *http.Request, id cloison
 		Choices: []CompletionChoice{ch}, Usage: usage})
 }
 
-func drainErr(st *engine.Stream, fallback error) error {
-	if err := drain(st); err != nil {
-		return err
-	}
-	return fallback
+// sseWriter writes a streamed answer as server-sent events. The final chunk
+// (finish_reason) is written only after generate returned success, that is
+// after request.completed is in the ledger; a failure ends the stream with
+// an error event, never a normal finish.
+type sseWriter struct {
+	s       *Server
+	w       http.ResponseWriter
+	flusher http.Flusher
+	in      inference
+	c       *collector
+	id      string
+	object  string
+	now     int64
+	begun   bool
 }
 
-// streamResponse writes server-sent events. The final chunk (finish_reason)
-// is written only after request.completed is in the ledger; a failure ends
-// the stream with an error event, never a normal finish.
-func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, id cloison.RequestID, in inference, st *engine.Stream, used *int) {
+func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector) *sseWriter {
 	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(200)
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	now := time.Now().Unix()
-	chunkID := "cmpl-" + string(id)
-	object := "text_completion"
+	x := &sseWriter{s: s, w: w, flusher: flusher, in: in, c: c, id: "cmpl-" + string(id), object: "text_completion", now: time.Now().Unix()}
 	if in.chat {
-		chunkID, object = "chatcmpl-"+string(id), "chat.completion.chunk"
-		send(ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName,
+		x.id, x.object = "chatcmpl-"+string(id), "chat.completion.chunk"
+	}
+	return x
+}
+
+func (x *sseWriter) send(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(x.w, "data: %s\n\n", b)
+	if x.flusher != nil {
+		x.flusher.Flush()
+	}
+}
+
+// begin writes the headers (and the chat role delta).
+func (x *sseWriter) begin() {
+	x.begun = true
+	x.w.Header().Set("Content-Type", "text/event-stream")
+	x.w.Header().Set("Cache-Control", "no-cache")
+	x.w.Header().Set("X-Accel-Buffering", "no")
+	x.w.WriteHeader(200)
+	if x.in.chat {
+		x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
 			Choices: []ChatChoice{{Delta: &ChatMessage{Role: "assistant"}}}})
 	}
-	chunk := func(text string, c *collector, finish *string) any {
-		if in.chat {
-			ch := ChatChoice{Delta: &ChatMessage{Content: text}, FinishReason: finish}
-			if in.logprobs && len(c.chat) > 0 && finish == nil {
-				ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
-			}
-			return ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []ChatChoice{ch}}
+}
+
+func (x *sseWriter) chunk(text string, finish *string) any {
+	in, c := x.in, x.c
+	if in.chat {
+		ch := ChatChoice{Delta: &ChatMessage{Content: text}, FinishReason: finish}
+		if in.logprobs && len(c.chat) > 0 && finish == nil {
+			ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 		}
-		ch := CompletionChoice{Text: text, FinishReason: finish}
-		if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
-			k := len(c.legacy.Tokens) - 1
-			ch.Logprobs = &CompletionLogprobs{Tokens: c.legacy.Tokens[k:], TokenLogprobs: c.legacy.TokenLogprobs[k:], TopLogprobs: c.legacy.TopLogprobs[k:]}
-		}
-		return Completion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []CompletionChoice{ch}}
+		return ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}}
 	}
-	c := &collector{s: s, in: in}
-	var endErr error
-	for {
-		tok, err := st.Next(r.Context())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if r.Context().Err() != nil {
-				st.Cancel()
-				err = drainErr(st, err)
-			}
-			endErr = err
-			break
-		}
-		c.add(tok)
-		if tok.Text != "" || in.logprobs {
-			send(chunk(tok.Text, c, nil))
-		}
+	ch := CompletionChoice{Text: text, FinishReason: finish}
+	if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
+		k := len(c.legacy.Tokens) - 1
+		ch.Logprobs = &CompletionLogprobs{Tokens: c.legacy.Tokens[k:], TokenLogprobs: c.legacy.TokenLogprobs[k:], TopLogprobs: c.legacy.TopLogprobs[k:]}
 	}
-	*used = len(in.prompt) + c.n
-	if lerr := s.completed(r.Context(), id, st, endErr); lerr != nil && endErr == nil {
-		endErr = lerr
+	return Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{ch}}
+}
+
+func (x *sseWriter) token(tok engine.Token) {
+	x.c.add(tok)
+	if tok.Text != "" || x.in.logprobs {
+		x.send(x.chunk(tok.Text, nil))
 	}
-	if endErr != nil {
-		code, wire, msg := Describe(endErr)
-		send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
+}
+
+// end writes the finish (and usage) after success, or an error event.
+func (x *sseWriter) end(res genResult, err error) {
+	if err != nil {
+		code, wire, msg := Describe(err)
+		if code == cloison.CodeInternal {
+			LogInternal(err)
+		}
+		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
-	finish := string(st.Finish())
-	send(chunk("", c, &finish))
-	if in.common.StreamOptions != nil && in.common.StreamOptions.IncludeUsage {
-		u := &Usage{PromptTokens: len(in.prompt), CompletionTokens: c.n, TotalTokens: len(in.prompt) + c.n}
-		if in.chat {
-			send(ChatCompletion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []ChatChoice{}, Usage: u})
+	finish := string(res.Finish)
+	x.send(x.chunk("", &finish))
+	if x.in.common.StreamOptions != nil && x.in.common.StreamOptions.IncludeUsage {
+		u := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
+		if x.in.chat {
+			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{}, Usage: u})
 		} else {
-			send(Completion{ID: chunkID, Object: object, Created: now, Model: s.cfg.ModelName, Choices: []CompletionChoice{}, Usage: u})
+			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{}, Usage: u})
 		}
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
+	fmt.Fprint(x.w, "data: [DONE]\n\n")
+	if x.flusher != nil {
+		x.flusher.Flush()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -298,45 +299,66 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true})
 }
 
-// serve runs one inference request: policy decision (ledgered first: no
-// unaudited service), quota, engine, response, request.completed (ledgered
-// before the response completes).
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
-	p := principal(r)
-	ctx := r.Context()
-	id := NewRequestID()
-	w.Header().Set("X-Request-Id", string(id))
+// genSink is how a transport receives one generation from generate.
+type genSink struct {
+	// decided is called once with the policy decision's id, before the
+	// decision is ledgered (so that even a refusal carries it).
+	decided func(decisionID string)
+	// started is called once the engine accepted the request: from here
+	// on the transport has begun its response, and a failure must end it
+	// with an error, never a normal finish.
+	started func()
+	// token is called for every token (and held-back text flush, ID < 0)
+	// in order; it must not block for long (the stream buffers meanwhile).
+	token func(engine.Token)
+}
+
+// genResult is the end of a successful generation.
+type genResult struct {
+	Finish     engine.FinishReason
+	Prompt     int // prompt tokens
+	Completion int // generated tokens
+}
+
+// generate is the one inference path, shared by the HTTP routes and gRPC
+// Generate. In order: the model check; the policy decision, written to the
+// ledger BEFORE anything else (ledger down ⇒ ErrLedgerUnavailable, no
+// unaudited service); the pool must isolate the tenant as the decision
+// requires (applies); the tenant's maximum context; the quota (Limiter);
+// the engine (reject before allocate: a rejection is ledgered as
+// admission.rejected and returned as its original typed error); the
+// stream, handed token by token to sink; request.completed written to the
+// ledger BEFORE generate returns success. A nil error means the transport
+// may send its normal finish; any error — before or after sink.started —
+// means it must end the response with that error.
+func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
 	if in.common.Model != s.cfg.ModelName {
-		WriteHTTPError(w, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model))
-		return
+		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
 		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
 	dec, derr := s.cfg.Decider.Decide(ctx, pin)
-	w.Header().Set("X-Cloison-Decision-Id", dec.ID)
+	if sink.decided != nil {
+		sink.decided(dec.ID)
+	}
 	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin, derr)); err != nil {
-		WriteHTTPError(w, err)
-		return
+		return genResult{}, err
 	}
 	if derr != nil {
 		s.metrics.policyDenied.WithLabelValues(string(p.Tenant)).Inc()
-		WriteHTTPError(w, derr)
-		return
+		return genResult{}, derr
 	}
 	if err := s.applies(p, dec); err != nil {
-		WriteHTTPError(w, err)
-		return
+		return genResult{}, err
 	}
 	if lim := dec.Limits.MaxContext; lim > 0 && len(in.prompt)+maxNew > lim {
-		s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			engine.ErrContextLength, lim, len(in.prompt)+maxNew, len(in.prompt), maxNew), w)
-		return
+		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			engine.ErrContextLength, lim, len(in.prompt)+maxNew, len(in.prompt), maxNew))
 	}
 	permit, err := s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, len(in.prompt)+min(maxNew, 1<<30))
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return genResult{}, err
 	}
 	used := len(in.prompt)
 	defer func() { permit.Release(used) }()
@@ -346,16 +368,67 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 		_, _ = rand.Read(b[:])
 		sp.Seed = binary.LittleEndian.Uint64(b[:])
 	}
-	stream, err := s.cfg.Engine.Submit(ctx, engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew,
+	st, err := s.cfg.Engine.Submit(ctx, engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew,
 		Sampling: sp, StopStrings: in.common.Stop})
 	if err != nil {
-		s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, err, w)
-		return
+		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, err)
 	}
+	if sink.started != nil {
+		sink.started()
+	}
+	n := 0
+	var endErr error
+	for {
+		tok, err := st.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				// The client went away: stop the request and wait for
+				// its summary, which the ledger needs.
+				st.Cancel()
+				err = drainErr(st, err)
+			}
+			endErr = err
+			break
+		}
+		if tok.ID >= 0 {
+			n++
+		}
+		if sink.token != nil {
+			sink.token(tok)
+		}
+	}
+	used = len(in.prompt) + n
+	if lerr := s.completed(ctx, id, st, endErr); lerr != nil && endErr == nil {
+		endErr = lerr
+	}
+	if endErr != nil {
+		return genResult{}, endErr
+	}
+	return genResult{Finish: st.Finish(), Prompt: len(in.prompt), Completion: n}, nil
+}
+
+// serve answers one HTTP inference request through generate.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
+	id := NewRequestID()
+	w.Header().Set("X-Request-Id", string(id))
+	c := &collector{s: s, in: in}
+	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: c.add}
+	var sse *sseWriter
 	if in.common.Stream {
-		s.streamResponse(w, r, id, in, stream, &used)
-	} else {
-		s.fullResponse(w, r, id, in, stream, &used)
+		sse = s.newSSE(w, id, in, c)
+		sink.started, sink.token = sse.begin, sse.token
+	}
+	res, err := s.generate(r.Context(), principal(r), id, in, sink)
+	switch {
+	case sse != nil && sse.begun:
+		sse.end(res, err)
+	case err != nil:
+		WriteHTTPError(w, err)
+	default:
+		s.fullResponse(w, id, in, c, res)
 	}
 }
 
@@ -382,19 +455,19 @@ func (s *Server) applies(p tenancy.Principal, dec policies.Decision) error {
 }
 
 // reject records an admission rejection (counts only) and returns the
-// original error to the client.
-func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.RequestID, prompt, maxNew int, err error, w http.ResponseWriter) {
+// original error for the client, or ErrLedgerUnavailable when the
+// rejection could not be recorded.
+func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.RequestID, prompt, maxNew int, err error) error {
 	if engine.IsRejection(err) {
 		maxLease, _ := s.cfg.Pool.MaxLeaseTokens(t)
 		pt := s.cfg.Pool.PageTokens()
 		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
 		if _, lerr := s.append(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
 			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
-			WriteHTTPError(w, lerr)
-			return
+			return lerr
 		}
 	}
-	WriteHTTPError(w, err)
+	return err
 }
 
 func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.PolicyDecision {
