@@ -41,8 +41,8 @@ func BenchmarkPageDigest(b *testing.B) {
 var benchLayout = kernels.ArenaConfig{Pages: 64, PageTokens: 16, Layers: 8, KVHeads: 8, HeadDim: 128}
 
 // filledLease writes random KV for tokens positions of a fresh lease.
-func filledLease(b *testing.B, be kernels.Backend, n *node, tokens int) isolation.Lease {
-	l, err := n.pool.Allocate("a", "bench", tokens)
+func filledLease(b testing.TB, be kernels.Backend, n *node, tokens int) isolation.Lease {
+	l, err := n.pool.Allocate("a", "prefill", tokens)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,12 +53,13 @@ func filledLease(b *testing.B, be kernels.Backend, n *node, tokens int) isolatio
 	if err != nil {
 		b.Fatal(err)
 	}
-	row := benchLayout.KVHeads * benchLayout.HeadDim
+	c := n.arena.Config()
+	row := c.KVHeads * c.HeadDim
 	k, _ := be.NewTensor(tokens, row)
 	v, _ := be.NewTensor(tokens, row)
 	r := rand.New(rand.NewPCG(1, 2))
 	buf := make([]float32, tokens*row)
-	for layer := range benchLayout.Layers {
+	for layer := range c.Layers {
 		for i := range buf {
 			buf[i] = r.Float32()
 		}
