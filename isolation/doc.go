@@ -32,6 +32,11 @@
 //     its namespace that it references) in the generation it took it, and
 //     every slot read was written in this epoch; otherwise it returns a
 //     *ViolationError. A lease reserving N slots with 1 written cannot read N.
+//   - A transfer receiver copies KV in through a StagingTable (kernels may
+//     CopyIn through it, never read) and records it with Write only after
+//     verifying the transfer; until then BlockTable refuses the staged
+//     slots, and a lease that ends with staged slots unrecorded is scrubbed
+//     whatever the zeroing mode.
 //   - A page's generation increases every time it leaves an owner; epochs are
 //     never reused: a stale Lease value is always detected (ErrStaleLease).
 //   - Freed pages are quarantined. In cross-tenant and always modes a page

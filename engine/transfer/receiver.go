@@ -119,7 +119,7 @@ type Ticket struct {
 // Target() to the prefill node.
 //
 // Errors: ErrInvalid (tokens < 1, a reservation for this lease already
-// pending), isolation errors (ErrStaleLease; ErrInvalidArgument when the
+// pending, a lease with cached prefix pages), isolation errors (ErrStaleLease; ErrInvalidArgument when the
 // lease holds fewer slots or has written some).
 func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
 	if tokens < 1 {
@@ -144,6 +144,12 @@ func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
 	if err != nil {
 		r.cfg.Pool.Unhold(hold)
 		return nil, err
+	}
+	if !table.Writable(0) {
+		// Cached prefix pages: a transfer of the suffix only is not
+		// supported; the reservation must be a plain Allocate.
+		r.cfg.Pool.Unhold(hold)
+		return nil, fmt.Errorf("%w: lease %s starts with cached prefix pages", ErrInvalid, lease)
 	}
 	t.hold, t.table = hold, table
 	r.pending[lease.Epoch] = t
