@@ -214,18 +214,11 @@ func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Pa
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	att := s.cfg.Engine.Attestation()
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	_, err := s.cfg.Ledger.Head(ctx)
-	switch {
-	case !att.OK:
-		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": "capacity attestation failed"})
-	case err != nil:
-		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": "ledger unreachable"})
-	default:
-		writeJSON(w, 200, map[string]string{"status": "ready"})
+	if err := s.readiness(r.Context()); err != nil {
+		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
 	}
+	writeJSON(w, 200, map[string]string{"status": "ready"})
 }
 
 func (s *Server) jwks(w http.ResponseWriter, r *http.Request) {
@@ -284,14 +277,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	text, err := s.cfg.Chat.Render(req.Messages, true)
+	prompt, err := s.chatPrompt(req.Messages)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
-	// The template writes the special tokens itself: parse them here, and
-	// only here — message content was data to the template.
-	prompt := s.cfg.Tokenizer.Encode(text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), true)
 	top := 0
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
@@ -408,6 +398,17 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		return genResult{}, endErr
 	}
 	return genResult{Finish: st.Finish(), Prompt: len(in.prompt), Completion: n}, nil
+}
+
+// chatPrompt renders chat messages with the model's template and tokenizes
+// the result. The template writes the special tokens itself: parse them
+// here, and only here — message content was data to the template.
+func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
+	text, err := s.cfg.Chat.Render(msgs, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Tokenizer.Encode(text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), true), nil
 }
 
 // serve answers one HTTP inference request through generate.

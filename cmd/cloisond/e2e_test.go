@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 type node struct {
 	t        testing.TB
 	base     string // http://addr
+	grpcAddr string // host:port of the gRPC API
 	stateDir string
 	dbURL    string
 	cmd      *exec.Cmd
@@ -59,8 +60,9 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	t.Helper()
 	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &bytes.Buffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
+	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	args := append([]string{"--database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
-		"--kv-pages", "256", "--node", "e2e"}, roles...)
+		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e"}, roles...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if err := n.cmd.Start(); err != nil {
@@ -72,6 +74,8 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
 			n.base = "http://" + string(b)
+			g, _ := os.ReadFile(grpcReady) // written before the HTTP ready file
+			n.grpcAddr = string(g)
 			return n
 		}
 		select {

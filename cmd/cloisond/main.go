@@ -1,7 +1,7 @@
 // Command cloisond is the Cloison server: it migrates the database, loads a
 // model, attests that its KV pool can hold the context it serves (refusing to
 // start otherwise), and serves the OpenAI-compatible, admin and compliance
-// APIs over HTTP with every request authenticated, policy-checked and
+// APIs over HTTP and gRPC with every request authenticated, policy-checked and
 // audited.
 //
 // Configuration: flags; each flag also reads the environment variable
@@ -29,6 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
@@ -59,7 +60,7 @@ type config struct {
 	shutdownGrace                               time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
 	prefixCache                                 bool
-	readyFile                                   string
+	readyFile, grpcAddr, grpcReadyFile          string
 }
 
 func main() {
@@ -110,7 +111,9 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", 256, "prefill chunk per sequence per step")
 	fs.BoolVar(&c.prefixCache, "prefix-cache", true, "per-tenant prefix cache (tenant-salted namespaces)")
-	fs.StringVar(&c.readyFile, "ready-file", "", "write the listen address to this file once serving (tests)")
+	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
+	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
+	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -328,9 +331,32 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		stopEngine()
 		return err
 	}
+	var gln net.Listener
+	if c.grpcAddr != "" {
+		if gln, err = net.Listen("tcp", c.grpcAddr); err != nil {
+			ln.Close()
+			stopEngine()
+			return fmt.Errorf("grpc: %w", err)
+		}
+	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- hs.Serve(ln) }()
+	healthCtx, stopHealth := context.WithCancel(context.Background())
+	defer stopHealth()
+	var gs *grpc.Server
+	if gln != nil {
+		gs = srv.GRPCServer(healthCtx)
+		go func() {
+			if err := gs.Serve(gln); err != nil {
+				served <- fmt.Errorf("grpc: %w", err)
+			}
+		}()
+		log.Info("serving gRPC", "addr", gln.Addr().String())
+		if c.grpcReadyFile != "" {
+			_ = os.WriteFile(c.grpcReadyFile, []byte(gln.Addr().String()), 0o600)
+		}
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "model", name)
 	if c.readyFile != "" {
 		_ = os.WriteFile(c.readyFile, []byte(ln.Addr().String()), 0o600)
@@ -338,18 +364,42 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 	case err := <-served:
+		_ = hs.Close()
+		if gs != nil {
+			gs.Stop()
+		}
 		stopEngine()
 		return err
 	case err := <-engDone:
 		_ = hs.Close()
+		if gs != nil {
+			gs.Stop()
+		}
 		return fmt.Errorf("engine stopped: %w", err)
 	}
-	// Graceful shutdown: stop accepting, let streams finish, then stop the
-	// engine (which ends whatever is left with an error, never a 200).
+	// Graceful shutdown: stop accepting, let streams (HTTP and gRPC) finish,
+	// then stop the engine (which ends whatever is left with an error, never
+	// a 200 or a normal finish).
 	log.Info("shutting down", "grace", c.shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
+	stopHealth() // health reports NOT_SERVING while draining
+	grpcDone := make(chan struct{})
+	go func() {
+		defer close(grpcDone)
+		if gs == nil {
+			return
+		}
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			gs.Stop()
+		}
+	}()
 	err = hs.Shutdown(sctx)
+	<-grpcDone
 	stopEngine()
 	<-engDone
 	return err

@@ -1,0 +1,302 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/cloison/cloison"
+	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
+	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// Metadata keys of the gRPC API.
+const (
+	// RequestIDKey carries the server's request id out (header metadata).
+	// An incoming value is the client's correlation id: logged beside the
+	// server's, never used as the ledger's request id (ledger ids are
+	// server-chosen, so that no client can collide with another's).
+	RequestIDKey = "x-request-id"
+	// DecisionIDKey carries Generate's policy decision id (header metadata).
+	DecisionIDKey = "x-cloison-decision-id"
+	// RetryAfterKey carries seconds to wait (trailer metadata) on
+	// RESOURCE_EXHAUSTED from a quota.
+	RetryAfterKey = "retry-after"
+)
+
+// MethodScopes are the scopes each gRPC method requires; an empty list
+// means any valid token. A method missing here (and not public) is refused
+// with PERMISSION_DENIED: deny on doubt. The HTTP routes require the same
+// scopes (Handler, adminRoutes, complianceRoutes).
+var MethodScopes = map[string][]tenancy.Scope{
+	inferencev1.InferenceService_Generate_FullMethodName:       {tenancy.ScopeInfer},
+	inferencev1.InferenceService_Tokenize_FullMethodName:       {tenancy.ScopeInfer},
+	inferencev1.InferenceService_ListModels_FullMethodName:     {tenancy.ScopeInfer},
+	inferencev1.InferenceService_GetAttestation_FullMethodName: {},
+
+	adminv1.AdminService_ListTenants_FullMethodName:    {tenancy.ScopeAdmin},
+	adminv1.AdminService_GetTenant_FullMethodName:      {tenancy.ScopeAdmin},
+	adminv1.AdminService_CreateTenant_FullMethodName:   {tenancy.ScopeAdmin},
+	adminv1.AdminService_SuspendTenant_FullMethodName:  {tenancy.ScopeAdmin},
+	adminv1.AdminService_ActivateTenant_FullMethodName: {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListKeys_FullMethodName:       {tenancy.ScopeAdmin},
+	adminv1.AdminService_RotateKeys_FullMethodName:     {tenancy.ScopeAdmin},
+	adminv1.AdminService_PoolStatus_FullMethodName:     {tenancy.ScopeAdmin},
+	adminv1.AdminService_ReloadPolicies_FullMethodName: {tenancy.ScopeAdmin},
+
+	compliancev1.ComplianceService_ListIncidents_FullMethodName:  {tenancy.ScopeComplianceRead},
+	compliancev1.ComplianceService_GetIncident_FullMethodName:    {tenancy.ScopeComplianceRead},
+	compliancev1.ComplianceService_LedgerRange_FullMethodName:    {tenancy.ScopeComplianceRead},
+	compliancev1.ComplianceService_OpenIncident_FullMethodName:   {tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin},
+	compliancev1.ComplianceService_UpdateIncident_FullMethodName: {tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin},
+	compliancev1.ComplianceService_AddNotice_FullMethodName:      {tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin},
+	compliancev1.ComplianceService_VerifyLedger_FullMethodName:   {tenancy.ScopeComplianceRead, tenancy.ScopeAdmin},
+}
+
+// publicServices need no token: health reveals readiness only, reflection
+// the service descriptors (as /healthz and /readyz over HTTP).
+var publicServices = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
+
+func isPublic(method string) bool {
+	for _, p := range publicServices {
+		if strings.HasPrefix(method, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoScopeRule: a gRPC method with no entry in MethodScopes.
+var ErrNoScopeRule = cloison.NewError(cloison.CodePermissionDenied, "no scope rule for this method")
+
+// Authenticate verifies a bearer token; *tenancy.Verifier's Verify is one.
+type Authenticate func(ctx context.Context, token string) (tenancy.Principal, error)
+
+type grpcPrincipalKey struct{}
+type grpcRequestIDKey struct{}
+
+// grpcPrincipal returns the principal the interceptors authenticated.
+func grpcPrincipal(ctx context.Context) tenancy.Principal {
+	p, _ := ctx.Value(grpcPrincipalKey{}).(tenancy.Principal)
+	return p
+}
+
+// grpcRequestID returns the request id the interceptors assigned (a fresh
+// one outside them).
+func grpcRequestID(ctx context.Context) cloison.RequestID {
+	if id, ok := ctx.Value(grpcRequestIDKey{}).(cloison.RequestID); ok {
+		return id
+	}
+	return NewRequestID()
+}
+
+// Interceptors returns the unary and stream server interceptors, in this
+// order for every call: a request id (header metadata x-request-id); the
+// bearer token in the `authorization` metadata verified by auth and the
+// method's scopes (MethodScopes) required, except for health and
+// reflection; the handler, with any error mapped by GRPCError (the one
+// table) and, for quota errors, a retry-after trailer; a panic becomes
+// INTERNAL without its text.
+func Interceptors(auth Authenticate, log *slog.Logger) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ic := &interceptor{auth: auth, log: log}
+	return ic.unary, ic.stream
+}
+
+type interceptor struct {
+	auth Authenticate
+	log  *slog.Logger
+}
+
+// begin assigns the request id and authenticates; it returns the context
+// the handler runs with.
+func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(metadata.MD) error) (context.Context, cloison.RequestID, error) {
+	id := NewRequestID()
+	ctx = context.WithValue(ctx, grpcRequestIDKey{}, id)
+	_ = setHeader(metadata.Pairs(RequestIDKey, string(id)))
+	if isPublic(method) {
+		return ctx, id, nil
+	}
+	scopes, ok := MethodScopes[method]
+	md, _ := metadata.FromIncomingContext(ctx)
+	raw := ""
+	if v := md.Get("authorization"); len(v) == 1 {
+		if scheme, tok, found := strings.Cut(v[0], " "); found && strings.EqualFold(scheme, "Bearer") {
+			raw = strings.TrimSpace(tok)
+		}
+	}
+	if raw == "" {
+		return ctx, id, ErrNoToken
+	}
+	p, err := ic.auth(ctx, raw)
+	if err != nil {
+		return ctx, id, err
+	}
+	if !ok {
+		return ctx, id, fmt.Errorf("%w: %s", ErrNoScopeRule, method)
+	}
+	if err := p.Require(scopes...); err != nil {
+		return ctx, id, err
+	}
+	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
+}
+
+// finish maps err to its status (and a retry-after trailer) and logs the
+// call.
+func (ic *interceptor) finish(method string, id cloison.RequestID, clientID string, start time.Time, err error, setTrailer func(metadata.MD)) error {
+	var ra RetryAfter
+	if errors.As(err, &ra) {
+		secs := int((ra.RetryAfter() + time.Second - 1) / time.Second)
+		setTrailer(metadata.Pairs(RetryAfterKey, strconv.Itoa(max(1, secs))))
+	}
+	err = GRPCError(err)
+	ic.log.Debug("grpc", "method", method, "request_id", id, "client_request_id", clientID, "code", status.Code(err).String(), "duration", time.Since(start))
+	return err
+}
+
+// recovered turns a panic into INTERNAL without its text.
+func (ic *interceptor) recovered(method string, v any) error {
+	ic.log.Error("grpc handler panic", "method", method, "panic", fmt.Sprint(v))
+	return status.Error(codes.Internal, string(cloison.CodeInternal)+": "+internalMessage)
+}
+
+func clientRequestID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(RequestIDKey)
+	if len(v) != 1 || len(v[0]) > 128 {
+		return ""
+	}
+	return sanitizeName(v[0])
+}
+
+func (ic *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	start, method := time.Now(), info.FullMethod
+	clientID := clientRequestID(ctx)
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, ic.recovered(method, v)
+		}
+	}()
+	ctx, id, err := ic.begin(ctx, method, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+	if err == nil {
+		resp, err = h(ctx, req)
+	}
+	if err != nil {
+		resp = nil
+	}
+	return resp, ic.finish(method, id, clientID, start, err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+}
+
+// serverStream carries the interceptors' context to a stream handler.
+type serverStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }
+
+func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	start, method := time.Now(), info.FullMethod
+	clientID := clientRequestID(ss.Context())
+	defer func() {
+		if v := recover(); v != nil {
+			err = ic.recovered(method, v)
+		}
+	}()
+	ctx, id, err := ic.begin(ss.Context(), method, ss.SetHeader)
+	if err == nil {
+		err = h(srv, &serverStream{ServerStream: ss, ctx: ctx})
+	}
+	return ic.finish(method, id, clientID, start, err, ss.SetTrailer)
+}
+
+// readiness is the reason the node is not ready, or nil: the capacity
+// attestation passed and the ledger answers (/readyz and gRPC health).
+func (s *Server) readiness(ctx context.Context) error {
+	if !s.cfg.Engine.Attestation().OK {
+		return errors.New("capacity attestation failed")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Ledger.Head(ctx); err != nil {
+		return errors.New("ledger unreachable")
+	}
+	return nil
+}
+
+// healthServer answers grpc.health.v1 as /readyz answers: SERVING only when
+// the attestation passed and the ledger answers. Check looks now; Watch
+// follows a refresh every HealthInterval.
+type healthServer struct {
+	*health.Server
+	s *Server
+}
+
+// HealthInterval is how often Watch streams re-check readiness.
+var HealthInterval = 2 * time.Second
+
+var grpcServices = []string{inferencev1.InferenceService_ServiceDesc.ServiceName, adminv1.AdminService_ServiceDesc.ServiceName,
+	compliancev1.ComplianceService_ServiceDesc.ServiceName}
+
+func (h *healthServer) refresh(ctx context.Context) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if err := h.s.readiness(ctx); err != nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	h.SetServingStatus("", st)
+	for _, name := range grpcServices {
+		h.SetServingStatus(name, st)
+	}
+}
+
+func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.refresh(ctx)
+	return h.Server.Check(ctx, req)
+}
+
+// GRPCServer returns a gRPC server with the inference, admin and compliance
+// services, health and reflection, behind Interceptors. Its health
+// refresher runs until ctx ends (then it reports NOT_SERVING).
+func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
+	unary, stream := Interceptors(s.cfg.Verifier.Verify, s.log)
+	opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream),
+		grpc.MaxRecvMsgSize(int(8 * s.cfg.MaxBody))}, opts...)
+	gs := grpc.NewServer(opts...)
+	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
+	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})
+	compliancev1.RegisterComplianceServiceServer(gs, &complianceService{s: s})
+	hs := &healthServer{Server: health.NewServer(), s: s}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.refresh(ctx)
+	go func() {
+		t := time.NewTicker(HealthInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				hs.Shutdown()
+				return
+			case <-t.C:
+				hs.refresh(ctx)
+			}
+		}
+	}()
+	return gs
+}

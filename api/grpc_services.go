@@ -1,0 +1,469 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/cloison/cloison"
+	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
+	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// The gRPC services are thin: they convert messages and call the same
+// operations as the HTTP handlers (generate, doCreateTenant, incidents,
+// scanLedger, ...). Errors are returned as they are; the interceptors map
+// them through GRPCError.
+
+type inferenceService struct {
+	inferencev1.UnimplementedInferenceServiceServer
+	s *Server
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// chatMessages converts and bounds chat messages (MaxBody bytes in all, as
+// an HTTP body).
+func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, error) {
+	if len(in.GetMessages()) == 0 {
+		return nil, fmt.Errorf("%w: messages must not be empty", ErrBadField)
+	}
+	var size int64
+	out := make([]chat.Message, len(in.GetMessages()))
+	for i, m := range in.GetMessages() {
+		size += int64(len(m.GetRole()) + len(m.GetContent()))
+		out[i] = chat.Message{Role: m.GetRole(), Content: m.GetContent()}
+	}
+	if size > s.cfg.MaxBody {
+		return nil, fmt.Errorf("%w: more than %d bytes of messages", ErrBodyTooLarge, s.cfg.MaxBody)
+	}
+	return out, nil
+}
+
+// promptText checks a text prompt as decode checks an HTTP body.
+func (s *Server) promptText(text string) error {
+	if int64(len(text)) > s.cfg.MaxBody {
+		return fmt.Errorf("%w: more than %d bytes of prompt", ErrBodyTooLarge, s.cfg.MaxBody)
+	}
+	if !utf8.ValidString(text) {
+		return ErrBadUTF8
+	}
+	return nil
+}
+
+// grpcInference validates a GenerateRequest with the HTTP API's rules
+// (Common.validate) and tokenizes its prompt.
+func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, error) {
+	c := &Common{Model: req.GetModel(), MaxTokens: req.MaxTokens, Temperature: req.Temperature, TopP: req.TopP, MinP: req.MinP,
+		FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, RepetitionPenalty: req.RepetitionPenalty,
+		Seed: req.Seed, Stop: req.GetStop()}
+	if req.TopK != nil {
+		k := int(*req.TopK)
+		c.TopK = &k
+	}
+	if err := c.validate(); err != nil {
+		return inference{}, err
+	}
+	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
+		return inference{}, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadField)
+	}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs())}
+	switch p := req.GetPrompt().(type) {
+	case *inferencev1.GenerateRequest_Text:
+		if err := s.promptText(p.Text); err != nil {
+			return inference{}, err
+		}
+		in.prompt = s.cfg.Tokenizer.Encode(p.Text, true, false)
+	case *inferencev1.GenerateRequest_TokenIds:
+		for _, id := range p.TokenIds.GetIds() {
+			if id < 0 {
+				return inference{}, fmt.Errorf("%w: token id %d out of range", ErrBadField, id)
+			}
+		}
+		in.prompt = p.TokenIds.GetIds()
+	case *inferencev1.GenerateRequest_Chat:
+		msgs, err := s.chatMessages(p.Chat)
+		if err != nil {
+			return inference{}, err
+		}
+		if in.prompt, err = s.chatPrompt(msgs); err != nil {
+			return inference{}, err
+		}
+		in.chat = true
+	default:
+		return inference{}, fmt.Errorf("%w: prompt is required (text, token_ids or chat)", ErrBadField)
+	}
+	return in, nil
+}
+
+func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogprob {
+	return &inferencev1.TokenLogprob{TokenId: id, Token: string(g.s.cfg.Tokenizer.Piece(id, false)), Logprob: lp}
+}
+
+// Generate runs generate and streams its tokens; the Final message is sent
+// only after generate returned success (request.completed ledgered).
+func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grpc.ServerStreamingServer[inferencev1.GenerateResponse]) error {
+	in, err := g.s.grpcInference(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	id := grpcRequestID(ctx)
+	decision := ""
+	var sendErr error
+	sink := genSink{
+		decided: func(d string) {
+			decision = d
+			_ = stream.SetHeader(metadata.Pairs(DecisionIDKey, d))
+		},
+		token: func(tok engine.Token) {
+			if sendErr != nil {
+				return
+			}
+			ch := &inferencev1.TokenChunk{Text: tok.Text, TokenId: tok.ID}
+			if tok.ID < 0 {
+				ch.TokenId = -1
+			} else if in.logprobs {
+				ch.Logprob = g.logprob(tok.ID, tok.Logprob)
+				for _, alt := range tok.Top {
+					ch.TopLogprobs = append(ch.TopLogprobs, g.logprob(alt.Token, alt.Logprob))
+				}
+			}
+			if sendErr = stream.Send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}}); sendErr != nil {
+				cancel() // the client is gone: generate cancels the request and ledgers it
+			}
+		},
+	}
+	res, err := g.s.generate(ctx, grpcPrincipal(ctx), id, in, sink)
+	if err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return stream.Send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
+		FinishReason: string(res.Finish), RequestId: string(id), DecisionId: decision,
+		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}})
+}
+
+func (g *inferenceService) checkModel(ctx context.Context, model string) error {
+	p := grpcPrincipal(ctx)
+	if model != g.s.cfg.ModelName || !p.TenantRecord.Allows(model) {
+		return fmt.Errorf("%w: %q", ErrUnknownModel, model)
+	}
+	return nil
+}
+
+func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.TokenizeRequest) (*inferencev1.TokenizeResponse, error) {
+	if err := g.checkModel(ctx, req.GetModel()); err != nil {
+		return nil, err
+	}
+	var ids []int32
+	switch in := req.GetInput().(type) {
+	case *inferencev1.TokenizeRequest_Text:
+		if err := g.s.promptText(in.Text); err != nil {
+			return nil, err
+		}
+		ids = g.s.cfg.Tokenizer.Encode(in.Text, true, false)
+	case *inferencev1.TokenizeRequest_Chat:
+		msgs, err := g.s.chatMessages(in.Chat)
+		if err != nil {
+			return nil, err
+		}
+		if ids, err = g.s.chatPrompt(msgs); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%w: input is required (text or chat)", ErrBadField)
+	}
+	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
+	for _, id := range ids {
+		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))
+	}
+	return out, nil
+}
+
+func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListModelsRequest) (*inferencev1.ListModelsResponse, error) {
+	out := &inferencev1.ListModelsResponse{}
+	p := grpcPrincipal(ctx)
+	if p.TenantRecord.Allows(g.s.cfg.ModelName) {
+		out.Models = append(out.Models, &inferencev1.Model{Id: g.s.cfg.ModelName, OwnedBy: "cloison",
+			ContextLength: int64(g.s.cfg.Engine.Attestation().ServedContext)})
+	}
+	return out, nil
+}
+
+func attestationPB(a engine.Attestation) *inferencev1.Attestation {
+	out := &inferencev1.Attestation{ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext), PoolTokens: int64(a.PoolTokens),
+		PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K), Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason}
+	for _, r := range a.Reserved {
+		out.Reserved = append(out.Reserved, &inferencev1.Reservation{Tenant: string(r.Tenant), Pages: int64(r.Pages)})
+	}
+	return out
+}
+
+func (g *inferenceService) GetAttestation(context.Context, *inferencev1.GetAttestationRequest) (*inferencev1.Attestation, error) {
+	return attestationPB(g.s.cfg.Engine.Attestation()), nil
+}
+
+// ---- admin ----
+
+type adminService struct {
+	adminv1.UnimplementedAdminServiceServer
+	s *Server
+}
+
+func tenantPB(t tenancy.Tenant) *adminv1.Tenant {
+	return &adminv1.Tenant{Id: string(t.ID), Name: t.Name, Status: string(t.Status), Tier: t.Tier.String(), Zeroing: t.Zeroing.String(),
+		Classification: string(t.Classification), AllowedModels: t.AllowedModels, IncidentContact: t.IncidentContact,
+		Quotas: &adminv1.Quotas{MaxConcurrent: int64(t.Quotas.MaxConcurrent), KvPages: int64(t.Quotas.KVPages),
+			TokensPerMinute: int64(t.Quotas.TokensPerMinute), MaxContext: int64(t.Quotas.MaxContext)},
+		CreatedAt: rfc3339(t.CreatedAt), UpdatedAt: rfc3339(t.UpdatedAt)}
+}
+
+// tenantFromPB reads a tenant through the same JSON decoding as the HTTP
+// API (its defaults for tier, zeroing and status included).
+func tenantFromPB(pb *adminv1.Tenant) (tenancy.Tenant, error) {
+	if pb == nil {
+		return tenancy.Tenant{}, fmt.Errorf("%w: tenant is required", ErrBadField)
+	}
+	q := pb.GetQuotas()
+	b, err := json.Marshal(map[string]any{"id": pb.GetId(), "name": pb.GetName(), "status": pb.GetStatus(), "tier": pb.GetTier(),
+		"zeroing": pb.GetZeroing(), "classification": pb.GetClassification(), "allowed_models": pb.GetAllowedModels(),
+		"incident_contact": pb.GetIncidentContact(), "quotas": map[string]int64{"max_concurrent": q.GetMaxConcurrent(),
+			"kv_pages": q.GetKvPages(), "tokens_per_minute": q.GetTokensPerMinute(), "max_context": q.GetMaxContext()}})
+	if err != nil {
+		return tenancy.Tenant{}, err
+	}
+	var t tenancy.Tenant
+	if err := decode(bytes.NewReader(b), DefaultMaxBody, &t); err != nil {
+		return tenancy.Tenant{}, err
+	}
+	return t, nil
+}
+
+func (a *adminService) ListTenants(ctx context.Context, _ *adminv1.ListTenantsRequest) (*adminv1.ListTenantsResponse, error) {
+	ts, err := a.s.cfg.Tenants.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &adminv1.ListTenantsResponse{}
+	for _, t := range ts {
+		out.Tenants = append(out.Tenants, tenantPB(t))
+	}
+	return out, nil
+}
+
+func (a *adminService) GetTenant(ctx context.Context, req *adminv1.GetTenantRequest) (*adminv1.Tenant, error) {
+	t, err := a.s.cfg.Tenants.Tenant(ctx, cloison.TenantID(req.GetId()))
+	if err != nil {
+		return nil, err
+	}
+	return tenantPB(t), nil
+}
+
+func (a *adminService) CreateTenant(ctx context.Context, req *adminv1.CreateTenantRequest) (*adminv1.Tenant, error) {
+	t, err := tenantFromPB(req.GetTenant())
+	if err != nil {
+		return nil, err
+	}
+	created, err := a.s.doCreateTenant(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return tenantPB(created), nil
+}
+
+func (a *adminService) SuspendTenant(ctx context.Context, req *adminv1.SuspendTenantRequest) (*adminv1.Tenant, error) {
+	t, err := a.s.doSetStatus(ctx, cloison.TenantID(req.GetId()), tenancy.StatusSuspended)
+	if err != nil {
+		return nil, err
+	}
+	return tenantPB(t), nil
+}
+
+func (a *adminService) ActivateTenant(ctx context.Context, req *adminv1.ActivateTenantRequest) (*adminv1.Tenant, error) {
+	t, err := a.s.doSetStatus(ctx, cloison.TenantID(req.GetId()), tenancy.StatusActive)
+	if err != nil {
+		return nil, err
+	}
+	return tenantPB(t), nil
+}
+
+func keysPB(ks []tenancy.KeyInfo) *adminv1.ListKeysResponse {
+	out := &adminv1.ListKeysResponse{}
+	for _, k := range ks {
+		out.Keys = append(out.Keys, &adminv1.Key{Kid: k.ID, Issuer: k.Issuer, State: string(k.State), PublicKey: k.Public,
+			CreatedAt: rfc3339(k.CreatedAt), ActivatedAt: rfc3339(k.ActivatedAt), RetiredAt: rfc3339(k.RetiredAt)})
+	}
+	return out
+}
+
+func (a *adminService) ListKeys(context.Context, *adminv1.ListKeysRequest) (*adminv1.ListKeysResponse, error) {
+	ks, err := a.s.keys()
+	if err != nil {
+		return nil, err
+	}
+	return keysPB(ks), nil
+}
+
+func (a *adminService) RotateKeys(ctx context.Context, _ *adminv1.RotateKeysRequest) (*adminv1.ListKeysResponse, error) {
+	ks, err := a.s.doRotateKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keysPB(ks), nil
+}
+
+func (a *adminService) PoolStatus(context.Context, *adminv1.PoolStatusRequest) (*adminv1.PoolStatusResponse, error) {
+	st := a.s.poolState()
+	p := st.Pool
+	pool := &adminv1.Pool{Pages: int64(p.Pages), PageTokens: int64(p.PageTokens), Free: int64(p.Free), Leased: int64(p.Leased),
+		Cached: int64(p.Cached), Quarantined: int64(p.Quarantined), Draining: int64(p.Draining), Scrubbed: p.Scrubbed}
+	for _, t := range p.Tenants {
+		pool.Tenants = append(pool.Tenants, &adminv1.TenantPages{Tenant: string(t.Tenant), Tier: t.Tier.String(), Zeroing: t.Zeroing.String(),
+			Reserved: int64(t.Reserved), Leased: int64(t.Leased), Leases: int64(t.Leases), Cached: int64(t.Cached), Affine: int64(t.Affine),
+			Scrubbed: t.Scrubbed, Violations: t.Violations})
+	}
+	return &adminv1.PoolStatusResponse{Attestation: attestationPB(st.Attestation), Pool: pool, Running: int64(st.Running), Waiting: int64(st.Waiting)}, nil
+}
+
+func (a *adminService) ReloadPolicies(ctx context.Context, req *adminv1.ReloadPoliciesRequest) (*adminv1.ReloadPoliciesResponse, error) {
+	rev, err := a.s.doReloadPolicies(ctx, actorOf(grpcPrincipal(ctx)), req.GetFiles())
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ReloadPoliciesResponse{Revision: rev}, nil
+}
+
+// ---- compliance ----
+
+type complianceService struct {
+	compliancev1.UnimplementedComplianceServiceServer
+	s *Server
+}
+
+func incidentPB(f audit.IncidentFile) (*compliancev1.Incident, error) {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return &compliancev1.Incident{Id: string(f.ID), Source: string(f.Source), OpenedAt: rfc3339(f.OpenedAt), OpenedBy: string(f.OpenedBy),
+		LedgerSeq: f.LedgerSeq, Versions: int64(len(f.Versions)), Notices: int64(len(f.Notices)), Json: b}, nil
+}
+
+func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.ListIncidentsRequest) (*compliancev1.ListIncidentsResponse, error) {
+	fs, err := c.s.incidents(ctx, grpcPrincipal(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := &compliancev1.ListIncidentsResponse{}
+	for _, f := range fs {
+		pb, err := incidentPB(f)
+		if err != nil {
+			return nil, err
+		}
+		out.Incidents = append(out.Incidents, pb)
+	}
+	return out, nil
+}
+
+func (c *complianceService) GetIncident(ctx context.Context, req *compliancev1.GetIncidentRequest) (*compliancev1.Incident, error) {
+	f, err := c.s.incident(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()))
+	if err != nil {
+		return nil, err
+	}
+	return incidentPB(f)
+}
+
+func versionPB(v audit.StoredVersion) (*compliancev1.IncidentVersion, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &compliancev1.IncidentVersion{Incident: string(v.Incident), Version: int64(v.Version), Json: b}, nil
+}
+
+func (c *complianceService) OpenIncident(ctx context.Context, req *compliancev1.OpenIncidentRequest) (*compliancev1.IncidentVersion, error) {
+	var v audit.IncidentVersion
+	if err := decode(bytes.NewReader(req.GetVersionJson()), c.s.cfg.MaxBody, &v); err != nil {
+		return nil, err
+	}
+	st, err := c.s.doOpenIncident(ctx, actorOf(grpcPrincipal(ctx)), v)
+	if err != nil {
+		return nil, err
+	}
+	return versionPB(st)
+}
+
+func (c *complianceService) UpdateIncident(ctx context.Context, req *compliancev1.UpdateIncidentRequest) (*compliancev1.IncidentVersion, error) {
+	var patch json.RawMessage
+	if err := decode(bytes.NewReader(req.GetPatchJson()), c.s.cfg.MaxBody, &patch); err != nil {
+		return nil, err
+	}
+	st, err := c.s.doUpdateIncident(ctx, actorOf(grpcPrincipal(ctx)), audit.Name(req.GetId()), patch)
+	if err != nil {
+		return nil, err
+	}
+	return versionPB(st)
+}
+
+func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.AddNoticeRequest) (*compliancev1.Notice, error) {
+	var n audit.Notice
+	if err := decode(bytes.NewReader(req.GetNoticeJson()), c.s.cfg.MaxBody, &n); err != nil {
+		return nil, err
+	}
+	n.Incident = audit.Name(req.GetIncident())
+	st, err := c.s.cfg.Ledger.AddNotice(ctx, actorOf(grpcPrincipal(ctx)), n)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &compliancev1.Notice{Incident: string(n.Incident), Number: st.Number, Json: b}, nil
+}
+
+func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.VerifyLedgerRequest) (*compliancev1.VerifyLedgerResponse, error) {
+	res, broken, err := c.s.doVerifyLedger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if broken != nil {
+		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: broken.Error(), BrokenSeq: broken.Seq, BrokenReason: string(broken.Reason)}, nil
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	return &compliancev1.VerifyLedgerResponse{Ok: true, Summary: res.String(), ResultJson: b}, nil
+}
+
+func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, stream grpc.ServerStreamingServer[compliancev1.LedgerRow]) error {
+	ctx := stream.Context()
+	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
+		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
+	}
+	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
+		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
+			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
+	})
+}
