@@ -213,3 +213,56 @@ func TestReservationNeverServed(t *testing.T) {
 		t.Fatalf("hook: got %+v, want one unknown-reservation failure", fs)
 	}
 }
+
+func TestExpectRefuses(t *testing.T) {
+	p := newPair(t, 0)
+	pool := p.decode.pool
+	small, _ := pool.Allocate("a", "small", 16)
+	written, _ := pool.Allocate("a", "written", promptLen)
+	pool.Write(written, 1)
+	toks := prompt(40, 8)
+	pub, _, _ := pool.AllocatePrefix("b", "pub", 40, toks)
+	pool.Write(pub, 40)
+	pool.Publish(pub, toks)
+	prefixed, cached, err := pool.AllocatePrefix("b", "prefixed", 41, append(toks, 7))
+	if err != nil || cached == 0 {
+		t.Fatalf("prefix lease: %d cached, %v", cached, err)
+	}
+	tests := []struct {
+		name   string
+		lease  isolation.Lease
+		tokens int
+		want   error
+	}{
+		{"no tokens", small, 0, ErrInvalid},
+		{"more tokens than the lease holds", small, 17, isolation.ErrInvalidArgument},
+		{"lease already written", written, promptLen, ErrInvalid},
+		{"cached prefix pages", prefixed, 41, ErrInvalid},
+		{"stale lease", isolation.Lease{Tenant: "a", Request: "gone", Epoch: 99}, 4, isolation.ErrStaleLease},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := p.recv.Expect(tt.lease, tt.tokens); !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if st := pool.Stats(); st.Draining != 0 {
+				t.Fatalf("a refused Expect left a hold: %+v", st)
+			}
+			p.decode.check(t)
+		})
+	}
+	// A refused Expect holds nothing and stages nothing: releasing
+	// returns the pages without a scrub.
+	for _, l := range []isolation.Lease{small, written, prefixed, pub} {
+		if err := pool.Release(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := pool.Stats(); st.Leased != 0 || st.Draining != 0 {
+		t.Fatalf("decode pool: %+v", st)
+	}
+	if work := pool.ScrubWork(); len(work) != 0 {
+		t.Fatalf("got %d pages to scrub after refused Expects, want 0", len(work))
+	}
+	p.decode.check(t)
+}

@@ -119,8 +119,8 @@ type Ticket struct {
 // Target() to the prefill node.
 //
 // Errors: ErrInvalid (tokens < 1, a reservation for this lease already
-// pending, a lease with cached prefix pages), isolation errors (ErrStaleLease; ErrInvalidArgument when the
-// lease holds fewer slots or has written some).
+// pending, a lease with written or cached slots), isolation errors
+// (ErrStaleLease; ErrInvalidArgument when the lease holds fewer slots).
 func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
 	if tokens < 1 {
 		return nil, fmt.Errorf("%w: reservation of %d tokens", ErrInvalid, tokens)
@@ -134,6 +134,13 @@ func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
 	if r.pending[lease.Epoch] != nil {
 		return nil, fmt.Errorf("%w: lease %s already awaits a transfer", ErrInvalid, lease)
 	}
+	// A reservation is a plain Allocate: nothing written, no cached prefix
+	// pages (a transfer of a suffix only is not supported).
+	if n, err := r.cfg.Pool.Written(lease); err != nil {
+		return nil, err
+	} else if n != 0 {
+		return nil, fmt.Errorf("%w: lease %s already holds %d written or cached slots", ErrInvalid, lease, n)
+	}
 	hold, err := r.cfg.Pool.Hold(lease)
 	if err != nil {
 		return nil, err
@@ -144,12 +151,6 @@ func (r *Receiver) Expect(lease isolation.Lease, tokens int) (*Ticket, error) {
 	if err != nil {
 		r.cfg.Pool.Unhold(hold)
 		return nil, err
-	}
-	if !table.Writable(0) {
-		// Cached prefix pages: a transfer of the suffix only is not
-		// supported; the reservation must be a plain Allocate.
-		r.cfg.Pool.Unhold(hold)
-		return nil, fmt.Errorf("%w: lease %s starts with cached prefix pages", ErrInvalid, lease)
 	}
 	t.hold, t.table = hold, table
 	r.pending[lease.Epoch] = t
