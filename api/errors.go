@@ -68,6 +68,9 @@ func GRPCError(err error) error {
 		return err // already a status
 	}
 	code, w, msg := Describe(err)
+	if code == cloison.CodeInternal {
+		LogInternal(err)
+	}
 	return status.Error(w.GRPC, string(code)+": "+msg)
 }
 
