@@ -65,6 +65,7 @@ var MethodScopes = map[string][]tenancy.Scope{
 	compliancev1.ComplianceService_UpdateIncident_FullMethodName: {tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin},
 	compliancev1.ComplianceService_AddNotice_FullMethodName:      {tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin},
 	compliancev1.ComplianceService_VerifyLedger_FullMethodName:   {tenancy.ScopeComplianceRead, tenancy.ScopeAdmin},
+	compliancev1.ComplianceService_Export_FullMethodName:         {tenancy.ScopeComplianceRead, tenancy.ScopeAdmin},
 }
 
 // publicServices need no token: health reveals readiness only, reflection

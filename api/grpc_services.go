@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 	"unicode/utf8"
 
@@ -16,6 +20,7 @@ import (
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
+	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/tenancy"
@@ -466,4 +471,65 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
 	})
+}
+
+// errNoExportKey: this node has no key to sign export manifests.
+var errNoExportKey = cloison.NewError(cloison.CodeUnavailable, "this node has no export signing key")
+
+// exportChunk bounds one ExportChunk's data.
+const exportChunk = 64 << 10
+
+func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
+	ctx := stream.Context()
+	if c.s.cfg.ExportKey == nil {
+		return errNoExportKey
+	}
+	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
+		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
+	}
+	dir, err := os.MkdirTemp("", "cloison-export-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := c.s.cfg.Ledger.Export(ctx, auditpg.ExportOptions{Dir: dir, From: req.GetFrom(), To: req.GetTo(), Key: c.s.cfg.ExportKey,
+		Actor: actorOf(grpcPrincipal(ctx))}); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := sendFile(filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sendFile(path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, exportChunk)
+	var off uint64
+	for {
+		n, err := io.ReadFull(f, buf)
+		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return err
+		}
+		if n > 0 || eof {
+			if err := stream.Send(&compliancev1.ExportChunk{Name: name, Offset: off, Data: buf[:n], Eof: eof}); err != nil {
+				return err
+			}
+		}
+		off += uint64(n)
+		if eof {
+			return nil
+		}
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -58,6 +59,9 @@ type Config struct {
 	// Verify says which checkpoint keys and external directory the
 	// ledger-verify route trusts.
 	Verify auditpg.VerifyOptions
+	// ExportKey (optional) signs the manifests of compliance exports made
+	// through the gRPC Export method; without it Export is refused.
+	ExportKey ed25519.PrivateKey
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,

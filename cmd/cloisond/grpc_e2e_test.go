@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +27,8 @@ import (
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -275,6 +281,60 @@ func TestE2EGRPCGenerateAndTenantWalls(t *testing.T) {
 	}
 	if v, err := c.compliance.VerifyLedger(as(admin), &compliancev1.VerifyLedgerRequest{}); err != nil || !v.GetOk() {
 		t.Fatalf("verify: %v %v", v, err)
+	}
+
+	// A signed export, streamed over gRPC, verifies offline; a tenant
+	// cannot export (it would hold every tenant's rows).
+	if err := exportTo(c, acme, t.TempDir()); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("tenant export: %v", err)
+	}
+	dir := t.TempDir()
+	if err := exportTo(c, admin, dir); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	key, err := keyfile.PrivateOrCreate(filepath.Join(n.stateDir, "checkpoint.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := audit.KeySet(key.Public().(ed25519.PublicKey))
+	if rep, err := export.VerifyDir(dir, keys, keys); err != nil {
+		t.Fatalf("the export does not verify: %v (%+v)", err, rep)
+	}
+}
+
+// exportTo writes the files of a gRPC Export into dir.
+func exportTo(c grpcClients, token, dir string) error {
+	stream, err := c.compliance.Export(as(token), &compliancev1.ExportRequest{})
+	if err != nil {
+		return err
+	}
+	files := map[string]*os.File{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f := files[ch.GetName()]
+		if f == nil {
+			if filepath.Base(ch.GetName()) != ch.GetName() {
+				return fmt.Errorf("export file name %q", ch.GetName())
+			}
+			if f, err = os.Create(filepath.Join(dir, ch.GetName())); err != nil {
+				return err
+			}
+			files[ch.GetName()] = f
+		}
+		if _, err := f.WriteAt(ch.GetData(), int64(ch.GetOffset())); err != nil {
+			return err
+		}
 	}
 }
 

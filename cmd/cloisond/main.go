@@ -317,7 +317,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
-		Verify: auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir}})
+		Verify:    auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir},
+		ExportKey: cpKey})
 	if err != nil {
 		return err
 	}

@@ -778,6 +778,128 @@ func (x *LedgerRow) GetPayload() []byte {
 	return nil
 }
 
+type ExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"` // first seq (0: from the start)
+	To            uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`     // last seq (0: to the head)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_compliance_v1_compliance_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ExportRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ExportRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// ExportChunk is bytes [offset, offset+len(data)) of one export file; files
+// come one after another, each ending with a chunk that has eof set.
+type ExportChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // manifest.txt, ledger.jsonl, ...
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Eof           bool                   `protobuf:"varint,4,opt,name=eof,proto3" json:"eof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportChunk) Reset() {
+	*x = ExportChunk{}
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportChunk) ProtoMessage() {}
+
+func (x *ExportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
+func (*ExportChunk) Descriptor() ([]byte, []int) {
+	return file_cloison_compliance_v1_compliance_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ExportChunk) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExportChunk) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ExportChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportChunk) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
 var File_cloison_compliance_v1_compliance_proto protoreflect.FileDescriptor
 
 const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
@@ -835,7 +957,15 @@ const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06tenant\x18\x05 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x18\n" +
-	"\apayload\x18\a \x01(\fR\apayload2\xc2\x05\n" +
+	"\apayload\x18\a \x01(\fR\apayload\"3\n" +
+	"\rExportRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\"_\n" +
+	"\vExportChunk\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
+	"\x03eof\x18\x04 \x01(\bR\x03eof2\x98\x06\n" +
 	"\x11ComplianceService\x12j\n" +
 	"\rListIncidents\x12+.cloison.compliance.v1.ListIncidentsRequest\x1a,.cloison.compliance.v1.ListIncidentsResponse\x12Y\n" +
 	"\vGetIncident\x12).cloison.compliance.v1.GetIncidentRequest\x1a\x1f.cloison.compliance.v1.Incident\x12b\n" +
@@ -843,7 +973,8 @@ const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
 	"\x0eUpdateIncident\x12,.cloison.compliance.v1.UpdateIncidentRequest\x1a&.cloison.compliance.v1.IncidentVersion\x12S\n" +
 	"\tAddNotice\x12'.cloison.compliance.v1.AddNoticeRequest\x1a\x1d.cloison.compliance.v1.Notice\x12g\n" +
 	"\fVerifyLedger\x12*.cloison.compliance.v1.VerifyLedgerRequest\x1a+.cloison.compliance.v1.VerifyLedgerResponse\x12\\\n" +
-	"\vLedgerRange\x12).cloison.compliance.v1.LedgerRangeRequest\x1a .cloison.compliance.v1.LedgerRow0\x01BIZGgithub.com/cloison/cloison/api/proto/cloison/compliance/v1;compliancev1b\x06proto3"
+	"\vLedgerRange\x12).cloison.compliance.v1.LedgerRangeRequest\x1a .cloison.compliance.v1.LedgerRow0\x01\x12T\n" +
+	"\x06Export\x12$.cloison.compliance.v1.ExportRequest\x1a\".cloison.compliance.v1.ExportChunk0\x01BIZGgithub.com/cloison/cloison/api/proto/cloison/compliance/v1;compliancev1b\x06proto3"
 
 var (
 	file_cloison_compliance_v1_compliance_proto_rawDescOnce sync.Once
@@ -857,7 +988,7 @@ func file_cloison_compliance_v1_compliance_proto_rawDescGZIP() []byte {
 	return file_cloison_compliance_v1_compliance_proto_rawDescData
 }
 
-var file_cloison_compliance_v1_compliance_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_cloison_compliance_v1_compliance_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_cloison_compliance_v1_compliance_proto_goTypes = []any{
 	(*ListIncidentsRequest)(nil),  // 0: cloison.compliance.v1.ListIncidentsRequest
 	(*ListIncidentsResponse)(nil), // 1: cloison.compliance.v1.ListIncidentsResponse
@@ -872,6 +1003,8 @@ var file_cloison_compliance_v1_compliance_proto_goTypes = []any{
 	(*VerifyLedgerResponse)(nil),  // 10: cloison.compliance.v1.VerifyLedgerResponse
 	(*LedgerRangeRequest)(nil),    // 11: cloison.compliance.v1.LedgerRangeRequest
 	(*LedgerRow)(nil),             // 12: cloison.compliance.v1.LedgerRow
+	(*ExportRequest)(nil),         // 13: cloison.compliance.v1.ExportRequest
+	(*ExportChunk)(nil),           // 14: cloison.compliance.v1.ExportChunk
 }
 var file_cloison_compliance_v1_compliance_proto_depIdxs = []int32{
 	3,  // 0: cloison.compliance.v1.ListIncidentsResponse.incidents:type_name -> cloison.compliance.v1.Incident
@@ -882,15 +1015,17 @@ var file_cloison_compliance_v1_compliance_proto_depIdxs = []int32{
 	7,  // 5: cloison.compliance.v1.ComplianceService.AddNotice:input_type -> cloison.compliance.v1.AddNoticeRequest
 	9,  // 6: cloison.compliance.v1.ComplianceService.VerifyLedger:input_type -> cloison.compliance.v1.VerifyLedgerRequest
 	11, // 7: cloison.compliance.v1.ComplianceService.LedgerRange:input_type -> cloison.compliance.v1.LedgerRangeRequest
-	1,  // 8: cloison.compliance.v1.ComplianceService.ListIncidents:output_type -> cloison.compliance.v1.ListIncidentsResponse
-	3,  // 9: cloison.compliance.v1.ComplianceService.GetIncident:output_type -> cloison.compliance.v1.Incident
-	6,  // 10: cloison.compliance.v1.ComplianceService.OpenIncident:output_type -> cloison.compliance.v1.IncidentVersion
-	6,  // 11: cloison.compliance.v1.ComplianceService.UpdateIncident:output_type -> cloison.compliance.v1.IncidentVersion
-	8,  // 12: cloison.compliance.v1.ComplianceService.AddNotice:output_type -> cloison.compliance.v1.Notice
-	10, // 13: cloison.compliance.v1.ComplianceService.VerifyLedger:output_type -> cloison.compliance.v1.VerifyLedgerResponse
-	12, // 14: cloison.compliance.v1.ComplianceService.LedgerRange:output_type -> cloison.compliance.v1.LedgerRow
-	8,  // [8:15] is the sub-list for method output_type
-	1,  // [1:8] is the sub-list for method input_type
+	13, // 8: cloison.compliance.v1.ComplianceService.Export:input_type -> cloison.compliance.v1.ExportRequest
+	1,  // 9: cloison.compliance.v1.ComplianceService.ListIncidents:output_type -> cloison.compliance.v1.ListIncidentsResponse
+	3,  // 10: cloison.compliance.v1.ComplianceService.GetIncident:output_type -> cloison.compliance.v1.Incident
+	6,  // 11: cloison.compliance.v1.ComplianceService.OpenIncident:output_type -> cloison.compliance.v1.IncidentVersion
+	6,  // 12: cloison.compliance.v1.ComplianceService.UpdateIncident:output_type -> cloison.compliance.v1.IncidentVersion
+	8,  // 13: cloison.compliance.v1.ComplianceService.AddNotice:output_type -> cloison.compliance.v1.Notice
+	10, // 14: cloison.compliance.v1.ComplianceService.VerifyLedger:output_type -> cloison.compliance.v1.VerifyLedgerResponse
+	12, // 15: cloison.compliance.v1.ComplianceService.LedgerRange:output_type -> cloison.compliance.v1.LedgerRow
+	14, // 16: cloison.compliance.v1.ComplianceService.Export:output_type -> cloison.compliance.v1.ExportChunk
+	9,  // [9:17] is the sub-list for method output_type
+	1,  // [1:9] is the sub-list for method input_type
 	1,  // [1:1] is the sub-list for extension type_name
 	1,  // [1:1] is the sub-list for extension extendee
 	0,  // [0:1] is the sub-list for field type_name
@@ -907,7 +1042,7 @@ func file_cloison_compliance_v1_compliance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_compliance_v1_compliance_proto_rawDesc), len(file_cloison_compliance_v1_compliance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

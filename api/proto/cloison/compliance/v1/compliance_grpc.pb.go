@@ -34,6 +34,7 @@ const (
 	ComplianceService_AddNotice_FullMethodName      = "/cloison.compliance.v1.ComplianceService/AddNotice"
 	ComplianceService_VerifyLedger_FullMethodName   = "/cloison.compliance.v1.ComplianceService/VerifyLedger"
 	ComplianceService_LedgerRange_FullMethodName    = "/cloison.compliance.v1.ComplianceService/LedgerRange"
+	ComplianceService_Export_FullMethodName         = "/cloison.compliance.v1.ComplianceService/Export"
 )
 
 // ComplianceServiceClient is the client API for ComplianceService service.
@@ -58,6 +59,13 @@ type ComplianceServiceClient interface {
 	// LedgerRange streams ledger rows in seq order, with the exact canonical
 	// payload bytes that were hashed.
 	LedgerRange(ctx context.Context, in *LedgerRangeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LedgerRow], error)
+	// Export writes a signed compliance export of a ledger range and the whole
+	// register (ledger.jsonl with the exact stored bytes, ledger.csv,
+	// register.csv, notices.csv, register.pdf, and manifest.txt signed with
+	// this node's checkpoint key), ledgers export.created, and streams the
+	// files. Needs `compliance:read` and `admin` (it holds every tenant's
+	// rows). Check it offline with `cloisonctl audit verify-export`.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
 }
 
 type complianceServiceClient struct {
@@ -147,6 +155,25 @@ func (c *complianceServiceClient) LedgerRange(ctx context.Context, in *LedgerRan
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ComplianceService_LedgerRangeClient = grpc.ServerStreamingClient[LedgerRow]
 
+func (c *complianceServiceClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ComplianceService_ServiceDesc.Streams[1], ComplianceService_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ComplianceService_ExportClient = grpc.ServerStreamingClient[ExportChunk]
+
 // ComplianceServiceServer is the server API for ComplianceService service.
 // All implementations must embed UnimplementedComplianceServiceServer
 // for forward compatibility.
@@ -169,6 +196,13 @@ type ComplianceServiceServer interface {
 	// LedgerRange streams ledger rows in seq order, with the exact canonical
 	// payload bytes that were hashed.
 	LedgerRange(*LedgerRangeRequest, grpc.ServerStreamingServer[LedgerRow]) error
+	// Export writes a signed compliance export of a ledger range and the whole
+	// register (ledger.jsonl with the exact stored bytes, ledger.csv,
+	// register.csv, notices.csv, register.pdf, and manifest.txt signed with
+	// this node's checkpoint key), ledgers export.created, and streams the
+	// files. Needs `compliance:read` and `admin` (it holds every tenant's
+	// rows). Check it offline with `cloisonctl audit verify-export`.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
 	mustEmbedUnimplementedComplianceServiceServer()
 }
 
@@ -199,6 +233,9 @@ func (UnimplementedComplianceServiceServer) VerifyLedger(context.Context, *Verif
 }
 func (UnimplementedComplianceServiceServer) LedgerRange(*LedgerRangeRequest, grpc.ServerStreamingServer[LedgerRow]) error {
 	return status.Error(codes.Unimplemented, "method LedgerRange not implemented")
+}
+func (UnimplementedComplianceServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedComplianceServiceServer) mustEmbedUnimplementedComplianceServiceServer() {}
 func (UnimplementedComplianceServiceServer) testEmbeddedByValue()                           {}
@@ -340,6 +377,17 @@ func _ComplianceService_LedgerRange_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ComplianceService_LedgerRangeServer = grpc.ServerStreamingServer[LedgerRow]
 
+func _ComplianceService_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ComplianceServiceServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ComplianceService_ExportServer = grpc.ServerStreamingServer[ExportChunk]
+
 // ComplianceService_ServiceDesc is the grpc.ServiceDesc for ComplianceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -376,6 +424,11 @@ var ComplianceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "LedgerRange",
 			Handler:       _ComplianceService_LedgerRange_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _ComplianceService_Export_Handler,
 			ServerStreams: true,
 		},
 	},
