@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -502,5 +503,103 @@ func TestE2EGRPCRejectBeforeAllocate(t *testing.T) {
 	// The server still serves.
 	if g := generate(c, acme, textPrompt("ok", 2)); g.err != nil || g.final == nil {
 		t.Fatalf("after rejections: %v", g.err)
+	}
+
+	// A client that goes away mid-stream: the request is cancelled, its
+	// pages come back, and it is ledgered as cancelled (not completed).
+	ctx, cancel := context.WithCancel(as(acme))
+	stream, err := c.inference.Generate(ctx, textPrompt("ab", 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var canceled bool
+		for _, r := range ledgerRange(t, c, admin) {
+			if r.GetKind() == "request.completed" && strings.Contains(string(r.GetPayload()), `"status":"canceled"`) {
+				canceled = true
+			}
+		}
+		pool, err := c.admin.PoolStatus(as(admin), &adminv1.PoolStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases := 0
+		for _, tp := range pool.GetPool().GetTenants() {
+			leases += int(tp.GetLeases())
+		}
+		if canceled && pool.GetPool().GetLeased() == 0 && leases == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a client cancel: ledgered canceled %v, pool %v", canceled, pool.GetPool())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Fail closed over gRPC too: with PostgreSQL stopped Generate is
+// UNAVAILABLE (no unaudited service) and health is NOT_SERVING; both come
+// back by themselves with the database.
+func TestE2EGRPCLedgerOutage(t *testing.T) {
+	root, err := pgtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CLOISON_PG_PRIVATE=1", "CLOISON_PG_DIR="+t.TempDir(), fmt.Sprintf("CLOISON_PG_PORT=%d", freePort(t)))
+	pg := func(args ...string) string {
+		cmd := exec.Command(filepath.Join(root, "scripts", "pg.sh"), args...)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("pg.sh %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	url := pg()
+	t.Cleanup(func() { pg("stop") })
+	n := startNode(t, url, nil)
+	createTenant(t, url, "acme", nil)
+	tok := n.token("acme", time.Hour, tenancy.ScopeInfer)
+	c := n.grpc()
+	h := healthpb.NewHealthClient(c.conn)
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		r, err := h.Check(as(""), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatalf("health: %v", err)
+		}
+		return r.GetStatus()
+	}
+	if g := generate(c, tok, textPrompt("abc", 2)); g.err != nil || g.final == nil {
+		t.Fatalf("before the outage: %v", g.err)
+	}
+	pg("stop")
+	g := generate(c, tok, textPrompt("abc", 2))
+	if status.Code(g.err) != codes.Unavailable || g.final != nil || len(g.chunks) != 0 {
+		t.Fatalf("during the outage: %v, %d chunks, want UNAVAILABLE and no output\n%s", g.err, len(g.chunks), n.logs)
+	}
+	if st := health(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health during the outage: %v", st)
+	}
+	pg()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g := generate(c, tok, textPrompt("abc", 2))
+		if g.err == nil && g.final != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service did not resume: %v", g.err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if st := health(); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health after the outage: %v", st)
 	}
 }
