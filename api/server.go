@@ -65,7 +65,10 @@ type Config struct {
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
-// health, readiness and metrics over HTTP.
+// health, readiness and metrics over HTTP (Handler), and the same
+// operations over gRPC (GRPCServer). Both transports run one inference path
+// (generate) and the same admin and compliance operations; they differ only
+// in how messages are encoded.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
