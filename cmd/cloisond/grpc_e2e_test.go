@@ -424,6 +424,46 @@ func TestE2EGRPCAuthHealthReflection(t *testing.T) {
 		}
 	}
 	_ = rs.CloseSend()
+
+	// Shutdown drains: a stream in flight when cloisond is told to stop
+	// still ends with its Final, then the process exits cleanly.
+	stream, err := c.inference.Generate(as(good), textPrompt("ab", 600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var final *inferencev1.Final
+	chunks := 1
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("stream during shutdown: %v", err)
+		}
+		if m.GetFinal() != nil {
+			final = m.GetFinal()
+		} else {
+			chunks++
+		}
+	}
+	if final == nil || final.GetUsage().GetCompletionTokens() != int64(chunks) {
+		t.Fatalf("drained stream: final %v after %d chunks", final, chunks)
+	}
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Fatalf("cloisond exit: %v\n%s", err, n.logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("cloisond did not exit\n%s", n.logs)
+	}
 }
 
 func TestE2EGRPCRejectBeforeAllocate(t *testing.T) {
