@@ -244,6 +244,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	}()
 	for {
 		e.drain()
+		e.publishLoad()
 		if e.sched.Idle() {
 			select {
 			case <-ctx.Done():
@@ -290,12 +291,16 @@ func (e *Engine) expire() {
 }
 
 // step runs one scheduler step. An error stops the engine (fail closed).
+// publishLoad updates the gauges Load reads; the loop calls it after every
+// step and every batch of control messages (cancellations included).
+func (e *Engine) publishLoad() {
+	q, r := e.sched.Len()
+	e.running.Store(int64(r))
+	e.waiting.Store(int64(q))
+}
+
 func (e *Engine) step() error {
-	defer func() {
-		q, r := e.sched.Len()
-		e.running.Store(int64(r))
-		e.waiting.Store(int64(q))
-	}()
+	defer e.publishLoad()
 	rd := e.sched.Ready()
 	e.handle(e.sched.Events())
 	if len(rd.Scrub) > 0 {

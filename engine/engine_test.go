@@ -179,6 +179,12 @@ func TestCancelAndDeadline(t *testing.T) {
 	if st := r.pool.Stats(); st.Leased != 0 {
 		t.Fatalf("%d pages still leased after cancel and deadline", st.Leased)
 	}
+	for run, wait := r.e.Load(); run+wait != 0 && time.Now().Before(deadline); run, wait = r.e.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if run, wait := r.e.Load(); run != 0 || wait != 0 {
+		t.Fatalf("Load() = %d running, %d waiting on an idle engine", run, wait)
+	}
 	if err := r.pool.Check(); err != nil {
 		t.Fatal(err)
 	}
