@@ -23,11 +23,11 @@ verify:
 ## test: every test with the race detector, no cache. PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
 test:
-	@url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 $(PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
-	  $(GO) test -count=1 -run '$(FULL_SUITES)' ./engine/...
+	  $(GO) test -count=1 -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)'
 
 # Randomized suites that run reduced under -race and in full here.
 FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
