@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"fmt"
+	"github.com/cloison/cloison/internal/keyfile"
 	"os"
 
 	"github.com/schollz/progressbar/v3"
@@ -25,11 +27,11 @@ func newKeygenCmd() *cobra.Command {
 		Short: "Create an Ed25519 key pair (PATH and PATH.pub) for checkpoints or manifests",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pub, err := writeKeyPair(out)
+			priv, err := keyfile.Write(out)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s.pub (key id %s)\n", out, out, audit.KeyID(pub))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s.pub (key id %s)\n", out, out, audit.KeyID(priv.Public().(ed25519.PublicKey)))
 			return nil
 		},
 	}
@@ -113,7 +115,7 @@ func newExportCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			key, err := readPrivateKey(manifestKey)
+			key, err := keyfile.Private(manifestKey)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cloison/cloison/internal/keyfile"
 	"os"
 	"os/signal"
 	"syscall"
@@ -105,7 +106,7 @@ func (g *globals) store(ctx context.Context, needKey bool) (*postgres.Store, fun
 	cfg := postgres.Config{Origin: audit.Name(g.origin), CheckpointDir: g.checkpointDir,
 		Organization: audit.Organization{Name: g.orgName, NEQ: g.orgNEQ}}
 	if g.checkpointKey != "" {
-		k, err := readPrivateKey(g.checkpointKey)
+		k, err := keyfile.Private(g.checkpointKey)
 		if err != nil {
 			return nil, nil, err
 		}
