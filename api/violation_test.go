@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -139,9 +138,6 @@ func (p *platform) post(t *testing.T, tenant cloison.TenantID, body string) *htt
 // normal finish — ledgers isolation.violation and opens a Loi 25 incident
 // with the tenant and the withheld response pre-filled.
 func TestIsolationViolationFailsClosed(t *testing.T) {
-	if os.Getenv("DATABASE_URL") == "" && testing.Short() {
-		t.Log("uses pgtest's server discovery")
-	}
 	p := newPlatform(t)
 	short := `{"model":"cloison-context-bag","prompt":"abc","max_tokens":3,"temperature":0}`
 	if resp := p.post(t, "victim", short); resp.StatusCode != 200 {
