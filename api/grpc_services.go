@@ -210,7 +210,7 @@ func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListMo
 	p := grpcPrincipal(ctx)
 	if p.TenantRecord.Allows(g.s.cfg.ModelName) {
 		out.Models = append(out.Models, &inferencev1.Model{Id: g.s.cfg.ModelName, OwnedBy: "cloison",
-			ContextLength: int64(g.s.cfg.Engine.Attestation().ServedContext)})
+			ContextLength: int64(g.s.contextFor(p))})
 	}
 	return out, nil
 }

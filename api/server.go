@@ -241,9 +241,27 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	data := []map[string]any{}
 	if p.TenantRecord.Allows(s.cfg.ModelName) {
 		data = append(data, map[string]any{"id": s.cfg.ModelName, "object": "model", "owned_by": "cloison",
-			"context_length": s.cfg.Engine.Attestation().ServedContext})
+			"context_length": s.contextFor(p)})
 	}
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
+}
+
+// contextFor is the context a tenant can actually use: the served context,
+// lowered by the tenant's max-context quota and by the KV pages its
+// partition can ever give one request. It is what the API advertises to the
+// tenant, so that no request within it is refused for length.
+func (s *Server) contextFor(p tenancy.Principal) int {
+	n := s.cfg.Engine.Attestation().ServedContext
+	if q := p.TenantRecord.Quotas.MaxContext; q > 0 {
+		n = min(n, q)
+	}
+	if _, err := s.cfg.Pool.MaxLeaseTokens(p.Tenant); errors.Is(err, isolation.ErrUnknownTenant) {
+		_ = s.cfg.Pool.AddTenant(PoolTenant(p.TenantRecord))
+	}
+	if lease, err := s.cfg.Pool.MaxLeaseTokens(p.Tenant); err == nil {
+		n = min(n, lease)
+	}
+	return n
 }
 
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {

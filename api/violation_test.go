@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,116 +13,23 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/gguf"
-	"github.com/cloison/cloison/engine/model"
-	"github.com/cloison/cloison/engine/synth"
-	"github.com/cloison/cloison/engine/tokenizer"
-	"github.com/cloison/cloison/internal/pgtest"
-	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
-	"github.com/cloison/cloison/kernels/cpu"
-	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 
-// platform is the whole request path in process, on real PostgreSQL, OPA
-// and the CPU backend, with the 2026 placeholder bug switched on in the
-// scheduler for prompts over 64 tokens (well under the served context, so
-// admission and policy let them through).
 type platform struct {
-	srv    *httptest.Server
-	ledger *auditpg.Store
-	issuer *tenancy.Issuer
+	*platformtest.Platform
+	srvURL string
 }
 
 func newPlatform(t *testing.T) *platform {
-	t.Helper()
-	ctx := context.Background()
-	db := pgtest.New(t)
-	pool := db.RuntimePool(t)
-	_, key, _ := ed25519.GenerateKey(nil)
-	ledger, err := auditpg.Open(ctx, pool, auditpg.Config{Origin: "api-test", SigningKey: key, CheckpointDir: t.TempDir(),
-		Organization: audit.Organization{Name: "Cloison test"}, Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
-	store := tenancy.NewStore(pool)
-	kek := make([]byte, tenancy.KEKSize)
-	rand.Read(kek)
-	ring, err := tenancy.OpenKeyRing(ctx, store, "api-test", kek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const name = "cloison-context-bag"
-	for _, id := range []cloison.TenantID{"victim", "attacker"} {
-		if _, err := store.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
-			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{name}, IncidentContact: "x@example.test",
-			Quotas: tenancy.Quotas{MaxConcurrent: 8, KVPages: 64, TokensPerMinute: 1_000_000, MaxContext: 4096}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w, err := synth.ContextBag(synth.BagConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w.WriteTo(&buf)
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, _ := cpu.New(kernels.Options{})
-	t.Cleanup(func() { be.Close() })
-	m, err := model.Load(be, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := tokenizer.FromGGUF(f)
-	kv, _ := isolation.NewPool(isolation.Config{Pages: 256, PageTokens: 16})
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: m.Context, PoolPages: 256, PageTokens: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arena, _ := be.NewArena(m.ArenaConfig(256, 16))
-	var srv *api.Server
-	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
-		Scheduler:  engine.SchedulerConfig{UnsafePlaceholderOver: 64},
-		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { eng.Run(runCtx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	decider, err := policies.New(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: tenancy.NewLimiter(),
-		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return &platform{srv: hs, ledger: ledger, issuer: tenancy.NewIssuer(ring)}
+	p := platformtest.New(t, platformtest.Options{PlaceholderOver: 64})
+	return &platform{Platform: p, srvURL: p.URL}
 }
 
 func (p *platform) post(t *testing.T, tenant cloison.TenantID, body string) *http.Response {
-	tokStr, err := p.issuer.Issue(tenancy.TokenRequest{Subject: "t", Tenant: tenant, Scopes: []tenancy.Scope{tenancy.ScopeInfer}, Audience: "cloison"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest("POST", p.srv.URL+"/v1/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tokStr)
+	req, _ := http.NewRequest("POST", p.srvURL+"/v1/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.Token(t, tenant, tenancy.ScopeInfer))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +73,7 @@ func TestIsolationViolationFailsClosed(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var err error
-		if incs, err = p.ledger.Incidents(context.Background()); err != nil {
+		if incs, err = p.Ledger.Incidents(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if len(incs) == 2 || time.Now().After(deadline) {
@@ -190,7 +94,7 @@ func TestIsolationViolationFailsClosed(t *testing.T) {
 	// The ledger holds the violations (counts and ids, no text) and no
 	// completion for them.
 	kinds := map[audit.Kind]int{}
-	if err := p.ledger.Scan(context.Background(), 1, 0, func(r audit.Record) error {
+	if err := p.Ledger.Scan(context.Background(), 1, 0, func(r audit.Record) error {
 		kinds[r.Kind]++
 		if bytes.Contains(r.Payload, []byte("xyxy")) {
 			t.Fatalf("prompt text in the ledger: %s", r.Payload)

@@ -1,0 +1,160 @@
+// Package platformtest builds the whole request path in process for tests:
+// real PostgreSQL (internal/pgtest), the ledger, tenancy, OPA policies, the
+// engine on the CPU backend with the context-bag model, and the HTTP API on
+// an httptest server. Options switch single defences off — only tests can.
+package platformtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/audit"
+	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+	"github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// Model is the id the platform serves.
+const Model = "cloison-context-bag"
+
+// Options configure a Platform. The zero value has every defence on.
+type Options struct {
+	Tenants []cloison.TenantID // created active, shared tier, cross-tenant zeroing (default: victim, attacker)
+	Pages   int                // KV pages of 16 tokens (default 256)
+	// The 2026 bug: prompts longer than this are replaced by a one-token
+	// placeholder while decoding runs over the full reservation (0: off).
+	PlaceholderOver int
+	SkipFillCheck   bool // the pool's fill-count check
+	SkipScrub       bool // zeroing before pages change tenant
+	SkipKernelCheck bool // the arena's tag and fill checks
+}
+
+// Platform is a running in-process deployment.
+type Platform struct {
+	URL    string
+	Ledger *auditpg.Store
+	Issuer *tenancy.Issuer
+}
+
+// Token issues a token for tenant with scopes.
+func (p *Platform) Token(t testing.TB, tenant cloison.TenantID, scopes ...tenancy.Scope) string {
+	tok, err := p.Issuer.Issue(tenancy.TokenRequest{Subject: "test-" + string(tenant), Tenant: tenant, Scopes: scopes, Audience: "cloison"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// New starts a Platform; everything stops at the end of the test.
+func New(t testing.TB, o Options) *Platform {
+	t.Helper()
+	if len(o.Tenants) == 0 {
+		o.Tenants = []cloison.TenantID{"victim", "attacker"}
+	}
+	if o.Pages == 0 {
+		o.Pages = 256
+	}
+	ctx := context.Background()
+	db := pgtest.New(t)
+	pool := db.RuntimePool(t)
+	_, key, _ := ed25519.GenerateKey(nil)
+	ledger, err := auditpg.Open(ctx, pool, auditpg.Config{Origin: "platformtest", SigningKey: key, CheckpointDir: t.TempDir(),
+		Organization: audit.Organization{Name: "Cloison test"}, Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ledger.Close() })
+	store := tenancy.NewStore(pool)
+	kek := make([]byte, tenancy.KEKSize)
+	_, _ = rand.Read(kek)
+	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range o.Tenants {
+		if _, err := store.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
+			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{Model}, IncidentContact: "x@example.test",
+			Quotas: tenancy.Quotas{MaxConcurrent: 64, KVPages: o.Pages, TokensPerMinute: 10_000_000, MaxContext: 1 << 20}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := synth.ContextBag(synth.BagConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := cpu.New(kernels.Options{UnsafeSkipOwnershipChecks: o.SkipKernelCheck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	m, err := model.Load(be, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: isolation.Unsafe{SkipFillCheck: o.SkipFillCheck, SkipScrub: o.SkipScrub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: min(m.Context, o.Pages*16), PoolPages: o.Pages, PageTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, err := be.NewArena(m.ArenaConfig(o.Pages, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srv *api.Server
+	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
+		Scheduler:  engine.SchedulerConfig{UnsafePlaceholderOver: o.PlaceholderOver},
+		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = eng.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	decider, err := policies.New(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: tenancy.NewLimiter(),
+		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return &Platform{URL: hs.URL, Ledger: ledger, Issuer: tenancy.NewIssuer(ring)}
+}
