@@ -537,3 +537,34 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// --trust-jwks: tokens of an external issuer verify with its keys, and only
+// for its iss.
+func TestE2EExternalIssuer(t *testing.T) {
+	db := pgtest.New(t)
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	kid := tenancy.Thumbprint(pub)
+	jwks, _ := json.Marshal(tenancy.JWKS{Keys: []tenancy.JWK{tenancy.PublicJWK(kid, pub)}})
+	path := filepath.Join(t.TempDir(), "ext.jwks.json")
+	if err := os.WriteFile(path, jwks, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, db.AdminURL, pgtestRoles(), "--trust-jwks", "https://idp.example.test="+path)
+	createTenant(t, db.AdminURL, "acme", nil)
+	sign := func(iss string) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": iss, "aud": "cloison", "sub": "svc", "tenant": "acme",
+			"scopes": []string{"infer"}, "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = kid
+		s, err := tok.SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if r := n.do("POST", "/v1/completions", sign("https://idp.example.test"), completion("hi", 2, false)); r.status != 200 {
+		t.Fatalf("external issuer's token: %d %s", r.status, r.body)
+	}
+	if r := n.do("POST", "/v1/completions", sign("cloison-dev"), completion("hi", 2, false)); r.status != 401 {
+		t.Fatalf("external key claiming our issuer: %d %s", r.status, r.body)
+	}
+}

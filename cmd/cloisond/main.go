@@ -61,6 +61,8 @@ type config struct {
 	maxBatchTokens, maxRunning, chunkTokens     int
 	prefixCache                                 bool
 	readyFile, grpcAddr, grpcReadyFile          string
+	trustJWKS                                   []string
+	keyRefresh, keyRotateAfter                  time.Duration
 }
 
 func main() {
@@ -101,6 +103,12 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.stateDir, "state-dir", ".cache/cloison", "directory for the dev keys, checkpoints and the built-in model")
 	fs.StringVar(&c.issuer, "issuer", "cloison-dev", "JWT issuer of this deployment's tokens")
 	fs.StringVar(&c.audience, "audience", "cloison", "JWT audience tokens must carry")
+	fs.Func("trust-jwks", "trust an external issuer: ISSUER=PATH of its JWKS file (repeatable)", func(v string) error {
+		c.trustJWKS = append(c.trustJWKS, v)
+		return nil
+	})
+	fs.DurationVar(&c.keyRefresh, "key-refresh", time.Minute, "how often the signing keys are reloaded (other nodes' rotations)")
+	fs.DurationVar(&c.keyRotateAfter, "key-rotate-after", 30*24*time.Hour, "rotate the JWT signing key when the current one is this old (0: never)")
 	fs.StringVar(&c.node, "node", "node-1", "node name (ledger actor engine:<node>)")
 	fs.StringVar(&c.devTenant, "dev-tenant", "", "create this tenant at start if missing (development)")
 	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
@@ -223,10 +231,27 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("signing keys: %w", err)
 	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: []tenancy.KeySource{ring}, Tenants: tenants, Clients: tenants})
+	sources := []tenancy.KeySource{ring}
+	for _, spec := range c.trustJWKS {
+		iss, path, ok := strings.Cut(spec, "=")
+		if !ok || iss == "" || path == "" {
+			return fmt.Errorf("--trust-jwks %q: want ISSUER=PATH", spec)
+		}
+		ks, err := tenancy.LoadJWKSFile(iss, path)
+		if err != nil {
+			return fmt.Errorf("--trust-jwks %s: %w", iss, err)
+		}
+		sources = append(sources, ks)
+		log.Info("trusting an external issuer", "issuer", iss, "jwks", path)
+	}
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Tenants: tenants, Clients: tenants})
 	if err != nil {
 		return err
 	}
+	// Keep the signing keys current: rotate when the current key is older
+	// than --key-rotate-after (once across all nodes), and pick up other
+	// nodes' rotations and retirements within --key-refresh.
+	go ring.Run(ctx, c.keyRefresh, c.keyRotateAfter, func(err error) { log.Warn("signing keys", "err", err) })
 
 	// Model.
 	path := c.modelPath
