@@ -260,6 +260,9 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 		if err := e.step(); err != nil {
 			return err
 		}
+		if err := e.sched.Err(); err != nil {
+			return err // the scheduler's books are broken: stop, failing every request closed
+		}
 	}
 }
 

@@ -213,3 +213,20 @@ func TestStopStrings(t *testing.T) {
 		t.Fatalf("got %q then %q", s1, s2)
 	}
 }
+
+// A bug in the scheduler's own books stops the engine and fails every live
+// request closed, instead of running on (no panic in the loop).
+func TestSchedulerBugStopsTheEngine(t *testing.T) {
+	pool, _ := isolation.NewPool(isolation.Config{Pages: 4})
+	s := NewScheduler(pool, SchedulerConfig{})
+	q := &seq{req: Request{ID: "r"}, state: Finished}
+	s.set(q, Decoding)
+	if q.state != Finished || !errors.Is(s.Err(), errInternal) {
+		t.Fatalf("illegal transition: state %s, err %v", q.state, s.Err())
+	}
+	s2 := NewScheduler(pool, SchedulerConfig{})
+	s2.confirm(Ready{Scrub: []int32{3}}) // never handed out by ScrubWork
+	if !errors.Is(s2.Err(), errInternal) {
+		t.Fatalf("refused scrub confirmation: err %v", s2.Err())
+	}
+}

@@ -125,6 +125,7 @@ type Scheduler struct {
 	perTen  map[cloison.TenantID]int // running sequences per tenant
 	order   uint64
 	events  []Event // produced by Ready (violations, failed leases)
+	broken  error   // a bug detected in the scheduler's own books; see Err
 }
 
 // NewScheduler returns a Scheduler over pool.
@@ -186,13 +187,26 @@ func (s *Scheduler) Len() (queued, running int) {
 	return len(s.seqs) - len(s.running), len(s.running)
 }
 
+// set moves q to a new state. An illegal transition is a bug of this file:
+// the transition is refused and the scheduler is marked broken, which stops
+// the engine (Err) — fail closed rather than run on.
 func (s *Scheduler) set(q *seq, to State) {
 	if !q.state.CanBecome(to) {
-		// A bug in this file; fail closed rather than run on.
-		panic(fmt.Sprintf("engine: illegal transition %s → %s for %s", q.state, to, q.req.ID))
+		s.fail(fmt.Errorf("%w: illegal transition %s → %s for %s", errInternal, q.state, to, q.req.ID))
+		return
 	}
 	q.state = to
 }
+
+func (s *Scheduler) fail(err error) {
+	if s.broken == nil {
+		s.broken = err
+	}
+}
+
+// Err returns the bug that broke the scheduler, if any. The driver stops
+// when it is not nil.
+func (s *Scheduler) Err() error { return s.broken }
 
 // end removes a sequence for good and reports it.
 func (s *Scheduler) end(q *seq, to State, finish FinishReason, err error) Event {
@@ -471,7 +485,7 @@ func (s *Scheduler) confirm(rd Ready) {
 	if len(rd.Scrub) > 0 {
 		// The pages came from ScrubWork and were zeroed by the driver.
 		if err := s.pool.ConfirmScrub(rd.Scrub); err != nil {
-			panic(fmt.Sprintf("engine: scrub confirmation refused: %v", err))
+			s.fail(fmt.Errorf("%w: scrub confirmation refused: %w", errInternal, err))
 		}
 	}
 }
