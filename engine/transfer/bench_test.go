@@ -110,7 +110,7 @@ func BenchmarkTransfer(b *testing.B) {
 			var verify, wait, elapsed time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				dl, err := decode.pool.Allocate("a", "bench", tokens)
+				dl, err := decode.pool.Allocate("a", from.Request, tokens)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -124,11 +124,12 @@ func BenchmarkTransfer(b *testing.B) {
 					_, err := s.Send(context.Background(), tr.d, from, tk.Target())
 					errc <- err
 				}()
-				res, err := tk.Wait(context.Background())
-				if err != nil {
+				if err := <-errc; err != nil {
+					tk.Cancel()
 					b.Fatal(err)
 				}
-				if err := <-errc; err != nil {
+				res, err := tk.Wait(context.Background())
+				if err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
