@@ -278,6 +278,10 @@ var (
 	ErrUnknownBackend = cloison.NewError(cloison.CodeInvalid, "kernels: unknown backend")
 	// ErrClosed: use of a backend after Close.
 	ErrClosed = cloison.NewError(cloison.CodeInternal, "kernels: backend closed")
+	// ErrStaged: Attention, CopyOut or WriteKV through a staging table,
+	// whose pages hold transferred KV not yet verified. Only CopyIn may use
+	// a staging table.
+	ErrStaged = cloison.NewError(cloison.CodeIsolationViolation, "kernels: a staging table (unverified transfer) serves only CopyIn")
 )
 
 // TagMismatchError reports that a page's arena tag is not the one its block

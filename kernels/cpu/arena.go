@@ -90,6 +90,9 @@ func (a *arena) checkRead(t isolation.BlockTable, n int, layers ...int) error {
 	if n <= 0 || a.b.unsafeSkip {
 		return nil
 	}
+	if t.Staged() {
+		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
+	}
 	last, lastSlot := t.Slot(n - 1)
 	for i := 0; i <= last; i++ {
 		p, want := t.Page(i), t.Tag(i)
@@ -162,6 +165,9 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 	for _, s := range spans {
 		i0, _ := s.Table.Slot(s.Pos)
 		i1, _ := s.Table.Slot(s.Pos + s.N - 1)
+		if s.Table.Staged() {
+			return fmt.Errorf("%w: lease %s", kernels.ErrStaged, s.Table.Lease())
+		}
 		for i := i0; i <= i1; i++ {
 			p, tag := s.Table.Page(i), s.Table.Tag(i)
 			if !s.Table.Writable(i) {
@@ -271,6 +277,9 @@ func (a *arena) checkCopy(buf []byte, t isolation.BlockTable, i int) error {
 func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
 	if err := a.checkCopy(dst, t, i); err != nil {
 		return err
+	}
+	if t.Staged() {
+		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
 	}
 	p, want := t.Page(i), t.Tag(i)
 	if got := a.tags[p]; got != want || want.IsZero() {

@@ -87,3 +87,32 @@ func TestStaleTableCannotWrite(t *testing.T) {
 		t.Fatalf("the new owner's page was re-tagged %+v", got)
 	}
 }
+
+// A staging table (a transfer's unverified pages) serves CopyIn only:
+// Attention, CopyOut and WriteKV through it are refused.
+func TestStagingTableServesOnlyCopyIn(t *testing.T) {
+	b, _ := New(kernels.Options{Threads: 1})
+	defer b.Close()
+	a, _ := b.NewArena(kernels.ArenaConfig{Pages: 2, PageTokens: 4, Layers: 1, KVHeads: 1, HeadDim: 4})
+	pool, _ := isolation.NewPool(isolation.Config{Pages: 2, PageTokens: 4})
+	pool.AddTenant(isolation.TenantConfig{ID: "a"})
+	l, _ := pool.Allocate("a", "r", 8)
+	st, err := pool.StagingTable(l, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CopyIn(st, 0, make([]byte, a.PageBytes())); err != nil {
+		t.Fatalf("CopyIn through the staging table: %v", err)
+	}
+	q, _ := b.NewTensor(1, 4)
+	out, _ := b.NewTensor(1, 4)
+	if err := a.Attention(0, out, q, []kernels.Span{{Table: st, Pos: 3, N: 1}}); !errors.Is(err, kernels.ErrStaged) {
+		t.Fatalf("Attention: got %v, want ErrStaged", err)
+	}
+	if err := a.CopyOut(make([]byte, a.PageBytes()), st, 0); !errors.Is(err, kernels.ErrStaged) {
+		t.Fatalf("CopyOut: got %v, want ErrStaged", err)
+	}
+	if err := a.WriteKV(0, q, q, []kernels.Span{{Table: st, Pos: 0, N: 1}}); !errors.Is(err, kernels.ErrStaged) {
+		t.Fatalf("WriteKV: got %v, want ErrStaged", err)
+	}
+}
