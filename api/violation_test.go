@@ -13,7 +13,9 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -105,5 +107,33 @@ func TestIsolationViolationFailsClosed(t *testing.T) {
 	}
 	if kinds[audit.KindIsolationViolation] != 2 || kinds[audit.KindIncidentOpened] != 2 {
 		t.Fatalf("ledger kinds %v", kinds)
+	}
+}
+
+// A refused transfer (the decode node's OnVerificationFailed hook) is
+// ledgered as transfer.verification_failed and opens an incident with the
+// tenant and the withheld response pre-filled.
+func TestTransferFailureRecorded(t *testing.T) {
+	p := newPlatform(t)
+	p.Server.RecordTransferFailure(transfer.Failure{Time: time.Now(), Lease: isolation.Lease{Tenant: "victim", Request: "req-t1", Epoch: 7},
+		Reason: transfer.Reason("token-count")})
+	var incs []audit.IncidentFile
+	for deadline := time.Now().Add(20 * time.Second); len(incs) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		incs, _ = p.Ledger.Incidents(context.Background())
+	}
+	if len(incs) != 1 || incs[0].Source != audit.SourceTransferFailure {
+		t.Fatalf("incidents %+v", incs)
+	}
+	v := incs[0].Latest()
+	if len(v.AffectedTenants) != 1 || v.AffectedTenants[0] != "victim" || v.AffectedResponses != 1 || v.Assessment.Status != audit.AssessmentPending {
+		t.Fatalf("incident version %+v", v)
+	}
+	found := false
+	p.Ledger.Scan(context.Background(), 1, 0, func(r audit.Record) error {
+		found = found || (r.Kind == audit.KindTransferVerification && r.Tenant == "victim")
+		return nil
+	})
+	if !found {
+		t.Fatal("no transfer.verification_failed event")
 	}
 }

@@ -47,6 +47,7 @@ type Options struct {
 // Platform is a running in-process deployment.
 type Platform struct {
 	URL    string
+	Server *api.Server
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
 }
@@ -156,5 +157,5 @@ func New(t testing.TB, o Options) *Platform {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Ledger: ledger, Issuer: tenancy.NewIssuer(ring)}
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring)}
 }
