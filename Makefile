@@ -36,7 +36,7 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 bench:
 	@url=$$(scripts/pg.sh) || { echo "make bench: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
-	  $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
