@@ -16,6 +16,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	UnsafeSkipLengthCheck bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Remote, when set, makes this a decode node whose prompts are
+	// prefilled on prefill nodes (see Remote).
+	Remote *Remote
 }
 
 // Summary is what the ledger records of a request: counts and identifiers.
@@ -110,6 +114,8 @@ type Engine struct {
 	stopped bool                          // guarded by mu
 
 	running, waiting atomic.Int64 // sequences holding leases / queued, after the last step
+
+	tickets map[cloison.RequestID]*transfer.Ticket // remote prefills in flight; loop goroutine only
 }
 
 // Load returns the number of running (leased) and waiting (queued) requests
@@ -130,15 +136,22 @@ func New(cfg Config) (*Engine, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if cfg.Remote != nil {
+		if cfg.Remote.Receiver == nil || cfg.Remote.Prefill == nil {
+			return nil, fmt.Errorf("%w: remote prefill needs a receiver and a prefill function", errInternal)
+		}
+		cfg.Scheduler.Remote = true
+	}
 	return &Engine{
 		cfg: cfg,
 		adm: NewAdmission(AdmissionConfig{ServedContext: cfg.Attestation.ServedContext, Vocab: cfg.Model.Vocab,
 			Pool: cfg.Pool, UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
-		sched:  NewScheduler(cfg.Pool, cfg.Scheduler),
-		now:    now,
-		ctl:    make(chan func(), 1024),
-		wake:   make(chan struct{}, 1),
-		active: map[cloison.RequestID]*active{},
+		sched:   NewScheduler(cfg.Pool, cfg.Scheduler),
+		now:     now,
+		ctl:     make(chan func(), 1024),
+		wake:    make(chan struct{}, 1),
+		active:  map[cloison.RequestID]*active{},
+		tickets: map[cloison.RequestID]*transfer.Ticket{},
 	}, nil
 }
 
@@ -212,6 +225,9 @@ func (e *Engine) post(f func()) {
 
 // cancel runs on the loop goroutine.
 func (e *Engine) cancel(id cloison.RequestID, reason error) {
+	if tk := e.tickets[id]; tk != nil {
+		tk.Cancel() // the transfer stops; its pages drain when acknowledged
+	}
 	if ev, ok := e.sched.Cancel(id, reason); ok {
 		e.handle([]Event{ev})
 	}
@@ -306,6 +322,9 @@ func (e *Engine) step() error {
 	defer e.publishLoad()
 	rd := e.sched.Ready()
 	e.handle(e.sched.Events())
+	for _, it := range rd.Remote {
+		e.startRemote(it)
+	}
 	if len(rd.Scrub) > 0 {
 		if err := e.cfg.Arena.ZeroPages(rd.Scrub); err != nil {
 			return fmt.Errorf("engine: zeroing pages: %w", err)
@@ -527,6 +546,9 @@ func (e *Engine) incident(a *active, ev Event, now time.Time) {
 
 // shutdown ends every live request.
 func (e *Engine) shutdown(cause error) {
+	for _, tk := range e.tickets {
+		tk.Cancel()
+	}
 	e.mu.Lock()
 	e.stopped = true
 	live := make([]*active, 0, len(e.active))

@@ -91,6 +91,7 @@ type rigConfig struct {
 	sched     SchedulerConfig
 	skipAdmit bool
 	arena     func(kernels.Arena) kernels.Arena
+	remote    func(pool *isolation.Pool, arena any) *Remote
 }
 
 func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
@@ -123,7 +124,11 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{pool: pool, arena: arena, done: make(chan error, 1)}
-	r.e, err = New(Config{Model: l.m, Tokenizer: l.tok, Pool: pool, Arena: arena, Attestation: att, Scheduler: rc.sched,
+	var remote *Remote
+	if rc.remote != nil {
+		remote = rc.remote(pool, arena)
+	}
+	r.e, err = New(Config{Model: l.m, Tokenizer: l.tok, Pool: pool, Arena: arena, Attestation: att, Scheduler: rc.sched, Remote: remote,
 		UnsafeSkipLengthCheck: rc.skipAdmit,
 		OnFinish:              func(s Summary) { r.mu.Lock(); r.summary = append(r.summary, s); r.mu.Unlock() },
 		OnIncident:            func(in Incident) { r.mu.Lock(); r.inc = append(r.inc, in); r.mu.Unlock() },

@@ -32,6 +32,11 @@ type SchedulerConfig struct {
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
+	// Remote hands the prompt of every admitted request with more than one
+	// token to remote prefill: all but its last token are computed on a
+	// prefill node and transferred (Ready.Remote); the last one is computed
+	// here, so sampling stays on this node.
+	Remote bool
 	// UnsafePlaceholderOver emulates the 2026 bug, for tests only: a prompt
 	// longer than this many tokens is "rejected" and replaced by a one-token
 	// placeholder, yet the lease keeps its full reservation and the request
@@ -59,6 +64,18 @@ type Item struct {
 type Ready struct {
 	Batch []Item
 	Scrub []int32
+	// Remote lists requests whose leading prompt tokens a prefill node must
+	// compute and transfer into Lease; report with RemoteDone.
+	Remote []RemoteItem
+}
+
+// RemoteItem is a remote prefill to start: the KV of Tokens (positions
+// [0, len(Tokens))) must arrive, verified, in Lease.
+type RemoteItem struct {
+	ID     cloison.RequestID
+	Tenant cloison.TenantID
+	Lease  isolation.Lease
+	Tokens []int32
 }
 
 // Result is the driver's outcome for one Item with Logits.
@@ -98,6 +115,7 @@ type seq struct {
 	preemptions int
 	order       uint64 // admission order, for preemption victims
 	placeholder bool   // UnsafePlaceholderOver: only the placeholder was written
+	remote      bool   // waiting for a remote prefill's transfer
 }
 
 // Scheduler is the engine's core without I/O (raft-style): it decides which
@@ -359,7 +377,7 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 	var best *seq
 	for _, r := range s.running {
 		other := r.req.Tenant != q.req.Tenant
-		if r == q || inBatch[r] || other && (sameTenant || s.perTen[r.req.Tenant] < s.perTen[q.req.Tenant]) {
+		if r == q || inBatch[r] || r.remote || other && (sameTenant || s.perTen[r.req.Tenant] < s.perTen[q.req.Tenant]) {
 			continue
 		}
 		if best == nil || s.perTen[r.req.Tenant] > s.perTen[best.req.Tenant] ||
@@ -413,6 +431,15 @@ func (s *Scheduler) Ready() Ready {
 			break
 		}
 		if (q.state != Admitted && q.state != Prefilling) || !q.leased {
+			continue
+		}
+		if q.remote {
+			continue
+		}
+		if s.cfg.Remote && q.state == Admitted && q.computed == 0 && len(q.tokens) > 1 {
+			s.set(q, Prefilling)
+			q.remote = true
+			rd.Remote = append(rd.Remote, RemoteItem{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[:len(q.tokens)-1]})
 			continue
 		}
 		n := min(len(q.tokens)-q.computed, s.cfg.ChunkTokens, budget)
@@ -507,6 +534,29 @@ func (s *Scheduler) FailStep(rd Ready, touched map[cloison.RequestID]bool, err e
 		} else {
 			s.events = append(s.events, s.preempt(q))
 		}
+	}
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+// RemoteDone reports the end of a remote prefill started from Ready.Remote:
+// on success the transferred tokens count as computed (the receiver recorded
+// them in the pool after verifying them) and the last prompt token is
+// computed here next; on failure the request fails with err (the receiver
+// already discarded the reservation). A report for a request that ended
+// meanwhile, or for another lease, is ignored. It returns the events of
+// requests that ended.
+func (s *Scheduler) RemoteDone(id cloison.RequestID, lease isolation.Lease, tokens int, err error) []Event {
+	q := s.seqs[id]
+	if q == nil || !q.leased || q.lease != lease || !q.remote {
+		return nil
+	}
+	q.remote = false
+	if err != nil {
+		s.events = append(s.events, s.end(q, Failed, "", err))
+	} else {
+		q.computed = tokens
 	}
 	ev := s.events
 	s.events = nil

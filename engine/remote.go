@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// Remote connects a decode node's engine to prefill nodes (disaggregated
+// prefill and decode). For every admitted request with more than one prompt
+// token, the engine reserves the request's pages in its own pool, expects a
+// verified transfer of all but the last prompt token into them
+// (Receiver.Expect holds and stages the pages; nothing is readable or
+// recorded until every page is verified), asks a prefill node to compute and
+// send that KV (Prefill), and decodes only after Ticket.Wait succeeded: the
+// last prompt token is computed locally, so sampling stays here. A refused
+// or failed transfer fails the request (never a 200); the receiver discards
+// the reservation and reports the refusal (OnVerificationFailed).
+type Remote struct {
+	Receiver *transfer.Receiver
+	// Prefill asks a prefill node to compute the KV of tokens (positions
+	// 0…len−1) for (tenant, request) and send it to target. It runs on its
+	// own goroutine and returns when the prefill node is done or failed.
+	Prefill func(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, target transfer.Target) error
+	// Timeout bounds one remote prefill, transfer included; default 2 min.
+	Timeout time.Duration
+}
+
+// ErrRemotePrefill wraps a prefill node's failure before any transfer.
+var ErrRemotePrefill = cloison.NewError(cloison.CodeUnavailable, "remote prefill failed")
+
+// startRemote reserves a transfer for it and starts the prefill; it runs on
+// the loop goroutine, the waiting on its own.
+func (e *Engine) startRemote(it RemoteItem) {
+	r := e.cfg.Remote
+	tk, err := r.Receiver.Expect(it.Lease, len(it.Tokens))
+	if err != nil {
+		e.handle(e.sched.RemoteDone(it.ID, it.Lease, 0, err))
+		return
+	}
+	e.tickets[it.ID] = tk
+	tokens := slices.Clone(it.Tokens)
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		perr := make(chan error, 1)
+		werr := make(chan error, 1)
+		go func() { perr <- r.Prefill(ctx, it.Tenant, it.ID, tokens, tk.Target()) }()
+		go func() { _, err := tk.Wait(ctx); werr <- err }()
+		var err error
+		select {
+		case err = <-werr:
+		case err = <-perr:
+			if err == nil {
+				err = <-werr
+			} else {
+				// The prefill node gave up before its transfer committed.
+				tk.Cancel()
+				if werr := <-werr; werr == nil {
+					err = nil // committed meanwhile: the KV is verified
+				} else {
+					err = fmt.Errorf("%w: %w", ErrRemotePrefill, err)
+				}
+			}
+		}
+		if err != nil {
+			tk.Cancel()
+			<-tk.Done() // the reservation is discarded and its hold released
+		}
+		e.post(func() {
+			delete(e.tickets, it.ID)
+			e.handle(e.sched.RemoteDone(it.ID, it.Lease, len(tokens), err))
+		})
+	}()
+}
+
+// PrefillRunner is a prefill node's half: it computes a prompt's KV in its
+// own pool and arena and sends it to the decode node that reserved pages for
+// it. Reject before allocate holds here too: a prompt its pool can never hold
+// is refused before any page is taken.
+type PrefillRunner struct {
+	Model  *model.Model
+	Pool   *isolation.Pool
+	Arena  kernels.Arena
+	Sender *transfer.Sender
+	Dialer transfer.Dialer
+	Chunk  int // prefill chunk in tokens; default 256
+
+	mu sync.Mutex // serialises scrubbing of the pool
+	// UnsafePlaceholder emulates the 2026 bug on the prefill side, for tests
+	// only: it computes the KV of the first token alone and still sends the
+	// lease as the whole prompt.
+	UnsafePlaceholder bool
+}
+
+// Prefill computes tokens' KV and sends it to target; it is Remote.Prefill
+// for an in-process or RPC-driven prefill node.
+func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, target transfer.Target) error {
+	n := len(tokens)
+	if n < 1 || n != target.Tokens || target.Tenant != tenant || target.Request != req {
+		return fmt.Errorf("%w: %d tokens for a reservation of %d (%s/%s)", ErrBadToken, n, target.Tokens, target.Tenant, target.Request)
+	}
+	lease, err := r.allocate(tenant, req, n)
+	if err != nil {
+		return err
+	}
+	defer r.release(lease)
+	chunk := r.Chunk
+	if chunk <= 0 {
+		chunk = 256
+	}
+	compute := n
+	if r.UnsafePlaceholder {
+		compute = 1
+	}
+	for pos := 0; pos < compute; pos += chunk {
+		k := min(chunk, compute-pos)
+		if err := r.Pool.Write(lease, k); err != nil {
+			return err
+		}
+		bt, err := r.Pool.BlockTable(lease, pos+k)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Model.Forward(r.Arena, []model.Seq{{Table: bt, Pos: pos, Tokens: tokens[pos : pos+k]}}, false); err != nil {
+			return err
+		}
+	}
+	_, err = r.Sender.Send(ctx, r.Dialer, lease, target)
+	return err
+}
+
+func (r *PrefillRunner) allocate(tenant cloison.TenantID, req cloison.RequestID, n int) (isolation.Lease, error) {
+	for tries := 0; ; tries++ {
+		lease, err := r.Pool.Allocate(tenant, req, n)
+		if !errors.Is(err, isolation.ErrScrubPending) || tries == 3 {
+			return lease, err
+		}
+		if err := r.scrub(); err != nil {
+			return lease, err
+		}
+	}
+}
+
+func (r *PrefillRunner) release(l isolation.Lease) {
+	_ = r.Pool.Release(l)
+	_ = r.scrub()
+}
+
+// scrub zeroes the pages the pool asks for BEFORE confirming them.
+func (r *PrefillRunner) scrub() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	work := r.Pool.ScrubWork()
+	if len(work) == 0 {
+		return nil
+	}
+	if err := r.Arena.ZeroPages(work); err != nil {
+		return err
+	}
+	return r.Pool.ConfirmScrub(work)
+}
