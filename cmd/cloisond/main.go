@@ -36,12 +36,9 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/gguf"
-	"github.com/cloison/cloison/engine/model"
-	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/migrations"
 	"github.com/cloison/cloison/policies"
@@ -63,6 +60,7 @@ type config struct {
 	readyFile, grpcAddr, grpcReadyFile          string
 	trustJWKS                                   []string
 	keyRefresh, keyRotateAfter                  time.Duration
+	roles                                       roleConfig
 }
 
 func main() {
@@ -122,6 +120,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
+	c.roles.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -169,6 +168,9 @@ func parseFlags(args []string) (config, error) {
 	if c.databaseURL == "" {
 		return c, errors.New("no database: set --database-url or DATABASE_URL (make run starts one)")
 	}
+	if err := c.roles.check(); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -204,6 +206,9 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	if c.roles.role == rolePrefill {
+		return runPrefill(ctx, c, db, log)
+	}
 
 	// Ledger.
 	cpKey, err := keyfile.PrivateOrCreate(filepath.Join(c.stateDir, "checkpoint.key"))
@@ -254,35 +259,12 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	go ring.Run(ctx, c.keyRefresh, c.keyRotateAfter, func(err error) { log.Warn("signing keys", "err", err) })
 
 	// Model.
-	path := c.modelPath
-	if path == "" {
-		if path, err = builtinModel(c.stateDir); err != nil {
-			return err
-		}
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return fmt.Errorf("model %s: %w", path, err)
-	}
-	defer f.Close()
-	be, err := kernels.Open(c.backend, kernels.Options{Threads: c.threads})
+	lm, err := loadModel(c)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	m, err := model.Load(be, f)
-	if err != nil {
-		return fmt.Errorf("model %s: %w", path, err)
-	}
-	defer m.Close()
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
-	}
-	name := c.modelName
-	if name == "" {
-		name = modelName(f)
-	}
+	defer lm.close()
+	m, tok, name := lm.m, lm.tok, lm.name
 	if c.devTenant != "" {
 		if err := ensureDevTenant(ctx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
 			return fmt.Errorf("dev tenant: %w", err)
@@ -323,16 +305,25 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return aerr // refuse to start: the pool cannot hold the context served
 	}
 	log.Info("capacity attested", "model", name, "model_context", att.ModelContext, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K)
-	arena, err := be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens))
+	arena, err := lm.be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens))
 	if err != nil {
 		return err
 	}
 
 	// Engine, policies, API.
 	var srv *api.Server
+	var remote *engine.Remote
+	if c.roles.role == roleDecode {
+		d, err := startDecode(c, lm, pool, arena, func(f transfer.Failure) { srv.RecordTransferFailure(f) }, log)
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		remote = d.remote
+	}
 	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: pool, Arena: arena, Attestation: att,
 		Scheduler:  engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
+		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }, Remote: remote})
 	if err != nil {
 		return err
 	}

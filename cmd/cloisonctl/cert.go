@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/pki"
+)
+
+// newCertCmd makes development certificates for node-to-node mutual TLS
+// (cloisond --role prefill|decode).
+func newCertCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cert", Short: "Development certificates for node-to-node mutual TLS"}
+	var dir, nodes, hosts string
+	var force bool
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a development CA and one certificate per node (PEM), and a cluster key",
+		Long: `Writes into --dir: ca.pem (the CA certificate every node trusts: --tls-ca),
+NODE.pem and NODE-key.pem for each of --nodes (--tls-cert, --tls-key; valid for
+TLS server and client, naming NODE, localhost, 127.0.0.1, ::1 and --hosts), and
+cluster.key (the manifest HMAC key: --cluster-key) unless it exists. The CA key
+is not kept: rerun with --force to reissue everything. Production deployments
+bring their own CA.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return certInit(cmd, dir, splitList(nodes), splitList(hosts), force)
+		},
+	}
+	initCmd.Flags().StringVar(&dir, "dir", "", "output directory (required)")
+	initCmd.Flags().StringVar(&nodes, "nodes", "node-1", "node names, comma-separated")
+	initCmd.Flags().StringVar(&hosts, "hosts", "", "extra host names or IP addresses every node certificate names, comma-separated")
+	initCmd.Flags().BoolVar(&force, "force", false, "overwrite an existing CA and certificates")
+	_ = initCmd.MarkFlagRequired("dir")
+	cmd.AddCommand(initCmd)
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool) error {
+	if len(nodes) == 0 {
+		return errors.New("cert init: --nodes names no node")
+	}
+	for _, n := range nodes {
+		if strings.ContainsAny(n, `/\`) || n == "." || n == ".." || n == "ca" || n == "cluster" {
+			return fmt.Errorf("cert init: invalid node name %q", n)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	caPath := filepath.Join(dir, "ca.pem")
+	if _, err := os.Stat(caPath); err == nil && !force {
+		return fmt.Errorf("cert init: %s exists (use --force to reissue the CA and every certificate)", caPath)
+	}
+	ca, err := pki.NewCA("cloison-dev-ca")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(caPath, ca.CertPEM(), 0o644); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "CA          %s\n", caPath)
+	for _, n := range nodes {
+		names := append([]string{n, "localhost", "127.0.0.1", "::1"}, hosts...)
+		cert, err := ca.Issue(n, names...)
+		if err != nil {
+			return fmt.Errorf("cert init: %s: %w", n, err)
+		}
+		certPEM, keyPEM, err := pki.EncodePEM(cert)
+		if err != nil {
+			return err
+		}
+		cp, kp := filepath.Join(dir, n+".pem"), filepath.Join(dir, n+"-key.pem")
+		if err := os.WriteFile(cp, certPEM, 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(kp, keyPEM, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "node %-6s %s %s (%s)\n", n, cp, kp, strings.Join(names, ", "))
+	}
+	keyPath := filepath.Join(dir, "cluster.key")
+	if _, err := os.Stat(keyPath); errors.Is(err, os.ErrNotExist) {
+		k, err := transfer.NewKey("cluster")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyPath, []byte(hex.EncodeToString(k.Secret)+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "cluster key %s\n", keyPath)
+	return nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/pki"
+	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// cluster is the node-to-node material of a test cluster: a CA, one
+// certificate per node and two cluster keys (the right one and a wrong one).
+type cluster struct {
+	dir                  string
+	ca                   string
+	clusterKey, wrongKey string
+}
+
+func newCluster(t *testing.T, nodes ...string) *cluster {
+	t.Helper()
+	c := &cluster{dir: t.TempDir()}
+	ca, err := pki.NewCA("e2e-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ca = filepath.Join(c.dir, "ca.pem")
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(c.dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ca.pem", ca.CertPEM())
+	for _, n := range nodes {
+		cert, err := ca.Issue(n, "127.0.0.1", "localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, kp, err := pki.EncodePEM(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(n+".pem", cp)
+		write(n+"-key.pem", kp)
+	}
+	for _, k := range []*string{&c.clusterKey, &c.wrongKey} {
+		key, err := transfer.NewKey("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*k = filepath.Join(c.dir, hex.EncodeToString(key.Secret[:4])+".key")
+		write(filepath.Base(*k), []byte(hex.EncodeToString(key.Secret)+"\n"))
+	}
+	return c
+}
+
+// flags are a node's role flags.
+func (c *cluster) flags(node, role, key string, extra ...string) []string {
+	return append([]string{"--role", role, "--tls-ca", c.ca, "--tls-cert", filepath.Join(c.dir, node+".pem"),
+		"--tls-key", filepath.Join(c.dir, node+"-key.pem"), "--cluster-key", key}, extra...)
+}
+
+func (c *cluster) prefillNode(t *testing.T, dbURL, name, key string) *node {
+	return startNode(t, dbURL, pgtestRoles(), c.flags(name, "prefill", key, "--prefill-addr", "127.0.0.1:0")...)
+}
+
+func (c *cluster) decodeNode(t *testing.T, dbURL string, peers ...*node) *node {
+	var addrs []string
+	for _, p := range peers {
+		addrs = append(addrs, p.grpcAddr) // a prefill node writes its PrefillService address there
+	}
+	return startNode(t, dbURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey,
+		"--transfer-addr", "127.0.0.1:0", "--prefill-peers", strings.Join(addrs, ","))...)
+}
+
+// completionText returns a full completion's text, or "" and the error code.
+func completionText(t *testing.T, n *node, token, prompt string, maxTokens int) (status int, text, code string) {
+	t.Helper()
+	r := n.do("POST", "/v1/completions", token, completion(prompt, maxTokens, false))
+	if r.status != 200 {
+		return r.status, "", r.code()
+	}
+	var out struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil || len(out.Choices) != 1 {
+		t.Fatalf("completion body %s: %v", r.body, err)
+	}
+	return r.status, out.Choices[0].Text, ""
+}
+
+var rolePrompts = []string{"aaab", "zzy", "abcabcabcabcabcabcabcabcabcabcabcabcabcabcq", "hello, disaggregated world", strings.Repeat("mnop", 40) + "x"}
+
+// One decode node with the API and two prefill nodes, as separate processes
+// on one PostgreSQL, over mutual TLS: completions equal a --role both node's
+// (greedy); with one prefill node stopped the other serves (or the request
+// fails with an error, never a 200 with other content).
+func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
+	c := newCluster(t, "prefill-1", "prefill-2", "decode")
+
+	// The reference: one node doing both.
+	refDB := pgtest.New(t)
+	ref := startNode(t, refDB.AdminURL, pgtestRoles())
+	createTenant(t, refDB.AdminURL, "acme", nil)
+	refTok := ref.token("acme", time.Hour, tenancy.ScopeInfer)
+	want := map[string]string{}
+	for _, p := range rolePrompts {
+		st, text, code := completionText(t, ref, refTok, p, 8)
+		if st != 200 {
+			t.Fatalf("reference %q: %d %s", p, st, code)
+		}
+		want[p] = text
+	}
+	ref.stop()
+
+	db := pgtest.New(t)
+	p1 := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey)
+	p2 := c.prefillNode(t, db.AdminURL, "prefill-2", c.clusterKey)
+	d := c.decodeNode(t, db.AdminURL, p1, p2)
+	createTenant(t, db.AdminURL, "acme", nil) // after the prefill nodes started: added on first use
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	for round := range 2 {
+		for _, p := range rolePrompts {
+			st, text, code := completionText(t, d, tok, p, 8)
+			if st != 200 || text != want[p] {
+				t.Fatalf("round %d, %q: %d %q (%s), want %q as --role both\ndecode:\n%s\nprefill-1:\n%s\nprefill-2:\n%s", round, p, st, text, code, want[p], d.logs, p1.logs, p2.logs)
+			}
+		}
+	}
+	// A streamed completion too.
+	r := d.do("POST", "/v1/completions", tok, completion(rolePrompts[2], 8, true))
+	texts, finish, done, errCode := sse(t, r.body)
+	if r.status != 200 || !done || errCode != "" || finish != "length" || strings.Join(texts, "") != want[rolePrompts[2]] {
+		t.Fatalf("stream: %d %q %q %v %q", r.status, texts, finish, done, errCode)
+	}
+	// Both prefill nodes worked (round-robin).
+	for i, p := range []*node{p1, p2} {
+		if n := strings.Count(p.logs.String(), `"msg":"prefill"`); n == 0 {
+			t.Fatalf("prefill-%d prefilled nothing:\n%s", i+1, p.logs)
+		}
+	}
+
+	// One prefill node stops: the other serves; nothing is a 200 with other
+	// content.
+	p1.stop()
+	served := 0
+	for _, p := range rolePrompts {
+		st, text, code := completionText(t, d, tok, p, 8)
+		switch {
+		case st == 200 && text != want[p]:
+			t.Fatalf("after stopping prefill-1, %q: 200 with %q, want %q", p, text, want[p])
+		case st == 200:
+			served++
+		case code == "":
+			t.Fatalf("after stopping prefill-1, %q: %d without an error code", p, st)
+		default:
+			t.Logf("after stopping prefill-1, %q failed closed: %d %s", p, st, code)
+		}
+	}
+	if served == 0 {
+		t.Fatalf("prefill-2 served nothing after prefill-1 stopped\n%s", d.logs)
+	}
+	// Both stopped: every request fails with an error.
+	p2.stop()
+	for _, p := range rolePrompts[:2] {
+		if st, text, code := completionText(t, d, tok, p, 8); st == 200 || code == "" {
+			t.Fatalf("no prefill node, %q: %d %q %q", p, st, text, code)
+		}
+	}
+	if strings.Contains(d.logs.String(), "transfer refused") {
+		t.Fatalf("a transfer was refused:\n%s", d.logs)
+	}
+}
+
+// A prefill node holding the wrong cluster key: the decode node refuses its
+// transfers; the client gets an error (never a 200), and
+// transfer.verification_failed is ledgered with an incident opened.
+func TestE2ERolesWrongClusterKey(t *testing.T) {
+	c := newCluster(t, "prefill-1", "decode")
+	db := pgtest.New(t)
+	p := c.prefillNode(t, db.AdminURL, "prefill-1", c.wrongKey)
+	d := c.decodeNode(t, db.AdminURL, p)
+	createTenant(t, db.AdminURL, "acme", nil)
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	admin := d.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
+	for _, pr := range rolePrompts[:3] {
+		st, text, code := completionText(t, d, tok, pr, 8)
+		if st == 200 || code == "" {
+			t.Fatalf("%q with a wrong cluster key: %d %q %q\n%s", pr, st, text, code, d.logs)
+		}
+		t.Logf("%q: %d %s", pr, st, code)
+	}
+	// Streamed: an error, never a normal finish.
+	r := d.do("POST", "/v1/completions", tok, completion(rolePrompts[2], 8, true))
+	if texts, finish, _, errCode := sse(t, r.body); r.status == 200 && (errCode == "" || len(strings.Join(texts, "")) > 0 || finish == "length") {
+		t.Fatalf("stream with a wrong cluster key: %d %q %q %q", r.status, texts, finish, errCode)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var failed int
+		for _, row := range d.ledgerRows(admin) {
+			if row["kind"] == "transfer.verification_failed" {
+				failed++
+			}
+		}
+		ir := d.do("GET", "/compliance/v1/incidents", admin, nil)
+		if failed >= 3 && ir.status == 200 && strings.Contains(string(ir.body), "acme") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transfer.verification_failed events; incidents: %d %s\n%s", failed, ir.status, ir.body, d.logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(d.logs.String(), "transfer refused") {
+		t.Fatalf("no refusal logged:\n%s", d.logs)
+	}
+	_ = cloison.CodeTransferVerification
+}

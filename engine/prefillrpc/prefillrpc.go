@@ -1,0 +1,209 @@
+// Package prefillrpc carries remote prefill between nodes (ARCHITECTURE.md
+// layer 4): a decode node's engine.Remote.Prefill becomes a PrefillService
+// call (Client), and a prefill node serves it by running
+// engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
+// node's transfer server (Server). Both directions run over mutual TLS.
+//
+// Errors keep their cloison code across the wire: the server answers with a
+// gRPC status whose message starts with the code ("context_length_exceeded:
+// …"), and the client turns it back into a *cloison.Error of that code.
+package prefillrpc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
+	"github.com/cloison/cloison/engine/transfer"
+)
+
+// PrefillFunc is engine.PrefillRunner.Prefill with its dialer chosen per call.
+type PrefillFunc func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, target transfer.Target) error
+
+// Server is the prefill node's PrefillService.
+type Server struct {
+	prefillv1.UnimplementedPrefillServiceServer
+	prefill PrefillFunc
+	tls     *tls.Config // client config for dialing decode nodes (mTLS)
+	// Before, if set, runs before each prefill (e.g. to add a tenant created
+	// since the node started to its pool).
+	before func(ctx context.Context, tenant cloison.TenantID) error
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn // decode node address → connection
+}
+
+// NewServer returns a Server that runs prefill, dialing decode nodes with
+// clientTLS (a pki.ClientConfig; its ServerName is set per address). before
+// may be nil.
+func NewServer(prefill PrefillFunc, clientTLS *tls.Config, before func(context.Context, cloison.TenantID) error) *Server {
+	return &Server{prefill: prefill, tls: clientTLS, before: before, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Register registers s on g.
+func Register(g *grpc.Server, s *Server) { prefillv1.RegisterPrefillServiceServer(g, s) }
+
+// Close closes the connections to decode nodes.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for a, c := range s.conns {
+		_ = c.Close()
+		delete(s.conns, a)
+	}
+}
+
+func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := Dial(addr, s.tls)
+	if err != nil {
+		return nil, err
+	}
+	s.conns[addr] = c
+	return c, nil
+}
+
+// Dial opens a mutual-TLS connection to addr with base (a pki.ClientConfig),
+// verifying the peer's certificate against addr's host.
+func Dial(addr string, base *tls.Config) (*grpc.ClientConn, error) {
+	cfg := base.Clone()
+	if host, _, ok := strings.Cut(addr, ":"); ok && host != "" {
+		cfg.ServerName = host
+	}
+	return grpc.NewClient(addr, transfer.DialOptions(cfg)...)
+}
+
+// Prefill implements PrefillService.
+func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*prefillv1.PrefillResponse, error) {
+	t := in.GetTarget()
+	if t == nil || len(t.GetReservation()) != len(transfer.ReservationID{}) || in.GetDecodeAddr() == "" || in.GetTenant() == "" || in.GetRequest() == "" {
+		return nil, api.GRPCError(cloison.NewError(cloison.CodeInvalid, "prefill: incomplete request (tenant, request, target and decode_addr are required)"))
+	}
+	target := transfer.Target{Tenant: cloison.TenantID(t.GetTenant()), Request: cloison.RequestID(t.GetRequest()), Epoch: t.GetEpoch(), Tokens: int(t.GetTokens())}
+	copy(target.Reservation[:], t.GetReservation())
+	tenant := cloison.TenantID(in.GetTenant())
+	if s.before != nil {
+		if err := s.before(ctx, tenant); err != nil {
+			return nil, api.GRPCError(err)
+		}
+	}
+	conn, err := s.conn(in.GetDecodeAddr())
+	if err != nil {
+		return nil, api.GRPCError(cloison.NewError(cloison.CodeUnavailable, "prefill: decode node: "+err.Error()))
+	}
+	if err := s.prefill(ctx, transfer.GRPC(conn), tenant, cloison.RequestID(in.GetRequest()), in.GetTokens(), target); err != nil {
+		return nil, api.GRPCError(err)
+	}
+	return &prefillv1.PrefillResponse{Tokens: int64(len(in.GetTokens()))}, nil
+}
+
+// Client is the decode node's side: Prefill is an engine.Remote.Prefill that
+// asks the prefill nodes, round-robin, and tells them to send to Advertise.
+type Client struct {
+	advertise string
+	clients   []prefillv1.PrefillServiceClient
+	conns     []*grpc.ClientConn
+	next      atomic.Uint64
+}
+
+// NewClient connects (lazily) to the prefill nodes at peers with clientTLS (a
+// pki.ClientConfig). advertise is this decode node's transfer server address
+// as the prefill nodes must dial it.
+func NewClient(peers []string, advertise string, clientTLS *tls.Config) (*Client, error) {
+	if len(peers) == 0 || advertise == "" {
+		return nil, errors.New("prefillrpc: at least one prefill peer and the transfer address are required")
+	}
+	c := &Client{advertise: advertise}
+	for _, p := range peers {
+		conn, err := Dial(p, clientTLS)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("prefill peer %s: %w", p, err)
+		}
+		c.conns = append(c.conns, conn)
+		c.clients = append(c.clients, prefillv1.NewPrefillServiceClient(conn))
+	}
+	return c, nil
+}
+
+// Close closes the connections.
+func (c *Client) Close() {
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+}
+
+// Prefill asks the next prefill node. A node that cannot be reached (before
+// anything was sent) is skipped for the next one; any other failure is the
+// request's: the decode node's reservation is single-use, so the engine
+// fails the request closed.
+func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+	in := &prefillv1.PrefillRequest{Tenant: string(tenant), Request: string(req), Tokens: tokens, DecodeAddr: c.advertise,
+		Target: &prefillv1.Target{Tenant: string(to.Tenant), Request: string(to.Request), Epoch: to.Epoch, Reservation: to.Reservation[:], Tokens: int64(to.Tokens)}}
+	start := c.next.Add(1)
+	var err error
+	for i := range c.clients {
+		cl := c.clients[(int(start)+i)%len(c.clients)]
+		_, err = cl.Prefill(ctx, in)
+		if err == nil {
+			return nil
+		}
+		if !unreachable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return FromStatus(err)
+}
+
+// unreachable reports a call that failed before the prefill node received it:
+// connection refused or closed, so trying another peer is safe.
+func unreachable(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	// A prefill node's own unavailable errors carry a cloison code prefix.
+	return !strings.HasPrefix(st.Message(), string(cloison.CodeUnavailable)+": ")
+}
+
+// FromStatus turns a PrefillService status back into a cloison error of the
+// code its message names; other statuses become unavailable errors.
+func FromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	code, msg, found := strings.Cut(st.Message(), ": ")
+	if found {
+		for _, c := range cloison.Codes {
+			if string(c) == code {
+				return cloison.NewError(c, "prefill node: "+msg)
+			}
+		}
+	}
+	if st.Code() == codes.Canceled {
+		return cloison.NewError(cloison.CodeCanceled, "prefill node: "+st.Message())
+	}
+	if st.Code() == codes.DeadlineExceeded {
+		return cloison.NewError(cloison.CodeDeadlineExceeded, "prefill node: "+st.Message())
+	}
+	return cloison.NewError(cloison.CodeUnavailable, "prefill node: "+st.Message())
+}
