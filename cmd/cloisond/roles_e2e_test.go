@@ -67,8 +67,8 @@ func (c *cluster) flags(node, role, key string, extra ...string) []string {
 		"--tls-key", filepath.Join(c.dir, node+"-key.pem"), "--cluster-key", key}, extra...)
 }
 
-func (c *cluster) prefillNode(t *testing.T, dbURL, name, key string) *node {
-	return startNode(t, dbURL, pgtestRoles(), c.flags(name, "prefill", key, "--prefill-addr", "127.0.0.1:0")...)
+func (c *cluster) prefillNode(t *testing.T, dbURL, name, key string, extra ...string) *node {
+	return startNode(t, dbURL, pgtestRoles(), c.flags(name, "prefill", key, append([]string{"--prefill-addr", "127.0.0.1:0"}, extra...)...)...)
 }
 
 func (c *cluster) decodeNode(t *testing.T, dbURL string, peers ...*node) *node {
@@ -224,5 +224,30 @@ func TestE2ERolesWrongClusterKey(t *testing.T) {
 	if !strings.Contains(d.logs.String(), "transfer refused") {
 		t.Fatalf("no refusal logged:\n%s", d.logs)
 	}
-	_ = cloison.CodeTransferVerification
+}
+
+// Reject before allocate on the prefill node: a prompt the decode node admits
+// but the prefill node's pool can never hold is refused there before any page
+// is taken; the client gets an error, never a 200; shorter prompts still work.
+func TestE2ERolesPrefillRejectsTooLarge(t *testing.T) {
+	c := newCluster(t, "prefill-1", "decode")
+	db := pgtest.New(t)
+	p := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey, "--kv-pages", "8") // 128 tokens
+	d := c.decodeNode(t, db.AdminURL, p)
+	createTenant(t, db.AdminURL, "acme", nil)
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	st, text, code := completionText(t, d, tok, strings.Repeat("ab", 150), 4)
+	if st == 200 || code == "" {
+		t.Fatalf("a prompt beyond the prefill pool: %d %q %q", st, text, code)
+	}
+	t.Logf("over-long prompt: %d %s", st, code)
+	if !strings.Contains(p.logs.String(), string(cloison.CodeContextLengthExceeded)) {
+		t.Fatalf("the prefill node did not refuse with %s:\n%s", cloison.CodeContextLengthExceeded, p.logs)
+	}
+	if st, _, code := completionText(t, d, tok, "hello, world", 4); st != 200 {
+		t.Fatalf("a short prompt after the refusal: %d %s", st, code)
+	}
+	if strings.Contains(d.logs.String(), "transfer refused") {
+		t.Fatalf("a transfer was attempted:\n%s", d.logs)
+	}
 }

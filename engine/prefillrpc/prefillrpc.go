@@ -148,8 +148,8 @@ func (c *Client) Close() {
 	}
 }
 
-// Prefill asks the next prefill node. A node that cannot be reached (before
-// anything was sent) is skipped for the next one; any other failure is the
+// Prefill asks the next prefill node. A node that cannot be connected to is
+// skipped for the next one; any other failure is the
 // request's: the decode node's reservation is single-use, so the engine
 // fails the request closed.
 func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
@@ -170,15 +170,25 @@ func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req clois
 	return FromStatus(err)
 }
 
-// unreachable reports a call that failed before the prefill node received it:
-// connection refused or closed, so trying another peer is safe.
+// unreachable reports a call that failed before the prefill node received it
+// (no connection could be made), so trying another peer is safe. A call that
+// broke after it reached the node (the node died mid-transfer) is not retried:
+// the reservation may already have been streamed into and is refused.
 func unreachable(err error) bool {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable {
 		return false
 	}
-	// A prefill node's own unavailable errors carry a cloison code prefix.
-	return !strings.HasPrefix(st.Message(), string(cloison.CodeUnavailable)+": ")
+	msg := st.Message()
+	if strings.HasPrefix(msg, string(cloison.CodeUnavailable)+": ") {
+		return false // the prefill node's own error
+	}
+	for _, s := range []string{"while dialing", "connection refused", "no such host", "connect: "} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // FromStatus turns a PrefillService status back into a cloison error of the

@@ -1,0 +1,161 @@
+package prefillrpc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/pki"
+	"github.com/cloison/cloison/isolation"
+)
+
+type fakeNode struct {
+	addr  string
+	mu    sync.Mutex
+	calls []transfer.Target
+	dials []string
+	gs    *grpc.Server
+}
+
+func certs(t *testing.T, ca *pki.CA, name string) (server, client *tls.Config) {
+	t.Helper()
+	c, err := ca.Issue(name, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pki.ServerConfig(c, ca.Pool()), pki.ClientConfig(c, ca.Pool(), "")
+}
+
+// startFake serves PrefillService over mutual TLS with a prefill function
+// that records its calls and returns fail.
+func startFake(t *testing.T, ca *pki.CA, fail error) *fakeNode {
+	t.Helper()
+	f := &fakeNode{}
+	st, ct := certs(t, ca, "prefill")
+	srv := NewServer(func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+		f.mu.Lock()
+		f.calls = append(f.calls, to)
+		f.mu.Unlock()
+		if d == nil || len(tokens) != to.Tokens {
+			return errors.New("bad call")
+		}
+		return fail
+	}, ct, nil)
+	t.Cleanup(srv.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	f.gs = grpc.NewServer(transfer.ServerOptions(st)...)
+	Register(f.gs, srv)
+	go f.gs.Serve(ln)
+	t.Cleanup(f.gs.Stop)
+	return f
+}
+
+func target(n int) transfer.Target {
+	return transfer.Target{Tenant: "acme", Request: "r1", Epoch: 7, Reservation: transfer.ReservationID{1, 2, 3}, Tokens: n}
+}
+
+// Calls reach the peers round-robin with the target intact; an unreachable
+// peer is skipped.
+func TestClientRoundRobinAndFailover(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	a, b := startFake(t, ca, nil), startFake(t, ca, nil)
+	_, ct := certs(t, ca, "decode")
+	c, err := NewClient([]string{a.addr, b.addr}, "127.0.0.1:1", ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 4 {
+		if err := c.Prefill(context.Background(), "acme", "r1", []int32{1, 2, 3}, target(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(a.calls) != 2 || len(b.calls) != 2 {
+		t.Fatalf("calls %d and %d, want 2 and 2", len(a.calls), len(b.calls))
+	}
+	if a.calls[0] != target(3) {
+		t.Fatalf("target %+v, want %+v", a.calls[0], target(3))
+	}
+	a.gs.Stop()
+	// A call racing the stop may fail (the connection broke under it: not
+	// retried, the request fails closed); once the peer is known down, every
+	// call goes to the live one.
+	failed := 0
+	for range 6 {
+		if err := c.Prefill(context.Background(), "acme", "r1", []int32{1, 2, 3}, target(3)); err != nil {
+			if cloison.ErrorCode(err) != cloison.CodeUnavailable {
+				t.Fatalf("with one peer down: %v", err)
+			}
+			failed++
+		}
+	}
+	if failed > 1 || len(b.calls) != 2+6-failed {
+		t.Fatalf("with one peer down: %d failed, the live peer got %d calls", failed, len(b.calls))
+	}
+	b.gs.Stop()
+	err = c.Prefill(context.Background(), "acme", "r1", []int32{1, 2, 3}, target(3))
+	if cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("no peer: %v (code %s)", err, cloison.ErrorCode(err))
+	}
+}
+
+// A prefill node's typed errors keep their code across the wire, and a
+// failure that is not "unreachable" is not retried on another peer (the
+// reservation is single-use).
+func TestErrorsKeepTheirCode(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	for _, want := range []error{isolation.ErrTooLarge, transfer.ErrVerification, isolation.ErrUnknownTenant} {
+		a, b := startFake(t, ca, want), startFake(t, ca, want)
+		_, ct := certs(t, ca, "decode")
+		c, err := NewClient([]string{a.addr, b.addr}, "127.0.0.1:1", ct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Prefill(context.Background(), "acme", "r1", []int32{1}, target(1))
+		c.Close()
+		if got := cloison.ErrorCode(err); got != cloison.ErrorCode(want) {
+			t.Fatalf("%v: got %v (code %s)", want, err, got)
+		}
+		if len(a.calls)+len(b.calls) != 1 {
+			t.Fatalf("%v: retried on another peer (%d calls)", want, len(a.calls)+len(b.calls))
+		}
+	}
+}
+
+// Mutual TLS: a client with a certificate of another CA is refused, and a
+// malformed request is invalid.
+func TestMutualTLSAndValidation(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	a := startFake(t, ca, nil)
+	other, _ := pki.NewCA("other")
+	_, ct := certs(t, other, "intruder")
+	c, err := NewClient([]string{a.addr}, "127.0.0.1:1", ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Prefill(context.Background(), "acme", "r1", []int32{1}, target(1)); err == nil || len(a.calls) != 0 {
+		t.Fatalf("a foreign certificate was served: %v, %d calls", err, len(a.calls))
+	}
+	_, good := certs(t, ca, "decode")
+	c2, _ := NewClient([]string{a.addr}, "", good)
+	if c2 != nil {
+		t.Fatal("a client without an advertised transfer address")
+	}
+	srv := NewServer(func(context.Context, transfer.Dialer, cloison.TenantID, cloison.RequestID, []int32, transfer.Target) error { return nil }, good, nil)
+	_, err = srv.Prefill(context.Background(), nil)
+	if cloison.ErrorCode(FromStatus(err)) != cloison.CodeInvalid {
+		t.Fatalf("empty request: %v", err)
+	}
+}
