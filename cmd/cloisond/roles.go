@@ -50,6 +50,7 @@ type roleConfig struct {
 	clusterKey             string
 	tlsCA, tlsCert, tlsKey string
 	transferAddr           string
+	transferAdvertise      string
 	prefillAddr            string
 	prefillPeers           string
 	prefillTimeout         time.Duration
@@ -62,6 +63,7 @@ func (r *roleConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.tlsCert, "tls-cert", "", "PEM certificate of this node (prefill and decode roles; cloisonctl cert init)")
 	fs.StringVar(&r.tlsKey, "tls-key", "", "PEM private key of this node (prefill and decode roles)")
 	fs.StringVar(&r.transferAddr, "transfer-addr", "127.0.0.1:9190", "decode: listen address of the transfer server, advertised to prefill nodes (its host must be in the node certificate)")
+	fs.StringVar(&r.transferAdvertise, "transfer-advertise", "", "decode: the address prefill nodes dial to reach --transfer-addr (default: its listen address; set it when listening on 0.0.0.0)")
 	fs.StringVar(&r.prefillAddr, "prefill-addr", "127.0.0.1:9290", "prefill: listen address of the PrefillService")
 	fs.StringVar(&r.prefillPeers, "prefill-peers", "", "decode: prefill nodes' PrefillService addresses, comma-separated (round-robin)")
 	fs.DurationVar(&r.prefillTimeout, "prefill-timeout", 2*time.Minute, "decode: bound of one remote prefill, transfer included")
@@ -260,6 +262,9 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 		return nil, fmt.Errorf("--transfer-addr: %w", err)
 	}
 	advertise := ln.Addr().String()
+	if c.roles.transferAdvertise != "" {
+		advertise = c.roles.transferAdvertise
+	}
 	client, err := prefillrpc.NewClient(c.roles.peers(), advertise, clientTLS)
 	if err != nil {
 		ln.Close()

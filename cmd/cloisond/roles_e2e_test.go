@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,21 @@ func completionText(t *testing.T, n *node, token, prompt string, maxTokens int) 
 	return r.status, out.Choices[0].Text, ""
 }
 
+// ttft is the median time of a one-token completion of the longest prompt
+// (each time with another first byte: no prefix-cache hit).
+func ttft(t *testing.T, n *node, token string) time.Duration {
+	var ds []time.Duration
+	for i := range 5 {
+		start := time.Now()
+		if st, _, code := completionText(t, n, token, string(rune('q'+i))+rolePrompts[4], 1); st != 200 {
+			t.Fatalf("ttft: %d %s", st, code)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
 var rolePrompts = []string{"aaab", "zzy", "abcabcabcabcabcabcabcabcabcabcabcabcabcabcq", "hello, disaggregated world", strings.Repeat("mnop", 40) + "x"}
 
 // One decode node with the API and two prefill nodes, as separate processes
@@ -120,6 +136,7 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 		}
 		want[p] = text
 	}
+	refTTFT := ttft(t, ref, refTok)
 	ref.stop()
 
 	db := pgtest.New(t)
@@ -136,6 +153,8 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("time to first token (one-token completion of a %d-byte prompt, median of 5): --role both %v, decode + prefill nodes %v",
+		len(rolePrompts[4])+1, refTTFT, ttft(t, d, tok))
 	// A streamed completion too.
 	r := d.do("POST", "/v1/completions", tok, completion(rolePrompts[2], 8, true))
 	texts, finish, done, errCode := sse(t, r.body)

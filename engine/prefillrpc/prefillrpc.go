@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,7 +83,7 @@ func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
 // verifying the peer's certificate against addr's host.
 func Dial(addr string, base *tls.Config) (*grpc.ClientConn, error) {
 	cfg := base.Clone()
-	if host, _, ok := strings.Cut(addr, ":"); ok && host != "" {
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
 		cfg.ServerName = host
 	}
 	return grpc.NewClient(addr, transfer.DialOptions(cfg)...)
