@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,5 +269,64 @@ func TestE2ERolesPrefillRejectsTooLarge(t *testing.T) {
 	}
 	if strings.Contains(d.logs.String(), "transfer refused") {
 		t.Fatalf("a transfer was attempted:\n%s", d.logs)
+	}
+}
+
+// A prefill node killed (SIGKILL) while requests are in flight: every
+// response is either a 200 with exactly the --role both content or an error;
+// the surviving peer keeps serving afterwards.
+func TestE2ERolesPrefillNodeKilled(t *testing.T) {
+	c := newCluster(t, "prefill-1", "prefill-2", "decode")
+	refDB := pgtest.New(t)
+	ref := startNode(t, refDB.AdminURL, pgtestRoles())
+	createTenant(t, refDB.AdminURL, "acme", nil)
+	refTok := ref.token("acme", time.Hour, tenancy.ScopeInfer)
+	want := map[string]string{}
+	for _, p := range rolePrompts {
+		_, want[p], _ = completionText(t, ref, refTok, p, 8)
+	}
+	ref.stop()
+
+	db := pgtest.New(t)
+	p1 := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey)
+	p2 := c.prefillNode(t, db.AdminURL, "prefill-2", c.clusterKey)
+	d := c.decodeNode(t, db.AdminURL, p1, p2)
+	createTenant(t, db.AdminURL, "acme", nil)
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, failed := 0, 0
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				p := rolePrompts[(w+i)%len(rolePrompts)]
+				st, text, code := completionText(t, d, tok, p, 8)
+				mu.Lock()
+				switch {
+				case st == 200 && text != want[p]:
+					t.Errorf("%q: 200 with %q, want %q", p, text, want[p])
+				case st == 200:
+					ok++
+				case code == "":
+					t.Errorf("%q: %d without an error code", p, st)
+				default:
+					failed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	_ = p1.cmd.Process.Kill()
+	<-p1.done
+	wg.Wait()
+	t.Logf("with prefill-1 killed mid-run: %d served, %d failed closed", ok, failed)
+	for _, p := range rolePrompts {
+		if st, text, code := completionText(t, d, tok, p, 8); st != 200 || text != want[p] {
+			t.Fatalf("after the kill, %q: %d %q %s", p, st, text, code)
+		}
 	}
 }
