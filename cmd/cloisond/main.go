@@ -4,6 +4,14 @@
 // APIs over HTTP and gRPC with every request authenticated, policy-checked and
 // audited.
 //
+// Node roles (--role, roles.go): both (the default: one node admits, prefills
+// and decodes), decode (serves the APIs and decodes; prompts are prefilled on
+// --prefill-peers and arrive by verified transfer on --transfer-addr) and
+// prefill (serves PrefillService on --prefill-addr and /healthz on --addr;
+// no public API). Node-to-node traffic is mutual TLS (--tls-ca, --tls-cert,
+// --tls-key; cloisonctl cert init) and transfer manifests are authenticated
+// with the cluster key (--cluster-key).
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
