@@ -72,7 +72,9 @@ func (e *Engine) startRemote(it RemoteItem) {
 				if werr := <-werr; werr == nil {
 					err = nil // committed meanwhile: the KV is verified
 				} else {
-					err = fmt.Errorf("%w: %w", ErrRemotePrefill, err)
+					// The prefill node's own error comes first, so the
+					// client gets its original code (e.g. context_length_exceeded).
+					err = fmt.Errorf("%w (%w)", err, ErrRemotePrefill)
 				}
 			}
 		}
