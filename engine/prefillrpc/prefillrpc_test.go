@@ -153,7 +153,9 @@ func TestMutualTLSAndValidation(t *testing.T) {
 	if c2 != nil {
 		t.Fatal("a client without an advertised transfer address")
 	}
-	srv := NewServer(func(context.Context, transfer.Dialer, cloison.TenantID, cloison.RequestID, []int32, transfer.Target) error { return nil }, good, nil)
+	srv := NewServer(func(context.Context, transfer.Dialer, cloison.TenantID, cloison.RequestID, []int32, transfer.Target) error {
+		return nil
+	}, good, nil)
 	_, err = srv.Prefill(context.Background(), nil)
 	if cloison.ErrorCode(FromStatus(err)) != cloison.CodeInvalid {
 		t.Fatalf("empty request: %v", err)
