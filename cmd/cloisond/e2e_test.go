@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,13 +53,13 @@ type node struct {
 	stateDir string
 	dbURL    string
 	cmd      *exec.Cmd
-	logs     *bytes.Buffer
+	logs     *syncBuffer
 	done     chan error
 }
 
 func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *node {
 	t.Helper()
-	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	args := append([]string{"--database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
@@ -102,6 +103,25 @@ func (n *node) stop() {
 	if strings.Contains(n.logs.String(), "panic") {
 		n.t.Errorf("cloisond panicked:\n%s", n.logs)
 	}
+}
+
+// syncBuffer collects a subprocess's output; tests read it while the
+// process still writes (exec copies its pipes on another goroutine).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // pgtestRoles are the flags that make cloisond use the test roles.
