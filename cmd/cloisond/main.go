@@ -412,15 +412,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	grpcDone := make(chan struct{})
 	go func() {
 		defer close(grpcDone)
-		if gs == nil {
-			return
-		}
-		stopped := make(chan struct{})
-		go func() { gs.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-sctx.Done():
-			gs.Stop()
+		if gs != nil {
+			stopGRPC(sctx, gs)
 		}
 	}()
 	err = hs.Shutdown(sctx)
@@ -428,4 +421,15 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	stopEngine()
 	<-engDone
 	return err
+}
+
+// stopGRPC lets in-flight calls finish until ctx ends, then stops gs.
+func stopGRPC(ctx context.Context, gs *grpc.Server) {
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		gs.Stop()
+	}
 }

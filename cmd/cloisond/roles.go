@@ -393,13 +393,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		gs.Stop()
-	}
+	stopGRPC(sctx, gs)
 	_ = hs.Shutdown(sctx)
 	return serr
 }

@@ -1,5 +1,7 @@
 package synth
 
+import "github.com/cloison/cloison/engine/tokenizer"
+
 // Specials are the control tokens every synthetic vocabulary ends its byte
 // tokens with: ids 256, 257, 258.
 var Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
@@ -15,22 +17,6 @@ const (
 // model (tokenizer.chat_template).
 const ChatTemplate = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
-// byteRunes is GPT-2's bytes_to_unicode: printable bytes map to themselves,
-// the others to U+0100 upwards, so every byte is a visible character.
-func byteRunes() [256]rune {
-	var m [256]rune
-	n := 0
-	for b := 0; b < 256; b++ {
-		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
-			m[b] = rune(b)
-		} else {
-			m[b] = rune(256 + n)
-			n++
-		}
-	}
-	return m
-}
-
 // Vocab returns a gpt2-style byte-level BPE vocabulary of n tokens (n ≥ 259):
 // token b < 256 is byte b in GPT-2's byte-to-unicode form, then Specials, then
 // merged tokens, each produced by the merge on the same line of merges. The
@@ -38,7 +24,7 @@ func byteRunes() [256]rune {
 // ordinary lowercase English text compresses a little. Token types are 1
 // (normal) and 3 (control).
 func Vocab(n int) (tokens []string, types []int32, merges []string) {
-	br := byteRunes()
+	br := tokenizer.ByteRunes()
 	for b := 0; b < 256; b++ {
 		tokens = append(tokens, string(br[b]))
 		types = append(types, 1)

@@ -125,7 +125,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 				t.ranks[pair{a, b}] = r
 			}
 		}
-		t.byteEnc = byteRunes()
+		t.byteEnc = ByteRunes()
 		t.byteDec = make(map[rune]byte, 256)
 		for b, r := range t.byteEnc {
 			t.byteDec[r] = byte(b)
@@ -484,8 +484,10 @@ func (t *Tokenizer) Decode(ids []int32, special bool) string {
 	return string(b)
 }
 
-// byteRunes is GPT-2's bytes_to_unicode.
-func byteRunes() [256]rune {
+// ByteRunes is GPT-2's bytes_to_unicode: printable bytes map to themselves,
+// the others to U+0100 upwards, so every byte is a visible character. Byte
+// b's token in a byte-level vocabulary is the string of ByteRunes()[b].
+func ByteRunes() [256]rune {
 	var m [256]rune
 	n := 0
 	for b := 0; b < 256; b++ {
