@@ -171,25 +171,18 @@ func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req clois
 	return FromStatus(err)
 }
 
-// unreachable reports a call that failed before the prefill node received it
-// (no connection could be made), so trying another peer is safe. A call that
-// broke after it reached the node (the node died mid-transfer) is not retried:
-// the reservation may already have been streamed into and is refused.
+// unreachable reports a transport failure — the connection could not be made
+// or broke (a killed node) — as opposed to the prefill node's own answer,
+// whose status message starts with its cloison code. Trying another peer is
+// then safe for isolation: if the dead node had begun streaming into the
+// reservation, the decode node's receiver already refused that reservation,
+// so the retry's transfer is refused too (fail closed), never mixed in.
 func unreachable(err error) bool {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable {
 		return false
 	}
-	msg := st.Message()
-	if strings.HasPrefix(msg, string(cloison.CodeUnavailable)+": ") {
-		return false // the prefill node's own error
-	}
-	for _, s := range []string{"while dialing", "connection refused", "no such host", "connect: "} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return !strings.HasPrefix(st.Message(), string(cloison.CodeUnavailable)+": ")
 }
 
 // FromStatus turns a PrefillService status back into a cloison error of the
