@@ -271,7 +271,7 @@ func TestTransferFaults(t *testing.T) {
 				}
 				return []*transferv1.Frame{f}
 			}},
-		{name: "missing last page", reason: ReasonChunkOrder, discard: true,
+		{name: "missing last page", reason: ReasonPageCount, discard: true,
 			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
 				if i >= 10 && i < trailer {
 					return nil
