@@ -50,6 +50,11 @@ type AdmissionConfig struct {
 	Vocab int
 	// Pool is asked for the most tokens one lease of the tenant could hold.
 	Pool *isolation.Pool
+	// PrefillCapacity, on a decode node, is the smallest prefill node's
+	// pool in tokens (AttestPrefill): a prompt that no prefill node can
+	// hold is rejected here, before the decode node reserves anything.
+	// 0: no bound (the node prefills itself).
+	PrefillCapacity int
 	// Unsafe switches the length checks off: test-only, to prove the other
 	// layers fail closed without them.
 	UnsafeSkipLengthCheck bool
@@ -113,6 +118,10 @@ func (a *Admission) check(r Request) error {
 	if total > a.cfg.ServedContext {
 		return fmt.Errorf("%w: this model's maximum context length is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
 			ErrContextLength, a.cfg.ServedContext, total, len(r.Prompt), r.MaxTokens)
+	}
+	if c := a.cfg.PrefillCapacity; c > 0 && len(r.Prompt) > c {
+		return fmt.Errorf("%w: the prefill nodes hold %d tokens, but the prompt has %d",
+			ErrContextLength, c, len(r.Prompt))
 	}
 	if total > maxLease {
 		return fmt.Errorf("%w: the KV capacity available to this tenant is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",

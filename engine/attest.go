@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/isolation"
@@ -45,6 +46,65 @@ type Attestation struct {
 	Reserved      []TenantReservation `json:"reserved,omitempty"`
 	OK            bool                `json:"ok"`
 	Reason        string              `json:"reason,omitempty"`
+	// Prefill lists a decode node's prefill nodes as they attested
+	// themselves (AttestPrefill); empty on a node that prefills itself.
+	Prefill []PrefillPeer `json:"prefill,omitempty"`
+}
+
+// PrefillPeer is one prefill node's capacity attestation, as the decode node
+// that uses it fetched it at startup.
+type PrefillPeer struct {
+	Addr        string      `json:"addr"`
+	ModelDigest string      `json:"model_digest"` // hex SHA-256 of the GGUF file it serves
+	Attestation Attestation `json:"attestation"`
+	OK          bool        `json:"ok"`
+	Reason      string      `json:"reason,omitempty"`
+}
+
+// AttestPrefill checks a decode node's prefill nodes (ARCHITECTURE.md layer
+// 2, the check the 2026 operators lacked: their prefill pool held 65% of the
+// advertised context). Every peer must serve the decode node's model
+// (modelDigest, hex) and hold a whole request of the decode node's served
+// context in its pool, having passed its own attestation. It marks each peer
+// OK or not with a Reason, records them in decode.Prefill, and returns the
+// updated attestation with ErrAttestation (OK false) if any peer fails: the
+// decode node then refuses to start. capacity is the smallest peer pool in
+// tokens (admission's bound on a prompt).
+func AttestPrefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Attestation, capacity int, err error) {
+	a = decode
+	a.Prefill = nil
+	var bad []string
+	for _, p := range peers {
+		pa := p.Attestation
+		switch {
+		case p.ModelDigest != modelDigest:
+			p.OK, p.Reason = false, fmt.Sprintf("serves model %.16s…, this node %.16s…", p.ModelDigest, modelDigest)
+		case !pa.OK:
+			p.OK, p.Reason = false, "its own attestation failed: "+pa.Reason
+		case pa.PoolTokens < a.ServedContext:
+			p.OK, p.Reason = false, fmt.Sprintf("prefill pool holds %d tokens, the served context is %d", pa.PoolTokens, a.ServedContext)
+		case pa.ServedContext < a.ServedContext:
+			p.OK, p.Reason = false, fmt.Sprintf("serves a context of %d tokens, this node %d", pa.ServedContext, a.ServedContext)
+		default:
+			p.OK, p.Reason = true, ""
+		}
+		if !p.OK {
+			bad = append(bad, p.Addr+": "+p.Reason)
+		}
+		if capacity == 0 || pa.PoolTokens < capacity {
+			capacity = pa.PoolTokens
+		}
+		a.Prefill = append(a.Prefill, p)
+	}
+	if len(peers) == 0 {
+		bad = append(bad, "no prefill node")
+	}
+	if len(bad) > 0 {
+		a.OK = false
+		a.Reason = "prefill nodes: " + strings.Join(bad, "; ")
+		return a, capacity, fmt.Errorf("%w: %s", ErrAttestation, a.Reason)
+	}
+	return a, capacity, nil
 }
 
 // TenantReservation is one tenant's reserved pages.

@@ -145,7 +145,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg: cfg,
 		adm: NewAdmission(AdmissionConfig{ServedContext: cfg.Attestation.ServedContext, Vocab: cfg.Model.Vocab,
-			Pool: cfg.Pool, UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
+			Pool: cfg.Pool, PrefillCapacity: prefillCapacity(cfg.Remote), UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
 		sched:   NewScheduler(cfg.Pool, cfg.Scheduler),
 		now:     now,
 		ctl:     make(chan func(), 1024),
@@ -538,6 +538,8 @@ func (e *Engine) incident(a *active, ev Event, now time.Time) {
 		in.Kind, in.Page, in.Reason = "kernel-unwritten", uw.Page, "unwritten-slot"
 	case errors.Is(ev.Err, isolation.ErrStaleLease):
 		in.Kind = "stale-lease"
+	case errors.Is(ev.Err, ErrTransferIncomplete):
+		in.Kind, in.Reason = "transfer-count", "transferred-not-reserved"
 	default:
 		in.Kind = "isolation"
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -228,5 +229,72 @@ func TestSchedulerBugStopsTheEngine(t *testing.T) {
 	s2.confirm(Ready{Scrub: []int32{3}}) // never handed out by ScrubWork
 	if !errors.Is(s2.Err(), errInternal) {
 		t.Fatalf("refused scrub confirmation: err %v", s2.Err())
+	}
+}
+
+// A decode node checks its prefill nodes: same model, a pool that holds a
+// whole request of the served context, and their own attestation passed.
+func TestAttestPrefill(t *testing.T) {
+	decode, err := Attest(AttestConfig{ModelContext: 1 << 20, PoolPages: 1 << 16, PageTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := func(addr string, pool, served int, digest string) PrefillPeer {
+		a, _ := Attest(AttestConfig{ModelContext: 1 << 20, ServedContext: served, PoolPages: pool / 16, PageTokens: 16})
+		return PrefillPeer{Addr: addr, ModelDigest: digest, Attestation: a}
+	}
+	tests := []struct {
+		name     string
+		peers    []PrefillPeer
+		bad      []string // addresses refused
+		capacity int
+	}{
+		{"aligned", []PrefillPeer{peer("p1", 1<<20, 0, "m"), peer("p2", 2<<20, 0, "m")}, nil, 1 << 20},
+		{"2026: a prefill pool of 681,280 tokens", []PrefillPeer{peer("p1", 1<<20, 0, "m"), peer("p2", 681280, 0, "m")}, []string{"p2"}, 681280},
+		{"2026 pool with a lowered served context", []PrefillPeer{peer("p1", 681280, 681280, "m")}, []string{"p1"}, 681280},
+		{"another model", []PrefillPeer{peer("p1", 1<<20, 0, "other")}, []string{"p1"}, 1 << 20},
+		{"no prefill node", nil, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, capacity, err := AttestPrefill(decode, "m", tt.peers)
+			wantOK := len(tt.bad) == 0 && len(tt.peers) > 0
+			if (err == nil) != wantOK || a.OK != wantOK || (err != nil && (!errors.Is(err, ErrAttestation) || a.Reason == "")) {
+				t.Fatalf("got ok=%v err=%v reason %q, want ok=%v", a.OK, err, a.Reason, wantOK)
+			}
+			if capacity != tt.capacity || len(a.Prefill) != len(tt.peers) {
+				t.Fatalf("capacity %d, %d peers listed; want %d, %d", capacity, len(a.Prefill), tt.capacity, len(tt.peers))
+			}
+			for _, p := range a.Prefill {
+				if p.OK == slices.Contains(tt.bad, p.Addr) || (!p.OK && p.Reason == "") {
+					t.Fatalf("peer %s: ok=%v reason %q", p.Addr, p.OK, p.Reason)
+				}
+			}
+		})
+	}
+}
+
+// Admission on a decode node bounds prompts by the prefill nodes' pools
+// before anything is reserved.
+func TestAdmissionPrefillCapacity(t *testing.T) {
+	pool, err := isolation.NewPool(isolation.Config{Pages: 1 << 16, PageTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.AddTenant(isolation.TenantConfig{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(AdmissionConfig{ServedContext: 1 << 20, Vocab: 300, Pool: pool, PrefillCapacity: 681280})
+	for _, c := range []struct {
+		prompt int
+		ok     bool
+	}{{681280, true}, {681281, false}, {1 << 19, true}, {900000, false}} {
+		_, err := a.Admit(Request{ID: "r", Tenant: "a", Prompt: make([]int32, c.prompt), MaxTokens: 1})
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrContextLength)) {
+			t.Errorf("prompt of %d: %v, want ok=%v", c.prompt, err, c.ok)
+		}
+	}
+	if st := pool.Stats(); st.Leased != 0 {
+		t.Fatalf("admission allocated: %+v", st)
 	}
 }

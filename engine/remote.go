@@ -33,7 +33,26 @@ type Remote struct {
 	Prefill func(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, target transfer.Target) error
 	// Timeout bounds one remote prefill, transfer included; default 2 min.
 	Timeout time.Duration
+	// Capacity is the smallest prefill node's pool in tokens
+	// (AttestPrefill); admission rejects longer prompts. 0: no bound.
+	Capacity int
+	// UnsafeSkipCountCheck, for tests only, makes the engine decode without
+	// checking that the pool recorded every reserved token after the
+	// transfer (the receiver's own count check is transfer.ReceiverUnsafe).
+	UnsafeSkipCountCheck bool
 }
+
+func prefillCapacity(r *Remote) int {
+	if r == nil {
+		return 0
+	}
+	return r.Capacity
+}
+
+// ErrTransferIncomplete: a transfer was committed but the pool does not hold
+// every reserved token of the prompt. The request fails closed with an
+// incident: decoding would read positions nobody verified.
+var ErrTransferIncomplete = cloison.NewError(cloison.CodeIsolationViolation, "transferred tokens differ from the reservation")
 
 // ErrRemotePrefill wraps a prefill node's failure before any transfer.
 var ErrRemotePrefill = cloison.NewError(cloison.CodeUnavailable, "remote prefill failed")
@@ -78,6 +97,13 @@ func (e *Engine) startRemote(it RemoteItem) {
 				}
 			}
 		}
+		if err == nil && !r.UnsafeSkipCountCheck {
+			// Decode verifies transferred == reserved itself, whatever the
+			// receiver concluded: 2026's decode node checked "finished" only.
+			if w, werr := e.cfg.Pool.Written(it.Lease); werr != nil || w != len(tokens) {
+				err = fmt.Errorf("%w: the pool holds %d of the %d reserved tokens (%v)", ErrTransferIncomplete, w, len(tokens), werr)
+			}
+		}
 		if err != nil {
 			tk.Cancel()
 			<-tk.Done() // the reservation is discarded and its hold released
@@ -104,7 +130,10 @@ type PrefillRunner struct {
 	mu sync.Mutex // serialises scrubbing of the pool
 	// UnsafePlaceholder emulates the 2026 bug on the prefill side, for tests
 	// only: it computes the KV of the first token alone and still sends the
-	// lease as the whole prompt.
+	// lease as the whole prompt; a prompt its pool cannot hold is not
+	// rejected but replaced by a one-token placeholder lease (with a Sender
+	// configured UnsafeClaimReservation, that one page is announced as the
+	// whole reservation, as in 2026).
 	UnsafePlaceholder bool
 }
 
@@ -116,6 +145,9 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 		return fmt.Errorf("%w: %d tokens for a reservation of %d (%s/%s)", ErrBadToken, n, target.Tokens, target.Tenant, target.Request)
 	}
 	lease, err := r.allocate(tenant, req, n)
+	if errors.Is(err, isolation.ErrTooLarge) && r.UnsafePlaceholder {
+		lease, err = r.allocate(tenant, req, 1)
+	}
 	if err != nil {
 		return err
 	}
