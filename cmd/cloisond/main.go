@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -47,6 +48,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/migrations"
 	"github.com/cloison/cloison/policies"
@@ -303,6 +305,29 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	att, aerr := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
 		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing, Reserved: reserved})
+	var arena kernels.Arena
+	if aerr == nil {
+		if arena, err = lm.be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens)); err != nil {
+			return err
+		}
+	}
+	var srv *api.Server
+	var remote *engine.Remote
+	if aerr == nil && c.roles.role == roleDecode {
+		d, err := startDecode(c, lm, pool, arena, func(f transfer.Failure) { srv.RecordTransferFailure(f) }, log)
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		remote = d.remote
+		// The prefill nodes' pools must hold what this node serves (the
+		// 2026 deployment's did not): refuse to start otherwise.
+		peers, err := d.attestPeers(ctx, c.roles.attestWait)
+		if err != nil {
+			return err
+		}
+		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
+	}
 	node := audit.Name("engine:" + c.node)
 	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
 		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
@@ -310,25 +335,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	if aerr != nil {
-		return aerr // refuse to start: the pool cannot hold the context served
+		return aerr // refuse to start: a pool cannot hold the context served
 	}
-	log.Info("capacity attested", "model", name, "model_context", att.ModelContext, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K)
-	arena, err := lm.be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens))
-	if err != nil {
-		return err
-	}
+	log.Info("capacity attested", "model", name, "model_context", att.ModelContext, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "prefill_nodes", len(att.Prefill))
 
 	// Engine, policies, API.
-	var srv *api.Server
-	var remote *engine.Remote
-	if c.roles.role == roleDecode {
-		d, err := startDecode(c, lm, pool, arena, func(f transfer.Failure) { srv.RecordTransferFailure(f) }, log)
-		if err != nil {
-			return err
-		}
-		defer d.close()
-		remote = d.remote
-	}
 	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: pool, Arena: arena, Attestation: att,
 		Scheduler:  engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
 		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }, Remote: remote})

@@ -23,10 +23,10 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
-	"github.com/cloison/cloison/engine/prefillrpc"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
@@ -54,6 +54,7 @@ type roleConfig struct {
 	prefillAddr            string
 	prefillPeers           string
 	prefillTimeout         time.Duration
+	attestWait             time.Duration
 }
 
 func (r *roleConfig) flags(fs *flag.FlagSet) {
@@ -67,6 +68,7 @@ func (r *roleConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.prefillAddr, "prefill-addr", "127.0.0.1:9290", "prefill: listen address of the PrefillService")
 	fs.StringVar(&r.prefillPeers, "prefill-peers", "", "decode: prefill nodes' PrefillService addresses, comma-separated (round-robin)")
 	fs.DurationVar(&r.prefillTimeout, "prefill-timeout", 2*time.Minute, "decode: bound of one remote prefill, transfer included")
+	fs.DurationVar(&r.attestWait, "prefill-attest-wait", 30*time.Second, "decode: how long to wait at startup for every prefill node's capacity attestation")
 }
 
 func (r *roleConfig) check() error {
@@ -281,6 +283,21 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 	return &decodeNode{remote: &engine.Remote{Receiver: recv, Prefill: client.Prefill, Timeout: c.roles.prefillTimeout}, gs: gs, client: client}, nil
 }
 
+// attestPeers fetches every prefill node's attestation, retrying for up to
+// wait while nodes start.
+func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]engine.PrefillPeer, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		peers, err := d.client.Attest(actx)
+		cancel()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return peers, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // runPrefill runs a prefill node: the model, a pool with the tenants'
 // partitions (tenants created later are added on their first prefill), an
 // arena, and the PrefillService over mutual TLS on --prefill-addr. HTTP on
@@ -303,6 +320,14 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	// Reject before allocate starts here: a prefill node whose pool cannot
+	// hold a whole request of the served context refuses to start.
+	att, err := engine.Attest(engine.AttestConfig{ModelContext: lm.m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
+		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing})
+	if err != nil {
+		return err
+	}
+	log.Info("capacity attested", "model", lm.name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K)
 	pool, err := isolation.NewPool(isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing})
 	if err != nil {
 		return err
@@ -358,6 +383,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	svc := prefillrpc.NewServer(prefill, clientTLS, before)
 	defer svc.Close()
+	svc.SetAttestation(att, hex.EncodeToString(lm.digest[:]))
 
 	gln, err := net.Listen("tcp", c.roles.prefillAddr)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/pgtest"
@@ -246,30 +248,81 @@ func TestE2ERolesWrongClusterKey(t *testing.T) {
 	}
 }
 
-// Reject before allocate on the prefill node: a prompt the decode node admits
-// but the prefill node's pool can never hold is refused there before any page
-// is taken; the client gets an error, never a 200; shorter prompts still work.
-func TestE2ERolesPrefillRejectsTooLarge(t *testing.T) {
+// The 2026 misconfiguration at startup: a prefill node whose pool cannot hold
+// the served context refuses to start; a decode node refuses prefill nodes
+// that serve less than it does; aligned on the smaller context, the decode
+// node rejects a prompt beyond it before reserving anything or calling a
+// prefill node, and shorter prompts work.
+func TestE2ERolesCapacityAttestation(t *testing.T) {
 	c := newCluster(t, "prefill-1", "decode")
 	db := pgtest.New(t)
-	p := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey, "--kv-pages", "8") // 128 tokens
-	d := c.decodeNode(t, db.AdminURL, p)
+	// 8 pages of 16 tokens, the built-in model's 4,096-token context.
+	logs := startNodeExpectExit(t, db.AdminURL, t.TempDir(), c.flags("prefill-1", "prefill", c.clusterKey, "--prefill-addr", "127.0.0.1:0", "--kv-pages", "8")...)
+	if !strings.Contains(logs, "capacity attestation failed") || !strings.Contains(logs, "pool holds 128 tokens") {
+		t.Fatalf("the misaligned prefill node did not refuse to start with its attestation:\n%s", logs)
+	}
+	p := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey, "--kv-pages", "8", "--served-context", "128")
+	// (its own database: the signing keys it creates open only with the
+	// key-encryption key in its state directory)
+	logs = startNodeExpectExit(t, pgtest.New(t).AdminURL, t.TempDir(), c.flags("decode", "decode", c.clusterKey,
+		"--transfer-addr", "127.0.0.1:0", "--prefill-peers", p.grpcAddr)...)
+	if !strings.Contains(logs, "capacity attestation failed") || !strings.Contains(logs, "prefill pool holds 128 tokens, the served context is 4096") {
+		t.Fatalf("the decode node did not refuse its misaligned prefill node:\n%s", logs)
+	}
+	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey,
+		"--transfer-addr", "127.0.0.1:0", "--prefill-peers", p.grpcAddr, "--served-context", "128")...)
 	createTenant(t, db.AdminURL, "acme", nil)
 	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
-	st, text, code := completionText(t, d, tok, strings.Repeat("ab", 150), 4)
-	if st == 200 || code == "" {
-		t.Fatalf("a prompt beyond the prefill pool: %d %q %q", st, text, code)
+	r := d.do("GET", "/v1/attestation", tok, nil)
+	var att engine.Attestation
+	if err := json.Unmarshal(r.body, &att); err != nil || !att.OK || len(att.Prefill) != 1 || !att.Prefill[0].OK || att.Prefill[0].Attestation.PoolTokens != 128 {
+		t.Fatalf("published attestation %d %s (%v)", r.status, r.body, err)
 	}
-	t.Logf("over-long prompt: %d %s", st, code)
-	if !strings.Contains(p.logs.String(), string(cloison.CodeContextLengthExceeded)) {
-		t.Fatalf("the prefill node did not refuse with %s:\n%s", cloison.CodeContextLengthExceeded, p.logs)
+	st, text, code := completionText(t, d, tok, strings.Repeat("ab", 150), 4)
+	if st != 400 || code != string(cloison.CodeContextLengthExceeded) {
+		t.Fatalf("a prompt beyond the served context: %d %q %q", st, text, code)
+	}
+	const prefilled = `"msg":"prefill"`
+	if strings.Contains(p.logs.String(), prefilled) {
+		t.Fatalf("a rejected prompt reached the prefill node:\n%s", p.logs)
 	}
 	if st, _, code := completionText(t, d, tok, "hello, world", 4); st != 200 {
-		t.Fatalf("a short prompt after the refusal: %d %s", st, code)
+		t.Fatalf("a short prompt after the rejection: %d %s", st, code)
 	}
-	if strings.Contains(d.logs.String(), "transfer refused") {
-		t.Fatalf("a transfer was attempted:\n%s", d.logs)
+	if !strings.Contains(p.logs.String(), prefilled) {
+		t.Fatalf("the short prompt was not prefilled remotely:\n%s", p.logs)
 	}
+}
+
+// startNodeExpectExit runs cloisond with the test flags and extra, and
+// returns its output once it exited; it fails the test if the node became
+// ready instead.
+func startNodeExpectExit(t *testing.T, dbURL, dir string, extra ...string) string {
+	t.Helper()
+	ready := filepath.Join(dir, "ready")
+	args := append([]string{"--database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", dir, "--ready-file", ready,
+		"--grpc-addr", "127.0.0.1:0", "--kv-pages", "256", "--node", "e2e", "--prefill-attest-wait", "2s"}, pgtestRoles()...)
+	cmd := exec.Command(binary, append(args, extra...)...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("cloisond exited 0:\n%s", logs)
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("cloisond did not exit:\n%s", logs)
+	}
+	if b, _ := os.ReadFile(ready); len(b) > 0 {
+		t.Fatalf("cloisond reported ready before exiting:\n%s", logs)
+	}
+	return logs.String()
 }
 
 // A prefill node killed (SIGKILL) while requests are in flight: every

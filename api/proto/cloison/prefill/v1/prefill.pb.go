@@ -26,6 +26,159 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AttestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttestRequest) Reset() {
+	*x = AttestRequest{}
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttestRequest) ProtoMessage() {}
+
+func (x *AttestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttestRequest.ProtoReflect.Descriptor instead.
+func (*AttestRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{0}
+}
+
+// Attestation is engine.Attestation of the prefill node.
+type Attestation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ModelDigest   string                 `protobuf:"bytes,1,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"` // hex SHA-256 of the GGUF file
+	ModelContext  int64                  `protobuf:"varint,2,opt,name=model_context,json=modelContext,proto3" json:"model_context,omitempty"`
+	ServedContext int64                  `protobuf:"varint,3,opt,name=served_context,json=servedContext,proto3" json:"served_context,omitempty"`
+	PoolTokens    int64                  `protobuf:"varint,4,opt,name=pool_tokens,json=poolTokens,proto3" json:"pool_tokens,omitempty"`
+	PoolPages     int64                  `protobuf:"varint,5,opt,name=pool_pages,json=poolPages,proto3" json:"pool_pages,omitempty"`
+	PageTokens    int64                  `protobuf:"varint,6,opt,name=page_tokens,json=pageTokens,proto3" json:"page_tokens,omitempty"`
+	K             int64                  `protobuf:"varint,7,opt,name=k,proto3" json:"k,omitempty"`
+	Zeroing       string                 `protobuf:"bytes,8,opt,name=zeroing,proto3" json:"zeroing,omitempty"`
+	Ok            bool                   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason        string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attestation) Reset() {
+	*x = Attestation{}
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attestation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attestation) ProtoMessage() {}
+
+func (x *Attestation) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
+func (*Attestation) Descriptor() ([]byte, []int) {
+	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attestation) GetModelDigest() string {
+	if x != nil {
+		return x.ModelDigest
+	}
+	return ""
+}
+
+func (x *Attestation) GetModelContext() int64 {
+	if x != nil {
+		return x.ModelContext
+	}
+	return 0
+}
+
+func (x *Attestation) GetServedContext() int64 {
+	if x != nil {
+		return x.ServedContext
+	}
+	return 0
+}
+
+func (x *Attestation) GetPoolTokens() int64 {
+	if x != nil {
+		return x.PoolTokens
+	}
+	return 0
+}
+
+func (x *Attestation) GetPoolPages() int64 {
+	if x != nil {
+		return x.PoolPages
+	}
+	return 0
+}
+
+func (x *Attestation) GetPageTokens() int64 {
+	if x != nil {
+		return x.PageTokens
+	}
+	return 0
+}
+
+func (x *Attestation) GetK() int64 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *Attestation) GetZeroing() string {
+	if x != nil {
+		return x.Zeroing
+	}
+	return ""
+}
+
+func (x *Attestation) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *Attestation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type PrefillRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Tenant  string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
@@ -41,7 +194,7 @@ type PrefillRequest struct {
 
 func (x *PrefillRequest) Reset() {
 	*x = PrefillRequest{}
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[0]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +206,7 @@ func (x *PrefillRequest) String() string {
 func (*PrefillRequest) ProtoMessage() {}
 
 func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[0]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +219,7 @@ func (x *PrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillRequest.ProtoReflect.Descriptor instead.
 func (*PrefillRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{0}
+	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PrefillRequest) GetTenant() string {
@@ -118,7 +271,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[1]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +283,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[1]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +296,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{1}
+	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Target) GetTenant() string {
@@ -190,7 +343,7 @@ type PrefillResponse struct {
 
 func (x *PrefillResponse) Reset() {
 	*x = PrefillResponse{}
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[2]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +355,7 @@ func (x *PrefillResponse) String() string {
 func (*PrefillResponse) ProtoMessage() {}
 
 func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[2]
+	mi := &file_cloison_prefill_v1_prefill_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +368,7 @@ func (x *PrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillResponse.ProtoReflect.Descriptor instead.
 func (*PrefillResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{2}
+	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PrefillResponse) GetTokens() int64 {
@@ -229,7 +382,23 @@ var File_cloison_prefill_v1_prefill_proto protoreflect.FileDescriptor
 
 const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\n" +
-	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"\xaf\x01\n" +
+	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"\x0f\n" +
+	"\rAttestRequest\"\xad\x02\n" +
+	"\vAttestation\x12!\n" +
+	"\fmodel_digest\x18\x01 \x01(\tR\vmodelDigest\x12#\n" +
+	"\rmodel_context\x18\x02 \x01(\x03R\fmodelContext\x12%\n" +
+	"\x0eserved_context\x18\x03 \x01(\x03R\rservedContext\x12\x1f\n" +
+	"\vpool_tokens\x18\x04 \x01(\x03R\n" +
+	"poolTokens\x12\x1d\n" +
+	"\n" +
+	"pool_pages\x18\x05 \x01(\x03R\tpoolPages\x12\x1f\n" +
+	"\vpage_tokens\x18\x06 \x01(\x03R\n" +
+	"pageTokens\x12\f\n" +
+	"\x01k\x18\a \x01(\x03R\x01k\x12\x18\n" +
+	"\azeroing\x18\b \x01(\tR\azeroing\x12\x0e\n" +
+	"\x02ok\x18\t \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\"\xaf\x01\n" +
 	"\x0ePrefillRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\tR\arequest\x12\x16\n" +
@@ -244,9 +413,10 @@ const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\vreservation\x18\x04 \x01(\fR\vreservation\x12\x16\n" +
 	"\x06tokens\x18\x05 \x01(\x03R\x06tokens\")\n" +
 	"\x0fPrefillResponse\x12\x16\n" +
-	"\x06tokens\x18\x01 \x01(\x03R\x06tokens2d\n" +
+	"\x06tokens\x18\x01 \x01(\x03R\x06tokens2\xb2\x01\n" +
 	"\x0ePrefillService\x12R\n" +
-	"\aPrefill\x12\".cloison.prefill.v1.PrefillRequest\x1a#.cloison.prefill.v1.PrefillResponseBCZAgithub.com/cloison/cloison/api/proto/cloison/prefill/v1;prefillv1b\x06proto3"
+	"\aPrefill\x12\".cloison.prefill.v1.PrefillRequest\x1a#.cloison.prefill.v1.PrefillResponse\x12L\n" +
+	"\x06Attest\x12!.cloison.prefill.v1.AttestRequest\x1a\x1f.cloison.prefill.v1.AttestationBCZAgithub.com/cloison/cloison/api/proto/cloison/prefill/v1;prefillv1b\x06proto3"
 
 var (
 	file_cloison_prefill_v1_prefill_proto_rawDescOnce sync.Once
@@ -260,18 +430,22 @@ func file_cloison_prefill_v1_prefill_proto_rawDescGZIP() []byte {
 	return file_cloison_prefill_v1_prefill_proto_rawDescData
 }
 
-var file_cloison_prefill_v1_prefill_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_cloison_prefill_v1_prefill_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_cloison_prefill_v1_prefill_proto_goTypes = []any{
-	(*PrefillRequest)(nil),  // 0: cloison.prefill.v1.PrefillRequest
-	(*Target)(nil),          // 1: cloison.prefill.v1.Target
-	(*PrefillResponse)(nil), // 2: cloison.prefill.v1.PrefillResponse
+	(*AttestRequest)(nil),   // 0: cloison.prefill.v1.AttestRequest
+	(*Attestation)(nil),     // 1: cloison.prefill.v1.Attestation
+	(*PrefillRequest)(nil),  // 2: cloison.prefill.v1.PrefillRequest
+	(*Target)(nil),          // 3: cloison.prefill.v1.Target
+	(*PrefillResponse)(nil), // 4: cloison.prefill.v1.PrefillResponse
 }
 var file_cloison_prefill_v1_prefill_proto_depIdxs = []int32{
-	1, // 0: cloison.prefill.v1.PrefillRequest.target:type_name -> cloison.prefill.v1.Target
-	0, // 1: cloison.prefill.v1.PrefillService.Prefill:input_type -> cloison.prefill.v1.PrefillRequest
-	2, // 2: cloison.prefill.v1.PrefillService.Prefill:output_type -> cloison.prefill.v1.PrefillResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	3, // 0: cloison.prefill.v1.PrefillRequest.target:type_name -> cloison.prefill.v1.Target
+	2, // 1: cloison.prefill.v1.PrefillService.Prefill:input_type -> cloison.prefill.v1.PrefillRequest
+	0, // 2: cloison.prefill.v1.PrefillService.Attest:input_type -> cloison.prefill.v1.AttestRequest
+	4, // 3: cloison.prefill.v1.PrefillService.Prefill:output_type -> cloison.prefill.v1.PrefillResponse
+	1, // 4: cloison.prefill.v1.PrefillService.Attest:output_type -> cloison.prefill.v1.Attestation
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -288,7 +462,7 @@ func file_cloison_prefill_v1_prefill_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_prefill_v1_prefill_proto_rawDesc), len(file_cloison_prefill_v1_prefill_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PrefillService_Prefill_FullMethodName = "/cloison.prefill.v1.PrefillService/Prefill"
+	PrefillService_Attest_FullMethodName  = "/cloison.prefill.v1.PrefillService/Attest"
 )
 
 // PrefillServiceClient is the client API for PrefillService service.
@@ -41,6 +42,12 @@ type PrefillServiceClient interface {
 	// A prompt the prefill node's pool can never hold is refused before any
 	// page is allocated.
 	Prefill(ctx context.Context, in *PrefillRequest, opts ...grpc.CallOption) (*PrefillResponse, error)
+	// Attest returns the prefill node's capacity attestation and the model it
+	// serves. A decode node refuses to start unless every prefill node serves
+	// its model and holds a whole request of its served context (the check
+	// that would have stopped the 2026 deployment: prefill pool 681,280
+	// tokens, advertised context 1,048,576).
+	Attest(ctx context.Context, in *AttestRequest, opts ...grpc.CallOption) (*Attestation, error)
 }
 
 type prefillServiceClient struct {
@@ -61,6 +68,16 @@ func (c *prefillServiceClient) Prefill(ctx context.Context, in *PrefillRequest, 
 	return out, nil
 }
 
+func (c *prefillServiceClient) Attest(ctx context.Context, in *AttestRequest, opts ...grpc.CallOption) (*Attestation, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Attestation)
+	err := c.cc.Invoke(ctx, PrefillService_Attest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PrefillServiceServer is the server API for PrefillService service.
 // All implementations must embed UnimplementedPrefillServiceServer
 // for forward compatibility.
@@ -75,6 +92,12 @@ type PrefillServiceServer interface {
 	// A prompt the prefill node's pool can never hold is refused before any
 	// page is allocated.
 	Prefill(context.Context, *PrefillRequest) (*PrefillResponse, error)
+	// Attest returns the prefill node's capacity attestation and the model it
+	// serves. A decode node refuses to start unless every prefill node serves
+	// its model and holds a whole request of its served context (the check
+	// that would have stopped the 2026 deployment: prefill pool 681,280
+	// tokens, advertised context 1,048,576).
+	Attest(context.Context, *AttestRequest) (*Attestation, error)
 	mustEmbedUnimplementedPrefillServiceServer()
 }
 
@@ -87,6 +110,9 @@ type UnimplementedPrefillServiceServer struct{}
 
 func (UnimplementedPrefillServiceServer) Prefill(context.Context, *PrefillRequest) (*PrefillResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prefill not implemented")
+}
+func (UnimplementedPrefillServiceServer) Attest(context.Context, *AttestRequest) (*Attestation, error) {
+	return nil, status.Error(codes.Unimplemented, "method Attest not implemented")
 }
 func (UnimplementedPrefillServiceServer) mustEmbedUnimplementedPrefillServiceServer() {}
 func (UnimplementedPrefillServiceServer) testEmbeddedByValue()                        {}
@@ -127,6 +153,24 @@ func _PrefillService_Prefill_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PrefillService_Attest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PrefillServiceServer).Attest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PrefillService_Attest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PrefillServiceServer).Attest(ctx, req.(*AttestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PrefillService_ServiceDesc is the grpc.ServiceDesc for PrefillService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -137,6 +181,10 @@ var PrefillService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Prefill",
 			Handler:    _PrefillService_Prefill_Handler,
+		},
+		{
+			MethodName: "Attest",
+			Handler:    _PrefillService_Attest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -26,6 +26,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
+	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
 )
 
@@ -43,6 +44,27 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // decode node address → connection
+	att   *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
+}
+
+// SetAttestation publishes this node's capacity attestation and the hex
+// SHA-256 of the model file it serves, for Attest.
+func (s *Server) SetAttestation(a engine.Attestation, modelDigest string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.att = &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
+		PoolTokens: int64(a.PoolTokens), PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K),
+		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason}
+}
+
+// Attest implements PrefillService.
+func (s *Server) Attest(context.Context, *prefillv1.AttestRequest) (*prefillv1.Attestation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.att == nil {
+		return nil, api.GRPCError(cloison.NewError(cloison.CodeUnavailable, "prefill: no capacity attestation published"))
+	}
+	return s.att, nil
 }
 
 // NewServer returns a Server that runs prefill, dialing decode nodes with
@@ -117,6 +139,7 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 // asks the prefill nodes, round-robin, and tells them to send to Advertise.
 type Client struct {
 	advertise string
+	peers     []string
 	clients   []prefillv1.PrefillServiceClient
 	conns     []*grpc.ClientConn
 	next      atomic.Uint64
@@ -129,7 +152,7 @@ func NewClient(peers []string, advertise string, clientTLS *tls.Config) (*Client
 	if len(peers) == 0 || advertise == "" {
 		return nil, errors.New("prefillrpc: at least one prefill peer and the transfer address are required")
 	}
-	c := &Client{advertise: advertise}
+	c := &Client{advertise: advertise, peers: peers}
 	for _, p := range peers {
 		conn, err := Dial(p, clientTLS)
 		if err != nil {
@@ -140,6 +163,23 @@ func NewClient(peers []string, advertise string, clientTLS *tls.Config) (*Client
 		c.clients = append(c.clients, prefillv1.NewPrefillServiceClient(conn))
 	}
 	return c, nil
+}
+
+// Attest fetches every prefill node's capacity attestation (engine.AttestPrefill
+// checks them). A node that cannot be reached, or has none, is an error.
+func (c *Client) Attest(ctx context.Context) ([]engine.PrefillPeer, error) {
+	peers := make([]engine.PrefillPeer, len(c.clients))
+	for i, cl := range c.clients {
+		a, err := cl.Attest(ctx, &prefillv1.AttestRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("prefill node %s: attestation: %w", c.peers[i], FromStatus(err))
+		}
+		peers[i] = engine.PrefillPeer{Addr: c.peers[i], ModelDigest: a.GetModelDigest(), Attestation: engine.Attestation{
+			ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
+			PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
+			OK: a.GetOk(), Reason: a.GetReason()}}
+	}
+	return peers, nil
 }
 
 // Close closes the connections.
