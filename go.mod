@@ -15,6 +15,7 @@ require (
 	golang.org/x/image v0.48.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
+	gorgonia.org/cu v0.9.6
 	lukechampine.com/blake3 v1.4.1
 	pgregory.net/rapid v1.3.0
 )

@@ -1,0 +1,576 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// arena is a KV cache in one device allocation. Page p occupies bytes
+// [p·pageBytes, (p+1)·pageBytes) of data, laid out as the transfer format
+// ([layer][K, V][slot][kv_head][head_dim] float32), so a page is one
+// contiguous run and a copy of a page is one transfer.
+//
+// Ownership is kept twice. On the host, tags and fills exactly as
+// kernels/cpu keeps them, checked before any launch. On the device,
+// devTags holds each page's tag (two uint64: Tenant<<32|Gen, Epoch), which
+// the attention kernels compare with the tags the block table expects
+// before reading a page: a second, independent layer that holds even if the
+// host books were wrong.
+type arena struct {
+	b        *Backend
+	c        kernels.ArenaConfig
+	row      int   // floats per token row of one layer's K or V: kv_heads × head_dim
+	kvLen    int64 // floats of one layer's K (or V) in a page
+	pageLen  int64 // floats per page
+	data     cu.DevicePtr
+	devTags  cu.DevicePtr // 2·Pages uint64
+	devBytes int64
+	// tags[p] and fills[p·Layers+layer] belong to page p; they are read and
+	// written only by the calls that the Backend contract lets touch p.
+	tags  []isolation.Tag
+	fills []int32
+	// skipHostChecks makes Attention skip the host-side tag and fill checks
+	// (tests only: it proves the device check refuses a foreign page alone).
+	skipHostChecks bool
+}
+
+// packTag is the device form of a tag.
+func packTag(t isolation.Tag) [2]uint64 {
+	return [2]uint64{uint64(t.Tenant)<<32 | uint64(t.Gen), t.Epoch}
+}
+
+func unpackTag(w [2]uint64) isolation.Tag {
+	return isolation.Tag{Tenant: uint32(w[0] >> 32), Gen: uint32(w[0]), Epoch: w[1]}
+}
+
+// NewArena allocates a zeroed arena with zero tags: one device allocation
+// for the pages, one for their tags.
+func (b *Backend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
+	if b.closed.Load() {
+		return nil, kernels.ErrClosed
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	row := c.KVHeads * c.HeadDim
+	a := &arena{
+		b: b, c: c, row: row, kvLen: int64(c.PageTokens * row), pageLen: int64(c.Layers) * 2 * int64(c.PageTokens*row),
+		tags: make([]isolation.Tag, c.Pages), fills: make([]int32, c.Pages*c.Layers),
+	}
+	a.devBytes = int64(c.Pages) * a.pageLen * 4
+	err := b.do(func() error {
+		var err error
+		if a.data, err = cu.MemAlloc(a.devBytes); err != nil {
+			return derr(fmt.Sprintf("allocating a %d-byte KV arena", a.devBytes), err)
+		}
+		if a.devTags, err = cu.MemAlloc(16 * int64(c.Pages)); err != nil {
+			_ = cu.MemFree(a.data)
+			return derr("allocating page tags", err)
+		}
+		if err := cu.MemsetD8(a.data, 0, a.devBytes); err != nil {
+			return derr("zeroing the arena", err)
+		}
+		return derr("zeroing page tags", cu.MemsetD8(a.devTags, 0, 16*int64(c.Pages)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *arena) Config() kernels.ArenaConfig { return a.c }
+func (a *arena) PageBytes() int              { return int(a.pageLen) * 4 }
+
+func (a *arena) Tag(page int32) isolation.Tag {
+	if page < 0 || int(page) >= a.c.Pages {
+		return isolation.Tag{}
+	}
+	return a.tags[page]
+}
+
+// pagePtr returns the device address of page p.
+func (a *arena) pagePtr(p int32) cu.DevicePtr { return a.data + cu.DevicePtr(int64(p)*a.pageLen*4) }
+
+// setDevTag writes page p's device tag. Device goroutine only.
+func (a *arena) setDevTag(p int32, t isolation.Tag) error {
+	w := packTag(t)
+	return derr("page tag", cu.MemcpyHtoD(a.devTags+cu.DevicePtr(16*int64(p)), unsafe.Pointer(&w[0]), 16))
+}
+
+// devTag reads page p's device tag. Device goroutine only.
+func (a *arena) devTag(p int32) (isolation.Tag, error) {
+	var w [2]uint64
+	err := cu.MemcpyDtoH(unsafe.Pointer(&w[0]), a.devTags+cu.DevicePtr(16*int64(p)), 16)
+	return unpackTag(w), derr("page tag", err)
+}
+
+// The host-side checks below are kernels/cpu's, line for line.
+
+func (a *arena) checkTable(t isolation.BlockTable) error {
+	if t.Len() > 0 && t.PageTokens() != a.c.PageTokens {
+		return shapeErr("block table of %d-token pages for an arena of %d-token pages", t.PageTokens(), a.c.PageTokens)
+	}
+	for i := range t.Len() {
+		if p := t.Page(i); p < 0 || int(p) >= a.c.Pages {
+			return shapeErr("block table page %d outside an arena of %d pages", p, a.c.Pages)
+		}
+	}
+	return nil
+}
+
+func (a *arena) checkRead(t isolation.BlockTable, n int, layers ...int) error {
+	if n <= 0 || a.b.unsafeSkip {
+		return nil
+	}
+	if t.Staged() {
+		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
+	}
+	last, lastSlot := t.Slot(n - 1)
+	for i := 0; i <= last; i++ {
+		p, want := t.Page(i), t.Tag(i)
+		if got := a.tags[p]; got != want || want.IsZero() {
+			return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
+		}
+		need := a.c.PageTokens
+		if i == last {
+			need = lastSlot + 1
+		}
+		for _, l := range layers {
+			if have := int(a.fills[int(p)*a.c.Layers+l]); have < need {
+				return &kernels.UnwrittenError{Page: p, Layer: l, Need: need, Have: have}
+			}
+		}
+	}
+	return nil
+}
+
+func (a *arena) checkSpans(what string, layer, rows int, spans []kernels.Span) error {
+	if layer < 0 || layer >= a.c.Layers {
+		return shapeErr("%s of layer %d in an arena of %d layers", what, layer, a.c.Layers)
+	}
+	for _, s := range spans {
+		if s.N <= 0 || s.Row < 0 || s.Row+s.N > rows || s.Pos < 0 {
+			return shapeErr("%s span rows [%d,%d) positions [%d,%d) for %d rows", what, s.Row, s.Row+s.N, s.Pos, s.Pos+s.N, rows)
+		}
+		if s.Pos+s.N > s.Table.Tokens() || (s.Pos+s.N-1)/a.c.PageTokens >= s.Table.Len() {
+			return shapeErr("%s of positions up to %d through a block table of %d tokens in %d pages", what, s.Pos+s.N, s.Table.Tokens(), s.Table.Len())
+		}
+		if err := a.checkTable(s.Table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type pageWrite struct {
+	page        int32
+	tag         isolation.Tag
+	first, last int
+}
+
+// stale: see kernels/cpu.
+func stale(cur, want isolation.Tag) bool {
+	return !cur.IsZero() && cur != want && cur.Gen > want.Gen
+}
+
+// WriteKV stores K and V rows through block tables. Pages changing owner
+// are zeroed on the device (and their device tags set) before the rows are
+// copied in.
+func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) error {
+	b := a.b
+	if b.closed.Load() {
+		return kernels.ErrClosed
+	}
+	kt, err := b.tensor(k, "WriteKV keys")
+	if err != nil {
+		return err
+	}
+	vt, err := b.tensor(v, "WriteKV values")
+	if err != nil {
+		return err
+	}
+	if kt.cols != a.row || vt.cols != a.row || kt.rows != vt.rows {
+		return shapeErr("WriteKV of %d×%d keys and %d×%d values, rows of %d", kt.rows, kt.cols, vt.rows, vt.cols, a.row)
+	}
+	if err := a.checkSpans("WriteKV", layer, kt.rows, spans); err != nil {
+		return err
+	}
+	var pages []pageWrite
+	seen := make(map[int32]bool)
+	pt := a.c.PageTokens
+	for _, s := range spans {
+		i0, _ := s.Table.Slot(s.Pos)
+		i1, _ := s.Table.Slot(s.Pos + s.N - 1)
+		if s.Table.Staged() {
+			return fmt.Errorf("%w: lease %s", kernels.ErrStaged, s.Table.Lease())
+		}
+		for i := i0; i <= i1; i++ {
+			p, tag := s.Table.Page(i), s.Table.Tag(i)
+			if !s.Table.Writable(i) {
+				return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
+			}
+			if tag.IsZero() || stale(a.tags[p], tag) {
+				return &kernels.TagMismatchError{Page: p, Want: tag, Got: a.tags[p]}
+			}
+			first := max(s.Pos, i*pt) - i*pt
+			last := min(s.Pos+s.N, (i+1)*pt) - 1 - i*pt
+			if seen[p] {
+				return shapeErr("WriteKV writes page %d from two spans", p)
+			}
+			seen[p] = true
+			pages = append(pages, pageWrite{page: p, tag: tag, first: first, last: last})
+		}
+	}
+	for _, w := range pages {
+		have := 0
+		if a.tags[w.page] == w.tag {
+			have = int(a.fills[int(w.page)*a.c.Layers+layer])
+		}
+		if w.first > have && !b.unsafeSkip {
+			return &kernels.UnwrittenError{Page: w.page, Layer: layer, Need: w.first, Have: have}
+		}
+	}
+	// Destination of each row: the arena float offset of its K slot.
+	var offs []int64
+	var src []int // tensor row of each destination
+	for _, s := range spans {
+		for j := range s.N {
+			i, slot := s.Table.Slot(s.Pos + j)
+			p := s.Table.Page(i)
+			offs = append(offs, int64(p)*a.pageLen+int64(2*layer)*a.kvLen+int64(slot*a.row))
+			src = append(src, s.Row+j)
+		}
+	}
+	return b.do(func() error {
+		for _, w := range pages {
+			if a.tags[w.page] != w.tag {
+				if err := cu.MemsetD8Async(a.pagePtr(w.page), 0, a.pageLen*4, cu.Stream{}); err != nil {
+					return derr("zeroing a page", err)
+				}
+				if err := a.setDevTag(w.page, w.tag); err != nil {
+					return err
+				}
+				clear(a.fills[int(w.page)*a.c.Layers : int(w.page+1)*a.c.Layers])
+				a.tags[w.page] = w.tag
+			}
+			f := &a.fills[int(w.page)*a.c.Layers+layer]
+			*f = max(*f, int32(w.last+1))
+		}
+		if len(offs) == 0 {
+			return nil
+		}
+		// The kernel copies row j of k and v; spans name arbitrary rows,
+		// so runs of consecutive rows are launched separately.
+		for j0 := 0; j0 < len(offs); {
+			j1 := j0 + 1
+			for j1 < len(offs) && src[j1] == src[j1-1]+1 {
+				j1++
+			}
+			p, err := a.b.d.stage(bytesOf(offs[j0:j1]))
+			if err != nil {
+				return err
+			}
+			if err := a.b.d.launch("write_kv", [3]int{j1 - j0, 1, 1}, 128, 0, ptrArg(a.data),
+				kt.row(src[j0]), vt.row(src[j0]), ptrArg(p), intArg(a.row), longArg(a.kvLen)); err != nil {
+				return err
+			}
+			j0 = j1
+		}
+		return nil
+	})
+}
+
+// ZeroPages zeroes pages and resets their tags and fills: one
+// cuMemsetD8Async per run of adjacent pages (and one for their device tags).
+func (a *arena) ZeroPages(pages []int32) error {
+	if a.b.closed.Load() {
+		return kernels.ErrClosed
+	}
+	for _, p := range pages {
+		if p < 0 || int(p) >= a.c.Pages {
+			return shapeErr("ZeroPages of page %d in an arena of %d pages", p, a.c.Pages)
+		}
+	}
+	sorted := pages
+	if !slices.IsSorted(pages) {
+		sorted = slices.Clone(pages)
+		slices.Sort(sorted)
+	}
+	return a.b.do(func() error {
+		for i := 0; i < len(sorted); {
+			j := i + 1
+			for j < len(sorted) && sorted[j] <= sorted[j-1]+1 {
+				j++
+			}
+			lo, hi := sorted[i], sorted[j-1]+1
+			n := int64(hi - lo)
+			if err := cu.MemsetD8Async(a.pagePtr(lo), 0, n*a.pageLen*4, cu.Stream{}); err != nil {
+				return derr("zeroing pages", err)
+			}
+			if err := cu.MemsetD8Async(a.devTags+cu.DevicePtr(16*int64(lo)), 0, 16*n, cu.Stream{}); err != nil {
+				return derr("zeroing page tags", err)
+			}
+			clear(a.tags[lo:hi])
+			clear(a.fills[int(lo)*a.c.Layers : int(hi)*a.c.Layers])
+			i = j
+		}
+		return nil
+	})
+}
+
+func covered(t isolation.BlockTable, i int) int {
+	return max(0, min(t.PageTokens(), t.Tokens()-i*t.PageTokens()))
+}
+
+func (a *arena) checkCopy(buf []byte, t isolation.BlockTable, i int) error {
+	if a.b.closed.Load() {
+		return kernels.ErrClosed
+	}
+	if len(buf) != a.PageBytes() {
+		return shapeErr("page copy of %d bytes, pages are %d", len(buf), a.PageBytes())
+	}
+	if i < 0 || i >= t.Len() {
+		return shapeErr("page %d of a block table of %d pages", i, t.Len())
+	}
+	return a.checkTable(t)
+}
+
+// CopyOut copies table page i into dst after checking its tag and fills;
+// only the covered slots of each layer's K and V cross from the device.
+func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
+	if err := a.checkCopy(dst, t, i); err != nil {
+		return err
+	}
+	if t.Staged() {
+		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
+	}
+	p, want := t.Page(i), t.Tag(i)
+	if got := a.tags[p]; got != want || want.IsZero() {
+		return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
+	}
+	c := covered(t, i)
+	for l := range a.c.Layers {
+		if have := int(a.fills[int(p)*a.c.Layers+l]); have < c {
+			return &kernels.UnwrittenError{Page: p, Layer: l, Need: c, Have: have}
+		}
+	}
+	return a.b.do(func() error {
+		// The device tag too: the copy leaves the device only if both
+		// books agree.
+		if got, err := a.devTag(p); err != nil {
+			return err
+		} else if got != want {
+			return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
+		}
+		base := a.pagePtr(p)
+		if c == a.c.PageTokens {
+			return derr("page copy", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), base, int64(len(dst))))
+		}
+		n := int64(c*a.row) * 4 // covered bytes of each K or V run
+		runBytes := a.kvLen * 4
+		for run := int64(0); run < int64(2*a.c.Layers); run++ {
+			d := dst[run*runBytes : (run+1)*runBytes]
+			if n > 0 {
+				if err := cu.MemcpyDtoH(unsafe.Pointer(&d[0]), base+cu.DevicePtr(run*runBytes), n); err != nil {
+					return derr("page copy", err)
+				}
+			}
+			clear(d[n:])
+		}
+		return nil
+	})
+}
+
+// CopyIn writes src into table page i and takes the table's tag; slots
+// beyond the covered ones are zeroed on the device.
+func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
+	if err := a.checkCopy(src, t, i); err != nil {
+		return err
+	}
+	p, want := t.Page(i), t.Tag(i)
+	if !t.Writable(i) {
+		return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
+	}
+	if want.IsZero() || stale(a.tags[p], want) {
+		return &kernels.TagMismatchError{Page: p, Want: want, Got: a.tags[p]}
+	}
+	c := covered(t, i)
+	return a.b.do(func() error {
+		base := a.pagePtr(p)
+		if c == a.c.PageTokens {
+			if err := cu.MemcpyHtoD(base, unsafe.Pointer(&src[0]), int64(len(src))); err != nil {
+				return derr("page copy", err)
+			}
+		} else {
+			n := int64(c*a.row) * 4
+			runBytes := a.kvLen * 4
+			for run := int64(0); run < int64(2*a.c.Layers); run++ {
+				d := base + cu.DevicePtr(run*runBytes)
+				if n > 0 {
+					if err := cu.MemcpyHtoD(d, unsafe.Pointer(&src[run*runBytes]), n); err != nil {
+						return derr("page copy", err)
+					}
+				}
+				if err := cu.MemsetD8Async(d+cu.DevicePtr(n), 0, runBytes-n, cu.Stream{}); err != nil {
+					return derr("zeroing a page tail", err)
+				}
+			}
+		}
+		if err := a.setDevTag(p, want); err != nil {
+			return err
+		}
+		a.tags[p] = want
+		for l := range a.c.Layers {
+			a.fills[int(p)*a.c.Layers+l] = int32(c)
+		}
+		return nil
+	})
+}
+
+// Attention computes causal grouped-query attention through block tables.
+// The host checks tags and fills first (as kernels/cpu); then one upload
+// carries the flat list of every span's pages with their expected tags,
+// paged_attention_check compares those with the device tags, and
+// paged_attention runs one block per (query row, query head) — refusing, on
+// the device, to read a page whose tag differs. A raised device flag
+// becomes a *kernels.TagMismatchError and out is not written.
+func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span) error {
+	b := a.b
+	ts, err := b.sameShape("attention", out, q)
+	if err != nil {
+		return err
+	}
+	ot, qt := ts[0], ts[1]
+	hd := a.c.HeadDim
+	if qt.cols%hd != 0 || (qt.cols/hd)%a.c.KVHeads != 0 {
+		return shapeErr("attention query rows of %d for %d kv heads of %d", qt.cols, a.c.KVHeads, hd)
+	}
+	if hd > maxHeadDim {
+		return shapeErr("attention head dim %d above the cuda backend's %d", hd, maxHeadDim)
+	}
+	if overlaps(ot, qt) {
+		return shapeErr("attention output aliases its query")
+	}
+	if err := a.checkSpans("Attention", layer, qt.rows, spans); err != nil {
+		return err
+	}
+	rows := make([][2]int, len(spans))
+	for i, s := range spans {
+		rows[i] = [2]int{s.Row, s.Row + s.N}
+	}
+	slices.SortFunc(rows, func(x, y [2]int) int { return x[0] - y[0] })
+	for i := 1; i < len(rows); i++ {
+		if rows[i][0] < rows[i-1][1] {
+			return shapeErr("attention spans share output rows %d…%d", rows[i][0], rows[i-1][1]-1)
+		}
+	}
+	if !a.skipHostChecks {
+		for _, s := range spans {
+			if err := a.checkRead(s.Table, s.Pos+s.N, layer); err != nil {
+				return err
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	// Flat page list: entries [first, first+pages) belong to one span.
+	type entry struct {
+		page int32
+		want isolation.Tag
+	}
+	var entries []entry
+	var pages []int32
+	var want []uint64
+	var rowinfo, qrow []int32
+	for _, s := range spans {
+		first := int32(len(pages))
+		last, _ := s.Table.Slot(s.Pos + s.N - 1)
+		for i := 0; i <= last; i++ {
+			p, w := s.Table.Page(i), s.Table.Tag(i)
+			entries = append(entries, entry{p, w})
+			pages = append(pages, p)
+			pw := packTag(w)
+			want = append(want, pw[0], pw[1])
+		}
+		for j := range s.N {
+			rowinfo = append(rowinfo, first, int32(s.Pos+j))
+			qrow = append(qrow, int32(s.Row+j))
+		}
+	}
+	var pk packer
+	flag := []int32{0, math.MaxInt32} // flag, lowest bad entry
+	fo := pk.add(bytesOf(flag))
+	po := pk.add(bytesOf(pages))
+	wo := pk.add(bytesOf(want))
+	ro := pk.add(bytesOf(rowinfo))
+	qo := pk.add(bytesOf(qrow))
+	qHeads := qt.cols / hd
+	check := 1
+	if b.unsafeSkip {
+		check = 0
+	}
+	var bad *kernels.TagMismatchError
+	err = b.do(func() error {
+		s, err := b.d.stage(pk.buf)
+		if err != nil {
+			return err
+		}
+		at := func(off int64) uint64 { return ptrArg(s + cu.DevicePtr(off)) }
+		if check == 1 {
+			if err := b.d.launch("paged_attention_check", [3]int{(len(pages) + 127) / 128, 1, 1}, 128, 0,
+				ptrArg(a.devTags), at(po), at(wo), intArg(len(pages)), at(fo), at(fo+4)); err != nil {
+				return err
+			}
+		}
+		if err := b.d.launch("paged_attention", [3]int{len(qrow), qHeads, 1}, 32*attWarps, 0,
+			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(a.data), ptrArg(a.devTags), at(po), at(wo), at(ro), at(qo),
+			intArg(qt.cols), intArg(hd), intArg(qHeads/a.c.KVHeads), intArg(a.c.PageTokens),
+			longArg(a.pageLen), longArg(a.kvLen), intArg(a.row), intArg(layer),
+			floatArg(float32(1/math.Sqrt(float64(hd)))), intArg(check), at(fo)); err != nil {
+			return err
+		}
+		if check == 0 {
+			return nil
+		}
+		var res [2]int32
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&res[0]), s+cu.DevicePtr(fo), 8); err != nil {
+			return derr("attention flag", err)
+		}
+		if res[0] == 0 {
+			return nil
+		}
+		e := 0
+		if res[1] >= 0 && int(res[1]) < len(entries) {
+			e = int(res[1])
+		}
+		got, err := a.devTag(entries[e].page)
+		if err != nil {
+			return err
+		}
+		bad = &kernels.TagMismatchError{Page: entries[e].page, Want: entries[e].want, Got: got}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		return bad
+	}
+	return nil
+}
+
+// Limits of paged_attention (ATT_WARPS, 32·ATT_DIMS in kernels.cu).
+const (
+	attWarps   = 4
+	maxHeadDim = 256
+)
