@@ -102,3 +102,45 @@ load:
 	  for i in $$(seq 1 120); do [ -s .cache/cloison-load/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$DATABASE_URL" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
 	  bin/cloisonctl load --url http://$$(cat .cache/cloison-load/ready) --token "$$tok" --clients $(LOAD_CLIENTS) --duration $(LOAD_DURATION) --pid $$pid
+
+## CUDA backend (kernels/cuda, build tag cuda). None of these need a GPU.
+## cuda-toolchain: nvcc 11.8, the CUDA headers and the libcuda stub from
+## Debian bookworm non-free, unpacked into ~/.cache/cloison-cuda by
+## scripts/cuda-toolchain.sh (private apt lists; nothing installed, nothing
+## committed; a no-op once cached).
+CUDA_TOOLCHAIN := scripts/cuda-toolchain.sh
+CUDA_SMS ?= 80 90
+.PHONY: cuda-toolchain cuda-ptx cuda-check cuda-test-binary
+cuda-toolchain:
+	@$(CUDA_TOOLCHAIN) fetch
+
+## cuda-ptx: compile kernels/cuda/kernels.cu to the committed, embedded
+## kernels/cuda/ptx/kernels_sm{80,90}.ptx.
+cuda-ptx: cuda-toolchain
+	@set -e; for sm in $(CUDA_SMS); do \
+	  $(CUDA_TOOLCHAIN) nvcc -ptx -arch=compute_$$sm -o kernels/cuda/ptx/kernels_sm$$sm.ptx kernels/cuda/kernels.cu; \
+	  echo "kernels/cuda/ptx/kernels_sm$$sm.ptx"; done
+
+## cuda-check: the committed PTX is what kernels.cu compiles to and ptxas
+## accepts it for each target; go vet -tags cuda, the kernels/cuda test
+## binary and cmd/... compile and link (against the libcuda stub); the
+## default build does not import gorgonia.org/cu.
+cuda-check: cuda-toolchain
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  for sm in $(CUDA_SMS); do \
+	    $(CUDA_TOOLCHAIN) nvcc -ptx -arch=compute_$$sm -o "$$tmp/kernels_sm$$sm.ptx" kernels/cuda/kernels.cu; \
+	    cmp -s "$$tmp/kernels_sm$$sm.ptx" kernels/cuda/ptx/kernels_sm$$sm.ptx || { echo "kernels/cuda/ptx/kernels_sm$$sm.ptx is stale: run make cuda-ptx" >&2; exit 1; }; \
+	    $(CUDA_TOOLCHAIN) ptxas -arch=sm_$$sm -o /dev/null kernels/cuda/ptx/kernels_sm$$sm.ptx; \
+	  done; echo "cuda-check: PTX up to date, ptxas ok (sm $(CUDA_SMS))"; \
+	  if $(GO) list -deps ./... | grep -q '^gorgonia.org/'; then echo "cuda-check: the default build imports gorgonia.org/cu" >&2; exit 1; fi; \
+	  eval "$$($(CUDA_TOOLCHAIN) env)"; \
+	  $(GO) vet -tags cuda ./...; \
+	  $(GO) test -c -tags cuda -o "$$tmp/cuda.test" ./kernels/cuda/; \
+	  $(GO) build -tags cuda -o "$$tmp/" ./cmd/...; \
+	  echo "cuda-check: ok (vet, test binary and cmd/... with -tags cuda; not run: no GPU needed or used)"
+
+## cuda-test-binary: bin/cuda.test for scripts/cuda-device-check.sh on a GPU
+## machine (which needs the NVIDIA driver, not Go).
+cuda-test-binary: cuda-toolchain
+	@set -e; mkdir -p bin; eval "$$($(CUDA_TOOLCHAIN) env)"; \
+	  $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/; echo bin/cuda.test
