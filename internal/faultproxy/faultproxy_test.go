@@ -112,7 +112,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestProxy(t *testing.T) {
+func TestFaultProxy(t *testing.T) {
 	const size = 200 << 10
 	msg := payload(size)
 	tests := []struct {
@@ -248,7 +248,7 @@ func TestProxy(t *testing.T) {
 
 // Close returns only after every pump ended, with connections stalled
 // mid-write in both directions.
-func TestCloseWaitsForStalledConnections(t *testing.T) {
+func TestFaultProxyCloseWaitsForStalledConnections(t *testing.T) {
 	e := newEcho(t)
 	p, err := New(e.ln.Addr().String())
 	if err != nil {
@@ -292,7 +292,7 @@ func TestCloseWaitsForStalledConnections(t *testing.T) {
 
 // A target that does not answer: the client's connection is reset and the
 // dial error is kept.
-func TestTargetDown(t *testing.T) {
+func TestFaultProxyTargetDown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
