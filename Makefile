@@ -27,7 +27,9 @@ test:
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 $(PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
-	  $(GO) test -count=1 -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)'
+	  $(GO) test -count=1 -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)' && \
+	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
+	  $(GO) test -count=1 -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
 # Randomized suites that run reduced under -race and in full here.
 FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence

@@ -129,11 +129,11 @@ type PrefillRunner struct {
 
 	mu sync.Mutex // serialises scrubbing of the pool
 	// UnsafePlaceholder emulates the 2026 bug on the prefill side, for tests
-	// only: it computes the KV of the first token alone and still sends the
-	// lease as the whole prompt; a prompt its pool cannot hold is not
-	// rejected but replaced by a one-token placeholder lease (with a Sender
-	// configured UnsafeClaimReservation, that one page is announced as the
-	// whole reservation, as in 2026).
+	// only: a prompt its pool cannot hold is not rejected but replaced by a
+	// one-token placeholder lease, whose KV alone is computed and sent as
+	// the whole prompt (with a Sender configured UnsafeClaimReservation,
+	// its one page is announced as the whole reservation, as in 2026).
+	// Prompts that fit are served normally.
 	UnsafePlaceholder bool
 }
 
@@ -144,9 +144,11 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 	if n < 1 || n != target.Tokens || target.Tenant != tenant || target.Request != req {
 		return fmt.Errorf("%w: %d tokens for a reservation of %d (%s/%s)", ErrBadToken, n, target.Tokens, target.Tenant, target.Request)
 	}
+	compute := n
 	lease, err := r.allocate(tenant, req, n)
 	if errors.Is(err, isolation.ErrTooLarge) && r.UnsafePlaceholder {
 		lease, err = r.allocate(tenant, req, 1)
+		compute = 1
 	}
 	if err != nil {
 		return err
@@ -155,10 +157,6 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 	chunk := r.Chunk
 	if chunk <= 0 {
 		chunk = 256
-	}
-	compute := n
-	if r.UnsafePlaceholder {
-		compute = 1
 	}
 	for pos := 0; pos < compute; pos += chunk {
 		k := min(chunk, compute-pos)

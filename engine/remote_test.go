@@ -36,11 +36,15 @@ func newDisagg(t *testing.T, l *loaded, placeholder bool) *disagg {
 	digest := transfer.Digest(sha256.Sum256([]byte("test-model")))
 	d := &disagg{}
 	// The prefill node's pool and arena.
-	ppool, _ := isolation.NewPool(isolation.Config{Pages: 64, PageTokens: 16})
+	ppages := 64
+	if placeholder {
+		ppages = 4 // 64 tokens: smaller than the decode node's pool, as in 2026
+	}
+	ppool, _ := isolation.NewPool(isolation.Config{Pages: ppages, PageTokens: 16})
 	for _, tn := range []cloison.TenantID{"a", "b"} {
 		ppool.AddTenant(isolation.TenantConfig{ID: tn})
 	}
-	parena, err := l.b.NewArena(l.m.ArenaConfig(64, 16))
+	parena, err := l.b.NewArena(l.m.ArenaConfig(ppages, 16))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +122,15 @@ func TestRemotePrefillMatchesSingleNode(t *testing.T) {
 	}
 }
 
-// The 2026 path: the prefill node computes one token and sends its lease as
-// the whole prompt. The decode node never decodes: the request fails, no
-// token reaches the client, the reservation is discarded.
+// The 2026 path: a prompt larger than the prefill pool becomes a one-token
+// placeholder that the prefill node tries to send as the whole prompt (its
+// sender refuses: the lease did not write the reservation's tokens). The
+// decode node never decodes: the request fails, no token reaches the
+// client, the reservation is discarded.
 func TestRemotePlaceholderFailsClosed(t *testing.T) {
 	l := randomModel(t)
 	d := newDisagg(t, l, true)
-	s, err := d.e.Submit(context.Background(), GenerateRequest{ID: "long", Tenant: "b", Prompt: prompt(50, 9), MaxTokens: 4, IgnoreEOS: true})
+	s, err := d.e.Submit(context.Background(), GenerateRequest{ID: "long", Tenant: "b", Prompt: prompt(100, 9), MaxTokens: 4, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}

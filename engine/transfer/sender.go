@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cloison/cloison"
@@ -104,6 +105,10 @@ func (s *Sender) Send(ctx context.Context, d Dialer, lease isolation.Lease, to T
 		send = min(send, to.Tokens)
 	}
 	bt, err := s.cfg.Pool.BlockTable(lease, send)
+	if errors.Is(err, isolation.ErrInvalidArgument) {
+		// A lease shorter than the reservation (a placeholder).
+		return Receipt{}, fmt.Errorf("%w: %w", ErrVerification, err)
+	}
 	if err != nil {
 		return Receipt{}, err
 	}

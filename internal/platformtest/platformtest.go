@@ -21,6 +21,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -42,6 +43,36 @@ type Options struct {
 	SkipFillCheck   bool // the pool's fill-count check
 	SkipScrub       bool // zeroing before pages change tenant
 	SkipKernelCheck bool // the arena's tag and fill checks
+	SkipAdmission   bool // admission's length checks (served context, pool and prefill capacity)
+	// Context is the context the model advertises (default 4096). The
+	// served context is the smaller of it and the pool.
+	Context int
+	// Split, when set, runs the disaggregated topology: the platform's
+	// engine is a decode node whose prompts a separate prefill node (own
+	// model instance, pool and arena) computes, called over PrefillService
+	// and sending the KV back over the verified transfer, both on gRPC with
+	// mutual TLS on loopback.
+	Split *Split
+}
+
+// Split configures the prefill node of a split platform and the defences of
+// the path between the nodes; the zero value has every defence on.
+type Split struct {
+	PrefillPages int // the prefill node's pool, pages of 16 tokens (default: Pages)
+	// ServedContext is the prefill node's served context, lowered
+	// explicitly by its operator (0: the model's).
+	ServedContext int
+	// SkipAttestation starts the nodes even though a pool cannot hold the
+	// served context (the prefill node's own attestation and the decode
+	// node's check of it). With it on, New fails with engine.ErrAttestation.
+	SkipAttestation bool
+	// Placeholder is the 2026 prefill node: a prompt its pool cannot hold
+	// is not rejected but replaced by a one-token placeholder, whose one
+	// page is announced as the whole reservation.
+	Placeholder     bool
+	SkipCountCheck  bool // the receiver's transferred == reserved (header and pages received)
+	SkipDecodeCount bool // the decode engine's own check that the pool holds every reserved token
+	SkipDigestCheck bool // page digests, the trailer's digest list and the manifest MAC
 }
 
 // Platform is a running in-process deployment.
@@ -50,6 +81,9 @@ type Platform struct {
 	Server *api.Server
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
+	Pool   *isolation.Pool // the (decode) node's KV pool
+	// Prefill is the prefill node of a split platform; nil otherwise.
+	Prefill *PrefillNode
 }
 
 // Token issues a token for tenant with scopes.
@@ -63,6 +97,17 @@ func (p *Platform) Token(t testing.TB, tenant cloison.TenantID, scopes ...tenanc
 
 // New starts a Platform; everything stops at the end of the test.
 func New(t testing.TB, o Options) *Platform {
+	t.Helper()
+	p, err := Start(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Start is New returning the error that stops a platform from starting
+// (engine.ErrAttestation: a pool cannot hold the served context).
+func Start(t testing.TB, o Options) (*Platform, error) {
 	t.Helper()
 	if len(o.Tenants) == 0 {
 		o.Tenants = []cloison.TenantID{"victim", "attacker"}
@@ -98,7 +143,7 @@ func New(t testing.TB, o Options) *Platform {
 			t.Fatal(err)
 		}
 	}
-	w, err := synth.ContextBag(synth.BagConfig{})
+	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +181,16 @@ func New(t testing.TB, o Options) *Platform {
 		t.Fatal(err)
 	}
 	var srv *api.Server
+	var remote *engine.Remote
+	var pn *PrefillNode
+	if o.Split != nil {
+		if pn, remote, att, err = startSplit(t, o, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
+			return nil, err
+		}
+	}
 	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
-		Scheduler:  engine.SchedulerConfig{UnsafePlaceholderOver: o.PlaceholderOver},
+		Scheduler:             engine.SchedulerConfig{UnsafePlaceholderOver: o.PlaceholderOver},
+		UnsafeSkipLengthCheck: o.SkipAdmission, Remote: remote,
 		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
 	if err != nil {
 		t.Fatal(err)
@@ -157,5 +210,5 @@ func New(t testing.TB, o Options) *Platform {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring)}
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
 }

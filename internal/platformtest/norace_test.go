@@ -1,0 +1,5 @@
+//go:build !race
+
+package platformtest_test
+
+const raceEnabled = false
