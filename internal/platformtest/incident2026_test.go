@@ -143,7 +143,7 @@ func run2026(t *testing.T, sc scale, l layers, aligned bool) {
 	}
 	if aligned {
 		// Both nodes serve what the smaller pool holds.
-		o.Pages, o.Split.ServedContext = sc.prefillPages, sc.prefillPages*16
+		o.Pages = sc.prefillPages
 	}
 	p, err := platformtest.Start(t, o)
 	if l[attestation] && !aligned {

@@ -59,8 +59,8 @@ type Options struct {
 // the path between the nodes; the zero value has every defence on.
 type Split struct {
 	PrefillPages int // the prefill node's pool, pages of 16 tokens (default: Pages)
-	// ServedContext is the prefill node's served context, lowered
-	// explicitly by its operator (0: the model's).
+	// ServedContext is the prefill node's served context (0: the decode
+	// node's, itself the smaller of the model's context and its pool).
 	ServedContext int
 	// SkipAttestation starts the nodes even though a pool cannot hold the
 	// served context (the prefill node's own attestation and the decode

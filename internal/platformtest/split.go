@@ -47,6 +47,9 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 	if sp.PrefillPages == 0 {
 		sp.PrefillPages = o.Pages
 	}
+	if sp.ServedContext == 0 {
+		sp.ServedContext = att.ServedContext // both nodes serve the same context
+	}
 	digest := transfer.Digest(sha256.Sum256(ggufBytes))
 	key, err := transfer.NewKey("platformtest")
 	if err != nil {

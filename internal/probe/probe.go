@@ -3,7 +3,8 @@
 // OpenAI-compatible HTTP API (cloisonctl probe):
 //
 //  1. Read the capacity attestation and fail on a misaligned deployment
-//     (attestation not passed, served context above the model's, pool
+//     (attestation not passed, a prefill node whose pool or served context
+//     is below what is served, served context above the model's, pool
 //     smaller than k × served context).
 //  2. Plant unique canaries as tenant A (requests that complete, so their KV
 //     passes through the pool and is freed).
@@ -210,7 +211,26 @@ func (p *prober) attest(ctx context.Context) (served, pool int, err error) {
 	if pool < k*served {
 		p.find("attestation", "misaligned: the pool holds %d tokens, %d × served context %d = %d needed", pool, k, served, k*served)
 	}
-	p.logf("attestation: model context %d, served %d, pool %d tokens, k %d", model, served, pool, k)
+	// A split deployment: every prefill node must hold what is served (the
+	// 2026 prefill pool held 65% of it), and the edge lengths probe the
+	// smallest pool on the path.
+	peers, _ := att["prefill"].([]any)
+	for _, x := range peers {
+		peer, _ := x.(map[string]any)
+		pa, _ := peer["attestation"].(map[string]any)
+		ptokens, _ := pa["pool_tokens"].(float64)
+		pserved, _ := pa["served_context"].(float64)
+		if ok, _ := peer["ok"].(bool); !ok {
+			p.find("attestation", "prefill node %v refused: %v", peer["addr"], peer["reason"])
+		}
+		if int(ptokens) < served || int(pserved) < served {
+			p.find("attestation", "misaligned: prefill node %v holds %d tokens and serves %d, the deployment serves %d", peer["addr"], int(ptokens), int(pserved), served)
+		}
+		if ptokens > 0 {
+			pool = min(pool, int(ptokens))
+		}
+	}
+	p.logf("attestation: model context %d, served %d, pool %d tokens, k %d, %d prefill nodes", model, served, pool, k, len(peers))
 	if served < 1 {
 		return 0, 0, fmt.Errorf("probe: the deployment attests no served context")
 	}

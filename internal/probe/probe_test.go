@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/cloison/cloison/internal/platformtest"
@@ -52,5 +53,26 @@ func TestProbeDefencesHoldAgainstTheBug(t *testing.T) {
 		if f.Check == "oracle-leak" || f.Check == "canary-leak" || f.Check == "over-long-served" {
 			t.Fatalf("finding with every defence on: %+v", f)
 		}
+	}
+}
+
+// A split deployment (a prefill node behind the decode node): healthy, the
+// probe passes; with a prefill pool below the served context (attestation
+// bypassed, as the 2026 operators had no such check), it reports the
+// misalignment — and the edge lengths probe the smaller pool.
+func TestProbeSplit(t *testing.T) {
+	if rep := run(t, platformtest.Options{Pages: 64, Split: &platformtest.Split{}}); !rep.OK() {
+		t.Fatalf("findings on a healthy split deployment: %+v", rep.Findings)
+	}
+	rep := run(t, platformtest.Options{Pages: 64, Split: &platformtest.Split{PrefillPages: 40, SkipAttestation: true}})
+	var found bool
+	for _, f := range rep.Findings {
+		found = found || (f.Check == "attestation" && strings.Contains(f.Detail, "prefill node"))
+		if f.Check == "oracle-leak" || f.Check == "canary-leak" || f.Check == "over-long-served" {
+			t.Fatalf("finding: %+v", f)
+		}
+	}
+	if !found {
+		t.Fatalf("the probe did not report the 640-token prefill pool under a 1,024-token served context: %+v", rep.Findings)
 	}
 }
