@@ -1,14 +1,9 @@
-//go:build cuda
-
 package cuda
 
 import (
 	"fmt"
 	"math"
 	"slices"
-	"unsafe"
-
-	"gorgonia.org/cu"
 
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -31,8 +26,8 @@ type arena struct {
 	row      int   // floats per token row of one layer's K or V: kv_heads × head_dim
 	kvLen    int64 // floats of one layer's K (or V) in a page
 	pageLen  int64 // floats per page
-	data     cu.DevicePtr
-	devTags  cu.DevicePtr // 2·Pages uint64
+	data     uint64
+	devTags  uint64 // 2·Pages uint64
 	devBytes int64
 	// tags[p] and fills[p·Layers+layer] belong to page p; they are read and
 	// written only by the calls that the Backend contract lets touch p.
@@ -67,19 +62,19 @@ func (b *Backend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
 		tags: make([]isolation.Tag, c.Pages), fills: make([]int32, c.Pages*c.Layers),
 	}
 	a.devBytes = int64(c.Pages) * a.pageLen * 4
-	err := b.do(func() error {
+	err := b.do(func(dv driver) error {
 		var err error
-		if a.data, err = cu.MemAlloc(a.devBytes); err != nil {
-			return derr(fmt.Sprintf("allocating a %d-byte KV arena", a.devBytes), err)
+		if a.data, err = dv.alloc(a.devBytes); err != nil {
+			return fmt.Errorf("KV arena of %d bytes: %w", a.devBytes, err)
 		}
-		if a.devTags, err = cu.MemAlloc(16 * int64(c.Pages)); err != nil {
-			_ = cu.MemFree(a.data)
-			return derr("allocating page tags", err)
+		if a.devTags, err = dv.alloc(16 * int64(c.Pages)); err != nil {
+			_ = dv.free(a.data)
+			return err
 		}
-		if err := cu.MemsetD8(a.data, 0, a.devBytes); err != nil {
-			return derr("zeroing the arena", err)
+		if err := dv.memset(a.data, a.devBytes); err != nil {
+			return err
 		}
-		return derr("zeroing page tags", cu.MemsetD8(a.devTags, 0, 16*int64(c.Pages)))
+		return dv.memset(a.devTags, 16*int64(c.Pages))
 	})
 	if err != nil {
 		return nil, err
@@ -98,19 +93,19 @@ func (a *arena) Tag(page int32) isolation.Tag {
 }
 
 // pagePtr returns the device address of page p.
-func (a *arena) pagePtr(p int32) cu.DevicePtr { return a.data + cu.DevicePtr(int64(p)*a.pageLen*4) }
+func (a *arena) pagePtr(p int32) uint64 { return a.data + uint64(int64(p)*a.pageLen*4) }
 
-// setDevTag writes page p's device tag. Device goroutine only.
-func (a *arena) setDevTag(p int32, t isolation.Tag) error {
+// setDevTag writes page p's device tag. Inside Backend.do only.
+func (a *arena) setDevTag(dv driver, p int32, t isolation.Tag) error {
 	w := packTag(t)
-	return derr("page tag", cu.MemcpyHtoD(a.devTags+cu.DevicePtr(16*int64(p)), unsafe.Pointer(&w[0]), 16))
+	return dv.htod(a.devTags+uint64(16*int64(p)), bytesOf(w[:]))
 }
 
-// devTag reads page p's device tag. Device goroutine only.
-func (a *arena) devTag(p int32) (isolation.Tag, error) {
+// devTag reads page p's device tag. Inside Backend.do only.
+func (a *arena) devTag(dv driver, p int32) (isolation.Tag, error) {
 	var w [2]uint64
-	err := cu.MemcpyDtoH(unsafe.Pointer(&w[0]), a.devTags+cu.DevicePtr(16*int64(p)), 16)
-	return unpackTag(w), derr("page tag", err)
+	err := dv.dtoh(bytesOf(w[:]), a.devTags+uint64(16*int64(p)))
+	return unpackTag(w), err
 }
 
 // The host-side checks below are kernels/cpu's, line for line.
@@ -250,13 +245,13 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 			src = append(src, s.Row+j)
 		}
 	}
-	return b.do(func() error {
+	return b.do(func(dv driver) error {
 		for _, w := range pages {
 			if a.tags[w.page] != w.tag {
-				if err := cu.MemsetD8Async(a.pagePtr(w.page), 0, a.pageLen*4, cu.Stream{}); err != nil {
-					return derr("zeroing a page", err)
+				if err := dv.memset(a.pagePtr(w.page), a.pageLen*4); err != nil {
+					return err
 				}
-				if err := a.setDevTag(w.page, w.tag); err != nil {
+				if err := a.setDevTag(dv, w.page, w.tag); err != nil {
 					return err
 				}
 				clear(a.fills[int(w.page)*a.c.Layers : int(w.page+1)*a.c.Layers])
@@ -275,11 +270,11 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 			for j1 < len(offs) && src[j1] == src[j1-1]+1 {
 				j1++
 			}
-			p, err := a.b.d.stage(bytesOf(offs[j0:j1]))
+			p, err := b.scr.stage(dv, bytesOf(offs[j0:j1]))
 			if err != nil {
 				return err
 			}
-			if err := a.b.d.launch("write_kv", [3]int{j1 - j0, 1, 1}, 128, 0, ptrArg(a.data),
+			if err := dv.launch("write_kv", [3]int{j1 - j0, 1, 1}, 128, ptrArg(a.data),
 				kt.row(src[j0]), vt.row(src[j0]), ptrArg(p), intArg(a.row), longArg(a.kvLen)); err != nil {
 				return err
 			}
@@ -305,7 +300,7 @@ func (a *arena) ZeroPages(pages []int32) error {
 		sorted = slices.Clone(pages)
 		slices.Sort(sorted)
 	}
-	return a.b.do(func() error {
+	return a.b.do(func(dv driver) error {
 		for i := 0; i < len(sorted); {
 			j := i + 1
 			for j < len(sorted) && sorted[j] <= sorted[j-1]+1 {
@@ -313,11 +308,11 @@ func (a *arena) ZeroPages(pages []int32) error {
 			}
 			lo, hi := sorted[i], sorted[j-1]+1
 			n := int64(hi - lo)
-			if err := cu.MemsetD8Async(a.pagePtr(lo), 0, n*a.pageLen*4, cu.Stream{}); err != nil {
-				return derr("zeroing pages", err)
+			if err := dv.memset(a.pagePtr(lo), n*a.pageLen*4); err != nil {
+				return err
 			}
-			if err := cu.MemsetD8Async(a.devTags+cu.DevicePtr(16*int64(lo)), 0, 16*n, cu.Stream{}); err != nil {
-				return derr("zeroing page tags", err)
+			if err := dv.memset(a.devTags+uint64(16*int64(lo)), 16*n); err != nil {
+				return err
 			}
 			clear(a.tags[lo:hi])
 			clear(a.fills[int(lo)*a.c.Layers : int(hi)*a.c.Layers])
@@ -363,26 +358,24 @@ func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
 			return &kernels.UnwrittenError{Page: p, Layer: l, Need: c, Have: have}
 		}
 	}
-	return a.b.do(func() error {
+	return a.b.do(func(dv driver) error {
 		// The device tag too: the copy leaves the device only if both
 		// books agree.
-		if got, err := a.devTag(p); err != nil {
+		if got, err := a.devTag(dv, p); err != nil {
 			return err
 		} else if got != want {
 			return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
 		}
 		base := a.pagePtr(p)
 		if c == a.c.PageTokens {
-			return derr("page copy", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), base, int64(len(dst))))
+			return dv.dtoh(dst, base)
 		}
 		n := int64(c*a.row) * 4 // covered bytes of each K or V run
 		runBytes := a.kvLen * 4
 		for run := int64(0); run < int64(2*a.c.Layers); run++ {
 			d := dst[run*runBytes : (run+1)*runBytes]
-			if n > 0 {
-				if err := cu.MemcpyDtoH(unsafe.Pointer(&d[0]), base+cu.DevicePtr(run*runBytes), n); err != nil {
-					return derr("page copy", err)
-				}
+			if err := dv.dtoh(d[:n], base+uint64(run*runBytes)); err != nil {
+				return err
 			}
 			clear(d[n:])
 		}
@@ -404,28 +397,26 @@ func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 		return &kernels.TagMismatchError{Page: p, Want: want, Got: a.tags[p]}
 	}
 	c := covered(t, i)
-	return a.b.do(func() error {
+	return a.b.do(func(dv driver) error {
 		base := a.pagePtr(p)
 		if c == a.c.PageTokens {
-			if err := cu.MemcpyHtoD(base, unsafe.Pointer(&src[0]), int64(len(src))); err != nil {
-				return derr("page copy", err)
+			if err := dv.htod(base, src); err != nil {
+				return err
 			}
 		} else {
 			n := int64(c*a.row) * 4
 			runBytes := a.kvLen * 4
 			for run := int64(0); run < int64(2*a.c.Layers); run++ {
-				d := base + cu.DevicePtr(run*runBytes)
-				if n > 0 {
-					if err := cu.MemcpyHtoD(d, unsafe.Pointer(&src[run*runBytes]), n); err != nil {
-						return derr("page copy", err)
-					}
+				d := base + uint64(run*runBytes)
+				if err := dv.htod(d, src[run*runBytes:run*runBytes+n]); err != nil {
+					return err
 				}
-				if err := cu.MemsetD8Async(d+cu.DevicePtr(n), 0, runBytes-n, cu.Stream{}); err != nil {
-					return derr("zeroing a page tail", err)
+				if err := dv.memset(d+uint64(n), runBytes-n); err != nil {
+					return err
 				}
 			}
 		}
-		if err := a.setDevTag(p, want); err != nil {
+		if err := a.setDevTag(dv, p, want); err != nil {
 			return err
 		}
 		a.tags[p] = want
@@ -520,19 +511,19 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		check = 0
 	}
 	var bad *kernels.TagMismatchError
-	err = b.do(func() error {
-		s, err := b.d.stage(pk.buf)
+	err = b.do(func(dv driver) error {
+		s, err := b.scr.stage(dv, pk.buf)
 		if err != nil {
 			return err
 		}
-		at := func(off int64) uint64 { return ptrArg(s + cu.DevicePtr(off)) }
+		at := func(off uint64) uint64 { return ptrArg(s + off) }
 		if check == 1 {
-			if err := b.d.launch("paged_attention_check", [3]int{(len(pages) + 127) / 128, 1, 1}, 128, 0,
+			if err := dv.launch("paged_attention_check", [3]int{(len(pages) + 127) / 128, 1, 1}, 128,
 				ptrArg(a.devTags), at(po), at(wo), intArg(len(pages)), at(fo), at(fo+4)); err != nil {
 				return err
 			}
 		}
-		if err := b.d.launch("paged_attention", [3]int{len(qrow), qHeads, 1}, 32*attWarps, 0,
+		if err := dv.launch("paged_attention", [3]int{len(qrow), qHeads, 1}, 32*attWarps,
 			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(a.data), ptrArg(a.devTags), at(po), at(wo), at(ro), at(qo),
 			intArg(qt.cols), intArg(hd), intArg(qHeads/a.c.KVHeads), intArg(a.c.PageTokens),
 			longArg(a.pageLen), longArg(a.kvLen), intArg(a.row), intArg(layer),
@@ -543,8 +534,8 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 			return nil
 		}
 		var res [2]int32
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&res[0]), s+cu.DevicePtr(fo), 8); err != nil {
-			return derr("attention flag", err)
+		if err := dv.dtoh(bytesOf(res[:]), s+fo); err != nil {
+			return err
 		}
 		if res[0] == 0 {
 			return nil
@@ -553,7 +544,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		if res[1] >= 0 && int(res[1]) < len(entries) {
 			e = int(res[1])
 		}
-		got, err := a.devTag(entries[e].page)
+		got, err := a.devTag(dv, entries[e].page)
 		if err != nil {
 			return err
 		}

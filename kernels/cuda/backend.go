@@ -1,40 +1,28 @@
-//go:build cuda
-
 package cuda
 
 import (
 	"fmt"
 	"math"
 	"sync/atomic"
-	"unsafe"
-
-	"gorgonia.org/cu"
 
 	"github.com/cloison/cloison/kernels"
 )
 
-func init() {
-	kernels.Register(Name, func(o kernels.Options) (kernels.Backend, error) { return New(o) })
-}
-
-// Backend is the CUDA kernels.Backend. See the package documentation.
+// Backend is the CUDA kernels.Backend (New, in builds with the cuda tag).
+// See the package documentation.
 type Backend struct {
-	d          *device
+	ex         executor
+	scr        scratch // used only inside ex.do
 	closed     atomic.Bool
 	unsafeSkip bool // Options.UnsafeSkipOwnershipChecks: tests only
+	devName    string
+	cc         [2]int
 }
 
 var _ kernels.Backend = (*Backend)(nil)
 
-// New opens GPU o.Device (o.Threads is ignored). Errors wrap ErrDevice when
-// the driver fails (no GPU, a driver too old for CUDA 11.8 PTX, a GPU below
-// compute capability 8.0).
-func New(o kernels.Options) (*Backend, error) {
-	d, err := openDevice(o.Device)
-	if err != nil {
-		return nil, err
-	}
-	return &Backend{d: d, unsafeSkip: o.UnsafeSkipOwnershipChecks}, nil
+func newBackend(ex executor, o kernels.Options) *Backend {
+	return &Backend{ex: ex, unsafeSkip: o.UnsafeSkipOwnershipChecks}
 }
 
 // Name returns "cuda".
@@ -42,30 +30,30 @@ func (b *Backend) Name() string { return Name }
 
 // Device returns the GPU's name and compute capability.
 func (b *Backend) Device() (name string, major, minor int) {
-	return b.d.name, b.d.cc[0], b.d.cc[1]
+	return b.devName, b.cc[0], b.cc[1]
 }
 
 // Close destroys the context after the work queued before it; operations
 // afterwards return kernels.ErrClosed.
 func (b *Backend) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
-		b.d.close()
+		b.ex.close()
 	}
 	return nil
 }
 
-// do runs fn on the device goroutine.
-func (b *Backend) do(fn func() error) error {
+// do runs fn against the device, after every fn before it.
+func (b *Backend) do(fn func(d driver) error) error {
 	if b.closed.Load() {
 		return kernels.ErrClosed
 	}
-	return b.d.do(fn)
+	return b.ex.do(fn)
 }
 
 // tensor is a rows×cols float32 matrix in device memory at ptr.
 type tensor struct {
 	b          *Backend
-	ptr        cu.DevicePtr // 0 for an empty tensor
+	ptr        uint64 // 0 for an empty tensor
 	rows, cols int
 	view       bool // a Slice: Free is a no-op
 }
@@ -77,7 +65,7 @@ func (t *tensor) Slice(r0, r1 int) kernels.Tensor {
 	if r0 < 0 || r1 < r0 || r1 > t.rows {
 		panic(fmt.Sprintf("kernels/cuda: slice [%d:%d] of a tensor with %d rows", r0, r1, t.rows))
 	}
-	return &tensor{b: t.b, ptr: t.ptr + cu.DevicePtr(4*r0*t.cols), rows: r1 - r0, cols: t.cols, view: true}
+	return &tensor{b: t.b, ptr: t.ptr + uint64(4*r0*t.cols), rows: r1 - r0, cols: t.cols, view: true}
 }
 
 func (t *tensor) len() int         { return t.rows * t.cols }
@@ -89,7 +77,7 @@ func overlaps(a, b *tensor) bool {
 	if a.len() == 0 || b.len() == 0 {
 		return false
 	}
-	return a.ptr < b.ptr+cu.DevicePtr(b.bytes()) && b.ptr < a.ptr+cu.DevicePtr(a.bytes())
+	return a.ptr < b.ptr+uint64(b.bytes()) && b.ptr < a.ptr+uint64(a.bytes())
 }
 
 func shapeErr(format string, args ...any) error {
@@ -131,13 +119,13 @@ func (b *Backend) NewTensor(rows, cols int) (kernels.Tensor, error) {
 	if rows == 0 {
 		return t, nil
 	}
-	err := b.do(func() error {
-		p, err := cu.MemAlloc(t.bytes())
+	err := b.do(func(dv driver) error {
+		p, err := dv.alloc(t.bytes())
 		if err != nil {
-			return derr(fmt.Sprintf("allocating %d bytes", t.bytes()), err)
+			return err
 		}
 		t.ptr = p
-		return derr("zeroing", cu.MemsetD8(p, 0, t.bytes()))
+		return dv.memset(p, t.bytes())
 	})
 	if err != nil {
 		return nil, err
@@ -157,8 +145,8 @@ func (b *Backend) Upload(t kernels.Tensor, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return b.do(func() error {
-		return derr("upload", cu.MemcpyHtoD(ct.ptr, unsafe.Pointer(&src[0]), ct.bytes()))
+	return b.do(func(dv driver) error {
+		return dv.htod(ct.ptr, bytesOf(src))
 	})
 }
 
@@ -172,11 +160,11 @@ func (b *Backend) Download(dst []float32, t kernels.Tensor) error {
 	if len(dst) != ct.len() {
 		return shapeErr("download of a %d×%d tensor into %d floats", ct.rows, ct.cols, len(dst))
 	}
-	return b.do(func() error {
+	return b.do(func(dv driver) error {
 		if len(dst) == 0 {
-			return derr("synchronize", cu.Synchronize())
+			return dv.sync()
 		}
-		return derr("download", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), ct.ptr, ct.bytes()))
+		return dv.dtoh(bytesOf(dst), ct.ptr)
 	})
 }
 
@@ -188,11 +176,8 @@ func (b *Backend) Free(t kernels.Tensor) {
 	}
 	p := ct.ptr
 	ct.ptr = 0
-	_ = b.do(func() error {
-		if err := cu.Synchronize(); err != nil {
-			return err
-		}
-		return cu.MemFree(p)
+	_ = b.do(func(dv driver) error {
+		return dv.free(p)
 	})
 }
 
@@ -204,7 +189,7 @@ type matrix struct {
 	dt, dev    kernels.DType
 	rows, cols int
 	rowBytes   int64 // of the stored type
-	ptr        cu.DevicePtr
+	ptr        uint64
 }
 
 func (m *matrix) DType() kernels.DType { return m.dt }
@@ -242,13 +227,13 @@ func (b *Backend) NewMatrix(dt kernels.DType, rows, cols int, data []byte) (kern
 		src = bytesOf(f)
 		m.dev, m.rowBytes = kernels.F32, 4*int64(cols)
 	}
-	err = b.do(func() error {
-		p, err := cu.MemAlloc(int64(len(src)))
+	err = b.do(func(dv driver) error {
+		p, err := dv.alloc(int64(len(src)))
 		if err != nil {
-			return derr(fmt.Sprintf("allocating %d bytes of weights", len(src)), err)
+			return err
 		}
 		m.ptr = p
-		return derr("weight upload", cu.MemcpyHtoD(p, unsafe.Pointer(&src[0]), int64(len(src))))
+		return dv.htod(p, src)
 	})
 	if err != nil {
 		return nil, err
@@ -292,9 +277,9 @@ func (b *Backend) MatMul(dst, x kernels.Tensor, w kernels.Matrix) error {
 	if xt.rows == 0 {
 		return nil
 	}
-	return b.do(func() error {
+	return b.do(func(dv driver) error {
 		grid := [3]int{(m.rows + 7) / 8, (xt.rows + mmRows - 1) / mmRows, 1}
-		return b.d.launch("matmul", grid, 256, 0, ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(m.ptr),
+		return dv.launch("matmul", grid, 256, ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(m.ptr),
 			intArg(int(m.dev)), intArg(xt.rows), intArg(xt.cols), intArg(m.rows), longArg(m.rowBytes))
 	})
 }
@@ -323,12 +308,12 @@ func (b *Backend) Embed(dst kernels.Tensor, w kernels.Matrix, ids []int32) error
 	if len(ids) == 0 {
 		return nil
 	}
-	return b.do(func() error {
-		p, err := b.d.stage(bytesOf(ids))
+	return b.do(func(dv driver) error {
+		p, err := b.scr.stage(dv, bytesOf(ids))
 		if err != nil {
 			return err
 		}
-		return b.d.launch("embed", [3]int{d.rows, (d.cols + 255) / 256, 1}, 256, 0,
+		return dv.launch("embed", [3]int{d.rows, (d.cols + 255) / 256, 1}, 256,
 			ptrArg(d.ptr), ptrArg(m.ptr), ptrArg(p), intArg(int(m.dev)), intArg(d.cols), longArg(m.rowBytes))
 	})
 }
@@ -353,8 +338,8 @@ func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 	if xt.rows == 0 {
 		return nil
 	}
-	return b.do(func() error {
-		return b.d.launch("rmsnorm", [3]int{xt.rows, 1, 1}, 256, 0,
+	return b.do(func(dv driver) error {
+		return dv.launch("rmsnorm", [3]int{xt.rows, 1, 1}, 256,
 			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(w.ptr), intArg(xt.cols), floatArg(eps))
 	})
 }
@@ -408,13 +393,13 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 	if p.NeoX {
 		neox = 1
 	}
-	return b.do(func() error {
-		s, err := b.d.stage(pk.buf)
+	return b.do(func(dv driver) error {
+		s, err := b.scr.stage(dv, pk.buf)
 		if err != nil {
 			return err
 		}
-		return b.d.launch("rope", [3]int{xt.rows, 1, 1}, 128, 0, ptrArg(xt.ptr), ptrArg(s+cu.DevicePtr(po)),
-			ptrArg(s+cu.DevicePtr(fo)), intArg(xt.cols), intArg(p.HeadDim), intArg(half), intArg(neox))
+		return dv.launch("rope", [3]int{xt.rows, 1, 1}, 128, ptrArg(xt.ptr), ptrArg(s+po),
+			ptrArg(s+fo), intArg(xt.cols), intArg(p.HeadDim), intArg(half), intArg(neox))
 	})
 }
 
@@ -424,7 +409,7 @@ func (b *Backend) elementwise(name string, n int, args ...uint64) error {
 		return nil
 	}
 	blocks := min((n+255)/256, 4096)
-	return b.do(func() error { return b.d.launch(name, [3]int{blocks, 1, 1}, 256, 0, args...) })
+	return b.do(func(dv driver) error { return dv.launch(name, [3]int{blocks, 1, 1}, 256, args...) })
 }
 
 // SwiGLU sets dst = silu(gate) ⊙ up.
@@ -457,8 +442,8 @@ func (b *Backend) Softmax(x kernels.Tensor) error {
 	if xt.rows == 0 {
 		return nil
 	}
-	return b.do(func() error {
-		return b.d.launch("softmax", [3]int{xt.rows, 1, 1}, 256, 0, ptrArg(xt.ptr), intArg(xt.cols))
+	return b.do(func(dv driver) error {
+		return dv.launch("softmax", [3]int{xt.rows, 1, 1}, 256, ptrArg(xt.ptr), intArg(xt.cols))
 	})
 }
 
@@ -490,9 +475,9 @@ func (b *Backend) Copy(dst, src kernels.Tensor) error {
 		return nil
 	}
 	d, s := ts[0], ts[1]
-	return b.do(func() error {
+	return b.do(func(dv driver) error {
 		if !overlaps(d, s) {
-			return derr("copy", cu.MemcpyDtoD(d.ptr, s.ptr, d.bytes()))
+			return dv.dtod(d.ptr, s.ptr, d.bytes())
 		}
 		// Overlapping views of one tensor (same width, whole rows apart):
 		// row by row, in the order that reads each row before it is
@@ -503,8 +488,8 @@ func (b *Backend) Copy(dst, src kernels.Tensor) error {
 			if d.ptr > s.ptr {
 				r = d.rows - 1 - i
 			}
-			if err := cu.MemcpyDtoD(d.ptr+cu.DevicePtr(int64(r)*rb), s.ptr+cu.DevicePtr(int64(r)*rb), rb); err != nil {
-				return derr("copy", err)
+			if err := dv.dtod(d.ptr+uint64(int64(r)*rb), s.ptr+uint64(int64(r)*rb), rb); err != nil {
+				return err
 			}
 		}
 		return nil

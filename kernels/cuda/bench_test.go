@@ -26,7 +26,7 @@ import (
 // counted in full.
 
 func (b *Backend) sync(tb testing.TB) {
-	if err := b.do(func() error { return derr("synchronize", cu.Synchronize()) }); err != nil {
+	if err := b.do(func(d driver) error { return d.sync() }); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -72,8 +72,8 @@ func BenchmarkZeroPages(b *testing.B) {
 	b.Run("cuMemsetD8", func(b *testing.B) {
 		b.SetBytes(bytes)
 		for b.Loop() {
-			if err := be.do(func() error {
-				if err := cu.MemsetD8(a.data, 0, bytes); err != nil {
+			if err := be.do(func(driver) error {
+				if err := cu.MemsetD8(cu.DevicePtr(a.data), 0, bytes); err != nil {
 					return err
 				}
 				return cu.Synchronize()

@@ -4,9 +4,7 @@ package cuda
 
 import (
 	"embed"
-	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -16,21 +14,28 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
+func init() {
+	kernels.Register(Name, func(o kernels.Options) (kernels.Backend, error) { return New(o) })
+}
+
+// New opens GPU o.Device (o.Threads is ignored). Errors wrap ErrDevice when
+// the driver fails (no GPU, a driver too old for CUDA 11.8 PTX, a GPU below
+// compute capability 8.0).
+func New(o kernels.Options) (*Backend, error) {
+	d, err := openDevice(o.Device)
+	if err != nil {
+		return nil, err
+	}
+	b := newBackend(d, o)
+	b.devName, b.cc = d.name, d.cc
+	return b, nil
+}
+
 // ptxFS holds the kernels compiled by `make cuda-ptx` (committed; `make
 // cuda-check` fails when they are stale).
 //
 //go:embed ptx/kernels_sm80.ptx ptx/kernels_sm90.ptx
 var ptxFS embed.FS
-
-// ErrDevice wraps every failure the CUDA driver reports (and every panic of
-// gorgonia.org/cu, recovered at the funnel).
-var ErrDevice = errors.New("kernels/cuda: device error")
-
-// kernelNames are the entry points of kernels.cu.
-var kernelNames = []string{
-	"matmul", "embed", "rmsnorm", "rope", "swiglu", "silu_op", "add", "softmax",
-	"write_kv", "paged_attention_check", "paged_attention",
-}
 
 // device owns the CUDA context. Every driver call runs on one goroutine,
 // locked to its OS thread, that executes the closures sent on work in order:
@@ -44,14 +49,14 @@ type device struct {
 	once sync.Once
 
 	// Owned by the device goroutine.
-	ctx     cu.CUContext
-	mod     cu.Module
-	fn      map[string]cu.Function
-	scratch cu.DevicePtr
-	scrLen  int64
-	name    string
-	cc      [2]int
+	ctx  cu.CUContext
+	mod  cu.Module
+	fn   map[string]cu.Function
+	name string
+	cc   [2]int
 }
+
+var _ executor = (*device)(nil)
 
 // openDevice starts the device goroutine, creates a context on GPU ordinal
 // and loads the module for its compute capability.
@@ -81,12 +86,7 @@ func (d *device) loop(ordinal int, started chan<- error) {
 			running = false
 		}
 	}
-	_ = protect(func() error {
-		if d.scratch != 0 {
-			_ = cu.MemFree(d.scratch)
-		}
-		return d.ctx.Destroy()
-	})
+	_ = protect(func() error { return d.ctx.Destroy() })
 }
 
 func (d *device) init(ordinal int) error {
@@ -148,10 +148,10 @@ func (d *device) init(ordinal int) error {
 // do runs fn on the device goroutine and returns its error; a panic in fn
 // (gorgonia.org/cu panics on some driver errors) becomes an ErrDevice
 // error. After close it returns kernels.ErrClosed.
-func (d *device) do(fn func() error) error {
+func (d *device) do(fn func(driver) error) error {
 	res := make(chan error, 1)
 	select {
-	case d.work <- func() { res <- protect(fn) }:
+	case d.work <- func() { res <- protect(func() error { return fn(cuDriver{d}) }) }:
 		return <-res
 	case <-d.done:
 		return kernels.ErrClosed
@@ -166,32 +166,51 @@ func (d *device) close() {
 	<-d.done
 }
 
-func protect(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: panic: %v", ErrDevice, r)
-		}
-	}()
-	return fn()
+// cuDriver is the driver on the device goroutine: every method is a
+// gorgonia.org/cu call on the legacy default stream.
+type cuDriver struct{ d *device }
+
+func (c cuDriver) alloc(n int64) (uint64, error) {
+	p, err := cu.MemAlloc(n)
+	return uint64(p), derr(fmt.Sprintf("allocating %d bytes", n), err)
 }
 
-func derr(what string, err error) error {
-	if err == nil {
+func (c cuDriver) free(p uint64) error {
+	// cuMemFree may not wait for kernels still using the memory.
+	if err := cu.Synchronize(); err != nil {
+		return derr("synchronize", err)
+	}
+	return derr("free", cu.MemFree(cu.DevicePtr(p)))
+}
+
+func (c cuDriver) memset(p uint64, n int64) error {
+	return derr("memset", cu.MemsetD8Async(cu.DevicePtr(p), 0, n, cu.Stream{}))
+}
+
+// htod and dtoh copy from and to pageable host memory: synchronous, and on
+// the legacy default stream ordered after every kernel queued before.
+func (c cuDriver) htod(dst uint64, src []byte) error {
+	if len(src) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s: %v", ErrDevice, what, err)
+	return derr("copy to device", cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src))))
 }
 
-// Kernel arguments: cu copies 8 bytes per parameter, so each travels in a
-// uint64 (the kernel reads the low bytes of 4-byte ones: little-endian).
-func ptrArg(p cu.DevicePtr) uint64 { return uint64(p) }
-func intArg(v int) uint64          { return uint64(uint32(int32(v))) }
-func longArg(v int64) uint64       { return uint64(v) }
-func floatArg(v float32) uint64    { return uint64(math.Float32bits(v)) }
+func (c cuDriver) dtoh(dst []byte, src uint64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return derr("copy from device", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst))))
+}
 
-// launch starts kernel name on the default stream. Device goroutine only.
-func (d *device) launch(name string, grid [3]int, block, shared int, args ...uint64) error {
-	f, ok := d.fn[name]
+func (c cuDriver) dtod(dst, src uint64, n int64) error {
+	return derr("device copy", cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), n))
+}
+
+func (c cuDriver) sync() error { return derr("synchronize", cu.Synchronize()) }
+
+func (c cuDriver) launch(name string, grid [3]int, block int, args ...uint64) error {
+	f, ok := c.d.fn[name]
 	if !ok {
 		return fmt.Errorf("%w: no kernel %s", ErrDevice, name)
 	}
@@ -199,54 +218,5 @@ func (d *device) launch(name string, grid [3]int, block, shared int, args ...uin
 	for i := range args {
 		params[i] = unsafe.Pointer(&args[i])
 	}
-	return derr(name, f.Launch(grid[0], grid[1], grid[2], block, 1, 1, shared, cu.Stream{}, params))
-}
-
-// stage copies host bytes into the scratch buffer (grown as needed) and
-// returns its device address. The copy is synchronous and ordered after
-// every kernel queued before it, so reusing the buffer for each operation
-// is safe. Device goroutine only.
-func (d *device) stage(b []byte) (cu.DevicePtr, error) {
-	n := int64(len(b))
-	if n == 0 {
-		return 0, nil
-	}
-	if n > d.scrLen {
-		if d.scratch != 0 {
-			if err := cu.Synchronize(); err != nil {
-				return 0, derr("synchronize", err)
-			}
-			if err := cu.MemFree(d.scratch); err != nil {
-				return 0, derr("free scratch", err)
-			}
-			d.scratch, d.scrLen = 0, 0
-		}
-		size := max(n, 1<<20)
-		p, err := cu.MemAlloc(size)
-		if err != nil {
-			return 0, derr("scratch", err)
-		}
-		d.scratch, d.scrLen = p, size
-	}
-	return d.scratch, derr("copy to device", cu.MemcpyHtoD(d.scratch, unsafe.Pointer(&b[0]), n))
-}
-
-// packer lays out several small host arrays in one buffer for one stage
-// call; each starts 16-byte aligned.
-type packer struct{ buf []byte }
-
-func (p *packer) add(b []byte) int64 {
-	for len(p.buf)%16 != 0 {
-		p.buf = append(p.buf, 0)
-	}
-	off := int64(len(p.buf))
-	p.buf = append(p.buf, b...)
-	return off
-}
-
-func bytesOf[T int32 | int64 | uint64 | float64 | float32](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+	return derr(name, f.Launch(grid[0], grid[1], grid[2], block, 1, 1, 0, cu.Stream{}, params))
 }

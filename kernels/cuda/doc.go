@@ -1,8 +1,16 @@
 // Package cuda is the CUDA kernels.Backend, registered as "cuda" by the
-// files built with the `cuda` build tag (go build -tags cuda). Without the
-// tag the package holds only this documentation and Name: the default build
-// never imports gorgonia.org/cu, which links -lcuda and exits the process
-// from its init when no driver is present.
+// files built with the `cuda` build tag (go build -tags cuda). The default
+// build never imports gorgonia.org/cu, which links -lcuda and exits the
+// process from its init when no driver is present: only device.go (the
+// context, the driver calls, New and the registration) carries the tag.
+// The Backend and its arena are written against a small driver interface
+// (allocate, copy, zero, launch a kernel of kernels.cu by name), so the
+// package's tag-free tests run the whole host side — checks, launch plans,
+// argument lists, pointer arithmetic, the transfer format — through the
+// kernelstest suite with a driver that executes Go ports of the kernels on
+// host memory (emu_test.go). That emulation checks the host side and the
+// algorithms, not the CUDA C itself nor the GPU: those need a GPU
+// (scripts/cuda-device-check.sh).
 //
 // Guarantees (kernels/kernelstest checks them on a GPU, against the same
 // tolerances as kernels/cpu, which is the oracle):
