@@ -2,11 +2,16 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu" // the oracle, opened by name
@@ -266,4 +271,102 @@ func testPanicBecomesError(t *testing.T, b *Backend) {
 	if err := b.Upload(x, []float32{1, 2, 3, 4}); !errors.Is(err, kernels.ErrClosed) {
 		t.Fatalf("after Close: got %v, want ErrClosed", err)
 	}
+}
+
+// testModelAgainstCPU runs engine/model on a small synthetic llama (Q8_0,
+// GQA, tied embeddings) on b and on kernels/cpu: a prefill of two prompts,
+// then decode steps, through a real pool; the logits must agree.
+func testModelAgainstCPU(t *testing.T, b kernels.Backend) {
+	for _, dt := range []gguf.TensorType{gguf.Q8_0, gguf.F16} {
+		t.Run(fmt.Sprint(dt), func(t *testing.T) {
+			cfg := synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Context: 64, DType: dt, Seed: 7, Tied: true}
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			w, err := synth.Random(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			c, err := kernels.Open("cpu", kernels.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got, want := runModel(t, b, f), runModel(t, c, f)
+			for s := range want {
+				for i := range want[s] {
+					var scale float64
+					for _, v := range want[s][i] {
+						scale = math.Max(scale, math.Abs(float64(v)))
+					}
+					for j := range want[s][i] {
+						if d := math.Abs(float64(got[s][i][j] - want[s][i][j])); d > 1e-3*scale+1e-5 {
+							t.Fatalf("step %d sequence %d logit %d: got %v, want %v (cpu)", s, i, j, got[s][i][j], want[s][i][j])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// runModel returns the last-token logits of every step: a prefill of two
+// prompts (7 and 3 tokens), then four decode steps of fixed tokens.
+func runModel(t *testing.T, b kernels.Backend, f *gguf.File) [][][]float32 {
+	t.Helper()
+	m, err := model.Load(b, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const pt = 4
+	pool, err := isolation.NewPool(isolation.Config{Pages: 16, PageTokens: pt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.AddTenant(isolation.TenantConfig{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.NewArena(m.ArenaConfig(16, pt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := [][]int32{{1, 50, 99, 7, 260, 3, 12}, {42, 8, 299}}
+	leases := make([]isolation.Lease, len(in))
+	pos := make([]int, len(in))
+	for i := range leases {
+		if leases[i], err = pool.Allocate("t", cloison.RequestID(fmt.Sprint(i)), 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var steps [][][]float32
+	for s := range 5 {
+		batch := make([]model.Seq, len(in))
+		for i, l := range leases {
+			if err := pool.Write(l, len(in[i])); err != nil {
+				t.Fatal(err)
+			}
+			bt, err := pool.BlockTable(l, pos[i]+len(in[i]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch[i] = model.Seq{Table: bt, Pos: pos[i], Tokens: in[i]}
+		}
+		out, err := m.Forward(a, batch, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, out)
+		for i := range in {
+			pos[i] += len(in[i])
+			in[i] = []int32{int32((s*31 + i*7) % 300)}
+		}
+	}
+	return steps
 }

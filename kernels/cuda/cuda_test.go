@@ -46,5 +46,8 @@ func TestAgainstCPU(t *testing.T) { testAgainstCPU(t, open(t, kernels.Options{})
 // TestDeviceTagMismatch: see testDeviceTagMismatch.
 func TestDeviceTagMismatch(t *testing.T) { testDeviceTagMismatch(t, open(t, kernels.Options{})) }
 
+// TestModelAgainstCPU: see testModelAgainstCPU.
+func TestModelAgainstCPU(t *testing.T) { testModelAgainstCPU(t, open(t, kernels.Options{})) }
+
 // TestPanicBecomesError: see testPanicBecomesError.
 func TestPanicBecomesError(t *testing.T) { testPanicBecomesError(t, open(t, kernels.Options{})) }

@@ -77,6 +77,11 @@ func TestEmulatedAgainstCPU(t *testing.T) {
 	testAgainstCPU(t, b)
 }
 
+func TestEmulatedModelAgainstCPU(t *testing.T) {
+	b, _ := newEmulated(t, kernels.Options{})
+	testModelAgainstCPU(t, b)
+}
+
 func TestEmulatedPanicBecomesError(t *testing.T) {
 	b, _ := newEmulated(t, kernels.Options{})
 	testPanicBecomesError(t, b)
