@@ -61,10 +61,12 @@ func TestProbeDefencesHoldAgainstTheBug(t *testing.T) {
 // bypassed, as the 2026 operators had no such check), it reports the
 // misalignment — and the edge lengths probe the smaller pool.
 func TestProbeSplit(t *testing.T) {
-	if rep := run(t, platformtest.Options{Pages: 64, Split: &platformtest.Split{}}); !rep.OK() {
+	// 16 pages of 16 tokens: the probe sends prompts of the whole served
+	// context several times, each prefilled remotely.
+	if rep := run(t, platformtest.Options{Pages: 16, Split: &platformtest.Split{}}); !rep.OK() {
 		t.Fatalf("findings on a healthy split deployment: %+v", rep.Findings)
 	}
-	rep := run(t, platformtest.Options{Pages: 64, Split: &platformtest.Split{PrefillPages: 40, SkipAttestation: true}})
+	rep := run(t, platformtest.Options{Pages: 16, Split: &platformtest.Split{PrefillPages: 10, SkipAttestation: true}})
 	var found bool
 	for _, f := range rep.Findings {
 		found = found || (f.Check == "attestation" && strings.Contains(f.Detail, "prefill node"))
@@ -73,6 +75,6 @@ func TestProbeSplit(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("the probe did not report the 640-token prefill pool under a 1,024-token served context: %+v", rep.Findings)
+		t.Fatalf("the probe did not report the 160-token prefill pool under a 256-token served context: %+v", rep.Findings)
 	}
 }
