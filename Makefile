@@ -112,7 +112,7 @@ load:
 ## committed; a no-op once cached).
 CUDA_TOOLCHAIN := scripts/cuda-toolchain.sh
 CUDA_SMS ?= 80 90
-.PHONY: cuda-toolchain cuda-ptx cuda-check cuda-test-binary
+.PHONY: cuda-toolchain cuda-ptx cuda-check cuda-test-binary cuda-emu-test
 cuda-toolchain:
 	@$(CUDA_TOOLCHAIN) fetch
 
@@ -139,7 +139,16 @@ cuda-check: cuda-toolchain
 	  $(GO) vet -tags cuda ./...; \
 	  $(GO) test -c -tags cuda -o "$$tmp/cuda.test" ./kernels/cuda/; \
 	  $(GO) build -tags cuda -o "$$tmp/" ./cmd/...; \
-	  echo "cuda-check: ok (vet, test binary and cmd/... with -tags cuda; not run: no GPU needed or used)"
+	  echo "cuda-check: vet, test binary and cmd/... with -tags cuda: ok"
+	@$(MAKE) --no-print-directory cuda-emu-test
+	@echo "cuda-check: ok (no GPU needed or used)"
+
+## cuda-emu-test: kernels.cu itself, compiled for the host by g++
+## (kernels/cuda/hostemu.cc: one fiber per CUDA thread), through the whole
+## backend: the kernelstest suite, the CPU comparison, the device
+## tag-mismatch test and engine/model against kernels/cpu. No CUDA toolkit.
+cuda-emu-test:
+	$(GO) test -tags cudaemu -count=1 -run '^TestHostEmu' ./kernels/cuda/
 
 ## cuda-test-binary: bin/cuda.test for scripts/cuda-device-check.sh on a GPU
 ## machine (which needs the NVIDIA driver, not Go).

@@ -8,9 +8,12 @@
 // package's tag-free tests run the whole host side — checks, launch plans,
 // argument lists, pointer arithmetic, the transfer format — through the
 // kernelstest suite with a driver that executes Go ports of the kernels on
-// host memory (emu_test.go). That emulation checks the host side and the
-// algorithms, not the CUDA C itself nor the GPU: those need a GPU
-// (scripts/cuda-device-check.sh).
+// host memory (emu_test.go). With the cudaemu tag (make cuda-emu-test, part
+// of make cuda-check) the same tests run kernels.cu itself: hostemu.cc
+// compiles the CUDA C for the host with a small shim and runs each block's
+// threads as fibers (barriers, warp shuffles, shared memory). Neither
+// checks the GPU, its math library, the driver or performance: those need a
+// GPU (scripts/cuda-device-check.sh).
 //
 // Guarantees (kernels/kernelstest checks them on a GPU, against the same
 // tolerances as kernels/cpu, which is the oracle):

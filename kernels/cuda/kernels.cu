@@ -15,7 +15,9 @@
 // and writes nothing when the flag is up.
 
 #include <stdint.h>
+#ifndef CLOISON_HOST_EMU // hostemu.cc provides its own
 #include <cuda_fp16.h>
+#endif
 
 #define WARP 32
 
