@@ -57,6 +57,10 @@ var ErrTransferIncomplete = cloison.NewError(cloison.CodeIsolationViolation, "tr
 // ErrRemotePrefill wraps a prefill node's failure before any transfer.
 var ErrRemotePrefill = cloison.NewError(cloison.CodeUnavailable, "remote prefill failed")
 
+// ErrRemoteTimeout: no verified transfer arrived within Remote.Timeout (a
+// stalled prefill node or path); the refusal is also reported as stalled.
+var ErrRemoteTimeout = cloison.NewError(cloison.CodeDeadlineExceeded, "remote prefill timed out")
+
 // startRemote reserves a transfer for it and starts the prefill; it runs on
 // the loop goroutine, the waiting on its own.
 func (e *Engine) startRemote(it RemoteItem) {
@@ -82,12 +86,26 @@ func (e *Engine) startRemote(it RemoteItem) {
 		var err error
 		select {
 		case err = <-werr:
+			var v *transfer.VerificationError
+			if errors.As(err, &v) && v.Reason == transfer.ReasonStalled {
+				err = fmt.Errorf("%w: %w", ErrRemoteTimeout, err)
+			}
 		case err = <-perr:
 			if err == nil {
 				err = <-werr
 			} else {
 				// The prefill node gave up before its transfer committed.
-				tk.Cancel()
+				// The path failing (rather than the prefill node refusing
+				// the prompt) is an incident: past the deadline, a stall;
+				// a transport failure once KV began to arrive, a lost node.
+				switch {
+				case errors.Is(ctx.Err(), context.DeadlineExceeded):
+					tk.Refuse(transfer.ReasonStalled, "no verified transfer before the deadline: "+err.Error())
+				case cloison.ErrorCode(err) == cloison.CodeUnavailable && tk.Started():
+					tk.Refuse(transfer.ReasonTruncated, "the prefill node was lost during its transfer: "+err.Error())
+				default:
+					tk.Cancel()
+				}
 				if werr := <-werr; werr == nil {
 					err = nil // committed meanwhile: the KV is verified
 				} else {

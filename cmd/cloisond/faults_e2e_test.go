@@ -124,9 +124,7 @@ func TestE2EFaultInjection(t *testing.T) {
 		// during, if set, runs while the request is in flight.
 		during func(t *testing.T, fc *faultCluster)
 		// check is the transfer.verification_failed check ledgered for
-		// the victim with an incident; "" when the design records none
-		// (a cancelled or timed-out transfer ends cleanly, see
-		// engine/transfer TestAbortDuringTransfer).
+		// the victim with an incident: the path failed, not the client.
 		check string
 		// slow: the request ends by the decode node's prefill timeout.
 		slow bool
@@ -135,8 +133,8 @@ func TestE2EFaultInjection(t *testing.T) {
 			arm:   func(fc *faultCluster) { fc.transfer.DropAfter(faultproxy.Up, mid) },
 			check: "truncated"},
 		{name: "transfer stalled mid-stream",
-			arm:  func(fc *faultCluster) { fc.transfer.StallAfter(faultproxy.Up, mid) },
-			slow: true},
+			arm:   func(fc *faultCluster) { fc.transfer.StallAfter(faultproxy.Up, mid) },
+			check: "stalled", slow: true},
 		{name: "PrefillService dropped mid-call",
 			// The transfer is held mid-way so that the call is surely in
 			// flight, then the PrefillService connection is cut.
@@ -144,10 +142,11 @@ func TestE2EFaultInjection(t *testing.T) {
 			during: func(t *testing.T, fc *faultCluster) {
 				waitUntil(t, 20*time.Second, "the transfer to stall mid-stream", func() bool { return fc.transfer.Stats().Stalled })
 				fc.prefsvc.Drop()
-			}},
+			},
+			check: "truncated"},
 		{name: "PrefillService stalled",
-			arm:  func(fc *faultCluster) { fc.prefsvc.Stall() },
-			slow: true},
+			arm:   func(fc *faultCluster) { fc.prefsvc.Stall() },
+			check: "stalled", slow: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

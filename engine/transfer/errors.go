@@ -44,6 +44,7 @@ const (
 	ReasonChunkOrder         Reason = "chunk-order" // duplicated, reordered or missing chunks
 	ReasonDigest             Reason = "digest"
 	ReasonTruncated          Reason = "truncated" // the stream ended or broke before the manifest completed
+	ReasonStalled            Reason = "stalled"   // the transfer did not complete before the decode node's deadline
 	ReasonMalformed          Reason = "malformed"
 	ReasonCommit             Reason = "commit" // the pool refused to record the verified tokens (lease ended)
 )

@@ -82,12 +82,22 @@ func TestAbortDuringTransfer(t *testing.T) {
 				tk.Cancel()
 			},
 			sendErr: ErrCanceled, waitErr: ErrCanceled},
-		{name: "decode timeout (Wait's context)", transport: "local",
+		{name: "decode timeout (Wait's deadline): a stall", transport: "local",
 			abort: func(t *testing.T, p *pair, from, dl isolation.Lease, tk *Ticket, _ context.CancelFunc) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 				defer cancel()
+				var v *VerificationError
+				if _, err := tk.Wait(ctx); !errors.As(err, &v) || v.Reason != ReasonStalled {
+					t.Fatalf("Wait past its deadline: got %v, want a stalled refusal", err)
+				}
+			},
+			sendErr: ErrVerification, waitErr: ErrVerification, wantFailed: ReasonStalled},
+		{name: "client gone (Wait's context cancelled)", transport: "grpc",
+			abort: func(t *testing.T, p *pair, from, dl isolation.Lease, tk *Ticket, _ context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
 				if _, err := tk.Wait(ctx); !errors.Is(err, ErrCanceled) {
-					t.Fatalf("Wait past its deadline: got %v, want ErrCanceled", err)
+					t.Fatalf("Wait with its context cancelled: got %v, want ErrCanceled", err)
 				}
 			},
 			sendErr: ErrCanceled, waitErr: ErrCanceled},
@@ -187,8 +197,9 @@ func TestAbortDuringTransfer(t *testing.T) {
 	}
 }
 
-// A reservation that no stream ever reaches ends cleanly (prefill crashed
-// before connecting): Wait's deadline discards it and releases the hold.
+// A reservation that no stream ever reaches (prefill crashed before
+// connecting, or its path stalls) ends at Wait's deadline: discarded, the
+// hold released, and reported as stalled (an incident on a real node).
 func TestReservationNeverServed(t *testing.T) {
 	p := newPair(t, 0)
 	dl, tk := p.reserve(t, "a", "r", promptLen)
@@ -197,8 +208,9 @@ func TestReservationNeverServed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
-	if _, err := tk.Wait(ctx); !errors.Is(err, ErrCanceled) {
-		t.Fatalf("got %v, want ErrCanceled", err)
+	var v *VerificationError
+	if _, err := tk.Wait(ctx); !errors.As(err, &v) || v.Reason != ReasonStalled {
+		t.Fatalf("got %v, want a stalled refusal", err)
 	}
 	if st := p.decode.pool.Stats(); st.Leased != 0 || st.Draining != 0 {
 		t.Fatalf("decode pool: %+v", st)
@@ -209,8 +221,8 @@ func TestReservationNeverServed(t *testing.T) {
 	if _, err := p.sender.Send(context.Background(), Local(p.recv, 0), from, tk.Target()); !isVerification(err) {
 		t.Fatalf("stream for an ended reservation: got %v, want ErrVerification", err)
 	}
-	if fs := p.hook.failures(); len(fs) != 1 || fs[0].Reason != ReasonUnknownReservation {
-		t.Fatalf("hook: got %+v, want one unknown-reservation failure", fs)
+	if fs := p.hook.failures(); len(fs) != 2 || fs[0].Reason != ReasonStalled || fs[0].Lease != dl || fs[1].Reason != ReasonUnknownReservation {
+		t.Fatalf("hook: got %+v, want a stalled failure for %s, then an unknown-reservation one", fs, dl)
 	}
 }
 

@@ -183,8 +183,10 @@ func (t *Ticket) Done() <-chan struct{} { return t.done }
 
 // Wait returns when the transfer was verified and committed (nil: Pool.Written
 // of the lease is the reserved tokens; decode may start) or ended otherwise.
-// If ctx ends first (a decode timeout), Wait cancels the transfer and returns
-// only after the cancellation was acknowledged.
+// If ctx ends first, Wait ends the transfer and returns only after that was
+// acknowledged: past ctx's deadline (a decode timeout: a stalled prefill
+// node or path) as a refusal with ReasonStalled, reported like any other;
+// cancelled (the client went away) as a plain cancellation.
 //
 // Errors: *VerificationError (ErrVerification; the lease was discarded),
 // ErrCanceled (Cancel, ctx, or the lease ended during the transfer; the
@@ -193,11 +195,30 @@ func (t *Ticket) Wait(ctx context.Context) (Result, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
-		t.Cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Refuse(ReasonStalled, "no verified transfer before the deadline")
+		} else {
+			t.Cancel()
+		}
 		<-t.done
 	}
 	return t.res, t.err
 }
+
+// Started reports whether a stream claimed the reservation (KV may have
+// begun to arrive).
+func (t *Ticket) Started() bool {
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	return t.claimed
+}
+
+// Refuse ends the transfer as a verification failure with reason: like
+// Cancel, but the ticket ends with a *VerificationError that is reported to
+// OnVerificationFailed (ledgered, an incident opened). The decode node uses
+// it when the path failed rather than the client: a stalled transfer, or a
+// prefill node lost after its stream began.
+func (t *Ticket) Refuse(reason Reason, detail string) { t.abort(refuse(reason, "%s", detail)) }
 
 // Cancel aborts the transfer (engine abort, decode timeout). It returns at
 // once; Done closes when the receiving stream has stopped writing pages (or
@@ -217,7 +238,11 @@ func (t *Ticket) abort(why error) {
 	t.r.mu.Unlock()
 	t.cancelOnce.Do(func() { close(t.cancel) })
 	if !claimed {
-		t.finish(Result{}, fmt.Errorf("%w: reservation %s cancelled before its transfer started", ErrCanceled, t.lease))
+		err := fmt.Errorf("%w: reservation %s cancelled before its transfer started", ErrCanceled, t.lease)
+		if why != nil {
+			err = why
+		}
+		t.finish(Result{}, err)
 	}
 }
 
