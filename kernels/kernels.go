@@ -350,7 +350,13 @@ func Open(name string, o Options) (Backend, error) {
 	f, ok := registry.m[name]
 	registry.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("%w: %q (registered: %v)", ErrUnknownBackend, name, Backends())
+		hint := ""
+		if name == "cuda" {
+			// Default builds never import kernels/cuda (gorgonia.org/cu links
+			// libcuda and exits the process from its init without a driver).
+			hint = "; rebuild with `go build -tags cuda ./cmd/cloisond` (needs the CUDA driver library at run time; see README, kernels/cuda)"
+		}
+		return nil, fmt.Errorf("%w: %q (registered: %v)%s", ErrUnknownBackend, name, Backends(), hint)
 	}
 	return f(o)
 }
