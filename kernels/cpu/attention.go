@@ -30,7 +30,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	if overlaps(ot.data, qt.data) {
 		return shapeErr("attention output aliases its query")
 	}
-	if err := a.checkSpans("Attention", layer, qt.rows, spans); err != nil {
+	if err := a.CheckSpans("Attention", layer, qt.rows, spans); err != nil {
 		return err
 	}
 	// Each output row belongs to one span (tasks write their rows).
@@ -45,7 +45,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		}
 	}
 	for _, s := range spans {
-		if err := a.checkRead(s.Table, s.Pos+s.N, layer); err != nil {
+		if err := a.CheckRead(s.Table, s.Pos+s.N, layer); err != nil {
 			return err
 		}
 	}

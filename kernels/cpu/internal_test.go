@@ -44,8 +44,8 @@ func TestZeroPagesZeroesBytes(t *testing.T) {
 	for i := range a.data {
 		a.data[i] = 1
 	}
-	for p := range a.tags {
-		a.tags[p] = isolation.Tag{Tenant: 1, Epoch: uint64(p + 1)}
+	for p := range a.Tags {
+		a.Tags[p] = isolation.Tag{Tenant: 1, Epoch: uint64(p + 1)}
 	}
 	if err := a.ZeroPages([]int32{4, 1, 2}); err != nil {
 		t.Fatal(err)
@@ -57,8 +57,8 @@ func TestZeroPagesZeroesBytes(t *testing.T) {
 				t.Fatalf("page %d: value %v, zeroed %v", p, v, zeroed)
 			}
 		}
-		if a.tags[p].IsZero() != zeroed {
-			t.Fatalf("page %d: tag %+v, zeroed %v", p, a.tags[p], zeroed)
+		if a.Tags[p].IsZero() != zeroed {
+			t.Fatalf("page %d: tag %+v, zeroed %v", p, a.Tags[p], zeroed)
 		}
 	}
 }

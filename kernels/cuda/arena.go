@@ -29,10 +29,9 @@ type arena struct {
 	data     uint64
 	devTags  uint64 // 2·Pages uint64
 	devBytes int64
-	// tags[p] and fills[p·Layers+layer] belong to page p; they are read and
-	// written only by the calls that the Backend contract lets touch p.
-	tags  []isolation.Tag
-	fills []int32
+	// The host books: tags and fills of page p are read and written only by
+	// the calls that the Backend contract lets touch p.
+	kernels.Books
 	// skipHostChecks makes Attention skip the host-side tag and fill checks
 	// (tests only: it proves the device check refuses a foreign page alone).
 	skipHostChecks bool
@@ -59,7 +58,7 @@ func (b *Backend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
 	row := c.KVHeads * c.HeadDim
 	a := &arena{
 		b: b, c: c, row: row, kvLen: int64(c.PageTokens * row), pageLen: int64(c.Layers) * 2 * int64(c.PageTokens*row),
-		tags: make([]isolation.Tag, c.Pages), fills: make([]int32, c.Pages*c.Layers),
+		Books: kernels.NewBooks(c, b.unsafeSkip),
 	}
 	a.devBytes = int64(c.Pages) * a.pageLen * 4
 	err := b.do(func(dv driver) error {
@@ -89,7 +88,7 @@ func (a *arena) Tag(page int32) isolation.Tag {
 	if page < 0 || int(page) >= a.c.Pages {
 		return isolation.Tag{}
 	}
-	return a.tags[page]
+	return a.Tags[page]
 }
 
 // pagePtr returns the device address of page p.
@@ -106,75 +105,6 @@ func (a *arena) devTag(dv driver, p int32) (isolation.Tag, error) {
 	var w [2]uint64
 	err := dv.dtoh(bytesOf(w[:]), a.devTags+uint64(16*int64(p)))
 	return unpackTag(w), err
-}
-
-// The host-side checks below are kernels/cpu's, line for line.
-
-func (a *arena) checkTable(t isolation.BlockTable) error {
-	if t.Len() > 0 && t.PageTokens() != a.c.PageTokens {
-		return shapeErr("block table of %d-token pages for an arena of %d-token pages", t.PageTokens(), a.c.PageTokens)
-	}
-	for i := range t.Len() {
-		if p := t.Page(i); p < 0 || int(p) >= a.c.Pages {
-			return shapeErr("block table page %d outside an arena of %d pages", p, a.c.Pages)
-		}
-	}
-	return nil
-}
-
-func (a *arena) checkRead(t isolation.BlockTable, n int, layers ...int) error {
-	if n <= 0 || a.b.unsafeSkip {
-		return nil
-	}
-	if t.Staged() {
-		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
-	}
-	last, lastSlot := t.Slot(n - 1)
-	for i := 0; i <= last; i++ {
-		p, want := t.Page(i), t.Tag(i)
-		if got := a.tags[p]; got != want || want.IsZero() {
-			return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
-		}
-		need := a.c.PageTokens
-		if i == last {
-			need = lastSlot + 1
-		}
-		for _, l := range layers {
-			if have := int(a.fills[int(p)*a.c.Layers+l]); have < need {
-				return &kernels.UnwrittenError{Page: p, Layer: l, Need: need, Have: have}
-			}
-		}
-	}
-	return nil
-}
-
-func (a *arena) checkSpans(what string, layer, rows int, spans []kernels.Span) error {
-	if layer < 0 || layer >= a.c.Layers {
-		return shapeErr("%s of layer %d in an arena of %d layers", what, layer, a.c.Layers)
-	}
-	for _, s := range spans {
-		if s.N <= 0 || s.Row < 0 || s.Row+s.N > rows || s.Pos < 0 {
-			return shapeErr("%s span rows [%d,%d) positions [%d,%d) for %d rows", what, s.Row, s.Row+s.N, s.Pos, s.Pos+s.N, rows)
-		}
-		if s.Pos+s.N > s.Table.Tokens() || (s.Pos+s.N-1)/a.c.PageTokens >= s.Table.Len() {
-			return shapeErr("%s of positions up to %d through a block table of %d tokens in %d pages", what, s.Pos+s.N, s.Table.Tokens(), s.Table.Len())
-		}
-		if err := a.checkTable(s.Table); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type pageWrite struct {
-	page        int32
-	tag         isolation.Tag
-	first, last int
-}
-
-// stale: see kernels/cpu.
-func stale(cur, want isolation.Tag) bool {
-	return !cur.IsZero() && cur != want && cur.Gen > want.Gen
 }
 
 // WriteKV stores K and V rows through block tables. Pages changing owner
@@ -196,43 +126,12 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 	if kt.cols != a.row || vt.cols != a.row || kt.rows != vt.rows {
 		return shapeErr("WriteKV of %d×%d keys and %d×%d values, rows of %d", kt.rows, kt.cols, vt.rows, vt.cols, a.row)
 	}
-	if err := a.checkSpans("WriteKV", layer, kt.rows, spans); err != nil {
+	if err := a.CheckSpans("WriteKV", layer, kt.rows, spans); err != nil {
 		return err
 	}
-	var pages []pageWrite
-	seen := make(map[int32]bool)
-	pt := a.c.PageTokens
-	for _, s := range spans {
-		i0, _ := s.Table.Slot(s.Pos)
-		i1, _ := s.Table.Slot(s.Pos + s.N - 1)
-		if s.Table.Staged() {
-			return fmt.Errorf("%w: lease %s", kernels.ErrStaged, s.Table.Lease())
-		}
-		for i := i0; i <= i1; i++ {
-			p, tag := s.Table.Page(i), s.Table.Tag(i)
-			if !s.Table.Writable(i) {
-				return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
-			}
-			if tag.IsZero() || stale(a.tags[p], tag) {
-				return &kernels.TagMismatchError{Page: p, Want: tag, Got: a.tags[p]}
-			}
-			first := max(s.Pos, i*pt) - i*pt
-			last := min(s.Pos+s.N, (i+1)*pt) - 1 - i*pt
-			if seen[p] {
-				return shapeErr("WriteKV writes page %d from two spans", p)
-			}
-			seen[p] = true
-			pages = append(pages, pageWrite{page: p, tag: tag, first: first, last: last})
-		}
-	}
-	for _, w := range pages {
-		have := 0
-		if a.tags[w.page] == w.tag {
-			have = int(a.fills[int(w.page)*a.c.Layers+layer])
-		}
-		if w.first > have && !b.unsafeSkip {
-			return &kernels.UnwrittenError{Page: w.page, Layer: layer, Need: w.first, Have: have}
-		}
+	pages, err := a.PlanWrite(layer, spans)
+	if err != nil {
+		return err
 	}
 	// Destination of each row: the arena float offset of its K slot.
 	var offs []int64
@@ -247,18 +146,15 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 	}
 	return b.do(func(dv driver) error {
 		for _, w := range pages {
-			if a.tags[w.page] != w.tag {
-				if err := dv.memset(a.pagePtr(w.page), a.pageLen*4); err != nil {
+			if a.Changes(w) {
+				if err := dv.memset(a.pagePtr(w.Page), a.pageLen*4); err != nil {
 					return err
 				}
-				if err := a.setDevTag(dv, w.page, w.tag); err != nil {
+				if err := a.setDevTag(dv, w.Page, w.Tag); err != nil {
 					return err
 				}
-				clear(a.fills[int(w.page)*a.c.Layers : int(w.page+1)*a.c.Layers])
-				a.tags[w.page] = w.tag
 			}
-			f := &a.fills[int(w.page)*a.c.Layers+layer]
-			*f = max(*f, int32(w.last+1))
+			a.Record(layer, w)
 		}
 		if len(offs) == 0 {
 			return nil
@@ -314,29 +210,18 @@ func (a *arena) ZeroPages(pages []int32) error {
 			if err := dv.memset(a.devTags+uint64(16*int64(lo)), 16*n); err != nil {
 				return err
 			}
-			clear(a.tags[lo:hi])
-			clear(a.fills[int(lo)*a.c.Layers : int(hi)*a.c.Layers])
+			a.ClearPages(int(lo), int(hi))
 			i = j
 		}
 		return nil
 	})
 }
 
-func covered(t isolation.BlockTable, i int) int {
-	return max(0, min(t.PageTokens(), t.Tokens()-i*t.PageTokens()))
-}
-
 func (a *arena) checkCopy(buf []byte, t isolation.BlockTable, i int) error {
 	if a.b.closed.Load() {
 		return kernels.ErrClosed
 	}
-	if len(buf) != a.PageBytes() {
-		return shapeErr("page copy of %d bytes, pages are %d", len(buf), a.PageBytes())
-	}
-	if i < 0 || i >= t.Len() {
-		return shapeErr("page %d of a block table of %d pages", i, t.Len())
-	}
-	return a.checkTable(t)
+	return a.CheckCopy(len(buf), a.PageBytes(), t, i)
 }
 
 // CopyOut copies table page i into dst after checking its tag and fills;
@@ -345,19 +230,11 @@ func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
 	if err := a.checkCopy(dst, t, i); err != nil {
 		return err
 	}
-	if t.Staged() {
-		return fmt.Errorf("%w: lease %s", kernels.ErrStaged, t.Lease())
+	p, c, err := a.CheckCopyOut(t, i)
+	if err != nil {
+		return err
 	}
-	p, want := t.Page(i), t.Tag(i)
-	if got := a.tags[p]; got != want || want.IsZero() {
-		return &kernels.TagMismatchError{Page: p, Want: want, Got: got}
-	}
-	c := covered(t, i)
-	for l := range a.c.Layers {
-		if have := int(a.fills[int(p)*a.c.Layers+l]); have < c {
-			return &kernels.UnwrittenError{Page: p, Layer: l, Need: c, Have: have}
-		}
-	}
+	want := t.Tag(i)
 	return a.b.do(func(dv driver) error {
 		// The device tag too: the copy leaves the device only if both
 		// books agree.
@@ -389,14 +266,11 @@ func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 	if err := a.checkCopy(src, t, i); err != nil {
 		return err
 	}
-	p, want := t.Page(i), t.Tag(i)
-	if !t.Writable(i) {
-		return fmt.Errorf("%w: page %d", kernels.ErrReadOnlyPage, p)
+	p, c, err := a.CheckCopyIn(t, i)
+	if err != nil {
+		return err
 	}
-	if want.IsZero() || stale(a.tags[p], want) {
-		return &kernels.TagMismatchError{Page: p, Want: want, Got: a.tags[p]}
-	}
-	c := covered(t, i)
+	want := t.Tag(i)
 	return a.b.do(func(dv driver) error {
 		base := a.pagePtr(p)
 		if c == a.c.PageTokens {
@@ -419,10 +293,7 @@ func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 		if err := a.setDevTag(dv, p, want); err != nil {
 			return err
 		}
-		a.tags[p] = want
-		for l := range a.c.Layers {
-			a.fills[int(p)*a.c.Layers+l] = int32(c)
-		}
+		a.RecordCopyIn(p, want, c)
 		return nil
 	})
 }
@@ -451,7 +322,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	if overlaps(ot, qt) {
 		return shapeErr("attention output aliases its query")
 	}
-	if err := a.checkSpans("Attention", layer, qt.rows, spans); err != nil {
+	if err := a.CheckSpans("Attention", layer, qt.rows, spans); err != nil {
 		return err
 	}
 	rows := make([][2]int, len(spans))
@@ -466,7 +337,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	}
 	if !a.skipHostChecks {
 		for _, s := range spans {
-			if err := a.checkRead(s.Table, s.Pos+s.N, layer); err != nil {
+			if err := a.CheckRead(s.Table, s.Pos+s.N, layer); err != nil {
 				return err
 			}
 		}

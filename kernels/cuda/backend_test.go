@@ -219,9 +219,9 @@ func testDeviceTagMismatch(t *testing.T, b *Backend) {
 		// reuse the table does not know of). The host check would refuse;
 		// with it off, only the device stands between a's table and b's tag.
 		setDevTag(t, a, victim, foreign)
-		a.tags[victim] = foreign
+		a.Tags[victim] = foreign
 		defer func() {
-			a.tags[victim] = ta.Tag(1)
+			a.Tags[victim] = ta.Tag(1)
 			setDevTag(t, a, victim, ta.Tag(1))
 		}()
 		var tm *kernels.TagMismatchError
