@@ -235,6 +235,7 @@ func TestPayloadsHoldNoText(t *testing.T) {
 		AdmissionRejected{Request: cloison.RequestID(prompt), Model: "m", Code: "c"},
 		IsolationViolation{Request: "r", Invariant: "epoch", AffectedRequests: []cloison.RequestID{"ok", cloison.RequestID("a\nb")}},
 		PolicyDecision{Decision: "d", Policy: "p", Revision: "r", Reason: Name(strings.Repeat("x", 129))},
+		CapacityAttestation{Node: "n", Model: "m", PageTokens: 16, Prefill: []PrefillCapacity{{Node: Name(prompt), PoolTokens: 1}}},
 	} {
 		_, err := Event{OccurredAt: t0, Actor: "test", Payload: p}.Canonical()
 		if !errors.Is(err, ErrTextNotAllowed) {

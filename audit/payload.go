@@ -196,13 +196,28 @@ type CapacityAttestation struct {
 	PoolPages         int64 `json:"pool_pages"`
 	PageTokens        int64 `json:"page_tokens"`
 	Ready             bool  `json:"ready"`
+	// Prefill lists a decode node's prefill nodes as it checked them.
+	Prefill []PrefillCapacity `json:"prefill,omitempty"`
+}
+
+// PrefillCapacity is one prefill node's attested capacity.
+type PrefillCapacity struct {
+	Node          Name  `json:"node"` // its PrefillService address
+	PoolTokens    int64 `json:"pool_tokens"`
+	ServedContext int64 `json:"served_context"`
+	Ready         bool  `json:"ready"` // it passed the decode node's check
 }
 
 func (CapacityAttestation) Kind() Kind { return KindCapacityAttestation }
 func (p CapacityAttestation) validate() error {
-	return firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)),
+	err := firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)),
 		checkCount("advertised_context", p.AdvertisedContext), checkCount("servable_context", p.ServableContext),
 		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens))
+	for _, n := range p.Prefill {
+		err = firstErr(err, CheckName("prefill.node", string(n.Node)), checkCount("prefill.pool_tokens", n.PoolTokens),
+			checkCount("prefill.served_context", n.ServedContext))
+	}
+	return err
 }
 
 // IncidentOpened records a new register entry; ContentDigest is the SHA-256

@@ -331,7 +331,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	node := audit.Name("engine:" + c.node)
 	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
 		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
-		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil}}); err != nil {
+		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Prefill: prefillCapacities(att)}}); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	if aerr != nil {
@@ -443,4 +443,14 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 	case <-ctx.Done():
 		gs.Stop()
 	}
+}
+
+// prefillCapacities is the ledger's record of a decode node's prefill nodes.
+func prefillCapacities(a engine.Attestation) []audit.PrefillCapacity {
+	var out []audit.PrefillCapacity
+	for _, p := range a.Prefill {
+		out = append(out, audit.PrefillCapacity{Node: audit.Name(p.Addr), PoolTokens: int64(p.Attestation.PoolTokens),
+			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK})
+	}
+	return out
 }

@@ -273,6 +273,21 @@ func TestE2ERolesCapacityAttestation(t *testing.T) {
 		"--transfer-addr", "127.0.0.1:0", "--prefill-peers", p.grpcAddr, "--served-context", "128")...)
 	createTenant(t, db.AdminURL, "acme", nil)
 	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	// The ledger records the prefill node as the decode node checked it.
+	var ledgered bool
+	for _, row := range d.ledgerRows(d.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)) {
+		if row["kind"] != "capacity.attestation" {
+			continue
+		}
+		pre, _ := payloadData(row)["prefill"].([]any)
+		if len(pre) == 1 {
+			pc, _ := pre[0].(map[string]any)
+			ledgered = pc["node"] == p.grpcAddr && pc["pool_tokens"] == float64(128) && pc["ready"] == true
+		}
+	}
+	if !ledgered {
+		t.Fatal("no capacity.attestation event records the prefill node's 128-token pool")
+	}
 	r := d.do("GET", "/v1/attestation", tok, nil)
 	var att engine.Attestation
 	if err := json.Unmarshal(r.body, &att); err != nil || !att.OK || len(att.Prefill) != 1 || !att.Prefill[0].OK || att.Prefill[0].Attestation.PoolTokens != 128 {
