@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cloison/cloison/isolation"
 )
@@ -235,4 +236,20 @@ func (b *Books) RecordCopyIn(p int32, tag isolation.Tag, covered int) {
 	for l := range b.Geometry.Layers {
 		*b.Fill(p, l) = int32(covered)
 	}
+}
+
+// CheckRows checks that no two spans write the same output rows (each row
+// belongs to one span, so kernels may write rows in parallel).
+func CheckRows(spans []Span) error {
+	rows := make([][2]int, len(spans))
+	for i, s := range spans {
+		rows[i] = [2]int{s.Row, s.Row + s.N}
+	}
+	slices.SortFunc(rows, func(x, y [2]int) int { return x[0] - y[0] })
+	for i := 1; i < len(rows); i++ {
+		if rows[i][0] < rows[i-1][1] {
+			return shapeErr("attention spans share output rows %d…%d", rows[i][0], rows[i-1][1]-1)
+		}
+	}
+	return nil
 }

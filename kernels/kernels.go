@@ -130,6 +130,28 @@ type RoPE struct {
 	Factors []float32 // optional per-pair frequency factors (llama3 rope_freqs), len Dims/2
 }
 
+// Check validates p for rows of cols values and npos positions of rows
+// rows, and returns the rotated dimensions per head (Dims, or HeadDim).
+func (p RoPE) Check(cols, rows, npos int) (dims int, err error) {
+	dims = p.Dims
+	if dims == 0 {
+		dims = p.HeadDim
+	}
+	switch {
+	case p.HeadDim <= 0 || cols%p.HeadDim != 0:
+		return 0, shapeErr("rope head dim %d for rows of %d", p.HeadDim, cols)
+	case dims <= 0 || dims%2 != 0 || dims > p.HeadDim:
+		return 0, shapeErr("rope dims %d with head dim %d", dims, p.HeadDim)
+	case npos != rows:
+		return 0, shapeErr("rope with %d positions for %d rows", npos, rows)
+	case !(p.Base > 0):
+		return 0, shapeErr("rope base %v", p.Base)
+	case p.Factors != nil && len(p.Factors) != dims/2:
+		return 0, shapeErr("rope with %d frequency factors for %d pairs", len(p.Factors), dims/2)
+	}
+	return dims, nil
+}
+
 // ArenaConfig sizes a KV arena.
 type ArenaConfig struct {
 	Pages      int // number of pages, indexed as the isolation.Pool indexes them

@@ -325,15 +325,8 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	if err := a.CheckSpans("Attention", layer, qt.rows, spans); err != nil {
 		return err
 	}
-	rows := make([][2]int, len(spans))
-	for i, s := range spans {
-		rows[i] = [2]int{s.Row, s.Row + s.N}
-	}
-	slices.SortFunc(rows, func(x, y [2]int) int { return x[0] - y[0] })
-	for i := 1; i < len(rows); i++ {
-		if rows[i][0] < rows[i-1][1] {
-			return shapeErr("attention spans share output rows %d…%d", rows[i][0], rows[i-1][1]-1)
-		}
+	if err := kernels.CheckRows(spans); err != nil {
+		return err
 	}
 	if !a.skipHostChecks {
 		for _, s := range spans {

@@ -355,21 +355,9 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 	if err != nil {
 		return err
 	}
-	dims := p.Dims
-	if dims == 0 {
-		dims = p.HeadDim
-	}
-	switch {
-	case p.HeadDim <= 0 || xt.cols%p.HeadDim != 0:
-		return shapeErr("rope head dim %d for rows of %d", p.HeadDim, xt.cols)
-	case dims <= 0 || dims%2 != 0 || dims > p.HeadDim:
-		return shapeErr("rope dims %d with head dim %d", dims, p.HeadDim)
-	case len(pos) != xt.rows:
-		return shapeErr("rope with %d positions for %d rows", len(pos), xt.rows)
-	case !(p.Base > 0):
-		return shapeErr("rope base %v", p.Base)
-	case p.Factors != nil && len(p.Factors) != dims/2:
-		return shapeErr("rope with %d frequency factors for %d pairs", len(p.Factors), dims/2)
+	dims, err := p.Check(xt.cols, xt.rows, len(pos))
+	if err != nil {
+		return err
 	}
 	if xt.rows == 0 {
 		return nil
