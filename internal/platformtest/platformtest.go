@@ -39,7 +39,7 @@ type Options struct {
 	// Quotas, when set, are every tenant's quotas (default: 64 concurrent
 	// requests, every page, 10,000,000 tokens per minute, no max context).
 	Quotas *tenancy.Quotas
-	Pages   int                // KV pages of 16 tokens (default 256)
+	Pages  int // KV pages of 16 tokens (default 256)
 	// The 2026 bug: prompts longer than this are replaced by a one-token
 	// placeholder while decoding runs over the full reservation (0: off).
 	PlaceholderOver int
