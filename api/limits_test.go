@@ -225,6 +225,33 @@ func TestRefusalsFlushedAtShutdown(t *testing.T) {
 	}
 }
 
+// A flush the ledger cannot take keeps its counts for the next one, and the
+// final flush of RunRefusals reports the loss: counts are never dropped
+// silently.
+func TestRefusalsKeptWhenTheLedgerFails(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"acme"}})
+	tok := p.Token(t, "acme", tenancy.ScopeInfer)
+	for range 10 {
+		if r := ask(t, p, tok, completion("hello", 5000)); r.status != 400 {
+			t.Fatalf("got %d %s, want 400", r.status, r.code)
+		}
+	}
+	if err := p.Ledger.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Server.FlushRefusals(context.Background()); cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("flush with the ledger closed: got %v, want unavailable", err)
+	}
+	if got := p.Server.PendingRefusals(); got != 10 {
+		t.Fatalf("got %d pending refusals, want 10", got)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	if err := p.Server.RunRefusals(ctx, time.Hour); cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("final flush with the ledger closed: got %v, want unavailable", err)
+	}
+}
+
 // No service without a recorded decision: an allowed request's
 // policy.decision row (its id is the one the client got) is in the ledger
 // before its request.completed row.

@@ -404,7 +404,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	// No service without a recorded decision: the row is written, and
 	// acknowledged by the ledger, BEFORE the engine gets the request.
-	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin, nil)); err != nil {
+	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
 		return genResult{}, err
 	}
 	st, err := s.cfg.Engine.Submit(ctx, greq)
@@ -519,15 +519,10 @@ func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.Requ
 	return err
 }
 
-func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.PolicyDecision {
+// decisionPayload is the ledger row of an allowed decision (refusals are
+// counted instead: refusals.go).
+func decisionPayload(dec policies.Decision, in policies.Input) audit.PolicyDecision {
 	rec := dec.Record(in)
-	reason := ""
-	if err != nil {
-		reason = string(cloison.ErrorCode(err))
-		if len(rec.Reasons) > 0 && rec.Reasons[0].Code != "" {
-			reason = string(rec.Reasons[0].Code)
-		}
-	}
 	id := rec.DecisionID
 	if id == "" {
 		id = "none"
@@ -538,7 +533,7 @@ func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.
 		rev = "none"
 	}
 	return audit.PolicyDecision{Decision: audit.Name(id), Policy: audit.Name(policies.Query), Revision: audit.Name(rev),
-		InputDigest: digest, Allowed: err == nil && rec.Allow, Reason: audit.Name(sanitizeName(reason)), LatencyMicros: rec.LatencyNS / 1000}
+		InputDigest: digest, Allowed: rec.Allow, LatencyMicros: rec.LatencyNS / 1000}
 }
 
 // sanitizeName maps a reason to the ledger's Name alphabet.
