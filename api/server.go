@@ -77,6 +77,8 @@ type Server struct {
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
 	ledgerOK time.Time                  // last successful ledger round trip, guarded by mu
+
+	refused refusals // requests refused before service, until the next FlushRefusals
 }
 
 // NewServer returns a Server.
@@ -336,11 +338,17 @@ type genResult struct {
 }
 
 // generate is the one inference path, shared by the HTTP routes and gRPC
-// Generate. In order: the model check; the policy decision, written to the
-// ledger BEFORE anything else (ledger down ⇒ ErrLedgerUnavailable, no
-// unaudited service); the pool must isolate the tenant as the decision
-// requires (applies); the tenant's maximum context; the quota (Limiter);
-// the engine (reject before allocate: a rejection is ledgered as
+// Generate. In order: the model check; the policy decision (evaluated in
+// process); the pool must isolate the tenant as the decision requires
+// (applies); the decision's limits — max_tokens clamps the completion,
+// max_context and kv_pages refuse a request they cannot hold,
+// max_concurrent, tokens_per_minute and kv_pages in flight go to the
+// Limiter; the engine's checks (Engine.Check: reject before allocate). A
+// request refused by any of these is counted (refuse), not ledgered one row
+// each: RunRefusals writes the counts as policy.refusals summaries. Only
+// then is the allowed decision written to the ledger, BEFORE the engine
+// gets the request (ledger down ⇒ ErrLedgerUnavailable, no unaudited
+// service); the engine (a rejection it finds after all is ledgered as
 // admission.rejected and returned as its original typed error); the
 // stream, handed token by token to sink; request.completed written to the
 // ledger BEFORE generate returns success. A nil error means the transport
@@ -357,23 +365,30 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	if sink.decided != nil {
 		sink.decided(dec.ID)
 	}
-	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin, derr)); err != nil {
-		return genResult{}, err
-	}
 	if derr != nil {
 		s.metrics.policyDenied.WithLabelValues(string(p.Tenant)).Inc()
-		return genResult{}, derr
+		return genResult{}, s.refuse(p.Tenant, stagePolicy, derr)
 	}
 	if err := s.applies(p, dec); err != nil {
-		return genResult{}, err
+		return genResult{}, s.refuse(p.Tenant, stageIsolation, err)
 	}
-	if lim := dec.Limits.MaxContext; lim > 0 && len(in.prompt)+maxNew > lim {
-		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			engine.ErrContextLength, lim, len(in.prompt)+maxNew, len(in.prompt), maxNew))
+	lim := dec.Limits
+	maxNew = min(maxNew, lim.MaxTokens)
+	total := len(in.prompt) + maxNew
+	if total > lim.MaxContext {
+		return genResult{}, s.refuse(p.Tenant, stageLimits, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			engine.ErrContextLength, lim.MaxContext, total, len(in.prompt), maxNew))
 	}
-	permit, err := s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, len(in.prompt)+min(maxNew, 1<<30))
+	pt := s.cfg.Pool.PageTokens()
+	pages := (total + pt - 1) / pt
+	if pages > lim.KVPages {
+		return genResult{}, s.refuse(p.Tenant, stageLimits, fmt.Errorf("%w: a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion)",
+			engine.ErrContextLength, lim.KVPages, lim.KVPages*pt, total, len(in.prompt), maxNew))
+	}
+	permit, err := s.cfg.Limiter.AdmitLease(p.Tenant, tenancy.Quotas{MaxConcurrent: lim.MaxConcurrent, KVPages: lim.KVPages,
+		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, total, pages)
 	if err != nil {
-		return genResult{}, err
+		return genResult{}, s.refuse(p.Tenant, stageQuota, err)
 	}
 	used := len(in.prompt)
 	defer func() { permit.Release(used) }()
@@ -383,8 +398,16 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		_, _ = rand.Read(b[:])
 		sp.Seed = binary.LittleEndian.Uint64(b[:])
 	}
-	st, err := s.cfg.Engine.Submit(ctx, engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew,
-		Sampling: sp, StopStrings: in.common.Stop})
+	greq := engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: sp, StopStrings: in.common.Stop}
+	if err := s.cfg.Engine.Check(greq); err != nil {
+		return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
+	}
+	// No service without a recorded decision: the row is written, and
+	// acknowledged by the ledger, BEFORE the engine gets the request.
+	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
+		return genResult{}, err
+	}
+	st, err := s.cfg.Engine.Submit(ctx, greq)
 	if err != nil {
 		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, err)
 	}
@@ -496,15 +519,10 @@ func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.Requ
 	return err
 }
 
-func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.PolicyDecision {
+// decisionPayload is the ledger row of an allowed decision (refusals are
+// counted instead: refusals.go).
+func decisionPayload(dec policies.Decision, in policies.Input) audit.PolicyDecision {
 	rec := dec.Record(in)
-	reason := ""
-	if err != nil {
-		reason = string(cloison.ErrorCode(err))
-		if len(rec.Reasons) > 0 && rec.Reasons[0].Code != "" {
-			reason = string(rec.Reasons[0].Code)
-		}
-	}
 	id := rec.DecisionID
 	if id == "" {
 		id = "none"
@@ -515,7 +533,7 @@ func decisionPayload(dec policies.Decision, in policies.Input, err error) audit.
 		rev = "none"
 	}
 	return audit.PolicyDecision{Decision: audit.Name(id), Policy: audit.Name(policies.Query), Revision: audit.Name(rev),
-		InputDigest: digest, Allowed: err == nil && rec.Allow, Reason: audit.Name(sanitizeName(reason)), LatencyMicros: rec.LatencyNS / 1000}
+		InputDigest: digest, Allowed: rec.Allow, LatencyMicros: rec.LatencyNS / 1000}
 }
 
 // sanitizeName maps a reason to the ledger's Name alphabet.

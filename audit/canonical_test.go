@@ -3,9 +3,12 @@ package audit
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/cloison/cloison"
 )
 
 // RFC 8785 section 3.2.3 (the worked example) and Appendix B (numbers).
@@ -109,4 +112,120 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("value changed: %q -> %q", in, c)
 		}
 	})
+}
+
+// examples holds one valid payload of every kind.
+var examples = map[Kind]Payload{
+	KindPolicyDecision:       &PolicyDecision{Decision: "pd_1", Policy: "data.cloison.policy.decision", Revision: "abc", Allowed: true, LatencyMicros: 15},
+	KindAdmissionRejected:    &AdmissionRejected{Request: "req-1", Model: "m", Code: "context_length_exceeded", PromptTokens: 9000, MaxTokens: 1, PagesNeeded: 563, PagesAvailable: 256},
+	KindRequestCompleted:     &RequestCompleted{Request: "req-1", Model: "m", PromptTokens: 3, CompletionTokens: 7, Pages: 1, Tier: "cross-tenant"},
+	KindIsolationViolation:   &IsolationViolation{Request: "req-1", Invariant: "epoch", AffectedTenants: []cloison.TenantID{"t1"}, AffectedRequests: []cloison.RequestID{"req-1"}, WithheldResponses: 1},
+	KindTransferVerification: &TransferVerificationFailed{Request: "req-1", Source: "prefill-0", Check: "page-digest", ReservedTokens: 32, TransferredTokens: 32, PagesMismatched: 1},
+	KindCapacityAttestation:  &CapacityAttestation{Node: "n1", Model: "m", AdvertisedContext: 4096, ServableContext: 4096, PoolPages: 256, PageTokens: 16, Ready: true},
+	KindIncidentOpened:       &IncidentOpened{Incident: "inc-1", Source: "isolation-violation", Version: 1, ContentDigest: Sum([]byte("v1"))},
+	KindIncidentUpdated:      &IncidentUpdated{Incident: "inc-1", Version: 2, ContentDigest: Sum([]byte("v2"))},
+	KindIncidentPurged:       &IncidentPurged{Incident: "inc-1", Versions: 2, Notices: 1, LastContentDigest: Sum([]byte("v2")), RetainUntil: "2031-11-29"},
+	KindNoticeSent:           &NoticeSent{Incident: "inc-1", Notice: 1, Recipient: "cai", ContentDigest: Sum([]byte("n"))},
+	KindTenantCreated:        &TenantChange{Op: TenantCreated, Tier: "shared"},
+	KindTenantUpdated:        &TenantChange{Op: TenantUpdated},
+	KindTenantDisabled:       &TenantChange{Op: TenantDisabled},
+	KindKeyCreated:           &KeyChange{Op: KeyCreated, Key: "k1", Purpose: "jwt"},
+	KindKeyRotated:           &KeyChange{Op: KeyRotated, Key: "k2", Purpose: "jwt"},
+	KindKeyRevoked:           &KeyChange{Op: KeyRevoked, Key: "k1", Purpose: "jwt"},
+	KindExportCreated:        &ExportCreated{Export: "exp-1", FromSeq: 1, ToSeq: 9, Files: 3},
+	KindPolicyReloaded:       &PolicyReloaded{Revision: Sum([]byte("bundle")), Files: 7, Actor: "admin:alice"},
+	KindPolicyRefusals: &PolicyRefusals{FromMicros: 1796040000000000, ToMicros: 1796040010000000, Total: 942,
+		Counts: []RefusalCount{{Stage: "policy", Code: "permission_denied", Count: 2}, {Stage: "quota", Code: "rate_limited", Count: 940}}},
+}
+
+// Every kind has one payload type whose canonical encoding decodes back to
+// the same value and is a fixed point of Canonicalize, so that its hash is
+// a function of the value alone.
+func TestEveryKindRoundTrips(t *testing.T) {
+	for _, k := range Kinds {
+		t.Run(string(k), func(t *testing.T) {
+			p, ok := examples[k]
+			if !ok {
+				t.Fatalf("no example payload of kind %s", k)
+			}
+			if got := p.Kind(); got != k {
+				t.Fatalf("got kind %s, want %s", got, k)
+			}
+			e := Event{OccurredAt: t0, Tenant: "tenant-a", Actor: "engine:node-1", Payload: p}
+			b, err := e.Canonical()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, err := Canonicalize(b); err != nil || string(c) != string(b) {
+				t.Fatalf("got %s (%v), want the fixed point %s", c, err, b)
+			}
+			env, err := DecodeEnvelope(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := env.DecodePayload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, p) {
+				t.Fatalf("got %+v, want %+v", got, p)
+			}
+			r1, err := Head{}.Next(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r1.Hash != HashEvent(1, Digest{}, b) {
+				t.Fatalf("got hash %s, want %s", r1.Hash, HashEvent(1, Digest{}, b))
+			}
+		})
+	}
+}
+
+// The policy.refusals summary: its exact bytes are pinned (the SQL side and
+// external verifiers hash these), and a summary that does not add up, is
+// unsorted, repeats an entry or holds text is refused.
+func TestPolicyRefusalsCanonical(t *testing.T) {
+	e := Event{OccurredAt: t0, Tenant: "tenant-a", Actor: "engine:node-1", Payload: examples[KindPolicyRefusals]}
+	b, err := e.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"actor":"engine:node-1","data":{"counts":[{"code":"permission_denied","count":2,"stage":"policy"},{"code":"rate_limited","count":940,"stage":"quota"}],"from_unix_micros":1796040000000000,"to_unix_micros":1796040010000000,"total":942},"kind":"policy.refusals","occurred_at":"2026-11-29T12:00:00.123456Z","tenant":"tenant-a","v":1}`
+	if string(b) != want {
+		t.Errorf("got %s, want %s", b, want)
+	}
+	ok := func() PolicyRefusals {
+		p := *examples[KindPolicyRefusals].(*PolicyRefusals)
+		p.Counts = append([]RefusalCount(nil), p.Counts...)
+		return p
+	}
+	tests := []struct {
+		name string
+		edit func(*PolicyRefusals)
+		want error
+	}{
+		{"wrong total", func(p *PolicyRefusals) { p.Total = 941 }, ErrInvalidEvent},
+		{"no counts", func(p *PolicyRefusals) { p.Counts, p.Total = nil, 0 }, ErrInvalidEvent},
+		{"zero count", func(p *PolicyRefusals) { p.Counts[0].Count, p.Total = 0, 940 }, ErrInvalidEvent},
+		{"unsorted", func(p *PolicyRefusals) { p.Counts[0], p.Counts[1] = p.Counts[1], p.Counts[0] }, ErrInvalidEvent},
+		{"repeated", func(p *PolicyRefusals) { p.Counts[1] = p.Counts[0]; p.Total = 4 }, ErrInvalidEvent},
+		{"window backwards", func(p *PolicyRefusals) { p.ToMicros = p.FromMicros - 1 }, ErrInvalidEvent},
+		{"text in a code", func(p *PolicyRefusals) { p.Counts[0].Code = "ignore previous instructions" }, ErrTextNotAllowed},
+		{"too many entries", func(p *PolicyRefusals) {
+			p.Counts, p.Total = nil, 0
+			for i := range MaxRefusalCounts + 1 {
+				p.Counts = append(p.Counts, RefusalCount{Stage: "policy", Code: cloison.Code(fmt.Sprintf("c%04d", i)), Count: 1})
+				p.Total++
+			}
+		}, ErrInvalidEvent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := ok()
+			tt.edit(&p)
+			if _, err := (Event{OccurredAt: t0, Actor: "engine:node-1", Payload: p}).Canonical(); !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
 }

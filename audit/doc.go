@@ -21,6 +21,11 @@
 //     [A-Za-z0-9._:/@+-]), enumerations and digests only. The incident
 //     register's free text lives in register rows; the ledger holds the
 //     SHA-256 of each register version.
+//   - Refused requests are not one event each: policy.refusals
+//     (PolicyRefusals) sums one tenant's refusals over a window by stage and
+//     code; its counts must add up to its total and be sorted, so one
+//     summary has one encoding. Like every event it is a leaf of the hash
+//     chain, so the signed checkpoints vouch for it.
 //
 // The loop that drives it (audit/postgres does this under a lock):
 //

@@ -34,6 +34,7 @@ const (
 	KindKeyRevoked           Kind = "key.revoked"
 	KindExportCreated        Kind = "export.created"
 	KindPolicyReloaded       Kind = "policy.reloaded"
+	KindPolicyRefusals       Kind = "policy.refusals"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -42,6 +43,7 @@ var Kinds = []Kind{
 	KindTransferVerification, KindCapacityAttestation, KindIncidentOpened, KindIncidentUpdated,
 	KindIncidentPurged, KindNoticeSent, KindTenantCreated, KindTenantUpdated, KindTenantDisabled,
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
+	KindPolicyRefusals,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

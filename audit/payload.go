@@ -59,6 +59,8 @@ func NewPayload(k Kind) Payload {
 		return &ExportCreated{}
 	case KindPolicyReloaded:
 		return &PolicyReloaded{}
+	case KindPolicyRefusals:
+		return &PolicyRefusals{}
 	}
 	return nil
 }
@@ -360,6 +362,68 @@ type PolicyReloaded struct {
 func (PolicyReloaded) Kind() Kind { return KindPolicyReloaded }
 func (p PolicyReloaded) validate() error {
 	return firstErr(checkCount("files", p.Files), CheckName("actor", string(p.Actor)))
+}
+
+// PolicyRefusals summarises the requests of the event's tenant that were
+// refused before service during one window, by stage and code, instead of
+// one row each: a flood of refused requests costs the ledger one event per
+// tenant and flush, not one per request. Like every event it is a leaf of
+// the hash chain, so the signed checkpoints cover it.
+type PolicyRefusals struct {
+	// FromMicros and ToMicros bound the window (Unix microseconds): every
+	// refusal counted happened at or after From and before To.
+	FromMicros int64 `json:"from_unix_micros"`
+	ToMicros   int64 `json:"to_unix_micros"`
+	// Total is the sum of the counts.
+	Total int64 `json:"total"`
+	// Counts are sorted by stage, then code, one entry per pair, none zero.
+	Counts []RefusalCount `json:"counts"`
+}
+
+// RefusalCount is how many requests one stage refused with one code.
+type RefusalCount struct {
+	Stage Name         `json:"stage"` // policy, isolation, limits, quota, admission
+	Code  cloison.Code `json:"code"`
+	Count int64        `json:"count"`
+}
+
+// MaxRefusalCounts bounds the entries of one PolicyRefusals event.
+const MaxRefusalCounts = 256
+
+func (PolicyRefusals) Kind() Kind { return KindPolicyRefusals }
+func (p PolicyRefusals) validate() error {
+	err := firstErr(checkCount("from_unix_micros", p.FromMicros), checkCount("to_unix_micros", p.ToMicros),
+		checkCount("total", p.Total))
+	if err != nil {
+		return err
+	}
+	if p.ToMicros < p.FromMicros {
+		return fmt.Errorf("%w: the window ends before it starts", ErrInvalidEvent)
+	}
+	if len(p.Counts) == 0 || len(p.Counts) > MaxRefusalCounts {
+		return fmt.Errorf("%w: counts has %d entries (want 1 to %d)", ErrInvalidEvent, len(p.Counts), MaxRefusalCounts)
+	}
+	var sum int64
+	for i, c := range p.Counts {
+		if err := firstErr(CheckName("counts.stage", string(c.Stage)), CheckName("counts.code", string(c.Code)),
+			checkCount("counts.count", c.Count)); err != nil {
+			return err
+		}
+		if c.Count == 0 {
+			return fmt.Errorf("%w: counts[%d] is zero", ErrInvalidEvent, i)
+		}
+		if i > 0 {
+			prev := p.Counts[i-1]
+			if prev.Stage > c.Stage || prev.Stage == c.Stage && prev.Code >= c.Code {
+				return fmt.Errorf("%w: counts are not sorted by stage and code, or repeat one", ErrInvalidEvent)
+			}
+		}
+		sum += c.Count
+	}
+	if sum != p.Total {
+		return fmt.Errorf("%w: total %d, counts sum to %d", ErrInvalidEvent, p.Total, sum)
+	}
+	return nil
 }
 
 func checkNames[T ~string](field string, xs []T) error {

@@ -161,6 +161,24 @@ func (e *Engine) Admission() *Admission { return e.adm }
 // Attestation returns the capacity attestation the engine serves under.
 func (e *Engine) Attestation() Attestation { return e.cfg.Attestation }
 
+// Check runs what Submit checks before it queues anything — stop strings,
+// sampling parameters, admission (reject before allocate) — and queues
+// nothing, so that a caller can refuse a request before it records a
+// decision to serve it. A rejection is counted as Submit counts it. Submit
+// checks again: Check is advice, never a ticket. Errors: those of Submit's
+// rejections (ErrBadStop, sampling errors, ErrEmptyPrompt, ErrMaxTokens,
+// ErrBadToken, ErrContextLength, isolation.ErrUnknownTenant).
+func (e *Engine) Check(r GenerateRequest) error {
+	if err := validateStops(r.StopStrings); err != nil {
+		return err
+	}
+	if _, err := sample.New(r.Sampling, r.Prompt); err != nil {
+		return err
+	}
+	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens})
+	return err
+}
+
 // Submit admits a request and queues it. A rejection (ErrContextLength,
 // ErrEmptyPrompt, …, or sampling parameter errors) is returned at once with
 // its original error: nothing was allocated, queued or computed. ctx

@@ -77,7 +77,11 @@ type Reason struct {
 	Message string       `json:"message"`
 }
 
-// Limits are what the decision allows this request.
+// Limits are what the decision allows this request; the API applies every
+// one (see the package doc for which it clamps and which it refuses). In an
+// allowed decision each is at least 1 and no looser than the tenant's quota,
+// the served context and the request (otherwise the decision is
+// ErrEvaluation).
 type Limits struct {
 	MaxContext      int `json:"max_context"`
 	MaxTokens       int `json:"max_tokens"` // the completion budget: max_tokens cut to the room left
@@ -401,6 +405,34 @@ func (dec *Decision) enforceFloor(in Input) error {
 	t, z := strictest(in)
 	if dec.Tier < t || dec.Zeroing < z {
 		return fmt.Errorf("bundle chose %v/%v, laxer than the required %v/%v", dec.Tier, dec.Zeroing, t, z)
+	}
+	return dec.Limits.within(in)
+}
+
+// within holds an allowed decision's limits to what the API can apply: each
+// at least 1 (a zero would admit nothing, or mean "no limit" to a careless
+// reader) and none looser than the tenant record's quota, the served
+// context or the request itself. A bundle may tighten a tenant's quotas,
+// never loosen them.
+func (l Limits) within(in Input) error {
+	q := in.Tenant.Quotas
+	maxCtx := in.Attestation.ServedContext
+	if q.MaxContext > 0 {
+		maxCtx = min(maxCtx, q.MaxContext)
+	}
+	for _, c := range []struct {
+		name     string
+		got, top int
+	}{
+		{"max_context", l.MaxContext, maxCtx},
+		{"max_tokens", l.MaxTokens, in.Request.MaxTokens},
+		{"kv_pages", l.KVPages, q.KVPages},
+		{"max_concurrent", l.MaxConcurrent, q.MaxConcurrent},
+		{"tokens_per_minute", l.TokensPerMinute, q.TokensPerMinute},
+	} {
+		if c.got < 1 || c.got > c.top {
+			return fmt.Errorf("bundle allowed with limits.%s = %d (want 1 to %d)", c.name, c.got, c.top)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -144,6 +145,17 @@ func setBundle(t *testing.T, d *Decider, src string) {
 
 const goodLimits = `limits := {"max_context": 10, "max_tokens": 1, "kv_pages": 1, "max_concurrent": 1, "tokens_per_minute": 1}`
 
+// allowWith is a bundle that allows with the base input's quotas as limits,
+// one of them replaced by field (`"name": value`).
+func allowWith(field string) string {
+	lim := map[string]string{"max_context": "2048", "max_tokens": "50", "kv_pages": "256", "max_concurrent": "4", "tokens_per_minute": "60000"}
+	name, value, _ := strings.Cut(field, ": ")
+	lim[strings.Trim(name, `"`)] = value
+	return fmt.Sprintf("package cloison.policy\ndecision := {\"allow\": true, \"reasons\": [], \"tier\": \"shared\", \"zeroing\": \"cross-tenant\", "+
+		"\"limits\": {\"max_context\": %s, \"max_tokens\": %s, \"kv_pages\": %s, \"max_concurrent\": %s, \"tokens_per_minute\": %s}}",
+		lim["max_context"], lim["max_tokens"], lim["kv_pages"], lim["max_concurrent"], lim["tokens_per_minute"])
+}
+
 // Deny on doubt (ARCHITECTURE.md layer 7, fail closed): whatever goes
 // wrong in the bundle, the request is denied with ErrEvaluation, never
 // allowed.
@@ -166,6 +178,17 @@ decision := {"allow": false, "reasons": [], "tier": "shared", "zeroing": "always
 		"allows a failed attestation":       head + `decision := {"allow": true, "reasons": [], "tier": "dedicated", "zeroing": "always", "limits": limits}`,
 		"laxer isolation for personal data": head + `decision := {"allow": true, "reasons": [], "tier": "shared", "zeroing": "always", "limits": limits}`,
 		"laxer zeroing than the record":     head + `decision := {"allow": true, "reasons": [], "tier": "dedicated", "zeroing": "never", "limits": limits}`,
+		// Limits an allowed decision cannot carry: looser than the tenant's
+		// quota, the served context or the request, or zero.
+		"kv_pages above the quota":       allowWith(`"kv_pages": 257`),
+		"max_concurrent above the quota": allowWith(`"max_concurrent": 5`),
+		"tokens_per_minute above quota":  allowWith(`"tokens_per_minute": 60001`),
+		"max_context above the quota":    allowWith(`"max_context": 2049`),
+		"max_tokens above the request":   allowWith(`"max_tokens": 51`),
+		"zero max_concurrent":            allowWith(`"max_concurrent": 0`),
+		"zero tokens_per_minute":         allowWith(`"tokens_per_minute": 0`),
+		"zero kv_pages":                  allowWith(`"kv_pages": 0`),
+		"zero max_tokens":                allowWith(`"max_tokens": 0`),
 	}
 	edits := map[string]func(*Input){
 		"allows a suspended tenant":         func(in *Input) { in.Tenant.Status = tenancy.StatusSuspended },
@@ -205,6 +228,21 @@ decision := {"allow": false, "reasons": [], "tier": "shared", "zeroing": "always
 	var zero Decider
 	if dec, err := zero.Decide(context.Background(), baseInput()); dec.Allow || !errors.Is(err, ErrEvaluation) {
 		t.Fatalf("zero Decider: got allow=%v, %v", dec.Allow, err)
+	}
+}
+
+// A bundle may tighten every limit below the tenant's quotas; the decision
+// carries what it chose.
+func TestLimitsTightened(t *testing.T) {
+	d := &Decider{}
+	setBundle(t, d, allowWith(`"kv_pages": 8`))
+	dec, err := d.Decide(context.Background(), baseInput())
+	if err != nil || !dec.Allow {
+		t.Fatalf("got allow=%v, %v; want allowed", dec.Allow, err)
+	}
+	want := Limits{MaxContext: 2048, MaxTokens: 50, KVPages: 8, MaxConcurrent: 4, TokensPerMinute: 60000}
+	if dec.Limits != want {
+		t.Fatalf("got %+v, want %+v", dec.Limits, want)
 	}
 }
 

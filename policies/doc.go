@@ -19,12 +19,41 @@
 //   - Reload prepares a new bundle fully — compiles it, runs its
 //     *_test.rego tests, and probes it against the platform invariants —
 //     before swapping it in atomically; a refused bundle changes nothing.
+//   - An allowed decision's Limits are each at least 1 and never looser
+//     than the tenant record's quota (max_concurrent, kv_pages,
+//     tokens_per_minute), the served context and the tenant's max context
+//     (max_context) or the request (max_tokens): a bundle may tighten
+//     quotas, never loosen them; otherwise the decision is ErrEvaluation.
+//
+// The API applies every limit of an allowed decision, before the decision
+// is ledgered and before anything is allocated:
+//
+//	limit             applied as
+//	max_tokens        clamp: the completion stops there (finish "length")
+//	max_context       refuse: prompt + completion above it is context_length_exceeded
+//	kv_pages          refuse: a request needing more pages is context_length_exceeded;
+//	                  the tenant's requests in flight together reserve at most
+//	                  kv_pages pages (Limiter.AdmitLease; quota_exceeded, 429)
+//	max_concurrent    refuse: quota_exceeded (429, Retry-After) at that many in flight
+//	tokens_per_minute refuse: the Limiter's bucket is sized by it
+//	                  (rate_limit_exceeded, 429, or quota_exceeded when it can never fit)
+//
+// max_tokens is the only clamp: it is the completion budget, and a client
+// asking for more than the policy grants gets a shorter answer, as it would
+// at the end of the context. Every other limit bounds resources that a
+// clamp could not make fit without changing what the client asked for.
 //
 // The request path that drives it (the API):
 //
 //	dec, err := decider.Decide(ctx, policies.Input{Principal: p, Tenant: p.TenantRecord,
 //	        Request: policies.Request{Model: m, PromptTokens: n, MaxTokens: k}, Attestation: att})
-//	ledger.Append("policy.decision", dec.Record(in))   // allowed or not
-//	if err != nil { return err }                        // *DeniedError or ErrEvaluation
-//	// apply dec.Tier, dec.Zeroing (refuse if the pool cannot), dec.Limits.MaxTokens
+//	if err != nil { count the refusal; return err }     // *DeniedError or ErrEvaluation
+//	// apply dec.Tier, dec.Zeroing (refuse if the pool cannot) and dec.Limits
+//	// (above); a refusal there is counted too
+//	ledger.Append("policy.decision", dec.Record(in))    // BEFORE service: no service without it
+//
+// Refusals are not ledgered one row each: the API counts them per tenant,
+// stage and code and writes a policy.refusals summary per tenant every
+// flush (api.Server.RunRefusals), so that a flood of refused requests adds
+// a bounded number of rows (tenants × flushes), not one per request.
 package policies

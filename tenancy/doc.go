@@ -19,13 +19,15 @@
 //   - A sensitive tenant (personal or confidential data) is always stored
 //     with the dedicated tier and zeroing always (Validate and the database
 //     both refuse anything else).
-//   - A Limiter rejection takes nothing and says when to retry.
+//   - A Limiter rejection takes nothing and says when to retry. With
+//     AdmitLease a tenant's requests in flight together reserve at most its
+//     KVPages quota of KV pages.
 //
 // The request path that drives it:
 //
 //	p, err := verifier.Verify(ctx, bearer)       // 401 / 403
 //	err = p.Require(tenancy.ScopeInfer)          // 403
-//	permit, err := limiter.Admit(p.Tenant, p.TenantRecord.Quotas, prompt+maxTokens) // 429 + Retry-After
+//	permit, err := limiter.AdmitLease(p.Tenant, quotas, prompt+maxTokens, pages) // 429 + Retry-After
 //	defer permit.Release(prompt + generated)
 //
 // Keys at start (cmd/cloisond):

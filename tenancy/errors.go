@@ -79,7 +79,7 @@ var (
 type LimitError struct {
 	sentinel   *cloison.Error
 	Tenant     cloison.TenantID
-	Limit      string // "tokens_per_minute" or "concurrent_requests"
+	Limit      string // "tokens_per_minute", "concurrent_requests", "kv_pages" or "quotas"
 	RetryAfter time.Duration
 	detail     string
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Limiter enforces each tenant's concurrency quota and tokens-per-minute
-// rate in this process. The bucket holds at most TokensPerMinute tokens
+// Limiter enforces each tenant's concurrency quota, tokens-per-minute rate
+// and (AdmitLease) KV pages in flight in this process. The bucket holds at most TokensPerMinute tokens
 // and refills at TokensPerMinute per minute; a request is charged its
 // prompt tokens plus the completion tokens it may generate, and Release
 // refunds what it did not use. Safe for concurrent use.
@@ -27,6 +27,7 @@ type Limiter struct {
 
 type usage struct {
 	inFlight int       // requests admitted and not released
+	pages    int       // KV pages those requests may lease at most (AdmitLease)
 	tokens   float64   // bucket level
 	at       time.Time // when tokens was last brought up to date
 	capacity float64   // the TokensPerMinute the bucket was last sized for
@@ -40,6 +41,7 @@ type Permit struct {
 	l       *Limiter
 	tenant  cloison.TenantID
 	charged int
+	pages   int
 	once    sync.Once
 }
 
@@ -52,6 +54,24 @@ type Permit struct {
 // rejected request takes nothing. Release the permit exactly when the
 // request ends, in every path.
 func (l *Limiter) Admit(t cloison.TenantID, q Quotas, tokens int) (*Permit, error) {
+	return l.admit(t, q, tokens, 0)
+}
+
+// AdmitLease is Admit for a request whose KV lease may grow to pages pages:
+// the tenant's admitted requests together may lease at most q.KVPages. It
+// returns ErrQuotaExceeded (a *LimitError of Limit "kv_pages") when pages
+// alone exceeds q.KVPages (RetryAfter zero: it never fits) or when the
+// requests in flight already hold too many (RetryAfter one second), and
+// otherwise what Admit returns. pages < 1 counts as 1.
+func (l *Limiter) AdmitLease(t cloison.TenantID, q Quotas, tokens, pages int) (*Permit, error) {
+	if q.KVPages < 1 {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "quotas", detail: fmt.Sprintf("quotas %+v admit nothing", q)}
+	}
+	return l.admit(t, q, tokens, max(pages, 1))
+}
+
+// admit is Admit and AdmitLease; pages 0 leaves the KV pages uncounted.
+func (l *Limiter) admit(t cloison.TenantID, q Quotas, tokens, pages int) (*Permit, error) {
 	if q.MaxConcurrent < 1 || q.TokensPerMinute < 1 {
 		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "quotas", detail: fmt.Sprintf("quotas %+v admit nothing", q)}
 	}
@@ -75,6 +95,14 @@ func (l *Limiter) Admit(t cloison.TenantID, q Quotas, tokens int) (*Permit, erro
 		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "concurrent_requests", RetryAfter: time.Second,
 			detail: fmt.Sprintf("%d of %d concurrent requests in flight", u.inFlight, q.MaxConcurrent)}
 	}
+	if pages > q.KVPages {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "kv_pages",
+			detail: fmt.Sprintf("request of %d KV pages exceeds the %d-page quota", pages, q.KVPages)}
+	}
+	if pages > 0 && u.pages+pages > q.KVPages {
+		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "kv_pages", RetryAfter: time.Second,
+			detail: fmt.Sprintf("%d of %d KV pages held by requests in flight, %d more asked", u.pages, q.KVPages, pages)}
+	}
 	need := float64(tokens)
 	if need > capacity {
 		return nil, &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "tokens_per_minute",
@@ -90,7 +118,8 @@ func (l *Limiter) Admit(t cloison.TenantID, q Quotas, tokens int) (*Permit, erro
 	}
 	u.tokens = max(0, u.tokens-need)
 	u.inFlight++
-	return &Permit{l: l, tenant: t, charged: tokens}, nil
+	u.pages += pages
+	return &Permit{l: l, tenant: t, charged: tokens, pages: pages}, nil
 }
 
 // refill brings the bucket up to now; a changed quota resizes it.
@@ -115,6 +144,7 @@ func (p *Permit) Release(used int) {
 		defer l.mu.Unlock()
 		u := l.tenants[p.tenant]
 		u.inFlight--
+		u.pages -= p.pages
 		if refund := p.charged - max(used, 0); refund > 0 {
 			u.tokens = min(u.capacity, u.tokens+float64(refund))
 		}

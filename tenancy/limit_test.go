@@ -207,3 +207,54 @@ func cloneUsage(l *Limiter) map[cloison.TenantID]*usage {
 	}
 	return out
 }
+
+// AdmitLease bounds the KV pages a tenant's requests in flight may lease
+// together by the KVPages quota; releasing a request returns its pages.
+func TestLimiterKVPages(t *testing.T) {
+	l := NewLimiter()
+	q := Quotas{MaxConcurrent: 10, KVPages: 8, TokensPerMinute: 1_000_000}
+	var held []*Permit
+	steps := []struct {
+		name    string
+		pages   int
+		release bool // release the oldest permit instead
+		want    error
+		retry   time.Duration
+	}{
+		{name: "5 of 8", pages: 5},
+		{name: "3 more fill it", pages: 3},
+		{name: "one more page waits", pages: 1, want: ErrQuotaExceeded, retry: time.Second},
+		{name: "release the 5", release: true},
+		{name: "4 fit again", pages: 4},
+		{name: "9 never fit", pages: 9, want: ErrQuotaExceeded, retry: 0},
+		{name: "0 counts as 1", pages: 0},
+		{name: "full again", pages: 1, want: ErrQuotaExceeded, retry: time.Second},
+	}
+	for _, s := range steps {
+		if s.release {
+			held[0].Release(0)
+			held = held[1:]
+			continue
+		}
+		p, err := l.AdmitLease("a", q, 10, s.pages)
+		if !errors.Is(err, s.want) || (s.want == nil) != (err == nil) {
+			t.Fatalf("%s: got %v, want %v", s.name, err, s.want)
+		}
+		if err != nil {
+			var le *LimitError
+			d, _ := RetryAfter(err)
+			if !errors.As(err, &le) || le.Limit != "kv_pages" || d != s.retry {
+				t.Fatalf("%s: got %v (retry %v), want a kv_pages limit, retry %v", s.name, err, d, s.retry)
+			}
+			continue
+		}
+		held = append(held, p)
+	}
+	// Another tenant has its own pages; a quota of no pages admits nothing.
+	if _, err := l.AdmitLease("b", q, 10, 8); err != nil {
+		t.Fatalf("tenant b: got %v, want admitted", err)
+	}
+	if _, err := l.AdmitLease("c", Quotas{MaxConcurrent: 1, TokensPerMinute: 100}, 10, 1); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("no KV pages: got %v, want ErrQuotaExceeded", err)
+	}
+}

@@ -63,7 +63,7 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	args := append([]string{"--database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
-		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e"}, roles...)
+		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e", "--refusal-flush", "200ms"}, roles...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if err := n.cmd.Start(); err != nil {
@@ -452,24 +452,40 @@ func TestE2EBadInputsAndPolicy(t *testing.T) {
 			t.Fatalf("a rejected request was served: %v", row)
 		}
 	}
-	// A policy denial is ledgered, with its decision id, as not allowed.
+	// A policy denial carries its decision id to the client and is counted
+	// in the tenant's next policy.refusals summary, not ledgered as a row of
+	// its own.
 	limited := n.token("limited", time.Hour, tenancy.ScopeInfer)
 	r = n.do("POST", "/v1/completions", limited, completion("hello", 2, false))
-	if r.status != 403 {
-		t.Fatalf("model outside the allow-list: %d %s", r.status, r.body)
+	if r.status != 403 || r.header.Get("X-Cloison-Decision-Id") == "" {
+		t.Fatalf("model outside the allow-list: %d %s (decision %q)", r.status, r.body, r.header.Get("X-Cloison-Decision-Id"))
 	}
-	id := r.header.Get("X-Cloison-Decision-Id")
-	found := false
-	for _, row := range n.ledgerRows(admin) {
-		if p, _ := row["payload"].(map[string]any); row["kind"] == "policy.decision" && row["tenant"] == "limited" {
-			data := p["data"].(map[string]any)
-			if data["decision"] == id && data["allowed"] == false {
-				found = true
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		denied, summarised := 0, false
+		for _, row := range n.ledgerRows(admin) {
+			if row["tenant"] != "limited" {
+				continue
+			}
+			switch row["kind"] {
+			case "policy.decision":
+				denied++
+			case "policy.refusals":
+				data := row["payload"].(map[string]any)["data"].(map[string]any)
+				for _, c := range data["counts"].([]any) {
+					c := c.(map[string]any)
+					summarised = summarised || c["stage"] == "policy" && c["code"] == "permission_denied"
+				}
 			}
 		}
-	}
-	if !found {
-		t.Fatalf("policy denial %s not ledgered", id)
+		if denied != 0 {
+			t.Fatalf("%d policy.decision rows for a denied request, want 0", denied)
+		}
+		if summarised {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy denial is in no policy.refusals summary")
+		}
 	}
 	// The server still serves.
 	if r := n.do("POST", "/v1/completions", acme, completion("ok", 2, false)); r.status != 200 {

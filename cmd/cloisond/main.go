@@ -64,7 +64,7 @@ type config struct {
 	zeroing                                     string
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
-	shutdownGrace                               time.Duration
+	shutdownGrace, refusalFlush                 time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
 	prefixCache                                 bool
 	readyFile, grpcAddr, grpcReadyFile          string
@@ -123,6 +123,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
+	fs.DurationVar(&c.refusalFlush, "refusal-flush", api.DefaultRefusalFlush, "how often refused requests are written to the ledger as per-tenant policy.refusals counts")
 	fs.IntVar(&c.maxBatchTokens, "max-batch-tokens", 512, "tokens per engine step")
 	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", 256, "prefill chunk per sequence per step")
@@ -361,6 +362,19 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
+	// Refusal summaries: flushed periodically, and once more when this
+	// function returns — after the listeners stopped (deferred calls run
+	// after the shutdown below) and before the ledger closes (deferred
+	// earlier, so it runs later).
+	refCtx, stopRefusals := context.WithCancel(context.Background())
+	refDone := make(chan error, 1)
+	go func() { refDone <- srv.RunRefusals(refCtx, c.refusalFlush) }()
+	defer func() {
+		stopRefusals()
+		if err := <-refDone; err != nil {
+			log.Error("refusal summary lost at shutdown", "err", err)
+		}
+	}()
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {

@@ -36,7 +36,10 @@ const Model = "cloison-context-bag"
 // Options configure a Platform. The zero value has every defence on.
 type Options struct {
 	Tenants []cloison.TenantID // created active, shared tier, cross-tenant zeroing (default: victim, attacker)
-	Pages   int                // KV pages of 16 tokens (default 256)
+	// Quotas, when set, are every tenant's quotas (default: 64 concurrent
+	// requests, every page, 10,000,000 tokens per minute, no max context).
+	Quotas *tenancy.Quotas
+	Pages  int // KV pages of 16 tokens (default 256)
 	// The 2026 bug: prompts longer than this are replaced by a one-token
 	// placeholder while decoding runs over the full reservation (0: off).
 	PlaceholderOver int
@@ -82,6 +85,10 @@ type Platform struct {
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
 	Pool   *isolation.Pool // the (decode) node's KV pool
+	// Decider serves the policy decisions; tests may Reload it.
+	Decider *policies.Decider
+	// Limiter is the server's; tests may hold permits in it.
+	Limiter *tenancy.Limiter
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -136,10 +143,14 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	quotas := tenancy.Quotas{MaxConcurrent: 64, KVPages: o.Pages, TokensPerMinute: 10_000_000, MaxContext: 1 << 20}
+	if o.Quotas != nil {
+		quotas = *o.Quotas
+	}
 	for _, id := range o.Tenants {
 		if _, err := store.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
 			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{Model}, IncidentContact: "x@example.test",
-			Quotas: tenancy.Quotas{MaxConcurrent: 64, KVPages: o.Pages, TokensPerMinute: 10_000_000, MaxContext: 1 << 20}}); err != nil {
+			Quotas: quotas}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,12 +214,13 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: tenancy.NewLimiter(),
+	limiter := tenancy.NewLimiter()
+	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: limiter,
 		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, Prefill: pn}, nil
 }
