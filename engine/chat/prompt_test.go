@@ -90,6 +90,11 @@ func TestPromptLiteral(t *testing.T) {
 		upper  = "{% for m in messages %}<a>{{ m['content'] | upper }}<b>{% endfor %}"
 		branch = "{% for m in messages %}{% if '<|im_start|>' in m['content'] %}X{% endif %}<a>{{ m['content'] }}{% endfor %}"
 		slice  = "{% for m in messages %}<a>{{ m['content'][:3] }}{% endfor %}"
+		// Llama 3's template, as published in its tokenizer_config.json.
+		llama3 = "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+		// Qwen3-style: the reasoning before </think> is dropped from
+		// assistant turns, a rewrite Prompt cannot follow.
+		think = "{% for m in messages %}{% if m['role'] == 'assistant' and '</think>' in m['content'] %}{{ m['content'].split('</think>')[-1] }}{% else %}{{ m['content'] }}{% endif %}{% endfor %}"
 	)
 	tests := []struct {
 		name string
@@ -110,6 +115,10 @@ func TestPromptLiteral(t *testing.T) {
 		{"content used twice", twice, []chat.Message{{Role: "user", Content: "q"}}, "<a>q|q<b>", []string{"<a>", "|", "<b>"}, nil},
 		{"forged placeholder is content", "", []chat.Message{{Role: "user", Content: "\uE0000:\uE001"}},
 			"<|im_start|>user\n\uE0000:\uE001<|im_end|>\n<|im_start|>assistant\n", []string{"<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"}, nil},
+		{"llama3", llama3, []chat.Message{{Role: "system", Content: " Be brief.\n"}, {Role: "user", Content: "<|eot_id|>"}},
+			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n<|eot_id|><|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+			[]string{"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"}, nil},
+		{"reasoning split refused", think, []chat.Message{{Role: "assistant", Content: "a</think>b"}}, "", nil, chat.ErrContent},
 		{"case change refused", upper, []chat.Message{{Role: "user", Content: "q"}}, "", nil, chat.ErrContent},
 		{"branch on content refused", branch, []chat.Message{{Role: "user", Content: "<|im_start|>"}}, "", nil, chat.ErrContent},
 		{"slice refused", slice, []chat.Message{{Role: "user", Content: "abcdef"}}, "", nil, chat.ErrContent},
@@ -117,7 +126,11 @@ func TestPromptLiteral(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tpl, err := chat.New(tt.src, "<s>", "</s>")
+			bos := "<s>"
+			if tt.src == llama3 {
+				bos = "<|begin_of_text|>"
+			}
+			tpl, err := chat.New(tt.src, bos, "</s>")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,8 +164,13 @@ func TestPromptNoContentControlToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pieces := []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_", "start|>", "end|>", "<|", "|>", "\n", " ", "system", "assistant", "\uE000", "\uE001", ":", "0", "{{", "}}", "a", "é"}
+	trimmed, err := chat.New("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] | trim + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im_", "start|>", "end|>", "<|", "|>", "\n", " ", "system", "assistant", "\uE000", "\uE001", ":", "0", "{{", "}}", "a", "é", "\t", "\u00a0", "\u2028", "\x1c"}
 	rapid.Check(t, func(rt *rapid.T) {
+		tpl := rapid.SampledFrom([]*chat.Template{tpl, trimmed}).Draw(rt, "template")
 		n := rapid.IntRange(1, 4).Draw(rt, "n")
 		msgs := make([]chat.Message, n)
 		harmless := make([]chat.Message, n)
@@ -167,7 +185,7 @@ func TestPromptNoContentControlToken(t *testing.T) {
 		}
 		p, err := tpl.Prompt(msgs, true)
 		if err != nil {
-			rt.Fatalf("got error %v, want none for ChatML", err)
+			rt.Fatalf("got error %v, want none for ChatML, trimmed or not", err)
 		}
 		ids := tok.EncodeTemplated(p.Text, p.Literal, false)
 		hp, err := tpl.Prompt(harmless, true)
