@@ -118,21 +118,24 @@ func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audi
 
 // ledgerRow is a ledger row as its caller may see it. For a tenant
 // principal (Scoped) Seq is the row's position among the rows the tenant
-// sees (1, 2, …) and PrevHash is zero and not shown: the global sequence
-// number would count other tenants' events between its own rows, and the
-// previous hash with the row's hash would give the sequence number away
-// (the chain hash covers it). Hash stays, as the row's identifier.
+// sees (1, 2, …), and Hash and PrevHash are zero and not shown: the global
+// sequence number would count other tenants' events between the tenant's
+// rows, and the chain hash covers it — from two of its rows that happen to
+// be adjacent (one's hash is the other's prev_hash) a tenant could recover
+// it by trying sequence numbers. The payload bytes are exact, so a tenant
+// can still hash them itself (inclusion proofs are the transparency log's).
 type ledgerRow struct {
 	audit.Record
 	Scoped bool
 }
 
-// prevHash returns the previous hash the caller may see (nil when scoped).
-func (r ledgerRow) prevHash() []byte {
+// hashes returns the row's previous and own hash as the caller may see
+// them (nil when scoped).
+func (r ledgerRow) hashes() (prev, hash []byte) {
 	if r.Scoped {
-		return nil
+		return nil, nil
 	}
-	return r.PrevHash[:]
+	return r.PrevHash[:], r.Hash[:]
 }
 
 // errScanDone stops a scan once the caller's range is complete.
@@ -163,7 +166,7 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 		if n < from {
 			return nil
 		}
-		rec.Seq, rec.PrevHash = n, audit.Digest{}
+		rec.Seq, rec.PrevHash, rec.Hash = n, audit.Digest{}, audit.Digest{}
 		return fn(ledgerRow{Record: rec, Scoped: true})
 	})
 	if errors.Is(err, errScanDone) {
@@ -285,7 +288,7 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 
 // ledgerRange streams ledger rows as JSON Lines: the exact canonical
 // payload bytes with seq and hashes. A tenant sees only its own rows, with
-// positions for seq and no prev_hash (ledgerRow).
+// positions for seq and no hashes (ledgerRow).
 func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, err1 := strconv.ParseUint(q.Get("from"), 10, 64)
@@ -307,6 +310,7 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)}
 		if rec.Scoped {
 			delete(row, "prev_hash")
+			delete(row, "hash")
 		}
 		return enc.Encode(row)
 	})

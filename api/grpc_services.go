@@ -475,7 +475,8 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
 	}
 	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec ledgerRow) error {
-		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.prevHash(), Hash: rec.Hash[:], Kind: string(rec.Kind),
+		prev, hash := rec.hashes()
+		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
 	})
 }

@@ -118,16 +118,16 @@ func tenantView(t *testing.T, raw []byte) {
 	}
 }
 
-// tenantRows checks alpha's ledger rows: positions 1…want, no previous
-// hash, nothing naming bravo.
-func tenantRows(t *testing.T, seqs []uint64, prev [][]byte, payloads []string, want int) {
+// tenantRows checks alpha's ledger rows: positions 1…want, no hashes
+// (which cover the global sequence number), nothing naming bravo.
+func tenantRows(t *testing.T, seqs []uint64, hashes [][]byte, payloads []string, want int) {
 	t.Helper()
 	if len(seqs) != want {
 		t.Fatalf("got %d rows, want %d", len(seqs), want)
 	}
 	for i := range seqs {
-		if seqs[i] != uint64(i+1) || len(prev[i]) != 0 || strings.Contains(payloads[i], "bravo") {
-			t.Fatalf("row %d: got seq %d, prev hash %x, payload %s; want seq %d, none, not naming bravo", i, seqs[i], prev[i], payloads[i], i+1)
+		if seqs[i] != uint64(i+1) || len(hashes[i]) != 0 || strings.Contains(payloads[i], "bravo") {
+			t.Fatalf("row %d: got seq %d, hashes %x, payload %s; want seq %d, none, not naming bravo", i, seqs[i], hashes[i], payloads[i], i+1)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func TestCoVictimsRedactedHTTP(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(sc.Text(), "prev_hash") {
+		if strings.Contains(sc.Text(), "hash") {
 			r.PrevHash = []byte("shown")
 		}
 		seqs, prev, payloads = append(seqs, r.Seq), append(prev, r.PrevHash), append(payloads, string(r.Payload))
@@ -237,7 +237,7 @@ func TestCoVictimsRedactedGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seqs, prev, payloads = append(seqs, r.GetSeq()), append(prev, r.GetPrevHash()), append(payloads, string(r.GetPayload()))
+		seqs, prev, payloads = append(seqs, r.GetSeq()), append(prev, append(r.GetPrevHash(), r.GetHash()...)), append(payloads, string(r.GetPayload()))
 	}
 	tenantRows(t, seqs, prev, payloads, own)
 
