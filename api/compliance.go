@@ -49,8 +49,9 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 
 // operator reports whether p is one of the operator's admin or compliance
 // officers, who see the whole register and ledger. The admin scope is what
-// makes one: tenancy grants it only to the operator's own clients.
-// Everyone else is a tenant principal and sees its own tenant's part only.
+// makes one (tenancy has no other mark of the operator): whoever grants
+// client scopes must keep it to the operator's own officers. Everyone else
+// is a tenant principal and sees its own tenant's part only.
 func operator(p tenancy.Principal) bool { return p.Has(tenancy.ScopeAdmin) }
 
 // visible reports whether the caller may see an incident.
