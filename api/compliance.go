@@ -24,7 +24,7 @@ var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 // need admin. A tenant's view is redacted: an incident it shares with other
 // tenants shows them counted, not named, and only the notices sent to the
 // tenant itself (audit.IncidentFile.ForTenant); its ledger rows carry no
-// global sequence number (ledgerRow).
+// global sequence number (scanOwn).
 //
 //	GET   /compliance/v1/incidents                   compliance:read — incidents affecting the caller's tenant
 //	GET   /compliance/v1/incidents/{id}              compliance:read
@@ -117,85 +117,16 @@ func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audi
 	})
 }
 
-// ledgerRow is a ledger row as its caller may see it. For a tenant
-// principal (Scoped) Seq is the row's position among the rows the tenant
-// sees (1, 2, …), and Hash and PrevHash are zero and not shown: the global
-// sequence number would count other tenants' events between the tenant's
-// rows, and the chain hash covers it — from two of its rows that happen to
-// be adjacent (one's hash is the other's prev_hash) a tenant could recover
-// it by trying sequence numbers. The payload bytes are exact, so a tenant
-// can still hash them itself (inclusion proofs are the transparency log's).
-type ledgerRow struct {
-	audit.Record
-	Scoped bool
-}
-
-// hashes returns the row's previous and own hash as the caller may see
-// them (nil when scoped).
-func (r ledgerRow) hashes() (prev, hash []byte) {
-	if r.Scoped {
-		return nil, nil
-	}
-	return r.PrevHash[:], r.Hash[:]
-}
-
-// errScanDone stops a scan once the caller's range is complete.
-var errScanDone = errors.New("scan done")
-
-// scanLedger hands fn the ledger rows in [from, to] (to 0: the end) that the
-// caller may see. An operator gets every row, from and to being sequence
-// numbers. A tenant gets its own tenant's rows, from and to being positions
-// among them (ledgerRow), except rows whose payload names another tenant
-// (an isolation.violation between two tenants: the register shows it
-// redacted); finding a position reads the ledger from its start.
-func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(ledgerRow) error) error {
+// scanLedger hands fn the ledger rows in [from, to] (to 0: the head) that
+// the caller may see: its own tenant's, or all of them with admin.
+func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
 	if from == 0 {
 		from = 1
 	}
-	if operator(p) {
-		return s.cfg.Ledger.Scan(ctx, from, to, func(rec audit.Record) error { return fn(ledgerRow{Record: rec}) })
+	if !operator(p) {
+		return s.scanOwn(ctx, p.Tenant, from, to, fn)
 	}
-	var n uint64
-	err := s.cfg.Ledger.Scan(ctx, 1, 0, func(rec audit.Record) error {
-		if rec.Tenant != p.Tenant || namesOthers(rec, p.Tenant) {
-			return nil
-		}
-		n++
-		if to != 0 && n > to {
-			return errScanDone
-		}
-		if n < from {
-			return nil
-		}
-		rec.Seq, rec.PrevHash, rec.Hash = n, audit.Digest{}, audit.Digest{}
-		return fn(ledgerRow{Record: rec, Scoped: true})
-	})
-	if errors.Is(err, errScanDone) {
-		return nil
-	}
-	return err
-}
-
-// namesOthers reports whether rec's payload names a tenant other than t in
-// an affected_tenants list; an undecodable payload counts as naming one
-// (fail closed: the row is not shown).
-func namesOthers(rec audit.Record, t cloison.TenantID) bool {
-	env, err := audit.DecodeEnvelope(rec.Payload)
-	if err != nil {
-		return true
-	}
-	var d struct {
-		AffectedTenants []cloison.TenantID `json:"affected_tenants"`
-	}
-	if err := json.Unmarshal(env.Data, &d); err != nil {
-		return true
-	}
-	for _, a := range d.AffectedTenants {
-		if a != t {
-			return true
-		}
-	}
-	return false
+	return s.cfg.Ledger.Scan(ctx, from, to, fn)
 }
 
 // doVerifyLedger verifies the whole chain; a break is a result (ok false,
@@ -289,7 +220,7 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 
 // ledgerRange streams ledger rows as JSON Lines: the exact canonical
 // payload bytes with seq and hashes. A tenant sees only its own rows, with
-// positions for seq and no hashes (ledgerRow).
+// positions for seq and no hashes (scanOwn).
 func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, err1 := strconv.ParseUint(q.Get("from"), 10, 64)
@@ -306,10 +237,10 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
-	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec ledgerRow) error {
+	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec audit.Record) error {
 		row := map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
 			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)}
-		if rec.Scoped {
+		if !operator(principal(r)) { // scanOwn: positions, no hashes
 			delete(row, "prev_hash")
 			delete(row, "hash")
 		}
@@ -331,4 +262,63 @@ func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String()})
+}
+
+// errScanDone stops a scan once the caller's range is complete.
+var errScanDone = errors.New("scan done")
+
+// scanOwn is scanLedger for a tenant principal: tenant t's rows, except rows
+// whose payload names another tenant (an isolation.violation between two
+// tenants: the register shows it redacted), with from and to and each
+// row's Seq being positions among the rows t sees (1, 2, …), and Hash and
+// PrevHash zero, for the callers not to show. The global sequence number
+// would count other tenants' events between t's rows, and the chain hash
+// covers it: from two of its rows that happen to be adjacent (one's hash is
+// the other's prev_hash) a tenant could recover it by trying numbers. The
+// payload bytes are exact, so a tenant can still hash them itself
+// (inclusion proofs are the transparency log's). Positions are stable: the
+// ledger only grows and whether t sees a row depends on the row alone.
+// Finding a position reads the ledger from its start.
+func (s *Server) scanOwn(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.Record) error) error {
+	var n uint64
+	err := s.cfg.Ledger.Scan(ctx, 1, 0, func(rec audit.Record) error {
+		if rec.Tenant != t || namesOthers(rec, t) {
+			return nil
+		}
+		n++
+		if to != 0 && n > to {
+			return errScanDone
+		}
+		if n < from {
+			return nil
+		}
+		rec.Seq, rec.PrevHash, rec.Hash = n, audit.Digest{}, audit.Digest{}
+		return fn(rec)
+	})
+	if errors.Is(err, errScanDone) {
+		return nil
+	}
+	return err
+}
+
+// namesOthers reports whether rec's payload names a tenant other than t in
+// an affected_tenants list; an undecodable payload counts as naming one
+// (fail closed: the row is not shown).
+func namesOthers(rec audit.Record, t cloison.TenantID) bool {
+	env, err := audit.DecodeEnvelope(rec.Payload)
+	if err != nil {
+		return true
+	}
+	var d struct {
+		AffectedTenants []cloison.TenantID `json:"affected_tenants"`
+	}
+	if err := json.Unmarshal(env.Data, &d); err != nil {
+		return true
+	}
+	for _, a := range d.AffectedTenants {
+		if a != t {
+			return true
+		}
+	}
+	return false
 }

@@ -474,8 +474,11 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
 		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
 	}
-	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec ledgerRow) error {
-		prev, hash := rec.hashes()
+	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
+		prev, hash := rec.PrevHash[:], rec.Hash[:]
+		if !operator(grpcPrincipal(ctx)) { // scanOwn: positions, no hashes
+			prev, hash = nil, nil
+		}
 		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
 	})

@@ -82,8 +82,6 @@ type Platform struct {
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
 	Pool   *isolation.Pool // the (decode) node's KV pool
-	// Tokenizer is the served model's (ChatML control tokens included).
-	Tokenizer *tokenizer.Tokenizer
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -212,5 +210,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Tokenizer: tok, Prefill: pn}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
 }
