@@ -20,7 +20,11 @@ import (
 var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 
 // complianceRoutes. Reads are scoped to the caller's tenant unless the caller
-// also holds the admin scope; writes to the register need admin.
+// is an operator officer (admin scope, see operator); writes to the register
+// need admin. A tenant's view is redacted: an incident it shares with other
+// tenants shows them counted, not named, and only the notices sent to the
+// tenant itself (audit.IncidentFile.ForTenant); its ledger rows carry no
+// global sequence number (scanOwn).
 //
 //	GET   /compliance/v1/incidents                   compliance:read — incidents affecting the caller's tenant
 //	GET   /compliance/v1/incidents/{id}              compliance:read
@@ -43,9 +47,16 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /compliance/v1/ledger/verify", s.auth(s.verifyLedger, tenancy.ScopeComplianceRead, tenancy.ScopeAdmin))
 }
 
+// operator reports whether p is one of the operator's admin or compliance
+// officers, who see the whole register and ledger. The admin scope is what
+// makes one (tenancy has no other mark of the operator): whoever grants
+// client scopes must keep it to the operator's own officers. Everyone else
+// is a tenant principal and sees its own tenant's part only.
+func operator(p tenancy.Principal) bool { return p.Has(tenancy.ScopeAdmin) }
+
 // visible reports whether the caller may see an incident.
 func visible(p tenancy.Principal, f audit.IncidentFile) bool {
-	if p.Has(tenancy.ScopeAdmin) {
+	if operator(p) {
 		return true
 	}
 	for _, v := range f.Versions {
@@ -112,13 +123,10 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 	if from == 0 {
 		from = 1
 	}
-	all := p.Has(tenancy.ScopeAdmin)
-	return s.cfg.Ledger.Scan(ctx, from, to, func(rec audit.Record) error {
-		if !all && rec.Tenant != p.Tenant {
-			return nil
-		}
-		return fn(rec)
-	})
+	if !operator(p) {
+		return s.scanOwn(ctx, p.Tenant, from, to, fn)
+	}
+	return s.cfg.Ledger.Scan(ctx, from, to, fn)
 }
 
 // doVerifyLedger verifies the whole chain; a break is a result (ok false,
@@ -135,11 +143,25 @@ func (s *Server) doVerifyLedger(ctx context.Context) (audit.Result, *audit.Break
 	return res, nil, nil
 }
 
+// incidentView is f as p may see it: whole for an operator, redacted to
+// p's tenant otherwise (audit.IncidentFile.ForTenant).
+func incidentView(p tenancy.Principal, f audit.IncidentFile) any {
+	if operator(p) {
+		return f
+	}
+	return f.ForTenant(p.Tenant)
+}
+
 func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
-	out, err := s.incidents(r.Context(), principal(r))
+	p := principal(r)
+	fs, err := s.incidents(r.Context(), p)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
+	}
+	out := make([]any, len(fs))
+	for i, f := range fs {
+		out[i] = incidentView(p, f)
 	}
 	writeJSON(w, 200, map[string]any{"incidents": out})
 }
@@ -150,7 +172,7 @@ func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, f)
+	writeJSON(w, 200, incidentView(principal(r), f))
 }
 
 func (s *Server) openIncident(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +219,8 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 }
 
 // ledgerRange streams ledger rows as JSON Lines: the exact canonical
-// payload bytes with seq and hashes. A tenant sees only its own rows.
+// payload bytes with seq and hashes. A tenant sees only its own rows, with
+// positions for seq and no hashes (scanOwn).
 func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, err1 := strconv.ParseUint(q.Get("from"), 10, 64)
@@ -215,8 +238,13 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec audit.Record) error {
-		return enc.Encode(map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
-			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)})
+		row := map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
+			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)}
+		if !operator(principal(r)) { // scanOwn: positions, no hashes
+			delete(row, "prev_hash")
+			delete(row, "hash")
+		}
+		return enc.Encode(row)
 	})
 	if err != nil {
 		s.log.Error("ledger range", "err", err)
@@ -234,4 +262,63 @@ func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String()})
+}
+
+// errScanDone stops a scan once the caller's range is complete.
+var errScanDone = errors.New("scan done")
+
+// scanOwn is scanLedger for a tenant principal: tenant t's rows, except rows
+// whose payload names another tenant (an isolation.violation between two
+// tenants: the register shows it redacted), with from and to and each
+// row's Seq being positions among the rows t sees (1, 2, …), and Hash and
+// PrevHash zero, for the callers not to show. The global sequence number
+// would count other tenants' events between t's rows, and the chain hash
+// covers it: from two of its rows that happen to be adjacent (one's hash is
+// the other's prev_hash) a tenant could recover it by trying numbers. The
+// payload bytes are exact, so a tenant can still hash them itself
+// (inclusion proofs are the transparency log's). Positions are stable: the
+// ledger only grows and whether t sees a row depends on the row alone.
+// Finding a position reads the ledger from its start.
+func (s *Server) scanOwn(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.Record) error) error {
+	var n uint64
+	err := s.cfg.Ledger.Scan(ctx, 1, 0, func(rec audit.Record) error {
+		if rec.Tenant != t || namesOthers(rec, t) {
+			return nil
+		}
+		n++
+		if to != 0 && n > to {
+			return errScanDone
+		}
+		if n < from {
+			return nil
+		}
+		rec.Seq, rec.PrevHash, rec.Hash = n, audit.Digest{}, audit.Digest{}
+		return fn(rec)
+	})
+	if errors.Is(err, errScanDone) {
+		return nil
+	}
+	return err
+}
+
+// namesOthers reports whether rec's payload names a tenant other than t in
+// an affected_tenants list; an undecodable payload counts as naming one
+// (fail closed: the row is not shown).
+func namesOthers(rec audit.Record, t cloison.TenantID) bool {
+	env, err := audit.DecodeEnvelope(rec.Payload)
+	if err != nil {
+		return true
+	}
+	var d struct {
+		AffectedTenants []cloison.TenantID `json:"affected_tenants"`
+	}
+	if err := json.Unmarshal(env.Data, &d); err != nil {
+		return true
+	}
+	for _, a := range d.AffectedTenants {
+		if a != t {
+			return true
+		}
+	}
+	return false
 }

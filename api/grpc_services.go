@@ -365,13 +365,20 @@ type complianceService struct {
 	s *Server
 }
 
-func incidentPB(f audit.IncidentFile) (*compliancev1.Incident, error) {
-	b, err := json.Marshal(f)
+// incidentPB is f as p may see it (incidentView): a tenant gets no ledger
+// sequence number and counts only the notices it sees.
+func incidentPB(p tenancy.Principal, f audit.IncidentFile) (*compliancev1.Incident, error) {
+	seq, notices := f.LedgerSeq, len(f.Notices)
+	view := incidentView(p, f)
+	if tv, ok := view.(audit.TenantIncident); ok {
+		seq, notices = 0, len(tv.Notices)
+	}
+	b, err := json.Marshal(view)
 	if err != nil {
 		return nil, err
 	}
 	return &compliancev1.Incident{Id: string(f.ID), Source: string(f.Source), OpenedAt: rfc3339(f.OpenedAt), OpenedBy: string(f.OpenedBy),
-		LedgerSeq: f.LedgerSeq, Versions: int64(len(f.Versions)), Notices: int64(len(f.Notices)), Json: b}, nil
+		LedgerSeq: seq, Versions: int64(len(f.Versions)), Notices: int64(notices), Json: b}, nil
 }
 
 func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.ListIncidentsRequest) (*compliancev1.ListIncidentsResponse, error) {
@@ -381,7 +388,7 @@ func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.L
 	}
 	out := &compliancev1.ListIncidentsResponse{}
 	for _, f := range fs {
-		pb, err := incidentPB(f)
+		pb, err := incidentPB(grpcPrincipal(ctx), f)
 		if err != nil {
 			return nil, err
 		}
@@ -395,7 +402,7 @@ func (c *complianceService) GetIncident(ctx context.Context, req *compliancev1.G
 	if err != nil {
 		return nil, err
 	}
-	return incidentPB(f)
+	return incidentPB(grpcPrincipal(ctx), f)
 }
 
 func versionPB(v audit.StoredVersion) (*compliancev1.IncidentVersion, error) {
@@ -468,7 +475,11 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
 	}
 	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
-		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
+		prev, hash := rec.PrevHash[:], rec.Hash[:]
+		if !operator(grpcPrincipal(ctx)) { // scanOwn: positions, no hashes
+			prev, hash = nil, nil
+		}
+		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
 	})
 }

@@ -449,14 +449,16 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 }
 
 // chatPrompt renders chat messages with the model's template and tokenizes
-// the result. The template writes the special tokens itself: parse them
-// here, and only here — message content was data to the template.
+// the result. The template writes the control tokens itself: they are parsed
+// in the template's own text only, never in message content, so content
+// cannot open a turn of another role (chat.Prompt, EncodeTemplated).
+// Errors: chat.ErrMessages, chat.ErrTemplate, chat.ErrContent.
 func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
-	text, err := s.cfg.Chat.Render(msgs, true)
+	p, err := s.cfg.Chat.Prompt(msgs, true)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Tokenizer.Encode(text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), true), nil
+	return s.cfg.Tokenizer.EncodeTemplated(p.Text, p.Literal, !strings.Contains(s.cfg.Chat.Source(), "bos_token")), nil
 }
 
 // serve answers one HTTP inference request through generate.

@@ -16,6 +16,11 @@
 //     detectable by anyone holding the public key.
 //   - Verifier streams a chain in constant memory and reports the first
 //     broken seq and why (*BreakError).
+//   - IncidentFile.ForTenant is the only view of the register meant for a
+//     tenant: other affected tenants are counted, not named; only the
+//     notices addressed to that tenant remain; no ledger sequence number,
+//     stored canonical bytes or their digest (which would confirm a guess
+//     at the other tenants' ids).
 //   - Never prompt or completion text: Payload is a sealed interface whose
 //     types hold counts, identifiers (Name: no spaces, at most 128 of
 //     [A-Za-z0-9._:/@+-]), enumerations and digests only. The incident

@@ -433,3 +433,75 @@ func (f IncidentFile) Latest() StoredVersion {
 	}
 	return f.Versions[len(f.Versions)-1]
 }
+
+// TenantIncident is what a tenant sees of a register entry that affects it
+// (IncidentFile.ForTenant): the register's elements, but no other tenant's
+// identity, notices or contact, and no ledger sequence number, since the
+// global sequence would count other tenants' requests between its own rows.
+type TenantIncident struct {
+	ID       Name
+	Source   IncidentSource
+	OpenedAt time.Time
+	OpenedBy Name
+	Versions []TenantVersion
+	Notices  []TenantNotice
+}
+
+// TenantVersion is a register version as a tenant sees it: AffectedTenants
+// holds the tenant itself or nothing, OtherTenants counts the rest, and
+// LedgerEvents is empty. The stored canonical bytes and their digest are
+// left out: they name the other tenants, and a digest over a short list of
+// guessable tenant ids would confirm a guess.
+type TenantVersion struct {
+	IncidentVersion
+	OtherTenants int64 `json:"other_tenants"`
+	RecordedAt   time.Time
+	RecordedBy   Name
+	RetainUntil  Day
+}
+
+// TenantNotice is a notice sent to the tenant itself, without its ledger
+// sequence number.
+type TenantNotice struct {
+	Notice
+	RecordedAt time.Time
+	RecordedBy Name
+}
+
+// ForTenant returns f as tenant t may see it: other affected tenants
+// counted, not named; only the notices addressed to t (not those to other
+// tenants, the Commission, persons concerned or the public, whose recipient
+// and method may name someone else); no ledger sequence numbers. The
+// caller decides first whether t may see f at all (t is among some
+// version's AffectedTenants).
+func (f IncidentFile) ForTenant(t cloison.TenantID) TenantIncident {
+	out := TenantIncident{ID: f.ID, Source: f.Source, OpenedAt: f.OpenedAt, OpenedBy: f.OpenedBy,
+		Versions: make([]TenantVersion, 0, len(f.Versions)), Notices: []TenantNotice{}}
+	for _, v := range f.Versions {
+		iv := v.IncidentVersion
+		own, seen := false, map[cloison.TenantID]bool{}
+		for _, a := range iv.AffectedTenants {
+			own = own || a == t
+			seen[a] = a != t
+		}
+		var others int64
+		for _, other := range seen {
+			if other {
+				others++
+			}
+		}
+		iv.AffectedTenants = []cloison.TenantID{}
+		if own {
+			iv.AffectedTenants = []cloison.TenantID{t}
+		}
+		iv.LedgerEvents = []int64{}
+		out.Versions = append(out.Versions, TenantVersion{IncidentVersion: iv, OtherTenants: others,
+			RecordedAt: v.RecordedAt, RecordedBy: v.RecordedBy, RetainUntil: v.RetainUntil})
+	}
+	for _, n := range f.Notices {
+		if n.Recipient == RecipientTenant && n.Tenant == t {
+			out.Notices = append(out.Notices, TenantNotice{Notice: n.Notice, RecordedAt: n.RecordedAt, RecordedBy: n.RecordedBy})
+		}
+	}
+	return out
+}

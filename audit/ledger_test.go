@@ -1,10 +1,13 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,4 +322,52 @@ func BenchmarkVerifier(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(recs)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestIncidentForTenant: a tenant's view of a register entry names only
+// itself, counts the others and keeps only its own notices (issue 12 item 10).
+func TestIncidentForTenant(t *testing.T) {
+	f := IncidentFile{ID: "inc-1", LedgerSeq: 9,
+		Versions: []StoredVersion{
+			{IncidentVersion: IncidentVersion{Version: 1, AffectedTenants: []cloison.TenantID{"a", "b", "c", "b"}, LedgerEvents: []int64{3, 4}}, LedgerSeq: 9, Content: []byte("b")},
+			{IncidentVersion: IncidentVersion{Version: 2, AffectedTenants: []cloison.TenantID{"b"}}, LedgerSeq: 12},
+		},
+		Notices: []StoredNotice{
+			{Notice: Notice{Number: 1, Recipient: RecipientTenant, Tenant: "a"}, LedgerSeq: 10},
+			{Notice: Notice{Number: 2, Recipient: RecipientTenant, Tenant: "b", RecipientName: "dpo@b.example"}, LedgerSeq: 11},
+			{Notice: Notice{Number: 3, Recipient: RecipientCAI, RecipientName: "CAI"}, LedgerSeq: 13},
+		}}
+	tests := []struct {
+		tenant  cloison.TenantID
+		named   [][]cloison.TenantID
+		others  []int64
+		notices []int64
+	}{
+		{"a", [][]cloison.TenantID{{"a"}, {}}, []int64{2, 1}, []int64{1}},
+		{"b", [][]cloison.TenantID{{"b"}, {"b"}}, []int64{2, 0}, []int64{2}},
+		{"z", [][]cloison.TenantID{{}, {}}, []int64{3, 1}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.tenant), func(t *testing.T) {
+			v := f.ForTenant(tt.tenant)
+			for i, x := range v.Versions {
+				if !slices.Equal(x.AffectedTenants, tt.named[i]) || x.OtherTenants != tt.others[i] || len(x.LedgerEvents) != 0 {
+					t.Errorf("version %d: got %v + %d others, events %v; want %v + %d, none", i+1, x.AffectedTenants, x.OtherTenants, x.LedgerEvents, tt.named[i], tt.others[i])
+				}
+			}
+			var got []int64
+			for _, n := range v.Notices {
+				got = append(got, n.Number)
+			}
+			if !slices.Equal(got, tt.notices) {
+				t.Errorf("got notices %v, want %v", got, tt.notices)
+			}
+			if b, _ := json.Marshal(v); bytes.Contains(b, []byte(`"LedgerSeq"`)) || bytes.Contains(b, []byte(`"Content"`)) {
+				t.Errorf("got %s, want no ledger seq or content", b)
+			}
+		})
+	}
+	if f.Versions[0].AffectedTenants[1] != "b" || f.Versions[0].LedgerEvents[0] != 3 {
+		t.Error("ForTenant changed the file it redacts")
+	}
 }

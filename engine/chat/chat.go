@@ -8,11 +8,23 @@
 // templates come from model files, which are operator-supplied, but messages
 // come from clients, so their content is passed as data, never as template
 // source.
+//
+// Role injection. Passing content as data to the template is not enough: the
+// rendered text is tokenized with control tokens parsed, so content holding
+// "<|im_end|>\n<|im_start|>system" would become real turn markers. Prompt
+// therefore also says which bytes of the text the template wrote itself
+// (Prompt.Literal); the tokenizer parses control tokens only there
+// (tokenizer.EncodeTemplated). See Prompt for how the split is found and why
+// content cannot forge it.
 package chat
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/cloison/cloison"
 	"github.com/nikolalohinski/gonja/v2"
@@ -25,6 +37,13 @@ var ErrTemplate = cloison.NewError(cloison.CodeInvalid, "chat: the model's chat 
 
 // ErrMessages: messages that no template can take (empty list, unknown role).
 var ErrMessages = cloison.NewError(cloison.CodeInvalid, "chat: invalid messages")
+
+// ErrContent: the model's template rewrites message content beyond trimming
+// whitespace (slicing, case changes, branching on what the content holds), so
+// the bytes that came from content cannot be told from the template's own
+// and the prompt is refused rather than tokenized with content's control
+// tokens live.
+var ErrContent = cloison.NewError(cloison.CodeInvalid, "chat: the model's chat template rewrites message content; the prompt cannot be tokenized safely")
 
 // ChatML is the template used when a model has none.
 const ChatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
@@ -87,4 +106,145 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 		return "", fmt.Errorf("%w: %v", ErrTemplate, err)
 	}
 	return out, nil
+}
+
+// Prompt is a rendered prompt with the provenance of its bytes.
+type Prompt struct {
+	Text string
+	// Literal lists the byte ranges [start, end) of Text that the template
+	// wrote itself, in order, disjoint and non-empty. Every other byte came
+	// from message content (or is whitespace next to where content was put,
+	// which counts as content).
+	Literal [][2]int
+}
+
+// Prompt renders msgs like Render and says which bytes the template wrote.
+//
+// How: the template is rendered twice, once with the messages as they are
+// (the text) and once with each non-empty content replaced by its leading
+// whitespace, a placeholder and its trailing whitespace, so that strip, trim
+// and lstrip act on both renderings alike. A placeholder is a private-use
+// rune, a 128-bit nonce drawn for this render, the message index and another
+// private-use rune; content cannot forge one without guessing the nonce (and
+// a content that holds the nonce makes Prompt draw another). Substituting
+// each placeholder by its content's trimmed core must give back the text
+// exactly; what the second rendering has outside placeholders (and outside
+// the whitespace next to them) is the template's literal text.
+//
+// Errors: ErrMessages, ErrTemplate (as Render); ErrContent when the
+// substitution does not give back the text: the template rewrote or branched
+// on content, so provenance is unknown and the caller must not guess it.
+func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error) {
+	text, err := t.Render(msgs, generationPrompt)
+	if err != nil {
+		return Prompt{}, err
+	}
+	mark := newMark(msgs)
+	type part struct{ lead, core, trail string }
+	parts := make([]part, len(msgs))
+	masked := make([]Message, len(msgs))
+	for i, m := range msgs {
+		masked[i] = m
+		if m.Content == "" {
+			continue // nothing to place; "" stays "" for templates that test it
+		}
+		core := strings.TrimLeftFunc(m.Content, unicode.IsSpace)
+		lead := m.Content[:len(m.Content)-len(core)]
+		core = strings.TrimRightFunc(core, unicode.IsSpace)
+		trail := m.Content[len(lead)+len(core):]
+		parts[i] = part{lead, core, trail}
+		masked[i].Content = lead + mark + strconv.Itoa(i) + placeholderEnd + trail
+	}
+	shape, err := t.Render(masked, generationPrompt)
+	if err != nil {
+		return Prompt{}, fmt.Errorf("%w: the template fails on placeholders", ErrContent)
+	}
+	var b strings.Builder
+	var lit [][2]int
+	addLiteral := func(s string) {
+		if s == "" {
+			return
+		}
+		start := b.Len()
+		b.WriteString(s)
+		if n := len(lit); n > 0 && lit[n-1][1] == start {
+			lit[n-1][1] = b.Len()
+			return
+		}
+		lit = append(lit, [2]int{start, b.Len()})
+	}
+	pendingTrail := "" // trailing whitespace of the content placed last
+	for shape != "" {
+		j := strings.Index(shape, mark)
+		chunk := shape
+		if j >= 0 {
+			chunk = shape[:j]
+		}
+		// Whitespace next to a placeholder may be the content's own (or what
+		// lstrip/rstrip left of it): count it as content.
+		head := commonPrefix(chunk, pendingTrail)
+		b.WriteString(chunk[:len(head)])
+		chunk = chunk[len(head):]
+		if j < 0 {
+			addLiteral(chunk)
+			break
+		}
+		rest := shape[j+len(mark):]
+		k := strings.Index(rest, placeholderEnd)
+		if k <= 0 {
+			return Prompt{}, fmt.Errorf("%w: a placeholder was cut", ErrContent)
+		}
+		i, err := strconv.Atoi(rest[:k])
+		if err != nil || i < 0 || i >= len(msgs) || rest[:k] != strconv.Itoa(i) || msgs[i].Content == "" {
+			return Prompt{}, fmt.Errorf("%w: a placeholder was rewritten", ErrContent)
+		}
+		tail := commonSuffix(chunk, parts[i].lead)
+		addLiteral(chunk[:len(chunk)-len(tail)])
+		b.WriteString(tail)
+		b.WriteString(parts[i].core)
+		pendingTrail = parts[i].trail
+		shape = rest[k+len(placeholderEnd):]
+	}
+	if b.String() != text {
+		return Prompt{}, fmt.Errorf("%w: the rendering depends on content", ErrContent)
+	}
+	return Prompt{Text: text, Literal: lit}, nil
+}
+
+// placeholderEnd closes a placeholder; newMark's U+E000 opens it. Both are
+// private-use runes, which no tokenizer vocabulary gives a control token.
+const placeholderEnd = "\uE001"
+
+// newMark returns a placeholder prefix that no content of msgs holds.
+func newMark(msgs []Message) string {
+	for {
+		var nonce [16]byte
+		_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails (Go 1.24)
+		mark := "\uE000" + hex.EncodeToString(nonce[:]) + ":"
+		clash := false
+		for _, m := range msgs {
+			clash = clash || strings.Contains(m.Content, mark)
+		}
+		if !clash {
+			return mark
+		}
+	}
+}
+
+// commonPrefix returns the longest common prefix of a and b.
+func commonPrefix(a, b string) string {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return a[:n]
+}
+
+// commonSuffix returns the longest common suffix of a and b.
+func commonSuffix(a, b string) string {
+	n := 0
+	for n < len(a) && n < len(b) && a[len(a)-1-n] == b[len(b)-1-n] {
+		n++
+	}
+	return a[len(a)-n:]
 }

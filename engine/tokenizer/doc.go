@@ -18,7 +18,10 @@
 // Special tokens: control tokens (token type 3) are recognised in the input
 // as whole strings only when the caller allows it (parseSpecial), so user
 // text can never forge them; user-defined tokens (type 4) are always
-// recognised. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
+// recognised. A rendered chat prompt is tokenized with EncodeTemplated:
+// control tokens are recognised only inside the byte ranges that the chat
+// template wrote itself (chat.Prompt.Literal), so message content can never
+// yield one, not even across the edge of a range. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
 // template (tokenizer.chat_template) are exposed as fields.
 //
 // A Tokenizer is immutable after FromGGUF and safe for concurrent use.

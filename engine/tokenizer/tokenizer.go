@@ -226,12 +226,39 @@ func (t *Tokenizer) IsEOG(id int32) bool {
 // ask for them; parseSpecial lets control tokens written in text (e.g.
 // "<|im_start|>") become their ids — leave it false for untrusted user text.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
+	var allow func(i, j int) bool
+	if parseSpecial {
+		allow = func(int, int) bool { return true }
+	}
+	return t.encode(text, addSpecial, allow)
+}
+
+// EncodeTemplated tokenizes a rendered chat prompt: a control token is
+// recognised only where its text lies wholly inside one of the literal
+// ranges [start, end) (sorted and disjoint, as chat.Prompt.Literal gives
+// them: what the template wrote itself); everywhere else, and across a
+// range's edge, its text is ordinary text, as Encode without parseSpecial
+// treats it. So message content never yields a control token, while the
+// text around it is tokenized as one string, exactly as Encode would with
+// parseSpecial when content holds no control-token text. User-defined
+// tokens are recognised everywhere, as in Encode. Ranges outside text are
+// ignored.
+func (t *Tokenizer) EncodeTemplated(text string, literal [][2]int, addSpecial bool) []int32 {
+	return t.encode(text, addSpecial, func(i, j int) bool {
+		k := sort.Search(len(literal), func(k int) bool { return literal[k][1] > i })
+		return k < len(literal) && literal[k][0] <= i && j <= literal[k][1]
+	})
+}
+
+// encode tokenizes text; allow(i, j) says whether a control token may be
+// matched at text[i:j] (nil: nowhere).
+func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bool) []int32 {
 	var out []int32
 	if addSpecial && t.AddBOS && t.BOS >= 0 {
 		out = append(out, t.BOS)
 	}
 	prevSpecial := true
-	t.partition(text, parseSpecial, func(raw string, special int32) {
+	t.partition(text, allow, func(raw string, special int32) {
 		if special >= 0 {
 			out = append(out, special)
 			prevSpecial = true
@@ -255,16 +282,17 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 }
 
 // partition splits text into raw runs and special tokens (longest match
-// first, leftmost first).
-func (t *Tokenizer) partition(text string, parseSpecial bool, emit func(raw string, special int32)) {
+// first, leftmost first). User-defined tokens match anywhere; control and
+// unknown tokens only where allow (nil: nowhere) lets them.
+func (t *Tokenizer) partition(text string, allow func(i, j int) bool, emit func(raw string, special int32)) {
 	start := 0
 	for i := 0; i < len(text); {
 		matched := int32(-1)
 		for _, id := range t.special[text[i]] {
-			if !parseSpecial && t.types[id] != TypeUserDefined {
+			if !strings.HasPrefix(text[i:], t.tokens[id]) {
 				continue
 			}
-			if strings.HasPrefix(text[i:], t.tokens[id]) {
+			if t.types[id] == TypeUserDefined || (allow != nil && allow(i, i+len(t.tokens[id]))) {
 				matched = id
 				break
 			}

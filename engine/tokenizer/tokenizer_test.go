@@ -361,3 +361,29 @@ func TestLongInputIsNotQuadratic(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeTemplated: control tokens only inside a literal range, never
+// across its edge (issue 12 item 8).
+func TestEncodeTemplated(t *testing.T) {
+	tok := gpt2Tok(t, "gpt-2")
+	text := "a<|endoftext|>b<|endoftext|>"
+	plain := tok.Encode("<|endoftext|>", false, false)
+	tests := []struct {
+		name    string
+		literal [][2]int
+		want    []int32
+	}{
+		{"no literal", nil, tok.Encode(text, false, false)},
+		{"first token literal", [][2]int{{0, 14}}, append([]int32{64, 50256, 65}, plain...)},
+		{"second token literal", [][2]int{{0, 1}, {15, 28}}, append(append([]int32{64}, plain...), 65, 50256)},
+		{"range cuts the token", [][2]int{{0, 13}, {13, 28}}, append(append([]int32{64}, plain...), 65, 50256)},
+		{"everything literal", [][2]int{{0, 28}}, tok.Encode(text, false, true)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tok.EncodeTemplated(text, tt.literal, false); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
