@@ -75,6 +75,9 @@ func (s *Server) promptText(text string) error {
 // grpcInference validates a GenerateRequest with the HTTP API's rules
 // (Common.validate) and tokenizes its prompt.
 func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, error) {
+	if err := checkProtoFields(req); err != nil {
+		return inference{}, err
+	}
 	c := &Common{Model: req.GetModel(), MaxTokens: req.MaxTokens, Temperature: req.Temperature, TopP: req.TopP, MinP: req.MinP,
 		FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, RepetitionPenalty: req.RepetitionPenalty,
 		Seed: req.Seed, Stop: req.GetStop()}
@@ -177,6 +180,9 @@ func (g *inferenceService) checkModel(ctx context.Context, model string) error {
 }
 
 func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.TokenizeRequest) (*inferencev1.TokenizeResponse, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
