@@ -179,6 +179,16 @@ func (g *inferenceService) checkModel(ctx context.Context, model string) error {
 	return nil
 }
 
+// Tokenize tokenizes text or chat messages. It is metered as inference is:
+// it holds one of the tenant's concurrent-request slots and is charged
+// against its tokens-per-minute quota (Limiter), first for an upper bound
+// (one token per byte, plus BOS and EOS, capped at the quota) and, once
+// done, refunded down to the tokens it produced; and it is counted in
+// cloison:tokenize_tokens_total. Without this a tenant could burn CPU
+// without bound outside its quota.
+// Errors: ErrUnsupported, ErrUnknownModel, ErrBodyTooLarge, ErrBadUTF8,
+// ErrBadField, the chat template's, and the Limiter's (*tenancy.LimitError,
+// 429 with retry-after).
 func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.TokenizeRequest) (*inferencev1.TokenizeResponse, error) {
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
@@ -186,24 +196,36 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
-	var ids []int32
+	var text string
+	special := false // whether the text's special tokens are parsed (only a rendered template's)
+	bos := true
 	switch in := req.GetInput().(type) {
 	case *inferencev1.TokenizeRequest_Text:
 		if err := g.s.promptText(in.Text); err != nil {
 			return nil, err
 		}
-		ids = g.s.cfg.Tokenizer.Encode(in.Text, true, false)
+		text = in.Text
 	case *inferencev1.TokenizeRequest_Chat:
 		msgs, err := g.s.chatMessages(in.Chat)
 		if err != nil {
 			return nil, err
 		}
-		if ids, err = g.s.chatPrompt(msgs); err != nil {
+		if text, bos, err = g.s.renderChat(msgs); err != nil {
 			return nil, err
 		}
+		special = true
 	default:
 		return nil, fmt.Errorf("%w: input is required (text or chat)", ErrBadField)
 	}
+	p := grpcPrincipal(ctx)
+	bound := min(len(text)+2, max(p.TenantRecord.Quotas.TokensPerMinute, 0))
+	permit, err := g.s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, bound)
+	if err != nil {
+		return nil, err
+	}
+	ids := g.s.cfg.Tokenizer.Encode(text, bos, special)
+	permit.Release(len(ids))
+	g.s.metrics.tokenizeToks.WithLabelValues(string(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {
 		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))

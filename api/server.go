@@ -429,11 +429,21 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // the result. The template writes the special tokens itself: parse them
 // here, and only here — message content was data to the template.
 func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
-	text, err := s.cfg.Chat.Render(msgs, true)
+	text, bos, err := s.renderChat(msgs)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Tokenizer.Encode(text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), true), nil
+	return s.cfg.Tokenizer.Encode(text, bos, true), nil
+}
+
+// renderChat renders chat messages with the model's template; bos says
+// whether the tokenizer must add BOS (the template does not write it).
+func (s *Server) renderChat(msgs []chat.Message) (text string, bos bool, err error) {
+	text, err = s.cfg.Chat.Render(msgs, true)
+	if err != nil {
+		return "", false, err
+	}
+	return text, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), nil
 }
 
 // serve answers one HTTP inference request through generate.
