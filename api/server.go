@@ -54,6 +54,11 @@ type Config struct {
 	Node      audit.Name       // actor of the ledger events this node writes
 	Logger    *slog.Logger     // optional
 	MaxBody   int64            // optional: DefaultMaxBody
+	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
+	// the generations in flight on this node, over HTTP and gRPC together:
+	// beyond them a request is refused before its policy decision, with
+	// ErrTooManyStreams (503) or ErrTenantStreams (429).
+	MaxStreams, MaxStreamsPerTenant int
 	// LedgerTimeout bounds one ledger append on the request path (default 5 s).
 	LedgerTimeout time.Duration
 	// Verify says which checkpoint keys and external directory the
@@ -73,6 +78,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	gate    *streamGate
 
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
@@ -101,7 +107,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
+	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant}}
 	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
 	s.metrics = newMetrics(s)
 	return s, nil
@@ -336,7 +342,9 @@ type genResult struct {
 }
 
 // generate is the one inference path, shared by the HTTP routes and gRPC
-// Generate. In order: the model check; the policy decision, written to the
+// Generate. In order: the model check; a slot of the node's stream gate
+// (MaxStreams, MaxStreamsPerTenant), held until generate returns; the
+// policy decision, written to the
 // ledger BEFORE anything else (ledger down ⇒ ErrLedgerUnavailable, no
 // unaudited service); the pool must isolate the tenant as the decision
 // requires (applies); the tenant's maximum context; the quota (Limiter);
@@ -350,6 +358,11 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	if in.common.Model != s.cfg.ModelName {
 		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
+	release, err := s.gate.acquire(p.Tenant)
+	if err != nil {
+		return genResult{}, err
+	}
+	defer release()
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
 		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
