@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -108,3 +109,57 @@ func TestGRPCMessageLimit(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Generations in flight are capped per tenant (429) and in total (503)
+// on the one request path, over HTTP and gRPC alike, with Retry-After; a
+// freed slot serves again (issue 12 item 5).
+func TestStreamCaps(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim", "attacker", "third"},
+		API: func(c *api.Config) { c.MaxStreams, c.MaxStreamsPerTenant = 2, 1 }})
+	pl := &platform{Platform: p, srvURL: p.URL}
+	c := grpcClient(t, p)
+	body := `{"model":"cloison-context-bag","prompt":"abc","max_tokens":2,"temperature":0}`
+	grpcCode := func(tenant cloison.TenantID) codes.Code {
+		st, err := c.Generate(bearer(t, p, tenant), &inferencev1.GenerateRequest{Model: platformtest.Model, MaxTokens: ptr(int64(2)),
+			Prompt: &inferencev1.GenerateRequest_Text{Text: "abc"}})
+		for err == nil {
+			_, err = st.Recv()
+		}
+		if err == io.EOF {
+			return codes.OK
+		}
+		return status.Code(err)
+	}
+	relVictim, err := api.HoldStreams(p.Server, "victim", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relThird := func() {}
+	steps := []struct {
+		name   string
+		before func()
+		tenant cloison.TenantID
+		status int
+		code   codes.Code
+	}{
+		{"victim at its per-tenant cap", nil, "victim", 429, codes.ResourceExhausted},
+		{"another tenant has room", nil, "attacker", 200, codes.OK},
+		{"the node at its total cap", func() { relThird, _ = api.HoldStreams(p.Server, "third", 1) }, "attacker", 503, codes.Unavailable},
+		{"slots freed", func() { relVictim(); relThird() }, "victim", 200, codes.OK},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		resp := pl.post(t, s.tenant, body)
+		if resp.StatusCode != s.status {
+			t.Fatalf("%s: got HTTP %d, want %d", s.name, resp.StatusCode, s.status)
+		}
+		if s.status != 200 && resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: got no Retry-After, want one", s.name)
+		}
+		if got := grpcCode(s.tenant); got != s.code {
+			t.Fatalf("%s: got gRPC %v, want %v", s.name, got, s.code)
+		}
+	}
+}
