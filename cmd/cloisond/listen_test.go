@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net/http"
@@ -8,6 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
@@ -100,7 +108,7 @@ func TestPublicTLS(t *testing.T) {
 		{"plaintext", http.DefaultClient, strings.Replace(url, "https", "http", 1), false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run("HTTP "+tt.name, func(t *testing.T) {
 			resp, err := tt.c.Get(tt.url)
 			ok := err == nil && resp.StatusCode == 200
 			if resp != nil {
@@ -108,6 +116,40 @@ func TestPublicTLS(t *testing.T) {
 			}
 			if ok != tt.ok {
 				t.Fatalf("got ok=%v (%v), want %v", ok, err, tt.ok)
+			}
+		})
+	}
+
+	// gRPC: the same configuration through Transport.GRPCOptions.
+	gln, err := n.transport.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(n.transport.GRPCOptions(cfg)...)
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go func() { _ = gs.Serve(gln) }()
+	t.Cleanup(gs.Stop)
+	grpcTests := []struct {
+		name  string
+		creds credentials.TransportCredentials
+		ok    bool
+	}{
+		{"TLS with a client certificate", credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}}), true},
+		{"TLS without a client certificate", credentials.NewTLS(&tls.Config{RootCAs: ca.Pool()}), false},
+		{"plaintext", insecure.NewCredentials(), false},
+	}
+	for _, tt := range grpcTests {
+		t.Run("gRPC "+tt.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(gln.Addr().String(), grpc.WithTransportCredentials(tt.creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if (err == nil) != tt.ok {
+				t.Fatalf("got %v, want ok=%v", err, tt.ok)
 			}
 		})
 	}
