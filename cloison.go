@@ -18,7 +18,11 @@ type Code string
 
 // Error codes. The API maps each to exactly one gRPC code and HTTP status.
 const (
-	CodeInvalid               Code = "invalid_request_error"
+	CodeInvalid Code = "invalid_request_error"
+	// CodeUnsupported: the request asks for something Cloison does not
+	// implement (a request field such as tools or logit_bias); it is
+	// refused rather than silently ignored.
+	CodeUnsupported           Code = "unsupported"
 	CodeContextLengthExceeded Code = "context_length_exceeded"
 	CodeQuotaExceeded         Code = "quota_exceeded"
 	CodeRateLimited           Code = "rate_limit_exceeded"
@@ -37,7 +41,7 @@ const (
 
 // Codes lists every Code, for tables that must cover them all.
 var Codes = []Code{
-	CodeInvalid, CodeContextLengthExceeded, CodeQuotaExceeded, CodeRateLimited, CodeCapacityExhausted,
+	CodeInvalid, CodeUnsupported, CodeContextLengthExceeded, CodeQuotaExceeded, CodeRateLimited, CodeCapacityExhausted,
 	CodeUnauthenticated, CodePermissionDenied, CodeNotFound, CodeConflict, CodeUnavailable,
 	CodeIsolationViolation, CodeTransferVerification, CodeCanceled, CodeDeadlineExceeded, CodeInternal,
 }

@@ -29,6 +29,7 @@ type Wire struct {
 // bug caught by TestTableComplete.
 var Table = map[cloison.Code]Wire{
 	cloison.CodeInvalid:               {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
+	cloison.CodeUnsupported:           {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
 	cloison.CodeContextLengthExceeded: {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
 	cloison.CodeQuotaExceeded:         {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
 	cloison.CodeRateLimited:           {codes.ResourceExhausted, http.StatusTooManyRequests, "rate_limit_error"},

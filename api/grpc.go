@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cloison/cloison"
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
@@ -227,6 +228,51 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	return ic.finish(method, id, clientID, start, err, ss.SetTrailer)
 }
 
+// sizeLimits holds every gRPC request message to the size its HTTP route
+// accepts as a body: max (Config.MaxBody) unless perMethod says otherwise
+// (ReloadPolicies, as POST /admin/v1/policies, takes 8×). Before this, gRPC
+// took 8 MiB everywhere where HTTP took 1 MiB.
+type sizeLimits struct {
+	max       int64
+	perMethod map[string]int64
+}
+
+func (l sizeLimits) check(method string, m any) error {
+	lim := l.max
+	if v, ok := l.perMethod[method]; ok {
+		lim = v
+	}
+	if pm, ok := m.(proto.Message); ok && int64(proto.Size(pm)) > lim {
+		return fmt.Errorf("%w: a message of more than %d bytes", ErrBodyTooLarge, lim)
+	}
+	return nil
+}
+
+func (l sizeLimits) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := l.check(info.FullMethod, req); err != nil {
+		return nil, err // mapped by the outer interceptor
+	}
+	return h(ctx, req)
+}
+
+func (l sizeLimits) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &sizedStream{ServerStream: ss, l: l, method: info.FullMethod})
+}
+
+// sizedStream checks each message a stream handler receives.
+type sizedStream struct {
+	grpc.ServerStream
+	l      sizeLimits
+	method string
+}
+
+func (s *sizedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.l.check(s.method, m)
+}
+
 // readiness is the reason the node is not ready, or nil: the capacity
 // attestation passed and the ledger answers (/readyz and gRPC health).
 func (s *Server) readiness(ctx context.Context) error {
@@ -276,7 +322,10 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 // refresher runs until ctx ends (then it reports NOT_SERVING).
 func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
 	unary, stream := Interceptors(s.cfg.Verifier.Verify, s.log)
-	opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream),
+	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
+	// gRPC's own limit is the largest any method takes; sizeLimits then
+	// holds each method to what its HTTP route accepts.
+	opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
 		grpc.MaxRecvMsgSize(int(8 * s.cfg.MaxBody))}, opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})

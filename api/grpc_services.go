@@ -75,6 +75,9 @@ func (s *Server) promptText(text string) error {
 // grpcInference validates a GenerateRequest with the HTTP API's rules
 // (Common.validate) and tokenizes its prompt.
 func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, error) {
+	if err := checkProtoFields(req); err != nil {
+		return inference{}, err
+	}
 	c := &Common{Model: req.GetModel(), MaxTokens: req.MaxTokens, Temperature: req.Temperature, TopP: req.TopP, MinP: req.MinP,
 		FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, RepetitionPenalty: req.RepetitionPenalty,
 		Seed: req.Seed, Stop: req.GetStop()}
@@ -176,28 +179,60 @@ func (g *inferenceService) checkModel(ctx context.Context, model string) error {
 	return nil
 }
 
+// Tokenize tokenizes text or chat messages. It is metered as inference is:
+// it holds one of the tenant's concurrent-request slots and is charged
+// against its tokens-per-minute quota (Limiter), first for an upper bound
+// (one token per byte, plus BOS and EOS, capped at the quota) and, once
+// done, refunded down to the tokens it produced; and it is counted in
+// cloison:tokenize_tokens_total. Without this a tenant could burn CPU
+// without bound outside its quota.
+// Errors: ErrUnsupported, ErrUnknownModel, ErrBodyTooLarge, ErrBadUTF8,
+// ErrBadField, the chat template's, and the Limiter's (*tenancy.LimitError,
+// 429 with retry-after).
 func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.TokenizeRequest) (*inferencev1.TokenizeResponse, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
-	var ids []int32
+	var text string
+	var literal [][2]int // a rendered template's own text: the only place special tokens are parsed
+	chatInput := false
+	bos := true
 	switch in := req.GetInput().(type) {
 	case *inferencev1.TokenizeRequest_Text:
 		if err := g.s.promptText(in.Text); err != nil {
 			return nil, err
 		}
-		ids = g.s.cfg.Tokenizer.Encode(in.Text, true, false)
+		text = in.Text
 	case *inferencev1.TokenizeRequest_Chat:
 		msgs, err := g.s.chatMessages(in.Chat)
 		if err != nil {
 			return nil, err
 		}
-		if ids, err = g.s.chatPrompt(msgs); err != nil {
+		pr, b, err := g.s.renderChat(msgs)
+		if err != nil {
 			return nil, err
 		}
+		text, literal, bos, chatInput = pr.Text, pr.Literal, b, true
 	default:
 		return nil, fmt.Errorf("%w: input is required (text or chat)", ErrBadField)
 	}
+	p := grpcPrincipal(ctx)
+	bound := min(len(text)+2, max(p.TenantRecord.Quotas.TokensPerMinute, 0))
+	permit, err := g.s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, bound)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int32
+	if chatInput {
+		ids = g.s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
+	} else {
+		ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
+	}
+	permit.Release(len(ids))
+	g.s.metrics.tokenizeToks.WithLabelValues(string(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {
 		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))

@@ -20,6 +20,7 @@ type Metrics struct {
 	requests     *prometheus.CounterVec
 	promptToks   *prometheus.CounterVec
 	genToks      *prometheus.CounterVec
+	tokenizeToks *prometheus.CounterVec
 	ttft         prometheus.Histogram
 	e2e          prometheus.Histogram
 	incidents    *prometheus.CounterVec
@@ -35,11 +36,12 @@ func newMetrics(s *Server) *Metrics {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:request_success_total", Help: "Requests that left the engine, by final state."}, []string{"tenant", "state"})
 	m.promptToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:prompt_tokens_total", Help: "Prompt tokens processed."}, []string{"tenant"})
 	m.genToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:generation_tokens_total", Help: "Tokens generated."}, []string{"tenant"})
+	m.tokenizeToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:tokenize_tokens_total", Help: "Tokens produced by the Tokenize method (charged to the tenant's quota)."}, []string{"tenant"})
 	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloison:time_to_first_token_seconds", Help: "Time to first token.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})
 	m.e2e = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloison:e2e_request_latency_seconds", Help: "End-to-end request latency.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)})
 	m.incidents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:isolation_failures_total", Help: "Requests failed closed by an isolation check, by tenant and detector."}, []string{"tenant", "kind"})
 	m.TransferVerificationsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:transfer_verifications_failed_total", Help: "Prefill→decode transfers refused by verification."}, []string{"tenant"})
-	for _, c := range []prometheus.Collector{m.ledgerErrors, m.policyDenied, m.requests, m.promptToks, m.genToks, m.ttft, m.e2e, m.incidents, m.TransferVerificationsFailed,
+	for _, c := range []prometheus.Collector{m.ledgerErrors, m.policyDenied, m.requests, m.promptToks, m.genToks, m.tokenizeToks, m.ttft, m.e2e, m.incidents, m.TransferVerificationsFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &stateCollector{s: s}} {
 		f(c)
 	}

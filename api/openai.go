@@ -20,7 +20,9 @@ var (
 	ErrBadUTF8      = cloison.NewError(cloison.CodeInvalid, "the request body is not valid UTF-8")
 	ErrBodyTooLarge = cloison.NewError(cloison.CodeInvalid, "the request body is too large")
 	ErrBadField     = cloison.NewError(cloison.CodeInvalid, "invalid request field")
-	ErrUnsupported  = cloison.NewError(cloison.CodeInvalid, "unsupported request option")
+	// ErrUnsupported: a request field (or value) Cloison does not
+	// implement; the message names the field (fields.go).
+	ErrUnsupported = cloison.NewError(cloison.CodeUnsupported, "unsupported request field")
 )
 
 // DefaultMaxBody bounds request bodies (1 MiB).
@@ -127,7 +129,12 @@ type ChatRequest struct {
 const DefaultMaxTokens = 256
 
 // decode reads at most limit bytes of JSON into v, checking UTF-8 first.
-func decode(r io.Reader, limit int64, v any) error {
+func decode(r io.Reader, limit int64, v any) error { return decodeFields(r, limit, nil, v) }
+
+// decodeFields is decode that also checks that every field is one fields
+// allows (checkFields; nil: no check), and for a chat request every
+// message field too.
+func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadJSON, err)
@@ -137,6 +144,16 @@ func decode(r io.Reader, limit int64, v any) error {
 	}
 	if !utf8.Valid(body) {
 		return ErrBadUTF8
+	}
+	if fields != nil {
+		if err := checkFields(body, fields, ""); err != nil {
+			return err
+		}
+		if _, ok := fields["messages"]; ok {
+			if err := checkMessages(body); err != nil {
+				return err
+			}
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
@@ -153,9 +170,12 @@ func decode(r io.Reader, limit int64, v any) error {
 }
 
 // DecodeCompletion reads and validates a /v1/completions body.
+// Errors: ErrBodyTooLarge, ErrBadUTF8, ErrBadJSON, ErrBadField,
+// ErrUnsupported (a field completionFields refuses or does not know),
+// sample.ErrInvalidParams.
 func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	var req CompletionRequest
-	if err := decode(r, limit, &req); err != nil {
+	if err := decodeFields(r, limit, completionFields, &req); err != nil {
 		return nil, err
 	}
 	if req.Prompt == nil {
@@ -174,9 +194,10 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 }
 
 // DecodeChat reads and validates a /v1/chat/completions body.
+// Errors: as DecodeCompletion, with chatFields and messageFields.
 func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	var req ChatRequest
-	if err := decode(r, limit, &req); err != nil {
+	if err := decodeFields(r, limit, chatFields, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Messages) == 0 {

@@ -54,6 +54,11 @@ type Config struct {
 	Node      audit.Name       // actor of the ledger events this node writes
 	Logger    *slog.Logger     // optional
 	MaxBody   int64            // optional: DefaultMaxBody
+	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
+	// the generations in flight on this node, over HTTP and gRPC together:
+	// beyond them a request is refused before its policy decision, with
+	// ErrTooManyStreams (503) or ErrTenantStreams (429).
+	MaxStreams, MaxStreamsPerTenant int
 	// LedgerTimeout bounds one ledger append on the request path (default 5 s).
 	LedgerTimeout time.Duration
 	// Verify says which checkpoint keys and external directory the
@@ -73,6 +78,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	gate    *streamGate
 
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
@@ -103,7 +109,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
+	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant}}
 	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
 	s.metrics = newMetrics(s)
 	return s, nil
@@ -338,17 +344,19 @@ type genResult struct {
 }
 
 // generate is the one inference path, shared by the HTTP routes and gRPC
-// Generate. In order: the model check; the policy decision (evaluated in
-// process); the pool must isolate the tenant as the decision requires
-// (applies); the decision's limits — max_tokens clamps the completion,
-// max_context and kv_pages refuse a request they cannot hold,
-// max_concurrent, tokens_per_minute and kv_pages in flight go to the
-// Limiter; the engine's checks (Engine.Check: reject before allocate). A
-// request refused by any of these is counted (refuse), not ledgered one row
-// each: RunRefusals writes the counts as policy.refusals summaries. Only
-// then is the allowed decision written to the ledger, BEFORE the engine
-// gets the request (ledger down ⇒ ErrLedgerUnavailable, no unaudited
-// service); the engine (a rejection it finds after all is ledgered as
+// Generate. In order: the model check; a slot of the node's stream gate
+// (MaxStreams, MaxStreamsPerTenant), held until generate returns; the
+// policy decision (evaluated in process); the pool must isolate the tenant
+// as the decision requires (applies); the decision's limits — max_tokens
+// clamps the completion, max_context and kv_pages refuse a request they
+// cannot hold, max_concurrent, tokens_per_minute and kv_pages in flight go
+// to the Limiter; the engine's checks (Engine.Check: reject before
+// allocate). A request refused by any of these is counted (refuse), not
+// ledgered one row each: RunRefusals writes the counts as policy.refusals
+// summaries. Only then is the allowed decision written to the ledger,
+// BEFORE the engine gets the request (ledger down ⇒ ErrLedgerUnavailable,
+// no unaudited service); the engine (a rejection it finds after all is
+// ledgered as
 // admission.rejected and returned as its original typed error); the
 // stream, handed token by token to sink; request.completed written to the
 // ledger BEFORE generate returns success. A nil error means the transport
@@ -358,6 +366,11 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	if in.common.Model != s.cfg.ModelName {
 		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
+	release, err := s.gate.acquire(p.Tenant)
+	if err != nil {
+		return genResult{}, err
+	}
+	defer release()
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
 		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
@@ -454,11 +467,23 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // cannot open a turn of another role (chat.Prompt, EncodeTemplated).
 // Errors: chat.ErrMessages, chat.ErrTemplate, chat.ErrContent.
 func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
-	p, err := s.cfg.Chat.Prompt(msgs, true)
+	p, bos, err := s.renderChat(msgs)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Tokenizer.EncodeTemplated(p.Text, p.Literal, !strings.Contains(s.cfg.Chat.Source(), "bos_token")), nil
+	return s.cfg.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos), nil
+}
+
+// renderChat renders chat messages with the model's template, marking the
+// template's own text (chat.Prompt.Literal: the only place control tokens
+// are parsed); bos says whether the tokenizer must add BOS (the template
+// does not write it).
+func (s *Server) renderChat(msgs []chat.Message) (p chat.Prompt, bos bool, err error) {
+	p, err = s.cfg.Chat.Prompt(msgs, true)
+	if err != nil {
+		return chat.Prompt{}, false, err
+	}
+	return p, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), nil
 }
 
 // serve answers one HTTP inference request through generate.

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloison/cloison/internal/keyfile"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -56,7 +58,7 @@ const KEKSize = 32
 // or others is refused: whoever reads it and the database can sign tokens.
 // Errors: ErrInvalidKey, or the file system's.
 func LoadKEK(path string, create bool) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := keyfile.ReadSecret(path)
 	if errors.Is(err, fs.ErrNotExist) && create {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("tenancy: kek: %w", err)
@@ -82,15 +84,11 @@ func LoadKEK(path string, create bool) ([]byte, error) {
 		}
 		return kek, nil
 	}
+	if errors.Is(err, keyfile.ErrInsecureMode) {
+		return nil, fmt.Errorf("%w: key-encryption key: %w", ErrInvalidKey, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tenancy: kek: %w", err)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: kek: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: key-encryption key %s has mode %v; want 0600", ErrInvalidKey, path, st.Mode().Perm())
 	}
 	kek, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(kek) != KEKSize {

@@ -15,7 +15,7 @@ import (
 func readPublicKeys(paths []string) (map[string]ed25519.PublicKey, error) {
 	var pubs []ed25519.PublicKey
 	for _, p := range paths {
-		raw, err := keyfile.Read(p, ed25519.PublicKeySize)
+		raw, err := keyfile.ReadPublic(p, ed25519.PublicKeySize)
 		if err != nil {
 			return nil, fmt.Errorf("public key: %w", err)
 		}

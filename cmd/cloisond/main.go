@@ -71,6 +71,8 @@ type config struct {
 	trustJWKS                                   []string
 	keyRefresh, keyRotateAfter                  time.Duration
 	roles                                       roleConfig
+	maxRequestBytes                             int64
+	net                                         netConfig
 }
 
 func main() {
@@ -131,7 +133,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
+	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC) the public API accepts, in bytes (policy bundles: 8×)")
 	c.roles.flags(fs)
+	c.net.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -180,6 +184,9 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("no database: set --database-url or DATABASE_URL (make run starts one)")
 	}
 	if err := c.roles.check(); err != nil {
+		return c, err
+	}
+	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -353,6 +360,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
+		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir},
 		ExportKey: cpKey})
 	if err != nil {
@@ -376,27 +384,32 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 	}()
 
-	ln, err := net.Listen("tcp", c.addr)
+	tlsCfg, err := c.net.tlsConfig()
+	if err != nil {
+		stopEngine()
+		return err
+	}
+	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		stopEngine()
 		return err
 	}
 	var gln net.Listener
 	if c.grpcAddr != "" {
-		if gln, err = net.Listen("tcp", c.grpcAddr); err != nil {
+		if gln, err = c.net.transport.Listen(c.grpcAddr); err != nil {
 			ln.Close()
 			stopEngine()
 			return fmt.Errorf("grpc: %w", err)
 		}
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := c.net.transport.HTTPServer(srv.Handler(), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 2)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- serveHTTP(hs, ln) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
 	defer stopHealth()
 	var gs *grpc.Server
 	if gln != nil {
-		gs = srv.GRPCServer(healthCtx)
+		gs = srv.GRPCServer(healthCtx, c.net.transport.GRPCOptions(tlsCfg)...)
 		go func() {
 			if err := gs.Serve(gln); err != nil {
 				served <- fmt.Errorf("grpc: %w", err)
@@ -446,6 +459,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	stopEngine()
 	<-engDone
 	return err
+}
+
+// serveHTTP serves hs on ln, with TLS when hs has a TLS configuration.
+func serveHTTP(hs *http.Server, ln net.Listener) error {
+	if hs.TLSConfig != nil {
+		return hs.ServeTLS(ln, "", "")
+	}
+	return hs.Serve(ln)
 }
 
 // stopGRPC lets in-flight calls finish until ctx ends, then stops gs.

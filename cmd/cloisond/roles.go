@@ -30,6 +30,7 @@ import (
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/tenancy"
@@ -113,7 +114,7 @@ func (r *roleConfig) tlsConfigs() (server, client *tls.Config, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-cert: %w", err)
 	}
-	keyPEM, err := os.ReadFile(r.tlsKey)
+	keyPEM, err := keyfile.ReadSecret(r.tlsKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-key: %w", err)
 	}
@@ -141,7 +142,7 @@ func (r *roleConfig) keyRing(stateDir string) (*transfer.KeyRing, error) {
 			}
 		}
 	}
-	b, err := os.ReadFile(path)
+	b, err := keyfile.ReadSecret(path)
 	if err != nil {
 		return nil, fmt.Errorf("cluster key: %w", err)
 	}
@@ -391,9 +392,15 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	gs := grpc.NewServer(transfer.ServerOptions(serverTLS)...)
 	prefillrpc.Register(gs, svc)
-	ln, err := net.Listen("tcp", c.addr)
+	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		gln.Close()
+		return err
+	}
+	tlsCfg, err := c.net.tlsConfig()
+	if err != nil {
+		gln.Close()
+		ln.Close()
 		return err
 	}
 	mux := http.NewServeMux()
@@ -401,10 +408,10 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok","role":"prefill"}` + "\n"))
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := c.net.transport.HTTPServer(mux, tlsCfg, nil)
 	served := make(chan error, 2)
 	go func() { served <- gs.Serve(gln) }()
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- serveHTTP(hs, ln) }()
 	log.Info("prefill node", "prefill_addr", gln.Addr().String(), "addr", ln.Addr().String(), "model", lm.name, "cluster_key", keys.Current())
 	if c.grpcReadyFile != "" {
 		_ = os.WriteFile(c.grpcReadyFile, []byte(gln.Addr().String()), 0o600)

@@ -56,6 +56,9 @@ type Options struct {
 	// and sending the KV back over the verified transfer, both on gRPC with
 	// mutual TLS on loopback.
 	Split *Split
+	// API, when set, adjusts the API server's configuration before it is
+	// built (limits such as MaxBody or MaxStreams).
+	API func(*api.Config)
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -89,6 +92,8 @@ type Platform struct {
 	Decider *policies.Decider
 	// Limiter is the server's; tests may hold permits in it.
 	Limiter *tenancy.Limiter
+	// Tenants is the tenant store (to change quotas in a test).
+	Tenants *tenancy.Store
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -215,12 +220,16 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		t.Fatal(err)
 	}
 	limiter := tenancy.NewLimiter()
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: limiter,
-		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"})
+	acfg := api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: limiter,
+		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"}
+	if o.API != nil {
+		o.API(&acfg)
+	}
+	srv, err = api.NewServer(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, Prefill: pn}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, Prefill: pn, Tenants: store}, nil
 }

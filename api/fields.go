@@ -1,0 +1,228 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Request fields: every field of an OpenAI completions or chat completions
+// request is in one of these tables, and what Cloison does with it is
+// stated here once. A field that is not implemented is refused with
+// ErrUnsupported naming it — never accepted and silently ignored, because a
+// client that sends tools, response_format or logit_bias relies on the
+// output changing. A field not listed at all is refused the same way: an
+// unknown field may change the output just as well (fail closed). The
+// exceptions are the fields listed as ignored: they are known not to
+// change the output (user, metadata, service_tier, ...), and OpenAI SDKs
+// send them routinely.
+
+// fieldRule is what the API does with one request field.
+type fieldRule int
+
+const (
+	// implemented: decoded and honoured (its value checked by validate).
+	implemented fieldRule = iota
+	// ignored: accepted without effect, because it cannot change the
+	// output of this server.
+	ignored
+	// refused: ErrUnsupported unless the value is null or one of the
+	// field's neutral values (those that ask for what the server does
+	// anyway, such as "tools": [] or "response_format": {"type":"text"}).
+	refused
+)
+
+// field is one request field's rule; neutral holds compact JSON values that
+// mean the same as an absent field.
+type field struct {
+	rule    fieldRule
+	neutral []string
+}
+
+// commonFields are the fields of both endpoints.
+var commonFields = map[string]field{
+	"model":                 {rule: implemented},
+	"max_tokens":            {rule: implemented},
+	"max_completion_tokens": {rule: implemented},
+	"temperature":           {rule: implemented},
+	"top_p":                 {rule: implemented},
+	"frequency_penalty":     {rule: implemented},
+	"presence_penalty":      {rule: implemented},
+	"seed":                  {rule: implemented},
+	"stop":                  {rule: implemented},
+	"stream":                {rule: implemented},
+	"stream_options":        {rule: implemented}, // include_usage
+	"n":                     {rule: implemented}, // only 1 (validate)
+	// Sampling extensions of vLLM, SGLang and llama.cpp.
+	"top_k":              {rule: implemented},
+	"min_p":              {rule: implemented},
+	"repetition_penalty": {rule: implemented},
+	// An end-user id for the provider's abuse monitoring: no effect on the
+	// output, and never stored (the ledger keeps no client text).
+	"user":              {rule: ignored},
+	"safety_identifier": {rule: ignored},
+	"logit_bias":        {rule: refused, neutral: []string{`{}`}},
+}
+
+// completionFields are /v1/completions' own fields.
+var completionFields = withCommon(map[string]field{
+	"prompt":   {rule: implemented},
+	"logprobs": {rule: implemented},
+	"echo":     {rule: refused, neutral: []string{`false`}},
+	"suffix":   {rule: refused, neutral: []string{`""`}},
+	"best_of":  {rule: refused, neutral: []string{`1`}},
+})
+
+// chatFields are /v1/chat/completions' own fields.
+var chatFields = withCommon(map[string]field{
+	"messages":     {rule: implemented},
+	"logprobs":     {rule: implemented},
+	"top_logprobs": {rule: implemented},
+	// Tools and structured output change what the model must produce.
+	"tools":              {rule: refused, neutral: []string{`[]`}},
+	"tool_choice":        {rule: refused, neutral: []string{`"none"`}},
+	"functions":          {rule: refused, neutral: []string{`[]`}},
+	"function_call":      {rule: refused, neutral: []string{`"none"`}},
+	"response_format":    {rule: refused, neutral: []string{`{"type":"text"}`}},
+	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
+	"audio":              {rule: refused},
+	"prediction":         {rule: refused},
+	"reasoning_effort":   {rule: refused},
+	"verbosity":          {rule: refused},
+	"web_search_options": {rule: refused},
+	// store asks the provider to keep the completion; Cloison never stores
+	// prompt or completion text, so store: true cannot be honoured.
+	"store": {rule: refused, neutral: []string{`false`}},
+	// Without tools (refused above) parallel_tool_calls has no effect;
+	// metadata only labels stored completions; service_tier and
+	// prompt_cache_key choose latency and caching, never the output (the
+	// prefix cache is namespaced per tenant whatever the client says).
+	"parallel_tool_calls": {rule: ignored},
+	"metadata":            {rule: ignored},
+	"service_tier":        {rule: ignored},
+	"prompt_cache_key":    {rule: ignored},
+})
+
+// messageFields are the fields of one chat message. A message's name,
+// tool calls or refusal would change what the template renders.
+var messageFields = map[string]field{
+	"role":          {rule: implemented},
+	"content":       {rule: implemented},
+	"name":          {rule: refused, neutral: []string{`""`}},
+	"tool_calls":    {rule: refused, neutral: []string{`[]`}},
+	"tool_call_id":  {rule: refused},
+	"function_call": {rule: refused},
+	"refusal":       {rule: refused},
+	"audio":         {rule: refused},
+}
+
+func withCommon(own map[string]field) map[string]field {
+	for k, v := range commonFields {
+		own[k] = v
+	}
+	return own
+}
+
+// maxFieldName bounds how much of an unknown field name an error repeats.
+const maxFieldName = 64
+
+// checkFields refuses, with ErrUnsupported naming the field, any field of
+// the JSON object body that table does not list or lists as refused with a
+// value other than null or a neutral one. Fields are checked in sorted
+// order, so that the error is deterministic. A body that is not an object
+// passes: decoding reports it.
+func checkFields(body []byte, table map[string]field, where string) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f, known := table[name]
+		if !known {
+			if len(name) > maxFieldName {
+				name = name[:maxFieldName] + "..."
+			}
+			return fmt.Errorf("%w: %s%q is not a field this server knows", ErrUnsupported, where, name)
+		}
+		if f.rule == refused && !neutral(obj[name], f.neutral) {
+			return fmt.Errorf("%w: %s%q is not implemented", ErrUnsupported, where, name)
+		}
+	}
+	return nil
+}
+
+// checkMessages applies messageFields to each element of a chat request's
+// messages (decoding reports a messages value that is not a list).
+func checkMessages(body []byte) error {
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	for i, m := range req.Messages {
+		if err := checkFields(m, messageFields, fmt.Sprintf("messages[%d].", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func neutral(v json.RawMessage, values []string) bool {
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return false
+	}
+	if b.String() == "null" {
+		return true
+	}
+	for _, n := range values {
+		if b.String() == n {
+			return true
+		}
+	}
+	return false
+}
+
+// checkProtoFields refuses a gRPC request that carries fields unknown to
+// this server's schema (a client built from a newer .proto), anywhere in
+// the message: the same rule as unknown JSON fields. Every field the
+// inference .proto defines is implemented.
+func checkProtoFields(m proto.Message) error {
+	if m == nil {
+		return nil
+	}
+	return unknownIn(m.ProtoReflect(), string(m.ProtoReflect().Descriptor().Name()))
+}
+
+func unknownIn(m protoreflect.Message, path string) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%w: %s has fields this server does not know", ErrUnsupported, path)
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		p := path + "." + string(fd.Name())
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = unknownIn(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i))
+			}
+		} else {
+			err = unknownIn(v.Message(), p)
+		}
+		return err == nil
+	})
+	return err
+}
