@@ -102,7 +102,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
-	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
+	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	return s, nil
 }
