@@ -150,7 +150,7 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 		return ctx, id, err
 	}
 	if !ok {
-		return ctx, id, fmt.Errorf("%w: %s", ErrNoScopeRule, method)
+		return ctx, id, ErrNoScopeRule.Withf("%s", method)
 	}
 	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err

@@ -368,8 +368,8 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		return genResult{}, err
 	}
 	if lim := dec.Limits.MaxContext; lim > 0 && len(in.prompt)+maxNew > lim {
-		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			engine.ErrContextLength, lim, len(in.prompt)+maxNew, len(in.prompt), maxNew))
+		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, engine.ErrContextLength.Withf("this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			lim, len(in.prompt)+maxNew, len(in.prompt), maxNew))
 	}
 	permit, err := s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, len(in.prompt)+min(maxNew, 1<<30))
 	if err != nil {

@@ -74,7 +74,9 @@ func (e *ViolationError) Error() string {
 
 // PublicMessage is ErrViolation's message: the leases and the page (another
 // tenant's lease among them) stay in Error, for the log and the incident.
-func (e *ViolationError) PublicMessage() string { return ErrViolation.Message + " (" + string(e.Reason) + ")" }
+func (e *ViolationError) PublicMessage() string {
+	return ErrViolation.Message + " (" + string(e.Reason) + ")"
+}
 
 // ErrorCode reports cloison.CodeIsolationViolation.
 func (e *ViolationError) ErrorCode() cloison.Code { return cloison.CodeIsolationViolation }
