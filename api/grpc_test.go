@@ -44,7 +44,7 @@ func (probe) fail(model string) error {
 	case "internal":
 		return errors.New("pq: secret table dump")
 	case "retry":
-		return retryErr{cloison.NewError(cloison.CodeRateLimited, "slow down")}
+		return limited()
 	}
 	return nil
 }
@@ -223,10 +223,10 @@ func TestInterceptorsErrorsAndPanics(t *testing.T) {
 		msg   string
 		retry string
 	}{
-		{"panic", codes.Internal, "internal_error: Internal error.", ""},
-		{"internal", codes.Internal, "internal_error: Internal error.", ""},
-		{"context", codes.InvalidArgument, "context_length_exceeded: ", ""},
-		{"retry", codes.ResourceExhausted, "rate_limit_exceeded: slow down", "2"},
+		{"panic", codes.Internal, "Internal error.", ""},
+		{"internal", codes.Internal, "Internal error.", ""},
+		{"context", codes.InvalidArgument, "context length exceeded", ""},
+		{"retry", codes.ResourceExhausted, "tenancy: rate limit exceeded (tokens_per_minute)", "2"},
 		{"ok", codes.OK, "", ""},
 	}
 	for _, tt := range tests {

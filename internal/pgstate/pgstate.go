@@ -7,6 +7,8 @@ package pgstate
 
 import (
 	"errors"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,10 +35,11 @@ func OutageCode(code string) bool {
 }
 
 // Outage reports whether err means the database is unreachable: a server
-// error of an OutageCode, a failure to connect that carries no server
-// error (refused, reset, DNS, TLS), or an error pgconn says happened before
-// the query was sent or timed out. A server error of any other SQLSTATE is
-// the server's answer, not an outage.
+// error of an OutageCode; a failure to connect that carries no server error
+// (refused, reset, DNS, TLS); a connection that broke or was closed under
+// the query (a network error, an unexpected EOF, pgconn.ErrConnClosed); or
+// an error pgconn says happened before the query was sent or timed out. A
+// server error of any other SQLSTATE is the server's answer, not an outage.
 func Outage(err error) bool {
 	if err == nil {
 		return false
@@ -46,5 +49,7 @@ func Outage(err error) bool {
 		return OutageCode(pe.Code)
 	}
 	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err)
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }

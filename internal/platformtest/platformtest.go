@@ -82,6 +82,7 @@ type Platform struct {
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
 	Pool   *isolation.Pool // the (decode) node's KV pool
+	DB     *pgtest.DB      // the database, for tests that take it away
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -210,5 +211,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, DB: db, Prefill: pn}, nil
 }
