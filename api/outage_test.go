@@ -63,7 +63,7 @@ func TestOutageAnswers(t *testing.T) {
 	t.Cleanup(func() { admin.Close(ctx) })
 	name := p.DB.Name
 	ident := pgx.Identifier{name}.Sanitize()
-	gone := pgx.Identifier{name + "_gone"}.Sanitize()
+	gone := pgx.Identifier{name[:min(len(name), 40)] + "_gone"}.Sanitize() // names end at 63 bytes
 	exec := func(sql string, args ...any) error {
 		_, err := admin.Exec(ctx, sql, args...)
 		return err
