@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -111,4 +112,32 @@ func TestErrors(t *testing.T) {
 		t.Error("GRPCError(nil) is not nil")
 	}
 	_ = http.StatusOK
+}
+
+// A stream that has begun and then fails ends with an error event that
+// follows the same rule as a body: the public message only, and the cause
+// in the log under the request id.
+func TestSSEErrorEventIsPublic(t *testing.T) {
+	var logs strings.Builder
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil)), cfg: Config{ModelName: "m"}}
+	for _, chat := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chat=%v", chat), func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			in := inference{common: &Common{}, chat: chat}
+			x := s.newSSE(rec, "req-sse1", in, &collector{s: s, in: in})
+			x.begin()
+			x.end(genResult{}, fmt.Errorf("%w: ledger: %w", ErrLedgerUnavailable, errors.New(driverText)))
+			out := rec.Body.String()
+			if strings.Contains(out, "10.0.3.7") || strings.Contains(out, "cloison_prod") || strings.Contains(out, "connection refused") {
+				t.Errorf("stream carries driver text: %s", out)
+			}
+			want := `"message":"` + ErrLedgerUnavailable.Message + `"`
+			if !strings.Contains(out, want) || !strings.Contains(out, `"code":"unavailable"`) {
+				t.Errorf("got stream %s, want an error event with %s", out, want)
+			}
+			if !strings.Contains(logs.String(), "request_id=req-sse1") || !strings.Contains(logs.String(), "cloison_prod") {
+				t.Errorf("got log %q, want the cause under request_id=req-sse1", logs.String())
+			}
+		})
+	}
 }
