@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/cloison/cloison"
@@ -221,7 +220,7 @@ func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 // it first) and ledgers policy.reloaded with its digest.
 func (s *Server) doReloadPolicies(ctx context.Context, actor audit.Name, files map[string]string) (string, error) {
 	if len(files) == 0 {
-		return "", fmt.Errorf("%w: files is empty", ErrBadField)
+		return "", ErrBadField.Withf("files is empty")
 	}
 	rev, err := s.cfg.Decider.Reload(ctx, files)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -110,7 +109,7 @@ func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audi
 	return s.cfg.Ledger.UpdateIncident(ctx, actor, id, func(v *audit.IncidentVersion) error {
 		version, id := v.Version, v.Incident
 		if err := json.Unmarshal(patch, v); err != nil {
-			return fmt.Errorf("%w: %v", ErrBadField, err)
+			return ErrBadField.Withf("%v", err)
 		}
 		v.Version, v.Incident = version, id
 		return nil
@@ -232,7 +231,7 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		to, err2 = 0, nil
 	}
 	if err1 != nil || err2 != nil || from == 0 {
-		WriteHTTPError(w, fmt.Errorf("%w: from and to must be positive integers", ErrBadField))
+		WriteHTTPError(w, ErrBadField.Withf("from and to must be positive integers"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -2,20 +2,26 @@
 //
 // This file is the one place where typed errors become wire statuses: every
 // cloison.Code maps to exactly one gRPC code, one HTTP status and one
-// OpenAI-style error type. Errors without a code are internal: their text
-// never reaches a client.
+// OpenAI-style error type. The wire carries only an error's public message
+// (cloison.Error.Message); its cause, and anything wrapped around it, is
+// logged with the request id. Errors without a code are internal: their
+// text never reaches a client. Over gRPC the code travels as a
+// google.rpc.ErrorInfo detail, never as a prefix of the message.
 package api
 
 import (
 	"encoding/json"
-	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
-	"github.com/cloison/cloison"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/internal/rpcerr"
 )
 
 // Wire is how one error code appears on the wire.
@@ -49,34 +55,72 @@ var Table = map[cloison.Code]Wire{
 // internalMessage replaces the text of errors that carry no code.
 const internalMessage = "Internal error."
 
+// UnavailableRetryAfter is the Retry-After sent with unavailable (503) when
+// the error names no wait of its own: an outage of the database or of a
+// peer is expected to pass, and clients should come back rather than fail.
+const UnavailableRetryAfter = time.Second
+
 // Describe returns an error's code, wire form and the message a client may
-// see. Errors without a code become internal_error with a fixed message.
+// see: the public message of the first coded error in the chain
+// (cloison.PublicMessage), never its cause or text wrapped around it.
+// Errors without a code become internal_error with a fixed message, and so
+// do internal errors with a code; a coded error without a public message
+// gets its code as the text.
 func Describe(err error) (cloison.Code, Wire, string) {
 	code := cloison.ErrorCode(err)
 	w, ok := Table[code]
 	if !ok || code == cloison.CodeInternal {
 		return cloison.CodeInternal, Table[cloison.CodeInternal], internalMessage
 	}
-	return code, w, err.Error()
+	msg := cloison.PublicMessage(err)
+	if msg == "" {
+		msg = string(code)
+	}
+	return code, w, msg
 }
 
-// GRPCError converts err to a gRPC status error.
+// retryAfter is the wait to send with err (zero: none): the error's own
+// hint, else the code's default, rounded up to whole seconds. code is
+// Describe's: an internal error gets none, whatever it wraps.
+func retryAfter(err error, code cloison.Code) time.Duration {
+	if code == cloison.CodeInternal {
+		return 0
+	}
+	d := cloison.RetryAfter(err)
+	if d <= 0 && code == cloison.CodeUnavailable {
+		d = UnavailableRetryAfter
+	}
+	if d <= 0 {
+		return 0
+	}
+	return rpcerr.RoundUp(d)
+}
+
+// GRPCStatus converts err to its gRPC status: the table's code, the public
+// message, and details carrying the cloison code (google.rpc.ErrorInfo,
+// domain rpcerr.Domain) and the retry hint (google.rpc.RetryInfo). A status
+// error itself (not one wrapped in text, which may be private) passes
+// through unchanged.
+func GRPCStatus(err error) *status.Status {
+	if err == nil {
+		return nil
+	}
+	if se, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return se.GRPCStatus() // already a status
+	}
+	code, w, msg := Describe(err)
+	return rpcerr.New(w.GRPC, code, msg, retryAfter(err, code))
+}
+
+// GRPCError converts err to a gRPC status error (GRPCStatus) and logs its
+// cause; nil for nil.
 func GRPCError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok && cloison.ErrorCode(err) == cloison.CodeInternal {
-		return err // already a status
-	}
-	code, w, msg := Describe(err)
-	if code == cloison.CodeInternal {
-		LogInternal(err)
-	}
-	return status.Error(w.GRPC, string(code)+": "+msg)
+	logCause(nil, "", err)
+	return GRPCStatus(err).Err()
 }
-
-// RetryAfter is implemented by errors that tell the client when to retry.
-type RetryAfter interface{ RetryAfter() time.Duration }
 
 // ErrorBody is the OpenAI-shaped JSON error body.
 type ErrorBody struct {
@@ -91,21 +135,54 @@ type ErrorDetail struct {
 	Code    string  `json:"code"`
 }
 
-// LogInternal receives the full text of every internal error before it is
-// replaced by a fixed message on the wire; NewServer points it at its logger.
-var LogInternal = func(err error) {}
+// errorLog is where logCause writes; NewServer sets it (SetErrorLog).
+var errorLog atomic.Pointer[slog.Logger]
 
-// WriteHTTPError writes err as an OpenAI-shaped JSON error with its status
-// (and Retry-After when the error says when to retry).
-func WriteHTTPError(w http.ResponseWriter, err error) {
-	code, wire, msg := Describe(err)
-	if code == cloison.CodeInternal {
-		LogInternal(err)
+// SetErrorLog directs the log of error causes to l.
+func SetErrorLog(l *slog.Logger) { errorLog.Store(l) }
+
+// logCause logs what the wire does not carry: the full text of an error
+// answered with a server-side status (5xx) at level Error, and of a client
+// error whose text says more than its public message at level Debug; each
+// with the request id, so that an operator can match a client's report.
+func logCause(log *slog.Logger, id cloison.RequestID, err error) {
+	if err == nil {
+		return
 	}
-	var ra RetryAfter
-	if errors.As(err, &ra) {
-		secs := int((ra.RetryAfter() + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+	if log == nil {
+		if log = errorLog.Load(); log == nil {
+			log = slog.Default()
+		}
+	}
+	code, w, msg := Describe(err)
+	switch {
+	case w.HTTP >= 500:
+		log.Error("request failed", "request_id", id, "code", code, "cause", err.Error())
+	case err.Error() != msg:
+		log.Debug("request refused", "request_id", id, "code", code, "cause", err.Error())
+	}
+}
+
+// requestID returns the request id of the response being written (its
+// X-Request-Id header), assigning one when the handler did not: every error
+// answer names the id its cause is logged under.
+func requestID(w http.ResponseWriter) cloison.RequestID {
+	if id := w.Header().Get("X-Request-Id"); id != "" {
+		return cloison.RequestID(id)
+	}
+	id := NewRequestID()
+	w.Header().Set("X-Request-Id", string(id))
+	return id
+}
+
+// WriteHTTPError writes err as an OpenAI-shaped JSON error with its status,
+// the public message only, and Retry-After when the error says when to
+// retry or is unavailable; it logs the cause with the request id.
+func WriteHTTPError(w http.ResponseWriter, err error) {
+	logCause(nil, requestID(w), err)
+	code, wire, msg := Describe(err)
+	if d := retryAfter(err, code); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d/time.Second)))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(wire.HTTP)

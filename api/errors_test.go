@@ -4,14 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/internal/rpcerr"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/tenancy"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -27,11 +32,24 @@ func TestTableComplete(t *testing.T) {
 	}
 }
 
-type retryErr struct{ e *cloison.Error }
+// limited returns a real limiter's rejection: a tokens-per-minute bucket of
+// 40 emptied by one request, so the next request of 1 token must wait 1.5 s
+// (Retry-After 2, rounded up).
+func limited() error {
+	l := tenancy.NewLimiter()
+	at := time.Unix(1_800_000_000, 0)
+	l.Now = func() time.Time { return at }
+	q := tenancy.Quotas{MaxConcurrent: 10, TokensPerMinute: 40}
+	if _, err := l.Admit("acme", q, 40); err != nil {
+		return err
+	}
+	_, err := l.Admit("acme", q, 1)
+	return err
+}
 
-func (r retryErr) Error() string           { return r.e.Error() }
-func (r retryErr) ErrorCode() cloison.Code { return r.e.Code }
-func (retryErr) RetryAfter() time.Duration { return 1500 * time.Millisecond }
+// driverText is what pgx says when it cannot connect: host, user and
+// database, none of which may reach a client.
+const driverText = "failed to connect to `user=cloison_runtime database=cloison_prod`: 10.0.3.7:5432 (db-primary.internal): dial error: connect: connection refused"
 
 func TestErrors(t *testing.T) {
 	tests := []struct {
@@ -40,15 +58,18 @@ func TestErrors(t *testing.T) {
 		http     int
 		grpc     codes.Code
 		code     string
-		message  string // "" means the error's own text
+		message  string
 		retryHdr string
 	}{
-		{"over-long prompt", fmt.Errorf("%w: 5000 tokens", engine.ErrContextLength), 400, codes.InvalidArgument, "context_length_exceeded", "", ""},
-		{"isolation violation", &isolation.ViolationError{Page: 3, Reason: isolation.ReasonUnwritten}, 500, codes.Aborted, "isolation_violation", "", ""},
+		{"public detail", engine.ErrContextLength.Withf("5000 tokens"), 400, codes.InvalidArgument, "context_length_exceeded", "context length exceeded: 5000 tokens", ""},
+		{"wrapped detail is private", fmt.Errorf("%w: tenant secret-co", engine.ErrContextLength), 400, codes.InvalidArgument, "context_length_exceeded", "context length exceeded", ""},
+		{"isolation violation names no lease", &isolation.ViolationError{Page: 3, Reason: isolation.ReasonUnwritten, Owner: isolation.Lease{Tenant: "victim"}}, 500, codes.Aborted, "isolation_violation", "isolation: violation (unwritten-slot)", ""},
 		{"internal text never leaks", errors.New("pq: secret table dump"), 500, codes.Internal, "internal_error", internalMessage, ""},
 		{"internal code hides its text", cloison.Errorf(cloison.CodeInternal, "stack trace here"), 500, codes.Internal, "internal_error", internalMessage, ""},
-		{"rate limited with retry", retryErr{cloison.NewError(cloison.CodeRateLimited, "slow down")}, 429, codes.ResourceExhausted, "rate_limit_exceeded", "", "2"},
-		{"unauthenticated", cloison.NewError(cloison.CodeUnauthenticated, "bad token"), 401, codes.Unauthenticated, "unauthenticated", "", ""},
+		{"rate limited by the real limiter", limited(), 429, codes.ResourceExhausted, "rate_limit_exceeded", "tenancy: rate limit exceeded (tokens_per_minute)", "2"},
+		{"unauthenticated", cloison.NewError(cloison.CodeUnauthenticated, "bad token"), 401, codes.Unauthenticated, "unauthenticated", "bad token", ""},
+		{"outage cause is private", tenancy.ErrUnavailable.Wrap(errors.New(driverText)), 503, codes.Unavailable, "unavailable", "tenancy: store unavailable", "1"},
+		{"outage wrapped in text", fmt.Errorf("%w: tenant acme: %w", tenancy.ErrUnavailable, errors.New(driverText)), 503, codes.Unavailable, "unavailable", "tenancy: store unavailable", "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,23 +81,30 @@ func TestErrors(t *testing.T) {
 			if got := rec.Header().Get("Retry-After"); got != tt.retryHdr {
 				t.Errorf("got Retry-After %q, want %q", got, tt.retryHdr)
 			}
+			if got := rec.Header().Get("X-Request-Id"); !strings.HasPrefix(got, "req-") {
+				t.Errorf("got X-Request-Id %q, want a request id", got)
+			}
 			var body ErrorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 				t.Fatal(err)
 			}
-			want := tt.message
-			if want == "" {
-				want = tt.err.Error()
+			if body.Error.Code != tt.code || body.Error.Message != tt.message || body.Error.Type == "" {
+				t.Errorf("got body %+v, want code %s message %q", body.Error, tt.code, tt.message)
 			}
-			if body.Error.Code != tt.code || body.Error.Message != want || body.Error.Type == "" {
-				t.Errorf("got body %+v, want code %s message %q", body.Error, tt.code, want)
+			st := status.Convert(GRPCError(tt.err))
+			if st.Code() != tt.grpc || st.Message() != tt.message {
+				t.Errorf("got gRPC %s %q, want %s %q", st.Code(), st.Message(), tt.grpc, tt.message)
 			}
-			st, _ := status.FromError(GRPCError(tt.err))
-			if st.Code() != tt.grpc {
-				t.Errorf("got gRPC %s, want %s", st.Code(), tt.grpc)
+			if got, ok := rpcerr.Code(st.Err()); !ok || string(got) != tt.code {
+				t.Errorf("got ErrorInfo code %q (%v), want %q", got, ok, tt.code)
 			}
-			if tt.message == internalMessage && st.Message() != "internal_error: "+internalMessage {
-				t.Errorf("gRPC message leaks: %q", st.Message())
+			wantDelay := time.Duration(0)
+			if tt.retryHdr != "" {
+				n, _ := strconv.Atoi(tt.retryHdr)
+				wantDelay = time.Duration(n) * time.Second
+			}
+			if got := rpcerr.RetryDelay(st.Err()); got != wantDelay {
+				t.Errorf("got RetryInfo %v, want %v", got, wantDelay)
 			}
 		})
 	}
@@ -84,4 +112,32 @@ func TestErrors(t *testing.T) {
 		t.Error("GRPCError(nil) is not nil")
 	}
 	_ = http.StatusOK
+}
+
+// A stream that has begun and then fails ends with an error event that
+// follows the same rule as a body: the public message only, and the cause
+// in the log under the request id.
+func TestSSEErrorEventIsPublic(t *testing.T) {
+	var logs strings.Builder
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil)), cfg: Config{ModelName: "m"}}
+	for _, chat := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chat=%v", chat), func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			in := inference{common: &Common{}, chat: chat}
+			x := s.newSSE(rec, "req-sse1", in, &collector{s: s, in: in})
+			x.begin()
+			x.end(genResult{}, fmt.Errorf("%w: ledger: %w", ErrLedgerUnavailable, errors.New(driverText)))
+			out := rec.Body.String()
+			if strings.Contains(out, "10.0.3.7") || strings.Contains(out, "cloison_prod") || strings.Contains(out, "connection refused") {
+				t.Errorf("stream carries driver text: %s", out)
+			}
+			want := `"message":"` + ErrLedgerUnavailable.Message + `"`
+			if !strings.Contains(out, want) || !strings.Contains(out, `"code":"unavailable"`) {
+				t.Errorf("got stream %s, want an error event with %s", out, want)
+			}
+			if !strings.Contains(logs.String(), "request_id=req-sse1") || !strings.Contains(logs.String(), "cloison_prod") {
+				t.Errorf("got log %q, want the cause under request_id=req-sse1", logs.String())
+			}
+		})
+	}
 }

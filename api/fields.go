@@ -151,10 +151,10 @@ func checkFields(body []byte, table map[string]field, where string) error {
 			if len(name) > maxFieldName {
 				name = name[:maxFieldName] + "..."
 			}
-			return fmt.Errorf("%w: %s%q is not a field this server knows", ErrUnsupported, where, name)
+			return ErrUnsupported.Withf("%s%q is not a field this server knows", where, name)
 		}
 		if f.rule == refused && !neutral(obj[name], f.neutral) {
-			return fmt.Errorf("%w: %s%q is not implemented", ErrUnsupported, where, name)
+			return ErrUnsupported.Withf("%s%q is not implemented", where, name)
 		}
 	}
 	return nil
@@ -206,7 +206,7 @@ func checkProtoFields(m proto.Message) error {
 
 func unknownIn(m protoreflect.Message, path string) error {
 	if len(m.GetUnknown()) > 0 {
-		return fmt.Errorf("%w: %s has fields this server does not know", ErrUnsupported, path)
+		return ErrUnsupported.Withf("%s has fields this server does not know", path)
 	}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -35,7 +34,8 @@ const (
 	// DecisionIDKey carries Generate's policy decision id (header metadata).
 	DecisionIDKey = "x-cloison-decision-id"
 	// RetryAfterKey carries seconds to wait (trailer metadata) on
-	// RESOURCE_EXHAUSTED from a quota.
+	// RESOURCE_EXHAUSTED from a quota and on UNAVAILABLE, as the
+	// google.rpc.RetryInfo detail of the status does.
 	RetryAfterKey = "retry-after"
 )
 
@@ -151,7 +151,7 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 		return ctx, id, err
 	}
 	if !ok {
-		return ctx, id, fmt.Errorf("%w: %s", ErrNoScopeRule, method)
+		return ctx, id, ErrNoScopeRule.Withf("%s", method)
 	}
 	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err
@@ -159,15 +159,20 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
 }
 
-// finish maps err to its status (and a retry-after trailer) and logs the
+// finish maps err to its status (with the retry hint also as a
+// retry-after trailer), logs the cause with the request id, and logs the
 // call.
 func (ic *interceptor) finish(method string, id cloison.RequestID, clientID string, start time.Time, err error, setTrailer func(metadata.MD)) error {
-	var ra RetryAfter
-	if errors.As(err, &ra) {
-		secs := int((ra.RetryAfter() + time.Second - 1) / time.Second)
-		setTrailer(metadata.Pairs(RetryAfterKey, strconv.Itoa(max(1, secs))))
+	if err != nil {
+		if _, isStatus := err.(interface{ GRPCStatus() *status.Status }); !isStatus {
+			code, _, _ := Describe(err)
+			if d := retryAfter(err, code); d > 0 {
+				setTrailer(metadata.Pairs(RetryAfterKey, strconv.Itoa(int(d/time.Second))))
+			}
+		}
+		logCause(ic.log, id, err)
+		err = GRPCStatus(err).Err()
 	}
-	err = GRPCError(err)
 	ic.log.Debug("grpc", "method", method, "request_id", id, "client_request_id", clientID, "code", status.Code(err).String(), "duration", time.Since(start))
 	return err
 }
@@ -175,7 +180,7 @@ func (ic *interceptor) finish(method string, id cloison.RequestID, clientID stri
 // recovered turns a panic into INTERNAL without its text.
 func (ic *interceptor) recovered(method string, v any) error {
 	ic.log.Error("grpc handler panic", "method", method, "panic", fmt.Sprint(v))
-	return status.Error(codes.Internal, string(cloison.CodeInternal)+": "+internalMessage)
+	return GRPCStatus(errors.New("panic")).Err()
 }
 
 func clientRequestID(ctx context.Context) string {
@@ -243,7 +248,7 @@ func (l sizeLimits) check(method string, m any) error {
 		lim = v
 	}
 	if pm, ok := m.(proto.Message); ok && int64(proto.Size(pm)) > lim {
-		return fmt.Errorf("%w: a message of more than %d bytes", ErrBodyTooLarge, lim)
+		return ErrBodyTooLarge.Withf("a message of more than %d bytes", lim)
 	}
 	return nil
 }

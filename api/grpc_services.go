@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -47,7 +46,7 @@ func rfc3339(t time.Time) string {
 // an HTTP body).
 func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, error) {
 	if len(in.GetMessages()) == 0 {
-		return nil, fmt.Errorf("%w: messages must not be empty", ErrBadField)
+		return nil, ErrBadField.Withf("messages must not be empty")
 	}
 	var size int64
 	out := make([]chat.Message, len(in.GetMessages()))
@@ -56,7 +55,7 @@ func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, err
 		out[i] = chat.Message{Role: m.GetRole(), Content: m.GetContent()}
 	}
 	if size > s.cfg.MaxBody {
-		return nil, fmt.Errorf("%w: more than %d bytes of messages", ErrBodyTooLarge, s.cfg.MaxBody)
+		return nil, ErrBodyTooLarge.Withf("more than %d bytes of messages", s.cfg.MaxBody)
 	}
 	return out, nil
 }
@@ -64,7 +63,7 @@ func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, err
 // promptText checks a text prompt as decode checks an HTTP body.
 func (s *Server) promptText(text string) error {
 	if int64(len(text)) > s.cfg.MaxBody {
-		return fmt.Errorf("%w: more than %d bytes of prompt", ErrBodyTooLarge, s.cfg.MaxBody)
+		return ErrBodyTooLarge.Withf("more than %d bytes of prompt", s.cfg.MaxBody)
 	}
 	if !utf8.ValidString(text) {
 		return ErrBadUTF8
@@ -89,7 +88,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		return inference{}, err
 	}
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
-		return inference{}, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadField)
+		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
 	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs())}
 	switch p := req.GetPrompt().(type) {
@@ -101,7 +100,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	case *inferencev1.GenerateRequest_TokenIds:
 		for _, id := range p.TokenIds.GetIds() {
 			if id < 0 {
-				return inference{}, fmt.Errorf("%w: token id %d out of range", ErrBadField, id)
+				return inference{}, ErrBadField.Withf("token id %d out of range", id)
 			}
 		}
 		in.prompt = p.TokenIds.GetIds()
@@ -115,7 +114,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		}
 		in.chat = true
 	default:
-		return inference{}, fmt.Errorf("%w: prompt is required (text, token_ids or chat)", ErrBadField)
+		return inference{}, ErrBadField.Withf("prompt is required (text, token_ids or chat)")
 	}
 	return in, nil
 }
@@ -174,7 +173,7 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 func (g *inferenceService) checkModel(ctx context.Context, model string) error {
 	p := grpcPrincipal(ctx)
 	if model != g.s.cfg.ModelName || !p.TenantRecord.Allows(model) {
-		return fmt.Errorf("%w: %q", ErrUnknownModel, model)
+		return ErrUnknownModel.Withf("%q", model)
 	}
 	return nil
 }
@@ -217,7 +216,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 		}
 		text, literal, bos, chatInput = pr.Text, pr.Literal, b, true
 	default:
-		return nil, fmt.Errorf("%w: input is required (text or chat)", ErrBadField)
+		return nil, ErrBadField.Withf("input is required (text or chat)")
 	}
 	p := grpcPrincipal(ctx)
 	bound := min(len(text)+2, max(p.TenantRecord.Quotas.TokensPerMinute, 0))
@@ -282,7 +281,7 @@ func tenantPB(t tenancy.Tenant) *adminv1.Tenant {
 // API (its defaults for tier, zeroing and status included).
 func tenantFromPB(pb *adminv1.Tenant) (tenancy.Tenant, error) {
 	if pb == nil {
-		return tenancy.Tenant{}, fmt.Errorf("%w: tenant is required", ErrBadField)
+		return tenancy.Tenant{}, ErrBadField.Withf("tenant is required")
 	}
 	q := pb.GetQuotas()
 	b, err := json.Marshal(map[string]any{"id": pb.GetId(), "name": pb.GetName(), "status": pb.GetStatus(), "tier": pb.GetTier(),
@@ -507,7 +506,7 @@ func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.Ve
 func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, stream grpc.ServerStreamingServer[compliancev1.LedgerRow]) error {
 	ctx := stream.Context()
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
-		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
+		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
 	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
 		prev, hash := rec.PrevHash[:], rec.Hash[:]
@@ -531,7 +530,7 @@ func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.
 		return errNoExportKey
 	}
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
-		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
+		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
 	dir, err := os.MkdirTemp("", "cloison-export-")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,7 @@ import (
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/rpcerr"
 	"github.com/cloison/cloison/tenancy"
 	"github.com/cloison/cloison/tenancy/tenancytest"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,7 +46,7 @@ func (probe) fail(model string) error {
 	case "internal":
 		return errors.New("pq: secret table dump")
 	case "retry":
-		return retryErr{cloison.NewError(cloison.CodeRateLimited, "slow down")}
+		return limited()
 	}
 	return nil
 }
@@ -223,10 +225,10 @@ func TestInterceptorsErrorsAndPanics(t *testing.T) {
 		msg   string
 		retry string
 	}{
-		{"panic", codes.Internal, "internal_error: Internal error.", ""},
-		{"internal", codes.Internal, "internal_error: Internal error.", ""},
-		{"context", codes.InvalidArgument, "context_length_exceeded: ", ""},
-		{"retry", codes.ResourceExhausted, "rate_limit_exceeded: slow down", "2"},
+		{"panic", codes.Internal, "Internal error.", ""},
+		{"internal", codes.Internal, "Internal error.", ""},
+		{"context", codes.InvalidArgument, "context length exceeded", ""},
+		{"retry", codes.ResourceExhausted, "tenancy: rate limit exceeded (tokens_per_minute)", "2"},
 		{"ok", codes.OK, "", ""},
 	}
 	for _, tt := range tests {
@@ -240,6 +242,13 @@ func TestInterceptorsErrorsAndPanics(t *testing.T) {
 				}
 				if got := strings.Join(trailer.Get(RetryAfterKey), ","); got != tt.retry {
 					t.Fatalf("%s: retry-after %q, want %q", kind, got, tt.retry)
+				}
+				// The code and the wait travel as details, over real gRPC.
+				if _, ok := rpcerr.Code(err); ok != (tt.code != codes.OK) {
+					t.Fatalf("%s: ErrorInfo present %v, want %v", kind, ok, tt.code != codes.OK)
+				}
+				if got, want := rpcerr.RetryDelay(err), map[string]time.Duration{"2": 2 * time.Second}[tt.retry]; got != want {
+					t.Fatalf("%s: RetryInfo %v, want %v", kind, got, want)
 				}
 			}
 			check("unary", err, trailer)

@@ -137,10 +137,10 @@ func decode(r io.Reader, limit int64, v any) error { return decodeFields(r, limi
 func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+		return ErrBadJSON.Withf("%v", err)
 	}
 	if int64(len(body)) > limit {
-		return fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, limit)
+		return ErrBodyTooLarge.Withf("more than %d bytes", limit)
 	}
 	if !utf8.Valid(body) {
 		return ErrBadUTF8
@@ -159,12 +159,12 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 	if err := dec.Decode(v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return fmt.Errorf("%w: %s: want %s", ErrBadField, ute.Field, ute.Type)
+			return ErrBadField.Withf("%s: want %s", ute.Field, ute.Type)
 		}
-		return fmt.Errorf("%w: %v", ErrBadJSON, err)
+		return ErrBadJSON.Withf("%v", err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON object", ErrBadJSON)
+		return ErrBadJSON.Withf("trailing data after the JSON object")
 	}
 	return nil
 }
@@ -179,13 +179,13 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 		return nil, err
 	}
 	if req.Prompt == nil {
-		return nil, fmt.Errorf("%w: prompt is required", ErrBadField)
+		return nil, ErrBadField.Withf("prompt is required")
 	}
 	if req.Echo {
-		return nil, fmt.Errorf("%w: echo", ErrUnsupported)
+		return nil, ErrUnsupported.Withf("echo")
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
-		return nil, fmt.Errorf("%w: logprobs must be in [0, 20]", ErrBadField)
+		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")
 	}
 	if err := req.Common.validate(); err != nil {
 		return nil, err
@@ -201,10 +201,10 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 		return nil, err
 	}
 	if len(req.Messages) == 0 {
-		return nil, fmt.Errorf("%w: messages must not be empty", ErrBadField)
+		return nil, ErrBadField.Withf("messages must not be empty")
 	}
 	if req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > 20) {
-		return nil, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadField)
+		return nil, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
 	if err := req.Common.validate(); err != nil {
 		return nil, err
@@ -214,20 +214,20 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 
 func (c *Common) validate() error {
 	if c.Model == "" {
-		return fmt.Errorf("%w: model is required", ErrBadField)
+		return ErrBadField.Withf("model is required")
 	}
 	if c.N != nil && *c.N != 1 {
-		return fmt.Errorf("%w: n must be 1", ErrUnsupported)
+		return ErrUnsupported.Withf("n must be 1")
 	}
 	mt := c.MaxTokens
 	if c.MaxCompletion != nil {
 		mt = c.MaxCompletion
 	}
 	if mt != nil && *mt < 1 {
-		return fmt.Errorf("%w: max_tokens must be at least 1 (got %d)", ErrBadField, *mt)
+		return ErrBadField.Withf("max_tokens must be at least 1 (got %d)", *mt)
 	}
 	if len(c.Stop) > 4 {
-		return fmt.Errorf("%w: at most 4 stop sequences", ErrBadField)
+		return ErrBadField.Withf("at most 4 stop sequences")
 	}
 	return c.Sampling(false, 0).Validate()
 }

@@ -178,6 +178,7 @@ type sseWriter struct {
 	in      inference
 	c       *collector
 	id      string
+	rid     cloison.RequestID // the request id the cause of an error event is logged under
 	object  string
 	now     int64
 	begun   bool
@@ -185,7 +186,7 @@ type sseWriter struct {
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector) *sseWriter {
 	flusher, _ := w.(http.Flusher)
-	x := &sseWriter{s: s, w: w, flusher: flusher, in: in, c: c, id: "cmpl-" + string(id), object: "text_completion", now: time.Now().Unix()}
+	x := &sseWriter{s: s, w: w, flusher: flusher, in: in, c: c, id: "cmpl-" + string(id), rid: id, object: "text_completion", now: time.Now().Unix()}
 	if in.chat {
 		x.id, x.object = "chatcmpl-"+string(id), "chat.completion.chunk"
 	}
@@ -240,10 +241,8 @@ func (x *sseWriter) token(tok engine.Token) {
 // end writes the finish (and usage) after success, or an error event.
 func (x *sseWriter) end(res genResult, err error) {
 	if err != nil {
+		logCause(x.s.log, x.rid, err)
 		code, wire, msg := Describe(err)
-		if code == cloison.CodeInternal {
-			LogInternal(err)
-		}
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}

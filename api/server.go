@@ -110,7 +110,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant}}
-	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
+	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	return s, nil
 }
@@ -389,14 +389,14 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	maxNew = min(maxNew, lim.MaxTokens)
 	total := len(in.prompt) + maxNew
 	if total > lim.MaxContext {
-		return genResult{}, s.refuse(p.Tenant, stageLimits, fmt.Errorf("%w: this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			engine.ErrContextLength, lim.MaxContext, total, len(in.prompt), maxNew))
+		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			lim.MaxContext, total, len(in.prompt), maxNew))
 	}
 	pt := s.cfg.Pool.PageTokens()
 	pages := (total + pt - 1) / pt
 	if pages > lim.KVPages {
-		return genResult{}, s.refuse(p.Tenant, stageLimits, fmt.Errorf("%w: a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion)",
-			engine.ErrContextLength, lim.KVPages, lim.KVPages*pt, total, len(in.prompt), maxNew))
+		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion)",
+			lim.KVPages, lim.KVPages*pt, total, len(in.prompt), maxNew))
 	}
 	permit, err := s.cfg.Limiter.AdmitLease(p.Tenant, tenancy.Quotas{MaxConcurrent: lim.MaxConcurrent, KVPages: lim.KVPages,
 		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, total, pages)

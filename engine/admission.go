@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/cloison/cloison"
@@ -99,11 +98,11 @@ func (a *Admission) check(r Request) error {
 		return ErrEmptyPrompt
 	}
 	if r.MaxTokens < 1 {
-		return fmt.Errorf("%w (got %d)", ErrMaxTokens, r.MaxTokens)
+		return ErrMaxTokens.Withf("got %d", r.MaxTokens)
 	}
 	for i, t := range r.Prompt {
 		if t < 0 || int(t) >= a.cfg.Vocab {
-			return fmt.Errorf("%w: position %d holds %d, vocabulary has %d", ErrBadToken, i, t, a.cfg.Vocab)
+			return ErrBadToken.Withf("position %d holds %d, vocabulary has %d", i, t, a.cfg.Vocab)
 		}
 	}
 	maxLease, err := a.cfg.Pool.MaxLeaseTokens(r.Tenant)
@@ -116,16 +115,16 @@ func (a *Admission) check(r Request) error {
 	// Overflow-safe: MaxTokens may be huge.
 	total := len(r.Prompt) + min(r.MaxTokens, 1<<40)
 	if total > a.cfg.ServedContext {
-		return fmt.Errorf("%w: this model's maximum context length is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			ErrContextLength, a.cfg.ServedContext, total, len(r.Prompt), r.MaxTokens)
+		return ErrContextLength.Withf("this model's maximum context length is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			a.cfg.ServedContext, total, len(r.Prompt), r.MaxTokens)
 	}
 	if c := a.cfg.PrefillCapacity; c > 0 && len(r.Prompt) > c {
-		return fmt.Errorf("%w: the prefill nodes hold %d tokens, but the prompt has %d",
-			ErrContextLength, c, len(r.Prompt))
+		return ErrContextLength.Withf("the prefill nodes hold %d tokens, but the prompt has %d",
+			c, len(r.Prompt))
 	}
 	if total > maxLease {
-		return fmt.Errorf("%w: the KV capacity available to this tenant is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			ErrContextLength, maxLease, total, len(r.Prompt), r.MaxTokens)
+		return ErrContextLength.Withf("the KV capacity available to this tenant is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
+			maxLease, total, len(r.Prompt), r.MaxTokens)
 	}
 	return nil
 }

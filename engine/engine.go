@@ -223,11 +223,11 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 
 func validateStops(stops []string) error {
 	if len(stops) > 4 {
-		return fmt.Errorf("%w: %d given, at most 4", ErrBadStop, len(stops))
+		return ErrBadStop.Withf("%d given, at most 4", len(stops))
 	}
 	for _, s := range stops {
 		if len(s) == 0 || len(s) > 256 || !utf8.ValidString(s) {
-			return fmt.Errorf("%w: each must be 1–256 bytes of UTF-8", ErrBadStop)
+			return ErrBadStop.Withf("each must be 1–256 bytes of UTF-8")
 		}
 	}
 	return nil

@@ -72,6 +72,12 @@ func (e *ViolationError) Error() string {
 	return fmt.Sprintf("isolation violation: lease %s may not read page %d owned by %s (%s)", e.Reader, e.Page, e.Owner, e.Reason)
 }
 
+// PublicMessage is ErrViolation's message: the leases and the page (another
+// tenant's lease among them) stay in Error, for the log and the incident.
+func (e *ViolationError) PublicMessage() string {
+	return ErrViolation.Message + " (" + string(e.Reason) + ")"
+}
+
 // ErrorCode reports cloison.CodeIsolationViolation.
 func (e *ViolationError) ErrorCode() cloison.Code { return cloison.CodeIsolationViolation }
 

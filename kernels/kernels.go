@@ -280,6 +280,9 @@ func (e *UnwrittenError) Error() string {
 // Is makes errors.Is(err, ErrUnwritten) true.
 func (e *UnwrittenError) Is(target error) bool { return target == ErrUnwritten }
 
+// PublicMessage is ErrUnwritten's message; the page and lease stay in Error.
+func (e *UnwrittenError) PublicMessage() string { return ErrUnwritten.Message }
+
 // ErrorCode reports cloison.CodeIsolationViolation.
 func (e *UnwrittenError) ErrorCode() cloison.Code { return cloison.CodeIsolationViolation }
 
@@ -321,6 +324,9 @@ func (e *TagMismatchError) Error() string {
 
 // Is makes errors.Is(err, ErrTagMismatch) true.
 func (e *TagMismatchError) Is(target error) bool { return target == ErrTagMismatch }
+
+// PublicMessage is ErrTagMismatch's message; the tags stay in Error.
+func (e *TagMismatchError) PublicMessage() string { return ErrTagMismatch.Message }
 
 // ErrorCode reports cloison.CodeIsolationViolation.
 func (e *TagMismatchError) ErrorCode() cloison.Code { return cloison.CodeIsolationViolation }

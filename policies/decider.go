@@ -165,6 +165,11 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("%s (decision %s): %s", ErrDenied.Message, e.DecisionID, e.main().Message)
 }
 
+// PublicMessage is the whole text: the decision id is the caller's own (it
+// is also the X-Cloison-Decision-Id header) and reason messages are written
+// by the policy author for clients.
+func (e *DeniedError) PublicMessage() string { return e.Error() }
+
 // ErrorCode reports the code of the most pressing reason.
 func (e *DeniedError) ErrorCode() cloison.Code { return e.main().Code }
 

@@ -19,9 +19,14 @@
 //   - A sensitive tenant (personal or confidential data) is always stored
 //     with the dedicated tier and zeroing always (Validate and the database
 //     both refuse anything else).
-//   - A Limiter rejection takes nothing and says when to retry. With
-//     AdmitLease a tenant's requests in flight together reserve at most its
-//     KVPages quota of KV pages.
+//   - A Limiter rejection takes nothing and says when to retry
+//     (LimitError.RetryDelay, which the API sends as Retry-After and
+//     google.rpc.RetryInfo). With AdmitLease a tenant's requests in flight
+//     together reserve at most its KVPages quota of KV pages.
+//   - A database that refuses or lost the connection (internal/pgstate:
+//     classes 08, 53, 57, 3D000, 55000, 25006, a refused or broken
+//     connection) is ErrUnavailable (503), never ErrStore (500); the
+//     driver's text stays below the sentinel as the private cause.
 //
 // The request path that drives it:
 //

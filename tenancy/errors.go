@@ -75,7 +75,8 @@ var (
 )
 
 // LimitError is a limiter's rejection. The API sends RetryAfter as the
-// Retry-After header (whole seconds, rounded up) when it is not zero.
+// Retry-After header and a google.rpc.RetryInfo detail (whole seconds,
+// rounded up) when it is not zero, through RetryDelay.
 type LimitError struct {
 	sentinel   *cloison.Error
 	Tenant     cloison.TenantID
@@ -90,6 +91,15 @@ func (e *LimitError) Error() string {
 
 // ErrorCode reports rate_limit_exceeded or quota_exceeded.
 func (e *LimitError) ErrorCode() cloison.Code { return e.sentinel.Code }
+
+// RetryDelay returns RetryAfter: the hint cloison.RetryAfter finds.
+func (e *LimitError) RetryDelay() time.Duration { return e.RetryAfter }
+
+// PublicMessage names the sentinel and the limit, not the counts: the
+// counts stay in Error, for the log.
+func (e *LimitError) PublicMessage() string {
+	return e.sentinel.Message + " (" + e.Limit + ")"
+}
 
 // Unwrap makes errors.Is(err, ErrRateLimited) (or ErrQuotaExceeded) hold.
 func (e *LimitError) Unwrap() error { return e.sentinel }

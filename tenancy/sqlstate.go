@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cloison/cloison/internal/pgstate"
 )
 
 // This file is the one place where PostgreSQL errors become domain errors.
+// The driver's text (host, database, user, constraint names) stays in the
+// chain, below the domain sentinel, for the log: the API sends only the
+// sentinel's public message.
 
 // SQLSTATEs the store branches on.
 const (
@@ -34,7 +38,7 @@ func translate(err error, what string) error {
 		return fmt.Errorf("%w: %s", ErrNotFound, what)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+		return ErrUnavailable.Wrap(fmt.Errorf("%s: %w", what, err))
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -56,20 +60,18 @@ func translate(err error, what string) error {
 		case sqlKeyImmutable, sqlKeyBackwards:
 			return fmt.Errorf("%w: %s: %s", ErrConflict, what, pe.Message)
 		}
-		// Connection exceptions (08), insufficient resources (53) and
-		// operator intervention (57: shutdown, crash recovery) mean the
-		// database is not there now: 503, and service resumes with it.
-		if c := pe.Code; strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || strings.HasPrefix(c, "57") {
-			return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+		// The database refusing or losing the connection (08, 53, 57,
+		// 3D000, 55000, 25006: internal/pgstate) is not there now: 503,
+		// and service resumes with it.
+		if pgstate.OutageCode(pe.Code) {
+			return ErrUnavailable.Wrap(fmt.Errorf("%s: %w", what, err))
 		}
 		return fmt.Errorf("%w: %s: %w", ErrStore, what, err)
 	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
-	}
 	// Anything else that is not the server's answer (a connection refused or
-	// closed mid-query, an I/O error) is the database being unreachable.
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+	// closed mid-query, a timeout, an I/O error) is the database being
+	// unreachable.
+	return ErrUnavailable.Wrap(fmt.Errorf("%s: %w", what, err))
 }
 
 // retryable reports whether a transaction that failed with err may run again.

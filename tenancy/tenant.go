@@ -26,7 +26,7 @@ func ParseStatus(s string) (Status, error) {
 	case StatusActive, StatusSuspended:
 		return Status(s), nil
 	}
-	return "", fmt.Errorf("%w: status %q (want active or suspended)", ErrInvalidTenant, s)
+	return "", ErrInvalidTenant.Withf("status %q (want active or suspended)", s)
 }
 
 // Classification is the most sensitive kind of data a tenant sends.
@@ -46,7 +46,7 @@ func ParseClassification(s string) (Classification, error) {
 	case ClassPublic, ClassInternal, ClassConfidential, ClassPersonal:
 		return c, nil
 	}
-	return "", fmt.Errorf("%w: classification %q (want public, internal, confidential or personal)", ErrInvalidTenant, s)
+	return "", ErrInvalidTenant.Withf("classification %q (want public, internal, confidential or personal)", s)
 }
 
 // Sensitive reports whether data of this class must be served from dedicated
@@ -156,7 +156,7 @@ var tenantID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // the dedicated tier and ZeroAlways.
 func (t *Tenant) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidTenant, fmt.Sprintf(format, args...))
+		return ErrInvalidTenant.Withf("%s", fmt.Sprintf(format, args...))
 	}
 	switch {
 	case !tenantID.MatchString(string(t.ID)):
@@ -238,11 +238,11 @@ var clientID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 func (c *Client) Validate() error {
 	switch {
 	case !clientID.MatchString(c.ID):
-		return fmt.Errorf("%w: client id %q", ErrInvalidClient, c.ID)
+		return ErrInvalidClient.Withf("client id %q", c.ID)
 	case !tenantID.MatchString(string(c.Tenant)):
-		return fmt.Errorf("%w: tenant %q", ErrInvalidClient, c.Tenant)
+		return ErrInvalidClient.Withf("tenant %q", c.Tenant)
 	case c.Name == "" || len(c.Name) > 200:
-		return fmt.Errorf("%w: name must have 1 to 200 bytes", ErrInvalidClient)
+		return ErrInvalidClient.Withf("name must have 1 to 200 bytes")
 	}
 	for _, s := range c.Scopes {
 		if _, err := ParseScope(string(s)); err != nil {

@@ -4,9 +4,11 @@
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
 //
-// Errors keep their cloison code across the wire: the server answers with a
-// gRPC status whose message starts with the code ("context_length_exceeded:
-// …"), and the client turns it back into a *cloison.Error of that code.
+// Errors keep their cloison code across the wire: the server answers with
+// api.GRPCError's status, which carries the code as a google.rpc.ErrorInfo
+// detail (internal/rpcerr) and only the public message as text, and the
+// client turns it back into a *cloison.Error of that code. No side parses
+// message text.
 package prefillrpc
 
 import (
@@ -15,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +29,7 @@ import (
 	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/rpcerr"
 )
 
 // PrefillFunc is engine.PrefillRunner.Prefill with its dialer chosen per call.
@@ -127,7 +129,7 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 	}
 	conn, err := s.conn(in.GetDecodeAddr())
 	if err != nil {
-		return nil, api.GRPCError(cloison.NewError(cloison.CodeUnavailable, "prefill: decode node: "+err.Error()))
+		return nil, api.GRPCError(&cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill: decode node unreachable", Cause: err})
 	}
 	if err := s.prefill(ctx, transfer.GRPC(conn), tenant, cloison.RequestID(in.GetRequest()), in.GetTokens(), target); err != nil {
 		return nil, api.GRPCError(err)
@@ -213,20 +215,24 @@ func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req clois
 
 // unreachable reports a transport failure — the connection could not be made
 // or broke (a killed node) — as opposed to the prefill node's own answer,
-// whose status message starts with its cloison code. Trying another peer is
-// then safe for isolation: if the dead node had begun streaming into the
+// which carries its cloison code as an ErrorInfo detail. Trying another peer
+// is then safe for isolation: if the dead node had begun streaming into the
 // reservation, the decode node's receiver already refused that reservation,
 // so the retry's transfer is refused too (fail closed), never mixed in.
 func unreachable(err error) bool {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable {
+	if status.Code(err) != codes.Unavailable {
 		return false
 	}
-	return !strings.HasPrefix(st.Message(), string(cloison.CodeUnavailable)+": ")
+	_, answered := rpcerr.Code(err)
+	return !answered
 }
 
 // FromStatus turns a PrefillService status back into a cloison error of the
-// code its message names; other statuses become unavailable errors.
+// code its ErrorInfo detail names; other statuses (no detail: the transport,
+// or a peer that is not Cloison) become canceled, deadline_exceeded or
+// unavailable errors whose message is fixed and whose cause is the status
+// (transport text names addresses: private). A coded answer's message is
+// kept after "prefill node: ": it is the peer's public message.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -235,19 +241,14 @@ func FromStatus(err error) error {
 	if !ok {
 		return err
 	}
-	code, msg, found := strings.Cut(st.Message(), ": ")
-	if found {
-		for _, c := range cloison.Codes {
-			if string(c) == code {
-				return cloison.NewError(c, "prefill node: "+msg)
-			}
-		}
+	if code, ok := rpcerr.Code(err); ok {
+		return &cloison.Error{Code: code, Message: "prefill node: " + st.Message()}
 	}
-	if st.Code() == codes.Canceled {
-		return cloison.NewError(cloison.CodeCanceled, "prefill node: "+st.Message())
+	switch st.Code() {
+	case codes.Canceled:
+		return &cloison.Error{Code: cloison.CodeCanceled, Message: "prefill node: canceled", Cause: err}
+	case codes.DeadlineExceeded:
+		return &cloison.Error{Code: cloison.CodeDeadlineExceeded, Message: "prefill node: deadline exceeded", Cause: err}
 	}
-	if st.Code() == codes.DeadlineExceeded {
-		return cloison.NewError(cloison.CodeDeadlineExceeded, "prefill node: "+st.Message())
-	}
-	return cloison.NewError(cloison.CodeUnavailable, "prefill node: "+st.Message())
+	return &cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill node: unreachable", Cause: err}
 }

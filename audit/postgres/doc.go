@@ -28,7 +28,10 @@
 //     the ledger event that chains their digest.
 //
 // PostgreSQL errors are translated to this package's sentinels in one
-// place (errors.go); transactions are closures (readWrite, readOnly).
+// place (errors.go); transactions are closures (readWrite, readOnly). A
+// database that refuses or lost the connection (internal/pgstate) is
+// ErrUnavailable, whose public message names no host, database or SQLSTATE:
+// the driver's text is its private cause.
 //
 // The loop (Store.writer):
 //

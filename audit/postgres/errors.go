@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/internal/pgstate"
 )
 
 // Sentinel errors of this package; the SQLSTATE translation below is the
@@ -42,7 +43,8 @@ var (
 )
 
 // translate maps a PostgreSQL error to this package's sentinels, keeping
-// the original in the message. Errors that are already domain errors, and
+// the original in the chain and the text for the log; the API sends only
+// the sentinel's public message. Errors that are already domain errors, and
 // context errors, pass through.
 func translate(err error) error {
 	if err == nil {
@@ -63,6 +65,11 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
 	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pgstate.OutageCode(pe.Code) {
+		// The database refuses or lost the connection (internal/pgstate):
+		// 503 with Retry-After, whatever the driver said.
+		return ErrUnavailable.Wrap(err)
+	}
 	if errors.As(err, &pe) {
 		var s *cloison.Error
 		switch pe.Code {
@@ -80,20 +87,13 @@ func translate(err error) error {
 			s = ErrSchema
 		case "23503": // foreign_key_violation: an incident that does not exist
 			s = ErrNotFound
-		case "57P01", "57P02", "57P03", "53300", "08000", "08003", "08006", "08001", "08004":
-			s = ErrUnavailable
 		default:
 			return fmt.Errorf("audit/postgres: %w", err)
 		}
 		return fmt.Errorf("%w: %s (SQLSTATE %s)", s, pe.Message, pe.Code)
 	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnErr(err) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	if pgstate.Outage(err) {
+		return ErrUnavailable.Wrap(err)
 	}
 	return fmt.Errorf("audit/postgres: %w", err)
-}
-
-func isConnErr(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce)
 }

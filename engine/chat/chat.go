@@ -69,7 +69,7 @@ func New(src, bos, eos string) (*Template, error) {
 	}
 	tpl, err := gonja.FromString(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: compile: %v", ErrTemplate, err)
+		return nil, ErrTemplate.Wrap(fmt.Errorf("compile: %w", err))
 	}
 	return &Template{src: src, tpl: tpl, bos: bos, eos: eos}, nil
 }
@@ -83,12 +83,12 @@ var roles = map[string]bool{"system": true, "user": true, "assistant": true, "to
 // template opens the assistant's turn.
 func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error) {
 	if len(msgs) == 0 {
-		return "", fmt.Errorf("%w: no messages", ErrMessages)
+		return "", ErrMessages.Withf("no messages")
 	}
 	list := make([]map[string]any, len(msgs))
 	for i, m := range msgs {
 		if !roles[m.Role] {
-			return "", fmt.Errorf("%w: message %d has role %q", ErrMessages, i, m.Role)
+			return "", ErrMessages.Withf("message %d has role %q", i, m.Role)
 		}
 		list[i] = map[string]any{"role": m.Role, "content": m.Content}
 	}
@@ -98,12 +98,12 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 		"bos_token":             t.bos,
 		"eos_token":             t.eos,
 		"raise_exception": func(msg string) (string, error) {
-			return "", fmt.Errorf("%w: %s", ErrTemplate, msg)
+			return "", ErrTemplate.Withf("%s", msg)
 		},
 	})
 	out, err := t.tpl.ExecuteToString(ctx)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrTemplate, err)
+		return "", ErrTemplate.Wrap(err)
 	}
 	return out, nil
 }

@@ -40,7 +40,10 @@
 //     transfer_verification_failed) on both ends; the reservation's lease is
 //     discarded (its pages scrubbed before any reuse, whatever the tenant's
 //     zeroing mode); OnVerificationFailed reports it once, for the ledger's
-//     transfer.verification_failed event and an incident.
+//     transfer.verification_failed event and an incident. Over gRPC the
+//     sender gets only the code (a google.rpc.ErrorInfo detail,
+//     internal/rpcerr) and the public message; the detail stays with the
+//     receiver's report.
 //   - No free-while-in-flight: the sender holds its lease's pages
 //     (Pool.Hold) from before the first CopyOut until its stream ended; the
 //     receiver holds the reservation's pages from Expect until the transfer

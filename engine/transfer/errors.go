@@ -66,6 +66,12 @@ func (e *VerificationError) Error() string {
 // Is makes errors.Is(err, ErrVerification) true.
 func (e *VerificationError) Is(target error) bool { return target == ErrVerification }
 
+// PublicMessage is ErrVerification's message and the reason; the
+// reservation and the detail stay in Error, for the log.
+func (e *VerificationError) PublicMessage() string {
+	return ErrVerification.Message + " (" + string(e.Reason) + ")"
+}
+
 // ErrorCode reports cloison.CodeTransferVerification.
 func (e *VerificationError) ErrorCode() cloison.Code { return cloison.CodeTransferVerification }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	"github.com/cloison/cloison/internal/rpcerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -25,7 +26,9 @@ const (
 	maxMessage   = 4 << 20
 )
 
-// codeKey is the trailer that carries the cloison error code to the sender.
+// codeKey is the trailer that also carries the cloison error code to the
+// sender, for peers of an older release; the status's ErrorInfo detail
+// (internal/rpcerr) is what remoteErr reads.
 const codeKey = "cloison-code"
 
 // ServerOptions returns the gRPC server options of a decode node: mutual TLS
@@ -66,9 +69,16 @@ type server struct {
 func (s *server) Push(stream grpc.ClientStreamingServer[transferv1.Frame, transferv1.Receipt]) error {
 	rc, err := s.r.Serve(stream.Context(), stream)
 	if err != nil {
+		// The sender gets the code and the public message only; the
+		// refusal's detail (leases, digests) stays on this node, in the
+		// Failure the receiver reports and the incident it opens.
 		code := cloison.ErrorCode(err)
+		msg := cloison.PublicMessage(err)
+		if msg == "" || code == cloison.CodeInternal {
+			msg = string(code)
+		}
 		stream.SetTrailer(metadata.Pairs(codeKey, string(code)))
-		return status.Error(grpcCode(code), err.Error())
+		return rpcerr.New(grpcCode(code), code, msg, 0).Err()
 	}
 	return stream.SendAndClose(rc)
 }
@@ -113,6 +123,17 @@ func remoteErr(err error) error {
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if code, ok := rpcerr.Code(err); ok {
+		switch code {
+		case cloison.CodeTransferVerification:
+			return fmt.Errorf("%w: receiver: %s", ErrVerification, st.Message())
+		case cloison.CodeCanceled, cloison.CodeDeadlineExceeded:
+			return fmt.Errorf("%w: receiver: %s", ErrCanceled, st.Message())
+		}
+		return fmt.Errorf("%w: receiver: %s: %s", ErrUnavailable, code, st.Message())
+	}
+	// No ErrorInfo: the transport's own status (a broken or refused
+	// connection) or a peer of an older release.
 	switch st.Code() {
 	case codes.Aborted:
 		return fmt.Errorf("%w: receiver: %s", ErrVerification, st.Message())

@@ -94,6 +94,7 @@ type Platform struct {
 	Limiter *tenancy.Limiter
 	// Tenants is the tenant store (to change quotas in a test).
 	Tenants *tenancy.Store
+	DB      *pgtest.DB // the database, for tests that take it away
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -231,5 +232,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, Prefill: pn, Tenants: store}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
 }
