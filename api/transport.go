@@ -192,7 +192,7 @@ type gateError struct{ err *cloison.Error }
 
 func (e gateError) Error() string           { return e.err.Error() }
 func (e gateError) Unwrap() error           { return e.err }
-func (gateError) RetryAfter() time.Duration { return time.Second }
+func (gateError) RetryDelay() time.Duration { return time.Second }
 
 // acquire takes one slot for tenant t; release gives it back.
 // Errors: ErrTooManyStreams (503), ErrTenantStreams (429), both with

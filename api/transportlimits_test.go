@@ -17,6 +17,7 @@ import (
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/internal/rpcerr"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -101,7 +102,7 @@ func TestGRPCMessageLimit(t *testing.T) {
 				_, err = st.Recv()
 			}
 			s, _ := status.FromError(err)
-			if s.Code() != tt.want || !strings.HasPrefix(s.Message(), string(tt.code)+":") {
+			if code, _ := rpcerr.Code(err); s.Code() != tt.want || code != tt.code {
 				t.Fatalf("got %v %q, want %v %s", s.Code(), s.Message(), tt.want, tt.code)
 			}
 		})
