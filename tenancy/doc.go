@@ -16,6 +16,12 @@
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-
 //     GCM, bound to kid and issuer) under a key-encryption key kept outside
 //     the database (LoadKEK; the dev default is ./.cache/cloison/signing.kek).
+//   - A verifying key is one that a holder of the key-encryption key made:
+//     on every load each next, current and previous row must open under the
+//     KEK (AES-GCM, bound to kid and issuer) and derive the row's public key.
+//     The runtime database role can write signing_keys, but a row it plants
+//     is refused (never verifies, logged, listed by KeyRing.Refused) and
+//     the next rotation retires it.
 //   - A sensitive tenant (personal or confidential data) is always stored
 //     with the dedicated tier and zeroing always (Validate and the database
 //     both refuse anything else).

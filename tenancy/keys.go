@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -168,6 +169,28 @@ type ringKey struct {
 	private ed25519.PrivateKey // only for the current key
 }
 
+// authenticate returns the private half of stored key k after checking that
+// a holder of kek made the row: the sealed seed opens under kek (AES-256-GCM,
+// an AEAD, with kid and issuer as additional data) and derives exactly the
+// row's public key, whose thumbprint is the kid. The runtime database role
+// can write any row it likes, but without the key-encryption key it cannot
+// make one that passes: a planted public key never verifies.
+// Errors: ErrInvalidKey.
+func authenticate(kek []byte, k storedKey) (ed25519.PrivateKey, error) {
+	if len(k.public) != ed25519.PublicKeySize || Thumbprint(ed25519.PublicKey(k.public)) != k.kid {
+		return nil, fmt.Errorf("%w: key %s is not its public key's thumbprint", ErrInvalidKey, k.kid)
+	}
+	seed, err := unseal(kek, k.kid, k.issuer, k.sealed)
+	if err != nil {
+		return nil, err
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	if !priv.Public().(ed25519.PublicKey).Equal(ed25519.PublicKey(k.public)) {
+		return nil, fmt.Errorf("%w: key %s: private and public halves differ", ErrInvalidKey, k.kid)
+	}
+	return priv, nil
+}
+
 // KeySource gives a verifier the public keys of one issuer.
 type KeySource interface {
 	// Issuer is the iss claim that the keys sign for.
@@ -182,26 +205,42 @@ type KeySource interface {
 // key-encryption key that stays outside the database. It is a KeySource.
 // Safe for concurrent use; Rotate and Retire take effect at once in this
 // process, and in others at their next Reload.
+//
+// Every verifying key is authenticated on every load (authenticate): a row
+// that a holder of the key-encryption key did not make is refused — it
+// never verifies, it is logged, and the next rotation retires it.
 type KeyRing struct {
 	store  *Store
 	issuer string
 	kek    []byte
+	log    *slog.Logger
 
-	mu   sync.RWMutex
-	keys []ringKey // guarded by mu: every key of the issuer, retired ones included
+	mu      sync.RWMutex
+	keys    []ringKey // guarded by mu: every authentic key of the issuer, retired ones included
+	refused []string  // guarded by mu: kids of the rows the last load refused
 }
+
+// KeyRingOption configures OpenKeyRing.
+type KeyRingOption func(*KeyRing)
+
+// WithLogger sends refused keys (and nothing else) to l; the default is
+// slog.Default().
+func WithLogger(l *slog.Logger) KeyRingOption { return func(r *KeyRing) { r.log = l } }
 
 // OpenKeyRing loads issuer's keys from the store, making a current and a
 // next key when the issuer has none (first start). Errors: ErrInvalidKey (a
 // key that does not open with kek), the Store's errors.
-func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte) (*KeyRing, error) {
+func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte, opts ...KeyRingOption) (*KeyRing, error) {
 	if issuer == "" {
 		return nil, fmt.Errorf("%w: empty issuer", ErrInvalidKey)
 	}
 	if _, err := newGCM(kek); err != nil {
 		return nil, err
 	}
-	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek)}
+	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek), log: slog.Default()}
+	for _, o := range opts {
+		o(r)
+	}
 	if err := r.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -234,35 +273,52 @@ func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte) (
 func (r *KeyRing) Issuer() string { return r.issuer }
 
 // Reload rereads the keys from the store: a key rotated or retired by
-// another process takes effect here. Errors: as OpenKeyRing.
+// another process takes effect here. Every next, current and previous key
+// is authenticated: one that fails is refused (it does not verify), logged,
+// and listed by Refused; a current key that fails is an error, because
+// either the row was forged or this process holds the wrong key-encryption
+// key, and neither may sign. Errors: ErrInvalidKey (the current key), the
+// Store's.
 func (r *KeyRing) Reload(ctx context.Context) error {
 	stored, err := r.store.signingKeys(ctx, r.store.pool, r.issuer)
 	if err != nil {
 		return translate(err, "signing keys of "+r.issuer)
 	}
 	keys := make([]ringKey, 0, len(stored))
+	var refused []string
 	for _, s := range stored {
 		k := ringKey{KeyInfo: KeyInfo{ID: s.kid, Issuer: s.issuer, State: s.state, Public: ed25519.PublicKey(s.public),
 			CreatedAt: s.createdAt, ActivatedAt: s.activatedAt, RetiredAt: s.retiredAt}}
-		if Thumbprint(k.Public) != k.ID {
-			return fmt.Errorf("%w: key %s is not its public key's thumbprint", ErrInvalidKey, k.ID)
-		}
-		if s.state == KeyCurrent {
-			seed, err := unseal(r.kek, s.kid, s.issuer, s.sealed)
+		if s.state.Verifying() {
+			priv, err := authenticate(r.kek, s)
 			if err != nil {
-				return err
+				if s.state == KeyCurrent {
+					return err
+				}
+				r.log.Error("signing key refused: not made with this deployment's key-encryption key",
+					"issuer", r.issuer, "kid", s.kid, "state", string(s.state), "err", err.Error())
+				refused = append(refused, s.kid)
+				continue
 			}
-			k.private = ed25519.NewKeyFromSeed(seed)
-			if !k.private.Public().(ed25519.PublicKey).Equal(k.Public) {
-				return fmt.Errorf("%w: key %s: private and public halves differ", ErrInvalidKey, k.ID)
+			if s.state == KeyCurrent {
+				k.private = priv
 			}
 		}
 		keys = append(keys, k)
 	}
 	r.mu.Lock()
-	r.keys = keys
+	r.keys, r.refused = keys, refused
 	r.mu.Unlock()
 	return nil
+}
+
+// Refused returns the kids of the key rows the last load refused (not made
+// with this ring's key-encryption key): each is a sign that someone with
+// write access to the database tried to plant a key.
+func (r *KeyRing) Refused() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.refused)
 }
 
 // Rotate retires the previous key, demotes current to previous, promotes
@@ -370,9 +426,29 @@ func (r *KeyRing) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // rotateTx moves every key one step along its life, in the order the
 // unique indexes need, and adds a new next key; with no next key to promote
 // (first start, or next retired) it adds a new current key too.
+//
+// A verifying key that does not authenticate under the ring's key-encryption
+// key is retired first and takes no part: a planted next key is never
+// promoted to current. A current key that does not authenticate stops the
+// rotation (a forged row, or this process has the wrong key-encryption key:
+// retiring the deployment's keys from here would log everyone out).
 func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) error {
 	has := map[KeyState]bool{}
 	for _, k := range keys {
+		if !k.state.Verifying() {
+			continue
+		}
+		if _, err := authenticate(r.kek, k); err != nil {
+			if k.state == KeyCurrent {
+				return err
+			}
+			r.log.Error("signing key retired: not made with this deployment's key-encryption key",
+				"issuer", r.issuer, "kid", k.kid, "state", string(k.state), "err", err.Error())
+			if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, k.kid); err != nil {
+				return err
+			}
+			continue
+		}
 		has[k.state] = true
 	}
 	steps := []string{
