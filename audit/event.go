@@ -34,6 +34,9 @@ const (
 	KindKeyRevoked           Kind = "key.revoked"
 	KindExportCreated        Kind = "export.created"
 	KindPolicyReloaded       Kind = "policy.reloaded"
+	KindClientCreated        Kind = "client.created"
+	KindClientRevoked        Kind = "client.revoked"
+	KindTokenRevoked         Kind = "token.revoked"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -42,6 +45,7 @@ var Kinds = []Kind{
 	KindTransferVerification, KindCapacityAttestation, KindIncidentOpened, KindIncidentUpdated,
 	KindIncidentPurged, KindNoticeSent, KindTenantCreated, KindTenantUpdated, KindTenantDisabled,
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
+	KindClientCreated, KindClientRevoked, KindTokenRevoked,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 )
 
 // KeyState is where a signing key is in its life: next → current →
@@ -214,6 +217,9 @@ type KeyRing struct {
 	issuer string
 	kek    []byte
 	log    *slog.Logger
+	// minRotate: Rotate refuses while the current key is younger (set
+	// once by OpenKeyRing's options).
+	minRotate time.Duration
 
 	mu      sync.RWMutex
 	keys    []ringKey // guarded by mu: every authentic key of the issuer, retired ones included
@@ -227,6 +233,25 @@ type KeyRingOption func(*KeyRing)
 // slog.Default().
 func WithLogger(l *slog.Logger) KeyRingOption { return func(r *KeyRing) { r.log = l } }
 
+// DefaultMinRotateInterval is the least time between two rotations unless
+// WithMinRotateInterval says otherwise: the default maximum token lifetime,
+// so a token signed just before a rotation still verifies (by the previous
+// key) until it expires.
+const DefaultMinRotateInterval = DefaultMaxTTL
+
+// WithMinRotateInterval sets the least age of the current key before Rotate
+// (or RotateIfOlder) moves it on; keep it at least the issuer's MaxTTL:
+// two rotations closer than a token's lifetime retire the key that signed
+// it. Zero removes the minimum (tests only: two quick rotations log
+// everyone out). To stop a compromised key at once, Retire it.
+func WithMinRotateInterval(d time.Duration) KeyRingOption {
+	return func(r *KeyRing) { r.minRotate = max(d, 0) }
+}
+
+// ErrRotateTooSoon: the current key is younger than the ring's minimum
+// rotation interval; nothing changed.
+var ErrRotateTooSoon = cloison.NewError(cloison.CodeConflict, "tenancy: signing keys were rotated too recently")
+
 // OpenKeyRing loads issuer's keys from the store, making a current and a
 // next key when the issuer has none (first start). Errors: ErrInvalidKey (a
 // key that does not open with kek), the Store's errors.
@@ -237,7 +262,7 @@ func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte, o
 	if _, err := newGCM(kek); err != nil {
 		return nil, err
 	}
-	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek), log: slog.Default()}
+	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek), log: slog.Default(), minRotate: DefaultMinRotateInterval}
 	for _, o := range opts {
 		o(r)
 	}
@@ -322,30 +347,27 @@ func (r *KeyRing) Refused() []string {
 }
 
 // Rotate retires the previous key, demotes current to previous, promotes
-// next to current and makes a new next key, in one transaction. Errors: the
-// Store's.
+// next to current and makes a new next key, with their ledger events
+// (key.revoked, key.rotated, key.created), in one transaction. It refuses
+// while the current key has been current for less than the ring's minimum
+// rotation interval (by the database's clock). Errors: ErrRotateTooSoon,
+// ErrInvalidKey (the current key does not authenticate), ErrNoLedger,
+// ErrLedger, the Store's.
 func (r *KeyRing) Rotate(ctx context.Context) error {
-	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, r.issuer); err != nil {
-			return err
-		}
-		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
-		if err != nil {
-			return err
-		}
-		return r.rotateTx(ctx, tx, keys)
-	})
-	if err != nil {
-		return err
-	}
-	return r.Reload(ctx)
+	_, err := r.rotateIfOlder(ctx, r.minRotate, true)
+	return err
 }
 
 // RotateIfOlder rotates when the current key has been current for at
-// least maxAge (by the database's clock), and reports whether it did. Many
-// processes may call it on a timer: the check and the rotation happen
-// under one lock, so one age makes one rotation. Errors: the Store's.
+// least maxAge (and the minimum rotation interval; by the database's
+// clock), and reports whether it did. Many processes may call it on a
+// timer: the check and the rotation happen under one lock, so one age makes
+// one rotation. Errors: as Rotate, but never ErrRotateTooSoon.
 func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool, error) {
+	return r.rotateIfOlder(ctx, max(maxAge, r.minRotate), false)
+}
+
+func (r *KeyRing) rotateIfOlder(ctx context.Context, age time.Duration, refuse bool) (bool, error) {
 	rotated := false
 	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
 		rotated = false
@@ -355,9 +377,15 @@ func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool
 		var due bool
 		err := tx.QueryRow(ctx, `SELECT COALESCE(bool_or(activated_at IS NULL
 				OR extract(epoch FROM clock_timestamp() - activated_at) >= $2), true)
-			FROM signing_keys WHERE issuer = $1 AND state = 'current'`, r.issuer, maxAge.Seconds()).Scan(&due)
-		if err != nil || !due {
+			FROM signing_keys WHERE issuer = $1 AND state = 'current'`, r.issuer, age.Seconds()).Scan(&due)
+		if err != nil {
 			return err
+		}
+		if !due {
+			if refuse {
+				return fmt.Errorf("%w: the current key of %s is younger than %v", ErrRotateTooSoon, r.issuer, age)
+			}
+			return nil
 		}
 		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
 		if err != nil {
@@ -434,6 +462,7 @@ func (r *KeyRing) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // retiring the deployment's keys from here would log everyone out).
 func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) error {
 	has := map[KeyState]bool{}
+	var events []audit.Payload
 	for _, k := range keys {
 		if !k.state.Verifying() {
 			continue
@@ -447,6 +476,7 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 			if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, k.kid); err != nil {
 				return err
 			}
+			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
 			continue
 		}
 		has[k.state] = true
@@ -461,6 +491,15 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 			return err
 		}
 	}
+	for _, k := range keys {
+		switch {
+		case !k.state.Verifying() || !has[k.state]:
+		case k.state == KeyPrevious:
+			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
+		case k.state == KeyNext:
+			events = append(events, keyEvent(audit.KeyRotated, k.kid, k.public))
+		}
+	}
 	fresh := []KeyState{KeyNext}
 	if !has[KeyNext] {
 		fresh = []KeyState{KeyCurrent, KeyNext}
@@ -473,8 +512,10 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 		if err := insertKey(ctx, tx, k); err != nil {
 			return err
 		}
+		events = append(events, keyEvent(audit.KeyCreated, k.kid, k.public))
 	}
-	return nil
+	// Last: the ledger lock is taken after the key rows' locks.
+	return r.store.record(ctx, tx, "", events...)
 }
 
 func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
@@ -496,14 +537,17 @@ func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
 func (r *KeyRing) Retire(ctx context.Context, kid string) error {
 	var state string
 	err := r.store.inTx(ctx, "signing key "+kid, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT state FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state); err != nil {
+		var public []byte
+		if err := tx.QueryRow(ctx, `SELECT state, public_key FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state, &public); err != nil {
 			return err
 		}
 		if state == string(KeyCurrent) || state == string(KeyRetired) {
 			return nil
 		}
-		_, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid); err != nil {
+			return err
+		}
+		return r.store.record(ctx, tx, "", keyEvent(audit.KeyRevoked, kid, public))
 	})
 	if err != nil {
 		return err
