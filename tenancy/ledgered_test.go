@@ -62,7 +62,7 @@ func TestChangesLedgeredInTx(t *testing.T) {
 		name  string
 		kind  audit.Kind
 		do    func(ctx context.Context, n int) error // n: a fresh suffix per run
-		state func(n int) string                    // what the change would alter
+		state func(n int) string                     // what the change would alter
 	}
 	actions := []action{
 		{"tenant create", audit.KindTenantCreated,
@@ -72,7 +72,10 @@ func TestChangesLedgeredInTx(t *testing.T) {
 			},
 			func(int) string { ts, _ := fresh().Tenants(ctx); return fmt.Sprint(len(ts)) }},
 		{"tenant suspend", audit.KindTenantDisabled,
-			func(ctx context.Context, _ int) error { _, err := s.SetStatus(ctx, base.ID, StatusSuspended); return err },
+			func(ctx context.Context, _ int) error {
+				_, err := s.SetStatus(ctx, base.ID, StatusSuspended)
+				return err
+			},
 			func(int) string { t, _ := fresh().Tenant(ctx, base.ID); return string(t.Status) }},
 		{"tenant activate", audit.KindTenantUpdated,
 			func(ctx context.Context, _ int) error { _, err := s.SetStatus(ctx, base.ID, StatusActive); return err },
@@ -82,7 +85,10 @@ func TestChangesLedgeredInTx(t *testing.T) {
 				_, err := s.CreateClient(ctx, Client{ID: fmt.Sprintf("cl-%d", n), Tenant: base.ID, Name: "c", Scopes: []Scope{ScopeInfer}})
 				return err
 			},
-			func(n int) string { _, err := fresh().Client(ctx, fmt.Sprintf("cl-%d", n)); return fmt.Sprint(err == nil) }},
+			func(n int) string {
+				_, err := fresh().Client(ctx, fmt.Sprintf("cl-%d", n))
+				return fmt.Sprint(err == nil)
+			}},
 		{"client revoke", audit.KindClientRevoked,
 			func(ctx context.Context, _ int) error { _, err := s.RevokeClient(ctx, "cl-base"); return err },
 			func(int) string { c, _ := fresh().Client(ctx, "cl-base"); return string(c.Status) }},
@@ -90,7 +96,10 @@ func TestChangesLedgeredInTx(t *testing.T) {
 			func(ctx context.Context, n int) error {
 				return s.RevokeToken(ctx, ring.Issuer(), fmt.Sprintf("jti%d", n), base.ID, time.Now().Add(time.Hour))
 			},
-			func(n int) string { r, _ := fresh().TokenRevoked(ctx, ring.Issuer(), fmt.Sprintf("jti%d", n)); return fmt.Sprint(r) }},
+			func(n int) string {
+				r, _ := fresh().TokenRevoked(ctx, ring.Issuer(), fmt.Sprintf("jti%d", n))
+				return fmt.Sprint(r)
+			}},
 		{"key rotate", audit.KindKeyRotated,
 			func(ctx context.Context, _ int) error { return ring.Rotate(ctx) },
 			func(int) string { return keyStates() }},

@@ -347,7 +347,7 @@ func TestE2EGRPCAuthHealthReflection(t *testing.T) {
 	c := n.grpc()
 	good := n.token("acme", time.Hour, tenancy.ScopeInfer)
 	sleepy := n.token("sleepy", time.Hour, tenancy.ScopeInfer)
-	if _, err := tenancy.NewStore(adminPool(t, db.AdminURL)).SetStatus(context.Background(), "sleepy", tenancy.StatusSuspended); err != nil {
+	if _, err := adminStore(t, db.AdminURL).SetStatus(context.Background(), "sleepy", tenancy.StatusSuspended); err != nil {
 		t.Fatal(err)
 	}
 	parts := strings.Split(good, ".")

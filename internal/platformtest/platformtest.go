@@ -125,14 +125,14 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ledger.Close() })
-	store := tenancy.NewStore(pool)
+	store := tenancy.NewStore(pool).WithLedger(ledger)
 	kek := make([]byte, tenancy.KEKSize)
 	_, _ = rand.Read(kek)
-	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek)
+	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek, tenancy.WithMinRotateInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store})
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store, Clients: store, Revocations: store})
 	if err != nil {
 		t.Fatal(err)
 	}
