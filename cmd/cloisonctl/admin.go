@@ -28,4 +28,3 @@ func (g *globals) tenancyStore(cmd *cobra.Command) (*tenancy.Store, context.Cont
 	}
 	return tenancy.NewStore(ledger.Pool()).WithLedger(ledger), tenancy.WithActor(cmd.Context(), actor), done, nil
 }
-
