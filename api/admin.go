@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -119,10 +120,28 @@ func (s *Server) doCreateTenant(ctx context.Context, t tenancy.Tenant) (tenancy.
 	if err := t.Validate(); err != nil {
 		return tenancy.Tenant{}, err
 	}
-	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil {
+	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil && !s.leftoverPartition(ctx, t) {
 		return tenancy.Tenant{}, err
 	}
 	return s.cfg.Tenants.CreateTenant(asAdmin(ctx), t)
+}
+
+// leftoverPartition reports whether the pool already holds a partition for
+// t that an earlier create left behind (the store, or its ledger, refused
+// it): no stored tenant has the id, and the partition has t's tier and
+// reserved pages and at least its zeroing. A retried create reuses it
+// rather than failing until the node restarts.
+func (s *Server) leftoverPartition(ctx context.Context, t tenancy.Tenant) bool {
+	if _, err := s.cfg.Tenants.Tenant(ctx, t.ID); !errors.Is(err, tenancy.ErrNotFound) {
+		return false
+	}
+	want := PoolTenant(t)
+	for _, st := range s.cfg.Pool.Stats().Tenants {
+		if st.Tenant == t.ID {
+			return st.Tier == want.Tier && st.Reserved == want.Reserved && st.Zeroing >= want.Zeroing
+		}
+	}
+	return false
 }
 
 func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {

@@ -81,6 +81,8 @@ type Platform struct {
 	Server *api.Server
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
+	Ring   *tenancy.KeyRing // production defaults (minimum rotation interval included)
+	DB     *pgtest.DB       // the platform's database (RuntimePool: what the server's role may do)
 	Pool   *isolation.Pool // the (decode) node's KV pool
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
@@ -128,7 +130,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	store := tenancy.NewStore(pool).WithLedger(ledger)
 	kek := make([]byte, tenancy.KEKSize)
 	_, _ = rand.Read(kek)
-	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek, tenancy.WithMinRotateInterval(0))
+	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,5 +212,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, DB: db, Pool: kv, Prefill: pn}, nil
 }
