@@ -83,7 +83,7 @@ type Platform struct {
 	Issuer *tenancy.Issuer
 	Ring   *tenancy.KeyRing // production defaults (minimum rotation interval included)
 	DB     *pgtest.DB       // the platform's database (RuntimePool: what the server's role may do)
-	Pool   *isolation.Pool // the (decode) node's KV pool
+	Pool   *isolation.Pool  // the (decode) node's KV pool
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
