@@ -19,6 +19,9 @@
 //   - Reload prepares a new bundle fully — compiles it, runs its
 //     *_test.rego tests, and probes it against the platform invariants —
 //     before swapping it in atomically; a refused bundle changes nothing.
+//     ReloadWith swaps only after its commit step (the API ledgers
+//     policy.reloaded there) succeeds; reloads are serialised end to end,
+//     so the ledger's order of reloads is the order bundles served in.
 //
 // The request path that drives it (the API):
 //
