@@ -40,6 +40,11 @@ func TestChangesLedgeredInTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sus := sampleTenant("sus")
+	sus.Status = StatusSuspended
+	if sus, err = s.CreateTenant(ctx, sus); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.CreateClient(ctx, Client{ID: "cl-base", Tenant: base.ID, Name: "base", Scopes: []Scope{ScopeInfer}}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +83,8 @@ func TestChangesLedgeredInTx(t *testing.T) {
 			},
 			func(int) string { t, _ := fresh().Tenant(ctx, base.ID); return string(t.Status) }},
 		{"tenant activate", audit.KindTenantUpdated,
-			func(ctx context.Context, _ int) error { _, err := s.SetStatus(ctx, base.ID, StatusActive); return err },
-			func(int) string { t, _ := fresh().Tenant(ctx, base.ID); return string(t.Status) }},
+			func(ctx context.Context, _ int) error { _, err := s.SetStatus(ctx, sus.ID, StatusActive); return err },
+			func(int) string { t, _ := fresh().Tenant(ctx, sus.ID); return string(t.Status) }},
 		{"client create", audit.KindClientCreated,
 			func(ctx context.Context, n int) error {
 				_, err := s.CreateClient(ctx, Client{ID: fmt.Sprintf("cl-%d", n), Tenant: base.ID, Name: "c", Scopes: []Scope{ScopeInfer}})
@@ -183,4 +188,24 @@ func TestChangesLedgeredInTx(t *testing.T) {
 	if _, err := ledger.Verify(ctx, auditpg.VerifyOptions{}); err != nil {
 		t.Fatalf("chain after in-transaction appends: %v", err)
 	}
+}
+
+// An update that changes nothing writes nothing and ledgers nothing.
+func TestUpdateTenantNoChangeNoEvent(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	tn, err := s.CreateTenant(ctx, sampleTenant("same"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.WithLedger(failingLedger{}).SetStatus(ctx, tn.ID, StatusActive)
+	if err != nil || !got.UpdatedAt.Equal(tn.UpdatedAt) {
+		t.Fatalf("no-op update: got %v, %v; want the record unchanged and no ledger call", got.UpdatedAt, err)
+	}
+}
+
+type failingLedger struct{}
+
+func (failingLedger) AppendTx(context.Context, pgx.Tx, ...audit.Event) ([]audit.Record, error) {
+	return nil, errors.New("failingLedger")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -182,6 +183,10 @@ func (s *Store) UpdateTenant(ctx context.Context, id cloison.TenantID, fn func(*
 		if err := t.Validate(); err != nil {
 			fnErr = err
 			return err
+		}
+		if reflect.DeepEqual(t, orig) { // nothing to write, nothing to ledger
+			out = orig
+			return nil
 		}
 		out, err = scanTenant(tx.QueryRow(ctx, `UPDATE tenants SET name = $2, status = $3, tier = $4, zeroing = $5,
 			classification = $6, max_concurrent = $7, kv_pages = $8, tokens_per_minute = $9, max_context = $10,
