@@ -532,8 +532,10 @@ func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
 }
 
 // Retire stops key kid from verifying, at once and for good (a suspected
-// compromise). The current key cannot be retired: Rotate first. Errors:
-// ErrNotFound, ErrConflict (kid is current), the Store's.
+// compromise), and ledgers key.revoked in the same transaction; retiring a
+// retired key changes nothing. The current key cannot be retired: Rotate
+// first. Errors: ErrNotFound, ErrConflict (kid is current), ErrNoLedger,
+// ErrLedger, the Store's.
 func (r *KeyRing) Retire(ctx context.Context, kid string) error {
 	var state string
 	err := r.store.inTx(ctx, "signing key "+kid, func(tx pgx.Tx) error {
