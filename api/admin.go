@@ -2,9 +2,9 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
@@ -20,10 +20,21 @@ import (
 //	GET  /admin/v1/tenants/{id}          one tenant
 //	POST /admin/v1/tenants/{id}/suspend  suspend (tokens stop verifying at once)
 //	POST /admin/v1/tenants/{id}/activate reactivate
+//	PATCH /admin/v1/tenants/{id}         {"quotas": {...}, "allowed_models": [...]}: fields given change
+//	GET  /admin/v1/tenants/{id}/clients  the tenant's API clients
+//	POST /admin/v1/tenants/{id}/clients  {"id", "name", "scopes"}: register an API client (id = JWT sub)
+//	POST /admin/v1/clients/{id}/revoke   revoke an API client (its tokens stop verifying)
+//	POST /admin/v1/tokens/revoke         {"jti", "issuer", "expires_at", "tenant"}: revoke one token
 //	GET  /admin/v1/pool                  KV pool status and the capacity attestation
 //	GET  /admin/v1/keys                  signing keys (public halves)
-//	POST /admin/v1/keys/rotate           rotate the JWT signing keys
+//	POST /admin/v1/keys/rotate           rotate the JWT signing keys (refused within the minimum interval)
+//	POST /admin/v1/keys/{kid}/retire     retire one key (not the current one) at once
 //	POST /admin/v1/policies/reload       {"files": {"name.rego": "..."}}; ledgered with the bundle digest
+//
+// Every change is ledgered in the same transaction as the change (tenancy
+// Store with a ledger; the policy swap waits for its event): when the
+// ledger cannot record it, the change does not happen and the caller gets
+// unavailable.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
 	a := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeAdmin) }
 	mux.Handle("GET /admin/v1/tenants", a(s.listTenants))
@@ -31,9 +42,15 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/v1/tenants/{id}", a(s.getTenant))
 	mux.Handle("POST /admin/v1/tenants/{id}/suspend", a(s.setStatus(tenancy.StatusSuspended)))
 	mux.Handle("POST /admin/v1/tenants/{id}/activate", a(s.setStatus(tenancy.StatusActive)))
+	mux.Handle("PATCH /admin/v1/tenants/{id}", a(s.updateTenant))
+	mux.Handle("GET /admin/v1/tenants/{id}/clients", a(s.listClients))
+	mux.Handle("POST /admin/v1/tenants/{id}/clients", a(s.createClient))
+	mux.Handle("POST /admin/v1/clients/{id}/revoke", a(s.revokeClient))
+	mux.Handle("POST /admin/v1/tokens/revoke", a(s.revokeToken))
 	mux.Handle("GET /admin/v1/pool", a(s.poolStatus))
 	mux.Handle("GET /admin/v1/keys", a(s.listKeys))
 	mux.Handle("POST /admin/v1/keys/rotate", a(s.rotateKeys))
+	mux.Handle("POST /admin/v1/keys/{kid}/retire", a(s.retireKey))
 	mux.Handle("POST /admin/v1/policies/reload", a(s.reloadPolicies))
 }
 
@@ -42,6 +59,16 @@ func (s *Server) actor(r *http.Request) audit.Name { return actorOf(principal(r)
 // actorOf is the ledger actor of an admin operation.
 func actorOf(p tenancy.Principal) audit.Name {
 	return audit.Name(sanitizeName("admin:" + p.Subject))
+}
+
+// asAdmin returns ctx carrying, for the tenancy store's ledger events, the
+// actor of the admin who called (over HTTP or gRPC).
+func asAdmin(ctx context.Context) context.Context {
+	p, ok := ctx.Value(principalKey{}).(tenancy.Principal)
+	if !ok {
+		p = grpcPrincipal(ctx)
+	}
+	return tenancy.WithActor(ctx, actorOf(p))
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -71,11 +98,6 @@ func PoolTenant(t tenancy.Tenant) isolation.TenantConfig {
 	return tc
 }
 
-func configDigest(v any) audit.Digest {
-	b, _ := json.Marshal(v)
-	return sha256.Sum256(b)
-}
-
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	var t tenancy.Tenant
 	if err := decode(r.Body, s.cfg.MaxBody, &t); err != nil {
@@ -91,23 +113,34 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 // doCreateTenant validates t, gives it its KV partition on this node (first:
-// a tenant the pool cannot hold is not created), stores it and ledgers
-// tenant.created.
+// a tenant the pool cannot hold is not created), then stores it with its
+// tenant.created event in one transaction.
 func (s *Server) doCreateTenant(ctx context.Context, t tenancy.Tenant) (tenancy.Tenant, error) {
 	if err := t.Validate(); err != nil {
 		return tenancy.Tenant{}, err
 	}
-	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil {
+	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil && !s.leftoverPartition(ctx, t) {
 		return tenancy.Tenant{}, err
 	}
-	created, err := s.cfg.Tenants.CreateTenant(ctx, t)
-	if err != nil {
-		return tenancy.Tenant{}, err
+	return s.cfg.Tenants.CreateTenant(asAdmin(ctx), t)
+}
+
+// leftoverPartition reports whether the pool already holds a partition for
+// t that an earlier create left behind (the store, or its ledger, refused
+// it): no stored tenant has the id, and the partition has t's tier and
+// reserved pages and at least its zeroing. A retried create reuses it
+// rather than failing until the node restarts.
+func (s *Server) leftoverPartition(ctx context.Context, t tenancy.Tenant) bool {
+	if _, err := s.cfg.Tenants.Tenant(ctx, t.ID); !errors.Is(err, tenancy.ErrNotFound) {
+		return false
 	}
-	if _, err := s.append(ctx, created.ID, audit.TenantChange{Op: audit.TenantCreated, Tier: audit.Name(created.Tier.String()), ConfigDigest: configDigest(created)}); err != nil {
-		return tenancy.Tenant{}, err
+	want := PoolTenant(t)
+	for _, st := range s.cfg.Pool.Stats().Tenants {
+		if st.Tenant == t.ID {
+			return st.Tier == want.Tier && st.Reserved == want.Reserved && st.Zeroing >= want.Zeroing
+		}
 	}
-	return created, nil
+	return false
 }
 
 func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {
@@ -121,20 +154,144 @@ func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {
 	}
 }
 
-// doSetStatus suspends or reactivates a tenant and ledgers the change.
+// doSetStatus suspends or reactivates a tenant, with its ledger event in the
+// same transaction.
 func (s *Server) doSetStatus(ctx context.Context, id cloison.TenantID, st tenancy.Status) (tenancy.Tenant, error) {
-	t, err := s.cfg.Tenants.SetStatus(ctx, id, st)
+	return s.cfg.Tenants.SetStatus(asAdmin(ctx), id, st)
+}
+
+// TenantUpdate is what PATCH /admin/v1/tenants/{id} (and UpdateTenant) may
+// change: nil fields stay as they are.
+type TenantUpdate struct {
+	Quotas *struct {
+		MaxConcurrent   *int `json:"max_concurrent"`
+		KVPages         *int `json:"kv_pages"`
+		TokensPerMinute *int `json:"tokens_per_minute"`
+		MaxContext      *int `json:"max_context"`
+	} `json:"quotas"`
+	AllowedModels *[]string `json:"allowed_models"`
+}
+
+// ErrKVPagesFixed: a tenant's kv_pages is its KV partition on every node,
+// made when the tenant is; update cannot change it.
+var ErrKVPagesFixed = cloison.NewError(cloison.CodeInvalid, "kv_pages cannot be changed by an update (it is the tenant's KV partition)")
+
+func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
+	var u TenantUpdate
+	if err := decode(r.Body, s.cfg.MaxBody, &u); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	t, err := s.doUpdateTenant(r.Context(), cloison.TenantID(r.PathValue("id")), u)
 	if err != nil {
-		return tenancy.Tenant{}, err
+		WriteHTTPError(w, err)
+		return
 	}
-	op := audit.TenantUpdated
-	if st == tenancy.StatusSuspended {
-		op = audit.TenantDisabled
+	writeJSON(w, 200, t)
+}
+
+// doUpdateTenant changes a tenant's quotas and allowed models (checked as
+// at creation) with its tenant.updated event in the same transaction; they
+// apply to the tenant's next request on every node (Verify reads the record
+// on each). kv_pages may only be restated, not changed (ErrKVPagesFixed).
+func (s *Server) doUpdateTenant(ctx context.Context, id cloison.TenantID, u TenantUpdate) (tenancy.Tenant, error) {
+	return s.cfg.Tenants.UpdateTenant(asAdmin(ctx), id, func(t *tenancy.Tenant) error {
+		if q := u.Quotas; q != nil {
+			if q.KVPages != nil && *q.KVPages != t.Quotas.KVPages {
+				return ErrKVPagesFixed
+			}
+			for _, f := range []struct {
+				v   *int
+				dst *int
+			}{{q.MaxConcurrent, &t.Quotas.MaxConcurrent}, {q.TokensPerMinute, &t.Quotas.TokensPerMinute}, {q.MaxContext, &t.Quotas.MaxContext}} {
+				if f.v != nil {
+					*f.dst = *f.v
+				}
+			}
+		}
+		if u.AllowedModels != nil {
+			t.AllowedModels = *u.AllowedModels
+		}
+		return nil
+	})
+}
+
+func (s *Server) listClients(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.cfg.Tenants.Clients(r.Context(), cloison.TenantID(r.PathValue("id")))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
 	}
-	if _, err := s.append(ctx, t.ID, audit.TenantChange{Op: op, Tier: audit.Name(t.Tier.String()), ConfigDigest: configDigest(t)}); err != nil {
-		return tenancy.Tenant{}, err
+	if cs == nil {
+		cs = []tenancy.Client{}
 	}
-	return t, nil
+	writeJSON(w, 200, map[string]any{"clients": cs})
+}
+
+func (s *Server) createClient(w http.ResponseWriter, r *http.Request) {
+	var c tenancy.Client
+	if err := decode(r.Body, s.cfg.MaxBody, &c); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	c.Tenant = cloison.TenantID(r.PathValue("id"))
+	out, err := s.doCreateClient(r.Context(), c)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 201, out)
+}
+
+// doCreateClient registers an API client with its client.created event in
+// one transaction.
+func (s *Server) doCreateClient(ctx context.Context, c tenancy.Client) (tenancy.Client, error) {
+	c.Status, c.CreatedAt, c.RevokedAt = "", time.Time{}, time.Time{}
+	return s.cfg.Tenants.CreateClient(asAdmin(ctx), c)
+}
+
+func (s *Server) revokeClient(w http.ResponseWriter, r *http.Request) {
+	c, err := s.doRevokeClient(r.Context(), r.PathValue("id"))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, c)
+}
+
+// doRevokeClient revokes an API client with its client.revoked event in one
+// transaction; its tokens stop verifying at once on this node and within
+// tenancy.ClientCacheTTL on the others.
+func (s *Server) doRevokeClient(ctx context.Context, id string) (tenancy.Client, error) {
+	return s.cfg.Tenants.RevokeClient(asAdmin(ctx), id)
+}
+
+// TokenRevocation names one token to revoke: its jti and iss claims, and
+// its exp (the list keeps it until then).
+type TokenRevocation struct {
+	TokenID   string           `json:"jti"`
+	Issuer    string           `json:"issuer"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	Tenant    cloison.TenantID `json:"tenant,omitempty"`
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	var tr TokenRevocation
+	if err := decode(r.Body, s.cfg.MaxBody, &tr); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	if err := s.doRevokeToken(r.Context(), tr); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]string{"revoked": tr.TokenID})
+}
+
+// doRevokeToken puts one token on the revocation list with its
+// token.revoked event in one transaction.
+func (s *Server) doRevokeToken(ctx context.Context, tr TokenRevocation) error {
+	return s.cfg.Tenants.RevokeToken(asAdmin(ctx), tr.Issuer, tr.TokenID, tr.Tenant, tr.ExpiresAt)
 }
 
 // poolState is what the pool status operation reports.
@@ -182,20 +339,37 @@ func (s *Server) rotateKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"keys": ks})
 }
 
-// doRotateKeys rotates the JWT signing keys and ledgers the new current key.
+// doRotateKeys rotates the JWT signing keys; the ring ledgers every step in
+// the rotation's transaction. Errors: tenancy.ErrRotateTooSoon within the
+// ring's minimum interval.
 func (s *Server) doRotateKeys(ctx context.Context) ([]tenancy.KeyInfo, error) {
 	if s.cfg.Keys == nil {
 		return nil, errNoKeyRing
 	}
-	if err := s.cfg.Keys.Rotate(ctx); err != nil {
+	if err := s.cfg.Keys.Rotate(asAdmin(ctx)); err != nil {
 		return nil, err
 	}
-	for _, k := range s.cfg.Keys.Keys() {
-		if k.State == tenancy.KeyCurrent {
-			if _, err := s.append(ctx, "", audit.KeyChange{Op: audit.KeyRotated, Key: audit.Name(sanitizeName(k.ID)), Purpose: "jwt", PublicKeyDigest: sha256.Sum256(k.Public)}); err != nil {
-				return nil, err
-			}
-		}
+	return s.cfg.Keys.Keys(), nil
+}
+
+func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.doRetireKey(r.Context(), r.PathValue("kid"))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"keys": ks})
+}
+
+// doRetireKey retires one signing key (not the current one) with its
+// key.revoked event in one transaction: its tokens stop verifying at once
+// on this node and at the next key refresh on the others.
+func (s *Server) doRetireKey(ctx context.Context, kid string) ([]tenancy.KeyInfo, error) {
+	if s.cfg.Keys == nil {
+		return nil, errNoKeyRing
+	}
+	if err := s.cfg.Keys.Retire(asAdmin(ctx), kid); err != nil {
+		return nil, err
 	}
 	return s.cfg.Keys.Keys(), nil
 }
@@ -216,21 +390,18 @@ func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]string{"revision": rev})
 }
 
-// doReloadPolicies swaps in a new Rego bundle (the Decider tests and probes
-// it first) and ledgers policy.reloaded with its digest.
+// doReloadPolicies prepares a new Rego bundle (the Decider compiles, tests
+// and probes it), ledgers policy.reloaded with its digest, and only then
+// swaps it in: a reload the ledger did not record does not serve.
 func (s *Server) doReloadPolicies(ctx context.Context, actor audit.Name, files map[string]string) (string, error) {
 	if len(files) == 0 {
 		return "", ErrBadField.Withf("files is empty")
 	}
-	rev, err := s.cfg.Decider.Reload(ctx, files)
-	if err != nil {
-		return "", err
-	}
-	digest, _ := audit.ParseDigest(trimSHA(rev))
-	if _, err := s.append(ctx, "", audit.PolicyReloaded{Revision: digest, Files: int64(len(files)), Actor: actor}); err != nil {
-		return "", err
-	}
-	return rev, nil
+	return s.cfg.Decider.ReloadWith(ctx, files, func(rev string) error {
+		digest, _ := audit.ParseDigest(trimSHA(rev))
+		_, err := s.append(ctx, "", audit.PolicyReloaded{Revision: digest, Files: int64(len(files)), Actor: actor})
+		return err
+	})
 }
 
 func trimSHA(s string) string {

@@ -58,6 +58,12 @@ var MethodScopes = map[string][]tenancy.Scope{
 	adminv1.AdminService_RotateKeys_FullMethodName:     {tenancy.ScopeAdmin},
 	adminv1.AdminService_PoolStatus_FullMethodName:     {tenancy.ScopeAdmin},
 	adminv1.AdminService_ReloadPolicies_FullMethodName: {tenancy.ScopeAdmin},
+	adminv1.AdminService_UpdateTenant_FullMethodName:   {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListClients_FullMethodName:    {tenancy.ScopeAdmin},
+	adminv1.AdminService_CreateClient_FullMethodName:   {tenancy.ScopeAdmin},
+	adminv1.AdminService_RevokeClient_FullMethodName:   {tenancy.ScopeAdmin},
+	adminv1.AdminService_RevokeToken_FullMethodName:    {tenancy.ScopeAdmin},
+	adminv1.AdminService_RetireKey_FullMethodName:      {tenancy.ScopeAdmin},
 
 	compliancev1.ComplianceService_ListIncidents_FullMethodName:  {tenancy.ScopeComplianceRead},
 	compliancev1.ComplianceService_GetIncident_FullMethodName:    {tenancy.ScopeComplianceRead},

@@ -371,6 +371,120 @@ func (a *adminService) RotateKeys(ctx context.Context, _ *adminv1.RotateKeysRequ
 	return keysPB(ks), nil
 }
 
+func (a *adminService) RetireKey(ctx context.Context, req *adminv1.RetireKeyRequest) (*adminv1.ListKeysResponse, error) {
+	ks, err := a.s.doRetireKey(ctx, req.GetKid())
+	if err != nil {
+		return nil, err
+	}
+	return keysPB(ks), nil
+}
+
+// intField narrows an optional int64 of a request to an int; out of range
+// is a bad field, never a wrapped value.
+func intField(name string, v *int64) (*int, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if *v < 0 || *v > 1<<31-1 {
+		return nil, ErrBadField.Withf("%s out of range", name)
+	}
+	n := int(*v)
+	return &n, nil
+}
+
+func (a *adminService) UpdateTenant(ctx context.Context, req *adminv1.UpdateTenantRequest) (*adminv1.Tenant, error) {
+	var u TenantUpdate
+	if q := req.GetQuotas(); q != nil {
+		u.Quotas = &struct {
+			MaxConcurrent   *int `json:"max_concurrent"`
+			KVPages         *int `json:"kv_pages"`
+			TokensPerMinute *int `json:"tokens_per_minute"`
+			MaxContext      *int `json:"max_context"`
+		}{}
+		var err error
+		for _, f := range []struct {
+			name string
+			v    *int64
+			dst  **int
+		}{{"max_concurrent", q.MaxConcurrent, &u.Quotas.MaxConcurrent}, {"kv_pages", q.KvPages, &u.Quotas.KVPages},
+			{"tokens_per_minute", q.TokensPerMinute, &u.Quotas.TokensPerMinute}, {"max_context", q.MaxContext, &u.Quotas.MaxContext}} {
+			if *f.dst, err = intField(f.name, f.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if m := req.GetAllowedModels(); m != nil {
+		models := append([]string{}, m.GetModels()...)
+		u.AllowedModels = &models
+	}
+	t, err := a.s.doUpdateTenant(ctx, cloison.TenantID(req.GetId()), u)
+	if err != nil {
+		return nil, err
+	}
+	return tenantPB(t), nil
+}
+
+func clientPB(c tenancy.Client) *adminv1.Client {
+	scopes := make([]string, len(c.Scopes))
+	for i, sc := range c.Scopes {
+		scopes[i] = string(sc)
+	}
+	return &adminv1.Client{Id: c.ID, Tenant: string(c.Tenant), Name: c.Name, Scopes: scopes, Status: string(c.Status),
+		CreatedAt: rfc3339(c.CreatedAt), RevokedAt: rfc3339(c.RevokedAt)}
+}
+
+func (a *adminService) ListClients(ctx context.Context, req *adminv1.ListClientsRequest) (*adminv1.ListClientsResponse, error) {
+	cs, err := a.s.cfg.Tenants.Clients(ctx, cloison.TenantID(req.GetTenant()))
+	if err != nil {
+		return nil, err
+	}
+	out := &adminv1.ListClientsResponse{}
+	for _, c := range cs {
+		out.Clients = append(out.Clients, clientPB(c))
+	}
+	return out, nil
+}
+
+func (a *adminService) CreateClient(ctx context.Context, req *adminv1.CreateClientRequest) (*adminv1.Client, error) {
+	pb := req.GetClient()
+	if pb == nil {
+		return nil, ErrBadField.Withf("client is required")
+	}
+	c := tenancy.Client{ID: pb.GetId(), Tenant: cloison.TenantID(pb.GetTenant()), Name: pb.GetName()}
+	for _, sc := range pb.GetScopes() {
+		p, err := tenancy.ParseScope(sc)
+		if err != nil {
+			return nil, ErrBadField.Withf("scopes: %q", sc)
+		}
+		c.Scopes = append(c.Scopes, p)
+	}
+	out, err := a.s.doCreateClient(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return clientPB(out), nil
+}
+
+func (a *adminService) RevokeClient(ctx context.Context, req *adminv1.RevokeClientRequest) (*adminv1.Client, error) {
+	c, err := a.s.doRevokeClient(ctx, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return clientPB(c), nil
+}
+
+func (a *adminService) RevokeToken(ctx context.Context, req *adminv1.RevokeTokenRequest) (*adminv1.RevokeTokenResponse, error) {
+	exp, err := time.Parse(time.RFC3339, req.GetExpiresAt())
+	if err != nil {
+		return nil, ErrBadField.Withf("expires_at: want RFC 3339")
+	}
+	if err := a.s.doRevokeToken(ctx, TokenRevocation{TokenID: req.GetJti(), Issuer: req.GetIssuer(), ExpiresAt: exp,
+		Tenant: cloison.TenantID(req.GetTenant())}); err != nil {
+		return nil, err
+	}
+	return &adminv1.RevokeTokenResponse{}, nil
+}
+
 func (a *adminService) PoolStatus(context.Context, *adminv1.PoolStatusRequest) (*adminv1.PoolStatusResponse, error) {
 	st := a.s.poolState()
 	p := st.Pool

@@ -35,6 +35,9 @@ const (
 	KindExportCreated        Kind = "export.created"
 	KindPolicyReloaded       Kind = "policy.reloaded"
 	KindPolicyRefusals       Kind = "policy.refusals"
+	KindClientCreated        Kind = "client.created"
+	KindClientRevoked        Kind = "client.revoked"
+	KindTokenRevoked         Kind = "token.revoked"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -44,6 +47,7 @@ var Kinds = []Kind{
 	KindIncidentPurged, KindNoticeSent, KindTenantCreated, KindTenantUpdated, KindTenantDisabled,
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
 	KindPolicyRefusals,
+	KindClientCreated, KindClientRevoked, KindTokenRevoked,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

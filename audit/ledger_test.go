@@ -213,7 +213,7 @@ func TestPayloadsHoldNoText(t *testing.T) {
 		reflect.TypeFor[Name](): true, reflect.TypeFor[cloison.TenantID](): true,
 		reflect.TypeFor[cloison.RequestID](): true, reflect.TypeFor[cloison.Code](): true,
 		reflect.TypeFor[Day](): true, reflect.TypeFor[RecipientKind](): true,
-		reflect.TypeFor[TenantOp](): true, reflect.TypeFor[KeyOp](): true,
+		reflect.TypeFor[TenantOp](): true, reflect.TypeFor[KeyOp](): true, reflect.TypeFor[ClientOp](): true,
 	}
 	for _, k := range Kinds {
 		p := NewPayload(k)

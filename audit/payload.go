@@ -61,6 +61,12 @@ func NewPayload(k Kind) Payload {
 		return &PolicyReloaded{}
 	case KindPolicyRefusals:
 		return &PolicyRefusals{}
+	case KindClientCreated:
+		return &ClientChange{Op: ClientCreated}
+	case KindClientRevoked:
+		return &ClientChange{Op: ClientRevoked}
+	case KindTokenRevoked:
+		return &TokenRevoked{}
 	}
 	return nil
 }
@@ -424,6 +430,47 @@ func (p PolicyRefusals) validate() error {
 		return fmt.Errorf("%w: total %d, counts sum to %d", ErrInvalidEvent, p.Total, sum)
 	}
 	return nil
+}
+
+// ClientOp is what happened to an API client.
+type ClientOp string
+
+// API client operations.
+const (
+	ClientCreated ClientOp = "created"
+	ClientRevoked ClientOp = "revoked"
+)
+
+// ClientChange records an API client's lifecycle step (the tenant is the
+// event's): its id (the JWT subject) and the scopes it holds.
+type ClientChange struct {
+	Op     ClientOp `json:"op"`
+	Client Name     `json:"client"`
+	Scopes []Name   `json:"scopes"`
+}
+
+func (p ClientChange) Kind() Kind { return Kind("client." + string(p.Op)) }
+func (p ClientChange) validate() error {
+	switch p.Op {
+	case ClientCreated, ClientRevoked:
+	default:
+		return fmt.Errorf("%w: client op %q", ErrInvalidEvent, p.Op)
+	}
+	return firstErr(CheckName("client", string(p.Client)), checkNames("scopes", p.Scopes))
+}
+
+// TokenRevoked records one bearer token put on the revocation list, by its
+// jti, until it expires.
+type TokenRevoked struct {
+	Token   Name `json:"token"`  // the jti
+	Issuer  Name `json:"issuer"` // the iss it was issued under
+	Expires Day  `json:"expires"`
+}
+
+func (TokenRevoked) Kind() Kind { return KindTokenRevoked }
+func (p TokenRevoked) validate() error {
+	return firstErr(CheckName("token", string(p.Token)), CheckName("issuer", string(p.Issuer)),
+		checkDay("expires", p.Expires, false))
 }
 
 func checkNames[T ~string](field string, xs []T) error {

@@ -259,9 +259,19 @@ func Digest(sources map[string]string) string {
 // Reload prepares a new bundle fully — compile, prepare, run its
 // *_test.rego files (all must pass), check the platform invariants on probe
 // inputs — and only then swaps it in. A refused bundle changes nothing: the
-// old one keeps serving. It returns the new revision. The caller ledgers
-// the reload with that revision. Errors: ErrBundle.
+// old one keeps serving. It returns the new revision. Errors: ErrBundle.
 func (d *Decider) Reload(ctx context.Context, sources map[string]string) (string, error) {
+	return d.ReloadWith(ctx, sources, nil)
+}
+
+// ReloadWith is Reload with a commit step: once the bundle is prepared and
+// has passed every check, commit (when not nil) is called with its
+// revision — the caller ledgers the reload there — and the bundle is
+// swapped in only if commit returns nil. Reloads are serialised from
+// preparation to swap, so the ledger's order of policy.reloaded events is
+// the order in which bundles served. Errors: ErrBundle, or commit's error
+// as is (the old bundle keeps serving).
+func (d *Decider) ReloadWith(ctx context.Context, sources map[string]string, commit func(revision string) error) (string, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	b, err := prepare(ctx, sources)
@@ -273,6 +283,11 @@ func (d *Decider) Reload(ctx context.Context, sources map[string]string) (string
 	}
 	if err := b.probe(ctx); err != nil {
 		return "", err
+	}
+	if commit != nil {
+		if err := commit(b.revision); err != nil {
+			return "", err
+		}
 	}
 	d.cur.Store(b)
 	return b.revision, nil

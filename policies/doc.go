@@ -19,6 +19,9 @@
 //   - Reload prepares a new bundle fully — compiles it, runs its
 //     *_test.rego tests, and probes it against the platform invariants —
 //     before swapping it in atomically; a refused bundle changes nothing.
+//     ReloadWith swaps only after its commit step (the API ledgers
+//     policy.reloaded there) succeeds; reloads are serialised end to end,
+//     so the ledger's order of reloads is the order bundles served in.
 //   - An allowed decision's Limits are each at least 1 and never looser
 //     than the tenant record's quota (max_concurrent, kv_pages,
 //     tokens_per_minute), the served context and the tenant's max context

@@ -16,6 +16,26 @@
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-
 //     GCM, bound to kid and issuer) under a key-encryption key kept outside
 //     the database (LoadKEK; the dev default is ./.cache/cloison/signing.kek).
+//   - A verifying key is one that a holder of the key-encryption key made:
+//     on every load each next, current and previous row must open under the
+//     KEK (AES-GCM, bound to kid and issuer) and derive the row's public key.
+//     The runtime database role can write signing_keys, but a row it plants
+//     is refused (never verifies, logged, listed by KeyRing.Refused) and
+//     the next rotation retires it.
+//   - Every change — tenant create/update/suspend/activate, API client
+//     create/revoke, token revocation, key creation, rotation and
+//     retirement — appends its ledger event (Ledger.AppendTx) in the
+//     change's own transaction, as its last statement: if the ledger cannot
+//     record it (ErrLedger), or the Store has none (ErrNoLedger), nothing
+//     changes. The event's actor comes from the context (WithActor).
+//   - Rotate refuses while the current key is younger than the ring's
+//     minimum interval (DefaultMinRotateInterval = DefaultMaxTTL;
+//     ErrRotateTooSoon), so two quick rotations cannot retire the key that
+//     signed live tokens; Retire stops one non-current key at once.
+//   - Verify checks, on every request, the revocation list (by issuer and
+//     jti: ErrTokenRevoked) and the API client (ErrClientRevoked) when
+//     configured; the Store caches both for ClientCacheTTL (2 s), and a
+//     revocation made through a Store shows in it at once.
 //   - A sensitive tenant (personal or confidential data) is always stored
 //     with the dedicated tier and zeroing always (Validate and the database
 //     both refuse anything else).
@@ -37,8 +57,9 @@
 //
 // Keys at start (cmd/cloisond):
 //
+//	store := tenancy.NewStore(pool).WithLedger(ledger)        // changes ledgered in their transaction
 //	kek, err := tenancy.LoadKEK(".cache/cloison/signing.kek", true)
-//	ring, err := tenancy.OpenKeyRing(ctx, store, issuer, kek) // makes current+next on first start
+//	ring, err := tenancy.OpenKeyRing(ctx, store, issuer, kek, tenancy.WithLogger(log)) // makes current+next on first start
 //	jwksJSON := ring.JWKS()                                   // serve at the JWKS endpoint
-//	// every few minutes: ring.Reload(ctx); rotate with ring.Rotate(ctx)
+//	go ring.Run(ctx, time.Minute, 30*24*time.Hour, onErr)     // reload; rotate when due (never within the minimum interval)
 package tenancy

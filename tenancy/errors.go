@@ -53,6 +53,8 @@ var (
 	// ErrUnknownClient: the verifier requires registered clients and the
 	// subject is none, or the client belongs to another tenant.
 	ErrUnknownClient = cloison.NewError(cloison.CodeUnauthenticated, "tenancy: token subject is not a registered client")
+	// ErrTokenRevoked: the token's jti is on the revocation list.
+	ErrTokenRevoked = cloison.NewError(cloison.CodeUnauthenticated, "tenancy: token revoked")
 	// ErrClientRevoked: the subject is a revoked API client.
 	ErrClientRevoked = cloison.NewError(cloison.CodeUnauthenticated, "tenancy: api client revoked")
 	// ErrTenantSuspended: the tenant exists and is suspended.

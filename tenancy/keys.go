@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +26,9 @@ import (
 	"github.com/cloison/cloison/internal/keyfile"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 )
 
 // KeyState is where a signing key is in its life: next → current →
@@ -166,6 +170,28 @@ type ringKey struct {
 	private ed25519.PrivateKey // only for the current key
 }
 
+// authenticate returns the private half of stored key k after checking that
+// a holder of kek made the row: the sealed seed opens under kek (AES-256-GCM,
+// an AEAD, with kid and issuer as additional data) and derives exactly the
+// row's public key, whose thumbprint is the kid. The runtime database role
+// can write any row it likes, but without the key-encryption key it cannot
+// make one that passes: a planted public key never verifies.
+// Errors: ErrInvalidKey.
+func authenticate(kek []byte, k storedKey) (ed25519.PrivateKey, error) {
+	if len(k.public) != ed25519.PublicKeySize || Thumbprint(ed25519.PublicKey(k.public)) != k.kid {
+		return nil, fmt.Errorf("%w: key %s is not its public key's thumbprint", ErrInvalidKey, k.kid)
+	}
+	seed, err := unseal(kek, k.kid, k.issuer, k.sealed)
+	if err != nil {
+		return nil, err
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	if !priv.Public().(ed25519.PublicKey).Equal(ed25519.PublicKey(k.public)) {
+		return nil, fmt.Errorf("%w: key %s: private and public halves differ", ErrInvalidKey, k.kid)
+	}
+	return priv, nil
+}
+
 // KeySource gives a verifier the public keys of one issuer.
 type KeySource interface {
 	// Issuer is the iss claim that the keys sign for.
@@ -180,26 +206,64 @@ type KeySource interface {
 // key-encryption key that stays outside the database. It is a KeySource.
 // Safe for concurrent use; Rotate and Retire take effect at once in this
 // process, and in others at their next Reload.
+//
+// Every verifying key is authenticated on every load (authenticate): a row
+// that a holder of the key-encryption key did not make is refused — it
+// never verifies, it is logged, and the next rotation retires it.
 type KeyRing struct {
 	store  *Store
 	issuer string
 	kek    []byte
+	log    *slog.Logger
+	// minRotate: Rotate refuses while the current key is younger (set
+	// once by OpenKeyRing's options).
+	minRotate time.Duration
 
-	mu   sync.RWMutex
-	keys []ringKey // guarded by mu: every key of the issuer, retired ones included
+	mu      sync.RWMutex
+	keys    []ringKey // guarded by mu: every authentic key of the issuer, retired ones included
+	refused []string  // guarded by mu: kids of the rows the last load refused
 }
+
+// KeyRingOption configures OpenKeyRing.
+type KeyRingOption func(*KeyRing)
+
+// WithLogger sends refused keys (and nothing else) to l; the default is
+// slog.Default().
+func WithLogger(l *slog.Logger) KeyRingOption { return func(r *KeyRing) { r.log = l } }
+
+// DefaultMinRotateInterval is the least time between two rotations unless
+// WithMinRotateInterval says otherwise: the default maximum token lifetime,
+// so a token signed just before a rotation still verifies (by the previous
+// key) until it expires.
+const DefaultMinRotateInterval = DefaultMaxTTL
+
+// WithMinRotateInterval sets the least age of the current key before Rotate
+// (or RotateIfOlder) moves it on; keep it at least the issuer's MaxTTL:
+// two rotations closer than a token's lifetime retire the key that signed
+// it. Zero removes the minimum (tests only: two quick rotations log
+// everyone out). To stop a compromised key at once, Retire it.
+func WithMinRotateInterval(d time.Duration) KeyRingOption {
+	return func(r *KeyRing) { r.minRotate = max(d, 0) }
+}
+
+// ErrRotateTooSoon: the current key is younger than the ring's minimum
+// rotation interval; nothing changed.
+var ErrRotateTooSoon = cloison.NewError(cloison.CodeConflict, "tenancy: signing keys were rotated too recently")
 
 // OpenKeyRing loads issuer's keys from the store, making a current and a
 // next key when the issuer has none (first start). Errors: ErrInvalidKey (a
 // key that does not open with kek), the Store's errors.
-func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte) (*KeyRing, error) {
+func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte, opts ...KeyRingOption) (*KeyRing, error) {
 	if issuer == "" {
 		return nil, fmt.Errorf("%w: empty issuer", ErrInvalidKey)
 	}
 	if _, err := newGCM(kek); err != nil {
 		return nil, err
 	}
-	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek)}
+	r := &KeyRing{store: store, issuer: issuer, kek: slices.Clone(kek), log: slog.Default(), minRotate: DefaultMinRotateInterval}
+	for _, o := range opts {
+		o(r)
+	}
 	if err := r.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -232,62 +296,76 @@ func OpenKeyRing(ctx context.Context, store *Store, issuer string, kek []byte) (
 func (r *KeyRing) Issuer() string { return r.issuer }
 
 // Reload rereads the keys from the store: a key rotated or retired by
-// another process takes effect here. Errors: as OpenKeyRing.
+// another process takes effect here. Every next, current and previous key
+// is authenticated: one that fails is refused (it does not verify), logged,
+// and listed by Refused; a current key that fails is an error, because
+// either the row was forged or this process holds the wrong key-encryption
+// key, and neither may sign. Errors: ErrInvalidKey (the current key), the
+// Store's.
 func (r *KeyRing) Reload(ctx context.Context) error {
 	stored, err := r.store.signingKeys(ctx, r.store.pool, r.issuer)
 	if err != nil {
 		return translate(err, "signing keys of "+r.issuer)
 	}
 	keys := make([]ringKey, 0, len(stored))
+	var refused []string
 	for _, s := range stored {
 		k := ringKey{KeyInfo: KeyInfo{ID: s.kid, Issuer: s.issuer, State: s.state, Public: ed25519.PublicKey(s.public),
 			CreatedAt: s.createdAt, ActivatedAt: s.activatedAt, RetiredAt: s.retiredAt}}
-		if Thumbprint(k.Public) != k.ID {
-			return fmt.Errorf("%w: key %s is not its public key's thumbprint", ErrInvalidKey, k.ID)
-		}
-		if s.state == KeyCurrent {
-			seed, err := unseal(r.kek, s.kid, s.issuer, s.sealed)
+		if s.state.Verifying() {
+			priv, err := authenticate(r.kek, s)
 			if err != nil {
-				return err
+				if s.state == KeyCurrent {
+					return err
+				}
+				r.log.Error("signing key refused: not made with this deployment's key-encryption key",
+					"issuer", r.issuer, "kid", s.kid, "state", string(s.state), "err", err.Error())
+				refused = append(refused, s.kid)
+				continue
 			}
-			k.private = ed25519.NewKeyFromSeed(seed)
-			if !k.private.Public().(ed25519.PublicKey).Equal(k.Public) {
-				return fmt.Errorf("%w: key %s: private and public halves differ", ErrInvalidKey, k.ID)
+			if s.state == KeyCurrent {
+				k.private = priv
 			}
 		}
 		keys = append(keys, k)
 	}
 	r.mu.Lock()
-	r.keys = keys
+	r.keys, r.refused = keys, refused
 	r.mu.Unlock()
 	return nil
 }
 
+// Refused returns the kids of the key rows the last load refused (not made
+// with this ring's key-encryption key): each is a sign that someone with
+// write access to the database tried to plant a key.
+func (r *KeyRing) Refused() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.refused)
+}
+
 // Rotate retires the previous key, demotes current to previous, promotes
-// next to current and makes a new next key, in one transaction. Errors: the
-// Store's.
+// next to current and makes a new next key, with their ledger events
+// (key.revoked, key.rotated, key.created), in one transaction. It refuses
+// while the current key has been current for less than the ring's minimum
+// rotation interval (by the database's clock). Errors: ErrRotateTooSoon,
+// ErrInvalidKey (the current key does not authenticate), ErrNoLedger,
+// ErrLedger, the Store's.
 func (r *KeyRing) Rotate(ctx context.Context) error {
-	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, r.issuer); err != nil {
-			return err
-		}
-		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
-		if err != nil {
-			return err
-		}
-		return r.rotateTx(ctx, tx, keys)
-	})
-	if err != nil {
-		return err
-	}
-	return r.Reload(ctx)
+	_, err := r.rotateIfOlder(ctx, r.minRotate, true)
+	return err
 }
 
 // RotateIfOlder rotates when the current key has been current for at
-// least maxAge (by the database's clock), and reports whether it did. Many
-// processes may call it on a timer: the check and the rotation happen
-// under one lock, so one age makes one rotation. Errors: the Store's.
+// least maxAge (and the minimum rotation interval; by the database's
+// clock), and reports whether it did. Many processes may call it on a
+// timer: the check and the rotation happen under one lock, so one age makes
+// one rotation. Errors: as Rotate, but never ErrRotateTooSoon.
 func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool, error) {
+	return r.rotateIfOlder(ctx, max(maxAge, r.minRotate), false)
+}
+
+func (r *KeyRing) rotateIfOlder(ctx context.Context, age time.Duration, refuse bool) (bool, error) {
 	rotated := false
 	err := r.store.inTx(ctx, "signing keys of "+r.issuer, func(tx pgx.Tx) error {
 		rotated = false
@@ -297,9 +375,15 @@ func (r *KeyRing) RotateIfOlder(ctx context.Context, maxAge time.Duration) (bool
 		var due bool
 		err := tx.QueryRow(ctx, `SELECT COALESCE(bool_or(activated_at IS NULL
 				OR extract(epoch FROM clock_timestamp() - activated_at) >= $2), true)
-			FROM signing_keys WHERE issuer = $1 AND state = 'current'`, r.issuer, maxAge.Seconds()).Scan(&due)
-		if err != nil || !due {
+			FROM signing_keys WHERE issuer = $1 AND state = 'current'`, r.issuer, age.Seconds()).Scan(&due)
+		if err != nil {
 			return err
+		}
+		if !due {
+			if refuse {
+				return ErrRotateTooSoon.Withf("the current key of %s is younger than %v", r.issuer, age)
+			}
+			return nil
 		}
 		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
 		if err != nil {
@@ -368,9 +452,31 @@ func (r *KeyRing) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // rotateTx moves every key one step along its life, in the order the
 // unique indexes need, and adds a new next key; with no next key to promote
 // (first start, or next retired) it adds a new current key too.
+//
+// A verifying key that does not authenticate under the ring's key-encryption
+// key is retired first and takes no part: a planted next key is never
+// promoted to current. A current key that does not authenticate stops the
+// rotation (a forged row, or this process has the wrong key-encryption key:
+// retiring the deployment's keys from here would log everyone out).
 func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) error {
 	has := map[KeyState]bool{}
+	var events []audit.Payload
 	for _, k := range keys {
+		if !k.state.Verifying() {
+			continue
+		}
+		if _, err := authenticate(r.kek, k); err != nil {
+			if k.state == KeyCurrent {
+				return err
+			}
+			r.log.Error("signing key retired: not made with this deployment's key-encryption key",
+				"issuer", r.issuer, "kid", k.kid, "state", string(k.state), "err", err.Error())
+			if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, k.kid); err != nil {
+				return err
+			}
+			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
+			continue
+		}
 		has[k.state] = true
 	}
 	steps := []string{
@@ -381,6 +487,15 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 	for _, q := range steps {
 		if _, err := tx.Exec(ctx, q, r.issuer); err != nil {
 			return err
+		}
+	}
+	for _, k := range keys {
+		switch {
+		case !k.state.Verifying() || !has[k.state]:
+		case k.state == KeyPrevious:
+			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
+		case k.state == KeyNext:
+			events = append(events, keyEvent(audit.KeyRotated, k.kid, k.public))
 		}
 	}
 	fresh := []KeyState{KeyNext}
@@ -395,8 +510,10 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 		if err := insertKey(ctx, tx, k); err != nil {
 			return err
 		}
+		events = append(events, keyEvent(audit.KeyCreated, k.kid, k.public))
 	}
-	return nil
+	// Last: the ledger lock is taken after the key rows' locks.
+	return r.store.record(ctx, tx, "", events...)
 }
 
 func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
@@ -413,25 +530,30 @@ func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
 }
 
 // Retire stops key kid from verifying, at once and for good (a suspected
-// compromise). The current key cannot be retired: Rotate first. Errors:
-// ErrNotFound, ErrConflict (kid is current), the Store's.
+// compromise), and ledgers key.revoked in the same transaction; retiring a
+// retired key changes nothing. The current key cannot be retired: Rotate
+// first. Errors: ErrNotFound, ErrConflict (kid is current), ErrNoLedger,
+// ErrLedger, the Store's.
 func (r *KeyRing) Retire(ctx context.Context, kid string) error {
 	var state string
 	err := r.store.inTx(ctx, "signing key "+kid, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT state FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state); err != nil {
+		var public []byte
+		if err := tx.QueryRow(ctx, `SELECT state, public_key FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state, &public); err != nil {
 			return err
 		}
 		if state == string(KeyCurrent) || state == string(KeyRetired) {
 			return nil
 		}
-		_, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid); err != nil {
+			return err
+		}
+		return r.store.record(ctx, tx, "", keyEvent(audit.KeyRevoked, kid, public))
 	})
 	if err != nil {
 		return err
 	}
 	if state == string(KeyCurrent) {
-		return fmt.Errorf("%w: key %s is current; rotate before retiring it", ErrConflict, kid)
+		return ErrConflict.Withf("key %s is current; rotate before retiring it", kid)
 	}
 	return r.Reload(ctx)
 }

@@ -61,7 +61,7 @@ func TestKeyRingBootstrapAndJWKS(t *testing.T) {
 	}
 	// A second process opening the same issuer sees the same keys and
 	// makes none.
-	again, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+	again, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek, WithMinRotateInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestKeyRingBootstrapAndJWKS(t *testing.T) {
 	}
 	// The wrong key-encryption key opens nothing.
 	wrong := make([]byte, KEKSize)
-	if _, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), wrong); !errors.Is(err, ErrInvalidKey) {
+	if _, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), wrong, WithMinRotateInterval(0)); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("wrong kek: got %v, want ErrInvalidKey", err)
 	}
 	// JWKS: RFC 8037 OKP keys, kid = RFC 7638 thumbprint, both verifying keys.
@@ -110,7 +110,7 @@ func TestRotation(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil)
 	// Another process's view: its own ring and verifier over the same keys.
-	remoteRing, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+	remoteRing, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek, WithMinRotateInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestRotateIfOlder(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			ring, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+			ring, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek, WithMinRotateInterval(0))
 			if err != nil {
 				t.Error(err)
 				return
@@ -294,7 +294,7 @@ func TestJWKSHandler(t *testing.T) {
 func TestRunReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := newFixture(t, nil)
-	watcher, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek)
+	watcher, err := OpenKeyRing(ctx, f.store, f.ring.Issuer(), f.kek, WithMinRotateInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/internal/pgstate"
 )
 
@@ -33,6 +34,12 @@ const (
 func translate(err error, what string) error {
 	if err == nil {
 		return nil
+	}
+	// Already a domain error (this package's, or the ledger's wrapped in
+	// ErrLedger): keep it.
+	var ce *cloison.Error
+	if errors.As(err, &ce) {
+		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: %s", ErrNotFound, what)

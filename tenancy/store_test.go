@@ -11,9 +11,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 )
@@ -25,7 +28,19 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &db)) }
 
 func newStore(t testing.TB) *Store {
 	t.Helper()
-	return NewStore(db.RuntimePool(t))
+	pool := db.RuntimePool(t)
+	return NewStore(pool).WithLedger(newLedger(t, pool))
+}
+
+// newLedger opens the real ledger on pool, closed at the end of the test.
+func newLedger(t testing.TB, pool *pgxpool.Pool) *auditpg.Store {
+	t.Helper()
+	l, err := auditpg.Open(context.Background(), pool, auditpg.Config{Origin: "tenancy-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 // uniqueID returns a fresh tenant id, so tests sharing the database never
@@ -311,7 +326,14 @@ func downStore(t testing.TB) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return NewStore(pool)
+	return NewStore(pool).WithLedger(noLedger{})
+}
+
+// noLedger is a ledger that is never reached (the store is down first).
+type noLedger struct{}
+
+func (noLedger) AppendTx(context.Context, pgx.Tx, ...audit.Event) ([]audit.Record, error) {
+	return nil, errors.New("noLedger: not reachable")
 }
 
 func TestNewTenant(t *testing.T) {

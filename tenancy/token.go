@@ -173,6 +173,11 @@ type ClientLookup interface {
 	Client(ctx context.Context, id string) (Client, error)
 }
 
+// RevocationLookup reads the token revocation list; *Store is one.
+type RevocationLookup interface {
+	TokenRevoked(ctx context.Context, issuer, jti string) (bool, error)
+}
+
 // VerifierConfig configures a Verifier.
 type VerifierConfig struct {
 	// Audience is the aud value tokens must carry (required).
@@ -190,6 +195,9 @@ type VerifierConfig struct {
 	// RequireClient refuses subjects that are not registered clients
 	// (needs Clients).
 	RequireClient bool
+	// Revocations, when set, is checked on every token with a jti: a token
+	// on the list is refused (ErrTokenRevoked).
+	Revocations RevocationLookup
 	// Leeway tolerates clock skew on exp, nbf and iat; at most 5 minutes.
 	Leeway time.Duration
 	// Now is the clock (time.Now when nil); a test seam.
@@ -294,7 +302,8 @@ func parseHeader(seg string) (header, error) {
 // future, aud (ErrTokenNoExpiry, ErrTokenExpired, ErrTokenNotYetValid,
 // ErrTokenAudience); sub, tenant and scopes (ErrTokenNoSubject,
 // ErrTokenNoTenant, ErrUnknownScope); the tenant exists and is active
-// (ErrUnknownTenant, ErrTenantSuspended); the client, when configured
+// (ErrUnknownTenant, ErrTenantSuspended); the revocation list, when
+// configured (ErrTokenRevoked); the client, when configured
 // (ErrUnknownClient, ErrClientRevoked, ErrScopeNotGranted). Any other error
 // (the store unreachable) is returned as the store returned it: it is not
 // the caller's fault, and it is never an authentication success.
@@ -370,6 +379,15 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: %s", ErrTenantSuspended, p.Tenant)
 	}
 	p.TenantRecord = t
+	if v.cfg.Revocations != nil && c.ID != "" {
+		revoked, err := v.cfg.Revocations.TokenRevoked(ctx, c.Issuer, c.ID)
+		switch {
+		case err != nil:
+			return Principal{}, err
+		case revoked:
+			return Principal{}, fmt.Errorf("%w: jti %s of %s", ErrTokenRevoked, c.ID, c.Issuer)
+		}
+	}
 	if v.cfg.Clients != nil {
 		if err := v.checkClient(ctx, p); err != nil {
 			return Principal{}, err

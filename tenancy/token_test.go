@@ -42,7 +42,7 @@ func newFixture(t *testing.T, edit func(*VerifierConfig)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ring, err = OpenKeyRing(ctx, f.store, "https://cloison.test/"+string(uniqueID("iss")), f.kek)
+	f.ring, err = OpenKeyRing(ctx, f.store, "https://cloison.test/"+string(uniqueID("iss")), f.kek, WithMinRotateInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func newFuzzFixture(tb testing.TB) *fixture {
 	kek := make([]byte, KEKSize)
 	_, _ = rand.Read(kek)
 	var err error
-	if fx.ring, err = OpenKeyRing(ctx, fx.store, "https://cloison.test/"+string(uniqueID("fz")), kek); err != nil {
+	if fx.ring, err = OpenKeyRing(ctx, fx.store, "https://cloison.test/"+string(uniqueID("fz")), kek, WithMinRotateInterval(0)); err != nil {
 		tb.Fatal(err)
 	}
 	fx.issuer = NewIssuer(fx.ring)

@@ -26,6 +26,10 @@
 //     and checks every hash and every checkpoint, stored and external.
 //   - Register versions and notices are written in the same transaction as
 //     the ledger event that chains their digest.
+//   - AppendTx appends inside a caller's transaction (a tenancy change and
+//     its event commit together or not at all), under the same lock and
+//     chain check as every other writer: the group-commit writer notices
+//     the moved head and rereads it.
 //
 // PostgreSQL errors are translated to this package's sentinels in one
 // place (errors.go); transactions are closures (readWrite, readOnly). A

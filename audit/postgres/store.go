@@ -263,6 +263,46 @@ func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error)
 	}
 }
 
+// AppendTx appends events inside the caller's transaction tx, placed after
+// the committed head: they commit or roll back with tx, so a change and its
+// ledger record are one fact — if the ledger cannot record, the change does
+// not happen. It takes the ledger's writer lock (audit_head(), an advisory
+// lock held until tx ends), which serialises it with every Store's
+// group-commit writer and with other AppendTx callers; a writer whose guess
+// of the head this moved is refused by the chain trigger and rereads the
+// head under the lock. Call it as the last statement of tx, after every
+// other lock tx takes (a lock taken after it could deadlock with a writer),
+// and commit promptly. The records returned are final only once tx
+// commits. Checkpoints count these events at this store's next checkpoint.
+//
+// Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event
+// the ledger refuses (nothing is written); ErrClosed after Close; otherwise
+// the translated database error (ErrUnavailable, ErrChainRejected, ...),
+// after which tx is aborted and must be rolled back.
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events ...audit.Event) ([]audit.Record, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	recs := make([]audit.Record, len(events))
+	for i, e := range events {
+		rec, err := e.Prepare()
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = rec
+	}
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if err := appendInTx(ctx, tx, recs); err != nil {
+		return nil, translate(err)
+	}
+	return recs, nil
+}
+
 // writer is the single ordered appender of this Store: it takes whatever
 // is queued (up to MaxBatch), commits it in one transaction, and only then
 // acknowledges each event.

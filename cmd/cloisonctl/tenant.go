@@ -14,7 +14,8 @@ import (
 )
 
 func newTenantCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "tenant", Short: "Create, list and suspend tenants"}
+	cmd := &cobra.Command{Use: "tenant", Short: "Create, list, update and suspend tenants (each change ledgered)"}
+	actorFlag(cmd)
 	var t tenancy.Tenant
 	var tier, zeroing, class, models string
 	create := &cobra.Command{
@@ -40,12 +41,12 @@ func newTenantCmd(g *globals) *cobra.Command {
 			if models != "" {
 				t.AllowedModels = strings.Split(models, ",")
 			}
-			pool, err := g.pool(c.Context())
+			s, ctx, done, err := g.tenancyStore(c)
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
-			created, err := tenancy.NewStore(pool).CreateTenant(c.Context(), t)
+			defer done()
+			created, err := s.CreateTenant(ctx, t)
 			if err != nil {
 				return err
 			}
@@ -91,12 +92,12 @@ func newTenantCmd(g *globals) *cobra.Command {
 			Short: strings.ToUpper(use[:1]) + use[1:] + " a tenant",
 			Args:  cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
-				pool, err := g.pool(c.Context())
+				s, ctx, done, err := g.tenancyStore(c)
 				if err != nil {
 					return err
 				}
-				defer pool.Close()
-				t, err := tenancy.NewStore(pool).SetStatus(c.Context(), cloison.TenantID(args[0]), st)
+				defer done()
+				t, err := s.SetStatus(ctx, cloison.TenantID(args[0]), st)
 				if err != nil {
 					return err
 				}
@@ -105,6 +106,142 @@ func newTenantCmd(g *globals) *cobra.Command {
 			},
 		}
 	}
-	cmd.AddCommand(create, list, status("suspend", tenancy.StatusSuspended), status("activate", tenancy.StatusActive))
+	cmd.AddCommand(create, list, newTenantUpdateCmd(g), status("suspend", tenancy.StatusSuspended), status("activate", tenancy.StatusActive),
+		newClientCmd(g))
+	return cmd
+}
+
+// newTenantUpdateCmd changes quotas and allowed models; flags not given
+// keep their value. kv-pages is the tenant's KV partition on every node and
+// is not changed here.
+func newTenantUpdateCmd(g *globals) *cobra.Command {
+	var q tenancy.Quotas
+	var models string
+	cmd := &cobra.Command{
+		Use:   "update ID",
+		Short: "Change a tenant's quotas and allowed models (flags given only)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			fl := c.Flags()
+			if !fl.Changed("max-concurrent") && !fl.Changed("tokens-per-minute") && !fl.Changed("max-context") && !fl.Changed("models") {
+				return cloison.NewError(cloison.CodeInvalid, "tenant update: nothing to change (give --max-concurrent, --tokens-per-minute, --max-context or --models)")
+			}
+			s, ctx, done, err := g.tenancyStore(c)
+			if err != nil {
+				return err
+			}
+			defer done()
+			t, err := s.UpdateTenant(ctx, cloison.TenantID(args[0]), func(t *tenancy.Tenant) error {
+				if fl.Changed("max-concurrent") {
+					t.Quotas.MaxConcurrent = q.MaxConcurrent
+				}
+				if fl.Changed("tokens-per-minute") {
+					t.Quotas.TokensPerMinute = q.TokensPerMinute
+				}
+				if fl.Changed("max-context") {
+					t.Quotas.MaxContext = q.MaxContext
+				}
+				if fl.Changed("models") {
+					t.AllowedModels = []string{}
+					if models != "" {
+						t.AllowedModels = strings.Split(models, ",")
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(c.OutOrStdout()).Encode(t)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&q.MaxConcurrent, "max-concurrent", 0, "requests in flight")
+	f.IntVar(&q.TokensPerMinute, "tokens-per-minute", 0, "token rate")
+	f.IntVar(&q.MaxContext, "max-context", 0, "prompt + completion tokens per request (0: the engine's served context)")
+	f.StringVar(&models, "models", "", "allowed model ids, comma-separated (replaces the list; empty: none)")
+	return cmd
+}
+
+// newClientCmd registers, lists and revokes a tenant's API clients (the
+// JWT subjects the verifier checks on every request).
+func newClientCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "client", Short: "Register, list and revoke a tenant's API clients"}
+	var name, scopes string
+	create := &cobra.Command{
+		Use:   "create TENANT CLIENT-ID",
+		Short: "Register an API client (its id is the tokens' sub)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl := tenancy.Client{Tenant: cloison.TenantID(args[0]), ID: args[1], Name: name}
+			if cl.Name == "" {
+				cl.Name = args[1]
+			}
+			for _, sc := range strings.Split(scopes, ",") {
+				p, err := tenancy.ParseScope(strings.TrimSpace(sc))
+				if err != nil {
+					return err
+				}
+				cl.Scopes = append(cl.Scopes, p)
+			}
+			s, ctx, done, err := g.tenancyStore(c)
+			if err != nil {
+				return err
+			}
+			defer done()
+			out, err := s.CreateClient(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(c.OutOrStdout()).Encode(out)
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "display name (default: the id)")
+	create.Flags().StringVar(&scopes, "scopes", "infer", "comma-separated: infer, compliance:read, compliance:write, admin")
+	list := &cobra.Command{
+		Use:   "list TENANT",
+		Short: "List a tenant's API clients",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			pool, err := g.pool(c.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			cs, err := tenancy.NewStore(pool).Clients(c.Context(), cloison.TenantID(args[0]))
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATUS\tSCOPES")
+			for _, cl := range cs {
+				sc := make([]string, len(cl.Scopes))
+				for i, s := range cl.Scopes {
+					sc[i] = string(s)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", cl.ID, cl.Status, strings.Join(sc, ","))
+			}
+			return w.Flush()
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke CLIENT-ID",
+		Short: "Revoke an API client for good (its tokens stop verifying within seconds on every node)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			s, ctx, done, err := g.tenancyStore(c)
+			if err != nil {
+				return err
+			}
+			defer done()
+			cl, err := s.RevokeClient(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s %s\n", cl.ID, cl.Status)
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }

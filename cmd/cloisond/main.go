@@ -70,6 +70,7 @@ type config struct {
 	readyFile, grpcAddr, grpcReadyFile          string
 	trustJWKS                                   []string
 	keyRefresh, keyRotateAfter                  time.Duration
+	keyMinRotate                                time.Duration
 	roles                                       roleConfig
 	maxRequestBytes                             int64
 	net                                         netConfig
@@ -119,6 +120,7 @@ func parseFlags(args []string) (config, error) {
 	})
 	fs.DurationVar(&c.keyRefresh, "key-refresh", time.Minute, "how often the signing keys are reloaded (other nodes' rotations)")
 	fs.DurationVar(&c.keyRotateAfter, "key-rotate-after", 30*24*time.Hour, "rotate the JWT signing key when the current one is this old (0: never)")
+	fs.DurationVar(&c.keyMinRotate, "key-min-rotate-interval", tenancy.DefaultMinRotateInterval, "refuse a rotation while the current signing key is younger (at least the longest token lifetime)")
 	fs.StringVar(&c.node, "node", "node-1", "node name (ledger actor engine:<node>)")
 	fs.StringVar(&c.devTenant, "dev-tenant", "", "create this tenant at start if missing (development)")
 	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
@@ -245,12 +247,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer ledger.Close()
 
 	// Tenancy and keys.
-	tenants := tenancy.NewStore(db)
+	// Every tenancy change ledgers its event in its own transaction.
+	tenants := tenancy.NewStore(db).WithLedger(ledger)
 	kek, err := tenancy.LoadKEK(filepath.Join(c.stateDir, "signing.kek"), true)
 	if err != nil {
 		return fmt.Errorf("key-encryption key: %w", err)
 	}
-	ring, err := tenancy.OpenKeyRing(ctx, tenants, c.issuer, kek)
+	sysCtx := tenancy.WithActor(ctx, audit.Name("engine:"+c.node))
+	ring, err := tenancy.OpenKeyRing(sysCtx, tenants, c.issuer, kek, tenancy.WithLogger(log), tenancy.WithMinRotateInterval(c.keyMinRotate))
 	if err != nil {
 		return fmt.Errorf("signing keys: %w", err)
 	}
@@ -267,14 +271,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		sources = append(sources, ks)
 		log.Info("trusting an external issuer", "issuer", iss, "jwks", path)
 	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Tenants: tenants, Clients: tenants})
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Tenants: tenants, Clients: tenants, Revocations: tenants})
 	if err != nil {
 		return err
 	}
 	// Keep the signing keys current: rotate when the current key is older
 	// than --key-rotate-after (once across all nodes), and pick up other
 	// nodes' rotations and retirements within --key-refresh.
-	go ring.Run(ctx, c.keyRefresh, c.keyRotateAfter, func(err error) { log.Warn("signing keys", "err", err) })
+	go ring.Run(sysCtx, c.keyRefresh, c.keyRotateAfter, func(err error) { log.Warn("signing keys", "err", err) })
 
 	// Model.
 	lm, err := loadModel(c)
@@ -284,7 +288,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer lm.close()
 	m, tok, name := lm.m, lm.tok, lm.name
 	if c.devTenant != "" {
-		if err := ensureDevTenant(ctx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
+		if err := ensureDevTenant(sysCtx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
 			return fmt.Errorf("dev tenant: %w", err)
 		}
 	}
@@ -357,6 +361,13 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	decider, err := policies.New(ctx)
 	if err != nil {
 		return fmt.Errorf("policies: %w", err)
+	}
+	// The bundle that serves from the start is on the record, as every
+	// reload is (api: policies/reload).
+	rev, _ := audit.ParseDigest(strings.TrimPrefix(decider.Revision(), "sha256:"))
+	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node,
+		Payload: audit.PolicyReloaded{Revision: rev, Files: int64(len(decider.Files())), Actor: node}}); err != nil {
+		return fmt.Errorf("ledger: %w", err)
 	}
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,

@@ -87,14 +87,15 @@ type Platform struct {
 	Server *api.Server
 	Ledger *auditpg.Store
 	Issuer *tenancy.Issuer
-	Pool   *isolation.Pool // the (decode) node's KV pool
+	Pool   *isolation.Pool  // the (decode) node's KV pool
+	Ring   *tenancy.KeyRing // production defaults (minimum rotation interval included)
 	// Decider serves the policy decisions; tests may Reload it.
 	Decider *policies.Decider
 	// Limiter is the server's; tests may hold permits in it.
 	Limiter *tenancy.Limiter
 	// Tenants is the tenant store (to change quotas in a test).
 	Tenants *tenancy.Store
-	DB      *pgtest.DB // the database, for tests that take it away
+	DB      *pgtest.DB // the platform's database (RuntimePool: what the server's role may do; tests may take it away)
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
 }
@@ -138,14 +139,14 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ledger.Close() })
-	store := tenancy.NewStore(pool)
+	store := tenancy.NewStore(pool).WithLedger(ledger)
 	kek := make([]byte, tenancy.KEKSize)
 	_, _ = rand.Read(kek)
 	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek)
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store})
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store, Clients: store, Revocations: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,5 +233,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Decider: decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: kv, Decider: decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
 }

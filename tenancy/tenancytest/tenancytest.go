@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison"
+	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -29,7 +30,8 @@ type Env struct {
 }
 
 // New builds an Env over pool (a migrated database; the runtime role is
-// enough). The key-encryption key is random and in memory.
+// enough), ledgering its changes to the real ledger on pool; its ring has no
+// minimum rotation interval. The key-encryption key is random and in memory.
 func New(tb testing.TB, pool *pgxpool.Pool) *Env {
 	tb.Helper()
 	ctx := context.Background()
@@ -37,14 +39,18 @@ func New(tb testing.TB, pool *pgxpool.Pool) *Env {
 	if _, err := rand.Read(kek); err != nil {
 		tb.Fatal(err)
 	}
-	e := &Env{Store: tenancy.NewStore(pool)}
-	var err error
-	if e.Ring, err = tenancy.OpenKeyRing(ctx, e.Store, "https://cloison.test/"+unique("iss"), kek); err != nil {
+	ledger, err := auditpg.Open(ctx, pool, auditpg.Config{Origin: "tenancytest"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ledger.Close() })
+	e := &Env{Store: tenancy.NewStore(pool).WithLedger(ledger)}
+	if e.Ring, err = tenancy.OpenKeyRing(ctx, e.Store, "https://cloison.test/"+unique("iss"), kek, tenancy.WithMinRotateInterval(0)); err != nil {
 		tb.Fatal(err)
 	}
 	e.Issuer = tenancy.NewIssuer(e.Ring)
 	e.Verifier, err = tenancy.NewVerifier(tenancy.VerifierConfig{Audience: Audience, Sources: []tenancy.KeySource{e.Ring},
-		Tenants: e.Store, Clients: e.Store})
+		Tenants: e.Store, Clients: e.Store, Revocations: e.Store})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -473,6 +473,595 @@ func (x *ActivateTenantRequest) GetId() string {
 	return ""
 }
 
+// Optional fields: only those set change.
+type QuotasUpdate struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MaxConcurrent   *int64                 `protobuf:"varint,1,opt,name=max_concurrent,json=maxConcurrent,proto3,oneof" json:"max_concurrent,omitempty"`
+	KvPages         *int64                 `protobuf:"varint,2,opt,name=kv_pages,json=kvPages,proto3,oneof" json:"kv_pages,omitempty"`
+	TokensPerMinute *int64                 `protobuf:"varint,3,opt,name=tokens_per_minute,json=tokensPerMinute,proto3,oneof" json:"tokens_per_minute,omitempty"`
+	MaxContext      *int64                 `protobuf:"varint,4,opt,name=max_context,json=maxContext,proto3,oneof" json:"max_context,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QuotasUpdate) Reset() {
+	*x = QuotasUpdate{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotasUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotasUpdate) ProtoMessage() {}
+
+func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotasUpdate.ProtoReflect.Descriptor instead.
+func (*QuotasUpdate) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *QuotasUpdate) GetMaxConcurrent() int64 {
+	if x != nil && x.MaxConcurrent != nil {
+		return *x.MaxConcurrent
+	}
+	return 0
+}
+
+func (x *QuotasUpdate) GetKvPages() int64 {
+	if x != nil && x.KvPages != nil {
+		return *x.KvPages
+	}
+	return 0
+}
+
+func (x *QuotasUpdate) GetTokensPerMinute() int64 {
+	if x != nil && x.TokensPerMinute != nil {
+		return *x.TokensPerMinute
+	}
+	return 0
+}
+
+func (x *QuotasUpdate) GetMaxContext() int64 {
+	if x != nil && x.MaxContext != nil {
+		return *x.MaxContext
+	}
+	return 0
+}
+
+type AllowedModels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Models        []string               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllowedModels) Reset() {
+	*x = AllowedModels{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllowedModels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllowedModels) ProtoMessage() {}
+
+func (x *AllowedModels) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllowedModels.ProtoReflect.Descriptor instead.
+func (*AllowedModels) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AllowedModels) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type UpdateTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Quotas        *QuotasUpdate          `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	AllowedModels *AllowedModels         `protobuf:"bytes,3,opt,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"` // unset: unchanged; set and empty: none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTenantRequest) Reset() {
+	*x = UpdateTenantRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTenantRequest) ProtoMessage() {}
+
+func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateTenantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateTenantRequest) GetQuotas() *QuotasUpdate {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *UpdateTenantRequest) GetAllowedModels() *AllowedModels {
+	if x != nil {
+		return x.AllowedModels
+	}
+	return nil
+}
+
+type Client struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Scopes        []string               `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Status        string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"` // active, revoked
+	CreatedAt     string                 `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	RevokedAt     string                 `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Client) Reset() {
+	*x = Client{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Client) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Client) ProtoMessage() {}
+
+func (x *Client) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Client.ProtoReflect.Descriptor instead.
+func (*Client) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Client) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Client) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Client) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Client) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *Client) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Client) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *Client) GetRevokedAt() string {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return ""
+}
+
+type ListClientsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsRequest) Reset() {
+	*x = ListClientsRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsRequest) ProtoMessage() {}
+
+func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
+func (*ListClientsRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListClientsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type ListClientsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clients       []*Client              `protobuf:"bytes,1,rep,name=clients,proto3" json:"clients,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListClientsResponse) Reset() {
+	*x = ListClientsResponse{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListClientsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListClientsResponse) ProtoMessage() {}
+
+func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
+func (*ListClientsResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListClientsResponse) GetClients() []*Client {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
+}
+
+type CreateClientRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        *Client                `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"` // id, tenant, name, scopes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClientRequest) Reset() {
+	*x = CreateClientRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClientRequest) ProtoMessage() {}
+
+func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
+func (*CreateClientRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CreateClientRequest) GetClient() *Client {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+type RevokeClientRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeClientRequest) Reset() {
+	*x = RevokeClientRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeClientRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeClientRequest) ProtoMessage() {}
+
+func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
+func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RevokeClientRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jti           string                 `protobuf:"bytes,1,opt,name=jti,proto3" json:"jti,omitempty"`
+	Issuer        string                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	ExpiresAt     string                 `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // RFC 3339: the token's exp
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`                        // optional
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RevokeTokenRequest) GetJti() string {
+	if x != nil {
+		return x.Jti
+	}
+	return ""
+}
+
+func (x *RevokeTokenRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *RevokeTokenRequest) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
+func (x *RevokeTokenRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+type RetireKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kid           string                 `protobuf:"bytes,1,opt,name=kid,proto3" json:"kid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireKeyRequest) Reset() {
+	*x = RetireKeyRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireKeyRequest) ProtoMessage() {}
+
+func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
+func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RetireKeyRequest) GetKid() string {
+	if x != nil {
+		return x.Kid
+	}
+	return ""
+}
+
 type Key struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kid           string                 `protobuf:"bytes,1,opt,name=kid,proto3" json:"kid,omitempty"` // RFC 7638 thumbprint
@@ -488,7 +1077,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +1089,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +1102,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Key) GetKid() string {
@@ -573,7 +1162,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +1174,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +1187,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type RotateKeysRequest struct {
@@ -609,7 +1198,7 @@ type RotateKeysRequest struct {
 
 func (x *RotateKeysRequest) Reset() {
 	*x = RotateKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +1210,7 @@ func (x *RotateKeysRequest) String() string {
 func (*RotateKeysRequest) ProtoMessage() {}
 
 func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +1223,7 @@ func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type ListKeysResponse struct {
@@ -646,7 +1235,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +1247,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +1260,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -689,7 +1278,7 @@ type PoolStatusRequest struct {
 
 func (x *PoolStatusRequest) Reset() {
 	*x = PoolStatusRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +1290,7 @@ func (x *PoolStatusRequest) String() string {
 func (*PoolStatusRequest) ProtoMessage() {}
 
 func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +1303,7 @@ func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusRequest.ProtoReflect.Descriptor instead.
 func (*PoolStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type TenantPages struct {
@@ -735,7 +1324,7 @@ type TenantPages struct {
 
 func (x *TenantPages) Reset() {
 	*x = TenantPages{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1336,7 @@ func (x *TenantPages) String() string {
 func (*TenantPages) ProtoMessage() {}
 
 func (x *TenantPages) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1349,7 @@ func (x *TenantPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPages.ProtoReflect.Descriptor instead.
 func (*TenantPages) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TenantPages) GetTenant() string {
@@ -850,7 +1439,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1451,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1464,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Pool) GetPages() int64 {
@@ -953,7 +1542,7 @@ type PoolStatusResponse struct {
 
 func (x *PoolStatusResponse) Reset() {
 	*x = PoolStatusResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1554,7 @@ func (x *PoolStatusResponse) String() string {
 func (*PoolStatusResponse) ProtoMessage() {}
 
 func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1567,7 @@ func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusResponse.ProtoReflect.Descriptor instead.
 func (*PoolStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PoolStatusResponse) GetAttestation() *v1.Attestation {
@@ -1018,7 +1607,7 @@ type ReloadPoliciesRequest struct {
 
 func (x *ReloadPoliciesRequest) Reset() {
 	*x = ReloadPoliciesRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1619,7 @@ func (x *ReloadPoliciesRequest) String() string {
 func (*ReloadPoliciesRequest) ProtoMessage() {}
 
 func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1632,7 @@ func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReloadPoliciesRequest) GetFiles() map[string]string {
@@ -1062,7 +1651,7 @@ type ReloadPoliciesResponse struct {
 
 func (x *ReloadPoliciesResponse) Reset() {
 	*x = ReloadPoliciesResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1663,7 @@ func (x *ReloadPoliciesResponse) String() string {
 func (*ReloadPoliciesResponse) ProtoMessage() {}
 
 func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1676,7 @@ func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReloadPoliciesResponse) GetRevision() string {
@@ -1133,7 +1722,50 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x14SuspendTenantRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"'\n" +
 	"\x15ActivateTenantRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xc5\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xf7\x01\n" +
+	"\fQuotasUpdate\x12*\n" +
+	"\x0emax_concurrent\x18\x01 \x01(\x03H\x00R\rmaxConcurrent\x88\x01\x01\x12\x1e\n" +
+	"\bkv_pages\x18\x02 \x01(\x03H\x01R\akvPages\x88\x01\x01\x12/\n" +
+	"\x11tokens_per_minute\x18\x03 \x01(\x03H\x02R\x0ftokensPerMinute\x88\x01\x01\x12$\n" +
+	"\vmax_context\x18\x04 \x01(\x03H\x03R\n" +
+	"maxContext\x88\x01\x01B\x11\n" +
+	"\x0f_max_concurrentB\v\n" +
+	"\t_kv_pagesB\x14\n" +
+	"\x12_tokens_per_minuteB\x0e\n" +
+	"\f_max_context\"'\n" +
+	"\rAllowedModels\x12\x16\n" +
+	"\x06models\x18\x01 \x03(\tR\x06models\"\xa5\x01\n" +
+	"\x13UpdateTenantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x126\n" +
+	"\x06quotas\x18\x02 \x01(\v2\x1e.cloison.admin.v1.QuotasUpdateR\x06quotas\x12F\n" +
+	"\x0eallowed_models\x18\x03 \x01(\v2\x1f.cloison.admin.v1.AllowedModelsR\rallowedModels\"\xb2\x01\n" +
+	"\x06Client\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\tR\trevokedAt\",\n" +
+	"\x12ListClientsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"I\n" +
+	"\x13ListClientsResponse\x122\n" +
+	"\aclients\x18\x01 \x03(\v2\x18.cloison.admin.v1.ClientR\aclients\"G\n" +
+	"\x13CreateClientRequest\x120\n" +
+	"\x06client\x18\x01 \x01(\v2\x18.cloison.admin.v1.ClientR\x06client\"%\n" +
+	"\x13RevokeClientRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"u\n" +
+	"\x12RevokeTokenRequest\x12\x10\n" +
+	"\x03jti\x18\x01 \x01(\tR\x03jti\x12\x16\n" +
+	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\tR\texpiresAt\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\x15\n" +
+	"\x13RevokeTokenResponse\"$\n" +
+	"\x10RetireKeyRequest\x12\x10\n" +
+	"\x03kid\x18\x01 \x01(\tR\x03kid\"\xc5\x01\n" +
 	"\x03Key\x12\x10\n" +
 	"\x03kid\x18\x01 \x01(\tR\x03kid\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x14\n" +
@@ -1187,16 +1819,23 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
 	"\x16ReloadPoliciesResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\tR\brevision2\x96\x06\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision2\x96\n" +
+	"\n" +
 	"\fAdminService\x12Z\n" +
 	"\vListTenants\x12$.cloison.admin.v1.ListTenantsRequest\x1a%.cloison.admin.v1.ListTenantsResponse\x12I\n" +
 	"\tGetTenant\x12\".cloison.admin.v1.GetTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
 	"\fCreateTenant\x12%.cloison.admin.v1.CreateTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12Q\n" +
 	"\rSuspendTenant\x12&.cloison.admin.v1.SuspendTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12S\n" +
-	"\x0eActivateTenant\x12'.cloison.admin.v1.ActivateTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12Q\n" +
+	"\x0eActivateTenant\x12'.cloison.admin.v1.ActivateTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
+	"\fUpdateTenant\x12%.cloison.admin.v1.UpdateTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12Z\n" +
+	"\vListClients\x12$.cloison.admin.v1.ListClientsRequest\x1a%.cloison.admin.v1.ListClientsResponse\x12O\n" +
+	"\fCreateClient\x12%.cloison.admin.v1.CreateClientRequest\x1a\x18.cloison.admin.v1.Client\x12O\n" +
+	"\fRevokeClient\x12%.cloison.admin.v1.RevokeClientRequest\x1a\x18.cloison.admin.v1.Client\x12Z\n" +
+	"\vRevokeToken\x12$.cloison.admin.v1.RevokeTokenRequest\x1a%.cloison.admin.v1.RevokeTokenResponse\x12Q\n" +
 	"\bListKeys\x12!.cloison.admin.v1.ListKeysRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12U\n" +
 	"\n" +
-	"RotateKeys\x12#.cloison.admin.v1.RotateKeysRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12W\n" +
+	"RotateKeys\x12#.cloison.admin.v1.RotateKeysRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12S\n" +
+	"\tRetireKey\x12\".cloison.admin.v1.RetireKeyRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12W\n" +
 	"\n" +
 	"PoolStatus\x12#.cloison.admin.v1.PoolStatusRequest\x1a$.cloison.admin.v1.PoolStatusResponse\x12c\n" +
 	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponseB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
@@ -1213,7 +1852,7 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
 	(*Quotas)(nil),                 // 0: cloison.admin.v1.Quotas
 	(*Tenant)(nil),                 // 1: cloison.admin.v1.Tenant
@@ -1223,51 +1862,78 @@ var file_cloison_admin_v1_admin_proto_goTypes = []any{
 	(*CreateTenantRequest)(nil),    // 5: cloison.admin.v1.CreateTenantRequest
 	(*SuspendTenantRequest)(nil),   // 6: cloison.admin.v1.SuspendTenantRequest
 	(*ActivateTenantRequest)(nil),  // 7: cloison.admin.v1.ActivateTenantRequest
-	(*Key)(nil),                    // 8: cloison.admin.v1.Key
-	(*ListKeysRequest)(nil),        // 9: cloison.admin.v1.ListKeysRequest
-	(*RotateKeysRequest)(nil),      // 10: cloison.admin.v1.RotateKeysRequest
-	(*ListKeysResponse)(nil),       // 11: cloison.admin.v1.ListKeysResponse
-	(*PoolStatusRequest)(nil),      // 12: cloison.admin.v1.PoolStatusRequest
-	(*TenantPages)(nil),            // 13: cloison.admin.v1.TenantPages
-	(*Pool)(nil),                   // 14: cloison.admin.v1.Pool
-	(*PoolStatusResponse)(nil),     // 15: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),  // 16: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil), // 17: cloison.admin.v1.ReloadPoliciesResponse
-	nil,                            // 18: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),         // 19: cloison.inference.v1.Attestation
+	(*QuotasUpdate)(nil),           // 8: cloison.admin.v1.QuotasUpdate
+	(*AllowedModels)(nil),          // 9: cloison.admin.v1.AllowedModels
+	(*UpdateTenantRequest)(nil),    // 10: cloison.admin.v1.UpdateTenantRequest
+	(*Client)(nil),                 // 11: cloison.admin.v1.Client
+	(*ListClientsRequest)(nil),     // 12: cloison.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),    // 13: cloison.admin.v1.ListClientsResponse
+	(*CreateClientRequest)(nil),    // 14: cloison.admin.v1.CreateClientRequest
+	(*RevokeClientRequest)(nil),    // 15: cloison.admin.v1.RevokeClientRequest
+	(*RevokeTokenRequest)(nil),     // 16: cloison.admin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),    // 17: cloison.admin.v1.RevokeTokenResponse
+	(*RetireKeyRequest)(nil),       // 18: cloison.admin.v1.RetireKeyRequest
+	(*Key)(nil),                    // 19: cloison.admin.v1.Key
+	(*ListKeysRequest)(nil),        // 20: cloison.admin.v1.ListKeysRequest
+	(*RotateKeysRequest)(nil),      // 21: cloison.admin.v1.RotateKeysRequest
+	(*ListKeysResponse)(nil),       // 22: cloison.admin.v1.ListKeysResponse
+	(*PoolStatusRequest)(nil),      // 23: cloison.admin.v1.PoolStatusRequest
+	(*TenantPages)(nil),            // 24: cloison.admin.v1.TenantPages
+	(*Pool)(nil),                   // 25: cloison.admin.v1.Pool
+	(*PoolStatusResponse)(nil),     // 26: cloison.admin.v1.PoolStatusResponse
+	(*ReloadPoliciesRequest)(nil),  // 27: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil), // 28: cloison.admin.v1.ReloadPoliciesResponse
+	nil,                            // 29: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),         // 30: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
 	1,  // 1: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
 	1,  // 2: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
-	8,  // 3: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
-	13, // 4: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	19, // 5: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
-	14, // 6: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	18, // 7: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	2,  // 8: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	4,  // 9: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	5,  // 10: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	6,  // 11: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	7,  // 12: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	9,  // 13: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	10, // 14: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	12, // 15: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	16, // 16: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	3,  // 17: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	1,  // 18: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 19: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 20: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 21: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	11, // 22: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	11, // 23: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	15, // 24: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	17, // 25: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	17, // [17:26] is the sub-list for method output_type
-	8,  // [8:17] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	8,  // 3: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
+	9,  // 4: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
+	11, // 5: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
+	11, // 6: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
+	19, // 7: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
+	24, // 8: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
+	30, // 9: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	25, // 10: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
+	29, // 11: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	2,  // 12: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	4,  // 13: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	5,  // 14: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	6,  // 15: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	7,  // 16: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	10, // 17: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	12, // 18: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	14, // 19: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	15, // 20: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	16, // 21: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	20, // 22: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	21, // 23: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	18, // 24: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	23, // 25: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	27, // 26: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	3,  // 27: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	1,  // 28: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 29: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 30: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 31: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 32: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	13, // 33: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	11, // 34: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	11, // 35: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	17, // 36: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	22, // 37: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	22, // 38: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	22, // 39: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	26, // 40: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	28, // 41: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	27, // [27:42] is the sub-list for method output_type
+	12, // [12:27] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -1275,13 +1941,14 @@ func file_cloison_admin_v1_admin_proto_init() {
 	if File_cloison_admin_v1_admin_proto != nil {
 		return
 	}
+	file_cloison_admin_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,8 +27,14 @@ const (
 	AdminService_CreateTenant_FullMethodName   = "/cloison.admin.v1.AdminService/CreateTenant"
 	AdminService_SuspendTenant_FullMethodName  = "/cloison.admin.v1.AdminService/SuspendTenant"
 	AdminService_ActivateTenant_FullMethodName = "/cloison.admin.v1.AdminService/ActivateTenant"
+	AdminService_UpdateTenant_FullMethodName   = "/cloison.admin.v1.AdminService/UpdateTenant"
+	AdminService_ListClients_FullMethodName    = "/cloison.admin.v1.AdminService/ListClients"
+	AdminService_CreateClient_FullMethodName   = "/cloison.admin.v1.AdminService/CreateClient"
+	AdminService_RevokeClient_FullMethodName   = "/cloison.admin.v1.AdminService/RevokeClient"
+	AdminService_RevokeToken_FullMethodName    = "/cloison.admin.v1.AdminService/RevokeToken"
 	AdminService_ListKeys_FullMethodName       = "/cloison.admin.v1.AdminService/ListKeys"
 	AdminService_RotateKeys_FullMethodName     = "/cloison.admin.v1.AdminService/RotateKeys"
+	AdminService_RetireKey_FullMethodName      = "/cloison.admin.v1.AdminService/RetireKey"
 	AdminService_PoolStatus_FullMethodName     = "/cloison.admin.v1.AdminService/PoolStatus"
 	AdminService_ReloadPolicies_FullMethodName = "/cloison.admin.v1.AdminService/ReloadPolicies"
 )
@@ -49,10 +55,28 @@ type AdminServiceClient interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(ctx context.Context, in *SuspendTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
 	ActivateTenant(ctx context.Context, in *ActivateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// UpdateTenant changes the quotas and allowed models given (kv_pages,
+	// the tenant's KV partition, may only be restated); ledgers
+	// tenant.updated in the same transaction.
+	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
+	ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error)
+	// CreateClient registers an API client (its id is the JWT sub); ledgers
+	// client.created.
+	CreateClient(ctx context.Context, in *CreateClientRequest, opts ...grpc.CallOption) (*Client, error)
+	// RevokeClient: the client's tokens stop verifying (at once on this node,
+	// within seconds on others); ledgers client.revoked.
+	RevokeClient(ctx context.Context, in *RevokeClientRequest, opts ...grpc.CallOption) (*Client, error)
+	// RevokeToken puts one token (issuer, jti) on the revocation list until
+	// it expires; ledgers token.revoked.
+	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
 	// RotateKeys moves the JWT signing keys one step (next → current →
-	// previous → retired); ledgers key.rotated.
+	// previous → retired); refused (conflict) while the current key is
+	// younger than the minimum rotation interval; ledgers each step.
 	RotateKeys(ctx context.Context, in *RotateKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	// RetireKey stops one key (not the current one) verifying at once;
+	// ledgers key.revoked.
+	RetireKey(ctx context.Context, in *RetireKeyRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
 	// PoolStatus: KV pool counters, engine load and the capacity attestation.
 	PoolStatus(ctx context.Context, in *PoolStatusRequest, opts ...grpc.CallOption) (*PoolStatusResponse, error)
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
@@ -118,6 +142,56 @@ func (c *adminServiceClient) ActivateTenant(ctx context.Context, in *ActivateTen
 	return out, nil
 }
 
+func (c *adminServiceClient) UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tenant)
+	err := c.cc.Invoke(ctx, AdminService_UpdateTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListClientsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListClients_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreateClient(ctx context.Context, in *CreateClientRequest, opts ...grpc.CallOption) (*Client, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Client)
+	err := c.cc.Invoke(ctx, AdminService_CreateClient_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RevokeClient(ctx context.Context, in *RevokeClientRequest, opts ...grpc.CallOption) (*Client, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Client)
+	err := c.cc.Invoke(ctx, AdminService_RevokeClient_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTokenResponse)
+	err := c.cc.Invoke(ctx, AdminService_RevokeToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListKeysResponse)
@@ -132,6 +206,16 @@ func (c *adminServiceClient) RotateKeys(ctx context.Context, in *RotateKeysReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListKeysResponse)
 	err := c.cc.Invoke(ctx, AdminService_RotateKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RetireKey(ctx context.Context, in *RetireKeyRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_RetireKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -174,10 +258,28 @@ type AdminServiceServer interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(context.Context, *SuspendTenantRequest) (*Tenant, error)
 	ActivateTenant(context.Context, *ActivateTenantRequest) (*Tenant, error)
+	// UpdateTenant changes the quotas and allowed models given (kv_pages,
+	// the tenant's KV partition, may only be restated); ledgers
+	// tenant.updated in the same transaction.
+	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)
+	ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error)
+	// CreateClient registers an API client (its id is the JWT sub); ledgers
+	// client.created.
+	CreateClient(context.Context, *CreateClientRequest) (*Client, error)
+	// RevokeClient: the client's tokens stop verifying (at once on this node,
+	// within seconds on others); ledgers client.revoked.
+	RevokeClient(context.Context, *RevokeClientRequest) (*Client, error)
+	// RevokeToken puts one token (issuer, jti) on the revocation list until
+	// it expires; ledgers token.revoked.
+	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
 	// RotateKeys moves the JWT signing keys one step (next → current →
-	// previous → retired); ledgers key.rotated.
+	// previous → retired); refused (conflict) while the current key is
+	// younger than the minimum rotation interval; ledgers each step.
 	RotateKeys(context.Context, *RotateKeysRequest) (*ListKeysResponse, error)
+	// RetireKey stops one key (not the current one) verifying at once;
+	// ledgers key.revoked.
+	RetireKey(context.Context, *RetireKeyRequest) (*ListKeysResponse, error)
 	// PoolStatus: KV pool counters, engine load and the capacity attestation.
 	PoolStatus(context.Context, *PoolStatusRequest) (*PoolStatusResponse, error)
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
@@ -208,11 +310,29 @@ func (UnimplementedAdminServiceServer) SuspendTenant(context.Context, *SuspendTe
 func (UnimplementedAdminServiceServer) ActivateTenant(context.Context, *ActivateTenantRequest) (*Tenant, error) {
 	return nil, status.Error(codes.Unimplemented, "method ActivateTenant not implemented")
 }
+func (UnimplementedAdminServiceServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTenant not implemented")
+}
+func (UnimplementedAdminServiceServer) ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListClients not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateClient(context.Context, *CreateClientRequest) (*Client, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateClient not implemented")
+}
+func (UnimplementedAdminServiceServer) RevokeClient(context.Context, *RevokeClientRequest) (*Client, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeClient not implemented")
+}
+func (UnimplementedAdminServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
 func (UnimplementedAdminServiceServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListKeys not implemented")
 }
 func (UnimplementedAdminServiceServer) RotateKeys(context.Context, *RotateKeysRequest) (*ListKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateKeys not implemented")
+}
+func (UnimplementedAdminServiceServer) RetireKey(context.Context, *RetireKeyRequest) (*ListKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetireKey not implemented")
 }
 func (UnimplementedAdminServiceServer) PoolStatus(context.Context, *PoolStatusRequest) (*PoolStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PoolStatus not implemented")
@@ -331,6 +451,96 @@ func _AdminService_ActivateTenant_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_UpdateTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateTenant(ctx, req.(*UpdateTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListClients_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListClientsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListClients(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListClients_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListClients(ctx, req.(*ListClientsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreateClient_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClientRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateClient(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateClient_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateClient(ctx, req.(*CreateClientRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RevokeClient_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeClientRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RevokeClient(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RevokeClient_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RevokeClient(ctx, req.(*RevokeClientRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RevokeToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RevokeToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListKeysRequest)
 	if err := dec(in); err != nil {
@@ -363,6 +573,24 @@ func _AdminService_RotateKeys_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).RotateKeys(ctx, req.(*RotateKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RetireKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RetireKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RetireKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RetireKey(ctx, req.(*RetireKeyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -431,12 +659,36 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_ActivateTenant_Handler,
 		},
 		{
+			MethodName: "UpdateTenant",
+			Handler:    _AdminService_UpdateTenant_Handler,
+		},
+		{
+			MethodName: "ListClients",
+			Handler:    _AdminService_ListClients_Handler,
+		},
+		{
+			MethodName: "CreateClient",
+			Handler:    _AdminService_CreateClient_Handler,
+		},
+		{
+			MethodName: "RevokeClient",
+			Handler:    _AdminService_RevokeClient_Handler,
+		},
+		{
+			MethodName: "RevokeToken",
+			Handler:    _AdminService_RevokeToken_Handler,
+		},
+		{
 			MethodName: "ListKeys",
 			Handler:    _AdminService_ListKeys_Handler,
 		},
 		{
 			MethodName: "RotateKeys",
 			Handler:    _AdminService_RotateKeys_Handler,
+		},
+		{
+			MethodName: "RetireKey",
+			Handler:    _AdminService_RetireKey_Handler,
 		},
 		{
 			MethodName: "PoolStatus",

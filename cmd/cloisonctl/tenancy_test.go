@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// The admin commands change tenancy only with their ledger event (issue 12
+// items 7 and 11): tenant create/update/suspend, API clients, token
+// revocation and signing keys, as the runtime role; a rotation within the
+// minimum interval is refused.
+func TestCLITenancyLedgered(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t) // its own database: TestCLIEndToEnd counts the package's events
+	dir := t.TempDir()
+	if _, err := tenancy.LoadKEK(filepath.Join(dir, "signing.kek"), true); err != nil {
+		t.Fatal(err)
+	}
+	rt := []string{"--database-url", db.AdminURL, "--role", db.Roles.Runtime, "--actor", "admin:cli-test"}
+	keys := []string{"--state-dir", dir, "--issuer", "cli-test-issuer"}
+	mustRun(t, append([]string{"tenant", "create", "clico", "--kv-pages", "16"}, rt...)...)
+	if out := mustRun(t, append([]string{"tenant", "update", "clico", "--max-concurrent", "3", "--models", "m1,m2"}, rt...)...); !strings.Contains(out, `"max_concurrent":3`) || !strings.Contains(out, `"m2"`) {
+		t.Errorf("update: %s", out)
+	}
+	mustRun(t, append([]string{"tenant", "suspend", "clico"}, rt...)...)
+	mustRun(t, append([]string{"tenant", "activate", "clico"}, rt...)...)
+	mustRun(t, append([]string{"tenant", "client", "create", "clico", "clico-app", "--scopes", "infer"}, rt...)...)
+	if out := mustRun(t, append([]string{"tenant", "client", "revoke", "clico-app"}, rt...)...); !strings.Contains(out, "revoked") {
+		t.Errorf("client revoke: %s", out)
+	}
+	tok := strings.TrimSpace(mustRun(t, append(append([]string{"token", "issue", "--tenant", "clico", "--subject", "someone"}, rt...), keys...)...))
+	if out := mustRun(t, append([]string{"token", "revoke", "--token", tok}, rt...)...); !strings.Contains(out, "revoked") {
+		t.Errorf("token revoke: %s", out)
+	}
+	if _, err := run(t, append(append([]string{"key", "rotate"}, rt...), keys...)...); err == nil || !strings.Contains(err.Error(), "too recently") {
+		t.Errorf("quick rotation: got %v, want a refusal", err)
+	}
+	mustRun(t, append(append([]string{"key", "rotate", "--min-interval", "0s"}, rt...), keys...)...)
+	ring := mustRun(t, append(append([]string{"key", "list"}, rt...), keys...)...)
+	kid := ""
+	for _, part := range strings.Split(ring, "},{") {
+		if strings.Contains(part, `"state":"previous"`) {
+			kid = strings.Split(strings.Split(part, `"kid":"`)[1], `"`)[0]
+		}
+	}
+	if kid == "" {
+		t.Fatalf("key list: no previous key in %s", ring)
+	}
+	mustRun(t, append(append([]string{"key", "retire", kid}, rt...), keys...)...)
+
+	conn, err := pgx.Connect(ctx, db.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, kind := range []string{"tenant.created", "tenant.updated", "tenant.disabled", "client.created", "client.revoked",
+		"token.revoked", "key.created", "key.rotated", "key.revoked"} {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE kind = $1 AND actor = 'admin:cli-test'`, kind).Scan(&n); err != nil || n == 0 {
+			t.Errorf("ledger: got %d %s events by admin:cli-test (%v), want at least one", n, kind, err)
+		}
+	}
+}
