@@ -448,7 +448,7 @@ func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.Add
 }
 
 func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.VerifyLedgerRequest) (*compliancev1.VerifyLedgerResponse, error) {
-	res, broken, err := c.s.doVerifyLedger(ctx)
+	res, broken, err := c.s.doVerifyLedger(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -468,8 +468,9 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
 	}
 	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
-		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
-			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
+		row := &compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
+			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload}
+		return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 	})
 }
 
@@ -487,6 +488,11 @@ func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
 		return fmt.Errorf("%w: to (%d) is before from (%d)", ErrBadField, req.GetTo(), req.GetFrom())
 	}
+	release, err := c.s.streams.acquire(grpcPrincipal(ctx).Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	dir, err := os.MkdirTemp("", "cloison-export-")
 	if err != nil {
 		return err
@@ -501,14 +507,14 @@ func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.
 		return err
 	}
 	for _, e := range ents {
-		if err := sendFile(filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
+		if err := c.s.sendFile(ctx, filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func sendFile(path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
+func (s *Server) sendFile(ctx context.Context, path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -523,7 +529,9 @@ func sendFile(path, name string, stream grpc.ServerStreamingServer[compliancev1.
 			return err
 		}
 		if n > 0 || eof {
-			if err := stream.Send(&compliancev1.ExportChunk{Name: name, Offset: off, Data: buf[:n], Eof: eof}); err != nil {
+			// buf is reused: copy, the send may outlive a cut-off stream.
+			chunk := &compliancev1.ExportChunk{Name: name, Offset: off, Data: append([]byte(nil), buf[:n]...), Eof: eof}
+			if err := s.streams.sendWithin(ctx, func() error { return stream.Send(chunk) }); err != nil {
 				return err
 			}
 		}

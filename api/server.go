@@ -62,6 +62,9 @@ type Config struct {
 	// ExportKey (optional) signs the manifests of compliance exports made
 	// through the gRPC Export method; without it Export is refused.
 	ExportKey ed25519.PrivateKey
+	// Streams (optional) bounds compliance streams: ledger ranges,
+	// exports and verifications (streams.go).
+	Streams StreamLimits
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -73,6 +76,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	streams *streamGate
 
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
@@ -101,7 +105,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}}
+	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, streams: newStreamGate(cfg.Streams)}
 	LogInternal = func(err error) { log.Error("internal error", "err", err.Error()) }
 	s.metrics = newMetrics(s)
 	return s, nil

@@ -69,6 +69,7 @@ type config struct {
 	trustJWKS                                   []string
 	keyRefresh, keyRotateAfter                  time.Duration
 	roles                                       roleConfig
+	streams                                     api.StreamLimits
 }
 
 func main() {
@@ -126,6 +127,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
+	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")
+	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
+	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -223,7 +227,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
-		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log})
+		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log,
+		ScanPool: scanDB})
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -346,7 +351,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		Verify:    auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir},
-		ExportKey: cpKey})
+		ExportKey: cpKey, Streams: c.streams})
 	if err != nil {
 		return err
 	}
