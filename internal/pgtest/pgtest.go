@@ -220,7 +220,9 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// withDatabase returns url pointing at database name.
+// WithDatabase returns url pointing at database name.
+func WithDatabase(url, name string) string { return withDatabase(url, name) }
+
 func withDatabase(url, name string) string {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
