@@ -101,6 +101,11 @@ func (g *streamGate) sendWithin(ctx context.Context, send func() error) error {
 	case err := <-done:
 		return err
 	case <-t.C:
+		select {
+		case err := <-done: // returned just as the timer fired
+			return err
+		default:
+		}
 		return ErrSlowReader
 	case <-ctx.Done():
 		return ctx.Err()
