@@ -7,6 +7,11 @@
 // database, then runs the migrations as the owner role (SET ROLE) so every
 // object belongs to it, with the runtime role's name in the session setting
 // cloison.runtime_role for the GRANT statements.
+//
+// Up needs an administrator's URL; servers never hold it. The runtime role
+// is a LOGIN role (its password set from Roles.RuntimePassword) that servers
+// log in as directly; EnsureRoles refuses a runtime role holding SUPERUSER,
+// CREATEROLE, REPLICATION or BYPASSRLS.
 package migrations
 
 import (

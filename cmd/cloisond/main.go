@@ -12,6 +12,12 @@
 // --tls-key; cloisonctl cert init) and transfer manifests are authenticated
 // with the cluster key (--cluster-key).
 //
+// Database (db.go): --database-url logs in as the runtime role itself
+// (checked on every connection); --migrate-database-url, an administrator's,
+// serves only role setup and migrations at start. --db-max-conns bounds the
+// connections, --db-scan-conns of them reserved to compliance scans, so the
+// request path never waits on a scan.
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat

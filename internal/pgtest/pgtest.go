@@ -7,6 +7,10 @@
 // cluster under ./.cache/pg (installing postgresql with apt-get when no
 // server binaries exist). When none works the test FAILS — with CI set or
 // not; a missing database is never a skip.
+//
+// Runtime pools (DB.RuntimeURL, RuntimePool) log in as the runtime role
+// itself, as cloisond does: privilege checks are exactly the role's, and
+// RESET ROLE cannot reach the administrator.
 package pgtest
 
 import (
