@@ -70,19 +70,33 @@ generate:
 	  $(PROTO_FILES)
 
 ## run: the whole platform on embedded defaults — local PostgreSQL (found or
-## started by scripts/pg.sh), migrations, the built-in context-bag model, a dev
-## tenant and a dev token; prints a ready-to-paste curl command.
+## started by scripts/pg.sh), role setup and migrations through the admin URL,
+## the built-in context-bag model, a dev tenant and a dev token; prints a
+## ready-to-paste curl command. cloisond logs in as the runtime role with its
+## own password (generated once into .cache/cloison/db-runtime.password, mode
+## 0600); cloisonctl's token command uses the admin URL.
 RUN_ADDR ?= 127.0.0.1:8080
 RUN_DB ?= cloison
+# dburls DB: sets admin (the administrator's URL of database DB) and runtime
+# (the same database, logged in as the default runtime role).
+define dburls
+admin=$$(scripts/pg.sh); base=$${admin%%\?*}; base=$${base%/*}; opts=""; case "$$admin" in *\?*) opts="?$${admin#*\?}";; esac; \
+	  hostpart=$${base#*://}; hostpart=$${hostpart#*@}; \
+	  admin="$$base/$(1)$$opts"; runtime="postgres://cloison_runtime@$$hostpart/$(1)$$opts"
+endef
+# runpw DIR: the runtime role's password file, generated once.
+define runpw
+[ -s $(1)/db-runtime.password ] || (umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=' > $(1)/db-runtime.password)
+endef
 run:
-	@set -e; mkdir -p bin .cache/cloison; \
+	@set -e; mkdir -p bin .cache/cloison; chmod 700 .cache/cloison; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
-	  admin=$$(scripts/pg.sh); base=$${admin%%\?*}; base=$${base%/*}; opts=""; case "$$admin" in *\?*) opts="?$${admin#*\?}";; esac; \
-	  export DATABASE_URL="$$base/$(RUN_DB)$$opts"; rm -f .cache/cloison/ready; \
-	  bin/cloisond --addr $(RUN_ADDR) --create-database --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
+	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
+	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
+	    --create-database --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
-	  tok=$$(bin/cloisonctl --database-url "$$DATABASE_URL" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \
+	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \
 	  echo; echo "Cloison is serving on http://$(RUN_ADDR) (model cloison-context-bag, tenant dev). Try:"; echo; \
 	  echo "  curl -s http://$(RUN_ADDR)/v1/chat/completions -H 'Authorization: Bearer $$tok' \\"; \
 	  echo "    -H 'Content-Type: application/json' -d '{\"model\":\"cloison-context-bag\",\"messages\":[{\"role\":\"user\",\"content\":\"Bonjour\"}],\"max_tokens\":16}'"; \
@@ -94,15 +108,15 @@ run:
 LOAD_DURATION ?= 60s
 LOAD_CLIENTS ?= 64
 load:
-	@set -e; mkdir -p bin .cache/cloison-load; \
+	@set -e; mkdir -p bin .cache/cloison-load; chmod 700 .cache/cloison-load; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
-	  admin=$$(scripts/pg.sh); base=$${admin%%\?*}; base=$${base%/*}; opts=""; case "$$admin" in *\?*) opts="?$${admin#*\?}";; esac; \
-	  export DATABASE_URL="$$base/cloison_load$$opts"; rm -f .cache/cloison-load/ready; \
-	  bin/cloisond --addr 127.0.0.1:0 --create-database --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
+	  $(call dburls,cloison_load); $(call runpw,.cache/cloison-load); rm -f .cache/cloison-load/ready; \
+	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison-load/db-runtime.password \
+	    --create-database --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
 	    --max-running 64 --max-batch-tokens 1024 2>.cache/cloison-load/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison-load/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
-	  tok=$$(bin/cloisonctl --database-url "$$DATABASE_URL" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
+	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
 	  bin/cloisonctl load --url http://$$(cat .cache/cloison-load/ready) --token "$$tok" --clients $(LOAD_CLIENTS) --duration $(LOAD_DURATION) --pid $$pid
 
 ## CUDA backend (kernels/cuda, build tag cuda). None of these need a GPU.

@@ -117,8 +117,16 @@ func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audi
 }
 
 // scanLedger hands fn the ledger rows in [from, to] (to 0: the head) that
-// the caller may see: its own tenant's, or all of them with admin.
+// the caller may see: its own tenant's, or all of them with admin. It is a
+// compliance stream (streams.go).
+//
+// Errors: ErrTooManyComplianceStreams before any row; the ledger's errors; fn's.
 func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
+	release, err := s.streams.acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if from == 0 {
 		from = 1
 	}
@@ -130,7 +138,12 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 
 // doVerifyLedger verifies the whole chain; a break is a result (ok false,
 // the *audit.BreakError), not an error.
-func (s *Server) doVerifyLedger(ctx context.Context) (audit.Result, *audit.BreakError, error) {
+func (s *Server) doVerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.BreakError, error) {
+	release, err := s.streams.acquire(p.Tenant)
+	if err != nil {
+		return audit.Result{}, nil, err
+	}
+	defer release()
 	res, err := s.cfg.Ledger.Verify(ctx, s.cfg.Verify)
 	if err != nil {
 		var be *audit.BreakError
@@ -236,7 +249,11 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
+	defer clearWriteDeadline(w)
+	wrote := false
 	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec audit.Record) error {
+		wrote = true
+		s.streams.writeWithin(w)
 		row := map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
 			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)}
 		if !operator(principal(r)) { // scanOwn: positions, no hashes
@@ -245,13 +262,17 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		}
 		return enc.Encode(row)
 	})
+	if err != nil && !wrote {
+		WriteHTTPError(w, err)
+		return
+	}
 	if err != nil {
 		s.log.Error("ledger range", "err", err)
 	}
 }
 
 func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
-	res, broken, err := s.doVerifyLedger(r.Context())
+	res, broken, err := s.doVerifyLedger(r.Context(), principal(r))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return

@@ -603,7 +603,7 @@ func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.Add
 }
 
 func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.VerifyLedgerRequest) (*compliancev1.VerifyLedgerResponse, error) {
-	res, broken, err := c.s.doVerifyLedger(ctx)
+	res, broken, err := c.s.doVerifyLedger(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -627,8 +627,9 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		if !operator(grpcPrincipal(ctx)) { // scanOwn: positions, no hashes
 			prev, hash = nil, nil
 		}
-		return stream.Send(&compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
-			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload})
+		row := &compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
+			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload}
+		return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 	})
 }
 
@@ -646,6 +647,11 @@ func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
 		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
+	release, err := c.s.streams.acquire(grpcPrincipal(ctx).Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	dir, err := os.MkdirTemp("", "cloison-export-")
 	if err != nil {
 		return err
@@ -660,14 +666,14 @@ func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.
 		return err
 	}
 	for _, e := range ents {
-		if err := sendFile(filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
+		if err := c.s.sendFile(ctx, filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func sendFile(path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
+func (s *Server) sendFile(ctx context.Context, path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -682,7 +688,9 @@ func sendFile(path, name string, stream grpc.ServerStreamingServer[compliancev1.
 			return err
 		}
 		if n > 0 || eof {
-			if err := stream.Send(&compliancev1.ExportChunk{Name: name, Offset: off, Data: buf[:n], Eof: eof}); err != nil {
+			// buf is reused: copy, the send may outlive a cut-off stream.
+			chunk := &compliancev1.ExportChunk{Name: name, Offset: off, Data: append([]byte(nil), buf[:n]...), Eof: eof}
+			if err := s.streams.sendWithin(ctx, func() error { return stream.Send(chunk) }); err != nil {
 				return err
 			}
 		}

@@ -67,6 +67,9 @@ type Config struct {
 	// ExportKey (optional) signs the manifests of compliance exports made
 	// through the gRPC Export method; without it Export is refused.
 	ExportKey ed25519.PrivateKey
+	// Streams (optional) bounds compliance streams: ledger ranges,
+	// exports and verifications (streams.go).
+	Streams StreamLimits
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -78,7 +81,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
-	gate    *streamGate
+	gate    *streamGate     // generations in flight (transport.go)
+	streams *complianceGate // compliance streams (streams.go)
 
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
@@ -109,7 +113,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant}}
+	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
+		streams: newComplianceGate(cfg.Streams)}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	return s, nil

@@ -7,6 +7,11 @@
 // database, then runs the migrations as the owner role (SET ROLE) so every
 // object belongs to it, with the runtime role's name in the session setting
 // cloison.runtime_role for the GRANT statements.
+//
+// Up needs an administrator's URL; servers never hold it. The runtime role
+// is a LOGIN role (its password set from Roles.RuntimePassword) that servers
+// log in as directly; EnsureRoles refuses a runtime role holding SUPERUSER,
+// CREATEROLE, REPLICATION or BYPASSRLS.
 package migrations
 
 import (
@@ -37,10 +42,17 @@ type Roles struct {
 	// Owner owns the ledger and register tables (NOLOGIN). Only it, and
 	// superusers, could alter them; the triggers still refuse edits.
 	Owner string
-	// Runtime is the role servers connect as (LOGIN, no password set
-	// here): INSERT and SELECT on ledger and register tables, EXECUTE on
-	// audit_head/audit_append, never UPDATE, DELETE or TRUNCATE.
+	// Runtime is the role servers log in as (LOGIN, never a superuser):
+	// INSERT and SELECT on ledger and register tables, EXECUTE on
+	// audit_head/audit_append, never UPDATE, DELETE or TRUNCATE. Servers
+	// connect as this role itself, never as an administrator that SET
+	// ROLEs to it (RESET ROLE would escape).
 	Runtime string
+	// RuntimePassword, when set, becomes the runtime role's password
+	// (set on every EnsureRoles, so rotating the secret and rerunning
+	// role setup rotates the password). Empty: the password is left as
+	// it is (certificate, peer or trust authentication).
+	RuntimePassword string
 }
 
 // DefaultRoles are the names used when none are configured.
@@ -54,6 +66,9 @@ func (r Roles) check() error {
 	}
 	return nil
 }
+
+// Check returns ErrInvalidRoles for role names Up would refuse.
+func (r Roles) Check() error { return r.check() }
 
 // Up connects to adminURL (a role allowed to create roles and objects in
 // the database, typically the cluster's superuser or the database owner),
@@ -101,8 +116,14 @@ func Status(ctx context.Context, db *sql.DB) (int64, error) {
 	return p.GetDBVersion(ctx)
 }
 
-// EnsureRoles creates the roles if missing (tolerating a concurrent creator)
-// and grants them what they need on the database adminURL names.
+// EnsureRoles creates the roles if missing (tolerating a concurrent creator),
+// makes the runtime role a LOGIN role (with roles.RuntimePassword as its
+// password when set) and grants them what they need on the database
+// adminURL names.
+//
+// Errors: ErrInvalidRoles for bad names or a runtime role holding
+// SUPERUSER, CREATEROLE, REPLICATION or BYPASSRLS; connection and SQL
+// errors wrapped with "migrations:" (never carrying the password).
 func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 	if err := roles.check(); err != nil {
 		return err
@@ -129,17 +150,44 @@ func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 		}
 	}
 	owner, runtime := pgx.Identifier{roles.Owner}.Sanitize(), pgx.Identifier{roles.Runtime}.Sanitize()
-	var dbname string
-	var super bool
-	if err := conn.QueryRow(ctx, "SELECT current_database(), rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&dbname, &super); err != nil {
+	// The server logs in as the runtime role: it must be able to log in
+	// and hold no attribute that bypasses the grants below. A runtime role
+	// with such rights is refused, never altered (it may be someone's
+	// administrator).
+	var login, super, createRole, repl, bypass bool
+	if err := conn.QueryRow(ctx, "SELECT rolcanlogin, rolsuper, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1",
+		roles.Runtime).Scan(&login, &super, &createRole, &repl, &bypass); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	stmts := []string{
+	if super || createRole || repl || bypass {
+		return fmt.Errorf("%w: runtime role %q has SUPERUSER, CREATEROLE, REPLICATION or BYPASSRLS", ErrInvalidRoles, roles.Runtime)
+	}
+	var alter string
+	if !login || roles.RuntimePassword != "" {
+		alter = "ALTER ROLE " + runtime + " LOGIN"
+	}
+	if roles.RuntimePassword != "" {
+		// Built by the server (format %L) so PostgreSQL quotes the
+		// password itself: utility statements take no parameters.
+		if err := conn.QueryRow(ctx, "SELECT $1::text || format(' PASSWORD %L', $2::text)", alter, roles.RuntimePassword).Scan(&alter); err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+	}
+	var dbname string
+	var adminSuper bool
+	if err := conn.QueryRow(ctx, "SELECT current_database(), rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&dbname, &adminSuper); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	var stmts []string
+	if alter != "" {
+		stmts = append(stmts, alter)
+	}
+	stmts = append(stmts,
 		fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s, %s", pgx.Identifier{dbname}.Sanitize(), owner, runtime),
 		fmt.Sprintf("GRANT USAGE, CREATE ON SCHEMA public TO %s", owner),
 		fmt.Sprintf("GRANT USAGE ON SCHEMA public TO %s", runtime),
-	}
-	if !super {
+	)
+	if !adminSuper {
 		// A non-superuser administrator must be a member of the owner to
 		// SET ROLE to it.
 		stmts = append(stmts, fmt.Sprintf("GRANT %s TO CURRENT_USER", owner))
@@ -153,6 +201,9 @@ func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 				_, err = conn.Exec(ctx, s)
 			}
 			if err != nil {
+				if s == alter {
+					s = "ALTER ROLE " + runtime // never the password in an error
+				}
 				return fmt.Errorf("migrations: %s: %w", s, err)
 			}
 		}

@@ -22,8 +22,15 @@
 //     incident.purged ledger event in the same transaction.
 //   - Every CheckpointEvery events or CheckpointInterval, a signed
 //     checkpoint is written to CheckpointDir (outside the database) and
-//     stored in audit_checkpoints. Verify streams the chain in one snapshot
-//     and checks every hash and every checkpoint, stored and external.
+//     stored in audit_checkpoints. Verify reads the whole chain and checks
+//     every hash and every checkpoint, stored and external.
+//   - Compliance reads never wait on, or hold, the request path's
+//     connections: Scan, Verify and Export run on Config.ScanPool, in
+//     keyset pages of ScanPage rows, each its own short query, with no
+//     transaction held across pages and no connection held while the
+//     caller handles rows. They are consistent all the same: rows up to
+//     the head read at the start are fixed (append-only, committed in seq
+//     order under the ledger lock).
 //   - Register versions and notices are written in the same transaction as
 //     the ledger event that chains their digest.
 //   - AppendTx appends inside a caller's transaction (a tenancy change and

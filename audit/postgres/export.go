@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
@@ -46,9 +44,11 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		return export.Manifest{}, cloison.Errorf(cloison.CodeInvalid, "audit/postgres: export directory %s is not empty", opts.Dir)
 	}
 	m := export.Manifest{Created: time.Now().UTC(), Origin: s.cfg.Origin}
-	err := s.readOnly(ctx, func(tx pgx.Tx) error {
+	// The ledger part reads keyset pages on the scan pool (Scan), up to
+	// the head read here: no transaction is held while files are written.
+	err := translate(func() error {
 		var maxSeq int64
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
+		if err := s.scan.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
 			return err
 		}
 		from, to := opts.From, opts.To
@@ -63,7 +63,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		}
 		if from > 1 {
 			var prev []byte
-			if err := tx.QueryRow(ctx, "SELECT hash FROM audit_events WHERE seq = $1", int64(from-1)).Scan(&prev); err != nil {
+			if err := s.scan.QueryRow(ctx, "SELECT hash FROM audit_events WHERE seq = $1", int64(from-1)).Scan(&prev); err != nil {
 				return err
 			}
 			copy(m.Prev[:], prev)
@@ -88,7 +88,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		}
 		var line []byte
 		var last audit.Record
-		err = scanTx(ctx, tx, from, to, func(r audit.Record) error {
+		err = s.scanPages(ctx, from, to, func(r audit.Record) error {
 			line = export.AppendLedgerLine(line[:0], r)
 			if _, err := jw.Write(line); err != nil {
 				return err
@@ -117,7 +117,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		}
 		m.From, m.To, m.Head = from, last.Seq, last.Hash
 		return nil
-	})
+	}())
 	if err != nil {
 		return m, err
 	}

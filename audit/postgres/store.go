@@ -41,6 +41,14 @@ type Config struct {
 	Contact      audit.Contact
 	// Logger receives checkpoint failures (which never fail an append).
 	Logger *slog.Logger
+	// ScanPool serves Scan, Verify and Export, so that compliance reads
+	// never take a connection from the pool appends and the register use
+	// (the request path). Nil: the main pool (one tool, no request path).
+	ScanPool *pgxpool.Pool
+	// ScanPage bounds the rows one Scan or Verify query reads (default
+	// 512): each page is a short keyset query, and the connection is back
+	// in ScanPool before the caller sees the page's rows.
+	ScanPage int
 }
 
 // Store is the ledger and incident register in one PostgreSQL database. It
@@ -49,7 +57,8 @@ type Config struct {
 // advisory lock (audit_head()) before reading the head, so there is one
 // chain.
 type Store struct {
-	pool *pgxpool.Pool
+	pool *pgxpool.Pool // appends, head, register: the request path
+	scan *pgxpool.Pool // Scan, Verify, Export (cfg.ScanPool, or pool)
 	cfg  Config
 
 	reqs    chan *appendReq
@@ -106,6 +115,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ScanPage <= 0 {
+		cfg.ScanPage = 512
+	}
+	scan := cfg.ScanPool
+	if scan == nil {
+		scan = pool
+	}
 	// Durability: Append acknowledges only committed, flushed events.
 	var sc string
 	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sc); err != nil {
@@ -115,7 +131,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, cloison.Errorf(cloison.CodeInvalid, "audit/postgres: synchronous_commit is %s; the ledger needs it on", sc)
 	}
 	s := &Store{
-		pool: pool, cfg: cfg,
+		pool: pool, scan: scan, cfg: cfg,
 		reqs:    make(chan *appendReq, cfg.MaxBatch*4),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -150,9 +166,15 @@ func (s *Store) readWrite(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // readOnly runs fn in a REPEATABLE READ, read-only transaction: one
-// snapshot for everything fn reads.
+// snapshot for everything fn reads. It runs on the request pool: fn must
+// be short and must not wait on a client.
 func (s *Store) readOnly(ctx context.Context, fn func(pgx.Tx) error) error {
 	return translate(pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn))
+}
+
+// scanReadOnly is readOnly on the scan pool (exports).
+func (s *Store) scanReadOnly(ctx context.Context, fn func(pgx.Tx) error) error {
+	return translate(pgx.BeginTxFunc(ctx, s.scan, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn))
 }
 
 // appendInTx places prepared records after the committed head and inserts
@@ -387,12 +409,15 @@ func (s *Store) commit(batch []*appendReq) {
 	}
 }
 
-// Head returns the committed head of the ledger.
-func (s *Store) Head(ctx context.Context) (audit.Head, error) {
+// Head returns the committed head of the ledger (request pool: /readyz
+// and the request path read it).
+func (s *Store) Head(ctx context.Context) (audit.Head, error) { return headOn(ctx, s.pool) }
+
+func headOn(ctx context.Context, q querier) (audit.Head, error) {
 	var h audit.Head
 	var seq int64
 	var hash []byte
-	err := s.pool.QueryRow(ctx, "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
+	err := q.QueryRow(ctx, "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1").Scan(&seq, &hash)
 	if err == pgx.ErrNoRows {
 		return audit.Head{}, nil
 	}
@@ -404,19 +429,74 @@ func (s *Store) Head(ctx context.Context) (audit.Head, error) {
 	return h, nil
 }
 
-// Scan streams the records with from <= seq <= to (to 0: to the end) in
-// sequence order to fn, inside one snapshot. It never holds more than one
-// row in memory.
-func (s *Store) Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error {
-	return s.readOnly(ctx, func(tx pgx.Tx) error { return scanTx(ctx, tx, from, to, fn) })
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func scanTx(ctx context.Context, tx pgx.Tx, from, to uint64, fn func(audit.Record) error) error {
+// Scan hands fn the records with from <= seq <= to (to 0: to the head when
+// Scan starts) in sequence order. It reads them in keyset pages of
+// ScanPage rows on the scan pool, each page its own short query, and calls
+// fn only after the page's connection is back in the pool: a caller whose
+// fn blocks (a client that stops reading) holds no connection and no
+// transaction. The rows are still one consistent view: the ledger is
+// append-only and committed in seq order, so the rows up to the head read
+// at the start are fixed.
+//
+// Errors: ErrUnavailable (and the other translations of errors.go) when
+// the database fails; fn's error, returned as is, stops the scan.
+func (s *Store) Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error {
+	return s.scanPages(ctx, from, to, fn)
+}
+
+func (s *Store) scanPages(ctx context.Context, from, to uint64, fn func(audit.Record) error) error {
+	head, err := headOn(ctx, s.scan)
+	if err != nil {
+		return err
+	}
+	if to == 0 || to > head.Seq {
+		to = head.Seq
+	}
+	if from == 0 {
+		from = 1
+	}
+	page := make([]audit.Record, 0, s.cfg.ScanPage)
+	for from <= to {
+		page = page[:0]
+		err := scanRows(ctx, s.scan, from, to, s.cfg.ScanPage, func(r audit.Record) error {
+			page = append(page, r)
+			return nil
+		})
+		if err != nil {
+			return translate(err)
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+	return nil
+}
+
+// scanRows streams the records with from <= seq <= to (to 0: no bound),
+// at most limit of them (0: all), to fn.
+func scanRows(ctx context.Context, q querier, from, to uint64, limit int, fn func(audit.Record) error) error {
 	if to == 0 {
 		to = 1<<63 - 1
 	}
-	rows, err := tx.Query(ctx, `SELECT seq, prev_hash, hash, kind, tenant, actor, occurred_at, recorded_at, payload
-		FROM audit_events WHERE seq BETWEEN $1 AND $2 ORDER BY seq`, int64(from), int64(to))
+	var lim *int64
+	if limit > 0 {
+		l := int64(limit)
+		lim = &l
+	}
+	rows, err := q.Query(ctx, `SELECT seq, prev_hash, hash, kind, tenant, actor, occurred_at, recorded_at, payload
+		FROM audit_events WHERE seq BETWEEN $1 AND $2 ORDER BY seq LIMIT $3`, int64(from), int64(to), lim)
 	if err != nil {
 		return err
 	}

@@ -19,14 +19,20 @@ type VerifyOptions struct {
 	Progress func(seq uint64)
 }
 
-// Verify streams the whole ledger in one snapshot, recomputes every hash,
-// checks every stored and external checkpoint (signature, and head at its
-// size) and returns the first break as an *audit.BreakError.
+// Verify reads the whole ledger, recomputes every hash, checks every
+// stored and external checkpoint (signature, and head at its size) and
+// returns the first break as an *audit.BreakError.
 //
-// The external directory is read before the snapshot is taken: a checkpoint
-// file is written after its events commit, so every external checkpoint's
-// events are visible to the snapshot and a live writer causes no false
-// truncation report.
+// It runs on the scan pool and holds no long transaction: the stored
+// checkpoints are read first, then the chain is read in keyset pages (Scan)
+// up to the head read after them. The ledger is append-only and committed
+// in seq order, and a checkpoint is written only after its events commit,
+// so every checkpoint read is within the rows verified, and a live writer
+// causes no false truncation report. The external directory is read first
+// of all, for the same reason.
+//
+// Errors: *audit.BreakError for a broken chain or checkpoint; the database
+// errors of Scan.
 func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, error) {
 	var external []SourcedCheckpoint
 	if opts.ExternalDir != "" {
@@ -35,32 +41,31 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 			return audit.Result{}, err
 		}
 	}
-	var res audit.Result
-	err := s.readOnly(ctx, func(tx pgx.Tx) error {
-		stored, err := checkpointsTx(ctx, tx)
-		if err != nil {
-			return err
-		}
-		v := audit.NewVerifier(audit.Head{}, opts.Keys)
-		for _, c := range append(stored, external...) {
-			if err := v.AddCheckpoint(c.Checkpoint, c.Source); err != nil {
-				return err
-			}
-		}
-		err = scanTx(ctx, tx, 1, 0, func(r audit.Record) error {
-			if err := v.Add(r); err != nil {
-				return err
-			}
-			if opts.Progress != nil && r.Seq%10000 == 0 {
-				opts.Progress(r.Seq)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		res, err = v.Finish()
+	var stored []SourcedCheckpoint
+	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
+		var err error
+		stored, err = checkpointsTx(ctx, tx)
 		return err
+	}); err != nil {
+		return audit.Result{}, err
+	}
+	v := audit.NewVerifier(audit.Head{}, opts.Keys)
+	for _, c := range append(stored, external...) {
+		if err := v.AddCheckpoint(c.Checkpoint, c.Source); err != nil {
+			return audit.Result{}, err
+		}
+	}
+	err := s.scanPages(ctx, 1, 0, func(r audit.Record) error {
+		if err := v.Add(r); err != nil {
+			return err
+		}
+		if opts.Progress != nil && r.Seq%10000 == 0 {
+			opts.Progress(r.Seq)
+		}
+		return nil
 	})
-	return res, err
+	if err != nil {
+		return audit.Result{}, err
+	}
+	return v.Finish()
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -10,16 +12,29 @@ import (
 
 func newMigrateCmd(g *globals) *cobra.Command {
 	roles := migrations.DefaultRoles
+	var passwordFile string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the owner and runtime roles if missing and apply pending migrations",
 		Long: `Connects with --database-url as an administrator (a role that may create roles and
 objects), creates the owner and runtime roles if missing, grants them what they need on this
-database, and applies every pending embedded migration as the owner.`,
+database, and applies every pending embedded migration as the owner. With --runtime-password-file
+it sets the runtime role's password (servers log in as that role with their own --database-url).
+The other cloisonctl commands connect with whatever --database-url names: the runtime role's
+URL suffices for reads and token issue; purges need the owner (--role).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.databaseURL == "" {
 				return fmt.Errorf("set --database-url")
+			}
+			if passwordFile != "" {
+				b, err := os.ReadFile(passwordFile)
+				if err != nil {
+					return err
+				}
+				if roles.RuntimePassword = strings.TrimRight(string(b), "\r\n"); roles.RuntimePassword == "" {
+					return fmt.Errorf("--runtime-password-file %s is empty", passwordFile)
+				}
 			}
 			applied, err := migrations.Up(cmd.Context(), g.databaseURL, roles)
 			if err != nil {
@@ -35,6 +50,7 @@ database, and applies every pending embedded migration as the owner.`,
 		},
 	}
 	cmd.Flags().StringVar(&roles.Owner, "owner-role", roles.Owner, "role that owns the ledger and register tables")
-	cmd.Flags().StringVar(&roles.Runtime, "runtime-role", roles.Runtime, "role servers connect as (INSERT/SELECT only)")
+	cmd.Flags().StringVar(&roles.Runtime, "runtime-role", roles.Runtime, "role servers log in as (INSERT/SELECT only)")
+	cmd.Flags().StringVar(&passwordFile, "runtime-password-file", "", "file holding the password to set on the runtime role")
 	return cmd
 }

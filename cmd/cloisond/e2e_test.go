@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/migrations"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -58,12 +60,19 @@ type node struct {
 	done     chan error
 }
 
+// startNode starts cloisond on the database dbURL (an administrator's URL,
+// used for role setup and migrations): the node itself logs in as the
+// runtime role (the one roles name, or the default).
 func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *node {
 	t.Helper()
 	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
-	args := append([]string{"--database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
+	runtime := migrations.DefaultRoles.Runtime
+	if i := slices.Index(roles, "--db-runtime-role"); i >= 0 {
+		runtime = roles[i+1]
+	}
+	args := append([]string{"--database-url", pgtest.AsRole(dbURL, runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
 		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e", "--refusal-flush", "200ms"}, roles...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs

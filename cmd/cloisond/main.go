@@ -12,6 +12,12 @@
 // --tls-key; cloisonctl cert init) and transfer manifests are authenticated
 // with the cluster key (--cluster-key).
 //
+// Database (db.go): --database-url logs in as the runtime role itself
+// (checked on every connection); --migrate-database-url, an administrator's,
+// serves only role setup and migrations at start. --db-max-conns bounds the
+// connections, --db-scan-conns of them reserved to compliance scans, so the
+// request path never waits on a scan.
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
@@ -36,8 +42,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
@@ -50,13 +54,13 @@ import (
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
-	"github.com/cloison/cloison/migrations"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 )
 
 type config struct {
-	addr, databaseURL, ownerRole, runtimeRole   string
+	addr                                        string
+	db                                          dbConfig
 	migrate, createDB                           bool
 	modelPath, modelName, backend               string
 	threads                                     int
@@ -74,6 +78,7 @@ type config struct {
 	roles                                       roleConfig
 	maxRequestBytes                             int64
 	net                                         netConfig
+	streams                                     api.StreamLimits
 }
 
 func main() {
@@ -97,11 +102,9 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("cloisond", flag.ContinueOnError)
 	cfgFile := fs.String("config", "", "JSON file of {\"flag-name\": value}")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL with rights to migrate (env DATABASE_URL)")
-	fs.StringVar(&c.ownerRole, "db-owner-role", migrations.DefaultRoles.Owner, "role owning the ledger tables")
-	fs.StringVar(&c.runtimeRole, "db-runtime-role", migrations.DefaultRoles.Runtime, "role the server acts as (SET ROLE): INSERT/SELECT only on the ledger")
-	fs.BoolVar(&c.migrate, "migrate", true, "apply migrations at start")
-	fs.BoolVar(&c.createDB, "create-database", false, "create the database named in --database-url if missing")
+	c.db.flags(fs)
+	fs.BoolVar(&c.migrate, "migrate", true, "set up roles and apply migrations at start through --migrate-database-url (when set)")
+	fs.BoolVar(&c.createDB, "create-database", false, "create the database named in --migrate-database-url if missing")
 	fs.StringVar(&c.modelPath, "model", "", "GGUF model file; empty: the built-in context-bag model, synthesized under --state-dir")
 	fs.StringVar(&c.modelName, "model-name", "", "model id the API serves (default: general.name, or cloison-context-bag)")
 	fs.StringVar(&c.backend, "backend", "cpu", "compute backend (cpu; cuda in builds with -tags cuda)")
@@ -136,6 +139,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
 	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC) the public API accepts, in bytes (policy bundles: 8×)")
+	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")
+	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
+	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
 	c.net.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -182,8 +188,11 @@ func parseFlags(args []string) (config, error) {
 			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(k), err)
 		}
 	}
-	if c.databaseURL == "" {
-		return c, errors.New("no database: set --database-url or DATABASE_URL (make run starts one)")
+	if err := c.db.check(); err != nil {
+		return c, err
+	}
+	if c.createDB && c.db.migrateURL == "" {
+		return c, errors.New("--create-database needs --migrate-database-url")
 	}
 	if err := c.roles.check(); err != nil {
 		return c, err
@@ -199,33 +208,27 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	if c.createDB {
-		if err := ensureDatabase(ctx, c.databaseURL); err != nil {
+		if err := ensureDatabase(ctx, c.db.migrateURL); err != nil {
 			return fmt.Errorf("create database: %w", err)
 		}
 	}
-	roles := migrations.Roles{Owner: c.ownerRole, Runtime: c.runtimeRole}
 	if c.migrate {
-		applied, err := migrations.Up(ctx, c.databaseURL, roles)
+		applied, err := c.db.setup(ctx)
 		if err != nil {
 			return fmt.Errorf("migrations: %w", err)
 		}
-		log.Info("database migrated", "applied", applied)
+		if c.db.migrateURL != "" {
+			log.Info("database migrated", "applied", applied)
+		}
 	}
-	pcfg, err := pgxpool.ParseConfig(c.databaseURL)
+	// The server logs in as the runtime role (db.go): INSERT and SELECT on
+	// the ledger, never UPDATE, DELETE or TRUNCATE, and nothing to RESET to.
+	db, scanDB, err := c.db.pools(ctx, c.node)
 	if err != nil {
-		return err
-	}
-	// The server acts as the runtime role: INSERT and SELECT on the ledger,
-	// never UPDATE, DELETE or TRUNCATE.
-	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, "SET ROLE "+pgx.Identifier{c.runtimeRole}.Sanitize())
-		return err
-	}
-	db, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return err
+		return fmt.Errorf("database: %w", err)
 	}
 	defer db.Close()
+	defer scanDB.Close()
 	if c.roles.role == rolePrefill {
 		return runPrefill(ctx, c, db, log)
 	}
@@ -240,7 +243,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
-		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log})
+		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log,
+		ScanPool: scanDB})
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -373,7 +377,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir},
-		ExportKey: cpKey})
+		ExportKey: cpKey, Streams: c.streams})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,10 @@
 // cluster under ./.cache/pg (installing postgresql with apt-get when no
 // server binaries exist). When none works the test FAILS — with CI set or
 // not; a missing database is never a skip.
+//
+// Runtime pools (DB.RuntimeURL, RuntimePool) log in as the runtime role
+// itself, as cloisond does: privilege checks are exactly the role's, and
+// RESET ROLE cannot reach the administrator.
 package pgtest
 
 import (
@@ -15,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,7 +114,10 @@ func RepoRoot() (string, error) {
 type DB struct {
 	Name     string
 	AdminURL string // superuser (or the server's admin) connected to this database
-	Roles    migrations.Roles
+	// RuntimeURL logs in as the runtime role itself (no SET ROLE): what a
+	// server's --database-url is.
+	RuntimeURL string
+	Roles      migrations.Roles
 }
 
 // Create makes a fresh database named after prefix, applies the migrations
@@ -126,12 +134,12 @@ func Create(ctx context.Context, prefix string) (*DB, func() error, error) {
 		name = name[:40]
 	}
 	name = fmt.Sprintf("cloison_t_%s_%d_%s", name, os.Getpid(), hex.EncodeToString(rnd[:]))
-	admin, err := pgx.Connect(ctx, server)
+	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgtest: %w", err)
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return nil, nil, fmt.Errorf("pgtest: create database: %w", err)
 	}
 	drop := func() error {
@@ -150,7 +158,8 @@ func Create(ctx context.Context, prefix string) (*DB, func() error, error) {
 		return nil, nil, err
 	}
 	cfg.Database = name
-	db := &DB{Name: name, AdminURL: withDatabase(server, name), Roles: Roles}
+	admin := withDatabase(server, name)
+	db := &DB{Name: name, AdminURL: admin, RuntimeURL: AsRole(admin, Roles.Runtime), Roles: Roles}
 	if _, err := migrations.Up(ctx, db.AdminURL, Roles); err != nil {
 		_ = drop()
 		return nil, nil, err
@@ -215,22 +224,42 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// withDatabase returns url pointing at database name.
+// WithDatabase returns url pointing at database name.
+func WithDatabase(url, name string) string { return withDatabase(url, name) }
+
 func withDatabase(url, name string) string {
-	// Both URL and keyword/value forms are accepted by pgx; rebuild as URL.
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return url
 	}
-	user := cfg.User
-	if cfg.Password != "" {
-		user += ":" + cfg.Password
+	return rebuild(cfg, cfg.User, cfg.Password, name)
+}
+
+// AsRole returns url logging in as role (no password: the test servers
+// trust local connections) on the same server and database.
+func AsRole(url, role string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return url
+	}
+	return rebuild(cfg, role, "", cfg.Database)
+}
+
+// rebuild writes cfg back as a URL (pgx accepts URL and keyword/value
+// forms; tests pass URLs on command lines).
+func rebuild(cfg *pgx.ConnConfig, user, password, name string) string {
+	u := (&neturl.URL{Scheme: "postgres", Host: fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), Path: "/" + name})
+	if password != "" {
+		u.User = neturl.UserPassword(user, password)
+	} else {
+		u.User = neturl.User(user)
 	}
 	ssl := "disable"
 	if cfg.TLSConfig != nil {
 		ssl = "require"
 	}
-	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=%s", user, cfg.Host, cfg.Port, name, ssl)
+	u.RawQuery = "sslmode=" + ssl
+	return u.String()
 }
 
 // AdminPool opens a pool on the database as the admin (superuser).
@@ -244,19 +273,11 @@ func (d *DB) AdminPool(tb testing.TB) *pgxpool.Pool {
 	return p
 }
 
-// RuntimeConfig returns a pool config whose sessions run as the runtime
-// role (SET ROLE after connecting as the admin), so privilege checks are
-// exactly the runtime role's.
+// RuntimeConfig returns a pool config that logs in as the runtime role
+// (RuntimeURL), so privilege checks are exactly the runtime role's and
+// RESET ROLE leaves them so.
 func (d *DB) RuntimeConfig() (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(d.AdminURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SET ROLE "+pgx.Identifier{d.Roles.Runtime}.Sanitize())
-		return err
-	}
-	return cfg, nil
+	return pgxpool.ParseConfig(d.RuntimeURL)
 }
 
 // RuntimePool opens a pool on the database as the runtime role.

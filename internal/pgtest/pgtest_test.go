@@ -38,9 +38,23 @@ func TestParallelDatabases(t *testing.T) {
 			t.Parallel()
 			db := New(t)
 			rt := db.RuntimePool(t)
-			var who string
-			if err := rt.QueryRow(context.Background(), "SELECT current_user").Scan(&who); err != nil || who != Roles.Runtime {
-				t.Errorf("got %q %v, want %q", who, err, Roles.Runtime)
+			// The runtime pool logs in as the role (session_user), so
+			// RESET ROLE cannot climb to the administrator.
+			var who, session string
+			ctx := context.Background()
+			c, err := rt.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			if _, err := c.Exec(ctx, "RESET ROLE"); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.QueryRow(ctx, "SELECT current_user, session_user").Scan(&who, &session); err != nil {
+				t.Fatal(err)
+			}
+			if who != Roles.Runtime || session != Roles.Runtime {
+				t.Errorf("got current_user %q session_user %q, want %q", who, session, Roles.Runtime)
 			}
 		})
 	}
