@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -269,6 +270,39 @@ func (p *prober) count(status int, err error) {
 	}
 }
 
+// maxRetries bounds how often send retries one request that was refused
+// for now (429 with Retry-After: the tenant's concurrency, KV pages in
+// flight or rate); the flood runs more requests at once than a tenant's
+// quota may admit.
+const maxRetries = 40
+
+// send posts body as tenant B, retrying as a well-behaved client does while
+// the answer is 429 with a Retry-After (at most maxRetries times, each wait
+// capped at two seconds). A 429 without Retry-After (it can never fit) and
+// every other answer are returned as they are.
+func (p *prober) send(ctx context.Context, body []byte) (*http.Response, error) {
+	for try := 0; ; try++ {
+		req, _ := http.NewRequestWithContext(ctx, "POST", p.cfg.URL+"/v1/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+p.cfg.TokenB)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := p.cfg.Client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		secs, perr := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != http.StatusTooManyRequests || perr != nil || try == maxRetries {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(time.Duration(secs)*time.Second, 2*time.Second)):
+		}
+	}
+}
+
 // attack sends one B request of n prompt tokens and checks its answer.
 func (p *prober) attack(ctx context.Context, n, maxTokens int, abort bool) {
 	ids := make([]int, n)
@@ -278,10 +312,7 @@ func (p *prober) attack(ctx context.Context, n, maxTokens int, abort bool) {
 	body, _ := json.Marshal(map[string]any{"model": p.cfg.Model, "prompt": ids, "max_tokens": maxTokens, "temperature": 0, "stream": true})
 	served := float64(p.limit)
 	over := n+maxTokens > p.limit
-	req, _ := http.NewRequestWithContext(ctx, "POST", p.cfg.URL+"/v1/completions", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+p.cfg.TokenB)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.cfg.Client.Do(req)
+	resp, err := p.send(ctx, body)
 	if err != nil {
 		p.count(0, err)
 		p.find("transport", "request of %d tokens: %v", n, err)
