@@ -106,8 +106,10 @@ type Engine struct {
 	sched *Scheduler
 	now   func() time.Time
 
-	ctl  chan func() // control messages into the loop
-	wake chan struct{}
+	ctl      chan func() // control messages into the loop
+	wake     chan struct{}
+	exited   chan struct{} // closed when Run has returned (after shutdown)
+	exitOnce sync.Once
 
 	mu      sync.Mutex
 	active  map[cloison.RequestID]*active // guarded by mu (the loop and Submit share it)
@@ -150,6 +152,7 @@ func New(cfg Config) (*Engine, error) {
 		now:     now,
 		ctl:     make(chan func(), 1024),
 		wake:    make(chan struct{}, 1),
+		exited:  make(chan struct{}),
 		active:  map[cloison.RequestID]*active{},
 		tickets: map[cloison.RequestID]*transfer.Ticket{},
 	}, nil
@@ -182,19 +185,27 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		stops[s] = true
 	}
 	a := &active{req: r, sampler: samp, stops: stops, stream: newStream(r.ID), started: e.now()}
+	// The cancel hooks are set BEFORE a is published in e.active: from then
+	// on the loop (finish, shutdown) may end it at any moment and calls
+	// a.stopCtx. A cancellation that fires before publication posts a
+	// cancel of an unknown request: a no-op.
+	a.stream.cancel = func(reason error) { e.post(func() { e.cancel(r.ID, reason) }) }
+	a.stopCtx = context.AfterFunc(ctx, func() { a.stream.cancel(fmt.Errorf("%w: %v", ErrCanceled, context.Cause(ctx))) })
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
+		a.stopCtx()
 		return nil, ErrStopped
 	}
 	if _, dup := e.active[r.ID]; dup {
 		e.mu.Unlock()
+		a.stopCtx()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateRequest, r.ID)
 	}
 	e.active[r.ID] = a
 	e.mu.Unlock()
-	a.stream.cancel = func(reason error) { e.post(func() { e.cancel(r.ID, reason) }) }
-	a.stopCtx = context.AfterFunc(ctx, func() { a.stream.cancel(fmt.Errorf("%w: %v", ErrCanceled, context.Cause(ctx))) })
+	// If Run returned meanwhile, shutdown already ended the stream (it saw
+	// a in e.active) and the enqueue is dropped.
 	e.post(func() {
 		if err := e.sched.Enqueue(t); err != nil {
 			e.finish(a, Event{ID: r.ID, Tenant: r.Tenant, State: Failed, Err: err})
@@ -215,12 +226,20 @@ func validateStops(stops []string) error {
 	return nil
 }
 
-func (e *Engine) post(f func()) {
-	e.ctl <- f
+// post hands f to the loop. It never blocks once Run has returned (f is
+// dropped: shutdown already ended every request f could concern) and
+// reports whether the loop took f in.
+func (e *Engine) post(f func()) bool {
+	select {
+	case e.ctl <- f:
+	case <-e.exited:
+		return false
+	}
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // cancel runs on the loop goroutine.
@@ -257,6 +276,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			err = fmt.Errorf("%w: engine loop: %v", errInternal, r)
 		}
 		e.shutdown(err)
+		e.exitOnce.Do(func() { close(e.exited) })
 	}()
 	for {
 		e.drain()
