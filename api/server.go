@@ -77,6 +77,8 @@ type Server struct {
 	mu       sync.Mutex
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
 	ledgerOK time.Time                  // last successful ledger round trip, guarded by mu
+
+	writes incidentWrites // incident writes in flight, drained by Close
 }
 
 // NewServer returns a Server.

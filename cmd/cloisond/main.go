@@ -45,7 +45,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -313,13 +312,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	var srv *api.Server
 	var remote *engine.Remote
+	var dn *decodeNode // its transfer server serves once srv exists
 	if aerr == nil && c.roles.role == roleDecode {
-		d, err := startDecode(c, lm, pool, arena, func(f transfer.Failure) { srv.RecordTransferFailure(f) }, log)
+		d, err := startDecode(c, lm, pool, arena, log)
 		if err != nil {
 			return err
 		}
 		defer d.close()
-		remote = d.remote
+		dn, remote = d, d.remote
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
 		peers, err := d.attestPeers(ctx, c.roles.attestWait)
@@ -360,7 +360,26 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	engDone := make(chan error, 1)
-	go func() { engDone <- eng.Run(engCtx) }()
+	engExited := make(chan struct{})
+	go func() { engDone <- eng.Run(engCtx); close(engExited) }()
+	if dn != nil {
+		dn.serve(srv)
+	}
+	// Last on every return path: what reports incidents (the engine, the
+	// transfer server) stops first, then every incident write is durable
+	// before run returns (retried, for up to the shutdown grace).
+	defer func() {
+		stopEngine()
+		<-engExited
+		if dn != nil {
+			dn.close()
+		}
+		ictx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+		defer cancel()
+		if err := srv.Close(ictx); err != nil {
+			log.Error("shutdown", "err", err)
+		}
+	}()
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {

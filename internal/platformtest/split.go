@@ -62,14 +62,17 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(name string) nodeTLS {
-		c, err := ca.Issue(name, "127.0.0.1")
+	// Role-bound certificates, each node accepting only the other role (as
+	// cloisond configures them).
+	issue := func(role, peerRole string) nodeTLS {
+		c, err := ca.IssueRole(role, role, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return nodeTLS{server: pki.ServerConfig(c, ca.Pool()), client: pki.ClientConfig(c, ca.Pool(), "")}
+		return nodeTLS{server: pki.RequirePeerRole(pki.ServerConfig(c, ca.Pool()), peerRole),
+			client: pki.RequirePeerRole(pki.ClientConfig(c, ca.Pool(), ""), peerRole)}
 	}
-	decodeTLS, prefillTLS := issue("decode"), issue("prefill")
+	decodeTLS, prefillTLS := issue(pki.RoleDecode, pki.RolePrefill), issue(pki.RolePrefill, pki.RoleDecode)
 
 	// The prefill node: its own model instance, pool and arena.
 	f, err := gguf.Parse(ggufBytes)
