@@ -270,6 +270,9 @@ type active struct {
 
 // Run drives the engine until ctx ends; then every live request ends with
 // ErrStopped. It returns the error that stopped the loop, if any other.
+// Call it once. After it returned nothing that posts to the loop (a
+// stream's Cancel, a remote prefill's completion) blocks, and Submit
+// returns ErrStopped.
 func (e *Engine) Run(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -4,6 +4,13 @@
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
 //
+// A prefill node dials only decode addresses it trusts: those TrustDecode
+// lists (cloisond --decode-peers), or else an address whose host the calling
+// decode node's certificate names; any other is refused (permission_denied)
+// before anything is dialed. cloisond's TLS configs also bind certificates to
+// roles (pki.RequirePeerRole): only a decode-role certificate calls
+// PrefillService, and only a prefill-role one serves it.
+//
 // Errors keep their cloison code across the wire: the server answers with a
 // gRPC status whose message starts with the code ("context_length_exceeded:
 // …"), and the client turns it back into a *cloison.Error of that code.

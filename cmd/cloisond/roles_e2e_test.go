@@ -244,7 +244,7 @@ func TestE2ERolesWrongClusterKey(t *testing.T) {
 		}
 		ir := d.do("GET", "/compliance/v1/incidents", admin, nil)
 		mr := d.do("GET", "/metrics", admin, nil)
-		if failed == 1 && ir.status == 200 && strings.Contains(string(ir.body), "unauthenticated-stream") &&
+		if failed == 1 && ir.status == 200 && strings.Count(string(ir.body), `"Source":"transfer_verification_failed"`) == 1 &&
 			unauthenticatedRefusals(string(mr.body)) >= 4 {
 			break
 		}

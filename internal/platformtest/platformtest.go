@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
@@ -208,6 +209,17 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the ledger closes: the engine stops, then every incident it
+	// reported is written (api.Server.Close).
+	t.Cleanup(func() {
+		stop()
+		<-done
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			t.Errorf("platformtest: %v", err)
+		}
+	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Pool: kv, Prefill: pn}, nil
