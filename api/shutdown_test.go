@@ -10,6 +10,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -18,7 +19,7 @@ import (
 // rows are there when Close returns — and one reported after Close is
 // written before its hook returns.
 func TestCloseWaitsForIncidents(t *testing.T) {
-	p := newPlatform(t)
+	p := platformtest.New(t, platformtest.Options{}) // every defence on
 	const n = 6
 	for i := range n {
 		p.Server.RecordIncident(engine.Incident{Time: time.Now(), Tenant: "victim", Request: cloison.RequestID(fmt.Sprint("req-i", i)),

@@ -1,3 +1,5 @@
+//go:build faults
+
 package api_test
 
 import (

@@ -46,8 +46,9 @@ type Config struct {
 	// OnIncident is called for every isolation failure (pool violation or
 	// kernel tag mismatch), once per affected request.
 	OnIncident func(Incident)
-	// UnsafeSkipLengthCheck turns admission's length checks off (test-only).
-	UnsafeSkipLengthCheck bool
+	// Unsafe switches test-only faults on (admission's length checks off);
+	// empty in the default build, see unsafe.go.
+	Unsafe Unsafe
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Remote, when set, makes this a decode node whose prompts are
@@ -147,7 +148,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg: cfg,
 		adm: NewAdmission(AdmissionConfig{ServedContext: cfg.Attestation.ServedContext, Vocab: cfg.Model.Vocab,
-			Pool: cfg.Pool, PrefillCapacity: prefillCapacity(cfg.Remote), UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
+			Pool: cfg.Pool, PrefillCapacity: prefillCapacity(cfg.Remote), Unsafe: cfg.Unsafe}),
 		sched:   NewScheduler(cfg.Pool, cfg.Scheduler),
 		now:     now,
 		ctl:     make(chan func(), 1024),

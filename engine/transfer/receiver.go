@@ -41,22 +41,10 @@ type ReceiverConfig struct {
 	VerifyWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Unsafe switches single checks off. It exists only so that the 2026
-	// regression suite can prove the other layers fail closed without them;
-	// a server never sets it.
+	// Unsafe switches single checks off in a build with the faults tag, so
+	// that the 2026 regression suite can prove the other layers fail closed
+	// without them; empty in the default build (unsafe.go).
 	Unsafe ReceiverUnsafe
-}
-
-// ReceiverUnsafe names the receiver's checks that tests may switch off.
-type ReceiverUnsafe struct {
-	// SkipCountCheck accepts a header whose tokens or pages differ from the
-	// reservation, and a trailer after fewer pages than announced (the
-	// 2026 "transfer complete" for a one-page placeholder).
-	SkipCountCheck bool
-	// SkipDigestCheck accepts pages whose digest does not match, a trailer
-	// whose digest list differs from the pages received, and a manifest MAC
-	// that does not verify (the MAC covers the digests).
-	SkipDigestCheck bool
 }
 
 // Failure describes a refused transfer, for the ledger: identifiers and the
@@ -523,7 +511,7 @@ func (r *Receiver) verifyHeader(t *Ticket, h *Header, mac []byte) (time.Duration
 		return spent, refuse(ReasonModel, "KV of model %x, this node serves %x", h.Model[:8], r.cfg.Model[:8])
 	case h.Layout != r.layout:
 		return spent, refuse(ReasonLayout, "pages of layout %+v, this node's arena is %+v", h.Layout, r.layout)
-	case r.cfg.Unsafe.SkipCountCheck:
+	case r.cfg.Unsafe.skipCountCheck():
 	case h.Tokens != t.tokens:
 		return spent, refuse(ReasonTokenCount, "%d tokens transferred for a reservation of %d", h.Tokens, t.tokens)
 	case h.Pages != t.table.Len():
@@ -591,7 +579,7 @@ func (v *verifier) page(j pageJob) {
 	v.mu.Lock()
 	v.cpu += time.Since(start)
 	v.mu.Unlock()
-	if !ok && !v.r.cfg.Unsafe.SkipDigestCheck {
+	if !ok && !v.r.cfg.Unsafe.skipDigestCheck() {
 		v.fail(refuse(ReasonDigest, "page %d does not match its digest", j.i))
 		return
 	}
@@ -651,7 +639,7 @@ func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*tran
 			switch {
 			case off != 0:
 				return res, refuse(ReasonChunkOrder, "trailer inside page %d", page)
-			case page != h.Pages && !r.cfg.Unsafe.SkipCountCheck:
+			case page != h.Pages && !r.cfg.Unsafe.skipCountCheck():
 				// Fewer pages than announced: transferred != reserved.
 				return res, refuse(ReasonPageCount, "trailer after %d of %d pages", page, h.Pages)
 			}
@@ -729,7 +717,7 @@ func (r *Receiver) commit(t *Ticket, m *Manifest, received int, tr *transferv1.T
 		okDigests = subtle.ConstantTimeCompare(ds[i], m.Digests[i][:]) == 1
 	}
 	okMAC := macEqual(want, tr.GetManifestMac())
-	if r.cfg.Unsafe.SkipDigestCheck {
+	if r.cfg.Unsafe.skipDigestCheck() {
 		okDigests, okMAC = true, true
 	}
 	spent := time.Since(vs)

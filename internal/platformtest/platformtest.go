@@ -38,6 +38,10 @@ const Model = "cloison-context-bag"
 type Options struct {
 	Tenants []cloison.TenantID // created active, shared tier, cross-tenant zeroing (default: victim, attacker)
 	Pages   int                // KV pages of 16 tokens (default 256)
+	// Faults (PlaceholderOver and the Skip* fields here and in Split)
+	// switch defences off; they take effect only in a build with the faults
+	// tag, and Start fails in the default build if one is set.
+	//
 	// The 2026 bug: prompts longer than this are replaced by a one-token
 	// placeholder while decoding runs over the full reservation (0: off).
 	PlaceholderOver int
@@ -156,7 +160,11 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := cpu.New(kernels.Options{UnsafeSkipOwnershipChecks: o.SkipKernelCheck})
+	flt, err := faultsOf(o)
+	if err != nil {
+		return nil, err
+	}
+	be, err := cpu.New(kernels.Options{Unsafe: flt.kernels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +177,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: isolation.Unsafe{SkipFillCheck: o.SkipFillCheck, SkipScrub: o.SkipScrub}})
+	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +193,13 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	var remote *engine.Remote
 	var pn *PrefillNode
 	if o.Split != nil {
-		if pn, remote, att, err = startSplit(t, o, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
+		if pn, remote, att, err = startSplit(t, o, flt, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
 			return nil, err
 		}
 	}
 	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
-		Scheduler:             engine.SchedulerConfig{UnsafePlaceholderOver: o.PlaceholderOver},
-		UnsafeSkipLengthCheck: o.SkipAdmission, Remote: remote,
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine},
+		Unsafe:    flt.engine, Remote: remote,
 		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
 	if err != nil {
 		t.Fatal(err)

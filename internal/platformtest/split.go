@@ -40,7 +40,7 @@ func (n *PrefillNode) Calls() int { return int(n.calls.Load()) }
 // checked in (engine.AttestPrefill). Unless o.Split.SkipAttestation, a pool
 // that cannot hold the served context stops it with engine.ErrAttestation,
 // as cloisond refuses to start.
-func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
+func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
 	onFailure func(transfer.Failure)) (*PrefillNode, *engine.Remote, engine.Attestation, error) {
 	sp := *o.Split
 	if sp.PrefillPages == 0 {
@@ -106,11 +106,11 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pn.Pool, Arena: parena, Keys: keys, Model: digest, UnsafeClaimReservation: sp.Placeholder})
+	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pn.Pool, Arena: parena, Keys: keys, Model: digest, Unsafe: flt.sender})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &engine.PrefillRunner{Model: m, Pool: pn.Pool, Arena: parena, Sender: sender, UnsafePlaceholder: sp.Placeholder}
+	runner := &engine.PrefillRunner{Model: m, Pool: pn.Pool, Arena: parena, Sender: sender, Unsafe: flt.engine}
 	var mu sync.Mutex // one prefill at a time, as cloisond runs them
 	svc := prefillrpc.NewServer(func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 		pn.calls.Add(1)
@@ -125,7 +125,7 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 
 	// The decode node: the transfer server into the platform's pool.
 	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: kv, Arena: arena, Keys: keys, Model: digest, OnVerificationFailed: onFailure,
-		Unsafe: transfer.ReceiverUnsafe{SkipCountCheck: sp.SkipCountCheck, SkipDigestCheck: sp.SkipDigestCheck}})
+		Unsafe: flt.recv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 		// the published attestation keeps each peer's verdict.
 		att.OK, att.Reason = true, ""
 	}
-	return pn, &engine.Remote{Receiver: recv, Prefill: client.Prefill, Capacity: capacity, UnsafeSkipCountCheck: sp.SkipDecodeCount}, att, nil
+	return pn, &engine.Remote{Receiver: recv, Prefill: client.Prefill, Capacity: capacity, Unsafe: flt.engine}, att, nil
 }
 
 type nodeTLS struct{ server, client *tls.Config }
