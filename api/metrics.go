@@ -26,6 +26,12 @@ type Metrics struct {
 	incidents    *prometheus.CounterVec
 	// TransferVerificationsFailed counts refused prefill→decode transfers.
 	TransferVerificationsFailed *prometheus.CounterVec
+	// TransferUnauthenticated counts transfer streams refused before their
+	// header authenticated (unknown key, bad header MAC, malformed, no such
+	// reservation), by reason: junk from a certificate holder without the
+	// cluster key. At most one incident per peer and window is opened.
+	TransferUnauthenticated *prometheus.CounterVec
+	incidentWritesLost      prometheus.Counter
 }
 
 func newMetrics(s *Server) *Metrics {
@@ -41,7 +47,10 @@ func newMetrics(s *Server) *Metrics {
 	m.e2e = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloison:e2e_request_latency_seconds", Help: "End-to-end request latency.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)})
 	m.incidents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:isolation_failures_total", Help: "Requests failed closed by an isolation check, by tenant and detector."}, []string{"tenant", "kind"})
 	m.TransferVerificationsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:transfer_verifications_failed_total", Help: "Prefill→decode transfers refused by verification."}, []string{"tenant"})
+	m.TransferUnauthenticated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:transfer_unauthenticated_refusals_total", Help: "Transfer streams refused before their header authenticated, by reason."}, []string{"reason"})
+	m.incidentWritesLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison:incident_writes_lost_total", Help: "Incident writes abandoned at shutdown after retries (logged)."})
 	for _, c := range []prometheus.Collector{m.ledgerErrors, m.policyDenied, m.requests, m.promptToks, m.genToks, m.tokenizeToks, m.ttft, m.e2e, m.incidents, m.TransferVerificationsFailed,
+		m.TransferUnauthenticated, m.incidentWritesLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &stateCollector{s: s}} {
 		f(c)
 	}

@@ -88,7 +88,8 @@ type Server struct {
 	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
 	ledgerOK time.Time                  // last successful ledger round trip, guarded by mu
 
-	refused refusals // requests refused before service, until the next FlushRefusals
+	refused refusals       // requests refused before service, until the next FlushRefusals
+	writes  incidentWrites // incident writes in flight, drained by Close
 }
 
 // NewServer returns a Server.

@@ -1,3 +1,5 @@
+//go:build faults
+
 package api_test
 
 import (
@@ -5,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -16,28 +17,11 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/tenancy"
 )
-
-type platform struct {
-	*platformtest.Platform
-	srvURL string
-}
 
 func newPlatform(t *testing.T) *platform {
 	p := platformtest.New(t, platformtest.Options{PlaceholderOver: 64})
 	return &platform{Platform: p, srvURL: p.URL}
-}
-
-func (p *platform) post(t *testing.T, tenant cloison.TenantID, body string) *http.Response {
-	req, _ := http.NewRequest("POST", p.srvURL+"/v1/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+p.Token(t, tenant, tenancy.ScopeInfer))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
 }
 
 // An isolation violation ends the response with an error — never a 200 or a

@@ -54,9 +54,9 @@ type AdmissionConfig struct {
 	// hold is rejected here, before the decode node reserves anything.
 	// 0: no bound (the node prefills itself).
 	PrefillCapacity int
-	// Unsafe switches the length checks off: test-only, to prove the other
-	// layers fail closed without them.
-	UnsafeSkipLengthCheck bool
+	// Unsafe (faults builds only) switches the length checks off, to prove
+	// the other layers fail closed without them.
+	Unsafe Unsafe
 }
 
 // Admission validates requests BEFORE anything is allocated: prompt length
@@ -109,7 +109,7 @@ func (a *Admission) check(r Request) error {
 	if err != nil {
 		return err
 	}
-	if a.cfg.UnsafeSkipLengthCheck {
+	if a.cfg.Unsafe.skipLengthCheck() {
 		return nil
 	}
 	// Overflow-safe: MaxTokens may be huge.

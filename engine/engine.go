@@ -46,8 +46,9 @@ type Config struct {
 	// OnIncident is called for every isolation failure (pool violation or
 	// kernel tag mismatch), once per affected request.
 	OnIncident func(Incident)
-	// UnsafeSkipLengthCheck turns admission's length checks off (test-only).
-	UnsafeSkipLengthCheck bool
+	// Unsafe switches test-only faults on (admission's length checks off);
+	// empty in the default build, see unsafe.go.
+	Unsafe Unsafe
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Remote, when set, makes this a decode node whose prompts are
@@ -106,8 +107,10 @@ type Engine struct {
 	sched *Scheduler
 	now   func() time.Time
 
-	ctl  chan func() // control messages into the loop
-	wake chan struct{}
+	ctl      chan func() // control messages into the loop
+	wake     chan struct{}
+	exited   chan struct{} // closed when Run has returned (after shutdown)
+	exitOnce sync.Once
 
 	mu      sync.Mutex
 	active  map[cloison.RequestID]*active // guarded by mu (the loop and Submit share it)
@@ -145,11 +148,12 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg: cfg,
 		adm: NewAdmission(AdmissionConfig{ServedContext: cfg.Attestation.ServedContext, Vocab: cfg.Model.Vocab,
-			Pool: cfg.Pool, PrefillCapacity: prefillCapacity(cfg.Remote), UnsafeSkipLengthCheck: cfg.UnsafeSkipLengthCheck}),
+			Pool: cfg.Pool, PrefillCapacity: prefillCapacity(cfg.Remote), Unsafe: cfg.Unsafe}),
 		sched:   NewScheduler(cfg.Pool, cfg.Scheduler),
 		now:     now,
 		ctl:     make(chan func(), 1024),
 		wake:    make(chan struct{}, 1),
+		exited:  make(chan struct{}),
 		active:  map[cloison.RequestID]*active{},
 		tickets: map[cloison.RequestID]*transfer.Ticket{},
 	}, nil
@@ -200,19 +204,27 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		stops[s] = true
 	}
 	a := &active{req: r, sampler: samp, stops: stops, stream: newStream(r.ID), started: e.now()}
+	// The cancel hooks are set BEFORE a is published in e.active: from then
+	// on the loop (finish, shutdown) may end it at any moment and calls
+	// a.stopCtx. A cancellation that fires before publication posts a
+	// cancel of an unknown request: a no-op.
+	a.stream.cancel = func(reason error) { e.post(func() { e.cancel(r.ID, reason) }) }
+	a.stopCtx = context.AfterFunc(ctx, func() { a.stream.cancel(fmt.Errorf("%w: %v", ErrCanceled, context.Cause(ctx))) })
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
+		a.stopCtx()
 		return nil, ErrStopped
 	}
 	if _, dup := e.active[r.ID]; dup {
 		e.mu.Unlock()
+		a.stopCtx()
 		return nil, fmt.Errorf("%w: %s", ErrDuplicateRequest, r.ID)
 	}
 	e.active[r.ID] = a
 	e.mu.Unlock()
-	a.stream.cancel = func(reason error) { e.post(func() { e.cancel(r.ID, reason) }) }
-	a.stopCtx = context.AfterFunc(ctx, func() { a.stream.cancel(fmt.Errorf("%w: %v", ErrCanceled, context.Cause(ctx))) })
+	// If Run returned meanwhile, shutdown already ended the stream (it saw
+	// a in e.active) and the enqueue is dropped.
 	e.post(func() {
 		if err := e.sched.Enqueue(t); err != nil {
 			e.finish(a, Event{ID: r.ID, Tenant: r.Tenant, State: Failed, Err: err})
@@ -233,12 +245,20 @@ func validateStops(stops []string) error {
 	return nil
 }
 
-func (e *Engine) post(f func()) {
-	e.ctl <- f
+// post hands f to the loop. It never blocks once Run has returned (f is
+// dropped: shutdown already ended every request f could concern) and
+// reports whether the loop took f in.
+func (e *Engine) post(f func()) bool {
+	select {
+	case e.ctl <- f:
+	case <-e.exited:
+		return false
+	}
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // cancel runs on the loop goroutine.
@@ -269,12 +289,16 @@ type active struct {
 
 // Run drives the engine until ctx ends; then every live request ends with
 // ErrStopped. It returns the error that stopped the loop, if any other.
+// Call it once. After it returned nothing that posts to the loop (a
+// stream's Cancel, a remote prefill's completion) blocks, and Submit
+// returns ErrStopped.
 func (e *Engine) Run(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: engine loop: %v", errInternal, r)
 		}
 		e.shutdown(err)
+		e.exitOnce.Do(func() { close(e.exited) })
 	}()
 	for {
 		e.drain()

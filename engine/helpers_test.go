@@ -85,13 +85,13 @@ type rig struct {
 }
 
 type rigConfig struct {
-	pool      isolation.Config
-	tenants   []isolation.TenantConfig
-	served    int // 0: attest with the model's context capped by the pool
-	sched     SchedulerConfig
-	skipAdmit bool
-	arena     func(kernels.Arena) kernels.Arena
-	remote    func(pool *isolation.Pool, arena any) *Remote
+	pool    isolation.Config
+	tenants []isolation.TenantConfig
+	served  int // 0: attest with the model's context capped by the pool
+	sched   SchedulerConfig
+	unsafe  Unsafe // faults builds only: admission's length checks off
+	arena   func(kernels.Arena) kernels.Arena
+	remote  func(pool *isolation.Pool, arena any) *Remote
 }
 
 func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
@@ -129,9 +129,9 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 		remote = rc.remote(pool, arena)
 	}
 	r.e, err = New(Config{Model: l.m, Tokenizer: l.tok, Pool: pool, Arena: arena, Attestation: att, Scheduler: rc.sched, Remote: remote,
-		UnsafeSkipLengthCheck: rc.skipAdmit,
-		OnFinish:              func(s Summary) { r.mu.Lock(); r.summary = append(r.summary, s); r.mu.Unlock() },
-		OnIncident:            func(in Incident) { r.mu.Lock(); r.inc = append(r.inc, in); r.mu.Unlock() },
+		Unsafe:     rc.unsafe,
+		OnFinish:   func(s Summary) { r.mu.Lock(); r.summary = append(r.summary, s); r.mu.Unlock() },
+		OnIncident: func(in Incident) { r.mu.Lock(); r.inc = append(r.inc, in); r.mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)

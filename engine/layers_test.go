@@ -1,3 +1,5 @@
+//go:build faults
+
 package engine
 
 import (
@@ -49,7 +51,7 @@ func (l layers) String() string {
 // the test would catch a regression.
 func TestIncidentLayers(t *testing.T) {
 	safe := bagModelOpts(t, kernels.Options{})
-	unsafe := bagModelOpts(t, kernels.Options{UnsafeSkipOwnershipChecks: true})
+	unsafe := bagModelOpts(t, kernels.Options{Unsafe: kernels.Unsafe{SkipOwnershipChecks: true}})
 	const served, pt, pages = 256, 16, 40
 	canary := func(i int) int32 { return 200 + int32(i%50) } // tokens 200–249
 	attack := make([]int32, 600)                             // tokens 0–49, far over the served context
@@ -70,10 +72,10 @@ func TestIncidentLayers(t *testing.T) {
 			r := newRig(t, l, rigConfig{
 				pool: isolation.Config{Pages: pages, PageTokens: pt, DefaultZeroing: zeroing,
 					Unsafe: isolation.Unsafe{SkipFillCheck: !lc.fill, SkipScrub: !lc.scrub}},
-				tenants:   []isolation.TenantConfig{{ID: "victim"}, {ID: "attacker"}},
-				served:    served,
-				skipAdmit: !lc.admission,
-				sched:     SchedulerConfig{UnsafePlaceholderOver: served, MaxBatchTokens: 1024, ChunkTokens: 1024},
+				tenants: []isolation.TenantConfig{{ID: "victim"}, {ID: "attacker"}},
+				served:  served,
+				unsafe:  Unsafe{SkipLengthCheck: !lc.admission, PlaceholderOver: served},
+				sched:   SchedulerConfig{Unsafe: Unsafe{PlaceholderOver: served}, MaxBatchTokens: 1024, ChunkTokens: 1024},
 			})
 			// The victim's KV fills pages, then the victim leaves.
 			vp := make([]int32, served-8)

@@ -36,10 +36,10 @@ type Remote struct {
 	// Capacity is the smallest prefill node's pool in tokens
 	// (AttestPrefill); admission rejects longer prompts. 0: no bound.
 	Capacity int
-	// UnsafeSkipCountCheck, for tests only, makes the engine decode without
-	// checking that the pool recorded every reserved token after the
-	// transfer (the receiver's own count check is transfer.ReceiverUnsafe).
-	UnsafeSkipCountCheck bool
+	// Unsafe (faults builds only: SkipCountCheck) makes the engine decode
+	// without checking that the pool recorded every reserved token after
+	// the transfer (the receiver's own count check is transfer.ReceiverUnsafe).
+	Unsafe Unsafe
 }
 
 func prefillCapacity(r *Remote) int {
@@ -115,7 +115,7 @@ func (e *Engine) startRemote(it RemoteItem) {
 				}
 			}
 		}
-		if err == nil && !r.UnsafeSkipCountCheck {
+		if err == nil && !r.Unsafe.skipCountCheck() {
 			// Decode verifies transferred == reserved itself, whatever the
 			// receiver concluded: 2026's decode node checked "finished" only.
 			if w, werr := e.cfg.Pool.Written(it.Lease); werr != nil || w != len(tokens) {
@@ -146,13 +146,13 @@ type PrefillRunner struct {
 	Chunk  int // prefill chunk in tokens; default 256
 
 	mu sync.Mutex // serialises scrubbing of the pool
-	// UnsafePlaceholder emulates the 2026 bug on the prefill side, for tests
-	// only: a prompt its pool cannot hold is not rejected but replaced by a
-	// one-token placeholder lease, whose KV alone is computed and sent as
-	// the whole prompt (with a Sender configured UnsafeClaimReservation,
-	// its one page is announced as the whole reservation, as in 2026).
-	// Prompts that fit are served normally.
-	UnsafePlaceholder bool
+	// Unsafe (faults builds only: Placeholder) emulates the 2026 bug on the
+	// prefill side: a prompt its pool cannot hold is not rejected but
+	// replaced by a one-token placeholder lease, whose KV alone is computed
+	// and sent as the whole prompt (with a Sender whose Unsafe claims the
+	// reservation, its one page is announced as the whole reservation, as
+	// in 2026). Prompts that fit are served normally.
+	Unsafe Unsafe
 }
 
 // Prefill computes tokens' KV and sends it to target; it is Remote.Prefill
@@ -164,7 +164,7 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 	}
 	compute := n
 	lease, err := r.allocate(tenant, req, n)
-	if errors.Is(err, isolation.ErrTooLarge) && r.UnsafePlaceholder {
+	if errors.Is(err, isolation.ErrTooLarge) && r.Unsafe.placeholder() {
 		lease, err = r.allocate(tenant, req, 1)
 		compute = 1
 	}

@@ -37,11 +37,8 @@ type SchedulerConfig struct {
 	// prefill node and transferred (Ready.Remote); the last one is computed
 	// here, so sampling stays on this node.
 	Remote bool
-	// UnsafePlaceholderOver emulates the 2026 bug, for tests only: a prompt
-	// longer than this many tokens is "rejected" and replaced by a one-token
-	// placeholder, yet the lease keeps its full reservation and the request
-	// goes on as if its whole prompt had been computed. 0 disables.
-	UnsafePlaceholderOver int
+	// Unsafe (faults builds only: PlaceholderOver) emulates the 2026 bug.
+	Unsafe Unsafe
 }
 
 // Item is one sequence's share of a step: feed Tokens at positions
@@ -114,7 +111,7 @@ type seq struct {
 	published   bool
 	preemptions int
 	order       uint64 // admission order, for preemption victims
-	placeholder bool   // UnsafePlaceholderOver: only the placeholder was written
+	placeholder bool   // Unsafe.PlaceholderOver: only the placeholder was written
 	remote      bool   // waiting for a remote prefill's transfer
 }
 
@@ -445,7 +442,7 @@ func (s *Scheduler) Ready() Ready {
 		n := min(len(q.tokens)-q.computed, s.cfg.ChunkTokens, budget)
 		if q.state == Admitted {
 			s.set(q, Prefilling)
-			if o := s.cfg.UnsafePlaceholderOver; o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {
+			if o := s.cfg.Unsafe.placeholderOver(); o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {
 				q.placeholder = true
 				add(q, 1, false)
 				continue

@@ -46,7 +46,7 @@ func (p *Pool) check() error {
 		return nil
 	}
 	strict := func(tag Tag) bool {
-		return !tag.IsZero() && !p.cfg.Unsafe.SkipScrub && p.tenants[tag.Tenant-1].mode != ZeroNever
+		return !tag.IsZero() && !p.cfg.Unsafe.skipScrub() && p.tenants[tag.Tenant-1].mode != ZeroNever
 	}
 	for pi := range p.parts {
 		part := &p.parts[pi]

@@ -108,19 +108,10 @@ type Config struct {
 	// join to share prefix pages across tenants. Empty (the default) means
 	// no cross-tenant sharing is possible.
 	SharedNamespaces []string
-	// Unsafe switches defences off. It exists only so that tests can prove
-	// that each remaining layer still fails closed; a server never sets it.
+	// Unsafe switches defences off in a build with the faults tag, so that
+	// tests can prove each remaining layer still fails closed; in the
+	// default build it is an empty struct (unsafe.go): nothing to set.
 	Unsafe Unsafe
-}
-
-// Unsafe holds test-only switches that disable one defence each.
-type Unsafe struct {
-	// SkipFillCheck lets BlockTable approve slots that were never written
-	// in the current epoch (the 2026 failure).
-	SkipFillCheck bool
-	// SkipScrub returns freed pages to the common free list without zeroing,
-	// whatever the zeroing mode.
-	SkipScrub bool
 }
 
 // TenantConfig describes one tenant's share of the pool.

@@ -53,5 +53,6 @@
 //   - Check audits all of the above.
 //
 // Config.Unsafe switches single defences off for tests that prove the other
-// layers still fail closed; a server never sets it.
+// layers still fail closed — only in a build with the faults tag; in the
+// default build it has no fields, so no defence can be switched off.
 package isolation

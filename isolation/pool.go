@@ -587,7 +587,7 @@ func (p *Pool) BlockTable(l Lease, tokens int) (BlockTable, error) {
 	// slot below tokens written in this epoch. Every page but the last must
 	// be full; fill counts never exceed the page.
 	full := uint32(p.pageTokens)
-	if p.cfg.Unsafe.SkipFillCheck {
+	if p.cfg.Unsafe.skipFillCheck() {
 		full = 0
 	}
 	for i := ro; i < n; i++ {
@@ -745,11 +745,11 @@ func (p *Pool) retire(pg int32) {
 func (p *Pool) dispose(pg int32) {
 	m := &p.pages[pg]
 	part := &p.parts[m.part]
-	if m.scrub && !p.cfg.Unsafe.SkipScrub {
+	if m.scrub && !p.cfg.Unsafe.skipScrub() {
 		p.quarantinePage(pg)
 		return
 	}
-	if m.tag.IsZero() || p.cfg.Unsafe.SkipScrub {
+	if m.tag.IsZero() || p.cfg.Unsafe.skipScrub() {
 		m.state = stFree
 		part.free = append(part.free, pg)
 		return
@@ -884,7 +884,7 @@ func (p *Pool) evict(pg int32) {
 	if !m.tag.IsZero() {
 		p.tenants[m.tag.Tenant-1].cached--
 	}
-	if m.tag.IsZero() || p.cfg.Unsafe.SkipScrub || p.tenants[m.tag.Tenant-1].mode == ZeroNever {
+	if m.tag.IsZero() || p.cfg.Unsafe.skipScrub() || p.tenants[m.tag.Tenant-1].mode == ZeroNever {
 		m.state = stFree
 		p.parts[m.part].free = append(p.parts[m.part].free, pg)
 		return

@@ -17,13 +17,13 @@ type Books struct {
 	Geometry ArenaConfig
 	Tags     []isolation.Tag
 	Fills    []int32 // [page·Layers + layer]: leading slots written under the page's tag
-	// Unsafe is Options.UnsafeSkipOwnershipChecks (tests only).
-	Unsafe bool
+	// unsafe is Options.Unsafe.SkipOwnership() (faults builds only).
+	unsafe bool
 }
 
 // NewBooks returns the books of an arena of c with zero tags and fills.
 func NewBooks(c ArenaConfig, unsafe bool) Books {
-	return Books{Geometry: c, Tags: make([]isolation.Tag, c.Pages), Fills: make([]int32, c.Pages*c.Layers), Unsafe: unsafe}
+	return Books{Geometry: c, Tags: make([]isolation.Tag, c.Pages), Fills: make([]int32, c.Pages*c.Layers), unsafe: unsafe}
 }
 
 // Fill is the fill count of page p in layer.
@@ -58,7 +58,7 @@ func (b *Books) CheckTable(t isolation.BlockTable) error {
 // matches: a page nobody owns is never read), and each must have its slots
 // up to position n−1 filled in every layer of layers.
 func (b *Books) CheckRead(t isolation.BlockTable, n int, layers ...int) error {
-	if n <= 0 || b.Unsafe {
+	if n <= 0 || b.unsafe {
 		return nil
 	}
 	if t.Staged() {
@@ -153,7 +153,7 @@ func (b *Books) PlanWrite(layer int, spans []Span) ([]PageWrite, error) {
 		if b.Tags[w.Page] == w.Tag {
 			have = int(*b.Fill(w.Page, layer))
 		}
-		if w.First > have && !b.Unsafe {
+		if w.First > have && !b.unsafe {
 			// The pool believes slots before First hold this lease's KV,
 			// but the arena never saw them written under its tag: writing
 			// would make whatever is there readable as ours.

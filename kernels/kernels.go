@@ -337,12 +337,9 @@ type Options struct {
 	Threads int
 	// Device selects a device (GPU ordinal); ignored by kernels/cpu.
 	Device int
-	// UnsafeSkipOwnershipChecks makes arenas read pages without comparing
-	// their ownership tags and fill counts with the block table — as the 2026
-	// engines did. It exists only so that tests can prove the other layers
-	// fail closed without this one (and that the leak oracle detects a leak
-	// when every layer is off); a server never sets it.
-	UnsafeSkipOwnershipChecks bool
+	// Unsafe switches the arenas' ownership checks off in a build with the
+	// faults tag (unsafe_faults.go); empty in the default build.
+	Unsafe Unsafe
 }
 
 // Factory opens a backend.

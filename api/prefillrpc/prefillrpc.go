@@ -4,6 +4,13 @@
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
 //
+// A prefill node dials only decode addresses it trusts: those TrustDecode
+// lists (cloisond --decode-peers), or else an address whose host the calling
+// decode node's certificate names; any other is refused (permission_denied)
+// before anything is dialed. cloisond's TLS configs also bind certificates to
+// roles (pki.RequirePeerRole): only a decode-role certificate calls
+// PrefillService, and only a prefill-role one serves it.
+//
 // Errors keep their cloison code across the wire: the server answers with
 // api.GRPCError's status, which carries the code as a google.rpc.ErrorInfo
 // detail (internal/rpcerr) and only the public message as text, and the
@@ -14,6 +21,7 @@ package prefillrpc
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +30,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
@@ -44,9 +54,59 @@ type Server struct {
 	// since the node started to its pool).
 	before func(ctx context.Context, tenant cloison.TenantID) error
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // decode node address → connection
-	att   *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // decode node address → connection
+	att     *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
+	trusted map[string]bool             // guarded by mu; TrustDecode's addresses, nil: attested by the caller's certificate
+}
+
+// ErrUntrustedDecode: a PrefillRequest named a decode address this node does
+// not dial (code permission_denied).
+var ErrUntrustedDecode = cloison.NewError(cloison.CodePermissionDenied, "prefill: decode address not trusted")
+
+// TrustDecode restricts the decode addresses (host:port, as PrefillRequest
+// names them) this node dials to addrs. Without it a decode address is
+// trusted only if its host is named (IP or DNS SAN) in the certificate of the
+// decode node that asks: the CA attests where that node lives, so a caller
+// cannot point this node at another host.
+func (s *Server) TrustDecode(addrs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trusted = map[string]bool{}
+	for _, a := range addrs {
+		s.trusted[a] = true
+	}
+}
+
+// trust checks addr against TrustDecode's list or the caller's certificate.
+func (s *Server) trust(ctx context.Context, addr string) error {
+	s.mu.Lock()
+	trusted := s.trusted
+	s.mu.Unlock()
+	if trusted != nil {
+		if !trusted[addr] {
+			return fmt.Errorf("%w: %q is not in --decode-peers", ErrUntrustedDecode, addr)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("%w: %q is not host:port", ErrUntrustedDecode, addr)
+	}
+	p, ok := peer.FromContext(ctx)
+	var leaf *x509.Certificate
+	if ok {
+		if ti, isTLS := p.AuthInfo.(credentials.TLSInfo); isTLS && len(ti.State.PeerCertificates) > 0 {
+			leaf = ti.State.PeerCertificates[0]
+		}
+	}
+	if leaf == nil {
+		return fmt.Errorf("%w: the caller presented no certificate", ErrUntrustedDecode)
+	}
+	if leaf.VerifyHostname(host) != nil {
+		return fmt.Errorf("%w: the caller's certificate does not name %q", ErrUntrustedDecode, host)
+	}
+	return nil
 }
 
 // SetAttestation publishes this node's capacity attestation and the hex
@@ -126,6 +186,11 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 		if err := s.before(ctx, tenant); err != nil {
 			return nil, api.GRPCError(err)
 		}
+	}
+	// Dial only where this node was told to, or where the caller's
+	// certificate says it lives: never an address a request alone names.
+	if err := s.trust(ctx, in.GetDecodeAddr()); err != nil {
+		return nil, api.GRPCError(err)
 	}
 	conn, err := s.conn(in.GetDecodeAddr())
 	if err != nil {

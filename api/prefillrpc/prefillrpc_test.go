@@ -22,6 +22,7 @@ type fakeNode struct {
 	calls []transfer.Target
 	dials []string
 	gs    *grpc.Server
+	srv   *Server
 }
 
 func certs(t *testing.T, ca *pki.CA, name string) (server, client *tls.Config) {
@@ -49,6 +50,7 @@ func startFake(t *testing.T, ca *pki.CA, fail error) *fakeNode {
 		return fail
 	}, ct, nil)
 	t.Cleanup(srv.Close)
+	f.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -159,5 +161,54 @@ func TestMutualTLSAndValidation(t *testing.T) {
 	_, err = srv.Prefill(context.Background(), nil)
 	if cloison.ErrorCode(FromStatus(err)) != cloison.CodeInvalid {
 		t.Fatalf("empty request: %v", err)
+	}
+}
+
+// A prefill node dials only decode addresses it trusts (issue 12 item 9):
+// those --decode-peers lists (TrustDecode), or else one whose host the
+// calling decode node's certificate names. A request naming any other
+// address is refused (permission_denied) before anything is dialed or
+// computed.
+func TestUntrustedDecodeAddressRefused(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	_, ct := certs(t, ca, "decode") // names 127.0.0.1 only
+	tests := []struct {
+		name      string
+		trust     []string // nil: attested by the caller's certificate
+		advertise string
+		allowed   bool
+	}{
+		{"host in the caller's certificate", nil, "127.0.0.1:1", true},
+		{"host not in the caller's certificate", nil, "10.0.0.9:9190", false},
+		{"DNS name not in the caller's certificate", nil, "metadata.internal:80", false},
+		{"not host:port", nil, "127.0.0.1", false},
+		{"listed in --decode-peers", []string{"127.0.0.1:1"}, "127.0.0.1:1", true},
+		{"not listed in --decode-peers", []string{"127.0.0.1:2"}, "127.0.0.1:1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startFake(t, ca, nil)
+			if tt.trust != nil {
+				b.srv.TrustDecode(tt.trust)
+			}
+			c, err := NewClient([]string{b.addr}, tt.advertise, ct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = c.Prefill(context.Background(), "acme", "r1", []int32{1}, target(1))
+			b.mu.Lock()
+			calls := len(b.calls)
+			b.mu.Unlock()
+			if tt.allowed {
+				if err != nil || calls != 1 {
+					t.Fatalf("got %v and %d calls, want nil and 1", err, calls)
+				}
+				return
+			}
+			if got := cloison.ErrorCode(err); got != cloison.CodePermissionDenied || calls != 0 {
+				t.Fatalf("got %v (code %s) and %d calls, want permission_denied and 0", err, got, calls)
+			}
+		})
 	}
 }

@@ -25,17 +25,23 @@ func newCertCmd() *cobra.Command {
 		Short: "Write a development CA and one certificate per node (PEM), and a cluster key",
 		Long: `Writes into --dir: ca.pem (the CA certificate every node trusts: --tls-ca),
 NODE.pem and NODE-key.pem for each of --nodes (--tls-cert, --tls-key; valid for
-TLS server and client, naming NODE, localhost, 127.0.0.1, ::1 and --hosts), and
+TLS server and client, naming NODE, localhost, 127.0.0.1, ::1 and --hosts, and
+the node's role as the URI SAN spiffe://cloison/role/ROLE), and
 cluster.key (the manifest HMAC key: --cluster-key) unless it exists. The CA key
 is not kept: rerun with --force to reissue everything. Production deployments
-bring their own CA.`,
+bring their own CA.
+
+Each of --nodes is NAME:ROLE with ROLE prefill or decode, or a NAME that starts
+with prefill or decode (the role it names). A node presents its certificate
+only in its role: a prefill node refuses to call or serve a decode-role peer
+as a prefill node, and the other way round.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return certInit(cmd, dir, splitList(nodes), splitList(hosts), force)
 		},
 	}
 	initCmd.Flags().StringVar(&dir, "dir", "", "output directory (required)")
-	initCmd.Flags().StringVar(&nodes, "nodes", "node-1", "node names, comma-separated")
+	initCmd.Flags().StringVar(&nodes, "nodes", "decode,prefill-1", "nodes, comma-separated: NAME:ROLE (prefill or decode), or a NAME starting with its role")
 	initCmd.Flags().StringVar(&hosts, "hosts", "", "extra host names or IP addresses every node certificate names, comma-separated")
 	initCmd.Flags().BoolVar(&force, "force", false, "overwrite an existing CA and certificates")
 	_ = initCmd.MarkFlagRequired("dir")
@@ -57,10 +63,16 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 	if len(nodes) == 0 {
 		return errors.New("cert init: --nodes names no node")
 	}
-	for _, n := range nodes {
+	roles := map[string]string{}
+	for i, spec := range nodes {
+		n, role, err := nodeRole(spec)
+		if err != nil {
+			return err
+		}
 		if strings.ContainsAny(n, `/\`) || n == "." || n == ".." || n == "ca" || n == "cluster" {
 			return fmt.Errorf("cert init: invalid node name %q", n)
 		}
+		nodes[i], roles[n] = n, role
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -80,7 +92,7 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 	fmt.Fprintf(out, "CA          %s\n", caPath)
 	for _, n := range nodes {
 		names := append([]string{n, "localhost", "127.0.0.1", "::1"}, hosts...)
-		cert, err := ca.Issue(n, names...)
+		cert, err := ca.IssueRole(n, roles[n], names...)
 		if err != nil {
 			return fmt.Errorf("cert init: %s: %w", n, err)
 		}
@@ -95,7 +107,7 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 		if err := os.WriteFile(kp, keyPEM, 0o600); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "node %-6s %s %s (%s)\n", n, cp, kp, strings.Join(names, ", "))
+		fmt.Fprintf(out, "node %-6s %s %s (%s; role %s)\n", n, cp, kp, strings.Join(names, ", "), roles[n])
 	}
 	keyPath := filepath.Join(dir, "cluster.key")
 	if _, err := os.Stat(keyPath); errors.Is(err, os.ErrNotExist) {
@@ -109,4 +121,22 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 	}
 	fmt.Fprintf(out, "cluster key %s\n", keyPath)
 	return nil
+}
+
+// nodeRole splits NAME:ROLE, or infers the role from a NAME that starts
+// with it.
+func nodeRole(spec string) (name, role string, err error) {
+	name, role, explicit := strings.Cut(spec, ":")
+	if !explicit {
+		switch {
+		case strings.HasPrefix(name, pki.RolePrefill):
+			role = pki.RolePrefill
+		case strings.HasPrefix(name, pki.RoleDecode):
+			role = pki.RoleDecode
+		}
+	}
+	if role != pki.RolePrefill && role != pki.RoleDecode {
+		return "", "", fmt.Errorf("cert init: node %q: name its role (NAME:prefill or NAME:decode)", spec)
+	}
+	return name, role, nil
 }

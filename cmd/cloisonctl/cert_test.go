@@ -39,6 +39,15 @@ func TestCertInit(t *testing.T) {
 		}
 		return cert
 	}
+	// Each certificate names the node's role, inferred from the name.
+	for n, want := range map[string]string{"decode": pki.RoleDecode, "prefill-1": pki.RolePrefill} {
+		if got, err := pki.RoleOf(load(n).Leaf); got != want || err != nil {
+			t.Fatalf("%s: got role %q, %v; want %q", n, got, err, want)
+		}
+	}
+	if _, err := run(t, "cert", "init", "--dir", filepath.Join(t.TempDir(), "x"), "--nodes", "node-1"); err == nil {
+		t.Fatal("got a certificate without a role, want the node refused")
+	}
 	if st, err := os.Stat(filepath.Join(dir, "prefill-1-key.pem")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: %v %v", st, err)
 	}

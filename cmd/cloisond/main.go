@@ -49,7 +49,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -329,13 +328,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	var srv *api.Server
 	var remote *engine.Remote
+	var dn *decodeNode // its transfer server serves once srv exists
 	if aerr == nil && c.roles.role == roleDecode {
-		d, err := startDecode(c, lm, pool, arena, func(f transfer.Failure) { srv.RecordTransferFailure(f) }, log)
+		d, err := startDecode(c, lm, pool, arena, log)
 		if err != nil {
 			return err
 		}
 		defer d.close()
-		remote = d.remote
+		dn, remote = d, d.remote
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
 		peers, err := d.attestPeers(ctx, c.roles.attestWait)
@@ -384,15 +384,31 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	engDone := make(chan error, 1)
-	go func() { engDone <- eng.Run(engCtx) }()
-	// Refusal summaries: flushed periodically, and once more when this
-	// function returns — after the listeners stopped (deferred calls run
-	// after the shutdown below) and before the ledger closes (deferred
-	// earlier, so it runs later).
+	engExited := make(chan struct{})
+	go func() { engDone <- eng.Run(engCtx); close(engExited) }()
+	if dn != nil {
+		dn.serve(srv)
+	}
+	// Refusal summaries: flushed periodically, and once more at the end.
 	refCtx, stopRefusals := context.WithCancel(context.Background())
 	refDone := make(chan error, 1)
 	go func() { refDone <- srv.RunRefusals(refCtx, c.refusalFlush) }()
+	// Last on every return path (deferred after the ledger's Close, so it
+	// runs before it, and after the listeners stopped below): what reports
+	// incidents (the engine, the transfer server) stops first, then every
+	// incident write is durable (retried, for up to the shutdown grace),
+	// then the last refusal counts are written.
 	defer func() {
+		stopEngine()
+		<-engExited
+		if dn != nil {
+			dn.close()
+		}
+		ictx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+		defer cancel()
+		if err := srv.Close(ictx); err != nil {
+			log.Error("shutdown", "err", err)
+		}
 		stopRefusals()
 		if err := <-refDone; err != nil {
 			log.Error("refusal summary lost at shutdown", "err", err)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,6 +55,7 @@ type roleConfig struct {
 	transferAdvertise      string
 	prefillAddr            string
 	prefillPeers           string
+	decodePeers            string
 	prefillTimeout         time.Duration
 	attestWait             time.Duration
 }
@@ -68,6 +70,7 @@ func (r *roleConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.transferAdvertise, "transfer-advertise", "", "decode: the address prefill nodes dial to reach --transfer-addr (default: its listen address; set it when listening on 0.0.0.0)")
 	fs.StringVar(&r.prefillAddr, "prefill-addr", "127.0.0.1:9290", "prefill: listen address of the PrefillService")
 	fs.StringVar(&r.prefillPeers, "prefill-peers", "", "decode: prefill nodes' PrefillService addresses, comma-separated (round-robin)")
+	fs.StringVar(&r.decodePeers, "decode-peers", "", "prefill: the decode nodes' transfer addresses (as they advertise them) this node may push to, comma-separated; empty: a decode address whose host the calling decode node's certificate names")
 	fs.DurationVar(&r.prefillTimeout, "prefill-timeout", 2*time.Minute, "decode: bound of one remote prefill, transfer included")
 	fs.DurationVar(&r.attestWait, "prefill-attest-wait", 30*time.Second, "decode: how long to wait at startup for every prefill node's capacity attestation")
 }
@@ -89,9 +92,11 @@ func (r *roleConfig) check() error {
 	return nil
 }
 
-func (r *roleConfig) peers() []string {
+func (r *roleConfig) peers() []string { return splitAddrs(r.prefillPeers) }
+
+func splitAddrs(list string) []string {
 	var out []string
-	for _, p := range strings.Split(r.prefillPeers, ",") {
+	for _, p := range strings.Split(list, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
@@ -100,8 +105,10 @@ func (r *roleConfig) peers() []string {
 }
 
 // tlsConfigs loads the node's certificate and the CA: the server config
-// (client certificates required) and the client config.
-func (r *roleConfig) tlsConfigs() (server, client *tls.Config, err error) {
+// (client certificates required) and the client config, both refusing a peer
+// whose certificate does not name peerRole. The node's own certificate must
+// name its --role: a certificate of the other role does not start.
+func (r *roleConfig) tlsConfigs(peerRole string) (server, client *tls.Config, err error) {
 	caPEM, err := os.ReadFile(r.tlsCA)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-ca: %w", err)
@@ -122,7 +129,15 @@ func (r *roleConfig) tlsConfigs() (server, client *tls.Config, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
-	return pki.ServerConfig(cert, ca), pki.ClientConfig(cert, ca, ""), nil
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert: %w", err)
+		}
+	}
+	if own, err := pki.RoleOf(cert.Leaf); err != nil || own != r.role {
+		return nil, nil, fmt.Errorf("--tls-cert %s: the certificate must name role %s (cloisonctl cert init --nodes NAME:%s): %v", r.tlsCert, r.role, r.role, err)
+	}
+	return pki.RequirePeerRole(pki.ServerConfig(cert, ca), peerRole), pki.RequirePeerRole(pki.ClientConfig(cert, ca, ""), peerRole), nil
 }
 
 // keyRing loads the cluster key (or creates the development one under
@@ -231,20 +246,31 @@ func fileDigest(path string) (transfer.Digest, error) {
 
 // decodeNode is a decode node's transfer server and prefill client.
 type decodeNode struct {
-	remote *engine.Remote
-	gs     *grpc.Server
-	client *prefillrpc.Client
+	remote    *engine.Remote
+	gs        *grpc.Server
+	ln        net.Listener
+	client    *prefillrpc.Client
+	log       *slog.Logger
+	onFailure func(transfer.Failure)               // set by serve, before the first stream
+	onUnauth  func(peer string, r transfer.Reason) // set by serve, before the first stream
+	closeOnce sync.Once
 }
 
+// close stops the transfer server and the prefill client. Idempotent.
 func (d *decodeNode) close() {
-	d.gs.Stop()
-	d.client.Close()
+	d.closeOnce.Do(func() {
+		d.gs.Stop()
+		_ = d.ln.Close() // if serve never ran
+		d.client.Close()
+	})
 }
 
-// startDecode starts the transfer server (mutual TLS) on --transfer-addr and
-// returns the engine.Remote that asks --prefill-peers to prefill.
-func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.Arena, onFailure func(transfer.Failure), log *slog.Logger) (*decodeNode, error) {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs()
+// startDecode builds the receiver, listens on --transfer-addr and returns the
+// engine.Remote that asks --prefill-peers to prefill. The transfer server
+// serves no stream until serve: what it reports refusals to (the API
+// server's ledger hook) does not exist yet.
+func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.Arena, log *slog.Logger) (*decodeNode, error) {
+	serverTLS, clientTLS, err := c.roles.tlsConfigs(rolePrefill)
 	if err != nil {
 		return nil, err
 	}
@@ -252,11 +278,13 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 	if err != nil {
 		return nil, err
 	}
+	d := &decodeNode{log: log}
 	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: pool, Arena: arena, Keys: keys, Model: lm.digest,
 		OnVerificationFailed: func(f transfer.Failure) {
 			log.Warn("transfer refused", "tenant", f.Lease.Tenant, "request", f.Lease.Request, "reason", f.Reason, "err", f.Err)
-			onFailure(f)
-		}})
+			d.onFailure(f) // set before serve started the server: never nil here
+		},
+		OnUnauthenticated: func(peer string, reason transfer.Reason) { d.onUnauth(peer, reason) }})
 	if err != nil {
 		return nil, err
 	}
@@ -273,15 +301,31 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 		ln.Close()
 		return nil, err
 	}
-	gs := grpc.NewServer(transfer.ServerOptions(serverTLS)...)
-	transfer.Register(gs, recv)
+	d.ln, d.client = ln, client
+	d.gs = grpc.NewServer(transfer.ServerOptions(serverTLS)...)
+	transfer.Register(d.gs, recv)
+	log.Info("decode node", "transfer_addr", advertise, "prefill_peers", c.roles.peers(), "cluster_key", keys.Current())
+	d.remote = &engine.Remote{Receiver: recv, Prefill: client.Prefill, Timeout: c.roles.prefillTimeout}
+	return d, nil
+}
+
+// transferReporter is what a decode node reports refused transfers to
+// (*api.Server: ledger, incidents, metrics).
+type transferReporter interface {
+	RecordTransferFailure(transfer.Failure)
+	CountUnauthenticatedTransfer(peer string, reason transfer.Reason)
+}
+
+// serve starts the transfer server, refusals reported to srv. Call it once,
+// after srv exists.
+func (d *decodeNode) serve(srv transferReporter) {
+	// Both happen before every stream: Serve starts after.
+	d.onFailure, d.onUnauth = srv.RecordTransferFailure, srv.CountUnauthenticatedTransfer
 	go func() {
-		if err := gs.Serve(ln); err != nil {
-			log.Error("transfer server", "err", err)
+		if err := d.gs.Serve(d.ln); err != nil {
+			d.log.Error("transfer server", "err", err)
 		}
 	}()
-	log.Info("decode node", "transfer_addr", advertise, "prefill_peers", c.roles.peers(), "cluster_key", keys.Current())
-	return &decodeNode{remote: &engine.Remote{Receiver: recv, Prefill: client.Prefill, Timeout: c.roles.prefillTimeout}, gs: gs, client: client}, nil
 }
 
 // attestPeers fetches every prefill node's attestation, retrying for up to
@@ -304,7 +348,7 @@ func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]eng
 // arena, and the PrefillService over mutual TLS on --prefill-addr. HTTP on
 // --addr serves /healthz only.
 func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger) error {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs()
+	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode)
 	if err != nil {
 		return err
 	}
@@ -384,6 +428,9 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	svc := prefillrpc.NewServer(prefill, clientTLS, before)
 	defer svc.Close()
+	if d := splitAddrs(c.roles.decodePeers); len(d) > 0 {
+		svc.TrustDecode(d)
+	}
 	svc.SetAttestation(att, hex.EncodeToString(lm.digest[:]))
 
 	gln, err := net.Listen("tcp", c.roles.prefillAddr)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +44,11 @@ func newCluster(t *testing.T, nodes ...string) *cluster {
 	}
 	write("ca.pem", ca.CertPEM())
 	for _, n := range nodes {
-		cert, err := ca.Issue(n, "127.0.0.1", "localhost")
+		role := pki.RoleDecode
+		if strings.HasPrefix(n, pki.RolePrefill) {
+			role = pki.RolePrefill
+		}
+		cert, err := ca.IssueRole(n, role, "127.0.0.1", "localhost")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,8 +209,11 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 }
 
 // A prefill node holding the wrong cluster key: the decode node refuses its
-// transfers; the client gets an error (never a 200), and
-// transfer.verification_failed is ledgered with an incident opened.
+// transfers before they touch a reservation (the header does not
+// authenticate); the client gets an error (never a 200); every refusal is
+// counted in cloison:transfer_unauthenticated_refusals_total, and one
+// transfer.verification_failed is ledgered with an incident opened (at most
+// one per peer and window: a flood does not fill the register).
 func TestE2ERolesWrongClusterKey(t *testing.T) {
 	c := newCluster(t, "prefill-1", "decode")
 	db := pgtest.New(t)
@@ -235,7 +243,9 @@ func TestE2ERolesWrongClusterKey(t *testing.T) {
 			}
 		}
 		ir := d.do("GET", "/compliance/v1/incidents", admin, nil)
-		if failed >= 3 && ir.status == 200 && strings.Contains(string(ir.body), "acme") {
+		mr := d.do("GET", "/metrics", admin, nil)
+		if failed == 1 && ir.status == 200 && strings.Count(string(ir.body), `"Source":"transfer_verification_failed"`) == 1 &&
+			unauthenticatedRefusals(string(mr.body)) >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -397,4 +407,20 @@ func TestE2ERolesPrefillNodeKilled(t *testing.T) {
 			t.Fatalf("after the kill, %q: %d %q %s", p, st, text, code)
 		}
 	}
+}
+
+// unauthenticatedRefusals sums cloison:transfer_unauthenticated_refusals_total
+// over its reasons in a Prometheus text exposition.
+func unauthenticatedRefusals(metrics string) float64 {
+	var sum float64
+	for _, line := range strings.Split(metrics, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cloison:transfer_unauthenticated_refusals_total{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					sum += f
+				}
+			}
+		}
+	}
+	return sum
 }

@@ -50,10 +50,20 @@
 //     was committed, refused or its cancellation acknowledged (Ticket.Done).
 //     An engine that releases either lease meanwhile leaves its pages
 //     draining until then.
+//   - Authenticate, then claim: the header's MAC is verified under the
+//     cluster key BEFORE the reservation it names is claimed. A stream that
+//     does not authenticate (junk, an unknown key, a MAC that does not
+//     verify) touches no reservation — a certificate holder without the
+//     cluster key cannot abort another tenant's transfer — and is counted
+//     (OnUnauthenticated) but reported to OnVerificationFailed at most once
+//     per peer (the TLS client certificate) and UnauthenticatedWindow, with
+//     the suppressed count: a flood cannot fill the incident register.
 //   - Node-to-node traffic is gRPC over mutual TLS 1.3 (ServerOptions,
 //     DialOptions; certificates from package pki), flow-controlled by HTTP/2
-//     windows and chunks of at most ChunkBytes. Local is the same protocol
-//     in process, for engine tests.
+//     windows and chunks of at most ChunkBytes. cloisond binds certificates
+//     to roles (pki.RequirePeerRole): only a prefill-role certificate can
+//     push to a receiver, and a sender accepts only a decode-role server.
+//     Local is the same protocol in process, for engine tests.
 //
 // Ordering duties of the caller: decode only after Ticket.Wait returned nil;
 // build the decode BlockTable after it; Release the prefill lease after Send

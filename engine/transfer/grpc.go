@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -67,7 +68,8 @@ type server struct {
 }
 
 func (s *server) Push(stream grpc.ClientStreamingServer[transferv1.Frame, transferv1.Receipt]) error {
-	rc, err := s.r.Serve(stream.Context(), stream)
+	ctx := stream.Context()
+	rc, err := s.r.Serve(WithPeer(ctx, peerName(ctx)), stream)
 	if err != nil {
 		// The sender gets the code and the public message only; the
 		// refusal's detail (leases, digests) stays on this node, in the
@@ -141,4 +143,38 @@ func remoteErr(err error) error {
 		return fmt.Errorf("%w: receiver: %s", ErrCanceled, st.Message())
 	}
 	return fmt.Errorf("%w: %s: %s", ErrUnavailable, st.Code(), st.Message())
+}
+
+type peerKey struct{}
+
+// WithPeer returns ctx naming the sender of the stream Serve receives in it
+// (Failure.Peer; the unit of the unauthenticated-refusal window).
+func WithPeer(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, peerKey{}, name)
+}
+
+// PeerOf returns the sender WithPeer named, or "local".
+func PeerOf(ctx context.Context) string {
+	if p, ok := ctx.Value(peerKey{}).(string); ok && p != "" {
+		return p
+	}
+	return "local"
+}
+
+// peerName is the authenticated identity of a gRPC stream's sender: its TLS
+// client certificate's subject (and serial, so that two certificates of one
+// name stay apart), else its address.
+func peerName(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+		c := ti.State.PeerCertificates[0]
+		return fmt.Sprintf("%s#%x", c.Subject.CommonName, c.SerialNumber.Bytes())
+	}
+	if p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

@@ -157,17 +157,26 @@ type cluster struct {
 	server *grpc.Server
 }
 
+// serveGRPC serves r as a decode node: a decode-role certificate, and only
+// prefill-role clients accepted (as cloisond configures it).
 func serveGRPC(t testing.TB, r *Receiver) *cluster {
 	t.Helper()
 	ca, err := pki.NewCA("cloison-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := ca.Issue("decode-0", "127.0.0.1")
+	return serveGRPCAs(t, r, ca, pki.RoleDecode)
+}
+
+// serveGRPCAs serves r with a certificate of role (the test of a node
+// serving in the wrong role).
+func serveGRPCAs(t testing.TB, r *Receiver, ca *pki.CA, role string) *cluster {
+	t.Helper()
+	cert, err := ca.IssueRole(role+"-0", role, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(ServerOptions(pki.ServerConfig(cert, ca.Pool()))...)
+	s := grpc.NewServer(ServerOptions(pki.RequirePeerRole(pki.ServerConfig(cert, ca.Pool()), pki.RolePrefill))...)
 	Register(s, r)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -181,11 +190,18 @@ func serveGRPC(t testing.TB, r *Receiver) *cluster {
 // dial connects a prefill node whose certificate ca signed.
 func (c *cluster) dial(t testing.TB, ca *pki.CA) Dialer {
 	t.Helper()
-	cert, err := ca.Issue("prefill-0", "127.0.0.1")
+	return c.dialAs(t, ca, "prefill-0", pki.RolePrefill)
+}
+
+// dialAs connects a node named name with a certificate of role that ca
+// signed; like a prefill node, it accepts only a decode-role server.
+func (c *cluster) dialAs(t testing.TB, ca *pki.CA, name, role string) Dialer {
+	t.Helper()
+	cert, err := ca.IssueRole(name, role, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(c.addr, DialOptions(pki.ClientConfig(cert, c.ca.Pool(), "127.0.0.1"))...)
+	conn, err := grpc.NewClient(c.addr, DialOptions(pki.RequirePeerRole(pki.ClientConfig(cert, c.ca.Pool(), "127.0.0.1"), pki.RoleDecode))...)
 	if err != nil {
 		t.Fatal(err)
 	}

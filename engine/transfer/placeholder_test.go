@@ -1,3 +1,5 @@
+//go:build faults
+
 package transfer
 
 import (
@@ -18,7 +20,7 @@ func TestPlaceholderClaimRefused(t *testing.T) {
 	keys, _ := keyRing(t, "k1")
 	ac := m.ArenaConfig(16, pageTokens)
 	pre := newNode(t, m.Backend(), ac, "a")
-	sender, err := NewSender(SenderConfig{Pool: pre.pool, Arena: pre.arena, Keys: keys, Model: digest, UnsafeClaimReservation: true})
+	sender, err := NewSender(SenderConfig{Pool: pre.pool, Arena: pre.arena, Keys: keys, Model: digest, Unsafe: SenderUnsafe{ClaimReservation: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

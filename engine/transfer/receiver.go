@@ -22,31 +22,29 @@ type ReceiverConfig struct {
 	Arena kernels.Arena
 	Keys  *KeyRing
 	Model Digest // the decode node's model: a transfer of another model's KV is refused
-	// OnVerificationFailed is called once for every refused transfer, after
-	// the reservation was discarded (cmd wires it to the ledger:
-	// transfer.verification_failed, and an incident). It must not block.
+	// OnVerificationFailed is called once for every refused transfer whose
+	// header authenticated, after the reservation was discarded (cmd wires
+	// it to the ledger: transfer.verification_failed, and an incident), and
+	// for at most one unauthenticated refusal per peer and
+	// UnauthenticatedWindow (Failure.Unauthenticated). It must not block.
 	OnVerificationFailed func(Failure)
+	// OnUnauthenticated is called for every stream refused before its
+	// header authenticated (junk, an unknown key, a header MAC that does not
+	// verify): such a stream touched no reservation. For a metric; it must
+	// not block.
+	OnUnauthenticated func(peer string, reason Reason)
+	// UnauthenticatedWindow bounds the incidents of unauthenticated
+	// refusals: at most one per peer per window; 0 means 10 minutes.
+	UnauthenticatedWindow time.Duration
 	// VerifyWorkers is the number of goroutines hashing pages beside the
 	// receiving loop, per transfer; 0 means GOMAXPROCS/4, at least 1.
 	VerifyWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Unsafe switches single checks off. It exists only so that the 2026
-	// regression suite can prove the other layers fail closed without them;
-	// a server never sets it.
+	// Unsafe switches single checks off in a build with the faults tag, so
+	// that the 2026 regression suite can prove the other layers fail closed
+	// without them; empty in the default build (unsafe.go).
 	Unsafe ReceiverUnsafe
-}
-
-// ReceiverUnsafe names the receiver's checks that tests may switch off.
-type ReceiverUnsafe struct {
-	// SkipCountCheck accepts a header whose tokens or pages differ from the
-	// reservation, and a trailer after fewer pages than announced (the
-	// 2026 "transfer complete" for a one-page placeholder).
-	SkipCountCheck bool
-	// SkipDigestCheck accepts pages whose digest does not match, a trailer
-	// whose digest list differs from the pages received, and a manifest MAC
-	// that does not verify (the MAC covers the digests).
-	SkipDigestCheck bool
 }
 
 // Failure describes a refused transfer, for the ledger: identifiers and the
@@ -57,6 +55,15 @@ type Failure struct {
 	SenderEpoch uint64
 	Reason      Reason
 	Err         error
+	// Peer names the sender as its transport authenticated it (the TLS
+	// client certificate's subject over gRPC; "local" in process).
+	Peer string
+	// Unauthenticated: the header did not authenticate under the cluster
+	// key, so no reservation was touched. Suppressed counts the
+	// unauthenticated refusals of Peer not reported since its last report
+	// (the window's flood).
+	Unauthenticated bool
+	Suppressed      int
 }
 
 // Result describes a verified, committed transfer.
@@ -84,8 +91,19 @@ type Receiver struct {
 	workers int
 
 	mu      sync.Mutex
-	pending map[uint64]*Ticket // guarded by mu; by the reservation lease's epoch
+	pending map[uint64]*Ticket     // guarded by mu; by the reservation lease's epoch
+	unauth  map[string]*unauthSeen // guarded by mu; by peer
 }
+
+// unauthSeen is a peer's unauthenticated refusals in the current window.
+type unauthSeen struct {
+	reported   time.Time // last report to OnVerificationFailed
+	suppressed int       // refusals since, not reported
+}
+
+// maxUnauthPeers bounds the window's memory: peers are certificate holders,
+// but a bound keeps a misbehaving CA from growing the map without end.
+const maxUnauthPeers = 4096
 
 // NewReceiver checks cfg. Errors: ErrInvalid.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
@@ -103,7 +121,10 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if workers <= 0 {
 		workers = max(1, runtime.GOMAXPROCS(0)/4)
 	}
-	return &Receiver{cfg: cfg, layout: LayoutOf(cfg.Arena.Config()), now: now, workers: workers, pending: map[uint64]*Ticket{}}, nil
+	if cfg.UnauthenticatedWindow <= 0 {
+		cfg.UnauthenticatedWindow = 10 * time.Minute
+	}
+	return &Receiver{cfg: cfg, layout: LayoutOf(cfg.Arena.Config()), now: now, workers: workers, pending: map[uint64]*Ticket{}, unauth: map[string]*unauthSeen{}}, nil
 }
 
 // Ticket is one reservation waiting for its transfer.
@@ -121,7 +142,8 @@ type Ticket struct {
 
 	// Guarded by r.mu.
 	claimed  bool
-	abortErr error // why cancel was closed
+	abortErr error  // why cancel was closed
+	peer     string // the claiming stream's sender
 
 	// Written by finish before done is closed.
 	res Result
@@ -267,16 +289,59 @@ func (t *Ticket) finish(res Result, err error) {
 	var v *VerificationError
 	if errors.As(err, &v) {
 		v.Lease = t.lease
-		r.report(v)
+		r.report(v, t.peer)
 	}
 	t.res, t.err = res, err
 	close(t.done)
 }
 
-func (r *Receiver) report(v *VerificationError) {
+func (r *Receiver) report(v *VerificationError, peer string) {
 	if r.cfg.OnVerificationFailed != nil {
-		r.cfg.OnVerificationFailed(Failure{Time: r.now(), Lease: v.Lease, SenderEpoch: v.Sender, Reason: v.Reason, Err: v})
+		r.cfg.OnVerificationFailed(Failure{Time: r.now(), Lease: v.Lease, SenderEpoch: v.Sender, Reason: v.Reason, Err: v, Peer: peer})
 	}
+}
+
+// refuseUnauthenticated reports a stream refused before its header
+// authenticated: counted every time, reported (an incident) at most once per
+// peer and window, so that junk from a certificate holder without the
+// cluster key cannot flood the incident register.
+func (r *Receiver) refuseUnauthenticated(err error, peer string) error {
+	var v *VerificationError
+	if !errors.As(err, &v) {
+		return err
+	}
+	if r.cfg.OnUnauthenticated != nil {
+		r.cfg.OnUnauthenticated(peer, v.Reason)
+	}
+	now := r.now()
+	r.mu.Lock()
+	seen := r.unauth[peer]
+	report := seen == nil || now.Sub(seen.reported) >= r.cfg.UnauthenticatedWindow
+	suppressed := 0
+	switch {
+	case report && seen != nil:
+		suppressed, seen.reported, seen.suppressed = seen.suppressed, now, 0
+	case report:
+		if len(r.unauth) >= maxUnauthPeers {
+			for p, s := range r.unauth { // forget peers whose window ended
+				if now.Sub(s.reported) >= r.cfg.UnauthenticatedWindow {
+					delete(r.unauth, p)
+				}
+			}
+		}
+		if len(r.unauth) < maxUnauthPeers {
+			r.unauth[peer] = &unauthSeen{reported: now}
+		} else {
+			report = false // still full: counted, not reported
+		}
+	default:
+		seen.suppressed++
+	}
+	r.mu.Unlock()
+	if report && r.cfg.OnVerificationFailed != nil {
+		r.cfg.OnVerificationFailed(Failure{Time: now, SenderEpoch: v.Sender, Reason: v.Reason, Err: v, Peer: peer, Unauthenticated: true, Suppressed: suppressed})
+	}
+	return err
 }
 
 type frameOrErr struct {
@@ -336,31 +401,41 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 	}
 
 	start := r.now()
+	peer := PeerOf(ctx)
 	f, err := next()
 	if err != nil {
-		return nil, r.refuseUnbound(eofTruncated(err, "before the header"))
+		return nil, r.refuseUnauthenticated(eofTruncated(err, "before the header"), peer)
 	}
 	wh := f.GetHeader()
 	if wh == nil {
-		return nil, r.refuseUnbound(refuse(ReasonMalformed, "first frame is not a header"))
+		return nil, r.refuseUnauthenticated(refuse(ReasonMalformed, "first frame is not a header"), peer)
 	}
 	h, err := headerFromWire(wh)
 	if err != nil {
-		return nil, r.refuseUnbound(err.(*VerificationError))
+		return nil, r.refuseUnauthenticated(err.(*VerificationError), peer)
+	}
+	// Authenticate BEFORE touching a reservation: a certificate holder
+	// without the cluster key must not claim (and so abort) a reservation
+	// whose epoch it guessed or saw.
+	if err := r.authenticate(&h, wh.GetHeaderMac()); err != nil {
+		err.Sender = h.SenderEpoch
+		return nil, r.refuseUnauthenticated(err, peer)
 	}
 	r.mu.Lock()
 	t := r.pending[h.ReceiverEpoch]
 	dup := t != nil && t.claimed
 	if t != nil && !dup {
-		t.claimed = true
+		t.claimed, t.peer = true, peer
 	}
 	r.mu.Unlock()
 	switch {
 	case t == nil:
 		v := refuse(ReasonUnknownReservation, "no reservation with epoch %d pending", h.ReceiverEpoch)
 		v.Sender = h.SenderEpoch
-		return nil, r.refuseUnbound(v)
+		r.report(v, peer)
+		return nil, v
 	case dup:
+		// An authenticated second stream: a cluster-key holder misbehaves.
 		// Fail closed: the reservation's own stream stops too.
 		dupErr := func() *VerificationError {
 			v := refuse(ReasonDuplicateStream, "a second stream for one reservation")
@@ -403,13 +478,16 @@ func eofTruncated(err error, where string) error {
 	return err
 }
 
-// refuseUnbound reports a refusal that no reservation matched.
-func (r *Receiver) refuseUnbound(err error) error {
-	var v *VerificationError
-	if errors.As(err, &v) {
-		r.report(v)
+// authenticate checks the header's MAC under the cluster key ring.
+func (r *Receiver) authenticate(h *Header, mac []byte) *VerificationError {
+	want, err := r.cfg.Keys.HeaderMAC(h)
+	switch {
+	case err != nil:
+		return refuse(ReasonUnknownKey, "key %q is not in the ring", h.KeyID)
+	case !macEqual(want, mac):
+		return refuse(ReasonHeaderMAC, "header MAC does not verify under key %q", h.KeyID)
 	}
-	return err
+	return nil
 }
 
 // verifyHeader checks the binding against the reservation; every mismatch is
@@ -433,7 +511,7 @@ func (r *Receiver) verifyHeader(t *Ticket, h *Header, mac []byte) (time.Duration
 		return spent, refuse(ReasonModel, "KV of model %x, this node serves %x", h.Model[:8], r.cfg.Model[:8])
 	case h.Layout != r.layout:
 		return spent, refuse(ReasonLayout, "pages of layout %+v, this node's arena is %+v", h.Layout, r.layout)
-	case r.cfg.Unsafe.SkipCountCheck:
+	case r.cfg.Unsafe.skipCountCheck():
 	case h.Tokens != t.tokens:
 		return spent, refuse(ReasonTokenCount, "%d tokens transferred for a reservation of %d", h.Tokens, t.tokens)
 	case h.Pages != t.table.Len():
@@ -501,7 +579,7 @@ func (v *verifier) page(j pageJob) {
 	v.mu.Lock()
 	v.cpu += time.Since(start)
 	v.mu.Unlock()
-	if !ok && !v.r.cfg.Unsafe.SkipDigestCheck {
+	if !ok && !v.r.cfg.Unsafe.skipDigestCheck() {
 		v.fail(refuse(ReasonDigest, "page %d does not match its digest", j.i))
 		return
 	}
@@ -561,7 +639,7 @@ func (r *Receiver) receive(t *Ticket, h *Header, hmac []byte, next func() (*tran
 			switch {
 			case off != 0:
 				return res, refuse(ReasonChunkOrder, "trailer inside page %d", page)
-			case page != h.Pages && !r.cfg.Unsafe.SkipCountCheck:
+			case page != h.Pages && !r.cfg.Unsafe.skipCountCheck():
 				// Fewer pages than announced: transferred != reserved.
 				return res, refuse(ReasonPageCount, "trailer after %d of %d pages", page, h.Pages)
 			}
@@ -639,7 +717,7 @@ func (r *Receiver) commit(t *Ticket, m *Manifest, received int, tr *transferv1.T
 		okDigests = subtle.ConstantTimeCompare(ds[i], m.Digests[i][:]) == 1
 	}
 	okMAC := macEqual(want, tr.GetManifestMac())
-	if r.cfg.Unsafe.SkipDigestCheck {
+	if r.cfg.Unsafe.skipDigestCheck() {
 		okDigests, okMAC = true, true
 	}
 	spent := time.Since(vs)

@@ -36,12 +36,9 @@ type SenderConfig struct {
 	// ChunkBytes bounds the payload of one frame; 0 means 1 MiB. Pages
 	// larger than that travel as several chunks.
 	ChunkBytes int
-	// UnsafeClaimReservation reproduces the 2026 prefill node, for tests
-	// only: Send announces the reservation's tokens and pages whatever the
-	// lease wrote, streams only the pages of the positions it did write (a
-	// one-token placeholder: one page), and ignores what the receipt says.
-	// The decode node's checks must refuse it; a server never sets it.
-	UnsafeClaimReservation bool
+	// Unsafe (faults builds only: ClaimReservation) reproduces the 2026
+	// prefill node; empty in the default build.
+	Unsafe SenderUnsafe
 }
 
 // Sender streams a prefill lease's pages to a decode node. Safe for
@@ -98,7 +95,7 @@ func (s *Sender) Send(ctx context.Context, d Dialer, lease isolation.Lease, to T
 	// The pool approves the read only if the lease wrote every position in
 	// this epoch: a 1-token placeholder cannot be sent as an N-token prompt.
 	send := to.Tokens
-	if s.cfg.UnsafeClaimReservation {
+	if s.cfg.Unsafe.claimReservation() {
 		if send, err = s.cfg.Pool.Written(lease); err != nil {
 			return Receipt{}, err
 		}
@@ -142,7 +139,7 @@ func (s *Sender) stream(st Stream, bt isolation.BlockTable, lease isolation.Leas
 		SenderEpoch: lease.Epoch, ReceiverEpoch: to.Epoch, Reservation: to.Reservation,
 		Model: s.cfg.Model, Layout: s.layout, Tokens: to.Tokens, Pages: bt.Len(),
 	}}
-	if s.cfg.UnsafeClaimReservation {
+	if s.cfg.Unsafe.claimReservation() {
 		m.Pages = (to.Tokens + s.layout.PageTokens - 1) / s.layout.PageTokens
 	}
 	hmac, err := s.cfg.Keys.HeaderMAC(&m.Header)
@@ -214,7 +211,7 @@ func (s *Sender) stream(st Stream, bt isolation.BlockTable, lease isolation.Leas
 	if err != nil {
 		return Receipt{}, remoteErr(err)
 	}
-	if !s.cfg.UnsafeClaimReservation && (int(wr.GetCommittedTokens()) != to.Tokens || !macEqual(mmac, wr.GetManifestMac())) {
+	if !s.cfg.Unsafe.claimReservation() && (int(wr.GetCommittedTokens()) != to.Tokens || !macEqual(mmac, wr.GetManifestMac())) {
 		return Receipt{}, fmt.Errorf("%w: receipt for %d tokens does not acknowledge this manifest", ErrVerification, wr.GetCommittedTokens())
 	}
 	return Receipt{Tokens: to.Tokens, ManifestMAC: mmac}, nil

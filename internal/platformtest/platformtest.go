@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
@@ -40,6 +41,10 @@ type Options struct {
 	// requests, every page, 10,000,000 tokens per minute, no max context).
 	Quotas *tenancy.Quotas
 	Pages  int // KV pages of 16 tokens (default 256)
+	// Faults (PlaceholderOver and the Skip* fields here and in Split)
+	// switch defences off; they take effect only in a build with the faults
+	// tag, and Start fails in the default build if one is set.
+	//
 	// The 2026 bug: prompts longer than this are replaced by a one-token
 	// placeholder while decoding runs over the full reservation (0: off).
 	PlaceholderOver int
@@ -173,7 +178,11 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := cpu.New(kernels.Options{UnsafeSkipOwnershipChecks: o.SkipKernelCheck})
+	flt, err := faultsOf(o)
+	if err != nil {
+		return nil, err
+	}
+	be, err := cpu.New(kernels.Options{Unsafe: flt.kernels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +195,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: isolation.Unsafe{SkipFillCheck: o.SkipFillCheck, SkipScrub: o.SkipScrub}})
+	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,13 +211,13 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	var remote *engine.Remote
 	var pn *PrefillNode
 	if o.Split != nil {
-		if pn, remote, att, err = startSplit(t, o, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
+		if pn, remote, att, err = startSplit(t, o, flt, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
 			return nil, err
 		}
 	}
 	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
-		Scheduler:             engine.SchedulerConfig{UnsafePlaceholderOver: o.PlaceholderOver},
-		UnsafeSkipLengthCheck: o.SkipAdmission, Remote: remote,
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine},
+		Unsafe:    flt.engine, Remote: remote,
 		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +240,17 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the ledger closes: the engine stops, then every incident it
+	// reported is written (api.Server.Close).
+	t.Cleanup(func() {
+		stop()
+		<-done
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			t.Errorf("platformtest: %v", err)
+		}
+	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: kv, Decider: decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil

@@ -40,7 +40,7 @@ func (n *PrefillNode) Calls() int { return int(n.calls.Load()) }
 // checked in (engine.AttestPrefill). Unless o.Split.SkipAttestation, a pool
 // that cannot hold the served context stops it with engine.ErrAttestation,
 // as cloisond refuses to start.
-func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
+func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
 	onFailure func(transfer.Failure)) (*PrefillNode, *engine.Remote, engine.Attestation, error) {
 	sp := *o.Split
 	if sp.PrefillPages == 0 {
@@ -62,14 +62,17 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(name string) nodeTLS {
-		c, err := ca.Issue(name, "127.0.0.1")
+	// Role-bound certificates, each node accepting only the other role (as
+	// cloisond configures them).
+	issue := func(role, peerRole string) nodeTLS {
+		c, err := ca.IssueRole(role, role, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return nodeTLS{server: pki.ServerConfig(c, ca.Pool()), client: pki.ClientConfig(c, ca.Pool(), "")}
+		return nodeTLS{server: pki.RequirePeerRole(pki.ServerConfig(c, ca.Pool()), peerRole),
+			client: pki.RequirePeerRole(pki.ClientConfig(c, ca.Pool(), ""), peerRole)}
 	}
-	decodeTLS, prefillTLS := issue("decode"), issue("prefill")
+	decodeTLS, prefillTLS := issue(pki.RoleDecode, pki.RolePrefill), issue(pki.RolePrefill, pki.RoleDecode)
 
 	// The prefill node: its own model instance, pool and arena.
 	f, err := gguf.Parse(ggufBytes)
@@ -103,11 +106,11 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pn.Pool, Arena: parena, Keys: keys, Model: digest, UnsafeClaimReservation: sp.Placeholder})
+	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pn.Pool, Arena: parena, Keys: keys, Model: digest, Unsafe: flt.sender})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &engine.PrefillRunner{Model: m, Pool: pn.Pool, Arena: parena, Sender: sender, UnsafePlaceholder: sp.Placeholder}
+	runner := &engine.PrefillRunner{Model: m, Pool: pn.Pool, Arena: parena, Sender: sender, Unsafe: flt.engine}
 	var mu sync.Mutex // one prefill at a time, as cloisond runs them
 	svc := prefillrpc.NewServer(func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 		pn.calls.Add(1)
@@ -122,7 +125,7 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 
 	// The decode node: the transfer server into the platform's pool.
 	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: kv, Arena: arena, Keys: keys, Model: digest, OnVerificationFailed: onFailure,
-		Unsafe: transfer.ReceiverUnsafe{SkipCountCheck: sp.SkipCountCheck, SkipDigestCheck: sp.SkipDigestCheck}})
+		Unsafe: flt.recv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +148,7 @@ func startSplit(t testing.TB, o Options, ggufBytes []byte, kv *isolation.Pool, a
 		// the published attestation keeps each peer's verdict.
 		att.OK, att.Reason = true, ""
 	}
-	return pn, &engine.Remote{Receiver: recv, Prefill: client.Prefill, Capacity: capacity, UnsafeSkipCountCheck: sp.SkipDecodeCount}, att, nil
+	return pn, &engine.Remote{Receiver: recv, Prefill: client.Prefill, Capacity: capacity, Unsafe: flt.engine}, att, nil
 }
 
 type nodeTLS struct{ server, client *tls.Config }

@@ -1,3 +1,5 @@
+//go:build faults
+
 package cpu
 
 import (
@@ -13,7 +15,7 @@ import (
 // (which is what lets the engine's tests prove the other layers suffice).
 func TestUnsafeSkipOwnershipChecks(t *testing.T) {
 	for _, skip := range []bool{false, true} {
-		b, err := New(kernels.Options{Threads: 1, UnsafeSkipOwnershipChecks: skip})
+		b, err := New(kernels.Options{Threads: 1, Unsafe: kernels.Unsafe{SkipOwnershipChecks: skip}})
 		if err != nil {
 			t.Fatal(err)
 		}

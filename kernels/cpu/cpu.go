@@ -22,7 +22,7 @@ func init() {
 type Backend struct {
 	w          *workers
 	closed     atomic.Bool
-	unsafeSkip bool // Options.UnsafeSkipOwnershipChecks: tests only
+	unsafeSkip bool // Options.Unsafe: faults builds only
 }
 
 var (
@@ -39,7 +39,7 @@ func New(o kernels.Options) (*Backend, error) {
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{w: newWorkers(n), unsafeSkip: o.UnsafeSkipOwnershipChecks}, nil
+	return &Backend{w: newWorkers(n), unsafeSkip: o.Unsafe.SkipOwnership()}, nil
 }
 
 // Name returns "cpu".

@@ -14,7 +14,7 @@ type Backend struct {
 	ex         executor
 	scr        scratch // used only inside ex.do
 	closed     atomic.Bool
-	unsafeSkip bool // Options.UnsafeSkipOwnershipChecks: tests only
+	unsafeSkip bool // Options.Unsafe: faults builds only
 	devName    string
 	cc         [2]int
 }
@@ -22,7 +22,7 @@ type Backend struct {
 var _ kernels.Backend = (*Backend)(nil)
 
 func newBackend(ex executor, o kernels.Options) *Backend {
-	return &Backend{ex: ex, unsafeSkip: o.UnsafeSkipOwnershipChecks}
+	return &Backend{ex: ex, unsafeSkip: o.Unsafe.SkipOwnership()}
 }
 
 // Name returns "cuda".

@@ -4,6 +4,13 @@
 // their own CA; cloisonctl uses this package for development clusters and
 // tests use it for real mTLS over loopback.
 //
+// Roles: a node certificate names the node's role in a URI SAN
+// spiffe://cloison/role/prefill or spiffe://cloison/role/decode (IssueRole).
+// RequirePeerRole makes a TLS config refuse a peer whose certificate names
+// another role, or none: a prefill node's certificate cannot serve or call as
+// a decode node, and the other way round. The role is signed by the CA like
+// the rest of the certificate; whoever holds the CA key can mint any role.
+//
 // Stdlib only.
 package pki
 
@@ -19,8 +26,59 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
+	"strings"
 	"time"
 )
+
+// Node roles a certificate can carry.
+const (
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
+// rolePrefix is the URI SAN prefix of a role; the role follows it.
+const rolePrefix = "spiffe://cloison/role/"
+
+// ErrRole: a certificate names no role, several, or not the one required.
+var ErrRole = errors.New("pki: certificate role")
+
+// RoleOf returns the role a certificate names.
+//
+// Errors: ErrRole (no role URI, more than one, or an unknown role).
+func RoleOf(c *x509.Certificate) (string, error) {
+	var roles []string
+	for _, u := range c.URIs {
+		if s := u.String(); strings.HasPrefix(s, rolePrefix) {
+			roles = append(roles, strings.TrimPrefix(s, rolePrefix))
+		}
+	}
+	if len(roles) != 1 || (roles[0] != RolePrefill && roles[0] != RoleDecode) {
+		return "", fmt.Errorf("%w: certificate %q names roles %q, want exactly one of %s, %s", ErrRole, c.Subject.CommonName, roles, RolePrefill, RoleDecode)
+	}
+	return roles[0], nil
+}
+
+// RequirePeerRole returns a copy of cfg (a ServerConfig or ClientConfig)
+// that, after the usual chain verification, refuses a peer whose leaf
+// certificate does not name role.
+func RequirePeerRole(cfg *tls.Config, role string) *tls.Config {
+	out := cfg.Clone()
+	out.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return fmt.Errorf("%w: the peer presented no certificate", ErrRole)
+		}
+		got, err := RoleOf(cs.PeerCertificates[0])
+		if err != nil {
+			return err
+		}
+		if got != role {
+			return fmt.Errorf("%w: the peer is a %s node, want %s", ErrRole, got, role)
+		}
+		return nil
+	}
+	return out
+}
 
 // CA is a certificate authority whose key is in memory.
 type CA struct {
@@ -82,10 +140,19 @@ func (ca *CA) CertPEM() []byte {
 
 // Issue returns a node certificate for name, valid for TLS server and client
 // authentication, with hosts (IP addresses or DNS names) as subject
-// alternative names.
+// alternative names, and no role (nodes that RequirePeerRole refuse it).
 func (ca *CA) Issue(name string, hosts ...string) (tls.Certificate, error) {
+	return ca.IssueRole(name, "", hosts...)
+}
+
+// IssueRole is Issue with the node's role (RolePrefill or RoleDecode) bound
+// into the certificate as a URI SAN; "" issues none.
+func (ca *CA) IssueRole(name, role string, hosts ...string) (tls.Certificate, error) {
 	if name == "" {
 		return tls.Certificate{}, errors.New("pki: empty node name")
+	}
+	if role != "" && role != RolePrefill && role != RoleDecode {
+		return tls.Certificate{}, fmt.Errorf("%w: unknown role %q", ErrRole, role)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -103,6 +170,13 @@ func (ca *CA) Issue(name string, hosts ...string) (tls.Certificate, error) {
 		NotAfter:     now.Add(Validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if role != "" {
+		u, err := url.Parse(rolePrefix + role)
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		tmpl.URIs = []*url.URL{u}
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -120,3 +120,33 @@ func TestPEMRoundTrip(t *testing.T) {
 		t.Fatalf("LoadPEM of garbage: got %v, want a wrapped error", err)
 	}
 }
+
+// A role is bound into the certificate as one URI SAN; RoleOf reads it back
+// and refuses a certificate with none; IssueRole refuses an unknown role.
+func TestRoles(t *testing.T) {
+	ca, err := NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		role    string
+		want    string
+		wantErr bool
+	}{
+		{RolePrefill, RolePrefill, false},
+		{RoleDecode, RoleDecode, false},
+		{"", "", true},
+	} {
+		c, err := ca.IssueRole("n", tt.role, "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := RoleOf(c.Leaf)
+		if got != tt.want || (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrRole)) {
+			t.Fatalf("role %q: got %q, %v; want %q (error %v)", tt.role, got, err, tt.want, tt.wantErr)
+		}
+	}
+	if _, err := ca.IssueRole("n", "admin", "127.0.0.1"); !errors.Is(err, ErrRole) {
+		t.Fatalf("unknown role: got %v, want ErrRole", err)
+	}
+}
