@@ -12,10 +12,17 @@ all: verify test
 build:
 	$(GO) build ./...
 
-## verify: gofmt clean, go vet clean, go.mod tidy.
-verify:
+## verify: gofmt clean, go vet and staticcheck clean (default and faults
+## builds), go.mod tidy. staticcheck is installed at a pinned version from
+## the Go module proxy into .cache/bin.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(CURDIR)/.cache/bin/staticcheck
+verify: staticcheck-install
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags faults ./...
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags faults ./...
 	@cp go.mod /tmp/cloison-go.mod.bak; cp go.sum /tmp/cloison-go.sum.bak 2>/dev/null || true; \
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
@@ -55,6 +62,12 @@ fuzz:
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
+
+.PHONY: staticcheck-install
+staticcheck-install:
+	@if ! [ -x $(STATICCHECK) ] || ! $(STATICCHECK) -version 2>/dev/null | grep -q '($(STATICCHECK_VERSION))'; then \
+	  echo "installing staticcheck $(STATICCHECK_VERSION) into .cache/bin"; \
+	  GOBIN=$(CURDIR)/.cache/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); fi
 
 clean:
 	rm -rf bin .cache/go-build

@@ -451,7 +451,7 @@ func TestScrubbing(t *testing.T) {
 				if who == "a" {
 					want = tt.sameTenantNow
 				}
-				l, err := p.Allocate(who, "r2", 4*16)
+				_, err := p.Allocate(who, "r2", 4*16)
 				if want {
 					if err != nil {
 						t.Fatalf("%s: got %v, want the pages at once", who, err)
@@ -474,7 +474,8 @@ func TestScrubbing(t *testing.T) {
 				if err := p.ConfirmScrub(work); err != nil {
 					t.Fatal(err)
 				}
-				if l, err = p.Allocate(who, "r2", 4*16); err != nil {
+				l, err := p.Allocate(who, "r2", 4*16)
+				if err != nil {
 					t.Fatalf("%s: got %v after the scrub", who, err)
 				}
 				for _, pg := range leasePages(p, l) {

@@ -424,8 +424,7 @@ func TestExternalIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f *fixture
-	f = newFixture(t, func(c *VerifierConfig) { c.Sources = append(c.Sources, ext) })
+	f := newFixture(t, func(c *VerifierConfig) { c.Sources = append(c.Sources, ext) })
 	c := f.claims()
 	c.Issuer = extIss
 	tok := signWith(t, jwt.SigningMethodEdDSA, priv, map[string]any{"kid": kid}, c)

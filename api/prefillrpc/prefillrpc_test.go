@@ -20,7 +20,6 @@ type fakeNode struct {
 	addr  string
 	mu    sync.Mutex
 	calls []transfer.Target
-	dials []string
 	gs    *grpc.Server
 	srv   *Server
 }

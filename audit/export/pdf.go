@@ -74,7 +74,8 @@ func WriteRegisterPDF(w io.Writer, files []audit.IncidentFile, meta ReportMeta) 
 	if r.err != nil {
 		return fmt.Errorf("export: pdf: %w", r.err)
 	}
-	return pdf.Write(w)
+	_, err := pdf.WriteTo(w)
+	return err
 }
 
 type report struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/cloison/cloison"
@@ -141,14 +140,6 @@ func argmax(x []float32) int32 {
 		}
 	}
 	return int32(best)
-}
-
-func maxAbs(x []float32) float64 {
-	m := 0.0
-	for _, v := range x {
-		m = math.Max(m, math.Abs(float64(v)))
-	}
-	return m
 }
 
 func tokens(n, vocab int, seed int) []int32 {

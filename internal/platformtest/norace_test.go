@@ -1,4 +1,4 @@
-//go:build !race
+//go:build faults && !race
 
 package platformtest_test
 

@@ -220,3 +220,11 @@ func (c cuDriver) launch(name string, grid [3]int, block int, args ...uint64) er
 	}
 	return derr(name, f.Launch(grid[0], grid[1], grid[2], block, 1, 1, 0, cu.Stream{}, params))
 }
+
+// derr wraps a driver error of step what as ErrDevice.
+func derr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %v", ErrDevice, what, err)
+}

@@ -58,13 +58,6 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
-func derr(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %s: %v", ErrDevice, what, err)
-}
-
 // Kernel arguments: cu copies 8 bytes per parameter, so each travels in a
 // uint64 (a kernel reads the low bytes of 4-byte ones: little-endian).
 func ptrArg(p uint64) uint64    { return p }
