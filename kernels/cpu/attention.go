@@ -82,10 +82,10 @@ func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int,
 	}
 	p := 0
 	for ; p+4 <= n; p += 4 {
-		scores[p], scores[p+1], scores[p+2], scores[p+3] = dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
+		scores[p], scores[p+1], scores[p+2], scores[p+3] = a.b.k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
 	}
 	for ; p < n; p++ {
-		scores[p] = dot1x1(qh, key(p))
+		scores[p] = a.b.k.dot1x1(qh, key(p))
 	}
 	m := float32(math.Inf(-1))
 	for i, v := range scores[:n] {
@@ -107,10 +107,10 @@ func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int,
 	// positions in order.
 	p = 0
 	for ; p+4 <= n; p += 4 {
-		axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
+		a.b.k.axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
 	}
 	for ; p < n; p++ {
-		axpy1(oh, scores[p], val(p))
+		a.b.k.axpy1(oh, scores[p], val(p))
 	}
 	inv := float32(1 / sum)
 	for d := range oh {

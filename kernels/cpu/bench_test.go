@@ -60,6 +60,16 @@ func openBench(b *testing.B, threads int) *cpu.Backend {
 	return be
 }
 
+func openBenchPath(b *testing.B, threads int, p cpu.Path) *cpu.Backend {
+	b.Helper()
+	be, err := cpu.NewWithPath(kernels.Options{Threads: threads}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	return be
+}
+
 func benchDTypes() []kernels.DType {
 	return []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K}
 }
@@ -70,22 +80,24 @@ func BenchmarkMatMul(b *testing.B) {
 	const rows, out, cols = 64, 512, 1024
 	for _, threads := range []int{1, 0} {
 		for _, dt := range benchDTypes() {
-			b.Run(fmt.Sprintf("%v/threads=%d", dt, threads), func(b *testing.B) {
-				be := openBench(b, threads)
-				m := benchWeights(b, be, dt, out, cols, 1)[0]
-				x, _ := be.NewTensor(rows, cols)
-				dst, _ := be.NewTensor(rows, out)
-				rb, _ := dt.RowBytes(cols)
-				b.SetBytes(int64(out * rb))
-				for b.Loop() {
-					if err := be.MatMul(dst, x, m); err != nil {
-						b.Fatal(err)
+			for _, p := range cpu.Paths() {
+				b.Run(fmt.Sprintf("%v/threads=%d/path=%s", dt, threads, p), func(b *testing.B) {
+					be := openBenchPath(b, threads, p)
+					m := benchWeights(b, be, dt, out, cols, 1)[0]
+					x, _ := be.NewTensor(rows, cols)
+					dst, _ := be.NewTensor(rows, out)
+					rb, _ := dt.RowBytes(cols)
+					b.SetBytes(int64(out * rb))
+					for b.Loop() {
+						if err := be.MatMul(dst, x, m); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				flops := 2 * float64(rows*out*cols) * float64(b.N) / b.Elapsed().Seconds() / 1e9
-				b.ReportMetric(flops, "GFLOP/s")
-				b.ReportMetric(flops/float64(be.Threads()), "GFLOP/s/core")
-			})
+					flops := 2 * float64(rows*out*cols) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+					b.ReportMetric(flops, "GFLOP/s")
+					b.ReportMetric(flops/float64(be.Threads()), "GFLOP/s/core")
+				})
+			}
 		}
 	}
 }
@@ -96,24 +108,26 @@ func BenchmarkMatVec(b *testing.B) {
 	const out, cols = 2048, 2048
 	for _, threads := range []int{1, 0} {
 		for _, dt := range benchDTypes() {
-			b.Run(fmt.Sprintf("%v/threads=%d", dt, threads), func(b *testing.B) {
-				be := openBench(b, threads)
-				rb, _ := dt.RowBytes(cols)
-				count := max(2, bigBytes/(out*rb))
-				ms := benchWeights(b, be, dt, out, cols, count)
-				x, _ := be.NewTensor(1, cols)
-				dst, _ := be.NewTensor(1, out)
-				b.SetBytes(int64(out * rb))
-				i := 0
-				for b.Loop() {
-					if err := be.MatMul(dst, x, ms[i%count]); err != nil {
-						b.Fatal(err)
+			for _, p := range cpu.Paths() {
+				b.Run(fmt.Sprintf("%v/threads=%d/path=%s", dt, threads, p), func(b *testing.B) {
+					be := openBenchPath(b, threads, p)
+					rb, _ := dt.RowBytes(cols)
+					count := max(2, bigBytes/(out*rb))
+					ms := benchWeights(b, be, dt, out, cols, count)
+					x, _ := be.NewTensor(1, cols)
+					dst, _ := be.NewTensor(1, out)
+					b.SetBytes(int64(out * rb))
+					i := 0
+					for b.Loop() {
+						if err := be.MatMul(dst, x, ms[i%count]); err != nil {
+							b.Fatal(err)
+						}
+						i++
 					}
-					i++
-				}
-				flops := 2 * float64(out*cols) * float64(b.N) / b.Elapsed().Seconds() / 1e9
-				b.ReportMetric(flops/float64(be.Threads()), "GFLOP/s/core")
-			})
+					flops := 2 * float64(out*cols) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+					b.ReportMetric(flops/float64(be.Threads()), "GFLOP/s/core")
+				})
+			}
 		}
 	}
 }

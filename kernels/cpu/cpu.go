@@ -21,6 +21,7 @@ func init() {
 // Backend is the pure-Go kernels.Backend. It implements kernels.MultiMatMuler.
 type Backend struct {
 	w          *workers
+	k          *kset // the kernel path's functions
 	closed     atomic.Bool
 	unsafeSkip bool // Options.Unsafe: faults builds only
 }
@@ -30,8 +31,25 @@ var (
 	_ kernels.MultiMatMuler = (*Backend)(nil)
 )
 
-// New returns a CPU backend with o.Threads worker threads (GOMAXPROCS when 0).
+// New returns a CPU backend with o.Threads worker threads (GOMAXPROCS when 0)
+// on the kernel path CLOISON_CPU names (generic, avx2, avx512), or, when it
+// is empty or "auto", the fastest path the CPU runs (the last of Paths).
+//
+// Errors: kernels.ErrShape for a negative thread count; ErrPath when
+// CLOISON_CPU names an unknown path or one this CPU lacks.
 func New(o kernels.Options) (*Backend, error) {
+	p, err := choosePath(envPath(), available)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithPath(o, p)
+}
+
+// NewWithPath is New on kernel path p, whatever CLOISON_CPU says (tests and
+// benchmarks compare paths with it).
+//
+// Errors: as New; ErrPath when this CPU lacks p.
+func NewWithPath(o kernels.Options, p Path) (*Backend, error) {
 	n := o.Threads
 	if n < 0 {
 		return nil, fmt.Errorf("%w: %d threads", kernels.ErrShape, n)
@@ -39,8 +57,15 @@ func New(o kernels.Options) (*Backend, error) {
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{w: newWorkers(n), unsafeSkip: o.Unsafe.SkipOwnership()}, nil
+	if _, err := choosePath(string(p), available); err != nil || p == "" {
+		return nil, fmt.Errorf("%w: path %q (this CPU runs %v)", ErrPath, p, available)
+	}
+	return &Backend{w: newWorkers(n), k: kernelSet(p), unsafeSkip: o.Unsafe.SkipOwnership()}, nil
 }
+
+// Path returns the kernel path the backend computes with, for logs and
+// benchmark reports.
+func (b *Backend) Path() Path { return b.k.path }
 
 // Name returns "cpu".
 func (b *Backend) Name() string { return Name }

@@ -38,3 +38,21 @@ func FuzzArenaLifecycle(f *testing.F) {
 func FuzzMatMulBatchInvariance(f *testing.F) {
 	f.Fuzz(rapid.MakeFuzz(kernelstest.MatMulBatchInvariance(open(f, 2))))
 }
+
+// TestConformancePaths runs the conformance suite on every kernel path this
+// CPU supports, each forced as CLOISON_CPU would force it.
+func TestConformancePaths(t *testing.T) {
+	for _, p := range cpu.Paths() {
+		t.Run(string(p), func(t *testing.T) {
+			b, err := cpu.NewWithPath(kernels.Options{Threads: 2}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if b.Path() != p {
+				t.Fatalf("got path %v, want %v", b.Path(), p)
+			}
+			kernelstest.Run(t, b)
+		})
+	}
+}

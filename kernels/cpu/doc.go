@@ -1,6 +1,15 @@
-// Package cpu is the pure-Go kernels.Backend, registered as "cpu": the
-// default backend and the oracle other backends are compared with. It builds
-// with CGO_ENABLED=0 on every platform Go supports.
+// Package cpu is the CPU kernels.Backend, registered as "cpu": the default
+// backend and the oracle other backends are compared with. It builds with
+// CGO_ENABLED=0 on every platform Go supports (vector kernels are Go
+// assembly, amd64 only).
+//
+// Kernel paths (path.go): each backend runs one set of matrix and attention
+// kernels, chosen at open from the CPU's features (golang.org/x/sys/cpu):
+// avx512 (AVX-512 F/BW/VL; Q8_0 with VPDPBUSD when AVX512_VNNI is present),
+// else avx2 (AVX2, FMA, F16C), else generic (pure Go, every platform).
+// CLOISON_CPU=generic|avx2|avx512 forces one; New refuses (ErrPath, code
+// invalid) an unknown name or a path the CPU lacks rather than falling back.
+// Backend.Path reports the path in use; NewWithPath opens on a given one.
 //
 // Guarantees:
 //
@@ -22,13 +31,14 @@
 //   - The arena keeps a tag and per-layer fill count for every page and
 //     checks them before every read (kernels.Arena).
 //
-// Built with GOEXPERIMENT=simd on amd64 with AVX2 and FMA, the matrix and
-// attention dot products use vector kernels (dot_simd.go) with their own
-// fixed order, and Q8_0 and Q4_K products multiply int8 by int8 (VPMADDUBSW)
-// after quantizing each activation row to Q8 blocks, as llama.cpp does
-// (within the conformance tolerance for those types). The two builds are not bit-identical to each other;
-// each is deterministic and batch-invariant. The default build never imports
-// simd/archsimd.
+// Every path is deterministic and batch-invariant with its own fixed order
+// (generic: dot.go; avx2, avx512: dot_amd64.go); paths are not bit-identical
+// to each other, each is within the conformance tolerances and the test
+// suite runs kernelstest on every path the machine has. On the vector paths
+// Q8_0 products multiply int8 by int8 after quantizing each activation row
+// to Q8 blocks, as llama.cpp does (q8.go: within the suite's extra
+// activation-rounding term for Q8_0); F16 and BF16 are converted in
+// registers (VCVTPH2PS, a shift), exactly as the scalar decoders do.
 //
 // Driving loop: see package kernels.
 package cpu

@@ -1,13 +1,16 @@
 package cpu
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cloison/cloison/kernels"
 )
 
 // Benchmarks of the decode inner loops on cached data (4 weight rows of
-// 4096): the compute ceiling of one core, without memory bandwidth limits.
+// 4096), per kernel path: the compute ceiling of one core, without memory
+// bandwidth limits. Compare paths within one run (path ÷ generic), never
+// across runs: the machines are shared.
 func BenchmarkDecodeKernel(b *testing.B) {
 	const n = 4096
 	x := make([]float32, n)
@@ -29,39 +32,51 @@ func BenchmarkDecodeKernel(b *testing.B) {
 		wq[r], _ = kernels.Quantize(kernels.Q8_0, wf[r])
 	}
 	var sink float32
-	b.Run("F32", func(b *testing.B) {
-		b.SetBytes(4 * n * 4)
-		for b.Loop() {
-			s, _, _, _ := dot1x4(x, wf[0], wf[1], wf[2], wf[3])
-			sink += s
-		}
-	})
-	b.Run("F16", func(b *testing.B) {
-		b.SetBytes(4 * n * 2)
-		for b.Loop() {
-			s, _, _, _ := f16dot1x4(x, w16[0], w16[1], w16[2], w16[3])
-			sink += s
-		}
-	})
-	// Q8_0 through MatMul with 64 weight rows (278 KB, in L2), so that the
-	// per-call work (quantizing x in vector builds) is amortised as in a
-	// real decode step.
-	b.Run("Q8_0", func(b *testing.B) {
-		be, _ := New(kernels.Options{Threads: 1})
-		defer be.Close()
-		var data []byte
-		for r := range 64 {
-			data = append(data, wq[r%4]...)
-		}
-		m, _ := be.NewMatrix(kernels.Q8_0, 64, n, data)
-		xt, _ := be.NewTensor(1, n)
-		be.Upload(xt, x)
-		dst, _ := be.NewTensor(1, 64)
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			be.MatMul(dst, xt, m)
-		}
-	})
+	gflops := func(b *testing.B, flops float64) {
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+	for _, p := range Paths() {
+		k := kernelSet(p)
+		b.Run(fmt.Sprintf("F32/path=%s", p), func(b *testing.B) {
+			b.SetBytes(4 * n * 4)
+			for b.Loop() {
+				s, _, _, _ := k.dot1x4(x, wf[0], wf[1], wf[2], wf[3])
+				sink += s
+			}
+			gflops(b, 8*n)
+		})
+		b.Run(fmt.Sprintf("F16/path=%s", p), func(b *testing.B) {
+			b.SetBytes(4 * n * 2)
+			for b.Loop() {
+				s, _, _, _ := k.f16dot1x4(x, w16[0], w16[1], w16[2], w16[3])
+				sink += s
+			}
+			gflops(b, 8*n)
+		})
+		// Q8_0 through MatMul with 64 weight rows (278 KB, in L2), so that
+		// the per-call work (quantizing x on the vector paths) is amortised
+		// as in a real decode step.
+		b.Run(fmt.Sprintf("Q8_0/path=%s", p), func(b *testing.B) {
+			be, err := NewWithPath(kernels.Options{Threads: 1}, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			var data []byte
+			for r := range 64 {
+				data = append(data, wq[r%4]...)
+			}
+			m, _ := be.NewMatrix(kernels.Q8_0, 64, n, data)
+			xt, _ := be.NewTensor(1, n)
+			be.Upload(xt, x)
+			dst, _ := be.NewTensor(1, 64)
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				be.MatMul(dst, xt, m)
+			}
+			gflops(b, 2*64*n)
+		})
+	}
 	_ = sink
 }
 

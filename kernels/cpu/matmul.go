@@ -75,8 +75,8 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		tile, blk := t/blocks, t%blocks
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
 		o0, o1 := blk*wBlock, min(p.m.rows, (blk+1)*wBlock)
-		if !q8IntMul(p.dst, acts, p.m, r0, r1, o0, o1) {
-			mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
+		if !b.k.q8IntMul(p.dst, acts, p.m, r0, r1, o0, o1) {
+			b.k.mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
 		}
 	})
 	return nil
@@ -105,16 +105,16 @@ func grow(s []float32, n int) []float32 {
 }
 
 // mulBlock computes dst[r][o] for r in [r0,r1), o in [o0,o1).
-func mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
+func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	cols := m.cols
 	if m.dt == kernels.F32 {
 		w := func(o int) []float32 { return m.f32[o*cols : (o+1)*cols] }
-		floatBlock(dst, x, w, r0, r1, o0, o1)
+		k.floatBlock(dst, x, w, r0, r1, o0, o1)
 		return
 	}
-	if r1-r0 == 1 && inRegister(m.dt) {
+	if r1-r0 == 1 && k.inRegister(m.dt) {
 		// Decode: read each weight once, decoding it in registers.
-		decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
+		k.decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
 		return
 	}
 	// Decode the weight block to float32 once (the same values the
@@ -125,29 +125,29 @@ func mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		m.dequantRow(s.q[(o-o0)*cols:(o-o0+1)*cols], o)
 	}
 	w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
-	floatBlock(dst, x, w, r0, r1, o0, o1)
+	k.floatBlock(dst, x, w, r0, r1, o0, o1)
 	scratchPool.Put(s)
 }
 
 // decodeRow computes out[o] = x·w[o] for o in [o0,o1) with in-register
 // decoding of Q8_0, F16 or BF16 weights.
-func decodeRow(out, x []float32, m *matrix, o0, o1 int) {
+func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 	cols := m.cols
 	o := o0
 	switch m.dt {
 	case kernels.Q8_0:
 		row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
 		for ; o+4 <= o1; o += 4 {
-			out[o], out[o+1], out[o+2], out[o+3] = q8dot1x4(x, row(o), row(o+1), row(o+2), row(o+3))
+			out[o], out[o+1], out[o+2], out[o+3] = k.q8dot1x4(x, row(o), row(o+1), row(o+2), row(o+3))
 		}
 		for ; o < o1; o++ {
-			out[o] = q8dot1x1(x, row(o))
+			out[o] = k.q8dot1x1(x, row(o))
 		}
 	case kernels.F16, kernels.BF16:
 		row := func(o int) []uint16 { return m.u16[o*cols : (o+1)*cols] }
-		dot4, dot1 := f16dot1x4, f16dot1x1
+		dot4, dot1 := k.f16dot1x4, k.f16dot1x1
 		if m.dt == kernels.BF16 {
-			dot4, dot1 = bf16dot1x4, bf16dot1x1
+			dot4, dot1 = k.bf16dot1x4, k.bf16dot1x1
 		}
 		for ; o+4 <= o1; o += 4 {
 			out[o], out[o+1], out[o+2], out[o+3] = dot4(x, row(o), row(o+1), row(o+2), row(o+3))
@@ -159,28 +159,28 @@ func decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 }
 
 // floatBlock computes a block of outputs from float32 weight rows w(o).
-func floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int) {
+func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int) {
 	r := r0
 	for ; r+2 <= r1; r += 2 {
 		x0, x1 := x.row(r), x.row(r+1)
 		out0, out1 := dst.row(r), dst.row(r+1)
 		o := o0
 		for ; o+3 <= o1; o += 3 {
-			out0[o], out0[o+1], out0[o+2], out1[o], out1[o+1], out1[o+2] = dot2x3(x0, x1, w(o), w(o+1), w(o+2))
+			out0[o], out0[o+1], out0[o+2], out1[o], out1[o+1], out1[o+2] = k.dot2x3(x0, x1, w(o), w(o+1), w(o+2))
 		}
 		for ; o < o1; o++ {
-			out0[o] = dot1x1(x0, w(o))
-			out1[o] = dot1x1(x1, w(o))
+			out0[o] = k.dot1x1(x0, w(o))
+			out1[o] = k.dot1x1(x1, w(o))
 		}
 	}
 	if r < r1 {
 		x0, out := x.row(r), dst.row(r)
 		o := o0
 		for ; o+4 <= o1; o += 4 {
-			out[o], out[o+1], out[o+2], out[o+3] = dot1x4(x0, w(o), w(o+1), w(o+2), w(o+3))
+			out[o], out[o+1], out[o+2], out[o+3] = k.dot1x4(x0, w(o), w(o+1), w(o+2), w(o+3))
 		}
 		for ; o < o1; o++ {
-			out[o] = dot1x1(x0, w(o))
+			out[o] = k.dot1x1(x0, w(o))
 		}
 	}
 }

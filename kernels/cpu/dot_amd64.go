@@ -1,0 +1,278 @@
+//go:build amd64
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// The vector paths on amd64. Their fixed reduction order per output element
+// (L = 8 lanes on avx2, 16 on avx512; n the reduction length):
+//
+//	lane[l] = fma(x[i], w[i], lane[l]) for i ≡ l (mod L), i < n&^(L−1), ascending
+//	s = hsum(lanes)   (avx512: lanes l and l+8 added first, then as avx2:)
+//	                  ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))
+//	s += round32(x[i]·w[i]) for the tail i ≥ n&^(L−1), ascending
+//
+// identical in every kernel of a path (F32, F16 and BF16 weights decoded in
+// registers or in a scratch block give the same values), so batch
+// invariance holds exactly as on the generic path. axpy adds with fused
+// multiply-adds element by element (tail: as axpy4Go). Q8_0: see q8.go;
+// both paths give the same bits there (the block integers are exact, the
+// lanes 8 wide on both).
+
+var (
+	hasAVX2 = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	// The avx512 path also runs AVX2 code (Q8_0 without VNNI, the tails).
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+	hasVNNI   = hasAVX512 && cpu.X86.HasAVX512VNNI
+)
+
+// vectorSets are the vector paths this CPU runs, slowest first.
+var vectorSets = func() []*kset {
+	var s []*kset
+	if hasAVX2 {
+		s = append(s, vset(AVX2, false))
+	}
+	if hasAVX512 {
+		s = append(s, vset(AVX512, true))
+	}
+	return s
+}()
+
+// vset returns the kernels of the avx2 (wide false) or avx512 path. The
+// closures call the wrappers with a constant, so each asm call is direct and
+// its output array stays on the stack.
+func vset(p Path, wide bool) *kset {
+	k := &kset{path: p}
+	if wide {
+		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
+			return vdot1x4(true, x, w0, w1, w2, w3)
+		}
+		k.dot2x3 = func(x0, x1, w0, w1, w2 []float32) (float32, float32, float32, float32, float32, float32) {
+			return vdot2x3(true, x0, x1, w0, w1, w2)
+		}
+		k.f16dot1x4 = func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+			return vhalf1x4(true, false, x, w0, w1, w2, w3)
+		}
+		k.bf16dot1x4 = func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+			return vhalf1x4(true, true, x, w0, w1, w2, w3)
+		}
+		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
+		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
+	} else {
+		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
+			return vdot1x4(false, x, w0, w1, w2, w3)
+		}
+		k.dot2x3 = func(x0, x1, w0, w1, w2 []float32) (float32, float32, float32, float32, float32, float32) {
+			return vdot2x3(false, x0, x1, w0, w1, w2)
+		}
+		k.f16dot1x4 = func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+			return vhalf1x4(false, false, x, w0, w1, w2, w3)
+		}
+		k.bf16dot1x4 = func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32) {
+			return vhalf1x4(false, true, x, w0, w1, w2, w3)
+		}
+		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(false, o, w, v0, v1, v2, v3) }
+		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(false, o, w, v) }
+	}
+	if wide && hasVNNI {
+		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
+			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
+		}
+	} else {
+		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
+			return vq8i1x4(false, xq, xd, w0, w1, w2, w3)
+		}
+	}
+	// One-row products run the four-row kernel on the same row four times:
+	// the same order, and rare (block tails, attention tails).
+	k.dot1x1 = func(x, w []float32) float32 { s, _, _, _ := k.dot1x4(x, w, w, w, w); return s }
+	k.f16dot1x1 = func(x []float32, w []uint16) float32 { s, _, _, _ := k.f16dot1x4(x, w, w, w, w); return s }
+	k.bf16dot1x1 = func(x []float32, w []uint16) float32 { s, _, _, _ := k.bf16dot1x4(x, w, w, w, w); return s }
+	k.q8i1x1 = func(xq []int8, xd []float32, w []byte) float32 { s, _, _, _ := k.q8i1x4(xq, xd, w, w, w, w); return s }
+	return k
+}
+
+func lanes(wide bool) int {
+	if wide {
+		return 16
+	}
+	return 8
+}
+
+func vdot1x4(wide bool, x, w0, w1, w2, w3 []float32) (s0, s1, s2, s3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	nv := n &^ (lanes(wide) - 1)
+	var out [4]float32
+	if nv > 0 {
+		if wide {
+			dot4AVX512(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		} else {
+			dot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		}
+	}
+	s0, s1, s2, s3 = out[0], out[1], out[2], out[3]
+	for i := nv; i < n; i++ {
+		v := x[i]
+		s0 += float32(v * w0[i])
+		s1 += float32(v * w1[i])
+		s2 += float32(v * w2[i])
+		s3 += float32(v * w3[i])
+	}
+	return
+}
+
+func vdot2x3(wide bool, x0, x1, w0, w1, w2 []float32) (a0, a1, a2, b0, b1, b2 float32) {
+	n := len(x0)
+	x1, w0, w1, w2 = x1[:n], w0[:n], w1[:n], w2[:n]
+	nv := n &^ (lanes(wide) - 1)
+	var out [6]float32
+	if nv > 0 {
+		if wide {
+			dot2x3AVX512(&x0[0], &x1[0], &w0[0], &w1[0], &w2[0], nv, &out)
+		} else {
+			dot2x3AVX2(&x0[0], &x1[0], &w0[0], &w1[0], &w2[0], nv, &out)
+		}
+	}
+	a0, a1, a2, b0, b1, b2 = out[0], out[1], out[2], out[3], out[4], out[5]
+	for i := nv; i < n; i++ {
+		u, v := x0[i], x1[i]
+		a0 += float32(u * w0[i])
+		a1 += float32(u * w1[i])
+		a2 += float32(u * w2[i])
+		b0 += float32(v * w0[i])
+		b1 += float32(v * w1[i])
+		b2 += float32(v * w2[i])
+	}
+	return
+}
+
+// vhalf1x4 is vdot1x4 on F16 (bf false) or BF16 weights converted in
+// registers (VCVTPH2PS; a 16-bit shift): exactly the values of f16tab and
+// bf16, so the same bits as decoding to a scratch block first.
+func vhalf1x4(wide, bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	nv := n &^ (lanes(wide) - 1)
+	var out [4]float32
+	if nv > 0 {
+		switch {
+		case wide && bf:
+			bf16dot4AVX512(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		case wide:
+			f16dot4AVX512(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		case bf:
+			bf16dot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		default:
+			f16dot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
+		}
+	}
+	s0, s1, s2, s3 = out[0], out[1], out[2], out[3]
+	dec := func(h uint16) float32 { return f16tab[h] }
+	if bf {
+		dec = bf16
+	}
+	for i := nv; i < n; i++ {
+		v := x[i]
+		s0 += float32(v * dec(w0[i]))
+		s1 += float32(v * dec(w1[i]))
+		s2 += float32(v * dec(w2[i]))
+		s3 += float32(v * dec(w3[i]))
+	}
+	return
+}
+
+// vq8i1x4 is the Q8_0 product of quantized activations (q8.go) with four
+// weight rows; vnni picks VPDPBUSD (same integers, same bits).
+func vq8i1x4(vnni bool, xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
+	nb := len(xd)
+	if nb == 0 {
+		return
+	}
+	xq = xq[:nb*32]
+	w0, w1, w2, w3 = w0[:nb*34], w1[:nb*34], w2[:nb*34], w3[:nb*34]
+	var out [4]float32
+	if vnni {
+		q8dot4VNNI(&xq[0], &xd[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out)
+	} else {
+		q8dot4AVX2(&xq[0], &xd[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out)
+	}
+	return out[0], out[1], out[2], out[3]
+}
+
+func vaxpy4(wide bool, o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
+	n := len(o)
+	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
+	nv := n &^ (lanes(wide) - 1)
+	if nv > 0 {
+		if wide {
+			axpy4AVX512(&o[0], w, &v0[0], &v1[0], &v2[0], &v3[0], nv)
+		} else {
+			axpy4AVX2(&o[0], w, &v0[0], &v1[0], &v2[0], &v3[0], nv)
+		}
+	}
+	if nv < n {
+		axpy4Go(o[nv:], w, v0[nv:], v1[nv:], v2[nv:], v3[nv:])
+	}
+}
+
+func vaxpy1(wide bool, o []float32, w float32, v []float32) {
+	n := len(o)
+	v = v[:n]
+	nv := n &^ (lanes(wide) - 1)
+	if nv > 0 {
+		if wide {
+			axpy1AVX512(&o[0], w, &v[0], nv)
+		} else {
+			axpy1AVX2(&o[0], w, &v[0], nv)
+		}
+	}
+	if nv < n {
+		axpy1Go(o[nv:], w, v[nv:])
+	}
+}
+
+// Assembly kernels (dot_amd64.s). n is a multiple of the lane count (8 for
+// AVX2, 16 for AVX512), nb a number of Q8 blocks.
+
+//go:noescape
+func dot4AVX2(x, w0, w1, w2, w3 *float32, n int, out *[4]float32)
+
+//go:noescape
+func dot2x3AVX2(x0, x1, w0, w1, w2 *float32, n int, out *[6]float32)
+
+//go:noescape
+func f16dot4AVX2(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+
+//go:noescape
+func bf16dot4AVX2(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+
+//go:noescape
+func q8dot4AVX2(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+
+//go:noescape
+func axpy4AVX2(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)
+
+//go:noescape
+func axpy1AVX2(o *float32, w float32, v *float32, n int)
+
+//go:noescape
+func dot4AVX512(x, w0, w1, w2, w3 *float32, n int, out *[4]float32)
+
+//go:noescape
+func dot2x3AVX512(x0, x1, w0, w1, w2 *float32, n int, out *[6]float32)
+
+//go:noescape
+func f16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+
+//go:noescape
+func bf16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+
+//go:noescape
+func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+
+//go:noescape
+func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)
+
+//go:noescape
+func axpy1AVX512(o *float32, w float32, v *float32, n int)

@@ -1,0 +1,665 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Vector kernels of the avx2 and avx512 paths (dot_amd64.go states their
+// reduction order). Every function returns the lane sums of the first n
+// elements (n a multiple of the lane count); the Go wrappers add the tail.
+// Every function ends with VZEROUPPER: SSE code that runs next is slow with
+// dirty upper halves.
+
+// HSUM8 reduces the 8 lanes of Y to X's low lane as
+// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). Clobbers X14.
+#define HSUM8(Y, X) \
+	VEXTRACTF128 $1, Y, X14; \
+	VADDPS       X14, X, X; \
+	VMOVHLPS     X, X, X14; \
+	VADDPS       X14, X, X; \
+	VMOVSHDUP    X, X14; \
+	VADDSS       X14, X, X
+
+// HSUM16 reduces the 16 lanes of Z: lanes l and l+8 first, then HSUM8.
+#define HSUM16(Z, Y, X) \
+	VEXTRACTF64X4 $1, Z, Y14; \
+	VADDPS        Y14, Y, Y; \
+	HSUM8(Y, X)
+
+// func dot4AVX2(x, w0, w1, w2, w3 *float32, n int, out *[4]float32)
+TEXT ·dot4AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Y4
+	VFMADD231PS (R8)(AX*4), Y4, Y0
+	VFMADD231PS (R9)(AX*4), Y4, Y1
+	VFMADD231PS (R10)(AX*4), Y4, Y2
+	VFMADD231PS (R11)(AX*4), Y4, Y3
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func dot2x3AVX2(x0, x1, w0, w1, w2 *float32, n int, out *[6]float32)
+TEXT ·dot2x3AVX2(SB), NOSPLIT, $0-56
+	MOVQ x0+0(FP), SI
+	MOVQ x1+8(FP), DX
+	MOVQ w0+16(FP), R8
+	MOVQ w1+24(FP), R9
+	MOVQ w2+32(FP), R10
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Y6
+	VMOVUPS     (DX)(AX*4), Y7
+	VMOVUPS     (R8)(AX*4), Y8
+	VFMADD231PS Y8, Y6, Y0
+	VFMADD231PS Y8, Y7, Y3
+	VMOVUPS     (R9)(AX*4), Y9
+	VFMADD231PS Y9, Y6, Y1
+	VFMADD231PS Y9, Y7, Y4
+	VMOVUPS     (R10)(AX*4), Y10
+	VFMADD231PS Y10, Y6, Y2
+	VFMADD231PS Y10, Y7, Y5
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	HSUM8(Y4, X4)
+	HSUM8(Y5, X5)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VMOVSS X4, 16(DI)
+	VMOVSS X5, 20(DI)
+	VZEROUPPER
+	RET
+
+// func f16dot4AVX2(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+TEXT ·f16dot4AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Y4
+	VCVTPH2PS   (R8)(AX*2), Y5
+	VFMADD231PS Y5, Y4, Y0
+	VCVTPH2PS   (R9)(AX*2), Y6
+	VFMADD231PS Y6, Y4, Y1
+	VCVTPH2PS   (R10)(AX*2), Y7
+	VFMADD231PS Y7, Y4, Y2
+	VCVTPH2PS   (R11)(AX*2), Y8
+	VFMADD231PS Y8, Y4, Y3
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func bf16dot4AVX2(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+TEXT ·bf16dot4AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Y4
+	VPMOVZXWD   (R8)(AX*2), Y5
+	VPSLLD      $16, Y5, Y5
+	VFMADD231PS Y5, Y4, Y0
+	VPMOVZXWD   (R9)(AX*2), Y6
+	VPSLLD      $16, Y6, Y6
+	VFMADD231PS Y6, Y4, Y1
+	VPMOVZXWD   (R10)(AX*2), Y7
+	VPSLLD      $16, Y7, Y7
+	VFMADD231PS Y7, Y4, Y2
+	VPMOVZXWD   (R11)(AX*2), Y8
+	VPSLLD      $16, Y8, Y8
+	VFMADD231PS Y8, Y4, Y3
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func q8dot4AVX2(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+TEXT ·q8dot4AVX2(SB), NOSPLIT, $0-64
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ w0+16(FP), R8
+	MOVQ w1+24(FP), R9
+	MOVQ w2+32(FP), R10
+	MOVQ w3+40(FP), R11
+	MOVQ nb+48(FP), CX
+	MOVQ out+56(FP), DI
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+loop:
+	TESTQ       CX, CX
+	JEQ         done
+	VMOVDQU     (SI), Y4
+	VMOVSS      (DX), X13
+	VMOVDQU     2(R8), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPMADDUBSW  Y6, Y5, Y5
+	VPMADDWD    Y15, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	MOVWLZX     (R8), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y0
+	ADDQ        $34, R8
+	VMOVDQU     2(R9), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPMADDUBSW  Y6, Y5, Y5
+	VPMADDWD    Y15, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	MOVWLZX     (R9), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y1
+	ADDQ        $34, R9
+	VMOVDQU     2(R10), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPMADDUBSW  Y6, Y5, Y5
+	VPMADDWD    Y15, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	MOVWLZX     (R10), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y2
+	ADDQ        $34, R10
+	VMOVDQU     2(R11), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPMADDUBSW  Y6, Y5, Y5
+	VPMADDWD    Y15, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	MOVWLZX     (R11), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y3
+	ADDQ        $34, R11
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	DECQ        CX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func axpy4AVX2(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)
+TEXT ·axpy4AVX2(SB), NOSPLIT, $0-56
+	MOVQ o+0(FP), DI
+	MOVQ w+8(FP), DX
+	MOVQ v0+16(FP), R8
+	MOVQ v1+24(FP), R9
+	MOVQ v2+32(FP), R10
+	MOVQ v3+40(FP), R11
+	MOVQ n+48(FP), CX
+	VBROADCASTSS 0(DX), Y4
+	VBROADCASTSS 4(DX), Y5
+	VBROADCASTSS 8(DX), Y6
+	VBROADCASTSS 12(DX), Y7
+	XORQ         AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (DI)(AX*4), Y0
+	VFMADD231PS (R8)(AX*4), Y4, Y0
+	VFMADD231PS (R9)(AX*4), Y5, Y0
+	VFMADD231PS (R10)(AX*4), Y6, Y0
+	VFMADD231PS (R11)(AX*4), Y7, Y0
+	VMOVUPS     Y0, (DI)(AX*4)
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpy1AVX2(o *float32, w float32, v *float32, n int)
+TEXT ·axpy1AVX2(SB), NOSPLIT, $0-32
+	MOVQ         o+0(FP), DI
+	VBROADCASTSS w+8(FP), Y4
+	MOVQ         v+16(FP), R8
+	MOVQ         n+24(FP), CX
+	XORQ         AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (DI)(AX*4), Y0
+	VFMADD231PS (R8)(AX*4), Y4, Y0
+	VMOVUPS     Y0, (DI)(AX*4)
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func dot4AVX512(x, w0, w1, w2, w3 *float32, n int, out *[4]float32)
+TEXT ·dot4AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Z4
+	VFMADD231PS (R8)(AX*4), Z4, Z0
+	VFMADD231PS (R9)(AX*4), Z4, Z1
+	VFMADD231PS (R10)(AX*4), Z4, Z2
+	VFMADD231PS (R11)(AX*4), Z4, Z3
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	HSUM16(Z2, Y2, X2)
+	HSUM16(Z3, Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func dot2x3AVX512(x0, x1, w0, w1, w2 *float32, n int, out *[6]float32)
+TEXT ·dot2x3AVX512(SB), NOSPLIT, $0-56
+	MOVQ x0+0(FP), SI
+	MOVQ x1+8(FP), DX
+	MOVQ w0+16(FP), R8
+	MOVQ w1+24(FP), R9
+	MOVQ w2+32(FP), R10
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Z6
+	VMOVUPS     (DX)(AX*4), Z7
+	VMOVUPS     (R8)(AX*4), Z8
+	VFMADD231PS Z8, Z6, Z0
+	VFMADD231PS Z8, Z7, Z3
+	VMOVUPS     (R9)(AX*4), Z9
+	VFMADD231PS Z9, Z6, Z1
+	VFMADD231PS Z9, Z7, Z4
+	VMOVUPS     (R10)(AX*4), Z10
+	VFMADD231PS Z10, Z6, Z2
+	VFMADD231PS Z10, Z7, Z5
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	HSUM16(Z2, Y2, X2)
+	HSUM16(Z3, Y3, X3)
+	HSUM16(Z4, Y4, X4)
+	HSUM16(Z5, Y5, X5)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VMOVSS X4, 16(DI)
+	VMOVSS X5, 20(DI)
+	VZEROUPPER
+	RET
+
+// func f16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+TEXT ·f16dot4AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Z4
+	VCVTPH2PS   (R8)(AX*2), Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS   (R9)(AX*2), Z6
+	VFMADD231PS Z6, Z4, Z1
+	VCVTPH2PS   (R10)(AX*2), Z7
+	VFMADD231PS Z7, Z4, Z2
+	VCVTPH2PS   (R11)(AX*2), Z8
+	VFMADD231PS Z8, Z4, Z3
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	HSUM16(Z2, Y2, X2)
+	HSUM16(Z3, Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func bf16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
+TEXT ·bf16dot4AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ out+48(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (SI)(AX*4), Z4
+	VPMOVZXWD   (R8)(AX*2), Z5
+	VPSLLD      $16, Z5, Z5
+	VFMADD231PS Z5, Z4, Z0
+	VPMOVZXWD   (R9)(AX*2), Z6
+	VPSLLD      $16, Z6, Z6
+	VFMADD231PS Z6, Z4, Z1
+	VPMOVZXWD   (R10)(AX*2), Z7
+	VPSLLD      $16, Z7, Z7
+	VFMADD231PS Z7, Z4, Z2
+	VPMOVZXWD   (R11)(AX*2), Z8
+	VPSLLD      $16, Z8, Z8
+	VFMADD231PS Z8, Z4, Z3
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	HSUM16(Z2, Y2, X2)
+	HSUM16(Z3, Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+TEXT ·q8dot4VNNI(SB), NOSPLIT, $0-64
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ w0+16(FP), R8
+	MOVQ w1+24(FP), R9
+	MOVQ w2+32(FP), R10
+	MOVQ w3+40(FP), R11
+	MOVQ nb+48(FP), CX
+	MOVQ out+56(FP), DI
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+loop:
+	TESTQ       CX, CX
+	JEQ         done
+	VMOVDQU     (SI), Y4
+	VMOVSS      (DX), X13
+	VMOVDQU     2(R8), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPXORD      Y16, Y16, Y16
+	VPDPBUSD    Y6, Y5, Y16
+	VCVTDQ2PS   Y16, Y5
+	MOVWLZX     (R8), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y0
+	ADDQ        $34, R8
+	VMOVDQU     2(R9), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPXORD      Y16, Y16, Y16
+	VPDPBUSD    Y6, Y5, Y16
+	VCVTDQ2PS   Y16, Y5
+	MOVWLZX     (R9), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y1
+	ADDQ        $34, R9
+	VMOVDQU     2(R10), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPXORD      Y16, Y16, Y16
+	VPDPBUSD    Y6, Y5, Y16
+	VCVTDQ2PS   Y16, Y5
+	MOVWLZX     (R10), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y2
+	ADDQ        $34, R10
+	VMOVDQU     2(R11), Y5
+	VPSIGNB     Y5, Y4, Y6
+	VPABSB      Y5, Y5
+	VPXORD      Y16, Y16, Y16
+	VPDPBUSD    Y6, Y5, Y16
+	VCVTDQ2PS   Y16, Y5
+	MOVWLZX     (R11), BX
+	VMOVD       BX, X7
+	VCVTPH2PS   X7, X7
+	VMULSS      X13, X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS Y7, Y5, Y3
+	ADDQ        $34, R11
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	DECQ        CX
+	JMP         loop
+
+done:
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET
+
+// func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)
+TEXT ·axpy4AVX512(SB), NOSPLIT, $0-56
+	MOVQ o+0(FP), DI
+	MOVQ w+8(FP), DX
+	MOVQ v0+16(FP), R8
+	MOVQ v1+24(FP), R9
+	MOVQ v2+32(FP), R10
+	MOVQ v3+40(FP), R11
+	MOVQ n+48(FP), CX
+	VBROADCASTSS 0(DX), Z4
+	VBROADCASTSS 4(DX), Z5
+	VBROADCASTSS 8(DX), Z6
+	VBROADCASTSS 12(DX), Z7
+	XORQ         AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (DI)(AX*4), Z0
+	VFMADD231PS (R8)(AX*4), Z4, Z0
+	VFMADD231PS (R9)(AX*4), Z5, Z0
+	VFMADD231PS (R10)(AX*4), Z6, Z0
+	VFMADD231PS (R11)(AX*4), Z7, Z0
+	VMOVUPS     Z0, (DI)(AX*4)
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpy1AVX512(o *float32, w float32, v *float32, n int)
+TEXT ·axpy1AVX512(SB), NOSPLIT, $0-32
+	MOVQ         o+0(FP), DI
+	VBROADCASTSS w+8(FP), Z4
+	MOVQ         v+16(FP), R8
+	MOVQ         n+24(FP), CX
+	XORQ         AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (DI)(AX*4), Z0
+	VFMADD231PS (R8)(AX*4), Z4, Z0
+	VMOVUPS     Z0, (DI)(AX*4)
+	ADDQ        $16, AX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET

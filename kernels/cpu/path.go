@@ -1,0 +1,133 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/kernels"
+)
+
+// Path is a set of matrix and attention kernels, chosen once per backend
+// from the CPU's features (golang.org/x/sys/cpu) or forced with the
+// CLOISON_CPU environment variable.
+type Path string
+
+// The kernel paths. Each is deterministic and batch-invariant with its own
+// fixed reduction order (see dot.go and dot_amd64.go); results of two paths
+// are not bit-identical to each other, both are within the conformance
+// tolerances (kernels/kernelstest).
+const (
+	// Generic is the pure-Go kernels: every platform, the oracle.
+	Generic Path = "generic"
+	// AVX2 is Go assembly with AVX2, FMA and F16C (amd64): 8-lane float
+	// dot products, F16 and BF16 converted in registers, Q8_0 as int8×int8
+	// (VPMADDUBSW) on activations quantized per 32-block.
+	AVX2 Path = "avx2"
+	// AVX512 is Go assembly with AVX-512 F/BW/VL (amd64): 16-lane float dot
+	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
+	// AVX512_VNNI (else as AVX2).
+	AVX512 Path = "avx512"
+)
+
+// EnvPath is the environment variable that forces a path at backend open.
+const EnvPath = "CLOISON_CPU"
+
+// ErrPath: CLOISON_CPU (or NewWithPath) names a path that does not exist or
+// that this CPU lacks. Nothing was opened.
+var ErrPath = cloison.NewError(cloison.CodeInvalid, "kernels/cpu: CPU kernel path not available")
+
+// Paths returns the paths this CPU can run, slowest first; the last one is
+// the default.
+func Paths() []Path { return slices.Clone(available) }
+
+// available is computed once from the CPU's features (dot_amd64.go,
+// dot_other.go).
+var available = func() []Path {
+	ps := []Path{Generic}
+	for _, k := range vectorSets {
+		ps = append(ps, k.path)
+	}
+	return ps
+}()
+
+// choosePath returns the path named by env ("" or "auto": the last of have)
+// when have contains it.
+//
+// Errors: ErrPath for an unknown name or one not in have.
+func choosePath(env string, have []Path) (Path, error) {
+	if env == "" || env == "auto" {
+		return have[len(have)-1], nil
+	}
+	p := Path(env)
+	switch p {
+	case Generic, AVX2, AVX512:
+	default:
+		return "", fmt.Errorf("%w: %s=%q is not one of generic, avx2, avx512", ErrPath, EnvPath, env)
+	}
+	if !slices.Contains(have, p) {
+		return "", fmt.Errorf("%w: %s=%s but this CPU runs only %v", ErrPath, EnvPath, env, have)
+	}
+	return p, nil
+}
+
+// kset is one path's kernels. Every function of a set uses the same
+// reduction order for every output element (the batch-invariance rule of
+// dot.go), so a set may mix them freely.
+type kset struct {
+	path Path
+
+	dot1x1 func(x, w []float32) float32
+	dot1x4 func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32)
+	dot2x3 func(x0, x1, w0, w1, w2 []float32) (float32, float32, float32, float32, float32, float32)
+
+	f16dot1x1, bf16dot1x1 func(x []float32, w []uint16) float32
+	f16dot1x4, bf16dot1x4 func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32)
+
+	// Q8_0 with float activations (generic), nil where intQ8 is set.
+	q8dot1x1 func(x []float32, w []byte) float32
+	q8dot1x4 func(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
+
+	// Q8_0 with activations quantized to Q8 blocks (q8.go), nil in generic.
+	q8i1x1 func(xq []int8, xd []float32, w []byte) float32
+	q8i1x4 func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
+
+	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
+	axpy1 func(o []float32, w float32, v []float32)
+}
+
+var genericSet = &kset{
+	path:       Generic,
+	dot1x1:     dot1x1Go,
+	dot1x4:     dot1x4Go,
+	dot2x3:     dot2x3Go,
+	f16dot1x1:  f16dot1x1Go,
+	f16dot1x4:  f16dot1x4Go,
+	bf16dot1x1: bf16dot1x1Go,
+	bf16dot1x4: bf16dot1x4Go,
+	q8dot1x1:   q8dot1x1Go,
+	q8dot1x4:   q8dot1x4Go,
+	axpy4:      axpy4Go,
+	axpy1:      axpy1Go,
+}
+
+func kernelSet(p Path) *kset {
+	for _, k := range vectorSets {
+		if k.path == p {
+			return k
+		}
+	}
+	return genericSet
+}
+
+// intQ8 reports whether Q8_0 products quantize activations to int8.
+func (k *kset) intQ8() bool { return k.q8i1x4 != nil }
+
+// inRegister reports whether decode (one-row) products of dt decode weights
+// in registers (decodeRow) rather than into a scratch block.
+func (k *kset) inRegister(dt kernels.DType) bool {
+	return (dt == kernels.Q8_0 && !k.intQ8()) || dt == kernels.F16 || dt == kernels.BF16
+}
+
+func envPath() string { return os.Getenv(EnvPath) }

@@ -1,0 +1,97 @@
+package cpu
+
+import (
+	"math"
+	"slices"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+// Q8_0 products on the vector paths multiply int8 by int8, as llama.cpp's
+// ggml_vec_dot_q8_0_q8_0 does: each activation row is quantized to Q8
+// blocks first (d = max|x|/127 per 32 values, q = round-half-even(x/d)),
+// then every block contributes its exact integer dot product Σ w·q
+// (VPMADDUBSW of |w| and sign(w)·q then VPMADDWD with ones, or VPDPBUSD),
+// scaled by round32(d_w·d_x):
+//
+//	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
+//
+// over blocks in order, lanes combined as hsum8 (dot_amd64.go). Every Q8_0
+// product of a row, decode or prefill, goes this way, so a row's result
+// never depends on the batch. The activation rounding costs at most
+// Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite adds to the
+// MatMul tolerance for Q8_0.
+
+// q8acts holds the activation rows of a product quantized to Q8 blocks.
+type q8acts struct {
+	q []int8    // rows × cols
+	d []float32 // rows × cols/32
+}
+
+// prepareQ8 quantizes x's rows when the backend's path multiplies Q8_0 in
+// integers and a product in ps has Q8_0 weights; otherwise it returns nil.
+func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
+	if !b.k.intQ8() || x.cols%32 != 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.Q8_0 }) {
+		return nil
+	}
+	nb := x.cols / 32
+	a := &q8acts{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*nb)}
+	b.eachRow(x.rows, x.cols, func(r int) {
+		quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+	})
+	return a
+}
+
+// quantizeRowQ8 quantizes x to Q8 blocks: q (len(x) values) and one scale d
+// per 32 values.
+func quantizeRowQ8(q []int8, d []float32, x []float32) {
+	for b := range d {
+		xb := x[b*32 : b*32+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		dd := amax / 127
+		var id float32
+		if dd != 0 {
+			id = 1 / dd
+		}
+		d[b] = dd
+		qb := q[b*32 : b*32+32]
+		for j, v := range xb {
+			// Round to nearest even by the 1.5·2²³ trick (|v·id| ≤ 127):
+			// two float32 additions instead of a call.
+			const magic = 12582912
+			r := float32(float32(v*id)+magic) - magic
+			qb[j] = int8(max(-127, min(127, int32(r))))
+		}
+	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// q8IntMul computes the block of outputs of a Q8_0 product from quantized
+// activations; it reports false (and does nothing) when acts is nil or m is
+// not Q8_0.
+func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) bool {
+	if acts == nil || m.dt != kernels.Q8_0 {
+		return false
+	}
+	cols, nb := m.cols, m.cols/32
+	row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
+	for r := r0; r < r1; r++ {
+		xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
+		out := dst.row(r)
+		o := o0
+		for ; o+4 <= o1; o += 4 {
+			out[o], out[o+1], out[o+2], out[o+3] = k.q8i1x4(xq, xd, row(o), row(o+1), row(o+2), row(o+3))
+		}
+		for ; o < o1; o++ {
+			out[o] = k.q8i1x1(xq, xd, row(o))
+		}
+	}
+	return true
+}
