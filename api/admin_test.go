@@ -5,8 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +20,7 @@ import (
 
 func call(t *testing.T, p *platformtest.Platform, method, path, token, body string) (int, api.ErrorBody, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, p.URL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, method, p.URL+path, token, body)
 	var eb api.ErrorBody
 	_ = json.Unmarshal(b, &eb)
 	return resp.StatusCode, eb, b

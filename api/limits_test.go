@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -30,14 +28,7 @@ type reply struct {
 
 func ask(t *testing.T, p *platformtest.Platform, token, body string) reply {
 	t.Helper()
-	req, _ := http.NewRequest("POST", p.URL+"/v1/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, "POST", p.URL+"/v1/completions", token, body)
 	r := reply{status: resp.StatusCode, decision: resp.Header.Get("X-Cloison-Decision-Id"), request: resp.Header.Get("X-Request-Id")}
 	var v struct {
 		Error   struct{ Code string } `json:"error"`

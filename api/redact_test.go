@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -77,14 +76,7 @@ func coVictims(t *testing.T, p *platformtest.Platform) (audit.Name, int) {
 
 func httpGet(t *testing.T, url, token string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, "GET", url, token, "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET %s: got %d %s, want 200", url, resp.StatusCode, b)
 	}
