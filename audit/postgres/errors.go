@@ -79,7 +79,7 @@ func translate(err error) error {
 			s = ErrAppendOnly
 		case "CL002":
 			s = ErrRetention
-		case "CL003":
+		case "CL003", "CL006": // chain or tree not extended
 			s = ErrChainRejected
 		case "CL005", "23505", "40001", "40P01": // version race, unique_violation, serialization, deadlock
 			s = ErrConflict
