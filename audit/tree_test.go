@@ -133,7 +133,10 @@ func TestTreeVerificationRefusals(t *testing.T) {
 		{"same size, other root", func() error { _, err := VerifyConsistency(vkey, n20, f20, nil); return err }(), ErrFork},
 		{"fork after the trusted size", func() error { _, err := VerifyConsistency(vkey, n10, f20, fp); return err }(), ErrFork},
 		{"another key", func() error { _, err := VerifyConsistency(vkey, n10, bySomeoneElse, p1020); return err }(), ErrBadSignature},
-		{"empty tree", func() error { _, err := ParseTreeHead("tree-test\n0\n"+"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n", "tree-test"); return err }(), ErrEmptyLedger},
+		{"empty tree", func() error {
+			_, err := ParseTreeHead("tree-test\n0\n"+"47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n", "tree-test")
+			return err
+		}(), ErrEmptyLedger},
 		{"entry beyond the tree", func() error {
 			_, err := VerifyInclusion(n10, vkey, full.recs[14], nil)
 			return err
