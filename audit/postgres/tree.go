@@ -161,7 +161,26 @@ func treeSizeOn(ctx context.Context, q querier) (int64, error) {
 // gets its stored hashes computed from its events, a page at a time. A
 // tree larger than the ledger is refused (ErrSchema): it means rows were
 // removed behind the triggers.
+//
+// It first looks without the lock (one snapshot): a tree that covers the
+// ledger, the usual case, needs no lock and no write, so read-only tools
+// can open a Store.
 func (s *Store) ensureTree(ctx context.Context) error {
+	var covered bool
+	if err := s.readOnly(ctx, func(tx pgx.Tx) error {
+		head, err := headOn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		n, err := treeSizeOn(ctx, tx)
+		covered = err == nil && uint64(n) == head.Seq
+		return err
+	}); err != nil {
+		return err
+	}
+	if covered {
+		return nil
+	}
 	return s.readWrite(ctx, func(tx pgx.Tx) error {
 		var seq int64
 		var hash []byte

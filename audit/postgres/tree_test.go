@@ -421,3 +421,51 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// A ledger written before migration 00005 (no stored tree hashes) gets its
+// tree at the next Open, with the root the writers would have computed; a
+// tree larger than the ledger is refused.
+func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	pool := db.RuntimePool(t)
+	for b := 0; b < 41; b++ { // 4100 events: more than one backfill page
+		evs := make([]audit.Event, 100)
+		for i := range evs {
+			evs[i] = event("old", b*100+i)
+		}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := s.AppendTx(ctx, tx, evs...); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := s.Append(ctx, event("old-tail", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.SignTree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	admin := db.AdminPool(t)
+	treeSuperuser(t, admin, "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints")
+	s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	got, err := s2.SignTree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("got checkpoint %q, want %q", got, want)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 4000")
+	if _, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey}); !errors.Is(err, ErrSchema) {
+		t.Errorf("tree larger than the ledger: got %v, want ErrSchema", err)
+	}
+}
