@@ -44,6 +44,11 @@
 //     tlog proofs from the committed tree and refuse sizes it does not have
 //     (ErrOutOfRange, audit.ErrEmptyLedger). The key is the checkpoint key
 //     (SigningKey), named by Origin (which must not contain '+').
+//   - VerifyTree recomputes the tree from the entries alone and compares
+//     every stored hash (audit.ReasonTree at the first entry that differs):
+//     the database does not recompute tree hashes itself, so this is the
+//     check that the stored tree, and so every note signed from it, is the
+//     tree of the stored entries.
 //   - Compliance reads never wait on, or hold, the request path's
 //     connections: Scan, Verify and Export run on Config.ScanPool, in
 //     keyset pages of ScanPage rows, each its own short query, with no

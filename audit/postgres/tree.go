@@ -394,3 +394,94 @@ func (s *Store) proofSize(ctx context.Context, size uint64) (int64, error) {
 	}
 	return int64(size), nil
 }
+
+// noQuerier refuses every query: VerifyTree computes from the entries
+// alone and must never fall back to a stored hash.
+type noQuerier struct{}
+
+func (noQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, fmt.Errorf("%w: tree verification read a stored hash", ErrSchema)
+}
+
+func (noQuerier) QueryRow(context.Context, string, ...any) pgx.Row { return nil }
+
+// VerifyTree recomputes the whole Merkle tree from the entries (on the scan
+// pool, a page at a time, in constant memory) and compares every stored
+// hash with it. It returns the recomputed tree head. It is the operator's
+// and the auditor's check that the stored tree is the tree of the stored
+// entries; a verifier outside uses checkpoints and proofs instead.
+//
+// Errors: *audit.BreakError with audit.ReasonTree at the first entry whose
+// stored tree hashes differ, or at the head when the tree is larger or
+// smaller than the ledger; audit.ErrEmptyLedger; the translated database
+// errors.
+func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
+	head, err := headOn(ctx, s.scan)
+	if err != nil {
+		return audit.TreeHead{}, err
+	}
+	if head.Seq == 0 {
+		return audit.TreeHead{}, audit.ErrEmptyLedger
+	}
+	var frontier map[int64]tlog.Hash
+	var root tlog.Hash
+	page := make([]audit.Record, 0, s.cfg.ScanPage)
+	flush := func() error {
+		st, err := extendTree(ctx, noQuerier{}, frontier, page)
+		if err != nil {
+			return err
+		}
+		stored := make(map[int64][]byte, len(st.index))
+		rows, err := s.scan.Query(ctx, "SELECT index, hash FROM tlog_hashes WHERE index BETWEEN $1 AND $2",
+			st.index[0], st.index[len(st.index)-1])
+		if err != nil {
+			return translate(err)
+		}
+		for rows.Next() {
+			var x int64
+			var h []byte
+			if err := rows.Scan(&x, &h); err != nil {
+				rows.Close()
+				return translate(err)
+			}
+			stored[x] = h
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return translate(err)
+		}
+		for i, x := range st.index {
+			if string(stored[x]) != string(st.hashes[i]) {
+				level, n := tlog.SplitStoredHashIndex(x)
+				seq := uint64(n<<uint(level)) + 1<<uint(level) // last leaf the hash covers, 1-based
+				return &audit.BreakError{Seq: seq, Reason: audit.ReasonTree,
+					Detail: fmt.Sprintf("stored tree hash %d (level %d) is not the entries' hash", x, level)}
+			}
+		}
+		frontier, root = st.frontier, st.root
+		page = page[:0]
+		return nil
+	}
+	err = s.scanPages(ctx, 1, head.Seq, func(r audit.Record) error {
+		page = append(page, r)
+		if len(page) == cap(page) {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && len(page) > 0 {
+		err = flush()
+	}
+	if err != nil {
+		return audit.TreeHead{}, err
+	}
+	n, err := treeSizeOn(ctx, s.scan)
+	if err != nil {
+		return audit.TreeHead{}, translate(err)
+	}
+	if uint64(n) != head.Seq {
+		return audit.TreeHead{}, &audit.BreakError{Seq: head.Seq, Reason: audit.ReasonTree,
+			Detail: fmt.Sprintf("the tree has %d leaves, the ledger %d entries", n, head.Seq)}
+	}
+	return audit.TreeHead{Origin: s.cfg.Origin, Size: head.Seq, Root: root}, nil
+}

@@ -205,6 +205,13 @@ func TestInclusionProofsForEveryWriterKind(t *testing.T) {
 	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
+	th, err := s.VerifyTree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := audit.OpenTreeHead(msg, vkey); th != want {
+		t.Errorf("recomputed tree %+v, want the signed %+v", th, want)
+	}
 
 	// A writer that inserts a correctly chained event but skips the tree
 	// is refused by the database.
@@ -467,5 +474,45 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 	treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 4000")
 	if _, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey}); !errors.Is(err, ErrSchema) {
 		t.Errorf("tree larger than the ledger: got %v, want ErrSchema", err)
+	}
+}
+
+// An entry rewritten with its hash chain recomputed but its stored tree
+// hashes left as they were: VerifyTree names the entry.
+func TestVerifyTreeFindsRewrittenEntry(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	for i := 1; i <= 40; i++ {
+		if _, err := s.Append(ctx, event("honest", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.VerifyTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var recs []audit.Record
+	if err := s.Scan(ctx, 1, 0, func(r audit.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := event("rewritten", 10).Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs[9] = r
+	var head audit.Head
+	for i := range recs {
+		recs[i] = audit.Rechain(recs[i], head)
+		head = recs[i].Head()
+	}
+	admin := db.AdminPool(t)
+	treeSuperuser(t, admin, "DELETE FROM audit_events")
+	if _, err := admin.Exec(ctx, appendSQL, appendArgs(recs, audit.Head{})...); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.VerifyTree(ctx)
+	var be *audit.BreakError
+	if !errors.As(err, &be) || be.Reason != audit.ReasonTree || be.Seq != 10 {
+		t.Errorf("got %v, want a tree break at seq 10", err)
 	}
 }
