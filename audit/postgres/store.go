@@ -22,8 +22,9 @@ import (
 type Config struct {
 	// Origin names this ledger in its checkpoints ("cloison-prod").
 	Origin audit.Name
-	// SigningKey signs checkpoints. Nil: the store writes no checkpoints
-	// (a read-only verifier or exporter does not need one).
+	// SigningKey signs checkpoints, and the Merkle tree's notes under the
+	// key name Origin. Nil: the store writes no checkpoints (a read-only
+	// verifier or exporter does not need one).
 	SigningKey ed25519.PrivateKey
 	// CheckpointEvery: a checkpoint after this many events appended by this
 	// store (default 1000).
@@ -380,6 +381,8 @@ func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error)
 // other lock tx takes (a lock taken after it could deadlock with a writer),
 // and commit promptly. The records returned are final only once tx
 // commits. Checkpoints count these events at this store's next checkpoint.
+// The events' Merkle tree hashes are inserted in tx too; the writer signs
+// a tree note covering them within TreeCheckpointInterval of the commit.
 //
 // Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event
 // the ledger refuses (nothing is written); ErrClosed after Close; otherwise

@@ -156,11 +156,12 @@ func treeSizeOn(ctx context.Context, q querier) (int64, error) {
 	return n, nil
 }
 
-// ensureTree brings the tree up to the committed head, once, under the
-// ledger lock: a ledger written before the tree existed (migration 00005)
-// gets its stored hashes computed from its events, a page at a time. A
-// tree larger than the ledger is refused (ErrSchema): it means rows were
-// removed behind the triggers.
+// ensureTree checks that the tree covers the committed head and, once,
+// under the ledger lock, gives a ledger written before the tree existed
+// (migration 00005: no stored hash, no signed note) its stored hashes,
+// computed from its events a page at a time. A tree larger or smaller than
+// the ledger otherwise is refused (ErrSchema): rows were removed behind the
+// triggers.
 //
 // It first looks without the lock (one snapshot): a tree that covers the
 // ledger, the usual case, needs no lock and no write, so read-only tools
@@ -192,6 +193,16 @@ func (s *Store) ensureTree(ctx context.Context) error {
 			return err
 		}
 		if n > seq {
+			return fmt.Errorf("%w: the Merkle tree has %d leaves, the ledger %d events", ErrSchema, n, seq)
+		}
+		// Only a ledger that never had a tree (no hash, no signed note) is
+		// given one: a tree that lags the ledger behind the trigger means
+		// rows were removed, and is refused rather than repaired.
+		var signed bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tlog_checkpoints)").Scan(&signed); err != nil {
+			return err
+		}
+		if n > 0 || signed {
 			return fmt.Errorf("%w: the Merkle tree has %d leaves, the ledger %d events", ErrSchema, n, seq)
 		}
 		var frontier map[int64]tlog.Hash

@@ -471,9 +471,14 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 4000")
-	if _, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey}); !errors.Is(err, ErrSchema) {
-		t.Errorf("tree larger than the ledger: got %v, want ErrSchema", err)
+	for _, tc := range []struct{ name, q string }{
+		{"tree lags the ledger", fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(4000))},
+		{"tree larger than the ledger", "DELETE FROM audit_events WHERE seq > 3000"},
+	} {
+		treeSuperuser(t, admin, tc.q)
+		if _, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey}); !errors.Is(err, ErrSchema) {
+			t.Errorf("%s: got %v, want ErrSchema", tc.name, err)
+		}
 	}
 }
 
