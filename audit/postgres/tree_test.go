@@ -339,13 +339,19 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 	tests := []struct {
 		name   string
 		tamper func(t *testing.T, admin *pgxpool.Pool, recs []audit.Record)
+		stored bool // the operator serves the latest stored note instead of signing anew
 		want   error
 	}{
 		{"tail truncation", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
 			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
 				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
 				"DELETE FROM tlog_checkpoints WHERE size > 30")
-		}, audit.ErrSmallerTree},
+		}, false, audit.ErrSmallerTree},
+		{"rollback to an older dump, its own genuine note served", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
+			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
+				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
+				"DELETE FROM tlog_checkpoints WHERE size > 30")
+		}, true, audit.ErrSmallerTree},
 		{"rollback then new entries", func(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 			kept := recs[:30]
 			for i := 1; i <= 15; i++ {
@@ -356,7 +362,7 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 				kept = append(kept, r)
 			}
 			rewriteLedger(t, admin, kept)
-		}, audit.ErrFork},
+		}, false, audit.ErrFork},
 		{"rewritten entry", func(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 			r, err := event("rewritten", 10).Prepare()
 			if err != nil {
@@ -364,7 +370,7 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 			}
 			recs[9] = r
 			rewriteLedger(t, admin, recs)
-		}, audit.ErrFork},
+		}, false, audit.ErrFork},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -374,6 +380,11 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 			for i := 1; i <= 40; i++ {
 				if _, err := s.Append(ctx, event("honest", i)); err != nil {
 					t.Fatal(err)
+				}
+				if i == 30 {
+					if _, err := s.SignTree(ctx); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			trusted, err := s.SignTree(ctx)
@@ -394,7 +405,11 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 			// The operator restarts on the tampered database and serves
 			// what it now has.
 			s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
-			latest, err := s2.SignTree(ctx)
+			serve := s2.SignTree
+			if tc.stored {
+				serve = s2.TreeCheckpoint
+			}
+			latest, err := serve(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
