@@ -14,6 +14,19 @@
 //   - Checkpoints are Ed25519-signed statements of (size, head hash). Kept
 //     outside the database, they make a truncated or fully recomputed chain
 //     detectable by anyone holding the public key.
+//   - The ledger is also an RFC 6962 Merkle tree (tree.go, with
+//     golang.org/x/mod/sumdb/tlog): leaf n is tlog.RecordHash of the
+//     canonical payload of seq n+1, the bytes the chain hashes. Tree heads
+//     are C2SP tlog-checkpoint signed notes ("<origin>\n<size>\n<base64
+//     root>\n", golang.org/x/mod/sumdb/note, Ed25519, key name = origin,
+//     TreeVerifierKey is the published key), readable by any note/tlog
+//     client. VerifyInclusion and VerifyConsistency check proofs against
+//     them and fail — never warn — with a named error: ErrNoCheckpoint (no
+//     checkpoint given), ErrEmptyLedger (size 0), ErrSmallerTree (smaller
+//     than the trusted one: truncation, rollback), ErrFork (same size and
+//     another root, or a failing consistency proof: a rewrite, a rollback
+//     then new entries), ErrNotIncluded, ErrBadSignature. They trust the
+//     verifier key and the caller's earlier checkpoint only.
 //   - Verifier streams a chain in constant memory and reports the first
 //     broken seq and why (*BreakError).
 //   - IncidentFile.ForTenant is the only view of the register meant for a

@@ -24,6 +24,31 @@
 //     checkpoint is written to CheckpointDir (outside the database) and
 //     stored in audit_checkpoints. Verify reads the whole chain and checks
 //     every hash and every checkpoint, stored and external.
+//   - The Merkle tree's stored hashes (tlog.StoredHashes, one row per
+//     tlog.StoredHashIndex) are in tlog_hashes (migration 00005), inserted
+//     in the same transaction as the events they cover by every writer
+//     (group commit, AppendTx, incident opened/updated, notice, purge: all
+//     go through appendInTx or the writer's pipelined path, under the
+//     ledger lock). tlog_hashes is append-only like audit_events, inserted
+//     densely (trigger), and an AFTER INSERT trigger on audit_events refuses
+//     events the tree does not exactly cover (CL006 → ErrChainRejected), so
+//     a writer that skips the tree fails closed. The group-commit writer
+//     keeps the tree's frontier and reads no hash on its fast path. Open
+//     computes the tree of a ledger written before it existed.
+//   - Tree checkpoints (signed notes, audit.SignTreeHead) are stored in
+//     tlog_checkpoints (append-only): the writer signs after a batch when
+//     TreeCheckpointInterval (default 1s) has passed since its last one, and
+//     on that tick signs the committed tree when other writers (register,
+//     AppendTx, other processes) grew it; SignTree signs now. TreeCheckpoint
+//     returns the latest; InclusionProof and ConsistencyProof serve
+//     tlog proofs from the committed tree and refuse sizes it does not have
+//     (ErrOutOfRange, audit.ErrEmptyLedger). The key is the checkpoint key
+//     (SigningKey), named by Origin (which must not contain '+').
+//   - VerifyTree recomputes the tree from the entries alone and compares
+//     every stored hash (audit.ReasonTree at the first entry that differs):
+//     the database does not recompute tree hashes itself, so this is the
+//     check that the stored tree, and so every note signed from it, is the
+//     tree of the stored entries.
 //   - Compliance reads never wait on, or hold, the request path's
 //     connections: Scan, Verify and Export run on Config.ScanPool, in
 //     keyset pages of ScanPage rows, each its own short query, with no
@@ -50,8 +75,10 @@
 //		BEGIN
 //		SELECT seq, hash FROM audit_head() // lock + committed head
 //		place each event after the head  // audit.Rechain
-//		SELECT audit_append(arrays)      // trigger re-checks the chain
+//		tlog.StoredHashes per event      // from the writer's frontier
+//		INSERT INTO tlog_hashes          // tree first ...
+//		SELECT audit_append(arrays)      // ... triggers re-check chain and tree
 //		COMMIT                           // durable BEFORE any acknowledgement
-//		acknowledge each Append; checkpoint when due
+//		acknowledge each Append; checkpoint and tree note when due
 //	}
 package postgres

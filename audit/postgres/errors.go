@@ -23,7 +23,8 @@ var (
 	// or a delete outside the ledgered purge (CL002).
 	ErrRetention = cloison.NewError(cloison.CodePermissionDenied, "audit/postgres: register retention forbids this delete")
 	// ErrChainRejected: the database refused a batch that does not extend
-	// its committed head (CL003). It means two writers raced without the
+	// its committed head (CL003), or events the Merkle tree does not
+	// cover (CL006). It means two writers raced without the
 	// lock, or a bug: the batch is not stored.
 	ErrChainRejected = cloison.NewError(cloison.CodeConflict, "audit/postgres: batch does not extend the chain head")
 	// ErrConflict: a concurrent writer took the same incident version or
@@ -79,7 +80,7 @@ func translate(err error) error {
 			s = ErrAppendOnly
 		case "CL002":
 			s = ErrRetention
-		case "CL003":
+		case "CL003", "CL006": // chain or tree not extended
 			s = ErrChainRejected
 		case "CL005", "23505", "40001", "40P01": // version race, unique_violation, serialization, deadlock
 			s = ErrConflict

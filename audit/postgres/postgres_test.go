@@ -139,6 +139,12 @@ func TestConcurrentAppendsFromGoroutinesAndAnotherProcess(t *testing.T) {
 	if res.Checkpoints < 4 {
 		t.Errorf("got %d checkpoints matched, want at least 4 (two writers, every 500)", res.Checkpoints)
 	}
+	// Two processes' writers advanced one tree: it is the tree of the
+	// entries, and the latest signed note names its root.
+	th, err := s.VerifyTree(ctx)
+	if err != nil || th.Size != res.Head.Seq {
+		t.Fatalf("tree: got size %d, %v, want %d", th.Size, err, res.Head.Seq)
+	}
 	var kinds, tenants int
 	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT kind), count(DISTINCT tenant) FROM audit_events").Scan(&kinds, &tenants); err != nil || kinds != 1 || tenants != 7 {
 		t.Errorf("got %d kinds, %d tenants (%v)", kinds, tenants, err)

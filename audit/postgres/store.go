@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
@@ -20,8 +22,9 @@ import (
 type Config struct {
 	// Origin names this ledger in its checkpoints ("cloison-prod").
 	Origin audit.Name
-	// SigningKey signs checkpoints. Nil: the store writes no checkpoints
-	// (a read-only verifier or exporter does not need one).
+	// SigningKey signs checkpoints, and the Merkle tree's notes under the
+	// key name Origin. Nil: the store writes no checkpoints (a read-only
+	// verifier or exporter does not need one).
 	SigningKey ed25519.PrivateKey
 	// CheckpointEvery: a checkpoint after this many events appended by this
 	// store (default 1000).
@@ -29,6 +32,11 @@ type Config struct {
 	// CheckpointInterval: a checkpoint at least this often while events
 	// arrive (default one minute).
 	CheckpointInterval time.Duration
+	// TreeCheckpointInterval: the Merkle tree head is signed (a C2SP
+	// tlog-checkpoint note in tlog_checkpoints) after a commit batch when
+	// this long has passed since the last one, and checked this often for
+	// growth by other writers (default one second).
+	TreeCheckpointInterval time.Duration
 	// CheckpointDir receives a copy of every checkpoint, outside the
 	// database. Empty: database only (tail truncation then goes undetected
 	// by anyone without another copy).
@@ -73,6 +81,21 @@ type Store struct {
 	// while headKnown (the fast path's guess of the committed head).
 	head      audit.Head
 	headKnown bool
+	// frontier: the stored tree hashes of s.head's tree that the next
+	// append and its root read (valid while headKnown).
+	frontier map[int64]tlog.Hash
+	// skipTree (tests only: the benchmark's baseline) commits this
+	// writer's batches without tree hashes; the database refuses them
+	// unless the audit_events_tlog trigger is disabled.
+	skipTree bool
+
+	// Tree checkpoints (nil signer: none). Guarded by noteMu.
+	signer      note.Signer
+	verifierKey string
+	noteMu      sync.Mutex
+	noteSize    uint64    // largest tree size this store signed
+	noteAt      time.Time // when it last signed
+	noteErr     error
 
 	// Guarded by cpMu: checkpoint bookkeeping of this store.
 	cpMu      sync.Mutex
@@ -118,6 +141,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.ScanPage <= 0 {
 		cfg.ScanPage = 512
 	}
+	if cfg.TreeCheckpointInterval <= 0 {
+		cfg.TreeCheckpointInterval = time.Second
+	}
 	scan := cfg.ScanPool
 	if scan == nil {
 		scan = pool
@@ -136,6 +162,20 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
+	if cfg.SigningKey != nil {
+		// The tree checkpoints' key name is the origin: an origin that
+		// cannot name a note key is refused here, not at the first batch.
+		var err error
+		if s.signer, err = audit.TreeSigner(cfg.Origin, cfg.SigningKey); err != nil {
+			return nil, err
+		}
+		if s.verifierKey, err = audit.TreeVerifierKey(cfg.Origin, cfg.SigningKey.Public().(ed25519.PublicKey)); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.ensureTree(ctx); err != nil {
+		return nil, err
+	}
 	go s.writer()
 	return s, nil
 }
@@ -153,9 +193,12 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	<-s.stopped
+	s.noteMu.Lock()
+	noteErr := s.noteErr
+	s.noteMu.Unlock()
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
-	return s.lastCPErr
+	return errors.Join(s.lastCPErr, noteErr)
 }
 
 // readWrite runs fn in a READ COMMITTED transaction, committing when fn
@@ -178,17 +221,39 @@ func (s *Store) scanReadOnly(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // appendInTx places prepared records after the committed head and inserts
-// them, inside tx. It takes the ledger lock (held until tx ends).
+// them, with the Merkle tree's new stored hashes, inside tx. It takes the
+// ledger lock (held until tx ends). Every writer (group commit, AppendTx,
+// the register) appends through it or appendPipelined, so every batch
+// advances the tree in its own transaction; the audit_events_tlog trigger
+// refuses events the tree does not cover.
 func appendInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record) error {
+	_, err := appendTreeInTx(ctx, tx, recs, false)
+	return err
+}
+
+func appendTreeInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record, skipTree bool) (treeStep, error) {
 	var seq int64
 	var hash []byte
 	if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head()").Scan(&seq, &hash); err != nil {
-		return err
+		return treeStep{}, err
 	}
 	head := audit.Head{Seq: uint64(seq)}
 	copy(head.Hash[:], hash)
-	_, err := tx.Exec(ctx, appendSQL, appendArgs(recs, head)...)
-	return err
+	args := appendArgs(recs, head)
+	if skipTree {
+		_, err := tx.Exec(ctx, appendSQL, args...)
+		return treeStep{}, err
+	}
+	st, err := extendTree(ctx, tx, nil, recs)
+	if err != nil {
+		return treeStep{}, err
+	}
+	// Tree first: the events' trigger checks that the tree covers them.
+	if _, err := tx.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
+		return treeStep{}, err
+	}
+	_, err = tx.Exec(ctx, appendSQL, args...)
+	return st, err
 }
 
 const appendSQL = "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)"
@@ -231,23 +296,43 @@ func appendArgs(recs []audit.Record, head audit.Head) []any {
 // Store, another process, a register transaction) moved the head meanwhile,
 // the insert trigger refuses the batch, nothing is committed, and the
 // caller falls back to appendInTx.
-func (s *Store) appendPipelined(ctx context.Context, recs []audit.Record, head audit.Head) error {
+//
+// The tree's new hashes are computed from the writer's frontier (no read)
+// and inserted in the same pipeline; if the head moved, they collide with
+// the stored ones (unique_violation) or the chain check refuses the batch,
+// and nothing is committed either way.
+func (s *Store) appendPipelined(ctx context.Context, recs []audit.Record, head audit.Head) (treeStep, error) {
+	args := appendArgs(recs, head)
+	var st treeStep
 	b := &pgx.Batch{}
 	b.Queue("SELECT seq, hash FROM audit_head()")
-	b.Queue(appendSQL, appendArgs(recs, head)...)
+	if !s.skipTree {
+		var err error
+		if st, err = extendTree(ctx, s.pool, s.frontier, recs); err != nil {
+			return treeStep{}, err
+		}
+		b.Queue(treeInsertSQL, st.index, st.hashes)
+	}
+	b.Queue(appendSQL, args...)
 	br := s.pool.SendBatch(ctx, b)
 	var seq int64
 	var hash []byte
+	var terr error
 	herr := br.QueryRow().Scan(&seq, &hash)
+	if !s.skipTree {
+		_, terr = br.Exec()
+	}
 	_, aerr := br.Exec()
 	cerr := br.Close()
 	switch {
 	case herr != nil:
-		return herr
+		return treeStep{}, herr
+	case terr != nil:
+		return treeStep{}, terr
 	case aerr != nil:
-		return aerr
+		return treeStep{}, aerr
 	}
-	return cerr
+	return st, cerr
 }
 
 // Append records e and returns its record once it is durable (committed
@@ -296,6 +381,8 @@ func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error)
 // other lock tx takes (a lock taken after it could deadlock with a writer),
 // and commit promptly. The records returned are final only once tx
 // commits. Checkpoints count these events at this store's next checkpoint.
+// The events' Merkle tree hashes are inserted in tx too; the writer signs
+// a tree note covering them within TreeCheckpointInterval of the commit.
 //
 // Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event
 // the ledger refuses (nothing is written); ErrClosed after Close; otherwise
@@ -332,6 +419,11 @@ func (s *Store) writer() {
 	defer close(s.stopped)
 	ticker := time.NewTicker(s.cfg.CheckpointInterval)
 	defer ticker.Stop()
+	// Register writes and AppendTx commit outside this goroutine (and
+	// other processes append too): the tree is checked for growth on this
+	// tick and signed when it grew.
+	treeTicker := time.NewTicker(s.cfg.TreeCheckpointInterval)
+	defer treeTicker.Stop()
 	batch := make([]*appendReq, 0, s.cfg.MaxBatch)
 	for {
 		var first *appendReq
@@ -339,6 +431,9 @@ func (s *Store) writer() {
 		case first = <-s.reqs:
 		case <-ticker.C:
 			s.maybeCheckpoint(true)
+			continue
+		case <-treeTicker.C:
+			s.maybeSignTree(audit.TreeHead{}, true)
 			continue
 		case <-s.stop:
 			// Close holds mu: nothing more can be enqueued. Commit what
@@ -360,6 +455,7 @@ func (s *Store) writer() {
 				s.commit(batch)
 			}
 			s.maybeCheckpoint(true)
+			s.maybeSignTree(audit.TreeHead{}, true)
 			return
 		}
 		batch = append(batch[:0], first)
@@ -372,29 +468,40 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		s.commit(batch)
+		if st, ok := s.commit(batch); ok && !s.skipTree {
+			s.maybeSignTree(audit.TreeHead{Origin: s.cfg.Origin, Size: s.head.Seq, Root: st.root}, false)
+		}
 		s.maybeCheckpoint(false)
 	}
 }
 
-func (s *Store) commit(batch []*appendReq) {
+// commit commits one batch and reports the tree step it made (ok: the
+// batch is committed).
+func (s *Store) commit(batch []*appendReq) (treeStep, bool) {
 	recs := make([]audit.Record, len(batch))
 	for i, r := range batch {
 		recs[i] = r.rec
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var err error
+	var st treeStep
 	if s.headKnown {
-		err = translate(s.appendPipelined(ctx, recs, s.head))
+		st, err = s.appendPipelined(ctx, recs, s.head)
+		err = translate(err)
 	}
 	if !s.headKnown || errors.Is(err, ErrChainRejected) || errors.Is(err, ErrConflict) {
 		// The head moved under us (or is unknown): read it under the lock.
-		err = s.readWrite(ctx, func(tx pgx.Tx) error { return appendInTx(ctx, tx, recs) })
+		err = s.readWrite(ctx, func(tx pgx.Tx) error {
+			var err error
+			st, err = appendTreeInTx(ctx, tx, recs, s.skipTree)
+			return err
+		})
 	}
 	cancel()
 	s.headKnown = err == nil
 	if err == nil {
 		s.head = recs[len(recs)-1].Head()
+		s.frontier = st.frontier
 		s.cpMu.Lock()
 		s.lastHead = s.head
 		s.sinceCP += len(recs)
@@ -407,6 +514,7 @@ func (s *Store) commit(batch []*appendReq) {
 			r.done <- appendRes{rec: recs[i]}
 		}
 	}
+	return st, err == nil
 }
 
 // Head returns the committed head of the ledger (request pool: /readyz

@@ -1,0 +1,498 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+)
+
+// ErrOutOfRange: a proof asked for an entry or a tree size the committed
+// tree does not have (seq 0, seq beyond the tree size, a size beyond the
+// committed tree, an older size larger than the newer one).
+var ErrOutOfRange = cloison.NewError(cloison.CodeInvalid, "audit/postgres: entry or tree size out of range")
+
+// treeStep is what appending one batch does to the Merkle tree: the stored
+// hashes to insert (tlog.StoredHashIndex order, dense), the new root, and
+// the frontier of the new tree (the hashes the next append and TreeHash
+// read), which the group-commit writer keeps so that its fast path reads
+// nothing.
+type treeStep struct {
+	index    []int64
+	hashes   [][]byte
+	root     tlog.Hash
+	frontier map[int64]tlog.Hash
+}
+
+// treeReader is a tlog.HashReader over tlog_hashes (through q: a
+// transaction or a pool), answering first from overlay. Stored hashes
+// never change once committed, so reading them outside the writer's
+// transaction is safe; a hash that is absent is a schema error (the tree
+// lags the events), never a zero hash.
+type treeReader struct {
+	ctx     context.Context
+	q       querier
+	overlay map[int64]tlog.Hash
+	seen    map[int64]tlog.Hash // when non-nil, records every hash read
+}
+
+func (r *treeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	var missing []int64
+	for i, x := range indexes {
+		if h, ok := r.overlay[x]; ok {
+			out[i] = h
+		} else {
+			missing = append(missing, x)
+		}
+	}
+	if len(missing) > 0 {
+		got := make(map[int64]tlog.Hash, len(missing))
+		rows, err := r.q.Query(r.ctx, "SELECT index, hash FROM tlog_hashes WHERE index = ANY($1)", missing)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var x int64
+			var h []byte
+			if err := rows.Scan(&x, &h); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			var th tlog.Hash
+			copy(th[:], h)
+			got[x] = th
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for i, x := range indexes {
+			if _, ok := r.overlay[x]; ok {
+				continue
+			}
+			h, ok := got[x]
+			if !ok {
+				return nil, fmt.Errorf("%w: tree hash %d is missing", ErrSchema, x)
+			}
+			out[i] = h
+		}
+	}
+	if r.seen != nil {
+		for i, x := range indexes {
+			r.seen[x] = out[i]
+		}
+	}
+	return out, nil
+}
+
+// extendTree computes the tree step of appending recs, already placed
+// (recs[0].Seq is the committed size + 1), reading earlier hashes from
+// frontier first and q second.
+func extendTree(ctx context.Context, q querier, frontier map[int64]tlog.Hash, recs []audit.Record) (treeStep, error) {
+	overlay := make(map[int64]tlog.Hash, len(frontier)+2*len(recs))
+	for k, v := range frontier {
+		overlay[k] = v
+	}
+	r := &treeReader{ctx: ctx, q: q, overlay: overlay}
+	var st treeStep
+	for _, rec := range recs {
+		n := int64(rec.Seq) - 1
+		hs, err := tlog.StoredHashes(n, rec.Payload, r)
+		if err != nil {
+			return treeStep{}, err
+		}
+		base := tlog.StoredHashIndex(0, n)
+		for j, h := range hs {
+			overlay[base+int64(j)] = h
+			st.index = append(st.index, base+int64(j))
+			st.hashes = append(st.hashes, append([]byte(nil), h[:]...))
+		}
+	}
+	size := int64(recs[len(recs)-1].Seq)
+	r.seen = make(map[int64]tlog.Hash)
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return treeStep{}, err
+	}
+	st.root, st.frontier = root, r.seen
+	return st, nil
+}
+
+const treeInsertSQL = "INSERT INTO tlog_hashes (index, hash) SELECT * FROM unnest($1::bigint[], $2::bytea[])"
+
+// leavesFor inverts tlog.StoredHashCount: the tree size whose stored hashes
+// number stored, or false when no size has that many.
+func leavesFor(stored int64) (int64, bool) {
+	for n := stored / 2; n <= stored/2+64; n++ {
+		if c := tlog.StoredHashCount(n); c == stored {
+			return n, true
+		} else if c > stored {
+			break
+		}
+	}
+	return 0, false
+}
+
+// treeSizeOn returns the number of leaves the committed tree has.
+func treeSizeOn(ctx context.Context, q querier) (int64, error) {
+	var maxIndex *int64
+	if err := q.QueryRow(ctx, "SELECT max(index) FROM tlog_hashes").Scan(&maxIndex); err != nil {
+		return 0, err
+	}
+	if maxIndex == nil {
+		return 0, nil
+	}
+	n, ok := leavesFor(*maxIndex + 1)
+	if !ok {
+		return 0, fmt.Errorf("%w: %d stored tree hashes is no tree size", ErrSchema, *maxIndex+1)
+	}
+	return n, nil
+}
+
+// ensureTree checks that the tree covers the committed head and, once,
+// under the ledger lock, gives a ledger written before the tree existed
+// (migration 00005: no stored hash, no signed note) its stored hashes,
+// computed from its events a page at a time. A tree larger or smaller than
+// the ledger otherwise is refused (ErrSchema): rows were removed behind the
+// triggers.
+//
+// It first looks without the lock (one snapshot): a tree that covers the
+// ledger, the usual case, needs no lock and no write, so read-only tools
+// can open a Store.
+func (s *Store) ensureTree(ctx context.Context) error {
+	var covered bool
+	if err := s.readOnly(ctx, func(tx pgx.Tx) error {
+		head, err := headOn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		n, err := treeSizeOn(ctx, tx)
+		covered = err == nil && uint64(n) == head.Seq
+		return err
+	}); err != nil {
+		return err
+	}
+	if covered {
+		return nil
+	}
+	return s.readWrite(ctx, func(tx pgx.Tx) error {
+		var seq int64
+		var hash []byte
+		if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head()").Scan(&seq, &hash); err != nil {
+			return err
+		}
+		n, err := treeSizeOn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if n > seq {
+			return fmt.Errorf("%w: the Merkle tree has %d leaves, the ledger %d events", ErrSchema, n, seq)
+		}
+		// Only a ledger that never had a tree (no hash, no signed note) is
+		// given one: a tree that lags the ledger behind the trigger means
+		// rows were removed, and is refused rather than repaired.
+		var signed bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM tlog_checkpoints)").Scan(&signed); err != nil {
+			return err
+		}
+		if n > 0 || signed {
+			return fmt.Errorf("%w: the Merkle tree has %d leaves, the ledger %d events", ErrSchema, n, seq)
+		}
+		var frontier map[int64]tlog.Hash
+		for n < seq {
+			var page []audit.Record
+			if err := scanRows(ctx, tx, uint64(n)+1, uint64(seq), 4096, func(r audit.Record) error {
+				page = append(page, r)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if len(page) == 0 || page[0].Seq != uint64(n)+1 {
+				return fmt.Errorf("%w: ledger gap after seq %d", ErrSchema, n)
+			}
+			st, err := extendTree(ctx, tx, frontier, page)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
+				return err
+			}
+			frontier, n = st.frontier, int64(page[len(page)-1].Seq)
+		}
+		return nil
+	})
+}
+
+// committedTreeHead reads the committed tree head (size and root) in one
+// snapshot.
+func (s *Store) committedTreeHead(ctx context.Context) (audit.TreeHead, error) {
+	h := audit.TreeHead{Origin: s.cfg.Origin}
+	err := translate(pgx.BeginTxFunc(ctx, s.scan, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		n, err := treeSizeOn(ctx, tx)
+		if err != nil || n == 0 {
+			return err
+		}
+		h.Size = uint64(n)
+		h.Root, err = tlog.TreeHash(n, &treeReader{ctx: ctx, q: tx})
+		return err
+	}))
+	if err == nil && h.Size == 0 {
+		return h, audit.ErrEmptyLedger
+	}
+	return h, err
+}
+
+// SignTree signs the committed tree head now, stores the note in
+// tlog_checkpoints and returns it. The writer calls it at most every
+// TreeCheckpointInterval; callers that need a checkpoint covering what
+// they just wrote (a register write, a test) call it directly.
+//
+// Errors: ErrNoSigningKey; audit.ErrEmptyLedger; the translated database
+// errors.
+func (s *Store) SignTree(ctx context.Context) ([]byte, error) {
+	if s.signer == nil {
+		return nil, ErrNoSigningKey
+	}
+	h, err := s.committedTreeHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.storeTreeNote(ctx, h)
+}
+
+func (s *Store) storeTreeNote(ctx context.Context, h audit.TreeHead) ([]byte, error) {
+	msg, err := audit.SignTreeHead(s.signer, h)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO tlog_checkpoints (size, root, signed_at, note) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (size) DO NOTHING`, int64(h.Size), h.Root[:], time.Now(), string(msg)); err != nil {
+		return nil, translate(err)
+	}
+	s.noteMu.Lock()
+	if h.Size > s.noteSize {
+		s.noteSize = h.Size
+	}
+	s.noteAt = time.Now()
+	s.noteMu.Unlock()
+	return msg, nil
+}
+
+// maybeSignTree signs the tree when it grew since this store's last note
+// and the interval has passed. head/root, when given (size > 0), are the
+// writer's own commit; otherwise the committed head is read. A failure is
+// logged and kept for Close; it never fails an append.
+func (s *Store) maybeSignTree(h audit.TreeHead, force bool) {
+	if s.signer == nil {
+		return
+	}
+	s.noteMu.Lock()
+	due := force || time.Since(s.noteAt) >= s.cfg.TreeCheckpointInterval
+	grown := h.Size == 0 || h.Size > s.noteSize
+	s.noteMu.Unlock()
+	if !due || !grown {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if h.Size == 0 {
+		var cur audit.TreeHead
+		cur, err = s.committedTreeHead(ctx)
+		s.noteMu.Lock()
+		stale := err == nil && cur.Size <= s.noteSize
+		s.noteMu.Unlock()
+		if errors.Is(err, audit.ErrEmptyLedger) || stale {
+			return
+		}
+		if err == nil {
+			_, err = s.storeTreeNote(ctx, cur)
+		}
+	} else {
+		_, err = s.storeTreeNote(ctx, h)
+	}
+	s.noteMu.Lock()
+	s.noteErr = err
+	s.noteMu.Unlock()
+	if err != nil {
+		s.cfg.Logger.Error("audit tree checkpoint failed", "size", h.Size, "err", err)
+	}
+}
+
+// TreeCheckpoint returns the latest signed tree checkpoint (a C2SP
+// tlog-checkpoint note), as stored.
+//
+// Errors: audit.ErrNoCheckpoint when none is stored; the translated
+// database errors.
+func (s *Store) TreeCheckpoint(ctx context.Context) ([]byte, error) {
+	var msg string
+	err := s.scan.QueryRow(ctx, "SELECT note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1").Scan(&msg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, audit.ErrNoCheckpoint
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return []byte(msg), nil
+}
+
+// TreeVerifierKey returns the note verifier key that checks this store's
+// tree checkpoints (what a verifier is given out of band).
+//
+// Errors: ErrNoSigningKey.
+func (s *Store) TreeVerifierKey() (string, error) {
+	if s.signer == nil {
+		return "", ErrNoSigningKey
+	}
+	return s.verifierKey, nil
+}
+
+// InclusionProof returns the proof that entry seq (1-based) is leaf seq-1
+// of the tree of size treeSize (a size a checkpoint the verifier holds
+// names), for tlog.CheckRecord or audit.VerifyInclusion.
+//
+// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// seq is 0 or beyond treeSize, or treeSize beyond the committed tree; the
+// translated database errors.
+func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.RecordProof, error) {
+	n, err := s.proofSize(ctx, treeSize)
+	if err != nil {
+		return nil, err
+	}
+	if seq == 0 || seq > uint64(n) {
+		return nil, fmt.Errorf("%w: entry %d in a tree of size %d", ErrOutOfRange, seq, n)
+	}
+	p, err := tlog.ProveRecord(n, int64(seq)-1, &treeReader{ctx: ctx, q: s.scan})
+	return p, translate(err)
+}
+
+// ConsistencyProof returns the proof that the tree of size newSize extends
+// the tree of size oldSize, for tlog.CheckTree or audit.VerifyConsistency.
+//
+// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// oldSize is 0 or above newSize, or newSize beyond the committed tree; the
+// translated database errors.
+func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (tlog.TreeProof, error) {
+	n, err := s.proofSize(ctx, newSize)
+	if err != nil {
+		return nil, err
+	}
+	if oldSize == 0 || oldSize > uint64(n) {
+		return nil, fmt.Errorf("%w: size %d to size %d", ErrOutOfRange, oldSize, n)
+	}
+	p, err := tlog.ProveTree(n, int64(oldSize), &treeReader{ctx: ctx, q: s.scan})
+	return p, translate(err)
+}
+
+// proofSize checks that size is a tree size the committed tree has.
+func (s *Store) proofSize(ctx context.Context, size uint64) (int64, error) {
+	committed, err := treeSizeOn(ctx, s.scan)
+	if err != nil {
+		return 0, translate(err)
+	}
+	if committed == 0 {
+		return 0, audit.ErrEmptyLedger
+	}
+	if size == 0 || size > uint64(committed) {
+		return 0, fmt.Errorf("%w: tree size %d, committed %d", ErrOutOfRange, size, committed)
+	}
+	return int64(size), nil
+}
+
+// noQuerier refuses every query: VerifyTree computes from the entries
+// alone and must never fall back to a stored hash.
+type noQuerier struct{}
+
+func (noQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, fmt.Errorf("%w: tree verification read a stored hash", ErrSchema)
+}
+
+func (noQuerier) QueryRow(context.Context, string, ...any) pgx.Row { return nil }
+
+// VerifyTree recomputes the whole Merkle tree from the entries (on the scan
+// pool, a page at a time, in constant memory) and compares every stored
+// hash with it. It returns the recomputed tree head. It is the operator's
+// and the auditor's check that the stored tree is the tree of the stored
+// entries; a verifier outside uses checkpoints and proofs instead.
+//
+// Errors: *audit.BreakError with audit.ReasonTree at the first entry whose
+// stored tree hashes differ, or at the head when the tree is larger or
+// smaller than the ledger; audit.ErrEmptyLedger; the translated database
+// errors.
+func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
+	head, err := headOn(ctx, s.scan)
+	if err != nil {
+		return audit.TreeHead{}, err
+	}
+	if head.Seq == 0 {
+		return audit.TreeHead{}, audit.ErrEmptyLedger
+	}
+	var frontier map[int64]tlog.Hash
+	var root tlog.Hash
+	page := make([]audit.Record, 0, s.cfg.ScanPage)
+	flush := func() error {
+		st, err := extendTree(ctx, noQuerier{}, frontier, page)
+		if err != nil {
+			return err
+		}
+		stored := make(map[int64][]byte, len(st.index))
+		rows, err := s.scan.Query(ctx, "SELECT index, hash FROM tlog_hashes WHERE index BETWEEN $1 AND $2",
+			st.index[0], st.index[len(st.index)-1])
+		if err != nil {
+			return translate(err)
+		}
+		for rows.Next() {
+			var x int64
+			var h []byte
+			if err := rows.Scan(&x, &h); err != nil {
+				rows.Close()
+				return translate(err)
+			}
+			stored[x] = h
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return translate(err)
+		}
+		for i, x := range st.index {
+			if string(stored[x]) != string(st.hashes[i]) {
+				level, n := tlog.SplitStoredHashIndex(x)
+				seq := uint64(n<<uint(level)) + 1<<uint(level) // last leaf the hash covers, 1-based
+				return &audit.BreakError{Seq: seq, Reason: audit.ReasonTree,
+					Detail: fmt.Sprintf("stored tree hash %d (level %d) is not the entries' hash", x, level)}
+			}
+		}
+		frontier, root = st.frontier, st.root
+		page = page[:0]
+		return nil
+	}
+	err = s.scanPages(ctx, 1, head.Seq, func(r audit.Record) error {
+		page = append(page, r)
+		if len(page) == cap(page) {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && len(page) > 0 {
+		err = flush()
+	}
+	if err != nil {
+		return audit.TreeHead{}, err
+	}
+	n, err := treeSizeOn(ctx, s.scan)
+	if err != nil {
+		return audit.TreeHead{}, translate(err)
+	}
+	if uint64(n) != head.Seq {
+		return audit.TreeHead{}, &audit.BreakError{Seq: head.Seq, Reason: audit.ReasonTree,
+			Detail: fmt.Sprintf("the tree has %d leaves, the ledger %d entries", n, head.Seq)}
+	}
+	return audit.TreeHead{Origin: s.cfg.Origin, Size: head.Seq, Root: root}, nil
+}
