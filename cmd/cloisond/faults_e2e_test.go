@@ -190,7 +190,9 @@ func TestE2EFaultInjection(t *testing.T) {
 
 			// The ledger: the request's failure, and a truncated transfer's
 			// refusal with its incident.
-			waitUntil(t, 20*time.Second, "the victim's ledger rows", func() bool {
+			// Incident writes are retried in the background (api/incident.go):
+			// under -race on a loaded machine they may take a while.
+			waitUntilLogs(t, 60*time.Second, "the victim's ledger rows", fc.logs, func() bool {
 				var completed, refused bool
 				for _, row := range fc.decode.ledgerRows(fc.admin) {
 					if row["tenant"] != string(victim) {
@@ -246,11 +248,17 @@ func TestE2EFaultInjection(t *testing.T) {
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitUntilLogs(t, d, what, func() string { return "" }, cond)
+}
+
+// waitUntilLogs is waitUntil that prints logs() when it times out.
+func waitUntilLogs(t *testing.T, d time.Duration, what string, logs func() string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s\n%s", what, logs())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
