@@ -182,6 +182,11 @@ type sseWriter struct {
 	object  string
 	now     int64
 	begun   bool
+	// cancel ends the generation; send calls it when a write fails (the
+	// client went away or stopped reading past the write limit), so a
+	// stream nobody reads does not run on to max_tokens.
+	cancel context.CancelFunc
+	failed bool // a write failed: nothing more is sent
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector) *sseWriter {
@@ -194,10 +199,24 @@ func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inferenc
 }
 
 func (x *sseWriter) send(v any) {
+	if x.failed {
+		return
+	}
 	b, _ := json.Marshal(v)
-	fmt.Fprintf(x.w, "data: %s\n\n", b)
+	if _, err := fmt.Fprintf(x.w, "data: %s\n\n", b); err != nil {
+		x.fail()
+		return
+	}
 	if x.flusher != nil {
 		x.flusher.Flush()
+	}
+}
+
+// fail records a failed write and cancels the generation.
+func (x *sseWriter) fail() {
+	x.failed = true
+	if x.cancel != nil {
+		x.cancel()
 	}
 }
 
@@ -256,7 +275,13 @@ func (x *sseWriter) end(res genResult, err error) {
 			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{}, Usage: u})
 		}
 	}
-	fmt.Fprint(x.w, "data: [DONE]\n\n")
+	if x.failed {
+		return
+	}
+	if _, err := fmt.Fprint(x.w, "data: [DONE]\n\n"); err != nil {
+		x.fail()
+		return
+	}
 	if x.flusher != nil {
 		x.flusher.Flush()
 	}

@@ -498,12 +498,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	w.Header().Set("X-Request-Id", string(id))
 	c := &collector{s: s, in: in}
 	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: c.add}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	var sse *sseWriter
 	if in.common.Stream {
 		sse = s.newSSE(w, id, in, c)
+		sse.cancel = cancel
 		sink.started, sink.token = sse.begin, sse.token
 	}
-	res, err := s.generate(r.Context(), principal(r), id, in, sink)
+	res, err := s.generate(ctx, principal(r), id, in, sink)
 	switch {
 	case sse != nil && sse.begun:
 		sse.end(res, err)
