@@ -153,8 +153,11 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 					ch.TopLogprobs = append(ch.TopLogprobs, g.logprob(alt.Token, alt.Logprob))
 				}
 			}
-			if sendErr = stream.Send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}}); sendErr != nil {
-				cancel() // the client is gone: generate cancels the request and ledgers it
+			msg := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}}
+			// A client that stops reading (its flow-control window full)
+			// is cut off after the send timeout, like a compliance stream.
+			if sendErr = g.s.streams.sendWithin(ctx, func() error { return stream.Send(msg) }); sendErr != nil {
+				cancel() // the client is gone or stalled: generate cancels the request and ledgers it
 			}
 		},
 	}
@@ -165,9 +168,10 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 	if sendErr != nil {
 		return sendErr
 	}
-	return stream.Send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
+	final := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
 		FinishReason: string(res.Finish), RequestId: string(id), DecisionId: decision,
-		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}})
+		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}}
+	return g.s.streams.sendWithin(ctx, func() error { return stream.Send(final) })
 }
 
 func (g *inferenceService) checkModel(ctx context.Context, model string) error {

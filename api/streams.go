@@ -31,7 +31,7 @@ var (
 type StreamLimits struct {
 	Max         int           // concurrent streams on this node (default 8)
 	PerTenant   int           // concurrent streams of one tenant (default 2)
-	SendTimeout time.Duration // longest wait for a client to take one message (default 10 s)
+	SendTimeout time.Duration // longest wait for a client to take one message, on compliance streams and gRPC Generate (default 10 s)
 }
 
 func (l StreamLimits) withDefaults() StreamLimits {
