@@ -98,8 +98,14 @@ func (e *Engine) startRemote(it RemoteItem) {
 				// The path failing (rather than the prefill node refusing
 				// the prompt) is an incident: past the deadline, a stall;
 				// a transport failure once KV began to arrive, a lost node.
+				// The deadline is judged by its time and the error's code
+				// too: gRPC's transport runs its own timer on the same
+				// deadline and may answer before ctx is done.
+				dl, _ := ctx.Deadline()
+				pastDeadline := errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+					cloison.ErrorCode(err) == cloison.CodeDeadlineExceeded || !time.Now().Before(dl)
 				switch {
-				case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				case pastDeadline:
 					tk.Refuse(transfer.ReasonStalled, "no verified transfer before the deadline: "+err.Error())
 				case cloison.ErrorCode(err) == cloison.CodeUnavailable && tk.Started():
 					tk.Refuse(transfer.ReasonTruncated, "the prefill node was lost during its transfer: "+err.Error())

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/transfer"
@@ -118,5 +119,56 @@ func TestRemotePrefillMatchesSingleNode(t *testing.T) {
 	}
 	if d.calls != 3 { // the one-token prompt has nothing to prefill remotely
 		t.Fatalf("%d remote prefills, want 3", d.calls)
+	}
+}
+
+// A prefill call that ends with its own deadline error just before the
+// engine's context deadline closes (gRPC's transport runs its own timer on
+// the same deadline and may answer first) is still a stall: the refusal is
+// reported as stalled, with its incident, and the client gets
+// deadline_exceeded. Without the check of the error's code and of the
+// deadline's time, the engine took it for a plain cancellation and no
+// incident was opened.
+func TestRemoteDeadlineErrorBeforeContextIsStall(t *testing.T) {
+	l := randomModel(t)
+	key, err := transfer.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := transfer.NewKeyRing(key)
+	digest := transfer.Digest(sha256.Sum256([]byte("test-model")))
+	var mu sync.Mutex
+	var failures []transfer.Failure
+	rc := rigConfig{pool: isolation.Config{Pages: 64, PageTokens: 16}, tenants: []isolation.TenantConfig{{ID: "a"}}}
+	rc.remote = func(pool *isolation.Pool, arena any) *Remote {
+		recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: pool, Arena: arena.(kernels.Arena), Keys: keys, Model: digest,
+			OnVerificationFailed: func(f transfer.Failure) { mu.Lock(); failures = append(failures, f); mu.Unlock() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Remote{Receiver: recv, Timeout: 300 * time.Millisecond,
+			Prefill: func(ctx context.Context, _ cloison.TenantID, _ cloison.RequestID, _ []int32, _ transfer.Target) error {
+				dl, _ := ctx.Deadline()
+				select {
+				case <-time.After(time.Until(dl) - 20*time.Millisecond):
+				case <-ctx.Done():
+				}
+				return cloison.NewError(cloison.CodeDeadlineExceeded, "prefill node: deadline exceeded")
+			}}
+	}
+	r := newRig(t, l, rc)
+	s, err := r.e.Submit(context.Background(), GenerateRequest{ID: "r1", Tenant: "a", Prompt: prompt(40, 1), MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = collect(t, s)
+	if cloison.ErrorCode(err) != cloison.CodeDeadlineExceeded {
+		t.Fatalf("got %v (code %q), want deadline_exceeded", err, cloison.ErrorCode(err))
+	}
+	r.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) != 1 || failures[0].Reason != transfer.ReasonStalled {
+		t.Fatalf("verification failures %+v, want one stalled", failures)
 	}
 }
