@@ -44,6 +44,7 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /compliance/v1/incidents/{id}/notices", write(s.addNotice))
 	mux.Handle("GET /compliance/v1/ledger", read(s.ledgerRange))
 	mux.Handle("POST /compliance/v1/ledger/verify", s.auth(s.verifyLedger, tenancy.ScopeComplianceRead, tenancy.ScopeAdmin))
+	s.tlogRoutes(mux) // /compliance/v1/tlog/... (tlog.go)
 }
 
 // operator reports whether p is one of the operator's admin or compliance
@@ -302,7 +303,7 @@ var errScanDone = errors.New("scan done")
 func (s *Server) scanOwn(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.Record) error) error {
 	var n uint64
 	err := s.cfg.Ledger.Scan(ctx, 1, 0, func(rec audit.Record) error {
-		if rec.Tenant != t || namesOthers(rec, t) {
+		if rec.Tenant != t || !audit.TenantVisible(rec, t) { // the tenant log's entries (tlog.go)
 			return nil
 		}
 		n++
@@ -319,26 +320,4 @@ func (s *Server) scanOwn(ctx context.Context, t cloison.TenantID, from, to uint6
 		return nil
 	}
 	return err
-}
-
-// namesOthers reports whether rec's payload names a tenant other than t in
-// an affected_tenants list; an undecodable payload counts as naming one
-// (fail closed: the row is not shown).
-func namesOthers(rec audit.Record, t cloison.TenantID) bool {
-	env, err := audit.DecodeEnvelope(rec.Payload)
-	if err != nil {
-		return true
-	}
-	var d struct {
-		AffectedTenants []cloison.TenantID `json:"affected_tenants"`
-	}
-	if err := json.Unmarshal(env.Data, &d); err != nil {
-		return true
-	}
-	for _, a := range d.AffectedTenants {
-		if a != t {
-			return true
-		}
-	}
-	return false
 }

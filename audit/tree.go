@@ -136,23 +136,33 @@ func SignTreeHead(s note.Signer, h TreeHead) ([]byte, error) {
 // signed by vkey (or a bad vkey); ErrMalformed for a body that is not a
 // checkpoint of that origin; ErrEmptyLedger for a tree of size 0.
 func OpenTreeHead(msg []byte, vkey string) (TreeHead, error) {
+	n, name, err := openNote(msg, vkey)
+	if err != nil {
+		return TreeHead{}, err
+	}
+	return ParseTreeHead(n.Text, Name(name))
+}
+
+// openNote checks msg's signature by vkey and returns the note and the
+// key's name.
+func openNote(msg []byte, vkey string) (*note.Note, string, error) {
 	if len(bytes.TrimSpace(msg)) == 0 {
-		return TreeHead{}, ErrNoCheckpoint
+		return nil, "", ErrNoCheckpoint
 	}
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
-		return TreeHead{}, fmt.Errorf("%w: verifier key: %v", ErrBadSignature, err)
+		return nil, "", fmt.Errorf("%w: verifier key: %v", ErrBadSignature, err)
 	}
 	n, err := note.Open(msg, note.VerifierList(v))
 	if err != nil {
 		var ue *note.UnverifiedNoteError
 		var ie *note.InvalidSignatureError
 		if errors.As(err, &ue) || errors.As(err, &ie) {
-			return TreeHead{}, fmt.Errorf("%w: checkpoint: %v", ErrBadSignature, err)
+			return nil, "", fmt.Errorf("%w: checkpoint: %v", ErrBadSignature, err)
 		}
-		return TreeHead{}, fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
+		return nil, "", fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
 	}
-	return ParseTreeHead(n.Text, Name(v.Name()))
+	return n, v.Name(), nil
 }
 
 // ParseTreeHead parses a checkpoint body strictly: the origin line equal to
@@ -199,13 +209,18 @@ func VerifyInclusion(cp []byte, vkey string, record Record, proof tlog.RecordPro
 	if err != nil {
 		return TreeHead{}, err
 	}
-	if record.Seq == 0 || record.Seq > h.Size {
-		return h, fmt.Errorf("%w: seq %d is outside a tree of size %d", ErrNotIncluded, record.Seq, h.Size)
+	return h, checkInclusion(h, record.Seq, LeafHash(record), proof)
+}
+
+// checkInclusion checks that leaf is at position pos (1-based) of h's tree.
+func checkInclusion(h TreeHead, pos uint64, leaf tlog.Hash, proof tlog.RecordProof) error {
+	if pos == 0 || pos > h.Size {
+		return fmt.Errorf("%w: entry %d is outside a tree of size %d", ErrNotIncluded, pos, h.Size)
 	}
-	if err := tlog.CheckRecord(proof, int64(h.Size), h.Root, int64(record.Seq-1), LeafHash(record)); err != nil {
-		return h, fmt.Errorf("%w: seq %d in tree of size %d: %v", ErrNotIncluded, record.Seq, h.Size, err)
+	if err := tlog.CheckRecord(proof, int64(h.Size), h.Root, int64(pos-1), leaf); err != nil {
+		return fmt.Errorf("%w: entry %d in tree of size %d: %v", ErrNotIncluded, pos, h.Size, err)
 	}
-	return h, nil
+	return nil
 }
 
 // VerifyConsistency checks that the signed checkpoint newer extends the
@@ -225,14 +240,19 @@ func VerifyConsistency(vkey string, older, newer []byte, proof tlog.TreeProof) (
 	if err != nil {
 		return TreeHead{}, err
 	}
+	return n, checkConsistency(o, n, proof)
+}
+
+// checkConsistency checks that n extends the trusted o.
+func checkConsistency(o, n TreeHead, proof tlog.TreeProof) error {
 	switch {
 	case n.Size < o.Size:
-		return n, fmt.Errorf("%w: size %d after trusted size %d", ErrSmallerTree, n.Size, o.Size)
+		return fmt.Errorf("%w: size %d after trusted size %d", ErrSmallerTree, n.Size, o.Size)
 	case n.Size == o.Size && n.Root != o.Root:
-		return n, fmt.Errorf("%w: two roots at size %d", ErrFork, n.Size)
+		return fmt.Errorf("%w: two roots at size %d", ErrFork, n.Size)
 	}
 	if err := tlog.CheckTree(proof, int64(n.Size), n.Root, int64(o.Size), o.Root); err != nil {
-		return n, fmt.Errorf("%w: size %d does not extend trusted size %d: %v", ErrFork, n.Size, o.Size, err)
+		return fmt.Errorf("%w: size %d does not extend trusted size %d: %v", ErrFork, n.Size, o.Size, err)
 	}
-	return n, nil
+	return nil
 }

@@ -41,6 +41,7 @@ type Result struct {
 	Head        Head   // head after the last verified event
 	Events      uint64 // events verified
 	Checkpoints int    // checkpoints whose head matched the recomputed chain
+	TreeNotes   int    // tree notes (latest stored, trusted) whose root matched the recomputed tree
 }
 
 // NewVerifier returns a Verifier for the chain that continues start (the zero
@@ -155,6 +156,6 @@ func (v *Verifier) Finish() (Result, error) {
 
 // String formats a result for humans.
 func (r Result) String() string {
-	return fmt.Sprintf("%d events verified (seq %d..%d), head %s, %d checkpoints matched",
-		r.Events, r.Start.Seq+1, r.Head.Seq, r.Head.Hash, r.Checkpoints)
+	return fmt.Sprintf("%d events verified (seq %d..%d), head %s, %d checkpoints and %d tree notes matched",
+		r.Events, r.Start.Seq+1, r.Head.Seq, r.Head.Hash, r.Checkpoints, r.TreeNotes)
 }

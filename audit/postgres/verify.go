@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison/audit"
 )
@@ -17,11 +20,27 @@ type VerifyOptions struct {
 	ExternalDir string
 	// Progress, if set, is called every 10,000 events with the seq reached.
 	Progress func(seq uint64)
+	// Trusted (optional) is a signed tree checkpoint note (C2SP) that the
+	// verifier holds from an earlier verification: the ledger must extend
+	// it (audit.ErrSmallerTree when it is smaller, audit.ErrFork when its
+	// tree at that size has another root). Without it a tail deleted after
+	// the last checkpoint stored or copied is not detectable.
+	Trusted []byte
+	// ChainOnly checks the hash chain and the checkpoints present, and
+	// vouches for nothing more: an empty ledger, or one with no checkpoint
+	// that matched, is then not an error. For tests of a writer's chain
+	// only; the API and cloisonctl never set it.
+	ChainOnly bool
 }
 
 // Verify reads the whole ledger, recomputes every hash, checks every
-// stored and external checkpoint (signature, and head at its size) and
-// returns the first break as an *audit.BreakError.
+// stored and external checkpoint (signature, and head at its size),
+// recomputes the Merkle tree and checks the latest stored tree note and
+// opts.Trusted against it, and returns the first break as an
+// *audit.BreakError. It fails, never warns: an empty ledger, or a ledger
+// that no signed checkpoint or tree note vouches for (every checkpoint
+// deleted, the chain rewritten), is refused with a named error unless
+// opts.ChainOnly.
 //
 // It runs on the scan pool and holds no long transaction: the stored
 // checkpoints are read first, then the chain is read in keyset pages (Scan)
@@ -31,8 +50,12 @@ type VerifyOptions struct {
 // causes no false truncation report. The external directory is read first
 // of all, for the same reason.
 //
-// Errors: *audit.BreakError for a broken chain or checkpoint; the database
-// errors of Scan.
+// Errors: *audit.BreakError for a broken chain, checkpoint or tree
+// (audit.ReasonCheckpointSig, ReasonCheckpoint, ReasonTruncated,
+// ReasonTree for tree notes too); audit.ErrEmptyLedger; audit.ErrNoCheckpoint
+// when no checkpoint or tree note matched; audit.ErrSmallerTree and
+// audit.ErrFork against opts.Trusted, which must be signed by one of
+// opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
 func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, error) {
 	var external []SourcedCheckpoint
 	if opts.ExternalDir != "" {
@@ -67,5 +90,99 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 	if err != nil {
 		return audit.Result{}, err
 	}
-	return v.Finish()
+	res, err := v.Finish()
+	if err != nil || opts.ChainOnly {
+		return res, err
+	}
+	if res.Events == 0 {
+		return res, audit.ErrEmptyLedger
+	}
+	notes, err := s.verifyTreeNotes(ctx, opts, res.Head.Seq)
+	if err != nil {
+		return res, err
+	}
+	res.TreeNotes = notes
+	if res.Checkpoints == 0 && res.TreeNotes == 0 {
+		return res, fmt.Errorf("%w: no signed checkpoint or tree note vouches for the %d events (deleted checkpoints, or a rewritten chain)",
+			audit.ErrNoCheckpoint, res.Events)
+	}
+	return res, nil
+}
+
+// verifyTreeNotes recomputes the tree (VerifyTree: the stored hashes are
+// the entries' hashes, so roots computed from them are the entries'
+// roots), then checks the latest stored tree note and opts.Trusted against
+// it. It returns how many notes matched.
+func (s *Store) verifyTreeNotes(ctx context.Context, opts VerifyOptions, size uint64) (int, error) {
+	head, err := s.VerifyTree(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if head.Size != size {
+		return 0, &audit.BreakError{Seq: size, Reason: audit.ReasonTree,
+			Detail: fmt.Sprintf("the tree has %d leaves, the verified chain %d", head.Size, size)}
+	}
+	var vkeys []string
+	for _, pub := range opts.Keys {
+		if vk, err := audit.TreeVerifierKey(s.cfg.Origin, pub); err == nil {
+			vkeys = append(vkeys, vk)
+		}
+	}
+	open := func(msg []byte) (audit.TreeHead, error) {
+		err := error(audit.ErrBadSignature)
+		for _, vk := range vkeys {
+			var h audit.TreeHead
+			if h, err = audit.OpenTreeHead(msg, vk); err == nil {
+				return h, nil
+			}
+		}
+		return audit.TreeHead{}, err
+	}
+	rootAt := func(n uint64) (tlog.Hash, error) {
+		r, err := tlog.TreeHash(int64(n), &treeReader{ctx: ctx, q: s.scan})
+		return r, translate(err)
+	}
+	matched := 0
+	latest, err := s.TreeCheckpoint(ctx)
+	switch {
+	case errors.Is(err, audit.ErrNoCheckpoint):
+	case err != nil:
+		return 0, err
+	default:
+		h, err := open(latest)
+		if err != nil {
+			return 0, &audit.BreakError{Seq: size, Reason: audit.ReasonCheckpointSig, Detail: fmt.Sprintf("database: latest tree note: %v", err)}
+		}
+		if h.Size > size {
+			return 0, &audit.BreakError{Seq: size + 1, Reason: audit.ReasonTruncated,
+				Detail: fmt.Sprintf("database: the tree ends at %d but a tree note of size %d is signed", size, h.Size)}
+		}
+		r, err := rootAt(h.Size)
+		if err != nil {
+			return 0, err
+		}
+		if r != h.Root {
+			return 0, &audit.BreakError{Seq: h.Size, Reason: audit.ReasonCheckpoint,
+				Detail: fmt.Sprintf("database: tree note of size %d has another root than the entries", h.Size)}
+		}
+		matched++
+	}
+	if len(opts.Trusted) > 0 {
+		h, err := open(opts.Trusted)
+		if err != nil {
+			return 0, fmt.Errorf("trusted %w", err)
+		}
+		if h.Size > size {
+			return 0, fmt.Errorf("%w: the ledger has %d entries, the trusted checkpoint %d", audit.ErrSmallerTree, size, h.Size)
+		}
+		r, err := rootAt(h.Size)
+		if err != nil {
+			return 0, err
+		}
+		if r != h.Root {
+			return 0, fmt.Errorf("%w: the ledger's tree at the trusted size %d has another root", audit.ErrFork, h.Size)
+		}
+		matched++
+	}
+	return matched, nil
 }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
-	"github.com/cloison/cloison/internal/keyfile"
 	"os"
+
+	"github.com/cloison/cloison/internal/keyfile"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 	"github.com/cloison/cloison/audit/postgres"
@@ -53,19 +56,57 @@ func bar(total uint64, what string) *progressbar.ProgressBar {
 func newVerifyCmd(g *globals) *cobra.Command {
 	var pubs []string
 	var noRegister bool
+	var lo logVerifyOptions
+	var tenant string
+	var entries []uint
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Recompute the whole chain, check every checkpoint (stored and external) and the register",
-		Long: `Streams the ledger in one snapshot, recomputes every hash, checks every checkpoint's
-signature and head (those in the database and those in --checkpoint-dir), then checks that every
-register version and notice matches the digest the ledger chained. Exit status 3 and the first
-broken sequence number when anything fails.`,
+		Short: "Verify the ledger: in the database (chain, checkpoints, tree, register) or from a server (--server: signed checkpoint, proofs)",
+		Long: `Without --server: streams the ledger in one snapshot, recomputes every hash, checks every
+checkpoint's signature and head (those in the database and those in --checkpoint-dir), recomputes the
+Merkle tree and checks the latest tree note against it, then checks that every register version and
+notice matches the digest the ledger chained. An empty ledger, or one that no signed checkpoint vouches
+for, fails.
+
+With --server URL: fetches the latest signed checkpoint (C2SP note) and checks its signature with
+--verifier-key, a consistency proof from the checkpoint in --trusted (when the file exists) and
+inclusion proofs of --entry (default: the last entry); then stores the checkpoint in --trusted.
+--tenant T checks tenant T's own log instead (the token's tenant).
+
+--trusted FILE (both modes) holds the last verified tree checkpoint: a smaller tree, a fork, a missing
+checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed verification.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			lo.Entries = lo.Entries[:0]
+			for _, e := range entries {
+				lo.Entries = append(lo.Entries, uint64(e))
+			}
+			if lo.Server != "" {
+				var err error
+				if lo.VerifierKey, err = readVerifierKey(lo.VerifierKey); err != nil {
+					return err
+				}
+				lo.Tenant = cloison.TenantID(tenant)
+				rep, err := verifyLog(ctx, lo)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), rep)
+				return nil
+			}
+			if tenant != "" || len(lo.Entries) > 0 {
+				return cloison.NewError(cloison.CodeInvalid, "--tenant and --entry need --server")
+			}
 			keys, err := readPublicKeys(pubs)
 			if err != nil {
 				return err
+			}
+			var trusted []byte
+			if lo.Trusted != "" {
+				if trusted, err = os.ReadFile(lo.Trusted); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("trusted state: %w", err)
+				}
 			}
 			s, done, err := g.store(ctx, false)
 			if err != nil {
@@ -77,7 +118,7 @@ broken sequence number when anything fails.`,
 				return err
 			}
 			b := bar(head.Seq, "verifying")
-			res, err := s.Verify(ctx, postgres.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Progress: func(seq uint64) {
+			res, err := s.Verify(ctx, postgres.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Trusted: trusted, Progress: func(seq uint64) {
 				if b != nil {
 					_ = b.Set64(int64(seq))
 				}
@@ -89,20 +130,35 @@ broken sequence number when anything fails.`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res)
-			if res.Checkpoints == 0 && res.Events > 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no checkpoint matched; without checkpoints a truncated or rewritten chain cannot be detected")
-			}
 			if !noRegister {
 				if err := s.VerifyRegister(ctx); err != nil {
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "register matches the ledger")
 			}
+			if lo.Trusted != "" {
+				// Verify matched the latest stored tree note against the
+				// recomputed tree: it is the new trusted state.
+				if latest, err := s.TreeCheckpoint(ctx); err == nil {
+					if err := writeTrusted(lo.Trusted, latest); err != nil {
+						return err
+					}
+				} else if !errors.Is(err, audit.ErrNoCheckpoint) {
+					return err
+				}
+			}
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&pubs, "public-key", nil, "trusted checkpoint public key file (repeatable)")
-	cmd.Flags().BoolVar(&noRegister, "no-register", false, "skip the incident register check")
+	f := cmd.Flags()
+	f.StringArrayVar(&pubs, "public-key", nil, "trusted checkpoint public key file (repeatable)")
+	f.BoolVar(&noRegister, "no-register", false, "skip the incident register check")
+	f.StringVar(&lo.Server, "server", "", "verify a server's transparency log (base URL) instead of the database")
+	f.StringVar(&lo.Token, "token", os.Getenv("CLOISON_TOKEN"), "bearer token for --server (env CLOISON_TOKEN)")
+	f.StringVar(&lo.VerifierKey, "verifier-key", os.Getenv("CLOISON_VERIFIER_KEY"), "published note verifier key, or a file holding it (--server)")
+	f.StringVar(&tenant, "tenant", "", "verify this tenant's own log (--server)")
+	f.StringVar(&lo.Trusted, "trusted", "", "file holding the last verified tree checkpoint (created on first use)")
+	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
 	return cmd
 }
 

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/cloison/cloison/internal/keyfile"
 	"os"
@@ -27,7 +28,7 @@ func main() {
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "cloisonctl: %v\n", err)
-		if cloison.ErrorCode(err) == cloison.CodeConflict {
+		if cloison.ErrorCode(err) == cloison.CodeConflict || errors.Is(err, audit.ErrNoCheckpoint) || errors.Is(err, audit.ErrEmptyLedger) {
 			os.Exit(3) // verification failures are distinguishable in scripts
 		}
 		os.Exit(1)

@@ -1,0 +1,198 @@
+package audit_test
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+	"pgregory.net/rapid"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+)
+
+func tenantKeys(t testing.TB) (note.Signer, string) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(nil)
+	s, err := audit.TreeSigner("tl-test", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vk, err := audit.TreeVerifierKey("tl-test", priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, vk
+}
+
+func tenantRecord(t interface{ Fatal(...any) }, tenant cloison.TenantID, i int, affected ...cloison.TenantID) audit.Record {
+	var p audit.Payload = audit.RequestCompleted{Request: cloison.RequestID(fmt.Sprintf("req-%d", i)), Model: "m",
+		PromptTokens: int64(i), CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}
+	if len(affected) > 0 {
+		p = audit.IsolationViolation{Request: cloison.RequestID(fmt.Sprintf("req-%d", i)), Invariant: "owner_tag", AffectedTenants: affected}
+	}
+	r, err := audit.Event{OccurredAt: time.Unix(1_800_000_000+int64(i), 0), Tenant: tenant, Actor: "engine:t", Payload: p}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A tenant log holds exactly the tenant's own entries, in ledger order,
+// and every inclusion proof of it is computed from them alone: the tree
+// built from the tenant's payloads without the rest of the ledger gives
+// the same root and the same proofs, so no proof hash carries another
+// tenant's entry, and positions are 1..n whatever the global seq was.
+func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
+	signer, vkey := tenantKeys(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		tenants := []cloison.TenantID{"alpha", "beta", "gamma"}
+		n := rapid.IntRange(1, 60).Draw(rt, "n")
+		var ledger []audit.Record
+		var head audit.Head
+		for i := 0; i < n; i++ {
+			tn := tenants[rapid.IntRange(0, 2).Draw(rt, "tenant")]
+			var r audit.Record
+			if rapid.IntRange(0, 9).Draw(rt, "shared") == 0 {
+				r = tenantRecord(rt, tn, i, tn, tenants[(i+1)%3]) // names another tenant: not in either log
+			} else {
+				r = tenantRecord(rt, tn, i)
+			}
+			r = audit.Rechain(r, head)
+			head = r.Head()
+			ledger = append(ledger, r)
+		}
+		for _, tn := range tenants {
+			full := &audit.MemTree{}
+			var own [][]byte
+			for _, r := range ledger {
+				if audit.TenantVisible(r, tn) {
+					if _, err := full.Append(r.Payload); err != nil {
+						rt.Fatal(err)
+					}
+					own = append(own, r.Payload)
+					env, _ := audit.DecodeEnvelope(r.Payload)
+					if env.Tenant != tn {
+						rt.Fatalf("tenant %s's log holds an entry of %s", tn, env.Tenant)
+					}
+				}
+			}
+			if full.Size() == 0 {
+				continue
+			}
+			alone := &audit.MemTree{}
+			for _, p := range own {
+				_, _ = alone.Append(p)
+			}
+			origin, _ := audit.TenantOrigin("tl-test", tn)
+			h, err := full.Head(origin, full.Size())
+			if err != nil {
+				rt.Fatal(err)
+			}
+			h2, _ := alone.Head(origin, alone.Size())
+			if h != h2 {
+				rt.Fatalf("root depends on other tenants' entries")
+			}
+			cp, err := audit.SignTenantHead(signer, tn, h)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for pos := uint64(1); pos <= full.Size(); pos++ {
+				p, err := full.ProveRecord(pos, full.Size())
+				if err != nil {
+					rt.Fatal(err)
+				}
+				p2, _ := alone.ProveRecord(pos, alone.Size())
+				if fmt.Sprint(p) != fmt.Sprint(p2) {
+					rt.Fatalf("proof of %d depends on other tenants' entries", pos)
+				}
+				if _, err := audit.VerifyTenantInclusion(cp, vkey, tn, pos, own[pos-1], p); err != nil {
+					rt.Fatalf("inclusion of %d: %v", pos, err)
+				}
+				// Another position, another tenant, or the global log's
+				// reading of the same note is refused.
+				if pos > 1 {
+					if _, err := audit.VerifyTenantInclusion(cp, vkey, tn, pos-1, own[pos-1], p); !errors.Is(err, audit.ErrNotIncluded) {
+						rt.Fatalf("wrong position: got %v, want ErrNotIncluded", err)
+					}
+				}
+			}
+			other := tenants[0]
+			if other == tn {
+				other = tenants[1]
+			}
+			if _, err := audit.OpenTenantHead(cp, vkey, other); !errors.Is(err, audit.ErrMalformed) {
+				t.Fatalf("tenant %s's checkpoint read as %s's: got %v, want ErrMalformed", tn, other, err)
+			}
+			if _, err := audit.OpenTreeHead(cp, vkey); !errors.Is(err, audit.ErrMalformed) {
+				t.Fatalf("tenant checkpoint read as the global one: got %v, want ErrMalformed", err)
+			}
+		}
+	})
+}
+
+// A tenant holding a checkpoint of its log detects a shorter log and a
+// rewritten one through consistency, as for the global log.
+func TestTenantLogConsistency(t *testing.T) {
+	signer, vkey := tenantKeys(t)
+	origin, _ := audit.TenantOrigin("tl-test", "alpha")
+	build := func(n int, rewrite int) *audit.MemTree {
+		m := &audit.MemTree{}
+		for i := 1; i <= n; i++ {
+			r := tenantRecord(t, "alpha", i)
+			if i == rewrite {
+				r = tenantRecord(t, "alpha", 1000+i)
+			}
+			if _, err := m.Append(r.Payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+	sign := func(m *audit.MemTree) []byte {
+		h, err := m.Head(origin, m.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := audit.SignTenantHead(signer, "alpha", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	honest := build(20, 0)
+	trusted := sign(build(12, 0))
+	tests := []struct {
+		name string
+		now  *audit.MemTree
+		want error
+	}{
+		{"grown", honest, nil},
+		{"same", build(12, 0), nil},
+		{"truncated", build(9, 0), audit.ErrSmallerTree},
+		{"rewritten below the trusted size", build(20, 5), audit.ErrFork},
+		{"rewritten at the trusted size", build(12, 5), audit.ErrFork},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var proof tlog.TreeProof
+			if tc.now.Size() >= 12 {
+				var err error
+				if proof, err = tc.now.ProveTree(12, tc.now.Size()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := audit.VerifyTenantConsistency(vkey, "alpha", trusted, sign(tc.now), proof)
+			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
+				t.Errorf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := audit.SignTenantHead(signer, "beta", audit.TreeHead{Origin: origin, Size: 1}); !errors.Is(err, audit.ErrInvalidEvent) {
+		t.Errorf("signing alpha's head as beta's: got %v, want ErrInvalidEvent", err)
+	}
+}

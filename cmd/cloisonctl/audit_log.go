@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/audit"
+)
+
+// logVerifyOptions say what `audit verify --server` checks and trusts. It
+// is a struct so that more checks (witness cosignatures) join as fields.
+type logVerifyOptions struct {
+	Server      string // base URL of a cloisond (http://host:port)
+	Token       string // bearer token: compliance:read + admin for the global log, compliance:read for a tenant log
+	VerifierKey string // the published note verifier key, obtained out of band
+	// Tenant, when set, verifies that tenant's own log (the token's
+	// tenant; another tenant needs admin) instead of the global log.
+	Tenant cloison.TenantID
+	// Trusted is the file holding the last checkpoint verified: a newer
+	// one must come with a consistency proof from it, and replaces it only
+	// once every check passed. Empty: no trusted state (first contact
+	// every time). A missing file is created (trust on first use).
+	Trusted string
+	// Entries are the entries (ledger seq, or positions in the tenant log)
+	// whose inclusion is checked; none: the last entry of the checkpoint.
+	Entries []uint64
+	Client  *http.Client // nil: a client with a 30 s timeout
+}
+
+// logReport is what a verification established.
+type logReport struct {
+	Head        audit.TreeHead
+	TrustedSize uint64 // size of the trusted checkpoint it was proved to extend (0: none)
+	FirstUse    bool   // the trusted file did not exist and was created
+	Included    []uint64
+}
+
+func (r logReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "checkpoint %s size %d root %s: signature verified\n", r.Head.Origin, r.Head.Size, base64.StdEncoding.EncodeToString(r.Head.Root[:]))
+	switch {
+	case r.FirstUse:
+		fmt.Fprintf(&b, "trusted state created (first use): later runs demand a consistency proof from size %d\n", r.Head.Size)
+	case r.TrustedSize > 0:
+		fmt.Fprintf(&b, "consistent with the trusted checkpoint of size %d\n", r.TrustedSize)
+	}
+	for _, e := range r.Included {
+		fmt.Fprintf(&b, "entry %d included\n", e)
+	}
+	return b.String()
+}
+
+// verifyLog fetches the latest checkpoint from the server, checks its
+// signature with the verifier key, a consistency proof from the trusted
+// checkpoint and inclusion proofs of the entries, and then stores the new
+// checkpoint as trusted. Every refusal is an error with a named reason:
+// audit.ErrNoCheckpoint, audit.ErrEmptyLedger, audit.ErrSmallerTree,
+// audit.ErrFork, audit.ErrNotIncluded, audit.ErrBadSignature,
+// audit.ErrMalformed; a server error otherwise.
+func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
+	var rep logReport
+	if o.Server == "" || o.VerifierKey == "" {
+		return rep, cloison.NewError(cloison.CodeInvalid, "audit verify --server needs --verifier-key (the published key, obtained out of band)")
+	}
+	c := &logClient{base: strings.TrimRight(o.Server, "/"), token: o.Token, http: o.Client}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	prefix := "/compliance/v1/tlog"
+	open := func(msg []byte) (audit.TreeHead, error) { return audit.OpenTreeHead(msg, o.VerifierKey) }
+	if o.Tenant != "" {
+		prefix += "/tenant"
+		open = func(msg []byte) (audit.TreeHead, error) { return audit.OpenTenantHead(msg, o.VerifierKey, o.Tenant) }
+	}
+	tq := url.Values{}
+	if o.Tenant != "" {
+		tq.Set("tenant", string(o.Tenant))
+	}
+	msg, err := c.get(ctx, prefix+"/checkpoint", tq)
+	if err != nil {
+		return rep, err
+	}
+	head, err := open(msg)
+	if err != nil {
+		return rep, err
+	}
+	rep.Head = head
+
+	var trusted []byte
+	if o.Trusted != "" {
+		trusted, err = os.ReadFile(o.Trusted)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			rep.FirstUse = true
+		case err != nil:
+			return rep, fmt.Errorf("trusted state: %w", err)
+		}
+	}
+	if trusted != nil {
+		old, err := open(trusted)
+		if err != nil {
+			return rep, fmt.Errorf("trusted state %s: %w", o.Trusted, err)
+		}
+		var proof tlog.TreeProof
+		if old.Size < head.Size {
+			q := cloneValues(tq)
+			q.Set("old_size", strconv.FormatUint(old.Size, 10))
+			q.Set("new_size", strconv.FormatUint(head.Size, 10))
+			var cj struct {
+				Proof []string `json:"proof"`
+			}
+			if err := c.getJSON(ctx, prefix+"/consistency", q, &cj); err != nil {
+				return rep, err
+			}
+			if proof, err = decodeHashes(cj.Proof); err != nil {
+				return rep, err
+			}
+		}
+		if o.Tenant != "" {
+			_, err = audit.VerifyTenantConsistency(o.VerifierKey, o.Tenant, trusted, msg, proof)
+		} else {
+			_, err = audit.VerifyConsistency(o.VerifierKey, trusted, msg, proof)
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.TrustedSize = old.Size
+	}
+
+	entries := o.Entries
+	if len(entries) == 0 {
+		entries = []uint64{head.Size}
+	}
+	for _, e := range entries {
+		q := cloneValues(tq)
+		q.Set("seq", strconv.FormatUint(e, 10))
+		q.Set("tree_size", strconv.FormatUint(head.Size, 10))
+		var ij struct {
+			Payload json.RawMessage `json:"payload"`
+			Proof   []string        `json:"proof"`
+		}
+		if e == 0 || e > head.Size {
+			return rep, fmt.Errorf("%w: entry %d is outside a tree of size %d", audit.ErrNotIncluded, e, head.Size)
+		}
+		if err := c.getJSON(ctx, prefix+"/inclusion", q, &ij); err != nil {
+			return rep, err
+		}
+		proof, err := decodeHashes(ij.Proof)
+		if err != nil {
+			return rep, err
+		}
+		if o.Tenant != "" {
+			_, err = audit.VerifyTenantInclusion(msg, o.VerifierKey, o.Tenant, e, ij.Payload, proof)
+		} else {
+			_, err = audit.VerifyInclusion(msg, o.VerifierKey, audit.Record{Seq: e, Payload: ij.Payload}, proof)
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Included = append(rep.Included, e)
+	}
+	if o.Trusted != "" {
+		if err := writeTrusted(o.Trusted, msg); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+func decodeHashes(in []string) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(in))
+	for i, s := range in {
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("%w: proof hash %d", audit.ErrMalformed, i)
+		}
+		copy(out[i][:], b)
+	}
+	return out, nil
+}
+
+// writeTrusted replaces the trusted state durably: temporary file, fsync,
+// rename.
+func writeTrusted(path string, msg []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".trusted-*")
+	if err != nil {
+		return fmt.Errorf("trusted state: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(msg); err != nil {
+		tmp.Close()
+		return fmt.Errorf("trusted state: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("trusted state: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("trusted state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("trusted state: %w", err)
+	}
+	return nil
+}
+
+// logClient reads the server's tlog routes.
+type logClient struct {
+	base, token string
+	http        *http.Client
+}
+
+// knownRefusals are the named errors a server reports that verification
+// names in turn (matched by their public message, which is all the wire
+// carries).
+var knownRefusals = []error{audit.ErrNoCheckpoint, audit.ErrEmptyLedger}
+
+func (c *logClient) get(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return nil, cloison.NewError(cloison.CodeInvalid, "bad --server URL").Withf("%v", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, cloison.NewError(cloison.CodeUnavailable, "server unreachable").Withf("%v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, cloison.NewError(cloison.CodeUnavailable, "server answer cut").Withf("%v", err)
+	}
+	if resp.StatusCode != 200 {
+		var eb api.ErrorBody
+		_ = json.Unmarshal(b, &eb)
+		for _, k := range knownRefusals {
+			if eb.Error.Message == cloison.PublicMessage(k) {
+				return nil, fmt.Errorf("server: %w", k)
+			}
+		}
+		code := cloison.Code(eb.Error.Code)
+		if code == "" {
+			code = cloison.CodeUnavailable
+		}
+		return nil, cloison.Errorf(code, "server: %s %s: %d %s", req.Method, path, resp.StatusCode, eb.Error.Message)
+	}
+	return b, nil
+}
+
+func (c *logClient) getJSON(ctx context.Context, path string, q url.Values, v any) error {
+	b, err := c.get(ctx, path, q)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", audit.ErrMalformed, path, err)
+	}
+	return nil
+}
+
+// readVerifierKey returns the key in the file v names, or v itself when no
+// such file exists (a key is "<name>+<hash>+<base64>").
+func readVerifierKey(v string) (string, error) {
+	b, err := os.ReadFile(v)
+	if errors.Is(err, os.ErrNotExist) || v == "" {
+		return v, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("verifier key: %w", err)
+	}
+	return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), nil
+}
