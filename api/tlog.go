@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ func (s *Server) tlogRoutes(mux *http.ServeMux) {
 	own := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
 	mux.HandleFunc("GET /compliance/v1/tlog/key", s.tlogKey)
 	mux.Handle("GET /compliance/v1/tlog/checkpoint", global(func(w http.ResponseWriter, r *http.Request) {
-		msg, err := s.cfg.Ledger.TreeCheckpoint(r.Context())
+		msg, err := s.treeCheckpoint(r.Context())
 		s.writeNote(w, r, msg, err, "")
 	}))
 	mux.Handle("GET /compliance/v1/tlog/inclusion", global(func(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +105,19 @@ func tenantLogOf(p tenancy.Principal, named string) (cloison.TenantID, error) {
 		return "", ErrOtherTenantLog
 	}
 	return cloison.TenantID(named), nil
+}
+
+// treeCheckpoint returns the latest signed global checkpoint;
+// audit.ErrEmptyLedger when there is none because the ledger is empty,
+// audit.ErrNoCheckpoint when there is none otherwise.
+func (s *Server) treeCheckpoint(ctx context.Context) ([]byte, error) {
+	msg, err := s.cfg.Ledger.TreeCheckpoint(ctx)
+	if errors.Is(err, audit.ErrNoCheckpoint) {
+		if h, herr := s.cfg.Ledger.Head(ctx); herr == nil && h.Seq == 0 {
+			return nil, audit.ErrEmptyLedger
+		}
+	}
+	return msg, err
 }
 
 // verifierKey returns the published note verifier key.
@@ -302,7 +316,7 @@ func (g *tlogService) notePB(msg []byte, t cloison.TenantID) (*tlogv1.Checkpoint
 }
 
 func (g *tlogService) GetCheckpoint(ctx context.Context, _ *tlogv1.GetCheckpointRequest) (*tlogv1.Checkpoint, error) {
-	msg, err := g.s.cfg.Ledger.TreeCheckpoint(ctx)
+	msg, err := g.s.treeCheckpoint(ctx)
 	if err != nil {
 		return nil, err
 	}

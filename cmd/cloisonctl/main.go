@@ -28,11 +28,18 @@ func main() {
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "cloisonctl: %v\n", err)
-		if cloison.ErrorCode(err) == cloison.CodeConflict || errors.Is(err, audit.ErrNoCheckpoint) || errors.Is(err, audit.ErrEmptyLedger) {
-			os.Exit(3) // verification failures are distinguishable in scripts
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 3 for a failed verification (a conflict: broken chain,
+// smaller tree, fork; or no checkpoint, or an empty ledger), so that
+// scripts tell it apart, and 1 for any other error.
+func exitCode(err error) int {
+	if cloison.ErrorCode(err) == cloison.CodeConflict || errors.Is(err, audit.ErrNoCheckpoint) || errors.Is(err, audit.ErrEmptyLedger) {
+		return 3
+	}
+	return 1
 }
 
 // globals are the flags every command shares.

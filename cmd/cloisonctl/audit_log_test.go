@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// asSuperuser runs stmts with the ledger's append-only triggers off, as
+// the cluster superuser: the strongest attacker short of holding the key.
+func asSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
+	t.Helper()
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints"}
+	var all []string
+	for _, tb := range tables {
+		all = append(all, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
+	}
+	all = append(all, stmts...)
+	for _, tr := range [][2]string{{"audit_events", "audit_events_append_only"}, {"audit_events", "audit_events_chain"},
+		{"audit_events", "audit_events_tlog"}, {"audit_checkpoints", "audit_checkpoints_append_only"},
+		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
+		all = append(all, fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tr[0], tr[1]))
+	}
+	for _, q := range all {
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func appendEvents(t *testing.T, s *postgres.Store, actor string, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if _, err := s.Append(context.Background(), audit.Event{OccurredAt: time.Now(), Tenant: "alpha", Actor: audit.Name(actor),
+			Payload: audit.RequestCompleted{Request: cloison.RequestID(fmt.Sprintf("%s-%d", actor, i)), Model: "m",
+				PromptTokens: int64(i), CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Issue 13 §1: `audit verify --trusted` — from a server (--server) and on
+// the database — keeps the last verified checkpoint and fails, with exit
+// status 3 and the reason named, on each tamper kind done as the database
+// superuser: the tail deleted after the last checkpoint; every checkpoint
+// deleted and the chain rewritten; the same re-signed by the server's key;
+// the ledger emptied.
+func TestCLIVerifyTrustedDetectsTampering(t *testing.T) {
+	tests := []struct {
+		name         string
+		tamper       func(t *testing.T, p *platformtest.Platform, size int)
+		server, db   error
+		serverReason string
+	}{
+		{"tail deleted after the last checkpoint", func(t *testing.T, p *platformtest.Platform, size int) {
+			asSuperuser(t, p.DB.AdminPool(t), fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", size-10),
+				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", 2*(size-10)-popcount(size-10)),
+				fmt.Sprintf("DELETE FROM tlog_checkpoints WHERE size > %d", size-10),
+				fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", size-10))
+		}, audit.ErrSmallerTree, audit.ErrSmallerTree, "smaller"},
+		{"checkpoints deleted and chain rewritten", func(t *testing.T, p *platformtest.Platform, size int) {
+			rewrite(t, p, size)
+		}, audit.ErrNoCheckpoint, audit.ErrFork, "no signed checkpoint"},
+		{"chain rewritten and re-signed by the server", func(t *testing.T, p *platformtest.Platform, size int) {
+			rewrite(t, p, size)
+			if _, err := p.Ledger.SignTree(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}, audit.ErrFork, audit.ErrFork, "not an extension"},
+		{"ledger emptied", func(t *testing.T, p *platformtest.Platform, _ int) {
+			asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events", "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints", "DELETE FROM audit_checkpoints")
+		}, audit.ErrEmptyLedger, audit.ErrEmptyLedger, "empty ledger"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}})
+			dir := t.TempDir()
+			vkey, err := p.Ledger.TreeVerifierKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			keyFile, pubFile := filepath.Join(dir, "log.vkey"), filepath.Join(dir, "log.pub")
+			raw, _ := base64.StdEncoding.DecodeString(strings.SplitN(vkey, "+", 3)[2]) // name+hash+base64(alg ‖ key)
+			if err := os.WriteFile(keyFile, []byte(vkey+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(pubFile, []byte(base64.StdEncoding.EncodeToString(raw[1:])+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			token := p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
+			serverArgs := []string{"audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", keyFile,
+				"--trusted", filepath.Join(dir, "server.trusted")}
+			dbArgs := []string{"audit", "verify", "--database-url", p.DB.AdminURL, "--role", p.DB.Roles.Runtime, "--origin", "platformtest",
+				"--public-key", pubFile, "--no-register", "--trusted", filepath.Join(dir, "db.trusted")}
+
+			appendEvents(t, p.Ledger, "honest", 1, 20)
+			if _, err := p.Ledger.SignTree(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if out := mustRun(t, serverArgs...); !strings.Contains(out, "first use") {
+				t.Errorf("first run: %s", out)
+			}
+			mustRun(t, dbArgs...)
+			appendEvents(t, p.Ledger, "honest", 21, 40)
+			if _, err := p.Ledger.SignTree(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h, err := p.Ledger.Head(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := mustRun(t, append(serverArgs, "--entry", "3", "--entry", fmt.Sprint(h.Seq))...); !strings.Contains(out, "consistent with the trusted checkpoint") || !strings.Contains(out, "entry 3 included") {
+				t.Errorf("second run: %s", out)
+			}
+			if out := mustRun(t, dbArgs...); !strings.Contains(out, fmt.Sprintf("%d events verified", h.Seq)) {
+				t.Errorf("db run: %s", out)
+			}
+
+			tc.tamper(t, p, int(h.Seq))
+			_, err = run(t, serverArgs...)
+			if !errors.Is(err, tc.server) || exitCode(err) != 3 || !strings.Contains(err.Error(), tc.serverReason) {
+				t.Errorf("--server: got %v (exit %d), want %v, exit 3", err, exitCode(err), tc.server)
+			}
+			_, err = run(t, dbArgs...)
+			if !errors.Is(err, tc.db) || exitCode(err) != 3 {
+				t.Errorf("database: got %v (exit %d), want %v, exit 3", err, exitCode(err), tc.db)
+			}
+			// A failure leaves the trusted state as it was: the next run
+			// fails again rather than trusting the tampered log.
+			if _, err := run(t, serverArgs...); !errors.Is(err, tc.server) {
+				t.Errorf("--server again: got %v, want %v", err, tc.server)
+			}
+		})
+	}
+}
+
+func popcount(n int) int {
+	c := 0
+	for ; n > 0; n &= n - 1 {
+		c++
+	}
+	return c
+}
+
+// rewrite replaces the ledger after its 9th entry by other entries up to
+// size, with every checkpoint and tree note deleted, as the superuser: a
+// keyless store then rebuilds the tree (Open) and appends the forgeries.
+func rewrite(t *testing.T, p *platformtest.Platform, size int) {
+	t.Helper()
+	asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events WHERE seq > 9", "DELETE FROM tlog_hashes",
+		"DELETE FROM tlog_checkpoints", "DELETE FROM audit_checkpoints")
+	forger, err := postgres.Open(context.Background(), p.DB.AdminPool(t), postgres.Config{Origin: "platformtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, forger, "forged", 10, size)
+	if err := forger.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tenant verifies its own log with its own token: first use, then a
+// consistency proof from its trusted tenant checkpoint; another tenant's
+// log is refused.
+func TestCLIVerifyTenantLog(t *testing.T) {
+	ctx := context.Background()
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
+	dir := t.TempDir()
+	vkey, _ := p.Ledger.TreeVerifierKey()
+	token := p.Token(t, "alpha", tenancy.ScopeComplianceRead)
+	args := []string{"audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", vkey, "--tenant", "alpha",
+		"--trusted", filepath.Join(dir, "alpha.trusted")}
+	appendEvents(t, p.Ledger, "a", 1, 5)
+	if out := mustRun(t, args...); !strings.Contains(out, "platformtest/tenant/alpha") || !strings.Contains(out, "first use") {
+		t.Errorf("first run: %s", out)
+	}
+	appendEvents(t, p.Ledger, "b", 6, 9)
+	if out := mustRun(t, append(args, "--entry", "1", "--entry", "2")...); !strings.Contains(out, "consistent with the trusted checkpoint") || !strings.Contains(out, "entry 2 included") {
+		t.Errorf("second run: %s", out)
+	}
+	other := []string{"audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", vkey, "--tenant", "bravo"}
+	if _, err := run(t, other...); cloison.ErrorCode(err) != cloison.CodePermissionDenied {
+		t.Errorf("bravo's log with alpha's token: got %v, want permission denied", err)
+	}
+	_ = ctx
+}
