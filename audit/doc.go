@@ -27,6 +27,54 @@
 //     another root, or a failing consistency proof: a rewrite, a rollback
 //     then new entries), ErrNotIncluded, ErrBadSignature. They trust the
 //     verifier key and the caller's earlier checkpoint only.
+//   - Tenant logs (tenantlog.go). Tenant t's log is the subsequence of the
+//     ledger that TenantVisible gives — entries whose tenant is t and whose
+//     payload names no other tenant — in ledger order, as an RFC 6962 tree
+//     of its own with the same leaf hashes (tlog.RecordHash of the
+//     canonical payload). Its heads are C2SP notes with origin
+//     "<origin>/tenant/<t>" (TenantOrigin), signed by the log key under the
+//     log's key name, so the one published verifier key checks the global
+//     log and every tenant log, and the origin line keeps them apart
+//     (OpenTenantHead refuses a global or another tenant's note). A
+//     tenant's proofs carry positions 1..n among its own entries, never a
+//     global seq (which would count other tenants' entries between two of
+//     its own), and every hash in them is computed from its own entries
+//     alone (property-tested), so nothing of another tenant's entries is
+//     reachable from them. Tenant logs are derived, not stored: audit/postgres
+//     builds one from a scan of the ledger when asked.
+//
+// Who verifies what (the trust argument):
+//
+//   - An outsider (auditor, witness) holding the published verifier key
+//     and an earlier checkpoint checks a new global checkpoint's signature
+//     and a consistency proof from the old one (VerifyConsistency): a
+//     truncated, rolled-back, rewritten or forked log fails with
+//     ErrSmallerTree or ErrFork. Without earlier state it learns only that
+//     the key holder signed this tree; that the key holder never signs two
+//     views is what witnesses add (issue 13 §2).
+//   - A tenant holding its own tenant checkpoint does the same for its own
+//     log (VerifyTenantConsistency, VerifyTenantInclusion): none of its
+//     entries can be removed, changed or reordered without a failing
+//     consistency proof against what it holds.
+//   - The tenant log is bound to the global log by construction, not by a
+//     second commitment: it is a deterministic function of the global
+//     log's entries (TenantVisible, in order). Whoever holds the global log
+//     (the operator, an auditor with an export) recomputes every tenant
+//     log, and a signed tenant checkpoint (n, root) whose root is not that
+//     of the first n visible entries of the global log is a statement the
+//     key holder signed and cannot deny: the tenant hands it, with its
+//     inclusion proof, to an auditor, who checks it against the witnessed
+//     global log. The tenant checkpoint carries no global size, so it
+//     leaks nothing of others' traffic. What the tenant alone cannot see is
+//     whether an entry of its own was left out of the global log before it
+//     first fetched a checkpoint; an auditor can.
+//   - The operator's own check (audit/postgres Store.Verify) recomputes
+//     chain and tree and holds them to the checkpoints and tree notes
+//     present, and to a trusted note given to it; it refuses an empty
+//     ledger and a ledger no signature vouches for (ErrEmptyLedger,
+//     ErrNoCheckpoint). Without a trusted note from outside the database,
+//     a tail deleted after the last stored checkpoint is undetectable:
+//     that is why verifiers keep state (cloisonctl audit verify --trusted).
 //   - Verifier streams a chain in constant memory and reports the first
 //     broken seq and why (*BreakError).
 //   - IncidentFile.ForTenant is the only view of the register meant for a

@@ -44,6 +44,17 @@
 //     tlog proofs from the committed tree and refuse sizes it does not have
 //     (ErrOutOfRange, audit.ErrEmptyLedger). The key is the checkpoint key
 //     (SigningKey), named by Origin (which must not contain '+').
+//   - Tenant logs (tenantlog.go): TenantCheckpoint signs the head of a
+//     tenant's log (audit.TenantVisible entries) computed from one scan of
+//     the ledger; TenantInclusionProof and TenantConsistencyProof prove
+//     positions among the tenant's own entries. Nothing is stored, so every
+//     writer stays as it is; the cost is one ledger scan per call (a cache
+//     or stored per-tenant hashes are the next step if tenants poll often).
+//   - Verify refuses an empty ledger (audit.ErrEmptyLedger) and a ledger
+//     that no checkpoint or tree note vouches for (audit.ErrNoCheckpoint);
+//     it also recomputes the tree, checks the latest tree note, and holds
+//     the tree to VerifyOptions.Trusted (audit.ErrSmallerTree,
+//     audit.ErrFork). ChainOnly is for tests of the chain alone.
 //   - VerifyTree recomputes the tree from the entries alone and compares
 //     every stored hash (audit.ReasonTree at the first entry that differs):
 //     the database does not recompute tree hashes itself, so this is the
