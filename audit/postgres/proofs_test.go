@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"testing"
@@ -99,6 +100,23 @@ func TestVerifyRefusesUnvouchedLedger(t *testing.T) {
 			t.Errorf("with trusted state: got %v, want ErrFork", err)
 		}
 	})
+	t.Run("chain rewritten, its old tree note kept", func(t *testing.T) {
+		db, recs, trusted := honest(t)
+		rewrite(t, db, recs)
+		h, err := audit.OpenTreeHead(trusted, mustVerifierKey(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AdminPool(t).Exec(ctx, "INSERT INTO tlog_checkpoints (size, root, signed_at, note) VALUES ($1, $2, now(), $3)",
+			int64(h.Size), h.Root[:], string(trusted)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = verifier(t, db).Verify(ctx, VerifyOptions{Keys: testKeys()})
+		var be *audit.BreakError
+		if !errors.As(err, &be) || be.Reason != audit.ReasonCheckpoint || be.Seq != 40 {
+			t.Errorf("got %v, want a break at 40 (checkpoint)", err)
+		}
+	})
 	t.Run("tail deleted after the last checkpoint", func(t *testing.T) {
 		db, _, trusted := honest(t)
 		deleteTail(t, db)
@@ -165,4 +183,13 @@ func TestTenantProofsOnDatabase(t *testing.T) {
 	if _, err := s.TenantCheckpoint(ctx, "tenant-nobody"); !errors.Is(err, audit.ErrEmptyLedger) {
 		t.Errorf("tenant without entries: got %v, want ErrEmptyLedger", err)
 	}
+}
+
+func mustVerifierKey(t *testing.T) string {
+	t.Helper()
+	vk, err := audit.TreeVerifierKey("test-ledger", testKey.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vk
 }

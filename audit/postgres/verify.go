@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +34,8 @@ type VerifyOptions struct {
 
 // Verify reads the whole ledger, recomputes every hash, checks every
 // stored and external checkpoint (signature, and head at its size),
-// recomputes the Merkle tree and checks the latest stored tree note and
+// recomputes the Merkle tree and checks the latest stored tree note signed
+// by one of opts.Keys (notes of other keys are passed over) and
 // opts.Trusted against it, and returns the first break as an
 // *audit.BreakError. It fails, never warns: an empty ledger, or a ledger
 // that no signed checkpoint or tree note vouches for (every checkpoint
@@ -143,16 +143,15 @@ func (s *Store) verifyTreeNotes(ctx context.Context, opts VerifyOptions, size ui
 		return r, translate(err)
 	}
 	matched := 0
-	latest, err := s.TreeCheckpoint(ctx)
-	switch {
-	case errors.Is(err, audit.ErrNoCheckpoint):
-	case err != nil:
+	// The latest stored note that a trusted key signed is held to the
+	// tree; notes of other keys (a peer node's, before the cluster shares
+	// one key) vouch for nothing and are passed over, not reported broken.
+	latest, err := s.latestTreeNote(ctx, open)
+	if err != nil {
 		return 0, err
-	default:
-		h, err := open(latest)
-		if err != nil {
-			return 0, &audit.BreakError{Seq: size, Reason: audit.ReasonCheckpointSig, Detail: fmt.Sprintf("database: latest tree note: %v", err)}
-		}
+	}
+	if latest != nil {
+		h := *latest
 		if h.Size > size {
 			return 0, &audit.BreakError{Seq: size + 1, Reason: audit.ReasonTruncated,
 				Detail: fmt.Sprintf("database: the tree ends at %d but a tree note of size %d is signed", size, h.Size)}
@@ -185,4 +184,32 @@ func (s *Store) verifyTreeNotes(ctx context.Context, opts VerifyOptions, size ui
 		matched++
 	}
 	return matched, nil
+}
+
+// latestTreeNote returns the head of the largest stored tree note (of the
+// last 64) that open accepts, or nil.
+func (s *Store) latestTreeNote(ctx context.Context, open func([]byte) (audit.TreeHead, error)) (*audit.TreeHead, error) {
+	rows, err := s.scan.Query(ctx, "SELECT note FROM tlog_checkpoints ORDER BY size DESC LIMIT 64")
+	if err != nil {
+		return nil, translate(err)
+	}
+	var notes []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, translate(err)
+		}
+		notes = append(notes, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	for _, n := range notes {
+		if h, err := open([]byte(n)); err == nil {
+			return &h, nil
+		}
+	}
+	return nil, nil
 }
