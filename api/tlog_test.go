@@ -270,6 +270,26 @@ func TestTenantProofsOverHTTP(t *testing.T) {
 	if alphaSeqs[len(alphaSeqs)-1] == h.Size {
 		t.Fatal("fixture: alpha's positions are its global seqs; the check below would prove nothing")
 	}
+	// The tenant's ledger view (/compliance/v1/ledger) numbers its rows as
+	// the tenant log's positions.
+	code, rows := get(t, p.URL+"/compliance/v1/ledger", tenant, "")
+	if code != 200 {
+		t.Fatalf("ledger: %d %s", code, rows)
+	}
+	view := map[uint64]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(rows)), "\n") {
+		var row struct {
+			Seq     uint64          `json:"seq"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		view[row.Seq] = string(row.Payload)
+	}
+	if uint64(len(view)) != h.Size {
+		t.Fatalf("ledger view: %d rows, tenant log %d", len(view), h.Size)
+	}
 	for pos := uint64(1); pos <= h.Size; pos++ {
 		code, body := get(t, fmt.Sprintf("%s/compliance/v1/tlog/tenant/inclusion?seq=%d&tree_size=%d", p.URL, pos, h.Size), tenant, "")
 		if code != 200 {
@@ -287,6 +307,9 @@ func TestTenantProofsOverHTTP(t *testing.T) {
 			Proof   []string        `json:"proof"`
 		}
 		_ = json.Unmarshal(body, &ip)
+		if view[pos] != string(ip.Payload) {
+			t.Errorf("position %d: the ledger view shows another entry than the tenant log", pos)
+		}
 		env, err := audit.DecodeEnvelope(ip.Payload)
 		if err != nil || env.Tenant != "alpha" {
 			t.Fatalf("position %d: an entry of %q reached alpha", pos, env.Tenant)
