@@ -115,7 +115,7 @@ run:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
 	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
-	    --create-database --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \
@@ -134,7 +134,7 @@ load:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,cloison_load); $(call runpw,.cache/cloison-load); rm -f .cache/cloison-load/ready; \
 	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison-load/db-runtime.password \
-	    --create-database --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
 	    --max-running 64 --max-batch-tokens 1024 2>.cache/cloison-load/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison-load/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
