@@ -56,6 +56,16 @@ bench:
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
+## bench-ledger: the ledger written by four processes on one database
+## (issue 13 §6): appends/s and Append p50/p99 beside raw pgx.Batch inserts
+## in the same run. BENCH_LEDGER_N events in total.
+BENCH_LEDGER_N ?= 100000
+.PHONY: bench-ledger
+bench-ledger:
+	@url=$$(scripts/pg.sh) || { echo "make bench-ledger: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	  export DATABASE_URL="$$url"; grep -m1 'model name' /proc/cpuinfo; \
+	  $(GO) test -run '^$$' -bench BenchmarkLedgerFourWriters -benchtime $(BENCH_LEDGER_N)x -count 3 ./audit/postgres
+
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
