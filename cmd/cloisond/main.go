@@ -12,6 +12,14 @@
 // --tls-key; cloisonctl cert init) and transfer manifests are authenticated
 // with the cluster key (--cluster-key).
 //
+// Keys (keys.go): --kek-file, --log-key-file (one log signing key for the
+// cluster, so every node verifies its peers' checkpoints; --trust-log-key
+// for earlier ones) and --cluster-key are files or mounted secrets. Only
+// --dev (make run, the e2e tests) creates a missing one under --state-dir;
+// otherwise a start without them is refused. Each key's id is recorded in
+// the ledger (deployment_keys, key.created/rotated/revoked) at start, and a
+// node holding another key than the recorded one stops before it signs.
+//
 // Database (db.go): --database-url logs in as the runtime role itself
 // (checked on every connection); --migrate-database-url, an administrator's,
 // serves only role setup and migrations at start. --db-max-conns bounds the
