@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -27,6 +29,12 @@ type DeploymentKey struct {
 	Purpose audit.Name
 	ID      string
 	Digest  audit.Digest
+}
+
+// CheckpointKey names the checkpoint (log) signing key whose public key is
+// pub: its audit.KeyID and SHA-256.
+func CheckpointKey(pub ed25519.PublicKey) DeploymentKey {
+	return DeploymentKey{Purpose: PurposeCheckpoint, ID: audit.KeyID(pub), Digest: sha256.Sum256(pub)}
 }
 
 // KeyPolicy says what EnsureKey may do when the recorded current key of

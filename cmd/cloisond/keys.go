@@ -36,6 +36,18 @@ import (
 // (key.created; key.rotated and key.revoked when --rotate-keys replaces the
 // recorded one), so a node given another cluster's file is refused before it
 // writes anything signed: see auditpg.Store.EnsureKey.
+//
+// Why one log key rather than a key per node recorded in the ledger: a
+// key.created event is written with the runtime role's rights, so a
+// verifier could not tell a node's key from one planted by whoever can
+// write the ledger; the cluster's one log key is configured out of band on
+// every node and verifier (cloisonctl audit verify --public-key), as the KEK is.
+//
+// Rotating the log key without a false alarm: first give every node
+// --trust-log-key NEW.pub (a restart each), then start one node with
+// --log-key-file NEW, --trust-log-key OLD.pub and --rotate-keys (it records
+// key.rotated and key.revoked), then move the others to NEW; a node still
+// on OLD is refused at its next start (ErrKeyRetired).
 type keyConfig struct {
 	dev        bool
 	kekFile    string
@@ -127,9 +139,7 @@ func (k *keyConfig) kek(stateDir string) ([]byte, error) {
 // logKeyRecord, kekRecord and clusterKeyRecord name the keys in
 // deployment_keys: never the secret, only a public key's digest or a
 // domain-separated fingerprint of a secret.
-func logKeyRecord(pub ed25519.PublicKey) auditpg.DeploymentKey {
-	return auditpg.DeploymentKey{Purpose: auditpg.PurposeCheckpoint, ID: audit.KeyID(pub), Digest: sha256.Sum256(pub)}
-}
+func logKeyRecord(pub ed25519.PublicKey) auditpg.DeploymentKey { return auditpg.CheckpointKey(pub) }
 
 func kekRecord(kek []byte) auditpg.DeploymentKey {
 	fp := sha256.Sum256(append([]byte("cloison kek id\x00"), kek...))
