@@ -56,6 +56,16 @@ bench:
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
+## bench-ledger: the ledger written by four processes on one database
+## (issue 13 §6): appends/s and Append p50/p99 beside raw pgx.Batch inserts
+## in the same run. BENCH_LEDGER_N events in total.
+BENCH_LEDGER_N ?= 100000
+.PHONY: bench-ledger
+bench-ledger:
+	@url=$$(scripts/pg.sh) || { echo "make bench-ledger: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	  export DATABASE_URL="$$url"; grep -m1 'model name' /proc/cpuinfo; \
+	  $(GO) test -run '^$$' -bench BenchmarkLedgerFourWriters -benchtime $(BENCH_LEDGER_N)x -count 3 ./audit/postgres
+
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
@@ -115,7 +125,7 @@ run:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
 	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
-	    --create-database --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \
@@ -134,7 +144,7 @@ load:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,cloison_load); $(call runpw,.cache/cloison-load); rm -f .cache/cloison-load/ready; \
 	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison-load/db-runtime.password \
-	    --create-database --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
 	    --max-running 64 --max-batch-tokens 1024 2>.cache/cloison-load/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison-load/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \

@@ -177,6 +177,9 @@ func helperProcess() int {
 		return 2
 	}
 	switch os.Getenv("CLOISON_AUDIT_HELPER") {
+	case "bench":
+		_ = s.Close()
+		return benchWriterProcess(ctx, pool)
 	case "writer":
 		n, _ := strconv.Atoi(os.Getenv("CLOISON_HELPER_N"))
 		var wg sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -84,6 +85,14 @@ type Store struct {
 	// frontier: the stored tree hashes of s.head's tree that the next
 	// append and its root read (valid while headKnown).
 	frontier map[int64]tlog.Hash
+	// contended: the last fast-path batch found the head moved by another
+	// writer, so batches go through appendLocked until one finds the head
+	// where this writer left it.
+	contended bool
+	// lockedCommits counts batches committed by appendLocked;
+	// noLockedPath (tests only: the benchmark's comparison) disables it.
+	lockedCommits int
+	noLockedPath  bool
 	// skipTree (tests only: the benchmark's baseline) commits this
 	// writer's batches without tree hashes; the database refuses them
 	// unless the audit_events_tlog trigger is disabled.
@@ -335,6 +344,93 @@ func (s *Store) appendPipelined(ctx context.Context, recs []audit.Record, head a
 	return st, cerr
 }
 
+// appendLocked is the writer's path while other writers (other processes)
+// move the head: two round trips under the ledger lock instead of the
+// general path's six or more. The first takes the lock and reads the head
+// and every tree hash stored since this writer's last commit (other
+// writers' batches: with the frontier, all the tree step reads); the
+// second inserts the tree hashes and the events and commits. moved reports
+// whether another writer had appended since this one's last commit.
+//
+// On any error the connection is left inside its transaction, and the
+// pool destroys it (pgxpool does not reuse a connection that is not idle):
+// nothing is committed, and the lock ends with the session.
+func (s *Store) appendLocked(ctx context.Context, recs []audit.Record) (st treeStep, moved bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return treeStep{}, false, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue("SELECT seq, hash FROM audit_head()")
+	b.Queue("SELECT index, hash FROM tlog_hashes WHERE index >= $1", tlog.StoredHashIndex(0, int64(s.head.Seq)))
+	br := conn.SendBatch(ctx, b)
+	var seq int64
+	var hash []byte
+	overlay := make(map[int64]tlog.Hash, len(s.frontier)+4*len(recs))
+	for k, v := range s.frontier {
+		overlay[k] = v
+	}
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&seq, &hash)
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			var x int64
+			var h []byte
+			for rows.Next() {
+				if err = rows.Scan(&x, &h); err != nil {
+					break
+				}
+				overlay[x] = tlog.Hash(h)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return treeStep{}, false, err
+	}
+	head := audit.Head{Seq: uint64(seq)}
+	copy(head.Hash[:], hash)
+	moved = head != s.head
+	if head.Seq < s.head.Seq {
+		overlay = nil // not the ledger this writer knew: read every hash
+	}
+	args := appendArgs(recs, head)
+	if st, err = extendTree(ctx, conn, overlay, recs); err != nil {
+		return treeStep{}, moved, err
+	}
+	b = &pgx.Batch{}
+	b.Queue(treeInsertSQL, st.index, st.hashes)
+	b.Queue(appendSQL, args...)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("audit/postgres: commit ended as %q", tag.String())
+	}
+	return st, moved, err
+}
+
 // Append records e and returns its record once it is durable (committed
 // with synchronous_commit on). Appends from many goroutines are committed
 // together (group commit), in the order the writer receives them.
@@ -475,6 +571,13 @@ func (s *Store) writer() {
 	}
 }
 
+// The writer's commit paths (commit).
+const (
+	pathFast = iota
+	pathLocked
+	pathGeneral
+)
+
 // commit commits one batch and reports the tree step it made (ok: the
 // batch is committed).
 func (s *Store) commit(batch []*appendReq) (treeStep, bool) {
@@ -483,13 +586,42 @@ func (s *Store) commit(batch []*appendReq) (treeStep, bool) {
 		recs[i] = r.rec
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Three paths: the one-round-trip pipeline while this writer alone
+	// moves the head; appendLocked (two round trips under the lock) while
+	// other writers move it too; the general transaction when the head is
+	// unknown or a faster path was refused.
+	moved := func(err error) bool { return errors.Is(err, ErrChainRejected) || errors.Is(err, ErrConflict) }
+	path := pathGeneral
+	switch {
+	case s.headKnown && !s.contended:
+		path = pathFast
+	case s.headKnown && !s.skipTree && !s.noLockedPath:
+		path = pathLocked
+	}
 	var err error
 	var st treeStep
-	if s.headKnown {
+	if path == pathFast {
 		st, err = s.appendPipelined(ctx, recs, s.head)
-		err = translate(err)
+		if err = translate(err); moved(err) {
+			s.contended, path = true, pathLocked
+			if s.skipTree || s.noLockedPath {
+				path = pathGeneral
+			}
+		}
 	}
-	if !s.headKnown || errors.Is(err, ErrChainRejected) || errors.Is(err, ErrConflict) {
+	if path == pathLocked {
+		var others bool
+		st, others, err = s.appendLocked(ctx, recs)
+		err = translate(err)
+		s.contended = others || err != nil
+		if err == nil {
+			s.lockedCommits++
+		}
+		if moved(err) {
+			path = pathGeneral
+		}
+	}
+	if path == pathGeneral {
 		// The head moved under us (or is unknown): read it under the lock.
 		err = s.readWrite(ctx, func(tx pgx.Tx) error {
 			var err error

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"github.com/cloison/cloison/internal/keyfile"
@@ -125,6 +126,14 @@ func (g *globals) store(ctx context.Context, needKey bool) (*postgres.Store, fun
 	pool, err := g.pool(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.SigningKey != nil {
+		// A key the cluster's nodes do not sign with would make their
+		// verify report this command's checkpoints as forged.
+		if _, err := postgres.CheckKey(ctx, pool, postgres.CheckpointKey(cfg.SigningKey.Public().(ed25519.PublicKey)), postgres.KeyPolicy{}); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("--checkpoint-key: %w (give it the nodes' --log-key-file)", err)
+		}
 	}
 	s, err := postgres.Open(ctx, pool, cfg)
 	if err != nil {

@@ -24,7 +24,7 @@ func TestCLITenancyLedgered(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := []string{"--database-url", db.AdminURL, "--role", db.Roles.Runtime, "--actor", "admin:cli-test"}
-	keys := []string{"--state-dir", dir, "--issuer", "cli-test-issuer"}
+	keys := []string{"--kek-file", filepath.Join(dir, "signing.kek"), "--issuer", "cli-test-issuer"} // as a production deployment names it
 	mustRun(t, append([]string{"tenant", "create", "clico", "--kv-pages", "16"}, rt...)...)
 	if out := mustRun(t, append([]string{"tenant", "update", "clico", "--max-concurrent", "3", "--models", "m1,m2"}, rt...)...); !strings.Contains(out, `"max_concurrent":3`) || !strings.Contains(out, `"m2"`) {
 		t.Errorf("update: %s", out)

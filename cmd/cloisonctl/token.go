@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,23 +17,29 @@ import (
 )
 
 // tokenFlags locate the deployment's signing keys: the key-encryption key
-// under --state-dir seals them in the database.
+// (--kek-file, or signing.kek under a development --state-dir) seals them
+// in the database.
 type tokenFlags struct {
-	stateDir, issuer, audience string
-	minRotate                  time.Duration
+	stateDir, kekFile, issuer, audience string
+	minRotate                           time.Duration
 }
 
 func (tf *tokenFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&tf.stateDir, "state-dir", envOr("CLOISON_STATE_DIR", ".cache/cloison"), "cloisond's state directory (holds signing.kek)")
+	c.Flags().StringVar(&tf.kekFile, "kek-file", os.Getenv("CLOISON_KEK_FILE"), "the key-encryption key file cloisond's --kek-file names (default: signing.kek under --state-dir, a --dev node's)")
 	c.Flags().StringVar(&tf.issuer, "issuer", envOr("CLOISON_ISSUER", "cloison-dev"), "JWT issuer")
 	c.Flags().StringVar(&tf.audience, "audience", envOr("CLOISON_AUDIENCE", "cloison"), "JWT audience")
 }
 
 // ring opens the deployment's key ring over a ledgered store.
 func (tf *tokenFlags) ring(g *globals, c *cobra.Command) (*tenancy.KeyRing, *tenancy.Store, func(), error) {
-	kek, err := tenancy.LoadKEK(filepath.Join(tf.stateDir, "signing.kek"), false)
+	path := tf.kekFile
+	if path == "" {
+		path = filepath.Join(tf.stateDir, "signing.kek")
+	}
+	kek, err := tenancy.LoadKEK(path, false)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("key-encryption key (start cloisond once to create it): %w", err)
+		return nil, nil, nil, fmt.Errorf("key-encryption key (--kek-file; a --dev cloisond creates one under --state-dir): %w", err)
 	}
 	s, ctx, done, err := g.tenancyStore(c)
 	if err != nil {

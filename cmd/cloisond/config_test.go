@@ -13,7 +13,7 @@ func TestConfigPrecedence(t *testing.T) {
 	os.WriteFile(file, []byte(`{"kv-pages": 111, "zeroing": "always", "node": "from-file", "addr": "127.0.0.1:1"}`), 0o600)
 	t.Setenv("CLOISON_NODE", "from-env")
 	t.Setenv("CLOISON_ADDR", "127.0.0.1:2")
-	c, err := parseFlags([]string{"--config", file, "--database-url", "postgres://x", "--addr", "127.0.0.1:3"})
+	c, err := parseFlags([]string{"--config", file, "--database-url", "postgres://x", "--addr", "127.0.0.1:3", "--dev"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	if i := slices.Index(roles, "--db-runtime-role"); i >= 0 {
 		runtime = roles[i+1]
 	}
-	args := append([]string{"--database-url", pgtest.AsRole(dbURL, runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", n.stateDir, "--ready-file", ready,
+	args := append([]string{"--database-url", pgtest.AsRole(dbURL, runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--dev", "--state-dir", n.stateDir, "--ready-file", ready,
 		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e", "--refusal-flush", "200ms"}, roles...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs

@@ -42,7 +42,7 @@ func TestPublicListenNeedsTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseFlags(append([]string{"--database-url", "postgres://x"}, tt.args...))
+			_, err := parseFlags(append([]string{"--database-url", "postgres://x", "--dev"}, tt.args...))
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("got %v, want accepted", err)

@@ -12,6 +12,14 @@
 // --tls-key; cloisonctl cert init) and transfer manifests are authenticated
 // with the cluster key (--cluster-key).
 //
+// Keys (keys.go): --kek-file, --log-key-file (one log signing key for the
+// cluster, so every node verifies its peers' checkpoints; --trust-log-key
+// for earlier ones) and --cluster-key are files or mounted secrets. Only
+// --dev (make run, the e2e tests) creates a missing one under --state-dir;
+// otherwise a start without them is refused. Each key's id is recorded in
+// the ledger (deployment_keys, key.created/rotated/revoked) at start, and a
+// node holding another key than the recorded one stops before it signs.
+//
 // Database (db.go): --database-url logs in as the runtime role itself
 // (checked on every connection); --migrate-database-url, an administrator's,
 // serves only role setup and migrations at start. --db-max-conns bounds the
@@ -49,7 +57,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
@@ -75,6 +82,7 @@ type config struct {
 	keyRefresh, keyRotateAfter                  time.Duration
 	keyMinRotate                                time.Duration
 	roles                                       roleConfig
+	keys                                        keyConfig
 	maxRequestBytes                             int64
 	net                                         netConfig
 	streams                                     api.StreamLimits
@@ -142,6 +150,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
+	c.keys.flags(fs)
 	c.net.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -196,6 +205,9 @@ func parseFlags(args []string) (config, error) {
 	if err := c.roles.check(); err != nil {
 		return c, err
 	}
+	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
+		return c, err
+	}
 	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
 		return c, err
 	}
@@ -232,11 +244,27 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return runPrefill(ctx, c, db, log)
 	}
 
-	// Ledger.
-	cpKey, err := keyfile.PrivateOrCreate(filepath.Join(c.stateDir, "checkpoint.key"))
+	// Keys (keys.go): from files, or under --state-dir with --dev. One log
+	// key for the cluster; a node holding another cluster's log key or KEK
+	// stops here, before its ledger writer could sign a checkpoint or its
+	// key ring retire the signing keys it cannot open.
+	node := audit.Name("engine:" + c.node)
+	cpKey, trustedLogKeys, err := c.keys.logKeys(c.stateDir)
 	if err != nil {
-		return fmt.Errorf("checkpoint key: %w", err)
+		return err
 	}
+	kek, err := c.keys.kek(c.stateDir)
+	if err != nil {
+		return fmt.Errorf("key-encryption key: %w", err)
+	}
+	deployKeys := []auditpg.DeploymentKey{logKeyRecord(cpKey.Public().(ed25519.PublicKey)), kekRecord(kek)}
+	for _, k := range deployKeys {
+		if _, err := auditpg.CheckKey(ctx, db, k, c.keys.policy(k.Purpose, trustedLogKeys)); err != nil {
+			return explain(k, err)
+		}
+	}
+
+	// Ledger.
 	cpDir := filepath.Join(c.stateDir, "checkpoints")
 	if err := os.MkdirAll(cpDir, 0o700); err != nil {
 		return err
@@ -248,14 +276,13 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	defer ledger.Close()
+	if err := c.keys.recordKeys(ctx, ledger, node, trustedLogKeys, log, deployKeys...); err != nil {
+		return err
+	}
 
 	// Tenancy and keys.
 	// Every tenancy change ledgers its event in its own transaction.
 	tenants := tenancy.NewStore(db).WithLedger(ledger)
-	kek, err := tenancy.LoadKEK(filepath.Join(c.stateDir, "signing.kek"), true)
-	if err != nil {
-		return fmt.Errorf("key-encryption key: %w", err)
-	}
 	sysCtx := tenancy.WithActor(ctx, audit.Name("engine:"+c.node))
 	ring, err := tenancy.OpenKeyRing(sysCtx, tenants, c.issuer, kek, tenancy.WithLogger(log), tenancy.WithMinRotateInterval(c.keyMinRotate))
 	if err != nil {
@@ -336,6 +363,9 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		defer d.close()
 		dn, remote = d, d.remote
+		if err := c.keys.recordKeys(ctx, ledger, node, trustedLogKeys, log, d.clusterKey); err != nil {
+			return err
+		}
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
 		peers, err := d.attestPeers(ctx, c.roles.attestWait)
@@ -344,7 +374,6 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
 	}
-	node := audit.Name("engine:" + c.node)
 	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
 		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
 		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Prefill: prefillCapacities(att)}}); err != nil {
@@ -376,7 +405,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
-		Verify:    auditpg.VerifyOptions{Keys: audit.KeySet(cpKey.Public().(ed25519.PublicKey)), ExternalDir: cpDir},
+		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
 		ExportKey: cpKey, Streams: c.streams})
 	if err != nil {
 		return err

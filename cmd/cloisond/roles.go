@@ -25,6 +25,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/api/prefillrpc"
+	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
@@ -140,37 +141,42 @@ func (r *roleConfig) tlsConfigs(peerRole string) (server, client *tls.Config, er
 	return pki.RequirePeerRole(pki.ServerConfig(cert, ca), peerRole), pki.RequirePeerRole(pki.ClientConfig(cert, ca, ""), peerRole), nil
 }
 
-// keyRing loads the cluster key (or creates the development one under
-// stateDir). Its id is a fingerprint of the secret, so nodes holding another
-// key are refused as unknown-key.
-func (r *roleConfig) keyRing(stateDir string) (*transfer.KeyRing, error) {
+// keyRing loads the cluster key (or, with dev, creates the development one
+// under stateDir; keyConfig.check refused a production start without
+// --cluster-key). Its id is a fingerprint of the secret, so nodes holding
+// another key are refused as unknown-key; the record names it in
+// deployment_keys.
+func (r *roleConfig) keyRing(stateDir string, dev bool) (*transfer.KeyRing, auditpg.DeploymentKey, error) {
 	path := r.clusterKey
 	if path == "" {
+		if !dev {
+			return nil, auditpg.DeploymentKey{}, fmt.Errorf("%w: --cluster-key", ErrMissingSecret)
+		}
 		path = filepath.Join(stateDir, "cluster.key")
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			k, err := transfer.NewKey("dev")
 			if err != nil {
-				return nil, err
+				return nil, auditpg.DeploymentKey{}, err
 			}
 			if err := os.WriteFile(path, []byte(hex.EncodeToString(k.Secret)+"\n"), 0o600); err != nil {
-				return nil, fmt.Errorf("cluster key: %w", err)
+				return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
 			}
 		}
 	}
 	b, err := keyfile.ReadSecret(path)
 	if err != nil {
-		return nil, fmt.Errorf("cluster key: %w", err)
+		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
 	}
 	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil {
-		return nil, fmt.Errorf("cluster key %s: want hex: %w", path, err)
+		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key %s: want hex: %w", path, err)
 	}
-	fp := sha256.Sum256(append([]byte("cloison cluster key id\x00"), secret...))
-	ring, err := transfer.NewKeyRing(transfer.Key{ID: "ck-" + hex.EncodeToString(fp[:8]), Secret: secret})
+	rec := clusterKeyRecord(secret)
+	ring, err := transfer.NewKeyRing(transfer.Key{ID: rec.ID, Secret: secret})
 	if err != nil {
-		return nil, fmt.Errorf("cluster key %s: %w", path, err)
+		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key %s: %w", path, err)
 	}
-	return ring, nil
+	return ring, rec, nil
 }
 
 // loadedModel is the model a node serves and its identity.
@@ -254,6 +260,8 @@ type decodeNode struct {
 	onFailure func(transfer.Failure)               // set by serve, before the first stream
 	onUnauth  func(peer string, r transfer.Reason) // set by serve, before the first stream
 	closeOnce sync.Once
+	// clusterKey names the cluster key, recorded once the ledger is open.
+	clusterKey auditpg.DeploymentKey
 }
 
 // close stops the transfer server and the prefill client. Idempotent.
@@ -274,11 +282,11 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 	if err != nil {
 		return nil, err
 	}
-	keys, err := c.roles.keyRing(c.stateDir)
+	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
 	if err != nil {
 		return nil, err
 	}
-	d := &decodeNode{log: log}
+	d := &decodeNode{log: log, clusterKey: clusterKey}
 	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: pool, Arena: arena, Keys: keys, Model: lm.digest,
 		OnVerificationFailed: func(f transfer.Failure) {
 			log.Warn("transfer refused", "tenant", f.Lease.Tenant, "request", f.Lease.Request, "reason", f.Reason, "err", f.Err)
@@ -352,9 +360,14 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	keys, err := c.roles.keyRing(c.stateDir)
+	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
 	if err != nil {
 		return err
+	}
+	// A prefill node writes no ledger: it checks its cluster key against
+	// the one the decode nodes recorded, and never records one itself.
+	if _, err := auditpg.CheckKey(ctx, db, clusterKey, c.keys.policy(clusterKey.Purpose, nil)); err != nil {
+		return explain(clusterKey, err)
 	}
 	lm, err := loadModel(c)
 	if err != nil {

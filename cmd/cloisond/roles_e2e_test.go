@@ -325,7 +325,7 @@ func TestE2ERolesCapacityAttestation(t *testing.T) {
 func startNodeExpectExit(t *testing.T, dbURL, dir string, extra ...string) string {
 	t.Helper()
 	ready := filepath.Join(dir, "ready")
-	args := append([]string{"--database-url", pgtest.AsRole(dbURL, pgtest.Roles.Runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--state-dir", dir, "--ready-file", ready,
+	args := append([]string{"--database-url", pgtest.AsRole(dbURL, pgtest.Roles.Runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--dev", "--state-dir", dir, "--ready-file", ready,
 		"--grpc-addr", "127.0.0.1:0", "--kv-pages", "256", "--node", "e2e", "--prefill-attest-wait", "2s"}, pgtestRoles()...)
 	cmd := exec.Command(binary, append(args, extra...)...)
 	logs := &syncBuffer{}

@@ -8,7 +8,7 @@ import (
 // --role defaults to both (no TLS needed); prefill and decode need the TLS
 // files, decode needs peers; unknown roles are refused.
 func TestRoleFlags(t *testing.T) {
-	db := []string{"--database-url", "postgres://x"}
+	db := []string{"--database-url", "postgres://x", "--dev"}
 	c, err := parseFlags(db)
 	if err != nil || c.roles.role != roleBoth {
 		t.Fatalf("default: %q %v", c.roles.role, err)
