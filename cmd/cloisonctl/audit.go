@@ -53,6 +53,7 @@ func bar(total uint64, what string) *progressbar.ProgressBar {
 func newVerifyCmd(g *globals) *cobra.Command {
 	var pubs []string
 	var noRegister bool
+	var wv *witnessVerify
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Recompute the whole chain, check every checkpoint (stored and external) and the register",
@@ -92,6 +93,9 @@ broken sequence number when anything fails.`,
 			if res.Checkpoints == 0 && res.Events > 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no checkpoint matched; without checkpoints a truncated or rewritten chain cannot be detected")
 			}
+			if err := wv.check(ctx, s, g.origin, keys, cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			if !noRegister {
 				if err := s.VerifyRegister(ctx); err != nil {
 					return err
@@ -103,6 +107,7 @@ broken sequence number when anything fails.`,
 	}
 	cmd.Flags().StringArrayVar(&pubs, "public-key", nil, "trusted checkpoint public key file (repeatable)")
 	cmd.Flags().BoolVar(&noRegister, "no-register", false, "skip the incident register check")
+	wv = addWitnessVerifyFlags(cmd)
 	return cmd
 }
 

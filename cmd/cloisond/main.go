@@ -78,6 +78,7 @@ type config struct {
 	maxRequestBytes                             int64
 	net                                         netConfig
 	streams                                     api.StreamLimits
+	witness                                     witnessConfig
 }
 
 func main() {
@@ -143,6 +144,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
 	c.net.flags(fs)
+	c.witness.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -248,6 +250,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	defer ledger.Close()
+	stopWitnesses, err := startWitnesses(ctx, c.witness, ledger, log)
+	if err != nil {
+		return err
+	}
+	defer stopWitnesses()
 
 	// Tenancy and keys.
 	// Every tenancy change ledgers its event in its own transaction.
