@@ -44,6 +44,12 @@
 //     tlog proofs from the committed tree and refuse sizes it does not have
 //     (ErrOutOfRange, audit.ErrEmptyLedger). The key is the checkpoint key
 //     (SigningKey), named by Origin (which must not contain '+').
+//   - Witness cosignatures (migration 00007, audit/witness) are kept in
+//     tlog_cosignatures (append-only, one row per checkpoint size and
+//     witness, verified before insertion): StoreCosignature, WitnessedSize
+//     (where a submitter resumes), CosignedCheckpoint(min) (the largest
+//     checkpoint with at least min cosignatures, lines appended: what
+//     audit.VerifyCosigned checks).
 //   - VerifyTree recomputes the tree from the entries alone and compares
 //     every stored hash (audit.ReasonTree at the first entry that differs):
 //     the database does not recompute tree hashes itself, so this is the
