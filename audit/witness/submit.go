@@ -46,9 +46,10 @@ type Submitter struct {
 	clients []*Client
 	logger  *slog.Logger
 
-	mu    sync.Mutex // guards stats and done
-	stats []Stat
-	done  []uint64 // per client: the largest size submitted successfully
+	mu      sync.Mutex // guards stats, done and refused
+	stats   []Stat
+	done    []uint64 // per client: the largest size submitted successfully
+	refused []uint64 // per client: the size it last refused (not offered again)
 }
 
 // NewSubmitter returns a submitter of log's checkpoints (verified with the
@@ -61,7 +62,7 @@ func NewSubmitter(ctx context.Context, log Log, logKey string, clients []*Client
 		logger = slog.Default()
 	}
 	s := &Submitter{log: log, logKey: logKey, clients: clients, logger: logger,
-		stats: make([]Stat, len(clients)), done: make([]uint64, len(clients))}
+		stats: make([]Stat, len(clients)), done: make([]uint64, len(clients)), refused: make([]uint64, len(clients))}
 	for i, c := range clients {
 		if c.Size() == 0 {
 			n, err := log.WitnessedSize(ctx, c.Name())
@@ -115,7 +116,9 @@ func (s *Submitter) SubmitLatest(ctx context.Context) []error {
 	}
 	for i, c := range s.clients {
 		s.mu.Lock()
-		fresh := h.Size > s.done[i]
+		// A refused size is not offered again (the refusal was logged
+		// once); an unreachable witness is retried every round.
+		fresh := h.Size > s.done[i] && h.Size != s.refused[i]
 		s.mu.Unlock()
 		if !fresh {
 			continue
@@ -159,6 +162,7 @@ func (s *Submitter) count(i int, size uint64, err error) {
 		return
 	case errors.As(err, &re):
 		st.Refused++
+		s.refused[i] = size
 	default:
 		st.Failures++
 	}

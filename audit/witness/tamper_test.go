@@ -301,6 +301,11 @@ func TestWitnessDetectsTruncatedTail(t *testing.T) {
 	}
 	s := l.submitter(t, url)
 	wantRefused(t, submitOne(t, s), ReasonSmaller, audit.ErrSmallerTree, 35, 20)
+	// The refused checkpoint is not offered again (one log line per
+	// refusal); the next one is.
+	if err := submitOne(t, s); err != nil || s.Stats()[0].Refused != 1 {
+		t.Fatalf("resubmitted a refused checkpoint: %v %+v", err, s.Stats()[0])
+	}
 	l.append(t, "after-truncation", 5) // 25: still smaller
 	wantRefused(t, submitOne(t, s), ReasonSmaller, audit.ErrSmallerTree, 35, 25)
 	l.append(t, "after-truncation-2", 20) // 45: a fork
