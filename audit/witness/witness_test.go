@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -99,7 +100,7 @@ func logVKey(t testing.TB, key ed25519.PrivateKey) string {
 func newWitness(t testing.TB, state string) *Witness {
 	t.Helper()
 	w, err := New(Config{Name: "witness.test/w1", Key: witnessKey, Logs: []string{logVKey(t, logKey)}, StatePath: state,
-		Now: func() time.Time { return time.Unix(1_800_000_000, 0) }})
+		Now: func() time.Time { return time.Unix(1_800_000_000, 0) }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
