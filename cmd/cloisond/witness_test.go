@@ -25,7 +25,7 @@ func TestWitnessFlag(t *testing.T) {
 		{"http://127.0.0.1:7380", false},
 		{"=" + vkey, false},
 		{"ftp://w.example=" + vkey, false},
-		{"http://w.example=" + logKey, false}, // a log key, not a cosignature key
+		{"http://w.example=" + logKey, false},             // a log key, not a cosignature key
 		{"http://w.example=" + vkey[:len(vkey)-4], false}, // a truncated key
 	} {
 		c, err := parseFlags([]string{"--database-url", "postgres://x", "--witness", tt.spec})
