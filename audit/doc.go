@@ -75,6 +75,22 @@
 //     ErrNoCheckpoint). Without a trusted note from outside the database,
 //     a tail deleted after the last stored checkpoint is undetectable:
 //     that is why verifiers keep state (cloisonctl audit verify --trusted).
+//   - Witness cosignatures (cosignature.go, C2SP tlog-cosignature,
+//     cosignature/v1 Ed25519: "— <witness> base64(key hash ‖ timestamp ‖
+//     sig)" over "cosignature/v1\ntime <t>\n<checkpoint body>"; a witness's
+//     vkey is CosignerVerifierKey). VerifyCosigned(note, logKey,
+//     witnessKeys, k) checks the log's signature and at least k valid
+//     cosignatures by distinct trusted witnesses (ErrTooFewCosignatures
+//     otherwise; unknown, repeated or broken lines never count).
+//     Trust model: the log key proves the operator signed a tree head; a
+//     consistency proof proves a head extends one the verifier kept; a
+//     witness (audit/witness) keeps that state for verifiers that keep
+//     none: it cosigns only a head it has checked consistent with the last
+//     one it cosigned, so a cosigned head cannot be followed, for anyone
+//     who checks cosignatures, by a truncated, rolled-back or forked tree
+//     without the witness refusing. It proves append-only history, not
+//     the entries' content, and k independent witnesses are needed to
+//     stop an operator colluding with k-1 of them from showing two views.
 //   - Verifier streams a chain in constant memory and reports the first
 //     broken seq and why (*BreakError).
 //   - IncidentFile.ForTenant is the only view of the register meant for a

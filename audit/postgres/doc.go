@@ -55,6 +55,12 @@
 //     it also recomputes the tree, checks the latest tree note, and holds
 //     the tree to VerifyOptions.Trusted (audit.ErrSmallerTree,
 //     audit.ErrFork). ChainOnly is for tests of the chain alone.
+//   - Witness cosignatures (migration 00007, audit/witness) are kept in
+//     tlog_cosignatures (append-only, one row per checkpoint size and
+//     witness, verified before insertion): StoreCosignature, WitnessedSize
+//     (where a submitter resumes), CosignedCheckpoint(min) (the largest
+//     checkpoint with at least min cosignatures, lines appended: what
+//     audit.VerifyCosigned checks).
 //   - VerifyTree recomputes the tree from the entries alone and compares
 //     every stored hash (audit.ReasonTree at the first entry that differs):
 //     the database does not recompute tree hashes itself, so this is the

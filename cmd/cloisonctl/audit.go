@@ -59,6 +59,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	var lo logVerifyOptions
 	var tenant string
 	var entries []uint
+	var wv *witnessVerify
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify the ledger: in the database (chain, checkpoints, tree, register) or from a server (--server: signed checkpoint, proofs)",
@@ -83,6 +84,10 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 				lo.Entries = append(lo.Entries, uint64(e))
 			}
 			if lo.Server != "" {
+				if wv.k > 0 || len(wv.keys) > 0 {
+					// Refused, not ignored: cosigned checkpoints are not served yet.
+					return cloison.NewError(cloison.CodeInvalid, "--witnesses and --witness-key check the database's cosigned checkpoints; they do not apply with --server")
+				}
 				var err error
 				if lo.VerifierKey, err = readVerifierKey(lo.VerifierKey); err != nil {
 					return err
@@ -130,6 +135,9 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res)
+			if err := wv.check(ctx, s, g.origin, keys, cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			if !noRegister {
 				if err := s.VerifyRegister(ctx); err != nil {
 					return err
@@ -159,6 +167,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 	f.StringVar(&tenant, "tenant", "", "verify this tenant's own log (--server)")
 	f.StringVar(&lo.Trusted, "trusted", "", "file holding the last verified tree checkpoint (created on first use)")
 	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
+	wv = addWitnessVerifyFlags(cmd)
 	return cmd
 }
 

@@ -86,6 +86,7 @@ type config struct {
 	maxRequestBytes                             int64
 	net                                         netConfig
 	streams                                     api.StreamLimits
+	witness                                     witnessConfig
 }
 
 func main() {
@@ -152,6 +153,7 @@ func parseFlags(args []string) (config, error) {
 	c.roles.flags(fs)
 	c.keys.flags(fs)
 	c.net.flags(fs)
+	c.witness.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -279,6 +281,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err := c.keys.recordKeys(ctx, ledger, node, trustedLogKeys, log, deployKeys...); err != nil {
 		return err
 	}
+	stopWitnesses, err := startWitnesses(ctx, c.witness, ledger, log)
+	if err != nil {
+		return err
+	}
+	defer stopWitnesses()
 
 	// Tenancy and keys.
 	// Every tenancy change ledgers its event in its own transaction.

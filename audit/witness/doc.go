@@ -1,0 +1,45 @@
+// Package witness is a C2SP tlog-witness for Cloison's ledger (and any log
+// whose checkpoints are C2SP tlog-checkpoint notes with Ed25519 keys), and
+// the log side of the protocol: a client that submits checkpoints and a
+// submitter that runs beside the ledger.
+//
+// What a witness proves. A witness holds its own Ed25519 key and, per log,
+// the latest checkpoint it cosigned (state file, replaced atomically before
+// any answer). It cosigns a checkpoint (C2SP tlog-cosignature,
+// cosignature/v1: a timestamped signature line) only when the log's key
+// signed it and a consistency proof from the size it last cosigned shows
+// the new tree extends that one. Its cosignature therefore says "at this
+// time, this was the largest tree of this log I had seen, and every tree I
+// cosigned before is a prefix of it". Holding it, a verifier knows the
+// operator cannot later show a tree that does not extend it — a database
+// restored from an older dump, a truncated tail, or a rollback followed by
+// new entries (a fork) — without the witness refusing: a truncated or
+// rolled-back log gets 409 with a size larger than its own
+// (ReasonSmaller, audit.ErrSmallerTree), a fork gets 422 or a 409 at its
+// own size (ReasonFork, audit.ErrFork). A witness proves nothing about the
+// entries' content (the log's key and the hash chain do that), and one
+// witness run by the operator is in the operator's trust domain: require k
+// cosignatures from independent witnesses (audit.VerifyCosigned) to make a
+// split view need k colluding witnesses. A witness that loses its state
+// must be given a new key, never restarted empty with the old one.
+//
+// Protocol (Witness.ServeHTTP, C2SP tlog-witness):
+//
+//	POST /add-checkpoint
+//	old <size>\n <≤63 base64 proof lines>\n \n <signed checkpoint>
+//	200 "— <witness> base64(key hash ‖ timestamp ‖ sig)\n"
+//	400 malformed; 403 no trusted signature; 404 unknown origin;
+//	409 text/x.tlog.size "<cosigned size>\n" (old size is not it, or
+//	    another root at that size); 422 the proof does not verify.
+//
+// The log side (cloisond): every interval, the Submitter reads the latest
+// stored tree checkpoint, and for each witness that has not cosigned it:
+//
+//	proof := ConsistencyProof(witness size, size)  // size from the DB, then learned
+//	POST add-checkpoint                            // 409: resubmit from the size it names
+//	check the cosignature with the witness's key   // BEFORE storing it
+//	StoreCosignature(size, witness, line)          // tlog_cosignatures
+//
+// It never runs on the append path: a witness that is down or refuses is
+// logged and counted (Stats) and tried again with the next checkpoint.
+package witness
