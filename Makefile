@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures
 
 all: verify test
 
@@ -55,6 +55,11 @@ FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ .
 ## the first time), for engine/tokenizer's TestLlamaCppVectors.
 llama-vocab:
 	@scripts/llama-vocab.sh >/dev/null
+
+## chat-fixtures: regenerate engine/chat/testdata/hf from @huggingface/jinja
+## (not part of make test; needs node and npm).
+chat-fixtures:
+	@scripts/chat-fixtures.sh
 
 ## bench: every benchmark with a short benchtime (ends in minutes).
 bench:
