@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/cloison/cloison"
 	"github.com/ardanlabs/jinja"
+	"github.com/cloison/cloison"
 )
 
 // ErrTemplate: the model's template does not compile, or it refused the
@@ -175,6 +175,7 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 	}
 	return out, nil
 }
+
 // Prompt is a rendered prompt with the provenance of its bytes.
 type Prompt struct {
 	Text string
@@ -208,19 +209,42 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	}
 	mark := newMark(msgs)
 	type part struct{ lead, core, trail string }
-	parts := make([]part, len(msgs))
+	var parts []part // by placeholder number
 	masked := make([]Message, len(msgs))
+	place := func(seg string) string {
+		core := strings.TrimLeftFunc(seg, unicode.IsSpace)
+		lead := seg[:len(seg)-len(core)]
+		core = strings.TrimRightFunc(core, unicode.IsSpace)
+		trail := seg[len(lead)+len(core):]
+		parts = append(parts, part{lead, core, trail})
+		return lead + mark + strconv.Itoa(len(parts)-1) + placeholderEnd + trail
+	}
+	reasoning := false // some content holds a reasoning marker
 	for i, m := range msgs {
 		masked[i] = m
 		if m.Content == "" {
 			continue // nothing to place; "" stays "" for templates that test it
 		}
-		core := strings.TrimLeftFunc(m.Content, unicode.IsSpace)
-		lead := m.Content[:len(m.Content)-len(core)]
-		core = strings.TrimRightFunc(core, unicode.IsSpace)
-		trail := m.Content[len(lead)+len(core):]
-		parts[i] = part{lead, core, trail}
-		masked[i].Content = lead + mark + strconv.Itoa(i) + placeholderEnd + trail
+		// A reasoning marker stays in place and each run of text between
+		// markers gets its own placeholder, so that a template cutting
+		// content at the marker (Qwen3, DeepSeek-R1: split('</think>'))
+		// cuts the masked content at the same places.
+		var mc strings.Builder
+		rest := m.Content
+		for rest != "" {
+			j, n := nextMarker(rest)
+			if j < 0 {
+				mc.WriteString(place(rest))
+				break
+			}
+			reasoning = true
+			if j > 0 {
+				mc.WriteString(place(rest[:j]))
+			}
+			mc.WriteString(rest[j : j+n])
+			rest = rest[j+n:]
+		}
+		masked[i].Content = mc.String()
 	}
 	shape, err := t.Render(masked, generationPrompt)
 	if err != nil {
@@ -228,9 +252,20 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	}
 	var b strings.Builder
 	var lit [][2]int
-	addLiteral := func(s string) {
+	var addLiteral func(s string)
+	addLiteral = func(s string) {
 		if s == "" {
 			return
+		}
+		if reasoning {
+			// Content held a marker: a marker in the shape may be content's
+			// own, and is counted as content (never a control token).
+			if j, n := nextMarker(s); j >= 0 {
+				addLiteral(s[:j])
+				b.WriteString(s[j : j+n])
+				addLiteral(s[j+n:])
+				return
+			}
 		}
 		start := b.Len()
 		b.WriteString(s)
@@ -262,7 +297,7 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 			return Prompt{}, fmt.Errorf("%w: a placeholder was cut", ErrContent)
 		}
 		i, err := strconv.Atoi(rest[:k])
-		if err != nil || i < 0 || i >= len(msgs) || rest[:k] != strconv.Itoa(i) || msgs[i].Content == "" {
+		if err != nil || i < 0 || i >= len(parts) || rest[:k] != strconv.Itoa(i) {
 			return Prompt{}, fmt.Errorf("%w: a placeholder was rewritten", ErrContent)
 		}
 		tail := commonSuffix(chunk, parts[i].lead)
@@ -275,7 +310,51 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	if b.String() != text {
 		return Prompt{}, fmt.Errorf("%w: the rendering depends on content", ErrContent)
 	}
+	if reasoning {
+		// A template that rewrote a marker (replace, slicing) would leave
+		// content's bytes among its own. Each literal range must be text
+		// that the template also writes for the same messages without
+		// markers (up to whitespace at its edges, which the rendering
+		// without markers may count as content); otherwise refuse.
+		plain := make([]Message, len(msgs))
+		for i, m := range msgs {
+			plain[i] = m
+			for _, mk := range reasoningMarkers {
+				plain[i].Content = strings.ReplaceAll(plain[i].Content, mk, "")
+			}
+		}
+		ref, err := t.Prompt(plain, generationPrompt)
+		if err != nil {
+			return Prompt{}, err
+		}
+		var own strings.Builder
+		for _, r := range ref.Literal {
+			own.WriteString(ref.Text[r[0]:r[1]])
+			own.WriteByte(0)
+		}
+		for _, r := range lit {
+			if !strings.Contains(own.String(), strings.TrimSpace(text[r[0]:r[1]])) {
+				return Prompt{}, fmt.Errorf("%w: the template rewrites a reasoning marker", ErrContent)
+			}
+		}
+	}
 	return Prompt{Text: text, Literal: lit}, nil
+}
+
+// reasoningMarkers are the substrings that reasoning templates cut message
+// content at; Prompt keeps them in place when it masks content.
+var reasoningMarkers = []string{"<think>", "</think>"}
+
+// nextMarker returns the byte offset and length of the first reasoning
+// marker in s, or -1.
+func nextMarker(s string) (int, int) {
+	best, n := -1, 0
+	for _, m := range reasoningMarkers {
+		if j := strings.Index(s, m); j >= 0 && (best < 0 || j < best) {
+			best, n = j, len(m)
+		}
+	}
+	return best, n
 }
 
 // placeholderEnd closes a placeholder; newMark's U+E000 opens it. Both are

@@ -36,7 +36,15 @@
 // therefore also says which bytes of the text the template wrote itself
 // (Prompt.Literal); the tokenizer parses control tokens only there
 // (tokenizer.EncodeTemplated). See Prompt for how the split is found and why
-// content cannot forge it. Templates that rewrite content (Qwen3 and
-// DeepSeek-R1 cut the reasoning before "</think>" out of assistant turns)
-// are refused with ErrContent: the provenance of the bytes is unknown.
+// content cannot forge it. Reasoning templates (Qwen3, QwQ, DeepSeek-R1,
+// SmolLM3 …) cut assistant content at "<think>"/"</think>": Prompt keeps
+// those markers in place in the masked content and gives each run of text
+// between them its own placeholder, so the cut falls at the same places;
+// once content holds a marker, every marker in the text counts as content,
+// and each literal range must be text that the template also writes for the
+// same messages without markers (a template rewriting the marker itself,
+// like Nemotron Nano v2's replace('/think', ''), is refused). Any other
+// rewrite of content (case, slicing, escaping through tojson, as Llama 3.x
+// does for tool turns) is refused with ErrContent. TestHFPrompt checks this
+// over the fixtures, with a content full of other families' turn markers.
 package chat

@@ -137,3 +137,87 @@ func TestHFTemplates(t *testing.T) {
 		t.Logf("differences:\n%s", strings.Join(diffs, "\n"))
 	}
 }
+
+// promptRefused are the cases where Prompt refuses (ErrContent) a
+// rendering the reference gives: Llama 3.x writes a tool turn's content
+// through tojson (a string is iterable there), which escapes it, so the
+// provenance of its bytes cannot be followed; Nemotron Nano v2 deletes
+// "/think" from user content, so the injected "</think>" becomes "<>", a
+// rewritten marker.
+var promptRefused = map[string]bool{
+	"NVIDIA-Nemotron-Nano-v2.jinja/injection":           true,
+	"meta-llama-Llama-3.1-8B-Instruct.jinja/tool-turn":  true,
+	"meta-llama-Llama-3.2-3B-Instruct.jinja/tool-turn":  true,
+	"meta-llama-Llama-3.3-70B-Instruct.jinja/tool-turn": true,
+}
+
+// TestHFPrompt: over every case that @huggingface/jinja renders, Prompt
+// gives the reference's text, and in the injection scenario no byte of the
+// content (turn markers of several families, a reasoning marker) lies in a
+// literal range, where the tokenizer would parse control tokens.
+func TestHFPrompt(t *testing.T) {
+	b, err := os.ReadFile("testdata/hf/cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []hfCase
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	ok, n, refused := 0, 0, 0
+	for _, c := range cases {
+		if c.Output == nil {
+			continue
+		}
+		n++
+		src, err := os.ReadFile("testdata/hf/templates/" + c.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := New(string(src), "<|bos|>", "<|eos|>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl.now = func() time.Time { return hfNow }
+		key := c.Template + "/" + c.Scenario
+		p, err := tpl.Prompt(c.Messages, c.AddGenerationPrompt)
+		if promptRefused[key] {
+			if !errors.Is(err, ErrContent) {
+				t.Errorf("%s: got %v, want ErrContent", key, err)
+			}
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			continue
+		}
+		if p.Text != *c.Output {
+			t.Errorf("%s: Prompt text differs from the reference", key)
+			continue
+		}
+		if c.Scenario == "injection" {
+			content := strings.TrimSpace(c.Messages[0].Content)
+			found := false
+			for at := 0; ; {
+				j := strings.Index(p.Text[at:], content)
+				if j < 0 {
+					break
+				}
+				found = true
+				s := at + j
+				for _, r := range p.Literal {
+					if r[0] < s+len(content) && s < r[1] {
+						t.Errorf("%s: content at %d overlaps literal range %v", key, s, r)
+					}
+				}
+				at = s + 1
+			}
+			if !found {
+				t.Errorf("%s: the injected content is not in the text", key)
+			}
+		}
+		ok++
+	}
+	t.Logf("Prompt: %d/%d reference renderings with provenance, %d refused (ErrContent)", ok, n, refused)
+}
