@@ -43,7 +43,7 @@
 // once content holds a marker, every marker in the text counts as content,
 // and each literal range must be text that the template also writes for the
 // same messages without markers (a template rewriting the marker itself,
-// like Nemotron Nano v2's replace('/think', ''), is refused). Any other
+// like Nemotron Nano v2, which deletes "/think" from content, is refused). Any other
 // rewrite of content (case, slicing, escaping through tojson, as Llama 3.x
 // does for tool turns) is refused with ErrContent. TestHFPrompt checks this
 // over the fixtures, with a content full of other families' turn markers.
