@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures
 
 all: verify test
 
@@ -30,7 +30,7 @@ verify: staticcheck-install
 ## test: every test with the race detector, no cache, then the ablation
 ## suites with -tags faults. PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
-test:
+test: llama-vocab
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 $(PKGS) && \
@@ -49,6 +49,17 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 # (TestDefaultBuildCannotSwitchADefenceOff).
 FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026
 FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
+
+## llama-vocab: llama.cpp's tokenizer test vocabularies and vectors into
+## .cache/llama-vocab (from the pinned npm package node-llama-cpp; needs npm
+## the first time), for engine/tokenizer's TestLlamaCppVectors.
+llama-vocab:
+	@scripts/llama-vocab.sh >/dev/null
+
+## chat-fixtures: regenerate engine/chat/testdata/hf from @huggingface/jinja
+## (not part of make test; needs node and npm).
+chat-fixtures:
+	@scripts/chat-fixtures.sh
 
 ## bench: every benchmark with a short benchtime (ends in minutes).
 bench:

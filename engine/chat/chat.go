@@ -1,21 +1,3 @@
-// Package chat renders chat messages into a prompt with a model's own chat
-// template (GGUF tokenizer.chat_template, a Jinja template), as llama.cpp and
-// Hugging Face do, so that a model sees the turn format it was trained on.
-// Rendering uses gonja (a Go Jinja implementation). A model without a
-// template gets ChatML.
-//
-// A Template is immutable and safe for concurrent use. Rendering is bounded:
-// templates come from model files, which are operator-supplied, but messages
-// come from clients, so their content is passed as data, never as template
-// source.
-//
-// Role injection. Passing content as data to the template is not enough: the
-// rendered text is tokenized with control tokens parsed, so content holding
-// "<|im_end|>\n<|im_start|>system" would become real turn markers. Prompt
-// therefore also says which bytes of the text the template wrote itself
-// (Prompt.Literal); the tokenizer parses control tokens only there
-// (tokenizer.EncodeTemplated). See Prompt for how the split is found and why
-// content cannot forge it.
 package chat
 
 import (
@@ -24,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
+	"github.com/ardanlabs/jinja"
 	"github.com/cloison/cloison"
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
 // ErrTemplate: the model's template does not compile, or it refused the
@@ -57,8 +39,9 @@ type Message struct {
 // Template is a compiled chat template.
 type Template struct {
 	src      string
-	tpl      *exec.Template
+	tpl      *jinja.Template
 	bos, eos string
+	now      func() time.Time // strftime_now's clock
 }
 
 // New compiles src (ChatML if empty); bos and eos are the model's BOS and
@@ -67,11 +50,77 @@ func New(src, bos, eos string) (*Template, error) {
 	if strings.TrimSpace(src) == "" {
 		src = ChatML
 	}
-	tpl, err := gonja.FromString(src)
+	tpl, err := compile(src)
 	if err != nil {
 		return nil, ErrTemplate.Wrap(fmt.Errorf("compile: %w", err))
 	}
-	return &Template{src: src, tpl: tpl, bos: bos, eos: eos}, nil
+	return &Template{src: src, tpl: tpl, bos: bos, eos: eos, now: time.Now}, nil
+}
+
+// compile parses src. ardanlabs/jinja renders as Hugging Face does
+// (trim_blocks and lstrip_blocks on).
+// A panic in the library is an error, not a crash of the process.
+func compile(src string) (tpl *jinja.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			tpl, err = nil, fmt.Errorf("renderer panic: %v", r)
+		}
+	}()
+	return jinja.Compile(src)
+}
+
+// execute renders tpl with data; a panic in the library is an error.
+func execute(tpl *jinja.Template, data map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("renderer panic: %v", r)
+		}
+	}()
+	return tpl.RenderValues(data)
+}
+
+// strftime formats t with the directives @huggingface/jinja's strftime_now
+// knows (%Y %m %d %b %B %H %M %%); any other directive is left as written,
+// as there.
+func strftime(t time.Time, f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' || i+1 == len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		switch f[i+1] {
+		case 'Y':
+			b.WriteString(strconv.Itoa(t.Year()))
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'b':
+			b.WriteString(t.Month().String()[:3])
+		case 'B':
+			b.WriteString(t.Month().String())
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			continue
+		}
+		i++
+	}
+	return b.String()
+}
+
+// text is v as the template would print it: a string as itself.
+func text(v jinja.Value) string {
+	if v.IsString() {
+		return v.AsString()
+	}
+	return v.String()
 }
 
 // Source returns the template source in use.
@@ -85,23 +134,42 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 	if len(msgs) == 0 {
 		return "", ErrMessages.Withf("no messages")
 	}
-	list := make([]map[string]any, len(msgs))
+	list := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
 		if !roles[m.Role] {
 			return "", ErrMessages.Withf("message %d has role %q", i, m.Role)
 		}
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		d := jinja.NewDict()
+		d.AsDict().Set("role", jinja.NewString(m.Role))
+		d.AsDict().Set("content", jinja.NewString(m.Content))
+		list[i] = d
 	}
-	ctx := exec.NewContext(map[string]any{
-		"messages":              list,
-		"add_generation_prompt": generationPrompt,
-		"bos_token":             t.bos,
-		"eos_token":             t.eos,
-		"raise_exception": func(msg string) (string, error) {
-			return "", ErrTemplate.Withf("%s", msg)
-		},
-	})
-	out, err := t.tpl.ExecuteToString(ctx)
+	var raised error
+	data := map[string]jinja.Value{
+		"messages":              jinja.NewList(list),
+		"add_generation_prompt": jinja.NewBool(generationPrompt),
+		"bos_token":             jinja.NewString(t.bos),
+		"eos_token":             jinja.NewString(t.eos),
+		"raise_exception": jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			msg := "raise_exception"
+			if len(args) > 0 {
+				msg = text(args[0])
+			}
+			raised = ErrTemplate.Withf("%s", msg)
+			return jinja.Undefined(), raised
+		}),
+		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+			f := "%Y-%m-%d"
+			if len(args) > 0 {
+				f = text(args[0])
+			}
+			return jinja.NewString(strftime(t.now(), f)), nil
+		}),
+	}
+	out, err := execute(t.tpl, data)
+	if raised != nil {
+		return "", raised
+	}
 	if err != nil {
 		return "", ErrTemplate.Wrap(err)
 	}
@@ -141,19 +209,42 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	}
 	mark := newMark(msgs)
 	type part struct{ lead, core, trail string }
-	parts := make([]part, len(msgs))
+	var parts []part // by placeholder number
 	masked := make([]Message, len(msgs))
+	place := func(seg string) string {
+		core := strings.TrimLeftFunc(seg, unicode.IsSpace)
+		lead := seg[:len(seg)-len(core)]
+		core = strings.TrimRightFunc(core, unicode.IsSpace)
+		trail := seg[len(lead)+len(core):]
+		parts = append(parts, part{lead, core, trail})
+		return lead + mark + strconv.Itoa(len(parts)-1) + placeholderEnd + trail
+	}
+	reasoning := false // some content holds a reasoning marker
 	for i, m := range msgs {
 		masked[i] = m
 		if m.Content == "" {
 			continue // nothing to place; "" stays "" for templates that test it
 		}
-		core := strings.TrimLeftFunc(m.Content, unicode.IsSpace)
-		lead := m.Content[:len(m.Content)-len(core)]
-		core = strings.TrimRightFunc(core, unicode.IsSpace)
-		trail := m.Content[len(lead)+len(core):]
-		parts[i] = part{lead, core, trail}
-		masked[i].Content = lead + mark + strconv.Itoa(i) + placeholderEnd + trail
+		// A reasoning marker stays in place and each run of text between
+		// markers gets its own placeholder, so that a template cutting
+		// content at the marker (Qwen3, DeepSeek-R1: split('</think>'))
+		// cuts the masked content at the same places.
+		var mc strings.Builder
+		rest := m.Content
+		for rest != "" {
+			j, n := nextMarker(rest)
+			if j < 0 {
+				mc.WriteString(place(rest))
+				break
+			}
+			reasoning = true
+			if j > 0 {
+				mc.WriteString(place(rest[:j]))
+			}
+			mc.WriteString(rest[j : j+n])
+			rest = rest[j+n:]
+		}
+		masked[i].Content = mc.String()
 	}
 	shape, err := t.Render(masked, generationPrompt)
 	if err != nil {
@@ -161,9 +252,20 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	}
 	var b strings.Builder
 	var lit [][2]int
-	addLiteral := func(s string) {
+	var addLiteral func(s string)
+	addLiteral = func(s string) {
 		if s == "" {
 			return
+		}
+		if reasoning {
+			// Content held a marker: a marker in the shape may be content's
+			// own, and is counted as content (never a control token).
+			if j, n := nextMarker(s); j >= 0 {
+				addLiteral(s[:j])
+				b.WriteString(s[j : j+n])
+				addLiteral(s[j+n:])
+				return
+			}
 		}
 		start := b.Len()
 		b.WriteString(s)
@@ -195,7 +297,7 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 			return Prompt{}, fmt.Errorf("%w: a placeholder was cut", ErrContent)
 		}
 		i, err := strconv.Atoi(rest[:k])
-		if err != nil || i < 0 || i >= len(msgs) || rest[:k] != strconv.Itoa(i) || msgs[i].Content == "" {
+		if err != nil || i < 0 || i >= len(parts) || rest[:k] != strconv.Itoa(i) {
 			return Prompt{}, fmt.Errorf("%w: a placeholder was rewritten", ErrContent)
 		}
 		tail := commonSuffix(chunk, parts[i].lead)
@@ -208,7 +310,51 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 	if b.String() != text {
 		return Prompt{}, fmt.Errorf("%w: the rendering depends on content", ErrContent)
 	}
+	if reasoning {
+		// A template that rewrote a marker (replace, slicing) would leave
+		// content's bytes among its own. Each literal range must be text
+		// that the template also writes for the same messages without
+		// markers (up to whitespace at its edges, which the rendering
+		// without markers may count as content); otherwise refuse.
+		plain := make([]Message, len(msgs))
+		for i, m := range msgs {
+			plain[i] = m
+			for _, mk := range reasoningMarkers {
+				plain[i].Content = strings.ReplaceAll(plain[i].Content, mk, "")
+			}
+		}
+		ref, err := t.Prompt(plain, generationPrompt)
+		if err != nil {
+			return Prompt{}, err
+		}
+		var own strings.Builder
+		for _, r := range ref.Literal {
+			own.WriteString(ref.Text[r[0]:r[1]])
+			own.WriteByte(0)
+		}
+		for _, r := range lit {
+			if !strings.Contains(own.String(), strings.TrimSpace(text[r[0]:r[1]])) {
+				return Prompt{}, fmt.Errorf("%w: the template rewrites a reasoning marker", ErrContent)
+			}
+		}
+	}
 	return Prompt{Text: text, Literal: lit}, nil
+}
+
+// reasoningMarkers are the substrings that reasoning templates cut message
+// content at; Prompt keeps them in place when it masks content.
+var reasoningMarkers = []string{"<think>", "</think>"}
+
+// nextMarker returns the byte offset and length of the first reasoning
+// marker in s, or -1.
+func nextMarker(s string) (int, int) {
+	best, n := -1, 0
+	for _, m := range reasoningMarkers {
+		if j := strings.Index(s, m); j >= 0 && (best < 0 || j < best) {
+			best, n = j, len(m)
+		}
+	}
+	return best, n
 }
 
 // placeholderEnd closes a placeholder; newMark's U+E000 opens it. Both are

@@ -5,8 +5,14 @@
 //     split by the pre-tokenizer that tokenizer.ggml.pre names — GPT-2's
 //     regular expression ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
 //     ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+), the Llama 3 and Qwen2 variants, or
-//     the StarCoder/SmolLM variant that first isolates every digit — written
-//     out by hand, because Go's regexp has no lookahead. Each piece's bytes are
+//     the StarCoder/SmolLM variant that first isolates every digit, Qwen 3.5's
+//     (combining marks join letter runs) — written out by hand, because Go's
+//     regexp has no lookahead. Falcon, deepseek-llm and deepseek-coder split
+//     in stages as llama.cpp does: a list of regular expressions applied in
+//     order, each match and each gap between matches a piece for the next.
+//     The Llama 3 family (llama-bpe, falcon3, pixtral) takes a piece that is a
+//     whole vocabulary token as that token without merging (llama.cpp's
+//     ignore_merges; "Cửa Việt" needs it). Each piece's bytes are
 //     mapped to GPT-2's printable byte alphabet and merged by the ranks of
 //     tokenizer.ggml.merges.
 //   - "llama": SentencePiece BPE. Spaces become "▁", a space is prefixed
@@ -23,6 +29,11 @@
 // template wrote itself (chat.Prompt.Literal), so message content can never
 // yield one, not even across the edge of a range. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
 // template (tokenizer.chat_template) are exposed as fields.
+//
+// Cross-check: TestLlamaCppVectors runs llama.cpp's own tokenizer vectors
+// (models/ggml-vocab-*.gguf with .inp/.out, extracted by make llama-vocab,
+// which make test runs) over every vocabulary of its set; each one either
+// passes every vector or is refused with ErrUnsupported (WordPiece, Gemma 4).
 //
 // A Tokenizer is immutable after FromGGUF and safe for concurrent use.
 //

@@ -44,16 +44,19 @@ type Tokenizer struct {
 	// ChatTemplate is tokenizer.chat_template, "" if absent.
 	ChatTemplate string
 
-	tokens  []string
-	types   []int32
-	scores  []float32
-	index   map[string]int32
-	ranks   map[pair]int // gpt2 merges
-	pre     preKind
-	special [256][]int32 // control, user-defined and unknown tokens by first byte, longest first
-	byteTok [256]int32   // llama: <0xNN> ids; -1 when absent
-	byteEnc [256]rune    // gpt2: byte → printable rune
-	byteDec map[rune]byte
+	tokens []string
+	types  []int32
+	scores []float32
+	index  map[string]int32
+	ranks  map[pair]int // gpt2 merges
+	pre    preKind
+	// ignoreMerges: a piece that is a whole token is that token (llama.cpp's
+	// ignore_merges, set for the Llama 3 family).
+	ignoreMerges bool
+	special      [256][]int32 // control, user-defined and unknown tokens by first byte, longest first
+	byteTok      [256]int32   // llama: <0xNN> ids; -1 when absent
+	byteEnc      [256]rune    // gpt2: byte → printable rune
+	byteDec      map[rune]byte
 }
 
 type pair struct{ a, b string }
@@ -107,6 +110,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		if t.pre, err = preFor(t.Pre); err != nil {
 			return nil, err
 		}
+		t.ignoreMerges = ignoreMergesFor(t.Pre)
 		v, ok := f.Get("tokenizer.ggml.merges")
 		if !ok {
 			return nil, fmt.Errorf("%w: tokenizer.ggml.merges missing", ErrMetadata)
@@ -320,6 +324,15 @@ func (t *Tokenizer) partition(text string, allow func(i, j int) bool, emit func(
 func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
 	if piece == "" {
 		return out
+	}
+	if t.ignoreMerges {
+		var b strings.Builder
+		for i := 0; i < len(piece); i++ {
+			b.WriteRune(t.byteEnc[piece[i]])
+		}
+		if id, ok := t.index[b.String()]; ok {
+			return append(out, id)
+		}
 	}
 	syms := make([]symbol, len(piece))
 	for i := 0; i < len(piece); i++ {

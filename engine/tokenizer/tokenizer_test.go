@@ -186,6 +186,11 @@ func TestPreTokenizers(t *testing.T) {
 		{"llama-bpe", "hi!!\n\nyo", []string{"hi", "!!\n\n", "yo"}},
 		{"llama-bpe", "(foo) \tbar", []string{"(foo", ")", " ", "\tbar"}},
 		{"qwen2", "12345", []string{"1", "2", "3", "4", "5"}},
+		{"qwen35", "e\u0301x 12", []string{"e\u0301x", " ", "1", "2"}},
+		{"qwen2", "e\u0301x", []string{"e", "\u0301x"}},
+		{"falcon", "a+b 1234567", []string{"a", "+", "b", " ", "123", "456", "7"}},
+		{"deepseek-coder", "ab\n12!!", []string{"ab", "\n", "1", "2", "!!"}},
+		{"deepseek-llm", "ab 123\n  ", []string{"ab", " ", "123", "\n", "  "}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.pre+"/"+tc.text, func(t *testing.T) {
