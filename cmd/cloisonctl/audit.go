@@ -147,12 +147,20 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 			if lo.Trusted != "" {
 				// Verify matched the latest stored tree note against the
 				// recomputed tree: it is the new trusted state.
-				if latest, err := s.TreeCheckpoint(ctx); err == nil {
-					if err := writeTrusted(lo.Trusted, latest); err != nil {
-						return err
-					}
-				} else if !errors.Is(err, audit.ErrNoCheckpoint) {
+				// Only a note one of the trusted keys signed (a peer's
+				// note under another key is left alone).
+				latest, err := s.TreeCheckpoint(ctx)
+				if err != nil && !errors.Is(err, audit.ErrNoCheckpoint) {
 					return err
+				}
+				for _, pub := range keys {
+					vk, err := audit.TreeVerifierKey(audit.Name(g.origin), pub)
+					if err != nil || latest == nil {
+						continue
+					}
+					if _, err := audit.OpenTreeHead(latest, vk); err == nil {
+						return writeTrusted(lo.Trusted, latest)
+					}
 				}
 			}
 			return nil
