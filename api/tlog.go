@@ -57,7 +57,17 @@ func (s *Server) tlogRoutes(mux *http.ServeMux) {
 	own := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
 	mux.HandleFunc("GET /compliance/v1/tlog/key", s.tlogKey)
 	mux.Handle("GET /compliance/v1/tlog/checkpoint", global(func(w http.ResponseWriter, r *http.Request) {
-		msg, err := s.treeCheckpoint(r.Context())
+		var msg []byte
+		k, err := witnessesParam(r)
+		switch {
+		case err != nil:
+		case k > 0:
+			// The latest checkpoint cosigned by at least k witnesses,
+			// cosignature lines appended (audit.VerifyCosigned checks them).
+			msg, err = s.cfg.Ledger.CosignedCheckpoint(r.Context(), k)
+		default:
+			msg, err = s.treeCheckpoint(r.Context())
+		}
 		s.writeNote(w, r, msg, err, "")
 	}))
 	mux.Handle("GET /compliance/v1/tlog/inclusion", global(func(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +184,20 @@ func (s *Server) writeNote(w http.ResponseWriter, r *http.Request, msg []byte, e
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write(msg)
+}
+
+// witnessesParam parses the optional witnesses=K (1..64) of a checkpoint
+// request; 0 when absent.
+func witnessesParam(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("witnesses")
+	if v == "" {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 || k > 64 || strconv.Itoa(k) != v {
+		return 0, ErrBadField.Withf("witnesses must be an integer from 1 to 64")
+	}
+	return k, nil
 }
 
 // sizeParam parses a required canonical positive decimal.

@@ -84,10 +84,10 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 				lo.Entries = append(lo.Entries, uint64(e))
 			}
 			if lo.Server != "" {
-				if wv.k > 0 || len(wv.keys) > 0 {
-					// Refused, not ignored: cosigned checkpoints are not served yet.
-					return cloison.NewError(cloison.CodeInvalid, "--witnesses and --witness-key check the database's cosigned checkpoints; they do not apply with --server")
+				if len(wv.keys) > 0 && wv.k < 1 {
+					return cloison.NewError(cloison.CodeInvalid, "--witness-key needs --witnesses K (K ≥ 1)")
 				}
+				lo.Witnesses, lo.WitnessKeys = wv.k, wv.keys
 				var err error
 				if lo.VerifierKey, err = readVerifierKey(lo.VerifierKey); err != nil {
 					return err

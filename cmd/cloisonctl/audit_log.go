@@ -39,6 +39,13 @@ type logVerifyOptions struct {
 	// Entries are the entries (ledger seq, or positions in the tenant log)
 	// whose inclusion is checked; none: the last entry of the checkpoint.
 	Entries []uint64
+	// Witnesses > 0 also fetches the latest checkpoint carrying that many
+	// cosignatures of distinct WitnessKeys witnesses, checks them
+	// (audit.VerifyCosigned), and demands that the latest checkpoint
+	// extend it: the operator cannot show this verifier a tree that the
+	// witnesses did not see grow from the cosigned one. Global log only.
+	Witnesses   int
+	WitnessKeys []string
 	Client  *http.Client // nil: a client with a 30 s timeout
 }
 
@@ -48,6 +55,7 @@ type logReport struct {
 	TrustedSize uint64 // size of the trusted checkpoint it was proved to extend (0: none)
 	FirstUse    bool   // the trusted file did not exist and was created
 	Included    []uint64
+	Cosigned    uint64 // size of the cosigned checkpoint the head extends (Witnesses > 0)
 }
 
 func (r logReport) String() string {
@@ -100,6 +108,38 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 		return rep, err
 	}
 	rep.Head = head
+
+	if o.Witnesses > 0 {
+		if o.Tenant != "" {
+			return rep, cloison.NewError(cloison.CodeInvalid, "--witnesses checks the global log, not a tenant log")
+		}
+		q := url.Values{"witnesses": {strconv.Itoa(o.Witnesses)}}
+		cp, err := c.get(ctx, prefix+"/checkpoint", q)
+		if err != nil {
+			return rep, fmt.Errorf("no checkpoint with %d cosignatures: %w", o.Witnesses, err)
+		}
+		ch, _, err := audit.VerifyCosigned(cp, o.VerifierKey, o.WitnessKeys, o.Witnesses)
+		if err != nil {
+			return rep, err
+		}
+		var proof tlog.TreeProof
+		if ch.Size < head.Size {
+			q := url.Values{"old_size": {strconv.FormatUint(ch.Size, 10)}, "new_size": {strconv.FormatUint(head.Size, 10)}}
+			var cj struct {
+				Proof []string `json:"proof"`
+			}
+			if err := c.getJSON(ctx, prefix+"/consistency", q, &cj); err != nil {
+				return rep, err
+			}
+			if proof, err = decodeHashes(cj.Proof); err != nil {
+				return rep, err
+			}
+		}
+		if _, err := audit.VerifyConsistency(o.VerifierKey, cp, msg, proof); err != nil {
+			return rep, err
+		}
+		rep.Cosigned = ch.Size
+	}
 
 	var trusted []byte
 	if o.Trusted != "" {

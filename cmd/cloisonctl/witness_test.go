@@ -20,6 +20,8 @@ import (
 	"github.com/cloison/cloison/audit/witness"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/tenancy"
 )
 
 // `cloisonctl witness` serving, a ledger's submitter getting its
@@ -112,6 +114,80 @@ func TestWitnessCommandAndVerifyWitnesses(t *testing.T) {
 		t.Errorf("verify with an untrusted witness: got %v (%s), want audit.ErrTooFewCosignatures", err, out)
 	}
 
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("witness: %v", err)
+	}
+}
+
+// audit verify --server --witnesses K: the server serves the latest
+// checkpoint K witnesses cosigned (checkpoint?witnesses=K) and the verifier
+// checks the cosignatures and that the latest checkpoint extends it; an
+// untrusted witness key or too many required witnesses fails with exit 3.
+func TestVerifyServerWitnesses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}})
+	dir := t.TempDir()
+	logVKey, err := p.Ledger.TreeVerifierKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wKey, ready := filepath.Join(dir, "w.key"), filepath.Join(dir, "ready")
+	wvkey := strings.TrimSpace(mustRun(t, "witness", "vkey", "--create", "--key", wKey, "--name", "witness.test/srv"))
+	other := strings.TrimSpace(mustRun(t, "witness", "vkey", "--create", "--key", filepath.Join(dir, "other.key"), "--name", "witness.test/other"))
+	served := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"witness", "--key", wKey, "--state", filepath.Join(dir, "state.json"), "--addr", "127.0.0.1:0",
+			"--name", "witness.test/srv", "--log", logVKey, "--ready-file", ready})
+		served <- root.ExecuteContext(ctx)
+	}()
+	var addr []byte
+	for i := 0; i < 500 && len(addr) == 0; i++ {
+		addr, _ = os.ReadFile(ready)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(addr) == 0 {
+		t.Fatal("the witness never became ready")
+	}
+	appendEvents(t, p.Ledger, "honest", 1, 12)
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := witness.NewClient("http://"+string(addr), wvkey, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := witness.NewSubmitter(ctx, p.Ledger, logVKey, []*witness.Client{c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := sub.SubmitLatest(ctx); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	// The log grows past the cosigned size: the verifier needs the
+	// consistency proof from the cosigned checkpoint to the latest.
+	appendEvents(t, p.Ledger, "honest", 13, 20)
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "log.vkey")
+	if err := os.WriteFile(keyFile, []byte(logVKey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	token := p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
+	args := []string{"audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", keyFile}
+	mustRun(t, append(args, "--witness-key", wvkey, "--witnesses", "1")...)
+	if _, err := run(t, append(args, "--witness-key", other, "--witnesses", "1")...); !errors.Is(err, audit.ErrTooFewCosignatures) || exitCode(err) != 3 {
+		t.Errorf("an untrusted witness key: got %v (exit %d), want ErrTooFewCosignatures, exit 3", err, exitCode(err))
+	}
+	if _, err := run(t, append(args, "--witness-key", wvkey, "--witness-key", other, "--witnesses", "2")...); err == nil || exitCode(err) == 0 {
+		t.Errorf("two witnesses required, one cosigned: got %v, want a failure", err)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("witness: %v", err)
