@@ -35,10 +35,13 @@
 // (generic: dot.go; avx2, avx512: dot_amd64.go); paths are not bit-identical
 // to each other, each is within the conformance tolerances and the test
 // suite runs kernelstest on every path the machine has. On the vector paths
-// Q8_0 products multiply int8 by int8 after quantizing each activation row
-// to Q8 blocks, as llama.cpp does (q8.go: within the suite's extra
-// activation-rounding term for Q8_0); F16 and BF16 are converted in
-// registers (VCVTPH2PS, a shift), exactly as the scalar decoders do.
+// block-type products multiply int8 by int8 after quantizing each
+// activation row, as llama.cpp does: Q8_0 and Q4_0 on Q8 blocks of 32
+// (q8.go), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
+// (kquant.go), within the suite's extra activation-rounding term; the
+// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
+// F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
+// the scalar decoders do.
 //
 // Driving loop: see package kernels.
 package cpu

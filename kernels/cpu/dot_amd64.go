@@ -83,6 +83,7 @@ func vset(p Path, wide bool) *kset {
 			return vq8i1x4(false, xq, xd, w0, w1, w2, w3)
 		}
 	}
+	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).
 	k.dot1x1 = func(x, w []float32) float32 { s, _, _, _ := k.dot1x4(x, w, w, w, w); return s }
