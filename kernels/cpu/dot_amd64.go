@@ -84,6 +84,11 @@ func vset(p Path, wide bool) *kset {
 		}
 	}
 	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
+	k.tileRows = 3
+	if wide {
+		k.tileRows = 4
+	}
+	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).
 	k.dot1x1 = func(x, w []float32) float32 { s, _, _, _ := k.dot1x4(x, w, w, w, w); return s }

@@ -98,6 +98,11 @@ type kset struct {
 	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
 	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
 
+	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
+	// order of dot1x4 (prefill register tiles; nil in generic).
+	tile     func(x *[4][]float32, w *[4][]float32, out *[16]float32)
+	tileRows int
+
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
 }

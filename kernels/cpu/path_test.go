@@ -264,3 +264,39 @@ func TestQ8Int(t *testing.T) {
 		}
 	}
 }
+
+// TestTile: the prefill register tile of every vector path gives, for each
+// of its outputs, the bits dot1x4 gives (the batch-invariance rule), on
+// lengths around the lane counts.
+func TestTile(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	for _, p := range Paths()[1:] {
+		k := kernelSet(p)
+		if k.tile == nil || k.tileRows < 1 || k.tileRows > 4 {
+			t.Fatalf("%s: no tile", p)
+		}
+		for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 33, 64, 100, 768} {
+			var xs, ws [4][]float32
+			for i := range xs {
+				xs[i], ws[i] = rnd(n), rnd(n)
+			}
+			var out [16]float32
+			k.tile(&xs, &ws, &out)
+			for i := range k.tileRows {
+				s0, s1, s2, s3 := k.dot1x4(xs[i], ws[0], ws[1], ws[2], ws[3])
+				for j, s := range []float32{s0, s1, s2, s3} {
+					if !same(out[4*i+j], s) {
+						t.Fatalf("%s n=%d tile[%d][%d]: got %v, want dot1x4's %v", p, n, i, j, out[4*i+j], s)
+					}
+				}
+			}
+		}
+	}
+}
