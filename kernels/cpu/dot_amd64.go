@@ -75,6 +75,7 @@ func vset(p Path, wide bool) *kset {
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(false, o, w, v) }
 	}
 	if wide && hasVNNI {
+		k.q8tile = vq8tile
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}

@@ -101,7 +101,31 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	switch {
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
-		for r := r0; r < r1; r++ {
+		r := r0
+		if k.q8tile != nil {
+			var xq [4][]int8
+			var xd [4][]float32
+			var out [16]float32
+			for ; r+4 <= r1; r += 4 {
+				for i := range 4 {
+					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
+				}
+				o := o0
+				for ; o+4 <= o1; o += 4 {
+					ws := [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
+					k.q8tile(&xq, &xd, &ws, &out)
+					for i := range 4 {
+						copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
+					}
+				}
+				for ; o < o1; o++ {
+					for i := range 4 {
+						dst.row(r + i)[o] = k.q8i1x1(xq[i], xd[i], row(o))
+					}
+				}
+			}
+		}
+		for ; r < r1; r++ {
 			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 			out := dst.row(r)
 			o := o0
