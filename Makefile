@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load
+.PHONY: all build verify test bench fuzz clean run load peer-bench
 
 all: verify test
 
@@ -55,6 +55,12 @@ bench:
 	@url=$$(scripts/pg.sh) || { echo "make bench: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## peer-bench: ours ÷ llama.cpp (node-llama-cpp from npm, pinned) on
+## synthesized models, 1 and 2 threads, measured alternately (needs node, npm;
+## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
+peer-bench:
+	scripts/peer-bench.sh
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
