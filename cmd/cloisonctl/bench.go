@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,7 @@ import (
 type benchConfig struct {
 	prompts, batches, threads []int
 	decode, reps              int
-	path                      string
+	path, cpuProfile          string
 	jsonOut                   bool
 }
 
@@ -65,6 +66,17 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 (--path, else CLOISON_CPU, else the fastest the CPU runs).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.cpuProfile != "" {
+				pf, err := os.Create(c.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			rep, err := runBench(args[0], c)
 			if err != nil {
 				return err
@@ -80,6 +92,7 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 	f.IntVar(&c.reps, "reps", 3, "repetitions (the best is reported)")
 	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2 or avx512 (default CLOISON_CPU, else the fastest)")
 	f.BoolVar(&c.jsonOut, "json", false, "JSON output")
+	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	return cmd
 }
 

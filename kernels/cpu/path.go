@@ -107,6 +107,10 @@ type kset struct {
 	tile     func(x *[4][]float32, w *[4][]float32, out *[16]float32)
 	tileRows int
 
+	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
+	// element; false when it cannot for this len(o) (nil in generic).
+	wsum func(o, s, data []float32, offs []int) bool
+
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
 }

@@ -347,3 +347,49 @@ func TestQ8Tile(t *testing.T) {
 		}
 	}
 }
+
+// TestWsum: the register-held value sum of attention gives the bits of the
+// axpy4/axpy1 loop it replaces, for head sizes it takes, and declines the
+// others.
+func TestWsum(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	data := make([]float32, 4096)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	for _, p := range Paths()[1:] {
+		k := kernelSet(p)
+		for _, hd := range []int{32, 64, 128, 48, 80} {
+			for _, n := range []int{1, 3, 4, 7, 33} {
+				s := make([]float32, n)
+				offs := make([]int, n)
+				vals := make([][]float32, n)
+				for i := range s {
+					s[i] = float32(r.Float64())
+					offs[i] = r.IntN(len(data) - hd)
+					vals[i] = data[offs[i] : offs[i]+hd]
+				}
+				want := make([]float32, hd)
+				i := 0
+				for ; i+4 <= n; i += 4 {
+					k.axpy4(want, (*[4]float32)(s[i:]), vals[i], vals[i+1], vals[i+2], vals[i+3])
+				}
+				for ; i < n; i++ {
+					k.axpy1(want, s[i], vals[i])
+				}
+				got := make([]float32, hd)
+				if !k.wsum(got, s, data, offs) {
+					if hd%32 == 0 && (p != AVX512 || hd%64 == 0) {
+						t.Fatalf("%s hd=%d: declined", p, hd)
+					}
+					continue
+				}
+				for d := range got {
+					if !same(got[d], want[d]) {
+						t.Fatalf("%s hd=%d n=%d [%d]: got %v, want axpy's %v", p, hd, n, d, got[d], want[d])
+					}
+				}
+			}
+		}
+	}
+}
