@@ -151,10 +151,17 @@ func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, n
 		m = max(m, v)
 	}
 	var sum float64
-	for i, v := range scores[:n] {
-		e := expf(v - m)
-		scores[i] = e
-		sum += float64(e)
+	if k := a.b.k; k.expSub != nil {
+		k.expSub(scores[:n], m)
+		for _, e := range scores[:n] {
+			sum += float64(e)
+		}
+	} else {
+		for i, v := range scores[:n] {
+			e := expf(v - m)
+			scores[i] = e
+			sum += float64(e)
+		}
 	}
 	clear(oh)
 	if k := a.b.k; k.wsum == nil || !k.wsum(oh, scores[:n], a.data, voffs) {

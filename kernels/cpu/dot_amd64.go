@@ -91,6 +91,9 @@ func vset(p Path, wide bool) *kset {
 	}
 	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
 	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
+	if wide {
+		k.expSub = vexpSub
+	}
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).
 	k.dot1x1 = func(x, w []float32) float32 { s, _, _, _ := k.dot1x4(x, w, w, w, w); return s }

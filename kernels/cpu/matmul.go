@@ -79,6 +79,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 			b.k.mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
 		}
 	})
+	acts.release()
 	return nil
 }
 

@@ -111,6 +111,9 @@ type kset struct {
 	// element; false when it cannot for this len(o) (nil in generic).
 	wsum func(o, s, data []float32, offs []int) bool
 
+	// expSub sets x[i] = expf(x[i] − m) with expf's bits (nil: use expf).
+	expSub func(x []float32, m float32)
+
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
 }

@@ -393,3 +393,38 @@ func TestWsum(t *testing.T) {
 		}
 	}
 }
+
+// TestExpSub: the vector exponential of the avx512 path gives expf's bits
+// for every input tried: a sweep of the range, the clamps, ±Inf, NaN.
+func TestExpSub(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.expSub == nil {
+		t.Skip("no vector exp on this path")
+	}
+	var xs []float32
+	for v := float32(-100); v < 100; v += 0.0137 {
+		xs = append(xs, v)
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for range 10000 {
+		xs = append(xs, math.Float32frombits(r.Uint32()))
+	}
+	xs = append(xs, 88.72283, 88.7229, -87.33654, -87.3366, 0, float32(math.Copysign(0, -1)),
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-45, -1e-45)
+	for _, m := range []float32{0, 3.5, -2} {
+		got := slices.Clone(xs)
+		k.expSub(got, m)
+		for i, x := range xs {
+			want := expf(x - m)
+			if want != want {
+				if got[i] == got[i] {
+					t.Fatalf("exp(%v − %v): got %v, want NaN", x, m, got[i])
+				}
+				continue
+			}
+			if !same(got[i], want) {
+				t.Fatalf("exp(%v − %v): got %v (%#x), want expf's %v (%#x)", x, m, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/cloison/cloison/kernels"
 )
@@ -29,6 +30,27 @@ type q8acts struct {
 	q []int8    // rows × cols
 	d []float32 // rows × cols/32
 	k *q8kActs
+
+	// Pooled storage behind q, d and k.
+	bq []int8
+	bd []float32
+	bk q8kActs
+}
+
+var actsPool = sync.Pool{New: func() any { return new(q8acts) }}
+
+// release returns a to the pool; a must not be used afterwards.
+func (a *q8acts) release() {
+	if a != nil {
+		actsPool.Put(a)
+	}
+}
+
+func growAny[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // prepareQ8 quantizes x's rows when the backend's path multiplies block
@@ -42,13 +64,20 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	if !q8 && !q8k {
 		return nil
 	}
-	a := new(q8acts)
+	// Buffers come from a pool (every element is overwritten below): a
+	// prefill quantizes megabytes per product, which would otherwise keep
+	// the garbage collector, and its preemption of the workers, busy.
+	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
+	a.q, a.d, a.k = nil, nil, nil
 	if q8 {
-		a.q, a.d = make([]int8, x.rows*x.cols), make([]float32, x.rows*nb)
+		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
+		a.bq, a.bd = a.q, a.d
 	}
 	if q8k {
-		a.k = &q8kActs{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*x.cols/256), bs: make([]int16, x.rows*x.cols/16)}
+		k := &a.bk
+		k.q, k.d, k.bs = growAny(k.q, x.rows*x.cols), growAny(k.d, x.rows*x.cols/256), growAny(k.bs, x.rows*x.cols/16)
+		a.k = k
 	}
 	b.eachRow(x.rows, x.cols, func(r int) {
 		if q8 {
