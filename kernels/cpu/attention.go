@@ -72,6 +72,8 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 type attnScratch struct {
 	scores []float32
 	offs   []int
+	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
+	out    [16]float32
 }
 
 var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
@@ -94,8 +96,7 @@ func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh
 	if k.tile != nil && group > 1 {
 		// Heads tileRows at a time (the last tile repeats its first head
 		// in the spare rows), four positions at a time.
-		var xs, ws [4][]float32
-		var out [16]float32
+		xs, ws, out := &sc.xs, &sc.ws, &sc.out
 		for ; g < group; g += k.tileRows {
 			rows := min(k.tileRows, group-g)
 			for i := range k.tileRows {
@@ -103,8 +104,8 @@ func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh
 			}
 			p := 0
 			for ; p+4 <= n; p += 4 {
-				ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
-				k.tile(&xs, &ws, &out)
+				*ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
+				k.tile(xs, ws, out)
 				for i := range rows {
 					copy(scores(g + i)[p:p+4], out[4*i:4*i+4])
 				}

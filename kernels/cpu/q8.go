@@ -132,8 +132,12 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		nb := cols / 32
 		r := r0
 		if k.q8tile != nil {
+			// Declared once per call: the kernel is called through a func
+			// value, so these escape (one allocation each per block, not
+			// per tile).
 			var xq [4][]int8
 			var xd [4][]float32
+			var ws [4][]byte
 			var out [16]float32
 			for ; r+4 <= r1; r += 4 {
 				for i := range 4 {
@@ -141,7 +145,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 				}
 				o := o0
 				for ; o+4 <= o1; o += 4 {
-					ws := [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
+					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
 					k.q8tile(&xq, &xd, &ws, &out)
 					for i := range 4 {
 						copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
