@@ -94,7 +94,7 @@ func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh
 	scores := func(g int) []float32 { return sc.scores[g*n : (g+1)*n : (g+1)*n] }
 	g := 0
 	if k.tile != nil && group > 1 {
-		// Heads tileRows at a time (the last tile repeats its first head
+		// Heads tileRows at a time (a last, partial tile repeats its last head
 		// in the spare rows), four positions at a time.
 		xs, ws, out := &sc.xs, &sc.ws, &sc.out
 		for ; g < group; g += k.tileRows {
