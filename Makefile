@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench
 
 all: verify test
 
@@ -76,6 +76,12 @@ bench-ledger:
 	@url=$$(scripts/pg.sh) || { echo "make bench-ledger: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; grep -m1 'model name' /proc/cpuinfo; \
 	  $(GO) test -run '^$$' -bench BenchmarkLedgerFourWriters -benchtime $(BENCH_LEDGER_N)x -count 3 ./audit/postgres
+
+## peer-bench: ours ÷ llama.cpp (node-llama-cpp from npm, pinned) on
+## synthesized models, 1 and 2 threads, measured alternately (needs node, npm;
+## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
+peer-bench:
+	scripts/peer-bench.sh
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:

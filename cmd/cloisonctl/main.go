@@ -70,7 +70,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.checkpointDir, "checkpoint-dir", os.Getenv("CLOISON_CHECKPOINT_DIR"), "directory outside the database receiving checkpoint copies")
 	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization name for the register (Règlement s. 3(1))")
 	f.StringVar(&g.orgNEQ, "org-neq", os.Getenv("CLOISON_ORG_NEQ"), "Québec enterprise number (NEQ)")
-	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g), newTokenCmd(g), newKeyCmd(g), newTenantCmd(g), newModelCmd(), newLoadCmd(), newProbeCmd(), newCertCmd())
+	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g), newTokenCmd(g), newKeyCmd(g), newTenantCmd(g), newModelCmd(), newLoadCmd(), newProbeCmd(), newCertCmd(), newBenchCmd())
 	root.AddCommand(newWitnessCmd())
 	return root
 }

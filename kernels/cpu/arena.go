@@ -61,8 +61,13 @@ func (a *arena) page(p int32) []float32 {
 
 // kv returns the K (v=0) or V (v=1) row of slot in layer of page p.
 func (a *arena) kv(p int32, layer, v, slot int) []float32 {
-	off := int(p)*a.pageLen + (2*layer+v)*a.kvLen + slot*a.row
+	off := a.kvOffset(p, layer, v, slot)
 	return a.data[off : off+a.row : off+a.row]
+}
+
+// kvOffset is the index in a.data of the row kv returns.
+func (a *arena) kvOffset(p int32, layer, v, slot int) int {
+	return int(p)*a.pageLen + (2*layer+v)*a.kvLen + slot*a.row
 }
 
 // WriteKV stores K and V rows through block tables.

@@ -41,11 +41,12 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 			return err
 		}
 	}
-	// Task t: span, query j, query head h (reading kv head h/group).
+	// Task t: span, query j, kv head kh (its group of query heads share
+	// each key and value row loaded).
 	qHeads := qt.cols / hd
 	offs := make([]int, len(spans)+1)
 	for i, s := range spans {
-		offs[i+1] = offs[i] + s.N*qHeads
+		offs[i+1] = offs[i] + s.N*a.c.KVHeads
 	}
 	group := qHeads / a.c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -56,37 +57,94 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		}
 		s := spans[si]
 		t -= offs[si]
-		j, h := t/qHeads, t%qHeads
+		j, kh := t/a.c.KVHeads, t%a.c.KVHeads
 		n := s.Pos + j + 1 // positions read
-		sc := scorePool.Get().(*[]float32)
-		scores := grow(*sc, n)
-		qh := qt.row(s.Row + j)[h*hd : (h+1)*hd]
-		oh := ot.row(s.Row + j)[h*hd : (h+1)*hd]
-		a.head(scores, qh, oh, s, layer, h/group, n, scale)
-		*sc = scores
+		sc := scorePool.Get().(*attnScratch)
+		sc.scores = grow(sc.scores, group*n)
+		qr, or := qt.row(s.Row+j), ot.row(s.Row+j)
+		a.group(sc, qr[kh*group*hd:(kh+1)*group*hd], or[kh*group*hd:(kh+1)*group*hd], s, layer, kh, group, n, scale)
 		scorePool.Put(sc)
 	})
 	return nil
 }
 
-var scorePool = sync.Pool{New: func() any { return new([]float32) }}
+// attnScratch is one task's scores (group × positions) and value offsets.
+type attnScratch struct {
+	scores []float32
+	offs   []int
+	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
+	out    [16]float32
+}
 
-// head computes one query head's attention over positions [0, n).
-func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int, scale float32) {
+var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// group computes the attention of the group query heads q (group × hd) that
+// read kv head kh, over positions [0, n), into o (group × hd). Per output
+// element the order is that of one head alone: scores (dot1x4's order, also
+// in a register tile of several heads), the softmax, values in position
+// order (axpy's chain, also with the output held in registers).
+func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh, group, n int, scale float32) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
-	// Scores four positions at a time: four independent sums in flight
-	// (each still in the fixed order of dot1x1).
+	k := a.b.k
 	key := func(p int) []float32 {
 		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
 	}
-	p := 0
-	for ; p+4 <= n; p += 4 {
-		scores[p], scores[p+1], scores[p+2], scores[p+3] = a.b.k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
+	head := func(g int) []float32 { return q[g*hd : (g+1)*hd : (g+1)*hd] }
+	scores := func(g int) []float32 { return sc.scores[g*n : (g+1)*n : (g+1)*n] }
+	g := 0
+	if k.tile != nil && group > 1 {
+		// Heads tileRows at a time (a last, partial tile repeats its last head
+		// in the spare rows), four positions at a time.
+		xs, ws, out := &sc.xs, &sc.ws, &sc.out
+		for ; g < group; g += k.tileRows {
+			rows := min(k.tileRows, group-g)
+			for i := range k.tileRows {
+				xs[i] = head(g + min(i, rows-1))
+			}
+			p := 0
+			for ; p+4 <= n; p += 4 {
+				*ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
+				k.tile(xs, ws, out)
+				for i := range rows {
+					copy(scores(g + i)[p:p+4], out[4*i:4*i+4])
+				}
+			}
+			for ; p < n; p++ {
+				for i := range rows {
+					scores(g + i)[p] = k.dot1x1(xs[i], key(p))
+				}
+			}
+		}
 	}
-	for ; p < n; p++ {
-		scores[p] = a.b.k.dot1x1(qh, key(p))
+	for ; g < group; g++ {
+		qh, sg := head(g), scores(g)
+		p := 0
+		for ; p+4 <= n; p += 4 {
+			sg[p], sg[p+1], sg[p+2], sg[p+3] = k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
+		}
+		for ; p < n; p++ {
+			sg[p] = k.dot1x1(qh, key(p))
+		}
 	}
+	// Value offsets in the arena, once for the group.
+	sc.offs = sc.offs[:0]
+	if k.wsum != nil {
+		for p := range n {
+			sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
+		}
+	}
+	for g := range group {
+		a.softmaxValues(scores(g), o[g*hd:(g+1)*hd:(g+1)*hd], s, layer, kh, n, scale, sc.offs)
+	}
+}
+
+// softmaxValues turns one head's scores into its output: softmax (max, exp
+// and the float64 normaliser in position order), then values in position
+// order, then the division.
+func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, n int, scale float32, voffs []int) {
+	hd := a.c.HeadDim
+	pt := a.c.PageTokens
 	m := float32(math.Inf(-1))
 	for i, v := range scores[:n] {
 		v = float32(v * scale)
@@ -94,23 +152,32 @@ func (a *arena) head(scores, qh, oh []float32, s kernels.Span, layer, kh, n int,
 		m = max(m, v)
 	}
 	var sum float64
-	for i, v := range scores[:n] {
-		e := expf(v - m)
-		scores[i] = e
-		sum += float64(e)
+	if k := a.b.k; k.expSub != nil {
+		k.expSub(scores[:n], m)
+		for _, e := range scores[:n] {
+			sum += float64(e)
+		}
+	} else {
+		for i, v := range scores[:n] {
+			e := expf(v - m)
+			scores[i] = e
+			sum += float64(e)
+		}
 	}
 	clear(oh)
-	val := func(p int) []float32 {
-		return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
-	}
-	// Four positions per pass over oh; each element still adds the
-	// positions in order.
-	p = 0
-	for ; p+4 <= n; p += 4 {
-		a.b.k.axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
-	}
-	for ; p < n; p++ {
-		a.b.k.axpy1(oh, scores[p], val(p))
+	if k := a.b.k; k.wsum == nil || !k.wsum(oh, scores[:n], a.data, voffs) {
+		val := func(p int) []float32 {
+			return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
+		}
+		// Four positions per pass over oh; each element still adds the
+		// positions in order.
+		p := 0
+		for ; p+4 <= n; p += 4 {
+			k.axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
+		}
+		for ; p < n; p++ {
+			k.axpy1(oh, scores[p], val(p))
+		}
 	}
 	inv := float32(1 / sum)
 	for d := range oh {

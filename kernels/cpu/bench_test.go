@@ -71,7 +71,7 @@ func openBenchPath(b *testing.B, threads int, p cpu.Path) *cpu.Backend {
 }
 
 func benchDTypes() []kernels.DType {
-	return []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K}
+	return []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_0, kernels.Q4_K, kernels.Q6_K}
 }
 
 // BenchmarkMatMul: prefill-shaped products (64 rows) on one thread and on

@@ -24,7 +24,21 @@
 //     calling goroutine works too, so concurrent callers cannot deadlock.
 //   - Decode (one activation row) reads every weight byte once, decoding
 //     Q8_0, F16 and BF16 in registers; prefill decodes a weight block to
-//     float32 once per task and reuses it for 64 activation rows.
+//     float32 once per task and reuses it for 64 activation rows. A decode
+//     step of several sequences (the engine batches them into one Forward)
+//     is a product of that many rows: each weight block is read once for
+//     all of them.
+//   - Prefill runs register tiles on the vector paths (tile_amd64.s,
+//     q8tile_amd64.s): 4×4 outputs on avx512 and 3×4 on avx2 for float
+//     weights (F32, and F16/BF16 blocks decoded once per task), 4×4 Q8_0
+//     outputs with VPDPBUSD where the CPU has AVX512_VNNI; every element of
+//     a tile has the order and bits of the one-row kernel, so a row's
+//     result is the same in any batch.
+//   - Attention: one task per (query row, KV head) scores the group's
+//     query heads against each key in a register tile, keeps a score
+//     vector per head (never a score matrix), exponentiates 16 lanes at a
+//     time on avx512 with expf's bits, and sums values with the output
+//     head held in registers (attn_amd64.s), in position order as axpy.
 //   - Weights stay where the caller put them (a memory-mapped GGUF file):
 //     aligned F32, F16 and BF16 data are viewed in place, block types read
 //     in place.
@@ -35,10 +49,13 @@
 // (generic: dot.go; avx2, avx512: dot_amd64.go); paths are not bit-identical
 // to each other, each is within the conformance tolerances and the test
 // suite runs kernelstest on every path the machine has. On the vector paths
-// Q8_0 products multiply int8 by int8 after quantizing each activation row
-// to Q8 blocks, as llama.cpp does (q8.go: within the suite's extra
-// activation-rounding term for Q8_0); F16 and BF16 are converted in
-// registers (VCVTPH2PS, a shift), exactly as the scalar decoders do.
+// block-type products multiply int8 by int8 after quantizing each
+// activation row, as llama.cpp does: Q8_0 and Q4_0 on Q8 blocks of 32
+// (q8.go), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
+// (kquant.go), within the suite's extra activation-rounding term; the
+// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
+// F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
+// the scalar decoders do.
 //
 // Driving loop: see package kernels.
 package cpu

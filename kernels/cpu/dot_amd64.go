@@ -75,6 +75,7 @@ func vset(p Path, wide bool) *kset {
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(false, o, w, v) }
 	}
 	if wide && hasVNNI {
+		k.q8tile = vq8tile
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}
@@ -82,6 +83,16 @@ func vset(p Path, wide bool) *kset {
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(false, xq, xd, w0, w1, w2, w3)
 		}
+	}
+	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
+	k.tileRows = 3
+	if wide {
+		k.tileRows = 4
+	}
+	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
+	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
+	if wide {
+		k.expSub = vexpSub
 	}
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).

@@ -18,7 +18,6 @@ func BenchmarkDecodeKernel(b *testing.B) {
 		x[i] = float32(i%13) * 0.1
 	}
 	w16 := make([][]uint16, 4)
-	wq := make([][]byte, 4)
 	wf := make([][]float32, 4)
 	for r := range 4 {
 		wf[r] = make([]float32, n)
@@ -29,7 +28,6 @@ func BenchmarkDecodeKernel(b *testing.B) {
 		for i, v := range wf[r] {
 			w16[r][i] = kernels.F32ToF16(v)
 		}
-		wq[r], _ = kernels.Quantize(kernels.Q8_0, wf[r])
 	}
 	var sink float32
 	gflops := func(b *testing.B, flops float64) {
@@ -53,29 +51,38 @@ func BenchmarkDecodeKernel(b *testing.B) {
 			}
 			gflops(b, 8*n)
 		})
-		// Q8_0 through MatMul with 64 weight rows (278 KB, in L2), so that
-		// the per-call work (quantizing x on the vector paths) is amortised
-		// as in a real decode step.
-		b.Run(fmt.Sprintf("Q8_0/path=%s", p), func(b *testing.B) {
-			be, err := NewWithPath(kernels.Options{Threads: 1}, p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer be.Close()
-			var data []byte
-			for r := range 64 {
-				data = append(data, wq[r%4]...)
-			}
-			m, _ := be.NewMatrix(kernels.Q8_0, 64, n, data)
-			xt, _ := be.NewTensor(1, n)
-			be.Upload(xt, x)
-			dst, _ := be.NewTensor(1, 64)
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				be.MatMul(dst, xt, m)
-			}
-			gflops(b, 2*64*n)
-		})
+		// Block types through MatMul with 64 weight rows (at most 278 KB,
+		// in L2), so that the per-call work (quantizing x on the vector
+		// paths) is amortised as in a real decode step.
+		for _, dt := range []kernels.DType{kernels.Q8_0, kernels.Q4_0, kernels.Q4_K, kernels.Q6_K} {
+			b.Run(fmt.Sprintf("%v/path=%s", dt, p), func(b *testing.B) {
+				be, err := NewWithPath(kernels.Options{Threads: 1}, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer be.Close()
+				var data []byte
+				for r := range 64 {
+					q, err := kernels.Quantize(dt, wf[r%4])
+					if err != nil {
+						b.Fatal(err)
+					}
+					data = append(data, q...)
+				}
+				m, err := be.NewMatrix(dt, 64, n, data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				xt, _ := be.NewTensor(1, n)
+				be.Upload(xt, x)
+				dst, _ := be.NewTensor(1, 64)
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					be.MatMul(dst, xt, m)
+				}
+				gflops(b, 2*64*n)
+			})
+		}
 	}
 	_ = sink
 }

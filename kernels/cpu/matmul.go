@@ -79,6 +79,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 			b.k.mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
 		}
 	})
+	acts.release()
 	return nil
 }
 
@@ -161,6 +162,31 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 // floatBlock computes a block of outputs from float32 weight rows w(o).
 func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int) {
 	r := r0
+	if k.tile != nil && r1-r0 >= k.tileRows {
+		// Register tiles of tileRows × 4 outputs: each weight vector loaded
+		// serves tileRows activation rows. Same order per element as the
+		// kernels below.
+		var xs, ws [4][]float32
+		var out [16]float32
+		for ; r+k.tileRows <= r1; r += k.tileRows {
+			for i := range k.tileRows {
+				xs[i] = x.row(r + i)
+			}
+			o := o0
+			for ; o+4 <= o1; o += 4 {
+				ws = [4][]float32{w(o), w(o + 1), w(o + 2), w(o + 3)}
+				k.tile(&xs, &ws, &out)
+				for i := range k.tileRows {
+					copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
+				}
+			}
+			for ; o < o1; o++ {
+				for i := range k.tileRows {
+					dst.row(r + i)[o] = k.dot1x1(xs[i], w(o))
+				}
+			}
+		}
+	}
 	for ; r+2 <= r1; r += 2 {
 		x0, x1 := x.row(r), x.row(r+1)
 		out0, out1 := dst.row(r), dst.row(r+1)

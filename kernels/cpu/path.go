@@ -93,6 +93,27 @@ type kset struct {
 	q8i1x1 func(xq []int8, xd []float32, w []byte) float32
 	q8i1x4 func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
+	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
+	// (prefill; nil where the path has none).
+	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
+
+	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
+	// generic; set together with q8i1x4.
+	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
+	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
+
+	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
+	// order of dot1x4 (prefill register tiles; nil in generic).
+	tile     func(x *[4][]float32, w *[4][]float32, out *[16]float32)
+	tileRows int
+
+	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
+	// element; false when it cannot for this len(o) (nil in generic).
+	wsum func(o, s, data []float32, offs []int) bool
+
+	// expSub sets x[i] = expf(x[i] − m) with expf's bits (nil: use expf).
+	expSub func(x []float32, m float32)
+
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
 }
@@ -121,7 +142,8 @@ func kernelSet(p Path) *kset {
 	return genericSet
 }
 
-// intQ8 reports whether Q8_0 products quantize activations to int8.
+// intQ8 reports whether block-type products (Q8_0, Q4_0, Q4_K, Q6_K)
+// quantize activations to int8.
 func (k *kset) intQ8() bool { return k.q8i1x4 != nil }
 
 // inRegister reports whether decode (one-row) products of dt decode weights

@@ -264,3 +264,167 @@ func TestQ8Int(t *testing.T) {
 		}
 	}
 }
+
+// TestTile: the prefill register tile of every vector path gives, for each
+// of its outputs, the bits dot1x4 gives (the batch-invariance rule), on
+// lengths around the lane counts.
+func TestTile(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	for _, p := range Paths()[1:] {
+		k := kernelSet(p)
+		if k.tile == nil || k.tileRows < 1 || k.tileRows > 4 {
+			t.Fatalf("%s: no tile", p)
+		}
+		for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 33, 64, 100, 768} {
+			var xs, ws [4][]float32
+			for i := range xs {
+				xs[i], ws[i] = rnd(n), rnd(n)
+			}
+			var out [16]float32
+			k.tile(&xs, &ws, &out)
+			for i := range k.tileRows {
+				s0, s1, s2, s3 := k.dot1x4(xs[i], ws[0], ws[1], ws[2], ws[3])
+				for j, s := range []float32{s0, s1, s2, s3} {
+					if !same(out[4*i+j], s) {
+						t.Fatalf("%s n=%d tile[%d][%d]: got %v, want dot1x4's %v", p, n, i, j, out[4*i+j], s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQ8Tile: the Q8_0 prefill tile gives every element the bits of
+// q8i1x4 (the decode kernel), extreme quants (−128, ±127) and zero blocks
+// included.
+func TestQ8Tile(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, p := range Paths()[1:] {
+		k := kernelSet(p)
+		if k.q8tile == nil {
+			continue
+		}
+		for _, nb := range []int{1, 2, 7, 24} {
+			n := nb * 32
+			var xq [4][]int8
+			var xd [4][]float32
+			var w [4][]byte
+			for i := range 4 {
+				x := make([]float32, n)
+				for j := range x {
+					x[j] = float32(r.NormFloat64())
+				}
+				if i == 2 {
+					clear(x[:32])
+				}
+				xq[i], xd[i] = make([]int8, n), make([]float32, nb)
+				quantizeRowQ8(xq[i], xd[i], x)
+				wf := make([]float32, n)
+				for j := range wf {
+					wf[j] = float32(r.NormFloat64())
+				}
+				w[i], _ = kernels.Quantize(kernels.Q8_0, wf)
+				w[i][2], w[i][3], w[i][4] = 0x80, 0x7f, 0x81 // −128, 127, −127
+			}
+			var out [16]float32
+			xq2, xd2, w2 := xq, xd, w
+			k.q8tile(&xq2, &xd2, &w2, &out)
+			for i := range 4 {
+				s0, s1, s2, s3 := k.q8i1x4(xq[i], xd[i], w[0], w[1], w[2], w[3])
+				for j, s := range []float32{s0, s1, s2, s3} {
+					if !same(out[4*i+j], s) {
+						t.Fatalf("%s nb=%d tile[%d][%d]: got %v, want q8i1x4's %v", p, nb, i, j, out[4*i+j], s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWsum: the register-held value sum of attention gives the bits of the
+// axpy4/axpy1 loop it replaces, for head sizes it takes, and declines the
+// others.
+func TestWsum(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	data := make([]float32, 4096)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
+	}
+	for _, p := range Paths()[1:] {
+		k := kernelSet(p)
+		for _, hd := range []int{32, 64, 128, 48, 80} {
+			for _, n := range []int{1, 3, 4, 7, 33} {
+				s := make([]float32, n)
+				offs := make([]int, n)
+				vals := make([][]float32, n)
+				for i := range s {
+					s[i] = float32(r.Float64())
+					offs[i] = r.IntN(len(data) - hd)
+					vals[i] = data[offs[i] : offs[i]+hd]
+				}
+				want := make([]float32, hd)
+				i := 0
+				for ; i+4 <= n; i += 4 {
+					k.axpy4(want, (*[4]float32)(s[i:]), vals[i], vals[i+1], vals[i+2], vals[i+3])
+				}
+				for ; i < n; i++ {
+					k.axpy1(want, s[i], vals[i])
+				}
+				got := make([]float32, hd)
+				if !k.wsum(got, s, data, offs) {
+					if hd%32 == 0 && (p != AVX512 || hd%64 == 0) {
+						t.Fatalf("%s hd=%d: declined", p, hd)
+					}
+					continue
+				}
+				for d := range got {
+					if !same(got[d], want[d]) {
+						t.Fatalf("%s hd=%d n=%d [%d]: got %v, want axpy's %v", p, hd, n, d, got[d], want[d])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestExpSub: the vector exponential of the avx512 path gives expf's bits
+// for every input tried: a sweep of the range, the clamps, ±Inf, NaN.
+func TestExpSub(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.expSub == nil {
+		t.Skip("no vector exp on this path")
+	}
+	var xs []float32
+	for v := float32(-100); v < 100; v += 0.0137 {
+		xs = append(xs, v)
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for range 10000 {
+		xs = append(xs, math.Float32frombits(r.Uint32()))
+	}
+	xs = append(xs, 88.72283, 88.7229, -87.33654, -87.3366, 0, float32(math.Copysign(0, -1)),
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-45, -1e-45)
+	for _, m := range []float32{0, 3.5, -2} {
+		got := slices.Clone(xs)
+		k.expSub(got, m)
+		for i, x := range xs {
+			want := expf(x - m)
+			if want != want {
+				if got[i] == got[i] {
+					t.Fatalf("exp(%v − %v): got %v, want NaN", x, m, got[i])
+				}
+				continue
+			}
+			if !same(got[i], want) {
+				t.Fatalf("exp(%v − %v): got %v (%#x), want expf's %v (%#x)", x, m, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/cloison/cloison/kernels"
 )
@@ -22,25 +23,69 @@ import (
 // Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite adds to the
 // MatMul tolerance for Q8_0.
 
-// q8acts holds the activation rows of a product quantized to Q8 blocks.
+// q8acts holds the activation rows of a product quantized to Q8 blocks
+// (q, d: for Q8_0 and Q4_0 weights) and to Q8_K blocks (k: for Q4_K and
+// Q6_K weights), each only when a product of the job needs it.
 type q8acts struct {
 	q []int8    // rows × cols
 	d []float32 // rows × cols/32
+	k *q8kActs
+
+	// Pooled storage behind q, d and k.
+	bq []int8
+	bd []float32
+	bk q8kActs
 }
 
-// prepareQ8 quantizes x's rows when the backend's path multiplies Q8_0 in
-// integers and a product in ps has Q8_0 weights; otherwise it returns nil.
+var actsPool = sync.Pool{New: func() any { return new(q8acts) }}
+
+// release returns a to the pool; a must not be used afterwards.
+func (a *q8acts) release() {
+	if a != nil {
+		actsPool.Put(a)
+	}
+}
+
+func growAny[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// prepareQ8 quantizes x's rows when the backend's path multiplies block
+// types in integers and a product in ps needs it; otherwise it returns nil.
 func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	if !b.k.intQ8() || x.cols%32 != 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.Q8_0 }) {
+	q8 := slices.ContainsFunc(ps, func(p product) bool { return needsQ8(p.m.dt) })
+	q8k := x.cols%256 == 0 && slices.ContainsFunc(ps, func(p product) bool { return needsQ8K(p.m.dt) })
+	if !q8 && !q8k {
 		return nil
 	}
+	// Buffers come from a pool (every element is overwritten below): a
+	// prefill quantizes megabytes per product, which would otherwise keep
+	// the garbage collector, and its preemption of the workers, busy.
+	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a := &q8acts{q: make([]int8, x.rows*x.cols), d: make([]float32, x.rows*nb)}
+	a.q, a.d, a.k = nil, nil, nil
+	if q8 {
+		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
+		a.bq, a.bd = a.q, a.d
+	}
+	if q8k {
+		k := &a.bk
+		k.q, k.d, k.bs = growAny(k.q, x.rows*x.cols), growAny(k.d, x.rows*x.cols/256), growAny(k.bs, x.rows*x.cols/16)
+		a.k = k
+	}
 	b.eachRow(x.rows, x.cols, func(r int) {
-		quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+		if q8 {
+			quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+		}
+		if k := a.k; k != nil {
+			quantizeRowQ8K(k.q[r*x.cols:(r+1)*x.cols], k.d[r*x.cols/256:(r+1)*x.cols/256], k.bs[r*x.cols/16:(r+1)*x.cols/16], x.row(r))
+		}
 	})
 	return a
 }
@@ -73,25 +118,81 @@ func quantizeRowQ8(q []int8, d []float32, x []float32) {
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
-// q8IntMul computes the block of outputs of a Q8_0 product from quantized
-// activations; it reports false (and does nothing) when acts is nil or m is
-// not Q8_0.
+// q8IntMul computes the block of outputs of a block-type product from
+// quantized activations; it reports false (and does nothing) when acts is
+// nil or lacks the quantization m's type needs.
 func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) bool {
-	if acts == nil || m.dt != kernels.Q8_0 {
+	if acts == nil {
 		return false
 	}
-	cols, nb := m.cols, m.cols/32
+	cols := m.cols
 	row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
-	for r := r0; r < r1; r++ {
-		xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
-		out := dst.row(r)
-		o := o0
-		for ; o+4 <= o1; o += 4 {
-			out[o], out[o+1], out[o+2], out[o+3] = k.q8i1x4(xq, xd, row(o), row(o+1), row(o+2), row(o+3))
+	switch {
+	case m.dt == kernels.Q8_0 && acts.q != nil:
+		nb := cols / 32
+		r := r0
+		if k.q8tile != nil {
+			// Declared once per call: the kernel is called through a func
+			// value, so these escape (one allocation each per block, not
+			// per tile).
+			var xq [4][]int8
+			var xd [4][]float32
+			var ws [4][]byte
+			var out [16]float32
+			for ; r+4 <= r1; r += 4 {
+				for i := range 4 {
+					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
+				}
+				o := o0
+				for ; o+4 <= o1; o += 4 {
+					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
+					k.q8tile(&xq, &xd, &ws, &out)
+					for i := range 4 {
+						copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
+					}
+				}
+				for ; o < o1; o++ {
+					for i := range 4 {
+						dst.row(r + i)[o] = k.q8i1x1(xq[i], xd[i], row(o))
+					}
+				}
+			}
 		}
-		for ; o < o1; o++ {
-			out[o] = k.q8i1x1(xq, xd, row(o))
+		for ; r < r1; r++ {
+			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
+			out := dst.row(r)
+			o := o0
+			for ; o+4 <= o1; o += 4 {
+				out[o], out[o+1], out[o+2], out[o+3] = k.q8i1x4(xq, xd, row(o), row(o+1), row(o+2), row(o+3))
+			}
+			for ; o < o1; o++ {
+				out[o] = k.q8i1x1(xq, xd, row(o))
+			}
 		}
+	case m.dt == kernels.Q4_0 && acts.q != nil:
+		nb := cols / 32
+		for r := r0; r < r1; r++ {
+			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
+			out := dst.row(r)
+			for o := o0; o < o1; o++ {
+				out[o] = k.q40i1x1(xq, xd, row(o))
+			}
+		}
+	case needsQ8K(m.dt) && acts.k != nil:
+		a, nb := acts.k, cols/256
+		dot := k.q4ki1x1
+		if m.dt == kernels.Q6_K {
+			dot = k.q6ki1x1
+		}
+		for r := r0; r < r1; r++ {
+			xq, xd, bs := a.q[r*cols:(r+1)*cols], a.d[r*nb:(r+1)*nb], a.bs[r*cols/16:(r+1)*cols/16]
+			out := dst.row(r)
+			for o := o0; o < o1; o++ {
+				out[o] = dot(xq, xd, bs, row(o))
+			}
+		}
+	default:
+		return false
 	}
 	return true
 }

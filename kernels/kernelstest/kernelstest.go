@@ -10,9 +10,10 @@
 //   - Embed, Copy, Add, weight decoding: exact (the reference's value
 //     rounded to float32; Add: the float32 sum).
 //   - MatMul: |got − want| ≤ (n+4)·ε·Σᵢ|xᵢ·wᵢ| + 1e-30, the worst-case bound
-//     of any summation order in float32 (Q8_0 and Q4_K weights may quantize
-//     x to 8 bits per block first; for them the bound adds
-//     Σ_blocks max|x_b|/254·Σ_b|wᵢ|, llama.cpp's activation rounding).
+//     of any summation order in float32. Block types may quantize x to 8
+//     bits per block first, as llama.cpp does (blocks of 32 for Q8_0 and
+//     Q4_0, Q8_K blocks of 256 for Q4_K and Q6_K); for them the bound adds
+//     Σ_blocks max|x_b|/254·Σ_b|wᵢ|, the activation rounding.
 //   - RMSNorm: 1e-5 relative to |x·scale·w| per element.
 //   - RoPE: (2e-6 + 5e-7·pos)·(|x₀|+|x₁|) per rotated pair, so that a
 //     backend may compute angles in float32.

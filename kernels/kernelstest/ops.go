@@ -98,6 +98,18 @@ func testDequantize(t *testing.T) {
 	})
 }
 
+// actBlock is the block length over which a backend may quantize the
+// activations of a product with dt weights (0: it may not).
+func actBlock(dt kernels.DType) int {
+	switch dt {
+	case kernels.Q8_0, kernels.Q4_0:
+		return 32
+	case kernels.Q4_K, kernels.Q6_K:
+		return 256
+	}
+	return 0
+}
+
 // matmulTol is the stated MatMul tolerance for output (r, o).
 func matmulTol(dt kernels.DType, x []float64, w []float64) float64 {
 	var s float64
@@ -105,10 +117,13 @@ func matmulTol(dt kernels.DType, x []float64, w []float64) float64 {
 		s += math.Abs(x[i] * w[i])
 	}
 	tol := float64(len(x)+4)*eps*s + 1e-30
-	if dt == kernels.Q8_0 || dt == kernels.Q4_K {
-		for b := 0; b < len(x); b += 32 {
+	// Activations quantized to 8 bits per block as llama.cpp does: Q8
+	// blocks of 32 for Q8_0 and Q4_0 weights, Q8_K blocks of 256 for the
+	// k-quants.
+	if ab := actBlock(dt); ab > 0 && len(x)%ab == 0 {
+		for b := 0; b < len(x); b += ab {
 			var amax, wsum float64
-			for i := b; i < b+32; i++ {
+			for i := b; i < b+ab; i++ {
 				amax = max(amax, math.Abs(x[i]))
 				wsum += math.Abs(w[i])
 			}

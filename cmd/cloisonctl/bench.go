@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+	"github.com/cloison/cloison/kernels/cpu"
+)
+
+// benchConfig is what `cloisonctl bench` measures.
+type benchConfig struct {
+	prompts, batches, threads []int
+	decode, reps              int
+	path, cpuProfile          string
+	jsonOut                   bool
+}
+
+// benchResult is one measured (threads, prompt, batch) point: the best of
+// the repetitions for prefill and for decode.
+type benchResult struct {
+	Threads      int     `json:"threads"`
+	Prompt       int     `json:"prompt_tokens"`
+	Batch        int     `json:"batch"`
+	PrefillTokS  float64 `json:"prefill_tok_s"`
+	DecodeSteps  int     `json:"decode_steps"`
+	DecodeTokS   float64 `json:"decode_tok_s"`
+	PrefillMilli float64 `json:"prefill_ms"`
+	DecodeMilli  float64 `json:"decode_ms"`
+}
+
+type benchReport struct {
+	Model   string        `json:"model"`
+	CPU     string        `json:"cpu"`
+	Paths   []cpu.Path    `json:"cpu_paths"`
+	Path    cpu.Path      `json:"path"`
+	GOARCH  string        `json:"goarch"`
+	Results []benchResult `json:"results"`
+}
+
+func newBenchCmd() *cobra.Command {
+	var c benchConfig
+	cmd := &cobra.Command{
+		Use:   "bench MODEL.gguf",
+		Short: "Measure prefill and decode tokens/s on the CPU backend (like llama-bench)",
+		Long: `bench loads MODEL.gguf on the CPU backend and, for every thread count,
+prompt length and batch size, prefills batch prompts of that many token ids in
+one forward step, then decodes --decode greedy steps for the whole batch. It
+reports the best of --reps repetitions: prefill tok/s (batch·prompt / time of
+the step) and decode tok/s (batch·steps / time), and the CPU kernel path
+(--path, else CLOISON_CPU, else the fastest the CPU runs).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.cpuProfile != "" {
+				pf, err := os.Create(c.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			rep, err := runBench(args[0], c)
+			if err != nil {
+				return err
+			}
+			return writeBench(cmd.OutOrStdout(), rep, c.jsonOut)
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&c.prompts, "prompt", []int{128}, "prompt lengths in tokens")
+	f.IntSliceVar(&c.batches, "batch", []int{1}, "batch sizes (sequences per step)")
+	f.IntSliceVar(&c.threads, "threads", []int{1}, "thread counts")
+	f.IntVar(&c.decode, "decode", 63, "greedy decode steps after the prompt (0: prefill only)")
+	f.IntVar(&c.reps, "reps", 3, "repetitions (the best is reported)")
+	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2 or avx512 (default CLOISON_CPU, else the fastest)")
+	f.BoolVar(&c.jsonOut, "json", false, "JSON output")
+	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	return cmd
+}
+
+func (c benchConfig) check() error {
+	for _, l := range []struct {
+		name string
+		v    []int
+		max  int
+	}{{"prompt", c.prompts, 1 << 20}, {"batch", c.batches, 4096}, {"threads", c.threads, 4096}} {
+		if len(l.v) == 0 {
+			return fmt.Errorf("--%s: need at least one value", l.name)
+		}
+		for _, v := range l.v {
+			if v <= 0 || v > l.max {
+				return fmt.Errorf("--%s %d: want 1…%d", l.name, v, l.max)
+			}
+		}
+	}
+	if c.decode < 0 || c.decode > 1<<20 {
+		return fmt.Errorf("--decode %d: want 0…%d", c.decode, 1<<20)
+	}
+	if c.reps <= 0 || c.reps > 1000 {
+		return fmt.Errorf("--reps %d: want 1…1000", c.reps)
+	}
+	return nil
+}
+
+func runBench(path string, c benchConfig) (*benchReport, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep := &benchReport{Model: path, CPU: cpuModel(), Paths: cpu.Paths(), GOARCH: runtime.GOARCH}
+	for _, th := range c.threads {
+		b, err := openBenchBackend(th, c.path)
+		if err != nil {
+			return nil, err
+		}
+		rep.Path = b.Path()
+		m, err := model.Load(b, f)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		for _, p := range c.prompts {
+			for _, bs := range c.batches {
+				if p+c.decode > m.Context {
+					m.Close()
+					b.Close()
+					return nil, fmt.Errorf("prompt %d + decode %d exceeds the model's context of %d", p, c.decode, m.Context)
+				}
+				r, err := benchPoint(m, th, p, bs, c.decode, c.reps)
+				if err != nil {
+					m.Close()
+					b.Close()
+					return nil, err
+				}
+				rep.Results = append(rep.Results, r)
+			}
+		}
+		m.Close()
+		b.Close()
+	}
+	return rep, nil
+}
+
+func openBenchBackend(threads int, path string) (*cpu.Backend, error) {
+	if path == "" {
+		return cpu.New(kernels.Options{Threads: threads})
+	}
+	return cpu.NewWithPath(kernels.Options{Threads: threads}, cpu.Path(path))
+}
+
+// benchPoint measures one (threads, prompt, batch) point over a fresh pool
+// and arena holding exactly the batch's pages.
+func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int) (benchResult, error) {
+	const pageTokens = 16
+	perSeq := (prompt + decode + pageTokens - 1) / pageTokens
+	pages := batch * perSeq
+	pool, err := isolation.NewPool(isolation.Config{Pages: pages, PageTokens: pageTokens})
+	if err != nil {
+		return benchResult{}, err
+	}
+	const tenant = cloison.TenantID("bench")
+	if err := pool.AddTenant(isolation.TenantConfig{ID: tenant}); err != nil {
+		return benchResult{}, err
+	}
+	arena, err := m.Backend().NewArena(m.ArenaConfig(pages, pageTokens))
+	if err != nil {
+		return benchResult{}, err
+	}
+	res := benchResult{Threads: threads, Prompt: prompt, Batch: batch, DecodeSteps: decode}
+	prompts := make([][]int32, batch)
+	for i := range prompts {
+		prompts[i] = benchTokens(prompt, m.Vocab, i)
+	}
+	for rep := range reps {
+		leases := make([]isolation.Lease, batch)
+		for i := range leases {
+			if leases[i], err = allocate(pool, arena, tenant, cloison.RequestID(fmt.Sprintf("r%d-%d", rep, i)), prompt+decode); err != nil {
+				return res, err
+			}
+		}
+		pos := make([]int, batch)
+		step := func(toks [][]int32) ([][]float32, error) {
+			seqs := make([]model.Seq, batch)
+			for i, l := range leases {
+				if err := pool.Write(l, len(toks[i])); err != nil {
+					return nil, err
+				}
+				bt, err := pool.BlockTable(l, pos[i]+len(toks[i]))
+				if err != nil {
+					return nil, err
+				}
+				seqs[i] = model.Seq{Table: bt, Pos: pos[i], Tokens: toks[i]}
+			}
+			out, err := m.Forward(arena, seqs, false)
+			for i := range pos {
+				pos[i] += len(toks[i])
+			}
+			return out, err
+		}
+		t0 := time.Now()
+		logits, err := step(prompts)
+		if err != nil {
+			return res, err
+		}
+		pre := time.Since(t0)
+		next := make([][]int32, batch)
+		t0 = time.Now()
+		for range decode {
+			for i := range next {
+				next[i] = []int32{argmax(logits[i])}
+			}
+			if logits, err = step(next); err != nil {
+				return res, err
+			}
+		}
+		dec := time.Since(t0)
+		for _, l := range leases {
+			if err := pool.Release(l); err != nil {
+				return res, err
+			}
+		}
+		if ms := pre.Seconds() * 1e3; rep == 0 || ms < res.PrefillMilli {
+			res.PrefillMilli = ms
+			res.PrefillTokS = float64(batch*prompt) / pre.Seconds()
+		}
+		if decode > 0 {
+			if ms := dec.Seconds() * 1e3; rep == 0 || ms < res.DecodeMilli {
+				res.DecodeMilli = ms
+				res.DecodeTokS = float64(batch*decode) / dec.Seconds()
+			}
+		}
+	}
+	return res, nil
+}
+
+// allocate leases pages, zeroing scrubbed pages in the arena first when the
+// pool asks for it.
+func allocate(pool *isolation.Pool, arena kernels.Arena, tenant cloison.TenantID, req cloison.RequestID, tokens int) (isolation.Lease, error) {
+	l, err := pool.Allocate(tenant, req, tokens)
+	if errors.Is(err, isolation.ErrScrubPending) {
+		pages := pool.ScrubWork()
+		if err := arena.ZeroPages(pages); err != nil {
+			return l, err
+		}
+		if err := pool.ConfirmScrub(pages); err != nil {
+			return l, err
+		}
+		l, err = pool.Allocate(tenant, req, tokens)
+	}
+	return l, err
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// benchTokens is a fixed pseudo-random prompt of n token ids (the same ids
+// every run, so that runs compare).
+func benchTokens(n, vocab, seed int) []int32 {
+	out := make([]int32, n)
+	x := uint32(seed*2654435761 + 1)
+	for i := range out {
+		x = x*1664525 + 1013904223
+		out[i] = int32(x>>8) % int32(vocab)
+	}
+	return out
+}
+
+// cpuModel is the "model name" line of /proc/cpuinfo, else GOARCH.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func writeBench(w io.Writer, rep *benchReport, asJSON bool) error {
+	if asJSON {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(rep)
+	}
+	fmt.Fprintf(w, "model %s\ncpu %s (paths %v), path %s\n", rep.Model, rep.CPU, rep.Paths, rep.Path)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "threads\tprompt\tbatch\tprefill tok/s\tdecode steps\tdecode tok/s")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%d\t%.1f\n", r.Threads, r.Prompt, r.Batch, r.PrefillTokS, r.DecodeSteps, r.DecodeTokS)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cloison/cloison/kernels/cpu"
+)
+
+// TestBenchCommand: bench on a synthesized model reports every (threads,
+// prompt, batch) point with positive rates and the path it ran, honours
+// --path, and refuses bad flags before loading anything.
+func TestBenchCommand(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	mustRun(t, "model", "synth", "--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab", "300", "--context", "256", model)
+	out := mustRun(t, "bench", model, "--prompt", "8,20", "--batch", "1,3", "--threads", "1,2", "--decode", "4", "--reps", "1", "--json", "--path", "generic")
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Path != cpu.Generic || !slices.Equal(rep.Paths, cpu.Paths()) || rep.CPU == "" {
+		t.Fatalf("report header %+v", rep)
+	}
+	if len(rep.Results) != 8 {
+		t.Fatalf("got %d results, want 8", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.PrefillTokS <= 0 || r.DecodeTokS <= 0 || r.DecodeSteps != 4 {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	text := mustRun(t, "bench", model, "--prompt", "8", "--decode", "0", "--reps", "1")
+	if !strings.Contains(text, "prefill tok/s") || !strings.Contains(text, "path "+string(cpu.Paths()[len(cpu.Paths())-1])) {
+		t.Fatalf("text output:\n%s", text)
+	}
+	for _, args := range [][]string{
+		{"--prompt", "0"},
+		{"--batch", "-1"},
+		{"--threads", "0"},
+		{"--decode", "-1"},
+		{"--reps", "0"},
+		{"--path", "neon"},
+		{"--prompt", "250", "--decode", "10"}, // past the context of 256
+	} {
+		if _, err := run(t, append([]string{"bench", model}, args...)...); err == nil {
+			t.Errorf("bench %v: no error", args)
+		}
+	}
+	if _, err := run(t, "bench", filepath.Join(t.TempDir(), "missing.gguf")); err == nil {
+		t.Error("bench of a missing file: no error")
+	}
+}

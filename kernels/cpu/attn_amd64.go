@@ -1,0 +1,69 @@
+//go:build amd64
+
+package cpu
+
+// vwsum sets o += Σ_p s[p]·data[offs[p]:][:len(o)] with the per-element
+// chain of vaxpy4/vaxpy1 (fused multiply-adds in position order), o kept in
+// registers: 64-float chunks on avx512, 32 on avx2. It reports false (and
+// does nothing) when len(o) is not a multiple of the chunk.
+func vwsum(wide bool, o, s, data []float32, offs []int) bool {
+	chunk := 32
+	if wide {
+		chunk = 64
+	}
+	hd, n := len(o), len(offs)
+	if hd == 0 || hd%chunk != 0 || len(s) < n {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	for _, off := range offs {
+		if off < 0 || off+hd > len(data) {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	for c := 0; c < hd; c += chunk {
+		if wide {
+			wsum64AVX512(&o[c], &s[0], &data[c], &offs[0], n)
+		} else {
+			wsum32AVX2(&o[c], &s[0], &data[c], &offs[0], n)
+		}
+	}
+	return true
+}
+
+//go:noescape
+func wsum64AVX512(o *float32, s *float32, base *float32, offs *int, n int)
+
+//go:noescape
+func wsum32AVX2(o *float32, s *float32, base *float32, offs *int, n int)
+
+// expConsts are expf's constants as float32, converted exactly as expf's
+// expressions convert them.
+var expConsts = func() *[13]float32 {
+	const (
+		hi    = 88.72283
+		lo    = -87.33654
+		log2e = 1.44269504088896341
+		c1    = 0.693359375
+		c2    = -2.12194440e-4
+	)
+	return &[13]float32{hi, lo, log2e, 0.5, c1, c2, 1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+		4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1, 1}
+}()
+
+// vexpSub sets x[i] = expf(x[i] − m): 16 lanes at a time, the tail with
+// expf; the same bits as expf everywhere.
+func vexpSub(x []float32, m float32) {
+	nv := len(x) &^ 15
+	if nv > 0 {
+		expSubAVX512(&x[0], m, nv, expConsts)
+	}
+	for i := nv; i < len(x); i++ {
+		x[i] = expf(x[i] - m)
+	}
+}
+
+//go:noescape
+func expSubAVX512(x *float32, m float32, n int, c *[13]float32)

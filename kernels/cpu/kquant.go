@@ -1,0 +1,72 @@
+package cpu
+
+import "github.com/cloison/cloison/kernels"
+
+// Integer products of the other block types (vector paths), as llama.cpp's
+// ggml_vec_dot_q4_0_q8_0, ggml_vec_dot_q4_K_q8_K and ggml_vec_dot_q6_K_q8_K
+// do them:
+//
+//   - Q4_0 weights meet the activations quantized to Q8 blocks of 32
+//     (q8.go): per block the exact integer Σ (q−8)·xq, scaled by
+//     round32(d_w·d_x), lanes as Q8_0.
+//   - Q4_K and Q6_K weights meet the activations quantized to Q8_K blocks
+//     of 256 (one scale d_x = max|x|/127 per 256 values, and the sums of
+//     every 16 quantized values). Per super-block the integer
+//     Σ_sub sc·Σ q·xq is exact in eight int32 lanes; Q4_K's minimums come
+//     from the 16-value sums (Σ_sub m·bsum, exact, eight lanes); Q6_K's
+//     offset −32 from VPMADDUBSW of 32 with xq. The lanes become float32
+//     once per super-block:
+//
+//	Q4_K: lane = fma(float32(isum), round32(d·d_x), lane); lane = fma(−float32(msum), round32(dmin·d_x), lane)
+//	Q6_K: lane = fma(float32(isum), round32(d·d_x), lane)
+//
+//     over super-blocks in order, lanes combined as hsum8.
+//
+// The activation rounding of a Q8_K block costs at most max|x_B|/254 per
+// element of its 256 (the conformance suite's extra MatMul term for the
+// k-quants). Every product of a row with such weights, decode or prefill,
+// goes this way, so a row's result never depends on the batch. The avx512
+// path runs the same 256-bit kernels (the same bits as avx2).
+
+// q8kActs holds activation rows quantized to Q8_K blocks of 256.
+type q8kActs struct {
+	q  []int8    // rows × cols
+	d  []float32 // rows × cols/256
+	bs []int16   // rows × cols/16: sums of 16 consecutive q
+}
+
+// quantizeRowQ8K quantizes x to Q8_K blocks: q (len(x) values), one scale
+// d per 256 values, bs the sum of every 16 values of q.
+func quantizeRowQ8K(q []int8, d []float32, bs []int16, x []float32) {
+	for b := range d {
+		xb := x[b*256 : b*256+256]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		dd := amax / 127
+		var id float32
+		if dd != 0 {
+			id = 1 / dd
+		}
+		d[b] = dd
+		qb := q[b*256 : b*256+256]
+		for j, v := range xb {
+			const magic = 12582912 // round half even, as quantizeRowQ8
+			r := float32(float32(v*id)+magic) - magic
+			qb[j] = int8(max(-127, min(127, int32(r))))
+		}
+		for g := range 16 {
+			var s int16
+			for _, v := range qb[g*16 : g*16+16] {
+				s += int16(v)
+			}
+			bs[b*16+g] = s
+		}
+	}
+}
+
+// needsQ8 and needsQ8K report which activation quantizations the products
+// of a job need on a path with integer products.
+func needsQ8(dt kernels.DType) bool  { return dt == kernels.Q8_0 || dt == kernels.Q4_0 }
+func needsQ8K(dt kernels.DType) bool { return dt == kernels.Q4_K || dt == kernels.Q6_K }

@@ -1,0 +1,410 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Integer products of Q4_0, Q4_K and Q6_K weights (kquant.go states their
+// order), AVX2. Each returns one row's sum; HSUM8 as in dot_amd64.s.
+
+#define KHSUM8(Y, X) \
+	VEXTRACTF128 $1, Y, X14; \
+	VADDPS       X14, X, X; \
+	VMOVHLPS     X, X, X14; \
+	VADDPS       X14, X, X; \
+	VMOVSHDUP    X, X14; \
+	VADDSS       X14, X, X
+
+// func q40dotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
+TEXT ·q40dotAVX2(SB), NOSPLIT, $0-40
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ w+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVQ out+32(FP), DI
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	VXORPS       Y0, Y0, Y0
+
+loop:
+	TESTQ        CX, CX
+	JEQ          done
+	VMOVDQU      2(R8), X5
+	VPSRLW       $4, X5, X6
+	VINSERTI128  $1, X6, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VMOVDQU      (SI), Y4
+	VPSIGNB      Y5, Y4, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      (R8), BX
+	VMOVD        BX, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (DX), X7, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS  Y7, Y5, Y0
+	ADDQ         $18, R8
+	ADDQ         $32, SI
+	ADDQ         $4, DX
+	DECQ         CX
+	JMP          loop
+
+done:
+	KHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	VZEROUPPER
+	RET
+
+// func q4kdotAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32)
+TEXT ·q4kdotAVX2(SB), NOSPLIT, $0-48
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ bs+16(FP), R9
+	MOVQ w+24(FP), R8
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS       Y0, Y0, Y0
+
+loop:
+	TESTQ CX, CX
+	JEQ   done
+	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
+	// AX = scales 0..7, R13 = mins 0..7, one byte each.
+	MOVL  4(R8), AX
+	MOVL  8(R8), BX
+	MOVL  12(R8), R10
+	MOVL  R10, R11
+	SHRL  $4, R11
+	ANDL  $0x0f0f0f0f, R11
+	MOVL  BX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R11
+	MOVL  BX, R13
+	ANDL  $0x3f3f3f3f, R13
+	ANDL  $0x0f0f0f0f, R10
+	MOVL  AX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R10
+	ANDL  $0x3f3f3f3f, AX
+	SHLQ  $32, R10
+	ORQ   R10, AX
+	SHLQ  $32, R11
+	ORQ   R11, R13
+
+	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]).
+	VMOVQ       R13, X8
+	VPMOVZXBW   X8, X8
+	VPUNPCKLWD  X8, X8, X9
+	VPUNPCKHWD  X8, X8, X10
+	VINSERTI128 $1, X10, Y9, Y9
+	VMOVDQU     (R9), Y10
+	VPMADDWD    Y9, Y10, Y10
+	VCVTDQ2PS   Y10, Y10
+
+	VPXOR Y1, Y1, Y1
+	VMOVDQU     16(R8), Y4
+	VPSRLW      $4, Y4, Y5
+	VPAND       Y15, Y4, Y4
+	VPAND       Y15, Y5, Y5
+	VPMADDUBSW  0(SI), Y4, Y4
+	VPMADDUBSW  32(SI), Y5, Y5
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X6
+	VPBROADCASTW X6, Y6
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X7
+	VPBROADCASTW X7, Y7
+	SHRQ        $8, AX
+	VPMADDWD    Y6, Y4, Y4
+	VPMADDWD    Y7, Y5, Y5
+	VPADDD      Y4, Y1, Y1
+	VPADDD      Y5, Y1, Y1
+	VMOVDQU     48(R8), Y4
+	VPSRLW      $4, Y4, Y5
+	VPAND       Y15, Y4, Y4
+	VPAND       Y15, Y5, Y5
+	VPMADDUBSW  64(SI), Y4, Y4
+	VPMADDUBSW  96(SI), Y5, Y5
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X6
+	VPBROADCASTW X6, Y6
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X7
+	VPBROADCASTW X7, Y7
+	SHRQ        $8, AX
+	VPMADDWD    Y6, Y4, Y4
+	VPMADDWD    Y7, Y5, Y5
+	VPADDD      Y4, Y1, Y1
+	VPADDD      Y5, Y1, Y1
+	VMOVDQU     80(R8), Y4
+	VPSRLW      $4, Y4, Y5
+	VPAND       Y15, Y4, Y4
+	VPAND       Y15, Y5, Y5
+	VPMADDUBSW  128(SI), Y4, Y4
+	VPMADDUBSW  160(SI), Y5, Y5
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X6
+	VPBROADCASTW X6, Y6
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X7
+	VPBROADCASTW X7, Y7
+	SHRQ        $8, AX
+	VPMADDWD    Y6, Y4, Y4
+	VPMADDWD    Y7, Y5, Y5
+	VPADDD      Y4, Y1, Y1
+	VPADDD      Y5, Y1, Y1
+	VMOVDQU     112(R8), Y4
+	VPSRLW      $4, Y4, Y5
+	VPAND       Y15, Y4, Y4
+	VPAND       Y15, Y5, Y5
+	VPMADDUBSW  192(SI), Y4, Y4
+	VPMADDUBSW  224(SI), Y5, Y5
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X6
+	VPBROADCASTW X6, Y6
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X7
+	VPBROADCASTW X7, Y7
+	SHRQ        $8, AX
+	VPMADDWD    Y6, Y4, Y4
+	VPMADDWD    Y7, Y5, Y5
+	VPADDD      Y4, Y1, Y1
+	VPADDD      Y5, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMOVSS       (DX), X11
+	MOVWLZX      (R8), BX
+	VMOVD        BX, X12
+	VCVTPH2PS    X12, X12
+	VMULSS       X11, X12, X12
+	VBROADCASTSS X12, Y12
+	MOVWLZX      2(R8), BX
+	VMOVD        BX, X13
+	VCVTPH2PS    X13, X13
+	VMULSS       X11, X13, X13
+	VBROADCASTSS X13, Y13
+	VFMADD231PS  Y12, Y1, Y0
+	VFNMADD231PS Y13, Y10, Y0
+	ADDQ         $144, R8
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, R9
+	DECQ         CX
+	JMP          loop
+
+done:
+	KHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	VZEROUPPER
+	RET
+
+// func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
+TEXT ·q6kdotAVX2(SB), NOSPLIT, $0-40
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ w+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVQ out+32(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x20202020, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	VXORPS       Y0, Y0, Y0
+
+loop:
+	TESTQ CX, CX
+	JEQ   done
+	VPXOR Y1, Y1, Y1
+	VMOVDQU 0(R8), Y4
+	VMOVDQU 32(R8), Y5
+	VMOVDQU 128(R8), Y6
+	VPAND       Y15, Y4, Y8
+	VPSLLW      $4, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     0(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     192(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     193(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPAND       Y15, Y5, Y8
+	VPSLLW      $2, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     32(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     194(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     195(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPSRLW      $4, Y4, Y8
+	VPAND       Y15, Y8, Y8
+	VPAND       Y13, Y6, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     64(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     196(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     197(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPSRLW      $4, Y5, Y8
+	VPAND       Y15, Y8, Y8
+	VPSRLW      $2, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     96(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     198(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     199(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VMOVDQU 64(R8), Y4
+	VMOVDQU 96(R8), Y5
+	VMOVDQU 160(R8), Y6
+	VPAND       Y15, Y4, Y8
+	VPSLLW      $4, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     128(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     200(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     201(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPAND       Y15, Y5, Y8
+	VPSLLW      $2, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     160(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     202(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     203(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPSRLW      $4, Y4, Y8
+	VPAND       Y15, Y8, Y8
+	VPAND       Y13, Y6, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     192(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     204(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     205(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VPSRLW      $4, Y5, Y8
+	VPAND       Y15, Y8, Y8
+	VPSRLW      $2, Y6, Y9
+	VPAND       Y13, Y9, Y9
+	VPOR        Y9, Y8, Y8
+	VMOVDQU     224(SI), Y7
+	VPMADDUBSW  Y7, Y8, Y8
+	VPMADDUBSW  Y7, Y12, Y7
+	VPSUBW      Y7, Y8, Y8
+	MOVBQSX     206(R8), BX
+	VMOVD       BX, X2
+	VPBROADCASTW X2, X2
+	MOVBQSX     207(R8), BX
+	VMOVD       BX, X3
+	VPBROADCASTW X3, X3
+	VINSERTI128 $1, X3, Y2, Y2
+	VPMADDWD    Y2, Y8, Y8
+	VPADDD      Y8, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	MOVWLZX      208(R8), BX
+	VMOVD        BX, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X10
+	VBROADCASTSS X10, Y10
+	VFMADD231PS  Y10, Y1, Y0
+	ADDQ         $210, R8
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	DECQ         CX
+	JMP          loop
+
+done:
+	KHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	VZEROUPPER
+	RET

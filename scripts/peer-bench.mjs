@@ -1,0 +1,119 @@
+// peer-bench: Cloison's CPU forward pass against llama.cpp (through
+// node-llama-cpp) on the same GGUF files, measured alternately in one run.
+//
+//   node scripts/peer-bench.mjs --cloisonctl BIN --models a.gguf,b.gguf \
+//        [--threads 1,2] [--prompts 128,2048] [--decode 63] [--rounds 3] [--json out.json]
+//
+// For every model, thread count and prompt length it runs, `--rounds`
+// times, first `cloisonctl bench` (one repetition) and then llama.cpp on the
+// same token ids: prefill of the prompt in one batch, then --decode greedy
+// steps. Each side keeps its best round; the table prints ours ÷ llama.cpp.
+// llama.cpp's own timing is wall time around node-llama-cpp's evaluate (time
+// to the first generated token = prefill, the rest = decode), as ours is
+// wall time around Forward.
+//
+// Machines shared with other work give noisy figures: the alternation keeps
+// the two sides under the same load, not the load away.
+import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+
+function args() {
+  const a = { threads: [1, 2], prompts: [128, 2048], decode: 63, rounds: 3, models: [], json: "" };
+  const v = process.argv.slice(2);
+  for (let i = 0; i < v.length; i += 2) {
+    const k = v[i], x = v[i + 1];
+    if (x === undefined) throw new Error(`flag ${k} needs a value`);
+    const ints = () => x.split(",").map((s) => {
+      const n = Number(s);
+      if (!Number.isInteger(n) || n <= 0) throw new Error(`${k}: ${s} is not a positive integer`);
+      return n;
+    });
+    switch (k) {
+      case "--cloisonctl": a.cloisonctl = x; break;
+      case "--models": a.models = x.split(","); break;
+      case "--threads": a.threads = ints(); break;
+      case "--prompts": a.prompts = ints(); break;
+      case "--decode": a.decode = ints()[0]; break;
+      case "--rounds": a.rounds = ints()[0]; break;
+      case "--json": a.json = x; break;
+      default: throw new Error(`unknown flag ${k}`);
+    }
+  }
+  if (!a.cloisonctl || a.models.length === 0) throw new Error("need --cloisonctl and --models");
+  return a;
+}
+
+// The token ids of cloisonctl bench (benchTokens, seed 0).
+function benchTokens(n, vocab) {
+  const out = new Array(n);
+  let x = 1 >>> 0;
+  for (let i = 0; i < n; i++) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    out[i] = (x >>> 8) % vocab;
+  }
+  return out;
+}
+
+function ours(a, model, threads, prompt) {
+  const r = spawnSync(a.cloisonctl, ["bench", model, "--json", "--reps", "1", "--threads", String(threads),
+    "--prompt", String(prompt), "--decode", String(a.decode)], { encoding: "utf8", maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`cloisonctl bench ${model}: ${r.stderr || r.error}`);
+  const rep = JSON.parse(r.stdout);
+  return { prefill: rep.results[0].prefill_tok_s, decode: rep.results[0].decode_tok_s, path: rep.path, cpu: rep.cpu, paths: rep.cpu_paths };
+}
+
+async function theirs(llama, a, m, threads, prompt, vocab) {
+  const ctx = await m.model.createContext({ contextSize: prompt + a.decode + 64, batchSize: prompt, threads, sequences: 1 });
+  try {
+    const seq = ctx.getSequence();
+    const toks = benchTokens(prompt, vocab);
+    const t0 = performance.now();
+    let t1 = 0, n = 0;
+    for await (const tok of seq.evaluate(toks, { temperature: 0 })) {
+      void tok;
+      if (n === 0) t1 = performance.now();
+      if (n === a.decode) break;
+      n++;
+    }
+    const t2 = performance.now();
+    return { prefill: prompt / ((t1 - t0) / 1e3), decode: a.decode > 0 ? a.decode / ((t2 - t1) / 1e3) : 0 };
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+const a = args();
+const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+const rows = [];
+let info = {};
+for (const path of a.models) {
+  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+  const vocab = model.tokens?.vocabularySize ?? model.fileInfo?.metadata?.llama?.vocab_size;
+  if (!Number.isInteger(vocab) || vocab <= 0) throw new Error(`${path}: vocabulary size unknown`);
+  for (const threads of a.threads) {
+    for (const prompt of a.prompts) {
+      const best = { ours: { prefill: 0, decode: 0 }, theirs: { prefill: 0, decode: 0 } };
+      for (let r = 0; r < a.rounds; r++) {
+        const o = ours(a, path, threads, prompt);
+        info = { cpu: o.cpu, cloison_path: o.path, cloison_paths: o.paths };
+        const t = await theirs(llama, a, { model }, threads, prompt, vocab);
+        for (const [k, v] of [["ours", o], ["theirs", t]]) {
+          best[k].prefill = Math.max(best[k].prefill, v.prefill);
+          best[k].decode = Math.max(best[k].decode, v.decode);
+        }
+      }
+      const row = { model: path, threads, prompt, decode_steps: a.decode, ours: best.ours, llama_cpp: best.theirs,
+        prefill_ratio: best.ours.prefill / best.theirs.prefill, decode_ratio: best.ours.decode / best.theirs.decode };
+      rows.push(row);
+      console.log(`${path}  threads=${threads} prompt=${prompt}: prefill ${best.ours.prefill.toFixed(1)} / ${best.theirs.prefill.toFixed(1)} tok/s (${row.prefill_ratio.toFixed(2)}), ` +
+        `decode ${best.ours.decode.toFixed(1)} / ${best.theirs.decode.toFixed(1)} tok/s (${row.decode_ratio.toFixed(2)})`);
+    }
+  }
+  await model.dispose();
+}
+let sys = "";
+try { sys = String(llama.systemInfo ?? ""); } catch { sys = ""; }
+const report = { ...info, llama_cpp_build: llama.buildType, llama_cpp_system_info: sys, node_llama_cpp: "3.22.1", rounds: a.rounds, results: rows };
+console.log(`cpu ${info.cpu}; cloison path ${info.cloison_path} (of ${info.cloison_paths}); llama.cpp: ${sys}`);
+if (a.json) writeFileSync(a.json, JSON.stringify(report, null, 2) + "\n");
