@@ -101,6 +101,9 @@ func TestEnsureKeyLifecycle(t *testing.T) {
 	if !errors.Is(translate(err), ErrAppendOnly) {
 		t.Errorf("superuser delete: got %v, want ErrAppendOnly", err)
 	}
+	if _, err := s.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
