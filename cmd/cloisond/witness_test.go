@@ -28,7 +28,7 @@ func TestWitnessFlag(t *testing.T) {
 		{"http://w.example=" + logKey, false},             // a log key, not a cosignature key
 		{"http://w.example=" + vkey[:len(vkey)-4], false}, // a truncated key
 	} {
-		c, err := parseFlags([]string{"--database-url", "postgres://x", "--witness", tt.spec})
+		c, err := parseFlags([]string{"--dev", "--database-url", "postgres://x", "--witness", tt.spec})
 		if (err == nil) != tt.ok {
 			t.Errorf("--witness %q: got %v, want ok=%v", tt.spec, err, tt.ok)
 		}
