@@ -68,6 +68,7 @@ type config struct {
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
 	shutdownGrace, refusalFlush                 time.Duration
+	drainPeriod                                 time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
 	prefixCache                                 bool
 	readyFile, grpcAddr, grpcReadyFile          string
@@ -129,6 +130,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
+	fs.DurationVar(&c.drainPeriod, "drain-period", 0, "on SIGTERM, how long /readyz answers 503 while the listeners keep serving, before shutdown starts (drain.go; a load balancer's deregistration delay)")
 	fs.DurationVar(&c.refusalFlush, "refusal-flush", api.DefaultRefusalFlush, "how often refused requests are written to the ledger as per-tenant policy.refusals counts")
 	fs.IntVar(&c.maxBatchTokens, "max-batch-tokens", 512, "tokens per engine step")
 	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
@@ -433,7 +435,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			return fmt.Errorf("grpc: %w", err)
 		}
 	}
-	hs := c.net.transport.HTTPServer(srv.Handler(), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	var dr drainer
+	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 2)
 	go func() { served <- serveHTTP(hs, ln) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
@@ -471,6 +474,10 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		return fmt.Errorf("engine stopped: %w", err)
 	}
+	// Drain (drain.go): not ready at once, listeners open for the period.
+	stopHealth() // health reports NOT_SERVING while draining
+	log.Info("draining", "period", c.drainPeriod)
+	dr.drain(context.Background(), c.drainPeriod)
 	// Graceful shutdown: stop accepting, let streams (HTTP and gRPC) finish,
 	// then stop the engine (which ends whatever is left with an error, never
 	// a 200 or a normal finish).
