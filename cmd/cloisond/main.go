@@ -76,6 +76,7 @@ type config struct {
 	keyRefresh, keyRotateAfter                  time.Duration
 	keyMinRotate                                time.Duration
 	roles                                       roleConfig
+	peers                                       peersConfig
 	maxRequestBytes                             int64
 	net                                         netConfig
 	streams                                     api.StreamLimits
@@ -144,6 +145,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
+	c.peers.flags(fs)
 	c.net.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -340,11 +342,22 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		dn, remote = d, d.remote
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
-		peers, err := d.attestPeers(ctx, c.roles.attestWait)
+		var w *peerWatcher
+		var peers []engine.PrefillPeer
+		if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
+			w = &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: d.client, self: att, digest: hex.EncodeToString(lm.digest[:]), log: log}
+			peers, err = w.initial(ctx, c.roles.attestWait)
+		} else {
+			peers, err = d.attestPeers(ctx, c.roles.attestWait)
+		}
 		if err != nil {
 			return err
 		}
 		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
+		if aerr == nil && w != nil {
+			w.capacity = remote.Capacity
+			go w.run(ctx, c.peers.interval)
+		}
 	}
 	node := audit.Name("engine:" + c.node)
 	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
