@@ -18,6 +18,12 @@
 // connections, --db-scan-conns of them reserved to compliance scans, so the
 // request path never waits on a scan.
 //
+// Replicas: role setup and migrations run under advisory locks (concurrent
+// starts all succeed); tokens-per-minute quotas are leased from PostgreSQL
+// (tenancy.Limiter.WithBudget); --prefill-resolve-interval re-resolves
+// prefill peer names, attesting each address before use (peers.go);
+// --drain-period keeps serving with /readyz 503 after SIGTERM (drain.go).
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
