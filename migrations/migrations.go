@@ -8,6 +8,15 @@
 // object belongs to it, with the runtime role's name in the session setting
 // cloison.runtime_role for the GRANT statements.
 //
+// Concurrent starts: Up holds a session-level advisory lock on the database
+// (SetupLockKey) for the whole of role setup and migration, so N nodes or
+// migration jobs started at once on an empty or a migrated database run one
+// after the other: the first applies the migrations, the others find nothing
+// pending. The lock is the session's, so a migrator that dies releases it
+// with its connection. Goose's own Postgres session locker also guards the
+// migrations (its default lock id), so a goose CLI run beside a node waits
+// too.
+//
 // Up needs an administrator's URL; servers never hold it. The runtime role
 // is a LOGIN role (its password set from Roles.RuntimePassword) that servers
 // log in as directly; EnsureRoles refuses a runtime role holding SUPERUSER,
@@ -21,11 +30,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/cloison/cloison"
 )
@@ -78,6 +89,11 @@ func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
 	if err := roles.check(); err != nil {
 		return nil, err
 	}
+	unlock, err := setupLock(ctx, adminURL)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := EnsureRoles(ctx, adminURL, roles); err != nil {
 		return nil, err
 	}
@@ -91,8 +107,12 @@ func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
 		return err
 	}))
 	defer db.Close()
-	db.SetMaxOpenConns(1)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, FS)
+	db.SetMaxOpenConns(1) // SQL migrations only: goose runs them on its locked connection
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
@@ -105,6 +125,30 @@ func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
 		versions = append(versions, r.Source.Version)
 	}
 	return versions, nil
+}
+
+// SetupLockKey names the advisory lock Up holds (the key is
+// hashtextextended(SetupLockKey, 0), in the database being migrated).
+const SetupLockKey = "cloison.migrations"
+
+// setupLock waits (as long as ctx allows) for the database's setup lock on
+// a connection of its own, and returns the function that releases it.
+func setupLock(ctx context.Context, adminURL string) (func(), error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: connect: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", SetupLockKey); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, fmt.Errorf("migrations: setup lock: %w", err)
+	}
+	return func() {
+		// Closing the session releases the lock even if the unlock fails.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(cctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", SetupLockKey)
+		_ = conn.Close(cctx)
+	}, nil
 }
 
 // Status returns the latest applied version (0: none).

@@ -43,6 +43,16 @@
 //     (LimitError.RetryDelay, which the API sends as Retry-After and
 //     google.rpc.RetryInfo). With AdmitLease a tenant's requests in flight
 //     together reserve at most its KVPages quota of KV pages.
+//   - Tokens per minute are cluster-wide with Limiter.WithBudget(store)
+//     (cloisond's default): one bucket row per tenant in PostgreSQL
+//     (tenant_token_buckets, migration 00010), refilled on the database's
+//     clock, leased by each node in chunks of TokensPerMinute/20 with one
+//     atomic UPDATE; N nodes admit at most TokensPerMinute·(1 + w/1min) +
+//     N·TokensPerMinute/20 tokens over a window w. A request served from
+//     the node's leased chunk touches no database; one that needs a lease
+//     waits one round trip (BenchmarkAdmit). A store that cannot lease is
+//     ErrBudgetUnavailable (503): never admitted uncounted. Concurrency
+//     and KV pages stay per node (they bound the node's own engine).
 //   - A database that refuses or lost the connection (internal/pgstate:
 //     classes 08, 53, 57, 3D000, 55000, 25006, a refused or broken
 //     connection) is ErrUnavailable (503), never ErrStore (500); the

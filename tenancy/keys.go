@@ -71,20 +71,29 @@ func LoadKEK(path string, create bool) ([]byte, error) {
 		if _, err := rand.Read(kek); err != nil {
 			return nil, err
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return LoadKEK(path, false) // another process made it first
-		}
+		// Written whole to a temporary file, then linked into place:
+		// processes sharing the directory never read a half-written key,
+		// and the first link wins (the others read its key).
+		f, err := os.CreateTemp(filepath.Dir(path), ".kek-*")
 		if err != nil {
 			return nil, fmt.Errorf("tenancy: kek: %w", err)
 		}
+		tmp := f.Name()
+		defer os.Remove(tmp)
 		_, werr := f.WriteString(hex.EncodeToString(kek) + "\n")
+		if err := f.Sync(); werr == nil {
+			werr = err
+		}
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
 		if werr != nil {
-			_ = os.Remove(path)
 			return nil, fmt.Errorf("tenancy: kek: %w", werr)
+		}
+		if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+			return LoadKEK(path, false) // another process made it first
+		} else if err != nil {
+			return nil, fmt.Errorf("tenancy: kek: %w", err)
 		}
 		return kek, nil
 	}

@@ -204,12 +204,23 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 
 // Client is the decode node's side: Prefill is an engine.Remote.Prefill that
 // asks the prefill nodes, round-robin, and tells them to send to Advertise.
+//
+// The set of nodes asked may change while serving (SetPeers: cloisond's DNS
+// watcher); a node is only ever added by the caller after it attested
+// (AttestPeer), so no request reaches a node that was not attested.
 type Client struct {
 	advertise string
-	peers     []string
-	clients   []prefillv1.PrefillServiceClient
-	conns     []*grpc.ClientConn
+	tls       *tls.Config
 	next      atomic.Uint64
+
+	mu     sync.RWMutex
+	conns  map[string]*grpc.ClientConn // guarded by mu: every address dialled and not dropped
+	active []peerClient                // guarded by mu: the nodes Prefill asks, in order
+}
+
+type peerClient struct {
+	addr string
+	cl   prefillv1.PrefillServiceClient
 }
 
 // NewClient connects (lazily) to the prefill nodes at peers with clientTLS (a
@@ -219,42 +230,111 @@ func NewClient(peers []string, advertise string, clientTLS *tls.Config) (*Client
 	if len(peers) == 0 || advertise == "" {
 		return nil, errors.New("prefillrpc: at least one prefill peer and the transfer address are required")
 	}
-	c := &Client{advertise: advertise, peers: peers}
-	for _, p := range peers {
-		conn, err := Dial(p, clientTLS)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("prefill peer %s: %w", p, err)
-		}
-		c.conns = append(c.conns, conn)
-		c.clients = append(c.clients, prefillv1.NewPrefillServiceClient(conn))
+	c := &Client{advertise: advertise, tls: clientTLS, conns: map[string]*grpc.ClientConn{}}
+	if err := c.SetPeers(peers); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
+}
+
+// conn returns the connection to addr, dialling it once. Call with mu held.
+func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
+	if conn, ok := c.conns[addr]; ok {
+		return conn, nil
+	}
+	conn, err := Dial(addr, c.tls)
+	if err != nil {
+		return nil, fmt.Errorf("prefill peer %s: %w", addr, err)
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}
+
+// SetPeers makes addrs the nodes Prefill asks (each must have attested:
+// the caller's duty) and closes the connections to every other address.
+func (c *Client) SetPeers(addrs []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	active := make([]peerClient, 0, len(addrs))
+	keep := map[string]bool{}
+	for _, a := range addrs {
+		conn, err := c.connLocked(a)
+		if err != nil {
+			return err
+		}
+		keep[a] = true
+		active = append(active, peerClient{addr: a, cl: prefillv1.NewPrefillServiceClient(conn)})
+	}
+	for a, conn := range c.conns {
+		if !keep[a] {
+			_ = conn.Close()
+			delete(c.conns, a)
+		}
+	}
+	c.active = active
+	return nil
+}
+
+// Peers returns the addresses Prefill asks now.
+func (c *Client) Peers() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, len(c.active))
+	for i, p := range c.active {
+		out[i] = p.addr
+	}
+	return out
+}
+
+// AttestPeer fetches the capacity attestation of the prefill node at addr
+// (dialled if new; SetPeers closes it again if it is not kept). Errors: the
+// node's, through FromStatus.
+func (c *Client) AttestPeer(ctx context.Context, addr string) (engine.PrefillPeer, error) {
+	c.mu.Lock()
+	conn, err := c.connLocked(addr)
+	c.mu.Unlock()
+	if err != nil {
+		return engine.PrefillPeer{}, err
+	}
+	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{})
+	if err != nil {
+		return engine.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
+	}
+	return engine.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: engine.Attestation{
+		ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
+		PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
+		OK: a.GetOk(), Reason: a.GetReason()}}, nil
 }
 
 // Attest fetches every prefill node's capacity attestation (engine.AttestPrefill
 // checks them). A node that cannot be reached, or has none, is an error.
 func (c *Client) Attest(ctx context.Context) ([]engine.PrefillPeer, error) {
-	peers := make([]engine.PrefillPeer, len(c.clients))
-	for i, cl := range c.clients {
-		a, err := cl.Attest(ctx, &prefillv1.AttestRequest{})
+	addrs := c.Peers()
+	peers := make([]engine.PrefillPeer, len(addrs))
+	for i, a := range addrs {
+		p, err := c.AttestPeer(ctx, a)
 		if err != nil {
-			return nil, fmt.Errorf("prefill node %s: attestation: %w", c.peers[i], FromStatus(err))
+			return nil, err
 		}
-		peers[i] = engine.PrefillPeer{Addr: c.peers[i], ModelDigest: a.GetModelDigest(), Attestation: engine.Attestation{
-			ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
-			PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
-			OK: a.GetOk(), Reason: a.GetReason()}}
+		peers[i] = p
 	}
 	return peers, nil
 }
 
 // Close closes the connections.
 func (c *Client) Close() {
-	for _, conn := range c.conns {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, conn := range c.conns {
 		_ = conn.Close()
+		delete(c.conns, a)
 	}
+	c.active = nil
 }
+
+// ErrNoPrefillNode: no attested prefill node is in the set (all dropped).
+var ErrNoPrefillNode = cloison.NewError(cloison.CodeUnavailable, "no prefill node available")
 
 // Prefill asks the next prefill node. A node that cannot be connected to is
 // skipped for the next one; any other failure is the
@@ -263,10 +343,16 @@ func (c *Client) Close() {
 func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 	in := &prefillv1.PrefillRequest{Tenant: string(tenant), Request: string(req), Tokens: tokens, DecodeAddr: c.advertise,
 		Target: &prefillv1.Target{Tenant: string(to.Tenant), Request: string(to.Request), Epoch: to.Epoch, Reservation: to.Reservation[:], Tokens: int64(to.Tokens)}}
+	c.mu.RLock()
+	active := c.active
+	c.mu.RUnlock()
+	if len(active) == 0 {
+		return ErrNoPrefillNode
+	}
 	start := c.next.Add(1)
 	var err error
-	for i := range c.clients {
-		cl := c.clients[(int(start)+i)%len(c.clients)]
+	for i := range active {
+		cl := active[(int(start)+i)%len(active)].cl
 		_, err = cl.Prefill(ctx, in)
 		if err == nil {
 			return nil

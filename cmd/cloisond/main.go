@@ -26,6 +26,12 @@
 // connections, --db-scan-conns of them reserved to compliance scans, so the
 // request path never waits on a scan.
 //
+// Replicas: role setup and migrations run under advisory locks (concurrent
+// starts all succeed); tokens-per-minute quotas are leased from PostgreSQL
+// (tenancy.Limiter.WithBudget); --prefill-resolve-interval re-resolves
+// prefill peer names, attesting each address before use (peers.go);
+// --drain-period keeps serving with /readyz 503 after SIGTERM (drain.go).
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
@@ -75,6 +81,7 @@ type config struct {
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
 	shutdownGrace, refusalFlush                 time.Duration
+	drainPeriod                                 time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
 	prefixCache                                 bool
 	readyFile, grpcAddr, grpcReadyFile          string
@@ -83,6 +90,7 @@ type config struct {
 	keyMinRotate                                time.Duration
 	roles                                       roleConfig
 	keys                                        keyConfig
+	peers                                       peersConfig
 	maxRequestBytes                             int64
 	net                                         netConfig
 	streams                                     api.StreamLimits
@@ -138,6 +146,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
+	fs.DurationVar(&c.drainPeriod, "drain-period", 0, "on SIGTERM, how long /readyz answers 503 while the listeners keep serving, before shutdown starts (drain.go; a load balancer's deregistration delay)")
 	fs.DurationVar(&c.refusalFlush, "refusal-flush", api.DefaultRefusalFlush, "how often refused requests are written to the ledger as per-tenant policy.refusals counts")
 	fs.IntVar(&c.maxBatchTokens, "max-batch-tokens", 512, "tokens per engine step")
 	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
@@ -152,6 +161,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
 	c.keys.flags(fs)
+	c.peers.flags(fs)
 	c.net.flags(fs)
 	c.witness.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -375,11 +385,22 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
-		peers, err := d.attestPeers(ctx, c.roles.attestWait)
+		var w *peerWatcher
+		var peers []engine.PrefillPeer
+		if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
+			w = &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: d.client, self: att, digest: hex.EncodeToString(lm.digest[:]), log: log}
+			peers, err = w.initial(ctx, c.roles.attestWait)
+		} else {
+			peers, err = d.attestPeers(ctx, c.roles.attestWait)
+		}
 		if err != nil {
 			return err
 		}
 		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
+		if aerr == nil && w != nil {
+			w.capacity = remote.Capacity
+			go w.run(ctx, c.peers.interval)
+		}
 	}
 	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
 		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
@@ -410,7 +431,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
-		Limiter: tenancy.NewLimiter(), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
+		Limiter: tenancy.NewLimiter().WithBudget(tenants), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
 		ExportKey: cpKey, Streams: c.streams})
@@ -469,7 +490,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			return fmt.Errorf("grpc: %w", err)
 		}
 	}
-	hs := c.net.transport.HTTPServer(srv.Handler(), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	var dr drainer
+	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 2)
 	go func() { served <- serveHTTP(hs, ln) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
@@ -507,6 +529,10 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		return fmt.Errorf("engine stopped: %w", err)
 	}
+	// Drain (drain.go): not ready at once, listeners open for the period.
+	stopHealth() // health reports NOT_SERVING while draining
+	log.Info("draining", "period", c.drainPeriod)
+	dr.drain(context.Background(), c.drainPeriod)
 	// Graceful shutdown: stop accepting, let streams (HTTP and gRPC) finish,
 	// then stop the engine (which ends whatever is left with an error, never
 	// a 200 or a normal finish).

@@ -31,6 +31,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, nodes ...string) *cluster {
 	t.Helper()
+	return newClusterHosts(t, []string{"127.0.0.1", "localhost"}, nodes...)
+}
+
+// newClusterHosts is newCluster with certificates naming hosts.
+func newClusterHosts(t *testing.T, hosts []string, nodes ...string) *cluster {
+	t.Helper()
 	c := &cluster{dir: t.TempDir()}
 	ca, err := pki.NewCA("e2e-ca")
 	if err != nil {
@@ -48,7 +54,7 @@ func newCluster(t *testing.T, nodes ...string) *cluster {
 		if strings.HasPrefix(n, pki.RolePrefill) {
 			role = pki.RolePrefill
 		}
-		cert, err := ca.IssueRole(n, role, "127.0.0.1", "localhost")
+		cert, err := ca.IssueRole(n, role, hosts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,8 @@ func modelName(f *gguf.File) string {
 	return "cloison-context-bag"
 }
 
-// ensureDevTenant creates the development tenant when it does not exist.
+// ensureDevTenant creates the development tenant when it does not exist; a
+// node started beside it that created it first (ErrConflict) is success.
 func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID, model string) error {
 	if _, err := s.Tenant(ctx, id); err == nil {
 		return nil
@@ -56,11 +57,18 @@ func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID,
 		Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
 		Quotas:        tenancy.Quotas{MaxConcurrent: 64, KVPages: 1024, TokensPerMinute: 1_000_000, MaxContext: 1 << 20},
 		AllowedModels: []string{model}, IncidentContact: "dev@localhost"})
+	if errors.Is(err, tenancy.ErrConflict) {
+		_, err = s.Tenant(ctx, id)
+	}
 	return err
 }
 
 // ensureDatabase creates the database named in url when it does not exist,
-// connecting to the same server's "postgres" database to do so.
+// connecting to the same server's "postgres" database to do so. Nodes
+// started at once serialize on an advisory lock there (per database name);
+// a creator that is not one of them (or a server that reports the race as
+// duplicate_database or a unique violation on pg_database) counts as
+// success: the database exists.
 func ensureDatabase(ctx context.Context, url string) error {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -75,7 +83,10 @@ func ensureDatabase(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(ctx)
+	defer conn.Close(context.Background()) // the session's end releases the lock
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended('cloison.create_database:' || $1, 0))", name); err != nil {
+		return err
+	}
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return err
@@ -84,9 +95,15 @@ func ensureDatabase(ctx context.Context, url string) error {
 		return nil
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // created meanwhile
+	if createdMeanwhile(err) {
 		return nil
 	}
 	return err
+}
+
+// createdMeanwhile: CREATE DATABASE lost a race to another creator
+// (duplicate_database, or unique_violation on pg_database's name index).
+func createdMeanwhile(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505")
 }
