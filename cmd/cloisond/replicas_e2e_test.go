@@ -83,20 +83,26 @@ func (n *node) wait(d time.Duration) {
 	n.t.Fatalf("cloisond not ready\n%s", n.logs)
 }
 
-// startReplicas starts n nodes at once on dbURL, sharing one
-// key-encryption key (the deployment's shared secret, a mounted Secret in
-// Kubernetes), and returns them once all are serving.
+// startReplicas starts n nodes at once on dbURL in production mode,
+// sharing one key-encryption key and one log key (the deployment's shared
+// secrets, mounted Secrets in Kubernetes), and returns them once all are
+// serving.
 func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*node {
 	t.Helper()
-	kek := make([]byte, tenancy.KEKSize)
-	_, _ = rand.Read(kek)
+	logKey, kek := clusterSecrets(t)
 	var nodes []*node
+	kekBytes, err := os.ReadFile(kek)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "signing.kek"), []byte(hex.EncodeToString(kek)+"\n"), 0o600); err != nil {
+		// node.token signs with the KEK in the node's state dir: the same one.
+		if err := os.WriteFile(filepath.Join(dir, "signing.kek"), kekBytes, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, launch(t, dbURL, dir, append([]string{"--node", fmt.Sprintf("replica-%d", i)}, extra...)...))
+		nodes = append(nodes, launch(t, dbURL, dir, append([]string{"--node", fmt.Sprintf("replica-%d", i),
+			"--log-key-file", logKey, "--kek-file", kek}, extra...)...))
 	}
 	for _, n := range nodes {
 		n.wait(90 * time.Second)
@@ -124,10 +130,10 @@ func TestE2EColdStartThreeNodes(t *testing.T) {
 			t.Errorf("node %d /readyz: got %d, want 200", i, r.status)
 		}
 	}
-	// A fourth node with another key-encryption key refuses to start:
+	// A fourth node with its own (dev) keys refuses to start:
 	// it could neither sign nor verify this deployment's tokens.
 	out := startNodeExpectExit(t, nodes[0].dbURL, t.TempDir())
-	if !strings.Contains(out, "key-encryption key") && !strings.Contains(out, "signing keys") {
+	if !strings.Contains(out, "key-encryption key") && !strings.Contains(out, "signing keys") && !strings.Contains(out, "records another key") {
 		t.Errorf("a node with another KEK: want a key error, got\n%s", out)
 	}
 }
