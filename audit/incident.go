@@ -370,6 +370,10 @@ type Notice struct {
 	SentAt        time.Time
 	Method        string // e-mail, letter, portal, press release
 	ContentDigest Digest // SHA-256 of the notice as sent
+	// Text is the notice as sent (kept in the register row, never in the
+	// ledger, which holds only ContentDigest). Empty when only its digest
+	// was given; when set, ContentDigest is its SHA-256.
+	Text string
 }
 
 // Validate checks a notice before it is recorded.
@@ -391,6 +395,12 @@ func (n Notice) Validate() error {
 	if len(n.RecipientName) > MaxTextLen || len(n.Method) > MaxTextLen || !utf8.ValidString(n.RecipientName) || !utf8.ValidString(n.Method) {
 		return fmt.Errorf("%w: notice text too long or not UTF-8", ErrInvalidIncident)
 	}
+	if len(n.Text) > MaxNoticeTextLen || !utf8.ValidString(n.Text) {
+		return fmt.Errorf("%w: notice text is not valid UTF-8 of at most %d bytes", ErrInvalidIncident, MaxNoticeTextLen)
+	}
+	if n.Text != "" && Sum([]byte(n.Text)) != n.ContentDigest {
+		return fmt.Errorf("%w: content_digest is not the SHA-256 of the notice text", ErrInvalidIncident)
+	}
 	return nil
 }
 
@@ -406,12 +416,17 @@ type StoredVersion struct {
 	RetainUntil Day
 }
 
-// StoredNotice is a notice as stored.
+// StoredNotice is a notice as stored. Record is its canonical register
+// record (NoticeRecord) and RecordDigest its SHA-256, which the ledger's
+// notice.sent event names; both are empty for a notice written before
+// migration 00009, whose recipient, method and dates are under no hash.
 type StoredNotice struct {
 	Notice
-	RecordedAt time.Time
-	RecordedBy Name
-	LedgerSeq  uint64
+	RecordedAt   time.Time
+	RecordedBy   Name
+	LedgerSeq    uint64
+	Record       []byte
+	RecordDigest Digest
 }
 
 // IncidentFile is a register entry with every version and notice, oldest
