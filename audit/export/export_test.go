@@ -169,7 +169,7 @@ func TestLedgerJSONLRoundTrip(t *testing.T) {
 // French accents included.
 func TestPDFFontsCoverFrench(t *testing.T) {
 	var labels strings.Builder
-	for _, f := range registerFields(audit.StoredVersion{}, nil) {
+	for _, f := range registerFields(audit.StoredVersion{}, nil, time.Time{}) {
 		labels.WriteString(f.fr + f.en)
 	}
 	labels.WriteString("àâäçéèêëîïôöùûüÿœæÀÂÇÉÈÊËÎÏÔÙÛŒÆ«»—–→·’")

@@ -218,7 +218,7 @@ func (r *report) incident(f audit.IncidentFile) {
 		f.OpenedAt.UTC().Format("2006-01-02 15:04 UTC"), f.OpenedBy, latest.Version, latest.RetainUntil))
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
-	for _, fl := range registerFields(latest, f.Notices) {
+	for _, fl := range registerFields(latest, f.Notices, f.OpenedAt) {
 		r.row(fl)
 	}
 	r.y += 6

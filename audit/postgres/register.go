@@ -30,6 +30,7 @@ func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.Inci
 	if v.Version != 1 {
 		return audit.StoredVersion{}, fmt.Errorf("%w: a new incident starts at version 1", audit.ErrInvalidIncident)
 	}
+	v.Normalize()
 	content, digest, err := v.Canonical()
 	if err != nil {
 		return audit.StoredVersion{}, err
@@ -113,6 +114,7 @@ func (s *Store) UpdateIncident(ctx context.Context, actor audit.Name, id audit.N
 			return err
 		}
 		v.Incident, v.Version, v.Source = id, latest.Version+1, latest.Source
+		v.Normalize()
 		content, digest, err := v.Canonical()
 		if err != nil {
 			return err
@@ -205,6 +207,13 @@ func (s *Store) AddNotice(ctx context.Context, actor audit.Name, n audit.Notice)
 		}
 		n.Number = next
 		now := time.Now()
+		latest, err := latestVersionTx(ctx, tx, n.Incident)
+		if err != nil {
+			return err
+		}
+		if err := latest.CheckNoticeDate(n.SentAt, now); err != nil {
+			return err
+		}
 		record, recordDigest, err := n.Record(actor, now).Canonical()
 		if err != nil {
 			return err
