@@ -31,6 +31,14 @@ func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.Inci
 		return audit.StoredVersion{}, fmt.Errorf("%w: a new incident starts at version 1", audit.ErrInvalidIncident)
 	}
 	v.Normalize()
+	// The organisation and its privacy officer are configured once
+	// (Config) and copied into every entry that does not name them.
+	if v.Organization == (audit.Organization{}) {
+		v.Organization = s.cfg.Organization
+	}
+	if v.Contact == (audit.Contact{}) {
+		v.Contact = s.cfg.Contact
+	}
 	content, digest, err := v.Canonical()
 	if err != nil {
 		return audit.StoredVersion{}, err
