@@ -72,6 +72,22 @@ func noticeDates(ns []audit.StoredNotice, kind audit.RecipientKind) string {
 	return strings.Join(ds, " ; ")
 }
 
+// enumLabels gives each stored status and source in French with English.
+var enumLabels = map[string]string{
+	string(audit.IncidentOpen): "ouvert / open", string(audit.IncidentClosed): "fermé / closed",
+	string(audit.AssessmentPending): "en cours / pending", string(audit.AssessmentCompleted): "terminée / completed",
+	string(audit.SourceIsolationViolation): "violation d'isolation détectée / isolation violation detected",
+	string(audit.SourceTransferFailure):    "échec de vérification d'un transfert / transfer verification failed",
+	string(audit.SourceAdmin):              "inscrit par un administrateur / entered by an administrator",
+}
+
+func label(s string) string {
+	if l, ok := enumLabels[s]; ok {
+		return l
+	}
+	return s
+}
+
 // count shows a number of persons: "inconnu / unknown" when unknown, never 0.
 func count(n int64, approx, unknown bool) string {
 	if unknown {
@@ -149,15 +165,15 @@ func registerFields(v audit.StoredVersion, notices []audit.StoredNotice, opened 
 		notif = strings.TrimSpace(string(v.NotificationDate) + " " + notif)
 	}
 	return []field{
-		{"Statut", "Status", string(v.Status)},
-		{"Origine", "Source", string(v.Source)},
+		{"Statut", "Status", label(string(v.Status))},
+		{"Origine", "Source", label(string(v.Source))},
 		{"Renseignements personnels visés (art. 7(1))", "Personal information concerned (s. 7(1))", v.PersonalInfo},
 		{"Motif si non descriptibles (art. 7(1))", "Why it cannot be described (s. 7(1))", v.PersonalInfoUndescribed},
 		{"Circonstances (art. 7(2))", "Circumstances (s. 7(2))", v.Circumstances},
 		{"Date ou période de l'incident (art. 7(3))", "Date or period of the incident (s. 7(3))", period(v.Occurred)},
 		{"Date ou période de prise de connaissance (art. 7(4))", "Date or period of awareness (s. 7(4))", period(v.Awareness)},
 		{"Nombre de personnes concernées (art. 7(5))", "Number of persons concerned (s. 7(5))", persons},
-		{"Évaluation du préjudice : état (art. 7(6))", "Injury assessment: status (s. 7(6))", string(a.Status)},
+		{"Évaluation du préjudice : état (art. 7(6))", "Injury assessment: status (s. 7(6))", label(string(a.Status))},
 		{"Sensibilité des renseignements (art. 7(6))", "Sensitivity of the information (s. 7(6))", a.Sensitivity},
 		{"Utilisations malveillantes possibles (art. 7(6))", "Possible malicious uses (s. 7(6))", a.MaliciousUses},
 		{"Conséquences appréhendées (art. 7(6))", "Anticipated consequences (s. 7(6))", a.Consequences},

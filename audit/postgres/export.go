@@ -24,6 +24,9 @@ type ExportOptions struct {
 	From, To uint64             // ledger range; 0 means 1 and the head
 	Key      ed25519.PrivateKey // signs the manifest
 	Actor    audit.Name         // recorded in the export.created event
+	// Regime is the act the register is kept under (cited in the PDF);
+	// empty: the private sector.
+	Regime export.Regime
 	// Progress, if set, is called every 10,000 ledger events exported.
 	Progress func(seq uint64)
 }
@@ -198,7 +201,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		export.NoticesCSV:    func(f *os.File) error { return export.WriteNoticesCSV(f, files) },
 		export.RegisterPDF: func(f *os.File) error {
 			return export.WriteRegisterPDF(f, files, export.ReportMeta{Organization: s.cfg.Organization, Generated: m.Created,
-				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head})
+				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head, Regime: opts.Regime})
 		},
 	}
 	if m.From > 1 {
