@@ -159,7 +159,13 @@ func registerFields(v audit.StoredVersion, notices []audit.StoredNotice, opened 
 		flag = fmt.Sprintf("prise de connaissance plus de %d jours avant l'ouverture de l'entrée / awareness more than %d days before the entry was opened",
 			audit.EarlyAwarenessDays, audit.EarlyAwarenessDays)
 	}
-	contact := strings.TrimSpace(strings.Join([]string{v.Contact.Name, v.Contact.Title, v.Contact.Phone, v.Contact.Email}, " · "))
+	var parts []string
+	for _, p := range []string{v.Contact.Name, v.Contact.Title, v.Contact.Phone, v.Contact.Email} {
+		if strings.TrimSpace(p) != "" {
+			parts = append(parts, strings.TrimSpace(p))
+		}
+	}
+	contact := strings.Join(parts, " · ") // empty parts leave no separator
 	notif := v.NotificationMethod
 	if v.NotificationDate != "" {
 		notif = strings.TrimSpace(string(v.NotificationDate) + " " + notif)
