@@ -138,6 +138,44 @@ type Organization struct {
 	NEQ  string `json:"neq,omitempty"` // Québec enterprise number
 }
 
+// IncidentType is the kind of confidentiality incident (Loi 25 art. 3.6:
+// access, use or communication not authorized by law, loss, or any other
+// breach of the protection of the information).
+type IncidentType string
+
+// Incident types.
+const (
+	TypeUnauthorizedAccess        IncidentType = "unauthorized_access"
+	TypeUnauthorizedUse           IncidentType = "unauthorized_use"
+	TypeUnauthorizedCommunication IncidentType = "unauthorized_communication"
+	TypeLoss                      IncidentType = "loss"
+	TypeOther                     IncidentType = "other"
+)
+
+// IncidentTypes lists every incident type.
+var IncidentTypes = []IncidentType{TypeUnauthorizedAccess, TypeUnauthorizedUse, TypeUnauthorizedCommunication, TypeLoss, TypeOther}
+
+// Communication records a communication of personal information made
+// without consent to someone who can reduce the risk of injury (Loi 25 art.
+// 3.5 par. 3): to whom, what, why, and when.
+type Communication struct {
+	To     string `json:"to"`
+	What   string `json:"what"`
+	Reason string `json:"reason"`
+	Date   Day    `json:"date"`
+}
+
+// Deferral records that notice to the persons concerned was deferred
+// because it could hamper an investigation (Loi 25 art. 3.6 al. 3).
+type Deferral struct {
+	Reason string `json:"reason"`
+	Until  Day    `json:"until,omitempty"`
+}
+
+// EarlyAwarenessDays is how far before the entry's opening an awareness
+// date may be without the export flagging it.
+const EarlyAwarenessDays = 30
+
 // IncidentVersion is one complete state of a register entry. The register
 // is kept up to date by appending versions, never by editing one. Its
 // canonical JSON (RFC 8785) is stored verbatim and its SHA-256 is chained
@@ -176,6 +214,18 @@ type IncidentVersion struct {
 	AffectedTenants   []cloison.TenantID `json:"affected_tenants"`
 	AffectedResponses int64              `json:"affected_responses"` // responses withheld or exposed
 	LedgerEvents      []int64            `json:"ledger_events"`      // seqs of the detection events
+
+	// Added by issue 13 §5; omitted when empty, so older versions keep
+	// their canonical bytes and digests.
+	Type                    IncidentType    `json:"type,omitempty"`                      // s. 3(3) unauthorized access, use or communication; loss; other
+	InfoCategories          []string        `json:"info_categories,omitempty"`           // s. 3(3) categories of personal information
+	PersonsUnknown          bool            `json:"persons_unknown,omitempty"`           // s. 7(5) the number is not known (not 0)
+	PersonsInQuebecApprox   bool            `json:"persons_in_quebec_approx,omitempty"`  // s. 3(7) or an approximation
+	PersonsInQuebecUnknown  bool            `json:"persons_in_quebec_unknown,omitempty"` // s. 3(7) not known (not 0)
+	MeasuresSuggested       []Measure       `json:"measures_suggested,omitempty"`        // s. 4(5) measures suggested to persons
+	Communications          []Communication `json:"communications,omitempty"`            // Act s. 3.5 par. 3
+	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.6
+	PrivacyOfficerConsulted *Consultation   `json:"privacy_officer_consulted,omitempty"` // Act s. 3.7: required for a completed assessment
 }
 
 // MaxTextLen bounds each free-text element of the register.
@@ -224,6 +274,39 @@ func (v IncidentVersion) Validate() error {
 	if v.PersonsConcerned < 0 || v.PersonsInQuebec < 0 || v.AffectedResponses < 0 {
 		return fmt.Errorf("%w: negative count", ErrInvalidIncident)
 	}
+	if v.PersonsUnknown && v.PersonsConcerned != 0 || v.PersonsInQuebecUnknown && v.PersonsInQuebec != 0 {
+		return fmt.Errorf("%w: a number of persons is either given or unknown, not both", ErrInvalidIncident)
+	}
+	if err := v.checkDates(time.Now()); err != nil {
+		return err
+	}
+	if v.Type != "" && !slices.Contains(IncidentTypes, v.Type) {
+		return fmt.Errorf("%w: type %q (want one of %v)", ErrInvalidIncident, v.Type, IncidentTypes)
+	}
+	if len(v.InfoCategories) > 64 {
+		return fmt.Errorf("%w: more than 64 categories of personal information", ErrInvalidIncident)
+	}
+	for _, c := range v.InfoCategories {
+		if strings.TrimSpace(c) == "" || len(c) > 200 || !utf8.ValidString(c) {
+			return fmt.Errorf("%w: a category of personal information is empty, too long or not UTF-8", ErrInvalidIncident)
+		}
+	}
+	for i, c := range v.Communications {
+		if strings.TrimSpace(c.To) == "" || strings.TrimSpace(c.What) == "" || strings.TrimSpace(c.Reason) == "" || checkDay("communication.date", c.Date, false) != nil {
+			return fmt.Errorf("%w: communications[%d] needs to whom, what, why and a date (art. 3.5 par. 3)", ErrInvalidIncident, i)
+		}
+		if len(c.To)+len(c.What)+len(c.Reason) > MaxTextLen || !utf8.ValidString(c.To+c.What+c.Reason) {
+			return fmt.Errorf("%w: communications[%d] is too long or not UTF-8", ErrInvalidIncident, i)
+		}
+	}
+	if d := v.PersonsNoticeDeferral; d != nil {
+		if strings.TrimSpace(d.Reason) == "" || len(d.Reason) > MaxTextLen || !utf8.ValidString(d.Reason) || checkDay("persons_notice_deferral.until", d.Until, true) != nil {
+			return fmt.Errorf("%w: a deferral of notice to persons states its reason (art. 3.6)", ErrInvalidIncident)
+		}
+	}
+	if c := v.PrivacyOfficerConsulted; c != nil && (strings.TrimSpace(c.Who) == "" || checkDay("privacy_officer_consulted.date", c.Date, false) != nil) {
+		return fmt.Errorf("%w: privacy_officer_consulted needs who and a date", ErrInvalidIncident)
+	}
 	a := v.Assessment
 	switch a.Status {
 	case AssessmentPending:
@@ -233,6 +316,11 @@ func (v IncidentVersion) Validate() error {
 		}
 		if err := checkDay("assessment.completed_on", a.CompletedOn, false); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+		}
+		if v.Type != "" && v.PrivacyOfficerConsulted == nil && len(a.Consulted) == 0 {
+			// Entries that state their type follow the current form: the
+			// privacy officer's consultation is mandatory (art. 3.7).
+			return fmt.Errorf("%w: a completed assessment records the consultation of the privacy officer (art. 3.7)", ErrInvalidIncident)
 		}
 	default:
 		return fmt.Errorf("%w: assessment status %q", ErrInvalidIncident, a.Status)
@@ -257,6 +345,63 @@ func (v IncidentVersion) Validate() error {
 	}
 	if err := checkNames("affected_tenants", v.AffectedTenants); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	return nil
+}
+
+// Normalize clears an "unknown" flag whose number has since been given
+// (an edit that sets persons_concerned to 12 on an entry opened with the
+// number unknown).
+func (v *IncidentVersion) Normalize() {
+	if v.PersonsConcerned > 0 {
+		v.PersonsUnknown = false
+	}
+	if v.PersonsInQuebec > 0 {
+		v.PersonsInQuebecUnknown = false
+	}
+}
+
+// checkDates holds the dates to their order: the incident starts no later
+// than awareness, awareness is not in the future, and neither is any date
+// the register records as done.
+func (v IncidentVersion) checkDates(now time.Time) error {
+	today := DayOf(now)
+	if v.Occurred.Start != "" && v.Awareness.Start != "" && v.Occurred.Start > v.Awareness.Last() {
+		return fmt.Errorf("%w: the incident (occurred %s) cannot start after awareness (%s)", ErrInvalidIncident, v.Occurred.Start, v.Awareness.Last())
+	}
+	for field, d := range map[string]Day{"occurred.start": v.Occurred.Start, "awareness.start": v.Awareness.Start,
+		"awareness.end": v.Awareness.End, "assessment.completed_on": v.Assessment.CompletedOn} {
+		if d > today {
+			return fmt.Errorf("%w: %s %s is in the future", ErrInvalidIncident, field, d)
+		}
+	}
+	for _, c := range v.Communications {
+		if c.Date > today || c.Date < v.Awareness.Start {
+			return fmt.Errorf("%w: communication date %s is not between awareness (%s) and today", ErrInvalidIncident, c.Date, v.Awareness.Start)
+		}
+	}
+	if c := v.PrivacyOfficerConsulted; c != nil && (c.Date > today || c.Date < v.Awareness.Start) {
+		return fmt.Errorf("%w: privacy officer consultation date %s is not between awareness (%s) and today", ErrInvalidIncident, c.Date, v.Awareness.Start)
+	}
+	return nil
+}
+
+// EarlyAwareness reports whether v's awareness date is more than
+// EarlyAwarenessDays before opened (accepted, but flagged in exports).
+func (v IncidentVersion) EarlyAwareness(opened time.Time) bool {
+	t, err := v.Awareness.Start.Time()
+	return err == nil && !opened.IsZero() && t.AddDate(0, 0, EarlyAwarenessDays).Before(opened)
+}
+
+// CheckNoticeDate checks that a notice about v was sent between awareness
+// and now (a minute of clock skew allowed).
+func (v IncidentVersion) CheckNoticeDate(sent, now time.Time) error {
+	aware, err := v.Awareness.Start.Time()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidIncident, err)
+	}
+	if sent.Before(aware) || sent.After(now.Add(time.Minute)) {
+		return fmt.Errorf("%w: a notice's sent_at (%s) must be between awareness (%s) and now", ErrInvalidIncident, sent.UTC().Format(time.RFC3339), v.Awareness.Start)
 	}
 	return nil
 }
@@ -346,6 +491,9 @@ func (d Detection) FirstVersion(id Name, org Organization, contact Contact) (Inc
 		Occurred:                Period{Start: DayOf(start), End: DayOf(end), Approximate: true},
 		Awareness:               Period{Start: DayOf(d.DetectedAt)},
 		PersonsApproximate:      true,
+		PersonsUnknown:          true,
+		PersonsInQuebecUnknown:  true,
+		Type:                    TypeUnauthorizedCommunication,
 		Assessment:              Assessment{Status: AssessmentPending},
 		MeasuresTaken: []Measure{{
 			What: "Requêtes touchées interrompues et réponses retenues (échec fermé). / Affected requests aborted and responses withheld (fail closed).",
@@ -370,6 +518,10 @@ type Notice struct {
 	SentAt        time.Time
 	Method        string // e-mail, letter, portal, press release
 	ContentDigest Digest // SHA-256 of the notice as sent
+	// Text is the notice as sent (kept in the register row, never in the
+	// ledger, which holds only ContentDigest). Empty when only its digest
+	// was given; when set, ContentDigest is its SHA-256.
+	Text string
 }
 
 // Validate checks a notice before it is recorded.
@@ -391,6 +543,12 @@ func (n Notice) Validate() error {
 	if len(n.RecipientName) > MaxTextLen || len(n.Method) > MaxTextLen || !utf8.ValidString(n.RecipientName) || !utf8.ValidString(n.Method) {
 		return fmt.Errorf("%w: notice text too long or not UTF-8", ErrInvalidIncident)
 	}
+	if len(n.Text) > MaxNoticeTextLen || !utf8.ValidString(n.Text) {
+		return fmt.Errorf("%w: notice text is not valid UTF-8 of at most %d bytes", ErrInvalidIncident, MaxNoticeTextLen)
+	}
+	if n.Text != "" && Sum([]byte(n.Text)) != n.ContentDigest {
+		return fmt.Errorf("%w: content_digest is not the SHA-256 of the notice text", ErrInvalidIncident)
+	}
 	return nil
 }
 
@@ -406,12 +564,17 @@ type StoredVersion struct {
 	RetainUntil Day
 }
 
-// StoredNotice is a notice as stored.
+// StoredNotice is a notice as stored. Record is its canonical register
+// record (NoticeRecord) and RecordDigest its SHA-256, which the ledger's
+// notice.sent event names; both are empty for a notice written before
+// migration 00009, whose recipient, method and dates are under no hash.
 type StoredNotice struct {
 	Notice
-	RecordedAt time.Time
-	RecordedBy Name
-	LedgerSeq  uint64
+	RecordedAt   time.Time
+	RecordedBy   Name
+	LedgerSeq    uint64
+	Record       []byte
+	RecordDigest Digest
 }
 
 // IncidentFile is a register entry with every version and notice, oldest

@@ -279,6 +279,10 @@ type NoticeSent struct {
 	Recipient     RecipientKind `json:"recipient"`
 	RecipientID   Name          `json:"recipient_id,omitempty"` // tenant id or authority, when one
 	ContentDigest Digest        `json:"content_digest"`
+	// RecordDigest is the SHA-256 of the notice's canonical register record
+	// (NoticeRecord: recipient, method, dates and text); absent in events
+	// written before it existed.
+	RecordDigest *Digest `json:"record_digest,omitempty"`
 }
 
 func (NoticeSent) Kind() Kind { return KindNoticeSent }

@@ -87,7 +87,7 @@ func WriteRegisterCSV(w io.Writer, files []audit.IncidentFile) error {
 	}
 	hdr := []string{"incident / incident", "version / version", "enregistrée le / recorded_at", "par / by", "séquence du registre / ledger seq",
 		"empreinte / sha256", "conserver jusqu'au / retain until"}
-	for _, f := range registerFields(audit.StoredVersion{}, nil) {
+	for _, f := range registerFields(audit.StoredVersion{}, nil, time.Time{}) {
 		hdr = append(hdr, f.fr+" / "+f.en)
 	}
 	if err := c.Row(hdr...); err != nil {
@@ -97,7 +97,7 @@ func WriteRegisterCSV(w io.Writer, files []audit.IncidentFile) error {
 		for _, v := range f.Versions {
 			row := []string{string(f.ID), strconv.FormatInt(v.Version, 10), v.RecordedAt.UTC().Format(time.RFC3339), string(v.RecordedBy),
 				strconv.FormatUint(v.LedgerSeq, 10), v.Digest.String(), string(v.RetainUntil)}
-			for _, fl := range registerFields(v, f.Notices) {
+			for _, fl := range registerFields(v, f.Notices, f.OpenedAt) {
 				row = append(row, fl.value)
 			}
 			if err := c.Row(row...); err != nil {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/image/font/gofont/gobold"
 	"golang.org/x/image/font/gofont/goregular"
 	"golang.org/x/image/font/sfnt"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison/audit"
 )
@@ -20,11 +21,15 @@ import (
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func sampleManifest(t testing.TB, key ed25519.PrivateKey) Manifest {
-	cp, err := audit.SignCheckpoint(key, "prod", audit.Head{Seq: 9, Hash: audit.Sum([]byte("h"))}, t0)
+	signer, err := audit.TreeSigner("prod", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Manifest{Created: t0, Origin: "prod", From: 3, To: 9, Prev: audit.Sum([]byte("p")), Head: audit.Sum([]byte("h")), Checkpoint: &cp,
+	cp, err := audit.SignTreeHead(signer, audit.TreeHead{Origin: "prod", Size: 9, Root: tlog.Hash(audit.Sum([]byte("r")))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Manifest{Created: t0, Origin: "prod", From: 3, To: 9, Prev: audit.Sum([]byte("p")), Head: audit.Sum([]byte("h")), Checkpoint: cp,
 		Files: []File{{Name: "register.pdf", Size: 10, SHA256: audit.Sum([]byte("b"))}, {Name: "ledger.jsonl", Size: 5, SHA256: audit.Sum([]byte("a"))}}}
 	if err := m.Sign(key); err != nil {
 		t.Fatal(err)
@@ -164,7 +169,7 @@ func TestLedgerJSONLRoundTrip(t *testing.T) {
 // French accents included.
 func TestPDFFontsCoverFrench(t *testing.T) {
 	var labels strings.Builder
-	for _, f := range registerFields(audit.StoredVersion{}, nil) {
+	for _, f := range registerFields(audit.StoredVersion{}, nil, time.Time{}) {
 		labels.WriteString(f.fr + f.en)
 	}
 	labels.WriteString("àâäçéèêëîïôöùûüÿœæÀÂÇÉÈÊËÎÏÔÙÛŒÆ«»—–→·’")

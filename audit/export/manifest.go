@@ -43,7 +43,9 @@ type File struct {
 //	ledger <from> <to>            (0 0: no ledger range)
 //	prev <hash at from-1>
 //	head <hash at to>
-//	checkpoint <base64 of the checkpoint text> | checkpoint none
+//	checkpoint <base64 of the signed tree note> | checkpoint none
+//	                              (a C2SP tlog-checkpoint note of size <to>;
+//	                              VerifyDir refuses none)
 //	file <sha256> <size> <name>   (one per file, sorted by name)
 //	sig <key id> <base64 signature>
 type Manifest struct {
@@ -51,7 +53,9 @@ type Manifest struct {
 	Origin     audit.Name
 	From, To   uint64
 	Prev, Head audit.Digest
-	Checkpoint *audit.Checkpoint
+	// Checkpoint is the signed note (C2SP tlog-checkpoint) of the ledger's
+	// Merkle tree at size To; nil is written "checkpoint none".
+	Checkpoint []byte
 	Files      []File
 	KeyID      string
 	Signature  []byte
@@ -69,7 +73,7 @@ func (m Manifest) Body() []byte {
 	if m.Checkpoint == nil {
 		b.WriteString("checkpoint none\n")
 	} else {
-		fmt.Fprintf(&b, "checkpoint %s\n", base64.StdEncoding.EncodeToString(m.Checkpoint.Marshal()))
+		fmt.Fprintf(&b, "checkpoint %s\n", base64.StdEncoding.EncodeToString(m.Checkpoint))
 	}
 	for _, f := range m.Files {
 		fmt.Fprintf(&b, "file %s %d %s\n", f.SHA256, f.Size, f.Name)
@@ -172,14 +176,10 @@ func ParseManifest(b []byte) (Manifest, error) {
 	}
 	if v != "none" {
 		raw, err := base64.StdEncoding.Strict().DecodeString(v)
-		if err != nil || base64.StdEncoding.EncodeToString(raw) != v {
+		if err != nil || len(raw) == 0 || base64.StdEncoding.EncodeToString(raw) != v {
 			return bad("checkpoint encoding")
 		}
-		c, err := audit.ParseCheckpoint(raw)
-		if err != nil {
-			return bad("checkpoint: %v", err)
-		}
-		m.Checkpoint = &c
+		m.Checkpoint = raw
 	}
 	last := len(lines) - 1
 	for i := 7; i < last; i++ {

@@ -20,6 +20,27 @@ type ReportMeta struct {
 	Origin       audit.Name
 	From, To     uint64       // ledger range exported with it (0 0: none)
 	Head         audit.Digest // ledger hash at To
+	// Regime is the statute the register is kept under: RegimePrivate
+	// (the default) or RegimePublic.
+	Regime Regime
+}
+
+// Regime says which act the register is kept under; the Règlement sur les
+// incidents de confidentialité is cited under it.
+type Regime string
+
+// Regimes.
+const (
+	RegimePrivate Regime = "private" // Loi sur la protection des renseignements personnels dans le secteur privé
+	RegimePublic  Regime = "public"  // Loi sur l'accès aux documents des organismes publics
+)
+
+// Citation returns the regulation's citation under r.
+func (r Regime) Citation() string {
+	if r == RegimePublic {
+		return "Règlement sur les incidents de confidentialité, RLRQ c. A-2.1, r. 3.1"
+	}
+	return "Règlement sur les incidents de confidentialité, RLRQ c. P-39.1, r. 3.1"
 }
 
 // Page geometry, in points (A4).
@@ -35,7 +56,7 @@ const (
 	contentBottom  = pageH - 48
 	fontRegular    = "go"
 	fontBold       = "go-bold"
-	emptyValueText = "—"
+	emptyValueText = "" // an empty element is shown empty
 )
 
 // WriteRegisterPDF writes a human-readable report of the register: every
@@ -150,14 +171,14 @@ func (r *report) para(font string, size float64, s string) {
 func (r *report) title() {
 	r.para(fontBold, 15, "Registre des incidents de confidentialité")
 	r.pdf.SetTextColor(90, 90, 90)
-	r.para(fontRegular, 11, "Confidentiality incident register — Loi 25, RLRQ c. A-2.1, r. 3.1, art. 7")
+	r.para(fontRegular, 11, "Confidentiality incident register — "+r.meta.Regime.Citation()+", art. 7")
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
 	org := strings.TrimSpace(r.meta.Organization.Name + " · NEQ " + r.meta.Organization.NEQ)
 	r.para(fontRegular, bodySize, "Organisation / Organization : "+org)
 	r.para(fontRegular, bodySize, "Produit le / Generated : "+r.meta.Generated.UTC().Format("2006-01-02 15:04:05 UTC"))
 	if r.meta.To > 0 {
-		r.para(fontRegular, bodySize, fmt.Sprintf("Registre d'audit / Audit ledger : %s, séquences / seq %d–%d, empreinte / head %s",
+		r.para(fontRegular, bodySize, fmt.Sprintf("Journal d'audit / Audit ledger : %s, séquences / seq %d–%d, empreinte / head %s",
 			r.meta.Origin, r.meta.From, r.meta.To, r.meta.Head))
 	}
 	r.y += 8
@@ -218,7 +239,7 @@ func (r *report) incident(f audit.IncidentFile) {
 		f.OpenedAt.UTC().Format("2006-01-02 15:04 UTC"), f.OpenedBy, latest.Version, latest.RetainUntil))
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
-	for _, fl := range registerFields(latest, f.Notices) {
+	for _, fl := range registerFields(latest, f.Notices, f.OpenedAt) {
 		r.row(fl)
 	}
 	r.y += 6
@@ -226,7 +247,7 @@ func (r *report) incident(f audit.IncidentFile) {
 	r.para(fontBold, 10, "Historique des versions / Version history")
 	for _, v := range f.Versions {
 		r.row(field{fr: fmt.Sprintf("Version %d", v.Version), en: v.RecordedAt.UTC().Format("2006-01-02 15:04 UTC"),
-			value: fmt.Sprintf("par / by %s · registre / ledger seq %d · SHA-256 %s", v.RecordedBy, v.LedgerSeq, v.Digest)})
+			value: fmt.Sprintf("par / by %s · journal / ledger seq %d · SHA-256 %s", v.RecordedBy, v.LedgerSeq, v.Digest)})
 	}
 	if len(f.Notices) > 0 {
 		r.y += 6
@@ -237,8 +258,15 @@ func (r *report) incident(f audit.IncidentFile) {
 			if n.Tenant != "" {
 				who = strings.TrimSpace(who + " (" + string(n.Tenant) + ")")
 			}
+			value := fmt.Sprintf("%s · moyen / method : %s · journal / ledger seq %d", who, n.Method, n.LedgerSeq)
+			if !n.ContentDigest.IsZero() {
+				value += " · SHA-256 " + n.ContentDigest.String()
+			}
+			if n.Text != "" {
+				value += "\n" + n.Text
+			}
 			r.row(field{fr: fmt.Sprintf("Avis %d — %s", n.Number, recipientLabel(n.Recipient)), en: n.SentAt.UTC().Format("2006-01-02 15:04 UTC"),
-				value: fmt.Sprintf("%s · moyen / method : %s · registre / ledger seq %d · SHA-256 %s", who, n.Method, n.LedgerSeq, n.ContentDigest)})
+				value: value})
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
@@ -20,12 +21,18 @@ const (
 	RegisterCSV = "register.csv"
 	NoticesCSV  = "notices.csv"
 	RegisterPDF = "register.pdf"
+	// TreePrefix holds, for an export starting after seq 1, the hashes of
+	// the complete Merkle subtrees covering the entries before it.
+	TreePrefix = "tree-prefix.txt"
 )
 
 // Report is what an offline verification found.
 type Report struct {
-	Manifest Manifest
-	Ledger   *audit.Result // nil when the export has no ledger range
+	Manifest  Manifest
+	Ledger    *audit.Result // nil when the export has no ledger range
+	Tree      audit.TreeHead
+	Note      []byte // the verified checkpoint note
+	Incidents int    // register entries checked
 }
 
 // HashFile returns a file's size and SHA-256.
@@ -45,16 +52,36 @@ func HashFile(path string) (int64, audit.Digest, error) {
 	return n, d, nil
 }
 
-// VerifyDir checks an export directory offline, with nothing but trusted
-// public keys: the manifest's signature; that the directory holds exactly
-// the files the manifest lists, each with its size and SHA-256; that
-// ledger.jsonl re-hashes into an unbroken chain from the manifest's prev
-// hash at From-1 to its head at To; and that the embedded checkpoint (signed
-// by the ledger's checkpoint key) matches the chain at its size.
+// VerifyDir is VerifyDirTrusted without a trusted checkpoint.
+func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.PublicKey) (Report, error) {
+	return VerifyDirTrusted(dir, manifestKeys, checkpointKeys, nil)
+}
+
+// VerifyDirTrusted checks an export directory offline, with nothing but
+// trusted public keys:
+//
+//   - the manifest's signature, and that the directory holds exactly the
+//     files the manifest lists, each with its size and SHA-256;
+//   - that ledger.jsonl re-hashes into an unbroken chain from the
+//     manifest's prev hash at From-1 to its head at To;
+//   - that the embedded checkpoint, a C2SP signed note of the Merkle tree
+//     checked with the note verifier key of a checkpoint key and the
+//     manifest's origin, is at the export's end (size To) and that its root
+//     is the one recomputed from the exported entries (and, for From > 1,
+//     the complete subtree hashes of tree-prefix.txt); "checkpoint none"
+//     is refused;
+//   - when trusted (a note this verifier kept) is given: that the export's
+//     tree extends it, by recomputing the tree's root at the trusted size
+//     from the same entries (a smaller tree is audit.ErrSmallerTree,
+//     another root audit.ErrFork);
+//   - every register.jsonl record against the exported ledger entries
+//     (VerifyRegisterJSONL), and register.csv and notices.csv byte for byte
+//     against what register.jsonl gives.
 //
 // manifestKeys verify the manifest, checkpointKeys the checkpoint; they may
-// be the same set.
-func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.PublicKey) (Report, error) {
+// be the same set. Report.Tree is the verified tree head and Report.Note
+// the export's note, for the caller to keep as its next trusted state.
+func VerifyDirTrusted(dir string, manifestKeys, checkpointKeys map[string]ed25519.PublicKey, trusted []byte) (Report, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
 		return Report{}, fmt.Errorf("%w: %v", ErrVerify, err)
@@ -93,10 +120,49 @@ func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.Publi
 		return rep, fmt.Errorf("%w: directory holds %v, the manifest lists %v", ErrVerify, present, listed)
 	}
 	if m.To == 0 {
-		return rep, nil
+		return rep, fmt.Errorf("%w: %w: the export has no ledger range", ErrVerify, audit.ErrEmptyLedger)
 	}
-	if !slices.Contains(listed, LedgerJSONL) {
-		return rep, fmt.Errorf("%w: ledger range %d..%d without %s", ErrVerify, m.From, m.To, LedgerJSONL)
+	if m.Checkpoint == nil {
+		return rep, fmt.Errorf("%w: %w: the manifest says checkpoint none; an export must embed the signed checkpoint of its end", ErrVerify, audit.ErrNoCheckpoint)
+	}
+	for _, name := range []string{LedgerJSONL, RegisterJSONL} {
+		if !slices.Contains(listed, name) {
+			return rep, fmt.Errorf("%w: ledger range %d..%d without %s", ErrVerify, m.From, m.To, name)
+		}
+	}
+	head, vkey, err := openNote(m.Checkpoint, m.Origin, checkpointKeys)
+	if err != nil {
+		return rep, fmt.Errorf("%w: embedded checkpoint: %w", ErrVerify, err)
+	}
+	if head.Size != m.To {
+		return rep, fmt.Errorf("%w: the embedded checkpoint covers %d entries, the export ends at %d", ErrVerify, head.Size, m.To)
+	}
+	var old audit.TreeHead
+	if trusted != nil {
+		if old, err = audit.OpenTreeHead(trusted, vkey); err != nil {
+			return rep, fmt.Errorf("%w: trusted checkpoint: %w", ErrVerify, err)
+		}
+		if old.Size > head.Size {
+			return rep, fmt.Errorf("%w: %w: the export's tree has %d entries, the trusted checkpoint %d", ErrVerify, audit.ErrSmallerTree, head.Size, old.Size)
+		}
+		if old.Size+1 < m.From {
+			return rep, fmt.Errorf("%w: the trusted checkpoint (size %d) precedes the export's range %d..%d; export from seq %d or earlier", ErrVerify, old.Size, m.From, m.To, old.Size+1)
+		}
+	}
+	tree := &frontier{}
+	if m.From > 1 {
+		if err := tree.readPrefix(dir, m.From-1); err != nil {
+			return rep, err
+		}
+	}
+	checkOld := func() error {
+		if trusted != nil && tree.size == old.Size && tree.root() != old.Root {
+			return fmt.Errorf("%w: %w: the export's entries 1..%d hash to another root than the trusted checkpoint's", ErrVerify, audit.ErrFork, old.Size)
+		}
+		return nil
+	}
+	if err := checkOld(); err != nil {
+		return rep, err
 	}
 	f, err := os.Open(filepath.Join(dir, LedgerJSONL))
 	if err != nil {
@@ -104,15 +170,24 @@ func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.Publi
 	}
 	defer f.Close()
 	v := audit.NewVerifier(audit.Head{Seq: m.From - 1, Hash: m.Prev}, checkpointKeys)
-	if m.Checkpoint != nil {
-		if m.Checkpoint.Size < m.From || m.Checkpoint.Size > m.To {
-			return rep, fmt.Errorf("%w: checkpoint size %d outside the range %d..%d", ErrVerify, m.Checkpoint.Size, m.From, m.To)
+	events := map[uint64]audit.Record{}
+	err = ReadLedgerJSONL(f, func(r audit.Record) error {
+		if err := v.Add(r); err != nil {
+			return err
 		}
-		if err := v.AddCheckpoint(*m.Checkpoint, "manifest"); err != nil {
-			return rep, err
+		if r.Seq != tree.size+1 {
+			return fmt.Errorf("%w: ledger entry %d follows tree size %d", ErrVerify, r.Seq, tree.size)
 		}
-	}
-	if err := ReadLedgerJSONL(f, v.Add); err != nil {
+		tree.push(audit.LeafHash(r))
+		if err := checkOld(); err != nil {
+			return err
+		}
+		if env, err := audit.DecodeEnvelope(r.Payload); err == nil && IsRegisterKind(env.Kind) {
+			events[r.Seq] = r
+		}
+		return nil
+	})
+	if err != nil {
 		return rep, err
 	}
 	res, err := v.Finish()
@@ -124,6 +199,58 @@ func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.Publi
 			Detail: fmt.Sprintf("export ends at seq %d (%s), the manifest says %d (%s)", res.Head.Seq, res.Head.Hash, m.To, m.Head)}
 		return rep, errors.Join(ErrVerify, be)
 	}
-	rep.Ledger = &res
+	if tree.size != head.Size || tree.root() != head.Root {
+		return rep, fmt.Errorf("%w: %w: the exported entries hash to another Merkle root than the embedded checkpoint's", ErrVerify, audit.ErrFork)
+	}
+	rep.Ledger, rep.Tree, rep.Note = &res, head, m.Checkpoint
+	rf, err := os.Open(filepath.Join(dir, RegisterJSONL))
+	if err != nil {
+		return rep, err
+	}
+	defer rf.Close()
+	files, err := VerifyRegisterJSONL(rf, events)
+	if err != nil {
+		return rep, err
+	}
+	rep.Incidents = len(files)
+	for name, write := range map[string]func(io.Writer, []audit.IncidentFile) error{RegisterCSV: WriteRegisterCSV, NoticesCSV: WriteNoticesCSV} {
+		if !slices.Contains(listed, name) {
+			continue
+		}
+		var want bytes.Buffer
+		if err := write(&want, files); err != nil {
+			return rep, err
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return rep, err
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			return rep, fmt.Errorf("%w: %s does not match %s (edited after export)", ErrVerify, name, RegisterJSONL)
+		}
+	}
 	return rep, nil
+}
+
+// openNote opens a tree note with the verifier key of whichever key of
+// keys signed it, for origin.
+func openNote(msg []byte, origin audit.Name, keys map[string]ed25519.PublicKey) (audit.TreeHead, string, error) {
+	err := error(audit.ErrBadSignature)
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		vkey, kerr := audit.TreeVerifierKey(origin, keys[id])
+		if kerr != nil {
+			return audit.TreeHead{}, "", kerr
+		}
+		h, oerr := audit.OpenTreeHead(msg, vkey)
+		if oerr == nil {
+			return h, vkey, nil
+		}
+		err = oerr
+	}
+	return audit.TreeHead{}, "", err
 }

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
@@ -20,14 +24,23 @@ type ExportOptions struct {
 	From, To uint64             // ledger range; 0 means 1 and the head
 	Key      ed25519.PrivateKey // signs the manifest
 	Actor    audit.Name         // recorded in the export.created event
+	// Regime is the act the register is kept under (cited in the PDF);
+	// empty: the private sector.
+	Regime export.Regime
 	// Progress, if set, is called every 10,000 ledger events exported.
 	Progress func(seq uint64)
 }
 
 // Export writes a compliance export into opts.Dir: ledger.jsonl (the exact
-// stored canonical bytes), ledger.csv, register.csv, notices.csv,
-// register.pdf and a signed manifest.txt (file SHA-256s, ledger range,
-// prev and head hashes, a checkpoint of the range). The export is then
+// stored canonical bytes), ledger.csv, register.jsonl (the register's
+// records as canonical JSON, each with its ledger seq), register.csv,
+// notices.csv, register.pdf, tree-prefix.txt when the range starts after
+// seq 1, and a signed manifest.txt (file SHA-256s, ledger range, prev and
+// head hashes, the signed tree note of size To). The range's end, the
+// Merkle tree at that size and the register come from one snapshot; the
+// register holds the entries opened in the range, with their records up to
+// its end. Without a checkpoint signing key it refuses (ErrNoSigningKey):
+// an export is always tied to a signed checkpoint. The export is then
 // itself recorded in the ledger (export.created, with the manifest's
 // SHA-256). export.VerifyDir checks it offline.
 func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest, error) {
@@ -43,31 +56,90 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 	if ents, err := os.ReadDir(opts.Dir); err != nil || len(ents) > 0 {
 		return export.Manifest{}, cloison.Errorf(cloison.CodeInvalid, "audit/postgres: export directory %s is not empty", opts.Dir)
 	}
+	if s.signer == nil {
+		return export.Manifest{}, ErrNoSigningKey
+	}
 	m := export.Manifest{Created: time.Now().UTC(), Origin: s.cfg.Origin}
-	// The ledger part reads keyset pages on the scan pool (Scan), up to
-	// the head read here: no transaction is held while files are written.
-	err := translate(func() error {
+	// One snapshot (REPEATABLE READ) fixes the range's end, the tree at
+	// that size and the register: the register holds exactly the records
+	// whose ledger events are in the exported range.
+	var files []audit.IncidentFile
+	var tree audit.TreeHead
+	var prefix []tlog.Hash
+	var levels []int
+	var indexes []int64
+	err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var maxSeq int64
-		if err := s.scan.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
 			return err
 		}
-		from, to := opts.From, opts.To
-		if from == 0 {
-			from = 1
+		m.From, m.To = opts.From, opts.To
+		if m.From == 0 {
+			m.From = 1
 		}
-		if to == 0 || to > uint64(maxSeq) {
-			to = uint64(maxSeq)
+		if m.To == 0 || m.To > uint64(maxSeq) {
+			m.To = uint64(maxSeq)
 		}
-		if to < from {
-			return nil // no ledger range (empty ledger)
+		if m.To < m.From {
+			return audit.ErrEmptyLedger
 		}
-		if from > 1 {
+		if m.From > 1 {
 			var prev []byte
-			if err := s.scan.QueryRow(ctx, "SELECT hash FROM audit_events WHERE seq = $1", int64(from-1)).Scan(&prev); err != nil {
+			if err := tx.QueryRow(ctx, "SELECT hash FROM audit_events WHERE seq = $1", int64(m.From-1)).Scan(&prev); err != nil {
 				return err
 			}
 			copy(m.Prev[:], prev)
 		}
+		var head []byte
+		if err := tx.QueryRow(ctx, "SELECT hash FROM audit_events WHERE seq = $1", int64(m.To)).Scan(&head); err != nil {
+			return err
+		}
+		copy(m.Head[:], head)
+		r := &treeReader{ctx: ctx, q: tx}
+		root, err := tlog.TreeHash(int64(m.To), r)
+		if err != nil {
+			return err
+		}
+		tree = audit.TreeHead{Origin: s.cfg.Origin, Size: m.To, Root: root}
+		if m.From > 1 {
+			levels, indexes = export.PrefixSubtrees(m.From - 1)
+			stored := make([]int64, len(levels))
+			for i := range levels {
+				stored[i] = tlog.StoredHashIndex(levels[i], indexes[i])
+			}
+			if prefix, err = r.ReadHashes(stored); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT id FROM incidents WHERE ledger_seq BETWEEN $1 AND $2 ORDER BY opened_at, id`, int64(m.From), int64(m.To))
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			f, err := incidentTx(ctx, tx, audit.Name(id))
+			if err != nil {
+				return err
+			}
+			f.Versions = slices.DeleteFunc(f.Versions, func(v audit.StoredVersion) bool { return v.LedgerSeq > m.To })
+			f.Notices = slices.DeleteFunc(f.Notices, func(n audit.StoredNotice) bool { return n.LedgerSeq > m.To })
+			files = append(files, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return m, err
+	}
+	if m.Checkpoint, err = s.storeTreeNote(ctx, tree); err != nil {
+		return m, err
+	}
+	// The ledger part reads keyset pages on the scan pool (Scan): the rows
+	// up to m.To are fixed (append-only, committed in seq order), so no
+	// transaction is held while files are written.
+	err = translate(func() error {
 		jf, err := os.Create(filepath.Join(opts.Dir, export.LedgerJSONL))
 		if err != nil {
 			return err
@@ -88,7 +160,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		}
 		var line []byte
 		var last audit.Record
-		err = s.scanPages(ctx, from, to, func(r audit.Record) error {
+		err = s.scanPages(ctx, m.From, m.To, func(r audit.Record) error {
 			line = export.AppendLedgerLine(line[:0], r)
 			if _, err := jw.Write(line); err != nil {
 				return err
@@ -101,6 +173,9 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		})
 		if err != nil {
 			return err
+		}
+		if last.Seq != m.To || last.Hash != m.Head {
+			return fmt.Errorf("%w: the ledger scan ended at seq %d, the snapshot at %d", ErrSchema, last.Seq, m.To)
 		}
 		if err := c.Flush(); err != nil {
 			return err
@@ -115,38 +190,22 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 				return err
 			}
 		}
-		m.From, m.To, m.Head = from, last.Seq, last.Hash
 		return nil
 	}())
 	if err != nil {
 		return m, err
 	}
-	if m.To > 0 {
-		cp, ok, err := s.LatestCheckpointIn(ctx, m.From, m.To)
-		if err != nil {
-			return m, err
-		}
-		if !ok && s.cfg.SigningKey != nil {
-			if cp, err = s.Checkpoint(ctx, audit.Head{Seq: m.To, Hash: m.Head}); err != nil {
-				return m, err
-			}
-			ok = true
-		}
-		if ok {
-			m.Checkpoint = &cp
-		}
-	}
-	files, err := s.Incidents(ctx)
-	if err != nil {
-		return m, err
-	}
 	writers := map[string]func(*os.File) error{
-		export.RegisterCSV: func(f *os.File) error { return export.WriteRegisterCSV(f, files) },
-		export.NoticesCSV:  func(f *os.File) error { return export.WriteNoticesCSV(f, files) },
+		export.RegisterJSONL: func(f *os.File) error { return export.WriteRegisterJSONL(f, files) },
+		export.RegisterCSV:   func(f *os.File) error { return export.WriteRegisterCSV(f, files) },
+		export.NoticesCSV:    func(f *os.File) error { return export.WriteNoticesCSV(f, files) },
 		export.RegisterPDF: func(f *os.File) error {
 			return export.WriteRegisterPDF(f, files, export.ReportMeta{Organization: s.cfg.Organization, Generated: m.Created,
-				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head})
+				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head, Regime: opts.Regime})
 		},
+	}
+	if m.From > 1 {
+		writers[export.TreePrefix] = func(f *os.File) error { return export.WriteTreePrefix(f, levels, indexes, prefix) }
 	}
 	for name, write := range writers {
 		if err := writeFile(filepath.Join(opts.Dir, name), write); err != nil {

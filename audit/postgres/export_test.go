@@ -7,7 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
@@ -33,22 +35,43 @@ func TestExportVerifiesOffline(t *testing.T) {
 	if _, err := s.OpenIncident(ctx, "admin:elise", v); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.UpdateIncident(ctx, "admin:marc", "inc-exp", func(v *audit.IncidentVersion) error {
+		v.PersonsConcerned = 12
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := "Avis à la Commission d'accès à l'information : incident inc-exp"
+	if _, err := s.AddNotice(ctx, "admin:elise", audit.Notice{Incident: "inc-exp", Recipient: audit.RecipientCAI,
+		RecipientName: "Commission d'accès à l'information", SentAt: time.Now().Add(-time.Hour), Method: "portail",
+		ContentDigest: audit.Sum([]byte(text)), Text: text}); err != nil {
+		t.Fatal(err)
+	}
+	// A trusted checkpoint of the tree before the export.
+	trusted, err := s.SignTree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, manifestKey, _ := ed25519.GenerateKey(nil)
 	dir := filepath.Join(t.TempDir(), "export")
 	m, err := s.Export(ctx, ExportOptions{Dir: dir, From: 11, Key: manifestKey, Actor: "admin:elise"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.From != 11 || m.To != 51 || m.Checkpoint == nil || len(m.Files) != 5 {
+	if m.From != 11 || m.To != 53 || m.Checkpoint == nil || len(m.Files) != 7 {
 		t.Fatalf("got range %d..%d, checkpoint %v, %d files", m.From, m.To, m.Checkpoint != nil, len(m.Files))
 	}
 	mkeys := audit.KeySet(manifestKey.Public().(ed25519.PublicKey))
-	rep, err := export.VerifyDir(dir, mkeys, testKeys())
+	rep, err := export.VerifyDirTrusted(dir, mkeys, testKeys(), trusted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Ledger == nil || rep.Ledger.Events != 41 || rep.Ledger.Checkpoints != 1 {
-		t.Errorf("got %+v", rep.Ledger)
+	if rep.Ledger == nil || rep.Ledger.Events != 43 || rep.Tree.Size != 53 || rep.Incidents != 1 {
+		t.Errorf("got %+v, tree %+v, %d incidents", rep.Ledger, rep.Tree, rep.Incidents)
+	}
+	jl, _ := os.ReadFile(filepath.Join(dir, export.RegisterJSONL))
+	if !bytes.Contains(jl, []byte(text)) || bytes.Count(jl, []byte("\n")) != 4 {
+		t.Errorf("register.jsonl lacks the notice text or has the wrong records:\n%s", jl)
 	}
 	// The export is itself in the ledger.
 	h, _ := s.Head(ctx)
@@ -76,9 +99,97 @@ func TestExportVerifiesOffline(t *testing.T) {
 		{"manifest edited", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, export.ManifestName)
 			b, _ := os.ReadFile(p)
-			os.WriteFile(p, bytes.Replace(b, []byte("ledger 11 51"), []byte("ledger 11 50"), 1), 0o600)
+			os.WriteFile(p, bytes.Replace(b, []byte("ledger 11 53"), []byte("ledger 11 52"), 1), 0o600)
 		}},
 	}
+	// The operator holds the manifest key: an edit it re-signs must still
+	// fail, each with its reason.
+	resigned := []struct {
+		name, reason string
+		do           func(t *testing.T, dir string, m *export.Manifest)
+	}{
+		{"register.csv edited, manifest re-signed", "register.csv does not match register.jsonl", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterCSV), "accès non autorisé", "accès autorisé")
+		}},
+		{"notices.csv edited, manifest re-signed", "notices.csv does not match register.jsonl", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.NoticesCSV), "portail", "courriel")
+		}},
+		{"register.jsonl version edited, manifest re-signed", "content SHA-256", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterJSONL), `"persons_concerned":12`, `"persons_concerned":2`)
+		}},
+		{"register.jsonl notice method edited, manifest re-signed", "record SHA-256", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterJSONL), `"method":"portail"`, `"method":"courriel"`)
+		}},
+		{"register.jsonl retain_until edited, manifest re-signed", "retain_until", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterJSONL), `"retain_until":"2031-11-01"`, `"retain_until":"2027-11-01"`)
+		}},
+		{"register.jsonl recorded_by edited, manifest re-signed", "recorded at/by", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterJSONL), `"recorded_by":"admin:marc"`, `"recorded_by":"admin:elise"`)
+		}},
+		{"register.jsonl notice removed, manifest re-signed", "has no register record", func(t *testing.T, dir string, m *export.Manifest) {
+			p := filepath.Join(dir, export.RegisterJSONL)
+			b, _ := os.ReadFile(p)
+			lines := bytes.SplitAfter(b, []byte("\n"))
+			os.WriteFile(p, bytes.Join(lines[:3], nil), 0o600)
+		}},
+		{"checkpoint none, manifest re-signed", "checkpoint none", func(t *testing.T, dir string, m *export.Manifest) {
+			m.Checkpoint = nil
+		}},
+		{"tree prefix edited, manifest re-signed", "another Merkle root", func(t *testing.T, dir string, m *export.Manifest) {
+			p := filepath.Join(dir, export.TreePrefix)
+			b, _ := os.ReadFile(p)
+			if b[len(b)-2] == '0' {
+				b[len(b)-2] = '1'
+			} else {
+				b[len(b)-2] = '0'
+			}
+			os.WriteFile(p, b, 0o600)
+		}},
+	}
+	for _, tt := range resigned {
+		t.Run(tt.name, func(t *testing.T) {
+			cp := filepath.Join(t.TempDir(), "copy")
+			if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(filepath.Join(cp, export.ManifestName))
+			m, err := export.ParseManifest(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.do(t, cp, &m)
+			for i, f := range m.Files {
+				m.Files[i].Size, m.Files[i].SHA256, _ = export.HashFile(filepath.Join(cp, f.Name))
+			}
+			if err := m.Sign(manifestKey); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(cp, export.ManifestName), m.Marshal(), 0o600)
+			_, err = export.VerifyDir(cp, mkeys, testKeys())
+			if !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), tt.reason) {
+				t.Errorf("got %v, want ErrVerify naming %q", err, tt.reason)
+			}
+		})
+	}
+	// Trusted state: a checkpoint of a tree the export does not extend (a
+	// fork) and one larger than the export (a rollback) are refused.
+	t.Run("trusted checkpoint of a fork", func(t *testing.T) {
+		signer, _ := audit.TreeSigner("test-ledger", testKey)
+		h, err := audit.OpenTreeHead(trusted, mustVKey(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Root[0] ^= 1
+		forked, _ := audit.SignTreeHead(signer, h)
+		if _, err := export.VerifyDirTrusted(dir, mkeys, testKeys(), forked); !errors.Is(err, audit.ErrFork) {
+			t.Errorf("got %v, want ErrFork", err)
+		}
+		h.Size = 60
+		larger, _ := audit.SignTreeHead(signer, h)
+		if _, err := export.VerifyDirTrusted(dir, mkeys, testKeys(), larger); !errors.Is(err, audit.ErrSmallerTree) {
+			t.Errorf("got %v, want ErrSmallerTree", err)
+		}
+	})
 	for _, tt := range tamper {
 		t.Run(tt.name, func(t *testing.T) {
 			cp := filepath.Join(t.TempDir(), "copy")
@@ -96,4 +207,27 @@ func TestExportVerifiesOffline(t *testing.T) {
 	if _, err := export.VerifyDir(dir, audit.KeySet(other.Public().(ed25519.PublicKey)), testKeys()); !errors.Is(err, export.ErrVerify) {
 		t.Errorf("untrusted key: got %v, want ErrVerify", err)
 	}
+}
+
+func edit(t *testing.T, path, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(old)) {
+		t.Fatalf("%s does not contain %q", path, old)
+	}
+	if err := os.WriteFile(path, bytes.Replace(b, []byte(old), []byte(new), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustVKey(t *testing.T) string {
+	t.Helper()
+	vkey, err := audit.TreeVerifierKey("test-ledger", testKey.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vkey
 }

@@ -30,6 +30,15 @@ func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.Inci
 	if v.Version != 1 {
 		return audit.StoredVersion{}, fmt.Errorf("%w: a new incident starts at version 1", audit.ErrInvalidIncident)
 	}
+	v.Normalize()
+	// The organisation and its privacy officer are configured once
+	// (Config) and copied into every entry that does not name them.
+	if v.Organization == (audit.Organization{}) {
+		v.Organization = s.cfg.Organization
+	}
+	if v.Contact == (audit.Contact{}) {
+		v.Contact = s.cfg.Contact
+	}
 	content, digest, err := v.Canonical()
 	if err != nil {
 		return audit.StoredVersion{}, err
@@ -51,7 +60,7 @@ func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.Inci
 			return err
 		}
 		var err error
-		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0].Seq)
+		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0])
 		return err
 	})
 	return sv, err
@@ -73,17 +82,26 @@ func (s *Store) OpenFromDetection(ctx context.Context, actor audit.Name, d audit
 	return id, nil
 }
 
-func insertVersion(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit.IncidentVersion, content []byte, digest audit.Digest, seq uint64) (audit.StoredVersion, error) {
+// insertVersion stores a version chained by rec. What the register shows
+// as its recorded time and author is rec's (hashed) occurred_at and actor,
+// not the database's recorded_at column.
+func insertVersion(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit.IncidentVersion, content []byte, digest audit.Digest, rec audit.Record) (audit.StoredVersion, error) {
 	var retain time.Time
-	var recordedAt time.Time
 	err := tx.QueryRow(ctx, `INSERT INTO incident_versions (incident_id, version, recorded_by, content, content_sha256, ledger_seq)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING retain_until, recorded_at`,
-		string(v.Incident), v.Version, string(actor), content, digest[:], int64(seq)).Scan(&retain, &recordedAt)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING retain_until`,
+		string(v.Incident), v.Version, string(actor), content, digest[:], int64(rec.Seq)).Scan(&retain)
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
-	return audit.StoredVersion{IncidentVersion: v, Content: content, Digest: digest, RecordedAt: recordedAt,
-		RecordedBy: actor, LedgerSeq: seq, RetainUntil: audit.DayOf(retain)}, nil
+	sv := audit.StoredVersion{IncidentVersion: v, Content: content, Digest: digest, RecordedAt: rec.OccurredAt.UTC().Truncate(time.Microsecond),
+		RecordedBy: actor, LedgerSeq: rec.Seq}
+	if sv.RetainUntil, err = v.RetainUntil(); err != nil {
+		return sv, err
+	}
+	if sv.RetainUntil != audit.DayOf(retain) {
+		return sv, fmt.Errorf("%w: incident %s version %d: retain_until %s, its content gives %s", ErrSchema, v.Incident, v.Version, audit.DayOf(retain), sv.RetainUntil)
+	}
+	return sv, nil
 }
 
 // UpdateIncident appends a new version: fn edits a copy of the latest
@@ -104,6 +122,7 @@ func (s *Store) UpdateIncident(ctx context.Context, actor audit.Name, id audit.N
 			return err
 		}
 		v.Incident, v.Version, v.Source = id, latest.Version+1, latest.Source
+		v.Normalize()
 		content, digest, err := v.Canonical()
 		if err != nil {
 			return err
@@ -118,7 +137,7 @@ func (s *Store) UpdateIncident(ctx context.Context, actor audit.Name, id audit.N
 		if err := appendInTx(ctx, tx, recs); err != nil {
 			return err
 		}
-		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0].Seq)
+		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0])
 		return err
 	})
 	return sv, err
@@ -139,20 +158,31 @@ func latestVersionTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.Store
 	return vs[0], nil
 }
 
-const versionQuery = `SELECT content, content_sha256, recorded_at, recorded_by, ledger_seq, retain_until FROM incident_versions`
+// versionQuery reads versions with their ledger event, whose occurred_at
+// and actor are what the register shows as recorded at and by.
+const versionQuery = `SELECT v.content, v.content_sha256, e.payload, v.recorded_by, v.ledger_seq, v.retain_until
+	FROM incident_versions v JOIN audit_events e ON e.seq = v.ledger_seq`
 
 func collectVersions(rows pgx.Rows) ([]audit.StoredVersion, error) {
 	defer rows.Close()
 	var out []audit.StoredVersion
 	for rows.Next() {
 		var sv audit.StoredVersion
-		var digest []byte
+		var digest, payload []byte
 		var by string
 		var seq int64
 		var retain time.Time
-		if err := rows.Scan(&sv.Content, &digest, &sv.RecordedAt, &by, &seq, &retain); err != nil {
+		if err := rows.Scan(&sv.Content, &digest, &payload, &by, &seq, &retain); err != nil {
 			return nil, err
 		}
+		env, err := audit.DecodeEnvelope(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: seq %d: %v", audit.ErrChainBroken, seq, err)
+		}
+		if env.Actor != audit.Name(by) {
+			return nil, fmt.Errorf("%w: seq %d: incident version recorded by %s, its ledger event by %s", audit.ErrChainBroken, seq, by, env.Actor)
+		}
+		sv.RecordedAt = env.OccurredAt
 		copy(sv.Digest[:], digest)
 		if audit.Sum(sv.Content) != sv.Digest {
 			return nil, fmt.Errorf("%w: incident version content does not match its digest", audit.ErrChainBroken)
@@ -160,7 +190,10 @@ func collectVersions(rows pgx.Rows) ([]audit.StoredVersion, error) {
 		if err := decodeStrict(sv.Content, &sv.IncidentVersion); err != nil {
 			return nil, fmt.Errorf("%w: incident version: %v", ErrSchema, err)
 		}
-		sv.RecordedBy, sv.LedgerSeq, sv.RetainUntil = audit.Name(by), uint64(seq), audit.DayOf(retain)
+		sv.RecordedBy, sv.LedgerSeq = audit.Name(by), uint64(seq)
+		if sv.RetainUntil, err = sv.IncidentVersion.RetainUntil(); err != nil || sv.RetainUntil != audit.DayOf(retain) {
+			return nil, fmt.Errorf("%w: incident version at seq %d: retain_until %s does not follow from its awareness date", ErrSchema, seq, audit.DayOf(retain))
+		}
 		out = append(out, sv)
 	}
 	return out, rows.Err()
@@ -181,7 +214,19 @@ func (s *Store) AddNotice(ctx context.Context, actor audit.Name, n audit.Notice)
 			return err
 		}
 		n.Number = next
-		p := audit.NoticeSent{Incident: n.Incident, Notice: next, Recipient: n.Recipient, ContentDigest: n.ContentDigest}
+		now := time.Now()
+		latest, err := latestVersionTx(ctx, tx, n.Incident)
+		if err != nil {
+			return err
+		}
+		if err := latest.CheckNoticeDate(n.SentAt, now); err != nil {
+			return err
+		}
+		record, recordDigest, err := n.Record(actor, now).Canonical()
+		if err != nil {
+			return err
+		}
+		p := audit.NoticeSent{Incident: n.Incident, Notice: next, Recipient: n.Recipient, ContentDigest: n.ContentDigest, RecordDigest: &recordDigest}
 		if n.Recipient == audit.RecipientTenant {
 			p.RecipientID = audit.Name(n.Tenant)
 		}
@@ -198,14 +243,35 @@ func (s *Store) AddNotice(ctx context.Context, actor audit.Name, n audit.Notice)
 			t := string(n.Tenant)
 			tenant = &t
 		}
-		var recordedAt time.Time
-		err = tx.QueryRow(ctx, `INSERT INTO incident_notices (incident_id, notice_no, recipient_kind, recipient, tenant, sent_at, method, content_sha256, recorded_by, ledger_seq)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING recorded_at`,
-			string(n.Incident), next, string(n.Recipient), n.RecipientName, tenant, n.SentAt, n.Method, n.ContentDigest[:], string(actor), int64(recs[0].Seq)).Scan(&recordedAt)
-		sn = audit.StoredNotice{Notice: n, RecordedAt: recordedAt, RecordedBy: actor, LedgerSeq: recs[0].Seq}
+		_, err = tx.Exec(ctx, `INSERT INTO incident_notices (incident_id, notice_no, recipient_kind, recipient, tenant, sent_at, method, content_sha256, recorded_by, ledger_seq, record, record_sha256)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			string(n.Incident), next, string(n.Recipient), n.RecipientName, tenant, n.SentAt, n.Method, n.ContentDigest[:], string(actor), int64(recs[0].Seq),
+			record, recordDigest[:])
+		if err != nil {
+			return err
+		}
+		sn, err = decodeNoticeRecord(record, recordDigest[:])
+		sn.LedgerSeq = recs[0].Seq
 		return err
 	})
 	return sn, err
+}
+
+// decodeNoticeRecord returns the notice a stored record describes.
+func decodeNoticeRecord(record, digest []byte) (audit.StoredNotice, error) {
+	var r audit.NoticeRecord
+	if audit.Sum(record) != audit.Digest(digest) {
+		return audit.StoredNotice{}, fmt.Errorf("%w: notice record does not match its digest", audit.ErrChainBroken)
+	}
+	if err := decodeStrict(record, &r); err != nil {
+		return audit.StoredNotice{}, fmt.Errorf("%w: notice record: %v", ErrSchema, err)
+	}
+	sn, err := r.Stored()
+	if err != nil {
+		return sn, fmt.Errorf("%w: notice record: %v", ErrSchema, err)
+	}
+	sn.Record, sn.RecordDigest = record, audit.Sum(record)
+	return sn, nil
 }
 
 // Incident returns a register entry with all its versions and notices.
@@ -225,13 +291,22 @@ func incidentTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.IncidentFi
 	f := audit.IncidentFile{ID: id}
 	var src, by string
 	var seq int64
-	err := tx.QueryRow(ctx, `SELECT source, opened_at, opened_by, ledger_seq FROM incidents WHERE id = $1`, string(id)).Scan(&src, &f.OpenedAt, &by, &seq)
+	var payload []byte
+	// Opened at and by are the incident.opened event's (hashed), not the
+	// row's opened_at column.
+	err := tx.QueryRow(ctx, `SELECT i.source, e.payload, i.opened_by, i.ledger_seq FROM incidents i JOIN audit_events e ON e.seq = i.ledger_seq
+		WHERE i.id = $1`, string(id)).Scan(&src, &payload, &by, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return f, fmt.Errorf("%w: incident %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return f, err
 	}
+	env, err := audit.DecodeEnvelope(payload)
+	if err != nil || env.Actor != audit.Name(by) || env.Kind != audit.KindIncidentOpened {
+		return f, fmt.Errorf("%w: incident %s does not match its incident.opened event at seq %d", audit.ErrChainBroken, id, seq)
+	}
+	f.OpenedAt = env.OccurredAt
 	f.Source, f.OpenedBy, f.LedgerSeq = audit.IncidentSource(src), audit.Name(by), uint64(seq)
 	rows, err := tx.Query(ctx, versionQuery+` WHERE incident_id = $1 ORDER BY version`, string(id))
 	if err != nil {
@@ -240,7 +315,7 @@ func incidentTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.IncidentFi
 	if f.Versions, err = collectVersions(rows); err != nil {
 		return f, err
 	}
-	nrows, err := tx.Query(ctx, `SELECT notice_no, recipient_kind, recipient, tenant, sent_at, method, content_sha256, recorded_at, recorded_by, ledger_seq
+	nrows, err := tx.Query(ctx, `SELECT notice_no, recipient_kind, recipient, tenant, sent_at, method, content_sha256, recorded_at, recorded_by, ledger_seq, record, record_sha256
 		FROM incident_notices WHERE incident_id = $1 ORDER BY notice_no`, string(id))
 	if err != nil {
 		return f, err
@@ -250,10 +325,22 @@ func incidentTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.IncidentFi
 		var n audit.StoredNotice
 		var kind, nby string
 		var tenant *string
-		var digest []byte
+		var digest, record, recordDigest []byte
 		var nseq int64
-		if err := nrows.Scan(&n.Number, &kind, &n.RecipientName, &tenant, &n.SentAt, &n.Method, &digest, &n.RecordedAt, &nby, &nseq); err != nil {
+		if err := nrows.Scan(&n.Number, &kind, &n.RecipientName, &tenant, &n.SentAt, &n.Method, &digest, &n.RecordedAt, &nby, &nseq, &record, &recordDigest); err != nil {
 			return f, err
+		}
+		if record != nil {
+			// What the register shows is the hashed record, not the columns.
+			if n, err = decodeNoticeRecord(record, recordDigest); err != nil {
+				return f, err
+			}
+			if n.Incident != id || n.Number < 1 {
+				return f, fmt.Errorf("%w: incident %s: a notice record names another incident", audit.ErrChainBroken, id)
+			}
+			n.LedgerSeq = uint64(nseq)
+			f.Notices = append(f.Notices, n)
+			continue
 		}
 		n.Incident, n.Recipient, n.RecordedBy, n.LedgerSeq = id, audit.RecipientKind(kind), audit.Name(nby), uint64(nseq)
 		if tenant != nil {
@@ -377,7 +464,8 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 					return err
 				}
 				e, ok := p.(*audit.NoticeSent)
-				if !ok || e.ContentDigest != n.ContentDigest || e.Notice != n.Number || audit.Name(e.Incident) != f.ID {
+				if !ok || e.ContentDigest != n.ContentDigest || e.Notice != n.Number || audit.Name(e.Incident) != f.ID ||
+					(e.RecordDigest == nil) != (n.Record == nil) || (e.RecordDigest != nil && *e.RecordDigest != n.RecordDigest) {
 					return fmt.Errorf("%w: incident %s notice %d does not match ledger seq %d", audit.ErrChainBroken, f.ID, n.Number, n.LedgerSeq)
 				}
 			}

@@ -218,3 +218,32 @@ func TestCheckpointEveryNOrT(t *testing.T) {
 		t.Errorf("stored %v (%v) differs from the external copy", stored, err)
 	}
 }
+
+// The configured organisation and privacy officer are copied into an entry
+// that does not name them (issue 13 §5); a notice dated before awareness
+// is refused.
+func TestRegisterCopiesConfiguredContactAndChecksNoticeDates(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	officer := audit.Contact{Name: "Élise Côté", Title: "Responsable PRP", Phone: "+1 514 555 0100", Email: "prp@example.qc.ca"}
+	s, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey, CheckpointDir: t.TempDir(),
+		Organization: audit.Organization{Name: "Société Exemple inc.", NEQ: "1170000000"}, Contact: officer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := adminVersion("inc-contact", "2026-11-01")
+	v.Organization, v.Contact = audit.Organization{}, audit.Contact{}
+	sv, err := s.OpenIncident(ctx, "admin:elise", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv.Contact != officer || sv.Organization.NEQ != "1170000000" {
+		t.Errorf("got %+v %+v", sv.Organization, sv.Contact)
+	}
+	_, err = s.AddNotice(ctx, "admin:elise", audit.Notice{Incident: "inc-contact", Recipient: audit.RecipientCAI, RecipientName: "CAI",
+		SentAt: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), Method: "portail", ContentDigest: audit.Sum([]byte("x"))})
+	if !errors.Is(err, audit.ErrInvalidIncident) {
+		t.Errorf("notice before awareness: got %v, want ErrInvalidIncident", err)
+	}
+}

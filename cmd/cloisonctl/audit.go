@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/cloison/cloison/internal/keyfile"
@@ -229,9 +230,10 @@ func newExportCmd(g *globals) *cobra.Command {
 
 func newVerifyExportCmd() *cobra.Command {
 	var manifestPubs, checkpointPubs []string
+	var trustedFile string
 	cmd := &cobra.Command{
 		Use:   "verify-export DIR",
-		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain and its checkpoint",
+		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain, its tree checkpoint and every register record",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mk, err := readPublicKeys(manifestPubs)
@@ -242,18 +244,37 @@ func newVerifyExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := export.VerifyDir(args[0], mk, ck)
+			var trusted []byte
+			if trustedFile != "" {
+				if trusted, err = os.ReadFile(trustedFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+			rep, err := export.VerifyDirTrusted(args[0], mk, ck, trusted)
 			if err != nil {
 				return err
+			}
+			if trustedFile != "" {
+				// The export's checkpoint is the next trusted state.
+				tmp := trustedFile + ".tmp"
+				if err := os.WriteFile(tmp, rep.Note, 0o600); err != nil {
+					return err
+				}
+				if err := os.Rename(tmp, trustedFile); err != nil {
+					return err
+				}
 			}
 			m := rep.Manifest
 			fmt.Fprintf(cmd.OutOrStdout(), "manifest signed by %s on %s; %d files match\n", m.KeyID, m.Created.Format("2006-01-02 15:04:05Z"), len(m.Files))
 			if rep.Ledger != nil {
 				fmt.Fprintln(cmd.OutOrStdout(), *rep.Ledger)
 			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger\n",
+				rep.Tree.Origin, rep.Tree.Size, rep.Incidents)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&trustedFile, "trusted", "", "trusted checkpoint file: the export must extend it; it is replaced by the export's checkpoint")
 	cmd.Flags().StringArrayVar(&manifestPubs, "manifest-public-key", nil, "trusted manifest public key file (repeatable)")
 	cmd.Flags().StringArrayVar(&checkpointPubs, "checkpoint-public-key", nil, "trusted checkpoint public key file (repeatable)")
 	return cmd

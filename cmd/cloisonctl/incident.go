@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -334,6 +335,9 @@ func newIncidentNoticeCmd(g *globals) *cobra.Command {
 					return err
 				}
 				n.ContentDigest = audit.Sum(b)
+				if utf8.Valid(b) && len(b) <= audit.MaxNoticeTextLen {
+					n.Text = string(b) // kept in the register row; the ledger holds its digest
+				}
 			}
 			s, done, err := g.store(cmd.Context(), true)
 			if err != nil {

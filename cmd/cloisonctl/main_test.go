@@ -70,8 +70,15 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	exp := filepath.Join(dir, "export")
 	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise"}, asRuntime...)...)
-	if out := mustRun(t, "audit", "verify-export", exp, "--manifest-public-key", mkey+".pub", "--checkpoint-public-key", key+".pub"); !strings.Contains(out, "5 files match") {
-		t.Errorf("verify-export: %s", out)
+	trusted := filepath.Join(dir, "trusted.note")
+	for i := 0; i < 2; i++ { // the first run writes the trusted state, the second checks against it
+		if out := mustRun(t, "audit", "verify-export", exp, "--manifest-public-key", mkey+".pub", "--checkpoint-public-key", key+".pub",
+			"--trusted", trusted); !strings.Contains(out, "6 files match") || !strings.Contains(out, "1 register entries match") {
+			t.Errorf("verify-export: %s", out)
+		}
+	}
+	if b, err := os.ReadFile(trusted); err != nil || !strings.HasPrefix(string(b), "cli-test\n") {
+		t.Errorf("trusted state: %q, %v", b, err)
 	}
 	// Purge is refused for the runtime role and, before five years, for anyone.
 	if _, err := run(t, append([]string{"incident", "purge", id}, asRuntime...)...); err == nil {

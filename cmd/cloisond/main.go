@@ -80,6 +80,7 @@ type config struct {
 	zeroing                                     string
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
+	privacyOfficer                              audit.Contact
 	shutdownGrace, refusalFlush                 time.Duration
 	drainPeriod                                 time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
@@ -145,6 +146,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
+	fs.StringVar(&c.privacyOfficer.Name, "privacy-officer-name", "Responsable de la protection des renseignements personnels", "privacy officer copied into every register entry (Règlement s. 3(2))")
+	fs.StringVar(&c.privacyOfficer.Title, "privacy-officer-title", "", "privacy officer's title")
+	fs.StringVar(&c.privacyOfficer.Phone, "privacy-officer-phone", "", "privacy officer's phone")
+	fs.StringVar(&c.privacyOfficer.Email, "privacy-officer-email", "", "privacy officer's e-mail")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
 	fs.DurationVar(&c.drainPeriod, "drain-period", 0, "on SIGTERM, how long /readyz answers 503 while the listeners keep serving, before shutdown starts (drain.go; a load balancer's deregistration delay)")
 	fs.DurationVar(&c.refusalFlush, "refusal-flush", api.DefaultRefusalFlush, "how often refused requests are written to the ledger as per-tenant policy.refusals counts")
@@ -282,7 +287,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
-		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: audit.Contact{Name: "Responsable de la protection des renseignements personnels"}, Logger: log,
+		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: c.privacyOfficer, Logger: log,
 		ScanPool: scanDB})
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)

@@ -1,0 +1,301 @@
+package export
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cloison/cloison/audit"
+)
+
+// RegisterJSONL is the register as canonical JSON Lines: every element the
+// CSV and PDF files show, each record with the ledger entry that hashes it.
+const RegisterJSONL = "register.jsonl"
+
+// Register line types.
+const (
+	lineIncident = "incident"
+	lineVersion  = "version"
+	lineNotice   = "notice"
+)
+
+// registerLine is one line of register.jsonl (canonical JSON, RFC 8785).
+//
+//	incident: id, source, opened_at, opened_by and the incident.opened seq
+//	version:  the version's exact stored canonical content, its SHA-256,
+//	          recorded_at and recorded_by (its ledger event's), retain_until
+//	          (derived from the content) and the incident.opened/updated seq
+//	notice:   the notice's exact canonical record (audit.NoticeRecord) and
+//	          the notice.sent seq; unhashed marks a notice written before
+//	          its record existed (a verifier refuses it)
+type registerLine struct {
+	Type        string          `json:"type"`
+	Incident    audit.Name      `json:"incident"`
+	LedgerSeq   uint64          `json:"ledger_seq"`
+	Source      string          `json:"source,omitempty"`
+	OpenedAt    string          `json:"opened_at,omitempty"`
+	OpenedBy    audit.Name      `json:"opened_by,omitempty"`
+	Version     int64           `json:"version,omitempty"`
+	Content     json.RawMessage `json:"content,omitempty"`
+	SHA256      *audit.Digest   `json:"sha256,omitempty"`
+	RecordedAt  string          `json:"recorded_at,omitempty"`
+	RecordedBy  audit.Name      `json:"recorded_by,omitempty"`
+	RetainUntil audit.Day       `json:"retain_until,omitempty"`
+	Notice      int64           `json:"notice,omitempty"`
+	Record      json.RawMessage `json:"record,omitempty"`
+	Unhashed    bool            `json:"unhashed,omitempty"`
+}
+
+func ts(t time.Time) string { return t.UTC().Format(audit.TimeFormat) }
+
+// WriteRegisterJSONL writes files as register.jsonl: per incident its
+// incident line, then its versions, then its notices.
+func WriteRegisterJSONL(w io.Writer, files []audit.IncidentFile) error {
+	bw := bufio.NewWriter(w)
+	put := func(l registerLine) error {
+		b, err := audit.MarshalCanonical(l)
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+		return bw.WriteByte('\n')
+	}
+	for _, f := range files {
+		if err := put(registerLine{Type: lineIncident, Incident: f.ID, LedgerSeq: f.LedgerSeq, Source: string(f.Source),
+			OpenedAt: ts(f.OpenedAt), OpenedBy: f.OpenedBy}); err != nil {
+			return err
+		}
+		for _, v := range f.Versions {
+			d := v.Digest
+			if err := put(registerLine{Type: lineVersion, Incident: f.ID, LedgerSeq: v.LedgerSeq, Version: v.Version, Content: v.Content,
+				SHA256: &d, RecordedAt: ts(v.RecordedAt), RecordedBy: v.RecordedBy, RetainUntil: v.RetainUntil}); err != nil {
+				return err
+			}
+		}
+		for _, n := range f.Notices {
+			l := registerLine{Type: lineNotice, Incident: f.ID, LedgerSeq: n.LedgerSeq, Notice: n.Number, Record: n.Record}
+			if n.Record == nil {
+				b, err := audit.MarshalCanonical(n.Notice.Record(n.RecordedBy, n.RecordedAt))
+				if err != nil {
+					return err
+				}
+				l.Record, l.Unhashed = b, true
+			}
+			if err := put(l); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// IsRegisterKind reports whether k is a ledger event the register's
+// records are checked against.
+func IsRegisterKind(k audit.Kind) bool {
+	switch k {
+	case audit.KindIncidentOpened, audit.KindIncidentUpdated, audit.KindNoticeSent, audit.KindIncidentPurged:
+		return true
+	}
+	return false
+}
+
+type ledgerEvent struct {
+	env audit.Envelope
+	p   audit.Payload
+}
+
+// VerifyRegisterJSONL reads register.jsonl and holds every record to the
+// exported ledger: events maps each register event of the exported range
+// (IsRegisterKind) by seq. Every version's SHA-256 is recomputed from its
+// content and compared with its ledger event's digest, every notice
+// record's with notice.sent's record_digest; recorded and opened times and
+// actors must be their events'; retain_until must follow from the
+// content. Every register event of an incident opened in the range must
+// have its record unless the incident was purged in the range. It returns
+// the register as read, for the CSV files to be compared with.
+//
+// Errors: ErrVerify naming the incident, record and reason.
+func VerifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record) ([]audit.IncidentFile, error) {
+	decoded := map[uint64]ledgerEvent{}
+	purged := map[audit.Name]uint64{}
+	opened := map[audit.Name]bool{}
+	for seq, rec := range events {
+		env, err := audit.DecodeEnvelope(rec.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: ledger seq %d: %v", ErrVerify, seq, err)
+		}
+		p, err := env.DecodePayload()
+		if err != nil {
+			return nil, fmt.Errorf("%w: ledger seq %d: %v", ErrVerify, seq, err)
+		}
+		decoded[seq] = ledgerEvent{env, p}
+		switch e := p.(type) {
+		case *audit.IncidentPurged:
+			purged[e.Incident] = seq
+		case *audit.IncidentOpened:
+			opened[e.Incident] = true
+		}
+	}
+	used := map[uint64]bool{}
+	type claim struct {
+		seq uint64
+		typ string
+	}
+	claimed := map[claim]bool{}
+	var files []audit.IncidentFile
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 32<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: %s line %d: %s", ErrVerify, RegisterJSONL, n, fmt.Sprintf(format, args...))
+		}
+		if !audit.IsCanonical(line) {
+			return nil, bad("not canonical JSON")
+		}
+		var l registerLine
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return nil, bad("%v", err)
+		}
+		ev, ok := decoded[l.LedgerSeq]
+		if !ok {
+			return nil, bad("incident %s: ledger seq %d is not a register event of the exported range", l.Incident, l.LedgerSeq)
+		}
+		// An incident line and its version 1 share incident.opened.
+		if claimed[claim{l.LedgerSeq, l.Type}] {
+			return nil, bad("ledger seq %d is claimed by two records", l.LedgerSeq)
+		}
+		claimed[claim{l.LedgerSeq, l.Type}] = true
+		used[l.LedgerSeq] = true
+		if ps, ok := purged[l.Incident]; ok {
+			return nil, bad("incident %s is in the register but was purged at seq %d", l.Incident, ps)
+		}
+		var cur *audit.IncidentFile
+		if len(files) > 0 && files[len(files)-1].ID == l.Incident {
+			cur = &files[len(files)-1]
+		}
+		switch l.Type {
+		case lineIncident:
+			e, ok := ev.p.(*audit.IncidentOpened)
+			if !ok || e.Incident != l.Incident || string(e.Source) != l.Source {
+				return nil, bad("incident %s does not match its incident.opened event at seq %d", l.Incident, l.LedgerSeq)
+			}
+			if l.OpenedAt != ts(ev.env.OccurredAt) || l.OpenedBy != ev.env.Actor {
+				return nil, bad("incident %s: opened at/by differ from its ledger event", l.Incident)
+			}
+			if cur != nil {
+				return nil, bad("incident %s appears twice", l.Incident)
+			}
+			files = append(files, audit.IncidentFile{ID: l.Incident, Source: audit.IncidentSource(l.Source), OpenedAt: ev.env.OccurredAt,
+				OpenedBy: l.OpenedBy, LedgerSeq: l.LedgerSeq})
+		case lineVersion:
+			if cur == nil || len(cur.Notices) > 0 || l.Version != int64(len(cur.Versions))+1 {
+				return nil, bad("incident %s version %d is out of order", l.Incident, l.Version)
+			}
+			d := audit.Sum(l.Content)
+			if l.SHA256 == nil || *l.SHA256 != d {
+				return nil, bad("incident %s version %d: content SHA-256 is %s, the record says another", l.Incident, l.Version, d)
+			}
+			var want audit.Digest
+			switch e := ev.p.(type) {
+			case *audit.IncidentOpened:
+				if e.Incident != l.Incident || e.Version != l.Version || l.Version != 1 {
+					return nil, bad("incident %s version %d does not match ledger seq %d", l.Incident, l.Version, l.LedgerSeq)
+				}
+				want = e.ContentDigest
+			case *audit.IncidentUpdated:
+				if e.Incident != l.Incident || e.Version != l.Version {
+					return nil, bad("incident %s version %d does not match ledger seq %d", l.Incident, l.Version, l.LedgerSeq)
+				}
+				want = e.ContentDigest
+			default:
+				return nil, bad("incident %s version %d: ledger seq %d is a %s event", l.Incident, l.Version, l.LedgerSeq, ev.env.Kind)
+			}
+			if want != d {
+				return nil, bad("incident %s version %d: content digest %s, ledger seq %d names %s", l.Incident, l.Version, d, l.LedgerSeq, want)
+			}
+			var iv audit.IncidentVersion
+			vdec := json.NewDecoder(bytes.NewReader(l.Content))
+			vdec.DisallowUnknownFields()
+			if err := vdec.Decode(&iv); err != nil {
+				return nil, bad("incident %s version %d: %v", l.Incident, l.Version, err)
+			}
+			if iv.Incident != l.Incident || iv.Version != l.Version {
+				return nil, bad("incident %s version %d: content names %s version %d", l.Incident, l.Version, iv.Incident, iv.Version)
+			}
+			retain, err := iv.RetainUntil()
+			if err != nil || retain != l.RetainUntil {
+				return nil, bad("incident %s version %d: retain_until %s does not follow from the awareness date (%s)", l.Incident, l.Version, l.RetainUntil, retain)
+			}
+			if l.RecordedAt != ts(ev.env.OccurredAt) || l.RecordedBy != ev.env.Actor {
+				return nil, bad("incident %s version %d: recorded at/by differ from its ledger event", l.Incident, l.Version)
+			}
+			cur.Versions = append(cur.Versions, audit.StoredVersion{IncidentVersion: iv, Content: l.Content, Digest: d,
+				RecordedAt: ev.env.OccurredAt, RecordedBy: l.RecordedBy, LedgerSeq: l.LedgerSeq, RetainUntil: retain})
+		case lineNotice:
+			if cur == nil || len(cur.Versions) == 0 || l.Notice != int64(len(cur.Notices))+1 {
+				return nil, bad("incident %s notice %d is out of order", l.Incident, l.Notice)
+			}
+			if l.Unhashed {
+				return nil, bad("incident %s notice %d was recorded before notices had a hashed record: its recipient, method and dates are under no hash", l.Incident, l.Notice)
+			}
+			e, ok := ev.p.(*audit.NoticeSent)
+			if !ok || e.Incident != l.Incident || e.Notice != l.Notice {
+				return nil, bad("incident %s notice %d does not match ledger seq %d", l.Incident, l.Notice, l.LedgerSeq)
+			}
+			d := audit.Sum(l.Record)
+			if e.RecordDigest == nil || *e.RecordDigest != d {
+				return nil, bad("incident %s notice %d: record SHA-256 %s is not the one ledger seq %d names", l.Incident, l.Notice, d, l.LedgerSeq)
+			}
+			var nr audit.NoticeRecord
+			ndec := json.NewDecoder(bytes.NewReader(l.Record))
+			ndec.DisallowUnknownFields()
+			if err := ndec.Decode(&nr); err != nil {
+				return nil, bad("incident %s notice %d: %v", l.Incident, l.Notice, err)
+			}
+			sn, err := nr.Stored()
+			if err != nil {
+				return nil, bad("incident %s notice %d: %v", l.Incident, l.Notice, err)
+			}
+			if sn.Incident != l.Incident || sn.Number != l.Notice || sn.Recipient != e.Recipient || sn.ContentDigest != e.ContentDigest ||
+				ts(sn.SentAt) != ts(ev.env.OccurredAt) || sn.Tenant != ev.env.Tenant || sn.RecordedBy != ev.env.Actor {
+				return nil, bad("incident %s notice %d: record differs from its ledger event at seq %d", l.Incident, l.Notice, l.LedgerSeq)
+			}
+			sn.LedgerSeq, sn.Record, sn.RecordDigest = l.LedgerSeq, l.Record, d
+			cur.Notices = append(cur.Notices, sn)
+		default:
+			return nil, bad("unknown record type %q", l.Type)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrVerify, RegisterJSONL, err)
+	}
+	for seq, ev := range decoded {
+		if used[seq] {
+			continue
+		}
+		var id audit.Name
+		switch e := ev.p.(type) {
+		case *audit.IncidentOpened:
+			id = e.Incident
+		case *audit.IncidentUpdated:
+			id = e.Incident
+		case *audit.NoticeSent:
+			id = e.Incident
+		default:
+			continue
+		}
+		if _, gone := purged[id]; gone || !opened[id] {
+			continue // purged in the range, or opened before it
+		}
+		return nil, fmt.Errorf("%w: %s: ledger seq %d (%s of incident %s) has no register record", ErrVerify, RegisterJSONL, seq, ev.env.Kind, id)
+	}
+	return files, nil
+}
