@@ -18,6 +18,9 @@
 // connections, --db-scan-conns of them reserved to compliance scans, so the
 // request path never waits on a scan.
 //
+// --version (as the only or first argument) prints the version, commit and Go
+// version (internal/buildinfo) and exits.
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
@@ -49,6 +52,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/internal/buildinfo"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -83,6 +87,10 @@ type config struct {
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	slog.SetDefault(log)
+	if buildinfo.Requested(os.Args[1:]) {
+		printVersion(os.Stdout)
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		log.Error("configuration", "err", err)
