@@ -20,6 +20,23 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/cloison/cloison/internal/buildinfo.Version=$(VERSION) -X github.com/cloison/cloison/internal/buildinfo.Commit=$(COMMIT)
 
+## image: the OCI image IMAGE (default cloison:$(VERSION)) built offline by
+## scripts/image.sh with Debian's buildah, FROM scratch, from make binaries;
+## runs it once with podman where the machine allows. buildah and podman come
+## from Debian bookworm (apt; pinned to the bookworm versions below where apt
+## still has them, else the candidate).
+IMAGE ?= cloison:$(VERSION)
+BUILDAH_VERSION ?= 1.28.2+ds1-3+deb12u1+b3
+PODMAN_VERSION ?= 4.3.1+ds1-8+deb12u1+b3
+.PHONY: image image-tools
+image-tools:
+	@command -v buildah >/dev/null && command -v podman >/dev/null || { \
+	  apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah=$(BUILDAH_VERSION) podman=$(PODMAN_VERSION) >/dev/null 2>&1 || \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah podman >/dev/null; }
+image: binaries image-tools
+	scripts/image.sh '$(IMAGE)' '$(VERSION)'
+
 ## binaries: static bin/cloisond and bin/cloisonctl (CGO_ENABLED=0), version
 ## stamped, the inputs of make image.
 .PHONY: binaries
