@@ -12,6 +12,70 @@ all: verify test
 build:
 	$(GO) build ./...
 
+## version stamping: VERSION from git describe, COMMIT beside it for builds
+## where the toolchain records no vcs.revision (a git worktree,
+## GOFLAGS=-buildvcs=false); cloisond/cloisonctl --version print both
+## (internal/buildinfo).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/cloison/cloison/internal/buildinfo.Version=$(VERSION) -X github.com/cloison/cloison/internal/buildinfo.Commit=$(COMMIT)
+
+## image: the OCI image IMAGE (default cloison:$(VERSION)) built offline by
+## scripts/image.sh with Debian's buildah, FROM scratch, from make binaries;
+## runs it once with podman where the machine allows. buildah and podman come
+## from Debian bookworm (apt; pinned to the bookworm versions below where apt
+## still has them, else the candidate).
+IMAGE ?= cloison:$(VERSION)
+BUILDAH_VERSION ?= 1.28.2+ds1-3+deb12u1+b3
+PODMAN_VERSION ?= 4.3.1+ds1-8+deb12u1+b3
+.PHONY: image image-tools
+image-tools:
+	@command -v buildah >/dev/null && command -v podman >/dev/null || { \
+	  apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah=$(BUILDAH_VERSION) podman=$(PODMAN_VERSION) >/dev/null 2>&1 || \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah podman >/dev/null; }
+image: binaries image-tools
+	scripts/image.sh '$(IMAGE)' '$(VERSION)'
+
+## chart-check: helm lint and helm template | kubeconform -strict for
+## deploy/helm/cloison, with every optional part on and off. helm and
+## kubeconform are installed at pinned versions through the Go module proxy
+## into .cache/bin. kubeconform's schemas are made offline by
+## scripts/k8s-schemas.py from the OpenAPI spec in the k8s.io/kubernetes
+## module (K8S_SCHEMA_VERSION, through the proxy); the two CRD kinds, cert-manager's
+## Certificate and the Prometheus operator's ServiceMonitor, have no schema
+## there and are skipped by name (-skip), nothing else.
+HELM_VERSION ?= v3.17.3
+KUBECONFORM_VERSION ?= v0.7.0
+K8S_SCHEMA_VERSION ?= v1.30.14
+HELM := $(CURDIR)/.cache/bin/helm
+KUBECONFORM := $(CURDIR)/.cache/bin/kubeconform
+K8S_SCHEMAS := $(CURDIR)/.cache/k8s-schemas/$(K8S_SCHEMA_VERSION)
+CHART := deploy/helm/cloison
+CHART_TEST_VALUES := --set secrets.database.runtimePassword=p --set secrets.keys.clusterKey=00
+.PHONY: chart-check chart-tools
+chart-tools:
+	@[ -x $(HELM) ] && $(GO) version -m $(HELM) | grep -q 'mod.*$(HELM_VERSION)' || { echo "installing helm $(HELM_VERSION) into .cache/bin"; GOBIN=$(CURDIR)/.cache/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	@[ -x $(KUBECONFORM) ] && $(GO) version -m $(KUBECONFORM) | grep -q 'mod.*$(KUBECONFORM_VERSION)' || { echo "installing kubeconform $(KUBECONFORM_VERSION) into .cache/bin"; GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION); }
+	@[ -s $(K8S_SCHEMAS)/deployment-apps-v1.json ] || { dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json k8s.io/kubernetes@$(K8S_SCHEMA_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	  python3 scripts/k8s-schemas.py "$$dir/api/openapi-spec/swagger.json" $(K8S_SCHEMAS); }
+chart-check: chart-tools
+	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES)
+	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES) --set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1
+	@set -eo pipefail; for opts in "" "--set prefill.enabled=false --set networkPolicy.enabled=false --set migration.enabled=false" \
+	  "--set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1 --set model.claimName=models --set model.file=m.gguf"; do \
+	  echo "== helm template $$opts | kubeconform -strict"; \
+	  $(HELM) template c $(CHART) $(CHART_TEST_VALUES) $$opts | \
+	    $(KUBECONFORM) -strict -summary -skip Certificate,ServiceMonitor -schema-location '$(K8S_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json'; done
+
+## binaries: static bin/cloisond and bin/cloisonctl (CGO_ENABLED=0), version
+## stamped, the inputs of make image.
+.PHONY: binaries
+binaries:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisond ./cmd/cloisond
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisonctl ./cmd/cloisonctl
+
 ## verify: gofmt clean, go vet and staticcheck clean (default and faults
 ## builds), go.mod tidy. staticcheck is installed at a pinned version from
 ## the Go module proxy into .cache/bin.

@@ -62,6 +62,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	withVersion(root)
 	f := root.PersistentFlags()
 	f.StringVar(&g.databaseURL, "database-url", firstEnv("CLOISON_DATABASE_URL", "DATABASE_URL"), "PostgreSQL URL (env CLOISON_DATABASE_URL or DATABASE_URL)")
 	f.StringVar(&g.role, "role", os.Getenv("CLOISON_DB_ROLE"), "role to SET after connecting (e.g. the owner role for purges)")

@@ -32,6 +32,9 @@
 // prefill peer names, attesting each address before use (peers.go);
 // --drain-period keeps serving with /readyz 503 after SIGTERM (drain.go).
 //
+// --version (as the only or first argument) prints the version, commit and Go
+// version (internal/buildinfo) and exits.
+//
 // Configuration: flags; each flag also reads the environment variable
 // CLOISON_<FLAG> (dashes as underscores, e.g. CLOISON_KV_PAGES), and
 // --config names a JSON file of {"flag-name": value} read first. Flags beat
@@ -63,6 +66,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/internal/buildinfo"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
@@ -101,6 +105,10 @@ type config struct {
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	slog.SetDefault(log)
+	if buildinfo.Requested(os.Args[1:]) {
+		printVersion(os.Stdout)
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		log.Error("configuration", "err", err)
