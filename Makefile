@@ -52,7 +52,7 @@ HELM := $(CURDIR)/.cache/bin/helm
 KUBECONFORM := $(CURDIR)/.cache/bin/kubeconform
 K8S_SCHEMAS := $(CURDIR)/.cache/k8s-schemas/$(K8S_SCHEMA_VERSION)
 CHART := deploy/helm/cloison
-CHART_TEST_VALUES := --set secrets.database.runtimePassword=p --set secrets.keys.clusterKey=00
+CHART_TEST_VALUES := --set secrets.database.runtimePassword=p --set secrets.keys.clusterKey=00 --set secrets.keys.kek=00 --set secrets.keys.logKey=00
 .PHONY: chart-check chart-tools
 chart-tools:
 	@[ -x $(HELM) ] && $(GO) version -m $(HELM) | grep -q 'mod.*$(HELM_VERSION)' || { echo "installing helm $(HELM_VERSION) into .cache/bin"; GOBIN=$(CURDIR)/.cache/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
