@@ -46,7 +46,7 @@ type logVerifyOptions struct {
 	// witnesses did not see grow from the cosigned one. Global log only.
 	Witnesses   int
 	WitnessKeys []string
-	Client  *http.Client // nil: a client with a 30 s timeout
+	Client      *http.Client // nil: a client with a 30 s timeout
 }
 
 // logReport is what a verification established.
