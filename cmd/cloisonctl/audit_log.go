@@ -122,18 +122,9 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		var proof tlog.TreeProof
-		if ch.Size < head.Size {
-			q := url.Values{"old_size": {strconv.FormatUint(ch.Size, 10)}, "new_size": {strconv.FormatUint(head.Size, 10)}}
-			var cj struct {
-				Proof []string `json:"proof"`
-			}
-			if err := c.getJSON(ctx, prefix+"/consistency", q, &cj); err != nil {
-				return rep, err
-			}
-			if proof, err = decodeHashes(cj.Proof); err != nil {
-				return rep, err
-			}
+		proof, err := c.consistency(ctx, prefix, url.Values{}, ch.Size, head.Size)
+		if err != nil {
+			return rep, err
 		}
 		if _, err := audit.VerifyConsistency(o.VerifierKey, cp, msg, proof); err != nil {
 			return rep, err
@@ -156,20 +147,9 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 		if err != nil {
 			return rep, fmt.Errorf("trusted state %s: %w", o.Trusted, err)
 		}
-		var proof tlog.TreeProof
-		if old.Size < head.Size {
-			q := cloneValues(tq)
-			q.Set("old_size", strconv.FormatUint(old.Size, 10))
-			q.Set("new_size", strconv.FormatUint(head.Size, 10))
-			var cj struct {
-				Proof []string `json:"proof"`
-			}
-			if err := c.getJSON(ctx, prefix+"/consistency", q, &cj); err != nil {
-				return rep, err
-			}
-			if proof, err = decodeHashes(cj.Proof); err != nil {
-				return rep, err
-			}
+		proof, err := c.consistency(ctx, prefix, tq, old.Size, head.Size)
+		if err != nil {
+			return rep, err
 		}
 		if o.Tenant != "" {
 			_, err = audit.VerifyTenantConsistency(o.VerifierKey, o.Tenant, trusted, msg, proof)
@@ -339,4 +319,22 @@ func readVerifierKey(v string) (string, error) {
 		return "", fmt.Errorf("verifier key: %w", err)
 	}
 	return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), nil
+}
+
+// consistency fetches the consistency proof from old to size (none when old
+// is not smaller: the verifier then compares the two heads themselves).
+func (c *logClient) consistency(ctx context.Context, prefix string, tq url.Values, old, size uint64) (tlog.TreeProof, error) {
+	if old >= size {
+		return nil, nil
+	}
+	q := cloneValues(tq)
+	q.Set("old_size", strconv.FormatUint(old, 10))
+	q.Set("new_size", strconv.FormatUint(size, 10))
+	var cj struct {
+		Proof []string `json:"proof"`
+	}
+	if err := c.getJSON(ctx, prefix+"/consistency", q, &cj); err != nil {
+		return nil, err
+	}
+	return decodeHashes(cj.Proof)
 }

@@ -45,24 +45,7 @@ func TestWitnessCommandAndVerifyWitnesses(t *testing.T) {
 
 	// The witness, as its own command.
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs([]string{"witness", "--key", wKey, "--state", filepath.Join(dir, "state.json"), "--addr", "127.0.0.1:0",
-			"--name", "witness.test/cli", "--log", logVKey, "--ready-file", ready})
-		served <- root.ExecuteContext(ctx)
-	}()
-	var addr []byte
-	for i := 0; i < 500 && len(addr) == 0; i++ {
-		addr, _ = os.ReadFile(ready)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(addr) == 0 {
-		t.Fatal("the witness never became ready")
-	}
+	addr, served := startWitness(ctx, t, wKey, filepath.Join(dir, "state.json"), "witness.test/cli", logVKey, ready)
 
 	// The ledger and its submitter (what cloisond runs).
 	pool, err := pgxpool.New(ctx, db.AdminURL)
@@ -83,7 +66,7 @@ func TestWitnessCommandAndVerifyWitnesses(t *testing.T) {
 	if _, err := s.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := witness.NewClient("http://"+string(addr), wvkey, 0, nil)
+	c, err := witness.NewClient("http://"+addr, wvkey, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,29 +119,12 @@ func TestVerifyServerWitnesses(t *testing.T) {
 	wKey, ready := filepath.Join(dir, "w.key"), filepath.Join(dir, "ready")
 	wvkey := strings.TrimSpace(mustRun(t, "witness", "vkey", "--create", "--key", wKey, "--name", "witness.test/srv"))
 	other := strings.TrimSpace(mustRun(t, "witness", "vkey", "--create", "--key", filepath.Join(dir, "other.key"), "--name", "witness.test/other"))
-	served := make(chan error, 1)
-	go func() {
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs([]string{"witness", "--key", wKey, "--state", filepath.Join(dir, "state.json"), "--addr", "127.0.0.1:0",
-			"--name", "witness.test/srv", "--log", logVKey, "--ready-file", ready})
-		served <- root.ExecuteContext(ctx)
-	}()
-	var addr []byte
-	for i := 0; i < 500 && len(addr) == 0; i++ {
-		addr, _ = os.ReadFile(ready)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(addr) == 0 {
-		t.Fatal("the witness never became ready")
-	}
+	addr, served := startWitness(ctx, t, wKey, filepath.Join(dir, "state.json"), "witness.test/srv", logVKey, ready)
 	appendEvents(t, p.Ledger, "honest", 1, 12)
 	if _, err := p.Ledger.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := witness.NewClient("http://"+string(addr), wvkey, 0, nil)
+	c, err := witness.NewClient("http://"+addr, wvkey, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +158,29 @@ func TestVerifyServerWitnesses(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatalf("witness: %v", err)
 	}
+}
+
+// startWitness runs `cloisonctl witness` until ctx ends and returns its
+// address once it is ready, and the channel its exit error arrives on.
+func startWitness(ctx context.Context, t *testing.T, key, state, name, logVKey, ready string) (string, <-chan error) {
+	t.Helper()
+	served := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"witness", "--key", key, "--state", state, "--addr", "127.0.0.1:0",
+			"--name", name, "--log", logVKey, "--ready-file", ready})
+		served <- root.ExecuteContext(ctx)
+	}()
+	var addr []byte
+	for i := 0; i < 500 && len(addr) == 0; i++ {
+		addr, _ = os.ReadFile(ready)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(addr) == 0 {
+		t.Fatal("the witness never became ready")
+	}
+	return string(addr), served
 }
