@@ -61,6 +61,10 @@ var ErrRemotePrefill = cloison.NewError(cloison.CodeUnavailable, "remote prefill
 // stalled prefill node or path); the refusal is also reported as stalled.
 var ErrRemoteTimeout = cloison.NewError(cloison.CodeDeadlineExceeded, "remote prefill timed out")
 
+// remoteStallGrace is how long a remote prefill call outlives its
+// transfer's deadline (see startRemote).
+const remoteStallGrace = time.Second
+
 // startRemote reserves a transfer for it and starts the prefill; it runs on
 // the loop goroutine, the waiting on its own.
 func (e *Engine) startRemote(it RemoteItem) {
@@ -79,9 +83,16 @@ func (e *Engine) startRemote(it RemoteItem) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		// The prefill call outlives the transfer's deadline by a grace: at
+		// the deadline the ticket is refused as stalled first, and only
+		// then is the prefill node's call (and so its sending stream)
+		// cancelled. Cut at the same instant, the prefill node's stream
+		// could end first and the stall be reported as a truncation.
+		pctx, pcancel := context.WithTimeout(context.Background(), timeout+remoteStallGrace)
+		defer pcancel()
 		perr := make(chan error, 1)
 		werr := make(chan error, 1)
-		go func() { perr <- r.Prefill(ctx, it.Tenant, it.ID, tokens, tk.Target()) }()
+		go func() { perr <- r.Prefill(pctx, it.Tenant, it.ID, tokens, tk.Target()) }()
 		go func() { _, err := tk.Wait(ctx); werr <- err }()
 		var err error
 		select {

@@ -148,9 +148,9 @@ func TestRemoteDeadlineErrorBeforeContextIsStall(t *testing.T) {
 		}
 		return &Remote{Receiver: recv, Timeout: 300 * time.Millisecond,
 			Prefill: func(ctx context.Context, _ cloison.TenantID, _ cloison.RequestID, _ []int32, _ transfer.Target) error {
-				dl, _ := ctx.Deadline()
+				// Just before the transfer's deadline (Remote.Timeout).
 				select {
-				case <-time.After(time.Until(dl) - 20*time.Millisecond):
+				case <-time.After(300*time.Millisecond - 20*time.Millisecond):
 				case <-ctx.Done():
 				}
 				return cloison.NewError(cloison.CodeDeadlineExceeded, "prefill node: deadline exceeded")
