@@ -65,6 +65,15 @@ func TestCLIEndToEnd(t *testing.T) {
 	if out := mustRun(t, append([]string{"incident", "show", id, "--all"}, asRuntime...)...); !strings.Contains(out, "hameçonnage") || !strings.Contains(out, `"approximate": true`) {
 		t.Errorf("show: %s", out)
 	}
+	if out := mustRun(t, append([]string{"incident", "draft", id, "cai"}, asRuntime...)...); !strings.Contains(out, "Société Exemple inc. (NEQ 1170000000)") ||
+		!strings.Contains(out, "hameçonnage") && !strings.Contains(out, "adresses courriel") || strings.Index(out, "FRANÇAIS") > strings.Index(out, "ENGLISH") {
+		t.Errorf("draft cai: %s", out)
+	}
+	for _, bad := range [][]string{{"draft", id, "public"}, {"draft", id, "cai", "--tenant", "t1"}, {"draft", id, "client"}, {"draft", id, "client", "--tenant", "t1"}} {
+		if out, err := run(t, append(append([]string{"incident"}, bad...), asRuntime...)...); err == nil {
+			t.Errorf("incident %v: got %s, want an error", bad, out)
+		}
+	}
 	if out := mustRun(t, append([]string{"audit", "verify", "--public-key", key + ".pub"}, asRuntime...)...); !strings.Contains(out, "3 events verified") || !strings.Contains(out, "register matches") {
 		t.Errorf("verify: %s", out)
 	}
