@@ -1,10 +1,13 @@
 package export
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,5 +96,63 @@ func TestDraftRefusals(t *testing.T) {
 	}
 	if _, err := Draft(DraftCAI, audit.IncidentFile{ID: "x"}, audit.Organization{}, DraftClientOf{}); !errors.Is(err, audit.ErrInvalidIncident) {
 		t.Errorf("no version: got %v", err)
+	}
+}
+
+// TestRegisterSummary: the PDF's first page is the summary table, one row
+// per incident with its status in French and English, its dates, its
+// number of persons ("inconnu" when unknown) and its notices by recipient;
+// the entries follow, each from a new page. The regime's citation heads
+// the report. With pdftotext on the machine the rendered first page is
+// read back too.
+func TestRegisterSummary(t *testing.T) {
+	a := draftFile()
+	a.Notices = []audit.StoredNotice{
+		{Notice: audit.Notice{Number: 1, Recipient: audit.RecipientCAI, SentAt: t0, Method: "portail"}},
+		{Notice: audit.Notice{Number: 2, Recipient: audit.RecipientTenant, Tenant: "alpha", SentAt: t0, Method: "courriel"}},
+		{Notice: audit.Notice{Number: 3, Recipient: audit.RecipientTenant, Tenant: "bravo", SentAt: t0, Method: "courriel"}},
+	}
+	b := draftFile()
+	b.ID = "inc-20261125-2"
+	v := b.Versions[0]
+	v.Status, v.PersonsUnknown, v.PersonsConcerned, v.PersonsApproximate = audit.IncidentClosed, false, 12, true
+	v.Occurred = audit.Period{Start: "2026-11-24"}
+	b.Versions = []audit.StoredVersion{v}
+	rows := summaryRows([]audit.IncidentFile{a, b})
+	want := [][]string{
+		{"inc-20261120-1", "ouvert / open", "2026-11-29", "2026-11-18 → 2026-11-19 (approx.)", "inconnu / unknown", "CAI 1 · clients 2"},
+		{"inc-20261125-2", "fermé / closed", "2026-11-29", "2026-11-24", "12 (approx.)", "0"},
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Fatalf("summary rows:\ngot  %q\nwant %q", rows, want)
+	}
+
+	var buf bytes.Buffer
+	if err := WriteRegisterPDF(&buf, []audit.IncidentFile{a, b}, ReportMeta{Organization: a.Latest().Organization, Generated: t0, Regime: RegimePublic}); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("CLOISON_PDF_OUT") != "" {
+		if err := os.WriteFile(os.Getenv("CLOISON_PDF_OUT"), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec.LookPath("pdftotext"); err != nil {
+		t.Log("pdftotext not installed: rendered text not checked")
+		return
+	}
+	cmd := exec.Command("pdftotext", "-layout", "-f", "1", "-l", "1", "-", "-")
+	cmd.Stdin = bytes.NewReader(buf.Bytes())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page1 := string(out)
+	for _, s := range []string{"RLRQ c. A-2.1", "Sommaire des incidents", "inc-20261120-1", "inc-20261125-2", "fermé / closed", "inconnu /", "CAI 1 · clients 2"} {
+		if !strings.Contains(page1, s) {
+			t.Errorf("first page lacks %q:\n%s", s, page1)
+		}
+	}
+	if strings.Contains(page1, "Renseignements personnels visés") {
+		t.Errorf("first page holds an entry; want the summary only:\n%s", page1)
 	}
 }
