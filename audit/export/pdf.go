@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,6 +35,27 @@ const (
 	RegimePrivate Regime = "private" // Loi sur la protection des renseignements personnels dans le secteur privé
 	RegimePublic  Regime = "public"  // Loi sur l'accès aux documents des organismes publics
 )
+
+// ErrRegime is a regime other than private or public.
+var ErrRegime = errors.New("export: register regime must be private or public")
+
+// String returns r; empty reads as private.
+func (r Regime) String() string {
+	if r == "" {
+		return string(RegimePrivate)
+	}
+	return string(r)
+}
+
+// Set parses a regime (flag.Value): "private" or "public", nothing else.
+func (r *Regime) Set(s string) error {
+	switch Regime(s) {
+	case RegimePrivate, RegimePublic:
+		*r = Regime(s)
+		return nil
+	}
+	return fmt.Errorf("%w (got %q)", ErrRegime, s)
+}
 
 // Citation returns the regulation's citation under r.
 func (r Regime) Citation() string {
