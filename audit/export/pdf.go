@@ -57,6 +57,9 @@ func (r *Regime) Set(s string) error {
 	return fmt.Errorf("%w (got %q)", ErrRegime, s)
 }
 
+// Type names the value for command-line help (pflag.Value).
+func (r *Regime) Type() string { return "private|public" }
+
 // Citation returns the regulation's citation under r.
 func (r Regime) Citation() string {
 	if r == RegimePublic {

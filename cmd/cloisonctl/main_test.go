@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -78,7 +79,15 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("verify: %s", out)
 	}
 	exp := filepath.Join(dir, "export")
-	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise"}, asRuntime...)...)
+	if out, err := run(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--register-regime", "federal"}, asRuntime...)...); err == nil {
+		t.Errorf("export --register-regime federal: got %s, want an error", out)
+	}
+	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise", "--register-regime", "public"}, asRuntime...)...)
+	if _, err := exec.LookPath("pdftotext"); err == nil {
+		if out, err := exec.Command("pdftotext", filepath.Join(exp, "register.pdf"), "-").Output(); err != nil || !strings.Contains(string(out), "A-2.1") {
+			t.Errorf("register.pdf under --register-regime public: %v %s", err, out)
+		}
+	}
 	trusted := filepath.Join(dir, "trusted.note")
 	for i := 0; i < 2; i++ { // the first run writes the trusted state, the second checks against it
 		if out := mustRun(t, "audit", "verify-export", exp, "--manifest-public-key", mkey+".pub", "--checkpoint-public-key", key+".pub",
