@@ -30,6 +30,7 @@ var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 //	POST  /compliance/v1/incidents                   compliance:write + admin — open (an audit.IncidentVersion)
 //	PATCH /compliance/v1/incidents/{id}              compliance:write + admin — a new version (fields to change)
 //	POST  /compliance/v1/incidents/{id}/notices      compliance:write + admin — record a notice sent
+//	GET   /compliance/v1/incidents/{id}/drafts/{kind} compliance:read — notice draft, text/plain (drafts.go)
 //	GET   /compliance/v1/ledger?from=N&to=M          compliance:read — ledger rows (JSON Lines), own tenant's only
 //	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
@@ -42,6 +43,7 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /compliance/v1/incidents", write(s.openIncident))
 	mux.Handle("PATCH /compliance/v1/incidents/{id}", write(s.updateIncident))
 	mux.Handle("POST /compliance/v1/incidents/{id}/notices", write(s.addNotice))
+	mux.Handle("GET /compliance/v1/incidents/{id}/drafts/{kind}", read(s.incidentDraft))
 	mux.Handle("GET /compliance/v1/ledger", read(s.ledgerRange))
 	mux.Handle("POST /compliance/v1/ledger/verify", s.auth(s.verifyLedger, tenancy.ScopeComplianceRead, tenancy.ScopeAdmin))
 	s.tlogRoutes(mux) // /compliance/v1/tlog/... (tlog.go)

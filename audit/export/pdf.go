@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,6 +36,30 @@ const (
 	RegimePublic  Regime = "public"  // Loi sur l'accès aux documents des organismes publics
 )
 
+// ErrRegime is a regime other than private or public.
+var ErrRegime = errors.New("export: register regime must be private or public")
+
+// String returns r; empty reads as private.
+func (r Regime) String() string {
+	if r == "" {
+		return string(RegimePrivate)
+	}
+	return string(r)
+}
+
+// Set parses a regime (flag.Value): "private" or "public", nothing else.
+func (r *Regime) Set(s string) error {
+	switch Regime(s) {
+	case RegimePrivate, RegimePublic:
+		*r = Regime(s)
+		return nil
+	}
+	return fmt.Errorf("%w (got %q)", ErrRegime, s)
+}
+
+// Type names the value for command-line help (pflag.Value).
+func (r *Regime) Type() string { return "private|public" }
+
 // Citation returns the regulation's citation under r.
 func (r Regime) Citation() string {
 	if r == RegimePublic {
@@ -59,8 +84,9 @@ const (
 	emptyValueText = "" // an empty element is shown empty
 )
 
-// WriteRegisterPDF writes a human-readable report of the register: every
-// incident's current version with every element of the Règlement's s. 7
+// WriteRegisterPDF writes a human-readable report of the register: a
+// summary table of every incident (summaryRows), then each incident's
+// current version with every element of the Règlement's s. 7
 // (and s. 3), labelled in French first with the English beside it, then
 // the version history and the notices. It embeds the Go fonts (TrueType,
 // with every Latin-1 and Latin Extended-A letter French needs).
@@ -85,11 +111,11 @@ func WriteRegisterPDF(w io.Writer, files []audit.IncidentFile, meta ReportMeta) 
 	r.title()
 	if len(files) == 0 {
 		r.para(fontRegular, bodySize, "Aucun incident inscrit. / No incident recorded.")
+	} else {
+		r.summary(files)
 	}
-	for i, f := range files {
-		if i > 0 {
-			r.newPage()
-		}
+	for _, f := range files {
+		r.newPage()
 		r.incident(f)
 	}
 	if r.err != nil {
@@ -267,6 +293,105 @@ func (r *report) incident(f audit.IncidentFile) {
 			}
 			r.row(field{fr: fmt.Sprintf("Avis %d — %s", n.Number, recipientLabel(n.Recipient)), en: n.SentAt.UTC().Format("2006-01-02 15:04 UTC"),
 				value: value})
+		}
+	}
+}
+
+// summaryCols are the summary table's columns: French label, English
+// label, width in points (they fill the page between the margins).
+var summaryCols = []struct {
+	fr, en string
+	w      float64
+}{
+	{"Incident", "Incident", 110}, {"Statut", "Status", 70}, {"Ouvert le", "Opened", 60},
+	{"Survenu", "Occurred", 95}, {"Personnes", "Persons", 56}, {"Avis", "Notices", 120},
+}
+
+// summaryRows gives one summary row per incident, in summaryCols' order:
+// id, status (French / English), opening date, date or period of the
+// incident, number of persons ("inconnu / unknown" when unknown) and the
+// notices sent, counted by recipient (0 when none).
+func summaryRows(files []audit.IncidentFile) [][]string {
+	rows := make([][]string, 0, len(files))
+	for _, f := range files {
+		v := f.Latest()
+		counts := map[audit.RecipientKind]int{}
+		for _, n := range f.Notices {
+			counts[n.Recipient]++
+		}
+		var ns []string
+		for _, k := range audit.RecipientKinds {
+			if counts[k] > 0 {
+				ns = append(ns, fmt.Sprintf("%s %d", shortRecipient[k], counts[k]))
+			}
+		}
+		notices := "0"
+		if len(ns) > 0 {
+			notices = strings.Join(ns, " · ")
+		}
+		rows = append(rows, []string{string(f.ID), label(string(v.Status)), f.OpenedAt.UTC().Format(time.DateOnly),
+			period(v.Occurred), count(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown), notices})
+	}
+	return rows
+}
+
+// shortRecipient names each recipient kind in the summary table.
+var shortRecipient = map[audit.RecipientKind]string{
+	audit.RecipientCAI: "CAI", audit.RecipientPersons: "personnes/persons", audit.RecipientPublic: "public",
+	audit.RecipientForeignAuthority: "hors QC/foreign", audit.RecipientTenant: "clients",
+}
+
+// summary draws the table of every incident, breaking pages between rows
+// (the header repeated on each page).
+func (r *report) summary(files []audit.IncidentFile) {
+	r.ensure(60)
+	r.para(fontBold, headSize, "Sommaire des incidents")
+	r.pdf.SetTextColor(90, 90, 90)
+	r.para(fontRegular, bodySize, fmt.Sprintf("Summary of incidents · %d", len(files)))
+	r.pdf.SetTextColor(0, 0, 0)
+	r.y += 4
+	header := func() {
+		x := margin
+		for _, c := range summaryCols {
+			r.setFont(fontBold, bodySize)
+			r.text(x, r.y, c.fr)
+			r.setFont(fontRegular, bodySize-0.5)
+			r.pdf.SetTextColor(100, 100, 100)
+			r.text(x, r.y+lineH, c.en)
+			r.pdf.SetTextColor(0, 0, 0)
+			x += c.w
+		}
+		r.y += 2*lineH + 2
+		if r.err == nil {
+			r.pdf.SetStrokeColor(120, 120, 120)
+			r.pdf.Line(margin, r.y-2, pageW-margin, r.y-2)
+		}
+	}
+	header()
+	for _, row := range summaryRows(files) {
+		r.setFont(fontRegular, bodySize)
+		cells := make([][]string, len(row))
+		n := 1
+		for i, v := range row {
+			cells[i] = r.lines(v, summaryCols[i].w-4)
+			n = max(n, len(cells[i]))
+		}
+		if r.y+float64(n)*lineH > contentBottom {
+			r.newPage()
+			header()
+			r.setFont(fontRegular, bodySize)
+		}
+		x := margin
+		for i, ls := range cells {
+			for j, l := range ls {
+				r.text(x, r.y+float64(j)*lineH, l)
+			}
+			x += summaryCols[i].w
+		}
+		r.y += float64(n)*lineH + 3
+		if r.err == nil {
+			r.pdf.SetStrokeColor(220, 220, 220)
+			r.pdf.Line(margin, r.y-1.5, pageW-margin, r.y-1.5)
 		}
 	}
 }

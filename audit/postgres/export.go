@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -25,7 +26,7 @@ type ExportOptions struct {
 	Key      ed25519.PrivateKey // signs the manifest
 	Actor    audit.Name         // recorded in the export.created event
 	// Regime is the act the register is kept under (cited in the PDF);
-	// empty: the private sector.
+	// empty: the store's Config.Regime.
 	Regime export.Regime
 	// Progress, if set, is called every 10,000 ledger events exported.
 	Progress func(seq uint64)
@@ -201,7 +202,7 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 		export.NoticesCSV:    func(f *os.File) error { return export.WriteNoticesCSV(f, files) },
 		export.RegisterPDF: func(f *os.File) error {
 			return export.WriteRegisterPDF(f, files, export.ReportMeta{Organization: s.cfg.Organization, Generated: m.Created,
-				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head, Regime: opts.Regime})
+				Origin: s.cfg.Origin, From: m.From, To: m.To, Head: m.Head, Regime: cmp.Or(opts.Regime, s.cfg.Regime)})
 		},
 	}
 	if m.From > 1 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
 )
 
 // Config configures a Store.
@@ -48,6 +49,10 @@ type Config struct {
 	// automatically (Règlement s. 3(1)-(2)).
 	Organization audit.Organization
 	Contact      audit.Contact
+	// Regime is the act the register is kept under, cited in the
+	// register PDF of every export whose options leave it empty (empty:
+	// the private sector, P-39.1).
+	Regime export.Regime
 	// Logger receives checkpoint failures (which never fail an append).
 	Logger *slog.Logger
 	// ScanPool serves Scan, Verify and Export, so that compliance reads

@@ -182,6 +182,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 
 func newExportCmd(g *globals) *cobra.Command {
 	var dir, manifestKey, actor string
+	var regime export.Regime
 	var from, to uint64
 	cmd := &cobra.Command{
 		Use:   "export",
@@ -203,7 +204,7 @@ func newExportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			b := bar(head.Seq, "exporting")
-			m, err := s.Export(ctx, postgres.ExportOptions{Dir: dir, From: from, To: to, Key: key, Actor: audit.Name(actor), Progress: func(seq uint64) {
+			m, err := s.Export(ctx, postgres.ExportOptions{Dir: dir, From: from, To: to, Key: key, Actor: audit.Name(actor), Regime: regime, Progress: func(seq uint64) {
 				if b != nil {
 					_ = b.Set64(int64(seq))
 				}
@@ -223,6 +224,7 @@ func newExportCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&actor, "actor", "cloisonctl", "who exports, recorded in the ledger (identifier)")
 	cmd.Flags().Uint64Var(&from, "from", 1, "first ledger seq")
 	cmd.Flags().Uint64Var(&to, "to", 0, "last ledger seq (0: the head)")
+	cmd.Flags().Var(&regime, "register-regime", "act the register is kept under, cited in register.pdf: private (P-39.1, r. 3.1, the default) or public (A-2.1, r. 3.1)")
 	_ = cmd.MarkFlagRequired("dir")
 	_ = cmd.MarkFlagRequired("manifest-key")
 	return cmd

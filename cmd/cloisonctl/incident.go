@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
 	"github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/tenancy"
 )
 
 func newIncidentCmd(g *globals) *cobra.Command {
@@ -28,7 +31,7 @@ confidentialité and what a notice to the Commission adds, s. 3).`,
 	}
 	cmd.PersistentFlags().String("actor", envOr("CLOISON_ACTOR", "admin:"+os.Getenv("USER")), "who acts, recorded in the ledger (identifier)")
 	cmd.AddCommand(newIncidentListCmd(g), newIncidentShowCmd(g), newIncidentOpenCmd(g), newIncidentUpdateCmd(g),
-		newIncidentNoticeCmd(g), newIncidentPurgeCmd(g))
+		newIncidentNoticeCmd(g), newIncidentDraftCmd(g), newIncidentPurgeCmd(g))
 	return cmd
 }
 
@@ -387,4 +390,50 @@ func newIncidentPurgeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newIncidentDraftCmd(g *globals) *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "draft ID cai|persons|client",
+		Short: "Print a French-first draft of a notice: to the Commission (s. 3), to the persons concerned (s. 4), or to a client tenant (art. 18.3, --tenant)",
+		Long: `Prints a draft (French, then English) from the incident's current version, for a person to
+review, complete and send; nothing is recorded (record the notice sent with "incident notice").
+A client draft is addressed to the tenant's incident contact and names no other tenant.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind := export.DraftKind(args[1])
+			if !slices.Contains(export.DraftKinds, kind) {
+				return fmt.Errorf("%w %q (want cai, persons or client)", export.ErrDraftKind, args[1])
+			}
+			if (kind == export.DraftClient) != (tenant != "") {
+				return cloison.NewError(cloison.CodeInvalid, "--tenant is required for a client draft, and only for it")
+			}
+			s, done, err := g.store(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer done()
+			f, err := s.Incident(cmd.Context(), audit.Name(args[0]))
+			if err != nil {
+				return err
+			}
+			var to export.DraftClientOf
+			if kind == export.DraftClient {
+				t, err := tenancy.NewStore(s.Pool()).Tenant(cmd.Context(), cloison.TenantID(tenant))
+				if err != nil {
+					return fmt.Errorf("tenant %s: %w", tenant, err)
+				}
+				to = export.DraftClientOf{Tenant: t.ID, Contact: t.IncidentContact}
+			}
+			text, err := export.Draft(kind, f, audit.Organization{}, to)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the client tenant (client drafts)")
+	return cmd
 }

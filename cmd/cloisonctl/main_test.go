@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,11 +66,28 @@ func TestCLIEndToEnd(t *testing.T) {
 	if out := mustRun(t, append([]string{"incident", "show", id, "--all"}, asRuntime...)...); !strings.Contains(out, "hameçonnage") || !strings.Contains(out, `"approximate": true`) {
 		t.Errorf("show: %s", out)
 	}
+	if out := mustRun(t, append([]string{"incident", "draft", id, "cai"}, asRuntime...)...); !strings.Contains(out, "Société Exemple inc. (NEQ 1170000000)") ||
+		!strings.Contains(out, "hameçonnage") && !strings.Contains(out, "adresses courriel") || strings.Index(out, "FRANÇAIS") > strings.Index(out, "ENGLISH") {
+		t.Errorf("draft cai: %s", out)
+	}
+	for _, bad := range [][]string{{"draft", id, "public"}, {"draft", id, "cai", "--tenant", "t1"}, {"draft", id, "client"}, {"draft", id, "client", "--tenant", "t1"}} {
+		if out, err := run(t, append(append([]string{"incident"}, bad...), asRuntime...)...); err == nil {
+			t.Errorf("incident %v: got %s, want an error", bad, out)
+		}
+	}
 	if out := mustRun(t, append([]string{"audit", "verify", "--public-key", key + ".pub"}, asRuntime...)...); !strings.Contains(out, "3 events verified") || !strings.Contains(out, "register matches") {
 		t.Errorf("verify: %s", out)
 	}
 	exp := filepath.Join(dir, "export")
-	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise"}, asRuntime...)...)
+	if out, err := run(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--register-regime", "federal"}, asRuntime...)...); err == nil {
+		t.Errorf("export --register-regime federal: got %s, want an error", out)
+	}
+	mustRun(t, append([]string{"audit", "export", "--dir", exp, "--manifest-key", mkey, "--actor", "admin:elise", "--register-regime", "public"}, asRuntime...)...)
+	if _, err := exec.LookPath("pdftotext"); err == nil {
+		if out, err := exec.Command("pdftotext", filepath.Join(exp, "register.pdf"), "-").Output(); err != nil || !strings.Contains(string(out), "A-2.1") {
+			t.Errorf("register.pdf under --register-regime public: %v %s", err, out)
+		}
+	}
 	trusted := filepath.Join(dir, "trusted.note")
 	for i := 0; i < 2; i++ { // the first run writes the trusted state, the second checks against it
 		if out := mustRun(t, "audit", "verify-export", exp, "--manifest-public-key", mkey+".pub", "--checkpoint-public-key", key+".pub",

@@ -29,3 +29,24 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Fatal("no database: no error")
 	}
 }
+
+// --register-regime takes private or public (the act cited in exports);
+// anything else fails the start. Unset, the register is private-sector.
+func TestRegisterRegimeFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+		ok   bool
+	}{
+		{nil, "private", true},
+		{[]string{"--register-regime", "public"}, "public", true},
+		{[]string{"--register-regime", "private"}, "private", true},
+		{[]string{"--register-regime", "federal"}, "", false},
+		{[]string{"--register-regime", ""}, "", false},
+	} {
+		cfg, err := parseFlags(append([]string{"--database-url", "postgres://x", "--dev"}, c.args...))
+		if (err == nil) != c.ok || c.ok && cfg.registerRegime.String() != c.want {
+			t.Errorf("%v: got %q, %v; want %q, ok %v", c.args, cfg.registerRegime, err, c.want, c.ok)
+		}
+	}
+}

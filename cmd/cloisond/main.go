@@ -64,6 +64,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/buildinfo"
@@ -84,6 +85,7 @@ type config struct {
 	zeroing                                     string
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
+	registerRegime                              export.Regime
 	privacyOfficer                              audit.Contact
 	shutdownGrace, refusalFlush                 time.Duration
 	drainPeriod                                 time.Duration
@@ -154,6 +156,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
+	fs.Var(&c.registerRegime, "register-regime", "act the incident register is kept under, cited in exports: private (P-39.1, r. 3.1) or public (A-2.1, r. 3.1)")
 	fs.StringVar(&c.privacyOfficer.Name, "privacy-officer-name", "Responsable de la protection des renseignements personnels", "privacy officer copied into every register entry (Règlement s. 3(2))")
 	fs.StringVar(&c.privacyOfficer.Title, "privacy-officer-title", "", "privacy officer's title")
 	fs.StringVar(&c.privacyOfficer.Phone, "privacy-officer-phone", "", "privacy officer's phone")
@@ -296,7 +299,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
 		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: c.privacyOfficer, Logger: log,
-		ScanPool: scanDB})
+		ScanPool: scanDB, Regime: c.registerRegime})
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}

@@ -1,0 +1,322 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+)
+
+// DraftKind names a notice draft (Draft).
+type DraftKind string
+
+// Draft kinds: the notice to the Commission d'accès à l'information
+// (Loi 25 art. 3.5; Règlement s. 3), the notice to the persons concerned
+// (art. 3.5; Règlement s. 4) and the provider's notice to its client
+// tenant (art. 18.3).
+const (
+	DraftCAI     DraftKind = "cai"
+	DraftPersons DraftKind = "persons"
+	DraftClient  DraftKind = "client"
+)
+
+// DraftKinds lists every draft kind.
+var DraftKinds = []DraftKind{DraftCAI, DraftPersons, DraftClient}
+
+// ErrDraftKind is a draft kind Draft does not know; ErrDraftTenant a client
+// draft without a tenant, or for a tenant the incident does not affect.
+var (
+	ErrDraftKind   = errors.New("export: unknown draft kind")
+	ErrDraftTenant = errors.New("export: a client draft names an affected tenant")
+)
+
+// DraftClientOf says to whom a client draft (DraftClient) is addressed: the
+// tenant and its incident contact (tenancy.Tenant.IncidentContact).
+type DraftClientOf struct {
+	Tenant  cloison.TenantID
+	Contact string
+}
+
+// Draft writes a draft of a notice about f's current version, in French
+// then in English (plain text, for a person to review, complete and send;
+// nothing is recorded). org is the organisation that gives the notice;
+// when empty, the version's own (s. 3(1)). An element not yet known reads
+// "à compléter / to be completed", a number of persons not known "inconnu
+// / unknown" (never 0). A client draft (DraftClient) is addressed to
+// client.Tenant, which must be among the version's affected tenants; it
+// counts the other affected tenants without naming them and carries no
+// ledger sequence numbers, so it can be shown to that tenant.
+func Draft(kind DraftKind, f audit.IncidentFile, org audit.Organization, client DraftClientOf) (string, error) {
+	if len(f.Versions) == 0 {
+		return "", fmt.Errorf("%w: incident %s has no version", audit.ErrInvalidIncident, f.ID)
+	}
+	v := f.Latest().IncidentVersion
+	if strings.TrimSpace(org.Name) == "" {
+		org = v.Organization
+	}
+	d := &draft{v: v, id: f.ID, org: org}
+	switch kind {
+	case DraftCAI:
+		d.cai()
+	case DraftPersons:
+		d.persons()
+	case DraftClient:
+		others := 0
+		own := false
+		for _, t := range uniqTenants(v.AffectedTenants) {
+			if t == client.Tenant {
+				own = true
+			} else {
+				others++
+			}
+		}
+		if client.Tenant == "" || !own {
+			return "", ErrDraftTenant
+		}
+		d.client(client, others)
+	default:
+		return "", fmt.Errorf("%w %q (want one of %v)", ErrDraftKind, kind, DraftKinds)
+	}
+	return d.b.String(), nil
+}
+
+func uniqTenants(ts []cloison.TenantID) []cloison.TenantID {
+	var out []cloison.TenantID
+	seen := map[cloison.TenantID]bool{}
+	for _, t := range ts {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+const (
+	todoFR = "à compléter"
+	todoEN = "to be completed"
+)
+
+type draft struct {
+	v   audit.IncidentVersion
+	id  audit.Name
+	org audit.Organization
+	b   strings.Builder
+}
+
+func (d *draft) line(format string, a ...any) { fmt.Fprintf(&d.b, format+"\n", a...) }
+
+// item writes "label : value", the value or the placeholder when empty.
+func (d *draft) item(label, value, todo string) {
+	if strings.TrimSpace(value) == "" {
+		value = "[" + todo + "]"
+	}
+	d.line("%s : %s", label, value)
+}
+
+func orgLine(o audit.Organization) string {
+	s := strings.TrimSpace(o.Name)
+	if o.NEQ != "" {
+		s += " (NEQ " + o.NEQ + ")"
+	}
+	return s
+}
+
+func contactLine(c audit.Contact) string {
+	var parts []string
+	for _, p := range []string{c.Name, c.Title, c.Phone, c.Email} {
+		if strings.TrimSpace(p) != "" {
+			parts = append(parts, strings.TrimSpace(p))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lang picks a bilingual pair "fr / en" made by the field helpers.
+func lang(pair string, en bool) string {
+	fr, e, ok := strings.Cut(pair, " / ")
+	if !ok {
+		return pair
+	}
+	if en {
+		return e
+	}
+	return fr
+}
+
+func persons(n int64, approx, unknown, en bool) string {
+	return lang(count(n, approx, unknown), en)
+}
+
+func periodText(p audit.Period, en bool) string {
+	s := period(p)
+	if en {
+		return s
+	}
+	return strings.ReplaceAll(s, "(approx.)", "(approximatif)")
+}
+
+func (d *draft) info(en bool) string {
+	s := d.v.PersonalInfo
+	if strings.TrimSpace(s) == "" {
+		s = d.v.PersonalInfoUndescribed
+	}
+	if len(d.v.InfoCategories) > 0 {
+		cat := "Catégories : "
+		if en {
+			cat = "Categories: "
+		}
+		s = strings.TrimSpace(s + "\n  " + cat + strings.Join(d.v.InfoCategories, ", "))
+	}
+	return s
+}
+
+func (d *draft) header(fr, en string) {
+	d.line("%s", fr)
+	d.line("%s", en)
+	d.line("Incident %s · version %d", d.id, d.v.Version)
+	d.line("")
+	d.line("BROUILLON — à relire et compléter avant l'envoi. / DRAFT — review and complete before sending.")
+	d.line("")
+}
+
+const sep = "----------------------------------------------------------------------"
+
+// cai is the notice to the Commission (Règlement s. 3).
+func (d *draft) cai() {
+	v := d.v
+	d.header("AVIS À LA COMMISSION D'ACCÈS À L'INFORMATION — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 3)",
+		"NOTICE TO THE COMMISSION D'ACCÈS À L'INFORMATION — confidentiality incident (Act s. 3.5; Regulation s. 3)")
+	for _, en := range []bool{false, true} {
+		t := func(fr, e string) string {
+			if en {
+				return e
+			}
+			return fr
+		}
+		todo := t(todoFR, todoEN)
+		if en {
+			d.line("%s", sep)
+			d.line("ENGLISH")
+		} else {
+			d.line("FRANÇAIS")
+		}
+		d.item(t("1. Organisation et NEQ", "1. Organization and NEQ"), orgLine(d.org), todo)
+		d.item(t("2. Personne à joindre", "2. Contact person"), contactLine(v.Contact), todo)
+		d.item(t("3. Renseignements personnels visés", "3. Personal information concerned"), d.info(en), todo)
+		d.item(t("   Type d'incident", "   Type of incident"), lang(typeLabel(v.Type), en), todo)
+		d.item(t("4. Circonstances", "4. Circumstances"), v.Circumstances, todo)
+		d.item(t("   Cause", "   Cause"), v.Cause, t("inconnue ou à compléter", "unknown or to be completed"))
+		d.item(t("5. Date ou période de l'incident", "5. Date or period of the incident"), periodText(v.Occurred, en), todo)
+		d.item(t("6. Date ou période de prise de connaissance", "6. Date or period of awareness"), periodText(v.Awareness, en), todo)
+		d.item(t("7. Nombre de personnes concernées", "7. Number of persons concerned"), persons(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown, en), todo)
+		d.item(t("   dont résidant au Québec", "   of whom residing in Québec"), persons(v.PersonsInQuebec, v.PersonsInQuebecApprox, v.PersonsInQuebecUnknown, en), todo)
+		risk := t("évaluation en cours", "assessment pending")
+		if r := v.Assessment.RiskOfSeriousInjury; r != nil {
+			risk = lang(yesNo(*r), en)
+		}
+		d.item(t("8. Risque de préjudice sérieux", "8. Risk of serious injury"), risk, todo)
+		d.item(t("   Sensibilité des renseignements", "   Sensitivity of the information"), v.Assessment.Sensitivity, todo)
+		d.item(t("   Conséquences appréhendées", "   Anticipated consequences"), v.Assessment.Consequences, todo)
+		notif := strings.TrimSpace(string(v.NotificationDate) + " " + v.NotificationMethod)
+		if dfr := v.PersonsNoticeDeferral; dfr != nil && notif == "" {
+			notif = t("avis différé (art. 3.6) : ", "notice deferred (s. 3.6): ") + dfr.Reason
+		}
+		d.item(t("9. Avis aux personnes : moyen et date", "9. Notice to persons: how and when"), notif, todo)
+		d.item(t("10. Mesures prises", "10. Measures taken"), measures(v.MeasuresTaken), todo)
+		d.item(t("    Mesures prévues et échéances", "    Measures planned and dates"), measures(v.MeasuresPlanned), todo)
+		d.item(t("11. Autorités hors Québec avisées", "11. Authorities outside Québec notified"), strings.Join(v.ForeignAuthorities, ", "), t("aucune", "none"))
+		d.line("")
+	}
+}
+
+// persons is the notice to the persons concerned (Règlement s. 4).
+func (d *draft) persons() {
+	v := d.v
+	d.header("AVIS AUX PERSONNES CONCERNÉES — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 4)",
+		"NOTICE TO THE PERSONS CONCERNED — confidentiality incident (Act s. 3.5; Regulation s. 4)")
+	for _, en := range []bool{false, true} {
+		t := func(fr, e string) string {
+			if en {
+				return e
+			}
+			return fr
+		}
+		todo := t(todoFR, todoEN)
+		if en {
+			d.line("%s", sep)
+			d.line("ENGLISH")
+			d.line("%s informs you of a confidentiality incident involving personal information about you.", orOr(orgLine(d.org), "[organization]"))
+		} else {
+			d.line("FRANÇAIS")
+			d.line("%s vous informe d'un incident de confidentialité touchant des renseignements personnels vous concernant.", orOr(orgLine(d.org), "[organisation]"))
+		}
+		d.line("")
+		d.item(t("1. Renseignements visés", "1. Information concerned"), d.info(en), todo)
+		d.item(t("2. Circonstances", "2. Circumstances"), v.Circumstances, todo)
+		d.item(t("3. Date ou période de l'incident", "3. Date or period of the incident"), periodText(v.Occurred, en), todo)
+		d.item(t("4. Mesures prises ou prévues pour diminuer le risque de préjudice", "4. Measures taken or planned to reduce the risk of injury"),
+			strings.Trim(measures(v.MeasuresTaken)+" ; "+measures(v.MeasuresPlanned), " ;"), todo)
+		d.item(t("5. Mesures que nous vous suggérons", "5. Measures we suggest you take"), measures(v.MeasuresSuggested), todo)
+		d.item(t("6. Pour nous joindre", "6. How to reach us"), contactLine(v.Contact), todo)
+		d.line("")
+	}
+}
+
+// client is the provider's notice to a client tenant (art. 18.3).
+func (d *draft) client(c DraftClientOf, others int) {
+	v := d.v
+	d.header("AVIS AU CLIENT — incident de confidentialité chez le prestataire (art. 18.3 LPRPSP)",
+		"NOTICE TO THE CLIENT — confidentiality incident at the service provider (Act s. 18.3)")
+	for _, en := range []bool{false, true} {
+		t := func(fr, e string) string {
+			if en {
+				return e
+			}
+			return fr
+		}
+		todo := t(todoFR, todoEN)
+		if en {
+			d.line("%s", sep)
+			d.line("ENGLISH")
+		} else {
+			d.line("FRANÇAIS")
+		}
+		to := string(c.Tenant)
+		if strings.TrimSpace(c.Contact) != "" {
+			to += " — " + strings.TrimSpace(c.Contact)
+		}
+		d.item(t("Destinataire", "To"), to, todo)
+		d.item(t("Prestataire", "Provider"), orgLine(d.org), todo)
+		if en {
+			d.line("We inform you without delay, as the Act (s. 18.3) requires, of a confidentiality incident that concerns information we hold on your behalf.")
+		} else {
+			d.line("Nous vous avisons sans délai, comme l'exige la Loi (art. 18.3), d'un incident de confidentialité touchant des renseignements que nous détenons pour votre compte.")
+		}
+		d.item(t("Renseignements visés", "Information concerned"), d.info(en), todo)
+		d.item(t("Circonstances", "Circumstances"), v.Circumstances, todo)
+		d.item(t("Date ou période de l'incident", "Date or period of the incident"), periodText(v.Occurred, en), todo)
+		d.item(t("Date de prise de connaissance", "Date of awareness"), periodText(v.Awareness, en), todo)
+		d.item(t("Nombre de personnes concernées", "Number of persons concerned"), persons(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown, en), todo)
+		d.item(t("Réponses retenues ou exposées", "Responses withheld or exposed"), fmt.Sprint(v.AffectedResponses), todo)
+		d.item(t("Autres clients touchés (nombre)", "Other clients affected (number)"), fmt.Sprint(others), todo)
+		d.item(t("Mesures prises", "Measures taken"), measures(v.MeasuresTaken), todo)
+		d.item(t("Mesures prévues", "Measures planned"), measures(v.MeasuresPlanned), todo)
+		d.item(t("Personne à joindre", "Contact person"), contactLine(v.Contact), todo)
+		if en {
+			d.line("As the person responsible for this information, you assess the risk of serious injury and give the notices of s. 3.5 that fall to you.")
+		} else {
+			d.line("À titre de responsable de ces renseignements, il vous revient d'évaluer le risque de préjudice sérieux et de donner les avis de l'art. 3.5 qui vous incombent.")
+		}
+		d.line("")
+	}
+}
+
+func orOr(s, dflt string) string {
+	if strings.TrimSpace(s) == "" {
+		return dflt
+	}
+	return s
+}
