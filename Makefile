@@ -94,7 +94,7 @@ verify: staticcheck-install
 ## test: every test with the race detector, no cache, then the ablation
 ## suites with -tags faults. PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
-test: llama-vocab
+test: llama-vocab test-tools
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 $(PKGS) && \
@@ -113,6 +113,15 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 # (TestDefaultBuildCannotSwitchADefenceOff).
 FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026
 FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
+
+## test-tools: pdftotext and pdftoppm (Debian poppler-utils), which the
+## register PDF tests read pages back with; installed with apt-get when
+## missing (root on Debian), else those checks skip and say so.
+.PHONY: test-tools
+test-tools:
+	@command -v pdftotext >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y poppler-utils >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y poppler-utils >/dev/null 2>&1; }; }; } || \
+	  echo "make test-tools: poppler-utils not installed; the PDF read-back checks will skip" >&2
 
 ## llama-vocab: llama.cpp's tokenizer test vocabularies and vectors into
 ## .cache/llama-vocab (from the pinned npm package node-llama-cpp; needs npm
