@@ -226,6 +226,13 @@ type IncidentVersion struct {
 	Communications          []Communication `json:"communications,omitempty"`            // Act s. 3.5 par. 3
 	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.6
 	PrivacyOfficerConsulted *Consultation   `json:"privacy_officer_consulted,omitempty"` // Act s. 3.7: required for a completed assessment
+
+	// Grouped automatic incidents (issue 13 §5): the cause's key
+	// (Detection.GroupKey), how many detections the entry holds, and the
+	// requests they withheld (identifiers only). Omitted when empty.
+	DetectionGroup   string              `json:"detection_group,omitempty"`
+	Detections       int64               `json:"detections,omitempty"`
+	AffectedRequests []cloison.RequestID `json:"affected_requests,omitempty"`
 }
 
 // MaxTextLen bounds each free-text element of the register.
@@ -458,6 +465,49 @@ type Detection struct {
 	AffectedRequests  []cloison.RequestID
 	AffectedResponses int64   // responses withheld or possibly exposed
 	LedgerEvents      []int64 // seqs of the violation events already in the ledger
+	Model             Name    // the model served when it was detected ("" when not known)
+}
+
+// MaxGroupedDetections bounds the detections one automatic entry holds;
+// the next detection of the cause opens a new entry.
+const MaxGroupedDetections = 1000
+
+// GroupKey names d's cause: source, check (invariant) and model.
+// Detections with one key within the grouping window share one entry.
+func (d Detection) GroupKey() string {
+	return string(d.Source) + "/" + string(d.Invariant) + "/" + string(d.Model)
+}
+
+// AddDetection adds a later detection of the same cause to an automatic
+// entry (a copy of its latest version): its requests, tenants and ledger
+// events are appended (each once), its withheld responses counted, and the
+// period of the incident extended to cover it. The circumstances, the
+// assessment and everything an administrator wrote are kept.
+func (v *IncidentVersion) AddDetection(d Detection) {
+	for _, r := range d.AffectedRequests {
+		if !slices.Contains(v.AffectedRequests, r) {
+			v.AffectedRequests = append(v.AffectedRequests, r)
+		}
+	}
+	for _, t := range d.AffectedTenants {
+		if !slices.Contains(v.AffectedTenants, t) {
+			v.AffectedTenants = append(v.AffectedTenants, t)
+		}
+	}
+	for _, e := range d.LedgerEvents {
+		if !slices.Contains(v.LedgerEvents, e) {
+			v.LedgerEvents = append(v.LedgerEvents, e)
+		}
+	}
+	v.AffectedResponses += d.AffectedResponses
+	v.Detections++
+	end := d.PeriodEnd
+	if end.IsZero() {
+		end = d.DetectedAt
+	}
+	if day := DayOf(end); day > v.Occurred.Last() {
+		v.Occurred.End = day
+	}
 }
 
 // FirstVersion returns version 1 of the entry for d, prefilled with what the
@@ -504,6 +554,9 @@ func (d Detection) FirstVersion(id Name, org Organization, contact Contact) (Inc
 		AffectedTenants:   slices.Clone(d.AffectedTenants),
 		AffectedResponses: d.AffectedResponses,
 		LedgerEvents:      slices.Clone(d.LedgerEvents),
+		DetectionGroup:    d.GroupKey(),
+		Detections:        1,
+		AffectedRequests:  slices.Clone(d.AffectedRequests),
 	}
 	return v, v.Validate()
 }
