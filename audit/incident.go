@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
@@ -136,6 +137,62 @@ type Contact struct {
 type Organization struct {
 	Name string `json:"name"`
 	NEQ  string `json:"neq,omitempty"` // Québec enterprise number
+}
+
+// RegisterSettings is one version of the organisation keeping the register
+// and its privacy officer, as set through the admin API (the cloisond flags
+// are the default before any is set). New entries copy the latest version.
+// Its canonical JSON is stored verbatim in the register and its SHA-256
+// chained into the ledger (register.settings_set), so the names and phone
+// numbers stay out of the ledger's text.
+type RegisterSettings struct {
+	Version      int64        `json:"version"`
+	Organization Organization `json:"organization"`
+	Contact      Contact      `json:"contact"`
+}
+
+// MaxSettingLen bounds each element of RegisterSettings.
+const MaxSettingLen = 200
+
+// Validate checks that the organisation and the privacy officer are named,
+// that a NEQ is ten digits, an e-mail address has an @, and every element
+// is printable UTF-8 of at most MaxSettingLen bytes.
+func (r RegisterSettings) Validate() error {
+	if r.Version < 1 {
+		return fmt.Errorf("%w: settings version %d", ErrInvalidIncident, r.Version)
+	}
+	fields := []struct{ name, v string }{
+		{"organization.name", r.Organization.Name}, {"organization.neq", r.Organization.NEQ},
+		{"contact.name", r.Contact.Name}, {"contact.title", r.Contact.Title},
+		{"contact.phone", r.Contact.Phone}, {"contact.email", r.Contact.Email},
+	}
+	for _, f := range fields {
+		if len(f.v) > MaxSettingLen || !utf8.ValidString(f.v) || strings.ContainsFunc(f.v, unicode.IsControl) || strings.TrimSpace(f.v) != f.v {
+			return fmt.Errorf("%w: %s must be printable UTF-8 of at most %d bytes, without surrounding spaces", ErrInvalidIncident, f.name, MaxSettingLen)
+		}
+	}
+	if r.Organization.Name == "" || r.Contact.Name == "" {
+		return fmt.Errorf("%w: organization.name and contact.name are required (Règlement s. 3(1)-(2))", ErrInvalidIncident)
+	}
+	if n := r.Organization.NEQ; n != "" && (len(n) != 10 || strings.Trim(n, "0123456789") != "") {
+		return fmt.Errorf("%w: organization.neq is ten digits", ErrInvalidIncident)
+	}
+	if e := r.Contact.Email; e != "" && (strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || strings.ContainsRune(e, ' ')) {
+		return fmt.Errorf("%w: contact.email is not an e-mail address", ErrInvalidIncident)
+	}
+	return nil
+}
+
+// Canonical returns r's RFC 8785 JSON and its SHA-256, after Validate.
+func (r RegisterSettings) Canonical() ([]byte, Digest, error) {
+	if err := r.Validate(); err != nil {
+		return nil, Digest{}, err
+	}
+	b, err := MarshalCanonical(r)
+	if err != nil {
+		return nil, Digest{}, err
+	}
+	return b, Sum(b), nil
 }
 
 // IncidentType is the kind of confidentiality incident (Loi 25 art. 3.6:

@@ -51,15 +51,15 @@ func (s *Store) openTx(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit
 	// (Config, then the admin API: RegisterSettings) and copied into every
 	// entry that does not name them.
 	if v.Organization == (audit.Organization{}) || v.Contact == (audit.Contact{}) {
-		org, contact, err := s.settingsTx(ctx, tx)
+		set, err := s.settingsTx(ctx, tx)
 		if err != nil {
 			return audit.StoredVersion{}, err
 		}
 		if v.Organization == (audit.Organization{}) {
-			v.Organization = org
+			v.Organization = set.Organization
 		}
 		if v.Contact == (audit.Contact{}) {
-			v.Contact = contact
+			v.Contact = set.Contact
 		}
 	}
 	content, digest, err := v.Canonical()
@@ -591,7 +591,80 @@ func (s *Store) PurgeIncident(ctx context.Context, actor audit.Name, id audit.Na
 	return out, err
 }
 
-// settingsTx returns the organisation and privacy officer new entries name.
-func (s *Store) settingsTx(ctx context.Context, tx pgx.Tx) (audit.Organization, audit.Contact, error) {
-	return s.cfg.Organization, s.cfg.Contact, nil
+// SetRegisterSettings records a new version of the organisation and privacy
+// officer that entries opened from now on name, with its
+// register.settings_set ledger event (version and digest only) in the same
+// transaction. The cloisond flags (Config.Organization, Config.Contact) are
+// what entries name before any version is set.
+//
+// Errors: audit.ErrInvalidIncident for invalid settings; ErrConflict when
+// another version was set at the same time.
+func (s *Store) SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error) {
+	var out audit.RegisterSettings
+	err := s.readWrite(ctx, func(tx pgx.Tx) error {
+		var next int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) + 1 FROM register_settings`).Scan(&next); err != nil {
+			return err
+		}
+		r := audit.RegisterSettings{Version: next, Organization: org, Contact: contact}
+		content, digest, err := r.Canonical()
+		if err != nil {
+			return err
+		}
+		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.RegisterSettingsSet{Version: next, ContentDigest: digest}}.Prepare()
+		if err != nil {
+			return err
+		}
+		recs := []audit.Record{rec}
+		if err := appendInTx(ctx, tx, recs); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO register_settings (version, content, content_sha256, recorded_by, ledger_seq) VALUES ($1, $2, $3, $4, $5)`,
+			next, content, digest[:], string(actor), int64(recs[0].Seq)); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	return out, err
+}
+
+// RegisterSettings returns the organisation and privacy officer new entries
+// name: the latest version set through SetRegisterSettings, or version 0
+// from the store's Config.
+func (s *Store) RegisterSettings(ctx context.Context) (audit.RegisterSettings, error) {
+	var out audit.RegisterSettings
+	err := s.readOnly(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.settingsTx(ctx, tx)
+		return err
+	})
+	return out, err
+}
+
+// settingsTx reads the latest settings version, checking its content
+// against its digest and its ledger event.
+func (s *Store) settingsTx(ctx context.Context, tx pgx.Tx) (audit.RegisterSettings, error) {
+	var content, digest []byte
+	var version, seq int64
+	err := tx.QueryRow(ctx, `SELECT version, content, content_sha256, ledger_seq FROM register_settings ORDER BY version DESC LIMIT 1`).Scan(&version, &content, &digest, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return audit.RegisterSettings{Organization: s.cfg.Organization, Contact: s.cfg.Contact}, nil
+	}
+	if err != nil {
+		return audit.RegisterSettings{}, err
+	}
+	p, err := ledgerPayload(ctx, tx, uint64(seq))
+	if err != nil {
+		return audit.RegisterSettings{}, err
+	}
+	e, ok := p.(*audit.RegisterSettingsSet)
+	if !ok || e.Version != version || e.ContentDigest != audit.Digest(digest) || audit.Sum(content) != audit.Digest(digest) {
+		return audit.RegisterSettings{}, fmt.Errorf("%w: register settings version %d do not match ledger seq %d", audit.ErrChainBroken, version, seq)
+	}
+	var r audit.RegisterSettings
+	if err := decodeStrict(content, &r); err != nil || r.Version != version {
+		return audit.RegisterSettings{}, fmt.Errorf("%w: register settings version %d: %v", ErrSchema, version, err)
+	}
+	return r, nil
 }
