@@ -28,6 +28,13 @@
 //     seqs; otherwise, or once an entry holds audit.MaxGroupedDetections,
 //     a new entry opens. incidents.group_key/group_until (not hashed; the
 //     key is also in the hashed content) only select the entry to join.
+//   - The organisation and privacy officer new entries name are register
+//     settings (SetRegisterSettings, the admin API's PUT
+//     /admin/v1/register/organisation): append-only register_settings
+//     rows of canonical audit.RegisterSettings, each with a
+//     register.settings_set ledger event (version and digest only) in the
+//     same transaction; the latest is checked against its event before
+//     use. Before any is set, Config.Organization and Config.Contact.
 //   - Every CheckpointEvery events or CheckpointInterval, a signed
 //     checkpoint is written to CheckpointDir (outside the database) and
 //     stored in audit_checkpoints. Verify reads the whole chain and checks
