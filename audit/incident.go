@@ -768,6 +768,9 @@ func (f IncidentFile) ForTenant(t cloison.TenantID) TenantIncident {
 			iv.AffectedTenants = []cloison.TenantID{t}
 		}
 		iv.LedgerEvents = []int64{}
+		// A grouped entry lists every tenant's requests: none in a tenant's
+		// view (the ids are not tied to tenants in the version).
+		iv.AffectedRequests = nil
 		out.Versions = append(out.Versions, TenantVersion{IncidentVersion: iv, OtherTenants: others,
 			RecordedAt: v.RecordedAt, RecordedBy: v.RecordedBy, RetainUntil: v.RetainUntil})
 	}
