@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -30,6 +32,9 @@ import (
 //	POST /admin/v1/keys/rotate           rotate the JWT signing keys (refused within the minimum interval)
 //	POST /admin/v1/keys/{kid}/retire     retire one key (not the current one) at once
 //	POST /admin/v1/policies/reload       {"files": {"name.rego": "..."}}; ledgered with the bundle digest
+//	GET  /admin/v1/register/organisation the organisation and privacy officer new register entries name
+//	PUT  /admin/v1/register/organisation {"organization": {"name", "neq"}, "contact": {"name", "title", "phone", "email"}}:
+//	                                     a new settings version (register row; the ledger event holds its digest)
 //
 // Every change is ledgered in the same transaction as the change (tenancy
 // Store with a ledger; the policy swap waits for its event): when the
@@ -52,6 +57,8 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/v1/keys/rotate", a(s.rotateKeys))
 	mux.Handle("POST /admin/v1/keys/{kid}/retire", a(s.retireKey))
 	mux.Handle("POST /admin/v1/policies/reload", a(s.reloadPolicies))
+	mux.Handle("GET /admin/v1/register/organisation", a(s.getRegisterSettings))
+	mux.Handle("PUT /admin/v1/register/organisation", a(s.putRegisterSettings))
 }
 
 func (s *Server) actor(r *http.Request) audit.Name { return actorOf(principal(r)) }
@@ -409,4 +416,44 @@ func trimSHA(s string) string {
 		return s[7:]
 	}
 	return s
+}
+
+func (s *Server) getRegisterSettings(w http.ResponseWriter, r *http.Request) {
+	set, err := s.cfg.Ledger.RegisterSettings(r.Context())
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, set)
+}
+
+// putRegisterSettings replaces the organisation and the privacy officer
+// (both required, every element given in full; unknown fields refused).
+// The register keeps every version; entries already opened keep theirs.
+func (s *Server) putRegisterSettings(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if err := decode(r.Body, s.cfg.MaxBody, &raw); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	var body struct {
+		Organization *audit.Organization `json:"organization"`
+		Contact      *audit.Contact      `json:"contact"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		WriteHTTPError(w, ErrBadField.Withf("%v", err))
+		return
+	}
+	if body.Organization == nil || body.Contact == nil {
+		WriteHTTPError(w, ErrBadField.Withf("organization and contact are required"))
+		return
+	}
+	set, err := s.cfg.Ledger.SetRegisterSettings(r.Context(), s.actor(r), *body.Organization, *body.Contact)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, set)
 }

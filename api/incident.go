@@ -45,7 +45,7 @@ func (s *Server) RecordIncident(in engine.Incident) {
 		}
 		id, err := s.cfg.Ledger.OpenFromDetection(ctx, s.cfg.Node, audit.Detection{Source: audit.SourceIsolationViolation, Invariant: invariant,
 			DetectedAt: in.Time, PeriodStart: in.Time, PeriodEnd: in.Time, AffectedTenants: affected,
-			AffectedRequests: []cloison.RequestID{in.Request}, AffectedResponses: 1, LedgerEvents: []int64{int64(rec.Seq)}})
+			AffectedRequests: []cloison.RequestID{in.Request}, AffectedResponses: 1, LedgerEvents: []int64{int64(rec.Seq)}, Model: audit.Name(s.cfg.ModelName)})
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func (s *Server) RecordTransferFailure(f transfer.Failure) {
 		}
 		id, err := s.cfg.Ledger.OpenFromDetection(ctx, s.cfg.Node, audit.Detection{Source: audit.SourceTransferFailure, Invariant: check,
 			DetectedAt: at, PeriodStart: at, PeriodEnd: at, AffectedTenants: tenants,
-			AffectedRequests: []cloison.RequestID{req}, AffectedResponses: 1, LedgerEvents: []int64{int64(rec.Seq)}})
+			AffectedRequests: []cloison.RequestID{req}, AffectedResponses: 1, LedgerEvents: []int64{int64(rec.Seq)}, Model: audit.Name(s.cfg.ModelName)})
 		if err != nil {
 			return err
 		}

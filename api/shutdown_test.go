@@ -32,6 +32,8 @@ func TestCloseWaitsForIncidents(t *testing.T) {
 	if err := p.Server.Close(ctx); err != nil {
 		t.Fatalf("Close: got %v, want nil", err)
 	}
+	// Detections of one cause are grouped into one entry: count the
+	// requests the entries list, not the entries.
 	count := func() (iso, xfer int) {
 		incs, err := p.Ledger.Incidents(context.Background())
 		if err != nil {
@@ -40,19 +42,19 @@ func TestCloseWaitsForIncidents(t *testing.T) {
 		for _, in := range incs {
 			switch in.Source {
 			case audit.SourceIsolationViolation:
-				iso++
+				iso += len(in.Latest().AffectedRequests)
 			case audit.SourceTransferFailure:
-				xfer++
+				xfer += len(in.Latest().AffectedRequests)
 			}
 		}
 		return iso, xfer
 	}
 	if iso, xfer := count(); iso != n || xfer != n {
-		t.Fatalf("after Close: got %d isolation and %d transfer incidents, want %d and %d", iso, xfer, n, n)
+		t.Fatalf("after Close: got %d isolation and %d transfer requests in the register, want %d and %d", iso, xfer, n, n)
 	}
 	p.Server.RecordTransferFailure(transfer.Failure{Time: time.Now(), Lease: isolation.Lease{Tenant: "victim", Request: "req-late", Epoch: 9},
 		Reason: transfer.ReasonDigest})
 	if _, xfer := count(); xfer != n+1 {
-		t.Fatalf("after a report past Close: got %d transfer incidents, want %d", xfer, n+1)
+		t.Fatalf("after a report past Close: got %d transfer requests in the register, want %d", xfer, n+1)
 	}
 }

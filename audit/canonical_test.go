@@ -136,9 +136,10 @@ var examples = map[Kind]Payload{
 	KindPolicyReloaded:       &PolicyReloaded{Revision: Sum([]byte("bundle")), Files: 7, Actor: "admin:alice"},
 	KindPolicyRefusals: &PolicyRefusals{FromMicros: 1796040000000000, ToMicros: 1796040010000000, Total: 942,
 		Counts: []RefusalCount{{Stage: "policy", Code: "permission_denied", Count: 2}, {Stage: "quota", Code: "rate_limited", Count: 940}}},
-	KindClientCreated: &ClientChange{Op: ClientCreated, Client: "svc-a", Scopes: []Name{"infer"}},
-	KindClientRevoked: &ClientChange{Op: ClientRevoked, Client: "svc-a", Scopes: []Name{"infer"}},
-	KindTokenRevoked:  &TokenRevoked{Token: "jti-1", Issuer: "cloison-dev", Expires: "2027-01-01"},
+	KindClientCreated:    &ClientChange{Op: ClientCreated, Client: "svc-a", Scopes: []Name{"infer"}},
+	KindClientRevoked:    &ClientChange{Op: ClientRevoked, Client: "svc-a", Scopes: []Name{"infer"}},
+	KindTokenRevoked:     &TokenRevoked{Token: "jti-1", Issuer: "cloison-dev", Expires: "2027-01-01"},
+	KindRegisterSettings: &RegisterSettingsSet{Version: 2, ContentDigest: Sum([]byte("settings"))},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

@@ -38,6 +38,7 @@ const (
 	KindClientCreated        Kind = "client.created"
 	KindClientRevoked        Kind = "client.revoked"
 	KindTokenRevoked         Kind = "token.revoked"
+	KindRegisterSettings     Kind = "register.settings_set"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -47,7 +48,7 @@ var Kinds = []Kind{
 	KindIncidentPurged, KindNoticeSent, KindTenantCreated, KindTenantUpdated, KindTenantDisabled,
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
 	KindPolicyRefusals,
-	KindClientCreated, KindClientRevoked, KindTokenRevoked,
+	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

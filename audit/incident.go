@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
@@ -138,6 +139,62 @@ type Organization struct {
 	NEQ  string `json:"neq,omitempty"` // Québec enterprise number
 }
 
+// RegisterSettings is one version of the organisation keeping the register
+// and its privacy officer, as set through the admin API (the cloisond flags
+// are the default before any is set). New entries copy the latest version.
+// Its canonical JSON is stored verbatim in the register and its SHA-256
+// chained into the ledger (register.settings_set), so the names and phone
+// numbers stay out of the ledger's text.
+type RegisterSettings struct {
+	Version      int64        `json:"version"`
+	Organization Organization `json:"organization"`
+	Contact      Contact      `json:"contact"`
+}
+
+// MaxSettingLen bounds each element of RegisterSettings.
+const MaxSettingLen = 200
+
+// Validate checks that the organisation and the privacy officer are named,
+// that a NEQ is ten digits, an e-mail address has an @, and every element
+// is printable UTF-8 of at most MaxSettingLen bytes.
+func (r RegisterSettings) Validate() error {
+	if r.Version < 1 {
+		return fmt.Errorf("%w: settings version %d", ErrInvalidIncident, r.Version)
+	}
+	fields := []struct{ name, v string }{
+		{"organization.name", r.Organization.Name}, {"organization.neq", r.Organization.NEQ},
+		{"contact.name", r.Contact.Name}, {"contact.title", r.Contact.Title},
+		{"contact.phone", r.Contact.Phone}, {"contact.email", r.Contact.Email},
+	}
+	for _, f := range fields {
+		if len(f.v) > MaxSettingLen || !utf8.ValidString(f.v) || strings.ContainsFunc(f.v, unicode.IsControl) || strings.TrimSpace(f.v) != f.v {
+			return fmt.Errorf("%w: %s must be printable UTF-8 of at most %d bytes, without surrounding spaces", ErrInvalidIncident, f.name, MaxSettingLen)
+		}
+	}
+	if r.Organization.Name == "" || r.Contact.Name == "" {
+		return fmt.Errorf("%w: organization.name and contact.name are required (Règlement s. 3(1)-(2))", ErrInvalidIncident)
+	}
+	if n := r.Organization.NEQ; n != "" && (len(n) != 10 || strings.Trim(n, "0123456789") != "") {
+		return fmt.Errorf("%w: organization.neq is ten digits", ErrInvalidIncident)
+	}
+	if e := r.Contact.Email; e != "" && (strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || strings.ContainsRune(e, ' ')) {
+		return fmt.Errorf("%w: contact.email is not an e-mail address", ErrInvalidIncident)
+	}
+	return nil
+}
+
+// Canonical returns r's RFC 8785 JSON and its SHA-256, after Validate.
+func (r RegisterSettings) Canonical() ([]byte, Digest, error) {
+	if err := r.Validate(); err != nil {
+		return nil, Digest{}, err
+	}
+	b, err := MarshalCanonical(r)
+	if err != nil {
+		return nil, Digest{}, err
+	}
+	return b, Sum(b), nil
+}
+
 // IncidentType is the kind of confidentiality incident (Loi 25 art. 3.6:
 // access, use or communication not authorized by law, loss, or any other
 // breach of the protection of the information).
@@ -226,6 +283,13 @@ type IncidentVersion struct {
 	Communications          []Communication `json:"communications,omitempty"`            // Act s. 3.5 par. 3
 	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.6
 	PrivacyOfficerConsulted *Consultation   `json:"privacy_officer_consulted,omitempty"` // Act s. 3.7: required for a completed assessment
+
+	// Grouped automatic incidents (issue 13 §5): the cause's key
+	// (Detection.GroupKey), how many detections the entry holds, and the
+	// requests they withheld (identifiers only). Omitted when empty.
+	DetectionGroup   string              `json:"detection_group,omitempty"`
+	Detections       int64               `json:"detections,omitempty"`
+	AffectedRequests []cloison.RequestID `json:"affected_requests,omitempty"`
 }
 
 // MaxTextLen bounds each free-text element of the register.
@@ -458,6 +522,49 @@ type Detection struct {
 	AffectedRequests  []cloison.RequestID
 	AffectedResponses int64   // responses withheld or possibly exposed
 	LedgerEvents      []int64 // seqs of the violation events already in the ledger
+	Model             Name    // the model served when it was detected ("" when not known)
+}
+
+// MaxGroupedDetections bounds the detections one automatic entry holds;
+// the next detection of the cause opens a new entry.
+const MaxGroupedDetections = 1000
+
+// GroupKey names d's cause: source, check (invariant) and model.
+// Detections with one key within the grouping window share one entry.
+func (d Detection) GroupKey() string {
+	return string(d.Source) + "/" + string(d.Invariant) + "/" + string(d.Model)
+}
+
+// AddDetection adds a later detection of the same cause to an automatic
+// entry (a copy of its latest version): its requests, tenants and ledger
+// events are appended (each once), its withheld responses counted, and the
+// period of the incident extended to cover it. The circumstances, the
+// assessment and everything an administrator wrote are kept.
+func (v *IncidentVersion) AddDetection(d Detection) {
+	for _, r := range d.AffectedRequests {
+		if !slices.Contains(v.AffectedRequests, r) {
+			v.AffectedRequests = append(v.AffectedRequests, r)
+		}
+	}
+	for _, t := range d.AffectedTenants {
+		if !slices.Contains(v.AffectedTenants, t) {
+			v.AffectedTenants = append(v.AffectedTenants, t)
+		}
+	}
+	for _, e := range d.LedgerEvents {
+		if !slices.Contains(v.LedgerEvents, e) {
+			v.LedgerEvents = append(v.LedgerEvents, e)
+		}
+	}
+	v.AffectedResponses += d.AffectedResponses
+	v.Detections++
+	end := d.PeriodEnd
+	if end.IsZero() {
+		end = d.DetectedAt
+	}
+	if day := DayOf(end); day > v.Occurred.Last() {
+		v.Occurred.End = day
+	}
 }
 
 // FirstVersion returns version 1 of the entry for d, prefilled with what the
@@ -504,6 +611,9 @@ func (d Detection) FirstVersion(id Name, org Organization, contact Contact) (Inc
 		AffectedTenants:   slices.Clone(d.AffectedTenants),
 		AffectedResponses: d.AffectedResponses,
 		LedgerEvents:      slices.Clone(d.LedgerEvents),
+		DetectionGroup:    d.GroupKey(),
+		Detections:        1,
+		AffectedRequests:  slices.Clone(d.AffectedRequests),
 	}
 	return v, v.Validate()
 }
@@ -658,6 +768,9 @@ func (f IncidentFile) ForTenant(t cloison.TenantID) TenantIncident {
 			iv.AffectedTenants = []cloison.TenantID{t}
 		}
 		iv.LedgerEvents = []int64{}
+		// A grouped entry lists every tenant's requests: none in a tenant's
+		// view (the ids are not tied to tenants in the version).
+		iv.AffectedRequests = nil
 		out.Versions = append(out.Versions, TenantVersion{IncidentVersion: iv, OtherTenants: others,
 			RecordedAt: v.RecordedAt, RecordedBy: v.RecordedBy, RetainUntil: v.RetainUntil})
 	}

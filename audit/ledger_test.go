@@ -329,7 +329,8 @@ func BenchmarkVerifier(b *testing.B) {
 func TestIncidentForTenant(t *testing.T) {
 	f := IncidentFile{ID: "inc-1", LedgerSeq: 9,
 		Versions: []StoredVersion{
-			{IncidentVersion: IncidentVersion{Version: 1, AffectedTenants: []cloison.TenantID{"a", "b", "c", "b"}, LedgerEvents: []int64{3, 4}}, LedgerSeq: 9, Content: []byte("b")},
+			{IncidentVersion: IncidentVersion{Version: 1, AffectedTenants: []cloison.TenantID{"a", "b", "c", "b"}, LedgerEvents: []int64{3, 4},
+				AffectedRequests: []cloison.RequestID{"req-of-b"}}, LedgerSeq: 9, Content: []byte("b")},
 			{IncidentVersion: IncidentVersion{Version: 2, AffectedTenants: []cloison.TenantID{"b"}}, LedgerSeq: 12},
 		},
 		Notices: []StoredNotice{
@@ -362,8 +363,8 @@ func TestIncidentForTenant(t *testing.T) {
 			if !slices.Equal(got, tt.notices) {
 				t.Errorf("got notices %v, want %v", got, tt.notices)
 			}
-			if b, _ := json.Marshal(v); bytes.Contains(b, []byte(`"LedgerSeq"`)) || bytes.Contains(b, []byte(`"Content"`)) {
-				t.Errorf("got %s, want no ledger seq or content", b)
+			if b, _ := json.Marshal(v); bytes.Contains(b, []byte(`"LedgerSeq"`)) || bytes.Contains(b, []byte(`"Content"`)) || bytes.Contains(b, []byte("req-of-b")) {
+				t.Errorf("got %s, want no ledger seq, content or request ids", b)
 			}
 		})
 	}

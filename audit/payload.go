@@ -67,6 +67,8 @@ func NewPayload(k Kind) Payload {
 		return &ClientChange{Op: ClientRevoked}
 	case KindTokenRevoked:
 		return &TokenRevoked{}
+	case KindRegisterSettings:
+		return &RegisterSettingsSet{}
 	}
 	return nil
 }
@@ -253,6 +255,20 @@ type IncidentUpdated struct {
 func (IncidentUpdated) Kind() Kind { return KindIncidentUpdated }
 func (p IncidentUpdated) validate() error {
 	return firstErr(CheckName("incident", string(p.Incident)), checkCount("version", p.Version))
+}
+
+// RegisterSettingsSet records a new version of the organisation and privacy
+// officer the register names (RegisterSettings): identifiers only, the
+// names and phone numbers are in the register row whose canonical JSON
+// ContentDigest hashes.
+type RegisterSettingsSet struct {
+	Version       int64  `json:"version"`
+	ContentDigest Digest `json:"content_digest"`
+}
+
+func (RegisterSettingsSet) Kind() Kind { return KindRegisterSettings }
+func (p RegisterSettingsSet) validate() error {
+	return checkCount("version", p.Version)
 }
 
 // IncidentPurged records the explicit removal of a register entry whose

@@ -20,6 +20,21 @@
 //     triggers enabled ALWAYS for everyone else. Register rows are deleted
 //     only by cloison_incident_purge, after five years, with an
 //     incident.purged ledger event in the same transaction.
+//   - Automatic incidents are grouped (OpenFromDetection, migration
+//     00011): a detection joins the open entry its cause
+//     (audit.Detection.GroupKey: source, check, model) opened less than
+//     Config.DetectionWindow (default 1 h) before it, as a new hashed
+//     version (incident.updated) appending its request ids and ledger
+//     seqs; otherwise, or once an entry holds audit.MaxGroupedDetections,
+//     a new entry opens. incidents.group_key/group_until (not hashed; the
+//     key is also in the hashed content) only select the entry to join.
+//   - The organisation and privacy officer new entries name are register
+//     settings (SetRegisterSettings, the admin API's PUT
+//     /admin/v1/register/organisation): append-only register_settings
+//     rows of canonical audit.RegisterSettings, each with a
+//     register.settings_set ledger event (version and digest only) in the
+//     same transaction; the latest is checked against its event before
+//     use. Before any is set, Config.Organization and Config.Contact.
 //   - Every CheckpointEvery events or CheckpointInterval, a signed
 //     checkpoint is written to CheckpointDir (outside the database) and
 //     stored in audit_checkpoints. Verify reads the whole chain and checks

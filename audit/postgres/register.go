@@ -27,17 +27,40 @@ func NewIncidentID(now time.Time) audit.Name {
 // Errors: audit.ErrInvalidIncident for a version missing a required element;
 // ErrConflict when the id exists.
 func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error) {
+	var sv audit.StoredVersion
+	err := s.readWrite(ctx, func(tx pgx.Tx) error {
+		var err error
+		sv, err = s.openTx(ctx, tx, actor, v, nil)
+		return err
+	})
+	return sv, err
+}
+
+// openGroup is an automatic entry's grouping key and the end of its window.
+type openGroup struct {
+	key   string
+	until time.Time
+}
+
+func (s *Store) openTx(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit.IncidentVersion, g *openGroup) (audit.StoredVersion, error) {
 	if v.Version != 1 {
 		return audit.StoredVersion{}, fmt.Errorf("%w: a new incident starts at version 1", audit.ErrInvalidIncident)
 	}
 	v.Normalize()
 	// The organisation and its privacy officer are configured once
-	// (Config) and copied into every entry that does not name them.
-	if v.Organization == (audit.Organization{}) {
-		v.Organization = s.cfg.Organization
-	}
-	if v.Contact == (audit.Contact{}) {
-		v.Contact = s.cfg.Contact
+	// (Config, then the admin API: RegisterSettings) and copied into every
+	// entry that does not name them.
+	if v.Organization == (audit.Organization{}) || v.Contact == (audit.Contact{}) {
+		set, err := s.settingsTx(ctx, tx)
+		if err != nil {
+			return audit.StoredVersion{}, err
+		}
+		if v.Organization == (audit.Organization{}) {
+			v.Organization = set.Organization
+		}
+		if v.Contact == (audit.Contact{}) {
+			v.Contact = set.Contact
+		}
 	}
 	content, digest, err := v.Canonical()
 	if err != nil {
@@ -49,34 +72,75 @@ func (s *Store) OpenIncident(ctx context.Context, actor audit.Name, v audit.Inci
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
-	var sv audit.StoredVersion
-	err = s.readWrite(ctx, func(tx pgx.Tx) error {
-		recs := []audit.Record{rec}
-		if err := appendInTx(ctx, tx, recs); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO incidents (id, source, opened_by, ledger_seq) VALUES ($1, $2, $3, $4)`,
-			string(v.Incident), string(v.Source), string(actor), int64(recs[0].Seq)); err != nil {
-			return err
-		}
-		var err error
-		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0])
-		return err
-	})
-	return sv, err
+	recs := []audit.Record{rec}
+	if err := appendInTx(ctx, tx, recs); err != nil {
+		return audit.StoredVersion{}, err
+	}
+	var key *string
+	var until *time.Time
+	if g != nil {
+		key, until = &g.key, &g.until
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO incidents (id, source, opened_by, ledger_seq, group_key, group_until) VALUES ($1, $2, $3, $4, $5, $6)`,
+		string(v.Incident), string(v.Source), string(actor), int64(recs[0].Seq), key, until); err != nil {
+		return audit.StoredVersion{}, err
+	}
+	return insertVersion(ctx, tx, actor, v, content, digest, recs[0])
 }
 
-// OpenFromDetection opens an incident for an isolation violation or a
-// transfer-verification failure reported by the engine (its OnIncident hook
-// calls this through cmd): period, affected tenants and response counts are
-// prefilled, the assessment is pending. It returns the new incident's id.
+// OpenFromDetection records an isolation violation or a transfer-verification
+// failure reported by the engine (its OnIncident hook calls this through
+// cmd) in the register, and returns the entry's id. Detections from one
+// cause (d.GroupKey: source, check, model) are grouped: while an entry that
+// cause opened is open, holds fewer than audit.MaxGroupedDetections
+// detections, and was opened less than Config.DetectionWindow before d, d
+// is added to it as a new hashed version (incident.updated) listing its
+// requests and ledger events. Otherwise a new entry is opened: period,
+// affected tenants, requests and response counts prefilled, the assessment
+// pending. Concurrent detections of one cause are serialised by a
+// transaction-scoped advisory lock on the key.
 func (s *Store) OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error) {
 	id := NewIncidentID(d.DetectedAt)
-	v, err := d.FirstVersion(id, s.cfg.Organization, s.cfg.Contact)
+	v, err := d.FirstVersion(id, audit.Organization{}, audit.Contact{})
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.OpenIncident(ctx, actor, v); err != nil {
+	key := d.GroupKey()
+	err = s.readWrite(ctx, func(tx pgx.Tx) error {
+		if s.cfg.DetectionWindow < 0 {
+			_, err := s.openTx(ctx, tx, actor, v, nil)
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.incident_group:' || $1, 0))`, key); err != nil {
+			return err
+		}
+		var open string
+		err := tx.QueryRow(ctx, `SELECT i.id FROM incidents i
+			WHERE i.group_key = $1 AND i.group_until > $2
+			  AND (SELECT v.status FROM incident_versions v WHERE v.incident_id = i.id ORDER BY v.version DESC LIMIT 1) = 'open'
+			ORDER BY i.group_until DESC LIMIT 1`, key, d.DetectedAt).Scan(&open)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			latest, err := latestVersionTx(ctx, tx, audit.Name(open))
+			if err != nil {
+				return err
+			}
+			if latest.DetectionGroup == key && latest.Detections < audit.MaxGroupedDetections {
+				id = audit.Name(open)
+				_, err = s.updateTx(ctx, tx, actor, id, latest, func(v *audit.IncidentVersion) error {
+					v.AddDetection(d)
+					return nil
+				})
+				return err
+			}
+		}
+		_, err = s.openTx(ctx, tx, actor, v, &openGroup{key: key, until: d.DetectedAt.Add(s.cfg.DetectionWindow)})
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
 	return id, nil
@@ -117,30 +181,34 @@ func (s *Store) UpdateIncident(ctx context.Context, actor audit.Name, id audit.N
 		if err != nil {
 			return err
 		}
-		v := latest.IncidentVersion
-		if err := fn(&v); err != nil {
-			return err
-		}
-		v.Incident, v.Version, v.Source = id, latest.Version+1, latest.Source
-		v.Normalize()
-		content, digest, err := v.Canonical()
-		if err != nil {
-			return err
-		}
-		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentUpdated{
-			Incident: id, Version: v.Version, ContentDigest: digest,
-		}}.Prepare()
-		if err != nil {
-			return err
-		}
-		recs := []audit.Record{rec}
-		if err := appendInTx(ctx, tx, recs); err != nil {
-			return err
-		}
-		sv, err = insertVersion(ctx, tx, actor, v, content, digest, recs[0])
+		sv, err = s.updateTx(ctx, tx, actor, id, latest, fn)
 		return err
 	})
 	return sv, err
+}
+
+func (s *Store) updateTx(ctx context.Context, tx pgx.Tx, actor audit.Name, id audit.Name, latest audit.StoredVersion, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error) {
+	v := latest.IncidentVersion
+	if err := fn(&v); err != nil {
+		return audit.StoredVersion{}, err
+	}
+	v.Incident, v.Version, v.Source = id, latest.Version+1, latest.Source
+	v.Normalize()
+	content, digest, err := v.Canonical()
+	if err != nil {
+		return audit.StoredVersion{}, err
+	}
+	rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentUpdated{
+		Incident: id, Version: v.Version, ContentDigest: digest,
+	}}.Prepare()
+	if err != nil {
+		return audit.StoredVersion{}, err
+	}
+	recs := []audit.Record{rec}
+	if err := appendInTx(ctx, tx, recs); err != nil {
+		return audit.StoredVersion{}, err
+	}
+	return insertVersion(ctx, tx, actor, v, content, digest, recs[0])
 }
 
 func latestVersionTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.StoredVersion, error) {
@@ -521,4 +589,82 @@ func (s *Store) PurgeIncident(ctx context.Context, actor audit.Name, id audit.Na
 		return nil
 	})
 	return out, err
+}
+
+// SetRegisterSettings records a new version of the organisation and privacy
+// officer that entries opened from now on name, with its
+// register.settings_set ledger event (version and digest only) in the same
+// transaction. The cloisond flags (Config.Organization, Config.Contact) are
+// what entries name before any version is set.
+//
+// Errors: audit.ErrInvalidIncident for invalid settings; ErrConflict when
+// another version was set at the same time.
+func (s *Store) SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error) {
+	var out audit.RegisterSettings
+	err := s.readWrite(ctx, func(tx pgx.Tx) error {
+		var next int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) + 1 FROM register_settings`).Scan(&next); err != nil {
+			return err
+		}
+		r := audit.RegisterSettings{Version: next, Organization: org, Contact: contact}
+		content, digest, err := r.Canonical()
+		if err != nil {
+			return err
+		}
+		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.RegisterSettingsSet{Version: next, ContentDigest: digest}}.Prepare()
+		if err != nil {
+			return err
+		}
+		recs := []audit.Record{rec}
+		if err := appendInTx(ctx, tx, recs); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO register_settings (version, content, content_sha256, recorded_by, ledger_seq) VALUES ($1, $2, $3, $4, $5)`,
+			next, content, digest[:], string(actor), int64(recs[0].Seq)); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	return out, err
+}
+
+// RegisterSettings returns the organisation and privacy officer new entries
+// name: the latest version set through SetRegisterSettings, or version 0
+// from the store's Config.
+func (s *Store) RegisterSettings(ctx context.Context) (audit.RegisterSettings, error) {
+	var out audit.RegisterSettings
+	err := s.readOnly(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.settingsTx(ctx, tx)
+		return err
+	})
+	return out, err
+}
+
+// settingsTx reads the latest settings version, checking its content
+// against its digest and its ledger event.
+func (s *Store) settingsTx(ctx context.Context, tx pgx.Tx) (audit.RegisterSettings, error) {
+	var content, digest []byte
+	var version, seq int64
+	err := tx.QueryRow(ctx, `SELECT version, content, content_sha256, ledger_seq FROM register_settings ORDER BY version DESC LIMIT 1`).Scan(&version, &content, &digest, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return audit.RegisterSettings{Organization: s.cfg.Organization, Contact: s.cfg.Contact}, nil
+	}
+	if err != nil {
+		return audit.RegisterSettings{}, err
+	}
+	p, err := ledgerPayload(ctx, tx, uint64(seq))
+	if err != nil {
+		return audit.RegisterSettings{}, err
+	}
+	e, ok := p.(*audit.RegisterSettingsSet)
+	if !ok || e.Version != version || e.ContentDigest != audit.Digest(digest) || audit.Sum(content) != audit.Digest(digest) {
+		return audit.RegisterSettings{}, fmt.Errorf("%w: register settings version %d do not match ledger seq %d", audit.ErrChainBroken, version, seq)
+	}
+	var r audit.RegisterSettings
+	if err := decodeStrict(content, &r); err != nil || r.Version != version {
+		return audit.RegisterSettings{}, fmt.Errorf("%w: register settings version %d: %v", ErrSchema, version, err)
+	}
+	return r, nil
 }

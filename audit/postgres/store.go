@@ -53,6 +53,10 @@ type Config struct {
 	// register PDF of every export whose options leave it empty (empty:
 	// the private sector, P-39.1).
 	Regime export.Regime
+	// DetectionWindow groups automatic incidents: a detection joins the
+	// open entry its cause (audit.Detection.GroupKey) opened less than this
+	// long before it (default one hour; negative: one entry per detection).
+	DetectionWindow time.Duration
 	// Logger receives checkpoint failures (which never fail an append).
 	Logger *slog.Logger
 	// ScanPool serves Scan, Verify and Export, so that compliance reads
@@ -151,6 +155,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.DetectionWindow == 0 {
+		cfg.DetectionWindow = time.Hour
 	}
 	if cfg.ScanPage <= 0 {
 		cfg.ScanPage = 512

@@ -86,6 +86,7 @@ type config struct {
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
 	registerRegime                              export.Regime
+	incidentGroupWindow                         time.Duration
 	privacyOfficer                              audit.Contact
 	shutdownGrace, refusalFlush                 time.Duration
 	drainPeriod                                 time.Duration
@@ -161,6 +162,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.privacyOfficer.Title, "privacy-officer-title", "", "privacy officer's title")
 	fs.StringVar(&c.privacyOfficer.Phone, "privacy-officer-phone", "", "privacy officer's phone")
 	fs.StringVar(&c.privacyOfficer.Email, "privacy-officer-email", "", "privacy officer's e-mail")
+	fs.DurationVar(&c.incidentGroupWindow, "incident-group-window", time.Hour, "detections of one cause (source, check, model) within this window of the first are grouped into one register entry (negative: one entry per detection)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long shutdown lets streams finish")
 	fs.DurationVar(&c.drainPeriod, "drain-period", 0, "on SIGTERM, how long /readyz answers 503 while the listeners keep serving, before shutdown starts (drain.go; a load balancer's deregistration delay)")
 	fs.DurationVar(&c.refusalFlush, "refusal-flush", api.DefaultRefusalFlush, "how often refused requests are written to the ledger as per-tenant policy.refusals counts")
@@ -299,7 +301,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
 		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: c.privacyOfficer, Logger: log,
-		ScanPool: scanDB, Regime: c.registerRegime})
+		ScanPool: scanDB, Regime: c.registerRegime, DetectionWindow: c.incidentGroupWindow})
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
