@@ -184,11 +184,12 @@ func (d *draft) header(fr, en string) {
 
 const sep = "----------------------------------------------------------------------"
 
-// cai is the notice to the Commission (Règlement s. 3).
-func (d *draft) cai() {
-	v := d.v
-	d.header("AVIS À LA COMMISSION D'ACCÈS À L'INFORMATION — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 3)",
-		"NOTICE TO THE COMMISSION D'ACCÈS À L'INFORMATION — confidentiality incident (Act s. 3.5; Regulation s. 3)")
+// tr picks the French or the English of a label.
+type tr func(fr, en string) string
+
+// bilingual writes body twice, French first then English, each under its
+// heading; todo is the "to be completed" mark in that language.
+func (d *draft) bilingual(body func(en bool, t tr, todo string)) {
 	for _, en := range []bool{false, true} {
 		t := func(fr, e string) string {
 			if en {
@@ -196,13 +197,22 @@ func (d *draft) cai() {
 			}
 			return fr
 		}
-		todo := t(todoFR, todoEN)
 		if en {
 			d.line("%s", sep)
 			d.line("ENGLISH")
 		} else {
 			d.line("FRANÇAIS")
 		}
+		body(en, t, t(todoFR, todoEN))
+	}
+}
+
+// cai is the notice to the Commission (Règlement s. 3).
+func (d *draft) cai() {
+	v := d.v
+	d.header("AVIS À LA COMMISSION D'ACCÈS À L'INFORMATION — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 3)",
+		"NOTICE TO THE COMMISSION D'ACCÈS À L'INFORMATION — confidentiality incident (Act s. 3.5; Regulation s. 3)")
+	d.bilingual(func(en bool, t tr, todo string) {
 		d.item(t("1. Organisation et NEQ", "1. Organization and NEQ"), orgLine(d.org), todo)
 		d.item(t("2. Personne à joindre", "2. Contact person"), contactLine(v.Contact), todo)
 		d.item(t("3. Renseignements personnels visés", "3. Personal information concerned"), d.info(en), todo)
@@ -229,7 +239,7 @@ func (d *draft) cai() {
 		d.item(t("    Mesures prévues et échéances", "    Measures planned and dates"), measures(v.MeasuresPlanned), todo)
 		d.item(t("11. Autorités hors Québec avisées", "11. Authorities outside Québec notified"), strings.Join(v.ForeignAuthorities, ", "), t("aucune", "none"))
 		d.line("")
-	}
+	})
 }
 
 // persons is the notice to the persons concerned (Règlement s. 4).
@@ -237,20 +247,10 @@ func (d *draft) persons() {
 	v := d.v
 	d.header("AVIS AUX PERSONNES CONCERNÉES — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 4)",
 		"NOTICE TO THE PERSONS CONCERNED — confidentiality incident (Act s. 3.5; Regulation s. 4)")
-	for _, en := range []bool{false, true} {
-		t := func(fr, e string) string {
-			if en {
-				return e
-			}
-			return fr
-		}
-		todo := t(todoFR, todoEN)
+	d.bilingual(func(en bool, t tr, todo string) {
 		if en {
-			d.line("%s", sep)
-			d.line("ENGLISH")
 			d.line("%s informs you of a confidentiality incident involving personal information about you.", orOr(orgLine(d.org), "[organization]"))
 		} else {
-			d.line("FRANÇAIS")
 			d.line("%s vous informe d'un incident de confidentialité touchant des renseignements personnels vous concernant.", orOr(orgLine(d.org), "[organisation]"))
 		}
 		d.line("")
@@ -262,7 +262,7 @@ func (d *draft) persons() {
 		d.item(t("5. Mesures que nous vous suggérons", "5. Measures we suggest you take"), measures(v.MeasuresSuggested), todo)
 		d.item(t("6. Pour nous joindre", "6. How to reach us"), contactLine(v.Contact), todo)
 		d.line("")
-	}
+	})
 }
 
 // client is the provider's notice to a client tenant (art. 18.3).
@@ -270,20 +270,7 @@ func (d *draft) client(c DraftClientOf, others int) {
 	v := d.v
 	d.header("AVIS AU CLIENT — incident de confidentialité chez le prestataire (art. 18.3 LPRPSP)",
 		"NOTICE TO THE CLIENT — confidentiality incident at the service provider (Act s. 18.3)")
-	for _, en := range []bool{false, true} {
-		t := func(fr, e string) string {
-			if en {
-				return e
-			}
-			return fr
-		}
-		todo := t(todoFR, todoEN)
-		if en {
-			d.line("%s", sep)
-			d.line("ENGLISH")
-		} else {
-			d.line("FRANÇAIS")
-		}
+	d.bilingual(func(en bool, t tr, todo string) {
 		to := string(c.Tenant)
 		if strings.TrimSpace(c.Contact) != "" {
 			to += " — " + strings.TrimSpace(c.Contact)
@@ -311,7 +298,7 @@ func (d *draft) client(c DraftClientOf, others int) {
 			d.line("À titre de responsable de ces renseignements, il vous revient d'évaluer le risque de préjudice sérieux et de donner les avis de l'art. 3.5 qui vous incombent.")
 		}
 		d.line("")
-	}
+	})
 }
 
 func orOr(s, dflt string) string {
