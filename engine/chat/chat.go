@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -30,10 +31,14 @@ var ErrContent = cloison.NewError(cloison.CodeInvalid, "chat: the model's chat t
 // ChatML is the template used when a model has none.
 const ChatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 
-// Message is one chat turn.
+// Message is one chat turn. An assistant message may carry the tool calls
+// it made (then an empty Content is passed to the template as none, as
+// OpenAI clients send null); a tool message answers the call ToolCallID.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // Template is a compiled chat template.
@@ -66,8 +71,17 @@ func compile(src string) (tpl *jinja.Template, err error) {
 			tpl, err = nil, fmt.Errorf("renderer panic: %v", r)
 		}
 	}()
-	return jinja.Compile(src)
+	return jinja.Compile(tojsonRef.ReplaceAllString(src, "|${1}"+tojsonFilter))
 }
+
+// tojsonRef finds the template's uses of the tojson filter, which compile
+// points at our own (tools.go: ardanlabs/jinja's builtin filters cannot be
+// replaced, but a filter it does not know is looked up among the
+// variables).
+var tojsonRef = regexp.MustCompile(`\|(\s*)tojson\b`)
+
+// tojsonFilter is the name our tojson filter is given.
+const tojsonFilter = "cloison_tojson"
 
 // execute renders tpl with data; a panic in the library is an error.
 func execute(tpl *jinja.Template, data map[string]jinja.Value) (out string, err error) {
@@ -131,6 +145,21 @@ var roles = map[string]bool{"system": true, "user": true, "assistant": true, "to
 // Render returns the prompt text for msgs; with generationPrompt the
 // template opens the assistant's turn.
 func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error) {
+	return t.RenderTools(msgs, nil, generationPrompt)
+}
+
+// RenderTools is Render with the functions the model may call, given to
+// the template as its tools variable (left undefined when there are none,
+// as Hugging Face does).
+// Errors: ErrMessages (also a tool or tool call of the wrong shape),
+// ErrTemplate.
+func (t *Template) RenderTools(msgs []Message, tools []Tool, generationPrompt bool) (string, error) {
+	return t.render(msgs, tools, generationPrompt, identity)
+}
+
+// render renders with every client string of tools and tool calls passed
+// through mask (message content is the caller's to mask).
+func (t *Template) render(msgs []Message, tools []Tool, generationPrompt bool, mask maskFunc) (string, error) {
 	if len(msgs) == 0 {
 		return "", ErrMessages.Withf("no messages")
 	}
@@ -141,7 +170,30 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 		}
 		d := jinja.NewDict()
 		d.AsDict().Set("role", jinja.NewString(m.Role))
-		d.AsDict().Set("content", jinja.NewString(m.Content))
+		if m.Content == "" && len(m.ToolCalls) > 0 {
+			d.AsDict().Set("content", jinja.None())
+		} else {
+			d.AsDict().Set("content", jinja.NewString(m.Content))
+		}
+		if len(m.ToolCalls) > 0 {
+			if m.Role != "assistant" {
+				return "", ErrMessages.Withf("message %d: only an assistant message has tool_calls", i)
+			}
+			calls, err := toolCallsValue(i, m.ToolCalls, mask)
+			if err != nil {
+				return "", err
+			}
+			d.AsDict().Set("tool_calls", calls)
+		}
+		if m.ToolCallID != "" {
+			if m.Role != "tool" {
+				return "", ErrMessages.Withf("message %d: only a tool message has a tool_call_id", i)
+			}
+			if !idPattern.MatchString(m.ToolCallID) {
+				return "", ErrMessages.Withf("message %d: tool_call_id must be 1 to 64 letters, digits, '_' or '-'", i)
+			}
+			d.AsDict().Set("tool_call_id", jinja.NewString(m.ToolCallID))
+		}
 		list[i] = d
 	}
 	var raised error
@@ -150,6 +202,7 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 		"add_generation_prompt": jinja.NewBool(generationPrompt),
 		"bos_token":             jinja.NewString(t.bos),
 		"eos_token":             jinja.NewString(t.eos),
+		tojsonFilter:            jinja.NewCallable("tojson", tojson),
 		"raise_exception": jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			msg := "raise_exception"
 			if len(args) > 0 {
@@ -165,6 +218,13 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 			}
 			return jinja.NewString(strftime(t.now(), f)), nil
 		}),
+	}
+	if len(tools) > 0 {
+		tv, err := toolsValue(tools, mask)
+		if err != nil {
+			return "", err
+		}
+		data["tools"] = tv
 	}
 	out, err := execute(t.tpl, data)
 	if raised != nil {
@@ -203,11 +263,25 @@ type Prompt struct {
 // substitution does not give back the text: the template rewrote or branched
 // on content, so provenance is unknown and the caller must not guess it.
 func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error) {
-	text, err := t.Render(msgs, generationPrompt)
+	return t.PromptTools(msgs, nil, generationPrompt)
+}
+
+// PromptTools is Prompt with tools (RenderTools). Every client string of
+// the tools and of the messages' tool calls is content, masked like message
+// content: function names, descriptions, the schemas' property names,
+// descriptions, enum and default values and unknown keys (only JSON-schema
+// keywords and type names, which templates look up, are passed as they
+// are), and the arguments' keys and values. Tool call ids are passed as
+// they are (Mistral's templates check their length) and are therefore held
+// to [A-Za-z0-9_-]. A template that writes a masked string through tojson
+// escapes it; the substitution follows the escaping (the escaped bytes are
+// content too).
+func (t *Template) PromptTools(msgs []Message, tools []Tool, generationPrompt bool) (Prompt, error) {
+	text, err := t.RenderTools(msgs, tools, generationPrompt)
 	if err != nil {
 		return Prompt{}, err
 	}
-	mark := newMark(msgs)
+	mark := newMark(msgs, tools)
 	type part struct{ lead, core, trail string }
 	var parts []part // by placeholder number
 	masked := make([]Message, len(msgs))
@@ -246,7 +320,22 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 		}
 		masked[i].Content = mc.String()
 	}
-	shape, err := t.Render(masked, generationPrompt)
+	// Tool strings: the same string always gets the same placeholder, so
+	// that a template comparing them (a required property against a
+	// property name, a call's name against a tool's) compares alike.
+	interned := map[string]string{}
+	maskTool := func(s string) string {
+		if s == "" {
+			return s
+		}
+		if p, ok := interned[s]; ok {
+			return p
+		}
+		p := place(s)
+		interned[s] = p
+		return p
+	}
+	shape, err := t.render(masked, tools, generationPrompt, maskTool)
 	if err != nil {
 		return Prompt{}, fmt.Errorf("%w: the template fails on placeholders", ErrContent)
 	}
@@ -303,7 +392,17 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 		tail := commonSuffix(chunk, parts[i].lead)
 		addLiteral(chunk[:len(chunk)-len(tail)])
 		b.WriteString(tail)
-		b.WriteString(parts[i].core)
+		core := parts[i].core
+		if at := b.Len(); at <= len(text) && !strings.HasPrefix(text[at:], core) {
+			// Written through tojson: the escaped form is content.
+			for _, e := range jsonEscaped(core) {
+				if strings.HasPrefix(text[at:], e) {
+					core = e
+					break
+				}
+			}
+		}
+		b.WriteString(core)
 		pendingTrail = parts[i].trail
 		shape = rest[k+len(placeholderEnd):]
 	}
@@ -323,7 +422,7 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 				plain[i].Content = strings.ReplaceAll(plain[i].Content, mk, "")
 			}
 		}
-		ref, err := t.Prompt(plain, generationPrompt)
+		ref, err := t.PromptTools(plain, tools, generationPrompt)
 		if err != nil {
 			return Prompt{}, err
 		}
@@ -361,13 +460,22 @@ func nextMarker(s string) (int, int) {
 // private-use runes, which no tokenizer vocabulary gives a control token.
 const placeholderEnd = "\uE001"
 
-// newMark returns a placeholder prefix that no content of msgs holds.
-func newMark(msgs []Message) string {
+// newMark returns a placeholder prefix that no content of msgs holds, nor
+// any string of their tool calls or of tools.
+func newMark(msgs []Message, tools []Tool) string {
+	// Every string the shape masks, decoded (a JSON escape could spell the
+	// mark otherwise).
+	var all strings.Builder
+	collect := func(s string) string { all.WriteString(s); all.WriteByte(0); return s }
+	for i, m := range msgs {
+		_, _ = toolCallsValue(i, m.ToolCalls, collect)
+	}
+	_, _ = toolsValue(tools, collect)
 	for {
 		var nonce [16]byte
 		_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails (Go 1.24)
 		mark := "\uE000" + hex.EncodeToString(nonce[:]) + ":"
-		clash := false
+		clash := strings.Contains(all.String(), mark)
 		for _, m := range msgs {
 			clash = clash || strings.Contains(m.Content, mark)
 		}
