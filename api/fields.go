@@ -82,9 +82,13 @@ var chatFields = withCommon(map[string]field{
 	"messages":     {rule: implemented},
 	"logprobs":     {rule: implemented},
 	"top_logprobs": {rule: implemented},
-	// Tools and structured output change what the model must produce.
-	"tools":              {rule: refused, neutral: []string{`[]`}},
-	"tool_choice":        {rule: refused, neutral: []string{`"none"`}},
+	// Function tools (tools.go): tool_choice none and auto; required and
+	// a named function are refused by toolUse until constrained decoding
+	// can force a call.
+	"tools":               {rule: implemented},
+	"tool_choice":         {rule: implemented},
+	"parallel_tool_calls": {rule: implemented},
+	// The deprecated function-calling fields (use tools).
 	"functions":          {rule: refused, neutral: []string{`[]`}},
 	"function_call":      {rule: refused, neutral: []string{`"none"`}},
 	"response_format":    {rule: refused, neutral: []string{`{"type":"text"}`}},
@@ -97,27 +101,66 @@ var chatFields = withCommon(map[string]field{
 	// store asks the provider to keep the completion; Cloison never stores
 	// prompt or completion text, so store: true cannot be honoured.
 	"store": {rule: refused, neutral: []string{`false`}},
-	// Without tools (refused above) parallel_tool_calls has no effect;
 	// metadata only labels stored completions; service_tier and
 	// prompt_cache_key choose latency and caching, never the output (the
 	// prefix cache is namespaced per tenant whatever the client says).
-	"parallel_tool_calls": {rule: ignored},
-	"metadata":            {rule: ignored},
-	"service_tier":        {rule: ignored},
-	"prompt_cache_key":    {rule: ignored},
+	"metadata":         {rule: ignored},
+	"service_tier":     {rule: ignored},
+	"prompt_cache_key": {rule: ignored},
 })
 
-// messageFields are the fields of one chat message. A message's name,
-// tool calls or refusal would change what the template renders.
+// messageFields are the fields of one chat message. A message's name or
+// refusal would change what the template renders.
 var messageFields = map[string]field{
 	"role":          {rule: implemented},
 	"content":       {rule: implemented},
 	"name":          {rule: refused, neutral: []string{`""`}},
-	"tool_calls":    {rule: refused, neutral: []string{`[]`}},
-	"tool_call_id":  {rule: refused},
+	"tool_calls":    {rule: implemented}, // an assistant's calls (toolCallFields)
+	"tool_call_id":  {rule: implemented}, // the call a tool message answers
 	"function_call": {rule: refused},
 	"refusal":       {rule: refused},
 	"audio":         {rule: refused},
+}
+
+// toolFields and functionFields are the fields of one entry of tools;
+// toolCallFields and callFunctionFields those of one entry of a message's
+// tool_calls.
+var (
+	toolFields     = map[string]field{"type": {rule: implemented}, "function": {rule: implemented}}
+	functionFields = map[string]field{
+		"name": {rule: implemented}, "description": {rule: implemented}, "parameters": {rule: implemented},
+		"strict": {rule: implemented}, // true is refused by toolUse
+	}
+	toolCallFields     = map[string]field{"id": {rule: implemented}, "type": {rule: implemented}, "function": {rule: implemented}}
+	callFunctionFields = map[string]field{"name": {rule: implemented}, "arguments": {rule: implemented}}
+)
+
+// checkNested applies table to each element of the list at name in the
+// object obj, and inner to each element's "function" object.
+func checkNested(obj []byte, name string, table, inner map[string]field, where string) error {
+	var v map[string]json.RawMessage
+	if json.Unmarshal(obj, &v) != nil {
+		return nil
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(v[name], &list) != nil {
+		return nil // decoding reports a value that is not a list
+	}
+	for i, item := range list {
+		at := fmt.Sprintf("%s%s[%d].", where, name, i)
+		if err := checkFields(item, table, at); err != nil {
+			return err
+		}
+		var fn struct {
+			Function json.RawMessage `json:"function"`
+		}
+		if json.Unmarshal(item, &fn) == nil && len(fn.Function) > 0 {
+			if err := checkFields(fn.Function, inner, at+"function."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func withCommon(own map[string]field) map[string]field {
@@ -170,11 +213,15 @@ func checkMessages(body []byte) error {
 		return nil
 	}
 	for i, m := range req.Messages {
-		if err := checkFields(m, messageFields, fmt.Sprintf("messages[%d].", i)); err != nil {
+		where := fmt.Sprintf("messages[%d].", i)
+		if err := checkFields(m, messageFields, where); err != nil {
+			return err
+		}
+		if err := checkNested(m, "tool_calls", toolCallFields, callFunctionFields, where); err != nil {
 			return err
 		}
 	}
-	return nil
+	return checkNested(body, "tools", toolFields, functionFields, "")
 }
 
 func neutral(v json.RawMessage, values []string) bool {

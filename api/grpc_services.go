@@ -109,7 +109,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if err != nil {
 			return inference{}, err
 		}
-		if in.prompt, err = s.chatPrompt(msgs); err != nil {
+		if in.prompt, err = s.chatPrompt(msgs, nil); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -214,7 +214,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 		if err != nil {
 			return nil, err
 		}
-		pr, b, err := g.s.renderChat(msgs)
+		pr, b, err := g.s.renderChat(msgs, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -123,6 +123,11 @@ type ChatRequest struct {
 	Messages    []chat.Message `json:"messages"`
 	Logprobs    bool           `json:"logprobs"`
 	TopLogprobs *int           `json:"top_logprobs"`
+	// Tools are the functions the model may call; ToolChoice and
+	// ParallelToolCalls as OpenAI defines them (tools.go).
+	Tools             []ToolDef       `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
 // DefaultMaxTokens applies when a request names no max_tokens.
@@ -207,6 +212,9 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 		return nil, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
 	if err := req.Common.validate(); err != nil {
+		return nil, err
+	}
+	if _, err := req.toolUse(); err != nil {
 		return nil, err
 	}
 	return &req, nil

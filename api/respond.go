@@ -67,8 +67,26 @@ type ChatChoice struct {
 
 // ChatMessage is a message or a delta.
 type ChatMessage struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content"`
+	Role      string        `json:"role,omitempty"`
+	Content   string        `json:"content"`
+	ToolCalls []ToolCallOut `json:"tool_calls,omitempty"`
+	// NoContent writes content as null: a message or delta that only
+	// carries tool calls, as OpenAI sends them.
+	NoContent bool `json:"-"`
+}
+
+// MarshalJSON writes content as null when NoContent is set.
+func (m ChatMessage) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		Role      string        `json:"role,omitempty"`
+		Content   *string       `json:"content"`
+		ToolCalls []ToolCallOut `json:"tool_calls,omitempty"`
+	}
+	w := wire{Role: m.Role, ToolCalls: m.ToolCalls}
+	if !m.NoContent {
+		w.Content = &m.Content
+	}
+	return json.Marshal(w)
 }
 
 // ChatLogprobs is the chat logprobs object.
@@ -88,14 +106,60 @@ type ChatTokenLogprob struct {
 type collector struct {
 	s      *Server
 	in     inference
-	text   strings.Builder
+	text   strings.Builder // every generated text, markers of tool calls included
 	n      int
 	legacy CompletionLogprobs
 	chat   []ChatTokenLogprob
+	// With tools (in.tools): the text split into content and calls.
+	tools   *toolStream
+	content strings.Builder
 }
 
-func (c *collector) add(tok engine.Token) {
-	c.text.WriteString(tok.Text)
+func newCollector(s *Server, in inference) *collector {
+	c := &collector{s: s, in: in}
+	if in.tools != nil {
+		c.tools = newToolStream(in.tools)
+	}
+	return c
+}
+
+// add takes one token and returns the content it releases and the tool
+// calls it completes (without tools: its text, no calls).
+func (c *collector) add(tok engine.Token) (string, []ToolCallOut) {
+	text := tok.Text
+	var calls []ToolCallOut
+	if c.tools != nil {
+		text = c.s.markerText(tok.ID, tok.Text, c.tools.use.format)
+		c.text.WriteString(text)
+		text, calls = c.tools.feed(text, false)
+		c.content.WriteString(text)
+	} else {
+		c.text.WriteString(text)
+	}
+	c.addToken(tok)
+	return text, calls
+}
+
+// finish releases what tool parsing held back at the end of generation.
+func (c *collector) finish() (string, []ToolCallOut) {
+	if c.tools == nil {
+		return "", nil
+	}
+	text, calls := c.tools.feed("", true)
+	c.content.WriteString(text)
+	return text, calls
+}
+
+// finishReason is the engine's, or "tool_calls" when the model stopped
+// after calling.
+func (c *collector) finishReason(res genResult) string {
+	if c.tools != nil && len(c.tools.calls) > 0 && res.Finish == engine.FinishStop {
+		return "tool_calls"
+	}
+	return string(res.Finish)
+}
+
+func (c *collector) addToken(tok engine.Token) {
 	if tok.ID < 0 {
 		return // flush of held-back text, not a token
 	}
@@ -151,7 +215,18 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 	usage := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
 	now := time.Now().Unix()
 	if in.chat {
-		ch := ChatChoice{Message: &ChatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: &finish}
+		msg := &ChatMessage{Role: "assistant", Content: c.text.String()}
+		if c.tools != nil {
+			c.finish()
+			finish = c.finishReason(res)
+			msg.Content = c.content.String()
+			for _, tc := range c.tools.calls {
+				tc.Index = nil // a message's calls carry no index
+				msg.ToolCalls = append(msg.ToolCalls, tc)
+			}
+			msg.NoContent = msg.Content == "" && len(msg.ToolCalls) > 0
+		}
+		ch := ChatChoice{Message: msg, FinishReason: &finish}
 		if in.logprobs {
 			ch.Logprobs = &ChatLogprobs{Content: c.chat}
 		}
@@ -251,9 +326,24 @@ func (x *sseWriter) chunk(text string, finish *string) any {
 }
 
 func (x *sseWriter) token(tok engine.Token) {
-	x.c.add(tok)
-	if tok.Text != "" || x.in.logprobs {
-		x.send(x.chunk(tok.Text, nil))
+	text, calls := x.c.add(tok)
+	if text != "" || (x.in.logprobs && tok.ID >= 0) {
+		x.send(x.chunk(text, nil))
+	}
+	x.sendCalls(calls)
+}
+
+// sendCalls streams tool calls as OpenAI does: per call, a delta with its
+// index, id, type, name and empty arguments, then one with the arguments.
+func (x *sseWriter) sendCalls(calls []ToolCallOut) {
+	for _, c := range calls {
+		head := c
+		head.Function.Arguments = ""
+		args := ToolCallOut{Index: c.Index, Function: FunctionCallOut{Arguments: c.Function.Arguments}}
+		for _, d := range []ToolCallOut{head, args} {
+			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
+				Choices: []ChatChoice{{Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
+		}
 	}
 }
 
@@ -265,7 +355,14 @@ func (x *sseWriter) end(res genResult, err error) {
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
-	finish := string(res.Finish)
+	// What tool parsing held back is released only now, after success.
+	if text, calls := x.c.finish(); text != "" || len(calls) > 0 {
+		if text != "" {
+			x.send(x.chunk(text, nil))
+		}
+		x.sendCalls(calls)
+	}
+	finish := x.c.finishReason(res)
 	x.send(x.chunk("", &finish))
 	if x.in.common.StreamOptions != nil && x.in.common.StreamOptions.IncludeUsage {
 		u := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}

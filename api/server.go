@@ -289,6 +289,7 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
+	tools       *toolUse // nil: no tool calls are parsed
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -316,7 +317,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	prompt, err := s.chatPrompt(req.Messages)
+	use, _ := req.toolUse() // checked by DecodeChat
+	if err := s.toolFormat(use); err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -325,7 +331,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true})
+	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use})
 }
 
 // genSink is how a transport receives one generation from generate.
@@ -472,8 +478,8 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // in the template's own text only, never in message content, so content
 // cannot open a turn of another role (chat.Prompt, EncodeTemplated).
 // Errors: chat.ErrMessages, chat.ErrTemplate, chat.ErrContent.
-func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
-	p, bos, err := s.renderChat(msgs)
+func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool) ([]int32, error) {
+	p, bos, err := s.renderChat(msgs, tools)
 	if err != nil {
 		return nil, err
 	}
@@ -484,8 +490,8 @@ func (s *Server) chatPrompt(msgs []chat.Message) ([]int32, error) {
 // template's own text (chat.Prompt.Literal: the only place control tokens
 // are parsed); bos says whether the tokenizer must add BOS (the template
 // does not write it).
-func (s *Server) renderChat(msgs []chat.Message) (p chat.Prompt, bos bool, err error) {
-	p, err = s.cfg.Chat.Prompt(msgs, true)
+func (s *Server) renderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt, bos bool, err error) {
+	p, err = s.cfg.Chat.PromptTools(msgs, tools, true)
 	if err != nil {
 		return chat.Prompt{}, false, err
 	}
@@ -496,8 +502,8 @@ func (s *Server) renderChat(msgs []chat.Message) (p chat.Prompt, bos bool, err e
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	id := NewRequestID()
 	w.Header().Set("X-Request-Id", string(id))
-	c := &collector{s: s, in: in}
-	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: c.add}
+	c := newCollector(s, in)
+	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: func(tok engine.Token) { c.add(tok) }}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var sse *sseWriter

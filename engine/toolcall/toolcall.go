@@ -94,6 +94,28 @@ var markers = map[Format][]string{
 	DeepSeekR1: {dsCallsBegin},
 }
 
+// tokens are the texts of a format's markers that vocabularies hold as
+// control tokens (which a detokenizer drops unless asked for them).
+var tokens = map[Format][]string{
+	Hermes:     {"<tool_call>", "</tool_call>"},
+	Llama3:     {"<|python_tag|>"},
+	Mistral:    {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
+	CommandR7B: {"<|START_ACTION|>", "<|END_ACTION|>"},
+	DeepSeekR1: {dsCallsBegin, dsCallsEnd, dsCallBegin, dsCallEnd, dsSep},
+}
+
+// IsMarker reports whether s is the whole text of one of f's markers, as a
+// control token spells it: the caller feeds such a token's text to the
+// Parser, and drops other control tokens' text as before.
+func IsMarker(f Format, s string) bool {
+	for _, m := range tokens[f] {
+		if s == m {
+			return true
+		}
+	}
+	return false
+}
+
 // Parser splits one generation into content and calls.
 type Parser struct {
 	f       Format
@@ -101,6 +123,7 @@ type Parser struct {
 	buf     string // text not yet resolved into events
 	calls   int    // calls emitted
 	content bool   // non-whitespace content emitted
+	after   bool   // the last event was a call (no content since)
 }
 
 // NewParser returns a parser for f that accepts calls of the named
@@ -135,7 +158,7 @@ const (
 func (p *Parser) scan(eof bool) []Event {
 	var out []Event
 	emit := func(s string) {
-		if p.calls > 0 && !p.content {
+		if p.after {
 			// Whitespace (and Llama 3's ";") between calls is not content.
 			s = strings.TrimLeftFunc(s, func(r rune) bool { return unicode.IsSpace(r) || (p.f == Llama3 && r == ';') })
 		}
@@ -143,7 +166,7 @@ func (p *Parser) scan(eof bool) []Event {
 			return
 		}
 		if strings.TrimSpace(s) != "" {
-			p.content = true
+			p.content, p.after = true, false
 		}
 		if n := len(out); n > 0 && out[n-1].Call == nil {
 			out[n-1].Content += s
@@ -189,6 +212,7 @@ func (p *Parser) scan(eof bool) []Event {
 			p.calls++
 			out = append(out, Event{Call: &c})
 		}
+		p.after = true
 		p.buf = p.buf[at+len(marker)+n:]
 	}
 	return out
@@ -203,9 +227,9 @@ func (p *Parser) start() (int, string) {
 			best, marker = i, m
 		}
 	}
-	if p.f == Llama3 && !p.content {
+	if p.f == Llama3 && (!p.content || p.after) {
 		// A JSON object as the whole answer (or after a call).
-		trimmed := strings.TrimLeftFunc(p.buf, func(r rune) bool { return unicode.IsSpace(r) || (p.calls > 0 && r == ';') })
+		trimmed := strings.TrimLeftFunc(p.buf, func(r rune) bool { return unicode.IsSpace(r) || (p.after && r == ';') })
 		if strings.HasPrefix(trimmed, "{") {
 			if i := len(p.buf) - len(trimmed); best < 0 || i < best {
 				return i, ""
@@ -219,7 +243,7 @@ func (p *Parser) start() (int, string) {
 // marker, or (Llama 3 before any content) whitespace that may precede a
 // bare JSON call.
 func (p *Parser) holdBack() int {
-	if p.f == Llama3 && !p.content && strings.TrimSpace(p.buf) == "" {
+	if p.f == Llama3 && (!p.content || p.after) && strings.TrimSpace(p.buf) == "" {
 		return len(p.buf)
 	}
 	keep := 0

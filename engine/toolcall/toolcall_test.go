@@ -68,6 +68,8 @@ func TestParse(t *testing.T) {
 		{"cut JSON is content", Mistral, "[TOOL_CALLS]special_function[ARGS]{\"arg1\": ", "[TOOL_CALLS]special_function[ARGS]{\"arg1\": ", nil},
 		{"bad block then good", Hermes, "<tool_call>oops</tool_call><tool_call>{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>", "<tool_call>oops</tool_call>", one},
 		{"partial marker at end is content", Hermes, "Hi <tool_c", "Hi <tool_c", nil},
+		{"content, calls, whitespace between", Hermes, "Let me check.<tool_call>{\"name\": \"python\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"python\", \"arguments\": {}}</tool_call>\n",
+			"Let me check.", []want{{"python", `{}`, ""}, {"python", `{}`, ""}}},
 		{"key order kept", Hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"z\": 1, \"a\": {\"y\": 2, \"b\": 3}}}</tool_call>", "", []want{{"get_weather", `{"z":1,"a":{"y":2,"b":3}}`, ""}}},
 		{"none parses nothing", None, "<tool_call>{\"name\": \"special_function\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"special_function\", \"arguments\": {}}</tool_call>", nil},
 	}

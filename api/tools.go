@@ -1,0 +1,239 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/toolcall"
+)
+
+// Tools (OpenAI function calling). The functions reach the model through
+// its own chat template (its tools variable; assistant tool_calls and tool
+// messages as Hugging Face templates expect them: engine/chat); the calls
+// are parsed from the generated text in the format the template teaches
+// (engine/toolcall) and returned as message.tool_calls with ids "call_…"
+// (9 letters and digits for Mistral, whose templates take no other) and
+// finish_reason "tool_calls", or streamed as delta.tool_calls.
+//
+// tool_choice: "auto" (the default with tools) parses calls; "none" offers
+// no tools to the template and parses nothing, so the model cannot call
+// (OpenAI's "must not call"); "required" and a named function need
+// constrained decoding and are refused (ErrUnsupported naming the value).
+// parallel_tool_calls false returns the first call only.
+
+// MaxTools bounds the functions of one request (OpenAI's limit).
+const MaxTools = 128
+
+// ToolDef is one entry of a chat request's tools.
+type ToolDef struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// toolUse is what a request asks of tools: nil when it offers none (or
+// tool_choice is "none").
+type toolUse struct {
+	tools    []chat.Tool // for the template
+	names    []string    // the functions a call may name
+	parallel bool        // more than one call per answer
+	format   toolcall.Format
+}
+
+// toolUse validates tools, tool_choice and parallel_tool_calls.
+// Errors: ErrBadField (a malformed tool or choice), ErrUnsupported
+// (a non-function tool, strict, tool_choice required or named).
+func (r *ChatRequest) toolUse() (*toolUse, error) {
+	return parseToolUse(r.Tools, r.ToolChoice, r.ParallelToolCalls)
+}
+
+func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*toolUse, error) {
+	if len(defs) > MaxTools {
+		return nil, ErrBadField.Withf("at most %d tools", MaxTools)
+	}
+	use := &toolUse{parallel: parallel == nil || *parallel}
+	seen := map[string]bool{}
+	for i, d := range defs {
+		if d.Type != "function" {
+			return nil, ErrUnsupported.Withf("tools[%d].type %q (only \"function\" tools)", i, truncate(d.Type))
+		}
+		f := d.Function
+		if !chat.NamePattern.MatchString(f.Name) {
+			return nil, ErrBadField.Withf("tools[%d].function.name must be 1 to 64 letters, digits, '_', '-' or '.'", i)
+		}
+		if seen[f.Name] {
+			return nil, ErrBadField.Withf("tools[%d].function.name %q is given twice", i, f.Name)
+		}
+		seen[f.Name] = true
+		if p := bytes.TrimSpace(f.Parameters); len(p) > 0 && string(p) != "null" && p[0] != '{' {
+			return nil, ErrBadField.Withf("tools[%d].function.parameters must be a JSON schema object", i)
+		}
+		if f.Strict != nil && *f.Strict {
+			return nil, ErrUnsupported.Withf("tools[%d].function.%q: true (needs constrained decoding)", i, "strict")
+		}
+		use.tools = append(use.tools, chat.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
+		use.names = append(use.names, f.Name)
+	}
+	mode, err := parseToolChoice(choice, seen)
+	if err != nil {
+		return nil, err
+	}
+	if mode == "none" || len(defs) == 0 {
+		return nil, nil
+	}
+	return use, nil
+}
+
+// parseToolChoice returns "auto" or "none", or the error for any other
+// choice.
+func parseToolChoice(raw json.RawMessage, names map[string]bool) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "auto", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none":
+			return s, nil
+		case "required":
+			return "", ErrUnsupported.Withf("tool_choice \"required\" (needs constrained decoding)")
+		}
+		return "", ErrBadField.Withf("tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &named) != nil || named.Type != "function" {
+		return "", ErrBadField.Withf("tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	}
+	if !names[named.Function.Name] {
+		return "", ErrBadField.Withf("tool_choice names a function that tools does not define")
+	}
+	return "", ErrUnsupported.Withf("tool_choice naming the function %q (needs constrained decoding)", named.Function.Name)
+}
+
+func truncate(s string) string {
+	if len(s) > maxFieldName {
+		return s[:maxFieldName] + "..."
+	}
+	return s
+}
+
+// toolFormat checks that the model can take tools: its template reads
+// them and teaches a format that toolcall parses; it sets use.format.
+// Errors: ErrUnsupported.
+func (s *Server) toolFormat(use *toolUse) error {
+	if use == nil {
+		return nil
+	}
+	use.format = toolcall.Detect(s.cfg.Chat.Source())
+	if !s.cfg.Chat.TakesTools() || use.format == toolcall.None {
+		return ErrUnsupported.Withf("tools: this model's chat template teaches no tool-call format this server parses")
+	}
+	return nil
+}
+
+// toolTools is use's tools for the template (none when use is nil).
+func (use *toolUse) templateTools() []chat.Tool {
+	if use == nil {
+		return nil
+	}
+	return use.tools
+}
+
+// ToolCallOut is a tool call in a response message or a stream delta.
+type ToolCallOut struct {
+	Index    *int           `json:"index,omitempty"` // stream deltas only
+	ID       string         `json:"id,omitempty"`
+	Type     string         `json:"type,omitempty"`
+	Function FunctionCallOut `json:"function"`
+}
+
+// FunctionCallOut is a call's function.
+type FunctionCallOut struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// toolStream turns one generation's text into content and calls
+// (toolcall.Parser), numbering the calls and giving them ids.
+type toolStream struct {
+	use    *toolUse
+	parser *toolcall.Parser
+	calls  []ToolCallOut // every call so far, with its id
+}
+
+func newToolStream(use *toolUse) *toolStream {
+	return &toolStream{use: use, parser: toolcall.NewParser(use.format, use.names)}
+}
+
+// feed returns the content and the new calls of text (end: the generation
+// is over).
+func (t *toolStream) feed(text string, end bool) (string, []ToolCallOut) {
+	var evs []toolcall.Event
+	if text != "" {
+		evs = t.parser.Feed(text)
+	}
+	if end {
+		evs = append(evs, t.parser.Finish()...)
+	}
+	var content bytes.Buffer
+	var calls []ToolCallOut
+	for _, e := range evs {
+		if e.Call == nil {
+			content.WriteString(e.Content)
+			continue
+		}
+		if !t.use.parallel && len(t.calls) > 0 {
+			continue // parallel_tool_calls false: the first call only
+		}
+		id := e.Call.ID
+		if t.use.format != toolcall.Mistral || !mistralID(id) {
+			id = toolcall.NewID(t.use.format)
+		}
+		i := len(t.calls)
+		c := ToolCallOut{Index: &i, ID: id, Type: "function", Function: FunctionCallOut{Name: e.Call.Name, Arguments: e.Call.Arguments}}
+		t.calls = append(t.calls, c)
+		calls = append(calls, c)
+	}
+	return content.String(), calls
+}
+
+// mistralID: an id Mistral's templates take back (9 letters and digits).
+func mistralID(id string) bool {
+	if len(id) != 9 {
+		return false
+	}
+	for _, c := range id {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// markerText is the text a generated control token contributes to tool
+// parsing: the engine streams control tokens as empty text, but a format's
+// markers ([TOOL_CALLS], <|python_tag|>, …) are control tokens in their
+// vocabularies.
+func (s *Server) markerText(id int32, text string, format toolcall.Format) string {
+	if id < 0 || text != "" {
+		return text
+	}
+	piece := string(s.cfg.Tokenizer.Piece(id, true))
+	if toolcall.IsMarker(format, piece) {
+		return piece
+	}
+	return text
+}
+
+
