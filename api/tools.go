@@ -152,9 +152,9 @@ func (use *toolUse) templateTools() []chat.Tool {
 
 // ToolCallOut is a tool call in a response message or a stream delta.
 type ToolCallOut struct {
-	Index    *int           `json:"index,omitempty"` // stream deltas only
-	ID       string         `json:"id,omitempty"`
-	Type     string         `json:"type,omitempty"`
+	Index    *int            `json:"index,omitempty"` // stream deltas only
+	ID       string          `json:"id,omitempty"`
+	Type     string          `json:"type,omitempty"`
 	Function FunctionCallOut `json:"function"`
 }
 
@@ -235,5 +235,3 @@ func (s *Server) markerText(id int32, text string, format toolcall.Format) strin
 	}
 	return text
 }
-
-
