@@ -51,8 +51,13 @@ func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, err
 	var size int64
 	out := make([]chat.Message, len(in.GetMessages()))
 	for i, m := range in.GetMessages() {
-		size += int64(len(m.GetRole()) + len(m.GetContent()))
-		out[i] = chat.Message{Role: m.GetRole(), Content: m.GetContent()}
+		size += int64(len(m.GetRole()) + len(m.GetContent()) + len(m.GetToolCallId()))
+		out[i] = chat.Message{Role: m.GetRole(), Content: m.GetContent(), ToolCallID: m.GetToolCallId()}
+		for _, c := range m.GetToolCalls() {
+			size += int64(len(c.GetId()) + len(c.GetName()) + len(c.GetArguments()))
+			out[i].ToolCalls = append(out[i].ToolCalls, chat.ToolCall{ID: c.GetId(), Type: "function",
+				Function: chat.FunctionCall{Name: c.GetName(), Arguments: c.GetArguments()}})
+		}
 	}
 	if size > s.cfg.MaxBody {
 		return nil, ErrBodyTooLarge.Withf("more than %d bytes of messages", s.cfg.MaxBody)
@@ -91,6 +96,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
 	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs())}
+	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
+		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
+	}
 	switch p := req.GetPrompt().(type) {
 	case *inferencev1.GenerateRequest_Text:
 		if err := s.promptText(p.Text); err != nil {
@@ -109,7 +117,10 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if err != nil {
 			return inference{}, err
 		}
-		if in.prompt, err = s.chatPrompt(msgs, nil); err != nil {
+		if in.tools, err = s.grpcTools(req); err != nil {
+			return inference{}, err
+		}
+		if in.prompt, err = s.chatPrompt(msgs, in.tools.templateTools()); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -117,6 +128,44 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		return inference{}, ErrBadField.Withf("prompt is required (text, token_ids or chat)")
 	}
 	return in, nil
+}
+
+// grpcTools validates a GenerateRequest's tools as DecodeChat does and
+// checks that the model can take them.
+func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*toolUse, error) {
+	var defs []ToolDef
+	var size int64
+	for _, t := range req.GetTools() {
+		var d ToolDef
+		d.Type, d.Function.Name, d.Function.Description = "function", t.GetName(), t.GetDescription()
+		if t.GetParametersJson() != "" {
+			if !json.Valid([]byte(t.GetParametersJson())) {
+				return nil, ErrBadField.Withf("tools: parameters_json is not JSON")
+			}
+			d.Function.Parameters = json.RawMessage(t.GetParametersJson())
+		}
+		size += int64(len(t.GetName()) + len(t.GetDescription()) + len(t.GetParametersJson()))
+		defs = append(defs, d)
+	}
+	if size > s.cfg.MaxBody {
+		return nil, ErrBodyTooLarge.Withf("more than %d bytes of tools", s.cfg.MaxBody)
+	}
+	var choice json.RawMessage
+	switch c := req.GetToolChoice(); c {
+	case "":
+	case "auto", "none", "required":
+		choice, _ = json.Marshal(c)
+	default:
+		choice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c}})
+	}
+	use, err := parseToolUse(defs, choice, req.ParallelToolCalls)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.toolFormat(use); err != nil {
+		return nil, err
+	}
+	return use, nil
 }
 
 func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogprob {
@@ -135,6 +184,26 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 	id := grpcRequestID(ctx)
 	decision := ""
 	var sendErr error
+	send := func(msg *inferencev1.GenerateResponse) {
+		// A client that stops reading (its flow-control window full)
+		// is cut off after the send timeout, like a compliance stream.
+		if sendErr = g.s.streams.sendWithin(ctx, func() error { return stream.Send(msg) }); sendErr != nil {
+			cancel() // the client is gone or stalled: generate cancels the request and ledgers it
+		}
+	}
+	sendCalls := func(calls []ToolCallOut) {
+		for _, c := range calls {
+			if sendErr != nil {
+				return
+			}
+			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_ToolCall{ToolCall: &inferencev1.ToolCall{
+				Id: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments, Index: int32(*c.Index)}}})
+		}
+	}
+	var tools *collector // with tools: the output split into content and calls
+	if in.tools != nil {
+		tools = newCollector(g.s, in)
+	}
 	sink := genSink{
 		decided: func(d string) {
 			decision = d
@@ -145,6 +214,10 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 				return
 			}
 			ch := &inferencev1.TokenChunk{Text: tok.Text, TokenId: tok.ID}
+			var calls []ToolCallOut
+			if tools != nil {
+				ch.Text, calls = tools.add(tok)
+			}
 			if tok.ID < 0 {
 				ch.TokenId = -1
 			} else if in.logprobs {
@@ -153,23 +226,29 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 					ch.TopLogprobs = append(ch.TopLogprobs, g.logprob(alt.Token, alt.Logprob))
 				}
 			}
-			msg := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}}
-			// A client that stops reading (its flow-control window full)
-			// is cut off after the send timeout, like a compliance stream.
-			if sendErr = g.s.streams.sendWithin(ctx, func() error { return stream.Send(msg) }); sendErr != nil {
-				cancel() // the client is gone or stalled: generate cancels the request and ledgers it
-			}
+			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}})
+			sendCalls(calls)
 		},
 	}
 	res, err := g.s.generate(ctx, grpcPrincipal(ctx), id, in, sink)
 	if err != nil {
 		return err
 	}
+	finish := string(res.Finish)
+	if tools != nil && sendErr == nil {
+		// What tool parsing held back is released only after success.
+		text, calls := tools.finish()
+		if text != "" {
+			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: &inferencev1.TokenChunk{Text: text, TokenId: -1}}})
+		}
+		sendCalls(calls)
+		finish = tools.finishReason(res)
+	}
 	if sendErr != nil {
 		return sendErr
 	}
 	final := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
-		FinishReason: string(res.Finish), RequestId: string(id), DecisionId: decision,
+		FinishReason: finish, RequestId: string(id), DecisionId: decision,
 		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}}
 	return g.s.streams.sendWithin(ctx, func() error { return stream.Send(final) })
 }

@@ -31,8 +31,10 @@ const (
 
 type ChatMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`       // system, user, assistant
-	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"` // data to the template, never template source
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`                                 // system, user, assistant, tool, developer
+	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`                           // data to the template, never template source
+	ToolCalls     []*ToolCall            `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`      // an assistant's calls
+	ToolCallId    string                 `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"` // the call a tool message answers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -81,6 +83,151 @@ func (x *ChatMessage) GetContent() string {
 	return ""
 }
 
+func (x *ChatMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+// ToolCall is a function call: in an assistant message of the request, or
+// parsed from the model's output (GenerateResponse.tool_call).
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // [A-Za-z0-9_-]{1,64}; in responses "call_…" (Mistral: 9 letters and digits)
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"` // a JSON object, as text
+	Index         int32                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`        // in responses: 0, 1, … in the order of the output
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ToolCall) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// Tool is a function the model may call (an OpenAI function tool).
+type Tool struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // [A-Za-z0-9_.-]{1,64}
+	Description    string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	ParametersJson string                 `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"` // its JSON schema, an object, as text ("" for none)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetParametersJson() string {
+	if x != nil {
+		return x.ParametersJson
+	}
+	return ""
+}
+
 type ChatMessages struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Messages      []*ChatMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -90,7 +237,7 @@ type ChatMessages struct {
 
 func (x *ChatMessages) Reset() {
 	*x = ChatMessages{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[1]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +249,7 @@ func (x *ChatMessages) String() string {
 func (*ChatMessages) ProtoMessage() {}
 
 func (x *ChatMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[1]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +262,7 @@ func (x *ChatMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessages.ProtoReflect.Descriptor instead.
 func (*ChatMessages) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{1}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ChatMessages) GetMessages() []*ChatMessage {
@@ -134,7 +281,7 @@ type TokenIds struct {
 
 func (x *TokenIds) Reset() {
 	*x = TokenIds{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[2]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +293,7 @@ func (x *TokenIds) String() string {
 func (*TokenIds) ProtoMessage() {}
 
 func (x *TokenIds) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[2]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +306,7 @@ func (x *TokenIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
 func (*TokenIds) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{2}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TokenIds) GetIds() []int32 {
@@ -193,13 +340,23 @@ type GenerateRequest struct {
 	Stop              []string                 `protobuf:"bytes,14,rep,name=stop,proto3" json:"stop,omitempty"`                                   // at most 4 stop strings
 	Logprobs          bool                     `protobuf:"varint,15,opt,name=logprobs,proto3" json:"logprobs,omitempty"`                          // each chunk carries the sampled token's logprob
 	TopLogprobs       int32                    `protobuf:"varint,16,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"` // and this many alternatives, [0, 20]
+	// Tools (chat prompts only), as on /v1/chat/completions: calls are parsed
+	// from the output in the model's format; chunks then carry content only,
+	// each call comes as a ToolCall once whole, and Final's finish_reason is
+	// "tool_calls".
+	Tools []*Tool `protobuf:"bytes,20,rep,name=tools,proto3" json:"tools,omitempty"`
+	// "auto" (or ""), "none" (no tools offered, nothing parsed); "required"
+	// and the name of a function need constrained decoding and are refused
+	// (INVALID_ARGUMENT "unsupported: ...").
+	ToolChoice        string `protobuf:"bytes,21,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool  `protobuf:"varint,22,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"` // default true; false: the first call only
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[3]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +368,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[3]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +381,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{3}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateRequest) GetModel() string {
@@ -352,6 +509,27 @@ func (x *GenerateRequest) GetTopLogprobs() int32 {
 	return 0
 }
 
+func (x *GenerateRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetToolChoice() string {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return ""
+}
+
+func (x *GenerateRequest) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
 type isGenerateRequest_Prompt interface {
 	isGenerateRequest_Prompt()
 }
@@ -380,6 +558,7 @@ type GenerateResponse struct {
 	//
 	//	*GenerateResponse_Chunk
 	//	*GenerateResponse_Final
+	//	*GenerateResponse_ToolCall
 	Kind          isGenerateResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -387,7 +566,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +578,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +591,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{4}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -440,6 +619,15 @@ func (x *GenerateResponse) GetFinal() *Final {
 	return nil
 }
 
+func (x *GenerateResponse) GetToolCall() *ToolCall {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_ToolCall); ok {
+			return x.ToolCall
+		}
+	}
+	return nil
+}
+
 type isGenerateResponse_Kind interface {
 	isGenerateResponse_Kind()
 }
@@ -452,9 +640,15 @@ type GenerateResponse_Final struct {
 	Final *Final `protobuf:"bytes,2,opt,name=final,proto3,oneof"`
 }
 
+type GenerateResponse_ToolCall struct {
+	ToolCall *ToolCall `protobuf:"bytes,3,opt,name=tool_call,json=toolCall,proto3,oneof"` // a whole call parsed from the output (with tools)
+}
+
 func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
 
 func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
+
+func (*GenerateResponse_ToolCall) isGenerateResponse_Kind() {}
 
 // TokenChunk is one generated token, or (token_id -1) text held back for a
 // stop string and released at the end.
@@ -470,7 +664,7 @@ type TokenChunk struct {
 
 func (x *TokenChunk) Reset() {
 	*x = TokenChunk{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +676,7 @@ func (x *TokenChunk) String() string {
 func (*TokenChunk) ProtoMessage() {}
 
 func (x *TokenChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +689,7 @@ func (x *TokenChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenChunk.ProtoReflect.Descriptor instead.
 func (*TokenChunk) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{5}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenChunk) GetText() string {
@@ -537,7 +731,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +743,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +756,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TokenLogprob) GetTokenId() int32 {
@@ -589,7 +783,7 @@ func (x *TokenLogprob) GetLogprob() float64 {
 // Final ends a successful stream.
 type Final struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length
+	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, tool_calls
 	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`    // the id the ledger records
 	DecisionId    string                 `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"` // the policy decision (also header metadata)
@@ -599,7 +793,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +805,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +818,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Final) GetFinishReason() string {
@@ -666,7 +860,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +872,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +885,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -729,7 +923,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +935,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +948,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TokenizeRequest) GetModel() string {
@@ -817,7 +1011,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1023,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1036,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TokenizeResponse) GetIds() []int32 {
@@ -881,7 +1075,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1087,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1100,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
 }
 
 type ListModelsResponse struct {
@@ -918,7 +1112,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1124,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1137,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -964,7 +1158,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1170,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1183,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Model) GetId() string {
@@ -1021,7 +1215,7 @@ type GetAttestationRequest struct {
 
 func (x *GetAttestationRequest) Reset() {
 	*x = GetAttestationRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1227,7 @@ func (x *GetAttestationRequest) String() string {
 func (*GetAttestationRequest) ProtoMessage() {}
 
 func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1240,7 @@ func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
 func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
 }
 
 // Attestation is the capacity attestation (engine.Attestation): the pool
@@ -1069,7 +1263,7 @@ type Attestation struct {
 
 func (x *Attestation) Reset() {
 	*x = Attestation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1275,7 @@ func (x *Attestation) String() string {
 func (*Attestation) ProtoMessage() {}
 
 func (x *Attestation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1288,7 @@ func (x *Attestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
 func (*Attestation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Attestation) GetModelContext() int64 {
@@ -1177,7 +1371,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1383,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1396,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -1223,14 +1417,27 @@ var File_cloison_inference_v1_inference_proto protoreflect.FileDescriptor
 
 const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
-	"$cloison/inference/v1/inference.proto\x12\x14cloison.inference.v1\";\n" +
+	"$cloison/inference/v1/inference.proto\x12\x14cloison.inference.v1\"\x9c\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"M\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12=\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x03(\v2\x1e.cloison.inference.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\"b\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x05R\x05index\"e\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"M\n" +
 	"\fChatMessages\x12=\n" +
 	"\bmessages\x18\x01 \x03(\v2!.cloison.inference.v1.ChatMessageR\bmessages\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xe3\x05\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\x83\a\n" +
 	"\x0fGenerateRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x12=\n" +
@@ -1249,7 +1456,12 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x04seed\x18\r \x01(\x03H\tR\x04seed\x88\x01\x01\x12\x12\n" +
 	"\x04stop\x18\x0e \x03(\tR\x04stop\x12\x1a\n" +
 	"\blogprobs\x18\x0f \x01(\bR\blogprobs\x12!\n" +
-	"\ftop_logprobs\x18\x10 \x01(\x05R\vtopLogprobsB\b\n" +
+	"\ftop_logprobs\x18\x10 \x01(\x05R\vtopLogprobs\x120\n" +
+	"\x05tools\x18\x14 \x03(\v2\x1a.cloison.inference.v1.ToolR\x05tools\x12\x1f\n" +
+	"\vtool_choice\x18\x15 \x01(\tR\n" +
+	"toolChoice\x123\n" +
+	"\x13parallel_tool_calls\x18\x16 \x01(\bH\n" +
+	"R\x11parallelToolCalls\x88\x01\x01B\b\n" +
 	"\x06promptB\r\n" +
 	"\v_max_tokensB\x0e\n" +
 	"\f_temperatureB\b\n" +
@@ -1259,10 +1471,12 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x12_frequency_penaltyB\x13\n" +
 	"\x11_presence_penaltyB\x15\n" +
 	"\x13_repetition_penaltyB\a\n" +
-	"\x05_seed\"\x89\x01\n" +
+	"\x05_seedB\x16\n" +
+	"\x14_parallel_tool_calls\"\xc8\x01\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\x05chunk\x18\x01 \x01(\v2 .cloison.inference.v1.TokenChunkH\x00R\x05chunk\x123\n" +
-	"\x05final\x18\x02 \x01(\v2\x1b.cloison.inference.v1.FinalH\x00R\x05finalB\x06\n" +
+	"\x05final\x18\x02 \x01(\v2\x1b.cloison.inference.v1.FinalH\x00R\x05final\x12=\n" +
+	"\ttool_call\x18\x03 \x01(\v2\x1e.cloison.inference.v1.ToolCallH\x00R\btoolCallB\x06\n" +
 	"\x04kind\"\xc0\x01\n" +
 	"\n" +
 	"TokenChunk\x12\x12\n" +
@@ -1341,51 +1555,56 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
-	(*ChatMessages)(nil),          // 1: cloison.inference.v1.ChatMessages
-	(*TokenIds)(nil),              // 2: cloison.inference.v1.TokenIds
-	(*GenerateRequest)(nil),       // 3: cloison.inference.v1.GenerateRequest
-	(*GenerateResponse)(nil),      // 4: cloison.inference.v1.GenerateResponse
-	(*TokenChunk)(nil),            // 5: cloison.inference.v1.TokenChunk
-	(*TokenLogprob)(nil),          // 6: cloison.inference.v1.TokenLogprob
-	(*Final)(nil),                 // 7: cloison.inference.v1.Final
-	(*Usage)(nil),                 // 8: cloison.inference.v1.Usage
-	(*TokenizeRequest)(nil),       // 9: cloison.inference.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),      // 10: cloison.inference.v1.TokenizeResponse
-	(*ListModelsRequest)(nil),     // 11: cloison.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 12: cloison.inference.v1.ListModelsResponse
-	(*Model)(nil),                 // 13: cloison.inference.v1.Model
-	(*GetAttestationRequest)(nil), // 14: cloison.inference.v1.GetAttestationRequest
-	(*Attestation)(nil),           // 15: cloison.inference.v1.Attestation
-	(*Reservation)(nil),           // 16: cloison.inference.v1.Reservation
+	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
+	(*Tool)(nil),                  // 2: cloison.inference.v1.Tool
+	(*ChatMessages)(nil),          // 3: cloison.inference.v1.ChatMessages
+	(*TokenIds)(nil),              // 4: cloison.inference.v1.TokenIds
+	(*GenerateRequest)(nil),       // 5: cloison.inference.v1.GenerateRequest
+	(*GenerateResponse)(nil),      // 6: cloison.inference.v1.GenerateResponse
+	(*TokenChunk)(nil),            // 7: cloison.inference.v1.TokenChunk
+	(*TokenLogprob)(nil),          // 8: cloison.inference.v1.TokenLogprob
+	(*Final)(nil),                 // 9: cloison.inference.v1.Final
+	(*Usage)(nil),                 // 10: cloison.inference.v1.Usage
+	(*TokenizeRequest)(nil),       // 11: cloison.inference.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),      // 12: cloison.inference.v1.TokenizeResponse
+	(*ListModelsRequest)(nil),     // 13: cloison.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),    // 14: cloison.inference.v1.ListModelsResponse
+	(*Model)(nil),                 // 15: cloison.inference.v1.Model
+	(*GetAttestationRequest)(nil), // 16: cloison.inference.v1.GetAttestationRequest
+	(*Attestation)(nil),           // 17: cloison.inference.v1.Attestation
+	(*Reservation)(nil),           // 18: cloison.inference.v1.Reservation
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
-	0,  // 0: cloison.inference.v1.ChatMessages.messages:type_name -> cloison.inference.v1.ChatMessage
-	2,  // 1: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
-	1,  // 2: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	5,  // 3: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
-	7,  // 4: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
-	6,  // 5: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
-	6,  // 6: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
-	8,  // 7: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
-	1,  // 8: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	13, // 9: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	16, // 10: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	3,  // 11: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	9,  // 12: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	11, // 13: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	14, // 14: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	4,  // 15: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	10, // 16: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	12, // 17: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	15, // 18: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
+	0,  // 1: cloison.inference.v1.ChatMessages.messages:type_name -> cloison.inference.v1.ChatMessage
+	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
+	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
+	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
+	7,  // 5: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
+	9,  // 6: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
+	1,  // 7: cloison.inference.v1.GenerateResponse.tool_call:type_name -> cloison.inference.v1.ToolCall
+	8,  // 8: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
+	8,  // 9: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
+	10, // 10: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
+	3,  // 11: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
+	15, // 12: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
+	18, // 13: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	5,  // 14: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	11, // 15: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	13, // 16: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	16, // 17: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	6,  // 18: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	12, // 19: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	14, // 20: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	17, // 21: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -1393,16 +1612,17 @@ func file_cloison_inference_v1_inference_proto_init() {
 	if File_cloison_inference_v1_inference_proto != nil {
 		return
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[3].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[5].OneofWrappers = []any{
 		(*GenerateRequest_Text)(nil),
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Chat)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[4].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[6].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
+		(*GenerateResponse_ToolCall)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[9].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[11].OneofWrappers = []any{
 		(*TokenizeRequest_Text)(nil),
 		(*TokenizeRequest_Chat)(nil),
 	}
@@ -1412,7 +1632,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
