@@ -215,7 +215,7 @@ func TestNewID(t *testing.T) {
 	if id := NewID(Mistral); len(id) != 9 || strings.Trim(id, idAlphabet) != "" {
 		t.Fatalf("got %q, want 9 letters and digits", id)
 	}
-	if NewID(Hermes) == NewID(Hermes) {
+	if a, b := NewID(Hermes), NewID(Hermes); a == b {
 		t.Fatal("two ids are equal")
 	}
 }
