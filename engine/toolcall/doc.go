@@ -45,5 +45,12 @@
 //	for each generated piece:   events = p.Feed(piece)   // send each event
 //	at the end of generation:   events = p.Finish()
 //
+// Forcing a call. Frame gives, per format, the literal text before and
+// after a call's arguments object; tool_choice "required" or a named
+// function is constrained decoding of prefix + the function's parameters
+// schema + suffix (one such frame per offered function for "required").
+// TestFrame checks that Parse reads every frame back as the call. The API
+// refuses those choices until that constraint is wired to the sampler.
+//
 // A Parser is not safe for concurrent use; it is one stream's state.
 package toolcall

@@ -616,3 +616,30 @@ func NewID(f Format) string {
 	}
 	return prefix + string(b)
 }
+
+// Frame returns the text a call of the function name is written between in
+// format f, around its arguments object: what constrained decoding must
+// force for tool_choice "required" or a named function (a literal prefix,
+// the arguments' JSON schema, a literal suffix; "required" is the choice
+// of one frame per offered function). template tells the two Mistral forms
+// apart. The markers in the frames are control tokens in the families'
+// vocabularies, so a token mask must offer those tokens for their text.
+// Parse reads a frame filled with an object back as the call.
+func Frame(f Format, template, name string) (prefix, suffix string, ok bool) {
+	switch f {
+	case Hermes:
+		return "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ", "}\n</tool_call>", true
+	case Llama3:
+		return "{\"name\": \"" + name + "\", \"parameters\": ", "}", true
+	case Mistral:
+		if strings.Contains(template, "[ARGS]") {
+			return "[TOOL_CALLS]" + name + "[ARGS]", "", true
+		}
+		return "[TOOL_CALLS][{\"name\": \"" + name + "\", \"arguments\": ", "}]", true
+	case CommandR7B:
+		return "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"" + name + "\", \"parameters\": ", "}]<|END_ACTION|>", true
+	case DeepSeekR1:
+		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n```json\n", "\n```" + dsCallEnd + dsCallsEnd, true
+	}
+	return "", "", false
+}

@@ -252,3 +252,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFrame: a frame filled with an arguments object parses back as that
+// call, in every format (the contract constrained decoding relies on).
+func TestFrame(t *testing.T) {
+	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1} {
+		for _, tpl := range []string{"", "[ARGS]"} {
+			pre, suf, ok := Frame(f, tpl, "get_weather")
+			if !ok {
+				t.Fatalf("%v: no frame", f)
+			}
+			content, calls := Parse(f, fns, pre+`{"location": "Paris"}`+suf)
+			if content != "" || len(calls) != 1 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"location":"Paris"}` {
+				t.Errorf("%v %q: got %q %+v", f, tpl, content, calls)
+			}
+		}
+	}
+	if _, _, ok := Frame(None, "", "f"); ok {
+		t.Error("got a frame for None")
+	}
+}
