@@ -447,7 +447,9 @@ func (s *Store) Incidents(ctx context.Context) ([]audit.IncidentFile, error) {
 
 // VerifyRegister checks that every register version and notice is the one
 // the ledger chained: the digest in its ledger event equals the SHA-256 of
-// the stored content. Run it after Verify (which proves the ledger itself).
+// the stored content; and every register settings version is the one its
+// register.settings_set event names (verifySettingsTx). Run it after
+// Verify (which proves the ledger itself).
 func (s *Store) VerifyRegister(ctx context.Context) error {
 	files, err := s.Incidents(ctx)
 	if err != nil {
@@ -538,7 +540,7 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 				}
 			}
 		}
-		return nil
+		return verifySettingsTx(ctx, tx)
 	})
 }
 
