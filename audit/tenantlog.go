@@ -45,11 +45,19 @@ func TenantOrigin(origin Name, t cloison.TenantID) (Name, error) {
 	return o, nil
 }
 
-// TenantVisible reports whether rec belongs to tenant t's log: it names t
-// (TenantLeaf gives it a leaf there, its own payload or a redacted view).
+// TenantVisible reports whether tenant t may read rec's own payload: its
+// tenant is t and it names no other tenant (TenantsNamed), so its leaf in
+// t's log is the payload itself. Entries that name t with others enter t's
+// log as redacted views (TenantLeaf), which this excludes; so do entries
+// without a tenant column (incident events), whose payload t reads only
+// through its log.
 func TenantVisible(rec Record, t cloison.TenantID) bool {
-	_, ok := TenantLeaf(rec, t)
-	return ok
+	env, err := DecodeEnvelope(rec.Payload)
+	if err != nil || t == "" || env.Tenant != t {
+		return false
+	}
+	named, ok := TenantsNamed(rec)
+	return ok && len(named) == 1
 }
 
 // MemTree is an RFC 6962 tree held in memory (its tlog stored hashes): a

@@ -217,3 +217,35 @@ func TestTenantLogConsistency(t *testing.T) {
 		t.Errorf("signing alpha's head as beta's: got %v, want ErrInvalidEvent", err)
 	}
 }
+
+// TenantVisible (the rows a tenant reads verbatim) is the tenant's own
+// entries that name no other tenant: an entry naming another tenant, or
+// an incident event without a tenant column, is in the tenant's log only
+// as a leaf it reads through the log.
+func TestTenantVisibleIsVerbatimOnly(t *testing.T) {
+	own := tenantRecord(t, "alpha", 1)
+	shared := tenantRecord(t, "alpha", 2, "alpha", "beta")
+	inc, err := audit.Event{OccurredAt: time.Unix(1_800_000_000, 0), Actor: "engine:t", Payload: audit.IncidentOpened{
+		Incident: "inc-1", Source: "isolation_violation", Version: 1, Tenants: []cloison.TenantID{"alpha"}}}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		rec     audit.Record
+		visible bool
+		leaf    bool
+	}{
+		{"own", own, true, true},
+		{"shared", shared, false, true},
+		{"incident", inc, false, true},
+	} {
+		_, leaf := audit.TenantLeaf(c.rec, "alpha")
+		if got := audit.TenantVisible(c.rec, "alpha"); got != c.visible || leaf != c.leaf {
+			t.Errorf("%s: visible %v, leaf %v; want %v, %v", c.name, got, leaf, c.visible, c.leaf)
+		}
+		if audit.TenantVisible(c.rec, "beta") {
+			t.Errorf("%s: visible to beta", c.name)
+		}
+	}
+}

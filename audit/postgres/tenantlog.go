@@ -411,7 +411,10 @@ func (s *Store) TenantConsistencyProof(ctx context.Context, t cloison.TenantID, 
 	return p, translate(err)
 }
 
-// tenantRange checks 1 ≤ lo ≤ size ≤ the size of t's stored log.
+// tenantRange checks 1 ≤ lo ≤ size ≤ the size of t's stored log. A size
+// the stored log does not reach yet (a checkpoint signed by another node
+// that indexed further, or no checkpoint fetched since the entries were
+// appended) brings the index to the head first.
 func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size uint64) error {
 	if _, err := audit.TenantOrigin(s.cfg.Origin, t); err != nil {
 		return err
@@ -419,6 +422,14 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 	n, err := tenantSize(ctx, s.scan, t)
 	if err != nil {
 		return translate(err)
+	}
+	if size > n {
+		if _, err := s.IndexTenantLogs(ctx); err != nil {
+			return err
+		}
+		if n, err = tenantSize(ctx, s.scan, t); err != nil {
+			return translate(err)
+		}
 	}
 	if n == 0 {
 		return audit.ErrEmptyLedger
