@@ -136,6 +136,34 @@ func TenantLeaf(rec Record, t cloison.TenantID) ([]byte, bool) {
 	if !slices.Contains(named, t) {
 		return nil, false
 	}
+	return tenantLeaf(rec, env, p, named, t)
+}
+
+// TenantLeafOf is one tenant's leaf of an entry.
+type TenantLeafOf struct {
+	Tenant cloison.TenantID
+	Leaf   []byte
+}
+
+// TenantLeaves returns the leaf rec contributes to the log of each tenant
+// it names, in TenantsNamed order (TenantLeaf for each, decoding rec
+// once).
+func TenantLeaves(rec Record) []TenantLeafOf {
+	env, p, err := decodeEntry(rec)
+	if err != nil {
+		return nil
+	}
+	named := tenantsOf(env, p)
+	var out []TenantLeafOf
+	for _, t := range named {
+		if l, ok := tenantLeaf(rec, env, p, named, t); ok {
+			out = append(out, TenantLeafOf{Tenant: t, Leaf: l})
+		}
+	}
+	return out
+}
+
+func tenantLeaf(rec Record, env Envelope, p Payload, named []cloison.TenantID, t cloison.TenantID) ([]byte, bool) {
 	if len(named) == 1 {
 		return rec.Payload, true
 	}

@@ -125,3 +125,21 @@ func FuzzTenantLeaf(f *testing.F) {
 		}
 	})
 }
+
+// TenantLeaves is TenantLeaf for every tenant an entry names.
+func TestTenantLeavesIsTenantLeafForEach(t *testing.T) {
+	rec, err := audit.Event{OccurredAt: time.Unix(1_800_000_000, 0), Tenant: "alpha", Actor: "engine:t", Payload: audit.IsolationViolation{
+		Request: "r", Invariant: "epoch", AffectedTenants: []cloison.TenantID{"alpha", "bravo", "charlie"}}}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := audit.TenantLeaves(rec)
+	if len(all) != 3 {
+		t.Fatalf("got %d leaves, want 3", len(all))
+	}
+	for _, l := range all {
+		if one, ok := audit.TenantLeaf(rec, l.Tenant); !ok || !bytes.Equal(one, l.Leaf) {
+			t.Errorf("%s: TenantLeaves gives %s, TenantLeaf %s", l.Tenant, l.Leaf, one)
+		}
+	}
+}

@@ -89,14 +89,8 @@ type leaf struct {
 func leavesOf(recs []audit.Record) []leaf {
 	var out []leaf
 	for _, r := range recs {
-		ts, ok := audit.TenantsNamed(r)
-		if !ok {
-			continue
-		}
-		for _, t := range ts {
-			if l, ok := audit.TenantLeaf(r, t); ok {
-				out = append(out, leaf{tenant: t, seq: r.Seq, data: l})
-			}
+		for _, l := range audit.TenantLeaves(r) {
+			out = append(out, leaf{tenant: l.Tenant, seq: r.Seq, data: l.Leaf})
 		}
 	}
 	return out
