@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -33,7 +34,7 @@ var (
 // .../notices.
 func (s *Server) incidentDraft(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
-	text, err := s.doIncidentDraft(r, p, audit.Name(r.PathValue("id")), export.DraftKind(r.PathValue("kind")), cloison.TenantID(r.URL.Query().Get("tenant")))
+	text, err := s.doIncidentDraft(r.Context(), p, audit.Name(r.PathValue("id")), export.DraftKind(r.PathValue("kind")), cloison.TenantID(r.URL.Query().Get("tenant")))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -44,13 +45,15 @@ func (s *Server) incidentDraft(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(text))
 }
 
-func (s *Server) doIncidentDraft(r *http.Request, p tenancy.Principal, id audit.Name, kind export.DraftKind, tenant cloison.TenantID) (string, error) {
+// doIncidentDraft is the draft behind both transports (GetIncidentDraft
+// over gRPC).
+func (s *Server) doIncidentDraft(ctx context.Context, p tenancy.Principal, id audit.Name, kind export.DraftKind, tenant cloison.TenantID) (string, error) {
 	switch kind {
 	case export.DraftCAI, export.DraftPersons, export.DraftClient:
 	default:
 		return "", ErrDraftKind
 	}
-	f, err := s.incident(r.Context(), p, id)
+	f, err := s.incident(ctx, p, id)
 	if err != nil {
 		return "", err
 	}
@@ -68,7 +71,7 @@ func (s *Server) doIncidentDraft(r *http.Request, p tenancy.Principal, id audit.
 		if audit.CheckName("tenant", string(tenant)) != nil {
 			return "", ErrDraftTenant
 		}
-		t, err := s.cfg.Tenants.Tenant(r.Context(), tenant)
+		t, err := s.cfg.Tenants.Tenant(ctx, tenant)
 		if errors.Is(err, tenancy.ErrNotFound) {
 			return "", ErrDraftTenant
 		}

@@ -28,8 +28,9 @@ import (
 //     every tenant's traffic, so only the operator's officers and auditors
 //     see them;
 //   - a tenant log needs compliance:read and is the caller's own tenant's:
-//     positions among its own entries, proofs whose every hash comes from
-//     its own entries (audit.TenantVisible). Naming another tenant
+//     positions among its own leaves (audit.TenantLeaf: its requests, its
+//     incidents and notices, redacted where they name other tenants),
+//     proofs whose every hash comes from those leaves. Naming another tenant
 //     (?tenant=, the tenant field) is for admin only and refused otherwise.
 
 // ErrOtherTenantLog: a caller without admin named a tenant log other than
@@ -46,8 +47,9 @@ var ErrOtherTenantLog = cloison.NewError(cloison.CodePermissionDenied, "a tenant
 //	GET /compliance/v1/tlog/tenant/inclusion?seq=N&tree_size=M   compliance:read — N: position among the tenant's entries
 //	GET /compliance/v1/tlog/tenant/consistency?old_size=A&new_size=B
 //
-// Proofs are JSON: {"seq","tree_size","payload" (the entry's canonical
-// JSON, verbatim), "proof": [base64 hashes]} and {"old_size","new_size",
+// Proofs are JSON: {"seq","tree_size","payload" (the leaf's canonical
+// JSON, verbatim: the entry's, or in a tenant log its audit.TenantView
+// when it names other tenants), "proof": [base64 hashes]} and {"old_size","new_size",
 // "proof"}. A size or position that is missing, not a canonical positive
 // decimal, or beyond the log is 400; an empty log 404.
 func (s *Server) tlogRoutes(mux *http.ServeMux) {

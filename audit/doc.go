@@ -27,21 +27,34 @@
 //     another root, or a failing consistency proof: a rewrite, a rollback
 //     then new entries), ErrNotIncluded, ErrBadSignature. They trust the
 //     verifier key and the caller's earlier checkpoint only.
-//   - Tenant logs (tenantlog.go). Tenant t's log is the subsequence of the
-//     ledger that TenantVisible gives — entries whose tenant is t and whose
-//     payload names no other tenant — in ledger order, as an RFC 6962 tree
-//     of its own with the same leaf hashes (tlog.RecordHash of the
-//     canonical payload). Its heads are C2SP notes with origin
-//     "<origin>/tenant/<t>" (TenantOrigin), signed by the log key under the
-//     log's key name, so the one published verifier key checks the global
-//     log and every tenant log, and the origin line keeps them apart
-//     (OpenTenantHead refuses a global or another tenant's note). A
-//     tenant's proofs carry positions 1..n among its own entries, never a
-//     global seq (which would count other tenants' entries between two of
-//     its own), and every hash in them is computed from its own entries
-//     alone (property-tested), so nothing of another tenant's entries is
-//     reachable from them. Tenant logs are derived, not stored: audit/postgres
-//     builds one from a scan of the ledger when asked.
+//   - Tenant logs (tenantlog.go, tenantleaf.go). Tenant t's log holds,
+//     in ledger order, every entry that names t (TenantsNamed): its tenant
+//     column, an isolation violation's affected_tenants, the tenants an
+//     incident event affects (IncidentOpened/Updated/Purged.Tenants: a
+//     version's affected tenants, and every tenant earlier versions named),
+//     the tenant a notice was sent to — its requests, its incidents and
+//     its notices. Its leaf there (TenantLeaf) is the entry's canonical
+//     payload, the same leaf hash as in the global tree, when t is the
+//     only tenant it names; otherwise a TenantView written for t: the
+//     other tenants counted (other_tenants), never named, only the fields
+//     that say nothing of them (no content digest, which hashes a version
+//     naming them; the violating request only when it is t's own), and
+//     the global entry's chain hash (entry) binding the view to it. An
+//     auditor finds that entry by its hash and recomputes the view; a
+//     tenant cannot open the hash (it covers the previous entry's hash),
+//     so it confirms no guess at the co-victims, as a payload digest
+//     would. Kinds with no redaction never enter a log that way (fail
+//     closed). The log is an RFC 6962 tree of its own; its heads are C2SP
+//     notes with origin "<origin>/tenant/<t>" (TenantOrigin), signed by
+//     the log key under the log's key name, so the one published verifier
+//     key checks the global log and every tenant log, and the origin line
+//     keeps them apart (OpenTenantHead refuses a global or another
+//     tenant's note). A tenant's proofs carry positions 1..n in its own
+//     log, never a global seq (which would count other tenants' entries
+//     between two of its own), and every hash in them is computed from
+//     its own leaves alone (property-tested), so nothing of another
+//     tenant's entries is reachable from them. audit/postgres stores the
+//     tenant trees, derived from the ledger and recomputed by Verify.
 //
 // Who verifies what (the trust argument):
 //
@@ -58,7 +71,7 @@
 //     consistency proof against what it holds.
 //   - The tenant log is bound to the global log by construction, not by a
 //     second commitment: it is a deterministic function of the global
-//     log's entries (TenantVisible, in order). Whoever holds the global log
+//     log's entries (TenantLeaf, in order). Whoever holds the global log
 //     (the operator, an auditor with an export) recomputes every tenant
 //     log, and a signed tenant checkpoint (n, root) whose root is not that
 //     of the first n visible entries of the global log is a statement the

@@ -48,6 +48,7 @@ const (
 	ReasonRangeStart    Reason = "range_start"    // an exported range does not start where its manifest says
 	ReasonRangeEnd      Reason = "range_end"      // an exported range does not end where its manifest says
 	ReasonTree          Reason = "tree"           // a stored Merkle tree hash is not the one the entries give
+	ReasonTenantLog     Reason = "tenant_log"     // a stored tenant log row is not the one the entries give
 )
 
 // BreakError reports the first sequence number at which a chain fails

@@ -237,12 +237,16 @@ type IncidentOpened struct {
 	Source        Name   `json:"source"`
 	Version       int64  `json:"version"`
 	ContentDigest Digest `json:"content_digest"`
+	// Tenants the entry affects (its version's affected tenants): each
+	// gets this event in its tenant log (TenantLeaf). Omitted when none,
+	// and in events written before migration 00013.
+	Tenants []cloison.TenantID `json:"tenants,omitempty"`
 }
 
 func (IncidentOpened) Kind() Kind { return KindIncidentOpened }
 func (p IncidentOpened) validate() error {
 	return firstErr(CheckName("incident", string(p.Incident)), CheckName("source", string(p.Source)),
-		checkCount("version", p.Version))
+		checkCount("version", p.Version), checkNames("tenants", p.Tenants))
 }
 
 // IncidentUpdated records a new version of a register entry.
@@ -250,11 +254,14 @@ type IncidentUpdated struct {
 	Incident      Name   `json:"incident"`
 	Version       int64  `json:"version"`
 	ContentDigest Digest `json:"content_digest"`
+	// Tenants the entry affects: those of every version up to this one
+	// (a tenant named once keeps seeing the entry). As IncidentOpened's.
+	Tenants []cloison.TenantID `json:"tenants,omitempty"`
 }
 
 func (IncidentUpdated) Kind() Kind { return KindIncidentUpdated }
 func (p IncidentUpdated) validate() error {
-	return firstErr(CheckName("incident", string(p.Incident)), checkCount("version", p.Version))
+	return firstErr(CheckName("incident", string(p.Incident)), checkCount("version", p.Version), checkNames("tenants", p.Tenants))
 }
 
 // RegisterSettingsSet records a new version of the organisation and privacy
@@ -279,12 +286,15 @@ type IncidentPurged struct {
 	Notices           int64  `json:"notices"`
 	LastContentDigest Digest `json:"last_content_digest"`
 	RetainUntil       Day    `json:"retain_until"`
+	// Tenants the purged entry affected (every version's). As
+	// IncidentOpened's.
+	Tenants []cloison.TenantID `json:"tenants,omitempty"`
 }
 
 func (IncidentPurged) Kind() Kind { return KindIncidentPurged }
 func (p IncidentPurged) validate() error {
 	return firstErr(CheckName("incident", string(p.Incident)), checkCount("versions", p.Versions),
-		checkCount("notices", p.Notices), checkDay("retain_until", p.RetainUntil, false))
+		checkCount("notices", p.Notices), checkDay("retain_until", p.RetainUntil, false), checkNames("tenants", p.Tenants))
 }
 
 // NoticeSent records a notice about an incident: its recipient and the digest

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/note"
@@ -10,13 +9,14 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// A tenant's log (see doc.go, "Tenant logs") is the subsequence of the
-// ledger that the tenant may see (TenantVisible), in ledger order, as an
-// RFC 6962 tree of its own: leaf i (0-based) is tlog.RecordHash of the
-// canonical payload of the tenant's (i+1)-th visible entry — the same leaf
-// hash as in the global tree. Its positions are not global sequence
+// A tenant's log (see doc.go, "Tenant logs") holds the ledger entries that
+// name the tenant, in ledger order, as an RFC 6962 tree of its own: leaf i
+// (0-based) is tlog.RecordHash of TenantLeaf of the tenant's (i+1)-th
+// entry — the entry's canonical payload (the same leaf hash as in the
+// global tree) when it names no other tenant, a redacted TenantView bound
+// to it by its chain hash otherwise. Its positions are not global sequence
 // numbers, and every hash of its proofs is computed from the tenant's own
-// entries, so neither reveals another tenant's entry or how many there
+// leaves, so neither reveals another tenant's entry or how many there
 // were between two of the tenant's own. Its heads are C2SP checkpoint
 // notes whose origin is TenantOrigin(log origin, tenant), signed by the
 // log's key under the log's key name: the published verifier key checks
@@ -45,34 +45,23 @@ func TenantOrigin(origin Name, t cloison.TenantID) (Name, error) {
 	return o, nil
 }
 
-// TenantVisible reports whether rec belongs to tenant t's log: its tenant
-// column is t and its payload names no other tenant in an
-// affected_tenants list (an isolation violation between two tenants is
-// shown to each redacted, through the register, not as a ledger row). An
-// undecodable payload counts as naming another tenant (fail closed). It
-// looks at the hashed payload only, so an auditor holding the ledger
-// recomputes every tenant log exactly.
+// TenantVisible reports whether tenant t may read rec's own payload: its
+// tenant is t and it names no other tenant (TenantsNamed), so its leaf in
+// t's log is the payload itself. Entries that name t with others enter t's
+// log as redacted views (TenantLeaf), which this excludes; so do entries
+// without a tenant column (incident events), whose payload t reads only
+// through its log.
 func TenantVisible(rec Record, t cloison.TenantID) bool {
 	env, err := DecodeEnvelope(rec.Payload)
 	if err != nil || t == "" || env.Tenant != t {
 		return false
 	}
-	var d struct {
-		AffectedTenants []cloison.TenantID `json:"affected_tenants"`
-	}
-	if err := json.Unmarshal(env.Data, &d); err != nil {
-		return false
-	}
-	for _, a := range d.AffectedTenants {
-		if a != t {
-			return false
-		}
-	}
-	return true
+	named, ok := TenantsNamed(rec)
+	return ok && len(named) == 1
 }
 
 // MemTree is an RFC 6962 tree held in memory (its tlog stored hashes): a
-// tenant log built from a scan of the ledger. It is not safe for
+// tenant log recomputed from a ledger (by an auditor, or a test). It is not safe for
 // concurrent use while appending.
 type MemTree struct {
 	hashes []tlog.Hash // tlog.StoredHashIndex order

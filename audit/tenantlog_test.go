@@ -1,9 +1,11 @@
 package audit_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,11 +44,14 @@ func tenantRecord(t interface{ Fatal(...any) }, tenant cloison.TenantID, i int, 
 	return r
 }
 
-// A tenant log holds exactly the tenant's own entries, in ledger order,
-// and every inclusion proof of it is computed from them alone: the tree
-// built from the tenant's payloads without the rest of the ledger gives
-// the same root and the same proofs, so no proof hash carries another
-// tenant's entry, and positions are 1..n whatever the global seq was.
+// A tenant log holds exactly the entries that name the tenant, in ledger
+// order — verbatim when they name it alone, as a redacted view (other
+// tenants counted, never named, bound to the entry by its chain hash)
+// otherwise — and every inclusion proof of it is computed from its leaves
+// alone: the tree built from the tenant's leaves without the rest of the
+// ledger gives the same root and the same proofs, so no proof hash carries
+// another tenant's entry, and positions are 1..n whatever the global seq
+// was.
 func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
 	signer, vkey := tenantKeys(t)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -58,7 +63,7 @@ func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
 			tn := tenants[rapid.IntRange(0, 2).Draw(rt, "tenant")]
 			var r audit.Record
 			if rapid.IntRange(0, 9).Draw(rt, "shared") == 0 {
-				r = tenantRecord(rt, tn, i, tn, tenants[(i+1)%3]) // names another tenant: not in either log
+				r = tenantRecord(rt, tn, i, tn, tenants[(i+1)%3]) // names another tenant: a redacted view in each log
 			} else {
 				r = tenantRecord(rt, tn, i)
 			}
@@ -70,14 +75,30 @@ func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
 			full := &audit.MemTree{}
 			var own [][]byte
 			for _, r := range ledger {
-				if audit.TenantVisible(r, tn) {
-					if _, err := full.Append(r.Payload); err != nil {
-						rt.Fatal(err)
+				leaf, ok := audit.TenantLeaf(r, tn)
+				named, _ := audit.TenantsNamed(r)
+				if ok != slices.Contains(named, tn) {
+					rt.Fatalf("entry naming %v: in %s's log: %v", named, tn, ok)
+				}
+				if !ok {
+					continue
+				}
+				if _, err := full.Append(leaf); err != nil {
+					rt.Fatal(err)
+				}
+				own = append(own, leaf)
+				// Its own payload when it names tn alone; otherwise a view
+				// for tn that names no other tenant.
+				if v, redacted := audit.DecodeTenantView(leaf); redacted {
+					if v.Tenant != tn || v.Entry != r.Hash || v.OtherTenants != int64(len(named)-1) {
+						rt.Fatalf("view %+v of an entry naming %v", v, named)
 					}
-					own = append(own, r.Payload)
-					env, _ := audit.DecodeEnvelope(r.Payload)
-					if env.Tenant != tn {
-						rt.Fatalf("tenant %s's log holds an entry of %s", tn, env.Tenant)
+				} else if len(named) != 1 || string(leaf) != string(r.Payload) {
+					rt.Fatalf("tenant %s's log holds an entry naming %v verbatim", tn, named)
+				}
+				for _, other := range tenants {
+					if other != tn && bytes.Contains(leaf, []byte(other)) {
+						rt.Fatalf("tenant %s's leaf names %s: %s", tn, other, leaf)
 					}
 				}
 			}
@@ -194,5 +215,37 @@ func TestTenantLogConsistency(t *testing.T) {
 	}
 	if _, err := audit.SignTenantHead(signer, "beta", audit.TreeHead{Origin: origin, Size: 1}); !errors.Is(err, audit.ErrInvalidEvent) {
 		t.Errorf("signing alpha's head as beta's: got %v, want ErrInvalidEvent", err)
+	}
+}
+
+// TenantVisible (the rows a tenant reads verbatim) is the tenant's own
+// entries that name no other tenant: an entry naming another tenant, or
+// an incident event without a tenant column, is in the tenant's log only
+// as a leaf it reads through the log.
+func TestTenantVisibleIsVerbatimOnly(t *testing.T) {
+	own := tenantRecord(t, "alpha", 1)
+	shared := tenantRecord(t, "alpha", 2, "alpha", "beta")
+	inc, err := audit.Event{OccurredAt: time.Unix(1_800_000_000, 0), Actor: "engine:t", Payload: audit.IncidentOpened{
+		Incident: "inc-1", Source: "isolation_violation", Version: 1, Tenants: []cloison.TenantID{"alpha"}}}.Prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		rec     audit.Record
+		visible bool
+		leaf    bool
+	}{
+		{"own", own, true, true},
+		{"shared", shared, false, true},
+		{"incident", inc, false, true},
+	} {
+		_, leaf := audit.TenantLeaf(c.rec, "alpha")
+		if got := audit.TenantVisible(c.rec, "alpha"); got != c.visible || leaf != c.leaf {
+			t.Errorf("%s: visible %v, leaf %v; want %v, %v", c.name, got, leaf, c.visible, c.leaf)
+		}
+		if audit.TenantVisible(c.rec, "beta") {
+			t.Errorf("%s: visible to beta", c.name)
+		}
 	}
 }

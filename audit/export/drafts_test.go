@@ -159,3 +159,35 @@ func TestRegisterSummary(t *testing.T) {
 		t.Errorf("first page holds an entry; want the summary only:\n%s", page1)
 	}
 }
+
+// The report's subtitle cites the Règlement on one line of its own, under
+// either regime: the citation used to follow the English title and wrap
+// inside itself ("RLRQ c., r." | "3.1, art. 7").
+func TestRegisterCitationOneLine(t *testing.T) {
+	if _, err := exec.LookPath("pdftotext"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("pdftotext not installed: make test-tools installs poppler-utils; CI must not skip this")
+		}
+		t.Skip("pdftotext not installed: make test-tools installs poppler-utils")
+	}
+	for _, regime := range []Regime{RegimePrivate, RegimePublic} {
+		t.Run(regime.String(), func(t *testing.T) {
+			a := draftFile()
+			var buf bytes.Buffer
+			if err := WriteRegisterPDF(&buf, []audit.IncidentFile{a}, ReportMeta{Organization: a.Latest().Organization, Generated: t0, Regime: regime}); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("pdftotext", "-layout", "-f", "1", "-l", "1", "-", "-")
+			cmd.Stdin = bytes.NewReader(buf.Bytes())
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(string(out), "\n")
+			want := regime.Citation() + ", art. 7"
+			if len(lines) < 3 || strings.TrimSpace(lines[1]) != "Confidentiality incident register" || strings.TrimSpace(lines[2]) != want {
+				t.Errorf("subtitle lines:\ngot  %q\nwant %q, %q", lines[:min(4, len(lines))], "Confidentiality incident register", want)
+			}
+		})
+	}
+}

@@ -197,7 +197,10 @@ func (r *report) para(font string, size float64, s string) {
 func (r *report) title() {
 	r.para(fontBold, 15, "Registre des incidents de confidentialité")
 	r.pdf.SetTextColor(90, 90, 90)
-	r.para(fontRegular, 11, "Confidentiality incident register — "+r.meta.Regime.Citation()+", art. 7")
+	// The English title and the citation each get a line of their own:
+	// run together they wrapped inside the citation ("r." | "3.1").
+	r.para(fontRegular, 11, "Confidentiality incident register")
+	r.para(fontRegular, 9, r.meta.Regime.Citation()+", art. 7")
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
 	org := strings.TrimSpace(r.meta.Organization.Name + " · NEQ " + r.meta.Organization.NEQ)

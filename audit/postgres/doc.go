@@ -30,11 +30,13 @@
 //     key is also in the hashed content) only select the entry to join.
 //   - The organisation and privacy officer new entries name are register
 //     settings (SetRegisterSettings, the admin API's PUT
-//     /admin/v1/register/organisation): append-only register_settings
-//     rows of canonical audit.RegisterSettings, each with a
-//     register.settings_set ledger event (version and digest only) in the
-//     same transaction; the latest is checked against its event before
-//     use. Before any is set, Config.Organization and Config.Contact.
+//     /admin/v1/register/organisation and SetRegisterSettings over gRPC):
+//     append-only register_settings rows of canonical
+//     audit.RegisterSettings, each with a register.settings_set ledger
+//     event (version and digest only) in the same transaction; the latest
+//     is checked against its event before use, and VerifyRegister checks
+//     every version against its event (and every event has its version).
+//     Before any is set, Config.Organization and Config.Contact.
 //   - Every CheckpointEvery events or CheckpointInterval, a signed
 //     checkpoint is written to CheckpointDir (outside the database) and
 //     stored in audit_checkpoints. Verify reads the whole chain and checks
@@ -59,12 +61,29 @@
 //     tlog proofs from the committed tree and refuse sizes it does not have
 //     (ErrOutOfRange, audit.ErrEmptyLedger). The key is the checkpoint key
 //     (SigningKey), named by Origin (which must not contain '+').
-//   - Tenant logs (tenantlog.go): TenantCheckpoint signs the head of a
-//     tenant's log (audit.TenantVisible entries) computed from one scan of
-//     the ledger; TenantInclusionProof and TenantConsistencyProof prove
-//     positions among the tenant's own entries. Nothing is stored, so every
-//     writer stays as it is; the cost is one ledger scan per call (a cache
-//     or stored per-tenant hashes are the next step if tenants poll often).
+//   - Tenant logs (tenantlog.go, migration 00013): each tenant's log
+//     (audit.TenantLeaf: its entries, incidents and notices, redacted where
+//     they name other tenants) is stored as a tree of its own —
+//     tenant_log_entries (tenant, position → ledger seq) and
+//     tenant_log_hashes (its tlog stored hashes) — derived from the
+//     committed ledger, never by the append path, so appends pay nothing:
+//     IndexTenantLogs reads the entries after the watermark
+//     (tenant_log_indexed) in seq order, a page per transaction under an
+//     advisory lock (any number of nodes may call it), and commits their
+//     rows with the new watermark. TenantCheckpoint indexes to the head
+//     first, then reads the tenant's size and O(log n) hashes; the proofs
+//     read O(log n) hashes and the one ledger entry, whose leaf they
+//     recompute and hold to the stored leaf hash (audit.ReasonTenantLog
+//     otherwise), indexing first only when asked past the stored log. A
+//     call costs the entries appended since the previous call, not a
+//     ledger scan. Verify recomputes every stored row from the ledger
+//     (VerifyTenantLogs: positions, hashes, and their counts), so rows
+//     edited, removed or added behind the triggers are reported.
+//   - Incident events name the tenants the entry affects (every version's
+//     affected tenants so far), which is what puts them in the tenants'
+//     logs; VerifyRegister holds each event's tenants to the register's
+//     versions (events written before migration 00013 name none and are
+//     accepted until the first that does).
 //   - Verify refuses an empty ledger (audit.ErrEmptyLedger) and a ledger
 //     that no checkpoint or tree note vouches for (audit.ErrNoCheckpoint);
 //     it also recomputes the tree, checks the latest tree note, and holds

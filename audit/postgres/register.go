@@ -68,6 +68,7 @@ func (s *Store) openTx(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit
 	}
 	rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentOpened{
 		Incident: v.Incident, Source: audit.Name(v.Source), Version: 1, ContentDigest: digest,
+		Tenants: unionTenants(nil, v.AffectedTenants),
 	}}.Prepare()
 	if err != nil {
 		return audit.StoredVersion{}, err
@@ -198,8 +199,12 @@ func (s *Store) updateTx(ctx context.Context, tx pgx.Tx, actor audit.Name, id au
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
+	tenants, err := entryTenantsTx(ctx, tx, id)
+	if err != nil {
+		return audit.StoredVersion{}, err
+	}
 	rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentUpdated{
-		Incident: id, Version: v.Version, ContentDigest: digest,
+		Incident: id, Version: v.Version, ContentDigest: digest, Tenants: unionTenants(tenants, v.AffectedTenants),
 	}}.Prepare()
 	if err != nil {
 		return audit.StoredVersion{}, err
@@ -447,7 +452,9 @@ func (s *Store) Incidents(ctx context.Context) ([]audit.IncidentFile, error) {
 
 // VerifyRegister checks that every register version and notice is the one
 // the ledger chained: the digest in its ledger event equals the SHA-256 of
-// the stored content. Run it after Verify (which proves the ledger itself).
+// the stored content; and every register settings version is the one its
+// register.settings_set event names (verifySettingsTx). Run it after
+// Verify (which proves the ledger itself).
 func (s *Store) VerifyRegister(ctx context.Context) error {
 	files, err := s.Incidents(ctx)
 	if err != nil {
@@ -463,6 +470,7 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 			return err
 		}
 		wantVersions, wantNotices := map[audit.Name]int{}, map[audit.Name]int{}
+		var tenantsSince legacyTenants
 		for rows.Next() {
 			var seq int64
 			var payload []byte
@@ -480,8 +488,10 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 			switch e := p.(type) {
 			case *audit.IncidentOpened:
 				wantVersions[e.Incident]++
+				tenantsSince.see(seq, e.Tenants)
 			case *audit.IncidentUpdated:
 				wantVersions[e.Incident]++
+				tenantsSince.see(seq, e.Tenants)
 			case *audit.NoticeSent:
 				wantNotices[e.Incident]++
 			case *audit.IncidentPurged:
@@ -509,21 +519,30 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 			}
 		}
 		for _, f := range files {
+			var affected []cloison.TenantID
 			for _, v := range f.Versions {
 				p, err := ledgerPayload(ctx, tx, v.LedgerSeq)
 				if err != nil {
 					return err
 				}
 				var got audit.Digest
+				var tenants []cloison.TenantID
 				switch e := p.(type) {
 				case *audit.IncidentOpened:
-					got = e.ContentDigest
+					got, tenants = e.ContentDigest, e.Tenants
 				case *audit.IncidentUpdated:
-					got = e.ContentDigest
+					got, tenants = e.ContentDigest, e.Tenants
 				}
 				if got != v.Digest {
 					return fmt.Errorf("%w: incident %s version %d: ledger seq %d names digest %s, stored content %s",
 						audit.ErrChainBroken, f.ID, v.Version, v.LedgerSeq, got, v.Digest)
+				}
+				// The event names every tenant the entry has named so far:
+				// that is what puts it in their tenant logs.
+				affected = unionTenants(affected, v.AffectedTenants)
+				if !sameTenants(tenants, affected) && !tenantsSince.legacy(v.LedgerSeq, tenants) {
+					return fmt.Errorf("%w: incident %s version %d: ledger seq %d names tenants %v, the register %v",
+						audit.ErrChainBroken, f.ID, v.Version, v.LedgerSeq, tenants, affected)
 				}
 			}
 			for _, n := range f.Notices {
@@ -538,7 +557,7 @@ func (s *Store) VerifyRegister(ctx context.Context) error {
 				}
 			}
 		}
-		return nil
+		return verifySettingsTx(ctx, tx)
 	})
 }
 
@@ -573,7 +592,7 @@ func (s *Store) PurgeIncident(ctx context.Context, actor audit.Name, id audit.Na
 		}
 		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentPurged{
 			Incident: id, Versions: int64(len(f.Versions)), Notices: int64(len(f.Notices)),
-			LastContentDigest: latest.Digest, RetainUntil: audit.DayOf(retain),
+			LastContentDigest: latest.Digest, RetainUntil: audit.DayOf(retain), Tenants: fileTenants(f),
 		}}.Prepare()
 		if err != nil {
 			return err

@@ -3,111 +3,655 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 )
 
-// tenantLog builds tenant t's log (audit.TenantVisible entries, in ledger
-// order) from the committed ledger, on the scan pool, in one pass. at, when
-// non-zero, asks for the payload of that position too.
-//
-// It reads the whole ledger: a tenant log is derived, not stored, so that
-// it is by construction the tenant's part of the global log (an auditor
-// holding the ledger recomputes it) and no writer has anything more to do.
-func (s *Store) tenantLog(ctx context.Context, t cloison.TenantID, at uint64) (*audit.MemTree, audit.Name, []byte, error) {
-	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	tree := &audit.MemTree{}
-	var payload []byte
-	err = s.Scan(ctx, 1, 0, func(r audit.Record) error {
-		if !audit.TenantVisible(r, t) {
-			return nil
-		}
-		pos, err := tree.Append(r.Payload)
-		if pos == at {
-			payload = r.Payload
-		}
-		return err
-	})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return tree, origin, payload, nil
+// Tenant logs, stored (migration 00013; doc.go, "Tenant logs"). Each
+// tenant's log — the leaves audit.TenantLeaf gives, in ledger order — is
+// kept as an RFC 6962 tree of its own: tenant_log_entries maps (tenant,
+// position) to the ledger seq whose leaf it is, tenant_log_hashes holds
+// the tree's stored hashes (tlog.StoredHashIndex) per tenant. They are
+// derived from the committed ledger, never written by the append path, so
+// appends pay nothing for them: indexTenantLogs reads the entries after
+// the watermark (tenant_log_indexed) in seq order, a page per transaction
+// under an advisory lock, and inserts their tenant rows and the new
+// watermark together. Every tenant call brings the index to the head first
+// (TenantCheckpoint) or reads what it already holds (the proofs, whose
+// sizes come from a checkpoint), so a call costs the entries appended since
+// the last one plus O(log n) rows, not a ledger scan. VerifyTenantLogs
+// (part of Verify) recomputes every row from the ledger.
+
+// tenantIndexPage bounds the ledger entries one indexing transaction
+// reads.
+const tenantIndexPage = 4096
+
+const tenantIndexLock = "SELECT pg_advisory_xact_lock(hashtextextended('cloison.tenant_logs', 0))"
+
+// tenantRows are the rows one indexing page inserts.
+type tenantRows struct {
+	tenants []string // tenant_log_entries
+	pos     []int64
+	seqs    []int64
+	hten    []string // tenant_log_hashes
+	hindex  []int64
+	hashes  [][]byte
 }
 
-// TenantCheckpoint signs and returns the head of tenant t's log as it is
-// now: a C2SP checkpoint note with origin audit.TenantOrigin(Origin, t),
-// signed by the log key (the note verifier key of TreeVerifierKey checks
-// it). Ed25519 signatures are deterministic, so the same tenant log always
-// gets the same note; nothing is stored.
+// tenantTrees is the frontier of each tenant tree a page touches: its size
+// and the stored hashes the next append and its root read.
+type tenantTrees struct {
+	size     map[cloison.TenantID]int64
+	frontier map[cloison.TenantID]hashMap
+}
+
+// hashMap is a tlog.HashReader over hashes held in memory; a missing hash
+// is a schema error (the stored tree lacks a hash its size needs).
+type hashMap map[int64]tlog.Hash
+
+func (m hashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, x := range indexes {
+		h, ok := m[x]
+		if !ok {
+			return nil, fmt.Errorf("%w: tenant tree hash %d is missing", ErrSchema, x)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// frontierIndexes returns the stored-hash indexes of the complete subtrees
+// of a tree of n leaves: all that appending to it and its root read.
+func frontierIndexes(n int64) []int64 {
+	var out []int64
+	for l := 0; n>>uint(l) > 0; l++ {
+		if (n>>uint(l))&1 == 1 {
+			out = append(out, tlog.StoredHashIndex(l, n>>uint(l)-1))
+		}
+	}
+	return out
+}
+
+// leaf is one tenant-log leaf of a ledger entry.
+type leaf struct {
+	tenant cloison.TenantID
+	seq    uint64
+	data   []byte
+}
+
+// leavesOf returns the tenant-log leaves of recs, in ledger order.
+func leavesOf(recs []audit.Record) []leaf {
+	var out []leaf
+	for _, r := range recs {
+		for _, l := range audit.TenantLeaves(r) {
+			out = append(out, leaf{tenant: l.Tenant, seq: r.Seq, data: l.Leaf})
+		}
+	}
+	return out
+}
+
+// loadTrees reads the size and frontier of each tenant in ls that trees
+// does not hold yet, from q.
+func (trees *tenantTrees) load(ctx context.Context, q querier, ls []leaf) error {
+	var want []string
+	for _, l := range ls {
+		if _, ok := trees.size[l.tenant]; !ok && !slices.Contains(want, string(l.tenant)) {
+			want = append(want, string(l.tenant))
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	for _, t := range want {
+		trees.size[cloison.TenantID(t)] = 0
+		trees.frontier[cloison.TenantID(t)] = hashMap{}
+	}
+	rows, err := q.Query(ctx, `SELECT tenant, max(pos) FROM tenant_log_entries WHERE tenant = ANY($1) GROUP BY tenant`, want)
+	if err != nil {
+		return err
+	}
+	var kt []string
+	var ki []int64
+	for rows.Next() {
+		var t string
+		var n int64
+		if err := rows.Scan(&t, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		trees.size[cloison.TenantID(t)] = n
+		for _, x := range frontierIndexes(n) {
+			kt, ki = append(kt, t), append(ki, x)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(kt) == 0 {
+		return nil
+	}
+	rows, err = q.Query(ctx, `SELECT h.tenant, h.index, h.hash FROM tenant_log_hashes h
+		JOIN unnest($1::text[], $2::bigint[]) AS k(tenant, index) ON h.tenant = k.tenant AND h.index = k.index`, kt, ki)
+	if err != nil {
+		return err
+	}
+	got := 0
+	for rows.Next() {
+		var t string
+		var x int64
+		var h []byte
+		if err := rows.Scan(&t, &x, &h); err != nil {
+			rows.Close()
+			return err
+		}
+		trees.frontier[cloison.TenantID(t)][x] = tlog.Hash(h)
+		got++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if got != len(kt) {
+		return fmt.Errorf("%w: stored tenant trees lack %d frontier hashes", ErrSchema, len(kt)-got)
+	}
+	return nil
+}
+
+// add appends ls to their tenants' trees and returns the rows to insert.
+func (trees *tenantTrees) add(ls []leaf) (tenantRows, error) {
+	var out tenantRows
+	for _, l := range ls {
+		n := trees.size[l.tenant]
+		fr := trees.frontier[l.tenant]
+		hs, err := tlog.StoredHashes(n, l.data, fr)
+		if err != nil {
+			return tenantRows{}, err
+		}
+		base := tlog.StoredHashIndex(0, n)
+		for j, h := range hs {
+			fr[base+int64(j)] = h
+			out.hten, out.hindex = append(out.hten, string(l.tenant)), append(out.hindex, base+int64(j))
+			out.hashes = append(out.hashes, append([]byte(nil), h[:]...))
+		}
+		trees.size[l.tenant] = n + 1
+		out.tenants, out.pos, out.seqs = append(out.tenants, string(l.tenant)), append(out.pos, n+1), append(out.seqs, int64(l.seq))
+	}
+	return out, nil
+}
+
+// prune keeps only each tree's frontier, so that memory stays O(tenants ×
+// log n) over a whole ledger.
+func (trees *tenantTrees) prune() {
+	for t, fr := range trees.frontier {
+		keep := hashMap{}
+		for _, x := range frontierIndexes(trees.size[t]) {
+			keep[x] = fr[x]
+		}
+		trees.frontier[t] = keep
+	}
+}
+
+// IndexTenantLogs brings the stored tenant logs up to the ledger's
+// committed head (read when it starts) and returns the seq they cover. It
+// is safe to call from any number of goroutines and processes: indexing
+// transactions take an advisory lock and start from the watermark they
+// find. TenantCheckpoint calls it; so may a caller that wants the work done
+// off the tenants' requests.
+//
+// Errors: ErrSchema when the ledger has a gap or the stored trees lack a
+// hash; the translated database errors.
+func (s *Store) IndexTenantLogs(ctx context.Context) (uint64, error) {
+	var target, wm uint64
+	for {
+		var done bool
+		err := pgx.BeginTxFunc(ctx, s.scan, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, tenantIndexLock); err != nil {
+				return err
+			}
+			var m *int64
+			if err := tx.QueryRow(ctx, `SELECT max(seq) FROM tenant_log_indexed`).Scan(&m); err != nil {
+				return err
+			}
+			wm = 0
+			if m != nil {
+				wm = uint64(*m)
+			}
+			if target == 0 {
+				h, err := headOn(ctx, tx)
+				if err != nil {
+					return err
+				}
+				target = h.Seq
+			}
+			if wm >= target {
+				done = true
+				return nil
+			}
+			page := make([]audit.Record, 0, tenantIndexPage)
+			if err := scanRows(ctx, tx, wm+1, target, tenantIndexPage, func(r audit.Record) error {
+				page = append(page, r)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if len(page) == 0 || page[0].Seq != wm+1 {
+				return fmt.Errorf("%w: ledger gap after seq %d", ErrSchema, wm)
+			}
+			ls := leavesOf(page)
+			trees := &tenantTrees{size: map[cloison.TenantID]int64{}, frontier: map[cloison.TenantID]hashMap{}}
+			if err := trees.load(ctx, tx, ls); err != nil {
+				return err
+			}
+			rows, err := trees.add(ls)
+			if err != nil {
+				return err
+			}
+			if len(rows.tenants) > 0 {
+				if _, err := tx.Exec(ctx, `INSERT INTO tenant_log_entries (tenant, pos, seq) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`,
+					rows.tenants, rows.pos, rows.seqs); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO tenant_log_hashes (tenant, index, hash) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])`,
+					rows.hten, rows.hindex, rows.hashes); err != nil {
+					return err
+				}
+			}
+			last := page[len(page)-1].Seq
+			if _, err := tx.Exec(ctx, `INSERT INTO tenant_log_indexed (seq) VALUES ($1)`, int64(last)); err != nil {
+				return err
+			}
+			wm = last
+			return nil
+		})
+		if err != nil {
+			return wm, translate(err)
+		}
+		if done {
+			return wm, nil
+		}
+	}
+}
+
+// tenantReader is a tlog.HashReader over one tenant's stored tree.
+type tenantReader struct {
+	ctx context.Context
+	q   querier
+	t   cloison.TenantID
+}
+
+func (r tenantReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	rows, err := r.q.Query(r.ctx, `SELECT index, hash FROM tenant_log_hashes WHERE tenant = $1 AND index = ANY($2)`, string(r.t), indexes)
+	if err != nil {
+		return nil, err
+	}
+	got := make(hashMap, len(indexes))
+	for rows.Next() {
+		var x int64
+		var h []byte
+		if err := rows.Scan(&x, &h); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		got[x] = tlog.Hash(h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return got.ReadHashes(indexes)
+}
+
+// tenantSize returns the number of leaves of t's stored log.
+func tenantSize(ctx context.Context, q querier, t cloison.TenantID) (uint64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT coalesce(max(pos), 0) FROM tenant_log_entries WHERE tenant = $1`, string(t)).Scan(&n)
+	return uint64(n), err
+}
+
+// TenantCheckpoint indexes the ledger up to its head (IndexTenantLogs),
+// then signs and returns the head of tenant t's log: a C2SP checkpoint note
+// with origin audit.TenantOrigin(Origin, t), signed by the log key (the
+// note verifier key of TreeVerifierKey checks it). Ed25519 signatures are
+// deterministic, so the same tenant log always gets the same note; the
+// note is not stored.
 //
 // Errors: ErrNoSigningKey; audit.ErrEmptyLedger when the tenant has no
 // entry; audit.ErrInvalidEvent for a tenant id that is not an identifier;
-// the database errors of Scan.
+// the errors of IndexTenantLogs.
 func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
 	}
-	tree, origin, _, err := s.tenantLog(ctx, t, 0)
+	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
 	if err != nil {
 		return nil, err
 	}
-	h, err := tree.Head(origin, tree.Size())
-	if err != nil {
+	if _, err := s.IndexTenantLogs(ctx); err != nil {
 		return nil, err
 	}
-	return audit.SignTenantHead(s.signer, t, h)
+	n, err := tenantSize(ctx, s.scan, t)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if n == 0 {
+		return nil, audit.ErrEmptyLedger
+	}
+	root, err := tlog.TreeHash(int64(n), tenantReader{ctx: ctx, q: s.scan, t: t})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
 }
 
-// TenantInclusionProof returns the payload of the entry at position pos
-// (1-based, among tenant t's entries: the positions of the tenant's ledger
-// view) and the proof that it is leaf pos-1 of t's log of size size.
+// TenantInclusionProof returns the leaf at position pos (1-based, among
+// tenant t's log: the entry's canonical payload, or its audit.TenantView
+// when it names other tenants too) and the proof that it is leaf pos-1 of
+// t's log of size size. It reads O(log size) stored rows and the one
+// ledger entry, and checks the leaf it recomputes from that entry against
+// the stored leaf hash.
 //
 // Errors: audit.ErrEmptyLedger when the tenant has no entry; ErrOutOfRange
-// when pos is 0 or beyond size, or size beyond the tenant's log; the
-// errors of tenantLog.
+// when pos is 0 or beyond size, or size beyond the tenant's stored log;
+// audit.ErrChainBroken when the stored log does not match the ledger; the
+// translated database errors.
 func (s *Store) TenantInclusionProof(ctx context.Context, t cloison.TenantID, pos, size uint64) ([]byte, tlog.RecordProof, error) {
-	tree, _, payload, err := s.tenantLog(ctx, t, pos)
-	if err != nil {
+	if err := s.tenantRange(ctx, t, pos, size); err != nil {
 		return nil, nil, err
 	}
-	if err := tenantRange(tree, pos, size); err != nil {
-		return nil, nil, err
+	var seq int64
+	if err := s.scan.QueryRow(ctx, `SELECT seq FROM tenant_log_entries WHERE tenant = $1 AND pos = $2`, string(t), int64(pos)).Scan(&seq); err != nil {
+		return nil, nil, translate(err)
 	}
-	p, err := tree.ProveRecord(pos, size)
+	var rec *audit.Record
+	if err := scanRows(ctx, s.scan, uint64(seq), uint64(seq), 1, func(r audit.Record) error { rec = &r; return nil }); err != nil {
+		return nil, nil, translate(err)
+	}
+	r := tenantReader{ctx: ctx, q: s.scan, t: t}
+	var payload []byte
+	if rec != nil {
+		payload, _ = audit.TenantLeaf(*rec, t)
+	}
+	stored, err := r.ReadHashes([]int64{tlog.StoredHashIndex(0, int64(pos)-1)})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, translate(err)
+	}
+	if payload == nil || tlog.RecordHash(payload) != stored[0] {
+		return nil, nil, &audit.BreakError{Seq: uint64(seq), Reason: audit.ReasonTenantLog,
+			Detail: fmt.Sprintf("position %d of a tenant log is not the leaf its ledger entry gives", pos)}
+	}
+	p, err := tlog.ProveRecord(int64(size), int64(pos)-1, r)
+	if err != nil {
+		return nil, nil, translate(err)
 	}
 	return payload, p, nil
 }
 
 // TenantConsistencyProof returns the proof that tenant t's log of size
-// newSize extends its log of size oldSize.
+// newSize extends its log of size oldSize (O(log newSize) stored rows).
 //
 // Errors: as TenantInclusionProof, for oldSize in place of pos.
 func (s *Store) TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error) {
-	tree, _, _, err := s.tenantLog(ctx, t, 0)
+	if err := s.tenantRange(ctx, t, oldSize, newSize); err != nil {
+		return nil, err
+	}
+	p, err := tlog.ProveTree(int64(newSize), int64(oldSize), tenantReader{ctx: ctx, q: s.scan, t: t})
+	return p, translate(err)
+}
+
+// tenantRange checks 1 ≤ lo ≤ size ≤ the size of t's stored log. A size
+// the stored log does not reach yet (a checkpoint signed by another node
+// that indexed further, or no checkpoint fetched since the entries were
+// appended) brings the index to the head first.
+func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size uint64) error {
+	if _, err := audit.TenantOrigin(s.cfg.Origin, t); err != nil {
+		return err
+	}
+	n, err := tenantSize(ctx, s.scan, t)
+	if err != nil {
+		return translate(err)
+	}
+	if size > n {
+		if _, err := s.IndexTenantLogs(ctx); err != nil {
+			return err
+		}
+		if n, err = tenantSize(ctx, s.scan, t); err != nil {
+			return translate(err)
+		}
+	}
+	if n == 0 {
+		return audit.ErrEmptyLedger
+	}
+	if lo == 0 || lo > size || size > n {
+		return fmt.Errorf("%w: %d in a tenant log of size %d (of %d)", ErrOutOfRange, lo, size, n)
+	}
+	return nil
+}
+
+// VerifyTenantLogs recomputes every stored tenant log from the ledger up to
+// the watermark (on the scan pool, a page at a time, in memory O(tenants ×
+// log n)) and compares every stored row: each position's ledger seq, each
+// tree hash, and the number of rows (none missing, none extra). It is what
+// makes the stored logs "derived and verified": the database does not
+// recompute them.
+//
+// Errors: *audit.BreakError with audit.ReasonTenantLog at the first entry
+// whose tenant rows differ (or at the watermark when rows are missing or
+// extra, or the watermark is beyond the head); the translated database
+// errors.
+func (s *Store) VerifyTenantLogs(ctx context.Context) error {
+	var wm, entries, hashes int64
+	var head audit.Head
+	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
+		var m *int64
+		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM tenant_log_indexed`).Scan(&m); err != nil {
+			return err
+		}
+		if m != nil {
+			wm = *m
+		}
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM tenant_log_entries), (SELECT count(*) FROM tenant_log_hashes)`).Scan(&entries, &hashes); err != nil {
+			return err
+		}
+		var err error
+		head, err = headOn(ctx, tx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if uint64(wm) > head.Seq {
+		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
+			Detail: fmt.Sprintf("tenant logs are indexed to seq %d, the ledger ends at %d", wm, head.Seq)}
+	}
+	trees := &tenantTrees{size: map[cloison.TenantID]int64{}, frontier: map[cloison.TenantID]hashMap{}}
+	page := make([]audit.Record, 0, s.cfg.ScanPage)
+	flush := func() error {
+		ls := leavesOf(page)
+		for _, l := range ls {
+			if _, ok := trees.size[l.tenant]; !ok {
+				trees.size[l.tenant], trees.frontier[l.tenant] = 0, hashMap{}
+			}
+		}
+		want, err := trees.add(ls)
+		page = page[:0]
+		if err != nil || len(want.tenants) == 0 {
+			return err
+		}
+		if err := s.compareTenantRows(ctx, want); err != nil {
+			return err
+		}
+		trees.prune()
+		return nil
+	}
+	if wm > 0 {
+		err := s.scanPages(ctx, 1, uint64(wm), func(r audit.Record) error {
+			page = append(page, r)
+			if len(page) == cap(page) {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var wantEntries, wantHashes int64
+	for _, n := range trees.size {
+		wantEntries += n
+		wantHashes += tlog.StoredHashCount(n)
+	}
+	if wantEntries != entries || wantHashes != hashes {
+		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
+			Detail: fmt.Sprintf("tenant logs hold %d positions and %d hashes, the ledger gives %d and %d", entries, hashes, wantEntries, wantHashes)}
+	}
+	return nil
+}
+
+// compareTenantRows checks that the stored rows at want's keys are want's.
+func (s *Store) compareTenantRows(ctx context.Context, want tenantRows) error {
+	type key struct {
+		t string
+		x int64
+	}
+	seqs := make(map[key]int64, len(want.tenants))
+	rows, err := s.scan.Query(ctx, `SELECT e.tenant, e.pos, e.seq FROM tenant_log_entries e
+		JOIN unnest($1::text[], $2::bigint[]) AS k(tenant, pos) ON e.tenant = k.tenant AND e.pos = k.pos`, want.tenants, want.pos)
+	if err != nil {
+		return translate(err)
+	}
+	for rows.Next() {
+		var k key
+		var seq int64
+		if err := rows.Scan(&k.t, &k.x, &seq); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		seqs[k] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	for i, t := range want.tenants {
+		if got, ok := seqs[key{t, want.pos[i]}]; !ok || got != want.seqs[i] {
+			return &audit.BreakError{Seq: uint64(want.seqs[i]), Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("a tenant log's position %d is not this entry's", want.pos[i])}
+		}
+	}
+	stored := make(map[key][]byte, len(want.hten))
+	rows, err = s.scan.Query(ctx, `SELECT h.tenant, h.index, h.hash FROM tenant_log_hashes h
+		JOIN unnest($1::text[], $2::bigint[]) AS k(tenant, index) ON h.tenant = k.tenant AND h.index = k.index`, want.hten, want.hindex)
+	if err != nil {
+		return translate(err)
+	}
+	for rows.Next() {
+		var k key
+		var h []byte
+		if err := rows.Scan(&k.t, &k.x, &h); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		stored[k] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	for i, t := range want.hten {
+		if string(stored[key{t, want.hindex[i]}]) != string(want.hashes[i]) {
+			// The entry whose leaf the hash's subtree ends with.
+			level, n := tlog.SplitStoredHashIndex(want.hindex[i])
+			last := n<<uint(level) + 1<<uint(level) // 1-based position
+			var seq int64
+			for j, tt := range want.tenants {
+				if tt == t && want.pos[j] == last {
+					seq = want.seqs[j]
+				}
+			}
+			return &audit.BreakError{Seq: uint64(seq), Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("a tenant log's stored hash %d (level %d) is not the entries' hash", want.hindex[i], level)}
+		}
+	}
+	return nil
+}
+
+// entryTenantsTx returns the tenants every stored version of incident id
+// names (affected_tenants), each once, in order of first appearance.
+func entryTenantsTx(ctx context.Context, tx pgx.Tx, id audit.Name) ([]cloison.TenantID, error) {
+	rows, err := tx.Query(ctx, `SELECT a.t FROM incident_versions v,
+		jsonb_array_elements_text(convert_from(v.content, 'UTF8')::jsonb -> 'affected_tenants') WITH ORDINALITY AS a(t, i)
+		WHERE v.incident_id = $1 ORDER BY v.version, a.i`, string(id))
 	if err != nil {
 		return nil, err
 	}
-	if err := tenantRange(tree, oldSize, newSize); err != nil {
+	ts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, err
 	}
-	return tree.ProveTree(oldSize, newSize)
+	var out []cloison.TenantID
+	for _, t := range ts {
+		out = unionTenants(out, []cloison.TenantID{cloison.TenantID(t)})
+	}
+	return out, nil
 }
 
-// tenantRange checks 1 ≤ lo ≤ size ≤ the tenant log's size.
-func tenantRange(tree *audit.MemTree, lo, size uint64) error {
-	if tree.Size() == 0 {
-		return audit.ErrEmptyLedger
+// unionTenants appends to a the tenants of b it lacks.
+func unionTenants(a, b []cloison.TenantID) []cloison.TenantID {
+	for _, t := range b {
+		if t != "" && !slices.Contains(a, t) {
+			a = append(a, t)
+		}
 	}
-	if lo == 0 || lo > size || size > tree.Size() {
-		return fmt.Errorf("%w: %d in a tenant log of size %d (of %d)", ErrOutOfRange, lo, size, tree.Size())
+	return a
+}
+
+// fileTenants returns the tenants any version of f names.
+func fileTenants(f audit.IncidentFile) []cloison.TenantID {
+	var out []cloison.TenantID
+	for _, v := range f.Versions {
+		out = unionTenants(out, v.AffectedTenants)
 	}
-	return nil
+	return out
+}
+
+// sameTenants reports whether a and b hold the same tenants (in any
+// order).
+func sameTenants(a, b []cloison.TenantID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, t := range a {
+		if !slices.Contains(b, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// legacyTenants tells incident events written before migration 00013
+// (which name no tenants) from later ones that leave tenants out: once an
+// incident event in the ledger names tenants, every later one must.
+type legacyTenants struct {
+	first uint64 // seq of the first incident event naming tenants; 0: none yet
+}
+
+func (l *legacyTenants) see(seq int64, tenants []cloison.TenantID) {
+	if len(tenants) > 0 && (l.first == 0 || uint64(seq) < l.first) {
+		l.first = uint64(seq)
+	}
+}
+
+// legacy reports whether an event at seq naming tenants may be one
+// written before events named them.
+func (l *legacyTenants) legacy(seq uint64, tenants []cloison.TenantID) bool {
+	return len(tenants) == 0 && (l.first == 0 || seq < l.first)
 }

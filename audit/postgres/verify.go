@@ -36,7 +36,8 @@ type VerifyOptions struct {
 // stored and external checkpoint (signature, and head at its size),
 // recomputes the Merkle tree and checks the latest stored tree note signed
 // by one of opts.Keys (notes of other keys are passed over) and
-// opts.Trusted against it, and returns the first break as an
+// opts.Trusted against it, recomputes the stored tenant logs
+// (VerifyTenantLogs), and returns the first break as an
 // *audit.BreakError. It fails, never warns: an empty ledger, or a ledger
 // that no signed checkpoint or tree note vouches for (every checkpoint
 // deleted, the chain rewritten), is refused with a named error unless
@@ -52,7 +53,7 @@ type VerifyOptions struct {
 //
 // Errors: *audit.BreakError for a broken chain, checkpoint or tree
 // (audit.ReasonCheckpointSig, ReasonCheckpoint, ReasonTruncated,
-// ReasonTree for tree notes too); audit.ErrEmptyLedger; audit.ErrNoCheckpoint
+// ReasonTree for tree notes too, ReasonTenantLog); audit.ErrEmptyLedger; audit.ErrNoCheckpoint
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
 // opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
@@ -102,6 +103,10 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 		return res, err
 	}
 	res.TreeNotes = notes
+	// The stored tenant logs are derived from the ledger: recompute them.
+	if err := s.VerifyTenantLogs(ctx); err != nil {
+		return res, err
+	}
 	if res.Checkpoints == 0 && res.TreeNotes == 0 {
 		return res, fmt.Errorf("%w: no signed checkpoint or tree note vouches for the %d events (deleted checkpoints, or a rewritten chain)",
 			audit.ErrNoCheckpoint, res.Events)

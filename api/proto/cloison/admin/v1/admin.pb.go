@@ -1686,6 +1686,276 @@ func (x *ReloadPoliciesResponse) GetRevision() string {
 	return ""
 }
 
+// The register's organisation (Règlement s. 3(1)) and its privacy officer
+// (s. 3(2)), as audit.Organization and audit.Contact.
+type RegisterOrganization struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Neq           string                 `protobuf:"bytes,2,opt,name=neq,proto3" json:"neq,omitempty"` // Québec enterprise number, 10 digits
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterOrganization) Reset() {
+	*x = RegisterOrganization{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterOrganization) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterOrganization) ProtoMessage() {}
+
+func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterOrganization.ProtoReflect.Descriptor instead.
+func (*RegisterOrganization) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RegisterOrganization) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisterOrganization) GetNeq() string {
+	if x != nil {
+		return x.Neq
+	}
+	return ""
+}
+
+type RegisterContact struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Phone         string                 `protobuf:"bytes,3,opt,name=phone,proto3" json:"phone,omitempty"`
+	Email         string                 `protobuf:"bytes,4,opt,name=email,proto3" json:"email,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterContact) Reset() {
+	*x = RegisterContact{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterContact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterContact) ProtoMessage() {}
+
+func (x *RegisterContact) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterContact.ProtoReflect.Descriptor instead.
+func (*RegisterContact) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RegisterContact) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisterContact) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *RegisterContact) GetPhone() string {
+	if x != nil {
+		return x.Phone
+	}
+	return ""
+}
+
+func (x *RegisterContact) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+type RegisterSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Organization  *RegisterOrganization  `protobuf:"bytes,2,opt,name=organization,proto3" json:"organization,omitempty"`
+	Contact       *RegisterContact       `protobuf:"bytes,3,opt,name=contact,proto3" json:"contact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterSettings) Reset() {
+	*x = RegisterSettings{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterSettings) ProtoMessage() {}
+
+func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterSettings.ProtoReflect.Descriptor instead.
+func (*RegisterSettings) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RegisterSettings) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RegisterSettings) GetOrganization() *RegisterOrganization {
+	if x != nil {
+		return x.Organization
+	}
+	return nil
+}
+
+func (x *RegisterSettings) GetContact() *RegisterContact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+type GetRegisterSettingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRegisterSettingsRequest) Reset() {
+	*x = GetRegisterSettingsRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRegisterSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRegisterSettingsRequest) ProtoMessage() {}
+
+func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
+func (*GetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+type SetRegisterSettingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Organization  *RegisterOrganization  `protobuf:"bytes,1,opt,name=organization,proto3" json:"organization,omitempty"` // required
+	Contact       *RegisterContact       `protobuf:"bytes,2,opt,name=contact,proto3" json:"contact,omitempty"`           // required
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRegisterSettingsRequest) Reset() {
+	*x = SetRegisterSettingsRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRegisterSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRegisterSettingsRequest) ProtoMessage() {}
+
+func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
+func (*SetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SetRegisterSettingsRequest) GetOrganization() *RegisterOrganization {
+	if x != nil {
+		return x.Organization
+	}
+	return nil
+}
+
+func (x *SetRegisterSettingsRequest) GetContact() *RegisterContact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
 var File_cloison_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cloison_admin_v1_admin_proto_rawDesc = "" +
@@ -1819,8 +2089,23 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
 	"\x16ReloadPoliciesResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\tR\brevision2\x96\n" +
-	"\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\"<\n" +
+	"\x14RegisterOrganization\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03neq\x18\x02 \x01(\tR\x03neq\"g\n" +
+	"\x0fRegisterContact\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x14\n" +
+	"\x05phone\x18\x03 \x01(\tR\x05phone\x12\x14\n" +
+	"\x05email\x18\x04 \x01(\tR\x05email\"\xb5\x01\n" +
+	"\x10RegisterSettings\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12J\n" +
+	"\forganization\x18\x02 \x01(\v2&.cloison.admin.v1.RegisterOrganizationR\forganization\x12;\n" +
+	"\acontact\x18\x03 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact\"\x1c\n" +
+	"\x1aGetRegisterSettingsRequest\"\xa5\x01\n" +
+	"\x1aSetRegisterSettingsRequest\x12J\n" +
+	"\forganization\x18\x01 \x01(\v2&.cloison.admin.v1.RegisterOrganizationR\forganization\x12;\n" +
+	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xe8\v\n" +
 	"\fAdminService\x12Z\n" +
 	"\vListTenants\x12$.cloison.admin.v1.ListTenantsRequest\x1a%.cloison.admin.v1.ListTenantsResponse\x12I\n" +
 	"\tGetTenant\x12\".cloison.admin.v1.GetTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
@@ -1838,7 +2123,9 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\tRetireKey\x12\".cloison.admin.v1.RetireKeyRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12W\n" +
 	"\n" +
 	"PoolStatus\x12#.cloison.admin.v1.PoolStatusRequest\x1a$.cloison.admin.v1.PoolStatusResponse\x12c\n" +
-	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponseB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
+	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse\x12g\n" +
+	"\x13GetRegisterSettings\x12,.cloison.admin.v1.GetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettings\x12g\n" +
+	"\x13SetRegisterSettings\x12,.cloison.admin.v1.SetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettingsB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_cloison_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1852,39 +2139,44 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
-	(*Quotas)(nil),                 // 0: cloison.admin.v1.Quotas
-	(*Tenant)(nil),                 // 1: cloison.admin.v1.Tenant
-	(*ListTenantsRequest)(nil),     // 2: cloison.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),    // 3: cloison.admin.v1.ListTenantsResponse
-	(*GetTenantRequest)(nil),       // 4: cloison.admin.v1.GetTenantRequest
-	(*CreateTenantRequest)(nil),    // 5: cloison.admin.v1.CreateTenantRequest
-	(*SuspendTenantRequest)(nil),   // 6: cloison.admin.v1.SuspendTenantRequest
-	(*ActivateTenantRequest)(nil),  // 7: cloison.admin.v1.ActivateTenantRequest
-	(*QuotasUpdate)(nil),           // 8: cloison.admin.v1.QuotasUpdate
-	(*AllowedModels)(nil),          // 9: cloison.admin.v1.AllowedModels
-	(*UpdateTenantRequest)(nil),    // 10: cloison.admin.v1.UpdateTenantRequest
-	(*Client)(nil),                 // 11: cloison.admin.v1.Client
-	(*ListClientsRequest)(nil),     // 12: cloison.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),    // 13: cloison.admin.v1.ListClientsResponse
-	(*CreateClientRequest)(nil),    // 14: cloison.admin.v1.CreateClientRequest
-	(*RevokeClientRequest)(nil),    // 15: cloison.admin.v1.RevokeClientRequest
-	(*RevokeTokenRequest)(nil),     // 16: cloison.admin.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),    // 17: cloison.admin.v1.RevokeTokenResponse
-	(*RetireKeyRequest)(nil),       // 18: cloison.admin.v1.RetireKeyRequest
-	(*Key)(nil),                    // 19: cloison.admin.v1.Key
-	(*ListKeysRequest)(nil),        // 20: cloison.admin.v1.ListKeysRequest
-	(*RotateKeysRequest)(nil),      // 21: cloison.admin.v1.RotateKeysRequest
-	(*ListKeysResponse)(nil),       // 22: cloison.admin.v1.ListKeysResponse
-	(*PoolStatusRequest)(nil),      // 23: cloison.admin.v1.PoolStatusRequest
-	(*TenantPages)(nil),            // 24: cloison.admin.v1.TenantPages
-	(*Pool)(nil),                   // 25: cloison.admin.v1.Pool
-	(*PoolStatusResponse)(nil),     // 26: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),  // 27: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil), // 28: cloison.admin.v1.ReloadPoliciesResponse
-	nil,                            // 29: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),         // 30: cloison.inference.v1.Attestation
+	(*Quotas)(nil),                     // 0: cloison.admin.v1.Quotas
+	(*Tenant)(nil),                     // 1: cloison.admin.v1.Tenant
+	(*ListTenantsRequest)(nil),         // 2: cloison.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),        // 3: cloison.admin.v1.ListTenantsResponse
+	(*GetTenantRequest)(nil),           // 4: cloison.admin.v1.GetTenantRequest
+	(*CreateTenantRequest)(nil),        // 5: cloison.admin.v1.CreateTenantRequest
+	(*SuspendTenantRequest)(nil),       // 6: cloison.admin.v1.SuspendTenantRequest
+	(*ActivateTenantRequest)(nil),      // 7: cloison.admin.v1.ActivateTenantRequest
+	(*QuotasUpdate)(nil),               // 8: cloison.admin.v1.QuotasUpdate
+	(*AllowedModels)(nil),              // 9: cloison.admin.v1.AllowedModels
+	(*UpdateTenantRequest)(nil),        // 10: cloison.admin.v1.UpdateTenantRequest
+	(*Client)(nil),                     // 11: cloison.admin.v1.Client
+	(*ListClientsRequest)(nil),         // 12: cloison.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 13: cloison.admin.v1.ListClientsResponse
+	(*CreateClientRequest)(nil),        // 14: cloison.admin.v1.CreateClientRequest
+	(*RevokeClientRequest)(nil),        // 15: cloison.admin.v1.RevokeClientRequest
+	(*RevokeTokenRequest)(nil),         // 16: cloison.admin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 17: cloison.admin.v1.RevokeTokenResponse
+	(*RetireKeyRequest)(nil),           // 18: cloison.admin.v1.RetireKeyRequest
+	(*Key)(nil),                        // 19: cloison.admin.v1.Key
+	(*ListKeysRequest)(nil),            // 20: cloison.admin.v1.ListKeysRequest
+	(*RotateKeysRequest)(nil),          // 21: cloison.admin.v1.RotateKeysRequest
+	(*ListKeysResponse)(nil),           // 22: cloison.admin.v1.ListKeysResponse
+	(*PoolStatusRequest)(nil),          // 23: cloison.admin.v1.PoolStatusRequest
+	(*TenantPages)(nil),                // 24: cloison.admin.v1.TenantPages
+	(*Pool)(nil),                       // 25: cloison.admin.v1.Pool
+	(*PoolStatusResponse)(nil),         // 26: cloison.admin.v1.PoolStatusResponse
+	(*ReloadPoliciesRequest)(nil),      // 27: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil),     // 28: cloison.admin.v1.ReloadPoliciesResponse
+	(*RegisterOrganization)(nil),       // 29: cloison.admin.v1.RegisterOrganization
+	(*RegisterContact)(nil),            // 30: cloison.admin.v1.RegisterContact
+	(*RegisterSettings)(nil),           // 31: cloison.admin.v1.RegisterSettings
+	(*GetRegisterSettingsRequest)(nil), // 32: cloison.admin.v1.GetRegisterSettingsRequest
+	(*SetRegisterSettingsRequest)(nil), // 33: cloison.admin.v1.SetRegisterSettingsRequest
+	nil,                                // 34: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),             // 35: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
@@ -1896,44 +2188,52 @@ var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	11, // 6: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
 	19, // 7: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
 	24, // 8: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	30, // 9: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	35, // 9: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
 	25, // 10: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	29, // 11: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	2,  // 12: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	4,  // 13: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	5,  // 14: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	6,  // 15: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	7,  // 16: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	10, // 17: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
-	12, // 18: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
-	14, // 19: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
-	15, // 20: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
-	16, // 21: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
-	20, // 22: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	21, // 23: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	18, // 24: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
-	23, // 25: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	27, // 26: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	3,  // 27: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	1,  // 28: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 29: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 30: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 31: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 32: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	13, // 33: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	11, // 34: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	11, // 35: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	17, // 36: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	22, // 37: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	22, // 38: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	22, // 39: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	26, // 40: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	28, // 41: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	27, // [27:42] is the sub-list for method output_type
-	12, // [12:27] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	34, // 11: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	29, // 12: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	30, // 13: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
+	29, // 14: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	30, // 15: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
+	2,  // 16: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	4,  // 17: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	5,  // 18: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	6,  // 19: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	7,  // 20: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	10, // 21: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	12, // 22: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	14, // 23: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	15, // 24: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	16, // 25: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	20, // 26: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	21, // 27: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	18, // 28: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	23, // 29: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	27, // 30: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	32, // 31: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	33, // 32: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	3,  // 33: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	1,  // 34: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 35: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 36: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 37: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 38: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	13, // 39: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	11, // 40: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	11, // 41: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	17, // 42: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	22, // 43: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	22, // 44: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	22, // 45: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	26, // 46: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	28, // 47: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	31, // 48: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	31, // 49: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -1948,7 +2248,7 @@ func file_cloison_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,21 +22,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListTenants_FullMethodName    = "/cloison.admin.v1.AdminService/ListTenants"
-	AdminService_GetTenant_FullMethodName      = "/cloison.admin.v1.AdminService/GetTenant"
-	AdminService_CreateTenant_FullMethodName   = "/cloison.admin.v1.AdminService/CreateTenant"
-	AdminService_SuspendTenant_FullMethodName  = "/cloison.admin.v1.AdminService/SuspendTenant"
-	AdminService_ActivateTenant_FullMethodName = "/cloison.admin.v1.AdminService/ActivateTenant"
-	AdminService_UpdateTenant_FullMethodName   = "/cloison.admin.v1.AdminService/UpdateTenant"
-	AdminService_ListClients_FullMethodName    = "/cloison.admin.v1.AdminService/ListClients"
-	AdminService_CreateClient_FullMethodName   = "/cloison.admin.v1.AdminService/CreateClient"
-	AdminService_RevokeClient_FullMethodName   = "/cloison.admin.v1.AdminService/RevokeClient"
-	AdminService_RevokeToken_FullMethodName    = "/cloison.admin.v1.AdminService/RevokeToken"
-	AdminService_ListKeys_FullMethodName       = "/cloison.admin.v1.AdminService/ListKeys"
-	AdminService_RotateKeys_FullMethodName     = "/cloison.admin.v1.AdminService/RotateKeys"
-	AdminService_RetireKey_FullMethodName      = "/cloison.admin.v1.AdminService/RetireKey"
-	AdminService_PoolStatus_FullMethodName     = "/cloison.admin.v1.AdminService/PoolStatus"
-	AdminService_ReloadPolicies_FullMethodName = "/cloison.admin.v1.AdminService/ReloadPolicies"
+	AdminService_ListTenants_FullMethodName         = "/cloison.admin.v1.AdminService/ListTenants"
+	AdminService_GetTenant_FullMethodName           = "/cloison.admin.v1.AdminService/GetTenant"
+	AdminService_CreateTenant_FullMethodName        = "/cloison.admin.v1.AdminService/CreateTenant"
+	AdminService_SuspendTenant_FullMethodName       = "/cloison.admin.v1.AdminService/SuspendTenant"
+	AdminService_ActivateTenant_FullMethodName      = "/cloison.admin.v1.AdminService/ActivateTenant"
+	AdminService_UpdateTenant_FullMethodName        = "/cloison.admin.v1.AdminService/UpdateTenant"
+	AdminService_ListClients_FullMethodName         = "/cloison.admin.v1.AdminService/ListClients"
+	AdminService_CreateClient_FullMethodName        = "/cloison.admin.v1.AdminService/CreateClient"
+	AdminService_RevokeClient_FullMethodName        = "/cloison.admin.v1.AdminService/RevokeClient"
+	AdminService_RevokeToken_FullMethodName         = "/cloison.admin.v1.AdminService/RevokeToken"
+	AdminService_ListKeys_FullMethodName            = "/cloison.admin.v1.AdminService/ListKeys"
+	AdminService_RotateKeys_FullMethodName          = "/cloison.admin.v1.AdminService/RotateKeys"
+	AdminService_RetireKey_FullMethodName           = "/cloison.admin.v1.AdminService/RetireKey"
+	AdminService_PoolStatus_FullMethodName          = "/cloison.admin.v1.AdminService/PoolStatus"
+	AdminService_ReloadPolicies_FullMethodName      = "/cloison.admin.v1.AdminService/ReloadPolicies"
+	AdminService_GetRegisterSettings_FullMethodName = "/cloison.admin.v1.AdminService/GetRegisterSettings"
+	AdminService_SetRegisterSettings_FullMethodName = "/cloison.admin.v1.AdminService/SetRegisterSettings"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -82,6 +84,15 @@ type AdminServiceClient interface {
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
 	// it in; ledgers policy.reloaded with the bundle's digest.
 	ReloadPolicies(ctx context.Context, in *ReloadPoliciesRequest, opts ...grpc.CallOption) (*ReloadPoliciesResponse, error)
+	// GetRegisterSettings returns the organisation and privacy officer new
+	// register entries name (as GET /admin/v1/register/organisation):
+	// version 0 is the cloisond flags', before any is set.
+	GetRegisterSettings(ctx context.Context, in *GetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error)
+	// SetRegisterSettings records a new version (as PUT
+	// /admin/v1/register/organisation): both parts required, every element
+	// given in full; the register row and its register.settings_set ledger
+	// event (version and digest only) commit together.
+	SetRegisterSettings(ctx context.Context, in *SetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error)
 }
 
 type adminServiceClient struct {
@@ -242,6 +253,26 @@ func (c *adminServiceClient) ReloadPolicies(ctx context.Context, in *ReloadPolic
 	return out, nil
 }
 
+func (c *adminServiceClient) GetRegisterSettings(ctx context.Context, in *GetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterSettings)
+	err := c.cc.Invoke(ctx, AdminService_GetRegisterSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetRegisterSettings(ctx context.Context, in *SetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterSettings)
+	err := c.cc.Invoke(ctx, AdminService_SetRegisterSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -285,6 +316,15 @@ type AdminServiceServer interface {
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
 	// it in; ledgers policy.reloaded with the bundle's digest.
 	ReloadPolicies(context.Context, *ReloadPoliciesRequest) (*ReloadPoliciesResponse, error)
+	// GetRegisterSettings returns the organisation and privacy officer new
+	// register entries name (as GET /admin/v1/register/organisation):
+	// version 0 is the cloisond flags', before any is set.
+	GetRegisterSettings(context.Context, *GetRegisterSettingsRequest) (*RegisterSettings, error)
+	// SetRegisterSettings records a new version (as PUT
+	// /admin/v1/register/organisation): both parts required, every element
+	// given in full; the register row and its register.settings_set ledger
+	// event (version and digest only) commit together.
+	SetRegisterSettings(context.Context, *SetRegisterSettingsRequest) (*RegisterSettings, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -339,6 +379,12 @@ func (UnimplementedAdminServiceServer) PoolStatus(context.Context, *PoolStatusRe
 }
 func (UnimplementedAdminServiceServer) ReloadPolicies(context.Context, *ReloadPoliciesRequest) (*ReloadPoliciesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReloadPolicies not implemented")
+}
+func (UnimplementedAdminServiceServer) GetRegisterSettings(context.Context, *GetRegisterSettingsRequest) (*RegisterSettings, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRegisterSettings not implemented")
+}
+func (UnimplementedAdminServiceServer) SetRegisterSettings(context.Context, *SetRegisterSettingsRequest) (*RegisterSettings, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRegisterSettings not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -631,6 +677,42 @@ func _AdminService_ReloadPolicies_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetRegisterSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRegisterSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetRegisterSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetRegisterSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetRegisterSettings(ctx, req.(*GetRegisterSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetRegisterSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRegisterSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetRegisterSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetRegisterSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetRegisterSettings(ctx, req.(*SetRegisterSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -697,6 +779,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReloadPolicies",
 			Handler:    _AdminService_ReloadPolicies_Handler,
+		},
+		{
+			MethodName: "GetRegisterSettings",
+			Handler:    _AdminService_GetRegisterSettings_Handler,
+		},
+		{
+			MethodName: "SetRegisterSettings",
+			Handler:    _AdminService_SetRegisterSettings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

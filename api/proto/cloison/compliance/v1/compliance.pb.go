@@ -900,6 +900,126 @@ func (x *ExportChunk) GetEof() bool {
 	return false
 }
 
+type GetIncidentDraftRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`         // the incident
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`     // cai, persons or client
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"` // client drafts: the tenant (an operator must name it)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetIncidentDraftRequest) Reset() {
+	*x = GetIncidentDraftRequest{}
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIncidentDraftRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIncidentDraftRequest) ProtoMessage() {}
+
+func (x *GetIncidentDraftRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIncidentDraftRequest.ProtoReflect.Descriptor instead.
+func (*GetIncidentDraftRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_compliance_v1_compliance_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetIncidentDraftRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetIncidentDraftRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GetIncidentDraftRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type IncidentDraft struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incident      string                 `protobuf:"bytes,1,opt,name=incident,proto3" json:"incident,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"` // the draft, text/plain UTF-8
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IncidentDraft) Reset() {
+	*x = IncidentDraft{}
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IncidentDraft) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IncidentDraft) ProtoMessage() {}
+
+func (x *IncidentDraft) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_compliance_v1_compliance_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IncidentDraft.ProtoReflect.Descriptor instead.
+func (*IncidentDraft) Descriptor() ([]byte, []int) {
+	return file_cloison_compliance_v1_compliance_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *IncidentDraft) GetIncident() string {
+	if x != nil {
+		return x.Incident
+	}
+	return ""
+}
+
+func (x *IncidentDraft) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *IncidentDraft) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 var File_cloison_compliance_v1_compliance_proto protoreflect.FileDescriptor
 
 const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
@@ -965,7 +1085,15 @@ const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x10\n" +
-	"\x03eof\x18\x04 \x01(\bR\x03eof2\x98\x06\n" +
+	"\x03eof\x18\x04 \x01(\bR\x03eof\"U\n" +
+	"\x17GetIncidentDraftRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"S\n" +
+	"\rIncidentDraft\x12\x1a\n" +
+	"\bincident\x18\x01 \x01(\tR\bincident\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text2\x82\a\n" +
 	"\x11ComplianceService\x12j\n" +
 	"\rListIncidents\x12+.cloison.compliance.v1.ListIncidentsRequest\x1a,.cloison.compliance.v1.ListIncidentsResponse\x12Y\n" +
 	"\vGetIncident\x12).cloison.compliance.v1.GetIncidentRequest\x1a\x1f.cloison.compliance.v1.Incident\x12b\n" +
@@ -974,7 +1102,8 @@ const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
 	"\tAddNotice\x12'.cloison.compliance.v1.AddNoticeRequest\x1a\x1d.cloison.compliance.v1.Notice\x12g\n" +
 	"\fVerifyLedger\x12*.cloison.compliance.v1.VerifyLedgerRequest\x1a+.cloison.compliance.v1.VerifyLedgerResponse\x12\\\n" +
 	"\vLedgerRange\x12).cloison.compliance.v1.LedgerRangeRequest\x1a .cloison.compliance.v1.LedgerRow0\x01\x12T\n" +
-	"\x06Export\x12$.cloison.compliance.v1.ExportRequest\x1a\".cloison.compliance.v1.ExportChunk0\x01BIZGgithub.com/cloison/cloison/api/proto/cloison/compliance/v1;compliancev1b\x06proto3"
+	"\x06Export\x12$.cloison.compliance.v1.ExportRequest\x1a\".cloison.compliance.v1.ExportChunk0\x01\x12h\n" +
+	"\x10GetIncidentDraft\x12..cloison.compliance.v1.GetIncidentDraftRequest\x1a$.cloison.compliance.v1.IncidentDraftBIZGgithub.com/cloison/cloison/api/proto/cloison/compliance/v1;compliancev1b\x06proto3"
 
 var (
 	file_cloison_compliance_v1_compliance_proto_rawDescOnce sync.Once
@@ -988,23 +1117,25 @@ func file_cloison_compliance_v1_compliance_proto_rawDescGZIP() []byte {
 	return file_cloison_compliance_v1_compliance_proto_rawDescData
 }
 
-var file_cloison_compliance_v1_compliance_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_cloison_compliance_v1_compliance_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_cloison_compliance_v1_compliance_proto_goTypes = []any{
-	(*ListIncidentsRequest)(nil),  // 0: cloison.compliance.v1.ListIncidentsRequest
-	(*ListIncidentsResponse)(nil), // 1: cloison.compliance.v1.ListIncidentsResponse
-	(*GetIncidentRequest)(nil),    // 2: cloison.compliance.v1.GetIncidentRequest
-	(*Incident)(nil),              // 3: cloison.compliance.v1.Incident
-	(*OpenIncidentRequest)(nil),   // 4: cloison.compliance.v1.OpenIncidentRequest
-	(*UpdateIncidentRequest)(nil), // 5: cloison.compliance.v1.UpdateIncidentRequest
-	(*IncidentVersion)(nil),       // 6: cloison.compliance.v1.IncidentVersion
-	(*AddNoticeRequest)(nil),      // 7: cloison.compliance.v1.AddNoticeRequest
-	(*Notice)(nil),                // 8: cloison.compliance.v1.Notice
-	(*VerifyLedgerRequest)(nil),   // 9: cloison.compliance.v1.VerifyLedgerRequest
-	(*VerifyLedgerResponse)(nil),  // 10: cloison.compliance.v1.VerifyLedgerResponse
-	(*LedgerRangeRequest)(nil),    // 11: cloison.compliance.v1.LedgerRangeRequest
-	(*LedgerRow)(nil),             // 12: cloison.compliance.v1.LedgerRow
-	(*ExportRequest)(nil),         // 13: cloison.compliance.v1.ExportRequest
-	(*ExportChunk)(nil),           // 14: cloison.compliance.v1.ExportChunk
+	(*ListIncidentsRequest)(nil),    // 0: cloison.compliance.v1.ListIncidentsRequest
+	(*ListIncidentsResponse)(nil),   // 1: cloison.compliance.v1.ListIncidentsResponse
+	(*GetIncidentRequest)(nil),      // 2: cloison.compliance.v1.GetIncidentRequest
+	(*Incident)(nil),                // 3: cloison.compliance.v1.Incident
+	(*OpenIncidentRequest)(nil),     // 4: cloison.compliance.v1.OpenIncidentRequest
+	(*UpdateIncidentRequest)(nil),   // 5: cloison.compliance.v1.UpdateIncidentRequest
+	(*IncidentVersion)(nil),         // 6: cloison.compliance.v1.IncidentVersion
+	(*AddNoticeRequest)(nil),        // 7: cloison.compliance.v1.AddNoticeRequest
+	(*Notice)(nil),                  // 8: cloison.compliance.v1.Notice
+	(*VerifyLedgerRequest)(nil),     // 9: cloison.compliance.v1.VerifyLedgerRequest
+	(*VerifyLedgerResponse)(nil),    // 10: cloison.compliance.v1.VerifyLedgerResponse
+	(*LedgerRangeRequest)(nil),      // 11: cloison.compliance.v1.LedgerRangeRequest
+	(*LedgerRow)(nil),               // 12: cloison.compliance.v1.LedgerRow
+	(*ExportRequest)(nil),           // 13: cloison.compliance.v1.ExportRequest
+	(*ExportChunk)(nil),             // 14: cloison.compliance.v1.ExportChunk
+	(*GetIncidentDraftRequest)(nil), // 15: cloison.compliance.v1.GetIncidentDraftRequest
+	(*IncidentDraft)(nil),           // 16: cloison.compliance.v1.IncidentDraft
 }
 var file_cloison_compliance_v1_compliance_proto_depIdxs = []int32{
 	3,  // 0: cloison.compliance.v1.ListIncidentsResponse.incidents:type_name -> cloison.compliance.v1.Incident
@@ -1016,16 +1147,18 @@ var file_cloison_compliance_v1_compliance_proto_depIdxs = []int32{
 	9,  // 6: cloison.compliance.v1.ComplianceService.VerifyLedger:input_type -> cloison.compliance.v1.VerifyLedgerRequest
 	11, // 7: cloison.compliance.v1.ComplianceService.LedgerRange:input_type -> cloison.compliance.v1.LedgerRangeRequest
 	13, // 8: cloison.compliance.v1.ComplianceService.Export:input_type -> cloison.compliance.v1.ExportRequest
-	1,  // 9: cloison.compliance.v1.ComplianceService.ListIncidents:output_type -> cloison.compliance.v1.ListIncidentsResponse
-	3,  // 10: cloison.compliance.v1.ComplianceService.GetIncident:output_type -> cloison.compliance.v1.Incident
-	6,  // 11: cloison.compliance.v1.ComplianceService.OpenIncident:output_type -> cloison.compliance.v1.IncidentVersion
-	6,  // 12: cloison.compliance.v1.ComplianceService.UpdateIncident:output_type -> cloison.compliance.v1.IncidentVersion
-	8,  // 13: cloison.compliance.v1.ComplianceService.AddNotice:output_type -> cloison.compliance.v1.Notice
-	10, // 14: cloison.compliance.v1.ComplianceService.VerifyLedger:output_type -> cloison.compliance.v1.VerifyLedgerResponse
-	12, // 15: cloison.compliance.v1.ComplianceService.LedgerRange:output_type -> cloison.compliance.v1.LedgerRow
-	14, // 16: cloison.compliance.v1.ComplianceService.Export:output_type -> cloison.compliance.v1.ExportChunk
-	9,  // [9:17] is the sub-list for method output_type
-	1,  // [1:9] is the sub-list for method input_type
+	15, // 9: cloison.compliance.v1.ComplianceService.GetIncidentDraft:input_type -> cloison.compliance.v1.GetIncidentDraftRequest
+	1,  // 10: cloison.compliance.v1.ComplianceService.ListIncidents:output_type -> cloison.compliance.v1.ListIncidentsResponse
+	3,  // 11: cloison.compliance.v1.ComplianceService.GetIncident:output_type -> cloison.compliance.v1.Incident
+	6,  // 12: cloison.compliance.v1.ComplianceService.OpenIncident:output_type -> cloison.compliance.v1.IncidentVersion
+	6,  // 13: cloison.compliance.v1.ComplianceService.UpdateIncident:output_type -> cloison.compliance.v1.IncidentVersion
+	8,  // 14: cloison.compliance.v1.ComplianceService.AddNotice:output_type -> cloison.compliance.v1.Notice
+	10, // 15: cloison.compliance.v1.ComplianceService.VerifyLedger:output_type -> cloison.compliance.v1.VerifyLedgerResponse
+	12, // 16: cloison.compliance.v1.ComplianceService.LedgerRange:output_type -> cloison.compliance.v1.LedgerRow
+	14, // 17: cloison.compliance.v1.ComplianceService.Export:output_type -> cloison.compliance.v1.ExportChunk
+	16, // 18: cloison.compliance.v1.ComplianceService.GetIncidentDraft:output_type -> cloison.compliance.v1.IncidentDraft
+	10, // [10:19] is the sub-list for method output_type
+	1,  // [1:10] is the sub-list for method input_type
 	1,  // [1:1] is the sub-list for extension type_name
 	1,  // [1:1] is the sub-list for extension extendee
 	0,  // [0:1] is the sub-list for field type_name
@@ -1042,7 +1175,7 @@ func file_cloison_compliance_v1_compliance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_compliance_v1_compliance_proto_rawDesc), len(file_cloison_compliance_v1_compliance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,14 +27,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ComplianceService_ListIncidents_FullMethodName  = "/cloison.compliance.v1.ComplianceService/ListIncidents"
-	ComplianceService_GetIncident_FullMethodName    = "/cloison.compliance.v1.ComplianceService/GetIncident"
-	ComplianceService_OpenIncident_FullMethodName   = "/cloison.compliance.v1.ComplianceService/OpenIncident"
-	ComplianceService_UpdateIncident_FullMethodName = "/cloison.compliance.v1.ComplianceService/UpdateIncident"
-	ComplianceService_AddNotice_FullMethodName      = "/cloison.compliance.v1.ComplianceService/AddNotice"
-	ComplianceService_VerifyLedger_FullMethodName   = "/cloison.compliance.v1.ComplianceService/VerifyLedger"
-	ComplianceService_LedgerRange_FullMethodName    = "/cloison.compliance.v1.ComplianceService/LedgerRange"
-	ComplianceService_Export_FullMethodName         = "/cloison.compliance.v1.ComplianceService/Export"
+	ComplianceService_ListIncidents_FullMethodName    = "/cloison.compliance.v1.ComplianceService/ListIncidents"
+	ComplianceService_GetIncident_FullMethodName      = "/cloison.compliance.v1.ComplianceService/GetIncident"
+	ComplianceService_OpenIncident_FullMethodName     = "/cloison.compliance.v1.ComplianceService/OpenIncident"
+	ComplianceService_UpdateIncident_FullMethodName   = "/cloison.compliance.v1.ComplianceService/UpdateIncident"
+	ComplianceService_AddNotice_FullMethodName        = "/cloison.compliance.v1.ComplianceService/AddNotice"
+	ComplianceService_VerifyLedger_FullMethodName     = "/cloison.compliance.v1.ComplianceService/VerifyLedger"
+	ComplianceService_LedgerRange_FullMethodName      = "/cloison.compliance.v1.ComplianceService/LedgerRange"
+	ComplianceService_Export_FullMethodName           = "/cloison.compliance.v1.ComplianceService/Export"
+	ComplianceService_GetIncidentDraft_FullMethodName = "/cloison.compliance.v1.ComplianceService/GetIncidentDraft"
 )
 
 // ComplianceServiceClient is the client API for ComplianceService service.
@@ -66,6 +67,14 @@ type ComplianceServiceClient interface {
 	// files. Needs `compliance:read` and `admin` (it holds every tenant's
 	// rows). Check it offline with `cloisonctl audit verify-export`.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	// GetIncidentDraft returns a French-first draft of a notice about an
+	// incident, as GET /compliance/v1/incidents/{id}/drafts/{kind}: kind cai
+	// or persons for the operator's officers (`admin`) only; client (the
+	// art. 18.3 notice to a tenant) for an operator, who names the tenant,
+	// or for the tenant itself, whose draft counts the other affected
+	// tenants without naming them. Needs `compliance:read`. Nothing is
+	// recorded: the notice sent is recorded with AddNotice.
+	GetIncidentDraft(ctx context.Context, in *GetIncidentDraftRequest, opts ...grpc.CallOption) (*IncidentDraft, error)
 }
 
 type complianceServiceClient struct {
@@ -174,6 +183,16 @@ func (c *complianceServiceClient) Export(ctx context.Context, in *ExportRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ComplianceService_ExportClient = grpc.ServerStreamingClient[ExportChunk]
 
+func (c *complianceServiceClient) GetIncidentDraft(ctx context.Context, in *GetIncidentDraftRequest, opts ...grpc.CallOption) (*IncidentDraft, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IncidentDraft)
+	err := c.cc.Invoke(ctx, ComplianceService_GetIncidentDraft_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ComplianceServiceServer is the server API for ComplianceService service.
 // All implementations must embed UnimplementedComplianceServiceServer
 // for forward compatibility.
@@ -203,6 +222,14 @@ type ComplianceServiceServer interface {
 	// files. Needs `compliance:read` and `admin` (it holds every tenant's
 	// rows). Check it offline with `cloisonctl audit verify-export`.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	// GetIncidentDraft returns a French-first draft of a notice about an
+	// incident, as GET /compliance/v1/incidents/{id}/drafts/{kind}: kind cai
+	// or persons for the operator's officers (`admin`) only; client (the
+	// art. 18.3 notice to a tenant) for an operator, who names the tenant,
+	// or for the tenant itself, whose draft counts the other affected
+	// tenants without naming them. Needs `compliance:read`. Nothing is
+	// recorded: the notice sent is recorded with AddNotice.
+	GetIncidentDraft(context.Context, *GetIncidentDraftRequest) (*IncidentDraft, error)
 	mustEmbedUnimplementedComplianceServiceServer()
 }
 
@@ -236,6 +263,9 @@ func (UnimplementedComplianceServiceServer) LedgerRange(*LedgerRangeRequest, grp
 }
 func (UnimplementedComplianceServiceServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedComplianceServiceServer) GetIncidentDraft(context.Context, *GetIncidentDraftRequest) (*IncidentDraft, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetIncidentDraft not implemented")
 }
 func (UnimplementedComplianceServiceServer) mustEmbedUnimplementedComplianceServiceServer() {}
 func (UnimplementedComplianceServiceServer) testEmbeddedByValue()                           {}
@@ -388,6 +418,24 @@ func _ComplianceService_Export_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ComplianceService_ExportServer = grpc.ServerStreamingServer[ExportChunk]
 
+func _ComplianceService_GetIncidentDraft_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIncidentDraftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ComplianceServiceServer).GetIncidentDraft(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ComplianceService_GetIncidentDraft_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ComplianceServiceServer).GetIncidentDraft(ctx, req.(*GetIncidentDraftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ComplianceService_ServiceDesc is the grpc.ServiceDesc for ComplianceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -418,6 +466,10 @@ var ComplianceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyLedger",
 			Handler:    _ComplianceService_VerifyLedger_Handler,
+		},
+		{
+			MethodName: "GetIncidentDraft",
+			Handler:    _ComplianceService_GetIncidentDraft_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
