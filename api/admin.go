@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -303,7 +303,7 @@ func (s *Server) doRevokeToken(ctx context.Context, tr TokenRevocation) error {
 
 // poolState is what the pool status operation reports.
 type poolState struct {
-	Attestation engine.Attestation `json:"attestation"`
+	Attestation attest.Attestation `json:"attestation"`
 	Pool        isolation.Stats    `json:"pool"`
 	Running     int                `json:"running"`
 	Waiting     int                `json:"waiting"`

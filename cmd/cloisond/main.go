@@ -63,6 +63,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 	auditpg "github.com/cloison/cloison/audit/postgres"
@@ -380,7 +381,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			reserved[t.ID] = t.Quotas.KVPages
 		}
 	}
-	att, aerr := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
+	att, aerr := attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
 		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing, Reserved: reserved})
 	var arena kernels.Arena
 	if aerr == nil {
@@ -404,7 +405,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		// The prefill nodes' pools must hold what this node serves (the
 		// 2026 deployment's did not): refuse to start otherwise.
 		var w *peerWatcher
-		var peers []engine.PrefillPeer
+		var peers []attest.PrefillPeer
 		if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
 			w = &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: d.client, self: att, digest: hex.EncodeToString(lm.digest[:]), log: log}
 			peers, err = w.initial(ctx, c.roles.attestWait)
@@ -414,7 +415,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
+		att, remote.Capacity, aerr = attest.Prefill(att, hex.EncodeToString(lm.digest[:]), peers)
 		if aerr == nil && w != nil {
 			w.capacity = remote.Capacity
 			go w.run(ctx, c.peers.interval)
@@ -592,7 +593,7 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 }
 
 // prefillCapacities is the ledger's record of a decode node's prefill nodes.
-func prefillCapacities(a engine.Attestation) []audit.PrefillCapacity {
+func prefillCapacities(a attest.Attestation) []audit.PrefillCapacity {
 	var out []audit.PrefillCapacity
 	for _, p := range a.Prefill {
 		out = append(out, audit.PrefillCapacity{Node: audit.Name(p.Addr), PoolTokens: int64(p.Attestation.PoolTokens),

@@ -25,6 +25,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/api/prefillrpc"
+	"github.com/cloison/cloison/attest"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/gguf"
@@ -338,7 +339,7 @@ func (d *decodeNode) serve(srv transferReporter) {
 
 // attestPeers fetches every prefill node's attestation, retrying for up to
 // wait while nodes start.
-func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]engine.PrefillPeer, error) {
+func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]attest.PrefillPeer, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -380,7 +381,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	// Reject before allocate starts here: a prefill node whose pool cannot
 	// hold a whole request of the served context refuses to start.
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: lm.m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
+	att, err := attest.Capacity(attest.Config{ModelContext: lm.m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
 		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
@@ -75,7 +76,7 @@ type Split struct {
 	ServedContext int
 	// SkipAttestation starts the nodes even though a pool cannot hold the
 	// served context (the prefill node's own attestation and the decode
-	// node's check of it). With it on, New fails with engine.ErrAttestation.
+	// node's check of it). With it on, New fails with attest.ErrFailed.
 	SkipAttestation bool
 	// Placeholder is the 2026 prefill node: a prompt its pool cannot hold
 	// is not rejected but replaced by a one-token placeholder, whose one
@@ -125,7 +126,7 @@ func New(t testing.TB, o Options) *Platform {
 }
 
 // Start is New returning the error that stops a platform from starting
-// (engine.ErrAttestation: a pool cannot hold the served context).
+// (attest.ErrFailed: a pool cannot hold the served context).
 func Start(t testing.TB, o Options) (*Platform, error) {
 	t.Helper()
 	if len(o.Tenants) == 0 {
@@ -199,7 +200,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: min(m.Context, o.Pages*16), PoolPages: o.Pages, PageTokens: 16})
+	att, err := attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: min(m.Context, o.Pages*16), PoolPages: o.Pages, PageTokens: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

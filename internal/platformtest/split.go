@@ -14,6 +14,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api/prefillrpc"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
@@ -27,7 +28,7 @@ import (
 // PrefillNode is a split platform's prefill node.
 type PrefillNode struct {
 	Pool        *isolation.Pool
-	Attestation engine.Attestation // its own, as it publishes it
+	Attestation attest.Attestation // its own, as it publishes it
 	calls       atomic.Int64
 }
 
@@ -37,11 +38,11 @@ func (n *PrefillNode) Calls() int { return int(n.calls.Load()) }
 // startSplit starts the prefill node (model instance, pool, arena,
 // PrefillService) and the decode node's transfer server, and returns the
 // decode engine's Remote and its attestation with the prefill node's
-// checked in (engine.AttestPrefill). Unless o.Split.SkipAttestation, a pool
-// that cannot hold the served context stops it with engine.ErrAttestation,
+// checked in (attest.Prefill). Unless o.Split.SkipAttestation, a pool
+// that cannot hold the served context stops it with attest.ErrFailed,
 // as cloisond refuses to start.
-func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
-	onFailure func(transfer.Failure)) (*PrefillNode, *engine.Remote, engine.Attestation, error) {
+func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att attest.Attestation,
+	onFailure func(transfer.Failure)) (*PrefillNode, *engine.Remote, attest.Attestation, error) {
 	sp := *o.Split
 	if sp.PrefillPages == 0 {
 		sp.PrefillPages = o.Pages
@@ -90,7 +91,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isola
 	}
 	t.Cleanup(m.Close)
 	pn := &PrefillNode{}
-	pn.Attestation, err = engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: sp.ServedContext, PoolPages: sp.PrefillPages, PageTokens: 16})
+	pn.Attestation, err = attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: sp.ServedContext, PoolPages: sp.PrefillPages, PageTokens: 16})
 	if err != nil && !sp.SkipAttestation {
 		return nil, nil, att, err // the prefill node refuses to start
 	}
@@ -139,7 +140,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isola
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, capacity, err := engine.AttestPrefill(att, hex.EncodeToString(digest[:]), peers)
+	att, capacity, err := attest.Prefill(att, hex.EncodeToString(digest[:]), peers)
 	if err != nil {
 		if !sp.SkipAttestation {
 			return nil, nil, att, err // the decode node refuses to start
