@@ -449,7 +449,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		Payload: audit.PolicyReloaded{Revision: rev, Files: int64(len(decider.Files())), Actor: node}}); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
+	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Verifier: verifier,
 		Limiter: tenancy.NewLimiter().WithBudget(tenants), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},

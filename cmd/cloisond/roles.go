@@ -427,7 +427,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 		return err
 	}
 	before := func(ctx context.Context, tenant cloison.TenantID) error {
-		if _, err := pool.MaxLeaseTokens(tenant); !errors.Is(err, isolation.ErrUnknownTenant) {
+		if _, err := pool.Partition(tenant); err == nil {
 			return nil
 		}
 		// A tenant created since this node started: its partition now.
@@ -435,7 +435,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 		if err != nil {
 			return isolation.ErrUnknownTenant
 		}
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
+		if _, err := pool.EnsureTenant(api.PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
 			return err
 		}
 		return nil

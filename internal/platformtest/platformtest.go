@@ -232,7 +232,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		t.Fatal(err)
 	}
 	limiter := tenancy.NewLimiter()
-	acfg := api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: limiter,
+	acfg := api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Verifier: verifier, Limiter: limiter,
 		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"}
 	if o.API != nil {
 		o.API(&acfg)
