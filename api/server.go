@@ -40,14 +40,14 @@ var (
 
 // Config wires a Server. Every field is required unless marked optional.
 type Config struct {
-	Engine    *engine.Engine
+	Engine    Engine // *engine.Engine
 	ModelName string
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Template
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    *auditpg.Store
+	Ledger    Ledger // *auditpg.Store
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
