@@ -4,6 +4,10 @@
 // APIs over HTTP and gRPC with every request authenticated, policy-checked and
 // audited.
 //
+// The node itself (pool and partitions, attestation, engine, policies, API
+// server, decode and prefill roles) is assembled by internal/node, as the
+// tests assemble it; this command opens what it is made of.
+//
 // Node roles (--role, roles.go): both (the default: one node admits, prefills
 // and decodes), decode (serves the APIs and decodes; prompts are prefilled on
 // --prefill-peers and arrive by verified transfer on --transfer-addr) and
