@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -126,7 +126,7 @@ func (s *Server) doCreateTenant(ctx context.Context, t tenancy.Tenant) (tenancy.
 	if err := t.Validate(); err != nil {
 		return tenancy.Tenant{}, err
 	}
-	if err := s.cfg.Pool.AddTenant(PoolTenant(t)); err != nil && !s.leftoverPartition(ctx, t) {
+	if err := s.cfg.Engine.AddTenant(PoolTenant(t)); err != nil && !s.leftoverPartition(ctx, t) {
 		return tenancy.Tenant{}, err
 	}
 	return s.cfg.Tenants.CreateTenant(asAdmin(ctx), t)
@@ -142,12 +142,8 @@ func (s *Server) leftoverPartition(ctx context.Context, t tenancy.Tenant) bool {
 		return false
 	}
 	want := PoolTenant(t)
-	for _, st := range s.cfg.Pool.Stats().Tenants {
-		if st.Tenant == t.ID {
-			return st.Tier == want.Tier && st.Reserved == want.Reserved && st.Zeroing >= want.Zeroing
-		}
-	}
-	return false
+	st, err := s.cfg.Engine.TenantIsolation(t.ID)
+	return err == nil && st.Tier == want.Tier && st.Reserved == want.Reserved && st.Zeroing >= want.Zeroing
 }
 
 func (s *Server) setStatus(st tenancy.Status) http.HandlerFunc {
@@ -303,7 +299,7 @@ func (s *Server) doRevokeToken(ctx context.Context, tr TokenRevocation) error {
 
 // poolState is what the pool status operation reports.
 type poolState struct {
-	Attestation engine.Attestation `json:"attestation"`
+	Attestation attest.Attestation `json:"attestation"`
 	Pool        isolation.Stats    `json:"pool"`
 	Running     int                `json:"running"`
 	Waiting     int                `json:"waiting"`
@@ -311,7 +307,7 @@ type poolState struct {
 
 func (s *Server) poolState() poolState {
 	run, wait := s.cfg.Engine.Load()
-	return poolState{Attestation: s.cfg.Engine.Attestation(), Pool: s.cfg.Pool.Stats(), Running: run, Waiting: wait}
+	return poolState{Attestation: s.cfg.Engine.Attestation(), Pool: s.cfg.Engine.PoolStats(), Running: run, Waiting: wait}
 }
 
 func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {

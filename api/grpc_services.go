@@ -18,6 +18,7 @@ import (
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
@@ -332,7 +333,7 @@ func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListMo
 	return out, nil
 }
 
-func attestationPB(a engine.Attestation) *inferencev1.Attestation {
+func attestationPB(a attest.Attestation) *inferencev1.Attestation {
 	out := &inferencev1.Attestation{ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext), PoolTokens: int64(a.PoolTokens),
 		PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K), Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason}
 	for _, r := range a.Reserved {

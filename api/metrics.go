@@ -96,11 +96,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	e, pool := c.s.cfg.Engine, c.s.cfg.Pool
+	e := c.s.cfg.Engine
 	run, wait := e.Load()
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(run))
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(wait))
-	st := pool.Stats()
+	st := e.PoolStats()
 	ch <- prometheus.MustNewConstMetric(descKVUsage, prometheus.GaugeValue, float64(st.Leased+st.Cached)/float64(st.Pages))
 	for _, t := range st.Tenants {
 		id := string(t.Tenant)

@@ -40,15 +40,14 @@ var (
 
 // Config wires a Server. Every field is required unless marked optional.
 type Config struct {
-	Engine    *engine.Engine
+	Engine    Engine // *engine.Engine
 	ModelName string
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Template
-	Pool      *isolation.Pool
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    *auditpg.Store
+	Ledger    Ledger // *auditpg.Store
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
@@ -94,7 +93,7 @@ type Server struct {
 
 // NewServer returns a Server.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.Engine == nil || cfg.Tokenizer == nil || cfg.Pool == nil || cfg.Verifier == nil || cfg.Limiter == nil ||
+	if cfg.Engine == nil || cfg.Tokenizer == nil || cfg.Verifier == nil || cfg.Limiter == nil ||
 		cfg.Decider == nil || cfg.Ledger == nil || cfg.Tenants == nil || cfg.ModelName == "" || cfg.Node == "" {
 		return nil, fmt.Errorf("api: incomplete server config")
 	}
@@ -269,11 +268,8 @@ func (s *Server) contextFor(p tenancy.Principal) int {
 	if q := p.TenantRecord.Quotas.MaxContext; q > 0 {
 		n = min(n, q)
 	}
-	if _, err := s.cfg.Pool.MaxLeaseTokens(p.Tenant); errors.Is(err, isolation.ErrUnknownTenant) {
-		_ = s.cfg.Pool.AddTenant(PoolTenant(p.TenantRecord))
-	}
-	if lease, err := s.cfg.Pool.MaxLeaseTokens(p.Tenant); err == nil {
-		n = min(n, lease)
+	if part, err := s.cfg.Engine.EnsureTenant(PoolTenant(p.TenantRecord)); err == nil {
+		n = min(n, part.MaxLeaseTokens)
 	}
 	return n
 }
@@ -394,7 +390,8 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		s.metrics.policyDenied.WithLabelValues(string(p.Tenant)).Inc()
 		return genResult{}, s.refuse(p.Tenant, stagePolicy, derr)
 	}
-	if err := s.applies(p, dec); err != nil {
+	part, err := s.applies(p, dec)
+	if err != nil {
 		return genResult{}, s.refuse(p.Tenant, stageIsolation, err)
 	}
 	lim := dec.Limits
@@ -404,7 +401,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
 			lim.MaxContext, total, len(in.prompt), maxNew))
 	}
-	pt := s.cfg.Pool.PageTokens()
+	pt := part.PageTokens
 	pages := (total + pt - 1) / pt
 	if pages > lim.KVPages {
 		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion)",
@@ -434,7 +431,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	st, err := s.cfg.Engine.Submit(ctx, greq)
 	if err != nil {
-		return genResult{}, s.reject(ctx, p.Tenant, id, len(in.prompt), maxNew, err)
+		return genResult{}, s.reject(ctx, part, id, len(in.prompt), maxNew, err)
 	}
 	if sink.started != nil {
 		sink.started()
@@ -464,7 +461,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		}
 	}
 	used = len(in.prompt) + n
-	if lerr := s.completed(ctx, id, st, endErr); lerr != nil && endErr == nil {
+	if lerr := s.completed(ctx, part, id, st, endErr); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
 	if endErr != nil {
@@ -524,34 +521,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 }
 
 // applies checks that the pool isolates the tenant at least as the decision
-// requires; otherwise the request cannot be proven isolated and is refused.
-func (s *Server) applies(p tenancy.Principal, dec policies.Decision) error {
-	t := p.Tenant
-	if _, err := s.cfg.Pool.MaxLeaseTokens(t); errors.Is(err, isolation.ErrUnknownTenant) {
-		// A tenant created since this node started: its partition now.
-		if err := s.cfg.Pool.AddTenant(PoolTenant(p.TenantRecord)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
-			return fmt.Errorf("%w: %v", ErrIsolationPolicy, err)
-		}
+// requires, and returns the tenant's partition (a tenant created since this
+// node started gets it now: Engine.EnsureTenant); otherwise the request
+// cannot be proven isolated and is refused.
+func (s *Server) applies(p tenancy.Principal, dec policies.Decision) (isolation.Partition, error) {
+	part, err := s.cfg.Engine.EnsureTenant(PoolTenant(p.TenantRecord))
+	if err != nil {
+		return isolation.Partition{}, fmt.Errorf("%w: tenant %s has no KV partition on this node: %v", ErrIsolationPolicy, p.Tenant, err)
 	}
-	for _, ts := range s.cfg.Pool.Stats().Tenants {
-		if ts.Tenant != t {
-			continue
-		}
-		if ts.Zeroing < dec.Zeroing || (dec.Tier == isolation.TierDedicated && ts.Tier != isolation.TierDedicated) {
-			return fmt.Errorf("%w: pool has %s/%s, policy requires %s/%s", ErrIsolationPolicy, ts.Tier, ts.Zeroing, dec.Tier, dec.Zeroing)
-		}
-		return nil
+	if part.Zeroing < dec.Zeroing || (dec.Tier == isolation.TierDedicated && part.Tier != isolation.TierDedicated) {
+		return isolation.Partition{}, fmt.Errorf("%w: pool has %s/%s, policy requires %s/%s", ErrIsolationPolicy, part.Tier, part.Zeroing, dec.Tier, dec.Zeroing)
 	}
-	return fmt.Errorf("%w: tenant %s has no KV partition on this node", ErrIsolationPolicy, t)
+	return part, nil
 }
 
 // reject records an admission rejection (counts only) and returns the
 // original error for the client, or ErrLedgerUnavailable when the
 // rejection could not be recorded.
-func (s *Server) reject(ctx context.Context, t cloison.TenantID, id cloison.RequestID, prompt, maxNew int, err error) error {
+func (s *Server) reject(ctx context.Context, part isolation.Partition, id cloison.RequestID, prompt, maxNew int, err error) error {
 	if engine.IsRejection(err) {
-		maxLease, _ := s.cfg.Pool.MaxLeaseTokens(t)
-		pt := s.cfg.Pool.PageTokens()
+		t, maxLease, pt := part.Tenant, part.MaxLeaseTokens, part.PageTokens
 		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
 		if _, lerr := s.append(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
 			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
@@ -594,17 +583,11 @@ func sanitizeName(s string) string {
 }
 
 // completed ledgers the request's counts; a failure withholds the response.
-func (s *Server) completed(ctx context.Context, id cloison.RequestID, st *engine.Stream, endErr error) error {
+// part is the request's tenant's partition (applies): its zeroing is
+// recorded.
+func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error) error {
 	sum, _ := st.Summary()
-	zeroing := ""
-	for _, ts := range s.cfg.Pool.Stats().Tenants {
-		if ts.Tenant == sum.Tenant {
-			zeroing = ts.Zeroing.String()
-		}
-	}
-	if zeroing == "" {
-		zeroing = "unknown"
-	}
+	zeroing := part.Zeroing.String()
 	s.metrics.observe(sum)
 	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),

@@ -50,7 +50,7 @@ type AdmissionConfig struct {
 	// Pool is asked for the most tokens one lease of the tenant could hold.
 	Pool *isolation.Pool
 	// PrefillCapacity, on a decode node, is the smallest prefill node's
-	// pool in tokens (AttestPrefill): a prompt that no prefill node can
+	// pool in tokens (attest.Prefill): a prompt that no prefill node can
 	// hold is rejected here, before the decode node reserves anything.
 	// 0: no bound (the node prefills itself).
 	PrefillCapacity int

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/engine/tokenizer"
@@ -37,8 +38,8 @@ type Config struct {
 	Tokenizer *tokenizer.Tokenizer
 	Pool      *isolation.Pool
 	Arena     kernels.Arena
-	// Attestation must have passed (Attest returned no error).
-	Attestation Attestation
+	// Attestation must have passed (attest.Capacity returned no error).
+	Attestation attest.Attestation
 	Scheduler   SchedulerConfig
 	// OnFinish is called once per request that entered the scheduler, when
 	// it ends (finished, aborted or failed); counts only, never text.
@@ -130,7 +131,7 @@ func (e *Engine) Load() (running, waiting int) {
 // New returns an Engine. Attestation must have passed.
 func New(cfg Config) (*Engine, error) {
 	if !cfg.Attestation.OK {
-		return nil, fmt.Errorf("%w: %s", ErrAttestation, cfg.Attestation.Reason)
+		return nil, fmt.Errorf("%w: %s", attest.ErrFailed, cfg.Attestation.Reason)
 	}
 	if cfg.Model == nil || cfg.Tokenizer == nil || cfg.Pool == nil || cfg.Arena == nil {
 		return nil, fmt.Errorf("%w: engine needs a model, a tokenizer, a pool and an arena", errInternal)
@@ -163,7 +164,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Admission() *Admission { return e.adm }
 
 // Attestation returns the capacity attestation the engine serves under.
-func (e *Engine) Attestation() Attestation { return e.cfg.Attestation }
+func (e *Engine) Attestation() attest.Attestation { return e.cfg.Attestation }
 
 // Check runs what Submit checks before it queues anything — stop strings,
 // sampling parameters, admission (reject before allocate) — and queues

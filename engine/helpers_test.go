@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/synth"
@@ -119,7 +120,7 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 	if served == 0 {
 		served = min(l.m.Context, rc.pool.Pages*rc.pool.PageTokens)
 	}
-	att, err := Attest(AttestConfig{ModelContext: l.m.Context, ServedContext: served, PoolPages: rc.pool.Pages, PageTokens: rc.pool.PageTokens})
+	att, err := attest.Capacity(attest.Config{ModelContext: l.m.Context, ServedContext: served, PoolPages: rc.pool.Pages, PageTokens: rc.pool.PageTokens})
 	if err != nil {
 		t.Fatal(err)
 	}

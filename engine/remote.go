@@ -34,7 +34,7 @@ type Remote struct {
 	// Timeout bounds one remote prefill, transfer included; default 2 min.
 	Timeout time.Duration
 	// Capacity is the smallest prefill node's pool in tokens
-	// (AttestPrefill); admission rejects longer prompts. 0: no bound.
+	// (attest.Prefill); admission rejects longer prompts. 0: no bound.
 	Capacity int
 	// Unsafe (faults builds only: SkipCountCheck) makes the engine decode
 	// without checking that the pool recorded every reserved token after

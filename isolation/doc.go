@@ -45,6 +45,9 @@
 //     in-flight transfer (Hold) are not freed before Unhold.
 //   - Dedicated tenants' pages never leave them; shared tenants' reserved
 //     pages are never lent to others; caps bound each tenant.
+//   - A tenant's partition is added once (AddTenant, or EnsureTenant for a
+//     tenant first seen on a request, atomic under concurrent callers) and
+//     never changes while the pool lives; Partition reads it in one lookup.
 //   - Prefix-cache keys are a SHA-256 chain seeded with a salt derived from a
 //     server secret and the tenant (HMAC), never from client input. Lookups see
 //     only their namespace; cross-tenant sharing exists only through a shared

@@ -225,6 +225,11 @@ func (p *Pool) Pages() int { return len(p.pages) }
 func (p *Pool) AddTenant(tc TenantConfig) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.addTenant(tc)
+}
+
+// addTenant is AddTenant under p.mu.
+func (p *Pool) addTenant(tc TenantConfig) error {
 	switch {
 	case tc.ID == "":
 		return fmt.Errorf("%w: empty tenant ID", ErrInvalidConfig)

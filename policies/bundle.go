@@ -12,7 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -104,7 +104,7 @@ func probeInput() Input {
 		Principal:   tenancy.Principal{Subject: "probe", Tenant: "probe", Scopes: []tenancy.Scope{tenancy.ScopeInfer}, TenantRecord: t},
 		Tenant:      t,
 		Request:     Request{Model: "probe-model", PromptTokens: 8, MaxTokens: 8},
-		Attestation: engine.Attestation{ModelContext: 512, ServedContext: 512, PoolPages: 64, PageTokens: 16, PoolTokens: 1024, K: 1, Zeroing: "cross-tenant", OK: true},
+		Attestation: attest.Attestation{ModelContext: 512, ServedContext: 512, PoolPages: 64, PageTokens: 16, PoolTokens: 1024, K: 1, Zeroing: "cross-tenant", OK: true},
 	}
 }
 

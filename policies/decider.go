@@ -22,7 +22,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -68,7 +68,7 @@ type Input struct {
 	Principal   tenancy.Principal
 	Tenant      tenancy.Tenant
 	Request     Request
-	Attestation engine.Attestation
+	Attestation attest.Attestation
 }
 
 // Reason is one rule's refusal.

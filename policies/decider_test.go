@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -32,7 +32,7 @@ func baseInput() Input {
 		Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
 		Quotas:        tenancy.Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 60000, MaxContext: 2048},
 		AllowedModels: []string{"context-bag"}}
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: 4096, PoolPages: 512, PageTokens: 16, Zeroing: isolation.ZeroCrossTenant})
+	att, err := attest.Capacity(attest.Config{ModelContext: 4096, PoolPages: 512, PageTokens: 16, Zeroing: isolation.ZeroCrossTenant})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,7 @@ func TestRegoUnitTests(t *testing.T) {
 // and confidential data get dedicated pages zeroed always.
 func TestShippedRules(t *testing.T) {
 	d := newDecider(t)
-	failedAtt, _ := engine.Attest(engine.AttestConfig{ModelContext: 4096, PoolPages: 8, PageTokens: 16})
+	failedAtt, _ := attest.Capacity(attest.Config{ModelContext: 4096, PoolPages: 8, PageTokens: 16})
 	cases := []struct {
 		name    string
 		edit    func(*Input)

@@ -37,7 +37,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/rpcerr"
 )
@@ -111,7 +111,7 @@ func (s *Server) trust(ctx context.Context, addr string) error {
 
 // SetAttestation publishes this node's capacity attestation and the hex
 // SHA-256 of the model file it serves, for Attest.
-func (s *Server) SetAttestation(a engine.Attestation, modelDigest string) {
+func (s *Server) SetAttestation(a attest.Attestation, modelDigest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.att = &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
@@ -290,28 +290,28 @@ func (c *Client) Peers() []string {
 // AttestPeer fetches the capacity attestation of the prefill node at addr
 // (dialled if new; SetPeers closes it again if it is not kept). Errors: the
 // node's, through FromStatus.
-func (c *Client) AttestPeer(ctx context.Context, addr string) (engine.PrefillPeer, error) {
+func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPeer, error) {
 	c.mu.Lock()
 	conn, err := c.connLocked(addr)
 	c.mu.Unlock()
 	if err != nil {
-		return engine.PrefillPeer{}, err
+		return attest.PrefillPeer{}, err
 	}
 	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{})
 	if err != nil {
-		return engine.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
+		return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
 	}
-	return engine.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: engine.Attestation{
+	return attest.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: attest.Attestation{
 		ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
 		PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
 		OK: a.GetOk(), Reason: a.GetReason()}}, nil
 }
 
-// Attest fetches every prefill node's capacity attestation (engine.AttestPrefill
+// Attest fetches every prefill node's capacity attestation (attest.Prefill
 // checks them). A node that cannot be reached, or has none, is an error.
-func (c *Client) Attest(ctx context.Context) ([]engine.PrefillPeer, error) {
+func (c *Client) Attest(ctx context.Context) ([]attest.PrefillPeer, error) {
 	addrs := c.Peers()
-	peers := make([]engine.PrefillPeer, len(addrs))
+	peers := make([]attest.PrefillPeer, len(addrs))
 	for i, a := range addrs {
 		p, err := c.AttestPeer(ctx, a)
 		if err != nil {

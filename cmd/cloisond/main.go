@@ -4,6 +4,10 @@
 // APIs over HTTP and gRPC with every request authenticated, policy-checked and
 // audited.
 //
+// The node itself (pool and partitions, attestation, engine, policies, API
+// server, decode and prefill roles) is assembled by internal/node, as the
+// tests assemble it; this command opens what it is made of.
+//
 // Node roles (--role, roles.go): both (the default: one node admits, prefills
 // and decodes), decode (serves the APIs and decodes; prompts are prefilled on
 // --prefill-peers and arrive by verified transfer on --transfer-addr) and
@@ -44,7 +48,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -68,10 +71,9 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/buildinfo"
+	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
-	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -278,7 +280,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// key for the cluster; a node holding another cluster's log key or KEK
 	// stops here, before its ledger writer could sign a checkpoint or its
 	// key ring retire the signing keys it cannot open.
-	node := audit.Name("engine:" + c.node)
+	actor := audit.Name("engine:" + c.node)
 	cpKey, trustedLogKeys, err := c.keys.logKeys(c.stateDir)
 	if err != nil {
 		return err
@@ -306,7 +308,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	defer ledger.Close()
-	if err := c.keys.recordKeys(ctx, ledger, node, trustedLogKeys, log, deployKeys...); err != nil {
+	if err := c.keys.recordKeys(ctx, ledger, actor, trustedLogKeys, log, deployKeys...); err != nil {
 		return err
 	}
 	stopWitnesses, err := startWitnesses(ctx, c.witness, ledger, log)
@@ -351,142 +353,57 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	defer lm.close()
-	m, tok, name := lm.m, lm.tok, lm.name
+	name := lm.name
 	if c.devTenant != "" {
 		if err := ensureDevTenant(sysCtx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
 			return fmt.Errorf("dev tenant: %w", err)
 		}
 	}
 
-	// KV pool, arena, attestation.
+	// The node (internal/node): pool and partitions, attestation (recorded,
+	// refusing to start when a pool cannot hold the context served), arena,
+	// engine, policies, API server; for a decode node the transfer server.
 	zeroing, err := isolation.ParseZeroing(c.zeroing)
 	if err != nil {
 		return err
 	}
-	pool, err := isolation.NewPool(isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing})
-	if err != nil {
-		return err
-	}
-	all, err := tenants.Tenants(ctx)
-	if err != nil {
-		return err
-	}
-	reserved := map[cloison.TenantID]int{}
-	for _, t := range all {
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
-			return fmt.Errorf("tenant %s: %w", t.ID, err)
-		}
-		if t.Tier == isolation.TierDedicated {
-			reserved[t.ID] = t.Quotas.KVPages
-		}
-	}
-	att, aerr := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
-		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing, Reserved: reserved})
-	var arena kernels.Arena
-	if aerr == nil {
-		if arena, err = lm.be.NewArena(m.ArenaConfig(c.kvPages, c.pageTokens)); err != nil {
-			return err
-		}
-	}
-	var srv *api.Server
-	var remote *engine.Remote
-	var dn *decodeNode // its transfer server serves once srv exists
-	if aerr == nil && c.roles.role == roleDecode {
-		d, err := startDecode(c, lm, pool, arena, log)
+	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
+		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
+		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log,
+		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
+			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
+			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
+			ExportKey: cpKey, Streams: c.streams}}
+	if c.roles.role == roleDecode {
+		d, clusterKey, err := decodeConfig(ctx, c, lm, log)
 		if err != nil {
 			return err
 		}
-		defer d.close()
-		dn, remote = d, d.remote
-		if err := c.keys.recordKeys(ctx, ledger, node, trustedLogKeys, log, d.clusterKey); err != nil {
+		if err := c.keys.recordKeys(ctx, ledger, actor, trustedLogKeys, log, clusterKey); err != nil {
+			d.Listener.Close()
+			d.Client.Close()
 			return err
 		}
-		// The prefill nodes' pools must hold what this node serves (the
-		// 2026 deployment's did not): refuse to start otherwise.
-		var w *peerWatcher
-		var peers []engine.PrefillPeer
-		if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
-			w = &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: d.client, self: att, digest: hex.EncodeToString(lm.digest[:]), log: log}
-			peers, err = w.initial(ctx, c.roles.attestWait)
-		} else {
-			peers, err = d.attestPeers(ctx, c.roles.attestWait)
-		}
-		if err != nil {
-			return err
-		}
-		att, remote.Capacity, aerr = engine.AttestPrefill(att, hex.EncodeToString(lm.digest[:]), peers)
-		if aerr == nil && w != nil {
-			w.capacity = remote.Capacity
-			go w.run(ctx, c.peers.interval)
-		}
+		ncfg.Decode = d
 	}
-	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node, Payload: audit.CapacityAttestation{Node: audit.Name(c.node),
-		Model: audit.Name(name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
-		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Prefill: prefillCapacities(att)}}); err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	if aerr != nil {
-		return aerr // refuse to start: a pool cannot hold the context served
-	}
-	log.Info("capacity attested", "model", name, "model_context", att.ModelContext, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "prefill_nodes", len(att.Prefill))
-
-	// Engine, policies, API.
-	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: pool, Arena: arena, Attestation: att,
-		Scheduler:  engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }, Remote: remote})
+	nd, err := assemble.New(ctx, ncfg)
 	if err != nil {
 		return err
 	}
-	decider, err := policies.New(ctx)
-	if err != nil {
-		return fmt.Errorf("policies: %w", err)
-	}
-	// The bundle that serves from the start is on the record, as every
-	// reload is (api: policies/reload).
-	rev, _ := audit.ParseDigest(strings.TrimPrefix(decider.Revision(), "sha256:"))
-	if _, err := ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: node,
-		Payload: audit.PolicyReloaded{Revision: rev, Files: int64(len(decider.Files())), Actor: node}}); err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
-		Limiter: tenancy.NewLimiter().WithBudget(tenants), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
-		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
-		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
-		ExportKey: cpKey, Streams: c.streams})
-	if err != nil {
-		return err
-	}
-	engCtx, stopEngine := context.WithCancel(context.Background())
-	defer stopEngine()
-	engDone := make(chan error, 1)
-	engExited := make(chan struct{})
-	go func() { engDone <- eng.Run(engCtx); close(engExited) }()
-	if dn != nil {
-		dn.serve(srv)
-	}
-	// Refusal summaries: flushed periodically, and once more at the end.
-	refCtx, stopRefusals := context.WithCancel(context.Background())
-	refDone := make(chan error, 1)
-	go func() { refDone <- srv.RunRefusals(refCtx, c.refusalFlush) }()
+	srv := nd.Server
+	nd.Start()
+	stopEngine := nd.StopEngine
+	engDone := nd.EngineDone()
 	// Last on every return path (deferred after the ledger's Close, so it
-	// runs before it, and after the listeners stopped below): what reports
-	// incidents (the engine, the transfer server) stops first, then every
-	// incident write is durable (retried, for up to the shutdown grace),
-	// then the last refusal counts are written.
+	// runs before it, and after the listeners stopped below): node.Close
+	// stops what reports incidents, makes every incident write durable
+	// (retried, for up to the shutdown grace), then writes the last
+	// refusal counts.
 	defer func() {
-		stopEngine()
-		<-engExited
-		if dn != nil {
-			dn.close()
-		}
 		ictx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 		defer cancel()
-		if err := srv.Close(ictx); err != nil {
+		if err := nd.Close(ictx); err != nil {
 			log.Error("shutdown", "err", err)
-		}
-		stopRefusals()
-		if err := <-refDone; err != nil {
-			log.Error("refusal summary lost at shutdown", "err", err)
 		}
 	}()
 
@@ -591,12 +508,11 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 	}
 }
 
-// prefillCapacities is the ledger's record of a decode node's prefill nodes.
-func prefillCapacities(a engine.Attestation) []audit.PrefillCapacity {
-	var out []audit.PrefillCapacity
-	for _, p := range a.Prefill {
-		out = append(out, audit.PrefillCapacity{Node: audit.Name(p.Addr), PoolTokens: int64(p.Attestation.PoolTokens),
-			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK})
+// refusalFlush is --refusal-flush, whose 0 or less means the default: a
+// node always ledgers its refusal counts.
+func refusalFlush(d time.Duration) time.Duration {
+	if d <= 0 {
+		return api.DefaultRefusalFlush
 	}
-	return out
+	return d
 }

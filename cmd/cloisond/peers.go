@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison/api/prefillrpc"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 )
 
 // Prefill peers found by DNS (issue 14 §2).
@@ -21,7 +21,7 @@ import (
 // HOST:PORT whose host is a name (a Kubernetes headless service: one A
 // record per ready prefill pod) is resolved to all its addresses, at start
 // and then every interval. Every address is attested (PrefillService.Attest,
-// checked by engine.AttestPrefill against this node, and its pool must hold
+// checked by attest.Prefill against this node, and its pool must hold
 // the prompt bound admission uses) before it joins the set the decode node
 // asks; an address that no longer resolves, does not answer, or fails its
 // attestation is dropped at the next round. A resolution error keeps the
@@ -56,7 +56,7 @@ type peerWatcher struct {
 	entries  []string // --prefill-peers, HOST:PORT
 	lookup   func(ctx context.Context, host string) ([]string, error)
 	client   *prefillrpc.Client
-	self     engine.Attestation // this node's own attestation (AttestPrefill's decode side)
+	self     attest.Attestation // this node's own attestation (attest.Prefill's decode side)
 	digest   string             // this node's model digest, hex
 	capacity int                // set before run: the pool every peer must hold (engine.Remote.Capacity)
 	log      *slog.Logger
@@ -89,14 +89,14 @@ func (w *peerWatcher) resolve(ctx context.Context) ([]string, error) {
 }
 
 // attest checks the node at addr; nil when it may serve this node.
-func (w *peerWatcher) attest(ctx context.Context, addr string) (engine.PrefillPeer, error) {
+func (w *peerWatcher) attest(ctx context.Context, addr string) (attest.PrefillPeer, error) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	p, err := w.client.AttestPeer(actx, addr)
 	if err != nil {
 		return p, err
 	}
-	if _, _, err := engine.AttestPrefill(w.self, w.digest, []engine.PrefillPeer{p}); err != nil {
+	if _, _, err := attest.Prefill(w.self, w.digest, []attest.PrefillPeer{p}); err != nil {
 		return p, err
 	}
 	if w.capacity > 0 && p.Attestation.PoolTokens < w.capacity {
@@ -107,12 +107,12 @@ func (w *peerWatcher) attest(ctx context.Context, addr string) (engine.PrefillPe
 
 // refresh resolves, attests every address and makes those that pass the
 // set. It returns the peers that passed.
-func (w *peerWatcher) refresh(ctx context.Context) ([]engine.PrefillPeer, error) {
+func (w *peerWatcher) refresh(ctx context.Context) ([]attest.PrefillPeer, error) {
 	addrs, err := w.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var good []engine.PrefillPeer
+	var good []attest.PrefillPeer
 	var keep []string
 	for _, a := range addrs {
 		p, err := w.attest(ctx, a)
@@ -134,7 +134,7 @@ func (w *peerWatcher) refresh(ctx context.Context) ([]engine.PrefillPeer, error)
 }
 
 // initial runs refresh until at least one node passes or wait ends.
-func (w *peerWatcher) initial(ctx context.Context, wait time.Duration) ([]engine.PrefillPeer, error) {
+func (w *peerWatcher) initial(ctx context.Context, wait time.Duration) ([]attest.PrefillPeer, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		good, err := w.refresh(ctx)

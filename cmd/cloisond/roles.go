@@ -16,23 +16,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc"
 
-	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/api/prefillrpc"
+	"github.com/cloison/cloison/attest"
 	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
+	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/tenancy"
@@ -250,55 +247,34 @@ func fileDigest(path string) (transfer.Digest, error) {
 	return d, nil
 }
 
-// decodeNode is a decode node's transfer server and prefill client.
-type decodeNode struct {
-	remote    *engine.Remote
-	gs        *grpc.Server
-	ln        net.Listener
-	client    *prefillrpc.Client
-	log       *slog.Logger
-	onFailure func(transfer.Failure)               // set by serve, before the first stream
-	onUnauth  func(peer string, r transfer.Reason) // set by serve, before the first stream
-	closeOnce sync.Once
-	// clusterKey names the cluster key, recorded once the ledger is open.
-	clusterKey auditpg.DeploymentKey
+// node is the loaded model as internal/node takes it.
+func (l *loadedModel) node() assemble.Model {
+	return assemble.Model{Backend: l.be, Model: l.m, Tokenizer: l.tok, Name: l.name, Digest: l.digest}
 }
 
-// close stops the transfer server and the prefill client. Idempotent.
-func (d *decodeNode) close() {
-	d.closeOnce.Do(func() {
-		d.gs.Stop()
-		_ = d.ln.Close() // if serve never ran
-		d.client.Close()
-	})
+// capacity is the KV pool and attestation the flags ask for.
+func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
+	return assemble.Capacity{Pool: isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing},
+		ServedContext: c.servedContext, K: c.attestK}
 }
 
-// startDecode builds the receiver, listens on --transfer-addr and returns the
-// engine.Remote that asks --prefill-peers to prefill. The transfer server
-// serves no stream until serve: what it reports refusals to (the API
-// server's ledger hook) does not exist yet.
-func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.Arena, log *slog.Logger) (*decodeNode, error) {
+// decodeConfig is a decode node's part of the assembly: it listens on
+// --transfer-addr (served by the node once its API server exists) and
+// dials --prefill-peers, attested at start (peers.go with
+// --prefill-resolve-interval). It returns the cluster key's record, for the
+// ledger.
+func decodeConfig(ctx context.Context, c config, lm *loadedModel, log *slog.Logger) (*assemble.Decode, auditpg.DeploymentKey, error) {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(rolePrefill)
 	if err != nil {
-		return nil, err
+		return nil, auditpg.DeploymentKey{}, err
 	}
 	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
 	if err != nil {
-		return nil, err
-	}
-	d := &decodeNode{log: log, clusterKey: clusterKey}
-	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: pool, Arena: arena, Keys: keys, Model: lm.digest,
-		OnVerificationFailed: func(f transfer.Failure) {
-			log.Warn("transfer refused", "tenant", f.Lease.Tenant, "request", f.Lease.Request, "reason", f.Reason, "err", f.Err)
-			d.onFailure(f) // set before serve started the server: never nil here
-		},
-		OnUnauthenticated: func(peer string, reason transfer.Reason) { d.onUnauth(peer, reason) }})
-	if err != nil {
-		return nil, err
+		return nil, auditpg.DeploymentKey{}, err
 	}
 	ln, err := net.Listen("tcp", c.roles.transferAddr)
 	if err != nil {
-		return nil, fmt.Errorf("--transfer-addr: %w", err)
+		return nil, auditpg.DeploymentKey{}, fmt.Errorf("--transfer-addr: %w", err)
 	}
 	advertise := ln.Addr().String()
 	if c.roles.transferAdvertise != "" {
@@ -307,42 +283,34 @@ func startDecode(c config, lm *loadedModel, pool *isolation.Pool, arena kernels.
 	client, err := prefillrpc.NewClient(c.roles.peers(), advertise, clientTLS)
 	if err != nil {
 		ln.Close()
-		return nil, err
+		return nil, auditpg.DeploymentKey{}, err
 	}
-	d.ln, d.client = ln, client
-	d.gs = grpc.NewServer(transfer.ServerOptions(serverTLS)...)
-	transfer.Register(d.gs, recv)
 	log.Info("decode node", "transfer_addr", advertise, "prefill_peers", c.roles.peers(), "cluster_key", keys.Current())
-	d.remote = &engine.Remote{Receiver: recv, Prefill: client.Prefill, Timeout: c.roles.prefillTimeout}
-	return d, nil
-}
-
-// transferReporter is what a decode node reports refused transfers to
-// (*api.Server: ledger, incidents, metrics).
-type transferReporter interface {
-	RecordTransferFailure(transfer.Failure)
-	CountUnauthenticatedTransfer(peer string, reason transfer.Reason)
-}
-
-// serve starts the transfer server, refusals reported to srv. Call it once,
-// after srv exists.
-func (d *decodeNode) serve(srv transferReporter) {
-	// Both happen before every stream: Serve starts after.
-	d.onFailure, d.onUnauth = srv.RecordTransferFailure, srv.CountUnauthenticatedTransfer
-	go func() {
-		if err := d.gs.Serve(d.ln); err != nil {
-			d.log.Error("transfer server", "err", err)
+	d := &assemble.Decode{Listener: ln, ServerOptions: transfer.ServerOptions(serverTLS), Keys: keys, Client: client, Timeout: c.roles.prefillTimeout,
+		Peers: func(ctx context.Context, _ attest.Attestation) ([]attest.PrefillPeer, error) {
+			return attestPeers(ctx, client, c.roles.attestWait)
+		}}
+	if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
+		w := &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: client, digest: hex.EncodeToString(lm.digest[:]), log: log}
+		d.Peers = func(ctx context.Context, self attest.Attestation) ([]attest.PrefillPeer, error) {
+			w.self = self
+			return w.initial(ctx, c.roles.attestWait)
 		}
-	}()
+		d.OnAttested = func(capacity int) {
+			w.capacity = capacity
+			go w.run(ctx, c.peers.interval)
+		}
+	}
+	return d, clusterKey, nil
 }
 
 // attestPeers fetches every prefill node's attestation, retrying for up to
 // wait while nodes start.
-func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]engine.PrefillPeer, error) {
+func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Duration) ([]attest.PrefillPeer, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		peers, err := d.client.Attest(actx)
+		peers, err := client.Attest(actx)
 		cancel()
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return peers, err
@@ -351,10 +319,10 @@ func (d *decodeNode) attestPeers(ctx context.Context, wait time.Duration) ([]eng
 	}
 }
 
-// runPrefill runs a prefill node: the model, a pool with the tenants'
-// partitions (tenants created later are added on their first prefill), an
-// arena, and the PrefillService over mutual TLS on --prefill-addr. HTTP on
-// --addr serves /healthz only.
+// runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
+// pool with the tenants' partitions (tenants created later are added on
+// their first prefill), an arena, and the PrefillService over mutual TLS on
+// --prefill-addr. HTTP on --addr serves /healthz only.
 func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger) error {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode)
 	if err != nil {
@@ -378,80 +346,17 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	// Reject before allocate starts here: a prefill node whose pool cannot
-	// hold a whole request of the served context refuses to start.
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: lm.m.Context, ServedContext: c.servedContext, PoolPages: c.kvPages,
-		PageTokens: c.pageTokens, K: c.attestK, Zeroing: zeroing})
-	if err != nil {
-		return err
-	}
-	log.Info("capacity attested", "model", lm.name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K)
-	pool, err := isolation.NewPool(isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing})
-	if err != nil {
-		return err
-	}
-	tenants := tenancy.NewStore(db)
-	all, err := tenants.Tenants(ctx)
-	if err != nil {
-		return err
-	}
-	for _, t := range all {
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
-			return fmt.Errorf("tenant %s: %w", t.ID, err)
-		}
-	}
-	arena, err := lm.be.NewArena(lm.m.ArenaConfig(c.kvPages, c.pageTokens))
-	if err != nil {
-		return err
-	}
-	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pool, Arena: arena, Keys: keys, Model: lm.digest})
-	if err != nil {
-		return err
-	}
-	runner := &engine.PrefillRunner{Model: lm.m, Pool: pool, Arena: arena, Sender: sender, Chunk: c.chunkTokens}
-	// One prefill at a time: the model's forward pass and the arena are
-	// driven by one caller (the engine loop does the same on a decode node).
-	sem := make(chan struct{}, 1)
-	prefill := func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
-		}
-		defer func() { <-sem }()
-		runner.Dialer = d // under sem
-		start := time.Now()
-		err := runner.Prefill(ctx, tenant, req, tokens, to)
-		log.Info("prefill", "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
-		return err
-	}
-	before := func(ctx context.Context, tenant cloison.TenantID) error {
-		if _, err := pool.MaxLeaseTokens(tenant); !errors.Is(err, isolation.ErrUnknownTenant) {
-			return nil
-		}
-		// A tenant created since this node started: its partition now.
-		t, err := tenants.Tenant(ctx, tenant)
-		if err != nil {
-			return isolation.ErrUnknownTenant
-		}
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
-			return err
-		}
-		return nil
-	}
-	svc := prefillrpc.NewServer(prefill, clientTLS, before)
-	defer svc.Close()
-	if d := splitAddrs(c.roles.decodePeers); len(d) > 0 {
-		svc.TrustDecode(d)
-	}
-	svc.SetAttestation(att, hex.EncodeToString(lm.digest[:]))
-
 	gln, err := net.Listen("tcp", c.roles.prefillAddr)
 	if err != nil {
 		return fmt.Errorf("--prefill-addr: %w", err)
 	}
-	gs := grpc.NewServer(transfer.ServerOptions(serverTLS)...)
-	prefillrpc.Register(gs, svc)
+	pn, err := assemble.NewPrefill(ctx, assemble.PrefillConfig{Model: lm.node(), Capacity: c.capacity(zeroing), Tenants: tenancy.NewStore(db), Keys: keys,
+		Listener: gln, ServerOptions: transfer.ServerOptions(serverTLS), ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers),
+		Chunk: c.chunkTokens, Logger: log})
+	if err != nil {
+		gln.Close()
+		return err
+	}
 	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		gln.Close()
@@ -470,7 +375,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	})
 	hs := c.net.transport.HTTPServer(mux, tlsCfg, nil)
 	served := make(chan error, 2)
-	go func() { served <- gs.Serve(gln) }()
+	go func() { served <- pn.Serve() }()
 	go func() { served <- serveHTTP(hs, ln) }()
 	log.Info("prefill node", "prefill_addr", gln.Addr().String(), "addr", ln.Addr().String(), "model", lm.name, "cluster_key", keys.Current())
 	if c.grpcReadyFile != "" {
@@ -486,7 +391,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
-	stopGRPC(sctx, gs)
+	pn.Shutdown(sctx)
 	_ = hs.Shutdown(sctx)
 	return serr
 }

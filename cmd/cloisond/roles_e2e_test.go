@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/pgtest"
@@ -305,7 +305,7 @@ func TestE2ERolesCapacityAttestation(t *testing.T) {
 		t.Fatal("no capacity.attestation event records the prefill node's 128-token pool")
 	}
 	r := d.do("GET", "/v1/attestation", tok, nil)
-	var att engine.Attestation
+	var att attest.Attestation
 	if err := json.Unmarshal(r.body, &att); err != nil || !att.OK || len(att.Prefill) != 1 || !att.Prefill[0].OK || att.Prefill[0].Attestation.PoolTokens != 128 {
 		t.Fatalf("published attestation %d %s (%v)", r.status, r.body, err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -150,7 +150,7 @@ func run2026(t *testing.T, sc scale, l layers, aligned bool) {
 	p, err := platformtest.Start(t, o)
 	if l[attestation] && !aligned {
 		// The deployment never starts: no client is ever served by it.
-		if !errors.Is(err, engine.ErrAttestation) || !strings.Contains(err.Error(), fmt.Sprintf("pool holds %d tokens", sc.prefillPages*16)) {
+		if !errors.Is(err, attest.ErrFailed) || !strings.Contains(err.Error(), fmt.Sprintf("pool holds %d tokens", sc.prefillPages*16)) {
 			t.Fatalf("got %v, want the prefill node's capacity attestation to fail", err)
 		}
 		return

@@ -1,4 +1,5 @@
-// Package platformtest builds the whole request path in process for tests:
+// Package platformtest builds the whole request path in process for tests,
+// the node assembled by internal/node as cloisond assembles it:
 // real PostgreSQL (internal/pgtest), the ledger, tenancy, OPA policies, the
 // engine on the CPU backend with the context-bag model, and the HTTP API on
 // an httptest server. Options switch single defences off — only tests can.
@@ -9,12 +10,15 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"errors"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
@@ -23,6 +27,7 @@ import (
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
@@ -75,7 +80,7 @@ type Split struct {
 	ServedContext int
 	// SkipAttestation starts the nodes even though a pool cannot hold the
 	// served context (the prefill node's own attestation and the decode
-	// node's check of it). With it on, New fails with engine.ErrAttestation.
+	// node's check of it). With it on, New fails with attest.ErrFailed.
 	SkipAttestation bool
 	// Placeholder is the 2026 prefill node: a prompt its pool cannot hold
 	// is not rejected but replaced by a one-token placeholder, whose one
@@ -125,7 +130,7 @@ func New(t testing.TB, o Options) *Platform {
 }
 
 // Start is New returning the error that stops a platform from starting
-// (engine.ErrAttestation: a pool cannot hold the served context).
+// (attest.ErrFailed: a pool cannot hold the served context).
 func Start(t testing.TB, o Options) (*Platform, error) {
 	t.Helper()
 	if len(o.Tenants) == 0 {
@@ -195,63 +200,41 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := isolation.NewPool(isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	att, err := engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: min(m.Context, o.Pages*16), PoolPages: o.Pages, PageTokens: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arena, err := be.NewArena(m.ArenaConfig(o.Pages, 16))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srv *api.Server
-	var remote *engine.Remote
-	var pn *PrefillNode
-	if o.Split != nil {
-		if pn, remote, att, err = startSplit(t, o, flt, buf.Bytes(), kv, arena, att, func(f transfer.Failure) { srv.RecordTransferFailure(f) }); err != nil {
-			return nil, err
-		}
-	}
-	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att,
-		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine},
-		Unsafe:    flt.engine, Remote: remote,
-		OnIncident: func(in engine.Incident) { srv.RecordIncident(in) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = eng.Run(runCtx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	decider, err := policies.New(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The node, assembled as cloisond assembles it (internal/node).
 	limiter := tenancy.NewLimiter()
-	acfg := api.Config{Engine: eng, ModelName: Model, Tokenizer: tok, Pool: kv, Verifier: verifier, Limiter: limiter,
-		Decider: decider, Ledger: ledger, Tenants: store, Keys: ring, Node: "engine:platformtest"}
+	acfg := api.Config{Verifier: verifier, Limiter: limiter, Keys: ring}
 	if o.API != nil {
 		o.API(&acfg)
 	}
-	srv, err = api.NewServer(acfg)
+	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
+		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16)},
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine}, Unsafe: flt.engine,
+		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg}
+	var pn *PrefillNode
+	if o.Split != nil {
+		if pn, ncfg.Decode, err = startSplit(t, o, flt, buf.Bytes(), ncfg.Capacity.ServedContext, ncfg.Model, store); err != nil {
+			return nil, err
+		}
+	}
+	n, err := node.New(ctx, ncfg)
 	if err != nil {
+		if errors.Is(err, attest.ErrFailed) {
+			return nil, err
+		}
 		t.Fatal(err)
 	}
+	srv := n.Server
+	n.Start()
 	// Before the ledger closes: the engine stops, then every incident it
-	// reported is written (api.Server.Close).
+	// reported is written (node.Close).
 	t.Cleanup(func() {
-		stop()
-		<-done
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := srv.Close(cctx); err != nil {
+		if err := n.Close(cctx); err != nil {
 			t.Errorf("platformtest: %v", err)
 		}
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: kv, Decider: decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
+	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
 }

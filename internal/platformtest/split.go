@@ -2,23 +2,19 @@ package platformtest
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
+	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api/prefillrpc"
-	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	"github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
@@ -27,29 +23,27 @@ import (
 // PrefillNode is a split platform's prefill node.
 type PrefillNode struct {
 	Pool        *isolation.Pool
-	Attestation engine.Attestation // its own, as it publishes it
-	calls       atomic.Int64
+	Attestation attest.Attestation // its own, as it publishes it
+	node        *node.Prefill
 }
 
 // Calls is the number of prefills the node was asked for.
-func (n *PrefillNode) Calls() int { return int(n.calls.Load()) }
+func (n *PrefillNode) Calls() int { return n.node.Calls() }
 
-// startSplit starts the prefill node (model instance, pool, arena,
-// PrefillService) and the decode node's transfer server, and returns the
-// decode engine's Remote and its attestation with the prefill node's
-// checked in (engine.AttestPrefill). Unless o.Split.SkipAttestation, a pool
-// that cannot hold the served context stops it with engine.ErrAttestation,
-// as cloisond refuses to start.
-func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isolation.Pool, arena kernels.Arena, att engine.Attestation,
-	onFailure func(transfer.Failure)) (*PrefillNode, *engine.Remote, engine.Attestation, error) {
+// startSplit starts the prefill node (its own model instance, pool, arena,
+// PrefillService: node.NewPrefill) and returns the decode node's part of
+// the platform's assembly (node.Decode: transfer listener, prefill client).
+// Unless o.Split.SkipAttestation, a pool that cannot hold the served
+// context stops the prefill node here, or the decode node in node.New, with
+// attest.ErrFailed, as cloisond refuses to start.
+func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served int, dm node.Model, tenants node.TenantSource) (*PrefillNode, *node.Decode, error) {
 	sp := *o.Split
 	if sp.PrefillPages == 0 {
 		sp.PrefillPages = o.Pages
 	}
 	if sp.ServedContext == 0 {
-		sp.ServedContext = att.ServedContext // both nodes serve the same context
+		sp.ServedContext = served // both nodes serve the same context
 	}
-	digest := transfer.Digest(sha256.Sum256(ggufBytes))
 	key, err := transfer.NewKey("platformtest")
 	if err != nil {
 		t.Fatal(err)
@@ -89,79 +83,64 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, kv *isola
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	pn := &PrefillNode{}
-	pn.Attestation, err = engine.Attest(engine.AttestConfig{ModelContext: m.Context, ServedContext: sp.ServedContext, PoolPages: sp.PrefillPages, PageTokens: 16})
-	if err != nil && !sp.SkipAttestation {
-		return nil, nil, att, err // the prefill node refuses to start
-	}
-	if pn.Pool, err = isolation.NewPool(isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range o.Tenants {
-		if err := pn.Pool.AddTenant(isolation.TenantConfig{ID: id, Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant}); err != nil {
-			t.Fatal(err)
+	selfAttest := attest.Capacity
+	if sp.SkipAttestation {
+		// Skipped (tests only): the node starts and publishes its failed
+		// attestation.
+		selfAttest = func(c attest.Config) (attest.Attestation, error) {
+			a, _ := attest.Capacity(c)
+			return a, nil
 		}
 	}
-	parena, err := be.NewArena(m.ArenaConfig(sp.PrefillPages, 16))
+	pln := listen(t)
+	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
+		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext},
+		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
+		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet})
 	if err != nil {
-		t.Fatal(err)
+		pln.Close()
+		return nil, nil, err // the prefill node refuses to start
 	}
-	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pn.Pool, Arena: parena, Keys: keys, Model: digest, Unsafe: flt.sender})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner := &engine.PrefillRunner{Model: m, Pool: pn.Pool, Arena: parena, Sender: sender, Unsafe: flt.engine}
-	var mu sync.Mutex // one prefill at a time, as cloisond runs them
-	svc := prefillrpc.NewServer(func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
-		pn.calls.Add(1)
-		mu.Lock()
-		defer mu.Unlock()
-		runner.Dialer = d
-		return runner.Prefill(ctx, tenant, req, tokens, to)
-	}, prefillTLS.client, nil)
-	t.Cleanup(svc.Close)
-	svc.SetAttestation(pn.Attestation, hex.EncodeToString(digest[:]))
-	paddr := serve(t, prefillTLS, func(g *grpc.Server) { prefillrpc.Register(g, svc) })
+	go func() { _ = p.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+	})
 
-	// The decode node: the transfer server into the platform's pool.
-	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: kv, Arena: arena, Keys: keys, Model: digest, OnVerificationFailed: onFailure,
-		Unsafe: flt.recv})
+	// The decode node's part: its transfer server (served from node.Start,
+	// into the platform's pool) and its prefill client.
+	tln := listen(t)
+	client, err := prefillrpc.NewClient([]string{pln.Addr().String()}, tln.Addr().String(), decodeTLS.client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	taddr := serve(t, decodeTLS, func(g *grpc.Server) { transfer.Register(g, recv) })
-	client, err := prefillrpc.NewClient([]string{paddr}, taddr, decodeTLS.client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	peers, err := client.Attest(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	att, capacity, err := engine.AttestPrefill(att, hex.EncodeToString(digest[:]), peers)
-	if err != nil {
-		if !sp.SkipAttestation {
-			return nil, nil, att, err // the decode node refuses to start
+	d := &node.Decode{Listener: tln, ServerOptions: transfer.ServerOptions(decodeTLS.server), Keys: keys, Client: client, ReceiverUnsafe: flt.recv}
+	if sp.SkipAttestation {
+		d.Check = func(self attest.Attestation, digest string, peers []attest.PrefillPeer) (attest.Attestation, int, error) {
+			a, capacity, err := attest.Prefill(self, digest, peers)
+			if err != nil {
+				// Skipped (tests only): the engine starts as if it
+				// had passed; the published attestation keeps each
+				// peer's verdict.
+				a.OK, a.Reason = true, ""
+			}
+			return a, capacity, nil
 		}
-		// Skipped (tests only): the engine starts as if it had passed;
-		// the published attestation keeps each peer's verdict.
-		att.OK, att.Reason = true, ""
 	}
-	return pn, &engine.Remote{Receiver: recv, Prefill: client.Prefill, Capacity: capacity, Unsafe: flt.engine}, att, nil
+	return &PrefillNode{Pool: p.Pool, Attestation: p.Attestation, node: p}, d, nil
 }
 
-type nodeTLS struct{ server, client *tls.Config }
+// quiet discards the prefill node's per-request log lines.
+var quiet = slog.New(slog.DiscardHandler)
 
-// serve runs a gRPC server with mutual TLS on loopback until the test ends.
-func serve(t testing.TB, c nodeTLS, register func(*grpc.Server)) string {
-	g := grpc.NewServer(transfer.ServerOptions(c.server)...)
-	register(g)
+// listen is a loopback listener.
+func listen(t testing.TB) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	return ln.Addr().String()
+	return ln
 }
+
+type nodeTLS struct{ server, client *tls.Config }

@@ -1243,7 +1243,7 @@ func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
 	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
 }
 
-// Attestation is the capacity attestation (engine.Attestation): the pool
+// Attestation is the capacity attestation (attest.Attestation): the pool
 // holds k requests of the served context, or the node does not serve.
 type Attestation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

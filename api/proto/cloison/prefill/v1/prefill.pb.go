@@ -62,7 +62,7 @@ func (*AttestRequest) Descriptor() ([]byte, []int) {
 	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{0}
 }
 
-// Attestation is engine.Attestation of the prefill node.
+// Attestation is attest.Attestation of the prefill node.
 type Attestation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ModelDigest   string                 `protobuf:"bytes,1,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"` // hex SHA-256 of the GGUF file

@@ -1,4 +1,4 @@
-package engine
+package attest
 
 import (
 	"fmt"
@@ -9,12 +9,13 @@ import (
 	"github.com/cloison/cloison/isolation"
 )
 
-// ErrAttestation: the KV pool cannot hold one request of the served context.
-// The server refuses to start (or to report ready) with it.
-var ErrAttestation = cloison.NewError(cloison.CodeUnavailable, "engine: capacity attestation failed")
+// ErrFailed: the KV pool cannot hold one request of the served context (or
+// a prefill node's pool cannot). The server refuses to start (or to report
+// ready) with it.
+var ErrFailed = cloison.NewError(cloison.CodeUnavailable, "attest: capacity attestation failed")
 
-// AttestConfig is what capacity attestation compares.
-type AttestConfig struct {
+// Config is what capacity attestation compares.
+type Config struct {
 	// ModelContext is the context length the model advertises
 	// (llama.context_length).
 	ModelContext int
@@ -33,8 +34,9 @@ type AttestConfig struct {
 	Reserved map[cloison.TenantID]int
 }
 
-// Attestation is the published statement of what the engine serves and what
-// its pool holds: the API, the metrics and the ledger publish it verbatim.
+// Attestation is the published statement of what a node's engine serves and
+// what its pool holds: the API, the metrics and the ledger publish it
+// verbatim.
 type Attestation struct {
 	ModelContext  int                 `json:"model_context"`
 	ServedContext int                 `json:"served_context"`
@@ -47,7 +49,7 @@ type Attestation struct {
 	OK            bool                `json:"ok"`
 	Reason        string              `json:"reason,omitempty"`
 	// Prefill lists a decode node's prefill nodes as they attested
-	// themselves (AttestPrefill); empty on a node that prefills itself.
+	// themselves (Prefill); empty on a node that prefills itself.
 	Prefill []PrefillPeer `json:"prefill,omitempty"`
 }
 
@@ -61,16 +63,16 @@ type PrefillPeer struct {
 	Reason      string      `json:"reason,omitempty"`
 }
 
-// AttestPrefill checks a decode node's prefill nodes (ARCHITECTURE.md layer
+// Prefill checks a decode node's prefill nodes (ARCHITECTURE.md layer
 // 2, the check the 2026 operators lacked: their prefill pool held 65% of the
 // advertised context). Every peer must serve the decode node's model
 // (modelDigest, hex) and hold a whole request of the decode node's served
 // context in its pool, having passed its own attestation. It marks each peer
 // OK or not with a Reason, records them in decode.Prefill, and returns the
-// updated attestation with ErrAttestation (OK false) if any peer fails: the
+// updated attestation with ErrFailed (OK false) if any peer fails: the
 // decode node then refuses to start. capacity is the smallest peer pool in
 // tokens (admission's bound on a prompt).
-func AttestPrefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Attestation, capacity int, err error) {
+func Prefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Attestation, capacity int, err error) {
 	a = decode
 	a.Prefill = nil
 	var bad []string
@@ -102,7 +104,7 @@ func AttestPrefill(decode Attestation, modelDigest string, peers []PrefillPeer) 
 	if len(bad) > 0 {
 		a.OK = false
 		a.Reason = "prefill nodes: " + strings.Join(bad, "; ")
-		return a, capacity, fmt.Errorf("%w: %s", ErrAttestation, a.Reason)
+		return a, capacity, fmt.Errorf("%w: %s", ErrFailed, a.Reason)
 	}
 	return a, capacity, nil
 }
@@ -113,13 +115,13 @@ type TenantReservation struct {
 	Pages  int              `json:"pages"`
 }
 
-// Attest computes the capacity attestation. It returns the attestation in
-// every case (OK false with a Reason when it fails) and ErrAttestation when
+// Capacity computes a node's capacity attestation. It returns the attestation
+// in every case (OK false with a Reason when it fails) and ErrFailed when
 // the pool cannot hold K requests of the served context: pool_tokens <
 // K × served_context. The served context defaults to the model's; an operator
 // who wants to run a smaller pool must lower it explicitly, and the API then
 // advertises the lowered value — never more than the pool holds.
-func Attest(c AttestConfig) (Attestation, error) {
+func Capacity(c Config) (Attestation, error) {
 	if c.K == 0 {
 		c.K = 1
 	}
@@ -141,7 +143,7 @@ func Attest(c AttestConfig) (Attestation, error) {
 	sort.Slice(a.Reserved, func(i, j int) bool { return a.Reserved[i].Tenant < a.Reserved[j].Tenant })
 	fail := func(format string, args ...any) (Attestation, error) {
 		a.Reason = fmt.Sprintf(format, args...)
-		return a, fmt.Errorf("%w: %s", ErrAttestation, a.Reason)
+		return a, fmt.Errorf("%w: %s", ErrFailed, a.Reason)
 	}
 	switch {
 	case c.ModelContext < 1:

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
+	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/isolation"
+)
+
+// What the server uses of the engine and the ledger, declared here where it
+// is used (the implementations are *engine.Engine and *auditpg.Store). A
+// request's tenant crosses into the engine once, through EnsureTenant; the
+// server holds no KV pool.
+
+// Engine is what the server asks of the inference engine (*engine.Engine).
+type Engine interface {
+	// Attestation is the capacity attestation the engine serves under.
+	Attestation() attest.Attestation
+	// Check and Submit: engine.Engine's, reject before allocate.
+	Check(engine.GenerateRequest) error
+	Submit(context.Context, engine.GenerateRequest) (*engine.Stream, error)
+	// Load, Admission and PoolStats feed metrics and the pool status.
+	Load() (running, waiting int)
+	Admission() *engine.Admission
+	PoolStats() isolation.Stats
+	// AddTenant, EnsureTenant and TenantIsolation reach the tenants'
+	// KV partitions.
+	AddTenant(isolation.TenantConfig) error
+	EnsureTenant(isolation.TenantConfig) (isolation.Partition, error)
+	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
+}
+
+// Recorder is the ledger on the request path: events appended in order,
+// the head for readiness, incidents opened from detections.
+type Recorder interface {
+	Append(ctx context.Context, e audit.Event) (audit.Record, error)
+	Head(ctx context.Context) (audit.Head, error)
+	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
+}
+
+// Register is the Loi 25 incident register the compliance API keeps.
+type Register interface {
+	OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error)
+	UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error)
+	AddNotice(ctx context.Context, actor audit.Name, n audit.Notice) (audit.StoredNotice, error)
+	Incident(ctx context.Context, id audit.Name) (audit.IncidentFile, error)
+	Incidents(ctx context.Context) ([]audit.IncidentFile, error)
+	RegisterSettings(ctx context.Context) (audit.RegisterSettings, error)
+	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
+}
+
+// Log is the ledger read and proven: ranges, verification, exports,
+// checkpoints and the proofs of the transparency log (tlog.go).
+type Log interface {
+	Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error
+	Verify(ctx context.Context, opts auditpg.VerifyOptions) (audit.Result, error)
+	Export(ctx context.Context, opts auditpg.ExportOptions) (export.Manifest, error)
+	TreeCheckpoint(ctx context.Context) ([]byte, error)
+	TreeVerifierKey() (string, error)
+	CosignedCheckpoint(ctx context.Context, min int) ([]byte, error)
+	InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.RecordProof, error)
+	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (tlog.TreeProof, error)
+	TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error)
+	TenantInclusionProof(ctx context.Context, t cloison.TenantID, pos, size uint64) ([]byte, tlog.RecordProof, error)
+	TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error)
+}
+
+// Ledger is all the server uses of the audit ledger (*auditpg.Store).
+type Ledger interface {
+	Recorder
+	Register
+	Log
+}
+
+var (
+	_ Engine = (*engine.Engine)(nil)
+	_ Ledger = (*auditpg.Store)(nil)
+)

@@ -1,0 +1,37 @@
+// Package node is the one assembly of a Cloison node, for cloisond and the
+// tests alike (internal/platformtest): what a node is made of and in which
+// order, written once. Callers open the ingredients — database stores and
+// the ledger, keys, the loaded model, listeners, TLS — and node builds the
+// rest: the KV pool with a partition for every stored tenant, the capacity
+// attestation (package attest), the arena, the engine, the policy decider
+// and the API server; for a decode node the verified-transfer receiver and
+// its server; for a prefill node (NewPrefill) the sender, the prefill runner
+// and the PrefillService.
+//
+// Ordering duties it keeps:
+//   - The attestation is recorded in the ledger (capacity.attestation) BEFORE
+//     the node serves, whether it passed or not; a failed one stops New with
+//     attest.ErrFailed (the node refuses to start). A decode node's prefill
+//     nodes are checked in (attest.Prefill) before that record.
+//   - The policy bundle serving from the start is recorded (policy.reloaded)
+//     BEFORE the API server exists.
+//   - Hooks are served only after what they report to exists: New builds
+//     the engine and the transfer server, whose incident and refusal reports
+//     go to the API server, and starts neither; Start runs them once the
+//     server exists, so no report reaches a nil server.
+//   - Close stops what reports first (engine, transfer server), then makes
+//     every incident write durable (api.Server.Close), then writes the last
+//     refusal counts — before the caller closes the ledger.
+//
+// The loop that drives it (cloisond; platformtest the same with an httptest
+// server):
+//
+//	n, err := node.New(ctx, node.Config{Model: m, Capacity: c, Ledger: ledger, Tenants: store, API: apiCfg, Decode: d})
+//	if err != nil {
+//	        return err // attest.ErrFailed: refuse to start
+//	}
+//	n.Start()
+//	defer n.Close(shutdownCtx) // after the listeners stopped, before ledger.Close
+//	serve(n.Server.Handler(), n.Server.GRPCServer(...))
+//	// on shutdown: listeners drain, then n.StopEngine()
+package node

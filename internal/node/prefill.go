@@ -1,0 +1,170 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/api/prefillrpc"
+	"github.com/cloison/cloison/attest"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/isolation"
+)
+
+// PrefillConfig assembles a prefill node: it computes prompt KV for decode
+// nodes and pushes it over the verified transfer; it serves no public API
+// and writes no ledger.
+type PrefillConfig struct {
+	Model    Model
+	Capacity Capacity
+	// Tenants: every stored tenant gets its partition at start; a tenant
+	// created later gets it on its first prefill.
+	Tenants TenantSource
+	Keys    *transfer.KeyRing // the cluster key ring (manifest MACs)
+	// Listener and ServerOptions (mutual TLS) carry the PrefillService;
+	// ClientTLS dials the decode nodes' transfer servers.
+	Listener      net.Listener
+	ServerOptions []grpc.ServerOption
+	ClientTLS     *tls.Config
+	// DecodePeers, if set, are the only decode transfer addresses this
+	// node pushes to (prefillrpc.Server.TrustDecode).
+	DecodePeers []string
+	// Chunk is the prefill chunk per forward pass (0: the runner's).
+	Chunk int
+	// Attest computes the node's own attestation (nil: attest.Capacity); a
+	// test may start a node whose attestation failed, which then publishes
+	// it as failed.
+	Attest func(attest.Config) (attest.Attestation, error)
+	// Unsafe and SenderUnsafe switch defences off (faults builds only).
+	Unsafe       engine.Unsafe
+	SenderUnsafe transfer.SenderUnsafe
+	Logger       *slog.Logger // optional
+}
+
+// Prefill is an assembled prefill node.
+type Prefill struct {
+	Pool        *isolation.Pool
+	Attestation attest.Attestation // its own, as it publishes it
+	svc         *prefillrpc.Server
+	gs          *grpc.Server
+	ln          net.Listener
+	calls       atomic.Int64
+}
+
+// NewPrefill assembles a prefill node: its attestation first (reject before
+// allocate starts here: a pool that cannot hold a whole request of the
+// served context refuses to start), the pool with the tenants' partitions,
+// the arena, the sender and the PrefillService. Serve starts it.
+//
+// Errors: attest.ErrFailed, and those of the parts.
+func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m := cfg.Model
+	check := cfg.Attest
+	if check == nil {
+		check = attest.Capacity
+	}
+	c := cfg.Capacity
+	att, err := check(attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK)
+	pool, err := isolation.NewPool(c.Pool)
+	if err != nil {
+		return nil, err
+	}
+	all, err := cfg.Tenants.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range all {
+		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+	}
+	arena, err := m.Backend.NewArena(m.Model.ArenaConfig(c.Pool.Pages, c.Pool.PageTokens))
+	if err != nil {
+		return nil, err
+	}
+	sender, err := transfer.NewSender(transfer.SenderConfig{Pool: pool, Arena: arena, Keys: cfg.Keys, Model: m.Digest, Unsafe: cfg.SenderUnsafe})
+	if err != nil {
+		return nil, err
+	}
+	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener}
+	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe}
+	// One prefill at a time: the model's forward pass and the arena are
+	// driven by one caller (the engine loop does the same on a decode node).
+	sem := make(chan struct{}, 1)
+	prefill := func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+		p.calls.Add(1)
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+		}
+		defer func() { <-sem }()
+		runner.Dialer = d // under sem
+		start := time.Now()
+		err := runner.Prefill(ctx, tenant, req, tokens, to)
+		log.Info("prefill", "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
+		return err
+	}
+	before := func(ctx context.Context, tenant cloison.TenantID) error {
+		if _, err := pool.Partition(tenant); err == nil {
+			return nil
+		}
+		// A tenant created since this node started: its partition now.
+		t, err := cfg.Tenants.Tenant(ctx, tenant)
+		if err != nil {
+			return isolation.ErrUnknownTenant
+		}
+		if _, err := pool.EnsureTenant(api.PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
+			return err
+		}
+		return nil
+	}
+	p.svc = prefillrpc.NewServer(prefill, cfg.ClientTLS, before)
+	if len(cfg.DecodePeers) > 0 {
+		p.svc.TrustDecode(cfg.DecodePeers)
+	}
+	p.svc.SetAttestation(att, hex.EncodeToString(m.Digest[:]))
+	p.gs = grpc.NewServer(cfg.ServerOptions...)
+	prefillrpc.Register(p.gs, p.svc)
+	return p, nil
+}
+
+// Calls is the number of prefills the node was asked for.
+func (p *Prefill) Calls() int { return int(p.calls.Load()) }
+
+// Serve serves the PrefillService until Shutdown.
+func (p *Prefill) Serve() error { return p.gs.Serve(p.ln) }
+
+// Shutdown lets in-flight prefills finish until ctx ends, then stops the
+// service. Idempotent.
+func (p *Prefill) Shutdown(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() { p.gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		p.gs.Stop()
+	}
+	_ = p.ln.Close()
+	p.svc.Close()
+}
