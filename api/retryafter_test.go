@@ -30,8 +30,9 @@ func TestRateLimitedRetryAfter(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"acme"}, Quotas: &q})
 	var now atomic.Int64 // read by the server's goroutines
 	now.Store(time.Now().UnixNano())
-	p.Limiter.Now = func() time.Time { return time.Unix(0, now.Load()) } // no refill but the one the test makes
-	permit, err := p.Limiter.AdmitLease("acme", q, 600, 1) // the bucket, emptied
+	// No refill but the one the test makes; the bucket, emptied.
+	p.Limiter.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	permit, err := p.Limiter.AdmitLease("acme", q, 600, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
