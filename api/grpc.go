@@ -163,6 +163,9 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err
 	}
+	if err := bindConn(ctx, p.Tenant); err != nil {
+		return ctx, id, err
+	}
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
 }
 

@@ -187,6 +187,11 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 		if err == nil {
 			err = p.Require(scopes...)
 		}
+		if err == nil {
+			if err = bindConn(r.Context(), p.Tenant); err != nil {
+				w.Header().Set("Connection", "close") // HTTP/2: GOAWAY once idle
+			}
+		}
 		if err != nil {
 			if cloison.ErrorCode(err) == cloison.CodeUnauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="cloison", error="invalid_token"`)

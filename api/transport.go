@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 
 	"github.com/cloison/cloison"
 )
@@ -30,6 +32,12 @@ import (
 //     would, which cuts long streams;
 //   - at most MaxConns connections are open per listener (more wait in the
 //     kernel's accept queue, holding no goroutine);
+//   - at most MaxConnsPerTenant connections per listener carry a tenant's
+//     requests: a connection counts for every tenant whose token
+//     authenticated on it, until it closes (connCaps). A request of a
+//     tenant at its cap on a connection new to it is refused (429
+//     ErrTenantConnections, Retry-After) and, on HTTP, the connection is
+//     closed after the answer;
 //   - generations in flight are bounded in total and per tenant (Config's
 //     MaxStreams and MaxStreamsPerTenant; streamGate).
 type Transport struct {
@@ -38,10 +46,13 @@ type Transport struct {
 	Write      time.Duration // longest a write may make no progress (default 60 s)
 	Idle       time.Duration // keep-alive connection between requests (default 120 s)
 	MaxConns   int           // open connections per listener (default 1024)
+	// MaxConnsPerTenant bounds the connections per listener that carry one
+	// tenant's requests (default 128).
+	MaxConnsPerTenant int
 }
 
 // DefaultTransport is Transport's defaults.
-var DefaultTransport = Transport{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second, MaxConns: 1024}
+var DefaultTransport = Transport{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second, MaxConns: 1024, MaxConnsPerTenant: 128}
 
 func (t Transport) withDefaults() Transport {
 	d := DefaultTransport
@@ -59,6 +70,9 @@ func (t Transport) withDefaults() Transport {
 	}
 	if t.MaxConns > 0 {
 		d.MaxConns = t.MaxConns
+	}
+	if t.MaxConnsPerTenant > 0 {
+		d.MaxConnsPerTenant = t.MaxConnsPerTenant
 	}
 	return d
 }
@@ -78,7 +92,21 @@ func (t Transport) Listen(addr string) (net.Listener, error) {
 // sets them per request and per write instead.
 func (t Transport) HTTPServer(h http.Handler, tlsConfig *tls.Config, errorLog *log.Logger) *http.Server {
 	t = t.withDefaults()
-	return &http.Server{Handler: t.deadlines(h), ReadHeaderTimeout: t.ReadHeader, IdleTimeout: t.Idle, TLSConfig: tlsConfig, ErrorLog: errorLog}
+	caps := newConnCaps(t.MaxConnsPerTenant)
+	var conns sync.Map // net.Conn → *connSlot
+	return &http.Server{Handler: t.deadlines(h), ReadHeaderTimeout: t.ReadHeader, IdleTimeout: t.Idle, TLSConfig: tlsConfig, ErrorLog: errorLog,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			slot := caps.slot()
+			conns.Store(c, slot)
+			return context.WithValue(ctx, connSlotKey{}, slot)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				if slot, ok := conns.LoadAndDelete(c); ok {
+					slot.(*connSlot).release()
+				}
+			}
+		}}
 }
 
 // GRPCOptions are the gRPC server options for t's limits and tlsConfig
@@ -91,6 +119,7 @@ func (t Transport) GRPCOptions(tlsConfig *tls.Config) []grpc.ServerOption {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: t.Idle, Time: t.Idle, Timeout: t.Write}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(100),
+		grpc.StatsHandler(connStats{newConnCaps(t.MaxConnsPerTenant)}),
 	}
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
@@ -223,3 +252,105 @@ func (g *streamGate) acquire(t cloison.TenantID) (release func(), err error) {
 		})
 	}, nil
 }
+
+// ErrTenantConnections: the tenant's requests already hold as many
+// connections to this listener as one tenant may (Transport.MaxConnsPerTenant).
+var ErrTenantConnections = cloison.NewError(cloison.CodeRateLimited, "too many connections from this tenant; reuse an open connection or retry later")
+
+// connCaps counts, per tenant, the open connections of one listener that
+// carried a request the tenant's token authenticated. A connection is
+// counted from its first such request to its close (connSlot), for each
+// tenant that used it; an unauthenticated connection counts for no tenant
+// (MaxConns and the idle and read limits bound those).
+type connCaps struct {
+	perTenant int // 0: unbounded
+
+	mu       sync.Mutex
+	byTenant map[cloison.TenantID]int // connections per tenant, guarded by mu
+}
+
+func newConnCaps(perTenant int) *connCaps {
+	return &connCaps{perTenant: perTenant, byTenant: map[cloison.TenantID]int{}}
+}
+
+// slot is the bookkeeping of one new connection.
+func (c *connCaps) slot() *connSlot { return &connSlot{caps: c} }
+
+// connSlot is one connection's share of its listener's connCaps.
+type connSlot struct {
+	caps *connCaps
+
+	mu      sync.Mutex
+	tenants []cloison.TenantID // counted for this connection, guarded by mu
+	closed  bool               // released, guarded by mu
+}
+
+type connSlotKey struct{}
+
+// bindConn counts the connection that ctx's request came on (when it was
+// accepted by a Transport) for tenant t, once per connection and tenant.
+// Errors: ErrTenantConnections (429, Retry-After one second) when t holds
+// MaxConnsPerTenant other connections.
+func bindConn(ctx context.Context, t cloison.TenantID) error {
+	s, _ := ctx.Value(connSlotKey{}).(*connSlot)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	for _, have := range s.tenants {
+		if have == t {
+			return nil
+		}
+	}
+	c := s.caps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.perTenant > 0 && c.byTenant[t] >= c.perTenant {
+		return gateError{ErrTenantConnections}
+	}
+	c.byTenant[t]++
+	s.tenants = append(s.tenants, t)
+	return nil
+}
+
+// release gives back the connection's counts; later calls do nothing.
+func (s *connSlot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	c := s.caps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range s.tenants {
+		if c.byTenant[t]--; c.byTenant[t] <= 0 {
+			delete(c.byTenant, t)
+		}
+	}
+	s.tenants = nil
+}
+
+// connStats gives every gRPC connection a connSlot (its RPCs' contexts
+// derive from the connection's) and releases it when the connection ends.
+type connStats struct{ caps *connCaps }
+
+func (h connStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, connSlotKey{}, h.caps.slot())
+}
+
+func (connStats) HandleConn(ctx context.Context, s stats.ConnStats) {
+	if _, end := s.(*stats.ConnEnd); end {
+		if slot, _ := ctx.Value(connSlotKey{}).(*connSlot); slot != nil {
+			slot.release()
+		}
+	}
+}
+
+func (connStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (connStats) HandleRPC(context.Context, stats.RPCStats)                       {}

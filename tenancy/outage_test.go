@@ -75,6 +75,13 @@ func TestStoreOutages(t *testing.T) {
 			t.Cleanup(func() { exec("ALTER DATABASE " + gone + " RENAME TO " + pgx.Identifier{db.Name}.Sanitize()) })
 			return db.RuntimePool(t)
 		}},
+		{"too many connections (53300)", "53300", func(t *testing.T, db *pgtest.DB) *pgxpool.Pool {
+			// A database that takes no more connections of a non-superuser:
+			// the runtime role's next connection is refused with 53300.
+			exec("ALTER DATABASE " + pgx.Identifier{db.Name}.Sanitize() + " CONNECTION LIMIT 0")
+			t.Cleanup(func() { exec("ALTER DATABASE " + pgx.Identifier{db.Name}.Sanitize() + " CONNECTION LIMIT -1") })
+			return db.RuntimePool(t)
+		}},
 		{"closed port (08)", "", func(t *testing.T, _ *pgtest.DB) *pgxpool.Pool {
 			return downStore(t).pool
 		}},

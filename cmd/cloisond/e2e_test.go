@@ -344,6 +344,15 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 	if first != "capacity.attestation" {
 		t.Fatalf("the ledger does not open with the capacity attestation: %v", first)
 	}
+	// The bundle that serves from the start is on the record, as every
+	// reload is (issue 12 item 7).
+	reloaded := false
+	for _, row := range all {
+		reloaded = reloaded || row["kind"] == "policy.reloaded"
+	}
+	if !reloaded {
+		t.Fatal("the ledger has no policy.reloaded event for the starting bundle")
+	}
 
 	// An incident affecting acme: globex can neither list nor read it.
 	inc := map[string]any{"status": "open", "circumstances": "e2e test", "personal_info_undescribed": "test data only",
