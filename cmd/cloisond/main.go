@@ -103,6 +103,7 @@ type config struct {
 	net                                         netConfig
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
+	obs                                         obsConfig // metrics.go: --log-level, --metrics-*
 }
 
 func main() {
@@ -117,6 +118,8 @@ func main() {
 		log.Error("configuration", "err", err)
 		os.Exit(2)
 	}
+	log = cfg.obs.logger()
+	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
@@ -182,6 +185,7 @@ func parseFlags(args []string) (config, error) {
 	c.peers.flags(fs)
 	c.net.flags(fs)
 	c.witness.flags(fs)
+	c.obs.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -239,6 +243,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
+		return c, err
+	}
+	if err := c.obs.check(); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -452,10 +459,15 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		Limiter: tenancy.NewLimiter().WithBudget(tenants), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
-		ExportKey: cpKey, Streams: c.streams})
+		ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig()})
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := c.obs.serveMetrics(srv.MetricsHandler(), log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	engDone := make(chan error, 1)
