@@ -293,9 +293,9 @@ type active struct {
 	firstTok  time.Duration
 	scheduled time.Time // first step that scheduled it (zero: not yet)
 	lastTok   time.Time // when the last token was sampled (zero: none yet)
-	bytes     []byte // generated text so far (UTF-8, maybe incomplete at the end)
-	emitted   int    // bytes of text already streamed
-	stopped   bool   // a stop string matched; text is final
+	bytes     []byte    // generated text so far (UTF-8, maybe incomplete at the end)
+	emitted   int       // bytes of text already streamed
+	stopped   bool      // a stop string matched; text is final
 	generated int
 }
 

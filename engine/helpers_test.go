@@ -130,7 +130,7 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 		remote = rc.remote(pool, arena)
 	}
 	r.e, err = New(Config{Model: l.m, Tokenizer: l.tok, Pool: pool, Arena: arena, Attestation: att, Scheduler: rc.sched, Remote: remote,
-		Unsafe:     rc.unsafe, Now: rc.now,
+		Unsafe: rc.unsafe, Now: rc.now,
 		OnFinish:   func(s Summary) { r.mu.Lock(); r.summary = append(r.summary, s); r.mu.Unlock() },
 		OnIncident: func(in Incident) { r.mu.Lock(); r.inc = append(r.inc, in); r.mu.Unlock() },
 	})
