@@ -37,6 +37,7 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 	tenants *tenantLabels
+	own     []prometheus.Collector // the cloison_ collectors, for tests that list the families
 
 	ledgerErrors       prometheus.Counter
 	incidentWritesLost prometheus.Counter
@@ -93,20 +94,24 @@ func newMetrics(s *Server) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	// Every cloison_ series carries model_name; the Go and process
 	// collectors (go_, process_) do not.
-	reg := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": s.cfg.ModelName}, m.reg)
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": s.cfg.ModelName}, m.reg)
+	register := func(c prometheus.Collector) {
+		wrapped.MustRegister(c)
+		m.own = append(m.own, c)
+	}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-		reg.MustRegister(c)
+		register(c)
 		return c
 	}
 	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		reg.MustRegister(c)
+		register(c)
 		return c
 	}
 	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-		reg.MustRegister(h)
+		register(h)
 		return h
 	}
 	m.ledgerErrors = counter("cloison_ledger_append_errors_total", "Ledger appends that failed (the requests were refused with 503).")
@@ -131,7 +136,7 @@ func newMetrics(s *Server) *Metrics {
 	m.decode = histogram("cloison_request_decode_time_seconds", "Time from a request's first token to its last.", phaseBuckets)
 	m.reqPrompt = histogram("cloison_request_prompt_tokens", "Prompt tokens per request.", tokenBuckets)
 	m.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
-	reg.MustRegister(&stateCollector{s: s, m: m})
+	register(&stateCollector{s: s, m: m})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)
