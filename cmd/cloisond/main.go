@@ -32,6 +32,17 @@
 // prefill peer names, attesting each address before use (peers.go);
 // --drain-period keeps serving with /readyz 503 after SIGTERM (drain.go).
 //
+// Operations (metrics.go): logs are JSON lines on stderr at --log-level
+// (debug, info, warn, error; info includes one access line per HTTP request
+// and gRPC call, probes at debug). Prometheus metrics (api.Server's
+// MetricsHandler) are served on their own listener, --metrics-addr (default
+// 127.0.0.1:9464, empty: none), never on the public API and not behind an
+// admin JWT; a non-loopback address is refused unless --metrics-token-file
+// names the bearer token scrapers must send (read once at start, owner-only
+// modes). --metrics-tenants (a list) or --metrics-max-tenants (the first N
+// seen, default 32) bound the tenant label; the rest are "other". Prefill
+// nodes serve no metrics.
+//
 // --version (as the only or first argument) prints the version, commit and Go
 // version (internal/buildinfo) and exits.
 //
