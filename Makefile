@@ -52,7 +52,7 @@ HELM := $(CURDIR)/.cache/bin/helm
 KUBECONFORM := $(CURDIR)/.cache/bin/kubeconform
 K8S_SCHEMAS := $(CURDIR)/.cache/k8s-schemas/$(K8S_SCHEMA_VERSION)
 CHART := deploy/helm/cloison
-CHART_TEST_VALUES := --set secrets.database.runtimePassword=p --set secrets.keys.clusterKey=00 --set secrets.keys.kek=00 --set secrets.keys.logKey=00
+CHART_TEST_VALUES := --set secrets.database.runtimePassword=p --set secrets.keys.clusterKey=00 --set secrets.keys.kek=00 --set secrets.keys.logKey=00 --set secrets.metrics.token=t
 .PHONY: chart-check chart-tools
 chart-tools:
 	@[ -x $(HELM) ] && $(GO) version -m $(HELM) | grep -q 'mod.*$(HELM_VERSION)' || { echo "installing helm $(HELM_VERSION) into .cache/bin"; GOBIN=$(CURDIR)/.cache/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
@@ -115,13 +115,18 @@ FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFail
 FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
 
 ## test-tools: pdftotext and pdftoppm (Debian poppler-utils), which the
-## register PDF tests read pages back with; installed with apt-get when
-## missing (root on Debian), else those checks skip and say so.
+## register PDF tests read pages back with, and promtool (Debian prometheus),
+## which api's metrics tests check the exposition and the alert rules with;
+## installed with apt-get when missing (root on Debian), else those checks
+## skip and say so (and fail under CI=true).
 .PHONY: test-tools
 test-tools:
 	@command -v pdftotext >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  { apt-get install -y poppler-utils >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y poppler-utils >/dev/null 2>&1; }; }; } || \
 	  echo "make test-tools: poppler-utils not installed; the PDF read-back checks will skip" >&2
+	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }; }; } || \
+	  echo "make test-tools: prometheus (promtool) not installed; the metrics and alert-rule checks will skip" >&2
 
 ## llama-vocab: llama.cpp's tokenizer test vocabularies and vectors into
 ## .cache/llama-vocab (from the pinned npm package node-llama-cpp; needs npm

@@ -30,6 +30,9 @@ type Engine interface {
 	Load() (running, waiting int)
 	Admission() *engine.Admission
 	PoolStats() isolation.Stats
+	// PrefixCache reports whether prompts are looked up in a prefix
+	// cache (the prefix-cache metrics stay 0 without it).
+	PrefixCache() bool
 	// AddTenant, EnsureTenant and TenantIsolation reach the tenants'
 	// KV partitions.
 	AddTenant(isolation.TenantConfig) error

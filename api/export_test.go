@@ -1,6 +1,30 @@
 package api
 
-import "github.com/cloison/cloison"
+import (
+	"regexp"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloison/cloison"
+)
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// MetricFamilies lists the cloison_ metric families s registers, with their
+// series or not (Describe): what a dashboard or a rule may reference.
+func MetricFamilies(s *Server) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range s.metrics.own {
+		ch := make(chan *prometheus.Desc, 64)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			if m := fqName.FindStringSubmatch(d.String()); m != nil {
+				out[m[1]] = true
+			}
+		}
+	}
+	return out
+}
 
 // HoldStreams takes n of s's stream-gate slots for tenant t, as n
 // generations in flight would, until release (tests of the gate through

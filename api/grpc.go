@@ -138,6 +138,7 @@ type interceptor struct {
 func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(metadata.MD) error) (context.Context, cloison.RequestID, error) {
 	id := NewRequestID()
 	ctx = context.WithValue(ctx, grpcRequestIDKey{}, id)
+	ctx, rec := withAccess(ctx)
 	_ = setHeader(metadata.Pairs(RequestIDKey, string(id)))
 	if isPublic(method) {
 		return ctx, id, nil
@@ -160,6 +161,7 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	if !ok {
 		return ctx, id, ErrNoScopeRule.Withf("%s", method)
 	}
+	rec.setTenant(p.Tenant)
 	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err
 	}
@@ -171,8 +173,8 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 
 // finish maps err to its status (with the retry hint also as a
 // retry-after trailer), logs the cause with the request id, and logs the
-// call.
-func (ic *interceptor) finish(method string, id cloison.RequestID, clientID string, start time.Time, err error, setTrailer func(metadata.MD)) error {
+// call (its access line, accesslog.go).
+func (ic *interceptor) finish(ctx context.Context, method string, id cloison.RequestID, clientID string, start time.Time, err error, setTrailer func(metadata.MD)) error {
 	if err != nil {
 		if _, isStatus := err.(interface{ GRPCStatus() *status.Status }); !isStatus {
 			code, _, _ := Describe(err)
@@ -183,7 +185,7 @@ func (ic *interceptor) finish(method string, id cloison.RequestID, clientID stri
 		logCause(ic.log, id, err)
 		err = GRPCStatus(err).Err()
 	}
-	ic.log.Debug("grpc", "method", method, "request_id", id, "client_request_id", clientID, "code", status.Code(err).String(), "duration", time.Since(start))
+	logGRPCAccess(ic.log, ctx, method, id, clientID, status.Code(err), start)
 	return err
 }
 
@@ -217,7 +219,7 @@ func (ic *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if err != nil {
 		resp = nil
 	}
-	return resp, ic.finish(method, id, clientID, start, err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+	return resp, ic.finish(ctx, method, id, clientID, start, err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
 }
 
 // serverStream carries the interceptors' context to a stream handler.
@@ -240,7 +242,7 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if err == nil {
 		err = h(srv, &serverStream{ServerStream: ss, ctx: ctx})
 	}
-	return ic.finish(method, id, clientID, start, err, ss.SetTrailer)
+	return ic.finish(ctx, method, id, clientID, start, err, ss.SetTrailer)
 }
 
 // sizeLimits holds every gRPC request message to the size its HTTP route

@@ -267,7 +267,7 @@ func (g *inferenceService) checkModel(ctx context.Context, model string) error {
 // against its tokens-per-minute quota (Limiter), first for an upper bound
 // (one token per byte, plus BOS and EOS, capped at the quota) and, once
 // done, refunded down to the tokens it produced; and it is counted in
-// cloison:tokenize_tokens_total. Without this a tenant could burn CPU
+// cloison_tokenize_tokens_total. Without this a tenant could burn CPU
 // without bound outside its quota.
 // Errors: ErrUnsupported, ErrUnknownModel, ErrBodyTooLarge, ErrBadUTF8,
 // ErrBadField, the chat template's, and the Limiter's (*tenancy.LimitError,
@@ -315,7 +315,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 		ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
 	}
 	permit.Release(len(ids))
-	g.s.metrics.tokenizeToks.WithLabelValues(string(p.Tenant)).Add(float64(len(ids)))
+	g.s.metrics.tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {
 		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))

@@ -20,7 +20,7 @@ import (
 // hands the work to a tracked goroutine that retries a ledger failure until
 // Close (the request itself already failed closed).
 func (s *Server) RecordIncident(in engine.Incident) {
-	s.metrics.incidents.WithLabelValues(string(in.Tenant), in.Kind).Inc()
+	s.metrics.isolationFailures.WithLabelValues(s.metrics.tenant(in.Tenant), in.Kind).Inc()
 	s.mu.Lock()
 	dup := s.incOpen[in.Request]
 	s.incOpen[in.Request] = true
@@ -63,12 +63,13 @@ func (s *Server) RecordIncident(in engine.Incident) {
 // the background, tracked and retried until Close.
 func (s *Server) RecordTransferFailure(f transfer.Failure) {
 	tenant, req := f.Lease.Tenant, f.Lease.Request
-	s.metrics.TransferVerificationsFailed.WithLabelValues(string(tenant)).Inc()
+	s.metrics.transferFailed.WithLabelValues(s.metrics.tenant(tenant)).Inc()
 	switch {
 	case f.Unauthenticated:
 		// Junk or a header without the cluster key: no reservation was
 		// touched; one incident per peer and window (the receiver's
-		// bound), the rest counted in TransferUnauthenticated.
+		// bound), the rest counted in
+		// cloison_transfer_unauthenticated_refusals_total.
 		req = "unauthenticated-stream"
 		s.log.Warn("unauthenticated transfer stream refused", "peer", f.Peer, "reason", f.Reason, "suppressed_since_last", f.Suppressed)
 	case req == "":
@@ -109,7 +110,7 @@ func (s *Server) RecordTransferFailure(f transfer.Failure) {
 // CountUnauthenticatedTransfer is a transfer.Receiver's OnUnauthenticated
 // hook: every stream refused before its header authenticated is counted.
 func (s *Server) CountUnauthenticatedTransfer(peer string, reason transfer.Reason) {
-	s.metrics.TransferUnauthenticated.WithLabelValues(string(reason)).Inc()
+	s.metrics.transferUnauth.WithLabelValues(string(reason)).Inc()
 }
 
 // incidentWrites tracks the incident writes in flight, so that Close returns

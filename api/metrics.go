@@ -2,92 +2,263 @@ package api
 
 import (
 	"net/http"
+	"sync"
 
-	"github.com/cloison/cloison/engine"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine"
 )
 
-// Metrics are the Prometheus metrics, vLLM-style names under "cloison:".
+// Metrics are the Prometheus metrics, served by MetricsHandler on a
+// listener of their own (cloisond --metrics-addr), never on the public API.
+//
+// Names follow the Prometheus conventions (promtool check metrics is clean:
+// TestMetricsLint): the cloison_ prefix, no colons (those are for recording
+// rules), base units in the name (_seconds, _tokens, _ratio), _total on
+// counters only. Every cloison_ series carries model_name, the model the
+// node serves. The request series are those vLLM users chart, under the same
+// names with cloison_ for vllm: — time to first token, inter-token latency,
+// queue, prefill, decode and end-to-end time, preemptions, prefix-cache
+// queried and hit tokens, prompt and generation token histograms, running
+// and waiting gauges — plus the isolation, transfer, ledger and attestation
+// series the alert rules (deploy/prometheus/alerts.yml) watch.
+//
+// The tenant label is bounded (MetricsConfig): a configured list of tenants,
+// or the first MaxTenants tenants seen, keep their own value; every other
+// tenant is aggregated as "other". A label never changes once given, so
+// counters stay monotonic. Histograms carry no tenant label.
+//
 // Pool, engine and admission figures are read at scrape time from their
 // owners (a collector), so nothing is counted twice.
 type Metrics struct {
-	reg          *prometheus.Registry
-	handler      http.Handler
-	ledgerErrors prometheus.Counter
-	policyDenied *prometheus.CounterVec
-	requests     *prometheus.CounterVec
-	promptToks   *prometheus.CounterVec
-	genToks      *prometheus.CounterVec
-	tokenizeToks *prometheus.CounterVec
-	ttft         prometheus.Histogram
-	e2e          prometheus.Histogram
-	incidents    *prometheus.CounterVec
-	// TransferVerificationsFailed counts refused prefill→decode transfers.
-	TransferVerificationsFailed *prometheus.CounterVec
-	// TransferUnauthenticated counts transfer streams refused before their
-	// header authenticated (unknown key, bad header MAC, malformed, no such
-	// reservation), by reason: junk from a certificate holder without the
-	// cluster key. At most one incident per peer and window is opened.
-	TransferUnauthenticated *prometheus.CounterVec
-	incidentWritesLost      prometheus.Counter
+	reg     *prometheus.Registry
+	handler http.Handler
+	tenants *tenantLabels
+	own     []prometheus.Collector // the cloison_ collectors, for tests that list the families
+
+	ledgerErrors       prometheus.Counter
+	incidentWritesLost prometheus.Counter
+	policyDenied       *prometheus.CounterVec
+	success            *prometheus.CounterVec
+	failed             *prometheus.CounterVec
+	promptToks         *prometheus.CounterVec
+	genToks            *prometheus.CounterVec
+	tokenizeToks       *prometheus.CounterVec
+	isolationFailures  *prometheus.CounterVec
+	transferFailed     *prometheus.CounterVec
+	transferUnauth     *prometheus.CounterVec
+	preemptions        prometheus.Counter
+	prefixQueries      prometheus.Counter
+	prefixHits         prometheus.Counter
+
+	ttft, itl, e2e, queue, prefill, decode prometheus.Histogram
+	reqPrompt, reqGeneration               prometheus.Histogram
 }
+
+// MetricsConfig bounds the metrics' tenant label.
+type MetricsConfig struct {
+	// Tenants, when set, are the tenants whose series carry their own
+	// tenant label; every other tenant's are aggregated as "other".
+	Tenants []cloison.TenantID
+	// MaxTenants, without Tenants, is how many tenants (the first seen)
+	// get their own label; the rest are "other". Default 32.
+	MaxTenants int
+}
+
+// DefaultMetricsMaxTenants is MetricsConfig.MaxTenants' default.
+const DefaultMetricsMaxTenants = 32
+
+// OtherTenant is the tenant label of the tenants aggregated together.
+const OtherTenant = "other"
+
+// isolationKinds are engine.Incident's kinds (engine's incident): each
+// tenant label starts with a zero series of each, so that an alert on
+// increase() sees the first failure.
+var isolationKinds = []string{"pool-violation", "kernel-tag-mismatch", "kernel-unwritten", "stale-lease", "transfer-count", "isolation"}
+
+// Histogram buckets, vLLM's (v0.10 metrics), with finer low ends for CPU
+// inference, where a token can take less than 10 ms.
+var (
+	ttftBuckets    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+	itlBuckets     = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	phaseBuckets   = []float64{0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+	tokenBuckets   = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000}
+	tenantLabel    = []string{"tenant"}
+	prefixHelpNote = " Counted only with the prefix cache on (--prefix-cache); without it, 0."
+)
 
 func newMetrics(s *Server) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
-	m.ledgerErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison:ledger_append_errors_total", Help: "Ledger appends that failed (requests refused with 503)."})
-	m.policyDenied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:policy_denied_total", Help: "Requests denied by policy."}, []string{"tenant"})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:request_success_total", Help: "Requests that left the engine, by final state."}, []string{"tenant", "state"})
-	m.promptToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:prompt_tokens_total", Help: "Prompt tokens processed."}, []string{"tenant"})
-	m.genToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:generation_tokens_total", Help: "Tokens generated."}, []string{"tenant"})
-	m.tokenizeToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:tokenize_tokens_total", Help: "Tokens produced by the Tokenize method (charged to the tenant's quota)."}, []string{"tenant"})
-	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloison:time_to_first_token_seconds", Help: "Time to first token.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})
-	m.e2e = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cloison:e2e_request_latency_seconds", Help: "End-to-end request latency.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)})
-	m.incidents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:isolation_failures_total", Help: "Requests failed closed by an isolation check, by tenant and detector."}, []string{"tenant", "kind"})
-	m.TransferVerificationsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:transfer_verifications_failed_total", Help: "Prefill→decode transfers refused by verification."}, []string{"tenant"})
-	m.TransferUnauthenticated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:transfer_unauthenticated_refusals_total", Help: "Transfer streams refused before their header authenticated, by reason."}, []string{"reason"})
-	m.incidentWritesLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison:incident_writes_lost_total", Help: "Incident writes abandoned at shutdown after retries (logged)."})
-	for _, c := range []prometheus.Collector{m.ledgerErrors, m.policyDenied, m.requests, m.promptToks, m.genToks, m.tokenizeToks, m.ttft, m.e2e, m.incidents, m.TransferVerificationsFailed,
-		m.TransferUnauthenticated, m.incidentWritesLost,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &stateCollector{s: s}} {
-		f(c)
+	// Every cloison_ series carries model_name; the Go and process
+	// collectors (go_, process_) do not.
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": s.cfg.ModelName}, m.reg)
+	register := func(c prometheus.Collector) {
+		wrapped.MustRegister(c)
+		m.own = append(m.own, c)
 	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		register(c)
+		return c
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		register(c)
+		return c
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+		register(h)
+		return h
+	}
+	m.ledgerErrors = counter("cloison_ledger_append_errors_total", "Ledger appends that failed (the requests were refused with 503).")
+	m.incidentWritesLost = counter("cloison_incident_writes_lost_total", "Incident writes abandoned at shutdown after retries (logged).")
+	m.policyDenied = counterVec("cloison_policy_denied_total", "Requests denied by policy.", tenantLabel...)
+	m.success = counterVec("cloison_request_success_total", "Requests that finished normally, by finish reason (stop, length).", "tenant", "finished_reason")
+	m.failed = counterVec("cloison_request_failure_total", "Requests that entered the engine and ended without a normal finish (aborted or failed), by state and error code.", "tenant", "state", "code")
+	m.promptToks = counterVec("cloison_prompt_tokens_total", "Prompt tokens of the requests that left the engine.", tenantLabel...)
+	m.genToks = counterVec("cloison_generation_tokens_total", "Tokens generated.", tenantLabel...)
+	m.tokenizeToks = counterVec("cloison_tokenize_tokens_total", "Tokens produced by the Tokenize method (charged to the tenant's quota).", tenantLabel...)
+	m.isolationFailures = counterVec("cloison_isolation_failures_total", "Requests failed closed by an isolation check (output withheld, incident opened), by tenant and detector.", "tenant", "kind")
+	m.transferFailed = counterVec("cloison_transfer_verifications_failed_total", "Prefill-to-decode transfers refused by verification (output withheld, incident opened).", tenantLabel...)
+	m.transferUnauth = counterVec("cloison_transfer_unauthenticated_refusals_total", "Transfer streams refused before their header authenticated, by reason.", "reason")
+	m.preemptions = counter("cloison_num_preemptions_total", "Preemptions: a running request's KV pages taken back, to be recomputed.")
+	m.prefixQueries = counter("cloison_prefix_cache_query_tokens_total", "Prompt tokens looked up in the tenant-namespaced prefix cache."+prefixHelpNote)
+	m.prefixHits = counter("cloison_prefix_cache_hit_tokens_total", "Prompt tokens served from the tenant-namespaced prefix cache."+prefixHelpNote)
+	m.ttft = histogram("cloison_time_to_first_token_seconds", "Time from the request's arrival at the engine to its first token.", ttftBuckets)
+	m.itl = histogram("cloison_inter_token_latency_seconds", "Time between two consecutive tokens of a request.", itlBuckets)
+	m.e2e = histogram("cloison_e2e_request_latency_seconds", "Time from the request's arrival at the engine to its end.", phaseBuckets)
+	m.queue = histogram("cloison_request_queue_time_seconds", "Time a request waited for KV pages before it was first scheduled.", phaseBuckets)
+	m.prefill = histogram("cloison_request_prefill_time_seconds", "Time from a request's first scheduling to its first token (prefill; with a prefill node, the verified transfer included).", phaseBuckets)
+	m.decode = histogram("cloison_request_decode_time_seconds", "Time from a request's first token to its last.", phaseBuckets)
+	m.reqPrompt = histogram("cloison_request_prompt_tokens", "Prompt tokens per request.", tokenBuckets)
+	m.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
+	register(&stateCollector{s: s, m: m})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)
+	m.initTenant(OtherTenant)
+	m.initTenant("") // events with no tenant (a transfer that matched no reservation)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }
 
-func (m *Metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+// initTenant starts a new tenant label's alerting series at zero.
+func (m *Metrics) initTenant(label string) {
+	for _, k := range isolationKinds {
+		m.isolationFailures.WithLabelValues(label, k)
+	}
+	m.transferFailed.WithLabelValues(label)
+}
 
-func (m *Metrics) observe(sum engine.Summary) {
-	t := string(sum.Tenant)
-	m.requests.WithLabelValues(t, sum.State.String()).Inc()
+// MetricsHandler serves the Prometheus text exposition. It authenticates
+// no one: it is meant for a listener of its own (cloisond --metrics-addr,
+// loopback or guarded by a bearer token), never the public API's.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
+
+func (m *Metrics) tenant(t cloison.TenantID) string { return m.tenants.label(t) }
+
+func (m *Metrics) observe(sum engine.Summary, prefixCache bool) {
+	t := m.tenant(sum.Tenant)
+	switch sum.State {
+	case engine.Finished:
+		m.success.WithLabelValues(t, string(sum.Finish)).Inc()
+	default:
+		m.failed.WithLabelValues(t, sum.State.String(), string(sum.Code)).Inc()
+	}
 	m.promptToks.WithLabelValues(t).Add(float64(sum.Prompt))
 	m.genToks.WithLabelValues(t).Add(float64(sum.Generated))
+	m.reqPrompt.Observe(float64(sum.Prompt))
+	m.reqGeneration.Observe(float64(sum.Generated))
+	m.e2e.Observe(sum.Duration.Seconds())
+	m.preemptions.Add(float64(sum.Preemptions))
+	scheduled := sum.Queued > 0 || sum.FirstToken > 0
+	if scheduled {
+		m.queue.Observe(sum.Queued.Seconds())
+		if prefixCache {
+			m.prefixQueries.Add(float64(sum.Prompt))
+			m.prefixHits.Add(float64(sum.Cached))
+		}
+	}
 	if sum.FirstToken > 0 {
 		m.ttft.Observe(sum.FirstToken.Seconds())
+		m.prefill.Observe(sum.Prefill.Seconds())
+		m.decode.Observe(sum.Decode.Seconds())
 	}
-	m.e2e.Observe(sum.Duration.Seconds())
+}
+
+// tenantLabels gives each tenant its metrics label: its own id when listed
+// (or among the first max seen), else OtherTenant. A label, once given,
+// never changes.
+type tenantLabels struct {
+	onNew func(label string) // called once per new label, outside mu
+	fixed bool               // a configured list: no tenant is added
+
+	mu    sync.Mutex
+	max   int                       // guarded by mu
+	known map[cloison.TenantID]bool // guarded by mu
+}
+
+func newTenantLabels(cfg MetricsConfig, onNew func(string)) *tenantLabels {
+	l := &tenantLabels{onNew: onNew, known: map[cloison.TenantID]bool{}, max: cfg.MaxTenants}
+	if l.max <= 0 {
+		l.max = DefaultMetricsMaxTenants
+	}
+	if len(cfg.Tenants) > 0 {
+		l.fixed = true
+		for _, t := range cfg.Tenants {
+			if !l.known[t] {
+				l.known[t] = true
+				onNew(string(t))
+			}
+		}
+	}
+	return l
+}
+
+func (l *tenantLabels) label(t cloison.TenantID) string {
+	if t == "" {
+		return ""
+	}
+	l.mu.Lock()
+	if l.known[t] {
+		l.mu.Unlock()
+		return string(t)
+	}
+	if l.fixed || len(l.known) >= l.max {
+		l.mu.Unlock()
+		return OtherTenant
+	}
+	l.known[t] = true
+	l.mu.Unlock()
+	l.onNew(string(t))
+	return string(t)
 }
 
 var (
-	descRunning   = prometheus.NewDesc("cloison:num_requests_running", "Requests holding KV leases.", nil, nil)
-	descWaiting   = prometheus.NewDesc("cloison:num_requests_waiting", "Requests queued for KV pages.", nil, nil)
-	descKVUsage   = prometheus.NewDesc("cloison:kv_cache_usage_perc", "Fraction of KV pages leased or cached.", nil, nil)
-	descPages     = prometheus.NewDesc("cloison:isolation_pages_in_use", "KV pages referenced by the tenant's live leases.", []string{"tenant"}, nil)
-	descReserved  = prometheus.NewDesc("cloison:isolation_pages_reserved", "KV pages reserved for the tenant.", []string{"tenant"}, nil)
-	descScrubbed  = prometheus.NewDesc("cloison:isolation_pages_scrubbed_total", "KV pages of the tenant zeroed before reuse.", []string{"tenant"}, nil)
-	descBlocked   = prometheus.NewDesc("cloison:isolation_violations_blocked_total", "Reads refused by the pool's ownership and fill checks.", []string{"tenant"}, nil)
-	descRejected  = prometheus.NewDesc("cloison:admission_rejected_total", "Requests rejected before any KV allocation, by code.", []string{"tenant", "code"}, nil)
-	descAttestOK  = prometheus.NewDesc("cloison:capacity_attestation_ok", "1 when the capacity attestation passed.", nil, nil)
-	descServed    = prometheus.NewDesc("cloison:served_context_tokens", "Context length the API advertises.", nil, nil)
-	descModelCtx  = prometheus.NewDesc("cloison:model_context_tokens", "Context length the model advertises.", nil, nil)
-	descPoolToken = prometheus.NewDesc("cloison:pool_tokens", "Tokens the KV pool holds.", nil, nil)
+	descRunning   = prometheus.NewDesc("cloison_num_requests_running", "Requests holding KV leases.", nil, nil)
+	descWaiting   = prometheus.NewDesc("cloison_num_requests_waiting", "Requests queued for KV pages.", nil, nil)
+	descKVUsage   = prometheus.NewDesc("cloison_kv_cache_usage_ratio", "Fraction of KV pages leased or cached (0 to 1).", nil, nil)
+	descPages     = prometheus.NewDesc("cloison_isolation_pages_in_use", "KV pages referenced by the tenant's live leases.", tenantLabel, nil)
+	descReserved  = prometheus.NewDesc("cloison_isolation_pages_reserved", "KV pages reserved for the tenant.", tenantLabel, nil)
+	descScrubbed  = prometheus.NewDesc("cloison_isolation_pages_scrubbed_total", "KV pages of the tenant zeroed before reuse.", tenantLabel, nil)
+	descBlocked   = prometheus.NewDesc("cloison_isolation_violations_blocked_total", "Reads refused by the pool's ownership and fill checks.", tenantLabel, nil)
+	descRejected  = prometheus.NewDesc("cloison_admission_rejected_total", "Requests rejected before any KV allocation, by code.", []string{"tenant", "code"}, nil)
+	descAttestOK  = prometheus.NewDesc("cloison_capacity_attestation_ok", "1 when the capacity attestation passed (a node whose attestation fails does not start).", nil, nil)
+	descServed    = prometheus.NewDesc("cloison_served_context_tokens", "Context length the API advertises.", nil, nil)
+	descModelCtx  = prometheus.NewDesc("cloison_model_context_tokens", "Context length the model advertises.", nil, nil)
+	descPoolToken = prometheus.NewDesc("cloison_pool_tokens", "Tokens the KV pool holds.", nil, nil)
 )
 
-// stateCollector reads the engine, pool and admission at scrape time.
-type stateCollector struct{ s *Server }
+// stateCollector reads the engine, pool and admission at scrape time; the
+// per-tenant figures are summed per tenant label.
+type stateCollector struct {
+	s *Server
+	m *Metrics
+}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descPages, descReserved, descScrubbed, descBlocked, descRejected, descAttestOK, descServed, descModelCtx, descPoolToken} {
@@ -102,17 +273,34 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(wait))
 	st := e.PoolStats()
 	ch <- prometheus.MustNewConstMetric(descKVUsage, prometheus.GaugeValue, float64(st.Leased+st.Cached)/float64(st.Pages))
+	type perTenant struct{ leased, reserved, scrubbed, blocked float64 }
+	byLabel := map[string]*perTenant{}
 	for _, t := range st.Tenants {
-		id := string(t.Tenant)
-		ch <- prometheus.MustNewConstMetric(descPages, prometheus.GaugeValue, float64(t.Leased), id)
-		ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(t.Reserved), id)
-		ch <- prometheus.MustNewConstMetric(descScrubbed, prometheus.CounterValue, float64(t.Scrubbed), id)
-		ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.CounterValue, float64(t.Violations), id)
+		l := c.m.tenant(t.Tenant)
+		p := byLabel[l]
+		if p == nil {
+			p = &perTenant{}
+			byLabel[l] = p
+		}
+		p.leased += float64(t.Leased)
+		p.reserved += float64(t.Reserved)
+		p.scrubbed += float64(t.Scrubbed)
+		p.blocked += float64(t.Violations)
 	}
+	for l, p := range byLabel {
+		ch <- prometheus.MustNewConstMetric(descPages, prometheus.GaugeValue, p.leased, l)
+		ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, p.reserved, l)
+		ch <- prometheus.MustNewConstMetric(descScrubbed, prometheus.CounterValue, p.scrubbed, l)
+		ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.CounterValue, p.blocked, l)
+	}
+	rejected := map[[2]string]float64{}
 	for t, byCode := range e.Admission().Rejections() {
 		for code, n := range byCode {
-			ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(n), string(t), string(code))
+			rejected[[2]string{c.m.tenant(t), string(code)}] += float64(n)
 		}
+	}
+	for k, n := range rejected {
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, n, k[0], k[1])
 	}
 	att := e.Attestation()
 	ok := 0.0

@@ -69,10 +69,13 @@ type Config struct {
 	// Streams (optional) bounds compliance streams: ledger ranges,
 	// exports and verifications (streams.go).
 	Streams StreamLimits
+	// Metrics (optional) bounds the tenant label of the metrics.
+	Metrics MetricsConfig
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
-// health, readiness and metrics over HTTP (Handler), and the same
+// health and readiness over HTTP (Handler), the Prometheus metrics on a
+// handler of their own (MetricsHandler, for a dedicated listener), and the same
 // operations over gRPC (GRPCServer). Both transports run one inference path
 // (generate) and the same admin and compliance operations; they differ only
 // in how messages are encoded.
@@ -138,7 +141,6 @@ func tokenString(t *tokenizer.Tokenizer, id int32) string {
 //	GET  /v1/attestation               any valid token: the capacity attestation
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
-//	GET  /metrics                      scope admin (Prometheus)
 //	/admin/v1/...                      scope admin (admin.go)
 //	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
 func (s *Server) Handler() http.Handler {
@@ -150,10 +152,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
-	mux.Handle("GET /metrics", s.auth(s.metrics.serve, tenancy.ScopeAdmin))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
-	return s.recoverer(mux)
+	return s.accessLog(s.recoverer(mux))
 }
 
 // recoverer turns a panic in a handler into a 500 without its text.
@@ -185,6 +186,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 		}
 		p, err := s.cfg.Verifier.Verify(r.Context(), strings.TrimSpace(raw))
 		if err == nil {
+			accessOf(r.Context()).setTenant(p.Tenant)
 			err = p.Require(scopes...)
 		}
 		if err == nil {
@@ -379,6 +381,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	if in.common.Model != s.cfg.ModelName {
 		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
+	accessOf(ctx).setTokens(len(in.prompt), 0)
 	release, err := s.gate.acquire(p.Tenant)
 	if err != nil {
 		return genResult{}, err
@@ -392,7 +395,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		sink.decided(dec.ID)
 	}
 	if derr != nil {
-		s.metrics.policyDenied.WithLabelValues(string(p.Tenant)).Inc()
+		s.metrics.policyDenied.WithLabelValues(s.metrics.tenant(p.Tenant)).Inc()
 		return genResult{}, s.refuse(p.Tenant, stagePolicy, derr)
 	}
 	part, err := s.applies(p, dec)
@@ -460,12 +463,16 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		}
 		if tok.ID >= 0 {
 			n++
+			if tok.Gap > 0 {
+				s.metrics.itl.Observe(tok.Gap.Seconds())
+			}
 		}
 		if sink.token != nil {
 			sink.token(tok)
 		}
 	}
 	used = len(in.prompt) + n
+	accessOf(ctx).setTokens(len(in.prompt), n)
 	if lerr := s.completed(ctx, part, id, st, endErr); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
@@ -593,7 +600,7 @@ func sanitizeName(s string) string {
 func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error) error {
 	sum, _ := st.Summary()
 	zeroing := part.Zeroing.String()
-	s.metrics.observe(sum)
+	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
 	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
 		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds()})

@@ -72,6 +72,12 @@ type Summary struct {
 	Started     time.Time
 	FirstToken  time.Duration // 0 if none
 	Duration    time.Duration
+	// Queued is the time from Submit to the first step that scheduled the
+	// request (a batch or a remote prefill); 0 if it never ran.
+	Queued time.Duration
+	// Prefill is the time from that first scheduling to the first token,
+	// Decode from the first token to the last; 0 if there was none.
+	Prefill, Decode time.Duration
 }
 
 // Incident describes an isolation failure that aborted a request.
@@ -162,6 +168,10 @@ func New(cfg Config) (*Engine, error) {
 
 // Admission returns the engine's admission (for its counters).
 func (e *Engine) Admission() *Admission { return e.adm }
+
+// PrefixCache reports whether the engine looks prompts up in its
+// (tenant-namespaced) prefix cache.
+func (e *Engine) PrefixCache() bool { return e.cfg.Scheduler.PrefixCache }
 
 // Attestation returns the capacity attestation the engine serves under.
 func (e *Engine) Attestation() attest.Attestation { return e.cfg.Attestation }
@@ -282,9 +292,11 @@ type active struct {
 	stopCtx   func() bool
 	started   time.Time
 	firstTok  time.Duration
-	bytes     []byte // generated text so far (UTF-8, maybe incomplete at the end)
-	emitted   int    // bytes of text already streamed
-	stopped   bool   // a stop string matched; text is final
+	scheduled time.Time // first step that scheduled it (zero: not yet)
+	lastTok   time.Time // when the last token was sampled (zero: none yet)
+	bytes     []byte    // generated text so far (UTF-8, maybe incomplete at the end)
+	emitted   int       // bytes of text already streamed
+	stopped   bool      // a stop string matched; text is final
 	generated int
 }
 
@@ -364,6 +376,7 @@ func (e *Engine) publishLoad() {
 func (e *Engine) step() error {
 	defer e.publishLoad()
 	rd := e.sched.Ready()
+	e.markScheduled(rd)
 	e.handle(e.sched.Events())
 	for _, it := range rd.Remote {
 		e.startRemote(it)
@@ -388,6 +401,7 @@ func (e *Engine) step() error {
 	}
 	results := make([]Result, 0, len(rd.Batch))
 	emits := make([]emit, 0, len(rd.Batch))
+	now := e.now()
 	e.mu.Lock()
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
@@ -407,8 +421,11 @@ func (e *Engine) step() error {
 			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, false))
 		}
 		if a.firstTok == 0 {
-			a.firstTok = e.now().Sub(a.started)
+			a.firstTok = now.Sub(a.started)
+		} else {
+			em.gap = now.Sub(a.lastTok)
 		}
+		a.lastTok = now
 		a.generated++
 		results = append(results, Result{ID: it.ID, Token: c.Token, Stop: stop})
 		emits = append(emits, em)
@@ -418,7 +435,7 @@ func (e *Engine) step() error {
 	// Tokens first, then ends: a finished request's last token is streamed.
 	for _, em := range emits {
 		if em.a.stream.failNext == nil {
-			em.a.stream.push(Token{ID: em.tok.Token, Text: em.text, Logprob: em.tok.Logprob, Top: em.tok.Top})
+			em.a.stream.push(Token{ID: em.tok.Token, Text: em.text, Logprob: em.tok.Logprob, Top: em.tok.Top, Gap: em.gap})
 		}
 	}
 	e.handle(events)
@@ -429,6 +446,29 @@ type emit struct {
 	a    *active
 	tok  sample.Choice
 	text string
+	gap  time.Duration
+}
+
+// markScheduled stamps the requests a step schedules for the first time
+// (Summary.Queued).
+func (e *Engine) markScheduled(rd Ready) {
+	if len(rd.Batch) == 0 && len(rd.Remote) == 0 {
+		return
+	}
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	mark := func(id cloison.RequestID) {
+		if a := e.active[id]; a != nil && a.scheduled.IsZero() {
+			a.scheduled = now
+		}
+	}
+	for _, it := range rd.Batch {
+		mark(it.ID)
+	}
+	for _, it := range rd.Remote {
+		mark(it.ID)
+	}
 }
 
 func (e *Engine) stopToken(a *active, tok int32) bool {
@@ -537,6 +577,13 @@ func (e *Engine) finish(a *active, ev Event) {
 	sum := Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
 		Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
 		Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)}
+	if !a.scheduled.IsZero() {
+		sum.Queued = a.scheduled.Sub(a.started)
+		if a.firstTok > 0 {
+			sum.Prefill = a.started.Add(a.firstTok).Sub(a.scheduled)
+			sum.Decode = a.lastTok.Sub(a.started.Add(a.firstTok))
+		}
+	}
 	if sum.Prompt == 0 {
 		sum.Prompt = len(a.req.Prompt)
 	}
@@ -621,6 +668,9 @@ type Token struct {
 	Text    string
 	Logprob float64
 	Top     []sample.TokenProb
+	// Gap is the time since the request's previous token was sampled (the
+	// inter-token latency); 0 for the first token and the flush.
+	Gap time.Duration
 }
 
 // Stream delivers a request's tokens. Next never blocks the engine: tokens

@@ -93,6 +93,7 @@ type rigConfig struct {
 	unsafe  Unsafe // faults builds only: admission's length checks off
 	arena   func(kernels.Arena) kernels.Arena
 	remote  func(pool *isolation.Pool, arena any) *Remote
+	now     func() time.Time // the engine's clock (nil: time.Now)
 }
 
 func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
@@ -130,7 +131,7 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 		remote = rc.remote(pool, arena)
 	}
 	r.e, err = New(Config{Model: l.m, Tokenizer: l.tok, Pool: pool, Arena: arena, Attestation: att, Scheduler: rc.sched, Remote: remote,
-		Unsafe:     rc.unsafe,
+		Unsafe: rc.unsafe, Now: rc.now,
 		OnFinish:   func(s Summary) { r.mu.Lock(); r.summary = append(r.summary, s); r.mu.Unlock() },
 		OnIncident: func(in Incident) { r.mu.Lock(); r.inc = append(r.inc, in); r.mu.Unlock() },
 	})

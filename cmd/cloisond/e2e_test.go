@@ -53,6 +53,7 @@ type node struct {
 	t        testing.TB
 	base     string // http://addr
 	grpcAddr string // host:port of the gRPC API
+	metrics  string // http://addr of the metrics listener
 	stateDir string
 	dbURL    string
 	cmd      *exec.Cmd
@@ -68,12 +69,14 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
+	metricsReady := filepath.Join(n.stateDir, "metrics-ready")
 	runtime := migrations.DefaultRoles.Runtime
 	if i := slices.Index(roles, "--db-runtime-role"); i >= 0 {
 		runtime = roles[i+1]
 	}
 	args := append([]string{"--database-url", pgtest.AsRole(dbURL, runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--dev", "--state-dir", n.stateDir, "--ready-file", ready,
-		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e", "--refusal-flush", "200ms"}, roles...)
+		"--grpc-addr", "127.0.0.1:0", "--grpc-ready-file", grpcReady, "--kv-pages", "256", "--node", "e2e", "--refusal-flush", "200ms",
+		"--metrics-addr", "127.0.0.1:0", "--metrics-ready-file", metricsReady}, roles...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if err := n.cmd.Start(); err != nil {
@@ -87,6 +90,9 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 			n.base = "http://" + string(b)
 			g, _ := os.ReadFile(grpcReady) // written before the HTTP ready file
 			n.grpcAddr = string(g)
+			if m, _ := os.ReadFile(metricsReady); len(m) > 0 { // written before the HTTP ready file
+				n.metrics = "http://" + string(m)
+			}
 			return n
 		}
 		select {
@@ -223,6 +229,26 @@ func (n *node) do(method, path, token string, body []byte) reply {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return reply{resp.StatusCode, resp.Header, b}
+}
+
+// scrape GETs the node's metrics listener, with a bearer token if one is
+// given.
+func (n *node) scrape(t testing.TB, token string) (int, string) {
+	t.Helper()
+	if n.metrics == "" {
+		t.Fatal("the node serves no metrics listener")
+	}
+	req, _ := http.NewRequest("GET", n.metrics+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 const modelID = "cloison-context-bag"
@@ -381,13 +407,14 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 	if r := n.do("POST", "/compliance/v1/incidents", acme, body); r.status != 403 {
 		t.Fatalf("tenant opening an incident: %d", r.status)
 	}
-	// Metrics need admin, and name the isolation counters.
-	if r := n.do("GET", "/metrics", acme, nil); r.status != 403 {
-		t.Fatalf("metrics without admin: %d", r.status)
+	// Metrics are not on the public API (not even for admin), but on
+	// their own listener, and name the isolation counters.
+	if r := n.do("GET", "/metrics", admin, nil); r.status != 404 {
+		t.Fatalf("metrics on the public API: %d", r.status)
 	}
-	if r := n.do("GET", "/metrics", admin, nil); r.status != 200 || !bytes.Contains(r.body, []byte("cloison:isolation_pages_in_use")) ||
-		!bytes.Contains(r.body, []byte("cloison:num_requests_running")) || !bytes.Contains(r.body, []byte("cloison:kv_cache_usage_perc")) {
-		t.Fatalf("metrics: %d", r.status)
+	if st, body := n.scrape(t, ""); st != 200 || !strings.Contains(body, "cloison_isolation_pages_in_use{") ||
+		!strings.Contains(body, "cloison_num_requests_running{") || !strings.Contains(body, "cloison_kv_cache_usage_ratio{") {
+		t.Fatalf("metrics: %d", st)
 	}
 	// The chain verifies.
 	if r := n.do("POST", "/compliance/v1/ledger/verify", admin, nil); r.status != 200 || !bytes.Contains(r.body, []byte(`"ok":true`)) {
@@ -442,7 +469,7 @@ func TestE2EAuthRejections(t *testing.T) {
 	if r := n.do("GET", "/healthz", "", nil); r.status != 200 {
 		t.Fatalf("healthz: %d", r.status)
 	}
-	for _, path := range []string{"/v1/models", "/v1/attestation", "/metrics", "/admin/v1/tenants", "/compliance/v1/incidents"} {
+	for _, path := range []string{"/v1/models", "/v1/attestation", "/admin/v1/tenants", "/compliance/v1/incidents"} {
 		if r := n.do("GET", path, "", nil); r.status != 401 {
 			t.Errorf("%s without a token: %d", path, r.status)
 		}

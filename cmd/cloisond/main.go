@@ -36,6 +36,17 @@
 // prefill peer names, attesting each address before use (peers.go);
 // --drain-period keeps serving with /readyz 503 after SIGTERM (drain.go).
 //
+// Operations (metrics.go): logs are JSON lines on stderr at --log-level
+// (debug, info, warn, error; info includes one access line per HTTP request
+// and gRPC call, probes at debug). Prometheus metrics (api.Server's
+// MetricsHandler) are served on their own listener, --metrics-addr (default
+// 127.0.0.1:9464, empty: none), never on the public API and not behind an
+// admin JWT; a non-loopback address is refused unless --metrics-token-file
+// names the bearer token scrapers must send (read once at start, owner-only
+// modes). --metrics-tenants (a list) or --metrics-max-tenants (the first N
+// seen, default 32) bound the tenant label; the rest are "other". Prefill
+// nodes serve no metrics.
+//
 // --version (as the only or first argument) prints the version, commit and Go
 // version (internal/buildinfo) and exits.
 //
@@ -105,6 +116,7 @@ type config struct {
 	net                                         netConfig
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
+	obs                                         obsConfig // metrics.go: --log-level, --metrics-*
 }
 
 func main() {
@@ -119,6 +131,8 @@ func main() {
 		log.Error("configuration", "err", err)
 		os.Exit(2)
 	}
+	log = cfg.obs.logger()
+	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
@@ -184,6 +198,7 @@ func parseFlags(args []string) (config, error) {
 	c.peers.flags(fs)
 	c.net.flags(fs)
 	c.witness.flags(fs)
+	c.obs.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -241,6 +256,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
+		return c, err
+	}
+	if err := c.obs.check(); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -373,7 +391,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
 			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
-			ExportKey: cpKey, Streams: c.streams}}
+			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig()}}
 	if c.roles.role == roleDecode {
 		d, clusterKey, err := decodeConfig(ctx, c, lm, log)
 		if err != nil {
@@ -391,6 +409,12 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	srv := nd.Server
+	stopMetrics, err := c.obs.serveMetrics(srv.MetricsHandler(), log)
+	if err != nil {
+		nd.Close(context.Background())
+		return err
+	}
+	defer stopMetrics()
 	nd.Start()
 	stopEngine := nd.StopEngine
 	engDone := nd.EngineDone()

@@ -52,7 +52,7 @@ func launch(t *testing.T, dbURL, stateDir string, extra ...string) *node {
 	n := &node{t: t, stateDir: stateDir, dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--database-url", pgtest.AsRole(dbURL, pgtest.Roles.Runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0",
 		"--state-dir", stateDir, "--ready-file", filepath.Join(stateDir, "ready"), "--grpc-addr", "127.0.0.1:0",
-		"--grpc-ready-file", filepath.Join(stateDir, "grpc-ready"), "--kv-pages", "256", "--refusal-flush", "200ms"}, pgtestRoles()...)
+		"--grpc-ready-file", filepath.Join(stateDir, "grpc-ready"), "--kv-pages", "256", "--refusal-flush", "200ms", "--metrics-addr", "127.0.0.1:0"}, pgtestRoles()...)
 	n.cmd = exec.Command(binary, append(args, extra...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if err := n.cmd.Start(); err != nil {

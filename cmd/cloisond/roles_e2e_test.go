@@ -217,7 +217,7 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 // A prefill node holding the wrong cluster key: the decode node refuses its
 // transfers before they touch a reservation (the header does not
 // authenticate); the client gets an error (never a 200); every refusal is
-// counted in cloison:transfer_unauthenticated_refusals_total, and one
+// counted in cloison_transfer_unauthenticated_refusals_total, and one
 // transfer.verification_failed is ledgered with an incident opened (at most
 // one per peer and window: a flood does not fill the register).
 func TestE2ERolesWrongClusterKey(t *testing.T) {
@@ -249,9 +249,9 @@ func TestE2ERolesWrongClusterKey(t *testing.T) {
 			}
 		}
 		ir := d.do("GET", "/compliance/v1/incidents", admin, nil)
-		mr := d.do("GET", "/metrics", admin, nil)
+		_, mr := d.scrape(t, "")
 		if failed == 1 && ir.status == 200 && strings.Count(string(ir.body), `"Source":"transfer_verification_failed"`) == 1 &&
-			unauthenticatedRefusals(string(mr.body)) >= 4 {
+			unauthenticatedRefusals(mr) >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -332,7 +332,7 @@ func startNodeExpectExit(t *testing.T, dbURL, dir string, extra ...string) strin
 	t.Helper()
 	ready := filepath.Join(dir, "ready")
 	args := append([]string{"--database-url", pgtest.AsRole(dbURL, pgtest.Roles.Runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0", "--dev", "--state-dir", dir, "--ready-file", ready,
-		"--grpc-addr", "127.0.0.1:0", "--kv-pages", "256", "--node", "e2e", "--prefill-attest-wait", "2s"}, pgtestRoles()...)
+		"--grpc-addr", "127.0.0.1:0", "--kv-pages", "256", "--node", "e2e", "--prefill-attest-wait", "2s", "--metrics-addr", "127.0.0.1:0"}, pgtestRoles()...)
 	cmd := exec.Command(binary, append(args, extra...)...)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -415,12 +415,12 @@ func TestE2ERolesPrefillNodeKilled(t *testing.T) {
 	}
 }
 
-// unauthenticatedRefusals sums cloison:transfer_unauthenticated_refusals_total
+// unauthenticatedRefusals sums cloison_transfer_unauthenticated_refusals_total
 // over its reasons in a Prometheus text exposition.
 func unauthenticatedRefusals(metrics string) float64 {
 	var sum float64
 	for _, line := range strings.Split(metrics, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cloison:transfer_unauthenticated_refusals_total{"); ok {
+		if rest, ok := strings.CutPrefix(line, "cloison_transfer_unauthenticated_refusals_total{"); ok {
 			if _, v, ok := strings.Cut(rest, "} "); ok {
 				if f, err := strconv.ParseFloat(v, 64); err == nil {
 					sum += f

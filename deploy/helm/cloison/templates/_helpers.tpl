@@ -7,6 +7,7 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
 {{- define "cloison.dbSecret" -}}{{ .Values.secrets.database.name | default (printf "%s-db" (include "cloison.fullname" .)) }}{{- end -}}
 {{- define "cloison.keySecret" -}}{{ .Values.secrets.keys.name | default (printf "%s-keys" (include "cloison.fullname" .)) }}{{- end -}}
+{{- define "cloison.metricsSecret" -}}{{ .Values.secrets.metrics.name | default (printf "%s-metrics" (include "cloison.fullname" .)) }}{{- end -}}
 {{- define "cloison.prefillService" -}}{{ include "cloison.fullname" . }}-prefill{{- end -}}
 {{/* Flags every node shares; the runtime URL comes from the environment (DATABASE_URL). */}}
 {{- define "cloison.commonArgs" -}}
