@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cloison/cloison"
 )
@@ -97,4 +98,61 @@ func (p RequestReplayed) validate() error {
 		return fmt.Errorf("%w: verdict %q", ErrInvalidEvent, p.Verdict)
 	}
 	return nil
+}
+
+// ReportVersion returns version 1 of the potential incident a tenant's
+// report opens: status under assessment, source tenant_report, the request
+// and its period (requestAt: when it was served) prefilled, one response
+// affected, the assessment pending. seq is the global ledger seq of the
+// request's request.completed entry.
+func ReportVersion(id Name, t cloison.TenantID, req cloison.RequestID, reason Name, requestAt, now time.Time, seq int64) (IncidentVersion, error) {
+	if err := checkReason(reason); err != nil {
+		return IncidentVersion{}, err
+	}
+	start := DayOf(requestAt)
+	v := IncidentVersion{
+		Incident:                id,
+		Version:                 1,
+		Status:                  IncidentUnderAssessment,
+		Source:                  SourceTenantReport,
+		PersonalInfoUndescribed: "Évaluation en cours : le locataire signale une réponse qui contiendrait du contenu étranger à sa requête. / Under assessment: the tenant reports a response that may hold content foreign to its request.",
+		Circumstances: fmt.Sprintf("Signalement du locataire %s pour la requête %s (motif %s) ; rejeu à faire. / Report by tenant %s on request %s (reason %s); replay pending.",
+			t, req, reason, t, req, reason),
+		Occurred:               Period{Start: start},
+		Awareness:              Period{Start: DayOf(now)},
+		PersonsApproximate:     true,
+		PersonsUnknown:         true,
+		PersonsInQuebecUnknown: true,
+		Type:                   TypeUnauthorizedCommunication,
+		Assessment:             Assessment{Status: AssessmentPending},
+		AffectedTenants:        []cloison.TenantID{t},
+		AffectedResponses:      1,
+		LedgerEvents:           []int64{seq},
+		AffectedRequests:       []cloison.RequestID{req},
+	}
+	return v, v.Validate()
+}
+
+// ApplyReplay edits a report's register entry after a replay: a
+// not-isolation-failure verdict closes it with the evidence, a confirmed
+// one makes it an open incident with the assessment's facts prefilled, an
+// inconclusive one leaves it under assessment and says why. evidence is the
+// replay's ledger seq.
+func ApplyReplay(v *IncidentVersion, verdict, reason Name, evidence int64, now time.Time) {
+	v.LedgerEvents = append(v.LedgerEvents, evidence)
+	day := DayOf(now)
+	switch verdict {
+	case VerdictNotIsolationFailure:
+		v.Status = IncidentClosed
+		v.Circumstances += fmt.Sprintf(" Rejeu seul sur un bail isolé : sortie identique à celle servie (événement %d) ; pas une défaillance d'isolation. / Replayed alone on an isolated lease: output identical to what was served (event %d); not an isolation failure.", evidence, evidence)
+		v.AffectedResponses = 0
+		v.MeasuresTaken = append(v.MeasuresTaken, Measure{What: "Rejeu déterministe comparé aux empreintes enregistrées. / Deterministic replay compared with the recorded digests.", Date: day})
+	case VerdictConfirmed:
+		v.Status = IncidentOpen
+		v.Circumstances += fmt.Sprintf(" Rejeu seul sur un bail isolé, chemin déterministe : la sortie diffère de celle servie (événement %d) ; la réponse n'était pas celle de la requête seule. / Replayed alone on an isolated lease on a deterministic path: the output differs from what was served (event %d); the response was not the request's own.", evidence, evidence)
+		v.Assessment.Sensitivity = "À évaluer : la réponse servie contenait du contenu issu d'un autre contexte (possiblement d'un autre locataire). / To assess: the response served held content from another context (possibly another tenant's)."
+		v.Assessment.Likelihood = "Avérée pour cette réponse (rejeu déterministe). / Established for this response (deterministic replay)."
+	default:
+		v.Circumstances += fmt.Sprintf(" Rejeu non concluant (%s, événement %d). / Replay inconclusive (%s, event %d).", reason, evidence, reason, evidence)
+	}
 }
