@@ -103,6 +103,7 @@ type config struct {
 	net                                         netConfig
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
+	responses                                   responsesConfig
 }
 
 func main() {
@@ -182,6 +183,7 @@ func parseFlags(args []string) (config, error) {
 	c.peers.flags(fs)
 	c.net.flags(fs)
 	c.witness.flags(fs)
+	c.responses.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -448,7 +450,12 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		Payload: audit.PolicyReloaded{Revision: rev, Files: int64(len(decider.Files())), Actor: node}}); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Tokenizer: tok, Pool: pool, Verifier: verifier,
+	responses, stopReplay, err := c.responses.responses(c, kek, lm, log)
+	if err != nil {
+		return err
+	}
+	defer stopReplay()
+	srv, err = api.NewServer(api.Config{Engine: eng, ModelName: name, Responses: responses, Tokenizer: tok, Pool: pool, Verifier: verifier,
 		Limiter: tenancy.NewLimiter().WithBudget(tenants), Decider: decider, Ledger: ledger, Tenants: tenants, Keys: ring, Node: node, Logger: log,
 		MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 		Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
