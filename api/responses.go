@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -216,6 +217,9 @@ func decodeStrict(r io.Reader, limit int64, v any) error {
 	}
 	if int64(len(body)) > limit {
 		return ErrBodyTooLarge.Withf("more than %d bytes", limit)
+	}
+	if !utf8.Valid(body) {
+		return ErrBadUTF8
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

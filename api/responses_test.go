@@ -143,6 +143,20 @@ func TestVerifyServedResponse(t *testing.T) {
 			t.Errorf("%s: %d %s, want prompt %v completion %v", c.name, code, b, c.promptOK, c.completeOK)
 		}
 	}
+	// A chat request verifies with its messages as sent.
+	msgs := []map[string]string{{"role": "user", "content": "Bonjour, qui es-tu ?"}}
+	resp, cb := send(t, "POST", p.URL+"/v1/chat/completions", tok, mustJSON(map[string]any{"model": platformtest.Model, "messages": msgs, "max_tokens": 5}))
+	var cc api.ChatCompletion
+	if err := json.Unmarshal(cb, &cc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, cb)
+	}
+	chatID := cloison.RequestID(resp.Header.Get("X-Request-Id"))
+	if code, b := verify(tok, chatID, map[string]any{"messages": msgs, "completion": cc.Choices[0].Message.Content}); code != 200 || !strings.Contains(string(b), `"match":true`) {
+		t.Errorf("chat verify: %d %s", code, b)
+	}
+	if code, b := verify(tok, chatID, map[string]any{"messages": msgs, "prompt": "x", "completion": ""}); code != 400 {
+		t.Errorf("prompt and messages both: %d %s, want 400", code, b)
+	}
 	// No oracle: the attacker asking about the victim's id gets what an
 	// unknown id gets, byte for byte.
 	atk := p.Token(t, "attacker", tenancy.ScopeInfer)
