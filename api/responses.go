@@ -386,23 +386,13 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 			return ReplayResult{}, ErrPromptMismatch
 		}
 		ev.Key = sv.Key
+		if rc.Replay == nil {
+			return ReplayResult{}, ErrReplayOff
+		}
 		if sp, err = samplingOf(sv.Sampling); err != nil {
 			ev.Reason = "sampling-unreadable"
-		}
-		switch {
-		case ev.Reason != "":
-		case e.Completed.Status != "":
-			ev.Reason = "request-not-served" // its output was withheld: nothing was served to compare
-		case rc.Replay == nil:
-			return ReplayResult{}, ErrReplayOff
-		case sv.ModelDigest != rc.ModelDigest:
-			ev.Reason = "model-digest-differs"
-		case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:
-			ev.Reason = "backend-not-batch-invariant"
-		case string(sv.Backend) != sanitizeName(rc.ReplayBackend) || string(sv.KernelPath) != sanitizeName(rc.ReplayKernelPath):
-			ev.Reason = "kernel-path-differs"
-		case sp.Temperature > 0 && sv.Sampling.SeedSource == "":
-			ev.Reason = "sampled-without-seed"
+		} else {
+			ev.Reason = replayObstacle(e.Completed, rc)
 		}
 	}
 	if ev.Reason == "" {
@@ -442,6 +432,27 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 	s.resp.replays.WithLabelValues(string(ev.Verdict)).Inc()
 	res.Verdict, res.Reason = ev.Verdict, ev.Reason
 	return res, nil
+}
+
+// replayObstacle says why a replay of c on rc's replay engine could not be
+// exact ("" when it can): equal digests would then prove little and
+// different ones nothing. Sampled requests are replayable: every entry
+// records its seed (the server draws one when the client names none).
+func replayObstacle(c audit.RequestCompleted, rc Responses) audit.Name {
+	sv := c.Served
+	switch {
+	case sv == nil:
+		return "entry-has-no-digests"
+	case c.Status != "":
+		return "request-not-served" // its output was withheld: nothing was served to compare
+	case sv.ModelDigest != rc.ModelDigest:
+		return "model-digest-differs"
+	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:
+		return "backend-not-batch-invariant"
+	case string(sv.Backend) != sanitizeName(rc.ReplayBackend) || string(sv.KernelPath) != sanitizeName(rc.ReplayKernelPath):
+		return "kernel-path-differs"
+	}
+	return ""
 }
 
 // runReplay runs one request alone on the replay engine, in a partition of
