@@ -75,11 +75,23 @@ type Log interface {
 	TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error)
 }
 
+// Served is what the response verification, report and replay routes keep
+// (responses.go): a tenant's own request entry proven in its log, reports,
+// replays.
+type Served interface {
+	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error)
+	RecordReport(ctx context.Context, actor audit.Name, r auditpg.NewReport, lim auditpg.ReportLimit) (auditpg.Report, bool, error)
+	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
+	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
+	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
+}
+
 // Ledger is all the server uses of the audit ledger (*auditpg.Store).
 type Ledger interface {
 	Recorder
 	Register
 	Log
+	Served
 }
 
 var (

@@ -21,6 +21,7 @@ import (
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	tlogv1 "github.com/cloison/cloison/api/proto/cloison/tlog/v1"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -349,6 +350,7 @@ func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grp
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})
 	compliancev1.RegisterComplianceServiceServer(gs, &complianceService{s: s})
 	tlogv1.RegisterTransparencyLogServiceServer(gs, &tlogService{s: s})
+	responsev1.RegisterResponseServiceServer(gs, &responseService{s: s})
 	hs := &healthServer{Server: health.NewServer(), s: s}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

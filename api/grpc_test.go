@@ -22,6 +22,7 @@ import (
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	tlogv1 "github.com/cloison/cloison/api/proto/cloison/tlog/v1"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/engine"
@@ -272,13 +273,13 @@ func TestInterceptorsErrorsAndPanics(t *testing.T) {
 	}
 }
 
-// Every method of the four services has a scope rule (but the public
+// Every method of the five services has a scope rule (but the public
 // verifier key), and nothing else
 // does: deny on doubt only catches what the table forgot.
 func TestMethodScopesCoverEveryMethod(t *testing.T) {
 	n := 0
 	for _, sd := range []grpc.ServiceDesc{inferencev1.InferenceService_ServiceDesc, adminv1.AdminService_ServiceDesc, compliancev1.ComplianceService_ServiceDesc,
-		tlogv1.TransparencyLogService_ServiceDesc} {
+		tlogv1.TransparencyLogService_ServiceDesc, responsev1.ResponseService_ServiceDesc} {
 		var names []string
 		for _, m := range sd.Methods {
 			names = append(names, m.MethodName)

@@ -201,6 +201,7 @@ var ErrIncidentsPending = errors.New("api: incident writes not durable at shutdo
 //
 // Errors: ErrIncidentsPending (ctx ended first; the count is in the text).
 func (s *Server) Close(ctx context.Context) error {
+	s.resp.webhooks.Wait() // report notices in flight (each bounded by its timeout)
 	w := &s.writes
 	w.init()
 	w.mu.Lock()

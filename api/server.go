@@ -71,6 +71,9 @@ type Config struct {
 	Streams StreamLimits
 	// Metrics (optional) bounds the tenant label of the metrics.
 	Metrics MetricsConfig
+	// Responses (optional) turns on keyed digests of what was served,
+	// reports and replay (responses.go).
+	Responses Responses
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -92,6 +95,7 @@ type Server struct {
 
 	refused refusals       // requests refused before service, until the next FlushRefusals
 	writes  incidentWrites // incident writes in flight, drained by Close
+	resp    *responseState // reports and replays (responses.go)
 }
 
 // NewServer returns a Server.
@@ -120,6 +124,7 @@ func NewServer(cfg Config) (*Server, error) {
 		streams: newComplianceGate(cfg.Streams)}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
+	s.resp = newResponseState(s)
 	return s, nil
 }
 
@@ -154,6 +159,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
+	s.responseRoutes(mux)
 	return s.accessLog(s.recoverer(mux))
 }
 
@@ -446,6 +452,8 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	n := 0
 	var endErr error
+	var ids []int32 // the completion's ids and text, for its keyed digests (never stored)
+	var text strings.Builder
 	for {
 		tok, err := st.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -466,14 +474,16 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 			if tok.Gap > 0 {
 				s.metrics.itl.Observe(tok.Gap.Seconds())
 			}
+			ids = append(ids, tok.ID)
 		}
+		text.WriteString(tok.Text)
 		if sink.token != nil {
 			sink.token(tok)
 		}
 	}
 	used = len(in.prompt) + n
 	accessOf(ctx).setTokens(len(in.prompt), n)
-	if lerr := s.completed(ctx, part, id, st, endErr); lerr != nil && endErr == nil {
+	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil)); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
 	if endErr != nil {
@@ -594,15 +604,16 @@ func sanitizeName(s string) string {
 	return string(b)
 }
 
-// completed ledgers the request's counts; a failure withholds the response.
+// completed ledgers the request's counts and, when digests are on, the
+// keyed digests of what was served (sv); a failure withholds the response.
 // part is the request's tenant's partition (applies): its zeroing is
 // recorded.
-func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error) error {
+func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served) error {
 	sum, _ := st.Summary()
 	zeroing := part.Zeroing.String()
 	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
 	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
-		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds()})
+		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv})
 	return err
 }

@@ -140,6 +140,9 @@ var examples = map[Kind]Payload{
 	KindClientRevoked:    &ClientChange{Op: ClientRevoked, Client: "svc-a", Scopes: []Name{"infer"}},
 	KindTokenRevoked:     &TokenRevoked{Token: "jti-1", Issuer: "cloison-dev", Expires: "2027-01-01"},
 	KindRegisterSettings: &RegisterSettingsSet{Version: 2, ContentDigest: Sum([]byte("settings"))},
+	KindReportReceived:   &ReportReceived{Report: "rep-1", Request: "req-1", Reason: "foreign-content", Sealed: true, Incident: "inc-1"},
+	KindRequestReplayed: &RequestReplayed{Request: "req-1", Report: "rep-1", Incident: "inc-1", By: "tenant", Verdict: VerdictConfirmed,
+		Key: "sd1", Completion: &Digest{1}, ReplayMicros: 10, OriginalMicros: 12},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

@@ -116,6 +116,42 @@
 //     [A-Za-z0-9._:/@+-]), enumerations and digests only. The incident
 //     register's free text lives in register rows; the ledger holds the
 //     SHA-256 of each register version.
+//   - What was served (served.go, issue 17 §1). request.completed carries
+//     Served: HMAC-SHA256 digests of the prompt's token ids, of the
+//     completion's ids and of its bytes as sent, under a key of the
+//     request's tenant (DigestKey: HKDF-SHA256 of the key-encryption key,
+//     the tenant and a key id, each digest domain-tagged), with every
+//     parameter that determines the output (sampling values as exact
+//     decimal strings, the seed and whether the client or the server chose
+//     it, max_tokens after the tenant's limits, the StopDigest of the stop
+//     strings), the model file's SHA-256, the backend and its kernel path.
+//     Without the key, a digest of a short prompt cannot be searched by a
+//     reader of the ledger; the key id is recorded, so rotating (a new id)
+//     leaves older entries checkable. A tenant holding its prompt and
+//     completion checks them against its entry and the entry against its
+//     tenant log (VerifyTenantInclusion) — proof, checkable offline, of what
+//     it was served.
+//   - Reports and replays (report.go, issue 17 §2–§3). report.received
+//     names a report, the request, a reason from ReportReasons and the
+//     register entry it opened (ReportVersion: source tenant_report, status
+//     under_assessment, the request and its day prefilled); any text the
+//     tenant attached is sealed in the register database under ReportKey,
+//     never here. request.replayed records a replay's verdict —
+//     not-isolation-failure (the replay alone produced exactly the
+//     completion digest served), confirmed (it did not, on a deterministic
+//     path), inconclusive with the reason — the replayed completion's
+//     keyed digest, and the cost (replay and original micros); ApplyReplay
+//     writes the verdict into the entry (closed with the evidence, opened
+//     with the assessment prefilled, or left under assessment).
+//     What a replay proves: on a batch-invariant backend (kernels/cpu) the
+//     tokens of a request depend only on its prompt, parameters and model,
+//     so equal digests show that what was served is the prompt's own output
+//     (no other request's KV reached it), and different ones that something
+//     else did. It cannot prove anything on a backend not known
+//     batch-invariant, on another model file or kernel path, or for an
+//     entry without digests: those are inconclusive. It says nothing about
+//     requests never reported or replayed, nor about what another tenant's
+//     request leaked to: only the receiving side's output is compared.
 //   - Refused requests are not one event each: policy.refusals
 //     (PolicyRefusals) sums one tenant's refusals over a window by stage and
 //     code; its counts must add up to its total and be sorted, so one

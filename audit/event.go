@@ -39,6 +39,8 @@ const (
 	KindClientRevoked        Kind = "client.revoked"
 	KindTokenRevoked         Kind = "token.revoked"
 	KindRegisterSettings     Kind = "register.settings_set"
+	KindReportReceived       Kind = "report.received"
+	KindRequestReplayed      Kind = "request.replayed"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -49,6 +51,7 @@ var Kinds = []Kind{
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
 	KindPolicyRefusals,
 	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
+	KindReportReceived, KindRequestReplayed,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

@@ -19,11 +19,15 @@ const (
 	SourceIsolationViolation IncidentSource = "isolation_violation"
 	SourceTransferFailure    IncidentSource = "transfer_verification_failed"
 	SourceAdmin              IncidentSource = "admin"
+	// SourceTenantReport: a tenant reported a suspicious response
+	// (POST /v1/reports); the entry is a potential incident until a replay
+	// or the privacy officer decides.
+	SourceTenantReport IncidentSource = "tenant_report"
 )
 
 func (s IncidentSource) check() error {
 	switch s {
-	case SourceIsolationViolation, SourceTransferFailure, SourceAdmin:
+	case SourceIsolationViolation, SourceTransferFailure, SourceAdmin, SourceTenantReport:
 		return nil
 	}
 	return fmt.Errorf("%w: source %q", ErrInvalidIncident, s)
@@ -45,6 +49,9 @@ type IncidentStatus string
 const (
 	IncidentOpen   IncidentStatus = "open"
 	IncidentClosed IncidentStatus = "closed"
+	// IncidentUnderAssessment: a potential incident (a tenant's report)
+	// not yet confirmed or dismissed.
+	IncidentUnderAssessment IncidentStatus = "under_assessment"
 )
 
 // RecipientKind says to whom a notice was sent.
@@ -304,7 +311,7 @@ func (v IncidentVersion) Validate() error {
 	if v.Version < 1 {
 		return fmt.Errorf("%w: version %d", ErrInvalidIncident, v.Version)
 	}
-	if v.Status != IncidentOpen && v.Status != IncidentClosed {
+	if v.Status != IncidentOpen && v.Status != IncidentClosed && v.Status != IncidentUnderAssessment {
 		return fmt.Errorf("%w: status %q", ErrInvalidIncident, v.Status)
 	}
 	if err := v.Source.check(); err != nil {

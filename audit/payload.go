@@ -69,6 +69,10 @@ func NewPayload(k Kind) Payload {
 		return &TokenRevoked{}
 	case KindRegisterSettings:
 		return &RegisterSettingsSet{}
+	case KindReportReceived:
+		return &ReportReceived{}
+	case KindRequestReplayed:
+		return &RequestReplayed{}
 	}
 	return nil
 }
@@ -140,6 +144,9 @@ type RequestCompleted struct {
 	Pages            int64             `json:"pages"`
 	Tier             Name              `json:"tier"` // isolation tier: never, cross-tenant, always
 	DurationMicros   int64             `json:"duration_micros"`
+	// Served (issue 17 §1): keyed digests of the prompt and completion and
+	// what determined the output; absent in entries written before it.
+	Served *Served `json:"served,omitempty"`
 }
 
 func (RequestCompleted) Kind() Kind { return KindRequestCompleted }
@@ -148,7 +155,7 @@ func (p RequestCompleted) validate() error {
 		checkOptName("status", string(p.Status)), checkCount("prompt_tokens", p.PromptTokens),
 		checkCount("completion_tokens", p.CompletionTokens), checkCount("cached_tokens", p.CachedTokens),
 		checkCount("pages", p.Pages), CheckName("tier", string(p.Tier)),
-		checkCount("duration_micros", p.DurationMicros))
+		checkCount("duration_micros", p.DurationMicros), p.Served.validate())
 }
 
 // IsolationViolation records a broken isolation invariant and what the

@@ -75,10 +75,12 @@ func noticeDates(ns []audit.StoredNotice, kind audit.RecipientKind) string {
 // enumLabels gives each stored status and source in French with English.
 var enumLabels = map[string]string{
 	string(audit.IncidentOpen): "ouvert / open", string(audit.IncidentClosed): "fermé / closed",
-	string(audit.AssessmentPending): "en cours / pending", string(audit.AssessmentCompleted): "terminée / completed",
+	string(audit.IncidentUnderAssessment): "en évaluation / under assessment",
+	string(audit.AssessmentPending):       "en cours / pending", string(audit.AssessmentCompleted): "terminée / completed",
 	string(audit.SourceIsolationViolation): "violation d'isolation détectée / isolation violation detected",
 	string(audit.SourceTransferFailure):    "échec de vérification d'un transfert / transfer verification failed",
 	string(audit.SourceAdmin):              "inscrit par un administrateur / entered by an administrator",
+	string(audit.SourceTenantReport):       "signalé par un locataire / reported by a tenant",
 }
 
 func label(s string) string {

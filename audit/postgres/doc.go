@@ -134,6 +134,19 @@
 //     its event commit together or not at all), under the same lock and
 //     chain check as every other writer: the group-commit writer notices
 //     the moved head and rereads it.
+//   - Responses (responses.go, issue 17). RequestEntry finds a request's
+//     request.completed entry in its tenant's log and proves it (the
+//     checkpoint signed now, the inclusion proof): another tenant's id is
+//     ErrNotFound like an unknown one. RecordReport writes, in one
+//     transaction, the potential incident a report opens (incident.opened,
+//     under assessment), report.received and the response_reports row
+//     (migration 00014: the attached text sealed, never in the ledger);
+//     one report per (tenant, request), a second returns the first; at
+//     most ReportLimit.N per tenant per window, counted in the database
+//     under a per-tenant advisory lock so the limit holds across nodes
+//     (ErrReportRate). RecordReplay appends request.replayed and, for a
+//     reported request, the entry's new version and the report's verdict,
+//     in one transaction.
 //
 // PostgreSQL errors are translated to this package's sentinels in one
 // place (errors.go); transactions are closures (readWrite, readOnly). A

@@ -117,6 +117,7 @@ type config struct {
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
 	obs                                         obsConfig // metrics.go: --log-level, --metrics-*
+	responses                                   responsesConfig
 }
 
 func main() {
@@ -199,6 +200,7 @@ func parseFlags(args []string) (config, error) {
 	c.net.flags(fs)
 	c.witness.flags(fs)
 	c.obs.flags(fs)
+	c.responses.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -385,13 +387,18 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	responses, stopReplay, err := c.responses.responses(c, kek, lm, log)
+	if err != nil {
+		return err
+	}
+	defer stopReplay()
 	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log,
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
 			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
-			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig()}}
+			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: responses}}
 	if c.roles.role == roleDecode {
 		d, clusterKey, err := decodeConfig(ctx, c, lm, log)
 		if err != nil {

@@ -69,6 +69,10 @@ type Options struct {
 	// API, when set, adjusts the API server's configuration before it is
 	// built (limits such as MaxBody or MaxStreams).
 	API func(*api.Config)
+	// ReplayPages, when set, gives the server a replay engine (issue 17
+	// §3): its own model instance, pool of that many pages and arena, with
+	// every defence on whatever the Skip* fields say.
+	ReplayPages int
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -108,6 +112,54 @@ type Platform struct {
 	DB      *pgtest.DB // the platform's database (RuntimePool: what the server's role may do; tests may take it away)
 	// Prefill is the prefill node of a split platform; nil otherwise.
 	Prefill *PrefillNode
+	// KEK is the key-encryption key (digest and report keys derive from it).
+	KEK []byte
+	// Tokenizer is the served model's.
+	Tokenizer *tokenizer.Tokenizer
+}
+
+// startReplay builds a replay engine: a model instance, pool and arena of
+// its own on the CPU backend, every defence on.
+func startReplay(t testing.TB, ctx context.Context, file []byte, pages int) (*engine.Engine, *isolation.Pool) {
+	t.Helper()
+	f, err := gguf.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := cpu.New(kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	m, err := model.Load(be, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := isolation.NewPool(isolation.Config{Pages: pages, PageTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: min(m.Context, pages*16), PoolPages: pages, PageTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, err := be.NewArena(m.ArenaConfig(pages, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = eng.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	return eng, kv
 }
 
 // Token issues a token for tenant with scopes.
@@ -202,7 +254,11 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	// The node, assembled as cloisond assembles it (internal/node).
 	limiter := tenancy.NewLimiter()
-	acfg := api.Config{Verifier: verifier, Limiter: limiter, Keys: ring}
+	resp := api.Responses{KEK: kek, ModelDigest: audit.Sum(buf.Bytes()), Backend: be.Name(), KernelPath: string(be.Path())}
+	if o.ReplayPages > 0 {
+		resp.Replay, resp.ReplayPool = startReplay(t, ctx, buf.Bytes(), o.ReplayPages)
+	}
+	acfg := api.Config{Verifier: verifier, Limiter: limiter, Keys: ring, Responses: resp}
 	if o.API != nil {
 		o.API(&acfg)
 	}
@@ -236,5 +292,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
+	return &Platform{KEK: kek, Tokenizer: tok, URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
 }
