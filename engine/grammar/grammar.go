@@ -28,8 +28,8 @@ const maxStacks = 4096
 // byteSet is a set of bytes.
 type byteSet [4]uint64
 
-func (s *byteSet) add(b byte)          { s[b>>6] |= 1 << (b & 63) }
-func (s *byteSet) has(b byte) bool     { return s[b>>6]&(1<<(b&63)) != 0 }
+func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
+func (s *byteSet) has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 func (s *byteSet) addRange(lo, hi int) {
 	for b := lo; b <= hi; b++ {
 		s.add(byte(b))

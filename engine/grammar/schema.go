@@ -215,17 +215,22 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		keys = append(keys, m.key)
 	}
-	if (len(keys) > 0) && path != "#" {
-		for _, k := range []string{"$defs", "definitions"} {
-			if _, ok := s.get(k); ok {
+	// Definitions are read where $ref resolves them, from the root only.
+	kept := keys[:0]
+	for _, k := range keys {
+		if k == "$defs" || k == "definitions" {
+			if path != "#" {
 				return 0, unsupported(path, "%q below the root", k)
 			}
+			continue
 		}
+		kept = append(kept, k)
 	}
+	keys = kept
 	has := func(k string) bool { _, ok := s.get(k); return ok }
 	if r, ok := s.get("$ref"); ok {
 		for _, k := range keys {
-			if k != "$ref" && k != "$defs" && k != "definitions" {
+			if k != "$ref" {
 				return 0, unsupported(path, "%q beside $ref", k)
 			}
 		}
@@ -233,7 +238,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	if a, ok := s.get("anyOf"); ok {
 		for _, k := range keys {
-			if k != "anyOf" && k != "$defs" && k != "definitions" {
+			if k != "anyOf" {
 				return 0, unsupported(path, "%q beside anyOf", k)
 			}
 		}
@@ -356,7 +361,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		alts = append(alts, one(ref(r)))
 	}
 	for _, k := range keys {
-		if !used[k] && k != "$defs" && k != "definitions" {
+		if !used[k] {
 			return 0, unsupported(path, "%q with type %s", k, strings.Join(types, ", "))
 		}
 	}
@@ -611,4 +616,3 @@ func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) 
 	}
 	return c.b.array(path, item, lo, hi), nil
 }
-

@@ -229,4 +229,3 @@ func TestParts(t *testing.T) {
 		t.Errorf("got %v, want ErrUnsupportedSchema", err)
 	}
 }
-
