@@ -16,8 +16,8 @@ type Vocab struct {
 	n      int
 	words  int
 	pieces [][]byte
-	nodes []tnode // nodes[0] is the root
-	eog   []int32
+	nodes  []tnode // nodes[0] is the root
+	eog    []int32
 }
 
 type tnode struct {
