@@ -14,8 +14,7 @@ import (
 // request is in one of these tables, and what Cloison does with it is
 // stated here once. A field that is not implemented is refused with
 // ErrUnsupported naming it — never accepted and silently ignored, because a
-// client that sends tools, response_format or logit_bias relies on the
-// output changing. A field not listed at all is refused the same way: an
+// client that sends tools relies on the output changing. A field not listed at all is refused the same way: an
 // unknown field may change the output just as well (fail closed). The
 // exceptions are the fields listed as ignored: they are known not to
 // change the output (user, metadata, service_tier, ...), and OpenAI SDKs
@@ -65,7 +64,9 @@ var commonFields = map[string]field{
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},
 	"safety_identifier": {rule: ignored},
-	"logit_bias":        {rule: refused, neutral: []string{`{}`}},
+	// Token id → bias in [-100, 100] (validate; ids checked against the
+	// model's vocabulary by the engine).
+	"logit_bias": {rule: implemented},
 }
 
 // completionFields are /v1/completions' own fields.
@@ -83,11 +84,13 @@ var chatFields = withCommon(map[string]field{
 	"logprobs":     {rule: implemented},
 	"top_logprobs": {rule: implemented},
 	// Tools and structured output change what the model must produce.
-	"tools":              {rule: refused, neutral: []string{`[]`}},
-	"tool_choice":        {rule: refused, neutral: []string{`"none"`}},
-	"functions":          {rule: refused, neutral: []string{`[]`}},
-	"function_call":      {rule: refused, neutral: []string{`"none"`}},
-	"response_format":    {rule: refused, neutral: []string{`{"type":"text"}`}},
+	"tools":         {rule: refused, neutral: []string{`[]`}},
+	"tool_choice":   {rule: refused, neutral: []string{`"none"`}},
+	"functions":     {rule: refused, neutral: []string{`[]`}},
+	"function_call": {rule: refused, neutral: []string{`"none"`}},
+	// text, json_object or json_schema, enforced by constrained decoding
+	// (ResponseFormat); its own fields are checked the same way.
+	"response_format":    {rule: implemented},
 	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
 	"audio":              {rule: refused},
 	"prediction":         {rule: refused},

@@ -193,8 +193,13 @@ type GenerateRequest struct {
 	Stop              []string                 `protobuf:"bytes,14,rep,name=stop,proto3" json:"stop,omitempty"`                                   // at most 4 stop strings
 	Logprobs          bool                     `protobuf:"varint,15,opt,name=logprobs,proto3" json:"logprobs,omitempty"`                          // each chunk carries the sampled token's logprob
 	TopLogprobs       int32                    `protobuf:"varint,16,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"` // and this many alternatives, [0, 20]
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Token id → bias in [-100, 100] added to its logit; -100 bans the token.
+	LogitBias map[int32]float64 `protobuf:"bytes,17,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Constrains the output as the HTTP chat route's response_format does
+	// (any prompt kind). Unset: text.
+	ResponseFormat *ResponseFormat `protobuf:"bytes,18,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -352,6 +357,20 @@ func (x *GenerateRequest) GetTopLogprobs() int32 {
 	return 0
 }
 
+func (x *GenerateRequest) GetLogitBias() map[int32]float64 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
 type isGenerateRequest_Prompt interface {
 	isGenerateRequest_Prompt()
 }
@@ -374,6 +393,132 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
 
 func (*GenerateRequest_Chat) isGenerateRequest_Prompt() {}
 
+// ResponseFormat is OpenAI's response_format: type "text", "json_object"
+// (any JSON object) or "json_schema" (json_schema set). The output is
+// enforced by constrained decoding; a schema feature that cannot be
+// enforced is refused with INVALID_ARGUMENT naming it.
+type ResponseFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	JsonSchema    *JsonSchema            `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResponseFormat) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ResponseFormat) GetJsonSchema() *JsonSchema {
+	if x != nil {
+		return x.JsonSchema
+	}
+	return nil
+}
+
+type JsonSchema struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // 1-64 of [a-zA-Z0-9_-]
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON schema document as JSON text (not google.protobuf.Struct,
+	// which would lose the key order that orders the generated properties).
+	Schema        string `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Strict        bool   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonSchema) Reset() {
+	*x = JsonSchema{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonSchema) ProtoMessage() {}
+
+func (x *JsonSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonSchema.ProtoReflect.Descriptor instead.
+func (*JsonSchema) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JsonSchema) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
 type GenerateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -387,7 +532,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +544,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[4]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +557,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{4}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -470,7 +615,7 @@ type TokenChunk struct {
 
 func (x *TokenChunk) Reset() {
 	*x = TokenChunk{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +627,7 @@ func (x *TokenChunk) String() string {
 func (*TokenChunk) ProtoMessage() {}
 
 func (x *TokenChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[5]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +640,7 @@ func (x *TokenChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenChunk.ProtoReflect.Descriptor instead.
 func (*TokenChunk) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{5}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenChunk) GetText() string {
@@ -537,7 +682,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +694,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +707,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TokenLogprob) GetTokenId() int32 {
@@ -599,7 +744,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +756,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +769,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Final) GetFinishReason() string {
@@ -666,7 +811,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +823,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +836,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -729,7 +874,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +886,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +899,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TokenizeRequest) GetModel() string {
@@ -817,7 +962,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +974,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +987,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TokenizeResponse) GetIds() []int32 {
@@ -881,7 +1026,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1038,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1051,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
 }
 
 type ListModelsResponse struct {
@@ -918,7 +1063,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1075,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1088,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -964,7 +1109,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1121,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1134,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Model) GetId() string {
@@ -1021,7 +1166,7 @@ type GetAttestationRequest struct {
 
 func (x *GetAttestationRequest) Reset() {
 	*x = GetAttestationRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1178,7 @@ func (x *GetAttestationRequest) String() string {
 func (*GetAttestationRequest) ProtoMessage() {}
 
 func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1191,7 @@ func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
 func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
 }
 
 // Attestation is the capacity attestation (engine.Attestation): the pool
@@ -1069,7 +1214,7 @@ type Attestation struct {
 
 func (x *Attestation) Reset() {
 	*x = Attestation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1226,7 @@ func (x *Attestation) String() string {
 func (*Attestation) ProtoMessage() {}
 
 func (x *Attestation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1239,7 @@ func (x *Attestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
 func (*Attestation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Attestation) GetModelContext() int64 {
@@ -1177,7 +1322,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1334,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1347,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -1230,7 +1375,7 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\fChatMessages\x12=\n" +
 	"\bmessages\x18\x01 \x03(\v2!.cloison.inference.v1.ChatMessageR\bmessages\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xe3\x05\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xc5\a\n" +
 	"\x0fGenerateRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x12=\n" +
@@ -1249,7 +1394,13 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x04seed\x18\r \x01(\x03H\tR\x04seed\x88\x01\x01\x12\x12\n" +
 	"\x04stop\x18\x0e \x03(\tR\x04stop\x12\x1a\n" +
 	"\blogprobs\x18\x0f \x01(\bR\blogprobs\x12!\n" +
-	"\ftop_logprobs\x18\x10 \x01(\x05R\vtopLogprobsB\b\n" +
+	"\ftop_logprobs\x18\x10 \x01(\x05R\vtopLogprobs\x12S\n" +
+	"\n" +
+	"logit_bias\x18\x11 \x03(\v24.cloison.inference.v1.GenerateRequest.LogitBiasEntryR\tlogitBias\x12M\n" +
+	"\x0fresponse_format\x18\x12 \x01(\v2$.cloison.inference.v1.ResponseFormatR\x0eresponseFormat\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\b\n" +
 	"\x06promptB\r\n" +
 	"\v_max_tokensB\x0e\n" +
 	"\f_temperatureB\b\n" +
@@ -1259,7 +1410,17 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x12_frequency_penaltyB\x13\n" +
 	"\x11_presence_penaltyB\x15\n" +
 	"\x13_repetition_penaltyB\a\n" +
-	"\x05_seed\"\x89\x01\n" +
+	"\x05_seed\"g\n" +
+	"\x0eResponseFormat\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12A\n" +
+	"\vjson_schema\x18\x02 \x01(\v2 .cloison.inference.v1.JsonSchemaR\n" +
+	"jsonSchema\"r\n" +
+	"\n" +
+	"JsonSchema\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"\x89\x01\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\x05chunk\x18\x01 \x01(\v2 .cloison.inference.v1.TokenChunkH\x00R\x05chunk\x123\n" +
 	"\x05final\x18\x02 \x01(\v2\x1b.cloison.inference.v1.FinalH\x00R\x05finalB\x06\n" +
@@ -1341,51 +1502,57 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ChatMessages)(nil),          // 1: cloison.inference.v1.ChatMessages
 	(*TokenIds)(nil),              // 2: cloison.inference.v1.TokenIds
 	(*GenerateRequest)(nil),       // 3: cloison.inference.v1.GenerateRequest
-	(*GenerateResponse)(nil),      // 4: cloison.inference.v1.GenerateResponse
-	(*TokenChunk)(nil),            // 5: cloison.inference.v1.TokenChunk
-	(*TokenLogprob)(nil),          // 6: cloison.inference.v1.TokenLogprob
-	(*Final)(nil),                 // 7: cloison.inference.v1.Final
-	(*Usage)(nil),                 // 8: cloison.inference.v1.Usage
-	(*TokenizeRequest)(nil),       // 9: cloison.inference.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),      // 10: cloison.inference.v1.TokenizeResponse
-	(*ListModelsRequest)(nil),     // 11: cloison.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 12: cloison.inference.v1.ListModelsResponse
-	(*Model)(nil),                 // 13: cloison.inference.v1.Model
-	(*GetAttestationRequest)(nil), // 14: cloison.inference.v1.GetAttestationRequest
-	(*Attestation)(nil),           // 15: cloison.inference.v1.Attestation
-	(*Reservation)(nil),           // 16: cloison.inference.v1.Reservation
+	(*ResponseFormat)(nil),        // 4: cloison.inference.v1.ResponseFormat
+	(*JsonSchema)(nil),            // 5: cloison.inference.v1.JsonSchema
+	(*GenerateResponse)(nil),      // 6: cloison.inference.v1.GenerateResponse
+	(*TokenChunk)(nil),            // 7: cloison.inference.v1.TokenChunk
+	(*TokenLogprob)(nil),          // 8: cloison.inference.v1.TokenLogprob
+	(*Final)(nil),                 // 9: cloison.inference.v1.Final
+	(*Usage)(nil),                 // 10: cloison.inference.v1.Usage
+	(*TokenizeRequest)(nil),       // 11: cloison.inference.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),      // 12: cloison.inference.v1.TokenizeResponse
+	(*ListModelsRequest)(nil),     // 13: cloison.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),    // 14: cloison.inference.v1.ListModelsResponse
+	(*Model)(nil),                 // 15: cloison.inference.v1.Model
+	(*GetAttestationRequest)(nil), // 16: cloison.inference.v1.GetAttestationRequest
+	(*Attestation)(nil),           // 17: cloison.inference.v1.Attestation
+	(*Reservation)(nil),           // 18: cloison.inference.v1.Reservation
+	nil,                           // 19: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	0,  // 0: cloison.inference.v1.ChatMessages.messages:type_name -> cloison.inference.v1.ChatMessage
 	2,  // 1: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	1,  // 2: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	5,  // 3: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
-	7,  // 4: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
-	6,  // 5: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
-	6,  // 6: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
-	8,  // 7: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
-	1,  // 8: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	13, // 9: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	16, // 10: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	3,  // 11: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	9,  // 12: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	11, // 13: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	14, // 14: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	4,  // 15: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	10, // 16: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	12, // 17: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	15, // 18: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	19, // 3: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	4,  // 4: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
+	5,  // 5: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
+	7,  // 6: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
+	9,  // 7: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
+	8,  // 8: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
+	8,  // 9: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
+	10, // 10: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
+	1,  // 11: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
+	15, // 12: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
+	18, // 13: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	3,  // 14: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	11, // 15: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	13, // 16: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	16, // 17: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	6,  // 18: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	12, // 19: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	14, // 20: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	17, // 21: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -1398,11 +1565,11 @@ func file_cloison_inference_v1_inference_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Chat)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[4].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[6].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[9].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[11].OneofWrappers = []any{
 		(*TokenizeRequest_Text)(nil),
 		(*TokenizeRequest_Chat)(nil),
 	}
@@ -1412,7 +1579,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
