@@ -249,7 +249,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 func (e *Engine) newSampler(r GenerateRequest) (*sample.Sampler, *grammar.Matcher, error) {
 	for tok := range r.Sampling.LogitBias {
 		if int(tok) >= e.cfg.Model.Vocab {
-			return nil, nil, fmt.Errorf("%w: logit_bias token %d outside the vocabulary of %d", sample.ErrInvalidParams, tok, e.cfg.Model.Vocab)
+			return nil, nil, sample.ErrInvalidParams.Withf("logit_bias token %d is outside the vocabulary of %d", tok, e.cfg.Model.Vocab)
 		}
 	}
 	s, err := sample.New(r.Sampling, r.Prompt)

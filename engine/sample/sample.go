@@ -84,10 +84,10 @@ func (p Params) Validate() error {
 	}
 	for tok, b := range p.LogitBias {
 		if tok < 0 {
-			return fmt.Errorf("%w: logit_bias token %d", ErrInvalidParams, tok)
+			return ErrInvalidParams.Withf("logit_bias token %d", tok)
 		}
 		if !(b >= -100 && b <= 100) {
-			return fmt.Errorf("%w: logit_bias for token %d = %v, want [-100, 100]", ErrInvalidParams, tok, b)
+			return ErrInvalidParams.Withf("logit_bias for token %d = %v, want [-100, 100]", tok, b)
 		}
 	}
 	return nil
