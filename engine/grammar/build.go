@@ -11,12 +11,22 @@ type builder struct {
 	rules  []rule
 	shared map[string]int
 	lits   map[string]int
+	// tooBig is set once the grammar passes maxRules: Compile then fails
+	// (a 1 MiB schema of many distinct bounds would otherwise cost
+	// gigabytes).
+	tooBig bool
 }
+
+// maxRules bounds the rules of one grammar.
+const maxRules = 200_000
 
 func newBuilder() *builder { return &builder{shared: map[string]int{}, lits: map[string]int{}} }
 
 // reserve adds a rule without alternatives yet (for recursion).
 func (b *builder) reserve(name string) int {
+	if len(b.rules) >= maxRules {
+		b.tooBig = true
+	}
 	b.rules = append(b.rules, rule{name: name})
 	return len(b.rules) - 1
 }
@@ -82,6 +92,10 @@ func (b *builder) literal(s string) int {
 // repeat returns a rule matching item, min to max times (max < 0:
 // unbounded), with sep between items.
 func (b *builder) repeat(name string, item []elem, sep []elem, min, max int) int {
+	if len(b.rules)+min+max+2 > maxRules {
+		b.tooBig = true
+		return b.add(name, nil)
+	}
 	// tail(k): after at least one item, up to k more (k < 0: unbounded).
 	var tail func(k int) int
 	memo := map[int]int{}

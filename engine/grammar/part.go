@@ -100,6 +100,9 @@ func Compile(p Part) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b.tooBig {
+		return nil, ErrUnsupportedSchema.Withf("the schema needs more than %d grammar rules", maxRules)
+	}
 	return build(b.rules, root)
 }
 
