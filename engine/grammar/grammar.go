@@ -1,7 +1,10 @@
 package grammar
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cloison/cloison"
@@ -76,14 +79,21 @@ type Grammar struct {
 	pos   []pos
 	first [][]int32 // rule → first position of each alternative
 
-	mu    sync.Mutex
-	cache map[cacheKey]*local // guarded by mu: leaf-chunk masks per Vocab
+	// The parse automaton, built lazily as matchers explore it, and the
+	// mask cache; all guarded by mu. They memoize pure functions of the
+	// grammar: sharing them changes speed, never a result.
+	mu      sync.Mutex
+	frames  map[frameKey]*frame
+	states  []*state
+	stateIx map[string]int32
+	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
 }
 
 // build flattens rules into positions and checks that no rule can reach
 // itself without consuming a byte (left recursion would loop forever).
 func build(rules []rule, root int) (*Grammar, error) {
-	g := &Grammar{rules: rules, root: root, first: make([][]int32, len(rules)), cache: map[cacheKey]*local{}}
+	g := &Grammar{rules: rules, root: root, first: make([][]int32, len(rules)), cache: map[cacheKey]*local{},
+		frames: map[frameKey]*frame{}, stateIx: map[string]int32{}}
 	for ri, r := range rules {
 		if len(r.alts) == 0 {
 			return nil, fmt.Errorf("grammar: rule %s has no alternative", r.name)
@@ -176,29 +186,48 @@ func (g *Grammar) checkLeftRecursion() error {
 }
 
 // frame is one entry of a parse stack: the position to match next; next is
-// the frame below (nil: the bottom). Frames are immutable and shared.
+// the frame below (nil: the bottom). Frames are interned per Grammar (one
+// frame per (pos, next)), so equal stacks are the same pointer.
 type frame struct {
+	pos  int32
+	id   int32
+	next *frame
+}
+
+type frameKey struct {
 	pos  int32
 	next *frame
 }
 
-// stack equality by content.
-func sameStack(a, b *frame) bool {
-	for a != nil && b != nil {
-		if a == b {
-			return true
-		}
-		if a.pos != b.pos {
-			return false
-		}
-		a, b = a.next, b.next
+// state is an interned set of expanded stacks (a parse state), with its
+// transitions filled in as they are first taken.
+type state struct {
+	stacks []*frame // sorted by frame id; nil (the bottom) first if present
+	bottom bool     // nil is among stacks: everything matched
+	live   int32    // the state without nil (-1: none; itself if !bottom)
+	next   [256]int32
+}
+
+// transition encodings in state.next.
+const (
+	tUnknown = 0
+	tDead    = 1 // ids are stored +2
+)
+
+// interned frame.
+func (g *Grammar) frame(pos int32, next *frame) *frame {
+	k := frameKey{pos, next}
+	if f := g.frames[k]; f != nil {
+		return f
 	}
-	return a == b
+	f := &frame{pos: pos, id: int32(len(g.frames)), next: next}
+	g.frames[k] = f
+	return f
 }
 
 func addStack(out []*frame, s *frame) []*frame {
 	for _, o := range out {
-		if sameStack(o, s) {
+		if o == s {
 			return out
 		}
 	}
@@ -219,66 +248,105 @@ func (g *Grammar) expand(s *frame, out []*frame) []*frame {
 		}
 		cont := s.next
 		if g.pos[p.next].kind != kEnd {
-			cont = &frame{pos: p.next, next: s.next}
+			cont = g.frame(p.next, s.next)
 		}
 		for _, f := range g.first[p.ref] {
-			out = g.expand(&frame{pos: f, next: cont}, out)
+			out = g.expand(g.frame(f, cont), out)
 		}
 		return out
 	}
 	return addStack(out, nil)
 }
 
-// advance returns the expanded stacks after byte b, from expanded stacks.
-func (g *Grammar) advance(stacks []*frame, b byte, out []*frame) []*frame {
-	for _, s := range stacks {
-		if s == nil {
-			continue
-		}
-		p := &g.pos[s.pos]
-		if p.term.has(b) {
-			out = g.expand(&frame{pos: p.next, next: s.next}, out)
-		}
+// stateOf interns a set of expanded stacks; -1 for the empty set.
+func (g *Grammar) stateOf(stacks []*frame) int32 {
+	if len(stacks) == 0 {
+		return -1
 	}
-	return out
+	ids := func(f *frame) int32 {
+		if f == nil {
+			return -1
+		}
+		return f.id
+	}
+	slices.SortFunc(stacks, func(a, b *frame) int { return cmp.Compare(ids(a), ids(b)) })
+	key := make([]byte, 0, 4*len(stacks))
+	for _, f := range stacks {
+		key = binary.LittleEndian.AppendUint32(key, uint32(ids(f)))
+	}
+	if id, ok := g.stateIx[string(key)]; ok {
+		return id
+	}
+	id := int32(len(g.states))
+	st := &state{stacks: slices.Clone(stacks), bottom: stacks[0] == nil, live: id}
+	g.states = append(g.states, st)
+	g.stateIx[string(key)] = id
+	if st.bottom {
+		st.live = g.stateOf(slices.Clone(stacks[1:]))
+	}
+	return id
 }
 
-// start returns the expanded stacks of the root rule.
-func (g *Grammar) start() []*frame {
+// trans returns the state after byte b from state st (-1: dead). Sets
+// larger than maxStacks are treated as dead: the text is refused, never
+// let through unchecked.
+func (g *Grammar) trans(st int32, b byte) int32 {
+	s := g.states[st]
+	if t := s.next[b]; t != tUnknown {
+		return t - 2
+	}
+	var out []*frame
+	for _, f := range s.stacks {
+		if f == nil {
+			continue
+		}
+		p := &g.pos[f.pos]
+		if p.term.has(b) {
+			out = g.expand(g.frame(p.next, f.next), out)
+		}
+	}
+	ns := int32(-1)
+	if len(out) <= maxStacks {
+		ns = g.stateOf(out)
+	}
+	g.states[st].next[b] = ns + 2
+	return ns
+}
+
+// start returns the state of the root rule.
+func (g *Grammar) start() int32 {
 	var out []*frame
 	for _, f := range g.first[g.root] {
-		out = g.expand(&frame{pos: f}, out)
+		out = g.expand(g.frame(f, nil), out)
 	}
-	return out
+	return g.stateOf(out)
+}
+
+// run follows b from the start; -1 if the grammar refuses a byte.
+func (g *Grammar) run(b []byte) int32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.start()
+	for _, c := range b {
+		if st = g.trans(st, c); st < 0 {
+			return -1
+		}
+	}
+	return st
 }
 
 // Match reports whether the grammar accepts exactly b (for tests and for
 // callers that check text already produced).
 func (g *Grammar) Match(b []byte) bool {
-	st := g.start()
-	for _, c := range b {
-		st = g.advance(st, c, nil)
-		if len(st) == 0 {
-			return false
-		}
+	st := g.run(b)
+	if st < 0 {
+		return false
 	}
-	for _, s := range st {
-		if s == nil {
-			return true
-		}
-	}
-	return false
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.states[st].bottom
 }
 
 // MatchPrefix reports whether b can be continued into a sentence of the
 // grammar.
-func (g *Grammar) MatchPrefix(b []byte) bool {
-	st := g.start()
-	for _, c := range b {
-		st = g.advance(st, c, nil)
-		if len(st) == 0 {
-			return false
-		}
-	}
-	return true
-}
+func (g *Grammar) MatchPrefix(b []byte) bool { return g.run(b) >= 0 }

@@ -2,8 +2,6 @@ package grammar
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/cloison/cloison/engine/tokenizer"
 )
@@ -94,82 +92,65 @@ type local struct {
 
 type cacheKey struct {
 	v     *Vocab
-	chunk string
+	chunk int32 // the state of the cut part alone
 }
 
 // cut splits an expanded stack: chunk is its top down to the lowest frame
 // of a leaf rule (a string or number; or the top frame alone if there is
-// none), rest is what lies below. What chunk allows depends on chunk alone,
-// so it is cached: a state inside a string is the same state wherever the
-// string stands.
-func (g *Grammar) cut(s *frame) (key string, chunk []int32, rest *frame) {
-	last := 0
-	i := 0
+// none), as a state of its own over the bottom; rest is what lies below.
+// What chunk allows depends on chunk alone, so it is cached: a state inside
+// a string is the same state wherever the string stands.
+func (g *Grammar) cut(s *frame) (chunk int32, rest *frame) {
+	last, i := 0, 0
 	for f := s; f != nil; f = f.next {
 		if g.rules[g.pos[f.pos].rule].leaf {
 			last = i
 		}
 		i++
 	}
-	var sb strings.Builder
+	var pos []int32
 	f := s
 	for j := 0; j <= last; j++ {
-		chunk = append(chunk, f.pos)
-		sb.WriteString(strconv.Itoa(int(f.pos)))
-		sb.WriteByte(',')
+		pos = append(pos, f.pos)
 		f = f.next
 	}
-	return sb.String(), chunk, f
+	var c *frame
+	for j := len(pos) - 1; j >= 0; j-- {
+		c = g.frame(pos[j], c)
+	}
+	return g.stateOf([]*frame{c}), f
 }
 
-func (g *Grammar) local(v *Vocab, key string, chunk []int32) *local {
-	ck := cacheKey{v, key}
-	g.mu.Lock()
-	l := g.cache[ck]
-	g.mu.Unlock()
-	if l != nil {
+func (g *Grammar) local(v *Vocab, chunk int32) *local {
+	ck := cacheKey{v, chunk}
+	if l := g.cache[ck]; l != nil {
 		return l
 	}
-	var s *frame
-	for i := len(chunk) - 1; i >= 0; i-- {
-		s = &frame{pos: chunk[i], next: s}
-	}
-	l = &local{bits: make([]uint64, v.words)}
-	g.walk(v, []*frame{s}, 0, l.bits, &l.exits)
-	g.mu.Lock()
+	l := &local{bits: make([]uint64, v.words)}
+	g.walk(v, chunk, 0, l.bits, &l.exits)
 	g.cache[ck] = l
-	g.mu.Unlock()
 	return l
 }
 
-// walk visits the trie below node with expanded stacks, setting the bit of
-// every token whose bytes some stack accepts; where a stack reaches its
-// bottom, the node is appended to exits (if not nil) and that stack stops.
-func (g *Grammar) walk(v *Vocab, stacks []*frame, node int32, bits []uint64, exits *[]int32) {
-	var next []*frame
+// walk visits the trie below node from state st, setting the bit of every
+// token whose bytes the state accepts; where a stack reaches its bottom, the
+// node is appended to exits (if not nil) and that stack stops there.
+func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]int32) {
 	for _, c := range v.nodes[node].child {
 		cn := &v.nodes[c]
-		next = g.advance(stacks, cn.b, next[:0])
-		if len(next) == 0 {
+		ns := g.trans(st, cn.b)
+		if ns < 0 {
 			continue
 		}
 		for _, t := range cn.toks {
 			bits[t>>6] |= 1 << (t & 63)
 		}
-		live := next[:0:0]
-		exited := false
-		for _, s := range next {
-			if s == nil {
-				if exits != nil && !exited {
-					*exits = append(*exits, c)
-				}
-				exited = true
-			} else {
-				live = append(live, s)
-			}
+		s := g.states[ns]
+		if s.bottom && exits != nil {
+			*exits = append(*exits, c)
 		}
-		if len(live) > 0 && len(cn.child) > 0 {
-			g.walk(v, live, c, bits, exits)
+		if s.live >= 0 && len(cn.child) > 0 {
+			g.walk(v, s.live, c, bits, exits)
 		}
 	}
 }
@@ -178,38 +159,44 @@ func (g *Grammar) walk(v *Vocab, stacks []*frame, node int32, bits []uint64, exi
 // tokens may come next. It depends only on the grammar and on the tokens
 // it accepted: never on other sequences, the batch or the time (what makes
 // constrained decoding deterministic and batch-invariant). It is not safe
-// for concurrent use; the engine owns one per request.
+// for concurrent use; the engine owns one per request. Matchers of one
+// Grammar may run concurrently (the Grammar locks its automaton).
 type Matcher struct {
-	g      *Grammar
-	v      *Vocab
-	stacks []*frame
-	done   bool // an end-of-generation token was accepted
-	mask   []uint64
+	g     *Grammar
+	v     *Vocab
+	state int32 // parse state; -1 once an end-of-generation token was accepted
+	mask  []uint64
 }
 
 // NewMatcher returns a Matcher at the start of g, over vocabulary v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	return &Matcher{g: g, v: v, stacks: g.start(), mask: make([]uint64, v.words)}
+	g.mu.Lock()
+	st := g.start()
+	g.mu.Unlock()
+	return &Matcher{g: g, v: v, state: st, mask: make([]uint64, v.words)}
 }
 
 // Complete reports whether the tokens so far form a whole sentence of the
 // grammar (an end-of-generation token is allowed).
 func (m *Matcher) Complete() bool {
-	if m.done {
+	if m.state < 0 {
 		return true
 	}
-	for _, s := range m.stacks {
-		if s == nil {
-			return true
-		}
-	}
-	return false
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.g.states[m.state].bottom
 }
 
 // Closed reports whether the grammar is complete and nothing may follow:
 // generation ends here.
 func (m *Matcher) Closed() bool {
-	return m.done || (len(m.stacks) == 1 && m.stacks[0] == nil)
+	if m.state < 0 {
+		return true
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	s := m.g.states[m.state]
+	return s.bottom && s.live < 0
 }
 
 // Allowed returns the tokens that may come next, as a bitset (bit t%64 of
@@ -217,18 +204,21 @@ func (m *Matcher) Closed() bool {
 // tokens are in it only when the grammar is complete.
 func (m *Matcher) Allowed() ([]uint64, error) {
 	clear(m.mask)
-	if m.done {
+	if m.state < 0 {
 		return m.mask, nil
 	}
-	for _, s := range m.stacks {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.states[m.state].stacks {
 		if s == nil {
 			for _, t := range m.v.eog {
 				m.mask[t>>6] |= 1 << (t & 63)
 			}
 			continue
 		}
-		key, chunk, rest := m.g.cut(s)
-		l := m.g.local(m.v, key, chunk)
+		chunk, rest := g.cut(s)
+		l := g.local(m.v, chunk)
 		for i, w := range l.bits {
 			m.mask[i] |= w
 		}
@@ -238,9 +228,11 @@ func (m *Matcher) Allowed() ([]uint64, error) {
 		// Tokens that run past the chunk: the rest of the stack decides
 		// their remaining bytes (few tokens: a string's closing quote and
 		// what follows it in one token).
-		rs := m.g.expand(rest, nil)
-		for _, n := range l.exits {
-			m.g.walk(m.v, rs, n, m.mask, nil)
+		rs := g.stateOf(g.expand(rest, nil))
+		if live := g.states[rs].live; live >= 0 {
+			for _, n := range l.exits {
+				g.walk(m.v, live, n, m.mask, nil)
+			}
 		}
 	}
 	return m.mask, nil
@@ -249,7 +241,7 @@ func (m *Matcher) Allowed() ([]uint64, error) {
 // Accept advances past token tok. Errors: ErrNotAllowed if the grammar does
 // not allow tok here (the matcher is then unchanged).
 func (m *Matcher) Accept(tok int32) error {
-	if m.done {
+	if m.state < 0 {
 		return ErrNotAllowed.Withf("token %d after the end", tok)
 	}
 	if tok < 0 || int(tok) >= m.v.n {
@@ -260,29 +252,27 @@ func (m *Matcher) Accept(tok int32) error {
 			if !m.Complete() {
 				return ErrNotAllowed.Withf("end of generation before the grammar is complete")
 			}
-			m.done, m.stacks = true, nil
+			m.state = -1
 			return nil
 		}
 	}
 	piece := m.v.pieces[tok]
-	if piece == nil {
+	if len(piece) == 0 {
 		return ErrNotAllowed.Withf("token %d has no text", tok)
 	}
-	st := m.stacks
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	st := m.state
 	for _, c := range piece {
-		st = m.g.advance(st, c, nil)
-		if len(st) == 0 {
+		if st = m.g.trans(st, c); st < 0 {
 			return ErrNotAllowed.Withf("token %d", tok)
 		}
-		if len(st) > maxStacks {
-			return ErrNotAllowed.Withf("the grammar is too ambiguous (%d parses)", len(st))
-		}
 	}
-	m.stacks = st
+	m.state = st
 	return nil
 }
 
 // String describes the matcher state (for test failures).
 func (m *Matcher) String() string {
-	return fmt.Sprintf("matcher{%d stacks, complete=%v}", len(m.stacks), m.Complete())
+	return fmt.Sprintf("matcher{state %d, complete=%v}", m.state, m.Complete())
 }

@@ -33,10 +33,10 @@ func testVocab() ([][]byte, *grammar.Vocab) {
 func has(mask []uint64, t int) bool { return mask[t>>6]&(1<<(t&63)) != 0 }
 
 // TestMaskMatchesBruteForce: at every step of a random walk through the
-// grammar of a random schema, the mask (cached per leaf chunk, exits
-// resolved by the rest of the stack) equals trying every token's bytes
-// one by one, and the walk's text, once complete, is what the grammar
-// accepts.
+// grammar of a random schema, the mask (the interned automaton, cached per
+// leaf chunk, exits resolved by the rest of the stack) equals trying every
+// token's bytes with a plain reference recognizer (NaiveRun), and the
+// walk's text, once complete, is what the reference accepts.
 func TestMaskMatchesBruteForce(t *testing.T) {
 	pieces, v := testVocab()
 	eos := int32(len(pieces) - 1)
@@ -48,6 +48,7 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 		}
 		m := grammar.NewMatcher(g, v)
 		var text []byte
+		ref := grammar.NaiveStart(g)
 		for step := 0; step < 60; step++ {
 			mask, err := m.Allowed()
 			if err != nil {
@@ -58,9 +59,12 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 				want := false
 				switch {
 				case int32(id) == eos:
-					want = m.Complete()
+					want = grammar.NaiveComplete(ref)
+					if m.Complete() != want {
+						t.Fatalf("schema %s after %q: Complete() = %v, want %v", schema, text, m.Complete(), want)
+					}
 				case len(p) > 0:
-					want = g.MatchPrefix(append(append([]byte(nil), text...), p...))
+					want = grammar.NaiveAdvance(g, ref, p) != nil
 				}
 				if got := has(mask, id); got != want {
 					t.Fatalf("schema %s after %q: token %q allowed=%v, want %v", schema, text, p, got, want)
@@ -77,14 +81,15 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tok == eos {
-				if !g.Match(text) {
+				if !grammar.NaiveComplete(ref) {
 					t.Fatalf("schema %s: ended on %q, which the grammar refuses", schema, text)
 				}
 				return
 			}
 			text = append(text, pieces[tok]...)
+			ref = grammar.NaiveAdvance(g, ref, pieces[tok])
 			if m.Closed() {
-				if !g.Match(text) {
+				if !grammar.NaiveComplete(ref) {
 					t.Fatalf("schema %s: closed on %q, which the grammar refuses", schema, text)
 				}
 				return
@@ -150,5 +155,28 @@ func BenchmarkAllowed(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkAllowedCold measures the first mask of a state inside a string
+// over a 32k vocabulary: the full trie walk that the cache then saves.
+func BenchmarkAllowedCold(b *testing.B) {
+	pieces, _ := testVocab()
+	for i := 0; len(pieces) < 32000; i++ {
+		pieces = append(pieces, fmt.Appendf(nil, "w%dx", i))
+	}
+	v := grammar.NewVocab(pieces, nil)
+	for b.Loop() {
+		g, err := grammar.FromSchema([]byte(`{"type":"string"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := grammar.NewMatcher(g, v)
+		if err := m.Accept('"'); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Allowed(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
