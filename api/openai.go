@@ -144,6 +144,9 @@ var (
 	jsonSchemaFields     = map[string]field{"name": {rule: implemented}, "description": {rule: ignored},
 		"schema": {rule: implemented}, "strict": {rule: implemented}}
 	schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// schemaGrammars shares compiled grammars between requests that send
+	// the same schema, so that their masks are computed once (warm).
+	schemaGrammars = grammar.NewCache(64)
 )
 
 // ResponseFormat compiles an OpenAI response_format value into the grammar
@@ -174,7 +177,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	case "text":
 		return nil, nil
 	case "json_object":
-		return grammar.JSONObject(), nil
+		return schemaGrammars.FromSchema([]byte(`{"type":"object"}`))
 	case "json_schema":
 	default:
 		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema)", *rf.Type)
@@ -199,11 +202,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	if len(js.Schema) == 0 || string(js.Schema) == "null" {
 		return nil, ErrBadField.Withf("response_format.json_schema.schema is required")
 	}
-	g, err := grammar.FromSchema(js.Schema)
-	if err != nil {
-		return nil, err
-	}
-	return g, nil
+	return schemaGrammars.FromSchema(js.Schema)
 }
 
 // DefaultMaxTokens applies when a request names no max_tokens.

@@ -54,9 +54,19 @@
 // holds — the state "inside a string" is the same wherever that string
 // stands. The walk records the trie nodes where the cut part ends (a
 // string's closing quote); only the few tokens below those nodes are
-// walked with the rest of the stack at each step. Structural states prune
-// after a byte or two. Measured (BenchmarkConstrainedDecode, 32k vocabulary,
-// greedy): constrained decode costs about 1.02× unconstrained.
+// walked with the rest of the stack at each step. Parse states are
+// interned (frames hash-consed, sets of stacks numbered) and their byte
+// transitions memoized, so a walk costs a table lookup per trie node: the
+// first mask of a string state over 32k tokens is a fraction of a
+// millisecond, later ones an OR of bitsets. Cache (used by the API) shares
+// a schema's compiled grammar between requests, so a schema seen before
+// starts warm. Measured by BenchmarkConstrainedDecode (32k vocabulary,
+// process CPU time per token, constrained ÷ unconstrained): greedy
+// 0.97–1.05 (schema shared) and 1.03–1.3 (compiled afresh) on a 2-core
+// machine shared with other builds; in its CPU profile the grammar's own
+// functions are under 2% of the engine's step time. At temperature 1 the
+// constrained decode is faster than the plain one, since the sampler sorts
+// only the allowed tokens.
 //
 // # Driving it
 //
@@ -73,7 +83,8 @@
 // set, the request finishes with "stop" as soon as the grammar is complete
 // and nothing may follow (Closed), or on an end-of-generation token once it
 // is complete; max_tokens reached first gives "length" with incomplete
-// output.
+// output. Stop sequences and stop tokens the client asked for still end
+// generation where they match, even inside the JSON.
 //
 // # Composing: tool calls
 //
