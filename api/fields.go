@@ -14,8 +14,7 @@ import (
 // request is in one of these tables, and what Cloison does with it is
 // stated here once. A field that is not implemented is refused with
 // ErrUnsupported naming it — never accepted and silently ignored, because a
-// client that sends tools, response_format or logit_bias relies on the
-// output changing. A field not listed at all is refused the same way: an
+// client that sends tools relies on the output changing. A field not listed at all is refused the same way: an
 // unknown field may change the output just as well (fail closed). The
 // exceptions are the fields listed as ignored: they are known not to
 // change the output (user, metadata, service_tier, ...), and OpenAI SDKs
@@ -65,7 +64,9 @@ var commonFields = map[string]field{
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},
 	"safety_identifier": {rule: ignored},
-	"logit_bias":        {rule: refused, neutral: []string{`{}`}},
+	// Token id → bias in [-100, 100] (validate; ids checked against the
+	// model's vocabulary by the engine).
+	"logit_bias": {rule: implemented},
 }
 
 // completionFields are /v1/completions' own fields.
@@ -89,9 +90,11 @@ var chatFields = withCommon(map[string]field{
 	"tool_choice":         {rule: implemented},
 	"parallel_tool_calls": {rule: implemented},
 	// The deprecated function-calling fields (use tools).
-	"functions":          {rule: refused, neutral: []string{`[]`}},
-	"function_call":      {rule: refused, neutral: []string{`"none"`}},
-	"response_format":    {rule: refused, neutral: []string{`{"type":"text"}`}},
+	"functions":     {rule: refused, neutral: []string{`[]`}},
+	"function_call": {rule: refused, neutral: []string{`"none"`}},
+	// text, json_object or json_schema, enforced by constrained decoding
+	// (ResponseFormat); its own fields are checked the same way.
+	"response_format": {rule: implemented},
 	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
 	"audio":              {rule: refused},
 	"prediction":         {rule: refused},

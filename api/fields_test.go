@@ -25,7 +25,7 @@ func TestUnsupportedFields(t *testing.T) {
 		field string // "" : accepted
 	}{
 		{"completion: tools is not a completions field", false, `{"model":"m","prompt":"x","tools":[{"type":"function"}]}`, "tools"},
-		{"completion: logit_bias", false, `{"model":"m","prompt":"x","logit_bias":{"50256":-100}}`, "logit_bias"},
+		{"completion: logit_bias", false, `{"model":"m","prompt":"x","logit_bias":{"50256":-100}}`, ""},
 		{"completion: empty logit_bias is neutral", false, `{"model":"m","prompt":"x","logit_bias":{}}`, ""},
 		{"completion: suffix", false, `{"model":"m","prompt":"x","suffix":"end"}`, "suffix"},
 		{"completion: null suffix is absent", false, `{"model":"m","prompt":"x","suffix":null}`, ""},
@@ -43,9 +43,12 @@ func TestUnsupportedFields(t *testing.T) {
 		{"chat: tool_choice named", true, `{"model":"m",` + chatMsgs + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, "f"},
 		{"chat: strict tool", true, `{"model":"m",` + chatMsgs + `,"tools":[{"type":"function","function":{"name":"f","strict":true}}]}`, "strict"},
 		{"chat: tool_choice none", true, `{"model":"m",` + chatMsgs + `,"tool_choice":"none"}`, ""},
-		{"chat: response_format json", true, `{"model":"m",` + chatMsgs + `,"response_format":{"type":"json_object"}}`, "response_format"},
+		{"chat: response_format json", true, `{"model":"m",` + chatMsgs + `,"response_format":{"type":"json_object"}}`, ""},
+		{"chat: response_format unknown field", true, `{"model":"m",` + chatMsgs + `,"response_format":{"type":"json_object","guided":1}}`, "guided"},
+		{"chat: json_schema unknown field", true, `{"model":"m",` + chatMsgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{},"extra":1}}}`, "extra"},
+		{"chat: response_format type", true, `{"model":"m",` + chatMsgs + `,"response_format":{"type":"grammar"}}`, "grammar"},
 		{"chat: response_format text", true, `{"model":"m",` + chatMsgs + `,"response_format":{ "type" : "text" }}`, ""},
-		{"chat: logit_bias", true, `{"model":"m",` + chatMsgs + `,"logit_bias":{"1":5}}`, "logit_bias"},
+		{"chat: logit_bias", true, `{"model":"m",` + chatMsgs + `,"logit_bias":{"1":5}}`, ""},
 		{"chat: store true", true, `{"model":"m",` + chatMsgs + `,"store":true}`, "store"},
 		{"chat: reasoning_effort", true, `{"model":"m",` + chatMsgs + `,"reasoning_effort":"low"}`, "reasoning_effort"},
 		{"chat: unknown field", true, `{"model":"m",` + chatMsgs + `,"chat_template_kwargs":{}}`, "chat_template_kwargs"},

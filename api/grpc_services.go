@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +24,7 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -77,6 +79,27 @@ func (s *Server) promptText(text string) error {
 	return nil
 }
 
+// grpcResponseFormat checks a gRPC ResponseFormat with the HTTP rules
+// (ResponseFormat), by spelling it as the JSON the HTTP route receives.
+func grpcResponseFormat(rf *inferencev1.ResponseFormat) (*grammar.Grammar, error) {
+	if rf == nil {
+		return nil, nil
+	}
+	obj := map[string]any{"type": rf.GetType()}
+	if js := rf.GetJsonSchema(); js != nil {
+		if !json.Valid([]byte(js.GetSchema())) {
+			return nil, grammar.ErrBadSchema.Withf("response_format.json_schema.schema is not JSON text")
+		}
+		obj["json_schema"] = map[string]any{"name": js.GetName(), "description": js.GetDescription(),
+			"schema": json.RawMessage(js.GetSchema()), "strict": js.GetStrict()}
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, ErrBadField.Withf("response_format")
+	}
+	return ResponseFormat(raw)
+}
+
 // grpcInference validates a GenerateRequest with the HTTP API's rules
 // (Common.validate) and tokenizes its prompt.
 func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, error) {
@@ -90,13 +113,23 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		k := int(*req.TopK)
 		c.TopK = &k
 	}
+	if lb := req.GetLogitBias(); len(lb) > 0 {
+		c.LogitBias = make(map[string]float64, len(lb))
+		for id, v := range lb {
+			c.LogitBias[strconv.Itoa(int(id))] = v
+		}
+	}
 	if err := c.validate(); err != nil {
+		return inference{}, err
+	}
+	g, err := grpcResponseFormat(req.GetResponseFormat())
+	if err != nil {
 		return inference{}, err
 	}
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs())}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), grammar: g}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}

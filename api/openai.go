@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/sample"
 )
 
@@ -107,7 +110,13 @@ type Common struct {
 	} `json:"stream_options"`
 	N    *int   `json:"n"`
 	User string `json:"user"`
+	// LogitBias maps token ids (decimal strings, as OpenAI sends them) to
+	// a bias in [-100, 100]; -100 bans the token.
+	LogitBias map[string]float64 `json:"logit_bias"`
 }
+
+// maxLogitBias bounds how many tokens one request may bias.
+const maxLogitBias = 1024
 
 // CompletionRequest is a /v1/completions body.
 type CompletionRequest struct {
@@ -128,6 +137,77 @@ type ChatRequest struct {
 	Tools             []ToolDef       `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	// Grammar is response_format compiled (nil for text or absent).
+	Grammar *grammar.Grammar `json:"-"`
+}
+
+// Fields of response_format and of its json_schema object: anything else
+// is refused, like an unknown request field.
+var (
+	responseFormatFields = map[string]field{"type": {rule: implemented}, "json_schema": {rule: implemented}}
+	jsonSchemaFields     = map[string]field{"name": {rule: implemented}, "description": {rule: ignored},
+		"schema": {rule: implemented}, "strict": {rule: implemented}}
+	schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// schemaGrammars shares compiled grammars between requests that send
+	// the same schema, so that their masks are computed once (warm).
+	schemaGrammars = grammar.NewCache(64)
+)
+
+// ResponseFormat compiles an OpenAI response_format value into the grammar
+// that constrains decoding: nil for absent, null or {"type":"text"}; any
+// JSON object for json_object; the schema for json_schema (strict or not:
+// the schema is always enforced, and a schema feature the grammar cannot
+// enforce is refused, never relaxed). Errors: ErrBadField, ErrUnsupported,
+// grammar.ErrUnsupportedSchema and grammar.ErrBadSchema naming the
+// feature.
+func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if err := checkFields(raw, responseFormatFields, "response_format."); err != nil {
+		return nil, err
+	}
+	var rf struct {
+		Type       *string         `json:"type"`
+		JSONSchema json.RawMessage `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil || rf.Type == nil {
+		return nil, ErrBadField.Withf("response_format must be an object with a type")
+	}
+	if *rf.Type != "json_schema" && len(rf.JSONSchema) > 0 && string(rf.JSONSchema) != "null" {
+		return nil, ErrBadField.Withf("response_format.json_schema is only for type json_schema")
+	}
+	switch *rf.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return schemaGrammars.FromSchema([]byte(`{"type":"object"}`))
+	case "json_schema":
+	default:
+		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema)", *rf.Type)
+	}
+	if len(rf.JSONSchema) == 0 || string(rf.JSONSchema) == "null" {
+		return nil, ErrBadField.Withf("response_format.json_schema is required for type json_schema")
+	}
+	if err := checkFields(rf.JSONSchema, jsonSchemaFields, "response_format.json_schema."); err != nil {
+		return nil, err
+	}
+	var js struct {
+		Name   *string         `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(rf.JSONSchema, &js); err != nil {
+		return nil, ErrBadField.Withf("response_format.json_schema must be an object with name (string), schema (object) and strict (boolean)")
+	}
+	if js.Name == nil || !schemaName.MatchString(*js.Name) {
+		return nil, ErrBadField.Withf("response_format.json_schema.name must be 1-64 letters, digits, _ or -")
+	}
+	if len(js.Schema) == 0 || string(js.Schema) == "null" {
+		return nil, ErrBadField.Withf("response_format.json_schema.schema is required")
+	}
+	return schemaGrammars.FromSchema(js.Schema)
 }
 
 // DefaultMaxTokens applies when a request names no max_tokens.
@@ -217,6 +297,11 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	if _, err := req.toolUse(); err != nil {
 		return nil, err
 	}
+	g, err := ResponseFormat(req.ResponseFormat)
+	if err != nil {
+		return nil, err
+	}
+	req.Grammar = g
 	return &req, nil
 }
 
@@ -237,7 +322,26 @@ func (c *Common) validate() error {
 	if len(c.Stop) > 4 {
 		return ErrBadField.Withf("at most 4 stop sequences")
 	}
+	if len(c.LogitBias) > maxLogitBias {
+		return ErrBadField.Withf("logit_bias biases at most %d tokens", maxLogitBias)
+	}
+	for k, v := range c.LogitBias {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			return ErrBadField.Withf("logit_bias keys must be token ids (got %q)", truncate(k, maxFieldName))
+		}
+		if !(v >= -100 && v <= 100) {
+			return ErrBadField.Withf("logit_bias for token %d must be in [-100, 100]", id)
+		}
+	}
 	return c.Sampling(false, 0).Validate()
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // MaxNew returns the requested max new tokens (DefaultMaxTokens if absent),
@@ -279,6 +383,14 @@ func (c *Common) Sampling(logprobs bool, top int) sample.Params {
 	}
 	if c.Seed != nil {
 		p.Seed = uint64(*c.Seed)
+	}
+	if len(c.LogitBias) > 0 {
+		p.LogitBias = make(map[int32]float64, len(c.LogitBias))
+		for k, v := range c.LogitBias {
+			if id, err := strconv.ParseInt(k, 10, 32); err == nil {
+				p.LogitBias[int32(id)] = v // validate refused any other key
+			}
+		}
 	}
 	return p
 }

@@ -157,13 +157,21 @@ func (s *Server) served(t cloison.TenantID, greq engine.GenerateRequest, complet
 	if clientSeed {
 		src = "client"
 	}
+	var shaped []string
+	if len(sp.LogitBias) > 0 {
+		shaped = append(shaped, "logit_bias")
+	}
+	if greq.Grammar != nil {
+		shaped = append(shaped, "response_format")
+	}
 	return &audit.Served{Key: rc.DigestKey, Prompt: audit.PromptDigest(key, greq.Prompt), Completion: audit.CompletionDigest(key, completion),
 		CompletionText: audit.CompletionTextDigest(key, text), ModelDigest: rc.ModelDigest,
 		Backend: audit.Name(sanitizeName(rc.Backend)), KernelPath: audit.Name(sanitizeName(rc.KernelPath)),
 		Sampling: audit.Sampling{Temperature: f(sp.Temperature), TopK: int64(sp.TopK), TopP: f(sp.TopP), MinP: f(sp.MinP),
 			RepetitionPenalty: f(sp.RepetitionPenalty), FrequencyPenalty: f(sp.FrequencyPenalty), PresencePenalty: f(sp.PresencePenalty),
 			Seed: audit.Name(strconv.FormatUint(sp.Seed, 10)), SeedSource: src, MaxTokens: int64(greq.MaxTokens),
-			Stops: int64(len(greq.StopStrings)), Stop: audit.StopDigest(key, greq.StopStrings), IgnoreEOS: greq.IgnoreEOS}}
+			Stops: int64(len(greq.StopStrings)), Stop: audit.StopDigest(key, greq.StopStrings), IgnoreEOS: greq.IgnoreEOS,
+			Constrained: audit.Name(strings.Join(shaped, "+"))}}
 }
 
 // samplingOf reads back the recorded sampling parameters exactly.
@@ -445,6 +453,8 @@ func replayObstacle(c audit.RequestCompleted, rc Responses) audit.Name {
 		return "entry-has-no-digests"
 	case c.Status != "":
 		return "request-not-served" // its output was withheld: nothing was served to compare
+	case sv.Sampling.Constrained != "":
+		return "constrained-output-not-replayed" // logit_bias or response_format shaped it
 	case sv.ModelDigest != rc.ModelDigest:
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:

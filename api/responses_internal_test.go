@@ -1,6 +1,7 @@
 package api
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/cloison/cloison"
@@ -29,6 +30,7 @@ func TestReplayObstacles(t *testing.T) {
 		{"served on a GPU", "", with(func(s *audit.Served) { s.Backend, s.KernelPath = "cuda", "cuda" }), nil, "backend-not-batch-invariant"},
 		{"replayed on a GPU", "", &ok, func(r *Responses) { r.ReplayBackend = "cuda" }, "backend-not-batch-invariant"},
 		{"other kernel path", "", with(func(s *audit.Served) { s.KernelPath = "generic" }), nil, "kernel-path-differs"},
+		{"logit_bias shaped it", "", with(func(s *audit.Served) { s.Sampling.Constrained = "logit_bias" }), nil, "constrained-output-not-replayed"},
 	} {
 		r := rc
 		if c.rc != nil {
@@ -54,8 +56,28 @@ func TestSamplingRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != sp {
+	if !reflect.DeepEqual(got, sp) {
 		t.Fatalf("got %+v, want %+v", got, sp)
+	}
+}
+
+// A request shaped by logit_bias or response_format records it: its replay
+// (which does not re-apply them) must not compare as if it were plain.
+func TestServedRecordsConstraints(t *testing.T) {
+	s := &Server{}
+	s.cfg.Responses = Responses{KEK: make([]byte, 32), DigestKey: "sd1", Backend: "cpu", KernelPath: "generic"}
+	plain := Common{Model: "m"}
+	if sv := s.served("t", engineRequest(plain.Sampling(false, 0)), nil, "", false); sv.Sampling.Constrained != "" {
+		t.Fatalf("plain request recorded as constrained: %q", sv.Sampling.Constrained)
+	}
+	sp := plain.Sampling(false, 0)
+	sp.LogitBias = map[int32]float64{5: -100}
+	sv := s.served("t", engineRequest(sp), nil, "", false)
+	if sv.Sampling.Constrained != "logit_bias" {
+		t.Fatalf("logit_bias not recorded: %q", sv.Sampling.Constrained)
+	}
+	if got := replayObstacle(audit.RequestCompleted{Served: sv}, Responses{ReplayBackend: "cpu", ReplayKernelPath: "generic"}); got != "constrained-output-not-replayed" {
+		t.Fatalf("replay obstacle %q", got)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/policies"
@@ -299,6 +300,7 @@ type inference struct {
 	topLogprobs int
 	chat        bool
 	tools       *toolUse // nil: no tool calls are parsed
+	grammar     *grammar.Grammar // response_format; nil: unconstrained
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -340,7 +342,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use})
+	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: req.Grammar})
 }
 
 // genSink is how a transport receives one generation from generate.
@@ -434,7 +436,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 		_, _ = rand.Read(b[:])
 		sp.Seed = binary.LittleEndian.Uint64(b[:])
 	}
-	greq := engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: sp, StopStrings: in.common.Stop}
+	greq := engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: sp, StopStrings: in.common.Stop, Grammar: in.grammar}
 	if err := s.cfg.Engine.Check(greq); err != nil {
 		return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
 	}

@@ -60,7 +60,7 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 	seen := map[string]bool{}
 	for i, d := range defs {
 		if d.Type != "function" {
-			return nil, ErrUnsupported.Withf("tools[%d].type %q (only \"function\" tools)", i, truncate(d.Type))
+			return nil, ErrUnsupported.Withf("tools[%d].type %q (only \"function\" tools)", i, truncate(d.Type, maxFieldName))
 		}
 		f := d.Function
 		if !chat.NamePattern.MatchString(f.Name) {
@@ -119,13 +119,6 @@ func parseToolChoice(raw json.RawMessage, names map[string]bool) (string, error)
 		return "", ErrBadField.Withf("tool_choice names a function that tools does not define")
 	}
 	return "", ErrUnsupported.Withf("tool_choice naming the function %q (needs constrained decoding)", named.Function.Name)
-}
-
-func truncate(s string) string {
-	if len(s) > maxFieldName {
-		return s[:maxFieldName] + "..."
-	}
-	return s
 }
 
 // toolFormat checks that the model can take tools: its template reads

@@ -147,6 +147,10 @@ type Sampling struct {
 	Stops             int64  `json:"stops"`       // number of stop strings
 	Stop              Digest `json:"stop"`        // StopDigest of them
 	IgnoreEOS         bool   `json:"ignore_eos,omitempty"`
+	// Constrained names what else shaped the output beyond these
+	// parameters ("logit_bias", "response_format", joined by "+"); replay
+	// does not re-apply them, so such a request's replay is inconclusive.
+	Constrained Name `json:"constrained,omitempty"`
 }
 
 func (s *Served) validate() error {
@@ -162,5 +166,11 @@ func (s *Served) validate() error {
 		CheckName("sampling.frequency_penalty", string(sp.FrequencyPenalty)),
 		CheckName("sampling.presence_penalty", string(sp.PresencePenalty)),
 		CheckName("sampling.seed", string(sp.Seed)), CheckName("sampling.seed_source", string(sp.SeedSource)),
-		checkCount("sampling.max_tokens", sp.MaxTokens), checkCount("sampling.stops", sp.Stops))
+		checkCount("sampling.max_tokens", sp.MaxTokens), checkCount("sampling.stops", sp.Stops),
+		func() error {
+			if sp.Constrained == "" {
+				return nil
+			}
+			return CheckName("sampling.constrained", string(sp.Constrained))
+		}())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/engine/tokenizer"
@@ -102,6 +103,12 @@ type GenerateRequest struct {
 	StopTokens  []int32  // in addition to the model's end-of-generation tokens
 	StopStrings []string // at most 4, each 1–256 bytes
 	IgnoreEOS   bool
+	// Grammar, if set, constrains the output (response_format, tool
+	// choice): each token is sampled among those the grammar allows, an
+	// end-of-generation token only once it is complete, and the request
+	// finishes (FinishStop) as soon as nothing more may follow. MaxTokens
+	// reached first gives FinishLength with incomplete output.
+	Grammar *grammar.Grammar
 	// Deadline, if set, aborts the request when passed.
 	Deadline time.Time
 }
@@ -126,6 +133,9 @@ type Engine struct {
 	running, waiting atomic.Int64 // sequences holding leases / queued, after the last step
 
 	tickets map[cloison.RequestID]*transfer.Ticket // remote prefills in flight; loop goroutine only
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab // the tokenizer's trie for grammars, built on first use
 }
 
 // Load returns the number of running (leased) and waiting (queued) requests
@@ -187,7 +197,7 @@ func (e *Engine) Check(r GenerateRequest) error {
 	if err := validateStops(r.StopStrings); err != nil {
 		return err
 	}
-	if _, err := sample.New(r.Sampling, r.Prompt); err != nil {
+	if _, _, err := e.newSampler(r); err != nil {
 		return err
 	}
 	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens})
@@ -202,7 +212,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err := validateStops(r.StopStrings); err != nil {
 		return nil, err
 	}
-	samp, err := sample.New(r.Sampling, r.Prompt)
+	samp, gm, err := e.newSampler(r)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +224,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	for _, s := range r.StopTokens {
 		stops[s] = true
 	}
-	a := &active{req: r, sampler: samp, stops: stops, stream: newStream(r.ID), started: e.now()}
+	a := &active{req: r, sampler: samp, grammar: gm, stops: stops, stream: newStream(r.ID), started: e.now()}
 	// The cancel hooks are set BEFORE a is published in e.active: from then
 	// on the loop (finish, shutdown) may end it at any moment and calls
 	// a.stopCtx. A cancellation that fires before publication posts a
@@ -242,6 +252,25 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		}
 	})
 	return a.stream, nil
+}
+
+// newSampler checks a request's sampling parameters (logit_bias ids inside
+// the model's vocabulary) and returns its sampler, constrained by its
+// grammar's matcher if it has one. Errors: sample.ErrInvalidParams.
+func (e *Engine) newSampler(r GenerateRequest) (*sample.Sampler, *grammar.Matcher, error) {
+	for tok := range r.Sampling.LogitBias {
+		if int(tok) >= e.cfg.Model.Vocab {
+			return nil, nil, sample.ErrInvalidParams.Withf("logit_bias token %d is outside the vocabulary of %d", tok, e.cfg.Model.Vocab)
+		}
+	}
+	s, err := sample.New(r.Sampling, r.Prompt)
+	if err != nil || r.Grammar == nil {
+		return s, nil, err
+	}
+	e.vocabOnce.Do(func() { e.vocab = grammar.VocabFrom(e.cfg.Tokenizer) })
+	m := grammar.NewMatcher(r.Grammar, e.vocab)
+	s.Constrain(m)
+	return s, m, nil
 }
 
 func validateStops(stops []string) error {
@@ -287,6 +316,7 @@ func (e *Engine) cancel(id cloison.RequestID, reason error) {
 type active struct {
 	req       GenerateRequest
 	sampler   *sample.Sampler
+	grammar   *grammar.Matcher // nil: unconstrained
 	stops     map[int32]bool
 	stream    *Stream
 	stopCtx   func() bool
@@ -419,6 +449,9 @@ func (e *Engine) step() error {
 		em := emit{a: a, tok: c}
 		if !stop {
 			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, false))
+		}
+		if a.grammar != nil && a.grammar.Closed() {
+			stop = true // the grammar is complete and nothing may follow
 		}
 		if a.firstTok == 0 {
 			a.firstTok = now.Sub(a.started)

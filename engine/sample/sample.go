@@ -1,6 +1,13 @@
 // Package sample turns a row of logits into a token: greedy, temperature,
-// top-k, top-p, min-p, repetition / frequency / presence penalties, a
+// top-k, top-p, min-p, repetition / frequency / presence penalties, logit
+// bias, a constraint (constrained decoding: a grammar's allowed tokens), a
 // per-request seed, and log-probabilities.
+//
+// Order of operations on a row: penalties, logit bias (a bias of -100 bans
+// the token outright), the constraint's mask (tokens it does not allow are
+// dropped), then greedy or temperature / top-k / min-p / top-p sampling
+// over what is left. Log-probabilities are those of that final
+// distribution.
 //
 // A Sampler is deterministic: the same Params (seed included), history and
 // logits always give the same token, whatever else runs on the server. It
@@ -45,7 +52,14 @@ type Params struct {
 	// most likely alternatives (0–20).
 	Logprobs    bool
 	TopLogprobs int
+	// LogitBias adds a bias in [-100, 100] to a token's logit (OpenAI's
+	// logit_bias); -100 bans the token. Ids must be inside the vocabulary
+	// (the engine checks them against its model).
+	LogitBias map[int32]float64
 }
+
+// BanBias is the logit bias that bans a token.
+const BanBias = -100
 
 // Validate reports ErrInvalidParams for values outside their ranges.
 func (p Params) Validate() error {
@@ -68,6 +82,14 @@ func (p Params) Validate() error {
 	case p.TopLogprobs < 0 || p.TopLogprobs > 20:
 		return bad("top_logprobs", p.TopLogprobs)
 	}
+	for tok, b := range p.LogitBias {
+		if tok < 0 {
+			return ErrInvalidParams.Withf("logit_bias token %d", tok)
+		}
+		if !(b >= -100 && b <= 100) {
+			return ErrInvalidParams.Withf("logit_bias for token %d = %v, want [-100, 100]", tok, b)
+		}
+	}
 	return nil
 }
 
@@ -84,13 +106,34 @@ type TokenProb struct {
 	Logprob float64
 }
 
+// ErrNoToken: the constraint and the logit bias left no token to choose
+// (code internal_error: a grammar always allows some token until it is
+// complete, so this is a defect, and the request fails closed).
+var ErrNoToken = cloison.NewError(cloison.CodeInternal, "sample: no allowed token")
+
+// Constraint restricts which tokens may come next (constrained decoding).
+// It must depend only on the tokens it accepted, so that sampling stays
+// deterministic and independent of the batch.
+type Constraint interface {
+	// Allowed returns the allowed tokens as a bitset: token t is allowed
+	// when bit t%64 of word t/64 is set. The slice may be reused.
+	Allowed() ([]uint64, error)
+	// Accept records the token the sampler chose.
+	Accept(tok int32) error
+}
+
 // Sampler samples tokens for one request.
 type Sampler struct {
 	p      Params
 	rng    *rand.Rand
 	counts map[int32]int // tokens seen (prompt and output), for penalties
 	work   []cand
+	con    Constraint // nil: unconstrained
 }
+
+// Constrain makes every later Sample choose among c's allowed tokens and
+// report the choice to c.
+func (s *Sampler) Constrain(c Constraint) { s.con = c }
 
 type cand struct {
 	tok   int32
@@ -135,17 +178,44 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 		}
 		c[tok].logit = v - float64(n)*p.FrequencyPenalty - p.PresencePenalty
 	}
-	// Drop non-finite logits.
+	for tok, b := range p.LogitBias {
+		if int(tok) >= len(c) {
+			continue
+		}
+		if b <= BanBias {
+			c[tok].logit = math.Inf(-1)
+		} else {
+			c[tok].logit += b
+		}
+	}
+	// Drop non-finite logits, and tokens the constraint does not allow.
+	finite := 0
+	var mask []uint64
+	if s.con != nil {
+		m, err := s.con.Allowed()
+		if err != nil {
+			return Choice{}, err
+		}
+		mask = m
+	}
 	k := 0
 	for _, x := range c {
-		if !math.IsNaN(x.logit) && !math.IsInf(x.logit, 0) {
-			c[k] = x
-			k++
+		if math.IsNaN(x.logit) || math.IsInf(x.logit, 0) {
+			continue
 		}
+		finite++
+		if mask != nil && (int(x.tok>>6) >= len(mask) || mask[x.tok>>6]&(1<<(x.tok&63)) == 0) {
+			continue
+		}
+		c[k] = x
+		k++
 	}
 	c = c[:k]
 	s.work = c
 	if len(c) == 0 {
+		if finite > 0 || len(p.LogitBias) > 0 {
+			return Choice{}, ErrNoToken.Withf("the response format and logit_bias leave no token")
+		}
 		return Choice{}, fmt.Errorf("%w: no finite logit in a row of %d", ErrInvalidParams, len(logits))
 	}
 	var choice Choice
@@ -164,8 +234,7 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 			choice.Logprob = c[0].logit - lse
 			choice.Top = top(c, 1, lse, p.TopLogprobs)
 		}
-		s.Accept(choice.Token)
-		return choice, nil
+		return choice, s.accept(choice.Token)
 	}
 	sortCands(c)
 	invT := 1 / p.Temperature
@@ -210,8 +279,16 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 		choice.Logprob = c[pick].logit*invT - lse
 		choice.Top = top(c, invT, lse, p.TopLogprobs)
 	}
-	s.Accept(choice.Token)
-	return choice, nil
+	return choice, s.accept(choice.Token)
+}
+
+// accept records a sampled token in the history and the constraint.
+func (s *Sampler) accept(tok int32) error {
+	s.Accept(tok)
+	if s.con != nil {
+		return s.con.Accept(tok)
+	}
+	return nil
 }
 
 // sortCands orders candidates best first, ties by lowest id, so that the

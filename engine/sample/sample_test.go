@@ -3,6 +3,7 @@ package sample
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -157,4 +158,85 @@ func TestSeedReproducible(t *testing.T) {
 			}
 		}
 	})
+}
+
+// allowOnly is a Constraint allowing a fixed set, recording what it was
+// told.
+type allowOnly struct {
+	mask     []uint64
+	accepted []int32
+}
+
+func (a *allowOnly) Allowed() ([]uint64, error) { return a.mask, nil }
+func (a *allowOnly) Accept(tok int32) error     { a.accepted = append(a.accepted, tok); return nil }
+
+func maskOf(n int, toks ...int32) []uint64 {
+	m := make([]uint64, (n+63)/64)
+	for _, t := range toks {
+		m[t>>6] |= 1 << (t & 63)
+	}
+	return m
+}
+
+// Logit bias and the constraint: -100 bans, +100 wins, the constraint's
+// mask leaves only its tokens (greedy and sampled, whatever the logits),
+// the constraint hears every choice, and nothing left is ErrNoToken.
+func TestBiasAndConstraint(t *testing.T) {
+	logits := make([]float32, 100)
+	for i := range logits {
+		logits[i] = float32(i) / 10 // 99 is the greedy choice
+	}
+	tests := []struct {
+		name    string
+		p       Params
+		allow   []int32 // nil: no constraint
+		want    []int32 // the tokens that may come out
+		wantErr error
+	}{
+		{"ban the best", Params{LogitBias: map[int32]float64{99: -100}}, nil, []int32{98}, nil},
+		{"force one", Params{Temperature: 1, LogitBias: map[int32]float64{3: 100}}, nil, []int32{3}, nil},
+		{"constraint greedy", Params{}, []int32{5, 7}, []int32{7}, nil},
+		{"constraint sampled", Params{Temperature: 2, TopK: 50}, []int32{5, 7, 11}, []int32{5, 7, 11}, nil},
+		{"constraint and bias", Params{LogitBias: map[int32]float64{5: 10}}, []int32{5, 7}, []int32{5}, nil},
+		{"constraint and ban", Params{LogitBias: map[int32]float64{7: -100}}, []int32{7}, nil, ErrNoToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(tt.p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var con *allowOnly
+			if tt.allow != nil {
+				con = &allowOnly{mask: maskOf(len(logits), tt.allow...)}
+				s.Constrain(con)
+			}
+			for range 50 {
+				c, err := s.Sample(logits)
+				if tt.wantErr != nil {
+					if !errors.Is(err, tt.wantErr) {
+						t.Fatalf("got %v, want %v", err, tt.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(tt.want, c.Token) {
+					t.Fatalf("got token %d, want one of %v", c.Token, tt.want)
+				}
+				if con != nil && con.accepted[len(con.accepted)-1] != c.Token {
+					t.Fatalf("constraint told %v, want %d last", con.accepted, c.Token)
+				}
+			}
+		})
+	}
+	for _, b := range []float64{-100.5, 101, math.NaN()} {
+		if err := (Params{LogitBias: map[int32]float64{1: b}}).Validate(); !errors.Is(err, ErrInvalidParams) {
+			t.Errorf("bias %v: got %v, want ErrInvalidParams", b, err)
+		}
+	}
+	if err := (Params{LogitBias: map[int32]float64{-1: 1}}).Validate(); !errors.Is(err, ErrInvalidParams) {
+		t.Errorf("negative id: got %v, want ErrInvalidParams", err)
+	}
 }

@@ -350,8 +350,13 @@ type GenerateRequest struct {
 	// (INVALID_ARGUMENT "unsupported: ...").
 	ToolChoice        string `protobuf:"bytes,21,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool  `protobuf:"varint,22,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"` // default true; false: the first call only
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Token id → bias in [-100, 100] added to its logit; -100 bans the token.
+	LogitBias map[int32]float64 `protobuf:"bytes,17,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Constrains the output as the HTTP chat route's response_format does
+	// (any prompt kind). Unset: text.
+	ResponseFormat *ResponseFormat `protobuf:"bytes,18,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -530,6 +535,20 @@ func (x *GenerateRequest) GetParallelToolCalls() bool {
 	return false
 }
 
+func (x *GenerateRequest) GetLogitBias() map[int32]float64 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
 type isGenerateRequest_Prompt interface {
 	isGenerateRequest_Prompt()
 }
@@ -552,6 +571,132 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
 
 func (*GenerateRequest_Chat) isGenerateRequest_Prompt() {}
 
+// ResponseFormat is OpenAI's response_format: type "text", "json_object"
+// (any JSON object) or "json_schema" (json_schema set). The output is
+// enforced by constrained decoding; a schema feature that cannot be
+// enforced is refused with INVALID_ARGUMENT naming it.
+type ResponseFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	JsonSchema    *JsonSchema            `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ResponseFormat) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ResponseFormat) GetJsonSchema() *JsonSchema {
+	if x != nil {
+		return x.JsonSchema
+	}
+	return nil
+}
+
+type JsonSchema struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // 1-64 of [a-zA-Z0-9_-]
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON schema document as JSON text (not google.protobuf.Struct,
+	// which would lose the key order that orders the generated properties).
+	Schema        string `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Strict        bool   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonSchema) Reset() {
+	*x = JsonSchema{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonSchema) ProtoMessage() {}
+
+func (x *JsonSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonSchema.ProtoReflect.Descriptor instead.
+func (*JsonSchema) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *JsonSchema) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
 type GenerateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -566,7 +711,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +723,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[6]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +736,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{6}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -664,7 +809,7 @@ type TokenChunk struct {
 
 func (x *TokenChunk) Reset() {
 	*x = TokenChunk{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +821,7 @@ func (x *TokenChunk) String() string {
 func (*TokenChunk) ProtoMessage() {}
 
 func (x *TokenChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[7]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +834,7 @@ func (x *TokenChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenChunk.ProtoReflect.Descriptor instead.
 func (*TokenChunk) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{7}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TokenChunk) GetText() string {
@@ -731,7 +876,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +888,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[8]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +901,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{8}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TokenLogprob) GetTokenId() int32 {
@@ -793,7 +938,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +950,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[9]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +963,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{9}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Final) GetFinishReason() string {
@@ -860,7 +1005,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1017,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[10]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1030,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{10}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -923,7 +1068,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1080,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[11]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1093,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{11}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TokenizeRequest) GetModel() string {
@@ -1011,7 +1156,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1168,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[12]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1181,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{12}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TokenizeResponse) GetIds() []int32 {
@@ -1075,7 +1220,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1232,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[13]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1245,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{13}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
 }
 
 type ListModelsResponse struct {
@@ -1112,7 +1257,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1269,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[14]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1282,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{14}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1158,7 +1303,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1315,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1328,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Model) GetId() string {
@@ -1215,7 +1360,7 @@ type GetAttestationRequest struct {
 
 func (x *GetAttestationRequest) Reset() {
 	*x = GetAttestationRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1372,7 @@ func (x *GetAttestationRequest) String() string {
 func (*GetAttestationRequest) ProtoMessage() {}
 
 func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1385,7 @@ func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
 func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
 }
 
 // Attestation is the capacity attestation (attest.Attestation): the pool
@@ -1263,7 +1408,7 @@ type Attestation struct {
 
 func (x *Attestation) Reset() {
 	*x = Attestation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1420,7 @@ func (x *Attestation) String() string {
 func (*Attestation) ProtoMessage() {}
 
 func (x *Attestation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1433,7 @@ func (x *Attestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
 func (*Attestation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Attestation) GetModelContext() int64 {
@@ -1371,7 +1516,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1528,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1541,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -1437,7 +1582,7 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\fChatMessages\x12=\n" +
 	"\bmessages\x18\x01 \x03(\v2!.cloison.inference.v1.ChatMessageR\bmessages\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\x83\a\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xe5\b\n" +
 	"\x0fGenerateRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x12=\n" +
@@ -1461,7 +1606,13 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\vtool_choice\x18\x15 \x01(\tR\n" +
 	"toolChoice\x123\n" +
 	"\x13parallel_tool_calls\x18\x16 \x01(\bH\n" +
-	"R\x11parallelToolCalls\x88\x01\x01B\b\n" +
+	"R\x11parallelToolCalls\x88\x01\x01\x12S\n" +
+	"\n" +
+	"logit_bias\x18\x11 \x03(\v24.cloison.inference.v1.GenerateRequest.LogitBiasEntryR\tlogitBias\x12M\n" +
+	"\x0fresponse_format\x18\x12 \x01(\v2$.cloison.inference.v1.ResponseFormatR\x0eresponseFormat\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\b\n" +
 	"\x06promptB\r\n" +
 	"\v_max_tokensB\x0e\n" +
 	"\f_temperatureB\b\n" +
@@ -1472,7 +1623,17 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x11_presence_penaltyB\x15\n" +
 	"\x13_repetition_penaltyB\a\n" +
 	"\x05_seedB\x16\n" +
-	"\x14_parallel_tool_calls\"\xc8\x01\n" +
+	"\x14_parallel_tool_calls\"g\n" +
+	"\x0eResponseFormat\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12A\n" +
+	"\vjson_schema\x18\x02 \x01(\v2 .cloison.inference.v1.JsonSchemaR\n" +
+	"jsonSchema\"r\n" +
+	"\n" +
+	"JsonSchema\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"\xc8\x01\n" +
 	"\x10GenerateResponse\x128\n" +
 	"\x05chunk\x18\x01 \x01(\v2 .cloison.inference.v1.TokenChunkH\x00R\x05chunk\x123\n" +
 	"\x05final\x18\x02 \x01(\v2\x1b.cloison.inference.v1.FinalH\x00R\x05final\x12=\n" +
@@ -1555,7 +1716,7 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
@@ -1563,19 +1724,22 @@ var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessages)(nil),          // 3: cloison.inference.v1.ChatMessages
 	(*TokenIds)(nil),              // 4: cloison.inference.v1.TokenIds
 	(*GenerateRequest)(nil),       // 5: cloison.inference.v1.GenerateRequest
-	(*GenerateResponse)(nil),      // 6: cloison.inference.v1.GenerateResponse
-	(*TokenChunk)(nil),            // 7: cloison.inference.v1.TokenChunk
-	(*TokenLogprob)(nil),          // 8: cloison.inference.v1.TokenLogprob
-	(*Final)(nil),                 // 9: cloison.inference.v1.Final
-	(*Usage)(nil),                 // 10: cloison.inference.v1.Usage
-	(*TokenizeRequest)(nil),       // 11: cloison.inference.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),      // 12: cloison.inference.v1.TokenizeResponse
-	(*ListModelsRequest)(nil),     // 13: cloison.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 14: cloison.inference.v1.ListModelsResponse
-	(*Model)(nil),                 // 15: cloison.inference.v1.Model
-	(*GetAttestationRequest)(nil), // 16: cloison.inference.v1.GetAttestationRequest
-	(*Attestation)(nil),           // 17: cloison.inference.v1.Attestation
-	(*Reservation)(nil),           // 18: cloison.inference.v1.Reservation
+	(*ResponseFormat)(nil),        // 6: cloison.inference.v1.ResponseFormat
+	(*JsonSchema)(nil),            // 7: cloison.inference.v1.JsonSchema
+	(*GenerateResponse)(nil),      // 8: cloison.inference.v1.GenerateResponse
+	(*TokenChunk)(nil),            // 9: cloison.inference.v1.TokenChunk
+	(*TokenLogprob)(nil),          // 10: cloison.inference.v1.TokenLogprob
+	(*Final)(nil),                 // 11: cloison.inference.v1.Final
+	(*Usage)(nil),                 // 12: cloison.inference.v1.Usage
+	(*TokenizeRequest)(nil),       // 13: cloison.inference.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),      // 14: cloison.inference.v1.TokenizeResponse
+	(*ListModelsRequest)(nil),     // 15: cloison.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),    // 16: cloison.inference.v1.ListModelsResponse
+	(*Model)(nil),                 // 17: cloison.inference.v1.Model
+	(*GetAttestationRequest)(nil), // 18: cloison.inference.v1.GetAttestationRequest
+	(*Attestation)(nil),           // 19: cloison.inference.v1.Attestation
+	(*Reservation)(nil),           // 20: cloison.inference.v1.Reservation
+	nil,                           // 21: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
@@ -1583,28 +1747,31 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
-	7,  // 5: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
-	9,  // 6: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
-	1,  // 7: cloison.inference.v1.GenerateResponse.tool_call:type_name -> cloison.inference.v1.ToolCall
-	8,  // 8: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
-	8,  // 9: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
-	10, // 10: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
-	3,  // 11: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	15, // 12: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	18, // 13: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	5,  // 14: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	11, // 15: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	13, // 16: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	16, // 17: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	6,  // 18: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	12, // 19: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	14, // 20: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	17, // 21: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	6,  // 6: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
+	7,  // 7: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
+	9,  // 8: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
+	11, // 9: cloison.inference.v1.GenerateResponse.final:type_name -> cloison.inference.v1.Final
+	1,  // 10: cloison.inference.v1.GenerateResponse.tool_call:type_name -> cloison.inference.v1.ToolCall
+	10, // 11: cloison.inference.v1.TokenChunk.logprob:type_name -> cloison.inference.v1.TokenLogprob
+	10, // 12: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
+	12, // 13: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
+	3,  // 14: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
+	17, // 15: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
+	20, // 16: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	5,  // 17: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	13, // 18: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	15, // 19: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	18, // 20: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	8,  // 21: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	14, // 22: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	16, // 23: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	19, // 24: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -1617,12 +1784,12 @@ func file_cloison_inference_v1_inference_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Chat)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[6].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[8].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
 		(*GenerateResponse_ToolCall)(nil),
 	}
-	file_cloison_inference_v1_inference_proto_msgTypes[11].OneofWrappers = []any{
+	file_cloison_inference_v1_inference_proto_msgTypes[13].OneofWrappers = []any{
 		(*TokenizeRequest_Text)(nil),
 		(*TokenizeRequest_Chat)(nil),
 	}
@@ -1632,7 +1799,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

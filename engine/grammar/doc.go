@@ -1,0 +1,105 @@
+// Package grammar is constrained decoding: a JSON schema (or any JSON
+// object, or literal framing around either) compiled into a context-free
+// grammar over bytes, and a Matcher that says, before each sampling step,
+// which tokens of the model's vocabulary may come next. The sampler drops
+// every other token (sample.Constraint), so even a random-weight model
+// produces text the grammar accepts.
+//
+// # What it guarantees
+//
+//   - Soundness: every token the mask allows keeps the text a prefix of a
+//     sentence of the grammar; an end-of-generation token is allowed only
+//     once the text is a whole sentence. Every sentence of a schema's
+//     grammar is valid JSON that validates against the schema (property
+//     tests check both, against brute force and against the
+//     santhosh-tekuri/jsonschema validator).
+//   - Determinism and batch invariance: a Matcher depends only on its
+//     grammar and on the tokens it accepted. The mask cache memoizes a
+//     pure function, so sharing it changes speed, never a mask.
+//   - Fail closed: a schema feature it cannot enforce is refused
+//     (ErrUnsupportedSchema naming the keyword and its place, e.g.
+//     `keyword "pattern" at #/properties/a`), never relaxed; a token the
+//     grammar does not allow is refused by Accept (ErrNotAllowed).
+//
+// # Schemas
+//
+// Enforced: type (string, number, integer, boolean, null, object, array,
+// or a list of them); object properties (generated in the schema's order,
+// required ones always, optional ones maybe), required, additionalProperties
+// (false, true or a schema: with properties, only the declared properties
+// are generated, which is valid whatever additionalProperties allows;
+// without, a map of any keys to values of that schema); array items,
+// minItems, maxItems; string minLength, maxLength (in characters); enum,
+// const; anyOf; $ref to "#", "#/$defs/x" or "#/definitions/x" (recursion
+// allowed, a cycle that consumes nothing refused); an empty schema or true
+// (any value). Annotations (title, description, default, examples, $schema,
+// $id, $comment, deprecated, readOnly, writeOnly) are ignored. Refused:
+// every other keyword (pattern, format, minimum, maximum, multipleOf,
+// prefixItems, allOf, oneOf, not, if/then/else, patternProperties, …),
+// keywords beside $ref, anyOf, const or enum, $defs below the root, tuple
+// items, and bounds above 1024. Generated text is compact JSON with optional
+// whitespace (nothing, a space, or a newline and up to 20 spaces or tabs)
+// between tokens; integers have at most 16 digits, fractions at most 16,
+// exponents at most 2, so that every number fits a float64.
+//
+// # How a mask is computed
+//
+// A parse state is a set of stacks of grammar positions (the grammar may be
+// ambiguous for a while: anyOf, optional properties). The vocabulary is a
+// trie of token bytes (Vocab, built once per tokenizer). A stack's mask
+// would be a walk of the whole trie, advancing the stack byte by byte and
+// pruning dead subtrees. Instead each stack is cut (cut) at its lowest
+// string or number frame: the part above depends on nothing below, so its
+// walk is cached per Grammar and Vocab (local), keyed by the positions it
+// holds — the state "inside a string" is the same wherever that string
+// stands. The walk records the trie nodes where the cut part ends (a
+// string's closing quote); only the few tokens below those nodes are
+// walked with the rest of the stack at each step. Parse states are
+// interned (frames hash-consed, sets of stacks numbered) and their byte
+// transitions memoized, so a walk costs a table lookup per trie node: the
+// first mask of a string state over 32k tokens is a fraction of a
+// millisecond, later ones an OR of bitsets. Cache (used by the API) shares
+// a schema's compiled grammar between requests, so a schema seen before
+// starts warm. Measured by BenchmarkConstrainedDecode (32k vocabulary,
+// process CPU time per token, constrained ÷ unconstrained, greedy, AMD
+// EPYC 2 cores shared with other builds): 1.01 with the schema shared, 1.07
+// compiled afresh per request (up to 1.3 in runs under heavy load); in its
+// CPU profile the grammar's own functions are under 2% of the engine's
+// step time. The first mask of a string state over 32k tokens costs about
+// 1 ms (BenchmarkAllowedCold), a warm mask about 12 µs. At temperature 1 the
+// constrained decode is faster than the plain one, since the sampler sorts
+// only the allowed tokens.
+//
+// # Driving it
+//
+//	g, err := grammar.FromSchema(schema) // at request decode: a 400 here
+//	v := grammar.VocabFrom(tok)          // once per model
+//	m := grammar.NewMatcher(g, v)        // once per request
+//	for !m.Closed() {
+//		mask, _ := m.Allowed()          // BEFORE sampling: drop tokens not in mask
+//		tok := sample(logits, mask)
+//		if err := m.Accept(tok); err != nil { fail closed }
+//	}
+//
+// The engine does this through sample.Constraint: GenerateRequest.Grammar
+// set, the request finishes with "stop" as soon as the grammar is complete
+// and nothing may follow (Closed), or on an end-of-generation token once it
+// is complete; max_tokens reached first gives "length" with incomplete
+// output. Stop sequences and stop tokens the client asked for still end
+// generation where they match, even inside the JSON.
+//
+// # Composing: tool calls
+//
+// Part values compose literal framing with schemas, for tool_choice
+// "required" or a named function: a model family's call syntax around the
+// arguments' schema.
+//
+//	args := grammar.Schema([]byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`))
+//	call := grammar.Seq(grammar.Literal(`<tool_call>{"name": "get_weather", "arguments": `), args, grammar.Literal("}</tool_call>"))
+//	one := grammar.Choice(call, otherCall)           // any one of several tools
+//	g, err := grammar.Compile(grammar.Repeat(one, "\n", 1, -1)) // parallel calls: one or more
+//
+// Seq, Choice, Repeat (min, max, literal separator; max < 0 unbounded),
+// Literal, Schema and AnyObject are the whole vocabulary; Compile reports
+// a schema's errors as FromSchema does.
+package grammar

@@ -1,0 +1,278 @@
+package grammar
+
+import (
+	"fmt"
+
+	"github.com/cloison/cloison/engine/tokenizer"
+)
+
+// Vocab is a model's vocabulary as the grammar sees it: each token's bytes
+// in a trie, and the end-of-generation tokens. Tokens without bytes
+// (control tokens) are never allowed, except end-of-generation tokens when
+// the grammar is complete. A Vocab is immutable and safe for concurrent use.
+type Vocab struct {
+	n      int
+	words  int
+	pieces [][]byte
+	nodes  []tnode // nodes[0] is the root
+	eog    []int32
+}
+
+type tnode struct {
+	b     byte
+	child []int32 // sorted by byte
+	toks  []int32 // tokens whose bytes end here
+}
+
+// NewVocab returns the Vocab of tokens with the given bytes; eog lists the
+// end-of-generation token ids.
+func NewVocab(pieces [][]byte, eog []int32) *Vocab {
+	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, nodes: []tnode{{}}, pieces: make([][]byte, len(pieces))}
+	for id, p := range pieces {
+		v.pieces[id] = append([]byte(nil), p...)
+		if len(p) == 0 {
+			continue
+		}
+		n := int32(0)
+		for _, c := range p {
+			n = v.childOf(n, c)
+		}
+		v.nodes[n].toks = append(v.nodes[n].toks, int32(id))
+	}
+	for _, e := range eog {
+		if e >= 0 && int(e) < len(pieces) {
+			v.eog = append(v.eog, e)
+		}
+	}
+	return v
+}
+
+func (v *Vocab) childOf(n int32, c byte) int32 {
+	ch := v.nodes[n].child
+	i := 0
+	for i < len(ch) && v.nodes[ch[i]].b < c {
+		i++
+	}
+	if i < len(ch) && v.nodes[ch[i]].b == c {
+		return ch[i]
+	}
+	id := int32(len(v.nodes))
+	v.nodes = append(v.nodes, tnode{b: c})
+	ch = append(ch, 0)
+	copy(ch[i+1:], ch[i:])
+	ch[i] = id
+	v.nodes[n].child = ch
+	return id
+}
+
+// VocabFrom returns the Vocab of a tokenizer: each token's bytes as the
+// engine emits them (Piece without specials).
+func VocabFrom(t *tokenizer.Tokenizer) *Vocab {
+	pieces := make([][]byte, t.Len())
+	var eog []int32
+	for id := range pieces {
+		pieces[id] = t.Piece(int32(id), false)
+		if t.IsEOG(int32(id)) {
+			eog = append(eog, int32(id))
+		}
+	}
+	return NewVocab(pieces, eog)
+}
+
+// Len is the number of tokens.
+func (v *Vocab) Len() int { return v.n }
+
+// local is what one cut of a stack (see cut) allows, computed once per
+// Grammar and Vocab: the tokens it allows by itself, and the trie nodes
+// where it ends, whose subtrees the rest of the stack decides.
+type local struct {
+	bits  []uint64
+	exits []int32
+}
+
+type cacheKey struct {
+	v     *Vocab
+	chunk int32 // the state of the cut part alone
+}
+
+// cut splits an expanded stack: chunk is its top down to the lowest frame
+// of a leaf rule (a string or number; or the top frame alone if there is
+// none), as a state of its own over the bottom; rest is what lies below.
+// What chunk allows depends on chunk alone, so it is cached: a state inside
+// a string is the same state wherever the string stands.
+func (g *Grammar) cut(s *frame) (chunk int32, rest *frame) {
+	last, i := 0, 0
+	for f := s; f != nil; f = f.next {
+		if g.rules[g.pos[f.pos].rule].leaf {
+			last = i
+		}
+		i++
+	}
+	var pos []int32
+	f := s
+	for j := 0; j <= last; j++ {
+		pos = append(pos, f.pos)
+		f = f.next
+	}
+	var c *frame
+	for j := len(pos) - 1; j >= 0; j-- {
+		c = g.frame(pos[j], c)
+	}
+	return g.stateOf([]*frame{c}), f
+}
+
+func (g *Grammar) local(v *Vocab, chunk int32) *local {
+	ck := cacheKey{v, chunk}
+	if l := g.cache[ck]; l != nil {
+		return l
+	}
+	l := &local{bits: make([]uint64, v.words)}
+	g.walk(v, chunk, 0, l.bits, &l.exits)
+	g.cache[ck] = l
+	return l
+}
+
+// walk visits the trie below node from state st, setting the bit of every
+// token whose bytes the state accepts; where a stack reaches its bottom, the
+// node is appended to exits (if not nil) and that stack stops there.
+func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]int32) {
+	for _, c := range v.nodes[node].child {
+		cn := &v.nodes[c]
+		ns := g.trans(st, cn.b)
+		if ns < 0 {
+			continue
+		}
+		for _, t := range cn.toks {
+			bits[t>>6] |= 1 << (t & 63)
+		}
+		s := g.states[ns]
+		if s.bottom && exits != nil {
+			*exits = append(*exits, c)
+		}
+		if s.live >= 0 && len(cn.child) > 0 {
+			g.walk(v, s.live, c, bits, exits)
+		}
+	}
+}
+
+// Matcher follows one sequence's tokens through a grammar and says which
+// tokens may come next. It depends only on the grammar and on the tokens
+// it accepted: never on other sequences, the batch or the time (what makes
+// constrained decoding deterministic and batch-invariant). It is not safe
+// for concurrent use; the engine owns one per request. Matchers of one
+// Grammar may run concurrently (the Grammar locks its automaton).
+type Matcher struct {
+	g     *Grammar
+	v     *Vocab
+	state int32 // parse state; -1 once an end-of-generation token was accepted
+	mask  []uint64
+}
+
+// NewMatcher returns a Matcher at the start of g, over vocabulary v.
+func NewMatcher(g *Grammar, v *Vocab) *Matcher {
+	g.mu.Lock()
+	st := g.start()
+	g.mu.Unlock()
+	return &Matcher{g: g, v: v, state: st, mask: make([]uint64, v.words)}
+}
+
+// Complete reports whether the tokens so far form a whole sentence of the
+// grammar (an end-of-generation token is allowed).
+func (m *Matcher) Complete() bool {
+	if m.state < 0 {
+		return true
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.g.states[m.state].bottom
+}
+
+// Closed reports whether the grammar is complete and nothing may follow:
+// generation ends here.
+func (m *Matcher) Closed() bool {
+	if m.state < 0 {
+		return true
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	s := m.g.states[m.state]
+	return s.bottom && s.live < 0
+}
+
+// Allowed returns the tokens that may come next, as a bitset (bit t%64 of
+// word t/64); the slice is reused by the next call. End-of-generation
+// tokens are in it only when the grammar is complete.
+func (m *Matcher) Allowed() ([]uint64, error) {
+	clear(m.mask)
+	if m.state < 0 {
+		return m.mask, nil
+	}
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.states[m.state].stacks {
+		if s == nil {
+			for _, t := range m.v.eog {
+				m.mask[t>>6] |= 1 << (t & 63)
+			}
+			continue
+		}
+		chunk, rest := g.cut(s)
+		l := g.local(m.v, chunk)
+		for i, w := range l.bits {
+			m.mask[i] |= w
+		}
+		if rest == nil || len(l.exits) == 0 {
+			continue
+		}
+		// Tokens that run past the chunk: the rest of the stack decides
+		// their remaining bytes (few tokens: a string's closing quote and
+		// what follows it in one token).
+		rs := g.stateOf(g.expand(rest, nil))
+		if live := g.states[rs].live; live >= 0 {
+			for _, n := range l.exits {
+				g.walk(m.v, live, n, m.mask, nil)
+			}
+		}
+	}
+	return m.mask, nil
+}
+
+// Accept advances past token tok. Errors: ErrNotAllowed if the grammar does
+// not allow tok here (the matcher is then unchanged).
+func (m *Matcher) Accept(tok int32) error {
+	if m.state < 0 {
+		return ErrNotAllowed.Withf("token %d after the end", tok)
+	}
+	if tok < 0 || int(tok) >= m.v.n {
+		return ErrNotAllowed.Withf("token %d outside the vocabulary", tok)
+	}
+	for _, e := range m.v.eog {
+		if e == tok {
+			if !m.Complete() {
+				return ErrNotAllowed.Withf("end of generation before the grammar is complete")
+			}
+			m.state = -1
+			return nil
+		}
+	}
+	piece := m.v.pieces[tok]
+	if len(piece) == 0 {
+		return ErrNotAllowed.Withf("token %d has no text", tok)
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	st := m.state
+	for _, c := range piece {
+		if st = m.g.trans(st, c); st < 0 {
+			return ErrNotAllowed.Withf("token %d", tok)
+		}
+	}
+	m.state = st
+	return nil
+}
+
+// String describes the matcher state (for test failures).
+func (m *Matcher) String() string {
+	return fmt.Sprintf("matcher{state %d, complete=%v}", m.state, m.Complete())
+}
