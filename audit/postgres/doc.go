@@ -123,25 +123,42 @@
 //     chain check as every other writer (audit_sequence): no writer
 //     guesses the head, so none has to notice that AppendTx moved it.
 //
-// Throughput, measured and weighed (issue 13 §6). On the shared 2-core
-// machine this was built on, every figure is bound by CPU share, not by
-// the design (see the issue note for runs and load): the raw pgx.Batch
-// baseline (four unlocked connections) itself reached only 9-14k rows/s,
-// and a serial writer gets one backend's share of the CPU where the
-// baseline gets four. The bound that design, not machine, sets is the
-// flush under the lock: k events per commit, one commit at a time across
-// the cluster, so events/s ≤ k / (statement(k) + flush). The other design
-// weighed is Trillian Tessera's: writers insert durably into an
-// unsequenced queue with no global lock (their flushes shared by
-// PostgreSQL's group commit), and one elected sequencer integrates queued
-// entries into chain and tree in large batches within a bound. It lifts
-// that ceiling, but Append could then no longer return the entry's seq and
-// hash when it returns (the incident register records the seqs of the
-// requests' events, api/incident.go; register purges and settings store
-// their event's seq in the same transaction), so those writers would still
-// need the lock, and a second path. It is
-// the next step if a cluster's measured load needs it; this one keeps
-// every contract of this package unchanged.
+// Throughput, measured and weighed (issue 13 §6). BenchmarkLedgerFourWriters
+// on the 2-vCPU machine this was built on, shared with other builds (load
+// average 23-40), alternating old and new in one session, 20,000 events:
+// the writer before migration 00012 made 1,091-1,109 appends/s with 4x64
+// requests in flight (0.12-0.14 of the raw pgx.Batch rows/s of the same
+// run); audit_sequence 1,377-1,581 (0.23-0.27 of raw); with 4x16 in
+// flight 521-591 (batches of at most 16). Every figure there is bound by
+// CPU share, not by the design: the raw baseline (four unlocked
+// connections) itself reached only 5-14k rows/s, and a serial writer gets
+// one backend's share of the CPU where the baseline gets four. Latency in
+// a closed loop is requests in flight over throughput (Little's law), so
+// the 5 ms p99 target needs at most 100 requests in flight at 20,000/s.
+//
+// The bound the design sets is the flush under the lock: k events per
+// commit, one commit at a time across the cluster, so events/s ≤ k /
+// (statement(k) + flush). Two designs lift it; neither is built here:
+//
+//   - Commit the sequencing transaction with synchronous_commit off under
+//     SET LOCAL (the lock is released when the commit record is written,
+//     not flushed) and acknowledge only after a following synchronous
+//     transaction that writes WAL has committed: WAL is flushed in order,
+//     so that flush covers the batch, and the flush waits of all writers
+//     are shared by PostgreSQL's group flush outside the lock. The cost is
+//     that other sessions see the batch up to one flush before it is
+//     durable: whatever publishes what it read (tree notes, exports,
+//     proofs, witness submissions) must do so only after a synchronous
+//     commit of its own, or a crash in that window rewinds a published
+//     tree (a fork). That audit is the work left.
+//   - Trillian Tessera's: writers insert durably into an unsequenced queue
+//     with no global lock, and one elected sequencer integrates queued
+//     entries into chain and tree in large batches within a bound. Append
+//     could then no longer return the entry's seq and hash when it returns
+//     (the incident register records the seqs of the requests' events,
+//     api/incident.go; register purges and settings store their event's
+//     seq in the same transaction), so those writers would still need the
+//     lock and a second path, and Verify a pending window.
 //
 // PostgreSQL errors are translated to this package's sentinels in one
 // place (errors.go); transactions are closures (readWrite, readOnly). A
