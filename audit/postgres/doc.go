@@ -124,12 +124,13 @@
 //     guesses the head, so none has to notice that AppendTx moved it.
 //
 // Throughput, measured and weighed (issue 13 §6). BenchmarkLedgerFourWriters
-// on the 2-vCPU machine this was built on, shared with other builds (load
-// average 23-40), alternating old and new in one session, 20,000 events:
-// the writer before migration 00012 made 1,091-1,109 appends/s with 4x64
-// requests in flight (0.12-0.14 of the raw pgx.Batch rows/s of the same
-// run); audit_sequence 1,377-1,581 (0.23-0.27 of raw); with 4x16 in
-// flight 521-591 (batches of at most 16). Every figure there is bound by
+// on the 2-vCPU machine this was built on, shared with other builds,
+// alternating old and new, 20,000 events, 4x64 requests in flight: at load
+// average 23-40 the writer before migration 00012 made 1,091-1,109
+// appends/s (0.12-0.14 of the raw pgx.Batch rows/s of the same run) and
+// audit_sequence 1,377-1,581 (0.23-0.27); at load 9-14, 1,650-2,118 and
+// 1,832-2,978. With 4x16 in flight (batches of at most 16) audit_sequence
+// made 521-891. Every figure there is bound by
 // CPU share, not by the design: the raw baseline (four unlocked
 // connections) itself reached only 5-14k rows/s, and a serial writer gets
 // one backend's share of the CPU where the baseline gets four. Latency in
