@@ -129,8 +129,9 @@
 // average 23-40 the writer before migration 00012 made 1,091-1,109
 // appends/s (0.12-0.14 of the raw pgx.Batch rows/s of the same run) and
 // audit_sequence 1,377-1,581 (0.23-0.27); at load 9-14, 1,650-2,118 and
-// 1,832-2,978. With 4x16 in flight (batches of at most 16) audit_sequence
-// made 521-891. Every figure there is bound by
+// 1,832-2,978; at load 7.5, 2,596 (0.14 of 18,803 raw, p99 385 ms) and
+// 4,559 (0.23 of 20,210 raw, p99 162 ms). With 4x16 in flight (batches of
+// at most 16) audit_sequence made 521-891. Every figure there is bound by
 // CPU share, not by the design: the raw baseline (four unlocked
 // connections) itself reached only 5-14k rows/s, and a serial writer gets
 // one backend's share of the CPU where the baseline gets four. Latency in
@@ -151,7 +152,11 @@
 //     durable: whatever publishes what it read (tree notes, exports,
 //     proofs, witness submissions) must do so only after a synchronous
 //     commit of its own, or a crash in that window rewinds a published
-//     tree (a fork). That audit is the work left.
+//     tree (a fork). That audit is the work left. Measured as an
+//     experiment (not built: its flush is forced by
+//     pg_logical_emit_message(true, ...), whose flush on commit was not
+//     proven): 8,120 appends/s at load 7.5 (0.31 of raw, p99 87 ms) beside
+//     the 4,559 above; 4,571-9,639 at load 9-10.
 //   - Trillian Tessera's: writers insert durably into an unsequenced queue
 //     with no global lock, and one elected sequencer integrates queued
 //     entries into chain and tree in large batches within a bound. Append
