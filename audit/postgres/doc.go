@@ -1,20 +1,23 @@
 // Package postgres stores Cloison's audit ledger and Loi 25 incident
-// register in PostgreSQL. It stores what package audit computes: hashes,
-// canonical bytes and checkpoint signatures are computed in Go; the
-// database keeps them append-only and refuses anything that does not extend
-// the chain.
+// register in PostgreSQL. It stores what package audit computes: canonical
+// bytes and checkpoint signatures are computed in Go; the chain and tree
+// hashes of an append are computed by the database in the statement that
+// inserts them (audit_sequence) and recomputed in Go (the writer checks
+// the chain, VerifyTree the tree); the database keeps them append-only and
+// refuses anything that does not extend the chain.
 //
 // Guarantees:
 //
 //   - Append returns only after its event is committed with
 //     synchronous_commit on. One writer goroutine per Store commits every
-//     queued event in one transaction (group commit).
+//     queued event in one statement, its own transaction (group commit).
 //   - Any number of Stores, in any number of processes, may share a
-//     database: each transaction that appends first calls audit_head(),
-//     which takes a transaction-scoped advisory lock and reads the committed
-//     head; an AFTER INSERT trigger refuses any batch that does not extend
-//     that head with correct hashes (CL003), so even a writer that skips the
-//     lock cannot fork or gap the chain.
+//     database: every append is one call of audit_sequence (migration
+//     00012), which takes the ledger's transaction-scoped advisory lock
+//     (the one audit_head() takes), reads the committed head and places the
+//     batch after it; an AFTER INSERT trigger refuses any batch that does
+//     not extend that head with correct hashes (CL003), so even a writer
+//     that skips the function and the lock cannot fork or gap the chain.
 //   - audit_events, audit_checkpoints and the register tables refuse
 //     UPDATE, DELETE and TRUNCATE: by privilege for the runtime role, by
 //     triggers enabled ALWAYS for everyone else. Register rows are deleted
@@ -45,17 +48,19 @@
 //     tlog.StoredHashIndex) are in tlog_hashes (migration 00005), inserted
 //     in the same transaction as the events they cover by every writer
 //     (group commit, AppendTx, incident opened/updated, notice, purge: all
-//     go through appendInTx or the writer's pipelined path, under the
-//     ledger lock). tlog_hashes is append-only like audit_events, inserted
+//     go through sequence, i.e. audit_sequence, under the ledger lock).
+//     audit_sequence computes them in the database (tlog.StoredHashes'
+//     formulas, from the frontier it reads in one query), and the caller
+//     recomputes the chain in Go and compares the last hash (ErrSchema if
+//     they differ). tlog_hashes is append-only like audit_events, inserted
 //     densely (trigger), and an AFTER INSERT trigger on audit_events refuses
 //     events the tree does not exactly cover (CL006 → ErrChainRejected), so
-//     a writer that skips the tree fails closed. The group-commit writer
-//     keeps the tree's frontier and reads no hash on its fast path. Open
-//     computes the tree of a ledger written before it existed.
+//     a writer that skips the tree fails closed. Open computes the tree of
+//     a ledger written before it existed (in Go).
 //   - Tree checkpoints (signed notes, audit.SignTreeHead) are stored in
-//     tlog_checkpoints (append-only): the writer signs after a batch when
-//     TreeCheckpointInterval (default 1s) has passed since its last one, and
-//     on that tick signs the committed tree when other writers (register,
+//     tlog_checkpoints (append-only): the writer signs the committed tree
+//     after a batch when TreeCheckpointInterval (default 1s) has passed
+//     since its last note, and on that tick when other writers (register,
 //     AppendTx, other processes) grew it; SignTree signs now. TreeCheckpoint
 //     returns the latest; InclusionProof and ConsistencyProof serve
 //     tlog proofs from the committed tree and refuse sizes it does not have
@@ -109,18 +114,20 @@
 //     order under the ledger lock).
 //   - Register versions and notices are written in the same transaction as
 //     the ledger event that chains their digest.
-//   - Several writer processes (a cluster's nodes) share one ledger. The
-//     writer's one-round-trip pipeline assumes it alone moves the head;
-//     when the chain trigger refuses it (another writer appended), the
-//     writer switches to appendLocked until a batch finds the head where it
-//     left it: two round trips under the lock (lock + head + the tree
-//     hashes stored since its last commit, which with its frontier are all
-//     the tree step reads; then tree, events and COMMIT), instead of the
-//     general transaction's six or more. The lock is held through the
-//     commit's WAL flush, so commits of different writers are serial:
-//     throughput is batch size over (flush + two round trips).
-//     BenchmarkLedgerFourWriters (make bench-ledger) measures it with four
-//     processes beside raw pgx.Batch inserts.
+//   - Several writer processes (a cluster's nodes) share one ledger
+//     (issue 13 §6). The ledger lock is held from audit_sequence's start to
+//     the end of its commit's WAL flush, so commits of different writers
+//     are serial: throughput is at most the batch size over (statement +
+//     flush), and a batch is what one process had waiting. audit_sequence
+//     keeps that hold as short as one statement can: no client round trip
+//     happens inside it (before migration 00012 the writer read the head
+//     and the tree hashes, computed in Go and sent them back: two round
+//     trips under the lock, each also waiting for the client process to be
+//     scheduled, which on a loaded machine dominated), and nothing outside
+//     the statement waits for the lock. BenchmarkLedgerFourWriters (make
+//     bench-ledger) measures it with four processes beside raw pgx.Batch
+//     inserts; the figures and the design weighed against this one follow
+//     the list.
 //   - The deployment's keys (deployment_keys, migration 00008: checkpoint
 //     key, KEK, cluster key; ids and digests only): EnsureKey records a
 //     key's creation, rotation (the new key key.rotated, the old
@@ -132,8 +139,8 @@
 //     checkpoints (VerifyOptions.Keys holds the current and earlier keys).
 //   - AppendTx appends inside a caller's transaction (a tenancy change and
 //     its event commit together or not at all), under the same lock and
-//     chain check as every other writer: the group-commit writer notices
-//     the moved head and rereads it.
+//     chain check as every other writer (audit_sequence): no writer
+//     guesses the head, so none has to notice that AppendTx moved it.
 //   - Responses (responses.go, issue 17). RequestEntry finds a request's
 //     request.completed entry in its tenant's log and proves it (the
 //     checkpoint signed now, the inclusion proof): another tenant's id is
@@ -148,6 +155,49 @@
 //     reported request, the entry's new version and the report's verdict,
 //     in one transaction.
 //
+// Throughput, measured and weighed (issue 13 §6). BenchmarkLedgerFourWriters
+// on the 2-vCPU machine this was built on, shared with other builds,
+// alternating old and new, 20,000 events, 4x64 requests in flight: at load
+// average 23-40 the writer before migration 00012 made 1,091-1,109
+// appends/s (0.12-0.14 of the raw pgx.Batch rows/s of the same run) and
+// audit_sequence 1,377-1,581 (0.23-0.27); at load 9-14, 1,650-2,118 and
+// 1,832-2,978; at load 7.5, 2,596 (0.14 of 18,803 raw, p99 385 ms) and
+// 4,559 (0.23 of 20,210 raw, p99 162 ms). With 4x16 in flight (batches of
+// at most 16) audit_sequence made 521-891. Every figure there is bound by
+// CPU share, not by the design: the raw baseline (four unlocked
+// connections) itself reached only 5-14k rows/s, and a serial writer gets
+// one backend's share of the CPU where the baseline gets four. Latency in
+// a closed loop is requests in flight over throughput (Little's law), so
+// the 5 ms p99 target needs at most 100 requests in flight at 20,000/s.
+//
+// The bound the design sets is the flush under the lock: k events per
+// commit, one commit at a time across the cluster, so events/s ≤ k /
+// (statement(k) + flush). Two designs lift it; neither is built here:
+//
+//   - Commit the sequencing transaction with synchronous_commit off under
+//     SET LOCAL (the lock is released when the commit record is written,
+//     not flushed) and acknowledge only after a following synchronous
+//     transaction that writes WAL has committed: WAL is flushed in order,
+//     so that flush covers the batch, and the flush waits of all writers
+//     are shared by PostgreSQL's group flush outside the lock. The cost is
+//     that other sessions see the batch up to one flush before it is
+//     durable: whatever publishes what it read (tree notes, exports,
+//     proofs, witness submissions) must do so only after a synchronous
+//     commit of its own, or a crash in that window rewinds a published
+//     tree (a fork). That audit is the work left. Measured as an
+//     experiment (not built: its flush is forced by
+//     pg_logical_emit_message(true, ...), whose flush on commit was not
+//     proven): 8,120 appends/s at load 7.5 (0.31 of raw, p99 87 ms) beside
+//     the 4,559 above; 4,571-9,639 at load 9-10.
+//   - Trillian Tessera's: writers insert durably into an unsequenced queue
+//     with no global lock, and one elected sequencer integrates queued
+//     entries into chain and tree in large batches within a bound. Append
+//     could then no longer return the entry's seq and hash when it returns
+//     (the incident register records the seqs of the requests' events,
+//     api/incident.go; register purges and settings store their event's
+//     seq in the same transaction), so those writers would still need the
+//     lock and a second path, and Verify a pending window.
+//
 // PostgreSQL errors are translated to this package's sentinels in one
 // place (errors.go); transactions are closures (readWrite, readOnly). A
 // database that refuses or lost the connection (internal/pgstate) is
@@ -157,15 +207,12 @@
 // The loop (Store.writer):
 //
 //	for batch := range queued {          // everything waiting, up to MaxBatch
-//		BEGIN
-//		SELECT seq, hash FROM audit_head() // lock + committed head (pipelined
-//		                                   // with the inserts while this
-//		                                   // writer alone moves the head)
-//		place each event after the head  // audit.Rechain
-//		tlog.StoredHashes per event      // from the writer's frontier
-//		INSERT INTO tlog_hashes          // tree first ...
-//		SELECT audit_append(arrays)      // ... triggers re-check chain and tree
-//		COMMIT                           // durable BEFORE any acknowledgement
-//		acknowledge each Append; checkpoint and tree note when due
+//		SELECT * FROM audit_sequence(arrays) // one statement, its own
+//		    // transaction: lock; head; chain hashes; frontier (one read);
+//		    // tree hashes; INSERT tlog_hashes, then audit_events (the
+//		    // triggers re-check chain and tree); COMMIT, WAL flushed
+//		recompute the chain from the placement, compare the last hash
+//		acknowledge each Append           // only now: durable
+//		checkpoint and tree note when due
 //	}
 package postgres

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
@@ -86,26 +84,6 @@ type Store struct {
 	// nothing is enqueued after Close has begun draining.
 	mu     sync.RWMutex
 	closed bool
-
-	// Owned by the writer goroutine: the head it last committed, valid
-	// while headKnown (the fast path's guess of the committed head).
-	head      audit.Head
-	headKnown bool
-	// frontier: the stored tree hashes of s.head's tree that the next
-	// append and its root read (valid while headKnown).
-	frontier map[int64]tlog.Hash
-	// contended: the last fast-path batch found the head moved by another
-	// writer, so batches go through appendLocked until one finds the head
-	// where this writer left it.
-	contended bool
-	// lockedCommits counts batches committed by appendLocked;
-	// noLockedPath (tests only: the benchmark's comparison) disables it.
-	lockedCommits int
-	noLockedPath  bool
-	// skipTree (tests only: the benchmark's baseline) commits this
-	// writer's batches without tree hashes; the database refuses them
-	// unless the audit_events_tlog trigger is disabled.
-	skipTree bool
 
 	// Tree checkpoints (nil signer: none). Guarded by noteMu.
 	signer      note.Signer
@@ -241,61 +219,39 @@ func (s *Store) scanReadOnly(ctx context.Context, fn func(pgx.Tx) error) error {
 	return translate(pgx.BeginTxFunc(ctx, s.scan, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn))
 }
 
+// sequenceSQL appends one batch in one statement (audit_sequence,
+// migration 00012): the ledger lock, the head, the chain and Merkle tree
+// hashes and the inserts all happen inside the database, so no client
+// round trip happens while the lock is held: it is held for the statement
+// and the commit's WAL flush only.
+const sequenceSQL = "SELECT first_seq, first_prev, last_hash FROM audit_sequence($1, $2, $3, $4, $5)"
+
 // appendInTx places prepared records after the committed head and inserts
 // them, with the Merkle tree's new stored hashes, inside tx. It takes the
 // ledger lock (held until tx ends). Every writer (group commit, AppendTx,
-// the register) appends through it or appendPipelined, so every batch
-// advances the tree in its own transaction; the audit_events_tlog trigger
-// refuses events the tree does not cover.
+// the register) appends through sequence, so every batch advances the tree
+// in its own transaction; the audit_events_tlog trigger refuses events the
+// tree does not cover.
 func appendInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record) error {
-	_, err := appendTreeInTx(ctx, tx, recs, false)
-	return err
+	return sequence(ctx, tx, recs)
 }
 
-func appendTreeInTx(ctx context.Context, tx pgx.Tx, recs []audit.Record, skipTree bool) (treeStep, error) {
-	var seq int64
-	var hash []byte
-	if err := tx.QueryRow(ctx, "SELECT seq, hash FROM audit_head()").Scan(&seq, &hash); err != nil {
-		return treeStep{}, err
-	}
-	head := audit.Head{Seq: uint64(seq)}
-	copy(head.Hash[:], hash)
-	args := appendArgs(recs, head)
-	if skipTree {
-		_, err := tx.Exec(ctx, appendSQL, args...)
-		return treeStep{}, err
-	}
-	st, err := extendTree(ctx, tx, nil, recs)
-	if err != nil {
-		return treeStep{}, err
-	}
-	// Tree first: the events' trigger checks that the tree covers them.
-	if _, err := tx.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
-		return treeStep{}, err
-	}
-	_, err = tx.Exec(ctx, appendSQL, args...)
-	return st, err
-}
-
-const appendSQL = "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)"
-
-// appendArgs places recs after head (setting their seq and hashes) and
-// returns audit_append's parallel arrays.
-func appendArgs(recs []audit.Record, head audit.Head) []any {
+// sequence appends recs through audit_sequence on q (a pool, where the
+// statement is its own transaction, committed and its WAL flushed before
+// the reply; or a caller's transaction) and places recs (seq, prev_hash,
+// hash) where the database put them. The chain is recomputed here from the
+// first event's position and compared with the database's last hash: a
+// database that hashes differently from this build is ErrSchema, never a
+// silently different chain.
+func sequence(ctx context.Context, q querier, recs []audit.Record) error {
 	n := len(recs)
-	seqs := make([]int64, n)
 	occurred := make([]time.Time, n)
 	kinds := make([]string, n)
 	tenants := make([]*string, n)
 	actors := make([]string, n)
 	payloads := make([][]byte, n)
-	prevs := make([][]byte, n)
-	hashes := make([][]byte, n)
 	for i := range recs {
-		recs[i] = audit.Rechain(recs[i], head)
-		head = recs[i].Head()
 		r := &recs[i]
-		seqs[i] = int64(r.Seq)
 		occurred[i] = r.OccurredAt
 		kinds[i] = string(r.Kind)
 		if r.Tenant != "" {
@@ -304,143 +260,22 @@ func appendArgs(recs []audit.Record, head audit.Head) []any {
 		}
 		actors[i] = string(r.Actor)
 		payloads[i] = r.Payload
-		prevs[i] = r.PrevHash[:]
-		hashes[i] = r.Hash[:]
 	}
-	return []any{seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes}
-}
-
-// appendPipelined is the writer's fast path: one round trip. It places recs
-// after the head this writer last committed and sends lock + head read +
-// insert as one pipeline, which PostgreSQL runs as one implicit
-// transaction committed at the pipeline's end. If another writer (another
-// Store, another process, a register transaction) moved the head meanwhile,
-// the insert trigger refuses the batch, nothing is committed, and the
-// caller falls back to appendInTx.
-//
-// The tree's new hashes are computed from the writer's frontier (no read)
-// and inserted in the same pipeline; if the head moved, they collide with
-// the stored ones (unique_violation) or the chain check refuses the batch,
-// and nothing is committed either way.
-func (s *Store) appendPipelined(ctx context.Context, recs []audit.Record, head audit.Head) (treeStep, error) {
-	args := appendArgs(recs, head)
-	var st treeStep
-	b := &pgx.Batch{}
-	b.Queue("SELECT seq, hash FROM audit_head()")
-	if !s.skipTree {
-		var err error
-		if st, err = extendTree(ctx, s.pool, s.frontier, recs); err != nil {
-			return treeStep{}, err
-		}
-		b.Queue(treeInsertSQL, st.index, st.hashes)
+	var first int64
+	var prev, last []byte
+	if err := q.QueryRow(ctx, sequenceSQL, occurred, kinds, tenants, actors, payloads).Scan(&first, &prev, &last); err != nil {
+		return err
 	}
-	b.Queue(appendSQL, args...)
-	br := s.pool.SendBatch(ctx, b)
-	var seq int64
-	var hash []byte
-	var terr error
-	herr := br.QueryRow().Scan(&seq, &hash)
-	if !s.skipTree {
-		_, terr = br.Exec()
+	head := audit.Head{Seq: uint64(first - 1)}
+	copy(head.Hash[:], prev)
+	for i := range recs {
+		recs[i] = audit.Rechain(recs[i], head)
+		head = recs[i].Head()
 	}
-	_, aerr := br.Exec()
-	cerr := br.Close()
-	switch {
-	case herr != nil:
-		return treeStep{}, herr
-	case terr != nil:
-		return treeStep{}, terr
-	case aerr != nil:
-		return treeStep{}, aerr
+	if string(head.Hash[:]) != string(last) {
+		return fmt.Errorf("%w: the database chained seq %d to %x, this build to %x", ErrSchema, head.Seq, last, head.Hash[:])
 	}
-	return st, cerr
-}
-
-// appendLocked is the writer's path while other writers (other processes)
-// move the head: two round trips under the ledger lock instead of the
-// general path's six or more. The first takes the lock and reads the head
-// and every tree hash stored since this writer's last commit (other
-// writers' batches: with the frontier, all the tree step reads); the
-// second inserts the tree hashes and the events and commits. moved reports
-// whether another writer had appended since this one's last commit.
-//
-// On any error the connection is left inside its transaction, and the
-// pool destroys it (pgxpool does not reuse a connection that is not idle):
-// nothing is committed, and the lock ends with the session.
-func (s *Store) appendLocked(ctx context.Context, recs []audit.Record) (st treeStep, moved bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return treeStep{}, false, err
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue("SELECT seq, hash FROM audit_head()")
-	b.Queue("SELECT index, hash FROM tlog_hashes WHERE index >= $1", tlog.StoredHashIndex(0, int64(s.head.Seq)))
-	br := conn.SendBatch(ctx, b)
-	var seq int64
-	var hash []byte
-	overlay := make(map[int64]tlog.Hash, len(s.frontier)+4*len(recs))
-	for k, v := range s.frontier {
-		overlay[k] = v
-	}
-	_, err = br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(&seq, &hash)
-	}
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			var x int64
-			var h []byte
-			for rows.Next() {
-				if err = rows.Scan(&x, &h); err != nil {
-					break
-				}
-				overlay[x] = tlog.Hash(h)
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return treeStep{}, false, err
-	}
-	head := audit.Head{Seq: uint64(seq)}
-	copy(head.Hash[:], hash)
-	moved = head != s.head
-	if head.Seq < s.head.Seq {
-		overlay = nil // not the ledger this writer knew: read every hash
-	}
-	args := appendArgs(recs, head)
-	if st, err = extendTree(ctx, conn, overlay, recs); err != nil {
-		return treeStep{}, moved, err
-	}
-	b = &pgx.Batch{}
-	b.Queue(treeInsertSQL, st.index, st.hashes)
-	b.Queue(appendSQL, args...)
-	b.Queue("COMMIT")
-	br = conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("audit/postgres: commit ended as %q", tag.String())
-	}
-	return st, moved, err
+	return nil
 }
 
 // Append records e and returns its record once it is durable (committed
@@ -576,78 +411,27 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		if st, ok := s.commit(batch); ok && !s.skipTree {
-			s.maybeSignTree(audit.TreeHead{Origin: s.cfg.Origin, Size: s.head.Seq, Root: st.root}, false)
+		if s.commit(batch) {
+			s.maybeSignTree(audit.TreeHead{}, false)
 		}
 		s.maybeCheckpoint(false)
 	}
 }
 
-// The writer's commit paths (commit).
-const (
-	pathFast = iota
-	pathLocked
-	pathGeneral
-)
-
-// commit commits one batch and reports the tree step it made (ok: the
-// batch is committed).
-func (s *Store) commit(batch []*appendReq) (treeStep, bool) {
+// commit commits one batch in one statement (sequence on the pool) and
+// only then acknowledges each event; it reports whether the batch is
+// committed.
+func (s *Store) commit(batch []*appendReq) bool {
 	recs := make([]audit.Record, len(batch))
 	for i, r := range batch {
 		recs[i] = r.rec
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	// Three paths: the one-round-trip pipeline while this writer alone
-	// moves the head; appendLocked (two round trips under the lock) while
-	// other writers move it too; the general transaction when the head is
-	// unknown or a faster path was refused.
-	moved := func(err error) bool { return errors.Is(err, ErrChainRejected) || errors.Is(err, ErrConflict) }
-	path := pathGeneral
-	switch {
-	case s.headKnown && !s.contended:
-		path = pathFast
-	case s.headKnown && !s.skipTree && !s.noLockedPath:
-		path = pathLocked
-	}
-	var err error
-	var st treeStep
-	if path == pathFast {
-		st, err = s.appendPipelined(ctx, recs, s.head)
-		if err = translate(err); moved(err) {
-			s.contended, path = true, pathLocked
-			if s.skipTree || s.noLockedPath {
-				path = pathGeneral
-			}
-		}
-	}
-	if path == pathLocked {
-		var others bool
-		st, others, err = s.appendLocked(ctx, recs)
-		err = translate(err)
-		s.contended = others || err != nil
-		if err == nil {
-			s.lockedCommits++
-		}
-		if moved(err) {
-			path = pathGeneral
-		}
-	}
-	if path == pathGeneral {
-		// The head moved under us (or is unknown): read it under the lock.
-		err = s.readWrite(ctx, func(tx pgx.Tx) error {
-			var err error
-			st, err = appendTreeInTx(ctx, tx, recs, s.skipTree)
-			return err
-		})
-	}
+	err := translate(sequence(ctx, s.pool, recs))
 	cancel()
-	s.headKnown = err == nil
 	if err == nil {
-		s.head = recs[len(recs)-1].Head()
-		s.frontier = st.frontier
 		s.cpMu.Lock()
-		s.lastHead = s.head
+		s.lastHead = recs[len(recs)-1].Head()
 		s.sinceCP += len(recs)
 		s.cpMu.Unlock()
 	}
@@ -658,7 +442,7 @@ func (s *Store) commit(batch []*appendReq) (treeStep, bool) {
 			r.done <- appendRes{rec: recs[i]}
 		}
 	}
-	return st, err == nil
+	return err == nil
 }
 
 // Head returns the committed head of the ledger (request pool: /readyz

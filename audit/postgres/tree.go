@@ -18,11 +18,13 @@ import (
 // committed tree, an older size larger than the newer one).
 var ErrOutOfRange = cloison.NewError(cloison.CodeInvalid, "audit/postgres: entry or tree size out of range")
 
-// treeStep is what appending one batch does to the Merkle tree: the stored
-// hashes to insert (tlog.StoredHashIndex order, dense), the new root, and
-// the frontier of the new tree (the hashes the next append and TreeHash
-// read), which the group-commit writer keeps so that its fast path reads
-// nothing.
+// treeStep is what appending one batch does to the Merkle tree, computed
+// in Go: the stored hashes to insert (tlog.StoredHashIndex order, dense),
+// the new root, and the frontier of the new tree (the hashes the next batch
+// and TreeHash read). Appends compute their tree in the database
+// (audit_sequence); this is the Go computation that Open uses to give an
+// older ledger its tree and VerifyTree uses to check the stored one, a
+// page at a time from the previous page's frontier.
 type treeStep struct {
 	index    []int64
 	hashes   [][]byte

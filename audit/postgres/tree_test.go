@@ -536,3 +536,39 @@ func TestVerifyTreeFindsRewrittenEntry(t *testing.T) {
 		t.Errorf("got %v, want a tree break at seq 10", err)
 	}
 }
+
+// appendSQL and appendArgs insert already chained events through
+// audit_append, as a writer that computes its own hashes would (the
+// tamper tests: the superuser rewrites the ledger).
+const appendSQL = "SELECT audit_append($1, $2, $3, $4, $5, $6, $7, $8)"
+
+// appendArgs places recs after head (setting their seq and hashes) and
+// returns audit_append's parallel arrays.
+func appendArgs(recs []audit.Record, head audit.Head) []any {
+	n := len(recs)
+	seqs := make([]int64, n)
+	occurred := make([]time.Time, n)
+	kinds := make([]string, n)
+	tenants := make([]*string, n)
+	actors := make([]string, n)
+	payloads := make([][]byte, n)
+	prevs := make([][]byte, n)
+	hashes := make([][]byte, n)
+	for i := range recs {
+		recs[i] = audit.Rechain(recs[i], head)
+		head = recs[i].Head()
+		r := &recs[i]
+		seqs[i] = int64(r.Seq)
+		occurred[i] = r.OccurredAt
+		kinds[i] = string(r.Kind)
+		if r.Tenant != "" {
+			t := string(r.Tenant)
+			tenants[i] = &t
+		}
+		actors[i] = string(r.Actor)
+		payloads[i] = r.Payload
+		prevs[i] = r.PrevHash[:]
+		hashes[i] = r.Hash[:]
+	}
+	return []any{seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes}
+}
