@@ -97,13 +97,13 @@ verify: staticcheck-install
 test: llama-vocab test-tools
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
-	  $(GO) test -race -count=1 $(PKGS) && \
+	  $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
 	  echo "== ablation suites: -tags faults (the test-only defence switches exist only in that build)" && \
 	  $(GO) test -race -count=1 -tags faults -run '^($(FAULTS_SUITES))$$' $(FAULTS_PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
 	  $(GO) test -count=1 -tags faults -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)' && \
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
-	  $(GO) test -count=1 -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
+	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
 # Randomized suites that run reduced under -race and in full here.
 FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
