@@ -83,9 +83,8 @@ var chatFields = withCommon(map[string]field{
 	"messages":     {rule: implemented},
 	"logprobs":     {rule: implemented},
 	"top_logprobs": {rule: implemented},
-	// Function tools (tools.go): tool_choice none and auto; required and
-	// a named function are refused by toolUse until constrained decoding
-	// can force a call.
+	// Function tools (tools.go): tool_choice none, auto, required and a
+	// named function (the last two forced by constrained decoding).
 	"tools":               {rule: implemented},
 	"tool_choice":         {rule: implemented},
 	"parallel_tool_calls": {rule: implemented},

@@ -154,6 +154,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
+		if in.grammar, err = requestGrammar(in.grammar, in.tools); err != nil {
+			return inference{}, err
+		}
 		if in.prompt, err = s.chatPrompt(msgs, in.tools.templateTools()); err != nil {
 			return inference{}, err
 		}

@@ -333,6 +333,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
+	g, err := requestGrammar(req.Grammar, use)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
 	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
 	if err != nil {
 		WriteHTTPError(w, err)
@@ -342,7 +347,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: req.Grammar})
+	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g})
 }
 
 // genSink is how a transport receives one generation from generate.

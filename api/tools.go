@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/toolcall"
 )
 
@@ -18,9 +19,14 @@ import (
 //
 // tool_choice: "auto" (the default with tools) parses calls; "none" offers
 // no tools to the template and parses nothing, so the model cannot call
-// (OpenAI's "must not call"); "required" and a named function need
-// constrained decoding and are refused (ErrUnsupported naming the value).
-// parallel_tool_calls false returns the first call only.
+// (OpenAI's "must not call"); "required" and a named function force a call
+// by constrained decoding (engine/grammar): the output must be one call, in
+// the model's own format (toolcall.Frame), of one of the offered functions
+// (of the named one), its arguments matching the function's parameters
+// schema (any JSON object when it has none; a schema feature the grammar
+// cannot enforce is refused with 400 naming it). Such a request cannot also
+// ask for a response_format. parallel_tool_calls false returns the first
+// call only.
 
 // MaxTools bounds the functions of one request (OpenAI's limit).
 const MaxTools = 128
@@ -43,6 +49,12 @@ type toolUse struct {
 	names    []string    // the functions a call may name
 	parallel bool        // more than one call per answer
 	format   toolcall.Format
+	// force is "" (auto), "required" or the name of the function a call
+	// must name; params are the functions' parameters schemas; forced is
+	// the grammar toolFormat compiles for a forced call.
+	force  string
+	params map[string]json.RawMessage
+	forced *grammar.Grammar
 }
 
 // toolUse validates tools, tool_choice and parallel_tool_calls.
@@ -56,7 +68,7 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 	if len(defs) > MaxTools {
 		return nil, ErrBadField.Withf("at most %d tools", MaxTools)
 	}
-	use := &toolUse{parallel: parallel == nil || *parallel}
+	use := &toolUse{parallel: parallel == nil || *parallel, params: map[string]json.RawMessage{}}
 	seen := map[string]bool{}
 	for i, d := range defs {
 		if d.Type != "function" {
@@ -78,19 +90,26 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 		}
 		use.tools = append(use.tools, chat.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
 		use.names = append(use.names, f.Name)
+		use.params[f.Name] = f.Parameters
 	}
 	mode, err := parseToolChoice(choice, seen)
 	if err != nil {
 		return nil, err
 	}
 	if mode == "none" || len(defs) == 0 {
+		if mode != "none" && mode != "auto" {
+			return nil, ErrBadField.Withf("tool_choice %q needs tools", mode)
+		}
 		return nil, nil
+	}
+	if mode != "auto" {
+		use.force = mode
 	}
 	return use, nil
 }
 
-// parseToolChoice returns "auto" or "none", or the error for any other
-// choice.
+// parseToolChoice returns "auto", "none", "required" or the name of the
+// function a call must name (which tools defines).
 func parseToolChoice(raw json.RawMessage, names map[string]bool) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -99,10 +118,8 @@ func parseToolChoice(raw json.RawMessage, names map[string]bool) (string, error)
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
-		case "auto", "none":
+		case "auto", "none", "required":
 			return s, nil
-		case "required":
-			return "", ErrUnsupported.Withf("tool_choice \"required\" (needs constrained decoding)")
 		}
 		return "", ErrBadField.Withf("tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
 	}
@@ -118,7 +135,10 @@ func parseToolChoice(raw json.RawMessage, names map[string]bool) (string, error)
 	if !names[named.Function.Name] {
 		return "", ErrBadField.Withf("tool_choice names a function that tools does not define")
 	}
-	return "", ErrUnsupported.Withf("tool_choice naming the function %q (needs constrained decoding)", named.Function.Name)
+	if named.Function.Name == "auto" || named.Function.Name == "none" || named.Function.Name == "required" {
+		return "", ErrBadField.Withf("tool_choice names a function %q, which is also a tool_choice mode", named.Function.Name)
+	}
+	return named.Function.Name, nil
 }
 
 // toolFormat checks that the model can take tools: its template reads
@@ -132,7 +152,54 @@ func (s *Server) toolFormat(use *toolUse) error {
 	if !s.cfg.Chat.TakesTools() || use.format == toolcall.None {
 		return ErrUnsupported.Withf("tools: this model's chat template teaches no tool-call format this server parses")
 	}
+	if use.force == "" {
+		return nil
+	}
+	g, err := use.forceGrammar(s.cfg.Chat.Source())
+	if err != nil {
+		return err
+	}
+	use.forced = g
 	return nil
+}
+
+// forceGrammar compiles the grammar of one call, framed as the model's
+// format writes it, of the forced function (or of any offered one, for
+// "required").
+func (use *toolUse) forceGrammar(template string) (*grammar.Grammar, error) {
+	names := use.names
+	if use.force != "required" {
+		names = []string{use.force}
+	}
+	var calls []grammar.Part
+	for _, name := range names {
+		prefix, suffix, ok := toolcall.Frame(use.format, template, name)
+		if !ok {
+			return nil, ErrUnsupported.Withf("tool_choice %q: this model's tool-call format cannot be forced", use.force)
+		}
+		args := grammar.AnyObject()
+		if p := bytes.TrimSpace(use.params[name]); len(p) > 0 && string(p) != "null" {
+			args = grammar.Schema(p)
+		}
+		calls = append(calls, grammar.Seq(grammar.Literal(prefix), args, grammar.Literal(suffix)))
+	}
+	g, err := grammar.Compile(grammar.Choice(calls...))
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// requestGrammar is what constrains a chat request's output: its
+// response_format, or the forced tool call; never both. Errors: ErrBadField.
+func requestGrammar(format *grammar.Grammar, use *toolUse) (*grammar.Grammar, error) {
+	if use == nil || use.forced == nil {
+		return format, nil
+	}
+	if format != nil {
+		return nil, ErrBadField.Withf("response_format cannot be combined with tool_choice \"required\" or a named function")
+	}
+	return use.forced, nil
 }
 
 // toolTools is use's tools for the template (none when use is nil).

@@ -42,8 +42,8 @@ func TestDecodeTools(t *testing.T) {
 		{"tool_choice unknown string", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":"sometimes"`, ErrBadField},
 		{"tool_choice unknown function", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":{"type":"function","function":{"name":"g"}}`, ErrBadField},
 		{"tool_choice allowed_tools", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":{"type":"allowed_tools"}`, ErrBadField},
-		{"tool_choice required", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":"required"`, ErrUnsupported},
-		{"tool_choice named", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":{"type":"function","function":{"name":"f"}}`, ErrUnsupported},
+		{"tool_choice required", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":"required"`, nil},
+		{"tool_choice named", `"tools":[` + fn(`{"name":"f"}`) + `],"tool_choice":{"type":"function","function":{"name":"f"}}`, nil},
 		{"too many tools", `"tools":[` + strings.Repeat(fn(`{"name":"f"}`)+",", MaxTools) + fn(`{"name":"g"}`) + `]`, ErrBadField},
 	}
 	for _, tt := range tests {

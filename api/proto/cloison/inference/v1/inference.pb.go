@@ -346,8 +346,8 @@ type GenerateRequest struct {
 	// "tool_calls".
 	Tools []*Tool `protobuf:"bytes,20,rep,name=tools,proto3" json:"tools,omitempty"`
 	// "auto" (or ""), "none" (no tools offered, nothing parsed); "required"
-	// and the name of a function need constrained decoding and are refused
-	// (INVALID_ARGUMENT "unsupported: ...").
+	// or the name of a function force one call (constrained decoding), not
+	// with response_format.
 	ToolChoice        string `protobuf:"bytes,21,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool  `protobuf:"varint,22,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"` // default true; false: the first call only
 	// Token id → bias in [-100, 100] added to its logit; -100 bans the token.
