@@ -93,7 +93,7 @@ var chatFields = withCommon(map[string]field{
 	"function_call": {rule: refused, neutral: []string{`"none"`}},
 	// text, json_object or json_schema, enforced by constrained decoding
 	// (ResponseFormat); its own fields are checked the same way.
-	"response_format": {rule: implemented},
+	"response_format":    {rule: implemented},
 	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
 	"audio":              {rule: refused},
 	"prediction":         {rule: refused},

@@ -137,7 +137,7 @@ type ChatRequest struct {
 	Tools             []ToolDef       `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	ResponseFormat json.RawMessage `json:"response_format"`
+	ResponseFormat    json.RawMessage `json:"response_format"`
 	// Grammar is response_format compiled (nil for text or absent).
 	Grammar *grammar.Grammar `json:"-"`
 }

@@ -299,7 +299,7 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
-	tools       *toolUse // nil: no tool calls are parsed
+	tools       *toolUse         // nil: no tool calls are parsed
 	grammar     *grammar.Grammar // response_format; nil: unconstrained
 }
 
