@@ -3,7 +3,7 @@ package tenancy
 import (
 	"context"
 	"crypto"
-		"crypto/ecdsa"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"

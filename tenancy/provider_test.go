@@ -255,7 +255,7 @@ func TestProviderRotation(t *testing.T) {
 	}
 	verify(tok1, nil)
 	d.srv.set(ecJWK("k1", k1), ecJWK("k2", k2)) // the IdP publishes k2
-	verify(tok2, ErrUnknownKey)                // within RefreshLimit of the last fetch
+	verify(tok2, ErrUnknownKey)                 // within RefreshLimit of the last fetch
 	d.advance(DefaultJWKSRefreshLimit)
 	verify(tok2, nil) // unknown kid: refetched
 	verify(tok1, nil) // the old kid still verifies
