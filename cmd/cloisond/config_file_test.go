@@ -129,3 +129,28 @@ func TestConfigReference(t *testing.T) {
 		t.Fatal("cmd/cloisond/CONFIG.md is stale: run make config-doc")
 	}
 }
+
+// The external identity provider's flags: a JWKS URL needs an issuer, must
+// be https (http only to loopback), and the other flags need the URL.
+func TestIdPFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--jwks-url", "https://idp.example/jwks", "--jwt-issuer", "https://idp.example"}, true},
+		{[]string{"--jwks-url", "http://127.0.0.1:8081/jwks", "--jwt-issuer", "i", "--jwt-audience", "a", "--jwks-tenant-claim", "org"}, true},
+		{[]string{"--jwks-url", "https://idp.example/jwks"}, false},
+		{[]string{"--jwks-url", "http://idp.example/jwks", "--jwt-issuer", "i"}, false},
+		{[]string{"--jwt-issuer", "i"}, false},
+		{[]string{"--jwks-url", "https://idp.example/jwks", "--jwt-issuer", "i", "--jwks-tenant-claim", "scope"}, false},
+	} {
+		c, err := parseFlags(append([]string{"--database-url", "postgres://x", "--dev"}, tt.args...))
+		if (err == nil) != tt.ok {
+			t.Errorf("%v: %v, want ok %v", tt.args, err, tt.ok)
+		}
+		if err == nil && len(tt.args) > 6 && c.idp.tenantClaim != "org" {
+			t.Errorf("%v: tenant claim %q", tt.args, c.idp.tenantClaim)
+		}
+	}
+}

@@ -104,6 +104,7 @@ type config struct {
 	net                                         netConfig
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
+	idp                                         idpConfig
 }
 
 func main() {
@@ -194,6 +195,7 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	c.peers.flags(fs)
 	c.net.flags(fs)
 	c.witness.flags(fs)
+	c.idp.flags(fs)
 	if defined != nil {
 		defined(fs)
 	}
@@ -243,6 +245,9 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 		return c, errors.New("--create-database needs --migrate-database-url")
 	}
 	if err := c.roles.check(); err != nil {
+		return c, err
+	}
+	if err := c.idp.check(); err != nil {
 		return c, err
 	}
 	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
@@ -346,7 +351,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		sources = append(sources, ks)
 		log.Info("trusting an external issuer", "issuer", iss, "jwks", path)
 	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Tenants: tenants, Clients: tenants, Revocations: tenants})
+	providers, err := c.idp.providers(ctx, log) // idp.go
+	if err != nil {
+		return err
+	}
+	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Providers: providers, Tenants: tenants, Clients: tenants, Revocations: tenants})
 	if err != nil {
 		return err
 	}
