@@ -330,7 +330,8 @@ func parseHeader(seg string) (header, error) {
 
 // Verify authenticates a bearer token (without the "Bearer " prefix) and
 // returns its principal. Checks, in order: size and shape; alg EdDSA (none,
-// HS*, RS*, ES* and anything else: ErrTokenAlgorithm); a kid of a trusted
+// HS*, RS*, ES* and anything else: ErrTokenAlgorithm; RS256 and ES256 only
+// for an external Provider's iss, verifyProvider); a kid of a trusted
 // issuer's verifying key (ErrTokenIssuer, ErrUnknownKey); the signature
 // (ErrTokenSignature); exp present and not passed, nbf and iat not in the
 // future, aud (ErrTokenNoExpiry, ErrTokenExpired, ErrTokenNotYetValid,
