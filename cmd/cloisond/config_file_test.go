@@ -143,6 +143,7 @@ func TestIdPFlags(t *testing.T) {
 		{[]string{"--jwks-url", "https://idp.example/jwks"}, false},
 		{[]string{"--jwks-url", "http://idp.example/jwks", "--jwt-issuer", "i"}, false},
 		{[]string{"--jwt-issuer", "i"}, false},
+		{[]string{"--jwks-url", "https://idp.example/jwks", "--jwt-issuer", "i", "--jwks-refresh-limit", "0s"}, false},
 		{[]string{"--jwks-url", "https://idp.example/jwks", "--jwt-issuer", "i", "--jwks-tenant-claim", "scope"}, false},
 	} {
 		c, err := parseFlags(append([]string{"--database-url", "postgres://x", "--dev"}, tt.args...))
