@@ -211,7 +211,8 @@ func (p *Provider) cacheFor(cc string) time.Duration {
 // fetched when it has expired or kid is unknown, at most once per
 // RefreshLimit. An expired set that cannot be refreshed verifies nothing
 // (ErrUnavailable). Errors: ErrUnknownKey, ErrTokenAlgorithm (kid is a key
-// of another type or algorithm), ErrUnavailable, ErrInvalidKey.
+// of another type or algorithm), ErrUnavailable (also for a refused
+// document).
 func (p *Provider) key(ctx context.Context, kid, alg string) (crypto.PublicKey, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -220,7 +221,12 @@ func (p *Provider) key(ctx context.Context, kid, alg string) (crypto.PublicKey, 
 	_, known := p.keys[kid]
 	if (!now.Before(p.expires) || !known) && mayFetch {
 		if err := p.fetchLocked(ctx); err != nil && !now.Before(p.expires) {
-			return nil, err
+			// The caller's token is not at fault: whatever went wrong
+			// (down, or a document refused), it is unavailable (503).
+			if errors.Is(err, ErrUnavailable) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: jwks of %s refused: %v", ErrUnavailable, p.cfg.Issuer, err)
 		}
 	}
 	if !p.cfg.Now().Before(p.expires) {

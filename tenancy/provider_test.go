@@ -281,6 +281,18 @@ func TestProviderRotation(t *testing.T) {
 	if d.prov.Fetches() != n {
 		t.Fatal("a failed fetch was retried within RefreshLimit")
 	}
+
+	// A document the provider now serves that is refused (a private part)
+	// is as unavailable: 503, never the caller's 400.
+	d.srv.mu.Lock()
+	d.srv.status = http.StatusOK
+	d.srv.keys = []map[string]any{with(ecJWK("k2", k2), "d", "AAAA")}
+	d.srv.mu.Unlock()
+	d.advance(DefaultJWKSRefreshLimit)
+	_, err = d.verifier.Verify(ctx, tok2)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInvalidKey) || cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("refused JWKS past expiry: %v (%s)", err, cloison.ErrorCode(err))
+	}
 }
 
 // Cache-Control max-age is honoured within [MinCache, MaxCache].

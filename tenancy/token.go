@@ -473,7 +473,7 @@ func (v *Verifier) checkClient(ctx context.Context, p Principal) error {
 
 // jwtError maps the library's errors to this package's, most specific first.
 func jwtError(err error) error {
-	for _, own := range []error{ErrTokenIssuer, ErrUnknownKey, ErrTokenAlgorithm, ErrUnavailable, ErrInvalidKey} {
+	for _, own := range []error{ErrTokenIssuer, ErrUnknownKey, ErrTokenAlgorithm, ErrUnavailable} {
 		if errors.Is(err, own) {
 			return err
 		}
