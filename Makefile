@@ -76,6 +76,12 @@ binaries:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisond ./cmd/cloisond
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisonctl ./cmd/cloisonctl
 
+## config-doc: regenerate cmd/cloisond/CONFIG.md, the configuration
+## reference, from the flag definitions (TestConfigReference fails when stale).
+.PHONY: config-doc
+config-doc:
+	$(GO) run ./cmd/cloisond --config-reference > cmd/cloisond/CONFIG.md
+
 ## verify: gofmt clean, go vet and staticcheck clean (default and faults
 ## builds), go.mod tidy. staticcheck is installed at a pinned version from
 ## the Go module proxy into .cache/bin.

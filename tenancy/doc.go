@@ -11,6 +11,23 @@
 //     unauthenticated (or permission_denied for a suspended tenant or a
 //     scope not granted). A store failure is returned as such, never as a
 //     success.
+//   - An external identity provider (Provider, VerifierConfig.Providers) is
+//     trusted for its own iss only: RS256 (RSA of at least 2048 bits), ES256
+//     (P-256) or EdDSA keys from its JWKS URL (https, or http to loopback),
+//     the key's type and alg matching the token's alg (HS*, none, PS*, an EC
+//     kid under RS256: ErrTokenAlgorithm; keys in the token's own jwk/jku
+//     headers are never used); its audience (ProviderConfig.Audience or the
+//     verifier's); the tenant from ProviderConfig.TenantClaim, the scopes
+//     from ScopeClaim (a space-separated string or a list; scopes Cloison
+//     does not know, such as openid, are dropped). Its tokens then pass the
+//     tenant status, revocation and client checks as any other. The set is
+//     cached for Cache-Control max-age clamped to [MinCache, MaxCache] (1 min,
+//     24 h; no-store: MinCache), refetched when expired or on an unknown kid,
+//     at most once per RefreshLimit (30 s), so rotation works (a new kid is
+//     picked up, an old one verifies until a refresh no longer lists it) and
+//     unknown kids cannot flood the IdP. An expired set that cannot be
+//     refreshed verifies nothing (ErrUnavailable, 503); a document with a
+//     private part, a duplicate kid or a weak key is refused whole.
 //   - Signing keys move next → current → previous → retired, never back; a
 //     retired key stops verifying at once in the process that retired it and
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-

@@ -186,6 +186,10 @@ type VerifierConfig struct {
 	// external issuers' *KeySet); a key verifies only tokens whose iss is
 	// its source's issuer. At least one; issuers distinct.
 	Sources []KeySource
+	// Providers are external identity providers (RS256, ES256 or EdDSA
+	// keys from a JWKS URL; provider.go); their issuers are distinct from
+	// the Sources' and each other's.
+	Providers []*Provider
 	// Tenants reads the token's tenant (required).
 	Tenants TenantLookup
 	// Clients, when set, checks a subject that is a registered API client:
@@ -209,6 +213,13 @@ type Verifier struct {
 	cfg     VerifierConfig
 	sources map[string]KeySource
 	parser  *jwt.Parser
+	// providers by issuer, each with its own parser (algorithms, audience).
+	providers map[string]providerParser
+}
+
+type providerParser struct {
+	p      *Provider
+	parser *jwt.Parser
 }
 
 // ErrInvalidConfig: a VerifierConfig the verifier refuses.
@@ -219,7 +230,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	switch {
 	case cfg.Audience == "":
 		return nil, fmt.Errorf("%w: no audience", ErrInvalidConfig)
-	case len(cfg.Sources) == 0:
+	case len(cfg.Sources) == 0 && len(cfg.Providers) == 0:
 		return nil, fmt.Errorf("%w: no key source", ErrInvalidConfig)
 	case cfg.Tenants == nil:
 		return nil, fmt.Errorf("%w: no tenant lookup", ErrInvalidConfig)
@@ -241,6 +252,29 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
+	}
+	v.providers = map[string]providerParser{}
+	for _, p := range cfg.Providers {
+		if p == nil {
+			return nil, fmt.Errorf("%w: nil provider", ErrInvalidConfig)
+		}
+		if v.sources[p.Issuer()] != nil || v.providers[p.Issuer()].p != nil {
+			return nil, fmt.Errorf("%w: issuer %s twice", ErrInvalidConfig, p.Issuer())
+		}
+		aud := p.cfg.Audience
+		if aud == "" {
+			aud = cfg.Audience
+		}
+		v.providers[p.Issuer()] = providerParser{p: p, parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{Algorithm, AlgRS256, AlgES256}),
+			jwt.WithExpirationRequired(),
+			jwt.WithAudience(aud),
+			jwt.WithIssuer(p.Issuer()),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(cfg.Leeway),
+			jwt.WithTimeFunc(now),
+			jwt.WithStrictDecoding(),
+		)}
 	}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{Algorithm}),
@@ -296,7 +330,8 @@ func parseHeader(seg string) (header, error) {
 
 // Verify authenticates a bearer token (without the "Bearer " prefix) and
 // returns its principal. Checks, in order: size and shape; alg EdDSA (none,
-// HS*, RS*, ES* and anything else: ErrTokenAlgorithm); a kid of a trusted
+// HS*, RS*, ES* and anything else: ErrTokenAlgorithm; RS256 and ES256 only
+// for an external Provider's iss, verifyProvider); a kid of a trusted
 // issuer's verifying key (ErrTokenIssuer, ErrUnknownKey); the signature
 // (ErrTokenSignature); exp present and not passed, nbf and iat not in the
 // future, aud (ErrTokenNoExpiry, ErrTokenExpired, ErrTokenNotYetValid,
@@ -320,7 +355,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: header: %w", ErrTokenMalformed, err)
 	}
 	switch {
-	case h.Alg != Algorithm:
+	case h.Alg != Algorithm && h.Alg != AlgRS256 && h.Alg != AlgES256:
 		return Principal{}, fmt.Errorf("%w: alg %q", ErrTokenAlgorithm, h.Alg)
 	case h.Crit:
 		return Principal{}, fmt.Errorf("%w: critical header extensions are not understood", ErrTokenMalformed)
@@ -328,6 +363,12 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: typ %q", ErrTokenMalformed, h.Typ)
 	case h.Kid == "":
 		return Principal{}, fmt.Errorf("%w: no kid", ErrUnknownKey)
+	}
+	if pp, ok := v.providers[peekIssuer(parts[1])]; ok {
+		return v.verifyProvider(ctx, raw, h, pp)
+	}
+	if h.Alg != Algorithm { // RS256 and ES256 only from a provider's JWKS
+		return Principal{}, fmt.Errorf("%w: alg %q", ErrTokenAlgorithm, h.Alg)
 	}
 	var c Claims
 	_, err = v.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
@@ -351,14 +392,25 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 	}
 	p := Principal{Subject: c.Subject, Tenant: cloison.TenantID(c.Tenant), Issuer: c.Issuer, KeyID: h.Kid, TokenID: c.ID,
 		ExpiresAt: c.ExpiresAt.Time}
+	return v.admit(ctx, p, c.Scopes, false)
+}
+
+// admit checks a principal whose signature and registered claims hold: sub,
+// tenant and scopes (unknown scopes refused, or dropped when dropUnknown: an
+// external provider's other scopes such as openid), the tenant's status, the
+// revocation list and the client.
+func (v *Verifier) admit(ctx context.Context, p Principal, scopes []string, dropUnknown bool) (Principal, error) {
 	switch {
-	case c.Subject == "":
+	case p.Subject == "":
 		return Principal{}, ErrTokenNoSubject
-	case c.Tenant == "":
+	case p.Tenant == "":
 		return Principal{}, ErrTokenNoTenant
 	}
-	for _, s := range c.Scopes {
+	for _, s := range scopes {
 		sc, err := ParseScope(s)
+		if err != nil && dropUnknown {
+			continue
+		}
 		if err != nil {
 			return Principal{}, err
 		}
@@ -366,8 +418,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 			p.Scopes = append(p.Scopes, sc)
 		}
 	}
-	if !tenantID.MatchString(c.Tenant) {
-		return Principal{}, fmt.Errorf("%w: %q", ErrUnknownTenant, c.Tenant)
+	if !tenantID.MatchString(string(p.Tenant)) {
+		return Principal{}, fmt.Errorf("%w: %q", ErrUnknownTenant, p.Tenant)
 	}
 	t, err := v.cfg.Tenants.Tenant(ctx, p.Tenant)
 	switch {
@@ -379,13 +431,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w: %s", ErrTenantSuspended, p.Tenant)
 	}
 	p.TenantRecord = t
-	if v.cfg.Revocations != nil && c.ID != "" {
-		revoked, err := v.cfg.Revocations.TokenRevoked(ctx, c.Issuer, c.ID)
+	if v.cfg.Revocations != nil && p.TokenID != "" {
+		revoked, err := v.cfg.Revocations.TokenRevoked(ctx, p.Issuer, p.TokenID)
 		switch {
 		case err != nil:
 			return Principal{}, err
 		case revoked:
-			return Principal{}, fmt.Errorf("%w: jti %s of %s", ErrTokenRevoked, c.ID, c.Issuer)
+			return Principal{}, fmt.Errorf("%w: jti %s of %s", ErrTokenRevoked, p.TokenID, p.Issuer)
 		}
 	}
 	if v.cfg.Clients != nil {
@@ -421,7 +473,7 @@ func (v *Verifier) checkClient(ctx context.Context, p Principal) error {
 
 // jwtError maps the library's errors to this package's, most specific first.
 func jwtError(err error) error {
-	for _, own := range []error{ErrTokenIssuer, ErrUnknownKey} {
+	for _, own := range []error{ErrTokenIssuer, ErrUnknownKey, ErrTokenAlgorithm, ErrUnavailable} {
 		if errors.Is(err, own) {
 			return err
 		}
