@@ -40,7 +40,7 @@ image: binaries image-tools
 ## ha-test: HA PostgreSQL failover (issue 14 §4; not part of make test, a
 ## few minutes, root): scripts/ha.sh runs a local etcd, a primary and a
 ## synchronous standby under Patroni and PgBouncer (transaction mode) on
-## private ports under .cache/ha, as user postgres; internal/hatest (build
+## private ports in a temporary directory, as user postgres; internal/hatest (build
 ## tag hatest) SIGKILLs the primary under traffic, once with cloisond on the
 ## multi-host URL and once behind PgBouncer, and asserts no acknowledged
 ## event is lost. Tools from Debian bookworm at the versions it ships.

@@ -6,7 +6,7 @@
 # with apt-get at the versions Debian ships) run a local etcd, two PostgreSQL 15 nodes
 # under Patroni in synchronous mode (a primary and a synchronous standby)
 # and a PgBouncer in transaction mode, all on private ports with their data
-# under $HA_DIR (default ./.cache/ha), as user postgres. The system server
+# under $HA_DIR (default a fresh temporary directory, removed at the end), as user postgres. The system server
 # on 5432 is not touched. Patroni's on_role_change callback points PgBouncer
 # at the new primary (rewrites its database line and reloads it).
 #
@@ -18,7 +18,7 @@ via="${1:?usage: ha.sh direct|pgbouncer}"; shift
 case "$via" in direct|pgbouncer) ;; *) echo "ha.sh: via direct or pgbouncer" >&2; exit 2;; esac
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="${HA_DIR:-$root/.cache/ha}"
+if [ -n "${HA_DIR:-}" ]; then dir="$HA_DIR" keep=1; else dir="$(mktemp -d /tmp/cloison-ha.XXXXXX)" keep=; fi
 bin=/usr/lib/postgresql/15/bin
 etcd_port=52379 etcd_peer=52380
 pg_ports=(55501 55502) api_ports=(58001 58002)
@@ -61,10 +61,11 @@ cleanup() {
 		[ -f "$dir/pg$i/data/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$dir/pg$i/data" -m immediate stop >/dev/null 2>&1 || true
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -z "$keep" ]; then rm -rf "$dir"; else log "cluster files kept in $dir"; fi
 }
 trap cleanup EXIT
 
-rm -rf "$dir"
+[ -z "$keep" ] || rm -rf "$dir"
 mkdir -p "$dir"
 chown postgres: "$dir"
 

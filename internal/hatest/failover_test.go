@@ -206,7 +206,7 @@ func TestFailover(t *testing.T) {
 	stop() // a clean stop signs the final checkpoint
 
 	// The figures.
-	var ok, unavailable, lostBefore int
+	var ok, unavailable int
 	var firstAfter time.Time
 	var bad []string
 	for _, r := range results {
@@ -224,7 +224,6 @@ func TestFailover(t *testing.T) {
 			bad = append(bad, fmt.Sprintf("%s: status %d", r.id, r.status))
 		}
 	}
-	_ = lostBefore
 	resumed := firstAfter.Sub(killed)
 	if len(bad) > 0 {
 		t.Errorf("%d answers neither 200 nor 503 (want none): %v", len(bad), bad[:min(len(bad), 10)])
@@ -264,9 +263,17 @@ func TestFailover(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	lost := 0
+	// Ledgered as succeeded but answered otherwise: a commit that reached
+	// the standby while its acknowledgement was lost with the primary.
+	// Allowed (the client got no content, and the ledger has the event);
+	// counted.
+	lost, unacknowledged := 0, 0
 	for _, r := range results {
 		if r.status != 200 {
+			if st, found := ledgered[r.id]; found && st == "" {
+				unacknowledged++
+				t.Logf("request %s answered %d at %s is ledgered as succeeded", r.id, r.status, r.end.Format(time.RFC3339Nano))
+			}
 			continue
 		}
 		if st, found := ledgered[r.id]; !found || st != "" {
@@ -276,8 +283,8 @@ func TestFailover(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("FIGURES via=%s requests=%d ok=%d unavailable(503)=%d other=%d lost=%d resumed_after=%v (kill to first 200) ledgered_completed=%d",
-		via, len(results), ok, unavailable, len(bad), lost, resumed.Round(time.Millisecond), len(ledgered))
+	t.Logf("FIGURES via=%s requests=%d ok=%d unavailable(503)=%d other=%d lost=%d resumed_after=%v (kill to first 200) ledgered_completed=%d ledgered_not_200=%d",
+		via, len(results), ok, unavailable, len(bad), lost, resumed.Round(time.Millisecond), len(ledgered), unacknowledged)
 	if lost > 0 {
 		t.Errorf("%d acknowledged requests lost their request.completed entry (want 0)", lost)
 	}
