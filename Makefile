@@ -37,6 +37,26 @@ image-tools:
 image: binaries image-tools
 	scripts/image.sh '$(IMAGE)' '$(VERSION)'
 
+## ha-test: HA PostgreSQL failover (issue 14 §4; not part of make test, a
+## few minutes, root): scripts/ha.sh runs a local etcd, a primary and a
+## synchronous standby under Patroni and PgBouncer (transaction mode) on
+## private ports in a temporary directory, as user postgres; internal/hatest (build
+## tag hatest) SIGKILLs the primary under traffic, once with cloisond on the
+## multi-host URL and once behind PgBouncer, and asserts no acknowledged
+## event is lost. Tools from Debian bookworm at the versions it ships.
+PATRONI_VERSION ?= 3.0.2-1
+ETCD_VERSION ?= 3.4.23-4+b4
+PGBOUNCER_VERSION ?= 1.18.0-1+deb12u1
+.PHONY: ha-test ha-tools
+ha-tools:
+	@command -v patroni >/dev/null && command -v etcd >/dev/null && command -v pgbouncer >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq patroni=$(PATRONI_VERSION) etcd-server=$(ETCD_VERSION) pgbouncer=$(PGBOUNCER_VERSION) >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq patroni etcd-server pgbouncer >/dev/null; }; }
+ha-test: ha-tools
+	GO=$(GO) scripts/ha.sh direct
+	GO=$(GO) scripts/ha.sh pgbouncer
+
 ## chart-check: helm lint and helm template | kubeconform -strict for
 ## deploy/helm/cloison, with every optional part on and off. helm and
 ## kubeconform are installed at pinned versions through the Go module proxy

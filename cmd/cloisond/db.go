@@ -19,7 +19,12 @@ import (
 //
 // The server logs in as the runtime role itself (--database-url): no SET
 // ROLE, so no RESET ROLE can climb back to an administrator, and no session
-// state (PgBouncer transaction pooling works). The owner/administrator URL
+// state. Behind a transaction pooler (PgBouncer pool_mode=transaction before
+// 1.21, or without max_prepared_statements) --db-transaction-pooling makes
+// the pools use no named prepared statements (pgx's cache_describe mode:
+// unnamed statements, parsed with their execution in one round trip), so a
+// statement prepared on one server connection is never looked up on
+// another. The owner/administrator URL
 // (--migrate-database-url) is used only for role setup and migrations, on
 // a connection closed before serving starts.
 //
@@ -34,6 +39,7 @@ type dbConfig struct {
 	runtimeRole         string
 	runtimePasswordFile string
 	maxConns, scanConns int
+	txPooling           bool
 }
 
 func (d *dbConfig) flags(fs *flag.FlagSet) {
@@ -42,6 +48,7 @@ func (d *dbConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&d.ownerRole, "db-owner-role", migrations.DefaultRoles.Owner, "role owning the ledger tables (NOLOGIN)")
 	fs.StringVar(&d.runtimeRole, "db-runtime-role", migrations.DefaultRoles.Runtime, "role --database-url logs in as: INSERT/SELECT only on the ledger; the server refuses any other login")
 	fs.StringVar(&d.runtimePasswordFile, "db-runtime-password-file", "", "file (mode 0600) holding the runtime role's password: role setup sets it, and the server logs in with it when --database-url has none")
+	fs.BoolVar(&d.txPooling, "db-transaction-pooling", false, "--database-url is a transaction pooler (PgBouncer pool_mode=transaction): use no named prepared statements (the URL's default_query_exec_mode, when set, is kept)")
 	fs.IntVar(&d.maxConns, "db-max-conns", 10, "PostgreSQL connections this process opens at most, both pools together")
 	fs.IntVar(&d.scanConns, "db-scan-conns", 2, "of --db-max-conns, the connections reserved to compliance scans, verification and exports (the rest serve requests)")
 }
@@ -104,6 +111,19 @@ func (d *dbConfig) setup(ctx context.Context) ([]int64, error) {
 	return migrations.Up(ctx, d.migrateURL, migrations.Roles{Owner: d.ownerRole, Runtime: d.runtimeRole, RuntimePassword: pw})
 }
 
+// poolConfig parses --database-url; with --db-transaction-pooling, a URL
+// that names no default_query_exec_mode gets cache_describe.
+func (d *dbConfig) poolConfig() (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(d.url)
+	if err != nil {
+		return nil, errors.New("--database-url: not a PostgreSQL URL") // the URL may hold a password: not echoed
+	}
+	if d.txPooling && !strings.Contains(d.url, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
+	return cfg, nil
+}
+
 // pools opens the request and scan pools on --database-url. Every
 // connection is checked when made: its session_user must be the runtime
 // role and not a superuser (ErrRuntimeLogin otherwise), so a mistaken
@@ -114,9 +134,9 @@ func (d *dbConfig) pools(ctx context.Context, node string) (requests, scans *pgx
 		return nil, nil, err
 	}
 	open := func(name string, conns int) (*pgxpool.Pool, error) {
-		cfg, err := pgxpool.ParseConfig(d.url)
+		cfg, err := d.poolConfig()
 		if err != nil {
-			return nil, errors.New("--database-url: not a PostgreSQL URL") // the URL may hold a password: not echoed
+			return nil, err
 		}
 		if cfg.ConnConfig.Password == "" {
 			cfg.ConnConfig.Password = pw
