@@ -71,7 +71,7 @@ func TestRandom(t *testing.T) {
 				p + "block_count": int64(c.Layers), p + "embedding_length": int64(c.DModel),
 				p + "attention.head_count": int64(c.Heads), p + "attention.head_count_kv": int64(kv),
 				p + "feed_forward_length": int64(c.FFN), p + "context_length": int64(c.Context),
-				p + "rope.dimension_count": int64(hd),
+				p + "rope.dimension_count":    int64(hd),
 				"tokenizer.ggml.bos_token_id": EndOfText, "tokenizer.ggml.eot_token_id": IMEnd,
 			}
 			if arch != "llama" {
