@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench arch-check
 
 all: verify test
 
@@ -186,6 +186,12 @@ bench-ledger:
 ## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
 peer-bench:
 	scripts/peer-bench.sh
+
+## arch-check: record llama.cpp's logits (node-llama-cpp from npm, pinned) on
+## the synthetic files of engine/model/testdata/archcheck into
+## engine/model/testdata/llamacpp_logits.json, TestLlamaCppLogits' oracle.
+arch-check:
+	scripts/arch-check.sh
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:

@@ -67,7 +67,10 @@ type Backend interface {
 	// dst is len(ids)×w.Cols(); an id outside [0, w.Rows()) is ErrShape.
 	Embed(dst Tensor, w Matrix, ids []int32) error
 	// RMSNorm sets dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight, where
-	// weight is a 1×cols tensor. dst may be x.
+	// weight is a 1×cols tensor. dst may be x. weight may also be 1×g with g
+	// dividing cols: each run of g consecutive elements of a row (one head,
+	// for qwen3's per-head Q/K norm) is then normalised on its own and
+	// multiplied by weight.
 	RMSNorm(dst, x, weight Tensor, eps float32) error
 	// RoPE rotates, in place, each head of each row of x (x.Cols() =
 	// heads×p.HeadDim) by the angle of position pos[r] (len(pos) =

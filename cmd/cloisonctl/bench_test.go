@@ -53,3 +53,21 @@ func TestBenchCommand(t *testing.T) {
 		t.Error("bench of a missing file: no error")
 	}
 }
+
+// TestModelSynthQwen3: `model synth --arch qwen3` writes a file that loads as
+// qwen3 with its per-head Q/K norm and the head width asked for; an unknown
+// architecture is refused.
+func TestModelSynthQwen3(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "q.gguf")
+	mustRun(t, "model", "synth", "--arch", "qwen3", "--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+		"--head-dim", "32", "--ffn", "128", "--vocab", "300", "--context", "256", model)
+	out := mustRun(t, "model", "inspect", model)
+	for _, want := range []string{"architecture     qwen3", "head_dim         32", "qk_norm          true"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := run(t, "model", "synth", "--arch", "gemma3", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
+		t.Error("--arch gemma3 accepted")
+	}
+}

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/gguf"
@@ -32,11 +34,35 @@ type Config struct {
 	RoPE    kernels.RoPE
 	Tied    bool // output projection reuses token_embd
 	QKVBias bool
+	// QKNorm: each head of Q and K is RMS-normalised (attn_q_norm,
+	// attn_k_norm, HeadDim weights each) after the projection and before
+	// RoPE, as qwen3 does.
+	QKNorm bool
 }
 
-// archs lists the supported architectures and whether their RoPE uses the
-// NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX).
-var archs = map[string]bool{"llama": false, "mistral": false, "qwen2": true}
+// arch describes what an architecture adds to the llama layout.
+type arch struct {
+	neox   bool // RoPE in the NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX)
+	qkNorm bool // per-head Q/K RMSNorm (attn_q_norm, attn_k_norm)
+}
+
+// archs lists the supported architectures.
+var archs = map[string]arch{
+	"llama":   {},
+	"mistral": {},
+	"qwen2":   {neox: true},
+	"qwen3":   {neox: true, qkNorm: true},
+}
+
+// Archs returns the supported architectures, sorted.
+func Archs() []string {
+	out := make([]string, 0, len(archs))
+	for a := range archs {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
 
 func intKey(f *gguf.File, key string, def int, required bool) (int, error) {
 	v, ok := f.Get(key)
@@ -75,11 +101,11 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if !ok {
 		return c, fmt.Errorf("%w: general.architecture missing", ErrModel)
 	}
-	neox, ok := archs[arch]
+	ad, ok := archs[arch]
 	if !ok {
-		return c, fmt.Errorf("%w: architecture %q (supported: llama, mistral, qwen2)", ErrUnsupported, arch)
+		return c, fmt.Errorf("%w: architecture %q (supported: %s)", ErrUnsupported, arch, strings.Join(Archs(), ", "))
 	}
-	c.Arch = arch
+	c.Arch, c.QKNorm = arch, ad.qkNorm
 	p := arch + "."
 	var err error
 	ints := []struct {
@@ -164,7 +190,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	default:
 		return c, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, typ)
 	}
-	c.RoPE = kernels.RoPE{HeadDim: c.HeadDim, Dims: dims, NeoX: neox, Base: float32(base), Scale: float32(scale)}
+	c.RoPE = kernels.RoPE{HeadDim: c.HeadDim, Dims: dims, NeoX: ad.neox, Base: float32(base), Scale: float32(scale)}
 	if c.RMSEps = float32(eps); c.RMSEps == 0 {
 		return c, fmt.Errorf("%w: rms epsilon underflows float32", ErrModel)
 	}

@@ -1,8 +1,25 @@
-// Package model runs llama-family transformers (llama, mistral, qwen2 and
-// smollm-style models: RMSNorm, grouped-query attention with RoPE, SwiGLU
+// Package model runs llama-family transformers (llama, mistral, qwen2, qwen3
+// and smollm-style models: RMSNorm, grouped-query attention with RoPE, SwiGLU
 // feed-forward, optional QKV biases, optional tied embeddings) on a
 // kernels.Backend, with every token's keys and values in pages of a
 // kernels.Arena that are reached only through isolation.BlockTables.
+//
+// Architectures (general.architecture; Archs lists them): llama and mistral
+// (normal RoPE), qwen2 (NeoX RoPE, QKV biases when present), qwen3 (NeoX
+// RoPE; blk.N.attn_q_norm/attn_k_norm.weight, HeadDim each, RMS-normalise
+// every head of Q and K after the projection and before RoPE, with the
+// model's rms epsilon, as llama.cpp's qwen3 graph does; a file without them
+// is refused). attention.key_length may differ from embedding_length/heads
+// (Qwen3: 128-wide heads), Q and the attention output are then Heads·HeadDim
+// wide. Anything else — gemma, phi3, granite, mixture-of-experts, sliding
+// windows — is refused with ErrUnsupported.
+//
+// Cross-check: testdata/llamacpp_logits.json holds llama.cpp's logits
+// (node-llama-cpp, CPU, F32 KV, no flash attention; recorded by make
+// arch-check from the files of testdata/archcheck) and TestLlamaCppLogits
+// compares every position: F32 files agree within 1.8e-6 (bound 1e-3), F16
+// files within 3.6e-3 (bound 1e-2, because llama.cpp rounds activations to
+// F16 before an F16 dot product and we do not).
 //
 // Load reads the hyperparameters (block_count, embedding_length,
 // feed_forward_length, attention.head_count[_kv], attention.key_length,

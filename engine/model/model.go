@@ -16,6 +16,7 @@ type layer struct {
 	attnNorm, ffnNorm kernels.Tensor
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        kernels.Tensor // nil without QKV biases
+	qNorm, kNorm      kernels.Tensor // 1×HeadDim; nil without QKNorm
 	gate, up, down    kernels.Matrix
 }
 
@@ -96,6 +97,9 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		l.wo = mat("attn_output.weight", c.DModel, q)
 		if m.QKVBias {
 			l.bq, l.bk, l.bv = vec("attn_q.bias", q), vec("attn_k.bias", kv), vec("attn_v.bias", kv)
+		}
+		if c.QKNorm {
+			l.qNorm, l.kNorm = vec("attn_q_norm.weight", c.HeadDim), vec("attn_k_norm.weight", c.HeadDim)
 		}
 		l.ffnNorm = vec("ffn_norm.weight", c.DModel)
 		l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
@@ -350,6 +354,12 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		}
 		if l.bq != nil {
 			if err := errors.Join(b.Add(q, q, l.bq), b.Add(k, k, l.bk), b.Add(v, v, l.bv)); err != nil {
+				return nil, err
+			}
+		}
+		if l.qNorm != nil {
+			// Per head: the weights are HeadDim long (kernels.Backend.RMSNorm).
+			if err := errors.Join(b.RMSNorm(q, q, l.qNorm, m.RMSEps), b.RMSNorm(k, k, l.kNorm, m.RMSEps)); err != nil {
 				return nil, err
 			}
 		}

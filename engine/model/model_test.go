@@ -41,9 +41,18 @@ func TestMatchesReference(t *testing.T) {
 		{small(gguf.Q8_0, false), false, 6e-2},
 		{small(gguf.F32, false), true, 1e-5},
 		{smol, false, 6e-2},
+		// Qwen3-0.6B's attention shape (16 query / 8 KV heads of 128 with
+		// d_model 1024: Heads·HeadDim ≠ d_model), scaled down: 4/2 heads of
+		// 32 with d_model 64, per-head Q/K norm, NeoX RoPE, base 1e6.
+		{qwen3(gguf.F32), false, 1e-5},
+		{qwen3(gguf.F16), false, 1e-5},
+		{qwen3(gguf.Q8_0), false, 6e-2},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
+		if tc.cfg.Arch != "" {
+			n = tc.cfg.Arch + "-" + n
+		}
 		if tc.qwen2 {
 			n = "qwen2-" + n
 		}
@@ -55,6 +64,9 @@ func TestMatchesReference(t *testing.T) {
 			m := load(t, backend(t), f)
 			if tc.qwen2 && (!m.QKVBias || !m.RoPE.NeoX || m.Arch != "qwen2") {
 				t.Fatalf("got %+v, want qwen2 with biases and NeoX RoPE", m.Config)
+			}
+			if tc.cfg.Arch == "qwen3" && (!m.QKNorm || !m.RoPE.NeoX || m.HeadDim != tc.cfg.HeadDim || m.QKVBias) {
+				t.Fatalf("got %+v, want qwen3 with Q/K norm, NeoX RoPE and head dim %d", m.Config, tc.cfg.HeadDim)
 			}
 			if m.Tied != tc.cfg.Tied {
 				t.Fatalf("got Tied %v, want %v", m.Tied, tc.cfg.Tied)
@@ -82,6 +94,66 @@ func TestMatchesReference(t *testing.T) {
 				t.Errorf("got max relative logit error %.3g, want ≤ %.3g", worst, tc.tol)
 			}
 			t.Logf("max relative logit error %.3g", worst)
+		})
+	}
+}
+
+func qwen3(dt gguf.TensorType) synth.Config {
+	return synth.Config{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
+		Vocab: 300, Context: 256, DType: dt, Seed: 11, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2"}
+}
+
+// TestQKNormMatters: a qwen3 file run without its per-head Q/K norm (the
+// same weights relabelled llama, which differs only by that norm and by the
+// RoPE layout) gives other logits; so TestMatchesReference's qwen3 cases
+// can only pass if the norm is applied.
+func TestQKNormMatters(t *testing.T) {
+	f := randomFile(t, qwen3(gguf.F32))
+	toks := tokens(8, 300, 3)
+	want := newRef(t, f).forward(toks)
+	m := load(t, backend(t), f)
+	k := newKV(t, m, 16, 4, "t")
+	got := k.step(t, []*seq{k.start(t, "t", "r", len(toks))}, [][]int32{toks}, true)[0]
+	ref := newRef(t, f)
+	for i := range ref.layers {
+		ref.layers[i].qNorm, ref.layers[i].kNorm = nil, nil
+	}
+	without := ref.forward(toks)
+	diff, err := 0.0, 0.0
+	for p := range toks {
+		for i := range want[p] {
+			diff = math.Max(diff, math.Abs(want[p][i]-without[p][i]))
+			err = math.Max(err, math.Abs(float64(got[p*m.Vocab+i])-want[p][i]))
+		}
+	}
+	if diff < 100*err || diff < 1e-2 {
+		t.Fatalf("logits without Q/K norm differ by %.3g, ours from the reference by %.3g: the norm has no visible effect", diff, err)
+	}
+}
+
+// TestLoadRejectsQwen3: a qwen3 file whose per-head norms are missing or not
+// HeadDim long is refused, not run without them.
+func TestLoadRejectsQwen3(t *testing.T) {
+	f := randomFile(t, qwen3(gguf.F32))
+	load(t, backend(t), f)
+	for _, tc := range []struct {
+		name   string
+		tensor func(*gguf.TensorInfo) bool
+	}{
+		{"no q norm", func(ti *gguf.TensorInfo) bool { return ti.Name != "blk.1.attn_q_norm.weight" }},
+		{"no k norm", func(ti *gguf.TensorInfo) bool { return ti.Name != "blk.0.attn_k_norm.weight" }},
+		{"k norm of d_model", func(ti *gguf.TensorInfo) bool {
+			if ti.Name == "blk.0.attn_k_norm.weight" {
+				ti.Dims = []uint64{16}
+			}
+			return true
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(backend(t), rewrite(t, f, nil, tc.tensor))
+			if !errors.Is(err, ErrModel) || cloison.ErrorCode(err) != cloison.CodeInvalid {
+				t.Fatalf("got %v, want ErrModel", err)
+			}
 		})
 	}
 }

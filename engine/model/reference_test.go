@@ -20,6 +20,7 @@ type refModel struct {
 
 type refLayer struct {
 	attnNorm, ffnNorm, bq, bk, bv  []float64
+	qNorm, kNorm                   []float64 // per head; nil without
 	wq, wk, wv, wo, gate, up, down [][]float64
 }
 
@@ -77,6 +78,7 @@ func newRef(t testing.TB, f *gguf.File) *refModel {
 		r.layers = append(r.layers, refLayer{
 			attnNorm: refVector(t, f, p+"attn_norm.weight"), ffnNorm: refVector(t, f, p+"ffn_norm.weight"),
 			bq: refVector(t, f, p+"attn_q.bias"), bk: refVector(t, f, p+"attn_k.bias"), bv: refVector(t, f, p+"attn_v.bias"),
+			qNorm: refVector(t, f, p+"attn_q_norm.weight"), kNorm: refVector(t, f, p+"attn_k_norm.weight"),
 			wq: refMatrix(t, f, p+"attn_q.weight"), wk: refMatrix(t, f, p+"attn_k.weight"), wv: refMatrix(t, f, p+"attn_v.weight"),
 			wo: refMatrix(t, f, p+"attn_output.weight"), gate: refMatrix(t, f, p+"ffn_gate.weight"),
 			up: refMatrix(t, f, p+"ffn_up.weight"), down: refMatrix(t, f, p+"ffn_down.weight"),
@@ -124,6 +126,13 @@ func rmsnorm(x, w []float64, eps float64) []float64 {
 	return out
 }
 
+// headNorm RMS-normalises each hd-wide head of x in place.
+func headNorm(x, w []float64, hd int, eps float64) {
+	for h := 0; h < len(x); h += hd {
+		copy(x[h:h+hd], rmsnorm(x[h:h+hd], w, eps))
+	}
+}
+
 func (r *refModel) rope(x []float64, pos int) {
 	p := r.c.RoPE
 	hd, dims := p.HeadDim, p.Dims
@@ -165,6 +174,10 @@ func (r *refModel) forward(toks []int32) [][]float64 {
 		for p := range toks {
 			h := rmsnorm(xs[p], l.attnNorm, eps)
 			qs[p], ks[p], vs[p] = matvec(l.wq, h, l.bq), matvec(l.wk, h, l.bk), matvec(l.wv, h, l.bv)
+			if l.qNorm != nil { // qwen3: each head normalised on its own
+				headNorm(qs[p], l.qNorm, hd, eps)
+				headNorm(ks[p], l.kNorm, hd, eps)
+			}
 			r.rope(qs[p], p)
 			r.rope(ks[p], p)
 		}

@@ -1,14 +1,18 @@
 // Package synth writes synthetic llama-family GGUF models, because
 // development and CI cannot download weights. The files follow the GGUF
-// specification and llama.cpp's key names (general.architecture "llama",
-// llama.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
+// specification and llama.cpp's key names (general.architecture "llama" or
+// "qwen3", <arch>.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
 // vocabulary), so other GGUF readers load them too.
 //
 // Two kinds:
 //
 // Random (Config): seeded random weights of any size, for numerics and speed.
 // Weights are N(0, 1/fan_in) so activations stay O(1) through many layers;
-// norm weights are 1 + N(0, 0.1). Matrices are F32, F16 or Q8_0.
+// norm weights are 1 + N(0, 0.1). Matrices are F32, F16 or Q8_0. Config.Arch
+// "qwen3" writes a qwen3 file as llama.cpp reads one: qwen3.* keys, and per
+// layer attn_q_norm.weight and attn_k_norm.weight of HeadDim F32 weights;
+// Config.HeadDim sets attention.key_length/value_length (written whenever
+// the heads do not split d_model, or the architecture is not llama).
 //
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token

@@ -11,13 +11,21 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
-// Config describes a random-weight llama model.
+// Config describes a random-weight llama-family model.
 type Config struct {
-	Name     string // general.name; "synthetic" if empty
-	Layers   int
-	DModel   int
-	Heads    int
-	KVHeads  int // 0 means Heads
+	Name string // general.name; "synthetic" if empty
+	// Arch is general.architecture: "llama" (default) or "qwen3", which
+	// adds per-head Q/K norm weights (blk.N.attn_q_norm.weight and
+	// attn_k_norm.weight, HeadDim each) and uses NeoX RoPE, as llama.cpp
+	// reads qwen3 files.
+	Arch    string
+	Layers  int
+	DModel  int
+	Heads   int
+	KVHeads int // 0 means Heads
+	// HeadDim is attention.key_length (= value_length); 0 means
+	// DModel/Heads. Qwen3 files have Heads·HeadDim ≠ DModel.
+	HeadDim  int
 	FFN      int
 	Vocab    int // ≥ 259 (256 bytes + Specials)
 	Context  int // advertised llama.context_length
@@ -39,6 +47,15 @@ func (c *Config) fill() error {
 	if c.Pre == "" {
 		c.Pre = "gpt-2"
 	}
+	if c.Arch == "" {
+		c.Arch = "llama"
+	}
+	if c.Arch != "llama" && c.Arch != "qwen3" {
+		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3)", c.Arch)
+	}
+	if c.HeadDim == 0 && c.Heads > 0 && c.DModel%c.Heads == 0 {
+		c.HeadDim = c.DModel / c.Heads
+	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
@@ -53,8 +70,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("synth: layers, d_model, heads, ffn and context must be positive: %+v", *c)
 	case c.Vocab < 256+len(Specials):
 		return fmt.Errorf("synth: vocab %d is smaller than %d", c.Vocab, 256+len(Specials))
-	case c.DModel%c.Heads != 0 || (c.DModel/c.Heads)%2 != 0:
-		return fmt.Errorf("synth: d_model %d must split into %d heads of even size", c.DModel, c.Heads)
+	case c.HeadDim < 1 || c.HeadDim%2 != 0:
+		return fmt.Errorf("synth: d_model %d with %d heads needs an even head dim (got %d)", c.DModel, c.Heads, c.HeadDim)
 	case c.KVHeads < 1 || c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("synth: heads %d must be a multiple of kv_heads %d", c.Heads, c.KVHeads)
 	case c.Context > math.MaxUint32:
@@ -63,8 +80,8 @@ func (c *Config) fill() error {
 	switch c.DType {
 	case gguf.F32, gguf.F16:
 	case gguf.Q8_0:
-		if c.DModel%32 != 0 || c.FFN%32 != 0 {
-			return fmt.Errorf("synth: Q8_0 needs d_model and ffn to be multiples of 32")
+		if c.DModel%32 != 0 || c.FFN%32 != 0 || (c.Heads*c.HeadDim)%32 != 0 {
+			return fmt.Errorf("synth: Q8_0 needs d_model, ffn and heads×head_dim to be multiples of 32")
 		}
 	default:
 		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q8_0)", c.DType)
@@ -77,10 +94,16 @@ func (c Config) Params() int64 {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	hd := c.DModel / c.Heads
+	hd := c.HeadDim
+	if hd == 0 {
+		hd = c.DModel / c.Heads
+	}
 	d, f, v := int64(c.DModel), int64(c.FFN), int64(c.Vocab)
-	kv := int64(c.KVHeads * hd)
-	layer := 2*d + d*d + 2*d*kv + d*d + 3*d*f
+	kv, q := int64(c.KVHeads*hd), int64(c.Heads*hd)
+	layer := 2*d + d*q + 2*d*kv + q*d + 3*d*f
+	if c.Arch == "qwen3" {
+		layer += 2 * int64(hd)
+	}
 	out := d * v
 	if c.Tied {
 		out = 0
@@ -98,27 +121,29 @@ func fileType(t gguf.TensorType) uint32 {
 	return 0
 }
 
-// header sets the llama and tokenizer metadata shared by both kinds.
-func header(w *gguf.Writer, name, pre string, layers, d, heads, kvHeads, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
+// header sets the architecture's and the tokenizer metadata shared by both
+// kinds.
+func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, hd, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
 	tokens, types, merges := Vocab(vocab)
+	p := arch + "."
 	kvs := []struct {
 		k string
 		v any
 	}{
-		{"general.architecture", "llama"},
+		{"general.architecture", arch},
 		{"general.name", name},
 		{"general.file_type", fileType(dt)},
 		{"general.quantization_version", uint32(2)},
-		{"llama.context_length", uint32(context)},
-		{"llama.embedding_length", uint32(d)},
-		{"llama.block_count", uint32(layers)},
-		{"llama.feed_forward_length", uint32(ffn)},
-		{"llama.attention.head_count", uint32(heads)},
-		{"llama.attention.head_count_kv", uint32(kvHeads)},
-		{"llama.attention.layer_norm_rms_epsilon", eps},
-		{"llama.rope.freq_base", base},
-		{"llama.rope.dimension_count", uint32(d / heads)},
-		{"llama.vocab_size", uint32(vocab)},
+		{p + "context_length", uint32(context)},
+		{p + "embedding_length", uint32(d)},
+		{p + "block_count", uint32(layers)},
+		{p + "feed_forward_length", uint32(ffn)},
+		{p + "attention.head_count", uint32(heads)},
+		{p + "attention.head_count_kv", uint32(kvHeads)},
+		{p + "attention.layer_norm_rms_epsilon", eps},
+		{p + "rope.freq_base", base},
+		{p + "rope.dimension_count", uint32(hd)},
+		{p + "vocab_size", uint32(vocab)},
 		{"tokenizer.ggml.model", "gpt2"},
 		{"tokenizer.ggml.pre", pre},
 		{"tokenizer.ggml.tokens", tokens},
@@ -130,6 +155,14 @@ func header(w *gguf.Writer, name, pre string, layers, d, heads, kvHeads, ffn, vo
 		{"tokenizer.ggml.padding_token_id", uint32(EndOfText)},
 		{"tokenizer.ggml.add_bos_token", false},
 		{"tokenizer.chat_template", ChatTemplate},
+	}
+	if arch != "llama" || hd*heads != d {
+		// Written as convert_hf_to_gguf.py does for a head_dim; llama files
+		// whose heads split d_model keep their bytes.
+		kvs = append(kvs, []struct {
+			k string
+			v any
+		}{{p + "attention.key_length", uint32(hd)}, {p + "attention.value_length", uint32(hd)}}...)
 	}
 	for _, kv := range kvs {
 		if err := w.Set(kv.k, kv.v); err != nil {
@@ -159,10 +192,10 @@ func Random(c Config) (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := gguf.NewWriter()
-	if err := header(w, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
+	if err := header(w, c.Arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
 		return nil, err
 	}
-	hd := c.DModel / c.Heads
+	hd := c.HeadDim
 	idx := uint64(0)
 	matrix := func(name string, rows, cols int) error {
 		idx++
@@ -185,12 +218,12 @@ func Random(c Config) (*gguf.Writer, error) {
 			return nil
 		})
 	}
-	norm := func(name string) error {
+	normN := func(name string, n int) error {
 		idx++
 		seed := idx
-		return w.AddTensorFunc(name, gguf.F32, []uint64{uint64(c.DModel)}, func(b []byte) error {
+		return w.AddTensorFunc(name, gguf.F32, []uint64{uint64(n)}, func(b []byte) error {
 			r := rand.New(rand.NewPCG(c.Seed, seed))
-			x := make([]float32, c.DModel)
+			x := make([]float32, n)
 			for j := range x {
 				x[j] = 1 + 0.1*float32(r.NormFloat64())
 			}
@@ -198,6 +231,7 @@ func Random(c Config) (*gguf.Writer, error) {
 			return nil
 		})
 	}
+	norm := func(name string) error { return normN(name, c.DModel) }
 	errs := []error{matrix("token_embd.weight", c.Vocab, c.DModel)}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -207,6 +241,11 @@ func Random(c Config) (*gguf.Writer, error) {
 			matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
 			matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel),
 			matrix(p+"attn_output.weight", c.DModel, c.Heads*hd),
+		)
+		if c.Arch == "qwen3" {
+			errs = append(errs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
+		}
+		errs = append(errs,
 			norm(p+"ffn_norm.weight"),
 			matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
 			matrix(p+"ffn_up.weight", c.FFN, c.DModel),
@@ -266,7 +305,7 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 	d, b := BagDims(v)
 	heads := d / bagHeadDim
 	w := gguf.NewWriter()
-	if err := header(w, "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
+	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
 		return nil, err
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))

@@ -27,9 +27,19 @@ func TestRandom(t *testing.T) {
 		{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 128, DType: gguf.F32, Seed: 1},
 		{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 259, Context: 1 << 20, DType: gguf.F16, Seed: 2, Tied: true},
 		{Layers: 3, DModel: 64, Heads: 8, KVHeads: 1, FFN: 128, Vocab: 1000, Context: 4096, DType: gguf.Q8_0, Seed: 3},
+		// qwen3: per-head Q/K norms, head dim apart from d_model/heads.
+		{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, Vocab: 300, Context: 128, DType: gguf.Q8_0, Seed: 4, Tied: true},
 	}
 	for _, c := range tests {
-		t.Run(c.DType.String(), func(t *testing.T) {
+		arch := c.Arch
+		if arch == "" {
+			arch = "llama"
+		}
+		hd := c.HeadDim
+		if hd == 0 {
+			hd = c.DModel / c.Heads
+		}
+		t.Run(arch+"-"+c.DType.String(), func(t *testing.T) {
 			w, err := Random(c)
 			if err != nil {
 				t.Fatal(err)
@@ -56,11 +66,25 @@ func TestRandom(t *testing.T) {
 			if kv == 0 {
 				kv = c.Heads
 			}
+			p := arch + "."
 			wantInts := map[string]int64{
-				"llama.block_count": int64(c.Layers), "llama.embedding_length": int64(c.DModel),
-				"llama.attention.head_count": int64(c.Heads), "llama.attention.head_count_kv": int64(kv),
-				"llama.feed_forward_length": int64(c.FFN), "llama.context_length": int64(c.Context),
+				p + "block_count": int64(c.Layers), p + "embedding_length": int64(c.DModel),
+				p + "attention.head_count": int64(c.Heads), p + "attention.head_count_kv": int64(kv),
+				p + "feed_forward_length": int64(c.FFN), p + "context_length": int64(c.Context),
+				p + "rope.dimension_count":    int64(hd),
 				"tokenizer.ggml.bos_token_id": EndOfText, "tokenizer.ggml.eot_token_id": IMEnd,
+			}
+			if arch != "llama" {
+				wantInts[p+"attention.key_length"], wantInts[p+"attention.value_length"] = int64(hd), int64(hd)
+			}
+			if got, _ := f.String("general.architecture"); got != arch {
+				t.Errorf("got architecture %q, want %q", got, arch)
+			}
+			for _, n := range []string{"attn_q_norm", "attn_k_norm"} {
+				ti, ok := f.Tensor("blk.1." + n + ".weight")
+				if ok != (arch == "qwen3") || ok && (len(ti.Dims) != 1 || ti.Dims[0] != uint64(hd)) {
+					t.Errorf("%s: present %v dims %v (arch %s, head dim %d)", n, ok, ti.Dims, arch, hd)
+				}
 			}
 			for k, want := range wantInts {
 				if got, ok := f.Int(k); !ok || got != want {
@@ -70,9 +94,13 @@ func TestRandom(t *testing.T) {
 			if pre, _ := f.String("tokenizer.ggml.pre"); pre != "gpt-2" {
 				t.Errorf("got pre %q, want the default gpt-2", pre)
 			}
-			q, _ := f.Tensor("blk.0.attn_k.weight")
-			if q.Dims[0] != uint64(c.DModel) || q.Dims[1] != uint64(kv*c.DModel/c.Heads) {
-				t.Errorf("attn_k dims %v", q.Dims)
+			k, _ := f.Tensor("blk.0.attn_k.weight")
+			if k.Dims[0] != uint64(c.DModel) || k.Dims[1] != uint64(kv*hd) {
+				t.Errorf("attn_k dims %v", k.Dims)
+			}
+			o, _ := f.Tensor("blk.0.attn_output.weight")
+			if o.Dims[0] != uint64(c.Heads*hd) || o.Dims[1] != uint64(c.DModel) {
+				t.Errorf("attn_output dims %v", o.Dims)
 			}
 			// Same config, same bytes.
 			w2, _ := Random(c)
@@ -134,6 +162,9 @@ func TestRandomRejects(t *testing.T) {
 		{"q8 needs multiples of 32", func(c *Config) { c.DType = gguf.Q8_0; c.FFN = 48 }},
 		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q4_K }},
 		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
+		{"unknown arch", func(c *Config) { c.Arch = "gemma3" }},
+		{"odd explicit head dim", func(c *Config) { c.HeadDim = 15 }},
+		{"q8 needs heads×head dim multiple of 32", func(c *Config) { c.DType = gguf.Q8_0; c.HeadDim = 10 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,8 +67,9 @@ func (b *Backend) Embed(dst kernels.Tensor, w kernels.Matrix, ids []int32) error
 	return nil
 }
 
-// RMSNorm sets dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight. The sum of
-// squares is taken in float64 over four interleaved partial sums combined in
+// RMSNorm sets dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight, per group
+// of weight.Cols() elements (see kernels.Backend). The sum of squares is
+// taken in float64 over four interleaved partial sums combined in
 // a fixed order.
 func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 	ts, err := b.sameShape("rmsnorm", dst, x)
@@ -80,36 +81,43 @@ func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 		return err
 	}
 	d, xt := ts[0], ts[1]
-	if w.rows != 1 || w.cols != xt.cols {
+	if w.rows != 1 || w.cols == 0 || xt.cols%w.cols != 0 {
 		return shapeErr("rmsnorm weight %d×%d for rows of %d", w.rows, w.cols, xt.cols)
 	}
 	if !(eps >= 0) {
 		return shapeErr("rmsnorm eps %v", eps)
 	}
-	wr := w.row(0)
+	wr, g := w.row(0), w.cols
 	b.eachRow(xt.rows, xt.cols, func(r int) {
 		in, out := xt.row(r), d.row(r)
-		var s0, s1, s2, s3 float64
-		n4 := len(in) &^ 3
-		for i := 0; i < n4; i += 4 {
-			v := (*[4]float32)(in[i:])
-			s0 += float64(v[0]) * float64(v[0])
-			s1 += float64(v[1]) * float64(v[1])
-			s2 += float64(v[2]) * float64(v[2])
-			s3 += float64(v[3]) * float64(v[3])
-		}
-		ss := (s0 + s1) + (s2 + s3)
-		for _, v := range in[n4:] {
-			ss += float64(v) * float64(v)
-		}
-		scale := float32(1 / math.Sqrt(ss/float64(len(in))+float64(eps)))
-		out = out[:len(in)]
-		wr := wr[:len(in)]
-		for i, v := range in {
-			out[i] = float32(v*scale) * wr[i]
+		for j := 0; j < len(in); j += g {
+			rmsGroup(out[j:j+g], in[j:j+g], wr, eps)
 		}
 	})
 	return nil
+}
+
+// rmsGroup sets out = in / sqrt(mean(in²) + eps) ⊙ wr for one group.
+func rmsGroup(out, in, wr []float32, eps float32) {
+	var s0, s1, s2, s3 float64
+	n4 := len(in) &^ 3
+	for i := 0; i < n4; i += 4 {
+		v := (*[4]float32)(in[i:])
+		s0 += float64(v[0]) * float64(v[0])
+		s1 += float64(v[1]) * float64(v[1])
+		s2 += float64(v[2]) * float64(v[2])
+		s3 += float64(v[3]) * float64(v[3])
+	}
+	ss := (s0 + s1) + (s2 + s3)
+	for _, v := range in[n4:] {
+		ss += float64(v) * float64(v)
+	}
+	scale := float32(1 / math.Sqrt(ss/float64(len(in))+float64(eps)))
+	out = out[:len(in)]
+	wr = wr[:len(in)]
+	for i, v := range in {
+		out[i] = float32(v*scale) * wr[i]
+	}
 }
 
 // RoPE rotates x in place. Angles are computed in float64 per row, the

@@ -318,7 +318,8 @@ func (b *Backend) Embed(dst kernels.Tensor, w kernels.Matrix, ids []int32) error
 	})
 }
 
-// RMSNorm sets dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight.
+// RMSNorm sets dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight, per group
+// of weight.Cols() elements (see kernels.Backend).
 func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 	ts, err := b.sameShape("rmsnorm", dst, x)
 	if err != nil {
@@ -329,7 +330,7 @@ func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 		return err
 	}
 	d, xt := ts[0], ts[1]
-	if w.rows != 1 || w.cols != xt.cols {
+	if w.rows != 1 || w.cols == 0 || xt.cols%w.cols != 0 {
 		return shapeErr("rmsnorm weight %d×%d for rows of %d", w.rows, w.cols, xt.cols)
 	}
 	if !(eps >= 0) {
@@ -338,9 +339,12 @@ func (b *Backend) RMSNorm(dst, x, weight kernels.Tensor, eps float32) error {
 	if xt.rows == 0 {
 		return nil
 	}
+	// Rows are contiguous, so rows×cols normalised in groups of g is the
+	// kernel's (rows·cols/g)×g: one block per group.
+	groups := xt.rows * (xt.cols / w.cols)
 	return b.do(func(dv driver) error {
-		return dv.launch("rmsnorm", [3]int{xt.rows, 1, 1}, 256,
-			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(w.ptr), intArg(xt.cols), floatArg(eps))
+		return dv.launch("rmsnorm", [3]int{groups, 1, 1}, 256,
+			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(w.ptr), intArg(w.cols), floatArg(eps))
 	})
 }
 

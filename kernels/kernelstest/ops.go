@@ -304,30 +304,43 @@ func testEmbed(t *testing.T, b kernels.Backend) {
 
 func testRMSNorm(t *testing.T, b kernels.Backend) {
 	r := newRand(6)
-	for _, cols := range []int{1, 7, 64, 300} {
-		t.Run(fmt.Sprint(cols), func(t *testing.T) {
+	// group = cols: the whole row; a smaller group: each run of group
+	// elements on its own (per-head Q/K norm), checked against the
+	// reference applied to each head.
+	for _, tc := range []struct{ cols, group int }{{1, 1}, {7, 7}, {64, 64}, {300, 300}, {64, 16}, {6, 2}, {384, 128}} {
+		t.Run(fmt.Sprintf("%d/%d", tc.cols, tc.group), func(t *testing.T) {
 			const rows = 3
+			cols, g := tc.cols, tc.group
 			xs := randFloats(r, rows*cols, 3)
-			ws := randFloats(r, cols, 1)
-			x := tensor(t, b, rows, cols, xs)
-			w := tensor(t, b, 1, cols, ws)
+			ws := randFloats(r, g, 1)
+			x := tensor(t, b, 4, cols, nil).Slice(1, 1+rows) // a view at an offset
+			if err := b.Upload(x, xs); err != nil {
+				t.Fatal(err)
+			}
+			w := tensor(t, b, 1, g, ws)
 			const e = 1e-5
 			if err := b.RMSNorm(x, x, w, e); err != nil { // in place
 				t.Fatal(err)
 			}
 			got := download(t, b, x)
-			w64 := to64(1, cols, ws)[0]
+			w64 := to64(1, g, ws)[0]
 			for rr := range rows {
 				x64 := to64(rows, cols, xs)[rr]
-				want := reference.RMSNorm(x64, w64, e)
-				for c := range cols {
-					if tol := 1e-5*math.Abs(want[c]) + 1e-7; !within(got[rr*cols+c], want[c], tol) {
-						t.Fatalf("[%d][%d]: got %v, want %v ± %.3g", rr, c, got[rr*cols+c], want[c], tol)
+				for h := 0; h < cols; h += g {
+					want := reference.RMSNorm(x64[h:h+g], w64, e)
+					for c := range g {
+						if tol := 1e-5*math.Abs(want[c]) + 1e-7; !within(got[rr*cols+h+c], want[c], tol) {
+							t.Fatalf("[%d][%d]: got %v, want %v ± %.3g", rr, h+c, got[rr*cols+h+c], want[c], tol)
+						}
 					}
 				}
 			}
 		})
 	}
+	x := tensor(t, b, 2, 6, nil)
+	errIs(t, "weight not dividing the row", b.RMSNorm(x, x, tensor(t, b, 1, 4, nil), 1e-5), kernels.ErrShape)
+	errIs(t, "weight longer than the row", b.RMSNorm(x, x, tensor(t, b, 1, 12, nil), 1e-5), kernels.ErrShape)
+	errIs(t, "two-row weight", b.RMSNorm(x, x, tensor(t, b, 2, 6, nil), 1e-5), kernels.ErrShape)
 }
 
 func testRoPE(t *testing.T, b kernels.Backend) {
