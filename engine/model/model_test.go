@@ -41,6 +41,10 @@ func TestMatchesReference(t *testing.T) {
 		{small(gguf.Q8_0, false), false, 6e-2},
 		{small(gguf.F32, false), true, 1e-5},
 		{smol, false, 6e-2},
+		// Q5_K_M-style: Q5_K matrices, Q6_K output and layer-1 attn_v and
+		// ffn_down (their activations may be quantized to Q8_K blocks).
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
+			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
