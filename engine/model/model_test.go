@@ -41,6 +41,9 @@ func TestMatchesReference(t *testing.T) {
 		{small(gguf.Q8_0, false), false, 6e-2},
 		{small(gguf.F32, false), true, 1e-5},
 		{smol, false, 6e-2},
+		{small(gguf.Q4_1, false), false, 1e-5},
+		{small(gguf.Q5_0, true), false, 1e-5},
+		{small(gguf.Q5_1, false), false, 1e-5},
 		// Q5_K_M-style: Q5_K matrices, Q6_K output and layer-1 attn_v and
 		// ffn_down (their activations may be quantized to Q8_K blocks).
 		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,

@@ -66,16 +66,16 @@ func (c *Config) fill() error {
 	}
 	switch c.DType {
 	case gguf.F32, gguf.F16:
-	case gguf.Q8_0:
+	case gguf.Q8_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
 		if c.DModel%32 != 0 || c.FFN%32 != 0 {
-			return fmt.Errorf("synth: Q8_0 needs d_model and ffn to be multiples of 32")
+			return fmt.Errorf("synth: %v needs d_model and ffn to be multiples of 32", c.DType)
 		}
 	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 		if c.DModel%256 != 0 || c.FFN%256 != 0 {
 			return fmt.Errorf("synth: %v needs d_model and ffn to be multiples of 256", c.DType)
 		}
 	default:
-		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q8_0, Q4_K, Q5_K, Q6_K)", c.DType)
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", c.DType)
 	}
 	if c.KQuantMix && c.DType != gguf.Q4_K && c.DType != gguf.Q5_K {
 		return fmt.Errorf("synth: the k-quant mix needs dtype Q4_K or Q5_K, not %v", c.DType)
@@ -125,8 +125,14 @@ func fileType(t gguf.TensorType) uint32 {
 	switch t {
 	case gguf.F16:
 		return 1
+	case gguf.Q4_1:
+		return 3 // LLAMA_FTYPE_MOSTLY_Q4_1
 	case gguf.Q8_0:
 		return 7
+	case gguf.Q5_0:
+		return 8
+	case gguf.Q5_1:
+		return 9
 	case gguf.Q4_K:
 		return 14 // LLAMA_FTYPE_MOSTLY_Q4_K_S
 	case gguf.Q5_K:

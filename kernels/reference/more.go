@@ -1,5 +1,7 @@
 package reference
 
+import "github.com/cloison/cloison/kernels"
+
 // Decoders of the further k-quant and legacy block types, per element from
 // ggml's block layouts (ggml-common.h) and dequantize_row_* formulas
 // (ggml-quants.c).
@@ -21,4 +23,32 @@ func q5K(blk []byte, i int) float64 {
 	d := half(blk) * float32(sc)
 	mm := half(blk[2:]) * float32(m)
 	return float64(d*float32(q) - mm)
+}
+
+// legacy32 decodes element j (0…31) of a 32-element block of Q4_1, Q5_0 or
+// Q5_1: q is the low (j < 16) or high (j ≥ 16) nibble of qs[j%16], plus 16
+// times bit j of the little-endian uint32 qh for the 5-bit types; Q4_1 and
+// Q5_1 give q·d + m (d at 0, m at 2), Q5_0 gives (q−16)·d.
+func legacy32(dt kernels.DType, blk []byte, j int) float64 {
+	var qs, qh []byte
+	switch dt {
+	case kernels.Q4_1:
+		qs = blk[4:20]
+	case kernels.Q5_0:
+		qh, qs = blk[2:6], blk[6:22]
+	case kernels.Q5_1:
+		qh, qs = blk[4:8], blk[8:24]
+	}
+	q := int(qs[j%16] & 15)
+	if j >= 16 {
+		q = int(qs[j%16] >> 4)
+	}
+	if qh != nil {
+		q += int(qh[j/8]>>(j%8)&1) << 4
+	}
+	d := half(blk)
+	if dt == kernels.Q5_0 {
+		return float64(float32(q-16) * d)
+	}
+	return float64(float32(q)*d + half(blk[2:]))
 }

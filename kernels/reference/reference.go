@@ -79,6 +79,8 @@ func element(dt kernels.DType, row []byte, e int) float64 {
 			q = int(blk[2+i%16] >> 4)
 		}
 		return float64(float32(q-8) * half(blk))
+	case kernels.Q4_1, kernels.Q5_0, kernels.Q5_1:
+		return legacy32(dt, row[(e/32)*dt.BlockBytes():], e%32)
 	case kernels.Q8_0:
 		blk := row[(e/32)*34:]
 		return float64(float32(int8(blk[2+e%32])) * half(blk))
