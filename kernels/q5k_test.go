@@ -54,3 +54,34 @@ func TestQ5KKnownBlock(t *testing.T) {
 		t.Errorf("Q5_K block: %d bytes per %d, name %q", kernels.Q5_K.BlockBytes(), kernels.Q5_K.BlockSize(), kernels.Q5_K)
 	}
 }
+
+// TestQ2KKnownBlock decodes a Q2_K super-block built by hand from ggml's
+// block_q2_K (scales[16], qs[64], d, dmin) and dequantize_row_q2_K.
+func TestQ2KKnownBlock(t *testing.T) {
+	blk := make([]byte, 84)
+	blk[80], blk[81] = 0x00, 0x3c // d = 1
+	blk[82], blk[83] = 0x00, 0x38 // dmin = 0.5
+	blk[5] = 3 | 2<<4             // sub-block 5 (elements 80…95): scale 3, min 2
+	blk[9] = 7 | 1<<4             // sub-block 9 (elements 144…159): scale 7, min 1
+	// Element 83 = 0·128 + 2·32 + 16 + 3: qs[16+3], bits 4–5.
+	blk[16+19] = 2 << 4
+	// Element 147 = 128 + 0·32 + 16 + 3: qs[32+16+3], bits 0–1.
+	blk[16+32+19] = 3
+	want := map[int]float32{83: 3*2 - 0.5*2, 147: 7*3 - 0.5, 80: -1, 0: 0}
+	got := make([]float32, 256)
+	if err := kernels.Dequantize(got, kernels.Q2_K, blk); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := reference.Dequant(kernels.Q2_K, 1, 256, blk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("Dequantize element %d: got %v, want %v", i, got[i], w)
+		}
+		if float32(ref[0][i]) != w {
+			t.Errorf("reference element %d: got %v, want %v", i, ref[0][i], w)
+		}
+	}
+}

@@ -39,6 +39,8 @@ func newModelCmd() *cobra.Command {
 					c.DType = gguf.Q5_0
 				case "q5_1":
 					c.DType = gguf.Q5_1
+				case "q2_k":
+					c.DType = gguf.Q2_K
 				case "q4_k", "q4_k_m":
 					c.DType, c.KQuantMix = gguf.Q4_K, dtype == "q4_k_m"
 				case "q5_k", "q5_k_m":
@@ -46,7 +48,7 @@ func newModelCmd() *cobra.Command {
 				case "q6_k":
 					c.DType = gguf.Q6_K
 				default:
-					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
 				}
 				w, err = synth.Random(c)
 			}
@@ -70,7 +72,7 @@ func newModelCmd() *cobra.Command {
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
-	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q5_k, q6_k (d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
 
 	inspect := &cobra.Command{
 		Use:   "inspect MODEL.gguf",

@@ -9,7 +9,7 @@
 // Random (Config): seeded random weights of any size, for numerics and speed.
 // Weights are N(0, 1/fan_in) so activations stay O(1) through many layers;
 // norm weights are 1 + N(0, 0.1). Matrices are F32, F16, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q4_K, Q5_K or Q6_K (the k-quants from kernels.Quantize's simple min/max search, not
+// Q8_0, Q2_K, Q4_K, Q5_K or Q6_K (the k-quants from kernels.Quantize's simple min/max search, not
 // llama.cpp's error-minimising one); Config.KQuantMix with Q4_K or Q5_K
 // writes a Q4_K_M / Q5_K_M-style file (output.weight and the use_more_bits
 // layers' attn_v and ffn_down in Q6_K, general.file_type 15 / 17).

@@ -70,12 +70,12 @@ func (c *Config) fill() error {
 		if c.DModel%32 != 0 || c.FFN%32 != 0 {
 			return fmt.Errorf("synth: %v needs d_model and ffn to be multiples of 32", c.DType)
 		}
-	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+	case gguf.Q2_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 		if c.DModel%256 != 0 || c.FFN%256 != 0 {
 			return fmt.Errorf("synth: %v needs d_model and ffn to be multiples of 256", c.DType)
 		}
 	default:
-		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", c.DType)
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K)", c.DType)
 	}
 	if c.KQuantMix && c.DType != gguf.Q4_K && c.DType != gguf.Q5_K {
 		return fmt.Errorf("synth: the k-quant mix needs dtype Q4_K or Q5_K, not %v", c.DType)
@@ -133,6 +133,8 @@ func fileType(t gguf.TensorType) uint32 {
 		return 8
 	case gguf.Q5_1:
 		return 9
+	case gguf.Q2_K:
+		return 10 // LLAMA_FTYPE_MOSTLY_Q2_K
 	case gguf.Q4_K:
 		return 14 // LLAMA_FTYPE_MOSTLY_Q4_K_S
 	case gguf.Q5_K:

@@ -28,6 +28,7 @@ func TestRandom(t *testing.T) {
 		{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 259, Context: 1 << 20, DType: gguf.F16, Seed: 2, Tied: true},
 		{Layers: 3, DModel: 64, Heads: 8, KVHeads: 1, FFN: 128, Vocab: 1000, Context: 4096, DType: gguf.Q8_0, Seed: 3},
 		{Layers: 1, DModel: 256, Heads: 4, FFN: 512, Vocab: 300, Context: 256, DType: gguf.Q5_K, Seed: 4},
+		{Layers: 1, DModel: 256, Heads: 4, FFN: 256, Vocab: 300, Context: 64, DType: gguf.Q2_K, Seed: 10},
 		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q4_1, Seed: 6},
 		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_0, Seed: 7},
 		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_1, Seed: 8},
@@ -144,7 +145,7 @@ func TestRandomRejects(t *testing.T) {
 		{"q5_0 needs multiples of 32", func(c *Config) { c.DType = gguf.Q5_0; c.FFN = 48 }},
 		{"k-quants need multiples of 256", func(c *Config) { c.DType = gguf.Q5_K; c.DModel = 512; c.FFN = 384 }},
 		{"k-quant mix needs Q4_K or Q5_K", func(c *Config) { c.DType = gguf.Q8_0; c.KQuantMix = true }},
-		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q2_K }},
+		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q3_K }},
 		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
 	}
 	for _, tc := range tests {

@@ -52,3 +52,15 @@ func legacy32(dt kernels.DType, blk []byte, j int) float64 {
 	}
 	return float64(float32(q)*d + half(blk[2:]))
 }
+
+// q2K decodes element i (0…255) of an 84-byte Q2_K super-block: scales[16]
+// at 0 (sub-block i/16 of 16: scale in the low nibble, min in the high),
+// qs[64] at 16, f16 d at 80, f16 dmin at 82. The 2-bit quant is bits
+// 2k…2k+1, k = (i%128)/32, of qs[32·(i/128) + i%32].
+func q2K(blk []byte, i int) float64 {
+	s := blk[i/16]
+	q := (blk[16+32*(i/128)+i%32] >> (2 * ((i % 128) / 32))) & 3
+	d := half(blk[80:]) * float32(s&15)
+	m := half(blk[82:]) * float32(s>>4)
+	return float64(d*float32(q) - m)
+}

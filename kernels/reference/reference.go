@@ -97,6 +97,8 @@ func element(dt kernels.DType, row []byte, e int) float64 {
 		d := half(blk) * float32(sc)
 		mm := half(blk[2:]) * float32(m)
 		return float64(d*float32(q) - mm)
+	case kernels.Q2_K:
+		return q2K(row[(e/256)*84:], e%256)
 	case kernels.Q5_K:
 		return q5K(row[(e/256)*176:], e%256)
 	case kernels.Q6_K:
