@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-quant
 
 all: verify test
 
@@ -160,6 +160,11 @@ bench-ledger:
 ## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
 peer-bench:
 	scripts/peer-bench.sh
+
+## peer-quant: logits of every synthesizable weight type against llama.cpp's
+## on the same file (node-llama-cpp, pinned; scripts/peer-quant.sh).
+peer-quant:
+	scripts/peer-quant.sh
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
