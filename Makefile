@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench arch-check
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench arch-check peer-quant
 
 all: verify test
 
@@ -192,6 +192,10 @@ peer-bench:
 ## engine/model/testdata/llamacpp_logits.json, TestLlamaCppLogits' oracle.
 arch-check:
 	scripts/arch-check.sh
+## peer-quant: logits of every synthesizable weight type against llama.cpp's
+## on the same file (node-llama-cpp, pinned; scripts/peer-quant.sh).
+peer-quant:
+	scripts/peer-quant.sh
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:

@@ -15,8 +15,13 @@ const (
 	F32  DType = 0  // little-endian float32
 	F16  DType = 1  // little-endian IEEE half
 	Q4_0 DType = 2  // 32-element blocks: f16 scale d, 16 bytes of 4-bit q; x = (q−8)·d
+	Q4_1 DType = 3  // 32-element blocks: f16 d, f16 m, 16 bytes of 4-bit q; x = q·d + m (20 bytes; legacy.go)
+	Q5_0 DType = 6  // 32-element blocks: f16 d, 4 bytes of fifth bits, 16 bytes of low nibbles; x = (q−16)·d (22 bytes)
+	Q5_1 DType = 7  // 32-element blocks: f16 d, f16 m, fifth bits, low nibbles; x = q·d + m (24 bytes)
 	Q8_0 DType = 8  // 32-element blocks: f16 scale d, 32 int8 q; x = q·d (34 bytes)
+	Q2_K DType = 10 // 256-element super-blocks: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit q, f16 d, f16 dmin (84 bytes; q2k.go)
 	Q4_K DType = 12 // 256-element super-blocks: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit q (144 bytes)
+	Q5_K DType = 13 // as Q4_K plus 32 bytes of fifth bits before the low nibbles (176 bytes; q5k.go)
 	Q6_K DType = 14 // 256-element super-blocks: 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d (210 bytes)
 	BF16 DType = 30 // little-endian bfloat16 (upper half of a float32)
 )
@@ -29,14 +34,21 @@ var dtypeInfo = map[DType]struct {
 	F32:  {"F32", 1, 4},
 	F16:  {"F16", 1, 2},
 	Q4_0: {"Q4_0", 32, 18},
+	Q4_1: {"Q4_1", 32, 20},
+	Q5_0: {"Q5_0", 32, 22},
+	Q5_1: {"Q5_1", 32, 24},
 	Q8_0: {"Q8_0", 32, 34},
+	Q2_K: {"Q2_K", 256, 84},
 	Q4_K: {"Q4_K", 256, 144},
+	Q5_K: {"Q5_K", 256, 176},
 	Q6_K: {"Q6_K", 256, 210},
 	BF16: {"BF16", 1, 2},
 }
 
 // DTypes lists the supported types in GGML order.
-func DTypes() []DType { return []DType{F32, F16, Q4_0, Q8_0, Q4_K, Q6_K, BF16} }
+func DTypes() []DType {
+	return []DType{F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, BF16}
+}
 
 func (d DType) String() string {
 	if i, ok := dtypeInfo[d]; ok {
@@ -114,6 +126,26 @@ func Dequantize(dst []float32, d DType, src []byte) error {
 		for b := 0; b < len(dst)/256; b++ {
 			DequantizeQ4KBlock(dst[b*256:b*256+256], src[b*144:b*144+144])
 		}
+	case Q4_1:
+		for b := 0; b < len(dst)/32; b++ {
+			dequantizeQ4_1Block(dst[b*32:b*32+32], src[b*20:b*20+20])
+		}
+	case Q5_0:
+		for b := 0; b < len(dst)/32; b++ {
+			dequantizeQ5_0Block(dst[b*32:b*32+32], src[b*22:b*22+22])
+		}
+	case Q5_1:
+		for b := 0; b < len(dst)/32; b++ {
+			dequantizeQ5_1Block(dst[b*32:b*32+32], src[b*24:b*24+24])
+		}
+	case Q2_K:
+		for b := 0; b < len(dst)/256; b++ {
+			DequantizeQ2KBlock(dst[b*256:b*256+256], src[b*84:b*84+84])
+		}
+	case Q5_K:
+		for b := 0; b < len(dst)/256; b++ {
+			DequantizeQ5KBlock(dst[b*256:b*256+256], src[b*176:b*176+176])
+		}
 	case Q6_K:
 		for b := 0; b < len(dst)/256; b++ {
 			DequantizeQ6KBlock(dst[b*256:b*256+256], src[b*210:b*210+210])
@@ -179,10 +211,10 @@ func DequantizeQ6KBlock(y []float32, blk []byte) {
 }
 
 // Quantize encodes src (len a multiple of the block size) as type d, the way
-// llama.cpp's reference quantizers do for F32, F16, BF16, Q4_0 and Q8_0. For
-// Q4_K and Q6_K it uses a simple min/max (Q4_K) or absmax (Q6_K) search per
-// sub-block: valid blocks of that layout, not llama.cpp's error-minimising
-// ones.
+// llama.cpp's reference quantizers do for F32, F16, BF16, Q4_0, Q4_1, Q5_0,
+// Q5_1 and Q8_0. For Q2_K, Q4_K, Q5_K and Q6_K it uses a simple min/max
+// (Q2_K, Q4_K, Q5_K) or absmax (Q6_K) search per sub-block: valid blocks of that layout,
+// not llama.cpp's error-minimising ones.
 func Quantize(d DType, src []float32) ([]byte, error) {
 	rb, err := d.RowBytes(len(src))
 	if err != nil {
@@ -232,6 +264,26 @@ func Quantize(d DType, src []float32) ([]byte, error) {
 	case Q4_K:
 		for b := 0; b < len(src)/256; b++ {
 			quantizeQ4KBlock(out[b*144:b*144+144], src[b*256:b*256+256])
+		}
+	case Q4_1:
+		for b := 0; b < len(src)/32; b++ {
+			quantizeQ4_1Block(out[b*20:b*20+20], src[b*32:b*32+32])
+		}
+	case Q5_0:
+		for b := 0; b < len(src)/32; b++ {
+			quantizeQ5_0Block(out[b*22:b*22+22], src[b*32:b*32+32])
+		}
+	case Q5_1:
+		for b := 0; b < len(src)/32; b++ {
+			quantizeQ5_1Block(out[b*24:b*24+24], src[b*32:b*32+32])
+		}
+	case Q2_K:
+		for b := 0; b < len(src)/256; b++ {
+			quantizeQ2KBlock(out[b*84:b*84+84], src[b*256:b*256+256])
+		}
+	case Q5_K:
+		for b := 0; b < len(src)/256; b++ {
+			quantizeQ5KBlock(out[b*176:b*176+176], src[b*256:b*256+256])
 		}
 	case Q6_K:
 		for b := 0; b < len(src)/256; b++ {

@@ -33,8 +33,22 @@ func newModelCmd() *cobra.Command {
 					c.DType = gguf.F16
 				case "q8_0":
 					c.DType = gguf.Q8_0
+				case "q4_1":
+					c.DType = gguf.Q4_1
+				case "q5_0":
+					c.DType = gguf.Q5_0
+				case "q5_1":
+					c.DType = gguf.Q5_1
+				case "q2_k":
+					c.DType = gguf.Q2_K
+				case "q4_k", "q4_k_m":
+					c.DType, c.KQuantMix = gguf.Q4_K, dtype == "q4_k_m"
+				case "q5_k", "q5_k_m":
+					c.DType, c.KQuantMix = gguf.Q5_K, dtype == "q5_k_m"
+				case "q6_k":
+					c.DType = gguf.Q6_K
 				default:
-					return fmt.Errorf("dtype %q: want f32, f16 or q8_0", dtype)
+					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
 				}
 				w, err = synth.Random(c)
 			}
@@ -60,7 +74,7 @@ func newModelCmd() *cobra.Command {
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
-	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16 or q8_0")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q5_k, q6_k (d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
 
 	inspect := &cobra.Command{
 		Use:   "inspect MODEL.gguf",

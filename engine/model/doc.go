@@ -26,7 +26,7 @@
 // attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count,
 // rope.scaling.type/factor, context_length) and weights of a GGUF file and
 // hands the weight bytes to the backend without conversion (F32, F16, BF16,
-// Q4_0, Q8_0, Q4_K, Q6_K). When output.weight is absent the token embedding
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K). When output.weight is absent the token embedding
 // is reused (tied embeddings).
 //
 // Ordering duties of the caller, per step and per sequence: Pool.Write(lease,

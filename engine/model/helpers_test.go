@@ -153,5 +153,9 @@ func tokens(n, vocab int, seed int) []int32 {
 }
 
 func name(c synth.Config) string {
-	return fmt.Sprintf("%v-L%d-d%d-h%d-kv%d-tied%v", c.DType, c.Layers, c.DModel, c.Heads, c.KVHeads, c.Tied)
+	mix := ""
+	if c.KQuantMix {
+		mix = "_M"
+	}
+	return fmt.Sprintf("%v%s-L%d-d%d-h%d-kv%d-tied%v", c.DType, mix, c.Layers, c.DModel, c.Heads, c.KVHeads, c.Tied)
 }

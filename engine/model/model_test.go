@@ -47,6 +47,15 @@ func TestMatchesReference(t *testing.T) {
 		{qwen3(gguf.F32), false, 1e-5},
 		{qwen3(gguf.F16), false, 1e-5},
 		{qwen3(gguf.Q8_0), false, 6e-2},
+		{small(gguf.Q4_1, false), false, 1e-5},
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q2_K, Seed: 11}, false, 1e-5},
+		{small(gguf.Q5_0, true), false, 1e-5},
+		{small(gguf.Q5_1, false), false, 1e-5},
+		// Q5_K_M-style: Q5_K matrices, Q6_K output and layer-1 attn_v and
+		// ffn_down (their activations may be quantized to Q8_K blocks).
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
+			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)

@@ -8,11 +8,16 @@
 //
 // Random (Config): seeded random weights of any size, for numerics and speed.
 // Weights are N(0, 1/fan_in) so activations stay O(1) through many layers;
-// norm weights are 1 + N(0, 0.1). Matrices are F32, F16 or Q8_0. Config.Arch
-// "qwen3" writes a qwen3 file as llama.cpp reads one: qwen3.* keys, and per
-// layer attn_q_norm.weight and attn_k_norm.weight of HeadDim F32 weights;
-// Config.HeadDim sets attention.key_length/value_length (written whenever
-// the heads do not split d_model, or the architecture is not llama).
+// norm weights are 1 + N(0, 0.1). Matrices are F32, F16, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q2_K, Q4_K, Q5_K or Q6_K (the k-quants from kernels.Quantize's simple min/max search, not
+// llama.cpp's error-minimising one); Config.KQuantMix with Q4_K or Q5_K
+// writes a Q4_K_M / Q5_K_M-style file (output.weight and the use_more_bits
+// layers' attn_v and ffn_down in Q6_K, general.file_type 15 / 17).
+// Config.Arch "qwen3" writes a qwen3 file as llama.cpp reads one: qwen3.*
+// keys, and per layer attn_q_norm.weight and attn_k_norm.weight of HeadDim
+// F32 weights; Config.HeadDim sets attention.key_length/value_length
+// (written whenever the heads do not split d_model, or the architecture is
+// not llama).
 //
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token

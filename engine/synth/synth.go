@@ -35,6 +35,10 @@ type Config struct {
 	RMSEps   float32 // 0 means 1e-5
 	// Tied omits output.weight: the output projection reuses token_embd.
 	Tied bool
+	// KQuantMix, with DType Q4_K or Q5_K, mixes types as llama.cpp's
+	// Q4_K_M and Q5_K_M files do: output.weight, and attn_v and ffn_down of
+	// the layers llama.cpp gives more bits (use_more_bits), are Q6_K.
+	KQuantMix bool
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer llama.cpp applies:
 	// "gpt-2" (default), "smollm", "llama-bpe", "qwen2", …
 	Pre string
@@ -79,15 +83,44 @@ func (c *Config) fill() error {
 	}
 	switch c.DType {
 	case gguf.F32, gguf.F16:
-	case gguf.Q8_0:
+	case gguf.Q8_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
 		if c.DModel%32 != 0 || c.FFN%32 != 0 || (c.Heads*c.HeadDim)%32 != 0 {
-			return fmt.Errorf("synth: Q8_0 needs d_model, ffn and heads×head_dim to be multiples of 32")
+			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 32", c.DType)
+		}
+	case gguf.Q2_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+		if c.DModel%256 != 0 || c.FFN%256 != 0 || (c.Heads*c.HeadDim)%256 != 0 {
+			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 256", c.DType)
 		}
 	default:
-		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q8_0)", c.DType)
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K)", c.DType)
+	}
+	if c.KQuantMix && c.DType != gguf.Q4_K && c.DType != gguf.Q5_K {
+		return fmt.Errorf("synth: the k-quant mix needs dtype Q4_K or Q5_K, not %v", c.DType)
 	}
 	return nil
 }
+
+// TensorType returns the type of weight matrix name ("blk.3.ffn_down.weight",
+// "output.weight", …) in the file c describes.
+func (c Config) TensorType(name string) gguf.TensorType {
+	if !c.KQuantMix {
+		return c.DType
+	}
+	if name == "output.weight" {
+		return gguf.Q6_K
+	}
+	var l int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &rest); n == 2 && (rest == "attn_v.weight" || rest == "ffn_down.weight") && useMoreBits(l, c.Layers) {
+		return gguf.Q6_K
+	}
+	return c.DType
+}
+
+// useMoreBits is llama.cpp's choice of the layers that get Q6_K attn_v and
+// ffn_down in a *_K_M file: the first and last eighth, and every third
+// layer between.
+func useMoreBits(l, n int) bool { return l < n/8 || l >= 7*n/8 || (l-n/8)%3 == 2 }
 
 // Params returns the number of weights of the model c describes.
 func (c Config) Params() int64 {
@@ -115,15 +148,29 @@ func fileType(t gguf.TensorType) uint32 {
 	switch t {
 	case gguf.F16:
 		return 1
+	case gguf.Q4_1:
+		return 3 // LLAMA_FTYPE_MOSTLY_Q4_1
 	case gguf.Q8_0:
 		return 7
+	case gguf.Q5_0:
+		return 8
+	case gguf.Q5_1:
+		return 9
+	case gguf.Q2_K:
+		return 10 // LLAMA_FTYPE_MOSTLY_Q2_K
+	case gguf.Q4_K:
+		return 14 // LLAMA_FTYPE_MOSTLY_Q4_K_S
+	case gguf.Q5_K:
+		return 16 // Q5_K_S
+	case gguf.Q6_K:
+		return 18
 	}
 	return 0
 }
 
 // header sets the architecture's and the tokenizer metadata shared by both
 // kinds.
-func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, hd, ffn, vocab, context int, base, eps float32, dt gguf.TensorType) error {
+func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, hd, ffn, vocab, context int, base, eps float32, ftype uint32) error {
 	tokens, types, merges := Vocab(vocab)
 	p := arch + "."
 	kvs := []struct {
@@ -132,7 +179,7 @@ func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, h
 	}{
 		{"general.architecture", arch},
 		{"general.name", name},
-		{"general.file_type", fileType(dt)},
+		{"general.file_type", ftype},
 		{"general.quantization_version", uint32(2)},
 		{p + "context_length", uint32(context)},
 		{p + "embedding_length", uint32(d)},
@@ -192,7 +239,11 @@ func Random(c Config) (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := gguf.NewWriter()
-	if err := header(w, c.Arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, c.DType); err != nil {
+	ft := fileType(c.DType)
+	if c.KQuantMix {
+		ft++ // Q4_K_M = 15, Q5_K_M = 17
+	}
+	if err := header(w, c.Arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft); err != nil {
 		return nil, err
 	}
 	hd := c.HeadDim
@@ -201,7 +252,8 @@ func Random(c Config) (*gguf.Writer, error) {
 		idx++
 		seed := idx
 		scale := float32(1 / math.Sqrt(float64(cols)))
-		return w.AddTensorFunc(name, c.DType, []uint64{uint64(cols), uint64(rows)}, func(b []byte) error {
+		dt := c.TensorType(name)
+		return w.AddTensorFunc(name, dt, []uint64{uint64(cols), uint64(rows)}, func(b []byte) error {
 			r := rand.New(rand.NewPCG(c.Seed, seed))
 			row := make([]float32, cols)
 			rb := len(b) / rows
@@ -209,7 +261,7 @@ func Random(c Config) (*gguf.Writer, error) {
 				for j := range row {
 					row[j] = float32(r.NormFloat64()) * scale
 				}
-				enc, err := encode(c.DType, row)
+				enc, err := encode(dt, row)
 				if err != nil {
 					return err
 				}
@@ -305,7 +357,7 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 	d, b := BagDims(v)
 	heads := d / bagHeadDim
 	w := gguf.NewWriter()
-	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, gguf.F32); err != nil {
+	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, 0); err != nil {
 		return nil, err
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))

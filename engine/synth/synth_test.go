@@ -29,6 +29,12 @@ func TestRandom(t *testing.T) {
 		{Layers: 3, DModel: 64, Heads: 8, KVHeads: 1, FFN: 128, Vocab: 1000, Context: 4096, DType: gguf.Q8_0, Seed: 3},
 		// qwen3: per-head Q/K norms, head dim apart from d_model/heads.
 		{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, Vocab: 300, Context: 128, DType: gguf.Q8_0, Seed: 4, Tied: true},
+		{Layers: 1, DModel: 256, Heads: 4, FFN: 512, Vocab: 300, Context: 256, DType: gguf.Q5_K, Seed: 4},
+		{Layers: 1, DModel: 256, Heads: 4, FFN: 256, Vocab: 300, Context: 64, DType: gguf.Q2_K, Seed: 10},
+		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q4_1, Seed: 6},
+		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_0, Seed: 7},
+		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_1, Seed: 8},
+		{Layers: 8, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300, Context: 256, DType: gguf.Q5_K, Seed: 5, KQuantMix: true},
 	}
 	for _, c := range tests {
 		arch := c.Arch
@@ -39,7 +45,11 @@ func TestRandom(t *testing.T) {
 		if hd == 0 {
 			hd = c.DModel / c.Heads
 		}
-		t.Run(arch+"-"+c.DType.String(), func(t *testing.T) {
+		name := arch + "-" + c.DType.String()
+		if c.KQuantMix {
+			name += "_M"
+		}
+		t.Run(name, func(t *testing.T) {
 			w, err := Random(c)
 			if err != nil {
 				t.Fatal(err)
@@ -51,8 +61,8 @@ func TestRandom(t *testing.T) {
 				if strings.HasSuffix(ti.Name, "norm.weight") && ti.Type != gguf.F32 {
 					t.Errorf("%s: got %v, want F32 norms", ti.Name, ti.Type)
 				}
-				if !strings.HasSuffix(ti.Name, "norm.weight") && ti.Type != c.DType {
-					t.Errorf("%s: got %v, want %v", ti.Name, ti.Type, c.DType)
+				if !strings.HasSuffix(ti.Name, "norm.weight") && ti.Type != c.TensorType(ti.Name) {
+					t.Errorf("%s: got %v, want %v", ti.Name, ti.Type, c.TensorType(ti.Name))
 				}
 			}
 			if int64(params) != c.Params() {
@@ -160,7 +170,10 @@ func TestRandomRejects(t *testing.T) {
 		{"odd head dim", func(c *Config) { c.DModel = 36; c.Heads = 4 }},
 		{"kv heads do not divide", func(c *Config) { c.KVHeads = 3 }},
 		{"q8 needs multiples of 32", func(c *Config) { c.DType = gguf.Q8_0; c.FFN = 48 }},
-		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q4_K }},
+		{"q5_0 needs multiples of 32", func(c *Config) { c.DType = gguf.Q5_0; c.FFN = 48 }},
+		{"k-quants need multiples of 256", func(c *Config) { c.DType = gguf.Q5_K; c.DModel = 512; c.FFN = 384 }},
+		{"k-quant mix needs Q4_K or Q5_K", func(c *Config) { c.DType = gguf.Q8_0; c.KQuantMix = true }},
+		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q3_K }},
 		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
 		{"unknown arch", func(c *Config) { c.Arch = "gemma3" }},
 		{"odd explicit head dim", func(c *Config) { c.HeadDim = 15 }},
@@ -177,6 +190,37 @@ func TestRandomRejects(t *testing.T) {
 	}
 	if _, err := Random(ok); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+}
+
+// TestKQuantMix pins the tensor types of a Q5_K_M-style file to
+// llama.cpp's use_more_bits layers (of 8: 0, 3, 6 and 7) and its file type.
+func TestKQuantMix(t *testing.T) {
+	c := Config{Layers: 8, DModel: 256, Heads: 4, FFN: 256, Vocab: 300, Context: 64, DType: gguf.Q5_K, KQuantMix: true}
+	w, err := Random(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f := write(t, w)
+	want := map[string]gguf.TensorType{
+		"output.weight": gguf.Q6_K, "token_embd.weight": gguf.Q5_K,
+		"blk.0.attn_v.weight": gguf.Q6_K, "blk.0.ffn_down.weight": gguf.Q6_K, "blk.0.attn_q.weight": gguf.Q5_K,
+		"blk.1.attn_v.weight": gguf.Q5_K, "blk.2.ffn_down.weight": gguf.Q5_K,
+		"blk.3.attn_v.weight": gguf.Q6_K, "blk.3.ffn_down.weight": gguf.Q6_K, "blk.3.ffn_up.weight": gguf.Q5_K,
+		"blk.4.ffn_down.weight": gguf.Q5_K, "blk.5.attn_v.weight": gguf.Q5_K,
+		"blk.6.ffn_down.weight": gguf.Q6_K, "blk.7.attn_v.weight": gguf.Q6_K,
+	}
+	for name, dt := range want {
+		ti, ok := f.Tensor(name)
+		if !ok {
+			t.Fatalf("%s missing", name)
+		}
+		if ti.Type != dt {
+			t.Errorf("%s: got %v, want %v", name, ti.Type, dt)
+		}
+	}
+	if ft, _ := f.Int("general.file_type"); ft != 17 {
+		t.Errorf("general.file_type: got %d, want 17 (MOSTLY_Q5_K_M)", ft)
 	}
 }
 

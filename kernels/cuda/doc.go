@@ -31,9 +31,10 @@
 //     cuBLAS, whose algorithm (and so reduction order) changes with the
 //     batch size.
 //   - Weights: F32, F16, BF16, Q8_0 and Q4_0 stay in their GGUF bytes on the
-//     device and are decoded in the product and embedding kernels; Q4_K and
-//     Q6_K are dequantized to F32 on the host at NewMatrix (exactly, with
-//     kernels.Dequantize) and so take 4 bytes per weight on the device.
+//     device and are decoded in the product and embedding kernels; the other
+//     types (Q4_1, Q5_0, Q5_1, the k-quants) are dequantized to F32 on the
+//     host at NewMatrix (exactly, with kernels.Dequantize) and so take 4
+//     bytes per weight on the device.
 //   - The KV arena is one device allocation, pages by offset, in the
 //     transfer format of kernels.Arena, plus a device array of page owner
 //     tags (Tenant<<32|Gen, Epoch: two uint64, compared exactly). The host

@@ -79,6 +79,8 @@ func element(dt kernels.DType, row []byte, e int) float64 {
 			q = int(blk[2+i%16] >> 4)
 		}
 		return float64(float32(q-8) * half(blk))
+	case kernels.Q4_1, kernels.Q5_0, kernels.Q5_1:
+		return legacy32(dt, row[(e/32)*dt.BlockBytes():], e%32)
 	case kernels.Q8_0:
 		blk := row[(e/32)*34:]
 		return float64(float32(int8(blk[2+e%32])) * half(blk))
@@ -95,6 +97,10 @@ func element(dt kernels.DType, row []byte, e int) float64 {
 		d := half(blk) * float32(sc)
 		mm := half(blk[2:]) * float32(m)
 		return float64(d*float32(q) - mm)
+	case kernels.Q2_K:
+		return q2K(row[(e/256)*84:], e%256)
+	case kernels.Q5_K:
+		return q5K(row[(e/256)*176:], e%256)
 	case kernels.Q6_K:
 		blk := row[(e/256)*210:]
 		i := e % 256
