@@ -109,12 +109,14 @@ type responseState struct {
 
 func newResponseState(s *Server) *responseState {
 	r := &responseState{
-		reports:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:reports_received_total", Help: "Reports of suspicious responses received (new, not duplicates), by tenant."}, []string{"tenant"}),
-		webhookFail: prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison:report_webhook_failures_total", Help: "Report notices the webhook did not accept."}),
-		replays:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison:replays_total", Help: "Replays of requests, by verdict."}, []string{"verdict"}),
+		reports:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison_reports_received_total", Help: "Reports of suspicious responses received (new, not duplicates), by tenant (bounded label)."}, []string{"tenant"}),
+		webhookFail: prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison_report_webhook_failures_total", Help: "Report notices the webhook did not accept."}),
+		replays:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison_replays_total", Help: "Replays of requests, by verdict."}, []string{"verdict"}),
 		replaySlot:  make(chan struct{}, 1),
 	}
-	s.metrics.reg.MustRegister(r.reports, r.webhookFail, r.replays)
+	// As every cloison_ series: with model_name, in the server's registry.
+	prometheus.WrapRegistererWith(prometheus.Labels{"model_name": s.cfg.ModelName}, s.metrics.reg).MustRegister(r.reports, r.webhookFail, r.replays)
+	s.metrics.own = append(s.metrics.own, r.reports, r.webhookFail, r.replays)
 	rc := &s.cfg.Responses
 	if rc.DigestKey == "" {
 		rc.DigestKey = DefaultDigestKey
@@ -621,7 +623,7 @@ func (s *Server) report(ctx context.Context, p tenancy.Principal, in ReportInput
 		res.Status = string(rep.Verdict)
 	}
 	if !dup {
-		s.resp.reports.WithLabelValues(string(p.Tenant)).Inc()
+		s.resp.reports.WithLabelValues(s.metrics.tenant(p.Tenant)).Inc()
 		s.notifyReport(rep)
 	}
 	return res, dup, nil
