@@ -115,7 +115,7 @@ var chatFields = withCommon(map[string]field{
 // refusal would change what the template renders.
 var messageFields = map[string]field{
 	"role":          {rule: implemented},
-	"content":       {rule: implemented},
+	"content":       {rule: implemented}, // a string, or a list of text parts (flattenContent; other part types refused)
 	"name":          {rule: refused, neutral: []string{`""`}},
 	"tool_calls":    {rule: implemented}, // an assistant's calls (toolCallFields)
 	"tool_call_id":  {rule: implemented}, // the call a tool message answers

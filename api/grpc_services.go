@@ -339,18 +339,18 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 		return nil, ErrBadField.Withf("input is required (text or chat)")
 	}
 	p := grpcPrincipal(ctx)
-	bound := min(len(text)+2, max(p.TenantRecord.Quotas.TokensPerMinute, 0))
-	permit, err := g.s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, bound)
+	var ids []int32
+	err := g.s.meter(p, len(text)+2, func() int {
+		if chatInput {
+			ids = g.s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
+		} else {
+			ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
+		}
+		return len(ids)
+	})
 	if err != nil {
 		return nil, err
 	}
-	var ids []int32
-	if chatInput {
-		ids = g.s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
-	} else {
-		ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
-	}
-	permit.Release(len(ids))
 	g.s.metrics.tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {

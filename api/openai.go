@@ -238,6 +238,9 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 			if err := checkMessages(body); err != nil {
 				return err
 			}
+			if body, err = flattenContent(body); err != nil {
+				return err
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -69,7 +69,7 @@ func TestDecodeChat(t *testing.T) {
 
 // FuzzDecode: decoding never panics, and whatever it accepts validates.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{"model":"m","prompt":"hi"}`, `{"model":"m","prompt":[1,2]}`, `{"model":"m","messages":[{"role":"user","content":"x"}]}`, `{`, "\xff",
+	for _, s := range []string{`{"model":"m","prompt":"hi"}`, `{"model":"m","prompt":[1,2]}`, `{"model":"m","messages":[{"role":"user","content":"x"}]}`, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}]}`, `{`, "\xff",
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"5":-100},"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"$ref":"#"}]}}}}}}`} {
 		f.Add([]byte(s))
 	}

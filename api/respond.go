@@ -98,7 +98,7 @@ type ChatLogprobs struct {
 type ChatTokenLogprob struct {
 	Token       string             `json:"token"`
 	Logprob     float64            `json:"logprob"`
-	Bytes       []byte             `json:"bytes"`
+	Bytes       []int              `json:"bytes"` // the token's UTF-8 bytes as integers (a token may end inside a character)
 	TopLogprobs []ChatTokenLogprob `json:"top_logprobs,omitempty"`
 }
 
@@ -167,12 +167,13 @@ func (c *collector) addToken(tok engine.Token) {
 	if !c.in.logprobs {
 		return
 	}
-	piece := string(c.s.cfg.Tokenizer.Piece(tok.ID, false))
+	raw := c.s.cfg.Tokenizer.Piece(tok.ID, false)
+	piece := string(raw)
 	if c.in.chat {
-		lp := ChatTokenLogprob{Token: piece, Logprob: tok.Logprob, Bytes: []byte(piece)}
+		lp := ChatTokenLogprob{Token: piece, Logprob: tok.Logprob, Bytes: byteInts(raw)}
 		for _, alt := range tok.Top {
-			ap := string(c.s.cfg.Tokenizer.Piece(alt.Token, false))
-			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: ap, Logprob: alt.Logprob, Bytes: []byte(ap)})
+			araw := c.s.cfg.Tokenizer.Piece(alt.Token, false)
+			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: string(araw), Logprob: alt.Logprob, Bytes: byteInts(araw)})
 		}
 		c.chat = append(c.chat, lp)
 		return

@@ -144,24 +144,33 @@ func tokenString(t *tokenizer.Tokenizer, id int32) string {
 //	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
 //	GET  /.well-known/jwks.json        public signing keys (no auth)
 //	GET  /v1/models                    scope infer
+//	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
+//	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
 //	GET  /v1/attestation               any valid token: the capacity attestation
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
 //	/admin/v1/...                      scope admin (admin.go)
 //	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
+//
+// An unknown route gets a JSON 404 and a known route with another method a
+// JSON 405 with Allow (jsonFallback). The Authorization scheme is
+// case-insensitive.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
+	mux.Handle("GET /v1/models/{id...}", s.auth(s.model, tenancy.ScopeInfer))
+	mux.Handle("POST /tokenize", s.auth(s.tokenize, tenancy.ScopeInfer))
+	mux.Handle("POST /detokenize", s.auth(s.detokenize, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
-	return s.accessLog(s.recoverer(mux))
+	return s.accessLog(s.recoverer(jsonFallback(mux)))
 }
 
 // recoverer turns a panic in a handler into a 500 without its text.
@@ -185,13 +194,13 @@ type principalKey struct{}
 // auth authenticates the bearer token and requires scopes.
 func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || raw == "" {
+		raw, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cloison"`)
 			WriteHTTPError(w, ErrNoToken)
 			return
 		}
-		p, err := s.cfg.Verifier.Verify(r.Context(), strings.TrimSpace(raw))
+		p, err := s.cfg.Verifier.Verify(r.Context(), raw)
 		if err == nil {
 			accessOf(r.Context()).setTenant(p.Tenant)
 			err = p.Require(scopes...)
