@@ -11,6 +11,11 @@
 //     unauthenticated (or permission_denied for a suspended tenant or a
 //     scope not granted). A store failure is returned as such, never as a
 //     success.
+//   - A tenant's notice clause (issue 17 §4: IncidentContact, at most 512
+//     bytes, and NoticeDeadlineHours, 0 to MaxNoticeDeadlineHours, 0 meaning
+//     none agreed; migration 00016 CHECKs the same bound) changes like any
+//     tenant field, its tenant.updated event in the same transaction; the
+//     register applies it (audit.IncidentFile.NoticeDues).
 //   - Signing keys move next → current → previous → retired, never back; a
 //     retired key stops verifying at once in the process that retired it and
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-
