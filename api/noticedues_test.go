@@ -104,7 +104,7 @@ func TestNoticeDeadlines(t *testing.T) {
 		t.Fatal(err)
 	}
 	restore := api.SetClock(func() time.Time { return now.Add(2 * time.Hour) })
-	defer restore()
+	defer func() { restore() }() // the clock set last
 	if got := statuses(dues(admin)); got["alpha"] != audit.NoticeOnTime || got["bravo"] != audit.NoticeOverdue {
 		t.Fatalf("register two hours later: %v, want alpha sent_on_time, bravo overdue", got)
 	}
