@@ -173,6 +173,11 @@ type TenantUpdate struct {
 		MaxContext      *int `json:"max_context"`
 	} `json:"quotas"`
 	AllowedModels *[]string `json:"allowed_models"`
+	// IncidentContact and NoticeDeadlineHours are the tenant's notice
+	// clause (issue 17 §4): where the art. 18.3 notice goes and within how
+	// many hours of the register first naming the tenant (0: none agreed).
+	IncidentContact     *string `json:"incident_contact"`
+	NoticeDeadlineHours *int    `json:"notice_deadline_hours"`
 }
 
 // ErrKVPagesFixed: a tenant's kv_pages is its KV partition on every node,
@@ -181,7 +186,9 @@ var ErrKVPagesFixed = cloison.NewError(cloison.CodeInvalid, "kv_pages cannot be 
 
 func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 	var u TenantUpdate
-	if err := decode(r.Body, s.cfg.MaxBody, &u); err != nil {
+	// Strict: a misspelt field (say "notice_deadline") is refused as
+	// unsupported, never ignored while the update reports success.
+	if err := decodeStrict(r.Body, s.cfg.MaxBody, &u); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
@@ -193,7 +200,8 @@ func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, t)
 }
 
-// doUpdateTenant changes a tenant's quotas and allowed models (checked as
+// doUpdateTenant changes a tenant's quotas, allowed models and notice
+// clause (checked as
 // at creation) with its tenant.updated event in the same transaction; they
 // apply to the tenant's next request on every node (Verify reads the record
 // on each). kv_pages may only be restated, not changed (ErrKVPagesFixed).
@@ -214,6 +222,12 @@ func (s *Server) doUpdateTenant(ctx context.Context, id cloison.TenantID, u Tena
 		}
 		if u.AllowedModels != nil {
 			t.AllowedModels = *u.AllowedModels
+		}
+		if u.IncidentContact != nil {
+			t.IncidentContact = *u.IncidentContact
+		}
+		if u.NoticeDeadlineHours != nil {
+			t.NoticeDeadlineHours = *u.NoticeDeadlineHours
 		}
 		return nil
 	})

@@ -158,15 +158,6 @@ func (s *Server) doVerifyLedger(ctx context.Context, p tenancy.Principal) (audit
 	return res, nil, nil
 }
 
-// incidentView is f as p may see it: whole for an operator, redacted to
-// p's tenant otherwise (audit.IncidentFile.ForTenant).
-func incidentView(p tenancy.Principal, f audit.IncidentFile) any {
-	if operator(p) {
-		return f
-	}
-	return f.ForTenant(p.Tenant)
-}
-
 func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	fs, err := s.incidents(r.Context(), p)
@@ -174,9 +165,10 @@ func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	out := make([]any, len(fs))
-	for i, f := range fs {
-		out[i] = incidentView(p, f)
+	out, err := s.incidentViews(r.Context(), p, fs, timeNow())
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
 	}
 	writeJSON(w, 200, map[string]any{"incidents": out})
 }
@@ -187,7 +179,12 @@ func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, incidentView(principal(r), f))
+	out, err := s.incidentViews(r.Context(), principal(r), []audit.IncidentFile{f}, timeNow())
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, out[0])
 }
 
 func (s *Server) openIncident(w http.ResponseWriter, r *http.Request) {

@@ -78,7 +78,7 @@ func (s *Server) doIncidentDraft(ctx context.Context, p tenancy.Principal, id au
 		if err != nil {
 			return "", err
 		}
-		to = export.DraftClientOf{Tenant: tenant, Contact: t.IncidentContact}
+		to = export.DraftClientOf{Tenant: tenant, Contact: t.IncidentContact, Due: audit.DueFor(f, tenant, t.NoticeDeadlineHours)}
 	}
 	text, err := export.Draft(kind, f, audit.Organization{}, to)
 	if errors.Is(err, export.ErrDraftTenant) {

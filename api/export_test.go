@@ -2,6 +2,7 @@ package api
 
 import (
 	"regexp"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -45,4 +46,12 @@ func HoldStreams(s *Server, t cloison.TenantID, n int) (release func(), err erro
 		rels = append(rels, r)
 	}
 	return release, nil
+}
+
+// SetClock makes the API's clock now (the notice-deadline views and the
+// overdue-notice metric read it) until restore.
+func SetClock(now func() time.Time) (restore func()) {
+	old := timeNow
+	timeNow = now
+	return func() { timeNow = old }
 }

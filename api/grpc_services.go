@@ -633,15 +633,18 @@ type complianceService struct {
 	s *Server
 }
 
-// incidentPB is f as p may see it (incidentView): a tenant gets no ledger
+// incidentPB is f as p may see it (incidentViews): a tenant gets no ledger
 // sequence number and counts only the notices it sees.
-func incidentPB(p tenancy.Principal, f audit.IncidentFile) (*compliancev1.Incident, error) {
+func (s *Server) incidentPB(ctx context.Context, p tenancy.Principal, f audit.IncidentFile) (*compliancev1.Incident, error) {
 	seq, notices := f.LedgerSeq, len(f.Notices)
-	view := incidentView(p, f)
-	if tv, ok := view.(audit.TenantIncident); ok {
+	views, err := s.incidentViews(ctx, p, []audit.IncidentFile{f}, timeNow())
+	if err != nil {
+		return nil, err
+	}
+	if tv, ok := views[0].(tenantIncident); ok {
 		seq, notices = 0, len(tv.Notices)
 	}
-	b, err := json.Marshal(view)
+	b, err := json.Marshal(views[0])
 	if err != nil {
 		return nil, err
 	}
@@ -656,7 +659,7 @@ func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.L
 	}
 	out := &compliancev1.ListIncidentsResponse{}
 	for _, f := range fs {
-		pb, err := incidentPB(grpcPrincipal(ctx), f)
+		pb, err := c.s.incidentPB(ctx, grpcPrincipal(ctx), f)
 		if err != nil {
 			return nil, err
 		}
@@ -670,7 +673,7 @@ func (c *complianceService) GetIncident(ctx context.Context, req *compliancev1.G
 	if err != nil {
 		return nil, err
 	}
-	return incidentPB(grpcPrincipal(ctx), f)
+	return c.s.incidentPB(ctx, grpcPrincipal(ctx), f)
 }
 
 func versionPB(v audit.StoredVersion) (*compliancev1.IncidentVersion, error) {

@@ -137,6 +137,7 @@ func newMetrics(s *Server) *Metrics {
 	m.reqPrompt = histogram("cloison_request_prompt_tokens", "Prompt tokens per request.", tokenBuckets)
 	m.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
 	register(&stateCollector{s: s, m: m})
+	register(noticeCollector{s: s})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)

@@ -152,6 +152,19 @@
 //     entry without digests: those are inconclusive. It says nothing about
 //     requests never reported or replayed, nor about what another tenant's
 //     request leaked to: only the receiving side's output is compared.
+//   - Notice deadlines (noticedue.go, issue 17 §4). IncidentFile.NoticeDues
+//     lists, for each tenant some version names, its art. 18.3 notice
+//     against the tenant's contractual deadline (hours; 0: none agreed,
+//     listed as no_deadline, never dropped): the clock starts at the
+//     RecordedAt of the first version naming the tenant (a tenant named
+//     then dropped is still owed its notice), DueAt is that plus the
+//     deadline, and the first notice recorded to that tenant decides
+//     sent_on_time (at or before DueAt) or sent_late; with none sent it is
+//     overdue once now is past DueAt, pending before. Notices to other
+//     recipients or tenants never count. It is computed, not stored: the
+//     deadline applied is the tenant's current one (a contract change moves
+//     the due time of notices not yet sent), and the notice dates are the
+//     register's own (NoticeRecord, under the ledger's hash).
 //   - Refused requests are not one event each: policy.refusals
 //     (PolicyRefusals) sums one tenant's refusals over a window by stage and
 //     code; its counts must add up to its total and be sorted, so one

@@ -28,6 +28,11 @@
 //     unknown kids cannot flood the IdP. An expired set that cannot be
 //     refreshed verifies nothing (ErrUnavailable, 503); a document with a
 //     private part, a duplicate kid or a weak key is refused whole.
+//   - A tenant's notice clause (issue 17 §4: IncidentContact, at most 512
+//     bytes, and NoticeDeadlineHours, 0 to MaxNoticeDeadlineHours, 0 meaning
+//     none agreed; migration 00016 CHECKs the same bound) changes like any
+//     tenant field, its tenant.updated event in the same transaction; the
+//     register applies it (audit.IncidentFile.NoticeDues).
 //   - Signing keys move next → current → previous → retired, never back; a
 //     retired key stops verifying at once in the process that retired it and
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-

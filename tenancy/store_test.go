@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -155,6 +156,9 @@ func TestTenantValidate(t *testing.T) {
 		{"zero tpm", func(x *Tenant) { x.Quotas.TokensPerMinute = 0 }},
 		{"negative context", func(x *Tenant) { x.Quotas.MaxContext = -1 }},
 		{"blank model", func(x *Tenant) { x.AllowedModels = []string{" m"} }},
+		{"negative notice deadline", func(x *Tenant) { x.NoticeDeadlineHours = -1 }},
+		{"notice deadline over a year", func(x *Tenant) { x.NoticeDeadlineHours = MaxNoticeDeadlineHours + 1 }},
+		{"incident contact too long", func(x *Tenant) { x.IncidentContact = strings.Repeat("x", 513) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -183,6 +187,11 @@ func TestDatabaseRefusesWhatValidateRefuses(t *testing.T) {
 		VALUES ($1, 'x', 'shared', 'never', 'personal', 1, 1, 1)`, id)
 	if err := translate(err, "tenant"); !errors.Is(err, ErrInvalidTenant) {
 		t.Fatalf("personal on shared pages: got %v, want ErrInvalidTenant", err)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO tenants (id, name, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute, notice_deadline_hours)
+		VALUES ($1, 'x', 'shared', 'never', 'public', 1, 1, 1, 8761)`, id)
+	if err := translate(err, "tenant"); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("notice deadline over a year: got %v, want ErrInvalidTenant", err)
 	}
 	// The runtime role may not delete: tenants are suspended, not erased.
 	s := newStore(t)
@@ -385,5 +394,31 @@ func TestTenantJSONDefaults(t *testing.T) {
 		if err != nil || x.Tier != c.tier || x.Zeroing != c.zeroing || x.Status != StatusActive {
 			t.Errorf("%s: got %v/%v %q, %v; want %v/%v active", c.doc, x.Tier, x.Zeroing, x.Status, err, c.tier, c.zeroing)
 		}
+	}
+}
+
+// The notice clause (issue 17 §4) is stored, read back and updated like
+// every tenant field; the config digest tenant.updated carries changes
+// with it.
+func TestNoticeClauseRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	x := sampleTenant("notice")
+	x.NoticeDeadlineHours, x.IncidentContact = 24, "dpo@notice.example"
+	made, err := s.CreateTenant(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Tenant(ctx, made.ID); err != nil || got.NoticeDeadlineHours != 24 || got.IncidentContact != "dpo@notice.example" {
+		t.Fatalf("read back: %+v, %v", got, err)
+	}
+	up, err := s.UpdateTenant(ctx, made.ID, func(t *Tenant) error { t.NoticeDeadlineHours = 72; return nil })
+	if err != nil || up.NoticeDeadlineHours != 72 {
+		t.Fatalf("update: %+v, %v", up, err)
+	}
+	same := made
+	same.NoticeDeadlineHours = 72
+	if tenantDigest(same) == tenantDigest(made) {
+		t.Fatal("the config digest does not cover the notice deadline")
 	}
 }

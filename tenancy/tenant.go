@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/isolation"
@@ -85,6 +86,10 @@ func NewTenant(id cloison.TenantID, name string, class Classification) Tenant {
 	return t
 }
 
+// MaxNoticeDeadlineHours bounds a tenant's notice deadline (a year), as the
+// database does.
+const MaxNoticeDeadlineHours = 8760
+
 // Tenant is one customer of the platform.
 type Tenant struct {
 	ID             cloison.TenantID  `json:"id"`
@@ -99,9 +104,14 @@ type Tenant struct {
 	AllowedModels []string `json:"allowed_models"`
 	// IncidentContact is where confidentiality-incident notices go (an
 	// e-mail address or postal address; free text).
-	IncidentContact string    `json:"incident_contact"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	IncidentContact string `json:"incident_contact"`
+	// NoticeDeadlineHours is the contractual deadline, in hours, of the
+	// art. 18.3 notice to this tenant, counted from the register version
+	// that first names it (audit.IncidentFile.NoticeDues); 0: none agreed.
+	// At most MaxNoticeDeadlineHours.
+	NoticeDeadlineHours int       `json:"notice_deadline_hours"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
 }
 
 // MarshalJSON writes Tier and Zeroing by name ("dedicated", "always").
@@ -175,6 +185,12 @@ func (t *Tenant) Validate() error {
 	}
 	if t.Classification.Sensitive() && (t.Tier != isolation.TierDedicated || t.Zeroing != isolation.ZeroAlways) {
 		return bad("%s data requires the dedicated tier and zeroing always (got %v, %v)", t.Classification, t.Tier, t.Zeroing)
+	}
+	if t.NoticeDeadlineHours < 0 || t.NoticeDeadlineHours > MaxNoticeDeadlineHours {
+		return bad("notice deadline %d hours (want 0 to %d)", t.NoticeDeadlineHours, MaxNoticeDeadlineHours)
+	}
+	if len(t.IncidentContact) > 512 || !utf8.ValidString(t.IncidentContact) {
+		return bad("incident contact must be UTF-8 of at most 512 bytes")
 	}
 	q := t.Quotas
 	if q.MaxConcurrent < 1 || q.KVPages < 1 || q.TokensPerMinute < 1 || q.MaxContext < 0 {

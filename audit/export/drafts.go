@@ -1,6 +1,8 @@
 package export
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -33,10 +35,13 @@ var (
 )
 
 // DraftClientOf says to whom a client draft (DraftClient) is addressed: the
-// tenant and its incident contact (tenancy.Tenant.IncidentContact).
+// tenant and its incident contact (tenancy.Tenant.IncidentContact), and
+// the notice's due time under the tenant's contract (audit.NoticeDue.DueAt;
+// nil when its contract sets no deadline).
 type DraftClientOf struct {
 	Tenant  cloison.TenantID
 	Contact string
+	Due     *time.Time
 }
 
 // Draft writes a draft of a notice about f's current version, in French
@@ -284,8 +289,14 @@ func (d *draft) client(c DraftClientOf, others int) {
 		}
 		d.item(t("Renseignements visés", "Information concerned"), d.info(en), todo)
 		d.item(t("Circonstances", "Circumstances"), v.Circumstances, todo)
+		if c.Due != nil {
+			d.item(t("Échéance contractuelle de cet avis", "Contractual deadline of this notice"), c.Due.UTC().Format(time.RFC3339), todo)
+		}
 		d.item(t("Date ou période de l'incident", "Date or period of the incident"), periodText(v.Occurred, en), todo)
 		d.item(t("Date de prise de connaissance", "Date of awareness"), periodText(v.Awareness, en), todo)
+		if m := draftModel(v.DetectionGroup); m != "" {
+			d.item(t("Modèle en cause", "Model concerned"), m, todo)
+		}
 		d.item(t("Nombre de personnes concernées", "Number of persons concerned"), persons(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown, en), todo)
 		d.item(t("Réponses retenues ou exposées", "Responses withheld or exposed"), fmt.Sprint(v.AffectedResponses), todo)
 		d.item(t("Autres clients touchés (nombre)", "Other clients affected (number)"), fmt.Sprint(others), todo)
@@ -299,6 +310,16 @@ func (d *draft) client(c DraftClientOf, others int) {
 		}
 		d.line("")
 	})
+}
+
+// draftModel is the model an automatic entry's cause names
+// (audit.Detection.GroupKey: source/invariant/model), "" when none.
+func draftModel(group string) string {
+	parts := strings.SplitN(group, "/", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[2]
 }
 
 func orOr(s, dflt string) string {

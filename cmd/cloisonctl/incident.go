@@ -424,7 +424,7 @@ A client draft is addressed to the tenant's incident contact and names no other 
 				if err != nil {
 					return fmt.Errorf("tenant %s: %w", tenant, err)
 				}
-				to = export.DraftClientOf{Tenant: t.ID, Contact: t.IncidentContact}
+				to = export.DraftClientOf{Tenant: t.ID, Contact: t.IncidentContact, Due: audit.DueFor(f, t.ID, t.NoticeDeadlineHours)}
 			}
 			text, err := export.Draft(kind, f, audit.Organization{}, to)
 			if err != nil {

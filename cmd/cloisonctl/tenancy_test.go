@@ -29,6 +29,12 @@ func TestCLITenancyLedgered(t *testing.T) {
 	if out := mustRun(t, append([]string{"tenant", "update", "clico", "--max-concurrent", "3", "--models", "m1,m2"}, rt...)...); !strings.Contains(out, `"max_concurrent":3`) || !strings.Contains(out, `"m2"`) {
 		t.Errorf("update: %s", out)
 	}
+	if out := mustRun(t, append([]string{"tenant", "update", "clico", "--notice-deadline-hours", "24", "--incident-contact", "dpo@clico.example"}, rt...)...); !strings.Contains(out, `"notice_deadline_hours":24`) || !strings.Contains(out, `"incident_contact":"dpo@clico.example"`) {
+		t.Errorf("notice clause update: %s", out)
+	}
+	if _, err := run(t, append([]string{"tenant", "update", "clico", "--notice-deadline-hours", "9000"}, rt...)...); err == nil {
+		t.Error("notice deadline over a year: got nil, want a refusal")
+	}
 	mustRun(t, append([]string{"tenant", "suspend", "clico"}, rt...)...)
 	mustRun(t, append([]string{"tenant", "activate", "clico"}, rt...)...)
 	mustRun(t, append([]string{"tenant", "client", "create", "clico", "clico-app", "--scopes", "infer"}, rt...)...)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -64,6 +65,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 	f.IntVar(&t.Quotas.MaxContext, "max-context", 1<<20, "prompt + completion tokens per request")
 	f.StringVar(&models, "models", "cloison-context-bag", "allowed model ids, comma-separated (an explicit list: no wildcard)")
 	f.StringVar(&t.IncidentContact, "incident-contact", "", "where confidentiality-incident notices go")
+	f.IntVar(&t.NoticeDeadlineHours, "notice-deadline-hours", 0, "contractual deadline of the incident notice to the tenant, in hours (0: none)")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -111,20 +113,22 @@ func newTenantCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// newTenantUpdateCmd changes quotas and allowed models; flags not given
+// newTenantUpdateCmd changes quotas, allowed models and the notice clause
+// (incident contact, notice deadline); flags not given
 // keep their value. kv-pages is the tenant's KV partition on every node and
 // is not changed here.
 func newTenantUpdateCmd(g *globals) *cobra.Command {
 	var q tenancy.Quotas
-	var models string
+	var models, contact string
+	var deadline int
 	cmd := &cobra.Command{
 		Use:   "update ID",
-		Short: "Change a tenant's quotas and allowed models (flags given only)",
+		Short: "Change a tenant's quotas, allowed models and notice clause (flags given only)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			fl := c.Flags()
-			if !fl.Changed("max-concurrent") && !fl.Changed("tokens-per-minute") && !fl.Changed("max-context") && !fl.Changed("models") {
-				return cloison.NewError(cloison.CodeInvalid, "tenant update: nothing to change (give --max-concurrent, --tokens-per-minute, --max-context or --models)")
+			if !slices.ContainsFunc([]string{"max-concurrent", "tokens-per-minute", "max-context", "models", "incident-contact", "notice-deadline-hours"}, fl.Changed) {
+				return cloison.NewError(cloison.CodeInvalid, "tenant update: nothing to change (give --max-concurrent, --tokens-per-minute, --max-context, --models, --incident-contact or --notice-deadline-hours)")
 			}
 			s, ctx, done, err := g.tenancyStore(c)
 			if err != nil {
@@ -147,6 +151,12 @@ func newTenantUpdateCmd(g *globals) *cobra.Command {
 						t.AllowedModels = strings.Split(models, ",")
 					}
 				}
+				if fl.Changed("incident-contact") {
+					t.IncidentContact = contact
+				}
+				if fl.Changed("notice-deadline-hours") {
+					t.NoticeDeadlineHours = deadline
+				}
 				return nil
 			})
 			if err != nil {
@@ -160,6 +170,8 @@ func newTenantUpdateCmd(g *globals) *cobra.Command {
 	f.IntVar(&q.TokensPerMinute, "tokens-per-minute", 0, "token rate")
 	f.IntVar(&q.MaxContext, "max-context", 0, "prompt + completion tokens per request (0: the engine's served context)")
 	f.StringVar(&models, "models", "", "allowed model ids, comma-separated (replaces the list; empty: none)")
+	f.StringVar(&contact, "incident-contact", "", "where confidentiality-incident notices go")
+	f.IntVar(&deadline, "notice-deadline-hours", 0, "contractual deadline of the incident notice to the tenant, in hours (0: none)")
 	return cmd
 }
 
