@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -191,20 +188,7 @@ func TestCoVictimsRedactedHTTP(t *testing.T) {
 func TestCoVictimsRedactedGRPC(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
 	id, own := coVictims(t, p)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	gs := p.Server.GRPCServer(ctx)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, ctx := p.GRPC(t)
 	c := compliancev1.NewComplianceServiceClient(conn)
 	as := func(scopes ...tenancy.Scope) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.Token(t, "alpha", scopes...))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,9 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -377,20 +374,7 @@ func TestResponsesGRPC(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Pages: 64, ReplayPages: 16})
 	prompt := "grpc says hello hello"
 	got := complete(t, p, "victim", mustJSON(map[string]any{"model": platformtest.Model, "prompt": prompt, "max_tokens": 6, "temperature": 0}))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	gs := p.Server.GRPCServer(ctx)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, ctx := p.GRPC(t)
 	c := responsev1.NewResponseServiceClient(conn)
 	as := func(tenant cloison.TenantID) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.Token(t, tenant, tenancy.ScopeInfer))

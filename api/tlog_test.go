@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,9 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -328,20 +325,7 @@ func TestTenantProofsOverHTTP(t *testing.T) {
 // The same log over gRPC: public key, scopes, typed errors, tenant proofs.
 func TestTlogGRPC(t *testing.T) {
 	p, alphaSeqs := tlogPlatform(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	gs := p.Server.GRPCServer(ctx)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, ctx := p.GRPC(t)
 	c := tlogv1.NewTransparencyLogServiceClient(conn)
 	as := func(scopes ...tenancy.Scope) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+p.Token(t, "alpha", scopes...))

@@ -12,9 +12,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
@@ -163,6 +167,28 @@ func startReplay(t testing.TB, ctx context.Context, file []byte, pages int) (*en
 }
 
 // Token issues a token for tenant with scopes.
+// GRPC serves the platform's gRPC server on a loopback listener for the
+// test's lifetime and returns a client connection to it and a context that
+// ends with the test.
+func (p *Platform) GRPC(t testing.TB) (*grpc.ClientConn, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	gs := p.Server.GRPCServer(ctx)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, ctx
+}
+
 func (p *Platform) Token(t testing.TB, tenant cloison.TenantID, scopes ...tenancy.Scope) string {
 	tok, err := p.Issuer.Issue(tenancy.TokenRequest{Subject: "test-" + string(tenant), Tenant: tenant, Scopes: scopes, Audience: "cloison"})
 	if err != nil {

@@ -1,15 +1,11 @@
 package platformtest_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -152,20 +148,7 @@ func TestChatToolChoiceForced(t *testing.T) {
 		}
 	})
 	t.Run("grpc", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		gs := p.Server.GRPCServer(ctx)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go gs.Serve(ln)
-		defer gs.Stop()
-		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn, ctx := p.GRPC(t)
 		client := inferencev1.NewInferenceServiceClient(conn)
 		actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 		var ut, at struct {
