@@ -57,6 +57,14 @@ func TestE2EWitnessCosignsCheckpoints(t *testing.T) {
 	if logVKey == "" {
 		t.Fatalf("cloisond did not log its tree_vkey:\n%s", n.logs)
 	}
+	// The witness starts only once a refused submission was logged, so the
+	// check below does not depend on when the first submission happens.
+	for wait := time.Now().Add(60 * time.Second); !strings.Contains(n.logs.String(), "witness submission failed"); {
+		if time.Now().After(wait) {
+			t.Fatalf("the 503s before the witness started were not logged:\n%s", n.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	wt, err := witness.New(witness.Config{Name: "witness.test/e2e", Key: wkey, Logs: []string{logVKey}, StatePath: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
@@ -95,9 +103,6 @@ func TestE2EWitnessCosignsCheckpoints(t *testing.T) {
 	h, cs, err := audit.VerifyCosigned(full, logVKey, []string{wvkey}, 1)
 	if err != nil || len(cs) != 1 || h.Size == 0 {
 		t.Fatalf("stored cosigned checkpoint: %v %v %+v", err, cs, h)
-	}
-	if !strings.Contains(n.logs.String(), "witness submission failed") {
-		t.Errorf("the 503s before the witness started were not logged:\n%s", n.logs)
 	}
 	if r := n.do("GET", "/healthz", "", nil); r.status != 200 {
 		t.Fatalf("healthz: %d", r.status)
