@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,6 +90,11 @@ type Responses struct {
 	// ReportWebhook (optional) receives a JSON notice of every new report
 	// (identifiers only), POSTed with a 5 s timeout; failures are counted.
 	ReportWebhook string
+	// WebhookSecret signs every notice as Standard Webhooks does
+	// (webhook-id, webhook-timestamp and webhook-signature "v1,<base64
+	// HMAC-SHA256(secret, id.timestamp.body)>"), so the receiver can refuse
+	// a forged or replayed notice. Required with ReportWebhook.
+	WebhookSecret []byte
 	WebhookClient *http.Client // optional: http.DefaultClient
 }
 
@@ -659,6 +667,7 @@ func (s *Server) notifyReport(rep auditpg.Report) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
+			SignWebhook(req.Header, s.cfg.Responses.WebhookSecret, string(rep.ID), time.Now(), body)
 			var resp *http.Response
 			if resp, err = client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
@@ -673,6 +682,20 @@ func (s *Server) notifyReport(rep auditpg.Report) {
 			s.log.Warn("report webhook failed", "report", rep.ID, "err", err)
 		}
 	}()
+}
+
+// SignWebhook sets the Standard Webhooks headers of a notice (the spec at
+// standardwebhooks.com): webhook-id (the report id, stable across retries),
+// webhook-timestamp (Unix seconds) and webhook-signature, "v1," and the
+// base64 HMAC-SHA256 under secret of "id.timestamp.body".
+func SignWebhook(h http.Header, secret []byte, id string, at time.Time, body []byte) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", ts)
+	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
 func (s *Server) httpReport(w http.ResponseWriter, r *http.Request) {

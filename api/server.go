@@ -101,6 +101,9 @@ type Server struct {
 
 // NewServer returns a Server.
 func NewServer(cfg Config) (*Server, error) {
+	if cfg.Responses.ReportWebhook != "" && len(cfg.Responses.WebhookSecret) < 16 {
+		return nil, fmt.Errorf("api: a report webhook needs a signing secret of at least 16 bytes")
+	}
 	if cfg.Engine == nil || cfg.Tokenizer == nil || cfg.Verifier == nil || cfg.Limiter == nil ||
 		cfg.Decider == nil || cfg.Ledger == nil || cfg.Tenants == nil || cfg.ModelName == "" || cfg.Node == "" {
 		return nil, fmt.Errorf("api: incomplete server config")
