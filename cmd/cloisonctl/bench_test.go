@@ -62,7 +62,7 @@ func TestModelSynthQwen3(t *testing.T) {
 	mustRun(t, "model", "synth", "--arch", "qwen3", "--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
 		"--head-dim", "32", "--ffn", "128", "--vocab", "300", "--context", "256", model)
 	out := mustRun(t, "model", "inspect", model)
-	for _, want := range []string{"architecture     qwen3", "head_dim         32", "qk_norm          true"} {
+	for _, want := range []string{"architecture     qwen3", "head_dim         32", "qk_norm          true", "vocab 300"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}

@@ -91,6 +91,9 @@ func newModelCmd() *cobra.Command {
 				return err
 			}
 			name, _ := f.String("general.name")
+			if emb, ok := f.Tensor("token_embd.weight"); ok && len(emb.Dims) == 2 && mc.Vocab == 0 {
+				mc.Vocab = int(emb.Dims[1]) // the rows of the embedding, as the loader counts them
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			for _, kv := range [][2]any{{"name", name}, {"architecture", mc.Arch}, {"layers", mc.Layers}, {"d_model", mc.DModel},
 				{"heads", mc.Heads}, {"kv_heads", mc.KVHeads}, {"head_dim", mc.HeadDim}, {"ffn", mc.FFN}, {"vocab", mc.Vocab},
