@@ -211,6 +211,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 		if err == nil {
 			if err = bindConn(r.Context(), p.Tenant); err != nil {
 				w.Header().Set("Connection", "close") // HTTP/2: GOAWAY once idle
+				err = s.refuse(p.Tenant, stageCapacity, err)
 			}
 		}
 		if err != nil {
@@ -409,7 +410,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	accessOf(ctx).setTokens(len(in.prompt), 0)
 	release, err := s.gate.acquire(p.Tenant)
 	if err != nil {
-		return genResult{}, err
+		return genResult{}, s.refuse(p.Tenant, stageCapacity, err)
 	}
 	defer release()
 	maxNew := in.common.MaxNew()
