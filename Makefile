@@ -101,6 +101,7 @@ binaries:
 .PHONY: config-doc
 config-doc:
 	$(GO) run ./cmd/cloisond --config-reference > cmd/cloisond/CONFIG.md
+	UPDATE_API_FIELDS=1 $(GO) test -count=1 -run '^TestREADMEFieldTable$$' ./api
 
 ## verify: gofmt clean, go vet and staticcheck clean (default and faults
 ## builds), go.mod tidy. staticcheck is installed at a pinned version from
