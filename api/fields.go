@@ -56,7 +56,7 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented}, // include_usage
+	"stream_options":        {rule: implemented},                 // include_usage
 	"n":                     {rule: implemented, note: "1 only"}, // (validate)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
