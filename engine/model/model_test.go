@@ -56,6 +56,19 @@ func TestMatchesReference(t *testing.T) {
 		// ffn_down (their activations may be quantized to Q8_K blocks).
 		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
 			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 13}, false, 1e-5},
+		{small(gguf.MXFP4, true), false, 1e-5},
+		// Mixtures of experts: qwen3moe (8 experts, 2 used) and mixtral
+		// (a llama file with 4 experts, 2 used), float, MXFP4 (gpt-oss's
+		// expert type) and Q3_K weights. A wrong route (a softmax over the
+		// top k instead of all, no renormalisation, another order) moves
+		// the logits by O(1).
+		{qwen3moe(gguf.F32), false, 1e-5},
+		{qwen3moe(gguf.MXFP4), false, 1e-5},
+		{mixtral(gguf.F32), false, 1e-5},
+		{synth.Config{Arch: "mixtral", Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 17, Experts: 4, ExpertsUsed: 2}, false, 1e-5},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
@@ -105,6 +118,18 @@ func TestMatchesReference(t *testing.T) {
 			t.Logf("max relative logit error %.3g", worst)
 		})
 	}
+}
+
+func qwen3moe(dt gguf.TensorType) synth.Config {
+	c := qwen3(dt)
+	c.Arch, c.Experts, c.ExpertsUsed, c.FFN, c.Seed = "qwen3moe", 8, 2, 64, 19
+	return c
+}
+
+func mixtral(dt gguf.TensorType) synth.Config {
+	c := small(dt, false)
+	c.Arch, c.Experts, c.ExpertsUsed, c.Seed = "mixtral", 4, 2, 23
+	return c
 }
 
 func qwen3(dt gguf.TensorType) synth.Config {
