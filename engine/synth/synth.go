@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels"
@@ -27,7 +28,7 @@ type Config struct {
 	// and the merged 3-D ffn_gate_exps/ffn_up_exps (FFN×DModel per expert)
 	// and ffn_down_exps (DModel×FFN per expert) instead of ffn_gate, ffn_up
 	// and ffn_down; FFN is each expert's width (qwen3moe also writes it as
-	// expert_feed_forward_length).
+	// expert_feed_forward_length). ExpertsUsed 0 means 2 (at most Experts).
 	Experts     int
 	ExpertsUsed int
 	Layers      int
@@ -71,6 +72,9 @@ func (c *Config) fill() error {
 			return fmt.Errorf("synth: experts need --arch qwen3moe or mixtral, not %s", c.Arch)
 		}
 	case "qwen3moe", "mixtral":
+		if c.ExpertsUsed == 0 {
+			c.ExpertsUsed = min(2, c.Experts)
+		}
 		if c.Experts < 1 || c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts {
 			return fmt.Errorf("synth: %s needs 1 ≤ experts used (%d) ≤ experts (%d)", c.Arch, c.ExpertsUsed, c.Experts)
 		}
@@ -123,6 +127,9 @@ func (c *Config) fill() error {
 // TensorType returns the type of weight matrix name ("blk.3.ffn_down.weight",
 // "output.weight", …) in the file c describes.
 func (c Config) TensorType(name string) gguf.TensorType {
+	if strings.HasSuffix(name, ".ffn_gate_inp.weight") {
+		return gguf.F32 // routers stay F32, as llama.cpp's quantizer leaves them
+	}
 	if !c.KQuantMix {
 		return c.DType
 	}
@@ -348,9 +355,8 @@ func Random(c Config) (*gguf.Writer, error) {
 		}
 		errs = append(errs, norm(p+"ffn_norm.weight"))
 		if c.Experts > 0 {
-			// The router stays F32, as llama.cpp's quantizer leaves it.
 			errs = append(errs,
-				experts(p+"ffn_gate_inp.weight", gguf.F32, c.Experts, c.DModel, 0),
+				matrix(p+"ffn_gate_inp.weight", c.Experts, c.DModel),
 				experts(p+"ffn_gate_exps.weight", c.TensorType(p+"ffn_gate_exps.weight"), c.FFN, c.DModel, c.Experts),
 				experts(p+"ffn_up_exps.weight", c.TensorType(p+"ffn_up_exps.weight"), c.FFN, c.DModel, c.Experts),
 				experts(p+"ffn_down_exps.weight", c.TensorType(p+"ffn_down_exps.weight"), c.DModel, c.FFN, c.Experts),
