@@ -234,6 +234,7 @@ type scratch struct {
 	x, h, q, k, v, att, o, gate, up, dwn kernels.Tensor
 	last, logits                         kernels.Tensor
 	router                               kernels.Tensor // rows×Experts; nil without experts
+	moe                                  moeHost        // host buffers of the expert layers
 }
 
 func (s *scratch) free(b kernels.Backend) {

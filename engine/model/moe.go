@@ -136,21 +136,22 @@ func (m *Model) moeFFN(l *moeLayer, x, h kernels.Tensor, rows int) error {
 	if err := b.MatMul(router, h, l.router); err != nil {
 		return err
 	}
-	logits := make([]float32, rows*E)
+	hb := &s.moe
+	hb.grow(rows, E, k, d)
+	logits, sel, w, outs, tmp := hb.logits[:rows*E], hb.sel[:rows*k], hb.w[:rows*k], hb.outs[:rows*k*d], hb.tmp[:rows*d]
 	if err := b.Download(logits, router); err != nil {
 		return err
 	}
-	sel := make([]int, rows*k)
-	w := make([]float32, rows*k)
-	byExpert := make([][]int, E) // slots r·k+j routed to each expert, in row order
+	byExpert := hb.byExpert // slots r·k+j routed to each expert, in row order
+	for e := range byExpert {
+		byExpert[e] = byExpert[e][:0]
+	}
 	for r := 0; r < rows; r++ {
 		route(logits[r*E:(r+1)*E], k, sel[r*k:(r+1)*k], w[r*k:(r+1)*k])
 		for j := 0; j < k; j++ {
 			byExpert[sel[r*k+j]] = append(byExpert[sel[r*k+j]], r*k+j)
 		}
 	}
-	outs := make([]float32, rows*k*d)
-	tmp := make([]float32, rows*d)
 	for e, slots := range byExpert {
 		n := len(slots)
 		if n == 0 {
@@ -199,4 +200,30 @@ func (m *Model) moeFFN(l *moeLayer, x, h kernels.Tensor, rows int) error {
 		return err
 	}
 	return b.Add(x, x, dwn)
+}
+
+// moeHost holds the host-side buffers of moeFFN, grown to the largest
+// batch seen and reused (guarded by Model.mu, as the scratch tensors).
+type moeHost struct {
+	logits, w, outs, tmp []float32
+	sel                  []int
+	byExpert             [][]int
+}
+
+func (h *moeHost) grow(rows, experts, k, d int) {
+	if len(h.logits) < rows*experts {
+		h.logits = make([]float32, rows*experts)
+	}
+	if len(h.sel) < rows*k {
+		h.sel, h.w = make([]int, rows*k), make([]float32, rows*k)
+	}
+	if len(h.outs) < rows*k*d {
+		h.outs = make([]float32, rows*k*d)
+	}
+	if len(h.tmp) < rows*d {
+		h.tmp = make([]float32, rows*d)
+	}
+	if len(h.byExpert) != experts {
+		h.byExpert = make([][]int, experts)
+	}
 }
