@@ -237,10 +237,13 @@ func (c *Config) experts(f *gguf.File, p string, required bool) error {
 		return fmt.Errorf("%w: %d experts used of %d", ErrModel, c.ExpertsUsed, c.Experts)
 	}
 	// Absent, 0 (or one group) is the plain router.
-	for k, most := range map[string]int64{"expert_shared_count": 0, "expert_shared_feed_forward_length": 0, "expert_group_count": 1, "expert_group_used_count": 1} {
-		if v, ok := f.Get(p + k); ok {
-			if n, isInt := v.Int(); !isInt || n < 0 || n > most {
-				return fmt.Errorf("%w: %s%s = %v (shared experts and expert groups are not implemented)", ErrUnsupported, p, k, v.Any())
+	for _, k := range []struct {
+		key  string
+		most int64
+	}{{"expert_shared_count", 0}, {"expert_shared_feed_forward_length", 0}, {"expert_group_count", 1}, {"expert_group_used_count", 1}} {
+		if v, ok := f.Get(p + k.key); ok {
+			if n, isInt := v.Int(); !isInt || n < 0 || n > k.most {
+				return fmt.Errorf("%w: %s%s = %v (shared experts and expert groups are not implemented)", ErrUnsupported, p, k.key, v.Any())
 			}
 		}
 	}

@@ -170,6 +170,16 @@ func TestMoERejects(t *testing.T) {
 		}
 		return parse(t, w)
 	}
+	// qwen3moe's expert width is expert_feed_forward_length, whatever
+	// feed_forward_length says (Qwen3-30B-A3B: 768 and 6144); without it,
+	// feed_forward_length / expert_used_count, as llama.cpp falls back.
+	if m, err := Load(backend(t), rewrite(t, f, with("qwen3moe.feed_forward_length", uint32(999)), nil)); err != nil || m.FFN != 64 {
+		t.Errorf("feed_forward_length 999 beside expert_feed_forward_length 64: %v, FFN %v", err, m)
+	}
+	c, err := ConfigFromGGUF(rewrite(t, rewrite(t, f, with("qwen3moe.expert_feed_forward_length", nil), nil), with("qwen3moe.feed_forward_length", uint32(128)), nil))
+	if err != nil || c.FFN != 64 {
+		t.Errorf("no expert_feed_forward_length, feed_forward_length 128, 2 used: %v, FFN %d (want 64)", err, c.FFN)
+	}
 	tests := []struct {
 		name string
 		f    *gguf.File
