@@ -567,26 +567,31 @@ func TestStaleTableCannotRead(t *testing.T) {
 // go test -fuzz FuzzLoad -fuzzminimizetime 50x ./engine/model
 // (1.5M execs in 30 s here), or the minimiser spends minutes per find.
 func FuzzLoad(f *testing.F) {
-	c := synth.Config{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16}
-	// A small seed without the tokenizer keys keeps the fuzzer fast.
-	small := rewrite(f, randomFile(f, c), func(k string, v any) any {
-		if strings.HasPrefix(k, "tokenizer.") {
-			return nil
+	// A dense seed and a mixture of experts (qwen3moe, 4 experts, 2 used).
+	for _, c := range []synth.Config{
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "qwen3moe", Layers: 1, DModel: 32, Heads: 2, HeadDim: 16, FFN: 32, Experts: 4, ExpertsUsed: 2, Vocab: 259, Context: 16, DType: gguf.F16},
+	} {
+		// A small seed without the tokenizer keys keeps the fuzzer fast.
+		small := rewrite(f, randomFile(f, c), func(k string, v any) any {
+			if strings.HasPrefix(k, "tokenizer.") {
+				return nil
+			}
+			return v
+		}, nil)
+		w := gguf.NewWriter()
+		for _, e := range small.KV {
+			w.Set(e.Key, e.Value)
 		}
-		return v
-	}, nil)
-	w := gguf.NewWriter()
-	for _, e := range small.KV {
-		w.Set(e.Key, e.Value)
+		for _, ti := range small.Tensors {
+			w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
 	}
-	for _, ti := range small.Tensors {
-		w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
 	b := backend(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)
