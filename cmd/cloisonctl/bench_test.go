@@ -71,3 +71,23 @@ func TestModelSynthQwen3(t *testing.T) {
 		t.Error("--arch gemma3 accepted")
 	}
 }
+
+// TestModelSynthMoE: `model synth --arch qwen3moe|mixtral --experts N` writes
+// files that load with N experts (mixtral as a llama file), in the new
+// weight types too; experts on a dense architecture are refused.
+func TestModelSynthMoE(t *testing.T) {
+	for _, tc := range []struct{ arch, dtype, wantArch string }{{"qwen3moe", "mxfp4", "qwen3moe"}, {"mixtral", "q3_k", "llama"}} {
+		model := filepath.Join(t.TempDir(), tc.arch+".gguf")
+		mustRun(t, "model", "synth", "--arch", tc.arch, "--experts", "4", "--layers", "1", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
+			"--ffn", "256", "--vocab", "300", "--context", "256", "--dtype", tc.dtype, model)
+		out := strings.Join(strings.Fields(mustRun(t, "model", "inspect", model)), " ")
+		for _, want := range []string{"architecture " + tc.wantArch, "experts 4", "experts_used 2"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: inspect output lacks %q:\n%s", tc.arch, want, out)
+			}
+		}
+	}
+	if _, err := run(t, "model", "synth", "--arch", "llama", "--experts", "4", filepath.Join(t.TempDir(), "l.gguf")); err == nil {
+		t.Error("--experts with --arch llama accepted")
+	}
+}

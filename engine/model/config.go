@@ -38,20 +38,27 @@ type Config struct {
 	// attn_k_norm, HeadDim weights each) after the projection and before
 	// RoPE, as qwen3 does.
 	QKNorm bool
+	// Experts > 0: every layer's feed-forward is a mixture of Experts
+	// SwiGLU experts of FFN width each (qwen3moe, or a llama file with
+	// expert_count: mixtral), of which a softmax router picks ExpertsUsed
+	// per token (see the package documentation).
+	Experts, ExpertsUsed int
 }
 
 // arch describes what an architecture adds to the llama layout.
 type arch struct {
 	neox   bool // RoPE in the NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX)
 	qkNorm bool // per-head Q/K RMSNorm (attn_q_norm, attn_k_norm)
+	moe    bool // a mixture of experts in every layer (required)
 }
 
 // archs lists the supported architectures.
 var archs = map[string]arch{
-	"llama":   {},
-	"mistral": {},
-	"qwen2":   {neox: true},
-	"qwen3":   {neox: true, qkNorm: true},
+	"llama":    {},
+	"mistral":  {},
+	"qwen2":    {neox: true},
+	"qwen3":    {neox: true, qkNorm: true},
+	"qwen3moe": {neox: true, qkNorm: true, moe: true},
 }
 
 // Archs returns the supported architectures, sorted.
@@ -128,6 +135,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
 		return c, err
 	}
+	if err := c.experts(f, p, ad.moe); err != nil {
+		return c, err
+	}
 	def := 0
 	if c.DModel%c.Heads == 0 {
 		def = c.DModel / c.Heads
@@ -195,4 +205,66 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return c, fmt.Errorf("%w: rms epsilon underflows float32", ErrModel)
 	}
 	return c, nil
+}
+
+// maxExperts bounds expert_count (llama.cpp's LLAMA_MAX_EXPERTS).
+const maxExperts = 512
+
+// experts reads the mixture-of-experts keys: expert_count and
+// expert_used_count (required when moe), and for qwen3moe the expert width
+// expert_feed_forward_length (else feed_forward_length / expert_used_count,
+// as llama.cpp falls back), which then becomes c.FFN. Router variants this
+// package does not run — shared experts, expert groups, a gating function
+// other than softmax, a weight scale — are refused, not ignored.
+func (c *Config) experts(f *gguf.File, p string, required bool) error {
+	var err error
+	if c.Experts, err = intKey(f, p+"expert_count", 0, required); err != nil {
+		return err
+	}
+	if c.Experts == 0 {
+		if _, ok := f.Get(p + "expert_used_count"); ok {
+			return fmt.Errorf("%w: %sexpert_used_count without expert_count", ErrModel, p)
+		}
+		return nil
+	}
+	if c.Experts > maxExperts {
+		return fmt.Errorf("%w: %d experts (at most %d)", ErrUnsupported, c.Experts, maxExperts)
+	}
+	if c.ExpertsUsed, err = intKey(f, p+"expert_used_count", 0, true); err != nil {
+		return err
+	}
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: %d experts used of %d", ErrModel, c.ExpertsUsed, c.Experts)
+	}
+	// Absent, 0 (or one group) is the plain router.
+	for _, k := range []struct {
+		key  string
+		most int64
+	}{{"expert_shared_count", 0}, {"expert_shared_feed_forward_length", 0}, {"expert_group_count", 1}, {"expert_group_used_count", 1}} {
+		if v, ok := f.Get(p + k.key); ok {
+			if n, isInt := v.Int(); !isInt || n < 0 || n > k.most {
+				return fmt.Errorf("%w: %s%s = %v (shared experts and expert groups are not implemented)", ErrUnsupported, p, k.key, v.Any())
+			}
+		}
+	}
+	if g, err := intKey(f, p+"expert_gating_func", 1, false); err != nil || g != 1 {
+		return fmt.Errorf("%w: %sexpert_gating_func (only softmax, 1, is implemented)", ErrUnsupported, p)
+	}
+	if s, err := floatKey(f, p+"expert_weights_scale", 1, false); err != nil || s != 1 {
+		return fmt.Errorf("%w: %sexpert_weights_scale %g (only 1 is implemented)", ErrUnsupported, p, s)
+	}
+	if v, ok := f.Get(p + "expert_weights_norm"); ok {
+		if b, isBool := v.Any().(bool); !isBool || !b {
+			return fmt.Errorf("%w: %sexpert_weights_norm %v (the top-k weights are always renormalised)", ErrUnsupported, p, v.Any())
+		}
+	}
+	if strings.HasPrefix(p, "qwen3moe.") {
+		if c.FFN, err = intKey(f, p+"expert_feed_forward_length", c.FFN/c.ExpertsUsed, false); err != nil {
+			return err
+		}
+		if c.FFN == 0 {
+			return fmt.Errorf("%w: expert width 0", ErrModel)
+		}
+	}
+	return nil
 }

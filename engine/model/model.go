@@ -17,7 +17,8 @@ type layer struct {
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        kernels.Tensor // nil without QKV biases
 	qNorm, kNorm      kernels.Tensor // 1×HeadDim; nil without QKNorm
-	gate, up, down    kernels.Matrix
+	gate, up, down    kernels.Matrix // nil in a mixture-of-experts layer
+	moe               *moeLayer      // nil in a dense layer
 }
 
 // Model is a loaded llama-family model. Forward calls are serialised; the
@@ -70,6 +71,9 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 	}
 	// Every layer has nine tensors: a block_count the file cannot back is
 	// refused before anything is sized by it.
+	if c.Experts > 0 && !moeBackends[b.Name()] {
+		return nil, fmt.Errorf("%w: mixture-of-experts models on backend %q (verified on: cpu)", ErrUnsupported, b.Name())
+	}
 	if c.Layers > len(f.Tensors)/9 {
 		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
 	}
@@ -102,9 +106,15 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			l.qNorm, l.kNorm = vec("attn_q_norm.weight", c.HeadDim), vec("attn_k_norm.weight", c.HeadDim)
 		}
 		l.ffnNorm = vec("ffn_norm.weight", c.DModel)
-		l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
-		l.up = mat("ffn_up.weight", c.FFN, c.DModel)
-		l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		if c.Experts > 0 {
+			var err error
+			l.moe, err = m.loadMoE(f, p)
+			errs = append(errs, err)
+		} else {
+			l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
+			l.up = mat("ffn_up.weight", c.FFN, c.DModel)
+			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
@@ -223,10 +233,12 @@ type scratch struct {
 	rows, outRows                        int
 	x, h, q, k, v, att, o, gate, up, dwn kernels.Tensor
 	last, logits                         kernels.Tensor
+	router                               kernels.Tensor // rows×Experts; nil without experts
+	moe                                  moeHost        // host buffers of the expert layers
 }
 
 func (s *scratch) free(b kernels.Backend) {
-	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits} {
+	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits, s.router} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -237,7 +249,7 @@ func (s *scratch) free(b kernels.Backend) {
 func (m *Model) ensure(rows, outRows int) error {
 	s := &m.sc
 	if rows > s.rows {
-		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn} {
+		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.router} {
 			if t != nil {
 				m.b.Free(t)
 			}
@@ -256,6 +268,10 @@ func (m *Model) ensure(rows, outRows int) error {
 		s.x, s.h, s.o, s.dwn = alloc(m.DModel), alloc(m.DModel), alloc(m.DModel), alloc(m.DModel)
 		s.q, s.att, s.k, s.v = alloc(q), alloc(q), alloc(kv), alloc(kv)
 		s.gate, s.up = alloc(m.FFN), alloc(m.FFN)
+		s.router = nil
+		if m.Experts > 0 {
+			s.router = alloc(m.Experts)
+		}
 		if err != nil {
 			return err
 		}
@@ -380,6 +396,12 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		}
 		if err := b.RMSNorm(h, x, l.ffnNorm, m.RMSEps); err != nil {
 			return nil, err
+		}
+		if l.moe != nil {
+			if err := m.moeFFN(l.moe, x, h, rows); err != nil {
+				return nil, fmt.Errorf("model: layer %d: experts: %w", li, err)
+			}
+			continue
 		}
 		if err := kernels.MultiMatMul(b, []kernels.Tensor{gate, up}, h, []kernels.Matrix{l.gate, l.up}); err != nil {
 			return nil, err

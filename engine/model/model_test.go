@@ -56,6 +56,19 @@ func TestMatchesReference(t *testing.T) {
 		// ffn_down (their activations may be quantized to Q8_K blocks).
 		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
 			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 13}, false, 1e-5},
+		{small(gguf.MXFP4, true), false, 1e-5},
+		// Mixtures of experts: qwen3moe (8 experts, 2 used) and mixtral
+		// (a llama file with 4 experts, 2 used), float, MXFP4 (gpt-oss's
+		// expert type) and Q3_K weights. A wrong route (a softmax over the
+		// top k instead of all, no renormalisation, another order) moves
+		// the logits by O(1).
+		{qwen3moe(gguf.F32), false, 1e-5},
+		{qwen3moe(gguf.MXFP4), false, 1e-5},
+		{mixtral(gguf.F32), false, 1e-5},
+		{synth.Config{Arch: "mixtral", Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 17, Experts: 4, ExpertsUsed: 2}, false, 1e-5},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
@@ -105,6 +118,18 @@ func TestMatchesReference(t *testing.T) {
 			t.Logf("max relative logit error %.3g", worst)
 		})
 	}
+}
+
+func qwen3moe(dt gguf.TensorType) synth.Config {
+	c := qwen3(dt)
+	c.Arch, c.Experts, c.ExpertsUsed, c.FFN, c.Seed = "qwen3moe", 8, 2, 64, 19
+	return c
+}
+
+func mixtral(dt gguf.TensorType) synth.Config {
+	c := small(dt, false)
+	c.Arch, c.Experts, c.ExpertsUsed, c.Seed = "mixtral", 4, 2, 23
+	return c
 }
 
 func qwen3(dt gguf.TensorType) synth.Config {
@@ -542,26 +567,31 @@ func TestStaleTableCannotRead(t *testing.T) {
 // go test -fuzz FuzzLoad -fuzzminimizetime 50x ./engine/model
 // (1.5M execs in 30 s here), or the minimiser spends minutes per find.
 func FuzzLoad(f *testing.F) {
-	c := synth.Config{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16}
-	// A small seed without the tokenizer keys keeps the fuzzer fast.
-	small := rewrite(f, randomFile(f, c), func(k string, v any) any {
-		if strings.HasPrefix(k, "tokenizer.") {
-			return nil
+	// A dense seed and a mixture of experts (qwen3moe, 4 experts, 2 used).
+	for _, c := range []synth.Config{
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "qwen3moe", Layers: 1, DModel: 32, Heads: 2, HeadDim: 16, FFN: 32, Experts: 4, ExpertsUsed: 2, Vocab: 259, Context: 16, DType: gguf.F16},
+	} {
+		// A small seed without the tokenizer keys keeps the fuzzer fast.
+		small := rewrite(f, randomFile(f, c), func(k string, v any) any {
+			if strings.HasPrefix(k, "tokenizer.") {
+				return nil
+			}
+			return v
+		}, nil)
+		w := gguf.NewWriter()
+		for _, e := range small.KV {
+			w.Set(e.Key, e.Value)
 		}
-		return v
-	}, nil)
-	w := gguf.NewWriter()
-	for _, e := range small.KV {
-		w.Set(e.Key, e.Value)
+		for _, ti := range small.Tensors {
+			w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
 	}
-	for _, ti := range small.Tensors {
-		w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
 	b := backend(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)
