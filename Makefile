@@ -199,7 +199,8 @@ arch-check:
 ## model with Qwen 2.5's template: chat, streaming, tools, json_schema,
 ## logprobs, completions, models, the Responses API (store, retrieve,
 ## delete, another tenant's 404) and the AI SDK's default provider and
-## .chat() (scripts/sdk-test.sh). Needs node ≥ 20 and npm.
+## .chat(), LangChain's ChatOpenAI (scripts/sdk-test.sh). Needs node ≥ 20
+## and npm.
 .PHONY: sdk-test
 sdk-test:
 	scripts/sdk-test.sh

@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, generateObject, tool } from "ai";
 import { z } from "zod";
+import { ChatOpenAI } from "@langchain/openai";
 
 const baseURL = process.env.CLOISON_URL + "/v1";
 const model = process.env.CLOISON_MODEL;
@@ -223,6 +224,30 @@ for (const [name, m] of [["openai(model) (Responses)", provider(model)], ["opena
     assert.equal(g.toolCalls.length, 1);
     assert.equal(g.toolCalls[0].toolName, "set_unit");
     assert.ok(["celsius", "fahrenheit"].includes(g.toolCalls[0].input.unit));
+  });
+}
+
+// ---- LangChain: ChatOpenAI on chat completions and on the Responses API
+for (const useResponsesApi of [false, true]) {
+  const lc = new ChatOpenAI({ model, apiKey: process.env.CLOISON_TOKEN, configuration: { baseURL }, maxTokens: 8, temperature: 0, maxRetries: 0, useResponsesApi });
+  const api = useResponsesApi ? "Responses" : "chat";
+  await check(`langchain: invoke + stream (${api})`, async () => {
+    const m = await lc.invoke("Bonjour");
+    assert.equal(typeof m.content === "string" ? m.content.length > 0 : m.content.length > 0, true);
+    let text = "";
+    for await (const c of await lc.stream("Bonjour")) text += typeof c.content === "string" ? c.content : c.content.map((p) => p.text ?? "").join("");
+    assert.equal(text, typeof m.content === "string" ? m.content : m.text);
+  });
+  // @langchain/openai 0.6.17 does not send tool_choice to the Responses
+  // API (its request has tools only), so a forced call is checked on chat.
+  if (useResponsesApi) continue;
+  await check(`langchain: bindTools with tool_choice required (${api})`, async () => {
+    const withTools = new ChatOpenAI({ model, apiKey: process.env.CLOISON_TOKEN, configuration: { baseURL }, maxTokens: 120, temperature: 0, maxRetries: 0, useResponsesApi })
+      .bindTools([unitTool], { tool_choice: "required" });
+    const m = await withTools.invoke("Set it up.");
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].name, "set_unit");
+    assert.ok(["celsius", "fahrenheit"].includes(m.tool_calls[0].args.unit));
   });
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make sdk-test: the OpenAI-compatible API as its users call it (issue 15
-# §2). Installs the official openai npm client and the AI SDK (ai,
-# @ai-sdk/openai, zod), pinned, into $SDK_DIR/node; synthesizes the
+# §2). Installs the official openai npm client, the AI SDK (ai,
+# @ai-sdk/openai, zod) and LangChain's ChatOpenAI (@langchain/openai,
+# @langchain/core), pinned, into $SDK_DIR/node; synthesizes the
 # context-bag model with Qwen 2.5's chat template (Hermes tool calls), so
 # that tools and forced calls work on a random-weight model; starts a real
 # cloisond on it (local PostgreSQL from scripts/pg.sh, database
@@ -15,6 +16,8 @@ OPENAI_VERSION=6.49.0
 AI_VERSION=6.0.325
 AI_SDK_OPENAI_VERSION=3.0.141
 ZOD_VERSION=4.6.7
+LANGCHAIN_OPENAI_VERSION=0.6.17
+LANGCHAIN_CORE_VERSION=0.3.80
 MODEL=cloison-context-bag
 dir=${SDK_DIR:-.cache/sdk-test}
 mkdir -p "$dir/bin" "$dir/node" "$dir/state"
@@ -26,10 +29,10 @@ command -v npm >/dev/null || { echo "sdk-test: npm is needed" >&2; exit 1; }
 go build -o "$dir/bin/cloisond" ./cmd/cloisond
 go build -o "$dir/bin/cloisonctl" ./cmd/cloisonctl
 
-want="openai@$OPENAI_VERSION ai@$AI_VERSION @ai-sdk/openai@$AI_SDK_OPENAI_VERSION zod@$ZOD_VERSION"
+want="openai@$OPENAI_VERSION ai@$AI_VERSION @ai-sdk/openai@$AI_SDK_OPENAI_VERSION zod@$ZOD_VERSION @langchain/openai@$LANGCHAIN_OPENAI_VERSION @langchain/core@$LANGCHAIN_CORE_VERSION"
 have=$(cd "$dir/node" && node -e '
 const v = p => { try { return p + "@" + require(process.cwd() + "/node_modules/" + p + "/package.json").version } catch { return "" } };
-console.log(["openai", "ai", "@ai-sdk/openai", "zod"].map(v).join(" "))')
+console.log(["openai", "ai", "@ai-sdk/openai", "zod", "@langchain/openai", "@langchain/core"].map(v).join(" "))')
 if [ "$have" != "$want" ]; then
 	echo "== npm install $want into $dir/node"
 	(cd "$dir/node" && { [ -f package.json ] || echo '{"private":true,"type":"module"}' > package.json; } &&
