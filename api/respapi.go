@@ -541,12 +541,10 @@ func textPart(s string) RespPart {
 // respBuilder turns one generation's content and calls into output items,
 // in the order generated, and, when streaming, into events.
 type respBuilder struct {
-	s     *Server
-	resp  Response
-	base  string                             // the id suffix items are named after
-	emit  func(typ string, v map[string]any) // nil: not streaming
-	open  *RespItem                          // the message item receiving text, nil when none
-	calls int
+	resp Response
+	base string                             // the id suffix items are named after
+	emit func(typ string, v map[string]any) // nil: not streaming
+	open *RespItem                          // the message item receiving text, nil when none
 }
 
 func (b *respBuilder) event(typ string, kv map[string]any) {
@@ -597,7 +595,6 @@ func (b *respBuilder) call(c ToolCallOut) {
 	it.Status, it.Arguments = "completed", &args
 	b.resp.Output = append(b.resp.Output, it)
 	b.event("response.output_item.done", map[string]any{"output_index": i, "item": it})
-	b.calls++
 }
 
 func (b *respBuilder) add(text string, calls []ToolCallOut) {
@@ -770,7 +767,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	w.Header().Set("X-Request-Id", string(id))
 	p := principal(r)
 	base := strings.TrimPrefix(string(id), "req-")
-	b := &respBuilder{s: s, base: base, resp: s.respObject(call, "resp_"+base, in)}
+	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in)}
 	c := newCollector(s, in)
 	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
 		token: func(tok engine.Token) { b.add(c.add(tok)) }}
