@@ -304,6 +304,34 @@ func TestResponsesAPI(t *testing.T) {
 		}
 	})
 
+	// Fail closed: a response that cannot be stored is not answered as
+	// stored — 503 whole, an error event (never response.completed) streamed.
+	t.Run("a store that fails fails the response", func(t *testing.T) {
+		admin := p.DB.AdminPool(t)
+		if _, err := admin.Exec(context.Background(), `REVOKE INSERT ON stored_responses FROM `+p.DB.Roles.Runtime); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := admin.Exec(context.Background(), `GRANT INSERT ON stored_responses TO `+p.DB.Roles.Runtime); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		body := strings.Replace(plain, `"temperature":0`, `"temperature":0,"store":true`, 1)
+		if code, b := call(t, p, "POST", "/v1/responses", tok, body); code != 503 {
+			t.Fatalf("got %d %s, want 503", code, b)
+		}
+		code, sb := call(t, p, "POST", "/v1/responses", tok, strings.Replace(body, `"store":true`, `"store":true,"stream":true`, 1))
+		evs := events(t, sb)
+		if code != 200 || evs[len(evs)-1].Type != "error" {
+			t.Fatalf("got %d, last event %s, want an error event", code, evs[len(evs)-1].Type)
+		}
+		for _, e := range evs {
+			if e.Type == "response.completed" || e.Type == "response.incomplete" {
+				t.Fatalf("got %s on a response that was not stored", e.Type)
+			}
+		}
+	})
+
 	for _, tt := range []struct{ name, extra, want string }{
 		{"include", `,"include":["reasoning.encrypted_content"]`, "include"},
 		{"reasoning", `,"reasoning":{"effort":"high"}`, "reasoning"},
