@@ -60,5 +60,8 @@
 // in one transaction, and previous_response_id continues its conversation.
 // All three name the caller's tenant: another tenant's id is 404 like an
 // unknown or deleted one. Without a KEK, store: true is 503 (ErrStoreOff),
-// never silently not stored.
+// never silently not stored; a store that fails fails the response (503,
+// or an error event in place of response.completed). Not implemented:
+// GET /v1/responses/{id}/input_items, POST /v1/responses/{id}/cancel (JSON
+// 404), the Responses API over gRPC.
 package api
