@@ -84,6 +84,10 @@ type Served interface {
 	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
 	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
 	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
+	// Stored responses of the Responses API (respapi.go).
+	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
+	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
+	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
 }
 
 // Ledger is all the server uses of the audit ledger (*auditpg.Store).

@@ -19,7 +19,8 @@ import (
 // unknown field may change the output just as well (fail closed). The
 // exceptions are the fields listed as ignored: they are known not to
 // change the output (user, metadata, service_tier, ...), and OpenAI SDKs
-// send them routinely.
+// send them routinely. The Responses API's fields are in respapi.go's
+// tables, under the same rules.
 
 // fieldRule is what the API does with one request field.
 type fieldRule int

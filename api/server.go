@@ -152,6 +152,8 @@ func tokenString(t *tokenizer.Tokenizer, id int32) string {
 //	GET  /v1/attestation               any valid token: the capacity attestation
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
+//	POST /v1/responses                 scope infer (respapi.go)
+//	GET, DELETE /v1/responses/{id}     scope infer: the tenant's stored responses
 //	/admin/v1/...                      scope admin (admin.go)
 //	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
 //
@@ -173,6 +175,7 @@ func (s *Server) Handler() http.Handler {
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
+	s.respAPIRoutes(mux)
 	return s.accessLog(s.recoverer(jsonFallback(mux)))
 }
 
@@ -341,26 +344,37 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	use, _ := req.toolUse() // checked by DecodeChat
-	if err := s.toolFormat(use); err != nil {
+	in, err := s.chatInference(req)
+	if err != nil {
 		WriteHTTPError(w, err)
 		return
+	}
+	s.serve(w, r, in)
+}
+
+// chatInference is a decoded chat request made ready for generate: its
+// tools checked against the model's template, its grammar (response_format
+// or the forced call), its prompt rendered. The Responses API goes through
+// it too (respapi.go). Errors: those of toolFormat, requestGrammar and
+// chatPrompt.
+func (s *Server) chatInference(req *ChatRequest) (inference, error) {
+	use, _ := req.toolUse() // checked by DecodeChat
+	if err := s.toolFormat(use); err != nil {
+		return inference{}, err
 	}
 	g, err := requestGrammar(req.Grammar, use)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	top := 0
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g})
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
 }
 
 // genSink is how a transport receives one generation from generate.

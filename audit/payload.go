@@ -73,6 +73,10 @@ func NewPayload(k Kind) Payload {
 		return &ReportReceived{}
 	case KindRequestReplayed:
 		return &RequestReplayed{}
+	case KindResponseStored:
+		return &ResponseStored{}
+	case KindResponseDeleted:
+		return &ResponseDeleted{}
 	}
 	return nil
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels/cpu"
 )
 
@@ -89,5 +91,29 @@ func TestModelSynthMoE(t *testing.T) {
 	}
 	if _, err := run(t, "model", "synth", "--arch", "llama", "--experts", "4", filepath.Join(t.TempDir(), "l.gguf")); err == nil {
 		t.Error("--experts with --arch llama accepted")
+	}
+}
+
+// TestModelSynthChatTemplate: --chat-template replaces the ChatML template
+// in the file (make sdk-test serves a tool-calling template this way).
+func TestModelSynthChatTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "t.jinja")
+	const src = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+	if err := os.WriteFile(tpl, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "b.gguf")
+	mustRun(t, "model", "synth", "--bag", "--chat-template", tpl, model)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, _ := f.String("tokenizer.chat_template"); got != src {
+		t.Fatalf("got template %q, want %q", got, src)
+	}
+	if _, err := run(t, "model", "synth", "--bag", "--chat-template", filepath.Join(dir, "missing"), filepath.Join(dir, "c.gguf")); err == nil {
+		t.Error("a missing template file accepted")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
 	var c synth.Config
 	var bag bool
-	var dtype string
+	var dtype, chatTemplate string
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
 		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe or mixtral weights, or the context-bag leak oracle (--bag)",
@@ -59,6 +60,15 @@ func newModelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if chatTemplate != "" {
+				src, err := os.ReadFile(chatTemplate)
+				if err != nil {
+					return err
+				}
+				if err := w.Set("tokenizer.chat_template", string(src)); err != nil {
+					return err
+				}
+			}
 			if err := w.WriteFile(args[0]); err != nil {
 				return err
 			}
@@ -67,6 +77,7 @@ func newModelCmd() *cobra.Command {
 		},
 	}
 	f := synthCmd.Flags()
+	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
