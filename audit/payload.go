@@ -147,6 +147,41 @@ type RequestCompleted struct {
 	// Served (issue 17 §1): keyed digests of the prompt and completion and
 	// what determined the output; absent in entries written before it.
 	Served *Served `json:"served,omitempty"`
+	// Placement (issue 17 §5): the nodes that processed the request and
+	// their residency labels, so a tenant can show where its data went;
+	// absent in entries written before it.
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// Placement is where a request was processed: the decode node (which
+// served the API and decoded) and, in a split deployment, the prefill node
+// that computed the prompt's KV. Labels are as the nodes attested them;
+// empty when a node has none.
+type Placement struct {
+	Node    Name          `json:"node"`
+	Region  Name          `json:"region,omitempty"`
+	Tier    Name          `json:"tier,omitempty"`
+	Prefill *PrefillPlace `json:"prefill,omitempty"` // nil: prefilled on the decode node
+}
+
+// PrefillPlace is the prefill node of a Placement.
+type PrefillPlace struct {
+	Node   Name `json:"node"` // its address as the decode node dialled it
+	Region Name `json:"region,omitempty"`
+	Tier   Name `json:"tier,omitempty"`
+}
+
+func (p *Placement) validate() error {
+	if p == nil {
+		return nil
+	}
+	err := firstErr(CheckName("placement.node", string(p.Node)), checkOptName("placement.region", string(p.Region)),
+		checkOptName("placement.tier", string(p.Tier)))
+	if err == nil && p.Prefill != nil {
+		err = firstErr(CheckName("placement.prefill.node", string(p.Prefill.Node)),
+			checkOptName("placement.prefill.region", string(p.Prefill.Region)), checkOptName("placement.prefill.tier", string(p.Prefill.Tier)))
+	}
+	return err
 }
 
 func (RequestCompleted) Kind() Kind { return KindRequestCompleted }
@@ -155,7 +190,7 @@ func (p RequestCompleted) validate() error {
 		checkOptName("status", string(p.Status)), checkCount("prompt_tokens", p.PromptTokens),
 		checkCount("completion_tokens", p.CompletionTokens), checkCount("cached_tokens", p.CachedTokens),
 		checkCount("pages", p.Pages), CheckName("tier", string(p.Tier)),
-		checkCount("duration_micros", p.DurationMicros), p.Served.validate())
+		checkCount("duration_micros", p.DurationMicros), p.Served.validate(), p.Placement.validate())
 }
 
 // IsolationViolation records a broken isolation invariant and what the
