@@ -131,7 +131,7 @@ type Tenant struct {
 	// Residency is where the tenant's data may be processed (issue 17 §5).
 	Residency Residency `json:"residency"`
 	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // MarshalJSON writes Tier and Zeroing by name ("dedicated", "always").

@@ -255,7 +255,7 @@ func (l *loadedModel) node() assemble.Model {
 // capacity is the KV pool and attestation the flags ask for.
 func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
 	return assemble.Capacity{Pool: isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing},
-		ServedContext: c.servedContext, K: c.attestK}
+		ServedContext: c.servedContext, K: c.attestK, Labels: attest.Labels{Region: c.nodeRegion, Tier: c.nodeTier}}
 }
 
 // decodeConfig is a decode node's part of the assembly: it listens on

@@ -45,11 +45,14 @@ type Capacity struct {
 	// ServedContext is the context to serve (0: the model's); K the number
 	// of full-context requests the pool must hold (0: 1).
 	ServedContext, K int
+	// Labels are the node's residency labels (region, tier), published in
+	// its attestation (issue 17 §5).
+	Labels attest.Labels
 }
 
 func (c Capacity) attest(m *model.Model, reserved map[cloison.TenantID]int) (attest.Attestation, error) {
 	return attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved, Labels: c.Labels})
 }
 
 // TenantSource is where a node reads the tenants whose partitions it holds
@@ -223,6 +226,15 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	acfg := cfg.API
 	acfg.Engine, acfg.ModelName, acfg.Tokenizer, acfg.Decider, acfg.Ledger, acfg.Tenants, acfg.Node = n.Engine, m.Name, m.Tokenizer, n.Decider, cfg.Ledger, cfg.Tenants, cfg.Actor
+	if cfg.Decode != nil {
+		// A tenant's prompts go only to prefill nodes its residency
+		// allows; the API asks the same before admitting it.
+		acfg.Placement = cfg.Decode.Client
+		cfg.Decode.Client.SetResidency(func(ctx context.Context, id cloison.TenantID) ([]string, string, error) {
+			t, err := cfg.Tenants.Tenant(ctx, id)
+			return t.Residency.Regions, t.Residency.Tier, err
+		})
+	}
 	if acfg.Logger == nil {
 		acfg.Logger = log
 	}
