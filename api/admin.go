@@ -22,7 +22,7 @@ import (
 //	GET  /admin/v1/tenants/{id}          one tenant
 //	POST /admin/v1/tenants/{id}/suspend  suspend (tokens stop verifying at once)
 //	POST /admin/v1/tenants/{id}/activate reactivate
-//	PATCH /admin/v1/tenants/{id}         {"quotas": {...}, "allowed_models": [...]}: fields given change
+//	PATCH /admin/v1/tenants/{id}         {"quotas": {...}, "allowed_models": [...], "residency": {"regions": [...], "tier": ""}}: fields given change
 //	GET  /admin/v1/tenants/{id}/clients  the tenant's API clients
 //	POST /admin/v1/tenants/{id}/clients  {"id", "name", "scopes"}: register an API client (id = JWT sub)
 //	POST /admin/v1/clients/{id}/revoke   revoke an API client (its tokens stop verifying)

@@ -348,8 +348,10 @@ func (s *Server) tenantAttestation(p tenancy.Principal) (attest.Attestation, Ten
 		tp.IsolationTier, tp.Zeroing = part.Tier.String(), part.Zeroing.String()
 	}
 	pl := s.placement()
-	if pl.Split {
-		tp.Prefill = append(tp.Prefill, pl.Prefill...)
+	for _, l := range pl.Prefill {
+		if l.Serves(t.Residency.Regions, t.Residency.Tier) {
+			tp.Prefill = append(tp.Prefill, l) // the nodes its prompts may go to, no other
+		}
 	}
 	tp.Compliant, _ = policies.Input{Tenant: t, Attestation: a, Placement: pl}.Complies()
 	return a, tp

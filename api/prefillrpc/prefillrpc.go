@@ -428,8 +428,9 @@ func (c *Client) PrefillLabels() []attest.Labels {
 	return out
 }
 
-// Served returns, once, the prefill node that prefilled req (false when
-// none did: a one-token prompt, a failure, or already taken).
+// Served returns, once, the prefill node req's prompt was last sent to
+// (false when none was: a one-token prompt, no compliant node, or already
+// taken).
 func (c *Client) Served(req cloison.RequestID) (attest.PrefillNode, bool) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
@@ -465,9 +466,14 @@ func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req clois
 	start := c.next.Add(1)
 	for i := range active {
 		p := active[(int(start)+i)%len(active)]
+		// Recorded BEFORE the call: the decode node may finish the
+		// request (and ledger where it went) as soon as the transfer
+		// commits, before this call returns. A node that was asked holds
+		// the prompt whether or not it answers; the next one asked
+		// replaces it.
+		c.recordServed(req, p)
 		_, err = p.cl.Prefill(ctx, in)
 		if err == nil {
-			c.recordServed(req, p)
 			return nil
 		}
 		if !unreachable(err) || ctx.Err() != nil {
