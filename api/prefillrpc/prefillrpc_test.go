@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
@@ -209,5 +210,71 @@ func TestUntrustedDecodeAddressRefused(t *testing.T) {
 				t.Fatalf("got %v (code %s) and %d calls, want permission_denied and 0", err, got, calls)
 			}
 		})
+	}
+}
+
+// Residency (issue 17 §5): the client sends a tenant's prompt only to
+// prefill nodes whose attested labels its residency allows — never falling
+// back to another, not even when the compliant one is unreachable — and
+// refuses (permission_denied) when none is in the set, before calling any.
+func TestClientResidency(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	qc, us := startFake(t, ca, nil), startFake(t, ca, nil)
+	base := attest.Attestation{ModelContext: 64, ServedContext: 64, PoolTokens: 64, PoolPages: 4, PageTokens: 16, K: 1, OK: true}
+	for f, region := range map[*fakeNode]string{qc: "ca-qc", us: "us-east"} {
+		a := base
+		a.Labels = attest.Labels{Region: region, Tier: "shared"}
+		f.srv.SetAttestation(a, "m")
+	}
+	_, ct := certs(t, ca, "decode")
+	c, err := NewClient([]string{qc.addr, us.addr}, "127.0.0.1:1", ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peers, err := c.Attest(context.Background())
+	if err != nil || len(peers) != 2 || peers[0].Attestation.Labels.Region != "ca-qc" {
+		t.Fatalf("attest: %+v, %v", peers, err)
+	}
+	residency := map[cloison.TenantID][]string{"acme": {"ca-qc"}, "eu": {"eu-fr"}}
+	c.SetResidency(func(_ context.Context, id cloison.TenantID) ([]string, string, error) {
+		r, ok := residency[id]
+		if !ok {
+			return nil, "", errors.New("no such tenant")
+		}
+		return r, "", nil
+	})
+	calls := func(f *fakeNode) int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.calls) }
+	for range 4 {
+		if err := c.Prefill(context.Background(), "acme", "r1", make([]int32, 3), target(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls(qc) != 4 || calls(us) != 0 {
+		t.Fatalf("ca-qc tenant: ca-qc got %d, us-east %d calls, want 4 and 0", calls(qc), calls(us))
+	}
+	if n, ok := c.Served("r1"); !ok || n.Addr != qc.addr || n.Labels.Region != "ca-qc" {
+		t.Fatalf("served: %+v %v", n, ok)
+	}
+	if err := c.Compliant(context.Background(), "eu"); !errors.Is(err, ErrNoCompliantPrefill) {
+		t.Fatalf("eu: Compliant = %v, want ErrNoCompliantPrefill", err)
+	}
+	err = c.Prefill(context.Background(), "eu", "r2", make([]int32, 3), target(3))
+	if !errors.Is(err, ErrNoCompliantPrefill) || cloison.ErrorCode(err) != cloison.CodePermissionDenied {
+		t.Fatalf("eu: got %v, want ErrNoCompliantPrefill (permission_denied)", err)
+	}
+	if err := c.Prefill(context.Background(), "ghost", "r3", make([]int32, 3), target(3)); cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("unreadable residency: got %v, want unavailable", err)
+	}
+	if calls(us) != 0 || calls(qc) != 4 {
+		t.Fatalf("a refused prefill reached a node: ca-qc %d, us-east %d", calls(qc), calls(us))
+	}
+	// The compliant node goes away: the prompt fails, never goes to us-east.
+	qc.gs.Stop()
+	if err := c.Prefill(context.Background(), "acme", "r4", make([]int32, 3), target(3)); err == nil {
+		t.Fatal("prefilled with the only compliant node down")
+	}
+	if calls(us) != 0 {
+		t.Fatalf("the ca-qc tenant's prompt fell back to us-east")
 	}
 }
