@@ -18,6 +18,17 @@
 //     passed its own attestation, and holds a whole request of the decode
 //     node's served context; the returned capacity (the smallest prefill
 //     pool) is admission's bound on a prompt.
+//   - Labels (region, tier; issue 17 §5) travel in the attestation: a
+//     malformed label fails Capacity (the node refuses to start) and a
+//     peer's fails Prefill. Labels.Serves is the one residency judgement —
+//     the policy floor, the API's tenant view and the decode node's prefill
+//     client all call it — and an unlabelled node serves no tenant that
+//     requires a region or a tier. The labels are the operator's statement
+//     (cloisond --node-region, --node-tier), carried on the same
+//     mutual-TLS PrefillService.Attest answer as the capacity: a node
+//     holding a valid prefill certificate could state a false region, as it
+//     could a false pool size; what binds a label to a place is the
+//     certificate the operator issues to that place's nodes.
 //
 // The driving sequence, at node start (internal/node):
 //
