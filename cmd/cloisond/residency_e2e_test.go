@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -27,6 +28,10 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 	db := pgtest.New(t)
 	pqc := c.prefillNode(t, db.AdminURL, "prefill-qc", c.clusterKey, "--node-region", "ca-qc", "--node-tier", "shared")
 	pus := c.prefillNode(t, db.AdminURL, "prefill-us", c.clusterKey, "--node-region", "us-east", "--node-tier", "shared")
+	// A dedicated tenant stored before the decode node starts: its
+	// reservation is in the node's attestation, and no other tenant's view
+	// may show it.
+	createTenant(t, db.AdminURL, "secretco", func(tn *tenancy.Tenant) { tn.Tier, tn.Quotas.KVPages = isolation.TierDedicated, 8 })
 	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey, "--transfer-addr", "127.0.0.1:0",
 		"--prefill-peers", pqc.grpcAddr+","+pus.grpcAddr, "--node-region", "ca-qc", "--node-tier", "dedicated")...)
 	residency := func(regions []string, tier string) func(*tenancy.Tenant) {
@@ -120,6 +125,12 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 		if res.Tenant != "qc" {
 			t.Errorf("the attestation view names another tenant: %s", r.body)
 		}
+	}
+	if strings.Contains(string(r.body), "secretco") {
+		t.Errorf("the ca-qc tenant's view names the dedicated tenant: %s", r.body)
+	}
+	if r := d.do("GET", "/v1/attestation", d.token("secretco", time.Hour, tenancy.ScopeInfer), nil); !strings.Contains(string(r.body), `"reserved":[{"tenant":"secretco","pages":8}]`) {
+		t.Errorf("the dedicated tenant's own view lacks its reservation: %s", r.body)
 	}
 	r = d.do("GET", "/v1/attestation", d.token("eu", time.Hour, tenancy.ScopeInfer), nil)
 	if err := json.Unmarshal(r.body, &view); err != nil || view.Tenant.Compliant || len(view.Tenant.Prefill) != 0 {
