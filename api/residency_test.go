@@ -30,7 +30,9 @@ func TestResidencyGRPC(t *testing.T) {
 		Split: &platformtest.Split{Labels: attest.Labels{Region: "us-east", Tier: "shared"}}})
 	conn, ctx := p.GRPC(t)
 	adm, inf := adminv1.NewAdminServiceClient(conn), inferencev1.NewInferenceServiceClient(conn)
-	as := func(token string) context.Context { return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token) }
+	as := func(token string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
 	admin := as(p.Token(t, "victim", tenancy.ScopeAdmin))
 	attacker := as(p.Token(t, "attacker", tenancy.ScopeInfer))
 	head, err := p.Ledger.Head(ctx)
