@@ -96,3 +96,32 @@ func TestResidencyGRPC(t *testing.T) {
 		t.Fatalf("request.completed: %d records, %s", len(done), done[0].Payload)
 	}
 }
+
+// A replay processes the prompt on this node: a tenant whose residency
+// (changed since the request) no longer allows it is refused with 403, and
+// nothing is replayed; allowed again, the replay runs.
+func TestReplayRespectsResidency(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Pages: 64, ReplayPages: 16, Labels: attest.Labels{Region: "ca-qc"}})
+	prompt := "abcabcabd hello hello"
+	got := complete(t, p, "victim", mustJSON(map[string]any{"model": platformtest.Model, "prompt": prompt, "max_tokens": 4, "temperature": 0}))
+	setRegions := func(r ...string) {
+		if _, err := p.Tenants.UpdateTenant(context.Background(), "victim", func(tn *tenancy.Tenant) error {
+			tn.Residency.Regions = append([]string{}, r...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replay := func() (int, []byte) {
+		resp, b := send(t, "POST", p.URL+"/v1/requests/"+string(got.id)+"/replay", p.Token(t, "victim", tenancy.ScopeInfer), mustJSON(map[string]any{"prompt": prompt}))
+		return resp.StatusCode, b
+	}
+	setRegions("eu-fr")
+	if code, b := replay(); code != 403 || !strings.Contains(string(b), "residency") {
+		t.Fatalf("replay outside the residency: %d %s, want 403", code, b)
+	}
+	setRegions("ca-qc")
+	if code, b := replay(); code != 200 || !strings.Contains(string(b), string(audit.VerdictNotIsolationFailure)) {
+		t.Fatalf("replay inside the residency: %d %s, want 200 not-isolation-failure", code, b)
+	}
+}
