@@ -248,6 +248,10 @@ type CapacityAttestation struct {
 	PoolPages         int64 `json:"pool_pages"`
 	PageTokens        int64 `json:"page_tokens"`
 	Ready             bool  `json:"ready"`
+	// Region and Tier are the node's residency labels (issue 17 §5);
+	// empty when it has none.
+	Region Name `json:"region,omitempty"`
+	Tier   Name `json:"tier,omitempty"`
 	// Prefill lists a decode node's prefill nodes as it checked them.
 	Prefill []PrefillCapacity `json:"prefill,omitempty"`
 }
@@ -258,16 +262,20 @@ type PrefillCapacity struct {
 	PoolTokens    int64 `json:"pool_tokens"`
 	ServedContext int64 `json:"served_context"`
 	Ready         bool  `json:"ready"` // it passed the decode node's check
+	Region        Name  `json:"region,omitempty"`
+	Tier          Name  `json:"tier,omitempty"`
 }
 
 func (CapacityAttestation) Kind() Kind { return KindCapacityAttestation }
 func (p CapacityAttestation) validate() error {
 	err := firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)),
 		checkCount("advertised_context", p.AdvertisedContext), checkCount("servable_context", p.ServableContext),
-		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens))
+		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens),
+		checkOptName("region", string(p.Region)), checkOptName("tier", string(p.Tier)))
 	for _, n := range p.Prefill {
 		err = firstErr(err, CheckName("prefill.node", string(n.Node)), checkCount("prefill.pool_tokens", n.PoolTokens),
-			checkCount("prefill.served_context", n.ServedContext))
+			checkCount("prefill.served_context", n.ServedContext), checkOptName("prefill.region", string(n.Region)),
+			checkOptName("prefill.tier", string(n.Tier)))
 	}
 	return err
 }

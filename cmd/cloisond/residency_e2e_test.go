@@ -152,7 +152,7 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 	}
 
 	// The ledger shows where each request was processed.
-	placed, updated := map[string]int{}, false
+	placed, updated, attested := map[string]int{}, false, false
 	for _, row := range d.ledgerRows(admin) {
 		data := payloadData(row)
 		switch row["kind"] {
@@ -167,10 +167,20 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 			}
 		case "tenant.updated":
 			updated = true
+		case "capacity.attestation":
+			pre, _ := data["prefill"].([]any)
+			regions := map[any]bool{}
+			for _, p := range pre {
+				regions[p.(map[string]any)["region"]] = true
+			}
+			attested = data["region"] == "ca-qc" && data["tier"] == "dedicated" && len(pre) == 2 && regions["ca-qc"] && regions["us-east"]
 		}
 	}
 	if placed["qc@ca-qc"] != 6 || placed["qc@us-east"] != 0 || placed["eu@ca-qc"] != 4 || placed["anywhere@us-east"] == 0 {
 		t.Errorf("ledgered placements %v", placed)
+	}
+	if !attested {
+		t.Error("capacity.attestation does not record the nodes' labels")
 	}
 	if !updated {
 		t.Error("the residency update was not ledgered (tenant.updated)")

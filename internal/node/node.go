@@ -198,7 +198,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if _, err := cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: cfg.Actor, Payload: audit.CapacityAttestation{Node: audit.Name(cfg.NodeName),
 		Model: audit.Name(m.Name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
-		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Prefill: prefillCapacities(att)}}); err != nil {
+		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Region: labelName(att.Labels.Region),
+		Tier: labelName(att.Labels.Tier), Prefill: prefillCapacities(att)}}); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	if aerr != nil {
@@ -368,7 +369,17 @@ func prefillCapacities(a attest.Attestation) []audit.PrefillCapacity {
 	var out []audit.PrefillCapacity
 	for _, p := range a.Prefill {
 		out = append(out, audit.PrefillCapacity{Node: audit.Name(p.Addr), PoolTokens: int64(p.Attestation.PoolTokens),
-			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK})
+			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK, Region: labelName(p.Attestation.Labels.Region),
+			Tier: labelName(p.Attestation.Labels.Tier)})
 	}
 	return out
+}
+
+// labelName is a label as the ledger records it: a malformed one (which
+// failed the attestation) is left out rather than failing the record.
+func labelName(v string) audit.Name {
+	if !attest.ValidLabel(v) {
+		return ""
+	}
+	return audit.Name(v)
 }
