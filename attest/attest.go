@@ -108,8 +108,12 @@ type PrefillPeer struct {
 	Addr        string      `json:"addr"`
 	ModelDigest string      `json:"model_digest"` // hex SHA-256 of the GGUF file it serves
 	Attestation Attestation `json:"attestation"`
-	OK          bool        `json:"ok"`
-	Reason      string      `json:"reason,omitempty"`
+	// Certified are the labels the node's certificate names (as the CA
+	// signed them), nil when the answer came with no certificate: a peer
+	// attests exactly these or fails (Prefill).
+	Certified *Labels `json:"certified,omitempty"`
+	OK        bool    `json:"ok"`
+	Reason    string  `json:"reason,omitempty"`
 }
 
 // PrefillNode names the prefill node that served a request and its labels
@@ -123,7 +127,8 @@ type PrefillNode struct {
 // 2, the check the 2026 operators lacked: their prefill pool held 65% of the
 // advertised context). Every peer must serve the decode node's model
 // (modelDigest, hex) and hold a whole request of the decode node's served
-// context in its pool, having passed its own attestation. It marks each peer
+// context in its pool, having passed its own attestation; it must attest
+// exactly the labels its certificate names (Certified), none without one. It marks each peer
 // OK or not with a Reason, records them in decode.Prefill, and returns the
 // updated attestation with ErrFailed (OK false) if any peer fails: the
 // decode node then refuses to start. capacity is the smallest peer pool in
@@ -143,6 +148,11 @@ func Prefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Att
 			p.OK, p.Reason = false, fmt.Sprintf("prefill pool holds %d tokens, the served context is %d", pa.PoolTokens, a.ServedContext)
 		case pa.Labels.Check() != nil:
 			p.OK, p.Reason = false, pa.Labels.Check().Error()
+		case p.Certified == nil && pa.Labels != (Labels{}):
+			p.OK, p.Reason = false, fmt.Sprintf("attests region %q tier %q, but no certificate names them", pa.Labels.Region, pa.Labels.Tier)
+		case p.Certified != nil && *p.Certified != pa.Labels:
+			p.OK, p.Reason = false, fmt.Sprintf("attests region %q tier %q, its certificate names region %q tier %q",
+				pa.Labels.Region, pa.Labels.Tier, p.Certified.Region, p.Certified.Tier)
 		case pa.ServedContext < a.ServedContext:
 			p.OK, p.Reason = false, fmt.Sprintf("serves a context of %d tokens, this node %d", pa.ServedContext, a.ServedContext)
 		default:

@@ -41,6 +41,7 @@ import (
 	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/rpcerr"
 )
 
@@ -322,16 +323,34 @@ func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPee
 	if err != nil {
 		return attest.PrefillPeer{}, err
 	}
-	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{})
+	var from peer.Peer
+	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{}, grpc.Peer(&from))
 	if err != nil {
 		return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
+	}
+	// The labels its certificate names, signed by the CA: the node must
+	// attest exactly these (attest.Prefill).
+	var certified *attest.Labels
+	if ti, ok := from.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+		l, err := pki.LabelsOf(ti.State.PeerCertificates[0])
+		if err != nil {
+			return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: %w", addr, err)
+		}
+		certified = &attest.Labels{Region: l.Region, Tier: l.Tier}
 	}
 	p := attest.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: attest.Attestation{
 		ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
 		PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
-		OK: a.GetOk(), Reason: a.GetReason(), Labels: attest.Labels{Region: a.GetRegion(), Tier: a.GetTier()}}}
+		OK: a.GetOk(), Reason: a.GetReason(), Labels: attest.Labels{Region: a.GetRegion(), Tier: a.GetTier()}}, Certified: certified}
+	// Only labels its certificate names count: a node that attests others
+	// (and fails attest.Prefill) serves no tenant with a residency even if
+	// a caller kept it.
+	var l attest.Labels
+	if certified != nil && *certified == p.Attestation.Labels {
+		l = p.Attestation.Labels
+	}
 	c.mu.Lock()
-	c.labels[addr] = p.Attestation.Labels
+	c.labels[addr] = l
 	c.mu.Unlock()
 	return p, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
@@ -24,8 +25,20 @@ import (
 // each request was processed, GET /v1/attestation tells the tenant, and an
 // admin change of the residency (ledgered) applies to the next request.
 func TestE2EResidencySplitDeployment(t *testing.T) {
-	c := newCluster(t, "prefill-qc", "prefill-us", "decode")
+	c := newCluster(t, "prefill-qc", "prefill-us", "decode", "prefill-liar")
+	// The CA signs each node's labels into its certificate; a node attests
+	// exactly those.
+	c.label(t, "prefill-qc", pki.RolePrefill, pki.Labels{Region: "ca-qc", Tier: "shared"})
+	c.label(t, "prefill-us", pki.RolePrefill, pki.Labels{Region: "us-east", Tier: "shared"})
+	c.label(t, "decode", pki.RoleDecode, pki.Labels{Region: "ca-qc", Tier: "dedicated"})
+	c.label(t, "prefill-liar", pki.RolePrefill, pki.Labels{Region: "us-east", Tier: "shared"})
 	db := pgtest.New(t)
+	// A node whose flags claim labels its certificate does not name does
+	// not start.
+	if logs := startNodeExpectExit(t, db.AdminURL, t.TempDir(), c.flags("prefill-liar", "prefill", c.clusterKey, "--prefill-addr", "127.0.0.1:0",
+		"--node-region", "ca-qc", "--node-tier", "shared")...); !strings.Contains(logs, `names region \"us-east\" tier \"shared\", but --node-region is \"ca-qc\"`) {
+		t.Fatalf("a node claiming a region its certificate does not name:\n%s", logs)
+	}
 	pqc := c.prefillNode(t, db.AdminURL, "prefill-qc", c.clusterKey, "--node-region", "ca-qc", "--node-tier", "shared")
 	pus := c.prefillNode(t, db.AdminURL, "prefill-us", c.clusterKey, "--node-region", "us-east", "--node-tier", "shared")
 	// A dedicated tenant stored before the decode node starts: its
