@@ -129,3 +129,34 @@ func TestLabels(t *testing.T) {
 		}
 	}
 }
+
+// A prefill node attests exactly the labels its certificate names
+// (Certified); without a certificate, none.
+func TestPrefillLabelsCertified(t *testing.T) {
+	decode, _ := Capacity(Config{ModelContext: 4096, PoolPages: 256, PageTokens: 16})
+	qc, us := Labels{Region: "ca-qc"}, Labels{Region: "us-east"}
+	peer := func(attested Labels, certified *Labels) PrefillPeer {
+		a := decode
+		a.Labels = attested
+		return PrefillPeer{Addr: "p", ModelDigest: "m", Attestation: a, Certified: certified}
+	}
+	tests := []struct {
+		name string
+		p    PrefillPeer
+		ok   bool
+	}{
+		{"no labels, no certificate", peer(Labels{}, nil), true},
+		{"no labels, certificate names none", peer(Labels{}, &Labels{}), true},
+		{"labels its certificate names", peer(qc, &qc), true},
+		{"another region than its certificate's", peer(qc, &us), false},
+		{"labels its certificate does not name", peer(qc, &Labels{}), false},
+		{"no labels, certificate names some", peer(Labels{}, &qc), false},
+		{"labels without a certificate", peer(qc, nil), false},
+	}
+	for _, tt := range tests {
+		a, _, err := Prefill(decode, "m", []PrefillPeer{tt.p})
+		if (err == nil) != tt.ok || a.Prefill[0].OK != tt.ok {
+			t.Errorf("%s: got ok=%v (%v), want %v", tt.name, err == nil, err, tt.ok)
+		}
+	}
+}

@@ -23,12 +23,15 @@
 //     peer's fails Prefill. Labels.Serves is the one residency judgement —
 //     the policy floor, the API's tenant view and the decode node's prefill
 //     client all call it — and an unlabelled node serves no tenant that
-//     requires a region or a tier. The labels are the operator's statement
-//     (cloisond --node-region, --node-tier), carried on the same
-//     mutual-TLS PrefillService.Attest answer as the capacity: a node
-//     holding a valid prefill certificate could state a false region, as it
-//     could a false pool size; what binds a label to a place is the
-//     certificate the operator issues to that place's nodes.
+//     requires a region or a tier. A node's labels are signed by the CA into
+//     its certificate (pki.IssueNode: URI SANs
+//     spiffe://cloison/label/region/VALUE, …/tier/VALUE): cloisond refuses
+//     to start with --node-region/--node-tier other than its certificate's,
+//     and Prefill fails a peer whose attested labels differ from those its
+//     certificate names on the mutual-TLS answer (PrefillPeer.Certified),
+//     or that attests labels with no certificate. So a prefill node cannot
+//     claim a region without its CA having signed it; whoever holds the CA
+//     key can sign any region, as it can any role.
 //
 // The driving sequence, at node start (internal/node):
 //
