@@ -40,6 +40,16 @@ type Engine interface {
 	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
 }
 
+// Placement is a decode node's view of its prefill nodes
+// (*prefillrpc.Client), for residency (issue 17 §5): the API asks it
+// before admitting a request and ledgers which node prefilled it.
+type Placement interface {
+	// PrefillLabels are the labels of the prefill nodes asked now.
+	PrefillLabels() []attest.Labels
+	// Served returns, once, the prefill node that prefilled req.
+	Served(req cloison.RequestID) (attest.PrefillNode, bool)
+}
+
 // Recorder is the ledger on the request path: events appended in order,
 // the head for readiness, incidents opened from detections.
 type Recorder interface {

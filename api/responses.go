@@ -57,6 +57,9 @@ var (
 	// ErrPromptMismatch: the prompt supplied for a replay is not the one
 	// whose digest the request's entry holds (or the stop strings are not).
 	ErrPromptMismatch = cloison.NewError(cloison.CodeInvalid, "the prompt (or stop list) supplied does not match the request's recorded digest")
+	// ErrReplayResidency: the tenant's residency does not allow this node
+	// (issue 17 §5): a replay would process the prompt outside it.
+	ErrReplayResidency = cloison.NewError(cloison.CodePermissionDenied, "this node is outside the tenant's residency; the prompt is not replayed here")
 	// ErrReplayBusy: another replay is running on this node.
 	ErrReplayBusy = cloison.NewError(cloison.CodeCapacityExhausted, "a replay is already running on this node; try again")
 )
@@ -377,7 +380,7 @@ type ReplayResult struct {
 // the register entry's new version, in one transaction.
 //
 // Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
-// ErrResponsesOff; ErrLedgerUnavailable.
+// ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable.
 func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayInput) (ReplayResult, error) {
 	prompt, err := s.promptIDs(in.promptInput)
 	if err != nil {
@@ -386,6 +389,13 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 	e, err := s.entry(ctx, t, id)
 	if err != nil {
 		return ReplayResult{}, err
+	}
+	// The replay runs here, on the replay engine: the prompt is processed
+	// on this node, which the tenant's residency must allow.
+	if tn, err := s.cfg.Tenants.Tenant(ctx, t); err != nil {
+		return ReplayResult{}, err
+	} else if !s.cfg.Engine.Attestation().Labels.Serves(tn.Residency.Regions, tn.Residency.Tier) {
+		return ReplayResult{}, ErrReplayResidency
 	}
 	rc := s.cfg.Responses
 	res := ReplayResult{Request: id, OriginalMicros: e.Completed.DurationMicros}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
@@ -52,8 +53,11 @@ type Config struct {
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
-	Logger    *slog.Logger     // optional
-	MaxBody   int64            // optional: DefaultMaxBody
+	// Placement (optional): set on a decode node, whose prompts are
+	// prefilled elsewhere; nil on a node that prefills itself.
+	Placement Placement
+	Logger    *slog.Logger // optional
+	MaxBody   int64        // optional: DefaultMaxBody
 	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
 	// the generations in flight on this node, over HTTP and gRPC together:
 	// beyond them a request is refused before its policy decision, with
@@ -305,7 +309,59 @@ func (s *Server) contextFor(p tenancy.Principal) int {
 }
 
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.cfg.Engine.Attestation())
+	a, tp := s.tenantAttestation(principal(r))
+	writeJSON(w, 200, struct {
+		attest.Attestation
+		Tenant TenantPlacement `json:"tenant"`
+	}{a, tp})
+}
+
+// TenantPlacement is what GET /v1/attestation (and gRPC GetAttestation)
+// tells the calling tenant, and nothing about any other (issue 17 §5):
+// how its KV pages are isolated on this node (isolation tier, zeroing
+// mode), the residency its record requires, the labels of this node and of
+// the prefill nodes its prompts may be sent to now, and whether the
+// residency is met (Compliant: false means its requests are refused with
+// permission_denied).
+type TenantPlacement struct {
+	Tenant        cloison.TenantID  `json:"tenant"`
+	IsolationTier string            `json:"isolation_tier"`
+	Zeroing       string            `json:"zeroing"`
+	Residency     tenancy.Residency `json:"residency"`
+	Decode        attest.Labels     `json:"node"`
+	Prefill       []attest.Labels   `json:"prefill_nodes"`
+	Compliant     bool              `json:"compliant"`
+}
+
+// tenantAttestation is the attestation as p may see it — its own
+// reservation only — and p's placement. The isolation is the partition's
+// where the tenant has one on this node, else its record's.
+func (s *Server) tenantAttestation(p tenancy.Principal) (attest.Attestation, TenantPlacement) {
+	a := s.cfg.Engine.Attestation()
+	own := a.Reserved[:0:0]
+	for _, r := range a.Reserved {
+		if r.Tenant == p.Tenant {
+			own = append(own, r)
+		}
+	}
+	a.Reserved = own
+	t := p.TenantRecord
+	tp := TenantPlacement{Tenant: p.Tenant, IsolationTier: t.Tier.String(), Zeroing: t.Zeroing.String(), Residency: t.Residency,
+		Decode: a.Labels, Prefill: []attest.Labels{}}
+	if tp.Residency.Regions == nil {
+		tp.Residency.Regions = []string{}
+	}
+	if part, err := s.cfg.Engine.TenantIsolation(p.Tenant); err == nil {
+		tp.IsolationTier, tp.Zeroing = part.Tier.String(), part.Zeroing.String()
+	}
+	pl := s.placement()
+	for _, l := range pl.Prefill {
+		if l.Serves(t.Residency.Regions, t.Residency.Tier) {
+			tp.Prefill = append(tp.Prefill, l) // the nodes its prompts may go to, no other
+		}
+	}
+	tp.Compliant, _ = policies.Input{Tenant: t, Attestation: a, Placement: pl}.Complies()
+	return a, tp
 }
 
 // inference is what both completion routes hand to serve.
@@ -429,7 +485,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	defer release()
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
+		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}, Placement: s.placement()}
 	dec, derr := s.cfg.Decider.Decide(ctx, pin)
 	if sink.decided != nil {
 		sink.decided(dec.ID)
@@ -517,7 +573,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	used = len(in.prompt) + n
 	accessOf(ctx).setTokens(len(in.prompt), n)
-	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil)); lerr != nil && endErr == nil {
+	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil), s.placed(id)); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
 	if endErr != nil {
@@ -642,12 +698,38 @@ func sanitizeName(s string) string {
 // keyed digests of what was served (sv); a failure withholds the response.
 // part is the request's tenant's partition (applies): its zeroing is
 // recorded.
-func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served) error {
+func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served, pl *audit.Placement) error {
 	sum, _ := st.Summary()
 	zeroing := part.Zeroing.String()
 	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
 	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
-		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv})
+		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv, Placement: pl})
 	return err
+}
+
+// placement is the policy input's view of where a request would go: on a
+// decode node, the prefill nodes it may ask now.
+func (s *Server) placement() policies.Placement {
+	if s.cfg.Placement == nil {
+		return policies.Placement{}
+	}
+	return policies.Placement{Split: true, Prefill: s.cfg.Placement.PrefillLabels()}
+}
+
+// placed is the ledger's record of where request id was processed: this
+// node with its labels and, on a decode node, the prefill node that
+// prefilled it (none for a one-token prompt, computed here).
+func (s *Server) placed(id cloison.RequestID) *audit.Placement {
+	l := s.cfg.Engine.Attestation().Labels
+	pl := &audit.Placement{Node: s.cfg.Node, Region: audit.Name(l.Region), Tier: audit.Name(l.Tier)}
+	if pl.Node == "" {
+		pl.Node = "node"
+	}
+	if s.cfg.Placement != nil {
+		if n, ok := s.cfg.Placement.Served(id); ok {
+			pl.Prefill = &audit.PrefillPlace{Node: audit.Name(sanitizeName(n.Addr)), Region: audit.Name(n.Labels.Region), Tier: audit.Name(n.Labels.Tier)}
+		}
+	}
+	return pl
 }

@@ -96,6 +96,7 @@ type config struct {
 	modelPath, modelName, backend               string
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
+	nodeRegion, nodeTier                        string // residency labels (issue 17 §5)
 	zeroing                                     string
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
@@ -171,6 +172,8 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	fs.IntVar(&c.pageTokens, "page-tokens", 16, "token slots per KV page (power of two)")
 	fs.IntVar(&c.servedContext, "served-context", 0, "context the API advertises (0: the model's); lower it explicitly to run a smaller pool")
 	fs.IntVar(&c.attestK, "attest-k", 1, "the pool must hold k requests of the served context")
+	fs.StringVar(&c.nodeRegion, "node-region", "", "region label this node attests (e.g. ca-qc; a DNS label); tenants whose residency lists regions are served only by nodes labelled with one (empty: none, which serves no such tenant). Prefill and decode roles: must be the region the --tls-cert names (URI SAN spiffe://cloison/label/region/VALUE)")
+	fs.StringVar(&c.nodeTier, "node-tier", "", "tier label this node attests (e.g. dedicated; a DNS label); tenants whose residency requires a tier are served only by nodes labelled with it. Prefill and decode roles: must be the tier the --tls-cert names (spiffe://cloison/label/tier/VALUE)")
 	fs.StringVar(&c.zeroing, "zeroing", "cross-tenant", "default KV zeroing: never, cross-tenant or always")
 	fs.StringVar(&c.stateDir, "state-dir", ".cache/cloison", "directory for the dev keys, checkpoints and the built-in model")
 	fs.StringVar(&c.issuer, "issuer", "cloison-dev", "JWT issuer of this deployment's tokens")

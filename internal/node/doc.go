@@ -19,6 +19,10 @@
 //     the engine and the transfer server, whose incident and refusal reports
 //     go to the API server, and starts neither; Start runs them once the
 //     server exists, so no report reaches a nil server.
+//   - A decode node's prefill client is told each tenant's residency (read
+//     from the tenant store per prefill, an unreadable record refuses) and
+//     is the API server's Placement, so admission, the tenant's attestation
+//     view and request.completed see the same prefill set (issue 17 §5).
 //   - Close stops what reports first (engine, transfer server), then makes
 //     every incident write durable (api.Server.Close), then writes the last
 //     refusal counts — before the caller closes the ledger.

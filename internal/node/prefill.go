@@ -80,11 +80,12 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	}
 	c := cfg.Capacity
 	att, err := check(attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK)
+	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK,
+		"region", att.Labels.Region, "tier", att.Labels.Tier)
 	pool, err := isolation.NewPool(c.Pool)
 	if err != nil {
 		return nil, err

@@ -77,6 +77,8 @@ type Options struct {
 	// §3): its own model instance, pool of that many pages and arena, with
 	// every defence on whatever the Skip* fields say.
 	ReplayPages int
+	// Labels are the (decode) node's residency labels (issue 17 §5).
+	Labels attest.Labels
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -94,9 +96,10 @@ type Split struct {
 	// is not rejected but replaced by a one-token placeholder, whose one
 	// page is announced as the whole reservation.
 	Placeholder     bool
-	SkipCountCheck  bool // the receiver's transferred == reserved (header and pages received)
-	SkipDecodeCount bool // the decode engine's own check that the pool holds every reserved token
-	SkipDigestCheck bool // page digests, the trailer's digest list and the manifest MAC
+	SkipCountCheck  bool          // the receiver's transferred == reserved (header and pages received)
+	SkipDecodeCount bool          // the decode engine's own check that the pool holds every reserved token
+	SkipDigestCheck bool          // page digests, the trailer's digest list and the manifest MAC
+	Labels          attest.Labels // the prefill node's residency labels
 }
 
 // Platform is a running in-process deployment.
@@ -289,7 +292,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		o.API(&acfg)
 	}
 	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
-		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16)},
+		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16), Labels: o.Labels},
 		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine}, Unsafe: flt.engine,
 		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg}
 	var pn *PrefillNode

@@ -58,15 +58,18 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	}
 	// Role-bound certificates, each node accepting only the other role (as
 	// cloisond configures them).
-	issue := func(role, peerRole string) nodeTLS {
-		c, err := ca.IssueRole(role, role, "127.0.0.1")
+	issue := func(role, peerRole string, labels pki.Labels) nodeTLS {
+		c, err := ca.IssueNode(role, role, labels, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return nodeTLS{server: pki.RequirePeerRole(pki.ServerConfig(c, ca.Pool()), peerRole),
 			client: pki.RequirePeerRole(pki.ClientConfig(c, ca.Pool(), ""), peerRole)}
 	}
-	decodeTLS, prefillTLS := issue(pki.RoleDecode, pki.RolePrefill), issue(pki.RolePrefill, pki.RoleDecode)
+	// The prefill node's certificate names the labels it attests (the
+	// decode node checks them: attest.Prefill).
+	decodeTLS := issue(pki.RoleDecode, pki.RolePrefill, pki.Labels{Region: o.Labels.Region, Tier: o.Labels.Tier})
+	prefillTLS := issue(pki.RolePrefill, pki.RoleDecode, pki.Labels{Region: sp.Labels.Region, Tier: sp.Labels.Tier})
 
 	// The prefill node: its own model instance, pool and arena.
 	f, err := gguf.Parse(ggufBytes)
@@ -94,7 +97,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	}
 	pln := listen(t)
 	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
-		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext},
+		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
 		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
 		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet})
 	if err != nil {
