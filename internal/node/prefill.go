@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
@@ -19,6 +20,7 @@ import (
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -50,6 +52,10 @@ type PrefillConfig struct {
 	Unsafe       engine.Unsafe
 	SenderUnsafe transfer.SenderUnsafe
 	Logger       *slog.Logger // optional
+	// Tracer (optional) records the PrefillService calls, children of the
+	// decode node's transfer span (the traceparent in their metadata), and
+	// within them prefill.compute and transfer.send.
+	Tracer trace.TracerProvider
 }
 
 // Prefill is an assembled prefill node.
@@ -107,7 +113,8 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		return nil, err
 	}
 	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener}
-	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe}
+	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe,
+		Tracer: tracing.Tracer(cfg.Tracer)}
 	// One prefill at a time: the model's forward pass and the arena are
 	// driven by one caller (the engine loop does the same on a decode node).
 	sem := make(chan struct{}, 1)
@@ -144,7 +151,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		p.svc.TrustDecode(cfg.DecodePeers)
 	}
 	p.svc.SetAttestation(att, hex.EncodeToString(m.Digest[:]))
-	p.gs = grpc.NewServer(cfg.ServerOptions...)
+	p.gs = grpc.NewServer(append(tracing.ServerOptions(cfg.Tracer), cfg.ServerOptions...)...)
 	prefillrpc.Register(p.gs, p.svc)
 	return p, nil
 }
