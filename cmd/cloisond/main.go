@@ -307,8 +307,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer db.Close()
 	defer scanDB.Close()
+	// Traces (--otlp-endpoint; none: a no-op provider), flushed last.
+	tp, stopTracing, err := c.obs.tracer(ctx, c.node, c.roles.role)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if c.roles.role == rolePrefill {
-		return runPrefill(ctx, c, db, log)
+		return runPrefill(ctx, c, db, log, tp)
 	}
 
 	// Keys (keys.go): from files, or under --state-dir with --dev. One log
@@ -413,7 +419,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer stopReplay()
 	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log,
+		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
 			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},

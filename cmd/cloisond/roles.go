@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
@@ -323,7 +324,7 @@ func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Durat
 // pool with the tenants' partitions (tenants created later are added on
 // their first prefill), an arena, and the PrefillService over mutual TLS on
 // --prefill-addr. HTTP on --addr serves /healthz only.
-func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger) error {
+func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode)
 	if err != nil {
 		return err
@@ -352,7 +353,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	pn, err := assemble.NewPrefill(ctx, assemble.PrefillConfig{Model: lm.node(), Capacity: c.capacity(zeroing), Tenants: tenancy.NewStore(db), Keys: keys,
 		Listener: gln, ServerOptions: transfer.ServerOptions(serverTLS), ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers),
-		Chunk: c.chunkTokens, Logger: log})
+		Chunk: c.chunkTokens, Logger: log, Tracer: tp})
 	if err != nil {
 		gln.Close()
 		return err
