@@ -96,7 +96,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
 		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext},
 		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
-		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet})
+		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
 	if err != nil {
 		pln.Close()
 		return nil, nil, err // the prefill node refuses to start

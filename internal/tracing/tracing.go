@@ -132,10 +132,12 @@ func Extract(ctx context.Context, h http.Header) context.Context {
 }
 
 // ResponseHeader sets the traceresponse header (W3C Trace Context Level 2)
-// naming span, when it is sampled: a client can find its request's trace.
+// naming span, when it is recorded and sampled: a client can find its
+// request's trace. A no-op span (tracing off) carries its parent's context:
+// no header then.
 func ResponseHeader(h http.Header, span trace.Span) {
 	sc := span.SpanContext()
-	if !sc.IsValid() || !sc.IsSampled() {
+	if !span.IsRecording() || !sc.IsValid() || !sc.IsSampled() {
 		return
 	}
 	h.Set("traceresponse", fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags()))
