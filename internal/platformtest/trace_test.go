@@ -18,7 +18,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"pgregory.net/rapid"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -348,5 +353,51 @@ func TestTraceOffByDefault(t *testing.T) {
 	}
 	if h := hdr.Get("traceresponse"); h != "" {
 		t.Errorf("traceresponse %q with tracing off", h)
+	}
+}
+
+// TestTraceGRPC: a gRPC generation whose metadata carries a traceparent is
+// traced under it as the HTTP route is: the call's server span is the
+// caller's child, auth and inference (with the request id the call was
+// given) inside it.
+func TestTraceGRPC(t *testing.T) {
+	exp, tp := recorder(t)
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Tracer: tp})
+	tok := p.Token(t, "victim", tenancy.ScopeInfer)
+	conn, ctx := p.GRPC(t)
+	client := inferencev1.NewInferenceServiceClient(conn)
+	actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok, "traceparent", traceparen)
+	mt := int64(4)
+	var hdr metadata.MD
+	st, err := client.Generate(actx, &inferencev1.GenerateRequest{Model: platformtest.Model, MaxTokens: &mt,
+		Prompt: &inferencev1.GenerateRequest_Chat{Chat: &inferencev1.ChatMessages{Messages: []*inferencev1.ChatMessage{{Role: "user", Content: "Over gRPC"}}}}}, grpc.Header(&hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const method = "/cloison.inference.v1.InferenceService/Generate"
+	spans := waitSpan(t, exp, method)
+	srv := only(t, spans, method)
+	if srv.Parent.SpanID().String() != inParent || srv.SpanContext.TraceID().String() != inTrace {
+		t.Errorf("server span %s/%s parent %s, want trace %s parent %s", srv.SpanContext.TraceID(), srv.SpanContext.SpanID(), srv.Parent.SpanID(), inTrace, inParent)
+	}
+	inf := only(t, spans, "inference")
+	for _, name := range []string{"auth", "inference"} {
+		if got := only(t, spans, name).Parent.SpanID(); got != srv.SpanContext.SpanID() {
+			t.Errorf("%s's parent %s, want the call's %s", name, got, srv.SpanContext.SpanID())
+		}
+	}
+	ids := hdr.Get(api.RequestIDKey)
+	if v, _ := attr(inf, "cloison.request_id"); len(ids) != 1 || v.AsString() != ids[0] {
+		t.Errorf("inference request id %q, want the call's %v", v.AsString(), ids)
+	}
+	if v, _ := attr(srv, "cloison.request_id"); len(ids) != 1 || v.AsString() != ids[0] {
+		t.Errorf("server span request id %q, want %v", v.AsString(), ids)
 	}
 }
