@@ -45,7 +45,14 @@
 // names the bearer token scrapers must send (read once at start, owner-only
 // modes). --metrics-tenants (a list) or --metrics-max-tenants (the first N
 // seen, default 32) bound the tenant label; the rest are "other". Prefill
-// nodes serve no metrics.
+// nodes serve theirs (prefills by outcome, prefill time, pool usage) on
+// --metrics-addr too.
+//
+// Traces (internal/tracing): --otlp-endpoint (OTLP/gRPC; --otlp-insecure or
+// --otlp-ca-file) turns them on, sampled at --trace-sample-ratio (parent
+// based); without it no span is recorded or exported. Either way a W3C
+// traceparent received over HTTP or gRPC is passed on to the prefill node,
+// so a disaggregated request is one trace across both nodes.
 //
 // --version (as the only or first argument) prints the version, commit and Go
 // version (internal/buildinfo) and exits.

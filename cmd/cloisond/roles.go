@@ -323,7 +323,8 @@ func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Durat
 // runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
 // pool with the tenants' partitions (tenants created later are added on
 // their first prefill), an arena, and the PrefillService over mutual TLS on
-// --prefill-addr. HTTP on --addr serves /healthz only.
+// --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the
+// node's metrics (node.Prefill.MetricsHandler).
 func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode)
 	if err != nil {
@@ -358,6 +359,13 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 		gln.Close()
 		return err
 	}
+	// Metrics on --metrics-addr, as a decode node's (metrics.go).
+	stopMetrics, err := c.obs.serveMetrics(pn.MetricsHandler(), log)
+	if err != nil {
+		gln.Close()
+		return err
+	}
+	defer stopMetrics()
 	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		gln.Close()

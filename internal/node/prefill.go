@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,7 @@ type Prefill struct {
 	gs          *grpc.Server
 	ln          net.Listener
 	calls       atomic.Int64
+	metrics     *prefillMetrics
 }
 
 // NewPrefill assembles a prefill node: its attestation first (reject before
@@ -112,7 +114,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener}
+	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener, metrics: newPrefillMetrics(m.Name, pool, att)}
 	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe,
 		Tracer: tracing.Tracer(cfg.Tracer)}
 	// One prefill at a time: the model's forward pass and the arena are
@@ -120,15 +122,19 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	sem := make(chan struct{}, 1)
 	prefill := func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 		p.calls.Add(1)
+		asked := time.Now()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			return cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+			err := cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+			p.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
+			return err
 		}
 		defer func() { <-sem }()
 		runner.Dialer = d // under sem
 		start := time.Now()
 		err := runner.Prefill(ctx, tenant, req, tokens, to)
+		p.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
 		log.Info("prefill", "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
 		return err
 	}
@@ -155,6 +161,10 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	prefillrpc.Register(p.gs, p.svc)
 	return p, nil
 }
+
+// MetricsHandler serves the node's Prometheus metrics (prefillMetrics);
+// like api.Server's, it authenticates no one: a listener of its own.
+func (p *Prefill) MetricsHandler() http.Handler { return p.metrics.handler }
 
 // Calls is the number of prefills the node was asked for.
 func (p *Prefill) Calls() int { return int(p.calls.Load()) }

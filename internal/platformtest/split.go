@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ type PrefillNode struct {
 	Attestation attest.Attestation // its own, as it publishes it
 	node        *node.Prefill
 }
+
+// MetricsHandler serves the prefill node's Prometheus metrics.
+func (n *PrefillNode) MetricsHandler() http.Handler { return n.node.MetricsHandler() }
 
 // Calls is the number of prefills the node was asked for.
 func (n *PrefillNode) Calls() int { return n.node.Calls() }
