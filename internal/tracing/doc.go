@@ -12,6 +12,12 @@
 // completion text, never an error's message (Fail records the error's
 // cloison code only: messages may quote what a client sent).
 //
+// The exporter (OTLP over gRPC, batched, parent-based sampling at
+// Config.SampleRatio) also reads the standard OTEL_EXPORTER_OTLP_*
+// environment (headers, compression, timeout); Config's endpoint and TLS
+// win over it. A collector that is down delays nothing: spans it misses are
+// dropped, never a request.
+//
 // Propagation works with tracing off too: a no-op provider's spans carry
 // the incoming span context, so a traceparent received is still sent on to
 // the prefill node, but nothing is recorded or exported.
