@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
@@ -24,6 +26,7 @@ import (
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
@@ -79,6 +82,10 @@ type Config struct {
 	// Responses (optional) turns on keyed digests of what was served,
 	// reports and replay (responses.go).
 	Responses Responses
+	// Tracer (optional) records the spans of every request (trace.go,
+	// internal/tracing); nil: a no-op provider (W3C traceparent is still
+	// propagated, nothing is recorded).
+	Tracer trace.TracerProvider
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -90,6 +97,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	tracer  trace.Tracer
 	metrics *Metrics
 	gate    *streamGate     // generations in flight (transport.go)
 	streams *complianceGate // compliance streams (streams.go)
@@ -128,7 +136,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
+	s := &Server{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
 		streams: newComplianceGate(cfg.Streams)}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
@@ -180,7 +188,7 @@ func (s *Server) Handler() http.Handler {
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
 	s.respAPIRoutes(mux)
-	return s.accessLog(s.recoverer(jsonFallback(mux)))
+	return s.traceHTTP(s.accessLog(s.recoverer(jsonFallback(mux))))
 }
 
 // recoverer turns a panic in a handler into a 500 without its text.
@@ -210,7 +218,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 			WriteHTTPError(w, ErrNoToken)
 			return
 		}
-		p, err := s.cfg.Verifier.Verify(r.Context(), raw)
+		p, err := s.authenticate(r.Context(), raw)
 		if err == nil {
 			accessOf(r.Context()).setTenant(p.Tenant)
 			err = p.Require(scopes...)
@@ -255,8 +263,11 @@ func NewRequestID() cloison.RequestID {
 func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
 	defer cancel()
+	ctx, span := s.tracer.Start(ctx, "ledger.append", trace.WithAttributes(attrKind.String(string(p.Kind()))))
+	defer span.End()
 	rec, err := s.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
 	if err != nil {
+		tracing.Fail(span, ErrLedgerUnavailable)
 		s.log.Error("ledger append failed", "kind", p.Kind(), "err", err)
 		s.metrics.ledgerErrors.Inc()
 		return rec, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
@@ -473,7 +484,18 @@ type genResult struct {
 // ledger BEFORE generate returns success. A nil error means the transport
 // may send its normal finish; any error — before or after sink.started —
 // means it must end the response with that error.
-func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
+func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (_ genResult, err error) {
+	ctx, span := s.tracer.Start(ctx, "inference", trace.WithAttributes(tracing.AttrRequest.String(string(id)),
+		tracing.AttrTenant.String(string(p.Tenant)), tracing.AttrModel.String(s.cfg.ModelName), tracing.AttrPrompt.Int(len(in.prompt))))
+	defer func() {
+		tracing.Fail(span, err)
+		span.End()
+	}()
+	return s.generateTraced(ctx, p, id, in, sink)
+}
+
+// generateTraced is generate within its span.
+func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
 	if in.common.Model != s.cfg.ModelName {
 		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
@@ -486,7 +508,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
 		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}, Placement: s.placement()}
-	dec, derr := s.cfg.Decider.Decide(ctx, pin)
+	dec, derr := s.decide(ctx, pin)
 	if sink.decided != nil {
 		sink.decided(dec.ID)
 	}
@@ -573,6 +595,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	used = len(in.prompt) + n
 	accessOf(ctx).setTokens(len(in.prompt), n)
+	s.engineSpans(ctx, st, endErr)
 	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil), s.placed(id)); lerr != nil && endErr == nil {
 		endErr = lerr
 	}

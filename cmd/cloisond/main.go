@@ -45,7 +45,14 @@
 // names the bearer token scrapers must send (read once at start, owner-only
 // modes). --metrics-tenants (a list) or --metrics-max-tenants (the first N
 // seen, default 32) bound the tenant label; the rest are "other". Prefill
-// nodes serve no metrics.
+// nodes serve theirs (prefills by outcome, prefill time, pool usage) on
+// --metrics-addr too.
+//
+// Traces (internal/tracing): --otlp-endpoint (OTLP/gRPC; --otlp-insecure or
+// --otlp-ca-file) turns them on, sampled at --trace-sample-ratio (parent
+// based); without it no span is recorded or exported. Either way a W3C
+// traceparent received over HTTP or gRPC is passed on to the prefill node,
+// so a disaggregated request is one trace across both nodes.
 //
 // --version (as the only or first argument) prints the version, commit and Go
 // version (internal/buildinfo) and exits.
@@ -310,8 +317,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer db.Close()
 	defer scanDB.Close()
+	// Traces (--otlp-endpoint; none: a no-op provider), flushed last.
+	tp, stopTracing, err := c.obs.tracer(ctx, c.node, c.roles.role)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if c.roles.role == rolePrefill {
-		return runPrefill(ctx, c, db, log)
+		return runPrefill(ctx, c, db, log, tp)
 	}
 
 	// Keys (keys.go): from files, or under --state-dir with --dev. One log
@@ -416,7 +429,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer stopReplay()
 	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log,
+		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
 			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
@@ -335,8 +336,9 @@ func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Durat
 // runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
 // pool with the tenants' partitions (tenants created later are added on
 // their first prefill), an arena, and the PrefillService over mutual TLS on
-// --prefill-addr. HTTP on --addr serves /healthz only.
-func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger) error {
+// --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the
+// node's metrics (node.Prefill.MetricsHandler).
+func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode, c.labels())
 	if err != nil {
 		return err
@@ -365,11 +367,18 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	pn, err := assemble.NewPrefill(ctx, assemble.PrefillConfig{Model: lm.node(), Capacity: c.capacity(zeroing), Tenants: tenancy.NewStore(db), Keys: keys,
 		Listener: gln, ServerOptions: transfer.ServerOptions(serverTLS), ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers),
-		Chunk: c.chunkTokens, Logger: log})
+		Chunk: c.chunkTokens, Logger: log, Tracer: tp})
 	if err != nil {
 		gln.Close()
 		return err
 	}
+	// Metrics on --metrics-addr, as a decode node's (metrics.go).
+	stopMetrics, err := c.obs.serveMetrics(pn.MetricsHandler(), log)
+	if err != nil {
+		gln.Close()
+		return err
+	}
+	defer stopMetrics()
 	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		gln.Close()

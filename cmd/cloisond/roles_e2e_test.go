@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,6 +201,12 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 	for i, p := range []*node{p1, p2} {
 		if n := strings.Count(p.logs.String(), `"msg":"prefill"`); n == 0 {
 			t.Fatalf("prefill-%d prefilled nothing:\n%s", i+1, p.logs)
+		}
+		// and counted it on its own metrics listener (--metrics-addr).
+		st, body := p.scrape(t, "")
+		m := regexp.MustCompile(`(?m)^cloison_prefill_requests_total\{code="ok",model_name="` + modelID + `"\} (\d+)$`).FindStringSubmatch(body)
+		if st != 200 || m == nil || m[1] == "0" {
+			t.Fatalf("prefill-%d metrics: %d, ok prefills %v\n%s", i+1, st, m, body)
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
@@ -23,6 +24,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/policies"
@@ -90,6 +92,10 @@ type Config struct {
 	// flushes (api.Server.FlushRefusals), as tests that count them do.
 	RefusalFlush time.Duration
 	Logger       *slog.Logger // optional
+	// Tracer (optional; nil: no spans, traceparent still propagated)
+	// records the node's spans: the API server's, the engine's remote
+	// transfers and the transfer server's calls (internal/tracing).
+	Tracer trace.TracerProvider
 }
 
 // Decode is what a decode node adds: the transfer server its prefill nodes
@@ -239,6 +245,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if acfg.Logger == nil {
 		acfg.Logger = log
 	}
+	if acfg.Tracer == nil {
+		acfg.Tracer = cfg.Tracer
+	}
 	if n.Server, err = api.NewServer(acfg); err != nil {
 		return nil, err
 	}
@@ -259,9 +268,10 @@ func (n *Node) decode(arena kernels.Arena) (*engine.Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.transfer = grpc.NewServer(d.ServerOptions...)
+	n.transfer = grpc.NewServer(append(tracing.ServerOptions(n.cfg.Tracer), d.ServerOptions...)...)
 	transfer.Register(n.transfer, recv)
-	return &engine.Remote{Receiver: recv, Prefill: d.Client.Prefill, Timeout: d.Timeout, Unsafe: n.cfg.Unsafe}, nil
+	return &engine.Remote{Receiver: recv, Prefill: d.Client.Prefill, Timeout: d.Timeout, Unsafe: n.cfg.Unsafe,
+		Tracer: tracing.Tracer(n.cfg.Tracer)}, nil
 }
 
 // attestPrefill checks the prefill nodes in, setting remote's capacity.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ type PrefillNode struct {
 	Attestation attest.Attestation // its own, as it publishes it
 	node        *node.Prefill
 }
+
+// MetricsHandler serves the prefill node's Prometheus metrics.
+func (n *PrefillNode) MetricsHandler() http.Handler { return n.node.MetricsHandler() }
 
 // Calls is the number of prefills the node was asked for.
 func (n *PrefillNode) Calls() int { return n.node.Calls() }
@@ -99,7 +103,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
 		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
 		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
-		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet})
+		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
 	if err != nil {
 		pln.Close()
 		return nil, nil, err // the prefill node refuses to start
