@@ -36,9 +36,12 @@ CREATE TABLE audit_staging (
 
 -- Which staged ids each integration placed, in seq order from first_seq:
 -- how a writer waiting for its event's position finds it (one row per
--- batch, not per event). Append-only; not under a hash (the events are).
+-- batch, not per event; by id, which only grows, so that a ledger
+-- truncated behind the triggers, whose first_seqs repeat, still resolves).
+-- Append-only; not under a hash (the events are).
 CREATE TABLE audit_integrations (
-    first_seq     bigint      PRIMARY KEY CHECK (first_seq >= 1),
+    id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    first_seq     bigint      NOT NULL CHECK (first_seq >= 1),
     staged_ids    bigint[]    NOT NULL,
     integrated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );

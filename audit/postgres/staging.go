@@ -27,12 +27,18 @@ const integrateGap = 2 * time.Millisecond
 // processes staged, and the resolver for positions, while idle.
 const integratePoll = 10 * time.Millisecond
 
+// pendingLimit is how long, in IntegrationBounds, Append waits for its
+// event's position before ErrPending (the event is durable, staged): an
+// integrator that keeps failing (a tampered ledger it cannot extend, a
+// database refusing) must not hang its callers.
+const pendingLimit = 10
+
 // stageSQL inserts a batch into audit_staging and returns its ids in
 // input order (identity values are drawn in the order unnest yields the
 // rows; a waiter that got another row's id would fail its hash check, not
-// take another event's seq) and the largest integration committed before
-// the statement's snapshot: the batch is integrated after it.
-const stageSQL = `WITH f AS (SELECT coalesce(max(first_seq), 0) AS floor FROM audit_integrations),
+// take another event's seq) and the last integration (its id) committed
+// before the statement's snapshot: the batch is integrated after it.
+const stageSQL = `WITH f AS (SELECT coalesce(max(id), 0) AS floor FROM audit_integrations),
 ins AS (INSERT INTO audit_staging (occurred_at, kind, tenant, actor, payload)
         SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bytea[]) RETURNING id)
 SELECT (SELECT floor FROM f), (SELECT array_agg(id ORDER BY id) FROM ins)`
@@ -41,7 +47,7 @@ SELECT (SELECT floor FROM f), (SELECT array_agg(id ORDER BY id) FROM ins)`
 const resolveSQL = `SELECT u.id, e.seq, e.prev_hash, e.hash FROM audit_integrations i
   CROSS JOIN LATERAL unnest(i.staged_ids) WITH ORDINALITY AS u(id, o)
   JOIN audit_events e ON e.seq = i.first_seq + u.o - 1
-  WHERE i.first_seq > $1 AND u.id = ANY($2)`
+  WHERE i.id > $1 AND u.id = ANY($2)`
 
 // start runs the stagers, the integrator and the resolver. Close stops
 // them in that order: stagers drain the queue, the integrator sequences
@@ -145,7 +151,7 @@ func (s *Store) stage(batch []*appendReq) {
 	s.waitMu.Lock()
 	for i, r := range batch {
 		if r.sequenced {
-			r.floor = floor
+			r.floor, r.staged = floor, time.Now()
 			s.waiting[ids[i]] = r
 			waiters = true
 		}
@@ -326,6 +332,7 @@ func (s *Store) resolver() {
 		s.waitMu.Unlock()
 		if pending > 0 {
 			s.resolve()
+			s.expire(time.Now().Add(-pendingLimit * s.cfg.IntegrationBound))
 		}
 		if closing {
 			s.waitMu.Lock()
@@ -339,6 +346,18 @@ func (s *Store) resolver() {
 				return
 			}
 			s.waitMu.Unlock()
+		}
+	}
+}
+
+// expire answers ErrPending to the Appends staged before limit.
+func (s *Store) expire(limit time.Time) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	for id, r := range s.waiting {
+		if r.staged.Before(limit) {
+			r.done <- appendRes{err: fmt.Errorf("%w: staged id %d not sequenced within %v", ErrPending, id, pendingLimit*s.cfg.IntegrationBound)}
+			delete(s.waiting, id)
 		}
 	}
 }

@@ -127,7 +127,8 @@ type appendReq struct {
 	// sequenced: Append, which answers once the event has its seq;
 	// otherwise Stage, which answers once the staged row is durable.
 	sequenced bool
-	floor     int64 // the largest integration first_seq committed before the event was staged
+	floor     int64     // the last integration (id) committed before the event was staged
+	staged    time.Time // when its staging committed
 	done      chan appendRes
 }
 
@@ -329,8 +330,9 @@ func sequence(ctx context.Context, q querier, recs []audit.Record) error {
 // Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event the
 // ledger refuses (nothing is written); ErrUnavailable when the database
 // failed (the event may or may not be recorded, it was not acknowledged);
-// ErrClosed after Close; ErrPending when the store closed before the
-// event was sequenced (it is durable, staged); the context's error when ctx
+// ErrClosed after Close; ErrPending when the event was not sequenced within
+// ten IntegrationBounds, or the store closed first (it is durable, staged);
+// the context's error when ctx
 // ends first (the event may still be recorded).
 func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error) {
 	return s.enqueue(ctx, e, true)
