@@ -192,10 +192,12 @@ func (s *Store) integrator() {
 	defer treeTicker.Stop()
 	poll := time.NewTicker(integratePoll)
 	defer poll.Stop()
-	var conn *pgx.Conn
+	var conn, cand *pgx.Conn // the leader's connection; the one that retries the lock
 	defer func() {
-		if conn != nil {
-			_ = conn.Close(context.Background())
+		for _, c := range []*pgx.Conn{conn, cand} {
+			if c != nil {
+				_ = c.Close(context.Background())
+			}
 		}
 	}()
 	var lastTry, last time.Time
@@ -236,8 +238,7 @@ func (s *Store) integrator() {
 				continue
 			}
 			lastTry = time.Now()
-			conn = s.leaderConn()
-			if conn == nil {
+			if conn, cand = s.leaderConn(cand); conn == nil {
 				continue
 			}
 		}
@@ -262,22 +263,29 @@ func (s *Store) integrator() {
 	}
 }
 
-// leaderConn returns a connection of its own holding the integrator lock,
-// or nil when another session holds it (or the database failed).
-func (s *Store) leaderConn() *pgx.Conn {
+// leaderConn tries the integrator lock on cand (nil: a connection taken
+// off the pool, so that the lock lives exactly as long as it) and returns
+// it as the leader's when it got the lock, or as the candidate to retry
+// with when another session holds it (nil, nil when the database failed).
+func (s *Store) leaderConn(cand *pgx.Conn) (leader, retry *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil
+	if cand == nil {
+		pc, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil
+		}
+		cand = pc.Hijack()
 	}
-	conn := pc.Hijack() // off the pool: the lock lives as long as this connection
 	var got bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", integratorLock).Scan(&got); err != nil || !got {
-		_ = conn.Close(context.Background())
-		return nil
+	if err := cand.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", integratorLock).Scan(&got); err != nil {
+		_ = cand.Close(context.Background())
+		return nil, nil
 	}
-	return conn
+	if !got {
+		return nil, cand
+	}
+	return cand, nil
 }
 
 // integrateOn runs one integration (audit_integrate, one transaction: the

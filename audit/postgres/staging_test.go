@@ -193,35 +193,38 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	admin := db.AdminPool(t)
-	s, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey, IntegrationBound: 400 * time.Millisecond})
+	cfg := Config{Origin: "test-ledger", SigningKey: testKey, IntegrationBound: 400 * time.Millisecond}
+	first, err := Open(ctx, db.RuntimePool(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Append(ctx, event("before", 0)); err != nil {
+	if _, err := first.Append(ctx, event("before", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SignTree(ctx); err != nil {
+	if _, err := first.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := first.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("verify before: %v", err)
 	}
-	// Take the integrator role away from the store: this session holds
-	// the lock, and the store's connection loses it (it is closed).
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// No integrator: this session holds the lock, before the store opens.
 	lock, err := admin.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Release()
-	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1::bigint & x'ffffffff'::bigint AND pid <> pg_backend_pid()", integratorLock); err != nil {
+	var got bool
+	if err := lock.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", integratorLock).Scan(&got); err != nil || !got {
+		t.Fatalf("the test takes the integrator lock: %v %v", got, err)
+	}
+	s, err := Open(ctx, db.RuntimePool(t), cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the test takes the integrator lock", func() bool {
-		var got bool
-		_ = lock.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", integratorLock).Scan(&got)
-		return got
-	})
+	t.Cleanup(func() { _ = s.Close() })
 	if _, err := s.Stage(ctx, event("held-back", 1)); err != nil {
 		t.Fatal(err)
 	}
