@@ -218,10 +218,12 @@ func (s *Store) integrator() {
 				}
 			}
 			kick(s.kickRes)
+			s.refreshHead()
 			s.maybeCheckpoint(true)
 			s.maybeSignTree(audit.TreeHead{}, true)
 			return
 		case <-ticker.C:
+			s.refreshHead()
 			s.maybeCheckpoint(true)
 			continue
 		case <-treeTicker.C:
@@ -261,6 +263,23 @@ func (s *Store) integrator() {
 			}
 		}
 	}
+}
+
+// refreshHead takes the committed head as this store's last head when it
+// is ahead: the events this store staged may have been integrated by
+// another node, and its interval and final checkpoints cover them.
+func (s *Store) refreshHead() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := headOn(ctx, s.pool)
+	if err != nil {
+		return
+	}
+	s.cpMu.Lock()
+	if h.Seq > s.lastHead.Seq {
+		s.lastHead = h
+	}
+	s.cpMu.Unlock()
 }
 
 // leaderConn tries the integrator lock on cand (nil: a connection taken
