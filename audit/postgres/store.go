@@ -82,9 +82,10 @@ type Config struct {
 
 // Store is the ledger and incident register in one PostgreSQL database. It
 // is safe for concurrent use by many goroutines, and several Stores (in one
-// process or many) may share one database: every writer takes the ledger's
-// advisory lock (audit_head()) before reading the head, so there is one
-// chain.
+// process or many) may share one database: staging takes no shared lock,
+// and every sequencing (the integrator, AppendTx, the register) takes the
+// ledger's advisory lock (audit_head()) before reading the head, so there
+// is one chain.
 type Store struct {
 	pool *pgxpool.Pool // appends, head, register: the request path
 	scan *pgxpool.Pool // Scan, Verify, Export (cfg.ScanPool, or pool)
