@@ -36,12 +36,14 @@ const pendingLimit = 10
 // stageSQL inserts a batch into audit_staging and returns its ids in
 // input order (identity values are drawn in the order unnest yields the
 // rows; a waiter that got another row's id would fail its hash check, not
-// take another event's seq) and the last integration (its id) committed
-// before the statement's snapshot: the batch is integrated after it.
+// take another event's seq), the last integration (its id) committed
+// before the statement's snapshot (the batch is integrated after it), and
+// how long the oldest row staged before it has waited (the backlog).
 const stageSQL = `WITH f AS (SELECT coalesce(max(id), 0) AS floor FROM audit_integrations),
 ins AS (INSERT INTO audit_staging (occurred_at, kind, tenant, actor, payload)
         SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bytea[]) RETURNING id)
-SELECT (SELECT floor FROM f), (SELECT array_agg(id ORDER BY id) FROM ins)`
+SELECT (SELECT floor FROM f), (SELECT array_agg(id ORDER BY id) FROM ins),
+       coalesce((SELECT extract(epoch FROM clock_timestamp() - s.staged_at) FROM audit_staging s ORDER BY s.id LIMIT 1), 0)::float8`
 
 // resolveSQL finds where integrations after floor placed the staged ids.
 const resolveSQL = `SELECT u.id, e.seq, e.prev_hash, e.hash FROM audit_integrations i
@@ -114,7 +116,12 @@ func (s *Store) stager() {
 	}
 }
 
-// stage commits one batch and answers or registers each request.
+// stage commits one batch and answers or registers each request. Then,
+// when the oldest row staged before it had waited more than a quarter of
+// the bound, it holds this stager back by the excess (at most another
+// quarter): writers that outrun the integrator are slowed to its pace
+// (their requests wait for the ack), so the staging window stays within
+// the bound instead of growing with the backlog.
 func (s *Store) stage(batch []*appendReq) {
 	n := len(batch)
 	occurred := make([]time.Time, n)
@@ -136,7 +143,8 @@ func (s *Store) stage(batch []*appendReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var floor int64
 	var ids []int64
-	err := translate(s.pool.QueryRow(ctx, stageSQL, occurred, kinds, tenants, actors, payloads).Scan(&floor, &ids))
+	var backlog float64
+	err := translate(s.pool.QueryRow(ctx, stageSQL, occurred, kinds, tenants, actors, payloads).Scan(&floor, &ids, &backlog))
 	cancel()
 	if err == nil && len(ids) != n {
 		err = fmt.Errorf("%w: staged %d rows, got %d ids", ErrSchema, n, len(ids))
@@ -165,6 +173,10 @@ func (s *Store) stage(batch []*appendReq) {
 	kick(s.kickInt)
 	if waiters {
 		kick(s.kickRes)
+	}
+	quarter := s.cfg.IntegrationBound / 4
+	if over := time.Duration(backlog*float64(time.Second)) - quarter; over > 0 {
+		time.Sleep(min(over, quarter))
 	}
 }
 
