@@ -355,16 +355,16 @@ func (s *Store) resolver() {
 	poll := time.NewTicker(integratePoll)
 	defer poll.Stop()
 	closing := false
+	integrated := s.integrated
 	var deadline time.Time
 	for {
 		select {
 		case <-s.kickRes:
 		case <-poll.C:
-		case <-s.integrated:
-			if !closing {
-				closing = true
-				deadline = time.Now().Add(2 * s.cfg.IntegrationBound)
-			}
+		case <-integrated:
+			integrated = nil // closed: once
+			closing = true
+			deadline = time.Now().Add(2 * s.cfg.IntegrationBound)
 		}
 		s.waitMu.Lock()
 		pending := len(s.waiting)
