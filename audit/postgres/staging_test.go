@@ -241,6 +241,15 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 	if err := s.Sync(ctx); !errors.Is(err, ErrPending) {
 		t.Fatalf("sync without an integrator: got %v, want ErrPending", err)
 	}
+	// Append waits for a position no integrator gives: ErrPending after
+	// ten bounds, not a hang (the event stays durable, staged).
+	start := time.Now()
+	if _, err := s.Append(ctx, event("held-back", 2)); !errors.Is(err, ErrPending) {
+		t.Fatalf("append without an integrator: got %v, want ErrPending", err)
+	}
+	if waited := time.Since(start); waited < pendingLimit*cfg.IntegrationBound {
+		t.Fatalf("append gave up after %v, before %v", waited, pendingLimit*cfg.IntegrationBound)
+	}
 	_, err = s.Verify(ctx, VerifyOptions{Keys: testKeys()})
 	var be *audit.BreakError
 	if !errors.As(err, &be) || be.Reason != audit.ReasonStaged || be.Seq != 2 {
@@ -261,8 +270,8 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
-	if err != nil || res.Events != 2 {
-		t.Fatalf("verify after integration: %+v %v, want 2 events", res, err)
+	if err != nil || res.Events != 3 {
+		t.Fatalf("verify after integration: %+v %v, want 3 events", res, err)
 	}
 }
 
