@@ -204,6 +204,10 @@
 //     flight), new 1,172-1,896/s, p50 6.3-10.8 ms. Stagers 1, 2 and 4
 //     per Store, alternated twice at 4x64: 5,699-7,259/s, within the
 //     noise of one another.
+//   - load 5.6-17 (the final code, alternated the same way): 4x16, old
+//     974-1,848/s (p99 116-185 ms), new 2,332-3,176/s (p50 16-20 ms,
+//     p99 97-136 ms); 4x64, old 2,869-4,009/s (0.22-0.25 of raw), new
+//     4,869-5,826/s (0.37-0.40 of raw, p99 208-249 ms); raw 11,500-18,000.
 //
 // The target (20,000 entries/s, p99 added ≤ 5 ms) is not reached on these
 // 2 vCPUs. What bounds it, measured: the integrator is one backend, so
