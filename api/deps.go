@@ -50,10 +50,13 @@ type Placement interface {
 	Served(req cloison.RequestID) (attest.PrefillNode, bool)
 }
 
-// Recorder is the ledger on the request path: events appended in order,
-// the head for readiness, incidents opened from detections.
+// Recorder is the ledger on the request path: events staged durably
+// (Stage: what a request waits for before its answer) or appended with
+// their position (Append: for events whose seq is recorded, e.g. in an
+// incident), the head for readiness, incidents opened from detections.
 type Recorder interface {
 	Append(ctx context.Context, e audit.Event) (audit.Record, error)
+	Stage(ctx context.Context, e audit.Event) (audit.Record, error)
 	Head(ctx context.Context) (audit.Head, error)
 	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
 }

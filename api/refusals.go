@@ -100,7 +100,7 @@ func (s *Server) FlushRefusals(ctx context.Context) error {
 	until := time.Now()
 	var first error
 	for _, t := range slices.Sorted(maps.Keys(counts)) {
-		if _, err := s.append(ctx, t, refusalSummary(since, until, counts[t])); err != nil {
+		if err := s.stage(ctx, t, refusalSummary(since, until, counts[t])); err != nil {
 			first = err
 			break
 		}

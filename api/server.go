@@ -258,14 +258,29 @@ func NewRequestID() cloison.RequestID {
 	return cloison.RequestID("req-" + hex.EncodeToString(b[:]))
 }
 
-// append writes an event to the ledger within LedgerTimeout; a failure is
-// ErrLedgerUnavailable (503): the platform does not serve unaudited.
+// append writes an event to the ledger within LedgerTimeout and returns
+// it with its seq; a failure is ErrLedgerUnavailable (503): the platform
+// does not serve unaudited.
 func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error) {
+	return s.record(ctx, tenant, p, s.cfg.Ledger.Append)
+}
+
+// stage is append for an event whose seq nobody records (the request
+// path's decision, rejection and completion): it returns once the event
+// is durable, staged, without waiting for the integrator to sequence it
+// (within audit.IntegrationBound).
+func (s *Server) stage(ctx context.Context, tenant cloison.TenantID, p audit.Payload) error {
+	_, err := s.record(ctx, tenant, p, s.cfg.Ledger.Stage)
+	return err
+}
+
+func (s *Server) record(ctx context.Context, tenant cloison.TenantID, p audit.Payload,
+	write func(context.Context, audit.Event) (audit.Record, error)) (audit.Record, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
 	defer cancel()
 	ctx, span := s.tracer.Start(ctx, "ledger.append", trace.WithAttributes(attrKind.String(string(p.Kind()))))
 	defer span.End()
-	rec, err := s.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
+	rec, err := write(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
 	if err != nil {
 		tracing.Fail(span, ErrLedgerUnavailable)
 		s.log.Error("ledger append failed", "kind", p.Kind(), "err", err)
@@ -552,7 +567,7 @@ func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id clo
 	}
 	// No service without a recorded decision: the row is written, and
 	// acknowledged by the ledger, BEFORE the engine gets the request.
-	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
+	if err := s.stage(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
 		return genResult{}, err
 	}
 	st, err := s.cfg.Engine.Submit(ctx, greq)
@@ -677,7 +692,7 @@ func (s *Server) reject(ctx context.Context, part isolation.Partition, id cloiso
 	if engine.IsRejection(err) {
 		t, maxLease, pt := part.Tenant, part.MaxLeaseTokens, part.PageTokens
 		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
-		if _, lerr := s.append(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
+		if lerr := s.stage(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
 			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
 			return lerr
 		}
@@ -725,7 +740,7 @@ func (s *Server) completed(ctx context.Context, part isolation.Partition, id clo
 	sum, _ := st.Summary()
 	zeroing := part.Zeroing.String()
 	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
-	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
+	err := s.stage(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
 		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv, Placement: pl})
 	return err
