@@ -85,6 +85,7 @@ func vset(p Path, wide bool) *kset {
 		}
 	}
 	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
+	k.halfRow = vhalfRow
 	k.tileRows = 3
 	if wide {
 		k.tileRows = 4

@@ -647,3 +647,80 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func f16rowAVX2(dst *float32, src *uint16, n int)
+// dst[i] = float32 of the IEEE half src[i] (VCVTPH2PS: exact, f16tab's
+// values), n a multiple of 8; 32 values per iteration while they last.
+TEXT ·f16rowAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+loop4:
+	LEAQ      32(AX), BX
+	CMPQ      BX, CX
+	JGT       loop1
+	VCVTPH2PS (SI)(AX*2), Y0
+	VCVTPH2PS 16(SI)(AX*2), Y1
+	VCVTPH2PS 32(SI)(AX*2), Y2
+	VCVTPH2PS 48(SI)(AX*2), Y3
+	VMOVUPS   Y0, (DI)(AX*4)
+	VMOVUPS   Y1, 32(DI)(AX*4)
+	VMOVUPS   Y2, 64(DI)(AX*4)
+	VMOVUPS   Y3, 96(DI)(AX*4)
+	MOVQ      BX, AX
+	JMP       loop4
+
+loop1:
+	CMPQ      AX, CX
+	JGE       done
+	VCVTPH2PS (SI)(AX*2), Y0
+	VMOVUPS   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       loop1
+
+done:
+	VZEROUPPER
+	RET
+
+// func bf16rowAVX2(dst *float32, src *uint16, n int)
+// dst[i] = the bfloat16 src[i] as float32 (zero-extend, shift left 16),
+// n a multiple of 8.
+TEXT ·bf16rowAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+loop4:
+	LEAQ      32(AX), BX
+	CMPQ      BX, CX
+	JGT       loop1
+	VPMOVZXWD (SI)(AX*2), Y0
+	VPMOVZXWD 16(SI)(AX*2), Y1
+	VPMOVZXWD 32(SI)(AX*2), Y2
+	VPMOVZXWD 48(SI)(AX*2), Y3
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VPSLLD    $16, Y2, Y2
+	VPSLLD    $16, Y3, Y3
+	VMOVDQU   Y0, (DI)(AX*4)
+	VMOVDQU   Y1, 32(DI)(AX*4)
+	VMOVDQU   Y2, 64(DI)(AX*4)
+	VMOVDQU   Y3, 96(DI)(AX*4)
+	MOVQ      BX, AX
+	JMP       loop4
+
+loop1:
+	CMPQ      AX, CX
+	JGE       done
+	VPMOVZXWD (SI)(AX*2), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       loop1
+
+done:
+	VZEROUPPER
+	RET

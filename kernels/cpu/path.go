@@ -116,6 +116,11 @@ type kset struct {
 
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
+
+	// halfRow converts a row of F16 (bf false) or BF16 weights to float32
+	// with the values of f16tab and bf16 (scratch blocks; nil: one table
+	// load per value).
+	halfRow func(bf bool, dst []float32, src []uint16)
 }
 
 var genericSet = &kset{
