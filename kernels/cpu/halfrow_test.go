@@ -119,3 +119,40 @@ func TestHalfDecodeBatch(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestDecodeAllocsPerTask: a decode step's product (one activation row)
+// allocates nothing per task, whatever the weight type: a product of 240
+// weight rows (10 tasks) allocates as much as one of 24 (one task).
+func TestDecodeAllocsPerTask(t *testing.T) {
+	const cols = 256
+	for _, p := range Paths() {
+		b, err := NewWithPath(kernels.Options{Threads: 1}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range []kernels.DType{kernels.F32, kernels.F16, kernels.Q8_0, kernels.Q4_0, kernels.Q4_K, kernels.Q6_K} {
+			allocs := func(rows int) float64 {
+				w := make([]float32, rows*cols)
+				for i := range w {
+					w[i] = float32(i%9) - 4
+				}
+				data, err := kernels.Quantize(dt, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := b.NewMatrix(dt, rows, cols, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, _ := b.NewTensor(1, cols)
+				b.Upload(x, w[:cols])
+				dst, _ := b.NewTensor(1, rows)
+				return testing.AllocsPerRun(20, func() { _ = b.MatMul(dst, x, m) })
+			}
+			if one, ten := allocs(24), allocs(240); ten > one {
+				t.Errorf("%s %v: %v allocations for 10 tasks, %v for one", p, dt, ten, one)
+			}
+		}
+		b.Close()
+	}
+}

@@ -131,10 +131,11 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
-		if k.q8tile != nil {
+		if k.q8tile != nil && r1-r0 >= 4 {
 			// Declared once per call: the kernel is called through a func
 			// value, so these escape (one allocation each per block, not
-			// per tile).
+			// per tile); never in a decode step of fewer than 4 rows,
+			// which would pay them per task for nothing.
 			var xq [4][]int8
 			var xd [4][]float32
 			var ws [4][]byte
