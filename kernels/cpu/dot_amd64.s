@@ -530,55 +530,54 @@ TEXT ·q8dot4VNNI(SB), NOSPLIT, $0-64
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
-
-loop:
+	XORQ         AX, AX // block
+	XORQ         BX, BX // its byte offset in a weight row
 	TESTQ        CX, CX
 	JEQ          done
+
+loop:
 	VMOVDQU      (SI), Y4
-	VBROADCASTSS (DX), Y13
+	VBROADCASTSS (DX)(AX*4), Y13
 	VPXOR        Y9, Y9, Y9
 	VPDPBUSD     Y4, Y12, Y9
 	VPSUBD       Y9, Y14, Y9
-	VPXOR        2(R8), Y12, Y5
+	VPXOR        2(R8)(BX*1), Y12, Y5
 	VMOVDQA      Y9, Y6
 	VPDPBUSD     Y4, Y5, Y6
 	VCVTDQ2PS    Y6, Y6
-	VPBROADCASTW (R8), X7
+	VPBROADCASTW (R8)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
 	VFMADD231PS  Y7, Y6, Y0
-	ADDQ         $34, R8
-	VPXOR        2(R9), Y12, Y8
+	VPXOR        2(R9)(BX*1), Y12, Y8
 	VMOVDQA      Y9, Y10
 	VPDPBUSD     Y4, Y8, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTW (R9), X7
+	VPBROADCASTW (R9)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
 	VFMADD231PS  Y7, Y10, Y1
-	ADDQ         $34, R9
-	VPXOR        2(R10), Y12, Y5
+	VPXOR        2(R10)(BX*1), Y12, Y5
 	VMOVDQA      Y9, Y6
 	VPDPBUSD     Y4, Y5, Y6
 	VCVTDQ2PS    Y6, Y6
-	VPBROADCASTW (R10), X7
+	VPBROADCASTW (R10)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
 	VFMADD231PS  Y7, Y6, Y2
-	ADDQ         $34, R10
-	VPXOR        2(R11), Y12, Y8
+	VPXOR        2(R11)(BX*1), Y12, Y8
 	VMOVDQA      Y9, Y10
 	VPDPBUSD     Y4, Y8, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTW (R11), X7
+	VPBROADCASTW (R11)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
 	VFMADD231PS  Y7, Y10, Y3
-	ADDQ         $34, R11
 	ADDQ         $32, SI
-	ADDQ         $4, DX
-	DECQ         CX
-	JMP          loop
+	ADDQ         $34, BX
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          loop
 
 done:
 	HSUM8(Y0, X0)
