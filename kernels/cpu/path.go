@@ -93,6 +93,11 @@ type kset struct {
 	q8i1x1 func(xq []int8, xd []float32, w []byte) float32
 	q8i1x4 func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
+	// q8i8 computes the products with the eight weight rows starting at w,
+	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
+	// has none).
+	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
+
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)

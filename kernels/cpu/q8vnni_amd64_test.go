@@ -63,3 +63,44 @@ func TestQ8IntExtremes(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8Eight: the eight-row VNNI Q8_0 decode kernel gives every row the
+// bits of the four-row kernel (which batch invariance and the prefill tile
+// rest on), on any quant bytes and block counts.
+func TestQ8Eight(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.q8i8 == nil {
+		t.Skip("no eight-row Q8_0 kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, nb := range []int{1, 2, 3, 24, 64} {
+		stride := nb * 34
+		x := make([]float32, nb*32)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		xq, xd := make([]int8, nb*32), make([]float32, nb)
+		quantizeRowQ8(xq, xd, x)
+		w := make([]byte, 8*stride)
+		for i := range w {
+			w[i] = byte(r.IntN(256))
+		}
+		for row := range 8 {
+			for b := range nb {
+				// A finite half scale in [2⁻⁴, 2⁴).
+				h := uint16(0x2c00 + r.IntN(0x2000))
+				w[row*stride+b*34], w[row*stride+b*34+1] = byte(h), byte(h>>8)
+			}
+		}
+		got := k.q8i8(xq, xd, w, stride)
+		for half := range 2 {
+			rw := func(i int) []byte { return w[(4*half+i)*stride : (4*half+i+1)*stride] }
+			s0, s1, s2, s3 := k.q8i1x4(xq, xd, rw(0), rw(1), rw(2), rw(3))
+			for i, s := range []float32{s0, s1, s2, s3} {
+				if !same(got[4*half+i], s) {
+					t.Fatalf("nb=%d row %d: eight-row kernel %v, four-row %v", nb, 4*half+i, got[4*half+i], s)
+				}
+			}
+		}
+	}
+}
