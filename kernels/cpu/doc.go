@@ -27,7 +27,10 @@
 //     float32 once per task and reuses it for 64 activation rows. A decode
 //     step of several sequences (the engine batches them into one Forward)
 //     is a product of that many rows: each weight block is read once for
-//     all of them.
+//     all of them. F16 and BF16 blocks of such a product are converted with
+//     VCVTPH2PS / a shift (halfrow_amd64.go; a table load per weight cost
+//     more than 16 rows of products), and a decode product allocates
+//     nothing per task (TestDecodeAllocsPerTask).
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s): 4×4 outputs on avx512 and 3×4 on avx2 for float
 //     weights (F32, and F16/BF16 blocks decoded once per task), 4×4 Q8_0
@@ -51,7 +54,9 @@
 // suite runs kernelstest on every path the machine has. On the vector paths
 // block-type products multiply int8 by int8 after quantizing each
 // activation row, as llama.cpp does: Q8_0 and Q4_0 on Q8 blocks of 32
-// (q8.go), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
+// (q8.go; with VNNI the Q8_0 weights are biased to unsigned, w+128, and
+// each block starts from −128·Σq, three integer instructions per block and
+// row), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
 // (kquant.go), within the suite's extra activation-rounding term; the
 // avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
 // Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K and Q5_K have no integer product yet: on every
