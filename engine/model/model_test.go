@@ -56,6 +56,21 @@ func TestMatchesReference(t *testing.T) {
 		// ffn_down (their activations may be quantized to Q8_K blocks).
 		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
 			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
+		// Sliding windows narrower than the 20 tokens, across 4-token pages.
+		{gemma3(gguf.F32, 5, nil, 0), false, 1e-5},
+		{gemma3(gguf.F16, 5, nil, 0), false, 1e-5},
+		{gemma3(gguf.Q8_0, 3, nil, 0), false, 6e-2},
+		{gemma3(gguf.F32, 4, []bool{false, true, true, false, true, false}, 3), false, 1e-5},
+		// Mistral-style: every layer local. llama.cpp ignores the window of
+		// llama and phi3 files (phi3: "SWA is currently disabled"), so only
+		// this reference checks them.
+		{withWindow(small(gguf.F32, false), 6), false, 1e-5},
+		{synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.F32, Seed: 17, RopeDims: 8, Window: 7}, false, 1e-5},
+		{synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 4, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.Q8_0, Seed: 18}, false, 6e-2},
+		{synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.F32, Seed: 19, LogitScale: 6, ResidualScale: 0.3, EmbedScale: 10, AttnScale: 0.05}, false, 1e-5},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
@@ -106,6 +121,16 @@ func TestMatchesReference(t *testing.T) {
 		})
 	}
 }
+
+// gemma3 is Gemma 3's layout scaled down: six layers (five local, one
+// global unless pattern says otherwise), 4/2 heads of 32 with d_model 64.
+func gemma3(dt gguf.TensorType, window int, pattern []bool, softcap float32) synth.Config {
+	return synth.Config{Arch: "gemma3", Layers: 6, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
+		Vocab: 300, Context: 256, DType: dt, Seed: 21, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Window: window,
+		SWAPattern: pattern, FinalSoftcap: softcap}
+}
+
+func withWindow(c synth.Config, w int) synth.Config { c.Window = w; return c }
 
 func qwen3(dt gguf.TensorType) synth.Config {
 	return synth.Config{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
