@@ -1,7 +1,7 @@
 // Package synth writes synthetic llama-family GGUF models, because
 // development and CI cannot download weights. The files follow the GGUF
-// specification and llama.cpp's key names (general.architecture "llama" or
-// "qwen3", <arch>.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
+// specification and llama.cpp's key names (general.architecture "llama",
+// "qwen3", "gemma3", "phi3" or "granite", <arch>.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
 // vocabulary), so other GGUF readers load them too.
 //
 // Two kinds:
@@ -17,7 +17,13 @@
 // keys, and per layer attn_q_norm.weight and attn_k_norm.weight of HeadDim
 // F32 weights; Config.HeadDim sets attention.key_length/value_length
 // (written whenever the heads do not split d_model, or the architecture is
-// not llama).
+// not llama). "gemma3" adds qwen3's Q/K norms and post_attention_norm /
+// post_ffw_norm; "phi3" fuses attn_qkv and writes a 2·FFN ffn_up (gate rows,
+// then up rows) without ffn_gate; "granite" writes granite.logit_scale.
+// Window, SWAPattern, RopeBaseSWA, RopeDims, FinalSoftcap and granite's
+// LogitScale/ResidualScale/EmbedScale/AttnScale write the matching keys
+// (attention.sliding_window[_pattern], rope.freq_base_swa,
+// rope.dimension_count, final_logit_softcapping, logit_scale, …).
 //
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token
