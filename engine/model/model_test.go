@@ -567,26 +567,34 @@ func TestStaleTableCannotRead(t *testing.T) {
 // go test -fuzz FuzzLoad -fuzzminimizetime 50x ./engine/model
 // (1.5M execs in 30 s here), or the minimiser spends minutes per find.
 func FuzzLoad(f *testing.F) {
-	c := synth.Config{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16}
-	// A small seed without the tokenizer keys keeps the fuzzer fast.
-	small := rewrite(f, randomFile(f, c), func(k string, v any) any {
-		if strings.HasPrefix(k, "tokenizer.") {
-			return nil
+	// One seed per layout: llama, gemma3 with windows, phi3's fused
+	// tensors, granite's multipliers.
+	for _, c := range []synth.Config{
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "gemma3", Layers: 2, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, Window: 2, FinalSoftcap: 5},
+		{Arch: "phi3", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, RopeDims: 8},
+		{Arch: "granite", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, ResidualScale: 0.5, AttnScale: 0.1},
+	} {
+		// A small seed without the tokenizer keys keeps the fuzzer fast.
+		small := rewrite(f, randomFile(f, c), func(k string, v any) any {
+			if strings.HasPrefix(k, "tokenizer.") {
+				return nil
+			}
+			return v
+		}, nil)
+		w := gguf.NewWriter()
+		for _, e := range small.KV {
+			w.Set(e.Key, e.Value)
 		}
-		return v
-	}, nil)
-	w := gguf.NewWriter()
-	for _, e := range small.KV {
-		w.Set(e.Key, e.Value)
+		for _, ti := range small.Tensors {
+			w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
 	}
-	for _, ti := range small.Tensors {
-		w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
 	b := backend(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)
