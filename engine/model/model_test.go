@@ -233,9 +233,15 @@ func toQwen2(t testing.TB, f *gguf.File) *gguf.File {
 // TestPagedIsBitIdentical: a sequence's logits do not depend on the page size,
 // on where its pages lie in the arena, on how its prompt is split into steps,
 // or on what else is in the batch (ARCHITECTURE.md layer 3: attention reads
-// only the lease's own pages, and the result is batch-invariant).
+// only the lease's own pages, and the result is batch-invariant) — with
+// sliding windows too (gemma3, window 5: windows that start mid-page).
 func TestPagedIsBitIdentical(t *testing.T) {
-	cfg := small(gguf.Q8_0, true)
+	for _, cfg := range []synth.Config{small(gguf.Q8_0, true), gemma3(gguf.Q8_0, 5, nil, 0)} {
+		t.Run(cfg.Arch+name(cfg), func(t *testing.T) { pagedIsBitIdentical(t, cfg) })
+	}
+}
+
+func pagedIsBitIdentical(t *testing.T, cfg synth.Config) {
 	f := randomFile(t, cfg)
 	m := load(t, backend(t), f)
 	toks := tokens(37, cfg.Vocab, 2)
@@ -520,7 +526,14 @@ func TestForwardRejectsBadBatch(t *testing.T) {
 // (ARCHITECTURE.md layer 3, ownership tags): Forward fails with an
 // isolation_violation error and returns no logits.
 func TestStaleTableCannotRead(t *testing.T) {
-	cfg := small(gguf.F32, false)
+	for _, cfg := range []synth.Config{small(gguf.F32, false), withWindow(small(gguf.F32, false), 2)} {
+		// With a 2-token window the stale pages lie outside what attention
+		// reads: they are refused all the same.
+		t.Run(name(cfg), func(t *testing.T) { staleTableCannotRead(t, cfg) })
+	}
+}
+
+func staleTableCannotRead(t *testing.T, cfg synth.Config) {
 	m := load(t, backend(t), randomFile(t, cfg))
 	tests := []struct {
 		name string
