@@ -134,7 +134,8 @@ func TestArchRejects(t *testing.T) {
 		{"granite without logit_scale", augment(t, gr, map[string]any{"granite.logit_scale": nil}, nil), ErrModel},
 		{"granite without rope", augment(t, gr, map[string]any{"granite.rope.scaling.finetuned": false}, nil), ErrUnsupported},
 		{"granite attention output bias", augment(t, gr, nil, map[string]int{"blk.0.attn_output.bias": 64}), ErrUnsupported},
-		{"phi3 long-rope factors", augment(t, ph, nil, map[string]int{"blk.0.rope_factors_long.weight": 8}), ErrUnsupported},
+		{"phi3 long-rope factors", augment(t, ph, nil, map[string]int{"rope_factors_long.weight": 8}), ErrUnsupported},
+		{"phi3 short-rope factors", augment(t, ph, nil, map[string]int{"rope_factors_short.weight": 8}), ErrUnsupported},
 		{"phi3 fused qkv of the wrong height", rewrite(t, ph, nil, func(ti *gguf.TensorInfo) bool {
 			if ti.Name == "blk.0.attn_qkv.weight" {
 				ti.Dims = []uint64{64, 128}

@@ -85,6 +85,12 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
 		return nil, fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
 	}
+	// Phi-3's long-rope factors (chosen by context size) are not implemented.
+	for _, name := range []string{"rope_factors_long.weight", "rope_factors_short.weight"} {
+		if _, found := f.Tensor(name); found {
+			return nil, fmt.Errorf("%w: tensor %s (long-rope scaling)", ErrUnsupported, name)
+		}
+	}
 	if t, found := f.Tensor("rope_freqs.weight"); found {
 		if m.RoPE.Factors, err = floats(f, t, m.RoPE.Dims/2); err != nil {
 			return nil, fmt.Errorf("rope_freqs.weight: %w", err)
@@ -113,7 +119,7 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			errs = append(errs, err)
 			return w
 		}
-		for _, name := range []string{"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "attn_norm.bias", "ffn_norm.bias", "rope_factors_long.weight", "rope_factors_short.weight"} {
+		for _, name := range []string{"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "attn_norm.bias", "ffn_norm.bias"} {
 			if _, found := f.Tensor(p + name); found {
 				return nil, fmt.Errorf("%w: tensor %s%s", ErrUnsupported, p, name)
 			}
