@@ -74,7 +74,7 @@ func TestLlamaCppLogits(t *testing.T) {
 		}
 		variants := []variant{{"", backend(t), tol}}
 		if cfg.GeGLU {
-			variants = []variant{{"", backend(t), 3e-3}, {"/ggml-gelu-table", ggmlGeGLU{backend(t).(*cpu.Backend)}, tol}}
+			variants = []variant{{"", backend(t), 3e-3}, {"+ggml-gelu-table", ggmlGeGLU{backend(t).(*cpu.Backend)}, tol}}
 		}
 		for _, v := range variants {
 			t.Run(c.Name+v.name, func(t *testing.T) {
