@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -222,5 +223,72 @@ func checkSame(t *testing.T, what string, got, want []float32) {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%s: logit %d: got %v, want %v", what, i, got[i], want[i])
 		}
+	}
+}
+
+// withTensor copies f with one more F32 tensor.
+func withTensor(t testing.TB, f *gguf.File, name string, x []float32) *gguf.File {
+	t.Helper()
+	w := gguf.NewWriter()
+	for _, e := range f.KV {
+		w.Set(e.Key, e.Value.Any())
+	}
+	for _, ti := range f.Tensors {
+		data := f.Data(ti)
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data[:must(ti.Type.RowSize(ti.Elements()))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	if err := w.AddTensor(name, gguf.F32, []uint64{uint64(len(x))}, b); err != nil {
+		t.Fatal(err)
+	}
+	return parse(t, w)
+}
+
+// TestRopeFreqs: llama3's rope_freqs.weight factors reach every layer, the
+// sliding-window ones included (the reference applies them to all), and
+// change the logits; gemma3 files with them are refused (llama.cpp's gemma3
+// graph passes none).
+func TestRopeFreqs(t *testing.T) {
+	factors := []float32{1, 1, 2, 4, 8, 8, 16, 32} // head dim 16: 8 pairs
+	for _, cfg := range []synth.Config{small(gguf.F32, false), withWindow(small(gguf.F32, false), 5)} {
+		t.Run(name(cfg), func(t *testing.T) {
+			plain := randomFile(t, cfg)
+			f := withTensor(t, plain, "rope_freqs.weight", factors)
+			m := load(t, backend(t), f)
+			if len(m.RoPE.Factors) != len(factors) {
+				t.Fatalf("got %d factors, want %d", len(m.RoPE.Factors), len(factors))
+			}
+			toks := tokens(12, cfg.Vocab, 4)
+			run := func(m *Model) []float32 {
+				k := newKV(t, m, 8, 4, "t")
+				return k.step(t, []*seq{k.start(t, "t", "r", len(toks))}, [][]int32{toks}, true)[0]
+			}
+			got := run(m)
+			want := newRef(t, f).forward(toks)
+			for p := range toks {
+				for i, w := range want[p] {
+					if d := math.Abs(float64(got[p*m.Vocab+i]) - w); d > 1e-4 {
+						t.Fatalf("position %d logit %d: got %v, want %v", p, i, got[p*m.Vocab+i], w)
+					}
+				}
+			}
+			without := run(load(t, backend(t), plain))
+			same := true
+			for i := range got {
+				same = same && got[i] == without[i]
+			}
+			if same {
+				t.Fatal("the factors do not change the logits")
+			}
+		})
+	}
+	g := withTensor(t, randomFile(t, gemma3(gguf.F32, 5, nil, 0)), "rope_freqs.weight", make([]float32, 16))
+	if _, err := Load(backend(t), g); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("gemma3 with rope_freqs: got %v, want ErrUnsupported", err)
 	}
 }

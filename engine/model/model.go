@@ -92,9 +92,14 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		}
 	}
 	if t, found := f.Tensor("rope_freqs.weight"); found {
+		if c.GeGLU {
+			// llama.cpp's gemma3 graph passes no frequency factors.
+			return nil, fmt.Errorf("%w: rope_freqs.weight in a %s file", ErrUnsupported, c.Arch)
+		}
 		if m.RoPE.Factors, err = floats(f, t, m.RoPE.Dims/2); err != nil {
 			return nil, fmt.Errorf("rope_freqs.weight: %w", err)
 		}
+		m.RoPESWA.Factors = m.RoPE.Factors
 	}
 	// Every layer has six tensors at least (phi3's fused layout): a
 	// block_count the file cannot back is refused before anything is sized
@@ -169,9 +174,9 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			l.gate, l.up = ws[0], ws[1]
 		}
 		l.down = mat("ffn_down.weight", c.DModel, c.FFN)
-		l.rope = c.RoPE
+		l.rope = m.RoPE // with the rope_freqs factors read above
 		if c.SWA != nil && c.SWA[i] {
-			l.rope, l.attn.Window = c.RoPESWA, c.Window
+			l.rope, l.attn.Window = m.RoPESWA, c.Window
 		}
 		l.attn.Scale = c.AttnScale
 		if err := errors.Join(errs...); err != nil {

@@ -69,6 +69,14 @@ func newRef(t testing.TB, f *gguf.File) *refModel {
 		t.Fatal(err)
 	}
 	r := &refModel{c: c, embd: refMatrix(t, f, "token_embd.weight"), outNorm: refVector(t, f, "output_norm.weight")}
+	if fs := refVector(t, f, "rope_freqs.weight"); fs != nil { // llama3 frequency factors, every layer
+		c.RoPE.Factors = make([]float32, len(fs))
+		for i, v := range fs {
+			c.RoPE.Factors[i] = float32(v)
+		}
+		c.RoPESWA.Factors = c.RoPE.Factors
+		r.c = c
+	}
 	if _, ok := f.Tensor("output.weight"); ok {
 		r.output = refMatrix(t, f, "output.weight")
 	} else {
