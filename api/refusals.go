@@ -25,6 +25,7 @@ const (
 	stageLimits    audit.Name = "limits"    // the decision's max_context or kv_pages cannot hold it
 	stageQuota     audit.Name = "quota"     // the decision's max_concurrent, tokens_per_minute or kv_pages in flight
 	stageAdmission audit.Name = "admission" // the engine's checks (reject before allocate)
+	stageCapacity  audit.Name = "capacity"  // the node's per-tenant connection and stream caps
 )
 
 type refusalKey struct {

@@ -154,6 +154,12 @@
 //     (ErrReportRate). RecordReplay appends request.replayed and, for a
 //     reported request, the entry's new version and the report's verdict,
 //     in one transaction.
+//   - Stored responses (stored.go, issue 15 §2, migration 00020).
+//     StoreResponse inserts a Responses API response sealed by the API and
+//     appends response.stored (id, request, SHA-256 of the blob, size) in
+//     one transaction; DeleteResponse deletes it and appends
+//     response.deleted in one; every read and delete names the tenant, so
+//     another tenant's id is ErrNotFound like an unknown one.
 //
 // Throughput, measured and weighed (issue 13 §6). BenchmarkLedgerFourWriters
 // on the 2-vCPU machine this was built on, shared with other builds,

@@ -69,12 +69,18 @@ type Config struct {
 	PostNorms bool
 	// GeGLU: the feed-forward is gelu(gate)·up (gemma3) instead of SwiGLU.
 	GeGLU bool
+	// Experts > 0: every layer's feed-forward is a mixture of Experts
+	// SwiGLU experts of FFN width each (qwen3moe, or a llama file with
+	// expert_count: mixtral), of which a softmax router picks ExpertsUsed
+	// per token (see the package documentation).
+	Experts, ExpertsUsed int
 }
 
 // arch describes what an architecture adds to the llama layout.
 type arch struct {
 	neox   bool // RoPE in the NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX)
 	qkNorm bool // per-head Q/K RMSNorm (attn_q_norm, attn_k_norm)
+	moe    bool // a mixture of experts in every layer (required)
 	gemma  bool // gemma3: GeGLU, post norms, sqrt(d) embedding scale, local/global layers
 	// granite reads the granite.* multipliers (logit_scale required).
 	granite bool
@@ -84,13 +90,14 @@ type arch struct {
 // NeoX RoPE whose files fuse attn_qkv and ffn_up (gate and up), which Load
 // accepts for every architecture.
 var archs = map[string]arch{
-	"llama":   {},
-	"mistral": {},
-	"qwen2":   {neox: true},
-	"qwen3":   {neox: true, qkNorm: true},
-	"gemma3":  {neox: true, qkNorm: true, gemma: true},
-	"phi3":    {neox: true},
-	"granite": {granite: true},
+	"llama":    {},
+	"mistral":  {},
+	"qwen2":    {neox: true},
+	"qwen3":    {neox: true, qkNorm: true},
+	"qwen3moe": {neox: true, qkNorm: true, moe: true},
+	"gemma3":   {neox: true, qkNorm: true, gemma: true},
+	"phi3":     {neox: true},
+	"granite":  {granite: true},
 }
 
 // Archs returns the supported architectures, sorted.
@@ -165,6 +172,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 	}
 	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
+		return c, err
+	}
+	if err := c.experts(f, p, ad.moe); err != nil {
 		return c, err
 	}
 	def := 0
@@ -343,6 +353,68 @@ func (c *Config) readExtras(f *gguf.File, p string, ad arch) error {
 			return fmt.Errorf("%w: rope.freq_base_swa %g", ErrModel, base)
 		}
 		c.RoPESWA.Base, c.RoPESWA.Scale = float32(base), 1
+	}
+	return nil
+}
+
+// maxExperts bounds expert_count (llama.cpp's LLAMA_MAX_EXPERTS).
+const maxExperts = 512
+
+// experts reads the mixture-of-experts keys: expert_count and
+// expert_used_count (required when moe), and for qwen3moe the expert width
+// expert_feed_forward_length (else feed_forward_length / expert_used_count,
+// as llama.cpp falls back), which then becomes c.FFN. Router variants this
+// package does not run — shared experts, expert groups, a gating function
+// other than softmax, a weight scale — are refused, not ignored.
+func (c *Config) experts(f *gguf.File, p string, required bool) error {
+	var err error
+	if c.Experts, err = intKey(f, p+"expert_count", 0, required); err != nil {
+		return err
+	}
+	if c.Experts == 0 {
+		if _, ok := f.Get(p + "expert_used_count"); ok {
+			return fmt.Errorf("%w: %sexpert_used_count without expert_count", ErrModel, p)
+		}
+		return nil
+	}
+	if c.Experts > maxExperts {
+		return fmt.Errorf("%w: %d experts (at most %d)", ErrUnsupported, c.Experts, maxExperts)
+	}
+	if c.ExpertsUsed, err = intKey(f, p+"expert_used_count", 0, true); err != nil {
+		return err
+	}
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: %d experts used of %d", ErrModel, c.ExpertsUsed, c.Experts)
+	}
+	// Absent, 0 (or one group) is the plain router.
+	for _, k := range []struct {
+		key  string
+		most int64
+	}{{"expert_shared_count", 0}, {"expert_shared_feed_forward_length", 0}, {"expert_group_count", 1}, {"expert_group_used_count", 1}} {
+		if v, ok := f.Get(p + k.key); ok {
+			if n, isInt := v.Int(); !isInt || n < 0 || n > k.most {
+				return fmt.Errorf("%w: %s%s = %v (shared experts and expert groups are not implemented)", ErrUnsupported, p, k.key, v.Any())
+			}
+		}
+	}
+	if g, err := intKey(f, p+"expert_gating_func", 1, false); err != nil || g != 1 {
+		return fmt.Errorf("%w: %sexpert_gating_func (only softmax, 1, is implemented)", ErrUnsupported, p)
+	}
+	if s, err := floatKey(f, p+"expert_weights_scale", 1, false); err != nil || s != 1 {
+		return fmt.Errorf("%w: %sexpert_weights_scale %g (only 1 is implemented)", ErrUnsupported, p, s)
+	}
+	if v, ok := f.Get(p + "expert_weights_norm"); ok {
+		if b, isBool := v.Any().(bool); !isBool || !b {
+			return fmt.Errorf("%w: %sexpert_weights_norm %v (the top-k weights are always renormalised)", ErrUnsupported, p, v.Any())
+		}
+	}
+	if strings.HasPrefix(p, "qwen3moe.") {
+		if c.FFN, err = intKey(f, p+"expert_feed_forward_length", c.FFN/c.ExpertsUsed, false); err != nil {
+			return err
+		}
+		if c.FFN == 0 {
+			return fmt.Errorf("%w: expert width 0", ErrModel)
+		}
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ type layer struct {
 	bq, bk, bv        kernels.Tensor // nil without QKV biases
 	qNorm, kNorm      kernels.Tensor // 1×HeadDim; nil without QKNorm
 	attnPost, ffnPost kernels.Tensor // nil without PostNorms
-	gate, up, down    kernels.Matrix
+	gate, up, down    kernels.Matrix // nil in a mixture-of-experts layer
+	moe               *moeLayer      // nil in a dense layer
 	rope              kernels.RoPE
 	attn              kernels.AttentionOptions
 }
@@ -101,9 +102,12 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		}
 		m.RoPESWA.Factors = m.RoPE.Factors
 	}
-	// Every layer has six tensors at least (phi3's fused layout): a
-	// block_count the file cannot back is refused before anything is sized
-	// by it.
+	// Every layer has six tensors at least (phi3's fused layout; a
+	// mixture-of-experts layer has ten): a block_count the file cannot back
+	// is refused before anything is sized by it.
+	if c.Experts > 0 && !moeBackends[b.Name()] {
+		return nil, fmt.Errorf("%w: mixture-of-experts models on backend %q (verified on: cpu)", ErrUnsupported, b.Name())
+	}
 	if c.Layers > len(f.Tensors)/6 {
 		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
 	}
@@ -161,9 +165,14 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			l.attnPost, l.ffnPost = vec("post_attention_norm.weight", c.DModel), vec("post_ffw_norm.weight", c.DModel)
 		}
 		l.ffnNorm = vec("ffn_norm.weight", c.DModel)
-		if _, gated := f.Tensor(p + "ffn_gate.weight"); gated || c.Arch != "phi3" {
+		if c.Experts > 0 {
+			var err error
+			l.moe, err = m.loadMoE(f, p)
+			errs = append(errs, err)
+		} else if _, gated := f.Tensor(p + "ffn_gate.weight"); gated || c.Arch != "phi3" {
 			l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
 			l.up = mat("ffn_up.weight", c.FFN, c.DModel)
+			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
 		} else {
 			// phi3's ffn_up holds the gate rows, then the up rows (ggml_swiglu
 			// of the 2·FFN product).
@@ -172,8 +181,8 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 				return nil, err
 			}
 			l.gate, l.up = ws[0], ws[1]
+			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
 		}
-		l.down = mat("ffn_down.weight", c.DModel, c.FFN)
 		l.rope = m.RoPE // with the rope_freqs factors read above
 		if c.SWA != nil && c.SWA[i] {
 			l.rope, l.attn.Window = m.RoPESWA, c.Window
@@ -362,10 +371,12 @@ type scratch struct {
 	rows, outRows                        int
 	x, h, q, k, v, att, o, gate, up, dwn kernels.Tensor
 	last, logits                         kernels.Tensor
+	router                               kernels.Tensor // rows×Experts; nil without experts
+	moe                                  moeHost        // host buffers of the expert layers
 }
 
 func (s *scratch) free(b kernels.Backend) {
-	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits} {
+	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits, s.router} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -376,7 +387,7 @@ func (s *scratch) free(b kernels.Backend) {
 func (m *Model) ensure(rows, outRows int) error {
 	s := &m.sc
 	if rows > s.rows {
-		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn} {
+		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.router} {
 			if t != nil {
 				m.b.Free(t)
 			}
@@ -395,6 +406,10 @@ func (m *Model) ensure(rows, outRows int) error {
 		s.x, s.h, s.o, s.dwn = alloc(m.DModel), alloc(m.DModel), alloc(m.DModel), alloc(m.DModel)
 		s.q, s.att, s.k, s.v = alloc(q), alloc(q), alloc(kv), alloc(kv)
 		s.gate, s.up = alloc(m.FFN), alloc(m.FFN)
+		s.router = nil
+		if m.Experts > 0 {
+			s.router = alloc(m.Experts)
+		}
 		if err != nil {
 			return err
 		}
@@ -549,6 +564,12 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		}
 		if err := b.RMSNorm(h, x, l.ffnNorm, m.RMSEps); err != nil {
 			return nil, err
+		}
+		if l.moe != nil {
+			if err := m.moeFFN(l.moe, x, h, rows); err != nil {
+				return nil, fmt.Errorf("model: layer %d: experts: %w", li, err)
+			}
+			continue
 		}
 		if err := kernels.MultiMatMul(b, []kernels.Tensor{gate, up}, h, []kernels.Matrix{l.gate, l.up}); err != nil {
 			return nil, err

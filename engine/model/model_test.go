@@ -71,6 +71,19 @@ func TestMatchesReference(t *testing.T) {
 			DType: gguf.Q8_0, Seed: 18}, false, 6e-2},
 		{synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 256,
 			DType: gguf.F32, Seed: 19, LogitScale: 6, ResidualScale: 0.3, EmbedScale: 10, AttnScale: 0.05}, false, 1e-5},
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 13}, false, 1e-5},
+		{small(gguf.MXFP4, true), false, 1e-5},
+		// Mixtures of experts: qwen3moe (8 experts, 2 used) and mixtral
+		// (a llama file with 4 experts, 2 used), float, MXFP4 (gpt-oss's
+		// expert type) and Q3_K weights. A wrong route (a softmax over the
+		// top k instead of all, no renormalisation, another order) moves
+		// the logits by O(1).
+		{qwen3moe(gguf.F32), false, 1e-5},
+		{qwen3moe(gguf.MXFP4), false, 1e-5},
+		{mixtral(gguf.F32), false, 1e-5},
+		{synth.Config{Arch: "mixtral", Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 17, Experts: 4, ExpertsUsed: 2}, false, 1e-5},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
@@ -131,6 +144,18 @@ func gemma3(dt gguf.TensorType, window int, pattern []bool, softcap float32) syn
 }
 
 func withWindow(c synth.Config, w int) synth.Config { c.Window = w; return c }
+
+func qwen3moe(dt gguf.TensorType) synth.Config {
+	c := qwen3(dt)
+	c.Arch, c.Experts, c.ExpertsUsed, c.FFN, c.Seed = "qwen3moe", 8, 2, 64, 19
+	return c
+}
+
+func mixtral(dt gguf.TensorType) synth.Config {
+	c := small(dt, false)
+	c.Arch, c.Experts, c.ExpertsUsed, c.Seed = "mixtral", 4, 2, 23
+	return c
+}
 
 func qwen3(dt gguf.TensorType) synth.Config {
 	return synth.Config{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
@@ -580,10 +605,12 @@ func staleTableCannotRead(t *testing.T, cfg synth.Config) {
 // go test -fuzz FuzzLoad -fuzzminimizetime 50x ./engine/model
 // (1.5M execs in 30 s here), or the minimiser spends minutes per find.
 func FuzzLoad(f *testing.F) {
-	// One seed per layout: llama, gemma3 with windows, phi3's fused
-	// tensors, granite's multipliers.
+	// One seed per layout: llama, a mixture of experts (qwen3moe, 4
+	// experts, 2 used), gemma3 with windows, phi3's fused tensors,
+	// granite's multipliers.
 	for _, c := range []synth.Config{
 		{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "qwen3moe", Layers: 1, DModel: 32, Heads: 2, HeadDim: 16, FFN: 32, Experts: 4, ExpertsUsed: 2, Vocab: 259, Context: 16, DType: gguf.F16},
 		{Arch: "gemma3", Layers: 2, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, Window: 2, FinalSoftcap: 5},
 		{Arch: "phi3", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, RopeDims: 8},
 		{Arch: "granite", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, ResidualScale: 0.5, AttnScale: 0.1},

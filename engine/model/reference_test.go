@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/cloison/cloison/engine/gguf"
@@ -23,6 +24,75 @@ type refLayer struct {
 	qNorm, kNorm                   []float64 // per head; nil without
 	attnPost, ffnPost              []float64 // gemma3; nil without
 	wq, wk, wv, wo, gate, up, down [][]float64
+	// Mixture of experts: the router and every expert's matrices.
+	router                   [][]float64
+	gateExps, upExps, dnExps [][][]float64
+}
+
+// refExperts decodes a 3-D [cols, rows, experts] tensor into experts
+// matrices of rows×cols.
+func refExperts(t testing.TB, f *gguf.File, name string) [][][]float64 {
+	ti, ok := f.Tensor(name)
+	if !ok || len(ti.Dims) != 3 {
+		t.Fatalf("no 3-D tensor %s", name)
+	}
+	rows, cols, n := int(ti.Dims[1]), int(ti.Dims[0]), int(ti.Dims[2])
+	row := make([]float32, cols)
+	rb := int(ti.Size) / (rows * n)
+	data := f.Data(ti)
+	out := make([][][]float64, n)
+	for e := range out {
+		out[e] = make([][]float64, rows)
+		for r := range out[e] {
+			off := (e*rows + r) * rb
+			if err := kernels.Dequantize(row, kernels.DType(ti.Type), data[off:off+rb]); err != nil {
+				t.Fatal(err)
+			}
+			out[e][r] = make([]float64, cols)
+			for i, v := range row {
+				out[e][r][i] = float64(v)
+			}
+		}
+	}
+	return out
+}
+
+// refMoE is the mixture of experts from its definition: softmax over the
+// router's logits, the k most probable experts, their probabilities
+// renormalised to sum 1, and the weighted sum of their SwiGLU outputs.
+func refMoE(l refLayer, h []float64, k int) []float64 {
+	logits := matvec(l.router, h, nil)
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, v)
+	}
+	probs := make([]float64, len(logits))
+	sum := 0.0
+	for i, v := range logits {
+		probs[i] = math.Exp(v - mx)
+		sum += probs[i]
+	}
+	idx := make([]int, len(probs))
+	for i := range idx {
+		idx[i] = i
+		probs[i] /= sum
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return probs[idx[a]] > probs[idx[b]] })
+	ws := 0.0
+	for _, e := range idx[:k] {
+		ws += probs[e]
+	}
+	out := make([]float64, len(h))
+	for _, e := range idx[:k] {
+		g, u := matvec(l.gateExps[e], h, nil), matvec(l.upExps[e], h, nil)
+		for i := range g {
+			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		}
+		for i, v := range matvec(l.dnExps[e], g, nil) {
+			out[i] += probs[e] / ws * v
+		}
+	}
+	return out
 }
 
 func refMatrix(t testing.TB, f *gguf.File, name string) [][]float64 {
@@ -89,7 +159,7 @@ func newRef(t testing.TB, f *gguf.File) *refModel {
 			bq: refVector(t, f, p+"attn_q.bias"), bk: refVector(t, f, p+"attn_k.bias"), bv: refVector(t, f, p+"attn_v.bias"),
 			qNorm: refVector(t, f, p+"attn_q_norm.weight"), kNorm: refVector(t, f, p+"attn_k_norm.weight"),
 			attnPost: refVector(t, f, p+"post_attention_norm.weight"), ffnPost: refVector(t, f, p+"post_ffw_norm.weight"),
-			wo: refMatrix(t, f, p+"attn_output.weight"), down: refMatrix(t, f, p+"ffn_down.weight"),
+			wo: refMatrix(t, f, p+"attn_output.weight"),
 		}
 		if _, fused := f.Tensor(p + "attn_qkv.weight"); fused {
 			w := refMatrix(t, f, p+"attn_qkv.weight")
@@ -98,11 +168,15 @@ func newRef(t testing.TB, f *gguf.File) *refModel {
 		} else {
 			l.wq, l.wk, l.wv = refMatrix(t, f, p+"attn_q.weight"), refMatrix(t, f, p+"attn_k.weight"), refMatrix(t, f, p+"attn_v.weight")
 		}
-		if _, gated := f.Tensor(p + "ffn_gate.weight"); gated {
-			l.gate, l.up = refMatrix(t, f, p+"ffn_gate.weight"), refMatrix(t, f, p+"ffn_up.weight")
+		if c.Experts > 0 {
+			l.router = refMatrix(t, f, p+"ffn_gate_inp.weight")
+			l.gateExps, l.upExps = refExperts(t, f, p+"ffn_gate_exps.weight"), refExperts(t, f, p+"ffn_up_exps.weight")
+			l.dnExps = refExperts(t, f, p+"ffn_down_exps.weight")
+		} else if _, gated := f.Tensor(p + "ffn_gate.weight"); gated {
+			l.gate, l.up, l.down = refMatrix(t, f, p+"ffn_gate.weight"), refMatrix(t, f, p+"ffn_up.weight"), refMatrix(t, f, p+"ffn_down.weight")
 		} else { // phi3: gate rows, then up rows
 			w := refMatrix(t, f, p+"ffn_up.weight")
-			l.gate, l.up = w[:c.FFN], w[c.FFN:]
+			l.gate, l.up, l.down = w[:c.FFN], w[c.FFN:], refMatrix(t, f, p+"ffn_down.weight")
 		}
 		r.layers = append(r.layers, l)
 	}
@@ -260,6 +334,10 @@ func (r *refModel) forward(toks []int32) [][]float64 {
 			}
 			add(xs[p], matvec(l.wo, att, nil), l.attnPost)
 			h := rmsnorm(xs[p], l.ffnNorm, eps)
+			if l.router != nil {
+				add(xs[p], refMoE(l, h, c.ExpertsUsed), l.ffnPost)
+				continue
+			}
 			g, u := matvec(l.gate, h, nil), matvec(l.up, h, nil)
 			for i, x := range g {
 				if c.GeGLU {

@@ -54,7 +54,7 @@
 // (q8.go), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
 // (kquant.go), within the suite's extra activation-rounding term; the
 // avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
-// Q4_1, Q5_0, Q5_1, Q2_K and Q5_K have no integer product yet: on every
+// Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K and Q5_K have no integer product yet: on every
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
