@@ -135,6 +135,12 @@ func TestArchRejects(t *testing.T) {
 		{"granite without logit_scale", augment(t, gr, map[string]any{"granite.logit_scale": nil}, nil), ErrModel},
 		{"granite without rope", augment(t, gr, map[string]any{"granite.rope.scaling.finetuned": false}, nil), ErrUnsupported},
 		{"granite attention output bias", augment(t, gr, nil, map[string]int{"blk.0.attn_output.bias": 64}), ErrUnsupported},
+		// The expert feed-forward is SwiGLU added as is: experts beside
+		// gemma3's GeGLU and post norms or granite's residual scale are
+		// refused as unsupported, not run without them.
+		{"gemma3 with experts", augment(t, g, map[string]any{"gemma3.expert_count": uint32(4), "gemma3.expert_used_count": uint32(2)}, nil), ErrUnsupported},
+		{"granite with experts and a residual scale", augment(t, gr, map[string]any{"granite.expert_count": uint32(4),
+			"granite.expert_used_count": uint32(2), "granite.residual_scale": float32(0.2)}, nil), ErrUnsupported},
 		{"phi3 long-rope factors", augment(t, ph, nil, map[string]int{"rope_factors_long.weight": 8}), ErrUnsupported},
 		{"phi3 short-rope factors", augment(t, ph, nil, map[string]int{"rope_factors_short.weight": 8}), ErrUnsupported},
 		{"phi3 fused qkv of the wrong height", rewrite(t, ph, nil, func(ti *gguf.TensorInfo) bool {

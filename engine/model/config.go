@@ -247,6 +247,10 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if err := c.readExtras(f, p, ad); err != nil {
 		return c, err
 	}
+	if c.Experts > 0 && (c.GeGLU || c.PostNorms || c.ResidualScale != 0) {
+		// The expert feed-forward is SwiGLU added to the residual as is.
+		return c, fmt.Errorf("%w: experts in a %s file (GeGLU, post norms or a residual scale)", ErrUnsupported, arch)
+	}
 	return c, nil
 }
 
