@@ -62,8 +62,10 @@
 // sum are per token, so a sequence's logits are bit-identical whatever else
 // is in the batch (TestMoEBatchInvariant). Shared experts, expert groups,
 // other gating functions, expert_weights_scale ≠ 1, expert_weights_norm
-// false and per-expert (unmerged) tensors are refused, and so is a MoE file
-// on a backend other than cpu (kernels/cuda has not been checked with it).
+// false, per-expert (unmerged) tensors and experts beside gemma3's GeGLU
+// and post norms or granite's residual scale are refused, and so is a MoE
+// file on a backend other than cpu (kernels/cuda has not been checked with
+// it).
 // WeightBytes counts ExpertsUsed experts per layer.
 //
 // YaRN and anything else are refused with ErrUnsupported. The
