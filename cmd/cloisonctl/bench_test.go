@@ -69,8 +69,33 @@ func TestModelSynthQwen3(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := run(t, "model", "synth", "--arch", "gemma3", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
-		t.Error("--arch gemma3 accepted")
+	if _, err := run(t, "model", "synth", "--arch", "gemma2", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
+		t.Error("--arch gemma2 accepted")
+	}
+}
+
+// TestModelSynthArchs: `model synth --arch gemma3|phi3|granite` writes files
+// that load as that architecture; gemma3 with --window has five local layers
+// of six.
+func TestModelSynthArchs(t *testing.T) {
+	for _, tc := range []struct {
+		arch  string
+		extra []string
+		want  []string
+	}{
+		{"gemma3", []string{"--window", "8", "--layers", "6"}, []string{"qk_norm true", "sliding_window 8", "local_layers 5"}},
+		{"phi3", []string{"--layers", "1"}, []string{"sliding_window 0"}},
+		{"granite", []string{"--layers", "1", "--logit-scale", "8"}, []string{"qk_norm false"}},
+	} {
+		model := filepath.Join(t.TempDir(), tc.arch+".gguf")
+		mustRun(t, append([]string{"model", "synth", "--arch", tc.arch, "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+			"--ffn", "128", "--vocab", "300", "--context", "256", "--dtype", "f32", model}, tc.extra...)...)
+		out := strings.Join(strings.Fields(mustRun(t, "model", "inspect", model)), " ")
+		for _, want := range append(tc.want, "architecture "+tc.arch) {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: inspect output lacks %q:\n%s", tc.arch, want, out)
+			}
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ func newModelCmd() *cobra.Command {
 	var dtype, chatTemplate string
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
-		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe or mixtral weights, or the context-bag leak oracle (--bag)",
+		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, or the context-bag leak oracle (--bag)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
@@ -84,9 +84,12 @@ func newModelCmd() *cobra.Command {
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
 	f.IntVar(&c.KVHeads, "kv-heads", 4, "KV heads")
 	f.IntVar(&c.HeadDim, "head-dim", 0, "head width (0: d-model/heads)")
-	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama, qwen3 (per-head Q/K norm), qwen3moe or mixtral (mixtures of experts; need --experts)")
+	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama, qwen3 (per-head Q/K norm), qwen3moe or mixtral (mixtures of experts; need --experts), gemma3, phi3 or granite")
 	f.IntVar(&c.Experts, "experts", 0, "experts per layer (qwen3moe, mixtral); --ffn is each expert's width")
 	f.IntVar(&c.ExpertsUsed, "experts-used", 0, "experts routed per token (with --experts; 0: 2)")
+	f.IntVar(&c.Window, "window", 0, "attention.sliding_window (0: none; gemma3: five local layers, then a global one; others: every layer)")
+	f.Float32Var(&c.FinalSoftcap, "final-softcap", 0, "final_logit_softcapping (0: none)")
+	f.Float32Var(&c.LogitScale, "logit-scale", 0, "granite.logit_scale (0: 1)")
 	f.IntVar(&c.FFN, "ffn", 1408, "feed-forward width")
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
@@ -114,7 +117,8 @@ func newModelCmd() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			for _, kv := range [][2]any{{"name", name}, {"architecture", mc.Arch}, {"layers", mc.Layers}, {"d_model", mc.DModel},
 				{"heads", mc.Heads}, {"kv_heads", mc.KVHeads}, {"head_dim", mc.HeadDim}, {"ffn", mc.FFN}, {"vocab", mc.Vocab},
-				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}, {"qk_norm", mc.QKNorm}, {"experts", mc.Experts}, {"experts_used", mc.ExpertsUsed}} {
+				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}, {"qk_norm", mc.QKNorm},
+				{"experts", mc.Experts}, {"experts_used", mc.ExpertsUsed}, {"sliding_window", mc.Window}, {"local_layers", localLayers(mc.SWA)}} {
 				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
 			}
 			return w.Flush()
@@ -122,4 +126,15 @@ func newModelCmd() *cobra.Command {
 	}
 	cmd.AddCommand(synthCmd, inspect)
 	return cmd
+}
+
+// localLayers counts the sliding-window layers.
+func localLayers(swa []bool) int {
+	n := 0
+	for _, b := range swa {
+		if b {
+			n++
+		}
+	}
+	return n
 }

@@ -1,7 +1,8 @@
 // Package synth writes synthetic llama-family GGUF models, because
 // development and CI cannot download weights. The files follow the GGUF
 // specification and llama.cpp's key names (general.architecture "llama",
-// "qwen3" or "qwen3moe", <arch>.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
+// "qwen3", "qwen3moe", "gemma3", "phi3" or "granite", <arch>.*
+// hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
 // vocabulary), so other GGUF readers load them too.
 //
 // Two kinds:
@@ -18,8 +19,15 @@
 // keys, and per layer attn_q_norm.weight and attn_k_norm.weight of HeadDim
 // F32 weights; Config.HeadDim sets attention.key_length/value_length
 // (written whenever the heads do not split d_model, or the architecture is
-// not llama). Config.Arch "qwen3moe" (qwen3 attention) and "mixtral" (a
-// llama file: general.architecture "llama") write mixtures of experts:
+// not llama). "gemma3" adds qwen3's Q/K norms and post_attention_norm /
+// post_ffw_norm; "phi3" fuses attn_qkv and writes a 2·FFN ffn_up (gate rows,
+// then up rows) without ffn_gate; "granite" writes granite.logit_scale.
+// Window, SWAPattern, RopeBaseSWA, RopeDims, FinalSoftcap and granite's
+// LogitScale/ResidualScale/EmbedScale/AttnScale write the matching keys
+// (attention.sliding_window[_pattern], rope.freq_base_swa,
+// rope.dimension_count, final_logit_softcapping, logit_scale, …).
+// Config.Arch "qwen3moe" (qwen3 attention) and "mixtral" (a llama file:
+// general.architecture "llama") write mixtures of experts:
 // <arch>.expert_count / expert_used_count (qwen3moe also
 // expert_feed_forward_length = FFN), and per layer an F32 router
 // ffn_gate_inp.weight [d_model, experts] and the merged expert stacks

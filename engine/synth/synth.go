@@ -15,12 +15,18 @@ import (
 // Config describes a random-weight llama-family model.
 type Config struct {
 	Name string // general.name; "synthetic" if empty
-	// Arch is general.architecture: "llama" (default) or "qwen3", which
+	// Arch is general.architecture: "llama" (default); "qwen3", which
 	// adds per-head Q/K norm weights (blk.N.attn_q_norm.weight and
 	// attn_k_norm.weight, HeadDim each) and uses NeoX RoPE, as llama.cpp
 	// reads qwen3 files; "qwen3moe" (qwen3 attention, every feed-forward a
 	// mixture of experts) or "mixtral" (a llama file with experts:
-	// general.architecture is "llama" and llama.expert_count is set).
+	// general.architecture is "llama" and llama.expert_count is set);
+	// "gemma3" (qwen3's Q/K norms plus post_attention_norm and
+	// post_ffw_norm, GeGLU; llama.cpp's converter stores norm weights with
+	// gemma's +1 added, so they are written as for the others, around 1);
+	// "phi3" (fused attn_qkv and a 2·FFN ffn_up holding gate then up, no
+	// ffn_gate); "granite" (the llama layout with granite.logit_scale and
+	// the multipliers below).
 	Arch string
 	// Experts and ExpertsUsed are expert_count and expert_used_count of the
 	// mixture-of-experts architectures (required there, 0 otherwise). Each
@@ -54,6 +60,22 @@ type Config struct {
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer llama.cpp applies:
 	// "gpt-2" (default), "smollm", "llama-bpe", "qwen2", …
 	Pre string
+
+	// Window, when positive, writes attention.sliding_window; SWAPattern,
+	// when set (one entry per layer), attention.sliding_window_pattern.
+	Window     int    `json:",omitempty"`
+	SWAPattern []bool `json:",omitempty"`
+	// RopeDims, when positive, is rope.dimension_count (partial rotary);
+	// 0 means HeadDim.
+	RopeDims int `json:",omitempty"`
+	// RopeBaseSWA, when positive, writes rope.freq_base_swa (gemma3).
+	RopeBaseSWA float32 `json:",omitempty"`
+	// FinalSoftcap, when positive, writes final_logit_softcapping.
+	FinalSoftcap float32 `json:",omitempty"`
+	// Granite's multipliers: LogitScale (0 means 1; granite files always
+	// carry it), and, when positive, residual_scale, embedding_scale and
+	// attention.scale.
+	LogitScale, ResidualScale, EmbedScale, AttnScale float32 `json:",omitempty"`
 }
 
 func (c *Config) fill() error {
@@ -67,7 +89,7 @@ func (c *Config) fill() error {
 		c.Arch = "llama"
 	}
 	switch c.Arch {
-	case "llama", "qwen3":
+	case "llama", "qwen3", "gemma3", "phi3", "granite":
 		if c.Experts != 0 || c.ExpertsUsed != 0 {
 			return fmt.Errorf("synth: experts need --arch qwen3moe or mixtral, not %s", c.Arch)
 		}
@@ -79,7 +101,13 @@ func (c *Config) fill() error {
 			return fmt.Errorf("synth: %s needs 1 ≤ experts used (%d) ≤ experts (%d)", c.Arch, c.ExpertsUsed, c.Experts)
 		}
 	default:
-		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3, qwen3moe, mixtral)", c.Arch)
+		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3, qwen3moe, mixtral, gemma3, phi3, granite)", c.Arch)
+	}
+	if c.Arch == "granite" && c.LogitScale == 0 {
+		c.LogitScale = 1
+	}
+	if c.SWAPattern != nil && (len(c.SWAPattern) != c.Layers || c.Window <= 0) {
+		return fmt.Errorf("synth: a sliding-window pattern needs a window and one entry per layer")
 	}
 	if c.HeadDim == 0 && c.Heads > 0 && c.DModel%c.Heads == 0 {
 		c.HeadDim = c.DModel / c.Heads
@@ -104,6 +132,9 @@ func (c *Config) fill() error {
 		return fmt.Errorf("synth: heads %d must be a multiple of kv_heads %d", c.Heads, c.KVHeads)
 	case c.Context > math.MaxUint32:
 		return fmt.Errorf("synth: context %d does not fit llama.context_length (uint32)", c.Context)
+	}
+	if c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
+		return fmt.Errorf("synth: rope dims %d with head dim %d", c.RopeDims, c.HeadDim)
 	}
 	switch c.DType {
 	case gguf.F32, gguf.F16:
@@ -164,8 +195,11 @@ func (c Config) Params() int64 {
 	if c.Experts > 0 {
 		layer += (int64(c.Experts)-1)*3*d*f + int64(c.Experts)*d
 	}
-	if c.Arch == "qwen3" || c.Arch == "qwen3moe" {
+	switch c.Arch {
+	case "qwen3", "qwen3moe":
 		layer += 2 * int64(hd)
+	case "gemma3":
+		layer += 2*int64(hd) + 2*d
 	}
 	out := d * v
 	if c.Tied {
@@ -253,6 +287,45 @@ func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, h
 	return nil
 }
 
+// extras writes the sliding window and the per-architecture multipliers.
+func (c Config) extras(w *gguf.Writer, arch string) error {
+	p := arch + "."
+	var kvs []struct {
+		k string
+		v any
+	}
+	add := func(k string, v any) {
+		kvs = append(kvs, struct {
+			k string
+			v any
+		}{p + k, v})
+	}
+	if c.RopeDims > 0 {
+		add("rope.dimension_count", uint32(c.RopeDims))
+	}
+	if c.Window > 0 {
+		add("attention.sliding_window", uint32(c.Window))
+	}
+	if c.SWAPattern != nil {
+		add("attention.sliding_window_pattern", c.SWAPattern)
+	}
+	for _, f := range []struct {
+		k string
+		v float32
+	}{{"rope.freq_base_swa", c.RopeBaseSWA}, {"final_logit_softcapping", c.FinalSoftcap}, {"logit_scale", c.LogitScale},
+		{"residual_scale", c.ResidualScale}, {"embedding_scale", c.EmbedScale}, {"attention.scale", c.AttnScale}} {
+		if f.v > 0 {
+			add(f.k, f.v)
+		}
+	}
+	for _, kv := range kvs {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // encode converts rows×cols float32 weights (row-major) into dt.
 func encode(dt gguf.TensorType, x []float32) ([]byte, error) {
 	return kernels.Quantize(kernels.DType(dt), x)
@@ -282,6 +355,9 @@ func Random(c Config) (*gguf.Writer, error) {
 		arch = "llama"
 	}
 	if err := header(w, arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft); err != nil {
+		return nil, err
+	}
+	if err := c.extras(w, arch); err != nil {
 		return nil, err
 	}
 	if c.Experts > 0 {
@@ -343,31 +419,41 @@ func Random(c Config) (*gguf.Writer, error) {
 	errs := []error{matrix("token_embd.weight", c.Vocab, c.DModel)}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		errs = append(errs,
-			norm(p+"attn_norm.weight"),
-			matrix(p+"attn_q.weight", c.Heads*hd, c.DModel),
-			matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
-			matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel),
-			matrix(p+"attn_output.weight", c.DModel, c.Heads*hd),
-		)
-		if c.Arch == "qwen3" || c.Arch == "qwen3moe" {
+		errs = append(errs, norm(p+"attn_norm.weight"))
+		if c.Arch == "phi3" {
+			errs = append(errs, matrix(p+"attn_qkv.weight", (c.Heads+2*c.KVHeads)*hd, c.DModel))
+		} else {
+			errs = append(errs,
+				matrix(p+"attn_q.weight", c.Heads*hd, c.DModel),
+				matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
+				matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel))
+		}
+		errs = append(errs, matrix(p+"attn_output.weight", c.DModel, c.Heads*hd))
+		if c.Arch == "qwen3" || c.Arch == "qwen3moe" || c.Arch == "gemma3" {
 			errs = append(errs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
 		}
+		if c.Arch == "gemma3" {
+			errs = append(errs, norm(p+"post_attention_norm.weight"), norm(p+"post_ffw_norm.weight"))
+		}
 		errs = append(errs, norm(p+"ffn_norm.weight"))
-		if c.Experts > 0 {
+		switch {
+		case c.Experts > 0:
 			errs = append(errs,
 				matrix(p+"ffn_gate_inp.weight", c.Experts, c.DModel),
 				experts(p+"ffn_gate_exps.weight", c.TensorType(p+"ffn_gate_exps.weight"), c.FFN, c.DModel, c.Experts),
 				experts(p+"ffn_up_exps.weight", c.TensorType(p+"ffn_up_exps.weight"), c.FFN, c.DModel, c.Experts),
 				experts(p+"ffn_down_exps.weight", c.TensorType(p+"ffn_down_exps.weight"), c.DModel, c.FFN, c.Experts),
 			)
-			continue
+		case c.Arch == "phi3":
+			errs = append(errs,
+				matrix(p+"ffn_up.weight", 2*c.FFN, c.DModel),
+				matrix(p+"ffn_down.weight", c.DModel, c.FFN))
+		default:
+			errs = append(errs,
+				matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
+				matrix(p+"ffn_up.weight", c.FFN, c.DModel),
+				matrix(p+"ffn_down.weight", c.DModel, c.FFN))
 		}
-		errs = append(errs,
-			matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
-			matrix(p+"ffn_up.weight", c.FFN, c.DModel),
-			matrix(p+"ffn_down.weight", c.DModel, c.FFN),
-		)
 	}
 	errs = append(errs, norm("output_norm.weight"))
 	if !c.Tied {

@@ -210,7 +210,11 @@ func TestRandomRejects(t *testing.T) {
 		{"moe without experts", func(c *Config) { c.Arch = "qwen3moe" }},
 		{"more used than experts", func(c *Config) { c.Arch, c.Experts, c.ExpertsUsed = "mixtral", 2, 3 }},
 		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
-		{"unknown arch", func(c *Config) { c.Arch = "gemma3" }},
+		{"unknown arch", func(c *Config) { c.Arch = "gemma2" }},
+		{"odd rope dims", func(c *Config) { c.RopeDims = 3 }},
+		{"rope dims above head dim", func(c *Config) { c.RopeDims = 1024 }},
+		{"pattern without window", func(c *Config) { c.SWAPattern = make([]bool, c.Layers) }},
+		{"pattern of the wrong length", func(c *Config) { c.Window = 4; c.SWAPattern = []bool{true, false} }},
 		{"odd explicit head dim", func(c *Config) { c.HeadDim = 15 }},
 		{"q8 needs heads×head dim multiple of 32", func(c *Config) { c.DType = gguf.Q8_0; c.HeadDim = 10 }},
 	}

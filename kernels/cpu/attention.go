@@ -13,7 +13,19 @@ import (
 // position order, the softmax normaliser summed in float64 in position
 // order, values accumulated in position order.
 func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span) error {
+	return a.AttentionWith(layer, out, q, spans, kernels.AttentionOptions{})
+}
+
+// AttentionWith is Attention with a score scale and a sliding window
+// (kernels.WindowAttender): a query at position p reads only the keys and
+// values of positions max(0, p−Window+1) … p, in position order as
+// Attention does, so a window wider than the sequence gives bit-identical
+// results to Attention.
+func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.Span, o kernels.AttentionOptions) error {
 	b := a.b
+	if o.Window < 0 || o.Scale < 0 || math.IsInf(float64(o.Scale), 0) || math.IsNaN(float64(o.Scale)) {
+		return shapeErr("attention options %+v", o)
+	}
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -50,6 +62,9 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	}
 	group := qHeads / a.c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	if o.Scale != 0 {
+		scale = o.Scale
+	}
 	b.w.run(offs[len(spans)], func(t int) {
 		si := 0
 		for offs[si+1] <= t {
@@ -58,11 +73,15 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		s := spans[si]
 		t -= offs[si]
 		j, kh := t/a.c.KVHeads, t%a.c.KVHeads
-		n := s.Pos + j + 1 // positions read
+		n := s.Pos + j + 1 // positions read: [lo, n)
+		lo := 0
+		if o.Window > 0 {
+			lo = max(0, n-o.Window)
+		}
 		sc := scorePool.Get().(*attnScratch)
-		sc.scores = grow(sc.scores, group*n)
+		sc.scores = grow(sc.scores, group*(n-lo))
 		qr, or := qt.row(s.Row+j), ot.row(s.Row+j)
-		a.group(sc, qr[kh*group*hd:(kh+1)*group*hd], or[kh*group*hd:(kh+1)*group*hd], s, layer, kh, group, n, scale)
+		a.group(sc, qr[kh*group*hd:(kh+1)*group*hd], or[kh*group*hd:(kh+1)*group*hd], s, layer, kh, group, lo, n, scale)
 		scorePool.Put(sc)
 	})
 	return nil
@@ -79,17 +98,20 @@ type attnScratch struct {
 var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
 
 // group computes the attention of the group query heads q (group × hd) that
-// read kv head kh, over positions [0, n), into o (group × hd). Per output
+// read kv head kh, over positions [lo, n), into o (group × hd). Per output
 // element the order is that of one head alone: scores (dot1x4's order, also
 // in a register tile of several heads), the softmax, values in position
 // order (axpy's chain, also with the output held in registers).
-func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh, group, n int, scale float32) {
+func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh, group, lo, n int, scale float32) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
 	k := a.b.k
+	// Positions are relative to lo from here on: index p is position lo+p.
 	key := func(p int) []float32 {
+		p += lo
 		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
 	}
+	n -= lo
 	head := func(g int) []float32 { return q[g*hd : (g+1)*hd : (g+1)*hd] }
 	scores := func(g int) []float32 { return sc.scores[g*n : (g+1)*n : (g+1)*n] }
 	g := 0
@@ -130,19 +152,20 @@ func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh
 	// Value offsets in the arena, once for the group.
 	sc.offs = sc.offs[:0]
 	if k.wsum != nil {
-		for p := range n {
+		for p := lo; p < lo+n; p++ {
 			sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
 		}
 	}
 	for g := range group {
-		a.softmaxValues(scores(g), o[g*hd:(g+1)*hd:(g+1)*hd], s, layer, kh, n, scale, sc.offs)
+		a.softmaxValues(scores(g), o[g*hd:(g+1)*hd:(g+1)*hd], s, layer, kh, lo, n, scale, sc.offs)
 	}
 }
 
-// softmaxValues turns one head's scores into its output: softmax (max, exp
+// softmaxValues turns one head's scores of positions [lo, lo+n) into its
+// output: softmax (max, exp
 // and the float64 normaliser in position order), then values in position
 // order, then the division.
-func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, n int, scale float32, voffs []int) {
+func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, lo, n int, scale float32, voffs []int) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
 	m := float32(math.Inf(-1))
@@ -167,6 +190,7 @@ func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, n
 	clear(oh)
 	if k := a.b.k; k.wsum == nil || !k.wsum(oh, scores[:n], a.data, voffs) {
 		val := func(p int) []float32 {
+			p += lo
 			return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
 		}
 		// Four positions per pass over oh; each element still adds the

@@ -54,6 +54,10 @@
 // Limits: compute capability 8.0 or newer (the embedded PTX targets sm_80
 // and sm_90, built by nvcc 11.8: the driver must support CUDA 11.8); head
 // dimensions up to 256; one device per Backend (kernels.Options.Device).
+// None of kernels' optional capabilities (Scaler, GeGLUer, WindowAttender)
+// yet: engine/model refuses gemma3, sliding windows and granite's
+// activation and score scales on this backend (model.ErrUnsupported, tested
+// by testArchs); phi3 and granite's logit scale run.
 //
 // The kernels are CUDA C in kernels.cu; `make cuda-ptx` compiles them to
 // ptx/kernels_sm80.ptx and ptx/kernels_sm90.ptx, which are committed and

@@ -50,6 +50,21 @@ func main() {
 			RMSEps: 1e-6, Pre: "qwen2"}},
 		{Name: "mixtral-f32", Config: synth.Config{Arch: "mixtral", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96,
 			Experts: 4, ExpertsUsed: 2, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 23}},
+		// Gemma3 scaled down: five sliding-window layers (window 5 < 16
+		// tokens, local rope base 10000) then a global one (base 1e6).
+		{Name: "gemma3-f32", Config: synth.Config{Arch: "gemma3", Layers: 6, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 13, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Window: 5}},
+		// Every layer local (mistral-style window 3, across 4-token pages),
+		// and the final logit soft-cap.
+		{Name: "gemma3-window-softcap-f32", Config: synth.Config{Arch: "gemma3", Layers: 2, DModel: 64, Heads: 2, KVHeads: 1, HeadDim: 32,
+			FFN: 128, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 14, RopeBase: 1e6, RopeBaseSWA: 5e4, RMSEps: 1e-6, Window: 3,
+			SWAPattern: []bool{true, true}, FinalSoftcap: 2}},
+		// Fused attn_qkv and gate_up, partial rotary (12 of 16 dims).
+		{Name: "phi3-f32", Config: synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 4,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 15, RopeDims: 12}},
+		{Name: "granite-f32", Config: synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 16, Tied: true, LogitScale: 4, ResidualScale: 0.22,
+			EmbedScale: 12, AttnScale: 0.1}},
 	}
 	for i := range cases {
 		c := &cases[i]
