@@ -75,7 +75,7 @@ var commonFields = map[string]field{
 var completionFields = withCommon(map[string]field{
 	"prompt":   {rule: implemented},
 	"logprobs": {rule: implemented},
-	"echo":     {rule: refused, neutral: []string{`false`}},
+	"echo":     {rule: implemented, note: "not with logprobs"},
 	"suffix":   {rule: refused, neutral: []string{`""`}},
 	"best_of":  {rule: refused, neutral: []string{`1`}},
 })

@@ -269,8 +269,11 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if req.Prompt == nil {
 		return nil, ErrBadField.Withf("prompt is required")
 	}
-	if req.Echo {
-		return nil, ErrUnsupported.Withf("echo")
+	if req.Echo && req.Logprobs != nil {
+		// OpenAI would return the prompt's own token logprobs; the engine
+		// scores only generated tokens, so the pair is refused, never
+		// answered with the completion's logprobs alone.
+		return nil, ErrUnsupported.Withf("echo with logprobs (the prompt's token logprobs are not computed)")
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")

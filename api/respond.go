@@ -235,7 +235,7 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 			Choices: []ChatChoice{ch}, Usage: usage})
 		return
 	}
-	ch := CompletionChoice{Text: c.text.String(), FinishReason: &finish}
+	ch := CompletionChoice{Text: in.echo + c.text.String(), FinishReason: &finish}
 	if in.logprobs {
 		ch.Logprobs = &c.legacy
 	}
@@ -306,6 +306,10 @@ func (x *sseWriter) begin() {
 	if x.in.chat {
 		x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
 			Choices: []ChatChoice{{Delta: &ChatMessage{Role: "assistant"}}}})
+	}
+	if x.in.echo != "" {
+		// echo: the prompt text first, in a chunk of its own.
+		x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Text: x.in.echo}}})
 	}
 }
 

@@ -314,6 +314,9 @@ type inference struct {
 	chat        bool
 	tools       *toolUse         // nil: no tool calls are parsed
 	grammar     *grammar.Grammar // response_format; nil: unconstrained
+	// echo is the prompt text that precedes the completion in a
+	// completions choice (echo: true); "" otherwise.
+	echo string
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -332,7 +335,16 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Logprobs != nil {
 		top = *req.Logprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top})
+	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top}
+	if req.Echo {
+		// The prompt as sent; token ids are echoed as their text (control
+		// tokens included, as they were sent).
+		in.echo = req.Prompt.Text
+		if req.Prompt.IsIDs {
+			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
+		}
+	}
+	s.serve(w, r, in)
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
