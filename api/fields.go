@@ -76,7 +76,7 @@ var completionFields = withCommon(map[string]field{
 	"prompt":   {rule: implemented},
 	"logprobs": {rule: implemented},
 	"echo":     {rule: implemented, note: "not with logprobs"},
-	"suffix":   {rule: refused, neutral: []string{`""`}},
+	"suffix":   {rule: implemented, note: "models with fill-in-the-middle tokens"},
 	"best_of":  {rule: refused, neutral: []string{`1`}},
 })
 

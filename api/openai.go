@@ -124,6 +124,9 @@ type CompletionRequest struct {
 	Prompt   *Prompt `json:"prompt"`
 	Logprobs *int    `json:"logprobs"`
 	Echo     bool    `json:"echo"`
+	// Suffix is the text after the completion (fill-in-the-middle), for a
+	// model with FIM tokens only; "" or null: none.
+	Suffix *string `json:"suffix"`
 }
 
 // ChatRequest is a /v1/chat/completions body.
@@ -274,6 +277,14 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 		// scores only generated tokens, so the pair is refused, never
 		// answered with the completion's logprobs alone.
 		return nil, ErrUnsupported.Withf("echo with logprobs (the prompt's token logprobs are not computed)")
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		if req.Echo {
+			return nil, ErrUnsupported.Withf("echo with suffix")
+		}
+		if req.Prompt.IsIDs {
+			return nil, ErrUnsupported.Withf("suffix with a prompt of token ids (send the prefix as text)")
+		}
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")

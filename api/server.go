@@ -326,9 +326,19 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var prompt []int32
-	if req.Prompt.IsIDs {
+	switch {
+	case req.Suffix != nil && *req.Suffix != "":
+		// Fill-in-the-middle, as llama.cpp's infill: [BOS] FIM_PRE prefix
+		// FIM_SUF suffix FIM_MID, the user's text never parsed for control
+		// tokens (EncodeInfill).
+		var ok bool
+		if prompt, ok = s.cfg.Tokenizer.EncodeInfill(req.Prompt.Text, *req.Suffix); !ok {
+			WriteHTTPError(w, ErrUnsupported.Withf("suffix (model %s has no fill-in-the-middle tokens)", s.cfg.ModelName))
+			return
+		}
+	case req.Prompt.IsIDs:
 		prompt = req.Prompt.Tokens
-	} else {
+	default:
 		prompt = s.cfg.Tokenizer.Encode(req.Prompt.Text, true, false)
 	}
 	top := 0

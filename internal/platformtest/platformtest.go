@@ -77,6 +77,9 @@ type Options struct {
 	// §3): its own model instance, pool of that many pages and arena, with
 	// every defence on whatever the Skip* fields say.
 	ReplayPages int
+	// FIM serves a context bag whose vocabulary ends with fill-in-the-middle
+	// tokens (synth.BagConfig.FIM): completions' suffix is allowed.
+	FIM bool
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -249,7 +252,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 			t.Fatal(err)
 		}
 	}
-	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context})
+	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM})
 	if err != nil {
 		t.Fatal(err)
 	}
