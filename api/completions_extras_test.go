@@ -110,7 +110,7 @@ func TestCompletionsEcho(t *testing.T) {
 
 	code, b = ask(`,"echo":true,"logprobs":1`)
 	resp2, _ := request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":"x","echo":true,"logprobs":1}`)
-	if code != 400 || resp2.StatusCode != 400 || !strings.Contains(string(b), "echo with logprobs") {
+	if code != 400 || resp2.StatusCode != 400 || !strings.Contains(string(b), `\"echo\" with \"logprobs\"`) {
 		t.Fatalf("echo with logprobs: %d %s", code, b)
 	}
 }
@@ -161,7 +161,7 @@ func TestCompletionsSuffix(t *testing.T) {
 		if code != 200 || a.Usage.PromptTokens != 3+len(inject)+len(synthFIMSuffix) {
 			t.Fatalf("control tokens in user text: %d %s (want %d prompt tokens)", code, b, 3+len(inject)+len(synthFIMSuffix))
 		}
-		if code, _, b := ask(p, tok, prefix, `,"suffix":"x","echo":true`); code != 400 || !strings.Contains(string(b), "echo with suffix") {
+		if code, _, b := ask(p, tok, prefix, `,"suffix":"x","echo":true`); code != 400 || !strings.Contains(string(b), `\"suffix\" with \"echo\"`) {
 			t.Fatalf("echo with suffix: %d %s", code, b)
 		}
 		resp, b := request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":[97,98],"suffix":"x"}`)

@@ -1,6 +1,34 @@
 // Package api serves Cloison over gRPC and an OpenAI-compatible HTTP API.
 //
-// This file is the one place where typed errors become wire statuses: every
+// Choices, echo and suffix (HTTP completions and chat; gRPC has one choice):
+//   - n > 1 (choices.go): one request runs n sequences of the engine, each
+//     its own stream, grammar matcher and tool-call parser. Choice 0 runs
+//     with the request's seed, choice i > 0 with choiceSeed(seed, i)
+//     (SplitMix64 of seed + i·0x9e3779b97f4a7c15): the same request with a
+//     seed gives the same n choices. All n count against the request's KV
+//     pages and the tenant's quota before any starts; n above Config.MaxN
+//     (--max-n, default 8) is refused (400). With the prefix cache on,
+//     choices 1..n-1 start once choice 0 computed the prompt and share its
+//     full pages in the tenant's own namespace (never another tenant's).
+//     Usage counts the prompt once and sums the completions; streamed
+//     chunks carry the choice index, each choice ends with its own
+//     finish_reason, usage comes once at the end. request.completed holds
+//     every choice's seed and keyed digests (audit.Served.Choices): verify
+//     takes a "choice" index; replay answers inconclusive
+//     (choices-not-replayed).
+//   - echo (completions): the prompt text precedes the completion in
+//     choices[].text (streamed: a first chunk of its own per choice); token
+//     ids are echoed as their text. echo with logprobs is refused (400):
+//     prompt tokens are not scored.
+//   - suffix (completions): only for a model with fill-in-the-middle
+//     tokens (tokenizer.HasFIM); the prompt is built as llama.cpp's infill,
+//     [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, the user's text never
+//     parsed for control tokens. Otherwise, or with echo or a prompt of
+//     token ids, 400 naming suffix. A suffix request's prompt digest is
+//     over those infill ids: verify and replay it with the ids (/tokenize
+//     does not build them).
+//
+// errors.go is the one place where typed errors become wire statuses: every
 // cloison.Code maps to exactly one gRPC code, one HTTP status and one
 // OpenAI-style error type. The wire carries only an error's public message
 // (cloison.Error.Message); its cause, and anything wrapped around it, is

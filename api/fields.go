@@ -56,8 +56,8 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented},                 // include_usage
-	"n":                     {rule: implemented, note: "1 only"}, // (validate)
+	"stream_options":        {rule: implemented},                                   // include_usage
+	"n":                     {rule: implemented, note: "1 to --max-n (default 8)"}, // (validate, checkN)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
 	"min_p":              {rule: implemented},

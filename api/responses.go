@@ -291,6 +291,9 @@ type VerifyInput struct {
 	promptInput
 	Completion       *string `json:"completion"`
 	CompletionTokens []int32 `json:"completion_tokens"`
+	// Choice is the index of the choice to compare, for a request of
+	// n > 1 choices (default 0).
+	Choice *int `json:"choice"`
 }
 
 // VerifyResult is the answer to a verify request.
@@ -327,11 +330,19 @@ func (s *Server) verify(ctx context.Context, p tenancy.Principal, id cloison.Req
 	if err != nil {
 		return VerifyResult{}, err
 	}
+	choice := 0
+	if in.Choice != nil {
+		choice = *in.Choice
+	}
+	completion, completionText, err := choiceDigests(sv, choice)
+	if err != nil {
+		return VerifyResult{}, err
+	}
 	res.PromptMatch = audit.DigestsEqual(audit.PromptDigest(key, prompt), sv.Prompt)
 	if in.Completion != nil {
-		res.CompletionMatch = audit.DigestsEqual(audit.CompletionTextDigest(key, *in.Completion), sv.CompletionText)
+		res.CompletionMatch = audit.DigestsEqual(audit.CompletionTextDigest(key, *in.Completion), completionText)
 	} else {
-		res.CompletionMatch = audit.DigestsEqual(audit.CompletionDigest(key, in.CompletionTokens), sv.Completion)
+		res.CompletionMatch = audit.DigestsEqual(audit.CompletionDigest(key, in.CompletionTokens), completion)
 	}
 	res.Match = res.PromptMatch && res.CompletionMatch
 	return res, nil
@@ -465,6 +476,10 @@ func replayObstacle(c audit.RequestCompleted, rc Responses) audit.Name {
 		return "request-not-served" // its output was withheld: nothing was served to compare
 	case sv.Sampling.Constrained != "":
 		return "constrained-output-not-replayed" // logit_bias or response_format shaped it
+	case len(sv.Choices) > 0:
+		// n > 1: the choices ran side by side with seeds of their own;
+		// replaying choice 0 alone would judge part of what was served.
+		return "choices-not-replayed"
 	case sv.ModelDigest != rc.ModelDigest:
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:

@@ -80,6 +80,9 @@ type Options struct {
 	// FIM serves a context bag whose vocabulary ends with fill-in-the-middle
 	// tokens (synth.BagConfig.FIM): completions' suffix is allowed.
 	FIM bool
+	// PrefixCache turns on the engine's per-tenant prefix cache (as
+	// cloisond's --prefix-cache does).
+	PrefixCache bool
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -293,7 +296,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
 		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16)},
-		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine}, Unsafe: flt.engine,
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine, PrefixCache: o.PrefixCache}, Unsafe: flt.engine,
 		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg}
 	var pn *PrefillNode
 	if o.Split != nil {
