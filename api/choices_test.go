@@ -2,11 +2,19 @@ package api_test
 
 import (
 	"encoding/json"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"strings"
 	"testing"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
@@ -64,7 +72,7 @@ func verifyChoice(t *testing.T, p *platformtest.Platform, tok string, id cloison
 // refused (400); all n count against the request's KV pages before any
 // starts. Constrained decoding holds per choice.
 func TestChoices(t *testing.T) {
-	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Pages: 128,
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Pages: 128, ReplayPages: 32,
 		Quotas: &tenancy.Quotas{MaxConcurrent: 64, KVPages: 24, TokensPerMinute: 10_000_000, MaxContext: 1 << 20}})
 	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
 	// The context bag emits the most frequent token it read (the current
@@ -148,6 +156,19 @@ func TestChoices(t *testing.T) {
 	if _, res, _ := verifyChoice(t, p, tok, id, prompt, four.Choices[0].Text, nil); !res.Match {
 		t.Fatal("no choice named: choice 0 does not verify")
 	}
+	// Replay of n > 1 says it is inconclusive, never guesses; n = 1 of the
+	// same prompt and seed replays (the control).
+	var rr api.ReplayResult
+	resp, b = request(t, "POST", p.URL+"/v1/requests/"+string(id)+"/replay", tok, mustJSON(map[string]any{"prompt": prompt}))
+	if resp.StatusCode != 200 || json.Unmarshal(b, &rr) != nil || rr.Verdict != audit.VerdictInconclusive || rr.Reason != "choices-not-replayed" {
+		t.Fatalf("replay of n=4: %d %s", resp.StatusCode, b)
+	}
+	resp, b = request(t, "POST", p.URL+"/v1/completions", tok, mustJSON(body(1, "temperature", 0)))
+	resp, b = request(t, "POST", p.URL+"/v1/requests/"+resp.Header.Get("X-Request-Id")+"/replay", tok, mustJSON(map[string]any{"prompt": prompt}))
+	rr = api.ReplayResult{}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &rr) != nil || rr.Reason != "" || rr.Verdict == audit.VerdictInconclusive {
+		t.Fatalf("replay of n=1: %d %s", resp.StatusCode, b)
+	}
 	bad := 4
 	if code, _, _ := verifyChoice(t, p, tok, id, prompt, four.Choices[0].Text, &bad); code != 400 {
 		t.Fatalf("choice 4 of 4: %d, want 400", code)
@@ -212,6 +233,56 @@ func TestChoices(t *testing.T) {
 		var obj map[string]any
 		if c.Index != i || (c.FinishReason == "stop" && json.Unmarshal([]byte(c.Message.Content), &obj) != nil) {
 			t.Fatalf("chat choice %d: %q finish %s", i, c.Message.Content, c.FinishReason)
+		}
+	}
+
+	// gRPC: the same request gives the same choices, each chunk naming its
+	// choice, Final every finish reason; verify takes the choice too.
+	conn, gctx := p.GRPC(t)
+	gctx = metadata.AppendToOutgoingContext(gctx, "authorization", tok)
+	max, temp, seed, n := int64(6), 1.0, int64(42), int32(4)
+	st, err := inferencev1.NewInferenceServiceClient(conn).Generate(gctx, &inferencev1.GenerateRequest{Model: platformtest.Model,
+		Prompt: &inferencev1.GenerateRequest_Text{Text: prompt}, MaxTokens: &max, Temperature: &temp, Seed: &seed, N: &n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gtexts := make([]string, 4)
+	var final *inferencev1.Final
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := m.GetChunk(); c != nil {
+			gtexts[c.GetChoice()] += c.GetText()
+		}
+		if f := m.GetFinal(); f != nil {
+			final = f
+		}
+	}
+	if final == nil || len(final.GetFinishReasons()) != 4 || final.GetUsage().GetPromptTokens() != int64(four.Usage.PromptTokens) ||
+		final.GetUsage().GetCompletionTokens() != int64(four.Usage.CompletionTokens) {
+		t.Fatalf("gRPC final %v", final)
+	}
+	for i := range gtexts {
+		if gtexts[i] != four.Choices[i].Text {
+			t.Fatalf("gRPC choice %d: %q, want %q", i, gtexts[i], four.Choices[i].Text)
+		}
+	}
+	last, promptText := int32(3), prompt
+	vres, err := responsev1.NewResponseServiceClient(conn).Verify(gctx, &responsev1.VerifyRequest{Request: final.GetRequestId(),
+		Prompt: &responsev1.Prompt{Text: &promptText}, Completion: &gtexts[3], Choice: &last})
+	if err != nil || !vres.GetMatch() {
+		t.Fatalf("gRPC verify of choice 3: %v %v", vres, err)
+	}
+	big := int32(api.DefaultMaxN + 1)
+	if st, err := inferencev1.NewInferenceServiceClient(conn).Generate(gctx, &inferencev1.GenerateRequest{Model: platformtest.Model,
+		Prompt: &inferencev1.GenerateRequest_Text{Text: prompt}, N: &big}); err == nil {
+		if _, err = st.Recv(); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("gRPC n=%d: %v", big, err)
 		}
 	}
 
