@@ -14,8 +14,8 @@
 //     chunks carry the choice index, each choice ends with its own
 //     finish_reason, usage comes once at the end. request.completed holds
 //     every choice's seed and keyed digests (audit.Served.Choices): verify
-//     takes a "choice" index; replay answers inconclusive
-//     (choices-not-replayed).
+//     takes a "choice" index; replay re-runs every choice alone with its
+//     recorded seed (confirmed when any differs).
 //   - echo (completions): the prompt text precedes the completion in
 //     choices[].text (streamed: a first chunk of its own per choice); token
 //     ids are echoed as their text. echo with logprobs is refused (400):

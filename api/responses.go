@@ -424,11 +424,38 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 			ev.Reason = replayObstacle(e.Completed, rc)
 		}
 	}
+	// What to replay: the request, or for n > 1 each choice with its own
+	// recorded seed (each ran as a sequence of its own, so each replays
+	// alone; the verdict is confirmed when any choice differs).
+	type target struct {
+		seed uint64
+		want audit.Digest
+	}
+	var targets []target
 	if ev.Reason == "" {
+		targets = []target{{sp.Seed, sv.Completion}}
+		if len(sv.Choices) > 0 {
+			targets = targets[:0]
+			for _, c := range sv.Choices {
+				seed, err := strconv.ParseUint(string(c.Seed), 10, 64)
+				if err != nil {
+					ev.Reason = "sampling-unreadable"
+					break
+				}
+				targets = append(targets, target{seed, c.Completion})
+			}
+		}
+	}
+	for _, tg := range targets {
+		if ev.Reason != "" || ev.Verdict == audit.VerdictConfirmed {
+			break // a failure, or the evidence found
+		}
+		csp := sp
+		csp.Seed = tg.seed
 		greq := engine.GenerateRequest{ID: cloison.RequestID("replay-" + strings.TrimPrefix(string(NewRequestID()), "req-")), Tenant: t, Prompt: prompt,
-			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: sp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
+			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: csp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
 		ids, took, err := s.runReplay(ctx, greq)
-		res.ReplayMicros = took.Microseconds()
+		res.ReplayMicros += took.Microseconds()
 		ev.ReplayMicros = res.ReplayMicros
 		switch {
 		case errors.Is(err, ErrReplayBusy):
@@ -439,10 +466,11 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 		default:
 			key, _ := audit.DigestKey(rc.KEK, t, sv.Key)
 			d := audit.CompletionDigest(key, ids)
-			ev.Completion = &d
-			ev.Verdict = audit.VerdictConfirmed
-			if audit.DigestsEqual(d, sv.Completion) {
-				ev.Verdict = audit.VerdictNotIsolationFailure
+			if !audit.DigestsEqual(d, tg.want) {
+				// The first choice that differs is the evidence.
+				ev.Completion, ev.Verdict = &d, audit.VerdictConfirmed
+			} else if ev.Verdict != audit.VerdictConfirmed {
+				ev.Completion, ev.Verdict = &d, audit.VerdictNotIsolationFailure
 			}
 		}
 	}
@@ -476,10 +504,6 @@ func replayObstacle(c audit.RequestCompleted, rc Responses) audit.Name {
 		return "request-not-served" // its output was withheld: nothing was served to compare
 	case sv.Sampling.Constrained != "":
 		return "constrained-output-not-replayed" // logit_bias or response_format shaped it
-	case len(sv.Choices) > 0:
-		// n > 1: the choices ran side by side with seeds of their own;
-		// replaying choice 0 alone would judge part of what was served.
-		return "choices-not-replayed"
 	case sv.ModelDigest != rc.ModelDigest:
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:
