@@ -9,6 +9,37 @@
 // (the Responses API), responses.go (verifying, reporting and replaying
 // what was served), admin.go, compliance.go, grpc*.go.
 //
+// # Choices, echo and suffix
+//
+// On HTTP completions and chat (gRPC Generate takes n too; echo and suffix
+// are HTTP only):
+//   - n > 1 (choices.go): one request runs n sequences of the engine, each
+//     its own stream, grammar matcher and tool-call parser. Choice 0 runs
+//     with the request's seed, choice i > 0 with choiceSeed(seed, i)
+//     (SplitMix64 of seed + i·0x9e3779b97f4a7c15): the same request with a
+//     seed gives the same n choices. All n count against the request's KV
+//     pages and the tenant's quota before any starts; n above Config.MaxN
+//     (--max-n, default 8) is refused (400). With the prefix cache on,
+//     choices 1..n-1 start once choice 0 computed the prompt and share its
+//     full pages in the tenant's own namespace (never another tenant's).
+//     Usage counts the prompt once and sums the completions; streamed
+//     chunks carry the choice index, each choice ends with its own
+//     finish_reason, usage comes once at the end. request.completed holds
+//     every choice's seed and keyed digests (audit.Served.Choices): verify
+//     takes a "choice" index; replay re-runs every choice alone with its
+//     recorded seed (confirmed when any differs).
+//   - echo (completions): the prompt text precedes the completion in
+//     choices[].text (streamed: a first chunk of its own per choice); token
+//     ids are echoed as their text. echo with logprobs is refused (400):
+//     prompt tokens are not scored.
+//   - suffix (completions): only for a model with fill-in-the-middle
+//     tokens (tokenizer.HasFIM); the prompt is built as llama.cpp's infill,
+//     [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, the user's text never
+//     parsed for control tokens. Otherwise, or with echo or a prompt of
+//     token ids, 400 naming suffix. A suffix request's prompt digest is
+//     over those infill ids: verify and replay it with the ids (/tokenize
+//     does not build them).
+//
 // # The Responses API
 //
 // POST /v1/responses is the chat completion path under other wire shapes:

@@ -124,7 +124,7 @@ func TestSSEErrorEventIsPublic(t *testing.T) {
 		t.Run(fmt.Sprintf("chat=%v", chat), func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			in := inference{common: &Common{}, chat: chat}
-			x := s.newSSE(rec, "req-sse1", in, &collector{s: s, in: in})
+			x := s.newSSE(rec, "req-sse1", in, []*collector{{s: s, in: in}})
 			x.begin()
 			x.end(genResult{}, fmt.Errorf("%w: ledger: %w", ErrLedgerUnavailable, errors.New(driverText)))
 			out := rec.Body.String()

@@ -57,8 +57,8 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented},                 // include_usage
-	"n":                     {rule: implemented, note: "1 only"}, // (validate)
+	"stream_options":        {rule: implemented},                                   // include_usage
+	"n":                     {rule: implemented, note: "1 to --max-n (default 8)"}, // (validate, checkN)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
 	"min_p":              {rule: implemented},
@@ -76,8 +76,8 @@ var commonFields = map[string]field{
 var completionFields = withCommon(map[string]field{
 	"prompt":   {rule: implemented},
 	"logprobs": {rule: implemented},
-	"echo":     {rule: refused, neutral: []string{`false`}},
-	"suffix":   {rule: refused, neutral: []string{`""`}},
+	"echo":     {rule: implemented, note: "not with logprobs"},
+	"suffix":   {rule: implemented, note: "models with fill-in-the-middle tokens"},
 	"best_of":  {rule: refused, neutral: []string{`1`}},
 })
 

@@ -57,6 +57,9 @@ func (s *Server) chatMessages(in *inferencev1.ChatMessages) ([]chat.Message, err
 		size += int64(len(m.GetRole()) + len(m.GetContent()) + len(m.GetToolCallId()))
 		out[i] = chat.Message{Role: m.GetRole(), Content: m.GetContent(), ToolCallID: m.GetToolCallId()}
 		for _, c := range m.GetToolCalls() {
+			if c.GetChoice() != 0 {
+				return nil, ErrUnsupported.Withf("messages[%d].tool_calls.choice (a response field)", i)
+			}
 			size += int64(len(c.GetId()) + len(c.GetName()) + len(c.GetArguments()))
 			out[i].ToolCalls = append(out[i].ToolCalls, chat.ToolCall{ID: c.GetId(), Type: "function",
 				Function: chat.FunctionCall{Name: c.GetName(), Arguments: c.GetArguments()}})
@@ -109,6 +112,10 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	c := &Common{Model: req.GetModel(), MaxTokens: req.MaxTokens, Temperature: req.Temperature, TopP: req.TopP, MinP: req.MinP,
 		FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, RepetitionPenalty: req.RepetitionPenalty,
 		Seed: req.Seed, Stop: req.GetStop()}
+	if req.N != nil {
+		n := int(req.GetN())
+		c.N = &n
+	}
 	if req.TopK != nil {
 		k := int(*req.TopK)
 		c.TopK = &k
@@ -120,6 +127,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		}
 	}
 	if err := c.validate(); err != nil {
+		return inference{}, err
+	}
+	if err := s.checkN(c); err != nil {
 		return inference{}, err
 	}
 	g, err := grpcResponseFormat(req.GetResponseFormat())
@@ -228,32 +238,34 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 			cancel() // the client is gone or stalled: generate cancels the request and ledgers it
 		}
 	}
-	sendCalls := func(calls []ToolCallOut) {
+	sendCalls := func(choice int, calls []ToolCallOut) {
 		for _, c := range calls {
 			if sendErr != nil {
 				return
 			}
 			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_ToolCall{ToolCall: &inferencev1.ToolCall{
-				Id: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments, Index: int32(*c.Index)}}})
+				Id: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments, Index: int32(*c.Index), Choice: int32(choice)}}})
 		}
 	}
-	var tools *collector // with tools: the output split into content and calls
+	var tools []*collector // with tools: each choice's output split into content and calls
 	if in.tools != nil {
-		tools = newCollector(g.s, in)
+		for range in.choices() {
+			tools = append(tools, newCollector(g.s, in))
+		}
 	}
 	sink := genSink{
 		decided: func(d string) {
 			decision = d
 			_ = stream.SetHeader(metadata.Pairs(DecisionIDKey, d))
 		},
-		token: func(tok engine.Token) {
+		token: func(choice int, tok engine.Token) {
 			if sendErr != nil {
 				return
 			}
-			ch := &inferencev1.TokenChunk{Text: tok.Text, TokenId: tok.ID}
+			ch := &inferencev1.TokenChunk{Text: tok.Text, TokenId: tok.ID, Choice: int32(choice)}
 			var calls []ToolCallOut
 			if tools != nil {
-				ch.Text, calls = tools.add(tok)
+				ch.Text, calls = tools[choice].add(tok)
 			}
 			if tok.ID < 0 {
 				ch.TokenId = -1
@@ -264,28 +276,35 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 				}
 			}
 			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: ch}})
-			sendCalls(calls)
+			sendCalls(choice, calls)
 		},
 	}
 	res, err := g.s.generate(ctx, grpcPrincipal(ctx), id, in, sink)
 	if err != nil {
 		return err
 	}
-	finish := string(res.Finish)
-	if tools != nil && sendErr == nil {
-		// What tool parsing held back is released only after success.
-		text, calls := tools.finish()
-		if text != "" {
-			send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: &inferencev1.TokenChunk{Text: text, TokenId: -1}}})
+	finishes := make([]string, len(res.Finishes))
+	for i, f := range res.Finishes {
+		finishes[i] = string(f)
+		if tools != nil && sendErr == nil {
+			// What tool parsing held back is released only after success.
+			text, calls := tools[i].finish()
+			if text != "" {
+				send(&inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Chunk{Chunk: &inferencev1.TokenChunk{Text: text, TokenId: -1, Choice: int32(i)}}})
+			}
+			sendCalls(i, calls)
+			finishes[i] = tools[i].finishReason(f)
 		}
-		sendCalls(calls)
-		finish = tools.finishReason(res)
+	}
+	finish := finishes[0]
+	if len(finishes) == 1 {
+		finishes = nil // n = 1: finish_reason alone
 	}
 	if sendErr != nil {
 		return sendErr
 	}
 	final := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
-		FinishReason: finish, RequestId: string(id), DecisionId: decision,
+		FinishReason: finish, FinishReasons: finishes, RequestId: string(id), DecisionId: decision,
 		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}}
 	return g.s.streams.sendWithin(ctx, func() error { return stream.Send(final) })
 }

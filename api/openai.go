@@ -124,6 +124,9 @@ type CompletionRequest struct {
 	Prompt   *Prompt `json:"prompt"`
 	Logprobs *int    `json:"logprobs"`
 	Echo     bool    `json:"echo"`
+	// Suffix is the text after the completion (fill-in-the-middle), for a
+	// model with FIM tokens only; "" or null: none.
+	Suffix *string `json:"suffix"`
 }
 
 // ChatRequest is a /v1/chat/completions body.
@@ -269,8 +272,19 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if req.Prompt == nil {
 		return nil, ErrBadField.Withf("prompt is required")
 	}
-	if req.Echo {
-		return nil, ErrUnsupported.Withf("echo")
+	if req.Echo && req.Logprobs != nil {
+		// OpenAI would return the prompt's own token logprobs; the engine
+		// scores only generated tokens, so the pair is refused, never
+		// answered with the completion's logprobs alone.
+		return nil, ErrUnsupported.Withf(`"echo" with "logprobs" (the prompt's token logprobs are not computed)`)
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		if req.Echo {
+			return nil, ErrUnsupported.Withf(`"suffix" with "echo"`)
+		}
+		if req.Prompt.IsIDs {
+			return nil, ErrUnsupported.Withf(`"suffix" with a prompt of token ids (send the prefix as text)`)
+		}
 	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")
@@ -312,8 +326,8 @@ func (c *Common) validate() error {
 	if c.Model == "" {
 		return ErrBadField.Withf("model is required")
 	}
-	if c.N != nil && *c.N != 1 {
-		return ErrUnsupported.Withf("n must be 1")
+	if c.N != nil && *c.N < 1 {
+		return ErrBadField.Withf("n must be at least 1 (got %d)", *c.N)
 	}
 	mt := c.MaxTokens
 	if c.MaxCompletion != nil {

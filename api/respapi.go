@@ -770,7 +770,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in)}
 	c := newCollector(s, in)
 	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
-		token: func(tok engine.Token) { b.add(c.add(tok)) }}
+		token: func(_ int, tok engine.Token) { b.add(c.add(tok)) }} // one choice: the Responses API has no n
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var sse *respSSE

@@ -152,11 +152,11 @@ func (c *collector) finish() (string, []ToolCallOut) {
 
 // finishReason is the engine's, or "tool_calls" when the model stopped
 // after calling.
-func (c *collector) finishReason(res genResult) string {
-	if c.tools != nil && len(c.tools.calls) > 0 && res.Finish == engine.FinishStop {
+func (c *collector) finishReason(finish engine.FinishReason) string {
+	if c.tools != nil && len(c.tools.calls) > 0 && finish == engine.FinishStop {
 		return "tool_calls"
 	}
-	return string(res.Finish)
+	return string(finish)
 }
 
 func (c *collector) addToken(tok engine.Token) {
@@ -210,37 +210,44 @@ func drainErr(st *engine.Stream, fallback error) error {
 }
 
 // fullResponse writes a non-streamed answer that generate has collected
-// into c and ledgered.
-func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector, res genResult) {
-	finish := string(res.Finish)
+// into cs (one collector per choice) and ledgered.
+func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector, res genResult) {
 	usage := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
 	now := time.Now().Unix()
 	if in.chat {
-		msg := &ChatMessage{Role: "assistant", Content: c.text.String()}
-		if c.tools != nil {
-			c.finish()
-			finish = c.finishReason(res)
-			msg.Content = c.content.String()
-			for _, tc := range c.tools.calls {
-				tc.Index = nil // a message's calls carry no index
-				msg.ToolCalls = append(msg.ToolCalls, tc)
+		choices := make([]ChatChoice, len(cs))
+		for i, c := range cs {
+			finish := string(res.Finishes[i])
+			msg := &ChatMessage{Role: "assistant", Content: c.text.String()}
+			if c.tools != nil {
+				c.finish()
+				finish = c.finishReason(res.Finishes[i])
+				msg.Content = c.content.String()
+				for _, tc := range c.tools.calls {
+					tc.Index = nil // a message's calls carry no index
+					msg.ToolCalls = append(msg.ToolCalls, tc)
+				}
+				msg.NoContent = msg.Content == "" && len(msg.ToolCalls) > 0
 			}
-			msg.NoContent = msg.Content == "" && len(msg.ToolCalls) > 0
-		}
-		ch := ChatChoice{Message: msg, FinishReason: &finish}
-		if in.logprobs {
-			ch.Logprobs = &ChatLogprobs{Content: c.chat}
+			choices[i] = ChatChoice{Index: i, Message: msg, FinishReason: &finish}
+			if in.logprobs {
+				choices[i].Logprobs = &ChatLogprobs{Content: c.chat}
+			}
 		}
 		writeJSON(w, 200, ChatCompletion{ID: "chatcmpl-" + string(id), Object: "chat.completion", Created: now, Model: s.cfg.ModelName,
-			Choices: []ChatChoice{ch}, Usage: usage})
+			Choices: choices, Usage: usage})
 		return
 	}
-	ch := CompletionChoice{Text: c.text.String(), FinishReason: &finish}
-	if in.logprobs {
-		ch.Logprobs = &c.legacy
+	choices := make([]CompletionChoice, len(cs))
+	for i, c := range cs {
+		finish := string(res.Finishes[i])
+		choices[i] = CompletionChoice{Index: i, Text: in.echo + c.text.String(), FinishReason: &finish}
+		if in.logprobs {
+			choices[i].Logprobs = &c.legacy
+		}
 	}
 	writeJSON(w, 200, Completion{ID: "cmpl-" + string(id), Object: "text_completion", Created: now, Model: s.cfg.ModelName,
-		Choices: []CompletionChoice{ch}, Usage: usage})
+		Choices: choices, Usage: usage})
 }
 
 // sseWriter writes a streamed answer as server-sent events. The final chunk
@@ -252,7 +259,7 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	in      inference
-	c       *collector
+	cs      []*collector // one per choice
 	id      string
 	rid     cloison.RequestID // the request id the cause of an error event is logged under
 	object  string
@@ -265,9 +272,9 @@ type sseWriter struct {
 	failed bool // a write failed: nothing more is sent
 }
 
-func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, c *collector) *sseWriter {
+func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
 	flusher, _ := w.(http.Flusher)
-	x := &sseWriter{s: s, w: w, flusher: flusher, in: in, c: c, id: "cmpl-" + string(id), rid: id, object: "text_completion", now: time.Now().Unix()}
+	x := &sseWriter{s: s, w: w, flusher: flusher, in: in, cs: cs, id: "cmpl-" + string(id), rid: id, object: "text_completion", now: time.Now().Unix()}
 	if in.chat {
 		x.id, x.object = "chatcmpl-"+string(id), "chat.completion.chunk"
 	}
@@ -296,29 +303,36 @@ func (x *sseWriter) fail() {
 	}
 }
 
-// begin writes the headers (and the chat role delta).
+// begin writes the headers (and each choice's chat role delta, or its
+// echoed prompt).
 func (x *sseWriter) begin() {
 	x.begun = true
 	x.w.Header().Set("Content-Type", "text/event-stream")
 	x.w.Header().Set("Cache-Control", "no-cache")
 	x.w.Header().Set("X-Accel-Buffering", "no")
 	x.w.WriteHeader(200)
-	if x.in.chat {
-		x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-			Choices: []ChatChoice{{Delta: &ChatMessage{Role: "assistant"}}}})
+	for i := range x.cs {
+		if x.in.chat {
+			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
+				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{Role: "assistant"}}}})
+		}
+		if x.in.echo != "" {
+			// echo: the prompt text first, in a chunk of its own.
+			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: i, Text: x.in.echo}}})
+		}
 	}
 }
 
-func (x *sseWriter) chunk(text string, finish *string) any {
-	in, c := x.in, x.c
+func (x *sseWriter) chunk(i int, text string, finish *string) any {
+	in, c := x.in, x.cs[i]
 	if in.chat {
-		ch := ChatChoice{Delta: &ChatMessage{Content: text}, FinishReason: finish}
+		ch := ChatChoice{Index: i, Delta: &ChatMessage{Content: text}, FinishReason: finish}
 		if in.logprobs && len(c.chat) > 0 && finish == nil {
 			ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 		}
 		return ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}}
 	}
-	ch := CompletionChoice{Text: text, FinishReason: finish}
+	ch := CompletionChoice{Index: i, Text: text, FinishReason: finish}
 	if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
 		k := len(c.legacy.Tokens) - 1
 		ch.Logprobs = &CompletionLogprobs{Tokens: c.legacy.Tokens[k:], TokenLogprobs: c.legacy.TokenLogprobs[k:], TopLogprobs: c.legacy.TopLogprobs[k:]}
@@ -326,24 +340,24 @@ func (x *sseWriter) chunk(text string, finish *string) any {
 	return Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{ch}}
 }
 
-func (x *sseWriter) token(tok engine.Token) {
-	text, calls := x.c.add(tok)
+func (x *sseWriter) token(i int, tok engine.Token) {
+	text, calls := x.cs[i].add(tok)
 	if text != "" || (x.in.logprobs && tok.ID >= 0) {
-		x.send(x.chunk(text, nil))
+		x.send(x.chunk(i, text, nil))
 	}
-	x.sendCalls(calls)
+	x.sendCalls(i, calls)
 }
 
 // sendCalls streams tool calls as OpenAI does: per call, a delta with its
 // index, id, type, name and empty arguments, then one with the arguments.
-func (x *sseWriter) sendCalls(calls []ToolCallOut) {
+func (x *sseWriter) sendCalls(i int, calls []ToolCallOut) {
 	for _, c := range calls {
 		head := c
 		head.Function.Arguments = ""
 		args := ToolCallOut{Index: c.Index, Function: FunctionCallOut{Arguments: c.Function.Arguments}}
 		for _, d := range []ToolCallOut{head, args} {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-				Choices: []ChatChoice{{Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
+				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
 		}
 	}
 }
@@ -356,15 +370,18 @@ func (x *sseWriter) end(res genResult, err error) {
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
-	// What tool parsing held back is released only now, after success.
-	if text, calls := x.c.finish(); text != "" || len(calls) > 0 {
-		if text != "" {
-			x.send(x.chunk(text, nil))
+	// Per choice: what tool parsing held back is released only now, after
+	// success, then the choice's own finish_reason.
+	for i, c := range x.cs {
+		if text, calls := c.finish(); text != "" || len(calls) > 0 {
+			if text != "" {
+				x.send(x.chunk(i, text, nil))
+			}
+			x.sendCalls(i, calls)
 		}
-		x.sendCalls(calls)
+		finish := c.finishReason(res.Finishes[i])
+		x.send(x.chunk(i, "", &finish))
 	}
-	finish := x.c.finishReason(res)
-	x.send(x.chunk("", &finish))
 	if x.in.common.StreamOptions != nil && x.in.common.StreamOptions.IncludeUsage {
 		u := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
 		if x.in.chat {

@@ -294,6 +294,9 @@ type VerifyInput struct {
 	promptInput
 	Completion       *string `json:"completion"`
 	CompletionTokens []int32 `json:"completion_tokens"`
+	// Choice is the index of the choice to compare, for a request of
+	// n > 1 choices (default 0).
+	Choice *int `json:"choice"`
 }
 
 // VerifyResult is the answer to a verify request.
@@ -330,11 +333,19 @@ func (s *Server) verify(ctx context.Context, p tenancy.Principal, id cloison.Req
 	if err != nil {
 		return VerifyResult{}, err
 	}
+	choice := 0
+	if in.Choice != nil {
+		choice = *in.Choice
+	}
+	completion, completionText, err := choiceDigests(sv, choice)
+	if err != nil {
+		return VerifyResult{}, err
+	}
 	res.PromptMatch = audit.DigestsEqual(audit.PromptDigest(key, prompt), sv.Prompt)
 	if in.Completion != nil {
-		res.CompletionMatch = audit.DigestsEqual(audit.CompletionTextDigest(key, *in.Completion), sv.CompletionText)
+		res.CompletionMatch = audit.DigestsEqual(audit.CompletionTextDigest(key, *in.Completion), completionText)
 	} else {
-		res.CompletionMatch = audit.DigestsEqual(audit.CompletionDigest(key, in.CompletionTokens), sv.Completion)
+		res.CompletionMatch = audit.DigestsEqual(audit.CompletionDigest(key, in.CompletionTokens), completion)
 	}
 	res.Match = res.PromptMatch && res.CompletionMatch
 	return res, nil
@@ -423,11 +434,38 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 			ev.Reason = replayObstacle(e.Completed, rc)
 		}
 	}
+	// What to replay: the request, or for n > 1 each choice with its own
+	// recorded seed (each ran as a sequence of its own, so each replays
+	// alone; the verdict is confirmed when any choice differs).
+	type target struct {
+		seed uint64
+		want audit.Digest
+	}
+	var targets []target
 	if ev.Reason == "" {
+		targets = []target{{sp.Seed, sv.Completion}}
+		if len(sv.Choices) > 0 {
+			targets = targets[:0]
+			for _, c := range sv.Choices {
+				seed, err := strconv.ParseUint(string(c.Seed), 10, 64)
+				if err != nil {
+					ev.Reason = "sampling-unreadable"
+					break
+				}
+				targets = append(targets, target{seed, c.Completion})
+			}
+		}
+	}
+	for _, tg := range targets {
+		if ev.Reason != "" || ev.Verdict == audit.VerdictConfirmed {
+			break // a failure, or the evidence found
+		}
+		csp := sp
+		csp.Seed = tg.seed
 		greq := engine.GenerateRequest{ID: cloison.RequestID("replay-" + strings.TrimPrefix(string(NewRequestID()), "req-")), Tenant: t, Prompt: prompt,
-			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: sp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
+			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: csp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
 		ids, took, err := s.runReplay(ctx, greq)
-		res.ReplayMicros = took.Microseconds()
+		res.ReplayMicros += took.Microseconds()
 		ev.ReplayMicros = res.ReplayMicros
 		switch {
 		case errors.Is(err, ErrReplayBusy):
@@ -438,10 +476,11 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 		default:
 			key, _ := audit.DigestKey(rc.KEK, t, sv.Key)
 			d := audit.CompletionDigest(key, ids)
-			ev.Completion = &d
-			ev.Verdict = audit.VerdictConfirmed
-			if audit.DigestsEqual(d, sv.Completion) {
-				ev.Verdict = audit.VerdictNotIsolationFailure
+			if !audit.DigestsEqual(d, tg.want) {
+				// The first choice that differs is the evidence.
+				ev.Completion, ev.Verdict = &d, audit.VerdictConfirmed
+			} else if ev.Verdict != audit.VerdictConfirmed {
+				ev.Completion, ev.Verdict = &d, audit.VerdictNotIsolationFailure
 			}
 		}
 	}

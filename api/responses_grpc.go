@@ -67,6 +67,10 @@ func (g *responseService) Verify(ctx context.Context, req *responsev1.VerifyRequ
 		return nil, err
 	}
 	in := VerifyInput{promptInput: pin, Completion: req.Completion}
+	if req.Choice != nil {
+		c := int(req.GetChoice())
+		in.Choice = &c
+	}
 	if len(req.GetCompletionTokens()) > 0 {
 		in.CompletionTokens = req.GetCompletionTokens()
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -86,6 +85,9 @@ type Config struct {
 	// internal/tracing); nil: a no-op provider (W3C traceparent is still
 	// propagated, nothing is recorded).
 	Tracer trace.TracerProvider
+	// MaxN bounds the choices of one request (n; default DefaultMaxN):
+	// a request asking for more is refused (400) before anything runs.
+	MaxN int
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -128,6 +130,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxN <= 0 {
+		cfg.MaxN = DefaultMaxN
 	}
 	if cfg.LedgerTimeout <= 0 {
 		cfg.LedgerTimeout = 5 * time.Second
@@ -399,29 +404,57 @@ type inference struct {
 	chat        bool
 	tools       *toolUse         // nil: no tool calls are parsed
 	grammar     *grammar.Grammar // response_format; nil: unconstrained
+	// echo is the prompt text that precedes the completion in a
+	// completions choice (echo: true); "" otherwise.
+	echo string
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCompletion(r.Body, s.cfg.MaxBody)
+	if err == nil {
+		err = s.checkN(&req.Common)
+	}
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
 	var prompt []int32
-	if req.Prompt.IsIDs {
+	switch {
+	case req.Suffix != nil && *req.Suffix != "":
+		// Fill-in-the-middle, as llama.cpp's infill: [BOS] FIM_PRE prefix
+		// FIM_SUF suffix FIM_MID, the user's text never parsed for control
+		// tokens (EncodeInfill).
+		var ok bool
+		if prompt, ok = s.cfg.Tokenizer.EncodeInfill(req.Prompt.Text, *req.Suffix); !ok {
+			WriteHTTPError(w, ErrUnsupported.Withf(`"suffix" (model %s has no fill-in-the-middle tokens)`, s.cfg.ModelName))
+			return
+		}
+	case req.Prompt.IsIDs:
 		prompt = req.Prompt.Tokens
-	} else {
+	default:
 		prompt = s.cfg.Tokenizer.Encode(req.Prompt.Text, true, false)
 	}
 	top := 0
 	if req.Logprobs != nil {
 		top = *req.Logprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top})
+	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top}
+	if req.Echo {
+		// The prompt as sent; token ids are echoed as their text (control
+		// tokens included, as they were sent).
+		in.echo = req.Prompt.Text
+		if req.Prompt.IsIDs {
+			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
+		}
+	}
+	s.serve(w, r, in)
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeChat(r.Body, s.cfg.MaxBody)
+	if err == nil {
+		err = s.checkN(&req.Common)
+	}
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -469,15 +502,17 @@ type genSink struct {
 	// with an error, never a normal finish.
 	started func()
 	// token is called for every token (and held-back text flush, ID < 0)
-	// in order; it must not block for long (the stream buffers meanwhile).
-	token func(engine.Token)
+	// of choice (0 ≤ choice < n) in order, from one goroutine; it must not
+	// block for long (the streams buffer meanwhile).
+	token func(choice int, tok engine.Token)
 }
 
 // genResult is the end of a successful generation.
 type genResult struct {
-	Finish     engine.FinishReason
-	Prompt     int // prompt tokens
-	Completion int // generated tokens
+	Finish     engine.FinishReason   // choice 0's
+	Finishes   []engine.FinishReason // every choice's, in index order
+	Prompt     int                   // prompt tokens (once, whatever n)
+	Completion int                   // generated tokens, all choices together
 }
 
 // generate is the one inference path, shared by the HTTP routes and gRPC
@@ -537,19 +572,24 @@ func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id clo
 	}
 	lim := dec.Limits
 	maxNew = min(maxNew, lim.MaxTokens)
+	n := in.choices()
+	// Every choice is a sequence of its own: each must fit the context,
+	// and all n together the request's KV pages and the tenant's quota,
+	// counted BEFORE any starts (the prompt's pages as if unshared: a
+	// choice may find them evicted).
 	total := len(in.prompt) + maxNew
 	if total > lim.MaxContext {
 		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
 			lim.MaxContext, total, len(in.prompt), maxNew))
 	}
 	pt := part.PageTokens
-	pages := (total + pt - 1) / pt
+	pages := n * ((total + pt - 1) / pt)
 	if pages > lim.KVPages {
-		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion)",
-			lim.KVPages, lim.KVPages*pt, total, len(in.prompt), maxNew))
+		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion, %d choices)",
+			lim.KVPages, lim.KVPages*pt, n*total, len(in.prompt), maxNew, n))
 	}
 	permit, err := s.cfg.Limiter.AdmitLease(p.Tenant, tenancy.Quotas{MaxConcurrent: lim.MaxConcurrent, KVPages: lim.KVPages,
-		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, total, pages)
+		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, len(in.prompt)+n*maxNew, pages)
 	if err != nil {
 		return genResult{}, s.refuse(p.Tenant, stageQuota, err)
 	}
@@ -561,63 +601,42 @@ func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id clo
 		_, _ = rand.Read(b[:])
 		sp.Seed = binary.LittleEndian.Uint64(b[:])
 	}
-	greq := engine.GenerateRequest{ID: id, Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: sp, StopStrings: in.common.Stop, Grammar: in.grammar}
-	if err := s.cfg.Engine.Check(greq); err != nil {
-		return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
+	greqs := make([]engine.GenerateRequest, n)
+	for i := range greqs {
+		csp := sp
+		csp.Seed = choiceSeed(sp.Seed, i)
+		greqs[i] = engine.GenerateRequest{ID: choiceID(id, i), Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: in.common.Stop, Grammar: in.grammar}
+		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
+			return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
+		}
 	}
 	// No service without a recorded decision: the row is written, and
 	// acknowledged by the ledger, BEFORE the engine gets the request.
 	if err := s.stage(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
 		return genResult{}, err
 	}
-	st, err := s.cfg.Engine.Submit(ctx, greq)
+	runs, endErr, err := s.runChoices(ctx, greqs, sink)
 	if err != nil {
 		return genResult{}, s.reject(ctx, part, id, len(in.prompt), maxNew, err)
 	}
-	if sink.started != nil {
-		sink.started()
+	res := genResult{Prompt: len(in.prompt)}
+	for _, r := range runs {
+		res.Completion += r.n
+		res.Finishes = append(res.Finishes, r.st.Finish())
 	}
-	n := 0
-	var endErr error
-	var ids []int32 // the completion's ids and text, for its keyed digests (never stored)
-	var text strings.Builder
-	for {
-		tok, err := st.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				// The client went away: stop the request and wait for
-				// its summary, which the ledger needs.
-				st.Cancel()
-				err = drainErr(st, err)
-			}
-			endErr = err
-			break
-		}
-		if tok.ID >= 0 {
-			n++
-			if tok.Gap > 0 {
-				s.metrics.itl.Observe(tok.Gap.Seconds())
-			}
-			ids = append(ids, tok.ID)
-		}
-		text.WriteString(tok.Text)
-		if sink.token != nil {
-			sink.token(tok)
-		}
+	res.Finish = res.Finishes[0]
+	used = len(in.prompt) + res.Completion
+	accessOf(ctx).setTokens(len(in.prompt), res.Completion)
+	for _, r := range runs {
+		s.engineSpans(ctx, r.st, endErr)
 	}
-	used = len(in.prompt) + n
-	accessOf(ctx).setTokens(len(in.prompt), n)
-	s.engineSpans(ctx, st, endErr)
-	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil), s.placed(id)); lerr != nil && endErr == nil {
+	if lerr := s.completedN(ctx, part, id, runs, endErr, s.servedN(p.Tenant, greqs, runs, in.common.Seed != nil), s.placed(id, len(runs))); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
 	if endErr != nil {
 		return genResult{}, endErr
 	}
-	return genResult{Finish: st.Finish(), Prompt: len(in.prompt), Completion: n}, nil
+	return res, nil
 }
 
 // chatPrompt renders chat messages with the model's template and tokenizes
@@ -649,13 +668,16 @@ func (s *Server) renderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prom
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	id := NewRequestID()
 	w.Header().Set("X-Request-Id", string(id))
-	c := newCollector(s, in)
-	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: func(tok engine.Token) { c.add(tok) }}
+	cs := make([]*collector, in.choices())
+	for i := range cs {
+		cs[i] = newCollector(s, in)
+	}
+	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: func(i int, tok engine.Token) { cs[i].add(tok) }}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var sse *sseWriter
 	if in.common.Stream {
-		sse = s.newSSE(w, id, in, c)
+		sse = s.newSSE(w, id, in, cs)
 		sse.cancel = cancel
 		sink.started, sink.token = sse.begin, sse.token
 	}
@@ -666,7 +688,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	case err != nil:
 		WriteHTTPError(w, err)
 	default:
-		s.fullResponse(w, id, in, c, res)
+		s.fullResponse(w, id, in, cs, res)
 	}
 }
 
@@ -732,20 +754,6 @@ func sanitizeName(s string) string {
 	return string(b)
 }
 
-// completed ledgers the request's counts and, when digests are on, the
-// keyed digests of what was served (sv); a failure withholds the response.
-// part is the request's tenant's partition (applies): its zeroing is
-// recorded.
-func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served, pl *audit.Placement) error {
-	sum, _ := st.Summary()
-	zeroing := part.Zeroing.String()
-	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
-	err := s.stage(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
-		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
-		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv, Placement: pl})
-	return err
-}
-
 // placement is the policy input's view of where a request would go: on a
 // decode node, the prefill nodes it may ask now.
 func (s *Server) placement() policies.Placement {
@@ -757,16 +765,21 @@ func (s *Server) placement() policies.Placement {
 
 // placed is the ledger's record of where request id was processed: this
 // node with its labels and, on a decode node, the prefill node that
-// prefilled it (none for a one-token prompt, computed here).
-func (s *Server) placed(id cloison.RequestID) *audit.Placement {
+// prefilled it (none for a one-token prompt, computed here). Each of its n
+// choices' sequences is asked for (so that none stays in the Placement's
+// memory); the first one prefilled remotely is recorded (every one was
+// placed under the same residency).
+func (s *Server) placed(id cloison.RequestID, n int) *audit.Placement {
 	l := s.cfg.Engine.Attestation().Labels
 	pl := &audit.Placement{Node: s.cfg.Node, Region: audit.Name(l.Region), Tier: audit.Name(l.Tier)}
 	if pl.Node == "" {
 		pl.Node = "node"
 	}
 	if s.cfg.Placement != nil {
-		if n, ok := s.cfg.Placement.Served(id); ok {
-			pl.Prefill = &audit.PrefillPlace{Node: audit.Name(sanitizeName(n.Addr)), Region: audit.Name(n.Labels.Region), Tier: audit.Name(n.Labels.Tier)}
+		for i := range max(n, 1) {
+			if p, ok := s.cfg.Placement.Served(choiceID(id, i)); ok && pl.Prefill == nil {
+				pl.Prefill = &audit.PrefillPlace{Node: audit.Name(sanitizeName(p.Addr)), Region: audit.Name(p.Labels.Region), Tier: audit.Name(p.Labels.Tier)}
+			}
 		}
 	}
 	return pl

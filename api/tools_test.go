@@ -155,12 +155,12 @@ func TestToolCallsResponse(t *testing.T) {
 		t.Run(tt.name+"/stream", func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			in := inference{common: &Common{Stream: true}, chat: true, tools: use}
-			x := s.newSSE(rec, "req-tools", in, newCollector(s, in))
+			x := s.newSSE(rec, "req-tools", in, []*collector{newCollector(s, in)})
 			x.begin()
 			for _, tk := range generated(tok, tt.text) {
-				x.token(tk)
+				x.token(0, tk)
 			}
-			x.end(genResult{Finish: engine.FinishStop}, nil)
+			x.end(genResult{Finish: engine.FinishStop, Finishes: []engine.FinishReason{engine.FinishStop}}, nil)
 			var content strings.Builder
 			var calls []string
 			var finish string
@@ -224,7 +224,7 @@ func TestToolCallsResponse(t *testing.T) {
 			for _, tk := range generated(tok, tt.text) {
 				c.add(tk)
 			}
-			s.fullResponse(rec, "req-tools", in, c, genResult{Finish: engine.FinishStop})
+			s.fullResponse(rec, "req-tools", in, []*collector{c}, genResult{Finish: engine.FinishStop, Finishes: []engine.FinishReason{engine.FinishStop}})
 			var out struct {
 				Choices []struct {
 					Message struct {
@@ -277,10 +277,10 @@ func TestToolCallsStreamError(t *testing.T) {
 	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{ModelName: "m", Tokenizer: tok}}
 	rec := httptest.NewRecorder()
 	in := inference{common: &Common{Stream: true}, chat: true, tools: &toolUse{format: toolcall.Hermes, names: []string{"f"}, parallel: true}}
-	x := s.newSSE(rec, "req-tools", in, newCollector(s, in))
+	x := s.newSSE(rec, "req-tools", in, []*collector{newCollector(s, in)})
 	x.begin()
 	for _, tk := range generated(tok, "<tool_call>{\"name\": \"f\", \"arguments\": {}}") {
-		x.token(tk)
+		x.token(0, tk)
 	}
 	x.end(genResult{}, ErrLedgerUnavailable)
 	if out := rec.Body.String(); strings.Contains(out, "tool_call") || strings.Contains(out, "finish_reason\":\"") || !strings.Contains(out, `"code":"unavailable"`) {

@@ -130,6 +130,22 @@ type Served struct {
 	ModelDigest    Digest   `json:"model_digest"` // SHA-256 of the model file served
 	Backend        Name     `json:"backend"`      // kernels backend (cpu, cuda)
 	KernelPath     Name     `json:"kernel_path"`  // its kernel path (generic, avx2, avx512; the backend's name when it has none)
+	// Choices, for a request of n > 1 choices, holds every choice's seed
+	// and keyed digests in index order (choice 0's are also Completion and
+	// CompletionText above); absent for n = 1.
+	Choices []ServedChoice `json:"choices,omitempty"`
+}
+
+// MaxServedChoices bounds Served.Choices.
+const MaxServedChoices = 128
+
+// ServedChoice is one choice of a request of n > 1 (Served.Choices): its
+// seed (decimal uint64, derived from the request's) and keyed digests.
+type ServedChoice struct {
+	Index          int64  `json:"index"`
+	Seed           Name   `json:"seed"`
+	Completion     Digest `json:"completion"`
+	CompletionText Digest `json:"completion_text"`
 }
 
 // Sampling is the recorded sampling of a request (see Served).
@@ -158,6 +174,17 @@ func (s *Served) validate() error {
 		return nil
 	}
 	sp := s.Sampling
+	if len(s.Choices) > MaxServedChoices {
+		return fmt.Errorf("%w: served.choices: more than %d", ErrInvalidEvent, MaxServedChoices)
+	}
+	for i, c := range s.Choices {
+		if c.Index != int64(i) {
+			return fmt.Errorf("%w: served.choices[%d].index is %d", ErrInvalidEvent, i, c.Index)
+		}
+		if err := CheckName("served.choices.seed", string(c.Seed)); err != nil {
+			return err
+		}
+	}
 	return firstErr(CheckName("served.key", string(s.Key)), CheckName("served.backend", string(s.Backend)),
 		CheckName("served.kernel_path", string(s.KernelPath)),
 		CheckName("sampling.temperature", string(sp.Temperature)), checkCount("sampling.top_k", sp.TopK),

@@ -112,3 +112,42 @@ func TestReplayVerdictsNeedTheirEvidence(t *testing.T) {
 		t.Error("an unknown reason was accepted")
 	}
 }
+
+// Served.Choices (n > 1) round-trip; indexes must be 0, 1, … and a seed
+// must be a name (no text).
+func TestServedChoices(t *testing.T) {
+	base := func() RequestCompleted {
+		return RequestCompleted{Request: "req-1", Model: "m", PromptTokens: 3, CompletionTokens: 4, Tier: "cross-tenant",
+			Served: &Served{Key: "sd1", Backend: "cpu", KernelPath: "avx2", Sampling: Sampling{Temperature: "1", TopP: "0", MinP: "0",
+				RepetitionPenalty: "1", FrequencyPenalty: "0", PresencePenalty: "0", Seed: "7", SeedSource: "client", MaxTokens: 2},
+				Choices: []ServedChoice{{Index: 0, Seed: "7", Completion: Digest{1}}, {Index: 1, Seed: "99", Completion: Digest{2}}}}}
+	}
+	p := base()
+	b, err := Event{OccurredAt: t0, Tenant: "tenant-a", Actor: "engine:n", Payload: p}.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := DecodeEnvelope(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := env.DecodePayload(); err != nil || !reflect.DeepEqual(got, &p) {
+		t.Fatalf("got %+v (%v), want %+v", got, err, p)
+	}
+	for name, change := range map[string]func(*Served){
+		"index out of order": func(s *Served) { s.Choices[1].Index = 5 },
+		"text as seed":       func(s *Served) { s.Choices[1].Seed = "the secret prompt" },
+		"too many": func(s *Served) {
+			s.Choices = make([]ServedChoice, MaxServedChoices+1)
+			for i := range s.Choices {
+				s.Choices[i] = ServedChoice{Index: int64(i), Seed: "1"}
+			}
+		},
+	} {
+		p := base()
+		change(p.Served)
+		if _, err := (Event{OccurredAt: t0, Tenant: "tenant-a", Actor: "engine:n", Payload: p}).Canonical(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
 	var c synth.Config
-	var bag bool
+	var bag, fim bool
 	var dtype, chatTemplate string
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
@@ -25,7 +25,9 @@ func newModelCmd() *cobra.Command {
 			var w *gguf.Writer
 			var err error
 			if bag {
-				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context})
+				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim})
+			} else if fim {
+				return fmt.Errorf("--fim is for the context-bag model (--bag)")
 			} else {
 				switch dtype {
 				case "f32":
@@ -79,6 +81,7 @@ func newModelCmd() *cobra.Command {
 	f := synthCmd.Flags()
 	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
+	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")

@@ -122,6 +122,7 @@ type config struct {
 	keys                                        keyConfig
 	peers                                       peersConfig
 	maxRequestBytes                             int64
+	maxN                                        int
 	net                                         netConfig
 	streams                                     api.StreamLimits
 	witness                                     witnessConfig
@@ -213,6 +214,7 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
+	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one completion request may ask for; more is refused (400), and all n count against quotas and KV pages before any starts")
 	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC) the public API accepts, in bytes (policy bundles: 8×)")
 	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")
 	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
@@ -431,7 +433,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
-			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
+			MaxBody: c.maxRequestBytes, MaxN: c.maxN, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
 			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: responses}}
 	if c.roles.role == roleDecode {

@@ -79,6 +79,10 @@
 // The advertised context length (llama.context_length) is a separate knob:
 // tests need a model that advertises 1,048,576 tokens.
 //
+// BagConfig.FIM ends a context bag's vocabulary with FIMTokens (control
+// tokens) named in tokenizer.ggml.fim_{pre,suf,mid}_token_id: a model that
+// allows fill-in-the-middle (cloisonctl model synth --bag --fim).
+//
 //	w, err := synth.Random(synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4,
 //		FFN: 1408, Vocab: 2048, Context: 4096, DType: gguf.Q8_0, Seed: 1})
 //	err = w.WriteFile("tiny.gguf")

@@ -238,8 +238,23 @@ func fileType(t gguf.TensorType) uint32 {
 
 // header sets the architecture's and the tokenizer metadata shared by both
 // kinds.
-func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, hd, ffn, vocab, context int, base, eps float32, ftype uint32) error {
-	tokens, types, merges := Vocab(vocab)
+func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, hd, ffn, vocab, context int, base, eps float32, ftype uint32, fim bool) error {
+	var tokens []string
+	var types []int32
+	var merges []string
+	if fim {
+		// The last len(FIMTokens) ids are the fill-in-the-middle control
+		// tokens, named in the metadata as llama.cpp's converter names them.
+		tokens, types, merges = Vocab(vocab - len(FIMTokens))
+		for i, s := range FIMTokens {
+			tokens, types = append(tokens, s), append(types, 3)
+			if err := w.Set("tokenizer.ggml."+[]string{"fim_pre", "fim_suf", "fim_mid"}[i]+"_token_id", uint32(vocab-len(FIMTokens)+i)); err != nil {
+				return err
+			}
+		}
+	} else {
+		tokens, types, merges = Vocab(vocab)
+	}
 	p := arch + "."
 	kvs := []struct {
 		k string
@@ -354,7 +369,7 @@ func Random(c Config) (*gguf.Writer, error) {
 	if arch == "mixtral" {
 		arch = "llama"
 	}
-	if err := header(w, arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft); err != nil {
+	if err := header(w, arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft, false); err != nil {
 		return nil, err
 	}
 	if err := c.extras(w, arch); err != nil {
@@ -474,6 +489,11 @@ type BagConfig struct {
 	// GapTokens is the context length up to which every absent token's
 	// logit is ≥ 32 below every present token's; 0 means 4096.
 	GapTokens int
+	// FIM ends the vocabulary with FIMTokens (control tokens) and names
+	// them in tokenizer.ggml.fim_{pre,suf,mid}_token_id: a model that
+	// allows fill-in-the-middle (completions' suffix). Vocab 0 then means
+	// 262.
+	FIM bool
 }
 
 // Bag constants (see the package documentation).
@@ -492,8 +512,12 @@ func BagDims(vocab int) (d, bias int) {
 
 // ContextBag returns a Writer holding a context-bag model.
 func ContextBag(c BagConfig) (*gguf.Writer, error) {
+	fim := 0
+	if c.FIM {
+		fim = len(FIMTokens)
+	}
 	if c.Vocab == 0 {
-		c.Vocab = 256 + len(Specials)
+		c.Vocab = 256 + len(Specials) + fim
 	}
 	if c.Context == 0 {
 		c.Context = 4096
@@ -501,14 +525,14 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 	if c.GapTokens == 0 {
 		c.GapTokens = 4096
 	}
-	if c.Vocab < 256+len(Specials) || c.Context < 1 || c.Context > math.MaxUint32 || c.GapTokens < 1 {
+	if c.Vocab < 256+len(Specials)+fim || c.Context < 1 || c.Context > math.MaxUint32 || c.GapTokens < 1 {
 		return nil, fmt.Errorf("synth: bad context-bag config %+v", c)
 	}
 	v := c.Vocab
 	d, b := BagDims(v)
 	heads := d / bagHeadDim
 	w := gguf.NewWriter()
-	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, 0); err != nil {
+	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, 0, c.FIM); err != nil {
 		return nil, err
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))

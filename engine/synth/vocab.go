@@ -6,6 +6,10 @@ import "github.com/cloison/cloison/engine/tokenizer"
 // tokens with: ids 256, 257, 258.
 var Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
 
+// FIMTokens are the fill-in-the-middle tokens (prefix, suffix, middle) a
+// context bag with FIM ends its vocabulary with (BagConfig.FIM).
+var FIMTokens = []string{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"}
+
 // Special token ids.
 const (
 	EndOfText = 256 // BOS and EOS

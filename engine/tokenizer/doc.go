@@ -34,7 +34,11 @@
 // control tokens are recognised only inside the byte ranges that the chat
 // template wrote itself (chat.Prompt.Literal), so message content can never
 // yield one, not even across the edge of a range. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
-// template (tokenizer.chat_template) are exposed as fields.
+// template (tokenizer.chat_template) are exposed as fields. Fill-in-the-middle
+// ids (FIMPre/FIMSuf/FIMMid) come from tokenizer.ggml.fim_{pre,suf,mid}_token_id,
+// the older prefix/suffix/middle keys, or the named tokens llama.cpp looks up
+// (<|fim_prefix|>, <fim_prefix>, <｜fim▁begin｜>, ▁<PRE>, ...); EncodeInfill
+// builds [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, user text unparsed.
 //
 // Cross-check: TestLlamaCppVectors runs llama.cpp's own tokenizer vectors
 // (models/ggml-vocab-*.gguf with .inp/.out, extracted by make llama-vocab,

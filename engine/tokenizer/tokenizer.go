@@ -38,7 +38,10 @@ type Tokenizer struct {
 
 	// Special ids; -1 when the model has none.
 	BOS, EOS, EOT, EOM, UNK, PAD int32
-	AddBOS, AddEOS               bool
+	// Fill-in-the-middle ids (FIM): prefix, suffix and middle; -1 when
+	// the model has none (see fimTokens).
+	FIMPre, FIMSuf, FIMMid int32
+	AddBOS, AddEOS         bool
 	// AddSpacePrefix: SentencePiece prefixes text with a space.
 	AddSpacePrefix bool
 	// ChatTemplate is tokenizer.chat_template, "" if absent.
@@ -65,7 +68,7 @@ type pair struct{ a, b string }
 // ErrMetadata (missing or inconsistent keys, ids outside the vocabulary) or
 // ErrUnsupported (tokenizer model or pre-tokenizer not implemented).
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
-	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1}
+	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1, FIMPre: -1, FIMSuf: -1, FIMMid: -1}
 	var ok bool
 	if t.Model, ok = f.String("tokenizer.ggml.model"); !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model missing", ErrMetadata)
@@ -167,6 +170,10 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	}{
 		{"bos", &t.BOS}, {"eos", &t.EOS}, {"eot", &t.EOT}, {"eom", &t.EOM},
 		{"unknown", &t.UNK}, {"padding", &t.PAD},
+		// FIM: the keys of files converted before llama.cpp renamed them,
+		// then the current keys (which win when a file has both).
+		{"prefix", &t.FIMPre}, {"suffix", &t.FIMSuf}, {"middle", &t.FIMMid},
+		{"fim_pre", &t.FIMPre}, {"fim_suf", &t.FIMSuf}, {"fim_mid", &t.FIMMid},
 	}
 	for _, id := range ids {
 		if x, ok := f.Int("tokenizer.ggml." + id.key + "_token_id"); ok {
@@ -176,6 +183,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			*id.dst = int32(x)
 		}
 	}
+	t.fimTokens()
 	if t.EOT < 0 {
 		for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"} {
 			if id, ok := t.index[s]; ok && t.types[id] == TypeControl {
@@ -210,6 +218,55 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		sort.SliceStable(sp, func(a, b int) bool { return len(t.tokens[sp[a]]) > len(t.tokens[sp[b]]) })
 	}
 	return t, nil
+}
+
+// fimNames are the fill-in-the-middle tokens llama.cpp looks up by name
+// when a file's metadata names no FIM ids (Qwen, StarCoder, DeepSeek,
+// CodeLlama, ...), in its order.
+var fimNames = [3][]string{
+	{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>"},
+	{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>"},
+	{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>"},
+}
+
+// fimTokens fills the FIM ids the metadata did not give from the named
+// tokens of the vocabulary, as llama.cpp does. A model has FIM only when it
+// has all three (HasFIM).
+func (t *Tokenizer) fimTokens() {
+	for i, dst := range []*int32{&t.FIMPre, &t.FIMSuf, &t.FIMMid} {
+		if *dst >= 0 {
+			continue
+		}
+		for _, name := range fimNames[i] {
+			if id, ok := t.index[name]; ok {
+				*dst = id
+				break
+			}
+		}
+	}
+}
+
+// HasFIM reports whether the model has the three fill-in-the-middle tokens
+// (EncodeInfill).
+func (t *Tokenizer) HasFIM() bool { return t.FIMPre >= 0 && t.FIMSuf >= 0 && t.FIMMid >= 0 }
+
+// EncodeInfill returns the fill-in-the-middle prompt for prefix and suffix,
+// as llama.cpp's infill builds it: [BOS] FIM_PRE prefix FIM_SUF suffix
+// FIM_MID (BOS when the model adds it). prefix and suffix are user text:
+// control tokens written in them are never parsed. ok is false when the
+// model has no FIM tokens (HasFIM).
+func (t *Tokenizer) EncodeInfill(prefix, suffix string) (ids []int32, ok bool) {
+	if !t.HasFIM() {
+		return nil, false
+	}
+	if t.AddBOS && t.BOS >= 0 {
+		ids = append(ids, t.BOS)
+	}
+	ids = append(ids, t.FIMPre)
+	ids = append(ids, t.Encode(prefix, false, false)...)
+	ids = append(ids, t.FIMSuf)
+	ids = append(ids, t.Encode(suffix, false, false)...)
+	return append(ids, t.FIMMid), true
 }
 
 // byteTokens fills byteTok with the <0xNN> byte-fallback tokens.

@@ -83,6 +83,12 @@ type Options struct {
 	// Tracer, when set, records the (decode) node's spans; Split.Tracer
 	// the prefill node's (nil: no spans).
 	Tracer trace.TracerProvider
+	// FIM serves a context bag whose vocabulary ends with fill-in-the-middle
+	// tokens (synth.BagConfig.FIM): completions' suffix is allowed.
+	FIM bool
+	// PrefixCache turns on the engine's per-tenant prefix cache (as
+	// cloisond's --prefix-cache does).
+	PrefixCache bool
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -257,7 +263,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 			t.Fatal(err)
 		}
 	}
-	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context})
+	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +304,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
 		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16), Labels: o.Labels},
-		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine}, Unsafe: flt.engine,
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine, PrefixCache: o.PrefixCache}, Unsafe: flt.engine,
 		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg, Tracer: o.Tracer}
 	var pn *PrefillNode
 	if o.Split != nil {

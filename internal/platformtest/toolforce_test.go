@@ -133,6 +133,30 @@ func TestChatToolChoiceForced(t *testing.T) {
 			}
 		})
 	}
+	t.Run("forced per choice", func(t *testing.T) {
+		// n = 3: each choice decoded under its own matcher and parsed by
+		// its own tool parser, each a well-formed call.
+		code, b := post(t, p, tok, `{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"Set it up."}],"max_tokens":120,"temperature":1,"seed":9,"n":3,`+
+			`"tools":[`+unitTool+`,`+alarmTool+`],"tool_choice":"required"}`)
+		var a struct {
+			Choices []struct {
+				Index   int `json:"index"`
+				Message struct {
+					ToolCalls []call `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if code != 200 || json.Unmarshal(b, &a) != nil || len(a.Choices) != 3 {
+			t.Fatalf("got %d %s", code, b)
+		}
+		for i, c := range a.Choices {
+			if c.Index != i || c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 {
+				t.Fatalf("choice %d: %s", i, b)
+			}
+			checkArgs(t, c.Message.ToolCalls[0].Function.Name, c.Message.ToolCalls[0].Function.Arguments)
+		}
+	})
 	t.Run("not with response_format", func(t *testing.T) {
 		code, b := post(t, p, tok, body(`"required"`, `,"response_format":{"type":"json_object"}`))
 		if code != 400 || !strings.Contains(string(b), "response_format") {

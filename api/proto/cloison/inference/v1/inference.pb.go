@@ -105,6 +105,7 @@ type ToolCall struct {
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Arguments     string                 `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"` // a JSON object, as text
 	Index         int32                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`        // in responses: 0, 1, … in the order of the output
+	Choice        int32                  `protobuf:"varint,5,opt,name=choice,proto3" json:"choice,omitempty"`      // in responses: the choice it belongs to (n > 1); refused in a request
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +164,13 @@ func (x *ToolCall) GetArguments() string {
 func (x *ToolCall) GetIndex() int32 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCall) GetChoice() int32 {
+	if x != nil {
+		return x.Choice
 	}
 	return 0
 }
@@ -355,8 +363,12 @@ type GenerateRequest struct {
 	// Constrains the output as the HTTP chat route's response_format does
 	// (any prompt kind). Unset: text.
 	ResponseFormat *ResponseFormat `protobuf:"bytes,18,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Choices, [1, the server's --max-n] (unset: 1), as HTTP's n: each a
+	// sequence of its own, sampled with a seed derived from seed and its
+	// index; chunks, tool calls and Final then carry the choice index.
+	N             *int32 `protobuf:"varint,23,opt,name=n,proto3,oneof" json:"n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -547,6 +559,13 @@ func (x *GenerateRequest) GetResponseFormat() *ResponseFormat {
 		return x.ResponseFormat
 	}
 	return nil
+}
+
+func (x *GenerateRequest) GetN() int32 {
+	if x != nil && x.N != nil {
+		return *x.N
+	}
+	return 0
 }
 
 type isGenerateRequest_Prompt interface {
@@ -803,6 +822,7 @@ type TokenChunk struct {
 	TokenId       int32                  `protobuf:"varint,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	Logprob       *TokenLogprob          `protobuf:"bytes,3,opt,name=logprob,proto3" json:"logprob,omitempty"` // when logprobs was asked
 	TopLogprobs   []*TokenLogprob        `protobuf:"bytes,4,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	Choice        int32                  `protobuf:"varint,5,opt,name=choice,proto3" json:"choice,omitempty"` // the choice it belongs to (n > 1), 0-based
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +883,13 @@ func (x *TokenChunk) GetTopLogprobs() []*TokenLogprob {
 		return x.TopLogprobs
 	}
 	return nil
+}
+
+func (x *TokenChunk) GetChoice() int32 {
+	if x != nil {
+		return x.Choice
+	}
+	return 0
 }
 
 type TokenLogprob struct {
@@ -927,11 +954,14 @@ func (x *TokenLogprob) GetLogprob() float64 {
 
 // Final ends a successful stream.
 type Final struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, tool_calls
-	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`    // the id the ledger records
-	DecisionId    string                 `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"` // the policy decision (also header metadata)
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	FinishReason string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, tool_calls
+	Usage        *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	RequestId    string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`    // the id the ledger records
+	DecisionId   string                 `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"` // the policy decision (also header metadata)
+	// Every choice's finish reason in index order (finish_reason is choice
+	// 0's); usage counts the prompt once and sums the choices' tokens.
+	FinishReasons []string `protobuf:"bytes,5,rep,name=finish_reasons,json=finishReasons,proto3" json:"finish_reasons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -992,6 +1022,13 @@ func (x *Final) GetDecisionId() string {
 		return x.DecisionId
 	}
 	return ""
+}
+
+func (x *Final) GetFinishReasons() []string {
+	if x != nil {
+		return x.FinishReasons
+	}
+	return nil
 }
 
 type Usage struct {
@@ -1743,12 +1780,13 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\x03 \x03(\v2\x1e.cloison.inference.v1.ToolCallR\ttoolCalls\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
-	"toolCallId\"b\n" +
+	"toolCallId\"z\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\tR\targuments\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x05R\x05index\"e\n" +
+	"\x05index\x18\x04 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06choice\x18\x05 \x01(\x05R\x06choice\"e\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
@@ -1756,7 +1794,7 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\fChatMessages\x12=\n" +
 	"\bmessages\x18\x01 \x03(\v2!.cloison.inference.v1.ChatMessageR\bmessages\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xe5\b\n" +
+	"\x03ids\x18\x01 \x03(\x05R\x03ids\"\xfe\b\n" +
 	"\x0fGenerateRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x12=\n" +
@@ -1783,7 +1821,8 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"R\x11parallelToolCalls\x88\x01\x01\x12S\n" +
 	"\n" +
 	"logit_bias\x18\x11 \x03(\v24.cloison.inference.v1.GenerateRequest.LogitBiasEntryR\tlogitBias\x12M\n" +
-	"\x0fresponse_format\x18\x12 \x01(\v2$.cloison.inference.v1.ResponseFormatR\x0eresponseFormat\x1a<\n" +
+	"\x0fresponse_format\x18\x12 \x01(\v2$.cloison.inference.v1.ResponseFormatR\x0eresponseFormat\x12\x11\n" +
+	"\x01n\x18\x17 \x01(\x05H\vR\x01n\x88\x01\x01\x1a<\n" +
 	"\x0eLogitBiasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\b\n" +
@@ -1797,7 +1836,8 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x11_presence_penaltyB\x15\n" +
 	"\x13_repetition_penaltyB\a\n" +
 	"\x05_seedB\x16\n" +
-	"\x14_parallel_tool_calls\"g\n" +
+	"\x14_parallel_tool_callsB\x04\n" +
+	"\x02_n\"g\n" +
 	"\x0eResponseFormat\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12A\n" +
 	"\vjson_schema\x18\x02 \x01(\v2 .cloison.inference.v1.JsonSchemaR\n" +
@@ -1812,24 +1852,26 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x05chunk\x18\x01 \x01(\v2 .cloison.inference.v1.TokenChunkH\x00R\x05chunk\x123\n" +
 	"\x05final\x18\x02 \x01(\v2\x1b.cloison.inference.v1.FinalH\x00R\x05final\x12=\n" +
 	"\ttool_call\x18\x03 \x01(\v2\x1e.cloison.inference.v1.ToolCallH\x00R\btoolCallB\x06\n" +
-	"\x04kind\"\xc0\x01\n" +
+	"\x04kind\"\xd8\x01\n" +
 	"\n" +
 	"TokenChunk\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x19\n" +
 	"\btoken_id\x18\x02 \x01(\x05R\atokenId\x12<\n" +
 	"\alogprob\x18\x03 \x01(\v2\".cloison.inference.v1.TokenLogprobR\alogprob\x12E\n" +
-	"\ftop_logprobs\x18\x04 \x03(\v2\".cloison.inference.v1.TokenLogprobR\vtopLogprobs\"Y\n" +
+	"\ftop_logprobs\x18\x04 \x03(\v2\".cloison.inference.v1.TokenLogprobR\vtopLogprobs\x12\x16\n" +
+	"\x06choice\x18\x05 \x01(\x05R\x06choice\"Y\n" +
 	"\fTokenLogprob\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\x05R\atokenId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x18\n" +
-	"\alogprob\x18\x03 \x01(\x01R\alogprob\"\x9f\x01\n" +
+	"\alogprob\x18\x03 \x01(\x01R\alogprob\"\xc6\x01\n" +
 	"\x05Final\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x121\n" +
 	"\x05usage\x18\x02 \x01(\v2\x1b.cloison.inference.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x1f\n" +
 	"\vdecision_id\x18\x04 \x01(\tR\n" +
-	"decisionId\"|\n" +
+	"decisionId\x12%\n" +
+	"\x0efinish_reasons\x18\x05 \x03(\tR\rfinishReasons\"|\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +

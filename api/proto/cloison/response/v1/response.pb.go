@@ -147,8 +147,10 @@ type VerifyRequest struct {
 	// The completion as received: its text, or its token ids.
 	Completion       *string `protobuf:"bytes,3,opt,name=completion,proto3,oneof" json:"completion,omitempty"`
 	CompletionTokens []int32 `protobuf:"varint,4,rep,packed,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The choice to compare, for a request of n > 1 choices (unset: 0).
+	Choice        *int32 `protobuf:"varint,5,opt,name=choice,proto3,oneof" json:"choice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyRequest) Reset() {
@@ -207,6 +209,13 @@ func (x *VerifyRequest) GetCompletionTokens() []int32 {
 		return x.CompletionTokens
 	}
 	return nil
+}
+
+func (x *VerifyRequest) GetChoice() int32 {
+	if x != nil && x.Choice != nil {
+		return *x.Choice
+	}
+	return 0
 }
 
 // Entry is a tenant-log entry and its proof, checkable offline with the
@@ -671,15 +680,17 @@ const file_cloison_response_v1_response_proto_rawDesc = "" +
 	"\x05_text\"7\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xbf\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xe7\x01\n" +
 	"\rVerifyRequest\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\tR\arequest\x123\n" +
 	"\x06prompt\x18\x02 \x01(\v2\x1b.cloison.response.v1.PromptR\x06prompt\x12#\n" +
 	"\n" +
 	"completion\x18\x03 \x01(\tH\x00R\n" +
 	"completion\x88\x01\x01\x12+\n" +
-	"\x11completion_tokens\x18\x04 \x03(\x05R\x10completionTokensB\r\n" +
-	"\v_completion\"\x90\x01\n" +
+	"\x11completion_tokens\x18\x04 \x03(\x05R\x10completionTokens\x12\x1b\n" +
+	"\x06choice\x18\x05 \x01(\x05H\x01R\x06choice\x88\x01\x01B\r\n" +
+	"\v_completionB\t\n" +
+	"\a_choice\"\x90\x01\n" +
 	"\x05Entry\x12\x1a\n" +
 	"\bposition\x18\x01 \x01(\x04R\bposition\x12\x1b\n" +
 	"\ttree_size\x18\x02 \x01(\x04R\btreeSize\x12\x18\n" +
