@@ -106,8 +106,7 @@
 // emulating driver (guarded allocations, CUDA launch limits), which checks the
 // host side and the kernels' algorithms as ported; make cuda-emu-test runs the
 // CUDA C itself, so indexing, reductions and the device ownership check are
-// exercised as written. As the README states it: nothing has run on a GPU yet,
-// no GPU correctness or performance figure of the CUDA backend is claimed.
+// exercised as written. Nothing has run on a GPU yet: no GPU correctness or performance figure of the CUDA backend is claimed.
 package cuda
 
 // Name is the name the backend registers under.
