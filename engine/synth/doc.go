@@ -77,7 +77,7 @@
 //
 // # Checked by tests
 //
-// The same config gives the same bytes. TestContextBagReportsWhatItReads fails
+// The same config gives the same bytes. TestContextBagReportsWhatItReads (engine/model) fails
 // on the construction without β (an oracle blind to foreign reads). The files
 // load in llama.cpp: it tokenizes 68/68 test strings as engine/tokenizer does
 // and its greedy continuations equal engine/model's (F32, F16, context-bag);
