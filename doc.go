@@ -16,4 +16,6 @@
 // fmt.Errorf wrapped around it go to the log with the request id; internal
 // errors never reach users with their message. RetryAfter finds the wait a
 // refusal asks for (a RetryDelay method, e.g. tenancy.LimitError).
+// ErrorCode(err) finds the code through any wrapping; anything without a code
+// is internal_error and its text never reaches a client.
 package cloison

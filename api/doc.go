@@ -95,4 +95,65 @@
 // or an error event in place of response.completed). Not implemented:
 // GET /v1/responses/{id}/input_items, POST /v1/responses/{id}/cancel (JSON
 // 404), the Responses API over gRPC.
+//
+// # Errors
+//
+// One table (errors.go) maps every error code to one gRPC code, one HTTP
+// status and an OpenAI-shaped JSON body ({"error": {"message", "type",
+// "param", "code"}}) carrying the public message only; causes are logged with
+// the X-Request-Id every error answer carries, and internal errors are
+// answered with "Internal error.". A database that refuses or drops
+// connections is 503 unavailable with Retry-After, never 500.
+//
+// # gRPC
+//
+// cloisond serves gRPC on --grpc-addr (default 127.0.0.1:9090; empty disables
+// it) beside HTTP, with the same request path: Generate runs the very code of
+// /v1/completions (Server.generate: policy decision ledgered first, reject
+// before allocate, request.completed ledgered before the final message), and
+// admin and compliance methods call the same functions as their HTTP routes.
+// Protos: api/proto/cloison/{inference,admin,compliance}/v1 (generated code
+// committed; make generate regenerates it with Debian's protoc 3.21.12 and
+// pinned Go plugins).
+//
+//	service                                methods                                                    scopes
+//	cloison.inference.v1.InferenceService  Generate, Tokenize, ListModels, GetAttestation             infer (GetAttestation: any token)
+//	cloison.admin.v1.AdminService          ListTenants, GetTenant, CreateTenant, SuspendTenant,       admin
+//	                                       ActivateTenant, UpdateTenant, ListClients, CreateClient,
+//	                                       RevokeClient, RevokeToken, ListKeys, RotateKeys, RetireKey,
+//	                                       PoolStatus, ReloadPolicies, GetRegisterSettings,
+//	                                       SetRegisterSettings
+//	cloison.compliance.v1.ComplianceService ListIncidents, GetIncident, LedgerRange, GetIncidentDraft compliance:read, own tenant only (redacted as over HTTP) unless admin
+//	                                       OpenIncident, UpdateIncident, AddNotice                    compliance:write + admin
+//	                                       VerifyLedger, Export                                       compliance:read + admin
+//	grpc.health.v1.Health, server reflection                                                          none
+//
+// Generate is server-streaming: token chunks, then one Final with finish
+// reason and usage; logit_bias and response_format as over HTTP, the schema as
+// JSON text; tools on chat prompts. LedgerRange streams rows with the exact
+// hashed payload bytes; Export streams a signed export (verify with
+// cloisonctl audit verify-export).
+//
+// The token goes in the authorization metadata (Bearer <jwt>). Every response
+// carries x-request-id header metadata (the id the ledger records; a client's
+// own id is only logged); Generate also carries x-cloison-decision-id. Errors
+// use the same table as HTTP: the status message is the public message, the
+// code travels as a google.rpc.ErrorInfo detail (reason = the code, domain =
+// cloison.dev), internal errors read "Internal error.", and quota refusals and
+// UNAVAILABLE carry a google.rpc.RetryInfo detail and a retry-after trailer. A
+// failed generation ends with an error status and no Final. Health is SERVING
+// only when the capacity attestation passed and the ledger answers (as
+// /readyz). Register documents (incident files, versions, notices) travel as
+// the HTTP API's JSON. Interceptors: request ids, authentication, per-method
+// scopes (a method missing from the table is refused), panics → INTERNAL.
+//
+//	grpcurl -plaintext 127.0.0.1:9090 list
+//	grpcurl -plaintext 127.0.0.1:9090 grpc.health.v1.Health/Check
+//	grpcurl -plaintext -H "authorization: Bearer $TOKEN" \
+//	  -d '{"model":"cloison-context-bag","chat":{"messages":[{"role":"user","content":"Bonjour"}]},"max_tokens":16}' \
+//	  127.0.0.1:9090 cloison.inference.v1.InferenceService/Generate
+//
+// (grpcurl: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest.)
+// Without --public-tls-cert the gRPC port is plaintext; bind it to loopback or
+// put it behind a TLS-terminating proxy.
 package api

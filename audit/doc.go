@@ -193,4 +193,30 @@
 //	}
 //	commit, then acknowledge; every N events or T seconds:
 //	cp, _ := audit.SignCheckpoint(key, origin, head, now) // store + copy outside
+//
+// # Details
+//
+// The domain tag of the event hash is "CLOISON-AUDIT-EVENT-V1". Event kinds:
+// policy.decision, policy.refusals, policy.reloaded, admission.rejected,
+// request.completed, isolation.violation, transfer.verification_failed,
+// capacity.attestation, incident.opened|updated|purged, notice.sent,
+// tenant.created|updated|disabled, key.created|rotated|revoked,
+// client.created|revoked, token.revoked, export.created (and the kinds the
+// later sections name). Checkpoints are Ed25519-signed (origin, size, head,
+// time) in a strict text form. A *BreakError{Seq, Reason} names the first
+// broken seq and why: gap, order, prev_hash, hash, payload, columns,
+// checkpoint, checkpoint_sig, truncated.
+//
+// IncidentVersion holds every element of s. 7 of the Règlement sur les
+// incidents de confidentialité (RLRQ c., r. 3.1) and what a notice to
+// the CAI adds (s. 3), plus who was consulted (art. 3.7);
+// Detection.FirstVersion pre-fills an incident from an isolation violation or
+// transfer-verification failure with the assessment pending.
+//
+// Notice drafts (audit/export.Draft; GET
+// /compliance/v1/incidents/{id}/drafts/{cai|persons|client}; cloisonctl
+// incident draft ID KIND [--tenant T]): French then English, to the CAI (s. 3),
+// the persons concerned (s. 4) or a client tenant's incident contact
+// (art. 18.3). The register PDF opens with a summary table; it cites P-39.1 or
+// A-2.1 (cloisond --register-regime private|public).
 package audit

@@ -58,4 +58,50 @@
 // Config.Unsafe switches single defences off for tests that prove the other
 // layers still fail closed — only in a build with the faults tag; in the
 // default build it has no fields, so no defence can be switched off.
+//
+// # Details
+//
+// Allocate(tenant, request, tokens) returns a Lease{tenant, request, epoch};
+// ErrTooLarge means the request can never fit (reject; code
+// context_length_exceeded). Extend grows a lease the same way, all or nothing.
+// Admission asks MaxLeaseTokens before allocating (reject-before-allocate). A
+// refused read is a *ViolationError{Page, Owner, Reader, Reason} (code
+// isolation_violation): the 2026 failure is refused here.
+//
+// Zeroing modes, per tenant (never laxer than the pool default; the zero value
+// means cross-tenant):
+//
+//	mode                    cost                                what it protects
+//	never                   nothing                             safety rests on tags and fill counts alone
+//	cross-tenant (default)  a memset when a page changes tenant a bookkeeping bug can only show a tenant its own data
+//	always                  a memset per freed page             requests of the same tenant from each other too
+//
+// Only ConfirmScrub returns quarantined pages to a free list. Hold(lease) pins
+// pages for an in-flight transfer: an aborted lease's pages drain only after
+// Unhold (the free-while-in-flight race of SGLang PR #35049).
+//
+// Tiers: shared tenants take pages from the common pool; their Reserved pages
+// are guaranteed and never lent to others; Cap bounds them. Dedicated tenants
+// own a fixed set of pages that never leave them. Full prompt pages can be
+// Published; lookups (AllocatePrefix) see only their own namespace.
+// Cross-tenant sharing exists only through a namespace listed in
+// Config.SharedNamespaces (off by default).
+//
+// Check audits every invariant: the page sets partition the pool; no page has
+// two owners except reference-counted prefix pages of one namespace; lease
+// pages carry the lease's tags and fill counts; dedicated pages never leave; no
+// strict-mode page is where another tenant can take it; counters match a
+// recount. Stats gives per-tenant counters for metrics.
+//
+// # Tests and benchmarks
+//
+// Table-driven unit tests per rule, the 2026 incident at pool level, a rapid
+// property test (at least 8 tenants of every tier and mode, random
+// allocate/extend/write/read/release/scrub/hold/publish schedules, Check after
+// every step, and an independent shadow arena asserting that no approved read
+// covers a slot last written by another tenant or an older epoch, and that no
+// page reaches a tenant unscrubbed where its writer's mode forbids it), and
+// FuzzPool driving the same machine from bytes. Benchmarks:
+//
+//	go test -bench . ./isolation
 package isolation

@@ -41,4 +41,32 @@
 //
 // Backends: kernels/cpu (pure Go, the default and the oracle) registers as
 // "cpu"; a CUDA backend registers from files built with the cuda tag.
+//
+// # Interface details
+//
+// Tensors are backend-owned float32 (Upload/Download only at the edges of a
+// step); weight matrices are wrapped in place from GGUF bytes (F32, F16, BF16,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 — GGML type
+// numbers, GGUF block layouts). Operations: matrix products, RMSNorm, RoPE
+// (normal/NeoX, base, linear scale, llama3 frequency factors), SiLU/SwiGLU,
+// softmax, add (with bias broadcast), embedding lookup, and a paged KV Arena.
+// Backends register by name (kernels.Open("cpu", …)); optional capabilities
+// are interfaces (MultiMatMuler).
+//
+// kernelstest.Run checks the guarantees for every backend; products are
+// within the float32 worst-case summation bound. A table older than the page's
+// contents (a released lease's) cannot write; transfers (CopyOut/CopyIn) use a
+// fixed little-endian format.
+//
+// Options.Unsafe.SkipOwnershipChecks turns the arena's tag and fill checks
+// off; it exists only with -tags faults, for the engine's tests that prove the
+// other layers fail closed without it.
+//
+// Commands:
+//
+//	go test ./kernels/...                                   # conformance on every path, properties
+//	go test -run '^$' -bench . ./kernels/cpu                # GFLOP/s, GB/s per path, x-copy
+//	cloisonctl bench MODEL.gguf --prompt 128,2048 --batch 1,16 --threads 1,2 --json
+//	make peer-bench                                         # ours ÷ llama.cpp (node-llama-cpp 3.22.1)
+//	make peer-quant                                         # logits per weight type vs llama.cpp's
 package kernels

@@ -21,6 +21,17 @@
 // is a LOGIN role (its password set from Roles.RuntimePassword) that servers
 // log in as directly; EnsureRoles refuses a runtime role holding SUPERUSER,
 // CREATEROLE, REPLICATION or BYPASSRLS.
+//
+// # Roles
+//
+// Migrations are applied at cloisond start through --migrate-database-url and
+// by cloisonctl migrate. The owner role (cloison_owner, NOLOGIN) owns the
+// ledger and register tables; the runtime role (cloison_runtime, LOGIN,
+// password from --db-runtime-password-file / cloisonctl migrate
+// --runtime-password-file), which cloisond logs in as, may INSERT and SELECT
+// (and EXECUTE the append function), never UPDATE, DELETE or TRUNCATE them.
+// make run generates that password once into
+// .cache/cloison/db-runtime.password (mode 0600).
 package migrations
 
 import (

@@ -66,4 +66,19 @@
 // stage and code and writes a policy.refusals summary per tenant every
 // flush (api.Server.RunRefusals), so that a flood of refused requests adds
 // a bounded number of rows (tenants × flushes), not one per request.
+//
+// # Input, output and rules
+//
+// Input: principal, tenant record (with its residency), request (model, prompt
+// tokens, max tokens), capacity attestation, this node's labels and, on a
+// decode node, its prefill nodes' labels. Output: allow, reasons (code +
+// message), isolation tier and zeroing mode, limits. Shipped rules:
+// personal/confidential ⇒ dedicated + always; model allow-list; per-tenant max
+// context (never above the served context); no service while the capacity
+// attestation fails; suspended tenant, another tenant's principal or a missing
+// infer scope denied; residency (403 permission_denied). The decision id is
+// returned to the client as X-Cloison-Decision-Id. Reload is the admin API's
+// (POST /admin/v1/policies/reload, ledgered as policy.reloaded); a refused
+// bundle leaves the old one serving. go test ./policies runs the Rego tests
+// through OPA's tester.
 package policies

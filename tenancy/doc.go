@@ -101,4 +101,39 @@
 //	ring, err := tenancy.OpenKeyRing(ctx, store, issuer, kek, tenancy.WithLogger(log)) // makes current+next on first start
 //	jwksJSON := ring.JWKS()                                   // serve at the JWKS endpoint
 //	go ring.Run(ctx, time.Minute, 30*24*time.Hour, onErr)     // reload; rotate when due (never within the minimum interval)
+//
+// # Records, tokens and flags
+//
+// Tenants (tenants), API clients (api_clients) and signing keys (signing_keys)
+// live in PostgreSQL (the runtime role may SELECT/INSERT/UPDATE named columns,
+// never DELETE). A tenant has a status (active/suspended), an isolation tier
+// and zeroing mode, a data classification (public/internal/confidential/
+// personal — personal and confidential require the dedicated tier and always
+// zeroing, enforced in Go and by a CHECK), quotas (concurrent requests, KV
+// pages, tokens per minute, max context), an explicit list of allowed models
+// and an incident-notice clause (contact and deadline).
+//
+// Claims: iss, aud, sub, exp (required), nbf, iat, jti, tenant, scopes (infer,
+// compliance:read, compliance:write, admin). Keys have RFC 7638 thumbprints as
+// kid; next, current and previous verify, only current signs, retired never
+// verifies. The JWKS (RFC 7517/8037 OKP keys) is served at
+// /.well-known/jwks.json. The KEK is --kek-file (in --dev,
+// ./.cache/cloison/signing.kek, mode 0600, created on first start): whoever
+// holds that file and the database can mint tokens — back it up and protect
+// it like a password; the runtime database role alone cannot. An external
+// issuer is trusted by loading its JWKS file (LoadJWKSFile; cloisond
+// --trust-jwks ISSUER=PATH); its keys verify only tokens with its iss. An
+// identity provider is configured with --jwks-url, --jwt-issuer,
+// --jwt-audience, --jwks-tenant-claim, --jwks-scope-claim and
+// --jwks-refresh-limit (default 30 s).
+//
+// Verification refuses (401) alg none/HS*/anything but EdDSA (RS256/ES256 only
+// from a --jwks-url provider), unknown kid, bad signature, untrusted iss, wrong
+// aud, expired, not yet valid, missing exp/sub/tenant, unknown scope or
+// tenant, revoked client, revoked token (by jti; both lists read on every
+// request, cached 2 s); it refuses (403) a suspended tenant or a scope not
+// granted; with the database down it answers 503, never a success. Limiter
+// enforces concurrent requests and a tokens-per-minute bucket per tenant and
+// returns 429 with Retry-After; counted in PostgreSQL (tenant_token_buckets)
+// across replicas, N nodes admit at most the quota plus N·quota/20.
 package tenancy

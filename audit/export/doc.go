@@ -62,4 +62,16 @@
 //	register -> register.jsonl, register.csv, notices.csv, register.pdf
 //	hash every file, Sign the manifest, write manifest.txt
 //	append export.created (manifest SHA-256) to the ledger
+//
+// # Files
+//
+// ledger.jsonl (exact stored bytes), ledger.csv, register.jsonl (the
+// register's hashed records, canonical JSON), register.csv, notices.csv (UTF-8
+// BOM, formula-injection safe), register.pdf (French labels first, English
+// beside, embedded Go fonts), and manifest.txt signed with Ed25519 (file
+// SHA-256s and sizes, ledger range with the hashes around it, the C2SP tree
+// note of the export's last entry). VerifyDir checks it offline (cloisonctl
+// audit verify-export [--trusted FILE]): every register record against its
+// ledger event, the CSVs against register.jsonl, the Merkle root against the
+// note.
 package export

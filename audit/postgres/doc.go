@@ -266,4 +266,27 @@
 //	}
 //	resolver: for each integration after an Append's floor, find its
 //	staged id, read its seq and hashes, recompute its hash, answer it.
+//
+// # Serving and verifying
+//
+// Register versions are kept five years after the (end of the) date of
+// awareness — an earlier delete is refused by the database; PurgeIncident
+// (owner role) writes incident.purged and deletes in one transaction.
+// VerifyRegister reconciles register and ledger; OpenFromDetection is what the
+// engine's OnIncident hook calls (through the API). Proofs are checked by
+// anyone holding the verifier key with note.Open, tlog.CheckRecord and
+// tlog.CheckTree.
+//
+// The tree is served on /compliance/v1/tlog/... and gRPC
+// cloison.tlog.v1.TransparencyLogService (api/tlog.go): the public verifier
+// key; the global checkpoint and proofs (compliance:read + admin); and each
+// tenant's own log — its entries only, positions instead of global seqs, its
+// own signed checkpoints (compliance:read, own tenant).
+//
+//	cloisonctl audit verify --server URL --verifier-key K --trusted FILE [--tenant T] [--entry N]
+//
+// checks signature, consistency from the trusted checkpoint and inclusion;
+// without --server it verifies the database and, with --trusted, demands the
+// tree extend the trusted note. A smaller tree, a fork, no checkpoint or an
+// empty ledger fails (exit 3), never warns.
 package postgres

@@ -42,4 +42,16 @@
 //
 // It never runs on the append path: a witness that is down or refuses is
 // logged and counted (Stats) and tried again with the next checkpoint.
+//
+// # Commands
+//
+//	cloisonctl witness --key K --state S --name N --log TREE_VKEY [--addr]
+//	cloisonctl witness vkey --create                      # the witness's own Ed25519 key
+//
+// A witness answers 409 with its size, 422 for a bad proof, 404/403 as the spec
+// says. cloisond --witness URL=VKEY (repeatable) submits each new tree
+// checkpoint (it logs its tree_vkey at start) and keeps the cosignatures in
+// tlog_cosignatures; an unreachable witness is logged and counted and never
+// blocks appends. cloisonctl audit verify --witness-key VKEY --witnesses K
+// requires K cosignatures. A refusal names its reason (smaller_tree, fork).
 package witness

@@ -3,6 +3,47 @@
 // confidentiality-incident register. Each command group lives in its own
 // file (migrate.go, audit.go, incident.go); add new groups the same way and
 // register them in newRoot.
+//
+// # Commands
+//
+// Shell completion through cloisonctl completion. It connects with whatever
+// --database-url names — an administrator's for migrate, the owner for purges,
+// the runtime role suffices for reads and token issue:
+//
+//   - migrate
+//   - tenant create|list|update|suspend|activate, tenant client
+//     create|list|revoke
+//   - token issue --tenant T --scopes infer,...|revoke --token T
+//   - key list|rotate|retire KID (every change ledgered, --actor)
+//   - model synth [--bag]|inspect, bench MODEL.gguf
+//   - audit keygen|verify|export|verify-export
+//   - incident list|show|open|update|notice|draft|purge
+//   - witness, verify-response, report, replay
+//   - load (the load generator behind make load)
+//   - probe
+//   - cert init (a development CA and node certificates for node-to-node
+//     mutual TLS; --labels NAME=REGION/TIER signs node labels)
+//
+// # Probe
+//
+// cloisonctl probe --url URL --token-a A --token-b B [--bag] is the operator's
+// pre-deployment and canary check that the 2026 reports call for: it reads the
+// capacity attestation and fails on a misaligned deployment (failed
+// attestation, served context above the model's, pool below k × served
+// context, and on a split deployment any prefill node refused or holding less
+// than the served context; the edge lengths then probe the smallest pool);
+// plants unique canaries as tenant A; as tenant B sends prompts of exactly B's
+// advertised context − 2, − 1, ±0, + 1, the pool size ± 1 and twice it (as
+// token ids, so lengths are exact), aborts streams mid-way and floods
+// concurrently; and reports a finding when an over-long prompt is served, a
+// request within B's context is refused, a stream ends in an error, or a
+// canary — or, with --bag on the built-in context-bag model, any token outside
+// B's own alphabet — reaches B's output. It prints a report (--json for
+// machines) and exits 4 on any finding. It passes against a healthy cloisond
+// (e2e test) and finds the leak on an in-process deployment with the 2026
+// placeholder bug and every defence switched off (internal/probe tests); it
+// also passes against real decode + prefill processes and reports an
+// in-process split deployment whose prefill pool is below the served context.
 package main
 
 import (

@@ -29,4 +29,11 @@
 //	defer f.Close()
 //	arch, _ := f.String("general.architecture")
 //	for _, t := range f.Tensors { data := f.Data(t); ... }
+//
+// # Checked by tests
+//
+// Truncated or hostile GGUF files get an error wrapping ErrFormat: never a
+// panic, an out-of-bounds read or an unbounded allocation (FuzzParse, FuzzLoad
+// in engine/model, hostile-file tables). Serve model files from read-only
+// storage: a mapped file must not change while open.
 package gguf

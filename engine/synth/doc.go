@@ -86,4 +86,16 @@
 //	w, err := synth.Random(synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4,
 //		FFN: 1408, Vocab: 2048, Context: 4096, DType: gguf.Q8_0, Seed: 1})
 //	err = w.WriteFile("tiny.gguf")
+//
+// # Checked by tests
+//
+// The same config gives the same bytes. TestContextBagReportsWhatItReads (engine/model) fails
+// on the construction without β (an oracle blind to foreign reads). The files
+// load in llama.cpp: it tokenizes 68/68 test strings as engine/tokenizer does
+// and its greedy continuations equal engine/model's (F32, F16, context-bag);
+// see engine/model/testdata/llamacpp/README.md. A context-bag model
+// advertising 1,048,576 tokens:
+//
+//	w, err = synth.ContextBag(synth.BagConfig{Context: 1 << 20})
+//	err = w.WriteFile("bag.gguf")
 package synth

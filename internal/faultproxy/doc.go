@@ -28,4 +28,19 @@
 //	p.DropAfter(faultproxy.Up, 1<<20) // cut the transfer after 1 MiB
 //	… the request fails …
 //	p.Pass() // the path heals; new connections go through
+//
+// # Where it is used
+//
+// Byte counters per direction. cmd/cloisond/faults_e2e_test.go routes a decode
+// node's transfer server (--transfer-advertise = the proxy) and its
+// PrefillService peer (--prefill-peers = the proxy) through two of them: a
+// transfer cut or stalled mid-stream and a PrefillService call cut or stalled
+// each end in a non-200 typed error (transfer_verification_failed,
+// unavailable, or deadline_exceeded at --prefill-timeout), a
+// request.completed row carrying it, and transfer.verification_failed
+// (truncated for a cut, stalled for a transfer that never completed before
+// the deadline) with an incident in the register — the path failed, not the
+// client; a client that goes away stays a plain cancellation — and once the
+// proxies pass again the same node serves, with no page leased, draining or
+// visible to the next tenant.
 package faultproxy

@@ -11,6 +11,15 @@
 // Runtime pools (DB.RuntimeURL, RuntimePool) log in as the runtime role
 // itself, as cloisond does: privilege checks are exactly the role's, and
 // RESET ROLE cannot reach the administrator.
+//
+// # scripts/pg.sh
+//
+// scripts/pg.sh prints an admin URL the same way: $DATABASE_URL if set; else
+// 127.0.0.1:5432 user postgres (trust) if it answers; else a private cluster
+// under ./.cache/pg (port 55432, initdb/pg_ctl run as user postgres when
+// root); else it runs apt-get install -y postgresql first. make test, make
+// bench and make run use it. Tests use the roles cloison_test_owner /
+// cloison_test_runtime (DB.RuntimeURL logs in as the runtime one).
 package pgtest
 
 import (

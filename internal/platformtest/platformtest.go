@@ -3,6 +3,43 @@
 // real PostgreSQL (internal/pgtest), the ledger, tenancy, OPA policies, the
 // engine on the CPU backend with the context-bag model, and the HTTP API on
 // an httptest server. Options switch single defences off — only tests can.
+//
+// # The 2026 incident as a regression suite (TestIncident2026)
+//
+// Options.Split runs the whole platform split in process: the API node
+// decodes, a prefill node with its own model instance, pool and arena serves
+// PrefillService, and the KV comes back over the verified transfer, both over
+// gRPC with mutual TLS on loopback, with the real ledger in PostgreSQL. The
+// suite configures the incident: a context-bag model advertising 1,048,576
+// tokens, a decode pool sized to it, a prefill pool of 681,280 tokens (65%), a
+// victim tenant whose canary KV is left in the decode pool, and an attacker's
+// prompt of 700,000 tokens (over the prefill pool, under the advertised
+// context).
+//
+// Nine defences can be switched off through test hooks: capacity attestation,
+// admission, the prefill node's reject-before-allocate (off: the 2026 node,
+// which swaps the prompt for a one-token placeholder and announces its one
+// page as the whole reservation), the receiver's count check, page digests
+// (and the manifest MAC over them), the decode engine's own transferred ==
+// reserved check, the pool's fill counts, the arena's tag and fill checks, and
+// scrubbing. Cases: all on, each one off, each one alone, all off, and the
+// aligned deployment (served context lowered to the prefill pool).
+//
+// With any one layer on, the attacker gets no canary — checked with the
+// context-bag oracle (every output character must come from the attacker's own
+// prompt) and with the canary strings — and the outcome is the first layer's
+// typed error: the deployment refusing to start (attest.ErrFailed), 400
+// context_length_exceeded before any prefill call,
+// transfer_verification_failed or isolation_violation with an incident in the
+// register, or (scrubbing alone) a 200 read from zeroed pages; the ledger never
+// holds prompt text. With every layer off the oracle sees the victim's canary
+// characters, so the suite can fail.
+//
+// The switches that turn a defence off (Unsafe in isolation, engine, transfer
+// and kernels) exist only in a build with -tags faults; in the default build
+// they are empty structs (TestDefaultBuildCannotSwitchADefenceOff). make test
+// runs it at full size without the race detector (33 s, 294 MiB peak RSS:
+// arenas are touched only where written) and at 1/256 scale under -race.
 package platformtest
 
 import (

@@ -67,6 +67,50 @@
 // machine.
 //
 // Driving loop: see package kernels.
+//
+// # Building and checking
+//
+// make cuda-check also verifies that the default build never imports
+// gorgonia.org/cu; cloisond --backend cuda in a default build fails with
+// "rebuild with -tags cuda". kernels.cu holds dequant-matmul, embedding lookup,
+// RMSNorm, RoPE (normal/NeoX, scale, frequency factors), SiLU/SwiGLU, softmax,
+// add, KV writes and paged attention (a warp-per-output product kernel).
+//
+// Without a GPU (Debian/Ubuntu amd64; nothing is installed system-wide):
+//
+//	make cuda-toolchain     # nvcc 11.8, CUDA headers, libcuda stub: Debian bookworm non-free → ~/.cache/cloison-cuda
+//	make cuda-ptx           # kernels.cu → kernels/cuda/ptx/kernels_sm{80,90}.ptx (commit them)
+//	make cuda-check         # PTX up to date + ptxas; go vet -tags cuda ./...; test binary and cmd/... link; cuda-emu-test
+//	make cuda-emu-test      # kernels.cu itself, compiled for the host by g++, through the conformance suite (no toolkit)
+//	eval "$(scripts/cuda-toolchain.sh env)" && go build -tags cuda ./cmd/cloisond   # a GPU build
+//
+// scripts/cuda-toolchain.sh runs apt with a private sources list (contrib
+// non-free), lists and archive directory, downloads nvidia-cuda-toolkit and
+// nvidia-cuda-dev (about 860 MB, once), unpacks them with dpkg-deb (only
+// headers and stubs of the latter: about 180 MB) and runs nvcc relocated
+// (--dont-use-profile, -ccbin /usr/bin/gcc -allow-unsupported-compiler: nvcc
+// 11.8 predates gcc 12). CI runs make cuda-check after make verify.
+//
+// On a GPU machine (which needs the NVIDIA driver, not Go): build the test
+// binary where Go is (make cuda-test-binary → bin/cuda.test), copy it with the
+// repository, and run scripts/cuda-device-check.sh. It records the GPU and
+// driver, runs the tests (the kernelstest conformance suite with kernels/cpu's
+// tolerances, a comparison with the CPU backend, the device tag-mismatch test
+// that bypasses the host checks so that only the device refuses a foreign
+// page, panic recovery) and then the benchmarks (ZeroPages against a plain
+// cuMemsetD8 of the same bytes, matmul and attention throughput, decode
+// tokens/s of a synthetic ~1B-parameter model on the GPU and on the CPU
+// backend), writing env.txt, test.txt, bench.txt and status.txt under $OUT.
+//
+// What is verified without a GPU: the CUDA C compiles to PTX that ptxas
+// accepts for sm_80 and sm_90, the committed PTX matches it, and the Go
+// package, its tests and cloisond compile and link with -tags cuda (make
+// cuda-check). In every build go test ./kernels/cuda runs the kernelstest
+// suite, the CPU comparison and the device tag-mismatch test through the
+// emulating driver (guarded allocations, CUDA launch limits), which checks the
+// host side and the kernels' algorithms as ported; make cuda-emu-test runs the
+// CUDA C itself, so indexing, reductions and the device ownership check are
+// exercised as written. Nothing has run on a GPU yet: no GPU correctness or performance figure of the CUDA backend is claimed.
 package cuda
 
 // Name is the name the backend registers under.

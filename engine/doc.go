@@ -1,0 +1,90 @@
+// Package engine admits, schedules and runs inference requests on a
+// kernels.Backend over an isolation.Pool: reject before allocate, continuous
+// batching, and a driver that fails closed on any isolation failure. With
+// Config.Remote set it is a decode node of a disaggregated deployment.
+//
+// # Capacity attestation
+//
+// Package attest (attest.Capacity) compares the model's advertised context,
+// the served context and the pool. It fails (attest.ErrFailed) when
+// pool_tokens < k × served_context (k defaults to 1; the 2026 remediation
+// used 2). The served context defaults to the model's; an operator who runs a
+// smaller pool must lower it explicitly, and the API then advertises the
+// lowered value — never more than the pool holds. The Attestation value
+// (model context, served context, pool tokens and pages, page size, k,
+// zeroing, reservations) is what the API, metrics and ledger publish. New
+// refuses an attestation that did not pass.
+//
+// # Reject before allocate
+//
+// Admission.Admit checks prompt + max_tokens against the served context and
+// the tenant's pool capacity (Pool.MaxLeaseTokens), token ids against the
+// vocabulary, sampling and stop parameters — all before anything is
+// allocated. A rejection is returned to the client as its original typed
+// error (context_length_exceeded, …) and counted per tenant and code. Only
+// Admit makes a valid Ticket and the scheduler only enqueues tickets: a
+// rejected request has no path to the queue, a page, a transfer or a token
+// (Rejected is a terminal state with no edge at all).
+//
+// # Scheduler
+//
+// Scheduler is a core without I/O in raft's style: Enqueue, Ready (scrub
+// work, leases, decode tokens then chunked prefill, each recorded with
+// Pool.Write and approved with Pool.BlockTable), Advance (sampled tokens,
+// finishes), FailStep, Cancel. States Queued → Admitted → Prefilling →
+// Decoding → Finished, or Aborted (cancel, deadline) / Failed (violation).
+// Continuous batching mixes decode and prefill chunks under a token budget;
+// when the pool runs out, a sequence of the tenant running the most is
+// preempted (pages released and scrubbed per mode) and recomputes later;
+// tenants are admitted round-robin with per-tenant concurrency caps;
+// cancellation at any point frees the lease. Optional prefix cache through
+// the tenant-salted isolation namespaces.
+//
+// # Driver
+//
+// Engine runs the loop on a kernels.Backend, streams tokens through Stream
+// (never blocks on a slow reader), applies stop tokens, end-of-generation
+// tokens and stop strings (held-back text is never streamed past a stop),
+// deadlines and client cancellation, and reports through function-field
+// hooks: OnFinish(Summary) (counts only) and OnIncident(Incident). An
+// isolation failure — a pool ViolationError or a kernel TagMismatchError —
+// fails every request whose reads it touched, discards their pages (zeroed
+// before any reuse), withholds their output (ErrWithheld, never a normal
+// finish) and fires OnIncident; the other requests of the batch recompute
+// from scratch.
+//
+// # Disaggregated prefill
+//
+// With Config.Remote set (Remote, PrefillRunner), the engine is a decode
+// node. For each admitted request it reserves pages in its own pool, expects
+// a verified transfer of all but the last prompt token
+// (transfer.Receiver.Expect holds and stages the pages: nothing readable or
+// recorded until every page is verified), asks a prefill node to compute and
+// send that KV, and decodes only after the commit; the last prompt token is
+// computed locally, so sampling stays on the decode node. A refused or failed
+// transfer fails the request closed; a cancel stops the transfer and the
+// pages drain when it is acknowledged. PrefillRunner is the prefill node's
+// half (its own pool and arena, reject before allocate, scrubbing,
+// transfer.Sender).
+//
+// Sampling (engine/sample): greedy, temperature, top-k, top-p, min-p,
+// repetition / frequency / presence penalties, per-request seed
+// (reproducible), logprobs with alternatives.
+//
+// # Tests that prove isolation
+//
+// In isolation_test.go:
+//
+//   - Co-tenant independence: 16 concurrent requests of 8 tenants (mixed
+//     zeroing modes), under forced preemption and cancellations, produce
+//     bit-identical greedy tokens to each request run alone.
+//   - Leak oracle: 1,000 randomized multi-tenant runs of the context-bag
+//     model (over-long prompts, exact-capacity prompts, cancellations,
+//     preemptions, prefix-cache hits, greedy and sampled decoding, random
+//     page sizes and zeroing modes) never emit a token absent from the
+//     request's own prompt. Under -race it runs 40 runs; make test also runs
+//     it in full without -race.
+//   - Scheduler transcripts in testdata/scheduler/*.txt (admission,
+//     preemption, cancellation, fairness), raft-datadriven style;
+//     go test ./engine -run Transcripts -rewrite regenerates them.
+package engine
