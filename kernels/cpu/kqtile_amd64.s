@@ -1,0 +1,315 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Prefill tiles of the k-quant integer products (kqtile.go): four
+// activation rows against one weight row, AVX2. Per element the integer
+// lanes and float steps are q4kdotAVX2's (kquant_amd64.s), so each output
+// has the bits of the one-row kernel; the weights' nibbles, scales and
+// minimums are unpacked once for the four rows.
+
+#define KTHSUM8(Y, X) \
+	VEXTRACTF128 $1, Y, X14; \
+	VADDPS       X14, X, X; \
+	VMOVHLPS     X, X, X14; \
+	VADDPS       X14, X, X; \
+	VMOVSHDUP    X, X14; \
+	VADDSS       X14, X, X
+
+// func q4ktile4AVX2(xq *int8, xqs int, xd *float32, xds int, bs *int16, bss int, w *byte, nb int, nw int, out *float32, os int)
+// Row r of the activations: xq+r·xqs, xd+r·xds, bs+r·bss (strides in
+// bytes); nw consecutive weight rows of nb super-blocks from w; the output
+// of activation row r and weight row j at out+r·os+4j.
+TEXT ·q4ktile4AVX2(SB), NOSPLIT, $0-88
+	MOVQ xqs+8(FP), R14
+	LEAQ (R14)(R14*2), R15
+	MOVQ w+48(FP), R8
+	MOVQ out+72(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+row:
+	MOVQ xq+0(FP), SI
+	MOVQ xd+16(FP), DX
+	MOVQ bs+32(FP), R9
+	MOVQ nb+56(FP), CX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+loop:
+	TESTQ CX, CX
+	JEQ   done
+	// Scales (AX) and minimums (R13) of the 8 sub-blocks, as q4kdotAVX2.
+	MOVL  4(R8), AX
+	MOVL  8(R8), BX
+	MOVL  12(R8), R10
+	MOVL  R10, R11
+	SHRL  $4, R11
+	ANDL  $0x0f0f0f0f, R11
+	MOVL  BX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R11
+	MOVL  BX, R13
+	ANDL  $0x3f3f3f3f, R13
+	ANDL  $0x0f0f0f0f, R10
+	MOVL  AX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R10
+	ANDL  $0x3f3f3f3f, AX
+	SHLQ  $32, R10
+	ORQ   R10, AX
+	SHLQ  $32, R11
+	ORQ   R11, R13
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+
+	VMOVDQU     16(R8), Y8
+	VPSRLW      $4, Y8, Y9
+	VPAND       Y15, Y8, Y8
+	VPAND       Y15, Y9, Y9
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X10
+	VPBROADCASTW X10, Y10
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X11
+	VPBROADCASTW X11, Y11
+	SHRQ        $8, AX
+	VPMADDUBSW  0(SI), Y8, Y12
+	VPMADDUBSW  32(SI), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y4, Y4
+	VPADDD      Y13, Y4, Y4
+	VPMADDUBSW  0(SI)(R14*1), Y8, Y12
+	VPMADDUBSW  32(SI)(R14*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y5, Y5
+	VPADDD      Y13, Y5, Y5
+	VPMADDUBSW  0(SI)(R14*2), Y8, Y12
+	VPMADDUBSW  32(SI)(R14*2), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y6, Y6
+	VPADDD      Y13, Y6, Y6
+	VPMADDUBSW  0(SI)(R15*1), Y8, Y12
+	VPMADDUBSW  32(SI)(R15*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y7, Y7
+	VPADDD      Y13, Y7, Y7
+	VMOVDQU     48(R8), Y8
+	VPSRLW      $4, Y8, Y9
+	VPAND       Y15, Y8, Y8
+	VPAND       Y15, Y9, Y9
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X10
+	VPBROADCASTW X10, Y10
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X11
+	VPBROADCASTW X11, Y11
+	SHRQ        $8, AX
+	VPMADDUBSW  64(SI), Y8, Y12
+	VPMADDUBSW  96(SI), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y4, Y4
+	VPADDD      Y13, Y4, Y4
+	VPMADDUBSW  64(SI)(R14*1), Y8, Y12
+	VPMADDUBSW  96(SI)(R14*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y5, Y5
+	VPADDD      Y13, Y5, Y5
+	VPMADDUBSW  64(SI)(R14*2), Y8, Y12
+	VPMADDUBSW  96(SI)(R14*2), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y6, Y6
+	VPADDD      Y13, Y6, Y6
+	VPMADDUBSW  64(SI)(R15*1), Y8, Y12
+	VPMADDUBSW  96(SI)(R15*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y7, Y7
+	VPADDD      Y13, Y7, Y7
+	VMOVDQU     80(R8), Y8
+	VPSRLW      $4, Y8, Y9
+	VPAND       Y15, Y8, Y8
+	VPAND       Y15, Y9, Y9
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X10
+	VPBROADCASTW X10, Y10
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X11
+	VPBROADCASTW X11, Y11
+	SHRQ        $8, AX
+	VPMADDUBSW  128(SI), Y8, Y12
+	VPMADDUBSW  160(SI), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y4, Y4
+	VPADDD      Y13, Y4, Y4
+	VPMADDUBSW  128(SI)(R14*1), Y8, Y12
+	VPMADDUBSW  160(SI)(R14*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y5, Y5
+	VPADDD      Y13, Y5, Y5
+	VPMADDUBSW  128(SI)(R14*2), Y8, Y12
+	VPMADDUBSW  160(SI)(R14*2), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y6, Y6
+	VPADDD      Y13, Y6, Y6
+	VPMADDUBSW  128(SI)(R15*1), Y8, Y12
+	VPMADDUBSW  160(SI)(R15*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y7, Y7
+	VPADDD      Y13, Y7, Y7
+	VMOVDQU     112(R8), Y8
+	VPSRLW      $4, Y8, Y9
+	VPAND       Y15, Y8, Y8
+	VPAND       Y15, Y9, Y9
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X10
+	VPBROADCASTW X10, Y10
+	SHRQ        $8, AX
+	MOVL        AX, BX
+	ANDL        $0xFF, BX
+	VMOVD       BX, X11
+	VPBROADCASTW X11, Y11
+	SHRQ        $8, AX
+	VPMADDUBSW  192(SI), Y8, Y12
+	VPMADDUBSW  224(SI), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y4, Y4
+	VPADDD      Y13, Y4, Y4
+	VPMADDUBSW  192(SI)(R14*1), Y8, Y12
+	VPMADDUBSW  224(SI)(R14*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y5, Y5
+	VPADDD      Y13, Y5, Y5
+	VPMADDUBSW  192(SI)(R14*2), Y8, Y12
+	VPMADDUBSW  224(SI)(R14*2), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y6, Y6
+	VPADDD      Y13, Y6, Y6
+	VPMADDUBSW  192(SI)(R15*1), Y8, Y12
+	VPMADDUBSW  224(SI)(R15*1), Y9, Y13
+	VPMADDWD    Y10, Y12, Y12
+	VPMADDWD    Y11, Y13, Y13
+	VPADDD      Y12, Y7, Y7
+	VPADDD      Y13, Y7, Y7
+	// Minimums expanded once: word pairs m_b for lane b.
+	VMOVQ       R13, X8
+	VPMOVZXBW   X8, X8
+	VPUNPCKLWD  X8, X8, X9
+	VPUNPCKHWD  X8, X8, X10
+	VINSERTI128 $1, X10, Y9, Y8
+	MOVWLZX      (R8), BX
+	VMOVD        BX, X12
+	VCVTPH2PS    X12, X12
+	MOVWLZX      2(R8), BX
+	VMOVD        BX, X13
+	VCVTPH2PS    X13, X13
+	MOVQ         xds+24(FP), BX
+	MOVQ         bss+40(FP), R10
+	MOVQ         DX, R11
+	MOVQ         R9, R12
+	VMOVDQU      (R12), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y4, Y4
+	VMOVSS       (R11), X14
+	VMULSS       X14, X12, X10
+	VBROADCASTSS X10, Y10
+	VMULSS       X14, X13, X11
+	VBROADCASTSS X11, Y11
+	VFMADD231PS  Y10, Y4, Y0
+	VFNMADD231PS Y11, Y9, Y0
+	ADDQ         BX, R11
+	ADDQ         R10, R12
+	VMOVDQU      (R12), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y5, Y5
+	VMOVSS       (R11), X14
+	VMULSS       X14, X12, X10
+	VBROADCASTSS X10, Y10
+	VMULSS       X14, X13, X11
+	VBROADCASTSS X11, Y11
+	VFMADD231PS  Y10, Y5, Y1
+	VFNMADD231PS Y11, Y9, Y1
+	ADDQ         BX, R11
+	ADDQ         R10, R12
+	VMOVDQU      (R12), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y6, Y6
+	VMOVSS       (R11), X14
+	VMULSS       X14, X12, X10
+	VBROADCASTSS X10, Y10
+	VMULSS       X14, X13, X11
+	VBROADCASTSS X11, Y11
+	VFMADD231PS  Y10, Y6, Y2
+	VFNMADD231PS Y11, Y9, Y2
+	ADDQ         BX, R11
+	ADDQ         R10, R12
+	VMOVDQU      (R12), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y7, Y7
+	VMOVSS       (R11), X14
+	VMULSS       X14, X12, X10
+	VBROADCASTSS X10, Y10
+	VMULSS       X14, X13, X11
+	VBROADCASTSS X11, Y11
+	VFMADD231PS  Y10, Y7, Y3
+	VFNMADD231PS Y11, Y9, Y3
+	ADDQ         $144, R8
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, R9
+	DECQ         CX
+	JMP          loop
+
+done:
+	MOVQ os+80(FP), BX
+	LEAQ (BX)(BX*2), R10
+	KTHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	KTHSUM8(Y1, X1)
+	VMOVSS X1, (DI)(BX*1)
+	KTHSUM8(Y2, X2)
+	VMOVSS X2, (DI)(BX*2)
+	KTHSUM8(Y3, X3)
+	VMOVSS X3, (DI)(R10*1)
+	ADDQ $4, DI
+	DECQ nw+64(FP)
+	JNZ  row
+	VZEROUPPER
+	RET

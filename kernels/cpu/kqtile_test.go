@@ -1,0 +1,66 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+// TestKQTile: every element of the Q4_K prefill tile has the bits of the
+// one-row kernel of each vector path (so a row's result does not depend on
+// the rows it shares a tile with), and a product through MatMul gives each
+// row the bits of that row multiplied alone.
+func TestKQTile(t *testing.T) {
+	if q4kTile4 == nil {
+		t.Skip("no k-quant tile on this CPU")
+	}
+	r := rand.New(rand.NewPCG(16, 4))
+	for _, nsb := range []int{1, 2, 3, 9} {
+		t.Run(fmt.Sprintf("n=%d", nsb*256), func(t *testing.T) {
+			n := nsb * 256
+			xq, xd, bs := make([]int8, 4*n), make([]float32, 4*n/256), make([]int16, 4*n/16)
+			for i := range 4 {
+				x := make([]float32, n)
+				for j := range x {
+					x[j] = float32(r.NormFloat64() * math.Exp(float64(i)))
+				}
+				if nsb == 3 && i == 1 {
+					clear(x[256:512]) // a zero block
+					x[3] = 1e4        // an outlier
+				}
+				quantizeRowQ8K(xq[i*n:(i+1)*n], xd[i*n/256:(i+1)*n/256], bs[i*n/16:(i+1)*n/16], x)
+			}
+			const nw, os = 7, 9 // weight rows; output stride (> nw: the spare is untouched)
+			wf := make([]float32, nw*n)
+			for j := range wf {
+				wf[j] = float32(r.NormFloat64())
+			}
+			w, err := kernels.Quantize(kernels.Q4_K, wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, 4*os)
+			for i := range out {
+				out[i] = -7
+			}
+			q4kTile4(xq, n, xd, n/256, bs, n/16, w, out[:3*os+nw], os)
+			rb := len(w) / nw
+			for i := range 4 {
+				for j := range nw {
+					want := vq4ki1x1(xq[i*n:(i+1)*n], xd[i*n/256:(i+1)*n/256], bs[i*n/16:(i+1)*n/16], w[j*rb:(j+1)*rb])
+					if got := out[i*os+j]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("row %d, weight row %d: tile %v, one-row kernel %v", i, j, got, want)
+					}
+				}
+				for j := nw; j < os; j++ {
+					if out[i*os+j] != -7 {
+						t.Fatalf("row %d: element %d outside the tile written", i, j)
+					}
+				}
+			}
+		})
+	}
+}
