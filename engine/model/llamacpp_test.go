@@ -61,7 +61,7 @@ func TestLlamaCppLogits(t *testing.T) {
 			if len(c.Logits) != len(c.Tokens) {
 				t.Fatalf("%d logit rows for %d tokens", len(c.Logits), len(c.Tokens))
 			}
-			k := newKV(t, m, 16, 4, "t")
+			k := newKV(t, m, max(16, (len(c.Tokens)+3)/4), 4, "t")
 			s := k.start(t, "t", "r", len(c.Tokens))
 			// Prefill half, then decode one token at a time.
 			h := len(c.Tokens) / 2

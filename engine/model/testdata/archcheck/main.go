@@ -39,11 +39,23 @@ func main() {
 			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 11, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2"}},
 		{Name: "qwen3-f16", Config: synth.Config{Arch: "qwen3", Layers: 3, DModel: 64, Heads: 2, KVHeads: 1, HeadDim: 64,
 			FFN: 128, Vocab: 300, Context: 256, DType: gguf.F16, Seed: 12, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2"}},
+		// 160 positions: attention crosses key blocks of 64 (kernels/cpu's
+		// flash tiling and its online-softmax rescaling) in the prefill
+		// half and in the decode steps.
+		{Name: "llama-f32-long", Config: synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 264,
+			Context: 256, DType: gguf.F32, Seed: 9}},
+	}
+	long := make([]int32, 160)
+	for i := range long {
+		long[i] = int32((i*37 + 11) % 264)
 	}
 	for i := range cases {
 		c := &cases[i]
 		c.File = filepath.Join(dir, c.Name+".gguf")
 		c.Tokens = toks
+		if c.Name == "llama-f32-long" {
+			c.Tokens = long
+		}
 		w, err := synth.Random(c.Config)
 		if err == nil {
 			err = w.WriteFile(c.File)
