@@ -4,7 +4,7 @@ package cpu
 
 func init() {
 	if hasAVX2 {
-		q4kTile4 = vq4ktile4
+		q4kTile4, q6kTile4 = vq4ktile4, vq6ktile4
 	}
 }
 
@@ -27,3 +27,20 @@ func vq4ktile4(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w
 
 //go:noescape
 func q4ktile4AVX2(xq *int8, xqs int, xd *float32, xds int, bs *int16, bss int, w *byte, nb int, nw int, out *float32, os int)
+
+// vq6ktile4 is vq4ktile4 for Q6_K weights (bs unused).
+func vq6ktile4(xq []int8, xqs int, xd []float32, xds int, _ []int16, _ int, w []byte, out []float32, os int) {
+	nb := xds
+	nw := len(w) / (nb * 210)
+	if nb == 0 || nw == 0 {
+		return
+	}
+	if xqs < nb*256 || os < nw || len(w) != nw*nb*210 {
+		panic("kernels/cpu: q6k tile shapes")
+	}
+	xq, xd, out = xq[:3*xqs+nb*256], xd[:3*xds+nb], out[:3*os+nw]
+	q6ktile4AVX2(&xq[0], xqs, &xd[0], 4*xds, &w[0], nb, nw, &out[0], 4*os)
+}
+
+//go:noescape
+func q6ktile4AVX2(xq *int8, xqs int, xd *float32, xds int, w *byte, nb int, nw int, out *float32, os int)
