@@ -81,14 +81,21 @@ const (
 // state and a block's value offsets.
 type attnScratch struct {
 	scores []float32
-	m      []float32 // running maximum per vector
-	l      []float64 // running normaliser per vector
-	offs   []int
+	m      []float32    // running maximum per vector
+	l      []float64    // running normaliser per vector
+	offs   []int        // values of the block
+	koffs  []int        // keys of the block (scores4)
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
 	out    [16]float32
 }
 
 var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// scores4 computes a register tile's scores over a key block in one call
+// (avx512, head dimension a multiple of 16; nil elsewhere): out[r·attnKeys+j]
+// = x[r]·data[offs[j]:][:hd] for j < len(offs)&^3, with the bits of the
+// tile kernel (dot1x4's order).
+var scores4 func(x *[4][]float32, data []float32, offs []int, hd int, out []float32)
 
 // flash computes the attention of query rows [j0, j1) of span s for the
 // query heads that read kv head kh. Vector i is row j0+i/group, head
@@ -117,7 +124,8 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	key := func(p int) []float32 {
 		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
 	}
-	sc.scores = grow(sc.scores, nv*attnKeys)
+	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
+	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.path == AVX512 && hd%16 == 0
 	sc.m = grow(sc.m, nv)
 	sc.l = growAny(sc.l, nv)
 	for i := range nv {
@@ -128,6 +136,12 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	end := lim(nv - 1)
 	for b0 := 0; b0 < end; b0 += attnKeys {
 		b1 := min(b0+attnKeys, end)
+		if fast {
+			sc.koffs = sc.koffs[:0]
+			for p := b0; p < b1; p++ {
+				sc.koffs = append(sc.koffs, a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt)+kh*hd)
+			}
+		}
 		// Scores of positions [b0, min(b1, lim)) of every vector (a tile
 		// computes up to its last vector's limit; the spare scores of
 		// earlier rows are not used).
@@ -141,6 +155,11 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				}
 				pe := min(b1, lim(i+rows-1))
 				p := b0
+				if fast {
+					ng := (pe - b0) / 4
+					scores4(xs, a.data, sc.koffs[:4*ng], hd, sc.scores[i*attnKeys:])
+					p += 4 * ng
+				}
 				for ; p+4 <= pe; p += 4 {
 					*ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
 					k.tile(xs, ws, out)
