@@ -86,6 +86,7 @@ type attnScratch struct {
 	offs   []int        // values of the block
 	koffs  []int        // keys of the block (scores4)
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
+	ov, sv [4][]float32 // wsum4's outputs and weights
 	out    [16]float32
 }
 
@@ -192,9 +193,36 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
 			}
 		}
+		cnt := func(i int) int { return max(0, min(b1, lim(i))-b0) } // nondecreasing in i
 		for i := range nv {
-			if n := min(b1, lim(i)) - b0; n > 0 {
-				a.online(scores(i)[:n], vec(ot, i), &sc.m[i], &sc.l[i], s, layer, kh, b0, scale, sc.offs)
+			if n := cnt(i); n > 0 {
+				a.online(scores(i)[:n], vec(ot, i), &sc.m[i], &sc.l[i], scale)
+			}
+		}
+		// Values: four vectors at a time over the positions all four read
+		// (avx512), then each vector's own rest; every element still adds
+		// its positions in order.
+		i = 0
+		if wsum4 != nil && k.path == AVX512 {
+			ov, sv := &sc.ov, &sc.sv
+			for ; i+4 <= nv; i += 4 {
+				n0 := cnt(i)
+				for r := range 4 {
+					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[:n0]
+				}
+				if !wsum4(ov, sv, a.data, sc.offs[:n0]) {
+					break
+				}
+				for r := range 4 {
+					if n := cnt(i + r); n > n0 {
+						a.values(scores(i + r)[n0:n], ov[r], s, layer, kh, b0+n0, sc.offs[n0:])
+					}
+				}
+			}
+		}
+		for ; i < nv; i++ {
+			if n := cnt(i); n > 0 {
+				a.values(scores(i)[:n], vec(ot, i), s, layer, kh, b0, sc.offs)
 			}
 		}
 	}
@@ -207,13 +235,10 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	}
 }
 
-// online adds one key block (positions b0, b0+1, … of the scores sg) to a
-// vector's output oh, running maximum m and normaliser l (flash's order).
-// voffs holds the block's value offsets when the path sums values with
-// wsum.
-func (a *arena) online(sg, oh []float32, m *float32, l *float64, s kernels.Span, layer, kh, b0 int, scale float32, voffs []int) {
-	hd := a.c.HeadDim
-	pt := a.c.PageTokens
+// online takes one key block's scores sg of a vector into its running
+// maximum m and normaliser l, rescaling its output oh when the maximum
+// grows, and leaves the weights expf(score − m) in sg (flash's order).
+func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) {
 	k := a.b.k
 	n := len(sg)
 	// Four independent chains (the loops are latency-bound): the maximum
@@ -262,6 +287,19 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, s kernels.Span,
 		s0 += float64(sg[i])
 	}
 	*l += (s0 + s1) + (s2 + s3)
+}
+
+// wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
+// o[r] += Σ_p s[r][p]·data[offs[p]:][:len(o[r])] with wsum's chain per
+// element; false (nothing done) when it cannot for this head dimension.
+var wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
+
+// values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
+// element); voffs holds the values' offsets when the path has wsum.
+func (a *arena) values(sg, oh []float32, s kernels.Span, layer, kh, p0 int, voffs []int) {
+	hd := a.c.HeadDim
+	pt := a.c.PageTokens
+	k := a.b.k
 	if k.wsum != nil && k.wsum(oh, sg, a.data, voffs[:len(sg)]) {
 		return
 	}
@@ -270,11 +308,11 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, s kernels.Span,
 	}
 	// Four positions per pass over oh; each element still adds the
 	// positions in order.
-	i = 0
+	n, i := len(sg), 0
 	for ; i+4 <= n; i += 4 {
-		k.axpy4(oh, (*[4]float32)(sg[i:]), val(b0+i), val(b0+i+1), val(b0+i+2), val(b0+i+3))
+		k.axpy4(oh, (*[4]float32)(sg[i:]), val(p0+i), val(p0+i+1), val(p0+i+2), val(p0+i+3))
 	}
 	for ; i < n; i++ {
-		k.axpy1(oh, sg[i], val(b0+i))
+		k.axpy1(oh, sg[i], val(p0+i))
 	}
 }
