@@ -71,10 +71,13 @@
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
 // the scalar decoders do.
 //
-// Figures (make peer-bench; the Xeon with AVX-512/VNNI/AMX of issue 16,
-// one thread, loaded machine, ours ÷ llama.cpp prefill): see the README's
-// kernels section; 2,048-token prompts spent 56% of a Q8_0 prefill in
-// attention before the flash tiling, about 30% after.
+// What bounds prefill (one thread, avx512, Xeon with VNNI; the README has
+// the make peer-bench figures): the block-type products, int8 tiles at
+// about 50 (Q8_0) and 60 (Q4_K) GOP/s per core in BenchmarkMatMul, where
+// llama.cpp runs weights repacked for its VNNI GEMM; at 2,048 tokens
+// attention takes about 30% of a Q8_0 prefill (56% before the flash
+// tiling), its score tile spending most of its instructions on the lane
+// sums of dot1x4's order.
 //
 // Driving loop: see package kernels.
 package cpu
