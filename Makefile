@@ -83,7 +83,7 @@ chart-check: chart-tools
 	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES)
 	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES) --set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1
 	@set -eo pipefail; for opts in "" "--set prefill.enabled=false --set networkPolicy.enabled=false --set migration.enabled=false" \
-	  "--set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1 --set model.claimName=models --set model.file=m.gguf"; do \
+	  "--set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1 --set model.claimName=models --set model.file=m.gguf --set node.region=ca-qc --set node.tier=dedicated"; do \
 	  echo "== helm template $$opts | kubeconform -strict"; \
 	  $(HELM) template c $(CHART) $(CHART_TEST_VALUES) $$opts | \
 	    $(KUBECONFORM) -strict -summary -skip Certificate,ServiceMonitor -schema-location '$(K8S_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json'; done
@@ -101,6 +101,7 @@ binaries:
 .PHONY: config-doc
 config-doc:
 	$(GO) run ./cmd/cloisond --config-reference > cmd/cloisond/CONFIG.md
+	UPDATE_API_FIELDS=1 $(GO) test -count=1 -run '^TestREADMEFieldTable$$' ./api
 
 ## verify: gofmt clean, go vet and staticcheck clean (default and faults
 ## builds), go.mod tidy. staticcheck is installed at a pinned version from
@@ -117,13 +118,15 @@ verify: staticcheck-install
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
 
-## test: every test with the race detector, no cache, then the ablation
-## suites with -tags faults. PostgreSQL first:
+## test: every test with the race detector, no cache, make sdk-test (node
+## and npm, as llama-vocab), then the ablation suites with -tags faults. PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
 test: llama-vocab test-tools
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
+	  echo "== make sdk-test: the openai npm client and the AI SDK against a real cloisond (about 30 s)" && \
+	  DATABASE_URL="$$url" scripts/sdk-test.sh && \
 	  echo "== ablation suites: -tags faults (the test-only defence switches exist only in that build)" && \
 	  $(GO) test -race -count=1 -tags faults -run '^($(FAULTS_SUITES))$$' $(FAULTS_PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
@@ -192,6 +195,16 @@ peer-bench:
 ## engine/model/testdata/llamacpp_logits.json, TestLlamaCppLogits' oracle.
 arch-check:
 	scripts/arch-check.sh
+## sdk-test: the API as its users call it — the official openai npm client
+## and the AI SDK (pinned, npm) against a real cloisond on the context-bag
+## model with Qwen 2.5's template: chat, streaming, tools, json_schema,
+## logprobs, completions, models, the Responses API (store, retrieve,
+## delete, another tenant's 404) and the AI SDK's default provider and
+## .chat(), LangChain's ChatOpenAI (scripts/sdk-test.sh). Needs node ≥ 20
+## and npm.
+.PHONY: sdk-test
+sdk-test:
+	scripts/sdk-test.sh
 ## peer-quant: logits of every synthesizable weight type against llama.cpp's
 ## on the same file (node-llama-cpp, pinned; scripts/peer-quant.sh).
 peer-quant:

@@ -91,6 +91,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			route := r.Pattern // set by the mux on this request
+			setRoute(r.Context(), route)
 			if route == "" {
 				route = "unmatched"
 			}

@@ -22,7 +22,7 @@ import (
 //	GET  /admin/v1/tenants/{id}          one tenant
 //	POST /admin/v1/tenants/{id}/suspend  suspend (tokens stop verifying at once)
 //	POST /admin/v1/tenants/{id}/activate reactivate
-//	PATCH /admin/v1/tenants/{id}         {"quotas": {...}, "allowed_models": [...]}: fields given change
+//	PATCH /admin/v1/tenants/{id}         {"quotas": {...}, "allowed_models": [...], "residency": {"regions": [...], "tier": ""}}: fields given change
 //	GET  /admin/v1/tenants/{id}/clients  the tenant's API clients
 //	POST /admin/v1/tenants/{id}/clients  {"id", "name", "scopes"}: register an API client (id = JWT sub)
 //	POST /admin/v1/clients/{id}/revoke   revoke an API client (its tokens stop verifying)
@@ -178,6 +178,9 @@ type TenantUpdate struct {
 	// many hours of the register first naming the tenant (0: none agreed).
 	IncidentContact     *string `json:"incident_contact"`
 	NoticeDeadlineHours *int    `json:"notice_deadline_hours"`
+	// Residency (issue 17 §5) replaces the tenant's allowed regions and
+	// required node tier, both ("regions": [] and "tier": "": any).
+	Residency *tenancy.Residency `json:"residency"`
 }
 
 // ErrKVPagesFixed: a tenant's kv_pages is its KV partition on every node,
@@ -200,8 +203,8 @@ func (s *Server) updateTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, t)
 }
 
-// doUpdateTenant changes a tenant's quotas, allowed models and notice
-// clause (checked as
+// doUpdateTenant changes a tenant's quotas, allowed models, notice
+// clause and residency (checked as
 // at creation) with its tenant.updated event in the same transaction; they
 // apply to the tenant's next request on every node (Verify reads the record
 // on each). kv_pages may only be restated, not changed (ErrKVPagesFixed).
@@ -228,6 +231,12 @@ func (s *Server) doUpdateTenant(ctx context.Context, id cloison.TenantID, u Tena
 		}
 		if u.NoticeDeadlineHours != nil {
 			t.NoticeDeadlineHours = *u.NoticeDeadlineHours
+		}
+		if u.Residency != nil {
+			t.Residency = *u.Residency
+			if t.Residency.Regions == nil {
+				t.Residency.Regions = []string{}
+			}
 		}
 		return nil
 	})

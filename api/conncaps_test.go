@@ -19,6 +19,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -77,6 +78,28 @@ func (k *keepAlive) closed() bool {
 	return err != nil
 }
 
+// capacityRefusals flushes the server's refusal counts and returns how
+// many requests of tenant t the capacity stage refused since ledger seq
+// from, as the policy.refusals summary states them.
+func capacityRefusals(t *testing.T, p *platformtest.Platform, tenant cloison.TenantID, from uint64) int64 {
+	t.Helper()
+	if err := p.Server.FlushRefusals(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, r := range rows(t, p, from) {
+		if r.Kind != audit.KindPolicyRefusals || r.Tenant != tenant {
+			continue
+		}
+		for _, c := range refusalsOf(t, r).Counts {
+			if c.Stage == "capacity" {
+				n += c.Count
+			}
+		}
+	}
+	return n
+}
+
 // Issue 12 item 5, per-tenant connection caps: at most MaxConnsPerTenant
 // connections of a listener carry one tenant's requests. A request of that
 // tenant on one more connection is refused with 429 and Retry-After, and
@@ -105,6 +128,7 @@ func TestTenantConnectionCapHTTP(t *testing.T) {
 			}
 		}
 	}
+	before := head(t, p)
 	third := dialKeepAlive(t, addr)
 	code, errCode, h := third.get(t, attacker)
 	if code != 429 || errCode != string(cloison.CodeRateLimited) || h.Get("Retry-After") != "1" {
@@ -112,6 +136,11 @@ func TestTenantConnectionCapHTTP(t *testing.T) {
 	}
 	if !third.closed() {
 		t.Fatal("attacker's refused connection: got it kept open, want it closed")
+	}
+	// The refusal is counted in the ledger's policy.refusals summary, as
+	// every refusal before service is.
+	if n := capacityRefusals(t, p, "attacker", before); n != 1 {
+		t.Fatalf("policy.refusals counts %d capacity refusals of the attacker, want 1", n)
 	}
 	// Another tenant is served on a new connection, and on one the
 	// attacker already uses (a proxy's connection may carry several).
@@ -162,9 +191,13 @@ func TestTenantConnectionCapGRPC(t *testing.T) {
 		t.Fatalf("attacker's first connection: got %v, want served", err)
 	}
 	_, second := dial()
+	before := head(t, p)
 	err = list(second, "attacker")
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
 		t.Fatalf("attacker's second connection: got %v, want %v", err, codes.ResourceExhausted)
+	}
+	if n := capacityRefusals(t, p, "attacker", before); n != 1 {
+		t.Fatalf("policy.refusals counts %d capacity refusals of the attacker, want 1", n)
 	}
 	if err := list(second, "victim"); err != nil {
 		t.Fatalf("victim on another connection: got %v, want served", err)

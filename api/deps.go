@@ -40,10 +40,23 @@ type Engine interface {
 	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
 }
 
-// Recorder is the ledger on the request path: events appended in order,
-// the head for readiness, incidents opened from detections.
+// Placement is a decode node's view of its prefill nodes
+// (*prefillrpc.Client), for residency (issue 17 §5): the API asks it
+// before admitting a request and ledgers which node prefilled it.
+type Placement interface {
+	// PrefillLabels are the labels of the prefill nodes asked now.
+	PrefillLabels() []attest.Labels
+	// Served returns, once, the prefill node that prefilled req.
+	Served(req cloison.RequestID) (attest.PrefillNode, bool)
+}
+
+// Recorder is the ledger on the request path: events staged durably
+// (Stage: what a request waits for before its answer) or appended with
+// their position (Append: for events whose seq is recorded, e.g. in an
+// incident), the head for readiness, incidents opened from detections.
 type Recorder interface {
 	Append(ctx context.Context, e audit.Event) (audit.Record, error)
+	Stage(ctx context.Context, e audit.Event) (audit.Record, error)
 	Head(ctx context.Context) (audit.Head, error)
 	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
 }
@@ -84,6 +97,10 @@ type Served interface {
 	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
 	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
 	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
+	// Stored responses of the Responses API (respapi.go).
+	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
+	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
+	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
 }
 
 // Ledger is all the server uses of the audit ledger (*auditpg.Store).

@@ -1,5 +1,3 @@
-// Package api serves Cloison over gRPC and an OpenAI-compatible HTTP API.
-//
 // This file is the one place where typed errors become wire statuses: every
 // cloison.Code maps to exactly one gRPC code, one HTTP status and one
 // OpenAI-style error type. The wire carries only an error's public message
@@ -7,6 +5,7 @@
 // logged with the request id. Errors without a code are internal: their
 // text never reaches a client. Over gRPC the code travels as a
 // google.rpc.ErrorInfo detail, never as a prefix of the message.
+
 package api
 
 import (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -18,7 +19,8 @@ import (
 // unknown field may change the output just as well (fail closed). The
 // exceptions are the fields listed as ignored: they are known not to
 // change the output (user, metadata, service_tier, ...), and OpenAI SDKs
-// send them routinely.
+// send them routinely. The Responses API's fields are in respapi.go's
+// tables, under the same rules.
 
 // fieldRule is what the API does with one request field.
 type fieldRule int
@@ -40,6 +42,7 @@ const (
 type field struct {
 	rule    fieldRule
 	neutral []string
+	note    string // a limit on an implemented field's values, for the README's table
 }
 
 // commonFields are the fields of both endpoints.
@@ -54,8 +57,8 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented}, // include_usage
-	"n":                     {rule: implemented}, // only 1 (validate)
+	"stream_options":        {rule: implemented},                 // include_usage
+	"n":                     {rule: implemented, note: "1 only"}, // (validate)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
 	"min_p":              {rule: implemented},
@@ -131,11 +134,78 @@ var (
 	toolFields     = map[string]field{"type": {rule: implemented}, "function": {rule: implemented}}
 	functionFields = map[string]field{
 		"name": {rule: implemented}, "description": {rule: implemented}, "parameters": {rule: implemented},
-		"strict": {rule: implemented}, // true is refused by toolUse
+		"strict": {rule: implemented, note: "false only"}, // true is refused by toolUse
 	}
 	toolCallFields     = map[string]field{"id": {rule: implemented}, "type": {rule: implemented}, "function": {rule: implemented}}
 	callFunctionFields = map[string]field{"name": {rule: implemented}, "arguments": {rule: implemented}}
 )
+
+// fieldTables are every field table with the object it checks, in the order
+// the README's API field table lists them (TestREADMEFieldTable: a table
+// missing here, or a README out of date, fails; make config-doc rewrites
+// the README's table).
+var fieldTables = []struct {
+	name, object string // the variable's name; what it checks
+	table        map[string]field
+}{
+	{"completionFields", "`POST /v1/completions`", completionFields},
+	{"chatFields", "`POST /v1/chat/completions`", chatFields},
+	{"messageFields", "chat message (`messages[]`)", messageFields},
+	{"textPartFields", "content part (`content[]`)", textPartFields},
+	{"toolFields", "tool (`tools[]`)", toolFields},
+	{"functionFields", "tool function (`tools[].function`)", functionFields},
+	{"toolCallFields", "tool call (`messages[].tool_calls[]`)", toolCallFields},
+	{"callFunctionFields", "tool call function (`tool_calls[].function`)", callFunctionFields},
+	{"responseFormatFields", "`response_format`", responseFormatFields},
+	{"jsonSchemaFields", "`response_format.json_schema`", jsonSchemaFields},
+	{"respFields", "`POST /v1/responses`", respFields},
+	{"respTextFields", "responses `text`", respTextFields},
+	{"respFormatFields", "responses `text.format`", respFormatFields},
+	{"respToolFields", "responses tool (`tools[]`)", respToolFields},
+	{"respMessageFields", "responses input message item", respMessageFields},
+	{"respTextPartFields", "responses input content part", respTextPartFields},
+	{"respCallFields", "responses input `function_call` item", respCallFields},
+	{"respOutputFields", "responses input `function_call_output` item", respOutputFields},
+	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},
+	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
+}
+
+// FieldTableMarkdown renders fieldTables as the README's API field table:
+// per object, the fields implemented, those ignored (no effect on the
+// output) and those refused unless null or a neutral value (given). Any
+// field not listed is refused as unknown.
+func FieldTableMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| object | implemented | ignored (cannot change the output) | refused unless null or the value given |\n|---|---|---|---|\n")
+	for _, ft := range fieldTables {
+		var cols [3][]string
+		names := make([]string, 0, len(ft.table))
+		for n := range ft.table {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			f := ft.table[n]
+			s := "`" + n + "`"
+			if f.rule == refused && len(f.neutral) > 0 {
+				s += " (`" + strings.Join(f.neutral, "`, `") + "`)"
+			}
+			if f.note != "" {
+				s += " (" + f.note + ")"
+			}
+			cols[f.rule] = append(cols[f.rule], s)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", ft.object, cellOf(cols[implemented]), cellOf(cols[ignored]), cellOf(cols[refused]))
+	}
+	return b.String()
+}
+
+func cellOf(names []string) string {
+	if len(names) == 0 {
+		return "—"
+	}
+	return strings.Join(names, ", ")
+}
 
 // checkNested applies table to each element of the list at name in the
 // object obj, and inner to each element's "function" object.

@@ -23,6 +23,8 @@ import (
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	tlogv1 "github.com/cloison/cloison/api/proto/cloison/tlog/v1"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -130,8 +132,9 @@ func Interceptors(auth Authenticate, log *slog.Logger) (grpc.UnaryServerIntercep
 }
 
 type interceptor struct {
-	auth Authenticate
-	log  *slog.Logger
+	auth   Authenticate
+	log    *slog.Logger
+	refuse func(cloison.TenantID, audit.Name, error) error // counts a capacity refusal (nil: none)
 }
 
 // begin assigns the request id and authenticates; it returns the context
@@ -139,6 +142,7 @@ type interceptor struct {
 func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(metadata.MD) error) (context.Context, cloison.RequestID, error) {
 	id := NewRequestID()
 	ctx = context.WithValue(ctx, grpcRequestIDKey{}, id)
+	traceRequestID(ctx, id)
 	ctx, rec := withAccess(ctx)
 	_ = setHeader(metadata.Pairs(RequestIDKey, string(id)))
 	if isPublic(method) {
@@ -167,6 +171,9 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 		return ctx, id, err
 	}
 	if err := bindConn(ctx, p.Tenant); err != nil {
+		if ic.refuse != nil {
+			err = ic.refuse(p.Tenant, stageCapacity, err)
+		}
 		return ctx, id, err
 	}
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
@@ -339,12 +346,15 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 // services, health and reflection, behind Interceptors. Its health
 // refresher runs until ctx ends (then it reports NOT_SERVING).
 func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
-	unary, stream := Interceptors(s.cfg.Verifier.Verify, s.log)
+	ic := &interceptor{auth: s.authenticate, log: s.log, refuse: s.refuse}
+	unary, stream := ic.unary, ic.stream
 	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
 	// gRPC's own limit is the largest any method takes; sizeLimits then
 	// holds each method to what its HTTP route accepts.
-	opts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
-		grpc.MaxRecvMsgSize(int(8 * s.cfg.MaxBody))}, opts...)
+	// The tracing interceptors first: every other one runs within the
+	// call's span, child of the caller's traceparent.
+	opts = append(append(tracing.ServerOptions(s.cfg.Tracer), grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
+		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody))), opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})

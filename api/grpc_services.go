@@ -371,15 +371,28 @@ func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListMo
 
 func attestationPB(a attest.Attestation) *inferencev1.Attestation {
 	out := &inferencev1.Attestation{ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext), PoolTokens: int64(a.PoolTokens),
-		PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K), Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason}
+		PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K), Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason,
+		Labels: labelsPB(a.Labels)}
 	for _, r := range a.Reserved {
 		out.Reserved = append(out.Reserved, &inferencev1.Reservation{Tenant: string(r.Tenant), Pages: int64(r.Pages)})
 	}
 	return out
 }
 
-func (g *inferenceService) GetAttestation(context.Context, *inferencev1.GetAttestationRequest) (*inferencev1.Attestation, error) {
-	return attestationPB(g.s.cfg.Engine.Attestation()), nil
+func (g *inferenceService) GetAttestation(ctx context.Context, _ *inferencev1.GetAttestationRequest) (*inferencev1.Attestation, error) {
+	a, tp := g.s.tenantAttestation(grpcPrincipal(ctx))
+	out := attestationPB(a)
+	pb := &inferencev1.TenantPlacement{Tenant: string(tp.Tenant), IsolationTier: tp.IsolationTier, Zeroing: tp.Zeroing,
+		AllowedRegions: tp.Residency.Regions, RequiredTier: tp.Residency.Tier, Decode: labelsPB(tp.Decode), Compliant: tp.Compliant}
+	for _, l := range tp.Prefill {
+		pb.Prefill = append(pb.Prefill, labelsPB(l))
+	}
+	out.Tenant = pb
+	return out, nil
+}
+
+func labelsPB(l attest.Labels) *inferencev1.NodeLabels {
+	return &inferencev1.NodeLabels{Region: l.Region, Tier: l.Tier}
 }
 
 // ---- admin ----
@@ -394,7 +407,8 @@ func tenantPB(t tenancy.Tenant) *adminv1.Tenant {
 		Classification: string(t.Classification), AllowedModels: t.AllowedModels, IncidentContact: t.IncidentContact,
 		Quotas: &adminv1.Quotas{MaxConcurrent: int64(t.Quotas.MaxConcurrent), KvPages: int64(t.Quotas.KVPages),
 			TokensPerMinute: int64(t.Quotas.TokensPerMinute), MaxContext: int64(t.Quotas.MaxContext)},
-		CreatedAt: rfc3339(t.CreatedAt), UpdatedAt: rfc3339(t.UpdatedAt)}
+		CreatedAt: rfc3339(t.CreatedAt), UpdatedAt: rfc3339(t.UpdatedAt),
+		Residency: &adminv1.Residency{Regions: t.Residency.Regions, Tier: t.Residency.Tier}}
 }
 
 // tenantFromPB reads a tenant through the same JSON decoding as the HTTP
@@ -406,7 +420,8 @@ func tenantFromPB(pb *adminv1.Tenant) (tenancy.Tenant, error) {
 	q := pb.GetQuotas()
 	b, err := json.Marshal(map[string]any{"id": pb.GetId(), "name": pb.GetName(), "status": pb.GetStatus(), "tier": pb.GetTier(),
 		"zeroing": pb.GetZeroing(), "classification": pb.GetClassification(), "allowed_models": pb.GetAllowedModels(),
-		"incident_contact": pb.GetIncidentContact(), "quotas": map[string]int64{"max_concurrent": q.GetMaxConcurrent(),
+		"incident_contact": pb.GetIncidentContact(), "residency": map[string]any{"regions": regionsOf(pb.GetResidency()), "tier": pb.GetResidency().GetTier()},
+		"quotas": map[string]int64{"max_concurrent": q.GetMaxConcurrent(),
 			"kv_pages": q.GetKvPages(), "tokens_per_minute": q.GetTokensPerMinute(), "max_context": q.GetMaxContext()}})
 	if err != nil {
 		return tenancy.Tenant{}, err
@@ -416,6 +431,11 @@ func tenantFromPB(pb *adminv1.Tenant) (tenancy.Tenant, error) {
 		return tenancy.Tenant{}, err
 	}
 	return t, nil
+}
+
+// regionsOf is never nil (JSON null would not be a list).
+func regionsOf(r *adminv1.Residency) []string {
+	return append([]string{}, r.GetRegions()...)
 }
 
 func (a *adminService) ListTenants(ctx context.Context, _ *adminv1.ListTenantsRequest) (*adminv1.ListTenantsResponse, error) {
@@ -536,6 +556,9 @@ func (a *adminService) UpdateTenant(ctx context.Context, req *adminv1.UpdateTena
 	if m := req.GetAllowedModels(); m != nil {
 		models := append([]string{}, m.GetModels()...)
 		u.AllowedModels = &models
+	}
+	if r := req.GetResidency(); r != nil {
+		u.Residency = &tenancy.Residency{Regions: regionsOf(r), Tier: r.GetTier()}
 	}
 	t, err := a.s.doUpdateTenant(ctx, cloison.TenantID(req.GetId()), u)
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	stageLimits    audit.Name = "limits"    // the decision's max_context or kv_pages cannot hold it
 	stageQuota     audit.Name = "quota"     // the decision's max_concurrent, tokens_per_minute or kv_pages in flight
 	stageAdmission audit.Name = "admission" // the engine's checks (reject before allocate)
+	stageCapacity  audit.Name = "capacity"  // the node's per-tenant connection and stream caps
 )
 
 type refusalKey struct {
@@ -99,7 +100,7 @@ func (s *Server) FlushRefusals(ctx context.Context) error {
 	until := time.Now()
 	var first error
 	for _, t := range slices.Sorted(maps.Keys(counts)) {
-		if _, err := s.append(ctx, t, refusalSummary(since, until, counts[t])); err != nil {
+		if err := s.stage(ctx, t, refusalSummary(since, until, counts[t])); err != nil {
 			first = err
 			break
 		}

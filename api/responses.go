@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +57,9 @@ var (
 	// ErrPromptMismatch: the prompt supplied for a replay is not the one
 	// whose digest the request's entry holds (or the stop strings are not).
 	ErrPromptMismatch = cloison.NewError(cloison.CodeInvalid, "the prompt (or stop list) supplied does not match the request's recorded digest")
+	// ErrReplayResidency: the tenant's residency does not allow this node
+	// (issue 17 §5): a replay would process the prompt outside it.
+	ErrReplayResidency = cloison.NewError(cloison.CodePermissionDenied, "this node is outside the tenant's residency; the prompt is not replayed here")
 	// ErrReplayBusy: another replay is running on this node.
 	ErrReplayBusy = cloison.NewError(cloison.CodeCapacityExhausted, "a replay is already running on this node; try again")
 )
@@ -87,6 +93,11 @@ type Responses struct {
 	// ReportWebhook (optional) receives a JSON notice of every new report
 	// (identifiers only), POSTed with a 5 s timeout; failures are counted.
 	ReportWebhook string
+	// WebhookSecret signs every notice as Standard Webhooks does
+	// (webhook-id, webhook-timestamp and webhook-signature "v1,<base64
+	// HMAC-SHA256(secret, id.timestamp.body)>"), so the receiver can refuse
+	// a forged or replayed notice. Required with ReportWebhook.
+	WebhookSecret []byte
 	WebhookClient *http.Client // optional: http.DefaultClient
 }
 
@@ -369,7 +380,7 @@ type ReplayResult struct {
 // the register entry's new version, in one transaction.
 //
 // Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
-// ErrResponsesOff; ErrLedgerUnavailable.
+// ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable.
 func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayInput) (ReplayResult, error) {
 	prompt, err := s.promptIDs(in.promptInput)
 	if err != nil {
@@ -378,6 +389,13 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 	e, err := s.entry(ctx, t, id)
 	if err != nil {
 		return ReplayResult{}, err
+	}
+	// The replay runs here, on the replay engine: the prompt is processed
+	// on this node, which the tenant's residency must allow.
+	if tn, err := s.cfg.Tenants.Tenant(ctx, t); err != nil {
+		return ReplayResult{}, err
+	} else if !s.cfg.Engine.Attestation().Labels.Serves(tn.Residency.Regions, tn.Residency.Tier) {
+		return ReplayResult{}, ErrReplayResidency
 	}
 	rc := s.cfg.Responses
 	res := ReplayResult{Request: id, OriginalMicros: e.Completed.DurationMicros}
@@ -659,6 +677,7 @@ func (s *Server) notifyReport(rep auditpg.Report) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
+			SignWebhook(req.Header, s.cfg.Responses.WebhookSecret, string(rep.ID), time.Now(), body)
 			var resp *http.Response
 			if resp, err = client.Do(req); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
@@ -673,6 +692,20 @@ func (s *Server) notifyReport(rep auditpg.Report) {
 			s.log.Warn("report webhook failed", "report", rep.ID, "err", err)
 		}
 	}()
+}
+
+// SignWebhook sets the Standard Webhooks headers of a notice (the spec at
+// standardwebhooks.com): webhook-id (the report id, stable across retries),
+// webhook-timestamp (Unix seconds) and webhook-signature, "v1," and the
+// base64 HMAC-SHA256 under secret of "id.timestamp.body".
+func SignWebhook(h http.Header, secret []byte, id string, at time.Time, body []byte) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", ts)
+	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
 func (s *Server) httpReport(w http.ResponseWriter, r *http.Request) {

@@ -2,10 +2,15 @@ package api_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,14 +192,20 @@ func tokenIDs(t *testing.T, p *platformtest.Platform, text string) []int32 {
 // tenant; another tenant's request id is 404.
 func TestReportSuspiciousResponse(t *testing.T) {
 	hooks := make(chan map[string]string, 8)
+	secret := []byte("report-webhook-secret-0123456789")
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := verifyStandardWebhook(r.Header, secret, body, time.Now()); err != nil {
+			t.Errorf("webhook signature: %v", err)
+		}
 		var m map[string]string
-		_ = json.NewDecoder(r.Body).Decode(&m)
+		_ = json.Unmarshal(body, &m)
 		hooks <- m
 	}))
 	t.Cleanup(hook.Close)
 	p := platformtest.New(t, platformtest.Options{Pages: 64, API: func(c *api.Config) {
 		c.Responses.ReportWebhook = hook.URL
+		c.Responses.WebhookSecret = secret
 		c.Responses.ReportLimit = auditpg.ReportLimit{N: 2, Window: time.Hour}
 	}})
 	body := mustJSON(map[string]any{"model": platformtest.Model, "prompt": "hello there", "max_tokens": 4, "temperature": 0})
@@ -413,5 +424,61 @@ func TestResponsesGRPC(t *testing.T) {
 	}
 	if st := f.Versions[len(f.Versions)-1].Status; st != audit.IncidentClosed {
 		t.Fatalf("after a clean replay the entry is %s, want closed", st)
+	}
+}
+
+// verifyStandardWebhook is a receiver's check of a Standard Webhooks
+// notice, written from the spec (standardwebhooks.com): the signed content
+// is "id.timestamp.body", the signature list holds "v1,<base64 HMAC>", and a
+// timestamp more than five minutes away is refused (replay).
+func verifyStandardWebhook(h http.Header, secret, body []byte, now time.Time) error {
+	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || ts == "" || sigs == "" {
+		return fmt.Errorf("missing headers %q %q %q", id, ts, sigs)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || now.Sub(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+		return fmt.Errorf("timestamp %q out of tolerance", ts)
+	}
+	mac := hmac.New(sha256.New, secret)
+	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
+	want := mac.Sum(nil)
+	for _, sig := range strings.Fields(sigs) {
+		if v, b64, ok := strings.Cut(sig, ","); ok && v == "v1" {
+			if got, err := base64.StdEncoding.DecodeString(b64); err == nil && hmac.Equal(got, want) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("no valid v1 signature in %q", sigs)
+}
+
+// A forged notice (other secret, other body, old timestamp) fails the
+// receiver's check; a server with a webhook and no secret does not start.
+func TestReportWebhookSigned(t *testing.T) {
+	secret := []byte("report-webhook-secret-0123456789")
+	body := []byte(`{"event":"report.received","report":"r1"}`)
+	now := time.Unix(1_800_000_000, 0)
+	h := http.Header{}
+	api.SignWebhook(h, secret, "r1", now, body)
+	if err := verifyStandardWebhook(h, secret, body, now); err != nil {
+		t.Fatalf("genuine notice refused: %v", err)
+	}
+	for name, check := range map[string]func() error{
+		"other secret": func() error { return verifyStandardWebhook(h, []byte("another-secret-0123456789"), body, now) },
+		"other body": func() error {
+			return verifyStandardWebhook(h, secret, []byte(`{"event":"report.received","report":"r2"}`), now)
+		},
+		"replayed": func() error { return verifyStandardWebhook(h, secret, body, now.Add(time.Hour)) },
+	} {
+		if check() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, key := range [][]byte{nil, []byte("short")} {
+		_, err := api.NewServer(api.Config{Responses: api.Responses{ReportWebhook: "http://127.0.0.1:1/hook", WebhookSecret: key}})
+		if err == nil || !strings.Contains(err.Error(), "signing secret") {
+			t.Fatalf("webhook with secret %q: %v, want the signing-secret refusal", key, err)
+		}
 	}
 }

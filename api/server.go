@@ -16,13 +16,17 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
@@ -52,8 +56,11 @@ type Config struct {
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
-	Logger    *slog.Logger     // optional
-	MaxBody   int64            // optional: DefaultMaxBody
+	// Placement (optional): set on a decode node, whose prompts are
+	// prefilled elsewhere; nil on a node that prefills itself.
+	Placement Placement
+	Logger    *slog.Logger // optional
+	MaxBody   int64        // optional: DefaultMaxBody
 	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
 	// the generations in flight on this node, over HTTP and gRPC together:
 	// beyond them a request is refused before its policy decision, with
@@ -75,6 +82,10 @@ type Config struct {
 	// Responses (optional) turns on keyed digests of what was served,
 	// reports and replay (responses.go).
 	Responses Responses
+	// Tracer (optional) records the spans of every request (trace.go,
+	// internal/tracing); nil: a no-op provider (W3C traceparent is still
+	// propagated, nothing is recorded).
+	Tracer trace.TracerProvider
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -86,6 +97,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	tracer  trace.Tracer
 	metrics *Metrics
 	gate    *streamGate     // generations in flight (transport.go)
 	streams *complianceGate // compliance streams (streams.go)
@@ -101,6 +113,9 @@ type Server struct {
 
 // NewServer returns a Server.
 func NewServer(cfg Config) (*Server, error) {
+	if cfg.Responses.ReportWebhook != "" && len(cfg.Responses.WebhookSecret) < 16 {
+		return nil, fmt.Errorf("api: a report webhook needs a signing secret of at least 16 bytes")
+	}
 	if cfg.Engine == nil || cfg.Tokenizer == nil || cfg.Verifier == nil || cfg.Limiter == nil ||
 		cfg.Decider == nil || cfg.Ledger == nil || cfg.Tenants == nil || cfg.ModelName == "" || cfg.Node == "" {
 		return nil, fmt.Errorf("api: incomplete server config")
@@ -121,7 +136,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
+	s := &Server{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
 		streams: newComplianceGate(cfg.Streams)}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
@@ -149,6 +164,8 @@ func tokenString(t *tokenizer.Tokenizer, id int32) string {
 //	GET  /v1/attestation               any valid token: the capacity attestation
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
+//	POST /v1/responses                 scope infer (respapi.go)
+//	GET, DELETE /v1/responses/{id}     scope infer: the tenant's stored responses
 //	/admin/v1/...                      scope admin (admin.go)
 //	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
 //
@@ -170,7 +187,8 @@ func (s *Server) Handler() http.Handler {
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
-	return s.accessLog(s.recoverer(jsonFallback(mux)))
+	s.respAPIRoutes(mux)
+	return s.traceHTTP(s.accessLog(s.recoverer(jsonFallback(mux))))
 }
 
 // recoverer turns a panic in a handler into a 500 without its text.
@@ -200,7 +218,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 			WriteHTTPError(w, ErrNoToken)
 			return
 		}
-		p, err := s.cfg.Verifier.Verify(r.Context(), raw)
+		p, err := s.authenticate(r.Context(), raw)
 		if err == nil {
 			accessOf(r.Context()).setTenant(p.Tenant)
 			err = p.Require(scopes...)
@@ -208,6 +226,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 		if err == nil {
 			if err = bindConn(r.Context(), p.Tenant); err != nil {
 				w.Header().Set("Connection", "close") // HTTP/2: GOAWAY once idle
+				err = s.refuse(p.Tenant, stageCapacity, err)
 			}
 		}
 		if err != nil {
@@ -239,13 +258,31 @@ func NewRequestID() cloison.RequestID {
 	return cloison.RequestID("req-" + hex.EncodeToString(b[:]))
 }
 
-// append writes an event to the ledger within LedgerTimeout; a failure is
-// ErrLedgerUnavailable (503): the platform does not serve unaudited.
+// append writes an event to the ledger within LedgerTimeout and returns
+// it with its seq; a failure is ErrLedgerUnavailable (503): the platform
+// does not serve unaudited.
 func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error) {
+	return s.record(ctx, tenant, p, s.cfg.Ledger.Append)
+}
+
+// stage is append for an event whose seq nobody records (the request
+// path's decision, rejection and completion): it returns once the event
+// is durable, staged, without waiting for the integrator to sequence it
+// (within audit.IntegrationBound).
+func (s *Server) stage(ctx context.Context, tenant cloison.TenantID, p audit.Payload) error {
+	_, err := s.record(ctx, tenant, p, s.cfg.Ledger.Stage)
+	return err
+}
+
+func (s *Server) record(ctx context.Context, tenant cloison.TenantID, p audit.Payload,
+	write func(context.Context, audit.Event) (audit.Record, error)) (audit.Record, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
 	defer cancel()
-	rec, err := s.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
+	ctx, span := s.tracer.Start(ctx, "ledger.append", trace.WithAttributes(attrKind.String(string(p.Kind()))))
+	defer span.End()
+	rec, err := write(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
 	if err != nil {
+		tracing.Fail(span, ErrLedgerUnavailable)
 		s.log.Error("ledger append failed", "kind", p.Kind(), "err", err)
 		s.metrics.ledgerErrors.Inc()
 		return rec, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
@@ -298,7 +335,59 @@ func (s *Server) contextFor(p tenancy.Principal) int {
 }
 
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.cfg.Engine.Attestation())
+	a, tp := s.tenantAttestation(principal(r))
+	writeJSON(w, 200, struct {
+		attest.Attestation
+		Tenant TenantPlacement `json:"tenant"`
+	}{a, tp})
+}
+
+// TenantPlacement is what GET /v1/attestation (and gRPC GetAttestation)
+// tells the calling tenant, and nothing about any other (issue 17 §5):
+// how its KV pages are isolated on this node (isolation tier, zeroing
+// mode), the residency its record requires, the labels of this node and of
+// the prefill nodes its prompts may be sent to now, and whether the
+// residency is met (Compliant: false means its requests are refused with
+// permission_denied).
+type TenantPlacement struct {
+	Tenant        cloison.TenantID  `json:"tenant"`
+	IsolationTier string            `json:"isolation_tier"`
+	Zeroing       string            `json:"zeroing"`
+	Residency     tenancy.Residency `json:"residency"`
+	Decode        attest.Labels     `json:"node"`
+	Prefill       []attest.Labels   `json:"prefill_nodes"`
+	Compliant     bool              `json:"compliant"`
+}
+
+// tenantAttestation is the attestation as p may see it — its own
+// reservation only — and p's placement. The isolation is the partition's
+// where the tenant has one on this node, else its record's.
+func (s *Server) tenantAttestation(p tenancy.Principal) (attest.Attestation, TenantPlacement) {
+	a := s.cfg.Engine.Attestation()
+	own := a.Reserved[:0:0]
+	for _, r := range a.Reserved {
+		if r.Tenant == p.Tenant {
+			own = append(own, r)
+		}
+	}
+	a.Reserved = own
+	t := p.TenantRecord
+	tp := TenantPlacement{Tenant: p.Tenant, IsolationTier: t.Tier.String(), Zeroing: t.Zeroing.String(), Residency: t.Residency,
+		Decode: a.Labels, Prefill: []attest.Labels{}}
+	if tp.Residency.Regions == nil {
+		tp.Residency.Regions = []string{}
+	}
+	if part, err := s.cfg.Engine.TenantIsolation(p.Tenant); err == nil {
+		tp.IsolationTier, tp.Zeroing = part.Tier.String(), part.Zeroing.String()
+	}
+	pl := s.placement()
+	for _, l := range pl.Prefill {
+		if l.Serves(t.Residency.Regions, t.Residency.Tier) {
+			tp.Prefill = append(tp.Prefill, l) // the nodes its prompts may go to, no other
+		}
+	}
+	tp.Compliant, _ = policies.Input{Tenant: t, Attestation: a, Placement: pl}.Complies()
+	return a, tp
 }
 
 // inference is what both completion routes hand to serve.
@@ -337,26 +426,37 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	use, _ := req.toolUse() // checked by DecodeChat
-	if err := s.toolFormat(use); err != nil {
+	in, err := s.chatInference(req)
+	if err != nil {
 		WriteHTTPError(w, err)
 		return
+	}
+	s.serve(w, r, in)
+}
+
+// chatInference is a decoded chat request made ready for generate: its
+// tools checked against the model's template, its grammar (response_format
+// or the forced call), its prompt rendered. The Responses API goes through
+// it too (respapi.go). Errors: those of toolFormat, requestGrammar and
+// chatPrompt.
+func (s *Server) chatInference(req *ChatRequest) (inference, error) {
+	use, _ := req.toolUse() // checked by DecodeChat
+	if err := s.toolFormat(use); err != nil {
+		return inference{}, err
 	}
 	g, err := requestGrammar(req.Grammar, use)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	top := 0
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	s.serve(w, r, inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g})
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
 }
 
 // genSink is how a transport receives one generation from generate.
@@ -399,20 +499,31 @@ type genResult struct {
 // ledger BEFORE generate returns success. A nil error means the transport
 // may send its normal finish; any error — before or after sink.started —
 // means it must end the response with that error.
-func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
+func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (_ genResult, err error) {
+	ctx, span := s.tracer.Start(ctx, "inference", trace.WithAttributes(tracing.AttrRequest.String(string(id)),
+		tracing.AttrTenant.String(string(p.Tenant)), tracing.AttrModel.String(s.cfg.ModelName), tracing.AttrPrompt.Int(len(in.prompt))))
+	defer func() {
+		tracing.Fail(span, err)
+		span.End()
+	}()
+	return s.generateTraced(ctx, p, id, in, sink)
+}
+
+// generateTraced is generate within its span.
+func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
 	if in.common.Model != s.cfg.ModelName {
 		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
 	}
 	accessOf(ctx).setTokens(len(in.prompt), 0)
 	release, err := s.gate.acquire(p.Tenant)
 	if err != nil {
-		return genResult{}, err
+		return genResult{}, s.refuse(p.Tenant, stageCapacity, err)
 	}
 	defer release()
 	maxNew := in.common.MaxNew()
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}}
-	dec, derr := s.cfg.Decider.Decide(ctx, pin)
+		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}, Placement: s.placement()}
+	dec, derr := s.decide(ctx, pin)
 	if sink.decided != nil {
 		sink.decided(dec.ID)
 	}
@@ -456,7 +567,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	// No service without a recorded decision: the row is written, and
 	// acknowledged by the ledger, BEFORE the engine gets the request.
-	if _, err := s.append(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
+	if err := s.stage(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
 		return genResult{}, err
 	}
 	st, err := s.cfg.Engine.Submit(ctx, greq)
@@ -499,7 +610,8 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 	}
 	used = len(in.prompt) + n
 	accessOf(ctx).setTokens(len(in.prompt), n)
-	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil)); lerr != nil && endErr == nil {
+	s.engineSpans(ctx, st, endErr)
+	if lerr := s.completed(ctx, part, id, st, endErr, s.served(p.Tenant, greq, ids, text.String(), in.common.Seed != nil), s.placed(id)); lerr != nil && endErr == nil {
 		endErr = lerr
 	}
 	if endErr != nil {
@@ -580,7 +692,7 @@ func (s *Server) reject(ctx context.Context, part isolation.Partition, id cloiso
 	if engine.IsRejection(err) {
 		t, maxLease, pt := part.Tenant, part.MaxLeaseTokens, part.PageTokens
 		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
-		if _, lerr := s.append(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
+		if lerr := s.stage(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
 			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
 			return lerr
 		}
@@ -624,12 +736,38 @@ func sanitizeName(s string) string {
 // keyed digests of what was served (sv); a failure withholds the response.
 // part is the request's tenant's partition (applies): its zeroing is
 // recorded.
-func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served) error {
+func (s *Server) completed(ctx context.Context, part isolation.Partition, id cloison.RequestID, st *engine.Stream, endErr error, sv *audit.Served, pl *audit.Placement) error {
 	sum, _ := st.Summary()
 	zeroing := part.Zeroing.String()
 	s.metrics.observe(sum, s.cfg.Engine.PrefixCache())
-	_, err := s.append(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
+	err := s.stage(ctx, sum.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(sum.Prompt), CompletionTokens: int64(sum.Generated), CachedTokens: int64(sum.Cached), Pages: int64(sum.Pages),
-		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv})
+		Tier: audit.Name(zeroing), DurationMicros: sum.Duration.Microseconds(), Served: sv, Placement: pl})
 	return err
+}
+
+// placement is the policy input's view of where a request would go: on a
+// decode node, the prefill nodes it may ask now.
+func (s *Server) placement() policies.Placement {
+	if s.cfg.Placement == nil {
+		return policies.Placement{}
+	}
+	return policies.Placement{Split: true, Prefill: s.cfg.Placement.PrefillLabels()}
+}
+
+// placed is the ledger's record of where request id was processed: this
+// node with its labels and, on a decode node, the prefill node that
+// prefilled it (none for a one-token prompt, computed here).
+func (s *Server) placed(id cloison.RequestID) *audit.Placement {
+	l := s.cfg.Engine.Attestation().Labels
+	pl := &audit.Placement{Node: s.cfg.Node, Region: audit.Name(l.Region), Tier: audit.Name(l.Tier)}
+	if pl.Node == "" {
+		pl.Node = "node"
+	}
+	if s.cfg.Placement != nil {
+		if n, ok := s.cfg.Placement.Served(id); ok {
+			pl.Prefill = &audit.PrefillPlace{Node: audit.Name(sanitizeName(n.Addr)), Region: audit.Name(n.Labels.Region), Tier: audit.Name(n.Labels.Tier)}
+		}
+	}
+	return pl
 }

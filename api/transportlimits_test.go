@@ -136,6 +136,7 @@ func TestStreamCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	relThird := func() {}
+	before := head(t, p)
 	steps := []struct {
 		name   string
 		before func()
@@ -161,6 +162,12 @@ func TestStreamCaps(t *testing.T) {
 		}
 		if got := grpcCode(s.tenant); got != s.code {
 			t.Fatalf("%s: got gRPC %v, want %v", s.name, got, s.code)
+		}
+	}
+	// Each refusal (HTTP and gRPC) is in the policy.refusals summaries.
+	for tenant, want := range map[cloison.TenantID]int64{"victim": 2, "attacker": 2} {
+		if n := capacityRefusals(t, p, tenant, before); n != want {
+			t.Errorf("policy.refusals counts %d capacity refusals of %s, want %d", n, tenant, want)
 		}
 	}
 }

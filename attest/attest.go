@@ -2,6 +2,8 @@ package attest
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,6 +34,51 @@ type Config struct {
 	Zeroing isolation.Zeroing
 	// Reserved pages per tenant (published).
 	Reserved map[cloison.TenantID]int
+	// Labels are the node's residency labels (published; Capacity fails on
+	// a malformed one).
+	Labels Labels
+}
+
+// Labels are where a node runs and what kind of machine it is (issue 17
+// §5): a region (e.g. "ca-qc") and a tier (e.g. "dedicated"). They travel
+// inside the attestation, so a decode node learns its prefill nodes'
+// labels from the same attested answer as their capacity, and a tenant's
+// residency requirement is judged against them (Labels.Serves). Empty: the
+// operator set none, which serves no tenant that requires a region or a
+// tier.
+type Labels struct {
+	Region string `json:"region,omitempty"`
+	Tier   string `json:"tier,omitempty"`
+}
+
+// ErrBadLabel: a label value outside the label alphabet.
+var ErrBadLabel = cloison.NewError(cloison.CodeInvalid, "attest: bad node label")
+
+var labelValue = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidLabel reports whether v may be a label value: 1–63 of a–z, 0–9 and
+// '-', starting and ending with a letter or digit (a DNS label, as a
+// Kubernetes topology label value usually is).
+func ValidLabel(v string) bool { return labelValue.MatchString(v) }
+
+// Check returns ErrBadLabel for a label that is set but malformed.
+func (l Labels) Check() error {
+	for _, kv := range [][2]string{{"region", l.Region}, {"tier", l.Tier}} {
+		if kv[1] != "" && !ValidLabel(kv[1]) {
+			return fmt.Errorf("%w: %s %q (want 1-63 of a-z 0-9 -, starting and ending with a letter or digit)", ErrBadLabel, kv[0], kv[1])
+		}
+	}
+	return nil
+}
+
+// Serves reports whether a node with these labels may process the data of
+// a tenant that allows regions (empty: any) and requires tier (empty:
+// any). An unlabelled node serves only a tenant that requires neither.
+func (l Labels) Serves(regions []string, tier string) bool {
+	if len(regions) > 0 && (l.Region == "" || !slices.Contains(regions, l.Region)) {
+		return false
+	}
+	return tier == "" || l.Tier == tier
 }
 
 // Attestation is the published statement of what a node's engine serves and
@@ -48,6 +95,8 @@ type Attestation struct {
 	Reserved      []TenantReservation `json:"reserved,omitempty"`
 	OK            bool                `json:"ok"`
 	Reason        string              `json:"reason,omitempty"`
+	// Labels are the node's residency labels (region, tier).
+	Labels Labels `json:"labels"`
 	// Prefill lists a decode node's prefill nodes as they attested
 	// themselves (Prefill); empty on a node that prefills itself.
 	Prefill []PrefillPeer `json:"prefill,omitempty"`
@@ -59,15 +108,27 @@ type PrefillPeer struct {
 	Addr        string      `json:"addr"`
 	ModelDigest string      `json:"model_digest"` // hex SHA-256 of the GGUF file it serves
 	Attestation Attestation `json:"attestation"`
-	OK          bool        `json:"ok"`
-	Reason      string      `json:"reason,omitempty"`
+	// Certified are the labels the node's certificate names (as the CA
+	// signed them), nil when the answer came with no certificate: a peer
+	// attests exactly these or fails (Prefill).
+	Certified *Labels `json:"certified,omitempty"`
+	OK        bool    `json:"ok"`
+	Reason    string  `json:"reason,omitempty"`
+}
+
+// PrefillNode names the prefill node that served a request and its labels
+// as it attested them (the ledger's record of where a prompt went).
+type PrefillNode struct {
+	Addr   string `json:"addr"`
+	Labels Labels `json:"labels"`
 }
 
 // Prefill checks a decode node's prefill nodes (ARCHITECTURE.md layer
 // 2, the check the 2026 operators lacked: their prefill pool held 65% of the
 // advertised context). Every peer must serve the decode node's model
 // (modelDigest, hex) and hold a whole request of the decode node's served
-// context in its pool, having passed its own attestation. It marks each peer
+// context in its pool, having passed its own attestation; it must attest
+// exactly the labels its certificate names (Certified), none without one. It marks each peer
 // OK or not with a Reason, records them in decode.Prefill, and returns the
 // updated attestation with ErrFailed (OK false) if any peer fails: the
 // decode node then refuses to start. capacity is the smallest peer pool in
@@ -85,6 +146,13 @@ func Prefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Att
 			p.OK, p.Reason = false, "its own attestation failed: "+pa.Reason
 		case pa.PoolTokens < a.ServedContext:
 			p.OK, p.Reason = false, fmt.Sprintf("prefill pool holds %d tokens, the served context is %d", pa.PoolTokens, a.ServedContext)
+		case pa.Labels.Check() != nil:
+			p.OK, p.Reason = false, pa.Labels.Check().Error()
+		case p.Certified == nil && pa.Labels != (Labels{}):
+			p.OK, p.Reason = false, fmt.Sprintf("attests region %q tier %q, but no certificate names them", pa.Labels.Region, pa.Labels.Tier)
+		case p.Certified != nil && *p.Certified != pa.Labels:
+			p.OK, p.Reason = false, fmt.Sprintf("attests region %q tier %q, its certificate names region %q tier %q",
+				pa.Labels.Region, pa.Labels.Tier, p.Certified.Region, p.Certified.Tier)
 		case pa.ServedContext < a.ServedContext:
 			p.OK, p.Reason = false, fmt.Sprintf("serves a context of %d tokens, this node %d", pa.ServedContext, a.ServedContext)
 		default:
@@ -133,6 +201,7 @@ func Capacity(c Config) (Attestation, error) {
 		PageTokens:    c.PageTokens,
 		K:             c.K,
 		Zeroing:       c.Zeroing.String(),
+		Labels:        c.Labels,
 	}
 	if a.ServedContext == 0 {
 		a.ServedContext = c.ModelContext
@@ -144,6 +213,9 @@ func Capacity(c Config) (Attestation, error) {
 	fail := func(format string, args ...any) (Attestation, error) {
 		a.Reason = fmt.Sprintf(format, args...)
 		return a, fmt.Errorf("%w: %s", ErrFailed, a.Reason)
+	}
+	if err := c.Labels.Check(); err != nil {
+		return fail("%v", err)
 	}
 	switch {
 	case c.ModelContext < 1:

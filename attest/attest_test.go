@@ -78,3 +78,85 @@ func TestPrefill(t *testing.T) {
 		})
 	}
 }
+
+// Residency labels (issue 17 §5): published as given, a malformed one fails
+// the attestation (a node must not start claiming a label it cannot), and
+// Serves decides a tenant's requirement, unlabelled nodes serving only
+// tenants that require nothing.
+func TestLabels(t *testing.T) {
+	ok := Config{ModelContext: 4096, PoolPages: 256, PageTokens: 16, Labels: Labels{Region: "ca-qc", Tier: "dedicated"}}
+	a, err := Capacity(ok)
+	if err != nil || a.Labels != ok.Labels {
+		t.Fatalf("got %+v, %v, want the labels published", a.Labels, err)
+	}
+	for _, bad := range []Labels{{Region: "CA-QC"}, {Region: "ca_qc"}, {Tier: "-dedicated"}, {Region: "ca-qc-"}, {Region: string(make([]byte, 64))}} {
+		c := ok
+		c.Labels = bad
+		if a, err := Capacity(c); !errors.Is(err, ErrFailed) || a.OK {
+			t.Errorf("labels %+v: got ok=%v %v, want ErrFailed", bad, a.OK, err)
+		}
+	}
+	// A prefill peer that publishes a malformed label fails the decode
+	// node's check.
+	decode, _ := Capacity(Config{ModelContext: 4096, PoolPages: 256, PageTokens: 16})
+	peer := PrefillPeer{Addr: "p", ModelDigest: "m", Attestation: decode}
+	peer.Attestation.Labels = Labels{Region: "Not A Label"}
+	if _, _, err := Prefill(decode, "m", []PrefillPeer{peer}); !errors.Is(err, ErrFailed) {
+		t.Errorf("peer with a malformed label: got %v, want ErrFailed", err)
+	}
+
+	qc := Labels{Region: "ca-qc", Tier: "dedicated"}
+	tests := []struct {
+		name    string
+		l       Labels
+		regions []string
+		tier    string
+		want    bool
+	}{
+		{"no requirement", qc, nil, "", true},
+		{"unlabelled, no requirement", Labels{}, nil, "", true},
+		{"region allowed", qc, []string{"ca-on", "ca-qc"}, "", true},
+		{"region not allowed", qc, []string{"us-east"}, "", false},
+		{"unlabelled, region required", Labels{}, []string{"ca-qc"}, "", false},
+		{"tier matches", qc, nil, "dedicated", true},
+		{"tier differs", Labels{Region: "ca-qc", Tier: "shared"}, []string{"ca-qc"}, "dedicated", false},
+		{"unlabelled, tier required", Labels{Region: "ca-qc"}, nil, "dedicated", false},
+		{"both", qc, []string{"ca-qc"}, "dedicated", true},
+	}
+	for _, tt := range tests {
+		if got := tt.l.Serves(tt.regions, tt.tier); got != tt.want {
+			t.Errorf("%s: Serves = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A prefill node attests exactly the labels its certificate names
+// (Certified); without a certificate, none.
+func TestPrefillLabelsCertified(t *testing.T) {
+	decode, _ := Capacity(Config{ModelContext: 4096, PoolPages: 256, PageTokens: 16})
+	qc, us := Labels{Region: "ca-qc"}, Labels{Region: "us-east"}
+	peer := func(attested Labels, certified *Labels) PrefillPeer {
+		a := decode
+		a.Labels = attested
+		return PrefillPeer{Addr: "p", ModelDigest: "m", Attestation: a, Certified: certified}
+	}
+	tests := []struct {
+		name string
+		p    PrefillPeer
+		ok   bool
+	}{
+		{"no labels, no certificate", peer(Labels{}, nil), true},
+		{"no labels, certificate names none", peer(Labels{}, &Labels{}), true},
+		{"labels its certificate names", peer(qc, &qc), true},
+		{"another region than its certificate's", peer(qc, &us), false},
+		{"labels its certificate does not name", peer(qc, &Labels{}), false},
+		{"no labels, certificate names some", peer(Labels{}, &qc), false},
+		{"labels without a certificate", peer(qc, nil), false},
+	}
+	for _, tt := range tests {
+		a, _, err := Prefill(decode, "m", []PrefillPeer{tt.p})
+		if (err == nil) != tt.ok || a.Prefill[0].OK != tt.ok {
+			t.Errorf("%s: got ok=%v (%v), want %v", tt.name, err == nil, err, tt.ok)
+		}
+	}
+}

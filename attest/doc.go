@@ -18,6 +18,20 @@
 //     passed its own attestation, and holds a whole request of the decode
 //     node's served context; the returned capacity (the smallest prefill
 //     pool) is admission's bound on a prompt.
+//   - Labels (region, tier; issue 17 §5) travel in the attestation: a
+//     malformed label fails Capacity (the node refuses to start) and a
+//     peer's fails Prefill. Labels.Serves is the one residency judgement —
+//     the policy floor, the API's tenant view and the decode node's prefill
+//     client all call it — and an unlabelled node serves no tenant that
+//     requires a region or a tier. A node's labels are signed by the CA into
+//     its certificate (pki.IssueNode: URI SANs
+//     spiffe://cloison/label/region/VALUE, …/tier/VALUE): cloisond refuses
+//     to start with --node-region/--node-tier other than its certificate's,
+//     and Prefill fails a peer whose attested labels differ from those its
+//     certificate names on the mutual-TLS answer (PrefillPeer.Certified),
+//     or that attests labels with no certificate. So a prefill node cannot
+//     claim a region without its CA having signed it; whoever holds the CA
+//     key can sign any region, as it can any role.
 //
 // The driving sequence, at node start (internal/node):
 //

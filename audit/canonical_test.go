@@ -143,6 +143,8 @@ var examples = map[Kind]Payload{
 	KindReportReceived:   &ReportReceived{Report: "rep-1", Request: "req-1", Reason: "foreign-content", Sealed: true, Incident: "inc-1"},
 	KindRequestReplayed: &RequestReplayed{Request: "req-1", Report: "rep-1", Incident: "inc-1", By: "tenant", Verdict: VerdictConfirmed,
 		Key: "sd1", Completion: &Digest{1}, ReplayMicros: 10, OriginalMicros: 12},
+	KindResponseStored:  &ResponseStored{Response: "resp_1", Request: "req-1", Sealed: Digest{2}, Bytes: 120},
+	KindResponseDeleted: &ResponseDeleted{Response: "resp_1", Sealed: Digest{2}},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

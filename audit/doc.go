@@ -88,6 +88,17 @@
 //     ErrNoCheckpoint). Without a trusted note from outside the database,
 //     a tail deleted after the last stored checkpoint is undetectable:
 //     that is why verifiers keep state (cloisonctl audit verify --trusted).
+//   - The staging window (IntegrationBound). A writer may acknowledge an
+//     event once it is durable but not yet sequenced (audit/postgres
+//     Store.Stage: a staging table, integrated into chain and tree by one
+//     integrator per database). Until it is integrated the event is under
+//     no hash, no checkpoint and no proof: the database owner could
+//     delete it, and no verifier could tell. The window is bounded:
+//     writers integrate within IntegrationBound (1 s), and a verifier
+//     that finds an event staged longer reports a break (ReasonStaged),
+//     never a warning. Once integrated it is covered like every other
+//     entry; what a verifier holds from before (a checkpoint, a proof)
+//     never covers staged events.
 //   - Witness cosignatures (cosignature.go, C2SP tlog-cosignature,
 //     cosignature/v1 Ed25519: "— <witness> base64(key hash ‖ timestamp ‖
 //     sig)" over "cosignature/v1\ntime <t>\n<checkpoint body>"; a witness's

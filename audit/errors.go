@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cloison/cloison"
 )
@@ -49,7 +50,14 @@ const (
 	ReasonRangeEnd      Reason = "range_end"      // an exported range does not end where its manifest says
 	ReasonTree          Reason = "tree"           // a stored Merkle tree hash is not the one the entries give
 	ReasonTenantLog     Reason = "tenant_log"     // a stored tenant log row is not the one the entries give
+	ReasonStaged        Reason = "staged"         // an event stayed staged, under no hash, beyond IntegrationBound
 )
+
+// IntegrationBound is the longest an acknowledged event may stay staged
+// (durable, but under no chain hash or tree leaf yet) before a writer must
+// have sequenced it; a verifier reports an older staged event as a break
+// (ReasonStaged).
+const IntegrationBound = time.Second
 
 // BreakError reports the first sequence number at which a chain fails
 // verification and why. errors.Is(err, ErrChainBroken) holds for it.

@@ -41,6 +41,8 @@ const (
 	KindRegisterSettings     Kind = "register.settings_set"
 	KindReportReceived       Kind = "report.received"
 	KindRequestReplayed      Kind = "request.replayed"
+	KindResponseStored       Kind = "response.stored"
+	KindResponseDeleted      Kind = "response.deleted"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -51,7 +53,7 @@ var Kinds = []Kind{
 	KindKeyCreated, KindKeyRotated, KindKeyRevoked, KindExportCreated, KindPolicyReloaded,
 	KindPolicyRefusals,
 	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
-	KindReportReceived, KindRequestReplayed,
+	KindReportReceived, KindRequestReplayed, KindResponseStored, KindResponseDeleted,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

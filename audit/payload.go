@@ -73,6 +73,10 @@ func NewPayload(k Kind) Payload {
 		return &ReportReceived{}
 	case KindRequestReplayed:
 		return &RequestReplayed{}
+	case KindResponseStored:
+		return &ResponseStored{}
+	case KindResponseDeleted:
+		return &ResponseDeleted{}
 	}
 	return nil
 }
@@ -147,6 +151,41 @@ type RequestCompleted struct {
 	// Served (issue 17 §1): keyed digests of the prompt and completion and
 	// what determined the output; absent in entries written before it.
 	Served *Served `json:"served,omitempty"`
+	// Placement (issue 17 §5): the nodes that processed the request and
+	// their residency labels, so a tenant can show where its data went;
+	// absent in entries written before it.
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// Placement is where a request was processed: the decode node (which
+// served the API and decoded) and, in a split deployment, the prefill node
+// that computed the prompt's KV. Labels are as the nodes attested them;
+// empty when a node has none.
+type Placement struct {
+	Node    Name          `json:"node"`
+	Region  Name          `json:"region,omitempty"`
+	Tier    Name          `json:"tier,omitempty"`
+	Prefill *PrefillPlace `json:"prefill,omitempty"` // nil: prefilled on the decode node
+}
+
+// PrefillPlace is the prefill node of a Placement.
+type PrefillPlace struct {
+	Node   Name `json:"node"` // its address as the decode node dialled it
+	Region Name `json:"region,omitempty"`
+	Tier   Name `json:"tier,omitempty"`
+}
+
+func (p *Placement) validate() error {
+	if p == nil {
+		return nil
+	}
+	err := firstErr(CheckName("placement.node", string(p.Node)), checkOptName("placement.region", string(p.Region)),
+		checkOptName("placement.tier", string(p.Tier)))
+	if err == nil && p.Prefill != nil {
+		err = firstErr(CheckName("placement.prefill.node", string(p.Prefill.Node)),
+			checkOptName("placement.prefill.region", string(p.Prefill.Region)), checkOptName("placement.prefill.tier", string(p.Prefill.Tier)))
+	}
+	return err
 }
 
 func (RequestCompleted) Kind() Kind { return KindRequestCompleted }
@@ -155,7 +194,7 @@ func (p RequestCompleted) validate() error {
 		checkOptName("status", string(p.Status)), checkCount("prompt_tokens", p.PromptTokens),
 		checkCount("completion_tokens", p.CompletionTokens), checkCount("cached_tokens", p.CachedTokens),
 		checkCount("pages", p.Pages), CheckName("tier", string(p.Tier)),
-		checkCount("duration_micros", p.DurationMicros), p.Served.validate())
+		checkCount("duration_micros", p.DurationMicros), p.Served.validate(), p.Placement.validate())
 }
 
 // IsolationViolation records a broken isolation invariant and what the
@@ -213,6 +252,10 @@ type CapacityAttestation struct {
 	PoolPages         int64 `json:"pool_pages"`
 	PageTokens        int64 `json:"page_tokens"`
 	Ready             bool  `json:"ready"`
+	// Region and Tier are the node's residency labels (issue 17 §5);
+	// empty when it has none.
+	Region Name `json:"region,omitempty"`
+	Tier   Name `json:"tier,omitempty"`
 	// Prefill lists a decode node's prefill nodes as it checked them.
 	Prefill []PrefillCapacity `json:"prefill,omitempty"`
 }
@@ -223,16 +266,20 @@ type PrefillCapacity struct {
 	PoolTokens    int64 `json:"pool_tokens"`
 	ServedContext int64 `json:"served_context"`
 	Ready         bool  `json:"ready"` // it passed the decode node's check
+	Region        Name  `json:"region,omitempty"`
+	Tier          Name  `json:"tier,omitempty"`
 }
 
 func (CapacityAttestation) Kind() Kind { return KindCapacityAttestation }
 func (p CapacityAttestation) validate() error {
 	err := firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)),
 		checkCount("advertised_context", p.AdvertisedContext), checkCount("servable_context", p.ServableContext),
-		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens))
+		checkCount("pool_pages", p.PoolPages), checkCount("page_tokens", p.PageTokens),
+		checkOptName("region", string(p.Region)), checkOptName("tier", string(p.Tier)))
 	for _, n := range p.Prefill {
 		err = firstErr(err, CheckName("prefill.node", string(n.Node)), checkCount("prefill.pool_tokens", n.PoolTokens),
-			checkCount("prefill.served_context", n.ServedContext))
+			checkCount("prefill.served_context", n.ServedContext), checkOptName("prefill.region", string(n.Region)),
+			checkOptName("prefill.tier", string(n.Tier)))
 	}
 	return err
 }

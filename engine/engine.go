@@ -224,7 +224,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	for _, s := range r.StopTokens {
 		stops[s] = true
 	}
-	a := &active{req: r, sampler: samp, grammar: gm, stops: stops, stream: newStream(r.ID), started: e.now()}
+	a := &active{req: r, sampler: samp, grammar: gm, stops: stops, stream: newStream(r.ID), started: e.now(), trace: context.WithoutCancel(ctx)}
 	// The cancel hooks are set BEFORE a is published in e.active: from then
 	// on the loop (finish, shutdown) may end it at any moment and calls
 	// a.stopCtx. A cancellation that fires before publication posts a
@@ -320,6 +320,7 @@ type active struct {
 	stops     map[int32]bool
 	stream    *Stream
 	stopCtx   func() bool
+	trace     context.Context // Submit's context values, not its cancellation: the request's span (remote prefills are its children)
 	started   time.Time
 	firstTok  time.Duration
 	scheduled time.Time // first step that scheduled it (zero: not yet)

@@ -8,9 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 )
@@ -40,6 +44,11 @@ type Remote struct {
 	// without checking that the pool recorded every reserved token after
 	// the transfer (the receiver's own count check is transfer.ReceiverUnsafe).
 	Unsafe Unsafe
+	// Tracer (optional) records a "transfer" span per remote prefill, from
+	// the reservation to the verified KV, child of the request's span
+	// (Submit's context); Prefill gets the span in its context, to send on
+	// (internal/tracing). nil: no spans.
+	Tracer trace.Tracer
 }
 
 func prefillCapacity(r *Remote) int {
@@ -80,6 +89,18 @@ func (e *Engine) startRemote(it RemoteItem) {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
+	parent := context.Background()
+	e.mu.Lock()
+	if a := e.active[it.ID]; a != nil && a.trace != nil {
+		parent = a.trace
+	}
+	e.mu.Unlock()
+	tracer := r.Tracer
+	if tracer == nil {
+		tracer = tracing.Tracer(nil)
+	}
+	sctx, span := tracer.Start(parent, "transfer", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(tracing.AttrRequest.String(string(it.ID)), tracing.AttrTenant.String(string(it.Tenant)), attribute.Int("cloison.transfer_tokens", len(tokens))))
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -88,7 +109,7 @@ func (e *Engine) startRemote(it RemoteItem) {
 		// then is the prefill node's call (and so its sending stream)
 		// cancelled. Cut at the same instant, the prefill node's stream
 		// could end first and the stall be reported as a truncation.
-		pctx, pcancel := context.WithTimeout(context.Background(), timeout+remoteStallGrace)
+		pctx, pcancel := context.WithTimeout(sctx, timeout+remoteStallGrace)
 		defer pcancel()
 		perr := make(chan error, 1)
 		werr := make(chan error, 1)
@@ -143,6 +164,8 @@ func (e *Engine) startRemote(it RemoteItem) {
 			tk.Cancel()
 			<-tk.Done() // the reservation is discarded and its hold released
 		}
+		tracing.Fail(span, err)
+		span.End()
 		e.post(func() {
 			delete(e.tickets, it.ID)
 			e.handle(e.sched.RemoteDone(it.ID, it.Lease, len(tokens), err))
@@ -170,6 +193,9 @@ type PrefillRunner struct {
 	// reservation, its one page is announced as the whole reservation, as
 	// in 2026). Prompts that fit are served normally.
 	Unsafe Unsafe
+	// Tracer (optional) records "prefill.compute" and "transfer.send"
+	// spans, children of the span in Prefill's context.
+	Tracer trace.Tracer
 }
 
 // Prefill computes tokens' KV and sends it to target; it is Remote.Prefill
@@ -193,6 +219,27 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 	if chunk <= 0 {
 		chunk = 256
 	}
+	tracer := r.Tracer
+	if tracer == nil {
+		tracer = tracing.Tracer(nil)
+	}
+	_, span := tracer.Start(ctx, "prefill.compute", trace.WithAttributes(tracing.AttrRequest.String(string(req)), attribute.Int("cloison.prefill_tokens", compute)))
+	if err := r.compute(lease, tokens, compute, chunk); err != nil {
+		tracing.Fail(span, err)
+		span.End()
+		return err
+	}
+	span.End()
+	sctx, span := tracer.Start(ctx, "transfer.send", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(tracing.AttrRequest.String(string(req))))
+	_, err = r.Sender.Send(sctx, r.Dialer, lease, target)
+	tracing.Fail(span, err)
+	span.End()
+	return err
+}
+
+// compute runs the forward passes over tokens[:n] into lease, chunk by chunk.
+func (r *PrefillRunner) compute(lease isolation.Lease, tokens []int32, n, chunk int) error {
+	compute := n
 	for pos := 0; pos < compute; pos += chunk {
 		k := min(chunk, compute-pos)
 		if err := r.Pool.Write(lease, k); err != nil {
@@ -206,8 +253,7 @@ func (r *PrefillRunner) Prefill(ctx context.Context, tenant cloison.TenantID, re
 			return err
 		}
 	}
-	_, err = r.Sender.Send(ctx, r.Dialer, lease, target)
-	return err
+	return nil
 }
 
 func (r *PrefillRunner) allocate(tenant cloison.TenantID, req cloison.RequestID, n int) (isolation.Lease, error) {

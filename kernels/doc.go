@@ -17,6 +17,13 @@
 //     a transfer copy carries zeros for slots its table does not cover.
 //   - ZeroPages leaves the pages' bytes zero and their tags zero.
 //
+// Optional capabilities (ext.go), found by type assertion: Scaler
+// (ggml_scale), GeGLUer (tanh-gelu GeGLU) and, on arenas, WindowAttender
+// (attention with a score scale and a standard sliding window, the same
+// page checks as Attention). kernels/cpu has them; kernelstest checks them
+// where present and skips them where not; a model that needs one refuses a
+// backend without it.
+//
 // The loop that drives a backend (one engine step of a llama-family model):
 //
 //	b.Embed(x, tokEmbd, ids)                  // ids of every row in the batch

@@ -20,10 +20,14 @@ const (
 	Q5_1 DType = 7  // 32-element blocks: f16 d, f16 m, fifth bits, low nibbles; x = q·d + m (24 bytes)
 	Q8_0 DType = 8  // 32-element blocks: f16 scale d, 32 int8 q; x = q·d (34 bytes)
 	Q2_K DType = 10 // 256-element super-blocks: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit q, f16 d, f16 dmin (84 bytes; q2k.go)
+	Q3_K DType = 11 // 256-element super-blocks: 32 bytes of third bits, 64 bytes of 2-bit q, 12 bytes of 6-bit scales, f16 d (110 bytes; q3k.go)
 	Q4_K DType = 12 // 256-element super-blocks: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit q (144 bytes)
 	Q5_K DType = 13 // as Q4_K plus 32 bytes of fifth bits before the low nibbles (176 bytes; q5k.go)
 	Q6_K DType = 14 // 256-element super-blocks: 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d (210 bytes)
 	BF16 DType = 30 // little-endian bfloat16 (upper half of a float32)
+	// MXFP4: 32-element blocks: an E8M0 scale byte, 16 bytes of 4-bit E2M1
+	// values (17 bytes; mxfp4.go). gpt-oss files carry their experts in it.
+	MXFP4 DType = 39
 )
 
 var dtypeInfo = map[DType]struct {
@@ -31,23 +35,25 @@ var dtypeInfo = map[DType]struct {
 	block      int // elements per block
 	blockBytes int
 }{
-	F32:  {"F32", 1, 4},
-	F16:  {"F16", 1, 2},
-	Q4_0: {"Q4_0", 32, 18},
-	Q4_1: {"Q4_1", 32, 20},
-	Q5_0: {"Q5_0", 32, 22},
-	Q5_1: {"Q5_1", 32, 24},
-	Q8_0: {"Q8_0", 32, 34},
-	Q2_K: {"Q2_K", 256, 84},
-	Q4_K: {"Q4_K", 256, 144},
-	Q5_K: {"Q5_K", 256, 176},
-	Q6_K: {"Q6_K", 256, 210},
-	BF16: {"BF16", 1, 2},
+	F32:   {"F32", 1, 4},
+	F16:   {"F16", 1, 2},
+	Q4_0:  {"Q4_0", 32, 18},
+	Q4_1:  {"Q4_1", 32, 20},
+	Q5_0:  {"Q5_0", 32, 22},
+	Q5_1:  {"Q5_1", 32, 24},
+	Q8_0:  {"Q8_0", 32, 34},
+	Q2_K:  {"Q2_K", 256, 84},
+	Q3_K:  {"Q3_K", 256, 110},
+	Q4_K:  {"Q4_K", 256, 144},
+	Q5_K:  {"Q5_K", 256, 176},
+	Q6_K:  {"Q6_K", 256, 210},
+	BF16:  {"BF16", 1, 2},
+	MXFP4: {"MXFP4", 32, 17},
 }
 
 // DTypes lists the supported types in GGML order.
 func DTypes() []DType {
-	return []DType{F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, BF16}
+	return []DType{F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, BF16, MXFP4}
 }
 
 func (d DType) String() string {
@@ -142,6 +148,14 @@ func Dequantize(dst []float32, d DType, src []byte) error {
 		for b := 0; b < len(dst)/256; b++ {
 			DequantizeQ2KBlock(dst[b*256:b*256+256], src[b*84:b*84+84])
 		}
+	case Q3_K:
+		for b := 0; b < len(dst)/256; b++ {
+			DequantizeQ3KBlock(dst[b*256:b*256+256], src[b*110:b*110+110])
+		}
+	case MXFP4:
+		for b := 0; b < len(dst)/32; b++ {
+			DequantizeMXFP4Block(dst[b*32:b*32+32], src[b*17:b*17+17])
+		}
 	case Q5_K:
 		for b := 0; b < len(dst)/256; b++ {
 			DequantizeQ5KBlock(dst[b*256:b*256+256], src[b*176:b*176+176])
@@ -212,9 +226,9 @@ func DequantizeQ6KBlock(y []float32, blk []byte) {
 
 // Quantize encodes src (len a multiple of the block size) as type d, the way
 // llama.cpp's reference quantizers do for F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1 and Q8_0. For Q2_K, Q4_K, Q5_K and Q6_K it uses a simple min/max
-// (Q2_K, Q4_K, Q5_K) or absmax (Q6_K) search per sub-block: valid blocks of that layout,
-// not llama.cpp's error-minimising ones.
+// Q5_1, Q8_0 and MXFP4. For Q2_K, Q3_K, Q4_K, Q5_K and Q6_K it uses a simple
+// min/max (Q2_K, Q4_K, Q5_K) or absmax (Q3_K, Q6_K) search per sub-block:
+// valid blocks of that layout, not llama.cpp's error-minimising ones.
 func Quantize(d DType, src []float32) ([]byte, error) {
 	rb, err := d.RowBytes(len(src))
 	if err != nil {
@@ -280,6 +294,14 @@ func Quantize(d DType, src []float32) ([]byte, error) {
 	case Q2_K:
 		for b := 0; b < len(src)/256; b++ {
 			quantizeQ2KBlock(out[b*84:b*84+84], src[b*256:b*256+256])
+		}
+	case Q3_K:
+		for b := 0; b < len(src)/256; b++ {
+			quantizeQ3KBlock(out[b*110:b*110+110], src[b*256:b*256+256])
+		}
+	case MXFP4:
+		for b := 0; b < len(src)/32; b++ {
+			quantizeMXFP4Block(out[b*17:b*17+17], src[b*32:b*32+32])
 		}
 	case Q5_K:
 		for b := 0; b < len(src)/256; b++ {

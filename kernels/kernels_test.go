@@ -104,6 +104,8 @@ func FuzzDequantize(f *testing.F) {
 	f.Add(uint8(8), []byte{0x00, 0x3c})
 	f.Add(uint8(12), make([]byte, 144))
 	f.Add(uint8(14), make([]byte, 210))
+	f.Add(uint8(11), make([]byte, 110))              // Q3_K
+	f.Add(uint8(39), []byte{0xff, 0x77, 0x88, 0xf0}) // MXFP4: the largest scale, short
 	f.Fuzz(func(t *testing.T, d uint8, data []byte) {
 		dt := kernels.DType(d)
 		if !dt.Valid() {

@@ -110,8 +110,9 @@ func probeInput() Input {
 
 // probe checks a prepared bundle before it serves: it decides (allow or
 // deny, never an evaluation failure) on a plain request, and it denies a
-// suspended tenant and a failed attestation — the platform invariants that
-// no bundle may lift.
+// suspended tenant, a failed attestation and a request its tenant's
+// residency forbids (permission_denied) — the platform invariants that no
+// bundle may lift.
 func (b *bundle) probe(ctx context.Context) error {
 	type check struct {
 		name      string
@@ -125,6 +126,15 @@ func (b *bundle) probe(ctx context.Context) error {
 		{"failed attestation", func(in *Input) {
 			in.Attestation.OK, in.Attestation.Reason = false, "probe: pool too small"
 		}, true, []cloison.Code{cloison.CodeUnavailable}},
+		{"node outside the residency", func(in *Input) {
+			in.Tenant.Residency = tenancy.Residency{Regions: []string{"probe-in"}}
+			in.Attestation.Labels = attest.Labels{Region: "probe-out"}
+		}, true, []cloison.Code{cloison.CodePermissionDenied}},
+		{"no prefill node in the residency", func(in *Input) {
+			in.Tenant.Residency = tenancy.Residency{Regions: []string{"probe-in"}}
+			in.Attestation.Labels = attest.Labels{Region: "probe-in"}
+			in.Placement = Placement{Split: true, Prefill: []attest.Labels{{Region: "probe-out"}}}
+		}, true, []cloison.Code{cloison.CodePermissionDenied}},
 		{"personal data", func(in *Input) {
 			in.Tenant.Classification, in.Tenant.Tier, in.Tenant.Zeroing = tenancy.ClassPersonal, isolation.TierDedicated, isolation.ZeroAlways
 		}, false, nil},

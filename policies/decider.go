@@ -68,7 +68,32 @@ type Input struct {
 	Principal   tenancy.Principal
 	Tenant      tenancy.Tenant
 	Request     Request
-	Attestation attest.Attestation
+	Attestation attest.Attestation // its Labels are this node's
+	Placement   Placement
+}
+
+// Placement is where the request would be processed besides this node
+// (whose labels are the attestation's): on a decode node (Split), the
+// labels of the prefill nodes it may ask now.
+type Placement struct {
+	Split   bool
+	Prefill []attest.Labels
+}
+
+// Complies reports whether the tenant's residency allows this node and, on
+// a decode node, at least one of its prefill nodes; reason says which part
+// fails. It is the floor every allowed decision must meet (enforceFloor),
+// whatever the bundle says; the shipped bundle (residency.rego) denies the
+// same requests with permission_denied.
+func (in Input) Complies() (ok bool, reason string) {
+	r := in.Tenant.Residency
+	if !in.Attestation.Labels.Serves(r.Regions, r.Tier) {
+		return false, fmt.Sprintf("this node (region %q, tier %q) is outside this tenant's residency", in.Attestation.Labels.Region, in.Attestation.Labels.Tier)
+	}
+	if in.Placement.Split && !slices.ContainsFunc(in.Placement.Prefill, func(l attest.Labels) bool { return l.Serves(r.Regions, r.Tier) }) {
+		return false, "no prefill node in the regions and tier this tenant's residency allows"
+	}
+	return true, ""
 }
 
 // Reason is one rule's refusal.
@@ -422,6 +447,9 @@ func (dec *Decision) enforceFloor(in Input) error {
 	case in.Principal.Tenant != in.Tenant.ID:
 		return errors.New("bundle allowed a principal of another tenant")
 	}
+	if ok, why := in.Complies(); !ok {
+		return errors.New("bundle allowed a request its tenant's residency forbids: " + why)
+	}
 	t, z := strictest(in)
 	if dec.Tier < t || dec.Zeroing < z {
 		return fmt.Errorf("bundle chose %v/%v, laxer than the required %v/%v", dec.Tier, dec.Zeroing, t, z)
@@ -571,6 +599,14 @@ func document(in Input) map[string]any {
 		models[i] = m
 	}
 	t, a, q := in.Tenant, in.Attestation, in.Tenant.Quotas
+	regions := make([]any, len(t.Residency.Regions))
+	for i, r := range t.Residency.Regions {
+		regions[i] = r
+	}
+	prefill := make([]any, len(in.Placement.Prefill))
+	for i, l := range in.Placement.Prefill {
+		prefill[i] = map[string]any{"region": l.Region, "tier": l.Tier}
+	}
 	return map[string]any{
 		"principal": map[string]any{
 			"subject": in.Principal.Subject,
@@ -585,6 +621,7 @@ func document(in Input) map[string]any {
 			"zeroing":        t.Zeroing.String(),
 			"classification": string(t.Classification),
 			"allowed_models": models,
+			"residency":      map[string]any{"regions": regions, "tier": t.Residency.Tier},
 			"quotas": map[string]any{
 				"max_concurrent":    q.MaxConcurrent,
 				"kv_pages":          q.KVPages,
@@ -607,6 +644,12 @@ func document(in Input) map[string]any {
 			"zeroing":        a.Zeroing,
 			"ok":             a.OK,
 			"reason":         a.Reason,
+		},
+		"node": map[string]any{
+			"region":  a.Labels.Region,
+			"tier":    a.Labels.Tier,
+			"split":   in.Placement.Split,
+			"prefill": prefill,
 		},
 	}
 }

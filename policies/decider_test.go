@@ -459,3 +459,66 @@ func BenchmarkPrepare(b *testing.B) {
 		}
 	}
 }
+
+// Residency (issue 17 §5): the shipped bundle denies with permission_denied
+// a request whose tenant's residency this node, or (on a decode node) every
+// prefill node, is outside of; a bundle without the rule is refused at
+// Reload (its probe), and were it serving, the Decider's floor would turn
+// its allow into an evaluation failure: never a 200 outside the residency.
+func TestResidency(t *testing.T) {
+	ctx := context.Background()
+	d := newDecider(t)
+	qc := attest.Labels{Region: "ca-qc", Tier: "dedicated"}
+	us := attest.Labels{Region: "us-east", Tier: "dedicated"}
+	tests := []struct {
+		name      string
+		residency tenancy.Residency
+		node      attest.Labels
+		placement Placement
+		allow     bool
+	}{
+		{"no residency, unlabelled node", tenancy.Residency{}, attest.Labels{}, Placement{}, true},
+		{"region allowed", tenancy.Residency{Regions: []string{"ca-qc"}}, qc, Placement{}, true},
+		{"node in another region", tenancy.Residency{Regions: []string{"ca-qc"}}, us, Placement{}, false},
+		{"unlabelled node, region required", tenancy.Residency{Regions: []string{"ca-qc"}}, attest.Labels{}, Placement{}, false},
+		{"tier required, node has another", tenancy.Residency{Tier: "dedicated"}, attest.Labels{Region: "ca-qc", Tier: "shared"}, Placement{}, false},
+		{"split, one compliant prefill node", tenancy.Residency{Regions: []string{"ca-qc"}}, qc, Placement{Split: true, Prefill: []attest.Labels{us, qc}}, true},
+		{"split, no compliant prefill node", tenancy.Residency{Regions: []string{"ca-qc"}}, qc, Placement{Split: true, Prefill: []attest.Labels{us}}, false},
+		{"split, no prefill node at all", tenancy.Residency{Regions: []string{"ca-qc"}}, qc, Placement{Split: true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := baseInput()
+			in.Tenant.Residency, in.Attestation.Labels, in.Placement = tt.residency, tt.node, tt.placement
+			in.Principal.TenantRecord = in.Tenant
+			dec, err := d.Decide(ctx, in)
+			if dec.Allow != tt.allow {
+				t.Fatalf("got allow=%v (%v), want %v", dec.Allow, err, tt.allow)
+			}
+			if ok, _ := in.Complies(); ok != tt.allow {
+				t.Fatalf("Complies = %v, want %v", ok, tt.allow)
+			}
+			if !tt.allow {
+				var de *DeniedError
+				if !errors.As(err, &de) || cloison.ErrorCode(err) != cloison.CodePermissionDenied {
+					t.Fatalf("got %v, want a permission_denied DeniedError", err)
+				}
+				// A bundle that allowed it anyway fails the floor.
+				allowed := Decision{Allow: true, Tier: in.Tenant.Tier, Zeroing: in.Tenant.Zeroing, Limits: dec.Limits}
+				if err := allowed.enforceFloor(in); err == nil || !strings.Contains(err.Error(), "residency") {
+					t.Fatalf("floor: got %v, want a residency refusal", err)
+				}
+			}
+		})
+	}
+	src := Shipped()
+	delete(src, "residency.rego")
+	for name, body := range src {
+		if strings.HasSuffix(name, "_test.rego") {
+			src[name] = body[:strings.Index(body, "# Residency (issue 17 §5).")]
+		}
+	}
+	if _, err := d.Reload(ctx, src); !errors.Is(err, ErrBundle) || !strings.Contains(err.Error(), "residency") {
+		t.Fatalf("a bundle without residency.rego: got %v, want ErrBundle from the residency probe", err)
+	}
+}

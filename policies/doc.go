@@ -9,7 +9,14 @@
 //     does a bundle that allows what the platform forbids (an inactive
 //     tenant, a failed capacity attestation, a principal of another tenant,
 //     isolation laxer than the tenant record's or than dedicated/always for
-//     personal or confidential data).
+//     personal or confidential data, or a node or — on a decode node —
+//     every prefill node outside the tenant's residency: Input.Complies).
+//   - residency.rego (issue 17 §5) denies with permission_denied a request
+//     whose tenant's residency (input.tenant.residency) this node
+//     (input.node: its attested labels) or, on a decode node
+//     (input.node.split), every prefill node it may ask now
+//     (input.node.prefill) is outside of; Reload's probe refuses a bundle
+//     that lets such a request through.
 //   - Decisions depend on the input and the bundle only: builtins that reach
 //     outside the process or are not deterministic (http.send, net.*,
 //     opa.runtime, rand.*, uuid.*, time.now_ns) are not available to

@@ -33,6 +33,13 @@
 //     none agreed; migration 00016 CHECKs the same bound) changes like any
 //     tenant field, its tenant.updated event in the same transaction; the
 //     register applies it (audit.IncidentFile.NoticeDues).
+//   - A tenant's Residency (issue 17 §5: allowed node regions, empty for
+//     any, and a required node tier, empty for any; DNS labels, at most
+//     MaxRegions distinct regions; migration 00019 CHECKs the alphabet)
+//     changes like any tenant field, with tenant.updated in the same
+//     transaction, and applies from the tenant's next request: policies
+//     deny one no compliant node can serve, and a decode node's prefill
+//     client never sends its prompt outside it (attest.Labels.Serves).
 //   - Signing keys move next → current → previous → retired, never back; a
 //     retired key stops verifying at once in the process that retired it and
 //     at the next Reload elsewhere. Private keys are stored sealed (AES-256-

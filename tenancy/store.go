@@ -57,7 +57,7 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(pgx.Tx) error) er
 var tokenID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 const tenantColumns = `id, name, status, tier, zeroing, classification, max_concurrent, kv_pages,
-	tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours, created_at, updated_at`
+	tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours, allowed_regions, required_node_tier, created_at, updated_at`
 
 func scanTenant(row pgx.Row) (Tenant, error) {
 	var (
@@ -65,7 +65,7 @@ func scanTenant(row pgx.Row) (Tenant, error) {
 		id, status, tier, zero, clas string
 	)
 	err := row.Scan(&id, &t.Name, &status, &tier, &zero, &clas, &t.Quotas.MaxConcurrent, &t.Quotas.KVPages,
-		&t.Quotas.TokensPerMinute, &t.Quotas.MaxContext, &t.AllowedModels, &t.IncidentContact, &t.NoticeDeadlineHours, &t.CreatedAt, &t.UpdatedAt)
+		&t.Quotas.TokensPerMinute, &t.Quotas.MaxContext, &t.AllowedModels, &t.IncidentContact, &t.NoticeDeadlineHours, &t.Residency.Regions, &t.Residency.Tier, &t.CreatedAt, &t.UpdatedAt)
 	if err != nil {
 		return Tenant{}, err
 	}
@@ -109,11 +109,12 @@ func (s *Store) CreateTenant(ctx context.Context, t Tenant) (Tenant, error) {
 	err := s.inTx(ctx, "tenant "+string(t.ID), func(tx pgx.Tx) error {
 		var err error
 		out, err = scanTenant(tx.QueryRow(ctx, `INSERT INTO tenants (id, name, status, tier, zeroing, classification,
-			max_concurrent, kv_pages, tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING `+tenantColumns,
+			max_concurrent, kv_pages, tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours,
+			allowed_regions, required_node_tier)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+tenantColumns,
 			string(t.ID), t.Name, string(t.Status), t.Tier.String(), t.Zeroing.String(), string(t.Classification),
 			t.Quotas.MaxConcurrent, t.Quotas.KVPages, t.Quotas.TokensPerMinute, t.Quotas.MaxContext,
-			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours))
+			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours, regionsArg(t.Residency.Regions), t.Residency.Tier))
 		if err != nil {
 			return err
 		}
@@ -190,11 +191,12 @@ func (s *Store) UpdateTenant(ctx context.Context, id cloison.TenantID, fn func(*
 		}
 		out, err = scanTenant(tx.QueryRow(ctx, `UPDATE tenants SET name = $2, status = $3, tier = $4, zeroing = $5,
 			classification = $6, max_concurrent = $7, kv_pages = $8, tokens_per_minute = $9, max_context = $10,
-			allowed_models = $11, incident_contact = $12, notice_deadline_hours = $13, updated_at = clock_timestamp()
+			allowed_models = $11, incident_contact = $12, notice_deadline_hours = $13,
+			allowed_regions = $14, required_node_tier = $15, updated_at = clock_timestamp()
 			WHERE id = $1 RETURNING `+tenantColumns,
 			string(t.ID), t.Name, string(t.Status), t.Tier.String(), t.Zeroing.String(), string(t.Classification),
 			t.Quotas.MaxConcurrent, t.Quotas.KVPages, t.Quotas.TokensPerMinute, t.Quotas.MaxContext,
-			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours))
+			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours, regionsArg(t.Residency.Regions), t.Residency.Tier))
 		if err != nil {
 			return err
 		}
@@ -444,4 +446,12 @@ func insertKey(ctx context.Context, tx pgx.Tx, k storedKey) error {
 		VALUES ($1, $2, $3, $4, $5, CASE WHEN $5 = 'current' THEN clock_timestamp() END)`,
 		k.kid, k.issuer, k.public, k.sealed, string(k.state))
 	return err
+}
+
+// regionsArg is never nil: the column is NOT NULL, and a nil slice is SQL NULL.
+func regionsArg(r []string) []string {
+	if r == nil {
+		return []string{}
+	}
+	return r
 }

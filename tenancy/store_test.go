@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -63,6 +64,7 @@ func sampleTenant(prefix string) Tenant {
 		AllowedModels:  []string{"context-bag"},
 		// Loi 25: where incident notices go.
 		IncidentContact: "privacy@acme.example",
+		Residency:       Residency{Regions: []string{}},
 	}
 }
 
@@ -159,6 +161,15 @@ func TestTenantValidate(t *testing.T) {
 		{"negative notice deadline", func(x *Tenant) { x.NoticeDeadlineHours = -1 }},
 		{"notice deadline over a year", func(x *Tenant) { x.NoticeDeadlineHours = MaxNoticeDeadlineHours + 1 }},
 		{"incident contact too long", func(x *Tenant) { x.IncidentContact = strings.Repeat("x", 513) }},
+		{"region not a label", func(x *Tenant) { x.Residency.Regions = []string{"CA QC"} }},
+		{"empty region", func(x *Tenant) { x.Residency.Regions = []string{""} }},
+		{"region twice", func(x *Tenant) { x.Residency.Regions = []string{"ca-qc", "ca-qc"} }},
+		{"too many regions", func(x *Tenant) {
+			for i := range MaxRegions + 1 {
+				x.Residency.Regions = append(x.Residency.Regions, fmt.Sprintf("r%d", i))
+			}
+		}},
+		{"tier not a label", func(x *Tenant) { x.Residency.Tier = "dedicated!" }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -192,6 +203,14 @@ func TestDatabaseRefusesWhatValidateRefuses(t *testing.T) {
 		VALUES ($1, 'x', 'shared', 'never', 'public', 1, 1, 1, 8761)`, id)
 	if err := translate(err, "tenant"); !errors.Is(err, ErrInvalidTenant) {
 		t.Fatalf("notice deadline over a year: got %v, want ErrInvalidTenant", err)
+	}
+	for _, c := range []struct{ name, regions, tier string }{
+		{"malformed region", `{"CA QC"}`, ""}, {"empty region", `{ca-qc,""}`, ""}, {"malformed tier", `{}`, "-x"}} {
+		_, err = pool.Exec(ctx, `INSERT INTO tenants (id, name, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute, allowed_regions, required_node_tier)
+			VALUES ($1, 'x', 'shared', 'never', 'public', 1, 1, 1, $2, $3)`, id, c.regions, c.tier)
+		if err := translate(err, "tenant"); !errors.Is(err, ErrInvalidTenant) {
+			t.Fatalf("%s: got %v, want ErrInvalidTenant", c.name, err)
+		}
 	}
 	// The runtime role may not delete: tenants are suspended, not erased.
 	s := newStore(t)
@@ -420,5 +439,31 @@ func TestNoticeClauseRoundTrip(t *testing.T) {
 	same.NoticeDeadlineHours = 72
 	if tenantDigest(same) == tenantDigest(made) {
 		t.Fatal("the config digest does not cover the notice deadline")
+	}
+}
+
+// Residency (issue 17 §5) is stored, read back and updated like every
+// tenant field, and the config digest of tenant.updated covers it.
+func TestResidencyRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	x := sampleTenant("residency")
+	x.Residency = Residency{Regions: []string{"ca-qc", "ca-on"}, Tier: "dedicated"}
+	made, err := s.CreateTenant(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Tenant(ctx, made.ID); err != nil || !reflect.DeepEqual(got.Residency, x.Residency) {
+		t.Fatalf("read back: %+v, %v", got.Residency, err)
+	}
+	up, err := s.UpdateTenant(ctx, made.ID, func(t *Tenant) error { t.Residency = Residency{Regions: nil}; return nil })
+	if err != nil || len(up.Residency.Regions) != 0 || up.Residency.Regions == nil || up.Residency.Tier != "" || up.Residency.Required() {
+		t.Fatalf("update to none: %+v, %v", up.Residency, err)
+	}
+	if tenantDigest(up) == tenantDigest(made) {
+		t.Fatal("the config digest does not cover the residency")
+	}
+	if _, err := s.UpdateTenant(ctx, made.ID, func(t *Tenant) error { t.Residency.Regions = []string{"Québec"}; return nil }); !errors.Is(err, ErrInvalidTenant) {
+		t.Fatalf("a malformed region: got %v, want ErrInvalidTenant", err)
 	}
 }

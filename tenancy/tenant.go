@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -79,7 +80,7 @@ var DefaultQuotas = Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 100_
 // DefaultQuotas; the caller adds allowed models and the incident contact.
 func NewTenant(id cloison.TenantID, name string, class Classification) Tenant {
 	t := Tenant{ID: id, Name: name, Status: StatusActive, Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant,
-		Classification: class, Quotas: DefaultQuotas, AllowedModels: []string{}}
+		Classification: class, Quotas: DefaultQuotas, AllowedModels: []string{}, Residency: Residency{Regions: []string{}}}
 	if class.Sensitive() {
 		t.Tier, t.Zeroing = isolation.TierDedicated, isolation.ZeroAlways
 	}
@@ -89,6 +90,23 @@ func NewTenant(id cloison.TenantID, name string, class Classification) Tenant {
 // MaxNoticeDeadlineHours bounds a tenant's notice deadline (a year), as the
 // database does.
 const MaxNoticeDeadlineHours = 8760
+
+// MaxRegions bounds a tenant's allowed regions, as the database does.
+const MaxRegions = 64
+
+// Residency is a tenant's requirement on the nodes that process its data:
+// their region label must be one of Regions (empty: any region) and their
+// tier label must be Tier (empty: any tier). A node that cannot be shown to
+// comply (no label) serves no tenant that states a requirement: admission
+// refuses (permission_denied) and a decode node sends the prompt to no
+// prefill node outside it (attest.Labels.Serves).
+type Residency struct {
+	Regions []string `json:"regions"`
+	Tier    string   `json:"tier"`
+}
+
+// Required reports whether the residency restricts anything.
+func (r Residency) Required() bool { return len(r.Regions) > 0 || r.Tier != "" }
 
 // Tenant is one customer of the platform.
 type Tenant struct {
@@ -109,9 +127,11 @@ type Tenant struct {
 	// art. 18.3 notice to this tenant, counted from the register version
 	// that first names it (audit.IncidentFile.NoticeDues); 0: none agreed.
 	// At most MaxNoticeDeadlineHours.
-	NoticeDeadlineHours int       `json:"notice_deadline_hours"`
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	NoticeDeadlineHours int `json:"notice_deadline_hours"`
+	// Residency is where the tenant's data may be processed (issue 17 §5).
+	Residency Residency `json:"residency"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // MarshalJSON writes Tier and Zeroing by name ("dedicated", "always").
@@ -156,6 +176,9 @@ func (t *Tenant) UnmarshalJSON(b []byte) error {
 	if t.Status == "" {
 		t.Status = StatusActive
 	}
+	if t.Residency.Regions == nil {
+		t.Residency.Regions = []string{}
+	}
 	return nil
 }
 
@@ -191,6 +214,17 @@ func (t *Tenant) Validate() error {
 	}
 	if len(t.IncidentContact) > 512 || !utf8.ValidString(t.IncidentContact) {
 		return bad("incident contact must be UTF-8 of at most 512 bytes")
+	}
+	if len(t.Residency.Regions) > MaxRegions {
+		return bad("%d allowed regions (at most %d)", len(t.Residency.Regions), MaxRegions)
+	}
+	for i, r := range t.Residency.Regions {
+		if !attest.ValidLabel(r) || slices.Contains(t.Residency.Regions[:i], r) {
+			return bad("allowed region %q (want distinct DNS labels: 1-63 of a-z 0-9 -)", r)
+		}
+	}
+	if t.Residency.Tier != "" && !attest.ValidLabel(t.Residency.Tier) {
+		return bad("required node tier %q (want a DNS label: 1-63 of a-z 0-9 -)", t.Residency.Tier)
 	}
 	q := t.Quotas
 	if q.MaxConcurrent < 1 || q.KVPages < 1 || q.TokensPerMinute < 1 || q.MaxContext < 0 {

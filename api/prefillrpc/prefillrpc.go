@@ -25,8 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +41,7 @@ import (
 	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/rpcerr"
 )
 
@@ -116,7 +119,7 @@ func (s *Server) SetAttestation(a attest.Attestation, modelDigest string) {
 	defer s.mu.Unlock()
 	s.att = &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
 		PoolTokens: int64(a.PoolTokens), PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K),
-		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason}
+		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason, Region: a.Labels.Region, Tier: a.Labels.Tier}
 }
 
 // Attest implements PrefillService.
@@ -216,12 +219,33 @@ type Client struct {
 	mu     sync.RWMutex
 	conns  map[string]*grpc.ClientConn // guarded by mu: every address dialled and not dropped
 	active []peerClient                // guarded by mu: the nodes Prefill asks, in order
+	// labels: guarded by mu; every address's labels as its last attestation
+	// (AttestPeer) stated them. An address SetPeers keeps without one has
+	// none, and so serves no tenant with a residency requirement.
+	labels map[string]attest.Labels
+	// residency, set once before serving (SetResidency): a tenant's
+	// allowed regions and required tier; nil: no tenant has one.
+	residency func(ctx context.Context, t cloison.TenantID) (regions []string, tier string, err error)
+
+	smu    sync.Mutex
+	served map[cloison.RequestID]servedBy // guarded by smu: which node prefilled a request, until Served takes it
 }
 
 type peerClient struct {
-	addr string
-	cl   prefillv1.PrefillServiceClient
+	addr   string
+	labels attest.Labels // as of the call that returned it (compliant)
+	cl     prefillv1.PrefillServiceClient
 }
+
+// servedBy is the node that prefilled a request.
+type servedBy struct {
+	node attest.PrefillNode
+	at   time.Time
+}
+
+// servedTTL bounds how long an untaken Served record is kept (a request
+// whose completion was never recorded).
+const servedTTL = 10 * time.Minute
 
 // NewClient connects (lazily) to the prefill nodes at peers with clientTLS (a
 // pki.ClientConfig). advertise is this decode node's transfer server address
@@ -230,7 +254,8 @@ func NewClient(peers []string, advertise string, clientTLS *tls.Config) (*Client
 	if len(peers) == 0 || advertise == "" {
 		return nil, errors.New("prefillrpc: at least one prefill peer and the transfer address are required")
 	}
-	c := &Client{advertise: advertise, tls: clientTLS, conns: map[string]*grpc.ClientConn{}}
+	c := &Client{advertise: advertise, tls: clientTLS, conns: map[string]*grpc.ClientConn{}, labels: map[string]attest.Labels{},
+		served: map[cloison.RequestID]servedBy{}}
 	if err := c.SetPeers(peers); err != nil {
 		c.Close()
 		return nil, err
@@ -270,6 +295,7 @@ func (c *Client) SetPeers(addrs []string) error {
 		if !keep[a] {
 			_ = conn.Close()
 			delete(c.conns, a)
+			delete(c.labels, a)
 		}
 	}
 	c.active = active
@@ -297,14 +323,36 @@ func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPee
 	if err != nil {
 		return attest.PrefillPeer{}, err
 	}
-	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{})
+	var from peer.Peer
+	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{}, grpc.Peer(&from))
 	if err != nil {
 		return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
 	}
-	return attest.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: attest.Attestation{
+	// The labels its certificate names, signed by the CA: the node must
+	// attest exactly these (attest.Prefill).
+	var certified *attest.Labels
+	if ti, ok := from.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+		l, err := pki.LabelsOf(ti.State.PeerCertificates[0])
+		if err != nil {
+			return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: %w", addr, err)
+		}
+		certified = &attest.Labels{Region: l.Region, Tier: l.Tier}
+	}
+	p := attest.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: attest.Attestation{
 		ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
 		PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
-		OK: a.GetOk(), Reason: a.GetReason()}}, nil
+		OK: a.GetOk(), Reason: a.GetReason(), Labels: attest.Labels{Region: a.GetRegion(), Tier: a.GetTier()}}, Certified: certified}
+	// Only labels its certificate names count: a node that attests others
+	// (and fails attest.Prefill) serves no tenant with a residency even if
+	// a caller kept it.
+	var l attest.Labels
+	if certified != nil && *certified == p.Attestation.Labels {
+		l = p.Attestation.Labels
+	}
+	c.mu.Lock()
+	c.labels[addr] = l
+	c.mu.Unlock()
+	return p, nil
 }
 
 // Attest fetches every prefill node's capacity attestation (attest.Prefill
@@ -336,24 +384,114 @@ func (c *Client) Close() {
 // ErrNoPrefillNode: no attested prefill node is in the set (all dropped).
 var ErrNoPrefillNode = cloison.NewError(cloison.CodeUnavailable, "no prefill node available")
 
-// Prefill asks the next prefill node. A node that cannot be connected to is
-// skipped for the next one; any other failure is the
-// request's: the decode node's reservation is single-use, so the engine
-// fails the request closed.
+// ErrNoCompliantPrefill: the set holds no prefill node whose labels the
+// tenant's residency allows (code permission_denied). The prompt goes
+// nowhere: there is no fallback to a node outside the residency.
+var ErrNoCompliantPrefill = cloison.NewError(cloison.CodePermissionDenied, "no prefill node in the regions and tier this tenant's residency allows")
+
+// SetResidency sets where a tenant's prompts may be prefilled: fn returns
+// the tenant's allowed regions (empty: any) and required node tier (empty:
+// any); an error refuses the prefill. Call it before serving.
+func (c *Client) SetResidency(fn func(ctx context.Context, t cloison.TenantID) (regions []string, tier string, err error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.residency = fn
+}
+
+// compliant returns the nodes of the set that may prefill tenant's prompts.
+func (c *Client) compliant(ctx context.Context, tenant cloison.TenantID) ([]peerClient, error) {
+	c.mu.RLock()
+	active, residency := slices.Clone(c.active), c.residency
+	for i := range active {
+		active[i].labels = c.labels[active[i].addr]
+	}
+	c.mu.RUnlock()
+	if len(active) == 0 {
+		return nil, ErrNoPrefillNode
+	}
+	if residency == nil {
+		return active, nil
+	}
+	regions, tier, err := residency(ctx, tenant)
+	if err != nil {
+		return nil, &cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill: the tenant's residency could not be read", Cause: err}
+	}
+	var ok []peerClient
+	for _, p := range active {
+		if p.labels.Serves(regions, tier) {
+			ok = append(ok, p)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, ErrNoCompliantPrefill
+	}
+	return ok, nil
+}
+
+// Compliant reports whether the set holds a prefill node that may prefill
+// tenant's prompts: nil, ErrNoPrefillNode, ErrNoCompliantPrefill or the
+// residency lookup's error (admission asks it before the engine does).
+func (c *Client) Compliant(ctx context.Context, tenant cloison.TenantID) error {
+	_, err := c.compliant(ctx, tenant)
+	return err
+}
+
+// PrefillLabels returns the labels of the nodes Prefill asks now, in order.
+func (c *Client) PrefillLabels() []attest.Labels {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]attest.Labels, len(c.active))
+	for i, p := range c.active {
+		out[i] = c.labels[p.addr]
+	}
+	return out
+}
+
+// Served returns, once, the prefill node req's prompt was last sent to
+// (false when none was: a one-token prompt, no compliant node, or already
+// taken).
+func (c *Client) Served(req cloison.RequestID) (attest.PrefillNode, bool) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	s, ok := c.served[req]
+	delete(c.served, req)
+	return s.node, ok
+}
+
+func (c *Client) recordServed(req cloison.RequestID, p peerClient) {
+	now := time.Now()
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	for r, s := range c.served {
+		if now.Sub(s.at) > servedTTL {
+			delete(c.served, r)
+		}
+	}
+	c.served[req] = servedBy{node: attest.PrefillNode{Addr: p.addr, Labels: p.labels}, at: now}
+}
+
+// Prefill asks the next prefill node that the tenant's residency allows
+// (SetResidency); none in the set ⇒ ErrNoCompliantPrefill, and nothing is
+// sent. A node that cannot be connected to is skipped for the next
+// compliant one; any other failure is the request's: the decode node's
+// reservation is single-use, so the engine fails the request closed.
 func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 	in := &prefillv1.PrefillRequest{Tenant: string(tenant), Request: string(req), Tokens: tokens, DecodeAddr: c.advertise,
 		Target: &prefillv1.Target{Tenant: string(to.Tenant), Request: string(to.Request), Epoch: to.Epoch, Reservation: to.Reservation[:], Tokens: int64(to.Tokens)}}
-	c.mu.RLock()
-	active := c.active
-	c.mu.RUnlock()
-	if len(active) == 0 {
-		return ErrNoPrefillNode
+	active, err := c.compliant(ctx, tenant)
+	if err != nil {
+		return err
 	}
 	start := c.next.Add(1)
-	var err error
 	for i := range active {
-		cl := active[(int(start)+i)%len(active)].cl
-		_, err = cl.Prefill(ctx, in)
+		p := active[(int(start)+i)%len(active)]
+		// Recorded BEFORE the call: the decode node may finish the
+		// request (and ledger where it went) as soon as the transfer
+		// commits, before this call returns. A node that was asked holds
+		// the prompt whether or not it answers; the next one asked
+		// replaces it.
+		c.recordServed(req, p)
+		_, err = p.cl.Prefill(ctx, in)
 		if err == nil {
 			return nil
 		}

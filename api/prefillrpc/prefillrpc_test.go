@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
@@ -25,8 +26,12 @@ type fakeNode struct {
 }
 
 func certs(t *testing.T, ca *pki.CA, name string) (server, client *tls.Config) {
+	return labelledCerts(t, ca, name, pki.Labels{})
+}
+
+func labelledCerts(t *testing.T, ca *pki.CA, name string, l pki.Labels) (server, client *tls.Config) {
 	t.Helper()
-	c, err := ca.Issue(name, "127.0.0.1")
+	c, err := ca.IssueNode(name, "", l, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +41,14 @@ func certs(t *testing.T, ca *pki.CA, name string) (server, client *tls.Config) {
 // startFake serves PrefillService over mutual TLS with a prefill function
 // that records its calls and returns fail.
 func startFake(t *testing.T, ca *pki.CA, fail error) *fakeNode {
+	return startLabelled(t, ca, fail, pki.Labels{})
+}
+
+// startLabelled is startFake with a certificate naming labels l.
+func startLabelled(t *testing.T, ca *pki.CA, fail error, l pki.Labels) *fakeNode {
 	t.Helper()
 	f := &fakeNode{}
-	st, ct := certs(t, ca, "prefill")
+	st, ct := labelledCerts(t, ca, "prefill", l)
 	srv := NewServer(func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 		f.mu.Lock()
 		f.calls = append(f.calls, to)
@@ -209,5 +219,81 @@ func TestUntrustedDecodeAddressRefused(t *testing.T) {
 				t.Fatalf("got %v (code %s) and %d calls, want permission_denied and 0", err, got, calls)
 			}
 		})
+	}
+}
+
+// Residency (issue 17 §5): the client sends a tenant's prompt only to
+// prefill nodes whose attested labels its residency allows — never falling
+// back to another, not even when the compliant one is unreachable — and
+// refuses (permission_denied) when none is in the set, before calling any.
+func TestClientResidency(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	qc, us := startLabelled(t, ca, nil, pki.Labels{Region: "ca-qc", Tier: "shared"}), startLabelled(t, ca, nil, pki.Labels{Region: "us-east", Tier: "shared"})
+	// liar's certificate names us-east; it attests ca-qc.
+	liar := startLabelled(t, ca, nil, pki.Labels{Region: "us-east", Tier: "shared"})
+	base := attest.Attestation{ModelContext: 64, ServedContext: 64, PoolTokens: 64, PoolPages: 4, PageTokens: 16, K: 1, OK: true}
+	for f, region := range map[*fakeNode]string{qc: "ca-qc", us: "us-east", liar: "ca-qc"} {
+		a := base
+		a.Labels = attest.Labels{Region: region, Tier: "shared"}
+		f.srv.SetAttestation(a, "m")
+	}
+	_, ct := certs(t, ca, "decode")
+	c, err := NewClient([]string{qc.addr, us.addr, liar.addr}, "127.0.0.1:1", ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peers, err := c.Attest(context.Background())
+	if err != nil || len(peers) != 3 || peers[0].Attestation.Labels.Region != "ca-qc" {
+		t.Fatalf("attest: %+v, %v", peers, err)
+	}
+	// The decode node's check refuses the liar: the CA signed us-east for it.
+	self := base
+	if _, _, err := attest.Prefill(self, "m", peers); !errors.Is(err, attest.ErrFailed) || peers[2].Certified == nil || peers[2].Certified.Region != "us-east" {
+		t.Fatalf("a node attesting a region its certificate does not name: got %v (certified %+v), want ErrFailed", err, peers[2].Certified)
+	}
+	if _, _, err := attest.Prefill(self, "m", peers[:2]); err != nil {
+		t.Fatalf("the honest nodes: %v", err)
+	}
+	residency := map[cloison.TenantID][]string{"acme": {"ca-qc"}, "eu": {"eu-fr"}}
+	c.SetResidency(func(_ context.Context, id cloison.TenantID) ([]string, string, error) {
+		r, ok := residency[id]
+		if !ok {
+			return nil, "", errors.New("no such tenant")
+		}
+		return r, "", nil
+	})
+	calls := func(f *fakeNode) int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.calls) }
+	for range 4 {
+		if err := c.Prefill(context.Background(), "acme", "r1", make([]int32, 3), target(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls(qc) != 4 || calls(us) != 0 || calls(liar) != 0 {
+		t.Fatalf("ca-qc tenant: ca-qc got %d, us-east %d, the liar %d calls, want 4, 0 and 0", calls(qc), calls(us), calls(liar))
+	}
+	if n, ok := c.Served("r1"); !ok || n.Addr != qc.addr || n.Labels.Region != "ca-qc" {
+		t.Fatalf("served: %+v %v", n, ok)
+	}
+	if err := c.Compliant(context.Background(), "eu"); !errors.Is(err, ErrNoCompliantPrefill) {
+		t.Fatalf("eu: Compliant = %v, want ErrNoCompliantPrefill", err)
+	}
+	err = c.Prefill(context.Background(), "eu", "r2", make([]int32, 3), target(3))
+	if !errors.Is(err, ErrNoCompliantPrefill) || cloison.ErrorCode(err) != cloison.CodePermissionDenied {
+		t.Fatalf("eu: got %v, want ErrNoCompliantPrefill (permission_denied)", err)
+	}
+	if err := c.Prefill(context.Background(), "ghost", "r3", make([]int32, 3), target(3)); cloison.ErrorCode(err) != cloison.CodeUnavailable {
+		t.Fatalf("unreadable residency: got %v, want unavailable", err)
+	}
+	if calls(us) != 0 || calls(qc) != 4 {
+		t.Fatalf("a refused prefill reached a node: ca-qc %d, us-east %d", calls(qc), calls(us))
+	}
+	// The compliant node goes away: the prompt fails, never goes to us-east.
+	qc.gs.Stop()
+	if err := c.Prefill(context.Background(), "acme", "r4", make([]int32, 3), target(3)); err == nil {
+		t.Fatal("prefilled with the only compliant node down")
+	}
+	if calls(us) != 0 {
+		t.Fatalf("the ca-qc tenant's prompt fell back to us-east")
 	}
 }

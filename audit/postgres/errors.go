@@ -36,6 +36,9 @@ var (
 	// broke. An Append that returns it may or may not have been recorded;
 	// it was not acknowledged.
 	ErrUnavailable = cloison.NewError(cloison.CodeUnavailable, "audit/postgres: database unavailable")
+	// ErrPending: an event is durable in staging but not yet sequenced
+	// within the bound (Sync, Append at Close): no integrator is running.
+	ErrPending = cloison.NewError(cloison.CodeUnavailable, "audit/postgres: ledger entry pending integration")
 	// ErrClosed: Append after Close.
 	ErrClosed = cloison.NewError(cloison.CodeUnavailable, "audit/postgres: ledger closed")
 	// ErrSchema: the database is not migrated, or another error the schema

@@ -51,6 +51,9 @@ func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest
 	if opts.Actor == "" {
 		opts.Actor = "cloisonctl"
 	}
+	if err := s.Sync(ctx); err != nil { // every acknowledged event is in the export
+		return export.Manifest{}, err
+	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return export.Manifest{}, err
 	}

@@ -203,6 +203,31 @@ func helperProcess() int {
 			return 1
 		}
 		return code
+	case "stageloop":
+		// Stage forever from 4 goroutines; print each durable event.
+		me := os.Getenv("CLOISON_HELPER_NAME")
+		out := bufio.NewWriter(os.Stdout)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					e := event(fmt.Sprintf("%s-g%d", me, g), i)
+					if _, err := s.Stage(ctx, e); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						return
+					}
+					mu.Lock()
+					fmt.Fprintf(out, "staged %s\n", e.Payload.(audit.RequestCompleted).Request)
+					out.Flush()
+					mu.Unlock()
+				}
+			}(g)
+		}
+		wg.Wait()
+		return 1
 	case "ackloop":
 		// Append forever from 8 goroutines; print each acknowledged event.
 		out := bufio.NewWriter(os.Stdout)

@@ -41,8 +41,21 @@ type Config struct {
 	// database. Empty: database only (tail truncation then goes undetected
 	// by anyone without another copy).
 	CheckpointDir string
-	// MaxBatch bounds the events committed in one transaction (default 1024).
+	// MaxBatch bounds the events one stager commits to audit_staging in
+	// one statement (default 1024).
 	MaxBatch int
+	// Stagers is the number of goroutines committing staged batches
+	// concurrently (default 2): no lock is shared, so their commits (and
+	// other processes') share WAL flushes.
+	Stagers int
+	// IntegrationBound is the longest an event may stay staged, under no
+	// hash, before it is sequenced (default audit.IntegrationBound, 1 s):
+	// the integrator runs well within it, Sync gives up after twice it
+	// (ErrPending), and Verify reports a row staged longer as a break.
+	IntegrationBound time.Duration
+	// IntegrateBatch bounds the staged events one integration sequences in
+	// one transaction (default 8192).
+	IntegrateBatch int
 	// Register identifies the organisation in incidents opened
 	// automatically (Règlement s. 3(1)-(2)).
 	Organization audit.Organization
@@ -69,9 +82,10 @@ type Config struct {
 
 // Store is the ledger and incident register in one PostgreSQL database. It
 // is safe for concurrent use by many goroutines, and several Stores (in one
-// process or many) may share one database: every writer takes the ledger's
-// advisory lock (audit_head()) before reading the head, so there is one
-// chain.
+// process or many) may share one database: staging takes no shared lock,
+// and every sequencing (the integrator, AppendTx, the register) takes the
+// ledger's advisory lock (audit_head()) before reading the head, so there
+// is one chain.
 type Store struct {
 	pool *pgxpool.Pool // appends, head, register: the request path
 	scan *pgxpool.Pool // Scan, Verify, Export (cfg.ScanPool, or pool)
@@ -80,6 +94,13 @@ type Store struct {
 	reqs    chan *appendReq
 	stop    chan struct{}
 	stopped chan struct{}
+	// Staging and integration (staging.go).
+	staged     chan struct{} // closed when every stager has drained
+	integrated chan struct{} // closed when the integrator has finished
+	kickInt    chan struct{} // wakes the integrator (capacity 1)
+	kickRes    chan struct{} // wakes the resolver (capacity 1)
+	waitMu     sync.Mutex
+	waiting    map[int64]*appendReq // staged id → Append waiting for its seq; guarded by waitMu
 	// mu guards closed; Append holds it shared while enqueuing so that
 	// nothing is enqueued after Close has begun draining.
 	mu     sync.RWMutex
@@ -103,8 +124,13 @@ type Store struct {
 }
 
 type appendReq struct {
-	rec  audit.Record
-	done chan appendRes
+	rec audit.Record
+	// sequenced: Append, which answers once the event has its seq;
+	// otherwise Stage, which answers once the staged row is durable.
+	sequenced bool
+	floor     int64     // the last integration (id) committed before the event was staged
+	staged    time.Time // when its staging committed
+	done      chan appendRes
 }
 
 type appendRes struct {
@@ -130,6 +156,15 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 1024
+	}
+	if cfg.Stagers <= 0 {
+		cfg.Stagers = 2
+	}
+	if cfg.IntegrationBound <= 0 {
+		cfg.IntegrationBound = audit.IntegrationBound
+	}
+	if cfg.IntegrateBatch <= 0 {
+		cfg.IntegrateBatch = 8192
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -157,9 +192,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		pool: pool, scan: scan, cfg: cfg,
-		reqs:    make(chan *appendReq, cfg.MaxBatch*4),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		reqs:       make(chan *appendReq, cfg.MaxBatch*4),
+		stop:       make(chan struct{}),
+		stopped:    make(chan struct{}),
+		staged:     make(chan struct{}),
+		integrated: make(chan struct{}),
+		kickInt:    make(chan struct{}, 1),
+		kickRes:    make(chan struct{}, 1),
+		waiting:    map[int64]*appendReq{},
 	}
 	if cfg.SigningKey != nil {
 		// The tree checkpoints' key name is the origin: an origin that
@@ -175,7 +215,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := s.ensureTree(ctx); err != nil {
 		return nil, err
 	}
-	go s.writer()
+	s.start()
 	return s, nil
 }
 
@@ -278,21 +318,47 @@ func sequence(ctx context.Context, q querier, recs []audit.Record) error {
 	return nil
 }
 
-// Append records e and returns its record once it is durable (committed
-// with synchronous_commit on). Appends from many goroutines are committed
-// together (group commit), in the order the writer receives them.
+// Append records e and returns its record, placed in the chain, once it is
+// durable and sequenced: staged (Stage), then integrated into the chain
+// and the Merkle tree by the database's integrator, which this or another
+// node runs (within Config.IntegrationBound). A request that only needs
+// the event durable calls Stage, which answers a flush sooner and pays no
+// wait for the integrator; Append is for callers that record the seq
+// (incidents name their requests' events). The record's hash is
+// recomputed here from the stored prev_hash: a database that hashes
+// differently from this build is ErrSchema.
 //
 // Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed for an event the
 // ledger refuses (nothing is written); ErrUnavailable when the database
 // failed (the event may or may not be recorded, it was not acknowledged);
-// ErrClosed after Close; the context's error when ctx ends first (the event
-// may still be recorded).
+// ErrClosed after Close; ErrPending when the event was not sequenced within
+// ten IntegrationBounds, or the store closed first (it is durable, staged);
+// the context's error when ctx
+// ends first (the event may still be recorded).
 func (s *Store) Append(ctx context.Context, e audit.Event) (audit.Record, error) {
+	return s.enqueue(ctx, e, true)
+}
+
+// Stage records e and returns once it is durable in audit_staging
+// (committed with synchronous_commit on): "ledgered before the response"
+// holds, and the integrator gives it its seq, chain hash and tree leaf
+// within Config.IntegrationBound. The record returned has no place yet
+// (Seq 0). Stages from many goroutines are committed together (group
+// commit), by Config.Stagers goroutines that share no lock. What needs the
+// position afterwards (Scan, proofs, a tenant's log, the served-response
+// lookup) calls Sync first, or Append instead.
+//
+// Errors: as Append, without ErrPending.
+func (s *Store) Stage(ctx context.Context, e audit.Event) (audit.Record, error) {
+	return s.enqueue(ctx, e, false)
+}
+
+func (s *Store) enqueue(ctx context.Context, e audit.Event, sequenced bool) (audit.Record, error) {
 	rec, err := e.Prepare()
 	if err != nil {
 		return audit.Record{}, err
 	}
-	req := &appendReq{rec: rec, done: make(chan appendRes, 1)}
+	req := &appendReq{rec: rec, sequenced: sequenced, done: make(chan appendRes, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -355,96 +421,6 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events ...audit.Event) 
 	return recs, nil
 }
 
-// writer is the single ordered appender of this Store: it takes whatever
-// is queued (up to MaxBatch), commits it in one transaction, and only then
-// acknowledges each event.
-func (s *Store) writer() {
-	defer close(s.stopped)
-	ticker := time.NewTicker(s.cfg.CheckpointInterval)
-	defer ticker.Stop()
-	// Register writes and AppendTx commit outside this goroutine (and
-	// other processes append too): the tree is checked for growth on this
-	// tick and signed when it grew.
-	treeTicker := time.NewTicker(s.cfg.TreeCheckpointInterval)
-	defer treeTicker.Stop()
-	batch := make([]*appendReq, 0, s.cfg.MaxBatch)
-	for {
-		var first *appendReq
-		select {
-		case first = <-s.reqs:
-		case <-ticker.C:
-			s.maybeCheckpoint(true)
-			continue
-		case <-treeTicker.C:
-			s.maybeSignTree(audit.TreeHead{}, true)
-			continue
-		case <-s.stop:
-			// Close holds mu: nothing more can be enqueued. Commit what
-			// was queued, then stop.
-			for {
-				batch = batch[:0]
-			drain:
-				for len(batch) < s.cfg.MaxBatch {
-					select {
-					case r := <-s.reqs:
-						batch = append(batch, r)
-					default:
-						break drain
-					}
-				}
-				if len(batch) == 0 {
-					break
-				}
-				s.commit(batch)
-			}
-			s.maybeCheckpoint(true)
-			s.maybeSignTree(audit.TreeHead{}, true)
-			return
-		}
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		if s.commit(batch) {
-			s.maybeSignTree(audit.TreeHead{}, false)
-		}
-		s.maybeCheckpoint(false)
-	}
-}
-
-// commit commits one batch in one statement (sequence on the pool) and
-// only then acknowledges each event; it reports whether the batch is
-// committed.
-func (s *Store) commit(batch []*appendReq) bool {
-	recs := make([]audit.Record, len(batch))
-	for i, r := range batch {
-		recs[i] = r.rec
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := translate(sequence(ctx, s.pool, recs))
-	cancel()
-	if err == nil {
-		s.cpMu.Lock()
-		s.lastHead = recs[len(recs)-1].Head()
-		s.sinceCP += len(recs)
-		s.cpMu.Unlock()
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.done <- appendRes{err: err}
-		} else {
-			r.done <- appendRes{rec: recs[i]}
-		}
-	}
-	return err == nil
-}
-
 // Head returns the committed head of the ledger (request pool: /readyz
 // and the request path read it).
 func (s *Store) Head(ctx context.Context) (audit.Head, error) { return headOn(ctx, s.pool) }
@@ -480,9 +456,15 @@ type querier interface {
 // append-only and committed in seq order, so the rows up to the head read
 // at the start are fixed.
 //
+// Every event staged before the call is sequenced first (Sync).
+//
 // Errors: ErrUnavailable (and the other translations of errors.go) when
-// the database fails; fn's error, returned as is, stops the scan.
+// the database fails; ErrPending (Sync); fn's error, returned as is,
+// stops the scan.
 func (s *Store) Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error {
+	if err := s.Sync(ctx); err != nil {
+		return err
+	}
 	return s.scanPages(ctx, from, to, fn)
 }
 

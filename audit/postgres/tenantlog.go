@@ -333,6 +333,9 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, err
 	}
+	if err := s.Sync(ctx); err != nil { // the tenant's staged entries first
+		return nil, err
+	}
 	if _, err := s.IndexTenantLogs(ctx); err != nil {
 		return nil, err
 	}

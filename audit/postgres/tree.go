@@ -262,6 +262,9 @@ func (s *Store) SignTree(ctx context.Context) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
 	}
+	if err := s.Sync(ctx); err != nil { // the note covers every event staged before
+		return nil, err
+	}
 	h, err := s.committedTreeHead(ctx)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
@@ -30,6 +31,9 @@ type VerifyOptions struct {
 	// that matched, is then not an error. For tests of a writer's chain
 	// only; the API and cloisonctl never set it.
 	ChainOnly bool
+	// StagedBound: an event staged longer than this (default the store's
+	// Config.IntegrationBound) is a break (audit.ReasonStaged).
+	StagedBound time.Duration
 }
 
 // Verify reads the whole ledger, recomputes every hash, checks every
@@ -53,7 +57,8 @@ type VerifyOptions struct {
 //
 // Errors: *audit.BreakError for a broken chain, checkpoint or tree
 // (audit.ReasonCheckpointSig, ReasonCheckpoint, ReasonTruncated,
-// ReasonTree for tree notes too, ReasonTenantLog); audit.ErrEmptyLedger; audit.ErrNoCheckpoint
+// ReasonTree for tree notes too, ReasonTenantLog, ReasonStaged for an
+// event staged beyond the bound); audit.ErrEmptyLedger; ErrPending; audit.ErrNoCheckpoint
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
 // opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
@@ -64,6 +69,24 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 		if external, err = LoadCheckpointFiles(opts.ExternalDir); err != nil {
 			return audit.Result{}, err
 		}
+	}
+	// A row staged beyond the bound is under no hash: a failure, found
+	// before anything is integrated (Sync would hide it).
+	if !opts.ChainOnly {
+		head, err := headOn(ctx, s.scan)
+		if err != nil {
+			return audit.Result{}, err
+		}
+		bound := opts.StagedBound
+		if bound <= 0 {
+			bound = s.cfg.IntegrationBound
+		}
+		if err := staleStaged(ctx, s.scan, head.Seq, bound); err != nil {
+			return audit.Result{}, err
+		}
+	}
+	if err := s.Sync(ctx); err != nil {
+		return audit.Result{}, err
 	}
 	var stored []SourcedCheckpoint
 	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {

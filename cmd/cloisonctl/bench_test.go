@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels/cpu"
 )
 
@@ -81,12 +83,81 @@ func TestModelSynthQwen3(t *testing.T) {
 	mustRun(t, "model", "synth", "--arch", "qwen3", "--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
 		"--head-dim", "32", "--ffn", "128", "--vocab", "300", "--context", "256", model)
 	out := mustRun(t, "model", "inspect", model)
-	for _, want := range []string{"architecture     qwen3", "head_dim         32", "qk_norm          true"} {
+	for _, want := range []string{"architecture     qwen3", "head_dim         32", "qk_norm          true", "vocab 300"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := run(t, "model", "synth", "--arch", "gemma3", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
-		t.Error("--arch gemma3 accepted")
+	if _, err := run(t, "model", "synth", "--arch", "gemma2", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
+		t.Error("--arch gemma2 accepted")
+	}
+}
+
+// TestModelSynthArchs: `model synth --arch gemma3|phi3|granite` writes files
+// that load as that architecture; gemma3 with --window has five local layers
+// of six.
+func TestModelSynthArchs(t *testing.T) {
+	for _, tc := range []struct {
+		arch  string
+		extra []string
+		want  []string
+	}{
+		{"gemma3", []string{"--window", "8", "--layers", "6"}, []string{"qk_norm true", "sliding_window 8", "local_layers 5"}},
+		{"phi3", []string{"--layers", "1"}, []string{"sliding_window 0"}},
+		{"granite", []string{"--layers", "1", "--logit-scale", "8"}, []string{"qk_norm false"}},
+	} {
+		model := filepath.Join(t.TempDir(), tc.arch+".gguf")
+		mustRun(t, append([]string{"model", "synth", "--arch", tc.arch, "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+			"--ffn", "128", "--vocab", "300", "--context", "256", "--dtype", "f32", model}, tc.extra...)...)
+		out := strings.Join(strings.Fields(mustRun(t, "model", "inspect", model)), " ")
+		for _, want := range append(tc.want, "architecture "+tc.arch) {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: inspect output lacks %q:\n%s", tc.arch, want, out)
+			}
+		}
+	}
+}
+
+// TestModelSynthMoE: `model synth --arch qwen3moe|mixtral --experts N` writes
+// files that load with N experts (mixtral as a llama file), in the new
+// weight types too; experts on a dense architecture are refused.
+func TestModelSynthMoE(t *testing.T) {
+	for _, tc := range []struct{ arch, dtype, wantArch string }{{"qwen3moe", "mxfp4", "qwen3moe"}, {"mixtral", "q3_k", "llama"}} {
+		model := filepath.Join(t.TempDir(), tc.arch+".gguf")
+		mustRun(t, "model", "synth", "--arch", tc.arch, "--experts", "4", "--layers", "1", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
+			"--ffn", "256", "--vocab", "300", "--context", "256", "--dtype", tc.dtype, model)
+		out := strings.Join(strings.Fields(mustRun(t, "model", "inspect", model)), " ")
+		for _, want := range []string{"architecture " + tc.wantArch, "experts 4", "experts_used 2"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: inspect output lacks %q:\n%s", tc.arch, want, out)
+			}
+		}
+	}
+	if _, err := run(t, "model", "synth", "--arch", "llama", "--experts", "4", filepath.Join(t.TempDir(), "l.gguf")); err == nil {
+		t.Error("--experts with --arch llama accepted")
+	}
+}
+
+// TestModelSynthChatTemplate: --chat-template replaces the ChatML template
+// in the file (make sdk-test serves a tool-calling template this way).
+func TestModelSynthChatTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "t.jinja")
+	const src = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+	if err := os.WriteFile(tpl, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "b.gguf")
+	mustRun(t, "model", "synth", "--bag", "--chat-template", tpl, model)
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, _ := f.String("tokenizer.chat_template"); got != src {
+		t.Fatalf("got template %q, want %q", got, src)
+	}
+	if _, err := run(t, "model", "synth", "--bag", "--chat-template", filepath.Join(dir, "missing"), filepath.Join(dir, "c.gguf")); err == nil {
+		t.Error("a missing template file accepted")
 	}
 }

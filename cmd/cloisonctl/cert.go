@@ -18,7 +18,7 @@ import (
 // (cloisond --role prefill|decode).
 func newCertCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cert", Short: "Development certificates for node-to-node mutual TLS"}
-	var dir, nodes, hosts string
+	var dir, nodes, hosts, labels string
 	var force bool
 	initCmd := &cobra.Command{
 		Use:   "init",
@@ -34,15 +34,26 @@ bring their own CA.
 Each of --nodes is NAME:ROLE with ROLE prefill or decode, or a NAME that starts
 with prefill or decode (the role it names). A node presents its certificate
 only in its role: a prefill node refuses to call or serve a decode-role peer
-as a prefill node, and the other way round.`,
+as a prefill node, and the other way round.
+
+--labels NAME=REGION/TIER,... binds a node's residency labels into its
+certificate (URI SANs spiffe://cloison/label/region/REGION and
+spiffe://cloison/label/tier/TIER; either part may be empty): the node must
+attest exactly these (cloisond --node-region, --node-tier), and a decode
+node refuses a prefill node that attests others.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return certInit(cmd, dir, splitList(nodes), splitList(hosts), force)
+			nl, err := nodeLabels(splitList(labels))
+			if err != nil {
+				return err
+			}
+			return certInit(cmd, dir, splitList(nodes), splitList(hosts), nl, force)
 		},
 	}
 	initCmd.Flags().StringVar(&dir, "dir", "", "output directory (required)")
 	initCmd.Flags().StringVar(&nodes, "nodes", "decode,prefill-1", "nodes, comma-separated: NAME:ROLE (prefill or decode), or a NAME starting with its role")
 	initCmd.Flags().StringVar(&hosts, "hosts", "", "extra host names or IP addresses every node certificate names, comma-separated")
+	initCmd.Flags().StringVar(&labels, "labels", "", "residency labels per node, comma-separated NAME=REGION/TIER (e.g. prefill-1=ca-qc/dedicated; either part may be empty)")
 	initCmd.Flags().BoolVar(&force, "force", false, "overwrite an existing CA and certificates")
 	_ = initCmd.MarkFlagRequired("dir")
 	cmd.AddCommand(initCmd)
@@ -59,7 +70,24 @@ func splitList(s string) []string {
 	return out
 }
 
-func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool) error {
+// nodeLabels parses NAME=REGION/TIER entries.
+func nodeLabels(specs []string) (map[string]pki.Labels, error) {
+	out := map[string]pki.Labels{}
+	for _, s := range specs {
+		name, rt, ok := strings.Cut(s, "=")
+		region, tier, _ := strings.Cut(rt, "/")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("cert init: --labels %q: want NAME=REGION/TIER", s)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("cert init: --labels names %s twice", name)
+		}
+		out[name] = pki.Labels{Region: region, Tier: tier}
+	}
+	return out, nil
+}
+
+func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, labels map[string]pki.Labels, force bool) error {
 	if len(nodes) == 0 {
 		return errors.New("cert init: --nodes names no node")
 	}
@@ -73,6 +101,11 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 			return fmt.Errorf("cert init: invalid node name %q", n)
 		}
 		nodes[i], roles[n] = n, role
+	}
+	for n := range labels {
+		if _, ok := roles[n]; !ok {
+			return fmt.Errorf("cert init: --labels names %s, which is not in --nodes", n)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -92,7 +125,7 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 	fmt.Fprintf(out, "CA          %s\n", caPath)
 	for _, n := range nodes {
 		names := append([]string{n, "localhost", "127.0.0.1", "::1"}, hosts...)
-		cert, err := ca.IssueRole(n, roles[n], names...)
+		cert, err := ca.IssueNode(n, roles[n], labels[n], names...)
 		if err != nil {
 			return fmt.Errorf("cert init: %s: %w", n, err)
 		}
@@ -108,6 +141,9 @@ func certInit(cmd *cobra.Command, dir string, nodes, hosts []string, force bool)
 			return err
 		}
 		fmt.Fprintf(out, "node %-6s %s %s (%s; role %s)\n", n, cp, kp, strings.Join(names, ", "), roles[n])
+		if l, ok := labels[n]; ok {
+			fmt.Fprintf(out, "            labels: region %q, tier %q\n", l.Region, l.Tier)
+		}
 	}
 	keyPath := filepath.Join(dir, "cluster.key")
 	if _, err := os.Stat(keyPath); errors.Is(err, os.ErrNotExist) {

@@ -18,7 +18,7 @@ import (
 // overwrite the CA.
 func TestCertInit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "certs")
-	out := mustRun(t, "cert", "init", "--dir", dir, "--nodes", "decode,prefill-1")
+	out := mustRun(t, "cert", "init", "--dir", dir, "--nodes", "decode,prefill-1", "--labels", "prefill-1=ca-qc/dedicated,decode=ca-qc/")
 	if !strings.Contains(out, "prefill-1") {
 		t.Fatalf("output: %s", out)
 	}
@@ -43,6 +43,17 @@ func TestCertInit(t *testing.T) {
 	for n, want := range map[string]string{"decode": pki.RoleDecode, "prefill-1": pki.RolePrefill} {
 		if got, err := pki.RoleOf(load(n).Leaf); got != want || err != nil {
 			t.Fatalf("%s: got role %q, %v; want %q", n, got, err, want)
+		}
+	}
+	// And the residency labels given (issue 17 §5).
+	for n, want := range map[string]pki.Labels{"decode": {Region: "ca-qc"}, "prefill-1": {Region: "ca-qc", Tier: "dedicated"}} {
+		if got, err := pki.LabelsOf(load(n).Leaf); got != want || err != nil {
+			t.Fatalf("%s: got labels %+v, %v; want %+v", n, got, err, want)
+		}
+	}
+	for _, bad := range []string{"prefill-1=CA QC/", "nobody=ca-qc/", "prefill-1"} {
+		if _, err := run(t, "cert", "init", "--dir", filepath.Join(t.TempDir(), "y"), "--nodes", "decode,prefill-1", "--labels", bad); err == nil {
+			t.Fatalf("--labels %q: got nil, want a refusal", bad)
 		}
 	}
 	if _, err := run(t, "cert", "init", "--dir", filepath.Join(t.TempDir(), "x"), "--nodes", "node-1"); err == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,10 +16,10 @@ func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
 	var c synth.Config
 	var bag bool
-	var dtype string
+	var dtype, chatTemplate string
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
-		Short: "Write a synthetic model: seeded random llama or qwen3 weights, or the context-bag leak oracle (--bag)",
+		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, or the context-bag leak oracle (--bag)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
@@ -41,6 +42,10 @@ func newModelCmd() *cobra.Command {
 					c.DType = gguf.Q5_1
 				case "q2_k":
 					c.DType = gguf.Q2_K
+				case "q3_k":
+					c.DType = gguf.Q3_K
+				case "mxfp4":
+					c.DType = gguf.MXFP4
 				case "q4_k", "q4_k_m":
 					c.DType, c.KQuantMix = gguf.Q4_K, dtype == "q4_k_m"
 				case "q5_k", "q5_k_m":
@@ -48,12 +53,21 @@ func newModelCmd() *cobra.Command {
 				case "q6_k":
 					c.DType = gguf.Q6_K
 				default:
-					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
 				}
 				w, err = synth.Random(c)
 			}
 			if err != nil {
 				return err
+			}
+			if chatTemplate != "" {
+				src, err := os.ReadFile(chatTemplate)
+				if err != nil {
+					return err
+				}
+				if err := w.Set("tokenizer.chat_template", string(src)); err != nil {
+					return err
+				}
 			}
 			if err := w.WriteFile(args[0]); err != nil {
 				return err
@@ -63,18 +77,24 @@ func newModelCmd() *cobra.Command {
 		},
 	}
 	f := synthCmd.Flags()
+	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
 	f.IntVar(&c.KVHeads, "kv-heads", 4, "KV heads")
 	f.IntVar(&c.HeadDim, "head-dim", 0, "head width (0: d-model/heads)")
-	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama or qwen3 (per-head Q/K norm)")
+	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama, qwen3 (per-head Q/K norm), qwen3moe or mixtral (mixtures of experts; need --experts), gemma3, phi3 or granite")
+	f.IntVar(&c.Experts, "experts", 0, "experts per layer (qwen3moe, mixtral); --ffn is each expert's width")
+	f.IntVar(&c.ExpertsUsed, "experts-used", 0, "experts routed per token (with --experts; 0: 2)")
+	f.IntVar(&c.Window, "window", 0, "attention.sliding_window (0: none; gemma3: five local layers, then a global one; others: every layer)")
+	f.Float32Var(&c.FinalSoftcap, "final-softcap", 0, "final_logit_softcapping (0: none)")
+	f.Float32Var(&c.LogitScale, "logit-scale", 0, "granite.logit_scale (0: 1)")
 	f.IntVar(&c.FFN, "ffn", 1408, "feed-forward width")
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
-	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q4_k, q5_k, q6_k (d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
 
 	inspect := &cobra.Command{
 		Use:   "inspect MODEL.gguf",
@@ -91,10 +111,14 @@ func newModelCmd() *cobra.Command {
 				return err
 			}
 			name, _ := f.String("general.name")
+			if emb, ok := f.Tensor("token_embd.weight"); ok && len(emb.Dims) == 2 && mc.Vocab == 0 {
+				mc.Vocab = int(emb.Dims[1]) // the rows of the embedding, as the loader counts them
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			for _, kv := range [][2]any{{"name", name}, {"architecture", mc.Arch}, {"layers", mc.Layers}, {"d_model", mc.DModel},
 				{"heads", mc.Heads}, {"kv_heads", mc.KVHeads}, {"head_dim", mc.HeadDim}, {"ffn", mc.FFN}, {"vocab", mc.Vocab},
-				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}, {"qk_norm", mc.QKNorm}} {
+				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}, {"qk_norm", mc.QKNorm},
+				{"experts", mc.Experts}, {"experts_used", mc.ExpertsUsed}, {"sliding_window", mc.Window}, {"local_layers", localLayers(mc.SWA)}} {
 				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
 			}
 			return w.Flush()
@@ -102,4 +126,15 @@ func newModelCmd() *cobra.Command {
 	}
 	cmd.AddCommand(synthCmd, inspect)
 	return cmd
+}
+
+// localLayers counts the sliding-window layers.
+func localLayers(swa []bool) int {
+	n := 0
+	for _, b := range swa {
+		if b {
+			n++
+		}
+	}
+	return n
 }

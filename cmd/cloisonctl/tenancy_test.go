@@ -35,6 +35,12 @@ func TestCLITenancyLedgered(t *testing.T) {
 	if _, err := run(t, append([]string{"tenant", "update", "clico", "--notice-deadline-hours", "9000"}, rt...)...); err == nil {
 		t.Error("notice deadline over a year: got nil, want a refusal")
 	}
+	if out := mustRun(t, append([]string{"tenant", "update", "clico", "--regions", "ca-qc,ca-on", "--node-tier", "dedicated"}, rt...)...); !strings.Contains(out, `"residency":{"regions":["ca-qc","ca-on"],"tier":"dedicated"}`) {
+		t.Errorf("residency update: %s", out)
+	}
+	if _, err := run(t, append([]string{"tenant", "update", "clico", "--regions", "Québec"}, rt...)...); err == nil {
+		t.Error("a malformed region: got nil, want a refusal")
+	}
 	mustRun(t, append([]string{"tenant", "suspend", "clico"}, rt...)...)
 	mustRun(t, append([]string{"tenant", "activate", "clico"}, rt...)...)
 	mustRun(t, append([]string{"tenant", "client", "create", "clico", "clico-app", "--scopes", "infer"}, rt...)...)

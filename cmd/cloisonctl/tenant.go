@@ -18,7 +18,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Short: "Create, list, update and suspend tenants (each change ledgered)"}
 	actorFlag(cmd)
 	var t tenancy.Tenant
-	var tier, zeroing, class, models string
+	var tier, zeroing, class, models, regions string
 	create := &cobra.Command{
 		Use:   "create ID",
 		Short: "Create a tenant",
@@ -42,6 +42,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 			if models != "" {
 				t.AllowedModels = strings.Split(models, ",")
 			}
+			t.Residency.Regions = regionList(regions)
 			s, ctx, done, err := g.tenancyStore(c)
 			if err != nil {
 				return err
@@ -66,6 +67,8 @@ func newTenantCmd(g *globals) *cobra.Command {
 	f.StringVar(&models, "models", "cloison-context-bag", "allowed model ids, comma-separated (an explicit list: no wildcard)")
 	f.StringVar(&t.IncidentContact, "incident-contact", "", "where confidentiality-incident notices go")
 	f.IntVar(&t.NoticeDeadlineHours, "notice-deadline-hours", 0, "contractual deadline of the incident notice to the tenant, in hours (0: none)")
+	f.StringVar(&regions, "regions", "", "residency: node regions its data may be processed in, comma-separated (empty: any)")
+	f.StringVar(&t.Residency.Tier, "node-tier", "", "residency: node tier its data must be processed on (empty: any)")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -119,16 +122,16 @@ func newTenantCmd(g *globals) *cobra.Command {
 // is not changed here.
 func newTenantUpdateCmd(g *globals) *cobra.Command {
 	var q tenancy.Quotas
-	var models, contact string
+	var models, contact, regions, nodeTier string
 	var deadline int
 	cmd := &cobra.Command{
 		Use:   "update ID",
-		Short: "Change a tenant's quotas, allowed models and notice clause (flags given only)",
+		Short: "Change a tenant's quotas, allowed models, notice clause and residency (flags given only)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			fl := c.Flags()
-			if !slices.ContainsFunc([]string{"max-concurrent", "tokens-per-minute", "max-context", "models", "incident-contact", "notice-deadline-hours"}, fl.Changed) {
-				return cloison.NewError(cloison.CodeInvalid, "tenant update: nothing to change (give --max-concurrent, --tokens-per-minute, --max-context, --models, --incident-contact or --notice-deadline-hours)")
+			if !slices.ContainsFunc([]string{"max-concurrent", "tokens-per-minute", "max-context", "models", "incident-contact", "notice-deadline-hours", "regions", "node-tier"}, fl.Changed) {
+				return cloison.NewError(cloison.CodeInvalid, "tenant update: nothing to change (give --max-concurrent, --tokens-per-minute, --max-context, --models, --incident-contact, --notice-deadline-hours, --regions or --node-tier)")
 			}
 			s, ctx, done, err := g.tenancyStore(c)
 			if err != nil {
@@ -157,6 +160,12 @@ func newTenantUpdateCmd(g *globals) *cobra.Command {
 				if fl.Changed("notice-deadline-hours") {
 					t.NoticeDeadlineHours = deadline
 				}
+				if fl.Changed("regions") {
+					t.Residency.Regions = regionList(regions)
+				}
+				if fl.Changed("node-tier") {
+					t.Residency.Tier = nodeTier
+				}
 				return nil
 			})
 			if err != nil {
@@ -172,7 +181,14 @@ func newTenantUpdateCmd(g *globals) *cobra.Command {
 	f.StringVar(&models, "models", "", "allowed model ids, comma-separated (replaces the list; empty: none)")
 	f.StringVar(&contact, "incident-contact", "", "where confidentiality-incident notices go")
 	f.IntVar(&deadline, "notice-deadline-hours", 0, "contractual deadline of the incident notice to the tenant, in hours (0: none)")
+	f.StringVar(&regions, "regions", "", "residency: node regions its data may be processed in, comma-separated (replaces the list; empty: any)")
+	f.StringVar(&nodeTier, "node-tier", "", "residency: node tier its data must be processed on (empty: any)")
 	return cmd
+}
+
+// regionList is a comma-separated list of regions; empty: none (never nil).
+func regionList(s string) []string {
+	return append([]string{}, splitList(s)...)
 }
 
 // newClientCmd registers, lists and revokes a tenant's API clients (the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -149,6 +150,10 @@ func (d *dbConfig) pools(ctx context.Context, node string) (requests, scans *pgx
 		// operator's to divide among nodes.
 		cfg.MaxConns = int32(conns)
 		cfg.MinConns = 0
+		// A connection idle for more than 100 ms is pinged before use
+		// (pgxpool's default is 1 s), so that after a database restart
+		// the connections it cut are dropped before a request meets them.
+		cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > 100*time.Millisecond }
 		role := d.runtimeRole
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 			var who string

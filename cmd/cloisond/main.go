@@ -45,7 +45,14 @@
 // names the bearer token scrapers must send (read once at start, owner-only
 // modes). --metrics-tenants (a list) or --metrics-max-tenants (the first N
 // seen, default 32) bound the tenant label; the rest are "other". Prefill
-// nodes serve no metrics.
+// nodes serve theirs (prefills by outcome, prefill time, pool usage) on
+// --metrics-addr too.
+//
+// Traces (internal/tracing): --otlp-endpoint (OTLP/gRPC; --otlp-insecure or
+// --otlp-ca-file) turns them on, sampled at --trace-sample-ratio (parent
+// based); without it no span is recorded or exported. Either way a W3C
+// traceparent received over HTTP or gRPC is passed on to the prefill node,
+// so a disaggregated request is one trace across both nodes.
 //
 // --version (as the only or first argument) prints the version, commit and Go
 // version (internal/buildinfo) and exits.
@@ -96,6 +103,7 @@ type config struct {
 	modelPath, modelName, backend               string
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
+	nodeRegion, nodeTier                        string // residency labels (issue 17 §5)
 	zeroing                                     string
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
@@ -171,6 +179,8 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	fs.IntVar(&c.pageTokens, "page-tokens", 16, "token slots per KV page (power of two)")
 	fs.IntVar(&c.servedContext, "served-context", 0, "context the API advertises (0: the model's); lower it explicitly to run a smaller pool")
 	fs.IntVar(&c.attestK, "attest-k", 1, "the pool must hold k requests of the served context")
+	fs.StringVar(&c.nodeRegion, "node-region", "", "region label this node attests (e.g. ca-qc; a DNS label); tenants whose residency lists regions are served only by nodes labelled with one (empty: none, which serves no such tenant). Prefill and decode roles: must be the region the --tls-cert names (URI SAN spiffe://cloison/label/region/VALUE)")
+	fs.StringVar(&c.nodeTier, "node-tier", "", "tier label this node attests (e.g. dedicated; a DNS label); tenants whose residency requires a tier are served only by nodes labelled with it. Prefill and decode roles: must be the tier the --tls-cert names (spiffe://cloison/label/tier/VALUE)")
 	fs.StringVar(&c.zeroing, "zeroing", "cross-tenant", "default KV zeroing: never, cross-tenant or always")
 	fs.StringVar(&c.stateDir, "state-dir", ".cache/cloison", "directory for the dev keys, checkpoints and the built-in model")
 	fs.StringVar(&c.issuer, "issuer", "cloison-dev", "JWT issuer of this deployment's tokens")
@@ -307,8 +317,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer db.Close()
 	defer scanDB.Close()
+	// Traces (--otlp-endpoint; none: a no-op provider), flushed last.
+	tp, stopTracing, err := c.obs.tracer(ctx, c.node, c.roles.role)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if c.roles.role == rolePrefill {
-		return runPrefill(ctx, c, db, log)
+		return runPrefill(ctx, c, db, log, tp)
 	}
 
 	// Keys (keys.go): from files, or under --state-dir with --dev. One log
@@ -413,7 +429,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	defer stopReplay()
 	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log,
+		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
 			MaxBody: c.maxRequestBytes, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},

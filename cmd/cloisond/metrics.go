@@ -15,9 +15,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/internal/keyfile"
+	"github.com/cloison/cloison/internal/tracing"
 )
 
 // obsConfig is what operators watch the node with: the log level (the
@@ -29,6 +32,7 @@ type obsConfig struct {
 	metricsTenants  []cloison.TenantID
 	metricsMax      int
 	metricsReadyOut string
+	trace           tracing.Config // --otlp-*, --trace-sample-ratio
 }
 
 func (o *obsConfig) flags(fs *flag.FlagSet) {
@@ -49,6 +53,26 @@ func (o *obsConfig) flags(fs *flag.FlagSet) {
 	})
 	fs.IntVar(&o.metricsMax, "metrics-max-tenants", api.DefaultMetricsMaxTenants, "without --metrics-tenants, how many tenants (the first seen) get their own metrics label; the rest are \"other\"")
 	fs.StringVar(&o.metricsReadyOut, "metrics-ready-file", "", "write the metrics listen address to this file once serving (tests; written before --ready-file)")
+	fs.StringVar(&o.trace.Endpoint, "otlp-endpoint", "", "OpenTelemetry collector (host:port, OTLP/gRPC) the node sends its traces to (empty: tracing off, no spans recorded; W3C traceparent is still passed on)")
+	fs.BoolVar(&o.trace.Insecure, "otlp-insecure", false, "send traces to --otlp-endpoint without TLS (a collector on loopback or a sidecar)")
+	fs.StringVar(&o.trace.CAFile, "otlp-ca-file", "", "PEM CA bundle that verifies --otlp-endpoint's certificate (default: the system roots)")
+	fs.Float64Var(&o.trace.SampleRatio, "trace-sample-ratio", 1, "share of new traces recorded, 0…1 (a request with a sampled incoming traceparent is always recorded)")
+}
+
+// tracer is the node's tracer provider (internal/tracing.New) and its
+// shutdown, which flushes the spans still batched.
+func (o *obsConfig) tracer(ctx context.Context, node, role string) (trace.TracerProvider, func(), error) {
+	cfg := o.trace
+	cfg.Node, cfg.Role = node, role
+	tp, shutdown, err := tracing.New(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	return tp, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	}, nil
 }
 
 // check refuses metrics on a non-loopback address without a bearer token:
@@ -56,6 +80,9 @@ func (o *obsConfig) flags(fs *flag.FlagSet) {
 func (o *obsConfig) check() error {
 	if o.metricsMax < 1 {
 		return fmt.Errorf("--metrics-max-tenants %d: want at least 1", o.metricsMax)
+	}
+	if r := o.trace.SampleRatio; r < 0 || r > 1 {
+		return fmt.Errorf("--trace-sample-ratio %v: want 0…1", r)
 	}
 	if o.metricsAddr != "" && o.metricsToken == "" && !loopback(o.metricsAddr) {
 		return fmt.Errorf("--metrics-addr %s is not a loopback address: pass --metrics-token-file", o.metricsAddr)

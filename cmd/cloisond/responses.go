@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
@@ -22,6 +25,7 @@ import (
 type responsesConfig struct {
 	digestKey   string
 	webhook     string
+	webhookKey  string
 	reportLimit int
 	reportEvery time.Duration
 	replayPages int
@@ -30,6 +34,7 @@ type responsesConfig struct {
 func (r *responsesConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.digestKey, "served-digest-key", string(api.DefaultDigestKey), "id of the per-tenant key (derived from the KEK) under which request.completed digests what was served; name a new id to rotate")
 	fs.StringVar(&r.webhook, "report-webhook", "", "URL POSTed a JSON notice (identifiers only) of every report of a suspicious response")
+	fs.StringVar(&r.webhookKey, "report-webhook-secret-file", "", "file (owner-only) holding the secret that signs every --report-webhook notice as Standard Webhooks does (webhook-signature: v1,<base64 HMAC-SHA256>); a \"whsec_\" prefix means base64; required with --report-webhook")
 	fs.IntVar(&r.reportLimit, "report-limit", 10, "reports of suspicious responses one tenant may send per --report-window")
 	fs.DurationVar(&r.reportEvery, "report-window", time.Hour, "window of --report-limit")
 	fs.IntVar(&r.replayPages, "replay-pages", 0, "KV pages of the replay engine (a second model instance with its own pool and arena that runs replays alone); 0: replay off")
@@ -53,6 +58,11 @@ func (r responsesConfig) responses(c config, kek []byte, lm *loadedModel, log *s
 	if err := audit.CheckName("served-digest-key", r.digestKey); err != nil {
 		return out, nil, err
 	}
+	secret, err := r.webhookSecret()
+	if err != nil {
+		return out, nil, err
+	}
+	out.WebhookSecret = secret
 	if r.replayPages <= 0 {
 		return out, func() {}, nil
 	}
@@ -104,4 +114,36 @@ func (r responsesConfig) responses(c config, kek []byte, lm *loadedModel, log *s
 	out.ReplayBackend, out.ReplayKernelPath = rl.be.Name(), kernelPath(rl.be)
 	log.Info("replay engine", "pages", r.replayPages, "served_context", att.ServedContext, "kernel_path", out.ReplayKernelPath)
 	return out, func() { cancel(); <-done; rl.close() }, nil
+}
+
+// webhookSecret is the secret that signs --report-webhook's notices: none
+// without a webhook, and a webhook without one does not start.
+func (r responsesConfig) webhookSecret() ([]byte, error) {
+	if r.webhook == "" {
+		return nil, nil
+	}
+	if r.webhookKey == "" {
+		return nil, fmt.Errorf("--report-webhook needs --report-webhook-secret-file: the receiver must be able to refuse forged notices")
+	}
+	return readWebhookSecret(r.webhookKey)
+}
+
+// readWebhookSecret reads --report-webhook-secret-file (keyfile.ReadSecret:
+// owner-only modes): "whsec_" and base64, as Standard Webhooks libraries
+// write their secrets, or the raw bytes; 16 bytes at least.
+func readWebhookSecret(path string) ([]byte, error) {
+	b, err := keyfile.ReadSecret(path)
+	if err != nil {
+		return nil, fmt.Errorf("--report-webhook-secret-file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if rest, ok := bytes.CutPrefix(b, []byte("whsec_")); ok {
+		if b, err = base64.StdEncoding.DecodeString(string(rest)); err != nil {
+			return nil, fmt.Errorf("--report-webhook-secret-file %s: whsec_ secret is not base64", path)
+		}
+	}
+	if len(b) < 16 {
+		return nil, fmt.Errorf("--report-webhook-secret-file %s: secret shorter than 16 bytes", path)
+	}
+	return b, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
@@ -105,8 +106,10 @@ func splitAddrs(list string) []string {
 // tlsConfigs loads the node's certificate and the CA: the server config
 // (client certificates required) and the client config, both refusing a peer
 // whose certificate does not name peerRole. The node's own certificate must
-// name its --role: a certificate of the other role does not start.
-func (r *roleConfig) tlsConfigs(peerRole string) (server, client *tls.Config, err error) {
+// name its --role: a certificate of the other role does not start; and
+// exactly the labels it attests (--node-region, --node-tier): what the CA
+// signed is what its peers will check (attest.Prefill).
+func (r *roleConfig) tlsConfigs(peerRole string, labels attest.Labels) (server, client *tls.Config, err error) {
 	caPEM, err := os.ReadFile(r.tlsCA)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-ca: %w", err)
@@ -134,6 +137,14 @@ func (r *roleConfig) tlsConfigs(peerRole string) (server, client *tls.Config, er
 	}
 	if own, err := pki.RoleOf(cert.Leaf); err != nil || own != r.role {
 		return nil, nil, fmt.Errorf("--tls-cert %s: the certificate must name role %s (cloisonctl cert init --nodes NAME:%s): %v", r.tlsCert, r.role, r.role, err)
+	}
+	l, err := pki.LabelsOf(cert.Leaf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert %s: %w", r.tlsCert, err)
+	}
+	if l.Region != labels.Region || l.Tier != labels.Tier {
+		return nil, nil, fmt.Errorf("--tls-cert %s names region %q tier %q, but --node-region is %q and --node-tier %q: a node attests the labels its certificate names (cloisonctl cert init --labels NAME=REGION/TIER)",
+			r.tlsCert, l.Region, l.Tier, labels.Region, labels.Tier)
 	}
 	return pki.RequirePeerRole(pki.ServerConfig(cert, ca), peerRole), pki.RequirePeerRole(pki.ClientConfig(cert, ca, ""), peerRole), nil
 }
@@ -255,8 +266,11 @@ func (l *loadedModel) node() assemble.Model {
 // capacity is the KV pool and attestation the flags ask for.
 func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
 	return assemble.Capacity{Pool: isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing},
-		ServedContext: c.servedContext, K: c.attestK}
+		ServedContext: c.servedContext, K: c.attestK, Labels: c.labels()}
 }
+
+// labels are the residency labels the node attests.
+func (c config) labels() attest.Labels { return attest.Labels{Region: c.nodeRegion, Tier: c.nodeTier} }
 
 // decodeConfig is a decode node's part of the assembly: it listens on
 // --transfer-addr (served by the node once its API server exists) and
@@ -264,7 +278,7 @@ func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
 // --prefill-resolve-interval). It returns the cluster key's record, for the
 // ledger.
 func decodeConfig(ctx context.Context, c config, lm *loadedModel, log *slog.Logger) (*assemble.Decode, auditpg.DeploymentKey, error) {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs(rolePrefill)
+	serverTLS, clientTLS, err := c.roles.tlsConfigs(rolePrefill, c.labels())
 	if err != nil {
 		return nil, auditpg.DeploymentKey{}, err
 	}
@@ -322,9 +336,10 @@ func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Durat
 // runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
 // pool with the tenants' partitions (tenants created later are added on
 // their first prefill), an arena, and the PrefillService over mutual TLS on
-// --prefill-addr. HTTP on --addr serves /healthz only.
-func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger) error {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode)
+// --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the
+// node's metrics (node.Prefill.MetricsHandler).
+func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
+	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode, c.labels())
 	if err != nil {
 		return err
 	}
@@ -352,11 +367,18 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	pn, err := assemble.NewPrefill(ctx, assemble.PrefillConfig{Model: lm.node(), Capacity: c.capacity(zeroing), Tenants: tenancy.NewStore(db), Keys: keys,
 		Listener: gln, ServerOptions: transfer.ServerOptions(serverTLS), ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers),
-		Chunk: c.chunkTokens, Logger: log})
+		Chunk: c.chunkTokens, Logger: log, Tracer: tp})
 	if err != nil {
 		gln.Close()
 		return err
 	}
+	// Metrics on --metrics-addr, as a decode node's (metrics.go).
+	stopMetrics, err := c.obs.serveMetrics(pn.MetricsHandler(), log)
+	if err != nil {
+		gln.Close()
+		return err
+	}
+	defer stopMetrics()
 	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
 		gln.Close()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,26 @@ type cluster struct {
 	dir                  string
 	ca                   string
 	clusterKey, wrongKey string
+	authority            *pki.CA
+	hosts                []string
+}
+
+// label reissues node's certificate (of role) naming labels.
+func (c *cluster) label(t *testing.T, node, role string, labels pki.Labels) {
+	t.Helper()
+	cert, err := c.authority.IssueNode(node, role, labels, c.hosts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, kp, err := pki.EncodePEM(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{node + ".pem": cp, node + "-key.pem": kp} {
+		if err := os.WriteFile(filepath.Join(c.dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func newCluster(t *testing.T, nodes ...string) *cluster {
@@ -37,11 +58,12 @@ func newCluster(t *testing.T, nodes ...string) *cluster {
 // newClusterHosts is newCluster with certificates naming hosts.
 func newClusterHosts(t *testing.T, hosts []string, nodes ...string) *cluster {
 	t.Helper()
-	c := &cluster{dir: t.TempDir()}
+	c := &cluster{dir: t.TempDir(), hosts: hosts}
 	ca, err := pki.NewCA("e2e-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.authority = ca
 	c.ca = filepath.Join(c.dir, "ca.pem")
 	write := func(name string, b []byte) {
 		if err := os.WriteFile(filepath.Join(c.dir, name), b, 0o600); err != nil {
@@ -179,6 +201,12 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 	for i, p := range []*node{p1, p2} {
 		if n := strings.Count(p.logs.String(), `"msg":"prefill"`); n == 0 {
 			t.Fatalf("prefill-%d prefilled nothing:\n%s", i+1, p.logs)
+		}
+		// and counted it on its own metrics listener (--metrics-addr).
+		st, body := p.scrape(t, "")
+		m := regexp.MustCompile(`(?m)^cloison_prefill_requests_total\{code="ok",model_name="` + modelID + `"\} (\d+)$`).FindStringSubmatch(body)
+		if st != 200 || m == nil || m[1] == "0" {
+			t.Fatalf("prefill-%d metrics: %d, ok prefills %v\n%s", i+1, st, m, body)
 		}
 	}
 

@@ -19,6 +19,10 @@ var benchModels = []struct {
 	cfg  synth.Config
 }{
 	{"4L-d512-Q8_0", synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4, FFN: 1408, Vocab: 8192, Context: 4096, DType: gguf.Q8_0, Seed: 1}},
+	// The Q8_0 model's shape as a mixture of experts: 16 experts of 352, 4
+	// routed per token (the same 1408 active feed-forward width).
+	{"4L-d512-qwen3moe-16x4-Q8_0", synth.Config{Arch: "qwen3moe", Layers: 4, DModel: 512, Heads: 8, KVHeads: 4, FFN: 352, Experts: 16,
+		ExpertsUsed: 4, Vocab: 8192, Context: 4096, DType: gguf.Q8_0, Seed: 1}},
 	{"4L-d512-F32", synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4, FFN: 1408, Vocab: 8192, Context: 4096, DType: gguf.F32, Seed: 1}},
 	// ~100M parameters, SmolLM-like shape: 12 layers, d=768, GQA 12/4, tied embeddings.
 	{"100M-Q8_0", synth.Config{Layers: 12, DModel: 768, Heads: 12, KVHeads: 4, FFN: 2048, Vocab: 32000, Context: 4096, DType: gguf.Q8_0, Seed: 2, Tied: true}},

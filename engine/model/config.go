@@ -38,20 +38,66 @@ type Config struct {
 	// attn_k_norm, HeadDim weights each) after the projection and before
 	// RoPE, as qwen3 does.
 	QKNorm bool
+
+	// Window is the sliding-window width (attention.sliding_window; 0:
+	// none); SWA[l] says whether layer l attends only to the last Window
+	// positions (all layers unless attention.sliding_window_pattern or the
+	// architecture says otherwise; gemma3: five local layers, then a global
+	// one). nil without a window.
+	Window int
+	SWA    []bool
+	// RoPESWA is the rotary embedding of the sliding-window layers: gemma3's
+	// local layers use rope.freq_base_swa (10000 by default) and no scaling;
+	// elsewhere it equals RoPE.
+	RoPESWA kernels.RoPE
+	// AttnScale multiplies the attention scores; 0 means 1/sqrt(HeadDim)
+	// (granite: attention.scale; gemma3 27B: 1/sqrt(d_model/heads)).
+	AttnScale float32
+	// EmbedScale multiplies the token embeddings (gemma3: sqrt(d_model);
+	// granite: embedding_scale); 0 means none.
+	EmbedScale float32
+	// ResidualScale multiplies the attention and feed-forward outputs before
+	// each residual add (granite: residual_scale); 0 means none.
+	ResidualScale float32
+	// LogitScale divides the logits (granite: logit_scale); 0 means none.
+	LogitScale float32
+	// FinalSoftcap caps the logits to c·tanh(logit/c) (final_logit_softcapping);
+	// 0 means none.
+	FinalSoftcap float32
+	// PostNorms: attn_post_norm and ffn_post_norm RMS-normalise the
+	// attention and feed-forward outputs before the residual adds (gemma3).
+	PostNorms bool
+	// GeGLU: the feed-forward is gelu(gate)·up (gemma3) instead of SwiGLU.
+	GeGLU bool
+	// Experts > 0: every layer's feed-forward is a mixture of Experts
+	// SwiGLU experts of FFN width each (qwen3moe, or a llama file with
+	// expert_count: mixtral), of which a softmax router picks ExpertsUsed
+	// per token (see the package documentation).
+	Experts, ExpertsUsed int
 }
 
 // arch describes what an architecture adds to the llama layout.
 type arch struct {
 	neox   bool // RoPE in the NeoX layout (llama.cpp's LLAMA_ROPE_TYPE_NEOX)
 	qkNorm bool // per-head Q/K RMSNorm (attn_q_norm, attn_k_norm)
+	moe    bool // a mixture of experts in every layer (required)
+	gemma  bool // gemma3: GeGLU, post norms, sqrt(d) embedding scale, local/global layers
+	// granite reads the granite.* multipliers (logit_scale required).
+	granite bool
 }
 
-// archs lists the supported architectures.
+// archs lists the supported architectures. phi3 is the llama layout with
+// NeoX RoPE whose files fuse attn_qkv and ffn_up (gate and up), which Load
+// accepts for every architecture.
 var archs = map[string]arch{
-	"llama":   {},
-	"mistral": {},
-	"qwen2":   {neox: true},
-	"qwen3":   {neox: true, qkNorm: true},
+	"llama":    {},
+	"mistral":  {},
+	"qwen2":    {neox: true},
+	"qwen3":    {neox: true, qkNorm: true},
+	"qwen3moe": {neox: true, qkNorm: true, moe: true},
+	"gemma3":   {neox: true, qkNorm: true, gemma: true},
+	"phi3":     {neox: true},
+	"granite":  {granite: true},
 }
 
 // Archs returns the supported architectures, sorted.
@@ -128,6 +174,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
 		return c, err
 	}
+	if err := c.experts(f, p, ad.moe); err != nil {
+		return c, err
+	}
 	def := 0
 	if c.DModel%c.Heads == 0 {
 		def = c.DModel / c.Heads
@@ -194,5 +243,182 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.RMSEps = float32(eps); c.RMSEps == 0 {
 		return c, fmt.Errorf("%w: rms epsilon underflows float32", ErrModel)
 	}
+	c.RoPESWA = c.RoPE
+	if err := c.readExtras(f, p, ad); err != nil {
+		return c, err
+	}
+	if c.Experts > 0 && (c.GeGLU || c.PostNorms || c.ResidualScale != 0) {
+		// The expert feed-forward is SwiGLU added to the residual as is.
+		return c, fmt.Errorf("%w: experts in a %s file (GeGLU, post norms or a residual scale)", ErrUnsupported, arch)
+	}
 	return c, nil
+}
+
+// readExtras reads the sliding window and the per-architecture multipliers,
+// as llama.cpp's loaders read them (src/models/gemma3.cpp, granite.cpp).
+func (c *Config) readExtras(f *gguf.File, p string, ad arch) error {
+	// A multiplier that must be a finite positive number when present.
+	positive := func(key string) (float32, error) {
+		x, err := floatKey(f, p+key, 0, false)
+		if err != nil {
+			return 0, err
+		}
+		if x < 0 || (x != 0 && float32(x) == 0) || math.IsInf(float64(float32(x)), 0) {
+			return 0, fmt.Errorf("%w: %s = %g", ErrModel, key, x)
+		}
+		return float32(x), nil
+	}
+	if v, ok := f.Get(p + "attn_logit_softcapping"); ok {
+		if x, _ := v.Float(); x != 0 {
+			// gemma2's attention soft-cap: the attention kernel has none.
+			return fmt.Errorf("%w: attn_logit_softcapping %v", ErrUnsupported, v.Any())
+		}
+	}
+	var err error
+	if c.FinalSoftcap, err = positive("final_logit_softcapping"); err != nil {
+		return err
+	}
+	if ad.gemma {
+		c.PostNorms, c.GeGLU = true, true
+		c.EmbedScale = float32(math.Sqrt(float64(c.DModel)))
+		if c.Layers == 62 {
+			// llama.cpp's gemma3 27B (gemma_pytorch's query_pre_attn_scalar).
+			c.AttnScale = float32(1 / math.Sqrt(float64(c.DModel/c.Heads)))
+		}
+	}
+	if ad.granite {
+		if c.LogitScale, err = positive("logit_scale"); err != nil {
+			return err
+		}
+		if c.LogitScale == 0 {
+			return fmt.Errorf("%w: %slogit_scale missing", ErrModel, p)
+		}
+		for _, k := range []struct {
+			dst *float32
+			key string
+		}{{&c.ResidualScale, "residual_scale"}, {&c.EmbedScale, "embedding_scale"}, {&c.AttnScale, "attention.scale"}} {
+			if *k.dst, err = positive(k.key); err != nil {
+				return err
+			}
+		}
+		if v, ok := f.Get(p + "rope.scaling.finetuned"); ok {
+			if b, _ := v.Bool(); !b {
+				// granite's switch for models without RoPE.
+				return fmt.Errorf("%w: granite without RoPE (rope.scaling.finetuned false)", ErrUnsupported)
+			}
+		}
+	}
+	if v, ok := f.Get(p + "attention.sliding_window"); ok {
+		// 0 means no window, as in llama.cpp.
+		if n, ok := v.Int(); !ok || n < 0 || n > math.MaxInt32 {
+			return fmt.Errorf("%w: attention.sliding_window = %v, want a non-negative 32-bit integer", ErrModel, v.Any())
+		} else {
+			c.Window = int(n)
+		}
+	}
+	if c.Window == 0 {
+		if _, ok := f.Get(p + "attention.sliding_window_pattern"); ok {
+			return fmt.Errorf("%w: attention.sliding_window_pattern without attention.sliding_window", ErrModel)
+		}
+		return nil
+	}
+	// llama.cpp's load_swa_pattern: a per-layer bool array, or a period n
+	// (layer l is local unless l%n == n−1; 0: all local). gemma3 defaults
+	// to 6, the others to every layer local.
+	c.SWA = make([]bool, c.Layers)
+	period := 0
+	if ad.gemma {
+		period = 6
+	}
+	if v, ok := f.Get(p + "attention.sliding_window_pattern"); ok {
+		if bs, isArr := v.Any().([]bool); isArr {
+			if len(bs) != c.Layers {
+				return fmt.Errorf("%w: sliding_window_pattern of %d layers, block_count %d", ErrModel, len(bs), c.Layers)
+			}
+			copy(c.SWA, bs)
+			period = -1
+		} else if n, ok := v.Int(); ok && n >= 0 && n <= math.MaxInt32 {
+			period = int(n)
+		} else {
+			return fmt.Errorf("%w: sliding_window_pattern = %v", ErrModel, v.Any())
+		}
+	}
+	if period >= 0 {
+		for l := range c.SWA {
+			c.SWA[l] = period == 0 || l%period < period-1
+		}
+	}
+	if ad.gemma {
+		base, err := floatKey(f, p+"rope.freq_base_swa", 10000, false)
+		if err != nil {
+			return err
+		}
+		if base <= 1 {
+			return fmt.Errorf("%w: rope.freq_base_swa %g", ErrModel, base)
+		}
+		c.RoPESWA.Base, c.RoPESWA.Scale = float32(base), 1
+	}
+	return nil
+}
+
+// maxExperts bounds expert_count (llama.cpp's LLAMA_MAX_EXPERTS).
+const maxExperts = 512
+
+// experts reads the mixture-of-experts keys: expert_count and
+// expert_used_count (required when moe), and for qwen3moe the expert width
+// expert_feed_forward_length (else feed_forward_length / expert_used_count,
+// as llama.cpp falls back), which then becomes c.FFN. Router variants this
+// package does not run — shared experts, expert groups, a gating function
+// other than softmax, a weight scale — are refused, not ignored.
+func (c *Config) experts(f *gguf.File, p string, required bool) error {
+	var err error
+	if c.Experts, err = intKey(f, p+"expert_count", 0, required); err != nil {
+		return err
+	}
+	if c.Experts == 0 {
+		if _, ok := f.Get(p + "expert_used_count"); ok {
+			return fmt.Errorf("%w: %sexpert_used_count without expert_count", ErrModel, p)
+		}
+		return nil
+	}
+	if c.Experts > maxExperts {
+		return fmt.Errorf("%w: %d experts (at most %d)", ErrUnsupported, c.Experts, maxExperts)
+	}
+	if c.ExpertsUsed, err = intKey(f, p+"expert_used_count", 0, true); err != nil {
+		return err
+	}
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("%w: %d experts used of %d", ErrModel, c.ExpertsUsed, c.Experts)
+	}
+	// Absent, 0 (or one group) is the plain router.
+	for _, k := range []struct {
+		key  string
+		most int64
+	}{{"expert_shared_count", 0}, {"expert_shared_feed_forward_length", 0}, {"expert_group_count", 1}, {"expert_group_used_count", 1}} {
+		if v, ok := f.Get(p + k.key); ok {
+			if n, isInt := v.Int(); !isInt || n < 0 || n > k.most {
+				return fmt.Errorf("%w: %s%s = %v (shared experts and expert groups are not implemented)", ErrUnsupported, p, k.key, v.Any())
+			}
+		}
+	}
+	if g, err := intKey(f, p+"expert_gating_func", 1, false); err != nil || g != 1 {
+		return fmt.Errorf("%w: %sexpert_gating_func (only softmax, 1, is implemented)", ErrUnsupported, p)
+	}
+	if s, err := floatKey(f, p+"expert_weights_scale", 1, false); err != nil || s != 1 {
+		return fmt.Errorf("%w: %sexpert_weights_scale %g (only 1 is implemented)", ErrUnsupported, p, s)
+	}
+	if v, ok := f.Get(p + "expert_weights_norm"); ok {
+		if b, isBool := v.Any().(bool); !isBool || !b {
+			return fmt.Errorf("%w: %sexpert_weights_norm %v (the top-k weights are always renormalised)", ErrUnsupported, p, v.Any())
+		}
+	}
+	if strings.HasPrefix(p, "qwen3moe.") {
+		if c.FFN, err = intKey(f, p+"expert_feed_forward_length", c.FFN/c.ExpertsUsed, false); err != nil {
+			return err
+		}
+		if c.FFN == 0 {
+			return fmt.Errorf("%w: expert width 0", ErrModel)
+		}
+	}
+	return nil
 }

@@ -157,5 +157,9 @@ func name(c synth.Config) string {
 	if c.KQuantMix {
 		mix = "_M"
 	}
-	return fmt.Sprintf("%v%s-L%d-d%d-h%d-kv%d-tied%v", c.DType, mix, c.Layers, c.DModel, c.Heads, c.KVHeads, c.Tied)
+	w := ""
+	if c.Window > 0 {
+		w = fmt.Sprintf("-w%d", c.Window)
+	}
+	return fmt.Sprintf("%v%s-L%d-d%d-h%d-kv%d-tied%v%s", c.DType, mix, c.Layers, c.DModel, c.Heads, c.KVHeads, c.Tied, w)
 }

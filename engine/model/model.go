@@ -17,7 +17,11 @@ type layer struct {
 	wq, wk, wv, wo    kernels.Matrix
 	bq, bk, bv        kernels.Tensor // nil without QKV biases
 	qNorm, kNorm      kernels.Tensor // 1×HeadDim; nil without QKNorm
-	gate, up, down    kernels.Matrix
+	attnPost, ffnPost kernels.Tensor // nil without PostNorms
+	gate, up, down    kernels.Matrix // nil in a mixture-of-experts layer
+	moe               *moeLayer      // nil in a dense layer
+	rope              kernels.RoPE
+	attn              kernels.AttentionOptions
 }
 
 // Model is a loaded llama-family model. Forward calls are serialised; the
@@ -32,6 +36,14 @@ type Model struct {
 	owned   []kernels.Tensor // freed by Close
 	wbytes  int64
 
+	// Optional backend capabilities the architecture needs (nil when it
+	// needs none; Load refuses a backend without them).
+	scaler kernels.Scaler
+	geglu  kernels.GeGLUer
+	// windowed: attention needs kernels.WindowAttender (a sliding window or
+	// a score scale other than 1/sqrt(HeadDim)).
+	windowed bool
+
 	mu sync.Mutex // guards scratch and serialises Forward
 	sc scratch
 }
@@ -43,6 +55,17 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Config: c, b: b}
+	if c.EmbedScale != 0 || c.ResidualScale != 0 {
+		if m.scaler, _ = b.(kernels.Scaler); m.scaler == nil {
+			return nil, fmt.Errorf("%w: %s needs scaled activations, which backend %s lacks", ErrUnsupported, c.Arch, b.Name())
+		}
+	}
+	if c.GeGLU {
+		if m.geglu, _ = b.(kernels.GeGLUer); m.geglu == nil {
+			return nil, fmt.Errorf("%w: %s needs GeGLU, which backend %s lacks", ErrUnsupported, c.Arch, b.Name())
+		}
+	}
+	m.windowed = c.Window > 0 || c.AttnScale != 0
 	ok := false
 	defer func() {
 		if !ok {
@@ -63,14 +86,29 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
 		return nil, fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
 	}
+	// Phi-3's long-rope factors (chosen by context size) are not implemented.
+	for _, name := range []string{"rope_factors_long.weight", "rope_factors_short.weight"} {
+		if _, found := f.Tensor(name); found {
+			return nil, fmt.Errorf("%w: tensor %s (long-rope scaling)", ErrUnsupported, name)
+		}
+	}
 	if t, found := f.Tensor("rope_freqs.weight"); found {
+		if c.GeGLU {
+			// llama.cpp's gemma3 graph passes no frequency factors.
+			return nil, fmt.Errorf("%w: rope_freqs.weight in a %s file", ErrUnsupported, c.Arch)
+		}
 		if m.RoPE.Factors, err = floats(f, t, m.RoPE.Dims/2); err != nil {
 			return nil, fmt.Errorf("rope_freqs.weight: %w", err)
 		}
+		m.RoPESWA.Factors = m.RoPE.Factors
 	}
-	// Every layer has nine tensors: a block_count the file cannot back is
-	// refused before anything is sized by it.
-	if c.Layers > len(f.Tensors)/9 {
+	// Every layer has six tensors at least (phi3's fused layout; a
+	// mixture-of-experts layer has ten): a block_count the file cannot back
+	// is refused before anything is sized by it.
+	if c.Experts > 0 && !moeBackends[b.Name()] {
+		return nil, fmt.Errorf("%w: mixture-of-experts models on backend %q (verified on: cpu)", ErrUnsupported, b.Name())
+	}
+	if c.Layers > len(f.Tensors)/6 {
 		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
 	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -90,10 +128,32 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 			errs = append(errs, err)
 			return w
 		}
+		for _, name := range []string{"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "attn_norm.bias", "ffn_norm.bias"} {
+			if _, found := f.Tensor(p + name); found {
+				return nil, fmt.Errorf("%w: tensor %s%s", ErrUnsupported, p, name)
+			}
+		}
 		l.attnNorm = vec("attn_norm.weight", c.DModel)
-		l.wq = mat("attn_q.weight", q, c.DModel)
-		l.wk = mat("attn_k.weight", kv, c.DModel)
-		l.wv = mat("attn_v.weight", kv, c.DModel)
+		if _, fused := f.Tensor(p + "attn_qkv.weight"); fused {
+			// phi3 (and any llama.cpp file): Q, K and V rows one after the
+			// other in one matrix, as create_tensor_qkv reads it.
+			ws, err := m.split(f, p+"attn_qkv.weight", []int{q, kv, kv}, c.DModel)
+			if err != nil {
+				return nil, err
+			}
+			l.wq, l.wk, l.wv = ws[0], ws[1], ws[2]
+			if t, found := f.Tensor(p + "attn_qkv.bias"); found {
+				bs, err := m.splitVector(f, t, []int{q, kv, kv})
+				if err != nil {
+					return nil, err
+				}
+				l.bq, l.bk, l.bv = bs[0], bs[1], bs[2]
+			}
+		} else {
+			l.wq = mat("attn_q.weight", q, c.DModel)
+			l.wk = mat("attn_k.weight", kv, c.DModel)
+			l.wv = mat("attn_v.weight", kv, c.DModel)
+		}
 		l.wo = mat("attn_output.weight", c.DModel, q)
 		if m.QKVBias {
 			l.bq, l.bk, l.bv = vec("attn_q.bias", q), vec("attn_k.bias", kv), vec("attn_v.bias", kv)
@@ -101,10 +161,33 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		if c.QKNorm {
 			l.qNorm, l.kNorm = vec("attn_q_norm.weight", c.HeadDim), vec("attn_k_norm.weight", c.HeadDim)
 		}
+		if c.PostNorms {
+			l.attnPost, l.ffnPost = vec("post_attention_norm.weight", c.DModel), vec("post_ffw_norm.weight", c.DModel)
+		}
 		l.ffnNorm = vec("ffn_norm.weight", c.DModel)
-		l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
-		l.up = mat("ffn_up.weight", c.FFN, c.DModel)
-		l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		if c.Experts > 0 {
+			var err error
+			l.moe, err = m.loadMoE(f, p)
+			errs = append(errs, err)
+		} else if _, gated := f.Tensor(p + "ffn_gate.weight"); gated || c.Arch != "phi3" {
+			l.gate = mat("ffn_gate.weight", c.FFN, c.DModel)
+			l.up = mat("ffn_up.weight", c.FFN, c.DModel)
+			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		} else {
+			// phi3's ffn_up holds the gate rows, then the up rows (ggml_swiglu
+			// of the 2·FFN product).
+			ws, err := m.split(f, p+"ffn_up.weight", []int{c.FFN, c.FFN}, c.DModel)
+			if err != nil {
+				return nil, err
+			}
+			l.gate, l.up = ws[0], ws[1]
+			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
+		}
+		l.rope = m.RoPE // with the rope_freqs factors read above
+		if c.SWA != nil && c.SWA[i] {
+			l.rope, l.attn.Window = m.RoPESWA, c.Window
+		}
+		l.attn.Scale = c.AttnScale
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
@@ -146,6 +229,71 @@ func (m *Model) matrix(f *gguf.File, name string, rows, cols int, count bool) (k
 		m.wbytes += int64(t.Size)
 	}
 	return w, nil
+}
+
+// split wraps consecutive row ranges of a fused 2-D tensor (ggml shape
+// [cols, Σrows]) as one Matrix each, without copying: rows are contiguous in
+// GGUF.
+func (m *Model) split(f *gguf.File, name string, rows []int, cols int) ([]kernels.Matrix, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: tensor %s missing", ErrModel, name)
+	}
+	total := 0
+	for _, r := range rows {
+		total += r
+	}
+	if len(t.Dims) != 2 || t.Dims[0] != uint64(cols) || t.Dims[1] != uint64(total) {
+		return nil, fmt.Errorf("%w: tensor %s has shape %v, want [%d %d]", ErrModel, name, t.Dims, cols, total)
+	}
+	dt := kernels.DType(t.Type)
+	if !dt.Valid() {
+		return nil, fmt.Errorf("%w: tensor %s has type %v", ErrUnsupported, name, t.Type)
+	}
+	rb, err := dt.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tensor %s: %v", ErrModel, name, err)
+	}
+	data := f.Data(t)
+	if len(data) != rb*total {
+		return nil, fmt.Errorf("%w: tensor %s holds %d bytes, want %d", ErrModel, name, len(data), rb*total)
+	}
+	out := make([]kernels.Matrix, len(rows))
+	off := 0
+	for i, r := range rows {
+		if out[i], err = m.b.NewMatrix(dt, r, cols, data[off*rb:(off+r)*rb:(off+r)*rb]); err != nil {
+			return nil, fmt.Errorf("model: tensor %s: %w", name, err)
+		}
+		off += r
+	}
+	m.wbytes += int64(t.Size)
+	return out, nil
+}
+
+// splitVector uploads consecutive ranges of a fused 1-D tensor as 1×n
+// tensors.
+func (m *Model) splitVector(f *gguf.File, t gguf.TensorInfo, ns []int) ([]kernels.Tensor, error) {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	x, err := floats(f, t, total)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kernels.Tensor, len(ns))
+	for i, n := range ns {
+		bt, err := m.b.NewTensor(1, n)
+		if err != nil {
+			return nil, err
+		}
+		m.owned = append(m.owned, bt)
+		if err := m.b.Upload(bt, x[:n]); err != nil {
+			return nil, err
+		}
+		out[i], x = bt, x[n:]
+	}
+	return out, nil
 }
 
 // floats decodes a 1-D tensor of n elements to float32.
@@ -223,10 +371,12 @@ type scratch struct {
 	rows, outRows                        int
 	x, h, q, k, v, att, o, gate, up, dwn kernels.Tensor
 	last, logits                         kernels.Tensor
+	router                               kernels.Tensor // rows×Experts; nil without experts
+	moe                                  moeHost        // host buffers of the expert layers
 }
 
 func (s *scratch) free(b kernels.Backend) {
-	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits} {
+	for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.last, s.logits, s.router} {
 		if t != nil {
 			b.Free(t)
 		}
@@ -237,7 +387,7 @@ func (s *scratch) free(b kernels.Backend) {
 func (m *Model) ensure(rows, outRows int) error {
 	s := &m.sc
 	if rows > s.rows {
-		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn} {
+		for _, t := range []kernels.Tensor{s.x, s.h, s.q, s.k, s.v, s.att, s.o, s.gate, s.up, s.dwn, s.router} {
 			if t != nil {
 				m.b.Free(t)
 			}
@@ -256,6 +406,10 @@ func (m *Model) ensure(rows, outRows int) error {
 		s.x, s.h, s.o, s.dwn = alloc(m.DModel), alloc(m.DModel), alloc(m.DModel), alloc(m.DModel)
 		s.q, s.att, s.k, s.v = alloc(q), alloc(q), alloc(kv), alloc(kv)
 		s.gate, s.up = alloc(m.FFN), alloc(m.FFN)
+		s.router = nil
+		if m.Experts > 0 {
+			s.router = alloc(m.Experts)
+		}
 		if err != nil {
 			return err
 		}
@@ -322,6 +476,10 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 			outRows++
 		}
 	}
+	wa, _ := a.(kernels.WindowAttender)
+	if m.windowed && wa == nil {
+		return nil, fmt.Errorf("%w: %s needs windowed or rescaled attention, which this arena lacks", ErrUnsupported, m.Arch)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.ensure(rows, outRows); err != nil {
@@ -344,6 +502,26 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	if err := b.Embed(x, m.embd, ids); err != nil {
 		return nil, err
 	}
+	if m.EmbedScale != 0 {
+		if err := m.scaler.Scale(x, x, m.EmbedScale); err != nil {
+			return nil, err
+		}
+	}
+	// residual adds the sublayer output o to x: scaled (granite) and
+	// normalised (gemma3's post norms) first.
+	residual := func(o kernels.Tensor, post kernels.Tensor) error {
+		if post != nil {
+			if err := b.RMSNorm(o, o, post, m.RMSEps); err != nil {
+				return err
+			}
+		}
+		if m.ResidualScale != 0 {
+			if err := m.scaler.Scale(o, o, m.ResidualScale); err != nil {
+				return err
+			}
+		}
+		return b.Add(x, x, o)
+	}
 	for li := range m.layers {
 		l := &m.layers[li]
 		if err := b.RMSNorm(h, x, l.attnNorm, m.RMSEps); err != nil {
@@ -363,34 +541,51 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 				return nil, err
 			}
 		}
-		if err := errors.Join(b.RoPE(q, pos, m.RoPE), b.RoPE(k, pos, m.RoPE)); err != nil {
+		if err := errors.Join(b.RoPE(q, pos, l.rope), b.RoPE(k, pos, l.rope)); err != nil {
 			return nil, err
 		}
 		if err := a.WriteKV(li, k, v, spans); err != nil {
 			return nil, fmt.Errorf("model: layer %d: writing KV: %w", li, err)
 		}
-		if err := a.Attention(li, att, q, spans); err != nil {
+		var err error
+		if m.windowed {
+			err = wa.AttentionWith(li, att, q, spans, l.attn)
+		} else {
+			err = a.Attention(li, att, q, spans)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("model: layer %d: attention: %w", li, err)
 		}
 		if err := b.MatMul(o, att, l.wo); err != nil {
 			return nil, err
 		}
-		if err := b.Add(x, x, o); err != nil {
+		if err := residual(o, l.attnPost); err != nil {
 			return nil, err
 		}
 		if err := b.RMSNorm(h, x, l.ffnNorm, m.RMSEps); err != nil {
 			return nil, err
 		}
+		if l.moe != nil {
+			if err := m.moeFFN(l.moe, x, h, rows); err != nil {
+				return nil, fmt.Errorf("model: layer %d: experts: %w", li, err)
+			}
+			continue
+		}
 		if err := kernels.MultiMatMul(b, []kernels.Tensor{gate, up}, h, []kernels.Matrix{l.gate, l.up}); err != nil {
 			return nil, err
 		}
-		if err := b.SwiGLU(gate, gate, up); err != nil {
+		if m.GeGLU {
+			err = m.geglu.GeGLU(gate, gate, up)
+		} else {
+			err = b.SwiGLU(gate, gate, up)
+		}
+		if err != nil {
 			return nil, err
 		}
 		if err := b.MatMul(dwn, gate, l.down); err != nil {
 			return nil, err
 		}
-		if err := b.Add(x, x, dwn); err != nil {
+		if err := residual(dwn, l.ffnPost); err != nil {
 			return nil, err
 		}
 	}
@@ -415,6 +610,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	if err := b.Download(host, logits); err != nil {
 		return nil, err
 	}
+	m.finishLogits(host)
 	out := make([][]float32, len(batch))
 	r := 0
 	for i, s := range batch {
@@ -426,6 +622,25 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		r += n
 	}
 	return out, nil
+}
+
+// finishLogits applies granite's logit scale and the final soft-cap on the
+// host, as llama.cpp's graphs do after the output projection (ggml_scale by
+// 1/logit_scale; scale by 1/c, tanh, scale by c). Per element: batch
+// invariant on every backend.
+func (m *Model) finishLogits(x []float32) {
+	if m.LogitScale != 0 {
+		inv := 1 / m.LogitScale
+		for i := range x {
+			x[i] *= inv
+		}
+	}
+	if c := m.FinalSoftcap; c != 0 {
+		inv := 1 / c
+		for i, v := range x {
+			x[i] = float32(math.Tanh(float64(v*inv))) * c
+		}
+	}
 }
 
 // ErrBatch: a malformed Forward batch (code invalid_request_error).

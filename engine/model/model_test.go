@@ -56,6 +56,34 @@ func TestMatchesReference(t *testing.T) {
 		// ffn_down (their activations may be quantized to Q8_K blocks).
 		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300,
 			Context: 256, DType: gguf.Q5_K, KQuantMix: true, Seed: 9}, false, 6e-2},
+		// Sliding windows narrower than the 20 tokens, across 4-token pages.
+		{gemma3(gguf.F32, 5, nil, 0), false, 1e-5},
+		{gemma3(gguf.F16, 5, nil, 0), false, 1e-5},
+		{gemma3(gguf.Q8_0, 3, nil, 0), false, 6e-2},
+		{gemma3(gguf.F32, 4, []bool{false, true, true, false, true, false}, 3), false, 1e-5},
+		// Mistral-style: every layer local. llama.cpp ignores the window of
+		// llama and phi3 files (phi3: "SWA is currently disabled"), so only
+		// this reference checks them.
+		{withWindow(small(gguf.F32, false), 6), false, 1e-5},
+		{synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.F32, Seed: 17, RopeDims: 8, Window: 7}, false, 1e-5},
+		{synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 4, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.Q8_0, Seed: 18}, false, 6e-2},
+		{synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 256,
+			DType: gguf.F32, Seed: 19, LogitScale: 6, ResidualScale: 0.3, EmbedScale: 10, AttnScale: 0.05}, false, 1e-5},
+		{synth.Config{Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 13}, false, 1e-5},
+		{small(gguf.MXFP4, true), false, 1e-5},
+		// Mixtures of experts: qwen3moe (8 experts, 2 used) and mixtral
+		// (a llama file with 4 experts, 2 used), float, MXFP4 (gpt-oss's
+		// expert type) and Q3_K weights. A wrong route (a softmax over the
+		// top k instead of all, no renormalisation, another order) moves
+		// the logits by O(1).
+		{qwen3moe(gguf.F32), false, 1e-5},
+		{qwen3moe(gguf.MXFP4), false, 1e-5},
+		{mixtral(gguf.F32), false, 1e-5},
+		{synth.Config{Arch: "mixtral", Layers: 2, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300,
+			Context: 256, DType: gguf.Q3_K, Seed: 17, Experts: 4, ExpertsUsed: 2}, false, 1e-5},
 	}
 	for _, tc := range tests {
 		n := name(tc.cfg)
@@ -105,6 +133,28 @@ func TestMatchesReference(t *testing.T) {
 			t.Logf("max relative logit error %.3g", worst)
 		})
 	}
+}
+
+// gemma3 is Gemma 3's layout scaled down: six layers (five local, one
+// global unless pattern says otherwise), 4/2 heads of 32 with d_model 64.
+func gemma3(dt gguf.TensorType, window int, pattern []bool, softcap float32) synth.Config {
+	return synth.Config{Arch: "gemma3", Layers: 6, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96,
+		Vocab: 300, Context: 256, DType: dt, Seed: 21, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Window: window,
+		SWAPattern: pattern, FinalSoftcap: softcap}
+}
+
+func withWindow(c synth.Config, w int) synth.Config { c.Window = w; return c }
+
+func qwen3moe(dt gguf.TensorType) synth.Config {
+	c := qwen3(dt)
+	c.Arch, c.Experts, c.ExpertsUsed, c.FFN, c.Seed = "qwen3moe", 8, 2, 64, 19
+	return c
+}
+
+func mixtral(dt gguf.TensorType) synth.Config {
+	c := small(dt, false)
+	c.Arch, c.Experts, c.ExpertsUsed, c.Seed = "mixtral", 4, 2, 23
+	return c
 }
 
 func qwen3(dt gguf.TensorType) synth.Config {
@@ -208,9 +258,15 @@ func toQwen2(t testing.TB, f *gguf.File) *gguf.File {
 // TestPagedIsBitIdentical: a sequence's logits do not depend on the page size,
 // on where its pages lie in the arena, on how its prompt is split into steps,
 // or on what else is in the batch (ARCHITECTURE.md layer 3: attention reads
-// only the lease's own pages, and the result is batch-invariant).
+// only the lease's own pages, and the result is batch-invariant) — with
+// sliding windows too (gemma3, window 5: windows that start mid-page).
 func TestPagedIsBitIdentical(t *testing.T) {
-	cfg := small(gguf.Q8_0, true)
+	for _, cfg := range []synth.Config{small(gguf.Q8_0, true), gemma3(gguf.Q8_0, 5, nil, 0)} {
+		t.Run(cfg.Arch+name(cfg), func(t *testing.T) { pagedIsBitIdentical(t, cfg) })
+	}
+}
+
+func pagedIsBitIdentical(t *testing.T, cfg synth.Config) {
 	f := randomFile(t, cfg)
 	m := load(t, backend(t), f)
 	toks := tokens(37, cfg.Vocab, 2)
@@ -495,7 +551,14 @@ func TestForwardRejectsBadBatch(t *testing.T) {
 // (ARCHITECTURE.md layer 3, ownership tags): Forward fails with an
 // isolation_violation error and returns no logits.
 func TestStaleTableCannotRead(t *testing.T) {
-	cfg := small(gguf.F32, false)
+	for _, cfg := range []synth.Config{small(gguf.F32, false), withWindow(small(gguf.F32, false), 2)} {
+		// With a 2-token window the stale pages lie outside what attention
+		// reads: they are refused all the same.
+		t.Run(name(cfg), func(t *testing.T) { staleTableCannotRead(t, cfg) })
+	}
+}
+
+func staleTableCannotRead(t *testing.T, cfg synth.Config) {
 	m := load(t, backend(t), randomFile(t, cfg))
 	tests := []struct {
 		name string
@@ -542,26 +605,36 @@ func TestStaleTableCannotRead(t *testing.T) {
 // go test -fuzz FuzzLoad -fuzzminimizetime 50x ./engine/model
 // (1.5M execs in 30 s here), or the minimiser spends minutes per find.
 func FuzzLoad(f *testing.F) {
-	c := synth.Config{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16}
-	// A small seed without the tokenizer keys keeps the fuzzer fast.
-	small := rewrite(f, randomFile(f, c), func(k string, v any) any {
-		if strings.HasPrefix(k, "tokenizer.") {
-			return nil
+	// One seed per layout: llama, a mixture of experts (qwen3moe, 4
+	// experts, 2 used), gemma3 with windows, phi3's fused tensors,
+	// granite's multipliers.
+	for _, c := range []synth.Config{
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "qwen3moe", Layers: 1, DModel: 32, Heads: 2, HeadDim: 16, FFN: 32, Experts: 4, ExpertsUsed: 2, Vocab: 259, Context: 16, DType: gguf.F16},
+		{Arch: "gemma3", Layers: 2, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, Window: 2, FinalSoftcap: 5},
+		{Arch: "phi3", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, RopeDims: 8},
+		{Arch: "granite", Layers: 1, DModel: 32, Heads: 2, FFN: 32, Vocab: 259, Context: 16, DType: gguf.F16, ResidualScale: 0.5, AttnScale: 0.1},
+	} {
+		// A small seed without the tokenizer keys keeps the fuzzer fast.
+		small := rewrite(f, randomFile(f, c), func(k string, v any) any {
+			if strings.HasPrefix(k, "tokenizer.") {
+				return nil
+			}
+			return v
+		}, nil)
+		w := gguf.NewWriter()
+		for _, e := range small.KV {
+			w.Set(e.Key, e.Value)
 		}
-		return v
-	}, nil)
-	w := gguf.NewWriter()
-	for _, e := range small.KV {
-		w.Set(e.Key, e.Value)
+		for _, ti := range small.Tensors {
+			w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
 	}
-	for _, ti := range small.Tensors {
-		w.AddTensor(ti.Name, ti.Type, ti.Dims, small.Data(ti))
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
 	b := backend(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)

@@ -13,14 +13,17 @@
 // logits always give the same token, whatever else runs on the server. It
 // keeps no reference to the logits it is given. It is not safe for concurrent
 // use; the engine owns one per request.
+//
+// Candidates are ordered best logit first, ties by lowest id (a total
+// order): by a radix sort, and for top-k by a heap selection of the k best
+// (order.go); a 32k vocabulary sorted by comparisons cost milliseconds a
+// token.
 package sample
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/cloison/cloison"
 )
@@ -128,6 +131,7 @@ type Sampler struct {
 	rng    *rand.Rand
 	counts map[int32]int // tokens seen (prompt and output), for penalties
 	work   []cand
+	tmp    []keyed    // radix sort's buffers (order.go)
 	con    Constraint // nil: unconstrained
 }
 
@@ -229,17 +233,18 @@ func (s *Sampler) Sample(logits []float32) (Choice, error) {
 		}
 		choice.Token = c[best].tok
 		if p.Logprobs {
-			sortCands(c)
+			s.sortCands(c)
 			lse := logSumExp(c, 1)
 			choice.Logprob = c[0].logit - lse
 			choice.Top = top(c, 1, lse, p.TopLogprobs)
 		}
 		return choice, s.accept(choice.Token)
 	}
-	sortCands(c)
 	invT := 1 / p.Temperature
 	if p.TopK > 0 && p.TopK < len(c) {
-		c = c[:p.TopK]
+		c = s.topK(c, p.TopK)
+	} else {
+		s.sortCands(c)
 	}
 	lse := logSumExp(c, invT)
 	if p.MinP > 0 {
@@ -289,17 +294,6 @@ func (s *Sampler) accept(tok int32) error {
 		return s.con.Accept(tok)
 	}
 	return nil
-}
-
-// sortCands orders candidates best first, ties by lowest id, so that the
-// order is total and deterministic.
-func sortCands(c []cand) {
-	slices.SortFunc(c, func(a, b cand) int {
-		if r := cmp.Compare(b.logit, a.logit); r != 0 {
-			return r
-		}
-		return cmp.Compare(a.tok, b.tok)
-	})
 }
 
 func logSumExp(c []cand, invT float64) float64 {

@@ -1,7 +1,8 @@
 // Package synth writes synthetic llama-family GGUF models, because
 // development and CI cannot download weights. The files follow the GGUF
-// specification and llama.cpp's key names (general.architecture "llama" or
-// "qwen3", <arch>.* hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
+// specification and llama.cpp's key names (general.architecture "llama",
+// "qwen3", "qwen3moe", "gemma3", "phi3" or "granite", <arch>.*
+// hyperparameters, tokenizer.ggml.* with a gpt2-style byte-level BPE
 // vocabulary), so other GGUF readers load them too.
 //
 // Two kinds:
@@ -9,15 +10,30 @@
 // Random (Config): seeded random weights of any size, for numerics and speed.
 // Weights are N(0, 1/fan_in) so activations stay O(1) through many layers;
 // norm weights are 1 + N(0, 0.1). Matrices are F32, F16, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q2_K, Q4_K, Q5_K or Q6_K (the k-quants from kernels.Quantize's simple min/max search, not
-// llama.cpp's error-minimising one); Config.KQuantMix with Q4_K or Q5_K
+// Q8_0, MXFP4 (ggml's reference exponent choice), Q2_K, Q3_K, Q4_K, Q5_K or
+// Q6_K (the k-quants from kernels.Quantize's simple min/max or absmax
+// search, not llama.cpp's error-minimising one); Config.KQuantMix with Q4_K or Q5_K
 // writes a Q4_K_M / Q5_K_M-style file (output.weight and the use_more_bits
 // layers' attn_v and ffn_down in Q6_K, general.file_type 15 / 17).
 // Config.Arch "qwen3" writes a qwen3 file as llama.cpp reads one: qwen3.*
 // keys, and per layer attn_q_norm.weight and attn_k_norm.weight of HeadDim
 // F32 weights; Config.HeadDim sets attention.key_length/value_length
 // (written whenever the heads do not split d_model, or the architecture is
-// not llama).
+// not llama). "gemma3" adds qwen3's Q/K norms and post_attention_norm /
+// post_ffw_norm; "phi3" fuses attn_qkv and writes a 2·FFN ffn_up (gate rows,
+// then up rows) without ffn_gate; "granite" writes granite.logit_scale.
+// Window, SWAPattern, RopeBaseSWA, RopeDims, FinalSoftcap and granite's
+// LogitScale/ResidualScale/EmbedScale/AttnScale write the matching keys
+// (attention.sliding_window[_pattern], rope.freq_base_swa,
+// rope.dimension_count, final_logit_softcapping, logit_scale, …).
+// Config.Arch "qwen3moe" (qwen3 attention) and "mixtral" (a llama file:
+// general.architecture "llama") write mixtures of experts:
+// <arch>.expert_count / expert_used_count (qwen3moe also
+// expert_feed_forward_length = FFN), and per layer an F32 router
+// ffn_gate_inp.weight [d_model, experts] and the merged expert stacks
+// ffn_gate_exps/ffn_up_exps.weight [d_model, FFN, experts] and
+// ffn_down_exps.weight [FFN, d_model, experts] in place of the dense
+// feed-forward (the k-quant mix counts ffn_down_exps as ffn_down).
 //
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token

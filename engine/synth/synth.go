@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels"
@@ -14,15 +15,32 @@ import (
 // Config describes a random-weight llama-family model.
 type Config struct {
 	Name string // general.name; "synthetic" if empty
-	// Arch is general.architecture: "llama" (default) or "qwen3", which
+	// Arch is general.architecture: "llama" (default); "qwen3", which
 	// adds per-head Q/K norm weights (blk.N.attn_q_norm.weight and
 	// attn_k_norm.weight, HeadDim each) and uses NeoX RoPE, as llama.cpp
-	// reads qwen3 files.
-	Arch    string
-	Layers  int
-	DModel  int
-	Heads   int
-	KVHeads int // 0 means Heads
+	// reads qwen3 files; "qwen3moe" (qwen3 attention, every feed-forward a
+	// mixture of experts) or "mixtral" (a llama file with experts:
+	// general.architecture is "llama" and llama.expert_count is set);
+	// "gemma3" (qwen3's Q/K norms plus post_attention_norm and
+	// post_ffw_norm, GeGLU; llama.cpp's converter stores norm weights with
+	// gemma's +1 added, so they are written as for the others, around 1);
+	// "phi3" (fused attn_qkv and a 2·FFN ffn_up holding gate then up, no
+	// ffn_gate); "granite" (the llama layout with granite.logit_scale and
+	// the multipliers below).
+	Arch string
+	// Experts and ExpertsUsed are expert_count and expert_used_count of the
+	// mixture-of-experts architectures (required there, 0 otherwise). Each
+	// layer then has ffn_gate_inp.weight (the F32 router, Experts×DModel)
+	// and the merged 3-D ffn_gate_exps/ffn_up_exps (FFN×DModel per expert)
+	// and ffn_down_exps (DModel×FFN per expert) instead of ffn_gate, ffn_up
+	// and ffn_down; FFN is each expert's width (qwen3moe also writes it as
+	// expert_feed_forward_length). ExpertsUsed 0 means 2 (at most Experts).
+	Experts     int
+	ExpertsUsed int
+	Layers      int
+	DModel      int
+	Heads       int
+	KVHeads     int // 0 means Heads
 	// HeadDim is attention.key_length (= value_length); 0 means
 	// DModel/Heads. Qwen3 files have Heads·HeadDim ≠ DModel.
 	HeadDim  int
@@ -42,6 +60,22 @@ type Config struct {
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer llama.cpp applies:
 	// "gpt-2" (default), "smollm", "llama-bpe", "qwen2", …
 	Pre string
+
+	// Window, when positive, writes attention.sliding_window; SWAPattern,
+	// when set (one entry per layer), attention.sliding_window_pattern.
+	Window     int    `json:",omitempty"`
+	SWAPattern []bool `json:",omitempty"`
+	// RopeDims, when positive, is rope.dimension_count (partial rotary);
+	// 0 means HeadDim.
+	RopeDims int `json:",omitempty"`
+	// RopeBaseSWA, when positive, writes rope.freq_base_swa (gemma3).
+	RopeBaseSWA float32 `json:",omitempty"`
+	// FinalSoftcap, when positive, writes final_logit_softcapping.
+	FinalSoftcap float32 `json:",omitempty"`
+	// Granite's multipliers: LogitScale (0 means 1; granite files always
+	// carry it), and, when positive, residual_scale, embedding_scale and
+	// attention.scale.
+	LogitScale, ResidualScale, EmbedScale, AttnScale float32 `json:",omitempty"`
 }
 
 func (c *Config) fill() error {
@@ -54,8 +88,26 @@ func (c *Config) fill() error {
 	if c.Arch == "" {
 		c.Arch = "llama"
 	}
-	if c.Arch != "llama" && c.Arch != "qwen3" {
-		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3)", c.Arch)
+	switch c.Arch {
+	case "llama", "qwen3", "gemma3", "phi3", "granite":
+		if c.Experts != 0 || c.ExpertsUsed != 0 {
+			return fmt.Errorf("synth: experts need --arch qwen3moe or mixtral, not %s", c.Arch)
+		}
+	case "qwen3moe", "mixtral":
+		if c.ExpertsUsed == 0 {
+			c.ExpertsUsed = min(2, c.Experts)
+		}
+		if c.Experts < 1 || c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts {
+			return fmt.Errorf("synth: %s needs 1 ≤ experts used (%d) ≤ experts (%d)", c.Arch, c.ExpertsUsed, c.Experts)
+		}
+	default:
+		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3, qwen3moe, mixtral, gemma3, phi3, granite)", c.Arch)
+	}
+	if c.Arch == "granite" && c.LogitScale == 0 {
+		c.LogitScale = 1
+	}
+	if c.SWAPattern != nil && (len(c.SWAPattern) != c.Layers || c.Window <= 0) {
+		return fmt.Errorf("synth: a sliding-window pattern needs a window and one entry per layer")
 	}
 	if c.HeadDim == 0 && c.Heads > 0 && c.DModel%c.Heads == 0 {
 		c.HeadDim = c.DModel / c.Heads
@@ -81,18 +133,21 @@ func (c *Config) fill() error {
 	case c.Context > math.MaxUint32:
 		return fmt.Errorf("synth: context %d does not fit llama.context_length (uint32)", c.Context)
 	}
+	if c.RopeDims < 0 || c.RopeDims > c.HeadDim || c.RopeDims%2 != 0 {
+		return fmt.Errorf("synth: rope dims %d with head dim %d", c.RopeDims, c.HeadDim)
+	}
 	switch c.DType {
 	case gguf.F32, gguf.F16:
-	case gguf.Q8_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
+	case gguf.Q8_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.MXFP4:
 		if c.DModel%32 != 0 || c.FFN%32 != 0 || (c.Heads*c.HeadDim)%32 != 0 {
 			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 32", c.DType)
 		}
-	case gguf.Q2_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
 		if c.DModel%256 != 0 || c.FFN%256 != 0 || (c.Heads*c.HeadDim)%256 != 0 {
 			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 256", c.DType)
 		}
 	default:
-		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K)", c.DType)
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", c.DType)
 	}
 	if c.KQuantMix && c.DType != gguf.Q4_K && c.DType != gguf.Q5_K {
 		return fmt.Errorf("synth: the k-quant mix needs dtype Q4_K or Q5_K, not %v", c.DType)
@@ -103,6 +158,9 @@ func (c *Config) fill() error {
 // TensorType returns the type of weight matrix name ("blk.3.ffn_down.weight",
 // "output.weight", …) in the file c describes.
 func (c Config) TensorType(name string) gguf.TensorType {
+	if strings.HasSuffix(name, ".ffn_gate_inp.weight") {
+		return gguf.F32 // routers stay F32, as llama.cpp's quantizer leaves them
+	}
 	if !c.KQuantMix {
 		return c.DType
 	}
@@ -111,7 +169,7 @@ func (c Config) TensorType(name string) gguf.TensorType {
 	}
 	var l int
 	var rest string
-	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &rest); n == 2 && (rest == "attn_v.weight" || rest == "ffn_down.weight") && useMoreBits(l, c.Layers) {
+	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &rest); n == 2 && (rest == "attn_v.weight" || rest == "ffn_down.weight" || rest == "ffn_down_exps.weight") && useMoreBits(l, c.Layers) {
 		return gguf.Q6_K
 	}
 	return c.DType
@@ -134,8 +192,14 @@ func (c Config) Params() int64 {
 	d, f, v := int64(c.DModel), int64(c.FFN), int64(c.Vocab)
 	kv, q := int64(c.KVHeads*hd), int64(c.Heads*hd)
 	layer := 2*d + d*q + 2*d*kv + q*d + 3*d*f
-	if c.Arch == "qwen3" {
+	if c.Experts > 0 {
+		layer += (int64(c.Experts)-1)*3*d*f + int64(c.Experts)*d
+	}
+	switch c.Arch {
+	case "qwen3", "qwen3moe":
 		layer += 2 * int64(hd)
+	case "gemma3":
+		layer += 2*int64(hd) + 2*d
 	}
 	out := d * v
 	if c.Tied {
@@ -158,6 +222,10 @@ func fileType(t gguf.TensorType) uint32 {
 		return 9
 	case gguf.Q2_K:
 		return 10 // LLAMA_FTYPE_MOSTLY_Q2_K
+	case gguf.Q3_K:
+		return 12 // LLAMA_FTYPE_MOSTLY_Q3_K_M (the nearest named; every weight Q3_K here)
+	case gguf.MXFP4:
+		return 38 // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
 	case gguf.Q4_K:
 		return 14 // LLAMA_FTYPE_MOSTLY_Q4_K_S
 	case gguf.Q5_K:
@@ -219,6 +287,45 @@ func header(w *gguf.Writer, arch, name, pre string, layers, d, heads, kvHeads, h
 	return nil
 }
 
+// extras writes the sliding window and the per-architecture multipliers.
+func (c Config) extras(w *gguf.Writer, arch string) error {
+	p := arch + "."
+	var kvs []struct {
+		k string
+		v any
+	}
+	add := func(k string, v any) {
+		kvs = append(kvs, struct {
+			k string
+			v any
+		}{p + k, v})
+	}
+	if c.RopeDims > 0 {
+		add("rope.dimension_count", uint32(c.RopeDims))
+	}
+	if c.Window > 0 {
+		add("attention.sliding_window", uint32(c.Window))
+	}
+	if c.SWAPattern != nil {
+		add("attention.sliding_window_pattern", c.SWAPattern)
+	}
+	for _, f := range []struct {
+		k string
+		v float32
+	}{{"rope.freq_base_swa", c.RopeBaseSWA}, {"final_logit_softcapping", c.FinalSoftcap}, {"logit_scale", c.LogitScale},
+		{"residual_scale", c.ResidualScale}, {"embedding_scale", c.EmbedScale}, {"attention.scale", c.AttnScale}} {
+		if f.v > 0 {
+			add(f.k, f.v)
+		}
+	}
+	for _, kv := range kvs {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // encode converts rows×cols float32 weights (row-major) into dt.
 func encode(dt gguf.TensorType, x []float32) ([]byte, error) {
 	return kernels.Quantize(kernels.DType(dt), x)
@@ -243,21 +350,45 @@ func Random(c Config) (*gguf.Writer, error) {
 	if c.KQuantMix {
 		ft++ // Q4_K_M = 15, Q5_K_M = 17
 	}
-	if err := header(w, c.Arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft); err != nil {
+	arch := c.Arch
+	if arch == "mixtral" {
+		arch = "llama"
+	}
+	if err := header(w, arch, c.Name, c.Pre, c.Layers, c.DModel, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeBase, c.RMSEps, ft); err != nil {
 		return nil, err
+	}
+	if err := c.extras(w, arch); err != nil {
+		return nil, err
+	}
+	if c.Experts > 0 {
+		kvs := [][2]any{{arch + ".expert_count", uint32(c.Experts)}, {arch + ".expert_used_count", uint32(c.ExpertsUsed)}}
+		if arch == "qwen3moe" {
+			kvs = append(kvs, [2]any{arch + ".expert_feed_forward_length", uint32(c.FFN)})
+		}
+		for _, kv := range kvs {
+			if err := w.Set(kv[0].(string), kv[1]); err != nil {
+				return nil, err
+			}
+		}
 	}
 	hd := c.HeadDim
 	idx := uint64(0)
-	matrix := func(name string, rows, cols int) error {
+	// experts stacks n matrices of rows×cols (ggml dims [cols, rows, n]);
+	// n = 0 writes one 2-D matrix.
+	experts := func(name string, dt gguf.TensorType, rows, cols, n int) error {
 		idx++
 		seed := idx
 		scale := float32(1 / math.Sqrt(float64(cols)))
-		dt := c.TensorType(name)
-		return w.AddTensorFunc(name, dt, []uint64{uint64(cols), uint64(rows)}, func(b []byte) error {
+		dims := []uint64{uint64(cols), uint64(rows)}
+		total := rows
+		if n > 0 {
+			dims, total = append(dims, uint64(n)), rows*n
+		}
+		return w.AddTensorFunc(name, dt, dims, func(b []byte) error {
 			r := rand.New(rand.NewPCG(c.Seed, seed))
 			row := make([]float32, cols)
-			rb := len(b) / rows
-			for i := 0; i < rows; i++ {
+			rb := len(b) / total
+			for i := 0; i < total; i++ {
 				for j := range row {
 					row[j] = float32(r.NormFloat64()) * scale
 				}
@@ -270,6 +401,7 @@ func Random(c Config) (*gguf.Writer, error) {
 			return nil
 		})
 	}
+	matrix := func(name string, rows, cols int) error { return experts(name, c.TensorType(name), rows, cols, 0) }
 	normN := func(name string, n int) error {
 		idx++
 		seed := idx
@@ -287,22 +419,41 @@ func Random(c Config) (*gguf.Writer, error) {
 	errs := []error{matrix("token_embd.weight", c.Vocab, c.DModel)}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		errs = append(errs,
-			norm(p+"attn_norm.weight"),
-			matrix(p+"attn_q.weight", c.Heads*hd, c.DModel),
-			matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
-			matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel),
-			matrix(p+"attn_output.weight", c.DModel, c.Heads*hd),
-		)
-		if c.Arch == "qwen3" {
+		errs = append(errs, norm(p+"attn_norm.weight"))
+		if c.Arch == "phi3" {
+			errs = append(errs, matrix(p+"attn_qkv.weight", (c.Heads+2*c.KVHeads)*hd, c.DModel))
+		} else {
+			errs = append(errs,
+				matrix(p+"attn_q.weight", c.Heads*hd, c.DModel),
+				matrix(p+"attn_k.weight", c.KVHeads*hd, c.DModel),
+				matrix(p+"attn_v.weight", c.KVHeads*hd, c.DModel))
+		}
+		errs = append(errs, matrix(p+"attn_output.weight", c.DModel, c.Heads*hd))
+		if c.Arch == "qwen3" || c.Arch == "qwen3moe" || c.Arch == "gemma3" {
 			errs = append(errs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
 		}
-		errs = append(errs,
-			norm(p+"ffn_norm.weight"),
-			matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
-			matrix(p+"ffn_up.weight", c.FFN, c.DModel),
-			matrix(p+"ffn_down.weight", c.DModel, c.FFN),
-		)
+		if c.Arch == "gemma3" {
+			errs = append(errs, norm(p+"post_attention_norm.weight"), norm(p+"post_ffw_norm.weight"))
+		}
+		errs = append(errs, norm(p+"ffn_norm.weight"))
+		switch {
+		case c.Experts > 0:
+			errs = append(errs,
+				matrix(p+"ffn_gate_inp.weight", c.Experts, c.DModel),
+				experts(p+"ffn_gate_exps.weight", c.TensorType(p+"ffn_gate_exps.weight"), c.FFN, c.DModel, c.Experts),
+				experts(p+"ffn_up_exps.weight", c.TensorType(p+"ffn_up_exps.weight"), c.FFN, c.DModel, c.Experts),
+				experts(p+"ffn_down_exps.weight", c.TensorType(p+"ffn_down_exps.weight"), c.DModel, c.FFN, c.Experts),
+			)
+		case c.Arch == "phi3":
+			errs = append(errs,
+				matrix(p+"ffn_up.weight", 2*c.FFN, c.DModel),
+				matrix(p+"ffn_down.weight", c.DModel, c.FFN))
+		default:
+			errs = append(errs,
+				matrix(p+"ffn_gate.weight", c.FFN, c.DModel),
+				matrix(p+"ffn_up.weight", c.FFN, c.DModel),
+				matrix(p+"ffn_down.weight", c.DModel, c.FFN))
+		}
 	}
 	errs = append(errs, norm("output_norm.weight"))
 	if !c.Tied {

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,11 @@ func TestRandom(t *testing.T) {
 		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_0, Seed: 7},
 		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.Q5_1, Seed: 8},
 		{Layers: 8, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 300, Context: 256, DType: gguf.Q5_K, Seed: 5, KQuantMix: true},
+		{Layers: 1, DModel: 256, Heads: 4, FFN: 256, Vocab: 300, Context: 64, DType: gguf.Q3_K, Seed: 11},
+		{Layers: 1, DModel: 64, Heads: 2, FFN: 96, Vocab: 300, Context: 64, DType: gguf.MXFP4, Seed: 12},
+		// Mixtures of experts: F32 routers, 3-D expert stacks.
+		{Arch: "qwen3moe", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 64, Experts: 8, ExpertsUsed: 2, Vocab: 300, Context: 128, DType: gguf.MXFP4, Seed: 13, Tied: true},
+		{Arch: "mixtral", Layers: 8, DModel: 256, Heads: 4, KVHeads: 2, FFN: 256, Experts: 4, ExpertsUsed: 2, Vocab: 300, Context: 128, DType: gguf.Q4_K, KQuantMix: true, Seed: 14},
 	}
 	for _, c := range tests {
 		arch := c.Arch
@@ -76,6 +82,9 @@ func TestRandom(t *testing.T) {
 			if kv == 0 {
 				kv = c.Heads
 			}
+			if arch == "mixtral" {
+				arch = "llama" // a llama file with experts, as llama.cpp reads Mixtral
+			}
 			p := arch + "."
 			wantInts := map[string]int64{
 				p + "block_count": int64(c.Layers), p + "embedding_length": int64(c.DModel),
@@ -83,6 +92,28 @@ func TestRandom(t *testing.T) {
 				p + "feed_forward_length": int64(c.FFN), p + "context_length": int64(c.Context),
 				p + "rope.dimension_count":    int64(hd),
 				"tokenizer.ggml.bos_token_id": EndOfText, "tokenizer.ggml.eot_token_id": IMEnd,
+			}
+			if c.Experts > 0 {
+				wantInts[p+"expert_count"], wantInts[p+"expert_used_count"] = int64(c.Experts), int64(c.ExpertsUsed)
+				for _, n := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
+					ti, ok := f.Tensor("blk.1." + n + ".weight")
+					rows, cols := c.FFN, c.DModel
+					if n == "ffn_down_exps" {
+						rows, cols = cols, rows
+					}
+					if !ok || !slices.Equal(ti.Dims, []uint64{uint64(cols), uint64(rows), uint64(c.Experts)}) {
+						t.Errorf("%s: present %v dims %v", n, ok, ti.Dims)
+					}
+				}
+				if r, ok := f.Tensor("blk.0.ffn_gate_inp.weight"); !ok || r.Type != gguf.F32 || !slices.Equal(r.Dims, []uint64{uint64(c.DModel), uint64(c.Experts)}) {
+					t.Errorf("router: present %v type %v dims %v", ok, r.Type, r.Dims)
+				}
+				if _, ok := f.Tensor("blk.0.ffn_up.weight"); ok {
+					t.Error("a dense ffn_up beside the experts")
+				}
+			}
+			if arch == "qwen3moe" {
+				wantInts[p+"expert_feed_forward_length"] = int64(c.FFN)
 			}
 			if arch != "llama" {
 				wantInts[p+"attention.key_length"], wantInts[p+"attention.value_length"] = int64(hd), int64(hd)
@@ -92,7 +123,7 @@ func TestRandom(t *testing.T) {
 			}
 			for _, n := range []string{"attn_q_norm", "attn_k_norm"} {
 				ti, ok := f.Tensor("blk.1." + n + ".weight")
-				if ok != (arch == "qwen3") || ok && (len(ti.Dims) != 1 || ti.Dims[0] != uint64(hd)) {
+				if ok != (arch == "qwen3" || arch == "qwen3moe") || ok && (len(ti.Dims) != 1 || ti.Dims[0] != uint64(hd)) {
 					t.Errorf("%s: present %v dims %v (arch %s, head dim %d)", n, ok, ti.Dims, arch, hd)
 				}
 			}
@@ -173,9 +204,17 @@ func TestRandomRejects(t *testing.T) {
 		{"q5_0 needs multiples of 32", func(c *Config) { c.DType = gguf.Q5_0; c.FFN = 48 }},
 		{"k-quants need multiples of 256", func(c *Config) { c.DType = gguf.Q5_K; c.DModel = 512; c.FFN = 384 }},
 		{"k-quant mix needs Q4_K or Q5_K", func(c *Config) { c.DType = gguf.Q8_0; c.KQuantMix = true }},
-		{"unsupported dtype", func(c *Config) { c.DType = gguf.Q3_K }},
+		{"unsupported dtype", func(c *Config) { c.DType = gguf.IQ4_NL }},
+		{"mxfp4 needs multiples of 32", func(c *Config) { c.DType = gguf.MXFP4; c.FFN = 48 }},
+		{"experts on llama", func(c *Config) { c.Experts, c.ExpertsUsed = 4, 2 }},
+		{"moe without experts", func(c *Config) { c.Arch = "qwen3moe" }},
+		{"more used than experts", func(c *Config) { c.Arch, c.Experts, c.ExpertsUsed = "mixtral", 2, 3 }},
 		{"context too large", func(c *Config) { c.Context = 1 << 33 }},
-		{"unknown arch", func(c *Config) { c.Arch = "gemma3" }},
+		{"unknown arch", func(c *Config) { c.Arch = "gemma2" }},
+		{"odd rope dims", func(c *Config) { c.RopeDims = 3 }},
+		{"rope dims above head dim", func(c *Config) { c.RopeDims = 1024 }},
+		{"pattern without window", func(c *Config) { c.SWAPattern = make([]bool, c.Layers) }},
+		{"pattern of the wrong length", func(c *Config) { c.Window = 4; c.SWAPattern = []bool{true, false} }},
 		{"odd explicit head dim", func(c *Config) { c.HeadDim = 15 }},
 		{"q8 needs heads×head dim multiple of 32", func(c *Config) { c.DType = gguf.Q8_0; c.HeadDim = 10 }},
 	}

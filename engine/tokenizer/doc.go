@@ -20,6 +20,12 @@
 //     merged highest tokenizer.ggml.scores first (leftmost on ties), and any
 //     character not in the vocabulary falls back to its UTF-8 bytes as
 //     <0xNN> tokens.
+//   - "gemma4": Gemma 4's SentencePiece-style BPE. Spaces become "▁", the
+//     text is split into runs of newlines (a run that is a token is that
+//     token) and runs of other characters, each run's UTF-8 characters are
+//     merged by the ranks of tokenizer.ggml.merges, and a symbol outside the
+//     vocabulary falls back to <0xNN> tokens. BOS is always added, as
+//     llama.cpp overrides add_bos_token for these files.
 //
 // Special tokens: control tokens (token type 3) are recognised in the input
 // as whole strings only when the caller allows it (parseSpecial), so user
@@ -33,7 +39,8 @@
 // Cross-check: TestLlamaCppVectors runs llama.cpp's own tokenizer vectors
 // (models/ggml-vocab-*.gguf with .inp/.out, extracted by make llama-vocab,
 // which make test runs) over every vocabulary of its set; each one either
-// passes every vector or is refused with ErrUnsupported (WordPiece, Gemma 4).
+// passes every vector (and decodes back to it) or is refused with
+// ErrUnsupported (WordPiece).
 //
 // A Tokenizer is immutable after FromGGUF and safe for concurrent use.
 //

@@ -33,7 +33,7 @@ const (
 
 // Tokenizer encodes and decodes text for one model. See the package doc.
 type Tokenizer struct {
-	Model string // "gpt2" or "llama"
+	Model string // "gpt2", "llama" or "gemma4"
 	Pre   string // tokenizer.ggml.pre
 
 	// Special ids; -1 when the model has none.
@@ -105,12 +105,17 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	t.Pre, _ = f.String("tokenizer.ggml.pre")
 	t.ChatTemplate, _ = f.String("tokenizer.chat_template")
 	switch t.Model {
-	case "gpt2":
-		var err error
-		if t.pre, err = preFor(t.Pre); err != nil {
-			return nil, err
+	case "gpt2", "gemma4":
+		if t.Model == "gpt2" {
+			var err error
+			if t.pre, err = preFor(t.Pre); err != nil {
+				return nil, err
+			}
+			t.ignoreMerges = ignoreMergesFor(t.Pre)
+		} else {
+			t.Pre, t.pre = "gemma4", preNone // the pieces are newline runs and the rest (encode)
+			t.byteTokens()
 		}
-		t.ignoreMerges = ignoreMergesFor(t.Pre)
 		v, ok := f.Get("tokenizer.ggml.merges")
 		if !ok {
 			return nil, fmt.Errorf("%w: tokenizer.ggml.merges missing", ErrMetadata)
@@ -121,8 +126,19 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		t.ranks = make(map[pair]int, len(merges))
 		for r, m := range merges {
-			a, b, ok := strings.Cut(m, " ")
-			if !ok || a == "" || b == "" {
+			// The separator is the first space after the first byte, as
+			// llama.cpp splits: a token may itself be a space.
+			i := -1
+			if len(m) > 1 {
+				if i = strings.IndexByte(m[1:], ' '); i >= 0 {
+					i++
+				}
+			}
+			var a, b string
+			if i > 0 {
+				a, b = m[:i], m[i+1:]
+			}
+			if a == "" || b == "" {
 				return nil, fmt.Errorf("%w: merge %d %q is not two tokens", ErrMetadata, r, m)
 			}
 			if _, dup := t.ranks[pair{a, b}]; !dup {
@@ -141,13 +157,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		t.BOS, t.EOS, t.UNK = 1, 2, 0
 		t.AddBOS, t.AddSpacePrefix = true, true
-		for b := range t.byteTok {
-			id, ok := t.index[fmt.Sprintf("<0x%02X>", b)]
-			if !ok {
-				id = -1
-			}
-			t.byteTok[b] = id
-		}
+		t.byteTokens()
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q", ErrUnsupported, t.Model)
 	}
@@ -183,6 +193,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if b, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok {
 		t.AddSpacePrefix = b
 	}
+	if t.Model == "gemma4" {
+		t.AddBOS = true // as llama.cpp overrides it: Gemma 4 files that say false still need BOS
+	}
 	if t.AddBOS && t.BOS < 0 {
 		return nil, fmt.Errorf("%w: add_bos_token set but no BOS id", ErrMetadata)
 	}
@@ -197,6 +210,17 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		sort.SliceStable(sp, func(a, b int) bool { return len(t.tokens[sp[a]]) > len(t.tokens[sp[b]]) })
 	}
 	return t, nil
+}
+
+// byteTokens fills byteTok with the <0xNN> byte-fallback tokens.
+func (t *Tokenizer) byteTokens() {
+	for b := range t.byteTok {
+		id, ok := t.index[fmt.Sprintf("<0x%02X>", b)]
+		if !ok {
+			id = -1
+		}
+		t.byteTok[b] = id
+	}
 }
 
 // Len returns the vocabulary size.
@@ -276,6 +300,25 @@ func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bo
 				raw = " " + raw
 			}
 			out = t.spm(strings.ReplaceAll(raw, " ", "▁"), out)
+		case "gemma4":
+			// SentencePiece-style BPE: spaces become "▁", and merges run over
+			// each run of newlines and each run of other characters (a run
+			// of newlines that is a token is that token).
+			raw = strings.ReplaceAll(raw, " ", "▁")
+			for raw != "" {
+				nl := raw[0] == '\n'
+				i := 1
+				for i < len(raw) && (raw[i] == '\n') == nl {
+					i++
+				}
+				piece := raw[:i]
+				raw = raw[i:]
+				if id, ok := t.index[piece]; ok && nl {
+					out = append(out, id)
+					continue
+				}
+				out = t.bpe(piece, out)
+			}
 		}
 		prevSpecial = false
 	})
@@ -334,9 +377,18 @@ func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
 			return append(out, id)
 		}
 	}
-	syms := make([]symbol, len(piece))
-	for i := 0; i < len(piece); i++ {
-		syms[i] = symbol{prev: i - 1, next: i + 1, text: string(t.byteEnc[piece[i]])}
+	var syms []symbol
+	if t.Model == "gemma4" { // raw UTF-8: one symbol per character
+		for i := 0; i < len(piece); {
+			_, n := utf8.DecodeRuneInString(piece[i:])
+			syms = append(syms, symbol{prev: len(syms) - 1, next: len(syms) + 1, text: piece[i : i+n]})
+			i += n
+		}
+	} else {
+		syms = make([]symbol, len(piece))
+		for i := 0; i < len(piece); i++ {
+			syms[i] = symbol{prev: i - 1, next: i + 1, text: string(t.byteEnc[piece[i]])}
+		}
 	}
 	syms[len(syms)-1].next = -1
 	q := &bigramQueue{}
@@ -371,6 +423,14 @@ func (t *Tokenizer) bpe(piece string, out []int32) []int32 {
 		s := syms[i].text
 		if id, ok := t.index[s]; ok {
 			out = append(out, id)
+			continue
+		}
+		if t.Model == "gemma4" { // a symbol outside the vocabulary: its <0xNN> tokens
+			for j := 0; j < len(s); j++ {
+				if id := t.byteTok[s[j]]; id >= 0 {
+					out = append(out, id)
+				}
+			}
 			continue
 		}
 		for _, r := range s { // a symbol outside the vocabulary: its bytes
@@ -486,13 +546,13 @@ func (t *Tokenizer) Piece(id int32, special bool) []byte {
 	case TypeUserDefined:
 		return []byte(s)
 	case TypeByte:
-		if t.Model == "llama" && len(s) == 6 && strings.HasPrefix(s, "<0x") && s[5] == '>' {
+		if t.Model != "gpt2" && len(s) == 6 && strings.HasPrefix(s, "<0x") && s[5] == '>' {
 			if b, err := strconv.ParseUint(s[3:5], 16, 8); err == nil {
 				return []byte{byte(b)}
 			}
 		}
 	}
-	if t.Model == "llama" {
+	if t.Model != "gpt2" {
 		return []byte(strings.ReplaceAll(s, "▁", " "))
 	}
 	out := make([]byte, 0, len(s))

@@ -9,6 +9,7 @@ import (
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/internal/rpcerr"
+	"github.com/cloison/cloison/internal/tracing"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -48,13 +49,13 @@ func ServerOptions(tlsConfig *tls.Config) []grpc.ServerOption {
 
 // DialOptions returns the gRPC dial options of a prefill node.
 func DialOptions(tlsConfig *tls.Config) []grpc.DialOption {
-	return []grpc.DialOption{
+	return append([]grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(bufferBytes),
 		grpc.WithWriteBufferSize(bufferBytes),
-	}
+	}, tracing.DialOptions()...) // the caller's traceparent goes with every call
 }
 
 // Register serves r's Transfer service on s.

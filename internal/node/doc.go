@@ -19,9 +19,27 @@
 //     the engine and the transfer server, whose incident and refusal reports
 //     go to the API server, and starts neither; Start runs them once the
 //     server exists, so no report reaches a nil server.
+//   - A decode node's prefill client is told each tenant's residency (read
+//     from the tenant store per prefill, an unreadable record refuses) and
+//     is the API server's Placement, so admission, the tenant's attestation
+//     view and request.completed see the same prefill set (issue 17 §5).
 //   - Close stops what reports first (engine, transfer server), then makes
 //     every incident write durable (api.Server.Close), then writes the last
 //     refusal counts — before the caller closes the ledger.
+//
+// Traces (Config.Tracer, PrefillConfig.Tracer; internal/tracing has the
+// span tree): nil is a no-op provider. A node passes its provider to the
+// API server (server spans, auth, policy, ledger.append, queue, prefill,
+// decode), to the engine's Remote (a decode node's transfer span, whose
+// context the PrefillService call carries in its metadata) and to its gRPC
+// servers — the transfer server and the PrefillService — whose calls are
+// spans under the caller's traceparent; a prefill node's runner adds
+// prefill.compute and transfer.send. So a split request is one trace across
+// the two nodes, each exporting its own spans.
+//
+// Metrics: a prefill node serves its own (Prefill.MetricsHandler:
+// cloison_prefill_requests_total by outcome, prompt tokens, queue and
+// prefill time, pool usage, attestation), a decode node the API server's.
 //
 // The loop that drives it (cloisond; platformtest the same with an httptest
 // server):

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
@@ -23,6 +24,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/policies"
@@ -45,11 +47,14 @@ type Capacity struct {
 	// ServedContext is the context to serve (0: the model's); K the number
 	// of full-context requests the pool must hold (0: 1).
 	ServedContext, K int
+	// Labels are the node's residency labels (region, tier), published in
+	// its attestation (issue 17 §5).
+	Labels attest.Labels
 }
 
 func (c Capacity) attest(m *model.Model, reserved map[cloison.TenantID]int) (attest.Attestation, error) {
 	return attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved, Labels: c.Labels})
 }
 
 // TenantSource is where a node reads the tenants whose partitions it holds
@@ -87,6 +92,10 @@ type Config struct {
 	// flushes (api.Server.FlushRefusals), as tests that count them do.
 	RefusalFlush time.Duration
 	Logger       *slog.Logger // optional
+	// Tracer (optional; nil: no spans, traceparent still propagated)
+	// records the node's spans: the API server's, the engine's remote
+	// transfers and the transfer server's calls (internal/tracing).
+	Tracer trace.TracerProvider
 }
 
 // Decode is what a decode node adds: the transfer server its prefill nodes
@@ -195,7 +204,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if _, err := cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: cfg.Actor, Payload: audit.CapacityAttestation{Node: audit.Name(cfg.NodeName),
 		Model: audit.Name(m.Name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
-		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Prefill: prefillCapacities(att)}}); err != nil {
+		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Region: labelName(att.Labels.Region),
+		Tier: labelName(att.Labels.Tier), Prefill: prefillCapacities(att)}}); err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	if aerr != nil {
@@ -223,8 +233,20 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	acfg := cfg.API
 	acfg.Engine, acfg.ModelName, acfg.Tokenizer, acfg.Decider, acfg.Ledger, acfg.Tenants, acfg.Node = n.Engine, m.Name, m.Tokenizer, n.Decider, cfg.Ledger, cfg.Tenants, cfg.Actor
+	if cfg.Decode != nil {
+		// A tenant's prompts go only to prefill nodes its residency
+		// allows; the API asks the same before admitting it.
+		acfg.Placement = cfg.Decode.Client
+		cfg.Decode.Client.SetResidency(func(ctx context.Context, id cloison.TenantID) ([]string, string, error) {
+			t, err := cfg.Tenants.Tenant(ctx, id)
+			return t.Residency.Regions, t.Residency.Tier, err
+		})
+	}
 	if acfg.Logger == nil {
 		acfg.Logger = log
+	}
+	if acfg.Tracer == nil {
+		acfg.Tracer = cfg.Tracer
 	}
 	if n.Server, err = api.NewServer(acfg); err != nil {
 		return nil, err
@@ -246,9 +268,10 @@ func (n *Node) decode(arena kernels.Arena) (*engine.Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.transfer = grpc.NewServer(d.ServerOptions...)
+	n.transfer = grpc.NewServer(append(tracing.ServerOptions(n.cfg.Tracer), d.ServerOptions...)...)
 	transfer.Register(n.transfer, recv)
-	return &engine.Remote{Receiver: recv, Prefill: d.Client.Prefill, Timeout: d.Timeout, Unsafe: n.cfg.Unsafe}, nil
+	return &engine.Remote{Receiver: recv, Prefill: d.Client.Prefill, Timeout: d.Timeout, Unsafe: n.cfg.Unsafe,
+		Tracer: tracing.Tracer(n.cfg.Tracer)}, nil
 }
 
 // attestPrefill checks the prefill nodes in, setting remote's capacity.
@@ -356,7 +379,17 @@ func prefillCapacities(a attest.Attestation) []audit.PrefillCapacity {
 	var out []audit.PrefillCapacity
 	for _, p := range a.Prefill {
 		out = append(out, audit.PrefillCapacity{Node: audit.Name(p.Addr), PoolTokens: int64(p.Attestation.PoolTokens),
-			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK})
+			ServedContext: int64(p.Attestation.ServedContext), Ready: p.OK, Region: labelName(p.Attestation.Labels.Region),
+			Tier: labelName(p.Attestation.Labels.Tier)})
 	}
 	return out
+}
+
+// labelName is a label as the ledger records it: a malformed one (which
+// failed the attestation) is left out rather than failing the record.
+func labelName(v string) audit.Name {
+	if !attest.ValidLabel(v) {
+		return ""
+	}
+	return audit.Name(v)
 }

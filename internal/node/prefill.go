@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
@@ -19,6 +21,7 @@ import (
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -50,6 +53,10 @@ type PrefillConfig struct {
 	Unsafe       engine.Unsafe
 	SenderUnsafe transfer.SenderUnsafe
 	Logger       *slog.Logger // optional
+	// Tracer (optional) records the PrefillService calls, children of the
+	// decode node's transfer span (the traceparent in their metadata), and
+	// within them prefill.compute and transfer.send.
+	Tracer trace.TracerProvider
 }
 
 // Prefill is an assembled prefill node.
@@ -60,6 +67,7 @@ type Prefill struct {
 	gs          *grpc.Server
 	ln          net.Listener
 	calls       atomic.Int64
+	metrics     *prefillMetrics
 }
 
 // NewPrefill assembles a prefill node: its attestation first (reject before
@@ -80,11 +88,12 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	}
 	c := cfg.Capacity
 	att, err := check(attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK)
+	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK,
+		"region", att.Labels.Region, "tier", att.Labels.Tier)
 	pool, err := isolation.NewPool(c.Pool)
 	if err != nil {
 		return nil, err
@@ -106,22 +115,27 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener}
-	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe}
+	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener, metrics: newPrefillMetrics(m.Name, pool, att)}
+	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe,
+		Tracer: tracing.Tracer(cfg.Tracer)}
 	// One prefill at a time: the model's forward pass and the arena are
 	// driven by one caller (the engine loop does the same on a decode node).
 	sem := make(chan struct{}, 1)
 	prefill := func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
 		p.calls.Add(1)
+		asked := time.Now()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			return cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+			err := cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+			p.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
+			return err
 		}
 		defer func() { <-sem }()
 		runner.Dialer = d // under sem
 		start := time.Now()
 		err := runner.Prefill(ctx, tenant, req, tokens, to)
+		p.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
 		log.Info("prefill", "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
 		return err
 	}
@@ -144,10 +158,14 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		p.svc.TrustDecode(cfg.DecodePeers)
 	}
 	p.svc.SetAttestation(att, hex.EncodeToString(m.Digest[:]))
-	p.gs = grpc.NewServer(cfg.ServerOptions...)
+	p.gs = grpc.NewServer(append(tracing.ServerOptions(cfg.Tracer), cfg.ServerOptions...)...)
 	prefillrpc.Register(p.gs, p.svc)
 	return p, nil
 }
+
+// MetricsHandler serves the node's Prometheus metrics (prefillMetrics);
+// like api.Server's, it authenticates no one: a listener of its own.
+func (p *Prefill) MetricsHandler() http.Handler { return p.metrics.handler }
 
 // Calls is the number of prefills the node was asked for.
 func (p *Prefill) Calls() int { return int(p.calls.Load()) }

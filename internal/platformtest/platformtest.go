@@ -38,6 +38,7 @@ import (
 	"github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Model is the id the platform serves.
@@ -77,6 +78,11 @@ type Options struct {
 	// §3): its own model instance, pool of that many pages and arena, with
 	// every defence on whatever the Skip* fields say.
 	ReplayPages int
+	// Labels are the (decode) node's residency labels (issue 17 §5).
+	Labels attest.Labels
+	// Tracer, when set, records the (decode) node's spans; Split.Tracer
+	// the prefill node's (nil: no spans).
+	Tracer trace.TracerProvider
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -94,9 +100,11 @@ type Split struct {
 	// is not rejected but replaced by a one-token placeholder, whose one
 	// page is announced as the whole reservation.
 	Placeholder     bool
-	SkipCountCheck  bool // the receiver's transferred == reserved (header and pages received)
-	SkipDecodeCount bool // the decode engine's own check that the pool holds every reserved token
-	SkipDigestCheck bool // page digests, the trailer's digest list and the manifest MAC
+	SkipCountCheck  bool                 // the receiver's transferred == reserved (header and pages received)
+	SkipDecodeCount bool                 // the decode engine's own check that the pool holds every reserved token
+	SkipDigestCheck bool                 // page digests, the trailer's digest list and the manifest MAC
+	Labels          attest.Labels        // the prefill node's residency labels
+	Tracer          trace.TracerProvider // the prefill node's spans (nil: none)
 }
 
 // Platform is a running in-process deployment.
@@ -289,9 +297,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		o.API(&acfg)
 	}
 	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
-		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16)},
+		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16), Labels: o.Labels},
 		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine}, Unsafe: flt.engine,
-		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg}
+		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg, Tracer: o.Tracer}
 	var pn *PrefillNode
 	if o.Split != nil {
 		if pn, ncfg.Decode, err = startSplit(t, o, flt, buf.Bytes(), ncfg.Capacity.ServedContext, ncfg.Model, store); err != nil {

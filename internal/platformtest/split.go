@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ type PrefillNode struct {
 	Attestation attest.Attestation // its own, as it publishes it
 	node        *node.Prefill
 }
+
+// MetricsHandler serves the prefill node's Prometheus metrics.
+func (n *PrefillNode) MetricsHandler() http.Handler { return n.node.MetricsHandler() }
 
 // Calls is the number of prefills the node was asked for.
 func (n *PrefillNode) Calls() int { return n.node.Calls() }
@@ -58,15 +62,18 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	}
 	// Role-bound certificates, each node accepting only the other role (as
 	// cloisond configures them).
-	issue := func(role, peerRole string) nodeTLS {
-		c, err := ca.IssueRole(role, role, "127.0.0.1")
+	issue := func(role, peerRole string, labels pki.Labels) nodeTLS {
+		c, err := ca.IssueNode(role, role, labels, "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return nodeTLS{server: pki.RequirePeerRole(pki.ServerConfig(c, ca.Pool()), peerRole),
 			client: pki.RequirePeerRole(pki.ClientConfig(c, ca.Pool(), ""), peerRole)}
 	}
-	decodeTLS, prefillTLS := issue(pki.RoleDecode, pki.RolePrefill), issue(pki.RolePrefill, pki.RoleDecode)
+	// The prefill node's certificate names the labels it attests (the
+	// decode node checks them: attest.Prefill).
+	decodeTLS := issue(pki.RoleDecode, pki.RolePrefill, pki.Labels{Region: o.Labels.Region, Tier: o.Labels.Tier})
+	prefillTLS := issue(pki.RolePrefill, pki.RoleDecode, pki.Labels{Region: sp.Labels.Region, Tier: sp.Labels.Tier})
 
 	// The prefill node: its own model instance, pool and arena.
 	f, err := gguf.Parse(ggufBytes)
@@ -94,9 +101,9 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	}
 	pln := listen(t)
 	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
-		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext},
+		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
 		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
-		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet})
+		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
 	if err != nil {
 		pln.Close()
 		return nil, nil, err // the prefill node refuses to start

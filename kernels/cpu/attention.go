@@ -15,7 +15,20 @@ import (
 // positions, an online softmax per query head, never a score matrix; see
 // flash for the order, fixed per output element whatever the batch.
 func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span) error {
+	return a.AttentionWith(layer, out, q, spans, kernels.AttentionOptions{})
+}
+
+// AttentionWith is Attention with a score scale and a sliding window
+// (kernels.WindowAttender): a query at position p reads only the keys and
+// values of positions max(0, p−Window+1) … p (the pages before the window
+// keep their tag and fill checks, their keys and values are not read).
+// Key blocks are still counted from position 0, so a window wider than the
+// sequence gives bit-identical results to Attention.
+func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.Span, o kernels.AttentionOptions) error {
 	b := a.b
+	if o.Window < 0 || o.Scale < 0 || math.IsInf(float64(o.Scale), 0) || math.IsNaN(float64(o.Scale)) {
+		return shapeErr("attention options %+v", o)
+	}
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -52,6 +65,9 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 	}
 	group := qHeads / a.c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	if o.Scale != 0 {
+		scale = o.Scale
+	}
 	b.w.run(offs[len(spans)], func(t int) {
 		si := 0
 		for offs[si+1] <= t {
@@ -62,7 +78,7 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 		blocks := (s.N + attnRows - 1) / attnRows
 		kh, qb := t/blocks, t%blocks
 		sc := scorePool.Get().(*attnScratch)
-		a.flash(sc, qt, ot, s, layer, kh, group, qb*attnRows, min(s.N, (qb+1)*attnRows), scale)
+		a.flash(sc, qt, ot, s, layer, kh, group, qb*attnRows, min(s.N, (qb+1)*attnRows), scale, o.Window)
 		scorePool.Put(sc)
 	})
 	return nil
@@ -100,19 +116,25 @@ var scores4 func(x *[4][]float32, data []float32, offs []int, hd int, out []floa
 
 // flash computes the attention of query rows [j0, j1) of span s for the
 // query heads that read kv head kh. Vector i is row j0+i/group, head
-// kh·group+i%group; it reads positions [0, lim) with lim = s.Pos+row+1.
-// Per vector the order is fixed and depends only on lim, never on the
-// other vectors of the task:
+// kh·group+i%group; it reads positions [lo, lim) with lim = s.Pos+row+1
+// and lo = max(0, lim−window) when window > 0, else 0. Per vector the
+// order is fixed and depends only on lo and lim, never on the other
+// vectors of the task:
 //
-//   - key blocks [64b, 64b+64) ∩ [0, lim), from position 0, in order;
+//   - key blocks [64b, 64b+64) ∩ [lo, lim), counted from position 0, in
+//     order;
 //   - scores q·k with dot1x4's order (the same in a register tile of
-//     several vectors), times 1/√hd;
+//     several vectors), times scale;
 //   - per block: its maximum bm; m' = max(m, bm); when m' > m (and a
 //     block came before) o and l are scaled by expf(m − m'); e = expf(s − m');
 //     l += the block's float64 sum of e (four lanes, see online); o += e·v
 //     with axpy's chain in position order (wsum: o held in registers);
 //   - at the end o is multiplied by float32(1/l).
-func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0, j1 int, scale float32) {
+//
+// A register tile of vectors starts at its first vector's lo (the
+// smallest): the scores it computes below a later vector's lo are inside
+// the first vector's window, and are never used.
+func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0, j1 int, scale float32, window int) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
 	k := a.b.k
@@ -122,6 +144,12 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		return t.row(s.Row + j0 + i/group)[h*hd : (h+1)*hd : (h+1)*hd]
 	}
 	lim := func(i int) int { return s.Pos + j0 + i/group + 1 }
+	lo := func(i int) int {
+		if window > 0 {
+			return max(0, lim(i)-window)
+		}
+		return 0
+	}
 	key := func(p int) []float32 {
 		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
 	}
@@ -134,18 +162,32 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		clear(vec(ot, i))
 	}
 	scores := func(i int) []float32 { return sc.scores[i*attnKeys : (i+1)*attnKeys : (i+1)*attnKeys] }
+	// w4: wsum4 takes this head dimension (probed with no positions).
+	w4 := false
+	if wsum4 != nil && k.path == AVX512 && nv >= 4 {
+		for r := range 4 {
+			sc.ov[r], sc.sv[r] = vec(ot, r), nil
+		}
+		w4 = wsum4(&sc.ov, &sc.sv, a.data, nil)
+	}
 	end := lim(nv - 1)
-	for b0 := 0; b0 < end; b0 += attnKeys {
-		b1 := min(b0+attnKeys, end)
+	// Both bounds are nondecreasing in i: from(i) and to(i) delimit the
+	// positions of block [b0, b1) that vector i reads.
+	var b0, b1 int
+	from := func(i int) int { return max(b0, lo(i)) }
+	to := func(i int) int { return min(b1, lim(i)) }
+	for b0 = lo(0) / attnKeys * attnKeys; b0 < end; b0 += attnKeys {
+		b1 = min(b0+attnKeys, end)
+		kb := from(0) // the block's first position read; koffs and offs start there
 		if fast {
 			sc.koffs = sc.koffs[:0]
-			for p := b0; p < b1; p++ {
+			for p := kb; p < b1; p++ {
 				sc.koffs = append(sc.koffs, a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt)+kh*hd)
 			}
 		}
-		// Scores of positions [b0, min(b1, lim)) of every vector (a tile
-		// computes up to its last vector's limit; the spare scores of
-		// earlier rows are not used).
+		// Scores of positions [from, to) of every vector, at index p−b0 (a
+		// tile computes from its first vector's from to its last vector's
+		// to; the spare scores of its other rows are not used).
 		i := 0
 		if k.tile != nil && nv > 1 {
 			xs, ws, out := &sc.xs, &sc.ws, &sc.out
@@ -154,11 +196,14 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				for r := range k.tileRows {
 					xs[r] = vec(qt, i+min(r, rows-1))
 				}
-				pe := min(b1, lim(i+rows-1))
-				p := b0
+				pe := to(i + rows - 1)
+				p := from(i)
+				if p >= pe {
+					continue // no vector of the tile reads this block
+				}
 				if fast {
-					ng := (pe - b0) / 4
-					scores4(xs, a.data, sc.koffs[:4*ng], hd, sc.scores[i*attnKeys:])
+					ng := (pe - p) / 4
+					scores4(xs, a.data, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
 					p += 4 * ng
 				}
 				for ; p+4 <= pe; p += 4 {
@@ -177,8 +222,8 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		}
 		for ; i < nv; i++ {
 			qh, sg := vec(qt, i), scores(i)
-			pe := min(b1, lim(i))
-			p := b0
+			pe := to(i)
+			p := from(i)
 			for ; p+4 <= pe; p += 4 {
 				sg[p-b0], sg[p-b0+1], sg[p-b0+2], sg[p-b0+3] = k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
 			}
@@ -189,41 +234,50 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		// Value offsets of the block in the arena, once for every vector.
 		sc.offs = sc.offs[:0]
 		if k.wsum != nil {
-			for p := b0; p < b1; p++ {
+			for p := kb; p < b1; p++ {
 				sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
 			}
 		}
-		cnt := func(i int) int { return max(0, min(b1, lim(i))-b0) } // nondecreasing in i
+		// voffs: the value offsets from position p (none without wsum).
+		voffs := func(p int) []int {
+			if len(sc.offs) == 0 {
+				return nil
+			}
+			return sc.offs[p-kb:]
+		}
 		for i := range nv {
-			if n := cnt(i); n > 0 {
-				a.online(scores(i)[:n], vec(ot, i), &sc.m[i], &sc.l[i], scale)
+			if f, t := from(i), to(i); f < t {
+				a.online(scores(i)[f-b0:t-b0], vec(ot, i), &sc.m[i], &sc.l[i], scale)
 			}
 		}
 		// Values: four vectors at a time over the positions all four read
-		// (avx512), then each vector's own rest; every element still adds
-		// its positions in order.
+		// (avx512), each vector's own positions before and after them
+		// alone; every element still adds its positions in order.
 		i = 0
-		if wsum4 != nil && k.path == AVX512 {
+		if w4 {
 			ov, sv := &sc.ov, &sc.sv
 			for ; i+4 <= nv; i += 4 {
-				n0 := cnt(i)
-				for r := range 4 {
-					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[:n0]
-				}
-				if !wsum4(ov, sv, a.data, sc.offs[:n0]) {
-					break
-				}
-				for r := range 4 {
-					if n := cnt(i + r); n > n0 {
-						a.values(scores(i + r)[n0:n], ov[r], s, layer, kh, b0+n0, sc.offs[n0:])
+				c0, c1 := from(i+3), to(i) // read by all four
+				if c0 >= c1 {
+					for r := range 4 {
+						a.valuesOf(scores(i+r), vec(ot, i+r), s, layer, kh, b0, from(i+r), to(i+r), voffs)
 					}
+					continue
+				}
+				for r := range 4 {
+					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[c0-b0:c1-b0]
+					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, from(i+r), c0, voffs)
+				}
+				if !wsum4(ov, sv, a.data, voffs(c0)[:c1-c0]) {
+					panic("kernels/cpu: attention value tile refused after its probe")
+				}
+				for r := range 4 {
+					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, c1, to(i+r), voffs)
 				}
 			}
 		}
 		for ; i < nv; i++ {
-			if n := cnt(i); n > 0 {
-				a.values(scores(i)[:n], vec(ot, i), s, layer, kh, b0, sc.offs)
-			}
+			a.valuesOf(scores(i), vec(ot, i), s, layer, kh, b0, from(i), to(i), voffs)
 		}
 	}
 	for i := range nv {
@@ -287,6 +341,14 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 		s0 += float64(sg[i])
 	}
 	*l += (s0 + s1) + (s2 + s3)
+}
+
+// valuesOf is values for positions [f, t) of a vector whose block scores
+// sg start at position b0, voffs giving the value offsets from a position.
+func (a *arena) valuesOf(sg, oh []float32, s kernels.Span, layer, kh, b0, f, t int, voffs func(int) []int) {
+	if f < t {
+		a.values(sg[f-b0:t-b0], oh, s, layer, kh, f, voffs(f))
+	}
 }
 
 // wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):

@@ -1,7 +1,6 @@
 package cpu_test
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -19,7 +18,10 @@ import (
 // avx512 runs its score and value tiles): a prefill of all 150 rows in one
 // call and the same sequence in steps of 70, 1 and 79 rows give every row
 // the same bits, and the rows match the float64 reference within the
-// conformance tolerance (1e-4·max|v| + 1e-6).
+// conformance tolerance (1e-4·max|v| + 1e-6). The same with sliding
+// windows (AttentionWith) of 40, 64 and 100 positions, whose starts fall
+// inside key blocks and query-row tasks, one with a score scale; a window
+// of 1000 gives the bits of no window.
 func TestAttentionLongContext(t *testing.T) {
 	const (
 		n, kvHeads, qHeads, hd, pt = 150, 4, 12, 64, 16
@@ -36,6 +38,39 @@ func TestAttentionLongContext(t *testing.T) {
 	// Large query norms make the scores spread, so later blocks raise the
 	// running maximum (the rescaling path).
 	ks, vs, qs := gen(n*kw, 1), gen(n*kw, 1), gen(n*qw, 2)
+	keys, vals := make([][]float64, n), make([][]float64, n)
+	vmax := make([]float64, kvHeads)
+	for p := range n {
+		keys[p], vals[p] = make([]float64, kw), make([]float64, kw)
+		for c := range kw {
+			keys[p][c], vals[p][c] = float64(ks[p*kw+c]), float64(vs[p*kw+c])
+			vmax[c/hd] = max(vmax[c/hd], math.Abs(vals[p][c]))
+		}
+	}
+	check := func(t *testing.T, opt kernels.AttentionOptions, whole []float32) {
+		for _, row := range []int{0, 7, 8, 39, 40, 63, 64, 65, 100, 127, 128, 149} {
+			// The reference's scale is 1/√hd: a scale σ is σ·√hd on q.
+			qf := 1.0
+			if opt.Scale > 0 {
+				qf = float64(opt.Scale) * math.Sqrt(hd)
+			}
+			q := make([]float64, qw)
+			for c := range q {
+				q[c] = float64(qs[row*qw+c]) * qf
+			}
+			lo := 0
+			if opt.Window > 0 {
+				lo = max(0, row+1-opt.Window)
+			}
+			want := reference.Attention(q, keys[lo:row+1], vals[lo:row+1], qHeads, kvHeads, hd)
+			for c, w := range want {
+				got := float64(whole[row*qw+c])
+				if tol := 1e-4*vmax[c/hd/(qHeads/kvHeads)] + 1e-6; math.Abs(got-w) > tol {
+					t.Fatalf("%+v: row %d col %d: %v, reference %v ± %.2g", opt, row, c, got, w, tol)
+				}
+			}
+		}
+	}
 	for _, p := range cpu.Paths() {
 		t.Run(string(p), func(t *testing.T) {
 			b, err := cpu.NewWithPath(kernels.Options{Threads: 2}, p)
@@ -68,7 +103,7 @@ func TestAttentionLongContext(t *testing.T) {
 				return x
 			}
 			// run feeds the sequence in steps and returns every row's output.
-			run := func(req string, steps []int) []float32 {
+			run := func(req string, steps []int, opt kernels.AttentionOptions) []float32 {
 				l, err := pool.Allocate("t", cloison.RequestID(req), n)
 				if err != nil {
 					t.Fatal(err)
@@ -88,7 +123,13 @@ func TestAttentionLongContext(t *testing.T) {
 						t.Fatal(err)
 					}
 					o := tensor(m, qw, nil)
-					if err := a.Attention(0, o, tensor(m, qw, qs[pos*qw:(pos+m)*qw]), sp); err != nil {
+					att := func() error { return a.Attention(0, o, tensor(m, qw, qs[pos*qw:(pos+m)*qw]), sp) }
+					if opt != (kernels.AttentionOptions{}) {
+						att = func() error {
+							return a.(kernels.WindowAttender).AttentionWith(0, o, tensor(m, qw, qs[pos*qw:(pos+m)*qw]), sp, opt)
+						}
+					}
+					if err := att(); err != nil {
 						t.Fatal(err)
 					}
 					got := make([]float32, m*qw)
@@ -98,35 +139,30 @@ func TestAttentionLongContext(t *testing.T) {
 					out = append(out, got...)
 					pos += m
 				}
+				if err := pool.Release(l); err != nil {
+					t.Fatal(err)
+				}
 				return out
 			}
-			whole, stepped := run("whole", []int{n}), run("stepped", []int{70, 1, 79})
-			for i := range whole {
-				if math.Float32bits(whole[i]) != math.Float32bits(stepped[i]) {
-					t.Fatalf("row %d col %d: %v in one prefill, %v in steps", i/qw, i%qw, whole[i], stepped[i])
-				}
-			}
-			keys, vals := make([][]float64, n), make([][]float64, n)
-			vmax := make([]float64, kvHeads)
-			for p := range n {
-				keys[p], vals[p] = make([]float64, kw), make([]float64, kw)
-				for c := range kw {
-					keys[p][c], vals[p][c] = float64(ks[p*kw+c]), float64(vs[p*kw+c])
-					vmax[c/hd] = max(vmax[c/hd], math.Abs(vals[p][c]))
-				}
-			}
-			for _, row := range []int{0, 7, 8, 63, 64, 65, 127, 128, 149} {
-				q := make([]float64, qw)
-				for c := range q {
-					q[c] = float64(qs[row*qw+c])
-				}
-				want := reference.Attention(q, keys[:row+1], vals[:row+1], qHeads, kvHeads, hd)
-				for c, w := range want {
-					got := float64(whole[row*qw+c])
-					if tol := 1e-4*vmax[c/hd/(qHeads/kvHeads)] + 1e-6; math.Abs(got-w) > tol {
-						t.Fatalf("%s: row %d col %d: %v, reference %v ± %.2g", fmt.Sprint(p), row, c, got, w, tol)
+			var plain []float32
+			for _, opt := range []kernels.AttentionOptions{{}, {Window: 40}, {Window: 64}, {Window: 100, Scale: 0.08}, {Window: 1000}} {
+				whole, stepped := run("whole", []int{n}, opt), run("stepped", []int{70, 1, 79}, opt)
+				for i := range whole {
+					if math.Float32bits(whole[i]) != math.Float32bits(stepped[i]) {
+						t.Fatalf("%+v: row %d col %d: %v in one prefill, %v in steps", opt, i/qw, i%qw, whole[i], stepped[i])
 					}
 				}
+				if plain == nil {
+					plain = whole
+				}
+				if opt.Window >= n {
+					for i := range whole {
+						if math.Float32bits(whole[i]) != math.Float32bits(plain[i]) {
+							t.Fatalf("%+v: row %d col %d: %v, %v without a window", opt, i/qw, i%qw, whole[i], plain[i])
+						}
+					}
+				}
+				check(t, opt, whole)
 			}
 		})
 	}

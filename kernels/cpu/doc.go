@@ -28,7 +28,10 @@
 //     float32 once per task and reuses it for 64 activation rows. A decode
 //     step of several sequences (the engine batches them into one Forward)
 //     is a product of that many rows: each weight block is read once for
-//     all of them.
+//     all of them. F16 and BF16 blocks of such a product are converted with
+//     VCVTPH2PS / a shift (halfrow_amd64.go; a table load per weight cost
+//     more than 16 rows of products), and a decode product allocates
+//     nothing per task (TestDecodeAllocsPerTask).
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
@@ -43,7 +46,12 @@
 //     values in blocks of 64 positions (counted from position 0 for every
 //     query, so a vector's blocks depend only on its own position), with
 //     an online softmax per head (running maximum, rescaling, a float64
-//     normaliser) and no score matrix or whole-context score vector. On
+//     normaliser) and no score matrix or whole-context score vector. A
+//     sliding window (AttentionWith) restricts each block to the vector's
+//     positions [max(0, p+1−W), p+1): the blocks stay counted from 0, a
+//     register tile starts at its first (smallest) window start, keys and
+//     values below a task's windows are not read (their pages' tags are
+//     still checked), and a window wider than the sequence changes no bit. On
 //     avx512 a register tile of 4 heads scores a whole key block in one
 //     call (scores4AVX512) and 4 heads sum each value row loaded once
 //     (wsum4x64AVX512), with the bits of the one-head kernels; exponentials
@@ -62,10 +70,12 @@
 // suite runs kernelstest on every path the machine has. On the vector paths
 // block-type products multiply int8 by int8 after quantizing each
 // activation row, as llama.cpp does: Q8_0 and Q4_0 on Q8 blocks of 32
-// (q8.go), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
+// (q8.go; with VNNI the Q8_0 weights are biased to unsigned, w+128, and
+// each block starts from −128·Σq, three integer instructions per block and
+// row), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
 // (kquant.go), within the suite's extra activation-rounding term; the
 // avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
-// Q4_1, Q5_0, Q5_1, Q2_K and Q5_K have no integer product yet: on every
+// Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K and Q5_K have no integer product yet: on every
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as

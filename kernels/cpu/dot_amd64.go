@@ -76,6 +76,7 @@ func vset(p Path, wide bool) *kset {
 	}
 	if wide && hasVNNI {
 		k.q8tile = vq8tile
+		k.q8i8 = vq8i8
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}
@@ -85,6 +86,7 @@ func vset(p Path, wide bool) *kset {
 		}
 	}
 	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
+	k.halfRow = vhalfRow
 	k.tileRows = 3
 	if wide {
 		k.tileRows = 4
@@ -211,6 +213,21 @@ func vq8i1x4(vnni bool, xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1,
 	return out[0], out[1], out[2], out[3]
 }
 
+// vq8i8 is vq8i1x4 (VNNI) on the eight weight rows starting at w, stride
+// bytes apart: s[i] = the product with w[i·stride:], q8dot4VNNI's bits.
+// It returns an array (not through a pointer argument: called through a
+// func value, that would escape to the heap).
+func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
+	nb := len(xd)
+	if nb == 0 {
+		return
+	}
+	xq = xq[:nb*32]
+	w = w[:7*stride+nb*34]
+	q8dot8VNNI(&xq[0], &xd[0], &w[0], stride, nb, &out)
+	return
+}
+
 func vaxpy4(wide bool, o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
 	n := len(o)
 	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
@@ -281,6 +298,9 @@ func bf16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
 
 //go:noescape
 func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+
+//go:noescape
+func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]float32)
 
 //go:noescape
 func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)

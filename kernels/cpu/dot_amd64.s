@@ -217,60 +217,59 @@ TEXT ·q8dot4AVX2(SB), NOSPLIT, $0-64
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
+	XORQ         AX, AX // block
+	XORQ         BX, BX // its byte offset in a weight row
+	TESTQ        CX, CX
+	JEQ          done
 
 loop:
-	TESTQ       CX, CX
-	JEQ         done
-	VMOVDQU     (SI), Y4
-	VBROADCASTSS (DX), Y13
-	VMOVDQU     2(R8), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPMADDUBSW  Y6, Y5, Y5
-	VPMADDWD    Y15, Y5, Y5
-	VCVTDQ2PS   Y5, Y5
-	VPBROADCASTW (R8), X7
+	VMOVDQU      (SI), Y4
+	VBROADCASTSS (DX)(AX*4), Y13
+	VMOVDQU      2(R8)(BX*1), Y5
+	VPSIGNB      Y5, Y4, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (R8)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y0
-	ADDQ        $34, R8
-	VMOVDQU     2(R9), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPMADDUBSW  Y6, Y5, Y5
-	VPMADDWD    Y15, Y5, Y5
-	VCVTDQ2PS   Y5, Y5
-	VPBROADCASTW (R9), X7
+	VFMADD231PS  Y7, Y5, Y0
+	VMOVDQU      2(R9)(BX*1), Y5
+	VPSIGNB      Y5, Y4, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (R9)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y1
-	ADDQ        $34, R9
-	VMOVDQU     2(R10), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPMADDUBSW  Y6, Y5, Y5
-	VPMADDWD    Y15, Y5, Y5
-	VCVTDQ2PS   Y5, Y5
-	VPBROADCASTW (R10), X7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      2(R10)(BX*1), Y5
+	VPSIGNB      Y5, Y4, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (R10)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y2
-	ADDQ        $34, R10
-	VMOVDQU     2(R11), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPMADDUBSW  Y6, Y5, Y5
-	VPMADDWD    Y15, Y5, Y5
-	VCVTDQ2PS   Y5, Y5
-	VPBROADCASTW (R11), X7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      2(R11)(BX*1), Y5
+	VPSIGNB      Y5, Y4, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (R11)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y3
-	ADDQ        $34, R11
-	ADDQ        $32, SI
-	ADDQ        $4, DX
-	DECQ        CX
-	JMP         loop
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $32, SI
+	ADDQ         $34, BX
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          loop
 
 done:
 	HSUM8(Y0, X0)
@@ -522,67 +521,62 @@ TEXT ·q8dot4VNNI(SB), NOSPLIT, $0-64
 	MOVQ w3+40(FP), R11
 	MOVQ nb+48(FP), CX
 	MOVQ out+56(FP), DI
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	MOVL         $0x80808080, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	VPXOR        Y14, Y14, Y14
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
+	XORQ         AX, AX // block
+	XORQ         BX, BX // its byte offset in a weight row
+	TESTQ        CX, CX
+	JEQ          done
 
 loop:
-	TESTQ       CX, CX
-	JEQ         done
-	VMOVDQU     (SI), Y4
-	VBROADCASTSS (DX), Y13
-	VMOVDQU     2(R8), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPXORD      Y16, Y16, Y16
-	VPDPBUSD    Y6, Y5, Y16
-	VCVTDQ2PS   Y16, Y5
-	VPBROADCASTW (R8), X7
+	VMOVDQU      (SI), Y4
+	VBROADCASTSS (DX)(AX*4), Y13
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y4, Y12, Y9
+	VPSUBD       Y9, Y14, Y9
+	VPXOR        2(R8)(BX*1), Y12, Y5
+	VMOVDQA      Y9, Y6
+	VPDPBUSD     Y4, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (R8)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y0
-	ADDQ        $34, R8
-	VMOVDQU     2(R9), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPXORD      Y16, Y16, Y16
-	VPDPBUSD    Y6, Y5, Y16
-	VCVTDQ2PS   Y16, Y5
-	VPBROADCASTW (R9), X7
+	VFMADD231PS  Y7, Y6, Y0
+	VPXOR        2(R9)(BX*1), Y12, Y8
+	VMOVDQA      Y9, Y10
+	VPDPBUSD     Y4, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (R9)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y1
-	ADDQ        $34, R9
-	VMOVDQU     2(R10), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPXORD      Y16, Y16, Y16
-	VPDPBUSD    Y6, Y5, Y16
-	VCVTDQ2PS   Y16, Y5
-	VPBROADCASTW (R10), X7
+	VFMADD231PS  Y7, Y10, Y1
+	VPXOR        2(R10)(BX*1), Y12, Y5
+	VMOVDQA      Y9, Y6
+	VPDPBUSD     Y4, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (R10)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y2
-	ADDQ        $34, R10
-	VMOVDQU     2(R11), Y5
-	VPSIGNB     Y5, Y4, Y6
-	VPABSB      Y5, Y5
-	VPXORD      Y16, Y16, Y16
-	VPDPBUSD    Y6, Y5, Y16
-	VCVTDQ2PS   Y16, Y5
-	VPBROADCASTW (R11), X7
+	VFMADD231PS  Y7, Y6, Y2
+	VPXOR        2(R11)(BX*1), Y12, Y8
+	VMOVDQA      Y9, Y10
+	VPDPBUSD     Y4, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (R11)(BX*1), X7
 	VCVTPH2PS    X7, Y7
 	VMULPS       Y13, Y7, Y7
-	VFMADD231PS Y7, Y5, Y3
-	ADDQ        $34, R11
-	ADDQ        $32, SI
-	ADDQ        $4, DX
-	DECQ        CX
-	JMP         loop
+	VFMADD231PS  Y7, Y10, Y3
+	ADDQ         $32, SI
+	ADDQ         $34, BX
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          loop
 
 done:
 	HSUM8(Y0, X0)
@@ -645,5 +639,217 @@ loop:
 	JMP         loop
 
 done:
+	VZEROUPPER
+	RET
+
+// func f16rowAVX2(dst *float32, src *uint16, n int)
+// dst[i] = float32 of the IEEE half src[i] (VCVTPH2PS: exact, f16tab's
+// values), n a multiple of 8; 32 values per iteration while they last.
+TEXT ·f16rowAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+loop4:
+	LEAQ      32(AX), BX
+	CMPQ      BX, CX
+	JGT       loop1
+	VCVTPH2PS (SI)(AX*2), Y0
+	VCVTPH2PS 16(SI)(AX*2), Y1
+	VCVTPH2PS 32(SI)(AX*2), Y2
+	VCVTPH2PS 48(SI)(AX*2), Y3
+	VMOVUPS   Y0, (DI)(AX*4)
+	VMOVUPS   Y1, 32(DI)(AX*4)
+	VMOVUPS   Y2, 64(DI)(AX*4)
+	VMOVUPS   Y3, 96(DI)(AX*4)
+	MOVQ      BX, AX
+	JMP       loop4
+
+loop1:
+	CMPQ      AX, CX
+	JGE       done
+	VCVTPH2PS (SI)(AX*2), Y0
+	VMOVUPS   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       loop1
+
+done:
+	VZEROUPPER
+	RET
+
+// func bf16rowAVX2(dst *float32, src *uint16, n int)
+// dst[i] = the bfloat16 src[i] as float32 (zero-extend, shift left 16),
+// n a multiple of 8.
+TEXT ·bf16rowAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+loop4:
+	LEAQ      32(AX), BX
+	CMPQ      BX, CX
+	JGT       loop1
+	VPMOVZXWD (SI)(AX*2), Y0
+	VPMOVZXWD 16(SI)(AX*2), Y1
+	VPMOVZXWD 32(SI)(AX*2), Y2
+	VPMOVZXWD 48(SI)(AX*2), Y3
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VPSLLD    $16, Y2, Y2
+	VPSLLD    $16, Y3, Y3
+	VMOVDQU   Y0, (DI)(AX*4)
+	VMOVDQU   Y1, 32(DI)(AX*4)
+	VMOVDQU   Y2, 64(DI)(AX*4)
+	VMOVDQU   Y3, 96(DI)(AX*4)
+	MOVQ      BX, AX
+	JMP       loop4
+
+loop1:
+	CMPQ      AX, CX
+	JGE       done
+	VPMOVZXWD (SI)(AX*2), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       loop1
+
+done:
+	VZEROUPPER
+	RET
+
+// func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]float32)
+// q8dot4VNNI on eight weight rows w+i·stride (consecutive rows of a
+// matrix): the activation block's bias term and the loop counters serve
+// twice as many rows. Every output has q8dot4VNNI's operations and bits.
+TEXT ·q8dot8VNNI(SB), NOSPLIT, $0-48
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ w+16(FP), R8
+	MOVQ stride+24(FP), AX
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DI
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	LEAQ (R11)(AX*1), R12
+	LEAQ (R12)(AX*1), R13
+	LEAQ (R13)(AX*1), R14
+	LEAQ (R14)(AX*1), R15
+	MOVL         $0x80808080, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	VPXOR        Y14, Y14, Y14
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VPXORD       Y16, Y16, Y16
+	VPXORD       Y17, Y17, Y17
+	VPXORD       Y18, Y18, Y18
+	VPXORD       Y19, Y19, Y19
+	XORQ         AX, AX // block
+	XORQ         BX, BX // its byte offset in a weight row
+	TESTQ        CX, CX
+	JEQ          done
+
+loop:
+	VMOVDQU      (SI), Y4
+	VBROADCASTSS (DX)(AX*4), Y13
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y4, Y12, Y9
+	VPSUBD       Y9, Y14, Y9
+	VPXORD       2(R8)(BX*1), Y12, Y5
+	VMOVDQA32    Y9, Y6
+	VPDPBUSD     Y4, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (R8)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VPXORD       2(R9)(BX*1), Y12, Y8
+	VMOVDQA32    Y9, Y10
+	VPDPBUSD     Y4, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (R9)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y10, Y1
+	VPXORD       2(R10)(BX*1), Y12, Y20
+	VMOVDQA32    Y9, Y21
+	VPDPBUSD     Y4, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VPBROADCASTW (R10)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y21, Y2
+	VPXORD       2(R11)(BX*1), Y12, Y22
+	VMOVDQA32    Y9, Y23
+	VPDPBUSD     Y4, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VPBROADCASTW (R11)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y23, Y3
+	VPXORD       2(R12)(BX*1), Y12, Y5
+	VMOVDQA32    Y9, Y6
+	VPDPBUSD     Y4, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (R12)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y16
+	VPXORD       2(R13)(BX*1), Y12, Y8
+	VMOVDQA32    Y9, Y10
+	VPDPBUSD     Y4, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (R13)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y10, Y17
+	VPXORD       2(R14)(BX*1), Y12, Y20
+	VMOVDQA32    Y9, Y21
+	VPDPBUSD     Y4, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VPBROADCASTW (R14)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y21, Y18
+	VPXORD       2(R15)(BX*1), Y12, Y22
+	VMOVDQA32    Y9, Y23
+	VPDPBUSD     Y4, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VPBROADCASTW (R15)(BX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y23, Y19
+	ADDQ         $32, SI
+	ADDQ         $34, BX
+	INCQ         AX
+	CMPQ         AX, CX
+	JLT          loop
+
+done:
+	VMOVDQA32 Y16, Y4
+	VMOVDQA32 Y17, Y5
+	VMOVDQA32 Y18, Y6
+	VMOVDQA32 Y19, Y7
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	HSUM8(Y4, X4)
+	HSUM8(Y5, X5)
+	HSUM8(Y6, X6)
+	HSUM8(Y7, X7)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VMOVSS X4, 16(DI)
+	VMOVSS X5, 20(DI)
+	VMOVSS X6, 24(DI)
+	VMOVSS X7, 28(DI)
 	VZEROUPPER
 	RET

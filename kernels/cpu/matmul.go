@@ -124,7 +124,7 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	s := scratchPool.Get().(*scratch)
 	s.q = grow(s.q, (o1-o0)*cols)
 	for o := o0; o < o1; o++ {
-		m.dequantRow(s.q[(o-o0)*cols:(o-o0+1)*cols], o)
+		k.dequantRow(m, s.q[(o-o0)*cols:(o-o0+1)*cols], o)
 	}
 	w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
 	k.floatBlock(dst, x, w, r0, r1, o0, o1)

@@ -93,6 +93,11 @@ type kset struct {
 	q8i1x1 func(xq []int8, xd []float32, w []byte) float32
 	q8i1x4 func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
+	// q8i8 computes the products with the eight weight rows starting at w,
+	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
+	// has none).
+	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
+
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
@@ -116,6 +121,11 @@ type kset struct {
 
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
+
+	// halfRow converts a row of F16 (bf false) or BF16 weights to float32
+	// with the values of f16tab and bf16 (scratch blocks; nil: one table
+	// load per value).
+	halfRow func(bf bool, dst []float32, src []uint16)
 }
 
 var genericSet = &kset{

@@ -49,5 +49,8 @@ func TestDeviceTagMismatch(t *testing.T) { testDeviceTagMismatch(t, open(t, kern
 // TestModelAgainstCPU: see testModelAgainstCPU.
 func TestModelAgainstCPU(t *testing.T) { testModelAgainstCPU(t, open(t, kernels.Options{})) }
 
+// TestArchs: see testArchs.
+func TestArchs(t *testing.T) { testArchs(t, open(t, kernels.Options{})) }
+
 // TestPanicBecomesError: see testPanicBecomesError.
 func TestPanicBecomesError(t *testing.T) { testPanicBecomesError(t, open(t, kernels.Options{})) }

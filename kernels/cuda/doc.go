@@ -32,9 +32,12 @@
 //     batch size.
 //   - Weights: F32, F16, BF16, Q8_0 and Q4_0 stay in their GGUF bytes on the
 //     device and are decoded in the product and embedding kernels; the other
-//     types (Q4_1, Q5_0, Q5_1, the k-quants) are dequantized to F32 on the
+//     types (Q4_1, Q5_0, Q5_1, MXFP4, the k-quants) are dequantized to F32 on the
 //     host at NewMatrix (exactly, with kernels.Dequantize) and so take 4
 //     bytes per weight on the device.
+//   - Mixtures of experts (qwen3moe, mixtral): engine/model refuses them
+//     on this backend at Load (ErrUnsupported, naming the backend) until
+//     its MoE path is checked against llama.cpp on a device.
 //   - The KV arena is one device allocation, pages by offset, in the
 //     transfer format of kernels.Arena, plus a device array of page owner
 //     tags (Tenant<<32|Gen, Epoch: two uint64, compared exactly). The host
@@ -51,6 +54,10 @@
 // Limits: compute capability 8.0 or newer (the embedded PTX targets sm_80
 // and sm_90, built by nvcc 11.8: the driver must support CUDA 11.8); head
 // dimensions up to 256; one device per Backend (kernels.Options.Device).
+// None of kernels' optional capabilities (Scaler, GeGLUer, WindowAttender)
+// yet: engine/model refuses gemma3, sliding windows and granite's
+// activation and score scales on this backend (model.ErrUnsupported, tested
+// by testArchs); phi3 and granite's logit scale run.
 //
 // The kernels are CUDA C in kernels.cu; `make cuda-ptx` compiles them to
 // ptx/kernels_sm80.ptx and ptx/kernels_sm90.ptx, which are committed and

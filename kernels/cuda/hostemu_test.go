@@ -42,3 +42,8 @@ func TestHostEmuModelAgainstCPU(t *testing.T) {
 	b, _ := newHostEmulated(t)
 	testModelAgainstCPU(t, b)
 }
+
+func TestHostEmuArchs(t *testing.T) {
+	b, _ := newHostEmulated(t)
+	testArchs(t, b)
+}

@@ -41,7 +41,7 @@ func testDequantize(t *testing.T) {
 			for _, v := range src {
 				amax = max(amax, math.Abs(float64(v)))
 			}
-			tol := map[kernels.DType]float64{kernels.F32: 0, kernels.F16: 1e-3, kernels.BF16: 8e-3, kernels.Q8_0: 1.0 / 127, kernels.Q4_0: 0.15, kernels.Q4_1: 0.07, kernels.Q5_0: 0.04, kernels.Q5_1: 0.035, kernels.Q2_K: 0.45, kernels.Q4_K: 0.15, kernels.Q5_K: 0.08, kernels.Q6_K: 0.08}[dt]
+			tol := map[kernels.DType]float64{kernels.F32: 0, kernels.F16: 1e-3, kernels.BF16: 8e-3, kernels.Q8_0: 1.0 / 127, kernels.Q4_0: 0.15, kernels.Q4_1: 0.07, kernels.Q5_0: 0.04, kernels.Q5_1: 0.035, kernels.Q2_K: 0.45, kernels.Q3_K: 0.18, kernels.MXFP4: 0.26, kernels.Q4_K: 0.15, kernels.Q5_K: 0.08, kernels.Q6_K: 0.08}[dt]
 			for i := range src {
 				if d := math.Abs(float64(back[i] - src[i])); d > tol*amax {
 					t.Fatalf("round trip of element %d: got %v, want %v ± %v", i, back[i], src[i], tol*amax)

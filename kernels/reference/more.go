@@ -1,6 +1,10 @@
 package reference
 
-import "github.com/cloison/cloison/kernels"
+import (
+	"math"
+
+	"github.com/cloison/cloison/kernels"
+)
 
 // Decoders of the further k-quant and legacy block types, per element from
 // ggml's block layouts (ggml-common.h) and dequantize_row_* formulas
@@ -63,4 +67,50 @@ func q2K(blk []byte, i int) float64 {
 	d := half(blk[80:]) * float32(s&15)
 	m := half(blk[82:]) * float32(s>>4)
 	return float64(d*float32(q) - m)
+}
+
+// q3K decodes element i (0…255) of a 110-byte Q3_K super-block: hmask[32]
+// at 0, qs[64] at 32, scales[12] at 96, f16 d at 108. Sub-block s = i/16
+// (sixteen of 16) has a 6-bit scale, biased by 32, whose low four bits are
+// the low (s < 8) or high (s ≥ 8) nibble of scales[s%8] and whose top two
+// bits are bits 2·(s/4)…2·(s/4)+1 of scales[8 + s%4]. The quant's low two
+// bits are bits 2k…2k+1, k = (i%128)/32, of qs[32·(i/128) + i%32]; its
+// third bit is bit i/32 of hmask[i%32], and a clear third bit subtracts 4:
+// q in −4…3, x = (d·(sc−32))·q.
+func q3K(blk []byte, i int) float64 {
+	s := i / 16
+	nib := blk[96+s%8] & 15
+	if s >= 8 {
+		nib = blk[96+s%8] >> 4
+	}
+	sc := int(nib) | int((blk[96+8+s%4]>>(2*(s/4)))&3)<<4
+	q := int((blk[32+32*(i/128)+i%32] >> (2 * ((i % 128) / 32))) & 3)
+	if (blk[i%32]>>(i/32))&1 == 0 {
+		q -= 4
+	}
+	dl := half(blk[108:]) * float32(sc-32)
+	return float64(dl * float32(q))
+}
+
+// mxfp4 decodes element j (0…31) of a 17-byte MXFP4 block: the E8M0 byte e
+// at 0 is the scale 2^(e−127) and the nibble of element j (low nibble of
+// qs[j] for j < 16, high nibble of qs[j−16] above) is an E2M1 number: bit 3
+// the sign, bits 1–2 the exponent E, bit 0 the mantissa M, magnitude M/2
+// for E = 0 (subnormal) and 2^(E−1)·(1 + M/2) otherwise. The product is
+// exact in float64 and rounded to float32 (only the largest scales
+// overflow to ±Inf there, as ggml's float32 product does).
+func mxfp4(blk []byte, j int) float64 {
+	nib := blk[1+j%16] & 15
+	if j >= 16 {
+		nib = blk[1+j%16] >> 4
+	}
+	e, m := int(nib>>1)&3, float64(nib&1)
+	v := m / 2
+	if e > 0 {
+		v = math.Pow(2, float64(e-1)) * (1 + m/2)
+	}
+	if nib&8 != 0 && v != 0 {
+		v = -v // ggml's integer table has no −0: nibble 8 is +0
+	}
+	return float64(float32(v * math.Pow(2, float64(int(blk[0])-127))))
 }

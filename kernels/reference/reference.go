@@ -99,6 +99,10 @@ func element(dt kernels.DType, row []byte, e int) float64 {
 		return float64(d*float32(q) - mm)
 	case kernels.Q2_K:
 		return q2K(row[(e/256)*84:], e%256)
+	case kernels.Q3_K:
+		return q3K(row[(e/256)*110:], e%256)
+	case kernels.MXFP4:
+		return mxfp4(row[(e/32)*17:], e%32)
 	case kernels.Q5_K:
 		return q5K(row[(e/256)*176:], e%256)
 	case kernels.Q6_K:

@@ -12,10 +12,12 @@ base := {
 		"zeroing": "cross-tenant",
 		"classification": "internal",
 		"allowed_models": ["context-bag", "qwen2"],
+		"residency": {"regions": [], "tier": ""},
 		"quotas": {"max_concurrent": 4, "kv_pages": 256, "tokens_per_minute": 60000, "max_context": 2048},
 	},
 	"request": {"model": "context-bag", "prompt_tokens": 100, "max_tokens": 50},
 	"attestation": {"model_context": 4096, "served_context": 4096, "pool_tokens": 8192, "ok": true},
+	"node": {"region": "ca-qc", "tier": "shared", "split": false, "prefill": []},
 }
 
 with_tenant(field, value) := object.union(base, {"tenant": object.union(base.tenant, {field: value})})
@@ -152,4 +154,46 @@ test_reasons_accumulate if {
 
 test_empty_input_never_allows if {
 	not policy.allow with input as {}
+}
+
+# Residency (issue 17 §5).
+
+with_residency(regions, tier) := with_tenant("residency", {"regions": regions, "tier": tier})
+
+with_node(doc, node) := replace(doc, "node", node)
+
+test_residency_allows_a_node_in_an_allowed_region if {
+	d := policy.decision with input as with_residency(["ca-on", "ca-qc"], "")
+	d.allow == true
+}
+
+test_residency_denies_a_node_in_another_region if {
+	d := policy.decision with input as with_residency(["eu-fr"], "")
+	d.allow == false
+	codes(d) == {"permission_denied"}
+}
+
+test_residency_denies_an_unlabelled_node if {
+	d := policy.decision with input as with_node(with_residency(["ca-qc"], ""), {"region": "", "tier": "", "split": false, "prefill": []})
+	d.allow == false
+}
+
+test_residency_denies_a_node_of_another_tier if {
+	d := policy.decision with input as with_residency([], "dedicated")
+	d.allow == false
+	codes(d) == {"permission_denied"}
+}
+
+test_residency_on_a_decode_node_needs_one_compliant_prefill_node if {
+	split := {"region": "ca-qc", "tier": "shared", "split": true, "prefill": [{"region": "us-east", "tier": "shared"}]}
+	d := policy.decision with input as with_node(with_residency(["ca-qc"], ""), split)
+	d.allow == false
+	ok := object.union(split, {"prefill": [{"region": "us-east", "tier": "shared"}, {"region": "ca-qc", "tier": "shared"}]})
+	d2 := policy.decision with input as with_node(with_residency(["ca-qc"], ""), ok)
+	d2.allow == true
+}
+
+test_residency_missing_denies if {
+	d := policy.decision with input as replace(base, "tenant", object.remove(base.tenant, {"residency"}))
+	d.allow == false
 }

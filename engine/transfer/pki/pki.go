@@ -11,6 +11,14 @@
 // a decode node, and the other way round. The role is signed by the CA like
 // the rest of the certificate; whoever holds the CA key can mint any role.
 //
+// Labels (issue 17 §5): a node certificate may name the node's residency
+// labels as URI SANs spiffe://cloison/label/region/VALUE and
+// spiffe://cloison/label/tier/VALUE (IssueNode, LabelsOf). A node attests
+// the labels its certificate names — no more, no other — so a prefill node
+// cannot claim a region its CA did not sign for it without failing the
+// decode node's check (attest.Prefill), and cloisond refuses to start with
+// --node-region/--node-tier that differ from its certificate's.
+//
 // Stdlib only.
 package pki
 
@@ -39,6 +47,58 @@ const (
 
 // rolePrefix is the URI SAN prefix of a role; the role follows it.
 const rolePrefix = "spiffe://cloison/role/"
+
+// labelPrefix is the URI SAN prefix of a label: KEY/VALUE follows it.
+const labelPrefix = "spiffe://cloison/label/"
+
+// Labels are the residency labels a node certificate names (attest.Labels).
+type Labels struct {
+	Region, Tier string
+}
+
+// ErrLabel: a certificate names an unknown label, one twice, or a value
+// that is not a DNS label.
+var ErrLabel = errors.New("pki: certificate label")
+
+func validLabel(v string) bool {
+	if len(v) < 1 || len(v) > 63 || v[0] == '-' || v[len(v)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// LabelsOf returns the labels a certificate names (empty: none).
+//
+// Errors: ErrLabel.
+func LabelsOf(c *x509.Certificate) (Labels, error) {
+	var l Labels
+	seen := map[string]bool{}
+	for _, u := range c.URIs {
+		s := u.String()
+		if !strings.HasPrefix(s, labelPrefix) {
+			continue
+		}
+		key, value, ok := strings.Cut(strings.TrimPrefix(s, labelPrefix), "/")
+		if !ok || seen[key] || !validLabel(value) {
+			return Labels{}, fmt.Errorf("%w: certificate %q names %q", ErrLabel, c.Subject.CommonName, s)
+		}
+		seen[key] = true
+		switch key {
+		case "region":
+			l.Region = value
+		case "tier":
+			l.Tier = value
+		default:
+			return Labels{}, fmt.Errorf("%w: certificate %q names unknown label %q", ErrLabel, c.Subject.CommonName, key)
+		}
+	}
+	return l, nil
+}
 
 // ErrRole: a certificate names no role, several, or not the one required.
 var ErrRole = errors.New("pki: certificate role")
@@ -148,11 +208,32 @@ func (ca *CA) Issue(name string, hosts ...string) (tls.Certificate, error) {
 // IssueRole is Issue with the node's role (RolePrefill or RoleDecode) bound
 // into the certificate as a URI SAN; "" issues none.
 func (ca *CA) IssueRole(name, role string, hosts ...string) (tls.Certificate, error) {
+	return ca.IssueNode(name, role, Labels{}, hosts...)
+}
+
+// IssueNode is IssueRole with the node's residency labels bound into the
+// certificate as URI SANs (an empty one is not named).
+//
+// Errors: ErrRole, ErrLabel (a value that is not a DNS label).
+func (ca *CA) IssueNode(name, role string, labels Labels, hosts ...string) (tls.Certificate, error) {
 	if name == "" {
 		return tls.Certificate{}, errors.New("pki: empty node name")
 	}
 	if role != "" && role != RolePrefill && role != RoleDecode {
 		return tls.Certificate{}, fmt.Errorf("%w: unknown role %q", ErrRole, role)
+	}
+	var uris []string
+	if role != "" {
+		uris = append(uris, rolePrefix+role)
+	}
+	for _, kv := range [][2]string{{"region", labels.Region}, {"tier", labels.Tier}} {
+		if kv[1] == "" {
+			continue
+		}
+		if !validLabel(kv[1]) {
+			return tls.Certificate{}, fmt.Errorf("%w: %s %q is not a DNS label", ErrLabel, kv[0], kv[1])
+		}
+		uris = append(uris, labelPrefix+kv[0]+"/"+kv[1])
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -171,12 +252,12 @@ func (ca *CA) IssueRole(name, role string, hosts ...string) (tls.Certificate, er
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	if role != "" {
-		u, err := url.Parse(rolePrefix + role)
+	for _, s := range uris {
+		u, err := url.Parse(s)
 		if err != nil {
 			return tls.Certificate{}, err
 		}
-		tmpl.URIs = []*url.URL{u}
+		tmpl.URIs = append(tmpl.URIs, u)
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

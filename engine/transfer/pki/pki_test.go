@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"testing"
 )
 
@@ -149,4 +150,52 @@ func TestRoles(t *testing.T) {
 	if _, err := ca.IssueRole("n", "admin", "127.0.0.1"); !errors.Is(err, ErrRole) {
 		t.Fatalf("unknown role: got %v, want ErrRole", err)
 	}
+}
+
+// Labels are signed into the certificate and read back; a malformed one is
+// refused at issue, and a certificate naming an unknown label or one twice
+// is refused when read.
+func TestLabels(t *testing.T) {
+	ca, err := NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ca.IssueNode("p", RolePrefill, Labels{Region: "ca-qc", Tier: "dedicated"}, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := LabelsOf(c.Leaf); err != nil || l != (Labels{Region: "ca-qc", Tier: "dedicated"}) {
+		t.Fatalf("got %+v, %v", l, err)
+	}
+	if r, err := RoleOf(c.Leaf); err != nil || r != RolePrefill {
+		t.Fatalf("role: got %q, %v", r, err)
+	}
+	if l, err := LabelsOf(mustIssue(t, ca).Leaf); err != nil || l != (Labels{}) {
+		t.Fatalf("no labels: got %+v, %v", l, err)
+	}
+	for _, bad := range []Labels{{Region: "CA"}, {Tier: "-x"}, {Region: "a/b"}} {
+		if _, err := ca.IssueNode("p", RolePrefill, bad); !errors.Is(err, ErrLabel) {
+			t.Errorf("issue %+v: got %v, want ErrLabel", bad, err)
+		}
+	}
+	for _, uris := range [][]string{{labelPrefix + "zone/a"}, {labelPrefix + "region/a", labelPrefix + "region/b"}, {labelPrefix + "region"}} {
+		leaf := *c.Leaf
+		leaf.URIs = nil
+		for _, s := range uris {
+			u, _ := url.Parse(s)
+			leaf.URIs = append(leaf.URIs, u)
+		}
+		if _, err := LabelsOf(&leaf); !errors.Is(err, ErrLabel) {
+			t.Errorf("%v: got %v, want ErrLabel", uris, err)
+		}
+	}
+}
+
+func mustIssue(t *testing.T, ca *CA) tls.Certificate {
+	t.Helper()
+	c, err := ca.IssueRole("d", RoleDecode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -27,6 +27,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- if .Values.model.name }}
 - --model-name={{ .Values.model.name }}
 {{- end }}
+{{- with .Values.node.region }}
+- --node-region={{ . }}
+{{- end }}
+{{- with .Values.node.tier }}
+- --node-tier={{ . }}
+{{- end }}
 {{- range .Values.node.extraArgs }}
 - {{ . }}
 {{- end }}

@@ -39,6 +39,32 @@ func main() {
 			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 11, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2"}},
 		{Name: "qwen3-f16", Config: synth.Config{Arch: "qwen3", Layers: 3, DModel: 64, Heads: 2, KVHeads: 1, HeadDim: 64,
 			FFN: 128, Vocab: 300, Context: 256, DType: gguf.F16, Seed: 12, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2"}},
+		// Mixtures of experts: Qwen3-30B-A3B's routing (128 experts, 8
+		// used) scaled to 8 experts, 2 used, of width 64; mixtral's (8, 2)
+		// as 4 experts, 2 used, in a llama file.
+		{Name: "qwen3moe-f32", Config: synth.Config{Arch: "qwen3moe", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
+			FFN: 64, Experts: 8, ExpertsUsed: 2, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 19, Tied: true, RopeBase: 1e6,
+			RMSEps: 1e-6, Pre: "qwen2"}},
+		{Name: "qwen3moe-f16", Config: synth.Config{Arch: "qwen3moe", Layers: 3, DModel: 64, Heads: 2, KVHeads: 1, HeadDim: 64,
+			FFN: 96, Experts: 6, ExpertsUsed: 3, Vocab: 300, Context: 256, DType: gguf.F16, Seed: 20, RopeBase: 1e6,
+			RMSEps: 1e-6, Pre: "qwen2"}},
+		{Name: "mixtral-f32", Config: synth.Config{Arch: "mixtral", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96,
+			Experts: 4, ExpertsUsed: 2, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 23}},
+		// Gemma3 scaled down: five sliding-window layers (window 5 < 16
+		// tokens, local rope base 10000) then a global one (base 1e6).
+		{Name: "gemma3-f32", Config: synth.Config{Arch: "gemma3", Layers: 6, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 13, Tied: true, RopeBase: 1e6, RMSEps: 1e-6, Window: 5}},
+		// Every layer local (mistral-style window 3, across 4-token pages),
+		// and the final logit soft-cap.
+		{Name: "gemma3-window-softcap-f32", Config: synth.Config{Arch: "gemma3", Layers: 2, DModel: 64, Heads: 2, KVHeads: 1, HeadDim: 32,
+			FFN: 128, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 14, RopeBase: 1e6, RopeBaseSWA: 5e4, RMSEps: 1e-6, Window: 3,
+			SWAPattern: []bool{true, true}, FinalSoftcap: 2}},
+		// Fused attn_qkv and gate_up, partial rotary (12 of 16 dims).
+		{Name: "phi3-f32", Config: synth.Config{Arch: "phi3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 4,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 15, RopeDims: 12}},
+		{Name: "granite-f32", Config: synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2,
+			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 16, Tied: true, LogitScale: 4, ResidualScale: 0.22,
+			EmbedScale: 12, AttnScale: 0.1}},
 		// 160 positions: attention crosses key blocks of 64 (kernels/cpu's
 		// flash tiling and its online-softmax rescaling) in the prefill
 		// half and in the decode steps.

@@ -106,6 +106,7 @@ type Tenant struct {
 	IncidentContact string                 `protobuf:"bytes,9,opt,name=incident_contact,json=incidentContact,proto3" json:"incident_contact,omitempty"`
 	CreatedAt       string                 `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339
 	UpdatedAt       string                 `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Residency       *Residency             `protobuf:"bytes,12,opt,name=residency,proto3" json:"residency,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -217,6 +218,68 @@ func (x *Tenant) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *Tenant) GetResidency() *Residency {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
+// Residency is where a tenant's data may be processed (issue 17 §5):
+// only on nodes labelled with one of regions (empty: any) and with tier
+// (empty: any).
+type Residency struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Regions       []string               `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	Tier          string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Residency) Reset() {
+	*x = Residency{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Residency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Residency) ProtoMessage() {}
+
+func (x *Residency) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Residency.ProtoReflect.Descriptor instead.
+func (*Residency) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Residency) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *Residency) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
 type ListTenantsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -225,7 +288,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +300,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +313,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 type ListTenantsResponse struct {
@@ -262,7 +325,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +337,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +350,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*Tenant {
@@ -306,7 +369,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +381,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +394,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetTenantRequest) GetId() string {
@@ -350,7 +413,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +425,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +438,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateTenantRequest) GetTenant() *Tenant {
@@ -394,7 +457,7 @@ type SuspendTenantRequest struct {
 
 func (x *SuspendTenantRequest) Reset() {
 	*x = SuspendTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +469,7 @@ func (x *SuspendTenantRequest) String() string {
 func (*SuspendTenantRequest) ProtoMessage() {}
 
 func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +482,7 @@ func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTenantRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SuspendTenantRequest) GetId() string {
@@ -438,7 +501,7 @@ type ActivateTenantRequest struct {
 
 func (x *ActivateTenantRequest) Reset() {
 	*x = ActivateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +513,7 @@ func (x *ActivateTenantRequest) String() string {
 func (*ActivateTenantRequest) ProtoMessage() {}
 
 func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +526,7 @@ func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateTenantRequest.ProtoReflect.Descriptor instead.
 func (*ActivateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ActivateTenantRequest) GetId() string {
@@ -486,7 +549,7 @@ type QuotasUpdate struct {
 
 func (x *QuotasUpdate) Reset() {
 	*x = QuotasUpdate{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +561,7 @@ func (x *QuotasUpdate) String() string {
 func (*QuotasUpdate) ProtoMessage() {}
 
 func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +574,7 @@ func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotasUpdate.ProtoReflect.Descriptor instead.
 func (*QuotasUpdate) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QuotasUpdate) GetMaxConcurrent() int64 {
@@ -551,7 +614,7 @@ type AllowedModels struct {
 
 func (x *AllowedModels) Reset() {
 	*x = AllowedModels{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +626,7 @@ func (x *AllowedModels) String() string {
 func (*AllowedModels) ProtoMessage() {}
 
 func (x *AllowedModels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +639,7 @@ func (x *AllowedModels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowedModels.ProtoReflect.Descriptor instead.
 func (*AllowedModels) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllowedModels) GetModels() []string {
@@ -591,13 +654,14 @@ type UpdateTenantRequest struct {
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Quotas        *QuotasUpdate          `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
 	AllowedModels *AllowedModels         `protobuf:"bytes,3,opt,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"` // unset: unchanged; set and empty: none
+	Residency     *Residency             `protobuf:"bytes,4,opt,name=residency,proto3" json:"residency,omitempty"`                              // unset: unchanged; replaces both fields
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +673,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +686,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateTenantRequest) GetId() string {
@@ -646,6 +710,13 @@ func (x *UpdateTenantRequest) GetAllowedModels() *AllowedModels {
 	return nil
 }
 
+func (x *UpdateTenantRequest) GetResidency() *Residency {
+	if x != nil {
+		return x.Residency
+	}
+	return nil
+}
+
 type Client struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -661,7 +732,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +744,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +757,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Client) GetId() string {
@@ -747,7 +818,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +830,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +843,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListClientsRequest) GetTenant() string {
@@ -791,7 +862,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +874,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +887,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -835,7 +906,7 @@ type CreateClientRequest struct {
 
 func (x *CreateClientRequest) Reset() {
 	*x = CreateClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +918,7 @@ func (x *CreateClientRequest) String() string {
 func (*CreateClientRequest) ProtoMessage() {}
 
 func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +931,7 @@ func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
 func (*CreateClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateClientRequest) GetClient() *Client {
@@ -879,7 +950,7 @@ type RevokeClientRequest struct {
 
 func (x *RevokeClientRequest) Reset() {
 	*x = RevokeClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +962,7 @@ func (x *RevokeClientRequest) String() string {
 func (*RevokeClientRequest) ProtoMessage() {}
 
 func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +975,7 @@ func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
 func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeClientRequest) GetId() string {
@@ -926,7 +997,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1009,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1022,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RevokeTokenRequest) GetJti() string {
@@ -990,7 +1061,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1073,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1086,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type RetireKeyRequest struct {
@@ -1027,7 +1098,7 @@ type RetireKeyRequest struct {
 
 func (x *RetireKeyRequest) Reset() {
 	*x = RetireKeyRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1110,7 @@ func (x *RetireKeyRequest) String() string {
 func (*RetireKeyRequest) ProtoMessage() {}
 
 func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1123,7 @@ func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
 func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetireKeyRequest) GetKid() string {
@@ -1077,7 +1148,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1160,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1173,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Key) GetKid() string {
@@ -1162,7 +1233,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1245,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1258,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type RotateKeysRequest struct {
@@ -1198,7 +1269,7 @@ type RotateKeysRequest struct {
 
 func (x *RotateKeysRequest) Reset() {
 	*x = RotateKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1281,7 @@ func (x *RotateKeysRequest) String() string {
 func (*RotateKeysRequest) ProtoMessage() {}
 
 func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1294,7 @@ func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type ListKeysResponse struct {
@@ -1235,7 +1306,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1318,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1331,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -1278,7 +1349,7 @@ type PoolStatusRequest struct {
 
 func (x *PoolStatusRequest) Reset() {
 	*x = PoolStatusRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1361,7 @@ func (x *PoolStatusRequest) String() string {
 func (*PoolStatusRequest) ProtoMessage() {}
 
 func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1374,7 @@ func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusRequest.ProtoReflect.Descriptor instead.
 func (*PoolStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type TenantPages struct {
@@ -1324,7 +1395,7 @@ type TenantPages struct {
 
 func (x *TenantPages) Reset() {
 	*x = TenantPages{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1407,7 @@ func (x *TenantPages) String() string {
 func (*TenantPages) ProtoMessage() {}
 
 func (x *TenantPages) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1420,7 @@ func (x *TenantPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPages.ProtoReflect.Descriptor instead.
 func (*TenantPages) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TenantPages) GetTenant() string {
@@ -1439,7 +1510,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1522,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1535,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Pool) GetPages() int64 {
@@ -1542,7 +1613,7 @@ type PoolStatusResponse struct {
 
 func (x *PoolStatusResponse) Reset() {
 	*x = PoolStatusResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1625,7 @@ func (x *PoolStatusResponse) String() string {
 func (*PoolStatusResponse) ProtoMessage() {}
 
 func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1638,7 @@ func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusResponse.ProtoReflect.Descriptor instead.
 func (*PoolStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PoolStatusResponse) GetAttestation() *v1.Attestation {
@@ -1607,7 +1678,7 @@ type ReloadPoliciesRequest struct {
 
 func (x *ReloadPoliciesRequest) Reset() {
 	*x = ReloadPoliciesRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1690,7 @@ func (x *ReloadPoliciesRequest) String() string {
 func (*ReloadPoliciesRequest) ProtoMessage() {}
 
 func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1703,7 @@ func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReloadPoliciesRequest) GetFiles() map[string]string {
@@ -1651,7 +1722,7 @@ type ReloadPoliciesResponse struct {
 
 func (x *ReloadPoliciesResponse) Reset() {
 	*x = ReloadPoliciesResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1734,7 @@ func (x *ReloadPoliciesResponse) String() string {
 func (*ReloadPoliciesResponse) ProtoMessage() {}
 
 func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1747,7 @@ func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReloadPoliciesResponse) GetRevision() string {
@@ -1698,7 +1769,7 @@ type RegisterOrganization struct {
 
 func (x *RegisterOrganization) Reset() {
 	*x = RegisterOrganization{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1781,7 @@ func (x *RegisterOrganization) String() string {
 func (*RegisterOrganization) ProtoMessage() {}
 
 func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1794,7 @@ func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterOrganization.ProtoReflect.Descriptor instead.
 func (*RegisterOrganization) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterOrganization) GetName() string {
@@ -1752,7 +1823,7 @@ type RegisterContact struct {
 
 func (x *RegisterContact) Reset() {
 	*x = RegisterContact{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1835,7 @@ func (x *RegisterContact) String() string {
 func (*RegisterContact) ProtoMessage() {}
 
 func (x *RegisterContact) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1848,7 @@ func (x *RegisterContact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterContact.ProtoReflect.Descriptor instead.
 func (*RegisterContact) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegisterContact) GetName() string {
@@ -1819,7 +1890,7 @@ type RegisterSettings struct {
 
 func (x *RegisterSettings) Reset() {
 	*x = RegisterSettings{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1902,7 @@ func (x *RegisterSettings) String() string {
 func (*RegisterSettings) ProtoMessage() {}
 
 func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1915,7 @@ func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSettings.ProtoReflect.Descriptor instead.
 func (*RegisterSettings) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegisterSettings) GetVersion() int64 {
@@ -1876,7 +1947,7 @@ type GetRegisterSettingsRequest struct {
 
 func (x *GetRegisterSettingsRequest) Reset() {
 	*x = GetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1959,7 @@ func (x *GetRegisterSettingsRequest) String() string {
 func (*GetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1972,7 @@ func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type SetRegisterSettingsRequest struct {
@@ -1914,7 +1985,7 @@ type SetRegisterSettingsRequest struct {
 
 func (x *SetRegisterSettingsRequest) Reset() {
 	*x = SetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1997,7 @@ func (x *SetRegisterSettingsRequest) String() string {
 func (*SetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2010,7 @@ func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetRegisterSettingsRequest) GetOrganization() *RegisterOrganization {
@@ -1966,7 +2037,7 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\bkv_pages\x18\x02 \x01(\x03R\akvPages\x12*\n" +
 	"\x11tokens_per_minute\x18\x03 \x01(\x03R\x0ftokensPerMinute\x12\x1f\n" +
 	"\vmax_context\x18\x04 \x01(\x03R\n" +
-	"maxContext\"\xdc\x02\n" +
+	"maxContext\"\x97\x03\n" +
 	"\x06Tenant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1981,7 +2052,11 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\v \x01(\tR\tupdatedAt\"\x14\n" +
+	"updated_at\x18\v \x01(\tR\tupdatedAt\x129\n" +
+	"\tresidency\x18\f \x01(\v2\x1b.cloison.admin.v1.ResidencyR\tresidency\"9\n" +
+	"\tResidency\x12\x18\n" +
+	"\aregions\x18\x01 \x03(\tR\aregions\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\"\x14\n" +
 	"\x12ListTenantsRequest\"I\n" +
 	"\x13ListTenantsResponse\x122\n" +
 	"\atenants\x18\x01 \x03(\v2\x18.cloison.admin.v1.TenantR\atenants\"\"\n" +
@@ -2004,11 +2079,12 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x12_tokens_per_minuteB\x0e\n" +
 	"\f_max_context\"'\n" +
 	"\rAllowedModels\x12\x16\n" +
-	"\x06models\x18\x01 \x03(\tR\x06models\"\xa5\x01\n" +
+	"\x06models\x18\x01 \x03(\tR\x06models\"\xe0\x01\n" +
 	"\x13UpdateTenantRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x126\n" +
 	"\x06quotas\x18\x02 \x01(\v2\x1e.cloison.admin.v1.QuotasUpdateR\x06quotas\x12F\n" +
-	"\x0eallowed_models\x18\x03 \x01(\v2\x1f.cloison.admin.v1.AllowedModelsR\rallowedModels\"\xb2\x01\n" +
+	"\x0eallowed_models\x18\x03 \x01(\v2\x1f.cloison.admin.v1.AllowedModelsR\rallowedModels\x129\n" +
+	"\tresidency\x18\x04 \x01(\v2\x1b.cloison.admin.v1.ResidencyR\tresidency\"\xb2\x01\n" +
 	"\x06Client\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -2139,101 +2215,104 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
 	(*Quotas)(nil),                     // 0: cloison.admin.v1.Quotas
 	(*Tenant)(nil),                     // 1: cloison.admin.v1.Tenant
-	(*ListTenantsRequest)(nil),         // 2: cloison.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),        // 3: cloison.admin.v1.ListTenantsResponse
-	(*GetTenantRequest)(nil),           // 4: cloison.admin.v1.GetTenantRequest
-	(*CreateTenantRequest)(nil),        // 5: cloison.admin.v1.CreateTenantRequest
-	(*SuspendTenantRequest)(nil),       // 6: cloison.admin.v1.SuspendTenantRequest
-	(*ActivateTenantRequest)(nil),      // 7: cloison.admin.v1.ActivateTenantRequest
-	(*QuotasUpdate)(nil),               // 8: cloison.admin.v1.QuotasUpdate
-	(*AllowedModels)(nil),              // 9: cloison.admin.v1.AllowedModels
-	(*UpdateTenantRequest)(nil),        // 10: cloison.admin.v1.UpdateTenantRequest
-	(*Client)(nil),                     // 11: cloison.admin.v1.Client
-	(*ListClientsRequest)(nil),         // 12: cloison.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),        // 13: cloison.admin.v1.ListClientsResponse
-	(*CreateClientRequest)(nil),        // 14: cloison.admin.v1.CreateClientRequest
-	(*RevokeClientRequest)(nil),        // 15: cloison.admin.v1.RevokeClientRequest
-	(*RevokeTokenRequest)(nil),         // 16: cloison.admin.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 17: cloison.admin.v1.RevokeTokenResponse
-	(*RetireKeyRequest)(nil),           // 18: cloison.admin.v1.RetireKeyRequest
-	(*Key)(nil),                        // 19: cloison.admin.v1.Key
-	(*ListKeysRequest)(nil),            // 20: cloison.admin.v1.ListKeysRequest
-	(*RotateKeysRequest)(nil),          // 21: cloison.admin.v1.RotateKeysRequest
-	(*ListKeysResponse)(nil),           // 22: cloison.admin.v1.ListKeysResponse
-	(*PoolStatusRequest)(nil),          // 23: cloison.admin.v1.PoolStatusRequest
-	(*TenantPages)(nil),                // 24: cloison.admin.v1.TenantPages
-	(*Pool)(nil),                       // 25: cloison.admin.v1.Pool
-	(*PoolStatusResponse)(nil),         // 26: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),      // 27: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil),     // 28: cloison.admin.v1.ReloadPoliciesResponse
-	(*RegisterOrganization)(nil),       // 29: cloison.admin.v1.RegisterOrganization
-	(*RegisterContact)(nil),            // 30: cloison.admin.v1.RegisterContact
-	(*RegisterSettings)(nil),           // 31: cloison.admin.v1.RegisterSettings
-	(*GetRegisterSettingsRequest)(nil), // 32: cloison.admin.v1.GetRegisterSettingsRequest
-	(*SetRegisterSettingsRequest)(nil), // 33: cloison.admin.v1.SetRegisterSettingsRequest
-	nil,                                // 34: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),             // 35: cloison.inference.v1.Attestation
+	(*Residency)(nil),                  // 2: cloison.admin.v1.Residency
+	(*ListTenantsRequest)(nil),         // 3: cloison.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),        // 4: cloison.admin.v1.ListTenantsResponse
+	(*GetTenantRequest)(nil),           // 5: cloison.admin.v1.GetTenantRequest
+	(*CreateTenantRequest)(nil),        // 6: cloison.admin.v1.CreateTenantRequest
+	(*SuspendTenantRequest)(nil),       // 7: cloison.admin.v1.SuspendTenantRequest
+	(*ActivateTenantRequest)(nil),      // 8: cloison.admin.v1.ActivateTenantRequest
+	(*QuotasUpdate)(nil),               // 9: cloison.admin.v1.QuotasUpdate
+	(*AllowedModels)(nil),              // 10: cloison.admin.v1.AllowedModels
+	(*UpdateTenantRequest)(nil),        // 11: cloison.admin.v1.UpdateTenantRequest
+	(*Client)(nil),                     // 12: cloison.admin.v1.Client
+	(*ListClientsRequest)(nil),         // 13: cloison.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 14: cloison.admin.v1.ListClientsResponse
+	(*CreateClientRequest)(nil),        // 15: cloison.admin.v1.CreateClientRequest
+	(*RevokeClientRequest)(nil),        // 16: cloison.admin.v1.RevokeClientRequest
+	(*RevokeTokenRequest)(nil),         // 17: cloison.admin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 18: cloison.admin.v1.RevokeTokenResponse
+	(*RetireKeyRequest)(nil),           // 19: cloison.admin.v1.RetireKeyRequest
+	(*Key)(nil),                        // 20: cloison.admin.v1.Key
+	(*ListKeysRequest)(nil),            // 21: cloison.admin.v1.ListKeysRequest
+	(*RotateKeysRequest)(nil),          // 22: cloison.admin.v1.RotateKeysRequest
+	(*ListKeysResponse)(nil),           // 23: cloison.admin.v1.ListKeysResponse
+	(*PoolStatusRequest)(nil),          // 24: cloison.admin.v1.PoolStatusRequest
+	(*TenantPages)(nil),                // 25: cloison.admin.v1.TenantPages
+	(*Pool)(nil),                       // 26: cloison.admin.v1.Pool
+	(*PoolStatusResponse)(nil),         // 27: cloison.admin.v1.PoolStatusResponse
+	(*ReloadPoliciesRequest)(nil),      // 28: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil),     // 29: cloison.admin.v1.ReloadPoliciesResponse
+	(*RegisterOrganization)(nil),       // 30: cloison.admin.v1.RegisterOrganization
+	(*RegisterContact)(nil),            // 31: cloison.admin.v1.RegisterContact
+	(*RegisterSettings)(nil),           // 32: cloison.admin.v1.RegisterSettings
+	(*GetRegisterSettingsRequest)(nil), // 33: cloison.admin.v1.GetRegisterSettingsRequest
+	(*SetRegisterSettingsRequest)(nil), // 34: cloison.admin.v1.SetRegisterSettingsRequest
+	nil,                                // 35: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),             // 36: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
-	1,  // 1: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
-	1,  // 2: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
-	8,  // 3: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
-	9,  // 4: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
-	11, // 5: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
-	11, // 6: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
-	19, // 7: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
-	24, // 8: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	35, // 9: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
-	25, // 10: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	34, // 11: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	29, // 12: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	30, // 13: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
-	29, // 14: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	30, // 15: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
-	2,  // 16: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	4,  // 17: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	5,  // 18: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	6,  // 19: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	7,  // 20: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	10, // 21: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
-	12, // 22: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
-	14, // 23: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
-	15, // 24: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
-	16, // 25: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
-	20, // 26: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	21, // 27: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	18, // 28: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
-	23, // 29: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	27, // 30: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	32, // 31: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
-	33, // 32: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
-	3,  // 33: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	1,  // 34: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 35: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 36: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 37: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 38: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	13, // 39: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	11, // 40: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	11, // 41: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	17, // 42: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	22, // 43: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	22, // 44: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	22, // 45: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	26, // 46: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	28, // 47: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	31, // 48: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	31, // 49: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	33, // [33:50] is the sub-list for method output_type
-	16, // [16:33] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 1: cloison.admin.v1.Tenant.residency:type_name -> cloison.admin.v1.Residency
+	1,  // 2: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
+	1,  // 3: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
+	9,  // 4: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
+	10, // 5: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
+	2,  // 6: cloison.admin.v1.UpdateTenantRequest.residency:type_name -> cloison.admin.v1.Residency
+	12, // 7: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
+	12, // 8: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
+	20, // 9: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
+	25, // 10: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
+	36, // 11: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	26, // 12: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
+	35, // 13: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	30, // 14: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	31, // 15: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
+	30, // 16: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	31, // 17: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
+	3,  // 18: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	5,  // 19: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	6,  // 20: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	7,  // 21: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	8,  // 22: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	11, // 23: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	13, // 24: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	15, // 25: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	16, // 26: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	17, // 27: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	21, // 28: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	22, // 29: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	19, // 30: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	24, // 31: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	28, // 32: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	33, // 33: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	34, // 34: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	4,  // 35: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	1,  // 36: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 37: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 38: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 39: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 40: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	14, // 41: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	12, // 42: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	12, // 43: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	18, // 44: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	23, // 45: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	23, // 46: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	23, // 47: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	27, // 48: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	29, // 49: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	32, // 50: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	32, // 51: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	35, // [35:52] is the sub-list for method output_type
+	18, // [18:35] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -2241,14 +2320,14 @@ func file_cloison_admin_v1_admin_proto_init() {
 	if File_cloison_admin_v1_admin_proto != nil {
 		return
 	}
-	file_cloison_admin_v1_admin_proto_msgTypes[8].OneofWrappers = []any{}
+	file_cloison_admin_v1_admin_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

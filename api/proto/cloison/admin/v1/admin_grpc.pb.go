@@ -57,7 +57,7 @@ type AdminServiceClient interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(ctx context.Context, in *SuspendTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
 	ActivateTenant(ctx context.Context, in *ActivateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
-	// UpdateTenant changes the quotas and allowed models given (kv_pages,
+	// UpdateTenant changes the quotas, allowed models and residency given (kv_pages,
 	// the tenant's KV partition, may only be restated); ledgers
 	// tenant.updated in the same transaction.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
@@ -289,7 +289,7 @@ type AdminServiceServer interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(context.Context, *SuspendTenantRequest) (*Tenant, error)
 	ActivateTenant(context.Context, *ActivateTenantRequest) (*Tenant, error)
-	// UpdateTenant changes the quotas and allowed models given (kv_pages,
+	// UpdateTenant changes the quotas, allowed models and residency given (kv_pages,
 	// the tenant's KV partition, may only be restated); ledgers
 	// tenant.updated in the same transaction.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)

@@ -1402,6 +1402,11 @@ type Attestation struct {
 	Reserved      []*Reservation         `protobuf:"bytes,8,rep,name=reserved,proto3" json:"reserved,omitempty"`
 	Ok            bool                   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
 	Reason        string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The node's residency labels (attest.Labels).
+	Labels *NodeLabels `protobuf:"bytes,11,opt,name=labels,proto3" json:"labels,omitempty"`
+	// For the calling tenant only (issue 17 §5): how it is isolated and
+	// where its data is processed. reserved lists its own reservation only.
+	Tenant        *TenantPlacement `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1506,6 +1511,175 @@ func (x *Attestation) GetReason() string {
 	return ""
 }
 
+func (x *Attestation) GetLabels() *NodeLabels {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Attestation) GetTenant() *TenantPlacement {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
+// NodeLabels are a node's residency labels.
+type NodeLabels struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Tier          string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLabels) Reset() {
+	*x = NodeLabels{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLabels) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLabels) ProtoMessage() {}
+
+func (x *NodeLabels) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLabels.ProtoReflect.Descriptor instead.
+func (*NodeLabels) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NodeLabels) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *NodeLabels) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+// TenantPlacement answers "how are my caches isolated, and where is my
+// data processed" for the calling tenant.
+type TenantPlacement struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Tenant         string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	IsolationTier  string                 `protobuf:"bytes,2,opt,name=isolation_tier,json=isolationTier,proto3" json:"isolation_tier,omitempty"`    // shared, dedicated (KV pages)
+	Zeroing        string                 `protobuf:"bytes,3,opt,name=zeroing,proto3" json:"zeroing,omitempty"`                                     // never, cross-tenant, always
+	AllowedRegions []string               `protobuf:"bytes,4,rep,name=allowed_regions,json=allowedRegions,proto3" json:"allowed_regions,omitempty"` // the tenant's residency (empty: any)
+	RequiredTier   string                 `protobuf:"bytes,5,opt,name=required_tier,json=requiredTier,proto3" json:"required_tier,omitempty"`       // the node tier it requires (empty: any)
+	Decode         *NodeLabels            `protobuf:"bytes,6,opt,name=decode,proto3" json:"decode,omitempty"`                                       // this node
+	Prefill        []*NodeLabels          `protobuf:"bytes,7,rep,name=prefill,proto3" json:"prefill,omitempty"`                                     // the prefill nodes its prompts may reach now
+	Compliant      bool                   `protobuf:"varint,8,opt,name=compliant,proto3" json:"compliant,omitempty"`                                // this node and at least one prefill path serve it
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TenantPlacement) Reset() {
+	*x = TenantPlacement{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantPlacement) ProtoMessage() {}
+
+func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantPlacement.ProtoReflect.Descriptor instead.
+func (*TenantPlacement) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TenantPlacement) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *TenantPlacement) GetIsolationTier() string {
+	if x != nil {
+		return x.IsolationTier
+	}
+	return ""
+}
+
+func (x *TenantPlacement) GetZeroing() string {
+	if x != nil {
+		return x.Zeroing
+	}
+	return ""
+}
+
+func (x *TenantPlacement) GetAllowedRegions() []string {
+	if x != nil {
+		return x.AllowedRegions
+	}
+	return nil
+}
+
+func (x *TenantPlacement) GetRequiredTier() string {
+	if x != nil {
+		return x.RequiredTier
+	}
+	return ""
+}
+
+func (x *TenantPlacement) GetDecode() *NodeLabels {
+	if x != nil {
+		return x.Decode
+	}
+	return nil
+}
+
+func (x *TenantPlacement) GetPrefill() []*NodeLabels {
+	if x != nil {
+		return x.Prefill
+	}
+	return nil
+}
+
+func (x *TenantPlacement) GetCompliant() bool {
+	if x != nil {
+		return x.Compliant
+	}
+	return false
+}
+
 type Reservation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
@@ -1516,7 +1690,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1702,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1715,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -1678,7 +1852,7 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowned_by\x18\x02 \x01(\tR\aownedBy\x12%\n" +
 	"\x0econtext_length\x18\x03 \x01(\x03R\rcontextLength\"\x17\n" +
-	"\x15GetAttestationRequest\"\xc9\x02\n" +
+	"\x15GetAttestationRequest\"\xc2\x03\n" +
 	"\vAttestation\x12#\n" +
 	"\rmodel_context\x18\x01 \x01(\x03R\fmodelContext\x12%\n" +
 	"\x0eserved_context\x18\x02 \x01(\x03R\rservedContext\x12\x1f\n" +
@@ -1693,7 +1867,22 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\breserved\x18\b \x03(\v2!.cloison.inference.v1.ReservationR\breserved\x12\x0e\n" +
 	"\x02ok\x18\t \x01(\bR\x02ok\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\";\n" +
+	" \x01(\tR\x06reason\x128\n" +
+	"\x06labels\x18\v \x01(\v2 .cloison.inference.v1.NodeLabelsR\x06labels\x12=\n" +
+	"\x06tenant\x18\f \x01(\v2%.cloison.inference.v1.TenantPlacementR\x06tenant\"8\n" +
+	"\n" +
+	"NodeLabels\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\"\xcc\x02\n" +
+	"\x0fTenantPlacement\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12%\n" +
+	"\x0eisolation_tier\x18\x02 \x01(\tR\risolationTier\x12\x18\n" +
+	"\azeroing\x18\x03 \x01(\tR\azeroing\x12'\n" +
+	"\x0fallowed_regions\x18\x04 \x03(\tR\x0eallowedRegions\x12#\n" +
+	"\rrequired_tier\x18\x05 \x01(\tR\frequiredTier\x128\n" +
+	"\x06decode\x18\x06 \x01(\v2 .cloison.inference.v1.NodeLabelsR\x06decode\x12:\n" +
+	"\aprefill\x18\a \x03(\v2 .cloison.inference.v1.NodeLabelsR\aprefill\x12\x1c\n" +
+	"\tcompliant\x18\b \x01(\bR\tcompliant\";\n" +
 	"\vReservation\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05pages\x18\x02 \x01(\x03R\x05pages2\x8d\x03\n" +
@@ -1716,7 +1905,7 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
@@ -1738,8 +1927,10 @@ var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*Model)(nil),                 // 17: cloison.inference.v1.Model
 	(*GetAttestationRequest)(nil), // 18: cloison.inference.v1.GetAttestationRequest
 	(*Attestation)(nil),           // 19: cloison.inference.v1.Attestation
-	(*Reservation)(nil),           // 20: cloison.inference.v1.Reservation
-	nil,                           // 21: cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	(*NodeLabels)(nil),            // 20: cloison.inference.v1.NodeLabels
+	(*TenantPlacement)(nil),       // 21: cloison.inference.v1.TenantPlacement
+	(*Reservation)(nil),           // 22: cloison.inference.v1.Reservation
+	nil,                           // 23: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
@@ -1747,7 +1938,7 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
-	21, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	23, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
 	6,  // 6: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
 	7,  // 7: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
 	9,  // 8: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
@@ -1758,20 +1949,24 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	12, // 13: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
 	3,  // 14: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	17, // 15: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	20, // 16: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	5,  // 17: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	13, // 18: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	15, // 19: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	18, // 20: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	8,  // 21: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	14, // 22: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	16, // 23: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	19, // 24: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	22, // 16: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	20, // 17: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
+	21, // 18: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
+	20, // 19: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
+	20, // 20: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
+	5,  // 21: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	13, // 22: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	15, // 23: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	18, // 24: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	8,  // 25: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	14, // 26: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	16, // 27: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	19, // 28: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -1799,7 +1994,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,11 @@ type Attestation struct {
 	Zeroing       string                 `protobuf:"bytes,8,opt,name=zeroing,proto3" json:"zeroing,omitempty"`
 	Ok            bool                   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
 	Reason        string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The node's residency labels (attest.Labels, issue 17 §5): a decode node
+	// sends a tenant's prompt only to a prefill node whose labels the
+	// tenant's residency allows.
+	Region        string `protobuf:"bytes,11,opt,name=region,proto3" json:"region,omitempty"`
+	Tier          string `protobuf:"bytes,12,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +180,20 @@ func (x *Attestation) GetOk() bool {
 func (x *Attestation) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *Attestation) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Attestation) GetTier() string {
+	if x != nil {
+		return x.Tier
 	}
 	return ""
 }
@@ -383,7 +402,7 @@ var File_cloison_prefill_v1_prefill_proto protoreflect.FileDescriptor
 const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\n" +
 	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"\x0f\n" +
-	"\rAttestRequest\"\xad\x02\n" +
+	"\rAttestRequest\"\xd9\x02\n" +
 	"\vAttestation\x12!\n" +
 	"\fmodel_digest\x18\x01 \x01(\tR\vmodelDigest\x12#\n" +
 	"\rmodel_context\x18\x02 \x01(\x03R\fmodelContext\x12%\n" +
@@ -398,7 +417,9 @@ const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\azeroing\x18\b \x01(\tR\azeroing\x12\x0e\n" +
 	"\x02ok\x18\t \x01(\bR\x02ok\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xaf\x01\n" +
+	" \x01(\tR\x06reason\x12\x16\n" +
+	"\x06region\x18\v \x01(\tR\x06region\x12\x12\n" +
+	"\x04tier\x18\f \x01(\tR\x04tier\"\xaf\x01\n" +
 	"\x0ePrefillRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\tR\arequest\x12\x16\n" +
