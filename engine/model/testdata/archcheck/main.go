@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
@@ -70,6 +71,12 @@ func main() {
 		// half and in the decode steps.
 		{Name: "llama-f32-long", Config: synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 264,
 			Context: 256, DType: gguf.F32, Seed: 9}},
+		// Windows across key blocks: a local layer of window 40 (its start
+		// moves inside blocks of 64 and query-row tasks of 8) then a global
+		// one, on the same 160 positions.
+		{Name: "gemma3-window-long", Config: synth.Config{Arch: "gemma3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
+			FFN: 96, Vocab: 264, Context: 256, DType: gguf.F32, Seed: 17, RopeBase: 1e6, RopeBaseSWA: 1e4, RMSEps: 1e-6, Window: 40,
+			SWAPattern: []bool{true, false}}},
 	}
 	long := make([]int32, 160)
 	for i := range long {
@@ -79,7 +86,7 @@ func main() {
 		c := &cases[i]
 		c.File = filepath.Join(dir, c.Name+".gguf")
 		c.Tokens = toks
-		if c.Name == "llama-f32-long" {
+		if strings.HasSuffix(c.Name, "-long") {
 			c.Tokens = long
 		}
 		w, err := synth.Random(c.Config)
