@@ -2,15 +2,21 @@
 // node-llama-cpp) on the same GGUF files, measured alternately in one run.
 //
 //   node scripts/peer-bench.mjs --cloisonctl BIN --models a.gguf,b.gguf \
-//        [--threads 1,2] [--prompts 128,2048] [--decode 63] [--rounds 3] [--json out.json]
+//        [--threads 1,2] [--prompts 128,2048] [--decode 63] [--rounds 3] [--json out.json] \
+//        [--check-logits f32.gguf]
 //
 // For every model, thread count and prompt length it runs, `--rounds`
-// times, first `cloisonctl bench` (one repetition) and then llama.cpp on the
+// times, first `cloisonctl bench` (best of two repetitions) and then llama.cpp on the
 // same token ids: prefill of the prompt in one batch, then --decode greedy
 // steps. Each side keeps its best round; the table prints ours ÷ llama.cpp.
 // llama.cpp's own timing is wall time around node-llama-cpp's evaluate (time
 // to the first generated token = prefill, the rest = decode), as ours is
 // wall time around Forward.
+//
+// --check-logits: for each file named (the F32 one) and each prompt length,
+// the logits at the last prompt token, ours (cloisonctl bench --logits) and
+// llama.cpp's (F32 KV cache, no flash attention, as make arch-check), must
+// agree within 1e-3; the run fails otherwise.
 //
 // Machines shared with other work give noisy figures: the alternation keeps
 // the two sides under the same load, not the load away.
@@ -19,7 +25,7 @@ import { writeFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 function args() {
-  const a = { threads: [1, 2], prompts: [128, 2048], decode: 63, rounds: 3, models: [], json: "" };
+  const a = { threads: [1, 2], prompts: [128, 2048], decode: 63, rounds: 3, models: [], json: "", checkLogits: [] };
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) {
     const k = v[i], x = v[i + 1];
@@ -37,6 +43,7 @@ function args() {
       case "--decode": a.decode = ints()[0]; break;
       case "--rounds": a.rounds = ints()[0]; break;
       case "--json": a.json = x; break;
+      case "--check-logits": a.checkLogits = x.split(",").filter((m) => m !== ""); break;
       default: throw new Error(`unknown flag ${k}`);
     }
   }
@@ -56,7 +63,9 @@ function benchTokens(n, vocab) {
 }
 
 function ours(a, model, threads, prompt) {
-  const r = spawnSync(a.cloisonctl, ["bench", model, "--json", "--reps", "1", "--threads", String(threads),
+  // Two repetitions, the best kept: the first also faults the memory-mapped
+  // weights in, which llama.cpp does while loading, outside its timing.
+  const r = spawnSync(a.cloisonctl, ["bench", model, "--json", "--reps", "2", "--threads", String(threads),
     "--prompt", String(prompt), "--decode", String(a.decode)], { encoding: "utf8", maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`cloisonctl bench ${model}: ${r.stderr || r.error}`);
   const rep = JSON.parse(r.stdout);
@@ -83,9 +92,45 @@ async function theirs(llama, a, m, threads, prompt, vocab) {
   }
 }
 
+// checkLogits compares the logits at the last prompt token.
+async function checkLogits(llama, a, path) {
+  const out = [];
+  const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+  try {
+    const vocab = model.tokens?.vocabularySize ?? model.fileInfo?.metadata?.llama?.vocab_size;
+    for (const prompt of a.prompts) {
+      const r = spawnSync(a.cloisonctl, ["bench", path, "--json", "--reps", "1", "--threads", "1", "--prompt", String(prompt),
+        "--decode", "0", "--logits"], { encoding: "utf8", maxBuffer: 1 << 26 });
+      if (r.status !== 0) throw new Error(`cloisonctl bench --logits ${path}: ${r.stderr || r.error}`);
+      const ours = JSON.parse(r.stdout).results[0].logits;
+      const ctx = await model.createContext({ contextSize: prompt + 64, batchSize: prompt, threads: 1, sequences: 1,
+        flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
+      try {
+        const toks = benchTokens(prompt, vocab);
+        const res = await ctx.getSequence().controlledEvaluate(toks.map((t, i) => (i === prompt - 1 ? [t, { generateNext: { logits: true } }] : t)));
+        const theirs = new Array(vocab).fill(null);
+        for (const [t, v] of res[prompt - 1].next.logits) theirs[t] = v;
+        if (ours.length !== vocab || theirs.some((v) => v === null)) throw new Error(`${path}: ${ours.length} / ${vocab} logits`);
+        let worst = 0;
+        for (let i = 0; i < vocab; i++) worst = Math.max(worst, Math.abs(ours[i] - theirs[i]));
+        if (!(worst <= 1e-3)) process.exitCode = 1;
+        out.push({ model: path, prompt, max_abs_diff: worst, ok: worst <= 1e-3 });
+        console.log(`${path}  prompt=${prompt}: max |logit − llama.cpp| = ${worst.toExponential(2)} (${worst <= 1e-3 ? "ok" : "FAIL"}: want ≤ 1e-3)`);
+      } finally {
+        await ctx.dispose();
+      }
+    }
+  } finally {
+    await model.dispose();
+  }
+  return out;
+}
+
 const a = args();
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
 const rows = [];
+const logitChecks = [];
+for (const path of a.checkLogits) logitChecks.push(...(await checkLogits(llama, a, path)));
 let info = {};
 for (const path of a.models) {
   const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
@@ -114,6 +159,6 @@ for (const path of a.models) {
 }
 let sys = "";
 try { sys = String(llama.systemInfo ?? ""); } catch { sys = ""; }
-const report = { ...info, llama_cpp_build: llama.buildType, llama_cpp_system_info: sys, node_llama_cpp: "3.22.1", rounds: a.rounds, results: rows };
+const report = { ...info, llama_cpp_build: llama.buildType, llama_cpp_system_info: sys, node_llama_cpp: "3.22.1", rounds: a.rounds, results: rows, logits: logitChecks };
 console.log(`cpu ${info.cpu}; cloison path ${info.cloison_path} (of ${info.cloison_paths}); llama.cpp: ${sys}`);
 if (a.json) writeFileSync(a.json, JSON.stringify(report, null, 2) + "\n");

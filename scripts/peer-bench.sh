@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # make peer-bench: Cloison's CPU forward pass ÷ llama.cpp (node-llama-cpp,
 # pinned) on synthesized GGUF files, 1 and 2 threads, 128- and 2,048-token
-# prompts, measured alternately in one run (scripts/peer-bench.mjs).
+# prompts, measured alternately in one run (scripts/peer-bench.mjs); then,
+# on the F32 file, the logits at the last prompt token of each prompt length
+# against llama.cpp's (within 1e-3, else the run fails).
 #
 # Environment: PEER_THREADS (1,2), PEER_PROMPTS (128,2048), PEER_DECODE (63),
-# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0), PEER_DIR (.cache/peer-bench).
+# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k), PEER_DIR (.cache/peer-bench).
 # Run it on an otherwise idle machine: figures taken while other work runs
 # are noisy (the alternation shares the load between the sides, it does not
 # remove it).
@@ -25,20 +27,21 @@ if [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llama-cpp/package
 fi
 
 # The models of issue 16: 8 layers, d=768, 12 heads over 4 KV heads, FFN
-# 2048, vocabulary 8192. cloisonctl model synth writes F32, F16 and Q8_0;
-# it has no Q4_K writer, so Q4_K is not compared here.
+# 2048, vocabulary 8192, in F32, F16, Q8_0 and Q4_K (every matrix Q4_K).
 models=()
-IFS=, read -ra types <<< "${PEER_TYPES:-f32,f16,q8_0}"
+check=()
+IFS=, read -ra types <<< "${PEER_TYPES:-f32,f16,q8_0,q4_k}"
 for t in "${types[@]}"; do
 	f="$dir/models/8L-d768-$t.gguf"
 	[ -f "$f" ] || "$dir/bin/cloisonctl" model synth --layers 8 --d-model 768 --heads 12 --kv-heads 4 --ffn 2048 \
 		--vocab 8192 --context 4096 --dtype "$t" "$f" >/dev/null
 	models+=("$PWD/$f")
+	[ "$t" != f32 ] || check+=("$PWD/$f")
 done
 (IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); models: ${models[*]}")
 
 cp scripts/peer-bench.mjs "$dir/node/peer-bench.mjs"
 (IFS=,; cd "$dir/node" && node peer-bench.mjs --cloisonctl "$PWD/../bin/cloisonctl" --models "${models[*]}" \
 	--threads "${PEER_THREADS:-1,2}" --prompts "${PEER_PROMPTS:-128,2048}" --decode "${PEER_DECODE:-63}" \
-	--rounds "${PEER_ROUNDS:-3}" --json "$PWD/../peer-bench.json")
+	--rounds "${PEER_ROUNDS:-3}" --check-logits "${check[*]}" --json "$PWD/../peer-bench.json")
 echo "== results: $dir/peer-bench.json"

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +29,7 @@ type benchConfig struct {
 	prompts, batches, threads []int
 	decode, reps              int
 	path, cpuProfile          string
-	jsonOut                   bool
+	jsonOut, logits           bool
 }
 
 // benchResult is one measured (threads, prompt, batch) point: the best of
@@ -42,6 +43,9 @@ type benchResult struct {
 	DecodeTokS   float64 `json:"decode_tok_s"`
 	PrefillMilli float64 `json:"prefill_ms"`
 	DecodeMilli  float64 `json:"decode_ms"`
+	// Logits (--logits) are sequence 0's logits at its last prompt token
+	// after the prefill of the first repetition.
+	Logits []float32 `json:"logits,omitempty"`
 }
 
 type benchReport struct {
@@ -93,6 +97,7 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2 or avx512 (default CLOISON_CPU, else the fastest)")
 	f.BoolVar(&c.jsonOut, "json", false, "JSON output")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	f.BoolVar(&c.logits, "logits", false, "report sequence 0's logits after the first prefill (JSON output; make peer-bench compares them with llama.cpp's)")
 	return cmd
 }
 
@@ -148,7 +153,7 @@ func runBench(path string, c benchConfig) (*benchReport, error) {
 					b.Close()
 					return nil, fmt.Errorf("prompt %d + decode %d exceeds the model's context of %d", p, c.decode, m.Context)
 				}
-				r, err := benchPoint(m, th, p, bs, c.decode, c.reps)
+				r, err := benchPoint(m, th, p, bs, c.decode, c.reps, c.logits)
 				if err != nil {
 					m.Close()
 					b.Close()
@@ -172,7 +177,7 @@ func openBenchBackend(threads int, path string) (*cpu.Backend, error) {
 
 // benchPoint measures one (threads, prompt, batch) point over a fresh pool
 // and arena holding exactly the batch's pages.
-func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int) (benchResult, error) {
+func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLogits bool) (benchResult, error) {
 	const pageTokens = 16
 	perSeq := (prompt + decode + pageTokens - 1) / pageTokens
 	pages := batch * perSeq
@@ -225,6 +230,9 @@ func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int) (bench
 			return res, err
 		}
 		pre := time.Since(t0)
+		if keepLogits && rep == 0 {
+			res.Logits = slices.Clone(logits[0])
+		}
 		next := make([][]int32, batch)
 		t0 = time.Now()
 		for range decode {

@@ -34,6 +34,25 @@ func TestBenchCommand(t *testing.T) {
 			t.Fatalf("result %+v", r)
 		}
 	}
+	for _, r := range rep.Results {
+		if r.Logits != nil {
+			t.Fatal("logits reported without --logits")
+		}
+	}
+	// --logits: sequence 0's logits after the prefill, the same whatever
+	// the thread count and batch (batch invariance) on a path.
+	var lr benchReport
+	if err := json.Unmarshal([]byte(mustRun(t, "bench", model, "--prompt", "20", "--batch", "1,3", "--threads", "1,2", "--decode", "0", "--reps", "1", "--json", "--logits")), &lr); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range lr.Results {
+		if len(r.Logits) != 300 || !slices.Equal(r.Logits, lr.Results[0].Logits) {
+			t.Fatalf("point %d/%d/%d: %d logits, equal to the first point's: %v", r.Threads, r.Prompt, r.Batch, len(r.Logits), slices.Equal(r.Logits, lr.Results[0].Logits))
+		}
+	}
+	if slices.Max(lr.Results[0].Logits) == slices.Min(lr.Results[0].Logits) {
+		t.Fatal("constant logits")
+	}
 	text := mustRun(t, "bench", model, "--prompt", "8", "--decode", "0", "--reps", "1")
 	if !strings.Contains(text, "prefill tok/s") || !strings.Contains(text, "path "+string(cpu.Paths()[len(cpu.Paths())-1])) {
 		t.Fatalf("text output:\n%s", text)

@@ -94,7 +94,7 @@ func TestLlamaCppLogits(t *testing.T) {
 				if m.Window > 0 && m.Window >= len(c.Tokens) {
 					t.Fatalf("window %d does not bind on %d tokens", m.Window, len(c.Tokens))
 				}
-				k := newKV(t, m, 16, 4, "t")
+				k := newKV(t, m, max(16, (len(c.Tokens)+3)/4), 4, "t")
 				s := k.start(t, "t", "r", len(c.Tokens))
 				// Prefill half, then decode one token at a time.
 				h := len(c.Tokens) / 2

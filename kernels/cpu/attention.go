@@ -9,18 +9,21 @@ import (
 
 // Attention computes causal grouped-query attention through block tables.
 // Every page is checked (tag and fill) before any is read; then tasks of
-// (query row, query head) run in parallel, each owning its output head. Per output element the order is fixed: scores in
-// position order, the softmax normaliser summed in float64 in position
-// order, values accumulated in position order.
+// (span, kv head, block of attnRows query rows) run in parallel, each
+// owning the output heads of its rows that read that kv head. The work is
+// tiled as flash attention is: keys and values in blocks of attnKeys
+// positions, an online softmax per query head, never a score matrix; see
+// flash for the order, fixed per output element whatever the batch.
 func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span) error {
 	return a.AttentionWith(layer, out, q, spans, kernels.AttentionOptions{})
 }
 
 // AttentionWith is Attention with a score scale and a sliding window
 // (kernels.WindowAttender): a query at position p reads only the keys and
-// values of positions max(0, p−Window+1) … p, in position order as
-// Attention does, so a window wider than the sequence gives bit-identical
-// results to Attention.
+// values of positions max(0, p−Window+1) … p (the pages before the window
+// keep their tag and fill checks, their keys and values are not read).
+// Key blocks are still counted from position 0, so a window wider than the
+// sequence gives bit-identical results to Attention.
 func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.Span, o kernels.AttentionOptions) error {
 	b := a.b
 	if o.Window < 0 || o.Scale < 0 || math.IsInf(float64(o.Scale), 0) || math.IsNaN(float64(o.Scale)) {
@@ -53,12 +56,12 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 			return err
 		}
 	}
-	// Task t: span, query j, kv head kh (its group of query heads share
-	// each key and value row loaded).
+	// Task t: span, kv head kh, block qb of query rows (consecutive tasks
+	// read the same kv head's keys and values, which stay in cache).
 	qHeads := qt.cols / hd
 	offs := make([]int, len(spans)+1)
 	for i, s := range spans {
-		offs[i+1] = offs[i] + s.N*a.c.KVHeads
+		offs[i+1] = offs[i] + (s.N+attnRows-1)/attnRows*a.c.KVHeads
 	}
 	group := qHeads / a.c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -72,139 +75,306 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		}
 		s := spans[si]
 		t -= offs[si]
-		j, kh := t/a.c.KVHeads, t%a.c.KVHeads
-		n := s.Pos + j + 1 // positions read: [lo, n)
-		lo := 0
-		if o.Window > 0 {
-			lo = max(0, n-o.Window)
-		}
+		blocks := (s.N + attnRows - 1) / attnRows
+		kh, qb := t/blocks, t%blocks
 		sc := scorePool.Get().(*attnScratch)
-		sc.scores = grow(sc.scores, group*(n-lo))
-		qr, or := qt.row(s.Row+j), ot.row(s.Row+j)
-		a.group(sc, qr[kh*group*hd:(kh+1)*group*hd], or[kh*group*hd:(kh+1)*group*hd], s, layer, kh, group, lo, n, scale)
+		a.flash(sc, qt, ot, s, layer, kh, group, qb*attnRows, min(s.N, (qb+1)*attnRows), scale, o.Window)
 		scorePool.Put(sc)
 	})
 	return nil
 }
 
-// attnScratch is one task's scores (group × positions) and value offsets.
+// The tiling of attention: a task takes attnRows query rows (all the query
+// heads of one kv head: attnRows·group vectors) through the keys and
+// values attnKeys positions at a time, a block of each staying in L1 while
+// every vector of the task reads it.
+const (
+	attnRows = 8
+	attnKeys = 64
+)
+
+// attnScratch is one task's scores (vectors × attnKeys), online-softmax
+// state and a block's value offsets.
 type attnScratch struct {
 	scores []float32
-	offs   []int
+	m      []float32    // running maximum per vector
+	l      []float64    // running normaliser per vector
+	offs   []int        // values of the block
+	koffs  []int        // keys of the block (scores4)
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
+	ov, sv [4][]float32 // wsum4's outputs and weights
 	out    [16]float32
 }
 
 var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
 
-// group computes the attention of the group query heads q (group × hd) that
-// read kv head kh, over positions [lo, n), into o (group × hd). Per output
-// element the order is that of one head alone: scores (dot1x4's order, also
-// in a register tile of several heads), the softmax, values in position
-// order (axpy's chain, also with the output held in registers).
-func (a *arena) group(sc *attnScratch, q, o []float32, s kernels.Span, layer, kh, group, lo, n int, scale float32) {
+// scores4 computes a register tile's scores over a key block in one call
+// (avx512, head dimension a multiple of 16; nil elsewhere): out[r·attnKeys+j]
+// = x[r]·data[offs[j]:][:hd] for j < len(offs)&^3, with the bits of the
+// tile kernel (dot1x4's order).
+var scores4 func(x *[4][]float32, data []float32, offs []int, hd int, out []float32)
+
+// flash computes the attention of query rows [j0, j1) of span s for the
+// query heads that read kv head kh. Vector i is row j0+i/group, head
+// kh·group+i%group; it reads positions [lo, lim) with lim = s.Pos+row+1
+// and lo = max(0, lim−window) when window > 0, else 0. Per vector the
+// order is fixed and depends only on lo and lim, never on the other
+// vectors of the task:
+//
+//   - key blocks [64b, 64b+64) ∩ [lo, lim), counted from position 0, in
+//     order;
+//   - scores q·k with dot1x4's order (the same in a register tile of
+//     several vectors), times scale;
+//   - per block: its maximum bm; m' = max(m, bm); when m' > m (and a
+//     block came before) o and l are scaled by expf(m − m'); e = expf(s − m');
+//     l += the block's float64 sum of e (four lanes, see online); o += e·v
+//     with axpy's chain in position order (wsum: o held in registers);
+//   - at the end o is multiplied by float32(1/l).
+//
+// A register tile of vectors starts at its first vector's lo (the
+// smallest): the scores it computes below a later vector's lo are inside
+// the first vector's window, and are never used.
+func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0, j1 int, scale float32, window int) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
 	k := a.b.k
-	// Positions are relative to lo from here on: index p is position lo+p.
+	nv := (j1 - j0) * group
+	vec := func(t *tensor, i int) []float32 {
+		h := kh*group + i%group
+		return t.row(s.Row + j0 + i/group)[h*hd : (h+1)*hd : (h+1)*hd]
+	}
+	lim := func(i int) int { return s.Pos + j0 + i/group + 1 }
+	lo := func(i int) int {
+		if window > 0 {
+			return max(0, lim(i)-window)
+		}
+		return 0
+	}
 	key := func(p int) []float32 {
-		p += lo
 		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
 	}
-	n -= lo
-	head := func(g int) []float32 { return q[g*hd : (g+1)*hd : (g+1)*hd] }
-	scores := func(g int) []float32 { return sc.scores[g*n : (g+1)*n : (g+1)*n] }
-	g := 0
-	if k.tile != nil && group > 1 {
-		// Heads tileRows at a time (a last, partial tile repeats its last head
-		// in the spare rows), four positions at a time.
-		xs, ws, out := &sc.xs, &sc.ws, &sc.out
-		for ; g < group; g += k.tileRows {
-			rows := min(k.tileRows, group-g)
-			for i := range k.tileRows {
-				xs[i] = head(g + min(i, rows-1))
+	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
+	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.path == AVX512 && hd%16 == 0
+	sc.m = grow(sc.m, nv)
+	sc.l = growAny(sc.l, nv)
+	for i := range nv {
+		sc.m[i], sc.l[i] = float32(math.Inf(-1)), 0
+		clear(vec(ot, i))
+	}
+	scores := func(i int) []float32 { return sc.scores[i*attnKeys : (i+1)*attnKeys : (i+1)*attnKeys] }
+	// w4: wsum4 takes this head dimension (probed with no positions).
+	w4 := false
+	if wsum4 != nil && k.path == AVX512 && nv >= 4 {
+		for r := range 4 {
+			sc.ov[r], sc.sv[r] = vec(ot, r), nil
+		}
+		w4 = wsum4(&sc.ov, &sc.sv, a.data, nil)
+	}
+	end := lim(nv - 1)
+	// Both bounds are nondecreasing in i: from(i) and to(i) delimit the
+	// positions of block [b0, b1) that vector i reads.
+	var b0, b1 int
+	from := func(i int) int { return max(b0, lo(i)) }
+	to := func(i int) int { return min(b1, lim(i)) }
+	for b0 = lo(0) / attnKeys * attnKeys; b0 < end; b0 += attnKeys {
+		b1 = min(b0+attnKeys, end)
+		kb := from(0) // the block's first position read; koffs and offs start there
+		if fast {
+			sc.koffs = sc.koffs[:0]
+			for p := kb; p < b1; p++ {
+				sc.koffs = append(sc.koffs, a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt)+kh*hd)
 			}
-			p := 0
-			for ; p+4 <= n; p += 4 {
-				*ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
-				k.tile(xs, ws, out)
-				for i := range rows {
-					copy(scores(g + i)[p:p+4], out[4*i:4*i+4])
+		}
+		// Scores of positions [from, to) of every vector, at index p−b0 (a
+		// tile computes from its first vector's from to its last vector's
+		// to; the spare scores of its other rows are not used).
+		i := 0
+		if k.tile != nil && nv > 1 {
+			xs, ws, out := &sc.xs, &sc.ws, &sc.out
+			for ; i < nv; i += k.tileRows {
+				rows := min(k.tileRows, nv-i) // a partial tile repeats its last vector
+				for r := range k.tileRows {
+					xs[r] = vec(qt, i+min(r, rows-1))
+				}
+				pe := to(i + rows - 1)
+				p := from(i)
+				if p >= pe {
+					continue // no vector of the tile reads this block
+				}
+				if fast {
+					ng := (pe - p) / 4
+					scores4(xs, a.data, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
+					p += 4 * ng
+				}
+				for ; p+4 <= pe; p += 4 {
+					*ws = [4][]float32{key(p), key(p + 1), key(p + 2), key(p + 3)}
+					k.tile(xs, ws, out)
+					for r := range rows {
+						copy(scores(i + r)[p-b0:p-b0+4], out[4*r:4*r+4])
+					}
+				}
+				for ; p < pe; p++ {
+					for r := range rows {
+						scores(i + r)[p-b0] = k.dot1x1(xs[r], key(p))
+					}
 				}
 			}
-			for ; p < n; p++ {
-				for i := range rows {
-					scores(g + i)[p] = k.dot1x1(xs[i], key(p))
+		}
+		for ; i < nv; i++ {
+			qh, sg := vec(qt, i), scores(i)
+			pe := to(i)
+			p := from(i)
+			for ; p+4 <= pe; p += 4 {
+				sg[p-b0], sg[p-b0+1], sg[p-b0+2], sg[p-b0+3] = k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
+			}
+			for ; p < pe; p++ {
+				sg[p-b0] = k.dot1x1(qh, key(p))
+			}
+		}
+		// Value offsets of the block in the arena, once for every vector.
+		sc.offs = sc.offs[:0]
+		if k.wsum != nil {
+			for p := kb; p < b1; p++ {
+				sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
+			}
+		}
+		// voffs: the value offsets from position p (none without wsum).
+		voffs := func(p int) []int {
+			if len(sc.offs) == 0 {
+				return nil
+			}
+			return sc.offs[p-kb:]
+		}
+		for i := range nv {
+			if f, t := from(i), to(i); f < t {
+				a.online(scores(i)[f-b0:t-b0], vec(ot, i), &sc.m[i], &sc.l[i], scale)
+			}
+		}
+		// Values: four vectors at a time over the positions all four read
+		// (avx512), each vector's own positions before and after them
+		// alone; every element still adds its positions in order.
+		i = 0
+		if w4 {
+			ov, sv := &sc.ov, &sc.sv
+			for ; i+4 <= nv; i += 4 {
+				c0, c1 := from(i+3), to(i) // read by all four
+				if c0 >= c1 {
+					for r := range 4 {
+						a.valuesOf(scores(i+r), vec(ot, i+r), s, layer, kh, b0, from(i+r), to(i+r), voffs)
+					}
+					continue
+				}
+				for r := range 4 {
+					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[c0-b0:c1-b0]
+					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, from(i+r), c0, voffs)
+				}
+				if !wsum4(ov, sv, a.data, voffs(c0)[:c1-c0]) {
+					panic("kernels/cpu: attention value tile refused after its probe")
+				}
+				for r := range 4 {
+					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, c1, to(i+r), voffs)
 				}
 			}
 		}
-	}
-	for ; g < group; g++ {
-		qh, sg := head(g), scores(g)
-		p := 0
-		for ; p+4 <= n; p += 4 {
-			sg[p], sg[p+1], sg[p+2], sg[p+3] = k.dot1x4(qh, key(p), key(p+1), key(p+2), key(p+3))
-		}
-		for ; p < n; p++ {
-			sg[p] = k.dot1x1(qh, key(p))
+		for ; i < nv; i++ {
+			a.valuesOf(scores(i), vec(ot, i), s, layer, kh, b0, from(i), to(i), voffs)
 		}
 	}
-	// Value offsets in the arena, once for the group.
-	sc.offs = sc.offs[:0]
-	if k.wsum != nil {
-		for p := lo; p < lo+n; p++ {
-			sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
+	for i := range nv {
+		inv := float32(1 / sc.l[i])
+		oh := vec(ot, i)
+		for d := range oh {
+			oh[d] *= inv
 		}
-	}
-	for g := range group {
-		a.softmaxValues(scores(g), o[g*hd:(g+1)*hd:(g+1)*hd], s, layer, kh, lo, n, scale, sc.offs)
 	}
 }
 
-// softmaxValues turns one head's scores of positions [lo, lo+n) into its
-// output: softmax (max, exp
-// and the float64 normaliser in position order), then values in position
-// order, then the division.
-func (a *arena) softmaxValues(scores, oh []float32, s kernels.Span, layer, kh, lo, n int, scale float32, voffs []int) {
+// online takes one key block's scores sg of a vector into its running
+// maximum m and normaliser l, rescaling its output oh when the maximum
+// grows, and leaves the weights expf(score − m) in sg (flash's order).
+func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) {
+	k := a.b.k
+	n := len(sg)
+	// Four independent chains (the loops are latency-bound): the maximum
+	// does not depend on their order, the block's sum is
+	// (s0+s1)+(s2+s3) of lanes of positions ≡ 0, 1, 2, 3 mod 4 (the tail
+	// in lane 0), in position order within a lane.
+	inf := float32(math.Inf(-1))
+	m0, m1, m2, m3 := inf, inf, inf, inf
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		q := (*[4]float32)(sg[i:])
+		v0, v1, v2, v3 := float32(q[0]*scale), float32(q[1]*scale), float32(q[2]*scale), float32(q[3]*scale)
+		q[0], q[1], q[2], q[3] = v0, v1, v2, v3
+		m0, m1, m2, m3 = max(m0, v0), max(m1, v1), max(m2, v2), max(m3, v3)
+	}
+	for ; i < n; i++ {
+		v := float32(sg[i] * scale)
+		sg[i] = v
+		m0 = max(m0, v)
+	}
+	bm := max(m0, m1, m2, m3)
+	if mn := max(*m, bm); mn > *m {
+		if !math.IsInf(float64(*m), -1) {
+			alpha := expf(*m - mn)
+			for d := range oh {
+				oh[d] *= alpha
+			}
+			*l *= float64(alpha)
+		}
+		*m = mn
+	}
+	if k.expSub != nil {
+		k.expSub(sg, *m)
+	} else {
+		for i, v := range sg {
+			sg[i] = expf(v - *m)
+		}
+	}
+	var s0, s1, s2, s3 float64
+	i = 0
+	for ; i+4 <= n; i += 4 {
+		q := (*[4]float32)(sg[i:])
+		s0, s1, s2, s3 = s0+float64(q[0]), s1+float64(q[1]), s2+float64(q[2]), s3+float64(q[3])
+	}
+	for ; i < n; i++ {
+		s0 += float64(sg[i])
+	}
+	*l += (s0 + s1) + (s2 + s3)
+}
+
+// valuesOf is values for positions [f, t) of a vector whose block scores
+// sg start at position b0, voffs giving the value offsets from a position.
+func (a *arena) valuesOf(sg, oh []float32, s kernels.Span, layer, kh, b0, f, t int, voffs func(int) []int) {
+	if f < t {
+		a.values(sg[f-b0:t-b0], oh, s, layer, kh, f, voffs(f))
+	}
+}
+
+// wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
+// o[r] += Σ_p s[r][p]·data[offs[p]:][:len(o[r])] with wsum's chain per
+// element; false (nothing done) when it cannot for this head dimension.
+var wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
+
+// values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
+// element); voffs holds the values' offsets when the path has wsum.
+func (a *arena) values(sg, oh []float32, s kernels.Span, layer, kh, p0 int, voffs []int) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
-	m := float32(math.Inf(-1))
-	for i, v := range scores[:n] {
-		v = float32(v * scale)
-		scores[i] = v
-		m = max(m, v)
+	k := a.b.k
+	if k.wsum != nil && k.wsum(oh, sg, a.data, voffs[:len(sg)]) {
+		return
 	}
-	var sum float64
-	if k := a.b.k; k.expSub != nil {
-		k.expSub(scores[:n], m)
-		for _, e := range scores[:n] {
-			sum += float64(e)
-		}
-	} else {
-		for i, v := range scores[:n] {
-			e := expf(v - m)
-			scores[i] = e
-			sum += float64(e)
-		}
+	val := func(p int) []float32 {
+		return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
 	}
-	clear(oh)
-	if k := a.b.k; k.wsum == nil || !k.wsum(oh, scores[:n], a.data, voffs) {
-		val := func(p int) []float32 {
-			p += lo
-			return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
-		}
-		// Four positions per pass over oh; each element still adds the
-		// positions in order.
-		p := 0
-		for ; p+4 <= n; p += 4 {
-			k.axpy4(oh, (*[4]float32)(scores[p:]), val(p), val(p+1), val(p+2), val(p+3))
-		}
-		for ; p < n; p++ {
-			k.axpy1(oh, scores[p], val(p))
-		}
+	// Four positions per pass over oh; each element still adds the
+	// positions in order.
+	n, i := len(sg), 0
+	for ; i+4 <= n; i += 4 {
+		k.axpy4(oh, (*[4]float32)(sg[i:]), val(p0+i), val(p0+i+1), val(p0+i+2), val(p0+i+3))
 	}
-	inv := float32(1 / sum)
-	for d := range oh {
-		oh[d] *= inv
+	for ; i < n; i++ {
+		k.axpy1(oh, sg[i], val(p0+i))
 	}
 }

@@ -67,3 +67,68 @@ func vexpSub(x []float32, m float32) {
 
 //go:noescape
 func expSubAVX512(x *float32, m float32, n int, c *[13]float32)
+
+func init() {
+	if hasAVX512 {
+		scores4, wsum4 = vscores4, vwsum4
+	}
+}
+
+// vscores4 is scores4 on avx512: the scores of four query rows x against
+// the len(offs)/4·4 keys at data[offs[j]:][:hd] into out (row r at
+// out[r·attnKeys:]), each with dot4x4AVX512's bits (hd a multiple of 16,
+// so no tail). It checks every offset and length so that the assembly
+// reads and writes only inside the slices.
+func vscores4(x *[4][]float32, data []float32, offs []int, hd int, out []float32) {
+	ng := len(offs) / 4
+	if ng == 0 {
+		return
+	}
+	if hd <= 0 || hd%16 != 0 || len(out) < 3*attnKeys+4*ng {
+		panic("kernels/cpu: attention score tile shapes")
+	}
+	for r := range x {
+		if len(x[r]) < hd {
+			panic("kernels/cpu: attention score tile shapes")
+		}
+	}
+	for _, off := range offs[:4*ng] {
+		if off < 0 || off+hd > len(data) {
+			panic("kernels/cpu: attention key outside the arena")
+		}
+	}
+	scores4AVX512(&x[0][0], &x[1][0], &x[2][0], &x[3][0], &data[0], &offs[0], ng, hd, &out[0])
+}
+
+//go:noescape
+func scores4AVX512(x0, x1, x2, x3 *float32, base *float32, offs *int, ng int, hd int, out *float32)
+
+// vwsum4 is wsum4 on avx512: vwsum for four outputs o[r] with their
+// weights s[r], each value row loaded once for the four; false (nothing
+// done) when len(o[r]) is not a multiple of 64.
+func vwsum4(o, s *[4][]float32, data []float32, offs []int) bool {
+	hd, n := len(o[0]), len(offs)
+	if hd == 0 || hd%64 != 0 {
+		return false
+	}
+	for r := range 4 {
+		if len(o[r]) != hd || len(s[r]) < n {
+			return false
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	for _, off := range offs {
+		if off < 0 || off+hd > len(data) {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	for c := 0; c < hd; c += 64 {
+		wsum4x64AVX512(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &data[c], &offs[0], n)
+	}
+	return true
+}
+
+//go:noescape
+func wsum4x64AVX512(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *float32, offs *int, n int)

@@ -75,8 +75,9 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		tile, blk := t/blocks, t%blocks
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
 		o0, o1 := blk*wBlock, min(p.m.rows, (blk+1)*wBlock)
-		if !b.k.q8IntMul(p.dst, acts, p.m, r0, r1, o0, o1) {
-			b.k.mulBlock(p.dst, xt, p.m, r0, r1, o0, o1)
+		r := b.k.kqTile(p.dst, acts, p.m, r0, r1, o0, o1) // Q4_K rows four at a time
+		if r < r1 && !b.k.q8IntMul(p.dst, acts, p.m, r, r1, o0, o1) {
+			b.k.mulBlock(p.dst, xt, p.m, r, r1, o0, o1)
 		}
 	})
 	acts.release()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
@@ -65,11 +66,29 @@ func main() {
 		{Name: "granite-f32", Config: synth.Config{Arch: "granite", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2,
 			FFN: 96, Vocab: 300, Context: 256, DType: gguf.F32, Seed: 16, Tied: true, LogitScale: 4, ResidualScale: 0.22,
 			EmbedScale: 12, AttnScale: 0.1}},
+		// 160 positions: attention crosses key blocks of 64 (kernels/cpu's
+		// flash tiling and its online-softmax rescaling) in the prefill
+		// half and in the decode steps.
+		{Name: "llama-f32-long", Config: synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 264,
+			Context: 256, DType: gguf.F32, Seed: 9}},
+		// Windows across key blocks: a local layer of window 40 (its start
+		// moves inside blocks of 64 and query-row tasks of 8) then a global
+		// one, on the same 160 positions.
+		{Name: "gemma3-window-long", Config: synth.Config{Arch: "gemma3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
+			FFN: 96, Vocab: 264, Context: 256, DType: gguf.F32, Seed: 17, RopeBase: 1e6, RopeBaseSWA: 1e4, RMSEps: 1e-6, Window: 40,
+			SWAPattern: []bool{true, false}}},
+	}
+	long := make([]int32, 160)
+	for i := range long {
+		long[i] = int32((i*37 + 11) % 264)
 	}
 	for i := range cases {
 		c := &cases[i]
 		c.File = filepath.Join(dir, c.Name+".gguf")
 		c.Tokens = toks
+		if strings.HasSuffix(c.Name, "-long") {
+			c.Tokens = long
+		}
 		w, err := synth.Random(c.Config)
 		if err == nil {
 			err = w.WriteFile(c.File)

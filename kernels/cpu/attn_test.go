@@ -1,0 +1,121 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestScores4: the avx512 key-block score tile gives every score the bits of
+// the path's one-row kernel (dot1x1) and writes only its rows' scores.
+func TestScores4(t *testing.T) {
+	if scores4 == nil {
+		t.Skip("no avx512 score tile on this CPU")
+	}
+	k := kernelSet(AVX512)
+	r := rand.New(rand.NewPCG(16, 1))
+	for _, hd := range []int{16, 64, 128} {
+		data := make([]float32, 200*hd)
+		for i := range data {
+			data[i] = float32(r.NormFloat64())
+		}
+		var x [4][]float32
+		for i := range x {
+			x[i] = make([]float32, hd)
+			for j := range x[i] {
+				x[i][j] = float32(r.NormFloat64() * 3)
+			}
+		}
+		for _, n := range []int{4, 8, 60, attnKeys} {
+			offs := make([]int, n)
+			for j := range offs {
+				offs[j] = r.IntN(len(data) - hd + 1) // any offset, unaligned
+			}
+			out := make([]float32, 4*attnKeys)
+			for i := range out {
+				out[i] = -7
+			}
+			scores4(&x, data, offs, hd, out)
+			for i := range 4 {
+				for j := range attnKeys {
+					got := out[i*attnKeys+j]
+					if j >= n {
+						if got != -7 {
+							t.Fatalf("hd=%d n=%d: row %d, score %d written", hd, n, i, j)
+						}
+						continue
+					}
+					want := k.dot1x1(x[i], data[offs[j]:offs[j]+hd])
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("hd=%d n=%d: row %d key %d: %v, one-row kernel %v", hd, n, i, j, got, want)
+					}
+				}
+			}
+		}
+	}
+	// An offset outside the arena is refused before any read.
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a key outside the arena")
+		}
+	}()
+	var x [4][]float32
+	for i := range x {
+		x[i] = make([]float32, 16)
+	}
+	scores4(&x, make([]float32, 64), []int{0, 16, 32, 49}, 16, make([]float32, 4*attnKeys))
+}
+
+// TestWsum4: four outputs summed at once have the bits of each summed alone
+// with the path's wsum.
+func TestWsum4(t *testing.T) {
+	if wsum4 == nil {
+		t.Skip("no avx512 value tile on this CPU")
+	}
+	k := kernelSet(AVX512)
+	r := rand.New(rand.NewPCG(16, 2))
+	for _, hd := range []int{64, 128} {
+		data := make([]float32, 100*hd)
+		for i := range data {
+			data[i] = float32(r.NormFloat64())
+		}
+		for _, n := range []int{0, 1, 5, attnKeys} {
+			offs := make([]int, n)
+			for j := range offs {
+				offs[j] = r.IntN(len(data) - hd + 1)
+			}
+			var o, s [4][]float32
+			want := make([][]float32, 4)
+			for i := range 4 {
+				o[i], s[i] = make([]float32, hd), make([]float32, n)
+				for j := range o[i] {
+					o[i][j] = float32(r.NormFloat64())
+				}
+				for j := range s[i] {
+					s[i][j] = float32(r.Float64())
+				}
+				want[i] = append([]float32(nil), o[i]...)
+				if !k.wsum(want[i], s[i], data, offs) {
+					t.Fatal("wsum refused")
+				}
+			}
+			if !wsum4(&o, &s, data, offs) {
+				t.Fatalf("hd=%d: wsum4 refused", hd)
+			}
+			for i := range 4 {
+				for j := range hd {
+					if math.Float32bits(o[i][j]) != math.Float32bits(want[i][j]) {
+						t.Fatalf("hd=%d n=%d: output %d element %d: %v, wsum %v", hd, n, i, j, o[i][j], want[i][j])
+					}
+				}
+			}
+		}
+	}
+	var o, s [4][]float32
+	for i := range 4 {
+		o[i], s[i] = make([]float32, 32), make([]float32, 1)
+	}
+	if wsum4(&o, &s, make([]float32, 64), []int{0}) {
+		t.Fatal("wsum4 accepted a head dimension of 32")
+	}
+}

@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+type kqTileFunc = func(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int)
+
+// TestKQTile: every element of the Q4_K and Q6_K prefill tiles (4 rows;
+// 8 rows for Q4_K with VNNI) has the bits of the one-row kernel of the
+// vector paths, so a row's result does not depend on the rows it shares a
+// tile with; the tiles write only their outputs. (MatMul's batch
+// invariance through the tiles is the conformance suite's.)
+func TestKQTile(t *testing.T) {
+	if q4kTile4 == nil {
+		t.Skip("no k-quant tile on this CPU")
+	}
+	type tc struct {
+		dt   kernels.DType
+		rows int
+		tile kqTileFunc
+		one  func(xq []int8, xd []float32, bs []int16, w []byte) float32
+	}
+	cases := []tc{{kernels.Q4_K, 4, q4kTile4, vq4ki1x1}, {kernels.Q6_K, 4, q6kTile4, vq6ki1x1}}
+	if q4kTile8 != nil {
+		cases = append(cases, tc{kernels.Q4_K, 8, q4kTile8, vq4ki1x1})
+	}
+	r := rand.New(rand.NewPCG(16, 4))
+	for _, c := range cases {
+		for _, nsb := range []int{1, 2, 3, 9} {
+			t.Run(fmt.Sprintf("%v/rows=%d/n=%d", c.dt, c.rows, nsb*256), func(t *testing.T) {
+				testKQTile(t, r, c.dt, c.rows, nsb, c.tile, c.one)
+			})
+		}
+	}
+}
+
+func testKQTile(t *testing.T, r *rand.Rand, dt kernels.DType, rows, nsb int, tile kqTileFunc, one func(xq []int8, xd []float32, bs []int16, w []byte) float32) {
+	n := nsb * 256
+	xq, xd, bs := make([]int8, rows*n), make([]float32, rows*n/256), make([]int16, rows*n/16)
+	for i := range rows {
+		x := make([]float32, n)
+		for j := range x {
+			x[j] = float32(r.NormFloat64() * math.Exp(float64(i%5)))
+		}
+		if nsb == 3 && i == 1 {
+			clear(x[256:512]) // a zero block
+			x[3] = 1e4        // an outlier
+		}
+		quantizeRowQ8K(xq[i*n:(i+1)*n], xd[i*n/256:(i+1)*n/256], bs[i*n/16:(i+1)*n/16], x)
+	}
+	const nw, os = 7, 9 // weight rows; output stride (> nw: the spare is untouched)
+	wf := make([]float32, nw*n)
+	for j := range wf {
+		wf[j] = float32(r.NormFloat64())
+	}
+	w, err := kernels.Quantize(dt, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, rows*os)
+	for i := range out {
+		out[i] = -7
+	}
+	tile(xq, n, xd, n/256, bs, n/16, w, out[:(rows-1)*os+nw], os)
+	rb := len(w) / nw
+	for i := range rows {
+		for j := range nw {
+			want := one(xq[i*n:(i+1)*n], xd[i*n/256:(i+1)*n/256], bs[i*n/16:(i+1)*n/16], w[j*rb:(j+1)*rb])
+			if got := out[i*os+j]; math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("row %d, weight row %d: tile %v, one-row kernel %v", i, j, got, want)
+			}
+		}
+		for j := nw; j < os; j++ {
+			if out[i*os+j] != -7 {
+				t.Fatalf("row %d: element %d outside the tile written", i, j)
+			}
+		}
+	}
+}
