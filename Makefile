@@ -83,7 +83,7 @@ chart-check: chart-tools
 	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES)
 	$(HELM) lint --strict $(CHART) $(CHART_TEST_VALUES) --set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1
 	@set -eo pipefail; for opts in "" "--set prefill.enabled=false --set networkPolicy.enabled=false --set migration.enabled=false" \
-	  "--set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1 --set model.claimName=models --set model.file=m.gguf --set node.region=ca-qc --set node.tier=dedicated"; do \
+	  "--set tls.certManager.enabled=true --set serviceMonitor.enabled=true --set decode.gpu=1 --set prefill.gpu=1 --set model.claimName=models --set model.file=m.gguf --set node.region=ca-qc --set node.tier=dedicated --set tracing.endpoint=otel-collector:4317 --set tracing.insecure=true"; do \
 	  echo "== helm template $$opts | kubeconform -strict"; \
 	  $(HELM) template c $(CHART) $(CHART_TEST_VALUES) $$opts | \
 	    $(KUBECONFORM) -strict -summary -skip Certificate,ServiceMonitor -schema-location '$(K8S_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json'; done

@@ -33,6 +33,15 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- with .Values.node.tier }}
 - --node-tier={{ . }}
 {{- end }}
+{{- with .Values.tracing.endpoint }}
+- --otlp-endpoint={{ . }}
+- --trace-sample-ratio={{ $.Values.tracing.sampleRatio }}
+{{- if $.Values.tracing.insecure }}
+- --otlp-insecure
+{{- end }}
+{{- end }}
+- --metrics-addr=0.0.0.0:{{ .Values.metrics.port }}
+- --metrics-token-file=/etc/cloison/metrics/token
 {{- range .Values.node.extraArgs }}
 - {{ . }}
 {{- end }}
