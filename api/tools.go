@@ -59,7 +59,7 @@ type toolUse struct {
 
 // toolUse validates tools, tool_choice and parallel_tool_calls.
 // Errors: ErrBadField (a malformed tool or choice), ErrUnsupported
-// (a non-function tool, strict, tool_choice required or named).
+// (a non-function tool; strict: true with tool_choice "auto").
 func (r *ChatRequest) toolUse() (*toolUse, error) {
 	return parseToolUse(r.Tools, r.ToolChoice, r.ParallelToolCalls)
 }
@@ -70,6 +70,7 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 	}
 	use := &toolUse{parallel: parallel == nil || *parallel, params: map[string]json.RawMessage{}}
 	seen := map[string]bool{}
+	strict := -1 // the first tool with strict: true
 	for i, d := range defs {
 		if d.Type != "function" {
 			return nil, ErrUnsupported.Withf("tools[%d].type %q (only \"function\" tools)", i, truncate(d.Type, maxFieldName))
@@ -85,8 +86,8 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 		if p := bytes.TrimSpace(f.Parameters); len(p) > 0 && string(p) != "null" && p[0] != '{' {
 			return nil, ErrBadField.Withf("tools[%d].function.parameters must be a JSON schema object", i)
 		}
-		if f.Strict != nil && *f.Strict {
-			return nil, ErrUnsupported.Withf("tools[%d].function.%q: true (needs constrained decoding)", i, "strict")
+		if f.Strict != nil && *f.Strict && strict < 0 {
+			strict = i
 		}
 		use.tools = append(use.tools, chat.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
 		use.names = append(use.names, f.Name)
@@ -101,6 +102,12 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 			return nil, ErrBadField.Withf("tool_choice %q needs tools", mode)
 		}
 		return nil, nil
+	}
+	if mode == "auto" && strict >= 0 {
+		// A strict call's arguments are guaranteed by constrained decoding,
+		// which runs only when a call is forced: under "auto" the model may
+		// write one whose arguments nothing checked.
+		return nil, ErrUnsupported.Withf("tools[%d].function.%q: true needs tool_choice \"required\" or a named function (strict calls are enforced by constrained decoding, which \"auto\" does not run)", strict, "strict")
 	}
 	if mode != "auto" {
 		use.force = mode

@@ -33,9 +33,14 @@ func TestChatToolChoiceForced(t *testing.T) {
 	tpl := qwen(t)
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, API: func(c *api.Config) { c.Chat = tpl }})
 	tok := p.Token(t, "victim", tenancy.ScopeInfer)
+	strictly := func(tool string) string { return strings.Replace(tool, `"parameters"`, `"strict":true,"parameters"`, 1) }
 	body := func(choice, extra string) string {
+		tools := unitTool + `,` + alarmTool
+		if strings.HasPrefix(extra, "strict") { // strict: true on both tools (OpenAI's Agents SDK sends it)
+			tools, extra = strictly(unitTool)+`,`+strictly(alarmTool), strings.TrimPrefix(extra, "strict")
+		}
 		return `{"model":"` + platformtest.Model + `","messages":[{"role":"user","content":"Set it up."}],"max_tokens":120,"temperature":0,` +
-			`"tools":[` + unitTool + `,` + alarmTool + `],"tool_choice":` + choice + extra + `}`
+			`"tools":[` + tools + `],"tool_choice":` + choice + extra + `}`
 	}
 	type call struct {
 		ID       string `json:"id"`
@@ -64,12 +69,14 @@ func TestChatToolChoiceForced(t *testing.T) {
 			t.Fatalf("call of %q, not an offered function", name)
 		}
 	}
-	for _, tt := range []struct{ name, choice, want string }{
-		{"required", `"required"`, ""},
-		{"named", `{"type":"function","function":{"name":"set_alarm"}}`, "set_alarm"},
+	for _, tt := range []struct{ name, choice, want, strict string }{
+		{"required", `"required"`, "", ""},
+		{"named", `{"type":"function","function":{"name":"set_alarm"}}`, "set_alarm", ""},
+		{"strict required", `"required"`, "", "strict"},
+		{"strict named", `{"type":"function","function":{"name":"set_unit"}}`, "set_unit", "strict"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, b := post(t, p, tok, body(tt.choice, ""))
+			code, b := post(t, p, tok, body(tt.choice, tt.strict))
 			var a struct {
 				Choices []struct {
 					Message struct {
@@ -95,7 +102,7 @@ func TestChatToolChoiceForced(t *testing.T) {
 			}
 			checkArgs(t, tc.Function.Name, tc.Function.Arguments)
 
-			code, sb := post(t, p, tok, body(tt.choice, `,"stream":true`))
+			code, sb := post(t, p, tok, body(tt.choice, tt.strict+`,"stream":true`))
 			if code != 200 {
 				t.Fatalf("stream: got %d %s", code, sb)
 			}
