@@ -33,7 +33,9 @@ func TestChatToolChoiceForced(t *testing.T) {
 	tpl := qwen(t)
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, API: func(c *api.Config) { c.Chat = tpl }})
 	tok := p.Token(t, "victim", tenancy.ScopeInfer)
-	strictly := func(tool string) string { return strings.Replace(tool, `"parameters"`, `"strict":true,"parameters"`, 1) }
+	strictly := func(tool string) string {
+		return strings.Replace(tool, `"parameters"`, `"strict":true,"parameters"`, 1)
+	}
 	body := func(choice, extra string) string {
 		tools := unitTool + `,` + alarmTool
 		if strings.HasPrefix(extra, "strict") { // strict: true on both tools (OpenAI's Agents SDK sends it)
