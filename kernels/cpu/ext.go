@@ -28,19 +28,7 @@ func (b *Backend) Scale(dst, x kernels.Tensor, s float32) error {
 // kernel looks gelu up in an F16 table instead (ggml_vec_geglu_f32 with
 // GGML_GELU_FP16): its result differs from this one by up to F16 rounding.
 func (b *Backend) GeGLU(dst, gate, up kernels.Tensor) error {
-	ts, err := b.sameShape("geglu", dst, gate, up)
-	if err != nil {
-		return err
-	}
-	d, g, u := ts[0], ts[1], ts[2]
-	b.eachRow(d.rows, d.cols, func(r int) {
-		out, gr, ur := d.row(r), g.row(r), u.row(r)
-		gr, ur = gr[:len(out)], ur[:len(out)]
-		for i := range out {
-			out[i] = gelu(gr[i]) * ur[i]
-		}
-	})
-	return nil
+	return b.gated("geglu", dst, gate, up, gelu)
 }
 
 // gelu is the tanh approximation of GELU that ggml_gelu computes, in

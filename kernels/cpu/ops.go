@@ -172,7 +172,12 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 
 // SwiGLU sets dst = silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor) error {
-	ts, err := b.sameShape("swiglu", dst, gate, up)
+	return b.gated("swiglu", dst, gate, up, silu)
+}
+
+// gated sets dst = act(gate) ⊙ up, row by row on the workers.
+func (b *Backend) gated(op string, dst, gate, up kernels.Tensor, act func(float32) float32) error {
+	ts, err := b.sameShape(op, dst, gate, up)
 	if err != nil {
 		return err
 	}
@@ -181,7 +186,7 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor) error {
 		out, gr, ur := d.row(r), g.row(r), u.row(r)
 		gr, ur = gr[:len(out)], ur[:len(out)]
 		for i := range out {
-			out[i] = silu(gr[i]) * ur[i]
+			out[i] = act(gr[i]) * ur[i]
 		}
 	})
 	return nil
