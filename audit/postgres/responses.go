@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,10 +36,20 @@ type TenantEntry struct {
 }
 
 // RequestEntry finds the request.completed entry of request req in tenant
-// t's log and proves it. A request of another tenant is not in t's log, so
-// it is ErrNotFound exactly like an unknown id: the answer is no oracle.
+// t's stored log and proves it. A request of another tenant is not in t's
+// log, so it is ErrNotFound exactly like an unknown id: the answer is no
+// oracle. It syncs and indexes the ledger to its head first (as
+// TenantCheckpoint), then reads the entry's row of request_entries
+// (migration 00021; the lowest position when an id repeats), the one
+// ledger entry and O(log n) stored tree hashes: never a ledger scan. The
+// checkpoint is of t's whole stored log, the note TenantCheckpoint signs
+// at that size. What it reads is checked before it is returned: the entry
+// is t's request.completed of req, at that position of t's log, and its
+// payload is the stored leaf.
 //
-// Errors: ErrNotFound; ErrNoSigningKey; the errors of TenantCheckpoint.
+// Errors: ErrNotFound; ErrNoSigningKey; audit.ErrInvalidEvent for a tenant
+// id that is not an identifier; audit.ErrChainBroken when the stored rows
+// do not match the ledger; the errors of IndexTenantLogs.
 func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (TenantEntry, error) {
 	if s.signer == nil {
 		return TenantEntry{}, ErrNoSigningKey
@@ -49,46 +58,60 @@ func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloiso
 	if err != nil {
 		return TenantEntry{}, err
 	}
-	needle := []byte(`"request":"` + string(req) + `"`)
-	tree := &audit.MemTree{}
-	var e TenantEntry
-	err = s.Scan(ctx, 1, 0, func(r audit.Record) error {
-		if !audit.TenantVisible(r, t) {
-			return nil
-		}
-		pos, err := tree.Append(r.Payload)
-		if err != nil || e.Position != 0 || !bytes.Contains(r.Payload, needle) {
-			return err
-		}
-		env, err := audit.DecodeEnvelope(r.Payload)
-		if err != nil || env.Kind != audit.KindRequestCompleted {
-			return nil
-		}
-		p, err := env.DecodePayload()
-		if err != nil {
-			return nil
-		}
-		if rc := p.(*audit.RequestCompleted); rc.Request == req {
-			e = TenantEntry{Seq: r.Seq, Position: pos, Payload: r.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.Sync(ctx); err != nil { // the request's staged entry first
 		return TenantEntry{}, err
 	}
-	if e.Position == 0 {
+	if _, err := s.IndexTenantLogs(ctx); err != nil {
+		return TenantEntry{}, err
+	}
+	var e TenantEntry
+	var pos, seq, lseq, size int64
+	err = s.scan.QueryRow(ctx, `SELECT r.pos, r.seq, l.seq, (SELECT max(pos) FROM tenant_log_entries WHERE tenant = $1)
+		FROM request_entries r JOIN tenant_log_entries l ON l.tenant = r.tenant AND l.pos = r.pos
+		WHERE r.tenant = $1 AND r.request = $2 ORDER BY r.pos LIMIT 1`, string(t), string(req)).Scan(&pos, &seq, &lseq, &size)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return TenantEntry{}, ErrNotFound
 	}
-	e.Size = tree.Size()
-	h, err := tree.Head(origin, e.Size)
 	if err != nil {
+		return TenantEntry{}, translate(err)
+	}
+	var rec *audit.Record
+	if err := scanRows(ctx, s.scan, uint64(seq), uint64(seq), 1, func(r audit.Record) error { rec = &r; return nil }); err != nil {
+		return TenantEntry{}, translate(err)
+	}
+	broken := func(detail string) error {
+		return &audit.BreakError{Seq: uint64(seq), Reason: audit.ReasonTenantLog, Detail: detail}
+	}
+	if rec == nil || lseq != seq {
+		return TenantEntry{}, broken("request_entries does not name its tenant log position's ledger entry")
+	}
+	r := tenantReader{ctx: ctx, q: s.scan, t: t}
+	stored, err := r.ReadHashes([]int64{tlog.StoredHashIndex(0, pos-1)})
+	if err != nil {
+		return TenantEntry{}, translate(err)
+	}
+	env, err := audit.DecodeEnvelope(rec.Payload)
+	if err != nil || env.Kind != audit.KindRequestCompleted || env.Tenant != t || tlog.RecordHash(rec.Payload) != stored[0] {
+		return TenantEntry{}, broken(fmt.Sprintf("position %d of a tenant log is not the request.completed entry request_entries names", pos))
+	}
+	p, err := env.DecodePayload()
+	if err != nil {
+		return TenantEntry{}, broken("a request.completed entry does not decode")
+	}
+	rc := p.(*audit.RequestCompleted)
+	if rc.Request != req {
+		return TenantEntry{}, broken("request_entries names another request's entry")
+	}
+	e = TenantEntry{Seq: rec.Seq, Position: uint64(pos), Size: uint64(size), Payload: rec.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return TenantEntry{}, translate(err)
+	}
+	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: e.Size, Root: root}); err != nil {
 		return TenantEntry{}, err
 	}
-	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, h); err != nil {
-		return TenantEntry{}, err
-	}
-	if e.Proof, err = tree.ProveRecord(e.Position, e.Size); err != nil {
-		return TenantEntry{}, err
+	if e.Proof, err = tlog.ProveRecord(size, pos-1, r); err != nil {
+		return TenantEntry{}, translate(err)
 	}
 	return e, nil
 }

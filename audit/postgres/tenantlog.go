@@ -41,6 +41,10 @@ type tenantRows struct {
 	hten    []string // tenant_log_hashes
 	hindex  []int64
 	hashes  [][]byte
+	rten    []string // request_entries
+	rreq    []string
+	rpos    []int64
+	rseqs   []int64
 }
 
 // tenantTrees is the frontier of each tenant tree a page touches: its size
@@ -80,20 +84,44 @@ func frontierIndexes(n int64) []int64 {
 
 // leaf is one tenant-log leaf of a ledger entry.
 type leaf struct {
-	tenant cloison.TenantID
-	seq    uint64
-	data   []byte
+	tenant  cloison.TenantID
+	seq     uint64
+	data    []byte
+	request cloison.RequestID // of a request.completed entry, in its tenant's log; "" otherwise
 }
 
 // leavesOf returns the tenant-log leaves of recs, in ledger order.
 func leavesOf(recs []audit.Record) []leaf {
 	var out []leaf
 	for _, r := range recs {
+		req, reqTenant := completedRequest(r)
 		for _, l := range audit.TenantLeaves(r) {
-			out = append(out, leaf{tenant: l.Tenant, seq: r.Seq, data: l.Leaf})
+			x := leaf{tenant: l.Tenant, seq: r.Seq, data: l.Leaf}
+			if l.Tenant == reqTenant {
+				x.request = req
+			}
+			out = append(out, x)
 		}
 	}
 	return out
+}
+
+// completedRequest returns the request id and tenant of a request.completed
+// entry, read from its hashed payload (the kind column only filters), and
+// "" for any other entry.
+func completedRequest(r audit.Record) (cloison.RequestID, cloison.TenantID) {
+	if r.Kind != audit.KindRequestCompleted {
+		return "", ""
+	}
+	env, err := audit.DecodeEnvelope(r.Payload)
+	if err != nil || env.Kind != audit.KindRequestCompleted || env.Tenant == "" {
+		return "", ""
+	}
+	p, err := env.DecodePayload()
+	if err != nil {
+		return "", ""
+	}
+	return p.(*audit.RequestCompleted).Request, env.Tenant
 }
 
 // loadTrees reads the size and frontier of each tenant in ls that trees
@@ -182,6 +210,10 @@ func (trees *tenantTrees) add(ls []leaf) (tenantRows, error) {
 		}
 		trees.size[l.tenant] = n + 1
 		out.tenants, out.pos, out.seqs = append(out.tenants, string(l.tenant)), append(out.pos, n+1), append(out.seqs, int64(l.seq))
+		if l.request != "" {
+			out.rten, out.rreq = append(out.rten, string(l.tenant)), append(out.rreq, string(l.request))
+			out.rpos, out.rseqs = append(out.rpos, n+1), append(out.rseqs, int64(l.seq))
+		}
 	}
 	return out, nil
 }
@@ -260,6 +292,12 @@ func (s *Store) IndexTenantLogs(ctx context.Context) (uint64, error) {
 				}
 				if _, err := tx.Exec(ctx, `INSERT INTO tenant_log_hashes (tenant, index, hash) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])`,
 					rows.hten, rows.hindex, rows.hashes); err != nil {
+					return err
+				}
+			}
+			if len(rows.rten) > 0 {
+				if _, err := tx.Exec(ctx, `INSERT INTO request_entries (tenant, request, pos, seq) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`,
+					rows.rten, rows.rreq, rows.rpos, rows.rseqs); err != nil {
 					return err
 				}
 			}
@@ -449,7 +487,7 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 // extra, or the watermark is beyond the head); the translated database
 // errors.
 func (s *Store) VerifyTenantLogs(ctx context.Context) error {
-	var wm, entries, hashes int64
+	var wm, entries, hashes, requests int64
 	var head audit.Head
 	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var m *int64
@@ -459,7 +497,8 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 		if m != nil {
 			wm = *m
 		}
-		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM tenant_log_entries), (SELECT count(*) FROM tenant_log_hashes)`).Scan(&entries, &hashes); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM tenant_log_entries), (SELECT count(*) FROM tenant_log_hashes),
+			(SELECT count(*) FROM request_entries)`).Scan(&entries, &hashes, &requests); err != nil {
 			return err
 		}
 		var err error
@@ -473,6 +512,7 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 			Detail: fmt.Sprintf("tenant logs are indexed to seq %d, the ledger ends at %d", wm, head.Seq)}
 	}
 	trees := &tenantTrees{size: map[cloison.TenantID]int64{}, frontier: map[cloison.TenantID]hashMap{}}
+	var wantRequests int64
 	page := make([]audit.Record, 0, s.cfg.ScanPage)
 	flush := func() error {
 		ls := leavesOf(page)
@@ -483,6 +523,7 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 		}
 		want, err := trees.add(ls)
 		page = page[:0]
+		wantRequests += int64(len(want.rten))
 		if err != nil || len(want.tenants) == 0 {
 			return err
 		}
@@ -515,6 +556,10 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	if wantEntries != entries || wantHashes != hashes {
 		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
 			Detail: fmt.Sprintf("tenant logs hold %d positions and %d hashes, the ledger gives %d and %d", entries, hashes, wantEntries, wantHashes)}
+	}
+	if wantRequests != requests {
+		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
+			Detail: fmt.Sprintf("request_entries holds %d rows, the ledger gives %d", requests, wantRequests)}
 	}
 	return nil
 }
@@ -568,6 +613,19 @@ func (s *Store) compareTenantRows(ctx context.Context, want tenantRows) error {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return translate(err)
+	}
+	if len(want.rten) > 0 {
+		n := 0
+		if err := s.scan.QueryRow(ctx, `SELECT count(*) FROM request_entries r
+			JOIN unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS k(tenant, request, pos, seq)
+			ON r.tenant = k.tenant AND r.request = k.request AND r.pos = k.pos AND r.seq = k.seq`,
+			want.rten, want.rreq, want.rpos, want.rseqs).Scan(&n); err != nil {
+			return translate(err)
+		}
+		if n != len(want.rten) {
+			return &audit.BreakError{Seq: uint64(want.rseqs[0]), Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("request_entries lacks %d of the request.completed entries from here", len(want.rten)-n)}
+		}
 	}
 	for i, t := range want.hten {
 		if string(stored[key{t, want.hindex[i]}]) != string(want.hashes[i]) {
