@@ -24,8 +24,10 @@ import (
 // watermark together. Every tenant call brings the index to the head first
 // (TenantCheckpoint) or reads what it already holds (the proofs, whose
 // sizes come from a checkpoint), so a call costs the entries appended since
-// the last one plus O(log n) rows, not a ledger scan. VerifyTenantLogs
-// (part of Verify) recomputes every row from the ledger.
+// the last one plus O(log n) rows, not a ledger scan. The same transaction
+// inserts each request.completed leaf's request_entries row (migration
+// 00021: tenant, request id → position, seq), which RequestEntry reads.
+// VerifyTenantLogs (part of Verify) recomputes every row from the ledger.
 
 // tenantIndexPage bounds the ledger entries one indexing transaction
 // reads.
@@ -478,9 +480,9 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 // VerifyTenantLogs recomputes every stored tenant log from the ledger up to
 // the watermark (on the scan pool, a page at a time, in memory O(tenants ×
 // log n)) and compares every stored row: each position's ledger seq, each
-// tree hash, and the number of rows (none missing, none extra). It is what
-// makes the stored logs "derived and verified": the database does not
-// recompute them.
+// tree hash, each request_entries row, and the number of rows (none
+// missing, none extra). It is what makes the stored logs "derived and
+// verified": the database does not recompute them.
 //
 // Errors: *audit.BreakError with audit.ReasonTenantLog at the first entry
 // whose tenant rows differ (or at the watermark when rows are missing or
