@@ -321,3 +321,38 @@ func TestRequestEntriesBackfillMatchesIndexer(t *testing.T) {
 		t.Fatalf("got %d rows differing of %d, want none of more than 300", diff, n)
 	}
 }
+
+// request_entries is append-only like the tenant logs: the runtime role
+// may not UPDATE, DELETE or TRUNCATE it (no privilege), and the owner,
+// a superuser and replica mode are refused by the ALWAYS trigger.
+func TestRequestEntriesAppendOnly(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	rt := db.RuntimePool(t)
+	s := openStore(t, rt, t.TempDir(), 1000)
+	appendAll(t, s, requestEvents(0, 10))
+	if _, err := s.RequestEntry(ctx, "tenant-0", "req-0"); err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{"UPDATE request_entries SET pos = pos + 1", "DELETE FROM request_entries", "TRUNCATE request_entries"}
+	for _, q := range stmts {
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "42501" || !errors.Is(translate(err), ErrAppendOnly) {
+			t.Errorf("runtime role: %s: got %v, want insufficient_privilege (ErrAppendOnly)", q, err)
+		}
+	}
+	admin := db.AdminPool(t)
+	for _, q := range stmts {
+		for _, role := range []string{"SET ROLE " + db.Roles.Owner, "RESET ROLE", "SET session_replication_role = replica"} {
+			err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, role); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, q)
+				return err
+			})
+			if sqlstate(err) != "CL001" || !errors.Is(translate(err), ErrAppendOnly) {
+				t.Errorf("%s; %s: got %v, want CL001", role, q, err)
+			}
+		}
+	}
+}
