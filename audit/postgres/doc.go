@@ -184,10 +184,11 @@
 //     of that id whose payload is the stored leaf (audit.ReasonTenantLog
 //     otherwise), and O(log n) hashes. VerifyTenantLogs recomputes its
 //     rows too. On 20,000 entries over 7 tenants (BenchmarkRequestEntry,
-//     2-vCPU Xeon, load 4.3) it took 4.9 ms against 929 ms for the scan it
-//     replaced, which also proved the entry in a tree of the entries the
-//     tenant reads verbatim, not its published log (a second tree under
-//     the tenant's origin once an incident named the tenant). RecordReport writes, in one
+//     2-vCPU Xeon, load 2.4-4.5) it took 4.9-5.1 ms against 720-930 ms
+//     (140-190 times) for the scan it replaced, which also proved the
+//     entry in a tree of the entries the tenant reads verbatim, not its
+//     published log (a second tree under the tenant's origin once an
+//     incident named the tenant). RecordReport writes, in one
 //     transaction, the potential incident a report opens (incident.opened,
 //     under assessment), report.received and the response_reports row
 //     (migration 00014: the attached text sealed, never in the ledger);
