@@ -131,6 +131,8 @@ test: llama-vocab test-tools
 	  $(GO) test -race -count=1 -tags faults -run '^($(FAULTS_SUITES))$$' $(FAULTS_PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
 	  $(GO) test -count=1 -tags faults -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)' && \
+	  echo "== allocation tests, without the race detector (its sync.Pool drops items at random)" && \
+	  $(GO) test -count=1 -run 'Allocs' ./kernels/... ./engine/... && \
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
 	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 

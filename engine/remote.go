@@ -110,12 +110,23 @@ func (e *Engine) startRemote(it RemoteItem) {
 		// cancelled. Cut at the same instant, the prefill node's stream
 		// could end first and the stall be reported as a truncation.
 		pctx, pcancel := context.WithTimeout(sctx, timeout+remoteStallGrace)
-		defer pcancel()
 		perr := make(chan error, 1)
 		werr := make(chan error, 1)
 		go func() { perr <- r.Prefill(pctx, it.Tenant, it.ID, tokens, tk.Target()) }()
 		go func() { _, err := tk.Wait(ctx); werr <- err }()
 		var err error
+		prefillEnded := false
+		defer func() {
+			if prefillEnded || err != nil {
+				pcancel()
+				return
+			}
+			// The KV is verified but the prefill node's call has not
+			// returned yet (it answers once its transfer committed): let it
+			// end by itself rather than cut it, so that the prefill node
+			// records a success, not a cancellation (bounded by pctx).
+			go func() { <-perr; pcancel() }()
+		}()
 		select {
 		case err = <-werr:
 			var v *transfer.VerificationError
@@ -123,6 +134,7 @@ func (e *Engine) startRemote(it RemoteItem) {
 				err = fmt.Errorf("%w: %w", ErrRemoteTimeout, err)
 			}
 		case err = <-perr:
+			prefillEnded = true
 			if err == nil {
 				err = <-werr
 			} else {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
@@ -45,9 +46,14 @@ func TestPrefillMetrics(t *testing.T) {
 			t.Fatalf("status %d, want 200", code)
 		}
 	}
+	// The prefill node counts a prefill when its RPC ends, which may be
+	// after the decode node has answered: wait for it (bounded; not timed).
 	body := scrape()
+	for end := time.Now().Add(time.Minute); value(body, ok) < 2 && time.Now().Before(end); body = scrape() {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if got := value(body, ok); got != 2 {
-		t.Errorf("%s = %v, want 2", ok, got)
+		t.Errorf("%s = %v, want 2\n%s", ok, got, body)
 	}
 	for _, s := range []string{`cloison_prefill_prompt_tokens_total{model_name="` + platformtest.Model + `"}`,
 		`cloison_prefill_time_seconds_count{model_name="` + platformtest.Model + `"}`,
