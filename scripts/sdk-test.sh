@@ -47,6 +47,8 @@ admin=$(scripts/pg.sh)
 base=${admin%%\?*}; base=${base%/*}; opts=""; case "$admin" in *\?*) opts="?${admin#*\?}";; esac
 hostpart=${base#*://}; hostpart=${hostpart#*@}
 admin="$base/cloison_sdk$opts"; runtime="postgres://cloison_runtime@$hostpart/cloison_sdk$opts"
+# A fresh database every run: one left by an older checkout may hold another migration history.
+psql -q "$base/postgres$opts" -c 'DROP DATABASE IF EXISTS cloison_sdk WITH (FORCE)' >/dev/null
 [ -s "$dir/state/db-runtime.password" ] || (umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/state/db-runtime.password")
 
 rm -f "$dir/state/ready"
