@@ -97,6 +97,22 @@ func (r Roles) Check() error { return r.check() }
 // ensures the roles and grants, and applies every pending migration. It
 // returns the versions applied.
 func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
+	return upTo(ctx, adminURL, roles, -1)
+}
+
+// UpTo is Up applying the pending migrations up to version only: what a
+// test of a later migration uses to build a database as an older release
+// left it (data included) before migrating it forward.
+func UpTo(ctx context.Context, adminURL string, roles Roles, version int64) ([]int64, error) {
+	if version < 0 {
+		return nil, fmt.Errorf("migrations: version %d", version)
+	}
+	return upTo(ctx, adminURL, roles, version)
+}
+
+// upTo applies the pending migrations up to version (every one when
+// version is negative).
+func upTo(ctx context.Context, adminURL string, roles Roles, version int64) ([]int64, error) {
 	if err := roles.check(); err != nil {
 		return nil, err
 	}
@@ -127,7 +143,12 @@ func Up(ctx context.Context, adminURL string, roles Roles) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	res, err := p.Up(ctx)
+	var res []*goose.MigrationResult
+	if version < 0 {
+		res, err = p.Up(ctx)
+	} else {
+		res, err = p.UpTo(ctx, version)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}

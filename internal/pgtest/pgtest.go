@@ -132,6 +132,12 @@ type DB struct {
 // Create makes a fresh database named after prefix, applies the migrations
 // and returns it with a function that drops it.
 func Create(ctx context.Context, prefix string) (*DB, func() error, error) {
+	return create(ctx, prefix, -1)
+}
+
+// create is Create applying the migrations up to version only (every one
+// when version is negative).
+func create(ctx context.Context, prefix string, version int64) (*DB, func() error, error) {
 	server, err := ServerURL()
 	if err != nil {
 		return nil, nil, err
@@ -169,11 +175,34 @@ func Create(ctx context.Context, prefix string) (*DB, func() error, error) {
 	cfg.Database = name
 	admin := withDatabase(server, name)
 	db := &DB{Name: name, AdminURL: admin, RuntimeURL: AsRole(admin, Roles.Runtime), Roles: Roles}
-	if _, err := migrations.Up(ctx, db.AdminURL, Roles); err != nil {
+	up := func() error { _, err := migrations.Up(ctx, db.AdminURL, Roles); return err }
+	if version >= 0 {
+		up = func() error { _, err := migrations.UpTo(ctx, db.AdminURL, Roles, version); return err }
+	}
+	if err := up(); err != nil {
 		_ = drop()
 		return nil, nil, err
 	}
 	return db, drop, nil
+}
+
+// NewAt is New with the migrations applied up to version only: a database
+// as an older release left it, for a test that fills it and then migrates
+// it forward (migrations.Up on AdminURL).
+func NewAt(tb testing.TB, version int64) *DB {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, drop, err := create(ctx, tb.Name(), version)
+	if err != nil {
+		tb.Fatalf("pgtest: no database (a missing PostgreSQL fails the run, it is never skipped): %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := drop(); err != nil {
+			tb.Errorf("pgtest: drop %s: %v", db.Name, err)
+		}
+	})
+	return db
 }
 
 // New returns a fresh database for one test, dropped when the test ends.
