@@ -56,6 +56,20 @@ func benchWriterProcess(ctx context.Context, pool *pgxpool.Pool) int {
 	n, _ := strconv.Atoi(os.Getenv("CLOISON_HELPER_N"))
 	appenders, _ := strconv.Atoi(os.Getenv("CLOISON_HELPER_APPENDERS"))
 	me := os.Getenv("CLOISON_HELPER_NAME")
+	// Warm: a node's pool holds its connections in the steady state; the
+	// run must not count their establishment in the first requests.
+	var conns []*pgxpool.Conn
+	for i := int32(0); i < pool.Config().MaxConns; i++ {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		fmt.Fprintln(os.Stderr, err)
