@@ -256,6 +256,34 @@
 // past the bound (at load 18, without it, the bench's final Sync timed
 // out: the backlog had outgrown 2 s).
 //
+// Migration 00022 drops audit_events' UNIQUE (hash) index (random keys:
+// an insert dirties a random leaf page) and its tenant index (no reader);
+// audit_events_check_chain still refuses a repeated hash (it recomputes
+// every hash from its seq), for every role. The benchmark now runs the
+// schema before (00021) and after (00022) alternately, closed loops and
+// open loops (an offered rate; latency counted from when each event was
+// due), the raw baseline keeping 00021's four indexes, writer pools
+// warmed first. AMD EPYC (Turin-like, 2 vCPU, AVX-512), load 1.7-6.4,
+// PostgreSQL 15, synchronous_commit on, fsync on, shared_buffers 128 MB,
+// commit_delay 0, 40,000 events, two runs each:
+//
+//   - closed 4x16: 00021 6,684-7,703/s (p50 6.2-7.2 ms, p99 30-37 ms),
+//     00022 6,765-8,130/s (p50 6.0-7.3, p99 24-32 ms); raw 31,000-42,000
+//     rows/s (ratio 0.17-0.23).
+//   - closed 4x64: 00021 10,060-11,628/s (p99 93-121 ms), 00022
+//     10,203-12,130/s (p99 89-144 ms); raw 26,000-40,000 (ratio 0.29-0.41).
+//   - open 4,000/s offered (sustained 3,850-3,910/s), pools warmed:
+//     00021 p50 4.6-5.5 ms, p99 55-67 ms; 00022 p50 5.2-6.5, p99 32-77 ms.
+//     Not warmed, p99 was 200-400 ms: connection setup in the first
+//     requests.
+//   - open 8,000/s offered: 7,400-7,650/s sustained, p50 10-38 ms, p99
+//     300-620 ms: at the ceiling. 16,000/s offered outgrew Sync's bound.
+//
+// So 00022 is worth a few per cent (within the noise of two runs), and
+// the target is not reached on this machine: about 11,000-12,000/s
+// sustained, p99 far above 5 ms even at a third of that. Tiles for the
+// global tree (C2SP tlog-tiles) remain the next step, not done.
+//
 // Before migration 00017 (audit_sequence for every append batch under the
 // ledger lock held through the flush) the same benchmark measured 4,559
 // appends/s (p99 162 ms) at load 7.5 beside 20,210 raw, and 521-891 with
