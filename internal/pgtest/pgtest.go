@@ -191,26 +191,25 @@ func create(ctx context.Context, prefix string, version int64) (*DB, func() erro
 // it forward (migrations.Up on AdminURL).
 func NewAt(tb testing.TB, version int64) *DB {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	db, drop, err := create(ctx, tb.Name(), version)
-	if err != nil {
-		tb.Fatalf("pgtest: no database (a missing PostgreSQL fails the run, it is never skipped): %v", err)
+	if version < 0 {
+		tb.Fatalf("pgtest: NewAt: version %d", version)
 	}
-	tb.Cleanup(func() {
-		if err := drop(); err != nil {
-			tb.Errorf("pgtest: drop %s: %v", db.Name, err)
-		}
-	})
-	return db
+	return newDB(tb, version)
 }
 
 // New returns a fresh database for one test, dropped when the test ends.
 func New(tb testing.TB) *DB {
 	tb.Helper()
+	return newDB(tb, -1)
+}
+
+// newDB is New and NewAt: the migrations up to version (every one when
+// negative).
+func newDB(tb testing.TB, version int64) *DB {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, drop, err := Create(ctx, tb.Name())
+	db, drop, err := create(ctx, tb.Name(), version)
 	if err != nil {
 		tb.Fatalf("pgtest: no database (a missing PostgreSQL fails the run, it is never skipped): %v", err)
 	}
