@@ -102,4 +102,35 @@
 // Seq, Choice, Repeat (min, max, literal separator; max < 0 unbounded),
 // Literal, Schema and AnyObject are the whole vocabulary; Compile reports
 // a schema's errors as FromSchema does.
+//
+// # Lazy grammars: calls under tool_choice "auto"
+//
+// CompileLazy(triggers, controls) is a grammar that constrains nothing
+// until the output contains a trigger's text (as llama.cpp's lazy grammars
+// and trigger patterns do), then the output from that text on must be a
+// sentence of the trigger's Body, which begins with the text: free text,
+// then, once the model opens a tool call in its family's syntax (Hermes
+// <tool_call>, Mistral [TOOL_CALLS], Llama 3 <|python_tag|>, or Llama 3's
+// JSON object as the first text of the answer: Trigger.AtStart), the call
+// as a forced call's grammar has it. A trigger may be split across tokens
+// or begin inside one: a token whose text completes the trigger is
+// allowed exactly when its remaining bytes are a valid start of the body,
+// so the mask is exact. A control token (no bytes) counts as its text when
+// that text is one of controls (the markers the tool-call parser reads from
+// control tokens: Mistral's [TOOL_CALLS] is one in Mistral vocabularies),
+// as nothing otherwise; Vocab keeps the control tokens' text for this
+// (VocabFrom; NewVocabControls).
+//
+// The free phase's state is a small scanner (a DFA over the trigger
+// texts, the longest suffix of the text that may still begin one; and for
+// at-start triggers whether the text so far is Unicode whitespace, with an
+// incomplete UTF-8 sequence pending), a pure function of the sequence's own
+// tokens, so a lazy matcher stays deterministic and batch-invariant. Its
+// mask is all tokens but the few that complete a trigger into bytes the
+// body refuses: which tokens complete a trigger from a scanner state is
+// cached on the Vocab per trigger set (shared by requests), the mask per
+// grammar and state, so a free step costs a copy of the cached bitset and
+// Accept a table lookup per byte. Matcher.Triggered tells the phases
+// apart; Match and MatchPrefix read a lazy grammar's text with control
+// tokens spelled out. Measured by BenchmarkLazyFreeDecode (engine).
 package grammar

@@ -87,6 +87,11 @@ type Grammar struct {
 	states  []*state
 	stateIx map[string]int32
 	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
+
+	// lazy, if set, makes this a lazy grammar (CompileLazy): free text
+	// until a trigger, then the trigger's body; rules, pos and the
+	// automaton are then empty.
+	lazy *lazy
 }
 
 // build flattens rules into positions and checks that no rule can reach
@@ -322,7 +327,8 @@ func (g *Grammar) start() int32 {
 	return g.stateOf(out)
 }
 
-// run follows b from the start; -1 if the grammar refuses a byte.
+// run follows b from the start; -1 if the grammar refuses a byte. Not for
+// lazy grammars.
 func (g *Grammar) run(b []byte) int32 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -338,6 +344,16 @@ func (g *Grammar) run(b []byte) int32 {
 // Match reports whether the grammar accepts exactly b (for tests and for
 // callers that check text already produced).
 func (g *Grammar) Match(b []byte) bool {
+	if g.lazy != nil {
+		body, st, free := g.lazy.match(b)
+		if free || st < 0 {
+			return free
+		}
+		g = body
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.states[st].bottom
+	}
 	st := g.run(b)
 	if st < 0 {
 		return false
@@ -349,4 +365,10 @@ func (g *Grammar) Match(b []byte) bool {
 
 // MatchPrefix reports whether b can be continued into a sentence of the
 // grammar.
-func (g *Grammar) MatchPrefix(b []byte) bool { return g.run(b) >= 0 }
+func (g *Grammar) MatchPrefix(b []byte) bool {
+	if g.lazy != nil {
+		_, st, free := g.lazy.match(b)
+		return free || st >= 0
+	}
+	return g.run(b) >= 0
+}

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/cloison/cloison/engine/tokenizer"
 )
@@ -9,13 +10,23 @@ import (
 // Vocab is a model's vocabulary as the grammar sees it: each token's bytes
 // in a trie, and the end-of-generation tokens. Tokens without bytes
 // (control tokens) are never allowed, except end-of-generation tokens when
-// the grammar is complete. A Vocab is immutable and safe for concurrent use.
+// the grammar is complete. A Vocab is immutable, except for the memo of
+// lazy grammars' trigger scans (guarded by mu), and safe for concurrent use.
 type Vocab struct {
-	n      int
-	words  int
-	pieces [][]byte
-	nodes  []tnode // nodes[0] is the root
-	eog    []int32
+	n       int
+	words   int
+	pieces  [][]byte
+	special [][]byte // control tokens' text (lazy grammars' triggers)
+	nodes   []tnode  // nodes[0] is the root
+	eog     []int32
+
+	mu    sync.Mutex
+	scans map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+}
+
+type vocabScanKey struct {
+	triggers string
+	st       scanState
 }
 
 type tnode struct {
@@ -26,8 +37,18 @@ type tnode struct {
 
 // NewVocab returns the Vocab of tokens with the given bytes; eog lists the
 // end-of-generation token ids.
-func NewVocab(pieces [][]byte, eog []int32) *Vocab {
-	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, nodes: []tnode{{}}, pieces: make([][]byte, len(pieces))}
+func NewVocab(pieces [][]byte, eog []int32) *Vocab { return NewVocabControls(pieces, nil, eog) }
+
+// NewVocabControls is NewVocab with the text of the control tokens
+// (special[id], for tokens without bytes): a lazy grammar reads a control
+// token whose text is one of its controls (CompileLazy) as that text.
+func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
+	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, nodes: []tnode{{}}, pieces: make([][]byte, len(pieces)), special: make([][]byte, len(pieces))}
+	for id, s := range special {
+		if id < len(pieces) && len(pieces[id]) == 0 {
+			v.special[id] = append([]byte(nil), s...)
+		}
+	}
 	for id, p := range pieces {
 		v.pieces[id] = append([]byte(nil), p...)
 		if len(p) == 0 {
@@ -66,17 +87,22 @@ func (v *Vocab) childOf(n int32, c byte) int32 {
 }
 
 // VocabFrom returns the Vocab of a tokenizer: each token's bytes as the
-// engine emits them (Piece without specials).
+// engine emits them (Piece without specials), and the control tokens' text
+// (Piece with specials).
 func VocabFrom(t *tokenizer.Tokenizer) *Vocab {
 	pieces := make([][]byte, t.Len())
+	special := make([][]byte, t.Len())
 	var eog []int32
 	for id := range pieces {
 		pieces[id] = t.Piece(int32(id), false)
+		if len(pieces[id]) == 0 {
+			special[id] = t.Piece(int32(id), true)
+		}
 		if t.IsEOG(int32(id)) {
 			eog = append(eog, int32(id))
 		}
 	}
-	return NewVocab(pieces, eog)
+	return NewVocabControls(pieces, special, eog)
 }
 
 // Len is the number of tokens.
@@ -166,10 +192,17 @@ type Matcher struct {
 	v     *Vocab
 	state int32 // parse state; -1 once an end-of-generation token was accepted
 	mask  []uint64
+	// free is set in a lazy grammar's free phase (scan is then its
+	// scanner's state); once a trigger fires, g is the trigger's body.
+	free *lazy
+	scan scanState
 }
 
 // NewMatcher returns a Matcher at the start of g, over vocabulary v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
+	if g.lazy != nil {
+		return &Matcher{g: g, v: v, free: g.lazy, scan: g.lazy.initial(), mask: make([]uint64, v.words)}
+	}
 	g.mu.Lock()
 	st := g.start()
 	g.mu.Unlock()
@@ -179,7 +212,7 @@ func NewMatcher(g *Grammar, v *Vocab) *Matcher {
 // Complete reports whether the tokens so far form a whole sentence of the
 // grammar (an end-of-generation token is allowed).
 func (m *Matcher) Complete() bool {
-	if m.state < 0 {
+	if m.state < 0 || m.free != nil {
 		return true
 	}
 	m.g.mu.Lock()
@@ -193,6 +226,9 @@ func (m *Matcher) Closed() bool {
 	if m.state < 0 {
 		return true
 	}
+	if m.free != nil {
+		return false
+	}
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
 	s := m.g.states[m.state]
@@ -203,6 +239,10 @@ func (m *Matcher) Closed() bool {
 // word t/64); the slice is reused by the next call. End-of-generation
 // tokens are in it only when the grammar is complete.
 func (m *Matcher) Allowed() ([]uint64, error) {
+	if m.free != nil && m.state >= 0 {
+		copy(m.mask, m.free.mask(m.v, m.scan))
+		return m.mask, nil
+	}
 	clear(m.mask)
 	if m.state < 0 {
 		return m.mask, nil
@@ -256,6 +296,9 @@ func (m *Matcher) Accept(tok int32) error {
 			return nil
 		}
 	}
+	if m.free != nil {
+		return m.acceptFree(tok)
+	}
 	piece := m.v.pieces[tok]
 	if len(piece) == 0 {
 		return ErrNotAllowed.Withf("token %d has no text", tok)
@@ -271,6 +314,31 @@ func (m *Matcher) Accept(tok int32) error {
 	m.state = st
 	return nil
 }
+
+// acceptFree advances the free phase past tok: the scanner, or, when tok
+// completes a trigger, into the trigger's body (tok is refused if the body
+// refuses the rest of its text).
+func (m *Matcher) acceptFree(tok int32) error {
+	l := m.free
+	b := l.text(m.v, tok)
+	s := m.scan
+	trig, end := l.scan(&s, b)
+	if trig < 0 {
+		m.scan = s
+		return nil
+	}
+	t := &l.trig[trig]
+	st := t.enter(b[end:])
+	if st < 0 {
+		return ErrNotAllowed.Withf("token %d after trigger %q", tok, t.text)
+	}
+	m.g, m.state, m.free = t.body, st, nil
+	return nil
+}
+
+// Triggered reports whether a lazy grammar's trigger has fired (always
+// true for other grammars): the output is constrained from there on.
+func (m *Matcher) Triggered() bool { return m.free == nil }
 
 // String describes the matcher state (for test failures).
 func (m *Matcher) String() string {
