@@ -47,10 +47,22 @@
 //
 // Forcing a call. Frame gives, per format, the literal text before and
 // after a call's arguments object; tool_choice "required" or a named
-// function is constrained decoding of prefix + the function's parameters
-// schema + suffix (one such frame per offered function for "required").
-// TestFrame checks that Parse reads every frame back as the call. The API
-// refuses those choices until that constraint is wired to the sampler.
+// function is constrained decoding (engine/grammar) of prefix + the
+// function's parameters schema + suffix (one such frame per offered
+// function for "required"). TestFrame checks that Parse reads every frame
+// back as the call.
+//
+// Strict calls under "auto". Triggers gives what opens a block of calls
+// where the Parser looks for one (the markers; for Llama 3 also "{" as the
+// first text of the answer), Controls the markers vocabularies hold as
+// control tokens, Sep what goes between two calls of one answer. The API
+// builds from them a lazy grammar (grammar.CompileLazy) when a strict tool
+// is offered under tool_choice "auto": free text until a trigger, then one
+// or more frames joined by Sep (one with parallel_tool_calls false), each
+// strict function's arguments by its schema, any other's as any JSON
+// object. Since the Parser starts a block only at a trigger, every call it
+// reads was constrained (TestTriggersAndSep checks that what such a grammar
+// writes reads back as the calls).
 //
 // A Parser is not safe for concurrent use; it is one stream's state.
 package toolcall

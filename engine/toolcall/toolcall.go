@@ -617,6 +617,37 @@ func NewID(f Format) string {
 	return prefix + string(b)
 }
 
+// Triggers returns what opens a block of calls in f, as the Parser looks
+// for it: the markers (anywhere in the text), and start, a text that opens
+// one only as the first text of the answer after whitespace (Llama 3's
+// bare JSON call: "{"; "" for the other formats). A lazy grammar with these
+// triggers constrains every call the Parser can read: the Parser starts a
+// block nowhere else.
+func Triggers(f Format) (marker []string, start string) {
+	marker = append([]string(nil), markers[f]...)
+	if f == Llama3 {
+		start = "{"
+	}
+	return marker, start
+}
+
+// Controls returns the texts of f's markers that vocabularies hold as
+// control tokens (the API feeds such a token's text to the Parser, see
+// IsMarker).
+func Controls(f Format) []string { return append([]string(nil), tokens[f]...) }
+
+// Sep returns what f writes between two calls of one answer; the Parser
+// reads calls framed by Frame and joined by Sep as those calls.
+func Sep(f Format) string {
+	switch f {
+	case Llama3:
+		return "; "
+	case Mistral:
+		return ""
+	}
+	return "\n"
+}
+
 // Frame returns the text a call of the function name is written between in
 // format f, around its arguments object: what constrained decoding must
 // force for tool_choice "required" or a named function (a literal prefix,

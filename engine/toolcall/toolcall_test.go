@@ -272,3 +272,44 @@ func TestFrame(t *testing.T) {
 		t.Error("got a frame for None")
 	}
 }
+
+// TestTriggersAndSep: every frame opens with one of its format's triggers
+// (Llama 3's bare JSON with the start trigger, or after the python tag), and
+// two frames joined by Sep read back as two calls, with free text before
+// them as content: what a lazy grammar with these triggers and separator
+// produces is what the Parser reads.
+func TestTriggersAndSep(t *testing.T) {
+	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1} {
+		for _, tpl := range []string{"", "[ARGS]"} {
+			markers, start := Triggers(f)
+			pre, suf, _ := Frame(f, tpl, "get_weather")
+			pre2, suf2, _ := Frame(f, tpl, "python")
+			two := pre + `{"location": "Paris"}` + suf + Sep(f) + pre2 + `{}` + suf2
+			opened := start != "" && strings.HasPrefix(pre, start)
+			for _, m := range markers {
+				opened = opened || strings.HasPrefix(pre, m)
+			}
+			if !opened {
+				t.Errorf("%v %q: frame %q opens with none of the triggers %q, %q", f, tpl, pre, markers, start)
+			}
+			var texts []string
+			if start != "" {
+				texts = append(texts, " "+two)
+			}
+			for _, m := range markers {
+				lead := "Let me see. "
+				if !strings.HasPrefix(pre, m) {
+					lead += m
+				}
+				texts = append(texts, lead+two)
+			}
+			for _, text := range texts {
+				content, calls := Parse(f, fns, text)
+				if strings.HasPrefix(text, "Let") && content != "Let me see. " || !strings.HasPrefix(text, "Let") && content != "" ||
+					len(calls) != 2 || calls[0].Name != "get_weather" || calls[1].Name != "python" || calls[0].Arguments != `{"location":"Paris"}` {
+					t.Errorf("%v %q: %q gave %q %+v", f, tpl, text, content, calls)
+				}
+			}
+		}
+	}
+}
