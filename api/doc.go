@@ -59,7 +59,9 @@
 //     previous_response_id, as OpenAI does).
 //   - tools: function tools {type, name, description, parameters, strict};
 //     hosted tools (web_search, file_search, …) are refused. tool_choice
-//     none / auto / required / {type: function, name}, as chat.
+//     none / auto / required / {type: function, name}, as chat (strict
+//     under auto: free text, but each call the model opens is constrained
+//     to its schema, see tools.go).
 //   - text.format: text, json_object, json_schema (always enforced by
 //     constrained decoding); text.verbosity is refused.
 //   - max_output_tokens, temperature, top_p, stream; parallel_tool_calls.

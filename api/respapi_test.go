@@ -38,7 +38,7 @@ func TestDecodeResponses(t *testing.T) {
 		{"bad role", `"input":[{"role":"tool","content":"x"}]`, ErrBadField, nil},
 		{"call without id", `"input":[{"type":"function_call","name":"f","arguments":"{}"}]`, ErrBadField, nil},
 		{"hosted tool", `"input":"x","tools":[{"type":"file_search"}]`, ErrUnsupported, nil},
-		{"strict tool", `"input":"x","tools":[{"type":"function","name":"f","strict":true}]`, ErrUnsupported, nil},
+		{"strict tool under auto", `"input":"x","tools":[{"type":"function","name":"f","strict":true}]`, nil, nil},
 		{"unknown tool field", `"input":"x","tools":[{"type":"function","name":"f","cache":true}]`, ErrUnsupported, nil},
 		{"allowed_tools choice", `"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto"}`, ErrUnsupported, nil},
 		{"choice of an unknown function", `"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}`, ErrBadField, nil},

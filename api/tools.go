@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
@@ -24,9 +25,17 @@ import (
 // the model's own format (toolcall.Frame), of one of the offered functions
 // (of the named one), its arguments matching the function's parameters
 // schema (any JSON object when it has none; a schema feature the grammar
-// cannot enforce is refused with 400 naming it). Such a request cannot also
-// ask for a response_format. parallel_tool_calls false returns the first
-// call only.
+// cannot enforce is refused with 400 naming it). Under "auto" with a tool
+// whose strict is true, the answer may be free text, but a call, once the
+// model opens one in its format (toolcall.Triggers: <tool_call>,
+// [TOOL_CALLS], <|python_tag|>, Llama 3's "{" as the answer's first text),
+// is constrained decoding too (a lazy grammar, grammar.CompileLazy): one or
+// more calls (one with parallel_tool_calls false) of offered functions, a
+// strict function's arguments matching its schema (refused with 400 as
+// above if the grammar cannot enforce it), any other's any JSON object.
+// Without a strict tool "auto" constrains nothing. A request constrained
+// this way cannot also ask for a response_format. parallel_tool_calls
+// false returns the first call only.
 
 // MaxTools bounds the functions of one request (OpenAI's limit).
 const MaxTools = 128
@@ -50,16 +59,19 @@ type toolUse struct {
 	parallel bool        // more than one call per answer
 	format   toolcall.Format
 	// force is "" (auto), "required" or the name of the function a call
-	// must name; params are the functions' parameters schemas; forced is
-	// the grammar toolFormat compiles for a forced call.
+	// must name; params are the functions' parameters schemas; strict the
+	// functions with strict: true; forced is the grammar toolFormat
+	// compiles for a forced call, or under "auto" with a strict function
+	// the lazy grammar of the calls.
 	force  string
 	params map[string]json.RawMessage
+	strict map[string]bool
 	forced *grammar.Grammar
 }
 
 // toolUse validates tools, tool_choice and parallel_tool_calls.
 // Errors: ErrBadField (a malformed tool or choice), ErrUnsupported
-// (a non-function tool; strict: true with tool_choice "auto").
+// (a non-function tool).
 func (r *ChatRequest) toolUse() (*toolUse, error) {
 	return parseToolUse(r.Tools, r.ToolChoice, r.ParallelToolCalls)
 }
@@ -68,9 +80,8 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 	if len(defs) > MaxTools {
 		return nil, ErrBadField.Withf("at most %d tools", MaxTools)
 	}
-	use := &toolUse{parallel: parallel == nil || *parallel, params: map[string]json.RawMessage{}}
+	use := &toolUse{parallel: parallel == nil || *parallel, params: map[string]json.RawMessage{}, strict: map[string]bool{}}
 	seen := map[string]bool{}
-	strict := -1 // the first tool with strict: true
 	for i, d := range defs {
 		if d.Type != "function" {
 			return nil, ErrUnsupported.Withf("tools[%d].type %q (only \"function\" tools)", i, truncate(d.Type, maxFieldName))
@@ -86,8 +97,8 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 		if p := bytes.TrimSpace(f.Parameters); len(p) > 0 && string(p) != "null" && p[0] != '{' {
 			return nil, ErrBadField.Withf("tools[%d].function.parameters must be a JSON schema object", i)
 		}
-		if f.Strict != nil && *f.Strict && strict < 0 {
-			strict = i
+		if f.Strict != nil && *f.Strict {
+			use.strict[f.Name] = true
 		}
 		use.tools = append(use.tools, chat.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
 		use.names = append(use.names, f.Name)
@@ -102,12 +113,6 @@ func parseToolUse(defs []ToolDef, choice json.RawMessage, parallel *bool) (*tool
 			return nil, ErrBadField.Withf("tool_choice %q needs tools", mode)
 		}
 		return nil, nil
-	}
-	if mode == "auto" && strict >= 0 {
-		// A strict call's arguments are guaranteed by constrained decoding,
-		// which runs only when a call is forced: under "auto" the model may
-		// write one whose arguments nothing checked.
-		return nil, ErrUnsupported.Withf("tools[%d].function.%q: true needs tool_choice \"required\" or a named function (strict calls are enforced by constrained decoding, which \"auto\" does not run)", strict, "strict")
 	}
 	if mode != "auto" {
 		use.force = mode
@@ -160,6 +165,14 @@ func (s *Server) toolFormat(use *toolUse) error {
 		return ErrUnsupported.Withf("tools: this model's chat template teaches no tool-call format this server parses")
 	}
 	if use.force == "" {
+		if len(use.strict) == 0 {
+			return nil
+		}
+		g, err := use.lazyGrammar(s.cfg.Chat.Source())
+		if err != nil {
+			return err
+		}
+		use.forced = g
 		return nil
 	}
 	g, err := use.forceGrammar(s.cfg.Chat.Source())
@@ -197,14 +210,55 @@ func (use *toolUse) forceGrammar(template string) (*grammar.Grammar, error) {
 	return g, nil
 }
 
+// lazyGrammar compiles the grammar of tool_choice "auto" with a strict
+// function: free text until the model opens a call in its format, then one
+// or more calls (one unless parallel) of offered functions, framed as for
+// a forced call, a strict function's arguments by its schema, any other's
+// any JSON object.
+func (use *toolUse) lazyGrammar(template string) (*grammar.Grammar, error) {
+	var calls []grammar.Part
+	var prefix string
+	for _, name := range use.names {
+		pre, suf, ok := toolcall.Frame(use.format, template, name)
+		if !ok {
+			return nil, ErrUnsupported.Withf("strict tools: this model's tool-call format cannot be enforced")
+		}
+		prefix = pre
+		args := grammar.AnyObject()
+		if p := bytes.TrimSpace(use.params[name]); use.strict[name] && len(p) > 0 && string(p) != "null" {
+			args = grammar.Schema(p)
+		}
+		calls = append(calls, grammar.Seq(grammar.Literal(pre), args, grammar.Literal(suf)))
+	}
+	most := 1
+	if use.parallel {
+		most = -1
+	}
+	block := grammar.Repeat(grammar.Choice(calls...), toolcall.Sep(use.format), 1, most)
+	markers, start := toolcall.Triggers(use.format)
+	var triggers []grammar.Trigger
+	for _, m := range markers {
+		body := block
+		if !strings.HasPrefix(prefix, m) { // Llama 3's python tag: then the bare call
+			body = grammar.Seq(grammar.Literal(m), block)
+		}
+		triggers = append(triggers, grammar.Trigger{Text: m, Body: body})
+	}
+	if start != "" {
+		triggers = append(triggers, grammar.Trigger{Text: start, AtStart: true, Body: block})
+	}
+	return grammar.CompileLazy(triggers, toolcall.Controls(use.format))
+}
+
 // requestGrammar is what constrains a chat request's output: its
-// response_format, or the forced tool call; never both. Errors: ErrBadField.
+// response_format, or the tool calls' grammar; never both. Errors:
+// ErrBadField.
 func requestGrammar(format *grammar.Grammar, use *toolUse) (*grammar.Grammar, error) {
 	if use == nil || use.forced == nil {
 		return format, nil
 	}
 	if format != nil {
-		return nil, ErrBadField.Withf("response_format cannot be combined with tool_choice \"required\" or a named function")
+		return nil, ErrBadField.Withf("response_format cannot be combined with tool_choice \"required\", a named function or a strict tool")
 	}
 	return use.forced, nil
 }
