@@ -132,5 +132,10 @@
 // grammar and state, so a free step costs a copy of the cached bitset and
 // Accept a table lookup per byte. Matcher.Triggered tells the phases
 // apart; Match and MatchPrefix read a lazy grammar's text with control
-// tokens spelled out. Measured by BenchmarkLazyFreeDecode (engine).
+// tokens spelled out. Measured (AMD EPYC, 2 cores shared with other
+// builds): a free step over 32k tokens is about 130 ns (BenchmarkLazyFreeStep:
+// Allowed and Accept, masks warm); BenchmarkLazyFreeDecode (engine, 32k
+// random model, the grammar compiled per request, never triggered): CPU
+// time per token ÷ unconstrained 1.05 greedy and 0.98 at temperature 1,
+// within the run-to-run noise.
 package grammar

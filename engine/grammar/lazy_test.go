@@ -3,6 +3,7 @@ package grammar_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode"
@@ -457,4 +458,28 @@ func FuzzLazyScanner(f *testing.F) {
 			t.Fatalf("MatchPrefix(%q) = %v, reference %v", text, !ref.ok(text), ref.ok(text))
 		}
 	})
+}
+
+// BenchmarkLazyFreeStep: one free-phase step (Allowed, then Accept of a
+// token that does not trigger) over a 32k-token vocabulary, the scanner's
+// masks warm (as after a request's first steps).
+func BenchmarkLazyFreeStep(b *testing.B) {
+	var pieces [][]byte
+	for i := range 32000 {
+		pieces = append(pieces, []byte(fmt.Sprintf("w%dx<", i)))
+	}
+	v := grammar.NewVocab(pieces, nil)
+	g, err := grammar.CompileLazy([]grammar.Trigger{{Text: "<tool_call>", Body: hermesCall()}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := grammar.NewMatcher(g, v)
+	for b.Loop() {
+		if _, err := m.Allowed(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Accept(7); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
