@@ -134,7 +134,7 @@ var (
 	toolFields     = map[string]field{"type": {rule: implemented}, "function": {rule: implemented}}
 	functionFields = map[string]field{
 		"name": {rule: implemented}, "description": {rule: implemented}, "parameters": {rule: implemented},
-		"strict": {rule: implemented, note: "true: enforced (under auto, each call once the model opens one)"}, // toolUse
+		"strict": {rule: implemented, note: "true: enforced; under auto, on each call the model opens"}, // toolUse
 	}
 	toolCallFields     = map[string]field{"id": {rule: implemented}, "type": {rule: implemented}, "function": {rule: implemented}}
 	callFunctionFields = map[string]field{"name": {rule: implemented}, "arguments": {rule: implemented}}

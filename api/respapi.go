@@ -102,7 +102,7 @@ var (
 	respFormatFields = map[string]field{"type": {rule: implemented}, "name": {rule: implemented}, "schema": {rule: implemented},
 		"strict": {rule: implemented}, "description": {rule: ignored}}
 	respToolFields = map[string]field{"type": {rule: implemented}, "name": {rule: implemented}, "description": {rule: implemented},
-		"parameters": {rule: implemented}, "strict": {rule: implemented, note: "true: enforced (under auto, each call once the model opens one)"}}
+		"parameters": {rule: implemented}, "strict": {rule: implemented, note: "true: enforced; under auto, on each call the model opens"}}
 	// Input items: a message (its id and status are the client's echo of
 	// an earlier output and change nothing), a function call, a function
 	// call's output.
