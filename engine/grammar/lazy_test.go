@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -480,6 +481,47 @@ func BenchmarkLazyFreeStep(b *testing.B) {
 		}
 		if err := m.Accept(7); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestLazyConcurrent: matchers of one lazy grammar over one Vocab, run
+// from several goroutines (the masks and the Vocab's scan memo are shared),
+// give each the same masks as a matcher run alone (run with -race).
+func TestLazyConcurrent(t *testing.T) {
+	pieces, _, v := lazyVocab()
+	c := lazyCases()[0]
+	walk := func(g *grammar.Grammar, v *grammar.Vocab) []uint64 {
+		m := grammar.NewMatcher(g, v)
+		var sum []uint64
+		for _, s := range []string{"hi", "<tool", "_call", ">\n{\"", "n", "a", "m", "e"} {
+			mask, _ := m.Allowed()
+			sum = append(sum, mask...)
+			for id, p := range pieces {
+				if string(p) == s {
+					if err := m.Accept(int32(id)); err != nil {
+						t.Error(err)
+					}
+					break
+				}
+			}
+		}
+		return sum
+	}
+	alone, err := grammar.CompileLazy(c.triggers, c.controls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, fresh := lazyVocab()
+	want := walk(alone, fresh)
+	shared, _ := grammar.CompileLazy(c.triggers, c.controls)
+	done := make(chan []uint64)
+	for range 8 {
+		go func() { done <- walk(shared, v) }()
+	}
+	for range 8 {
+		if got := <-done; !slices.Equal(got, want) {
+			t.Fatal("a concurrent walk's masks differ from a walk alone")
 		}
 	}
 }
