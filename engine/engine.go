@@ -104,7 +104,9 @@ type GenerateRequest struct {
 	StopStrings []string // at most 4, each 1–256 bytes
 	IgnoreEOS   bool
 	// Grammar, if set, constrains the output (response_format, tool
-	// choice): each token is sampled among those the grammar allows, an
+	// choice; a lazy grammar, for strict tools under tool_choice "auto",
+	// only from its trigger on): each token is sampled among those the
+	// grammar allows, an
 	// end-of-generation token only once it is complete, and the request
 	// finishes (FinishStop) as soon as nothing more may follow. MaxTokens
 	// reached first gives FinishLength with incomplete output.
