@@ -13,7 +13,7 @@ import (
 // placeholder.
 var (
 	ErrEmptyPrompt = cloison.NewError(cloison.CodeInvalid, "the prompt is empty")
-	ErrMaxTokens   = cloison.NewError(cloison.CodeInvalid, "max_tokens must be at least 1")
+	ErrMaxTokens   = cloison.NewError(cloison.CodeInvalid, "max_tokens must be at least 1 (0 only to score the prompt)")
 	ErrBadToken    = cloison.NewError(cloison.CodeInvalid, "the prompt holds a token id outside the vocabulary")
 	// ErrContextLength: prompt + max_tokens exceed the served context or
 	// what the KV pool can ever hold for the tenant.
@@ -25,7 +25,11 @@ type Request struct {
 	ID        cloison.RequestID
 	Tenant    cloison.TenantID
 	Prompt    []int32
-	MaxTokens int // new tokens at most
+	MaxTokens int // new tokens at most; 0 only with ScorePrompt
+	// ScorePrompt asks for the log-probability of every prompt token
+	// given the ones before it (GenerateRequest.ScorePrompt): the prompt
+	// is computed in full, never taken from the prefix cache.
+	ScorePrompt bool
 }
 
 // Ticket is proof that admission accepted a request. Only Admission.Admit
@@ -97,7 +101,7 @@ func (a *Admission) check(r Request) error {
 	if len(r.Prompt) == 0 {
 		return ErrEmptyPrompt
 	}
-	if r.MaxTokens < 1 {
+	if r.MaxTokens < 1 && !(r.MaxTokens == 0 && r.ScorePrompt) {
 		return ErrMaxTokens.Withf("got %d", r.MaxTokens)
 	}
 	for i, t := range r.Prompt {

@@ -71,6 +71,21 @@
 // repetition / frequency / presence penalties, per-request seed
 // (reproducible), logprobs with alternatives.
 //
+// Prompt scoring (GenerateRequest.ScorePrompt, for echo with logprobs):
+// the prompt's chunks ask the model for every row's logits (model.Seq.All,
+// that sequence only; Item.All), and the driver keeps, per position, the
+// raw log-softmax of the next prompt token and the TopLogprobs best
+// (sample.Score) — never a prompt×vocabulary matrix, at most one chunk's.
+// Such a request never takes its prompt from the prefix cache (every
+// position must be computed; it still publishes its pages), and a position
+// recomputed after a preemption keeps its first score (rows are batch
+// invariant, so both are equal). The scores reach the stream as one Token
+// of ID PromptScores before any generated token; a first token sampled
+// with the prompt not scored in full fails the request closed. MaxTokens 0
+// is admitted only with ScorePrompt: the prompt is computed and scored and
+// the request finishes (length) with no token. A decode node refuses it
+// (ErrScoreRemote): prefill nodes return KV, not logits.
+//
 // # Tests that prove isolation
 //
 // In isolation_test.go:

@@ -113,6 +113,31 @@ type GenerateRequest struct {
 	Grammar *grammar.Grammar
 	// Deadline, if set, aborts the request when passed.
 	Deadline time.Time
+	// ScorePrompt asks for every prompt token's log-probability given the
+	// tokens before it, with Sampling.TopLogprobs alternatives: the stream
+	// then starts with one Token of ID PromptScores carrying them (before
+	// any generated token). The prompt is computed in full (never from the
+	// prefix cache), its logits one chunk at a time, keeping only the
+	// chosen token and the alternatives. MaxTokens may then be 0: the
+	// prompt is scored and the request finishes (FinishLength) with no
+	// token. Not on a decode node (ErrScoreRemote).
+	ScorePrompt bool
+}
+
+// PromptScores is the ID of the stream's Token that carries a prompt's
+// scores (GenerateRequest.ScorePrompt).
+const PromptScores int32 = -2
+
+// ErrScoreRemote: prompt scoring asked of a decode node, whose prompts are
+// computed on prefill nodes that return no logits.
+var ErrScoreRemote = cloison.NewError(cloison.CodeUnsupported, "prompt token logprobs are not computed on a disaggregated deployment")
+
+// Scored is one prompt token's score: its log-probability given the tokens
+// before it, and the most likely alternatives there, best first.
+type Scored struct {
+	Token   int32
+	Logprob float64
+	Top     []sample.TokenProb
 }
 
 // Engine runs requests on one model, one pool and one arena. Submit is safe
@@ -194,15 +219,18 @@ func (e *Engine) Attestation() attest.Attestation { return e.cfg.Attestation }
 // decision to serve it. A rejection is counted as Submit counts it. Submit
 // checks again: Check is advice, never a ticket. Errors: those of Submit's
 // rejections (ErrBadStop, sampling errors, ErrEmptyPrompt, ErrMaxTokens,
-// ErrBadToken, ErrContextLength, isolation.ErrUnknownTenant).
+// ErrBadToken, ErrContextLength, isolation.ErrUnknownTenant, ErrScoreRemote).
 func (e *Engine) Check(r GenerateRequest) error {
 	if err := validateStops(r.StopStrings); err != nil {
 		return err
 	}
+	if r.ScorePrompt && e.cfg.Remote != nil {
+		return ErrScoreRemote
+	}
 	if _, _, err := e.newSampler(r); err != nil {
 		return err
 	}
-	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens})
+	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt})
 	return err
 }
 
@@ -214,11 +242,14 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err := validateStops(r.StopStrings); err != nil {
 		return nil, err
 	}
+	if r.ScorePrompt && e.cfg.Remote != nil {
+		return nil, ErrScoreRemote
+	}
 	samp, gm, err := e.newSampler(r)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt})
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +258,10 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		stops[s] = true
 	}
 	a := &active{req: r, sampler: samp, grammar: gm, stops: stops, stream: newStream(r.ID), started: e.now(), trace: context.WithoutCancel(ctx)}
+	if r.ScorePrompt {
+		a.scores = make([]Scored, len(r.Prompt)-1)
+		a.scored = make([]bool, len(r.Prompt)-1)
+	}
 	// The cancel hooks are set BEFORE a is published in e.active: from then
 	// on the loop (finish, shutdown) may end it at any moment and calls
 	// a.stopCtx. A cancellation that fires before publication posts a
@@ -331,6 +366,14 @@ type active struct {
 	emitted   int       // bytes of text already streamed
 	stopped   bool      // a stop string matched; text is final
 	generated int
+	// Prompt scoring (req.ScorePrompt): scores[i] is prompt token i+1's,
+	// scored[i] whether it is computed (a recomputation after preemption
+	// finds it done), nscored how many are, sent whether the
+	// PromptScores token was pushed.
+	scores  []Scored
+	scored  []bool
+	nscored int
+	sent    bool
 }
 
 // Run drives the engine until ctx ends; then every live request ends with
@@ -425,7 +468,7 @@ func (e *Engine) step() error {
 	}
 	batch := make([]model.Seq, len(rd.Batch))
 	for i, it := range rd.Batch {
-		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens}
+		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All}
 	}
 	logits, err := e.cfg.Model.Forward(e.cfg.Arena, batch, false)
 	if err != nil {
@@ -436,12 +479,40 @@ func (e *Engine) step() error {
 	emits := make([]emit, 0, len(rd.Batch))
 	now := e.now()
 	e.mu.Lock()
+	var scoredNow []*active
+	var unscored []cloison.RequestID
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
-		if !it.Logits || a == nil {
+		if a == nil {
 			continue
 		}
-		c, err := a.sampler.Sample(logits[i])
+		row := logits[i]
+		if it.All {
+			done, err := e.score(a, it, row)
+			if err != nil {
+				// Non-finite logits: fail this request, closed (a prefill
+				// chunk has no result to stop it: cancelled below).
+				results = append(results, Result{ID: it.ID, Stop: true})
+				a.stream.failNext = err
+				unscored = append(unscored, it.ID)
+				continue
+			}
+			if done {
+				scoredNow = append(scoredNow, a)
+			}
+			row = row[len(row)-e.cfg.Model.Vocab:] // the last token's, for sampling
+		}
+		if !it.Logits {
+			continue
+		}
+		if a.scores != nil && !a.sent {
+			// A prompt asked scored reaches its first token unscored (a
+			// position skipped): fail closed, never a token without them.
+			results = append(results, Result{ID: it.ID, Stop: true})
+			a.stream.failNext = fmt.Errorf("%w: prompt of %s not scored in full", errInternal, it.ID)
+			continue
+		}
+		c, err := a.sampler.Sample(row)
 		if err != nil {
 			// Non-finite logits: fail this request, closed.
 			results = append(results, Result{ID: it.ID, Stop: true})
@@ -468,7 +539,18 @@ func (e *Engine) step() error {
 	}
 	e.mu.Unlock()
 	events := e.sched.Advance(rd, results)
-	// Tokens first, then ends: a finished request's last token is streamed.
+	for _, id := range unscored {
+		if ev, ok := e.sched.Cancel(id, errInternal); ok {
+			events = append(events, ev)
+		}
+	}
+	// The prompt's scores before its first token; tokens first, then ends:
+	// a finished request's last token is streamed.
+	for _, a := range scoredNow {
+		if a.stream.failNext == nil {
+			a.stream.push(Token{ID: PromptScores, Prompt: a.scores})
+		}
+	}
 	for _, em := range emits {
 		if em.a.stream.failNext == nil {
 			em.a.stream.push(Token{ID: em.tok.Token, Text: em.text, Logprob: em.tok.Logprob, Top: em.tok.Top, Gap: em.gap})
@@ -476,6 +558,40 @@ func (e *Engine) step() error {
 	}
 	e.handle(events)
 	return nil
+}
+
+// score records the prompt scores item it's logits (one row per token)
+// give: row j predicts the prompt token at it.Pos+j+1. A position already
+// scored (recomputed after a preemption) is kept as it was. It reports
+// whether the prompt is now scored in full, for the first time. Errors:
+// sample.ErrInvalidParams (a non-finite logit: the request fails closed).
+func (e *Engine) score(a *active, it Item, rows []float32) (bool, error) {
+	if a.scores == nil || a.sent {
+		return false, nil
+	}
+	v := e.cfg.Model.Vocab
+	prompt := a.req.Prompt
+	for j := range it.Tokens {
+		p := it.Pos + j + 1 // the token row j predicts
+		if p >= len(prompt) {
+			break
+		}
+		if a.scored[p-1] {
+			continue
+		}
+		lp, top, err := sample.Score(rows[j*v:(j+1)*v], prompt[p], a.req.Sampling.TopLogprobs)
+		if err != nil {
+			return false, err
+		}
+		a.scores[p-1] = Scored{Token: prompt[p], Logprob: lp, Top: top}
+		a.scored[p-1] = true
+		a.nscored++
+	}
+	if a.nscored < len(a.scores) || it.Pos+len(it.Tokens) < len(prompt) {
+		return false, nil
+	}
+	a.sent = true
+	return true, nil
 }
 
 type emit struct {
@@ -698,12 +814,16 @@ func (e *Engine) shutdown(cause error) {
 	}
 }
 
-// Token is one streamed token. ID is -1 for a final flush of held-back text.
+// Token is one streamed token. ID is -1 for a final flush of held-back text,
+// PromptScores for the prompt's scores (Prompt; GenerateRequest.ScorePrompt).
 type Token struct {
 	ID      int32
 	Text    string
 	Logprob float64
 	Top     []sample.TokenProb
+	// Prompt holds, in the PromptScores token, the scores of prompt tokens
+	// 1…len−1 (the first token has none).
+	Prompt []Scored
 	// Gap is the time since the request's previous token was sampled (the
 	// inter-token latency); 0 for the first token and the flush.
 	Gap time.Duration

@@ -44,6 +44,9 @@ type SchedulerConfig struct {
 // Item is one sequence's share of a step: feed Tokens at positions
 // [Pos, Pos+len(Tokens)) through the model, writing their KV through Table
 // and attending over Table; produce logits for the last token if Logits.
+// All (a request that scores its prompt, on a chunk inside the prompt)
+// asks for the logits of every token of the chunk: row j predicts the
+// token at Pos+j+1.
 type Item struct {
 	ID     cloison.RequestID
 	Tenant cloison.TenantID
@@ -52,6 +55,7 @@ type Item struct {
 	Pos    int
 	Table  isolation.BlockTable
 	Logits bool
+	All    bool
 }
 
 // Ready is the work of one step. The driver must, in order: zero the pages
@@ -312,7 +316,9 @@ func (s *Scheduler) admit() {
 			}
 			q := tq[0]
 			var prompt []int32
-			if s.cfg.PrefixCache {
+			if s.cfg.PrefixCache && !q.req.ScorePrompt {
+				// A request that scores its prompt computes every
+				// position: cached pages would skip their logits.
 				prompt = q.tokens
 			}
 			l, cached, err := s.pool.AllocatePrefix(tn, q.req.ID, len(q.tokens), prompt)
@@ -407,7 +413,8 @@ func (s *Scheduler) Ready() Ready {
 		}
 		inBatch[q] = true
 		budget -= n
-		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits})
+		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits,
+			All: q.req.ScorePrompt && pos < len(q.req.Prompt)})
 	}
 	// Decode: one token each, oldest first.
 	for _, q := range append([]*seq(nil), s.running...) {
@@ -448,7 +455,8 @@ func (s *Scheduler) Ready() Ready {
 				continue
 			}
 		}
-		add(q, n, q.computed+n == len(q.tokens))
+		// max_tokens 0 (prompt scoring only): nothing is sampled.
+		add(q, n, q.computed+n == len(q.tokens) && q.req.MaxTokens > 0)
 	}
 	return rd
 }
@@ -478,6 +486,11 @@ func (s *Scheduler) Advance(rd Ready, results []Result) []Event {
 			// Best effort: a prefix already cached is simply not published again.
 			_, _ = s.pool.Publish(q.lease, q.req.Prompt)
 			q.published = true
+		}
+		if q.req.MaxTokens == 0 && q.computed >= len(q.tokens) {
+			// Prompt scored, nothing to generate.
+			s.events = append(s.events, s.end(q, Finished, FinishLength, nil))
+			continue
 		}
 		if !it.Logits {
 			continue

@@ -365,6 +365,10 @@ type Seq struct {
 	Table  isolation.BlockTable
 	Pos    int
 	Tokens []int32
+	// All asks for the logits of every new token of this sequence, as
+	// Forward's all does for the whole batch (prompt scoring): the cost,
+	// len(Tokens)×Vocab logits, falls on this sequence only.
+	All bool
 }
 
 type scratch struct {
@@ -436,8 +440,9 @@ func (m *Model) ensure(rows, outRows int) error {
 
 // Forward runs one step over a batch. It writes the K/V of every new token
 // into its sequence's pages and returns, per sequence, the logits of its last
-// token (len Vocab) or, with all set, of every new token (len(Tokens)×Vocab,
-// row-major).
+// token (len Vocab) or, with all set (or the sequence's Seq.All), of every
+// new token (len(Tokens)×Vocab, row-major). Rows are batch invariant: a
+// sequence's logits are the same whichever rows the others ask for.
 //
 // Errors: ErrBatch for a malformed batch (nothing is computed); errors of
 // the backend, among them *kernels.TagMismatchError (errors.Is
@@ -470,7 +475,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 			}
 		}
 		rows += n
-		if all {
+		if all || s.All {
 			outRows += n
 		} else {
 			outRows++
@@ -592,11 +597,16 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	last := x
 	if !all {
 		last = sc.last.Slice(0, outRows)
+		o := 0
 		for i, s := range spans {
-			r := s.Row + s.N - 1
-			if err := b.Copy(last.Slice(i, i+1), x.Slice(r, r+1)); err != nil {
+			r, n := s.Row+s.N-1, 1
+			if batch[i].All {
+				r, n = s.Row, s.N
+			}
+			if err := b.Copy(last.Slice(o, o+n), x.Slice(r, r+n)); err != nil {
 				return nil, err
 			}
+			o += n
 		}
 	}
 	if err := b.RMSNorm(last, last, m.outNorm, m.RMSEps); err != nil {
@@ -615,7 +625,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	r := 0
 	for i, s := range batch {
 		n := 1
-		if all {
+		if all || s.All {
 			n = len(s.Tokens)
 		}
 		out[i] = host[r*m.Vocab : (r+n)*m.Vocab : (r+n)*m.Vocab]

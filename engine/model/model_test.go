@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -720,4 +721,48 @@ func sample(logits []float32, rng *rand.Rand) int32 {
 		}
 	}
 	return argmax(logits)
+}
+
+// TestSeqAll: a sequence that asks for every row (Seq.All, prompt scoring)
+// gets exactly the rows a whole-batch all gives, and its neighbours exactly
+// their last rows, bit for bit.
+func TestSeqAll(t *testing.T) {
+	cfg := small(gguf.Q8_0, true)
+	m := load(t, backend(t), randomFile(t, cfg))
+	in := [][]int32{tokens(9, cfg.Vocab, 1), tokens(13, cfg.Vocab, 2), tokens(5, cfg.Vocab, 3)}
+	run := func(all bool, mark int) [][]float32 {
+		k := newKV(t, m, 16, 16, "t")
+		batch := make([]Seq, len(in))
+		for i, toks := range in {
+			s := k.start(t, "t", fmt.Sprint("r", i), len(toks))
+			if err := k.pool.Write(s.lease, len(toks)); err != nil {
+				t.Fatal(err)
+			}
+			bt, err := k.pool.BlockTable(s.lease, len(toks))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch[i] = Seq{Table: bt, Tokens: toks, All: i == mark}
+		}
+		out, err := m.Forward(k.arena, batch, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	every, lasts, mixed := run(true, -1), run(false, -1), run(false, 1)
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: got %d logits, want %d", what, len(got), len(want))
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: logit %d: got %v, want %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	same("the All sequence", mixed[1], every[1])
+	same("before it", mixed[0], lasts[0])
+	same("after it", mixed[2], lasts[2])
 }

@@ -316,3 +316,57 @@ func top(c []cand, invT, lse float64, n int) []TokenProb {
 	}
 	return out
 }
+
+// Score returns the log-probability of tok under the raw distribution of
+// logits (log-softmax, no penalty, bias, temperature or constraint: what
+// prompt scoring reports, as OpenAI's echo with logprobs and vLLM's
+// prompt_logprobs do) and the n most likely tokens (n ≤ 20), best first,
+// ties by lowest id. It keeps n candidates, never a sorted vocabulary. A
+// row with a non-finite logit, or tok outside it, is ErrInvalidParams.
+func Score(logits []float32, tok int32, n int) (float64, []TokenProb, error) {
+	if tok < 0 || int(tok) >= len(logits) {
+		return 0, nil, fmt.Errorf("%w: token %d outside a row of %d", ErrInvalidParams, tok, len(logits))
+	}
+	n = min(max(n, 0), 20, len(logits))
+	best := make([]cand, 0, n+1)
+	m := math.Inf(-1)
+	for i, l := range logits {
+		v := float64(l)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, nil, fmt.Errorf("%w: non-finite logit for token %d", ErrInvalidParams, i)
+		}
+		m = max(m, v)
+		if n == 0 {
+			continue
+		}
+		c := cand{int32(i), v}
+		if len(best) == n && !better(c, best[n-1]) {
+			continue
+		}
+		// Insertion into the n best (n ≤ 20).
+		j := len(best)
+		if j < n {
+			best = append(best, c)
+		} else {
+			j = n - 1
+		}
+		for j > 0 && better(c, best[j-1]) {
+			best[j] = best[j-1]
+			j--
+		}
+		best[j] = c
+	}
+	s := 0.0
+	for _, l := range logits {
+		s += math.Exp(float64(l) - m)
+	}
+	lse := m + math.Log(s)
+	var top []TokenProb
+	if n > 0 {
+		top = make([]TokenProb, len(best))
+		for i, c := range best {
+			top[i] = TokenProb{Token: c.tok, Logprob: c.logit - lse}
+		}
+	}
+	return float64(logits[tok]) - lse, top, nil
+}

@@ -240,3 +240,54 @@ func TestBiasAndConstraint(t *testing.T) {
 		t.Errorf("negative id: got %v, want ErrInvalidParams", err)
 	}
 }
+
+// TestScore: Score's log-probability and alternatives equal a log-softmax
+// over the whole row and a full sort (ties by lowest id), whatever n.
+func TestScore(t *testing.T) {
+	rows := [][]float32{
+		{1, 2, 3, 3, -1, 0.5, 2, 7, 7, -4},
+		{0, 0, 0, 0},
+		{-100, 50, 49.5, 3},
+	}
+	for ri, row := range rows {
+		m := math.Inf(-1)
+		for _, x := range row {
+			m = max(m, float64(x))
+		}
+		s := 0.0
+		for _, x := range row {
+			s += math.Exp(float64(x) - m)
+		}
+		lse := m + math.Log(s)
+		c := make([]cand, len(row))
+		for i, x := range row {
+			c[i] = cand{int32(i), float64(x)}
+		}
+		slices.SortFunc(c, compareCands)
+		for n := 0; n <= len(row)+1; n++ {
+			for tok := range row {
+				lp, top, err := Score(row, int32(tok), n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := float64(row[tok]) - lse; math.Abs(lp-want) > 1e-12 {
+					t.Fatalf("row %d token %d: got %v, want %v", ri, tok, lp, want)
+				}
+				if len(top) != min(n, len(row)) {
+					t.Fatalf("row %d n %d: got %d alternatives", ri, n, len(top))
+				}
+				for k, tp := range top {
+					if tp.Token != c[k].tok || math.Abs(tp.Logprob-(c[k].logit-lse)) > 1e-12 {
+						t.Fatalf("row %d n %d alternative %d: got %+v, want token %d", ri, n, k, tp, c[k].tok)
+					}
+				}
+			}
+		}
+	}
+	if _, _, err := Score([]float32{1, float32(math.NaN())}, 0, 1); !errors.Is(err, ErrInvalidParams) {
+		t.Fatalf("NaN: got %v, want ErrInvalidParams", err)
+	}
+	if _, _, err := Score([]float32{1, 2}, 2, 1); !errors.Is(err, ErrInvalidParams) {
+		t.Fatalf("token outside: got %v, want ErrInvalidParams", err)
+	}
+}
