@@ -30,8 +30,24 @@
 //     recorded seed (confirmed when any differs).
 //   - echo (completions): the prompt text precedes the completion in
 //     choices[].text (streamed: a first chunk of its own per choice); token
-//     ids are echoed as their text. echo with logprobs is refused (400):
-//     prompt tokens are not scored.
+//     ids are echoed as their text. With logprobs N the prompt is scored as
+//     OpenAI's legacy completions do (lm-eval-harness's loglikelihood):
+//     logprobs.tokens, token_logprobs, top_logprobs and text_offset start
+//     with the prompt's tokens — the first with a null logprob and null
+//     alternatives, each other the raw log-softmax of the model's logits
+//     after the tokens before it (no temperature, penalty or bias) with its
+//     N best alternatives — then the completion's; text_offset counts Unicode
+//     code points in choices[].text (control tokens add none). The engine
+//     scores it (engine.GenerateRequest.ScorePrompt): the prompt is computed
+//     in full, never from the prefix cache, one chunk's logits at a time;
+//     each of n choices scores its own prompt (no prefix sharing between
+//     them). Streamed, the echo chunk comes once the prompt is scored and
+//     carries its logprobs. max_tokens 0 is accepted with echo only: the
+//     prompt alone (scored with logprobs), finish_reason length, 0
+//     completion tokens; the policy decides it as one token (it knows no
+//     request that generates nothing). Not on a decode node of a split
+//     deployment (prefill nodes return KV, no logits: 400 unsupported).
+//     The ledger records counts and digests as for any request, no score.
 //   - suffix (completions): only for a model with fill-in-the-middle
 //     tokens (tokenizer.HasFIM); the prompt is built as llama.cpp's infill,
 //     [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, the user's text never

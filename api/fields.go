@@ -76,7 +76,7 @@ var commonFields = map[string]field{
 var completionFields = withCommon(map[string]field{
 	"prompt":   {rule: implemented},
 	"logprobs": {rule: implemented},
-	"echo":     {rule: implemented, note: "not with logprobs"},
+	"echo":     {rule: implemented, note: "with logprobs: the prompt tokens scored"},
 	"suffix":   {rule: implemented, note: "models with fill-in-the-middle tokens"},
 	"best_of":  {rule: refused, neutral: []string{`1`}},
 })

@@ -34,7 +34,7 @@ func TestUnsupportedFields(t *testing.T) {
 		{"completion: best_of 3", false, `{"model":"m","prompt":"x","best_of":3}`, "best_of"},
 		{"completion: best_of 1", false, `{"model":"m","prompt":"x","best_of":1}`, ""},
 		{"completion: echo", false, `{"model":"m","prompt":"x","echo":true}`, ""},
-		{"completion: echo with logprobs", false, `{"model":"m","prompt":"x","echo":true,"logprobs":0}`, "echo"},
+		{"completion: echo with logprobs", false, `{"model":"m","prompt":"x","echo":true,"logprobs":0}`, ""},
 		{"completion: unknown field", false, `{"model":"m","prompt":"x","guided_json":{}}`, "guided_json"},
 		{"completion: user is ignored", false, `{"model":"m","prompt":"x","user":"u-1"}`, ""},
 		{"completion: messages belong to chat", false, `{"model":"m","prompt":"x",` + chatMsgs + `}`, "messages"},

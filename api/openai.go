@@ -272,12 +272,6 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if req.Prompt == nil {
 		return nil, ErrBadField.Withf("prompt is required")
 	}
-	if req.Echo && req.Logprobs != nil {
-		// OpenAI would return the prompt's own token logprobs; the engine
-		// scores only generated tokens, so the pair is refused, never
-		// answered with the completion's logprobs alone.
-		return nil, ErrUnsupported.Withf(`"echo" with "logprobs" (the prompt's token logprobs are not computed)`)
-	}
 	if req.Suffix != nil && *req.Suffix != "" {
 		if req.Echo {
 			return nil, ErrUnsupported.Withf(`"suffix" with "echo"`)
@@ -289,7 +283,13 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")
 	}
-	if err := req.Common.validate(); err != nil {
+	// max_tokens 0 with echo: the prompt alone, scored (lm-eval-harness's
+	// loglikelihood requests).
+	minTokens := 1
+	if req.Echo {
+		minTokens = 0
+	}
+	if err := req.Common.validateFrom(minTokens); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -322,7 +322,10 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	return &req, nil
 }
 
-func (c *Common) validate() error {
+func (c *Common) validate() error { return c.validateFrom(1) }
+
+// validateFrom is validate with max_tokens at least minTokens.
+func (c *Common) validateFrom(minTokens int) error {
 	if c.Model == "" {
 		return ErrBadField.Withf("model is required")
 	}
@@ -333,8 +336,11 @@ func (c *Common) validate() error {
 	if c.MaxCompletion != nil {
 		mt = c.MaxCompletion
 	}
-	if mt != nil && *mt < 1 {
-		return ErrBadField.Withf("max_tokens must be at least 1 (got %d)", *mt)
+	if mt != nil && *mt < int64(minTokens) {
+		if minTokens == 0 {
+			return ErrBadField.Withf("max_tokens must be at least 0 (got %d)", *mt)
+		}
+		return ErrBadField.Withf("max_tokens must be at least 1 (got %d; 0 only on /v1/completions with echo)", *mt)
 	}
 	if len(c.Stop) > 4 {
 		return ErrBadField.Withf("at most 4 stop sequences")

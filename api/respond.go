@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
@@ -39,11 +40,23 @@ type CompletionChoice struct {
 	FinishReason *string             `json:"finish_reason"`
 }
 
-// CompletionLogprobs is the legacy completions logprobs object.
+// CompletionLogprobs is the legacy completions logprobs object. With echo
+// the prompt's tokens come first, the first of them with a null logprob
+// and null alternatives (nothing precedes it). TextOffset is each token's
+// offset in choices[].text, in Unicode code points (Python's str indexes):
+// the prompt's tokens at the running length of their pieces (control
+// tokens add none), the completion's at the echoed text's length plus
+// theirs.
 type CompletionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// slice returns tokens [k, len) of l.
+func (l *CompletionLogprobs) slice(k int) *CompletionLogprobs {
+	return &CompletionLogprobs{Tokens: l.Tokens[k:], TokenLogprobs: l.TokenLogprobs[k:], TopLogprobs: l.TopLogprobs[k:], TextOffset: l.TextOffset[k:]}
 }
 
 // ChatCompletion is a /v1/chat/completions response or stream chunk.
@@ -110,13 +123,18 @@ type collector struct {
 	n      int
 	legacy CompletionLogprobs
 	chat   []ChatTokenLogprob
+	// offset is the next completion token's text_offset (legacy).
+	offset int
+	// scored: the prompt's scores arrived (engine.PromptScores); legacy
+	// then starts with the prompt's tokens.
+	scored bool
 	// With tools (in.tools): the text split into content and calls.
 	tools   *toolStream
 	content strings.Builder
 }
 
 func newCollector(s *Server, in inference) *collector {
-	c := &collector{s: s, in: in}
+	c := &collector{s: s, in: in, offset: utf8.RuneCountInString(in.echo)}
 	if in.tools != nil {
 		c.tools = newToolStream(in.tools)
 	}
@@ -159,7 +177,43 @@ func (c *collector) finishReason(finish engine.FinishReason) string {
 	return string(finish)
 }
 
+// addPrompt takes the prompt's scores (engine.PromptScores, before any
+// generated token): with logprobs, the prompt's tokens open legacy.
+func (c *collector) addPrompt(tok engine.Token) {
+	c.scored = true
+	if !c.in.logprobs || len(c.in.prompt) == 0 {
+		return
+	}
+	tk := c.s.cfg.Tokenizer
+	off := 0
+	for i, id := range c.in.prompt {
+		// The token as spelt (control tokens by name); its offset counts
+		// only the text it adds to a prompt sent as text (a control token,
+		// BOS among them, adds none).
+		c.legacy.Tokens = append(c.legacy.Tokens, string(tk.Piece(id, true)))
+		c.legacy.TextOffset = append(c.legacy.TextOffset, off)
+		off += utf8.RuneCount(tk.Piece(id, false))
+		if i == 0 || i-1 >= len(tok.Prompt) {
+			c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, nil)
+			c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, nil)
+			continue
+		}
+		sc := tok.Prompt[i-1]
+		lp := sc.Logprob
+		c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
+		top := map[string]float64{}
+		for _, alt := range sc.Top {
+			top[string(tk.Piece(alt.Token, false))] = alt.Logprob
+		}
+		c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
+	}
+}
+
 func (c *collector) addToken(tok engine.Token) {
+	if tok.ID == engine.PromptScores {
+		c.addPrompt(tok)
+		return
+	}
 	if tok.ID < 0 {
 		return // flush of held-back text, not a token
 	}
@@ -179,7 +233,10 @@ func (c *collector) addToken(tok engine.Token) {
 		return
 	}
 	c.legacy.Tokens = append(c.legacy.Tokens, piece)
-	c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, tok.Logprob)
+	lp := tok.Logprob
+	c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
+	c.legacy.TextOffset = append(c.legacy.TextOffset, c.offset)
+	c.offset += utf8.RuneCountInString(piece)
 	top := map[string]float64{}
 	for _, alt := range tok.Top {
 		top[string(c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
@@ -316,8 +373,9 @@ func (x *sseWriter) begin() {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
 				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{Role: "assistant"}}}})
 		}
-		if x.in.echo != "" {
-			// echo: the prompt text first, in a chunk of its own.
+		if x.in.echo != "" && !x.in.scorePrompt {
+			// echo: the prompt text first, in a chunk of its own (scored:
+			// once the scores are in, promptChunk).
 			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: i, Text: x.in.echo}}})
 		}
 	}
@@ -334,13 +392,27 @@ func (x *sseWriter) chunk(i int, text string, finish *string) any {
 	}
 	ch := CompletionChoice{Index: i, Text: text, FinishReason: finish}
 	if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
-		k := len(c.legacy.Tokens) - 1
-		ch.Logprobs = &CompletionLogprobs{Tokens: c.legacy.Tokens[k:], TokenLogprobs: c.legacy.TokenLogprobs[k:], TopLogprobs: c.legacy.TopLogprobs[k:]}
+		ch.Logprobs = c.legacy.slice(len(c.legacy.Tokens) - 1)
 	}
 	return Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{ch}}
 }
 
+// promptChunk sends choice i's echo once its prompt is scored: the prompt
+// text with, if asked, its tokens' logprobs.
+func (x *sseWriter) promptChunk(i int) {
+	ch := CompletionChoice{Index: i, Text: x.in.echo}
+	if x.in.logprobs {
+		ch.Logprobs = x.cs[i].legacy.slice(0)
+	}
+	x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{ch}})
+}
+
 func (x *sseWriter) token(i int, tok engine.Token) {
+	if tok.ID == engine.PromptScores {
+		x.cs[i].add(tok)
+		x.promptChunk(i)
+		return
+	}
 	text, calls := x.cs[i].add(tok)
 	if text != "" || (x.in.logprobs && tok.ID >= 0) {
 		x.send(x.chunk(i, text, nil))

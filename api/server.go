@@ -407,6 +407,11 @@ type inference struct {
 	// echo is the prompt text that precedes the completion in a
 	// completions choice (echo: true); "" otherwise.
 	echo string
+	// scorePrompt (echo with logprobs, or echo with max_tokens 0): every
+	// choice's engine sequence scores the prompt
+	// (engine.GenerateRequest.ScorePrompt), and the echo carries the
+	// prompt's logprobs.
+	scorePrompt bool
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -446,6 +451,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		if req.Prompt.IsIDs {
 			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
 		}
+		in.scorePrompt = req.Logprobs != nil || req.Common.MaxNew() == 0
 	}
 	s.serve(w, r, in)
 }
@@ -556,8 +562,15 @@ func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id clo
 	}
 	defer release()
 	maxNew := in.common.MaxNew()
+	// The policy knows no request that generates nothing (max_tokens ≥ 1):
+	// a prompt scored alone (echo, max_tokens 0) is decided as one token,
+	// the conservative count; the engine is then given 0.
+	polMax := maxNew
+	if maxNew == 0 && in.scorePrompt {
+		polMax = 1
+	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: maxNew}, Placement: s.placement()}
+		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: polMax}, Placement: s.placement()}
 	dec, derr := s.decide(ctx, pin)
 	if sink.decided != nil {
 		sink.decided(dec.ID)
@@ -605,7 +618,10 @@ func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id clo
 	for i := range greqs {
 		csp := sp
 		csp.Seed = choiceSeed(sp.Seed, i)
-		greqs[i] = engine.GenerateRequest{ID: choiceID(id, i), Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: in.common.Stop, Grammar: in.grammar}
+		// Every choice scores its own prompt: its echo is streamed with
+		// the scores before its first token, whatever the others do.
+		greqs[i] = engine.GenerateRequest{ID: choiceID(id, i), Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: in.common.Stop, Grammar: in.grammar,
+			ScorePrompt: in.scorePrompt}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
 		}

@@ -171,6 +171,8 @@ type Platform struct {
 	KEK []byte
 	// Tokenizer is the served model's.
 	Tokenizer *tokenizer.Tokenizer
+	// ModelFile is the served model's GGUF (for reference computations).
+	ModelFile []byte
 }
 
 // startReplay builds a replay engine: a model instance, pool and arena of
@@ -369,5 +371,5 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{KEK: kek, Tokenizer: tok, URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
+	return &Platform{KEK: kek, Tokenizer: tok, ModelFile: buf.Bytes(), URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
 }
