@@ -81,11 +81,20 @@
 //   - text.format: text, json_object, json_schema (always enforced by
 //     constrained decoding); text.verbosity is refused.
 //   - max_output_tokens, temperature, top_p, stream; parallel_tool_calls.
+//   - include: ["message.output_text.logprobs"] gives the output_text part
+//     logprobs [{token, logprob, bytes, top_logprobs: [{token, logprob,
+//     bytes}]}] — the chat completion's logprobs (under the sampling
+//     distribution), top_logprobs (0–20) alternatives each; top_logprobs
+//     > 0 alone asks for them too, as chat's does. Streamed, each
+//     output_text.delta carries the logprobs of the tokens whose text it
+//     releases (held-back text's come with it), output_text.done all of
+//     them; a function call's tokens have none. Any other include value
+//     is refused (400 naming it).
 //   - Ignored (no effect on the output): user, safety_identifier,
 //     metadata (echoed), service_tier, prompt_cache_key. Refused unless
-//     neutral: include ([]), reasoning ({}), background (false), truncation
-//     ("disabled"), top_logprobs (0); refused: conversation, prompt,
-//     max_tool_calls, stream_options.
+//     neutral: reasoning ({}), background (false), truncation
+//     ("disabled"); refused: conversation, prompt, max_tool_calls,
+//     stream_options.
 //
 // The response object carries output items of type message (one
 // output_text part) and function_call (call_id "call_…", arguments),
@@ -107,12 +116,17 @@
 // ledgers response.stored (id, request, SHA-256 of the sealed blob, size);
 // GET /v1/responses/{id} opens it, DELETE deletes it with response.deleted
 // in one transaction, and previous_response_id continues its conversation.
-// All three name the caller's tenant: another tenant's id is 404 like an
-// unknown or deleted one. Without a KEK, store: true is 503 (ErrStoreOff),
+// GET /v1/responses/{id}/input_items (respitems.go) lists the conversation
+// the stored response read — the previous responses' turns, then its own
+// input, never instructions or its own output — as message (input_text;
+// output_text for the assistant's; a developer message reads as system),
+// function_call and function_call_output items with ids stable per place,
+// newest first unless order=asc, limit 1–100 (default 20), after an item
+// id; any other query parameter is 400. All four name the caller's tenant:
+// another tenant's id is 404 like an unknown, deleted or store: false one. Without a KEK, store: true is 503 (ErrStoreOff),
 // never silently not stored; a store that fails fails the response (503,
 // or an error event in place of response.completed). Not implemented:
-// GET /v1/responses/{id}/input_items, POST /v1/responses/{id}/cancel (JSON
-// 404), the Responses API over gRPC.
+// POST /v1/responses/{id}/cancel (JSON 404), the Responses API over gRPC.
 //
 // # Errors
 //

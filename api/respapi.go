@@ -84,12 +84,13 @@ var respFields = map[string]field{
 	"metadata":          {rule: ignored},
 	"service_tier":      {rule: ignored},
 	"prompt_cache_key":  {rule: ignored},
+	// include: message.output_text.logprobs only (respIncludes).
+	"include":      {rule: implemented, note: "message.output_text.logprobs"},
+	"top_logprobs": {rule: implemented},
 	// Not implemented: refused unless neutral.
-	"include":            {rule: refused, neutral: []string{`[]`}},
 	"reasoning":          {rule: refused, neutral: []string{`{}`}},
 	"background":         {rule: refused, neutral: []string{`false`}},
 	"truncation":         {rule: refused, neutral: []string{`"disabled"`}},
-	"top_logprobs":       {rule: refused, neutral: []string{`0`}},
 	"max_tool_calls":     {rule: refused},
 	"conversation":       {rule: refused},
 	"prompt":             {rule: refused},
@@ -133,7 +134,14 @@ type RespRequest struct {
 	PreviousResponseID *string         `json:"previous_response_id"`
 	User               string          `json:"user"`
 	Metadata           json.RawMessage `json:"metadata"`
+	Include            []string        `json:"include"`
+	TopLogprobs        *int            `json:"top_logprobs"`
 }
+
+// respIncludes are the include values served: the output text's token
+// logprobs. Others (reasoning.encrypted_content, file_search_call.results,
+// …) concern what this API does not serve and are refused.
+var respIncludes = map[string]bool{"message.output_text.logprobs": true}
 
 // respCall is what DecodeResponses makes of a request: the chat request it
 // amounts to, and what the response object echoes.
@@ -167,6 +175,21 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	}
 	cr := &ChatRequest{Common: Common{Model: req.Model, MaxTokens: req.MaxOutputTokens, Temperature: req.Temperature, TopP: req.TopP,
 		Stream: req.Stream, User: req.User}, ParallelToolCalls: req.ParallelToolCalls}
+	for i, v := range req.Include {
+		if !respIncludes[v] {
+			return nil, ErrUnsupported.Withf("include[%d] %q (only message.output_text.logprobs)", i, truncate(v, maxFieldName))
+		}
+		cr.Logprobs = true
+	}
+	if t := req.TopLogprobs; t != nil {
+		if *t < 0 || *t > 20 {
+			return nil, ErrBadField.Withf("top_logprobs must be in [0, 20]")
+		}
+		// Alternatives are asked: the logprobs they come with are given
+		// too, as chat's top_logprobs does.
+		cr.TopLogprobs = t
+		cr.Logprobs = cr.Logprobs || *t > 0
+	}
 	if cr.Tools, err = respTools(req.Tools); err != nil {
 		return nil, err
 	}
@@ -531,11 +554,38 @@ type RespPart struct {
 	Type        string            `json:"type"`
 	Text        string            `json:"text"`
 	Annotations []json.RawMessage `json:"annotations"`
-	Logprobs    []json.RawMessage `json:"logprobs"`
+	Logprobs    []RespLogprob     `json:"logprobs"`
+}
+
+// RespLogprob is one output token's log-probability with its alternatives
+// (include message.output_text.logprobs; top_logprobs of them).
+type RespLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []RespTopLogprob `json:"top_logprobs"`
+}
+
+// RespTopLogprob is an alternative of an output token.
+type RespTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func respLogprobs(lps []ChatTokenLogprob) []RespLogprob {
+	out := make([]RespLogprob, len(lps))
+	for i, lp := range lps {
+		out[i] = RespLogprob{Token: lp.Token, Logprob: lp.Logprob, Bytes: lp.Bytes, TopLogprobs: make([]RespTopLogprob, len(lp.TopLogprobs))}
+		for k, alt := range lp.TopLogprobs {
+			out[i].TopLogprobs[k] = RespTopLogprob{Token: alt.Token, Logprob: alt.Logprob, Bytes: alt.Bytes}
+		}
+	}
+	return out
 }
 
 func textPart(s string) RespPart {
-	return RespPart{Type: "output_text", Text: s, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
+	return RespPart{Type: "output_text", Text: s, Annotations: []json.RawMessage{}, Logprobs: []RespLogprob{}}
 }
 
 // respBuilder turns one generation's content and calls into output items,
@@ -545,6 +595,9 @@ type respBuilder struct {
 	base string                             // the id suffix items are named after
 	emit func(typ string, v map[string]any) // nil: not streaming
 	open *RespItem                          // the message item receiving text, nil when none
+	// pending are the logprobs of tokens whose text is not released yet
+	// (held back: an incomplete character, a possible stop string).
+	pending []RespLogprob
 }
 
 func (b *respBuilder) event(typ string, kv map[string]any) {
@@ -566,7 +619,18 @@ func (b *respBuilder) text(s string) {
 		b.event("response.content_part.added", map[string]any{"item_id": b.open.ID, "output_index": len(b.resp.Output) - 1, "content_index": 0, "part": textPart("")})
 	}
 	b.open.Content[0].Text += s
-	b.event("response.output_text.delta", map[string]any{"item_id": b.open.ID, "output_index": len(b.resp.Output) - 1, "content_index": 0, "delta": s, "logprobs": []any{}})
+	lps := b.takePending()
+	b.open.Content[0].Logprobs = append(b.open.Content[0].Logprobs, lps...)
+	b.event("response.output_text.delta", map[string]any{"item_id": b.open.ID, "output_index": len(b.resp.Output) - 1, "content_index": 0, "delta": s, "logprobs": lps})
+}
+
+func (b *respBuilder) takePending() []RespLogprob {
+	lps := b.pending
+	b.pending = nil
+	if lps == nil {
+		lps = []RespLogprob{}
+	}
+	return lps
 }
 
 // closeText ends the open message item.
@@ -576,7 +640,9 @@ func (b *respBuilder) closeText() {
 	}
 	i := len(b.resp.Output) - 1
 	it := b.open
-	b.event("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "text": it.Content[0].Text, "logprobs": []any{}})
+	// Tokens that added no text (an end-of-generation token) still count.
+	it.Content[0].Logprobs = append(it.Content[0].Logprobs, b.takePending()...)
+	b.event("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "text": it.Content[0].Text, "logprobs": it.Content[0].Logprobs})
 	b.event("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "part": it.Content[0]})
 	it.Status = "completed"
 	b.event("response.output_item.done", map[string]any{"output_index": i, "item": *it})
@@ -597,8 +663,15 @@ func (b *respBuilder) call(c ToolCallOut) {
 	b.event("response.output_item.done", map[string]any{"output_index": i, "item": it})
 }
 
-func (b *respBuilder) add(text string, calls []ToolCallOut) {
+// add takes released text, completed calls and the logprobs of the tokens
+// that produced them: the logprobs go with the output text (a call's
+// tokens are no output_text: theirs are dropped).
+func (b *respBuilder) add(text string, calls []ToolCallOut, lps []RespLogprob) {
+	b.pending = append(b.pending, lps...)
 	b.text(text)
+	if len(calls) > 0 {
+		b.pending = nil
+	}
 	for _, c := range calls {
 		b.call(c)
 	}
@@ -649,6 +722,7 @@ func (r *Response) messagesOut() []chat.Message {
 func (s *Server) respAPIRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/responses", s.auth(s.createResponse, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/responses/{id}", s.auth(s.getResponse, tenancy.ScopeInfer))
+	mux.Handle("GET /v1/responses/{id}/input_items", s.auth(s.responseInputItems, tenancy.ScopeInfer))
 	mux.Handle("DELETE /v1/responses/{id}", s.auth(s.deleteResponse, tenancy.ScopeInfer))
 }
 
@@ -770,7 +844,11 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in)}
 	c := newCollector(s, in)
 	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
-		token: func(_ int, tok engine.Token) { b.add(c.add(tok)) }} // one choice: the Responses API has no n
+		token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n
+			k := len(c.chat)
+			text, calls := c.add(tok)
+			b.add(text, calls, respLogprobs(c.chat[k:]))
+		}}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var sse *respSSE
@@ -782,7 +860,8 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	}
 	res, err := s.generate(ctx, p, id, in, sink)
 	if err == nil {
-		b.add(c.finish()) // what tool parsing held back, released after success only
+		text, calls := c.finish() // what tool parsing held back, released after success only
+		b.add(text, calls, nil)
 		b.finish(res)
 		if call.store {
 			err = s.keep(ctx, p, id, b.resp, append(append(append([]chat.Message(nil), call.history...), call.input...), b.resp.messagesOut()...))

@@ -189,10 +189,38 @@ await check("openai: responses store, retrieve, previous_response_id, delete; ot
   assert.equal(await status(otherClient.responses.delete(r.id)), 404);
   assert.equal(await status(otherClient.responses.create({ model, input: "x", previous_response_id: r.id })), 404);
   const fresh = await client.responses.create({ model, input: "and then?", max_output_tokens: 2 });
-  const follow = await client.responses.create({ model, input: "and then?", max_output_tokens: 2, previous_response_id: r.id });
+  const follow = await client.responses.create({ model, input: "and then?", max_output_tokens: 2, previous_response_id: r.id, store: true });
   assert.ok(follow.usage.input_tokens > fresh.usage.input_tokens + r.usage.output_tokens, "the previous response's conversation is missing");
+  // input_items: newest first, the previous turns included, not the output.
+  const items = await client.responses.inputItems.list(follow.id);
+  assert.deepEqual(items.data.map(it => it.content[0].text), ["and then?", r.output_text, "Remember zanzibar"]);
+  const asc = await client.responses.inputItems.list(follow.id, { order: "asc", limit: 1 });
+  assert.equal(asc.data.length, 1);
+  assert.equal(asc.data[0].content[0].text, "Remember zanzibar");
+  assert.equal(await status(otherClient.responses.inputItems.list(follow.id)), 404);
+  await client.responses.delete(follow.id);
   await client.responses.delete(r.id);
   assert.equal(await status(client.responses.retrieve(r.id)), 404);
+});
+await check("openai: responses logprobs (include, top_logprobs)", async () => {
+  const r = await client.responses.create({ model, input: "Bonjour", max_output_tokens: 4, temperature: 0,
+    include: ["message.output_text.logprobs"], top_logprobs: 2 });
+  const lps = r.output[0].content[0].logprobs;
+  assert.equal(lps.length, r.usage.output_tokens);
+  for (const lp of lps) {
+    assert.equal(typeof lp.logprob, "number");
+    assert.equal(lp.top_logprobs.length, 2);
+    assert.ok(Array.isArray(lp.bytes));
+  }
+});
+await check("openai: completions echo with logprobs scores the prompt (max_tokens 0)", async () => {
+  const r = await client.completions.create({ model, prompt: "the cat sat", echo: true, logprobs: 1, max_tokens: 0 });
+  const lp = r.choices[0].logprobs;
+  assert.equal(r.choices[0].text, "the cat sat");
+  assert.equal(lp.tokens.length, r.usage.prompt_tokens);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.ok(lp.token_logprobs.slice(1).every(x => typeof x === "number" && x <= 0));
+  assert.equal(r.usage.completion_tokens, 0);
 });
 await check("openai: responses refuse what they do not implement (400)", async () => {
   assert.equal(await status(client.responses.create({ model, input: "x", reasoning: { effort: "high" } })), 400);

@@ -339,7 +339,6 @@ func TestResponsesAPI(t *testing.T) {
 		{"hosted tool", `,"tools":[{"type":"web_search"}]`, "web_search"},
 		{"unknown field", `,"frobnicate":1`, "frobnicate"},
 		{"verbosity", `,"text":{"verbosity":"low"}`, "verbosity"},
-		{"top_logprobs", `,"top_logprobs":3`, "top_logprobs"},
 	} {
 		t.Run("refused "+tt.name, func(t *testing.T) {
 			code, b := call(t, p, "POST", "/v1/responses", tok, `{"model":"`+m+`","input":"hi"`+tt.extra+`}`)
