@@ -243,3 +243,60 @@ func TestScorePromptAdmission(t *testing.T) {
 		t.Fatalf("got %v, %v, %v; want no score, no token", got, ids, err)
 	}
 }
+
+// TestScorePromptUnderPreemption: requests that score their prompts, in a
+// pool far too small for all of them at once (preempted and recomputed,
+// some during decode), still get every position's direct-forward score
+// once, before their tokens, and the direct greedy tokens. Whether a run
+// preempts depends on how the loop interleaves with the submissions: runs
+// repeat until one did (every run's answers are checked).
+func TestScorePromptUnderPreemption(t *testing.T) {
+	l := randomModel(t)
+	var tenants []isolation.TenantConfig
+	for i := range 4 {
+		tenants = append(tenants, isolation.TenantConfig{ID: cloison.TenantID(fmt.Sprint("t", i))})
+	}
+	type job struct {
+		p      []int32
+		scores []Scored
+		gen    []int32
+	}
+	jobs := make([]job, 16)
+	for i := range jobs {
+		j := job{p: prompt(10+i*5, 40+i)}
+		j.scores, j.gen = directScores(t, l, j.p, 2), greedyDirect(t, l, j.p, 24)
+		jobs[i] = j
+	}
+	for run := range 10 {
+		r := newRig(t, l, rigConfig{pool: isolation.Config{Pages: 20, PageTokens: 8, DefaultZeroing: isolation.ZeroNever},
+			tenants: tenants, served: 160, sched: SchedulerConfig{MaxBatchTokens: 64, ChunkTokens: 24}})
+		streams := make([]*Stream, len(jobs))
+		for i, j := range jobs {
+			s, err := r.e.Submit(context.Background(), GenerateRequest{ID: fmtID("s", i), Tenant: cloison.TenantID(fmt.Sprint("t", i%4)), Prompt: j.p,
+				MaxTokens: 24, IgnoreEOS: true, ScorePrompt: true, Sampling: sample.Params{TopLogprobs: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams[i] = s
+		}
+		preempted := 0
+		for i, j := range jobs {
+			got, ids, err := readScored(t, streams[i])
+			if err != nil {
+				t.Fatalf("run %d job %d: %v", run, i, err)
+			}
+			sameScores(t, got, j.scores, 0)
+			if fmt.Sprint(ids) != fmt.Sprint(j.gen) {
+				t.Fatalf("run %d job %d: generated %v, want %v", run, i, ids, j.gen)
+			}
+			sum, _ := streams[i].Summary()
+			preempted += sum.Preemptions
+		}
+		r.close()
+		if preempted > 0 {
+			t.Logf("run %d: %d preemptions", run, preempted)
+			return
+		}
+	}
+	t.Fatal("nothing was preempted in 10 runs: the test did not exercise recomputation")
+}
