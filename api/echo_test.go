@@ -283,3 +283,19 @@ func TestCompletionsEchoLogprobs(t *testing.T) {
 		}
 	})
 }
+
+// TestCompletionsEchoLogprobsSplit: a decode node of a split deployment
+// refuses echo with logprobs (400): its prompts are computed on prefill
+// nodes, which return KV and no logits; echo alone is served.
+func TestCompletionsEchoLogprobsSplit(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Split: &platformtest.Split{}})
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	resp, b := request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":"the cat sat","max_tokens":2,"echo":true,"logprobs":1}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "disaggregated") {
+		t.Fatalf("echo with logprobs on a decode node: %d %s", resp.StatusCode, b)
+	}
+	resp, b = request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":"the cat sat","max_tokens":2,"echo":true}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("echo on a decode node: %d %s", resp.StatusCode, b)
+	}
+}
