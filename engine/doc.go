@@ -75,7 +75,10 @@
 // the prompt's chunks ask the model for every row's logits (model.Seq.All,
 // that sequence only; Item.All), and the driver keeps, per position, the
 // raw log-softmax of the next prompt token and the TopLogprobs best
-// (sample.Score) — never a prompt×vocabulary matrix, at most one chunk's.
+// (sample.Score) — never a prompt×vocabulary matrix, at most one chunk's
+// (SchedulerConfig.ScoreChunkTokens, default 64, bounds such a request's
+// prefill chunks; the model's logits scratch keeps the largest size it
+// served).
 // Such a request never takes its prompt from the prefix cache (every
 // position must be computed; it still publishes its pages), and a position
 // recomputed after a preemption keeps its first score (rows are batch

@@ -26,6 +26,10 @@ type SchedulerConfig struct {
 	MaxRunning int
 	// ChunkTokens bounds one sequence's prefill chunk per step; default 256.
 	ChunkTokens int
+	// ScoreChunkTokens bounds the prefill chunk of a request that scores
+	// its prompt (every row's logits: chunk × vocabulary floats on the
+	// device and the host per step); default 64, at most ChunkTokens.
+	ScoreChunkTokens int
 	// TenantMaxRunning returns a tenant's concurrency cap (0: none); nil
 	// means no caps.
 	TenantMaxRunning func(cloison.TenantID) int
@@ -158,6 +162,10 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 	if cfg.ChunkTokens <= 0 {
 		cfg.ChunkTokens = 256
 	}
+	if cfg.ScoreChunkTokens <= 0 {
+		cfg.ScoreChunkTokens = 64
+	}
+	cfg.ScoreChunkTokens = min(cfg.ScoreChunkTokens, cfg.ChunkTokens)
 	return &Scheduler{pool: pool, cfg: cfg, seqs: map[cloison.RequestID]*seq{}, queues: map[cloison.TenantID][]*seq{}, perTen: map[cloison.TenantID]int{}}
 }
 
@@ -446,7 +454,11 @@ func (s *Scheduler) Ready() Ready {
 			rd.Remote = append(rd.Remote, RemoteItem{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[:len(q.tokens)-1]})
 			continue
 		}
-		n := min(len(q.tokens)-q.computed, s.cfg.ChunkTokens, budget)
+		chunk := s.cfg.ChunkTokens
+		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
+			chunk = s.cfg.ScoreChunkTokens
+		}
+		n := min(len(q.tokens)-q.computed, chunk, budget)
 		if q.state == Admitted {
 			s.set(q, Prefilling)
 			if o := s.cfg.Unsafe.placeholderOver(); o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {

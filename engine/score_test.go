@@ -123,7 +123,7 @@ func sameScores(t *testing.T, got, want []Scored, tol float64) {
 }
 
 // TestScorePromptMatchesDirect: the engine's prompt scores, computed chunk
-// by chunk (chunks of 16, or one) with or without other requests in flight
+// by chunk (chunks of 16, the default 64, or one) with or without other requests in flight
 // and with the prefix cache on or off, equal the full forward pass's.
 func TestScorePromptMatchesDirect(t *testing.T) {
 	l := randomModel(t)
@@ -137,15 +137,20 @@ func TestScorePromptMatchesDirect(t *testing.T) {
 		others int
 		max    int
 	}{
-		{"one chunk alone", 0, false, 0, 4},
+		{"one chunk alone", 256, false, 0, 4},
+		{"default chunks (64) alone", 0, false, 0, 4},
 		{"chunks of 16 alone", 16, false, 0, 4},
 		{"chunks of 16 with others", 16, false, 3, 4},
 		{"prefix cache with others", 16, true, 3, 4},
 		{"max tokens 0", 16, false, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			batch := 40
+			if tc.chunk > batch {
+				batch = tc.chunk
+			}
 			r := newRig(t, l, rigConfig{pool: isolation.Config{Pages: 64}, tenants: []isolation.TenantConfig{{ID: "a"}, {ID: "b"}},
-				sched: SchedulerConfig{ChunkTokens: tc.chunk, MaxBatchTokens: 40, PrefixCache: tc.prefix}})
+				sched: SchedulerConfig{ChunkTokens: tc.chunk, ScoreChunkTokens: tc.chunk, MaxBatchTokens: batch, PrefixCache: tc.prefix}})
 			ctx := context.Background()
 			var others []*Stream
 			for i := range tc.others {
