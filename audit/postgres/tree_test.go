@@ -291,7 +291,7 @@ func TestEmptyLedgerHasNoCheckpoint(t *testing.T) {
 // trigger of the ledger and tree tables disabled, then re-enables them.
 func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	t.Helper()
-	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints"}
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_tiles", "tlog_checkpoints"}
 	var all []string
 	for _, tb := range tables {
 		all = append(all, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
@@ -299,7 +299,8 @@ func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	all = append(all, stmts...)
 	for _, tr := range [][2]string{{"audit_events", "audit_events_append_only"}, {"audit_events", "audit_events_chain"},
 		{"audit_events", "audit_events_tlog"}, {"audit_checkpoints", "audit_checkpoints_append_only"},
-		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
+		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"},
+		{"tlog_tiles", "tlog_tiles_append_only"}, {"tlog_tiles", "tlog_tiles_extend"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
 		all = append(all, fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tr[0], tr[1]))
 	}
 	for _, q := range all {
@@ -315,7 +316,7 @@ func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	t.Helper()
 	ctx := context.Background()
-	treeSuperuser(t, admin, "DELETE FROM audit_events", "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints")
+	treeSuperuser(t, admin, "DELETE FROM audit_events", "DELETE FROM tlog_tiles", "DELETE FROM tlog_checkpoints")
 	var head audit.Head
 	for i := range recs {
 		recs[i] = audit.Rechain(recs[i], head)
@@ -325,7 +326,7 @@ func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
+	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.all(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Exec(ctx, appendSQL, appendArgs(recs, audit.Head{})...); err != nil {
@@ -343,14 +344,12 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 		want   error
 	}{
 		{"tail truncation", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
-			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
-				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
-				"DELETE FROM tlog_checkpoints WHERE size > 30")
+			treeSuperuser(t, admin, append([]string{"DELETE FROM audit_events WHERE seq > 30",
+				"DELETE FROM tlog_checkpoints WHERE size > 30"}, pgtest.TruncateTreeSQL(30)...)...)
 		}, false, audit.ErrSmallerTree},
 		{"rollback to an older dump, its own genuine note served", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
-			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
-				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
-				"DELETE FROM tlog_checkpoints WHERE size > 30")
+			treeSuperuser(t, admin, append([]string{"DELETE FROM audit_events WHERE seq > 30",
+				"DELETE FROM tlog_checkpoints WHERE size > 30"}, pgtest.TruncateTreeSQL(30)...)...)
 		}, true, audit.ErrSmallerTree},
 		{"rollback then new entries", func(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 			kept := recs[:30]
@@ -474,7 +473,7 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := db.AdminPool(t)
-	treeSuperuser(t, admin, "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints")
+	treeSuperuser(t, admin, "DELETE FROM tlog_tiles", "DELETE FROM tlog_checkpoints")
 	s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
 	got, err := s2.SignTree(ctx)
 	if err != nil {
@@ -487,7 +486,7 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, q string }{
-		{"tree lags the ledger", fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(4000))},
+		{"tree lags the ledger", "DELETE FROM tlog_tiles WHERE n * 256 + width > (4000 >> (8 * level))"},
 		{"tree larger than the ledger", "DELETE FROM audit_events WHERE seq > 3000"},
 	} {
 		treeSuperuser(t, admin, tc.q)
