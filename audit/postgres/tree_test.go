@@ -571,3 +571,99 @@ func appendArgs(recs []audit.Record, head audit.Head) []any {
 	}
 	return []any{seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes}
 }
+
+// Tiles edited, removed or added behind the triggers are found by
+// VerifyTree at the first entry they cover, whichever level: a level-0
+// hash, a level-1 hash (tree level 8), a full tile deleted (its narrower
+// rows left), a row reaching past the ledger.
+func TestVerifyTreeFindsEditedTiles(t *testing.T) {
+	forged := "decode(repeat('ab', 32), 'hex')"
+	tests := []struct {
+		name string
+		stmt string
+		seq  uint64
+	}{
+		{"level-0 hash edited", "UPDATE tlog_tiles SET hashes = overlay(hashes PLACING " + forged + " FROM 32 * 44 + 1 FOR 32) WHERE level = 0 AND n = 1", 301},
+		{"level-1 hash edited", "UPDATE tlog_tiles SET hashes = overlay(hashes PLACING " + forged + " FROM 33 FOR 32) WHERE level = 1 AND width = 2", 512},
+		{"full tile deleted", "DELETE FROM tlog_tiles WHERE level = 0 AND n = 0 AND width = 256", 0},
+		{"row past the ledger", "INSERT INTO tlog_tiles SELECT level, n, width + 1, hashes || " + forged + " FROM tlog_tiles WHERE level = 0 AND n = 2 ORDER BY width DESC LIMIT 1", 600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := pgtest.New(t)
+			ctx := context.Background()
+			pool := db.RuntimePool(t)
+			for b, n := 0, 0; n < 600; b++ {
+				k := min(1+b*37%150, 600-n)
+				recs := make([]audit.Record, k)
+				for i := range recs {
+					r, err := event("tiles", n+i).Prepare()
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[i] = r
+				}
+				if err := sequence(ctx, pool, recs); err != nil {
+					t.Fatal(err)
+				}
+				n += k
+			}
+			s := openStore(t, pool, t.TempDir(), 1000)
+			if _, err := s.VerifyTree(ctx); err != nil {
+				t.Fatal(err)
+			}
+			treeSuperuser(t, db.AdminPool(t), tc.stmt)
+			_, err := s.VerifyTree(ctx)
+			var be *audit.BreakError
+			if !errors.As(err, &be) || be.Reason != audit.ReasonTree || (tc.seq != 0 && be.Seq != tc.seq) {
+				t.Fatalf("got %v, want a tree break at seq %d", err, tc.seq)
+			}
+		})
+	}
+}
+
+// tlog_tiles is append-only for every role (by privilege for the runtime
+// role, by the ALWAYS trigger for the owner, the superuser and replica
+// mode), and a row the runtime role may insert must extend its tile (the
+// hashes of the narrower rows kept) after its level's full tile (CL003).
+func TestTilesAppendOnly(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	appendAll(t, s, requestEvents(0, 300))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt := db.RuntimePool(t)
+	for _, q := range []string{"UPDATE tlog_tiles SET width = width", "DELETE FROM tlog_tiles", "TRUNCATE tlog_tiles"} {
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "42501" {
+			t.Errorf("runtime %s: got %v, want insufficient_privilege", q, err)
+		}
+	}
+	admin := db.AdminPool(t)
+	for _, q := range []string{"UPDATE tlog_tiles SET width = width", "DELETE FROM tlog_tiles", "TRUNCATE tlog_tiles"} {
+		for _, role := range []string{"SET ROLE " + db.Roles.Owner, "RESET ROLE", "SET session_replication_role = replica"} {
+			err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, role); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, q)
+				return err
+			})
+			if sqlstate(err) != "CL001" || !errors.Is(translate(err), ErrAppendOnly) {
+				t.Errorf("%s; %s: got %v, want CL001", role, q, err)
+			}
+		}
+	}
+	for name, q := range map[string]string{
+		"prefix rewritten": `INSERT INTO tlog_tiles SELECT 0, 1, 256, decode(repeat('ab', 32 * 256), 'hex')`,
+		"hole":             `INSERT INTO tlog_tiles SELECT 0, 3, 1, decode(repeat('ab', 32), 'hex')`,
+	} {
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "CL003" {
+			t.Errorf("%s: got %v, want CL003", name, err)
+		}
+	}
+	if _, err := s.VerifyTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
