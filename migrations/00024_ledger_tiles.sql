@@ -13,7 +13,8 @@
 -- events now inserts about 35 rows instead of about 16,000.
 --
 -- audit_sequence reads the partial tiles of the committed size (at most
--- one row per level), computes the frontier from them, chains and hashes
+-- one row per level) and the frontier the last batch stored (tlog_frontier;
+-- computed from the partial tiles when there is none), chains and hashes
 -- the batch as before and inserts the tiles it completes or widens. The
 -- triggers keep the fail-closed properties of 00005: tiles are append-only
 -- (for every role), each new row extends the rows of its tile that it
@@ -33,10 +34,33 @@ CREATE TABLE tlog_tiles (
     hashes bytea   NOT NULL CHECK (octet_length(hashes) = 32 * width),
     PRIMARY KEY (level, n, width)
 );
+-- Hashes do not compress: a full tile (8 kB) is stored out of line
+-- without a compression attempt.
+ALTER TABLE tlog_tiles ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 CREATE TRIGGER tlog_tiles_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON tlog_tiles
     FOR EACH STATEMENT EXECUTE FUNCTION cloison_refuse_change();
 ALTER TABLE tlog_tiles ENABLE ALWAYS TRIGGER tlog_tiles_append_only;
+
+-- The frontier each batch leaves (stack[l + 1]: the level-l subtree left
+-- of leaf size, present when bit l of size is set), so that the next batch
+-- does not rebuild it from the partial tiles (up to 255 hashes a level):
+-- one row per batch, append-only, a cache of what the tiles determine.
+-- A row edited behind the triggers makes the next batches' upper-level
+-- tiles wrong, which VerifyTree reports (it recomputes every tile from the
+-- entries); it is never read by a proof.
+-- Keyed by the size and the chain hash of the event at that size, which
+-- commits to every entry before it: a row left by a history that was
+-- rolled back or rewritten behind the triggers never matches another.
+CREATE TABLE tlog_frontier (
+    size      bigint  NOT NULL CHECK (size >= 1),
+    head_hash bytea   NOT NULL CHECK (octet_length(head_hash) = 32),
+    stack     bytea[] NOT NULL,
+    PRIMARY KEY (size, head_hash)
+);
+CREATE TRIGGER tlog_frontier_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON tlog_frontier
+    FOR EACH STATEMENT EXECUTE FUNCTION cloison_refuse_change();
+ALTER TABLE tlog_frontier ENABLE ALWAYS TRIGGER tlog_frontier_append_only;
 
 -- A new tile row follows the full tile before it (level L, n - 1, width
 -- 256) and keeps every hash its narrower rows hold: hashes are written
@@ -108,6 +132,7 @@ DECLARE
     stack  bytea[]; -- stack[l + 1]: the frontier's level-l subtree hash
     sub    bytea[]; -- the same stack within one partial tile
     prefix bytea[]; -- prefix[L + 1]: the hashes of tile level L's partial tile
+    fr     bytea[]; -- the stored frontier of size head (tlog_frontier), if any
     tl     integer[]; -- tile level of each tile-level hash the batch makes
     tx     bytea[];   -- and the hash
     cnt    integer := 0;
@@ -137,7 +162,19 @@ BEGIN
     END IF;
     first_seq := head + 1;
     first_prev := prev;
-    -- The frontier, from the partial tiles of size head.
+    -- The frontier: the one the batch that made size head stored, or else
+    -- (a tree converted by this migration, or built by Open) computed from
+    -- the partial tiles of size head, which are read and checked either way
+    -- (their hashes prefix the tiles this batch widens).
+    SELECT f.stack INTO fr FROM tlog_frontier f WHERE f.size = head AND f.head_hash = prev;
+    IF fr IS NOT NULL THEN
+        FOR l IN 0..62 LOOP
+            IF ((head >> l) & 1) = 1 AND fr[l + 1] IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = 'CL006',
+                    MESSAGE = format('tlog: the stored frontier of tree size %s lacks level %s', head, l);
+            END IF;
+        END LOOP;
+    END IF;
     lv := 0;
     LOOP
         c := head >> (8 * lv); -- hashes at tree level 8 lv
@@ -151,6 +188,10 @@ BEGIN
                 MESSAGE = format('tlog: the frontier of tree size %s is missing from tlog_tiles (level %s)', head, lv);
         END IF;
         prefix[lv + 1] := coalesce(td, ''::bytea);
+        IF fr IS NOT NULL THEN
+            lv := lv + 1;
+            CONTINUE;
+        END IF;
         FOR i IN 0..w - 1 LOOP
             h := substring(td FROM 32 * i + 1 FOR 32);
             m := 0;
@@ -167,6 +208,9 @@ BEGIN
         END LOOP;
         lv := lv + 1;
     END LOOP;
+    IF fr IS NOT NULL THEN
+        stack := fr;
+    END IF;
     nx := head; -- the next leaf's index (seq - 1)
     FOR i IN 1..k LOOP
         prevs[i] := prev;
@@ -197,6 +241,7 @@ BEGIN
         FROM (SELECT u.l, u.x, (head >> (8 * u.l)) + row_number() OVER (PARTITION BY u.l ORDER BY u.o) - 1 AS p
               FROM unnest(tl, tx) WITH ORDINALITY AS u(l, x, o)) g
         GROUP BY g.l, g.p >> 8;
+    INSERT INTO tlog_frontier (size, head_hash, stack) VALUES (nx, prev, stack) ON CONFLICT DO NOTHING;
     INSERT INTO audit_events (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash)
         SELECT head + u.o, u.t, u.k, u.tn, u.a, u.p, u.pv, u.h
         FROM unnest(p_occurred_at, p_kind, p_tenant, p_actor, p_payload, prevs, hashes) WITH ORDINALITY AS u(t, k, tn, a, p, pv, h, o);
@@ -248,7 +293,7 @@ END $$;
 DO $$
 DECLARE rt text := current_setting('cloison.runtime_role');
 BEGIN
-    EXECUTE format('GRANT SELECT, INSERT ON tlog_tiles TO %I', rt);
+    EXECUTE format('GRANT SELECT, INSERT ON tlog_tiles, tlog_frontier TO %I', rt);
     EXECUTE format('REVOKE INSERT ON tlog_hashes FROM %I', rt);
 END $$;
 -- +goose StatementEnd

@@ -291,7 +291,7 @@ func TestEmptyLedgerHasNoCheckpoint(t *testing.T) {
 // trigger of the ledger and tree tables disabled, then re-enables them.
 func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	t.Helper()
-	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_tiles", "tlog_checkpoints"}
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_tiles", "tlog_frontier", "tlog_checkpoints"}
 	var all []string
 	for _, tb := range tables {
 		all = append(all, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
@@ -300,7 +300,8 @@ func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	for _, tr := range [][2]string{{"audit_events", "audit_events_append_only"}, {"audit_events", "audit_events_chain"},
 		{"audit_events", "audit_events_tlog"}, {"audit_checkpoints", "audit_checkpoints_append_only"},
 		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"},
-		{"tlog_tiles", "tlog_tiles_append_only"}, {"tlog_tiles", "tlog_tiles_extend"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
+		{"tlog_tiles", "tlog_tiles_append_only"}, {"tlog_tiles", "tlog_tiles_extend"}, {"tlog_frontier", "tlog_frontier_append_only"},
+		{"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
 		all = append(all, fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tr[0], tr[1]))
 	}
 	for _, q := range all {
@@ -587,6 +588,9 @@ func TestVerifyTreeFindsEditedTiles(t *testing.T) {
 		{"level-1 hash edited", "UPDATE tlog_tiles SET hashes = overlay(hashes PLACING " + forged + " FROM 33 FOR 32) WHERE level = 1 AND width = 2", 512},
 		{"full tile deleted", "DELETE FROM tlog_tiles WHERE level = 0 AND n = 0 AND width = 256", 0},
 		{"row past the ledger", "INSERT INTO tlog_tiles SELECT level, n, width + 1, hashes || " + forged + " FROM tlog_tiles WHERE level = 0 AND n = 2 ORDER BY width DESC LIMIT 1", 600},
+		// The stored frontier of size 600 (the next batch's start) forged:
+		// the 300 events appended after it get wrong level-1 hashes.
+		{"frontier edited", "UPDATE tlog_frontier SET stack = array_fill(" + forged + ", ARRAY[10]) WHERE size = 600", 768},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -612,7 +616,22 @@ func TestVerifyTreeFindsEditedTiles(t *testing.T) {
 			if _, err := s.VerifyTree(ctx); err != nil {
 				t.Fatal(err)
 			}
-			treeSuperuser(t, db.AdminPool(t), tc.stmt)
+			if tc.name == "frontier edited" {
+				treeSuperuser(t, db.AdminPool(t), tc.stmt)
+				recs := make([]audit.Record, 300)
+				for i := range recs {
+					r, err := event("after", i).Prepare()
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[i] = r
+				}
+				if err := sequence(ctx, pool, recs); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				treeSuperuser(t, db.AdminPool(t), tc.stmt)
+			}
 			_, err := s.VerifyTree(ctx)
 			var be *audit.BreakError
 			if !errors.As(err, &be) || be.Reason != audit.ReasonTree || (tc.seq != 0 && be.Seq != tc.seq) {
