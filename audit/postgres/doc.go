@@ -93,8 +93,10 @@
 //     AppendTx, incident opened/updated, notice, purge: all go through
 //     sequence, i.e. audit_sequence, under the ledger lock). audit_sequence
 //     computes them in the database: it reads the partial tile of each
-//     level of the committed size (one row a level), rebuilds the frontier
-//     from them, chains and hashes the batch (tlog.StoredHashes' formulas)
+//     level of the committed size (one row a level) and the frontier the
+//     previous batch left (tlog_frontier: one row per batch, keyed by size
+//     and head hash, so a rolled-back history's row never matches; rebuilt
+//     from the partial tiles when absent), chains and hashes the batch (tlog.StoredHashes' formulas)
 //     and inserts the tiles the batch completes or widens, about 35 rows
 //     for 8,192 events where one row per stored hash (tlog_hashes,
 //     migration 00005, now frozen and readable) took about 16,000; the
@@ -320,18 +322,24 @@
 //	                                       raw 35,600-40,100      raw 30,000-37,500
 //	open 16,000/s, 60,000 (x3)    4.5-5.8  12,455-13,976/s        8,441-14,236/s
 //	                                       p50 51-107, p99 288-312 p50 45-135, p99 253-620
+//	integrator alone, with        7-8      27,083-27,359/s        28,228-33,942/s
+//	 tlog_frontier (x2)
 //	one-event audit_sequence      ~2       p50 0.69 ms, p90 1.2   p50 1.73 ms, p90 2.95
-//	 near size 65,279 (x300)
+//	 near size 65,279 (x300)               (no stored frontier)
+//	 same, tlog_frontier (x2)     ~14      p50 5.9-6.4, p90 10.2-10.6 p50 7.6-8.3, p90 14.1-16.0
 //
 // So tiles take 7-10% off the integrator (more, 25-30%, in a run at load
 // 2.5 not alternated) and nothing measurable off the four writers: on
 // these two cores the whole system, not the tree's rows, is the limit.
 // 20,000 entries/s was reached (21,573 before, 23,752 after) only on an
 // idle machine, closed loop, p99 48-72 ms; at load 4-6 it is 12,000-16,000.
-// The cost: a one-event batch (AppendTx, the register) rebuilds the
-// frontier from the partial tiles (up to 255 hashes a level, in plpgsql),
-// about 1 ms more under the ledger lock; a stored frontier row per batch
-// would remove it (not done). Where an 8,192-row integration goes (one
+// The cost: a one-event batch (AppendTx, the register) rewrites the
+// partial tile of each level it touches (up to 8 kB a level, a new row
+// each time), and without a stored frontier rebuilt the frontier from them
+// (up to 255 hashes a level, in plpgsql: about 1 ms more under the ledger
+// lock). tlog_frontier removes the rebuild; what remains, the partial
+// tile rows, measured 1.2-2.4 ms more per one-event batch at load 14
+// (noisy), and is inherent to C2SP partial tiles. Where an 8,192-row integration goes (one
 // profile, load ~2, rolled back): 180-420 ms in all; the staged rows'
 // DELETE ... RETURNING 42-51 ms; audit_sequence 195-280 ms, of which the
 // chain trigger's recomputation (two SHA-256 an event) 60-90 ms and the
