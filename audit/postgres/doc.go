@@ -328,7 +328,8 @@
 //	 near size 65,279 (x300)               (no stored frontier)
 //	 same, tlog_frontier (x2)     ~14      p50 5.9-6.4, p90 10.2-10.6 p50 7.6-8.3, p90 14.1-16.0
 //
-// So tiles take 7-10% off the integrator (more, 25-30%, in a run at load
+// (The four-writer rows were measured before tlog_frontier was added; it
+// changes one read per batch of thousands.) So tiles take 7-10% off the integrator (more, 25-30%, in a run at load
 // 2.5 not alternated) and nothing measurable off the four writers: on
 // these two cores the whole system, not the tree's rows, is the limit.
 // 20,000 entries/s was reached (21,573 before, 23,752 after) only on an
