@@ -329,8 +329,9 @@
 //	 same, tlog_frontier (x2)     ~14      p50 5.9-6.4, p90 10.2-10.6 p50 7.6-8.3, p90 14.1-16.0
 //
 // (The four-writer rows were measured before tlog_frontier was added; it
-// changes one read per batch of thousands.) So tiles take 7-10% off the integrator (more, 25-30%, in a run at load
-// 2.5 not alternated) and nothing measurable off the four writers: on
+// changes one read per batch of thousands.) So tiles take 3-25% off the
+// integrator (25-30% in a run at load 2.5 not alternated, 7-10% in the
+// alternated one) and nothing measurable off the four writers: on
 // these two cores the whole system, not the tree's rows, is the limit.
 // 20,000 entries/s was reached (21,573 before, 23,752 after) only on an
 // idle machine, closed loop, p99 48-72 ms; at load 4-6 it is 12,000-16,000.
@@ -340,8 +341,8 @@
 // (up to 255 hashes a level, in plpgsql: about 1 ms more under the ledger
 // lock). tlog_frontier removes the rebuild; what remains, the partial
 // tile rows, measured 1.2-2.4 ms more per one-event batch at load 14
-// (noisy), and is inherent to C2SP partial tiles. Where an 8,192-row integration goes (one
-// profile, load ~2, rolled back): 180-420 ms in all; the staged rows'
+// (noisy), and is inherent to C2SP partial tiles. Where an 8,192-row
+// integration goes (one profile, load ~2, rolled back): 180-420 ms in all; the staged rows'
 // DELETE ... RETURNING 42-51 ms; audit_sequence 195-280 ms, of which the
 // chain trigger's recomputation (two SHA-256 an event) 60-90 ms and the
 // events' insert 50-70 ms; the rest the chain and tree loop. The fsync
