@@ -186,6 +186,14 @@ bench-ledger:
 	  export DATABASE_URL="$$url"; grep -m1 'model name' /proc/cpuinfo; \
 	  $(GO) test -run '^$$' -bench BenchmarkLedgerFourWriters -benchtime $(BENCH_LEDGER_N)x -count 3 ./audit/postgres
 
+## bench-ledger-ab: the ledger benchmarks of OLD (a commit, default main) and
+## the working tree alternately in one run (scripts/bench-ledger-ab.sh; BENCH,
+## BENCH_LEDGER_N, ROUNDS as there).
+OLD ?= main
+.PHONY: bench-ledger-ab
+bench-ledger-ab:
+	scripts/bench-ledger-ab.sh $(OLD)
+
 ## peer-bench: ours ÷ llama.cpp (node-llama-cpp from npm, pinned) on
 ## synthesized models, 1 and 2 threads, measured alternately (needs node, npm;
 ## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.

@@ -143,3 +143,66 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	b.ReportMetric(float64(events*b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// BenchmarkIntegrate measures the integrator alone, the sequencing
+// ceiling of a cluster (one integrator per database): b.N rows staged
+// beforehand (not timed) are sequenced by audit_integrate(8192) calls
+// until none is left, on the schema before the tree tiles (00022:
+// audit_sequence of 00012, one tlog_hashes row per stored hash) and after
+// (00024: tlog_tiles), alternately when run with -count. Reported:
+// events/s and ms per full call.
+func BenchmarkIntegrate(b *testing.B) {
+	for _, schema := range []int64{22, 24} {
+		b.Run(fmt.Sprintf("schema=%05d", schema), func(b *testing.B) { benchIntegrate(b, schema) })
+	}
+}
+
+func benchIntegrate(b *testing.B, schema int64) {
+	db := pgtest.NewAt(b, schema)
+	ctx := context.Background()
+	pool := db.RuntimePool(b)
+	n := b.N
+	for i := 0; i < n; i += 8192 {
+		var at []time.Time
+		var kinds, actors []string
+		var tenants []*string
+		var payloads [][]byte
+		for j := i; j < min(i+8192, n); j++ {
+			r, err := event("bench", j).Prepare()
+			if err != nil {
+				b.Fatal(err)
+			}
+			tn := string(r.Tenant)
+			at, kinds, tenants, actors, payloads = append(at, r.OccurredAt), append(kinds, string(r.Kind)),
+				append(tenants, &tn), append(actors, string(r.Actor)), append(payloads, r.Payload)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO audit_staging (occurred_at, kind, tenant, actor, payload)
+			SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bytea[])`, at, kinds, tenants, actors, payloads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.AdminPool(b).Exec(ctx, "CHECKPOINT"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	done, calls := 0, 0
+	for {
+		var k int
+		if err := pool.QueryRow(ctx, "SELECT n FROM audit_integrate(8192)").Scan(&k); err != nil {
+			b.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+		done += k
+		calls++
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if done != n {
+		b.Fatalf("integrated %d, want %d", done, n)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(elapsed.Milliseconds())/float64(calls), "ms/call")
+}

@@ -80,19 +80,37 @@
 //     checkpoint is written to CheckpointDir (outside the database) and
 //     stored in audit_checkpoints. Verify reads the whole chain and checks
 //     every hash and every checkpoint, stored and external.
-//   - The Merkle tree's stored hashes (tlog.StoredHashes, one row per
-//     tlog.StoredHashIndex) are in tlog_hashes (migration 00005), inserted
-//     in the same transaction as the events they cover by every writer
-//     (group commit, AppendTx, incident opened/updated, notice, purge: all
-//     go through sequence, i.e. audit_sequence, under the ledger lock).
-//     audit_sequence computes them in the database (tlog.StoredHashes'
-//     formulas, from the frontier it reads in one query), and the caller
-//     recomputes the chain in Go and compares the last hash (ErrSchema if
-//     they differ). tlog_hashes is append-only like audit_events, inserted
-//     densely (trigger), and an AFTER INSERT trigger on audit_events refuses
-//     events the tree does not exactly cover (CL006 → ErrChainRejected), so
-//     a writer that skips the tree fails closed. Open computes the tree of
-//     a ledger written before it existed (in Go).
+//   - The Merkle tree is stored as C2SP tlog-tiles (migration 00024,
+//     tlog.Tile of height 8): tlog_tiles (level, n, width, hashes) holds,
+//     per row, the width hashes of tree level 8*level at positions 256n ..
+//     256n+width-1, the full tiles (width 256) and the partial tiles of
+//     every committed size (each batch writes its tiles wider as new rows;
+//     the narrower stay). Every stored hash (tlog.StoredHashIndex) is
+//     computed from the widest row of its tile (tlog.TileForIndex,
+//     tlog.HashFromTile: treeReader), which is what proofs, tree heads,
+//     Export and Verify read. The tiles are inserted in the same
+//     transaction as the events they cover by every writer (group commit,
+//     AppendTx, incident opened/updated, notice, purge: all go through
+//     sequence, i.e. audit_sequence, under the ledger lock). audit_sequence
+//     computes them in the database: it reads the partial tile of each
+//     level of the committed size (one row a level) and the frontier the
+//     previous batch left (tlog_frontier: one row per batch, keyed by size
+//     and head hash, so a rolled-back history's row never matches; rebuilt
+//     from the partial tiles when absent), chains and hashes the batch (tlog.StoredHashes' formulas)
+//     and inserts the tiles the batch completes or widens, about 35 rows
+//     for 8,192 events where one row per stored hash (tlog_hashes,
+//     migration 00005, now frozen and readable) took about 16,000; the
+//     caller recomputes the chain in Go and compares the last hash
+//     (ErrSchema if they differ). tlog_tiles is append-only like
+//     audit_events (every role); a new row must follow its level's full
+//     tile and keep the hashes of the narrower rows it widens (CL003); an
+//     AFTER INSERT trigger on audit_events refuses events whose size the
+//     level-0 tiles do not exactly end at (CL006 → ErrChainRejected), so a
+//     writer that skips the tree fails closed, and a missing or damaged
+//     frontier tile fails the batch (CL006), never a guessed hash. Migration
+//     00024 converts tlog_hashes to the tiles of its tree (CL006 when it
+//     holds no tree). Open computes the tree of a ledger written before
+//     the tree existed (in Go, as tiles).
 //   - Tree checkpoints (signed notes, audit.SignTreeHead) are stored in
 //     tlog_checkpoints (append-only): the writer signs the committed tree
 //     after a batch when TreeCheckpointInterval (default 1s) has passed
@@ -138,7 +156,9 @@
 //     checkpoint with at least min cosignatures, lines appended: what
 //     audit.VerifyCosigned checks).
 //   - VerifyTree recomputes the tree from the entries alone and compares
-//     every stored hash (audit.ReasonTree at the first entry that differs):
+//     every stored tile row, hash by hash, requires each position of every
+//     level to be stored and no row to reach past the ledger
+//     (audit.ReasonTree at the first entry that differs):
 //     the database does not recompute tree hashes itself, so this is the
 //     check that the stored tree, and so every note signed from it, is the
 //     tree of the stored entries.
@@ -241,7 +261,7 @@
 // writes one row an event with no lock and gets both. Per event the
 // design writes about three of the raw baseline's rows: the staged row
 // (and its delete), the event with the same four indexes, and two
-// tlog_hashes rows; the measured ratio at low load (0.31-0.33) is that
+// tlog_hashes rows (before 00024); the measured ratio at low load (0.31-0.33) is that
 // write volume on a CPU-bound database, so on these cores 20,000/s would
 // need about 60,000 raw rows/s. Tree hashes as tiles (one row per 256,
 // C2SP tlog-tiles) would take the two rows to about 1/128. More cores raise
@@ -281,8 +301,60 @@
 //
 // So 00022 is worth a few per cent (within the noise of two runs), and
 // the target is not reached on this machine: about 11,000-12,000/s
-// sustained, p99 far above 5 ms even at a third of that. Tiles for the
-// global tree (C2SP tlog-tiles) remain the next step, not done.
+// sustained, p99 far above 5 ms even at a third of that.
+//
+// Migration 00024 stores the tree as tiles (about 35 rows per 8,192
+// events instead of about 16,000). Measured on the same AMD EPYC (2 vCPU,
+// shared with other builds), PostgreSQL 15 as above, alternating the
+// build before (main, schema 00022) and after (00024) in one run
+// (scripts/bench-ledger-ab.sh; BenchmarkIntegrate alternates schemas in
+// one binary):
+//
+//	                              load     00022 (before)         00024 (tiles)
+//	integrator alone, 40,000      1.8-2.2  26,400-27,300/s        28,850-29,250/s
+//	 (BenchmarkIntegrate, x3)              293-303 ms/8,192       273-277 ms/8,192
+//	closed 4x64, 40,000 (x2)      0.3-4.1  17,923-21,573/s        17,384-23,752/s
+//	                                       p50 8.2-9.9, p99 48-72 p50 6.8-10, p99 58-72
+//	                                       raw 45,000-47,000      raw 46,500-65,400
+//	open 4,000/s, 40,000 (x2)     0.3-4.1  p50 1.7-2.1, p99 7.0-7.5 p50 1.8-2.8, p99 6.3-11.6
+//	closed 4x64, 60,000 (x3)      4.5-5.8  12,093-15,728/s        13,197-15,036/s
+//	                                       p99 89-122 ms          p99 96-117 ms
+//	                                       raw 35,600-40,100      raw 30,000-37,500
+//	open 16,000/s, 60,000 (x3)    4.5-5.8  12,455-13,976/s        8,441-14,236/s
+//	                                       p50 51-107, p99 288-312 p50 45-135, p99 253-620
+//	integrator alone, with        7-8      27,083-27,359/s        28,228-33,942/s
+//	 tlog_frontier (x2)
+//	one-event audit_sequence      ~2       p50 0.69 ms, p90 1.2   p50 1.73 ms, p90 2.95
+//	 near size 65,279 (x300)               (no stored frontier)
+//	 same, tlog_frontier (x2)     ~14      p50 5.9-6.4, p90 10.2-10.6 p50 7.6-8.3, p90 14.1-16.0
+//
+// (The four-writer rows were measured before tlog_frontier was added; it
+// changes one read per batch of thousands.) So tiles take 3-25% off the
+// integrator (25-30% in a run at load 2.5 not alternated, 7-10% in the
+// alternated one) and nothing measurable off the four writers: on
+// these two cores the whole system, not the tree's rows, is the limit.
+// 20,000 entries/s was reached (21,573 before, 23,752 after) only on an
+// idle machine, closed loop, p99 48-72 ms; at load 4-6 it is 12,000-16,000.
+// The cost: a one-event batch (AppendTx, the register) rewrites the
+// partial tile of each level it touches (up to 8 kB a level, a new row
+// each time), and without a stored frontier rebuilt the frontier from them
+// (up to 255 hashes a level, in plpgsql: about 1 ms more under the ledger
+// lock). tlog_frontier removes the rebuild; what remains, the partial
+// tile rows, measured 1.2-2.4 ms more per one-event batch at load 14
+// (noisy), and is inherent to C2SP partial tiles. Where an 8,192-row
+// integration goes (one profile, load ~2, rolled back): 180-420 ms in all; the staged rows'
+// DELETE ... RETURNING 42-51 ms; audit_sequence 195-280 ms, of which the
+// chain trigger's recomputation (two SHA-256 an event) 60-90 ms and the
+// events' insert 50-70 ms; the rest the chain and tree loop. The fsync
+// floor is not the limit: pg_test_fsync on this disk, fdatasync of 8 kB,
+// 207 µs (4,800/s, under load); a Stage's p50 at 4,000/s offered is
+// 1.7-2.8 ms, its p99 6-12 ms, set by CPU share (the integrator's
+// statement holds one of the two cores for 200-300 ms) and by the stagers'
+// commits flushing behind the integration's WAL. The next steps, in
+// order of the profile: staging without the per-row DELETE (id ranges
+// and partition rotation), a chain check that does not rehash what
+// audit_sequence just hashed, then more cores (the integrator is one
+// backend; the rest of the cluster shares the other core).
 //
 // Before migration 00017 (audit_sequence for every append batch under the
 // ledger lock held through the flush) the same benchmark measured 4,559

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/migrations"
 )
@@ -31,11 +30,12 @@ func auditEventIndexes(t *testing.T, q querier) map[string]bool {
 	return out
 }
 
-// A ledger written under migrations 00001-00021 (staged appends, AppendTx,
-// checkpoints, tree notes) migrates forward through 00022 with its data:
-// the chain, its checkpoints and the stored tree verify after it, old
-// entries keep their inclusion proofs under a note signed after more
-// appends, and the two dropped indexes are gone.
+// A ledger written under migrations 00001-00021 (direct and staged
+// appends, a tree note; legacyLedger) migrates forward through 00022 with
+// its data, and the two dropped indexes are gone; migrated on to the
+// latest schema, the chain and the tree verify, old entries keep their
+// inclusion proofs under a note signed after more appends
+// (checkMigratedLedger).
 func TestMigration22KeepsLedger(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewAt(t, 21)
@@ -46,26 +46,8 @@ func TestMigration22KeepsLedger(t *testing.T) {
 			t.Fatalf("migrated to 00021: no index %s (have %v)", n, before)
 		}
 	}
-	dir := t.TempDir()
-	s := openStore(t, db.RuntimePool(t), dir, 100)
-	for i := 0; i < 150; i++ {
-		if _, err := s.Stage(ctx, event("old", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendAll(t, s, requestEvents(0, 150))
-	old, err := s.Append(ctx, event("old", 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SignTree(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	applied, err := migrations.Up(ctx, db.AdminURL, db.Roles)
+	first, note := legacyLedger(t, db, 400, 1)
+	applied, err := migrations.UpTo(ctx, db.AdminURL, db.Roles, 22)
 	if err != nil || fmt.Sprint(applied) != "[22]" {
 		t.Fatalf("migrate forward: applied %v, %v; want [22]", applied, err)
 	}
@@ -74,32 +56,10 @@ func TestMigration22KeepsLedger(t *testing.T) {
 		t.Fatalf("after 00022: indexes %v", after)
 	}
 
-	s2 := openStore(t, db.RuntimePool(t), dir, 100)
-	for i := 0; i < 100; i++ {
-		if _, err := s2.Stage(ctx, event("new", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cp, err := s2.SignTree(ctx)
-	if err != nil {
+	if _, err := migrations.Up(ctx, db.AdminURL, db.Roles); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s2.Verify(ctx, VerifyOptions{Keys: testKeys()})
-	if err != nil || res.Events != 401 {
-		t.Fatalf("verify after 00022: %+v %v, want 401 events", res, err)
-	}
-	th, err := s2.VerifyTree(ctx)
-	if err != nil || th.Size != 401 {
-		t.Fatalf("tree after 00022: %+v %v", th, err)
-	}
-	proof, err := s2.InclusionProof(ctx, old.Seq, th.Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vkey, _ := s2.TreeVerifierKey()
-	if got, err := audit.VerifyInclusion(cp, vkey, old, proof); err != nil || got.Size != th.Size || got.Root != th.Root {
-		t.Fatalf("inclusion of seq %d written before 00022: %+v %v", old.Seq, got, err)
-	}
+	checkMigratedLedger(t, db, first, note, 400, 1)
 }
 
 // Without UNIQUE (hash) (dropped by 00022) an event whose hash repeats an

@@ -80,32 +80,7 @@ func TestSequenceMatchesTlog(t *testing.T) {
 			}
 			n++
 		}
-		got := map[int64][]byte{}
-		rows, err := pool.Query(ctx, "SELECT index, hash FROM tlog_hashes")
-		if err != nil {
-			rt.Fatal(err)
-		}
-		for rows.Next() {
-			var x int64
-			var h []byte
-			if err := rows.Scan(&x, &h); err != nil {
-				break
-			}
-			got[x] = h
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			rt.Fatal(err)
-		}
-		for x, h := range got {
-			if want, ok := oracle[x]; !ok || string(h) != string(want[:]) {
-				rt.Fatalf("tree size %d: stored hash %d is %x, want %x (present %v)", n, x, h, want[:], ok)
-			}
-		}
-		stored := len(got)
-		if stored != len(oracle) || int64(stored) != tlog.StoredHashCount(n) {
-			rt.Fatalf("tree size %d: %d stored hashes, want %d", n, stored, tlog.StoredHashCount(n))
-		}
+		checkTiles(rt, pool, n, oracle)
 		want, err := tlog.TreeHash(n, oracle)
 		if err != nil {
 			rt.Fatal(err)
@@ -117,8 +92,8 @@ func TestSequenceMatchesTlog(t *testing.T) {
 	}
 }
 
-// The frontier audit_sequence starts from is read from tlog_hashes; a
-// frontier hash that is not there (rows removed behind the triggers) makes
+// The frontier audit_sequence starts from is computed from the partial
+// tiles of the committed size; a partial tile that is not there (rows removed behind the triggers) makes
 // the batch fail (CL006 → ErrChainRejected) and nothing is written, never a
 // tree built on a guessed hash.
 func TestSequenceRefusesMissingFrontier(t *testing.T) {
@@ -136,7 +111,7 @@ func TestSequenceRefusesMissingFrontier(t *testing.T) {
 		}
 	}
 	admin := db.AdminPool(t)
-	treeSuperuser(t, admin, "DELETE FROM tlog_hashes WHERE index = 2") // level 1 hash of leaves 0..1
+	treeSuperuser(t, admin, "DELETE FROM tlog_tiles WHERE width = 3") // tile 0/0 of size 3 (frontier levels 0 and 1)
 	r, err := event("a", 3).Prepare()
 	if err != nil {
 		t.Fatal(err)
@@ -180,5 +155,119 @@ func TestSequenceRefusesMalformedBatch(t *testing.T) {
 				t.Fatalf("%d events %v, want none", n, err)
 			}
 		})
+	}
+}
+
+// checkTiles holds every stored tile row to the oracle's hashes and
+// requires the rows of size n (tileRows(0, n)) to be there: what
+// C2SP tlog-tiles serves for that tree.
+func checkTiles(t *testing.T, q querier, n int64, oracle memHashes) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := q.Query(ctx, "SELECT level, n, width, hashes FROM tlog_tiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[tlog.Tile]bool{}
+	for rows.Next() {
+		var l, w int32
+		var tn int64
+		var data []byte
+		if err := rows.Scan(&l, &tn, &w, &data); err != nil {
+			t.Fatal(err)
+		}
+		tile := tlog.Tile{H: tileHeight, L: int(l), N: tn, W: int(w)}
+		want, err := tlog.ReadTileData(tile, oracle)
+		if err != nil || string(want) != string(data) {
+			t.Fatalf("tree size %d: tile %+v is not the oracle's (%v)", n, tile, err)
+		}
+		have[tile] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := tileRows(0, n, oracle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rs.levels {
+		tile := tlog.Tile{H: tileHeight, L: int(rs.levels[i]), N: rs.ns[i], W: int(rs.widths[i])}
+		if !have[tile] {
+			t.Fatalf("tree size %d: tile %+v is missing", n, tile)
+		}
+	}
+}
+
+// Past 65,536 leaves the tree has level-2 tiles (tree level 16) and a
+// frontier above level 16: audit_sequence's tiles still are the oracle's,
+// in large batches and in small ones that straddle tile boundaries at
+// every level, and proofs read from them check.
+func TestSequenceTilesLevel2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("66,000 events")
+	}
+	db := pgtest.New(t)
+	ctx := context.Background()
+	pool := db.RuntimePool(t)
+	oracle := memHashes{}
+	var n int64
+	var recs []audit.Record
+	sizes := []int{8192, 8192, 8192, 8192, 8192, 8192, 8192, 8191, 1, 1, 255, 300, 1, 7000}
+	for _, k := range sizes {
+		batch := make([]audit.Record, k)
+		for i := range batch {
+			r, err := event("l2", int(n)+i).Prepare()
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch[i] = r
+		}
+		if err := sequence(ctx, pool, batch); err != nil {
+			t.Fatalf("sequence at size %d: %v", n, err)
+		}
+		for _, r := range batch {
+			hs, err := tlog.StoredHashes(n, r.Payload, oracle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, h := range hs {
+				oracle[tlog.StoredHashIndex(0, n)+int64(j)] = h
+			}
+			n++
+		}
+		recs = append(recs, batch...)
+	}
+	checkTiles(t, pool, n, oracle)
+	want, err := tlog.TreeHash(n, oracle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &treeReader{ctx: ctx, q: pool}
+	root, err := tlog.TreeHash(n, r)
+	if err != nil || root != want {
+		t.Fatalf("root %x %v, want %x", root, err, want)
+	}
+	for _, seq := range []int64{1, 256, 65536, 65537, n} {
+		p, err := tlog.ProveRecord(n, seq-1, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tlog.CheckRecord(p, n, root, seq-1, tlog.RecordHash(recs[seq-1].Payload)); err != nil {
+			t.Fatalf("inclusion of %d: %v", seq, err)
+		}
+	}
+	for _, old := range []int64{1, 65535, 65536, 65537, n - 1} {
+		oldRoot, err := tlog.TreeHash(old, oracle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tlog.ProveTree(n, old, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tlog.CheckTree(p, n, root, old, oldRoot); err != nil {
+			t.Fatalf("consistency from %d: %v", old, err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
@@ -32,11 +33,34 @@ type treeStep struct {
 	frontier map[int64]tlog.Hash
 }
 
-// treeReader is a tlog.HashReader over tlog_hashes (through q: a
-// transaction or a pool), answering first from overlay. Stored hashes
-// never change once committed, so reading them outside the writer's
-// transaction is safe; a hash that is absent is a schema error (the tree
-// lags the events), never a zero hash.
+// tileHeight is the height of the global tree's tiles (C2SP tlog-tiles,
+// migration 00024): a tile of level L holds up to 256 hashes of tree
+// level 8L.
+const tileHeight = 8
+
+// all returns the step's stored hashes and the frontier it extended, by
+// stored index.
+func (st treeStep) all(frontier map[int64]tlog.Hash) map[int64]tlog.Hash {
+	m := make(map[int64]tlog.Hash, len(frontier)+len(st.index))
+	for k, v := range frontier {
+		m[k] = v
+	}
+	for i, x := range st.index {
+		var h tlog.Hash
+		copy(h[:], st.hashes[i])
+		m[x] = h
+	}
+	return m
+}
+
+// treeReader is a tlog.HashReader over tlog_tiles (through q: a
+// transaction or a pool), answering first from overlay: each stored hash
+// is computed from the widest stored row of the tile that holds it
+// (tlog.TileForIndex, tlog.HashFromTile). Tiles never change once
+// committed (a wider row keeps the narrower rows' hashes), so reading them
+// outside the writer's transaction is safe; a hash whose tile is absent or
+// too narrow is a schema error (the tree lags the events), never a zero
+// hash.
 type treeReader struct {
 	ctx     context.Context
 	q       querier
@@ -44,44 +68,64 @@ type treeReader struct {
 	seen    map[int64]tlog.Hash // when non-nil, records every hash read
 }
 
+// readTilesSQL reads the widest row of each (level, n) asked for.
+const readTilesSQL = `SELECT DISTINCT ON (t.level, t.n) t.level, t.n, t.width, t.hashes FROM tlog_tiles t
+  JOIN unnest($1::int[], $2::bigint[]) AS u(l, n) ON t.level = u.l AND t.n = u.n
+  ORDER BY t.level, t.n, t.width DESC`
+
+type tileKey struct {
+	level int
+	n     int64
+}
+
 func (r *treeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
-	var missing []int64
+	var missing []int
+	want := map[tileKey]bool{}
+	var levels []int32
+	var ns []int64
 	for i, x := range indexes {
 		if h, ok := r.overlay[x]; ok {
 			out[i] = h
-		} else {
-			missing = append(missing, x)
+			continue
+		}
+		missing = append(missing, i)
+		t := tlog.TileForIndex(tileHeight, x)
+		if k := (tileKey{t.L, t.N}); !want[k] {
+			want[k] = true
+			levels, ns = append(levels, int32(t.L)), append(ns, t.N)
 		}
 	}
 	if len(missing) > 0 {
-		got := make(map[int64]tlog.Hash, len(missing))
-		rows, err := r.q.Query(r.ctx, "SELECT index, hash FROM tlog_hashes WHERE index = ANY($1)", missing)
+		got := make(map[tileKey][]byte, len(levels))
+		rows, err := r.q.Query(r.ctx, readTilesSQL, levels, ns)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var x int64
-			var h []byte
-			if err := rows.Scan(&x, &h); err != nil {
+			var l, w int32
+			var n int64
+			var data []byte
+			if err := rows.Scan(&l, &n, &w, &data); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			var th tlog.Hash
-			copy(th[:], h)
-			got[x] = th
+			got[tileKey{int(l), n}] = data
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		for i, x := range indexes {
-			if _, ok := r.overlay[x]; ok {
-				continue
+		for _, i := range missing {
+			x := indexes[i]
+			t := tlog.TileForIndex(tileHeight, x)
+			data := got[tileKey{t.L, t.N}]
+			if len(data) < t.W*tlog.HashSize {
+				return nil, fmt.Errorf("%w: tree hash %d is missing (tile %d/%d has %d of %d hashes)", ErrSchema, x, t.L, t.N, len(data)/tlog.HashSize, t.W)
 			}
-			h, ok := got[x]
-			if !ok {
-				return nil, fmt.Errorf("%w: tree hash %d is missing", ErrSchema, x)
+			h, err := tlog.HashFromTile(t, data, x)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tree hash %d: %v", ErrSchema, x, err)
 			}
 			out[i] = h
 		}
@@ -92,6 +136,53 @@ func (r *treeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		}
 	}
 	return out, nil
+}
+
+// tileRows returns the tile rows that growing the tree from size old to
+// size n writes (per level, the tiles holding positions old>>8L ..
+// n>>8L - 1, each at the width size n gives it), their hashes read from r.
+type tileRowSet struct {
+	levels []int32
+	ns     []int64
+	widths []int32
+	data   [][]byte
+}
+
+func tileRows(old, n int64, r tlog.HashReader) (tileRowSet, error) {
+	var out tileRowSet
+	for l := 0; n>>(tileHeight*l) > 0; l++ {
+		c0, c1 := old>>(tileHeight*l), n>>(tileHeight*l)
+		if c1 == c0 {
+			continue
+		}
+		for tn := c0 >> tileHeight; tn <= (c1-1)>>tileHeight; tn++ {
+			w := min(1<<tileHeight, c1-tn<<tileHeight)
+			t := tlog.Tile{H: tileHeight, L: l, N: tn, W: int(w)}
+			data, err := tlog.ReadTileData(t, r)
+			if err != nil {
+				return tileRowSet{}, err
+			}
+			out.levels = append(out.levels, int32(l))
+			out.ns = append(out.ns, tn)
+			out.widths = append(out.widths, int32(w))
+			out.data = append(out.data, data)
+		}
+	}
+	return out, nil
+}
+
+const tileInsertSQL = "INSERT INTO tlog_tiles (level, n, width, hashes) SELECT * FROM unnest($1::int[], $2::bigint[], $3::int[], $4::bytea[])"
+
+// insertTiles writes the tile rows of growing the tree from old to n.
+func insertTiles(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, old, n int64, r tlog.HashReader) error {
+	rs, err := tileRows(old, n, r)
+	if err != nil || len(rs.levels) == 0 {
+		return err
+	}
+	_, err = q.Exec(ctx, tileInsertSQL, rs.levels, rs.ns, rs.widths, rs.data)
+	return err
 }
 
 // extendTree computes the tree step of appending recs, already placed
@@ -127,35 +218,19 @@ func extendTree(ctx context.Context, q querier, frontier map[int64]tlog.Hash, re
 	return st, nil
 }
 
-const treeInsertSQL = "INSERT INTO tlog_hashes (index, hash) SELECT * FROM unnest($1::bigint[], $2::bytea[])"
-
-// leavesFor inverts tlog.StoredHashCount: the tree size whose stored hashes
-// number stored, or false when no size has that many.
-func leavesFor(stored int64) (int64, bool) {
-	for n := stored / 2; n <= stored/2+64; n++ {
-		if c := tlog.StoredHashCount(n); c == stored {
-			return n, true
-		} else if c > stored {
-			break
-		}
-	}
-	return 0, false
-}
-
-// treeSizeOn returns the number of leaves the committed tree has.
+// treeSizeOn returns the number of leaves the committed tree has: where
+// its widest last level-0 tile ends.
 func treeSizeOn(ctx context.Context, q querier) (int64, error) {
-	var maxIndex *int64
-	if err := q.QueryRow(ctx, "SELECT max(index) FROM tlog_hashes").Scan(&maxIndex); err != nil {
-		return 0, err
-	}
-	if maxIndex == nil {
+	var n int64
+	var w int32
+	err := q.QueryRow(ctx, "SELECT n, width FROM tlog_tiles WHERE level = 0 ORDER BY n DESC, width DESC LIMIT 1").Scan(&n, &w)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
-	n, ok := leavesFor(*maxIndex + 1)
-	if !ok {
-		return 0, fmt.Errorf("%w: %d stored tree hashes is no tree size", ErrSchema, *maxIndex+1)
+	if err != nil {
+		return 0, err
 	}
-	return n, nil
+	return n<<tileHeight + int64(w), nil
 }
 
 // ensureTree checks that the tree covers the committed head and, once,
@@ -223,10 +298,11 @@ func (s *Store) ensureTree(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
+			next := int64(page[len(page)-1].Seq)
+			if err := insertTiles(ctx, tx, n, next, &treeReader{ctx: ctx, q: tx, overlay: st.all(frontier)}); err != nil {
 				return err
 			}
-			frontier, n = st.frontier, int64(page[len(page)-1].Seq)
+			frontier, n = st.frontier, next
 		}
 		return nil
 	})
@@ -423,14 +499,16 @@ func (noQuerier) QueryRow(context.Context, string, ...any) pgx.Row { return nil 
 
 // VerifyTree recomputes the whole Merkle tree from the entries (on the scan
 // pool, a page at a time, in constant memory) and compares every stored
-// hash with it. It returns the recomputed tree head. It is the operator's
-// and the auditor's check that the stored tree is the tree of the stored
-// entries; a verifier outside uses checkpoints and proofs instead.
+// tile row with it (each hash of each row, the partial rows of earlier
+// sizes included). It returns the recomputed tree head. It is the
+// operator's and the auditor's check that the stored tree is the tree of
+// the stored entries; a verifier outside uses checkpoints and proofs
+// instead.
 //
 // Errors: *audit.BreakError with audit.ReasonTree at the first entry whose
-// stored tree hashes differ, or at the head when the tree is larger or
-// smaller than the ledger; audit.ErrEmptyLedger; the translated database
-// errors.
+// stored tree hashes differ or are missing, or at the head when the tree
+// is larger or smaller than the ledger; audit.ErrEmptyLedger; the
+// translated database errors.
 func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 	head, err := headOn(ctx, s.scan)
 	if err != nil {
@@ -441,40 +519,25 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 	}
 	var frontier map[int64]tlog.Hash
 	var root tlog.Hash
+	var size int64 // leaves verified so far
 	page := make([]audit.Record, 0, s.cfg.ScanPage)
 	flush := func() error {
 		st, err := extendTree(ctx, noQuerier{}, frontier, page)
 		if err != nil {
 			return err
 		}
-		stored := make(map[int64][]byte, len(st.index))
-		rows, err := s.scan.Query(ctx, "SELECT index, hash FROM tlog_hashes WHERE index BETWEEN $1 AND $2",
-			st.index[0], st.index[len(st.index)-1])
-		if err != nil {
-			return translate(err)
-		}
-		for rows.Next() {
-			var x int64
-			var h []byte
-			if err := rows.Scan(&x, &h); err != nil {
-				rows.Close()
-				return translate(err)
+		hashes := st.all(nil)
+		next := int64(page[len(page)-1].Seq)
+		for l := 0; next>>(tileHeight*l) > 0; l++ {
+			c0, c1 := size>>(tileHeight*l), next>>(tileHeight*l)
+			if c1 == c0 {
+				continue
 			}
-			stored[x] = h
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return translate(err)
-		}
-		for i, x := range st.index {
-			if string(stored[x]) != string(st.hashes[i]) {
-				level, n := tlog.SplitStoredHashIndex(x)
-				seq := uint64(n<<uint(level)) + 1<<uint(level) // last leaf the hash covers, 1-based
-				return &audit.BreakError{Seq: seq, Reason: audit.ReasonTree,
-					Detail: fmt.Sprintf("stored tree hash %d (level %d) is not the entries' hash", x, level)}
+			if err := s.verifyTiles(ctx, l, c0, c1, hashes); err != nil {
+				return err
 			}
 		}
-		frontier, root = st.frontier, st.root
+		frontier, root, size = st.frontier, st.root, next
 		page = page[:0]
 		return nil
 	}
@@ -491,6 +554,17 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 	if err != nil {
 		return audit.TreeHead{}, err
 	}
+	var bl, bw int32
+	var bn int64
+	err = s.scan.QueryRow(ctx, "SELECT level, n, width FROM tlog_tiles WHERE n * 256 + width > ($1::bigint >> (8 * level)) ORDER BY level, n, width LIMIT 1",
+		int64(head.Seq)).Scan(&bl, &bn, &bw)
+	if err == nil {
+		return audit.TreeHead{}, &audit.BreakError{Seq: head.Seq, Reason: audit.ReasonTree,
+			Detail: fmt.Sprintf("tile %d/%d.w%d holds hashes beyond the ledger's %d entries", bl, bn, bw, head.Seq)}
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return audit.TreeHead{}, translate(err)
+	}
 	n, err := treeSizeOn(ctx, s.scan)
 	if err != nil {
 		return audit.TreeHead{}, translate(err)
@@ -500,4 +574,50 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 			Detail: fmt.Sprintf("the tree has %d leaves, the ledger %d entries", n, head.Seq)}
 	}
 	return audit.TreeHead{Origin: s.cfg.Origin, Size: head.Seq, Root: root}, nil
+}
+
+// verifyTiles compares the stored tile rows of tile level l holding
+// positions c0 .. c1-1 (hashes of tree level 8l) with the recomputed
+// hashes (by stored index), and requires every position to be stored.
+func (s *Store) verifyTiles(ctx context.Context, l int, c0, c1 int64, hashes map[int64]tlog.Hash) error {
+	rows, err := s.scan.Query(ctx, "SELECT n, width, hashes FROM tlog_tiles WHERE level = $1 AND n BETWEEN $2 AND $3",
+		int32(l), c0>>tileHeight, (c1-1)>>tileHeight)
+	if err != nil {
+		return translate(err)
+	}
+	type row struct {
+		n    int64
+		w    int32
+		data []byte
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.n, &x.w, &x.data)
+		return x, err
+	})
+	if err != nil {
+		return translate(err)
+	}
+	broken := func(p int64, detail string) error {
+		last := uint64(p+1) << uint(tileHeight*l) // last leaf the hash covers, 1-based
+		return &audit.BreakError{Seq: last, Reason: audit.ReasonTree, Detail: detail}
+	}
+	covered := map[int64]int64{} // tile n -> positions stored
+	for _, r := range got {
+		lo, hi := max(c0, r.n<<tileHeight), min(c1, r.n<<tileHeight+int64(r.w))
+		for p := lo; p < hi; p++ {
+			want := hashes[tlog.StoredHashIndex(tileHeight*l, p)]
+			off := (p - r.n<<tileHeight) * tlog.HashSize
+			if string(r.data[off:off+tlog.HashSize]) != string(want[:]) {
+				return broken(p, fmt.Sprintf("tile %d/%d.w%d: hash %d (tree level %d) is not the entries' hash", l, r.n, r.w, p, tileHeight*l))
+			}
+		}
+		covered[r.n] = max(covered[r.n], hi-r.n<<tileHeight)
+	}
+	for tn := c0 >> tileHeight; tn <= (c1-1)>>tileHeight; tn++ {
+		if need := min(1<<tileHeight, c1-tn<<tileHeight); covered[tn] < need {
+			return broken(tn<<tileHeight+covered[tn], fmt.Sprintf("tile %d/%d: hashes %d.. of tree level %d are not stored", l, tn, covered[tn], tileHeight*l))
+		}
+	}
+	return nil
 }

@@ -291,7 +291,7 @@ func TestEmptyLedgerHasNoCheckpoint(t *testing.T) {
 // trigger of the ledger and tree tables disabled, then re-enables them.
 func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	t.Helper()
-	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints"}
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_tiles", "tlog_frontier", "tlog_checkpoints"}
 	var all []string
 	for _, tb := range tables {
 		all = append(all, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
@@ -299,7 +299,9 @@ func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	all = append(all, stmts...)
 	for _, tr := range [][2]string{{"audit_events", "audit_events_append_only"}, {"audit_events", "audit_events_chain"},
 		{"audit_events", "audit_events_tlog"}, {"audit_checkpoints", "audit_checkpoints_append_only"},
-		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
+		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"},
+		{"tlog_tiles", "tlog_tiles_append_only"}, {"tlog_tiles", "tlog_tiles_extend"}, {"tlog_frontier", "tlog_frontier_append_only"},
+		{"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
 		all = append(all, fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tr[0], tr[1]))
 	}
 	for _, q := range all {
@@ -315,7 +317,7 @@ func treeSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	t.Helper()
 	ctx := context.Background()
-	treeSuperuser(t, admin, "DELETE FROM audit_events", "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints")
+	treeSuperuser(t, admin, "DELETE FROM audit_events", "DELETE FROM tlog_tiles", "DELETE FROM tlog_checkpoints")
 	var head audit.Head
 	for i := range recs {
 		recs[i] = audit.Rechain(recs[i], head)
@@ -325,7 +327,7 @@ func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Exec(ctx, treeInsertSQL, st.index, st.hashes); err != nil {
+	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.all(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Exec(ctx, appendSQL, appendArgs(recs, audit.Head{})...); err != nil {
@@ -343,14 +345,12 @@ func TestTreeTamperingDetectedAgainstTrustedCheckpoint(t *testing.T) {
 		want   error
 	}{
 		{"tail truncation", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
-			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
-				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
-				"DELETE FROM tlog_checkpoints WHERE size > 30")
+			treeSuperuser(t, admin, append([]string{"DELETE FROM audit_events WHERE seq > 30",
+				"DELETE FROM tlog_checkpoints WHERE size > 30"}, pgtest.TruncateTreeSQL(30)...)...)
 		}, false, audit.ErrSmallerTree},
 		{"rollback to an older dump, its own genuine note served", func(t *testing.T, admin *pgxpool.Pool, _ []audit.Record) {
-			treeSuperuser(t, admin, "DELETE FROM audit_events WHERE seq > 30",
-				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(30)),
-				"DELETE FROM tlog_checkpoints WHERE size > 30")
+			treeSuperuser(t, admin, append([]string{"DELETE FROM audit_events WHERE seq > 30",
+				"DELETE FROM tlog_checkpoints WHERE size > 30"}, pgtest.TruncateTreeSQL(30)...)...)
 		}, true, audit.ErrSmallerTree},
 		{"rollback then new entries", func(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 			kept := recs[:30]
@@ -474,7 +474,7 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := db.AdminPool(t)
-	treeSuperuser(t, admin, "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints")
+	treeSuperuser(t, admin, "DELETE FROM tlog_tiles", "DELETE FROM tlog_checkpoints")
 	s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
 	got, err := s2.SignTree(ctx)
 	if err != nil {
@@ -487,7 +487,7 @@ func TestOpenBuildsTreeOfOlderLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, q string }{
-		{"tree lags the ledger", fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(4000))},
+		{"tree lags the ledger", "DELETE FROM tlog_tiles WHERE n * 256 + width > (4000 >> (8 * level))"},
 		{"tree larger than the ledger", "DELETE FROM audit_events WHERE seq > 3000"},
 	} {
 		treeSuperuser(t, admin, tc.q)
@@ -571,4 +571,118 @@ func appendArgs(recs []audit.Record, head audit.Head) []any {
 		hashes[i] = r.Hash[:]
 	}
 	return []any{seqs, occurred, kinds, tenants, actors, payloads, prevs, hashes}
+}
+
+// Tiles edited, removed or added behind the triggers are found by
+// VerifyTree at the first entry they cover, whichever level: a level-0
+// hash, a level-1 hash (tree level 8), a full tile deleted (its narrower
+// rows left), a row reaching past the ledger.
+func TestVerifyTreeFindsEditedTiles(t *testing.T) {
+	forged := "decode(repeat('ab', 32), 'hex')"
+	tests := []struct {
+		name string
+		stmt string
+		seq  uint64
+	}{
+		{"level-0 hash edited", "UPDATE tlog_tiles SET hashes = overlay(hashes PLACING " + forged + " FROM 32 * 44 + 1 FOR 32) WHERE level = 0 AND n = 1", 301},
+		{"level-1 hash edited", "UPDATE tlog_tiles SET hashes = overlay(hashes PLACING " + forged + " FROM 33 FOR 32) WHERE level = 1 AND width = 2", 512},
+		{"full tile deleted", "DELETE FROM tlog_tiles WHERE level = 0 AND n = 0 AND width = 256", 0},
+		{"row past the ledger", "INSERT INTO tlog_tiles SELECT level, n, width + 1, hashes || " + forged + " FROM tlog_tiles WHERE level = 0 AND n = 2 ORDER BY width DESC LIMIT 1", 600},
+		// The stored frontier of size 600 (the next batch's start) forged:
+		// the 300 events appended after it get wrong level-1 hashes.
+		{"frontier edited", "UPDATE tlog_frontier SET stack = array_fill(" + forged + ", ARRAY[10]) WHERE size = 600", 768},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := pgtest.New(t)
+			ctx := context.Background()
+			pool := db.RuntimePool(t)
+			for b, n := 0, 0; n < 600; b++ {
+				k := min(1+b*37%150, 600-n)
+				recs := make([]audit.Record, k)
+				for i := range recs {
+					r, err := event("tiles", n+i).Prepare()
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[i] = r
+				}
+				if err := sequence(ctx, pool, recs); err != nil {
+					t.Fatal(err)
+				}
+				n += k
+			}
+			s := openStore(t, pool, t.TempDir(), 1000)
+			if _, err := s.VerifyTree(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "frontier edited" {
+				treeSuperuser(t, db.AdminPool(t), tc.stmt)
+				recs := make([]audit.Record, 300)
+				for i := range recs {
+					r, err := event("after", i).Prepare()
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[i] = r
+				}
+				if err := sequence(ctx, pool, recs); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				treeSuperuser(t, db.AdminPool(t), tc.stmt)
+			}
+			_, err := s.VerifyTree(ctx)
+			var be *audit.BreakError
+			if !errors.As(err, &be) || be.Reason != audit.ReasonTree || (tc.seq != 0 && be.Seq != tc.seq) {
+				t.Fatalf("got %v, want a tree break at seq %d", err, tc.seq)
+			}
+		})
+	}
+}
+
+// tlog_tiles is append-only for every role (by privilege for the runtime
+// role, by the ALWAYS trigger for the owner, the superuser and replica
+// mode), and a row the runtime role may insert must extend its tile (the
+// hashes of the narrower rows kept) after its level's full tile (CL003).
+func TestTilesAppendOnly(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	appendAll(t, s, requestEvents(0, 300))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt := db.RuntimePool(t)
+	for _, q := range []string{"UPDATE tlog_tiles SET width = width", "DELETE FROM tlog_tiles", "TRUNCATE tlog_tiles"} {
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "42501" {
+			t.Errorf("runtime %s: got %v, want insufficient_privilege", q, err)
+		}
+	}
+	admin := db.AdminPool(t)
+	for _, q := range []string{"UPDATE tlog_tiles SET width = width", "DELETE FROM tlog_tiles", "TRUNCATE tlog_tiles"} {
+		for _, role := range []string{"SET ROLE " + db.Roles.Owner, "RESET ROLE", "SET session_replication_role = replica"} {
+			err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, role); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, q)
+				return err
+			})
+			if sqlstate(err) != "CL001" || !errors.Is(translate(err), ErrAppendOnly) {
+				t.Errorf("%s; %s: got %v, want CL001", role, q, err)
+			}
+		}
+	}
+	for name, q := range map[string]string{
+		"prefix rewritten": `INSERT INTO tlog_tiles SELECT 0, 1, 256, decode(repeat('ab', 32 * 256), 'hex')`,
+		"hole":             `INSERT INTO tlog_tiles SELECT 0, 3, 1, decode(repeat('ab', 32), 'hex')`,
+	} {
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "CL003" {
+			t.Errorf("%s: got %v, want CL003", name, err)
+		}
+	}
+	if _, err := s.VerifyTree(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
@@ -265,8 +264,7 @@ func TestWitnessDetectsTruncatedTail(t *testing.T) {
 
 	admin := db.AdminPool(t)
 	ctx := context.Background()
-	stored := tlog.StoredHashCount(20)
-	tables := []string{"audit_events", "tlog_hashes", "tlog_checkpoints", "tlog_cosignatures", "audit_checkpoints"}
+	tables := []string{"audit_events", "tlog_tiles", "tlog_checkpoints", "tlog_cosignatures", "audit_checkpoints"}
 	var stmts []string
 	for _, tb := range tables {
 		stmts = append(stmts, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
@@ -274,9 +272,9 @@ func TestWitnessDetectsTruncatedTail(t *testing.T) {
 	stmts = append(stmts,
 		"DELETE FROM tlog_cosignatures WHERE size > 20",
 		"DELETE FROM tlog_checkpoints WHERE size > 20",
-		fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", stored),
 		"DELETE FROM audit_checkpoints WHERE size > 20",
 		"DELETE FROM audit_events WHERE seq > 20")
+	stmts = append(stmts, pgtest.TruncateTreeSQL(20)...)
 	for _, tb := range tables {
 		rows, err := admin.Query(ctx, "SELECT tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal", tb)
 		if err != nil {

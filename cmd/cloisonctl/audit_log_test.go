@@ -16,6 +16,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -24,7 +25,7 @@ import (
 // the cluster superuser: the strongest attacker short of holding the key.
 func asSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	t.Helper()
-	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints"}
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_tiles", "tlog_checkpoints"}
 	var all []string
 	for _, tb := range tables {
 		all = append(all, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
@@ -32,7 +33,8 @@ func asSuperuser(t *testing.T, admin *pgxpool.Pool, stmts ...string) {
 	all = append(all, stmts...)
 	for _, tr := range [][2]string{{"audit_events", "audit_events_append_only"}, {"audit_events", "audit_events_chain"},
 		{"audit_events", "audit_events_tlog"}, {"audit_checkpoints", "audit_checkpoints_append_only"},
-		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
+		{"tlog_hashes", "tlog_hashes_append_only"}, {"tlog_hashes", "tlog_hashes_dense"},
+		{"tlog_tiles", "tlog_tiles_append_only"}, {"tlog_tiles", "tlog_tiles_extend"}, {"tlog_checkpoints", "tlog_checkpoints_append_only"}} {
 		all = append(all, fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", tr[0], tr[1]))
 	}
 	for _, q := range all {
@@ -67,10 +69,9 @@ func TestCLIVerifyTrustedDetectsTampering(t *testing.T) {
 		serverReason string
 	}{
 		{"tail deleted after the last checkpoint", func(t *testing.T, p *platformtest.Platform, size int) {
-			asSuperuser(t, p.DB.AdminPool(t), fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", size-10),
-				fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", 2*(size-10)-popcount(size-10)),
+			asSuperuser(t, p.DB.AdminPool(t), append([]string{fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", size-10),
 				fmt.Sprintf("DELETE FROM tlog_checkpoints WHERE size > %d", size-10),
-				fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", size-10))
+				fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", size-10)}, pgtest.TruncateTreeSQL(int64(size-10))...)...)
 		}, audit.ErrSmallerTree, audit.ErrSmallerTree, "smaller"},
 		{"checkpoints deleted and chain rewritten", func(t *testing.T, p *platformtest.Platform, size int) {
 			rewrite(t, p, size)
@@ -82,7 +83,7 @@ func TestCLIVerifyTrustedDetectsTampering(t *testing.T) {
 			}
 		}, audit.ErrFork, audit.ErrFork, "not an extension"},
 		{"ledger emptied", func(t *testing.T, p *platformtest.Platform, _ int) {
-			asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events", "DELETE FROM tlog_hashes", "DELETE FROM tlog_checkpoints", "DELETE FROM audit_checkpoints")
+			asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events", "DELETE FROM tlog_tiles", "DELETE FROM tlog_checkpoints", "DELETE FROM audit_checkpoints")
 		}, audit.ErrEmptyLedger, audit.ErrEmptyLedger, "empty ledger"},
 	}
 	for _, tc := range tests {
@@ -149,20 +150,12 @@ func TestCLIVerifyTrustedDetectsTampering(t *testing.T) {
 	}
 }
 
-func popcount(n int) int {
-	c := 0
-	for ; n > 0; n &= n - 1 {
-		c++
-	}
-	return c
-}
-
 // rewrite replaces the ledger after its 9th entry by other entries up to
 // size, with every checkpoint and tree note deleted, as the superuser: a
 // keyless store then rebuilds the tree (Open) and appends the forgeries.
 func rewrite(t *testing.T, p *platformtest.Platform, size int) {
 	t.Helper()
-	asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events WHERE seq > 9", "DELETE FROM tlog_hashes",
+	asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events WHERE seq > 9", "DELETE FROM tlog_tiles",
 		"DELETE FROM tlog_checkpoints", "DELETE FROM audit_checkpoints")
 	forger, err := postgres.Open(context.Background(), p.DB.AdminPool(t), postgres.Config{Origin: "platformtest"})
 	if err != nil {
