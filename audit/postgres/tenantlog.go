@@ -436,6 +436,148 @@ func (s *Store) TenantInclusionProof(ctx context.Context, t cloison.TenantID, po
 	return payload, p, nil
 }
 
+// TenantLogEntry is one leaf of a tenant's log as the tenant reads it:
+// its position (1-based) and the leaf's exact bytes, as hashed into the
+// log (tlog.RecordHash(Leaf) is leaf Pos-1 of the tenant tree). Kind and
+// Actor are read from the leaf itself; nothing else of the global entry (its seq,
+// its chain hashes, its tenant column, which may name another tenant) is
+// carried.
+type TenantLogEntry struct {
+	Pos   uint64
+	Kind  audit.Kind
+	Actor audit.Name
+	Leaf  []byte
+}
+
+// TenantEntries hands fn the leaves of tenant t's log at positions from
+// through to (from 0: 1; to 0 or past the end: the log's end) in position
+// order: the tenant's listing IS its log, so a row's position is the one
+// TenantInclusionProof proves and its Leaf the bytes the proof covers.
+// Like TenantCheckpoint it sequences staged events (Sync) and indexes the
+// ledger to its head (IndexTenantLogs) first, then reads
+// tenant_log_entries in keyset pages of ScanPage positions on the scan
+// pool, each page joined to its ledger entries and level-0 stored hashes
+// in two short queries and handed to fn after the connection is back in
+// the pool (a client that stops reading holds none). Each leaf is
+// recomputed from its entry (audit.TenantLeaf) and held to the stored leaf
+// hash, so what is listed is what the tenant checkpoint covers. A call
+// costs the entries appended since the last index plus the rows listed,
+// never a ledger scan.
+//
+// Errors: those of audit.TenantOrigin (invalid argument) for a tenant id
+// that is not an identifier; ErrOutOfRange when to is before from; *audit.BreakError with
+// audit.ReasonTenantLog when a stored position or leaf hash is not the one
+// the ledger gives; the errors of Sync and IndexTenantLogs; fn's error,
+// returned as is. A tenant with no entry, or from past the end, gets no
+// call of fn and no error.
+func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(TenantLogEntry) error) error {
+	if _, err := audit.TenantOrigin(s.cfg.Origin, t); err != nil {
+		return err
+	}
+	if from == 0 {
+		from = 1
+	}
+	if to != 0 && to < from {
+		return fmt.Errorf("%w: to %d is before from %d", ErrOutOfRange, to, from)
+	}
+	if err := s.Sync(ctx); err != nil {
+		return err
+	}
+	if _, err := s.IndexTenantLogs(ctx); err != nil {
+		return err
+	}
+	n, err := tenantSize(ctx, s.scan, t)
+	if err != nil {
+		return translate(err)
+	}
+	if to == 0 || to > n {
+		to = n
+	}
+	page := make([]TenantLogEntry, 0, s.cfg.ScanPage)
+	for from <= to {
+		page = page[:0]
+		last := min(to, from+uint64(s.cfg.ScanPage)-1)
+		if err := s.tenantPage(ctx, t, from, last, func(e TenantLogEntry) { page = append(page, e) }); err != nil {
+			return err
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		from = last + 1
+	}
+	return nil
+}
+
+// tenantPage reads positions from..to (all stored) of t's log, checks each
+// leaf against its entry and stored hash, and hands them to add in order.
+func (s *Store) tenantPage(ctx context.Context, t cloison.TenantID, from, to uint64, add func(TenantLogEntry)) error {
+	want := int(to - from + 1)
+	recs := make([]audit.Record, 0, want)
+	rows, err := s.scan.Query(ctx, `SELECT p.pos, a.seq, a.prev_hash, a.hash, a.kind, a.tenant, a.actor, a.occurred_at, a.recorded_at, a.payload
+		FROM tenant_log_entries p JOIN audit_events a ON a.seq = p.seq
+		WHERE p.tenant = $1 AND p.pos BETWEEN $2 AND $3 ORDER BY p.pos`, string(t), int64(from), int64(to))
+	if err != nil {
+		return translate(err)
+	}
+	var pos []uint64
+	for rows.Next() {
+		var (
+			p, seq              int64
+			prev, hash, payload []byte
+			kind, actor         string
+			tenant              *string
+			r                   audit.Record
+		)
+		if err := rows.Scan(&p, &seq, &prev, &hash, &kind, &tenant, &actor, &r.OccurredAt, &r.RecordedAt, &payload); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		r.Seq, r.Kind, r.Actor, r.Payload = uint64(seq), audit.Kind(kind), audit.Name(actor), payload
+		copy(r.PrevHash[:], prev)
+		copy(r.Hash[:], hash)
+		if tenant != nil {
+			r.Tenant = cloison.TenantID(*tenant)
+		}
+		recs, pos = append(recs, r), append(pos, uint64(p))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	indexes := make([]int64, want)
+	for i := range indexes {
+		indexes[i] = tlog.StoredHashIndex(0, int64(from)+int64(i)-1)
+	}
+	stored, err := tenantReader{ctx: ctx, q: s.scan, t: t}.ReadHashes(indexes)
+	if err != nil {
+		return translate(err)
+	}
+	for i := 0; i < want; i++ {
+		p := from + uint64(i)
+		if i >= len(recs) || pos[i] != p {
+			// A position the stored size counts has no row, or its entry
+			// is gone from the ledger.
+			return &audit.BreakError{Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("position %d of a tenant log has no ledger entry", p)}
+		}
+		leaf, ok := audit.TenantLeaf(recs[i], t)
+		if !ok || tlog.RecordHash(leaf) != stored[i] {
+			return &audit.BreakError{Seq: recs[i].Seq, Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("position %d of a tenant log is not the leaf its ledger entry gives", p)}
+		}
+		e := TenantLogEntry{Pos: p, Leaf: leaf}
+		if v, ok := audit.DecodeTenantView(leaf); ok {
+			e.Kind, e.Actor = v.Kind, v.Actor
+		} else if env, err := audit.DecodeEnvelope(leaf); err == nil {
+			e.Kind, e.Actor = env.Kind, env.Actor
+		}
+		add(e)
+	}
+	return nil
+}
+
 // TenantConsistencyProof returns the proof that tenant t's log of size
 // newSize extends its log of size oldSize (O(log newSize) stored rows).
 //
