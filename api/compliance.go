@@ -32,7 +32,7 @@ var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 //	PATCH /compliance/v1/incidents/{id}              compliance:write + admin — a new version (fields to change)
 //	POST  /compliance/v1/incidents/{id}/notices      compliance:write + admin — record a notice sent
 //	GET   /compliance/v1/incidents/{id}/drafts/{kind} compliance:read — notice draft, text/plain (drafts.go)
-//	GET   /compliance/v1/ledger?from=N&to=M          compliance:read — JSON Lines: with admin ledger rows by seq; else the caller's tenant log by position
+//	GET   /compliance/v1/ledger?from=N&to=M[&tenant=T] compliance:read — JSON Lines: with admin ledger rows by seq; else (or with tenant=T) the tenant log by position
 //	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	read := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
@@ -139,7 +139,7 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 }
 
 // scanTenantLog is the ledger listing of a tenant principal: the leaves of
-// its own tenant log (audit.TenantLeaf: its entries verbatim, and the
+// its own tenant log t (an operator may name any tenant's, tenantLogOf) (audit.TenantLeaf: its entries verbatim, and the
 // entries that name it with other tenants — shared violations, incident
 // events — as redacted audit.TenantViews) at positions from..to (to 0:
 // its end), in position order. The listing IS the log: row i is the leaf
@@ -155,13 +155,13 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 //
 // Errors: ErrTooManyComplianceStreams before any row; the ledger's errors
 // (auditpg.ErrOutOfRange for to before from); fn's.
-func (s *Server) scanTenantLog(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(auditpg.TenantLogEntry) error) error {
+func (s *Server) scanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error {
 	release, err := s.streams.acquire(p.Tenant)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return s.cfg.Ledger.TenantEntries(ctx, p.Tenant, from, to, fn)
+	return s.cfg.Ledger.TenantEntries(ctx, t, from, to, fn)
 }
 
 // doVerifyLedger verifies the whole chain; a break is a result (ok false,
@@ -261,7 +261,9 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 // "tenant", "payload"} for seq in [from, to]. A tenant reads its tenant
 // log (scanTenantLog): {"seq" (the position in its log, as the tenant
 // proofs number it), "kind", "actor", "tenant" (its own), "payload" (the
-// leaf)} for positions in [from, to].
+// leaf)} for positions in [from, to]. ?tenant=T asks for T's tenant log
+// in that form: the caller's own, or any with admin (tenantLogOf: another
+// tenant's without admin is refused, 403).
 func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, err1 := strconv.ParseUint(q.Get("from"), 10, 64)
@@ -281,13 +283,21 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
+	var t cloison.TenantID
+	if named := q.Get("tenant"); named != "" || !operator(p) {
+		var err error
+		if t, err = tenantLogOf(p, named); err != nil {
+			WriteHTTPError(w, err)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // payloads as hashed: RFC 8785 leaves <, > and & unescaped
 	defer clearWriteDeadline(w)
 	wrote := false
 	var err error
-	if operator(p) {
+	if t == "" {
 		err = s.scanLedger(r.Context(), p, from, to, func(rec audit.Record) error {
 			wrote = true
 			s.streams.writeWithin(w)
@@ -295,10 +305,10 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 				"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)})
 		})
 	} else {
-		err = s.scanTenantLog(r.Context(), p, from, to, func(e auditpg.TenantLogEntry) error {
+		err = s.scanTenantLog(r.Context(), p, t, from, to, func(e auditpg.TenantLogEntry) error {
 			wrote = true
 			s.streams.writeWithin(w)
-			return enc.Encode(tenantRow{Seq: e.Pos, Kind: e.Kind, Actor: e.Actor, Tenant: p.Tenant, Payload: e.Leaf})
+			return enc.Encode(tenantRow{Seq: e.Pos, Kind: e.Kind, Actor: e.Actor, Tenant: t, Payload: e.Leaf})
 		})
 	}
 	if err != nil && !wrote {

@@ -794,7 +794,7 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 	}
 	p := grpcPrincipal(ctx)
 	if !operator(p) {
-		return c.s.scanTenantLog(ctx, p, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+		return c.s.scanTenantLog(ctx, p, p.Tenant, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
 			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(p.Tenant), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 		})

@@ -203,6 +203,12 @@ func TestTenantLedgerListingIsTenantLog(t *testing.T) {
 	if code, b := get(t, p.URL+"/compliance/v1/ledger?from=5&to=4", alpha, ""); code != 400 {
 		t.Errorf("to before from: got %d %s, want 400", code, b)
 	}
+	if code, b := get(t, p.URL+"/compliance/v1/ledger?tenant=bravo", alpha, ""); code != 403 {
+		t.Errorf("bravo's log with alpha's token: got %d %s, want 403", code, b)
+	}
+	if code, b := get(t, p.URL+"/compliance/v1/ledger?tenant=alpha", alpha, ""); code != 200 || !bytes.Equal(b, body) {
+		t.Errorf("?tenant=alpha with alpha's token: got %d, want its listing", code)
+	}
 
 	// gRPC LedgerRange: the same rows, no hashes.
 	conn, ctx := p.GRPC(t)
@@ -230,8 +236,12 @@ func TestTenantLedgerListingIsTenantLog(t *testing.T) {
 		t.Errorf("gRPC from 2: got %d rows, want %d", n-1, len(rows)-1)
 	}
 
-	// The operator reads the ledger by global seq, hashes included.
+	// The operator reads the ledger by global seq, hashes included, and a
+	// tenant's log when it names one.
 	op := p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
+	if code, b := get(t, p.URL+"/compliance/v1/ledger?tenant=alpha", op, ""); code != 200 || !bytes.Equal(b, body) {
+		t.Errorf("operator, ?tenant=alpha: got %d %s, want alpha's listing", code, b)
+	}
 	code, ob := get(t, fmt.Sprintf("%s/compliance/v1/ledger?from=%d&to=%d", p.URL, globalSeqs[0], globalSeqs[0]), op, "")
 	if code != 200 || !strings.Contains(string(ob), fmt.Sprintf(`"seq":%d`, globalSeqs[0])) || !strings.Contains(string(ob), `"prev_hash"`) {
 		t.Errorf("operator: got %d %s, want global seq %d with its hashes", code, ob, globalSeqs[0])
