@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -65,9 +64,9 @@ func TestMigration22KeepsLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	applied, err := migrations.Up(ctx, db.AdminURL, db.Roles)
-	if err != nil || fmt.Sprint(applied) != "[22]" {
-		t.Fatalf("migrate forward: applied %v, %v; want [22]", applied, err)
+	applied, err := migrations.Up(ctx, db.AdminURL, db.Roles) // through 00022 and any later one (this build's store needs them)
+	if err != nil || len(applied) == 0 || applied[0] != 22 {
+		t.Fatalf("migrate forward: applied %v, %v; want 22 first", applied, err)
 	}
 	after := auditEventIndexes(t, admin)
 	if after["audit_events_hash_key"] || after["audit_events_tenant_seq"] || !after["audit_events_pkey"] || !after["audit_events_kind_seq"] {

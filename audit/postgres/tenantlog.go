@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -359,12 +360,15 @@ func tenantSize(ctx context.Context, q querier, t cloison.TenantID) (uint64, err
 // then signs and returns the head of tenant t's log: a C2SP checkpoint note
 // with origin audit.TenantOrigin(Origin, t), signed by the log key (the
 // note verifier key of TreeVerifierKey checks it). Ed25519 signatures are
-// deterministic, so the same tenant log always gets the same note; the
-// note is not stored.
+// deterministic, so the same tenant log always gets the same note. Each
+// note is kept in tenant_checkpoints (migration 00023, append-only) before
+// it is returned, so that Verify holds the log to every size it served.
 //
 // Errors: ErrNoSigningKey; audit.ErrEmptyLedger when the tenant has no
 // entry; audit.ErrInvalidEvent for a tenant id that is not an identifier;
-// the errors of IndexTenantLogs.
+// audit.ErrSmallerTree when the log is smaller than a checkpoint already
+// served (a rollback), audit.ErrFork when a served size had another root:
+// neither is signed; the errors of IndexTenantLogs.
 func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
@@ -390,7 +394,31 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, translate(err)
 	}
-	return audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
+	var served *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(size) FROM tenant_checkpoints WHERE tenant = $1`, string(t)).Scan(&served); err != nil {
+		return nil, translate(err)
+	}
+	if served != nil && uint64(*served) > n {
+		// The log was rolled back below a checkpoint the tenant holds.
+		return nil, fmt.Errorf("%w: a tenant log of size %d was served at size %d", audit.ErrSmallerTree, n, *served)
+	}
+	msg, err := audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
+	if err != nil {
+		return nil, err
+	}
+	// Kept before it is served (migration 00023); a size served before
+	// with another root is a fork, never served.
+	var kept []byte
+	if err := s.pool.QueryRow(ctx, `WITH ins AS (INSERT INTO tenant_checkpoints (tenant, size, root, note) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (tenant, size) DO NOTHING RETURNING root)
+		SELECT root FROM ins UNION ALL SELECT root FROM tenant_checkpoints WHERE tenant = $1 AND size = $2 LIMIT 1`,
+		string(t), int64(n), root[:], string(msg)).Scan(&kept); err != nil {
+		return nil, translate(err)
+	}
+	if !bytes.Equal(kept, root[:]) {
+		return nil, fmt.Errorf("%w: a tenant log of size %d was served with another root", audit.ErrFork, n)
+	}
+	return msg, nil
 }
 
 // TenantInclusionProof returns the leaf at position pos (1-based, among
@@ -626,9 +654,14 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 // missing, none extra). It is what makes the stored logs "derived and
 // verified": the database does not recompute them.
 //
+// Last it holds each tenant log to the checkpoints served of it
+// (verifyServedTenantCheckpoints).
+//
 // Errors: *audit.BreakError with audit.ReasonTenantLog at the first entry
 // whose tenant rows differ (or at the watermark when rows are missing or
-// extra, or the watermark is beyond the head); the translated database
+// extra, or the watermark is beyond the head); audit.ErrSmallerTree for a
+// tenant log rolled back below a checkpoint it was served, audit.ErrFork
+// for a served root the log does not have; the translated database
 // errors.
 func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	var wm, entries, hashes, requests int64
@@ -704,6 +737,74 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	if wantRequests != requests {
 		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
 			Detail: fmt.Sprintf("request_entries holds %d rows, the ledger gives %d", requests, wantRequests)}
+	}
+	return s.verifyServedTenantCheckpoints(ctx, trees.size, uint64(wm), head.Seq)
+}
+
+// verifyServedTenantCheckpoints holds every tenant log to the largest
+// checkpoint TenantCheckpoint served of it (tenant_checkpoints, migration
+// 00023): the log the ledger gives up to head (sizes, the verified stored
+// rows up to the watermark wm and the entries after it counted) must reach
+// that size, and when the verified rows do, have that root. It reads the
+// entries after the watermark and O(log n) stored hashes per tenant.
+//
+// Errors: audit.ErrSmallerTree for a log rolled back below a served
+// checkpoint; audit.ErrFork for a served root the log does not have; the
+// translated database errors.
+func (s *Store) verifyServedTenantCheckpoints(ctx context.Context, verified map[cloison.TenantID]int64, wm, head uint64) error {
+	rows, err := s.scan.Query(ctx, `SELECT DISTINCT ON (tenant) tenant, size, root FROM tenant_checkpoints ORDER BY tenant, size DESC`)
+	if err != nil {
+		return translate(err)
+	}
+	type served struct {
+		size int64
+		root []byte
+	}
+	latest := map[cloison.TenantID]served{}
+	for rows.Next() {
+		var t string
+		var c served
+		if err := rows.Scan(&t, &c.size, &c.root); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		latest[cloison.TenantID(t)] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	if len(latest) == 0 {
+		return nil
+	}
+	size := map[cloison.TenantID]int64{}
+	for t, n := range verified {
+		size[t] = n
+	}
+	if wm < head {
+		if err := s.scanPages(ctx, wm+1, head, func(r audit.Record) error {
+			for _, l := range audit.TenantLeaves(r) {
+				size[l.Tenant]++
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for t, c := range latest {
+		if size[t] < c.size {
+			return fmt.Errorf("%w: a tenant log was served at size %d, the ledger gives it %d", audit.ErrSmallerTree, c.size, size[t])
+		}
+		if c.size > verified[t] {
+			continue // beyond the indexed rows: the size is all there is to hold
+		}
+		root, err := tlog.TreeHash(c.size, tenantReader{ctx: ctx, q: s.scan, t: t})
+		if err != nil {
+			return translate(err)
+		}
+		if !bytes.Equal(root[:], c.root) {
+			return fmt.Errorf("%w: a tenant log served at size %d had another root", audit.ErrFork, c.size)
+		}
 	}
 	return nil
 }

@@ -566,3 +566,87 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 		t.Errorf("fn's error: got %v after %d rows, want it after 1", err, n)
 	}
 }
+
+// Issue 13 §1 (migration 00023): every tenant checkpoint served is kept,
+// append-only. The database owner rolls the ledger back below a tenant
+// checkpoint alpha was served — the tail, the global checkpoints after the
+// cut and every derived tenant row deleted, the tenant logs re-indexed
+// from what is left — so that the chain, the tree and the tenant logs all
+// agree with each other again. Verify names the rollback
+// (audit.ErrSmallerTree), and TenantCheckpoint refuses to sign the smaller
+// log. The runtime role cannot delete a kept checkpoint.
+func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	const a = cloison.TenantID("tenant-alpha")
+	add := func(from, to int) {
+		for i := from; i <= to; i++ {
+			if _, err := s.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: a, Actor: "engine:n1", Payload: audit.RequestCompleted{
+				Request: cloison.RequestID(fmt.Sprintf("req-%d", i)), Model: "m", PromptTokens: 3, CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(1, 10)
+	if _, err := s.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := head.Seq
+	add(11, 20)
+	cp, err := s.TenantCheckpoint(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.TenantCheckpoint(ctx, a) // the same size: kept once
+	if err != nil || !bytes.Equal(again, cp) {
+		t.Fatalf("second checkpoint: %v", err)
+	}
+	var kept int
+	if err := db.AdminPool(t).QueryRow(ctx, `SELECT count(*) FROM tenant_checkpoints WHERE tenant = $1`, string(a)).Scan(&kept); err != nil || kept != 1 {
+		t.Fatalf("kept %d tenant checkpoints (%v), want 1", kept, err)
+	}
+	if _, err := db.RuntimePool(t).Exec(ctx, `DELETE FROM tenant_checkpoints`); err == nil {
+		t.Fatal("the runtime role deleted a served tenant checkpoint")
+	}
+	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+		t.Fatalf("untouched: %v", err)
+	}
+
+	owner := db.AdminPool(t)
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints", "tenant_log_entries", "tenant_log_hashes", "tenant_log_indexed", "request_entries"}
+	var stmts []string
+	for _, tb := range tables {
+		stmts = append(stmts, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
+	}
+	stmts = append(stmts,
+		fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", cut),
+		fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(int64(cut))),
+		fmt.Sprintf("DELETE FROM tlog_checkpoints WHERE size > %d", cut),
+		fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", cut),
+		"DELETE FROM request_entries", "DELETE FROM tenant_log_entries", "DELETE FROM tenant_log_hashes", "DELETE FROM tenant_log_indexed")
+	for _, tb := range tables {
+		stmts = append(stmts, "ALTER TABLE "+tb+" ENABLE TRIGGER USER")
+	}
+	for _, q := range stmts {
+		if _, err := owner.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// A fresh store (no cached head or note sizes) over the rolled-back
+	// database re-indexes the tenant logs from what is left.
+	s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	if _, err := s2.IndexTenantLogs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
+		t.Errorf("Verify after the rollback: got %v, want ErrSmallerTree", err)
+	}
+	if _, err := s2.TenantCheckpoint(ctx, a); !errors.Is(err, audit.ErrSmallerTree) {
+		t.Errorf("TenantCheckpoint after the rollback: got %v, want ErrSmallerTree", err)
+	}
+}
