@@ -377,6 +377,13 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, err
 	}
+	// Read before indexing: any checkpoint served so far was signed from
+	// an index the one below reaches, so only a rollback leaves the log
+	// smaller (another node serving a larger one meanwhile does not).
+	var served *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(size) FROM tenant_checkpoints WHERE tenant = $1`, string(t)).Scan(&served); err != nil {
+		return nil, translate(err)
+	}
 	if err := s.Sync(ctx); err != nil { // the tenant's staged entries first
 		return nil, err
 	}
@@ -387,20 +394,16 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, translate(err)
 	}
+	if served != nil && uint64(*served) > n {
+		// The log was rolled back below a checkpoint the tenant holds.
+		return nil, fmt.Errorf("%w: a tenant log of size %d was served at size %d", audit.ErrSmallerTree, n, *served)
+	}
 	if n == 0 {
 		return nil, audit.ErrEmptyLedger
 	}
 	root, err := tlog.TreeHash(int64(n), tenantReader{ctx: ctx, q: s.scan, t: t})
 	if err != nil {
 		return nil, translate(err)
-	}
-	var served *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(size) FROM tenant_checkpoints WHERE tenant = $1`, string(t)).Scan(&served); err != nil {
-		return nil, translate(err)
-	}
-	if served != nil && uint64(*served) > n {
-		// The log was rolled back below a checkpoint the tenant holds.
-		return nil, fmt.Errorf("%w: a tenant log of size %d was served at size %d", audit.ErrSmallerTree, n, *served)
 	}
 	msg, err := audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
 	if err != nil {
@@ -666,6 +669,7 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	var wm, entries, hashes, requests int64
 	var head audit.Head
+	var served map[cloison.TenantID]servedCheckpoint
 	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var m *int64
 		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM tenant_log_indexed`).Scan(&m); err != nil {
@@ -679,7 +683,12 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 			return err
 		}
 		var err error
-		head, err = headOn(ctx, tx)
+		if head, err = headOn(ctx, tx); err != nil {
+			return err
+		}
+		// In the same snapshot as the head: every checkpoint served in it
+		// was signed from ledger entries it holds.
+		served, err = servedTenantCheckpoints(ctx, tx)
 		return err
 	}); err != nil {
 		return err
@@ -738,12 +747,38 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
 			Detail: fmt.Sprintf("request_entries holds %d rows, the ledger gives %d", requests, wantRequests)}
 	}
-	return s.verifyServedTenantCheckpoints(ctx, trees.size, uint64(wm), head.Seq)
+	return s.verifyServedTenantCheckpoints(ctx, served, trees.size, uint64(wm), head.Seq)
 }
 
-// verifyServedTenantCheckpoints holds every tenant log to the largest
-// checkpoint TenantCheckpoint served of it (tenant_checkpoints, migration
-// 00023): the log the ledger gives up to head (sizes, the verified stored
+// servedCheckpoint is the largest tenant checkpoint served of a tenant log.
+type servedCheckpoint struct {
+	size int64
+	root []byte
+}
+
+// servedTenantCheckpoints reads the largest checkpoint served of each
+// tenant log (tenant_checkpoints, migration 00023).
+func servedTenantCheckpoints(ctx context.Context, q querier) (map[cloison.TenantID]servedCheckpoint, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (tenant) tenant, size, root FROM tenant_checkpoints ORDER BY tenant, size DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[cloison.TenantID]servedCheckpoint{}
+	for rows.Next() {
+		var t string
+		var c servedCheckpoint
+		if err := rows.Scan(&t, &c.size, &c.root); err != nil {
+			return nil, err
+		}
+		out[cloison.TenantID(t)] = c
+	}
+	return out, rows.Err()
+}
+
+// verifyServedTenantCheckpoints holds every tenant log to latest, the
+// largest checkpoint TenantCheckpoint served of it (read in the snapshot
+// that read head): the log the ledger gives up to head (sizes, the verified stored
 // rows up to the watermark wm and the entries after it counted) must reach
 // that size, and when the verified rows do, have that root. It reads the
 // entries after the watermark and O(log n) stored hashes per tenant.
@@ -751,29 +786,7 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 // Errors: audit.ErrSmallerTree for a log rolled back below a served
 // checkpoint; audit.ErrFork for a served root the log does not have; the
 // translated database errors.
-func (s *Store) verifyServedTenantCheckpoints(ctx context.Context, verified map[cloison.TenantID]int64, wm, head uint64) error {
-	rows, err := s.scan.Query(ctx, `SELECT DISTINCT ON (tenant) tenant, size, root FROM tenant_checkpoints ORDER BY tenant, size DESC`)
-	if err != nil {
-		return translate(err)
-	}
-	type served struct {
-		size int64
-		root []byte
-	}
-	latest := map[cloison.TenantID]served{}
-	for rows.Next() {
-		var t string
-		var c served
-		if err := rows.Scan(&t, &c.size, &c.root); err != nil {
-			rows.Close()
-			return translate(err)
-		}
-		latest[cloison.TenantID(t)] = c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return translate(err)
-	}
+func (s *Store) verifyServedTenantCheckpoints(ctx context.Context, latest map[cloison.TenantID]servedCheckpoint, verified map[cloison.TenantID]int64, wm, head uint64) error {
 	if len(latest) == 0 {
 		return nil
 	}
