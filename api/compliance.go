@@ -22,8 +22,9 @@ var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 // is an operator officer (admin scope, see operator); writes to the register
 // need admin. A tenant's view is redacted: an incident it shares with other
 // tenants shows them counted, not named, and only the notices sent to the
-// tenant itself (audit.IncidentFile.ForTenant); its ledger rows carry no
-// global sequence number (scanOwn).
+// tenant itself (audit.IncidentFile.ForTenant); its ledger listing is its
+// tenant log (scanTenantLog): positions and leaves as its proofs number
+// and hash them, no global sequence number.
 //
 //	GET   /compliance/v1/incidents                   compliance:read — incidents affecting the caller's tenant
 //	GET   /compliance/v1/incidents/{id}              compliance:read
@@ -31,7 +32,7 @@ var ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
 //	PATCH /compliance/v1/incidents/{id}              compliance:write + admin — a new version (fields to change)
 //	POST  /compliance/v1/incidents/{id}/notices      compliance:write + admin — record a notice sent
 //	GET   /compliance/v1/incidents/{id}/drafts/{kind} compliance:read — notice draft, text/plain (drafts.go)
-//	GET   /compliance/v1/ledger?from=N&to=M          compliance:read — ledger rows (JSON Lines), own tenant's only
+//	GET   /compliance/v1/ledger?from=N&to=M[&tenant=T] compliance:read — JSON Lines: with admin ledger rows by seq; else (or with tenant=T) the tenant log by position
 //	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	read := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
@@ -119,9 +120,10 @@ func (s *Server) doUpdateIncident(ctx context.Context, actor audit.Name, id audi
 	})
 }
 
-// scanLedger hands fn the ledger rows in [from, to] (to 0: the head) that
-// the caller may see: its own tenant's, or all of them with admin. It is a
-// compliance stream (streams.go).
+// scanLedger hands fn the ledger rows in [from, to] (seq; to 0: the head),
+// every tenant's: the operator's view (admin). A tenant principal's
+// listing is its tenant log instead (scanTenantLog). It is a compliance
+// stream (streams.go).
 //
 // Errors: ErrTooManyComplianceStreams before any row; the ledger's errors; fn's.
 func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
@@ -133,10 +135,33 @@ func (s *Server) scanLedger(ctx context.Context, p tenancy.Principal, from, to u
 	if from == 0 {
 		from = 1
 	}
-	if !operator(p) {
-		return s.scanOwn(ctx, p.Tenant, from, to, fn)
-	}
 	return s.cfg.Ledger.Scan(ctx, from, to, fn)
+}
+
+// scanTenantLog is the ledger listing of a tenant principal: the leaves of
+// its own tenant log t (an operator may name any tenant's, tenantLogOf) (audit.TenantLeaf: its entries verbatim, and the
+// entries that name it with other tenants — shared violations, incident
+// events — as redacted audit.TenantViews) at positions from..to (to 0:
+// its end), in position order. The listing IS the log: row i is the leaf
+// at position i, the exact bytes hashed, so a tenant takes a row's
+// position to /compliance/v1/tlog/tenant/inclusion?seq=i and checks
+// tlog.RecordHash of the row's payload against its tenant checkpoint. It
+// never carries the global sequence number, the chain hashes (which cover
+// it) or the entry's tenant column (which may name another tenant): those
+// would count other tenants' traffic, or name them. Positions are stable:
+// the log only grows. Each call indexes the entries appended since the
+// last (auditpg.Store.TenantEntries) and reads the rows it lists, never
+// the whole ledger. A compliance stream.
+//
+// Errors: ErrTooManyComplianceStreams before any row; the ledger's errors
+// (auditpg.ErrOutOfRange for to before from); fn's.
+func (s *Server) scanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error {
+	release, err := s.streams.acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return s.cfg.Ledger.TenantEntries(ctx, t, from, to, fn)
 }
 
 // doVerifyLedger verifies the whole chain; a break is a result (ok false,
@@ -230,9 +255,15 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 201, st)
 }
 
-// ledgerRange streams ledger rows as JSON Lines: the exact canonical
-// payload bytes with seq and hashes. A tenant sees only its own rows, with
-// positions for seq and no hashes (scanOwn).
+// ledgerRange streams ledger rows as JSON Lines, each payload the exact
+// canonical bytes that were hashed. The operator (admin)
+// reads the ledger: {"seq" (global), "prev_hash", "hash", "kind",
+// "tenant", "payload"} for seq in [from, to]. A tenant reads its tenant
+// log (scanTenantLog): {"seq" (the position in its log, as the tenant
+// proofs number it), "kind", "actor", "tenant" (its own), "payload" (the
+// leaf)} for positions in [from, to]. ?tenant=T asks for T's tenant log
+// in that form: the caller's own, or any with admin (tenantLogOf: another
+// tenant's without admin is refused, 403).
 func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, err1 := strconv.ParseUint(q.Get("from"), 10, 64)
@@ -247,21 +278,39 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, ErrBadField.Withf("from and to must be positive integers"))
 		return
 	}
+	if to != 0 && to < from {
+		WriteHTTPError(w, ErrBadField.Withf("to (%d) is before from (%d)", to, from))
+		return
+	}
+	p := principal(r)
+	var t cloison.TenantID
+	if named := q.Get("tenant"); named != "" || !operator(p) {
+		var err error
+		if t, err = tenantLogOf(p, named); err != nil {
+			WriteHTTPError(w, err)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // payloads as hashed: RFC 8785 leaves <, > and & unescaped
 	defer clearWriteDeadline(w)
 	wrote := false
-	err := s.scanLedger(r.Context(), principal(r), from, to, func(rec audit.Record) error {
-		wrote = true
-		s.streams.writeWithin(w)
-		row := map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
-			"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)}
-		if !operator(principal(r)) { // scanOwn: positions, no hashes
-			delete(row, "prev_hash")
-			delete(row, "hash")
-		}
-		return enc.Encode(row)
-	})
+	var err error
+	if t == "" {
+		err = s.scanLedger(r.Context(), p, from, to, func(rec audit.Record) error {
+			wrote = true
+			s.streams.writeWithin(w)
+			return enc.Encode(map[string]any{"seq": rec.Seq, "prev_hash": rec.PrevHash, "hash": rec.Hash, "kind": rec.Kind,
+				"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)})
+		})
+	} else {
+		err = s.scanTenantLog(r.Context(), p, t, from, to, func(e auditpg.TenantLogEntry) error {
+			wrote = true
+			s.streams.writeWithin(w)
+			return enc.Encode(tenantRow{Seq: e.Pos, Kind: e.Kind, Actor: e.Actor, Tenant: t, Payload: e.Leaf})
+		})
+	}
 	if err != nil && !wrote {
 		WriteHTTPError(w, err)
 		return
@@ -269,6 +318,16 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Error("ledger range", "err", err)
 	}
+}
+
+// tenantRow is one row of a tenant's listing: the leaf at position Seq of
+// its tenant log.
+type tenantRow struct {
+	Seq     uint64           `json:"seq"`
+	Kind    audit.Kind       `json:"kind"`
+	Actor   audit.Name       `json:"actor"`
+	Tenant  cloison.TenantID `json:"tenant"`
+	Payload json.RawMessage  `json:"payload"`
 }
 
 func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
@@ -282,45 +341,4 @@ func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String()})
-}
-
-// errScanDone stops a scan once the caller's range is complete.
-var errScanDone = errors.New("scan done")
-
-// scanOwn is scanLedger for a tenant principal: tenant t's rows, except rows
-// whose payload names another tenant (an isolation.violation between two
-// tenants: the register shows it redacted), with from and to and each
-// row's Seq being positions among the rows t sees (1, 2, …), and Hash and
-// PrevHash zero, for the callers not to show. The global sequence number
-// would count other tenants' events between t's rows, and the chain hash
-// covers it: from two of its rows that happen to be adjacent (one's hash is
-// the other's prev_hash) a tenant could recover it by trying numbers. The
-// payload bytes are exact, so a tenant can still hash them itself
-// (inclusion proofs are the transparency log's). Positions are stable: the
-// ledger only grows and whether t sees a row depends on the row alone.
-// Finding a position reads the ledger from its start.
-func (s *Server) scanOwn(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.Record) error) error {
-	var n uint64
-	err := s.cfg.Ledger.Scan(ctx, 1, 0, func(rec audit.Record) error {
-		// Rows t reads verbatim. Its tenant log (tlog.go) holds these and
-		// also the entries it reads only redacted (audit.TenantLeaf: shared
-		// violations, incident events), so positions here are not its
-		// tenant log's.
-		if rec.Tenant != t || !audit.TenantVisible(rec, t) {
-			return nil
-		}
-		n++
-		if to != 0 && n > to {
-			return errScanDone
-		}
-		if n < from {
-			return nil
-		}
-		rec.Seq, rec.PrevHash, rec.Hash = n, audit.Digest{}, audit.Digest{}
-		return fn(rec)
-	})
-	if errors.Is(err, errScanDone) {
-		return nil
-	}
-	return err
 }

@@ -86,6 +86,7 @@ type Log interface {
 	TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error)
 	TenantInclusionProof(ctx context.Context, t cloison.TenantID, pos, size uint64) ([]byte, tlog.RecordProof, error)
 	TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error)
+	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error
 }
 
 // Served is what the response verification, report and replay routes keep

@@ -163,7 +163,9 @@
 // Generate is server-streaming: token chunks, then one Final with finish
 // reason and usage; logit_bias and response_format as over HTTP, the schema as
 // JSON text; tools on chat prompts. LedgerRange streams rows with the exact
-// hashed payload bytes; Export streams a signed export (verify with
+// hashed payload bytes: the operator's by global seq with hashes, a
+// tenant's its tenant log by position (the leaves its tenant proofs cover;
+// compliance.go, scanTenantLog); Export streams a signed export (verify with
 // cloisonctl audit verify-export).
 //
 // The token goes in the authorization metadata (Bearer <jwt>). Every response

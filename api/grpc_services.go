@@ -782,17 +782,25 @@ func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.Ve
 	return &compliancev1.VerifyLedgerResponse{Ok: true, Summary: res.String(), ResultJson: b}, nil
 }
 
+// LedgerRange is GET /compliance/v1/ledger: the operator (admin) streams
+// ledger rows by global seq with their hashes; a tenant streams its tenant
+// log (scanTenantLog): Seq is the position in its log (what
+// GetTenantInclusionProof takes), Payload the leaf as hashed, Tenant its
+// own, and no hashes.
 func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, stream grpc.ServerStreamingServer[compliancev1.LedgerRow]) error {
 	ctx := stream.Context()
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
 		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
-	return c.s.scanLedger(ctx, grpcPrincipal(ctx), req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
-		prev, hash := rec.PrevHash[:], rec.Hash[:]
-		if !operator(grpcPrincipal(ctx)) { // scanOwn: positions, no hashes
-			prev, hash = nil, nil
-		}
-		row := &compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: prev, Hash: hash, Kind: string(rec.Kind),
+	p := grpcPrincipal(ctx)
+	if !operator(p) {
+		return c.s.scanTenantLog(ctx, p, p.Tenant, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(p.Tenant), Actor: string(e.Actor), Payload: e.Leaf}
+			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
+		})
+	}
+	return c.s.scanLedger(ctx, p, req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
+		row := &compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload}
 		return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 	})

@@ -53,8 +53,13 @@
 //     log, never a global seq (which would count other tenants' entries
 //     between two of its own), and every hash in them is computed from
 //     its own leaves alone (property-tested), so nothing of another
-//     tenant's entries is reachable from them. audit/postgres stores the
-//     tenant trees, derived from the ledger and recomputed by Verify.
+//     tenant's entries is reachable from them. A tenant's ledger listing
+//     is its log (api: GET /compliance/v1/ledger; cloisonctl audit log
+//     --tenant): row i is leaf i, its bytes as hashed, so the tenant
+//     checks any row it reads with the proof for the same number.
+//     audit/postgres stores the tenant trees, derived from the ledger and
+//     recomputed by Verify, and keeps every tenant checkpoint it served, so
+//     Verify names a tenant log rolled back below one (ErrSmallerTree).
 //
 // Who verifies what (the trust argument):
 //

@@ -133,7 +133,19 @@
 //     first, then reads the tenant's size and O(log n) hashes; the proofs
 //     read O(log n) hashes and the one ledger entry, whose leaf they
 //     recompute and hold to the stored leaf hash (audit.ReasonTenantLog
-//     otherwise), indexing first only when asked past the stored log. A
+//     otherwise), indexing first only when asked past the stored log.
+//     TenantEntries is the tenant's listing: it indexes to the head, then
+//     reads positions from..to in keyset pages (tenant_log_entries joined
+//     to their entries, plus the level-0 stored hashes), each leaf
+//     recomputed and held to its stored hash, so row i is leaf i of the
+//     log its checkpoint signs. Every tenant checkpoint signed is kept in
+//     tenant_checkpoints (migration 00023, append-only) before it is
+//     served: TenantCheckpoint refuses to sign a log smaller than one
+//     already served (audit.ErrSmallerTree) or a served size with another
+//     root (audit.ErrFork), and Verify holds every tenant log to its
+//     largest served checkpoint (the same errors), so a rollback of the
+//     ledger and its tenant rows to an earlier, self-consistent state is
+//     named even for a tenant that kept no trusted state. A
 //     call costs the entries appended since the previous call, not a
 //     ledger scan. Verify recomputes every stored row from the ledger
 //     (VerifyTenantLogs: positions, hashes, request_entries, their

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -359,12 +360,15 @@ func tenantSize(ctx context.Context, q querier, t cloison.TenantID) (uint64, err
 // then signs and returns the head of tenant t's log: a C2SP checkpoint note
 // with origin audit.TenantOrigin(Origin, t), signed by the log key (the
 // note verifier key of TreeVerifierKey checks it). Ed25519 signatures are
-// deterministic, so the same tenant log always gets the same note; the
-// note is not stored.
+// deterministic, so the same tenant log always gets the same note. Each
+// note is kept in tenant_checkpoints (migration 00023, append-only) before
+// it is returned, so that Verify holds the log to every size it served.
 //
 // Errors: ErrNoSigningKey; audit.ErrEmptyLedger when the tenant has no
 // entry; audit.ErrInvalidEvent for a tenant id that is not an identifier;
-// the errors of IndexTenantLogs.
+// audit.ErrSmallerTree when the log is smaller than a checkpoint already
+// served (a rollback), audit.ErrFork when a served size had another root:
+// neither is signed; the errors of IndexTenantLogs.
 func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
@@ -372,6 +376,13 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
 	if err != nil {
 		return nil, err
+	}
+	// Read before indexing: any checkpoint served so far was signed from
+	// an index the one below reaches, so only a rollback leaves the log
+	// smaller (another node serving a larger one meanwhile does not).
+	var served *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(size) FROM tenant_checkpoints WHERE tenant = $1`, string(t)).Scan(&served); err != nil {
+		return nil, translate(err)
 	}
 	if err := s.Sync(ctx); err != nil { // the tenant's staged entries first
 		return nil, err
@@ -383,6 +394,10 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, translate(err)
 	}
+	if served != nil && uint64(*served) > n {
+		// The log was rolled back below a checkpoint the tenant holds.
+		return nil, fmt.Errorf("%w: a tenant log of size %d was served at size %d", audit.ErrSmallerTree, n, *served)
+	}
 	if n == 0 {
 		return nil, audit.ErrEmptyLedger
 	}
@@ -390,7 +405,23 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, translate(err)
 	}
-	return audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
+	msg, err := audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
+	if err != nil {
+		return nil, err
+	}
+	// Kept before it is served (migration 00023); a size served before
+	// with another root is a fork, never served.
+	var kept []byte
+	if err := s.pool.QueryRow(ctx, `WITH ins AS (INSERT INTO tenant_checkpoints (tenant, size, root, note) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (tenant, size) DO NOTHING RETURNING root)
+		SELECT root FROM ins UNION ALL SELECT root FROM tenant_checkpoints WHERE tenant = $1 AND size = $2 LIMIT 1`,
+		string(t), int64(n), root[:], string(msg)).Scan(&kept); err != nil {
+		return nil, translate(err)
+	}
+	if !bytes.Equal(kept, root[:]) {
+		return nil, fmt.Errorf("%w: a tenant log of size %d was served with another root", audit.ErrFork, n)
+	}
+	return msg, nil
 }
 
 // TenantInclusionProof returns the leaf at position pos (1-based, among
@@ -434,6 +465,148 @@ func (s *Store) TenantInclusionProof(ctx context.Context, t cloison.TenantID, po
 		return nil, nil, translate(err)
 	}
 	return payload, p, nil
+}
+
+// TenantLogEntry is one leaf of a tenant's log as the tenant reads it:
+// its position (1-based) and the leaf's exact bytes, as hashed into the
+// log (tlog.RecordHash(Leaf) is leaf Pos-1 of the tenant tree). Kind and
+// Actor are read from the leaf itself; nothing else of the global entry (its seq,
+// its chain hashes, its tenant column, which may name another tenant) is
+// carried.
+type TenantLogEntry struct {
+	Pos   uint64
+	Kind  audit.Kind
+	Actor audit.Name
+	Leaf  []byte
+}
+
+// TenantEntries hands fn the leaves of tenant t's log at positions from
+// through to (from 0: 1; to 0 or past the end: the log's end) in position
+// order: the tenant's listing IS its log, so a row's position is the one
+// TenantInclusionProof proves and its Leaf the bytes the proof covers.
+// Like TenantCheckpoint it sequences staged events (Sync) and indexes the
+// ledger to its head (IndexTenantLogs) first, then reads
+// tenant_log_entries in keyset pages of ScanPage positions on the scan
+// pool, each page joined to its ledger entries and level-0 stored hashes
+// in two short queries and handed to fn after the connection is back in
+// the pool (a client that stops reading holds none). Each leaf is
+// recomputed from its entry (audit.TenantLeaf) and held to the stored leaf
+// hash, so what is listed is what the tenant checkpoint covers. A call
+// costs the entries appended since the last index plus the rows listed,
+// never a ledger scan.
+//
+// Errors: those of audit.TenantOrigin (invalid argument) for a tenant id
+// that is not an identifier; ErrOutOfRange when to is before from; *audit.BreakError with
+// audit.ReasonTenantLog when a stored position or leaf hash is not the one
+// the ledger gives; the errors of Sync and IndexTenantLogs; fn's error,
+// returned as is. A tenant with no entry, or from past the end, gets no
+// call of fn and no error.
+func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(TenantLogEntry) error) error {
+	if _, err := audit.TenantOrigin(s.cfg.Origin, t); err != nil {
+		return err
+	}
+	if from == 0 {
+		from = 1
+	}
+	if to != 0 && to < from {
+		return fmt.Errorf("%w: to %d is before from %d", ErrOutOfRange, to, from)
+	}
+	if err := s.Sync(ctx); err != nil {
+		return err
+	}
+	if _, err := s.IndexTenantLogs(ctx); err != nil {
+		return err
+	}
+	n, err := tenantSize(ctx, s.scan, t)
+	if err != nil {
+		return translate(err)
+	}
+	if to == 0 || to > n {
+		to = n
+	}
+	page := make([]TenantLogEntry, 0, s.cfg.ScanPage)
+	for from <= to {
+		page = page[:0]
+		last := min(to, from+uint64(s.cfg.ScanPage)-1)
+		if err := s.tenantPage(ctx, t, from, last, func(e TenantLogEntry) { page = append(page, e) }); err != nil {
+			return err
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		from = last + 1
+	}
+	return nil
+}
+
+// tenantPage reads positions from..to (all stored) of t's log, checks each
+// leaf against its entry and stored hash, and hands them to add in order.
+func (s *Store) tenantPage(ctx context.Context, t cloison.TenantID, from, to uint64, add func(TenantLogEntry)) error {
+	want := int(to - from + 1)
+	recs := make([]audit.Record, 0, want)
+	rows, err := s.scan.Query(ctx, `SELECT p.pos, a.seq, a.prev_hash, a.hash, a.kind, a.tenant, a.actor, a.occurred_at, a.recorded_at, a.payload
+		FROM tenant_log_entries p JOIN audit_events a ON a.seq = p.seq
+		WHERE p.tenant = $1 AND p.pos BETWEEN $2 AND $3 ORDER BY p.pos`, string(t), int64(from), int64(to))
+	if err != nil {
+		return translate(err)
+	}
+	var pos []uint64
+	for rows.Next() {
+		var (
+			p, seq              int64
+			prev, hash, payload []byte
+			kind, actor         string
+			tenant              *string
+			r                   audit.Record
+		)
+		if err := rows.Scan(&p, &seq, &prev, &hash, &kind, &tenant, &actor, &r.OccurredAt, &r.RecordedAt, &payload); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		r.Seq, r.Kind, r.Actor, r.Payload = uint64(seq), audit.Kind(kind), audit.Name(actor), payload
+		copy(r.PrevHash[:], prev)
+		copy(r.Hash[:], hash)
+		if tenant != nil {
+			r.Tenant = cloison.TenantID(*tenant)
+		}
+		recs, pos = append(recs, r), append(pos, uint64(p))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err)
+	}
+	indexes := make([]int64, want)
+	for i := range indexes {
+		indexes[i] = tlog.StoredHashIndex(0, int64(from)+int64(i)-1)
+	}
+	stored, err := tenantReader{ctx: ctx, q: s.scan, t: t}.ReadHashes(indexes)
+	if err != nil {
+		return translate(err)
+	}
+	for i := 0; i < want; i++ {
+		p := from + uint64(i)
+		if i >= len(recs) || pos[i] != p {
+			// A position the stored size counts has no row, or its entry
+			// is gone from the ledger.
+			return &audit.BreakError{Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("position %d of a tenant log has no ledger entry", p)}
+		}
+		leaf, ok := audit.TenantLeaf(recs[i], t)
+		if !ok || tlog.RecordHash(leaf) != stored[i] {
+			return &audit.BreakError{Seq: recs[i].Seq, Reason: audit.ReasonTenantLog,
+				Detail: fmt.Sprintf("position %d of a tenant log is not the leaf its ledger entry gives", p)}
+		}
+		e := TenantLogEntry{Pos: p, Leaf: leaf}
+		if v, ok := audit.DecodeTenantView(leaf); ok {
+			e.Kind, e.Actor = v.Kind, v.Actor
+		} else if env, err := audit.DecodeEnvelope(leaf); err == nil {
+			e.Kind, e.Actor = env.Kind, env.Actor
+		}
+		add(e)
+	}
+	return nil
 }
 
 // TenantConsistencyProof returns the proof that tenant t's log of size
@@ -484,13 +657,19 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 // missing, none extra). It is what makes the stored logs "derived and
 // verified": the database does not recompute them.
 //
+// Last it holds each tenant log to the checkpoints served of it
+// (verifyServedTenantCheckpoints).
+//
 // Errors: *audit.BreakError with audit.ReasonTenantLog at the first entry
 // whose tenant rows differ (or at the watermark when rows are missing or
-// extra, or the watermark is beyond the head); the translated database
+// extra, or the watermark is beyond the head); audit.ErrSmallerTree for a
+// tenant log rolled back below a checkpoint it was served, audit.ErrFork
+// for a served root the log does not have; the translated database
 // errors.
 func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	var wm, entries, hashes, requests int64
 	var head audit.Head
+	var served map[cloison.TenantID]servedCheckpoint
 	if err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var m *int64
 		if err := tx.QueryRow(ctx, `SELECT max(seq) FROM tenant_log_indexed`).Scan(&m); err != nil {
@@ -504,7 +683,12 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 			return err
 		}
 		var err error
-		head, err = headOn(ctx, tx)
+		if head, err = headOn(ctx, tx); err != nil {
+			return err
+		}
+		// In the same snapshot as the head: every checkpoint served in it
+		// was signed from ledger entries it holds.
+		served, err = servedTenantCheckpoints(ctx, tx)
 		return err
 	}); err != nil {
 		return err
@@ -562,6 +746,78 @@ func (s *Store) VerifyTenantLogs(ctx context.Context) error {
 	if wantRequests != requests {
 		return &audit.BreakError{Seq: uint64(wm), Reason: audit.ReasonTenantLog,
 			Detail: fmt.Sprintf("request_entries holds %d rows, the ledger gives %d", requests, wantRequests)}
+	}
+	return s.verifyServedTenantCheckpoints(ctx, served, trees.size, uint64(wm), head.Seq)
+}
+
+// servedCheckpoint is the largest tenant checkpoint served of a tenant log.
+type servedCheckpoint struct {
+	size int64
+	root []byte
+}
+
+// servedTenantCheckpoints reads the largest checkpoint served of each
+// tenant log (tenant_checkpoints, migration 00023).
+func servedTenantCheckpoints(ctx context.Context, q querier) (map[cloison.TenantID]servedCheckpoint, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (tenant) tenant, size, root FROM tenant_checkpoints ORDER BY tenant, size DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[cloison.TenantID]servedCheckpoint{}
+	for rows.Next() {
+		var t string
+		var c servedCheckpoint
+		if err := rows.Scan(&t, &c.size, &c.root); err != nil {
+			return nil, err
+		}
+		out[cloison.TenantID(t)] = c
+	}
+	return out, rows.Err()
+}
+
+// verifyServedTenantCheckpoints holds every tenant log to latest, the
+// largest checkpoint TenantCheckpoint served of it (read in the snapshot
+// that read head): the log the ledger gives up to head (sizes, the verified stored
+// rows up to the watermark wm and the entries after it counted) must reach
+// that size, and when the verified rows do, have that root. It reads the
+// entries after the watermark and O(log n) stored hashes per tenant.
+//
+// Errors: audit.ErrSmallerTree for a log rolled back below a served
+// checkpoint; audit.ErrFork for a served root the log does not have; the
+// translated database errors.
+func (s *Store) verifyServedTenantCheckpoints(ctx context.Context, latest map[cloison.TenantID]servedCheckpoint, verified map[cloison.TenantID]int64, wm, head uint64) error {
+	if len(latest) == 0 {
+		return nil
+	}
+	size := map[cloison.TenantID]int64{}
+	for t, n := range verified {
+		size[t] = n
+	}
+	if wm < head {
+		if err := s.scanPages(ctx, wm+1, head, func(r audit.Record) error {
+			for _, l := range audit.TenantLeaves(r) {
+				size[l.Tenant]++
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for t, c := range latest {
+		if size[t] < c.size {
+			return fmt.Errorf("%w: a tenant log was served at size %d, the ledger gives it %d", audit.ErrSmallerTree, c.size, size[t])
+		}
+		if c.size > verified[t] {
+			continue // beyond the indexed rows: the size is all there is to hold
+		}
+		root, err := tlog.TreeHash(c.size, tenantReader{ctx: ctx, q: s.scan, t: t})
+		if err != nil {
+			return translate(err)
+		}
+		if !bytes.Equal(root[:], c.root) {
+			return fmt.Errorf("%w: a tenant log served at size %d had another root", audit.ErrFork, c.size)
+		}
 	}
 	return nil
 }

@@ -384,6 +384,10 @@ func TestTenantLogTamperDetected(t *testing.T) {
 				if _, _, err := s.TenantInclusionProof(ctx, "tenant-3", 1, 2); !errors.Is(err, audit.ErrChainBroken) {
 					t.Errorf("proof of the tampered position: got %v, want ErrChainBroken", err)
 				}
+				err := s.TenantEntries(ctx, "tenant-3", 1, 2, func(TenantLogEntry) error { return nil })
+				if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
+					t.Errorf("listing the tampered position: got %v, want a tenant_log break", err)
+				}
 			}
 		})
 	}
@@ -432,5 +436,217 @@ func TestVerifyRegisterChecksIncidentTenants(t *testing.T) {
 	}
 	if err := s.VerifyRegister(ctx); !errors.Is(err, audit.ErrChainBroken) || !strings.Contains(err.Error(), "inc-20261202-bad") {
 		t.Errorf("got %v, want ErrChainBroken for inc-20261202-bad", err)
+	}
+}
+
+// Issue 13 §1: a tenant's listing is its tenant log. Tenant A has its own
+// requests, an isolation violation shared with B, an incident naming both
+// and a notice; B's traffic comes first, so A's global seqs are not its
+// positions. TenantEntries lists positions 1..n, n the size of A's signed
+// checkpoint, each leaf the one TenantInclusionProof proves and the one an
+// auditor recomputes from the ledger, each verifying offline (sumdb/tlog)
+// against the checkpoint; from/to pages (across keyset pages of ScanPage
+// positions) are slices of the whole; nothing listed names B.
+func TestTenantEntriesAreTheTenantLog(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s, err := Open(ctx, db.RuntimePool(t), Config{Origin: "test-ledger", SigningKey: testKey, CheckpointEvery: 1000,
+		CheckpointInterval: time.Hour, CheckpointDir: t.TempDir(), ScanPage: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	const a, b = cloison.TenantID("tenant-alpha"), cloison.TenantID("tenant-bravo")
+	req := func(tn cloison.TenantID, i int) {
+		if _, err := s.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tn, Actor: "engine:n1", Payload: audit.RequestCompleted{
+			Request: cloison.RequestID(fmt.Sprintf("%s-req-%d", tn, i)), Model: "m", PromptTokens: 3, CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 12; i++ {
+		req(b, i)
+	}
+	for i := 0; i < 4; i++ {
+		req(a, i)
+		req(b, 100+i)
+	}
+	now := time.Now()
+	viol, err := s.Append(ctx, audit.Event{OccurredAt: now, Tenant: b, Actor: "engine:n1", Payload: audit.IsolationViolation{
+		Request: "tenant-bravo-req-9", Invariant: "ownership-tag", Page: 7, Epoch: 2,
+		AffectedTenants: []cloison.TenantID{b, a}, AffectedRequests: []cloison.RequestID{"tenant-bravo-req-9"}, WithheldResponses: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.OpenFromDetection(ctx, "engine:n1", audit.Detection{Source: audit.SourceIsolationViolation, Invariant: "ownership-tag",
+		DetectedAt: now, AffectedTenants: []cloison.TenantID{b, a}, AffectedRequests: []cloison.RequestID{"tenant-bravo-req-9"},
+		AffectedResponses: 1, LedgerEvents: []int64{int64(viol.Seq)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddNotice(ctx, "admin:elise", audit.Notice{Incident: id, Recipient: audit.RecipientTenant, Tenant: a,
+		RecipientName: "alpha DPO <dpo@alpha.example>", SentAt: now, Method: "courriel"}); err != nil {
+		t.Fatal(err)
+	}
+	req(a, 4)
+
+	list := func(from, to uint64) []TenantLogEntry {
+		t.Helper()
+		var out []TenantLogEntry
+		if err := s.TenantEntries(ctx, a, from, to, func(e TenantLogEntry) error { out = append(out, e); return nil }); err != nil {
+			t.Fatalf("TenantEntries(%d, %d): %v", from, to, err)
+		}
+		return out
+	}
+	all := list(0, 0) // indexes first: no checkpoint was fetched yet
+	cp, err := s.TenantCheckpoint(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey := mustVerifierKey(t)
+	h, err := audit.OpenTenantHead(cp, vkey, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(all)) != h.Size || h.Size != 4+3+1 {
+		t.Fatalf("listed %d rows, tenant log size %d; want 8 (5 requests, the violation, the incident, the notice)", len(all), h.Size)
+	}
+	if want := recomputed(t, s, a); want.Root != h.Root {
+		t.Fatal("fixture: the checkpoint is not the recomputed log")
+	}
+	origin, _ := audit.TenantOrigin("test-ledger", a)
+	kinds := map[audit.Kind]int{}
+	for i, e := range all {
+		if e.Pos != uint64(i+1) {
+			t.Fatalf("row %d: got position %d, want %d", i, e.Pos, i+1)
+		}
+		leaf, proof, err := s.TenantInclusionProof(ctx, a, e.Pos, h.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(leaf, e.Leaf) {
+			t.Errorf("position %d: listed %s, the log's leaf is %s", e.Pos, e.Leaf, leaf)
+		}
+		verifyOffline(t, vkey, cp, string(origin), int64(i), e.Leaf, proof)
+		if bytes.Contains(e.Leaf, []byte(b)) {
+			t.Errorf("position %d names B: %s", e.Pos, e.Leaf)
+		}
+		kinds[e.Kind]++
+	}
+	if kinds[audit.KindRequestCompleted] != 5 || kinds[audit.KindIsolationViolation] != 1 || kinds[audit.KindIncidentOpened] != 1 || kinds[audit.KindNoticeSent] != 1 {
+		t.Errorf("kinds listed: %v", kinds)
+	}
+	for _, tc := range []struct{ from, to uint64 }{{1, 1}, {2, 5}, {3, 8}, {4, 0}, {6, 100}, {8, 8}} {
+		got := list(tc.from, tc.to)
+		hi := min(tc.to, h.Size)
+		if tc.to == 0 {
+			hi = h.Size
+		}
+		want := all[tc.from-1 : hi]
+		if len(got) != len(want) {
+			t.Fatalf("from %d to %d: got %d rows, want %d", tc.from, tc.to, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Pos != want[i].Pos || !bytes.Equal(got[i].Leaf, want[i].Leaf) {
+				t.Errorf("from %d to %d: row %d is position %d, want %d", tc.from, tc.to, i, got[i].Pos, want[i].Pos)
+			}
+		}
+	}
+	if got := list(9, 0); len(got) != 0 {
+		t.Errorf("from past the end: got %d rows", len(got))
+	}
+	if err := s.TenantEntries(ctx, a, 5, 4, func(TenantLogEntry) error { return nil }); !errors.Is(err, ErrOutOfRange) {
+		t.Errorf("to before from: got %v, want ErrOutOfRange", err)
+	}
+	if err := s.TenantEntries(ctx, "no such tenant!", 1, 0, func(TenantLogEntry) error { return nil }); cloison.ErrorCode(err) != cloison.CodeInvalid {
+		t.Errorf("bad tenant id: got %v, want an invalid-argument error", err)
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := s.TenantEntries(ctx, a, 1, 0, func(TenantLogEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		t.Errorf("fn's error: got %v after %d rows, want it after 1", err, n)
+	}
+}
+
+// Issue 13 §1 (migration 00023): every tenant checkpoint served is kept,
+// append-only. The database owner rolls the ledger back below a tenant
+// checkpoint alpha was served — the tail, the global checkpoints after the
+// cut and every derived tenant row deleted, the tenant logs re-indexed
+// from what is left — so that the chain, the tree and the tenant logs all
+// agree with each other again. Verify names the rollback
+// (audit.ErrSmallerTree), and TenantCheckpoint refuses to sign the smaller
+// log. The runtime role cannot delete a kept checkpoint.
+func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	const a = cloison.TenantID("tenant-alpha")
+	add := func(from, to int) {
+		for i := from; i <= to; i++ {
+			if _, err := s.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: a, Actor: "engine:n1", Payload: audit.RequestCompleted{
+				Request: cloison.RequestID(fmt.Sprintf("req-%d", i)), Model: "m", PromptTokens: 3, CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(1, 10)
+	if _, err := s.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := head.Seq
+	add(11, 20)
+	cp, err := s.TenantCheckpoint(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.TenantCheckpoint(ctx, a) // the same size: kept once
+	if err != nil || !bytes.Equal(again, cp) {
+		t.Fatalf("second checkpoint: %v", err)
+	}
+	var kept int
+	if err := db.AdminPool(t).QueryRow(ctx, `SELECT count(*) FROM tenant_checkpoints WHERE tenant = $1`, string(a)).Scan(&kept); err != nil || kept != 1 {
+		t.Fatalf("kept %d tenant checkpoints (%v), want 1", kept, err)
+	}
+	if _, err := db.RuntimePool(t).Exec(ctx, `DELETE FROM tenant_checkpoints`); err == nil {
+		t.Fatal("the runtime role deleted a served tenant checkpoint")
+	}
+	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+		t.Fatalf("untouched: %v", err)
+	}
+
+	owner := db.AdminPool(t)
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints", "tenant_log_entries", "tenant_log_hashes", "tenant_log_indexed", "request_entries"}
+	var stmts []string
+	for _, tb := range tables {
+		stmts = append(stmts, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
+	}
+	stmts = append(stmts,
+		fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", cut),
+		fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(int64(cut))),
+		fmt.Sprintf("DELETE FROM tlog_checkpoints WHERE size > %d", cut),
+		fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", cut),
+		"DELETE FROM request_entries", "DELETE FROM tenant_log_entries", "DELETE FROM tenant_log_hashes", "DELETE FROM tenant_log_indexed")
+	for _, tb := range tables {
+		stmts = append(stmts, "ALTER TABLE "+tb+" ENABLE TRIGGER USER")
+	}
+	for _, q := range stmts {
+		if _, err := owner.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// A fresh store (no cached head or note sizes) over the rolled-back
+	// database re-indexes the tenant logs from what is left.
+	s2 := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	if _, err := s2.IndexTenantLogs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
+		t.Errorf("Verify after the rollback: got %v, want ErrSmallerTree", err)
+	}
+	if _, err := s2.TenantCheckpoint(ctx, a); !errors.Is(err, audit.ErrSmallerTree) {
+		t.Errorf("TenantCheckpoint after the rollback: got %v, want ErrSmallerTree", err)
 	}
 }

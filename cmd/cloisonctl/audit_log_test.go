@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +199,147 @@ func TestCLIVerifyTenantLog(t *testing.T) {
 		t.Errorf("bravo's log with alpha's token: got %v, want permission denied", err)
 	}
 	_ = ctx
+}
+
+// sharedIncident appends, after alpha's and bravo's own traffic, an
+// isolation violation of bravo's request that affects alpha too, the
+// incident it opens and a notice to alpha.
+func sharedIncident(t *testing.T, p *platformtest.Platform) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	both := []cloison.TenantID{"bravo", "alpha"}
+	viol, err := p.Ledger.Append(ctx, audit.Event{OccurredAt: now, Tenant: "bravo", Actor: "engine:n1", Payload: audit.IsolationViolation{
+		Request: "req-bravo-1", Invariant: "ownership-tag", AffectedTenants: both, AffectedRequests: []cloison.RequestID{"req-bravo-1"}, WithheldResponses: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.Ledger.OpenFromDetection(ctx, "engine:n1", audit.Detection{Source: audit.SourceIsolationViolation, Invariant: "ownership-tag",
+		DetectedAt: now, AffectedTenants: both, AffectedRequests: []cloison.RequestID{"req-bravo-1"}, AffectedResponses: 1, LedgerEvents: []int64{int64(viol.Seq)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ledger.AddNotice(ctx, "admin:test", audit.Notice{Incident: id, Recipient: audit.RecipientTenant, Tenant: "alpha",
+		RecipientName: "alpha DPO", SentAt: now, Method: "e-mail"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `audit log --tenant` lists a tenant's log by the positions `audit verify
+// --tenant --entry` takes, the shared incident included (redacted), and
+// checks every row against the signed tenant checkpoint: the whole log by
+// its recomputed root, a part by inclusion proofs. A server that lists
+// other bytes, or renumbers its rows (the listing before issue 13 §1
+// dropped the incident rows), fails with exit status 3.
+func TestCLIAuditLogTenant(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
+	vkey, _ := p.Ledger.TreeVerifierKey()
+	token := p.Token(t, "alpha", tenancy.ScopeComplianceRead)
+	appendEvents(t, p.Ledger, "a", 1, 4)
+	for i := 0; i < 5; i++ {
+		if _, err := p.Ledger.Append(context.Background(), audit.Event{OccurredAt: time.Now(), Tenant: "bravo", Actor: "engine:n1",
+			Payload: audit.RequestCompleted{Request: cloison.RequestID(fmt.Sprintf("req-bravo-%d", i)), Model: "m", PromptTokens: 1,
+				CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sharedIncident(t, p)
+	appendEvents(t, p.Ledger, "b", 5, 6)
+	logArgs := func(server string, extra ...string) []string {
+		return append([]string{"audit", "log", "--server", server, "--token", token, "--verifier-key", vkey, "--tenant", "alpha"}, extra...)
+	}
+	out := mustRun(t, logArgs(p.URL)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// tenant.created, 6 requests, the violation, the incident, the notice.
+	const size = 1 + 6 + 3
+	if len(lines) != size+1 || !strings.Contains(lines[size], fmt.Sprintf("size %d", size)) || !strings.Contains(lines[size], "recomputed") {
+		t.Fatalf("got:\n%s\nwant %d rows and the recomputed root", out, size)
+	}
+	if strings.Contains(out, "bravo") {
+		t.Errorf("alpha's listing names bravo:\n%s", out)
+	}
+	incident := 0
+	for i, line := range lines[:size] {
+		if !strings.HasPrefix(line, fmt.Sprintf("%d\t", i+1)) {
+			t.Errorf("row %d: %q does not start with its position", i+1, line)
+		}
+		if strings.Contains(line, "incident.opened (redacted: 1 other tenants)") {
+			incident = i + 1
+		}
+	}
+	if incident == 0 {
+		t.Fatalf("no redacted incident row:\n%s", out)
+	}
+	// The same position is the incident for `audit verify --tenant --entry`.
+	vout := mustRun(t, "audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", vkey, "--tenant", "alpha", "--entry", strconv.Itoa(incident))
+	if !strings.Contains(vout, fmt.Sprintf("entry %d included", incident)) {
+		t.Errorf("verify --entry %d: %s", incident, vout)
+	}
+	part := mustRun(t, logArgs(p.URL, "--from", "2", "--to", "4")...)
+	if n := strings.Count(part, "\n"); n != 4 || !strings.HasPrefix(part, "2\t") || !strings.Contains(part, "3 inclusion proofs verified") {
+		t.Errorf("--from 2 --to 4:\n%s", part)
+	}
+
+	// A lying server between the client and cloisond.
+	for _, tc := range []struct {
+		name  string
+		lie   func(rows []string) []string
+		extra []string
+	}{
+		{"two rows' payloads swapped", swapPayloads, nil},
+		{"two rows' payloads swapped, a part", swapPayloads, []string{"--from", "2", "--to", "3"}},
+		{"incident rows dropped and renumbered", func(rows []string) []string {
+			var out []string
+			for _, r := range rows {
+				if !strings.Contains(r, `"view"`) && !strings.Contains(r, "notice.sent") {
+					out = append(out, r)
+				}
+			}
+			for i := range out {
+				out[i] = regexp.MustCompile(`^\{"seq":\d+`).ReplaceAllString(out[i], fmt.Sprintf(`{"seq":%d`, i+1))
+			}
+			return out
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, _ := url.Parse(p.URL)
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.ModifyResponse = func(r *http.Response) error {
+				if r.Request.URL.Path != "/compliance/v1/ledger" {
+					return nil
+				}
+				b, err := io.ReadAll(r.Body)
+				if err != nil {
+					return err
+				}
+				rows := tc.lie(strings.Split(strings.TrimRight(string(b), "\n"), "\n"))
+				nb := []byte(strings.Join(rows, "\n") + "\n")
+				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(nb)), int64(len(nb))
+				r.Header.Del("Content-Length")
+				return nil
+			}
+			srv := httptest.NewServer(proxy)
+			defer srv.Close()
+			_, err := run(t, logArgs(srv.URL, tc.extra...)...)
+			if exitCode(err) != 3 {
+				t.Errorf("got %v (exit %d), want exit 3", err, exitCode(err))
+			}
+		})
+	}
+}
+
+// swapPayloads exchanges the payloads of the first two rows, positions
+// kept.
+func swapPayloads(rows []string) []string {
+	if len(rows) < 2 {
+		return rows
+	}
+	split := func(r string) (string, string) {
+		i := strings.Index(r, `"payload":`)
+		return r[:i], r[i:]
+	}
+	h0, p0 := split(rows[0])
+	h1, p1 := split(rows[1])
+	rows[0], rows[1] = h0+p1, h1+p0
+	return rows
 }
