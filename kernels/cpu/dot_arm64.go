@@ -27,10 +27,14 @@ import "golang.org/x/sys/cpu"
 //	s_r = fma(float32(Σ_j w_j·q_j), round32(d_w·d_x), s_r) over blocks, ascending
 //
 // with SDOT where the CPU has ASIMDDP (q8dot4SDOT), else SMULL/SADALP
-// (q8dot4NEON): the same integers, so the same bits. Q4_0, Q4_K and Q6_K
-// have no NEON integer kernel yet: on this path their weights are decoded
-// to float32 and meet float activations (as Q4_1 and the others do on
-// every path).
+// (q8dot4NEON): the same integers, so the same bits. Q4_0 (one row per
+// call, q40dot*) has the same order with q−8 unpacked from the nibbles:
+//
+//	s = fma(float32(Σ_j (q_j−8)·xq_j), round32(d_w·d_x), s) over blocks, ascending
+//
+// Q4_K and Q6_K have no NEON integer kernel yet: on this path their
+// weights are decoded to float32 and meet float activations (as Q4_1 and
+// the others do on every path).
 
 var (
 	hasNEON = cpu.ARM64.HasASIMD && cpu.ARM64.HasFP
@@ -62,6 +66,7 @@ func neonSet(sdot bool) *kset {
 		tile:     ntile,
 		tileRows: 4,
 	}
+	k.q40i1x1 = func(xq []int8, xd []float32, w []byte) float32 { return nq40i1x1(sdot, xq, xd, w) }
 	if sdot {
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return nq8i1x4(true, xq, xd, w0, w1, w2, w3)
@@ -201,6 +206,23 @@ func nq8i1x4(sdot bool, xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1,
 	return out[0], out[1], out[2], out[3]
 }
 
+// nq40i1x1 is the Q4_0 product of quantized activations (Q8 blocks) with
+// one weight row; sdot picks SDOT (same integers, same bits).
+func nq40i1x1(sdot bool, xq []int8, xd []float32, w []byte) float32 {
+	nb := len(xd)
+	if nb == 0 {
+		return 0
+	}
+	xq, w = xq[:nb*32], w[:nb*18]
+	var out float32
+	if sdot {
+		q40dotSDOT(&xq[0], &xd[0], &w[0], nb, &out)
+	} else {
+		q40dotNEON(&xq[0], &xd[0], &w[0], nb, &out)
+	}
+	return out
+}
+
 // Assembly kernels (dot_arm64.s). n is a multiple of 4 (8 for the row
 // conversions), nb a number of Q8 blocks.
 
@@ -227,3 +249,9 @@ func q8dot4SDOT(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]flo
 
 //go:noescape
 func q8dot4NEON(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
+
+//go:noescape
+func q40dotSDOT(xq *int8, xd *float32, w *byte, nb int, out *float32)
+
+//go:noescape
+func q40dotNEON(xq *int8, xd *float32, w *byte, nb int, out *float32)

@@ -45,6 +45,17 @@
 	MOVD out+56(FP), R7; \
 	VEOR V31.B16, V31.B16, V31.B16
 
+// Q40ARGS loads the arguments of q40dotSDOT and q40dotNEON.
+#define Q40ARGS \
+	MOVD xq+0(FP), R0; \
+	MOVD xd+8(FP), R1; \
+	MOVD w+16(FP), R2; \
+	MOVD nb+24(FP), R6; \
+	MOVD out+32(FP), R7; \
+	VEOR V31.B16, V31.B16, V31.B16; \
+	VMOVI $15, V9.B16; \
+	VMOVI $8, V10.B16
+
 // HSUM4 leaves (l0+l1)+(l2+l3) of Vv in Sv.
 #define HSUM4(v) FADDP4S(v, v, v); FADDPS(v, v)
 
@@ -371,4 +382,62 @@ q8loop:
 
 q8done:
 	VST1 [V31.S4], (R7)
+	RET
+
+// Q40LOAD loads block b's activations (V0, V1), d_x broadcast (V2), the
+// weight scale (V3.H[0]) and quants as int8 q−8 (V4: elements 0..15 from
+// the low nibbles, V5: 16..31 from the high ones; V9 holds 0x0F, V10 8),
+// advancing every pointer to the next block.
+#define Q40LOAD \
+	VLD1.P  32(R0), [V0.B16, V1.B16]; \
+	VLD1R.P 4(R1), [V2.S4]; \
+	VLD1.P  2(R2), V3.H[0]; \
+	VLD1.P  16(R2), [V6.B16]; \
+	VAND    V9.B16, V6.B16, V4.B16; \
+	VUSHR   $4, V6.B16, V5.B16; \
+	VSUB    V10.B16, V4.B16, V4.B16; \
+	VSUB    V10.B16, V5.B16, V5.B16
+
+// Q40SCALE adds float32(Σ of the block, the lanes of V8) ·
+// round32(d_w·d_x) to lane 0 of V31 (the other lanes are not used).
+#define Q40SCALE \
+	VADDV   V8.S4, V8; \
+	SCVTF4S(8, 8); \
+	FCVTL4S(3, 3); \
+	FMUL4S(2, 3, 3); \
+	VFMLA   V8.S4, V3.S4, V31.S4
+
+// func q40dotSDOT(xq *int8, xd *float32, w *byte, nb int, out *float32)
+TEXT ·q40dotSDOT(SB), NOSPLIT, $0-40
+	Q40ARGS
+	CBZ R6, q40sdone
+
+q40sloop:
+	Q40LOAD
+	VEOR V8.B16, V8.B16, V8.B16
+	SDOT4S(0, 4, 8)
+	SDOT4S(1, 5, 8)
+	Q40SCALE
+	SUBS $1, R6
+	BNE  q40sloop
+
+q40sdone:
+	FMOVS F31, 0(R7)
+	RET
+
+// func q40dotNEON(xq *int8, xd *float32, w *byte, nb int, out *float32)
+TEXT ·q40dotNEON(SB), NOSPLIT, $0-40
+	Q40ARGS
+	CBZ R6, q40done
+
+q40loop:
+	Q40LOAD
+	VEOR V8.B16, V8.B16, V8.B16
+	Q8ROW(4, 5, 8)
+	Q40SCALE
+	SUBS $1, R6
+	BNE  q40loop
+
+q40done:
+	FMOVS F31, 0(R7)
 	RET

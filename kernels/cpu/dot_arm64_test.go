@@ -27,7 +27,7 @@ func TestNEONChosen(t *testing.T) {
 	t.Logf("ASIMDDP (SDOT): %v", hasSDOT)
 }
 
-// TestQ8SDOTSameBits: the SDOT and SMULL/SADALP Q8_0 kernels give the same
+// TestQ8SDOTSameBits: the SDOT and SMULL/SADALP Q8_0 and Q4_0 kernels give the same
 // bits (the same exact block integers), extreme quants included, so a
 // machine with or without ASIMDDP has one order.
 func TestQ8SDOTSameBits(t *testing.T) {
@@ -52,6 +52,11 @@ func TestQ8SDOTSameBits(t *testing.T) {
 			}
 			w[i], _ = kernels.Quantize(kernels.Q8_0, wf)
 			w[i][2], w[i][3] = 0x80, 0x81 // −128, −127
+		}
+		w4, _ := kernels.Quantize(kernels.Q4_0, x)
+		w4[2], w4[3] = 0x0f, 0xf0 // quants 7, −8 and −8, 7
+		if a, b := nq40i1x1(true, xq, xd, w4), nq40i1x1(false, xq, xd, w4); !same(a, b) {
+			t.Fatalf("nb=%d Q4_0: SDOT %v, SMULL %v", nb, a, b)
 		}
 		a0, a1, a2, a3 := nq8i1x4(true, xq, xd, w[0], w[1], w[2], w[3])
 		b0, b1, b2, b3 := nq8i1x4(false, xq, xd, w[0], w[1], w[2], w[3])
