@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/cloison/cloison/kernels"
+)
 
 // The neon path on arm64 (dot_arm64.s). Its fixed reduction order per
 // output element of a float product (F32, and F16/BF16 weights converted
@@ -32,9 +36,9 @@ import "golang.org/x/sys/cpu"
 //
 //	s = fma(float32(Σ_j (q_j−8)·xq_j), round32(d_w·d_x), s) over blocks, ascending
 //
-// Q4_K and Q6_K have no NEON integer kernel yet: on this path their
-// weights are decoded to float32 and meet float activations (as Q4_1 and
-// the others do on every path).
+// Q4_K: see nq4ki1x1. Q6_K has no NEON integer kernel yet: on this path
+// its weights are decoded to float32 and meet float activations (as Q4_1
+// and the others do on every path).
 
 var (
 	hasNEON = cpu.ARM64.HasASIMD && cpu.ARM64.HasFP
@@ -66,6 +70,7 @@ func neonSet(sdot bool) *kset {
 		tile:     ntile,
 		tileRows: 4,
 	}
+	k.q4ki1x1 = func(xq []int8, xd []float32, bs []int16, w []byte) float32 { return nq4ki1x1(sdot, xq, xd, bs, w) }
 	k.q40i1x1 = func(xq []int8, xd []float32, w []byte) float32 { return nq40i1x1(sdot, xq, xd, w) }
 	if sdot {
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
@@ -223,6 +228,40 @@ func nq40i1x1(sdot bool, xq []int8, xd []float32, w []byte) float32 {
 	return out
 }
 
+// nq4ki1x1 is the Q4_K product of activations quantized to Q8_K blocks
+// (kquant.go) with one weight row: per super-block the integer sums of its
+// eight sub-blocks (q4ksub*: SDOT or SMULL/SADALP, the same integers),
+// isum = Σ sc_j·sum_j and msum = Σ m_j·(its 32 activations' sum) exact,
+// then
+//
+//	s += round32(float32(isum)·round32(d·d_x)); s −= round32(float32(msum)·round32(dmin·d_x))
+//
+// over super-blocks in order.
+func nq4ki1x1(sdot bool, xq []int8, xd []float32, bs []int16, w []byte) (s float32) {
+	nb := len(xd)
+	xq, bs, w = xq[:nb*256], bs[:nb*16], w[:nb*144]
+	var sums [8]int32
+	for b := range nb {
+		blk := w[b*144 : b*144+144]
+		if sdot {
+			q4ksubSDOT(&xq[b*256], &blk[16], &sums)
+		} else {
+			q4ksubNEON(&xq[b*256], &blk[16], &sums)
+		}
+		var isum, msum int32
+		for j := range 8 {
+			sc, m := kernels.Q4KScaleMin(j, blk[4:16])
+			isum += int32(sc) * sums[j]
+			msum += int32(m) * (int32(bs[b*16+2*j]) + int32(bs[b*16+2*j+1]))
+		}
+		d := f16tab[uint16(blk[0])|uint16(blk[1])<<8]
+		dmin := f16tab[uint16(blk[2])|uint16(blk[3])<<8]
+		s += float32(float32(isum) * float32(d*xd[b]))
+		s -= float32(float32(msum) * float32(dmin*xd[b]))
+	}
+	return s
+}
+
 // Assembly kernels (dot_arm64.s). n is a multiple of 4 (8 for the row
 // conversions), nb a number of Q8 blocks.
 
@@ -255,3 +294,9 @@ func q40dotSDOT(xq *int8, xd *float32, w *byte, nb int, out *float32)
 
 //go:noescape
 func q40dotNEON(xq *int8, xd *float32, w *byte, nb int, out *float32)
+
+//go:noescape
+func q4ksubSDOT(xq *int8, qs *byte, out *[8]int32)
+
+//go:noescape
+func q4ksubNEON(xq *int8, qs *byte, out *[8]int32)

@@ -441,3 +441,59 @@ q40loop:
 q40done:
 	FMOVS F31, 0(R7)
 	RET
+
+// Q4KPAIR sums sub-blocks 2p (low nibbles of the 32 bytes at R2) and 2p+1
+// (high nibbles) of a Q4_K super-block with their 32 activations (R0),
+// storing the two int32 sums at R7; CALC(w, x, acc) adds Σ w·x of 16 bytes
+// to the lanes of acc.
+#define Q4KPAIR(CALC) \
+	VLD1.P 32(R2), [V6.B16, V7.B16]; \
+	VLD1.P 64(R0), [V0.B16, V1.B16, V2.B16, V3.B16]; \
+	VAND   V9.B16, V6.B16, V4.B16; \
+	VAND   V9.B16, V7.B16, V5.B16; \
+	VUSHR  $4, V6.B16, V6.B16; \
+	VUSHR  $4, V7.B16, V7.B16; \
+	VEOR   V8.B16, V8.B16, V8.B16; \
+	VEOR   V10.B16, V10.B16, V10.B16; \
+	CALC(4, 0, 8); \
+	CALC(5, 1, 8); \
+	CALC(6, 2, 10); \
+	CALC(7, 3, 10); \
+	VADDV  V8.S4, V8; \
+	VADDV  V10.S4, V10; \
+	FMOVS  F8, 0(R7); \
+	FMOVS  F10, 4(R7); \
+	ADD    $8, R7
+
+#define SDOTCALC(w, x, acc) SDOT4S(x, w, acc)
+
+// SMULLCALC: SMULL/SADALP (|w·x| ≤ 15·127).
+#define SMULLCALC(w, x, acc) \
+	SMULL8H(x, w, 20); \
+	SMULL28H(x, w, 21); \
+	SADALP4S(20, acc); \
+	SADALP4S(21, acc)
+
+// func q4ksubSDOT(xq *int8, qs *byte, out *[8]int32)
+TEXT ·q4ksubSDOT(SB), NOSPLIT, $0-24
+	MOVD  xq+0(FP), R0
+	MOVD  qs+8(FP), R2
+	MOVD  out+16(FP), R7
+	VMOVI $15, V9.B16
+	Q4KPAIR(SDOTCALC)
+	Q4KPAIR(SDOTCALC)
+	Q4KPAIR(SDOTCALC)
+	Q4KPAIR(SDOTCALC)
+	RET
+
+// func q4ksubNEON(xq *int8, qs *byte, out *[8]int32)
+TEXT ·q4ksubNEON(SB), NOSPLIT, $0-24
+	MOVD  xq+0(FP), R0
+	MOVD  qs+8(FP), R2
+	MOVD  out+16(FP), R7
+	VMOVI $15, V9.B16
+	Q4KPAIR(SMULLCALC)
+	Q4KPAIR(SMULLCALC)
+	Q4KPAIR(SMULLCALC)
+	Q4KPAIR(SMULLCALC)
+	RET

@@ -68,6 +68,33 @@ func TestQ8SDOTSameBits(t *testing.T) {
 	}
 }
 
+// TestQ4KSDOTSameBits: the Q4_K kernel gives the same bits with SDOT and
+// with SMULL/SADALP, nibbles 0 and 15 and activations ±127 included.
+func TestQ4KSDOTSameBits(t *testing.T) {
+	if !hasSDOT {
+		t.Skip("no ASIMDDP: only the SMULL kernel runs (TestKQuantInt)")
+	}
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, nsb := range []int{1, 2, 5} {
+		n := nsb * 256
+		x, wf := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], wf[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		x[3], x[300%n] = 50, -50
+		xq, xd, bs := make([]int8, n), make([]float32, nsb), make([]int16, n/16)
+		quantizeRowQ8K(xq, xd, bs, x)
+		w, err := kernels.Quantize(kernels.Q4_K, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w[16], w[17] = 0xf0, 0x0f
+		if a, b := nq4ki1x1(true, xq, xd, bs, w), nq4ki1x1(false, xq, xd, bs, w); !same(a, b) {
+			t.Fatalf("n=%d: SDOT %v, SMULL %v", n, a, b)
+		}
+	}
+}
+
 // TestNEONDot2x3: dot2x3 (the tile on two rows) gives dot1x4's bits.
 func TestNEONDot2x3(t *testing.T) {
 	if !hasNEON {

@@ -80,8 +80,10 @@ func (k *kset) hasInt(dt kernels.DType) bool {
 		return k.q8i1x4 != nil
 	case kernels.Q4_0:
 		return k.q40i1x1 != nil
-	case kernels.Q4_K, kernels.Q6_K:
+	case kernels.Q4_K:
 		return k.q4ki1x1 != nil
+	case kernels.Q6_K:
+		return k.q6ki1x1 != nil
 	}
 	return false
 }
