@@ -13,19 +13,20 @@
 // code invalid) an unknown name or a path the CPU lacks rather than falling
 // back.
 //
+// Backend.Path reports the path in use; NewWithPath opens on a given one.
+//
 // The neon path (dot_arm64.go, dot_arm64.s; instructions the Go assembler
 // lacks are WORD-encoded there) has 4-lane F32 dot products, F16 (FCVTL)
 // and BF16 (SHLL #16) converted in registers, row conversions for decode
-// batches and prefill blocks, a 4×4 F32 prefill tile, and Q8_0, Q4_0 and
-// Q4_K as int8×int8 on quantized activations (one row at a time for Q4_0
-// and Q4_K: no prefill tile yet); Q6_K has no NEON integer kernel yet and
-// takes its float kernels (weights decoded to float32, as Q4_1 on
-// every path), and attention uses the generic axpy and exponential. It is
-// tested under qemu-aarch64 only (make arm64-check, part of make test: the
-// whole package, TestConformance on generic and neon, with qemu's "max" CPU
-// and with cortex-a53, which lacks ASIMDDP); no figure was measured on arm64
+// batches and prefill blocks, a 4×4 F32 prefill tile, and Q8_0, Q4_0, Q4_K
+// and Q6_K as int8×int8 on quantized activations, SDOT or SMULL/SADALP
+// (the same integers: the same bits); Q4_0, Q4_K and Q6_K one row at a
+// time (no prefill tile yet; the k-quant scales are applied in Go), and
+// attention uses the generic axpy and exponential. It is tested under
+// qemu-aarch64 only (make arm64-check, part of make test: the whole
+// package, TestConformance on generic and neon, with qemu's "max" CPU and
+// with cortex-a53, which lacks ASIMDDP); no figure was measured on arm64
 // hardware.
-// Backend.Path reports the path in use; NewWithPath opens on a given one.
 //
 // Guarantees:
 //

@@ -36,9 +36,8 @@ import (
 //
 //	s = fma(float32(Σ_j (q_j−8)·xq_j), round32(d_w·d_x), s) over blocks, ascending
 //
-// Q4_K: see nq4ki1x1. Q6_K has no NEON integer kernel yet: on this path
-// its weights are decoded to float32 and meet float activations (as Q4_1
-// and the others do on every path).
+// Q4_K and Q6_K: see nq4ki1x1 and nq6ki1x1 (one row per call, the
+// sub-block integers in assembly, the scales in Go).
 
 var (
 	hasNEON = cpu.ARM64.HasASIMD && cpu.ARM64.HasFP
@@ -71,6 +70,7 @@ func neonSet(sdot bool) *kset {
 		tileRows: 4,
 	}
 	k.q4ki1x1 = func(xq []int8, xd []float32, bs []int16, w []byte) float32 { return nq4ki1x1(sdot, xq, xd, bs, w) }
+	k.q6ki1x1 = func(xq []int8, xd []float32, _ []int16, w []byte) float32 { return nq6ki1x1(sdot, xq, xd, w) }
 	k.q40i1x1 = func(xq []int8, xd []float32, w []byte) float32 { return nq40i1x1(sdot, xq, xd, w) }
 	if sdot {
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
@@ -262,6 +262,35 @@ func nq4ki1x1(sdot bool, xq []int8, xd []float32, bs []int16, w []byte) (s float
 	return s
 }
 
+// nq6ki1x1 is the Q6_K product of activations quantized to Q8_K blocks
+// with one weight row: per super-block the integer sums of its sixteen
+// 16-value sub-blocks (q6ksub*, q−32 unpacked from ql and qh; SDOT or
+// SMULL/SADALP, the same integers), isum = Σ sc_k·sum_k exact, then
+//
+//	s += round32(float32(isum)·round32(d·d_x))
+//
+// over super-blocks in order.
+func nq6ki1x1(sdot bool, xq []int8, xd []float32, w []byte) (s float32) {
+	nb := len(xd)
+	xq, w = xq[:nb*256], w[:nb*210]
+	var sums [16]int32
+	for b := range nb {
+		blk := w[b*210 : b*210+210]
+		if sdot {
+			q6ksubSDOT(&xq[b*256], &blk[0], &blk[128], &sums)
+		} else {
+			q6ksubNEON(&xq[b*256], &blk[0], &blk[128], &sums)
+		}
+		var isum int32
+		for k, v := range sums {
+			isum += int32(int8(blk[192+k])) * v
+		}
+		d := f16tab[uint16(blk[208])|uint16(blk[209])<<8]
+		s += float32(float32(isum) * float32(d*xd[b]))
+	}
+	return s
+}
+
 // Assembly kernels (dot_arm64.s). n is a multiple of 4 (8 for the row
 // conversions), nb a number of Q8 blocks.
 
@@ -300,3 +329,9 @@ func q4ksubSDOT(xq *int8, qs *byte, out *[8]int32)
 
 //go:noescape
 func q4ksubNEON(xq *int8, qs *byte, out *[8]int32)
+
+//go:noescape
+func q6ksubSDOT(xq *int8, ql, qh *byte, out *[16]int32)
+
+//go:noescape
+func q6ksubNEON(xq *int8, ql, qh *byte, out *[16]int32)

@@ -56,6 +56,16 @@
 	VMOVI $15, V9.B16; \
 	VMOVI $8, V10.B16
 
+// Q6KARGS loads the arguments of q6ksubSDOT and q6ksubNEON.
+#define Q6KARGS \
+	MOVD  xq+0(FP), R0; \
+	MOVD  ql+8(FP), R2; \
+	MOVD  qh+16(FP), R3; \
+	MOVD  out+24(FP), R7; \
+	VMOVI $15, V28.B16; \
+	VMOVI $3, V29.B16; \
+	VMOVI $32, V30.B16
+
 // HSUM4 leaves (l0+l1)+(l2+l3) of Vv in Sv.
 #define HSUM4(v) FADDP4S(v, v, v); FADDPS(v, v)
 
@@ -467,12 +477,12 @@ q40done:
 
 #define SDOTCALC(w, x, acc) SDOT4S(x, w, acc)
 
-// SMULLCALC: SMULL/SADALP (|w·x| ≤ 15·127).
+// SMULLCALC: SMULL/SADALP (|w·x| ≤ 32·127), temporaries V24, V25.
 #define SMULLCALC(w, x, acc) \
-	SMULL8H(x, w, 20); \
-	SMULL28H(x, w, 21); \
-	SADALP4S(20, acc); \
-	SADALP4S(21, acc)
+	SMULL8H(x, w, 24); \
+	SMULL28H(x, w, 25); \
+	SADALP4S(24, acc); \
+	SADALP4S(25, acc)
 
 // func q4ksubSDOT(xq *int8, qs *byte, out *[8]int32)
 TEXT ·q4ksubSDOT(SB), NOSPLIT, $0-24
@@ -496,4 +506,82 @@ TEXT ·q4ksubNEON(SB), NOSPLIT, $0-24
 	Q4KPAIR(SMULLCALC)
 	Q4KPAIR(SMULLCALC)
 	Q4KPAIR(SMULLCALC)
+	RET
+
+// Q6KSUM2(CALC, x0, x1) sums the 16 quants of V6 with activations Vx0 and
+// those of V7 with Vx1, storing the two int32 sums at R7.
+#define Q6KSUM2(CALC, x0, x1) \
+	VSUB   V30.B16, V6.B16, V6.B16; \
+	VSUB   V30.B16, V7.B16, V7.B16; \
+	VEOR   V10.B16, V10.B16, V10.B16; \
+	VEOR   V11.B16, V11.B16, V11.B16; \
+	CALC(6, x0, 10); \
+	CALC(7, x1, 11); \
+	VADDV  V10.S4, V10; \
+	VADDV  V11.S4, V11; \
+	FMOVS  F10, 0(R7); \
+	FMOVS  F11, 4(R7); \
+	ADD    $8, R7
+
+// Q6KHALF sums the eight 16-value sub-blocks of one 128-value half of a
+// Q6_K super-block: ql (64 bytes at R2) in V0..V3, qh (32 bytes at R3) in
+// V4, V5, activations (R0) in V16..V23; V28 = 0x0F, V29 = 3, V30 = 32.
+#define Q6KHALF(CALC) \
+	VLD1.P 64(R2), [V0.B16, V1.B16, V2.B16, V3.B16]; \
+	VLD1.P 32(R3), [V4.B16, V5.B16]; \
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]; \
+	VLD1.P 64(R0), [V20.B16, V21.B16, V22.B16, V23.B16]; \
+	VAND   V28.B16, V0.B16, V6.B16; \
+	VAND   V28.B16, V1.B16, V7.B16; \
+	VAND   V29.B16, V4.B16, V8.B16; \
+	VAND   V29.B16, V5.B16, V9.B16; \
+	VSHL   $4, V8.B16, V8.B16; \
+	VSHL   $4, V9.B16, V9.B16; \
+	VORR   V8.B16, V6.B16, V6.B16; \
+	VORR   V9.B16, V7.B16, V7.B16; \
+	Q6KSUM2(CALC, 16, 17); \
+	VAND   V28.B16, V2.B16, V6.B16; \
+	VAND   V28.B16, V3.B16, V7.B16; \
+	VUSHR  $2, V4.B16, V8.B16; \
+	VUSHR  $2, V5.B16, V9.B16; \
+	VAND   V29.B16, V8.B16, V8.B16; \
+	VAND   V29.B16, V9.B16, V9.B16; \
+	VSHL   $4, V8.B16, V8.B16; \
+	VSHL   $4, V9.B16, V9.B16; \
+	VORR   V8.B16, V6.B16, V6.B16; \
+	VORR   V9.B16, V7.B16, V7.B16; \
+	Q6KSUM2(CALC, 18, 19); \
+	VUSHR  $4, V0.B16, V6.B16; \
+	VUSHR  $4, V1.B16, V7.B16; \
+	VUSHR  $4, V4.B16, V8.B16; \
+	VUSHR  $4, V5.B16, V9.B16; \
+	VAND   V29.B16, V8.B16, V8.B16; \
+	VAND   V29.B16, V9.B16, V9.B16; \
+	VSHL   $4, V8.B16, V8.B16; \
+	VSHL   $4, V9.B16, V9.B16; \
+	VORR   V8.B16, V6.B16, V6.B16; \
+	VORR   V9.B16, V7.B16, V7.B16; \
+	Q6KSUM2(CALC, 20, 21); \
+	VUSHR  $4, V2.B16, V6.B16; \
+	VUSHR  $4, V3.B16, V7.B16; \
+	VUSHR  $6, V4.B16, V8.B16; \
+	VUSHR  $6, V5.B16, V9.B16; \
+	VSHL   $4, V8.B16, V8.B16; \
+	VSHL   $4, V9.B16, V9.B16; \
+	VORR   V8.B16, V6.B16, V6.B16; \
+	VORR   V9.B16, V7.B16, V7.B16; \
+	Q6KSUM2(CALC, 22, 23)
+
+// func q6ksubSDOT(xq *int8, ql, qh *byte, out *[16]int32)
+TEXT ·q6ksubSDOT(SB), NOSPLIT, $0-32
+	Q6KARGS
+	Q6KHALF(SDOTCALC)
+	Q6KHALF(SDOTCALC)
+	RET
+
+// func q6ksubNEON(xq *int8, ql, qh *byte, out *[16]int32)
+TEXT ·q6ksubNEON(SB), NOSPLIT, $0-32
+	Q6KARGS
+	Q6KHALF(SMULLCALC)
+	Q6KHALF(SMULLCALC)
 	RET

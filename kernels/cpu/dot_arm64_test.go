@@ -68,9 +68,10 @@ func TestQ8SDOTSameBits(t *testing.T) {
 	}
 }
 
-// TestQ4KSDOTSameBits: the Q4_K kernel gives the same bits with SDOT and
-// with SMULL/SADALP, nibbles 0 and 15 and activations ±127 included.
-func TestQ4KSDOTSameBits(t *testing.T) {
+// TestKQuantSDOTSameBits: the Q4_K and Q6_K kernels give the same bits
+// with SDOT and with SMULL/SADALP, extreme quants and activations ±127
+// included.
+func TestKQuantSDOTSameBits(t *testing.T) {
 	if !hasSDOT {
 		t.Skip("no ASIMDDP: only the SMULL kernel runs (TestKQuantInt)")
 	}
@@ -90,7 +91,15 @@ func TestQ4KSDOTSameBits(t *testing.T) {
 		}
 		w[16], w[17] = 0xf0, 0x0f
 		if a, b := nq4ki1x1(true, xq, xd, bs, w), nq4ki1x1(false, xq, xd, bs, w); !same(a, b) {
-			t.Fatalf("n=%d: SDOT %v, SMULL %v", n, a, b)
+			t.Fatalf("n=%d Q4_K: SDOT %v, SMULL %v", n, a, b)
+		}
+		w6, err := kernels.Quantize(kernels.Q6_K, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w6[0], w6[128] = 0x0f, 0x03 // quant 63−32
+		if a, b := nq6ki1x1(true, xq, xd, w6), nq6ki1x1(false, xq, xd, w6); !same(a, b) {
+			t.Fatalf("n=%d Q6_K: SDOT %v, SMULL %v", n, a, b)
 		}
 	}
 }

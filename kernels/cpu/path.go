@@ -108,8 +108,7 @@ type kset struct {
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
-	// generic, Q6_K nil in neon (those weights then take the float kernels,
-	// kset.hasInt).
+	// generic (a nil one's weights take the float kernels, kset.hasInt).
 	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
 	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
 
