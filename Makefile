@@ -119,9 +119,10 @@ verify: staticcheck-install
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
 
 ## test: every test with the race detector, no cache, make sdk-test (node
-## and npm, as llama-vocab), then the ablation suites with -tags faults. PostgreSQL first:
+## and npm, as llama-vocab), then the ablation suites with -tags faults and
+## make arm64-check (qemu-aarch64). PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
-test: llama-vocab test-tools
+test: llama-vocab test-tools arm64-tools
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
@@ -133,6 +134,8 @@ test: llama-vocab test-tools
 	  $(GO) test -count=1 -tags faults -run '$(FULL_SUITES)' -v ./engine/ | grep -E '^(--- |ok|FAIL|PASS)' && \
 	  echo "== allocation tests, without the race detector (its sync.Pool drops items at random)" && \
 	  $(GO) test -count=1 -run 'Allocs' ./kernels/... ./engine/... && \
+	  echo "== the CPU kernels on arm64 under qemu-aarch64 (make arm64-check, about 2 minutes)" && \
+	  $(MAKE) --no-print-directory arm64-check && \
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
 	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
@@ -200,6 +203,31 @@ bench-ledger-ab:
 peer-bench:
 	scripts/peer-bench.sh
 
+## arm64-check: the CPU kernels on arm64 (issue 16) without arm64 hardware:
+## CGO_ENABLED=0 GOARCH=arm64 go build ./..., then the test binaries of
+## ./kernels/, ./kernels/cpu/ and ./kernels/kernelstest/ cross-compiled and
+## run under qemu-aarch64 (Debian's qemu-user, pinned; installed with apt-get
+## when missing): CLOISON_CPU=neon and generic on qemu's default CPU "max"
+## (ASIMDDP: the SDOT Q8_0 kernel), and neon with QEMU_CPU=cortex-a53 (no
+## dot product: the SMULL/SADALP kernel). kernels/cpu's TestConformance runs
+## kernelstest on every path. Part of make test (about 2 minutes on 2 cores).
+QEMU_USER_VERSION ?= 1:7.2+dfsg-7+deb12u18+b3
+.PHONY: arm64-check arm64-tools
+arm64-tools:
+	@command -v qemu-aarch64 >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user=$(QEMU_USER_VERSION) >/dev/null; }
+arm64-check: arm64-tools
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  echo "== arm64-check: CGO_ENABLED=0 GOARCH=arm64 go build ./..."; \
+	  CGO_ENABLED=0 GOARCH=arm64 $(GO) build ./...; \
+	  for p in kernels kernels/cpu kernels/kernelstest; do \
+	    CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -o "$$d/$$(echo $$p | tr / _).test" ./$$p/; done; \
+	  run() { cpu=$$1 path=$$2 p=$$3; shift 3; [ -x "$$d/$$(echo $$p | tr / _).test" ] || return 0; \
+	    echo "== arm64-check: $$p under qemu-aarch64 -cpu $$cpu, CLOISON_CPU=$$path"; \
+	    ( cd $$p && QEMU_CPU=$$cpu CLOISON_CPU=$$path qemu-aarch64 "$$d/$$(echo $$p | tr / _).test" -test.count=1 "$$@" ); }; \
+	  for p in kernels kernels/cpu kernels/kernelstest; do run max neon $$p; done; \
+	  run max generic kernels/cpu; \
+	  run cortex-a53 neon kernels/cpu
 ## arch-check: record llama.cpp's logits (node-llama-cpp from npm, pinned) on
 ## the synthetic files of engine/model/testdata/archcheck into
 ## engine/model/testdata/llamacpp_logits.json, TestLlamaCppLogits' oracle.

@@ -1,15 +1,32 @@
 // Package cpu is the CPU kernels.Backend, registered as "cpu": the default
 // backend and the oracle other backends are compared with. It builds with
 // CGO_ENABLED=0 on every platform Go supports (vector kernels are Go
-// assembly, amd64 only).
+// assembly, amd64 and arm64).
 //
 // Kernel paths (path.go): each backend runs one set of matrix and attention
 // kernels, chosen at open from the CPU's features (golang.org/x/sys/cpu):
 // avx512 (AVX-512 F/BW/VL; Q8_0 with VPDPBUSD when AVX512_VNNI is present),
-// else avx2 (AVX2, FMA, F16C), else generic (pure Go, every platform).
-// CLOISON_CPU=generic|avx2|avx512 forces one; New refuses (ErrPath, code
-// invalid) an unknown name or a path the CPU lacks rather than falling back.
+// else avx2 (AVX2, FMA, F16C) on amd64; neon (ASIMD) on arm64, its Q8_0
+// kernel with SDOT where the CPU has ASIMDDP, else SMULL/SADALP (the same
+// block integers, the same bits); else generic (pure Go, every platform).
+// CLOISON_CPU=generic|avx2|avx512|neon forces one; New refuses (ErrPath,
+// code invalid) an unknown name or a path the CPU lacks rather than falling
+// back.
+//
 // Backend.Path reports the path in use; NewWithPath opens on a given one.
+//
+// The neon path (dot_arm64.go, dot_arm64.s; instructions the Go assembler
+// lacks are WORD-encoded there) has 4-lane F32 dot products, F16 (FCVTL)
+// and BF16 (SHLL #16) converted in registers, row conversions for decode
+// batches and prefill blocks, a 4×4 F32 prefill tile, and Q8_0, Q4_0, Q4_K
+// and Q6_K as int8×int8 on quantized activations, SDOT or SMULL/SADALP
+// (the same integers: the same bits); Q4_0, Q4_K and Q6_K one row at a
+// time (no prefill tile yet; the k-quant scales are applied in Go), and
+// attention uses the generic axpy and exponential. It is tested under
+// qemu-aarch64 only (make arm64-check, part of make test: the whole
+// package, TestConformance on generic and neon, with qemu's "max" CPU and
+// with cortex-a53, which lacks ASIMDDP); no figure was measured on arm64
+// hardware.
 //
 // Guarantees:
 //
@@ -65,7 +82,7 @@
 //     checks them before every read (kernels.Arena).
 //
 // Every path is deterministic and batch-invariant with its own fixed order
-// (generic: dot.go; avx2, avx512: dot_amd64.go); paths are not bit-identical
+// (generic: dot.go; avx2, avx512: dot_amd64.go; neon: dot_arm64.go); paths are not bit-identical
 // to each other, each is within the conformance tolerances and the test
 // suite runs kernelstest on every path the machine has. On the vector paths
 // block-type products multiply int8 by int8 after quantizing each

@@ -70,3 +70,20 @@ func quantizeRowQ8K(q []int8, d []float32, bs []int16, x []float32) {
 // of a job need on a path with integer products.
 func needsQ8(dt kernels.DType) bool  { return dt == kernels.Q8_0 || dt == kernels.Q4_0 }
 func needsQ8K(dt kernels.DType) bool { return dt == kernels.Q4_K || dt == kernels.Q6_K }
+
+// hasInt reports whether the path has an integer kernel for weights of
+// type dt (on a path with integer Q8_0 a type without one, such as Q4_K on
+// neon, takes the float kernels like Q4_1 does).
+func (k *kset) hasInt(dt kernels.DType) bool {
+	switch dt {
+	case kernels.Q8_0:
+		return k.q8i1x4 != nil
+	case kernels.Q4_0:
+		return k.q40i1x1 != nil
+	case kernels.Q4_K:
+		return k.q4ki1x1 != nil
+	case kernels.Q6_K:
+		return k.q6ki1x1 != nil
+	}
+	return false
+}

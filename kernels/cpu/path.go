@@ -15,7 +15,7 @@ import (
 type Path string
 
 // The kernel paths. Each is deterministic and batch-invariant with its own
-// fixed reduction order (see dot.go and dot_amd64.go); results of two paths
+// fixed reduction order (see dot.go, dot_amd64.go and dot_arm64.go); results of two paths
 // are not bit-identical to each other, both are within the conformance
 // tolerances (kernels/kernelstest).
 const (
@@ -29,6 +29,11 @@ const (
 	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
 	// AVX512_VNNI (else as AVX2).
 	AVX512 Path = "avx512"
+	// NEON is Go assembly with Advanced SIMD (arm64): 4-lane float dot
+	// products, F16 and BF16 converted in registers (FCVTL, a shift), Q8_0
+	// as int8×int8 on activations quantized per 32-block, with SDOT where
+	// the CPU has ASIMDDP (else SMULL/SADALP, the same bits).
+	NEON Path = "neon"
 )
 
 // EnvPath is the environment variable that forces a path at backend open.
@@ -43,7 +48,7 @@ var ErrPath = cloison.NewError(cloison.CodeInvalid, "kernels/cpu: CPU kernel pat
 func Paths() []Path { return slices.Clone(available) }
 
 // available is computed once from the CPU's features (dot_amd64.go,
-// dot_other.go).
+// dot_arm64.go, dot_other.go).
 var available = func() []Path {
 	ps := []Path{Generic}
 	for _, k := range vectorSets {
@@ -62,9 +67,9 @@ func choosePath(env string, have []Path) (Path, error) {
 	}
 	p := Path(env)
 	switch p {
-	case Generic, AVX2, AVX512:
+	case Generic, AVX2, AVX512, NEON:
 	default:
-		return "", fmt.Errorf("%w: %s=%q is not one of generic, avx2, avx512", ErrPath, EnvPath, env)
+		return "", fmt.Errorf("%w: %s=%q is not one of generic, avx2, avx512, neon", ErrPath, EnvPath, env)
 	}
 	if !slices.Contains(have, p) {
 		return "", fmt.Errorf("%w: %s=%s but this CPU runs only %v", ErrPath, EnvPath, env, have)
@@ -103,7 +108,7 @@ type kset struct {
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
-	// generic; set together with q8i1x4.
+	// generic (a nil one's weights take the float kernels, kset.hasInt).
 	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
 	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
 

@@ -62,8 +62,8 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	if !b.k.intQ8() || x.cols%32 != 0 {
 		return nil
 	}
-	q8 := slices.ContainsFunc(ps, func(p product) bool { return needsQ8(p.m.dt) })
-	q8k := x.cols%256 == 0 && slices.ContainsFunc(ps, func(p product) bool { return needsQ8K(p.m.dt) })
+	q8 := slices.ContainsFunc(ps, func(p product) bool { return b.k.hasInt(p.m.dt) && needsQ8(p.m.dt) })
+	q8k := x.cols%256 == 0 && slices.ContainsFunc(ps, func(p product) bool { return b.k.hasInt(p.m.dt) && needsQ8K(p.m.dt) })
 	if !q8 && !q8k {
 		return nil
 	}
@@ -125,7 +125,7 @@ func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) 
 // quantized activations; it reports false (and does nothing) when acts is
 // nil or lacks the quantization m's type needs.
 func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) bool {
-	if acts == nil {
+	if acts == nil || !k.hasInt(m.dt) {
 		return false
 	}
 	cols := m.cols
