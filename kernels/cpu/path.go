@@ -107,6 +107,11 @@ type kset struct {
 	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
 	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
 
+	// q4krows sets out[r] to q4ki1x1's product with the r-th of the
+	// len(out) consecutive Q4_K weight rows of w, with its bits, in one
+	// call (decode; nil where the path has none).
+	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
+
 	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
 	// order of dot1x4 (prefill register tiles; nil in generic).
 	tile     func(x *[4][]float32, w *[4][]float32, out *[16]float32)
