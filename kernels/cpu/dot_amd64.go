@@ -77,6 +77,7 @@ func vset(p Path, wide bool) *kset {
 	if wide && hasVNNI {
 		k.q8tile = vq8tile
 		k.q8i8 = vq8i8
+		k.q8i16 = vq8i16
 		k.q4krows = vq4krows
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
@@ -229,6 +230,18 @@ func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
 	return
 }
 
+// vq8i16 is vq8i8 on sixteen weight rows (q8dot16VNNI: the same bits).
+func vq8i16(xq []int8, xd []float32, w []byte, stride int) (out [16]float32) {
+	nb := len(xd)
+	if nb == 0 {
+		return
+	}
+	xq = xq[:nb*32]
+	w = w[:15*stride+nb*34]
+	q8dot16VNNI(&xq[0], &xd[0], &w[0], stride, nb, &out)
+	return
+}
+
 func vaxpy4(wide bool, o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
 	n := len(o)
 	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
@@ -302,6 +315,9 @@ func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]flo
 
 //go:noescape
 func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]float32)
+
+//go:noescape
+func q8dot16VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[16]float32)
 
 //go:noescape
 func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)

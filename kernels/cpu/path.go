@@ -97,6 +97,8 @@ type kset struct {
 	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
 	// has none).
 	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
+	// q8i16 is q8i8 on sixteen rows.
+	q8i16 func(xq []int8, xd []float32, w []byte, stride int) [16]float32
 
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).

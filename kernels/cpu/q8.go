@@ -14,8 +14,9 @@ import (
 // then every block contributes its exact integer dot product Σ w·q
 // (avx2: VPMADDUBSW of |w| and sign(w)·q then VPMADDWD with ones; VNNI:
 // VPDPBUSD of the weights biased to unsigned, w+128, with q, from the
-// block's −128·Σq computed once for eight weight rows (q8dot8VNNI) or
-// four: 3 instructions per block and row instead of 5), scaled by
+// block's −128·Σq computed once for sixteen weight rows (q8dot16VNNI,
+// two rows to a zmm: sixteen rows in flight stream faster than eight),
+// eight (q8dot8VNNI) or four: 3 instructions per block and row instead of 5), scaled by
 // round32(d_w·d_x):
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
@@ -166,6 +167,12 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 			out := dst.row(r)
 			o := o0
+			if k.q8i16 != nil {
+				for ; o+16 <= o1; o += 16 {
+					o16 := k.q8i16(xq, xd, m.data[o*m.rowBytes:(o+16)*m.rowBytes], m.rowBytes)
+					copy(out[o:o+16], o16[:])
+				}
+			}
 			if k.q8i8 != nil {
 				for ; o+8 <= o1; o += 8 {
 					o8 := k.q8i8(xq, xd, m.data[o*m.rowBytes:(o+8)*m.rowBytes], m.rowBytes)
