@@ -58,7 +58,7 @@ func vset(p Path, wide bool) *kset {
 		}
 		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
-		k.f16i8 = vf16i8
+		k.f16rows = vf16rows
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 			return vdot1x4(false, x, w0, w1, w2, w3)
@@ -243,24 +243,24 @@ func vq8i16(xq []int8, xd []float32, w []byte, stride int) (out [16]float32) {
 	return
 }
 
-// vf16i8 is vhalf1x4 (avx512, F16) on the eight weight rows starting at
-// w, stride halves apart (f16dot8AVX512 and the same Go tail: the same
-// bits).
-func vf16i8(x []float32, w []uint16, stride int) (out [8]float32) {
-	n := len(x)
-	w = w[:7*stride+n]
+// vf16rows sets out[r] to vhalf1x4's (avx512, F16) product of x with the
+// r-th of the len(out) consecutive rows of w (len(x) halves each), rows
+// one after the other in one call (f16rowsAVX512): the same bits.
+func vf16rows(x []float32, w []uint16, out []float32) {
+	n, rows := len(x), len(out)
+	if rows == 0 {
+		return
+	}
+	w = w[:rows*n]
 	nv := n &^ 15
-	if nv > 0 {
-		f16dot8AVX512(&x[0], &w[0], stride, nv, &out)
+	if nv == n && n > 0 {
+		f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
+		return
 	}
-	for r := range 8 {
-		s, wr := out[r], w[r*stride:r*stride+n]
-		for i := nv; i < n; i++ {
-			s += float32(x[i] * f16tab[wr[i]])
-		}
-		out[r] = s
+	for r := range rows {
+		wr := w[r*n : (r+1)*n]
+		out[r], _, _, _ = vhalf1x4(true, false, x, wr, wr, wr, wr)
 	}
-	return
 }
 
 func vaxpy4(wide bool, o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
@@ -341,7 +341,7 @@ func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]floa
 func q8dot16VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[16]float32)
 
 //go:noescape
-func f16dot8AVX512(x *float32, w *uint16, stride int, n int, out *[8]float32)
+func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 //go:noescape
 func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)

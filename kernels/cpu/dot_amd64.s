@@ -1043,74 +1043,40 @@ done:
 	VZEROUPPER
 	RET
 
-// func f16dot8AVX512(x *float32, w *uint16, stride int, n int, out *[8]float32)
+// func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
 //
-// f16dot4AVX512 on eight F16 weight rows w+i·stride (stride in halves):
-// each row's 16 lanes have f16dot4AVX512's chain and HSUM16, so the same
-// bits; eight rows in flight stream faster than four.
-TEXT ·f16dot8AVX512(SB), NOSPLIT, $0-40
+// f16dot4AVX512's lanes (one 16-lane chain, HSUM16) for rows consecutive
+// F16 weight rows of n halves each (n a multiple of 16), one row after the
+// other: the weights are read as one sequential stream.
+TEXT ·f16rowsAVX512(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), R8
-	MOVQ stride+16(FP), BX
-	MOVQ n+24(FP), CX
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R10
 	MOVQ out+32(FP), DI
-	SHLQ $1, BX
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	LEAQ (R11)(BX*1), R12
-	LEAQ (R12)(BX*1), R13
-	LEAQ (R13)(BX*1), R14
-	LEAQ (R14)(BX*1), R15
+	TESTQ R10, R10
+	JEQ   end
+
+row:
 	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
 	XORQ   AX, AX
 
 loop:
-	CMPQ    AX, CX
-	JGE     done
-	VMOVUPS (SI)(AX*4), Z8
-	VCVTPH2PS   (R8)(AX*2), Z16
-	VFMADD231PS Z16, Z8, Z0
-	VCVTPH2PS   (R9)(AX*2), Z17
-	VFMADD231PS Z17, Z8, Z1
-	VCVTPH2PS   (R10)(AX*2), Z18
-	VFMADD231PS Z18, Z8, Z2
-	VCVTPH2PS   (R11)(AX*2), Z19
-	VFMADD231PS Z19, Z8, Z3
-	VCVTPH2PS   (R12)(AX*2), Z20
-	VFMADD231PS Z20, Z8, Z4
-	VCVTPH2PS   (R13)(AX*2), Z21
-	VFMADD231PS Z21, Z8, Z5
-	VCVTPH2PS   (R14)(AX*2), Z22
-	VFMADD231PS Z22, Z8, Z6
-	VCVTPH2PS   (R15)(AX*2), Z23
-	VFMADD231PS Z23, Z8, Z7
+	CMPQ        AX, CX
+	JGE         rowdone
+	VCVTPH2PS   (R8)(AX*2), Z5
+	VFMADD231PS (SI)(AX*4), Z5, Z0
 	ADDQ        $16, AX
 	JMP         loop
 
-done:
+rowdone:
 	HSUM16(Z0, Y0, X0)
-	HSUM16(Z1, Y1, X1)
-	HSUM16(Z2, Y2, X2)
-	HSUM16(Z3, Y3, X3)
-	HSUM16(Z4, Y4, X4)
-	HSUM16(Z5, Y5, X5)
-	HSUM16(Z6, Y6, X6)
-	HSUM16(Z7, Y7, X7)
-	VMOVSS X0, 0(DI)
-	VMOVSS X1, 4(DI)
-	VMOVSS X2, 8(DI)
-	VMOVSS X3, 12(DI)
-	VMOVSS X4, 16(DI)
-	VMOVSS X5, 20(DI)
-	VMOVSS X6, 24(DI)
-	VMOVSS X7, 28(DI)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	LEAQ   (R8)(CX*2), R8
+	DECQ   R10
+	JNZ    row
+
+end:
 	VZEROUPPER
 	RET

@@ -161,35 +161,37 @@ func TestDecodeAllocsPerTask(t *testing.T) {
 	}
 }
 
-// TestF16Eight: the eight-row F16 decode kernel gives every row the bits
-// of the four-row kernel (which the scratch-block tiles share), for
-// lengths with and without a tail and any row stride.
-func TestF16Eight(t *testing.T) {
+// TestF16Rows: the F16 decode kernel of whole weight blocks (f16rows) gives
+// every row the bits of the four-row kernel (which the scratch-block tiles
+// share), for lengths with and without a tail, and writes only its outputs.
+func TestF16Rows(t *testing.T) {
 	k := kernelSet(Paths()[len(Paths())-1])
-	if k.f16i8 == nil {
-		t.Skip("no eight-row F16 kernel on this CPU")
+	if k.f16rows == nil {
+		t.Skip("no F16 rows kernel on this CPU")
 	}
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, n := range []int{1, 15, 16, 17, 768, 1000} {
-		for _, pad := range []int{0, 5} {
-			stride := n + pad
+		for _, rows := range []int{1, 2, 7, 24} {
 			x := make([]float32, n)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
 			}
-			w := make([]uint16, 8*stride)
+			w := make([]uint16, rows*n)
 			for i := range w {
 				w[i] = kernels.F32ToF16(float32(r.NormFloat64()))
 			}
-			got := k.f16i8(x, w[:7*stride+n], stride)
-			for half := range 2 {
-				rw := func(i int) []uint16 { return w[(4*half+i)*stride : (4*half+i)*stride+n] }
-				s0, s1, s2, s3 := k.f16dot1x4(x, rw(0), rw(1), rw(2), rw(3))
-				for i, s := range []float32{s0, s1, s2, s3} {
-					if math.Float32bits(got[4*half+i]) != math.Float32bits(s) {
-						t.Fatalf("n=%d stride=%d row %d: eight-row kernel %v, four-row %v", n, stride, 4*half+i, got[4*half+i], s)
-					}
+			out := make([]float32, rows+1)
+			out[rows] = -7
+			k.f16rows(x, w, out[:rows])
+			for i := range rows {
+				rw := w[i*n : (i+1)*n]
+				want, _, _, _ := k.f16dot1x4(x, rw, rw, rw, rw)
+				if math.Float32bits(out[i]) != math.Float32bits(want) {
+					t.Fatalf("n=%d rows=%d row %d: f16rows %v, four-row kernel %v", n, rows, i, out[i], want)
 				}
+			}
+			if out[rows] != -7 {
+				t.Fatalf("n=%d rows=%d: wrote past its outputs", n, rows)
 			}
 		}
 	}

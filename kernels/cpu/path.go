@@ -84,10 +84,11 @@ type kset struct {
 
 	f16dot1x1, bf16dot1x1 func(x []float32, w []uint16) float32
 	f16dot1x4, bf16dot1x4 func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32)
-	// f16i8 computes f16dot1x4's products with the eight F16 rows starting
-	// at w, stride halves apart, with its bits (decode; nil where the path
-	// has none).
-	f16i8 func(x []float32, w []uint16, stride int) [8]float32
+	// f16rows sets out[r] to f16dot1x4's product with the r-th of the
+	// len(out) consecutive F16 rows of w (len(x) halves each), with its
+	// bits, the rows one after the other in one call (decode; nil where the
+	// path has none).
+	f16rows func(x []float32, w []uint16, out []float32)
 
 	// Q8_0 with float activations (generic), nil where intQ8 is set.
 	q8dot1x1 func(x []float32, w []byte) float32
