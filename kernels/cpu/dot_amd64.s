@@ -854,195 +854,6 @@ done:
 	VZEROUPPER
 	RET
 
-// func q8dot16VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[16]float32)
-//
-// q8dot4VNNI on sixteen weight rows w+i·stride, two rows to a zmm (row 2p
-// in the low 8 lanes, 2p+1 in the high ones): the same integers (the
-// activation block's −128·Σq computed once for all rows), the same float
-// steps per lane, the same bits. Sixteen rows in flight keep more of the
-// weight stream's cache lines outstanding than eight.
-TEXT ·q8dot16VNNI(SB), NOSPLIT, $0-48
-	MOVQ xq+0(FP), SI
-	MOVQ xd+8(FP), DX
-	MOVQ w+16(FP), R8
-	MOVQ stride+24(FP), AX
-	MOVQ nb+32(FP), CX
-	MOVQ out+40(FP), DI
-	LEAQ (R8)(AX*2), R9
-	LEAQ (R9)(AX*2), R10
-	LEAQ (R10)(AX*2), R11
-	LEAQ (R11)(AX*2), R12
-	LEAQ (R12)(AX*2), R13
-	LEAQ (R13)(AX*2), R14
-	LEAQ (R14)(AX*2), R15
-	MOVL         $0xFF00, BX
-	KMOVW        BX, K1 // the upper 8 words of a ymm: row 2p+1's scale
-	MOVL         $0x80808080, BX
-	VMOVD        BX, X12
-	VPBROADCASTD X12, Z12
-	VPXORD       Z14, Z14, Z14
-	VXORPS       Z0, Z0, Z0
-	VXORPS       Z1, Z1, Z1
-	VXORPS       Z2, Z2, Z2
-	VXORPS       Z3, Z3, Z3
-	VXORPS       Z5, Z5, Z5
-	VXORPS       Z6, Z6, Z6
-	VXORPS       Z7, Z7, Z7
-	VXORPS       Z8, Z8, Z8
-	TESTQ        CX, CX
-	JEQ          done
-
-loop:
-	VBROADCASTI64X4 (SI), Z4
-	VBROADCASTSS    (DX), Z13
-	VPXORD          Z9, Z9, Z9
-	VPDPBUSD        Z4, Z12, Z9
-	VPSUBD          Z9, Z14, Z9
-	VMOVDQU64    2(R8), Y16
-	VINSERTI64X4 $1, 2(R8)(AX*1), Z16, Z16
-	VPXORD       Z12, Z16, Z16
-	VMOVDQA64    Z9, Z17
-	VPDPBUSD     Z4, Z16, Z17
-	VCVTDQ2PS    Z17, Z17
-	VPBROADCASTW (R8), X18
-	VPBROADCASTW (R8)(AX*1), K1, Y18
-	VCVTPH2PS    Y18, Z18
-	VMULPS       Z13, Z18, Z18
-	VFMADD231PS  Z18, Z17, Z0
-	VMOVDQU64    2(R9), Y19
-	VINSERTI64X4 $1, 2(R9)(AX*1), Z19, Z19
-	VPXORD       Z12, Z19, Z19
-	VMOVDQA64    Z9, Z20
-	VPDPBUSD     Z4, Z19, Z20
-	VCVTDQ2PS    Z20, Z20
-	VPBROADCASTW (R9), X21
-	VPBROADCASTW (R9)(AX*1), K1, Y21
-	VCVTPH2PS    Y21, Z21
-	VMULPS       Z13, Z21, Z21
-	VFMADD231PS  Z21, Z20, Z1
-	VMOVDQU64    2(R10), Y22
-	VINSERTI64X4 $1, 2(R10)(AX*1), Z22, Z22
-	VPXORD       Z12, Z22, Z22
-	VMOVDQA64    Z9, Z23
-	VPDPBUSD     Z4, Z22, Z23
-	VCVTDQ2PS    Z23, Z23
-	VPBROADCASTW (R10), X24
-	VPBROADCASTW (R10)(AX*1), K1, Y24
-	VCVTPH2PS    Y24, Z24
-	VMULPS       Z13, Z24, Z24
-	VFMADD231PS  Z24, Z23, Z2
-	VMOVDQU64    2(R11), Y25
-	VINSERTI64X4 $1, 2(R11)(AX*1), Z25, Z25
-	VPXORD       Z12, Z25, Z25
-	VMOVDQA64    Z9, Z26
-	VPDPBUSD     Z4, Z25, Z26
-	VCVTDQ2PS    Z26, Z26
-	VPBROADCASTW (R11), X27
-	VPBROADCASTW (R11)(AX*1), K1, Y27
-	VCVTPH2PS    Y27, Z27
-	VMULPS       Z13, Z27, Z27
-	VFMADD231PS  Z27, Z26, Z3
-	VMOVDQU64    2(R12), Y16
-	VINSERTI64X4 $1, 2(R12)(AX*1), Z16, Z16
-	VPXORD       Z12, Z16, Z16
-	VMOVDQA64    Z9, Z17
-	VPDPBUSD     Z4, Z16, Z17
-	VCVTDQ2PS    Z17, Z17
-	VPBROADCASTW (R12), X18
-	VPBROADCASTW (R12)(AX*1), K1, Y18
-	VCVTPH2PS    Y18, Z18
-	VMULPS       Z13, Z18, Z18
-	VFMADD231PS  Z18, Z17, Z5
-	VMOVDQU64    2(R13), Y19
-	VINSERTI64X4 $1, 2(R13)(AX*1), Z19, Z19
-	VPXORD       Z12, Z19, Z19
-	VMOVDQA64    Z9, Z20
-	VPDPBUSD     Z4, Z19, Z20
-	VCVTDQ2PS    Z20, Z20
-	VPBROADCASTW (R13), X21
-	VPBROADCASTW (R13)(AX*1), K1, Y21
-	VCVTPH2PS    Y21, Z21
-	VMULPS       Z13, Z21, Z21
-	VFMADD231PS  Z21, Z20, Z6
-	VMOVDQU64    2(R14), Y22
-	VINSERTI64X4 $1, 2(R14)(AX*1), Z22, Z22
-	VPXORD       Z12, Z22, Z22
-	VMOVDQA64    Z9, Z23
-	VPDPBUSD     Z4, Z22, Z23
-	VCVTDQ2PS    Z23, Z23
-	VPBROADCASTW (R14), X24
-	VPBROADCASTW (R14)(AX*1), K1, Y24
-	VCVTPH2PS    Y24, Z24
-	VMULPS       Z13, Z24, Z24
-	VFMADD231PS  Z24, Z23, Z7
-	VMOVDQU64    2(R15), Y25
-	VINSERTI64X4 $1, 2(R15)(AX*1), Z25, Z25
-	VPXORD       Z12, Z25, Z25
-	VMOVDQA64    Z9, Z26
-	VPDPBUSD     Z4, Z25, Z26
-	VCVTDQ2PS    Z26, Z26
-	VPBROADCASTW (R15), X27
-	VPBROADCASTW (R15)(AX*1), K1, Y27
-	VCVTPH2PS    Y27, Z27
-	VMULPS       Z13, Z27, Z27
-	VFMADD231PS  Z27, Z26, Z8
-	ADDQ $32, SI
-	ADDQ $4, DX
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $34, R11
-	ADDQ $34, R12
-	ADDQ $34, R13
-	ADDQ $34, R14
-	ADDQ $34, R15
-	DECQ CX
-	JNZ  loop
-
-done:
-	VEXTRACTF64X4 $1, Z0, Y4
-	HSUM8(Y0, X0)
-	HSUM8(Y4, X4)
-	VMOVSS X0, 0(DI)
-	VMOVSS X4, 4(DI)
-	VEXTRACTF64X4 $1, Z1, Y4
-	HSUM8(Y1, X1)
-	HSUM8(Y4, X4)
-	VMOVSS X1, 8(DI)
-	VMOVSS X4, 12(DI)
-	VEXTRACTF64X4 $1, Z2, Y4
-	HSUM8(Y2, X2)
-	HSUM8(Y4, X4)
-	VMOVSS X2, 16(DI)
-	VMOVSS X4, 20(DI)
-	VEXTRACTF64X4 $1, Z3, Y4
-	HSUM8(Y3, X3)
-	HSUM8(Y4, X4)
-	VMOVSS X3, 24(DI)
-	VMOVSS X4, 28(DI)
-	VEXTRACTF64X4 $1, Z5, Y4
-	HSUM8(Y5, X5)
-	HSUM8(Y4, X4)
-	VMOVSS X5, 32(DI)
-	VMOVSS X4, 36(DI)
-	VEXTRACTF64X4 $1, Z6, Y4
-	HSUM8(Y6, X6)
-	HSUM8(Y4, X4)
-	VMOVSS X6, 40(DI)
-	VMOVSS X4, 44(DI)
-	VEXTRACTF64X4 $1, Z7, Y4
-	HSUM8(Y7, X7)
-	HSUM8(Y4, X4)
-	VMOVSS X7, 48(DI)
-	VMOVSS X4, 52(DI)
-	VEXTRACTF64X4 $1, Z8, Y4
-	HSUM8(Y8, X8)
-	HSUM8(Y4, X4)
-	VMOVSS X8, 56(DI)
-	VMOVSS X4, 60(DI)
-	VZEROUPPER
-	RET
-
 // func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
 //
 // f16dot4AVX512's lanes (one 16-lane chain, HSUM16) for rows consecutive
@@ -1074,6 +885,64 @@ rowdone:
 	VMOVSS X0, (DI)
 	ADDQ   $4, DI
 	LEAQ   (R8)(CX*2), R8
+	DECQ   R10
+	JNZ    row
+
+end:
+	VZEROUPPER
+	RET
+
+// func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
+//
+// The Q8_0 products of one activation row (Q8 blocks xq, xd; xc the
+// blocks' −128·Σq lanes, q8acts.c) with rows weight rows stride bytes
+// apart, one row after the other (one sequential stream): the integers of
+// q8dot4VNNI (lanes from xc, VPDPBUSD of w+128 with xq) and its float
+// steps, so the same bits.
+TEXT ·q8rowsVNNI(SB), NOSPLIT, $0-64
+	MOVQ xq+0(FP), SI
+	MOVQ xc+8(FP), R9
+	MOVQ xd+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ stride+32(FP), AX
+	MOVQ nb+40(FP), CX
+	MOVQ rows+48(FP), R10
+	MOVQ out+56(FP), DI
+	MOVL         $0x80808080, R11
+	VMOVD        R11, X12
+	VPBROADCASTD X12, Y12
+	TESTQ        R10, R10
+	JEQ          end
+
+row:
+	VXORPS Y0, Y0, Y0
+	XORQ   R11, R11 // 32·block
+	XORQ   R13, R13 // block
+	XORQ   R14, R14 // 34·block
+	TESTQ  CX, CX
+	JEQ    rowdone
+
+block:
+	VMOVDQU      (R9)(R11*1), Y6
+	VPXOR        2(R8)(R14*1), Y12, Y5
+	VPDPBUSD     (SI)(R11*1), Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DX)(R13*4), Y13
+	VPBROADCASTW (R8)(R14*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	ADDQ         $32, R11
+	ADDQ         $34, R14
+	INCQ         R13
+	CMPQ         R13, CX
+	JLT          block
+
+rowdone:
+	HSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   AX, R8
 	DECQ   R10
 	JNZ    row
 

@@ -102,8 +102,12 @@ type kset struct {
 	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
 	// has none).
 	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
-	// q8i16 is q8i8 on sixteen rows.
-	q8i16 func(xq []int8, xd []float32, w []byte, stride int) [16]float32
+	// q8rows sets out[i] to the product with the weight row at
+	// w[i·stride:] for every i < len(out), with q8i1x4's bits, from the
+	// activation row's −128·Σq lanes xc (q8acts.c), the rows one after the
+	// other in one call (decode; nil where the path has none, and then
+	// q8acts.c is not computed).
+	q8rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32)
 
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
