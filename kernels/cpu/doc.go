@@ -49,6 +49,24 @@
 //     VCVTPH2PS / a shift (halfrow_amd64.go; a table load per weight cost
 //     more than 16 rows of products), and a decode product allocates
 //     nothing per task (TestDecodeAllocsPerTask).
+//   - One-row (decode) products are bound by how the weight stream is
+//     read, not by instructions. F16 on avx512 reads a task's rows one
+//     after the other in one call (f16rowsAVX512: one sequential stream):
+//     8 layers d=768, 1 thread, AMD EPYC Zen 4, 145–148 tok/s against
+//     81–82 for four or eight interleaved rows (rows of 1.5 KB: each
+//     interleaved stream ends before the prefetcher runs ahead; on rows of
+//     4 KB, BenchmarkMatVec, eight interleaved rows stream faster, so
+//     judge by the model, cloisonctl bench). Q8_0 with VNNI does the
+//     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
+//     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
+//     interleaved rows at load ≈ 10 (sixteen rows, two to a zmm, gained
+//     only 5–15%; two interleaved rows lost). Q4_K reads every row of
+//     the task's block in one call (q4krowsVNNI: a zmm of a chunk's low and high nibbles against 64 contiguous activations,
+//     VPDPWSSD with the sub-block scales VPERMW'd into place; 15–15.6
+//     against 11–13 GB/s in BenchmarkMatVec). Software prefetch slowed
+//     both Q8_0 and F16. Each kernel has the bits of the one it replaces
+//     (TestF16Rows, TestQ8Rows, TestQ4KRows), so batch invariance is
+//     unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per

@@ -58,6 +58,7 @@ func vset(p Path, wide bool) *kset {
 		}
 		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
+		k.f16rows = vf16rows
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 			return vdot1x4(false, x, w0, w1, w2, w3)
@@ -77,6 +78,8 @@ func vset(p Path, wide bool) *kset {
 	if wide && hasVNNI {
 		k.q8tile = vq8tile
 		k.q8i8 = vq8i8
+		k.q8rows = vq8rows
+		k.q4krows = vq4krows
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}
@@ -228,6 +231,47 @@ func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
 	return
 }
 
+// vf16rows sets out[r] to vhalf1x4's (avx512, F16) product of x with the
+// r-th of the len(out) consecutive rows of w (len(x) halves each), rows
+// one after the other in one call (f16rowsAVX512): the same bits.
+func vf16rows(x []float32, w []uint16, out []float32) {
+	n, rows := len(x), len(out)
+	if rows == 0 {
+		return
+	}
+	w = w[:rows*n]
+	nv := n &^ 15
+	if nv == n && n > 0 {
+		f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
+		return
+	}
+	for r := range rows {
+		wr := w[r*n : (r+1)*n]
+		out[r], _, _, _ = vhalf1x4(true, false, x, wr, wr, wr, wr)
+	}
+}
+
+// vq8rows sets out[i] to the Q8_0 product of one activation row (xq, xd;
+// xc its blocks' −128·Σq lanes, q8acts.c) with the weight row at
+// w[i·stride:], for every i < len(out), the rows one after the other in
+// one call (q8rowsVNNI): q8dot4VNNI's bits.
+func vq8rows(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32) {
+	nb, rows := len(xd), len(out)
+	if rows == 0 {
+		return
+	}
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	if stride < nb*34 {
+		panic("kernels/cpu: q8rows stride")
+	}
+	xq, xc = xq[:nb*32], xc[:nb*8]
+	w = w[:(rows-1)*stride+nb*34]
+	q8rowsVNNI(&xq[0], &xc[0], &xd[0], &w[0], stride, nb, rows, &out[0])
+}
+
 func vaxpy4(wide bool, o []float32, w *[4]float32, v0, v1, v2, v3 []float32) {
 	n := len(o)
 	v0, v1, v2, v3 = v0[:n], v1[:n], v2[:n], v3[:n]
@@ -301,6 +345,12 @@ func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]flo
 
 //go:noescape
 func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]float32)
+
+//go:noescape
+func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+//go:noescape
+func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
 
 //go:noescape
 func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)

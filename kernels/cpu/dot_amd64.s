@@ -853,3 +853,99 @@ done:
 	VMOVSS X7, 28(DI)
 	VZEROUPPER
 	RET
+
+// func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+//
+// f16dot4AVX512's lanes (one 16-lane chain, HSUM16) for rows consecutive
+// F16 weight rows of n halves each (n a multiple of 16), one row after the
+// other: the weights are read as one sequential stream.
+TEXT ·f16rowsAVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), R8
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), R10
+	MOVQ out+32(FP), DI
+	TESTQ R10, R10
+	JEQ   end
+
+row:
+	VXORPS Z0, Z0, Z0
+	XORQ   AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         rowdone
+	VCVTPH2PS   (R8)(AX*2), Z5
+	VFMADD231PS (SI)(AX*4), Z5, Z0
+	ADDQ        $16, AX
+	JMP         loop
+
+rowdone:
+	HSUM16(Z0, Y0, X0)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	LEAQ   (R8)(CX*2), R8
+	DECQ   R10
+	JNZ    row
+
+end:
+	VZEROUPPER
+	RET
+
+// func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
+//
+// The Q8_0 products of one activation row (Q8 blocks xq, xd; xc the
+// blocks' −128·Σq lanes, q8acts.c) with rows weight rows stride bytes
+// apart, one row after the other (one sequential stream): the integers of
+// q8dot4VNNI (lanes from xc, VPDPBUSD of w+128 with xq) and its float
+// steps, so the same bits.
+TEXT ·q8rowsVNNI(SB), NOSPLIT, $0-64
+	MOVQ xq+0(FP), SI
+	MOVQ xc+8(FP), R9
+	MOVQ xd+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ stride+32(FP), AX
+	MOVQ nb+40(FP), CX
+	MOVQ rows+48(FP), R10
+	MOVQ out+56(FP), DI
+	MOVL         $0x80808080, R11
+	VMOVD        R11, X12
+	VPBROADCASTD X12, Y12
+	TESTQ        R10, R10
+	JEQ          end
+
+row:
+	VXORPS Y0, Y0, Y0
+	XORQ   R11, R11 // 32·block
+	XORQ   R13, R13 // block
+	XORQ   R14, R14 // 34·block
+	TESTQ  CX, CX
+	JEQ    rowdone
+
+block:
+	VMOVDQU      (R9)(R11*1), Y6
+	VPXOR        2(R8)(R14*1), Y12, Y5
+	VPDPBUSD     (SI)(R11*1), Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DX)(R13*4), Y13
+	VPBROADCASTW (R8)(R14*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y13, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	ADDQ         $32, R11
+	ADDQ         $34, R14
+	INCQ         R13
+	CMPQ         R13, CX
+	JLT          block
+
+rowdone:
+	HSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   AX, R8
+	DECQ   R10
+	JNZ    row
+
+end:
+	VZEROUPPER
+	RET

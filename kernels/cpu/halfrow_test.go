@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/cloison/cloison/kernels"
@@ -157,5 +158,41 @@ func TestDecodeAllocsPerTask(t *testing.T) {
 			}
 		}
 		b.Close()
+	}
+}
+
+// TestF16Rows: the F16 decode kernel of whole weight blocks (f16rows) gives
+// every row the bits of the four-row kernel (which the scratch-block tiles
+// share), for lengths with and without a tail, and writes only its outputs.
+func TestF16Rows(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.f16rows == nil {
+		t.Skip("no F16 rows kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 15, 16, 17, 768, 1000} {
+		for _, rows := range []int{1, 2, 7, 24} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			w := make([]uint16, rows*n)
+			for i := range w {
+				w[i] = kernels.F32ToF16(float32(r.NormFloat64()))
+			}
+			out := make([]float32, rows+1)
+			out[rows] = -7
+			k.f16rows(x, w, out[:rows])
+			for i := range rows {
+				rw := w[i*n : (i+1)*n]
+				want, _, _, _ := k.f16dot1x4(x, rw, rw, rw, rw)
+				if math.Float32bits(out[i]) != math.Float32bits(want) {
+					t.Fatalf("n=%d rows=%d row %d: f16rows %v, four-row kernel %v", n, rows, i, out[i], want)
+				}
+			}
+			if out[rows] != -7 {
+				t.Fatalf("n=%d rows=%d: wrote past its outputs", n, rows)
+			}
+		}
 	}
 }

@@ -408,3 +408,177 @@ done:
 	VMOVSS X0, (DI)
 	VZEROUPPER
 	RET
+
+// VPERMW indices of q4krowsVNNI: table k (64 bytes) holds 16 words 2k
+// then 16 words 2k+1 (sub-block scales 2k and 2k+1 for the two halves of a
+// zmm).
+DATA q4kscidx<>+0(SB)/8, $0x0000000000000000
+DATA q4kscidx<>+8(SB)/8, $0x0000000000000000
+DATA q4kscidx<>+16(SB)/8, $0x0000000000000000
+DATA q4kscidx<>+24(SB)/8, $0x0000000000000000
+DATA q4kscidx<>+32(SB)/8, $0x0001000100010001
+DATA q4kscidx<>+40(SB)/8, $0x0001000100010001
+DATA q4kscidx<>+48(SB)/8, $0x0001000100010001
+DATA q4kscidx<>+56(SB)/8, $0x0001000100010001
+DATA q4kscidx<>+64(SB)/8, $0x0002000200020002
+DATA q4kscidx<>+72(SB)/8, $0x0002000200020002
+DATA q4kscidx<>+80(SB)/8, $0x0002000200020002
+DATA q4kscidx<>+88(SB)/8, $0x0002000200020002
+DATA q4kscidx<>+96(SB)/8, $0x0003000300030003
+DATA q4kscidx<>+104(SB)/8, $0x0003000300030003
+DATA q4kscidx<>+112(SB)/8, $0x0003000300030003
+DATA q4kscidx<>+120(SB)/8, $0x0003000300030003
+DATA q4kscidx<>+128(SB)/8, $0x0004000400040004
+DATA q4kscidx<>+136(SB)/8, $0x0004000400040004
+DATA q4kscidx<>+144(SB)/8, $0x0004000400040004
+DATA q4kscidx<>+152(SB)/8, $0x0004000400040004
+DATA q4kscidx<>+160(SB)/8, $0x0005000500050005
+DATA q4kscidx<>+168(SB)/8, $0x0005000500050005
+DATA q4kscidx<>+176(SB)/8, $0x0005000500050005
+DATA q4kscidx<>+184(SB)/8, $0x0005000500050005
+DATA q4kscidx<>+192(SB)/8, $0x0006000600060006
+DATA q4kscidx<>+200(SB)/8, $0x0006000600060006
+DATA q4kscidx<>+208(SB)/8, $0x0006000600060006
+DATA q4kscidx<>+216(SB)/8, $0x0006000600060006
+DATA q4kscidx<>+224(SB)/8, $0x0007000700070007
+DATA q4kscidx<>+232(SB)/8, $0x0007000700070007
+DATA q4kscidx<>+240(SB)/8, $0x0007000700070007
+DATA q4kscidx<>+248(SB)/8, $0x0007000700070007
+GLOBL q4kscidx<>(SB), RODATA|NOPTR, $256
+
+// func q4krowsVNNI(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32)
+//
+// q4kdotAVX2 for rows consecutive weight rows (nb super-blocks each, w
+// contiguous), out[r] for each, in one call (AVX-512 BW + VNNI). Per
+// 32 weight bytes a zmm holds their low nibbles (sub-block 2c) then their
+// high ones (2c+1) against 64 contiguous activations: one VPMADDUBSW (the
+// same int16 pairs as the two of q4kdotAVX2) and one VPDPWSSD with the two
+// sub-blocks' scales (VPERMW of the scale words); the two halves' int32
+// lanes are added at the end of the super-block. The integers are exact,
+// so lane l holds q4kdotAVX2's integer and the float steps are its own:
+// the same bits.
+TEXT ·q4krowsVNNI(SB), NOSPLIT, $0-56
+	MOVQ w+24(FP), R8
+	MOVQ rows+40(FP), R15
+	MOVQ out+48(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Z15
+	VMOVDQU64    q4kscidx<>+0(SB), Z24
+	VMOVDQU64    q4kscidx<>+64(SB), Z25
+	VMOVDQU64    q4kscidx<>+128(SB), Z26
+	VMOVDQU64    q4kscidx<>+192(SB), Z27
+	TESTQ        R15, R15
+	JEQ          end
+
+row:
+	MOVQ   xq+0(FP), SI
+	MOVQ   xd+8(FP), DX
+	MOVQ   bs+16(FP), R9
+	MOVQ   nb+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	TESTQ  CX, CX
+	JEQ    rowdone
+
+loop:
+	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
+	// AX = scales 0..7, R13 = mins 0..7, one byte each.
+	MOVL  4(R8), AX
+	MOVL  8(R8), BX
+	MOVL  12(R8), R10
+	MOVL  R10, R11
+	SHRL  $4, R11
+	ANDL  $0x0f0f0f0f, R11
+	MOVL  BX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R11
+	MOVL  BX, R13
+	ANDL  $0x3f3f3f3f, R13
+	ANDL  $0x0f0f0f0f, R10
+	MOVL  AX, R12
+	SHRL  $6, R12
+	ANDL  $0x03030303, R12
+	SHLL  $4, R12
+	ORL   R12, R10
+	ANDL  $0x3f3f3f3f, AX
+	SHLQ  $32, R10
+	ORQ   R10, AX
+	SHLQ  $32, R11
+	ORQ   R11, R13
+
+	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]).
+	VMOVQ       R13, X8
+	VPMOVZXBW   X8, X8
+	VPUNPCKLWD  X8, X8, X9
+	VPUNPCKHWD  X8, X8, X10
+	VINSERTI128 $1, X10, Y9, Y9
+	VMOVDQU     (R9), Y10
+	VPMADDWD    Y9, Y10, Y10
+	VCVTDQ2PS   Y10, Y10
+
+	VMOVQ        AX, X6
+	VPMOVZXBW    X6, X6
+	VPERMW       Z6, Z24, Z28
+	VPERMW       Z6, Z25, Z29
+	VPERMW       Z6, Z26, Z30
+	VPERMW       Z6, Z27, Z31
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU      16(R8), Y4
+	VPSRLW       $4, Y4, Y5
+	VINSERTI64X4 $1, Y5, Z4, Z4
+	VPANDD       Z15, Z4, Z4
+	VPMADDUBSW   0(SI), Z4, Z4
+	VPDPWSSD     Z28, Z4, Z1
+	VMOVDQU      48(R8), Y4
+	VPSRLW       $4, Y4, Y5
+	VINSERTI64X4 $1, Y5, Z4, Z4
+	VPANDD       Z15, Z4, Z4
+	VPMADDUBSW   64(SI), Z4, Z4
+	VPDPWSSD     Z29, Z4, Z1
+	VMOVDQU      80(R8), Y4
+	VPSRLW       $4, Y4, Y5
+	VINSERTI64X4 $1, Y5, Z4, Z4
+	VPANDD       Z15, Z4, Z4
+	VPMADDUBSW   128(SI), Z4, Z4
+	VPDPWSSD     Z30, Z4, Z1
+	VMOVDQU      112(R8), Y4
+	VPSRLW       $4, Y4, Y5
+	VINSERTI64X4 $1, Y5, Z4, Z4
+	VPANDD       Z15, Z4, Z4
+	VPMADDUBSW   192(SI), Z4, Z4
+	VPDPWSSD     Z31, Z4, Z1
+	VEXTRACTI64X4 $1, Z1, Y2
+	VPADDD       Y2, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMOVSS       (DX), X11
+	MOVWLZX      (R8), BX
+	VMOVD        BX, X12
+	VCVTPH2PS    X12, X12
+	VMULSS       X11, X12, X12
+	VBROADCASTSS X12, Y12
+	MOVWLZX      2(R8), BX
+	VMOVD        BX, X13
+	VCVTPH2PS    X13, X13
+	VMULSS       X11, X13, X13
+	VBROADCASTSS X13, Y13
+	VFMADD231PS  Y12, Y1, Y0
+	VFNMADD231PS Y13, Y10, Y0
+	ADDQ         $144, R8
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, R9
+	DECQ         CX
+	JNZ          loop
+
+rowdone:
+	KHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	DECQ   R15
+	JNZ    row
+
+end:
+	VZEROUPPER
+	RET

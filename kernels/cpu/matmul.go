@@ -151,6 +151,12 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 		if m.dt == kernels.BF16 {
 			dot4, dot1 = k.bf16dot1x4, k.bf16dot1x1
 		}
+		if m.dt == kernels.F16 && k.f16rows != nil {
+			// Every row of the block in one call, one after the other:
+			// the weights read as one sequential stream.
+			k.f16rows(x, m.u16[o*cols:o1*cols], out[o:o1])
+			o = o1
+		}
 		for ; o+4 <= o1; o += 4 {
 			out[o], out[o+1], out[o+2], out[o+3] = dot4(x, row(o), row(o+1), row(o+2), row(o+3))
 		}

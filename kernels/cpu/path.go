@@ -89,6 +89,11 @@ type kset struct {
 
 	f16dot1x1, bf16dot1x1 func(x []float32, w []uint16) float32
 	f16dot1x4, bf16dot1x4 func(x []float32, w0, w1, w2, w3 []uint16) (float32, float32, float32, float32)
+	// f16rows sets out[r] to f16dot1x4's product with the r-th of the
+	// len(out) consecutive F16 rows of w (len(x) halves each), with its
+	// bits, the rows one after the other in one call (decode; nil where the
+	// path has none).
+	f16rows func(x []float32, w []uint16, out []float32)
 
 	// Q8_0 with float activations (generic), nil where intQ8 is set.
 	q8dot1x1 func(x []float32, w []byte) float32
@@ -102,6 +107,12 @@ type kset struct {
 	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
 	// has none).
 	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
+	// q8rows sets out[i] to the product with the weight row at
+	// w[i·stride:] for every i < len(out), with q8i1x4's bits, from the
+	// activation row's −128·Σq lanes xc (q8acts.c), the rows one after the
+	// other in one call (decode; nil where the path has none, and then
+	// q8acts.c is not computed).
+	q8rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32)
 
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
@@ -111,6 +122,11 @@ type kset struct {
 	// generic (a nil one's weights take the float kernels, kset.hasInt).
 	q40i1x1          func(xq []int8, xd []float32, w []byte) float32
 	q4ki1x1, q6ki1x1 func(xq []int8, xd []float32, bs []int16, w []byte) float32
+
+	// q4krows sets out[r] to q4ki1x1's product with the r-th of the
+	// len(out) consecutive Q4_K weight rows of w, with its bits, in one
+	// call (decode; nil where the path has none).
+	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 
 	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
 	// order of dot1x4 (prefill register tiles; nil in generic).

@@ -14,8 +14,8 @@ import (
 // then every block contributes its exact integer dot product Σ w·q
 // (avx2: VPMADDUBSW of |w| and sign(w)·q then VPMADDWD with ones; VNNI:
 // VPDPBUSD of the weights biased to unsigned, w+128, with q, from the
-// block's −128·Σq computed once for eight weight rows (q8dot8VNNI) or
-// four: 3 instructions per block and row instead of 5), scaled by
+// block's −128·Σq computed once per activation row (q8Corr, for the decode
+// kernel q8rowsVNNI), for eight weight rows (q8dot8VNNI) or four: 3 instructions per block and row instead of 5), scaled by
 // round32(d_w·d_x):
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
@@ -32,11 +32,15 @@ import (
 type q8acts struct {
 	q []int8    // rows × cols
 	d []float32 // rows × cols/32
+	// c: rows × cols/4, −128·Σ of every 4 consecutive q (the start of a
+	// Q8 block's VPDPBUSD lanes), where the path has q8rows.
+	c []int32
 	k *q8kActs
 
 	// Pooled storage behind q, d and k.
 	bq []int8
 	bd []float32
+	bc []int32
 	bk q8kActs
 }
 
@@ -72,10 +76,14 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.k = nil, nil, nil
+	a.q, a.d, a.c, a.k = nil, nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
+		if b.k.q8rows != nil {
+			a.c = growAny(a.bc, x.rows*x.cols/4)
+			a.bc = a.c
+		}
 	}
 	if q8k {
 		k := &a.bk
@@ -84,7 +92,11 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	}
 	b.eachRow(x.rows, x.cols, func(r int) {
 		if q8 {
-			quantizeRowQ8(a.q[r*x.cols:(r+1)*x.cols], a.d[r*nb:(r+1)*nb], x.row(r))
+			q := a.q[r*x.cols : (r+1)*x.cols]
+			quantizeRowQ8(q, a.d[r*nb:(r+1)*nb], x.row(r))
+			if a.c != nil {
+				q8Corr(a.c[r*x.cols/4:(r+1)*x.cols/4], q)
+			}
 		}
 		if k := a.k; k != nil {
 			quantizeRowQ8K(k.q[r*x.cols:(r+1)*x.cols], k.d[r*x.cols/256:(r+1)*x.cols/256], k.bs[r*x.cols/16:(r+1)*x.cols/16], x.row(r))
@@ -116,6 +128,15 @@ func quantizeRowQ8(q []int8, d []float32, x []float32) {
 			r := float32(float32(v*id)+magic) - magic
 			qb[j] = int8(max(-127, min(127, int32(r))))
 		}
+	}
+}
+
+// q8Corr sets c[i] = −128·(q[4i]+q[4i+1]+q[4i+2]+q[4i+3]): the start of
+// the VPDPBUSD lanes of weights biased to unsigned (w+128), so that each
+// lane ends at the exact Σ w·q of its 4 products.
+func q8Corr(c []int32, q []int8) {
+	for i := range c {
+		c[i] = -128 * (int32(q[4*i]) + int32(q[4*i+1]) + int32(q[4*i+2]) + int32(q[4*i+3]))
 	}
 }
 
@@ -166,6 +187,12 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 			out := dst.row(r)
 			o := o0
+			if k.q8rows != nil && acts.c != nil {
+				// Every row of the block in one call, one after the
+				// other: one sequential weight stream.
+				k.q8rows(xq, acts.c[r*cols/4:(r+1)*cols/4], xd, m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, out[o0:o1])
+				continue
+			}
 			if k.q8i8 != nil {
 				for ; o+8 <= o1; o += 8 {
 					o8 := k.q8i8(xq, xd, m.data[o*m.rowBytes:(o+8)*m.rowBytes], m.rowBytes)
@@ -197,6 +224,10 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		for r := r0; r < r1; r++ {
 			xq, xd, bs := a.q[r*cols:(r+1)*cols], a.d[r*nb:(r+1)*nb], a.bs[r*cols/16:(r+1)*cols/16]
 			out := dst.row(r)
+			if m.dt == kernels.Q4_K && k.q4krows != nil {
+				k.q4krows(xq, xd, bs, m.data[o0*m.rowBytes:o1*m.rowBytes], out[o0:o1])
+				continue
+			}
 			for o := o0; o < o1; o++ {
 				out[o] = dot(xq, xd, bs, row(o))
 			}

@@ -104,3 +104,51 @@ func TestQ8Eight(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8Rows: the decode kernel of whole weight blocks (q8rows) gives every
+// row the bits of the four-row kernel, for any row count, block count and
+// row stride, and writes only its outputs.
+func TestQ8Rows(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.q8rows == nil {
+		t.Skip("no q8rows kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, nb := range []int{1, 2, 3, 24, 64} {
+		for _, rows := range []int{1, 2, 3, 5, 24} {
+			for _, pad := range []int{0, 6} {
+				stride := nb*34 + pad
+				x := make([]float32, nb*32)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				xq, xd, xc := make([]int8, nb*32), make([]float32, nb), make([]int32, nb*8)
+				quantizeRowQ8(xq, xd, x)
+				q8Corr(xc, xq)
+				w := make([]byte, rows*stride)
+				for i := range w {
+					w[i] = byte(r.IntN(256))
+				}
+				for row := range rows {
+					for b := range nb {
+						h := uint16(0x2c00 + r.IntN(0x2000))
+						w[row*stride+b*34], w[row*stride+b*34+1] = byte(h), byte(h>>8)
+					}
+				}
+				got := make([]float32, rows+1)
+				got[rows] = -7
+				k.q8rows(xq, xc, xd, w[:(rows-1)*stride+nb*34], stride, got[:rows])
+				for i := range rows {
+					rw := w[i*stride : i*stride+nb*34]
+					want, _, _, _ := k.q8i1x4(xq, xd, rw, rw, rw, rw)
+					if !same(got[i], want) {
+						t.Fatalf("nb=%d rows=%d stride=%d row %d: q8rows %v, four-row %v", nb, rows, stride, i, got[i], want)
+					}
+				}
+				if got[rows] != -7 {
+					t.Fatalf("nb=%d rows=%d: wrote past its outputs", nb, rows)
+				}
+			}
+		}
+	}
+}
