@@ -43,25 +43,6 @@ func TestToolsStrictAuto(t *testing.T) {
 	tools := strictly(unitTool) + `,` + strictly(alarmTool)
 	respTools := `{"type":"function","name":"set_unit","strict":true,"parameters":{"type":"object","properties":{"unit":{"enum":["celsius","fahrenheit"]}},"required":["unit"],"additionalProperties":false}},` +
 		`{"type":"function","name":"set_alarm","strict":true,"parameters":{"type":"object","properties":{"on":{"type":"boolean"}},"required":["on"],"additionalProperties":false}}`
-	checkArgs := func(t *testing.T, name, args string) {
-		t.Helper()
-		var a map[string]any
-		if err := json.Unmarshal([]byte(args), &a); err != nil {
-			t.Fatalf("arguments %q are not JSON: %v", args, err)
-		}
-		switch name {
-		case "set_unit":
-			if u, _ := a["unit"].(string); len(a) != 1 || (u != "celsius" && u != "fahrenheit") {
-				t.Fatalf("set_unit arguments %q do not match the schema", args)
-			}
-		case "set_alarm":
-			if _, ok := a["on"].(bool); len(a) != 1 || !ok {
-				t.Fatalf("set_alarm arguments %q do not match the schema", args)
-			}
-		default:
-			t.Fatalf("call of %q, not an offered function", name)
-		}
-	}
 	for _, fam := range []struct {
 		name, file, eos string
 		call            bool // the model opens a call

@@ -183,19 +183,7 @@ func vhalf1x4(wide, bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, 
 			f16dot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nv, &out)
 		}
 	}
-	s0, s1, s2, s3 = out[0], out[1], out[2], out[3]
-	dec := func(h uint16) float32 { return f16tab[h] }
-	if bf {
-		dec = bf16
-	}
-	for i := nv; i < n; i++ {
-		v := x[i]
-		s0 += float32(v * dec(w0[i]))
-		s1 += float32(v * dec(w1[i]))
-		s2 += float32(v * dec(w2[i]))
-		s3 += float32(v * dec(w3[i]))
-	}
-	return
+	return halfTail4(bf, x, w0, w1, w2, w3, nv, out)
 }
 
 // vq8i1x4 is the Q8_0 product of quantized activations (q8.go) with four

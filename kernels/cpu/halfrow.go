@@ -13,3 +13,23 @@ func (k *kset) dequantRow(m *matrix, dst []float32, r int) {
 	}
 	m.dequantRow(dst, r)
 }
+
+// halfTail4 finishes a four-row half-precision dot product whose first nv
+// elements a vector kernel summed into out: the remaining elements are
+// added in order, each weight decoded as the vector kernels decode it
+// (f16tab, bf16), so every path's tail has the same bits.
+func halfTail4(bf bool, x []float32, w0, w1, w2, w3 []uint16, nv int, out [4]float32) (s0, s1, s2, s3 float32) {
+	s0, s1, s2, s3 = out[0], out[1], out[2], out[3]
+	dec := func(h uint16) float32 { return f16tab[h] }
+	if bf {
+		dec = bf16
+	}
+	for i := nv; i < len(x); i++ {
+		v := x[i]
+		s0 += float32(v * dec(w0[i]))
+		s1 += float32(v * dec(w1[i]))
+		s2 += float32(v * dec(w2[i]))
+		s3 += float32(v * dec(w3[i]))
+	}
+	return
+}
