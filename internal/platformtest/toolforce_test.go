@@ -213,21 +213,21 @@ func TestChatToolChoiceForced(t *testing.T) {
 // checkArgs fails t unless args are JSON arguments of one of the two
 // offered functions (set_unit, set_alarm) that match its schema.
 func checkArgs(t *testing.T, name, args string) {
-		t.Helper()
-		var a map[string]any
-		if err := json.Unmarshal([]byte(args), &a); err != nil {
-			t.Fatalf("arguments %q are not JSON: %v", args, err)
-		}
-		switch name {
-		case "set_unit":
-			if u, _ := a["unit"].(string); len(a) != 1 || (u != "celsius" && u != "fahrenheit") {
-				t.Fatalf("set_unit arguments %q do not match the schema", args)
-			}
-		case "set_alarm":
-			if _, ok := a["on"].(bool); len(a) != 1 || !ok {
-				t.Fatalf("set_alarm arguments %q do not match the schema", args)
-			}
-		default:
-			t.Fatalf("call of %q, not an offered function", name)
-		}
+	t.Helper()
+	var a map[string]any
+	if err := json.Unmarshal([]byte(args), &a); err != nil {
+		t.Fatalf("arguments %q are not JSON: %v", args, err)
 	}
+	switch name {
+	case "set_unit":
+		if u, _ := a["unit"].(string); len(a) != 1 || (u != "celsius" && u != "fahrenheit") {
+			t.Fatalf("set_unit arguments %q do not match the schema", args)
+		}
+	case "set_alarm":
+		if _, ok := a["on"].(bool); len(a) != 1 || !ok {
+			t.Fatalf("set_alarm arguments %q do not match the schema", args)
+		}
+	default:
+		t.Fatalf("call of %q, not an offered function", name)
+	}
+}
