@@ -39,7 +39,30 @@ func quantizeRowQ8KRef(q []int8, d []float32, bs []int16, x []float32) {
 	}
 }
 
-// TestQuantizeRowQ8K: the integer-max quantizer gives the reference's bits
+// quantizeRowQ8Ref is quantizeRowQ8 as first written (Go's float max).
+func quantizeRowQ8Ref(q []int8, d []float32, x []float32) {
+	for b := range d {
+		xb := x[b*32 : b*32+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		dd := amax / 127
+		var id float32
+		if dd != 0 {
+			id = 1 / dd
+		}
+		d[b] = dd
+		qb := q[b*32 : b*32+32]
+		for j, v := range xb {
+			const magic = 12582912
+			r := float32(float32(v*id)+magic) - magic
+			qb[j] = int8(max(-127, min(127, int32(r))))
+		}
+	}
+}
+
+// TestQuantizeRowQ8K: the integer-max quantizers (Q8_K and Q8) give the reference's bits
 // (scales, quants, sums) on random rows, rows with zeros, signed zeros,
 // infinities, subnormals and NaNs in one block of several.
 func TestQuantizeRowQ8K(t *testing.T) {
@@ -80,6 +103,19 @@ func TestQuantizeRowQ8K(t *testing.T) {
 		}
 		if !slices.Equal(q, wq) || !slices.Equal(bs, wbs) {
 			t.Fatalf("it %d: quants or sums differ from the reference", it)
+		}
+		// Q8 blocks of 32 (quantizeRowQ8), on the same rows.
+		q8, d8 := make([]int8, n), make([]float32, n/32)
+		w8, wd8 := make([]int8, n), make([]float32, n/32)
+		quantizeRowQ8(q8, d8, x)
+		quantizeRowQ8Ref(w8, wd8, x)
+		for i := range d8 {
+			if math.Float32bits(d8[i]) != math.Float32bits(wd8[i]) {
+				t.Fatalf("it %d Q8 block %d: scale %v, want %v", it, i, d8[i], wd8[i])
+			}
+		}
+		if !slices.Equal(q8, w8) {
+			t.Fatalf("it %d: Q8 quants differ from the reference", it)
 		}
 	}
 }
