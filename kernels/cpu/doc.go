@@ -89,5 +89,22 @@
 // tiling), its score tile spending most of its instructions on the lane
 // sums of dot1x4's order.
 //
+// What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s;
+// cloisonctl bench, 8 layers d=768 ffn 2048 vocab 8192, prompt 16, 32
+// decode steps, 1 thread, avx512, AMD EPYC with AVX-512 VNNI, 2 vCPUs at
+// load ≈ 8.5, decode tok/cpu-s, both builds in one run): 16 sequences ÷ one
+// F16 5.8× (5.5× before), Q8_0 4.6× (4.1×), Q4_K 2.15× (2.0×). The 16-row
+// products are compute-bound in the register tiles, one fixed-order
+// accumulator per output (what keeps batch invariance): F16 spends ~46% of
+// a step in the 4×4 float tile and ~28% converting its weight blocks
+// (VCVTPH2PS, the first touch of the weights from memory), Q8_0 most in the
+// 4×4 VNNI tile, Q4_K ~74% in the 8-row VNNI tile. One sequence reads few
+// bytes per weight (Q4_K 4.5 bits), so the ratio falls with the bits per
+// weight. The rest of a step: attention per sequence (~5–9%), activation
+// quantization (Q8_K 6–8% for Q4_K, after an integer block maximum halved
+// it), SwiGLU (~3%, 16 lanes by expSub). Not yet tried: prefetching the
+// next weight block inside the tile (to hide the F16 conversion's memory
+// stall), wider Q4_K/Q8_0 tiles for M ≤ 16.
+//
 // Driving loop: see package kernels.
 package cpu
