@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/kernels"
@@ -295,6 +296,18 @@ func TestTile(t *testing.T) {
 				for j, s := range []float32{s0, s1, s2, s3} {
 					if !same(out[4*i+j], s) {
 						t.Fatalf("%s n=%d tile[%d][%d]: got %v, want dot1x4's %v", p, n, i, j, out[4*i+j], s)
+					}
+				}
+			}
+			if k.tilePF != nil {
+				// The prefetching tile (F16/BF16 decode batches) gives the
+				// same bits, whatever it prefetches.
+				pf := make([]byte, 2*n)
+				var outPF [16]float32
+				k.tilePF(&xs, &ws, &outPF, unsafe.Pointer(&pf[0]))
+				for i := range k.tileRows * 4 {
+					if !same(outPF[i], out[i]) {
+						t.Fatalf("%s n=%d tilePF[%d]: got %v, want tile's %v", p, n, i, outPF[i], out[i])
 					}
 				}
 			}
