@@ -30,7 +30,8 @@
 //     is a product of that many rows: each weight block is read once for
 //     all of them. F16 and BF16 blocks of such a product are converted with
 //     VCVTPH2PS / a shift (halfrow_amd64.go; a table load per weight cost
-//     more than 16 rows of products), and a decode product allocates
+//     more than 16 rows of products), on avx512 after the tiles of the
+//     block before prefetched them (dot4x4pfAVX512), and a decode product allocates
 //     nothing per task (TestDecodeAllocsPerTask).
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
@@ -92,19 +93,20 @@
 // What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s;
 // cloisonctl bench, 8 layers d=768 ffn 2048 vocab 8192, prompt 16, 32
 // decode steps, 1 thread, avx512, AMD EPYC with AVX-512 VNNI, 2 vCPUs at
-// load ≈ 8.5, decode tok/cpu-s, both builds in one run): 16 sequences ÷ one
-// F16 5.8× (5.5× before), Q8_0 4.6× (4.1×), Q4_K 2.15× (2.0×). The 16-row
-// products are compute-bound in the register tiles, one fixed-order
-// accumulator per output (what keeps batch invariance): F16 spends ~46% of
-// a step in the 4×4 float tile and ~28% converting its weight blocks
-// (VCVTPH2PS, the first touch of the weights from memory), Q8_0 most in the
-// 4×4 VNNI tile, Q4_K ~74% in the 8-row VNNI tile. One sequence reads few
-// bytes per weight (Q4_K 4.5 bits), so the ratio falls with the bits per
-// weight. The rest of a step: attention per sequence (~5–9%), activation
-// quantization (Q8_K 6–8% for Q4_K, after an integer block maximum halved
-// it), SwiGLU (~3%, 16 lanes by expSub). Not yet tried: prefetching the
-// next weight block inside the tile (to hide the F16 conversion's memory
-// stall), wider Q4_K/Q8_0 tiles for M ≤ 16.
+// load 9–11, decode tok/cpu-s, both builds in one run): 16 sequences ÷ one
+// F16 6.9× (5.6× before: 481 ÷ 70 tok/cpu-s), Q8_0 4.3× (4.2×: 508 ÷ 119),
+// Q4_K 2.7× (2.0×: 858 ÷ 320). The 16-row products are compute-bound in
+// the register tiles, one fixed-order accumulator per output (what keeps
+// batch invariance): F16 spends about half a step in the 4×4 float tile
+// and converts its weight blocks (VCVTPH2PS) while the tiles of the block
+// before prefetch them (before, the conversion stalled on memory, 28% of
+// the step); Q8_0 most in the 4×4 VNNI tile; Q4_K about 74% in the 8-row
+// VNNI tile. One sequence reads few bytes per weight (Q4_K 4.5 bits), so
+// the ratio falls with the bits per weight. The rest of a step: attention
+// per sequence (5–9%), activation quantization (Q8_K 6–8% of a Q4_K step
+// after an integer block maximum halved it), SwiGLU (about 3%, 16 lanes by
+// expSub). Not yet tried: wider Q8_0 and Q4_K tiles for 16 rows, weights
+// repacked for the VNNI tiles.
 //
 // Driving loop: see package kernels.
 package cpu
