@@ -35,12 +35,17 @@ type benchConfig struct {
 // benchResult is one measured (threads, prompt, batch) point: the best of
 // the repetitions for prefill and for decode.
 type benchResult struct {
-	Threads      int     `json:"threads"`
-	Prompt       int     `json:"prompt_tokens"`
-	Batch        int     `json:"batch"`
-	PrefillTokS  float64 `json:"prefill_tok_s"`
-	DecodeSteps  int     `json:"decode_steps"`
-	DecodeTokS   float64 `json:"decode_tok_s"`
+	Threads     int     `json:"threads"`
+	Prompt      int     `json:"prompt_tokens"`
+	Batch       int     `json:"batch"`
+	PrefillTokS float64 `json:"prefill_tok_s"`
+	DecodeSteps int     `json:"decode_steps"`
+	DecodeTokS  float64 `json:"decode_tok_s"`
+	// DecodeTokCPU is batch·steps per second of the process's CPU time
+	// over the decode steps of the best repetition by CPU time (0 where the
+	// platform does not say): on a shared machine it varies far less than
+	// wall time, and with --threads 1 it is one core's rate.
+	DecodeTokCPU float64 `json:"decode_tok_cpu_s,omitempty"`
 	PrefillMilli float64 `json:"prefill_ms"`
 	DecodeMilli  float64 `json:"decode_ms"`
 	// Logits (--logits) are sequence 0's logits at its last prompt token
@@ -234,7 +239,7 @@ func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLo
 			res.Logits = slices.Clone(logits[0])
 		}
 		next := make([][]int32, batch)
-		t0 = time.Now()
+		t0, c0 := time.Now(), cpuTime()
 		for range decode {
 			for i := range next {
 				next[i] = []int32{argmax(logits[i])}
@@ -243,7 +248,7 @@ func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLo
 				return res, err
 			}
 		}
-		dec := time.Since(t0)
+		dec, cdec := time.Since(t0), cpuTime()-c0
 		for _, l := range leases {
 			if err := pool.Release(l); err != nil {
 				return res, err
@@ -257,6 +262,9 @@ func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLo
 			if ms := dec.Seconds() * 1e3; rep == 0 || ms < res.DecodeMilli {
 				res.DecodeMilli = ms
 				res.DecodeTokS = float64(batch*decode) / dec.Seconds()
+			}
+			if c := float64(batch*decode) / cdec.Seconds(); cdec > 0 && c > res.DecodeTokCPU {
+				res.DecodeTokCPU = c
 			}
 		}
 	}
@@ -326,9 +334,9 @@ func writeBench(w io.Writer, rep *benchReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "model %s\ncpu %s (paths %v), path %s\n", rep.Model, rep.CPU, rep.Paths, rep.Path)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "threads\tprompt\tbatch\tprefill tok/s\tdecode steps\tdecode tok/s")
+	fmt.Fprintln(tw, "threads\tprompt\tbatch\tprefill tok/s\tdecode steps\tdecode tok/s\tdecode tok/cpu-s")
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%d\t%.1f\n", r.Threads, r.Prompt, r.Batch, r.PrefillTokS, r.DecodeSteps, r.DecodeTokS)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%d\t%.1f\t%.1f\n", r.Threads, r.Prompt, r.Batch, r.PrefillTokS, r.DecodeSteps, r.DecodeTokS, r.DecodeTokCPU)
 	}
 	return tw.Flush()
 }

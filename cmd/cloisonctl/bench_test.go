@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,9 @@ func TestBenchCommand(t *testing.T) {
 	for _, r := range rep.Results {
 		if r.PrefillTokS <= 0 || r.DecodeTokS <= 0 || r.DecodeSteps != 4 {
 			t.Fatalf("result %+v", r)
+		}
+		if runtime.GOOS == "linux" && r.DecodeTokCPU <= 0 {
+			t.Fatalf("no decode tok/cpu-s on linux: %+v", r)
 		}
 	}
 	for _, r := range rep.Results {

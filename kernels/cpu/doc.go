@@ -47,7 +47,8 @@
 //     is a product of that many rows: each weight block is read once for
 //     all of them. F16 and BF16 blocks of such a product are converted with
 //     VCVTPH2PS / a shift (halfrow_amd64.go; a table load per weight cost
-//     more than 16 rows of products), and a decode product allocates
+//     more than 16 rows of products), on avx512 after the tiles of the
+//     block before prefetched them (dot4x4pfAVX512), and a decode product allocates
 //     nothing per task (TestDecodeAllocsPerTask).
 //   - One-row (decode) products are bound by how the weight stream is
 //     read, not by instructions. F16 on avx512 reads a task's rows one
@@ -123,6 +124,24 @@
 // attention takes about 30% of a Q8_0 prefill (56% before the flash
 // tiling), its score tile spending most of its instructions on the lane
 // sums of dot1x4's order.
+//
+// What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s;
+// cloisonctl bench, 8 layers d=768 ffn 2048 vocab 8192, prompt 16, 32
+// decode steps, 1 thread, avx512, AMD EPYC with AVX-512 VNNI, 2 vCPUs at
+// load 9–11, decode tok/cpu-s, both builds in one run): 16 sequences ÷ one
+// F16 6.9× (5.6× before: 481 ÷ 70 tok/cpu-s), Q8_0 4.3× (4.2×: 508 ÷ 119),
+// Q4_K 2.7× (2.0×: 858 ÷ 320). The 16-row products are compute-bound in
+// the register tiles, one fixed-order accumulator per output (what keeps
+// batch invariance): F16 spends about half a step in the 4×4 float tile
+// and converts its weight blocks (VCVTPH2PS) while the tiles of the block
+// before prefetch them (before, the conversion stalled on memory, 28% of
+// the step); Q8_0 most in the 4×4 VNNI tile; Q4_K about 74% in the 8-row
+// VNNI tile. One sequence reads few bytes per weight (Q4_K 4.5 bits), so
+// the ratio falls with the bits per weight. The rest of a step: attention
+// per sequence (5–9%), activation quantization (Q8_K 6–8% of a Q4_K step
+// after an integer block maximum halved it), SwiGLU (about 3%, 16 lanes by
+// expSub). Not yet tried: wider Q8_0 and Q4_K tiles for 16 rows, weights
+// repacked for the VNNI tiles.
 //
 // Driving loop: see package kernels.
 package cpu

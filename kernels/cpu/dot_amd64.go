@@ -95,6 +95,9 @@ func vset(p Path, wide bool) *kset {
 		k.tileRows = 4
 	}
 	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
+	if wide {
+		k.tilePF = vtilePF
+	}
 	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
 	if wide {
 		k.expSub = vexpSub

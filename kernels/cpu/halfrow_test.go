@@ -71,9 +71,16 @@ func TestHalfRow(t *testing.T) {
 
 // TestHalfDecodeBatch: a decode batch of F16 and BF16 weights (rows decoded
 // to scratch blocks) gives every row the bits of the row computed alone (in
-// registers), on every path.
+// registers), on every path: 5 rows of 100 (tails everywhere) and the 16
+// rows of 768 a d=768 decode batch runs (whole register tiles, each
+// prefetching the next weight block on avx512).
 func TestHalfDecodeBatch(t *testing.T) {
-	const rows, cols, n = 5, 100, 53
+	for _, sh := range []struct{ rows, cols, n int }{{5, 100, 53}, {16, 768, 80}} {
+		halfDecodeBatch(t, sh.rows, sh.cols, sh.n)
+	}
+}
+
+func halfDecodeBatch(t *testing.T, rows, cols, n int) {
 	for _, p := range Paths() {
 		b, err := NewWithPath(kernels.Options{Threads: 2}, p)
 		if err != nil {
@@ -112,7 +119,7 @@ func TestHalfDecodeBatch(t *testing.T) {
 				}
 				for o, v := range Data(d1) {
 					if math.Float32bits(v) != math.Float32bits(batch[r*n+o]) {
-						t.Fatalf("%s %v row %d out %d: alone %v, in the batch %v", p, dt, r, o, v, batch[r*n+o])
+						t.Fatalf("%s %v %d×%d row %d out %d: alone %v, in the batch %v", p, dt, rows, cols, r, o, v, batch[r*n+o])
 					}
 				}
 			}

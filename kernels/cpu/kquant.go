@@ -1,6 +1,10 @@
 package cpu
 
-import "github.com/cloison/cloison/kernels"
+import (
+	"math"
+
+	"github.com/cloison/cloison/kernels"
+)
 
 // Integer products of the other block types (vector paths), as llama.cpp's
 // ggml_vec_dot_q4_0_q8_0, ggml_vec_dot_q4_K_q8_K and ggml_vec_dot_q6_K_q8_K
@@ -36,34 +40,60 @@ type q8kActs struct {
 }
 
 // quantizeRowQ8K quantizes x to Q8_K blocks: q (len(x) values), one scale
-// d per 256 values, bs the sum of every 16 values of q.
+// d per 256 values, bs the sum of every 16 values of q. The block maximum
+// is taken on the bits of |v| (for non-negative floats their order as
+// integers, a branch-free max); a block holding a NaN takes
+// quantizeBlockQ8K's float max, so every bit is that of
+// quantizeBlockQ8K (TestQuantizeRowQ8K).
 func quantizeRowQ8K(q []int8, d []float32, bs []int16, x []float32) {
 	for b := range d {
-		xb := x[b*256 : b*256+256]
-		var amax float32
+		xb := (*[256]float32)(x[b*256 : b*256+256])
+		var m uint32
 		for _, v := range xb {
-			amax = max(amax, abs32(v))
+			m = max(m, math.Float32bits(v)&^(1<<31))
 		}
-		dd := amax / 127
-		var id float32
-		if dd != 0 {
-			id = 1 / dd
+		qb := (*[256]int8)(q[b*256 : b*256+256])
+		bb := (*[16]int16)(bs[b*16 : b*16+16])
+		if m > 0x7f800000 { // a NaN
+			d[b] = quantizeBlockQ8K(qb, bb, xb)
+			continue
 		}
-		d[b] = dd
-		qb := q[b*256 : b*256+256]
-		for j, v := range xb {
+		d[b] = quantizeScaledQ8K(qb, bb, xb, math.Float32frombits(m))
+	}
+}
+
+// quantizeBlockQ8K quantizes one block of 256 and returns its scale
+// (the reference order: Go's float max).
+func quantizeBlockQ8K(q *[256]int8, bs *[16]int16, x *[256]float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	return quantizeScaledQ8K(q, bs, x, amax)
+}
+
+// quantizeScaledQ8K quantizes one block of 256 whose largest magnitude is
+// amax and returns its scale.
+func quantizeScaledQ8K(q *[256]int8, bs *[16]int16, x *[256]float32, amax float32) float32 {
+	dd := amax / 127
+	var id float32
+	if dd != 0 {
+		id = 1 / dd
+	}
+	for g := range 16 {
+		var s int32
+		xg := (*[16]float32)(x[g*16 : g*16+16])
+		qg := (*[16]int8)(q[g*16 : g*16+16])
+		for j, v := range xg {
 			const magic = 12582912 // round half even, as quantizeRowQ8
 			r := float32(float32(v*id)+magic) - magic
-			qb[j] = int8(max(-127, min(127, int32(r))))
+			c := max(-127, min(127, int32(r)))
+			qg[j] = int8(c)
+			s += c
 		}
-		for g := range 16 {
-			var s int16
-			for _, v := range qb[g*16 : g*16+16] {
-				s += int16(v)
-			}
-			bs[b*16+g] = s
-		}
+		bs[g] = int16(s)
 	}
+	return dd
 }
 
 // needsQ8 and needsQ8K report which activation quantizations the products

@@ -111,7 +111,7 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	cols := m.cols
 	if m.dt == kernels.F32 {
 		w := func(o int) []float32 { return m.f32[o*cols : (o+1)*cols] }
-		k.floatBlock(dst, x, w, r0, r1, o0, o1)
+		k.floatBlock(dst, x, w, r0, r1, o0, o1, nil)
 		return
 	}
 	if r1-r0 == 1 && k.inRegister(m.dt) {
@@ -127,7 +127,15 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		k.dequantRow(m, s.q[(o-o0)*cols:(o-o0+1)*cols], o)
 	}
 	w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
-	k.floatBlock(dst, x, w, r0, r1, o0, o1)
+	// The tiles prefetch the next block of F16/BF16 weights (the block a
+	// following task converts) while they compute: its conversion would
+	// otherwise stall on memory.
+	var pf []byte
+	if (m.dt == kernels.F16 || m.dt == kernels.BF16) && o1 < m.rows {
+		next := m.u16[o1*cols : min(m.rows, 2*o1-o0)*cols]
+		pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
+	}
+	k.floatBlock(dst, x, w, r0, r1, o0, o1, pf)
 	scratchPool.Put(s)
 }
 
@@ -167,7 +175,10 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 }
 
 // floatBlock computes a block of outputs from float32 weight rows w(o).
-func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int) {
+//
+// pf (may be nil) is memory the register tiles prefetch while they
+// compute, 2·cols bytes a tile; the results do not depend on it.
+func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int, pf []byte) {
 	r := r0
 	if k.tile != nil && r1-r0 >= k.tileRows {
 		// Register tiles of tileRows × 4 outputs: each weight vector loaded
@@ -182,7 +193,12 @@ func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o
 			o := o0
 			for ; o+4 <= o1; o += 4 {
 				ws = [4][]float32{w(o), w(o + 1), w(o + 2), w(o + 3)}
-				k.tile(&xs, &ws, &out)
+				if span := 2 * len(xs[0]); k.tilePF != nil && len(pf) >= span {
+					k.tilePF(&xs, &ws, &out, unsafe.Pointer(&pf[0]))
+					pf = pf[span:]
+				} else {
+					k.tile(&xs, &ws, &out)
+				}
 				for i := range k.tileRows {
 					copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
 				}

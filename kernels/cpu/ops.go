@@ -172,7 +172,49 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 
 // SwiGLU sets dst = silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor) error {
+	if b.k.expSub != nil {
+		ts, err := b.sameShape("swiglu", dst, gate, up)
+		if err != nil {
+			return err
+		}
+		d, g, u := ts[0], ts[1], ts[2]
+		b.eachRow(d.rows, d.cols, func(r int) { b.k.siluRow(d.row(r), g.row(r), u.row(r)) })
+		return nil
+	}
 	return b.gated("swiglu", dst, gate, up, silu)
+}
+
+// siluChunk is the number of exponentials siluRow computes per expSub call
+// (a stack buffer: no allocation per row).
+const siluChunk = 256
+
+// siluRow sets out[i] = silu(g[i])·u[i] (u nil: silu(g[i])) with the bits
+// of silu: expf(−g) by the path's vector exponential (expf's bits), then
+// the same float32 division and product. out may alias g or u.
+func (k *kset) siluRow(out, g, u []float32) {
+	var e [siluChunk]float32
+	g = g[:len(out)]
+	if u != nil {
+		u = u[:len(out)]
+	}
+	for c := 0; c < len(out); c += siluChunk {
+		n := min(siluChunk, len(out)-c)
+		es := e[:n]
+		for i := range es {
+			es[i] = -g[c+i]
+		}
+		k.expSub(es, 0) // −g − 0 is −g, signed zeros and NaN included
+		if u == nil {
+			for i, v := range es {
+				out[c+i] = g[c+i] / (1 + v)
+			}
+			continue
+		}
+		for i, v := range es {
+			s := g[c+i] / (1 + v)
+			out[c+i] = s * u[c+i]
+		}
+	}
 }
 
 // gated sets dst = act(gate) ⊙ up, row by row on the workers.
@@ -199,6 +241,10 @@ func (b *Backend) SiLU(dst, x kernels.Tensor) error {
 		return err
 	}
 	d, xt := ts[0], ts[1]
+	if b.k.expSub != nil {
+		b.eachRow(d.rows, d.cols, func(r int) { b.k.siluRow(d.row(r), xt.row(r), nil) })
+		return nil
+	}
 	b.eachRow(d.rows, d.cols, func(r int) {
 		out, in := d.row(r), xt.row(r)
 		in = in[:len(out)]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"unsafe"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/kernels"
@@ -130,7 +131,10 @@ type kset struct {
 
 	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
 	// order of dot1x4 (prefill register tiles; nil in generic).
-	tile     func(x *[4][]float32, w *[4][]float32, out *[16]float32)
+	tile func(x *[4][]float32, w *[4][]float32, out *[16]float32)
+	// tilePF is tile that also prefetches the 2·len(x[0]) bytes at pf (nil:
+	// use tile); the same bits.
+	tilePF   func(x *[4][]float32, w *[4][]float32, out *[16]float32, pf unsafe.Pointer)
 	tileRows int
 
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per

@@ -2,10 +2,12 @@ package cpu
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/kernels"
@@ -302,6 +304,18 @@ func TestTile(t *testing.T) {
 					}
 				}
 			}
+			if k.tilePF != nil {
+				// The prefetching tile (F16/BF16 decode batches) gives the
+				// same bits, whatever it prefetches.
+				pf := make([]byte, 2*n)
+				var outPF [16]float32
+				k.tilePF(&xs, &ws, &outPF, unsafe.Pointer(&pf[0]))
+				for i := range k.tileRows * 4 {
+					if !same(outPF[i], out[i]) {
+						t.Fatalf("%s n=%d tilePF[%d]: got %v, want tile's %v", p, n, i, outPF[i], out[i])
+					}
+				}
+			}
 		}
 	}
 }
@@ -437,5 +451,58 @@ func TestExpSub(t *testing.T) {
 				t.Fatalf("exp(%v − %v): got %v (%#x), want expf's %v (%#x)", x, m, got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
 			}
 		}
+	}
+}
+
+// TestSiluRow: the vector SiLU and SwiGLU of the avx512 path (expf(−g) by
+// expSub) give silu's bits, in place or not, on the inputs of TestExpSub
+// and on row lengths around the chunk and lane sizes.
+func TestSiluRow(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.expSub == nil {
+		t.Skip("no vector exp on this path")
+	}
+	var gs []float32
+	for v := float32(-100); v < 100; v += 0.0137 {
+		gs = append(gs, v)
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	for range 10000 {
+		gs = append(gs, math.Float32frombits(r.Uint32()))
+	}
+	gs = append(gs, -88.72283, -88.7229, 87.33654, 87.3366, 0, float32(math.Copysign(0, -1)),
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-45, -1e-45)
+	us := make([]float32, len(gs))
+	for i := range us {
+		us[i] = float32(r.NormFloat64())
+	}
+	check := func(what string, got []float32, g, u []float32) {
+		t.Helper()
+		for i := range got {
+			want := silu(g[i])
+			if u != nil {
+				want *= u[i]
+			}
+			if want != want {
+				if got[i] == got[i] {
+					t.Fatalf("%s silu(%v): got %v, want NaN", what, g[i], got[i])
+				}
+				continue
+			}
+			if !same(got[i], want) {
+				t.Fatalf("%s silu(%v)·%v: got %v (%#x), want %v (%#x)", what, g[i], us[i], got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+	for _, n := range []int{1, 15, 16, 17, 255, 256, 257, 2048, len(gs)} {
+		g, u := gs[:n], us[:n]
+		out := make([]float32, n)
+		k.siluRow(out, g, u)
+		check(fmt.Sprintf("n=%d swiglu", n), out, g, u)
+		k.siluRow(out, g, nil)
+		check(fmt.Sprintf("n=%d silu", n), out, g, nil)
+		in := slices.Clone(g)
+		k.siluRow(in, in, u) // out aliases g
+		check(fmt.Sprintf("n=%d swiglu in place", n), in, g, u)
 	}
 }

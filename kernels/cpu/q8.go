@@ -109,10 +109,19 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 // per 32 values.
 func quantizeRowQ8(q []int8, d []float32, x []float32) {
 	for b := range d {
-		xb := x[b*32 : b*32+32]
-		var amax float32
+		xb := (*[32]float32)(x[b*32 : b*32+32])
+		// The maximum on |v|'s bits, as quantizeRowQ8K; Go's float max
+		// where the block holds a NaN.
+		var m uint32
 		for _, v := range xb {
-			amax = max(amax, abs32(v))
+			m = max(m, math.Float32bits(v)&^(1<<31))
+		}
+		amax := math.Float32frombits(m)
+		if m > 0x7f800000 {
+			amax = 0
+			for _, v := range xb {
+				amax = max(amax, abs32(v))
+			}
 		}
 		dd := amax / 127
 		var id float32
@@ -120,7 +129,7 @@ func quantizeRowQ8(q []int8, d []float32, x []float32) {
 			id = 1 / dd
 		}
 		d[b] = dd
-		qb := q[b*32 : b*32+32]
+		qb := (*[32]int8)(q[b*32 : b*32+32])
 		for j, v := range xb {
 			// Round to nearest even by the 1.5·2²³ trick (|v·id| ≤ 127):
 			// two float32 additions instead of a call.
