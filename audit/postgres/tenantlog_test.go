@@ -618,17 +618,17 @@ func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
 	}
 
 	owner := db.AdminPool(t)
-	tables := []string{"audit_events", "audit_checkpoints", "tlog_hashes", "tlog_checkpoints", "tenant_log_entries", "tenant_log_hashes", "tenant_log_indexed", "request_entries"}
+	tables := []string{"audit_events", "audit_checkpoints", "tlog_tiles", "tlog_checkpoints", "tenant_log_entries", "tenant_log_hashes", "tenant_log_indexed", "request_entries"}
 	var stmts []string
 	for _, tb := range tables {
 		stmts = append(stmts, "ALTER TABLE "+tb+" DISABLE TRIGGER USER")
 	}
 	stmts = append(stmts,
 		fmt.Sprintf("DELETE FROM audit_events WHERE seq > %d", cut),
-		fmt.Sprintf("DELETE FROM tlog_hashes WHERE index >= %d", tlog.StoredHashCount(int64(cut))),
 		fmt.Sprintf("DELETE FROM tlog_checkpoints WHERE size > %d", cut),
 		fmt.Sprintf("DELETE FROM audit_checkpoints WHERE size > %d", cut),
 		"DELETE FROM request_entries", "DELETE FROM tenant_log_entries", "DELETE FROM tenant_log_hashes", "DELETE FROM tenant_log_indexed")
+	stmts = append(stmts, pgtest.TruncateTreeSQL(int64(cut))...)
 	for _, tb := range tables {
 		stmts = append(stmts, "ALTER TABLE "+tb+" ENABLE TRIGGER USER")
 	}
