@@ -147,7 +147,13 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 		}
 	}
 	b.eachRow(xt.rows, xt.cols, func(r int) {
-		cs := make([]float32, 2*half) // cos, sin interleaved
+		var buf [512]float32 // on the stack for heads up to 512 wide: no allocation per row
+		cs := buf[:0]
+		if 2*half <= len(buf) {
+			cs = buf[:2*half] // cos, sin interleaved
+		} else {
+			cs = make([]float32, 2*half)
+		}
 		for i, f := range freq {
 			s, c := math.Sincos(float64(pos[r]) * f)
 			cs[2*i], cs[2*i+1] = float32(c), float32(s)
