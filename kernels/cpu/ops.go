@@ -148,9 +148,9 @@ func (b *Backend) RoPE(x kernels.Tensor, pos []int32, p kernels.RoPE) error {
 	}
 	b.eachRow(xt.rows, xt.cols, func(r int) {
 		var buf [512]float32 // on the stack for heads up to 512 wide: no allocation per row
-		cs := buf[:0]
+		var cs []float32     // cos, sin interleaved
 		if 2*half <= len(buf) {
-			cs = buf[:2*half] // cos, sin interleaved
+			cs = buf[:2*half]
 		} else {
 			cs = make([]float32, 2*half)
 		}
