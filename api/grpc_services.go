@@ -786,16 +786,22 @@ func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.Ve
 // ledger rows by global seq with their hashes; a tenant streams its tenant
 // log (scanTenantLog): Seq is the position in its log (what
 // GetTenantInclusionProof takes), Payload the leaf as hashed, Tenant its
-// own, and no hashes.
+// own, and no hashes. Tenant names the log to list, as ?tenant= does on
+// HTTP: the caller's own, or any with admin (another's without admin is
+// permission denied).
 func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, stream grpc.ServerStreamingServer[compliancev1.LedgerRow]) error {
 	ctx := stream.Context()
 	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
 		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
 	p := grpcPrincipal(ctx)
-	if !operator(p) {
-		return c.s.scanTenantLog(ctx, p, p.Tenant, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
-			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(p.Tenant), Actor: string(e.Actor), Payload: e.Leaf}
+	if named := req.GetTenant(); named != "" || !operator(p) {
+		t, err := tenantLogOf(p, named)
+		if err != nil {
+			return err
+		}
+		return c.s.scanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(t), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 		})
 	}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
@@ -241,6 +243,34 @@ func TestTenantLedgerListingIsTenantLog(t *testing.T) {
 	op := p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
 	if code, b := get(t, p.URL+"/compliance/v1/ledger?tenant=alpha", op, ""); code != 200 || !bytes.Equal(b, body) {
 		t.Errorf("operator, ?tenant=alpha: got %d %s, want alpha's listing", code, b)
+	}
+	// gRPC names a tenant's log as ?tenant= does: the operator gets alpha's
+	// log by position, alpha bravo's not at all.
+	grpcRows := func(token, tenant string) (int, error) {
+		st, err := c.LedgerRange(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), &compliancev1.LedgerRangeRequest{Tenant: tenant})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for {
+			r, err := st.Recv()
+			if err == io.EOF {
+				return n, nil
+			}
+			if err != nil {
+				return n, err
+			}
+			if want := rows[n]; r.GetSeq() != want.Seq || !bytes.Equal(r.GetPayload(), want.Payload) || r.GetTenant() != "alpha" || len(r.GetHash()) != 0 {
+				t.Errorf("gRPC tenant %q row %d: got seq %d tenant %q payload %s; want %s", tenant, n+1, r.GetSeq(), r.GetTenant(), r.GetPayload(), want.line)
+			}
+			n++
+		}
+	}
+	if n, err := grpcRows(op, "alpha"); err != nil || n != len(rows) {
+		t.Errorf("gRPC operator, tenant alpha: %d rows, %v; want %d", n, err, len(rows))
+	}
+	if _, err := grpcRows(alpha, "bravo"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("gRPC bravo's log with alpha's token: got %v, want PermissionDenied", err)
 	}
 	code, ob := get(t, fmt.Sprintf("%s/compliance/v1/ledger?from=%d&to=%d", p.URL, globalSeqs[0], globalSeqs[0]), op, "")
 	if code != 200 || !strings.Contains(string(ob), fmt.Sprintf(`"seq":%d`, globalSeqs[0])) || !strings.Contains(string(ob), `"prev_hash"`) {

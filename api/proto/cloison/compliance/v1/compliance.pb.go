@@ -636,8 +636,9 @@ func (x *VerifyLedgerResponse) GetResultJson() []byte {
 
 type LedgerRangeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"` // first seq (0 or 1: from the start)
-	To            uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`     // last seq (0: to the head)
+	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`    // first seq, or position in a tenant log (0 or 1: from the start)
+	To            uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`        // last seq or position (0: to the head)
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"` // list this tenant's log (a tenant's own; any with admin); empty: the caller's view
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -684,6 +685,13 @@ func (x *LedgerRangeRequest) GetTo() uint64 {
 		return x.To
 	}
 	return 0
+}
+
+func (x *LedgerRangeRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type LedgerRow struct {
@@ -1066,10 +1074,11 @@ const file_cloison_compliance_v1_compliance_proto_rawDesc = "" +
 	"broken_seq\x18\x03 \x01(\x04R\tbrokenSeq\x12#\n" +
 	"\rbroken_reason\x18\x04 \x01(\tR\fbrokenReason\x12\x1f\n" +
 	"\vresult_json\x18\x05 \x01(\fR\n" +
-	"resultJson\"8\n" +
+	"resultJson\"P\n" +
 	"\x12LedgerRangeRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\x04R\x02to\"\xaa\x01\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\xaa\x01\n" +
 	"\tLedgerRow\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\tprev_hash\x18\x02 \x01(\fR\bprevHash\x12\x12\n" +
