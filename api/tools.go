@@ -193,21 +193,33 @@ func (use *toolUse) forceGrammar(template string) (*grammar.Grammar, error) {
 	}
 	var calls []grammar.Part
 	for _, name := range names {
-		prefix, suffix, ok := toolcall.Frame(use.format, template, name)
+		call, _, ok := use.callPart(template, name, true)
 		if !ok {
 			return nil, ErrUnsupported.Withf("tool_choice %q: this model's tool-call format cannot be forced", use.force)
 		}
-		args := grammar.AnyObject()
-		if p := bytes.TrimSpace(use.params[name]); len(p) > 0 && string(p) != "null" {
-			args = grammar.Schema(p)
-		}
-		calls = append(calls, grammar.Seq(grammar.Literal(prefix), args, grammar.Literal(suffix)))
+		calls = append(calls, call)
 	}
 	g, err := grammar.Compile(grammar.Choice(calls...))
 	if err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// callPart is the grammar of one call of function name, framed as the
+// model's format writes it (prefix is the frame's opening); its arguments
+// by the function's schema when schema is set and it has one, else any
+// JSON object. ok is false when the format has no frame for the template.
+func (use *toolUse) callPart(template, name string, schema bool) (call grammar.Part, prefix string, ok bool) {
+	prefix, suffix, ok := toolcall.Frame(use.format, template, name)
+	if !ok {
+		return nil, "", false
+	}
+	args := grammar.AnyObject()
+	if p := bytes.TrimSpace(use.params[name]); schema && len(p) > 0 && string(p) != "null" {
+		args = grammar.Schema(p)
+	}
+	return grammar.Seq(grammar.Literal(prefix), args, grammar.Literal(suffix)), prefix, true
 }
 
 // lazyGrammar compiles the grammar of tool_choice "auto" with a strict
@@ -219,16 +231,12 @@ func (use *toolUse) lazyGrammar(template string) (*grammar.Grammar, error) {
 	var calls []grammar.Part
 	var prefix string
 	for _, name := range use.names {
-		pre, suf, ok := toolcall.Frame(use.format, template, name)
+		call, pre, ok := use.callPart(template, name, use.strict[name])
 		if !ok {
 			return nil, ErrUnsupported.Withf("strict tools: this model's tool-call format cannot be enforced")
 		}
 		prefix = pre
-		args := grammar.AnyObject()
-		if p := bytes.TrimSpace(use.params[name]); use.strict[name] && len(p) > 0 && string(p) != "null" {
-			args = grammar.Schema(p)
-		}
-		calls = append(calls, grammar.Seq(grammar.Literal(pre), args, grammar.Literal(suf)))
+		calls = append(calls, call)
 	}
 	most := 1
 	if use.parallel {
