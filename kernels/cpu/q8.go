@@ -173,11 +173,22 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			var xd [4][]float32
 			var ws [4][]byte
 			var out [16]float32
+			var out8 [32]float32
 			for ; r+4 <= r1; r += 4 {
 				for i := range 4 {
 					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
 				}
 				o := o0
+				if k.q8tile8 != nil && acts.c != nil {
+					// 4 rows × 8 weight rows a call: the same bits.
+					aq, ac, ad := acts.q[r*cols:(r+4)*cols], acts.c[r*cols/4:(r+4)*cols/4], acts.d[r*nb:(r+4)*nb]
+					for ; o+8 <= o1; o += 8 {
+						k.q8tile8(aq, ac, ad, m.data[o*m.rowBytes:(o+8)*m.rowBytes], m.rowBytes, &out8)
+						for i := range 4 {
+							copy(dst.row(r + i)[o:o+8], out8[8*i:8*i+8])
+						}
+					}
+				}
 				for ; o+4 <= o1; o += 4 {
 					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
 					k.q8tile(&xq, &xd, &ws, &out)

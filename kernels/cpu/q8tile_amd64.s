@@ -233,3 +233,357 @@ done:
 	VMOVSS  X0, 60(DI)
 	VZEROUPPER
 	RET
+
+// Q8_0 tile of 4 activation rows × 8 weight rows on zmm (see
+// vq8tile4x8 in q8tile_amd64.go): two weight rows per zmm, their blocks
+// interleaved dword by dword (lane 2k of weight row 2p, lane 2k+1 of row
+// 2p+1), the activation dwords doubled to match, so every lane holds the
+// integer and float steps of q8rowsVNNI's lane for its output.
+
+// Dword indices: q8ilv interleaves two ymm (VPERMT2D), q8dup doubles a
+// ymm's dwords (VPERMD), q8dil separates an accumulator's even and odd
+// lanes into its low and high halves (VPERMPS).
+DATA q8ilv<>+0(SB)/4, $0
+DATA q8ilv<>+4(SB)/4, $16
+DATA q8ilv<>+8(SB)/4, $1
+DATA q8ilv<>+12(SB)/4, $17
+DATA q8ilv<>+16(SB)/4, $2
+DATA q8ilv<>+20(SB)/4, $18
+DATA q8ilv<>+24(SB)/4, $3
+DATA q8ilv<>+28(SB)/4, $19
+DATA q8ilv<>+32(SB)/4, $4
+DATA q8ilv<>+36(SB)/4, $20
+DATA q8ilv<>+40(SB)/4, $5
+DATA q8ilv<>+44(SB)/4, $21
+DATA q8ilv<>+48(SB)/4, $6
+DATA q8ilv<>+52(SB)/4, $22
+DATA q8ilv<>+56(SB)/4, $7
+DATA q8ilv<>+60(SB)/4, $23
+GLOBL q8ilv<>(SB), RODATA|NOPTR, $64
+
+DATA q8dup<>+0(SB)/4, $0
+DATA q8dup<>+4(SB)/4, $0
+DATA q8dup<>+8(SB)/4, $1
+DATA q8dup<>+12(SB)/4, $1
+DATA q8dup<>+16(SB)/4, $2
+DATA q8dup<>+20(SB)/4, $2
+DATA q8dup<>+24(SB)/4, $3
+DATA q8dup<>+28(SB)/4, $3
+DATA q8dup<>+32(SB)/4, $4
+DATA q8dup<>+36(SB)/4, $4
+DATA q8dup<>+40(SB)/4, $5
+DATA q8dup<>+44(SB)/4, $5
+DATA q8dup<>+48(SB)/4, $6
+DATA q8dup<>+52(SB)/4, $6
+DATA q8dup<>+56(SB)/4, $7
+DATA q8dup<>+60(SB)/4, $7
+GLOBL q8dup<>(SB), RODATA|NOPTR, $64
+
+DATA q8dil<>+0(SB)/4, $0
+DATA q8dil<>+4(SB)/4, $2
+DATA q8dil<>+8(SB)/4, $4
+DATA q8dil<>+12(SB)/4, $6
+DATA q8dil<>+16(SB)/4, $8
+DATA q8dil<>+20(SB)/4, $10
+DATA q8dil<>+24(SB)/4, $12
+DATA q8dil<>+28(SB)/4, $14
+DATA q8dil<>+32(SB)/4, $1
+DATA q8dil<>+36(SB)/4, $3
+DATA q8dil<>+40(SB)/4, $5
+DATA q8dil<>+44(SB)/4, $7
+DATA q8dil<>+48(SB)/4, $9
+DATA q8dil<>+52(SB)/4, $11
+DATA q8dil<>+56(SB)/4, $13
+DATA q8dil<>+60(SB)/4, $15
+GLOBL q8dil<>(SB), RODATA|NOPTR, $64
+
+// func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, w *byte, cols, stride, nb int, out *[32]float32)
+TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $128-64
+	VMOVDQU32    q8ilv<>(SB), Z13
+	VMOVDQU32    q8dup<>(SB), Z14
+	VMOVDQU32    q8dil<>(SB), Z15
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z12
+	MOVQ xq+0(FP), SI
+	MOVQ xc+8(FP), DI
+	MOVQ xd+16(FP), DX
+	MOVQ w+24(FP), BX
+	MOVQ cols+32(FP), R8
+	LEAQ (R8)(R8*2), R9    // 3·cols
+	MOVQ R8, R10
+	SHRQ $3, R10           // cols/8: bytes between rows of xd
+	LEAQ (R10)(R10*2), R11 // 3·cols/8
+	MOVQ stride+40(FP), R12
+	LEAQ (R12)(R12*2), R13 // 3·stride
+	LEAQ (R12)(R12*4), R14 // 5·stride
+	LEAQ (R12)(R13*2), R15 // 7·stride
+	MOVQ nb+48(FP), CX
+
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+
+block:
+	// The 8 weight rows' scales, converted once for the 4 activation rows.
+	MOVWLZX   (BX), AX
+	VMOVD     AX, X4
+	VPINSRW   $1, (BX)(R12*1), X4, X4
+	VPINSRW   $2, (BX)(R12*2), X4, X4
+	VPINSRW   $3, (BX)(R13*1), X4, X4
+	VPINSRW   $4, (BX)(R12*4), X4, X4
+	VPINSRW   $5, (BX)(R14*1), X4, X4
+	VPINSRW   $6, (BX)(R13*2), X4, X4
+	VPINSRW   $7, (BX)(R15*1), X4, X4
+	VCVTPH2PS X4, Y4
+	// s[r][j] = round32(d_x[r]·d_w[j]), q8rowsVNNI's products.
+	VBROADCASTSS (DX), Y5
+	VMULPS       Y5, Y4, Y5
+	VMOVUPS      Y5, 0(SP)
+	VBROADCASTSS (DX)(R10*1), Y5
+	VMULPS       Y5, Y4, Y5
+	VMOVUPS      Y5, 32(SP)
+	VBROADCASTSS (DX)(R10*2), Y5
+	VMULPS       Y5, Y4, Y5
+	VMOVUPS      Y5, 64(SP)
+	VBROADCASTSS (DX)(R11*1), Y5
+	VMULPS       Y5, Y4, Y5
+	VMOVUPS      Y5, 96(SP)
+
+	// Weight rows 2p and 2p+1 interleaved and biased to unsigned (w+128).
+	VMOVDQU   2(BX), Y0
+	VMOVDQU   2(BX)(R12*1), Y6
+	VPERMT2D  Z6, Z13, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQU   2(BX)(R12*2), Y1
+	VMOVDQU   2(BX)(R13*1), Y6
+	VPERMT2D  Z6, Z13, Z1
+	VPXORD    Z12, Z1, Z1
+	VMOVDQU   2(BX)(R12*4), Y2
+	VMOVDQU   2(BX)(R14*1), Y6
+	VPERMT2D  Z6, Z13, Z2
+	VPXORD    Z12, Z2, Z2
+	VMOVDQU   2(BX)(R13*2), Y3
+	VMOVDQU   2(BX)(R15*1), Y6
+	VPERMT2D  Z6, Z13, Z3
+	VPXORD    Z12, Z3, Z3
+	// Activation row 0: its dwords and −128·Σq lanes doubled.
+	VMOVDQU   (SI), Y8
+	VPERMD    Z8, Z14, Z8
+	VMOVDQU   (DI), Y9
+	VPERMD    Z9, Z14, Z9
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z0, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 0(SP), Z11
+	VFMADD231PS  Z11, Z10, Z16
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z1, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 8(SP), Z11
+	VFMADD231PS  Z11, Z10, Z17
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z2, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 16(SP), Z11
+	VFMADD231PS  Z11, Z10, Z18
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z3, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 24(SP), Z11
+	VFMADD231PS  Z11, Z10, Z19
+	// Activation row 1: its dwords and −128·Σq lanes doubled.
+	VMOVDQU   (SI)(R8*1), Y8
+	VPERMD    Z8, Z14, Z8
+	VMOVDQU   (DI)(R8*1), Y9
+	VPERMD    Z9, Z14, Z9
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z0, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 32(SP), Z11
+	VFMADD231PS  Z11, Z10, Z20
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z1, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 40(SP), Z11
+	VFMADD231PS  Z11, Z10, Z21
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z2, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 48(SP), Z11
+	VFMADD231PS  Z11, Z10, Z22
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z3, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 56(SP), Z11
+	VFMADD231PS  Z11, Z10, Z23
+	// Activation row 2: its dwords and −128·Σq lanes doubled.
+	VMOVDQU   (SI)(R8*2), Y8
+	VPERMD    Z8, Z14, Z8
+	VMOVDQU   (DI)(R8*2), Y9
+	VPERMD    Z9, Z14, Z9
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z0, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 64(SP), Z11
+	VFMADD231PS  Z11, Z10, Z24
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z1, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 72(SP), Z11
+	VFMADD231PS  Z11, Z10, Z25
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z2, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 80(SP), Z11
+	VFMADD231PS  Z11, Z10, Z26
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z3, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 88(SP), Z11
+	VFMADD231PS  Z11, Z10, Z27
+	// Activation row 3: its dwords and −128·Σq lanes doubled.
+	VMOVDQU   (SI)(R9*1), Y8
+	VPERMD    Z8, Z14, Z8
+	VMOVDQU   (DI)(R9*1), Y9
+	VPERMD    Z9, Z14, Z9
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z0, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 96(SP), Z11
+	VFMADD231PS  Z11, Z10, Z28
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z1, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 104(SP), Z11
+	VFMADD231PS  Z11, Z10, Z29
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z2, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 112(SP), Z11
+	VFMADD231PS  Z11, Z10, Z30
+	VMOVDQA32    Z9, Z10
+	VPDPBUSD     Z8, Z3, Z10
+	VCVTDQ2PS    Z10, Z10
+	VBROADCASTSD 120(SP), Z11
+	VFMADD231PS  Z11, Z10, Z31
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $34, BX
+	DECQ CX
+	JNZ  block
+
+	// Each output's 8 lanes in order, summed as HSUM8.
+	MOVQ      out+56(FP), DI
+
+	VPERMPS       Z16, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 0(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 4(DI)
+	VPERMPS       Z17, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 8(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 12(DI)
+	VPERMPS       Z18, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 16(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 20(DI)
+	VPERMPS       Z19, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 24(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 28(DI)
+	VPERMPS       Z20, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 32(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 36(DI)
+	VPERMPS       Z21, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 40(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 44(DI)
+	VPERMPS       Z22, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 48(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 52(DI)
+	VPERMPS       Z23, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 56(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 60(DI)
+	VPERMPS       Z24, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 64(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 68(DI)
+	VPERMPS       Z25, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 72(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 76(DI)
+	VPERMPS       Z26, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 80(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 84(DI)
+	VPERMPS       Z27, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 88(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 92(DI)
+	VPERMPS       Z28, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 96(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 100(DI)
+	VPERMPS       Z29, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 104(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 108(DI)
+	VPERMPS       Z30, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 112(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 116(DI)
+	VPERMPS       Z31, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 120(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 124(DI)
+	VZEROUPPER
+	RET
