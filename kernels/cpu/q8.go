@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/cloison/cloison/kernels"
 )
@@ -149,6 +150,26 @@ func q8Corr(c []int32, q []int8) {
 	}
 }
 
+// q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
+// the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes and 8 float32
+// scales, padded to keep every block 64-byte aligned.
+const q8packBytes = 320
+
+// packScratch holds a task's packed weight rows (q8pack8).
+type packScratch struct{ b []byte }
+
+var packPool = sync.Pool{New: func() any { return new(packScratch) }}
+
+// aligned returns n bytes of s starting 64-byte aligned.
+func (s *packScratch) aligned(n int) []byte {
+	if cap(s.b) < n+64 {
+		s.b = make([]byte, n+64)
+	}
+	b := s.b[:n+64]
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	return b[off : off+n]
+}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // q8IntMul computes the block of outputs of a block-type product from
@@ -173,22 +194,31 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			var xd [4][]float32
 			var ws [4][]byte
 			var out [16]float32
-			var out8 [32]float32
-			for ; r+4 <= r1; r += 4 {
-				for i := range 4 {
-					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
-				}
-				o := o0
-				if k.q8tile8 != nil && acts.c != nil {
-					// 4 rows × 8 weight rows a call: the same bits.
-					aq, ac, ad := acts.q[r*cols:(r+4)*cols], acts.c[r*cols/4:(r+4)*cols/4], acts.d[r*nb:(r+4)*nb]
-					for ; o+8 <= o1; o += 8 {
-						k.q8tile8(aq, ac, ad, m.data[o*m.rowBytes:(o+8)*m.rowBytes], m.rowBytes, &out8)
+			r4 := r0 + (r1-r0)/4*4 // rows r0…r4 run in tiles of 4
+			o8 := o0                // weight rows o0…o8 in tiles of 4×8
+			if k.q8tile8 != nil && acts.c != nil {
+				// Each group of 8 weight rows is packed once (q8pack8:
+				// interleaved, biased, scales converted) and serves every
+				// 4-row tile of the task: the same bits as q8rows.
+				s := packPool.Get().(*packScratch)
+				pk := s.aligned(nb * q8packBytes)
+				var out8 [32]float32
+				for ; o8+8 <= o1; o8 += 8 {
+					k.q8pack8(m.data[o8*m.rowBytes:(o8+8)*m.rowBytes], m.rowBytes, nb, pk)
+					for r := r0; r < r4; r += 4 {
+						k.q8tile8(acts.q[r*cols:(r+4)*cols], acts.c[r*cols/4:(r+4)*cols/4], acts.d[r*nb:(r+4)*nb], pk, &out8)
 						for i := range 4 {
-							copy(dst.row(r + i)[o:o+8], out8[8*i:8*i+8])
+							copy(dst.row(r + i)[o8:o8+8], out8[8*i:8*i+8])
 						}
 					}
 				}
+				packPool.Put(s)
+			}
+			for ; r < r4; r += 4 {
+				for i := range 4 {
+					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
+				}
+				o := o8
 				for ; o+4 <= o1; o += 4 {
 					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
 					k.q8tile(&xq, &xd, &ws, &out)

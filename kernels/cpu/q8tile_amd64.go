@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 // vq8tile is the Q8_0 prefill tile of the avx512 path with VNNI:
 // out[4r+j] = the product of activation row r (Q8 blocks xq[r], xd[r]) with
 // weight row w[j], for 4 rows of each. VPDPBUSD multiplies the activations
@@ -27,34 +29,51 @@ func vq8tile(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32) {
 //go:noescape
 func q8tileVNNI(x0, x1, x2, x3 *int8, d0, d1, d2, d3 *float32, w0, w1, w2, w3 *byte, nb int, out *[16]float32)
 
+// vq8pack8 packs the 8 Q8_0 weight rows at w[j·stride:] for vq8tile4x8:
+// per block, rows 2p and 2p+1 interleaved dword by dword (lane 2k of a zmm
+// holds row 2p's dword k, lane 2k+1 row 2p+1's) and biased to unsigned
+// (w+128), then the rows' scales as float32. pk must hold
+// nb·q8packBytes bytes and start 64-byte aligned. A task packs its weight
+// rows once for all its activation rows, in a scratch buffer: the weights
+// in memory are read as stored (no repacked copy).
+func vq8pack8(w []byte, stride, nb int, pk []byte) {
+	if nb == 0 {
+		return
+	}
+	if stride < nb*34 || len(pk) < nb*q8packBytes || uintptr(unsafe.Pointer(&pk[0]))%64 != 0 {
+		panic("kernels/cpu: q8pack8 arguments")
+	}
+	w = w[:7*stride+nb*34]
+	q8pack8VNNI(&w[0], stride, nb, &pk[0])
+}
+
 // vq8tile4x8 is the Q8_0 tile of 4 activation rows × 8 weight rows on the
 // avx512 path with VNNI: out[8r+j] = the product of activation row r (the
 // rows xq[r·cols:], xc[r·cols/4:], xd[r·nb:] of q8acts, cols = 32·nb) with
-// the weight row at w[j·stride:]. Two weight rows share a zmm, their
-// blocks' dwords interleaved in registers (no repacked copy of the
-// weights), and each lane is a lane of q8rowsVNNI: VPDPBUSD of the weights
+// weight row j of the block packed by vq8pack8. Two weight rows share a
+// zmm, and each lane is a lane of q8rowsVNNI: VPDPBUSD of the weights
 // biased to unsigned with the activations from −128·Σq (xc), converted,
 // fused-multiply-added with round32(d_x·d_w) in block order, the 8 lanes
 // of an output summed as hsum8. Every output element so has the bits of
-// the one-row kernels (q8rows, q8i1x4) whatever the batch. A weight block
-// is loaded, interleaved and its 8 scales converted once for 4 rows, and
-// the scale products are computed 8 at a time: per output and block the
-// loop spends one VPDPBUSD, conversion and FMA on half a zmm, where
-// q8tileVNNI spends them and a multiply on a ymm.
-func vq8tile4x8(xq []int8, xc []int32, xd []float32, w []byte, stride int, out *[32]float32) {
+// the one-row kernels (q8rows, q8i1x4) whatever the batch. Per output and
+// block the loop spends one VPDPBUSD, conversion, multiply and FMA on half
+// a zmm, where q8tileVNNI spends them on a whole ymm.
+func vq8tile4x8(xq []int8, xc []int32, xd []float32, pk []byte, out *[32]float32) {
 	nb := len(xd) / 4
 	if nb == 0 {
 		*out = [32]float32{}
 		return
 	}
 	cols := nb * 32
-	if stride < nb*34 {
-		panic("kernels/cpu: q8tile4x8 stride")
+	if len(pk) < nb*q8packBytes || uintptr(unsafe.Pointer(&pk[0]))%64 != 0 {
+		panic("kernels/cpu: q8tile4x8 pack")
 	}
 	xq, xc, xd = xq[:4*cols], xc[:cols], xd[:4*nb]
-	w = w[:7*stride+nb*34]
-	q8tile4x8VNNI(&xq[0], &xc[0], &xd[0], &w[0], cols, stride, nb, out)
+	q8tile4x8VNNI(&xq[0], &xc[0], &xd[0], &pk[0], cols, nb, out)
 }
 
 //go:noescape
-func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, w *byte, cols, stride, nb int, out *[32]float32)
+func q8pack8VNNI(w *byte, stride, nb int, pk *byte)
+
+//go:noescape
+func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, pk *byte, cols, nb int, out *[32]float32)

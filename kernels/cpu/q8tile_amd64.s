@@ -297,27 +297,76 @@ DATA q8dil<>+56(SB)/4, $13
 DATA q8dil<>+60(SB)/4, $15
 GLOBL q8dil<>(SB), RODATA|NOPTR, $64
 
-// func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, w *byte, cols, stride, nb int, out *[32]float32)
-TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $128-64
+// func q8pack8VNNI(w *byte, stride, nb int, pk *byte)
+//
+// For each block, 320 bytes at pk (64-byte aligned): weight rows 2p and
+// 2p+1 (p < 4) interleaved dword by dword and biased to unsigned (w+128),
+// 64 bytes each, then the 8 rows' scales as float32.
+TEXT ·q8pack8VNNI(SB), NOSPLIT, $0-32
 	VMOVDQU32    q8ilv<>(SB), Z13
-	VMOVDQU32    q8dup<>(SB), Z14
-	VMOVDQU32    q8dil<>(SB), Z15
 	MOVL         $0x80808080, AX
 	VPBROADCASTD AX, Z12
+	MOVQ w+0(FP), BX
+	MOVQ stride+8(FP), R12
+	LEAQ (R12)(R12*2), R13 // 3·stride
+	LEAQ (R12)(R12*4), R14 // 5·stride
+	LEAQ (R12)(R13*2), R15 // 7·stride
+	MOVQ nb+16(FP), CX
+	MOVQ pk+24(FP), DI
+
+pack:
+	VMOVDQU   2(BX), Y0
+	VMOVDQU   2(BX)(R12*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQA32 Z0, 0(DI)
+	VMOVDQU   2(BX)(R12*2), Y0
+	VMOVDQU   2(BX)(R13*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQA32 Z0, 64(DI)
+	VMOVDQU   2(BX)(R12*4), Y0
+	VMOVDQU   2(BX)(R14*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQA32 Z0, 128(DI)
+	VMOVDQU   2(BX)(R13*2), Y0
+	VMOVDQU   2(BX)(R15*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQA32 Z0, 192(DI)
+	MOVWLZX   (BX), AX
+	VMOVD     AX, X4
+	VPINSRW   $1, (BX)(R12*1), X4, X4
+	VPINSRW   $2, (BX)(R12*2), X4, X4
+	VPINSRW   $3, (BX)(R13*1), X4, X4
+	VPINSRW   $4, (BX)(R12*4), X4, X4
+	VPINSRW   $5, (BX)(R14*1), X4, X4
+	VPINSRW   $6, (BX)(R13*2), X4, X4
+	VPINSRW   $7, (BX)(R15*1), X4, X4
+	VCVTPH2PS X4, Y4
+	VMOVUPS   Y4, 256(DI)
+	ADDQ $34, BX
+	ADDQ $320, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET
+
+// func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, pk *byte, cols, nb int, out *[32]float32)
+TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $0-56
+	VMOVDQU32 q8dup<>(SB), Z14
+	VMOVDQU32 q8dil<>(SB), Z15
 	MOVQ xq+0(FP), SI
 	MOVQ xc+8(FP), DI
 	MOVQ xd+16(FP), DX
-	MOVQ w+24(FP), BX
+	MOVQ pk+24(FP), BX
 	MOVQ cols+32(FP), R8
 	LEAQ (R8)(R8*2), R9    // 3·cols
 	MOVQ R8, R10
 	SHRQ $3, R10           // cols/8: bytes between rows of xd
 	LEAQ (R10)(R10*2), R11 // 3·cols/8
-	MOVQ stride+40(FP), R12
-	LEAQ (R12)(R12*2), R13 // 3·stride
-	LEAQ (R12)(R12*4), R14 // 5·stride
-	LEAQ (R12)(R13*2), R15 // 7·stride
-	MOVQ nb+48(FP), CX
+	MOVQ nb+40(FP), CX
 
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
@@ -337,49 +386,18 @@ TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $128-64
 	VPXORD Z31, Z31, Z31
 
 block:
-	// The 8 weight rows' scales, converted once for the 4 activation rows.
-	MOVWLZX   (BX), AX
-	VMOVD     AX, X4
-	VPINSRW   $1, (BX)(R12*1), X4, X4
-	VPINSRW   $2, (BX)(R12*2), X4, X4
-	VPINSRW   $3, (BX)(R13*1), X4, X4
-	VPINSRW   $4, (BX)(R12*4), X4, X4
-	VPINSRW   $5, (BX)(R14*1), X4, X4
-	VPINSRW   $6, (BX)(R13*2), X4, X4
-	VPINSRW   $7, (BX)(R15*1), X4, X4
-	VCVTPH2PS X4, Y4
-	// s[r][j] = round32(d_x[r]·d_w[j]), q8rowsVNNI's products.
-	VBROADCASTSS (DX), Y5
-	VMULPS       Y5, Y4, Y5
-	VMOVUPS      Y5, 0(SP)
-	VBROADCASTSS (DX)(R10*1), Y5
-	VMULPS       Y5, Y4, Y5
-	VMOVUPS      Y5, 32(SP)
-	VBROADCASTSS (DX)(R10*2), Y5
-	VMULPS       Y5, Y4, Y5
-	VMOVUPS      Y5, 64(SP)
-	VBROADCASTSS (DX)(R11*1), Y5
-	VMULPS       Y5, Y4, Y5
-	VMOVUPS      Y5, 96(SP)
-
-	// Weight rows 2p and 2p+1 interleaved and biased to unsigned (w+128).
-	VMOVDQU   2(BX), Y0
-	VMOVDQU   2(BX)(R12*1), Y6
-	VPERMT2D  Z6, Z13, Z0
-	VPXORD    Z12, Z0, Z0
-	VMOVDQU   2(BX)(R12*2), Y1
-	VMOVDQU   2(BX)(R13*1), Y6
-	VPERMT2D  Z6, Z13, Z1
-	VPXORD    Z12, Z1, Z1
-	VMOVDQU   2(BX)(R12*4), Y2
-	VMOVDQU   2(BX)(R14*1), Y6
-	VPERMT2D  Z6, Z13, Z2
-	VPXORD    Z12, Z2, Z2
-	VMOVDQU   2(BX)(R13*2), Y3
-	VMOVDQU   2(BX)(R15*1), Y6
-	VPERMT2D  Z6, Z13, Z3
-	VPXORD    Z12, Z3, Z3
-	// Activation row 0: its dwords and −128·Σq lanes doubled.
+	// The packed block: weight pairs, and their scales in the pairs'
+	// lanes (Z4+p: d_w[2p] in even, d_w[2p+1] in odd lanes).
+	VMOVDQA32    0(BX), Z0
+	VMOVDQA32    64(BX), Z1
+	VMOVDQA32    128(BX), Z2
+	VMOVDQA32    192(BX), Z3
+	VBROADCASTSD 256(BX), Z4
+	VBROADCASTSD 264(BX), Z5
+	VBROADCASTSD 272(BX), Z6
+	VBROADCASTSD 280(BX), Z7
+	// Activation row 0: its dwords and −128·Σq lanes doubled; the
+	// scales round32(d_x·d_w), q8rowsVNNI's products.
 	VMOVDQU   (SI), Y8
 	VPERMD    Z8, Z14, Z8
 	VMOVDQU   (DI), Y9
@@ -387,24 +405,25 @@ block:
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z0, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 0(SP), Z11
+	VMULPS.BCST  (DX), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z16
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z1, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 8(SP), Z11
+	VMULPS.BCST  (DX), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z17
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z2, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 16(SP), Z11
+	VMULPS.BCST  (DX), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z18
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z3, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 24(SP), Z11
+	VMULPS.BCST  (DX), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z19
-	// Activation row 1: its dwords and −128·Σq lanes doubled.
+	// Activation row 1: its dwords and −128·Σq lanes doubled; the
+	// scales round32(d_x·d_w), q8rowsVNNI's products.
 	VMOVDQU   (SI)(R8*1), Y8
 	VPERMD    Z8, Z14, Z8
 	VMOVDQU   (DI)(R8*1), Y9
@@ -412,24 +431,25 @@ block:
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z0, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 32(SP), Z11
+	VMULPS.BCST  (DX)(R10*1), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z20
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z1, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 40(SP), Z11
+	VMULPS.BCST  (DX)(R10*1), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z21
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z2, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 48(SP), Z11
+	VMULPS.BCST  (DX)(R10*1), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z22
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z3, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 56(SP), Z11
+	VMULPS.BCST  (DX)(R10*1), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z23
-	// Activation row 2: its dwords and −128·Σq lanes doubled.
+	// Activation row 2: its dwords and −128·Σq lanes doubled; the
+	// scales round32(d_x·d_w), q8rowsVNNI's products.
 	VMOVDQU   (SI)(R8*2), Y8
 	VPERMD    Z8, Z14, Z8
 	VMOVDQU   (DI)(R8*2), Y9
@@ -437,24 +457,25 @@ block:
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z0, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 64(SP), Z11
+	VMULPS.BCST  (DX)(R10*2), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z24
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z1, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 72(SP), Z11
+	VMULPS.BCST  (DX)(R10*2), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z25
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z2, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 80(SP), Z11
+	VMULPS.BCST  (DX)(R10*2), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z26
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z3, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 88(SP), Z11
+	VMULPS.BCST  (DX)(R10*2), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z27
-	// Activation row 3: its dwords and −128·Σq lanes doubled.
+	// Activation row 3: its dwords and −128·Σq lanes doubled; the
+	// scales round32(d_x·d_w), q8rowsVNNI's products.
 	VMOVDQU   (SI)(R9*1), Y8
 	VPERMD    Z8, Z14, Z8
 	VMOVDQU   (DI)(R9*1), Y9
@@ -462,33 +483,32 @@ block:
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z0, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 96(SP), Z11
+	VMULPS.BCST  (DX)(R11*1), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z28
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z1, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 104(SP), Z11
+	VMULPS.BCST  (DX)(R11*1), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z29
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z2, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 112(SP), Z11
+	VMULPS.BCST  (DX)(R11*1), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z30
 	VMOVDQA32    Z9, Z10
 	VPDPBUSD     Z8, Z3, Z10
 	VCVTDQ2PS    Z10, Z10
-	VBROADCASTSD 120(SP), Z11
+	VMULPS.BCST  (DX)(R11*1), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z31
 	ADDQ $32, SI
 	ADDQ $32, DI
 	ADDQ $4, DX
-	ADDQ $34, BX
+	ADDQ $320, BX
 	DECQ CX
 	JNZ  block
 
 	// Each output's 8 lanes in order, summed as HSUM8.
-	MOVQ      out+56(FP), DI
-
+	MOVQ out+48(FP), DI
 	VPERMPS       Z16, Z15, Z0
 	VEXTRACTF64X4 $1, Z0, Y1
 	QSUM8(Y0, X0)

@@ -153,7 +153,7 @@ func TestQ8Rows(t *testing.T) {
 	}
 }
 
-// TestQ8Tile8: the 4×8 zmm tile (q8tile8) gives every output element the
+// TestQ8Tile8: the 4×8 zmm tile (q8tile8, on weights packed by q8pack8) gives every output element the
 // bits of the one-row decode kernel (q8rows) and of q8i1x4, for any block
 // count and row stride, weight quants of any byte (−128 included) and
 // activations at ±127; so a sequence's row is the same decoded alone or
@@ -194,7 +194,10 @@ func TestQ8Tile8(t *testing.T) {
 					}
 				}
 				var got [32]float32
-				k.q8tile8(xq, xc, xd, w[:7*stride+nb*34], stride, &got)
+				var ps packScratch
+				pk := ps.aligned(nb * q8packBytes)
+				k.q8pack8(w[:7*stride+nb*34], stride, nb, pk)
+				k.q8tile8(xq, xc, xd, pk, &got)
 				for row := range 4 {
 					rq, rc, rd := xq[row*cols:(row+1)*cols], xc[row*cols/4:(row+1)*cols/4], xd[row*nb:(row+1)*nb]
 					want := make([]float32, 8)
