@@ -195,7 +195,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			var ws [4][]byte
 			var out [16]float32
 			r4 := r0 + (r1-r0)/4*4 // rows r0…r4 run in tiles of 4
-			o8 := o0                // weight rows o0…o8 in tiles of 4×8
+			o8 := o0               // weight rows o0…o8 in tiles of 4×8
 			if k.q8tile8 != nil && acts.c != nil {
 				// Each group of 8 weight rows is packed once (q8pack8:
 				// interleaved, biased, scales converted) and serves every
