@@ -674,8 +674,8 @@ done6:
 // the high half (one VPMADDUBSW and one VPDPWSSD per row where the ymm
 // kernel spent two of each); the halves of each integer accumulator are
 // added before the float steps (integer sums: the same lanes, the same
-// bits). 9–16% more decode-batch tok/cpu-s than the ymm kernel
-// (BenchmarkDecodeBatch Q4_K rows=16, alternated, load ≈ 7).
+// bits). 5–24% (mean 13%) more decode-batch tok/cpu-s than the ymm kernel
+// (BenchmarkDecodeBatch Q4_K rows=16, alternated, AMD EPYC Zen 5, load ≈ 7.5).
 TEXT ·q4ktile8VNNI(SB), NOSPLIT, $0-88
 	MOVQ xqs+8(FP), R14
 	LEAQ (R14)(R14*2), R15
