@@ -73,9 +73,11 @@
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
 //     task), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in 4×8
 //     tiles on zmm (q8tile4x8VNNI: two weight rows a register, their
-//     blocks interleaved dword by dword and biased once per task by
-//     q8pack8VNNI into a pooled scratch of 320 bytes a block, not a copy
-//     of the weights) and 4×4 ymm tiles for the tail, Q4_K and Q6_K as 4
+//     blocks interleaved dword by dword with their −128·Σw lanes once per
+//     task by q8pack8VNNI into a pooled scratch of 576 bytes a block, not
+//     a copy of the weights; the activation rows' dwords doubled and
+//     biased once per product, q8acts.u, 2 bytes a value) and 4×4 ymm
+//     tiles for the tail, Q4_K and Q6_K as 4
 //     activation rows × every weight row of the task's block (8 rows for
 //     Q4_K with VNNI: VPDPWSSD on zmm, a 64-value chunk a register), the
 //     weights' nibbles and scales unpacked once for all rows (kqtile.go);
@@ -178,10 +180,12 @@
 //     one-row step reads 2 bytes a weight, which is why its ratio is the
 //     highest.
 //   - What is left in a 16-row Q8_0 step: the 4×8 tile ≈ 67%, then
-//     attention (≈ 8%), quantizing the activations (≈ 3%), SwiGLU. Not yet
-//     tried: the activations' dwords doubled once per product (the tile
-//     spends 8 VPERMD a block on it), the −128·Σw lanes in the packed block
-//     so that a tile of 6 rows fits the registers, a 16-row Q4_K tile that
+//     attention (≈ 8%), quantizing the activations (≈ 3%), SwiGLU.
+//     Doubling the activations once per product instead of 8 VPERMD a
+//     block in the tile, and the −128·Σw lanes in the packed block, gave
+//     the whole product 1.62× (cached) and 1.85× (streamed) the 4×4 ymm
+//     tile's tok/cpu-s, from 1.45–1.51× and 1.66× (load ≈ 6.5). Not yet
+//     tried: a tile of 6 rows (the registers now allow it), a 16-row Q4_K tile that
 //     unpacks each weight chunk once for 16 rows, and prefetching the next
 //     8 weight rows while a group's tiles run.
 //

@@ -79,6 +79,7 @@ func vset(p Path, wide bool) *kset {
 		k.q8tile = vq8tile
 		k.q8tile8 = vq8tile4x8
 		k.q8pack8 = vq8pack8
+		k.q8dup = vq8dup
 		k.q8i8 = vq8i8
 		k.q8rows = vq8rows
 		k.q4krows = vq4krows

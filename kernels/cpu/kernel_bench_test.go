@@ -157,7 +157,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 						case "halfRow=off":
 							k.halfRow = nil
 						case "q8tile8=off":
-							k.q8tile8 = nil
+							k.q8tile8, k.q8pack8, k.q8dup = nil, nil, nil
 						}
 						be.k = &k
 						nm := 1

@@ -36,12 +36,16 @@ type q8acts struct {
 	// c: rows × cols/4, −128·Σ of every 4 consecutive q (the start of a
 	// Q8 block's VPDPBUSD lanes), where the path has q8rows.
 	c []int32
+	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
+	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
+	u []byte
 	k *q8kActs
 
 	// Pooled storage behind q, d and k.
 	bq []int8
 	bd []float32
 	bc []int32
+	bu []byte
 	bk q8kActs
 }
 
@@ -77,13 +81,17 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.c, a.k = nil, nil, nil, nil
+	a.q, a.d, a.c, a.u, a.k = nil, nil, nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
 		if b.k.q8rows != nil {
 			a.c = growAny(a.bc, x.rows*x.cols/4)
 			a.bc = a.c
+		}
+		if b.k.q8dup != nil && x.rows >= 4 {
+			a.u = growAny(a.bu, x.rows*2*x.cols)
+			a.bu = a.u
 		}
 	}
 	if q8k {
@@ -97,6 +105,9 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			quantizeRowQ8(q, a.d[r*nb:(r+1)*nb], x.row(r))
 			if a.c != nil {
 				q8Corr(a.c[r*x.cols/4:(r+1)*x.cols/4], q)
+			}
+			if a.u != nil {
+				b.k.q8dup(q, a.u[r*2*x.cols:(r+1)*2*x.cols])
 			}
 		}
 		if k := a.k; k != nil {
@@ -151,9 +162,10 @@ func q8Corr(c []int32, q []int8) {
 }
 
 // q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
-// the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes and 8 float32
-// scales, padded to keep every block 64-byte aligned.
-const q8packBytes = 320
+// the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes, their lanes'
+// −128·Σw (4 × 64 bytes) and 8 float32 scales, padded to keep every block
+// 64-byte aligned.
+const q8packBytes = 576
 
 // packScratch holds a task's packed weight rows (q8pack8).
 type packScratch struct{ b []byte }
@@ -196,7 +208,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			var out [16]float32
 			r4 := r0 + (r1-r0)/4*4 // rows r0…r4 run in tiles of 4
 			o8 := o0               // weight rows o0…o8 in tiles of 4×8
-			if k.q8tile8 != nil && acts.c != nil {
+			if k.q8tile8 != nil && acts.u != nil {
 				// Each group of 8 weight rows is packed once (q8pack8:
 				// interleaved, biased, scales converted) and serves every
 				// 4-row tile of the task: the same bits as q8rows.
@@ -206,7 +218,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 				for ; o8+8 <= o1; o8 += 8 {
 					k.q8pack8(m.data[o8*m.rowBytes:(o8+8)*m.rowBytes], m.rowBytes, nb, pk)
 					for r := r0; r < r4; r += 4 {
-						k.q8tile8(acts.q[r*cols:(r+4)*cols], acts.c[r*cols/4:(r+4)*cols/4], acts.d[r*nb:(r+4)*nb], pk, &out8)
+						k.q8tile8(acts.u[r*2*cols:(r+4)*2*cols], acts.d[r*nb:(r+4)*nb], pk, &out8)
 						for i := range 4 {
 							copy(dst.row(r + i)[o8:o8+8], out8[8*i:8*i+8])
 						}

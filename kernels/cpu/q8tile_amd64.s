@@ -299,13 +299,15 @@ GLOBL q8dil<>(SB), RODATA|NOPTR, $64
 
 // func q8pack8VNNI(w *byte, stride, nb int, pk *byte)
 //
-// For each block, 320 bytes at pk (64-byte aligned): weight rows 2p and
-// 2p+1 (p < 4) interleaved dword by dword and biased to unsigned (w+128),
-// 64 bytes each, then the 8 rows' scales as float32.
+// For each block, q8packBytes at pk (64-byte aligned): weight rows 2p and
+// 2p+1 (p < 4) interleaved dword by dword, 64 bytes each; then each pair's
+// lanes' −128·Σ of their 4 weights (int32, 64 bytes each); then the 8
+// rows' scales as float32.
 TEXT ·q8pack8VNNI(SB), NOSPLIT, $0-32
 	VMOVDQU32    q8ilv<>(SB), Z13
 	MOVL         $0x80808080, AX
 	VPBROADCASTD AX, Z12
+	VPXORD       Z11, Z11, Z11
 	MOVQ w+0(FP), BX
 	MOVQ stride+8(FP), R12
 	LEAQ (R12)(R12*2), R13 // 3·stride
@@ -318,23 +320,35 @@ pack:
 	VMOVDQU   2(BX), Y0
 	VMOVDQU   2(BX)(R12*1), Y1
 	VPERMT2D  Z1, Z13, Z0
-	VPXORD    Z12, Z0, Z0
 	VMOVDQA32 Z0, 0(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 256(DI)
 	VMOVDQU   2(BX)(R12*2), Y0
 	VMOVDQU   2(BX)(R13*1), Y1
 	VPERMT2D  Z1, Z13, Z0
-	VPXORD    Z12, Z0, Z0
 	VMOVDQA32 Z0, 64(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 320(DI)
 	VMOVDQU   2(BX)(R12*4), Y0
 	VMOVDQU   2(BX)(R14*1), Y1
 	VPERMT2D  Z1, Z13, Z0
-	VPXORD    Z12, Z0, Z0
 	VMOVDQA32 Z0, 128(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 384(DI)
 	VMOVDQU   2(BX)(R13*2), Y0
 	VMOVDQU   2(BX)(R15*1), Y1
 	VPERMT2D  Z1, Z13, Z0
-	VPXORD    Z12, Z0, Z0
 	VMOVDQA32 Z0, 192(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 448(DI)
 	MOVWLZX   (BX), AX
 	VMOVD     AX, X4
 	VPINSRW   $1, (BX)(R12*1), X4, X4
@@ -345,28 +359,54 @@ pack:
 	VPINSRW   $6, (BX)(R13*2), X4, X4
 	VPINSRW   $7, (BX)(R15*1), X4, X4
 	VCVTPH2PS X4, Y4
-	VMOVUPS   Y4, 256(DI)
+	VMOVUPS   Y4, 512(DI)
 	ADDQ $34, BX
-	ADDQ $320, DI
+	ADDQ $576, DI
 	DECQ CX
 	JNZ  pack
 	VZEROUPPER
 	RET
 
-// func q8tile4x8VNNI(xq *int8, xc *int32, xd *float32, pk *byte, cols, nb int, out *[32]float32)
-TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $0-56
-	VMOVDQU32 q8dup<>(SB), Z14
-	VMOVDQU32 q8dil<>(SB), Z15
-	MOVQ xq+0(FP), SI
-	MOVQ xc+8(FP), DI
-	MOVQ xd+16(FP), DX
-	MOVQ pk+24(FP), BX
-	MOVQ cols+32(FP), R8
-	LEAQ (R8)(R8*2), R9    // 3·cols
-	MOVQ R8, R10
+// func q8dupVNNI(q *int8, n int, u *byte)
+//
+// u = q's dwords doubled (dword k at 2k and 2k+1) and biased to unsigned
+// (q+128): the activations of q8tile4x8VNNI. n is a multiple of 32.
+TEXT ·q8dupVNNI(SB), NOSPLIT, $0-24
+	VMOVDQU32    q8dup<>(SB), Z14
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z12
+	MOVQ q+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ u+16(FP), DI
+	SHRQ $5, CX
+	JEQ  dupdone
+
+dup:
+	VMOVDQU   (SI), Y0
+	VPERMD    Z0, Z14, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  dup
+
+dupdone:
+	VZEROUPPER
+	RET
+
+// func q8tile4x8VNNI(xu *byte, xd *float32, pk *byte, cols, nb int, out *[32]float32)
+TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $0-48
+	MOVQ xu+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ pk+16(FP), BX
+	MOVQ cols+24(FP), R8
+	SHLQ $1, R8            // 2·cols: bytes between rows of xu
+	LEAQ (R8)(R8*2), R9    // 6·cols
+	MOVQ cols+24(FP), R10
 	SHRQ $3, R10           // cols/8: bytes between rows of xd
 	LEAQ (R10)(R10*2), R11 // 3·cols/8
-	MOVQ nb+40(FP), CX
+	MOVQ nb+32(FP), CX
 
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
@@ -386,129 +426,121 @@ TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $0-56
 	VPXORD Z31, Z31, Z31
 
 block:
-	// The packed block: weight pairs, and their scales in the pairs'
-	// lanes (Z4+p: d_w[2p] in even, d_w[2p+1] in odd lanes).
+	// The packed block: weight pairs, their −128·Σw lanes, and their
+	// scales in the pairs' lanes (Z4+p: d_w[2p] even, d_w[2p+1] odd).
 	VMOVDQA32    0(BX), Z0
 	VMOVDQA32    64(BX), Z1
 	VMOVDQA32    128(BX), Z2
 	VMOVDQA32    192(BX), Z3
-	VBROADCASTSD 256(BX), Z4
-	VBROADCASTSD 264(BX), Z5
-	VBROADCASTSD 272(BX), Z6
-	VBROADCASTSD 280(BX), Z7
-	// Activation row 0: its dwords and −128·Σq lanes doubled; the
-	// scales round32(d_x·d_w), q8rowsVNNI's products.
-	VMOVDQU   (SI), Y8
-	VPERMD    Z8, Z14, Z8
-	VMOVDQU   (DI), Y9
-	VPERMD    Z9, Z14, Z9
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z0, Z10
+	VMOVDQA32    256(BX), Z12
+	VMOVDQA32    320(BX), Z13
+	VMOVDQA32    384(BX), Z14
+	VMOVDQA32    448(BX), Z15
+	VBROADCASTSD 512(BX), Z4
+	VBROADCASTSD 520(BX), Z5
+	VBROADCASTSD 528(BX), Z6
+	VBROADCASTSD 536(BX), Z7
+	// Activation row 0 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z16
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z1, Z10
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z17
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z2, Z10
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z18
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z3, Z10
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z19
-	// Activation row 1: its dwords and −128·Σq lanes doubled; the
-	// scales round32(d_x·d_w), q8rowsVNNI's products.
-	VMOVDQU   (SI)(R8*1), Y8
-	VPERMD    Z8, Z14, Z8
-	VMOVDQU   (DI)(R8*1), Y9
-	VPERMD    Z9, Z14, Z9
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z0, Z10
+	// Activation row 1 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R8*1), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*1), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z20
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z1, Z10
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*1), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z21
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z2, Z10
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*1), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z22
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z3, Z10
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*1), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z23
-	// Activation row 2: its dwords and −128·Σq lanes doubled; the
-	// scales round32(d_x·d_w), q8rowsVNNI's products.
-	VMOVDQU   (SI)(R8*2), Y8
-	VPERMD    Z8, Z14, Z8
-	VMOVDQU   (DI)(R8*2), Y9
-	VPERMD    Z9, Z14, Z9
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z0, Z10
+	// Activation row 2 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R8*2), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*2), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z24
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z1, Z10
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*2), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z25
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z2, Z10
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*2), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z26
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z3, Z10
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R10*2), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z27
-	// Activation row 3: its dwords and −128·Σq lanes doubled; the
-	// scales round32(d_x·d_w), q8rowsVNNI's products.
-	VMOVDQU   (SI)(R9*1), Y8
-	VPERMD    Z8, Z14, Z8
-	VMOVDQU   (DI)(R9*1), Y9
-	VPERMD    Z9, Z14, Z9
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z0, Z10
+	// Activation row 3 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R9*1), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R11*1), Z4, Z11
 	VFMADD231PS  Z11, Z10, Z28
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z1, Z10
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R11*1), Z5, Z11
 	VFMADD231PS  Z11, Z10, Z29
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z2, Z10
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R11*1), Z6, Z11
 	VFMADD231PS  Z11, Z10, Z30
-	VMOVDQA32    Z9, Z10
-	VPDPBUSD     Z8, Z3, Z10
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
 	VCVTDQ2PS    Z10, Z10
 	VMULPS.BCST  (DX)(R11*1), Z7, Z11
 	VFMADD231PS  Z11, Z10, Z31
-	ADDQ $32, SI
-	ADDQ $32, DI
+	ADDQ $64, SI
 	ADDQ $4, DX
-	ADDQ $320, BX
+	ADDQ $576, BX
 	DECQ CX
 	JNZ  block
 
 	// Each output's 8 lanes in order, summed as HSUM8.
-	MOVQ out+48(FP), DI
+	VMOVDQU32 q8dil<>(SB), Z15
+	MOVQ      out+40(FP), DI
 	VPERMPS       Z16, Z15, Z0
 	VEXTRACTF64X4 $1, Z0, Y1
 	QSUM8(Y0, X0)

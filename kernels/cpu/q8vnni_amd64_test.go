@@ -197,7 +197,9 @@ func TestQ8Tile8(t *testing.T) {
 				var ps packScratch
 				pk := ps.aligned(nb * q8packBytes)
 				k.q8pack8(w[:7*stride+nb*34], stride, nb, pk)
-				k.q8tile8(xq, xc, xd, pk, &got)
+				xu := make([]byte, 8*cols)
+				k.q8dup(xq, xu)
+				k.q8tile8(xu, xd, pk, &got)
 				for row := range 4 {
 					rq, rc, rd := xq[row*cols:(row+1)*cols], xc[row*cols/4:(row+1)*cols/4], xd[row*nb:(row+1)*nb]
 					want := make([]float32, 8)
