@@ -151,7 +151,9 @@
 //     the 4×4 ymm tile in the same run; the whole product 120 ÷ 86 GOP/s
 //     (1.40×) at load ≈ 3, 1.45–1.66× in tok/cpu-s with weights streamed
 //     past the L3 (weights=streamed). Q4_K's 8-row tile on zmm: 5–24% more
-//     tok/cpu-s than on ymm.
+//     tok/cpu-s than on ymm. Prefill, one sequence, old and new builds
+//     alternated, load 2.6–3.5: Q8_0 1.47–1.60× at 128 tokens (1,147 ÷
+//     718 tok/s) and 1.38–1.53× at 2,048; Q4_K 1.04–1.45× and 1.07–1.17×.
 //   - The model, cloisonctl bench, old and new builds alternated, load
 //     6–8 (tok/cpu-s, wall figures were useless at that load): Q8_0 16
 //     sequences 598–742 against 439–444 (1.35–1.67×), 16 ÷ 1 2.5–2.7×
@@ -164,9 +166,10 @@
 //   - llama.cpp (make peer-batch, node-llama-cpp 3.22.1, sequences: 16,
 //     its AVX512 VNNI REPACK build; the 16 sequences' tokens go into one
 //     llama_decode per step, 37 calls for 33 steps), side by side, wall
-//     tok/s, load 4.3–4.8: ours F16 1.77×, Q8_0 1.96×, Q4_K 2.08×;
-//     llama.cpp 1.34×, 1.02×, 1.58× (at load < 1: 1.37×, 0.81–0.97×,
-//     1.16–1.28×). llama.cpp's 16-sequence step costs per token about what
+//     tok/s, best of 3 rounds, load 4–7, this build: ours F16 2.68×, Q8_0
+//     1.99×, Q4_K 1.88×; llama.cpp 1.33×, 1.10×, 1.36× (before the 4×8
+//     tile, load 4.3–4.8: ours 1.77×, 1.96×, 2.08×, llama.cpp 1.34×,
+//     1.02×, 1.58×; at load < 1: llama.cpp 1.37×, 0.81–0.97×, 1.16–1.28×). llama.cpp's 16-sequence step costs per token about what
 //     its one-token step does, and a 16-token prompt of one sequence costs
 //     12–15× its one-token step: it does not reach 8× on this CPU either.
 //   - Is 8× reachable here? For Q8_0 it needs the 16-row step within 2× the
