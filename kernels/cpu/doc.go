@@ -146,10 +146,11 @@
 //     and 46 on zmm with two outputs a register (65 if the multiply could
 //     be hoisted, which the order forbids: the scale product is one per
 //     output and block).
-//   - Achieved, Q8_0, BenchmarkDecodeBatch rows=16 (2048×768, cached): the
-//     4×8 zmm tile 93 GMAC/s (186 GOP/s, ≈ 30 MAC/cycle) against 51–59 for
-//     the 4×4 ymm tile in the same run; the whole product 120 ÷ 86 GOP/s
-//     (1.40×) at load ≈ 3, 1.45–1.66× in tok/cpu-s with weights streamed
+//   - Achieved, Q8_0, BenchmarkDecodeBatch rows=16 (2048×768, cached, load
+//     ≈ 3, both in one run): the 4×8 zmm tile 120 GMAC/s (240 GOP/s, ≈ 39
+//     MAC/cycle, 30% of the VPDPBUSD peak, 85% of the block step's zmm
+//     ceiling) against 51 for the 4×4 ymm tile; the whole product 148 ÷
+//     76 GOP/s (1.95×; 1.92× in tok/cpu-s), 1.85× with weights streamed
 //     past the L3 (weights=streamed). Q4_K's 8-row tile on zmm: 5–24% more
 //     tok/cpu-s than on ymm. Prefill, one sequence, old and new builds
 //     alternated, load 2.6–3.5: Q8_0 1.47–1.60× at 128 tokens (1,147 ÷
