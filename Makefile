@@ -5,7 +5,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench arch-check peer-quant
+.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant
 
 all: verify test
 
@@ -202,6 +202,12 @@ bench-ledger-ab:
 ## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
 peer-bench:
 	scripts/peer-bench.sh
+
+## peer-batch: decode tok/s of 16 sequences decoded together ÷ one sequence,
+## ours and llama.cpp's (node-llama-cpp, pinned, sequences: 16) side by side,
+## measured alternately (needs node, npm; see scripts/peer-batch.sh).
+peer-batch:
+	scripts/peer-batch.sh
 
 ## arm64-check: the CPU kernels on arm64 (issue 16) without arm64 hardware:
 ## CGO_ENABLED=0 GOARCH=arm64 go build ./..., then the test binaries of

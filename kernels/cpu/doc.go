@@ -71,10 +71,17 @@
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
-//     task), 4×4 Q8_0 outputs with VPDPBUSD where the CPU has AVX512_VNNI,
-//     Q4_K and Q6_K as 4 activation rows × every weight row of the task's
-//     block (8 rows for Q4_K with VNNI: VPDPWSSD), the weights' nibbles and
-//     scales unpacked once for all rows (kqtile.go); every element of a tile
+//     task), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in 4×8
+//     tiles on zmm (q8tile4x8VNNI: two weight rows a register, their
+//     blocks interleaved dword by dword with their −128·Σw lanes once per
+//     task by q8pack8VNNI into a pooled scratch of 576 bytes a block, not
+//     a copy of the weights; the activation rows' dwords doubled and
+//     biased once per product, q8acts.u, 2 bytes a value) and 4×4 ymm
+//     tiles for the tail, Q4_K and Q6_K as 4
+//     activation rows × every weight row of the task's block (8 rows for
+//     Q4_K with VNNI: VPDPWSSD on zmm, a 64-value chunk a register), the
+//     weights' nibbles and scales unpacked once for all rows (kqtile.go);
+//     every element of a tile
 //     has the order and bits of the one-row kernel, so a row's result is
 //     the same in any batch.
 //   - Attention is tiled as flash attention (attention.go): a task takes
@@ -125,23 +132,66 @@
 // tiling), its score tile spending most of its instructions on the lane
 // sums of dot1x4's order.
 //
-// What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s;
-// cloisonctl bench, 8 layers d=768 ffn 2048 vocab 8192, prompt 16, 32
-// decode steps, 1 thread, avx512, AMD EPYC with AVX-512 VNNI, 2 vCPUs at
-// load 9–11, decode tok/cpu-s, both builds in one run): 16 sequences ÷ one
-// F16 6.9× (5.6× before: 481 ÷ 70 tok/cpu-s), Q8_0 4.3× (4.2×: 508 ÷ 119),
-// Q4_K 2.7× (2.0×: 858 ÷ 320). The 16-row products are compute-bound in
-// the register tiles, one fixed-order accumulator per output (what keeps
-// batch invariance): F16 spends about half a step in the 4×4 float tile
-// and converts its weight blocks (VCVTPH2PS) while the tiles of the block
-// before prefetch them (before, the conversion stalled on memory, 28% of
-// the step); Q8_0 most in the 4×4 VNNI tile; Q4_K about 74% in the 8-row
-// VNNI tile. One sequence reads few bytes per weight (Q4_K 4.5 bits), so
-// the ratio falls with the bits per weight. The rest of a step: attention
-// per sequence (5–9%), activation quantization (Q8_K 6–8% of a Q4_K step
-// after an integer block maximum halved it), SwiGLU (about 3%, 16 lanes by
-// expSub). Not yet tried: wider Q8_0 and Q4_K tiles for 16 rows, weights
-// repacked for the VNNI tiles.
+// What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s).
+// Machine: AMD EPYC, CPU family 26 (Zen 5: AVX-512 at full width; earlier
+// notes here called it Zen 4), 2 vCPUs shared with other work, 1 thread,
+// avx512 path; 8 layers d=768 ffn 2048 vocab 8192 (56.6 M weights, a
+// token's step 56.6 M MACs), prompt 16, 32 decode steps.
+//
+//   - Peak, tight loops without loads: VPDPBUSD 137 int8 MAC/cycle on zmm
+//     (2 a cycle, ≈ 420 GMAC/s at ≈ 3.1 GHz), 70 on ymm. The step the fixed
+//     reduction order asks per output and Q8_0 block (start from the
+//     −128·Σ lanes, VPDPBUSD, convert, multiply the two scales, FMA: the
+//     bits of q8rowsVNNI) runs 23 MAC/cycle on ymm, as q8tileVNNI does it,
+//     and 46 on zmm with two outputs a register (65 if the multiply could
+//     be hoisted, which the order forbids: the scale product is one per
+//     output and block).
+//   - Achieved, Q8_0, BenchmarkDecodeBatch rows=16 (2048×768, cached, load
+//     ≈ 3, both in one run): the 4×8 zmm tile 120 GMAC/s (240 GOP/s, ≈ 39
+//     MAC/cycle, 30% of the VPDPBUSD peak, 85% of the block step's zmm
+//     ceiling) against 51 for the 4×4 ymm tile; the whole product 148 ÷
+//     76 GOP/s (1.95×; 1.92× in tok/cpu-s), 1.85× with weights streamed
+//     past the L3 (weights=streamed). Q4_K's 8-row tile on zmm: 5–24% more
+//     tok/cpu-s than on ymm. Prefill, one sequence, old and new builds
+//     alternated, load 2.6–3.5: Q8_0 1.47–1.60× at 128 tokens (1,147 ÷
+//     718 tok/s) and 1.38–1.53× at 2,048; Q4_K 1.04–1.45× and 1.07–1.17×.
+//   - The model, cloisonctl bench, old and new builds alternated, load
+//     6–8 (tok/cpu-s, wall figures were useless at that load): Q8_0 16
+//     sequences 598–742 against 439–444 (1.35–1.67×), 16 ÷ 1 2.5–2.7×
+//     (before 1.3–2.0×); Q4_K 829–833 against 736–872, 16 ÷ 1 1.7–2.4×;
+//     F16 (unchanged) 16 ÷ 1 ≈ 3×. At load ≈ 1 before this change the
+//     wall ratios were Q8_0 1.3–1.5×, Q4_K 1.8–2.0×, F16 3.0×: one
+//     sequence runs at 320–400 tok/s (Q8_0, ≈ 20 GB/s of weights), far
+//     above the ≈ 120 tok/cpu-s of a loaded machine the 4.3× of the notes
+//     before came from.
+//   - llama.cpp (make peer-batch, node-llama-cpp 3.22.1, sequences: 16,
+//     its AVX512 VNNI REPACK build; the 16 sequences' tokens go into one
+//     llama_decode per step, 37 calls for 33 steps), side by side, wall
+//     tok/s, best of 3 rounds, load 4–7, this build: ours F16 2.68×, Q8_0
+//     1.99×, Q4_K 1.88×; llama.cpp 1.33×, 1.10×, 1.36× (before the 4×8
+//     tile, load 4.3–4.8: ours 1.77×, 1.96×, 2.08×, llama.cpp 1.34×,
+//     1.02×, 1.58×; at load < 1: llama.cpp 1.37×, 0.81–0.97×, 1.16–1.28×). llama.cpp's 16-sequence step costs per token about what
+//     its one-token step does, and a 16-token prompt of one sequence costs
+//     12–15× its one-token step: it does not reach 8× on this CPU either.
+//   - Is 8× reachable here? For Q8_0 it needs the 16-row step within 2× the
+//     one-row step (≈ 3 ms, memory-bound): 16·56.6 M MACs in ≈ 6 ms, 150
+//     GMAC/s over the whole step, above the 46 MAC/cycle (≈ 143 GMAC/s)
+//     ceiling of the block step on zmm even without a load, attention,
+//     quantization or SwiGLU. With this reduction order (one float
+//     multiply-add per output and 32-value block, what makes a row's bits
+//     the same alone and batched) 8× is out of reach on one Zen 5 core for
+//     Q8_0 and Q4_K, whose one-row step reads even fewer bytes; F16's
+//     one-row step reads 2 bytes a weight, which is why its ratio is the
+//     highest.
+//   - What is left in a 16-row Q8_0 step: the 4×8 tile ≈ 67%, then
+//     attention (≈ 8%), quantizing the activations (≈ 3%), SwiGLU.
+//     Doubling the activations once per product instead of 8 VPERMD a
+//     block in the tile, and the −128·Σw lanes in the packed block, gave
+//     the whole product 1.62× (cached) and 1.85× (streamed) the 4×4 ymm
+//     tile's tok/cpu-s, from 1.45–1.51× and 1.66× (load ≈ 6.5). Not yet
+//     tried: a tile of 6 rows (the registers now allow it), a 16-row Q4_K tile that
+//     unpacks each weight chunk once for 16 rows, and prefetching the next
+//     8 weight rows while a group's tiles run.
 //
 // Driving loop: see package kernels.
 package cpu

@@ -77,6 +77,9 @@ func vset(p Path, wide bool) *kset {
 	}
 	if wide && hasVNNI {
 		k.q8tile = vq8tile
+		k.q8tile8 = vq8tile4x8
+		k.q8pack8 = vq8pack8
+		k.q8dup = vq8dup
 		k.q8i8 = vq8i8
 		k.q8rows = vq8rows
 		k.q4krows = vq4krows

@@ -112,57 +112,81 @@ func BenchmarkDequantQ4K(b *testing.B) {
 // BenchmarkDecodeBatch: one decode step's product (x of 1 or 16 rows, a
 // 2048×768 weight, as a d=768 model's FFN) per weight type on the fastest
 // path; tok/s is rows per second of wall time, tok/cpu-s per second of
-// CPU time (steadier on a shared machine). F16 also runs with the table
-// conversion of the scratch blocks (halfRow off) to compare within one run.
+// CPU time (steadier on a shared machine), GOP/s the product's 2·rows·
+// 2048·768 operations per second of wall time. weights=cached multiplies
+// the one matrix (L2-resident for Q8_0 and Q4_K); weights=streamed cycles
+// through 32 such matrices (53 MB of Q8_0, more than the L3 of the
+// machines measured), as a model's decode step does. F16 also runs with the
+// table conversion of the scratch blocks (halfRow off), Q8_0 with the 4×4
+// ymm tile instead of the 4×8 zmm tile (q8tile8 off), to compare within
+// one run.
 func BenchmarkDecodeBatch(b *testing.B) {
 	const n, rowsW = 768, 2048
-	w := make([]float32, rowsW*n)
-	for i := range w {
-		w[i] = float32((i*7)%13-6) * 0.05
-	}
 	p := Paths()[len(Paths())-1]
 	for _, dt := range []kernels.DType{kernels.F16, kernels.Q8_0, kernels.Q4_K} {
-		data, err := kernels.Quantize(dt, w)
-		if err != nil {
-			b.Fatal(err)
+		var data [][]byte
+		for i := range 32 {
+			w := make([]float32, rowsW*n)
+			for j := range w {
+				w[j] = float32((j*7+i)%13-6) * 0.05
+			}
+			d, err := kernels.Quantize(dt, w)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data = append(data, d)
 		}
-		for _, halfOff := range []bool{false, true} {
-			if halfOff && dt != kernels.F16 {
+		for _, off := range []string{"", "halfRow=off", "q8tile8=off"} {
+			if off == "halfRow=off" && dt != kernels.F16 || off == "q8tile8=off" && dt != kernels.Q8_0 {
 				continue
 			}
-			for _, rows := range []int{1, 16} {
-				name := fmt.Sprintf("%v/rows=%d", dt, rows)
-				if halfOff {
-					name += "/halfRow=off"
-				}
-				b.Run(name, func(b *testing.B) {
-					be, err := NewWithPath(kernels.Options{Threads: 1}, p)
-					if err != nil {
-						b.Fatal(err)
+			for _, set := range []string{"cached", "streamed"} {
+				for _, rows := range []int{1, 16} {
+					name := fmt.Sprintf("%v/weights=%s/rows=%d", dt, set, rows)
+					if off != "" {
+						name += "/" + off
 					}
-					defer be.Close()
-					if halfOff {
+					b.Run(name, func(b *testing.B) {
+						be, err := NewWithPath(kernels.Options{Threads: 1}, p)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer be.Close()
 						k := *be.k
-						k.halfRow = nil
+						switch off {
+						case "halfRow=off":
+							k.halfRow = nil
+						case "q8tile8=off":
+							k.q8tile8, k.q8pack8, k.q8dup = nil, nil, nil
+						}
 						be.k = &k
-					}
-					m, _ := be.NewMatrix(dt, rowsW, n, data)
-					x, _ := be.NewTensor(rows, n)
-					xs := make([]float32, rows*n)
-					for i := range xs {
-						xs[i] = float32(i%11) * 0.1
-					}
-					be.Upload(x, xs)
-					dst, _ := be.NewTensor(rows, rowsW)
-					t0 := cpuTime()
-					for b.Loop() {
-						be.MatMul(dst, x, m)
-					}
-					b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
-					if c := cpuTime() - t0; c > 0 {
-						b.ReportMetric(float64(rows)*float64(b.N)/c.Seconds(), "tok/cpu-s")
-					}
-				})
+						nm := 1
+						if set == "streamed" {
+							nm = len(data)
+						}
+						ms := make([]kernels.Matrix, nm)
+						for i := range ms {
+							ms[i], _ = be.NewMatrix(dt, rowsW, n, data[i])
+						}
+						x, _ := be.NewTensor(rows, n)
+						xs := make([]float32, rows*n)
+						for i := range xs {
+							xs[i] = float32(i%11) * 0.1
+						}
+						be.Upload(x, xs)
+						dst, _ := be.NewTensor(rows, rowsW)
+						t0, i := cpuTime(), 0
+						for b.Loop() {
+							be.MatMul(dst, x, ms[i%nm])
+							i++
+						}
+						b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+						if c := cpuTime() - t0; c > 0 {
+							b.ReportMetric(float64(rows)*float64(b.N)/c.Seconds(), "tok/cpu-s")
+						}
+						b.ReportMetric(2*float64(rows)*rowsW*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+					})
+				}
 			}
 		}
 	}

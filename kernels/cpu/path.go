@@ -118,6 +118,14 @@ type kset struct {
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
+	// q8pack8 packs the 8 weight rows at w[j·stride:] into pk
+	// (nb·q8packBytes bytes, 64-byte aligned) and q8dup an activation row
+	// (q8acts.u) for q8tile8, which computes a tile of 4 activation rows
+	// (xu and xd hold 4 consecutive rows) × those 8 weight rows with
+	// q8rows' bits, out[8r+j] (avx512 with VNNI; nil elsewhere).
+	q8pack8 func(w []byte, stride, nb int, pk []byte)
+	q8dup   func(q []int8, u []byte)
+	q8tile8 func(xu []byte, xd []float32, pk []byte, out *[32]float32)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
 	// generic (a nil one's weights take the float kernels, kset.hasInt).

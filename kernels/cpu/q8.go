@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/cloison/cloison/kernels"
 )
@@ -35,12 +36,16 @@ type q8acts struct {
 	// c: rows × cols/4, −128·Σ of every 4 consecutive q (the start of a
 	// Q8 block's VPDPBUSD lanes), where the path has q8rows.
 	c []int32
+	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
+	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
+	u []byte
 	k *q8kActs
 
 	// Pooled storage behind q, d and k.
 	bq []int8
 	bd []float32
 	bc []int32
+	bu []byte
 	bk q8kActs
 }
 
@@ -76,13 +81,17 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.c, a.k = nil, nil, nil, nil
+	a.q, a.d, a.c, a.u, a.k = nil, nil, nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
 		if b.k.q8rows != nil {
 			a.c = growAny(a.bc, x.rows*x.cols/4)
 			a.bc = a.c
+		}
+		if b.k.q8dup != nil && x.rows >= 4 {
+			a.u = growAny(a.bu, x.rows*2*x.cols)
+			a.bu = a.u
 		}
 	}
 	if q8k {
@@ -96,6 +105,9 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			quantizeRowQ8(q, a.d[r*nb:(r+1)*nb], x.row(r))
 			if a.c != nil {
 				q8Corr(a.c[r*x.cols/4:(r+1)*x.cols/4], q)
+			}
+			if a.u != nil {
+				b.k.q8dup(q, a.u[r*2*x.cols:(r+1)*2*x.cols])
 			}
 		}
 		if k := a.k; k != nil {
@@ -149,6 +161,27 @@ func q8Corr(c []int32, q []int8) {
 	}
 }
 
+// q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
+// the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes, their lanes'
+// −128·Σw (4 × 64 bytes) and 8 float32 scales, padded to keep every block
+// 64-byte aligned.
+const q8packBytes = 576
+
+// packScratch holds a task's packed weight rows (q8pack8).
+type packScratch struct{ b []byte }
+
+var packPool = sync.Pool{New: func() any { return new(packScratch) }}
+
+// aligned returns n bytes of s starting 64-byte aligned.
+func (s *packScratch) aligned(n int) []byte {
+	if cap(s.b) < n+64 {
+		s.b = make([]byte, n+64)
+	}
+	b := s.b[:n+64]
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	return b[off : off+n]
+}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // q8IntMul computes the block of outputs of a block-type product from
@@ -173,11 +206,31 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			var xd [4][]float32
 			var ws [4][]byte
 			var out [16]float32
-			for ; r+4 <= r1; r += 4 {
+			r4 := r0 + (r1-r0)/4*4 // rows r0…r4 run in tiles of 4
+			o8 := o0               // weight rows o0…o8 in tiles of 4×8
+			if k.q8tile8 != nil && acts.u != nil {
+				// Each group of 8 weight rows is packed once (q8pack8:
+				// interleaved, biased, scales converted) and serves every
+				// 4-row tile of the task: the same bits as q8rows.
+				s := packPool.Get().(*packScratch)
+				pk := s.aligned(nb * q8packBytes)
+				var out8 [32]float32
+				for ; o8+8 <= o1; o8 += 8 {
+					k.q8pack8(m.data[o8*m.rowBytes:(o8+8)*m.rowBytes], m.rowBytes, nb, pk)
+					for r := r0; r < r4; r += 4 {
+						k.q8tile8(acts.u[r*2*cols:(r+4)*2*cols], acts.d[r*nb:(r+4)*nb], pk, &out8)
+						for i := range 4 {
+							copy(dst.row(r + i)[o8:o8+8], out8[8*i:8*i+8])
+						}
+					}
+				}
+				packPool.Put(s)
+			}
+			for ; r < r4; r += 4 {
 				for i := range 4 {
 					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
 				}
-				o := o0
+				o := o8
 				for ; o+4 <= o1; o += 4 {
 					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
 					k.q8tile(&xq, &xd, &ws, &out)

@@ -233,3 +233,409 @@ done:
 	VMOVSS  X0, 60(DI)
 	VZEROUPPER
 	RET
+
+// Q8_0 tile of 4 activation rows × 8 weight rows on zmm (see
+// vq8tile4x8 in q8tile_amd64.go): two weight rows per zmm, their blocks
+// interleaved dword by dword (lane 2k of weight row 2p, lane 2k+1 of row
+// 2p+1), the activation dwords doubled to match, so every lane holds the
+// integer and float steps of q8rowsVNNI's lane for its output.
+
+// Dword indices: q8ilv interleaves two ymm (VPERMT2D), q8dup doubles a
+// ymm's dwords (VPERMD), q8dil separates an accumulator's even and odd
+// lanes into its low and high halves (VPERMPS).
+DATA q8ilv<>+0(SB)/4, $0
+DATA q8ilv<>+4(SB)/4, $16
+DATA q8ilv<>+8(SB)/4, $1
+DATA q8ilv<>+12(SB)/4, $17
+DATA q8ilv<>+16(SB)/4, $2
+DATA q8ilv<>+20(SB)/4, $18
+DATA q8ilv<>+24(SB)/4, $3
+DATA q8ilv<>+28(SB)/4, $19
+DATA q8ilv<>+32(SB)/4, $4
+DATA q8ilv<>+36(SB)/4, $20
+DATA q8ilv<>+40(SB)/4, $5
+DATA q8ilv<>+44(SB)/4, $21
+DATA q8ilv<>+48(SB)/4, $6
+DATA q8ilv<>+52(SB)/4, $22
+DATA q8ilv<>+56(SB)/4, $7
+DATA q8ilv<>+60(SB)/4, $23
+GLOBL q8ilv<>(SB), RODATA|NOPTR, $64
+
+DATA q8dup<>+0(SB)/4, $0
+DATA q8dup<>+4(SB)/4, $0
+DATA q8dup<>+8(SB)/4, $1
+DATA q8dup<>+12(SB)/4, $1
+DATA q8dup<>+16(SB)/4, $2
+DATA q8dup<>+20(SB)/4, $2
+DATA q8dup<>+24(SB)/4, $3
+DATA q8dup<>+28(SB)/4, $3
+DATA q8dup<>+32(SB)/4, $4
+DATA q8dup<>+36(SB)/4, $4
+DATA q8dup<>+40(SB)/4, $5
+DATA q8dup<>+44(SB)/4, $5
+DATA q8dup<>+48(SB)/4, $6
+DATA q8dup<>+52(SB)/4, $6
+DATA q8dup<>+56(SB)/4, $7
+DATA q8dup<>+60(SB)/4, $7
+GLOBL q8dup<>(SB), RODATA|NOPTR, $64
+
+DATA q8dil<>+0(SB)/4, $0
+DATA q8dil<>+4(SB)/4, $2
+DATA q8dil<>+8(SB)/4, $4
+DATA q8dil<>+12(SB)/4, $6
+DATA q8dil<>+16(SB)/4, $8
+DATA q8dil<>+20(SB)/4, $10
+DATA q8dil<>+24(SB)/4, $12
+DATA q8dil<>+28(SB)/4, $14
+DATA q8dil<>+32(SB)/4, $1
+DATA q8dil<>+36(SB)/4, $3
+DATA q8dil<>+40(SB)/4, $5
+DATA q8dil<>+44(SB)/4, $7
+DATA q8dil<>+48(SB)/4, $9
+DATA q8dil<>+52(SB)/4, $11
+DATA q8dil<>+56(SB)/4, $13
+DATA q8dil<>+60(SB)/4, $15
+GLOBL q8dil<>(SB), RODATA|NOPTR, $64
+
+// func q8pack8VNNI(w *byte, stride, nb int, pk *byte)
+//
+// For each block, q8packBytes at pk (64-byte aligned): weight rows 2p and
+// 2p+1 (p < 4) interleaved dword by dword, 64 bytes each; then each pair's
+// lanes' −128·Σ of their 4 weights (int32, 64 bytes each); then the 8
+// rows' scales as float32.
+TEXT ·q8pack8VNNI(SB), NOSPLIT, $0-32
+	VMOVDQU32    q8ilv<>(SB), Z13
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z12
+	VPXORD       Z11, Z11, Z11
+	MOVQ w+0(FP), BX
+	MOVQ stride+8(FP), R12
+	LEAQ (R12)(R12*2), R13 // 3·stride
+	LEAQ (R12)(R12*4), R14 // 5·stride
+	LEAQ (R12)(R13*2), R15 // 7·stride
+	MOVQ nb+16(FP), CX
+	MOVQ pk+24(FP), DI
+
+pack:
+	VMOVDQU   2(BX), Y0
+	VMOVDQU   2(BX)(R12*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VMOVDQA32 Z0, 0(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 256(DI)
+	VMOVDQU   2(BX)(R12*2), Y0
+	VMOVDQU   2(BX)(R13*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VMOVDQA32 Z0, 64(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 320(DI)
+	VMOVDQU   2(BX)(R12*4), Y0
+	VMOVDQU   2(BX)(R14*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VMOVDQA32 Z0, 128(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 384(DI)
+	VMOVDQU   2(BX)(R13*2), Y0
+	VMOVDQU   2(BX)(R15*1), Y1
+	VPERMT2D  Z1, Z13, Z0
+	VMOVDQA32 Z0, 192(DI)
+	VPXORD    Z2, Z2, Z2
+	VPDPBUSD  Z0, Z12, Z2
+	VPSUBD    Z2, Z11, Z2
+	VMOVDQA32 Z2, 448(DI)
+	MOVWLZX   (BX), AX
+	VMOVD     AX, X4
+	VPINSRW   $1, (BX)(R12*1), X4, X4
+	VPINSRW   $2, (BX)(R12*2), X4, X4
+	VPINSRW   $3, (BX)(R13*1), X4, X4
+	VPINSRW   $4, (BX)(R12*4), X4, X4
+	VPINSRW   $5, (BX)(R14*1), X4, X4
+	VPINSRW   $6, (BX)(R13*2), X4, X4
+	VPINSRW   $7, (BX)(R15*1), X4, X4
+	VCVTPH2PS X4, Y4
+	VMOVUPS   Y4, 512(DI)
+	ADDQ $34, BX
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET
+
+// func q8dupVNNI(q *int8, n int, u *byte)
+//
+// u = q's dwords doubled (dword k at 2k and 2k+1) and biased to unsigned
+// (q+128): the activations of q8tile4x8VNNI. n is a multiple of 32.
+TEXT ·q8dupVNNI(SB), NOSPLIT, $0-24
+	VMOVDQU32    q8dup<>(SB), Z14
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z12
+	MOVQ q+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ u+16(FP), DI
+	SHRQ $5, CX
+	JEQ  dupdone
+
+dup:
+	VMOVDQU   (SI), Y0
+	VPERMD    Z0, Z14, Z0
+	VPXORD    Z12, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  dup
+
+dupdone:
+	VZEROUPPER
+	RET
+
+// func q8tile4x8VNNI(xu *byte, xd *float32, pk *byte, cols, nb int, out *[32]float32)
+TEXT ·q8tile4x8VNNI(SB), NOSPLIT, $0-48
+	MOVQ xu+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ pk+16(FP), BX
+	MOVQ cols+24(FP), R8
+	SHLQ $1, R8            // 2·cols: bytes between rows of xu
+	LEAQ (R8)(R8*2), R9    // 6·cols
+	MOVQ cols+24(FP), R10
+	SHRQ $3, R10           // cols/8: bytes between rows of xd
+	LEAQ (R10)(R10*2), R11 // 3·cols/8
+	MOVQ nb+32(FP), CX
+
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+
+block:
+	// The packed block: weight pairs, their −128·Σw lanes, and their
+	// scales in the pairs' lanes (Z4+p: d_w[2p] even, d_w[2p+1] odd).
+	VMOVDQA32    0(BX), Z0
+	VMOVDQA32    64(BX), Z1
+	VMOVDQA32    128(BX), Z2
+	VMOVDQA32    192(BX), Z3
+	VMOVDQA32    256(BX), Z12
+	VMOVDQA32    320(BX), Z13
+	VMOVDQA32    384(BX), Z14
+	VMOVDQA32    448(BX), Z15
+	VBROADCASTSD 512(BX), Z4
+	VBROADCASTSD 520(BX), Z5
+	VBROADCASTSD 528(BX), Z6
+	VBROADCASTSD 536(BX), Z7
+	// Activation row 0 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX), Z4, Z11
+	VFMADD231PS  Z11, Z10, Z16
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX), Z5, Z11
+	VFMADD231PS  Z11, Z10, Z17
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX), Z6, Z11
+	VFMADD231PS  Z11, Z10, Z18
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX), Z7, Z11
+	VFMADD231PS  Z11, Z10, Z19
+	// Activation row 1 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R8*1), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*1), Z4, Z11
+	VFMADD231PS  Z11, Z10, Z20
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*1), Z5, Z11
+	VFMADD231PS  Z11, Z10, Z21
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*1), Z6, Z11
+	VFMADD231PS  Z11, Z10, Z22
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*1), Z7, Z11
+	VFMADD231PS  Z11, Z10, Z23
+	// Activation row 2 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R8*2), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*2), Z4, Z11
+	VFMADD231PS  Z11, Z10, Z24
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*2), Z5, Z11
+	VFMADD231PS  Z11, Z10, Z25
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*2), Z6, Z11
+	VFMADD231PS  Z11, Z10, Z26
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R10*2), Z7, Z11
+	VFMADD231PS  Z11, Z10, Z27
+	// Activation row 3 (doubled, biased); the scales round32(d_x·d_w),
+	// q8rowsVNNI's products.
+	VMOVDQU32 (SI)(R9*1), Z8
+	VMOVDQA32    Z12, Z10
+	VPDPBUSD     Z0, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R11*1), Z4, Z11
+	VFMADD231PS  Z11, Z10, Z28
+	VMOVDQA32    Z13, Z10
+	VPDPBUSD     Z1, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R11*1), Z5, Z11
+	VFMADD231PS  Z11, Z10, Z29
+	VMOVDQA32    Z14, Z10
+	VPDPBUSD     Z2, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R11*1), Z6, Z11
+	VFMADD231PS  Z11, Z10, Z30
+	VMOVDQA32    Z15, Z10
+	VPDPBUSD     Z3, Z8, Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (DX)(R11*1), Z7, Z11
+	VFMADD231PS  Z11, Z10, Z31
+	ADDQ $64, SI
+	ADDQ $4, DX
+	ADDQ $576, BX
+	DECQ CX
+	JNZ  block
+
+	// Each output's 8 lanes in order, summed as HSUM8.
+	VMOVDQU32 q8dil<>(SB), Z15
+	MOVQ      out+40(FP), DI
+	VPERMPS       Z16, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 0(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 4(DI)
+	VPERMPS       Z17, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 8(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 12(DI)
+	VPERMPS       Z18, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 16(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 20(DI)
+	VPERMPS       Z19, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 24(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 28(DI)
+	VPERMPS       Z20, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 32(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 36(DI)
+	VPERMPS       Z21, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 40(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 44(DI)
+	VPERMPS       Z22, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 48(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 52(DI)
+	VPERMPS       Z23, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 56(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 60(DI)
+	VPERMPS       Z24, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 64(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 68(DI)
+	VPERMPS       Z25, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 72(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 76(DI)
+	VPERMPS       Z26, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 80(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 84(DI)
+	VPERMPS       Z27, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 88(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 92(DI)
+	VPERMPS       Z28, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 96(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 100(DI)
+	VPERMPS       Z29, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 104(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 108(DI)
+	VPERMPS       Z30, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 112(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 116(DI)
+	VPERMPS       Z31, Z15, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	QSUM8(Y0, X0)
+	VMOVSS        X0, 120(DI)
+	QSUM8(Y1, X1)
+	VMOVSS        X1, 124(DI)
+	VZEROUPPER
+	RET

@@ -152,3 +152,67 @@ func TestQ8Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8Tile8: the 4×8 zmm tile (q8tile8, on weights packed by q8pack8) gives every output element the
+// bits of the one-row decode kernel (q8rows) and of q8i1x4, for any block
+// count and row stride, weight quants of any byte (−128 included) and
+// activations at ±127; so a sequence's row is the same decoded alone or
+// in a batch of 16.
+func TestQ8Tile8(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.q8tile8 == nil {
+		t.Skip("no q8tile8 kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, nb := range []int{1, 2, 3, 24, 64} {
+		for _, pad := range []int{0, 6} {
+			for trial := range 4 {
+				stride, cols := nb*34+pad, nb*32
+				xq, xd, xc := make([]int8, 4*cols), make([]float32, 4*nb), make([]int32, cols)
+				for row := range 4 {
+					x := make([]float32, cols)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+						if trial == 3 && i%3 == 0 {
+							x[i] = 100 // quantized to ±127 in its block
+						}
+					}
+					quantizeRowQ8(xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb], x)
+					q8Corr(xc[row*cols/4:(row+1)*cols/4], xq[row*cols:(row+1)*cols])
+				}
+				w := make([]byte, 8*stride)
+				for i := range w {
+					w[i] = byte(r.IntN(256))
+					if trial == 2 {
+						w[i] = 0x80
+					}
+				}
+				for row := range 8 {
+					for b := range nb {
+						h := uint16(0x2c00 + r.IntN(0x2000))
+						w[row*stride+b*34], w[row*stride+b*34+1] = byte(h), byte(h>>8)
+					}
+				}
+				var got [32]float32
+				var ps packScratch
+				pk := ps.aligned(nb * q8packBytes)
+				k.q8pack8(w[:7*stride+nb*34], stride, nb, pk)
+				xu := make([]byte, 8*cols)
+				k.q8dup(xq, xu)
+				k.q8tile8(xu, xd, pk, &got)
+				for row := range 4 {
+					rq, rc, rd := xq[row*cols:(row+1)*cols], xc[row*cols/4:(row+1)*cols/4], xd[row*nb:(row+1)*nb]
+					want := make([]float32, 8)
+					k.q8rows(rq, rc, rd, w[:7*stride+nb*34], stride, want)
+					for j := range 8 {
+						rw := w[j*stride : j*stride+nb*34]
+						four, _, _, _ := k.q8i1x4(rq, rd, rw, rw, rw, rw)
+						if !same(got[8*row+j], want[j]) || !same(want[j], four) {
+							t.Fatalf("nb=%d stride=%d trial %d: out[%d][%d] = %v, q8rows %v, q8i1x4 %v", nb, stride, trial, row, j, got[8*row+j], want[j], four)
+						}
+					}
+				}
+			}
+		}
+	}
+}
