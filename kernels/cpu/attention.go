@@ -101,6 +101,8 @@ type attnScratch struct {
 	l      []float64    // running normaliser per vector
 	offs   []int        // values of the block
 	koffs  []int        // keys of the block (scores4)
+	kbuf   []float32    // KVF16: the block's keys, converted
+	vbuf   []float32    // KVF16: the block's values, converted
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
 	ov, sv [4][]float32 // wsum4's outputs and weights
 	out    [16]float32
@@ -150,8 +152,22 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		}
 		return 0
 	}
+	// The keys and values read: in the arena (KVF32), or a block's
+	// converted into the task's scratch (KVF16: kbuf and vbuf hold
+	// positions [kb, b1) of kv head kh, hd floats each), so that the
+	// float32 code below computes over F16ToF32 of the stored halves.
+	kdata, vdata := a.data, a.data
+	kb := 0 // the block's first position read
+	koff := func(p int) int { return a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt) + kh*hd }
+	voff := func(p int) int { return a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt) + kh*hd }
+	if a.half != nil {
+		kdata, vdata = sc.kbuf, sc.vbuf
+		koff = func(p int) int { return (p - kb) * hd }
+		voff = koff
+	}
 	key := func(p int) []float32 {
-		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
+		o := koff(p)
+		return kdata[o : o+hd : o+hd]
 	}
 	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
 	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.path == AVX512 && hd%16 == 0
@@ -168,7 +184,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		for r := range 4 {
 			sc.ov[r], sc.sv[r] = vec(ot, r), nil
 		}
-		w4 = wsum4(&sc.ov, &sc.sv, a.data, nil)
+		w4 = wsum4(&sc.ov, &sc.sv, vdata, nil)
 	}
 	end := lim(nv - 1)
 	// Both bounds are nondecreasing in i: from(i) and to(i) delimit the
@@ -178,11 +194,15 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	to := func(i int) int { return min(b1, lim(i)) }
 	for b0 = lo(0) / attnKeys * attnKeys; b0 < end; b0 += attnKeys {
 		b1 = min(b0+attnKeys, end)
-		kb := from(0) // the block's first position read; koffs and offs start there
+		kb = from(0) // koffs and offs start there
+		if a.half != nil {
+			sc.kbuf, sc.vbuf = a.halfBlock(sc.kbuf, s, layer, 0, kh, kb, b1), a.halfBlock(sc.vbuf, s, layer, 1, kh, kb, b1)
+			kdata, vdata = sc.kbuf, sc.vbuf
+		}
 		if fast {
 			sc.koffs = sc.koffs[:0]
 			for p := kb; p < b1; p++ {
-				sc.koffs = append(sc.koffs, a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt)+kh*hd)
+				sc.koffs = append(sc.koffs, koff(p))
 			}
 		}
 		// Scores of positions [from, to) of every vector, at index p−b0 (a
@@ -203,7 +223,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				}
 				if fast {
 					ng := (pe - p) / 4
-					scores4(xs, a.data, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
+					scores4(xs, kdata, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
 					p += 4 * ng
 				}
 				for ; p+4 <= pe; p += 4 {
@@ -235,7 +255,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		sc.offs = sc.offs[:0]
 		if k.wsum != nil {
 			for p := kb; p < b1; p++ {
-				sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
+				sc.offs = append(sc.offs, voff(p))
 			}
 		}
 		// voffs: the value offsets from position p (none without wsum).
@@ -260,24 +280,24 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				c0, c1 := from(i+3), to(i) // read by all four
 				if c0 >= c1 {
 					for r := range 4 {
-						a.valuesOf(scores(i+r), vec(ot, i+r), s, layer, kh, b0, from(i+r), to(i+r), voffs)
+						a.valuesOf(scores(i+r), vec(ot, i+r), vdata, voff, b0, from(i+r), to(i+r), voffs)
 					}
 					continue
 				}
 				for r := range 4 {
 					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[c0-b0:c1-b0]
-					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, from(i+r), c0, voffs)
+					a.valuesOf(scores(i+r), ov[r], vdata, voff, b0, from(i+r), c0, voffs)
 				}
-				if !wsum4(ov, sv, a.data, voffs(c0)[:c1-c0]) {
+				if !wsum4(ov, sv, vdata, voffs(c0)[:c1-c0]) {
 					panic("kernels/cpu: attention value tile refused after its probe")
 				}
 				for r := range 4 {
-					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, c1, to(i+r), voffs)
+					a.valuesOf(scores(i+r), ov[r], vdata, voff, b0, c1, to(i+r), voffs)
 				}
 			}
 		}
 		for ; i < nv; i++ {
-			a.valuesOf(scores(i), vec(ot, i), s, layer, kh, b0, from(i), to(i), voffs)
+			a.valuesOf(scores(i), vec(ot, i), vdata, voff, b0, from(i), to(i), voffs)
 		}
 	}
 	for i := range nv {
@@ -345,10 +365,29 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 
 // valuesOf is values for positions [f, t) of a vector whose block scores
 // sg start at position b0, voffs giving the value offsets from a position.
-func (a *arena) valuesOf(sg, oh []float32, s kernels.Span, layer, kh, b0, f, t int, voffs func(int) []int) {
+func (a *arena) valuesOf(sg, oh, vdata []float32, voff func(int) int, b0, f, t int, voffs func(int) []int) {
 	if f < t {
-		a.values(sg[f-b0:t-b0], oh, s, layer, kh, f, voffs(f))
+		a.values(sg[f-b0:t-b0], oh, vdata, voff, f, voffs(f))
 	}
+}
+
+// halfBlock converts the K (v=0) or V (v=1) rows of kv head kh at
+// positions [p0, p1) of span s into buf ((p1−p0)·head_dim floats, grown
+// as needed): F16ToF32 of each stored half, exactly.
+func (a *arena) halfBlock(buf []float32, s kernels.Span, layer, v, kh, p0, p1 int) []float32 {
+	hd, pt := a.c.HeadDim, a.c.PageTokens
+	buf = grow(buf, (p1-p0)*hd)
+	for p := p0; p < p1; p++ {
+		dst, src := buf[(p-p0)*hd:(p-p0+1)*hd], a.kvHalf(s.Table.Page(p/pt), layer, v, p%pt)[kh*hd:(kh+1)*hd]
+		if a.b.k.halfRow != nil {
+			a.b.k.halfRow(false, dst, src)
+			continue
+		}
+		for i, h := range src {
+			dst[i] = f16tab[h]
+		}
+	}
+	return buf
 }
 
 // wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
@@ -358,15 +397,15 @@ var wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
 
 // values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
 // element); voffs holds the values' offsets when the path has wsum.
-func (a *arena) values(sg, oh []float32, s kernels.Span, layer, kh, p0 int, voffs []int) {
+func (a *arena) values(sg, oh, vdata []float32, voff func(int) int, p0 int, voffs []int) {
 	hd := a.c.HeadDim
-	pt := a.c.PageTokens
 	k := a.b.k
-	if k.wsum != nil && k.wsum(oh, sg, a.data, voffs[:len(sg)]) {
+	if k.wsum != nil && k.wsum(oh, sg, vdata, voffs[:len(sg)]) {
 		return
 	}
 	val := func(p int) []float32 {
-		return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
+		o := voff(p)
+		return vdata[o : o+hd : o+hd]
 	}
 	// Four positions per pass over oh; each element still adds the
 	// positions in order.
