@@ -78,7 +78,12 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		blocks := (s.N + attnRows - 1) / attnRows
 		kh, qb := t/blocks, t%blocks
 		sc := scorePool.Get().(*attnScratch)
-		a.flash(sc, qt, ot, s, layer, kh, group, qb*attnRows, min(s.N, (qb+1)*attnRows), scale, o.Window)
+		j0, j1 := qb*attnRows, min(s.N, (qb+1)*attnRows)
+		if j1-j0 == 1 && decodeK != nil && b.k.path == AVX512 && hd%64 == 0 {
+			a.flashDecode(sc, qt, ot, s, layer, kh, group, j0, scale, o.Window)
+		} else {
+			a.flash(sc, qt, ot, s, layer, kh, group, j0, j1, scale, o.Window)
+		}
 		scorePool.Put(sc)
 	})
 	return nil
@@ -103,6 +108,7 @@ type attnScratch struct {
 	koffs  []int        // keys of the block (scores4)
 	kbuf   []float32    // KVF16: the block's keys, converted
 	vbuf   []float32    // KVF16: the block's values, converted
+	pad    []float32    // flashDecode: the output of a short group's spare vectors
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
 	ov, sv [4][]float32 // wsum4's outputs and weights
 	out    [16]float32
@@ -415,5 +421,97 @@ func (a *arena) values(sg, oh, vdata []float32, voff func(int) int, p0 int, voff
 	}
 	for ; i < n; i++ {
 		k.axpy1(oh, sg[i], val(p0+i))
+	}
+}
+
+// decodeKernels are the avx512 kernels of flashDecode (decodeK is nil on
+// other paths and architectures). Exactly one of f32 (KVF32) and f16
+// (KVF16) is the arena's data; offsets count its elements.
+type decodeKernels struct {
+	// scores sets out[i·ostride + 16g + j] = q_i·key(offs[16g+j]) for the
+	// nq query vectors q_i = q[i·hd:][:hd], with flash's score order
+	// (dot1x4's); offs holds 32 entries past 16·ng.
+	scores func(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []int, ng int, out []float32, ostride int)
+	// wsum4 is wsum4 reading the values in place: o[r] += Σ_p<n
+	// s[r][p]·value(offs[p]) with wsum's chain per element; offs holds 8
+	// entries past n.
+	wsum4 func(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int)
+}
+
+var decodeK *decodeKernels
+
+// decodeStride is the distance between two vectors' scores in
+// flashDecode: a key block and the spare scores of its last group of 16.
+const decodeStride = attnKeys + 16
+
+// flashDecode is flash for a task of one query row j0 (decode), on avx512
+// with a head dimension that is a multiple of 64, over KVF32 or KVF16 in
+// place: the same operations per vector in the same order as flash, so the
+// same bits (a row gives the same result alone or among the rows of a
+// prefill span). The offsets of the keys and values the row reads are
+// computed once, a page at a time; the scores of the group's vectors are
+// computed sixteen keys at a time, each key block read once from memory
+// (with prefetches) and then from L1 for the other vectors; values four
+// vectors at a time (a short group padded with a scratch output).
+func (a *arena) flashDecode(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0 int, scale float32, window int) {
+	hd, pt, row := a.c.HeadDim, a.c.PageTokens, a.row
+	lim := s.Pos + j0 + 1
+	lo := 0
+	if window > 0 {
+		lo = max(0, lim-window)
+	}
+	nv := group
+	qrow := qt.row(s.Row + j0)[kh*group*hd : (kh+1)*group*hd]
+	orow := ot.row(s.Row + j0)[kh*group*hd : (kh+1)*group*hd]
+	clear(orow)
+	sc.koffs, sc.offs = sc.koffs[:0], sc.offs[:0]
+	for p := lo; p < lim; {
+		pg := s.Table.Page(p / pt)
+		kbase := a.kvOffset(pg, layer, 0, 0) + kh*hd
+		vbase := a.kvOffset(pg, layer, 1, 0) + kh*hd
+		for slot := p % pt; slot < pt && p < lim; slot, p = slot+1, p+1 {
+			sc.koffs = append(sc.koffs, kbase+slot*row)
+			sc.offs = append(sc.offs, vbase+slot*row)
+		}
+	}
+	lastK, lastV := sc.koffs[len(sc.koffs)-1], sc.offs[len(sc.offs)-1]
+	for range 48 { // the kernels' spare group and prefetches
+		sc.koffs = append(sc.koffs, lastK)
+		sc.offs = append(sc.offs, lastV)
+	}
+	sc.scores = grow(sc.scores, nv*decodeStride)
+	sc.m = grow(sc.m, nv)
+	sc.l = growAny(sc.l, nv)
+	sc.pad = grow(sc.pad, hd)
+	for i := range nv {
+		sc.m[i], sc.l[i] = float32(math.Inf(-1)), 0
+	}
+	scores := func(i int) []float32 {
+		return sc.scores[i*decodeStride : (i+1)*decodeStride : (i+1)*decodeStride]
+	}
+	vec := func(i int) []float32 { return orow[i*hd : (i+1)*hd : (i+1)*hd] }
+	for b0 := lo / attnKeys * attnKeys; b0 < lim; b0 += attnKeys {
+		f, t := max(b0, lo), min(b0+attnKeys, lim)
+		decodeK.scores(qrow, nv, hd, a.data, a.half, sc.koffs[f-lo:], (t-f+15)/16, sc.scores[f-b0:], decodeStride)
+		for i := range nv {
+			a.online(scores(i)[f-b0:t-b0], vec(i), &sc.m[i], &sc.l[i], scale)
+		}
+		for i := 0; i < nv; i += 4 {
+			for r := range 4 {
+				if i+r < nv {
+					sc.ov[r], sc.sv[r] = vec(i+r), scores(i + r)[f-b0:]
+				} else {
+					sc.ov[r], sc.sv[r] = sc.pad[:hd], scores(nv - 1)[f-b0:]
+				}
+			}
+			decodeK.wsum4(&sc.ov, &sc.sv, a.data, a.half, sc.offs[f-lo:], t-f)
+		}
+	}
+	for i := range nv {
+		inv := float32(1 / sc.l[i])
+		oh := vec(i)
+		for d := range oh {
+			oh[d] *= inv
+		}
 	}
 }

@@ -21,8 +21,17 @@ import (
 // conformance tolerance (1e-4·max|v| + 1e-6). The same with sliding
 // windows (AttentionWith) of 40, 64 and 100 positions, whose starts fall
 // inside key blocks and query-row tasks, one with a score scale; a window
-// of 1000 gives the bits of no window.
+// of 1000 gives the bits of no window. Decode steps of one row (the avx512
+// decode kernels) give the bits of the prefill too. All of it with f32 and
+// with f16 KV (the reference then attends over the K and V rounded to
+// halves).
 func TestAttentionLongContext(t *testing.T) {
+	for _, kv := range []kernels.KVType{kernels.KVF32, kernels.KVF16} {
+		t.Run(kv.String(), func(t *testing.T) { testAttentionLongContext(t, kv) })
+	}
+}
+
+func testAttentionLongContext(t *testing.T, kv kernels.KVType) {
 	const (
 		n, kvHeads, qHeads, hd, pt = 150, 4, 12, 64, 16
 		kw, qw                     = kvHeads * hd, qHeads * hd
@@ -44,6 +53,10 @@ func TestAttentionLongContext(t *testing.T) {
 		keys[p], vals[p] = make([]float64, kw), make([]float64, kw)
 		for c := range kw {
 			keys[p][c], vals[p][c] = float64(ks[p*kw+c]), float64(vs[p*kw+c])
+			if kv == kernels.KVF16 {
+				keys[p][c] = float64(kernels.F16ToF32(kernels.F32ToF16(ks[p*kw+c])))
+				vals[p][c] = float64(kernels.F16ToF32(kernels.F32ToF16(vs[p*kw+c])))
+			}
 			vmax[c/hd] = max(vmax[c/hd], math.Abs(vals[p][c]))
 		}
 	}
@@ -79,7 +92,7 @@ func TestAttentionLongContext(t *testing.T) {
 			}
 			defer b.Close()
 			pages := 2 * ((n + pt - 1) / pt)
-			a, err := b.NewArena(kernels.ArenaConfig{PageTokens: pt, Layers: 1, KVHeads: kvHeads, HeadDim: hd, Pages: pages})
+			a, err := b.NewArena(kernels.ArenaConfig{PageTokens: pt, Layers: 1, KVHeads: kvHeads, HeadDim: hd, Pages: pages, KV: kv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +159,7 @@ func TestAttentionLongContext(t *testing.T) {
 			}
 			var plain []float32
 			for _, opt := range []kernels.AttentionOptions{{}, {Window: 40}, {Window: 64}, {Window: 100, Scale: 0.08}, {Window: 1000}} {
-				whole, stepped := run("whole", []int{n}, opt), run("stepped", []int{70, 1, 79}, opt)
+				whole, stepped := run("whole", []int{n}, opt), run("stepped", []int{70, 1, 1, 1, 1, 64, 12}, opt)
 				for i := range whole {
 					if math.Float32bits(whole[i]) != math.Float32bits(stepped[i]) {
 						t.Fatalf("%+v: row %d col %d: %v in one prefill, %v in steps", opt, i/qw, i%qw, whole[i], stepped[i])

@@ -1,0 +1,74 @@
+//go:build amd64
+
+package cpu
+
+func init() {
+	if hasAVX512 {
+		decodeK = &decodeKernels{scores: vdecodeScores, wsum4: vdecodeWsum4}
+	}
+}
+
+// vdecodeScores is decodeKernels.scores on avx512. It checks every offset
+// and length so that the assembly reads and writes only inside the slices
+// (offs: 16·ng+32 entries, the last 32 read for prefetches only).
+func vdecodeScores(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []int, ng int, out []float32, ostride int) {
+	if ng == 0 || nq == 0 {
+		return
+	}
+	n := len(f32) + len(f16)
+	if hd <= 0 || hd%16 != 0 || len(q) < nq*hd || len(offs) < 16*ng+32 || len(out) < (nq-1)*ostride+16*ng || (f32 == nil) == (f16 == nil) {
+		panic("kernels/cpu: decode score shapes")
+	}
+	for _, off := range offs[:16*ng+32] {
+		if off < 0 || off+hd > n {
+			panic("kernels/cpu: attention key outside the arena")
+		}
+	}
+	if f16 != nil {
+		scores16F16AVX512(&q[0], &f16[0], &offs[0], ng, hd, nq, &out[0], ostride)
+	} else {
+		scores16AVX512(&q[0], &f32[0], &offs[0], ng, hd, nq, &out[0], ostride)
+	}
+}
+
+// vdecodeWsum4 is decodeKernels.wsum4 on avx512 (len(o[r]) a multiple of
+// 64; offs: n+8 entries, the last 8 read for prefetches only).
+func vdecodeWsum4(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int) {
+	hd := len(o[0])
+	if n == 0 {
+		return
+	}
+	if hd == 0 || hd%64 != 0 || len(offs) < n+8 || (f32 == nil) == (f16 == nil) {
+		panic("kernels/cpu: decode value shapes")
+	}
+	for r := range 4 {
+		if len(o[r]) != hd || len(s[r]) < n {
+			panic("kernels/cpu: decode value shapes")
+		}
+	}
+	m := len(f32) + len(f16)
+	for _, off := range offs[:n+8] {
+		if off < 0 || off+hd > m {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	for c := 0; c < hd; c += 64 {
+		if f16 != nil {
+			wsum4x64F16AVX512(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &f16[c], &offs[0], n)
+		} else {
+			wsum4x64pAVX512(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &f32[c], &offs[0], n)
+		}
+	}
+}
+
+//go:noescape
+func scores16AVX512(q *float32, base *float32, offs *int, ng, hd, nq int, out *float32, ostride int)
+
+//go:noescape
+func scores16F16AVX512(q *float32, base *uint16, offs *int, ng, hd, nq int, out *float32, ostride int)
+
+//go:noescape
+func wsum4x64pAVX512(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *float32, offs *int, n int)
+
+//go:noescape
+func wsum4x64F16AVX512(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *uint16, offs *int, n int)
