@@ -101,6 +101,28 @@
 //     run 16 lanes at a time with expf's bits. Keys and values are read by
 //     offsets computed from the block table after every page's tag and
 //     fill were checked; the assembly checks each offset against the arena.
+//   - Decode (a task of one query row, avx512, head dimension a multiple
+//     of 64) runs flashDecode (decode_amd64.s): the offsets of the row's
+//     keys and values are computed once, a page at a time; the group's
+//     query heads score 16 keys at a time (one zmm accumulator per key,
+//     the sixteen reduced together by a transposing tree that adds the
+//     lanes in ATSUM16's order, so dot4x4's bits), each key group read
+//     once from memory with prefetches two groups ahead and then from L1
+//     for the other heads; values are summed four heads at a time (a
+//     short group padded with a scratch output) with prefetches. Every
+//     vector's operations and their order are flash's, so a row has the
+//     same bits decoded alone or inside a prefill span
+//     (TestAttentionLongContext steps through single rows).
+//   - KV types (kernels.KVType): a KVF32 arena stores float32, a KVF16
+//     arena IEEE halves (kernels.F32ToF16 on WriteKV: nearest, ties to
+//     even) in a []uint16 with the same layout; CopyOut/CopyIn move the
+//     stored elements (2 bytes each). Attention computes over F16ToF32 of
+//     the halves, exactly as a KVF32 arena over those values: flashDecode
+//     reads the halves in place (VCVTPH2PS in registers, no scratch);
+//     every other task (prefill, the generic and avx2 paths, other head
+//     dimensions) converts each key and value block of its kv head once
+//     into float32 scratch (halfRow, f16tab on generic) and runs flash on
+//     it. The bits are those of a KVF32 arena holding the rounded values.
 //   - Weights stay where the caller put them (a memory-mapped GGUF file):
 //     aligned F32, F16 and BF16 data are viewed in place, block types read
 //     in place.
