@@ -68,6 +68,15 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 	if o.Scale != 0 {
 		scale = o.Scale
 	}
+	// One query row per task (decode) runs the path's decode kernels, with
+	// flash's bits.
+	var dk *decodeKernels
+	switch {
+	case b.k.path == AVX512 && hd%64 == 0:
+		dk = decodeK
+	case b.k.path == AVX2 && hd%64 == 0:
+		dk = decodeK2
+	}
 	b.w.run(offs[len(spans)], func(t int) {
 		si := 0
 		for offs[si+1] <= t {
@@ -79,8 +88,8 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		kh, qb := t/blocks, t%blocks
 		sc := scorePool.Get().(*attnScratch)
 		j0, j1 := qb*attnRows, min(s.N, (qb+1)*attnRows)
-		if j1-j0 == 1 && decodeK != nil && b.k.path == AVX512 && hd%64 == 0 {
-			a.flashDecode(sc, qt, ot, s, layer, kh, group, j0, scale, o.Window)
+		if dk != nil && j1-j0 == 1 {
+			a.flashDecode(dk, sc, qt, ot, s, layer, kh, group, j0, scale, o.Window)
 		} else {
 			a.flash(sc, qt, ot, s, layer, kh, group, j0, j1, scale, o.Window)
 		}
@@ -428,9 +437,10 @@ func (a *arena) values(sg, oh, vdata []float32, voff func(int) int, p0 int, voff
 // other paths and architectures). Exactly one of f32 (KVF32) and f16
 // (KVF16) is the arena's data; offsets count its elements.
 type decodeKernels struct {
-	// scores sets out[i·ostride + 16g + j] = q_i·key(offs[16g+j]) for the
-	// nq query vectors q_i = q[i·hd:][:hd], with flash's score order
-	// (dot1x4's); offs holds 32 entries past 16·ng.
+	group int // keys per score group: 16 (avx512), 8 (avx2)
+	// scores sets out[i·ostride + G·g + j] = q_i·key(offs[G·g+j]) (G =
+	// group) for the nq query vectors q_i = q[i·hd:][:hd], with flash's
+	// score order (dot1x4's); offs holds 2·G entries past G·ng.
 	scores func(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []int, ng int, out []float32, ostride int)
 	// wsum4 is wsum4 reading the values in place: o[r] += Σ_p<n
 	// s[r][p]·value(offs[p]) with wsum's chain per element; offs holds 8
@@ -438,7 +448,8 @@ type decodeKernels struct {
 	wsum4 func(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int)
 }
 
-var decodeK *decodeKernels
+// decodeK (avx512) and decodeK2 (avx2) are nil where the CPU lacks them.
+var decodeK, decodeK2 *decodeKernels
 
 // decodeStride is the distance between two vectors' scores in
 // flashDecode: a key block and the spare scores of its last group of 16.
@@ -453,7 +464,7 @@ const decodeStride = attnKeys + 16
 // computed sixteen keys at a time, each key block read once from memory
 // (with prefetches) and then from L1 for the other vectors; values four
 // vectors at a time (a short group padded with a scratch output).
-func (a *arena) flashDecode(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0 int, scale float32, window int) {
+func (a *arena) flashDecode(dk *decodeKernels, sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0 int, scale float32, window int) {
 	hd, pt, row := a.c.HeadDim, a.c.PageTokens, a.row
 	lim := s.Pos + j0 + 1
 	lo := 0
@@ -492,7 +503,7 @@ func (a *arena) flashDecode(sc *attnScratch, qt, ot *tensor, s kernels.Span, lay
 	vec := func(i int) []float32 { return orow[i*hd : (i+1)*hd : (i+1)*hd] }
 	for b0 := lo / attnKeys * attnKeys; b0 < lim; b0 += attnKeys {
 		f, t := max(b0, lo), min(b0+attnKeys, lim)
-		decodeK.scores(qrow, nv, hd, a.data, a.half, sc.koffs[f-lo:], (t-f+15)/16, sc.scores[f-b0:], decodeStride)
+		dk.scores(qrow, nv, hd, a.data, a.half, sc.koffs[f-lo:], (t-f+dk.group-1)/dk.group, sc.scores[f-b0:], decodeStride)
 		for i := range nv {
 			a.online(scores(i)[f-b0:t-b0], vec(i), &sc.m[i], &sc.l[i], scale)
 		}
@@ -504,7 +515,7 @@ func (a *arena) flashDecode(sc *attnScratch, qt, ot *tensor, s kernels.Span, lay
 					sc.ov[r], sc.sv[r] = sc.pad[:hd], scores(nv - 1)[f-b0:]
 				}
 			}
-			decodeK.wsum4(&sc.ov, &sc.sv, a.data, a.half, sc.offs[f-lo:], t-f)
+			dk.wsum4(&sc.ov, &sc.sv, a.data, a.half, sc.offs[f-lo:], t-f)
 		}
 	}
 	for i := range nv {

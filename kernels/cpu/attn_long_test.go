@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -27,15 +28,19 @@ import (
 // halves).
 func TestAttentionLongContext(t *testing.T) {
 	for _, kv := range []kernels.KVType{kernels.KVF32, kernels.KVF16} {
-		t.Run(kv.String(), func(t *testing.T) { testAttentionLongContext(t, kv) })
+		// Groups of 3 and 8 query heads per kv head (decode value tiles of
+		// four heads: padded, and two full), head dimensions 64 and 128.
+		for _, g := range [][3]int{{4, 12, 64}, {2, 16, 128}} {
+			t.Run(fmt.Sprintf("%v/kv=%d/q=%d/hd=%d", kv, g[0], g[1], g[2]), func(t *testing.T) {
+				testAttentionLongContext(t, kv, g[0], g[1], g[2])
+			})
+		}
 	}
 }
 
-func testAttentionLongContext(t *testing.T, kv kernels.KVType) {
-	const (
-		n, kvHeads, qHeads, hd, pt = 150, 4, 12, 64, 16
-		kw, qw                     = kvHeads * hd, qHeads * hd
-	)
+func testAttentionLongContext(t *testing.T, kv kernels.KVType, kvHeads, qHeads, hd int) {
+	const n, pt = 150, 16
+	kw, qw := kvHeads*hd, qHeads*hd
 	r := rand.New(rand.NewPCG(16, 150))
 	gen := func(m int, scale float64) []float32 {
 		v := make([]float32, m)
@@ -65,7 +70,7 @@ func testAttentionLongContext(t *testing.T, kv kernels.KVType) {
 			// The reference's scale is 1/√hd: a scale σ is σ·√hd on q.
 			qf := 1.0
 			if opt.Scale > 0 {
-				qf = float64(opt.Scale) * math.Sqrt(hd)
+				qf = float64(opt.Scale) * math.Sqrt(float64(hd))
 			}
 			q := make([]float64, qw)
 			for c := range q {

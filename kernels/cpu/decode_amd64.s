@@ -533,3 +533,360 @@ p4done:
 	VMOVUPS Z15, 192(DI)
 	VZEROUPPER
 	RET
+
+// avx2 (decodeK2): groups of eight keys in ymm, each key's products in one
+// eight-lane accumulator reduced as HSUM8 (lanes i and i+4, i and i+2, i
+// and i+1: dot4AVX2's bits), values four vectors × 16 floats at a time.
+
+// perm8 puts the lanes of RED8's tree back in key order: lane 4h+j holds
+// key h+2j.
+DATA perm8<>+0(SB)/4, $0
+DATA perm8<>+4(SB)/4, $4
+DATA perm8<>+8(SB)/4, $1
+DATA perm8<>+12(SB)/4, $5
+DATA perm8<>+16(SB)/4, $2
+DATA perm8<>+20(SB)/4, $6
+DATA perm8<>+24(SB)/4, $3
+DATA perm8<>+28(SB)/4, $7
+GLOBL perm8<>(SB), RODATA|NOPTR, $32
+
+#define R8A(A, B, C) \
+	VPERM2F128 $0x20, B, A, Y10; \
+	VPERM2F128 $0x31, B, A, Y11; \
+	VADDPS     Y11, Y10, C
+
+#define R8B(A, B, C) \
+	VSHUFPS $0x44, B, A, Y10; \
+	VSHUFPS $0xEE, B, A, Y11; \
+	VADDPS  Y11, Y10, C
+
+#define R8C(A, B, C) \
+	VSHUFPS $0x88, B, A, Y10; \
+	VSHUFPS $0xDD, B, A, Y11; \
+	VADDPS  Y11, Y10, C
+
+// RED8 reduces Y0…Y7 (key j in Yj) to Y0, the eight sums in key order.
+#define RED8 \
+	R8A(Y0, Y1, Y8); \
+	R8A(Y2, Y3, Y9); \
+	R8A(Y4, Y5, Y12); \
+	R8A(Y6, Y7, Y13); \
+	R8B(Y8, Y9, Y0); \
+	R8B(Y12, Y13, Y1); \
+	R8C(Y0, Y1, Y2); \
+	VMOVUPS perm8<>(SB), Y3; \
+	VPERMPS Y2, Y3, Y0
+
+// func scores8AVX2(q *float32, base *float32, offs *int, ng, hd, nq int, out *float32, ostride int)
+// scores16AVX512 on avx2: groups of eight keys, out[i·ostride + 8g + j];
+// offs must hold 16 entries past the last group.
+TEXT ·scores8AVX2(SB), NOSPLIT, $0-64
+	MOVQ base+8(FP), R13
+	MOVQ offs+16(FP), R14
+	MOVQ ng+24(FP), R15
+	MOVQ hd+32(FP), CX
+	MOVQ out+48(FP), BX
+
+grp:
+	TESTQ R15, R15
+	JEQ   end
+	MOVQ  q+0(FP), SI
+	MOVQ  BX, DI
+	MOVQ  nq+40(FP), R11
+
+qv:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ AX, AX
+
+chunk:
+	CMPQ    AX, CX
+	JGE     red
+	VMOVUPS (SI)(AX*4), Y8
+	LEAQ    (R13)(AX*4), R12
+	MOVQ 0(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y0
+	MOVQ 128(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 8(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y1
+	MOVQ 136(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 16(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y2
+	MOVQ 144(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 24(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y3
+	MOVQ 152(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 32(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y4
+	MOVQ 160(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 40(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y5
+	MOVQ 168(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 48(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y6
+	MOVQ 176(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	MOVQ 56(R14), R10
+	VFMADD231PS (R12)(R10*4), Y8, Y7
+	MOVQ 184(R14), R9
+	PREFETCHT0 (R12)(R9*4)
+	ADDQ $8, AX
+	JMP  chunk
+
+red:
+	RED8
+	VMOVUPS Y0, (DI)
+	MOVQ    hd+32(FP), R8
+	LEAQ    (SI)(R8*4), SI
+	MOVQ    ostride+56(FP), R8
+	LEAQ    (DI)(R8*4), DI
+	DECQ    R11
+	JNZ     qv
+	ADDQ    $64, R14
+	ADDQ    $32, BX
+	DECQ    R15
+	JMP     grp
+
+end:
+	VZEROUPPER
+	RET
+
+// func scores8F16AVX2(q *float32, base *uint16, offs *int, ng, hd, nq int, out *float32, ostride int)
+// scores16AVX512 on avx2: groups of eight keys, out[i·ostride + 8g + j];
+// offs must hold 16 entries past the last group.
+TEXT ·scores8F16AVX2(SB), NOSPLIT, $0-64
+	MOVQ base+8(FP), R13
+	MOVQ offs+16(FP), R14
+	MOVQ ng+24(FP), R15
+	MOVQ hd+32(FP), CX
+	MOVQ out+48(FP), BX
+
+grp:
+	TESTQ R15, R15
+	JEQ   end
+	MOVQ  q+0(FP), SI
+	MOVQ  BX, DI
+	MOVQ  nq+40(FP), R11
+
+qv:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ AX, AX
+
+chunk:
+	CMPQ    AX, CX
+	JGE     red
+	VMOVUPS (SI)(AX*4), Y8
+	LEAQ    (R13)(AX*2), R12
+	MOVQ 0(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y0
+	MOVQ 128(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 8(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y1
+	MOVQ 136(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 16(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y2
+	MOVQ 144(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 24(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y3
+	MOVQ 152(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 32(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y4
+	MOVQ 160(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 40(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y5
+	MOVQ 168(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 48(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y6
+	MOVQ 176(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	MOVQ 56(R14), R10
+	VCVTPH2PS (R12)(R10*2), Y9
+	VFMADD231PS Y9, Y8, Y7
+	MOVQ 184(R14), R9
+	PREFETCHT0 (R12)(R9*2)
+	ADDQ $8, AX
+	JMP  chunk
+
+red:
+	RED8
+	VMOVUPS Y0, (DI)
+	MOVQ    hd+32(FP), R8
+	LEAQ    (SI)(R8*4), SI
+	MOVQ    ostride+56(FP), R8
+	LEAQ    (DI)(R8*4), DI
+	DECQ    R11
+	JNZ     qv
+	ADDQ    $64, R14
+	ADDQ    $32, BX
+	DECQ    R15
+	JMP     grp
+
+end:
+	VZEROUPPER
+	RET
+
+// func wsum4x16AVX2(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *float32, offs *int, n int)
+// Four outputs' 16 elements: o_r[d] = fma(v_p[d], s_r[p], o_r[d]) for p
+// ascending (wsum's chain), v_p at base+offs[p];
+// offs must hold 8 entries past n (prefetches).
+TEXT ·wsum4x16AVX2(SB), NOSPLIT, $0-88
+	MOVQ s0+32(FP), SI
+	MOVQ s1+40(FP), DX
+	MOVQ s2+48(FP), BX
+	MOVQ s3+56(FP), R12
+	MOVQ base+64(FP), R8
+	MOVQ offs+72(FP), R9
+	MOVQ n+80(FP), CX
+	MOVQ o0+0(FP), DI
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	MOVQ o1+8(FP), DI
+	VMOVUPS 0(DI), Y2
+	VMOVUPS 32(DI), Y3
+	MOVQ o2+16(FP), DI
+	VMOVUPS 0(DI), Y4
+	VMOVUPS 32(DI), Y5
+	MOVQ o3+24(FP), DI
+	VMOVUPS 0(DI), Y6
+	VMOVUPS 32(DI), Y7
+	XORQ AX, AX
+
+loop:
+	CMPQ         AX, CX
+	JGE          done
+	MOVQ         (R9)(AX*8), R10
+	LEAQ         (R8)(R10*4), R10
+	MOVQ         64(R9)(AX*8), R11
+	LEAQ         (R8)(R11*4), R11
+	PREFETCHT0   0(R11)
+	VMOVUPS      0(R10), Y8
+	VMOVUPS      32(R10), Y9
+	VBROADCASTSS (SI)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (DX)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (BX)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R12)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	INCQ         AX
+	JMP          loop
+
+done:
+	MOVQ o0+0(FP), DI
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	MOVQ o1+8(FP), DI
+	VMOVUPS Y2, 0(DI)
+	VMOVUPS Y3, 32(DI)
+	MOVQ o2+16(FP), DI
+	VMOVUPS Y4, 0(DI)
+	VMOVUPS Y5, 32(DI)
+	MOVQ o3+24(FP), DI
+	VMOVUPS Y6, 0(DI)
+	VMOVUPS Y7, 32(DI)
+	VZEROUPPER
+	RET
+
+// func wsum4x16F16AVX2(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *uint16, offs *int, n int)
+// Four outputs' 16 elements: o_r[d] = fma(v_p[d], s_r[p], o_r[d]) for p
+// ascending (wsum's chain), v_p at base+offs[p] (halves, converted exactly);
+// offs must hold 8 entries past n (prefetches).
+TEXT ·wsum4x16F16AVX2(SB), NOSPLIT, $0-88
+	MOVQ s0+32(FP), SI
+	MOVQ s1+40(FP), DX
+	MOVQ s2+48(FP), BX
+	MOVQ s3+56(FP), R12
+	MOVQ base+64(FP), R8
+	MOVQ offs+72(FP), R9
+	MOVQ n+80(FP), CX
+	MOVQ o0+0(FP), DI
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	MOVQ o1+8(FP), DI
+	VMOVUPS 0(DI), Y2
+	VMOVUPS 32(DI), Y3
+	MOVQ o2+16(FP), DI
+	VMOVUPS 0(DI), Y4
+	VMOVUPS 32(DI), Y5
+	MOVQ o3+24(FP), DI
+	VMOVUPS 0(DI), Y6
+	VMOVUPS 32(DI), Y7
+	XORQ AX, AX
+
+loop:
+	CMPQ         AX, CX
+	JGE          done
+	MOVQ         (R9)(AX*8), R10
+	LEAQ         (R8)(R10*2), R10
+	MOVQ         64(R9)(AX*8), R11
+	LEAQ         (R8)(R11*2), R11
+	PREFETCHT0   0(R11)
+	VCVTPH2PS    0(R10), Y8
+	VCVTPH2PS    16(R10), Y9
+	VBROADCASTSS (SI)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (DX)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (BX)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R12)(AX*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	INCQ         AX
+	JMP          loop
+
+done:
+	MOVQ o0+0(FP), DI
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	MOVQ o1+8(FP), DI
+	VMOVUPS Y2, 0(DI)
+	VMOVUPS Y3, 32(DI)
+	MOVQ o2+16(FP), DI
+	VMOVUPS Y4, 0(DI)
+	VMOVUPS Y5, 32(DI)
+	MOVQ o3+24(FP), DI
+	VMOVUPS Y6, 0(DI)
+	VMOVUPS Y7, 32(DI)
+	VZEROUPPER
+	RET
