@@ -124,8 +124,8 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 			i, slot := s.Table.Slot(s.Pos + j)
 			p := s.Table.Page(i)
 			if a.half != nil {
-				toHalf(a.kvHalf(p, layer, 0, slot), kt.row(s.Row+j))
-				toHalf(a.kvHalf(p, layer, 1, slot), vt.row(s.Row+j))
+				a.toHalf(a.kvHalf(p, layer, 0, slot), kt.row(s.Row+j))
+				a.toHalf(a.kvHalf(p, layer, 1, slot), vt.row(s.Row+j))
 				continue
 			}
 			copy(a.kv(p, layer, 0, slot), kt.row(s.Row+j))
@@ -250,8 +250,17 @@ func getFloats(f []float32, b []byte) {
 	}
 }
 
-// toHalf sets dst[i] to the nearest half of src[i] (ties to even).
-func toHalf(dst []uint16, src []float32) {
+// toHalfVec is toHalf with vector instructions (avx2 with F16C; nil
+// elsewhere): the same halves.
+var toHalfVec func(dst []uint16, src []float32)
+
+// toHalf sets dst[i] to the nearest half of src[i] (ties to even,
+// kernels.F32ToF16), vectorized on paths other than generic.
+func (a *arena) toHalf(dst []uint16, src []float32) {
+	if toHalfVec != nil && a.b.k.path != Generic {
+		toHalfVec(dst, src)
+		return
+	}
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = kernels.F32ToF16(v)

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "github.com/cloison/cloison/kernels"
+
 func init() {
 	if hasAVX512 {
 		decodeK = &decodeKernels{group: 16, scores: vdecodeScores, wsum4: vdecodeWsum4}
@@ -139,3 +141,26 @@ func wsum4x64pAVX512(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *flo
 
 //go:noescape
 func wsum4x64F16AVX512(o0, o1, o2, o3 *float32, s0, s1, s2, s3 *float32, base *uint16, offs *int, n int)
+
+func init() {
+	if hasAVX2 {
+		toHalfVec = vtoHalf
+	}
+}
+
+// vtoHalf is toHalfVec on avx2 (F16C): eight at a time, the tail with
+// kernels.F32ToF16; the same halves as F32ToF16 everywhere.
+func vtoHalf(dst []uint16, src []float32) {
+	n := len(src)
+	dst = dst[:n]
+	nv := n &^ 7
+	if nv > 0 {
+		toHalfAVX2(&dst[0], &src[0], nv)
+	}
+	for i := nv; i < n; i++ {
+		dst[i] = kernels.F32ToF16(src[i])
+	}
+}
+
+//go:noescape
+func toHalfAVX2(dst *uint16, src *float32, n int)

@@ -890,3 +890,37 @@ done:
 	VMOVUPS Y7, 32(DI)
 	VZEROUPPER
 	RET
+
+// func toHalfAVX2(dst *uint16, src *float32, n int)
+// dst[i] = the nearest half of src[i], ties to even (VCVTPS2PH, rounding
+// from the immediate), for n a multiple of 8; a NaN is first made the
+// quiet NaN of its sign without payload, so that it converts to
+// sign|0x7e00 as kernels.F32ToF16 gives.
+TEXT ·toHalfAVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVL         $0x80000000, AX
+	MOVL         AX, X13
+	VBROADCASTSS X13, Y13
+	MOVL         $0x7fc00000, AX
+	MOVL         AX, X12
+	VBROADCASTSS X12, Y12
+	XORQ         AX, AX
+
+hloop:
+	CMPQ       AX, CX
+	JGE        hdone
+	VMOVUPS    (SI)(AX*4), Y0
+	VCMPPS     $3, Y0, Y0, Y1
+	VANDPS     Y13, Y0, Y2
+	VORPS      Y12, Y2, Y2
+	VBLENDVPS  Y1, Y2, Y0, Y0
+	VCVTPS2PH  $0, Y0, X3
+	VMOVDQU    X3, (DI)(AX*2)
+	ADDQ       $8, AX
+	JMP        hloop
+
+hdone:
+	VZEROUPPER
+	RET
