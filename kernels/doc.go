@@ -50,13 +50,23 @@
 // numbers, GGUF block layouts). Operations: matrix products, RMSNorm, RoPE
 // (normal/NeoX, base, linear scale, llama3 frequency factors), SiLU/SwiGLU,
 // softmax, add (with bias broadcast), embedding lookup, and a paged KV Arena.
+// An arena stores K and V as float32 (KVF32, the default) or IEEE halves
+// (ArenaConfig.KV = KVF16: half the bytes; each element rounded to the
+// nearest half, ties to even, when written, and attention computes over the
+// rounded values). ParseKVType reads "f32"/"f16"; a backend that does not
+// store a type refuses it in NewArena with ErrKVType (kernels/cuda: f32
+// only). The transfer format of a page is its stored type, little-endian,
+// [layer][K, V][slot][kv_head][head_dim]; pages move between arenas of the
+// same configuration.
 // Backends register by name (kernels.Open("cpu", …)); optional capabilities
 // are interfaces (MultiMatMuler).
 //
 // kernelstest.Run checks the guarantees for every backend; products are
 // within the float32 worst-case summation bound. A table older than the page's
 // contents (a released lease's) cannot write; transfers (CopyOut/CopyIn) use a
-// fixed little-endian format.
+// fixed little-endian format (float32 or binary16, as the arena stores). The
+// arena tests run again with KVF16 arenas against the reference over the
+// rounded K and V.
 //
 // Options.Unsafe.SkipOwnershipChecks turns the arena's tag and fill checks
 // off; it exists only with -tags faults, for the engine's tests that prove the

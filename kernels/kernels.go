@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cloison/cloison"
@@ -91,7 +92,8 @@ type Backend interface {
 	Copy(dst, src Tensor) error
 
 	// NewArena allocates a zeroed KV arena; every page starts with the zero
-	// Tag.
+	// Tag. Errors: ErrShape for a bad geometry, ErrKVType for a KV type the
+	// backend does not store.
 	NewArena(c ArenaConfig) (Arena, error)
 
 	// Close releases the backend's resources (worker goroutines, device
@@ -155,6 +157,50 @@ func (p RoPE) Check(cols, rows, npos int) (dims int, err error) {
 	return dims, nil
 }
 
+// KVType is the element type an arena stores K and V in.
+type KVType uint8
+
+const (
+	KVF32 KVType = iota // float32, the default (zero value)
+	KVF16               // IEEE binary16, rounded to nearest even on write (as F32ToF16)
+)
+
+// String returns "f32" or "f16"; other values give "kvtype(N)".
+func (t KVType) String() string {
+	switch t {
+	case KVF32:
+		return "f32"
+	case KVF16:
+		return "f16"
+	}
+	return fmt.Sprintf("kvtype(%d)", uint8(t))
+}
+
+// ParseKVType parses "f32" or "f16" (any case).
+//
+// Errors: one wrapping ErrKVType for any other string.
+func ParseKVType(s string) (KVType, error) {
+	switch strings.ToLower(s) {
+	case "f32":
+		return KVF32, nil
+	case "f16":
+		return KVF16, nil
+	}
+	return 0, fmt.Errorf("%w: %q (want f32 or f16)", ErrKVType, s)
+}
+
+// Size returns the bytes per element: 4 for KVF32, 2 for KVF16, 0 for an
+// unknown type.
+func (t KVType) Size() int {
+	switch t {
+	case KVF32:
+		return 4
+	case KVF16:
+		return 2
+	}
+	return 0
+}
+
 // ArenaConfig sizes a KV arena.
 type ArenaConfig struct {
 	Pages      int // number of pages, indexed as the isolation.Pool indexes them
@@ -162,15 +208,21 @@ type ArenaConfig struct {
 	Layers     int
 	KVHeads    int
 	HeadDim    int
+	KV         KVType // element type of the stored K and V; zero: KVF32
 }
 
-// PageBytes returns the size of one page in the transfer format (see Arena).
+// PageBytes returns the size of one page in the transfer format (see Arena):
+// KV.Size() bytes per element.
 func (c ArenaConfig) PageBytes() int {
-	return c.Layers * 2 * c.PageTokens * c.KVHeads * c.HeadDim * 4
+	return c.Layers * 2 * c.PageTokens * c.KVHeads * c.HeadDim * c.KV.Size()
 }
 
-// Validate reports an ErrShape error if c cannot describe an arena.
+// Validate reports an ErrShape error if c cannot describe an arena, and an
+// error wrapping ErrKVType for an unknown KV type.
 func (c ArenaConfig) Validate() error {
+	if c.KV.Size() == 0 {
+		return fmt.Errorf("%w: arena config %+v: KV type %v", ErrKVType, c, c.KV)
+	}
 	if c.Pages <= 0 || c.PageTokens <= 0 || c.Layers <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 {
 		return fmt.Errorf("%w: arena config %+v: every field must be positive", ErrShape, c)
 	}
@@ -201,8 +253,15 @@ func (c ArenaConfig) Validate() error {
 // page tagged T never holds bytes that T's lease did not write.
 //
 // Transfer format of a page (CopyOut/CopyIn, identical on every backend):
-// little-endian float32, laid out [layer][K, V][slot][kv_head][head_dim];
-// PageBytes() bytes in all.
+// the page in its stored type (ArenaConfig.KV): little-endian float32 for
+// KVF32, little-endian IEEE binary16 for KVF16, laid out
+// [layer][K, V][slot][kv_head][head_dim]; PageBytes() bytes in all. Pages
+// move only between arenas of the same configuration, KV type included.
+//
+// A KVF16 arena rounds every K and V element to the nearest half (ties to
+// even, F32ToF16) when it is written; attention then computes over those
+// rounded values (F16ToF32 of what is stored) as a KVF32 arena would over
+// them.
 type Arena interface {
 	Config() ArenaConfig
 	// PageBytes returns Config().PageBytes().
@@ -302,6 +361,10 @@ var (
 	ErrTagMismatch = cloison.NewError(cloison.CodeIsolationViolation, "kernels: page ownership tag mismatch")
 	// ErrUnwritten is matched by every *UnwrittenError.
 	ErrUnwritten = cloison.NewError(cloison.CodeIsolationViolation, "kernels: read of unwritten KV slots")
+	// ErrKVType: a KV element type the backend does not store (an unknown
+	// KVType, or KVF16 on a backend without it), or a name ParseKVType does
+	// not know.
+	ErrKVType = cloison.NewError(cloison.CodeInvalid, "kernels: unsupported KV type")
 	// ErrUnknownBackend: Open of a name nobody registered.
 	ErrUnknownBackend = cloison.NewError(cloison.CodeInvalid, "kernels: unknown backend")
 	// ErrClosed: use of a backend after Close.

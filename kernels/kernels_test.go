@@ -175,3 +175,39 @@ func TestMultiMatMulFallback(t *testing.T) {
 		t.Fatalf("mismatched lists: got %v, want ErrShape", err)
 	}
 }
+
+func TestKVType(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want kernels.KVType
+		size int
+	}{{"f32", kernels.KVF32, 4}, {"F16", kernels.KVF16, 2}, {"f16", kernels.KVF16, 2}} {
+		got, err := kernels.ParseKVType(tc.in)
+		if err != nil || got != tc.want || got.Size() != tc.size {
+			t.Errorf("ParseKVType(%q) = %v (size %d), %v; want %v, size %d", tc.in, got, got.Size(), err, tc.want, tc.size)
+		}
+		if back, err := kernels.ParseKVType(got.String()); err != nil || back != got {
+			t.Errorf("ParseKVType(%v.String()) = %v, %v", got, back, err)
+		}
+	}
+	for _, s := range []string{"", "bf16", "q8_0", "f32 "} {
+		if _, err := kernels.ParseKVType(s); !errors.Is(err, kernels.ErrKVType) {
+			t.Errorf("ParseKVType(%q): %v, want ErrKVType", s, err)
+		}
+	}
+	if s := kernels.KVType(7).String(); s != "kvtype(7)" {
+		t.Errorf("KVType(7).String() = %q", s)
+	}
+	c := kernels.ArenaConfig{Pages: 2, PageTokens: 4, Layers: 3, KVHeads: 2, HeadDim: 8}
+	if c.PageBytes() != 3*2*4*2*8*4 {
+		t.Errorf("f32 PageBytes %d", c.PageBytes())
+	}
+	c.KV = kernels.KVF16
+	if c.PageBytes() != 3*2*4*2*8*2 || c.Validate() != nil {
+		t.Errorf("f16 PageBytes %d, Validate %v", c.PageBytes(), c.Validate())
+	}
+	c.KV = 2
+	if err := c.Validate(); !errors.Is(err, kernels.ErrKVType) {
+		t.Errorf("Validate with KV type 2: %v, want ErrKVType", err)
+	}
+}

@@ -10,8 +10,9 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
-// arena is a KV cache in one float32 slice. Page p occupies
-// data[p·pageLen : (p+1)·pageLen], laid out as the transfer format:
+// arena is a KV cache in one float32 slice (data, KVF32) or one slice of
+// IEEE halves (half, KVF16). Page p occupies
+// data[p·pageLen : (p+1)·pageLen] (or half's), laid out as the transfer format:
 // [layer][K, V][slot][kv_head][head_dim]. So a page is one contiguous run
 // (ZeroPages and copies are single clear/copy calls) and one token's K (or V)
 // row of a layer is contiguous, as WriteKV produces it.
@@ -21,10 +22,11 @@ import (
 type arena struct {
 	b       *Backend
 	c       kernels.ArenaConfig
-	row     int // floats per token row of one layer's K or V: kv_heads × head_dim
-	kvLen   int // floats of one layer's K (or V) in a page: PageTokens × row
-	pageLen int // floats per page
-	data    []float32
+	row     int       // floats per token row of one layer's K or V: kv_heads × head_dim
+	kvLen   int       // floats of one layer's K (or V) in a page: PageTokens × row
+	pageLen int       // elements per page
+	data    []float32 // KVF32: the pages
+	half    []uint16  // KVF16: the pages, F32ToF16 of what WriteKV was given
 	kernels.Books
 }
 
@@ -41,12 +43,25 @@ func (b *Backend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
 		b: b, c: c, row: row, kvLen: c.PageTokens * row, pageLen: c.Layers * 2 * c.PageTokens * row,
 		Books: kernels.NewBooks(c, b.unsafeSkip),
 	}
-	a.data = make([]float32, c.Pages*a.pageLen)
+	if c.KV == kernels.KVF16 {
+		a.half = make([]uint16, c.Pages*a.pageLen)
+	} else {
+		a.data = make([]float32, c.Pages*a.pageLen)
+	}
 	return a, nil
 }
 
 func (a *arena) Config() kernels.ArenaConfig { return a.c }
-func (a *arena) PageBytes() int              { return a.pageLen * 4 }
+func (a *arena) PageBytes() int              { return a.pageLen * a.c.KV.Size() }
+
+// clearElems zeroes elements [lo, hi) of the pages.
+func (a *arena) clearElems(lo, hi int) {
+	if a.half != nil {
+		clear(a.half[lo:hi])
+	} else {
+		clear(a.data[lo:hi])
+	}
+}
 
 func (a *arena) Tag(page int32) isolation.Tag {
 	if page < 0 || int(page) >= a.c.Pages {
@@ -55,14 +70,17 @@ func (a *arena) Tag(page int32) isolation.Tag {
 	return a.Tags[page]
 }
 
-func (a *arena) page(p int32) []float32 {
-	return a.data[int(p)*a.pageLen : (int(p)+1)*a.pageLen : (int(p)+1)*a.pageLen]
-}
-
-// kv returns the K (v=0) or V (v=1) row of slot in layer of page p.
+// kv returns the K (v=0) or V (v=1) row of slot in layer of page p
+// (KVF32).
 func (a *arena) kv(p int32, layer, v, slot int) []float32 {
 	off := a.kvOffset(p, layer, v, slot)
 	return a.data[off : off+a.row : off+a.row]
+}
+
+// kvHalf is kv on a KVF16 arena.
+func (a *arena) kvHalf(p int32, layer, v, slot int) []uint16 {
+	off := a.kvOffset(p, layer, v, slot)
+	return a.half[off : off+a.row : off+a.row]
 }
 
 // kvOffset is the index in a.data of the row kv returns.
@@ -97,7 +115,7 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 	}
 	for _, w := range pages {
 		if a.Changes(w) {
-			clear(a.page(w.Page))
+			a.clearElems(int(w.Page)*a.pageLen, int(w.Page+1)*a.pageLen)
 		}
 		a.Record(layer, w)
 	}
@@ -105,6 +123,11 @@ func (a *arena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) er
 		for j := range s.N {
 			i, slot := s.Table.Slot(s.Pos + j)
 			p := s.Table.Page(i)
+			if a.half != nil {
+				a.toHalf(a.kvHalf(p, layer, 0, slot), kt.row(s.Row+j))
+				a.toHalf(a.kvHalf(p, layer, 1, slot), vt.row(s.Row+j))
+				continue
+			}
 			copy(a.kv(p, layer, 0, slot), kt.row(s.Row+j))
 			copy(a.kv(p, layer, 1, slot), vt.row(s.Row+j))
 		}
@@ -129,8 +152,8 @@ func (a *arena) ZeroPages(pages []int32) error {
 		sorted = slices.Clone(pages)
 		slices.Sort(sorted)
 	}
-	const chunk = 1 << 18 // floats (1 MiB) per task
-	var spans [][2]int    // [lo, hi) float offsets
+	chunk := 1 << 20 / a.c.KV.Size() // elements (1 MiB) per task
+	var spans [][2]int               // [lo, hi) element offsets
 	for i := 0; i < len(sorted); {
 		j := i + 1
 		for j < len(sorted) && sorted[j] <= sorted[j-1]+1 {
@@ -143,7 +166,7 @@ func (a *arena) ZeroPages(pages []int32) error {
 		}
 		i = j
 	}
-	a.b.w.run(len(spans), func(t int) { clear(a.data[spans[t][0]:spans[t][1]]) })
+	a.b.w.run(len(spans), func(t int) { a.clearElems(spans[t][0], spans[t][1]) })
 	return nil
 }
 
@@ -163,13 +186,18 @@ func (a *arena) CopyOut(dst []byte, t isolation.BlockTable, i int) error {
 	if err != nil {
 		return err
 	}
-	n := c * a.row // floats of each K or V run to copy
-	src := a.page(p)
+	n := c * a.row // elements of each K or V run to copy
+	es := a.c.KV.Size()
+	base := int(p) * a.pageLen
 	for run := 0; run < 2*a.c.Layers; run++ {
-		s := src[run*a.kvLen : (run+1)*a.kvLen]
-		d := dst[run*a.kvLen*4 : (run+1)*a.kvLen*4]
-		putFloats(d[:4*n], s[:n])
-		clear(d[4*n:])
+		o := base + run*a.kvLen
+		d := dst[run*a.kvLen*es : (run+1)*a.kvLen*es]
+		if a.half != nil {
+			putHalves(d[:es*n], a.half[o:o+n])
+		} else {
+			putFloats(d[:es*n], a.data[o:o+n])
+		}
+		clear(d[es*n:])
 	}
 	return nil
 }
@@ -184,12 +212,17 @@ func (a *arena) CopyIn(t isolation.BlockTable, i int, src []byte) error {
 		return err
 	}
 	n := c * a.row
-	dst := a.page(p)
+	es := a.c.KV.Size()
+	base := int(p) * a.pageLen
 	for run := 0; run < 2*a.c.Layers; run++ {
-		d := dst[run*a.kvLen : (run+1)*a.kvLen]
-		s := src[run*a.kvLen*4 : (run+1)*a.kvLen*4]
-		getFloats(d[:n], s[:4*n])
-		clear(d[n:])
+		o := base + run*a.kvLen
+		s := src[run*a.kvLen*es : (run+1)*a.kvLen*es]
+		if a.half != nil {
+			getHalves(a.half[o:o+n], s[:es*n])
+		} else {
+			getFloats(a.data[o:o+n], s[:es*n])
+		}
+		a.clearElems(o+n, o+a.kvLen)
 	}
 	a.RecordCopyIn(p, t.Tag(i), c)
 	return nil
@@ -214,5 +247,44 @@ func getFloats(f []float32, b []byte) {
 	}
 	for i := range f {
 		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+// toHalfVec is toHalf with vector instructions (avx2 with F16C; nil
+// elsewhere): the same halves.
+var toHalfVec func(dst []uint16, src []float32)
+
+// toHalf sets dst[i] to the nearest half of src[i] (ties to even,
+// kernels.F32ToF16), vectorized on paths other than generic.
+func (a *arena) toHalf(dst []uint16, src []float32) {
+	if toHalfVec != nil && a.b.k.path != Generic {
+		toHalfVec(dst, src)
+		return
+	}
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = kernels.F32ToF16(v)
+	}
+}
+
+// putHalves writes h as little-endian halves into b (len 2·len(h)).
+func putHalves(b []byte, h []uint16) {
+	if littleEndian {
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(h))), 2*len(h)))
+		return
+	}
+	for i, v := range h {
+		binary.LittleEndian.PutUint16(b[2*i:], v)
+	}
+}
+
+// getHalves reads little-endian halves from b into h.
+func getHalves(h []uint16, b []byte) {
+	if littleEndian {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(h))), 2*len(h)), b)
+		return
+	}
+	for i := range h {
+		h[i] = binary.LittleEndian.Uint16(b[2*i:])
 	}
 }

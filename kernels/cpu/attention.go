@@ -68,6 +68,15 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 	if o.Scale != 0 {
 		scale = o.Scale
 	}
+	// One query row per task (decode) runs the path's decode kernels, with
+	// flash's bits.
+	var dk *decodeKernels
+	switch {
+	case b.k.path == AVX512 && hd%64 == 0:
+		dk = decodeK
+	case b.k.path == AVX2 && hd%64 == 0:
+		dk = decodeK2
+	}
 	b.w.run(offs[len(spans)], func(t int) {
 		si := 0
 		for offs[si+1] <= t {
@@ -78,7 +87,12 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		blocks := (s.N + attnRows - 1) / attnRows
 		kh, qb := t/blocks, t%blocks
 		sc := scorePool.Get().(*attnScratch)
-		a.flash(sc, qt, ot, s, layer, kh, group, qb*attnRows, min(s.N, (qb+1)*attnRows), scale, o.Window)
+		j0, j1 := qb*attnRows, min(s.N, (qb+1)*attnRows)
+		if dk != nil && j1-j0 == 1 {
+			a.flashDecode(dk, sc, qt, ot, s, layer, kh, group, j0, scale, o.Window)
+		} else {
+			a.flash(sc, qt, ot, s, layer, kh, group, j0, j1, scale, o.Window)
+		}
 		scorePool.Put(sc)
 	})
 	return nil
@@ -101,6 +115,9 @@ type attnScratch struct {
 	l      []float64    // running normaliser per vector
 	offs   []int        // values of the block
 	koffs  []int        // keys of the block (scores4)
+	kbuf   []float32    // KVF16: the block's keys, converted
+	vbuf   []float32    // KVF16: the block's values, converted
+	pad    []float32    // flashDecode: the output of a short group's spare vectors
 	xs, ws [4][]float32 // a register tile's rows (pooled: they escape)
 	ov, sv [4][]float32 // wsum4's outputs and weights
 	out    [16]float32
@@ -150,8 +167,22 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		}
 		return 0
 	}
+	// The keys and values read: in the arena (KVF32), or a block's
+	// converted into the task's scratch (KVF16: kbuf and vbuf hold
+	// positions [kb, b1) of kv head kh, hd floats each), so that the
+	// float32 code below computes over F16ToF32 of the stored halves.
+	kdata, vdata := a.data, a.data
+	kb := 0 // the block's first position read
+	koff := func(p int) int { return a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt) + kh*hd }
+	voff := func(p int) int { return a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt) + kh*hd }
+	if a.half != nil {
+		kdata, vdata = sc.kbuf, sc.vbuf
+		koff = func(p int) int { return (p - kb) * hd }
+		voff = koff
+	}
 	key := func(p int) []float32 {
-		return a.kv(s.Table.Page(p/pt), layer, 0, p%pt)[kh*hd : (kh+1)*hd]
+		o := koff(p)
+		return kdata[o : o+hd : o+hd]
 	}
 	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
 	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.path == AVX512 && hd%16 == 0
@@ -168,7 +199,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		for r := range 4 {
 			sc.ov[r], sc.sv[r] = vec(ot, r), nil
 		}
-		w4 = wsum4(&sc.ov, &sc.sv, a.data, nil)
+		w4 = wsum4(&sc.ov, &sc.sv, vdata, nil)
 	}
 	end := lim(nv - 1)
 	// Both bounds are nondecreasing in i: from(i) and to(i) delimit the
@@ -178,11 +209,15 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	to := func(i int) int { return min(b1, lim(i)) }
 	for b0 = lo(0) / attnKeys * attnKeys; b0 < end; b0 += attnKeys {
 		b1 = min(b0+attnKeys, end)
-		kb := from(0) // the block's first position read; koffs and offs start there
+		kb = from(0) // koffs and offs start there
+		if a.half != nil {
+			sc.kbuf, sc.vbuf = a.halfBlock(sc.kbuf, s, layer, 0, kh, kb, b1), a.halfBlock(sc.vbuf, s, layer, 1, kh, kb, b1)
+			kdata, vdata = sc.kbuf, sc.vbuf
+		}
 		if fast {
 			sc.koffs = sc.koffs[:0]
 			for p := kb; p < b1; p++ {
-				sc.koffs = append(sc.koffs, a.kvOffset(s.Table.Page(p/pt), layer, 0, p%pt)+kh*hd)
+				sc.koffs = append(sc.koffs, koff(p))
 			}
 		}
 		// Scores of positions [from, to) of every vector, at index p−b0 (a
@@ -203,7 +238,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				}
 				if fast {
 					ng := (pe - p) / 4
-					scores4(xs, a.data, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
+					scores4(xs, kdata, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
 					p += 4 * ng
 				}
 				for ; p+4 <= pe; p += 4 {
@@ -235,7 +270,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		sc.offs = sc.offs[:0]
 		if k.wsum != nil {
 			for p := kb; p < b1; p++ {
-				sc.offs = append(sc.offs, a.kvOffset(s.Table.Page(p/pt), layer, 1, p%pt)+kh*hd)
+				sc.offs = append(sc.offs, voff(p))
 			}
 		}
 		// voffs: the value offsets from position p (none without wsum).
@@ -260,24 +295,24 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				c0, c1 := from(i+3), to(i) // read by all four
 				if c0 >= c1 {
 					for r := range 4 {
-						a.valuesOf(scores(i+r), vec(ot, i+r), s, layer, kh, b0, from(i+r), to(i+r), voffs)
+						a.valuesOf(scores(i+r), vec(ot, i+r), vdata, voff, b0, from(i+r), to(i+r), voffs)
 					}
 					continue
 				}
 				for r := range 4 {
 					ov[r], sv[r] = vec(ot, i+r), scores(i + r)[c0-b0:c1-b0]
-					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, from(i+r), c0, voffs)
+					a.valuesOf(scores(i+r), ov[r], vdata, voff, b0, from(i+r), c0, voffs)
 				}
-				if !wsum4(ov, sv, a.data, voffs(c0)[:c1-c0]) {
+				if !wsum4(ov, sv, vdata, voffs(c0)[:c1-c0]) {
 					panic("kernels/cpu: attention value tile refused after its probe")
 				}
 				for r := range 4 {
-					a.valuesOf(scores(i+r), ov[r], s, layer, kh, b0, c1, to(i+r), voffs)
+					a.valuesOf(scores(i+r), ov[r], vdata, voff, b0, c1, to(i+r), voffs)
 				}
 			}
 		}
 		for ; i < nv; i++ {
-			a.valuesOf(scores(i), vec(ot, i), s, layer, kh, b0, from(i), to(i), voffs)
+			a.valuesOf(scores(i), vec(ot, i), vdata, voff, b0, from(i), to(i), voffs)
 		}
 	}
 	for i := range nv {
@@ -345,10 +380,29 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 
 // valuesOf is values for positions [f, t) of a vector whose block scores
 // sg start at position b0, voffs giving the value offsets from a position.
-func (a *arena) valuesOf(sg, oh []float32, s kernels.Span, layer, kh, b0, f, t int, voffs func(int) []int) {
+func (a *arena) valuesOf(sg, oh, vdata []float32, voff func(int) int, b0, f, t int, voffs func(int) []int) {
 	if f < t {
-		a.values(sg[f-b0:t-b0], oh, s, layer, kh, f, voffs(f))
+		a.values(sg[f-b0:t-b0], oh, vdata, voff, f, voffs(f))
 	}
+}
+
+// halfBlock converts the K (v=0) or V (v=1) rows of kv head kh at
+// positions [p0, p1) of span s into buf ((p1−p0)·head_dim floats, grown
+// as needed): F16ToF32 of each stored half, exactly.
+func (a *arena) halfBlock(buf []float32, s kernels.Span, layer, v, kh, p0, p1 int) []float32 {
+	hd, pt := a.c.HeadDim, a.c.PageTokens
+	buf = grow(buf, (p1-p0)*hd)
+	for p := p0; p < p1; p++ {
+		dst, src := buf[(p-p0)*hd:(p-p0+1)*hd], a.kvHalf(s.Table.Page(p/pt), layer, v, p%pt)[kh*hd:(kh+1)*hd]
+		if a.b.k.halfRow != nil {
+			a.b.k.halfRow(false, dst, src)
+			continue
+		}
+		for i, h := range src {
+			dst[i] = f16tab[h]
+		}
+	}
+	return buf
 }
 
 // wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
@@ -358,15 +412,15 @@ var wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
 
 // values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
 // element); voffs holds the values' offsets when the path has wsum.
-func (a *arena) values(sg, oh []float32, s kernels.Span, layer, kh, p0 int, voffs []int) {
+func (a *arena) values(sg, oh, vdata []float32, voff func(int) int, p0 int, voffs []int) {
 	hd := a.c.HeadDim
-	pt := a.c.PageTokens
 	k := a.b.k
-	if k.wsum != nil && k.wsum(oh, sg, a.data, voffs[:len(sg)]) {
+	if k.wsum != nil && k.wsum(oh, sg, vdata, voffs[:len(sg)]) {
 		return
 	}
 	val := func(p int) []float32 {
-		return a.kv(s.Table.Page(p/pt), layer, 1, p%pt)[kh*hd : (kh+1)*hd : (kh+1)*hd]
+		o := voff(p)
+		return vdata[o : o+hd : o+hd]
 	}
 	// Four positions per pass over oh; each element still adds the
 	// positions in order.
@@ -376,5 +430,99 @@ func (a *arena) values(sg, oh []float32, s kernels.Span, layer, kh, p0 int, voff
 	}
 	for ; i < n; i++ {
 		k.axpy1(oh, sg[i], val(p0+i))
+	}
+}
+
+// decodeKernels are the avx512 kernels of flashDecode (decodeK is nil on
+// other paths and architectures). Exactly one of f32 (KVF32) and f16
+// (KVF16) is the arena's data; offsets count its elements.
+type decodeKernels struct {
+	group int // keys per score group: 16 (avx512), 8 (avx2)
+	// scores sets out[i·ostride + G·g + j] = q_i·key(offs[G·g+j]) (G =
+	// group) for the nq query vectors q_i = q[i·hd:][:hd], with flash's
+	// score order (dot1x4's); offs holds 2·G entries past G·ng.
+	scores func(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []int, ng int, out []float32, ostride int)
+	// wsum4 is wsum4 reading the values in place: o[r] += Σ_p<n
+	// s[r][p]·value(offs[p]) with wsum's chain per element; offs holds 8
+	// entries past n.
+	wsum4 func(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int)
+}
+
+// decodeK (avx512) and decodeK2 (avx2) are nil where the CPU lacks them.
+var decodeK, decodeK2 *decodeKernels
+
+// decodeStride is the distance between two vectors' scores in
+// flashDecode: a key block and the spare scores of its last group of 16.
+const decodeStride = attnKeys + 16
+
+// flashDecode is flash for a task of one query row j0 (decode), on avx512
+// with a head dimension that is a multiple of 64, over KVF32 or KVF16 in
+// place: the same operations per vector in the same order as flash, so the
+// same bits (a row gives the same result alone or among the rows of a
+// prefill span). The offsets of the keys and values the row reads are
+// computed once, a page at a time; the scores of the group's vectors are
+// computed sixteen keys at a time, each key block read once from memory
+// (with prefetches) and then from L1 for the other vectors; values four
+// vectors at a time (a short group padded with a scratch output).
+func (a *arena) flashDecode(dk *decodeKernels, sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0 int, scale float32, window int) {
+	hd, pt, row := a.c.HeadDim, a.c.PageTokens, a.row
+	lim := s.Pos + j0 + 1
+	lo := 0
+	if window > 0 {
+		lo = max(0, lim-window)
+	}
+	nv := group
+	qrow := qt.row(s.Row + j0)[kh*group*hd : (kh+1)*group*hd]
+	orow := ot.row(s.Row + j0)[kh*group*hd : (kh+1)*group*hd]
+	clear(orow)
+	sc.koffs, sc.offs = sc.koffs[:0], sc.offs[:0]
+	for p := lo; p < lim; {
+		pg := s.Table.Page(p / pt)
+		kbase := a.kvOffset(pg, layer, 0, 0) + kh*hd
+		vbase := a.kvOffset(pg, layer, 1, 0) + kh*hd
+		for slot := p % pt; slot < pt && p < lim; slot, p = slot+1, p+1 {
+			sc.koffs = append(sc.koffs, kbase+slot*row)
+			sc.offs = append(sc.offs, vbase+slot*row)
+		}
+	}
+	lastK, lastV := sc.koffs[len(sc.koffs)-1], sc.offs[len(sc.offs)-1]
+	for range 48 { // the kernels' spare group and prefetches
+		sc.koffs = append(sc.koffs, lastK)
+		sc.offs = append(sc.offs, lastV)
+	}
+	sc.scores = grow(sc.scores, nv*decodeStride)
+	sc.m = grow(sc.m, nv)
+	sc.l = growAny(sc.l, nv)
+	sc.pad = grow(sc.pad, hd)
+	for i := range nv {
+		sc.m[i], sc.l[i] = float32(math.Inf(-1)), 0
+	}
+	scores := func(i int) []float32 {
+		return sc.scores[i*decodeStride : (i+1)*decodeStride : (i+1)*decodeStride]
+	}
+	vec := func(i int) []float32 { return orow[i*hd : (i+1)*hd : (i+1)*hd] }
+	for b0 := lo / attnKeys * attnKeys; b0 < lim; b0 += attnKeys {
+		f, t := max(b0, lo), min(b0+attnKeys, lim)
+		dk.scores(qrow, nv, hd, a.data, a.half, sc.koffs[f-lo:], (t-f+dk.group-1)/dk.group, sc.scores[f-b0:], decodeStride)
+		for i := range nv {
+			a.online(scores(i)[f-b0:t-b0], vec(i), &sc.m[i], &sc.l[i], scale)
+		}
+		for i := 0; i < nv; i += 4 {
+			for r := range 4 {
+				if i+r < nv {
+					sc.ov[r], sc.sv[r] = vec(i+r), scores(i + r)[f-b0:]
+				} else {
+					sc.ov[r], sc.sv[r] = sc.pad[:hd], scores(nv - 1)[f-b0:]
+				}
+			}
+			dk.wsum4(&sc.ov, &sc.sv, a.data, a.half, sc.offs[f-lo:], t-f)
+		}
+	}
+	for i := range nv {
+		inv := float32(1 / sc.l[i])
+		oh := vec(i)
+		for d := range oh {
+			oh[d] *= inv
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -21,12 +22,25 @@ import (
 // conformance tolerance (1e-4·max|v| + 1e-6). The same with sliding
 // windows (AttentionWith) of 40, 64 and 100 positions, whose starts fall
 // inside key blocks and query-row tasks, one with a score scale; a window
-// of 1000 gives the bits of no window.
+// of 1000 gives the bits of no window. Decode steps of one row (the avx512
+// decode kernels) give the bits of the prefill too. All of it with f32 and
+// with f16 KV (the reference then attends over the K and V rounded to
+// halves).
 func TestAttentionLongContext(t *testing.T) {
-	const (
-		n, kvHeads, qHeads, hd, pt = 150, 4, 12, 64, 16
-		kw, qw                     = kvHeads * hd, qHeads * hd
-	)
+	for _, kv := range []kernels.KVType{kernels.KVF32, kernels.KVF16} {
+		// Groups of 3 and 8 query heads per kv head (decode value tiles of
+		// four heads: padded, and two full), head dimensions 64 and 128.
+		for _, g := range [][3]int{{4, 12, 64}, {2, 16, 128}} {
+			t.Run(fmt.Sprintf("%v/kv=%d/q=%d/hd=%d", kv, g[0], g[1], g[2]), func(t *testing.T) {
+				testAttentionLongContext(t, kv, g[0], g[1], g[2])
+			})
+		}
+	}
+}
+
+func testAttentionLongContext(t *testing.T, kv kernels.KVType, kvHeads, qHeads, hd int) {
+	const n, pt = 150, 16
+	kw, qw := kvHeads*hd, qHeads*hd
 	r := rand.New(rand.NewPCG(16, 150))
 	gen := func(m int, scale float64) []float32 {
 		v := make([]float32, m)
@@ -44,6 +58,10 @@ func TestAttentionLongContext(t *testing.T) {
 		keys[p], vals[p] = make([]float64, kw), make([]float64, kw)
 		for c := range kw {
 			keys[p][c], vals[p][c] = float64(ks[p*kw+c]), float64(vs[p*kw+c])
+			if kv == kernels.KVF16 {
+				keys[p][c] = float64(kernels.F16ToF32(kernels.F32ToF16(ks[p*kw+c])))
+				vals[p][c] = float64(kernels.F16ToF32(kernels.F32ToF16(vs[p*kw+c])))
+			}
 			vmax[c/hd] = max(vmax[c/hd], math.Abs(vals[p][c]))
 		}
 	}
@@ -52,7 +70,7 @@ func TestAttentionLongContext(t *testing.T) {
 			// The reference's scale is 1/√hd: a scale σ is σ·√hd on q.
 			qf := 1.0
 			if opt.Scale > 0 {
-				qf = float64(opt.Scale) * math.Sqrt(hd)
+				qf = float64(opt.Scale) * math.Sqrt(float64(hd))
 			}
 			q := make([]float64, qw)
 			for c := range q {
@@ -79,7 +97,7 @@ func TestAttentionLongContext(t *testing.T) {
 			}
 			defer b.Close()
 			pages := 2 * ((n + pt - 1) / pt)
-			a, err := b.NewArena(kernels.ArenaConfig{PageTokens: pt, Layers: 1, KVHeads: kvHeads, HeadDim: hd, Pages: pages})
+			a, err := b.NewArena(kernels.ArenaConfig{PageTokens: pt, Layers: 1, KVHeads: kvHeads, HeadDim: hd, Pages: pages, KV: kv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +164,7 @@ func TestAttentionLongContext(t *testing.T) {
 			}
 			var plain []float32
 			for _, opt := range []kernels.AttentionOptions{{}, {Window: 40}, {Window: 64}, {Window: 100, Scale: 0.08}, {Window: 1000}} {
-				whole, stepped := run("whole", []int{n}, opt), run("stepped", []int{70, 1, 79}, opt)
+				whole, stepped := run("whole", []int{n}, opt), run("stepped", []int{70, 1, 1, 1, 1, 64, 12}, opt)
 				for i := range whole {
 					if math.Float32bits(whole[i]) != math.Float32bits(stepped[i]) {
 						t.Fatalf("%+v: row %d col %d: %v in one prefill, %v in steps", opt, i/qw, i%qw, whole[i], stepped[i])

@@ -33,9 +33,15 @@ func TestExpf(t *testing.T) {
 // TestZeroPagesZeroesBytes looks inside the arena: every byte of a zeroed
 // page is zero and the other pages keep theirs.
 func TestZeroPagesZeroesBytes(t *testing.T) {
+	for _, kv := range []kernels.KVType{kernels.KVF32, kernels.KVF16} {
+		t.Run(kv.String(), func(t *testing.T) { testZeroPagesZeroesBytes(t, kv) })
+	}
+}
+
+func testZeroPagesZeroesBytes(t *testing.T, kv kernels.KVType) {
 	b, _ := New(kernels.Options{Threads: 2})
 	defer b.Close()
-	c := kernels.ArenaConfig{Pages: 6, PageTokens: 4, Layers: 2, KVHeads: 1, HeadDim: 4}
+	c := kernels.ArenaConfig{Pages: 6, PageTokens: 4, Layers: 2, KVHeads: 1, HeadDim: 4, KV: kv}
 	ka, err := b.NewArena(c)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +49,12 @@ func TestZeroPagesZeroesBytes(t *testing.T) {
 	a := ka.(*arena)
 	for i := range a.data {
 		a.data[i] = 1
+	}
+	for i := range a.half {
+		a.half[i] = 0x3c00
+	}
+	if len(a.data)+len(a.half) != c.Pages*a.pageLen {
+		t.Fatalf("%d floats and %d halves for %d pages of %d", len(a.data), len(a.half), c.Pages, a.pageLen)
 	}
 	for p := range a.Tags {
 		a.Tags[p] = isolation.Tag{Tenant: 1, Epoch: uint64(p + 1)}
@@ -52,9 +64,10 @@ func TestZeroPagesZeroesBytes(t *testing.T) {
 	}
 	for p := range int32(c.Pages) {
 		zeroed := p == 1 || p == 2 || p == 4
-		for _, v := range a.page(p) {
-			if (v == 0) != zeroed {
-				t.Fatalf("page %d: value %v, zeroed %v", p, v, zeroed)
+		for i := int(p) * a.pageLen; i < int(p+1)*a.pageLen; i++ {
+			nonzero := (a.data != nil && a.data[i] != 0) || (a.half != nil && a.half[i] != 0)
+			if nonzero == zeroed {
+				t.Fatalf("page %d element %d: nonzero %v, zeroed %v", p, i, nonzero, zeroed)
 			}
 		}
 		if a.Tags[p].IsZero() != zeroed {

@@ -47,13 +47,18 @@ func unpackTag(w [2]uint64) isolation.Tag {
 }
 
 // NewArena allocates a zeroed arena with zero tags: one device allocation
-// for the pages, one for their tags.
+// for the pages, one for their tags. It stores float32 KV only: KVF16 is
+// ErrKVType.
 func (b *Backend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
 	if b.closed.Load() {
 		return nil, kernels.ErrClosed
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.KV != kernels.KVF32 {
+		// The device kernels read float32 KV only.
+		return nil, fmt.Errorf("%w: %v on the cuda backend (only f32)", kernels.ErrKVType, c.KV)
 	}
 	row := c.KVHeads * c.HeadDim
 	a := &arena{

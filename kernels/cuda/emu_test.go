@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -562,5 +563,15 @@ func emuAttention(d emuDriver, grid [3]int, block int, a args) {
 				oh[dd] = o[dd] * inv
 			}
 		}
+	}
+}
+
+// TestEmulatedRefusesF16 shows NewArena refusing a KV type the device
+// kernels do not read, before allocating anything.
+func TestEmulatedRefusesF16(t *testing.T) {
+	b, _ := newEmulated(t, kernels.Options{})
+	_, err := b.NewArena(kernels.ArenaConfig{Pages: 2, PageTokens: 4, Layers: 1, KVHeads: 1, HeadDim: 8, KV: kernels.KVF16})
+	if !errors.Is(err, kernels.ErrKVType) {
+		t.Fatalf("NewArena with f16 KV: %v, want ErrKVType", err)
 	}
 }

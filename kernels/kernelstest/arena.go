@@ -1,6 +1,7 @@
 package kernelstest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -113,8 +114,8 @@ func step(t tb, b kernels.Backend, p *isolation.Pool, a kernels.Arena, r *rand.R
 			sp := res.spans[i]
 			for j := range sp.N {
 				row := sp.Row + j
-				s.keys[l] = append(s.keys[l], to64(1, kvw, ks[row*kvw:(row+1)*kvw])[0])
-				s.vals[l] = append(s.vals[l], to64(1, kvw, vs[row*kvw:(row+1)*kvw])[0])
+				s.keys[l] = append(s.keys[l], to64(1, kvw, stored(a, ks[row*kvw:(row+1)*kvw]))[0])
+				s.vals[l] = append(s.vals[l], to64(1, kvw, stored(a, vs[row*kvw:(row+1)*kvw]))[0])
 			}
 		}
 	}
@@ -122,6 +123,20 @@ func step(t tb, b kernels.Backend, p *isolation.Pool, a kernels.Arena, r *rand.R
 		s.pos += n[i]
 	}
 	return res
+}
+
+// stored returns the values a's pages hold after a write of x: x itself
+// in a KVF32 arena, each element rounded to the nearest half in a KVF16
+// one. The reference attends over these.
+func stored(a kernels.Arena, x []float32) []float32 {
+	if a.Config().KV != kernels.KVF16 {
+		return x
+	}
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = kernels.F16ToF32(kernels.F32ToF16(v))
+	}
+	return out
 }
 
 // checkAgainstReference compares every row of a step with dense reference
@@ -485,11 +500,11 @@ func pagesOf(bt isolation.BlockTable) []int32 {
 	return out
 }
 
-// checkOnlySlots checks a page in transfer format: slots ≥ n are zero in
+// checkOnlySlots checks a page in transfer format (elements of kv's size): slots ≥ n are zero in
 // every layer's K and V.
-func checkOnlySlots(t tb, buf []byte, n int) {
+func checkOnlySlots(t tb, buf []byte, n int, kv kernels.KVType) {
 	t.Helper()
-	row := tKVHeads * tHeadDim * 4
+	row := tKVHeads * tHeadDim * kv.Size()
 	for run := range 2 * tLayers {
 		part := buf[run*tPageTokens*row : (run+1)*tPageTokens*row]
 		for i, c := range part[n*row:] {
@@ -561,7 +576,7 @@ func testPageTransfer(t *testing.T, b kernels.Backend) {
 			t.Fatalf("CopyOut page %d: %v", i, err)
 		}
 		if i == sbt.Len()-1 {
-			checkOnlySlots(t, buf, tokens%tPageTokens)
+			checkOnlySlots(t, buf, tokens%tPageTokens, pa.Config().KV)
 		}
 		if err := da.CopyIn(dbt, i, buf); err != nil {
 			t.Fatalf("CopyIn page %d: %v", i, err)
@@ -665,5 +680,70 @@ func ArenaLifecycle(b kernels.Backend) func(*rapid.T) {
 				}
 			}
 		}
+	}
+}
+
+// testStoredKV checks the transfer format of a written page: each element
+// of K and V is, in the arena's KV type, what WriteKV was given (float32
+// bits; for KVF16 the nearest half, ties to even, as kernels.F32ToF16), and
+// a page carried into a fresh arena comes back out byte for byte.
+func testStoredKV(t *testing.T, b kernels.Backend) {
+	p := newPool(t, isolation.Config{}, "a")
+	a := newArena(t, b)
+	kv := a.Config().KV
+	kvw := tKVHeads * tHeadDim
+	// Values that round in every way a half can: ties to even both ways,
+	// subnormals, overflow to infinity, signed zero.
+	special := []float32{1 + 1.0/2048, 1 + 3.0/2048, 65504, 65520, 1e6, -1e-7, 6e-8, 3e-8, float32(math.Copysign(0, -1)), 0.1, -2.5, 1.0 / 3}
+	s := allocate(t, p, "a", "r", tPageTokens)
+	if err := p.Write(s.lease, 2); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := p.BlockTable(s.lease, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks, vs []float32
+	r := newRand(40)
+	for l := range tLayers {
+		kx, vx := randFloats(r, 2*kvw, 4), randFloats(r, 2*kvw, 4)
+		copy(kx, special)
+		copy(vx[kvw:], special)
+		if err := a.WriteKV(l, tensor(t, b, 2, kvw, kx), tensor(t, b, 2, kvw, vx), []kernels.Span{{Table: bt, N: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		ks, vs = append(ks, kx...), append(vs, vx...)
+	}
+	buf := make([]byte, a.PageBytes())
+	if err := a.CopyOut(buf, bt, 0); err != nil {
+		t.Fatal(err)
+	}
+	es := kv.Size()
+	for l := range tLayers {
+		for v, x := range [2][]float32{ks[l*2*kvw : (l+1)*2*kvw], vs[l*2*kvw : (l+1)*2*kvw]} {
+			run := buf[(2*l+v)*tPageTokens*kvw*es:]
+			for i, f := range x {
+				var want, got uint32
+				if kv == kernels.KVF16 {
+					want, got = uint32(kernels.F32ToF16(f)), uint32(binary.LittleEndian.Uint16(run[2*i:]))
+				} else {
+					want, got = math.Float32bits(f), binary.LittleEndian.Uint32(run[4*i:])
+				}
+				if got != want {
+					t.Fatalf("%v arena, layer %d run %d element %d (%v): stored %#x, want %#x", kv, l, v, i, f, got, want)
+				}
+			}
+		}
+	}
+	a2 := newArena(t, b)
+	if err := a2.CopyIn(bt, 0, buf); err != nil {
+		t.Fatal(err)
+	}
+	buf2 := make([]byte, a2.PageBytes())
+	if err := a2.CopyOut(buf2, bt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(buf, buf2) {
+		t.Fatal("a page carried into another arena comes back out changed")
 	}
 }

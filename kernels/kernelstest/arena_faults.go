@@ -29,6 +29,6 @@ func faultSubtests(t *testing.T, b kernels.Backend) {
 		if err := a.CopyOut(buf, nb, 0); err != nil {
 			t.Fatal(err)
 		}
-		checkOnlySlots(t, buf, 1)
+		checkOnlySlots(t, buf, 1, a.Config().KV)
 	})
 }

@@ -52,14 +52,44 @@ func Run(t *testing.T, b kernels.Backend) {
 	t.Run("AddCopySlice", func(t *testing.T) { testAddCopySlice(t, b) })
 	t.Run("RowOpsBatchInvariance", func(t *testing.T) { testRowOpsBatchInvariance(t, b) })
 	t.Run("ShapeErrors", func(t *testing.T) { testShapeErrors(t, b) })
+	t.Run("ScaleGeGLU", func(t *testing.T) { testScaleGeGLU(t, b) })
+	runArena(t, b)
+	// The arena tests again with F16 KV: the reference attends over the
+	// K and V rounded to halves. A backend that refuses KVF16 with
+	// ErrKVType (kernels/cuda) skips them.
+	t.Run("KV=f16", func(t *testing.T) {
+		fb := kvBackend{b, kernels.KVF16}
+		if _, err := fb.NewArena(tArena); errors.Is(err, kernels.ErrKVType) {
+			t.Skipf("%s stores no f16 KV: %v", b.Name(), err)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		runArena(t, fb)
+	})
+}
+
+// runArena runs the arena tests on b's arenas.
+func runArena(t *testing.T, b kernels.Backend) {
 	t.Run("Attention", func(t *testing.T) { testAttention(t, b) })
 	t.Run("AttentionBatchInvariance", func(t *testing.T) { testAttentionBatchInvariance(t, b) })
-	t.Run("ScaleGeGLU", func(t *testing.T) { testScaleGeGLU(t, b) })
 	t.Run("WindowAttention", func(t *testing.T) { testWindowAttention(t, b) })
 	t.Run("ArenaIsolation", func(t *testing.T) { testArenaIsolation(t, b) })
 	t.Run("ArenaLifecycleProperty", func(t *testing.T) { testArenaProperty(t, b) })
 	t.Run("ZeroPages", func(t *testing.T) { testZeroPages(t, b) })
 	t.Run("PageTransfer", func(t *testing.T) { testPageTransfer(t, b) })
+	t.Run("StoredKV", func(t *testing.T) { testStoredKV(t, b) })
+}
+
+// kvBackend is a backend whose arenas store kv whatever their
+// configuration says.
+type kvBackend struct {
+	kernels.Backend
+	kv kernels.KVType
+}
+
+func (k kvBackend) NewArena(c kernels.ArenaConfig) (kernels.Arena, error) {
+	c.KV = k.kv
+	return k.Backend.NewArena(c)
 }
 
 const eps = 1.0 / (1 << 24)
