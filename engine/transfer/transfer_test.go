@@ -14,6 +14,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 )
 
 const (
@@ -41,7 +42,7 @@ func newPair(t testing.TB, chunk int) *pair {
 	m, digest := testModel(t)
 	p := &pair{m: m, digest: digest, hook: &hook{}}
 	p.keys, p.key = keyRing(t, "k1")
-	ac := m.ArenaConfig(16, pageTokens)
+	ac := m.ArenaConfig(16, pageTokens, kernels.KVF32)
 	p.prefill = newNode(t, m.Backend(), ac, "a", "b")
 	p.decode = newNode(t, m.Backend(), ac, "a", "b")
 	var err error
@@ -108,7 +109,7 @@ func (p *pair) transfer(ctx context.Context, d Dialer, from isolation.Lease, to 
 // after the prompt, greedy.
 func reference(t testing.TB, m *model.Model, toks []int32) [][]float32 {
 	t.Helper()
-	n := newNode(t, m.Backend(), m.ArenaConfig(16, pageTokens), "a")
+	n := newNode(t, m.Backend(), m.ArenaConfig(16, pageTokens, kernels.KVF32), "a")
 	l, err := n.pool.Allocate("a", "ref", len(toks)+decodeLen)
 	if err != nil {
 		t.Fatal(err)
