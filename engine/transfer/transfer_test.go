@@ -344,6 +344,32 @@ func TestTransferFaults(t *testing.T) {
 				}
 				return []*transferv1.Frame{f}
 			}},
+		// Pages of another element type (f16 pages into an f32 arena: half
+		// the bytes, another format) are refused before any is written,
+		// even with a valid header MAC; so is an unknown type.
+		{name: "another KV type", reason: ReasonKVType, discard: true,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = transferv1.KVType_KV_TYPE_F16
+					reMAC(t, p.keys, f.GetHeader())
+				}
+				return []*transferv1.Frame{f}
+			}},
+		{name: "an unknown KV type", reason: ReasonKVType, discard: true,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = 7
+					reMAC(t, p.keys, f.GetHeader())
+				}
+				return []*transferv1.Frame{f}
+			}},
+		{name: "KV type changed under the header MAC", reason: ReasonHeaderMAC, discard: false,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = transferv1.KVType_KV_TYPE_F16
+				}
+				return []*transferv1.Frame{f}
+			}},
 		{name: "frame after the trailer", reason: ReasonMalformed, discard: true,
 			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
 				if i == trailer {
