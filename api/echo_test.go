@@ -72,7 +72,7 @@ func referenceScores(t *testing.T, file []byte, ids []int32, n int) []refScore {
 	t.Cleanup(func() { m.Close(); b.Close() })
 	pool, _ := isolation.NewPool(isolation.Config{Pages: 16, PageTokens: 16})
 	pool.AddTenant(isolation.TenantConfig{ID: "ref"})
-	arena, err := b.NewArena(m.ArenaConfig(16, 16))
+	arena, err := b.NewArena(m.ArenaConfig(16, 16, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

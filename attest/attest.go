@@ -37,6 +37,10 @@ type Config struct {
 	// Labels are the node's residency labels (published; Capacity fails on
 	// a malformed one).
 	Labels Labels
+	// KVType is the element type the node's arena stores K and V in
+	// (kernels.KVType's name, "f32" or "f16"; published). A decode node and
+	// its prefill nodes must agree on it (Prefill).
+	KVType string
 }
 
 // Labels are where a node runs and what kind of machine it is (issue 17
@@ -97,6 +101,8 @@ type Attestation struct {
 	Reason        string              `json:"reason,omitempty"`
 	// Labels are the node's residency labels (region, tier).
 	Labels Labels `json:"labels"`
+	// KVType is the element type of the node's KV arena ("f32", "f16").
+	KVType string `json:"kv_type"`
 	// Prefill lists a decode node's prefill nodes as they attested
 	// themselves (Prefill); empty on a node that prefills itself.
 	Prefill []PrefillPeer `json:"prefill,omitempty"`
@@ -153,6 +159,8 @@ func Prefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Att
 		case p.Certified != nil && *p.Certified != pa.Labels:
 			p.OK, p.Reason = false, fmt.Sprintf("attests region %q tier %q, its certificate names region %q tier %q",
 				pa.Labels.Region, pa.Labels.Tier, p.Certified.Region, p.Certified.Tier)
+		case pa.KVType != a.KVType:
+			p.OK, p.Reason = false, fmt.Sprintf("stores KV as %q, this node as %q (the transfer refuses pages of another type)", pa.KVType, a.KVType)
 		case pa.ServedContext < a.ServedContext:
 			p.OK, p.Reason = false, fmt.Sprintf("serves a context of %d tokens, this node %d", pa.ServedContext, a.ServedContext)
 		default:
@@ -202,6 +210,7 @@ func Capacity(c Config) (Attestation, error) {
 		K:             c.K,
 		Zeroing:       c.Zeroing.String(),
 		Labels:        c.Labels,
+		KVType:        c.KVType,
 	}
 	if a.ServedContext == 0 {
 		a.ServedContext = c.ModelContext

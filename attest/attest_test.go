@@ -48,6 +48,7 @@ func TestPrefill(t *testing.T) {
 		a, _ := Capacity(Config{ModelContext: 1 << 20, ServedContext: served, PoolPages: pool / 16, PageTokens: 16})
 		return PrefillPeer{Addr: addr, ModelDigest: digest, Attestation: a}
 	}
+	f16 := func(p PrefillPeer) PrefillPeer { p.Attestation.KVType = "f16"; return p }
 	tests := []struct {
 		name     string
 		peers    []PrefillPeer
@@ -58,6 +59,7 @@ func TestPrefill(t *testing.T) {
 		{"2026: a prefill pool of 681,280 tokens", []PrefillPeer{peer("p1", 1<<20, 0, "m"), peer("p2", 681280, 0, "m")}, []string{"p2"}, 681280},
 		{"2026 pool with a lowered served context", []PrefillPeer{peer("p1", 681280, 681280, "m")}, []string{"p1"}, 681280},
 		{"another model", []PrefillPeer{peer("p1", 1<<20, 0, "other")}, []string{"p1"}, 1 << 20},
+		{"another KV type", []PrefillPeer{peer("p1", 1<<20, 0, "m"), f16(peer("p2", 1<<20, 0, "m"))}, []string{"p2"}, 1 << 20},
 		{"no prefill node", nil, nil, 0},
 	}
 	for _, tt := range tests {

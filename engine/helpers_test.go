@@ -110,7 +110,7 @@ func newRig(t testing.TB, l *loaded, rc rigConfig) *rig {
 			t.Fatal(err)
 		}
 	}
-	arena, err := l.b.NewArena(l.m.ArenaConfig(rc.pool.Pages, rc.pool.PageTokens))
+	arena, err := l.b.NewArena(l.m.ArenaConfig(rc.pool.Pages, rc.pool.PageTokens, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func greedyDirect(t testing.TB, l *loaded, prompt []int32, n int) []int32 {
 	t.Helper()
 	pool, _ := isolation.NewPool(isolation.Config{Pages: 64, PageTokens: 16})
 	pool.AddTenant(isolation.TenantConfig{ID: "solo"})
-	arena, err := l.b.NewArena(l.m.ArenaConfig(64, 16))
+	arena, err := l.b.NewArena(l.m.ArenaConfig(64, 16, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

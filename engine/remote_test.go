@@ -44,7 +44,7 @@ func newDisagg(t *testing.T, l *loaded, placeholder bool) *disagg {
 	for _, tn := range []cloison.TenantID{"a", "b"} {
 		ppool.AddTenant(isolation.TenantConfig{ID: tn})
 	}
-	parena, err := l.b.NewArena(l.m.ArenaConfig(ppages, 16))
+	parena, err := l.b.NewArena(l.m.ArenaConfig(ppages, 16, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 )
 
 // directScores is the reference for prompt scoring: one forward pass of the
@@ -23,7 +24,7 @@ func directScores(t testing.TB, l *loaded, p []int32, top int) []Scored {
 	t.Helper()
 	pool, _ := isolation.NewPool(isolation.Config{Pages: 64, PageTokens: 16})
 	pool.AddTenant(isolation.TenantConfig{ID: "solo"})
-	arena, err := l.b.NewArena(l.m.ArenaConfig(64, 16))
+	arena, err := l.b.NewArena(l.m.ArenaConfig(64, 16, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

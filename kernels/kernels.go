@@ -189,6 +189,24 @@ func ParseKVType(s string) (KVType, error) {
 	return 0, fmt.Errorf("%w: %q (want f32 or f16)", ErrKVType, s)
 }
 
+// MarshalText returns String's name (for flags and configuration files).
+func (t KVType) MarshalText() ([]byte, error) {
+	if t.Size() == 0 {
+		return nil, fmt.Errorf("%w: %v", ErrKVType, t)
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText parses a name as ParseKVType does.
+func (t *KVType) UnmarshalText(b []byte) error {
+	v, err := ParseKVType(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
 // Size returns the bytes per element: 4 for KVF32, 2 for KVF16, 0 for an
 // unknown type.
 func (t KVType) Size() int {

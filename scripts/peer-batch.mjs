@@ -23,7 +23,7 @@ import { writeFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 function args() {
-  const a = { threads: [1], batch: 16, prompt: 16, decode: 32, rounds: 3, models: [], json: "" };
+  const a = { threads: [1], batch: 16, prompt: 16, decode: 32, rounds: 3, models: [], json: "", kv: "f16" };
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) {
     const k = v[i], x = v[i + 1];
@@ -42,6 +42,10 @@ function args() {
       case "--decode": a.decode = ints()[0]; break;
       case "--rounds": a.rounds = ints()[0]; break;
       case "--json": a.json = x; break;
+      case "--kv":
+        if (x !== "f32" && x !== "f16") throw new Error(`--kv ${x}: want f32 or f16`);
+        a.kv = x;
+        break;
       default: throw new Error(`unknown flag ${k}`);
     }
   }
@@ -63,7 +67,7 @@ function benchTokens(n, vocab, seed) {
 
 function ours(a, model, threads) {
   const r = spawnSync(a.cloisonctl, ["bench", model, "--json", "--reps", "2", "--threads", String(threads),
-    "--prompt", String(a.prompt), "--decode", String(a.decode), "--batch", `1,${a.batch}`], { encoding: "utf8", maxBuffer: 1 << 24 });
+    "--prompt", String(a.prompt), "--decode", String(a.decode), "--batch", `1,${a.batch}`, "--kv-type", a.kv], { encoding: "utf8", maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`cloisonctl bench ${model}: ${r.stderr || r.error}`);
   const rep = JSON.parse(r.stdout);
   const at = (n) => rep.results.find((x) => x.batch === n).decode_tok_s;
@@ -74,7 +78,8 @@ function ours(a, model, threads) {
 async function theirs(model, a, threads, n, vocab) {
   // contextSize is per sequence (node-llama-cpp sets n_ctx = contextSize·sequences;
   // llama.cpp keeps one KV stream per sequence, kv_unified = false).
-  const ctx = await model.createContext({ contextSize: a.prompt + a.decode + 64, batchSize: Math.max(n * a.prompt, 512), threads, sequences: n });
+  const ctx = await model.createContext({ contextSize: a.prompt + a.decode + 64, batchSize: Math.max(n * a.prompt, 512), threads, sequences: n,
+    experimentalKvCacheKeyType: a.kv.toUpperCase(), experimentalKvCacheValueType: a.kv.toUpperCase() });
   try {
     const first = new Array(n).fill(0), last = new Array(n).fill(0);
     await Promise.all(Array.from({ length: n }, async (_, s) => {

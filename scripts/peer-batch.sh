@@ -6,7 +6,7 @@
 # peer-bench, measured alternately in one run (scripts/peer-batch.mjs).
 #
 # Environment: PEER_THREADS (1), PEER_BATCH (16), PEER_PROMPT (16),
-# PEER_DECODE (32), PEER_ROUNDS (3), PEER_TYPES (f16,q8_0,q4_k), PEER_DIR
+# PEER_DECODE (32), PEER_ROUNDS (3), PEER_KV (f16, both sides; or f32), PEER_TYPES (f16,q8_0,q4_k), PEER_DIR
 # (.cache/peer-bench: the models and node-llama-cpp install of make
 # peer-bench are shared). Run it on an otherwise idle machine.
 set -euo pipefail
@@ -38,5 +38,5 @@ done
 cp scripts/peer-batch.mjs "$dir/node/peer-batch.mjs"
 (IFS=,; cd "$dir/node" && node peer-batch.mjs --cloisonctl "$PWD/../bin/cloisonctl" --models "${models[*]}" \
 	--threads "${PEER_THREADS:-1}" --batch "${PEER_BATCH:-16}" --prompt "${PEER_PROMPT:-16}" --decode "${PEER_DECODE:-32}" \
-	--rounds "${PEER_ROUNDS:-3}" --json "$PWD/../peer-batch.json")
+	--rounds "${PEER_ROUNDS:-3}" --kv "${PEER_KV:-f16}" --json "$PWD/../peer-batch.json")
 echo "== results: $dir/peer-batch.json"

@@ -25,7 +25,7 @@ import { writeFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 function args() {
-  const a = { threads: [1, 2], prompts: [128, 2048], decode: 63, rounds: 3, models: [], json: "", checkLogits: [] };
+  const a = { threads: [1, 2], prompts: [128, 2048], decode: 63, rounds: 3, models: [], json: "", checkLogits: [], kv: "f16" };
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) {
     const k = v[i], x = v[i + 1];
@@ -43,6 +43,10 @@ function args() {
       case "--decode": a.decode = ints()[0]; break;
       case "--rounds": a.rounds = ints()[0]; break;
       case "--json": a.json = x; break;
+      case "--kv":
+        if (x !== "f32" && x !== "f16") throw new Error(`--kv ${x}: want f32 or f16`);
+        a.kv = x;
+        break;
       case "--check-logits": a.checkLogits = x.split(",").filter((m) => m !== ""); break;
       default: throw new Error(`unknown flag ${k}`);
     }
@@ -66,14 +70,18 @@ function ours(a, model, threads, prompt) {
   // Two repetitions, the best kept: the first also faults the memory-mapped
   // weights in, which llama.cpp does while loading, outside its timing.
   const r = spawnSync(a.cloisonctl, ["bench", model, "--json", "--reps", "2", "--threads", String(threads),
-    "--prompt", String(prompt), "--decode", String(a.decode)], { encoding: "utf8", maxBuffer: 1 << 24 });
+    "--prompt", String(prompt), "--decode", String(a.decode), "--kv-type", a.kv], { encoding: "utf8", maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`cloisonctl bench ${model}: ${r.stderr || r.error}`);
   const rep = JSON.parse(r.stdout);
+  if (rep.kv_type !== a.kv) throw new Error(`cloisonctl bench ran a ${rep.kv_type} KV arena, asked ${a.kv}`);
   return { prefill: rep.results[0].prefill_tok_s, decode: rep.results[0].decode_tok_s, path: rep.path, cpu: rep.cpu, paths: rep.cpu_paths };
 }
 
 async function theirs(llama, a, m, threads, prompt, vocab) {
-  const ctx = await m.model.createContext({ contextSize: prompt + a.decode + 64, batchSize: prompt, threads, sequences: 1 });
+  // The same KV element type on both sides (llama.cpp's default is F16).
+  const kv = a.kv.toUpperCase();
+  const ctx = await m.model.createContext({ contextSize: prompt + a.decode + 64, batchSize: prompt, threads, sequences: 1,
+    experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv });
   try {
     const seq = ctx.getSequence();
     const toks = benchTokens(prompt, vocab);
@@ -100,7 +108,7 @@ async function checkLogits(llama, a, path) {
     const vocab = model.tokens?.vocabularySize ?? model.fileInfo?.metadata?.llama?.vocab_size;
     for (const prompt of a.prompts) {
       const r = spawnSync(a.cloisonctl, ["bench", path, "--json", "--reps", "1", "--threads", "1", "--prompt", String(prompt),
-        "--decode", "0", "--logits"], { encoding: "utf8", maxBuffer: 1 << 26 });
+        "--decode", "0", "--logits", "--kv-type", "f32"], { encoding: "utf8", maxBuffer: 1 << 26 });
       if (r.status !== 0) throw new Error(`cloisonctl bench --logits ${path}: ${r.stderr || r.error}`);
       const ours = JSON.parse(r.stdout).results[0].logits;
       const ctx = await model.createContext({ contextSize: prompt + 64, batchSize: prompt, threads: 1, sequences: 1,
@@ -159,6 +167,6 @@ for (const path of a.models) {
 }
 let sys = "";
 try { sys = String(llama.systemInfo ?? ""); } catch { sys = ""; }
-const report = { ...info, llama_cpp_build: llama.buildType, llama_cpp_system_info: sys, node_llama_cpp: "3.22.1", rounds: a.rounds, results: rows, logits: logitChecks };
-console.log(`cpu ${info.cpu}; cloison path ${info.cloison_path} (of ${info.cloison_paths}); llama.cpp: ${sys}`);
+const report = { ...info, llama_cpp_build: llama.buildType, llama_cpp_system_info: sys, node_llama_cpp: "3.22.1", kv_type: a.kv, rounds: a.rounds, results: rows, logits: logitChecks };
+console.log(`cpu ${info.cpu}; KV ${a.kv} on both sides; cloison path ${info.cloison_path} (of ${info.cloison_paths}); llama.cpp: ${sys}`);
 if (a.json) writeFileSync(a.json, JSON.stringify(report, null, 2) + "\n");

@@ -6,7 +6,9 @@
 # against llama.cpp's (within 1e-3, else the run fails).
 #
 # Environment: PEER_THREADS (1,2), PEER_PROMPTS (128,2048), PEER_DECODE (63),
-# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k), PEER_DIR (.cache/peer-bench).
+# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k), PEER_DIR (.cache/peer-bench),
+# PEER_KV (f16: the KV element type of both sides' speed runs, llama.cpp's
+# default; f32 also). The logits check runs on F32 KV on both sides.
 # Run it on an otherwise idle machine: figures taken while other work runs
 # are noisy (the alternation shares the load between the sides, it does not
 # remove it).
@@ -38,10 +40,10 @@ for t in "${types[@]}"; do
 	models+=("$PWD/$f")
 	[ "$t" != f32 ] || check+=("$PWD/$f")
 done
-(IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); models: ${models[*]}")
+(IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); KV ${PEER_KV:-f16} on both sides; models: ${models[*]}")
 
 cp scripts/peer-bench.mjs "$dir/node/peer-bench.mjs"
 (IFS=,; cd "$dir/node" && node peer-bench.mjs --cloisonctl "$PWD/../bin/cloisonctl" --models "${models[*]}" \
 	--threads "${PEER_THREADS:-1,2}" --prompts "${PEER_PROMPTS:-128,2048}" --decode "${PEER_DECODE:-63}" \
-	--rounds "${PEER_ROUNDS:-3}" --check-logits "${check[*]}" --json "$PWD/../peer-bench.json")
+	--rounds "${PEER_ROUNDS:-3}" --kv "${PEER_KV:-f16}" --check-logits "${check[*]}" --json "$PWD/../peer-bench.json")
 echo "== results: $dir/peer-bench.json"

@@ -119,7 +119,7 @@ func (s *Server) SetAttestation(a attest.Attestation, modelDigest string) {
 	defer s.mu.Unlock()
 	s.att = &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
 		PoolTokens: int64(a.PoolTokens), PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K),
-		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason, Region: a.Labels.Region, Tier: a.Labels.Tier}
+		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason, Region: a.Labels.Region, Tier: a.Labels.Tier, KvType: a.KVType}
 }
 
 // Attest implements PrefillService.
@@ -341,7 +341,8 @@ func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPee
 	p := attest.PrefillPeer{Addr: addr, ModelDigest: a.GetModelDigest(), Attestation: attest.Attestation{
 		ModelContext: int(a.GetModelContext()), ServedContext: int(a.GetServedContext()), PoolTokens: int(a.GetPoolTokens()),
 		PoolPages: int(a.GetPoolPages()), PageTokens: int(a.GetPageTokens()), K: int(a.GetK()), Zeroing: a.GetZeroing(),
-		OK: a.GetOk(), Reason: a.GetReason(), Labels: attest.Labels{Region: a.GetRegion(), Tier: a.GetTier()}}, Certified: certified}
+		OK: a.GetOk(), Reason: a.GetReason(), Labels: attest.Labels{Region: a.GetRegion(), Tier: a.GetTier()}, KVType: a.GetKvType()},
+		Certified: certified}
 	// Only labels its certificate names count: a node that attests others
 	// (and fails attest.Prefill) serves no tenant with a residency even if
 	// a caller kept it.

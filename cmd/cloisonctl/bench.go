@@ -30,6 +30,7 @@ type benchConfig struct {
 	decode, reps              int
 	path, cpuProfile          string
 	jsonOut, logits           bool
+	kv                        string
 }
 
 // benchResult is one measured (threads, prompt, batch) point: the best of
@@ -59,6 +60,7 @@ type benchReport struct {
 	Paths   []cpu.Path    `json:"cpu_paths"`
 	Path    cpu.Path      `json:"path"`
 	GOARCH  string        `json:"goarch"`
+	KVType  string        `json:"kv_type"`
 	Results []benchResult `json:"results"`
 }
 
@@ -101,6 +103,7 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 	f.IntVar(&c.reps, "reps", 3, "repetitions (the best is reported)")
 	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2 or avx512 (default CLOISON_CPU, else the fastest)")
 	f.BoolVar(&c.jsonOut, "json", false, "JSON output")
+	f.StringVar(&c.kv, "kv-type", "f32", "element type of the KV arena: f32 or f16 (llama.cpp's default)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	f.BoolVar(&c.logits, "logits", false, "report sequence 0's logits after the first prefill (JSON output; make peer-bench compares them with llama.cpp's)")
 	return cmd
@@ -124,6 +127,9 @@ func (c benchConfig) check() error {
 	if c.decode < 0 || c.decode > 1<<20 {
 		return fmt.Errorf("--decode %d: want 0…%d", c.decode, 1<<20)
 	}
+	if _, err := kernels.ParseKVType(c.kv); err != nil {
+		return fmt.Errorf("--kv-type %q: want f32 or f16", c.kv)
+	}
 	if c.reps <= 0 || c.reps > 1000 {
 		return fmt.Errorf("--reps %d: want 1…1000", c.reps)
 	}
@@ -139,7 +145,8 @@ func runBench(path string, c benchConfig) (*benchReport, error) {
 		return nil, err
 	}
 	defer f.Close()
-	rep := &benchReport{Model: path, CPU: cpuModel(), Paths: cpu.Paths(), GOARCH: runtime.GOARCH}
+	kv, _ := kernels.ParseKVType(c.kv) // checked
+	rep := &benchReport{Model: path, CPU: cpuModel(), Paths: cpu.Paths(), GOARCH: runtime.GOARCH, KVType: kv.String()}
 	for _, th := range c.threads {
 		b, err := openBenchBackend(th, c.path)
 		if err != nil {
@@ -158,7 +165,7 @@ func runBench(path string, c benchConfig) (*benchReport, error) {
 					b.Close()
 					return nil, fmt.Errorf("prompt %d + decode %d exceeds the model's context of %d", p, c.decode, m.Context)
 				}
-				r, err := benchPoint(m, th, p, bs, c.decode, c.reps, c.logits)
+				r, err := benchPoint(m, kv, th, p, bs, c.decode, c.reps, c.logits)
 				if err != nil {
 					m.Close()
 					b.Close()
@@ -182,7 +189,7 @@ func openBenchBackend(threads int, path string) (*cpu.Backend, error) {
 
 // benchPoint measures one (threads, prompt, batch) point over a fresh pool
 // and arena holding exactly the batch's pages.
-func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLogits bool) (benchResult, error) {
+func benchPoint(m *model.Model, kv kernels.KVType, threads, prompt, batch, decode, reps int, keepLogits bool) (benchResult, error) {
 	const pageTokens = 16
 	perSeq := (prompt + decode + pageTokens - 1) / pageTokens
 	pages := batch * perSeq
@@ -194,7 +201,7 @@ func benchPoint(m *model.Model, threads, prompt, batch, decode, reps int, keepLo
 	if err := pool.AddTenant(isolation.TenantConfig{ID: tenant}); err != nil {
 		return benchResult{}, err
 	}
-	arena, err := m.Backend().NewArena(m.ArenaConfig(pages, pageTokens))
+	arena, err := m.Backend().NewArena(m.ArenaConfig(pages, pageTokens, kv))
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -332,7 +339,7 @@ func writeBench(w io.Writer, rep *benchReport, asJSON bool) error {
 		e.SetIndent("", "  ")
 		return e.Encode(rep)
 	}
-	fmt.Fprintf(w, "model %s\ncpu %s (paths %v), path %s\n", rep.Model, rep.CPU, rep.Paths, rep.Path)
+	fmt.Fprintf(w, "model %s\ncpu %s (paths %v), path %s, kv %s\n", rep.Model, rep.CPU, rep.Paths, rep.Path, rep.KVType)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "threads\tprompt\tbatch\tprefill tok/s\tdecode steps\tdecode tok/s\tdecode tok/cpu-s")
 	for _, r := range rep.Results {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,7 +25,7 @@ func TestBenchCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.Path != cpu.Generic || !slices.Equal(rep.Paths, cpu.Paths()) || rep.CPU == "" {
+	if rep.Path != cpu.Generic || !slices.Equal(rep.Paths, cpu.Paths()) || rep.CPU == "" || rep.KVType != "f32" {
 		t.Fatalf("report header %+v", rep)
 	}
 	if len(rep.Results) != 8 {
@@ -57,6 +58,23 @@ func TestBenchCommand(t *testing.T) {
 	if slices.Max(lr.Results[0].Logits) == slices.Min(lr.Results[0].Logits) {
 		t.Fatal("constant logits")
 	}
+	// --kv-type f16: an f16 arena, reported; its logits differ from f32's
+	// (K and V rounded to half) but only slightly.
+	var hr benchReport
+	if err := json.Unmarshal([]byte(mustRun(t, "bench", model, "--prompt", "20", "--decode", "2", "--reps", "1", "--json", "--logits", "--kv-type", "F16")), &hr); err != nil {
+		t.Fatal(err)
+	}
+	if hr.KVType != "f16" || len(hr.Results) != 1 || len(hr.Results[0].Logits) != 300 {
+		t.Fatalf("f16 report %+v", hr)
+	}
+	if slices.Equal(hr.Results[0].Logits, lr.Results[0].Logits) {
+		t.Error("f16 KV logits bit-identical to f32 KV's: the f16 arena was not used")
+	}
+	for i, v := range hr.Results[0].Logits {
+		if d := math.Abs(float64(v - lr.Results[0].Logits[i])); d > 0.05 {
+			t.Fatalf("logit %d: f16 KV %v, f32 KV %v", i, v, lr.Results[0].Logits[i])
+		}
+	}
 	text := mustRun(t, "bench", model, "--prompt", "8", "--decode", "0", "--reps", "1")
 	if !strings.Contains(text, "prefill tok/s") || !strings.Contains(text, "path "+string(cpu.Paths()[len(cpu.Paths())-1])) {
 		t.Fatalf("text output:\n%s", text)
@@ -68,6 +86,7 @@ func TestBenchCommand(t *testing.T) {
 		{"--decode", "-1"},
 		{"--reps", "0"},
 		{"--path", "neon"},
+		{"--kv-type", "q8_0"},
 		{"--prompt", "250", "--decode", "10"}, // past the context of 256
 	} {
 		if _, err := run(t, append([]string{"bench", model}, args...)...); err == nil {

@@ -83,7 +83,7 @@
 // --max-compliance-streams-per-tenant and --stream-send-timeout bound those
 // streams.
 //
-// Useful flags: --kv-pages, --page-tokens, --zeroing, --max-batch-tokens,
+// Useful flags: --kv-pages, --page-tokens, --kv-type (f32 or f16), --zeroing, --max-batch-tokens,
 // --max-running, --prefix-cache, --dev-tenant, --grpc-addr, --trust-jwks
 // ISSUER=PATH (an external issuer's JWKS file; its keys verify only tokens with
 // that iss), --key-rotate-after (default 30 days; one rotation across all
@@ -209,6 +209,7 @@ import (
 	"github.com/cloison/cloison/internal/buildinfo"
 	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -222,6 +223,7 @@ type config struct {
 	kvPages, pageTokens, servedContext, attestK int
 	nodeRegion, nodeTier                        string // residency labels (issue 17 §5)
 	zeroing                                     string
+	kvType                                      kernels.KVType
 	stateDir, issuer, audience, node, devTenant string
 	origin, orgName, orgNEQ                     string
 	registerRegime                              export.Regime
@@ -295,6 +297,7 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	fs.IntVar(&c.threads, "threads", 0, "compute threads (0: all cores)")
 	fs.IntVar(&c.kvPages, "kv-pages", 4096, "KV pool pages")
 	fs.IntVar(&c.pageTokens, "page-tokens", 16, "token slots per KV page (power of two)")
+	fs.TextVar(&c.kvType, "kv-type", kernels.KVF32, "element type the KV arena stores K and V in: f32 or f16 (half the memory and transfer bytes; attention over values rounded to half). A decode node and its prefill nodes must agree")
 	fs.IntVar(&c.servedContext, "served-context", 0, "context the API advertises (0: the model's); lower it explicitly to run a smaller pool")
 	fs.IntVar(&c.attestK, "attest-k", 1, "the pool must hold k requests of the served context")
 	fs.StringVar(&c.nodeRegion, "node-region", "", "region label this node attests (e.g. ca-qc; a DNS label); tenants whose residency lists regions are served only by nodes labelled with one (empty: none, which serves no such tenant). Prefill and decode roles: must be the region the --tls-cert names (URI SAN spiffe://cloison/label/region/VALUE)")
@@ -383,7 +386,7 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	}
 	for k, v := range env {
 		if err := apply(k, v); err != nil {
-			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(k), err)
+			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), err)
 		}
 	}
 	if err := c.db.check(); err != nil {

@@ -86,12 +86,12 @@ func (r responsesConfig) responses(c config, kek []byte, lm *loadedModel, log *s
 		served = rl.m.Context
 	}
 	att, err := attest.Capacity(attest.Config{ModelContext: rl.m.Context, ServedContext: min(served, r.replayPages*c.pageTokens),
-		PoolPages: r.replayPages, PageTokens: c.pageTokens, Zeroing: isolation.ZeroAlways})
+		PoolPages: r.replayPages, PageTokens: c.pageTokens, Zeroing: isolation.ZeroAlways, KVType: c.kvType.String()})
 	if err != nil {
 		rl.close()
 		return out, nil, fmt.Errorf("replay engine: %w", err)
 	}
-	arena, err := rl.be.NewArena(rl.m.ArenaConfig(r.replayPages, c.pageTokens))
+	arena, err := rl.be.NewArena(rl.m.ArenaConfig(r.replayPages, c.pageTokens, c.kvType))
 	if err != nil {
 		rl.close()
 		return out, nil, fmt.Errorf("replay engine: %w", err)

@@ -266,7 +266,7 @@ func (l *loadedModel) node() assemble.Model {
 // capacity is the KV pool and attestation the flags ask for.
 func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
 	return assemble.Capacity{Pool: isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing},
-		ServedContext: c.servedContext, K: c.attestK, Labels: c.labels()}
+		ServedContext: c.servedContext, K: c.attestK, Labels: c.labels(), KV: c.kvType}
 }
 
 // labels are the residency labels the node attests.

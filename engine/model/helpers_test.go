@@ -74,7 +74,7 @@ func newKV(t testing.TB, m *Model, pages, pageTokens int, tenants ...cloison.Ten
 			t.Fatal(err)
 		}
 	}
-	a, err := m.Backend().NewArena(m.ArenaConfig(pages, pageTokens))
+	a, err := m.Backend().NewArena(m.ArenaConfig(pages, pageTokens, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -338,9 +338,12 @@ func (m *Model) vector(f *gguf.File, name string, n int) (kernels.Tensor, error)
 // reads one row and is not counted).
 func (m *Model) WeightBytes() int64 { return m.wbytes }
 
-// ArenaConfig returns the arena shape this model needs for the given pool.
-func (m *Model) ArenaConfig(pages, pageTokens int) kernels.ArenaConfig {
-	return kernels.ArenaConfig{Pages: pages, PageTokens: pageTokens, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
+// ArenaConfig returns the arena shape this model needs for the given pool,
+// storing K and V as kv. The KV type is part of the transfer layout: a prefill
+// node and its decode nodes must use the same one (engine/transfer refuses
+// pages of another type).
+func (m *Model) ArenaConfig(pages, pageTokens int, kv kernels.KVType) kernels.ArenaConfig {
+	return kernels.ArenaConfig{Pages: pages, PageTokens: pageTokens, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim, KV: kv}
 }
 
 // Backend returns the backend the model runs on.

@@ -24,12 +24,15 @@
 //
 //   - Binding: every transfer carries a manifest bound to (tenant, request,
 //     sender lease epoch, receiver lease epoch, the receiver's random
-//     reservation nonce, model digest, layout, token count, page count),
+//     reservation nonce, model digest, layout — the arena geometry and the
+//     KV element type, f32 or f16 (manifest version 2) —, token count, page
+//     count),
 //     authenticated with a cluster key (HMAC-SHA256 over a canonical
 //     encoding, keys named by id for rotation), and a BLAKE3-256 digest per
 //     page covered by the manifest MAC. The header is checked before a byte
 //     of KV is copied: another request's, another tenant's, a stale or
-//     replayed manifest, another model or layout, and transferred tokens !=
+//     replayed manifest, another model or layout, pages of another (or an
+//     unknown) KV type (ReasonKVType), and transferred tokens !=
 //     reserved tokens are refused at once.
 //   - Nothing unverified is readable: pages are copied in through an
 //     isolation.StagingTable, which records no slot as written; Pool.Write

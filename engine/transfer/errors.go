@@ -39,6 +39,7 @@ const (
 	ReasonReservation        Reason = "reservation" // nonce of another (or an old) reservation
 	ReasonModel              Reason = "model"
 	ReasonLayout             Reason = "layout"
+	ReasonKVType             Reason = "kv-type"     // pages of another (or an unknown) KV element type than the arena's
 	ReasonTokenCount         Reason = "token-count" // transferred tokens != reserved tokens (the 2026 failure)
 	ReasonPageCount          Reason = "page-count"
 	ReasonChunkOrder         Reason = "chunk-order" // duplicated, reordered or missing chunks

@@ -13,8 +13,9 @@ import (
 	"lukechampine.com/blake3"
 )
 
-// Version is the manifest format version.
-const Version = 1
+// Version is the manifest format version. 2: the layout carries the KV
+// element type (kernels.KVType), under both MACs.
+const Version = 2
 
 // Digest is a 32-byte digest: a page's BLAKE3-256, a model's identity.
 type Digest [32]byte
@@ -32,18 +33,23 @@ type ReservationID [16]byte
 func PageDigest(page []byte) Digest { return blake3.Sum256(page) }
 
 // Layout is the KV geometry a page was written with: the arena config minus
-// its page count. Both ends must agree on it exactly.
+// its page count, and the element type K and V are stored in (a page is
+// transferred in the arena's own format, so F16 pages are half the bytes of
+// F32 ones). Both ends must agree on it exactly.
 type Layout struct {
 	Layers, KVHeads, HeadDim, PageTokens int
+	KV                                   kernels.KVType
 }
 
 // LayoutOf returns the layout of an arena config.
 func LayoutOf(c kernels.ArenaConfig) Layout {
-	return Layout{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageTokens: c.PageTokens}
+	return Layout{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageTokens: c.PageTokens, KV: c.KV}
 }
 
 // PageBytes returns the size of one page in the transfer format.
-func (l Layout) PageBytes() int { return l.Layers * 2 * l.PageTokens * l.KVHeads * l.HeadDim * 4 }
+func (l Layout) PageBytes() int {
+	return kernels.ArenaConfig{Pages: 1, PageTokens: l.PageTokens, Layers: l.Layers, KVHeads: l.KVHeads, HeadDim: l.HeadDim, KV: l.KV}.PageBytes()
+}
 
 // Header is the binding of a transfer: who it is for, from which lease, into
 // which reservation, of which model and layout, how much.
@@ -136,7 +142,7 @@ func (h *Header) canonical() []byte {
 	b = binary.BigEndian.AppendUint64(b, h.ReceiverEpoch)
 	b = append(b, h.Reservation[:]...)
 	b = append(b, h.Model[:]...)
-	for _, v := range []int{h.Layout.Layers, h.Layout.KVHeads, h.Layout.HeadDim, h.Layout.PageTokens, h.Tokens, h.Pages} {
+	for _, v := range []int{h.Layout.Layers, h.Layout.KVHeads, h.Layout.HeadDim, h.Layout.PageTokens, int(h.Layout.KV), h.Tokens, h.Pages} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return b

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 )
 
 // The 2026 prefill node: it computed a one-token placeholder and announces
@@ -18,7 +19,7 @@ import (
 func TestPlaceholderClaimRefused(t *testing.T) {
 	m, digest := testModel(t)
 	keys, _ := keyRing(t, "k1")
-	ac := m.ArenaConfig(16, pageTokens)
+	ac := m.ArenaConfig(16, pageTokens, kernels.KVF32)
 	pre := newNode(t, m.Backend(), ac, "a")
 	sender, err := NewSender(SenderConfig{Pool: pre.pool, Arena: pre.arena, Keys: keys, Model: digest, Unsafe: SenderUnsafe{ClaimReservation: true}})
 	if err != nil {

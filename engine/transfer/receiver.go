@@ -509,6 +509,8 @@ func (r *Receiver) verifyHeader(t *Ticket, h *Header, mac []byte) (time.Duration
 		return spent, refuse(ReasonReservation, "manifest names another reservation (stale or replayed)")
 	case h.Model != r.cfg.Model:
 		return spent, refuse(ReasonModel, "KV of model %x, this node serves %x", h.Model[:8], r.cfg.Model[:8])
+	case h.Layout.KV != r.layout.KV:
+		return spent, refuse(ReasonKVType, "pages of KV type %v, this node's arena stores %v", h.Layout.KV, r.layout.KV)
 	case h.Layout != r.layout:
 		return spent, refuse(ReasonLayout, "pages of layout %+v, this node's arena is %+v", h.Layout, r.layout)
 	case r.cfg.Unsafe.skipCountCheck():

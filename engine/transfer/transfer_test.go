@@ -14,6 +14,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
 )
 
 const (
@@ -41,7 +42,7 @@ func newPair(t testing.TB, chunk int) *pair {
 	m, digest := testModel(t)
 	p := &pair{m: m, digest: digest, hook: &hook{}}
 	p.keys, p.key = keyRing(t, "k1")
-	ac := m.ArenaConfig(16, pageTokens)
+	ac := m.ArenaConfig(16, pageTokens, kernels.KVF32)
 	p.prefill = newNode(t, m.Backend(), ac, "a", "b")
 	p.decode = newNode(t, m.Backend(), ac, "a", "b")
 	var err error
@@ -108,7 +109,7 @@ func (p *pair) transfer(ctx context.Context, d Dialer, from isolation.Lease, to 
 // after the prompt, greedy.
 func reference(t testing.TB, m *model.Model, toks []int32) [][]float32 {
 	t.Helper()
-	n := newNode(t, m.Backend(), m.ArenaConfig(16, pageTokens), "a")
+	n := newNode(t, m.Backend(), m.ArenaConfig(16, pageTokens, kernels.KVF32), "a")
 	l, err := n.pool.Allocate("a", "ref", len(toks)+decodeLen)
 	if err != nil {
 		t.Fatal(err)
@@ -340,6 +341,32 @@ func TestTransferFaults(t *testing.T) {
 				if i == header {
 					f.GetHeader().Layout.KvHeads = 1
 					reMAC(t, p.keys, f.GetHeader())
+				}
+				return []*transferv1.Frame{f}
+			}},
+		// Pages of another element type (f16 pages into an f32 arena: half
+		// the bytes, another format) are refused before any is written,
+		// even with a valid header MAC; so is an unknown type.
+		{name: "another KV type", reason: ReasonKVType, discard: true,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = transferv1.KVType_KV_TYPE_F16
+					reMAC(t, p.keys, f.GetHeader())
+				}
+				return []*transferv1.Frame{f}
+			}},
+		{name: "an unknown KV type", reason: ReasonKVType, discard: true,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = 7
+					reMAC(t, p.keys, f.GetHeader())
+				}
+				return []*transferv1.Frame{f}
+			}},
+		{name: "KV type changed under the header MAC", reason: ReasonHeaderMAC, discard: false,
+			tamper: func(i int, f *transferv1.Frame) []*transferv1.Frame {
+				if i == header {
+					f.GetHeader().Layout.KvType = transferv1.KVType_KV_TYPE_F16
 				}
 				return []*transferv1.Frame{f}
 			}},

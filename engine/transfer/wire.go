@@ -5,6 +5,7 @@ import (
 
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	"github.com/cloison/cloison/kernels"
 )
 
 // Stream is the sender's end of one transfer: frames in order, then the
@@ -41,6 +42,7 @@ func headerToWire(h *Header, mac [32]byte) *transferv1.Header {
 		Layout: &transferv1.Layout{
 			Layers: uint32(h.Layout.Layers), KvHeads: uint32(h.Layout.KVHeads),
 			HeadDim: uint32(h.Layout.HeadDim), PageTokens: uint32(h.Layout.PageTokens),
+			KvType: transferv1.KVType(h.Layout.KV),
 		},
 		Tokens:    uint64(h.Tokens),
 		Pages:     uint32(h.Pages),
@@ -52,8 +54,15 @@ func headerToWire(h *Header, mac [32]byte) *transferv1.Header {
 // refusal (sizes are bounded so that no int overflows).
 func headerFromWire(w *transferv1.Header) (Header, error) {
 	l := w.GetLayout()
+	if w.GetVersion() != Version {
+		return Header{}, refuse(ReasonVersion, "manifest format %d, this node speaks %d", w.GetVersion(), Version)
+	}
+	// An unknown KV type decodes as itself (and is refused against the
+	// arena's after authentication); only one that cannot be a
+	// kernels.KVType is malformed.
 	if len(w.GetReservation()) != 16 || len(w.GetModelDigest()) != 32 || len(w.GetHeaderMac()) != 32 || l == nil ||
-		w.GetTokens() > 1<<40 || l.GetLayers() > 1<<16 || l.GetKvHeads() > 1<<16 || l.GetHeadDim() > 1<<16 || l.GetPageTokens() > 1<<16 {
+		w.GetTokens() > 1<<40 || l.GetLayers() > 1<<16 || l.GetKvHeads() > 1<<16 || l.GetHeadDim() > 1<<16 || l.GetPageTokens() > 1<<16 ||
+		l.GetKvType() < 0 || l.GetKvType() > 255 {
 		return Header{}, refuse(ReasonMalformed, "header fields of the wrong size")
 	}
 	h := Header{
@@ -63,7 +72,7 @@ func headerFromWire(w *transferv1.Header) (Header, error) {
 		SenderEpoch:   w.GetSenderEpoch(),
 		ReceiverEpoch: w.GetReceiverEpoch(),
 		Layout: Layout{Layers: int(l.GetLayers()), KVHeads: int(l.GetKvHeads()),
-			HeadDim: int(l.GetHeadDim()), PageTokens: int(l.GetPageTokens())},
+			HeadDim: int(l.GetHeadDim()), PageTokens: int(l.GetPageTokens()), KV: kernels.KVType(l.GetKvType())},
 		Tokens: int(w.GetTokens()),
 		Pages:  int(w.GetPages()),
 	}

@@ -50,11 +50,15 @@ type Capacity struct {
 	// Labels are the node's residency labels (region, tier), published in
 	// its attestation (issue 17 §5).
 	Labels attest.Labels
+	// KV is the element type the node's arena stores K and V in (zero:
+	// float32). It is attested, and a decode node and its prefill nodes
+	// must agree on it: the transfer refuses pages of another type.
+	KV kernels.KVType
 }
 
 func (c Capacity) attest(m *model.Model, reserved map[cloison.TenantID]int) (attest.Attestation, error) {
 	return attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved, Labels: c.Labels})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved, Labels: c.Labels, KVType: c.KV.String()})
 }
 
 // TenantSource is where a node reads the tenants whose partitions it holds
@@ -189,7 +193,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.Pool = pool
 	var arena kernels.Arena
 	if aerr == nil {
-		if arena, err = m.Backend.NewArena(m.Model.ArenaConfig(cfg.Capacity.Pool.Pages, cfg.Capacity.Pool.PageTokens)); err != nil {
+		if arena, err = m.Backend.NewArena(m.Model.ArenaConfig(cfg.Capacity.Pool.Pages, cfg.Capacity.Pool.PageTokens, cfg.Capacity.KV)); err != nil {
 			return nil, err
 		}
 	}

@@ -88,7 +88,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	}
 	c := cfg.Capacity
 	att, err := check(attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels})
+		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels, KVType: c.KV.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
 	}
-	arena, err := m.Backend.NewArena(m.Model.ArenaConfig(c.Pool.Pages, c.Pool.PageTokens))
+	arena, err := m.Backend.NewArena(m.Model.ArenaConfig(c.Pool.Pages, c.Pool.PageTokens, c.KV))
 	if err != nil {
 		return nil, err
 	}

@@ -204,7 +204,7 @@ func startReplay(t testing.TB, ctx context.Context, file []byte, pages int) (*en
 	if err != nil {
 		t.Fatal(err)
 	}
-	arena, err := be.NewArena(m.ArenaConfig(pages, 16))
+	arena, err := be.NewArena(m.ArenaConfig(pages, 16, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

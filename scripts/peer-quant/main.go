@@ -45,7 +45,7 @@ func main() {
 	pool, err := isolation.NewPool(isolation.Config{Pages: pages, PageTokens: pt})
 	check(err)
 	check(pool.AddTenant(isolation.TenantConfig{ID: "x"}))
-	arena, err := b.NewArena(m.ArenaConfig(pages, pt))
+	arena, err := b.NewArena(m.ArenaConfig(pages, pt, kernels.KVF32))
 	check(err)
 	l, err := pool.Allocate("x", cloison.RequestID("r"), len(prompt)+n)
 	check(err)

@@ -78,7 +78,7 @@ func run(path, prompt string, n int, temp float64, seed uint64, chat string) err
 	if err := pool.AddTenant(isolation.TenantConfig{ID: "local"}); err != nil {
 		return err
 	}
-	arena, err := b.NewArena(m.ArenaConfig(pages, pageTokens))
+	arena, err := b.NewArena(m.ArenaConfig(pages, pageTokens, kernels.KVF32))
 	if err != nil {
 		return err
 	}

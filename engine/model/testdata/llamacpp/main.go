@@ -48,7 +48,7 @@ func run(path, text string, steps int) result {
 	check(err)
 	p, _ := isolation.NewPool(isolation.Config{Pages: 64, PageTokens: 16})
 	check(p.AddTenant(isolation.TenantConfig{ID: "t"}))
-	a, err := b.NewArena(m.ArenaConfig(64, 16))
+	a, err := b.NewArena(m.ArenaConfig(64, 16, kernels.KVF32))
 	check(err)
 	ids := tok.Encode(text, true, false)
 	l, err := p.Allocate("t", cloison.RequestID("r"), len(ids)+steps)

@@ -78,8 +78,12 @@ type Attestation struct {
 	// The node's residency labels (attest.Labels, issue 17 §5): a decode node
 	// sends a tenant's prompt only to a prefill node whose labels the
 	// tenant's residency allows.
-	Region        string `protobuf:"bytes,11,opt,name=region,proto3" json:"region,omitempty"`
-	Tier          string `protobuf:"bytes,12,opt,name=tier,proto3" json:"tier,omitempty"`
+	Region string `protobuf:"bytes,11,opt,name=region,proto3" json:"region,omitempty"`
+	Tier   string `protobuf:"bytes,12,opt,name=tier,proto3" json:"tier,omitempty"`
+	// The element type its arena stores K and V in ("f32", "f16";
+	// kernels.KVType): a decode node uses only prefill nodes of its own, as
+	// the transfer refuses pages of another.
+	KvType        string `protobuf:"bytes,13,opt,name=kv_type,json=kvType,proto3" json:"kv_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +198,13 @@ func (x *Attestation) GetRegion() string {
 func (x *Attestation) GetTier() string {
 	if x != nil {
 		return x.Tier
+	}
+	return ""
+}
+
+func (x *Attestation) GetKvType() string {
+	if x != nil {
+		return x.KvType
 	}
 	return ""
 }
@@ -402,7 +413,7 @@ var File_cloison_prefill_v1_prefill_proto protoreflect.FileDescriptor
 const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\n" +
 	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"\x0f\n" +
-	"\rAttestRequest\"\xd9\x02\n" +
+	"\rAttestRequest\"\xf2\x02\n" +
 	"\vAttestation\x12!\n" +
 	"\fmodel_digest\x18\x01 \x01(\tR\vmodelDigest\x12#\n" +
 	"\rmodel_context\x18\x02 \x01(\x03R\fmodelContext\x12%\n" +
@@ -419,7 +430,8 @@ const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\x06reason\x18\n" +
 	" \x01(\tR\x06reason\x12\x16\n" +
 	"\x06region\x18\v \x01(\tR\x06region\x12\x12\n" +
-	"\x04tier\x18\f \x01(\tR\x04tier\"\xaf\x01\n" +
+	"\x04tier\x18\f \x01(\tR\x04tier\x12\x17\n" +
+	"\akv_type\x18\r \x01(\tR\x06kvType\"\xaf\x01\n" +
 	"\x0ePrefillRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\tR\arequest\x12\x16\n" +

@@ -25,6 +25,54 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// KVType is the element type K and V are stored in (kernels.KVType; the
+// values are the same).
+type KVType int32
+
+const (
+	KVType_KV_TYPE_F32 KVType = 0 // little-endian IEEE 754 binary32
+	KVType_KV_TYPE_F16 KVType = 1 // little-endian IEEE 754 binary16
+)
+
+// Enum value maps for KVType.
+var (
+	KVType_name = map[int32]string{
+		0: "KV_TYPE_F32",
+		1: "KV_TYPE_F16",
+	}
+	KVType_value = map[string]int32{
+		"KV_TYPE_F32": 0,
+		"KV_TYPE_F16": 1,
+	}
+)
+
+func (x KVType) Enum() *KVType {
+	p := new(KVType)
+	*p = x
+	return p
+}
+
+func (x KVType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KVType) Descriptor() protoreflect.EnumDescriptor {
+	return file_cloison_transfer_v1_transfer_proto_enumTypes[0].Descriptor()
+}
+
+func (KVType) Type() protoreflect.EnumType {
+	return &file_cloison_transfer_v1_transfer_proto_enumTypes[0]
+}
+
+func (x KVType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KVType.Descriptor instead.
+func (KVType) EnumDescriptor() ([]byte, []int) {
+	return file_cloison_transfer_v1_transfer_proto_rawDescGZIP(), []int{0}
+}
+
 type Frame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -124,14 +172,16 @@ func (*Frame_Chunk) isFrame_Kind() {}
 func (*Frame_Trailer) isFrame_Kind() {}
 
 // Layout is the arena geometry the pages were written with. The transfer
-// format of a page is little-endian float32 laid out
-// [layer][K, V][slot][kv_head][head_dim] (kernels.Arena).
+// format of a page is the arena's: elements of kv_type laid out
+// [layer][K, V][slot][kv_head][head_dim] (kernels.Arena). The decode node
+// refuses pages of another (or an unknown) kv_type before any is written.
 type Layout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Layers        uint32                 `protobuf:"varint,1,opt,name=layers,proto3" json:"layers,omitempty"`
 	KvHeads       uint32                 `protobuf:"varint,2,opt,name=kv_heads,json=kvHeads,proto3" json:"kv_heads,omitempty"`
 	HeadDim       uint32                 `protobuf:"varint,3,opt,name=head_dim,json=headDim,proto3" json:"head_dim,omitempty"`
 	PageTokens    uint32                 `protobuf:"varint,4,opt,name=page_tokens,json=pageTokens,proto3" json:"page_tokens,omitempty"`
+	KvType        KVType                 `protobuf:"varint,5,opt,name=kv_type,json=kvType,proto3,enum=cloison.transfer.v1.KVType" json:"kv_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,12 +244,19 @@ func (x *Layout) GetPageTokens() uint32 {
 	return 0
 }
 
+func (x *Layout) GetKvType() KVType {
+	if x != nil {
+		return x.KvType
+	}
+	return KVType_KV_TYPE_F32
+}
+
 // Header binds the transfer: the decode node rejects it before any byte of
 // KV is copied unless every field matches its reservation and header_mac
 // verifies.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`         // 1
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`         // 2 (1: before kv_type)
 	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"` // cluster key that made both MACs
 	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Request       string                 `protobuf:"bytes,4,opt,name=request,proto3" json:"request,omitempty"`
@@ -516,13 +573,14 @@ const file_cloison_transfer_v1_transfer_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cloison.transfer.v1.HeaderH\x00R\x06header\x122\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x1a.cloison.transfer.v1.ChunkH\x00R\x05chunk\x128\n" +
 	"\atrailer\x18\x03 \x01(\v2\x1c.cloison.transfer.v1.TrailerH\x00R\atrailerB\x06\n" +
-	"\x04kind\"w\n" +
+	"\x04kind\"\xad\x01\n" +
 	"\x06Layout\x12\x16\n" +
 	"\x06layers\x18\x01 \x01(\rR\x06layers\x12\x19\n" +
 	"\bkv_heads\x18\x02 \x01(\rR\akvHeads\x12\x19\n" +
 	"\bhead_dim\x18\x03 \x01(\rR\aheadDim\x12\x1f\n" +
 	"\vpage_tokens\x18\x04 \x01(\rR\n" +
-	"pageTokens\"\xfc\x02\n" +
+	"pageTokens\x124\n" +
+	"\akv_type\x18\x05 \x01(\x0e2\x1b.cloison.transfer.v1.KVTypeR\x06kvType\"\xfc\x02\n" +
 	"\x06Header\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06key_id\x18\x02 \x01(\tR\x05keyId\x12\x16\n" +
@@ -548,7 +606,10 @@ const file_cloison_transfer_v1_transfer_proto_rawDesc = "" +
 	"\fmanifest_mac\x18\x02 \x01(\fR\vmanifestMac\"W\n" +
 	"\aReceipt\x12)\n" +
 	"\x10committed_tokens\x18\x01 \x01(\x04R\x0fcommittedTokens\x12!\n" +
-	"\fmanifest_mac\x18\x02 \x01(\fR\vmanifestMac2N\n" +
+	"\fmanifest_mac\x18\x02 \x01(\fR\vmanifestMac**\n" +
+	"\x06KVType\x12\x0f\n" +
+	"\vKV_TYPE_F32\x10\x00\x12\x0f\n" +
+	"\vKV_TYPE_F16\x10\x012N\n" +
 	"\bTransfer\x12B\n" +
 	"\x04Push\x12\x1a.cloison.transfer.v1.Frame\x1a\x1c.cloison.transfer.v1.Receipt(\x01BEZCgithub.com/cloison/cloison/api/proto/cloison/transfer/v1;transferv1b\x06proto3"
 
@@ -564,27 +625,30 @@ func file_cloison_transfer_v1_transfer_proto_rawDescGZIP() []byte {
 	return file_cloison_transfer_v1_transfer_proto_rawDescData
 }
 
+var file_cloison_transfer_v1_transfer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_cloison_transfer_v1_transfer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_cloison_transfer_v1_transfer_proto_goTypes = []any{
-	(*Frame)(nil),   // 0: cloison.transfer.v1.Frame
-	(*Layout)(nil),  // 1: cloison.transfer.v1.Layout
-	(*Header)(nil),  // 2: cloison.transfer.v1.Header
-	(*Chunk)(nil),   // 3: cloison.transfer.v1.Chunk
-	(*Trailer)(nil), // 4: cloison.transfer.v1.Trailer
-	(*Receipt)(nil), // 5: cloison.transfer.v1.Receipt
+	(KVType)(0),     // 0: cloison.transfer.v1.KVType
+	(*Frame)(nil),   // 1: cloison.transfer.v1.Frame
+	(*Layout)(nil),  // 2: cloison.transfer.v1.Layout
+	(*Header)(nil),  // 3: cloison.transfer.v1.Header
+	(*Chunk)(nil),   // 4: cloison.transfer.v1.Chunk
+	(*Trailer)(nil), // 5: cloison.transfer.v1.Trailer
+	(*Receipt)(nil), // 6: cloison.transfer.v1.Receipt
 }
 var file_cloison_transfer_v1_transfer_proto_depIdxs = []int32{
-	2, // 0: cloison.transfer.v1.Frame.header:type_name -> cloison.transfer.v1.Header
-	3, // 1: cloison.transfer.v1.Frame.chunk:type_name -> cloison.transfer.v1.Chunk
-	4, // 2: cloison.transfer.v1.Frame.trailer:type_name -> cloison.transfer.v1.Trailer
-	1, // 3: cloison.transfer.v1.Header.layout:type_name -> cloison.transfer.v1.Layout
-	0, // 4: cloison.transfer.v1.Transfer.Push:input_type -> cloison.transfer.v1.Frame
-	5, // 5: cloison.transfer.v1.Transfer.Push:output_type -> cloison.transfer.v1.Receipt
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 0: cloison.transfer.v1.Frame.header:type_name -> cloison.transfer.v1.Header
+	4, // 1: cloison.transfer.v1.Frame.chunk:type_name -> cloison.transfer.v1.Chunk
+	5, // 2: cloison.transfer.v1.Frame.trailer:type_name -> cloison.transfer.v1.Trailer
+	0, // 3: cloison.transfer.v1.Layout.kv_type:type_name -> cloison.transfer.v1.KVType
+	2, // 4: cloison.transfer.v1.Header.layout:type_name -> cloison.transfer.v1.Layout
+	1, // 5: cloison.transfer.v1.Transfer.Push:input_type -> cloison.transfer.v1.Frame
+	6, // 6: cloison.transfer.v1.Transfer.Push:output_type -> cloison.transfer.v1.Receipt
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_cloison_transfer_v1_transfer_proto_init() }
@@ -602,13 +666,14 @@ func file_cloison_transfer_v1_transfer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_transfer_v1_transfer_proto_rawDesc), len(file_cloison_transfer_v1_transfer_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_cloison_transfer_v1_transfer_proto_goTypes,
 		DependencyIndexes: file_cloison_transfer_v1_transfer_proto_depIdxs,
+		EnumInfos:         file_cloison_transfer_v1_transfer_proto_enumTypes,
 		MessageInfos:      file_cloison_transfer_v1_transfer_proto_msgTypes,
 	}.Build()
 	File_cloison_transfer_v1_transfer_proto = out.File
