@@ -5,13 +5,13 @@
 # checkout, ROUNDS times each, old then new, so that both see the same
 # machine load. Lines are prefixed "old:" or "new:".
 #
-#   BENCH=<-test.bench regexp>  default BenchmarkLedgerFourWriters/closed=4x64/schema=0002[24]$
+#   BENCH=<-test.bench regexp>  default BenchmarkLedgerFourWriters/closed=4x64/schema=0002[2-5]$
 #   BENCH_LEDGER_N=<events>     default 40000
 #   ROUNDS=<n>                  default 2
 #   scripts/bench-ledger-ab.sh [OLD]
 set -euo pipefail
 old=${1:-main}
-bench=${BENCH:-'BenchmarkLedgerFourWriters/closed=4x64/schema=0002[24]$'}
+bench=${BENCH:-'BenchmarkLedgerFourWriters/closed=4x64/schema=0002[2-5]$'}
 n=${BENCH_LEDGER_N:-40000}
 rounds=${ROUNDS:-2}
 root=$(git rev-parse --show-toplevel)

@@ -170,11 +170,12 @@ func benchWriterProcess(ctx context.Context, pool *pgxpool.Pool) int {
 // from when it was due: the latency a request pays at that load, and
 // appends/s below R when the ledger cannot keep up.
 //
-// It runs on the latest schema (schema=00024: the tree as tiles). The
-// store reads the tiles, so an earlier schema is measured with that
-// commit's own build: scripts/bench-ledger-ab.sh runs the test binaries of
-// two commits alternately in one run (before 00024, the same benchmark
-// named its schemas 00021 and 00022).
+// It runs on the latest schema (schema=00025: audit_sequence the only
+// writer of the chain and tree). The store reads the tiles, so an earlier
+// schema is measured with that commit's own build:
+// scripts/bench-ledger-ab.sh runs the test binaries of two commits
+// alternately in one run (before 00024, the same benchmark named its
+// schemas 00021 and 00022; before 00025, 00024).
 func BenchmarkLedgerFourWriters(b *testing.B) {
 	rates := []int{4000, 8000}
 	if v := os.Getenv("CLOISON_BENCH_RATES"); v != "" {
@@ -200,7 +201,7 @@ func BenchmarkLedgerFourWriters(b *testing.B) {
 	}
 	for _, sh := range shapes {
 		b.Run(sh.name, func(b *testing.B) {
-			for _, schema := range []int64{24} {
+			for _, schema := range []int64{25} {
 				b.Run(fmt.Sprintf("schema=%05d", schema), func(b *testing.B) { benchFourWriters(b, sh.appenders, sh.rate, schema) })
 			}
 		})
@@ -209,7 +210,7 @@ func BenchmarkLedgerFourWriters(b *testing.B) {
 
 func benchFourWriters(b *testing.B, appenders, rate int, schema int64) {
 	var db *pgtest.DB
-	if schema == 24 {
+	if schema == 25 {
 		db = pgtest.New(b)
 	} else {
 		db = pgtest.NewAt(b, schema)

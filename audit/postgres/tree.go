@@ -173,15 +173,30 @@ func tileRows(old, n int64, r tlog.HashReader) (tileRowSet, error) {
 
 const tileInsertSQL = "INSERT INTO tlog_tiles (level, n, width, hashes) SELECT * FROM unnest($1::int[], $2::bigint[], $3::int[], $4::bytea[])"
 
-// insertTiles writes the tile rows of growing the tree from old to n.
-func insertTiles(ctx context.Context, q interface {
+// backfillSQL is how the runtime role writes the tiles of a ledger that
+// has no tree yet (tlog_backfill, migration 00025: it has no INSERT on
+// tlog_tiles; the function refuses once a tree note is signed, tiles past
+// the ledger and level-0 hashes that are not the events' leaf hashes).
+const backfillSQL = "SELECT tlog_backfill($1::int[], $2::bigint[], $3::int[], $4::bytea[])"
+
+// insertTiles writes the tile rows of growing the tree from old to n with
+// tileInsertSQL (a role holding INSERT on tlog_tiles: the tests' owner).
+func insertTiles(ctx context.Context, q execer, old, n int64, r tlog.HashReader) error {
+	return writeTiles(ctx, q, tileInsertSQL, old, n, r)
+}
+
+type execer interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, old, n int64, r tlog.HashReader) error {
+}
+
+// writeTiles runs stmt (tileInsertSQL or backfillSQL) over the tile rows
+// of growing the tree from old to n.
+func writeTiles(ctx context.Context, q execer, stmt string, old, n int64, r tlog.HashReader) error {
 	rs, err := tileRows(old, n, r)
 	if err != nil || len(rs.levels) == 0 {
 		return err
 	}
-	_, err = q.Exec(ctx, tileInsertSQL, rs.levels, rs.ns, rs.widths, rs.data)
+	_, err = q.Exec(ctx, stmt, rs.levels, rs.ns, rs.widths, rs.data)
 	return err
 }
 
@@ -299,7 +314,7 @@ func (s *Store) ensureTree(ctx context.Context) error {
 				return err
 			}
 			next := int64(page[len(page)-1].Seq)
-			if err := insertTiles(ctx, tx, n, next, &treeReader{ctx: ctx, q: tx, overlay: st.all(frontier)}); err != nil {
+			if err := writeTiles(ctx, tx, backfillSQL, n, next, &treeReader{ctx: ctx, q: tx, overlay: st.all(frontier)}); err != nil {
 				return err
 			}
 			frontier, n = st.frontier, next

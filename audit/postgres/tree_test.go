@@ -220,10 +220,18 @@ func TestInclusionProofsForEveryWriterKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = pool.Exec(ctx, `INSERT INTO audit_events (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		int64(next.Seq), next.OccurredAt, string(next.Kind), string(next.Tenant), string(next.Actor), next.Payload, next.PrevHash[:], next.Hash[:])
-	if sqlstate(err) != "CL006" || !errors.Is(translate(err), ErrChainRejected) {
-		t.Errorf("event without tree hashes: got %v, want CL006 (ErrChainRejected)", err)
+	// The runtime role may not insert it (migration 00025); every role
+	// that may is refused by the tree trigger.
+	const ins = `INSERT INTO audit_events (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	args := []any{int64(next.Seq), next.OccurredAt, string(next.Kind), string(next.Tenant), string(next.Actor), next.Payload, next.PrevHash[:], next.Hash[:]}
+	if _, err = pool.Exec(ctx, ins, args...); sqlstate(err) != "42501" {
+		t.Errorf("runtime event without tree hashes: got %v, want insufficient_privilege", err)
+	}
+	for _, session := range inserterSessions(db.Roles.Owner) {
+		err := execAs(ctx, db.AdminPool(t), session, ins, args...)
+		if sqlstate(err) != "CL006" || !errors.Is(translate(err), ErrChainRejected) {
+			t.Errorf("%s; event without tree hashes: got %v, want CL006 (ErrChainRejected)", session, err)
+		}
 	}
 }
 
@@ -643,8 +651,9 @@ func TestVerifyTreeFindsEditedTiles(t *testing.T) {
 
 // tlog_tiles is append-only for every role (by privilege for the runtime
 // role, by the ALWAYS trigger for the owner, the superuser and replica
-// mode), and a row the runtime role may insert must extend its tile (the
-// hashes of the narrower rows kept) after its level's full tile (CL003).
+// mode), and a row any role that may insert (since 00025 not the runtime
+// role) inserts must extend its tile (the hashes of the narrower rows
+// kept) after its level's full tile (CL003).
 func TestTilesAppendOnly(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
@@ -674,12 +683,19 @@ func TestTilesAppendOnly(t *testing.T) {
 			}
 		}
 	}
+	// The runtime role may not insert tiles (migration 00025); a row any
+	// role that may inserts must extend its tile.
 	for name, q := range map[string]string{
 		"prefix rewritten": `INSERT INTO tlog_tiles SELECT 0, 1, 256, decode(repeat('ab', 32 * 256), 'hex')`,
 		"hole":             `INSERT INTO tlog_tiles SELECT 0, 3, 1, decode(repeat('ab', 32), 'hex')`,
 	} {
-		if _, err := rt.Exec(ctx, q); sqlstate(err) != "CL003" {
-			t.Errorf("%s: got %v, want CL003", name, err)
+		if _, err := rt.Exec(ctx, q); sqlstate(err) != "42501" {
+			t.Errorf("runtime %s: got %v, want insufficient_privilege", name, err)
+		}
+		for _, session := range inserterSessions(db.Roles.Owner) {
+			if err := execAs(ctx, admin, session, q); sqlstate(err) != "CL003" {
+				t.Errorf("%s; %s: got %v, want CL003", session, name, err)
+			}
 		}
 	}
 	if _, err := s.VerifyTree(ctx); err != nil {
