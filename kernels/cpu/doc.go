@@ -53,7 +53,7 @@
 //   - One-row (decode) products are bound by how the weight stream is
 //     read, not by instructions. F16 on avx512 reads a task's rows one
 //     after the other in one call (f16rowsAVX512: one sequential stream):
-//     8 layers d=768, 1 thread, AMD EPYC Zen 4, 145–148 tok/s against
+//     8 layers d=768, 1 thread, AMD EPYC with AVX-512, 145–148 tok/s against
 //     81–82 for four or eight interleaved rows (rows of 1.5 KB: each
 //     interleaved stream ends before the prefetcher runs ahead; on rows of
 //     4 KB, BenchmarkMatVec, eight interleaved rows stream faster, so
