@@ -102,7 +102,7 @@ func forwardOnce(t *testing.T, b kernels.Backend, m *model.Model) error {
 	if err := pool.AddTenant(isolation.TenantConfig{ID: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.NewArena(m.ArenaConfig(4, 4))
+	a, err := b.NewArena(m.ArenaConfig(4, 4, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

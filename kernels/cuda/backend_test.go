@@ -338,7 +338,7 @@ func runModel(t *testing.T, b kernels.Backend, f *gguf.File) [][][]float32 {
 	if err := pool.AddTenant(isolation.TenantConfig{ID: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.NewArena(m.ArenaConfig(16, pt))
+	a, err := b.NewArena(m.ArenaConfig(16, pt, kernels.KVF32))
 	if err != nil {
 		t.Fatal(err)
 	}

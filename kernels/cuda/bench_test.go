@@ -241,7 +241,7 @@ func decode(b *testing.B, m *model.Model, batch int) {
 	if err := pool.AddTenant(isolation.TenantConfig{ID: "t"}); err != nil {
 		b.Fatal(err)
 	}
-	a, err := m.Backend().NewArena(m.ArenaConfig(pages, pt))
+	a, err := m.Backend().NewArena(m.ArenaConfig(pages, pt, kernels.KVF32))
 	if err != nil {
 		b.Fatal(err)
 	}
