@@ -19,15 +19,7 @@ func vdecodeScores2(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs [
 	if ng == 0 || nq == 0 {
 		return
 	}
-	n := len(f32) + len(f16)
-	if hd <= 0 || hd%8 != 0 || len(q) < nq*hd || len(offs) < 8*ng+16 || len(out) < (nq-1)*ostride+8*ng || (f32 == nil) == (f16 == nil) {
-		panic("kernels/cpu: decode score shapes")
-	}
-	for _, off := range offs[:8*ng+16] {
-		if off < 0 || off+hd > n {
-			panic("kernels/cpu: attention key outside the arena")
-		}
-	}
+	checkDecodeScores(q, nq, hd, f32, f16, offs, ng, out, ostride, 8)
 	if f16 != nil {
 		scores8F16AVX2(&q[0], &f16[0], &offs[0], ng, hd, nq, &out[0], ostride)
 	} else {
@@ -38,24 +30,10 @@ func vdecodeScores2(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs [
 // vdecodeWsum42 is decodeKernels.wsum4 on avx2 (len(o[r]) a multiple of
 // 16; offs: n+8 entries, the last 8 for prefetches only).
 func vdecodeWsum42(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int) {
-	hd := len(o[0])
 	if n == 0 {
 		return
 	}
-	if hd == 0 || hd%16 != 0 || len(offs) < n+8 || (f32 == nil) == (f16 == nil) {
-		panic("kernels/cpu: decode value shapes")
-	}
-	for r := range 4 {
-		if len(o[r]) != hd || len(s[r]) < n {
-			panic("kernels/cpu: decode value shapes")
-		}
-	}
-	m := len(f32) + len(f16)
-	for _, off := range offs[:n+8] {
-		if off < 0 || off+hd > m {
-			panic("kernels/cpu: attention value outside the arena")
-		}
-	}
+	hd := checkDecodeValues(o, s, f32, f16, offs, n, 16)
 	for c := 0; c < hd; c += 16 {
 		if f16 != nil {
 			wsum4x16F16AVX2(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &f16[c], &offs[0], n)
@@ -84,15 +62,7 @@ func vdecodeScores(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []
 	if ng == 0 || nq == 0 {
 		return
 	}
-	n := len(f32) + len(f16)
-	if hd <= 0 || hd%16 != 0 || len(q) < nq*hd || len(offs) < 16*ng+32 || len(out) < (nq-1)*ostride+16*ng || (f32 == nil) == (f16 == nil) {
-		panic("kernels/cpu: decode score shapes")
-	}
-	for _, off := range offs[:16*ng+32] {
-		if off < 0 || off+hd > n {
-			panic("kernels/cpu: attention key outside the arena")
-		}
-	}
+	checkDecodeScores(q, nq, hd, f32, f16, offs, ng, out, ostride, 16)
 	if f16 != nil {
 		scores16F16AVX512(&q[0], &f16[0], &offs[0], ng, hd, nq, &out[0], ostride)
 	} else {
@@ -103,24 +73,10 @@ func vdecodeScores(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []
 // vdecodeWsum4 is decodeKernels.wsum4 on avx512 (len(o[r]) a multiple of
 // 64; offs: n+8 entries, the last 8 read for prefetches only).
 func vdecodeWsum4(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n int) {
-	hd := len(o[0])
 	if n == 0 {
 		return
 	}
-	if hd == 0 || hd%64 != 0 || len(offs) < n+8 || (f32 == nil) == (f16 == nil) {
-		panic("kernels/cpu: decode value shapes")
-	}
-	for r := range 4 {
-		if len(o[r]) != hd || len(s[r]) < n {
-			panic("kernels/cpu: decode value shapes")
-		}
-	}
-	m := len(f32) + len(f16)
-	for _, off := range offs[:n+8] {
-		if off < 0 || off+hd > m {
-			panic("kernels/cpu: attention value outside the arena")
-		}
-	}
+	hd := checkDecodeValues(o, s, f32, f16, offs, n, 64)
 	for c := 0; c < hd; c += 64 {
 		if f16 != nil {
 			wsum4x64F16AVX512(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &f16[c], &offs[0], n)
@@ -164,3 +120,41 @@ func vtoHalf(dst []uint16, src []float32) {
 
 //go:noescape
 func toHalfAVX2(dst *uint16, src *float32, n int)
+
+// checkDecodeScores checks the arguments of a score kernel that takes
+// groups of group keys (offs: group·ng+2·group entries, the last 2·group
+// read for prefetches only), so that the assembly reads and writes only
+// inside the slices.
+func checkDecodeScores(q []float32, nq, hd int, f32 []float32, f16 []uint16, offs []int, ng int, out []float32, ostride, group int) {
+	n := len(f32) + len(f16)
+	if hd <= 0 || hd%group != 0 || len(q) < nq*hd || len(offs) < group*ng+2*group || len(out) < (nq-1)*ostride+group*ng || (f32 == nil) == (f16 == nil) {
+		panic("kernels/cpu: decode score shapes")
+	}
+	for _, off := range offs[:group*ng+2*group] {
+		if off < 0 || off+hd > n {
+			panic("kernels/cpu: attention key outside the arena")
+		}
+	}
+}
+
+// checkDecodeValues checks the arguments of a value kernel that sums width
+// elements a call (len(o[r]) a multiple of width; offs: n+8 entries, the
+// last 8 read for prefetches only) and returns the head dimension.
+func checkDecodeValues(o, s *[4][]float32, f32 []float32, f16 []uint16, offs []int, n, width int) int {
+	hd := len(o[0])
+	if hd == 0 || hd%width != 0 || len(offs) < n+8 || (f32 == nil) == (f16 == nil) {
+		panic("kernels/cpu: decode value shapes")
+	}
+	for r := range 4 {
+		if len(o[r]) != hd || len(s[r]) < n {
+			panic("kernels/cpu: decode value shapes")
+		}
+	}
+	m := len(f32) + len(f16)
+	for _, off := range offs[:n+8] {
+		if off < 0 || off+hd > m {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	return hd
+}
