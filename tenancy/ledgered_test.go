@@ -114,11 +114,13 @@ func TestChangesLedgeredInTx(t *testing.T) {
 	}
 
 	admin := tdb.AdminPool(t)
+	// Every append goes through audit_sequence (the runtime role has no
+	// INSERT on audit_events since migration 00025): without EXECUTE on
+	// it the ledger cannot append.
 	grant := func(on bool) {
-		q := fmt.Sprintf("REVOKE INSERT ON audit_events FROM %s", pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
+		q := fmt.Sprintf("REVOKE EXECUTE ON FUNCTION audit_sequence(timestamptz[], text[], text[], text[], bytea[]) FROM %s", pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
 		if on {
-			q = fmt.Sprintf("GRANT INSERT (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash) ON audit_events TO %s",
-				pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
+			q = fmt.Sprintf("GRANT EXECUTE ON FUNCTION audit_sequence(timestamptz[], text[], text[], text[], bytea[]) TO %s", pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
 		}
 		if _, err := admin.Exec(ctx, q); err != nil {
 			t.Fatal(err)
