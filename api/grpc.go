@@ -346,7 +346,7 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 // services, health and reflection, behind Interceptors. Its health
 // refresher runs until ctx ends (then it reports NOT_SERVING).
 func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
-	ic := &interceptor{auth: s.authenticate, log: s.log, refuse: s.refuse}
+	ic := &interceptor{auth: s.req.Authenticate, log: s.log, refuse: s.refuse}
 	unary, stream := ic.unary, ic.stream
 	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
 	// gRPC's own limit is the largest any method takes; sizeLimits then
