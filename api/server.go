@@ -323,7 +323,8 @@ func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
 }
 
 // TenantPlacement is what GET /v1/attestation (and gRPC GetAttestation)
-// tells the calling tenant, and nothing about any other (issue 17 §5):
+// tells the calling tenant, and nothing about any other (where another
+// tenant's pages and prompts go is that tenant's business alone):
 // how its KV pages are isolated on this node (isolation tier, zeroing
 // mode), the residency its record requires, the labels of this node and of
 // the prefill nodes its prompts may be sent to now, and whether the
