@@ -29,10 +29,8 @@ type Engine interface {
 	Load() (running, waiting int)
 	Admission() *engine.Admission
 	PoolStats() isolation.Stats
-	// AddTenant and TenantIsolation reach the tenants' KV partitions
-	// (admin, attestation).
+	// AddTenant creates a tenant's KV partition (admin).
 	AddTenant(isolation.TenantConfig) error
-	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
 }
 
 // Placement is a decode node's view of its prefill nodes

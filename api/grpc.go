@@ -298,19 +298,9 @@ func (s *sizedStream) RecvMsg(m any) error {
 	return s.l.check(s.method, m)
 }
 
-// readiness is the reason the node is not ready, or nil: the capacity
-// attestation passed and the ledger answers (/readyz and gRPC health).
-func (s *Server) readiness(ctx context.Context) error {
-	if !s.cfg.Engine.Attestation().OK {
-		return errors.New("capacity attestation failed")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if _, err := s.cfg.Ledger.Head(ctx); err != nil {
-		return errors.New("ledger unreachable")
-	}
-	return nil
-}
+// readiness is the reason the node is not ready, or nil
+// (service.Requests.Ready; /readyz and gRPC health).
+func (s *Server) readiness(ctx context.Context) error { return s.req.Ready(ctx) }
 
 // healthServer answers grpc.health.v1 as /readyz answers: SERVING only when
 // the attestation passed and the ledger answers. Check looks now; Watch

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/attest"
+
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/cloison/cloison/internal/tracing"
@@ -55,10 +58,6 @@ func (s *Requests) placement() policies.Placement {
 	return policies.Placement{Split: true, Prefill: s.cfg.Placement.PrefillLabels()}
 }
 
-// Placement is the policy input's view of where a request of this node
-// would go (the attestation route shows it to the tenant).
-func (s *Requests) Placement() policies.Placement { return s.placement() }
-
 // applies checks that the pool isolates the tenant at least as the decision
 // requires, and returns the tenant's partition (a tenant created since this
 // node started gets it now: Engine.EnsureTenant); otherwise the request
@@ -81,4 +80,68 @@ func PoolTenant(t tenancy.Tenant) isolation.TenantConfig {
 		tc.Reserved = t.Quotas.KVPages
 	}
 	return tc
+}
+
+// ContextFor is the context a tenant can actually use: the served context,
+// lowered by the tenant's max-context quota and by the KV pages its
+// partition can ever give one request. It is what the API advertises to the
+// tenant, so that no request within it is refused for length.
+func (s *Requests) ContextFor(p tenancy.Principal) int {
+	n := s.cfg.Engine.Attestation().ServedContext
+	if q := p.TenantRecord.Quotas.MaxContext; q > 0 {
+		n = min(n, q)
+	}
+	if part, err := s.cfg.Engine.EnsureTenant(PoolTenant(p.TenantRecord)); err == nil {
+		n = min(n, part.MaxLeaseTokens)
+	}
+	return n
+}
+
+// TenantPlacement is what GET /v1/attestation (and gRPC GetAttestation)
+// tells the calling tenant, and nothing about any other (where another
+// tenant's pages and prompts go is that tenant's business alone):
+// how its KV pages are isolated on this node (isolation tier, zeroing
+// mode), the residency its record requires, the labels of this node and of
+// the prefill nodes its prompts may be sent to now, and whether the
+// residency is met (Compliant: false means its requests are refused with
+// permission_denied).
+type TenantPlacement struct {
+	Tenant        cloison.TenantID  `json:"tenant"`
+	IsolationTier string            `json:"isolation_tier"`
+	Zeroing       string            `json:"zeroing"`
+	Residency     tenancy.Residency `json:"residency"`
+	Decode        attest.Labels     `json:"node"`
+	Prefill       []attest.Labels   `json:"prefill_nodes"`
+	Compliant     bool              `json:"compliant"`
+}
+
+// TenantAttestation is the attestation as p may see it — its own
+// reservation only — and p's placement. The isolation is the partition's
+// where the tenant has one on this node, else its record's.
+func (s *Requests) TenantAttestation(p tenancy.Principal) (attest.Attestation, TenantPlacement) {
+	a := s.cfg.Engine.Attestation()
+	own := a.Reserved[:0:0]
+	for _, r := range a.Reserved {
+		if r.Tenant == p.Tenant {
+			own = append(own, r)
+		}
+	}
+	a.Reserved = own
+	t := p.TenantRecord
+	tp := TenantPlacement{Tenant: p.Tenant, IsolationTier: t.Tier.String(), Zeroing: t.Zeroing.String(), Residency: t.Residency,
+		Decode: a.Labels, Prefill: []attest.Labels{}}
+	if tp.Residency.Regions == nil {
+		tp.Residency.Regions = []string{}
+	}
+	if part, err := s.cfg.Engine.TenantIsolation(p.Tenant); err == nil {
+		tp.IsolationTier, tp.Zeroing = part.Tier.String(), part.Zeroing.String()
+	}
+	pl := s.placement()
+	for _, l := range pl.Prefill {
+		if l.Serves(t.Residency.Regions, t.Residency.Tier) {
+			tp.Prefill = append(tp.Prefill, l) // the nodes its prompts may go to, no other
+		}
+	}
+	tp.Compliant, _ = policies.Input{Tenant: t, Attestation: a, Placement: pl}.Complies()
+	return a, tp
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,8 +36,10 @@ type Engine interface {
 	// share the prompt's pages.
 	PrefixCache() bool
 	// EnsureTenant reaches the tenant's KV partition (created now for a
-	// tenant added since the node started).
+	// tenant added since the node started); TenantIsolation reads it
+	// without creating it.
 	EnsureTenant(isolation.TenantConfig) (isolation.Partition, error)
+	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
 }
 
 // Placement is a decode node's view of its prefill nodes
@@ -100,6 +103,21 @@ func (s *Requests) record(ctx context.Context, tenant cloison.TenantID, p audit.
 		return rec, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	return rec, nil
+}
+
+// Ready is the reason the node is not ready, or nil: the capacity
+// attestation passed and the ledger answers within 2 s (a node that cannot
+// ledger serves nothing, so it must not be sent requests).
+func (s *Requests) Ready(ctx context.Context) error {
+	if !s.cfg.Engine.Attestation().OK {
+		return errors.New("capacity attestation failed")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Ledger.Head(ctx); err != nil {
+		return errors.New("ledger unreachable")
+	}
+	return nil
 }
 
 // SanitizeName maps a reason, an address or a subject to the ledger's Name
