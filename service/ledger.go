@@ -108,6 +108,9 @@ func (s *Requests) record(ctx context.Context, tenant cloison.TenantID, p audit.
 // Ready is the reason the node is not ready, or nil: the capacity
 // attestation passed and the ledger answers within 2 s (a node that cannot
 // ledger serves nothing, so it must not be sent requests).
+//
+// Errors: a plain error naming the reason (no code: the transports answer
+// it as not ready, never to a tenant's request).
 func (s *Requests) Ready(ctx context.Context) error {
 	if !s.cfg.Engine.Attestation().OK {
 		return errors.New("capacity attestation failed")
