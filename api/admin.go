@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cloison/cloison/service"
 	"net/http"
 	"time"
 
@@ -97,13 +98,7 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 // PoolTenant is the KV partition a tenant record implies.
-func PoolTenant(t tenancy.Tenant) isolation.TenantConfig {
-	tc := isolation.TenantConfig{ID: t.ID, Tier: t.Tier, Zeroing: t.Zeroing, Cap: t.Quotas.KVPages}
-	if t.Tier == isolation.TierDedicated {
-		tc.Reserved = t.Quotas.KVPages
-	}
-	return tc
-}
+func PoolTenant(t tenancy.Tenant) isolation.TenantConfig { return service.PoolTenant(t) }
 
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 	var t tenancy.Tenant

@@ -6,60 +6,39 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/service"
 )
 
-// What the server uses of the engine and the ledger, declared here where it
-// is used (the implementations are *engine.Engine and *auditpg.Store). A
-// request's tenant crosses into the engine once, through EnsureTenant; the
-// server holds no KV pool.
+// What the server uses of the engine and the ledger, declared where it is
+// used (the implementations are *engine.Engine and *auditpg.Store): the
+// request path's part in package service, the rest here. A request's
+// tenant crosses into the engine once, through EnsureTenant; the server
+// holds no KV pool.
 
-// Engine is what the server asks of the inference engine (*engine.Engine).
+// Engine is what the server asks of the inference engine (*engine.Engine):
+// the request path's (service.Engine) and what the routes of this package
+// read.
 type Engine interface {
-	// Attestation is the capacity attestation the engine serves under.
-	Attestation() attest.Attestation
-	// Check and Submit: engine.Engine's, reject before allocate.
-	Check(engine.GenerateRequest) error
-	Submit(context.Context, engine.GenerateRequest) (*engine.Stream, error)
+	service.Engine
 	// Load, Admission and PoolStats feed metrics and the pool status.
 	Load() (running, waiting int)
 	Admission() *engine.Admission
 	PoolStats() isolation.Stats
-	// PrefixCache reports whether prompts are looked up in a prefix
-	// cache (the prefix-cache metrics stay 0 without it).
-	PrefixCache() bool
-	// AddTenant, EnsureTenant and TenantIsolation reach the tenants'
-	// KV partitions.
+	// AddTenant creates a tenant's KV partition (admin).
 	AddTenant(isolation.TenantConfig) error
-	EnsureTenant(isolation.TenantConfig) (isolation.Partition, error)
-	TenantIsolation(cloison.TenantID) (isolation.Partition, error)
 }
 
 // Placement is a decode node's view of its prefill nodes
-// (*prefillrpc.Client), for residency (issue 17 §5): the API asks it
-// before admitting a request and ledgers which node prefilled it.
-type Placement interface {
-	// PrefillLabels are the labels of the prefill nodes asked now.
-	PrefillLabels() []attest.Labels
-	// Served returns, once, the prefill node that prefilled req.
-	Served(req cloison.RequestID) (attest.PrefillNode, bool)
-}
+// (*prefillrpc.Client): service.Placement.
+type Placement = service.Placement
 
-// Recorder is the ledger on the request path: events staged durably
-// (Stage: what a request waits for before its answer) or appended with
-// their position (Append: for events whose seq is recorded, e.g. in an
-// incident), the head for readiness, incidents opened from detections.
-type Recorder interface {
-	Append(ctx context.Context, e audit.Event) (audit.Record, error)
-	Stage(ctx context.Context, e audit.Event) (audit.Record, error)
-	Head(ctx context.Context) (audit.Head, error)
-	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
-}
+// Recorder is the ledger on the request path: service.Recorder.
+type Recorder = service.Recorder
 
 // Register is the Loi 25 incident register the compliance API keeps.
 type Register interface {

@@ -1,6 +1,13 @@
 // Package api serves Cloison over gRPC and an OpenAI-compatible HTTP API.
 //
-// Files: server.go (routes, the one inference path generate), errors.go (the
+// The request path itself — authentication, the policy decision, admission,
+// the ledger rows before and after service, the engine's sequences, refusal
+// counts and incidents — is package service (service.Requests); api decodes
+// a request into a service.Request, streams the tokens it is handed, encodes
+// the result or the error, and reports metrics and the access log as the
+// service's Observer (observer.go).
+//
+// Files: server.go (routes, generate: the hand-over to the service), errors.go (the
 // one error → gRPC/HTTP table), fields.go (what every request field does:
 // implemented, ignored because it cannot change the output, or refused with
 // 400 naming it — an unknown field is refused too), openai.go and
@@ -15,7 +22,7 @@
 // are HTTP only):
 //   - n > 1 (choices.go): one request runs n sequences of the engine, each
 //     its own stream, grammar matcher and tool-call parser. Choice 0 runs
-//     with the request's seed, choice i > 0 with choiceSeed(seed, i)
+//     with the request's seed, choice i > 0 with service's choiceSeed(seed, i)
 //     (SplitMix64 of seed + i·0x9e3779b97f4a7c15): the same request with a
 //     seed gives the same n choices. All n count against the request's KV
 //     pages and the tenant's quota before any starts; n above Config.MaxN
@@ -141,7 +148,7 @@
 //
 // cloisond serves gRPC on --grpc-addr (default 127.0.0.1:9090; empty disables
 // it) beside HTTP, with the same request path: Generate runs the very code of
-// /v1/completions (Server.generate: policy decision ledgered first, reject
+// /v1/completions (service.Requests.Generate: policy decision ledgered first, reject
 // before allocate, request.completed ledgered before the final message), and
 // admin and compliance methods call the same functions as their HTTP routes.
 // Protos: api/proto/cloison/{inference,admin,compliance}/v1 (generated code

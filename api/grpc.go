@@ -298,19 +298,9 @@ func (s *sizedStream) RecvMsg(m any) error {
 	return s.l.check(s.method, m)
 }
 
-// readiness is the reason the node is not ready, or nil: the capacity
-// attestation passed and the ledger answers (/readyz and gRPC health).
-func (s *Server) readiness(ctx context.Context) error {
-	if !s.cfg.Engine.Attestation().OK {
-		return errors.New("capacity attestation failed")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if _, err := s.cfg.Ledger.Head(ctx); err != nil {
-		return errors.New("ledger unreachable")
-	}
-	return nil
-}
+// readiness is the reason the node is not ready, or nil
+// (service.Requests.Ready; /readyz and gRPC health).
+func (s *Server) readiness(ctx context.Context) error { return s.req.Ready(ctx) }
 
 // healthServer answers grpc.health.v1 as /readyz answers: SERVING only when
 // the attestation passed and the ledger answers. Check looks now; Watch
@@ -346,7 +336,7 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 // services, health and reflection, behind Interceptors. Its health
 // refresher runs until ctx ends (then it reports NOT_SERVING).
 func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
-	ic := &interceptor{auth: s.authenticate, log: s.log, refuse: s.refuse}
+	ic := &interceptor{auth: s.req.Authenticate, log: s.log, refuse: s.refuse}
 	unary, stream := ic.unary, ic.stream
 	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
 	// gRPC's own limit is the largest any method takes; sizeLimits then

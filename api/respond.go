@@ -259,13 +259,6 @@ func drain(st *engine.Stream) error {
 	}
 }
 
-func drainErr(st *engine.Stream, fallback error) error {
-	if err := drain(st); err != nil {
-		return err
-	}
-	return fallback
-}
-
 // fullResponse writes a non-streamed answer that generate has collected
 // into cs (one collector per choice) and ledgered.
 func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector, res genResult) {

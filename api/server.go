@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -26,8 +24,8 @@ import (
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/internal/tracing"
-	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -35,10 +33,10 @@ import (
 var (
 	// ErrLedgerUnavailable: the ledger could not record the request; the
 	// platform refuses unaudited service (HTTP 503).
-	ErrLedgerUnavailable = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
-	ErrUnknownModel      = cloison.NewError(cloison.CodeNotFound, "model not found")
+	ErrLedgerUnavailable = service.ErrLedgerUnavailable
+	ErrUnknownModel      = service.ErrUnknownModel
 	ErrNoToken           = cloison.NewError(cloison.CodeUnauthenticated, "missing bearer token")
-	ErrIsolationPolicy   = cloison.NewError(cloison.CodeUnavailable, "the KV pool cannot apply the isolation the policy requires for this tenant")
+	ErrIsolationPolicy   = service.ErrIsolationPolicy
 	ErrMethod            = cloison.NewError(cloison.CodeInvalid, "method not allowed")
 )
 
@@ -94,23 +92,18 @@ type Config struct {
 // health and readiness over HTTP (Handler), the Prometheus metrics on a
 // handler of their own (MetricsHandler, for a dedicated listener), and the same
 // operations over gRPC (GRPCServer). Both transports run one inference path
-// (generate) and the same admin and compliance operations; they differ only
-// in how messages are encoded.
+// (service.Requests.Generate, through generate) and the same admin and
+// compliance operations; they differ only in how messages are encoded.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	tracer  trace.Tracer
 	metrics *Metrics
-	gate    *streamGate     // generations in flight (transport.go)
-	streams *complianceGate // compliance streams (streams.go)
+	req     *service.Requests // the request path: decision, admission, ledger, choices, incidents
+	gate    *streamGate       // generations in flight (transport.go)
+	streams *complianceGate   // compliance streams (streams.go)
 
-	mu       sync.Mutex
-	incOpen  map[cloison.RequestID]bool // incidents already opened, guarded by mu
-	ledgerOK time.Time                  // last successful ledger round trip, guarded by mu
-
-	refused refusals       // requests refused before service, until the next FlushRefusals
-	writes  incidentWrites // incident writes in flight, drained by Close
-	resp    *responseState // reports and replays (responses.go)
+	resp *responseState // reports and replays (responses.go)
 }
 
 // NewServer returns a Server.
@@ -141,11 +134,18 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), incOpen: map[cloison.RequestID]bool{}, gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
+	s := &Server{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
 		streams: newComplianceGate(cfg.Streams)}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
+	var err error
+	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
+		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -223,7 +223,7 @@ func (s *Server) auth(h http.HandlerFunc, scopes ...tenancy.Scope) http.Handler 
 			WriteHTTPError(w, ErrNoToken)
 			return
 		}
-		p, err := s.authenticate(r.Context(), raw)
+		p, err := s.req.Authenticate(r.Context(), raw)
 		if err == nil {
 			accessOf(r.Context()).setTenant(p.Tenant)
 			err = p.Require(scopes...)
@@ -263,39 +263,14 @@ func NewRequestID() cloison.RequestID {
 	return cloison.RequestID("req-" + hex.EncodeToString(b[:]))
 }
 
-// append writes an event to the ledger within LedgerTimeout and returns
-// it with its seq; a failure is ErrLedgerUnavailable (503): the platform
-// does not serve unaudited.
+// append and stage are service.Requests' Append and Stage, for the
+// operations that ledger what they do (admin, compliance, responses).
 func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error) {
-	return s.record(ctx, tenant, p, s.cfg.Ledger.Append)
+	return s.req.Append(ctx, tenant, p)
 }
 
-// stage is append for an event whose seq nobody records (the request
-// path's decision, rejection and completion): it returns once the event
-// is durable, staged, without waiting for the integrator to sequence it
-// (within audit.IntegrationBound).
 func (s *Server) stage(ctx context.Context, tenant cloison.TenantID, p audit.Payload) error {
-	_, err := s.record(ctx, tenant, p, s.cfg.Ledger.Stage)
-	return err
-}
-
-func (s *Server) record(ctx context.Context, tenant cloison.TenantID, p audit.Payload,
-	write func(context.Context, audit.Event) (audit.Record, error)) (audit.Record, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
-	defer cancel()
-	ctx, span := s.tracer.Start(ctx, "ledger.append", trace.WithAttributes(attrKind.String(string(p.Kind()))))
-	defer span.End()
-	rec, err := write(ctx, audit.Event{OccurredAt: time.Now(), Tenant: tenant, Actor: s.cfg.Node, Payload: p})
-	if err != nil {
-		tracing.Fail(span, ErrLedgerUnavailable)
-		s.log.Error("ledger append failed", "kind", p.Kind(), "err", err)
-		s.metrics.ledgerErrors.Inc()
-		return rec, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
-	}
-	s.mu.Lock()
-	s.ledgerOK = time.Now()
-	s.mu.Unlock()
-	return rec, nil
+	return s.req.Stage(ctx, tenant, p)
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -324,20 +299,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
 }
 
-// contextFor is the context a tenant can actually use: the served context,
-// lowered by the tenant's max-context quota and by the KV pages its
-// partition can ever give one request. It is what the API advertises to the
-// tenant, so that no request within it is refused for length.
-func (s *Server) contextFor(p tenancy.Principal) int {
-	n := s.cfg.Engine.Attestation().ServedContext
-	if q := p.TenantRecord.Quotas.MaxContext; q > 0 {
-		n = min(n, q)
-	}
-	if part, err := s.cfg.Engine.EnsureTenant(PoolTenant(p.TenantRecord)); err == nil {
-		n = min(n, part.MaxLeaseTokens)
-	}
-	return n
-}
+// contextFor is the context a tenant can actually use
+// (service.Requests.ContextFor): what the API advertises to the tenant.
+func (s *Server) contextFor(p tenancy.Principal) int { return s.req.ContextFor(p) }
 
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
 	a, tp := s.tenantAttestation(principal(r))
@@ -348,51 +312,13 @@ func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
 }
 
 // TenantPlacement is what GET /v1/attestation (and gRPC GetAttestation)
-// tells the calling tenant, and nothing about any other (issue 17 §5):
-// how its KV pages are isolated on this node (isolation tier, zeroing
-// mode), the residency its record requires, the labels of this node and of
-// the prefill nodes its prompts may be sent to now, and whether the
-// residency is met (Compliant: false means its requests are refused with
-// permission_denied).
-type TenantPlacement struct {
-	Tenant        cloison.TenantID  `json:"tenant"`
-	IsolationTier string            `json:"isolation_tier"`
-	Zeroing       string            `json:"zeroing"`
-	Residency     tenancy.Residency `json:"residency"`
-	Decode        attest.Labels     `json:"node"`
-	Prefill       []attest.Labels   `json:"prefill_nodes"`
-	Compliant     bool              `json:"compliant"`
-}
+// tells the calling tenant: service.TenantPlacement.
+type TenantPlacement = service.TenantPlacement
 
-// tenantAttestation is the attestation as p may see it — its own
-// reservation only — and p's placement. The isolation is the partition's
-// where the tenant has one on this node, else its record's.
+// tenantAttestation is the attestation as p may see it and p's placement
+// (service.Requests.TenantAttestation).
 func (s *Server) tenantAttestation(p tenancy.Principal) (attest.Attestation, TenantPlacement) {
-	a := s.cfg.Engine.Attestation()
-	own := a.Reserved[:0:0]
-	for _, r := range a.Reserved {
-		if r.Tenant == p.Tenant {
-			own = append(own, r)
-		}
-	}
-	a.Reserved = own
-	t := p.TenantRecord
-	tp := TenantPlacement{Tenant: p.Tenant, IsolationTier: t.Tier.String(), Zeroing: t.Zeroing.String(), Residency: t.Residency,
-		Decode: a.Labels, Prefill: []attest.Labels{}}
-	if tp.Residency.Regions == nil {
-		tp.Residency.Regions = []string{}
-	}
-	if part, err := s.cfg.Engine.TenantIsolation(p.Tenant); err == nil {
-		tp.IsolationTier, tp.Zeroing = part.Tier.String(), part.Zeroing.String()
-	}
-	pl := s.placement()
-	for _, l := range pl.Prefill {
-		if l.Serves(t.Residency.Regions, t.Residency.Tier) {
-			tp.Prefill = append(tp.Prefill, l) // the nodes its prompts may go to, no other
-		}
-	}
-	tp.Compliant, _ = policies.Input{Tenant: t, Attestation: a, Placement: pl}.Complies()
-	return a, tp
+	return s.req.TenantAttestation(p)
 }
 
 // inference is what both completion routes hand to serve.
@@ -498,161 +424,34 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
 }
 
-// genSink is how a transport receives one generation from generate.
+// genSink is how a transport receives one generation from generate:
+// service.Sink's callbacks (see there).
 type genSink struct {
-	// decided is called once with the policy decision's id, before the
-	// decision is ledgered (so that even a refusal carries it).
 	decided func(decisionID string)
-	// started is called once the engine accepted the request: from here
-	// on the transport has begun its response, and a failure must end it
-	// with an error, never a normal finish.
 	started func()
-	// token is called for every token (and held-back text flush, ID < 0)
-	// of choice (0 ≤ choice < n) in order, from one goroutine; it must not
-	// block for long (the streams buffer meanwhile).
-	token func(choice int, tok engine.Token)
+	token   func(choice int, tok engine.Token)
 }
 
 // genResult is the end of a successful generation.
-type genResult struct {
-	Finish     engine.FinishReason   // choice 0's
-	Finishes   []engine.FinishReason // every choice's, in index order
-	Prompt     int                   // prompt tokens (once, whatever n)
-	Completion int                   // generated tokens, all choices together
+type genResult = service.Result
+
+// generate hands one decoded inference to the request path
+// (service.Requests.Generate: the decision ledgered BEFORE the engine gets
+// the request, request.completed ledgered BEFORE a nil error), shared by
+// the HTTP routes and gRPC Generate. A nil error means the transport may
+// send its normal finish; any error — before or after sink.started — means
+// it must end the response with that error.
+func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
+	return s.req.Generate(ctx, p, in.request(id), service.Sink{Decided: sink.decided, Started: sink.started, Token: sink.token})
 }
 
-// generate is the one inference path, shared by the HTTP routes and gRPC
-// Generate. In order: the model check; a slot of the node's stream gate
-// (MaxStreams, MaxStreamsPerTenant), held until generate returns; the
-// policy decision (evaluated in process); the pool must isolate the tenant
-// as the decision requires (applies); the decision's limits — max_tokens
-// clamps the completion, max_context and kv_pages refuse a request they
-// cannot hold, max_concurrent, tokens_per_minute and kv_pages in flight go
-// to the Limiter; the engine's checks (Engine.Check: reject before
-// allocate). A request refused by any of these is counted (refuse), not
-// ledgered one row each: RunRefusals writes the counts as policy.refusals
-// summaries. Only then is the allowed decision written to the ledger,
-// BEFORE the engine gets the request (ledger down ⇒ ErrLedgerUnavailable,
-// no unaudited service); the engine (a rejection it finds after all is
-// ledgered as
-// admission.rejected and returned as its original typed error); the
-// stream, handed token by token to sink; request.completed written to the
-// ledger BEFORE generate returns success. A nil error means the transport
-// may send its normal finish; any error — before or after sink.started —
-// means it must end the response with that error.
-func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (_ genResult, err error) {
-	ctx, span := s.tracer.Start(ctx, "inference", trace.WithAttributes(tracing.AttrRequest.String(string(id)),
-		tracing.AttrTenant.String(string(p.Tenant)), tracing.AttrModel.String(s.cfg.ModelName), tracing.AttrPrompt.Int(len(in.prompt))))
-	defer func() {
-		tracing.Fail(span, err)
-		span.End()
-	}()
-	return s.generateTraced(ctx, p, id, in, sink)
-}
-
-// generateTraced is generate within its span.
-func (s *Server) generateTraced(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
-	if in.common.Model != s.cfg.ModelName {
-		return genResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, in.common.Model)
-	}
-	accessOf(ctx).setTokens(len(in.prompt), 0)
-	release, err := s.gate.acquire(p.Tenant)
-	if err != nil {
-		return genResult{}, s.refuse(p.Tenant, stageCapacity, err)
-	}
-	defer release()
-	maxNew := in.common.MaxNew()
-	// The policy knows no request that generates nothing (max_tokens ≥ 1):
-	// a prompt scored alone (echo, max_tokens 0) is decided as one token,
-	// the conservative count; the engine is then given 0.
-	polMax := maxNew
-	if maxNew == 0 && in.scorePrompt {
-		polMax = 1
-	}
-	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: in.common.Model, PromptTokens: len(in.prompt), MaxTokens: polMax}, Placement: s.placement()}
-	dec, derr := s.decide(ctx, pin)
-	if sink.decided != nil {
-		sink.decided(dec.ID)
-	}
-	if derr != nil {
-		s.metrics.policyDenied.WithLabelValues(s.metrics.tenant(p.Tenant)).Inc()
-		return genResult{}, s.refuse(p.Tenant, stagePolicy, derr)
-	}
-	part, err := s.applies(p, dec)
-	if err != nil {
-		return genResult{}, s.refuse(p.Tenant, stageIsolation, err)
-	}
-	lim := dec.Limits
-	maxNew = min(maxNew, lim.MaxTokens)
-	n := in.choices()
-	// Every choice is a sequence of its own: each must fit the context,
-	// and all n together the request's KV pages and the tenant's quota,
-	// counted BEFORE any starts (the prompt's pages as if unshared: a
-	// choice may find them evicted).
-	total := len(in.prompt) + maxNew
-	if total > lim.MaxContext {
-		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("this tenant's maximum context is %d tokens, but %d were requested (%d in the prompt, %d for the completion)",
-			lim.MaxContext, total, len(in.prompt), maxNew))
-	}
-	pt := part.PageTokens
-	pages := n * ((total + pt - 1) / pt)
-	if pages > lim.KVPages {
-		return genResult{}, s.refuse(p.Tenant, stageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but %d tokens were requested (%d in the prompt, %d for the completion, %d choices)",
-			lim.KVPages, lim.KVPages*pt, n*total, len(in.prompt), maxNew, n))
-	}
-	permit, err := s.cfg.Limiter.AdmitLease(p.Tenant, tenancy.Quotas{MaxConcurrent: lim.MaxConcurrent, KVPages: lim.KVPages,
-		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, len(in.prompt)+n*maxNew, pages)
-	if err != nil {
-		return genResult{}, s.refuse(p.Tenant, stageQuota, err)
-	}
-	used := len(in.prompt)
-	defer func() { permit.Release(used) }()
-	sp := in.common.Sampling(in.logprobs, in.topLogprobs)
-	if in.common.Seed == nil {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		sp.Seed = binary.LittleEndian.Uint64(b[:])
-	}
-	greqs := make([]engine.GenerateRequest, n)
-	for i := range greqs {
-		csp := sp
-		csp.Seed = choiceSeed(sp.Seed, i)
-		// Every choice scores its own prompt: its echo is streamed with
-		// the scores before its first token, whatever the others do.
-		greqs[i] = engine.GenerateRequest{ID: choiceID(id, i), Tenant: p.Tenant, Prompt: in.prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: in.common.Stop, Grammar: in.grammar,
-			ScorePrompt: in.scorePrompt}
-		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
-			return genResult{}, s.refuse(p.Tenant, stageAdmission, err)
-		}
-	}
-	// No service without a recorded decision: the row is written, and
-	// acknowledged by the ledger, BEFORE the engine gets the request.
-	if err := s.stage(ctx, p.Tenant, decisionPayload(dec, pin)); err != nil {
-		return genResult{}, err
-	}
-	runs, endErr, err := s.runChoices(ctx, greqs, sink)
-	if err != nil {
-		return genResult{}, s.reject(ctx, part, id, len(in.prompt), maxNew, err)
-	}
-	res := genResult{Prompt: len(in.prompt)}
-	for _, r := range runs {
-		res.Completion += r.n
-		res.Finishes = append(res.Finishes, r.st.Finish())
-	}
-	res.Finish = res.Finishes[0]
-	used = len(in.prompt) + res.Completion
-	accessOf(ctx).setTokens(len(in.prompt), res.Completion)
-	for _, r := range runs {
-		s.engineSpans(ctx, r.st, endErr)
-	}
-	if lerr := s.completedN(ctx, part, id, runs, endErr, s.servedN(p.Tenant, greqs, runs, in.common.Seed != nil), s.placed(id, len(runs))); lerr != nil && endErr == nil {
-		endErr = lerr
-	}
-	if endErr != nil {
-		return genResult{}, endErr
-	}
-	return res, nil
+// request is in as the service takes it: the fields that reach the policy,
+// the engine and the ledger; what only shapes the answer (echo, tools,
+// logprobs' form) stays with the transport.
+func (in inference) request(id cloison.RequestID) service.Request {
+	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
+		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
+		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
 }
 
 // chatPrompt renders chat messages with the model's template and tokenizes
@@ -708,95 +507,5 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	}
 }
 
-// applies checks that the pool isolates the tenant at least as the decision
-// requires, and returns the tenant's partition (a tenant created since this
-// node started gets it now: Engine.EnsureTenant); otherwise the request
-// cannot be proven isolated and is refused.
-func (s *Server) applies(p tenancy.Principal, dec policies.Decision) (isolation.Partition, error) {
-	part, err := s.cfg.Engine.EnsureTenant(PoolTenant(p.TenantRecord))
-	if err != nil {
-		return isolation.Partition{}, fmt.Errorf("%w: tenant %s has no KV partition on this node: %v", ErrIsolationPolicy, p.Tenant, err)
-	}
-	if part.Zeroing < dec.Zeroing || (dec.Tier == isolation.TierDedicated && part.Tier != isolation.TierDedicated) {
-		return isolation.Partition{}, fmt.Errorf("%w: pool has %s/%s, policy requires %s/%s", ErrIsolationPolicy, part.Tier, part.Zeroing, dec.Tier, dec.Zeroing)
-	}
-	return part, nil
-}
-
-// reject records an admission rejection (counts only) and returns the
-// original error for the client, or ErrLedgerUnavailable when the
-// rejection could not be recorded.
-func (s *Server) reject(ctx context.Context, part isolation.Partition, id cloison.RequestID, prompt, maxNew int, err error) error {
-	if engine.IsRejection(err) {
-		t, maxLease, pt := part.Tenant, part.MaxLeaseTokens, part.PageTokens
-		need := (int64(prompt) + int64(maxNew) + int64(pt) - 1) / int64(pt)
-		if lerr := s.stage(ctx, t, audit.AdmissionRejected{Request: id, Model: audit.Name(s.cfg.ModelName), Code: cloison.ErrorCode(err),
-			PromptTokens: int64(prompt), MaxTokens: int64(maxNew), PagesNeeded: need, PagesAvailable: int64(maxLease / pt)}); lerr != nil {
-			return lerr
-		}
-	}
-	return err
-}
-
-// decisionPayload is the ledger row of an allowed decision (refusals are
-// counted instead: refusals.go).
-func decisionPayload(dec policies.Decision, in policies.Input) audit.PolicyDecision {
-	rec := dec.Record(in)
-	id := rec.DecisionID
-	if id == "" {
-		id = "none"
-	}
-	digest, _ := audit.ParseDigest(strings.TrimPrefix(rec.InputDigest, "sha256:"))
-	rev := strings.TrimPrefix(rec.Revision, "sha256:")
-	if rev == "" {
-		rev = "none"
-	}
-	return audit.PolicyDecision{Decision: audit.Name(id), Policy: audit.Name(policies.Query), Revision: audit.Name(rev),
-		InputDigest: digest, Allowed: rec.Allow, LatencyMicros: rec.LatencyNS / 1000}
-}
-
 // sanitizeName maps a reason to the ledger's Name alphabet.
-func sanitizeName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:/@+-", c) >= 0
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	if len(b) > audit.MaxNameLen {
-		b = b[:audit.MaxNameLen]
-	}
-	return string(b)
-}
-
-// placement is the policy input's view of where a request would go: on a
-// decode node, the prefill nodes it may ask now.
-func (s *Server) placement() policies.Placement {
-	if s.cfg.Placement == nil {
-		return policies.Placement{}
-	}
-	return policies.Placement{Split: true, Prefill: s.cfg.Placement.PrefillLabels()}
-}
-
-// placed is the ledger's record of where request id was processed: this
-// node with its labels and, on a decode node, the prefill node that
-// prefilled it (none for a one-token prompt, computed here). Each of its n
-// choices' sequences is asked for (so that none stays in the Placement's
-// memory); the first one prefilled remotely is recorded (every one was
-// placed under the same residency).
-func (s *Server) placed(id cloison.RequestID, n int) *audit.Placement {
-	l := s.cfg.Engine.Attestation().Labels
-	pl := &audit.Placement{Node: s.cfg.Node, Region: audit.Name(l.Region), Tier: audit.Name(l.Tier)}
-	if pl.Node == "" {
-		pl.Node = "node"
-	}
-	if s.cfg.Placement != nil {
-		for i := range max(n, 1) {
-			if p, ok := s.cfg.Placement.Served(choiceID(id, i)); ok && pl.Prefill == nil {
-				pl.Prefill = &audit.PrefillPlace{Node: audit.Name(sanitizeName(p.Addr)), Region: audit.Name(p.Labels.Region), Tier: audit.Name(p.Labels.Tier)}
-			}
-		}
-	}
-	return pl
-}
+func sanitizeName(s string) string { return service.SanitizeName(s) }

@@ -1,0 +1,113 @@
+// Package service is Cloison's request path, without a transport: a
+// bearer token becomes a principal, a decoded request becomes a policy
+// decision, an admission, a ledgered decision, the engine's sequences of its
+// choices and a ledgered completion, and the failures the engine and the
+// transfer receiver detect become durable incidents. Transports (package
+// api: HTTP, SSE, gRPC) decode a request into a Request, receive its tokens
+// through a Sink, encode the Result or the error through their one error
+// table, and hear what happened through an Observer (metrics, access log);
+// nothing here reads a header, a route or a transport's context.
+//
+// # What it guarantees
+//
+//   - No unaudited service: a request reaches the engine only once its
+//     allowed policy decision is durable in the ledger, and a generation
+//     ends with success only once request.completed is durable. A ledger
+//     that does not answer within Config.LedgerTimeout refuses the request
+//     with ErrLedgerUnavailable.
+//   - Deny by default: a request is served only under an allowed decision,
+//     by a pool that isolates the tenant at least as the decision requires
+//     (tier, zeroing), within the decision's limits — max_tokens clamps,
+//     max_context and kv_pages refuse, the tenant's quotas admit.
+//   - Reject before allocate: every choice passes the engine's checks
+//     before the decision is ledgered and before any sequence starts; the n
+//     choices of one request are counted together against the request's KV
+//     pages and the tenant's quota.
+//   - Every refusal is counted: a request refused before service (capacity,
+//     policy, isolation, limits, quota, admission) is one count per tenant,
+//     stage and code, written as a policy.refusals summary per tenant at
+//     each flush (RunRefusals); counts whose write fails are kept.
+//   - Fail closed on isolation: an isolation failure (the engine's
+//     OnIncident, a refused transfer) ends the request with its error, is
+//     ledgered with counts and identifiers only, and opens a register
+//     entry; the write is retried until Close and counted when lost.
+//
+// # The request path, top to bottom
+//
+// A transport calls Generate(ctx, principal, request, sink); everything it
+// does is in generate.go, choices.go and ledger.go, in this order:
+//
+//	Generate
+//	  model check                          ErrUnknownModel
+//	  Observer.OnTokens(prompt, 0)          the access record sees the prompt
+//	  Config.Gate(tenant)                   the node's stream caps → Refuse(capacity)
+//	  decide (policies.Decider, in process) sink.Decided(id); deny → Refuse(policy)
+//	  applies (Engine.EnsureTenant)         pool weaker than the decision → Refuse(isolation)
+//	  limits: max_tokens clamps; n·pages ≤ kv_pages, prompt+completion ≤ max_context → Refuse(limits)
+//	  Limiter.AdmitLease                    → Refuse(quota)
+//	  seed (drawn unless the client chose), choiceSeed per choice
+//	  Engine.Check per choice               → Refuse(admission)
+//	  Stage(policy.decision)                durable BEFORE the engine gets the request
+//	  runChoices                            Submit choice 0, sink.Started, the others
+//	                                        (after choice 0's first token with the prefix cache),
+//	                                        every token to sink.Token in order
+//	    Submit refused → reject: Stage(admission.rejected), the engine's error
+//	  Observer.OnTokens(prompt, completion), engine spans
+//	  completedN: Stage(request.completed)  every choice's summary, digests (Config.Served), placement
+//	  nil error only if nothing failed and request.completed is durable
+//
+// Authentication (Authenticate) is a span around tenancy.Verifier; the
+// transport requires the route's scopes. The engine's OnIncident hook is
+// RecordIncident, the transfer receiver's OnVerificationFailed is
+// RecordTransferFailure; Close drains their writes at shutdown.
+//
+// # Ordering duties
+//
+//   - The gate slot is taken BEFORE the policy decision, and held until
+//     Generate returns: a node at its caps spends no decision.
+//   - sink.Decided gets the decision's id BEFORE anything can refuse the
+//     request after the decision, so that a refusal carries it.
+//   - Every choice passes Engine.Check, and all n choices' pages are
+//     counted, BEFORE the decision is ledgered: a decision row always
+//     precedes a request the engine was willing to take.
+//   - The allowed decision is durable (Stage returned) BEFORE Engine.Submit.
+//   - sink.Started is called only once choice 0 was accepted: before it, an
+//     error is an ordinary refusal; after it, the transport has begun its
+//     answer and must end it with the error, never a normal finish.
+//   - When the client goes away, every started sequence is cancelled and
+//     drained BEFORE request.completed is written (its summary counts what
+//     was computed).
+//   - request.completed — with the failure's code when a sequence failed,
+//     an isolation failure included — is durable BEFORE Generate returns:
+//     the error (or success) reaches the client only after the ledger holds
+//     the request's outcome.
+//   - An incident's event (isolation.violation, transfer.verification_failed)
+//     is appended BEFORE its register entry is opened, which names the
+//     event's seq; a retry does not append the event twice. The hooks never
+//     wait on the ledger (they run on the engine loop and on transfer
+//     streams): their writes are durable by Close, not by the time the
+//     failed request's error reaches its client. Call Close AFTER the
+//     engine and the transfer server stopped.
+//   - Stop accepting requests BEFORE ending RunRefusals' context, so that
+//     no refusal comes after its last flush.
+//
+// # Choices and the prefix cache: here, not in the engine
+//
+// A request with n > 1 runs n sequences of the engine. With the prefix
+// cache on, runChoices submits choice 0 alone and the others once it has
+// produced its first token — its prompt computed and its full pages
+// published in the tenant's namespace — so that they share the prompt's
+// pages instead of computing them n times. vLLM puts this in the engine as
+// a sequence group, because its scheduler forks a running sequence's
+// blocks copy-on-write and must schedule the group's sequences together.
+// Cloison's engine shares pages only by lookup in the tenant-salted prefix
+// cache, so the coordination is nothing but submission order, and it needs
+// only what the engine already exports (Submit, Stream.Next, PrefixCache).
+// What makes the n sequences one request lives here already: the policy
+// and the quota count all n together before any starts, one ledger row
+// records them all (every choice's seed and digests), and a failure of one
+// ends them all. An engine request group would have to carry those too, or
+// split them across two packages. It belongs in the engine once the engine
+// can fork a running sequence's pages (copy-on-write within a tenant's
+// lease), which would let choice 1..n-1 start without waiting.
+package service

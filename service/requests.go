@@ -1,0 +1,160 @@
+package service
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/grammar"
+	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/internal/tracing"
+	"github.com/cloison/cloison/policies"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// Errors of the request path. Transports map them through their one error
+// table by code; compare with errors.Is.
+var (
+	// ErrLedgerUnavailable: the ledger could not record the request; the
+	// platform refuses unaudited service (unavailable, HTTP 503).
+	ErrLedgerUnavailable = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
+	// ErrUnknownModel: the request names a model this node does not serve.
+	ErrUnknownModel = cloison.NewError(cloison.CodeNotFound, "model not found")
+	// ErrIsolationPolicy: the KV pool cannot isolate the tenant as the
+	// policy decision requires.
+	ErrIsolationPolicy = cloison.NewError(cloison.CodeUnavailable, "the KV pool cannot apply the isolation the policy requires for this tenant")
+)
+
+// Config wires Requests. Every field is required unless marked optional.
+type Config struct {
+	Engine    Engine // *engine.Engine
+	ModelName string
+	Verifier  *tenancy.Verifier
+	Limiter   *tenancy.Limiter
+	Decider   *policies.Decider
+	Ledger    Recorder   // *auditpg.Store
+	Node      audit.Name // actor of the ledger events this node writes
+	// Placement (optional): set on a decode node, whose prompts are
+	// prefilled elsewhere; nil on a node that prefills itself.
+	Placement Placement
+	Logger    *slog.Logger // optional
+	// LedgerTimeout bounds one ledger append on the request path (default 5 s).
+	LedgerTimeout time.Duration
+	// Tracer (optional) records the spans of every request; nil: a no-op
+	// provider.
+	Tracer trace.TracerProvider
+	// Observer (optional) receives what the request path reports for
+	// metrics and the access log; nil: NopObserver.
+	Observer Observer
+	// Gate (optional) takes one of the node's generation slots for tenant
+	// t, held until Generate returns (the transport's stream caps, over
+	// every transport together); its error refuses the request before its
+	// policy decision, counted at StageCapacity.
+	Gate func(t cloison.TenantID) (release func(), err error)
+	// Served (optional) is what request.completed records of what one
+	// sequence served — keyed digests of prompt and completion, sampling
+	// — or nil when digests are off; nil: none recorded.
+	Served func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served
+}
+
+// Requests is the request path: authentication, the policy decision and
+// its limits, admission, the ledger rows that must precede and follow
+// service, the engine's sequences of a request's choices, the refusal
+// counts, and the durable incidents the engine and the transfer receiver
+// report. It knows no transport: a transport decodes a request into
+// Request, hands its tokens' destination as a Sink, and encodes the Result
+// or the error. Safe for concurrent use.
+type Requests struct {
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
+	obs    Observer
+
+	mu      sync.Mutex
+	incOpen map[cloison.RequestID]bool // incidents already opened, guarded by mu
+
+	refused refusals       // requests refused before service, until the next FlushRefusals
+	writes  incidentWrites // incident writes in flight, drained by Close
+}
+
+// New returns Requests. Errors: a config missing a required field.
+func New(cfg Config) (*Requests, error) {
+	if cfg.Engine == nil || cfg.Verifier == nil || cfg.Limiter == nil || cfg.Decider == nil || cfg.Ledger == nil ||
+		cfg.ModelName == "" || cfg.Node == "" {
+		return nil, errors.New("service: incomplete config")
+	}
+	if cfg.LedgerTimeout <= 0 {
+		cfg.LedgerTimeout = 5 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	return &Requests{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), obs: obs, incOpen: map[cloison.RequestID]bool{}}, nil
+}
+
+// Request is one generation as the service sees it, whatever the
+// transport: the prompt already tokenized (a chat rendered with the model's
+// template), the sampling already read.
+type Request struct {
+	// ID is the request's id, the one the ledger records (the transport
+	// answers it to the client before anything runs).
+	ID    cloison.RequestID
+	Model string
+	// Prompt is the prompt's token ids.
+	Prompt []int32
+	// MaxTokens is the completion's maximum as asked; the policy's
+	// max_tokens clamps it. 0 only with ScorePrompt: the prompt is scored
+	// alone.
+	MaxTokens int
+	// N is the number of choices (0 counts as 1).
+	N int
+	// Sampling is the request's sampling; Seeded says the client chose its
+	// Seed (otherwise the service draws one).
+	Sampling sample.Params
+	Seeded   bool
+	// Stop are the request's stop strings.
+	Stop []string
+	// Grammar (optional) constrains the output (response_format, a forced
+	// tool call).
+	Grammar *grammar.Grammar
+	// ScorePrompt: every choice's sequence scores the prompt
+	// (engine.GenerateRequest.ScorePrompt).
+	ScorePrompt bool
+}
+
+func (q Request) choices() int { return max(q.N, 1) }
+
+// Sink is how a transport receives one generation from Generate. Every
+// field is optional.
+type Sink struct {
+	// Decided is called once with the policy decision's id, before the
+	// decision is ledgered (so that even a refusal carries it).
+	Decided func(decisionID string)
+	// Started is called once the engine accepted the request: from here
+	// on the transport has begun its response, and a failure must end it
+	// with an error, never a normal finish.
+	Started func()
+	// Token is called for every token (and held-back text flush, ID < 0)
+	// of choice (0 ≤ choice < n) in order, from one goroutine; it must not
+	// block for long (the streams buffer meanwhile).
+	Token func(choice int, tok engine.Token)
+}
+
+// Result is the end of a successful generation.
+type Result struct {
+	Finish     engine.FinishReason   // choice 0's
+	Finishes   []engine.FinishReason // every choice's, in index order
+	Prompt     int                   // prompt tokens (once, whatever n)
+	Completion int                   // generated tokens, all choices together
+}
