@@ -111,6 +111,7 @@ type Server struct {
 	refused refusals       // requests refused before service, until the next FlushRefusals
 	writes  incidentWrites // incident writes in flight, drained by Close
 	resp    *responseState // reports and replays (responses.go)
+	ops     *operations    // the service-layer operations (ops.go)
 }
 
 // NewServer returns a Server.
@@ -146,6 +147,7 @@ func NewServer(cfg Config) (*Server, error) {
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
+	s.ops = newOperations(s)
 	return s, nil
 }
 
