@@ -219,15 +219,3 @@ func (s *Server) servedN(t cloison.TenantID, greqs []engine.GenerateRequest, run
 	}
 	return sv
 }
-
-// choiceDigests returns choice i's recorded digests from sv. Errors:
-// ErrBadField (no such choice).
-func choiceDigests(sv *audit.Served, i int) (completion, text audit.Digest, err error) {
-	switch {
-	case i == 0 && len(sv.Choices) == 0:
-		return sv.Completion, sv.CompletionText, nil
-	case i >= 0 && i < len(sv.Choices):
-		return sv.Choices[i].Completion, sv.Choices[i].CompletionText, nil
-	}
-	return audit.Digest{}, audit.Digest{}, ErrBadField.Withf("the request has no choice %d", i)
-}

@@ -129,7 +129,7 @@ func (s *Server) addNotice(w http.ResponseWriter, r *http.Request) {
 // canonical bytes that were hashed. The operator (admin)
 // reads the ledger: {"seq" (global), "prev_hash", "hash", "kind",
 // "tenant", "payload"} for seq in [from, to]. A tenant reads its tenant
-// log (scanTenantLog): {"seq" (the position in its log, as the tenant
+// log (service.Compliance.ScanTenantLog): {"seq" (the position in its log, as the tenant
 // proofs number it), "kind", "actor", "tenant" (its own), "payload" (the
 // leaf)} for positions in [from, to]. ?tenant=T asks for T's tenant log
 // in that form: the caller's own, or any with admin (tenantLogOf: another
