@@ -12,6 +12,7 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/service"
 )
 
 // What the server uses of the engine and the ledger, declared here where it
@@ -61,16 +62,8 @@ type Recorder interface {
 	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
 }
 
-// Register is the Loi 25 incident register the compliance API keeps.
-type Register interface {
-	OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error)
-	UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error)
-	AddNotice(ctx context.Context, actor audit.Name, n audit.Notice) (audit.StoredNotice, error)
-	Incident(ctx context.Context, id audit.Name) (audit.IncidentFile, error)
-	Incidents(ctx context.Context) ([]audit.IncidentFile, error)
-	RegisterSettings(ctx context.Context) (audit.RegisterSettings, error)
-	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
-}
+// Register is the Loi 25 incident register the compliance operations keep.
+type Register = service.RegisterStore
 
 // Log is the ledger read and proven: ranges, verification, exports,
 // checkpoints and the proofs of the transparency log (tlog.go).
@@ -89,20 +82,9 @@ type Log interface {
 	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error
 }
 
-// Served is what the response verification, report and replay routes keep
-// (responses.go): a tenant's own request entry proven in its log, reports,
-// replays.
-type Served interface {
-	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error)
-	RecordReport(ctx context.Context, actor audit.Name, r auditpg.NewReport, lim auditpg.ReportLimit) (auditpg.Report, bool, error)
-	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
-	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
-	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
-	// Stored responses of the Responses API (respapi.go).
-	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
-	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
-	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
-}
+// Served is what the response operations keep: a tenant's own request
+// entry proven in its log, reports, replays, stored responses.
+type Served = service.Served
 
 // Ledger is all the server uses of the audit ledger (*auditpg.Store).
 type Ledger interface {

@@ -18,7 +18,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// The OpenAI Responses API (issue 15 §2), on the chat completion path: a
+// The OpenAI Responses API, on the chat completion path: a
 // request is translated into a ChatRequest (input items into messages,
 // instructions into a leading system message, tools and tool_choice into
 // their chat forms, text.format into response_format) and served by the
@@ -43,7 +43,8 @@ import (
 // previous_response_id; not the instructions, which OpenAI does not carry
 // over either) are sealed with AES-256-GCM under the tenant's key
 // (audit.StoredResponseKey, derived from the KEK as the report key is)
-// and stored in one transaction with the response.stored ledger event,
+// and stored (service.Responses.Store) in one transaction with the
+// response.stored ledger event,
 // which holds the id, the request, the SHA-256 of the sealed blob and its
 // size — never text. Reads, deletes and previous_response_id name the
 // tenant: another tenant's id is 404, the answer an unknown or deleted id
