@@ -23,7 +23,7 @@ func newOperations(s *Server) *operations {
 	return &operations{
 		admin: service.NewAdmin(service.AdminDeps{Tenants: cfg.Tenants, Pool: cfg.Engine, Keys: keys, Policies: cfg.Decider,
 			Register: cfg.Ledger, Ledger: service.AppendFunc(s.append)}),
-		compliance: service.NewCompliance(service.ComplianceDeps{Register: cfg.Ledger, Ledger: cfg.Ledger, Tenants: cfg.Tenants,
+		compliance: service.NewCompliance(service.ComplianceDeps{Register: cfg.Ledger, Ledger: cfg.Ledger, Tenants: cfg.Tenants, Log: cfg.Ledger,
 			Gate: service.GateFunc(s.streams.acquire), Now: func() time.Time { return timeNow() }, Verify: cfg.Verify,
 			ExportKey: cfg.ExportKey}),
 	}

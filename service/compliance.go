@@ -52,6 +52,8 @@ type ComplianceDeps struct {
 	Register RegisterStore
 	Ledger   LedgerReader
 	Tenants  TenantStore
+	// Log is the transparency log the proofs come from (proofs.go).
+	Log TransparencyLog
 	// Gate bounds the compliance streams (ledger ranges, exports,
 	// verifications); nil admits every one.
 	Gate Gate

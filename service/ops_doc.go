@@ -7,7 +7,8 @@
 //	            policy bundle, the register's organisation, the pool status
 //	Compliance  the incident register (read scoped to the caller's tenant,
 //	            written by officers), notice drafts and deadlines, ledger
-//	            listings, verification and signed exports
+//	            listings, verification, signed exports, and the signed
+//	            checkpoints and proofs of the transparency log (proofs.go)
 //	Responses   keyed digests of what was served, verify, report, replay,
 //	            and the sealed stored responses of the Responses API
 //
@@ -22,7 +23,10 @@
 //   - A tenant principal never learns another tenant's incidents, ledger
 //     rows, requests, reports or stored responses exist: each is answered
 //     as an unknown id (ErrNotVisible, ErrNoRequest, ErrNoReport,
-//     ErrNoResponse). Operator officers (the admin scope) see everything.
+//     ErrNoResponse), and its ledger listing and proofs are its own tenant
+//     log (TenantLogOf). Operator officers (the admin scope) see
+//     everything. The unit tests here check each rule against in-memory
+//     fakes; api's tests check them through both transports.
 //   - Nothing these operations write to the ledger holds text: digests,
 //     identifiers and counts. Report text and stored responses are sealed
 //     with AES-256-GCM under a per-tenant key derived from the KEK, bound to
