@@ -153,20 +153,16 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	var t cloison.TenantID
-	if named := q.Get("tenant"); named != "" || !operator(p) {
-		var err error
-		if t, err = tenantLogOf(p, named); err != nil {
-			WriteHTTPError(w, err)
-			return
-		}
+	t, err := service.ListedLog(p, q.Get("tenant"))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // payloads as hashed: RFC 8785 leaves <, > and & unescaped
 	defer clearWriteDeadline(w)
 	wrote := false
-	var err error
 	if t == "" {
 		err = s.ops.compliance.ScanLedger(r.Context(), p, from, to, func(rec audit.Record) error {
 			wrote = true

@@ -798,11 +798,11 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
 	p := grpcPrincipal(ctx)
-	if named := req.GetTenant(); named != "" || !operator(p) {
-		t, err := tenantLogOf(p, named)
-		if err != nil {
-			return err
-		}
+	t, err := service.ListedLog(p, req.GetTenant())
+	if err != nil {
+		return err
+	}
+	if t != "" {
 		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
 			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(t), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })

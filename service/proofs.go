@@ -60,6 +60,16 @@ func TenantLogOf(p tenancy.Principal, named string) (cloison.TenantID, error) {
 	return cloison.TenantID(named), nil
 }
 
+// ListedLog returns which log a ledger listing of p reads: "" for the
+// global ledger (an operator naming no tenant), else the tenant log
+// TenantLogOf gives. Errors: TenantLogOf's.
+func ListedLog(p tenancy.Principal, named string) (cloison.TenantID, error) {
+	if named == "" && Operator(p) {
+		return "", nil
+	}
+	return TenantLogOf(p, named)
+}
+
 // VerifierKey returns the published note verifier key. Errors: the log's.
 func (c *Compliance) VerifierKey() (string, error) { return c.d.Log.TreeVerifierKey() }
 

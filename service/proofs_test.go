@@ -30,3 +30,20 @@ func TestTenantLogOf(t *testing.T) {
 		}
 	}
 }
+
+// An operator naming no tenant lists the global ledger; every other
+// listing is a tenant log.
+func TestListedLog(t *testing.T) {
+	if got, err := ListedLog(officer(), ""); got != "" || err != nil {
+		t.Fatalf("operator: got %q, %v; want the global ledger", got, err)
+	}
+	if got, err := ListedLog(officer(), "acme"); got != "acme" || err != nil {
+		t.Fatalf("operator naming acme: got %q, %v", got, err)
+	}
+	if got, err := ListedLog(tenantOfficer("acme"), ""); got != "acme" || err != nil {
+		t.Fatalf("tenant: got %q, %v; want its own log", got, err)
+	}
+	if _, err := ListedLog(tenantOfficer("acme"), "globex"); !errors.Is(err, ErrOtherTenantLog) {
+		t.Fatalf("tenant naming another: got %v", err)
+	}
+}
