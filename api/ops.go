@@ -11,6 +11,7 @@ import (
 type operations struct {
 	admin      *service.Admin
 	compliance *service.Compliance
+	responses  *service.Responses // built with its metrics (newResponseState)
 }
 
 // newOperations builds the operations from s's Config.
@@ -21,6 +22,7 @@ func newOperations(s *Server) *operations {
 		keys = cfg.Keys
 	}
 	return &operations{
+		responses: s.resp.svc,
 		admin: service.NewAdmin(service.AdminDeps{Tenants: cfg.Tenants, Pool: cfg.Engine, Keys: keys, Policies: cfg.Decider,
 			Register: cfg.Ledger, Ledger: service.AppendFunc(s.append)}),
 		compliance: service.NewCompliance(service.ComplianceDeps{Register: cfg.Ledger, Ledger: cfg.Ledger, Tenants: cfg.Tenants, Log: cfg.Ledger,

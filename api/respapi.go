@@ -734,7 +734,7 @@ type storedBody struct {
 // (service.Responses.LoadStored). Errors: ErrNoResponse (another tenant's,
 // unknown or deleted), ErrStoreOff, the store's.
 func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) (storedBody, error) {
-	plain, err := s.resp.svc.LoadStored(ctx, t, id)
+	plain, err := s.ops.responses.LoadStored(ctx, t, id)
 	if err != nil {
 		return storedBody{}, err
 	}
@@ -749,14 +749,14 @@ func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) 
 // ledgers response.stored in the same transaction
 // (service.Responses.Store).
 func (s *Server) keep(ctx context.Context, p tenancy.Principal, rid cloison.RequestID, resp Response, conv []chat.Message) error {
-	if !s.resp.svc.StoreOn() {
+	if !s.ops.responses.StoreOn() {
 		return ErrStoreOff
 	}
 	plain, err := json.Marshal(storedBody{Response: resp, Messages: conv})
 	if err != nil {
 		return err
 	}
-	return s.resp.svc.Store(ctx, p, rid, audit.Name(resp.ID), plain)
+	return s.ops.responses.Store(ctx, p, rid, audit.Name(resp.ID), plain)
 }
 
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
@@ -766,7 +766,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	if call.store && !s.resp.svc.StoreOn() {
+	if call.store && !s.ops.responses.StoreOn() {
 		WriteHTTPError(w, ErrStoreOff)
 		return
 	}
@@ -912,7 +912,7 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.resp.svc.DeleteStored(r.Context(), principal(r), id); err != nil {
+	if err := s.ops.responses.DeleteStored(r.Context(), principal(r), id); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}

@@ -103,7 +103,7 @@ func (s *Server) responseRoutes(mux *http.ServeMux) {
 // served is what request.completed records of what was served (nil when
 // digests are off): service.Responses.Served.
 func (s *Server) served(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served {
-	return s.resp.svc.Served(t, greq, completion, text, clientSeed)
+	return s.ops.responses.Served(t, greq, completion, text, clientSeed)
 }
 
 // promptInput is a prompt as a tenant supplies it again: exactly one of a
@@ -181,7 +181,7 @@ func (s *Server) verify(ctx context.Context, p tenancy.Principal, id cloison.Req
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	return s.resp.svc.Verify(ctx, p, id, service.VerifyRequest{Prompt: prompt, Completion: in.Completion,
+	return s.ops.responses.Verify(ctx, p, id, service.VerifyRequest{Prompt: prompt, Completion: in.Completion,
 		CompletionTokens: in.CompletionTokens, Choice: in.Choice})
 }
 
@@ -216,7 +216,7 @@ func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, 
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	return s.resp.svc.Replay(ctx, t, by, id, service.ReplayRequest{Prompt: prompt, Stop: in.Stop})
+	return s.ops.responses.Replay(ctx, t, by, id, service.ReplayRequest{Prompt: prompt, Stop: in.Stop})
 }
 
 func tenantActor(p tenancy.Principal) audit.Name { return service.TenantActor(p) }
@@ -270,7 +270,7 @@ func (s *Server) httpReport(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	res, dup, err := s.resp.svc.Report(r.Context(), principal(r), in)
+	res, dup, err := s.ops.responses.Report(r.Context(), principal(r), in)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -286,7 +286,7 @@ func (s *Server) httpReport(w http.ResponseWriter, r *http.Request) {
 type ReportView = service.ReportView
 
 func (s *Server) httpReadReport(w http.ResponseWriter, r *http.Request) {
-	v, err := s.resp.svc.ReadReport(r.Context(), principal(r).Tenant, audit.Name(r.PathValue("id")))
+	v, err := s.ops.responses.ReadReport(r.Context(), principal(r).Tenant, audit.Name(r.PathValue("id")))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return

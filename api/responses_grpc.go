@@ -92,7 +92,7 @@ func (g *responseService) Report(ctx context.Context, req *responsev1.ReportRequ
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
-	res, _, err := g.s.resp.svc.Report(ctx, grpcPrincipal(ctx), ReportInput{Request: cloison.RequestID(req.GetRequest()), Reason: audit.Name(req.GetReason()),
+	res, _, err := g.s.ops.responses.Report(ctx, grpcPrincipal(ctx), ReportInput{Request: cloison.RequestID(req.GetRequest()), Reason: audit.Name(req.GetReason()),
 		ForeignText: req.ForeignText, Details: req.Details})
 	if err != nil {
 		return nil, err
