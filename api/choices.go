@@ -1,7 +1,6 @@
 package api
 
 import (
-	"github.com/cloison/cloison/audit"
 )
 
 // Choices (n > 1): one request, n sequences of the engine (run by
@@ -29,16 +28,4 @@ func (s *Server) checkN(c *Common) error {
 		return ErrBadField.Withf("n must be in [1, %d] on this server (got %d)", s.cfg.MaxN, *c.N)
 	}
 	return nil
-}
-
-// choiceDigests returns choice i's recorded digests from sv. Errors:
-// ErrBadField (no such choice).
-func choiceDigests(sv *audit.Served, i int) (completion, text audit.Digest, err error) {
-	switch {
-	case i == 0 && len(sv.Choices) == 0:
-		return sv.Completion, sv.CompletionText, nil
-	case i >= 0 && i < len(sv.Choices):
-		return sv.Choices[i].Completion, sv.Choices[i].CompletionText, nil
-	}
-	return audit.Digest{}, audit.Digest{}, ErrBadField.Withf("the request has no choice %d", i)
 }

@@ -40,16 +40,8 @@ type Placement = service.Placement
 // Recorder is the ledger on the request path: service.Recorder.
 type Recorder = service.Recorder
 
-// Register is the Loi 25 incident register the compliance API keeps.
-type Register interface {
-	OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error)
-	UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error)
-	AddNotice(ctx context.Context, actor audit.Name, n audit.Notice) (audit.StoredNotice, error)
-	Incident(ctx context.Context, id audit.Name) (audit.IncidentFile, error)
-	Incidents(ctx context.Context) ([]audit.IncidentFile, error)
-	RegisterSettings(ctx context.Context) (audit.RegisterSettings, error)
-	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
-}
+// Register is the Loi 25 incident register the compliance operations keep.
+type Register = service.RegisterStore
 
 // Log is the ledger read and proven: ranges, verification, exports,
 // checkpoints and the proofs of the transparency log (tlog.go).
@@ -68,20 +60,9 @@ type Log interface {
 	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error
 }
 
-// Served is what the response verification, report and replay routes keep
-// (responses.go): a tenant's own request entry proven in its log, reports,
-// replays.
-type Served interface {
-	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error)
-	RecordReport(ctx context.Context, actor audit.Name, r auditpg.NewReport, lim auditpg.ReportLimit) (auditpg.Report, bool, error)
-	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
-	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
-	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
-	// Stored responses of the Responses API (respapi.go).
-	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
-	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
-	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
-}
+// Served is what the response operations keep: a tenant's own request
+// entry proven in its log, reports, replays, stored responses.
+type Served = service.Served
 
 // Ledger is all the server uses of the audit ledger (*auditpg.Store).
 type Ledger interface {

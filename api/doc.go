@@ -172,7 +172,7 @@
 // JSON text; tools on chat prompts. LedgerRange streams rows with the exact
 // hashed payload bytes: the operator's by global seq with hashes, a
 // tenant's its tenant log by position (the leaves its tenant proofs cover;
-// compliance.go, scanTenantLog); Export streams a signed export (verify with
+// service.Compliance.ScanTenantLog); Export streams a signed export (verify with
 // cloisonctl audit verify-export).
 //
 // The token goes in the authorization metadata (Bearer <jwt>). Every response

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -25,12 +24,13 @@ import (
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
+	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
 
 // The gRPC services are thin: they convert messages and call the same
-// operations as the HTTP handlers (generate, doCreateTenant, incidents,
-// scanLedger, ...). Errors are returned as they are; the interceptors map
+// operations as the HTTP handlers (generate, service.Admin,
+// service.Compliance, ...). Errors are returned as they are; the interceptors map
 // them through GRPCError.
 
 type inferenceService struct {
@@ -414,6 +414,9 @@ func labelsPB(l attest.Labels) *inferencev1.NodeLabels {
 	return &inferencev1.NodeLabels{Region: l.Region, Tier: l.Tier}
 }
 
+// grpcActor is the ledger actor of the admin or officer who called.
+func grpcActor(ctx context.Context) audit.Name { return actorOf(grpcPrincipal(ctx)) }
+
 // ---- admin ----
 
 type adminService struct {
@@ -458,7 +461,7 @@ func regionsOf(r *adminv1.Residency) []string {
 }
 
 func (a *adminService) ListTenants(ctx context.Context, _ *adminv1.ListTenantsRequest) (*adminv1.ListTenantsResponse, error) {
-	ts, err := a.s.cfg.Tenants.Tenants(ctx)
+	ts, err := a.s.ops.admin.Tenants(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +473,7 @@ func (a *adminService) ListTenants(ctx context.Context, _ *adminv1.ListTenantsRe
 }
 
 func (a *adminService) GetTenant(ctx context.Context, req *adminv1.GetTenantRequest) (*adminv1.Tenant, error) {
-	t, err := a.s.cfg.Tenants.Tenant(ctx, cloison.TenantID(req.GetId()))
+	t, err := a.s.ops.admin.Tenant(ctx, cloison.TenantID(req.GetId()))
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +485,7 @@ func (a *adminService) CreateTenant(ctx context.Context, req *adminv1.CreateTena
 	if err != nil {
 		return nil, err
 	}
-	created, err := a.s.doCreateTenant(ctx, t)
+	created, err := a.s.ops.admin.CreateTenant(ctx, grpcActor(ctx), t)
 	if err != nil {
 		return nil, err
 	}
@@ -490,7 +493,7 @@ func (a *adminService) CreateTenant(ctx context.Context, req *adminv1.CreateTena
 }
 
 func (a *adminService) SuspendTenant(ctx context.Context, req *adminv1.SuspendTenantRequest) (*adminv1.Tenant, error) {
-	t, err := a.s.doSetStatus(ctx, cloison.TenantID(req.GetId()), tenancy.StatusSuspended)
+	t, err := a.s.ops.admin.SetStatus(ctx, grpcActor(ctx), cloison.TenantID(req.GetId()), tenancy.StatusSuspended)
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +501,7 @@ func (a *adminService) SuspendTenant(ctx context.Context, req *adminv1.SuspendTe
 }
 
 func (a *adminService) ActivateTenant(ctx context.Context, req *adminv1.ActivateTenantRequest) (*adminv1.Tenant, error) {
-	t, err := a.s.doSetStatus(ctx, cloison.TenantID(req.GetId()), tenancy.StatusActive)
+	t, err := a.s.ops.admin.SetStatus(ctx, grpcActor(ctx), cloison.TenantID(req.GetId()), tenancy.StatusActive)
 	if err != nil {
 		return nil, err
 	}
@@ -515,7 +518,7 @@ func keysPB(ks []tenancy.KeyInfo) *adminv1.ListKeysResponse {
 }
 
 func (a *adminService) ListKeys(context.Context, *adminv1.ListKeysRequest) (*adminv1.ListKeysResponse, error) {
-	ks, err := a.s.keys()
+	ks, err := a.s.ops.admin.Keys()
 	if err != nil {
 		return nil, err
 	}
@@ -523,7 +526,7 @@ func (a *adminService) ListKeys(context.Context, *adminv1.ListKeysRequest) (*adm
 }
 
 func (a *adminService) RotateKeys(ctx context.Context, _ *adminv1.RotateKeysRequest) (*adminv1.ListKeysResponse, error) {
-	ks, err := a.s.doRotateKeys(ctx)
+	ks, err := a.s.ops.admin.RotateKeys(ctx, grpcActor(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +534,7 @@ func (a *adminService) RotateKeys(ctx context.Context, _ *adminv1.RotateKeysRequ
 }
 
 func (a *adminService) RetireKey(ctx context.Context, req *adminv1.RetireKeyRequest) (*adminv1.ListKeysResponse, error) {
-	ks, err := a.s.doRetireKey(ctx, req.GetKid())
+	ks, err := a.s.ops.admin.RetireKey(ctx, grpcActor(ctx), req.GetKid())
 	if err != nil {
 		return nil, err
 	}
@@ -579,7 +582,7 @@ func (a *adminService) UpdateTenant(ctx context.Context, req *adminv1.UpdateTena
 	if r := req.GetResidency(); r != nil {
 		u.Residency = &tenancy.Residency{Regions: regionsOf(r), Tier: r.GetTier()}
 	}
-	t, err := a.s.doUpdateTenant(ctx, cloison.TenantID(req.GetId()), u)
+	t, err := a.s.ops.admin.UpdateTenant(ctx, grpcActor(ctx), cloison.TenantID(req.GetId()), u)
 	if err != nil {
 		return nil, err
 	}
@@ -596,7 +599,7 @@ func clientPB(c tenancy.Client) *adminv1.Client {
 }
 
 func (a *adminService) ListClients(ctx context.Context, req *adminv1.ListClientsRequest) (*adminv1.ListClientsResponse, error) {
-	cs, err := a.s.cfg.Tenants.Clients(ctx, cloison.TenantID(req.GetTenant()))
+	cs, err := a.s.ops.admin.Clients(ctx, cloison.TenantID(req.GetTenant()))
 	if err != nil {
 		return nil, err
 	}
@@ -620,7 +623,7 @@ func (a *adminService) CreateClient(ctx context.Context, req *adminv1.CreateClie
 		}
 		c.Scopes = append(c.Scopes, p)
 	}
-	out, err := a.s.doCreateClient(ctx, c)
+	out, err := a.s.ops.admin.CreateClient(ctx, grpcActor(ctx), c)
 	if err != nil {
 		return nil, err
 	}
@@ -628,7 +631,7 @@ func (a *adminService) CreateClient(ctx context.Context, req *adminv1.CreateClie
 }
 
 func (a *adminService) RevokeClient(ctx context.Context, req *adminv1.RevokeClientRequest) (*adminv1.Client, error) {
-	c, err := a.s.doRevokeClient(ctx, req.GetId())
+	c, err := a.s.ops.admin.RevokeClient(ctx, grpcActor(ctx), req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -640,7 +643,7 @@ func (a *adminService) RevokeToken(ctx context.Context, req *adminv1.RevokeToken
 	if err != nil {
 		return nil, ErrBadField.Withf("expires_at: want RFC 3339")
 	}
-	if err := a.s.doRevokeToken(ctx, TokenRevocation{TokenID: req.GetJti(), Issuer: req.GetIssuer(), ExpiresAt: exp,
+	if err := a.s.ops.admin.RevokeToken(ctx, grpcActor(ctx), TokenRevocation{TokenID: req.GetJti(), Issuer: req.GetIssuer(), ExpiresAt: exp,
 		Tenant: cloison.TenantID(req.GetTenant())}); err != nil {
 		return nil, err
 	}
@@ -648,7 +651,7 @@ func (a *adminService) RevokeToken(ctx context.Context, req *adminv1.RevokeToken
 }
 
 func (a *adminService) PoolStatus(context.Context, *adminv1.PoolStatusRequest) (*adminv1.PoolStatusResponse, error) {
-	st := a.s.poolState()
+	st := a.s.ops.admin.PoolState()
 	p := st.Pool
 	pool := &adminv1.Pool{Pages: int64(p.Pages), PageTokens: int64(p.PageTokens), Free: int64(p.Free), Leased: int64(p.Leased),
 		Cached: int64(p.Cached), Quarantined: int64(p.Quarantined), Draining: int64(p.Draining), Scrubbed: p.Scrubbed}
@@ -661,7 +664,7 @@ func (a *adminService) PoolStatus(context.Context, *adminv1.PoolStatusRequest) (
 }
 
 func (a *adminService) ReloadPolicies(ctx context.Context, req *adminv1.ReloadPoliciesRequest) (*adminv1.ReloadPoliciesResponse, error) {
-	rev, err := a.s.doReloadPolicies(ctx, actorOf(grpcPrincipal(ctx)), req.GetFiles())
+	rev, err := a.s.ops.admin.ReloadPolicies(ctx, grpcActor(ctx), req.GetFiles())
 	if err != nil {
 		return nil, err
 	}
@@ -675,15 +678,15 @@ type complianceService struct {
 	s *Server
 }
 
-// incidentPB is f as p may see it (incidentViews): a tenant gets no ledger
+// incidentPB is f as p may see it (service.Compliance.IncidentViews): a tenant gets no ledger
 // sequence number and counts only the notices it sees.
 func (s *Server) incidentPB(ctx context.Context, p tenancy.Principal, f audit.IncidentFile) (*compliancev1.Incident, error) {
 	seq, notices := f.LedgerSeq, len(f.Notices)
-	views, err := s.incidentViews(ctx, p, []audit.IncidentFile{f}, timeNow())
+	views, err := s.ops.compliance.IncidentViews(ctx, p, []audit.IncidentFile{f})
 	if err != nil {
 		return nil, err
 	}
-	if tv, ok := views[0].(tenantIncident); ok {
+	if tv, ok := views[0].(service.TenantIncident); ok {
 		seq, notices = 0, len(tv.Notices)
 	}
 	b, err := json.Marshal(views[0])
@@ -695,7 +698,7 @@ func (s *Server) incidentPB(ctx context.Context, p tenancy.Principal, f audit.In
 }
 
 func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.ListIncidentsRequest) (*compliancev1.ListIncidentsResponse, error) {
-	fs, err := c.s.incidents(ctx, grpcPrincipal(ctx))
+	fs, err := c.s.ops.compliance.Incidents(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -711,7 +714,7 @@ func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.L
 }
 
 func (c *complianceService) GetIncident(ctx context.Context, req *compliancev1.GetIncidentRequest) (*compliancev1.Incident, error) {
-	f, err := c.s.incident(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()))
+	f, err := c.s.ops.compliance.Incident(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()))
 	if err != nil {
 		return nil, err
 	}
@@ -731,7 +734,7 @@ func (c *complianceService) OpenIncident(ctx context.Context, req *compliancev1.
 	if err := decode(bytes.NewReader(req.GetVersionJson()), c.s.cfg.MaxBody, &v); err != nil {
 		return nil, err
 	}
-	st, err := c.s.doOpenIncident(ctx, actorOf(grpcPrincipal(ctx)), v)
+	st, err := c.s.ops.compliance.OpenIncident(ctx, grpcActor(ctx), v)
 	if err != nil {
 		return nil, err
 	}
@@ -743,7 +746,7 @@ func (c *complianceService) UpdateIncident(ctx context.Context, req *compliancev
 	if err := decode(bytes.NewReader(req.GetPatchJson()), c.s.cfg.MaxBody, &patch); err != nil {
 		return nil, err
 	}
-	st, err := c.s.doUpdateIncident(ctx, actorOf(grpcPrincipal(ctx)), audit.Name(req.GetId()), patch)
+	st, err := c.s.ops.compliance.UpdateIncident(ctx, grpcActor(ctx), audit.Name(req.GetId()), patch)
 	if err != nil {
 		return nil, err
 	}
@@ -756,7 +759,7 @@ func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.Add
 		return nil, err
 	}
 	n.Incident = audit.Name(req.GetIncident())
-	st, err := c.s.cfg.Ledger.AddNotice(ctx, actorOf(grpcPrincipal(ctx)), n)
+	st, err := c.s.ops.compliance.AddNotice(ctx, grpcActor(ctx), n)
 	if err != nil {
 		return nil, err
 	}
@@ -768,7 +771,7 @@ func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.Add
 }
 
 func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.VerifyLedgerRequest) (*compliancev1.VerifyLedgerResponse, error) {
-	res, broken, err := c.s.doVerifyLedger(ctx, grpcPrincipal(ctx))
+	res, broken, err := c.s.ops.compliance.VerifyLedger(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -784,7 +787,7 @@ func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.Ve
 
 // LedgerRange is GET /compliance/v1/ledger: the operator (admin) streams
 // ledger rows by global seq with their hashes; a tenant streams its tenant
-// log (scanTenantLog): Seq is the position in its log (what
+// log (service.Compliance.ScanTenantLog): Seq is the position in its log (what
 // GetTenantInclusionProof takes), Payload the leaf as hashed, Tenant its
 // own, and no hashes. Tenant names the log to list, as ?tenant= does on
 // HTTP: the caller's own, or any with admin (another's without admin is
@@ -795,61 +798,33 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
 	}
 	p := grpcPrincipal(ctx)
-	if named := req.GetTenant(); named != "" || !operator(p) {
-		t, err := tenantLogOf(p, named)
-		if err != nil {
-			return err
-		}
-		return c.s.scanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+	t, err := service.ListedLog(p, req.GetTenant())
+	if err != nil {
+		return err
+	}
+	if t != "" {
+		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
 			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(t), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 		})
 	}
-	return c.s.scanLedger(ctx, p, req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
+	return c.s.ops.compliance.ScanLedger(ctx, p, req.GetFrom(), req.GetTo(), func(rec audit.Record) error {
 		row := &compliancev1.LedgerRow{Seq: rec.Seq, PrevHash: rec.PrevHash[:], Hash: rec.Hash[:], Kind: string(rec.Kind),
 			Tenant: string(rec.Tenant), Actor: string(rec.Actor), Payload: rec.Payload}
 		return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 	})
 }
 
-// errNoExportKey: this node has no key to sign export manifests.
-var errNoExportKey = cloison.NewError(cloison.CodeUnavailable, "this node has no export signing key")
-
 // exportChunk bounds one ExportChunk's data.
 const exportChunk = 64 << 10
 
+// Export streams the files of a signed export (service.Compliance.Export)
+// in chunks of at most exportChunk bytes.
 func (c *complianceService) Export(req *compliancev1.ExportRequest, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {
 	ctx := stream.Context()
-	if c.s.cfg.ExportKey == nil {
-		return errNoExportKey
-	}
-	if req.GetTo() != 0 && req.GetTo() < req.GetFrom() {
-		return ErrBadField.Withf("to (%d) is before from (%d)", req.GetTo(), req.GetFrom())
-	}
-	release, err := c.s.streams.acquire(grpcPrincipal(ctx).Tenant)
-	if err != nil {
-		return err
-	}
-	defer release()
-	dir, err := os.MkdirTemp("", "cloison-export-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if _, err := c.s.cfg.Ledger.Export(ctx, auditpg.ExportOptions{Dir: dir, From: req.GetFrom(), To: req.GetTo(), Key: c.s.cfg.ExportKey,
-		Actor: actorOf(grpcPrincipal(ctx))}); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if err := c.s.sendFile(ctx, filepath.Join(dir, e.Name()), e.Name(), stream); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.s.ops.compliance.Export(ctx, grpcPrincipal(ctx), grpcActor(ctx), req.GetFrom(), req.GetTo(), func(name, path string) error {
+		return c.s.sendFile(ctx, path, name, stream)
+	})
 }
 
 func (s *Server) sendFile(ctx context.Context, path, name string, stream grpc.ServerStreamingServer[compliancev1.ExportChunk]) error {

@@ -32,7 +32,7 @@ func init() {
 }
 
 func (c *complianceService) GetIncidentDraft(ctx context.Context, req *compliancev1.GetIncidentDraftRequest) (*compliancev1.IncidentDraft, error) {
-	text, err := c.s.doIncidentDraft(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()), export.DraftKind(req.GetKind()), cloison.TenantID(req.GetTenant()))
+	text, err := c.s.ops.compliance.IncidentDraft(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()), export.DraftKind(req.GetKind()), cloison.TenantID(req.GetTenant()))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func registerSettingsPB(r audit.RegisterSettings) *adminv1.RegisterSettings {
 }
 
 func (a *adminService) GetRegisterSettings(ctx context.Context, _ *adminv1.GetRegisterSettingsRequest) (*adminv1.RegisterSettings, error) {
-	set, err := a.s.cfg.Ledger.RegisterSettings(ctx)
+	set, err := a.s.ops.admin.RegisterSettings(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -56,13 +56,15 @@ func (a *adminService) GetRegisterSettings(ctx context.Context, _ *adminv1.GetRe
 // SetRegisterSettings: both parts required, as on HTTP; the store
 // validates every element (audit.ErrInvalidIncident → invalid argument).
 func (a *adminService) SetRegisterSettings(ctx context.Context, req *adminv1.SetRegisterSettingsRequest) (*adminv1.RegisterSettings, error) {
-	o, c := req.GetOrganization(), req.GetContact()
-	if o == nil || c == nil {
-		return nil, ErrBadField.Withf("organization and contact are required")
+	var org *audit.Organization
+	var contact *audit.Contact
+	if o := req.GetOrganization(); o != nil {
+		org = &audit.Organization{Name: o.GetName(), NEQ: o.GetNeq()}
 	}
-	set, err := a.s.cfg.Ledger.SetRegisterSettings(ctx, actorOf(grpcPrincipal(ctx)),
-		audit.Organization{Name: o.GetName(), NEQ: o.GetNeq()},
-		audit.Contact{Name: c.GetName(), Title: c.GetTitle(), Phone: c.GetPhone(), Email: c.GetEmail()})
+	if c := req.GetContact(); c != nil {
+		contact = &audit.Contact{Name: c.GetName(), Title: c.GetTitle(), Phone: c.GetPhone(), Email: c.GetEmail()}
+	}
+	set, err := a.s.ops.admin.SetRegisterSettings(ctx, grpcActor(ctx), org, contact)
 	if err != nil {
 		return nil, err
 	}

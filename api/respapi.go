@@ -3,11 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,13 +12,13 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
 
-// The OpenAI Responses API (issue 15 §2), on the chat completion path: a
+// The OpenAI Responses API, on the chat completion path: a
 // request is translated into a ChatRequest (input items into messages,
 // instructions into a leading system message, tools and tool_choice into
 // their chat forms, text.format into response_format) and served by the
@@ -47,19 +43,20 @@ import (
 // previous_response_id; not the instructions, which OpenAI does not carry
 // over either) are sealed with AES-256-GCM under the tenant's key
 // (audit.StoredResponseKey, derived from the KEK as the report key is)
-// and stored in one transaction with the response.stored ledger event,
+// and stored (service.Responses.Store) in one transaction with the
+// response.stored ledger event,
 // which holds the id, the request, the SHA-256 of the sealed blob and its
 // size — never text. Reads, deletes and previous_response_id name the
 // tenant: another tenant's id is 404, the answer an unknown or deleted id
 // gets.
 
-// Errors of the Responses API.
+// Errors of the Responses API (service.Responses' stored responses).
 var (
 	// ErrNoResponse: no stored response of the caller's tenant has this id.
-	ErrNoResponse = cloison.NewError(cloison.CodeNotFound, "no stored response of this tenant has this id")
+	ErrNoResponse = service.ErrNoResponse
 	// ErrStoreOff: store: true, or previous_response_id, on a server
 	// without a key-encryption key to seal responses with.
-	ErrStoreOff = cloison.NewError(cloison.CodeUnavailable, "storing responses is not configured on this server")
+	ErrStoreOff = service.ErrStoreOff
 )
 
 // respFields are the fields of a /v1/responses request (the rules of
@@ -733,49 +730,13 @@ type storedBody struct {
 	Messages []chat.Message `json:"messages"`
 }
 
-func storedAD(t cloison.TenantID, id audit.Name) []byte {
-	return []byte("cloison stored-response v1\x00" + string(t) + "\x00" + string(id))
-}
-
-func (s *Server) storedAEAD(t cloison.TenantID) (cipher.AEAD, error) {
-	if s.cfg.Responses.KEK == nil {
-		return nil, ErrStoreOff
-	}
-	k, err := audit.StoredResponseKey(s.cfg.Responses.KEK, t)
-	if err != nil {
-		return nil, err
-	}
-	b, err := aes.NewCipher(k)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
-}
-
-// loadStored opens tenant t's stored response id. Errors: ErrNoResponse
-// (another tenant's, unknown or deleted), ErrStoreOff, the store's.
+// loadStored opens tenant t's stored response id
+// (service.Responses.LoadStored). Errors: ErrNoResponse (another tenant's,
+// unknown or deleted), ErrStoreOff, the store's.
 func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) (storedBody, error) {
-	g, err := s.storedAEAD(t)
+	plain, err := s.ops.responses.LoadStored(ctx, t, id)
 	if err != nil {
 		return storedBody{}, err
-	}
-	if audit.CheckName("id", id) != nil || t == "" {
-		return storedBody{}, ErrNoResponse
-	}
-	row, err := s.cfg.Ledger.StoredResponseOf(ctx, t, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
-		return storedBody{}, ErrNoResponse
-	}
-	if err != nil {
-		return storedBody{}, err
-	}
-	n := g.NonceSize()
-	if len(row.Sealed) < n {
-		return storedBody{}, fmt.Errorf("stored response %s: sealed blob too short", id)
-	}
-	plain, err := g.Open(nil, row.Sealed[:n], row.Sealed[n:], storedAD(t, audit.Name(id)))
-	if err != nil {
-		return storedBody{}, fmt.Errorf("stored response %s: sealed blob does not open: %w", id, err)
 	}
 	var b storedBody
 	if err := json.Unmarshal(plain, &b); err != nil {
@@ -785,26 +746,17 @@ func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) 
 }
 
 // keep seals and stores a completed response with its conversation, and
-// ledgers response.stored in the same transaction.
+// ledgers response.stored in the same transaction
+// (service.Responses.Store).
 func (s *Server) keep(ctx context.Context, p tenancy.Principal, rid cloison.RequestID, resp Response, conv []chat.Message) error {
-	g, err := s.storedAEAD(p.Tenant)
-	if err != nil {
-		return err
+	if !s.ops.responses.StoreOn() {
+		return ErrStoreOff
 	}
 	plain, err := json.Marshal(storedBody{Response: resp, Messages: conv})
 	if err != nil {
 		return err
 	}
-	nonce := make([]byte, g.NonceSize())
-	_, _ = rand.Read(nonce)
-	sealed := g.Seal(nonce, nonce, plain, storedAD(p.Tenant, audit.Name(resp.ID)))
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LedgerTimeout)
-	defer cancel()
-	if _, err := s.cfg.Ledger.StoreResponse(lctx, tenantActor(p), auditpg.StoredResponse{ID: audit.Name(resp.ID), Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
-		s.log.Error("storing a response failed", "response", resp.ID, "err", err)
-		return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
-	}
-	return nil
+	return s.ops.responses.Store(ctx, p, rid, audit.Name(resp.ID), plain)
 }
 
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
@@ -814,7 +766,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	if call.store && s.cfg.Responses.KEK == nil {
+	if call.store && !s.ops.responses.StoreOn() {
 		WriteHTTPError(w, ErrStoreOff)
 		return
 	}
@@ -959,26 +911,9 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request) {
-	p := principal(r)
 	id := r.PathValue("id")
-	if s.cfg.Responses.KEK == nil {
-		WriteHTTPError(w, ErrStoreOff)
-		return
-	}
-	if audit.CheckName("id", id) != nil {
-		WriteHTTPError(w, ErrNoResponse)
-		return
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LedgerTimeout)
-	defer cancel()
-	_, err := s.cfg.Ledger.DeleteResponse(lctx, tenantActor(p), p.Tenant, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
-		WriteHTTPError(w, ErrNoResponse)
-		return
-	}
-	if err != nil {
-		s.log.Error("deleting a response failed", "response", id, "err", err)
-		WriteHTTPError(w, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err))
+	if err := s.ops.responses.DeleteStored(r.Context(), principal(r), id); err != nil {
+		WriteHTTPError(w, err)
 		return
 	}
 	writeJSON(w, 200, map[string]any{"id": id, "object": "response", "deleted": true})

@@ -11,7 +11,8 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// responseService is ResponseService over the operations of responses.go.
+// responseService is ResponseService over service.Responses, the
+// operations the HTTP routes of responses.go call.
 type responseService struct {
 	responsev1.UnimplementedResponseServiceServer
 	s *Server
@@ -91,7 +92,7 @@ func (g *responseService) Report(ctx context.Context, req *responsev1.ReportRequ
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
-	res, _, err := g.s.report(ctx, grpcPrincipal(ctx), ReportInput{Request: cloison.RequestID(req.GetRequest()), Reason: audit.Name(req.GetReason()),
+	res, _, err := g.s.ops.responses.Report(ctx, grpcPrincipal(ctx), ReportInput{Request: cloison.RequestID(req.GetRequest()), Reason: audit.Name(req.GetReason()),
 		ForeignText: req.ForeignText, Details: req.Details})
 	if err != nil {
 		return nil, err

@@ -104,6 +104,7 @@ type Server struct {
 	streams *complianceGate   // compliance streams (streams.go)
 
 	resp *responseState // reports and replays (responses.go)
+	ops  *operations    // the service-layer operations (ops.go)
 }
 
 // NewServer returns a Server.
@@ -146,6 +147,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.ops = newOperations(s)
 	return s, nil
 }
 

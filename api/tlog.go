@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,13 +12,14 @@ import (
 
 	"github.com/cloison/cloison"
 	tlogv1 "github.com/cloison/cloison/api/proto/cloison/tlog/v1"
-	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
 
 // The ledger's transparency log (audit/doc.go, "Merkle tree" and "Tenant
 // logs"): its signed checkpoints and RFC 6962 proofs, over HTTP (tlogRoutes)
-// and gRPC (tlogService), one implementation behind both.
+// and gRPC (tlogService), one implementation behind both: the operations
+// of service.Compliance (proofs.go there).
 //
 // Who may see what:
 //   - the verifier key is public: it checks signatures, nothing more;
@@ -35,7 +35,7 @@ import (
 
 // ErrOtherTenantLog: a caller without admin named a tenant log other than
 // its own.
-var ErrOtherTenantLog = cloison.NewError(cloison.CodePermissionDenied, "a tenant log is readable by its own tenant only")
+var ErrOtherTenantLog = service.ErrOtherTenantLog
 
 // tlogRoutes.
 //
@@ -66,9 +66,9 @@ func (s *Server) tlogRoutes(mux *http.ServeMux) {
 		case k > 0:
 			// The latest checkpoint cosigned by at least k witnesses,
 			// cosignature lines appended (audit.VerifyCosigned checks them).
-			msg, err = s.cfg.Ledger.CosignedCheckpoint(r.Context(), k)
+			msg, err = s.ops.compliance.CosignedCheckpoint(r.Context(), k)
 		default:
-			msg, err = s.treeCheckpoint(r.Context())
+			msg, err = s.ops.compliance.Checkpoint(r.Context())
 		}
 		s.writeNote(w, r, msg, err, "")
 	}))
@@ -82,7 +82,7 @@ func (s *Server) tlogRoutes(mux *http.ServeMux) {
 		t, err := tenantLogOf(principal(r), r.URL.Query().Get("tenant"))
 		var msg []byte
 		if err == nil {
-			msg, err = s.cfg.Ledger.TenantCheckpoint(r.Context(), t)
+			msg, err = s.ops.compliance.TenantCheckpoint(r.Context(), t)
 		}
 		s.writeNote(w, r, msg, err, t)
 	}))
@@ -105,38 +105,13 @@ func (s *Server) tlogRoutes(mux *http.ServeMux) {
 }
 
 // tenantLogOf returns the tenant whose log p asks for: its own, or (admin
-// only) the one it names.
+// only) the one it names (service.TenantLogOf).
 func tenantLogOf(p tenancy.Principal, named string) (cloison.TenantID, error) {
-	if named == "" || cloison.TenantID(named) == p.Tenant {
-		if p.Tenant == "" {
-			return "", ErrBadField.Withf("tenant is required")
-		}
-		return p.Tenant, nil
-	}
-	if !operator(p) {
-		return "", ErrOtherTenantLog
-	}
-	return cloison.TenantID(named), nil
+	return service.TenantLogOf(p, named)
 }
-
-// treeCheckpoint returns the latest signed global checkpoint;
-// audit.ErrEmptyLedger when there is none because the ledger is empty,
-// audit.ErrNoCheckpoint when there is none otherwise.
-func (s *Server) treeCheckpoint(ctx context.Context) ([]byte, error) {
-	msg, err := s.cfg.Ledger.TreeCheckpoint(ctx)
-	if errors.Is(err, audit.ErrNoCheckpoint) {
-		if h, herr := s.cfg.Ledger.Head(ctx); herr == nil && h.Seq == 0 {
-			return nil, audit.ErrEmptyLedger
-		}
-	}
-	return msg, err
-}
-
-// verifierKey returns the published note verifier key.
-func (s *Server) verifierKey() (string, error) { return s.cfg.Ledger.TreeVerifierKey() }
 
 func (s *Server) tlogKey(w http.ResponseWriter, _ *http.Request) {
-	k, err := s.verifierKey()
+	k, err := s.ops.compliance.VerifierKey()
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -154,19 +129,6 @@ type checkpointJSON struct {
 	Root       string `json:"root"`
 }
 
-// parsedNote returns the fields of a note this server signed (tenant t's
-// log when t is set), read without the signature check: the note is ours.
-func (s *Server) parsedNote(msg []byte, t cloison.TenantID) (audit.TreeHead, error) {
-	k, err := s.verifierKey()
-	if err != nil {
-		return audit.TreeHead{}, err
-	}
-	if t != "" {
-		return audit.OpenTenantHead(msg, k, t)
-	}
-	return audit.OpenTreeHead(msg, k)
-}
-
 // writeNote answers with the signed note msg (text/plain), or as
 // checkpointJSON when the client accepts application/json.
 func (s *Server) writeNote(w http.ResponseWriter, r *http.Request, msg []byte, err error, t cloison.TenantID) {
@@ -175,7 +137,7 @@ func (s *Server) writeNote(w http.ResponseWriter, r *http.Request, msg []byte, e
 		return
 	}
 	if strings.Contains(r.Header.Get("Accept"), "application/json") {
-		h, err := s.parsedNote(msg, t)
+		h, err := s.ops.compliance.ParseCheckpoint(msg, t)
 		if err != nil {
 			WriteHTTPError(w, err)
 			return
@@ -250,7 +212,7 @@ func (s *Server) httpInclusion(w http.ResponseWriter, r *http.Request, t cloison
 	var payload []byte
 	var proof tlog.RecordProof
 	if err == nil {
-		payload, proof, err = s.inclusion(r.Context(), t, seq, size)
+		payload, proof, err = s.ops.compliance.Inclusion(r.Context(), t, seq, size)
 	}
 	if err != nil {
 		WriteHTTPError(w, err)
@@ -267,37 +229,13 @@ func (s *Server) httpConsistency(w http.ResponseWriter, r *http.Request, t clois
 	}
 	var proof tlog.TreeProof
 	if err == nil {
-		proof, err = s.consistency(r.Context(), t, old, size)
+		proof, err = s.ops.compliance.Consistency(r.Context(), t, old, size)
 	}
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
 	writeJSON(w, 200, consistencyJSON{OldSize: old, NewSize: size, Proof: hashesB64(proof)})
-}
-
-// inclusion returns entry seq's payload and its proof in the tree of size
-// (tenant t's log when t is set, the global log otherwise).
-func (s *Server) inclusion(ctx context.Context, t cloison.TenantID, seq, size uint64) ([]byte, tlog.RecordProof, error) {
-	if t != "" {
-		return s.cfg.Ledger.TenantInclusionProof(ctx, t, seq, size)
-	}
-	proof, err := s.cfg.Ledger.InclusionProof(ctx, seq, size)
-	if err != nil {
-		return nil, nil, err
-	}
-	var payload []byte
-	if err := s.cfg.Ledger.Scan(ctx, seq, seq, func(r audit.Record) error { payload = r.Payload; return nil }); err != nil {
-		return nil, nil, err
-	}
-	return payload, proof, nil
-}
-
-func (s *Server) consistency(ctx context.Context, t cloison.TenantID, old, size uint64) (tlog.TreeProof, error) {
-	if t != "" {
-		return s.cfg.Ledger.TenantConsistencyProof(ctx, t, old, size)
-	}
-	return s.cfg.Ledger.ConsistencyProof(ctx, old, size)
 }
 
 // tlogService is TransparencyLogService over the same calls.
@@ -326,7 +264,7 @@ func init() {
 }
 
 func (g *tlogService) GetVerifierKey(context.Context, *tlogv1.GetVerifierKeyRequest) (*tlogv1.VerifierKey, error) {
-	k, err := g.s.verifierKey()
+	k, err := g.s.ops.compliance.VerifierKey()
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +272,7 @@ func (g *tlogService) GetVerifierKey(context.Context, *tlogv1.GetVerifierKeyRequ
 }
 
 func (g *tlogService) notePB(msg []byte, t cloison.TenantID) (*tlogv1.Checkpoint, error) {
-	h, err := g.s.parsedNote(msg, t)
+	h, err := g.s.ops.compliance.ParseCheckpoint(msg, t)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +280,7 @@ func (g *tlogService) notePB(msg []byte, t cloison.TenantID) (*tlogv1.Checkpoint
 }
 
 func (g *tlogService) GetCheckpoint(ctx context.Context, _ *tlogv1.GetCheckpointRequest) (*tlogv1.Checkpoint, error) {
-	msg, err := g.s.treeCheckpoint(ctx)
+	msg, err := g.s.ops.compliance.Checkpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +306,7 @@ func (g *tlogService) GetTenantCheckpoint(ctx context.Context, req *tlogv1.GetTe
 	if err != nil {
 		return nil, err
 	}
-	msg, err := g.s.cfg.Ledger.TenantCheckpoint(ctx, t)
+	msg, err := g.s.ops.compliance.TenantCheckpoint(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +333,7 @@ func (g *tlogService) inclusion(ctx context.Context, t cloison.TenantID, req *tl
 	if req.GetSeq() == 0 || req.GetTreeSize() == 0 {
 		return nil, ErrBadField.Withf("seq and tree_size must be positive integers")
 	}
-	payload, proof, err := g.s.inclusion(ctx, t, req.GetSeq(), req.GetTreeSize())
+	payload, proof, err := g.s.ops.compliance.Inclusion(ctx, t, req.GetSeq(), req.GetTreeSize())
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +344,7 @@ func (g *tlogService) consistency(ctx context.Context, t cloison.TenantID, req *
 	if req.GetOldSize() == 0 || req.GetNewSize() == 0 {
 		return nil, ErrBadField.Withf("old_size and new_size must be positive integers")
 	}
-	proof, err := g.s.consistency(ctx, t, req.GetOldSize(), req.GetNewSize())
+	proof, err := g.s.ops.compliance.Consistency(ctx, t, req.GetOldSize(), req.GetNewSize())
 	if err != nil {
 		return nil, err
 	}

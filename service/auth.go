@@ -73,15 +73,6 @@ func (s *Requests) applies(p tenancy.Principal, dec policies.Decision) (isolatio
 	return part, nil
 }
 
-// PoolTenant is the KV partition a tenant record implies.
-func PoolTenant(t tenancy.Tenant) isolation.TenantConfig {
-	tc := isolation.TenantConfig{ID: t.ID, Tier: t.Tier, Zeroing: t.Zeroing, Cap: t.Quotas.KVPages}
-	if t.Tier == isolation.TierDedicated {
-		tc.Reserved = t.Quotas.KVPages
-	}
-	return tc
-}
-
 // ContextFor is the context a tenant can actually use: the served context,
 // lowered by the tenant's max-context quota and by the KV pages its
 // partition can ever give one request. It is what the API advertises to the

@@ -1,0 +1,346 @@
+package service
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/export"
+	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// Errors of the compliance operations.
+var (
+	// ErrNotVisible hides incidents and ledger rows of other tenants: the
+	// caller sees "not found", never that they exist.
+	ErrNotVisible = cloison.NewError(cloison.CodeNotFound, "incident not found")
+	// ErrNoExportKey: this node has no key to sign export manifests.
+	ErrNoExportKey = cloison.NewError(cloison.CodeUnavailable, "this node has no export signing key")
+)
+
+// RegisterStore is the Loi 25 incident register (*auditpg.Store): every
+// write is ledgered in its own transaction.
+type RegisterStore interface {
+	OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error)
+	UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error)
+	AddNotice(ctx context.Context, actor audit.Name, n audit.Notice) (audit.StoredNotice, error)
+	Incident(ctx context.Context, id audit.Name) (audit.IncidentFile, error)
+	Incidents(ctx context.Context) ([]audit.IncidentFile, error)
+	RegisterSettings(ctx context.Context) (audit.RegisterSettings, error)
+	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
+}
+
+// LedgerReader is the ledger read, verified and exported (*auditpg.Store).
+type LedgerReader interface {
+	Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error
+	Verify(ctx context.Context, opts auditpg.VerifyOptions) (audit.Result, error)
+	Export(ctx context.Context, opts auditpg.ExportOptions) (export.Manifest, error)
+	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error
+}
+
+// ComplianceDeps is what the compliance operations are made of. Gate,
+// Now, Verify and ExportKey are optional.
+type ComplianceDeps struct {
+	Register RegisterStore
+	Ledger   LedgerReader
+	Tenants  TenantStore
+	// Log is the transparency log the proofs come from (proofs.go).
+	Log TransparencyLog
+	// Gate bounds the compliance streams (ledger ranges, exports,
+	// verifications); nil admits every one.
+	Gate Gate
+	// Now is the clock the notice deadlines are read against (nil:
+	// time.Now).
+	Now func() time.Time
+	// Verify says which checkpoint keys and external directory a
+	// verification of the ledger trusts.
+	Verify auditpg.VerifyOptions
+	// ExportKey signs the manifests of exports; without it Export is
+	// refused.
+	ExportKey ed25519.PrivateKey
+}
+
+// Compliance is the privacy officers' view of the incident register and
+// the ledger. Reads are scoped to the caller's tenant unless the caller is
+// an operator officer (Operator); a tenant's view is redacted: an incident
+// it shares with other tenants shows them counted, not named, and only the
+// notices sent to the tenant itself (audit.IncidentFile.ForTenant); its
+// ledger listing is its tenant log, never the global one. Writes to the
+// register are ledgered by the register in the write's transaction.
+type Compliance struct{ d ComplianceDeps }
+
+// NewCompliance returns the compliance operations over d.
+func NewCompliance(d ComplianceDeps) *Compliance {
+	if d.Gate == nil {
+		d.Gate = openGate{}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Compliance{d: d}
+}
+
+// visible reports whether the caller may see an incident.
+func visible(p tenancy.Principal, f audit.IncidentFile) bool {
+	if Operator(p) {
+		return true
+	}
+	for _, v := range f.Versions {
+		if slices.Contains(v.AffectedTenants, p.Tenant) {
+			return true
+		}
+	}
+	return false
+}
+
+// Incidents returns the register entries p may see (never nil).
+// Errors: the register's.
+func (c *Compliance) Incidents(ctx context.Context, p tenancy.Principal) ([]audit.IncidentFile, error) {
+	all, err := c.d.Register.Incidents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []audit.IncidentFile{}
+	for _, f := range all {
+		if visible(p, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Incident returns one register entry. Errors: ErrNotVisible when it does
+// not exist or p may not see it (the two are indistinguishable); the
+// register's.
+func (c *Compliance) Incident(ctx context.Context, p tenancy.Principal, id audit.Name) (audit.IncidentFile, error) {
+	f, err := c.d.Register.Incident(ctx, id)
+	if errors.Is(err, auditpg.ErrNotFound) || (err == nil && !visible(p, f)) {
+		return audit.IncidentFile{}, ErrNotVisible
+	}
+	return f, err
+}
+
+// OpenIncident appends version 1 of a register entry (a new id unless v
+// names one; source admin unless v names one). Errors: the register's
+// (audit.ErrInvalidIncident, the ledger's).
+func (c *Compliance) OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error) {
+	if v.Incident == "" {
+		v.Incident = auditpg.NewIncidentID(c.d.Now())
+	}
+	v.Version = 1
+	if v.Source == "" {
+		v.Source = audit.SourceAdmin
+	}
+	return c.d.Register.OpenIncident(ctx, actor, v)
+}
+
+// UpdateIncident appends a version: the latest with the JSON patch applied
+// (the register assigns incident and version, whatever the patch says).
+// Errors: ErrInvalidField (a patch that does not apply); the register's.
+func (c *Compliance) UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, patch json.RawMessage) (audit.StoredVersion, error) {
+	return c.d.Register.UpdateIncident(ctx, actor, id, func(v *audit.IncidentVersion) error {
+		version, id := v.Version, v.Incident
+		if err := json.Unmarshal(patch, v); err != nil {
+			return ErrInvalidField.Withf("%v", err)
+		}
+		v.Version, v.Incident = version, id
+		return nil
+	})
+}
+
+// AddNotice records a notice sent. Errors: the register's.
+func (c *Compliance) AddNotice(ctx context.Context, actor audit.Name, n audit.Notice) (audit.StoredNotice, error) {
+	return c.d.Register.AddNotice(ctx, actor, n)
+}
+
+// ScanLedger hands fn the ledger rows in [from, to] (seq; from 0: 1; to 0:
+// the head), every tenant's: the operator's view. A tenant principal's
+// listing is its tenant log instead (ScanTenantLog). It is a compliance
+// stream.
+//
+// Errors: the Gate's before any row; the ledger's; fn's.
+func (c *Compliance) ScanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
+	if to != 0 && to < from {
+		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if from == 0 {
+		from = 1
+	}
+	return c.d.Ledger.Scan(ctx, from, to, fn)
+}
+
+// ScanTenantLog is the ledger listing of a tenant principal: the leaves of
+// tenant t's log (its own; an operator may name any tenant's)
+// (audit.TenantLeaf: its entries verbatim, and the entries that name it
+// with other tenants — shared violations, incident events — as redacted
+// audit.TenantViews) at positions from..to (to 0: its end), in position
+// order. The listing IS the log: row i is the leaf at position i, the
+// exact bytes hashed, so a tenant checks a row against its tenant
+// checkpoint with the inclusion proof of position i. It never carries the
+// global sequence number, the chain hashes (which cover it) or the entry's
+// tenant column (which may name another tenant): those would count other
+// tenants' traffic, or name them. Positions are stable: the log only
+// grows. Each call indexes the entries appended since the last and reads
+// the rows it lists, never the whole ledger. A compliance stream.
+//
+// Errors: ErrInvalidField (to before from); the Gate's before any row; the
+// ledger's; fn's.
+func (c *Compliance) ScanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error {
+	if to != 0 && to < from {
+		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.d.Ledger.TenantEntries(ctx, t, from, to, fn)
+}
+
+// VerifyLedger verifies the whole chain; a break is a result (the
+// *audit.BreakError), not an error. A compliance stream.
+// Errors: the Gate's; the ledger's other than a break.
+func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.BreakError, error) {
+	release, err := c.d.Gate.Acquire(p.Tenant)
+	if err != nil {
+		return audit.Result{}, nil, err
+	}
+	defer release()
+	res, err := c.d.Ledger.Verify(ctx, c.d.Verify)
+	if err != nil {
+		var be *audit.BreakError
+		if errors.As(err, &be) {
+			return res, be, nil
+		}
+		return res, nil, err
+	}
+	return res, nil, nil
+}
+
+// Export writes a signed export of the ledger rows in [from, to] (to 0:
+// the head) into a temporary folder, hands each of its files to each (its
+// name and path, in name order), and removes the folder. The export is
+// ledgered by the store under actor. A compliance stream.
+//
+// Errors: ErrNoExportKey; ErrInvalidField (to before from); the Gate's;
+// the ledger's; each's.
+func (c *Compliance) Export(ctx context.Context, p tenancy.Principal, actor audit.Name, from, to uint64, each func(name, path string) error) error {
+	if c.d.ExportKey == nil {
+		return ErrNoExportKey
+	}
+	if to != 0 && to < from {
+		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	dir, err := os.MkdirTemp("", "cloison-export-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := c.d.Ledger.Export(ctx, auditpg.ExportOptions{Dir: dir, From: from, To: to, Key: c.d.ExportKey, Actor: actor}); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := each(e.Name(), filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noticeDeadlines returns each tenant's contractual notice deadline in
+// hours (tenancy.Tenant.NoticeDeadlineHours), read now.
+func (c *Compliance) noticeDeadlines(ctx context.Context) (func(cloison.TenantID) int, error) {
+	ts, err := c.d.Tenants.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hours := make(map[cloison.TenantID]int, len(ts))
+	for _, t := range ts {
+		hours[t.ID] = t.NoticeDeadlineHours
+	}
+	return func(t cloison.TenantID) int { return hours[t] }, nil
+}
+
+// OperatorIncident is an operator's view of a register entry: the whole
+// entry and, per affected tenant, its notice against the contract's
+// deadline (sent on time, late, overdue, pending).
+type OperatorIncident struct {
+	audit.IncidentFile
+	NoticeDeadlines []audit.NoticeDue
+}
+
+// TenantIncident is a tenant's view: its redacted entry and its own notice
+// line only.
+type TenantIncident struct {
+	audit.TenantIncident
+	NoticeDeadlines []audit.NoticeDue
+}
+
+// IncidentViews is fs as p may see them (an OperatorIncident for an
+// operator, a TenantIncident for a tenant), each with its notice deadlines
+// at the clock's now. Errors: the tenant store's.
+func (c *Compliance) IncidentViews(ctx context.Context, p tenancy.Principal, fs []audit.IncidentFile) ([]any, error) {
+	hours, err := c.noticeDeadlines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := c.d.Now()
+	out := make([]any, len(fs))
+	for i, f := range fs {
+		dues := f.NoticeDues(hours, now)
+		if Operator(p) {
+			out[i] = OperatorIncident{IncidentFile: f, NoticeDeadlines: dues}
+		} else {
+			out[i] = TenantIncident{TenantIncident: f.ForTenant(p.Tenant), NoticeDeadlines: audit.ForTenantDues(dues, p.Tenant)}
+		}
+	}
+	return out, nil
+}
+
+// OverdueNotices counts, over the whole register, the tenants whose notice
+// is overdue at the clock's now (bounded to 5 s: it runs at metrics scrape
+// time). Errors: the register's and the tenant store's.
+func (c *Compliance) OverdueNotices(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := c.d.Now()
+	fs, err := c.d.Register.Incidents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	hours, err := c.noticeDeadlines(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range fs {
+		for _, d := range f.NoticeDues(hours, now) {
+			if d.Status == audit.NoticeOverdue {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
