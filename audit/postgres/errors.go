@@ -30,8 +30,6 @@ var (
 	// ErrConflict: a concurrent writer took the same incident version or
 	// notice number, or a duplicate id (23505, CL005). Retry with fresh data.
 	ErrConflict = cloison.NewError(cloison.CodeConflict, "audit/postgres: concurrent update")
-	// ErrNotFound: no such incident.
-	ErrNotFound = cloison.NewError(cloison.CodeNotFound, "audit/postgres: not found")
 	// ErrUnavailable: the database cannot be reached or the connection
 	// broke. An Append that returns it may or may not have been recorded;
 	// it was not acknowledged.

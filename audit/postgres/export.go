@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,19 +17,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 )
-
-// ExportOptions says what to export and how to sign it.
-type ExportOptions struct {
-	Dir      string             // created; must not exist or be empty
-	From, To uint64             // ledger range; 0 means 1 and the head
-	Key      ed25519.PrivateKey // signs the manifest
-	Actor    audit.Name         // recorded in the export.created event
-	// Regime is the act the register is kept under (cited in the PDF);
-	// empty: the store's Config.Regime.
-	Regime export.Regime
-	// Progress, if set, is called every 10,000 ledger events exported.
-	Progress func(seq uint64)
-}
 
 // Export writes a compliance export into opts.Dir: ledger.jsonl (the exact
 // stored canonical bytes), ledger.csv, register.jsonl (the register's

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -11,52 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-)
-
-// Deployment key purposes (deployment_keys, migration 00008): the keys a
-// deployment keeps outside the database, in files or mounted secrets.
-const (
-	PurposeCheckpoint audit.Name = "checkpoint" // signs the ledger's checkpoints and tree notes
-	PurposeKEK        audit.Name = "kek"        // seals the token signing keys in signing_keys
-	PurposeCluster    audit.Name = "cluster"    // authenticates transfer manifests between nodes
-)
-
-// DeploymentKey names one key of the deployment by its id and digest (a
-// public key's SHA-256, or a secret's fingerprint): never the secret.
-type DeploymentKey struct {
-	Purpose audit.Name
-	ID      string
-	Digest  audit.Digest
-}
-
-// CheckpointKey names the checkpoint (log) signing key whose public key is
-// pub: its audit.KeyID and SHA-256.
-func CheckpointKey(pub ed25519.PublicKey) DeploymentKey {
-	return DeploymentKey{Purpose: PurposeCheckpoint, ID: audit.KeyID(pub), Digest: sha256.Sum256(pub)}
-}
-
-// KeyPolicy says what EnsureKey may do when the recorded current key of
-// the purpose is not the node's.
-type KeyPolicy struct {
-	// Rotate: the node's key replaces the recorded one (key.rotated for
-	// it, key.revoked for the old one) when MayReplace allows it.
-	Rotate bool
-	// MayReplace reports whether the recorded current key id may be
-	// replaced (nil: any). The checkpoint key demands that the old key is
-	// still trusted for verification, so old checkpoints keep verifying.
-	MayReplace func(currentID string) bool
-}
-
-var (
-	// ErrKeyMismatch: the ledger records another current key for the
-	// purpose, and this node may not replace it. Every node of a cluster
-	// must be given the same key file.
-	ErrKeyMismatch = cloison.NewError(cloison.CodeConflict, "audit/postgres: the ledger records another key for this purpose")
-	// ErrKeyRetired: the node's key was rotated out (key.revoked): it is
-	// never current again.
-	ErrKeyRetired = cloison.NewError(cloison.CodePermissionDenied, "audit/postgres: this key was retired")
 )
 
 // ensureKeysLock serialises EnsureKey across nodes (two nodes started at

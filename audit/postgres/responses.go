@@ -13,28 +13,6 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// Errors of the report register.
-var (
-	// ErrReportRate: the tenant sent more reports in the window than
-	// ReportLimit allows.
-	ErrReportRate = cloison.NewError(cloison.CodeRateLimited, "too many reports from this tenant; try again later")
-)
-
-// TenantEntry is one entry of a tenant's log with what proves it: its
-// position among the tenant's entries, the size of the tenant log it is
-// proven in, the tenant checkpoint of that size (signed now) and the
-// inclusion proof, checkable offline with audit.VerifyTenantInclusion.
-type TenantEntry struct {
-	Seq        uint64 // global ledger seq (operator view only; never sent to a tenant)
-	Position   uint64
-	Size       uint64
-	Payload    []byte // canonical JSON, verbatim
-	Checkpoint []byte
-	Proof      tlog.RecordProof
-	OccurredAt time.Time
-	Completed  audit.RequestCompleted
-}
-
 // RequestEntry finds the request.completed entry of request req in tenant
 // t's stored log and proves it. A request of another tenant is not in t's
 // log, so it is ErrNotFound exactly like an unknown id: the answer is no
@@ -114,35 +92,6 @@ func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloiso
 		return TenantEntry{}, translate(err)
 	}
 	return e, nil
-}
-
-// Report is a stored report of a suspicious response.
-type Report struct {
-	ID         audit.Name
-	Tenant     cloison.TenantID
-	Request    cloison.RequestID
-	Reason     audit.Name
-	Sealed     []byte // nonce ‖ AES-256-GCM ciphertext; nil when no text was sent
-	Incident   audit.Name
-	ReceivedAt time.Time
-	Seq        uint64
-	Verdict    audit.Name // "" before any replay
-}
-
-// ReportLimit bounds the reports of one tenant: at most N per Window.
-type ReportLimit struct {
-	N      int
-	Window time.Duration
-}
-
-// NewReport is what RecordReport records.
-type NewReport struct {
-	Tenant    cloison.TenantID
-	Request   cloison.RequestID
-	Reason    audit.Name
-	Sealed    []byte
-	RequestAt time.Time // when the request was served (its request.completed entry)
-	EntrySeq  uint64    // that entry's ledger seq
 }
 
 // RecordReport records a tenant's report in one transaction: the potential

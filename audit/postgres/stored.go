@@ -11,18 +11,6 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// StoredResponse is a response of the Responses API kept for its tenant
-// (store: true), sealed by the API (audit.StoredResponseKey): this package
-// never sees its text.
-type StoredResponse struct {
-	ID        audit.Name
-	Tenant    cloison.TenantID
-	Request   cloison.RequestID
-	Sealed    []byte // nonce ‖ AES-256-GCM ciphertext
-	CreatedAt time.Time
-	Seq       uint64 // the response.stored ledger entry
-}
-
 // StoreResponse records r in one transaction: the response.stored ledger
 // event (id, request, SHA-256 of the sealed blob, size) and the row.
 //

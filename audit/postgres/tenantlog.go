@@ -467,19 +467,6 @@ func (s *Store) TenantInclusionProof(ctx context.Context, t cloison.TenantID, po
 	return payload, p, nil
 }
 
-// TenantLogEntry is one leaf of a tenant's log as the tenant reads it:
-// its position (1-based) and the leaf's exact bytes, as hashed into the
-// log (tlog.RecordHash(Leaf) is leaf Pos-1 of the tenant tree). Kind and
-// Actor are read from the leaf itself; nothing else of the global entry (its seq,
-// its chain hashes, its tenant column, which may name another tenant) is
-// carried.
-type TenantLogEntry struct {
-	Pos   uint64
-	Kind  audit.Kind
-	Actor audit.Name
-	Leaf  []byte
-}
-
 // TenantEntries hands fn the leaves of tenant t's log at positions from
 // through to (from 0: 1; to 0 or past the end: the log's end) in position
 // order: the tenant's listing IS its log, so a row's position is the one

@@ -10,14 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 )
-
-// ErrOutOfRange: a proof asked for an entry or a tree size the committed
-// tree does not have (seq 0, seq beyond the tree size, a size beyond the
-// committed tree, an older size larger than the newer one).
-var ErrOutOfRange = cloison.NewError(cloison.CodeInvalid, "audit/postgres: entry or tree size out of range")
 
 // treeStep is what appending one batch does to the Merkle tree, computed
 // in Go: the stored hashes to insert (tlog.StoredHashIndex order, dense),
