@@ -7,7 +7,7 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Reports of suspicious responses and their replays (issue 17 §2–§3).
+// Reports of suspicious responses and their replays.
 // Identifiers and digests only: the reason is one of ReportReasons, and the
 // text a tenant found foreign is sealed in the register database, never
 // here.

@@ -7,7 +7,7 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Stored responses of the Responses API (issue 15 §2). A tenant that asks
+// Stored responses of the Responses API. A tenant that asks
 // for store: true gets its response kept, sealed under StoredResponseKey,
 // in the stored_responses table; the ledger records only that it was
 // stored and deleted: the response id, the request that produced it, the

@@ -148,7 +148,7 @@ func benchWriterProcess(ctx context.Context, pool *pgxpool.Pool) int {
 }
 
 // BenchmarkLedgerFourWriters (make bench-ledger) measures the ledger as a
-// cluster writes it (issue 13 §6): four writer processes, each its own
+// cluster writes it: four writer processes, each its own
 // Store and connection pool on one database, append b.N events in total,
 // every Stage waiting for its durable commit (the latency a request pays),
 // the run ending once every event is sequenced (Sync). In the same

@@ -14,7 +14,7 @@ import (
 )
 
 // Every step of a deployment key's life is a ledger event committed with
-// its deployment_keys row (issue 13 §3): created once however often nodes
+// its deployment_keys row: created once however often nodes
 // start; another key is refused (ErrKeyMismatch, nothing written) unless
 // the policy lets it rotate, which records key.rotated for the new key and
 // key.revoked for the old; a revoked key never comes back (ErrKeyRetired).

@@ -11,7 +11,7 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// Verify fails, never warns, on the tamper kinds of issue 13 §1: an empty
+// Verify fails, never warns, on the tampering a ledger must name: an empty
 // ledger; every checkpoint deleted and the chain rewritten; a tail deleted
 // after the last stored checkpoint (detected only against a trusted tree
 // note the verifier kept, and then named).

@@ -220,7 +220,7 @@ func TestCheckpointEveryNOrT(t *testing.T) {
 }
 
 // The configured organisation and privacy officer are copied into an entry
-// that does not name them (issue 13 §5); a notice dated before awareness
+// that does not name them; a notice dated before awareness
 // is refused.
 func TestRegisterCopiesConfiguredContactAndChecksNoticeDates(t *testing.T) {
 	db := pgtest.New(t)

@@ -70,7 +70,7 @@ func verifyOffline(t *testing.T, vkey string, cp []byte, wantOrigin string, pos 
 	}
 }
 
-// Issue 13 §1: a tenant's log holds its incidents and notices. An
+// A tenant's log holds its incidents and notices. An
 // isolation violation between tenants A and B opens an incident affecting
 // both; A is notified. Each tenant's log holds the violation and the
 // incident as a redacted view (the other tenant counted, not named) bound
@@ -236,7 +236,8 @@ func recomputed(t *testing.T, s *Store, tn cloison.TenantID) audit.TreeHead {
 	return h
 }
 
-// Issue 13 §1 (cost): tenant logs are stored and indexed incrementally.
+// Tenant logs are stored and indexed incrementally (a call costs the new
+// entries, not a ledger scan).
 // Two Stores append concurrently while tenants fetch checkpoints; every
 // tenant checkpoint is a prefix of the log an auditor recomputes from the
 // ledger afterwards (consistency proofs between successive ones hold), the
@@ -439,7 +440,7 @@ func TestVerifyRegisterChecksIncidentTenants(t *testing.T) {
 	}
 }
 
-// Issue 13 §1: a tenant's listing is its tenant log. Tenant A has its own
+// A tenant's listing is its tenant log. Tenant A has its own
 // requests, an isolation violation shared with B, an incident naming both
 // and a notice; B's traffic comes first, so A's global seqs are not its
 // positions. TenantEntries lists positions 1..n, n the size of A's signed
@@ -567,7 +568,7 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 	}
 }
 
-// Issue 13 §1 (migration 00023): every tenant checkpoint served is kept,
+// Every tenant checkpoint served is kept (migration 00023),
 // append-only. The database owner rolls the ledger back below a tenant
 // checkpoint alpha was served — the tail, the global checkpoints after the
 // cut and every derived tenant row deleted, the tenant logs re-indexed
