@@ -73,7 +73,7 @@ func (m HashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	for i, x := range indexes {
 		h, ok := m[x]
 		if !ok {
-			return nil, fmt.Errorf("tenant tree hash %d is missing", x)
+			return nil, fmt.Errorf("tree hash %d is missing", x)
 		}
 		out[i] = h
 	}

@@ -335,7 +335,7 @@ func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.all(nil)}); err != nil {
+	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.All(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Exec(ctx, appendSQL, appendArgs(recs, audit.Head{})...); err != nil {
