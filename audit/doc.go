@@ -60,6 +60,12 @@
 //     audit/postgres stores the tenant trees, derived from the ledger and
 //     recomputed by Verify, and keeps every tenant checkpoint it served, so
 //     Verify names a tenant log rolled back below one (ErrSmallerTree).
+//   - Trees grown a page at a time (treestep.go, tenantforest.go) are the
+//     trees built whole (property-tested against MemTree): ExtendTree
+//     places a batch on the global tree from the previous batch's
+//     frontier, TilesOfGrowth gives the C2SP tiles it writes, and
+//     TenantForest grows every tenant log from TenantLogLeaves. A store
+//     keeps their output and a verifier recomputes it with the same code.
 //
 // Who verifies what (the trust argument):
 //

@@ -1,7 +1,8 @@
 // Package postgres stores Cloison's audit ledger and Loi 25 incident
 // register in PostgreSQL. It stores what package audit computes (canonical
-// bytes, chain hashes, checkpoints, the tenant-log trees of
-// audit.TenantForest) and gives audit/export the reads an export needs.
+// bytes, chain hashes, checkpoints, the tree steps of audit.ExtendTree and
+// the tenant-log trees of audit.TenantForest) and gives audit/export the
+// reads an export needs.
 // The design, with the figures and the migrations that shaped it, is in
 // docs/ledger.md; the SQL functions in force are in schema.sql.
 //
