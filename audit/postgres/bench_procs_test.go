@@ -405,7 +405,7 @@ func TestWritersUnderContention(t *testing.T) {
 		t.Fatalf("the writers' batches never interleaved (%d switches): the test did not exercise contention", switches)
 	}
 	v := openStore(t, db.RuntimePool(t), "", 1000)
-	res, err := v.Verify(ctx, VerifyOptions{Keys: testKeys()})
+	res, err := v.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 	if err != nil || res.Events != total {
 		t.Fatalf("verify: %+v %v, want %d events", res, err, total)
 	}

@@ -64,7 +64,7 @@ func translate(err error) error {
 		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
+		return fmt.Errorf("%w: %v", audit.ErrNotFound, err)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pgstate.OutageCode(pe.Code) {
@@ -88,7 +88,7 @@ func translate(err error) error {
 		case "CL004", "42P01", "42883", "42703": // content mismatch, undefined table/function/column
 			s = ErrSchema
 		case "23503": // foreign_key_violation: an incident that does not exist
-			s = ErrNotFound
+			s = audit.ErrNotFound
 		default:
 			return fmt.Errorf("audit/postgres: %w", err)
 		}

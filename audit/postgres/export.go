@@ -23,7 +23,7 @@ import (
 // Errors: those of export.Write; ErrNoSigningKey; ErrSchema when the
 // ledger scan does not end at the snapshot's head; the translated
 // database errors.
-func (s *Store) Export(ctx context.Context, opts ExportOptions) (export.Manifest, error) {
+func (s *Store) Export(ctx context.Context, opts export.Options) (export.Manifest, error) {
 	m, err := export.Write(ctx, exportSource{s}, opts)
 	if errors.Is(err, export.ErrInconsistent) {
 		err = fmt.Errorf("%w: %v", ErrSchema, err)

@@ -24,14 +24,14 @@ const ensureKeysLock = 0x636c6f69736f6e6b // "cloisonk"
 //   - no key recorded: key.created;
 //   - k current: nothing;
 //   - another key current: with p.Rotate and p.MayReplace, key.rotated for
-//     k and key.revoked for the old key; otherwise ErrKeyMismatch (naming
+//     k and key.revoked for the old key; otherwise audit.ErrKeyMismatch (naming
 //     both ids in its cause, for the operator's log);
-//   - k revoked earlier: ErrKeyRetired.
+//   - k revoked earlier: audit.ErrKeyRetired.
 //
-// actor is the node (engine:<node>). Errors: ErrKeyMismatch, ErrKeyRetired,
+// actor is the node (engine:<node>). Errors: audit.ErrKeyMismatch, audit.ErrKeyRetired,
 // audit.ErrInvalidEvent for a malformed id, and the translated database
 // errors.
-func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k DeploymentKey, p KeyPolicy) (audit.KeyOp, error) {
+func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, error) {
 	var done audit.KeyOp
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
 		done = ""
@@ -79,15 +79,15 @@ func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k DeploymentKey
 // the operation EnsureKey would do now.
 //
 // Errors: those of EnsureKey.
-func CheckKey(ctx context.Context, pool *pgxpool.Pool, k DeploymentKey, p KeyPolicy) (audit.KeyOp, error) {
+func CheckKey(ctx context.Context, pool *pgxpool.Pool, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, error) {
 	op, _, err := decideKey(ctx, pool, k, p)
 	return op, translate(err)
 }
 
 // decideKey reads the purpose's records and says what recording k takes:
 // "" (k is current), created, or rotated (from cur).
-func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (audit.KeyOp, DeploymentKey, error) {
-	cur := DeploymentKey{Purpose: k.Purpose}
+func decideKey(ctx context.Context, q querier, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, audit.DeploymentKey, error) {
+	cur := audit.DeploymentKey{Purpose: k.Purpose}
 	if err := audit.CheckName("key", k.ID); err != nil {
 		return "", cur, err
 	}
@@ -97,7 +97,7 @@ func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (au
 		return "", cur, err
 	}
 	if retired {
-		return "", cur, fmt.Errorf("%w: %s key %s was rotated out", ErrKeyRetired, k.Purpose, k.ID)
+		return "", cur, fmt.Errorf("%w: %s key %s was rotated out", audit.ErrKeyRetired, k.Purpose, k.ID)
 	}
 	var digest []byte
 	err := q.QueryRow(ctx, `SELECT key_id, digest FROM deployment_keys WHERE purpose = $1 AND op IN ('created', 'rotated')
@@ -114,7 +114,7 @@ func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (au
 	case p.Rotate && (p.MayReplace == nil || p.MayReplace(cur.ID)):
 		return audit.KeyRotated, cur, nil
 	}
-	return "", cur, fmt.Errorf("%w: the %s key in use is %s, this node's is %s", ErrKeyMismatch, k.Purpose, cur.ID, k.ID)
+	return "", cur, fmt.Errorf("%w: the %s key in use is %s, this node's is %s", audit.ErrKeyMismatch, k.Purpose, cur.ID, k.ID)
 }
 
 // CurrentKey returns the id of the recorded current key of purpose ("" when

@@ -71,7 +71,7 @@ func TestScanHoldsNoConnectionWhileCallerBlocks(t *testing.T) {
 		})
 	}
 	// Verify pages the same way and still checks the whole chain.
-	res, err := s.Verify(ctx, VerifyOptions{ChainOnly: true})
+	res, err := s.Verify(ctx, audit.VerifyOptions{ChainOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

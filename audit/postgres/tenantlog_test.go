@@ -210,7 +210,7 @@ func TestTenantLogHoldsIncidentsRedacted(t *testing.T) {
 	if err := s.VerifyRegister(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -314,7 +314,7 @@ func TestTenantLogsStoredUnderConcurrentWriters(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s1.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s1.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -364,7 +364,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 			if _, err := s.TenantCheckpoint(ctx, "tenant-3"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+			if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 				t.Fatalf("untouched: %v", err)
 			}
 			owner := db.AdminPool(t)
@@ -376,7 +376,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 			if _, err := owner.Exec(ctx, tamper.sql); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+			_, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 			var be *audit.BreakError
 			if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
 				t.Errorf("Verify: got %v, want a tenant_log break", err)
@@ -385,7 +385,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 				if _, _, err := s.TenantInclusionProof(ctx, "tenant-3", 1, 2); !errors.Is(err, audit.ErrChainBroken) {
 					t.Errorf("proof of the tampered position: got %v, want ErrChainBroken", err)
 				}
-				err := s.TenantEntries(ctx, "tenant-3", 1, 2, func(TenantLogEntry) error { return nil })
+				err := s.TenantEntries(ctx, "tenant-3", 1, 2, func(audit.TenantLogEntry) error { return nil })
 				if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
 					t.Errorf("listing the tampered position: got %v, want a tenant_log break", err)
 				}
@@ -490,10 +490,10 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 	}
 	req(a, 4)
 
-	list := func(from, to uint64) []TenantLogEntry {
+	list := func(from, to uint64) []audit.TenantLogEntry {
 		t.Helper()
-		var out []TenantLogEntry
-		if err := s.TenantEntries(ctx, a, from, to, func(e TenantLogEntry) error { out = append(out, e); return nil }); err != nil {
+		var out []audit.TenantLogEntry
+		if err := s.TenantEntries(ctx, a, from, to, func(e audit.TenantLogEntry) error { out = append(out, e); return nil }); err != nil {
 			t.Fatalf("TenantEntries(%d, %d): %v", from, to, err)
 		}
 		return out
@@ -555,15 +555,15 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 	if got := list(9, 0); len(got) != 0 {
 		t.Errorf("from past the end: got %d rows", len(got))
 	}
-	if err := s.TenantEntries(ctx, a, 5, 4, func(TenantLogEntry) error { return nil }); !errors.Is(err, ErrOutOfRange) {
-		t.Errorf("to before from: got %v, want ErrOutOfRange", err)
+	if err := s.TenantEntries(ctx, a, 5, 4, func(audit.TenantLogEntry) error { return nil }); !errors.Is(err, audit.ErrOutOfRange) {
+		t.Errorf("to before from: got %v, want audit.ErrOutOfRange", err)
 	}
-	if err := s.TenantEntries(ctx, "no such tenant!", 1, 0, func(TenantLogEntry) error { return nil }); cloison.ErrorCode(err) != cloison.CodeInvalid {
+	if err := s.TenantEntries(ctx, "no such tenant!", 1, 0, func(audit.TenantLogEntry) error { return nil }); cloison.ErrorCode(err) != cloison.CodeInvalid {
 		t.Errorf("bad tenant id: got %v, want an invalid-argument error", err)
 	}
 	stop := errors.New("stop")
 	n := 0
-	if err := s.TenantEntries(ctx, a, 1, 0, func(TenantLogEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+	if err := s.TenantEntries(ctx, a, 1, 0, func(audit.TenantLogEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
 		t.Errorf("fn's error: got %v after %d rows, want it after 1", err, n)
 	}
 }
@@ -614,7 +614,7 @@ func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
 	if _, err := db.RuntimePool(t).Exec(ctx, `DELETE FROM tenant_checkpoints`); err == nil {
 		t.Fatal("the runtime role deleted a served tenant checkpoint")
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("untouched: %v", err)
 	}
 
@@ -644,7 +644,7 @@ func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
 	if _, err := s2.IndexTenantLogs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
+	if _, err := s2.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
 		t.Errorf("Verify after the rollback: got %v, want ErrSmallerTree", err)
 	}
 	if _, err := s2.TenantCheckpoint(ctx, a); !errors.Is(err, audit.ErrSmallerTree) {

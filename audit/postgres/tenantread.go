@@ -132,7 +132,7 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 // ledger entry, and checks the leaf it recomputes from that entry against
 // the stored leaf hash.
 //
-// Errors: audit.ErrEmptyLedger when the tenant has no entry; ErrOutOfRange
+// Errors: audit.ErrEmptyLedger when the tenant has no entry; audit.ErrOutOfRange
 // when pos is 0 or beyond size, or size beyond the tenant's stored log;
 // audit.ErrChainBroken when the stored log does not match the ledger; the
 // translated database errors.
@@ -184,12 +184,12 @@ func (s *Store) TenantInclusionProof(ctx context.Context, t cloison.TenantID, po
 // never a ledger scan.
 //
 // Errors: those of audit.TenantOrigin (invalid argument) for a tenant id
-// that is not an identifier; ErrOutOfRange when to is before from; *audit.BreakError with
+// that is not an identifier; audit.ErrOutOfRange when to is before from; *audit.BreakError with
 // audit.ReasonTenantLog when a stored position or leaf hash is not the one
 // the ledger gives; the errors of Sync and IndexTenantLogs; fn's error,
 // returned as is. A tenant with no entry, or from past the end, gets no
 // call of fn and no error.
-func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(TenantLogEntry) error) error {
+func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.TenantLogEntry) error) error {
 	if _, err := audit.TenantOrigin(s.cfg.Origin, t); err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to 
 		from = 1
 	}
 	if to != 0 && to < from {
-		return fmt.Errorf("%w: to %d is before from %d", ErrOutOfRange, to, from)
+		return fmt.Errorf("%w: to %d is before from %d", audit.ErrOutOfRange, to, from)
 	}
 	if err := s.Sync(ctx); err != nil {
 		return err
@@ -212,11 +212,11 @@ func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to 
 	if to == 0 || to > n {
 		to = n
 	}
-	page := make([]TenantLogEntry, 0, s.cfg.ScanPage)
+	page := make([]audit.TenantLogEntry, 0, s.cfg.ScanPage)
 	for from <= to {
 		page = page[:0]
 		last := min(to, from+uint64(s.cfg.ScanPage)-1)
-		if err := s.tenantPage(ctx, t, from, last, func(e TenantLogEntry) { page = append(page, e) }); err != nil {
+		if err := s.tenantPage(ctx, t, from, last, func(e audit.TenantLogEntry) { page = append(page, e) }); err != nil {
 			return err
 		}
 		for _, e := range page {
@@ -231,7 +231,7 @@ func (s *Store) TenantEntries(ctx context.Context, t cloison.TenantID, from, to 
 
 // tenantPage reads positions from..to (all stored) of t's log, checks each
 // leaf against its entry and stored hash, and hands them to add in order.
-func (s *Store) tenantPage(ctx context.Context, t cloison.TenantID, from, to uint64, add func(TenantLogEntry)) error {
+func (s *Store) tenantPage(ctx context.Context, t cloison.TenantID, from, to uint64, add func(audit.TenantLogEntry)) error {
 	want := int(to - from + 1)
 	recs := make([]audit.Record, 0, want)
 	rows, err := s.scan.Query(ctx, `SELECT p.pos, a.seq, a.prev_hash, a.hash, a.kind, a.tenant, a.actor, a.occurred_at, a.recorded_at, a.payload
@@ -286,7 +286,7 @@ func (s *Store) tenantPage(ctx context.Context, t cloison.TenantID, from, to uin
 			return &audit.BreakError{Seq: recs[i].Seq, Reason: audit.ReasonTenantLog,
 				Detail: fmt.Sprintf("position %d of a tenant log is not the leaf its ledger entry gives", p)}
 		}
-		e := TenantLogEntry{Pos: p, Leaf: leaf}
+		e := audit.TenantLogEntry{Pos: p, Leaf: leaf}
 		if v, ok := audit.DecodeTenantView(leaf); ok {
 			e.Kind, e.Actor = v.Kind, v.Actor
 		} else if env, err := audit.DecodeEnvelope(leaf); err == nil {
@@ -333,7 +333,7 @@ func (s *Store) tenantRange(ctx context.Context, t cloison.TenantID, lo, size ui
 		return audit.ErrEmptyLedger
 	}
 	if lo == 0 || lo > size || size > n {
-		return fmt.Errorf("%w: %d in a tenant log of size %d (of %d)", ErrOutOfRange, lo, size, n)
+		return fmt.Errorf("%w: %d in a tenant log of size %d (of %d)", audit.ErrOutOfRange, lo, size, n)
 	}
 	return nil
 }

@@ -378,7 +378,7 @@ func (s *Store) TreeVerifierKey() (string, error) {
 // of the tree of size treeSize (a size a checkpoint the verifier holds
 // names), for tlog.CheckRecord or audit.VerifyInclusion.
 //
-// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// Errors: audit.ErrEmptyLedger when the tree is empty; audit.ErrOutOfRange when
 // seq is 0 or beyond treeSize, or treeSize beyond the committed tree; the
 // translated database errors.
 func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.RecordProof, error) {
@@ -387,7 +387,7 @@ func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.
 		return nil, err
 	}
 	if seq == 0 || seq > uint64(n) {
-		return nil, fmt.Errorf("%w: entry %d in a tree of size %d", ErrOutOfRange, seq, n)
+		return nil, fmt.Errorf("%w: entry %d in a tree of size %d", audit.ErrOutOfRange, seq, n)
 	}
 	p, err := tlog.ProveRecord(n, int64(seq)-1, &treeReader{ctx: ctx, q: s.scan})
 	return p, translate(err)
@@ -396,7 +396,7 @@ func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.
 // ConsistencyProof returns the proof that the tree of size newSize extends
 // the tree of size oldSize, for tlog.CheckTree or audit.VerifyConsistency.
 //
-// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// Errors: audit.ErrEmptyLedger when the tree is empty; audit.ErrOutOfRange when
 // oldSize is 0 or above newSize, or newSize beyond the committed tree; the
 // translated database errors.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (tlog.TreeProof, error) {
@@ -405,7 +405,7 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 		return nil, err
 	}
 	if oldSize == 0 || oldSize > uint64(n) {
-		return nil, fmt.Errorf("%w: size %d to size %d", ErrOutOfRange, oldSize, n)
+		return nil, fmt.Errorf("%w: size %d to size %d", audit.ErrOutOfRange, oldSize, n)
 	}
 	p, err := tlog.ProveTree(n, int64(oldSize), &treeReader{ctx: ctx, q: s.scan})
 	return p, translate(err)
@@ -421,7 +421,7 @@ func (s *Store) proofSize(ctx context.Context, size uint64) (int64, error) {
 		return 0, audit.ErrEmptyLedger
 	}
 	if size == 0 || size > uint64(committed) {
-		return 0, fmt.Errorf("%w: tree size %d, committed %d", ErrOutOfRange, size, committed)
+		return 0, fmt.Errorf("%w: tree size %d, committed %d", audit.ErrOutOfRange, size, committed)
 	}
 	return int64(size), nil
 }

@@ -36,7 +36,7 @@ import (
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
 // opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
-func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, error) {
+func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Result, error) {
 	var external []SourcedCheckpoint
 	if opts.ExternalDir != "" {
 		var err error
@@ -115,7 +115,7 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 // the entries' hashes, so roots computed from them are the entries'
 // roots), then checks the latest stored tree note and opts.Trusted against
 // it. It returns how many notes matched.
-func (s *Store) verifyTreeNotes(ctx context.Context, opts VerifyOptions, size uint64) (int, error) {
+func (s *Store) verifyTreeNotes(ctx context.Context, opts audit.VerifyOptions, size uint64) (int, error) {
 	head, err := s.VerifyTree(ctx)
 	if err != nil {
 		return 0, err
