@@ -41,7 +41,8 @@ func schemaDefs(src string) (names []string, defs map[string]string, text []stri
 		}
 		name := rest[m[2]:m[3]]
 		end := strings.Index(rest[m[0]:], "\n;\n")
-		if end < 0 {
+		next := schemaFunction.FindStringIndex(rest[m[1]:])
+		if end < 0 || (next != nil && m[1]+next[0] < m[0]+end) {
 			return nil, nil, nil, fmt.Errorf("schema.sql: the definition of %s does not end with a line holding only ;", name)
 		}
 		if _, dup := defs[name]; dup {
@@ -130,5 +131,47 @@ func TestSchemaSQLIsTheMigratedSchema(t *testing.T) {
 		if _, ok := got[name]; !ok {
 			t.Errorf("function %s is in schema.sql, not in the migrated database", name)
 		}
+	}
+}
+
+// schemaDefs finds every definition of schema.sql whole, so the
+// comparison above sees any edit of one: a changed body is another
+// definition, a definition cut short is refused.
+func TestSchemaDefsSplitsSchemaSQL(t *testing.T) {
+	src, err := os.ReadFile("schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, defs, text, err := schemaDefs(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 || len(text) != len(names)+1 {
+		t.Fatalf("got %d definitions and %d texts around them", len(names), len(text))
+	}
+	var back strings.Builder
+	for i, name := range names {
+		back.WriteString(text[i] + defs[name] + ";\n")
+	}
+	back.WriteString(text[len(names)])
+	if back.String() != string(src) {
+		t.Fatal("the definitions and the text around them do not make schema.sql again")
+	}
+	edited := strings.Replace(string(src), "pg_advisory_xact_lock(-3458794010727121273)", "pg_advisory_xact_lock(1)", 1)
+	_, editedDefs, _, err := schemaDefs(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for _, name := range names {
+		if editedDefs[name] != defs[name] {
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Errorf("one edited lock id: got %d definitions changed, want 1", changed)
+	}
+	if _, _, _, err := schemaDefs(strings.Replace(string(src), "$function$\n;\n", "$function$\n", 1)); err == nil {
+		t.Error("a definition without its terminating ; line: got nil, want an error")
 	}
 }
