@@ -60,6 +60,12 @@
 //     audit/postgres stores the tenant trees, derived from the ledger and
 //     recomputed by Verify, and keeps every tenant checkpoint it served, so
 //     Verify names a tenant log rolled back below one (ErrSmallerTree).
+//   - Trees grown a page at a time (treestep.go, tenantforest.go) are the
+//     trees built whole (property-tested against MemTree): ExtendTree
+//     places a batch on the global tree from the previous batch's
+//     frontier, TilesOfGrowth gives the C2SP tiles it writes, and
+//     TenantForest grows every tenant log from TenantLogLeaves. A store
+//     keeps their output and a verifier recomputes it with the same code.
 //
 // Who verifies what (the trust argument):
 //
@@ -69,7 +75,7 @@
 //     truncated, rolled-back, rewritten or forked log fails with
 //     ErrSmallerTree or ErrFork. Without earlier state it learns only that
 //     the key holder signed this tree; that the key holder never signs two
-//     views is what witnesses add (issue 13 §2).
+//     views is what witnesses add (audit/witness).
 //   - A tenant holding its own tenant checkpoint does the same for its own
 //     log (VerifyTenantConsistency, VerifyTenantInclusion): none of its
 //     entries can be removed, changed or reordered without a failing
@@ -132,7 +138,7 @@
 //     [A-Za-z0-9._:/@+-]), enumerations and digests only. The incident
 //     register's free text lives in register rows; the ledger holds the
 //     SHA-256 of each register version.
-//   - What was served (served.go, issue 17 §1). request.completed carries
+//   - What was served (served.go). request.completed carries
 //     Served: HMAC-SHA256 digests of the prompt's token ids, of the
 //     completion's ids and of its bytes as sent, under a key of the
 //     request's tenant (DigestKey: HKDF-SHA256 of the key-encryption key,
@@ -147,7 +153,7 @@
 //     completion checks them against its entry and the entry against its
 //     tenant log (VerifyTenantInclusion) — proof, checkable offline, of what
 //     it was served.
-//   - Reports and replays (report.go, issue 17 §2–§3). report.received
+//   - Reports and replays (report.go). report.received
 //     names a report, the request, a reason from ReportReasons and the
 //     register entry it opened (ReportVersion: source tenant_report, status
 //     under_assessment, the request and its day prefilled); any text the
@@ -168,7 +174,7 @@
 //     entry without digests: those are inconclusive. It says nothing about
 //     requests never reported or replayed, nor about what another tenant's
 //     request leaked to: only the receiving side's output is compared.
-//   - Notice deadlines (noticedue.go, issue 17 §4). IncidentFile.NoticeDues
+//   - Notice deadlines (noticedue.go). IncidentFile.NoticeDues
 //     lists, for each tenant some version names, its art. 18.3 notice
 //     against the tenant's contractual deadline (hours; 0: none agreed,
 //     listed as no_deadline, never dropped): the clock starts at the

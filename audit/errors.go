@@ -30,6 +30,14 @@ var (
 	// ErrInvalidIncident: a register version that misses a required element
 	// or holds an inconsistent one.
 	ErrInvalidIncident = cloison.NewError(cloison.CodeInvalid, "audit: invalid incident register entry")
+
+	// ErrNotFound: no such incident, report, stored response or request
+	// entry (or one of another tenant: the answer is no oracle). Its
+	// message keeps the audit/postgres prefix clients have always seen.
+	ErrNotFound = cloison.NewError(cloison.CodeNotFound, "audit/postgres: not found")
+	// ErrOutOfRange: an entry position or tree size beyond a log, or a
+	// range whose end is before its start.
+	ErrOutOfRange = cloison.NewError(cloison.CodeInvalid, "audit/postgres: entry or tree size out of range")
 )
 
 // Reason says why verification stopped at a sequence number.

@@ -279,7 +279,8 @@ type IncidentVersion struct {
 	AffectedResponses int64              `json:"affected_responses"` // responses withheld or exposed
 	LedgerEvents      []int64            `json:"ledger_events"`      // seqs of the detection events
 
-	// Added by issue 13 §5; omitted when empty, so older versions keep
+	// The Règlement's detailed elements, added after the first versions
+	// were written; omitted when empty, so older versions keep
 	// their canonical bytes and digests.
 	Type                    IncidentType    `json:"type,omitempty"`                      // s. 3(3) unauthorized access, use or communication; loss; other
 	InfoCategories          []string        `json:"info_categories,omitempty"`           // s. 3(3) categories of personal information
@@ -291,7 +292,7 @@ type IncidentVersion struct {
 	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.6
 	PrivacyOfficerConsulted *Consultation   `json:"privacy_officer_consulted,omitempty"` // Act s. 3.7: required for a completed assessment
 
-	// Grouped automatic incidents (issue 13 §5): the cause's key
+	// Grouped automatic incidents: the cause's key
 	// (Detection.GroupKey), how many detections the entry holds, and the
 	// requests they withheld (identifiers only). Omitted when empty.
 	DetectionGroup   string              `json:"detection_group,omitempty"`

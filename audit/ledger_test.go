@@ -325,7 +325,7 @@ func BenchmarkVerifier(b *testing.B) {
 }
 
 // TestIncidentForTenant: a tenant's view of a register entry names only
-// itself, counts the others and keeps only its own notices (issue 12 item 10).
+// itself, counts the others and keeps only its own notices.
 func TestIncidentForTenant(t *testing.T) {
 	f := IncidentFile{ID: "inc-1", LedgerSeq: 9,
 		Versions: []StoredVersion{

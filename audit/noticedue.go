@@ -7,7 +7,7 @@ import (
 )
 
 // NoticeStatus is where a tenant's art. 18.3 notice stands against the
-// notice deadline of its contract (issue 17 §4).
+// notice deadline of its contract.
 type NoticeStatus string
 
 // Notice statuses. A tenant whose contract sets no deadline is still

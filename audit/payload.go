@@ -148,10 +148,10 @@ type RequestCompleted struct {
 	Pages            int64             `json:"pages"`
 	Tier             Name              `json:"tier"` // isolation tier: never, cross-tenant, always
 	DurationMicros   int64             `json:"duration_micros"`
-	// Served (issue 17 §1): keyed digests of the prompt and completion and
+	// Served: keyed digests of the prompt and completion and
 	// what determined the output; absent in entries written before it.
 	Served *Served `json:"served,omitempty"`
-	// Placement (issue 17 §5): the nodes that processed the request and
+	// Placement (residency): the nodes that processed the request and
 	// their residency labels, so a tenant can show where its data went;
 	// absent in entries written before it.
 	Placement *Placement `json:"placement,omitempty"`
@@ -252,7 +252,7 @@ type CapacityAttestation struct {
 	PoolPages         int64 `json:"pool_pages"`
 	PageTokens        int64 `json:"page_tokens"`
 	Ready             bool  `json:"ready"`
-	// Region and Tier are the node's residency labels (issue 17 §5);
+	// Region and Tier are the node's residency labels;
 	// empty when it has none.
 	Region Name `json:"region,omitempty"`
 	Tier   Name `json:"tier,omitempty"`

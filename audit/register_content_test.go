@@ -19,7 +19,7 @@ func contentVersion() IncidentVersion {
 	}
 }
 
-// Issue 13 §5: each element is validated with a named refusal
+// Each element of a register version is validated with a named refusal
 // (ErrInvalidIncident, a 400 at the API).
 func TestRegisterContentValidation(t *testing.T) {
 	tomorrow := DayOf(time.Now().AddDate(0, 0, 1))
@@ -61,7 +61,7 @@ func TestRegisterContentValidation(t *testing.T) {
 	}
 }
 
-// Versions written before the §5 fields keep their canonical bytes: the
+// Versions written before the Règlement's detailed fields keep their canonical bytes: the
 // new fields are omitted when empty.
 func TestRegisterContentOmittedWhenEmpty(t *testing.T) {
 	v := contentVersion()

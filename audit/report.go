@@ -7,7 +7,7 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Reports of suspicious responses and their replays (issue 17 §2–§3).
+// Reports of suspicious responses and their replays.
 // Identifiers and digests only: the reason is one of ReportReasons, and the
 // text a tenant found foreign is sealed in the register database, never
 // here.
@@ -155,4 +155,37 @@ func ApplyReplay(v *IncidentVersion, verdict, reason Name, evidence int64, now t
 	default:
 		v.Circumstances += fmt.Sprintf(" Rejeu non concluant (%s, événement %d). / Replay inconclusive (%s, event %d).", reason, evidence, reason, evidence)
 	}
+}
+
+// ErrReportRate: the tenant sent more reports in the window than
+// ReportLimit allows.
+var ErrReportRate = cloison.NewError(cloison.CodeRateLimited, "too many reports from this tenant; try again later")
+
+// Report is a stored report of a suspicious response.
+type Report struct {
+	ID         Name
+	Tenant     cloison.TenantID
+	Request    cloison.RequestID
+	Reason     Name
+	Sealed     []byte // nonce ‖ AES-256-GCM ciphertext; nil when no text was sent
+	Incident   Name
+	ReceivedAt time.Time
+	Seq        uint64
+	Verdict    Name // "" before any replay
+}
+
+// ReportLimit bounds the reports of one tenant: at most N per Window.
+type ReportLimit struct {
+	N      int
+	Window time.Duration
+}
+
+// NewReport is what a ledger records for a tenant's report.
+type NewReport struct {
+	Tenant    cloison.TenantID
+	Request   cloison.RequestID
+	Reason    Name
+	Sealed    []byte
+	RequestAt time.Time // when the request was served (its request.completed entry)
+	EntrySeq  uint64    // that entry's ledger seq
 }

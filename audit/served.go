@@ -11,7 +11,7 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Keyed digests of what was served (issue 17 §1). A request.completed entry
+// Keyed digests of what was served. A request.completed entry
 // carries, in Served, HMAC-SHA256 digests of the prompt's token ids, of the
 // completion's token ids and of the completion's bytes as sent, under a key
 // of the request's tenant. Without the key, a digest of a short prompt

@@ -2,11 +2,12 @@ package audit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cloison/cloison"
 )
 
-// Stored responses of the Responses API (issue 15 §2). A tenant that asks
+// Stored responses of the Responses API. A tenant that asks
 // for store: true gets its response kept, sealed under StoredResponseKey,
 // in the stored_responses table; the ledger records only that it was
 // stored and deleted: the response id, the request that produced it, the
@@ -55,4 +56,16 @@ func (p ResponseDeleted) validate() error {
 // key-encryption key as ReportKey does. Errors: as DigestKey.
 func StoredResponseKey(kek []byte, t cloison.TenantID) ([]byte, error) {
 	return deriveTenantKey(kek, "cloison stored-response v1", t, "k1")
+}
+
+// StoredResponse is a response of the Responses API kept for its tenant
+// (store: true), sealed by the API (StoredResponseKey): the ledger never
+// sees its text.
+type StoredResponse struct {
+	ID        Name
+	Tenant    cloison.TenantID
+	Request   cloison.RequestID
+	Sealed    []byte // nonce ‖ AES-256-GCM ciphertext
+	CreatedAt time.Time
+	Seq       uint64 // the response.stored ledger entry
 }

@@ -4,7 +4,34 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"sort"
+	"time"
 )
+
+// VerifyOptions says what to trust and where the external copies are when
+// a ledger store verifies itself.
+type VerifyOptions struct {
+	// Keys are the trusted checkpoint public keys (KeySet).
+	Keys map[string]ed25519.PublicKey
+	// ExternalDir holds the checkpoint copies kept outside the database.
+	ExternalDir string
+	// Progress, if set, is called every 10,000 events with the seq reached.
+	Progress func(seq uint64)
+	// Trusted (optional) is a signed tree checkpoint note (C2SP) that the
+	// verifier holds from an earlier verification: the ledger must extend
+	// it (ErrSmallerTree when it is smaller, ErrFork when its tree at that
+	// size has another root). Without it a tail deleted after the last
+	// checkpoint stored or copied is not detectable.
+	Trusted []byte
+	// ChainOnly checks the hash chain and the checkpoints present, and
+	// vouches for nothing more: an empty ledger, or one with no checkpoint
+	// that matched, is then not an error. For tests of a writer's chain
+	// only; the API and cloisonctl never set it.
+	ChainOnly bool
+	// StagedBound: an event staged longer than this (default the store's
+	// integration bound, IntegrationBound unless configured) is a break
+	// (ReasonStaged).
+	StagedBound time.Duration
+}
 
 // Verifier checks a chain streamed to it in sequence order: it never holds
 // more than the current head and the checkpoints still ahead of it, so a

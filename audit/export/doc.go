@@ -53,15 +53,19 @@
 // An element not yet in the register reads "[à compléter / to be
 // completed]".
 //
-// audit/postgres.Store.Export drives it:
+// Write drives an export from a Source, the reads it needs of a ledger
+// store (audit/postgres.Store.Export gives its own), so the orchestration
+// is tested here against a ledger held in memory:
 //
-//	one REPEATABLE READ snapshot: range end, tree root at that size,
+//	Source.Snapshot, one snapshot: range end, tree root at that size,
 //	    tree-prefix hashes (From > 1), the register up to the range end
-//	sign the tree note of size To (refused without a checkpoint key)
-//	stream ledger rows up to To -> ledger.jsonl, ledger.csv
+//	Source.TreeNote: sign and keep the tree note of size To (a store
+//	    without a checkpoint key refuses in Snapshot)
+//	Source.Scan, ledger rows up to To -> ledger.jsonl, ledger.csv
+//	    (a scan that ends early is ErrInconsistent)
 //	register -> register.jsonl, register.csv, notices.csv, register.pdf
 //	hash every file, Sign the manifest, write manifest.txt
-//	append export.created (manifest SHA-256) to the ledger
+//	Source.Append: export.created (manifest SHA-256) to the ledger
 //
 // # Files
 //

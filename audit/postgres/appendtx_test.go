@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
@@ -76,7 +77,7 @@ func TestAppendTxInterleavesWithGroupCommit(t *testing.T) {
 	if got, want := head.Seq-start.Seq, uint64(writers*(perWriter+committedTx)); got != want {
 		t.Fatalf("events appended: got %d, want %d", got, want)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{ChainOnly: true}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{ChainOnly: true}); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	if err := s.Close(); err != nil {

@@ -148,7 +148,7 @@ func benchWriterProcess(ctx context.Context, pool *pgxpool.Pool) int {
 }
 
 // BenchmarkLedgerFourWriters (make bench-ledger) measures the ledger as a
-// cluster writes it (issue 13 §6): four writer processes, each its own
+// cluster writes it: four writer processes, each its own
 // Store and connection pool on one database, append b.N events in total,
 // every Stage waiting for its durable commit (the latency a request pays),
 // the run ending once every event is sequenced (Sync). In the same
@@ -405,7 +405,7 @@ func TestWritersUnderContention(t *testing.T) {
 		t.Fatalf("the writers' batches never interleaved (%d switches): the test did not exercise contention", switches)
 	}
 	v := openStore(t, db.RuntimePool(t), "", 1000)
-	res, err := v.Verify(ctx, VerifyOptions{Keys: testKeys()})
+	res, err := v.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 	if err != nil || res.Events != total {
 		t.Fatalf("verify: %+v %v, want %d events", res, err, total)
 	}

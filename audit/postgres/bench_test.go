@@ -136,7 +136,7 @@ func BenchmarkVerify(b *testing.B) {
 	wg.Wait()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+		res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 		if err != nil || res.Events != events {
 			b.Fatalf("got %v, %v", res, err)
 		}

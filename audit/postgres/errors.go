@@ -30,8 +30,6 @@ var (
 	// ErrConflict: a concurrent writer took the same incident version or
 	// notice number, or a duplicate id (23505, CL005). Retry with fresh data.
 	ErrConflict = cloison.NewError(cloison.CodeConflict, "audit/postgres: concurrent update")
-	// ErrNotFound: no such incident.
-	ErrNotFound = cloison.NewError(cloison.CodeNotFound, "audit/postgres: not found")
 	// ErrUnavailable: the database cannot be reached or the connection
 	// broke. An Append that returns it may or may not have been recorded;
 	// it was not acknowledged.
@@ -66,7 +64,7 @@ func translate(err error) error {
 		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
+		return fmt.Errorf("%w: %v", audit.ErrNotFound, err)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pgstate.OutageCode(pe.Code) {
@@ -90,7 +88,7 @@ func translate(err error) error {
 		case "CL004", "42P01", "42883", "42703": // content mismatch, undefined table/function/column
 			s = ErrSchema
 		case "23503": // foreign_key_violation: an incident that does not exist
-			s = ErrNotFound
+			s = audit.ErrNotFound
 		default:
 			return fmt.Errorf("audit/postgres: %w", err)
 		}

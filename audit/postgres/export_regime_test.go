@@ -47,7 +47,7 @@ func TestExportRegime(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(t.TempDir(), "export")
-		if _, err := s.Export(ctx, ExportOptions{Dir: dir, Key: key, Actor: "admin:elise", Regime: c.opt}); err != nil {
+		if _, err := s.Export(ctx, export.Options{Dir: dir, Key: key, Actor: "admin:elise", Regime: c.opt}); err != nil {
 			t.Fatal(err)
 		}
 		pdf, err := os.ReadFile(filepath.Join(dir, "register.pdf"))

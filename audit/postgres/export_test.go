@@ -54,7 +54,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 	}
 	_, manifestKey, _ := ed25519.GenerateKey(nil)
 	dir := filepath.Join(t.TempDir(), "export")
-	m, err := s.Export(ctx, ExportOptions{Dir: dir, From: 11, Key: manifestKey, Actor: "admin:elise"})
+	m, err := s.Export(ctx, export.Options{Dir: dir, From: 11, Key: manifestKey, Actor: "admin:elise"})
 	if err != nil {
 		t.Fatal(err)
 	}

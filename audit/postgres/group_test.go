@@ -74,7 +74,7 @@ func TestDetectionsGrouped(t *testing.T) {
 	if _, err := s.SignTree(ctx); err != nil { // register writes are vouched for by the next tree note
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.VerifyRegister(ctx); err != nil {

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -11,52 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-)
-
-// Deployment key purposes (deployment_keys, migration 00008): the keys a
-// deployment keeps outside the database, in files or mounted secrets.
-const (
-	PurposeCheckpoint audit.Name = "checkpoint" // signs the ledger's checkpoints and tree notes
-	PurposeKEK        audit.Name = "kek"        // seals the token signing keys in signing_keys
-	PurposeCluster    audit.Name = "cluster"    // authenticates transfer manifests between nodes
-)
-
-// DeploymentKey names one key of the deployment by its id and digest (a
-// public key's SHA-256, or a secret's fingerprint): never the secret.
-type DeploymentKey struct {
-	Purpose audit.Name
-	ID      string
-	Digest  audit.Digest
-}
-
-// CheckpointKey names the checkpoint (log) signing key whose public key is
-// pub: its audit.KeyID and SHA-256.
-func CheckpointKey(pub ed25519.PublicKey) DeploymentKey {
-	return DeploymentKey{Purpose: PurposeCheckpoint, ID: audit.KeyID(pub), Digest: sha256.Sum256(pub)}
-}
-
-// KeyPolicy says what EnsureKey may do when the recorded current key of
-// the purpose is not the node's.
-type KeyPolicy struct {
-	// Rotate: the node's key replaces the recorded one (key.rotated for
-	// it, key.revoked for the old one) when MayReplace allows it.
-	Rotate bool
-	// MayReplace reports whether the recorded current key id may be
-	// replaced (nil: any). The checkpoint key demands that the old key is
-	// still trusted for verification, so old checkpoints keep verifying.
-	MayReplace func(currentID string) bool
-}
-
-var (
-	// ErrKeyMismatch: the ledger records another current key for the
-	// purpose, and this node may not replace it. Every node of a cluster
-	// must be given the same key file.
-	ErrKeyMismatch = cloison.NewError(cloison.CodeConflict, "audit/postgres: the ledger records another key for this purpose")
-	// ErrKeyRetired: the node's key was rotated out (key.revoked): it is
-	// never current again.
-	ErrKeyRetired = cloison.NewError(cloison.CodePermissionDenied, "audit/postgres: this key was retired")
 )
 
 // ensureKeysLock serialises EnsureKey across nodes (two nodes started at
@@ -71,14 +24,14 @@ const ensureKeysLock = 0x636c6f69736f6e6b // "cloisonk"
 //   - no key recorded: key.created;
 //   - k current: nothing;
 //   - another key current: with p.Rotate and p.MayReplace, key.rotated for
-//     k and key.revoked for the old key; otherwise ErrKeyMismatch (naming
+//     k and key.revoked for the old key; otherwise audit.ErrKeyMismatch (naming
 //     both ids in its cause, for the operator's log);
-//   - k revoked earlier: ErrKeyRetired.
+//   - k revoked earlier: audit.ErrKeyRetired.
 //
-// actor is the node (engine:<node>). Errors: ErrKeyMismatch, ErrKeyRetired,
+// actor is the node (engine:<node>). Errors: audit.ErrKeyMismatch, audit.ErrKeyRetired,
 // audit.ErrInvalidEvent for a malformed id, and the translated database
 // errors.
-func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k DeploymentKey, p KeyPolicy) (audit.KeyOp, error) {
+func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, error) {
 	var done audit.KeyOp
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
 		done = ""
@@ -126,15 +79,15 @@ func (s *Store) EnsureKey(ctx context.Context, actor audit.Name, k DeploymentKey
 // the operation EnsureKey would do now.
 //
 // Errors: those of EnsureKey.
-func CheckKey(ctx context.Context, pool *pgxpool.Pool, k DeploymentKey, p KeyPolicy) (audit.KeyOp, error) {
+func CheckKey(ctx context.Context, pool *pgxpool.Pool, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, error) {
 	op, _, err := decideKey(ctx, pool, k, p)
 	return op, translate(err)
 }
 
 // decideKey reads the purpose's records and says what recording k takes:
 // "" (k is current), created, or rotated (from cur).
-func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (audit.KeyOp, DeploymentKey, error) {
-	cur := DeploymentKey{Purpose: k.Purpose}
+func decideKey(ctx context.Context, q querier, k audit.DeploymentKey, p audit.KeyPolicy) (audit.KeyOp, audit.DeploymentKey, error) {
+	cur := audit.DeploymentKey{Purpose: k.Purpose}
 	if err := audit.CheckName("key", k.ID); err != nil {
 		return "", cur, err
 	}
@@ -144,7 +97,7 @@ func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (au
 		return "", cur, err
 	}
 	if retired {
-		return "", cur, fmt.Errorf("%w: %s key %s was rotated out", ErrKeyRetired, k.Purpose, k.ID)
+		return "", cur, fmt.Errorf("%w: %s key %s was rotated out", audit.ErrKeyRetired, k.Purpose, k.ID)
 	}
 	var digest []byte
 	err := q.QueryRow(ctx, `SELECT key_id, digest FROM deployment_keys WHERE purpose = $1 AND op IN ('created', 'rotated')
@@ -161,7 +114,7 @@ func decideKey(ctx context.Context, q querier, k DeploymentKey, p KeyPolicy) (au
 	case p.Rotate && (p.MayReplace == nil || p.MayReplace(cur.ID)):
 		return audit.KeyRotated, cur, nil
 	}
-	return "", cur, fmt.Errorf("%w: the %s key in use is %s, this node's is %s", ErrKeyMismatch, k.Purpose, cur.ID, k.ID)
+	return "", cur, fmt.Errorf("%w: the %s key in use is %s, this node's is %s", audit.ErrKeyMismatch, k.Purpose, cur.ID, k.ID)
 }
 
 // CurrentKey returns the id of the recorded current key of purpose ("" when

@@ -14,35 +14,35 @@ import (
 )
 
 // Every step of a deployment key's life is a ledger event committed with
-// its deployment_keys row (issue 13 §3): created once however often nodes
-// start; another key is refused (ErrKeyMismatch, nothing written) unless
+// its deployment_keys row: created once however often nodes
+// start; another key is refused (audit.ErrKeyMismatch, nothing written) unless
 // the policy lets it rotate, which records key.rotated for the new key and
-// key.revoked for the old; a revoked key never comes back (ErrKeyRetired).
+// key.revoked for the old; a revoked key never comes back (audit.ErrKeyRetired).
 // The rows are append-only for the runtime role, and the chain verifies.
 func TestEnsureKeyLifecycle(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
-	key := func(id string) DeploymentKey {
-		return DeploymentKey{Purpose: PurposeCheckpoint, ID: id, Digest: sha256.Sum256([]byte(id))}
+	key := func(id string) audit.DeploymentKey {
+		return audit.DeploymentKey{Purpose: audit.PurposeCheckpoint, ID: id, Digest: sha256.Sum256([]byte(id))}
 	}
 	k1, k2 := key("1111111111111111"), key("2222222222222222")
-	rotate := KeyPolicy{Rotate: true}
+	rotate := audit.KeyPolicy{Rotate: true}
 	steps := []struct {
 		name   string
-		key    DeploymentKey
-		policy KeyPolicy
+		key    audit.DeploymentKey
+		policy audit.KeyPolicy
 		op     audit.KeyOp
 		err    error
 		events []string // ledger events written by this step: "op key"
 	}{
-		{"first start creates", k1, KeyPolicy{}, audit.KeyCreated, nil, []string{"created 1111111111111111"}},
-		{"second start (another node, same key)", k1, KeyPolicy{}, "", nil, nil},
-		{"another key without rotation", k2, KeyPolicy{}, "", ErrKeyMismatch, nil},
-		{"another key, old one not replaceable", k2, KeyPolicy{Rotate: true, MayReplace: func(string) bool { return false }}, "", ErrKeyMismatch, nil},
+		{"first start creates", k1, audit.KeyPolicy{}, audit.KeyCreated, nil, []string{"created 1111111111111111"}},
+		{"second start (another node, same key)", k1, audit.KeyPolicy{}, "", nil, nil},
+		{"another key without rotation", k2, audit.KeyPolicy{}, "", audit.ErrKeyMismatch, nil},
+		{"another key, old one not replaceable", k2, audit.KeyPolicy{Rotate: true, MayReplace: func(string) bool { return false }}, "", audit.ErrKeyMismatch, nil},
 		{"rotation", k2, rotate, audit.KeyRotated, nil, []string{"rotated 2222222222222222", "revoked 1111111111111111"}},
 		{"the new key again", k2, rotate, "", nil, nil},
-		{"the retired key", k1, rotate, "", ErrKeyRetired, nil},
+		{"the retired key", k1, rotate, "", audit.ErrKeyRetired, nil},
 	}
 	for _, st := range steps {
 		before, err := s.Head(ctx)
@@ -66,7 +66,7 @@ func TestEnsureKeyLifecycle(t *testing.T) {
 			if err := json.Unmarshal(env.Data, &p); err != nil {
 				return err
 			}
-			if p.Purpose != PurposeCheckpoint || r.Actor != "engine:test" {
+			if p.Purpose != audit.PurposeCheckpoint || r.Actor != "engine:test" {
 				t.Errorf("%s: event %s %+v", st.name, r.Kind, p)
 			}
 			if r.Kind != p.Kind() {
@@ -81,7 +81,7 @@ func TestEnsureKeyLifecycle(t *testing.T) {
 			t.Errorf("%s: events %v, want %v", st.name, got, st.events)
 		}
 	}
-	if cur, err := s.CurrentKey(ctx, PurposeCheckpoint); err != nil || cur != k2.ID {
+	if cur, err := s.CurrentKey(ctx, audit.PurposeCheckpoint); err != nil || cur != k2.ID {
 		t.Errorf("current key: got %q, %v; want %s", cur, err, k2.ID)
 	}
 	// Rows and events match one to one: each row's transaction ledgered it.
@@ -104,7 +104,7 @@ func TestEnsureKeyLifecycle(t *testing.T) {
 	if _, err := s.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -115,7 +115,7 @@ func TestEnsureKeyConcurrent(t *testing.T) {
 	ctx := context.Background()
 	a := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
 	b := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
-	k := DeploymentKey{Purpose: PurposeKEK, ID: "kek-0123456789abcdef", Digest: sha256.Sum256([]byte("k"))}
+	k := audit.DeploymentKey{Purpose: audit.PurposeKEK, ID: "kek-0123456789abcdef", Digest: sha256.Sum256([]byte("k"))}
 	ops := make(chan audit.KeyOp, 8)
 	for i := 0; i < 8; i++ {
 		s := a
@@ -123,7 +123,7 @@ func TestEnsureKeyConcurrent(t *testing.T) {
 			s = b
 		}
 		go func() {
-			op, err := s.EnsureKey(ctx, "engine:n", k, KeyPolicy{})
+			op, err := s.EnsureKey(ctx, "engine:n", k, audit.KeyPolicy{})
 			if err != nil {
 				t.Error(err)
 			}

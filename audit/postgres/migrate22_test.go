@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/migrations"
 )
@@ -94,7 +95,7 @@ func TestRepeatedHashRefusedWithoutUniqueIndex(t *testing.T) {
 			t.Errorf("%s: a repeated hash: got %v, want CL003 (ErrChainRejected)", role, err)
 		}
 	}
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), ChainOnly: true})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), ChainOnly: true})
 	if err != nil || res.Events != 20 {
 		t.Fatalf("verify: %+v %v", res, err)
 	}

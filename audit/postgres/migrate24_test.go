@@ -133,7 +133,7 @@ func checkMigratedLedger(t *testing.T, db *pgtest.DB, first audit.Record, legacy
 		t.Fatal(err)
 	}
 	total := n + staged + 300
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), Trusted: legacyNote})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), Trusted: legacyNote})
 	if err != nil || res.Events != uint64(total) {
 		t.Fatalf("verify after 00024: %+v %v, want %d events", res, err, total)
 	}

@@ -159,7 +159,7 @@ func TestForgedChainRefusedForEveryInserter(t *testing.T) {
 	if _, err := s.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -302,7 +302,7 @@ func TestMigration25KeepsLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("verify on 00024: %v", err)
 	}
 	first := recordAt(t, s, 1)
@@ -329,7 +329,7 @@ func TestMigration25KeepsLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), Trusted: oldNote})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), Trusted: oldNote})
 	if err != nil || res.Events != 400 {
 		t.Fatalf("verify after 00025: %+v %v, want 400 events", res, err)
 	}

@@ -129,7 +129,7 @@ func TestConcurrentAppendsFromGoroutinesAndAnotherProcess(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), ExternalDir: dir})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), ExternalDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestKilledWriterLosesNoAcknowledgedEvent(t *testing.T) {
 	pool := db.RuntimePool(t)
 	ctx := context.Background()
 	s := openStore(t, pool, dir, 1000)
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), ExternalDir: dir})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), ExternalDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestRuntimeRoleCannotEdit(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.VerifyRegister(ctx); err != nil {
@@ -431,7 +431,7 @@ func tamperFixture(t *testing.T) (*pgtest.DB, *Store, *pgxpool.Pool, string) {
 	if err != nil || len(cps) != 4 || cps[3].Size != 100 {
 		t.Fatalf("got %d checkpoints (%v), want 4 ending at 100", len(cps), err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), ExternalDir: dir}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), ExternalDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	return db, s, db.AdminPool(t), dir
@@ -488,7 +488,7 @@ func TestSuperuserTamperingDetectedAtExactSeq(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, s, admin, dir := tamperFixture(t)
 			tt.tamper(t, admin)
-			_, err := s.Verify(context.Background(), VerifyOptions{Keys: testKeys(), ExternalDir: dir})
+			_, err := s.Verify(context.Background(), audit.VerifyOptions{Keys: testKeys(), ExternalDir: dir})
 			var be *audit.BreakError
 			if !errors.As(err, &be) {
 				t.Fatalf("got %v, want *audit.BreakError", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// Verify fails, never warns, on the tamper kinds of issue 13 §1: an empty
+// Verify fails, never warns, on the tampering a ledger must name: an empty
 // ledger; every checkpoint deleted and the chain rewritten; a tail deleted
 // after the last stored checkpoint (detected only against a trusted tree
 // note the verifier kept, and then named).
@@ -75,13 +75,13 @@ func TestVerifyRefusesUnvouchedLedger(t *testing.T) {
 
 	t.Run("empty ledger", func(t *testing.T) {
 		db := pgtest.New(t)
-		if _, err := verifier(t, db).Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrEmptyLedger) {
+		if _, err := verifier(t, db).Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrEmptyLedger) {
 			t.Errorf("got %v, want ErrEmptyLedger", err)
 		}
 	})
 	t.Run("honest", func(t *testing.T) {
 		db, _, trusted := honest(t)
-		res, err := verifier(t, db).Verify(ctx, VerifyOptions{Keys: testKeys(), Trusted: trusted})
+		res, err := verifier(t, db).Verify(ctx, audit.VerifyOptions{Keys: testKeys(), Trusted: trusted})
 		if err != nil || res.Events != 40 || res.TreeNotes != 2 {
 			t.Errorf("got %v (%v), want 40 events and 2 tree notes matched", res, err)
 		}
@@ -90,10 +90,10 @@ func TestVerifyRefusesUnvouchedLedger(t *testing.T) {
 		db, recs, trusted := honest(t)
 		rewrite(t, db, recs)
 		s := verifier(t, db)
-		if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrNoCheckpoint) {
+		if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrNoCheckpoint) {
 			t.Errorf("without trusted state: got %v, want ErrNoCheckpoint", err)
 		}
-		if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), Trusted: trusted}); !errors.Is(err, audit.ErrFork) {
+		if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), Trusted: trusted}); !errors.Is(err, audit.ErrFork) {
 			t.Errorf("with trusted state: got %v, want ErrFork", err)
 		}
 	})
@@ -108,7 +108,7 @@ func TestVerifyRefusesUnvouchedLedger(t *testing.T) {
 			int64(h.Size), h.Root[:], string(trusted)); err != nil {
 			t.Fatal(err)
 		}
-		_, err = verifier(t, db).Verify(ctx, VerifyOptions{Keys: testKeys()})
+		_, err = verifier(t, db).Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 		var be *audit.BreakError
 		if !errors.As(err, &be) || be.Reason != audit.ReasonCheckpoint || be.Seq != 40 {
 			t.Errorf("got %v, want a break at 40 (checkpoint)", err)
@@ -119,10 +119,10 @@ func TestVerifyRefusesUnvouchedLedger(t *testing.T) {
 		deleteTail(t, db)
 		s := verifier(t, db)
 		// The database alone cannot show it: what remains is vouched for.
-		if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+		if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 			t.Errorf("without trusted state: got %v, want the remaining 30 vouched for", err)
 		}
-		if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), Trusted: trusted}); !errors.Is(err, audit.ErrSmallerTree) {
+		if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), Trusted: trusted}); !errors.Is(err, audit.ErrSmallerTree) {
 			t.Errorf("with trusted state: got %v, want ErrSmallerTree", err)
 		}
 	})
@@ -171,8 +171,8 @@ func TestTenantProofsOnDatabase(t *testing.T) {
 			t.Errorf("position %d: %v", pos, err)
 		}
 	}
-	if _, _, err := s.TenantInclusionProof(ctx, tn, h.Size+1, h.Size+1); !errors.Is(err, ErrOutOfRange) {
-		t.Errorf("beyond the tenant log: got %v, want ErrOutOfRange", err)
+	if _, _, err := s.TenantInclusionProof(ctx, tn, h.Size+1, h.Size+1); !errors.Is(err, audit.ErrOutOfRange) {
+		t.Errorf("beyond the tenant log: got %v, want audit.ErrOutOfRange", err)
 	}
 	if _, err := s.TenantConsistencyProof(ctx, tn, 2, h.Size); err != nil {
 		t.Errorf("consistency: %v", err)

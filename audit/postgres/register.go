@@ -174,7 +174,7 @@ func insertVersion(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit.Inc
 // new one written in one transaction; a concurrent update makes it fail with
 // ErrConflict rather than lose either edit.
 //
-// Errors: ErrNotFound, ErrConflict, audit.ErrInvalidIncident, fn's error.
+// Errors: audit.ErrNotFound, ErrConflict, audit.ErrInvalidIncident, fn's error.
 func (s *Store) UpdateIncident(ctx context.Context, actor audit.Name, id audit.Name, fn func(*audit.IncidentVersion) error) (audit.StoredVersion, error) {
 	var sv audit.StoredVersion
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
@@ -226,7 +226,7 @@ func latestVersionTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.Store
 		return audit.StoredVersion{}, err
 	}
 	if len(vs) == 0 {
-		return audit.StoredVersion{}, fmt.Errorf("%w: incident %s", ErrNotFound, id)
+		return audit.StoredVersion{}, fmt.Errorf("%w: incident %s", audit.ErrNotFound, id)
 	}
 	return vs[0], nil
 }
@@ -349,7 +349,7 @@ func decodeNoticeRecord(record, digest []byte) (audit.StoredNotice, error) {
 
 // Incident returns a register entry with all its versions and notices.
 //
-// Errors: ErrNotFound.
+// Errors: audit.ErrNotFound.
 func (s *Store) Incident(ctx context.Context, id audit.Name) (audit.IncidentFile, error) {
 	var f audit.IncidentFile
 	err := s.readOnly(ctx, func(tx pgx.Tx) error {
@@ -370,7 +370,7 @@ func incidentTx(ctx context.Context, tx pgx.Tx, id audit.Name) (audit.IncidentFi
 	err := tx.QueryRow(ctx, `SELECT i.source, e.payload, i.opened_by, i.ledger_seq FROM incidents i JOIN audit_events e ON e.seq = i.ledger_seq
 		WHERE i.id = $1`, string(id)).Scan(&src, &payload, &by, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return f, fmt.Errorf("%w: incident %s", ErrNotFound, id)
+		return f, fmt.Errorf("%w: incident %s", audit.ErrNotFound, id)
 	}
 	if err != nil {
 		return f, err

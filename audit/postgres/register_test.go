@@ -94,8 +94,8 @@ func TestIncidentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A stale update (version race) is a conflict, not a lost edit.
-	if _, err := s.UpdateIncident(ctx, "admin:x", "inc-missing", func(*audit.IncidentVersion) error { return nil }); !errors.Is(err, ErrNotFound) {
-		t.Errorf("got %v, want ErrNotFound", err)
+	if _, err := s.UpdateIncident(ctx, "admin:x", "inc-missing", func(*audit.IncidentVersion) error { return nil }); !errors.Is(err, audit.ErrNotFound) {
+		t.Errorf("got %v, want audit.ErrNotFound", err)
 	}
 	admin := db.AdminPool(t)
 	_, err = admin.Exec(ctx, `INSERT INTO incident_versions (incident_id, version, recorded_by, content, content_sha256, ledger_seq)
@@ -150,8 +150,8 @@ func TestRetention(t *testing.T) {
 	if rec.Kind != audit.KindIncidentPurged {
 		t.Errorf("got %s, want incident.purged", rec.Kind)
 	}
-	if _, err := admin.Incident(ctx, "inc-old"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("purged incident: got %v, want ErrNotFound", err)
+	if _, err := admin.Incident(ctx, "inc-old"); !errors.Is(err, audit.ErrNotFound) {
+		t.Errorf("purged incident: got %v, want audit.ErrNotFound", err)
 	}
 	if _, err := admin.Incident(ctx, "inc-recent"); err != nil {
 		t.Errorf("recent incident: %v", err)
@@ -159,7 +159,7 @@ func TestRetention(t *testing.T) {
 	if _, err := admin.SignTree(ctx); err != nil { // register writes are vouched for by the next tree note
 		t.Fatal(err)
 	}
-	if _, err := admin.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := admin.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.VerifyRegister(ctx); err != nil {
@@ -220,7 +220,7 @@ func TestCheckpointEveryNOrT(t *testing.T) {
 }
 
 // The configured organisation and privacy officer are copied into an entry
-// that does not name them (issue 13 §5); a notice dated before awareness
+// that does not name them; a notice dated before awareness
 // is refused.
 func TestRegisterCopiesConfiguredContactAndChecksNoticeDates(t *testing.T) {
 	db := pgtest.New(t)

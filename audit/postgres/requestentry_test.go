@@ -24,14 +24,14 @@ import (
 // first request.completed of req. On a ledger where every entry naming t
 // names t alone (no incident, violation or notice naming it) that tree is
 // t's stored log, and the answers must be equal byte for byte.
-func scanRequestEntry(ctx context.Context, s *Store, t cloison.TenantID, req cloison.RequestID) (TenantEntry, error) {
+func scanRequestEntry(ctx context.Context, s *Store, t cloison.TenantID, req cloison.RequestID) (audit.TenantEntry, error) {
 	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
 	if err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	needle := []byte(`"request":"` + string(req) + `"`)
 	tree := &audit.MemTree{}
-	var e TenantEntry
+	var e audit.TenantEntry
 	err = s.Scan(ctx, 1, 0, func(r audit.Record) error {
 		if !audit.TenantVisible(r, t) {
 			return nil
@@ -49,26 +49,26 @@ func scanRequestEntry(ctx context.Context, s *Store, t cloison.TenantID, req clo
 			return nil
 		}
 		if rc := p.(*audit.RequestCompleted); rc.Request == req {
-			e = TenantEntry{Seq: r.Seq, Position: pos, Payload: r.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
+			e = audit.TenantEntry{Seq: r.Seq, Position: pos, Payload: r.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
 		}
 		return nil
 	})
 	if err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if e.Position == 0 {
-		return TenantEntry{}, ErrNotFound
+		return audit.TenantEntry{}, audit.ErrNotFound
 	}
 	e.Size = tree.Size()
 	h, err := tree.Head(origin, e.Size)
 	if err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, h); err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if e.Proof, err = tree.ProveRecord(e.Position, e.Size); err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	return e, nil
 }
@@ -119,7 +119,7 @@ func appendAll(t testing.TB, s *Store, evs []audit.Event) {
 // the answer the ledger scan gave, byte for byte, for every request of
 // several tenants, on a ledger that grows between calls (so the index
 // catches up in several steps) and ends with staged entries (so Sync runs
-// first); an unknown id and another tenant's id are ErrNotFound for both.
+// first); an unknown id and another tenant's id are audit.ErrNotFound for both.
 func TestRequestEntryMatchesScan(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.New(t)
@@ -128,7 +128,7 @@ func TestRequestEntryMatchesScan(t *testing.T) {
 		t.Helper()
 		want, werr := scanRequestEntry(ctx, s, tn, req)
 		got, gerr := s.RequestEntry(ctx, tn, req)
-		if (gerr == nil) != (werr == nil) || (werr != nil && !(errors.Is(gerr, ErrNotFound) && errors.Is(werr, ErrNotFound))) {
+		if (gerr == nil) != (werr == nil) || (werr != nil && !(errors.Is(gerr, audit.ErrNotFound) && errors.Is(werr, audit.ErrNotFound))) {
 			t.Fatalf("RequestEntry(%s, %s): got error %v, the scan %v", tn, req, gerr, werr)
 		}
 		if werr == nil && !reflect.DeepEqual(got, want) {
@@ -168,10 +168,10 @@ func TestRequestEntryMatchesScan(t *testing.T) {
 	if e, err := s.RequestEntry(ctx, "tenant-3", "req-10"); err != nil || e.Completed.PromptTokens != 10 {
 		t.Fatalf("req-10: got %+v, %v, want its completion (prompt_tokens 10)", e.Completed, err)
 	}
-	if _, err := s.RequestEntry(ctx, "tenant-3", "req-3"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("req-3 (a rejection, no completion): got %v, want ErrNotFound", err)
+	if _, err := s.RequestEntry(ctx, "tenant-3", "req-3"); !errors.Is(err, audit.ErrNotFound) {
+		t.Fatalf("req-3 (a rejection, no completion): got %v, want audit.ErrNotFound", err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestRequestEntriesTamperDetected(t *testing.T) {
 			if _, err := s.RequestEntry(ctx, "tenant-3", "req-10"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+			if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 				t.Fatalf("untouched: %v", err)
 			}
 			owner := db.AdminPool(t)
@@ -275,7 +275,7 @@ func TestRequestEntriesTamperDetected(t *testing.T) {
 			if _, err := owner.Exec(ctx, tamper.sql); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+			_, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 			var be *audit.BreakError
 			if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
 				t.Errorf("Verify: got %v, want a tenant_log break", err)

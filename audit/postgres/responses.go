@@ -13,31 +13,9 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// Errors of the report register.
-var (
-	// ErrReportRate: the tenant sent more reports in the window than
-	// ReportLimit allows.
-	ErrReportRate = cloison.NewError(cloison.CodeRateLimited, "too many reports from this tenant; try again later")
-)
-
-// TenantEntry is one entry of a tenant's log with what proves it: its
-// position among the tenant's entries, the size of the tenant log it is
-// proven in, the tenant checkpoint of that size (signed now) and the
-// inclusion proof, checkable offline with audit.VerifyTenantInclusion.
-type TenantEntry struct {
-	Seq        uint64 // global ledger seq (operator view only; never sent to a tenant)
-	Position   uint64
-	Size       uint64
-	Payload    []byte // canonical JSON, verbatim
-	Checkpoint []byte
-	Proof      tlog.RecordProof
-	OccurredAt time.Time
-	Completed  audit.RequestCompleted
-}
-
 // RequestEntry finds the request.completed entry of request req in tenant
 // t's stored log and proves it. A request of another tenant is not in t's
-// log, so it is ErrNotFound exactly like an unknown id: the answer is no
+// log, so it is audit.ErrNotFound exactly like an unknown id: the answer is no
 // oracle. It syncs and indexes the ledger to its head first (as
 // TenantCheckpoint), then reads the entry's row of request_entries
 // (migration 00021; the lowest position when an id repeats), the one
@@ -47,102 +25,73 @@ type TenantEntry struct {
 // is t's request.completed of req, at that position of t's log, and its
 // payload is the stored leaf.
 //
-// Errors: ErrNotFound; ErrNoSigningKey; audit.ErrInvalidEvent for a tenant
+// Errors: audit.ErrNotFound; ErrNoSigningKey; audit.ErrInvalidEvent for a tenant
 // id that is not an identifier; audit.ErrChainBroken when the stored rows
 // do not match the ledger; the errors of IndexTenantLogs.
-func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (TenantEntry, error) {
+func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.TenantEntry, error) {
 	if s.signer == nil {
-		return TenantEntry{}, ErrNoSigningKey
+		return audit.TenantEntry{}, ErrNoSigningKey
 	}
 	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
 	if err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if err := s.Sync(ctx); err != nil { // the request's staged entry first
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if _, err := s.IndexTenantLogs(ctx); err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
-	var e TenantEntry
+	var e audit.TenantEntry
 	var pos, seq, lseq, size int64
 	err = s.scan.QueryRow(ctx, `SELECT r.pos, r.seq, l.seq, (SELECT max(pos) FROM tenant_log_entries WHERE tenant = $1)
 		FROM request_entries r JOIN tenant_log_entries l ON l.tenant = r.tenant AND l.pos = r.pos
 		WHERE r.tenant = $1 AND r.request = $2 ORDER BY r.pos LIMIT 1`, string(t), string(req)).Scan(&pos, &seq, &lseq, &size)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return TenantEntry{}, ErrNotFound
+		return audit.TenantEntry{}, audit.ErrNotFound
 	}
 	if err != nil {
-		return TenantEntry{}, translate(err)
+		return audit.TenantEntry{}, translate(err)
 	}
 	var rec *audit.Record
 	if err := scanRows(ctx, s.scan, uint64(seq), uint64(seq), 1, func(r audit.Record) error { rec = &r; return nil }); err != nil {
-		return TenantEntry{}, translate(err)
+		return audit.TenantEntry{}, translate(err)
 	}
 	broken := func(detail string) error {
 		return &audit.BreakError{Seq: uint64(seq), Reason: audit.ReasonTenantLog, Detail: detail}
 	}
 	if rec == nil || lseq != seq {
-		return TenantEntry{}, broken("request_entries does not name its tenant log position's ledger entry")
+		return audit.TenantEntry{}, broken("request_entries does not name its tenant log position's ledger entry")
 	}
 	r := tenantReader{ctx: ctx, q: s.scan, t: t}
 	stored, err := r.ReadHashes([]int64{tlog.StoredHashIndex(0, pos-1)})
 	if err != nil {
-		return TenantEntry{}, translate(err)
+		return audit.TenantEntry{}, translate(err)
 	}
 	env, err := audit.DecodeEnvelope(rec.Payload)
 	if err != nil || env.Kind != audit.KindRequestCompleted || env.Tenant != t || tlog.RecordHash(rec.Payload) != stored[0] {
-		return TenantEntry{}, broken(fmt.Sprintf("position %d of a tenant log is not the request.completed entry request_entries names", pos))
+		return audit.TenantEntry{}, broken(fmt.Sprintf("position %d of a tenant log is not the request.completed entry request_entries names", pos))
 	}
 	p, err := env.DecodePayload()
 	if err != nil {
-		return TenantEntry{}, broken("a request.completed entry does not decode")
+		return audit.TenantEntry{}, broken("a request.completed entry does not decode")
 	}
 	rc := p.(*audit.RequestCompleted)
 	if rc.Request != req {
-		return TenantEntry{}, broken("request_entries names another request's entry")
+		return audit.TenantEntry{}, broken("request_entries names another request's entry")
 	}
-	e = TenantEntry{Seq: rec.Seq, Position: uint64(pos), Size: uint64(size), Payload: rec.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
+	e = audit.TenantEntry{Seq: rec.Seq, Position: uint64(pos), Size: uint64(size), Payload: rec.Payload, OccurredAt: env.OccurredAt, Completed: *rc}
 	root, err := tlog.TreeHash(size, r)
 	if err != nil {
-		return TenantEntry{}, translate(err)
+		return audit.TenantEntry{}, translate(err)
 	}
 	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: e.Size, Root: root}); err != nil {
-		return TenantEntry{}, err
+		return audit.TenantEntry{}, err
 	}
 	if e.Proof, err = tlog.ProveRecord(size, pos-1, r); err != nil {
-		return TenantEntry{}, translate(err)
+		return audit.TenantEntry{}, translate(err)
 	}
 	return e, nil
-}
-
-// Report is a stored report of a suspicious response.
-type Report struct {
-	ID         audit.Name
-	Tenant     cloison.TenantID
-	Request    cloison.RequestID
-	Reason     audit.Name
-	Sealed     []byte // nonce ‖ AES-256-GCM ciphertext; nil when no text was sent
-	Incident   audit.Name
-	ReceivedAt time.Time
-	Seq        uint64
-	Verdict    audit.Name // "" before any replay
-}
-
-// ReportLimit bounds the reports of one tenant: at most N per Window.
-type ReportLimit struct {
-	N      int
-	Window time.Duration
-}
-
-// NewReport is what RecordReport records.
-type NewReport struct {
-	Tenant    cloison.TenantID
-	Request   cloison.RequestID
-	Reason    audit.Name
-	Sealed    []byte
-	RequestAt time.Time // when the request was served (its request.completed entry)
-	EntrySeq  uint64    // that entry's ledger seq
 }
 
 // RecordReport records a tenant's report in one transaction: the potential
@@ -152,9 +101,9 @@ type NewReport struct {
 // with dup set. Reports of one tenant are serialised (advisory lock), so
 // the limit holds across nodes.
 //
-// Errors: ErrReportRate; audit.ErrInvalidEvent for a reason not in
+// Errors: audit.ErrReportRate; audit.ErrInvalidEvent for a reason not in
 // audit.ReportReasons; the translated database errors.
-func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r NewReport, lim ReportLimit) (rep Report, dup bool, err error) {
+func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r audit.NewReport, lim audit.ReportLimit) (rep audit.Report, dup bool, err error) {
 	now := time.Now()
 	err = s.readWrite(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.report:' || $1, 0))`, string(r.Tenant)); err != nil {
@@ -165,7 +114,7 @@ func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r NewReport,
 			rep, dup = old, true
 			return nil
 		}
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, audit.ErrNotFound) {
 			return err
 		}
 		if lim.N > 0 {
@@ -175,7 +124,7 @@ func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r NewReport,
 				return err
 			}
 			if n >= lim.N {
-				return ErrReportRate
+				return audit.ErrReportRate
 			}
 		}
 		incID := NewIncidentID(now)
@@ -197,7 +146,7 @@ func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r NewReport,
 			string(incID), now, int64(recs[0].Seq)); err != nil {
 			return err
 		}
-		rep = Report{ID: id, Tenant: r.Tenant, Request: r.Request, Reason: r.Reason, Sealed: r.Sealed, Incident: incID, ReceivedAt: now, Seq: recs[0].Seq}
+		rep = audit.Report{ID: id, Tenant: r.Tenant, Request: r.Request, Reason: r.Reason, Sealed: r.Sealed, Incident: incID, ReceivedAt: now, Seq: recs[0].Seq}
 		return nil
 	})
 	return rep, dup, err
@@ -205,27 +154,27 @@ func (s *Store) RecordReport(ctx context.Context, actor audit.Name, r NewReport,
 
 const reportColumns = `SELECT id, tenant, request, reason, sealed, incident_id, received_at, ledger_seq, coalesce(verdict, '') FROM response_reports WHERE `
 
-func reportTx(ctx context.Context, q querier, where string, args ...any) (Report, error) {
-	var r Report
+func reportTx(ctx context.Context, q querier, where string, args ...any) (audit.Report, error) {
+	var r audit.Report
 	var seq int64
 	err := q.QueryRow(ctx, reportColumns+where, args...).Scan((*string)(&r.ID), (*string)(&r.Tenant), (*string)(&r.Request),
 		(*string)(&r.Reason), &r.Sealed, (*string)(&r.Incident), &r.ReceivedAt, &seq, (*string)(&r.Verdict))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Report{}, ErrNotFound
+		return audit.Report{}, audit.ErrNotFound
 	}
 	r.Seq = uint64(seq)
 	return r, err
 }
 
 // ReportOf returns tenant t's report id. A report of another tenant is
-// ErrNotFound.
-func (s *Store) ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (Report, error) {
+// audit.ErrNotFound.
+func (s *Store) ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.Report, error) {
 	r, err := reportTx(ctx, s.pool, `tenant = $1 AND id = $2`, string(t), string(id))
 	return r, translate(err)
 }
 
-// ReportFor returns tenant t's report of request req (ErrNotFound if none).
-func (s *Store) ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (Report, error) {
+// ReportFor returns tenant t's report of request req (audit.ErrNotFound if none).
+func (s *Store) ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.Report, error) {
 	r, err := reportTx(ctx, s.pool, `tenant = $1 AND request = $2`, string(t), string(req))
 	return r, translate(err)
 }
@@ -244,7 +193,7 @@ func (s *Store) RecordReplay(ctx context.Context, actor audit.Name, t cloison.Te
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
 		rep, err := reportTx(ctx, tx, `tenant = $1 AND request = $2`, string(t), string(p.Request))
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, audit.ErrNotFound):
 		case err != nil:
 			return err
 		default:

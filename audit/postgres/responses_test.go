@@ -22,7 +22,7 @@ func completed(t *testing.T, s *Store, tenant cloison.TenantID, req cloison.Requ
 }
 
 // A request's entry is found and proven in its own tenant's log, checkable
-// with the published key alone; another tenant's request is ErrNotFound,
+// with the published key alone; another tenant's request is audit.ErrNotFound,
 // the same answer as an unknown id.
 func TestRequestEntryProvesOwnRequestsOnly(t *testing.T) {
 	db := pgtest.New(t)
@@ -52,8 +52,8 @@ func TestRequestEntryProvesOwnRequestsOnly(t *testing.T) {
 		t   cloison.TenantID
 		req cloison.RequestID
 	}{{"a", "req-b1"}, {"b", "req-a1"}, {"a", "req-none"}} {
-		if _, err := s.RequestEntry(ctx, c.t, c.req); !errors.Is(err, ErrNotFound) {
-			t.Errorf("RequestEntry(%s, %s): got %v, want ErrNotFound", c.t, c.req, err)
+		if _, err := s.RequestEntry(ctx, c.t, c.req); !errors.Is(err, audit.ErrNotFound) {
+			t.Errorf("RequestEntry(%s, %s): got %v, want audit.ErrNotFound", c.t, c.req, err)
 		}
 	}
 }
@@ -71,8 +71,8 @@ func TestReportLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	lim := ReportLimit{N: 2, Window: time.Hour}
-	rep, dup, err := s.RecordReport(ctx, "tenant:a", NewReport{Tenant: "a", Request: "req-1", Reason: "foreign-content",
+	lim := audit.ReportLimit{N: 2, Window: time.Hour}
+	rep, dup, err := s.RecordReport(ctx, "tenant:a", audit.NewReport{Tenant: "a", Request: "req-1", Reason: "foreign-content",
 		Sealed: []byte{1, 2, 3}, RequestAt: time.Now(), EntrySeq: 1}, lim)
 	if err != nil || dup {
 		t.Fatalf("got %v, dup %v", err, dup)
@@ -85,20 +85,20 @@ func TestReportLifecycle(t *testing.T) {
 	if v.Status != audit.IncidentUnderAssessment || v.Source != audit.SourceTenantReport || len(v.AffectedRequests) != 1 || v.AffectedRequests[0] != "req-1" {
 		t.Fatalf("got %+v, want an entry under assessment naming req-1", v.IncidentVersion)
 	}
-	again, dup, err := s.RecordReport(ctx, "tenant:a", NewReport{Tenant: "a", Request: "req-1", Reason: "other", RequestAt: time.Now()}, lim)
+	again, dup, err := s.RecordReport(ctx, "tenant:a", audit.NewReport{Tenant: "a", Request: "req-1", Reason: "other", RequestAt: time.Now()}, lim)
 	if err != nil || !dup || again.ID != rep.ID {
 		t.Fatalf("second report: got %v %v %v, want the first (%s) as a duplicate", again.ID, dup, err, rep.ID)
 	}
-	if _, _, err := s.RecordReport(ctx, "tenant:a", NewReport{Tenant: "a", Request: "req-2", Reason: "other", RequestAt: time.Now()}, lim); err != nil {
+	if _, _, err := s.RecordReport(ctx, "tenant:a", audit.NewReport{Tenant: "a", Request: "req-2", Reason: "other", RequestAt: time.Now()}, lim); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.RecordReport(ctx, "tenant:a", NewReport{Tenant: "a", Request: "req-3", Reason: "other", RequestAt: time.Now()}, lim); !errors.Is(err, ErrReportRate) {
-		t.Fatalf("third report in the window: got %v, want ErrReportRate", err)
+	if _, _, err := s.RecordReport(ctx, "tenant:a", audit.NewReport{Tenant: "a", Request: "req-3", Reason: "other", RequestAt: time.Now()}, lim); !errors.Is(err, audit.ErrReportRate) {
+		t.Fatalf("third report in the window: got %v, want audit.ErrReportRate", err)
 	}
-	if _, _, err := s.RecordReport(ctx, "tenant:b", NewReport{Tenant: "b", Request: "req-3", Reason: "other", RequestAt: time.Now()}, lim); err != nil {
+	if _, _, err := s.RecordReport(ctx, "tenant:b", audit.NewReport{Tenant: "b", Request: "req-3", Reason: "other", RequestAt: time.Now()}, lim); err != nil {
 		t.Fatalf("another tenant's limit is its own: %v", err)
 	}
-	if _, err := s.ReportOf(ctx, "b", rep.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ReportOf(ctx, "b", rep.ID); !errors.Is(err, audit.ErrNotFound) {
 		t.Fatalf("b read a's report: %v", err)
 	}
 	d := audit.Digest{9}

@@ -11,7 +11,7 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// Issue 12 item 1: a scan whose caller stops (a client that stopped
+// A scan whose caller stops (a client that stopped
 // reading) holds no connection, of either pool. Before, Scan ran in one
 // REPEATABLE READ transaction on the store's only pool, so a blocked fn
 // held a connection for as long as it blocked.
@@ -71,7 +71,7 @@ func TestScanHoldsNoConnectionWhileCallerBlocks(t *testing.T) {
 		})
 	}
 	// Verify pages the same way and still checks the whole chain.
-	res, err := s.Verify(ctx, VerifyOptions{ChainOnly: true})
+	res, err := s.Verify(ctx, audit.VerifyOptions{ChainOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func TestIntegratorTakeoverLosesNoStagedEvent(t *testing.T) {
 			}
 		}
 	}
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 	if _, err := first.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := first.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("verify before: %v", err)
 	}
 	if err := first.Close(); err != nil {
@@ -250,14 +250,14 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 	if waited := time.Since(start); waited < pendingLimit*cfg.IntegrationBound {
 		t.Fatalf("append gave up after %v, before %v", waited, pendingLimit*cfg.IntegrationBound)
 	}
-	_, err = s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+	_, err = s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 	var be *audit.BreakError
 	if !errors.As(err, &be) || be.Reason != audit.ReasonStaged || be.Seq != 2 {
 		t.Fatalf("verify with a stale staged event: got %v, want a %s break at seq 2", err, audit.ReasonStaged)
 	}
 	// The bound is the verifier's too: a larger one passes the check (and
 	// then waits for the integrator in vain).
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys(), StagedBound: time.Hour}); !errors.Is(err, ErrPending) {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys(), StagedBound: time.Hour}); !errors.Is(err, ErrPending) {
 		t.Fatalf("verify with a 1 h bound: got %v, want ErrPending", err)
 	}
 	if _, err := lock.Exec(ctx, "SELECT pg_advisory_unlock($1)", integratorLock); err != nil {
@@ -269,7 +269,7 @@ func TestVerifyReportsStaleStagedEvent(t *testing.T) {
 	if _, err := s.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 	if err != nil || res.Events != 3 {
 		t.Fatalf("verify after integration: %+v %v, want 3 events", res, err)
 	}
@@ -375,7 +375,7 @@ func TestStageAndAppendConcurrently(t *testing.T) {
 	if _, err := v.SignTree(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := v.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 }

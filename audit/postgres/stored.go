@@ -11,24 +11,12 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// StoredResponse is a response of the Responses API kept for its tenant
-// (store: true), sealed by the API (audit.StoredResponseKey): this package
-// never sees its text.
-type StoredResponse struct {
-	ID        audit.Name
-	Tenant    cloison.TenantID
-	Request   cloison.RequestID
-	Sealed    []byte // nonce ‖ AES-256-GCM ciphertext
-	CreatedAt time.Time
-	Seq       uint64 // the response.stored ledger entry
-}
-
 // StoreResponse records r in one transaction: the response.stored ledger
 // event (id, request, SHA-256 of the sealed blob, size) and the row.
 //
 // Errors: audit.ErrInvalidEvent (a bad id, an empty blob); ErrConflict for
 // an id already stored; the translated database errors.
-func (s *Store) StoreResponse(ctx context.Context, actor audit.Name, r StoredResponse) (StoredResponse, error) {
+func (s *Store) StoreResponse(ctx context.Context, actor audit.Name, r audit.StoredResponse) (audit.StoredResponse, error) {
 	now := time.Now()
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
 		recs, err := s.AppendTx(ctx, tx, audit.Event{OccurredAt: now, Tenant: r.Tenant, Actor: actor, Payload: audit.ResponseStored{
@@ -42,25 +30,25 @@ func (s *Store) StoreResponse(ctx context.Context, actor audit.Name, r StoredRes
 		return err
 	})
 	if err != nil {
-		return StoredResponse{}, err
+		return audit.StoredResponse{}, err
 	}
 	return r, nil
 }
 
 // StoredResponseOf returns tenant t's stored response id. Another tenant's
-// response is ErrNotFound, as an unknown or deleted id is.
+// response is audit.ErrNotFound, as an unknown or deleted id is.
 //
-// Errors: ErrNotFound; the translated database errors.
-func (s *Store) StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (StoredResponse, error) {
-	var r StoredResponse
+// Errors: audit.ErrNotFound; the translated database errors.
+func (s *Store) StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.StoredResponse, error) {
+	var r audit.StoredResponse
 	var seq int64
 	err := s.pool.QueryRow(ctx, `SELECT id, tenant, request, sealed, created_at, ledger_seq FROM stored_responses WHERE tenant = $1 AND id = $2`,
 		string(t), string(id)).Scan((*string)(&r.ID), (*string)(&r.Tenant), (*string)(&r.Request), &r.Sealed, &r.CreatedAt, &seq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return StoredResponse{}, ErrNotFound
+		return audit.StoredResponse{}, audit.ErrNotFound
 	}
 	if err != nil {
-		return StoredResponse{}, translate(err)
+		return audit.StoredResponse{}, translate(err)
 	}
 	r.Seq = uint64(seq)
 	return r, nil
@@ -68,16 +56,16 @@ func (s *Store) StoredResponseOf(ctx context.Context, t cloison.TenantID, id aud
 
 // DeleteResponse deletes tenant t's stored response id and records
 // response.deleted in the same transaction. Another tenant's response is
-// ErrNotFound and stays.
+// audit.ErrNotFound and stays.
 //
-// Errors: ErrNotFound; the translated database errors.
+// Errors: audit.ErrNotFound; the translated database errors.
 func (s *Store) DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error) {
 	var rec audit.Record
 	err := s.readWrite(ctx, func(tx pgx.Tx) error {
 		var sealed []byte
 		err := tx.QueryRow(ctx, `DELETE FROM stored_responses WHERE tenant = $1 AND id = $2 RETURNING sealed`, string(t), string(id)).Scan(&sealed)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return audit.ErrNotFound
 		}
 		if err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 )
 
 // A stored response is its tenant's only: another tenant reads and deletes
-// nothing (ErrNotFound, the answer an unknown id gets, and the row stays);
+// nothing (audit.ErrNotFound, the answer an unknown id gets, and the row stays);
 // storing and deleting each commit with their ledger event, which holds the
 // sealed blob's digest and size; a second store of one id is ErrConflict
 // and ledgers nothing; the runtime role may delete rows here (not in the
@@ -20,18 +20,18 @@ func TestStoredResponsesAreTenantScoped(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, db.RuntimePool(t), t.TempDir(), 100)
 	sealed := []byte("nonce-and-ciphertext")
-	r, err := s.StoreResponse(ctx, "tenant:a/u", StoredResponse{ID: "resp_1", Tenant: "a", Request: "req-1", Sealed: sealed})
+	r, err := s.StoreResponse(ctx, "tenant:a/u", audit.StoredResponse{ID: "resp_1", Tenant: "a", Request: "req-1", Sealed: sealed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.StoreResponse(ctx, "tenant:a/u", StoredResponse{ID: "resp_1", Tenant: "a", Request: "req-2", Sealed: sealed}); !errors.Is(err, ErrConflict) {
+	if _, err := s.StoreResponse(ctx, "tenant:a/u", audit.StoredResponse{ID: "resp_1", Tenant: "a", Request: "req-2", Sealed: sealed}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second store of one id: got %v, want ErrConflict", err)
 	}
-	if _, err := s.StoredResponseOf(ctx, "b", "resp_1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("another tenant's read: got %v, want ErrNotFound", err)
+	if _, err := s.StoredResponseOf(ctx, "b", "resp_1"); !errors.Is(err, audit.ErrNotFound) {
+		t.Fatalf("another tenant's read: got %v, want audit.ErrNotFound", err)
 	}
-	if _, err := s.DeleteResponse(ctx, "tenant:b/u", "b", "resp_1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("another tenant's delete: got %v, want ErrNotFound", err)
+	if _, err := s.DeleteResponse(ctx, "tenant:b/u", "b", "resp_1"); !errors.Is(err, audit.ErrNotFound) {
+		t.Fatalf("another tenant's delete: got %v, want audit.ErrNotFound", err)
 	}
 	got, err := s.StoredResponseOf(ctx, "a", "resp_1")
 	if err != nil || string(got.Sealed) != string(sealed) || got.Request != "req-1" || got.Seq != r.Seq {
@@ -41,11 +41,11 @@ func TestStoredResponsesAreTenantScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.StoredResponseOf(ctx, "a", "resp_1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("read after delete: got %v, want ErrNotFound", err)
+	if _, err := s.StoredResponseOf(ctx, "a", "resp_1"); !errors.Is(err, audit.ErrNotFound) {
+		t.Fatalf("read after delete: got %v, want audit.ErrNotFound", err)
 	}
-	if _, err := s.DeleteResponse(ctx, "tenant:a/u", "a", "resp_1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("second delete: got %v, want ErrNotFound", err)
+	if _, err := s.DeleteResponse(ctx, "tenant:a/u", "a", "resp_1"); !errors.Is(err, audit.ErrNotFound) {
+		t.Fatalf("second delete: got %v, want audit.ErrNotFound", err)
 	}
 	var kinds []audit.Kind
 	if err := s.Scan(ctx, 1, 0, func(rec audit.Record) error {

@@ -70,7 +70,7 @@ func verifyOffline(t *testing.T, vkey string, cp []byte, wantOrigin string, pos 
 	}
 }
 
-// Issue 13 §1: a tenant's log holds its incidents and notices. An
+// A tenant's log holds its incidents and notices. An
 // isolation violation between tenants A and B opens an incident affecting
 // both; A is notified. Each tenant's log holds the violation and the
 // incident as a redacted view (the other tenant counted, not named) bound
@@ -210,7 +210,7 @@ func TestTenantLogHoldsIncidentsRedacted(t *testing.T) {
 	if err := s.VerifyRegister(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -236,7 +236,8 @@ func recomputed(t *testing.T, s *Store, tn cloison.TenantID) audit.TreeHead {
 	return h
 }
 
-// Issue 13 §1 (cost): tenant logs are stored and indexed incrementally.
+// Tenant logs are stored and indexed incrementally (a call costs the new
+// entries, not a ledger scan).
 // Two Stores append concurrently while tenants fetch checkpoints; every
 // tenant checkpoint is a prefix of the log an auditor recomputes from the
 // ledger afterwards (consistency proofs between successive ones hold), the
@@ -313,7 +314,7 @@ func TestTenantLogsStoredUnderConcurrentWriters(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s1.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s1.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -363,7 +364,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 			if _, err := s.TenantCheckpoint(ctx, "tenant-3"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+			if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 				t.Fatalf("untouched: %v", err)
 			}
 			owner := db.AdminPool(t)
@@ -375,7 +376,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 			if _, err := owner.Exec(ctx, tamper.sql); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()})
+			_, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
 			var be *audit.BreakError
 			if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
 				t.Errorf("Verify: got %v, want a tenant_log break", err)
@@ -384,7 +385,7 @@ func TestTenantLogTamperDetected(t *testing.T) {
 				if _, _, err := s.TenantInclusionProof(ctx, "tenant-3", 1, 2); !errors.Is(err, audit.ErrChainBroken) {
 					t.Errorf("proof of the tampered position: got %v, want ErrChainBroken", err)
 				}
-				err := s.TenantEntries(ctx, "tenant-3", 1, 2, func(TenantLogEntry) error { return nil })
+				err := s.TenantEntries(ctx, "tenant-3", 1, 2, func(audit.TenantLogEntry) error { return nil })
 				if !errors.As(err, &be) || be.Reason != audit.ReasonTenantLog {
 					t.Errorf("listing the tampered position: got %v, want a tenant_log break", err)
 				}
@@ -439,7 +440,7 @@ func TestVerifyRegisterChecksIncidentTenants(t *testing.T) {
 	}
 }
 
-// Issue 13 §1: a tenant's listing is its tenant log. Tenant A has its own
+// A tenant's listing is its tenant log. Tenant A has its own
 // requests, an isolation violation shared with B, an incident naming both
 // and a notice; B's traffic comes first, so A's global seqs are not its
 // positions. TenantEntries lists positions 1..n, n the size of A's signed
@@ -489,10 +490,10 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 	}
 	req(a, 4)
 
-	list := func(from, to uint64) []TenantLogEntry {
+	list := func(from, to uint64) []audit.TenantLogEntry {
 		t.Helper()
-		var out []TenantLogEntry
-		if err := s.TenantEntries(ctx, a, from, to, func(e TenantLogEntry) error { out = append(out, e); return nil }); err != nil {
+		var out []audit.TenantLogEntry
+		if err := s.TenantEntries(ctx, a, from, to, func(e audit.TenantLogEntry) error { out = append(out, e); return nil }); err != nil {
 			t.Fatalf("TenantEntries(%d, %d): %v", from, to, err)
 		}
 		return out
@@ -554,20 +555,20 @@ func TestTenantEntriesAreTheTenantLog(t *testing.T) {
 	if got := list(9, 0); len(got) != 0 {
 		t.Errorf("from past the end: got %d rows", len(got))
 	}
-	if err := s.TenantEntries(ctx, a, 5, 4, func(TenantLogEntry) error { return nil }); !errors.Is(err, ErrOutOfRange) {
-		t.Errorf("to before from: got %v, want ErrOutOfRange", err)
+	if err := s.TenantEntries(ctx, a, 5, 4, func(audit.TenantLogEntry) error { return nil }); !errors.Is(err, audit.ErrOutOfRange) {
+		t.Errorf("to before from: got %v, want audit.ErrOutOfRange", err)
 	}
-	if err := s.TenantEntries(ctx, "no such tenant!", 1, 0, func(TenantLogEntry) error { return nil }); cloison.ErrorCode(err) != cloison.CodeInvalid {
+	if err := s.TenantEntries(ctx, "no such tenant!", 1, 0, func(audit.TenantLogEntry) error { return nil }); cloison.ErrorCode(err) != cloison.CodeInvalid {
 		t.Errorf("bad tenant id: got %v, want an invalid-argument error", err)
 	}
 	stop := errors.New("stop")
 	n := 0
-	if err := s.TenantEntries(ctx, a, 1, 0, func(TenantLogEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+	if err := s.TenantEntries(ctx, a, 1, 0, func(audit.TenantLogEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
 		t.Errorf("fn's error: got %v after %d rows, want it after 1", err, n)
 	}
 }
 
-// Issue 13 §1 (migration 00023): every tenant checkpoint served is kept,
+// Every tenant checkpoint served is kept (migration 00023),
 // append-only. The database owner rolls the ledger back below a tenant
 // checkpoint alpha was served — the tail, the global checkpoints after the
 // cut and every derived tenant row deleted, the tenant logs re-indexed
@@ -613,7 +614,7 @@ func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
 	if _, err := db.RuntimePool(t).Exec(ctx, `DELETE FROM tenant_checkpoints`); err == nil {
 		t.Fatal("the runtime role deleted a served tenant checkpoint")
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatalf("untouched: %v", err)
 	}
 
@@ -643,7 +644,7 @@ func TestServedTenantCheckpointsDetectRollback(t *testing.T) {
 	if _, err := s2.IndexTenantLogs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Verify(ctx, VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
+	if _, err := s2.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); !errors.Is(err, audit.ErrSmallerTree) {
 		t.Errorf("Verify after the rollback: got %v, want ErrSmallerTree", err)
 	}
 	if _, err := s2.TenantCheckpoint(ctx, a); !errors.Is(err, audit.ErrSmallerTree) {

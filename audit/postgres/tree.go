@@ -10,48 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 )
 
-// ErrOutOfRange: a proof asked for an entry or a tree size the committed
-// tree does not have (seq 0, seq beyond the tree size, a size beyond the
-// committed tree, an older size larger than the newer one).
-var ErrOutOfRange = cloison.NewError(cloison.CodeInvalid, "audit/postgres: entry or tree size out of range")
-
-// treeStep is what appending one batch does to the Merkle tree, computed
-// in Go: the stored hashes to insert (tlog.StoredHashIndex order, dense),
-// the new root, and the frontier of the new tree (the hashes the next batch
-// and TreeHash read). Appends compute their tree in the database
-// (audit_sequence); this is the Go computation that Open uses to give an
-// older ledger its tree and VerifyTree uses to check the stored one, a
-// page at a time from the previous page's frontier.
-type treeStep struct {
-	index    []int64
-	hashes   [][]byte
-	root     tlog.Hash
-	frontier map[int64]tlog.Hash
-}
-
-// tileHeight is the height of the global tree's tiles (C2SP tlog-tiles,
-// migration 00024): a tile of level L holds up to 256 hashes of tree
-// level 8L.
-const tileHeight = 8
-
-// all returns the step's stored hashes and the frontier it extended, by
-// stored index.
-func (st treeStep) all(frontier map[int64]tlog.Hash) map[int64]tlog.Hash {
-	m := make(map[int64]tlog.Hash, len(frontier)+len(st.index))
-	for k, v := range frontier {
-		m[k] = v
-	}
-	for i, x := range st.index {
-		var h tlog.Hash
-		copy(h[:], st.hashes[i])
-		m[x] = h
-	}
-	return m
-}
+// tileHeight is audit.TileHeight (migration 00024's tiles).
+const tileHeight = audit.TileHeight
 
 // treeReader is a tlog.HashReader over tlog_tiles (through q: a
 // transaction or a pool), answering first from overlay: each stored hash
@@ -65,7 +28,6 @@ type treeReader struct {
 	ctx     context.Context
 	q       querier
 	overlay map[int64]tlog.Hash
-	seen    map[int64]tlog.Hash // when non-nil, records every hash read
 }
 
 // readTilesSQL reads the widest row of each (level, n) asked for.
@@ -130,17 +92,11 @@ func (r *treeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			out[i] = h
 		}
 	}
-	if r.seen != nil {
-		for i, x := range indexes {
-			r.seen[x] = out[i]
-		}
-	}
 	return out, nil
 }
 
-// tileRows returns the tile rows that growing the tree from size old to
-// size n writes (per level, the tiles holding positions old>>8L ..
-// n>>8L - 1, each at the width size n gives it), their hashes read from r.
+// tileRowSet is audit.TilesOfGrowth's tiles as the columns one INSERT
+// takes (unnest).
 type tileRowSet struct {
 	levels []int32
 	ns     []int64
@@ -148,25 +104,19 @@ type tileRowSet struct {
 	data   [][]byte
 }
 
+// tileRows returns the tile rows that growing the tree from size old to
+// size n writes (audit.TilesOfGrowth), their hashes read from r.
 func tileRows(old, n int64, r tlog.HashReader) (tileRowSet, error) {
+	tiles, err := audit.TilesOfGrowth(old, n, r)
+	if err != nil {
+		return tileRowSet{}, err
+	}
 	var out tileRowSet
-	for l := 0; n>>(tileHeight*l) > 0; l++ {
-		c0, c1 := old>>(tileHeight*l), n>>(tileHeight*l)
-		if c1 == c0 {
-			continue
-		}
-		for tn := c0 >> tileHeight; tn <= (c1-1)>>tileHeight; tn++ {
-			w := min(1<<tileHeight, c1-tn<<tileHeight)
-			t := tlog.Tile{H: tileHeight, L: l, N: tn, W: int(w)}
-			data, err := tlog.ReadTileData(t, r)
-			if err != nil {
-				return tileRowSet{}, err
-			}
-			out.levels = append(out.levels, int32(l))
-			out.ns = append(out.ns, tn)
-			out.widths = append(out.widths, int32(w))
-			out.data = append(out.data, data)
-		}
+	for _, t := range tiles {
+		out.levels = append(out.levels, int32(t.Level))
+		out.ns = append(out.ns, t.N)
+		out.widths = append(out.widths, int32(t.Width))
+		out.data = append(out.data, t.Data)
 	}
 	return out, nil
 }
@@ -202,35 +152,9 @@ func writeTiles(ctx context.Context, q execer, stmt string, old, n int64, r tlog
 
 // extendTree computes the tree step of appending recs, already placed
 // (recs[0].Seq is the committed size + 1), reading earlier hashes from
-// frontier first and q second.
-func extendTree(ctx context.Context, q querier, frontier map[int64]tlog.Hash, recs []audit.Record) (treeStep, error) {
-	overlay := make(map[int64]tlog.Hash, len(frontier)+2*len(recs))
-	for k, v := range frontier {
-		overlay[k] = v
-	}
-	r := &treeReader{ctx: ctx, q: q, overlay: overlay}
-	var st treeStep
-	for _, rec := range recs {
-		n := int64(rec.Seq) - 1
-		hs, err := tlog.StoredHashes(n, rec.Payload, r)
-		if err != nil {
-			return treeStep{}, err
-		}
-		base := tlog.StoredHashIndex(0, n)
-		for j, h := range hs {
-			overlay[base+int64(j)] = h
-			st.index = append(st.index, base+int64(j))
-			st.hashes = append(st.hashes, append([]byte(nil), h[:]...))
-		}
-	}
-	size := int64(recs[len(recs)-1].Seq)
-	r.seen = make(map[int64]tlog.Hash)
-	root, err := tlog.TreeHash(size, r)
-	if err != nil {
-		return treeStep{}, err
-	}
-	st.root, st.frontier = root, r.seen
-	return st, nil
+// frontier first and q second (audit.ExtendTree).
+func extendTree(ctx context.Context, q querier, frontier map[int64]tlog.Hash, recs []audit.Record) (audit.TreeStep, error) {
+	return audit.ExtendTree(&treeReader{ctx: ctx, q: q}, frontier, recs)
 }
 
 // treeSizeOn returns the number of leaves the committed tree has: where
@@ -297,7 +221,7 @@ func (s *Store) ensureTree(ctx context.Context) error {
 		if n > 0 || signed {
 			return fmt.Errorf("%w: the Merkle tree has %d leaves, the ledger %d events", ErrSchema, n, seq)
 		}
-		var frontier map[int64]tlog.Hash
+		var frontier audit.HashMap
 		for n < seq {
 			var page []audit.Record
 			if err := scanRows(ctx, tx, uint64(n)+1, uint64(seq), 4096, func(r audit.Record) error {
@@ -314,10 +238,10 @@ func (s *Store) ensureTree(ctx context.Context) error {
 				return err
 			}
 			next := int64(page[len(page)-1].Seq)
-			if err := writeTiles(ctx, tx, backfillSQL, n, next, &treeReader{ctx: ctx, q: tx, overlay: st.all(frontier)}); err != nil {
+			if err := writeTiles(ctx, tx, backfillSQL, n, next, &treeReader{ctx: ctx, q: tx, overlay: st.All(frontier)}); err != nil {
 				return err
 			}
-			frontier, n = st.frontier, next
+			frontier, n = st.Frontier, next
 		}
 		return nil
 	})
@@ -454,7 +378,7 @@ func (s *Store) TreeVerifierKey() (string, error) {
 // of the tree of size treeSize (a size a checkpoint the verifier holds
 // names), for tlog.CheckRecord or audit.VerifyInclusion.
 //
-// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// Errors: audit.ErrEmptyLedger when the tree is empty; audit.ErrOutOfRange when
 // seq is 0 or beyond treeSize, or treeSize beyond the committed tree; the
 // translated database errors.
 func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.RecordProof, error) {
@@ -463,7 +387,7 @@ func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.
 		return nil, err
 	}
 	if seq == 0 || seq > uint64(n) {
-		return nil, fmt.Errorf("%w: entry %d in a tree of size %d", ErrOutOfRange, seq, n)
+		return nil, fmt.Errorf("%w: entry %d in a tree of size %d", audit.ErrOutOfRange, seq, n)
 	}
 	p, err := tlog.ProveRecord(n, int64(seq)-1, &treeReader{ctx: ctx, q: s.scan})
 	return p, translate(err)
@@ -472,7 +396,7 @@ func (s *Store) InclusionProof(ctx context.Context, seq, treeSize uint64) (tlog.
 // ConsistencyProof returns the proof that the tree of size newSize extends
 // the tree of size oldSize, for tlog.CheckTree or audit.VerifyConsistency.
 //
-// Errors: audit.ErrEmptyLedger when the tree is empty; ErrOutOfRange when
+// Errors: audit.ErrEmptyLedger when the tree is empty; audit.ErrOutOfRange when
 // oldSize is 0 or above newSize, or newSize beyond the committed tree; the
 // translated database errors.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (tlog.TreeProof, error) {
@@ -481,7 +405,7 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 		return nil, err
 	}
 	if oldSize == 0 || oldSize > uint64(n) {
-		return nil, fmt.Errorf("%w: size %d to size %d", ErrOutOfRange, oldSize, n)
+		return nil, fmt.Errorf("%w: size %d to size %d", audit.ErrOutOfRange, oldSize, n)
 	}
 	p, err := tlog.ProveTree(n, int64(oldSize), &treeReader{ctx: ctx, q: s.scan})
 	return p, translate(err)
@@ -497,7 +421,7 @@ func (s *Store) proofSize(ctx context.Context, size uint64) (int64, error) {
 		return 0, audit.ErrEmptyLedger
 	}
 	if size == 0 || size > uint64(committed) {
-		return 0, fmt.Errorf("%w: tree size %d, committed %d", ErrOutOfRange, size, committed)
+		return 0, fmt.Errorf("%w: tree size %d, committed %d", audit.ErrOutOfRange, size, committed)
 	}
 	return int64(size), nil
 }
@@ -532,7 +456,7 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 	if head.Seq == 0 {
 		return audit.TreeHead{}, audit.ErrEmptyLedger
 	}
-	var frontier map[int64]tlog.Hash
+	var frontier audit.HashMap
 	var root tlog.Hash
 	var size int64 // leaves verified so far
 	page := make([]audit.Record, 0, s.cfg.ScanPage)
@@ -541,7 +465,7 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 		if err != nil {
 			return err
 		}
-		hashes := st.all(nil)
+		hashes := st.All(nil)
 		next := int64(page[len(page)-1].Seq)
 		for l := 0; next>>(tileHeight*l) > 0; l++ {
 			c0, c1 := size>>(tileHeight*l), next>>(tileHeight*l)
@@ -552,7 +476,7 @@ func (s *Store) VerifyTree(ctx context.Context) (audit.TreeHead, error) {
 				return err
 			}
 		}
-		frontier, root, size = st.frontier, st.root, next
+		frontier, root, size = st.Frontier, st.Root, next
 		page = page[:0]
 		return nil
 	}

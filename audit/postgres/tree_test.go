@@ -202,7 +202,7 @@ func TestInclusionProofsForEveryWriterKind(t *testing.T) {
 			t.Errorf("%s (seq %d): got %v, want included", name, seq, err)
 		}
 	}
-	if _, err := s.Verify(ctx, VerifyOptions{Keys: testKeys()}); err != nil {
+	if _, err := s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()}); err != nil {
 		t.Fatal(err)
 	}
 	th, err := s.VerifyTree(ctx)
@@ -269,13 +269,13 @@ func TestConsistencyAcrossGrowth(t *testing.T) {
 	}
 	// Requests outside the committed tree are refused, not answered.
 	for _, c := range []struct{ a, b uint64 }{{0, 5}, {6, 5}, {5, uint64(n) + 1}} {
-		if _, err := s.ConsistencyProof(ctx, c.a, c.b); !errors.Is(err, ErrOutOfRange) {
-			t.Errorf("ConsistencyProof(%d, %d): got %v, want ErrOutOfRange", c.a, c.b, err)
+		if _, err := s.ConsistencyProof(ctx, c.a, c.b); !errors.Is(err, audit.ErrOutOfRange) {
+			t.Errorf("ConsistencyProof(%d, %d): got %v, want audit.ErrOutOfRange", c.a, c.b, err)
 		}
 	}
 	for _, c := range []struct{ seq, size uint64 }{{0, 5}, {6, 5}, {1, uint64(n) + 1}} {
-		if _, err := s.InclusionProof(ctx, c.seq, c.size); !errors.Is(err, ErrOutOfRange) {
-			t.Errorf("InclusionProof(%d, %d): got %v, want ErrOutOfRange", c.seq, c.size, err)
+		if _, err := s.InclusionProof(ctx, c.seq, c.size); !errors.Is(err, audit.ErrOutOfRange) {
+			t.Errorf("InclusionProof(%d, %d): got %v, want audit.ErrOutOfRange", c.seq, c.size, err)
 		}
 	}
 }
@@ -335,7 +335,7 @@ func rewriteLedger(t *testing.T, admin *pgxpool.Pool, recs []audit.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.all(nil)}); err != nil {
+	if err := insertTiles(ctx, admin, 0, int64(len(recs)), &treeReader{ctx: ctx, q: noQuerier{}, overlay: st.All(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Exec(ctx, appendSQL, appendArgs(recs, audit.Head{})...); err != nil {

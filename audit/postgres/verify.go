@@ -2,39 +2,13 @@ package postgres
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison/audit"
 )
-
-// VerifyOptions says what to trust and where the external copies are.
-type VerifyOptions struct {
-	// Keys are the trusted checkpoint public keys (audit.KeySet).
-	Keys map[string]ed25519.PublicKey
-	// ExternalDir holds the checkpoint copies kept outside the database.
-	ExternalDir string
-	// Progress, if set, is called every 10,000 events with the seq reached.
-	Progress func(seq uint64)
-	// Trusted (optional) is a signed tree checkpoint note (C2SP) that the
-	// verifier holds from an earlier verification: the ledger must extend
-	// it (audit.ErrSmallerTree when it is smaller, audit.ErrFork when its
-	// tree at that size has another root). Without it a tail deleted after
-	// the last checkpoint stored or copied is not detectable.
-	Trusted []byte
-	// ChainOnly checks the hash chain and the checkpoints present, and
-	// vouches for nothing more: an empty ledger, or one with no checkpoint
-	// that matched, is then not an error. For tests of a writer's chain
-	// only; the API and cloisonctl never set it.
-	ChainOnly bool
-	// StagedBound: an event staged longer than this (default the store's
-	// Config.IntegrationBound) is a break (audit.ReasonStaged).
-	StagedBound time.Duration
-}
 
 // Verify reads the whole ledger, recomputes every hash, checks every
 // stored and external checkpoint (signature, and head at its size),
@@ -62,7 +36,7 @@ type VerifyOptions struct {
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
 // opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
-func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, error) {
+func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Result, error) {
 	var external []SourcedCheckpoint
 	if opts.ExternalDir != "" {
 		var err error
@@ -141,7 +115,7 @@ func (s *Store) Verify(ctx context.Context, opts VerifyOptions) (audit.Result, e
 // the entries' hashes, so roots computed from them are the entries'
 // roots), then checks the latest stored tree note and opts.Trusted against
 // it. It returns how many notes matched.
-func (s *Store) verifyTreeNotes(ctx context.Context, opts VerifyOptions, size uint64) (int, error) {
+func (s *Store) verifyTreeNotes(ctx context.Context, opts audit.VerifyOptions, size uint64) (int, error) {
 	head, err := s.VerifyTree(ctx)
 	if err != nil {
 		return 0, err

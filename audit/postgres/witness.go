@@ -20,7 +20,7 @@ import (
 // caller, audit.CheckCosignatures) on the stored checkpoint of size. A
 // second cosignature by the same witness at the same size is ignored.
 //
-// Errors: ErrOutOfRange when no checkpoint of that size is stored; the
+// Errors: audit.ErrOutOfRange when no checkpoint of that size is stored; the
 // translated database errors.
 func (s *Store) StoreCosignature(ctx context.Context, size uint64, witness string, lines []byte) error {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO tlog_cosignatures (size, witness, signature)
@@ -35,7 +35,7 @@ func (s *Store) StoreCosignature(ctx context.Context, size uint64, witness strin
 			return translate(err)
 		}
 		if !exists {
-			return fmt.Errorf("%w: no stored checkpoint of size %d", ErrOutOfRange, size)
+			return fmt.Errorf("%w: no stored checkpoint of size %d", audit.ErrOutOfRange, size)
 		}
 	}
 	return nil

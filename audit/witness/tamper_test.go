@@ -25,7 +25,7 @@ import (
 
 // The tamper tests run the real ledger (audit/postgres on the real
 // PostgreSQL), the real witness over HTTP, and the real submitter: each
-// tamper kind of issue 13 §2 is refused by the witness with its reason.
+// tampering a witness must catch is refused by the witness with its reason.
 
 const ledgerOrigin = "witness-test-ledger"
 
