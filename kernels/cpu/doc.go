@@ -155,8 +155,8 @@
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
 // the scalar decoders do.
 //
-// What bounds prefill (one thread, avx512, Xeon with VNNI; the README has
-// the make peer-bench figures): the block-type products, int8 tiles at
+// What bounds prefill (one thread, avx512, Xeon with VNNI; docs/models.md
+// has the make peer-bench figures): the block-type products, int8 tiles at
 // about 50 (Q8_0) and 60 (Q4_K) GOP/s per core in BenchmarkMatMul, where
 // llama.cpp runs weights repacked for its VNNI GEMM; at 2,048 tokens
 // attention takes about 30% of a Q8_0 prefill (56% before the flash
