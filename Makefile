@@ -1,26 +1,34 @@
-# Cloison — build, test and run targets. See README.md.
+# Cloison — build, test and run targets. `make help` lists them: each
+# target's `## target: summary` line, the lines under it say more.
 SHELL := /bin/bash
 GO ?= go
 PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant
+.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant
 
+## all: make verify, then make test (the default target).
 all: verify test
 
+## help: list the targets with their summary line.
+help:
+	@awk '/^## [a-z0-9][a-z0-9-]*: / { if (!prev) { t = $$2; sub(/:$$/, "", t); l = $$0; sub(/^## [^:]*: /, "", l); printf "  %-17s %s\n", t, l } } { prev = /^##/ }' $(MAKEFILE_LIST)
+
+## build: go build ./... (every package compiles).
 build:
 	$(GO) build ./...
 
-## version stamping: VERSION from git describe, COMMIT beside it for builds
-## where the toolchain records no vcs.revision (a git worktree,
-## GOFLAGS=-buildvcs=false); cloisond/cloisonctl --version print both
-## (internal/buildinfo).
+# Version stamping: VERSION from git describe, COMMIT beside it for builds
+# where the toolchain records no vcs.revision (a git worktree,
+# GOFLAGS=-buildvcs=false); cloisond/cloisonctl --version print both
+# (internal/buildinfo).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/cloison/cloison/internal/buildinfo.Version=$(VERSION) -X github.com/cloison/cloison/internal/buildinfo.Commit=$(COMMIT)
 
-## image: the OCI image IMAGE (default cloison:$(VERSION)) built offline by
+## image: the OCI image (FROM scratch, non-root, no shell), built offline with buildah.
+## The OCI image IMAGE (default cloison:$(VERSION)) built offline by
 ## scripts/image.sh with Debian's buildah, FROM scratch, from make binaries;
 ## runs it once with podman where the machine allows. buildah and podman come
 ## from Debian bookworm (apt; pinned to the bookworm versions below where apt
@@ -37,8 +45,8 @@ image-tools:
 image: binaries image-tools
 	scripts/image.sh '$(IMAGE)' '$(VERSION)'
 
-## ha-test: HA PostgreSQL failover (issue 14 §4; not part of make test, a
-## few minutes, root): scripts/ha.sh runs a local etcd, a primary and a
+## ha-test: HA PostgreSQL failover under traffic, no acknowledged event lost (minutes, root; not in make test).
+## scripts/ha.sh runs a local etcd, a primary and a
 ## synchronous standby under Patroni and PgBouncer (transaction mode) on
 ## private ports in a temporary directory, as user postgres; internal/hatest (build
 ## tag hatest) SIGKILLs the primary under traffic, once with cloisond on the
@@ -57,8 +65,8 @@ ha-test: ha-tools
 	GO=$(GO) scripts/ha.sh direct
 	GO=$(GO) scripts/ha.sh pgbouncer
 
-## chart-check: helm lint and helm template | kubeconform -strict for
-## deploy/helm/cloison, with every optional part on and off. helm and
+## chart-check: helm lint and kubeconform -strict on deploy/helm/cloison, optional parts on and off.
+## helm and
 ## kubeconform are installed at pinned versions through the Go module proxy
 ## into .cache/bin. kubeconform's schemas are made offline by
 ## scripts/k8s-schemas.py from the OpenAPI spec in the k8s.io/kubernetes
@@ -88,23 +96,24 @@ chart-check: chart-tools
 	  $(HELM) template c $(CHART) $(CHART_TEST_VALUES) $$opts | \
 	    $(KUBECONFORM) -strict -summary -skip Certificate,ServiceMonitor -schema-location '$(K8S_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json'; done
 
-## binaries: static bin/cloisond and bin/cloisonctl (CGO_ENABLED=0), version
-## stamped, the inputs of make image.
+## binaries: static, version-stamped bin/cloisond and bin/cloisonctl (the inputs of make image).
+## CGO_ENABLED=0, so they run FROM scratch.
 .PHONY: binaries
 binaries:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisond ./cmd/cloisond
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags '$(LDFLAGS)' -o bin/cloisonctl ./cmd/cloisonctl
 
-## config-doc: regenerate cmd/cloisond/CONFIG.md, the configuration
-## reference, from the flag definitions (TestConfigReference fails when stale).
+## config-doc: regenerate cmd/cloisond/CONFIG.md and the API field table of docs/api.md.
+## CONFIG.md comes from the flag definitions (TestConfigReference fails when
+## stale), the field table from api/fields.go (TestREADMEFieldTable).
 .PHONY: config-doc
 config-doc:
 	$(GO) run ./cmd/cloisond --config-reference > cmd/cloisond/CONFIG.md
 	UPDATE_API_FIELDS=1 $(GO) test -count=1 -run '^TestREADMEFieldTable$$' ./api
 
-## verify: gofmt clean, go vet and staticcheck clean (default and faults
-## builds), go.mod tidy. staticcheck is installed at a pinned version from
+## verify: gofmt, go vet and staticcheck (default and faults builds); go mod tidy changes nothing.
+## staticcheck is installed at a pinned version from
 ## the Go module proxy into .cache/bin.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(CURDIR)/.cache/bin/staticcheck
@@ -118,7 +127,8 @@ verify: staticcheck-install
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
 
-## test: every test with the race detector, no cache, make sdk-test (node
+## test: every test, as CI runs them: -race, sdk-test, ablation suites, arm64, the full 2026 suite (15-25 min in CI).
+## Every test with the race detector, no cache, make sdk-test (node
 ## and npm, as llama-vocab), then the ablation suites with -tags faults and
 ## make arm64-check (qemu-aarch64). PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
@@ -139,6 +149,17 @@ test: llama-vocab test-tools arm64-tools
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
 	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
+## test-unit: the Go tests, -short, no -race: no sdk-test, arm64, ablation or full-size suites (est. 5-10 min on 2 cores).
+## Run it often while working, make test before a merge. -short runs
+## TestLeakOracle at its reduced size and skips the 66,000-event tile test;
+## TestIncident2026 and the ablation suites need -tags faults and are not
+## built; make sdk-test (npm) and make arm64-check (qemu) are left out.
+## PostgreSQL as for make test; TestLlamaCppVectors skips unless make
+## llama-vocab has run.
+test-unit:
+	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test-unit: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
+	  DATABASE_URL="$$url" $(GO) test -short -count=1 -timeout 20m $(PKGS)
+
 # Randomized suites that run reduced under -race and in full here.
 FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 
@@ -148,7 +169,8 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026|TestReplayVerdicts
 FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
 
-## test-tools: pdftotext and pdftoppm (Debian poppler-utils), which the
+## test-tools: install poppler-utils and promtool with apt when missing (the PDF and metrics checks need them).
+## pdftotext and pdftoppm (Debian poppler-utils), which the
 ## register PDF tests read pages back with, and promtool (Debian prometheus),
 ## which api's metrics tests check the exposition and the alert rules with;
 ## installed with apt-get when missing (root on Debian), else those checks
@@ -162,14 +184,13 @@ test-tools:
 	  { apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }; }; } || \
 	  echo "make test-tools: prometheus (promtool) not installed; the metrics and alert-rule checks will skip" >&2
 
-## llama-vocab: llama.cpp's tokenizer test vocabularies and vectors into
-## .cache/llama-vocab (from the pinned npm package node-llama-cpp; needs npm
-## the first time), for engine/tokenizer's TestLlamaCppVectors.
+## llama-vocab: llama.cpp's tokenizer vocabularies and vectors into .cache/llama-vocab (npm the first time).
+## From the pinned npm package node-llama-cpp, for engine/tokenizer's
+## TestLlamaCppVectors.
 llama-vocab:
 	@scripts/llama-vocab.sh >/dev/null
 
-## chat-fixtures: regenerate engine/chat/testdata/hf from @huggingface/jinja
-## (not part of make test; needs node and npm).
+## chat-fixtures: regenerate engine/chat/testdata/hf from @huggingface/jinja (node, npm; not in make test).
 chat-fixtures:
 	@scripts/chat-fixtures.sh
 
@@ -179,9 +200,9 @@ bench:
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-## bench-ledger: the ledger written by four processes on one database
-## (issue 13 §6): appends/s and Append p50/p99 beside raw pgx.Batch inserts
-## in the same run. BENCH_LEDGER_N events in total.
+## bench-ledger: ledger appends/s and Append p50/p99, four writer processes on one database.
+## Beside raw pgx.Batch inserts in the same run, so a figure reads against
+## what the database itself can take. BENCH_LEDGER_N events in total.
 BENCH_LEDGER_N ?= 100000
 .PHONY: bench-ledger
 bench-ledger:
@@ -189,27 +210,28 @@ bench-ledger:
 	  export DATABASE_URL="$$url"; grep -m1 'model name' /proc/cpuinfo; \
 	  $(GO) test -run '^$$' -bench BenchmarkLedgerFourWriters -benchtime $(BENCH_LEDGER_N)x -count 3 ./audit/postgres
 
-## bench-ledger-ab: the ledger benchmarks of OLD (a commit, default main) and
-## the working tree alternately in one run (scripts/bench-ledger-ab.sh; BENCH,
+## bench-ledger-ab: the ledger benchmarks of OLD (default main) and the working tree, alternately.
+## In one run, so both see the same machine load (scripts/bench-ledger-ab.sh; BENCH,
 ## BENCH_LEDGER_N, ROUNDS as there).
 OLD ?= main
 .PHONY: bench-ledger-ab
 bench-ledger-ab:
 	scripts/bench-ledger-ab.sh $(OLD)
 
-## peer-bench: ours ÷ llama.cpp (node-llama-cpp from npm, pinned) on
-## synthesized models, 1 and 2 threads, measured alternately (needs node, npm;
-## see scripts/peer-bench.sh for its knobs). Run it on an idle machine.
+## peer-bench: prefill and decode speed, ours ÷ llama.cpp's, on synthesized models (run on an idle machine).
+## llama.cpp from the pinned npm package node-llama-cpp; 1 and 2 threads,
+## measured alternately (needs node, npm; see scripts/peer-bench.sh for its
+## knobs).
 peer-bench:
 	scripts/peer-bench.sh
 
-## peer-batch: decode tok/s of 16 sequences decoded together ÷ one sequence,
-## ours and llama.cpp's (node-llama-cpp, pinned, sequences: 16) side by side,
-## measured alternately (needs node, npm; see scripts/peer-batch.sh).
+## peer-batch: decode tok/s of 16 sequences together ÷ one, ours beside llama.cpp's.
+## llama.cpp through node-llama-cpp (pinned, sequences: 16), measured alternately (needs node, npm; see scripts/peer-batch.sh).
 peer-batch:
 	scripts/peer-batch.sh
 
-## arm64-check: the CPU kernels on arm64 (issue 16) without arm64 hardware:
+## arm64-check: the CPU kernels on arm64 under qemu-aarch64 (about 2 minutes; part of make test).
+## Without arm64 hardware:
 ## CGO_ENABLED=0 GOARCH=arm64 go build ./..., then the test binaries of
 ## ./kernels/, ./kernels/cpu/ and ./kernels/kernelstest/ cross-compiled and
 ## run under qemu-aarch64 (Debian's qemu-user, pinned; installed with apt-get
@@ -234,12 +256,13 @@ arm64-check: arm64-tools
 	  for p in kernels kernels/cpu kernels/kernelstest; do run max neon $$p; done; \
 	  run max generic kernels/cpu; \
 	  run cortex-a53 neon kernels/cpu
-## arch-check: record llama.cpp's logits (node-llama-cpp from npm, pinned) on
-## the synthetic files of engine/model/testdata/archcheck into
-## engine/model/testdata/llamacpp_logits.json, TestLlamaCppLogits' oracle.
+## arch-check: record llama.cpp's logits on the synthetic architecture files (TestLlamaCppLogits' oracle).
+## node-llama-cpp from npm, pinned; engine/model/testdata/archcheck into
+## engine/model/testdata/llamacpp_logits.json.
 arch-check:
 	scripts/arch-check.sh
-## sdk-test: the API as its users call it — the official openai npm client
+## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
+## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag
 ## model with Qwen 2.5's template: chat, streaming, tools, json_schema,
 ## logprobs, completions, models, the Responses API (store, retrieve,
@@ -249,12 +272,12 @@ arch-check:
 .PHONY: sdk-test
 sdk-test:
 	scripts/sdk-test.sh
-## peer-quant: logits of every synthesizable weight type against llama.cpp's
-## on the same file (node-llama-cpp, pinned; scripts/peer-quant.sh).
+## peer-quant: logits of every synthesizable weight type against llama.cpp's on the same file.
+## node-llama-cpp, pinned; scripts/peer-quant.sh.
 peer-quant:
 	scripts/peer-quant.sh
 
-## fuzz: each fuzz target for FUZZTIME.
+## fuzz: each fuzz target for FUZZTIME (default 20s).
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
@@ -267,11 +290,12 @@ staticcheck-install:
 	  echo "installing staticcheck $(STATICCHECK_VERSION) into .cache/bin"; \
 	  GOBIN=$(CURDIR)/.cache/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); fi
 
+## clean: remove bin/ and .cache/go-build.
 clean:
 	rm -rf bin .cache/go-build
 
-## generate: regenerate the committed protobuf/gRPC code from api/proto. It
-## installs what it needs: protoc from Debian's protobuf-compiler (apt), the Go
+## generate: regenerate the committed protobuf/gRPC code from api/proto (protoc from apt).
+## It installs what it needs: protoc from Debian's protobuf-compiler (apt), the Go
 ## plugins at pinned versions from the Go module proxy (into .cache/bin).
 PROTOC_VERSION ?= 3.21.12
 PROTOC_GEN_GO_VERSION ?= v1.36.12
@@ -289,8 +313,8 @@ generate:
 	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_FILES)
 
-## run: the whole platform on embedded defaults — local PostgreSQL (found or
-## started by scripts/pg.sh), role setup and migrations through the admin URL,
+## run: the whole platform on embedded defaults, with a dev tenant and token; prints a curl command.
+## Local PostgreSQL (found or started by scripts/pg.sh), role setup and migrations through the admin URL,
 ## the built-in context-bag model, a dev tenant and a dev token; prints a
 ## ready-to-paste curl command. cloisond logs in as the runtime role with its
 ## own password (generated once into .cache/cloison/db-runtime.password, mode
@@ -322,8 +346,8 @@ run:
 	  echo "    -H 'Content-Type: application/json' -d '{\"model\":\"cloison-context-bag\",\"messages\":[{\"role\":\"user\",\"content\":\"Bonjour\"}],\"max_tokens\":16}'"; \
 	  echo; echo "Ctrl-C stops it."; wait $$pid
 
-## load: 64 concurrent streaming clients for LOAD_DURATION against a fresh
-## cloisond on the built-in model; prints requests/s, tokens/s, TTFT p50/p99,
+## load: 64 streaming clients for LOAD_DURATION (60s) against a fresh cloisond: req/s, TTFT, errors, RSS.
+## The built-in model; prints requests/s, tokens/s, TTFT p50/p99,
 ## errors and the server's peak RSS. Loopback only.
 LOAD_DURATION ?= 60s
 LOAD_CLIENTS ?= 64
@@ -339,9 +363,9 @@ load:
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
 	  bin/cloisonctl load --url http://$$(cat .cache/cloison-load/ready) --token "$$tok" --clients $(LOAD_CLIENTS) --duration $(LOAD_DURATION) --pid $$pid
 
-## CUDA backend (kernels/cuda, build tag cuda). None of these need a GPU.
-## cuda-toolchain: nvcc 11.8, the CUDA headers and the libcuda stub from
-## Debian bookworm non-free, unpacked into ~/.cache/cloison-cuda by
+# CUDA backend (kernels/cuda, build tag cuda). None of these need a GPU.
+## cuda-toolchain: nvcc 11.8, the CUDA headers and the libcuda stub into ~/.cache/cloison-cuda (no GPU).
+## From Debian bookworm non-free, unpacked by
 ## scripts/cuda-toolchain.sh (private apt lists; nothing installed, nothing
 ## committed; a no-op once cached).
 CUDA_TOOLCHAIN := scripts/cuda-toolchain.sh
@@ -350,14 +374,15 @@ CUDA_SMS ?= 80 90
 cuda-toolchain:
 	@$(CUDA_TOOLCHAIN) fetch
 
-## cuda-ptx: compile kernels/cuda/kernels.cu to the committed, embedded
-## kernels/cuda/ptx/kernels_sm{80,90}.ptx.
+## cuda-ptx: compile kernels/cuda/kernels.cu into the committed, embedded PTX (sm80, sm90).
+## Into kernels/cuda/ptx/kernels_sm{80,90}.ptx.
 cuda-ptx: cuda-toolchain
 	@set -e; for sm in $(CUDA_SMS); do \
 	  $(CUDA_TOOLCHAIN) nvcc -ptx -arch=compute_$$sm -o kernels/cuda/ptx/kernels_sm$$sm.ptx kernels/cuda/kernels.cu; \
 	  echo "kernels/cuda/ptx/kernels_sm$$sm.ptx"; done
 
-## cuda-check: the committed PTX is what kernels.cu compiles to and ptxas
+## cuda-check: the PTX is up to date, -tags cuda vets and links, the host emulation passes (no GPU).
+## The committed PTX is what kernels.cu compiles to and ptxas
 ## accepts it for each target; go vet -tags cuda, the kernels/cuda test
 ## binary and cmd/... compile and link (against the libcuda stub); the
 ## default build does not import gorgonia.org/cu.
@@ -377,15 +402,14 @@ cuda-check: cuda-toolchain
 	@$(MAKE) --no-print-directory cuda-emu-test
 	@echo "cuda-check: ok (no GPU needed or used)"
 
-## cuda-emu-test: kernels.cu itself, compiled for the host by g++
-## (kernels/cuda/hostemu.cc: one fiber per CUDA thread), through the whole
-## backend: the kernelstest suite, the CPU comparison, the device
+## cuda-emu-test: kernels.cu compiled for the host by g++, through the whole backend suite (no CUDA toolkit).
+## kernels/cuda/hostemu.cc runs one fiber per CUDA thread; the suite is the kernelstest suite, the CPU comparison, the device
 ## tag-mismatch test and engine/model against kernels/cpu. No CUDA toolkit.
 cuda-emu-test:
 	$(GO) test -tags cudaemu -count=1 -run '^TestHostEmu' ./kernels/cuda/
 
-## cuda-test-binary: bin/cuda.test for scripts/cuda-device-check.sh on a GPU
-## machine (which needs the NVIDIA driver, not Go).
+## cuda-test-binary: bin/cuda.test, for scripts/cuda-device-check.sh on a GPU machine.
+## That machine needs the NVIDIA driver, not Go.
 cuda-test-binary: cuda-toolchain
 	@set -e; mkdir -p bin; eval "$$($(CUDA_TOOLCHAIN) env)"; \
 	  $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/; echo bin/cuda.test

@@ -11,16 +11,17 @@ import (
 )
 
 const (
-	readmePath  = "../README.md"
+	readmePath  = "../docs/api.md"
 	fieldsBegin = "<!-- api-fields:begin (generated from api/fields.go by make config-doc) -->\n"
 	fieldsEnd   = "<!-- api-fields:end -->"
 )
 
-// The README lists every OpenAI request field as implemented, ignored or
+// docs/api.md lists every OpenAI request field as implemented, ignored or
 // refused, and that list is FieldTableMarkdown of the tables the server
-// checks: a field added to a table without the README, or a table the
-// README does not list, fails here. UPDATE_API_FIELDS=1 (make config-doc)
-// rewrites the README's table.
+// checks: a field added to a table without docs/api.md, or a table the page
+// does not list, fails here. UPDATE_API_FIELDS=1 (make config-doc) rewrites
+// the page's table. (The name is older than the page: the table was once in
+// the README.)
 func TestREADMEFieldTable(t *testing.T) {
 	registered := map[string]bool{}
 	for _, ft := range fieldTables {
@@ -29,7 +30,7 @@ func TestREADMEFieldTable(t *testing.T) {
 	declared := fieldTableVars(t)
 	for name := range declared {
 		if !registered[name] {
-			t.Errorf("field table %s is not in fieldTables (the README's API field table)", name)
+			t.Errorf("field table %s is not in fieldTables (docs/api.md's API field table)", name)
 		}
 	}
 	for name := range registered {
@@ -44,7 +45,7 @@ func TestREADMEFieldTable(t *testing.T) {
 	readme := string(raw)
 	i, j := strings.Index(readme, fieldsBegin), strings.Index(readme, fieldsEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the %q … %q markers", fieldsBegin, fieldsEnd)
+		t.Fatalf("docs/api.md lacks the %q … %q markers", fieldsBegin, fieldsEnd)
 	}
 	want := FieldTableMarkdown()
 	if got := readme[i+len(fieldsBegin) : j]; got != want {
@@ -54,7 +55,7 @@ func TestREADMEFieldTable(t *testing.T) {
 			}
 			return
 		}
-		t.Fatalf("README.md's API field table is stale (run make config-doc):\n got:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("docs/api.md's API field table is stale (run make config-doc):\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
 

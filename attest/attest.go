@@ -43,8 +43,9 @@ type Config struct {
 	KVType string
 }
 
-// Labels are where a node runs and what kind of machine it is (issue 17
-// §5): a region (e.g. "ca-qc") and a tier (e.g. "dedicated"). They travel
+// Labels are where a node runs and what kind of machine it is, so that a
+// tenant whose data must stay in a region or on dedicated machines can be
+// held to it: a region (e.g. "ca-qc") and a tier (e.g. "dedicated"). They travel
 // inside the attestation, so a decode node learns its prefill nodes'
 // labels from the same attested answer as their capacity, and a tenant's
 // residency requirement is judged against them (Labels.Serves). Empty: the
@@ -129,8 +130,8 @@ type PrefillNode struct {
 	Labels Labels `json:"labels"`
 }
 
-// Prefill checks a decode node's prefill nodes (ARCHITECTURE.md layer
-// 2, the check the 2026 operators lacked: their prefill pool held 65% of the
+// Prefill checks a decode node's prefill nodes (defence layer 2, capacity
+// attestation: the check the 2026 operators lacked: their prefill pool held 65% of the
 // advertised context). Every peer must serve the decode node's model
 // (modelDigest, hex) and hold a whole request of the decode node's served
 // context in its pool, having passed its own attestation; it must attest

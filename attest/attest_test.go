@@ -81,7 +81,7 @@ func TestPrefill(t *testing.T) {
 	}
 }
 
-// Residency labels (issue 17 §5): published as given, a malformed one fails
+// Residency labels (region, tier): published as given, a malformed one fails
 // the attestation (a node must not start claiming a label it cannot), and
 // Serves decides a tenant's requirement, unlabelled nodes serving only
 // tenants that require nothing.

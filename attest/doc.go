@@ -1,4 +1,4 @@
-// Package attest is capacity attestation (ARCHITECTURE.md layer 2): the
+// Package attest is capacity attestation (defence layer 2): the
 // statement a node publishes of the context it serves and what its KV pool
 // holds, and the check a decode node makes of its prefill nodes.
 //
@@ -18,7 +18,7 @@
 //     passed its own attestation, and holds a whole request of the decode
 //     node's served context; the returned capacity (the smallest prefill
 //     pool) is admission's bound on a prompt.
-//   - Labels (region, tier; issue 17 §5) travel in the attestation: a
+//   - Labels (region, tier: where a tenant's data may be processed) travel in the attestation: a
 //     malformed label fails Capacity (the node refuses to start) and a
 //     peer's fails Prefill. Labels.Serves is the one residency judgement —
 //     the policy floor, the API's tenant view and the decode node's prefill

@@ -14,7 +14,8 @@ import (
 	"github.com/cloison/cloison/isolation"
 )
 
-// Co-tenant independence (ARCHITECTURE.md, layers 3 and 5): with greedy
+// Co-tenant independence (defence layers 3 and 5, ownership tags and
+// scrubbing: no tenant's output depends on another's KV): with greedy
 // decoding on the batch-invariant CPU backend, every request's tokens are
 // bit-identical alone and among 16 concurrent requests of 8 tenants, under
 // forced preemption and cancellations.

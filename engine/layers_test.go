@@ -43,7 +43,7 @@ func (l layers) String() string {
 // switched on in the scheduler: an over-long prompt is "rejected", replaced
 // by a one-token placeholder, and decoding runs over the pages reserved for
 // the full prompt, which a canary tenant filled just before. Each defence is
-// switched off in turn (ARCHITECTURE.md layers 1, 3 and 5): with any one of
+// switched off in turn (defence layers 1, admission; 3, ownership tags; 5, scrubbing): with any one of
 // them on, no canary token reaches the attacker — admission rejects with the
 // original error; the pool's fill check and the arena's checks fail closed
 // with an incident and no output; scrubbing leaves only zeros to read. With

@@ -12,8 +12,8 @@ import (
 )
 
 // A shutdown racing Submit ends every published request: Submit sets the
-// request's cancel hooks before the loop can see it (issue 12 item 15: the
-// loop's finish called a nil stopCtx, a panic and a data race under -race).
+// request's cancel hooks before the loop can see it (when it did not, the
+// loop's finish called a nil stopCtx: a panic, and a data race under -race).
 func TestSubmitRacesShutdown(t *testing.T) {
 	l := randomModel(t)
 	for round := range 8 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Verified transfer (ARCHITECTURE.md layer 4): a receiver stages transferred
+// Verified transfer (defence layer 4): a receiver stages transferred
 // KV through a StagingTable and records it with Write only after verifying.
 // Until then nothing can read the staged slots, and a lease that ends with
 // staged slots unrecorded is scrubbed whatever its zeroing mode (layer 5).

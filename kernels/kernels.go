@@ -463,7 +463,7 @@ func Open(name string, o Options) (Backend, error) {
 		if name == "cuda" {
 			// Default builds never import kernels/cuda (gorgonia.org/cu links
 			// libcuda and exits the process from its init without a driver).
-			hint = "; rebuild with `go build -tags cuda ./cmd/cloisond` (needs the CUDA driver library at run time; see README, kernels/cuda)"
+			hint = "; rebuild with `go build -tags cuda ./cmd/cloisond` (needs the CUDA driver library at run time; see kernels/cuda/doc.go)"
 		}
 		return nil, fmt.Errorf("%w: %q (registered: %v)%s", ErrUnknownBackend, name, Backends(), hint)
 	}

@@ -1,4 +1,5 @@
--- The ledger as an RFC 6962 Merkle tree (issue 13): the stored hashes of
+-- The ledger as an RFC 6962 Merkle tree, so that truncation, rollback and
+-- forks are provable to anyone holding a checkpoint: the stored hashes of
 -- golang.org/x/mod/sumdb/tlog over the events (leaf n = the canonical
 -- payload of seq n+1), and the signed tree heads (C2SP tlog-checkpoint
 -- notes). Both tables are append-only like audit_events: the runtime role

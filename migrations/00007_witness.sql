@@ -1,4 +1,4 @@
--- Witness cosignatures of the tree checkpoints (issue 13 §2): each row is a
+-- Witness cosignatures of the tree checkpoints: each row is a
 -- C2SP tlog-cosignature line a witness returned for the stored checkpoint
 -- of that size, verified against the witness's key before it is inserted
 -- (audit/witness). Append-only like tlog_checkpoints: the runtime role may

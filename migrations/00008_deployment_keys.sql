@@ -1,4 +1,4 @@
--- The deployment's keys that live outside the database (issue 13 §3): the
+-- The deployment's keys that live outside the database: the
 -- checkpoint (log) signing key, the key-encryption key and the cluster key.
 -- Each row is one lifecycle step of one key, recorded by a node at start in
 -- the same transaction as its key.created / key.rotated / key.revoked

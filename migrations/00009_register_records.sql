@@ -1,4 +1,4 @@
--- Everything the register shows under a hash (issue 13 §4): each notice
+-- Everything the register shows under a hash: each notice
 -- keeps its canonical register record (audit.NoticeRecord: recipient,
 -- method, sent and recorded times, the text as sent), whose SHA-256 the
 -- notice.sent ledger event names. Rows written before this migration have

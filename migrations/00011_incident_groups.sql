@@ -1,4 +1,4 @@
--- Automatic incidents are grouped (issue 13 §5): detections from one cause
+-- Automatic incidents are grouped: detections from one cause
 -- (source, check, model: audit.Detection.GroupKey) within a window join the
 -- open entry that cause opened, as new hashed versions, instead of one entry
 -- per failed request. group_key and group_until say which entry a detection

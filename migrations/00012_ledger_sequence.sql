@@ -1,4 +1,4 @@
--- Ledger throughput (issue 13 §6): one statement sequences a batch.
+-- Ledger throughput: one statement sequences a batch.
 --
 -- Before this migration every writer took the ledger lock (audit_head()),
 -- read the head, computed the chain and the Merkle tree in Go and sent them

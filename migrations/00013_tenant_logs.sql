@@ -1,4 +1,4 @@
--- Tenant logs, stored (issue 13 §1): each tenant's log (audit.TenantLeaf:
+-- Tenant logs, stored: each tenant's log (audit.TenantLeaf:
 -- the entries that name the tenant, redacted where they name others too)
 -- as an RFC 6962 tree of its own, so a tenant's checkpoint and proofs read
 -- O(log n) rows instead of scanning the ledger. The rows are derived from

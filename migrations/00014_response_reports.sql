@@ -1,4 +1,4 @@
--- Reports of suspicious responses (issue 17 §2). A tenant reports one of its
+-- Reports of suspicious responses. A tenant reports one of its
 -- own requests; the report opens a potential incident (source
 -- 'tenant_report', status under_assessment) in the same transaction as its
 -- report.received ledger event. The text the tenant found foreign, if it

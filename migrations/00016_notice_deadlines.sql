@@ -1,4 +1,4 @@
--- A tenant's contractual incident-notice deadline (issue 17 §4): the hours
+-- A tenant's contractual incident-notice deadline: the hours
 -- within which the art. 18.3 notice of an incident naming the tenant must
 -- be sent, counted from the register version that first names it. 0: the
 -- contract sets none. Changed like every tenant field, with tenant.updated

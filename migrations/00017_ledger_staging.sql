@@ -1,4 +1,4 @@
--- Ledger throughput (issue 13 §6): durable staging split from sequencing
+-- Ledger throughput: durable staging split from sequencing
 -- (the design of Trillian Tessera and CT logs).
 --
 -- Before this migration every append batch ran audit_sequence (00012) under

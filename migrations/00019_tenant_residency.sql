@@ -1,4 +1,4 @@
--- A tenant's residency (issue 17 §5): the node regions its data may be
+-- A tenant's residency: the node regions its data may be
 -- processed in (empty: any) and the node tier it requires (empty: any).
 -- Nodes carry the matching labels in their capacity attestation
 -- (cloisond --node-region, --node-tier); admission refuses a request no

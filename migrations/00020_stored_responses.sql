@@ -1,4 +1,4 @@
--- Stored responses of the Responses API (issue 15 §2). A response created
+-- Stored responses of the Responses API. A response created
 -- with store: true is kept here for its tenant, sealed (AES-256-GCM) under a
 -- key derived from the key-encryption key for that tenant
 -- (audit.StoredResponseKey): the text never reaches the ledger, which

@@ -1,4 +1,4 @@
--- Verify-response without a ledger scan (issue 17 §1): where each
+-- Verify-response without a ledger scan: where each
 -- request.completed entry sits in its tenant's log, so RequestEntry (POST
 -- /v1/requests/{id}/verify, ResponseService, cloisonctl verify-response)
 -- reads one row and O(log n) tree hashes instead of scanning the whole

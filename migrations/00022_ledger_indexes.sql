@@ -1,4 +1,4 @@
--- Ledger throughput (issue 13 §6): fewer index entries per event.
+-- Ledger throughput: fewer index entries per event.
 --
 -- Every sequenced event inserted one entry into each of audit_events' four
 -- indexes. Two of them no query uses:

@@ -1,4 +1,4 @@
--- Tenant checkpoints served (issue 13 §1): every tenant checkpoint note
+-- Tenant checkpoints served: every tenant checkpoint note
 -- that TenantCheckpoint signs and hands out is kept, one row per (tenant,
 -- size), so a later rollback of a tenant log below a checkpoint a tenant
 -- was given is detected by Store.Verify (audit.ErrSmallerTree) even when

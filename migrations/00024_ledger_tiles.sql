@@ -1,4 +1,4 @@
--- Ledger throughput (issue 13 §6): the global Merkle tree as C2SP
+-- Ledger throughput: the global Merkle tree as C2SP
 -- tlog-tiles (golang.org/x/mod/sumdb/tlog's Tile, height 8) instead of one
 -- tlog_hashes row per stored hash.
 --

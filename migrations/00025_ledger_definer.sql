@@ -1,4 +1,4 @@
--- Ledger integration cost (issue 13 §6): audit_sequence is the only
+-- Ledger integration cost: audit_sequence is the only
 -- writer of the chain and the tree, and the chain trigger no longer
 -- recomputes what it just hashed.
 --

@@ -62,7 +62,7 @@ func TestRegoUnitTests(t *testing.T) {
 	}
 }
 
-// Each shipped rule, through the Go API. ARCHITECTURE.md layer 2 (capacity
+// Each shipped rule, through the Go API. Defence layer 2 (capacity
 // attestation): no service while it fails; layer 5 (scrubbing): personal
 // and confidential data get dedicated pages zeroed always.
 func TestShippedRules(t *testing.T) {
@@ -156,7 +156,7 @@ func allowWith(field string) string {
 		lim["max_context"], lim["max_tokens"], lim["kv_pages"], lim["max_concurrent"], lim["tokens_per_minute"])
 }
 
-// Deny on doubt (ARCHITECTURE.md layer 7, fail closed): whatever goes
+// Deny on doubt (defence layer 7, fail closed): whatever goes
 // wrong in the bundle, the request is denied with ErrEvaluation, never
 // allowed.
 func TestDenyOnDoubt(t *testing.T) {
@@ -460,7 +460,7 @@ func BenchmarkPrepare(b *testing.B) {
 	}
 }
 
-// Residency (issue 17 §5): the shipped bundle denies with permission_denied
+// Residency (where a tenant's data may be processed): the shipped bundle denies with permission_denied
 // a request whose tenant's residency this node, or (on a decode node) every
 // prefill node, is outside of; a bundle without the rule is refused at
 // Reload (its probe), and were it serving, the Decider's floor would turn
@@ -515,7 +515,7 @@ func TestResidency(t *testing.T) {
 	delete(src, "residency.rego")
 	for name, body := range src {
 		if strings.HasSuffix(name, "_test.rego") {
-			src[name] = body[:strings.Index(body, "# Residency (issue 17 §5).")]
+			src[name] = body[:strings.Index(body, "# Residency: tenants confined to node regions and tiers.")]
 		}
 	}
 	if _, err := d.Reload(ctx, src); !errors.Is(err, ErrBundle) || !strings.Contains(err.Error(), "residency") {

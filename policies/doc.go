@@ -11,7 +11,7 @@
 //     isolation laxer than the tenant record's or than dedicated/always for
 //     personal or confidential data, or a node or — on a decode node —
 //     every prefill node outside the tenant's residency: Input.Complies).
-//   - residency.rego (issue 17 §5) denies with permission_denied a request
+//   - residency.rego (a tenant confined to node regions and tiers) denies with permission_denied a request
 //     whose tenant's residency (input.tenant.residency) this node
 //     (input.node: its attested labels) or, on a decode node
 //     (input.node.split), every prefill node it may ask now

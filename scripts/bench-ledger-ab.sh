@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-ledger-ab.sh: the ledger benchmarks of two builds, alternately, in
-# one run (issue 13 §6): OLD (a commit, default main) and the working
+# one run, so that a change to the ledger's write path is judged on the
+# same machine load as what it replaces: OLD (a commit, default main) and the working
 # tree. Each build's test binary of audit/postgres runs in its own
 # checkout, ROUNDS times each, old then new, so that both see the same
 # machine load. Lines are prefixed "old:" or "new:".

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ha.sh — the HA PostgreSQL cluster of `make ha-test` (issue 14 §4), then
+# ha.sh — the HA PostgreSQL cluster of `make ha-test` (Patroni, a synchronous
+# standby, PgBouncer: no acknowledged event may be lost on failover), then
 # the failover test (internal/hatest, build tag hatest) against it.
 #
 # Debian's patroni, etcd-server and pgbouncer (make ha-tools installs them

@@ -1,7 +1,7 @@
 // peer-batch: decode batches, 16 sequences ÷ one, Cloison's CPU forward pass
 // against llama.cpp (through node-llama-cpp) on the same GGUF files,
-// measured alternately in one run (issue 16: 16 sequences decoded together
-// should reach ≥ 8× one sequence's tokens/s).
+// measured alternately in one run (the aim: 16 sequences decoded together
+// at ≥ 8× one sequence's tokens/s, as batching promises on a GPU).
 //
 //   node scripts/peer-batch.mjs --cloisonctl BIN --models a.gguf,b.gguf \
 //        [--threads 1] [--batch 16] [--prompt 16] [--decode 32] [--rounds 3] [--json out.json]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make peer-batch: decode batches (issue 16), 16 sequences decoded together ÷
+# make peer-batch: decode batches, 16 sequences decoded together ÷
 # one sequence, Cloison's CPU forward pass (cloisonctl bench --batch 1,16)
 # side by side with llama.cpp's (node-llama-cpp, pinned, a context of
 # `sequences: 16`), on the synthesized 8-layer d=768 models of make

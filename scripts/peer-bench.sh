@@ -28,7 +28,8 @@ if [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llama-cpp/package
 		npm install --no-audit --no-fund --save-exact "node-llama-cpp@$NODE_LLAMA_CPP_VERSION")
 fi
 
-# The models of issue 16: 8 layers, d=768, 12 heads over 4 KV heads, FFN
+# The benchmark models (small enough for a CPU, shaped like a real GQA
+# model): 8 layers, d=768, 12 heads over 4 KV heads, FFN
 # 2048, vocabulary 8192, in F32, F16, Q8_0 and Q4_K (every matrix Q4_K).
 models=()
 check=()

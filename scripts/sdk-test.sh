@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make sdk-test: the OpenAI-compatible API as its users call it (issue 15
-# §2). Installs the official openai npm client, the AI SDK (ai,
+# make sdk-test: the OpenAI-compatible API as its users call it (their
+# clients are the oracle of compatibility, not our reading of the spec).
+# Installs the official openai npm client, the AI SDK (ai,
 # @ai-sdk/openai, zod) and LangChain's ChatOpenAI (@langchain/openai,
 # @langchain/core), pinned, into $SDK_DIR/node; synthesizes the
 # context-bag model with Qwen 2.5's chat template (Hermes tool calls), so

@@ -24,7 +24,7 @@ func budgetTenant(t *testing.T, perMinute int) (cloison.TenantID, Quotas) {
 	return tn.ID, tn.Quotas
 }
 
-// Issue 14 §2: two limiters ("nodes") sharing the PostgreSQL budget admit
+// Replicas share one quota: two limiters ("nodes") sharing the PostgreSQL budget admit
 // a 100 tokens/minute tenant's quota once plus the documented burst
 // (WithBudget), not twice. Without WithBudget each admits its own 100.
 func TestSharedBudgetTwoNodes(t *testing.T) {

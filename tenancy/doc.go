@@ -28,12 +28,12 @@
 //     unknown kids cannot flood the IdP. An expired set that cannot be
 //     refreshed verifies nothing (ErrUnavailable, 503); a document with a
 //     private part, a duplicate kid or a weak key is refused whole.
-//   - A tenant's notice clause (issue 17 §4: IncidentContact, at most 512
+//   - A tenant's notice clause (the contractual incident notice: IncidentContact, at most 512
 //     bytes, and NoticeDeadlineHours, 0 to MaxNoticeDeadlineHours, 0 meaning
 //     none agreed; migration 00016 CHECKs the same bound) changes like any
 //     tenant field, its tenant.updated event in the same transaction; the
 //     register applies it (audit.IncidentFile.NoticeDues).
-//   - A tenant's Residency (issue 17 §5: allowed node regions, empty for
+//   - A tenant's Residency (allowed node regions, empty for
 //     any, and a required node tier, empty for any; DNS labels, at most
 //     MaxRegions distinct regions; migration 00019 CHECKs the alphabet)
 //     changes like any tenant field, with tenant.updated in the same

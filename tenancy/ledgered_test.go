@@ -15,7 +15,8 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// TestChangesLedgeredInTx is issue 12 item 7: every admin change appends
+// TestChangesLedgeredInTx: an operator cannot change tenancy off the
+// record. Every admin change appends
 // its ledger event in the change's own transaction. With the ledger unable
 // to append (the runtime role loses INSERT on audit_events, or the ledger
 // is closed) no change happens; once it can, every change is there with its

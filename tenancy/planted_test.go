@@ -13,7 +13,8 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// TestPlantedKeyRefused is issue 12 item 2: the runtime database role may
+// TestPlantedKeyRefused: the runtime database credentials are not trusted to
+// mint keys. The runtime database role may
 // INSERT and UPDATE signing_keys, so it can plant a verifying row with its
 // own public key and a fake sealed private half. Such a row must never
 // verify a token (401, whatever tenant and scopes the token claims), must

@@ -416,7 +416,7 @@ func TestTenantJSONDefaults(t *testing.T) {
 	}
 }
 
-// The notice clause (issue 17 §4) is stored, read back and updated like
+// The notice clause (contact and deadline of incident notices) is stored, read back and updated like
 // every tenant field; the config digest tenant.updated carries changes
 // with it.
 func TestNoticeClauseRoundTrip(t *testing.T) {
@@ -442,7 +442,7 @@ func TestNoticeClauseRoundTrip(t *testing.T) {
 	}
 }
 
-// Residency (issue 17 §5) is stored, read back and updated like every
+// Residency (allowed node regions and tier) is stored, read back and updated like every
 // tenant field, and the config digest of tenant.updated covers it.
 func TestResidencyRoundTrip(t *testing.T) {
 	ctx := context.Background()

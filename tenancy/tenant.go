@@ -128,7 +128,8 @@ type Tenant struct {
 	// that first names it (audit.IncidentFile.NoticeDues); 0: none agreed.
 	// At most MaxNoticeDeadlineHours.
 	NoticeDeadlineHours int `json:"notice_deadline_hours"`
-	// Residency is where the tenant's data may be processed (issue 17 §5).
+	// Residency is where the tenant's data may be processed: the node regions
+	// and tier its contract or the law allows.
 	Residency Residency `json:"residency"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`

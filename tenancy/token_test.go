@@ -135,7 +135,9 @@ func TestVerifyAccepts(t *testing.T) {
 	}
 }
 
-// TestVerifyRejects covers every refusal that issue 6 lists, plus the
+// TestVerifyRejects covers every refusal a token verifier owes (an
+// algorithm other than EdDSA, an unknown or foreign key, a bad signature,
+// issuer, audience or lifetime, a missing claim or an unknown scope), plus the
 // malformed shapes around them; each must fail with its own typed error
 // and code.
 func TestVerifyRejects(t *testing.T) {

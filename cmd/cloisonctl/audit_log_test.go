@@ -63,7 +63,8 @@ func appendEvents(t *testing.T, s *postgres.Store, actor string, from, to int) {
 	}
 }
 
-// Issue 13 §1: `audit verify --trusted` — from a server (--server) and on
+// An operator who rewrites the ledger is caught by a verifier that kept
+// state: `audit verify --trusted` — from a server (--server) and on
 // the database — keeps the last verified checkpoint and fails, with exit
 // status 3 and the reason named, on each tamper kind done as the database
 // superuser: the tail deleted after the last checkpoint; every checkpoint
@@ -229,8 +230,8 @@ func sharedIncident(t *testing.T, p *platformtest.Platform) {
 // --tenant --entry` takes, the shared incident included (redacted), and
 // checks every row against the signed tenant checkpoint: the whole log by
 // its recomputed root, a part by inclusion proofs. A server that lists
-// other bytes, or renumbers its rows (the listing before issue 13 §1
-// dropped the incident rows), fails with exit status 3.
+// other bytes, or renumbers its rows (as a listing that dropped the
+// incident rows once did), fails with exit status 3.
 func TestCLIAuditLogTenant(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
 	vkey, _ := p.Ledger.TreeVerifierKey()

@@ -45,7 +45,7 @@ func TestCertInit(t *testing.T) {
 			t.Fatalf("%s: got role %q, %v; want %q", n, got, err, want)
 		}
 	}
-	// And the residency labels given (issue 17 §5).
+	// And the residency labels given (region, tier).
 	for n, want := range map[string]pki.Labels{"decode": {Region: "ca-qc"}, "prefill-1": {Region: "ca-qc", Tier: "dedicated"}} {
 		if got, err := pki.LabelsOf(load(n).Leaf); got != want || err != nil {
 			t.Fatalf("%s: got labels %+v, %v; want %+v", n, got, err, want)

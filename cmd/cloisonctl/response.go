@@ -20,7 +20,8 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// A tenant's commands about responses it was served (issue 17 §1–§3):
+// A tenant's commands about responses it was served, so that a tenant need
+// not take the operator's word for what it got:
 // verify-response (do this prompt and completion match the request's
 // entry, and is the entry in the tenant log? — checked offline against the
 // published verifier key), report (a suspicious response) and replay.

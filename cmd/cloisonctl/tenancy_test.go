@@ -12,8 +12,8 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// The admin commands change tenancy only with their ledger event (issue 12
-// items 7 and 11): tenant create/update/suspend, API clients, token
+// The admin commands change tenancy only with their ledger event (an
+// operator cannot change who may do what off the record): tenant create/update/suspend, API clients, token
 // revocation and signing keys, as the runtime role; a rotation within the
 // minimum interval is refused.
 func TestCLITenancyLedgered(t *testing.T) {

@@ -258,7 +258,7 @@ func toQwen2(t testing.TB, f *gguf.File) *gguf.File {
 
 // TestPagedIsBitIdentical: a sequence's logits do not depend on the page size,
 // on where its pages lie in the arena, on how its prompt is split into steps,
-// or on what else is in the batch (ARCHITECTURE.md layer 3: attention reads
+// or on what else is in the batch (defence layer 3, ownership tags: attention reads
 // only the lease's own pages, and the result is batch-invariant) — with
 // sliding windows too (gemma3, window 5: windows that start mid-page).
 func TestPagedIsBitIdentical(t *testing.T) {
@@ -549,7 +549,7 @@ func TestForwardRejectsBadBatch(t *testing.T) {
 
 // TestStaleTableCannotRead: a block table kept after its lease was released
 // cannot touch the pages once another tenant's lease has written them
-// (ARCHITECTURE.md layer 3, ownership tags): Forward fails with an
+// (defence layer 3, ownership tags): Forward fails with an
 // isolation_violation error and returns no logits.
 func TestStaleTableCannotRead(t *testing.T) {
 	for _, cfg := range []synth.Config{small(gguf.F32, false), withWindow(small(gguf.F32, false), 2)} {

@@ -368,7 +368,7 @@ func TestLongInputIsNotQuadratic(t *testing.T) {
 }
 
 // TestEncodeTemplated: control tokens only inside a literal range, never
-// across its edge (issue 12 item 8).
+// across its edge, so chat content that spells a control token stays text.
 func TestEncodeTemplated(t *testing.T) {
 	tok := gpt2Tok(t, "gpt-2")
 	text := "a<|endoftext|>b<|endoftext|>"

@@ -13,7 +13,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer/pki"
 )
 
-// Issue 12 item 9: a holder of a cluster certificate without the cluster key
+// A holder of a cluster certificate without the cluster key
 // cannot claim, and so abort, another tenant's reservation. The receiver
 // authenticates the header BEFORE it claims the reservation the header
 // names; the real transfer that follows still succeeds.

@@ -14,7 +14,7 @@ import (
 )
 
 // The page-digest candidates on one 1 MiB page (a llama-8B-like page of 8
-// layers' share: see README "Verified transfer" for the figures and choice).
+// layers' share: the figures and the choice of BLAKE3 are in doc.go).
 func BenchmarkPageDigest(b *testing.B) {
 	page := make([]byte, 1<<20)
 	for i := range page {

@@ -1,7 +1,7 @@
 // Package transfer moves a request's prompt KV from a prefill node to the
 // decode node that reserved pages for it, and makes the decode node refuse to
 // decode unless the transfer is proven complete and bound to the request
-// (ARCHITECTURE.md layer 4, "Verified transfer"). It is the path that leaked
+// (defence layer 4, "Verified transfer", docs/architecture.md). It is the path that leaked
 // in 2026: a rejected prompt replaced by a one-token placeholder, its KV sent
 // as "transfer complete" into a reservation for the whole prompt, and decode
 // attending to the rest of the reservation's stale pages.

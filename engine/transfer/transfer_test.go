@@ -197,7 +197,8 @@ func reMAC(t testing.TB, keys *KeyRing, hdr *transferv1.Header) {
 	hdr.HeaderMac = mac[:]
 }
 
-// Fault injection (issue 7): every fault ends in a typed error on both ends,
+// Fault injection (a peer or network that truncates, corrupts, stalls or
+// drops a transfer must never yield a decode): every fault ends in a typed error on both ends,
 // no token recorded, the reservation discarded and scrubbed, and one
 // verification failure reported to the hook.
 func TestTransferFaults(t *testing.T) {

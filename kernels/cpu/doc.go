@@ -155,15 +155,17 @@
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
 // the scalar decoders do.
 //
-// What bounds prefill (one thread, avx512, Xeon with VNNI; the README has
-// the make peer-bench figures): the block-type products, int8 tiles at
+// What bounds prefill (one thread, avx512, Xeon with VNNI; docs/models.md
+// has the make peer-bench figures): the block-type products, int8 tiles at
 // about 50 (Q8_0) and 60 (Q4_K) GOP/s per core in BenchmarkMatMul, where
 // llama.cpp runs weights repacked for its VNNI GEMM; at 2,048 tokens
 // attention takes about 30% of a Q8_0 prefill (56% before the flash
 // tiling), its score tile spending most of its instructions on the lane
 // sums of dot1x4's order.
 //
-// What bounds a decode batch (issue 16: 16 sequences ≥ 8× one's tok/s).
+// What bounds a decode batch (the aim was 16 sequences decoded together at
+// ≥ 8× one sequence's tok/s, as a GPU batch would; this says why the CPU
+// tiles fall short).
 // Machine: AMD EPYC, CPU family 26 (Zen 5: AVX-512 at full width; earlier
 // notes here called it Zen 4), 2 vCPUs shared with other work, 1 thread,
 // avx512 path; 8 layers d=768 ffn 2048 vocab 8192 (56.6 M weights, a

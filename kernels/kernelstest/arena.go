@@ -332,7 +332,7 @@ func wantMismatch(t tb, what string, err error) *kernels.TagMismatchError {
 }
 
 // testArenaIsolation shows that a page is read only through a block table
-// the pool approved for the page's current owner: ARCHITECTURE.md layer 3
+// the pool approved for the page's current owner: defence layer 3
 // (ownership tags: "attention never reads a slot that was not written in the
 // current epoch by the current lease") enforced a second time, by the
 // kernel, and layer 5 (a scrubbed or reused page is never read through an
@@ -551,7 +551,7 @@ func testZeroPages(t *testing.T, b kernels.Backend) {
 // testPageTransfer moves a prefilled sequence from one arena (a prefill
 // node) to another (a decode node) page by page and checks that decode
 // attention there equals attention at the source, bit for bit
-// (ARCHITECTURE.md layer 4, verified transfer: the bytes a page carries are
+// (defence layer 4, verified transfer: the bytes a page carries are
 // exactly its lease's, and only a table of the page's owner exports them).
 func testPageTransfer(t *testing.T, b kernels.Backend) {
 	pp := newPool(t, isolation.Config{}, "a")
@@ -607,7 +607,7 @@ func testPageTransfer(t *testing.T, b kernels.Backend) {
 	errIs(t, "CopyIn short buffer", da.CopyIn(dbt, 0, buf[:10]), kernels.ErrShape)
 }
 
-// testArenaProperty (ARCHITECTURE.md layers 3 and 5) drives random lifecycles of leases over a shared pool
+// testArenaProperty (defence layers 3 and 5, ownership tags and scrubbing) drives random lifecycles of leases over a shared pool
 // and arena: writes, reads, releases, scrubs. Invariants: a live lease's
 // fresh table always reads its own KV correctly; every table kept from a
 // released lease is refused once its pages were scrubbed or reused, and never

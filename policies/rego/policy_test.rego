@@ -156,7 +156,7 @@ test_empty_input_never_allows if {
 	not policy.allow with input as {}
 }
 
-# Residency (issue 17 §5).
+# Residency: tenants confined to node regions and tiers.
 
 with_residency(regions, tier) := with_tenant("residency", {"regions": regions, "tier": tier})
 

@@ -1,4 +1,5 @@
-# Residency (issue 17 §5): a tenant's data is processed only on nodes whose
+# Residency (a tenant's contract or the law may confine its data to a
+# region or a kind of machine): a tenant's data is processed only on nodes whose
 # attested labels its residency allows — this node (input.node) and, on a
 # decode node (input.node.split), at least one prefill node it may ask now
 # (input.node.prefill; the decode node then sends the prompt only to such a

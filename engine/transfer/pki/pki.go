@@ -11,7 +11,7 @@
 // a decode node, and the other way round. The role is signed by the CA like
 // the rest of the certificate; whoever holds the CA key can mint any role.
 //
-// Labels (issue 17 §5): a node certificate may name the node's residency
+// Labels (where a tenant's data may be processed: residency): a node certificate may name the node's residency
 // labels as URI SANs spiffe://cloison/label/region/VALUE and
 // spiffe://cloison/label/tier/VALUE (IssueNode, LabelsOf). A node attests
 // the labels its certificate names — no more, no other — so a prefill node
