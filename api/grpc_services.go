@@ -20,7 +20,6 @@ import (
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
@@ -803,7 +802,7 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return err
 	}
 	if t != "" {
-		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e audit.TenantLogEntry) error {
 			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(t), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 		})

@@ -18,7 +18,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
@@ -49,7 +48,7 @@ type Config struct {
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    Ledger // *auditpg.Store
+	Ledger    Ledger // *postgres.Store
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
@@ -67,7 +66,7 @@ type Config struct {
 	LedgerTimeout time.Duration
 	// Verify says which checkpoint keys and external directory the
 	// ledger-verify route trusts.
-	Verify auditpg.VerifyOptions
+	Verify audit.VerifyOptions
 	// ExportKey (optional) signs the manifests of compliance exports made
 	// through the gRPC Export method; without it Export is refused.
 	ExportKey ed25519.PrivateKey

@@ -38,7 +38,7 @@ type Config struct {
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    Recorder   // *auditpg.Store
+	Ledger    Recorder   // *postgres.Store
 	Node      audit.Name // actor of the ledger events this node writes
 	// Placement (optional): set on a decode node, whose prompts are
 	// prefilled elsewhere; nil on a node that prefills itself.

@@ -26,7 +26,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/isolation"
@@ -88,7 +87,7 @@ type ResponseConfig struct {
 	// (default Backend and KernelPath).
 	ReplayBackend, ReplayKernelPath string
 	// ReportLimit bounds each tenant's reports (default 10 an hour).
-	ReportLimit auditpg.ReportLimit
+	ReportLimit audit.ReportLimit
 	// ReportWebhook (optional) receives a JSON notice of every new report
 	// (identifiers only), POSTed with a 5 s timeout; failures are counted.
 	ReportWebhook string
@@ -106,7 +105,7 @@ func (c ResponseConfig) WithDefaults() ResponseConfig {
 		c.DigestKey = DefaultDigestKey
 	}
 	if c.ReportLimit.N == 0 {
-		c.ReportLimit = auditpg.ReportLimit{N: 10, Window: time.Hour}
+		c.ReportLimit = audit.ReportLimit{N: 10, Window: time.Hour}
 	}
 	if c.ReplayBackend == "" {
 		c.ReplayBackend = c.Backend
@@ -118,17 +117,17 @@ func (c ResponseConfig) WithDefaults() ResponseConfig {
 }
 
 // Served is what the response operations keep in the ledger
-// (*auditpg.Store): a tenant's own request entry proven in its log,
+// (*postgres.Store): a tenant's own request entry proven in its log,
 // reports, replays and stored responses, each written in one transaction
 // with its ledger event.
 type Served interface {
-	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error)
-	RecordReport(ctx context.Context, actor audit.Name, r auditpg.NewReport, lim auditpg.ReportLimit) (auditpg.Report, bool, error)
-	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
-	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
+	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.TenantEntry, error)
+	RecordReport(ctx context.Context, actor audit.Name, r audit.NewReport, lim audit.ReportLimit) (audit.Report, bool, error)
+	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.Report, error)
+	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.Report, error)
 	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
-	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
-	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
+	StoreResponse(ctx context.Context, actor audit.Name, r audit.StoredResponse) (audit.StoredResponse, error)
+	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.StoredResponse, error)
 	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
 }
 
@@ -281,7 +280,7 @@ type ProvenEntry struct {
 	Checkpoint string          `json:"checkpoint"`
 }
 
-func entryOf(e auditpg.TenantEntry) ProvenEntry {
+func entryOf(e audit.TenantEntry) ProvenEntry {
 	return ProvenEntry{Position: e.Position, TreeSize: e.Size, Payload: e.Payload, Proof: hashesB64(e.Proof), Checkpoint: string(e.Checkpoint)}
 }
 
@@ -294,15 +293,15 @@ func hashesB64(hs []tlog.Hash) []string {
 }
 
 // entry finds tenant t's request id; another tenant's is ErrNoRequest.
-func (r *Responses) entry(ctx context.Context, t cloison.TenantID, id cloison.RequestID) (auditpg.TenantEntry, error) {
+func (r *Responses) entry(ctx context.Context, t cloison.TenantID, id cloison.RequestID) (audit.TenantEntry, error) {
 	if r.cfg.KEK == nil {
-		return auditpg.TenantEntry{}, ErrResponsesOff
+		return audit.TenantEntry{}, ErrResponsesOff
 	}
 	if audit.CheckName("request", string(id)) != nil || t == "" {
-		return auditpg.TenantEntry{}, ErrNoRequest
+		return audit.TenantEntry{}, ErrNoRequest
 	}
 	e, err := r.d.Ledger.RequestEntry(ctx, t, id)
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return e, ErrNoRequest
 	}
 	return e, err
@@ -656,7 +655,7 @@ func (r *Responses) reportAEAD(t cloison.TenantID) (cipher.AEAD, error) {
 // the answer.
 //
 // Errors: ErrInvalidField (reason, text too long); ErrNoRequest;
-// auditpg.ErrReportRate (the tenant's limit); ErrResponsesOff;
+// audit.ErrReportRate (the tenant's limit); ErrResponsesOff;
 // ErrLedgerDown.
 func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportInput) (ReportResult, bool, error) {
 	if audit.CheckName("reason", string(in.Reason)) != nil || !validReason(in.Reason) {
@@ -684,9 +683,9 @@ func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportIn
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
-	rep, dup, err := r.d.Ledger.RecordReport(lctx, TenantActor(p), auditpg.NewReport{Tenant: p.Tenant, Request: in.Request, Reason: in.Reason,
+	rep, dup, err := r.d.Ledger.RecordReport(lctx, TenantActor(p), audit.NewReport{Tenant: p.Tenant, Request: in.Request, Reason: in.Reason,
 		Sealed: sealed, RequestAt: e.OccurredAt, EntrySeq: e.Seq}, r.cfg.ReportLimit)
-	if errors.Is(err, auditpg.ErrReportRate) {
+	if errors.Is(err, audit.ErrReportRate) {
 		return ReportResult{}, false, err
 	}
 	if err != nil {
@@ -715,7 +714,7 @@ func validReason(r audit.Name) bool {
 
 // notifyReport POSTs the report's identifiers to the webhook, if one is
 // configured, without holding the tenant's answer.
-func (r *Responses) notifyReport(rep auditpg.Report) {
+func (r *Responses) notifyReport(rep audit.Report) {
 	url := r.cfg.ReportWebhook
 	if url == "" {
 		return
@@ -788,7 +787,7 @@ func (r *Responses) ReadReport(ctx context.Context, t cloison.TenantID, id audit
 		return ReportView{}, ErrNoReport
 	}
 	rep, err := r.d.Ledger.ReportOf(ctx, t, id)
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return ReportView{}, ErrNoReport
 	}
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -68,7 +67,7 @@ func (r *Responses) LoadStored(ctx context.Context, t cloison.TenantID, id strin
 		return nil, ErrNoResponse
 	}
 	row, err := r.d.Ledger.StoredResponseOf(ctx, t, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return nil, ErrNoResponse
 	}
 	if err != nil {
@@ -100,7 +99,7 @@ func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.
 	sealed := g.Seal(nonce, nonce, plain, storedAD(p.Tenant, id))
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
-	if _, err := r.d.Ledger.StoreResponse(lctx, TenantActor(p), auditpg.StoredResponse{ID: id, Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
+	if _, err := r.d.Ledger.StoreResponse(lctx, TenantActor(p), audit.StoredResponse{ID: id, Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
 		r.d.Log.Error("storing a response failed", "response", id, "err", err)
 		return fmt.Errorf("%w: %v", ErrLedgerDown, err)
 	}
@@ -121,7 +120,7 @@ func (r *Responses) DeleteStored(ctx context.Context, p tenancy.Principal, id st
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
 	_, err := r.d.Ledger.DeleteResponse(lctx, TenantActor(p), p.Tenant, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return ErrNoResponse
 	}
 	if err != nil {
