@@ -238,7 +238,7 @@ func (r *Responses) Served(t cloison.TenantID, greq engine.GenerateRequest, comp
 	}
 	return &audit.Served{Key: rc.DigestKey, Prompt: audit.PromptDigest(key, greq.Prompt), Completion: audit.CompletionDigest(key, completion),
 		CompletionText: audit.CompletionTextDigest(key, text), ModelDigest: rc.ModelDigest,
-		Backend: audit.Name(safeName(rc.Backend)), KernelPath: audit.Name(safeName(rc.KernelPath)),
+		Backend: audit.Name(SanitizeName(rc.Backend)), KernelPath: audit.Name(SanitizeName(rc.KernelPath)),
 		Sampling: audit.Sampling{Temperature: f(sp.Temperature), TopK: int64(sp.TopK), TopP: f(sp.TopP), MinP: f(sp.MinP),
 			RepetitionPenalty: f(sp.RepetitionPenalty), FrequencyPenalty: f(sp.FrequencyPenalty), PresencePenalty: f(sp.PresencePenalty),
 			Seed: audit.Name(strconv.FormatUint(sp.Seed, 10)), SeedSource: src, MaxTokens: int64(greq.MaxTokens),
@@ -281,10 +281,12 @@ type ProvenEntry struct {
 }
 
 func entryOf(e audit.TenantEntry) ProvenEntry {
-	return ProvenEntry{Position: e.Position, TreeSize: e.Size, Payload: e.Payload, Proof: hashesB64(e.Proof), Checkpoint: string(e.Checkpoint)}
+	return ProvenEntry{Position: e.Position, TreeSize: e.Size, Payload: e.Payload, Proof: HashesBase64(e.Proof), Checkpoint: string(e.Checkpoint)}
 }
 
-func hashesB64(hs []tlog.Hash) []string {
+// HashesBase64 is a proof's hashes as the JSON views carry them: standard
+// base64, one string a hash, in the proof's order.
+func HashesBase64(hs []tlog.Hash) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = base64.StdEncoding.EncodeToString(h[:])
@@ -417,7 +419,7 @@ type ReplayResult struct {
 // reported request, the register entry's new version, in one transaction.
 //
 // Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
-// ErrReplayResidency; ErrResponsesOff; ErrLedgerDown; the tenant store's.
+// ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
 func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayRequest) (ReplayResult, error) {
 	prompt := in.Prompt
 	e, err := r.entry(ctx, t, id)
@@ -514,7 +516,7 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 	defer cancel()
 	if _, err := r.d.Ledger.RecordReplay(lctx, r.d.Actor, t, ev); err != nil {
 		r.d.Log.Error("replay record failed", "request", id, "err", err)
-		return ReplayResult{}, fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return ReplayResult{}, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	if rep, err := r.d.Ledger.ReportFor(lctx, t, id); err == nil {
 		res.Report, res.Incident = rep.ID, rep.Incident
@@ -549,7 +551,7 @@ func ReplayObstacle(c audit.RequestCompleted, rc ResponseConfig) audit.Name {
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:
 		return "backend-not-batch-invariant"
-	case string(sv.Backend) != safeName(rc.ReplayBackend) || string(sv.KernelPath) != safeName(rc.ReplayKernelPath):
+	case string(sv.Backend) != SanitizeName(rc.ReplayBackend) || string(sv.KernelPath) != SanitizeName(rc.ReplayKernelPath):
 		return "kernel-path-differs"
 	}
 	return ""
@@ -656,7 +658,7 @@ func (r *Responses) reportAEAD(t cloison.TenantID) (cipher.AEAD, error) {
 //
 // Errors: ErrInvalidField (reason, text too long); ErrNoRequest;
 // audit.ErrReportRate (the tenant's limit); ErrResponsesOff;
-// ErrLedgerDown.
+// ErrLedgerUnavailable.
 func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportInput) (ReportResult, bool, error) {
 	if audit.CheckName("reason", string(in.Reason)) != nil || !validReason(in.Reason) {
 		return ReportResult{}, false, ErrInvalidField.Withf("reason must be one of %v", audit.ReportReasons)
@@ -690,7 +692,7 @@ func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportIn
 	}
 	if err != nil {
 		r.d.Log.Error("report record failed", "request", in.Request, "err", err)
-		return ReportResult{}, false, fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return ReportResult{}, false, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	res := ReportResult{Report: rep.ID, Incident: rep.Incident, Request: rep.Request, Duplicate: dup, Status: string(audit.IncidentUnderAssessment)}
 	if rep.Verdict != "" {

@@ -88,7 +88,7 @@ func (r *Responses) LoadStored(ctx context.Context, t cloison.TenantID, id strin
 // its response.stored event in one transaction. The ledger write outlives
 // the caller's cancellation (bounded by the ledger timeout): a response
 // that was served is kept or reported unkept, never half-kept.
-// Errors: ErrStoreOff; ErrLedgerDown.
+// Errors: ErrStoreOff; ErrLedgerUnavailable.
 func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.RequestID, id audit.Name, plain []byte) error {
 	g, err := r.storedAEAD(p.Tenant)
 	if err != nil {
@@ -101,7 +101,7 @@ func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.
 	defer cancel()
 	if _, err := r.d.Ledger.StoreResponse(lctx, TenantActor(p), audit.StoredResponse{ID: id, Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
 		r.d.Log.Error("storing a response failed", "response", id, "err", err)
-		return fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.
 // DeleteStored deletes p's stored response id with its response.deleted
 // event in one transaction.
 // Errors: ErrStoreOff; ErrNoResponse (another tenant's, unknown or already
-// deleted); ErrLedgerDown.
+// deleted); ErrLedgerUnavailable.
 func (r *Responses) DeleteStored(ctx context.Context, p tenancy.Principal, id string) error {
 	if r.cfg.KEK == nil {
 		return ErrStoreOff
@@ -125,7 +125,7 @@ func (r *Responses) DeleteStored(ctx context.Context, p tenancy.Principal, id st
 	}
 	if err != nil {
 		r.d.Log.Error("deleting a response failed", "response", id, "err", err)
-		return fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	return nil
 }
