@@ -252,12 +252,12 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 			tools = append(tools, newCollector(g.s, in))
 		}
 	}
-	sink := genSink{
-		decided: func(d string) {
+	sink := service.Sink{
+		Decided: func(d string) {
 			decision = d
 			_ = stream.SetHeader(metadata.Pairs(DecisionIDKey, d))
 		},
-		token: func(choice int, tok engine.Token) {
+		Token: func(choice int, tok engine.Token) {
 			if sendErr != nil {
 				return
 			}
