@@ -587,26 +587,11 @@ func (r *Responses) runReplay(ctx context.Context, greq engine.GenerateRequest) 
 		}
 		if err != nil {
 			st.Cancel()
-			_ = drainStream(st)
+			_ = drainErr(st, nil) // the engine releases the request before the slot is
 			return nil, time.Since(start), err
 		}
 		if tok.ID >= 0 {
 			ids = append(ids, tok.ID)
-		}
-	}
-}
-
-// drainStream reads a cancelled stream to its end (bounded to 10 s), so
-// that the engine has released the request before the slot is.
-func drainStream(st *engine.Stream) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		if _, err := st.Next(ctx); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
 		}
 	}
 }
@@ -639,7 +624,13 @@ func reportAD(t cloison.TenantID, req cloison.RequestID) []byte {
 }
 
 func (r *Responses) reportAEAD(t cloison.TenantID) (cipher.AEAD, error) {
-	k, err := audit.ReportKey(r.cfg.KEK, t)
+	return tenantGCM(audit.ReportKey, r.cfg.KEK, t)
+}
+
+// tenantGCM is AES-256-GCM under the key that derive makes for tenant t
+// from kek: each tenant's texts are sealed under keys of its own.
+func tenantGCM(derive func(kek []byte, t cloison.TenantID) ([]byte, error), kek []byte, t cloison.TenantID) (cipher.AEAD, error) {
+	k, err := derive(kek, t)
 	if err != nil {
 		return nil, err
 	}

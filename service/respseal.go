@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
@@ -43,15 +42,7 @@ func (r *Responses) storedAEAD(t cloison.TenantID) (cipher.AEAD, error) {
 	if r.cfg.KEK == nil {
 		return nil, ErrStoreOff
 	}
-	k, err := audit.StoredResponseKey(r.cfg.KEK, t)
-	if err != nil {
-		return nil, err
-	}
-	b, err := aes.NewCipher(k)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return tenantGCM(audit.StoredResponseKey, r.cfg.KEK, t)
 }
 
 // LoadStored opens tenant t's stored response id and returns what Store
