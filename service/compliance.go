@@ -167,10 +167,7 @@ func (c *Compliance) AddNotice(ctx context.Context, actor audit.Name, n audit.No
 //
 // Errors: the Gate's before any row; the ledger's; fn's.
 func (c *Compliance) ScanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
-	if to != 0 && to < from {
-		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
-	}
-	release, err := c.d.Gate.Acquire(p.Tenant)
+	release, err := c.openRange(p, from, to)
 	if err != nil {
 		return err
 	}
@@ -198,15 +195,23 @@ func (c *Compliance) ScanLedger(ctx context.Context, p tenancy.Principal, from, 
 // Errors: ErrInvalidField (to before from); the Gate's before any row; the
 // ledger's; fn's.
 func (c *Compliance) ScanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(audit.TenantLogEntry) error) error {
-	if to != 0 && to < from {
-		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
-	}
-	release, err := c.d.Gate.Acquire(p.Tenant)
+	release, err := c.openRange(p, from, to)
 	if err != nil {
 		return err
 	}
 	defer release()
 	return c.d.Ledger.TenantEntries(ctx, t, from, to, fn)
+}
+
+// openRange checks a listing's range from..to (to 0: the end), then takes
+// the listing's place among the compliance streams: a range refused costs
+// no slot.
+// Errors: ErrInvalidField (to before from); the Gate's.
+func (c *Compliance) openRange(p tenancy.Principal, from, to uint64) (release func(), err error) {
+	if to != 0 && to < from {
+		return nil, ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
+	}
+	return c.d.Gate.Acquire(p.Tenant)
 }
 
 // VerifyLedger verifies the whole chain; a break is a result (the
