@@ -2,7 +2,6 @@ package api
 
 import (
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/service"
 )
 
@@ -13,16 +12,12 @@ import (
 // holds no KV pool.
 
 // Engine is what the server asks of the inference engine (*engine.Engine):
-// the request path's (service.Engine) and what the routes of this package
-// read.
+// the request path's (service.Engine), the admin operations' (service.Pool)
+// and the admission figures the metrics read at scrape time.
 type Engine interface {
 	service.Engine
-	// Load, Admission and PoolStats feed metrics and the pool status.
-	Load() (running, waiting int)
+	service.Pool
 	Admission() *engine.Admission
-	PoolStats() isolation.Stats
-	// AddTenant creates a tenant's KV partition (admin).
-	AddTenant(isolation.TenantConfig) error
 }
 
 // Placement is a decode node's view of its prefill nodes
