@@ -42,7 +42,7 @@ func ledgeredSince(t *testing.T, p *platformtest.Platform, seq uint64, kind audi
 	return out
 }
 
-// Issue 12 item 7, policy reloads: a reload is ledgered (policy.reloaded,
+// Policy reloads are audited: a reload is ledgered (policy.reloaded,
 // the bundle's digest, the admin who made it) before the new bundle
 // serves; with the ledger down the reload is refused (503) and the old
 // bundle keeps serving.
@@ -101,7 +101,8 @@ func TestAdminPolicyReloadLedgered(t *testing.T) {
 	}
 }
 
-// TestAdminGRPCChangesAndRevocations is issue 12 item 11 over gRPC (as
+// TestAdminGRPCChangesAndRevocations: admin changes take effect at once
+// and are ledgered, over gRPC (as
 // TestAdminChangesAndRevocations over HTTP): rotation within the minimum
 // interval is refused with the keys unchanged; one key is retired; a
 // tenant's quotas and models are updated; an API client and a single token

@@ -26,7 +26,8 @@ func call(t *testing.T, p *platformtest.Platform, method, path, token, body stri
 	return resp.StatusCode, eb, b
 }
 
-// TestAdminPlantedKeyIs401 is issue 12 item 2 end to end: the runtime
+// TestAdminPlantedKeyIs401: a signing key planted in the database grants
+// nothing, end to end. The runtime
 // database role plants a next signing key with its own public key; after
 // the key refresh a self-signed admin token for any tenant gets 401.
 func TestAdminPlantedKeyIs401(t *testing.T) {
@@ -61,7 +62,8 @@ func TestAdminPlantedKeyIs401(t *testing.T) {
 	}
 }
 
-// TestAdminChangesAndRevocations is issue 12 item 11 over HTTP: rotation
+// TestAdminChangesAndRevocations: admin changes take effect at once and
+// are ledgered, over HTTP. Rotation
 // has a minimum interval; one key is retired; a tenant's quotas and models
 // are updated; an API client and a single token are revoked and stop
 // verifying at once; each change is in the ledger, by the admin who made it.
@@ -161,7 +163,8 @@ func TestAdminChangesAndRevocations(t *testing.T) {
 	}
 }
 
-// TestAdminLedgerDownChangesNothing is issue 12 item 7 over HTTP: with the
+// TestAdminLedgerDownChangesNothing: no change without its ledger row,
+// over HTTP. With the
 // ledger closed, creating or suspending a tenant answers 503 and changes
 // nothing (the API used to apply the change, then fail to ledger it).
 func TestAdminLedgerDownChangesNothing(t *testing.T) {

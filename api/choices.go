@@ -1,8 +1,5 @@
 package api
 
-import (
-)
-
 // Choices (n > 1): one request, n sequences of the engine (run by
 // service.Requests.Generate, each with its own seed), each decoded here
 // with its own grammar matcher and tool-call parser and answered with its

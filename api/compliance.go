@@ -7,7 +7,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -171,7 +170,7 @@ func (s *Server) ledgerRange(w http.ResponseWriter, r *http.Request) {
 				"tenant": rec.Tenant, "payload": json.RawMessage(rec.Payload)})
 		})
 	} else {
-		err = s.ops.compliance.ScanTenantLog(r.Context(), p, t, from, to, func(e auditpg.TenantLogEntry) error {
+		err = s.ops.compliance.ScanTenantLog(r.Context(), p, t, from, to, func(e audit.TenantLogEntry) error {
 			wrote = true
 			s.streams.writeWithin(w)
 			return enc.Encode(tenantRow{Seq: e.Pos, Kind: e.Kind, Actor: e.Actor, Tenant: t, Payload: e.Leaf})

@@ -100,7 +100,8 @@ func capacityRefusals(t *testing.T, p *platformtest.Platform, tenant cloison.Ten
 	return n
 }
 
-// Issue 12 item 5, per-tenant connection caps: at most MaxConnsPerTenant
+// Per-tenant connection caps, so that one tenant cannot exhaust the
+// listener: at most MaxConnsPerTenant
 // connections of a listener carry one tenant's requests. A request of that
 // tenant on one more connection is refused with 429 and Retry-After, and
 // the connection is closed; the tenant's own connections keep serving,

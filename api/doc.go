@@ -1,20 +1,47 @@
-// Package api serves Cloison over gRPC and an OpenAI-compatible HTTP API.
+// Package api is Cloison's transport: it serves the application of package
+// service over an OpenAI-compatible HTTP API (JSON and SSE) and gRPC, and
+// holds nothing of the application itself.
 //
-// The request path itself — authentication, the policy decision, admission,
-// the ledger rows before and after service, the engine's sequences, refusal
-// counts and incidents — is package service (service.Requests); api decodes
-// a request into a service.Request, streams the tokens it is handed, encodes
-// the result or the error, and reports metrics and the access log as the
-// service's Observer (observer.go).
+// The request path — authentication, the policy decision, admission, the
+// ledger rows before and after service, the engine's sequences, refusal
+// counts and incidents — is service.Requests; verify, report, replay and
+// stored responses are service.Responses; the admin and compliance
+// operations are service.Admin and service.Compliance. api decodes a
+// request into their arguments, streams the tokens it is handed
+// (service.Sink), encodes the result or the error, and hears what happened
+// as the service's Observer (metrics and the access log).
 //
-// Files: server.go (routes, generate: the hand-over to the service), errors.go (the
-// one error → gRPC/HTTP table), fields.go (what every request field does:
-// implemented, ignored because it cannot change the output, or refused with
-// 400 naming it — an unknown field is refused too), openai.go and
-// respond.go (completions and chat completions), tools.go (function tools),
-// openai_extras.go (content parts, /v1/models/{id}, /tokenize), respapi.go
-// (the Responses API), responses.go (verifying, reporting and replaying
-// what was served), admin.go, compliance.go, grpc*.go.
+// What api keeps, and what it guarantees:
+//   - Routes and codecs: one route table per transport (server.go,
+//     grpc.go), the same operation behind an HTTP route and its gRPC
+//     method, so the two differ only in how messages are encoded.
+//   - Field tables (fields.go): every request field is implemented,
+//     ignored because it cannot change the output, or refused with 400
+//     naming it; an unknown field is refused too. docs/api.md's table is
+//     generated from them.
+//   - Connection limits: idle, header, body and write deadlines per
+//     connection and per-tenant connection caps (transport.go), caps on
+//     generations in flight, per tenant and in total (Config.MaxStreams),
+//     and on compliance streams (streams.go), so that no client and no
+//     tenant can hold the node.
+//   - One error table (errors.go): every error code maps to one gRPC code,
+//     one HTTP status and one OpenAI error type; only public messages reach
+//     the wire.
+//   - Metrics and the access log (metrics.go, accesslog.go, observer.go),
+//     with a bounded tenant label.
+//
+// Files: server.go (routes, generate: the hand-over to the service),
+// deps.go (what the server needs of the engine and the ledger),
+// errors.go, fields.go, transport.go, streams.go, openai.go and respond.go
+// (completions and chat completions), choices.go, tools.go (function
+// tools), openai_extras.go (content parts, /v1/models/{id}, /tokenize),
+// respapi.go and respitems.go (the Responses API), responses.go and
+// responses_grpc.go (verifying, reporting and replaying what was served),
+// admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
+// transparency log's routes), ops.go (the service operations this server
+// calls), grpc.go and grpc_services.go, incident.go and refusals.go (the
+// node's handles on the service's incident writes and refusal counts),
+// metrics.go and noticedues.go, accesslog.go, observer.go, trace.go.
 //
 // # Choices, echo and suffix
 //

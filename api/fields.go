@@ -42,7 +42,7 @@ const (
 type field struct {
 	rule    fieldRule
 	neutral []string
-	note    string // a limit on an implemented field's values, for the README's table
+	note    string // a limit on an implemented field's values, for docs/api.md's table
 }
 
 // commonFields are the fields of both endpoints.
@@ -141,9 +141,9 @@ var (
 )
 
 // fieldTables are every field table with the object it checks, in the order
-// the README's API field table lists them (TestREADMEFieldTable: a table
-// missing here, or a README out of date, fails; make config-doc rewrites
-// the README's table).
+// docs/api.md's field table lists them (TestREADMEFieldTable: a table
+// missing here, or a page out of date, fails; make config-doc rewrites the
+// page's table).
 var fieldTables = []struct {
 	name, object string // the variable's name; what it checks
 	table        map[string]field
@@ -170,7 +170,7 @@ var fieldTables = []struct {
 	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
 }
 
-// FieldTableMarkdown renders fieldTables as the README's API field table:
+// FieldTableMarkdown renders fieldTables as docs/api.md's field table:
 // per object, the fields implemented, those ignored (no effect on the
 // output) and those refused unless null or a neutral value (given). Any
 // field not listed is refused as unknown.

@@ -15,7 +15,8 @@ import (
 )
 
 // Fields Cloison does not implement are refused with 400 unsupported naming
-// the field, on both endpoints, never accepted and ignored (issue 12 item 17).
+// the field, on both endpoints, never accepted and ignored: a client must not
+// believe a setting applied that was not.
 func TestUnsupportedFields(t *testing.T) {
 	const chatMsgs = `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {

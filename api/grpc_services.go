@@ -20,7 +20,6 @@ import (
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
@@ -253,12 +252,12 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 			tools = append(tools, newCollector(g.s, in))
 		}
 	}
-	sink := genSink{
-		decided: func(d string) {
+	sink := service.Sink{
+		Decided: func(d string) {
 			decision = d
 			_ = stream.SetHeader(metadata.Pairs(DecisionIDKey, d))
 		},
-		token: func(choice int, tok engine.Token) {
+		Token: func(choice int, tok engine.Token) {
 			if sendErr != nil {
 				return
 			}
@@ -803,7 +802,7 @@ func (c *complianceService) LedgerRange(req *compliancev1.LedgerRangeRequest, st
 		return err
 	}
 	if t != "" {
-		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e auditpg.TenantLogEntry) error {
+		return c.s.ops.compliance.ScanTenantLog(ctx, p, t, req.GetFrom(), req.GetTo(), func(e audit.TenantLogEntry) error {
 			row := &compliancev1.LedgerRow{Seq: e.Pos, Kind: string(e.Kind), Tenant: string(t), Actor: string(e.Actor), Payload: e.Leaf}
 			return c.s.streams.sendWithin(ctx, func() error { return stream.Send(row) })
 		})

@@ -19,8 +19,8 @@ import (
 // A gRPC client that opens a generation and never reads it (its
 // flow-control window fills) is cut off after the send timeout: the
 // generation is cancelled and ledgered, and the tenant's stream slot comes
-// back (issue 12 item 5 on gRPC: before, Send blocked until the client
-// went away, holding the slot).
+// back (before, Send blocked until the client went away, holding the slot:
+// a reader that stalls could hold every slot).
 func TestGRPCStalledReaderCut(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{API: func(c *api.Config) {
 		c.MaxStreamsPerTenant = 1

@@ -97,10 +97,10 @@ func refusalsOf(t *testing.T, r audit.Record) *audit.PolicyRefusals {
 	return pl.(*audit.PolicyRefusals)
 }
 
-// Issue 12 item 4: a flood of refused requests — 429s and policy denials —
-// from one tenant against the real server and ledger adds no row while it
-// lasts, and one policy.refusals summary per flush: rows grow with flushes
-// (every DefaultRefusalFlush), not with refusals.
+// Refusals cannot flood the ledger: a flood of refused requests — 429s and
+// policy denials — from one tenant against the real server and ledger adds no
+// row while it lasts, and one policy.refusals summary per flush: rows grow
+// with flushes (every DefaultRefusalFlush), not with refusals.
 func TestRefusalFloodBoundedLedgerRows(t *testing.T) {
 	q := tenancy.Quotas{MaxConcurrent: 64, KVPages: 256, TokensPerMinute: 1000}
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"flood", "quiet"}, Quotas: &q})
@@ -295,10 +295,10 @@ func limitsBundle(t *testing.T, limits string) map[string]string {
 	return src
 }
 
-// Issue 12 item 16: every limit a decision returns is applied — tighter
-// than the tenant's quotas here, so that only the decision's value can
-// explain the outcome (the tenant has 64 concurrent requests, every page,
-// 10,000,000 tokens per minute). max_tokens clamps the completion;
+// A policy's word is applied, not advisory: every limit a decision returns is
+// applied — tighter than the tenant's quotas here, so that only the decision's
+// value can explain the outcome (the tenant has 64 concurrent requests, every
+// page, 10,000,000 tokens per minute). max_tokens clamps the completion;
 // max_context and kv_pages refuse what they cannot hold; max_concurrent,
 // tokens_per_minute and kv_pages in flight are the Limiter's.
 func TestDecisionLimitsApplied(t *testing.T) {

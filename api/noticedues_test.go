@@ -14,7 +14,8 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// TestNoticeDeadlines is issue 17 §4 end to end: the notice clause
+// TestNoticeDeadlines checks notice deadlines end to end, since a
+// notice sent late is a breach of its own: the notice clause
 // (contact, deadline) is set through the admin API with its tenant.updated
 // event; an incident naming two tenants shows each tenant's notice due at
 // named + deadline; once past bravo's deadline with no notice sent,

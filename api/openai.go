@@ -15,6 +15,7 @@ import (
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/service"
 )
 
 // Request-decoding errors (HTTP 400 or 413 through the error table).
@@ -22,7 +23,10 @@ var (
 	ErrBadJSON      = cloison.NewError(cloison.CodeInvalid, "the request body is not valid JSON")
 	ErrBadUTF8      = cloison.NewError(cloison.CodeInvalid, "the request body is not valid UTF-8")
 	ErrBodyTooLarge = cloison.NewError(cloison.CodeInvalid, "the request body is too large")
-	ErrBadField     = cloison.NewError(cloison.CodeInvalid, "invalid request field")
+	// ErrBadField: a field the request cannot have (service.ErrInvalidField,
+	// one value so errors.Is matches whether the transport or the service
+	// refused it); the message names the field.
+	ErrBadField = service.ErrInvalidField
 	// ErrUnsupported: a request field (or value) Cloison does not
 	// implement; the message names the field (fields.go).
 	ErrUnsupported = cloison.NewError(cloison.CodeUnsupported, "unsupported request field")

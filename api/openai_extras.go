@@ -12,9 +12,10 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// The smaller OpenAI- and vLLM-compatible surfaces (issue 15 §2): content
-// parts, GET /v1/models/{id}, POST /tokenize and /detokenize, the
-// Authorization scheme, and JSON bodies for unknown routes and methods.
+// The smaller OpenAI- and vLLM-compatible surfaces, so that clients written
+// for them work unchanged: content parts, GET /v1/models/{id}, POST /tokenize
+// and /detokenize, the Authorization scheme, and JSON bodies for unknown
+// routes and methods.
 
 // Content parts. A chat message's content may be a list of parts; text
 // parts are joined with "\n" (as vLLM does with its default string content

@@ -127,7 +127,8 @@ func tenantRows(t *testing.T, seqs []uint64, hashes [][]byte, payloads []string,
 	}
 }
 
-// TestCoVictimsRedactedHTTP is issue 12 item 10 over HTTP: alpha, affected
+// TestCoVictimsRedactedHTTP: an incident shared by tenants names none to
+// another, over HTTP. Alpha, affected
 // with bravo, sees bravo counted but not named, none of bravo's notices, no
 // global sequence numbers; the operator sees the whole file.
 func TestCoVictimsRedactedHTTP(t *testing.T) {

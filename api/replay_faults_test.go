@@ -15,7 +15,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// §3, both verdicts, with the context-bag oracle (a model that can only
+// Replay, both verdicts, with the context-bag oracle (a model that can only
 // emit tokens of the KV it attends over) on a deployment with the 2026
 // placeholder bug and the defences that would stop it switched off (fill
 // checks, arena checks, scrubbing): the attacker's over-long prompt is

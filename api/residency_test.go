@@ -18,7 +18,8 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Residency over gRPC on a split platform (issue 17 §5): the decode node in
+// Residency over gRPC on a split platform: a tenant's data is processed
+// only where its residency allows. The decode node in
 // ca-qc, its one prefill node in us-east. An admin sets the attacker
 // tenant's residency with UpdateTenant (ledgered as tenant.updated); with
 // ca-qc only, no prefill node complies, so a request is refused with 403

@@ -795,8 +795,8 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	base := strings.TrimPrefix(string(id), "req-")
 	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in)}
 	c := newCollector(s, in)
-	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
-		token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n
+	sink := service.Sink{Decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
+		Token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n
 			k := len(c.chat)
 			text, calls := c.add(tok)
 			b.add(text, calls, respLogprobs(c.chat[k:]))
@@ -808,7 +808,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 		sse = &respSSE{w: w, cancel: cancel}
 		sse.flusher, _ = w.(http.Flusher)
 		b.emit = sse.send
-		sink.started = func() { sse.begin(b.resp) }
+		sink.Started = func() { sse.begin(b.resp) }
 	}
 	res, err := s.generate(ctx, p, id, in, sink)
 	if err == nil {

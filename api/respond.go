@@ -3,9 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -242,21 +240,6 @@ func (c *collector) addToken(tok engine.Token) {
 		top[string(c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
 	}
 	c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
-}
-
-// drain waits for the stream to end after the client went away, so that its
-// summary exists for the ledger.
-func drain(st *engine.Stream) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		if _, err := st.Next(ctx); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
 }
 
 // fullResponse writes a non-streamed answer that generate has collected

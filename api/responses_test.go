@@ -81,7 +81,7 @@ func checkEntryOffline(t *testing.T, vkey string, tenant cloison.TenantID, res a
 	return *pl.(*audit.RequestCompleted)
 }
 
-// §1: request.completed holds keyed digests and the sampling that
+// Verify: request.completed holds keyed digests and the sampling that
 // determined the output, no text; the tenant verifies prompt and
 // completion (text or ids) and gets a proof checkable offline; another
 // tenant's id answers exactly as an unknown id.
@@ -185,7 +185,7 @@ func tokenIDs(t *testing.T, p *platformtest.Platform, text string) []int32 {
 	return p.Tokenizer.Encode(text, true, false)
 }
 
-// §2: a report is ledgered, opens a potential incident under assessment
+// Report: a report is ledgered, opens a potential incident under assessment
 // with the request and period, notifies the operator (metric, webhook),
 // keeps the foreign text sealed outside the ledger for the tenant's
 // compliance officer, is deduplicated per request and rate-limited per
@@ -316,7 +316,7 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// §3 on demand, every defence on: a greedy and a seeded sampled request
+// Replay on demand, every defence on: a greedy and a seeded sampled request
 // replay to what was served; a wrong prompt is refused; a replay on a
 // different kernel path is inconclusive, with the reason.
 func TestReplayOnDemand(t *testing.T) {

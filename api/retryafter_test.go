@@ -19,12 +19,12 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 12 item 14 on the request path: a request the real limiter
-// refuses (the tenant's tokens-per-minute bucket is empty) is answered 429
-// with Retry-After over HTTP, and RESOURCE_EXHAUSTED with a RetryInfo
-// detail and a retry-after trailer over gRPC; the wait is the limiter's,
-// and after it the same request fits. Before, the API looked for a
-// RetryAfter method that tenancy.LimitError did not have: no wait was sent.
+// A client must learn when to come back, not retry at once: a request the real
+// limiter refuses (the tenant's tokens-per-minute bucket is empty) is answered
+// 429 with Retry-After over HTTP, and RESOURCE_EXHAUSTED with a RetryInfo
+// detail and a retry-after trailer over gRPC; the wait is the limiter's, and
+// after it the same request fits. Before, the API looked for a RetryAfter
+// method that tenancy.LimitError did not have: no wait was sent.
 func TestRateLimitedRetryAfter(t *testing.T) {
 	q := tenancy.Quotas{MaxConcurrent: 64, KVPages: 256, TokensPerMinute: 600} // 10 tokens a second
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"acme"}, Quotas: &q})

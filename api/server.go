@@ -18,7 +18,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
@@ -49,7 +48,7 @@ type Config struct {
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    Ledger // *auditpg.Store
+	Ledger    Ledger // *postgres.Store
 	Tenants   *tenancy.Store
 	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
 	Node      audit.Name       // actor of the ledger events this node writes
@@ -67,7 +66,7 @@ type Config struct {
 	LedgerTimeout time.Duration
 	// Verify says which checkpoint keys and external directory the
 	// ledger-verify route trusts.
-	Verify auditpg.VerifyOptions
+	Verify audit.VerifyOptions
 	// ExportKey (optional) signs the manifests of compliance exports made
 	// through the gRPC Export method; without it Export is refused.
 	ExportKey ed25519.PrivateKey
@@ -426,14 +425,6 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
 }
 
-// genSink is how a transport receives one generation from generate:
-// service.Sink's callbacks (see there).
-type genSink struct {
-	decided func(decisionID string)
-	started func()
-	token   func(choice int, tok engine.Token)
-}
-
 // genResult is the end of a successful generation.
 type genResult = service.Result
 
@@ -441,10 +432,10 @@ type genResult = service.Result
 // (service.Requests.Generate: the decision ledgered BEFORE the engine gets
 // the request, request.completed ledgered BEFORE a nil error), shared by
 // the HTTP routes and gRPC Generate. A nil error means the transport may
-// send its normal finish; any error — before or after sink.started — means
+// send its normal finish; any error — before or after sink.Started — means
 // it must end the response with that error.
-func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink genSink) (genResult, error) {
-	return s.req.Generate(ctx, p, in.request(id), service.Sink{Decided: sink.decided, Started: sink.started, Token: sink.token})
+func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.RequestID, in inference, sink service.Sink) (genResult, error) {
+	return s.req.Generate(ctx, p, in.request(id), sink)
 }
 
 // request is in as the service takes it: the fields that reach the policy,
@@ -489,14 +480,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	for i := range cs {
 		cs[i] = newCollector(s, in)
 	}
-	sink := genSink{decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, token: func(i int, tok engine.Token) { cs[i].add(tok) }}
+	sink := service.Sink{Decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }, Token: func(i int, tok engine.Token) { cs[i].add(tok) }}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var sse *sseWriter
 	if in.common.Stream {
 		sse = s.newSSE(w, id, in, cs)
 		sse.cancel = cancel
-		sink.started, sink.token = sse.begin, sse.token
+		sink.Started, sink.Token = sse.begin, sse.token
 	}
 	res, err := s.generate(ctx, principal(r), id, in, sink)
 	switch {

@@ -14,10 +14,10 @@ import (
 	"github.com/cloison/cloison/isolation"
 )
 
-// Incident writes are tracked (issue 12 item 15): Close returns only once
-// every incident reported before it is in the register — no polling, the
-// rows are there when Close returns — and one reported after Close is
-// written before its hook returns.
+// Incident writes are tracked, so that no incident is lost at shutdown: Close
+// returns only once every incident reported before it is in the register — no
+// polling, the rows are there when Close returns — and one reported after
+// Close is written before its hook returns.
 func TestCloseWaitsForIncidents(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{}) // every defence on
 	const n = 6

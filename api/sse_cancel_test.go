@@ -30,8 +30,8 @@ func (c *cutWriter) Write(b []byte) (int, error) {
 
 // A streamed generation whose writes fail is cancelled, not run on to
 // max_tokens for nobody: the request is ledgered as canceled with the few
-// tokens it produced (issue 12 item 5: before, the generation ran to its end
-// with every write failing).
+// tokens it produced (before, the generation ran to its end with every write
+// failing, holding a slot and the KV pages for nobody).
 func TestStreamCancelledWhenWritesFail(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{})
 	from := head(t, p)

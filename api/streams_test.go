@@ -10,8 +10,8 @@ import (
 )
 
 // Compliance streams are capped per tenant and per node, refused at once
-// past either cap, and a slot comes back when a stream ends (issue 12
-// item 1).
+// past either cap, and a slot comes back when a stream ends, so
+// that no tenant can hold every compliance connection of the node.
 func TestStreamGateCaps(t *testing.T) {
 	g := newComplianceGate(StreamLimits{Max: 3, PerTenant: 2})
 	steps := []struct {

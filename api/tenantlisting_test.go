@@ -24,12 +24,12 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// listingPlatform gives alpha its own requests, an isolation violation
-// that bravo's request caused (its tenant column is bravo's) and that
-// affects both, the incident it opens, and a notice to each; bravo's
-// traffic comes first, so alpha's global seqs are all beyond its log's
-// size but that of the platform's tenant.created. It returns alpha's global seqs, in ledger order, of the entries
-// its log holds.
+// listingPlatform gives alpha its own requests, an isolation violation that
+// bravo's request caused (its tenant column is bravo's) and that affects both,
+// the incident it opens, and a notice to each; bravo's traffic comes first, so
+// alpha's global seqs are all beyond its log's size but that of the platform's
+// tenant.created. It returns alpha's global seqs, in ledger order, of the
+// entries its log holds.
 func listingPlatform(t *testing.T) (*platformtest.Platform, []uint64) {
 	t.Helper()
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
@@ -114,7 +114,8 @@ func listRows(t *testing.T, body []byte) []listedRow {
 	return out
 }
 
-// Issue 13 §1: a tenant's ledger listing IS its tenant log. Row i is
+// A tenant's ledger listing IS its tenant log, so that every row it gets is
+// provable. Row i is
 // position i of the log the tenant checkpoint signs: its payload, hashed
 // client-side as received, verifies with the inclusion proof for position
 // i (golang.org/x/mod/sumdb/tlog alone); the incident and the notices that

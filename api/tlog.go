@@ -187,14 +187,6 @@ type consistencyJSON struct {
 	Proof   []string `json:"proof"`
 }
 
-func hashesB64(hs []tlog.Hash) []string {
-	out := make([]string, len(hs))
-	for i, h := range hs {
-		out[i] = base64.StdEncoding.EncodeToString(h[:])
-	}
-	return out
-}
-
 func hashBytes(hs []tlog.Hash) [][]byte {
 	out := make([][]byte, len(hs))
 	for i, h := range hs {
@@ -218,7 +210,7 @@ func (s *Server) httpInclusion(w http.ResponseWriter, r *http.Request, t cloison
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, inclusionJSON{Seq: seq, TreeSize: size, Payload: payload, Proof: hashesB64(proof)})
+	writeJSON(w, 200, inclusionJSON{Seq: seq, TreeSize: size, Payload: payload, Proof: service.HashesBase64(proof)})
 }
 
 func (s *Server) httpConsistency(w http.ResponseWriter, r *http.Request, t cloison.TenantID) {
@@ -235,7 +227,7 @@ func (s *Server) httpConsistency(w http.ResponseWriter, r *http.Request, t clois
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, consistencyJSON{OldSize: old, NewSize: size, Proof: hashesB64(proof)})
+	writeJSON(w, 200, consistencyJSON{OldSize: old, NewSize: size, Proof: service.HashesBase64(proof)})
 }
 
 // tlogService is TransparencyLogService over the same calls.

@@ -86,10 +86,10 @@ func doReq(t *testing.T, req *http.Request) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// Issue 13 §1 item 4: an outsider holding only the published verifier key
-// checks a checkpoint fetched over HTTP, an inclusion proof and a
-// consistency proof, with golang.org/x/mod/sumdb/note and tlog alone (the
-// outsider's part below uses nothing of Cloison's).
+// The log is checkable without trusting Cloison: an outsider holding only the
+// published verifier key checks a checkpoint fetched over HTTP, an inclusion
+// proof and a consistency proof, with golang.org/x/mod/sumdb/note and tlog
+// alone (the outsider's part below uses nothing of Cloison's).
 func TestThirdPartyVerifiesOverHTTP(t *testing.T) {
 	p, _ := tlogPlatform(t)
 	published, err := p.Ledger.TreeVerifierKey() // handed out of band

@@ -10,8 +10,9 @@ import (
 )
 
 // gRPC Tokenize of a chat counts the control tokens the template writes and
-// none that message content spells (issue 12 item 8 on the Tokenize path:
-// a rendered chat was tokenized with special tokens parsed everywhere).
+// none that message content spells, so that a count cannot be inflated or a
+// turn forged through content (a rendered chat was once tokenized here with
+// special tokens parsed everywhere).
 func TestGRPCTokenizeChatContentIsData(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{})
 	c := grpcClient(t, p)
@@ -28,7 +29,8 @@ func TestGRPCTokenizeChatContentIsData(t *testing.T) {
 			control++
 		}
 	}
-	// <|im_start|>user … <|im_end|> <|im_start|>assistant: three, whatever the content.
+	// <|im_start|>user … <|im_end|> <|im_start|>assistant: three, whatever the
+	// content.
 	if control != 3 {
 		t.Errorf("got %d control tokens, want 3 (the template's own)", control)
 	}

@@ -39,8 +39,9 @@ func closedWithin(c net.Conn, limit time.Duration) bool {
 }
 
 // A keep-alive connection that went idle, and one that never sends a
-// request, are closed after the configured limits (issue 12 item 5: with
-// only ReadHeaderTimeout, an idle keep-alive connection was held forever).
+// request, are closed after the configured limits, so that idle clients cannot
+// exhaust connections (with only ReadHeaderTimeout, an idle keep-alive
+// connection was held forever).
 func TestIdleConnectionsClosed(t *testing.T) {
 	addr := serveTransport(t, Transport{Idle: 200 * time.Millisecond, ReadHeader: 200 * time.Millisecond},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))

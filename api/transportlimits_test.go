@@ -45,8 +45,9 @@ func bearer(t *testing.T, p *platformtest.Platform, tenant cloison.TenantID) con
 }
 
 // Tokenize is charged to the tenant's tokens-per-minute quota: a tenant
-// that tokenizes in a loop is refused with RESOURCE_EXHAUSTED (issue 12
-// item 12; before, Tokenize was unmetered and never refused).
+// that tokenizes in a loop is refused with RESOURCE_EXHAUSTED
+// (before, Tokenize was unmetered and never refused, a free way to load the
+// node).
 func TestTokenizeMetered(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{})
 	if _, err := p.Tenants.UpdateTenant(context.Background(), "victim", func(tn *tenancy.Tenant) error {
@@ -113,7 +114,7 @@ func ptr[T any](v T) *T { return &v }
 
 // Generations in flight are capped per tenant (429) and in total (503)
 // on the one request path, over HTTP and gRPC alike, with Retry-After; a
-// freed slot serves again (issue 12 item 5).
+// freed slot serves again: one tenant cannot take every generation slot.
 func TestStreamCaps(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim", "attacker", "third"},
 		API: func(c *api.Config) { c.MaxStreams, c.MaxStreamsPerTenant = 2, 1 }})

@@ -54,8 +54,9 @@ func TestIsolationViolationFailsClosed(t *testing.T) {
 	if !sawErr || sawFinish || sawDone {
 		t.Fatalf("stream: error %v, finish %v, done %v; want only an error", sawErr, sawFinish, sawDone)
 	}
-	// Two violations of one cause: one incident, opened in the background
-	// by the hook, listing both requests (issue 13 §5 grouping).
+	// Two violations of one cause: one incident, opened in the background by
+	// the hook, listing both requests (detections of one cause are grouped, so
+	// that one breach is one register entry).
 	var incs []audit.IncidentFile
 	deadline := time.Now().Add(20 * time.Second)
 	for {

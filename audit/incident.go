@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +12,15 @@ import (
 
 	"github.com/cloison/cloison"
 )
+
+// NewIncidentID returns a fresh incident identifier: inc-YYYYMMDD-<8 hex>,
+// the day of now in UTC and four random bytes, so identifiers sort by day
+// and two opened the same day do not collide.
+func NewIncidentID(now time.Time) Name {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return Name(fmt.Sprintf("inc-%s-%s", now.UTC().Format("20060102"), hex.EncodeToString(b[:])))
+}
 
 // IncidentSource says how an incident entered the register.
 type IncidentSource string

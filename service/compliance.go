@@ -13,7 +13,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -26,7 +25,7 @@ var (
 	ErrNoExportKey = cloison.NewError(cloison.CodeUnavailable, "this node has no export signing key")
 )
 
-// RegisterStore is the Loi 25 incident register (*auditpg.Store): every
+// RegisterStore is the Loi 25 incident register (*postgres.Store): every
 // write is ledgered in its own transaction.
 type RegisterStore interface {
 	OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error)
@@ -38,12 +37,12 @@ type RegisterStore interface {
 	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
 }
 
-// LedgerReader is the ledger read, verified and exported (*auditpg.Store).
+// LedgerReader is the ledger read, verified and exported (*postgres.Store).
 type LedgerReader interface {
 	Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error
-	Verify(ctx context.Context, opts auditpg.VerifyOptions) (audit.Result, error)
-	Export(ctx context.Context, opts auditpg.ExportOptions) (export.Manifest, error)
-	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error
+	Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Result, error)
+	Export(ctx context.Context, opts export.Options) (export.Manifest, error)
+	TenantEntries(ctx context.Context, t cloison.TenantID, from, to uint64, fn func(audit.TenantLogEntry) error) error
 }
 
 // ComplianceDeps is what the compliance operations are made of. Gate,
@@ -62,7 +61,7 @@ type ComplianceDeps struct {
 	Now func() time.Time
 	// Verify says which checkpoint keys and external directory a
 	// verification of the ledger trusts.
-	Verify auditpg.VerifyOptions
+	Verify audit.VerifyOptions
 	// ExportKey signs the manifests of exports; without it Export is
 	// refused.
 	ExportKey ed25519.PrivateKey
@@ -122,7 +121,7 @@ func (c *Compliance) Incidents(ctx context.Context, p tenancy.Principal) ([]audi
 // register's.
 func (c *Compliance) Incident(ctx context.Context, p tenancy.Principal, id audit.Name) (audit.IncidentFile, error) {
 	f, err := c.d.Register.Incident(ctx, id)
-	if errors.Is(err, auditpg.ErrNotFound) || (err == nil && !visible(p, f)) {
+	if errors.Is(err, audit.ErrNotFound) || (err == nil && !visible(p, f)) {
 		return audit.IncidentFile{}, ErrNotVisible
 	}
 	return f, err
@@ -133,7 +132,7 @@ func (c *Compliance) Incident(ctx context.Context, p tenancy.Principal, id audit
 // (audit.ErrInvalidIncident, the ledger's).
 func (c *Compliance) OpenIncident(ctx context.Context, actor audit.Name, v audit.IncidentVersion) (audit.StoredVersion, error) {
 	if v.Incident == "" {
-		v.Incident = auditpg.NewIncidentID(c.d.Now())
+		v.Incident = audit.NewIncidentID(c.d.Now())
 	}
 	v.Version = 1
 	if v.Source == "" {
@@ -168,10 +167,7 @@ func (c *Compliance) AddNotice(ctx context.Context, actor audit.Name, n audit.No
 //
 // Errors: the Gate's before any row; the ledger's; fn's.
 func (c *Compliance) ScanLedger(ctx context.Context, p tenancy.Principal, from, to uint64, fn func(audit.Record) error) error {
-	if to != 0 && to < from {
-		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
-	}
-	release, err := c.d.Gate.Acquire(p.Tenant)
+	release, err := c.openRange(p, from, to)
 	if err != nil {
 		return err
 	}
@@ -198,16 +194,24 @@ func (c *Compliance) ScanLedger(ctx context.Context, p tenancy.Principal, from, 
 //
 // Errors: ErrInvalidField (to before from); the Gate's before any row; the
 // ledger's; fn's.
-func (c *Compliance) ScanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(auditpg.TenantLogEntry) error) error {
-	if to != 0 && to < from {
-		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
-	}
-	release, err := c.d.Gate.Acquire(p.Tenant)
+func (c *Compliance) ScanTenantLog(ctx context.Context, p tenancy.Principal, t cloison.TenantID, from, to uint64, fn func(audit.TenantLogEntry) error) error {
+	release, err := c.openRange(p, from, to)
 	if err != nil {
 		return err
 	}
 	defer release()
 	return c.d.Ledger.TenantEntries(ctx, t, from, to, fn)
+}
+
+// openRange checks a listing's range from..to (to 0: the end), then takes
+// the listing's place among the compliance streams: a range refused costs
+// no slot.
+// Errors: ErrInvalidField (to before from); the Gate's.
+func (c *Compliance) openRange(p tenancy.Principal, from, to uint64) (release func(), err error) {
+	if to != 0 && to < from {
+		return nil, ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
+	}
+	return c.d.Gate.Acquire(p.Tenant)
 }
 
 // VerifyLedger verifies the whole chain; a break is a result (the
@@ -254,7 +258,7 @@ func (c *Compliance) Export(ctx context.Context, p tenancy.Principal, actor audi
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := c.d.Ledger.Export(ctx, auditpg.ExportOptions{Dir: dir, From: from, To: to, Key: c.d.ExportKey, Actor: actor}); err != nil {
+	if _, err := c.d.Ledger.Export(ctx, export.Options{Dir: dir, From: from, To: to, Key: c.d.ExportKey, Actor: actor}); err != nil {
 		return err
 	}
 	ents, err := os.ReadDir(dir)

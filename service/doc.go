@@ -1,12 +1,22 @@
-// Package service is Cloison's request path, without a transport: a
-// bearer token becomes a principal, a decoded request becomes a policy
-// decision, an admission, a ledgered decision, the engine's sequences of its
-// choices and a ledgered completion, and the failures the engine and the
-// transfer receiver detect become durable incidents. Transports (package
-// api: HTTP, SSE, gRPC) decode a request into a Request, receive its tokens
-// through a Sink, encode the Result or the error through their one error
-// table, and hear what happened through an Observer (metrics, access log);
-// nothing here reads a header, a route or a transport's context.
+// Package service is Cloison's application without a transport: the
+// request path and the operations around it.
+//
+// On the request path a bearer token becomes a principal, a decoded
+// request becomes a policy decision, an admission, a ledgered decision, the
+// engine's sequences of its choices and a ledgered completion, and the
+// failures the engine and the transfer receiver detect become durable
+// incidents. The operations (Admin, Compliance, Responses) administer
+// tenants and keys, keep the incident register, list, verify, export and
+// prove the ledger, and verify, report, replay and seal what was served.
+// Transports (package api: HTTP, SSE, gRPC) decode a request into a
+// Request or an operation's arguments, receive tokens through a Sink,
+// encode the result or the error through their one error table, and hear
+// what happened through an Observer (metrics, access log); nothing here
+// reads a header, a route or a transport's context. What the service uses
+// of the rest of the node is declared here as narrow interfaces (Engine,
+// Ledger and its parts, TenantStore, Pool, KeyRing), each satisfied by the
+// production type its comment names, so a test may hand in a fake that
+// implements only what it exercises.
 //
 // # What it guarantees
 //
@@ -31,6 +41,33 @@
 //     OnIncident, a refused transfer) ends the request with its error, is
 //     ledgered with counts and identifiers only, and opens a register
 //     entry; the write is retried until Close and counted when lost.
+//   - Every change an operation makes is ledgered in the transaction that
+//     makes it (the stores do it under the actor tenancy.WithActor puts on
+//     the context), or before it takes effect (a policy bundle serves only
+//     after its policy.reloaded event is recorded): a change the ledger
+//     cannot record does not happen.
+//   - A tenant principal never learns that another tenant's incidents,
+//     ledger rows, requests, reports or stored responses exist: each is
+//     answered as an unknown id (ErrNotVisible, ErrNoRequest, ErrNoReport,
+//     ErrNoResponse), and its ledger listing and proofs are its own tenant
+//     log (TenantLogOf). Operator officers (the admin scope, Operator) see
+//     everything.
+//   - Nothing the service writes to the ledger holds text: digests,
+//     identifiers and counts. Report text and stored responses are sealed
+//     with AES-256-GCM under a per-tenant key derived from the KEK, bound to
+//     the tenant and the id.
+//   - A replay runs alone (one at a time, ErrReplayBusy otherwise) on the
+//     replay engine, in a zeroed partition of its own, only where the
+//     tenant's residency allows this node, and answers inconclusive, with
+//     the reason, wherever equal digests would prove nothing
+//     (ReplayObstacle).
+//   - Errors carry cloison.Error codes; the transports map them to wire
+//     statuses through their one error table. Each method's comment lists
+//     the errors it returns.
+//
+// The unit tests here check each rule against in-memory fakes; api's tests
+// check them again through both transports, and the stores' own tests
+// (tenancy, audit/postgres) that their changes are ledgered.
 //
 // # The request path, top to bottom
 //
@@ -61,6 +98,25 @@
 // RecordIncident, the transfer receiver's OnVerificationFailed is
 // RecordTransferFailure; Close drains their writes at shutdown.
 //
+// # The operations
+//
+// Each is a type built from narrow interfaces of what it uses and called,
+// unchanged, by both transports (api's HTTP handlers and gRPC services are
+// codecs around them):
+//
+//	Admin       tenants, API clients, token revocation, signing keys, the
+//	            policy bundle, the register's organisation, the pool status
+//	Compliance  the incident register (read scoped to the caller's tenant,
+//	            written by officers), notice drafts and deadlines, ledger
+//	            listings, verification, signed exports, and the signed
+//	            checkpoints and proofs of the transparency log (proofs.go)
+//	Responses   keyed digests of what was served, verify, report, replay,
+//	            and the sealed stored responses of the Responses API
+//
+// Compliance streams (ledger listings, verifications, exports) pass a Gate
+// first, so that no tenant can hold every connection of the node; the
+// transport supplies it, with its own send timeouts.
+//
 // # Ordering duties
 //
 //   - The gate slot is taken BEFORE the policy decision, and held until
@@ -90,6 +146,12 @@
 //     engine and the transfer server stopped.
 //   - Stop accepting requests BEFORE ending RunRefusals' context, so that
 //     no refusal comes after its last flush.
+//   - An operation's change is recorded in the ledger BEFORE it takes
+//     effect or in the same transaction; a policy bundle is reloaded only
+//     after its policy.reloaded event is durable.
+//   - A replay takes the replay slot BEFORE it allocates anything, and its
+//     cancelled stream is drained BEFORE the slot is released, so that the
+//     replay engine holds one request at a time.
 //
 // # Choices and the prefix cache: here, not in the engine
 //

@@ -20,7 +20,7 @@ import (
 
 // What the request path uses of the engine and the ledger, declared here
 // where it is used (the implementations are *engine.Engine and
-// *auditpg.Store). A request's tenant crosses into the engine once, through
+// *postgres.Store). A request's tenant crosses into the engine once, through
 // EnsureTenant; the service holds no KV pool.
 
 // Engine is what the request path asks of the inference engine
@@ -62,6 +62,19 @@ type Recorder interface {
 	Stage(ctx context.Context, e audit.Event) (audit.Record, error)
 	Head(ctx context.Context) (audit.Head, error)
 	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
+}
+
+// Ledger is all the service asks of the audit ledger (*postgres.Store),
+// the sum of what each part declares: the request path's Recorder, the
+// compliance operations' RegisterStore, LedgerReader and TransparencyLog,
+// and the response operations' Served. The assembly hands one store to
+// every part through it.
+type Ledger interface {
+	Recorder
+	RegisterStore
+	LedgerReader
+	TransparencyLog
+	Served
 }
 
 var _ Engine = (*engine.Engine)(nil)

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -17,14 +16,17 @@ import (
 // by the production implementation named in its comment, and a test may
 // hand in a fake that implements only what it exercises.
 
-// Errors every operation may return.
+// Errors every operation and the request path may return. The transports
+// decode their own fields with the same values, so that errors.Is matches
+// whichever layer refused.
 var (
 	// ErrInvalidField: a request field the operation cannot take; the
 	// public message names the field (Withf).
 	ErrInvalidField = cloison.NewError(cloison.CodeInvalid, "invalid request field")
-	// ErrLedgerDown: the ledger could not record an operation, so the
-	// operation did not happen (nothing is served or changed unaudited).
-	ErrLedgerDown = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
+	// ErrLedgerUnavailable: the ledger could not record a request or an
+	// operation, so it did not happen: the platform refuses unaudited
+	// service (unavailable, HTTP 503).
+	ErrLedgerUnavailable = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
 )
 
 // TenantStore is the tenant, client and token store (*tenancy.Store).
@@ -69,7 +71,7 @@ type PolicyReloader interface {
 }
 
 // Appender writes one event of this node to the ledger and returns it with
-// its seq. A failure wraps ErrLedgerDown (or the transport's equivalent):
+// its seq. A failure wraps ErrLedgerUnavailable (or the transport's equivalent):
 // the caller does not go on unaudited.
 type Appender interface {
 	Append(ctx context.Context, tenant cloison.TenantID, p audit.Payload) (audit.Record, error)
@@ -104,19 +106,19 @@ func (openGate) Acquire(cloison.TenantID) (func(), error) { return func() {}, ni
 // AdminActor is the ledger actor of an admin or compliance officer's
 // operation.
 func AdminActor(p tenancy.Principal) audit.Name {
-	return audit.Name(safeName("admin:" + p.Subject))
+	return audit.Name(SanitizeName("admin:" + p.Subject))
 }
 
 // TenantActor is the ledger actor of a tenant's own operation (a report, a
 // replay, a stored response).
 func TenantActor(p tenancy.Principal) audit.Name {
-	return audit.Name(safeName("tenant:" + string(p.Tenant) + "/" + p.Subject))
+	return audit.Name(SanitizeName("tenant:" + string(p.Tenant) + "/" + p.Subject))
 }
 
 // OperatorActor is the ledger actor of an operator's replay of a tenant's
 // request.
 func OperatorActor(p tenancy.Principal) audit.Name {
-	return audit.Name(safeName("operator:" + p.Subject))
+	return audit.Name(SanitizeName("operator:" + p.Subject))
 }
 
 // Operator reports whether p is one of the operator's admin or compliance
@@ -125,20 +127,3 @@ func OperatorActor(p tenancy.Principal) audit.Name {
 // client scopes must keep it to the operator's own officers. Everyone else
 // is a tenant principal and sees its own tenant's part only.
 func Operator(p tenancy.Principal) bool { return p.Has(tenancy.ScopeAdmin) }
-
-// safeName makes s a valid audit.Name: characters outside the name
-// alphabet become '_', and it is cut at audit.MaxNameLen. A subject or
-// backend name comes from outside and must never make an event invalid.
-func safeName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:/@+-", c) >= 0
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	if len(b) > audit.MaxNameLen {
-		b = b[:audit.MaxNameLen]
-	}
-	return string(b)
-}

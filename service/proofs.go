@@ -29,7 +29,7 @@ import (
 var ErrOtherTenantLog = cloison.NewError(cloison.CodePermissionDenied, "a tenant log is readable by its own tenant only")
 
 // TransparencyLog is the ledger's Merkle tree and tenant logs, signed and
-// proven (*auditpg.Store).
+// proven (*postgres.Store).
 type TransparencyLog interface {
 	Head(ctx context.Context) (audit.Head, error)
 	Scan(ctx context.Context, from, to uint64, fn func(audit.Record) error) error

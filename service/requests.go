@@ -18,12 +18,10 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Errors of the request path. Transports map them through their one error
-// table by code; compare with errors.Is.
+// Errors of the request path (with ErrInvalidField and
+// ErrLedgerUnavailable, ops.go). Transports map them through their one
+// error table by code; compare with errors.Is.
 var (
-	// ErrLedgerUnavailable: the ledger could not record the request; the
-	// platform refuses unaudited service (unavailable, HTTP 503).
-	ErrLedgerUnavailable = cloison.NewError(cloison.CodeUnavailable, "the audit ledger is unavailable; no unaudited service")
 	// ErrUnknownModel: the request names a model this node does not serve.
 	ErrUnknownModel = cloison.NewError(cloison.CodeNotFound, "model not found")
 	// ErrIsolationPolicy: the KV pool cannot isolate the tenant as the
@@ -38,7 +36,7 @@ type Config struct {
 	Verifier  *tenancy.Verifier
 	Limiter   *tenancy.Limiter
 	Decider   *policies.Decider
-	Ledger    Recorder   // *auditpg.Store
+	Ledger    Recorder   // *postgres.Store
 	Node      audit.Name // actor of the ledger events this node writes
 	// Placement (optional): set on a decode node, whose prompts are
 	// prefilled elsewhere; nil on a node that prefills itself.

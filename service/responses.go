@@ -26,7 +26,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/isolation"
@@ -88,7 +87,7 @@ type ResponseConfig struct {
 	// (default Backend and KernelPath).
 	ReplayBackend, ReplayKernelPath string
 	// ReportLimit bounds each tenant's reports (default 10 an hour).
-	ReportLimit auditpg.ReportLimit
+	ReportLimit audit.ReportLimit
 	// ReportWebhook (optional) receives a JSON notice of every new report
 	// (identifiers only), POSTed with a 5 s timeout; failures are counted.
 	ReportWebhook string
@@ -106,7 +105,7 @@ func (c ResponseConfig) WithDefaults() ResponseConfig {
 		c.DigestKey = DefaultDigestKey
 	}
 	if c.ReportLimit.N == 0 {
-		c.ReportLimit = auditpg.ReportLimit{N: 10, Window: time.Hour}
+		c.ReportLimit = audit.ReportLimit{N: 10, Window: time.Hour}
 	}
 	if c.ReplayBackend == "" {
 		c.ReplayBackend = c.Backend
@@ -118,17 +117,17 @@ func (c ResponseConfig) WithDefaults() ResponseConfig {
 }
 
 // Served is what the response operations keep in the ledger
-// (*auditpg.Store): a tenant's own request entry proven in its log,
+// (*postgres.Store): a tenant's own request entry proven in its log,
 // reports, replays and stored responses, each written in one transaction
 // with its ledger event.
 type Served interface {
-	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error)
-	RecordReport(ctx context.Context, actor audit.Name, r auditpg.NewReport, lim auditpg.ReportLimit) (auditpg.Report, bool, error)
-	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error)
-	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.Report, error)
+	RequestEntry(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.TenantEntry, error)
+	RecordReport(ctx context.Context, actor audit.Name, r audit.NewReport, lim audit.ReportLimit) (audit.Report, bool, error)
+	ReportOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.Report, error)
+	ReportFor(ctx context.Context, t cloison.TenantID, req cloison.RequestID) (audit.Report, error)
 	RecordReplay(ctx context.Context, actor audit.Name, t cloison.TenantID, p audit.RequestReplayed) (audit.Record, error)
-	StoreResponse(ctx context.Context, actor audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error)
-	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error)
+	StoreResponse(ctx context.Context, actor audit.Name, r audit.StoredResponse) (audit.StoredResponse, error)
+	StoredResponseOf(ctx context.Context, t cloison.TenantID, id audit.Name) (audit.StoredResponse, error)
 	DeleteResponse(ctx context.Context, actor audit.Name, t cloison.TenantID, id audit.Name) (audit.Record, error)
 }
 
@@ -239,7 +238,7 @@ func (r *Responses) Served(t cloison.TenantID, greq engine.GenerateRequest, comp
 	}
 	return &audit.Served{Key: rc.DigestKey, Prompt: audit.PromptDigest(key, greq.Prompt), Completion: audit.CompletionDigest(key, completion),
 		CompletionText: audit.CompletionTextDigest(key, text), ModelDigest: rc.ModelDigest,
-		Backend: audit.Name(safeName(rc.Backend)), KernelPath: audit.Name(safeName(rc.KernelPath)),
+		Backend: audit.Name(SanitizeName(rc.Backend)), KernelPath: audit.Name(SanitizeName(rc.KernelPath)),
 		Sampling: audit.Sampling{Temperature: f(sp.Temperature), TopK: int64(sp.TopK), TopP: f(sp.TopP), MinP: f(sp.MinP),
 			RepetitionPenalty: f(sp.RepetitionPenalty), FrequencyPenalty: f(sp.FrequencyPenalty), PresencePenalty: f(sp.PresencePenalty),
 			Seed: audit.Name(strconv.FormatUint(sp.Seed, 10)), SeedSource: src, MaxTokens: int64(greq.MaxTokens),
@@ -281,11 +280,13 @@ type ProvenEntry struct {
 	Checkpoint string          `json:"checkpoint"`
 }
 
-func entryOf(e auditpg.TenantEntry) ProvenEntry {
-	return ProvenEntry{Position: e.Position, TreeSize: e.Size, Payload: e.Payload, Proof: hashesB64(e.Proof), Checkpoint: string(e.Checkpoint)}
+func entryOf(e audit.TenantEntry) ProvenEntry {
+	return ProvenEntry{Position: e.Position, TreeSize: e.Size, Payload: e.Payload, Proof: HashesBase64(e.Proof), Checkpoint: string(e.Checkpoint)}
 }
 
-func hashesB64(hs []tlog.Hash) []string {
+// HashesBase64 is a proof's hashes as the JSON views carry them: standard
+// base64, one string a hash, in the proof's order.
+func HashesBase64(hs []tlog.Hash) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = base64.StdEncoding.EncodeToString(h[:])
@@ -294,15 +295,15 @@ func hashesB64(hs []tlog.Hash) []string {
 }
 
 // entry finds tenant t's request id; another tenant's is ErrNoRequest.
-func (r *Responses) entry(ctx context.Context, t cloison.TenantID, id cloison.RequestID) (auditpg.TenantEntry, error) {
+func (r *Responses) entry(ctx context.Context, t cloison.TenantID, id cloison.RequestID) (audit.TenantEntry, error) {
 	if r.cfg.KEK == nil {
-		return auditpg.TenantEntry{}, ErrResponsesOff
+		return audit.TenantEntry{}, ErrResponsesOff
 	}
 	if audit.CheckName("request", string(id)) != nil || t == "" {
-		return auditpg.TenantEntry{}, ErrNoRequest
+		return audit.TenantEntry{}, ErrNoRequest
 	}
 	e, err := r.d.Ledger.RequestEntry(ctx, t, id)
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return e, ErrNoRequest
 	}
 	return e, err
@@ -418,7 +419,7 @@ type ReplayResult struct {
 // reported request, the register entry's new version, in one transaction.
 //
 // Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
-// ErrReplayResidency; ErrResponsesOff; ErrLedgerDown; the tenant store's.
+// ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
 func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayRequest) (ReplayResult, error) {
 	prompt := in.Prompt
 	e, err := r.entry(ctx, t, id)
@@ -515,7 +516,7 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 	defer cancel()
 	if _, err := r.d.Ledger.RecordReplay(lctx, r.d.Actor, t, ev); err != nil {
 		r.d.Log.Error("replay record failed", "request", id, "err", err)
-		return ReplayResult{}, fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return ReplayResult{}, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	if rep, err := r.d.Ledger.ReportFor(lctx, t, id); err == nil {
 		res.Report, res.Incident = rep.ID, rep.Incident
@@ -550,7 +551,7 @@ func ReplayObstacle(c audit.RequestCompleted, rc ResponseConfig) audit.Name {
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:
 		return "backend-not-batch-invariant"
-	case string(sv.Backend) != safeName(rc.ReplayBackend) || string(sv.KernelPath) != safeName(rc.ReplayKernelPath):
+	case string(sv.Backend) != SanitizeName(rc.ReplayBackend) || string(sv.KernelPath) != SanitizeName(rc.ReplayKernelPath):
 		return "kernel-path-differs"
 	}
 	return ""
@@ -586,26 +587,11 @@ func (r *Responses) runReplay(ctx context.Context, greq engine.GenerateRequest) 
 		}
 		if err != nil {
 			st.Cancel()
-			_ = drainStream(st)
+			_ = drainErr(st, nil) // the engine releases the request before the slot is
 			return nil, time.Since(start), err
 		}
 		if tok.ID >= 0 {
 			ids = append(ids, tok.ID)
-		}
-	}
-}
-
-// drainStream reads a cancelled stream to its end (bounded to 10 s), so
-// that the engine has released the request before the slot is.
-func drainStream(st *engine.Stream) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		if _, err := st.Next(ctx); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
 		}
 	}
 }
@@ -638,7 +624,13 @@ func reportAD(t cloison.TenantID, req cloison.RequestID) []byte {
 }
 
 func (r *Responses) reportAEAD(t cloison.TenantID) (cipher.AEAD, error) {
-	k, err := audit.ReportKey(r.cfg.KEK, t)
+	return tenantGCM(audit.ReportKey, r.cfg.KEK, t)
+}
+
+// tenantGCM is AES-256-GCM under the key that derive makes for tenant t
+// from kek: each tenant's texts are sealed under keys of its own.
+func tenantGCM(derive func(kek []byte, t cloison.TenantID) ([]byte, error), kek []byte, t cloison.TenantID) (cipher.AEAD, error) {
+	k, err := derive(kek, t)
 	if err != nil {
 		return nil, err
 	}
@@ -656,8 +648,8 @@ func (r *Responses) reportAEAD(t cloison.TenantID) (cipher.AEAD, error) {
 // the answer.
 //
 // Errors: ErrInvalidField (reason, text too long); ErrNoRequest;
-// auditpg.ErrReportRate (the tenant's limit); ErrResponsesOff;
-// ErrLedgerDown.
+// audit.ErrReportRate (the tenant's limit); ErrResponsesOff;
+// ErrLedgerUnavailable.
 func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportInput) (ReportResult, bool, error) {
 	if audit.CheckName("reason", string(in.Reason)) != nil || !validReason(in.Reason) {
 		return ReportResult{}, false, ErrInvalidField.Withf("reason must be one of %v", audit.ReportReasons)
@@ -684,14 +676,14 @@ func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportIn
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
-	rep, dup, err := r.d.Ledger.RecordReport(lctx, TenantActor(p), auditpg.NewReport{Tenant: p.Tenant, Request: in.Request, Reason: in.Reason,
+	rep, dup, err := r.d.Ledger.RecordReport(lctx, TenantActor(p), audit.NewReport{Tenant: p.Tenant, Request: in.Request, Reason: in.Reason,
 		Sealed: sealed, RequestAt: e.OccurredAt, EntrySeq: e.Seq}, r.cfg.ReportLimit)
-	if errors.Is(err, auditpg.ErrReportRate) {
+	if errors.Is(err, audit.ErrReportRate) {
 		return ReportResult{}, false, err
 	}
 	if err != nil {
 		r.d.Log.Error("report record failed", "request", in.Request, "err", err)
-		return ReportResult{}, false, fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return ReportResult{}, false, fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	res := ReportResult{Report: rep.ID, Incident: rep.Incident, Request: rep.Request, Duplicate: dup, Status: string(audit.IncidentUnderAssessment)}
 	if rep.Verdict != "" {
@@ -715,7 +707,7 @@ func validReason(r audit.Name) bool {
 
 // notifyReport POSTs the report's identifiers to the webhook, if one is
 // configured, without holding the tenant's answer.
-func (r *Responses) notifyReport(rep auditpg.Report) {
+func (r *Responses) notifyReport(rep audit.Report) {
 	url := r.cfg.ReportWebhook
 	if url == "" {
 		return
@@ -788,7 +780,7 @@ func (r *Responses) ReadReport(ctx context.Context, t cloison.TenantID, id audit
 		return ReportView{}, ErrNoReport
 	}
 	rep, err := r.d.Ledger.ReportOf(ctx, t, id)
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return ReportView{}, ErrNoReport
 	}
 	if err != nil {

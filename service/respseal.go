@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -44,15 +42,7 @@ func (r *Responses) storedAEAD(t cloison.TenantID) (cipher.AEAD, error) {
 	if r.cfg.KEK == nil {
 		return nil, ErrStoreOff
 	}
-	k, err := audit.StoredResponseKey(r.cfg.KEK, t)
-	if err != nil {
-		return nil, err
-	}
-	b, err := aes.NewCipher(k)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return tenantGCM(audit.StoredResponseKey, r.cfg.KEK, t)
 }
 
 // LoadStored opens tenant t's stored response id and returns what Store
@@ -68,7 +58,7 @@ func (r *Responses) LoadStored(ctx context.Context, t cloison.TenantID, id strin
 		return nil, ErrNoResponse
 	}
 	row, err := r.d.Ledger.StoredResponseOf(ctx, t, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return nil, ErrNoResponse
 	}
 	if err != nil {
@@ -89,7 +79,7 @@ func (r *Responses) LoadStored(ctx context.Context, t cloison.TenantID, id strin
 // its response.stored event in one transaction. The ledger write outlives
 // the caller's cancellation (bounded by the ledger timeout): a response
 // that was served is kept or reported unkept, never half-kept.
-// Errors: ErrStoreOff; ErrLedgerDown.
+// Errors: ErrStoreOff; ErrLedgerUnavailable.
 func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.RequestID, id audit.Name, plain []byte) error {
 	g, err := r.storedAEAD(p.Tenant)
 	if err != nil {
@@ -100,9 +90,9 @@ func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.
 	sealed := g.Seal(nonce, nonce, plain, storedAD(p.Tenant, id))
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
-	if _, err := r.d.Ledger.StoreResponse(lctx, TenantActor(p), auditpg.StoredResponse{ID: id, Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
+	if _, err := r.d.Ledger.StoreResponse(lctx, TenantActor(p), audit.StoredResponse{ID: id, Tenant: p.Tenant, Request: rid, Sealed: sealed}); err != nil {
 		r.d.Log.Error("storing a response failed", "response", id, "err", err)
-		return fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	return nil
 }
@@ -110,7 +100,7 @@ func (r *Responses) Store(ctx context.Context, p tenancy.Principal, rid cloison.
 // DeleteStored deletes p's stored response id with its response.deleted
 // event in one transaction.
 // Errors: ErrStoreOff; ErrNoResponse (another tenant's, unknown or already
-// deleted); ErrLedgerDown.
+// deleted); ErrLedgerUnavailable.
 func (r *Responses) DeleteStored(ctx context.Context, p tenancy.Principal, id string) error {
 	if r.cfg.KEK == nil {
 		return ErrStoreOff
@@ -121,12 +111,12 @@ func (r *Responses) DeleteStored(ctx context.Context, p tenancy.Principal, id st
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.LedgerTimeout)
 	defer cancel()
 	_, err := r.d.Ledger.DeleteResponse(lctx, TenantActor(p), p.Tenant, audit.Name(id))
-	if errors.Is(err, auditpg.ErrNotFound) {
+	if errors.Is(err, audit.ErrNotFound) {
 		return ErrNoResponse
 	}
 	if err != nil {
 		r.d.Log.Error("deleting a response failed", "response", id, "err", err)
-		return fmt.Errorf("%w: %v", ErrLedgerDown, err)
+		return fmt.Errorf("%w: %v", ErrLedgerUnavailable, err)
 	}
 	return nil
 }

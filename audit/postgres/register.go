@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,12 +12,8 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-// NewIncidentID returns a fresh incident identifier: inc-YYYYMMDD-<8 hex>.
-func NewIncidentID(now time.Time) audit.Name {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return audit.Name(fmt.Sprintf("inc-%s-%s", now.UTC().Format("20060102"), hex.EncodeToString(b[:])))
-}
+// NewIncidentID is audit.NewIncidentID.
+func NewIncidentID(now time.Time) audit.Name { return audit.NewIncidentID(now) }
 
 // OpenIncident adds a register entry whose version 1 is v, chaining it into
 // the ledger (incident.opened) in the same transaction.

@@ -225,9 +225,9 @@ func (x *Tenant) GetResidency() *Residency {
 	return nil
 }
 
-// Residency is where a tenant's data may be processed (issue 17 §5):
-// only on nodes labelled with one of regions (empty: any) and with tier
-// (empty: any).
+// Residency is where a tenant's data may be processed, a choice of the
+// tenant's that placement honours: only on nodes labelled with one of regions
+// (empty: any) and with tier (empty: any).
 type Residency struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Regions       []string               `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`

@@ -1441,7 +1441,8 @@ type Attestation struct {
 	Reason        string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The node's residency labels (attest.Labels).
 	Labels *NodeLabels `protobuf:"bytes,11,opt,name=labels,proto3" json:"labels,omitempty"`
-	// For the calling tenant only (issue 17 §5): how it is isolated and
+	// For the calling tenant only, since another tenant's placement would
+	// tell who else is served here: how it is isolated and
 	// where its data is processed. reserved lists its own reservation only.
 	Tenant        *TenantPlacement `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
