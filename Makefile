@@ -137,7 +137,7 @@ test: llama-vocab test-tools arm64-tools
 	  echo "== the CPU kernels on arm64 under qemu-aarch64 (make arm64-check, about 2 minutes)" && \
 	  $(MAKE) --no-print-directory arm64-check && \
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
-	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
+	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./node/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
 # Randomized suites that run reduced under -race and in full here.
 FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
@@ -146,7 +146,7 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 # packages that hold them. The default build has no such switch
 # (TestDefaultBuildCannotSwitchADefenceOff).
 FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026|TestReplayVerdicts
-FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
+FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./node/probe/ ./node/platformtest/
 
 ## test-tools: pdftotext and pdftoppm (Debian poppler-utils), which the
 ## register PDF tests read pages back with, and promtool (Debian prometheus),

@@ -10,7 +10,7 @@ import (
 
 // A certificate of the wrong role for this node does not start it. (That a
 // decode node's transfer server serves no stream before its API server
-// exists is internal/node's TestDecodeServesTransfersOnlyOnceStarted.)
+// exists is node's TestDecodeServesTransfersOnlyOnceStarted.)
 func TestDecodeRefusesWrongRoleCertificate(t *testing.T) {
 	c := newCluster(t, "prefill-1", "decode")
 	cfg := config{stateDir: t.TempDir(), roles: roleConfig{role: roleDecode, tlsCA: c.ca, tlsCert: filepath.Join(c.dir, "decode.pem"),

@@ -5,7 +5,7 @@
 // audited.
 //
 // The node itself (pool and partitions, attestation, engine, policies, API
-// server, decode and prefill roles) is assembled by internal/node, as the
+// server, decode and prefill roles) is assembled by node, as the
 // tests assemble it; this command opens what it is made of.
 //
 // Node roles (--role, roles.go): both (the default: one node admits, prefills
@@ -207,10 +207,10 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/buildinfo"
-	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
+	assemble "github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -537,7 +537,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 	}
 
-	// The node (internal/node): pool and partitions, attestation (recorded,
+	// The node (node): pool and partitions, attestation (recorded,
 	// refusing to start when a pool cannot hold the context served), arena,
 	// engine, policies, API server; for a decode node the transfer server.
 	zeroing, err := isolation.ParseZeroing(c.zeroing)

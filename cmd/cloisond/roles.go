@@ -30,9 +30,9 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
-	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
+	assemble "github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -258,7 +258,7 @@ func fileDigest(path string) (transfer.Digest, error) {
 	return d, nil
 }
 
-// node is the loaded model as internal/node takes it.
+// node is the loaded model as node takes it.
 func (l *loadedModel) node() assemble.Model {
 	return assemble.Model{Backend: l.be, Model: l.m, Tokenizer: l.tok, Name: l.name, Digest: l.digest}
 }
@@ -333,7 +333,7 @@ func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Durat
 	}
 }
 
-// runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
+// runPrefill runs a prefill node (node.NewPrefill): the model, a
 // pool with the tenants' partitions (tenants created later are added on
 // their first prefill), an arena, and the PrefillService over mutual TLS on
 // --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the

@@ -1,5 +1,5 @@
 // Package node is the one assembly of a Cloison node, for cloisond and the
-// tests alike (internal/platformtest): what a node is made of and in which
+// tests alike (node/platformtest): what a node is made of and in which
 // order, written once. Callers open the ingredients — database stores and
 // the ledger, keys, the loaded model, listeners, TLS — and node builds the
 // rest: the KV pool with a partition for every stored tenant, the capacity

@@ -11,7 +11,7 @@ import (
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/synth/synthtest"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -5,7 +5,7 @@ package probe_test
 import (
 	"testing"
 
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 )
 
 // The probe can fail: on a deployment with the 2026 placeholder bug and

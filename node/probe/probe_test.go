@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloison/cloison/internal/platformtest"
-	"github.com/cloison/cloison/internal/probe"
+	"github.com/cloison/cloison/node/platformtest"
+	"github.com/cloison/cloison/node/probe"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -18,7 +18,7 @@ import (
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/synth/synthtest"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -1,5 +1,5 @@
 // Package platformtest builds the whole request path in process for tests,
-// the node assembled by internal/node as cloisond assembles it:
+// the node assembled by node as cloisond assembles it:
 // real PostgreSQL (internal/pgtest), the ledger, tenancy, OPA policies, the
 // engine on the CPU backend with the context-bag model, and the HTTP API on
 // an httptest server. Options switch single defences off — only tests can.
@@ -68,11 +68,11 @@ import (
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
-	"github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 	"go.opentelemetry.io/otel/trace"
@@ -331,7 +331,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node, assembled as cloisond assembles it (internal/node).
+	// The node, assembled as cloisond assembles it (node).
 	limiter := tenancy.NewLimiter()
 	resp := api.Responses{KEK: kek, ModelDigest: audit.Sum(buf.Bytes()), Backend: be.Name(), KernelPath: string(be.Path())}
 	if o.ReplayPages > 0 {

@@ -15,10 +15,10 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
-	"github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/node"
 )
 
 // PrefillNode is a split platform's prefill node.

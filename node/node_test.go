@@ -28,11 +28,11 @@ import (
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
-	"github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/tenancy"
 )
 
