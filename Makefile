@@ -145,7 +145,7 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 # Tests that switch defences off (files with //go:build faults), and the
 # packages that hold them. The default build has no such switch
 # (TestDefaultBuildCannotSwitchADefenceOff).
-FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026|TestReplayVerdicts
+FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestProbeSplitMisaligned|TestIncident2026|TestReplayVerdicts
 FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./node/probe/ ./node/platformtest/
 
 ## test-tools: pdftotext and pdftoppm (Debian poppler-utils), which the

@@ -45,10 +45,9 @@ type PrefillConfig struct {
 	DecodePeers []string
 	// Chunk is the prefill chunk per forward pass (0: the runner's).
 	Chunk int
-	// Attest computes the node's own attestation (nil: attest.Capacity); a
-	// test may start a node whose attestation failed, which then publishes
-	// it as failed.
-	Attest func(attest.Config) (attest.Attestation, error)
+	// AttestUnsafe lets a node whose own attestation failed start and
+	// publish it as failed (faults builds only).
+	AttestUnsafe AttestUnsafe
 	// Unsafe and SenderUnsafe switch defences off (faults builds only).
 	Unsafe       engine.Unsafe
 	SenderUnsafe transfer.SenderUnsafe
@@ -82,12 +81,8 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		log = slog.Default()
 	}
 	m := cfg.Model
-	check := cfg.Attest
-	if check == nil {
-		check = attest.Capacity
-	}
 	c := cfg.Capacity
-	att, err := check(attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
+	att, err := selfAttestation(cfg.AttestUnsafe, attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
 		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels, KVType: c.KV.String()})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
+	"github.com/cloison/cloison/node"
 )
 
 // faults are the defence switches Options asks for, in the types of the
@@ -17,6 +18,7 @@ type faults struct {
 	engine  engine.Unsafe // each engine type reads only its own switch
 	recv    transfer.ReceiverUnsafe
 	sender  transfer.SenderUnsafe
+	attest  node.AttestUnsafe // both nodes' capacity attestation
 }
 
 func faultsOf(o Options) (faults, error) {
@@ -29,6 +31,7 @@ func faultsOf(o Options) (faults, error) {
 		f.engine.Placeholder, f.engine.SkipCountCheck = sp.Placeholder, sp.SkipDecodeCount
 		f.recv = transfer.ReceiverUnsafe{SkipCountCheck: sp.SkipCountCheck, SkipDigestCheck: sp.SkipDigestCheck}
 		f.sender = transfer.SenderUnsafe{ClaimReservation: sp.Placeholder}
+		f.attest = node.AttestUnsafe{SkipAttestation: sp.SkipAttestation}
 	}
 	return f, nil
 }

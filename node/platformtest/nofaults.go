@@ -9,6 +9,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
+	"github.com/cloison/cloison/node"
 )
 
 // faults is empty in the default build: its types have no switches.
@@ -18,6 +19,7 @@ type faults struct {
 	engine  engine.Unsafe
 	recv    transfer.ReceiverUnsafe
 	sender  transfer.SenderUnsafe
+	attest  node.AttestUnsafe
 }
 
 // errNoFaults: Options switch a defence off, which only a faults build can.
@@ -31,7 +33,7 @@ func faultsOf(o Options) (faults, error) {
 		sp = &Split{}
 	}
 	if o.PlaceholderOver != 0 || o.SkipFillCheck || o.SkipScrub || o.SkipKernelCheck || o.SkipAdmission ||
-		sp.Placeholder || sp.SkipCountCheck || sp.SkipDecodeCount || sp.SkipDigestCheck {
+		sp.SkipAttestation || sp.Placeholder || sp.SkipCountCheck || sp.SkipDecodeCount || sp.SkipDigestCheck {
 		return faults{}, errNoFaults
 	}
 	return faults{}, nil

@@ -137,7 +137,8 @@ type Split struct {
 	ServedContext int
 	// SkipAttestation starts the nodes even though a pool cannot hold the
 	// served context (the prefill node's own attestation and the decode
-	// node's check of it). With it on, New fails with attest.ErrFailed.
+	// node's check of it); without it New fails with attest.ErrFailed.
+	// Like the other Skip* fields, faults builds only.
 	SkipAttestation bool
 	// Placeholder is the 2026 prefill node: a prompt its pool cannot hold
 	// is not rejected but replaced by a one-token placeholder, whose one

@@ -90,20 +90,11 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	selfAttest := attest.Capacity
-	if sp.SkipAttestation {
-		// Skipped (tests only): the node starts and publishes its failed
-		// attestation.
-		selfAttest = func(c attest.Config) (attest.Attestation, error) {
-			a, _ := attest.Capacity(c)
-			return a, nil
-		}
-	}
 	pln := listen(t)
 	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
 		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
 		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
-		Attest: selfAttest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
+		AttestUnsafe: flt.attest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
 	if err != nil {
 		pln.Close()
 		return nil, nil, err // the prefill node refuses to start
@@ -122,19 +113,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &node.Decode{Listener: tln, ServerOptions: transfer.ServerOptions(decodeTLS.server), Keys: keys, Client: client, ReceiverUnsafe: flt.recv}
-	if sp.SkipAttestation {
-		d.Check = func(self attest.Attestation, digest string, peers []attest.PrefillPeer) (attest.Attestation, int, error) {
-			a, capacity, err := attest.Prefill(self, digest, peers)
-			if err != nil {
-				// Skipped (tests only): the engine starts as if it
-				// had passed; the published attestation keeps each
-				// peer's verdict.
-				a.OK, a.Reason = true, ""
-			}
-			return a, capacity, nil
-		}
-	}
+	d := &node.Decode{Listener: tln, ServerOptions: transfer.ServerOptions(decodeTLS.server), Keys: keys, Client: client, ReceiverUnsafe: flt.recv, AttestUnsafe: flt.attest}
 	return &PrefillNode{Pool: p.Pool, Attestation: p.Attestation, node: p}, d, nil
 }
 

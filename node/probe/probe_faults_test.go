@@ -3,6 +3,7 @@
 package probe_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cloison/cloison/node/platformtest"
@@ -33,5 +34,23 @@ func TestProbeDefencesHoldAgainstTheBug(t *testing.T) {
 		if f.Check == "oracle-leak" || f.Check == "canary-leak" || f.Check == "over-long-served" {
 			t.Fatalf("finding with every defence on: %+v", f)
 		}
+	}
+}
+
+// With a prefill pool below the served context (the attestation switched
+// off, as the 2026 operators had no such check; faults builds only), the
+// probe reports the misalignment — and the edge lengths probe the smaller
+// pool.
+func TestProbeSplitMisaligned(t *testing.T) {
+	rep := run(t, platformtest.Options{Pages: 16, Split: &platformtest.Split{PrefillPages: 10, SkipAttestation: true}})
+	var found bool
+	for _, f := range rep.Findings {
+		found = found || (f.Check == "attestation" && strings.Contains(f.Detail, "prefill node"))
+		if f.Check == "oracle-leak" || f.Check == "canary-leak" || f.Check == "over-long-served" {
+			t.Fatalf("finding: %+v", f)
+		}
+	}
+	if !found {
+		t.Fatalf("the probe did not report the 160-token prefill pool under a 256-token served context: %+v", rep.Findings)
 	}
 }
