@@ -136,7 +136,13 @@ type Node struct {
 	Server      *api.Server
 	Decider     *policies.Decider
 	Attestation attest.Attestation // as published
+	// Set by Open: what it opened for the node (New leaves them nil).
+	Ledger  *auditpg.Store
+	Tenants *tenancy.Store
+	Ring    *tenancy.KeyRing
+	Model   Model
 
+	opened   opened // Open's, closed after the node (Close)
 	cfg      Config
 	log      *slog.Logger
 	transfer *grpc.Server // decode nodes only
@@ -340,7 +346,8 @@ func (n *Node) StopEngine() {
 // incidents (the engine, the transfer server) stops first, then every
 // incident write is made durable (api.Server.Close, retried until ctx
 // ends), then the last refusal counts are written. Call it after the
-// listeners stopped and before the ledger closes. Idempotent.
+// listeners stopped and before the ledger closes (a node from Open closes
+// what Open opened last, the ledger included). Idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		n.StopEngine()
@@ -358,6 +365,7 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 		}
 		n.closeErr = errors.Join(errs...)
+		n.opened.close() // the replay engine, model, key ring, witnesses, ledger
 	})
 	return n.closeErr
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
@@ -19,10 +20,12 @@ import (
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
+	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/tenancy"
 )
 
 // PrefillConfig assembles a prefill node: it computes prompt KV for decode
@@ -65,8 +68,11 @@ type Prefill struct {
 	svc         *prefillrpc.Server
 	gs          *grpc.Server
 	ln          net.Listener
-	calls       atomic.Int64
-	metrics     *prefillMetrics
+	// Model is the model the node serves (set by OpenPrefill).
+	Model      Model
+	closeModel func() // OpenPrefill's instance, closed by Shutdown
+	calls      atomic.Int64
+	metrics    *prefillMetrics
 }
 
 // NewPrefill assembles a prefill node: its attestation first (reject before
@@ -180,4 +186,78 @@ func (p *Prefill) Shutdown(ctx context.Context) {
 	}
 	_ = p.ln.Close()
 	p.svc.Close()
+	if p.closeModel != nil {
+		p.closeModel()
+		p.closeModel = nil
+	}
+}
+
+// PrefillSpec is a prefill node to open (OpenPrefill): values its caller
+// read from flags, files or a test's options.
+type PrefillSpec struct {
+	// DB is the runtime role's pool: the cluster key is checked against
+	// the recorded one, and the tenants read from it. The caller closes
+	// it after Shutdown.
+	DB *pgxpool.Pool
+	// Tenants, when set, is read instead of DB's tenant store.
+	Tenants TenantSource
+	// ClusterKey is the cluster key's record (zero: not checked); Rotate
+	// lets it differ from the recorded one. A prefill node writes no
+	// ledger: it checks its key against the one the decode nodes
+	// recorded, and never records one itself.
+	ClusterKey auditpg.DeploymentKey
+	Rotate     bool
+	Keys       *transfer.KeyRing // the cluster key ring (manifest MACs)
+	Model      ModelFile
+	Capacity   Capacity
+	// Listener carries the PrefillService (the node owns it, closed on an
+	// error too); ServerTLS and ClientTLS are the node-to-node mutual TLS,
+	// each requiring a decode peer's certificate.
+	Listener             net.Listener
+	ServerTLS, ClientTLS *tls.Config
+	DecodePeers          []string // PrefillConfig.DecodePeers
+	Chunk                int      // PrefillConfig.Chunk
+	// Unsafe, SenderUnsafe and AttestUnsafe switch defences off (faults
+	// builds only).
+	Unsafe       engine.Unsafe
+	SenderUnsafe transfer.SenderUnsafe
+	AttestUnsafe AttestUnsafe
+	Logger       *slog.Logger // optional
+	Tracer       trace.TracerProvider
+}
+
+// OpenPrefill opens a prefill node from s: the cluster key checked against
+// the ledger's record, the model loaded, and the node assembled
+// (NewPrefill). Serve starts it; Shutdown stops it and closes the model.
+//
+// Errors: *KeyError (the cluster key is not the recorded one),
+// attest.ErrFailed, and those of the parts; nothing stays open on an error.
+func OpenPrefill(ctx context.Context, s PrefillSpec) (_ *Prefill, err error) {
+	defer func() {
+		if err != nil {
+			_ = s.Listener.Close()
+		}
+	}()
+	if s.ClusterKey.ID != "" {
+		if _, err := auditpg.CheckKey(ctx, s.DB, s.ClusterKey, auditpg.KeyPolicy{Rotate: s.Rotate}); err != nil {
+			return nil, &KeyError{Key: s.ClusterKey, Err: err}
+		}
+	}
+	lm, err := s.Model.load(s.Model.Options)
+	if err != nil {
+		return nil, err
+	}
+	tenants := s.Tenants
+	if tenants == nil {
+		tenants = tenancy.NewStore(s.DB)
+	}
+	p, err := NewPrefill(ctx, PrefillConfig{Model: lm.Model, Capacity: s.Capacity, Tenants: tenants, Keys: s.Keys, Listener: s.Listener,
+		ServerOptions: transfer.ServerOptions(s.ServerTLS), ClientTLS: s.ClientTLS, DecodePeers: s.DecodePeers, Chunk: s.Chunk,
+		Unsafe: s.Unsafe, SenderUnsafe: s.SenderUnsafe, AttestUnsafe: s.AttestUnsafe, Logger: s.Logger, Tracer: s.Tracer})
+	if err != nil {
+		lm.close()
+		return nil, err
+	}
+	p.Model, p.closeModel = lm.Model, lm.close
+	return p, nil
 }

@@ -22,7 +22,7 @@ import (
 // --prefill-peers). Mutual TLS runs end to end through them.
 type faultCluster struct {
 	db                string
-	decode, prefill   *node
+	decode, prefill   *daemon
 	transfer, prefsvc *faultproxy.Proxy
 	admin             string // admin and compliance:read token
 }

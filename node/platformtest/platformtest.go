@@ -47,7 +47,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"net"
 	"net/http/httptest"
@@ -63,15 +62,11 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/gguf"
-	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/tokenizer"
-	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
-	"github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
@@ -176,50 +171,6 @@ type Platform struct {
 	ModelFile []byte
 }
 
-// startReplay builds a replay engine: a model instance, pool and arena of
-// its own on the CPU backend, every defence on.
-func startReplay(t testing.TB, ctx context.Context, file []byte, pages int) (*engine.Engine, *isolation.Pool) {
-	t.Helper()
-	f, err := gguf.Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := cpu.New(kernels.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	m, err := model.Load(be, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := isolation.NewPool(isolation.Config{Pages: pages, PageTokens: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	att, err := attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: min(m.Context, pages*16), PoolPages: pages, PageTokens: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	arena, err := be.NewArena(m.ArenaConfig(pages, 16, kernels.KVF32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Model: m, Tokenizer: tok, Pool: kv, Arena: arena, Attestation: att})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = eng.Run(runCtx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
-	return eng, kv
-}
-
 // Token issues a token for tenant with scopes.
 // GRPC serves the platform's gRPC server on a loopback listener for the
 // test's lifetime and returns a client connection to it and a context that
@@ -262,7 +213,9 @@ func New(t testing.TB, o Options) *Platform {
 }
 
 // Start is New returning the error that stops a platform from starting
-// (attest.ErrFailed: a pool cannot hold the served context).
+// (attest.ErrFailed: a pool cannot hold the served context). The platform
+// is the options as a node.Spec, opened as cloisond opens its node
+// (node.Open), its prefill node as cloisond opens one (node.OpenPrefill).
 func Start(t testing.TB, o Options) (*Platform, error) {
 	t.Helper()
 	if len(o.Tenants) == 0 {
@@ -275,43 +228,19 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	db := pgtest.New(t)
 	pool := db.RuntimePool(t)
 	_, key, _ := ed25519.GenerateKey(nil)
-	ledger, err := auditpg.Open(ctx, pool, auditpg.Config{Origin: "platformtest", SigningKey: key, CheckpointDir: t.TempDir(),
-		Organization: audit.Organization{Name: "Cloison test"}, Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ledger.Close() })
-	store := tenancy.NewStore(pool).WithLedger(ledger)
 	kek := make([]byte, tenancy.KEKSize)
 	_, _ = rand.Read(kek)
-	ring, err := tenancy.OpenKeyRing(ctx, store, "platformtest", kek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: "cloison", Sources: []tenancy.KeySource{ring}, Tenants: store, Clients: store, Revocations: store})
-	if err != nil {
-		t.Fatal(err)
-	}
 	quotas := tenancy.Quotas{MaxConcurrent: 64, KVPages: o.Pages, TokensPerMinute: 10_000_000, MaxContext: 1 << 20}
 	if o.Quotas != nil {
 		quotas = *o.Quotas
 	}
+	var tenants []tenancy.Tenant
 	for _, id := range o.Tenants {
-		if _, err := store.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
+		tenants = append(tenants, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
 			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{Model}, IncidentContact: "x@example.test",
-			Quotas: quotas}); err != nil {
-			t.Fatal(err)
-		}
+			Quotas: quotas})
 	}
-	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := w.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
+	file, err := contextBag(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,40 +248,33 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := cpu.New(kernels.Options{Unsafe: flt.kernels})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	m, err := model.Load(be, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.FromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The node, assembled as cloisond assembles it (node).
 	limiter := tenancy.NewLimiter()
-	resp := api.Responses{KEK: kek, ModelDigest: audit.Sum(buf.Bytes()), Backend: be.Name(), KernelPath: string(be.Path())}
-	if o.ReplayPages > 0 {
-		resp.Replay, resp.ReplayPool = startReplay(t, ctx, buf.Bytes(), o.ReplayPages)
-	}
-	acfg := api.Config{Verifier: verifier, Limiter: limiter, Keys: ring, Responses: resp}
+	acfg := api.Config{Limiter: limiter}
 	if o.API != nil {
 		o.API(&acfg)
 	}
-	ncfg := node.Config{Model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: Model, Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))},
-		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: min(m.Context, o.Pages*16), Labels: o.Labels},
-		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine, PrefixCache: o.PrefixCache}, Unsafe: flt.engine,
-		Ledger: ledger, NodeName: "platformtest", Actor: "engine:platformtest", Tenants: store, API: acfg, Tracer: o.Tracer}
+	// The served context is the smaller of the model's (synth.ContextBag's
+	// default when unset) and the pool.
+	modelContext := o.Context
+	if modelContext == 0 {
+		modelContext = 4096
+	}
+	served := min(modelContext, o.Pages*16)
+	spec := node.Spec{Name: "platformtest", DB: pool, Keys: node.Keys{Log: key, KEK: kek}, Tenants: tenants,
+		Ledger: auditpg.Config{Origin: "platformtest", CheckpointDir: t.TempDir(), Organization: audit.Organization{Name: "Cloison test"},
+			Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}},
+		Auth:      node.Auth{Issuer: "platformtest", Audience: "cloison"},
+		Model:     node.ModelFile{Bytes: file, Options: kernels.Options{Unsafe: flt.kernels}, Name: Model},
+		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: served, Labels: o.Labels},
+		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine, PrefixCache: o.PrefixCache}, Unsafe: flt.engine, ReplayPages: o.ReplayPages,
+		API: acfg, Tracer: o.Tracer}
 	var pn *PrefillNode
 	if o.Split != nil {
-		if pn, ncfg.Decode, err = startSplit(t, o, flt, buf.Bytes(), ncfg.Capacity.ServedContext, ncfg.Model, store); err != nil {
+		if pn, spec.Decode, err = startSplit(t, o, flt, file, served, pool); err != nil {
 			return nil, err
 		}
 	}
-	n, err := node.New(ctx, ncfg)
+	n, err := node.Open(ctx, spec)
 	if err != nil {
 		if errors.Is(err, attest.ErrFailed) {
 			return nil, err
@@ -361,8 +283,8 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	srv := n.Server
 	n.Start()
-	// Before the ledger closes: the engine stops, then every incident it
-	// reported is written (node.Close).
+	// The engine stops, then every incident it reported is written, then
+	// what Open opened closes, the ledger last (node.Close).
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -372,5 +294,20 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &Platform{KEK: kek, Tokenizer: tok, ModelFile: buf.Bytes(), URL: hs.URL, Server: srv, Ledger: ledger, Issuer: tenancy.NewIssuer(ring), Ring: ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: store}, nil
+	return &Platform{KEK: kek, Tokenizer: n.Model.Tokenizer, ModelFile: file, URL: hs.URL, Server: srv, Ledger: n.Ledger, Issuer: tenancy.NewIssuer(n.Ring),
+		Ring: n.Ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: n.Tenants}, nil
+}
+
+// contextBag is the served model's GGUF: the context bag of o.Context
+// tokens (synth.ContextBag's default when 0).
+func contextBag(o Options) ([]byte, error) {
+	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

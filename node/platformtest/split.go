@@ -3,21 +3,17 @@ package platformtest
 import (
 	"context"
 	"crypto/tls"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
-	"github.com/cloison/cloison/engine/gguf"
-	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
-	"github.com/cloison/cloison/kernels/cpu"
 	"github.com/cloison/cloison/node"
 )
 
@@ -35,12 +31,12 @@ func (n *PrefillNode) MetricsHandler() http.Handler { return n.node.MetricsHandl
 func (n *PrefillNode) Calls() int { return n.node.Calls() }
 
 // startSplit starts the prefill node (its own model instance, pool, arena,
-// PrefillService: node.NewPrefill) and returns the decode node's part of
-// the platform's assembly (node.Decode: transfer listener, prefill client).
+// PrefillService: node.OpenPrefill) and returns the decode node's part of
+// the platform's spec (node.DecodeSpec: transfer listener, prefill peers).
 // Unless o.Split.SkipAttestation, a pool that cannot hold the served
-// context stops the prefill node here, or the decode node in node.New, with
+// context stops the prefill node here, or the decode node in node.Open, with
 // attest.ErrFailed, as cloisond refuses to start.
-func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served int, dm node.Model, tenants node.TenantSource) (*PrefillNode, *node.Decode, error) {
+func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served int, db *pgxpool.Pool) (*PrefillNode, *node.DecodeSpec, error) {
 	sp := *o.Split
 	if sp.PrefillPages == 0 {
 		sp.PrefillPages = o.Pages
@@ -75,28 +71,14 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	decodeTLS := issue(pki.RoleDecode, pki.RolePrefill, pki.Labels{Region: o.Labels.Region, Tier: o.Labels.Tier})
 	prefillTLS := issue(pki.RolePrefill, pki.RoleDecode, pki.Labels{Region: sp.Labels.Region, Tier: sp.Labels.Tier})
 
-	// The prefill node: its own model instance, pool and arena.
-	f, err := gguf.Parse(ggufBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := cpu.New(kernels.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Close() })
-	m, err := model.Load(be, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
+	// The prefill node: its own model instance, pool and arena; the
+	// tenants read from the platform's database.
 	pln := listen(t)
-	p, err := node.NewPrefill(context.Background(), node.PrefillConfig{Model: node.Model{Backend: be, Model: m, Tokenizer: dm.Tokenizer, Name: dm.Name, Digest: dm.Digest},
+	p, err := node.OpenPrefill(context.Background(), node.PrefillSpec{DB: db, Keys: keys, Model: node.ModelFile{Bytes: ggufBytes, Name: Model},
 		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
-		Tenants:  tenants, Keys: keys, Listener: pln, ServerOptions: transfer.ServerOptions(prefillTLS.server), ClientTLS: prefillTLS.client,
+		Listener: pln, ServerTLS: prefillTLS.server, ClientTLS: prefillTLS.client,
 		AttestUnsafe: flt.attest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})
 	if err != nil {
-		pln.Close()
 		return nil, nil, err // the prefill node refuses to start
 	}
 	go func() { _ = p.Serve() }()
@@ -108,12 +90,8 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 
 	// The decode node's part: its transfer server (served from node.Start,
 	// into the platform's pool) and its prefill client.
-	tln := listen(t)
-	client, err := prefillrpc.NewClient([]string{pln.Addr().String()}, tln.Addr().String(), decodeTLS.client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &node.Decode{Listener: tln, ServerOptions: transfer.ServerOptions(decodeTLS.server), Keys: keys, Client: client, ReceiverUnsafe: flt.recv, AttestUnsafe: flt.attest}
+	d := &node.DecodeSpec{Listener: listen(t), Peers: []string{pln.Addr().String()}, ServerTLS: decodeTLS.server, ClientTLS: decodeTLS.client,
+		Keys: keys, ReceiverUnsafe: flt.recv, AttestUnsafe: flt.attest}
 	return &PrefillNode{Pool: p.Pool, Attestation: p.Attestation, node: p}, d, nil
 }
 
