@@ -283,6 +283,21 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	var c config
 	fs := flag.NewFlagSet("cloisond", flag.ContinueOnError)
 	cfgFile := fs.String("config", "", "JSON file of {\"flag-name\": value}")
+	c.flags(fs)
+	if defined != nil {
+		defined(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := applySources(fs, *cfgFile); err != nil {
+		return c, err
+	}
+	return c, c.check()
+}
+
+// flags defines every flag on fs, each setting its field of c.
+func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	c.db.flags(fs)
 	fs.BoolVar(&c.migrate, "migrate", true, "set up roles and apply migrations at start through --migrate-database-url (when set)")
@@ -343,12 +358,12 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	c.obs.flags(fs)
 	c.responses.flags(fs)
 	c.idp.flags(fs)
-	if defined != nil {
-		defined(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
+}
+
+// applySources sets the flags not given on the command line from the
+// environment (CLOISON_<FLAG>) and from cfgFile: the environment beats the
+// file; flags beat both.
+func applySources(fs *flag.FlagSet, cfgFile string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	apply := func(name, value string) error {
@@ -357,17 +372,16 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 		}
 		return fs.Set(name, value)
 	}
-	// The environment beats the file; flags beat both.
 	env := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv("CLOISON_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
 			env[f.Name] = v
 		}
 	})
-	if *cfgFile != "" {
-		vals, err := configValues(fs, *cfgFile) // config.go: typed values
+	if cfgFile != "" {
+		vals, err := configValues(fs, cfgFile) // config.go: typed values
 		if err != nil {
-			return c, err
+			return err
 		}
 		for k, vs := range vals {
 			if _, inEnv := env[k]; inEnv {
@@ -375,38 +389,41 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 			}
 			for _, v := range vs {
 				if err := apply(k, v); err != nil {
-					return c, fmt.Errorf("%s: setting %q: %w", *cfgFile, k, err)
+					return fmt.Errorf("%s: setting %q: %w", cfgFile, k, err)
 				}
 			}
 		}
 	}
 	for k, v := range env {
 		if err := apply(k, v); err != nil {
-			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), err)
+			return fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), err)
 		}
 	}
+	return nil
+}
+
+// check refuses a configuration that cannot start, before anything is
+// opened.
+func (c config) check() error {
 	if err := c.db.check(); err != nil {
-		return c, err
+		return err
 	}
 	if c.createDB && c.db.migrateURL == "" {
-		return c, errors.New("--create-database needs --migrate-database-url")
+		return errors.New("--create-database needs --migrate-database-url")
 	}
 	if err := c.roles.check(); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.idp.check(); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
-		return c, err
+		return err
 	}
-	if err := c.obs.check(); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c.obs.check()
 }
 
 // run is cloisond: the database prepared and its pools opened, then the
