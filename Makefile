@@ -270,13 +270,14 @@ staticcheck-install:
 clean:
 	rm -rf bin .cache/go-build
 
-## generate: regenerate the committed protobuf/gRPC code from api/proto. It
+## generate: regenerate the committed protobuf/gRPC code from api/proto (the
+## public APIs) and engine/transfer/proto (node to node: prefill, transfer). It
 ## installs what it needs: protoc from Debian's protobuf-compiler (apt), the Go
 ## plugins at pinned versions from the Go module proxy (into .cache/bin).
 PROTOC_VERSION ?= 3.21.12
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
-PROTO_FILES ?= $(shell find api/proto -name '*.proto' | sort)
+PROTO_ROOTS ?= api/proto engine/transfer/proto
 .PHONY: generate
 generate:
 	@command -v protoc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null; }
@@ -284,10 +285,12 @@ generate:
 	  echo "make generate: protoc $$v, want $(PROTOC_VERSION) (the version is written into the generated files; set PROTOC_VERSION to override)" >&2; exit 1; fi
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-	PATH=$(CURDIR)/.cache/bin:$$PATH protoc -I api/proto \
-	  --go_out=api/proto --go_opt=paths=source_relative \
-	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
-	  $(PROTO_FILES)
+	for root in $(PROTO_ROOTS); do \
+	  PATH=$(CURDIR)/.cache/bin:$$PATH protoc -I $$root \
+	    --go_out=$$root --go_opt=paths=source_relative \
+	    --go-grpc_out=$$root --go-grpc_opt=paths=source_relative \
+	    $$(find $$root -name '*.proto' | sort) || exit 1; \
+	done
 
 ## run: the whole platform on embedded defaults — local PostgreSQL (found or
 ## started by scripts/pg.sh), role setup and migrations through the admin URL,

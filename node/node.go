@@ -16,7 +16,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
@@ -24,6 +23,7 @@ import (
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"

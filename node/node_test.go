@@ -17,8 +17,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/api/prefillrpc"
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
@@ -28,6 +26,8 @@ import (
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	"github.com/cloison/cloison/engine/transfer/prefillrpc"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"

@@ -14,13 +14,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/audit/witness"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
+	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 )
 
 // Prefill peers found by DNS (DecodeSpec.ResolveInterval).

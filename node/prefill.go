@@ -18,11 +18,11 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"

@@ -611,7 +611,7 @@ const file_cloison_transfer_v1_transfer_proto_rawDesc = "" +
 	"\vKV_TYPE_F32\x10\x00\x12\x0f\n" +
 	"\vKV_TYPE_F16\x10\x012N\n" +
 	"\bTransfer\x12B\n" +
-	"\x04Push\x12\x1a.cloison.transfer.v1.Frame\x1a\x1c.cloison.transfer.v1.Receipt(\x01BEZCgithub.com/cloison/cloison/api/proto/cloison/transfer/v1;transferv1b\x06proto3"
+	"\x04Push\x12\x1a.cloison.transfer.v1.Frame\x1a\x1c.cloison.transfer.v1.Receipt(\x01BQZOgithub.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1;transferv1b\x06proto3"
 
 var (
 	file_cloison_transfer_v1_transfer_proto_rawDescOnce sync.Once

@@ -449,7 +449,7 @@ const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x01(\x03R\x06tokens2\xb2\x01\n" +
 	"\x0ePrefillService\x12R\n" +
 	"\aPrefill\x12\".cloison.prefill.v1.PrefillRequest\x1a#.cloison.prefill.v1.PrefillResponse\x12L\n" +
-	"\x06Attest\x12!.cloison.prefill.v1.AttestRequest\x1a\x1f.cloison.prefill.v1.AttestationBCZAgithub.com/cloison/cloison/api/proto/cloison/prefill/v1;prefillv1b\x06proto3"
+	"\x06Attest\x12!.cloison.prefill.v1.AttestRequest\x1a\x1f.cloison.prefill.v1.AttestationBOZMgithub.com/cloison/cloison/engine/transfer/proto/cloison/prefill/v1;prefillv1b\x06proto3"
 
 var (
 	file_cloison_prefill_v1_prefill_proto_rawDescOnce sync.Once

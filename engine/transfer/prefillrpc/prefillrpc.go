@@ -1,5 +1,5 @@
-// Package prefillrpc carries remote prefill between nodes (ARCHITECTURE.md
-// layer 4): a decode node's engine.Remote.Prefill becomes a PrefillService
+// Package prefillrpc carries remote prefill between the nodes of a split
+// deployment: a decode node's engine.Remote.Prefill becomes a PrefillService
 // call (Client), and a prefill node serves it by running
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
@@ -12,8 +12,9 @@
 // PrefillService, and only a prefill-role one serves it.
 //
 // Errors keep their cloison code across the wire: the server answers with
-// api.GRPCError's status, which carries the code as a google.rpc.ErrorInfo
-// detail (internal/rpcerr) and only the public message as text, and the
+// rpcerr.Status (the one error table, shared with the public API), which
+// carries the code as a google.rpc.ErrorInfo detail and only the public
+// message as text, and the
 // client turns it back into a *cloison.Error of that code. No side parses
 // message text.
 package prefillrpc
@@ -24,6 +25,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -37,11 +39,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/api"
-	prefillv1 "github.com/cloison/cloison/api/proto/cloison/prefill/v1"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	prefillv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/prefill/v1"
 	"github.com/cloison/cloison/internal/rpcerr"
 )
 
@@ -127,7 +128,7 @@ func (s *Server) Attest(context.Context, *prefillv1.AttestRequest) (*prefillv1.A
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.att == nil {
-		return nil, api.GRPCError(cloison.NewError(cloison.CodeUnavailable, "prefill: no capacity attestation published"))
+		return nil, statusError(cloison.NewError(cloison.CodeUnavailable, "prefill: no capacity attestation published"))
 	}
 	return s.att, nil
 }
@@ -180,27 +181,27 @@ func Dial(addr string, base *tls.Config) (*grpc.ClientConn, error) {
 func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*prefillv1.PrefillResponse, error) {
 	t := in.GetTarget()
 	if t == nil || len(t.GetReservation()) != len(transfer.ReservationID{}) || in.GetDecodeAddr() == "" || in.GetTenant() == "" || in.GetRequest() == "" {
-		return nil, api.GRPCError(cloison.NewError(cloison.CodeInvalid, "prefill: incomplete request (tenant, request, target and decode_addr are required)"))
+		return nil, statusError(cloison.NewError(cloison.CodeInvalid, "prefill: incomplete request (tenant, request, target and decode_addr are required)"))
 	}
 	target := transfer.Target{Tenant: cloison.TenantID(t.GetTenant()), Request: cloison.RequestID(t.GetRequest()), Epoch: t.GetEpoch(), Tokens: int(t.GetTokens())}
 	copy(target.Reservation[:], t.GetReservation())
 	tenant := cloison.TenantID(in.GetTenant())
 	if s.before != nil {
 		if err := s.before(ctx, tenant); err != nil {
-			return nil, api.GRPCError(err)
+			return nil, statusError(err)
 		}
 	}
 	// Dial only where this node was told to, or where the caller's
 	// certificate says it lives: never an address a request alone names.
 	if err := s.trust(ctx, in.GetDecodeAddr()); err != nil {
-		return nil, api.GRPCError(err)
+		return nil, statusError(err)
 	}
 	conn, err := s.conn(in.GetDecodeAddr())
 	if err != nil {
-		return nil, api.GRPCError(&cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill: decode node unreachable", Cause: err})
+		return nil, statusError(&cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill: decode node unreachable", Cause: err})
 	}
 	if err := s.prefill(ctx, transfer.GRPC(conn), tenant, cloison.RequestID(in.GetRequest()), in.GetTokens(), target); err != nil {
-		return nil, api.GRPCError(err)
+		return nil, statusError(err)
 	}
 	return &prefillv1.PrefillResponse{Tokens: int64(len(in.GetTokens()))}, nil
 }
@@ -541,4 +542,22 @@ func FromStatus(err error) error {
 		return &cloison.Error{Code: cloison.CodeDeadlineExceeded, Message: "prefill node: deadline exceeded", Cause: err}
 	}
 	return &cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill node: unreachable", Cause: err}
+}
+
+// statusError is err as the gRPC status the public API would answer it
+// with (rpcerr.Error), its cause logged as the API logs it: at level Error
+// for a server-side failure, at Debug when a refusal's text says more than
+// its public message. nil for nil.
+func statusError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code, w, msg := rpcerr.Describe(err)
+	switch {
+	case w.HTTP >= 500:
+		slog.Error("request failed", "code", code, "cause", err.Error())
+	case err.Error() != msg:
+		slog.Debug("request refused", "code", code, "cause", err.Error())
+	}
+	return rpcerr.Error(err)
 }
