@@ -136,7 +136,7 @@
 // transfer ends the request with an error, records
 // transfer.verification_failed in the ledger and opens an incident.
 //
-// prefill serves PrefillService (--prefill-addr, api/prefillrpc) and /healthz
+// prefill serves PrefillService (--prefill-addr, engine/transfer/prefillrpc) and /healthz
 // on --addr, with no public API. It loads the same model file (identity:
 // SHA-256 of the GGUF) and keeps its own pool and arena with every tenant's
 // partition; a prompt its pool can never hold is refused before any page is
