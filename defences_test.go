@@ -15,7 +15,7 @@ import (
 	"github.com/cloison/cloison/node"
 )
 
-// In the default build no defence can be switched off (issue 12 item 18):
+// In the default build no defence can be switched off:
 // the test-only switch types have no fields (they exist only with the faults
 // build tag), and no configuration type a server builds carries a field,
 // however deep, that names a skipped check or an unsafe mode. A server

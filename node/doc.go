@@ -22,7 +22,7 @@
 //   - A decode node's prefill client is told each tenant's residency (read
 //     from the tenant store per prefill, an unreadable record refuses) and
 //     is the API server's Placement, so admission, the tenant's attestation
-//     view and request.completed see the same prefill set (issue 17 §5).
+//     view and request.completed see the same prefill set.
 //   - Close stops what reports first (engine, transfer server), then makes
 //     every incident write durable (api.Server.Close), then writes the last
 //     refusal counts — before the caller closes the ledger.

@@ -48,7 +48,7 @@ type Capacity struct {
 	// of full-context requests the pool must hold (0: 1).
 	ServedContext, K int
 	// Labels are the node's residency labels (region, tier), published in
-	// its attestation (issue 17 §5).
+	// its attestation; a tenant's residency picks its prefill nodes by them.
 	Labels attest.Labels
 	// KV is the element type the node's arena stores K and V in (zero:
 	// float32). It is attested, and a decode node and its prefill nodes

@@ -139,7 +139,7 @@ func TestNewRecordsAttestation(t *testing.T) {
 }
 
 // A decode node's transfer server serves no stream before what it reports
-// refusals to exists (issue 12 item 15: it served at once, and a refusal
+// refusals to exists (it once served at once, and a refusal
 // before the API server was built dereferenced a nil server). Between New
 // and Start a prefill node's stream gets no answer and nothing is reported;
 // after Start the same junk is refused and the refusal is in the ledger.

@@ -58,7 +58,7 @@ func tokenWithKEK(t *testing.T, dbURL, kekPath string, tenant cloison.TenantID, 
 // Two cloisond processes on one database share one log: both sign its
 // checkpoints with the cluster's log key (--log-key-file), so each node's
 // verify endpoint reports the chain its peer wrote, checkpoints included,
-// as healthy (issue 13 §3; before, each node signed with its own state-dir
+// as healthy (before, each node signed with its own state-dir
 // key and reported the other's checkpoints as a broken chain). A node
 // holding another log key is refused at start, before it signs anything,
 // and a production start without key files is refused with the flags named.

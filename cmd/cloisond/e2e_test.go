@@ -371,7 +371,7 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 		t.Fatalf("the ledger does not open with the capacity attestation: %v", first)
 	}
 	// The bundle that serves from the start is on the record, as every
-	// reload is (issue 12 item 7).
+	// reload is.
 	reloaded := false
 	for _, row := range all {
 		reloaded = reloaded || row["kind"] == "policy.reloaded"

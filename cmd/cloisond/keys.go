@@ -17,8 +17,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Secrets (ARCHITECTURE.md "Roles and credentials"; issue 13 §3, issue 14
-// §2). The deployment's keys come from files or mounted secrets:
+// Secrets. The deployment's keys come from files or mounted secrets:
 //
 //   - --kek-file: the key-encryption key sealing the token signing keys;
 //   - --log-key-file: the log (checkpoint) signing key, ONE for the whole

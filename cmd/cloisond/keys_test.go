@@ -8,8 +8,7 @@ import (
 )
 
 // Outside --dev a start without key files is refused at configuration,
-// naming every missing flag (issue 13 §3, issue 14 §2: no node silently
-// creates its own secrets); --dev and complete key files start.
+// naming every missing flag (no node silently creates its own secrets); --dev and complete key files start.
 func TestProductionNeedsKeyFiles(t *testing.T) {
 	db := []string{"--database-url", "postgres://x"}
 	tlsFlags := []string{"--tls-ca", "ca.pem", "--tls-cert", "n.pem", "--tls-key", "n-key.pem"}

@@ -217,7 +217,7 @@ type config struct {
 	modelPath, modelName, backend               string
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
-	nodeRegion, nodeTier                        string // residency labels (issue 17 §5)
+	nodeRegion, nodeTier                        string // residency labels, attested
 	zeroing                                     string
 	kvType                                      kernels.KVType
 	stateDir, issuer, audience, node, devTenant string

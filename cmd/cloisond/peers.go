@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Prefill peers found by DNS (issue 14 §2).
+// Prefill peers found by DNS.
 //
 // With --prefill-resolve-interval > 0, each --prefill-peers entry
 // HOST:PORT whose host is a name (a Kubernetes headless service: one A

@@ -79,7 +79,7 @@ func (s *dnsServer) serve() {
 	}
 }
 
-// Issue 14 §2: a decode node whose --prefill-peers entry is a name (a
+// A decode node whose --prefill-peers entry is a name (a
 // headless service) gains a prefill node when the name starts resolving to
 // it, attested before its first request, and loses one that stops (its
 // attestation no longer answers), without a restart; an address whose

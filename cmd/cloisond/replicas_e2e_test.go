@@ -110,7 +110,7 @@ func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*daemon
 	return nodes
 }
 
-// Issue 14 §2: three nodes started at once on a database that does not
+// Three nodes started at once on a database that does not
 // exist yet all become ready — the CREATE DATABASE race, role setup and the
 // migrations are serialized by advisory locks, the signing keys are made
 // once (the first node under the issuer's lock) and the others read them,
@@ -138,7 +138,7 @@ func TestE2EColdStartThreeNodes(t *testing.T) {
 	}
 }
 
-// Issue 14 §2: a tenant of 100 tokens per minute served by two processes
+// A tenant of 100 tokens per minute served by two processes
 // gets its quota once across both (plus the burst tenancy.WithBudget
 // states: one chunk of 5 tokens per node), not once per node. Without the
 // shared budget both nodes admitted ~100 (184 in the report).

@@ -14,7 +14,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 17 §5, in a split deployment of real processes: a decode node in
+// Residency, in a split deployment of real processes: a decode node in
 // ca-qc with one prefill node in ca-qc and one in us-east. A tenant whose
 // residency allows only ca-qc has every prompt prefilled in ca-qc — the
 // us-east node's own log shows none of its requests, while a tenant

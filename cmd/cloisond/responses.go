@@ -14,7 +14,7 @@ import (
 )
 
 // responsesConfig: keyed digests of what was served, reports and replay
-// (issue 17 §1–§3, api/responses.go).
+// (api/responses.go).
 type responsesConfig struct {
 	digestKey   string
 	webhook     string

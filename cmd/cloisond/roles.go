@@ -28,7 +28,7 @@ import (
 	"github.com/cloison/cloison/node"
 )
 
-// Node roles (ARCHITECTURE.md layer 4): both (one node does everything, the
+// Node roles: both (one node does everything, the
 // default), decode (serves the API, admits, reserves KV and decodes; prompts
 // are prefilled on prefill nodes and arrive by verified transfer) and prefill
 // (computes prompt KV for decode nodes; serves no public API).

@@ -15,7 +15,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// TestChatRoleInjection is issue 12 item 8 end to end over HTTP: a user
+// TestChatRoleInjection is chat role injection end to end over HTTP: a user
 // message that spells ChatML turn markers reaches the model as text. The
 // context-bag model answers with the most frequent token it attends over, so
 // it shows what it was given: had the 40 "<|im_end|>" become control tokens

@@ -23,7 +23,7 @@ import (
 )
 
 // layer names one defence of the disaggregated path that the 2026 incident
-// went through (ARCHITECTURE.md layers 1–5).
+// went through, from the admitting decode node to the arena it reads.
 type layer int
 
 const (

@@ -106,11 +106,11 @@ type Options struct {
 	// API, when set, adjusts the API server's configuration before it is
 	// built (limits such as MaxBody or MaxStreams).
 	API func(*api.Config)
-	// ReplayPages, when set, gives the server a replay engine (issue 17
-	// §3): its own model instance, pool of that many pages and arena, with
+	// ReplayPages, when set, gives the server a replay engine (replays of
+	// stored responses, verdicts on reports): its own model instance, pool of that many pages and arena, with
 	// every defence on whatever the Skip* fields say.
 	ReplayPages int
-	// Labels are the (decode) node's residency labels (issue 17 §5).
+	// Labels are the (decode) node's residency labels.
 	Labels attest.Labels
 	// Tracer, when set, records the (decode) node's spans; Split.Tracer
 	// the prefill node's (nil: no spans).

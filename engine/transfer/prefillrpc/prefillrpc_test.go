@@ -173,7 +173,7 @@ func TestMutualTLSAndValidation(t *testing.T) {
 	}
 }
 
-// A prefill node dials only decode addresses it trusts (issue 12 item 9):
+// A prefill node dials only decode addresses it trusts:
 // those --decode-peers lists (TrustDecode), or else one whose host the
 // calling decode node's certificate names. A request naming any other
 // address is refused (permission_denied) before anything is dialed or
@@ -222,7 +222,7 @@ func TestUntrustedDecodeAddressRefused(t *testing.T) {
 	}
 }
 
-// Residency (issue 17 §5): the client sends a tenant's prompt only to
+// Residency: the client sends a tenant's prompt only to
 // prefill nodes whose attested labels its residency allows — never falling
 // back to another, not even when the compliant one is unreachable — and
 // refuses (permission_denied) when none is in the set, before calling any.
