@@ -13,6 +13,7 @@ import (
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/node"
+	"github.com/cloison/cloison/node/prefill"
 )
 
 // In the default build no defence can be switched off:
@@ -30,7 +31,7 @@ func TestDefaultBuildCannotSwitchADefenceOff(t *testing.T) {
 	}
 	for _, cfg := range []any{isolation.Config{}, kernels.Options{}, engine.Config{}, engine.AdmissionConfig{}, engine.SchedulerConfig{},
 		engine.Remote{}, engine.PrefillRunner{}, transfer.ReceiverConfig{}, transfer.SenderConfig{},
-		node.Config{}, node.Decode{}, node.PrefillConfig{}} {
+		node.Config{}, node.Decode{}, prefill.Config{}, prefill.Spec{}} {
 		walk(t, reflect.TypeOf(cfg), reflect.TypeOf(cfg).String(), map[reflect.Type]bool{})
 	}
 }

@@ -24,8 +24,9 @@ import (
 // no other project package but the root's shared IDs and errors; attest
 // imports no engine; nothing below the service imports api (but the public
 // API's generated wire types), node or cmd; the node-to-node protocol
-// (engine/transfer and its prefill RPC) imports no api at all, so a prefill
-// node links no public API; tenancy does not import isolation (their
+// (engine/transfer and its prefill RPC) and the prefill node
+// (node/prefill) import no api at all, so a prefill node links no public
+// API; tenancy does not import isolation (their
 // shared vocabulary is the root package's); nothing under internal/
 // imports a project package above it.
 func TestDependenciesPointOneWay(t *testing.T) {
@@ -43,6 +44,9 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	}{
 		{pkg: "./engine/...", forbidden: []string{"/audit", "/api", "/node", "/cmd", "/policies", "/service"}, wire: true},
 		{pkg: "./engine/transfer/...", forbidden: []string{"/api", "/node", "/cmd", "/service"}},
+		// A prefill node is the smallest node: it serves no public API
+		// and links none.
+		{pkg: "./node/prefill/...", forbidden: []string{"/api", "/cmd", "/service", "/policies"}},
 		{pkg: "./policies/...", forbidden: []string{"/engine", "/api", "/node", "/cmd", "/service"}, wire: true},
 		{pkg: "./attest/...", forbidden: []string{"/engine", "/api", "/node", "/cmd", "/audit", "/service"}, wire: true},
 		{pkg: "./isolation/...", only: []string{"", "/isolation"}},

@@ -20,53 +20,33 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
-	"github.com/cloison/cloison/engine/model"
-	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
+	"github.com/cloison/cloison/node/prefill"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Model is the model a node serves, loaded by its caller.
-type Model struct {
-	Backend   kernels.Backend // the arena comes from it
-	Model     *model.Model
-	Tokenizer *tokenizer.Tokenizer
-	Name      string          // the model id the API serves
-	Digest    transfer.Digest // SHA-256 of the GGUF file: the same on every node serving the file
-}
-
-// Capacity sizes a node's KV pool and what it attests (attest.Config).
-type Capacity struct {
-	// Pool is the KV pool (pages, page size, default zeroing, test faults).
-	Pool isolation.Config
-	// ServedContext is the context to serve (0: the model's); K the number
-	// of full-context requests the pool must hold (0: 1).
-	ServedContext, K int
-	// Labels are the node's residency labels (region, tier), published in
-	// its attestation; a tenant's residency picks its prefill nodes by them.
-	Labels attest.Labels
-	// KV is the element type the node's arena stores K and V in (zero:
-	// float32). It is attested, and a decode node and its prefill nodes
-	// must agree on it: the transfer refuses pages of another type.
-	KV kernels.KVType
-}
-
-func (c Capacity) attest(m *model.Model, reserved map[cloison.TenantID]int) (attest.Attestation, error) {
-	return attest.Capacity(attest.Config{ModelContext: m.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
-		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Reserved: reserved, Labels: c.Labels, KVType: c.KV.String()})
-}
-
-// TenantSource is where a node reads the tenants whose partitions it holds
-// (*tenancy.Store).
-type TenantSource interface {
-	Tenants(ctx context.Context) ([]tenancy.Tenant, error)
-	Tenant(ctx context.Context, id cloison.TenantID) (tenancy.Tenant, error)
-}
+// The parts a node is built from are the prefill role's (package
+// node/prefill: a prefill node is the smallest node, and needs no API).
+type (
+	// Model is the model a node serves (prefill.Model).
+	Model = prefill.Model
+	// Capacity sizes a node's KV pool and what it attests (prefill.Capacity).
+	Capacity = prefill.Capacity
+	// TenantSource is where a node reads its tenants (prefill.TenantSource).
+	TenantSource = prefill.TenantSource
+	// ModelFile is the GGUF a node serves (prefill.ModelFile).
+	ModelFile = prefill.ModelFile
+	// AttestUnsafe switches the capacity attestation off, in faults
+	// builds only (prefill.AttestUnsafe).
+	AttestUnsafe = prefill.AttestUnsafe
+	// KeyError is a deployment key the ledger refuses (prefill.KeyError).
+	KeyError = prefill.KeyError
+)
 
 // Config assembles a node that serves the API: role both (it prefills
 // itself) or, with Decode set, a decode node.
@@ -189,14 +169,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	reserved := map[cloison.TenantID]int{}
 	for _, t := range all {
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
+		if err := pool.AddTenant(prefill.PoolTenant(t)); err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
 		if t.Tier == isolation.TierDedicated {
 			reserved[t.ID] = t.Quotas.KVPages
 		}
 	}
-	att, aerr := cfg.Capacity.attest(m.Model, reserved)
+	att, aerr := cfg.Capacity.Attest(m.Model, reserved)
 	n.Pool = pool
 	var arena kernels.Arena
 	if aerr == nil {
@@ -298,7 +278,7 @@ func (n *Node) attestPrefill(ctx context.Context, att attest.Attestation, remote
 	if err != nil {
 		return att, err
 	}
-	att, remote.Capacity, err = prefillAttestation(d.AttestUnsafe, att, hex.EncodeToString(n.cfg.Model.Digest[:]), peers)
+	att, remote.Capacity, err = prefill.CheckPeers(d.AttestUnsafe, att, hex.EncodeToString(n.cfg.Model.Digest[:]), peers)
 	if err == nil && d.OnAttested != nil {
 		d.OnAttested(remote.Capacity)
 	}

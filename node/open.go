@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cloison/cloison/node/prefill"
 	"log/slog"
 	"net"
 	"time"
@@ -136,16 +138,6 @@ type DecodeSpec struct {
 	AttestUnsafe   AttestUnsafe
 }
 
-// KeyError is a deployment key the ledger refuses (auditpg.CheckKey,
-// Store.EnsureKey): its caller says what the operator should do.
-type KeyError struct {
-	Key auditpg.DeploymentKey
-	Err error
-}
-
-func (e *KeyError) Error() string { return fmt.Sprintf("%s key: %v", e.Key.Purpose, e.Err) }
-func (e *KeyError) Unwrap() error { return e.Err }
-
 // policy is what a start may do about key's purpose when the ledger
 // records another current key: the KEK is never rotated by a restart (the
 // sealed signing keys would not open), the log key only while the old one
@@ -167,7 +159,7 @@ func (k Keys) record(ctx context.Context, ledger *auditpg.Store, actor audit.Nam
 	for _, key := range keys {
 		op, err := ledger.EnsureKey(ctx, actor, key, k.policy(key.Purpose))
 		if err != nil {
-			return &KeyError{Key: key, Err: err}
+			return &prefill.KeyError{Key: key, Err: err}
 		}
 		if op != "" {
 			log.Info("deployment key recorded", "purpose", key.Purpose, "key", key.ID, "op", op)
@@ -244,11 +236,11 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lm, err := s.Model.load(s.Model.Options)
+	lm, err := s.Model.Load(s.Model.Options)
 	if err != nil {
 		return nil, err
 	}
-	o.add(lm.close)
+	o.add(lm.Close)
 	for _, t := range s.Tenants {
 		if t.AllowedModels == nil {
 			t.AllowedModels = []string{lm.Name}
@@ -380,7 +372,7 @@ func (d *DecodeSpec) open(ctx context.Context, m Model, log *slog.Logger) (*Deco
 		if lookup == nil {
 			lookup = net.DefaultResolver.LookupHost
 		}
-		w := &peerWatcher{entries: d.Peers, lookup: lookup, client: client, digest: m.digestHex(), log: log}
+		w := &peerWatcher{entries: d.Peers, lookup: lookup, client: client, digest: hex.EncodeToString(m.Digest[:]), log: log}
 		out.Peers = func(ctx context.Context, self attest.Attestation) ([]attest.PrefillPeer, error) {
 			w.self = self
 			return w.initial(ctx, d.AttestWait)

@@ -2,9 +2,9 @@ package node
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cloison/cloison/node/prefill"
 	"log/slog"
 
 	"github.com/cloison/cloison/api"
@@ -15,12 +15,10 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
-func (m Model) digestHex() string { return hex.EncodeToString(m.Digest[:]) }
-
 // responses completes the API's Responses with what the node holds (where
 // the caller left a field unset): the KEK, the served model's digest,
 // backend and kernel path, and with ReplayPages the replay engine.
-func (s Spec) responses(r *api.Responses, lm *loaded, log *slog.Logger, o *opened) error {
+func (s Spec) responses(r *api.Responses, lm *prefill.Instance, log *slog.Logger, o *opened) error {
 	if r.KEK == nil {
 		r.KEK = s.Keys.KEK
 	}
@@ -31,7 +29,7 @@ func (s Spec) responses(r *api.Responses, lm *loaded, log *slog.Logger, o *opene
 		r.Backend = lm.Backend.Name()
 	}
 	if r.KernelPath == "" {
-		r.KernelPath = KernelPath(lm.Backend)
+		r.KernelPath = prefill.KernelPath(lm.Backend)
 	}
 	if s.ReplayPages <= 0 {
 		return nil
@@ -46,7 +44,7 @@ func (s Spec) responses(r *api.Responses, lm *loaded, log *slog.Logger, o *opene
 		r.ReplayBackend = rl.Backend.Name()
 	}
 	if r.ReplayKernelPath == "" {
-		r.ReplayKernelPath = KernelPath(rl.Backend)
+		r.ReplayKernelPath = prefill.KernelPath(rl.Backend)
 	}
 	log.Info("replay engine", "pages", s.ReplayPages, "served_context", eng.Attestation().ServedContext, "kernel_path", r.ReplayKernelPath)
 	return nil
@@ -58,15 +56,15 @@ func (s Spec) responses(r *api.Responses, lm *loaded, log *slog.Logger, o *opene
 // computes its whole prompt alone). A replay longer than the replay pool
 // is refused there (its verdict inconclusive), never served partly. stop
 // ends it and closes the instance.
-func (s Spec) replay(lm *loaded, log *slog.Logger) (*engine.Engine, *isolation.Pool, *loaded, func(), error) {
+func (s Spec) replay(lm *prefill.Instance, log *slog.Logger) (*engine.Engine, *isolation.Pool, *prefill.Instance, func(), error) {
 	opts := s.Model.Options
 	opts.Unsafe = kernels.Unsafe{}
-	rl, err := s.Model.load(opts)
+	rl, err := s.Model.Load(opts)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	fail := func(err error) (*engine.Engine, *isolation.Pool, *loaded, func(), error) {
-		rl.close()
+	fail := func(err error) (*engine.Engine, *isolation.Pool, *prefill.Instance, func(), error) {
+		rl.Close()
 		return nil, nil, nil, nil, err
 	}
 	if rl.Digest != lm.Digest {
@@ -102,5 +100,5 @@ func (s Spec) replay(lm *loaded, log *slog.Logger) (*engine.Engine, *isolation.P
 		}
 		close(done)
 	}()
-	return eng, pool, rl, func() { cancel(); <-done; rl.close() }, nil
+	return eng, pool, rl, func() { cancel(); <-done; rl.Close() }, nil
 }

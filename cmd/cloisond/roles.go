@@ -25,7 +25,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/node"
+	"github.com/cloison/cloison/node/prefill"
 )
 
 // Node roles: both (one node does everything, the
@@ -179,17 +179,17 @@ func (r *roleConfig) keyRing(stateDir string, dev bool) (*transfer.KeyRing, audi
 	return ring, rec, nil
 }
 
-// runPrefill runs a prefill node (node.OpenPrefill): the model, a pool
+// runPrefill runs a prefill node (prefill.Open): the model, a pool
 // with the tenants' partitions (tenants created later are added on their
 // first prefill), an arena, and the PrefillService over mutual TLS on
 // --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the
-// node's metrics (node.Prefill.MetricsHandler).
+// node's metrics (prefill.Node.MetricsHandler).
 func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
 	s, err := c.prefillSpec(db, log, tp)
 	if err != nil {
 		return err
 	}
-	pn, err := node.OpenPrefill(ctx, s)
+	pn, err := prefill.Open(ctx, s)
 	if err != nil {
 		return explainKey(err)
 	}
@@ -246,31 +246,31 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	return serr
 }
 
-// prefillSpec is the prefill node the flags describe (node.PrefillSpec):
+// prefillSpec is the prefill node the flags describe (prefill.Spec):
 // its TLS, the cluster key (checked against the decode nodes' record), the
 // model and its capacity, and the PrefillService listener, opened last.
-func (c config) prefillSpec(db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) (node.PrefillSpec, error) {
+func (c config) prefillSpec(db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) (prefill.Spec, error) {
 	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode, c.labels())
 	if err != nil {
-		return node.PrefillSpec{}, err
+		return prefill.Spec{}, err
 	}
 	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
 	if err != nil {
-		return node.PrefillSpec{}, err
+		return prefill.Spec{}, err
 	}
 	mf, err := c.modelFile()
 	if err != nil {
-		return node.PrefillSpec{}, err
+		return prefill.Spec{}, err
 	}
 	zeroing, err := isolation.ParseZeroing(c.zeroing)
 	if err != nil {
-		return node.PrefillSpec{}, err
+		return prefill.Spec{}, err
 	}
 	gln, err := net.Listen("tcp", c.roles.prefillAddr)
 	if err != nil {
-		return node.PrefillSpec{}, fmt.Errorf("--prefill-addr: %w", err)
+		return prefill.Spec{}, fmt.Errorf("--prefill-addr: %w", err)
 	}
-	return node.PrefillSpec{DB: db, ClusterKey: clusterKey, Rotate: c.keys.rotate, Keys: keys, Model: mf, Capacity: c.capacity(zeroing),
+	return prefill.Spec{DB: db, ClusterKey: clusterKey, Rotate: c.keys.rotate, Keys: keys, Model: mf, Capacity: c.capacity(zeroing),
 		Listener: gln, ServerTLS: serverTLS, ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers), Chunk: c.chunkTokens,
 		Logger: log, Tracer: tp}, nil
 }

@@ -215,7 +215,7 @@ func New(t testing.TB, o Options) *Platform {
 // Start is New returning the error that stops a platform from starting
 // (attest.ErrFailed: a pool cannot hold the served context). The platform
 // is the options as a node.Spec, opened as cloisond opens its node
-// (node.Open), its prefill node as cloisond opens one (node.OpenPrefill).
+// (node.Open), its prefill node as cloisond opens one (prefill.Open).
 func Start(t testing.TB, o Options) (*Platform, error) {
 	t.Helper()
 	if len(o.Tenants) == 0 {

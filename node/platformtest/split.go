@@ -15,13 +15,14 @@ import (
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/node"
+	"github.com/cloison/cloison/node/prefill"
 )
 
 // PrefillNode is a split platform's prefill node.
 type PrefillNode struct {
 	Pool        *isolation.Pool
 	Attestation attest.Attestation // its own, as it publishes it
-	node        *node.Prefill
+	node        *prefill.Node
 }
 
 // MetricsHandler serves the prefill node's Prometheus metrics.
@@ -31,7 +32,7 @@ func (n *PrefillNode) MetricsHandler() http.Handler { return n.node.MetricsHandl
 func (n *PrefillNode) Calls() int { return n.node.Calls() }
 
 // startSplit starts the prefill node (its own model instance, pool, arena,
-// PrefillService: node.OpenPrefill) and returns the decode node's part of
+// PrefillService: prefill.Open) and returns the decode node's part of
 // the platform's spec (node.DecodeSpec: transfer listener, prefill peers).
 // Unless o.Split.SkipAttestation, a pool that cannot hold the served
 // context stops the prefill node here, or the decode node in node.Open, with
@@ -74,7 +75,7 @@ func startSplit(t testing.TB, o Options, flt faults, ggufBytes []byte, served in
 	// The prefill node: its own model instance, pool and arena; the
 	// tenants read from the platform's database.
 	pln := listen(t)
-	p, err := node.OpenPrefill(context.Background(), node.PrefillSpec{DB: db, Keys: keys, Model: node.ModelFile{Bytes: ggufBytes, Name: Model},
+	p, err := prefill.Open(context.Background(), prefill.Spec{DB: db, Keys: keys, Model: node.ModelFile{Bytes: ggufBytes, Name: Model},
 		Capacity: node.Capacity{Pool: isolation.Config{Pages: sp.PrefillPages, PageTokens: 16}, ServedContext: sp.ServedContext, Labels: sp.Labels},
 		Listener: pln, ServerTLS: prefillTLS.server, ClientTLS: prefillTLS.client,
 		AttestUnsafe: flt.attest, Unsafe: flt.engine, SenderUnsafe: flt.sender, Logger: quiet, Tracer: sp.Tracer})

@@ -1,4 +1,4 @@
-package node
+package prefill
 
 import (
 	"crypto/sha256"
@@ -31,13 +31,13 @@ type ModelFile struct {
 	Name string
 }
 
-// loaded is a model instance and what it holds open.
-type loaded struct {
+// Instance is a model instance and what it holds open; Close closes it.
+type Instance struct {
 	Model
 	file *gguf.File
 }
 
-func (l *loaded) close() {
+func (l *Instance) Close() {
 	if l.Model.Model != nil {
 		l.Model.Model.Close()
 	}
@@ -49,15 +49,15 @@ func (l *loaded) close() {
 	}
 }
 
-// load opens an instance of the model with opts.
+// Load opens an instance of the model with opts.
 //
 // Errors: those of reading the file, opening the backend, loading the
 // weights and the tokenizer; nothing stays open on an error.
-func (mf ModelFile) load(opts kernels.Options) (_ *loaded, err error) {
-	l := &loaded{}
+func (mf ModelFile) Load(opts kernels.Options) (_ *Instance, err error) {
+	l := &Instance{}
 	defer func() {
 		if err != nil {
-			l.close()
+			l.Close()
 		}
 	}()
 	name := mf.Path

@@ -1,4 +1,4 @@
-package node
+package prefill
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/attest"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
@@ -28,10 +27,10 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// PrefillConfig assembles a prefill node: it computes prompt KV for decode
+// Config assembles a prefill node: it computes prompt KV for decode
 // nodes and pushes it over the verified transfer; it serves no public API
 // and writes no ledger.
-type PrefillConfig struct {
+type Config struct {
 	Model    Model
 	Capacity Capacity
 	// Tenants: every stored tenant gets its partition at start; a tenant
@@ -62,26 +61,26 @@ type PrefillConfig struct {
 }
 
 // Prefill is an assembled prefill node.
-type Prefill struct {
+type Node struct {
 	Pool        *isolation.Pool
 	Attestation attest.Attestation // its own, as it publishes it
 	svc         *prefillrpc.Server
 	gs          *grpc.Server
 	ln          net.Listener
-	// Model is the model the node serves (set by OpenPrefill).
+	// Model is the model the node serves (set by Open).
 	Model      Model
-	closeModel func() // OpenPrefill's instance, closed by Shutdown
+	closeModel func() // Open's instance, closed by Shutdown
 	calls      atomic.Int64
-	metrics    *prefillMetrics
+	metrics    *metrics
 }
 
-// NewPrefill assembles a prefill node: its attestation first (reject before
+// New assembles a prefill node: its attestation first (reject before
 // allocate starts here: a pool that cannot hold a whole request of the
 // served context refuses to start), the pool with the tenants' partitions,
 // the arena, the sender and the PrefillService. Serve starts it.
 //
 // Errors: attest.ErrFailed, and those of the parts.
-func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
+func New(ctx context.Context, cfg Config) (*Node, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -104,7 +103,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		return nil, err
 	}
 	for _, t := range all {
-		if err := pool.AddTenant(api.PoolTenant(t)); err != nil {
+		if err := pool.AddTenant(PoolTenant(t)); err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
 	}
@@ -116,7 +115,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prefill{Pool: pool, Attestation: att, ln: cfg.Listener, metrics: newPrefillMetrics(m.Name, pool, att)}
+	p := &Node{Pool: pool, Attestation: att, ln: cfg.Listener, metrics: newMetrics(m.Name, pool, att)}
 	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe,
 		Tracer: tracing.Tracer(cfg.Tracer)}
 	// One prefill at a time: the model's forward pass and the arena are
@@ -149,7 +148,7 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 		if err != nil {
 			return isolation.ErrUnknownTenant
 		}
-		if _, err := pool.EnsureTenant(api.PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
+		if _, err := pool.EnsureTenant(PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
 			return err
 		}
 		return nil
@@ -164,19 +163,19 @@ func NewPrefill(ctx context.Context, cfg PrefillConfig) (*Prefill, error) {
 	return p, nil
 }
 
-// MetricsHandler serves the node's Prometheus metrics (prefillMetrics);
+// MetricsHandler serves the node's Prometheus metrics (metrics.go);
 // like api.Server's, it authenticates no one: a listener of its own.
-func (p *Prefill) MetricsHandler() http.Handler { return p.metrics.handler }
+func (p *Node) MetricsHandler() http.Handler { return p.metrics.handler }
 
 // Calls is the number of prefills the node was asked for.
-func (p *Prefill) Calls() int { return int(p.calls.Load()) }
+func (p *Node) Calls() int { return int(p.calls.Load()) }
 
 // Serve serves the PrefillService until Shutdown.
-func (p *Prefill) Serve() error { return p.gs.Serve(p.ln) }
+func (p *Node) Serve() error { return p.gs.Serve(p.ln) }
 
 // Shutdown lets in-flight prefills finish until ctx ends, then stops the
 // service. Idempotent.
-func (p *Prefill) Shutdown(ctx context.Context) {
+func (p *Node) Shutdown(ctx context.Context) {
 	stopped := make(chan struct{})
 	go func() { p.gs.GracefulStop(); close(stopped) }()
 	select {
@@ -192,9 +191,9 @@ func (p *Prefill) Shutdown(ctx context.Context) {
 	}
 }
 
-// PrefillSpec is a prefill node to open (OpenPrefill): values its caller
+// Spec is a prefill node to open (Open): values its caller
 // read from flags, files or a test's options.
-type PrefillSpec struct {
+type Spec struct {
 	// DB is the runtime role's pool: the cluster key is checked against
 	// the recorded one, and the tenants read from it. The caller closes
 	// it after Shutdown.
@@ -215,8 +214,8 @@ type PrefillSpec struct {
 	// each requiring a decode peer's certificate.
 	Listener             net.Listener
 	ServerTLS, ClientTLS *tls.Config
-	DecodePeers          []string // PrefillConfig.DecodePeers
-	Chunk                int      // PrefillConfig.Chunk
+	DecodePeers          []string // Config.DecodePeers
+	Chunk                int      // Config.Chunk
 	// Unsafe, SenderUnsafe and AttestUnsafe switch defences off (faults
 	// builds only).
 	Unsafe       engine.Unsafe
@@ -226,13 +225,13 @@ type PrefillSpec struct {
 	Tracer       trace.TracerProvider
 }
 
-// OpenPrefill opens a prefill node from s: the cluster key checked against
+// Open opens a prefill node from s: the cluster key checked against
 // the ledger's record, the model loaded, and the node assembled
-// (NewPrefill). Serve starts it; Shutdown stops it and closes the model.
+// (New). Serve starts it; Shutdown stops it and closes the model.
 //
 // Errors: *KeyError (the cluster key is not the recorded one),
 // attest.ErrFailed, and those of the parts; nothing stays open on an error.
-func OpenPrefill(ctx context.Context, s PrefillSpec) (_ *Prefill, err error) {
+func Open(ctx context.Context, s Spec) (_ *Node, err error) {
 	defer func() {
 		if err != nil {
 			_ = s.Listener.Close()
@@ -243,7 +242,7 @@ func OpenPrefill(ctx context.Context, s PrefillSpec) (_ *Prefill, err error) {
 			return nil, &KeyError{Key: s.ClusterKey, Err: err}
 		}
 	}
-	lm, err := s.Model.load(s.Model.Options)
+	lm, err := s.Model.Load(s.Model.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -251,13 +250,23 @@ func OpenPrefill(ctx context.Context, s PrefillSpec) (_ *Prefill, err error) {
 	if tenants == nil {
 		tenants = tenancy.NewStore(s.DB)
 	}
-	p, err := NewPrefill(ctx, PrefillConfig{Model: lm.Model, Capacity: s.Capacity, Tenants: tenants, Keys: s.Keys, Listener: s.Listener,
+	p, err := New(ctx, Config{Model: lm.Model, Capacity: s.Capacity, Tenants: tenants, Keys: s.Keys, Listener: s.Listener,
 		ServerOptions: transfer.ServerOptions(s.ServerTLS), ClientTLS: s.ClientTLS, DecodePeers: s.DecodePeers, Chunk: s.Chunk,
 		Unsafe: s.Unsafe, SenderUnsafe: s.SenderUnsafe, AttestUnsafe: s.AttestUnsafe, Logger: s.Logger, Tracer: s.Tracer})
 	if err != nil {
-		lm.close()
+		lm.Close()
 		return nil, err
 	}
-	p.Model, p.closeModel = lm.Model, lm.close
+	p.Model, p.closeModel = lm.Model, lm.Close
 	return p, nil
 }
+
+// KeyError is a deployment key the ledger refuses (auditpg.CheckKey,
+// Store.EnsureKey): its caller says what the operator should do.
+type KeyError struct {
+	Key auditpg.DeploymentKey
+	Err error
+}
+
+func (e *KeyError) Error() string { return fmt.Sprintf("%s key: %v", e.Key.Purpose, e.Err) }
+func (e *KeyError) Unwrap() error { return e.Err }

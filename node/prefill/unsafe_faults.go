@@ -1,6 +1,6 @@
 //go:build faults
 
-package node
+package prefill
 
 // AttestUnsafe switches the capacity attestation off, for the ablation
 // suites only: it exists with fields in a build with the faults tag, and is

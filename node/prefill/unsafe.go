@@ -1,6 +1,6 @@
 //go:build !faults
 
-package node
+package prefill
 
 // AttestUnsafe has no switch in the default build: the capacity
 // attestation always decides whether a node starts.

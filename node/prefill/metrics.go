@@ -1,4 +1,4 @@
-package node
+package prefill
 
 import (
 	"net/http"
@@ -13,12 +13,12 @@ import (
 	"github.com/cloison/cloison/isolation"
 )
 
-// prefillMetrics are a prefill node's Prometheus series (Prefill.MetricsHandler;
+// metrics are a prefill node's Prometheus series (Prefill.MetricsHandler;
 // cloisond serves them on --metrics-addr as a decode node serves its own).
 // The names follow the decode node's (api.Metrics): cloison_ prefix, base
 // units, _total on counters, model_name on every cloison_ series; no tenant
 // label (a prefill node's series are per node).
-type prefillMetrics struct {
+type metrics struct {
 	handler  http.Handler
 	requests *prometheus.CounterVec
 	tokens   prometheus.Counter
@@ -29,10 +29,10 @@ type prefillMetrics struct {
 // prefillBuckets are the decode node's phase buckets (api's phaseBuckets).
 var prefillBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
 
-func newPrefillMetrics(model string, pool *isolation.Pool, att attest.Attestation) *prefillMetrics {
+func newMetrics(model string, pool *isolation.Pool, att attest.Attestation) *metrics {
 	reg := prometheus.NewRegistry()
 	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": model}, reg)
-	m := &prefillMetrics{
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison_prefill_requests_total",
 			Help: "Prefills asked of this node by decode nodes, by outcome (ok, or the error code)."}, []string{"code"}),
 		tokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison_prefill_prompt_tokens_total",
@@ -50,7 +50,7 @@ func newPrefillMetrics(model string, pool *isolation.Pool, att attest.Attestatio
 }
 
 // observe records one prefill's outcome.
-func (m *prefillMetrics) observe(tokens int, waited, took time.Duration, err error) {
+func (m *metrics) observe(tokens int, waited, took time.Duration, err error) {
 	code := "ok"
 	if err != nil {
 		code = string(cloison.ErrorCode(err))

@@ -1,4 +1,4 @@
-package node
+package prefill
 
 import "github.com/cloison/cloison/attest"
 
@@ -12,10 +12,10 @@ func selfAttestation(u AttestUnsafe, c attest.Config) (attest.Attestation, error
 	return a, err
 }
 
-// prefillAttestation checks a decode node's prefill nodes in
+// CheckPeers checks a decode node's prefill nodes in
 // (attest.Prefill); only a faults build can start the engine as if they
 // had passed, the published attestation keeping each peer's verdict.
-func prefillAttestation(u AttestUnsafe, self attest.Attestation, modelDigest string, peers []attest.PrefillPeer) (attest.Attestation, int, error) {
+func CheckPeers(u AttestUnsafe, self attest.Attestation, modelDigest string, peers []attest.PrefillPeer) (attest.Attestation, int, error) {
 	a, capacity, err := attest.Prefill(self, modelDigest, peers)
 	if err != nil && u.skip() {
 		a.OK, a.Reason = true, ""
