@@ -227,6 +227,29 @@ func (c *logClient) checkIncluded(ctx context.Context, o logVerifyOptions, prefi
 	return included, nil
 }
 
+// decodeListing reads a ledger listing's rows (JSON lines), which must be
+// the positions from on without a gap; it returns those read up to the
+// first that is not.
+func decodeListing(body []byte, from uint64) ([]listedLeaf, error) {
+	var rows []listedLeaf
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for dec.More() {
+		var row struct {
+			Seq     uint64          `json:"seq"`
+			Kind    string          `json:"kind"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := dec.Decode(&row); err != nil {
+			return rows, fmt.Errorf("%w: listing: %v", audit.ErrMalformed, err)
+		}
+		if want := from + uint64(len(rows)); row.Seq != want {
+			return rows, fmt.Errorf("%w: listing: row %d where position %d was due", audit.ErrMalformed, row.Seq, want)
+		}
+		rows = append(rows, listedLeaf{Pos: row.Seq, Kind: row.Kind, Leaf: row.Payload})
+	}
+	return rows, nil
+}
+
 func cloneValues(v url.Values) url.Values {
 	out := url.Values{}
 	for k, vs := range v {
@@ -448,20 +471,8 @@ func listTenantLog(ctx context.Context, o tenantListOptions) (tenantListing, err
 	if err != nil {
 		return l, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	for dec.More() {
-		var row struct {
-			Seq     uint64          `json:"seq"`
-			Kind    string          `json:"kind"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := dec.Decode(&row); err != nil {
-			return l, fmt.Errorf("%w: listing: %v", audit.ErrMalformed, err)
-		}
-		if want := from + uint64(len(l.Rows)); row.Seq != want {
-			return l, fmt.Errorf("%w: listing: row %d where position %d was due", audit.ErrMalformed, row.Seq, want)
-		}
-		l.Rows = append(l.Rows, listedLeaf{Pos: row.Seq, Kind: row.Kind, Leaf: row.Payload})
+	if l.Rows, err = decodeListing(body, from); err != nil {
+		return l, err
 	}
 	if uint64(len(l.Rows)) != to-from+1 {
 		return l, fmt.Errorf("%w: listing: %d rows for positions %d..%d of a log of size %d", audit.ErrNotIncluded, len(l.Rows), from, to, l.Head.Size)
