@@ -31,7 +31,7 @@ func TestDefaultBuildCannotSwitchADefenceOff(t *testing.T) {
 	}
 	for _, cfg := range []any{isolation.Config{}, kernels.Options{}, engine.Config{}, engine.AdmissionConfig{}, engine.SchedulerConfig{},
 		engine.Remote{}, engine.PrefillRunner{}, transfer.ReceiverConfig{}, transfer.SenderConfig{},
-		node.Config{}, node.Decode{}, prefill.Config{}, prefill.Spec{}} {
+		node.Config{}, node.Decode{}, node.Spec{}, node.DecodeSpec{}, prefill.Config{}, prefill.Spec{}} {
 		walk(t, reflect.TypeOf(cfg), reflect.TypeOf(cfg).String(), map[reflect.Type]bool{})
 	}
 }

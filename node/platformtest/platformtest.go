@@ -1,5 +1,6 @@
-// Package platformtest builds the whole request path in process for tests,
-// the node assembled by node as cloisond assembles it:
+// Package platformtest builds the whole request path in process for tests:
+// its Options become a node.Spec, opened by node.Open as cloisond opens its
+// node (and a split platform's prefill node by prefill.Open), on
 // real PostgreSQL (internal/pgtest), the ledger, tenancy, OPA policies, the
 // engine on the CPU backend with the context-bag model, and the HTTP API on
 // an httptest server. Options switch single defences off — only tests can.
@@ -36,7 +37,7 @@
 // characters, so the suite can fail.
 //
 // The switches that turn a defence off (Unsafe in isolation, engine, transfer
-// and kernels) exist only in a build with -tags faults; in the default build
+// and kernels; the attestation's prefill.AttestUnsafe) exist only in a build with -tags faults; in the default build
 // they are empty structs (TestDefaultBuildCannotSwitchADefenceOff). make test
 // runs it at full size without the race detector (33 s, 294 MiB peak RSS:
 // arenas are touched only where written) and at 1/256 scale under -race.
