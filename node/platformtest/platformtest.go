@@ -37,8 +37,9 @@
 // characters, so the suite can fail.
 //
 // The switches that turn a defence off (Unsafe in isolation, engine, transfer
-// and kernels; the attestation's prefill.AttestUnsafe) exist only in a build with -tags faults; in the default build
-// they are empty structs (TestDefaultBuildCannotSwitchADefenceOff). make test
+// and kernels; the attestation's prefill.AttestUnsafe) exist only in a
+// build with -tags faults; in the default build they are empty structs
+// (TestDefaultBuildCannotSwitchADefenceOff). make test
 // runs it at full size without the race detector (33 s, 294 MiB peak RSS:
 // arenas are touched only where written) and at 1/256 scale under -race.
 package platformtest
