@@ -147,7 +147,7 @@ test: llama-vocab test-tools arm64-tools
 	  echo "== the CPU kernels on arm64 under qemu-aarch64 (make arm64-check, about 2 minutes)" && \
 	  $(MAKE) --no-print-directory arm64-check && \
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
-	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./internal/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
+	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./node/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
 ## test-unit: the Go tests, -short, no -race: no sdk-test, arm64, ablation or full-size suites (est. 5-10 min on 2 cores).
 ## Run it often while working, make test before a merge. -short runs
@@ -166,8 +166,8 @@ FULL_SUITES ?= TestLeakOracle|TestIncidentLayers|TestCoTenantIndependence
 # Tests that switch defences off (files with //go:build faults), and the
 # packages that hold them. The default build has no such switch
 # (TestDefaultBuildCannotSwitchADefenceOff).
-FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestIncident2026|TestReplayVerdicts
-FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./internal/probe/ ./internal/platformtest/
+FAULTS_SUITES ?= TestUnsafeSwitches|TestIncidentLayers|TestRemotePlaceholderFailsClosed|TestPlaceholderClaimRefused|TestConformance|TestUnsafeSkipOwnershipChecks|TestIsolationViolationFailsClosed|TestTransferFailureRecorded|TestProbeFindsThe2026Leak|TestProbeDefencesHoldAgainstTheBug|TestProbeSplitMisaligned|TestIncident2026|TestReplayVerdicts
+FAULTS_PKGS ?= ./isolation/ ./engine/ ./engine/transfer/ ./kernels/cpu/ ./api/ ./node/probe/ ./node/platformtest/
 
 ## test-tools: install poppler-utils and promtool with apt when missing (the PDF and metrics checks need them).
 ## pdftotext and pdftoppm (Debian poppler-utils), which the
@@ -294,13 +294,14 @@ staticcheck-install:
 clean:
 	rm -rf bin .cache/go-build
 
-## generate: regenerate the committed protobuf/gRPC code from api/proto (protoc from apt).
-## It installs what it needs: protoc from Debian's protobuf-compiler (apt), the Go
+## generate: regenerate the committed protobuf/gRPC code of api/proto and engine/transfer/proto.
+## api/proto holds the public APIs, engine/transfer/proto the node-to-node ones (prefill, transfer). It
+## installs what it needs: protoc from Debian's protobuf-compiler (apt), the Go
 ## plugins at pinned versions from the Go module proxy (into .cache/bin).
 PROTOC_VERSION ?= 3.21.12
 PROTOC_GEN_GO_VERSION ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
-PROTO_FILES ?= $(shell find api/proto -name '*.proto' | sort)
+PROTO_ROOTS ?= api/proto engine/transfer/proto
 .PHONY: generate
 generate:
 	@command -v protoc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null; }
@@ -308,10 +309,12 @@ generate:
 	  echo "make generate: protoc $$v, want $(PROTOC_VERSION) (the version is written into the generated files; set PROTOC_VERSION to override)" >&2; exit 1; fi
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-	PATH=$(CURDIR)/.cache/bin:$$PATH protoc -I api/proto \
-	  --go_out=api/proto --go_opt=paths=source_relative \
-	  --go-grpc_out=api/proto --go-grpc_opt=paths=source_relative \
-	  $(PROTO_FILES)
+	for root in $(PROTO_ROOTS); do \
+	  PATH=$(CURDIR)/.cache/bin:$$PATH protoc -I $$root \
+	    --go_out=$$root --go_opt=paths=source_relative \
+	    --go-grpc_out=$$root --go-grpc_opt=paths=source_relative \
+	    $$(find $$root -name '*.proto' | sort) || exit 1; \
+	done
 
 ## run: the whole platform on embedded defaults, with a dev tenant and token; prints a curl command.
 ## Local PostgreSQL (found or started by scripts/pg.sh), role setup and migrations through the admin URL,

@@ -19,8 +19,8 @@ import (
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/internal/rpcerr"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 )

@@ -16,7 +16,7 @@ import (
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -16,100 +16,39 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/internal/rpcerr"
 )
 
-// Wire is how one error code appears on the wire.
-type Wire struct {
-	GRPC codes.Code
-	HTTP int
-	Type string // OpenAI error.type
-}
+// Wire is how one error code appears on the wire (rpcerr.Wire: the table
+// lives beside the gRPC encoding, so that a node-to-node server answers
+// with the same statuses without linking this package).
+type Wire = rpcerr.Wire
 
-// Table maps every error code to its wire form. A code missing here is a
-// bug caught by TestTableComplete.
-var Table = map[cloison.Code]Wire{
-	cloison.CodeInvalid:               {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
-	cloison.CodeUnsupported:           {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
-	cloison.CodeContextLengthExceeded: {codes.InvalidArgument, http.StatusBadRequest, "invalid_request_error"},
-	cloison.CodeQuotaExceeded:         {codes.ResourceExhausted, http.StatusTooManyRequests, "insufficient_quota"},
-	cloison.CodeRateLimited:           {codes.ResourceExhausted, http.StatusTooManyRequests, "rate_limit_error"},
-	cloison.CodeCapacityExhausted:     {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
-	cloison.CodeUnauthenticated:       {codes.Unauthenticated, http.StatusUnauthorized, "authentication_error"},
-	cloison.CodePermissionDenied:      {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
-	cloison.CodeNotFound:              {codes.NotFound, http.StatusNotFound, "not_found_error"},
-	cloison.CodeConflict:              {codes.AlreadyExists, http.StatusConflict, "conflict_error"},
-	cloison.CodeUnavailable:           {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
-	cloison.CodeIsolationViolation:    {codes.Aborted, http.StatusInternalServerError, "server_error"},
-	cloison.CodeTransferVerification:  {codes.Aborted, http.StatusInternalServerError, "server_error"},
-	cloison.CodeCanceled:              {codes.Canceled, 499, "canceled"},
-	cloison.CodeDeadlineExceeded:      {codes.DeadlineExceeded, http.StatusGatewayTimeout, "timeout_error"},
-	cloison.CodeInternal:              {codes.Internal, http.StatusInternalServerError, "server_error"},
-}
+// Table maps every error code to its wire form (rpcerr.Table). A code
+// missing there is a bug caught by TestTableComplete.
+var Table = rpcerr.Table
 
 // internalMessage replaces the text of errors that carry no code.
-const internalMessage = "Internal error."
+const internalMessage = rpcerr.InternalMessage
 
 // UnavailableRetryAfter is the Retry-After sent with unavailable (503) when
-// the error names no wait of its own: an outage of the database or of a
-// peer is expected to pass, and clients should come back rather than fail.
-const UnavailableRetryAfter = time.Second
+// the error names no wait of its own (rpcerr.UnavailableRetryAfter).
+const UnavailableRetryAfter = rpcerr.UnavailableRetryAfter
 
 // Describe returns an error's code, wire form and the message a client may
-// see: the public message of the first coded error in the chain
-// (cloison.PublicMessage), never its cause or text wrapped around it.
-// Errors without a code become internal_error with a fixed message, and so
-// do internal errors with a code; a coded error without a public message
-// gets its code as the text.
-func Describe(err error) (cloison.Code, Wire, string) {
-	code := cloison.ErrorCode(err)
-	w, ok := Table[code]
-	if !ok || code == cloison.CodeInternal {
-		return cloison.CodeInternal, Table[cloison.CodeInternal], internalMessage
-	}
-	msg := cloison.PublicMessage(err)
-	if msg == "" {
-		msg = string(code)
-	}
-	return code, w, msg
-}
+// see (rpcerr.Describe): the public message only, never its cause.
+func Describe(err error) (cloison.Code, Wire, string) { return rpcerr.Describe(err) }
 
-// retryAfter is the wait to send with err (zero: none): the error's own
-// hint, else the code's default, rounded up to whole seconds. code is
-// Describe's: an internal error gets none, whatever it wraps.
-func retryAfter(err error, code cloison.Code) time.Duration {
-	if code == cloison.CodeInternal {
-		return 0
-	}
-	d := cloison.RetryAfter(err)
-	if d <= 0 && code == cloison.CodeUnavailable {
-		d = UnavailableRetryAfter
-	}
-	if d <= 0 {
-		return 0
-	}
-	return rpcerr.RoundUp(d)
-}
+// retryAfter is the wait to send with err (rpcerr.RetryAfter).
+func retryAfter(err error, code cloison.Code) time.Duration { return rpcerr.RetryAfter(err, code) }
 
-// GRPCStatus converts err to its gRPC status: the table's code, the public
-// message, and details carrying the cloison code (google.rpc.ErrorInfo,
-// domain rpcerr.Domain) and the retry hint (google.rpc.RetryInfo). A status
-// error itself (not one wrapped in text, which may be private) passes
-// through unchanged.
-func GRPCStatus(err error) *status.Status {
-	if err == nil {
-		return nil
-	}
-	if se, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
-		return se.GRPCStatus() // already a status
-	}
-	code, w, msg := Describe(err)
-	return rpcerr.New(w.GRPC, code, msg, retryAfter(err, code))
-}
+// GRPCStatus converts err to its gRPC status (rpcerr.Status): the table's
+// code, the public message, and details carrying the cloison code and the
+// retry hint. A status error itself passes through unchanged.
+func GRPCStatus(err error) *status.Status { return rpcerr.Status(err) }
 
 // GRPCError converts err to a gRPC status error (GRPCStatus) and logs its
 // cause; nil for nil.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

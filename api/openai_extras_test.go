@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -16,7 +16,7 @@ import (
 	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -25,7 +25,7 @@ import (
 	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

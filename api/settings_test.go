@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

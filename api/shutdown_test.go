@@ -10,8 +10,8 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
-	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/node/platformtest"
 )
 
 // Incident writes are tracked, so that no incident is lost at shutdown: Close

@@ -20,7 +20,7 @@ import (
 	"github.com/cloison/cloison"
 	compliancev1 "github.com/cloison/cloison/api/proto/cloison/compliance/v1"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

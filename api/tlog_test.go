@@ -21,7 +21,7 @@ import (
 	"github.com/cloison/cloison"
 	tlogv1 "github.com/cloison/cloison/api/proto/cloison/tlog/v1"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/engine/synth"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 )
 
 // gRPC Tokenize of a chat counts the control tokens the template writes and

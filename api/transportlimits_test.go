@@ -16,8 +16,8 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
-	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/internal/rpcerr"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine/transfer"
-	"github.com/cloison/cloison/internal/platformtest"
 	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/node/platformtest"
 )
 
 func newPlatform(t *testing.T) *platform {

@@ -33,7 +33,7 @@
 //     claim a region without its CA having signed it; whoever holds the CA
 //     key can sign any region, as it can any role.
 //
-// The driving sequence, at node start (internal/node):
+// The driving sequence, at node start (node):
 //
 //	att, err := attest.Capacity(attest.Config{ModelContext: m.Context, PoolPages: pages, PageTokens: 16, K: k})
 //	if decode {

@@ -6,88 +6,49 @@ import (
 	"github.com/cloison/cloison"
 )
 
-// Zeroing says when a freed page's KV bytes must be zeroed before the page is
-// used again. Modes are ordered: a tenant may be stricter than the pool's
-// default, never laxer.
-//
-//   - ZeroNever: pages are reused as they are. Safety rests on ownership tags
-//     and fill counts alone (no read of a slot that the reading lease did not
-//     write in this epoch). Cheapest; one bookkeeping bug away from a leak.
-//   - ZeroCrossTenant: a page is zeroed before it changes tenant. The same
-//     tenant may get its own dirty pages back without a scrub. A bookkeeping
-//     bug can then only expose a tenant's own data to itself.
-//   - ZeroAlways: every freed page is zeroed before any reuse. Costs one
-//     memset per freed page; protects requests of the same tenant from each
-//     other too (e.g. end users behind one API customer).
-type Zeroing uint8
+// Zeroing says when a freed page's KV bytes must be zeroed before the page
+// is used again (cloison.Zeroing, shared with the tenant records of package
+// tenancy; its modes are documented there). Modes are ordered: a tenant may
+// be stricter than the pool's default, never laxer.
+type Zeroing = cloison.Zeroing
 
+// The zeroing modes (cloison.ZeroUnset and the others).
 const (
-	// ZeroUnset in a Config means ZeroCrossTenant; in a TenantConfig, the
-	// pool's default. The zero value is never the laxest mode.
-	ZeroUnset Zeroing = iota
-	ZeroNever
-	ZeroCrossTenant
-	ZeroAlways
+	ZeroUnset       = cloison.ZeroUnset
+	ZeroNever       = cloison.ZeroNever
+	ZeroCrossTenant = cloison.ZeroCrossTenant
+	ZeroAlways      = cloison.ZeroAlways
 )
-
-func (z Zeroing) String() string {
-	switch z {
-	case ZeroUnset:
-		return "unset"
-	case ZeroNever:
-		return "never"
-	case ZeroCrossTenant:
-		return "cross-tenant"
-	case ZeroAlways:
-		return "always"
-	}
-	return fmt.Sprintf("Zeroing(%d)", uint8(z))
-}
 
 // ParseZeroing parses "never", "cross-tenant" or "always".
+//
+// Errors: ErrInvalidConfig for any other text.
 func ParseZeroing(s string) (Zeroing, error) {
-	switch s {
-	case "never":
-		return ZeroNever, nil
-	case "cross-tenant":
-		return ZeroCrossTenant, nil
-	case "always":
-		return ZeroAlways, nil
+	z, err := cloison.ParseZeroing(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: zeroing mode %q (want never, cross-tenant or always)", ErrInvalidConfig, s)
 	}
-	return 0, fmt.Errorf("%w: zeroing mode %q (want never, cross-tenant or always)", ErrInvalidConfig, s)
+	return z, nil
 }
 
-// Tier says where a tenant's pages come from.
-type Tier uint8
+// Tier says where a tenant's pages come from (cloison.Tier).
+type Tier = cloison.Tier
 
+// The tiers (cloison.TierShared, cloison.TierDedicated).
 const (
-	// TierShared tenants take pages from the common pool; their Reserved pages
-	// are guaranteed (never lent to other tenants) but not fixed.
-	TierShared Tier = iota
-	// TierDedicated tenants use only their Reserved pages, a fixed set taken
-	// from the pool when the tenant is added, which never leave the tenant.
-	TierDedicated
+	TierShared    = cloison.TierShared
+	TierDedicated = cloison.TierDedicated
 )
 
-func (t Tier) String() string {
-	switch t {
-	case TierShared:
-		return "shared"
-	case TierDedicated:
-		return "dedicated"
-	}
-	return fmt.Sprintf("Tier(%d)", uint8(t))
-}
-
 // ParseTier parses "shared" or "dedicated".
+//
+// Errors: ErrInvalidConfig for any other text.
 func ParseTier(s string) (Tier, error) {
-	switch s {
-	case "shared":
-		return TierShared, nil
-	case "dedicated":
-		return TierDedicated, nil
+	t, err := cloison.ParseTier(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: tier %q (want shared or dedicated)", ErrInvalidConfig, s)
 	}
-	return 0, fmt.Errorf("%w: tier %q (want shared or dedicated)", ErrInvalidConfig, s)
+	return t, nil
 }
 
 // Config sizes a Pool.

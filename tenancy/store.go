@@ -13,7 +13,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	"github.com/cloison/cloison/isolation"
 )
 
 // Store keeps tenants, API clients and signing keys in PostgreSQL. It needs
@@ -73,10 +72,10 @@ func scanTenant(row pgx.Row) (Tenant, error) {
 	if t.Status, err = ParseStatus(status); err != nil {
 		return Tenant{}, err
 	}
-	if t.Tier, err = isolation.ParseTier(tier); err != nil {
+	if t.Tier, err = cloison.ParseTier(tier); err != nil {
 		return Tenant{}, err
 	}
-	if t.Zeroing, err = isolation.ParseZeroing(zero); err != nil {
+	if t.Zeroing, err = cloison.ParseZeroing(zero); err != nil {
 		return Tenant{}, err
 	}
 	if t.Classification, err = ParseClassification(clas); err != nil {

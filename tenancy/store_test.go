@@ -20,7 +20,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/pgtest"
-	"github.com/cloison/cloison/isolation"
 )
 
 // db is this package's fresh, migrated database (runtime role for stores).
@@ -57,8 +56,8 @@ func sampleTenant(prefix string) Tenant {
 	return Tenant{
 		ID:             uniqueID(prefix),
 		Name:           "Acme Inc.",
-		Tier:           isolation.TierShared,
-		Zeroing:        isolation.ZeroCrossTenant,
+		Tier:           cloison.TierShared,
+		Zeroing:        cloison.ZeroCrossTenant,
 		Classification: ClassInternal,
 		Quotas:         Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 60000, MaxContext: 4096},
 		AllowedModels:  []string{"context-bag"},
@@ -149,10 +148,10 @@ func TestTenantValidate(t *testing.T) {
 		{"empty name", func(x *Tenant) { x.Name = "" }},
 		{"bad status", func(x *Tenant) { x.Status = "deleted" }},
 		{"bad tier", func(x *Tenant) { x.Tier = 7 }},
-		{"unset zeroing", func(x *Tenant) { x.Zeroing = isolation.ZeroUnset }},
+		{"unset zeroing", func(x *Tenant) { x.Zeroing = cloison.ZeroUnset }},
 		{"bad classification", func(x *Tenant) { x.Classification = "secret" }},
-		{"personal on shared", func(x *Tenant) { x.Classification = ClassPersonal; x.Zeroing = isolation.ZeroAlways }},
-		{"confidential without always", func(x *Tenant) { x.Classification = ClassConfidential; x.Tier = isolation.TierDedicated }},
+		{"personal on shared", func(x *Tenant) { x.Classification = ClassPersonal; x.Zeroing = cloison.ZeroAlways }},
+		{"confidential without always", func(x *Tenant) { x.Classification = ClassConfidential; x.Tier = cloison.TierDedicated }},
 		{"zero concurrency", func(x *Tenant) { x.Quotas.MaxConcurrent = 0 }},
 		{"zero pages", func(x *Tenant) { x.Quotas.KVPages = 0 }},
 		{"zero tpm", func(x *Tenant) { x.Quotas.TokensPerMinute = 0 }},
@@ -182,7 +181,7 @@ func TestTenantValidate(t *testing.T) {
 		})
 	}
 	ok := sampleTenant("personal")
-	ok.Classification, ok.Tier, ok.Zeroing = ClassPersonal, isolation.TierDedicated, isolation.ZeroAlways
+	ok.Classification, ok.Tier, ok.Zeroing = ClassPersonal, cloison.TierDedicated, cloison.ZeroAlways
 	if _, err := s.CreateTenant(ctx, ok); err != nil {
 		t.Fatalf("personal, dedicated, always: %v", err)
 	}
@@ -268,7 +267,7 @@ func TestUpdateTenant(t *testing.T) {
 	}
 	up, err := s.UpdateTenant(ctx, x.ID, func(t *Tenant) error {
 		t.ID = "someone-else"
-		t.Classification, t.Tier, t.Zeroing = ClassConfidential, isolation.TierDedicated, isolation.ZeroAlways
+		t.Classification, t.Tier, t.Zeroing = ClassConfidential, cloison.TierDedicated, cloison.ZeroAlways
 		return nil
 	})
 	if err != nil {
@@ -369,13 +368,13 @@ func TestNewTenant(t *testing.T) {
 	s := newStore(t)
 	for _, c := range []struct {
 		class   Classification
-		tier    isolation.Tier
-		zeroing isolation.Zeroing
+		tier    cloison.Tier
+		zeroing cloison.Zeroing
 	}{
-		{ClassPublic, isolation.TierShared, isolation.ZeroCrossTenant},
-		{ClassInternal, isolation.TierShared, isolation.ZeroCrossTenant},
-		{ClassConfidential, isolation.TierDedicated, isolation.ZeroAlways},
-		{ClassPersonal, isolation.TierDedicated, isolation.ZeroAlways},
+		{ClassPublic, cloison.TierShared, cloison.ZeroCrossTenant},
+		{ClassInternal, cloison.TierShared, cloison.ZeroCrossTenant},
+		{ClassConfidential, cloison.TierDedicated, cloison.ZeroAlways},
+		{ClassPersonal, cloison.TierDedicated, cloison.ZeroAlways},
 	} {
 		x := NewTenant(uniqueID("new"), "New", c.class)
 		if x.Tier != c.tier || x.Zeroing != c.zeroing {
@@ -390,13 +389,13 @@ func TestNewTenant(t *testing.T) {
 func TestTenantJSONDefaults(t *testing.T) {
 	cases := []struct {
 		doc     string
-		tier    isolation.Tier
-		zeroing isolation.Zeroing
+		tier    cloison.Tier
+		zeroing cloison.Zeroing
 		err     bool
 	}{
-		{`{"id":"a","classification":"personal"}`, isolation.TierDedicated, isolation.ZeroAlways, false},
-		{`{"id":"a","classification":"public"}`, isolation.TierShared, isolation.ZeroCrossTenant, false},
-		{`{"id":"a","classification":"public","tier":"dedicated","zeroing":"never"}`, isolation.TierDedicated, isolation.ZeroNever, false},
+		{`{"id":"a","classification":"personal"}`, cloison.TierDedicated, cloison.ZeroAlways, false},
+		{`{"id":"a","classification":"public"}`, cloison.TierShared, cloison.ZeroCrossTenant, false},
+		{`{"id":"a","classification":"public","tier":"dedicated","zeroing":"never"}`, cloison.TierDedicated, cloison.ZeroNever, false},
 		{`{"id":"a","tier":"gold"}`, 0, 0, true},
 		{`{"id":"a","zeroing":"sometimes"}`, 0, 0, true},
 		{`{"id":1}`, 0, 0, true},

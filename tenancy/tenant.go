@@ -11,7 +11,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
-	"github.com/cloison/cloison/isolation"
 )
 
 // Status is a tenant's standing. Only active tenants authenticate.
@@ -79,10 +78,10 @@ var DefaultQuotas = Quotas{MaxConcurrent: 4, KVPages: 256, TokensPerMinute: 100_
 // confidential data, shared pages zeroed across tenants otherwise — and
 // DefaultQuotas; the caller adds allowed models and the incident contact.
 func NewTenant(id cloison.TenantID, name string, class Classification) Tenant {
-	t := Tenant{ID: id, Name: name, Status: StatusActive, Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant,
+	t := Tenant{ID: id, Name: name, Status: StatusActive, Tier: cloison.TierShared, Zeroing: cloison.ZeroCrossTenant,
 		Classification: class, Quotas: DefaultQuotas, AllowedModels: []string{}, Residency: Residency{Regions: []string{}}}
 	if class.Sensitive() {
-		t.Tier, t.Zeroing = isolation.TierDedicated, isolation.ZeroAlways
+		t.Tier, t.Zeroing = cloison.TierDedicated, cloison.ZeroAlways
 	}
 	return t
 }
@@ -110,13 +109,13 @@ func (r Residency) Required() bool { return len(r.Regions) > 0 || r.Tier != "" }
 
 // Tenant is one customer of the platform.
 type Tenant struct {
-	ID             cloison.TenantID  `json:"id"`
-	Name           string            `json:"name"`
-	Status         Status            `json:"status"`
-	Tier           isolation.Tier    `json:"-"` // JSON: "tier", as its String
-	Zeroing        isolation.Zeroing `json:"-"` // JSON: "zeroing", as its String
-	Classification Classification    `json:"classification"`
-	Quotas         Quotas            `json:"quotas"`
+	ID             cloison.TenantID `json:"id"`
+	Name           string           `json:"name"`
+	Status         Status           `json:"status"`
+	Tier           cloison.Tier     `json:"-"` // JSON: "tier", as its String
+	Zeroing        cloison.Zeroing  `json:"-"` // JSON: "zeroing", as its String
+	Classification Classification   `json:"classification"`
+	Quotas         Quotas           `json:"quotas"`
 	// AllowedModels lists the model names the tenant may use; empty means
 	// none (the policy bundle denies every model).
 	AllowedModels []string `json:"allowed_models"`
@@ -163,12 +162,12 @@ func (t *Tenant) UnmarshalJSON(b []byte) error {
 	tier, zero := def.Tier, def.Zeroing
 	var err error
 	if v.Tier != "" {
-		if tier, err = isolation.ParseTier(v.Tier); err != nil {
+		if tier, err = cloison.ParseTier(v.Tier); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
 		}
 	}
 	if v.Zeroing != "" {
-		if zero, err = isolation.ParseZeroing(v.Zeroing); err != nil {
+		if zero, err = cloison.ParseZeroing(v.Zeroing); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidTenant, err)
 		}
 	}
@@ -199,15 +198,15 @@ func (t *Tenant) Validate() error {
 		return bad("name must have 1 to 200 bytes")
 	case t.Status != StatusActive && t.Status != StatusSuspended:
 		return bad("status %q", t.Status)
-	case t.Tier != isolation.TierShared && t.Tier != isolation.TierDedicated:
+	case t.Tier != cloison.TierShared && t.Tier != cloison.TierDedicated:
 		return bad("tier %v", t.Tier)
-	case t.Zeroing < isolation.ZeroNever || t.Zeroing > isolation.ZeroAlways:
+	case t.Zeroing < cloison.ZeroNever || t.Zeroing > cloison.ZeroAlways:
 		return bad("zeroing %v", t.Zeroing)
 	}
 	if _, err := ParseClassification(string(t.Classification)); err != nil {
 		return err
 	}
-	if t.Classification.Sensitive() && (t.Tier != isolation.TierDedicated || t.Zeroing != isolation.ZeroAlways) {
+	if t.Classification.Sensitive() && (t.Tier != cloison.TierDedicated || t.Zeroing != cloison.ZeroAlways) {
 		return bad("%s data requires the dedicated tier and zeroing always (got %v, %v)", t.Classification, t.Tier, t.Zeroing)
 	}
 	if t.NoticeDeadlineHours < 0 || t.NoticeDeadlineHours > MaxNoticeDeadlineHours {

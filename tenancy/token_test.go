@@ -18,7 +18,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/isolation"
 )
 
 const testAudience = "cloison-test"
@@ -507,7 +506,7 @@ func newFuzzFixture(tb testing.TB) *fixture {
 	}
 	fx.issuer = NewIssuer(fx.ring)
 	t := sampleTenant("fz")
-	t.Classification, t.Tier, t.Zeroing = ClassPublic, isolation.TierShared, isolation.ZeroNever
+	t.Classification, t.Tier, t.Zeroing = ClassPublic, cloison.TierShared, cloison.ZeroNever
 	if fx.tenant, err = fx.store.CreateTenant(ctx, t); err != nil {
 		tb.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -104,67 +106,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 			if tenant != "" || len(lo.Entries) > 0 {
 				return cloison.NewError(cloison.CodeInvalid, "--tenant and --entry need --server")
 			}
-			keys, err := readPublicKeys(pubs)
-			if err != nil {
-				return err
-			}
-			var trusted []byte
-			if lo.Trusted != "" {
-				if trusted, err = os.ReadFile(lo.Trusted); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("trusted state: %w", err)
-				}
-			}
-			s, done, err := g.store(ctx, false)
-			if err != nil {
-				return err
-			}
-			defer done()
-			head, err := s.Head(ctx)
-			if err != nil {
-				return err
-			}
-			b := bar(head.Seq, "verifying")
-			res, err := s.Verify(ctx, postgres.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Trusted: trusted, Progress: func(seq uint64) {
-				if b != nil {
-					_ = b.Set64(int64(seq))
-				}
-			}})
-			if b != nil {
-				_ = b.Finish()
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), res)
-			if err := wv.check(ctx, s, g.origin, keys, cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if !noRegister {
-				if err := s.VerifyRegister(ctx); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "register matches the ledger")
-			}
-			if lo.Trusted != "" {
-				// Verify matched the latest stored tree note against the
-				// recomputed tree: it is the new trusted state.
-				// Only a note one of the trusted keys signed (a peer's
-				// note under another key is left alone).
-				latest, err := s.TreeCheckpoint(ctx)
-				if err != nil && !errors.Is(err, audit.ErrNoCheckpoint) {
-					return err
-				}
-				for _, pub := range keys {
-					vk, err := audit.TreeVerifierKey(audit.Name(g.origin), pub)
-					if err != nil || latest == nil {
-						continue
-					}
-					if _, err := audit.OpenTreeHead(latest, vk); err == nil {
-						return writeTrusted(lo.Trusted, latest)
-					}
-				}
-			}
-			return nil
+			return verifyDatabase(ctx, g, cmd.OutOrStdout(), pubs, lo.Trusted, noRegister, wv)
 		},
 	}
 	f := cmd.Flags()
@@ -178,6 +120,73 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
 	wv = addWitnessVerifyFlags(cmd)
 	return cmd
+}
+
+// verifyDatabase is audit verify without --server: the ledger in the
+// database (chain, checkpoints, tree, witnesses' cosignatures, register),
+// then the latest tree note a trusted key signed as the new trusted state.
+func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []string, trustedFile string, noRegister bool, wv *witnessVerify) error {
+	keys, err := readPublicKeys(pubs)
+	if err != nil {
+		return err
+	}
+	var trusted []byte
+	if trustedFile != "" {
+		if trusted, err = os.ReadFile(trustedFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("trusted state: %w", err)
+		}
+	}
+	s, done, err := g.store(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	head, err := s.Head(ctx)
+	if err != nil {
+		return err
+	}
+	b := bar(head.Seq, "verifying")
+	res, err := s.Verify(ctx, postgres.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Trusted: trusted, Progress: func(seq uint64) {
+		if b != nil {
+			_ = b.Set64(int64(seq))
+		}
+	}})
+	if b != nil {
+		_ = b.Finish()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, res)
+	if err := wv.check(ctx, s, g.origin, keys, out); err != nil {
+		return err
+	}
+	if !noRegister {
+		if err := s.VerifyRegister(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "register matches the ledger")
+	}
+	if trustedFile != "" {
+		// Verify matched the latest stored tree note against the
+		// recomputed tree: it is the new trusted state.
+		// Only a note one of the trusted keys signed (a peer's
+		// note under another key is left alone).
+		latest, err := s.TreeCheckpoint(ctx)
+		if err != nil && !errors.Is(err, audit.ErrNoCheckpoint) {
+			return err
+		}
+		for _, pub := range keys {
+			vk, err := audit.TreeVerifierKey(audit.Name(g.origin), pub)
+			if err != nil || latest == nil {
+				continue
+			}
+			if _, err := audit.OpenTreeHead(latest, vk); err == nil {
+				return writeTrusted(trustedFile, latest)
+			}
+		}
+	}
+	return nil
 }
 
 func newLogCmd() *cobra.Command {

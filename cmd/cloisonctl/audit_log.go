@@ -111,62 +111,91 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 	rep.Head = head
 
 	if o.Witnesses > 0 {
-		if o.Tenant != "" {
-			return rep, cloison.NewError(cloison.CodeInvalid, "--witnesses checks the global log, not a tenant log")
-		}
-		q := url.Values{"witnesses": {strconv.Itoa(o.Witnesses)}}
-		cp, err := c.get(ctx, prefix+"/checkpoint", q)
-		if err != nil {
-			return rep, fmt.Errorf("no checkpoint with %d cosignatures: %w", o.Witnesses, err)
-		}
-		ch, _, err := audit.VerifyCosigned(cp, o.VerifierKey, o.WitnessKeys, o.Witnesses)
-		if err != nil {
+		if rep.Cosigned, err = c.checkCosigned(ctx, o, prefix, msg, head); err != nil {
 			return rep, err
 		}
-		proof, err := c.consistency(ctx, prefix, url.Values{}, ch.Size, head.Size)
-		if err != nil {
-			return rep, err
-		}
-		if _, err := audit.VerifyConsistency(o.VerifierKey, cp, msg, proof); err != nil {
-			return rep, err
-		}
-		rep.Cosigned = ch.Size
 	}
-
-	var trusted []byte
+	if rep.TrustedSize, rep.FirstUse, err = c.checkTrusted(ctx, o, prefix, tq, msg, head, open); err != nil {
+		return rep, err
+	}
+	if rep.Included, err = c.checkIncluded(ctx, o, prefix, tq, msg, head); err != nil {
+		return rep, err
+	}
 	if o.Trusted != "" {
-		trusted, err = os.ReadFile(o.Trusted)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			rep.FirstUse = true
-		case err != nil:
-			return rep, fmt.Errorf("trusted state: %w", err)
-		}
-	}
-	if trusted != nil {
-		old, err := open(trusted)
-		if err != nil {
-			return rep, fmt.Errorf("trusted state %s: %w", o.Trusted, err)
-		}
-		proof, err := c.consistency(ctx, prefix, tq, old.Size, head.Size)
-		if err != nil {
+		if err := writeTrusted(o.Trusted, msg); err != nil {
 			return rep, err
 		}
-		if o.Tenant != "" {
-			_, err = audit.VerifyTenantConsistency(o.VerifierKey, o.Tenant, trusted, msg, proof)
-		} else {
-			_, err = audit.VerifyConsistency(o.VerifierKey, trusted, msg, proof)
-		}
-		if err != nil {
-			return rep, err
-		}
-		rep.TrustedSize = old.Size
 	}
+	return rep, nil
+}
 
+// checkCosigned checks that a checkpoint with o.Witnesses cosignatures of
+// o.WitnessKeys exists and that head's tree extends it; it returns that
+// checkpoint's size.
+func (c *logClient) checkCosigned(ctx context.Context, o logVerifyOptions, prefix string, msg []byte, head audit.TreeHead) (uint64, error) {
+	if o.Tenant != "" {
+		return 0, cloison.NewError(cloison.CodeInvalid, "--witnesses checks the global log, not a tenant log")
+	}
+	q := url.Values{"witnesses": {strconv.Itoa(o.Witnesses)}}
+	cp, err := c.get(ctx, prefix+"/checkpoint", q)
+	if err != nil {
+		return 0, fmt.Errorf("no checkpoint with %d cosignatures: %w", o.Witnesses, err)
+	}
+	ch, _, err := audit.VerifyCosigned(cp, o.VerifierKey, o.WitnessKeys, o.Witnesses)
+	if err != nil {
+		return 0, err
+	}
+	proof, err := c.consistency(ctx, prefix, url.Values{}, ch.Size, head.Size)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := audit.VerifyConsistency(o.VerifierKey, cp, msg, proof); err != nil {
+		return 0, err
+	}
+	return ch.Size, nil
+}
+
+// checkTrusted checks that head's tree extends the one in o.Trusted (none
+// yet: first use); it returns the trusted tree's size.
+func (c *logClient) checkTrusted(ctx context.Context, o logVerifyOptions, prefix string, tq url.Values, msg []byte, head audit.TreeHead,
+	open func([]byte) (audit.TreeHead, error)) (size uint64, firstUse bool, err error) {
+	if o.Trusted == "" {
+		return 0, false, nil
+	}
+	trusted, err := os.ReadFile(o.Trusted)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return 0, true, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("trusted state: %w", err)
+	}
+	old, err := open(trusted)
+	if err != nil {
+		return 0, false, fmt.Errorf("trusted state %s: %w", o.Trusted, err)
+	}
+	proof, err := c.consistency(ctx, prefix, tq, old.Size, head.Size)
+	if err != nil {
+		return 0, false, err
+	}
+	if o.Tenant != "" {
+		_, err = audit.VerifyTenantConsistency(o.VerifierKey, o.Tenant, trusted, msg, proof)
+	} else {
+		_, err = audit.VerifyConsistency(o.VerifierKey, trusted, msg, proof)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return old.Size, false, nil
+}
+
+// checkIncluded checks the inclusion of o.Entries (default: the last) in
+// head's tree; it returns those included, up to the first that is not.
+func (c *logClient) checkIncluded(ctx context.Context, o logVerifyOptions, prefix string, tq url.Values, msg []byte, head audit.TreeHead) ([]uint64, error) {
 	entries := o.Entries
 	if len(entries) == 0 {
 		entries = []uint64{head.Size}
 	}
+	var included []uint64
 	for _, e := range entries {
 		q := cloneValues(tq)
 		q.Set("seq", strconv.FormatUint(e, 10))
@@ -176,14 +205,14 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 			Proof   []string        `json:"proof"`
 		}
 		if e == 0 || e > head.Size {
-			return rep, fmt.Errorf("%w: entry %d is outside a tree of size %d", audit.ErrNotIncluded, e, head.Size)
+			return included, fmt.Errorf("%w: entry %d is outside a tree of size %d", audit.ErrNotIncluded, e, head.Size)
 		}
 		if err := c.getJSON(ctx, prefix+"/inclusion", q, &ij); err != nil {
-			return rep, err
+			return included, err
 		}
 		proof, err := decodeHashes(ij.Proof)
 		if err != nil {
-			return rep, err
+			return included, err
 		}
 		if o.Tenant != "" {
 			_, err = audit.VerifyTenantInclusion(msg, o.VerifierKey, o.Tenant, e, ij.Payload, proof)
@@ -191,16 +220,34 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 			_, err = audit.VerifyInclusion(msg, o.VerifierKey, audit.Record{Seq: e, Payload: ij.Payload}, proof)
 		}
 		if err != nil {
-			return rep, err
+			return included, err
 		}
-		rep.Included = append(rep.Included, e)
+		included = append(included, e)
 	}
-	if o.Trusted != "" {
-		if err := writeTrusted(o.Trusted, msg); err != nil {
-			return rep, err
+	return included, nil
+}
+
+// decodeListing reads a ledger listing's rows (JSON lines), which must be
+// the positions from on without a gap; it returns those read up to the
+// first that is not.
+func decodeListing(body []byte, from uint64) ([]listedLeaf, error) {
+	var rows []listedLeaf
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for dec.More() {
+		var row struct {
+			Seq     uint64          `json:"seq"`
+			Kind    string          `json:"kind"`
+			Payload json.RawMessage `json:"payload"`
 		}
+		if err := dec.Decode(&row); err != nil {
+			return rows, fmt.Errorf("%w: listing: %v", audit.ErrMalformed, err)
+		}
+		if want := from + uint64(len(rows)); row.Seq != want {
+			return rows, fmt.Errorf("%w: listing: row %d where position %d was due", audit.ErrMalformed, row.Seq, want)
+		}
+		rows = append(rows, listedLeaf{Pos: row.Seq, Kind: row.Kind, Leaf: row.Payload})
 	}
-	return rep, nil
+	return rows, nil
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -424,20 +471,8 @@ func listTenantLog(ctx context.Context, o tenantListOptions) (tenantListing, err
 	if err != nil {
 		return l, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	for dec.More() {
-		var row struct {
-			Seq     uint64          `json:"seq"`
-			Kind    string          `json:"kind"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := dec.Decode(&row); err != nil {
-			return l, fmt.Errorf("%w: listing: %v", audit.ErrMalformed, err)
-		}
-		if want := from + uint64(len(l.Rows)); row.Seq != want {
-			return l, fmt.Errorf("%w: listing: row %d where position %d was due", audit.ErrMalformed, row.Seq, want)
-		}
-		l.Rows = append(l.Rows, listedLeaf{Pos: row.Seq, Kind: row.Kind, Leaf: row.Payload})
+	if l.Rows, err = decodeListing(body, from); err != nil {
+		return l, err
 	}
 	if uint64(len(l.Rows)) != to-from+1 {
 		return l, fmt.Errorf("%w: listing: %d rows for positions %d..%d of a log of size %d", audit.ErrNotIncluded, len(l.Rows), from, to, l.Head.Size)

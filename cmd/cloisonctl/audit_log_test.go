@@ -25,7 +25,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/pgtest"
-	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
 

@@ -261,21 +261,28 @@ func benchPoint(m *model.Model, kv kernels.KVType, threads, prompt, batch, decod
 				return res, err
 			}
 		}
-		if ms := pre.Seconds() * 1e3; rep == 0 || ms < res.PrefillMilli {
-			res.PrefillMilli = ms
-			res.PrefillTokS = float64(batch*prompt) / pre.Seconds()
-		}
-		if decode > 0 {
-			if ms := dec.Seconds() * 1e3; rep == 0 || ms < res.DecodeMilli {
-				res.DecodeMilli = ms
-				res.DecodeTokS = float64(batch*decode) / dec.Seconds()
-			}
-			if c := float64(batch*decode) / cdec.Seconds(); cdec > 0 && c > res.DecodeTokCPU {
-				res.DecodeTokCPU = c
-			}
-		}
+		res.keepBest(rep == 0, pre, dec, cdec)
 	}
 	return res, nil
+}
+
+// keepBest records a repetition's prefill and decode times (wall, and CPU
+// for decode) where they beat the best so far (first: the first one).
+func (res *benchResult) keepBest(first bool, pre, dec, cdec time.Duration) {
+	batch, prompt, decode := res.Batch, res.Prompt, res.DecodeSteps
+	if ms := pre.Seconds() * 1e3; first || ms < res.PrefillMilli {
+		res.PrefillMilli = ms
+		res.PrefillTokS = float64(batch*prompt) / pre.Seconds()
+	}
+	if decode > 0 {
+		if ms := dec.Seconds() * 1e3; first || ms < res.DecodeMilli {
+			res.DecodeMilli = ms
+			res.DecodeTokS = float64(batch*decode) / dec.Seconds()
+		}
+		if c := float64(batch*decode) / cdec.Seconds(); cdec > 0 && c > res.DecodeTokCPU {
+			res.DecodeTokCPU = c
+		}
+	}
 }
 
 // allocate leases pages, zeroing scrubbed pages in the arena first when the

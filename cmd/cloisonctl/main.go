@@ -41,7 +41,7 @@
 // B's own alphabet — reaches B's output. It prints a report (--json for
 // machines) and exits 4 on any finding. It passes against a healthy cloisond
 // (e2e test) and finds the leak on an in-process deployment with the 2026
-// placeholder bug and every defence switched off (internal/probe tests); it
+// placeholder bug and every defence switched off (node/probe tests); it
 // also passes against real decode + prefill processes and reports an
 // in-process split deployment whose prefill pool is below the served context.
 package main

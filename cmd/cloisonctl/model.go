@@ -14,6 +14,12 @@ import (
 
 func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
+	cmd.AddCommand(newModelSynthCmd(), newModelInspectCmd())
+	return cmd
+}
+
+// newModelSynthCmd is model synth: a synthetic model written to a file.
+func newModelSynthCmd() *cobra.Command {
 	var c synth.Config
 	var bag, fim bool
 	var dtype, chatTemplate string
@@ -29,33 +35,8 @@ func newModelCmd() *cobra.Command {
 			} else if fim {
 				return fmt.Errorf("--fim is for the context-bag model (--bag)")
 			} else {
-				switch dtype {
-				case "f32":
-					c.DType = gguf.F32
-				case "f16":
-					c.DType = gguf.F16
-				case "q8_0":
-					c.DType = gguf.Q8_0
-				case "q4_1":
-					c.DType = gguf.Q4_1
-				case "q5_0":
-					c.DType = gguf.Q5_0
-				case "q5_1":
-					c.DType = gguf.Q5_1
-				case "q2_k":
-					c.DType = gguf.Q2_K
-				case "q3_k":
-					c.DType = gguf.Q3_K
-				case "mxfp4":
-					c.DType = gguf.MXFP4
-				case "q4_k", "q4_k_m":
-					c.DType, c.KQuantMix = gguf.Q4_K, dtype == "q4_k_m"
-				case "q5_k", "q5_k_m":
-					c.DType, c.KQuantMix = gguf.Q5_K, dtype == "q5_k_m"
-				case "q6_k":
-					c.DType = gguf.Q6_K
-				default:
-					return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+				if err := setDType(&c, dtype); err != nil {
+					return err
 				}
 				w, err = synth.Random(c)
 			}
@@ -98,8 +79,12 @@ func newModelCmd() *cobra.Command {
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
 	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	return synthCmd
+}
 
-	inspect := &cobra.Command{
+// newModelInspectCmd is model inspect: a GGUF file's hyperparameters.
+func newModelInspectCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "inspect MODEL.gguf",
 		Short: "Print a GGUF file's architecture and hyperparameters",
 		Args:  cobra.ExactArgs(1),
@@ -127,8 +112,39 @@ func newModelCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.AddCommand(synthCmd, inspect)
-	return cmd
+}
+
+// setDType sets c's weight type (and k-quant mix) from --dtype.
+func setDType(c *synth.Config, dtype string) error {
+	switch dtype {
+	case "f32":
+		c.DType = gguf.F32
+	case "f16":
+		c.DType = gguf.F16
+	case "q8_0":
+		c.DType = gguf.Q8_0
+	case "q4_1":
+		c.DType = gguf.Q4_1
+	case "q5_0":
+		c.DType = gguf.Q5_0
+	case "q5_1":
+		c.DType = gguf.Q5_1
+	case "q2_k":
+		c.DType = gguf.Q2_K
+	case "q3_k":
+		c.DType = gguf.Q3_K
+	case "mxfp4":
+		c.DType = gguf.MXFP4
+	case "q4_k", "q4_k_m":
+		c.DType, c.KQuantMix = gguf.Q4_K, dtype == "q4_k_m"
+	case "q5_k", "q5_k_m":
+		c.DType, c.KQuantMix = gguf.Q5_K, dtype == "q5_k_m"
+	case "q6_k":
+		c.DType = gguf.Q6_K
+	default:
+		return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+	}
+	return nil
 }
 
 // localLayers counts the sliding-window layers.

@@ -8,11 +8,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/internal/probe"
+	"github.com/cloison/cloison/node/probe"
 )
 
 // newProbeCmd: the operator's pre-deployment and canary check (see
-// internal/probe). Exit status 0 when nothing was found, 4 on findings.
+// node/probe). Exit status 0 when nothing was found, 4 on findings.
 func newProbeCmd() *cobra.Command {
 	var cfg probe.Config
 	var asJSON bool

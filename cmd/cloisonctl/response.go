@@ -208,35 +208,8 @@ with no server. Exit status 3 when anything does not match.`,
 				if err := json.Unmarshal(b, &res); err != nil {
 					return fmt.Errorf("%w: %s: %v", audit.ErrMalformed, offline, err)
 				}
-			} else {
-				body := map[string]any{}
-				if err := f.promptBody(body); err != nil {
-					return err
-				}
-				switch {
-				case completion != "" && completionIDs == "":
-					t, err := textArg(completion)
-					if err != nil {
-						return err
-					}
-					body["completion"] = t
-				case completionIDs != "" && completion == "":
-					ids, err := idsArg(completionIDs)
-					if err != nil {
-						return err
-					}
-					body["completion_tokens"] = ids
-				default:
-					return fmt.Errorf("give exactly one of --completion and --completion-ids")
-				}
-				if err := f.post(cmd.Context(), "/v1/requests/"+f.request+"/verify", body, &res); err != nil {
-					return err
-				}
-				if save != "" {
-					if err := os.WriteFile(save, f.answer, 0o600); err != nil {
-						return err
-					}
-				}
+			} else if res, err = askVerify(cmd.Context(), &f, completion, completionIDs, save); err != nil {
+				return err
 			}
 			rc, h, err := checkVerifyAnswer(res, vkey, cloison.TenantID(tenant))
 			if err != nil {
@@ -269,6 +242,42 @@ with no server. Exit status 3 when anything does not match.`,
 	c.Flags().StringVar(&save, "save", "", "write the server's answer (entry, proof, checkpoint) to this file")
 	c.Flags().StringVar(&offline, "offline", "", "check a saved answer instead of asking a server")
 	return c
+}
+
+// askVerify asks the server whether the prompt and the completion (text or
+// token ids: exactly one) are what it served for f's request; save, when
+// set, keeps its answer.
+func askVerify(ctx context.Context, f *responseFlags, completion, completionIDs, save string) (api.VerifyResult, error) {
+	var res api.VerifyResult
+	body := map[string]any{}
+	if err := f.promptBody(body); err != nil {
+		return res, err
+	}
+	switch {
+	case completion != "" && completionIDs == "":
+		t, err := textArg(completion)
+		if err != nil {
+			return res, err
+		}
+		body["completion"] = t
+	case completionIDs != "" && completion == "":
+		ids, err := idsArg(completionIDs)
+		if err != nil {
+			return res, err
+		}
+		body["completion_tokens"] = ids
+	default:
+		return res, fmt.Errorf("give exactly one of --completion and --completion-ids")
+	}
+	if err := f.post(ctx, "/v1/requests/"+f.request+"/verify", body, &res); err != nil {
+		return res, err
+	}
+	if save != "" {
+		if err := os.WriteFile(save, f.answer, 0o600); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
 func newReportCmd() *cobra.Command {

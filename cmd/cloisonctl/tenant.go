@@ -17,6 +17,13 @@ import (
 func newTenantCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Short: "Create, list, update and suspend tenants (each change ledgered)"}
 	actorFlag(cmd)
+	cmd.AddCommand(newTenantCreateCmd(g), newTenantListCmd(g), newTenantUpdateCmd(g), newTenantStatusCmd(g, "suspend", tenancy.StatusSuspended),
+		newTenantStatusCmd(g, "activate", tenancy.StatusActive), newClientCmd(g))
+	return cmd
+}
+
+// newTenantCreateCmd is tenant create.
+func newTenantCreateCmd(g *globals) *cobra.Command {
 	var t tenancy.Tenant
 	var tier, zeroing, class, models, regions string
 	create := &cobra.Command{
@@ -69,8 +76,12 @@ func newTenantCmd(g *globals) *cobra.Command {
 	f.IntVar(&t.NoticeDeadlineHours, "notice-deadline-hours", 0, "contractual deadline of the incident notice to the tenant, in hours (0: none)")
 	f.StringVar(&regions, "regions", "", "residency: node regions its data may be processed in, comma-separated (empty: any)")
 	f.StringVar(&t.Residency.Tier, "node-tier", "", "residency: node tier its data must be processed on (empty: any)")
+	return create
+}
 
-	list := &cobra.Command{
+// newTenantListCmd is tenant list.
+func newTenantListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List tenants",
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -91,29 +102,28 @@ func newTenantCmd(g *globals) *cobra.Command {
 			return w.Flush()
 		},
 	}
-	status := func(use string, st tenancy.Status) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " ID",
-			Short: strings.ToUpper(use[:1]) + use[1:] + " a tenant",
-			Args:  cobra.ExactArgs(1),
-			RunE: func(c *cobra.Command, args []string) error {
-				s, ctx, done, err := g.tenancyStore(c)
-				if err != nil {
-					return err
-				}
-				defer done()
-				t, err := s.SetStatus(ctx, cloison.TenantID(args[0]), st)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.OutOrStdout(), "%s %s\n", t.ID, t.Status)
-				return nil
-			},
-		}
+}
+
+// newTenantStatusCmd is tenant suspend or activate (use), setting st.
+func newTenantStatusCmd(g *globals, use string, st tenancy.Status) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " ID",
+		Short: strings.ToUpper(use[:1]) + use[1:] + " a tenant",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			s, ctx, done, err := g.tenancyStore(c)
+			if err != nil {
+				return err
+			}
+			defer done()
+			t, err := s.SetStatus(ctx, cloison.TenantID(args[0]), st)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s %s\n", t.ID, t.Status)
+			return nil
+		},
 	}
-	cmd.AddCommand(create, list, newTenantUpdateCmd(g), status("suspend", tenancy.StatusSuspended), status("activate", tenancy.StatusActive),
-		newClientCmd(g))
-	return cmd
 }
 
 // newTenantUpdateCmd changes quotas, allowed models and the notice clause

@@ -58,7 +58,7 @@ func tokenWithKEK(t *testing.T, dbURL, kekPath string, tenant cloison.TenantID, 
 // Two cloisond processes on one database share one log: both sign its
 // checkpoints with the cluster's log key (--log-key-file), so each node's
 // verify endpoint reports the chain its peer wrote, checkpoints included,
-// as healthy (issue 13 §3; before, each node signed with its own state-dir
+// as healthy (before, each node signed with its own state-dir
 // key and reported the other's checkpoints as a broken chain). A node
 // holding another log key is refused at start, before it signs anything,
 // and a production start without key files is refused with the flags named.
@@ -71,7 +71,7 @@ func TestE2ETwoNodesShareLog(t *testing.T) {
 	createTenant(t, db.AdminURL, "acme", nil)
 	tok := tokenWithKEK(t, db.AdminURL, kek, "acme", tenancy.ScopeInfer, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead, tenancy.ScopeComplianceWrite)
 	for i := 0; i < 3; i++ {
-		for _, n := range []*node{a, b} {
+		for _, n := range []*daemon{a, b} {
 			if r := n.do("POST", "/v1/completions", tok, completion("aaab", 3, false)); r.status != 200 {
 				t.Fatalf("completion: %d %s", r.status, r.body)
 			}
@@ -88,7 +88,7 @@ func TestE2ETwoNodesShareLog(t *testing.T) {
 	if checkpoints == 0 || keys != 1 {
 		t.Fatalf("got %d checkpoints under %d keys, want some under one", checkpoints, keys)
 	}
-	verify := func(n *node, who string) {
+	verify := func(n *daemon, who string) {
 		t.Helper()
 		r := n.do("POST", "/compliance/v1/ledger/verify", tok, nil)
 		if r.status != 200 || !bytes.Contains(r.body, []byte(`"ok":true`)) {

@@ -16,7 +16,7 @@ import (
 	"github.com/cloison/cloison/migrations"
 )
 
-// Database credentials and pools (ARCHITECTURE.md "Roles and credentials").
+// Database credentials and pools: each role logs in with its own rights.
 //
 // The server logs in as the runtime role itself (--database-url): no SET
 // ROLE, so no RESET ROLE can climb back to an administrator, and no session

@@ -10,7 +10,7 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// Issue 14 §4: behind PgBouncer in transaction mode, consecutive queries of
+// Behind PgBouncer in transaction mode, consecutive queries of
 // one client connection run on different server connections, so a named
 // prepared statement made on one is missing (or already exists) on the
 // next; cloisond died at start with "prepared statement stmtcache_… already

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,21 +8,19 @@ import (
 
 // A certificate of the wrong role for this node does not start it. (That a
 // decode node's transfer server serves no stream before its API server
-// exists is internal/node's TestDecodeServesTransfersOnlyOnceStarted.)
+// exists is node's TestDecodeServesTransfersOnlyOnceStarted.)
 func TestDecodeRefusesWrongRoleCertificate(t *testing.T) {
 	c := newCluster(t, "prefill-1", "decode")
 	cfg := config{stateDir: t.TempDir(), roles: roleConfig{role: roleDecode, tlsCA: c.ca, tlsCert: filepath.Join(c.dir, "decode.pem"),
 		tlsKey: filepath.Join(c.dir, "decode-key.pem"), clusterKey: c.clusterKey, transferAddr: "127.0.0.1:0", prefillPeers: "127.0.0.1:1", prefillTimeout: time.Minute}}
-	lm := &loadedModel{}
 	wrong := cfg
 	wrong.roles.tlsCert, wrong.roles.tlsKey = filepath.Join(c.dir, "prefill-1.pem"), filepath.Join(c.dir, "prefill-1-key.pem")
-	if _, _, err := decodeConfig(context.Background(), wrong, lm, slog.Default()); err == nil {
+	if _, err := wrong.decodeSpec(); err == nil {
 		t.Fatal("got a decode node started with a prefill certificate, want it refused")
 	}
-	d, _, err := decodeConfig(context.Background(), cfg, lm, slog.Default())
+	d, err := cfg.decodeSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Listener.Close()
-	d.Client.Close()
 }

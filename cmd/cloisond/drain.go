@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Shutdown behind a load balancer (issue 14 §2).
+// Shutdown behind a load balancer.
 //
 // On SIGTERM the node first drains: /readyz answers 503 at once (and gRPC
 // health NOT_SERVING), so the load balancer or Kubernetes endpoints

@@ -14,7 +14,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 14 §2: on SIGTERM /readyz turns 503 at once, the listener keeps
+// On SIGTERM /readyz turns 503 at once, the listener keeps
 // serving for --drain-period (a request routed meanwhile gets its 200),
 // a stream begun before the signal finishes whole, and only then does the
 // process exit (status 0). Without drain.go the listener closed at the

@@ -48,8 +48,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// node is one cloisond subprocess.
-type node struct {
+// daemon is one cloisond subprocess.
+type daemon struct {
 	t        testing.TB
 	base     string // http://addr
 	grpcAddr string // host:port of the gRPC API
@@ -64,9 +64,9 @@ type node struct {
 // startNode starts cloisond on the database dbURL (an administrator's URL,
 // used for role setup and migrations): the node itself logs in as the
 // runtime role (the one roles name, or the default).
-func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *node {
+func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *daemon {
 	t.Helper()
-	n := &node{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
+	n := &daemon{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	metricsReady := filepath.Join(n.stateDir, "metrics-ready")
@@ -105,7 +105,7 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *nod
 	return nil
 }
 
-func (n *node) stop() {
+func (n *daemon) stop() {
 	if n.cmd.ProcessState != nil {
 		return
 	}
@@ -168,7 +168,7 @@ func adminStore(t testing.TB, url string) *tenancy.Store {
 }
 
 // token issues a token with the node's dev signing keys.
-func (n *node) token(tenant cloison.TenantID, ttl time.Duration, scopes ...tenancy.Scope) string {
+func (n *daemon) token(tenant cloison.TenantID, ttl time.Duration, scopes ...tenancy.Scope) string {
 	n.t.Helper()
 	ctx := context.Background()
 	kek, err := tenancy.LoadKEK(filepath.Join(n.stateDir, "signing.kek"), false)
@@ -215,7 +215,7 @@ func (r reply) code() string {
 	return e.Error.Code
 }
 
-func (n *node) do(method, path, token string, body []byte) reply {
+func (n *daemon) do(method, path, token string, body []byte) reply {
 	n.t.Helper()
 	req, _ := http.NewRequest(method, n.base+path, bytes.NewReader(body))
 	if token != "" {
@@ -233,7 +233,7 @@ func (n *node) do(method, path, token string, body []byte) reply {
 
 // scrape GETs the node's metrics listener, with a bearer token if one is
 // given.
-func (n *node) scrape(t testing.TB, token string) (int, string) {
+func (n *daemon) scrape(t testing.TB, token string) (int, string) {
 	t.Helper()
 	if n.metrics == "" {
 		t.Fatal("the node serves no metrics listener")
@@ -296,7 +296,7 @@ func sse(t testing.TB, body []byte) (texts []string, finish string, done bool, e
 }
 
 // ledgerKinds lists the kinds of the ledger rows the token may see.
-func (n *node) ledgerRows(token string) []map[string]any {
+func (n *daemon) ledgerRows(token string) []map[string]any {
 	r := n.do("GET", "/compliance/v1/ledger", token, nil)
 	if r.status != 200 {
 		n.t.Fatalf("ledger: %d %s", r.status, r.body)
@@ -371,7 +371,7 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 		t.Fatalf("the ledger does not open with the capacity attestation: %v", first)
 	}
 	// The bundle that serves from the start is on the record, as every
-	// reload is (issue 12 item 7).
+	// reload is.
 	reloaded := false
 	for _, row := range all {
 		reloaded = reloaded || row["kind"] == "policy.reloaded"

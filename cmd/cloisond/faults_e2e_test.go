@@ -22,7 +22,7 @@ import (
 // --prefill-peers). Mutual TLS runs end to end through them.
 type faultCluster struct {
 	db                string
-	decode, prefill   *node
+	decode, prefill   *daemon
 	transfer, prefsvc *faultproxy.Proxy
 	admin             string // admin and compliance:read token
 }
@@ -90,7 +90,7 @@ var (
 	bystanderPrompt = strings.Repeat("abcdefgh", 112)
 )
 
-// Issue 7, fault injection: a loopback proxy that drops or stalls the
+// Fault injection: a loopback proxy that drops or stalls the
 // node-to-node traffic (the transfer stream, the PrefillService call) while a
 // victim tenant's request is in flight. Every case ends in a non-200 typed
 // error (never a 200, never tokens) and a request.completed row carrying the

@@ -43,7 +43,7 @@ type grpcClients struct {
 	compliance compliancev1.ComplianceServiceClient
 }
 
-func (n *node) grpc() grpcClients {
+func (n *daemon) grpc() grpcClients {
 	n.t.Helper()
 	if n.grpcAddr == "" {
 		n.t.Fatal("the node serves no gRPC")

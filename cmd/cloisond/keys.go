@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path/filepath"
 
 	"github.com/cloison/cloison"
@@ -19,8 +17,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Secrets (ARCHITECTURE.md "Roles and credentials"; issue 13 §3, issue 14
-// §2). The deployment's keys come from files or mounted secrets:
+// Secrets. The deployment's keys come from files or mounted secrets:
 //
 //   - --kek-file: the key-encryption key sealing the token signing keys;
 //   - --log-key-file: the log (checkpoint) signing key, ONE for the whole
@@ -151,22 +148,6 @@ func clusterKeyRecord(secret []byte) auditpg.DeploymentKey {
 	return auditpg.DeploymentKey{Purpose: auditpg.PurposeCluster, ID: "ck-" + hex.EncodeToString(fp[:8]), Digest: fp}
 }
 
-// policy is what a start may do about key's purpose when the ledger
-// records another current key: the KEK is never rotated by a restart (the
-// sealed signing keys would not open), the log key only while the old one
-// is still trusted (so its checkpoints keep verifying), the cluster key with
-// --rotate-keys.
-func (k *keyConfig) policy(purpose audit.Name, trusted map[string]ed25519.PublicKey) auditpg.KeyPolicy {
-	p := auditpg.KeyPolicy{Rotate: k.rotate}
-	switch purpose {
-	case auditpg.PurposeKEK:
-		p.Rotate = false
-	case auditpg.PurposeCheckpoint:
-		p.MayReplace = func(cur string) bool { _, ok := trusted[cur]; return ok }
-	}
-	return p
-}
-
 // explain wraps a refusal of CheckKey or EnsureKey with what the operator
 // should do.
 func explain(key auditpg.DeploymentKey, err error) error {
@@ -179,19 +160,4 @@ func explain(key auditpg.DeploymentKey, err error) error {
 		return fmt.Errorf("%s key: %w: %s", key.Purpose, err, hint)
 	}
 	return fmt.Errorf("%s key: %w", key.Purpose, err)
-}
-
-// recordKeys records keys as current (EnsureKey, each with its ledger
-// event), logging what changed.
-func (k *keyConfig) recordKeys(ctx context.Context, ledger *auditpg.Store, node audit.Name, trusted map[string]ed25519.PublicKey, log *slog.Logger, keys ...auditpg.DeploymentKey) error {
-	for _, key := range keys {
-		op, err := ledger.EnsureKey(ctx, node, key, k.policy(key.Purpose, trusted))
-		if err != nil {
-			return explain(key, err)
-		}
-		if op != "" {
-			log.Info("deployment key recorded", "purpose", key.Purpose, "key", key.ID, "op", op)
-		}
-	}
-	return nil
 }

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"crypto/ed25519"
 	"errors"
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 )
 
 // Outside --dev a start without key files is refused at configuration,
-// naming every missing flag (issue 13 §3, issue 14 §2: no node silently
-// creates its own secrets); --dev and complete key files start.
+// naming every missing flag (no node silently creates its own secrets); --dev and complete key files start.
 func TestProductionNeedsKeyFiles(t *testing.T) {
 	db := []string{"--database-url", "postgres://x"}
 	tlsFlags := []string{"--tls-ca", "ca.pem", "--tls-cert", "n.pem", "--tls-key", "n-key.pem"}
@@ -52,33 +47,5 @@ func TestProductionNeedsKeyFiles(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// --rotate-keys never rotates the KEK (the sealed signing keys would not
-// open), and replaces the log key only while the old one is trusted (its
-// checkpoints must keep verifying); the cluster key rotates with the flag.
-func TestKeyRotationPolicy(t *testing.T) {
-	trusted := map[string]ed25519.PublicKey{"aaaaaaaaaaaaaaaa": nil}
-	for _, tc := range []struct {
-		purpose audit.Name
-		rotate  bool
-		current string
-		want    bool
-	}{
-		{auditpg.PurposeKEK, true, "kek-1", false},
-		{auditpg.PurposeKEK, false, "kek-1", false},
-		{auditpg.PurposeCheckpoint, true, "aaaaaaaaaaaaaaaa", true},
-		{auditpg.PurposeCheckpoint, true, "bbbbbbbbbbbbbbbb", false},
-		{auditpg.PurposeCheckpoint, false, "aaaaaaaaaaaaaaaa", false},
-		{auditpg.PurposeCluster, true, "ck-1", true},
-		{auditpg.PurposeCluster, false, "ck-1", false},
-	} {
-		k := keyConfig{rotate: tc.rotate}
-		p := k.policy(tc.purpose, trusted)
-		got := p.Rotate && (p.MayReplace == nil || p.MayReplace(tc.current))
-		if got != tc.want {
-			t.Errorf("%s rotate=%v current %s: got may replace %v, want %v", tc.purpose, tc.rotate, tc.current, got, tc.want)
-		}
 	}
 }

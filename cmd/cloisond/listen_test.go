@@ -22,7 +22,7 @@ import (
 )
 
 // A public listener on a non-loopback address needs TLS or an explicit
-// --insecure-listen (issue 12 item 13).
+// --insecure-listen.
 func TestPublicListenNeedsTLS(t *testing.T) {
 	tests := []struct {
 		name string

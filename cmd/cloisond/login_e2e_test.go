@@ -13,7 +13,7 @@ import (
 	"github.com/cloison/cloison/internal/pgtest"
 )
 
-// Issue 12 item 3: cloisond logs in as the runtime role itself. Before the
+// cloisond logs in as the runtime role itself. Before the
 // fix it connected as the superuser of --database-url and only SET ROLE'd
 // to the runtime role, so any statement that ran RESET ROLE had the
 // superuser's rights. Now session_user of every server connection is the

@@ -5,7 +5,7 @@
 // audited.
 //
 // The node itself (pool and partitions, attestation, engine, policies, API
-// server, decode and prefill roles) is assembled by internal/node, as the
+// server, decode and prefill roles) is assembled by node, as the
 // tests assemble it; this command opens what it is made of.
 //
 // Node roles (--role, roles.go): both (the default: one node admits, prefills
@@ -136,7 +136,7 @@
 // transfer ends the request with an error, records
 // transfer.verification_failed in the ledger and opens an incident.
 //
-// prefill serves PrefillService (--prefill-addr, api/prefillrpc) and /healthz
+// prefill serves PrefillService (--prefill-addr, engine/transfer/prefillrpc) and /healthz
 // on --addr, with no public API. It loads the same model file (identity:
 // SHA-256 of the GGUF) and keeps its own pool and arena with every tenant's
 // partition; a prompt its pool can never hold is refused before any page is
@@ -184,7 +184,7 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -193,7 +193,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -204,13 +203,10 @@ import (
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
-	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/buildinfo"
-	assemble "github.com/cloison/cloison/internal/node"
-	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
+	"github.com/cloison/cloison/node"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -221,7 +217,7 @@ type config struct {
 	modelPath, modelName, backend               string
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
-	nodeRegion, nodeTier                        string // residency labels (issue 17 §5)
+	nodeRegion, nodeTier                        string // residency labels, attested
 	zeroing                                     string
 	kvType                                      kernels.KVType
 	stateDir, issuer, audience, node, devTenant string
@@ -287,6 +283,21 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	var c config
 	fs := flag.NewFlagSet("cloisond", flag.ContinueOnError)
 	cfgFile := fs.String("config", "", "JSON file of {\"flag-name\": value}")
+	c.flags(fs)
+	if defined != nil {
+		defined(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := applySources(fs, *cfgFile); err != nil {
+		return c, err
+	}
+	return c, c.check()
+}
+
+// flags defines every flag on fs, each setting its field of c.
+func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	c.db.flags(fs)
 	fs.BoolVar(&c.migrate, "migrate", true, "set up roles and apply migrations at start through --migrate-database-url (when set)")
@@ -347,12 +358,12 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 	c.obs.flags(fs)
 	c.responses.flags(fs)
 	c.idp.flags(fs)
-	if defined != nil {
-		defined(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
+}
+
+// applySources sets the flags not given on the command line from the
+// environment (CLOISON_<FLAG>) and from cfgFile: the environment beats the
+// file; flags beat both.
+func applySources(fs *flag.FlagSet, cfgFile string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	apply := func(name, value string) error {
@@ -361,17 +372,16 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 		}
 		return fs.Set(name, value)
 	}
-	// The environment beats the file; flags beat both.
 	env := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := os.LookupEnv("CLOISON_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); ok {
 			env[f.Name] = v
 		}
 	})
-	if *cfgFile != "" {
-		vals, err := configValues(fs, *cfgFile) // config.go: typed values
+	if cfgFile != "" {
+		vals, err := configValues(fs, cfgFile) // config.go: typed values
 		if err != nil {
-			return c, err
+			return err
 		}
 		for k, vs := range vals {
 			if _, inEnv := env[k]; inEnv {
@@ -379,57 +389,49 @@ func parseFlagsInto(args []string, defined func(*flag.FlagSet)) (config, error) 
 			}
 			for _, v := range vs {
 				if err := apply(k, v); err != nil {
-					return c, fmt.Errorf("%s: setting %q: %w", *cfgFile, k, err)
+					return fmt.Errorf("%s: setting %q: %w", cfgFile, k, err)
 				}
 			}
 		}
 	}
 	for k, v := range env {
 		if err := apply(k, v); err != nil {
-			return c, fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), err)
+			return fmt.Errorf("CLOISON_%s: %w", strings.ToUpper(strings.ReplaceAll(k, "-", "_")), err)
 		}
 	}
-	if err := c.db.check(); err != nil {
-		return c, err
-	}
-	if c.createDB && c.db.migrateURL == "" {
-		return c, errors.New("--create-database needs --migrate-database-url")
-	}
-	if err := c.roles.check(); err != nil {
-		return c, err
-	}
-	if err := c.idp.check(); err != nil {
-		return c, err
-	}
-	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
-		return c, err
-	}
-	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
-		return c, err
-	}
-	if err := c.obs.check(); err != nil {
-		return c, err
-	}
-	return c, nil
+	return nil
 }
 
-func run(ctx context.Context, c config, log *slog.Logger) error {
-	if err := os.MkdirAll(c.stateDir, 0o700); err != nil {
+// check refuses a configuration that cannot start, before anything is
+// opened.
+func (c config) check() error {
+	if err := c.db.check(); err != nil {
 		return err
 	}
-	if c.createDB {
-		if err := ensureDatabase(ctx, c.db.migrateURL); err != nil {
-			return fmt.Errorf("create database: %w", err)
-		}
+	if c.createDB && c.db.migrateURL == "" {
+		return errors.New("--create-database needs --migrate-database-url")
 	}
-	if c.migrate {
-		applied, err := c.db.setup(ctx)
-		if err != nil {
-			return fmt.Errorf("migrations: %w", err)
-		}
-		if c.db.migrateURL != "" {
-			log.Info("database migrated", "applied", applied)
-		}
+	if err := c.roles.check(); err != nil {
+		return err
+	}
+	if err := c.idp.check(); err != nil {
+		return err
+	}
+	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
+		return err
+	}
+	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
+		return err
+	}
+	return c.obs.check()
+}
+
+// run is cloisond: the database prepared and its pools opened, then the
+// node opened from the flags (spec.go: flags → node.Spec → node.Open) and
+// served until ctx ends.
+func run(ctx context.Context, c config, log *slog.Logger) error {
+	if err := c.prepareDatabase(ctx, log); err != nil {
+		return err
 	}
 	// The server logs in as the runtime role (db.go): INSERT and SELECT on
 	// the ledger, never UPDATE, DELETE or TRUNCATE, and nothing to RESET to.
@@ -448,130 +450,49 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if c.roles.role == rolePrefill {
 		return runPrefill(ctx, c, db, log, tp)
 	}
-
-	// Keys (keys.go): from files, or under --state-dir with --dev. One log
-	// key for the cluster; a node holding another cluster's log key or KEK
-	// stops here, before its ledger writer could sign a checkpoint or its
-	// key ring retire the signing keys it cannot open.
-	actor := audit.Name("engine:" + c.node)
-	cpKey, trustedLogKeys, err := c.keys.logKeys(c.stateDir)
+	spec, err := c.spec(ctx, db, scanDB, log, tp)
 	if err != nil {
 		return err
 	}
-	kek, err := c.keys.kek(c.stateDir)
+	// The node (package node): keys checked and recorded, ledger,
+	// witnesses, tenancy, key ring and verifier, model, replay engine; pool
+	// and partitions, attestation (recorded, refusing to start when a pool
+	// cannot hold the context served), arena, engine, policies, API server;
+	// for a decode node the transfer server and the prefill client.
+	nd, err := node.Open(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("key-encryption key: %w", err)
+		return explainKey(err)
 	}
-	deployKeys := []auditpg.DeploymentKey{logKeyRecord(cpKey.Public().(ed25519.PublicKey)), kekRecord(kek)}
-	for _, k := range deployKeys {
-		if _, err := auditpg.CheckKey(ctx, db, k, c.keys.policy(k.Purpose, trustedLogKeys)); err != nil {
-			return explain(k, err)
+	return serve(ctx, c, nd, log)
+}
+
+// prepareDatabase creates the state directory, and with the migration URL
+// the database (--create-database), its roles and its schema.
+func (c config) prepareDatabase(ctx context.Context, log *slog.Logger) error {
+	if err := os.MkdirAll(c.stateDir, 0o700); err != nil {
+		return err
+	}
+	if c.createDB {
+		if err := ensureDatabase(ctx, c.db.migrateURL); err != nil {
+			return fmt.Errorf("create database: %w", err)
 		}
 	}
-
-	// Ledger.
-	cpDir := filepath.Join(c.stateDir, "checkpoints")
-	if err := os.MkdirAll(cpDir, 0o700); err != nil {
-		return err
-	}
-	ledger, err := auditpg.Open(ctx, db, auditpg.Config{Origin: audit.Name(c.origin), SigningKey: cpKey, CheckpointDir: cpDir,
-		Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ}, Contact: c.privacyOfficer, Logger: log,
-		ScanPool: scanDB, Regime: c.registerRegime, DetectionWindow: c.incidentGroupWindow})
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	defer ledger.Close()
-	if err := c.keys.recordKeys(ctx, ledger, actor, trustedLogKeys, log, deployKeys...); err != nil {
-		return err
-	}
-	stopWitnesses, err := startWitnesses(ctx, c.witness, ledger, log)
-	if err != nil {
-		return err
-	}
-	defer stopWitnesses()
-
-	// Tenancy and keys.
-	// Every tenancy change ledgers its event in its own transaction.
-	tenants := tenancy.NewStore(db).WithLedger(ledger)
-	sysCtx := tenancy.WithActor(ctx, audit.Name("engine:"+c.node))
-	ring, err := tenancy.OpenKeyRing(sysCtx, tenants, c.issuer, kek, tenancy.WithLogger(log), tenancy.WithMinRotateInterval(c.keyMinRotate))
-	if err != nil {
-		return fmt.Errorf("signing keys: %w", err)
-	}
-	sources := []tenancy.KeySource{ring}
-	for _, spec := range c.trustJWKS {
-		iss, path, ok := strings.Cut(spec, "=")
-		if !ok || iss == "" || path == "" {
-			return fmt.Errorf("--trust-jwks %q: want ISSUER=PATH", spec)
-		}
-		ks, err := tenancy.LoadJWKSFile(iss, path)
+	if c.migrate {
+		applied, err := c.db.setup(ctx)
 		if err != nil {
-			return fmt.Errorf("--trust-jwks %s: %w", iss, err)
+			return fmt.Errorf("migrations: %w", err)
 		}
-		sources = append(sources, ks)
-		log.Info("trusting an external issuer", "issuer", iss, "jwks", path)
+		if c.db.migrateURL != "" {
+			log.Info("database migrated", "applied", applied)
+		}
 	}
-	providers, err := c.idp.providers(ctx, log) // idp.go
-	if err != nil {
-		return err
-	}
-	verifier, err := tenancy.NewVerifier(tenancy.VerifierConfig{Audience: c.audience, Sources: sources, Providers: providers, Tenants: tenants, Clients: tenants, Revocations: tenants})
-	if err != nil {
-		return err
-	}
-	// Keep the signing keys current: rotate when the current key is older
-	// than --key-rotate-after (once across all nodes), and pick up other
-	// nodes' rotations and retirements within --key-refresh.
-	go ring.Run(sysCtx, c.keyRefresh, c.keyRotateAfter, func(err error) { log.Warn("signing keys", "err", err) })
+	return nil
+}
 
-	// Model.
-	lm, err := loadModel(c)
-	if err != nil {
-		return err
-	}
-	defer lm.close()
-	name := lm.name
-	if c.devTenant != "" {
-		if err := ensureDevTenant(sysCtx, tenants, cloison.TenantID(c.devTenant), name); err != nil {
-			return fmt.Errorf("dev tenant: %w", err)
-		}
-	}
-
-	// The node (internal/node): pool and partitions, attestation (recorded,
-	// refusing to start when a pool cannot hold the context served), arena,
-	// engine, policies, API server; for a decode node the transfer server.
-	zeroing, err := isolation.ParseZeroing(c.zeroing)
-	if err != nil {
-		return err
-	}
-	responses, stopReplay, err := c.responses.responses(c, kek, lm, log)
-	if err != nil {
-		return err
-	}
-	defer stopReplay()
-	ncfg := assemble.Config{Model: lm.node(), Capacity: c.capacity(zeroing), Ledger: ledger, NodeName: c.node, Actor: actor, Tenants: tenants,
-		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
-		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
-		API: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter().WithBudget(tenants), Keys: ring, Logger: log,
-			MaxBody: c.maxRequestBytes, MaxN: c.maxN, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
-			Verify:    auditpg.VerifyOptions{Keys: trustedLogKeys, ExternalDir: cpDir},
-			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: responses}}
-	if c.roles.role == roleDecode {
-		d, clusterKey, err := decodeConfig(ctx, c, lm, log)
-		if err != nil {
-			return err
-		}
-		if err := c.keys.recordKeys(ctx, ledger, actor, trustedLogKeys, log, clusterKey); err != nil {
-			d.Listener.Close()
-			d.Client.Close()
-			return err
-		}
-		ncfg.Decode = d
-	}
-	nd, err := assemble.New(ctx, ncfg)
-	if err != nil {
-		return err
-	}
+// serve runs an opened node: metrics, the engine, the HTTP and gRPC
+// listeners, until ctx ends (then drains and shuts down gracefully) or a
+// listener or the engine stops.
+func serve(ctx context.Context, c config, nd *node.Node, log *slog.Logger) error {
 	srv := nd.Server
 	stopMetrics, err := c.obs.serveMetrics(srv.MetricsHandler(), log)
 	if err != nil {
@@ -580,13 +501,10 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer stopMetrics()
 	nd.Start()
-	stopEngine := nd.StopEngine
-	engDone := nd.EngineDone()
-	// Last on every return path (deferred after the ledger's Close, so it
-	// runs before it, and after the listeners stopped below): node.Close
-	// stops what reports incidents, makes every incident write durable
-	// (retried, for up to the shutdown grace), then writes the last
-	// refusal counts.
+	// Last on every return path (after the listeners stopped below):
+	// node.Close stops what reports incidents, makes every incident write
+	// durable (retried, for up to the shutdown grace), writes the last
+	// refusal counts, then closes what Open opened, the ledger last.
 	defer func() {
 		ictx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 		defer cancel()
@@ -594,47 +512,33 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			log.Error("shutdown", "err", err)
 		}
 	}()
-
-	tlsCfg, err := c.net.tlsConfig()
+	l, err := c.listen()
 	if err != nil {
-		stopEngine()
+		nd.StopEngine()
 		return err
-	}
-	ln, err := c.net.transport.Listen(c.addr)
-	if err != nil {
-		stopEngine()
-		return err
-	}
-	var gln net.Listener
-	if c.grpcAddr != "" {
-		if gln, err = c.net.transport.Listen(c.grpcAddr); err != nil {
-			ln.Close()
-			stopEngine()
-			return fmt.Errorf("grpc: %w", err)
-		}
 	}
 	var dr drainer
-	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), tlsCfg, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), l.tls, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	served := make(chan error, 2)
-	go func() { served <- serveHTTP(hs, ln) }()
+	go func() { served <- serveHTTP(hs, l.http) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
 	defer stopHealth()
 	var gs *grpc.Server
-	if gln != nil {
-		gs = srv.GRPCServer(healthCtx, c.net.transport.GRPCOptions(tlsCfg)...)
+	if l.grpc != nil {
+		gs = srv.GRPCServer(healthCtx, c.net.transport.GRPCOptions(l.tls)...)
 		go func() {
-			if err := gs.Serve(gln); err != nil {
+			if err := gs.Serve(l.grpc); err != nil {
 				served <- fmt.Errorf("grpc: %w", err)
 			}
 		}()
-		log.Info("serving gRPC", "addr", gln.Addr().String())
+		log.Info("serving gRPC", "addr", l.grpc.Addr().String())
 		if c.grpcReadyFile != "" {
-			_ = os.WriteFile(c.grpcReadyFile, []byte(gln.Addr().String()), 0o600)
+			_ = os.WriteFile(c.grpcReadyFile, []byte(l.grpc.Addr().String()), 0o600)
 		}
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "model", name)
+	log.Info("serving", "addr", l.http.Addr().String(), "model", nd.Model.Name)
 	if c.readyFile != "" {
-		_ = os.WriteFile(c.readyFile, []byte(ln.Addr().String()), 0o600)
+		_ = os.WriteFile(c.readyFile, []byte(l.http.Addr().String()), 0o600)
 	}
 	select {
 	case <-ctx.Done():
@@ -643,9 +547,9 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		if gs != nil {
 			gs.Stop()
 		}
-		stopEngine()
+		nd.StopEngine()
 		return err
-	case err := <-engDone:
+	case err := <-nd.EngineDone():
 		_ = hs.Close()
 		if gs != nil {
 			gs.Stop()
@@ -656,13 +560,16 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	stopHealth() // health reports NOT_SERVING while draining
 	log.Info("draining", "period", c.drainPeriod)
 	dr.drain(context.Background(), c.drainPeriod)
-	// Graceful shutdown: stop accepting, let streams (HTTP and gRPC) finish,
-	// then stop the engine (which ends whatever is left with an error, never
-	// a 200 or a normal finish).
+	return shutdown(c, nd, hs, gs, log)
+}
+
+// shutdown stops accepting, lets streams (HTTP and gRPC) finish, then
+// stops the engine (which ends whatever is left with an error, never a 200
+// or a normal finish).
+func shutdown(c config, nd *node.Node, hs *http.Server, gs *grpc.Server, log *slog.Logger) error {
 	log.Info("shutting down", "grace", c.shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
-	stopHealth() // health reports NOT_SERVING while draining
 	grpcDone := make(chan struct{})
 	go func() {
 		defer close(grpcDone)
@@ -670,11 +577,36 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			stopGRPC(sctx, gs)
 		}
 	}()
-	err = hs.Shutdown(sctx)
+	err := hs.Shutdown(sctx)
 	<-grpcDone
-	stopEngine()
-	<-engDone
+	nd.StopEngine()
+	<-nd.EngineDone()
 	return err
+}
+
+// listeners are a node's public listeners and their TLS.
+type listeners struct {
+	http, grpc net.Listener // grpc: nil without --grpc-addr
+	tls        *tls.Config
+}
+
+// listen opens --addr and --grpc-addr with the public TLS configuration.
+func (c config) listen() (listeners, error) {
+	var l listeners
+	var err error
+	if l.tls, err = c.net.tlsConfig(); err != nil {
+		return l, err
+	}
+	if l.http, err = c.net.transport.Listen(c.addr); err != nil {
+		return l, err
+	}
+	if c.grpcAddr != "" {
+		if l.grpc, err = c.net.transport.Listen(c.grpcAddr); err != nil {
+			l.http.Close()
+			return l, fmt.Errorf("grpc: %w", err)
+		}
+	}
+	return l, nil
 }
 
 // serveHTTP serves hs on ln, with TLS when hs has a TLS configuration.

@@ -79,7 +79,7 @@ func (s *dnsServer) serve() {
 	}
 }
 
-// Issue 14 §2: a decode node whose --prefill-peers entry is a name (a
+// A decode node whose --prefill-peers entry is a name (a
 // headless service) gains a prefill node when the name starts resolving to
 // it, attested before its first request, and loses one that stops (its
 // attestation no longer answers), without a restart; an address whose
@@ -97,7 +97,7 @@ func TestE2EPrefillPeersByDNS(t *testing.T) {
 		"--prefill-peers", "prefill.cloison.test:"+port, "--prefill-resolve-interval", "200ms", "--prefill-dns-server", dns.conn.LocalAddr().String())...)
 	createTenant(t, db.AdminURL, "acme", nil)
 	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
-	served := func(p *node) int { return strings.Count(p.logs.String(), `"msg":"prefill"`) }
+	served := func(p *daemon) int { return strings.Count(p.logs.String(), `"msg":"prefill"`) }
 	var count int
 	complete := func(what string) {
 		t.Helper()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison/internal/pgtest"
-	"github.com/cloison/cloison/internal/probe"
+	"github.com/cloison/cloison/node/probe"
 	"github.com/cloison/cloison/tenancy"
 )
 

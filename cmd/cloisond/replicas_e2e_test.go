@@ -47,9 +47,9 @@ func emptyDatabase(t *testing.T) string {
 }
 
 // launch starts cloisond without waiting for it; wait collects it.
-func launch(t *testing.T, dbURL, stateDir string, extra ...string) *node {
+func launch(t *testing.T, dbURL, stateDir string, extra ...string) *daemon {
 	t.Helper()
-	n := &node{t: t, stateDir: stateDir, dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
+	n := &daemon{t: t, stateDir: stateDir, dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"--database-url", pgtest.AsRole(dbURL, pgtest.Roles.Runtime), "--migrate-database-url", dbURL, "--addr", "127.0.0.1:0",
 		"--state-dir", stateDir, "--ready-file", filepath.Join(stateDir, "ready"), "--grpc-addr", "127.0.0.1:0",
 		"--grpc-ready-file", filepath.Join(stateDir, "grpc-ready"), "--kv-pages", "256", "--refusal-flush", "200ms", "--metrics-addr", "127.0.0.1:0"}, pgtestRoles()...)
@@ -64,7 +64,7 @@ func launch(t *testing.T, dbURL, stateDir string, extra ...string) *node {
 }
 
 // wait returns once n is serving; it fails the test if n exits first.
-func (n *node) wait(d time.Duration) {
+func (n *daemon) wait(d time.Duration) {
 	n.t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -87,10 +87,10 @@ func (n *node) wait(d time.Duration) {
 // sharing one key-encryption key and one log key (the deployment's shared
 // secrets, mounted Secrets in Kubernetes), and returns them once all are
 // serving.
-func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*node {
+func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*daemon {
 	t.Helper()
 	logKey, kek := clusterSecrets(t)
-	var nodes []*node
+	var nodes []*daemon
 	kekBytes, err := os.ReadFile(kek)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*node {
 	return nodes
 }
 
-// Issue 14 §2: three nodes started at once on a database that does not
+// Three nodes started at once on a database that does not
 // exist yet all become ready — the CREATE DATABASE race, role setup and the
 // migrations are serialized by advisory locks, the signing keys are made
 // once (the first node under the issuer's lock) and the others read them,
@@ -138,7 +138,7 @@ func TestE2EColdStartThreeNodes(t *testing.T) {
 	}
 }
 
-// Issue 14 §2: a tenant of 100 tokens per minute served by two processes
+// A tenant of 100 tokens per minute served by two processes
 // gets its quota once across both (plus the burst tenancy.WithBudget
 // states: one chunk of 5 tokens per node), not once per node. Without the
 // shared budget both nodes admitted ~100 (184 in the report).

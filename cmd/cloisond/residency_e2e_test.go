@@ -14,7 +14,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 17 §5, in a split deployment of real processes: a decode node in
+// Residency, in a split deployment of real processes: a decode node in
 // ca-qc with one prefill node in ca-qc and one in us-east. A tenant whose
 // residency allows only ca-qc has every prompt prefilled in ca-qc — the
 // us-east node's own log shows none of its requests, while a tenant
@@ -55,7 +55,7 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 	createTenant(t, db.AdminURL, "eu", residency([]string{"eu-fr"}, ""))
 	createTenant(t, db.AdminURL, "ded", residency([]string{"ca-qc"}, "dedicated"))
 	// prefilled counts the prefills a prefill node itself logged for tenant.
-	prefilled := func(p *node, tenant string) int {
+	prefilled := func(p *daemon, tenant string) int {
 		n := 0
 		for _, line := range strings.Split(p.logs.String(), "\n") {
 			if strings.Contains(line, `"msg":"prefill"`) && strings.Contains(line, `"tenant":"`+tenant+`"`) {
@@ -97,7 +97,7 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 	// instead nor sent elsewhere.
 	complete("eu", 2, 403, string(cloison.CodePermissionDenied))
 	complete("ded", 2, 403, string(cloison.CodePermissionDenied))
-	for _, p := range []*node{pqc, pus} {
+	for _, p := range []*daemon{pqc, pus} {
 		if n := prefilled(p, "eu") + prefilled(p, "ded"); n != 0 {
 			t.Errorf("a refused tenant's prompt reached a prefill node %d times", n)
 		}

@@ -2,26 +2,19 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/cloison/cloison/api"
-	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/keyfile"
-	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
-	"github.com/cloison/cloison/kernels/cpu"
 )
 
 // responsesConfig: keyed digests of what was served, reports and replay
-// (issue 17 §1–§3, api/responses.go).
+// (api/responses.go).
 type responsesConfig struct {
 	digestKey   string
 	webhook     string
@@ -40,80 +33,20 @@ func (r *responsesConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&r.replayPages, "replay-pages", 0, "KV pages of the replay engine (a second model instance with its own pool and arena that runs replays alone); 0: replay off")
 }
 
-// kernelPath names what computes on b: the CPU kernel path, or the
-// backend's name for a backend without paths.
-func kernelPath(b kernels.Backend) string {
-	if c, ok := b.(*cpu.Backend); ok {
-		return string(c.Path())
-	}
-	return b.Name()
-}
-
-// responses builds the API's Responses; with --replay-pages it loads the
-// model a second time and starts the replay engine, stopped by the
-// returned func.
-func (r responsesConfig) responses(c config, kek []byte, lm *loadedModel, log *slog.Logger) (api.Responses, func(), error) {
-	out := api.Responses{KEK: kek, DigestKey: audit.Name(r.digestKey), ModelDigest: audit.Digest(lm.digest), Backend: lm.be.Name(),
-		KernelPath: kernelPath(lm.be), ReportWebhook: r.webhook, ReportLimit: auditpg.ReportLimit{N: r.reportLimit, Window: r.reportEvery}}
+// config is the API's Responses as the flags set them; node.Open adds
+// the KEK, the model's identity and the replay engine (--replay-pages).
+func (r responsesConfig) config() (api.Responses, error) {
+	out := api.Responses{DigestKey: audit.Name(r.digestKey), ReportWebhook: r.webhook,
+		ReportLimit: auditpg.ReportLimit{N: r.reportLimit, Window: r.reportEvery}}
 	if err := audit.CheckName("served-digest-key", r.digestKey); err != nil {
-		return out, nil, err
+		return out, err
 	}
 	secret, err := r.webhookSecret()
 	if err != nil {
-		return out, nil, err
+		return out, err
 	}
 	out.WebhookSecret = secret
-	if r.replayPages <= 0 {
-		return out, func() {}, nil
-	}
-	rl, err := loadModel(c)
-	if err != nil {
-		return out, nil, fmt.Errorf("replay engine: %w", err)
-	}
-	if rl.digest != lm.digest {
-		rl.close()
-		return out, nil, fmt.Errorf("replay engine: the model file changed while loading")
-	}
-	pool, err := isolation.NewPool(isolation.Config{Pages: r.replayPages, PageTokens: c.pageTokens, DefaultZeroing: isolation.ZeroAlways})
-	if err != nil {
-		rl.close()
-		return out, nil, fmt.Errorf("replay engine: %w", err)
-	}
-	// A replay longer than the replay pool is refused there (and its
-	// verdict inconclusive), never served partly.
-	served := c.servedContext
-	if served <= 0 {
-		served = rl.m.Context
-	}
-	att, err := attest.Capacity(attest.Config{ModelContext: rl.m.Context, ServedContext: min(served, r.replayPages*c.pageTokens),
-		PoolPages: r.replayPages, PageTokens: c.pageTokens, Zeroing: isolation.ZeroAlways, KVType: c.kvType.String()})
-	if err != nil {
-		rl.close()
-		return out, nil, fmt.Errorf("replay engine: %w", err)
-	}
-	arena, err := rl.be.NewArena(rl.m.ArenaConfig(r.replayPages, c.pageTokens, c.kvType))
-	if err != nil {
-		rl.close()
-		return out, nil, fmt.Errorf("replay engine: %w", err)
-	}
-	// No prefix cache: a replay computes its whole prompt alone.
-	eng, err := engine.New(engine.Config{Model: rl.m, Tokenizer: rl.tok, Pool: pool, Arena: arena, Attestation: att})
-	if err != nil {
-		rl.close()
-		return out, nil, fmt.Errorf("replay engine: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("replay engine stopped", "err", err)
-		}
-		close(done)
-	}()
-	out.Replay, out.ReplayPool = eng, pool
-	out.ReplayBackend, out.ReplayKernelPath = rl.be.Name(), kernelPath(rl.be)
-	log.Info("replay engine", "pages", r.replayPages, "served_context", att.ServedContext, "kernel_path", out.ReplayKernelPath)
-	return out, func() { cancel(); <-done; rl.close() }, nil
+	return out, nil
 }
 
 // webhookSecret is the secret that signs --report-webhook's notices: none

@@ -10,7 +10,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 17 on the real binary: a streamed completion's request.completed
+// Stored responses on the real binary: a streamed completion's request.completed
 // holds its keyed digests (under the --served-digest-key id), the tenant
 // verifies what it was served, reports it and replays it on the
 // --replay-pages engine; another tenant gets 404 on all three.

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,22 +19,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cloison/cloison/api/prefillrpc"
 	"github.com/cloison/cloison/attest"
 	auditpg "github.com/cloison/cloison/audit/postgres"
-	"github.com/cloison/cloison/engine/gguf"
-	"github.com/cloison/cloison/engine/model"
-	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
-	assemble "github.com/cloison/cloison/internal/node"
 	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/kernels"
-	"github.com/cloison/cloison/tenancy"
+	"github.com/cloison/cloison/node/prefill"
 )
 
-// Node roles (ARCHITECTURE.md layer 4): both (one node does everything, the
+// Node roles: both (one node does everything, the
 // default), decode (serves the API, admits, reserves KV and decodes; prompts
 // are prefilled on prefill nodes and arrive by verified transfer) and prefill
 // (computes prompt KV for decode nodes; serves no public API).
@@ -187,206 +179,41 @@ func (r *roleConfig) keyRing(stateDir string, dev bool) (*transfer.KeyRing, audi
 	return ring, rec, nil
 }
 
-// loadedModel is the model a node serves and its identity.
-type loadedModel struct {
-	f      *gguf.File
-	be     kernels.Backend
-	m      *model.Model
-	tok    *tokenizer.Tokenizer
-	name   string
-	digest transfer.Digest // SHA-256 of the GGUF file: the same on every node serving the file
-}
-
-func (l *loadedModel) close() {
-	if l.m != nil {
-		l.m.Close()
-	}
-	if l.be != nil {
-		l.be.Close()
-	}
-	if l.f != nil {
-		l.f.Close()
-	}
-}
-
-func loadModel(c config) (*loadedModel, error) {
-	path := c.modelPath
-	var err error
-	if path == "" {
-		if path, err = builtinModel(c.stateDir); err != nil {
-			return nil, err
-		}
-	}
-	l := &loadedModel{}
-	if l.digest, err = fileDigest(path); err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	if l.f, err = gguf.Open(path); err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	if l.be, err = kernels.Open(c.backend, kernels.Options{Threads: c.threads}); err != nil {
-		l.close()
-		return nil, err
-	}
-	if l.m, err = model.Load(l.be, l.f); err != nil {
-		l.close()
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	if l.tok, err = tokenizer.FromGGUF(l.f); err != nil {
-		l.close()
-		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	l.name = c.modelName
-	if l.name == "" {
-		l.name = modelName(l.f)
-	}
-	return l, nil
-}
-
-func fileDigest(path string) (transfer.Digest, error) {
-	var d transfer.Digest
-	f, err := os.Open(path)
-	if err != nil {
-		return d, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return d, err
-	}
-	copy(d[:], h.Sum(nil))
-	return d, nil
-}
-
-// node is the loaded model as internal/node takes it.
-func (l *loadedModel) node() assemble.Model {
-	return assemble.Model{Backend: l.be, Model: l.m, Tokenizer: l.tok, Name: l.name, Digest: l.digest}
-}
-
-// capacity is the KV pool and attestation the flags ask for.
-func (c config) capacity(zeroing isolation.Zeroing) assemble.Capacity {
-	return assemble.Capacity{Pool: isolation.Config{Pages: c.kvPages, PageTokens: c.pageTokens, DefaultZeroing: zeroing},
-		ServedContext: c.servedContext, K: c.attestK, Labels: c.labels(), KV: c.kvType}
-}
-
-// labels are the residency labels the node attests.
-func (c config) labels() attest.Labels { return attest.Labels{Region: c.nodeRegion, Tier: c.nodeTier} }
-
-// decodeConfig is a decode node's part of the assembly: it listens on
-// --transfer-addr (served by the node once its API server exists) and
-// dials --prefill-peers, attested at start (peers.go with
-// --prefill-resolve-interval). It returns the cluster key's record, for the
-// ledger.
-func decodeConfig(ctx context.Context, c config, lm *loadedModel, log *slog.Logger) (*assemble.Decode, auditpg.DeploymentKey, error) {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs(rolePrefill, c.labels())
-	if err != nil {
-		return nil, auditpg.DeploymentKey{}, err
-	}
-	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
-	if err != nil {
-		return nil, auditpg.DeploymentKey{}, err
-	}
-	ln, err := net.Listen("tcp", c.roles.transferAddr)
-	if err != nil {
-		return nil, auditpg.DeploymentKey{}, fmt.Errorf("--transfer-addr: %w", err)
-	}
-	advertise := ln.Addr().String()
-	if c.roles.transferAdvertise != "" {
-		advertise = c.roles.transferAdvertise
-	}
-	client, err := prefillrpc.NewClient(c.roles.peers(), advertise, clientTLS)
-	if err != nil {
-		ln.Close()
-		return nil, auditpg.DeploymentKey{}, err
-	}
-	log.Info("decode node", "transfer_addr", advertise, "prefill_peers", c.roles.peers(), "cluster_key", keys.Current())
-	d := &assemble.Decode{Listener: ln, ServerOptions: transfer.ServerOptions(serverTLS), Keys: keys, Client: client, Timeout: c.roles.prefillTimeout,
-		Peers: func(ctx context.Context, _ attest.Attestation) ([]attest.PrefillPeer, error) {
-			return attestPeers(ctx, client, c.roles.attestWait)
-		}}
-	if c.peers.interval > 0 { // peers.go: names re-resolved, each address attested before use
-		w := &peerWatcher{entries: c.roles.peers(), lookup: c.peers.lookup(), client: client, digest: hex.EncodeToString(lm.digest[:]), log: log}
-		d.Peers = func(ctx context.Context, self attest.Attestation) ([]attest.PrefillPeer, error) {
-			w.self = self
-			return w.initial(ctx, c.roles.attestWait)
-		}
-		d.OnAttested = func(capacity int) {
-			w.capacity = capacity
-			go w.run(ctx, c.peers.interval)
-		}
-	}
-	return d, clusterKey, nil
-}
-
-// attestPeers fetches every prefill node's attestation, retrying for up to
-// wait while nodes start.
-func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Duration) ([]attest.PrefillPeer, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		peers, err := client.Attest(actx)
-		cancel()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return peers, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// runPrefill runs a prefill node (internal/node.NewPrefill): the model, a
-// pool with the tenants' partitions (tenants created later are added on
-// their first prefill), an arena, and the PrefillService over mutual TLS on
+// runPrefill runs a prefill node (prefill.Open): the model, a pool
+// with the tenants' partitions (tenants created later are added on their
+// first prefill), an arena, and the PrefillService over mutual TLS on
 // --prefill-addr. HTTP on --addr serves /healthz only; --metrics-addr the
-// node's metrics (node.Prefill.MetricsHandler).
+// node's metrics (prefill.Node.MetricsHandler).
 func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) error {
-	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode, c.labels())
+	s, err := c.prefillSpec(db, log, tp)
 	if err != nil {
 		return err
 	}
-	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
+	pn, err := prefill.Open(ctx, s)
 	if err != nil {
-		return err
+		return explainKey(err)
 	}
-	// A prefill node writes no ledger: it checks its cluster key against
-	// the one the decode nodes recorded, and never records one itself.
-	if _, err := auditpg.CheckKey(ctx, db, clusterKey, c.keys.policy(clusterKey.Purpose, nil)); err != nil {
-		return explain(clusterKey, err)
-	}
-	lm, err := loadModel(c)
-	if err != nil {
-		return err
-	}
-	defer lm.close()
-	zeroing, err := isolation.ParseZeroing(c.zeroing)
-	if err != nil {
-		return err
-	}
-	gln, err := net.Listen("tcp", c.roles.prefillAddr)
-	if err != nil {
-		return fmt.Errorf("--prefill-addr: %w", err)
-	}
-	pn, err := assemble.NewPrefill(ctx, assemble.PrefillConfig{Model: lm.node(), Capacity: c.capacity(zeroing), Tenants: tenancy.NewStore(db), Keys: keys,
-		Listener: gln, ServerOptions: transfer.ServerOptions(serverTLS), ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers),
-		Chunk: c.chunkTokens, Logger: log, Tracer: tp})
-	if err != nil {
-		gln.Close()
-		return err
-	}
+	gln := s.Listener
+	stopped := false
+	defer func() {
+		if !stopped { // an error before serving
+			ctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+			defer cancel()
+			pn.Shutdown(ctx)
+		}
+	}()
 	// Metrics on --metrics-addr, as a decode node's (metrics.go).
 	stopMetrics, err := c.obs.serveMetrics(pn.MetricsHandler(), log)
 	if err != nil {
-		gln.Close()
 		return err
 	}
 	defer stopMetrics()
 	ln, err := c.net.transport.Listen(c.addr)
 	if err != nil {
-		gln.Close()
 		return err
 	}
 	tlsCfg, err := c.net.tlsConfig()
 	if err != nil {
-		gln.Close()
 		ln.Close()
 		return err
 	}
@@ -399,7 +226,7 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	served := make(chan error, 2)
 	go func() { served <- pn.Serve() }()
 	go func() { served <- serveHTTP(hs, ln) }()
-	log.Info("prefill node", "prefill_addr", gln.Addr().String(), "addr", ln.Addr().String(), "model", lm.name, "cluster_key", keys.Current())
+	log.Info("prefill node", "prefill_addr", gln.Addr().String(), "addr", ln.Addr().String(), "model", pn.Model.Name, "cluster_key", s.Keys.Current())
 	if c.grpcReadyFile != "" {
 		_ = os.WriteFile(c.grpcReadyFile, []byte(gln.Addr().String()), 0o600)
 	}
@@ -413,7 +240,37 @@ func runPrefill(ctx context.Context, c config, db *pgxpool.Pool, log *slog.Logge
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
 	defer cancel()
+	stopped = true
 	pn.Shutdown(sctx)
 	_ = hs.Shutdown(sctx)
 	return serr
+}
+
+// prefillSpec is the prefill node the flags describe (prefill.Spec):
+// its TLS, the cluster key (checked against the decode nodes' record), the
+// model and its capacity, and the PrefillService listener, opened last.
+func (c config) prefillSpec(db *pgxpool.Pool, log *slog.Logger, tp trace.TracerProvider) (prefill.Spec, error) {
+	serverTLS, clientTLS, err := c.roles.tlsConfigs(roleDecode, c.labels())
+	if err != nil {
+		return prefill.Spec{}, err
+	}
+	keys, clusterKey, err := c.roles.keyRing(c.stateDir, c.keys.dev)
+	if err != nil {
+		return prefill.Spec{}, err
+	}
+	mf, err := c.modelFile()
+	if err != nil {
+		return prefill.Spec{}, err
+	}
+	zeroing, err := isolation.ParseZeroing(c.zeroing)
+	if err != nil {
+		return prefill.Spec{}, err
+	}
+	gln, err := net.Listen("tcp", c.roles.prefillAddr)
+	if err != nil {
+		return prefill.Spec{}, fmt.Errorf("--prefill-addr: %w", err)
+	}
+	return prefill.Spec{DB: db, ClusterKey: clusterKey, Rotate: c.keys.rotate, Keys: keys, Model: mf, Capacity: c.capacity(zeroing),
+		Listener: gln, ServerTLS: serverTLS, ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers), Chunk: c.chunkTokens,
+		Logger: log, Tracer: tp}, nil
 }

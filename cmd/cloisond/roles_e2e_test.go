@@ -104,11 +104,11 @@ func (c *cluster) flags(node, role, key string, extra ...string) []string {
 		"--tls-key", filepath.Join(c.dir, node+"-key.pem"), "--cluster-key", key}, extra...)
 }
 
-func (c *cluster) prefillNode(t *testing.T, dbURL, name, key string, extra ...string) *node {
+func (c *cluster) prefillNode(t *testing.T, dbURL, name, key string, extra ...string) *daemon {
 	return startNode(t, dbURL, pgtestRoles(), c.flags(name, "prefill", key, append([]string{"--prefill-addr", "127.0.0.1:0"}, extra...)...)...)
 }
 
-func (c *cluster) decodeNode(t *testing.T, dbURL string, peers ...*node) *node {
+func (c *cluster) decodeNode(t *testing.T, dbURL string, peers ...*daemon) *daemon {
 	var addrs []string
 	for _, p := range peers {
 		addrs = append(addrs, p.grpcAddr) // a prefill node writes its PrefillService address there
@@ -118,7 +118,7 @@ func (c *cluster) decodeNode(t *testing.T, dbURL string, peers ...*node) *node {
 }
 
 // completionText returns a full completion's text, or "" and the error code.
-func completionText(t *testing.T, n *node, token, prompt string, maxTokens int) (status int, text, code string) {
+func completionText(t *testing.T, n *daemon, token, prompt string, maxTokens int) (status int, text, code string) {
 	t.Helper()
 	r := n.do("POST", "/v1/completions", token, completion(prompt, maxTokens, false))
 	if r.status != 200 {
@@ -137,7 +137,7 @@ func completionText(t *testing.T, n *node, token, prompt string, maxTokens int) 
 
 // ttft is the median time of a one-token completion of the longest prompt
 // (each time with another first byte: no prefix-cache hit).
-func ttft(t *testing.T, n *node, token string) time.Duration {
+func ttft(t *testing.T, n *daemon, token string) time.Duration {
 	var ds []time.Duration
 	for i := range 5 {
 		start := time.Now()
@@ -198,7 +198,7 @@ func TestE2ERolesDecodeAndPrefillNodes(t *testing.T) {
 		t.Fatalf("stream: %d %q %q %v %q", r.status, texts, finish, done, errCode)
 	}
 	// Both prefill nodes worked (round-robin).
-	for i, p := range []*node{p1, p2} {
+	for i, p := range []*daemon{p1, p2} {
 		if n := strings.Count(p.logs.String(), `"msg":"prefill"`); n == 0 {
 			t.Fatalf("prefill-%d prefilled nothing:\n%s", i+1, p.logs)
 		}

@@ -10,11 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
-	"github.com/cloison/cloison/isolation"
-	"github.com/cloison/cloison/tenancy"
 )
 
 // builtinModel synthesizes the context-bag model under stateDir once.
@@ -35,32 +31,6 @@ func builtinModel(stateDir string) (string, error) {
 		return "", fmt.Errorf("built-in model: %w", err)
 	}
 	return path, os.Rename(tmp, path)
-}
-
-// modelName is the model's general.name, or the built-in model's id.
-func modelName(f *gguf.File) string {
-	if v, ok := f.String("general.name"); ok && v != "" && v != "context-bag" {
-		return v
-	}
-	return "cloison-context-bag"
-}
-
-// ensureDevTenant creates the development tenant when it does not exist; a
-// node started beside it that created it first (ErrConflict) is success.
-func ensureDevTenant(ctx context.Context, s *tenancy.Store, id cloison.TenantID, model string) error {
-	if _, err := s.Tenant(ctx, id); err == nil {
-		return nil
-	} else if !errors.Is(err, tenancy.ErrNotFound) {
-		return err
-	}
-	_, err := s.CreateTenant(ctx, tenancy.Tenant{ID: id, Name: "Development tenant", Status: tenancy.StatusActive,
-		Tier: isolation.TierShared, Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal,
-		Quotas:        tenancy.Quotas{MaxConcurrent: 64, KVPages: 1024, TokensPerMinute: 1_000_000, MaxContext: 1 << 20},
-		AllowedModels: []string{model}, IncidentContact: "dev@localhost"})
-	if errors.Is(err, tenancy.ErrConflict) {
-		_, err = s.Tenant(ctx, id)
-	}
-	return err
 }
 
 // ensureDatabase creates the database named in url when it does not exist,

@@ -26,7 +26,7 @@ import (
 	"github.com/cloison/cloison/tenancy"
 )
 
-// Issue 12 item 1: compliance streams whose clients stop reading must not
+// Compliance streams whose clients stop reading must not
 // stall the request path. Before the fix, LedgerRange scanned in one
 // REPEATABLE READ transaction on the only pool, so as many stalled streams
 // as the pool had connections (pgxpool's default, max(4, NumCPU)) held

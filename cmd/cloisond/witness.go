@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/audit/witness"
 )
 
@@ -45,19 +42,9 @@ func parseWitnessSpec(v string) (url, vkey string, err error) {
 	return url, vkey, nil
 }
 
-// startWitnesses logs the ledger's tree verifier key (what witnesses and
-// verifiers are configured with) and starts the submitter; the returned
-// function stops it (before the ledger closes).
-func startWitnesses(ctx context.Context, w witnessConfig, ledger *auditpg.Store, log *slog.Logger) (func(), error) {
-	vkey, err := ledger.TreeVerifierKey()
-	if err != nil {
-		return nil, err
-	}
-	log.Info("ledger tree checkpoints", "tree_vkey", vkey, "witnesses", len(w.specs))
-	if len(w.specs) == 0 {
-		return func() {}, nil
-	}
-	var clients []*witness.Client
+// clients are the witnesses --witness names (node.Spec.Witnesses).
+func (w witnessConfig) clients() ([]*witness.Client, error) {
+	var out []*witness.Client
 	for _, s := range w.specs {
 		url, wkey, err := parseWitnessSpec(s)
 		if err != nil {
@@ -67,14 +54,7 @@ func startWitnesses(ctx context.Context, w witnessConfig, ledger *auditpg.Store,
 		if err != nil {
 			return nil, err
 		}
-		clients = append(clients, c)
+		out = append(out, c)
 	}
-	sub, err := witness.NewSubmitter(ctx, ledger, vkey, clients, log)
-	if err != nil {
-		return nil, fmt.Errorf("witnesses: %w", err)
-	}
-	wctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sub.Run(wctx, w.interval) }()
-	return func() { cancel(); <-done }, nil
+	return out, nil
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 )
 
 // A holder of a cluster certificate without the cluster key

@@ -75,7 +75,7 @@
 // # Wire, digests, certificates, benchmarks
 //
 // The prefill node streams the pages with sender.Send(ctx, transfer.GRPC(conn),
-// lease, target) over gRPC with mutual TLS 1.3 (api/proto/cloison/transfer/v1,
+// lease, target) over gRPC with mutual TLS 1.3 (engine/transfer/proto/cloison/transfer/v1,
 // make generate). The page digest is BLAKE3-256 (about 4–7 GB/s, ~3× SHA-256
 // with SHA-NI here; collision-resistant against a malicious peer, unlike
 // xxh3). One token sent for an N-token reservation is one of the mismatches

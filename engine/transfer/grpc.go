@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cloison/cloison"
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/internal/rpcerr"
 	"github.com/cloison/cloison/internal/tracing"
 	"google.golang.org/grpc"

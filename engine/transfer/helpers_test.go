@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison"
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/engine/transfer/pki"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"

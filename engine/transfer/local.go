@@ -6,7 +6,7 @@ import (
 	"io"
 	"sync"
 
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 )
 
 // Local returns a Dialer that delivers streams to r in this process, without

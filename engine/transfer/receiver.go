@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/kernels"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/cloison/cloison"
-	transferv1 "github.com/cloison/cloison/api/proto/cloison/transfer/v1"
+	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 	"github.com/cloison/cloison/kernels"
 )
 

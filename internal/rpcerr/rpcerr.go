@@ -1,6 +1,11 @@
-// Package rpcerr is the one encoding of cloison errors in gRPC statuses,
-// shared by the servers that write them (api, engine/transfer) and the peers
-// that read them (api/prefillrpc, engine/transfer, tests).
+// Package rpcerr is the one encoding of cloison errors on the wire: the
+// table of every code's gRPC code, HTTP status and OpenAI error type
+// (wire.go, which api serves from), and the gRPC statuses built from it,
+// shared by the servers that write them (api, engine/transfer,
+// engine/transfer/prefillrpc) and the peers that read them (prefillrpc,
+// engine/transfer, tests). It depends on nothing above the root package,
+// so a prefill node answers with the public API's statuses without
+// linking the API.
 //
 // Guarantees:
 //   - A status written by New carries the cloison code as a

@@ -22,7 +22,7 @@
 // the incoming span context, so a traceparent received is still sent on to
 // the prefill node, but nothing is recorded or exported.
 //
-// The spans of a request (api, engine, internal/node name them):
+// The spans of a request (api, engine, node name them):
 //
 //	POST /v1/chat/completions (server; parent: the incoming traceparent)
 //	├── auth                      JWT verification
