@@ -19,11 +19,6 @@ import (
 // that gives its reason as an issue number, a section of one or a design
 // file outside the repository, leaves the reader without the reason.
 
-// notYetClean lists the directories and files whose comments still cite
-// issue numbers; a path is removed from here once its comments say their
-// reasons themselves, and the list ends empty.
-var notYetClean = []string{"api/prefillrpc/", "api/proto/cloison/prefill/", "api/proto/cloison/transfer/", "audit/", "internal/", "cmd/cloisond/", "node/", "deps_test.go", "defences_test.go"}
-
 // skipDirs are never read: build outputs, caches and installed packages.
 var skipDirs = map[string]bool{".git": true, ".cache": true, "bin": true, "node_modules": true}
 
@@ -40,7 +35,7 @@ var rfcSection = regexp.MustCompile(`RFC ?[0-9]+ §`)
 // section of one, or a file outside the repository.
 func TestCommentsStandAlone(t *testing.T) {
 	walkRepo(t, func(path string) {
-		if !strings.HasSuffix(path, ".go") || excluded(path) {
+		if !strings.HasSuffix(path, ".go") {
 			return
 		}
 		fset := token.NewFileSet()
@@ -120,16 +115,6 @@ func TestLinkCheckerFindsBrokenLinks(t *testing.T) {
 		outsideRef.FindString(rfcSection.ReplaceAllString("// RFC 7638 §3", "")) != "" {
 		t.Fatal("outsideRef does not tell an issue citation from an RFC section")
 	}
-}
-
-func excluded(path string) bool {
-	slash := filepath.ToSlash(path)
-	for _, p := range notYetClean {
-		if slash == p || strings.HasPrefix(slash, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func walkRepo(t *testing.T, visit func(path string)) {

@@ -1,5 +1,5 @@
 // Package faultproxy is a loopback TCP proxy with faults switched at run
-// time, for tests that put a network path between processes (the issue 7
+// time, for tests that put a network path between processes (the
 // fault-injection suite: a transfer stream cut mid-way, a stalled
 // PrefillService, refused connections).
 //

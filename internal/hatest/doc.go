@@ -1,5 +1,5 @@
-// Package hatest holds the HA PostgreSQL failover test of `make ha-test`
-// (issue 14 §4), built only with the build tag hatest and run by
+// Package hatest holds the HA PostgreSQL failover test of `make ha-test`,
+// built only with the build tag hatest and run by
 // scripts/ha.sh, which sets up the cluster it needs: a local etcd, a
 // primary and a synchronous standby under Patroni, and PgBouncer in
 // transaction mode (see deploy/README.md, "HA PostgreSQL").

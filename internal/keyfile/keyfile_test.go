@@ -8,8 +8,8 @@ import (
 )
 
 // Secret files that group or others may access are refused, whichever
-// secret they hold (issue 12 item 13: before, keys were read whatever
-// their mode).
+// secret they hold: a key readable by another account is no longer a
+// secret, so starting with it would hide the exposure.
 func TestReadSecretModes(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "checkpoint.key")

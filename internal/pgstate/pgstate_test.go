@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Issue 12 item 6: the SQLSTATEs of a database that refuses or lost the
+// The SQLSTATEs of a database that refuses or lost the
 // connection are outages (503), every other server answer is not (a
 // constraint, a syntax error, a privilege stays what it is).
 func TestOutageCode(t *testing.T) {
