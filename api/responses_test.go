@@ -24,7 +24,6 @@ import (
 	"github.com/cloison/cloison/api"
 	responsev1 "github.com/cloison/cloison/api/proto/cloison/response/v1"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -206,7 +205,7 @@ func TestReportSuspiciousResponse(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Pages: 64, API: func(c *api.Config) {
 		c.Responses.ReportWebhook = hook.URL
 		c.Responses.WebhookSecret = secret
-		c.Responses.ReportLimit = auditpg.ReportLimit{N: 2, Window: time.Hour}
+		c.Responses.ReportLimit = audit.ReportLimit{N: 2, Window: time.Hour}
 	}})
 	body := mustJSON(map[string]any{"model": platformtest.Model, "prompt": "hello there", "max_tokens": 4, "temperature": 0})
 	r1, r2, r3 := complete(t, p, "victim", body), complete(t, p, "victim", body), complete(t, p, "victim", body)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 )
 
 // Keys.Rotate (cloisond --rotate-keys) never rotates the KEK (the sealed signing keys would not
@@ -19,13 +18,13 @@ func TestKeyRotationPolicy(t *testing.T) {
 		current string
 		want    bool
 	}{
-		{auditpg.PurposeKEK, true, "kek-1", false},
-		{auditpg.PurposeKEK, false, "kek-1", false},
-		{auditpg.PurposeCheckpoint, true, "aaaaaaaaaaaaaaaa", true},
-		{auditpg.PurposeCheckpoint, true, "bbbbbbbbbbbbbbbb", false},
-		{auditpg.PurposeCheckpoint, false, "aaaaaaaaaaaaaaaa", false},
-		{auditpg.PurposeCluster, true, "ck-1", true},
-		{auditpg.PurposeCluster, false, "ck-1", false},
+		{audit.PurposeKEK, true, "kek-1", false},
+		{audit.PurposeKEK, false, "kek-1", false},
+		{audit.PurposeCheckpoint, true, "aaaaaaaaaaaaaaaa", true},
+		{audit.PurposeCheckpoint, true, "bbbbbbbbbbbbbbbb", false},
+		{audit.PurposeCheckpoint, false, "aaaaaaaaaaaaaaaa", false},
+		{audit.PurposeCluster, true, "ck-1", true},
+		{audit.PurposeCluster, false, "ck-1", false},
 	} {
 		k := Keys{Rotate: tc.rotate, Trusted: trusted}
 		p := k.policy(tc.purpose)

@@ -7,10 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cloison/cloison/node/prefill"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/cloison/cloison/node/prefill"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
@@ -86,7 +87,7 @@ type Keys struct {
 	// Records are the keys checked against the ledger's current ones
 	// before the ledger opens, and recorded (deployment_keys, with their
 	// ledger events) once it is open; none: nothing is checked (tests).
-	Records []auditpg.DeploymentKey
+	Records []audit.DeploymentKey
 	// Rotate lets a record replace the recorded current key of its
 	// purpose (KeyPolicy).
 	Rotate bool
@@ -123,7 +124,7 @@ type DecodeSpec struct {
 	Keys                 *transfer.KeyRing // the cluster key ring (manifest MACs)
 	// ClusterKey is the cluster key's record, recorded with Keys.Records
 	// (zero: none).
-	ClusterKey auditpg.DeploymentKey
+	ClusterKey audit.DeploymentKey
 	Timeout    time.Duration // bound of one remote prefill
 	// AttestWait is how long to wait at start for every prefill node's
 	// attestation (0: one try).
@@ -143,19 +144,19 @@ type DecodeSpec struct {
 // sealed signing keys would not open), the log key only while the old one
 // is still trusted (so its checkpoints keep verifying), the cluster key when
 // rotation is asked for.
-func (k Keys) policy(purpose audit.Name) auditpg.KeyPolicy {
-	p := auditpg.KeyPolicy{Rotate: k.Rotate}
+func (k Keys) policy(purpose audit.Name) audit.KeyPolicy {
+	p := audit.KeyPolicy{Rotate: k.Rotate}
 	switch purpose {
-	case auditpg.PurposeKEK:
+	case audit.PurposeKEK:
 		p.Rotate = false
-	case auditpg.PurposeCheckpoint:
+	case audit.PurposeCheckpoint:
 		p.MayReplace = func(cur string) bool { _, ok := k.Trusted[cur]; return ok }
 	}
 	return p
 }
 
 // record records keys as current (EnsureKey, each with its ledger event).
-func (k Keys) record(ctx context.Context, ledger *auditpg.Store, actor audit.Name, log *slog.Logger, keys ...auditpg.DeploymentKey) error {
+func (k Keys) record(ctx context.Context, ledger *auditpg.Store, actor audit.Name, log *slog.Logger, keys ...audit.DeploymentKey) error {
 	for _, key := range keys {
 		op, err := ledger.EnsureKey(ctx, actor, key, k.policy(key.Purpose))
 		if err != nil {

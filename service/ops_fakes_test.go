@@ -7,7 +7,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -97,7 +96,7 @@ func (f *fakeRegister) Incident(_ context.Context, id audit.Name) (audit.Inciden
 			return x, nil
 		}
 	}
-	return audit.IncidentFile{}, auditpg.ErrNotFound
+	return audit.IncidentFile{}, audit.ErrNotFound
 }
 
 // scanLedger counts the rows it scans.

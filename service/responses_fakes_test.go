@@ -6,59 +6,58 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 )
 
 // fakeServed keeps request entries, reports and stored responses by tenant
 // in memory, as the ledger's store does: a row of another tenant is
-// auditpg.ErrNotFound.
+// audit.ErrNotFound.
 type fakeServed struct {
 	Served
-	entries map[cloison.TenantID]map[cloison.RequestID]auditpg.TenantEntry
-	reports []auditpg.Report
-	stored  []auditpg.StoredResponse
+	entries map[cloison.TenantID]map[cloison.RequestID]audit.TenantEntry
+	reports []audit.Report
+	stored  []audit.StoredResponse
 }
 
-func (f *fakeServed) RequestEntry(_ context.Context, t cloison.TenantID, req cloison.RequestID) (auditpg.TenantEntry, error) {
+func (f *fakeServed) RequestEntry(_ context.Context, t cloison.TenantID, req cloison.RequestID) (audit.TenantEntry, error) {
 	e, ok := f.entries[t][req]
 	if !ok {
-		return auditpg.TenantEntry{}, auditpg.ErrNotFound
+		return audit.TenantEntry{}, audit.ErrNotFound
 	}
 	return e, nil
 }
 
-func (f *fakeServed) RecordReport(_ context.Context, _ audit.Name, r auditpg.NewReport, _ auditpg.ReportLimit) (auditpg.Report, bool, error) {
+func (f *fakeServed) RecordReport(_ context.Context, _ audit.Name, r audit.NewReport, _ audit.ReportLimit) (audit.Report, bool, error) {
 	for _, x := range f.reports {
 		if x.Tenant == r.Tenant && x.Request == r.Request {
 			return x, true, nil
 		}
 	}
-	rep := auditpg.Report{ID: audit.Name("rep-" + string(r.Request)), Tenant: r.Tenant, Request: r.Request, Reason: r.Reason, Sealed: r.Sealed, Incident: "inc-1"}
+	rep := audit.Report{ID: audit.Name("rep-" + string(r.Request)), Tenant: r.Tenant, Request: r.Request, Reason: r.Reason, Sealed: r.Sealed, Incident: "inc-1"}
 	f.reports = append(f.reports, rep)
 	return rep, false, nil
 }
 
-func (f *fakeServed) ReportOf(_ context.Context, t cloison.TenantID, id audit.Name) (auditpg.Report, error) {
+func (f *fakeServed) ReportOf(_ context.Context, t cloison.TenantID, id audit.Name) (audit.Report, error) {
 	for _, x := range f.reports {
 		if x.Tenant == t && x.ID == id {
 			return x, nil
 		}
 	}
-	return auditpg.Report{}, auditpg.ErrNotFound
+	return audit.Report{}, audit.ErrNotFound
 }
 
-func (f *fakeServed) StoreResponse(_ context.Context, _ audit.Name, r auditpg.StoredResponse) (auditpg.StoredResponse, error) {
+func (f *fakeServed) StoreResponse(_ context.Context, _ audit.Name, r audit.StoredResponse) (audit.StoredResponse, error) {
 	f.stored = append(f.stored, r)
 	return r, nil
 }
 
-func (f *fakeServed) StoredResponseOf(_ context.Context, t cloison.TenantID, id audit.Name) (auditpg.StoredResponse, error) {
+func (f *fakeServed) StoredResponseOf(_ context.Context, t cloison.TenantID, id audit.Name) (audit.StoredResponse, error) {
 	for _, x := range f.stored {
 		if x.Tenant == t && x.ID == id {
 			return x, nil
 		}
 	}
-	return auditpg.StoredResponse{}, auditpg.ErrNotFound
+	return audit.StoredResponse{}, audit.ErrNotFound
 }
 
 // holds reports whether any sealed blob f keeps contains text.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -52,7 +51,7 @@ func testResponses(led *fakeServed) *Responses {
 // A request of another tenant is answered as an unknown one; without a KEK
 // nothing is verifiable.
 func TestVerifyOtherTenantIsUnknown(t *testing.T) {
-	led := &fakeServed{entries: map[cloison.TenantID]map[cloison.RequestID]auditpg.TenantEntry{"acme": {"req-1": {}}}}
+	led := &fakeServed{entries: map[cloison.TenantID]map[cloison.RequestID]audit.TenantEntry{"acme": {"req-1": {}}}}
 	r := testResponses(led)
 	text := "hi"
 	in := VerifyRequest{Prompt: []int32{1}, Completion: &text}
@@ -74,7 +73,7 @@ func TestVerifyOtherTenantIsUnknown(t *testing.T) {
 // A report's text is sealed for its tenant: the ledger's row holds no
 // plaintext, the tenant's officer reads it back, another tenant cannot.
 func TestReportTextSealedForItsTenant(t *testing.T) {
-	led := &fakeServed{entries: map[cloison.TenantID]map[cloison.RequestID]auditpg.TenantEntry{"acme": {"req-1": {}}}}
+	led := &fakeServed{entries: map[cloison.TenantID]map[cloison.RequestID]audit.TenantEntry{"acme": {"req-1": {}}}}
 	r := testResponses(led)
 	secret := "the answer held globex's invoice"
 	p := tenancy.Principal{Tenant: "acme", Subject: "bob"}

@@ -188,7 +188,7 @@ func TestChangesLedgeredInTx(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ledger.Verify(ctx, auditpg.VerifyOptions{ChainOnly: true}); err != nil {
+	if _, err := ledger.Verify(ctx, audit.VerifyOptions{ChainOnly: true}); err != nil {
 		t.Fatalf("chain after in-transaction appends: %v", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
-	"github.com/cloison/cloison/audit/postgres"
 )
 
 func newAuditCmd(g *globals) *cobra.Command {
@@ -146,7 +145,7 @@ func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []strin
 		return err
 	}
 	b := bar(head.Seq, "verifying")
-	res, err := s.Verify(ctx, postgres.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Trusted: trusted, Progress: func(seq uint64) {
+	res, err := s.Verify(ctx, audit.VerifyOptions{Keys: keys, ExternalDir: g.checkpointDir, Trusted: trusted, Progress: func(seq uint64) {
 		if b != nil {
 			_ = b.Set64(int64(seq))
 		}
@@ -251,7 +250,7 @@ func newExportCmd(g *globals) *cobra.Command {
 				return err
 			}
 			b := bar(head.Seq, "exporting")
-			m, err := s.Export(ctx, postgres.ExportOptions{Dir: dir, From: from, To: to, Key: key, Actor: audit.Name(actor), Regime: regime, Progress: func(seq uint64) {
+			m, err := s.Export(ctx, export.Options{Dir: dir, From: from, To: to, Key: key, Actor: audit.Name(actor), Regime: regime, Progress: func(seq uint64) {
 				if b != nil {
 					_ = b.Set64(int64(seq))
 				}

@@ -51,10 +51,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/cloison/cloison/internal/keyfile"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cloison/cloison/internal/keyfile"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -174,7 +175,7 @@ func (g *globals) store(ctx context.Context, needKey bool) (*postgres.Store, fun
 	if cfg.SigningKey != nil {
 		// A key the cluster's nodes do not sign with would make their
 		// verify report this command's checkpoints as forged.
-		if _, err := postgres.CheckKey(ctx, pool, postgres.CheckpointKey(cfg.SigningKey.Public().(ed25519.PublicKey)), postgres.KeyPolicy{}); err != nil {
+		if _, err := postgres.CheckKey(ctx, pool, audit.CheckpointKey(cfg.SigningKey.Public().(ed25519.PublicKey)), audit.KeyPolicy{}); err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("--checkpoint-key: %w (give it the nodes' --log-key-file)", err)
 		}

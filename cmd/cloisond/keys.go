@@ -12,7 +12,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -136,26 +135,26 @@ func (k *keyConfig) kek(stateDir string) ([]byte, error) {
 // logKeyRecord, kekRecord and clusterKeyRecord name the keys in
 // deployment_keys: never the secret, only a public key's digest or a
 // domain-separated fingerprint of a secret.
-func logKeyRecord(pub ed25519.PublicKey) auditpg.DeploymentKey { return auditpg.CheckpointKey(pub) }
+func logKeyRecord(pub ed25519.PublicKey) audit.DeploymentKey { return audit.CheckpointKey(pub) }
 
-func kekRecord(kek []byte) auditpg.DeploymentKey {
+func kekRecord(kek []byte) audit.DeploymentKey {
 	fp := sha256.Sum256(append([]byte("cloison kek id\x00"), kek...))
-	return auditpg.DeploymentKey{Purpose: auditpg.PurposeKEK, ID: "kek-" + hex.EncodeToString(fp[:8]), Digest: fp}
+	return audit.DeploymentKey{Purpose: audit.PurposeKEK, ID: "kek-" + hex.EncodeToString(fp[:8]), Digest: fp}
 }
 
-func clusterKeyRecord(secret []byte) auditpg.DeploymentKey {
+func clusterKeyRecord(secret []byte) audit.DeploymentKey {
 	fp := sha256.Sum256(append([]byte("cloison cluster key id\x00"), secret...))
-	return auditpg.DeploymentKey{Purpose: auditpg.PurposeCluster, ID: "ck-" + hex.EncodeToString(fp[:8]), Digest: fp}
+	return audit.DeploymentKey{Purpose: audit.PurposeCluster, ID: "ck-" + hex.EncodeToString(fp[:8]), Digest: fp}
 }
 
 // explain wraps a refusal of CheckKey or EnsureKey with what the operator
 // should do.
-func explain(key auditpg.DeploymentKey, err error) error {
-	if errors.Is(err, auditpg.ErrKeyMismatch) {
+func explain(key audit.DeploymentKey, err error) error {
+	if errors.Is(err, audit.ErrKeyMismatch) {
 		hint := map[audit.Name]string{
-			auditpg.PurposeKEK:        "give every node the same --kek-file (a KEK cannot be rotated by a restart)",
-			auditpg.PurposeCheckpoint: "give every node the same --log-key-file; to rotate it, start with --rotate-keys and the old public key in --trust-log-key",
-			auditpg.PurposeCluster:    "give every node the same --cluster-key; to rotate it, start with --rotate-keys",
+			audit.PurposeKEK:        "give every node the same --kek-file (a KEK cannot be rotated by a restart)",
+			audit.PurposeCheckpoint: "give every node the same --log-key-file; to rotate it, start with --rotate-keys and the old public key in --trust-log-key",
+			audit.PurposeCluster:    "give every node the same --cluster-key; to rotate it, start with --rotate-keys",
 		}[key.Purpose]
 		return fmt.Errorf("%s key: %w: %s", key.Purpose, err, hint)
 	}

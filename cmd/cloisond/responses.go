@@ -9,7 +9,6 @@ import (
 
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
-	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/keyfile"
 )
 
@@ -37,7 +36,7 @@ func (r *responsesConfig) flags(fs *flag.FlagSet) {
 // the KEK, the model's identity and the replay engine (--replay-pages).
 func (r responsesConfig) config() (api.Responses, error) {
 	out := api.Responses{DigestKey: audit.Name(r.digestKey), ReportWebhook: r.webhook,
-		ReportLimit: auditpg.ReportLimit{N: r.reportLimit, Window: r.reportEvery}}
+		ReportLimit: audit.ReportLimit{N: r.reportLimit, Window: r.reportEvery}}
 	if err := audit.CheckName("served-digest-key", r.digestKey); err != nil {
 		return out, err
 	}

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cloison/cloison/attest"
-	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/keyfile"
@@ -146,35 +146,35 @@ func (r *roleConfig) tlsConfigs(peerRole string, labels attest.Labels) (server, 
 // --cluster-key). Its id is a fingerprint of the secret, so nodes holding
 // another key are refused as unknown-key; the record names it in
 // deployment_keys.
-func (r *roleConfig) keyRing(stateDir string, dev bool) (*transfer.KeyRing, auditpg.DeploymentKey, error) {
+func (r *roleConfig) keyRing(stateDir string, dev bool) (*transfer.KeyRing, audit.DeploymentKey, error) {
 	path := r.clusterKey
 	if path == "" {
 		if !dev {
-			return nil, auditpg.DeploymentKey{}, fmt.Errorf("%w: --cluster-key", ErrMissingSecret)
+			return nil, audit.DeploymentKey{}, fmt.Errorf("%w: --cluster-key", ErrMissingSecret)
 		}
 		path = filepath.Join(stateDir, "cluster.key")
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			k, err := transfer.NewKey("dev")
 			if err != nil {
-				return nil, auditpg.DeploymentKey{}, err
+				return nil, audit.DeploymentKey{}, err
 			}
 			if err := os.WriteFile(path, []byte(hex.EncodeToString(k.Secret)+"\n"), 0o600); err != nil {
-				return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
+				return nil, audit.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
 			}
 		}
 	}
 	b, err := keyfile.ReadSecret(path)
 	if err != nil {
-		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
+		return nil, audit.DeploymentKey{}, fmt.Errorf("cluster key: %w", err)
 	}
 	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil {
-		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key %s: want hex: %w", path, err)
+		return nil, audit.DeploymentKey{}, fmt.Errorf("cluster key %s: want hex: %w", path, err)
 	}
 	rec := clusterKeyRecord(secret)
 	ring, err := transfer.NewKeyRing(transfer.Key{ID: rec.ID, Secret: secret})
 	if err != nil {
-		return nil, auditpg.DeploymentKey{}, fmt.Errorf("cluster key %s: %w", path, err)
+		return nil, audit.DeploymentKey{}, fmt.Errorf("cluster key %s: %w", path, err)
 	}
 	return ring, rec, nil
 }

@@ -67,14 +67,14 @@ func (c config) spec(ctx context.Context, db, scanDB *pgxpool.Pool, log *slog.Lo
 	}
 	s := node.Spec{Name: c.node, DB: db, ScanDB: scanDB, Model: mf, Capacity: c.capacity(zeroing), Auth: auth, ReplayPages: c.responses.replayPages,
 		Keys: node.Keys{Log: cpKey, Trusted: trusted, KEK: kek, Rotate: c.keys.rotate,
-			Records: []auditpg.DeploymentKey{logKeyRecord(cpKey.Public().(ed25519.PublicKey)), kekRecord(kek)}},
+			Records: []audit.DeploymentKey{logKeyRecord(cpKey.Public().(ed25519.PublicKey)), kekRecord(kek)}},
 		Ledger: auditpg.Config{Origin: audit.Name(c.origin), CheckpointDir: cpDir, Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ},
 			Contact: c.privacyOfficer, Regime: c.registerRegime, DetectionWindow: c.incidentGroupWindow},
 		Witnesses: witnesses, WitnessInterval: c.witness.interval,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Logger: log, MaxBody: c.maxRequestBytes, MaxN: c.maxN, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
-			Verify:    auditpg.VerifyOptions{Keys: trusted, ExternalDir: cpDir},
+			Verify:    audit.VerifyOptions{Keys: trusted, ExternalDir: cpDir},
 			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: resp}}
 	if c.devTenant != "" {
 		s.Tenants = []tenancy.Tenant{devTenant(cloison.TenantID(c.devTenant))}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
+	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/transfer"
@@ -204,7 +205,7 @@ type Spec struct {
 	// lets it differ from the recorded one. A prefill node writes no
 	// ledger: it checks its key against the one the decode nodes
 	// recorded, and never records one itself.
-	ClusterKey auditpg.DeploymentKey
+	ClusterKey audit.DeploymentKey
 	Rotate     bool
 	Keys       *transfer.KeyRing // the cluster key ring (manifest MACs)
 	Model      ModelFile
@@ -238,7 +239,7 @@ func Open(ctx context.Context, s Spec) (_ *Node, err error) {
 		}
 	}()
 	if s.ClusterKey.ID != "" {
-		if _, err := auditpg.CheckKey(ctx, s.DB, s.ClusterKey, auditpg.KeyPolicy{Rotate: s.Rotate}); err != nil {
+		if _, err := auditpg.CheckKey(ctx, s.DB, s.ClusterKey, audit.KeyPolicy{Rotate: s.Rotate}); err != nil {
 			return nil, &KeyError{Key: s.ClusterKey, Err: err}
 		}
 	}
@@ -264,7 +265,7 @@ func Open(ctx context.Context, s Spec) (_ *Node, err error) {
 // KeyError is a deployment key the ledger refuses (auditpg.CheckKey,
 // Store.EnsureKey): its caller says what the operator should do.
 type KeyError struct {
-	Key auditpg.DeploymentKey
+	Key audit.DeploymentKey
 	Err error
 }
 
