@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -114,10 +115,10 @@ func TestE2EPrefillPeersByDNS(t *testing.T) {
 	// the decode node's check of its attestation and must never be asked.
 	p3 := c.prefillNode(t, db.AdminURL, "prefill-3", c.clusterKey, "--prefill-addr", hosts[2]+":"+port, "--kv-pages", "8", "--served-context", "64")
 	dns.set(hosts...)
-	waitUntilLogs(t, 10*time.Second, "prefill-2 joins", func() string { return d.logs.String() + p2.logs.String() }, func() bool {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		complete("while prefill-2 joins")
 		return served(p2) > 0
-	})
+	}, "prefill-2 joins\n%s", testwait.Lazy(func() string { return d.logs.String() + p2.logs.String() }))
 	if !strings.Contains(d.logs.String(), "prefill node left out") {
 		t.Errorf("prefill-3 (failed attestation) was not reported as left out:\n%s", d.logs)
 	}
