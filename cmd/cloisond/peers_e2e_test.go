@@ -126,7 +126,11 @@ func TestE2EPrefillPeersByDNS(t *testing.T) {
 	// prefill-1 stops (the pod is gone, its A record not yet): dropped
 	// when it no longer attests; requests keep being served by prefill-2.
 	p1.stop()
-	time.Sleep(time.Second) // several resolution rounds
+	// The decode node logs its set each time it changes: wait for the set
+	// that is prefill-2 alone (prefill-3 is never in it).
+	alone := `"peers":"` + net.JoinHostPort(hosts[1], port) + `"`
+	testwait.Eventually(t, 10*time.Second, func() bool { return strings.Contains(d.logs.String(), alone) },
+		"prefill-1 dropped (%s)\n%s", alone, testwait.Lazy(d.logs.String))
 	before := served(p2)
 	for range 4 {
 		complete("after prefill-1 stopped")
