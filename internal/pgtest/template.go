@@ -76,6 +76,11 @@ func templateName(version int64, salt string) (string, error) {
 	return templatePrefix + hex.EncodeToString(h.Sum(nil)[:8]) + "_" + v, nil
 }
 
+// readyTemplates holds "server name" for each template this process has
+// seen ready, so later databases skip the look-up (a template is never
+// changed once ready).
+var readyTemplates sync.Map
+
 // templateLockKey names the advisory lock (hashtextextended(key||name, 0),
 // taken in the server URL's database) held while a template is built.
 const templateLockKey = "cloison.pgtest.template:"
@@ -100,6 +105,14 @@ func ensureTemplate(ctx context.Context, server string, version int64, salt stri
 	if err != nil {
 		return "", false, err
 	}
+	if _, ok := readyTemplates.Load(server + " " + name); ok {
+		return name, false, nil
+	}
+	defer func() {
+		if err == nil {
+			readyTemplates.Store(server+" "+name, true)
+		}
+	}()
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", false, fmt.Errorf("pgtest: %w", err)
@@ -107,11 +120,15 @@ func ensureTemplate(ctx context.Context, server string, version int64, salt stri
 	defer conn.Close(context.Background())
 	ready := func() (bool, error) {
 		var ok bool
-		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&ok)
-		return ok, err
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&ok); err != nil {
+			return false, fmt.Errorf("pgtest: %w", err)
+		}
+		return ok, nil
 	}
-	if ok, err := ready(); err != nil || ok {
-		return name, false, err
+	if ok, err := ready(); err != nil {
+		return "", false, err
+	} else if ok {
+		return name, false, nil
 	}
 	// The lock is the session's: a builder that dies releases it with its
 	// connection.
@@ -119,8 +136,10 @@ func ensureTemplate(ctx context.Context, server string, version int64, salt stri
 		return "", false, fmt.Errorf("pgtest: template lock: %w", err)
 	}
 	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtextextended($1, 0))", templateLockKey+name)
-	if ok, err := ready(); err != nil || ok {
-		return name, false, err
+	if ok, err := ready(); err != nil {
+		return "", false, err
+	} else if ok {
+		return name, false, nil
 	}
 	if err := buildTemplate(ctx, conn, server, name, version); err != nil {
 		return "", false, err
