@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/internal/platformtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -73,19 +76,12 @@ func chatTraced(t *testing.T, p *platformtest.Platform, token, prompt string, hd
 // ends just after the response is written) and returns every span.
 func waitSpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		spans := exp.GetSpans()
-		for _, s := range spans {
-			if s.Name == name {
-				return spans
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no span %q among %v", name, names(spans))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var spans tracetest.SpanStubs
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		spans = exp.GetSpans()
+		return slices.ContainsFunc(spans, func(s tracetest.SpanStub) bool { return s.Name == name })
+	}, "span %q (among %s)", name, testwait.Lazy(func() string { return fmt.Sprint(names(spans)) }))
+	return spans
 }
 
 func names(spans tracetest.SpanStubs) []string {
