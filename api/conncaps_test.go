@@ -20,21 +20,10 @@ import (
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
-
-// waitFor polls cond until it holds, failing after a minute (a bound that
-// only keeps a broken build from hanging; nothing is timed).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("gave up waiting for %s", what)
-}
 
 // keepAlive is one raw HTTP/1.1 keep-alive connection.
 type keepAlive struct {
@@ -154,10 +143,10 @@ func TestTenantConnectionCapHTTP(t *testing.T) {
 	// A held connection closes: its slot comes back (once the server has
 	// seen the close).
 	held[0].c.Close()
-	waitFor(t, "the attacker's slot to come back", func() bool {
+	testwait.Eventually(t, time.Minute, func() bool {
 		code, _, _ := dialKeepAlive(t, addr).get(t, attacker)
 		return code == 200
-	})
+	}, "the attacker's slot to come back")
 }
 
 // TestTenantConnectionCapGRPC is the per-tenant connection cap over gRPC:
@@ -207,5 +196,5 @@ func TestTenantConnectionCapGRPC(t *testing.T) {
 		t.Fatalf("attacker's counted connection: got %v, want served", err)
 	}
 	firstConn.Close()
-	waitFor(t, "the attacker's slot to come back", func() bool { return list(second, "attacker") == nil })
+	testwait.Eventually(t, time.Minute, func() bool { return list(second, "attacker") == nil }, "the attacker's slot to come back")
 }

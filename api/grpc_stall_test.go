@@ -13,6 +13,7 @@ import (
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/node/platformtest"
 )
 
@@ -54,12 +55,7 @@ func TestGRPCStalledReaderCut(t *testing.T) {
 	_ = stalled // never read
 
 	var done *audit.RequestCompleted
-	deadline := time.Now().Add(30 * time.Second)
-	for done == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("got no request.completed for the stalled generation, want it cut off and ledgered")
-		}
-		time.Sleep(100 * time.Millisecond)
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		for _, r := range rows(t, p, from) {
 			if r.Kind != audit.KindRequestCompleted || r.Tenant != "victim" {
 				continue
@@ -74,7 +70,8 @@ func TestGRPCStalledReaderCut(t *testing.T) {
 			}
 			done = pl.(*audit.RequestCompleted)
 		}
-	}
+		return done != nil
+	}, "a request.completed for the stalled generation (it is cut off and ledgered)")
 	if done.Status != cloison.CodeCanceled || done.CompletionTokens >= maxTokens {
 		t.Fatalf("got status %q after %d completion tokens, want %s before %d", done.Status, done.CompletionTokens, cloison.CodeCanceled, maxTokens)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -188,22 +190,16 @@ func TestOutageAnswers(t *testing.T) {
 			restore()
 			req, _ := http.NewRequest("GET", p.URL+"/admin/v1/tenants", nil)
 			req.Header.Set("Authorization", "Bearer "+adminTok)
-			var resp *http.Response
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				resp, err = http.DefaultClient.Do(req)
+			status := 0
+			testwait.Eventually(t, 20*time.Second, func() bool {
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
-				if resp.StatusCode == 200 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if resp.StatusCode != 200 {
-				t.Fatalf("after restore: got %d, want 200", resp.StatusCode)
-			}
+				status = resp.StatusCode
+				return status == 200
+			}, "a 200 after restore (last %s)", testwait.Lazy(func() string { return fmt.Sprint(status) }))
 		})
 	}
 }

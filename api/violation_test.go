@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine/transfer"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/node/platformtest"
 )
@@ -58,17 +60,13 @@ func TestIsolationViolationFailsClosed(t *testing.T) {
 	// the hook, listing both requests (detections of one cause are grouped, so
 	// that one breach is one register entry).
 	var incs []audit.IncidentFile
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		var err error
 		if incs, err = p.Ledger.Incidents(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if len(incs) == 1 && incs[0].Latest().Detections == 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(incs) == 1 && incs[0].Latest().Detections == 2
+	}, "one incident with both detections (%s)", testwait.Lazy(func() string { return fmt.Sprint(len(incs), " incidents") }))
 	if len(incs) != 1 {
 		t.Fatalf("got %d incidents, want 1", len(incs))
 	}
@@ -104,9 +102,7 @@ func TestTransferFailureRecorded(t *testing.T) {
 	p.Server.RecordTransferFailure(transfer.Failure{Time: time.Now(), Lease: isolation.Lease{Tenant: "victim", Request: "req-t1", Epoch: 7},
 		Reason: transfer.Reason("token-count")})
 	var incs []audit.IncidentFile
-	for deadline := time.Now().Add(20 * time.Second); len(incs) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		incs, _ = p.Ledger.Incidents(context.Background())
-	}
+	testwait.Eventually(t, 20*time.Second, func() bool { incs, _ = p.Ledger.Incidents(context.Background()); return len(incs) > 0 }, "the transfer failure's incident")
 	if len(incs) != 1 || incs[0].Source != audit.SourceTransferFailure {
 		t.Fatalf("incidents %+v", incs)
 	}

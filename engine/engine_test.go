@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -141,19 +142,9 @@ func TestCancelAndDeadline(t *testing.T) {
 		t.Fatalf("got %v, want ErrDeadline", err)
 	}
 	// Both leases are gone.
-	deadline := time.Now().Add(5 * time.Second)
-	for r.pool.Stats().Leased != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st := r.pool.Stats(); st.Leased != 0 {
-		t.Fatalf("%d pages still leased after cancel and deadline", st.Leased)
-	}
-	for run, wait := r.e.Load(); run+wait != 0 && time.Now().Before(deadline); run, wait = r.e.Load() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if run, wait := r.e.Load(); run != 0 || wait != 0 {
-		t.Fatalf("Load() = %d running, %d waiting on an idle engine", run, wait)
-	}
+	testwait.Eventually(t, 5*time.Second, func() bool { return r.pool.Stats().Leased == 0 }, "pages still leased after cancel and deadline")
+	testwait.Eventually(t, 5*time.Second, func() bool { run, wait := r.e.Load(); return run == 0 && wait == 0 },
+		"Load() to show an idle engine (%s)", testwait.Lazy(func() string { run, wait := r.e.Load(); return fmt.Sprintf("%d running, %d waiting", run, wait) }))
 	if err := r.pool.Check(); err != nil {
 		t.Fatal(err)
 	}

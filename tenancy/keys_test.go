@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cloison/cloison/internal/testwait"
 )
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
@@ -311,16 +313,7 @@ func TestRunReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur, _, _ := f.ring.signer()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if k, _, _ := watcher.signer(); k == cur {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the watching ring never saw the rotation")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, func() bool { k, _, _ := watcher.signer(); return k == cur }, "the watching ring to see the rotation")
 	cancel()
 	<-done
 	if errs.Load() != 0 {

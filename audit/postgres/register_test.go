@@ -3,12 +3,16 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 )
 
 func adminVersion(id audit.Name, awareness audit.Day) audit.IncidentVersion {
@@ -197,15 +201,38 @@ func TestCheckpointEveryNOrT(t *testing.T) {
 	if _, err := s.Append(ctx, event("timed", 1)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Stats().Checkpoints == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, 5*time.Second, func() bool { return s.Stats().Checkpoints > 0 }, "a checkpoint within the interval")
 	st := s.Stats()
 	if st.Checkpoints != 1 || st.LastCheckpoint.Seq != 1 || st.CheckpointErr != nil {
 		t.Fatalf("got %+v, want one checkpoint at seq 1", st)
 	}
-	time.Sleep(150 * time.Millisecond) // no new events: no new checkpoint
+	// No new events: no new checkpoint, however many times the interval
+	// passes. Each tick reads the head (headSQL, as the runtime role) and
+	// then decides; once two ticks have begun after the checkpoint, the
+	// first of them has decided. PostgreSQL shows when each session's last
+	// statement began, so the ticks are seen, not guessed from a sleep.
+	const headSQL = "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1"
+	admin := db.AdminPool(t)
+	var since time.Time
+	if err := admin.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	ticks := map[string]bool{}
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		rows, err := admin.Query(ctx, `SELECT pid::text || ' ' || query_start::text FROM pg_stat_activity
+			WHERE datname = current_database() AND usename = $1 AND query = $2 AND query_start > $3`, db.Roles.Runtime, headSQL, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range seen {
+			ticks[k] = true
+		}
+		return len(ticks) >= 2
+	}, "two ticks of the checkpoint interval after the checkpoint (seen %s)", testwait.Lazy(func() string { return fmt.Sprint(len(ticks)) }))
 	if n := s.Stats().Checkpoints; n != 1 {
 		t.Errorf("got %d checkpoints without new events, want 1", n)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 )
 
 // stagingProc is a "stageloop" helper process: a node staging events from
@@ -61,18 +62,6 @@ func (p *stagingProc) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.acked)
-}
-
-// waitFor polls cond every 10 ms for at most d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // lockHeld reports whether another session holds the integrator lock.
@@ -131,9 +120,9 @@ func TestIntegratorTakeoverLosesNoStagedEvent(t *testing.T) {
 	ctx := context.Background()
 	admin := db.AdminPool(t)
 	a := startStaging(t, db, "nodeA")
-	waitFor(t, 20*time.Second, "node A stages and integrates", func() bool { return a.count() >= 300 && lockHeld(t, admin) })
+	testwait.Eventually(t, 20*time.Second, func() bool { return a.count() >= 300 && lockHeld(t, admin) }, "node A stages and integrates")
 	b := startStaging(t, db, "nodeB")
-	waitFor(t, 20*time.Second, "node B stages", func() bool { return b.count() >= 300 })
+	testwait.Eventually(t, 20*time.Second, func() bool { return b.count() >= 300 }, "node B stages")
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +141,14 @@ func TestIntegratorTakeoverLosesNoStagedEvent(t *testing.T) {
 	durable(a, "killed node A")
 	// B takes over: the lock is held again and B's events are sequenced.
 	before := b.count()
-	waitFor(t, 5*time.Second, "node B takes the integrator over", func() bool {
+	testwait.Eventually(t, 5*time.Second, func() bool {
 		return lockHeld(t, admin) && b.count() >= before+300
-	})
+	}, "node B takes the integrator over")
 	var staged int
-	waitFor(t, 5*time.Second, "node B integrates", func() bool {
+	testwait.Eventually(t, 5*time.Second, func() bool {
 		_ = admin.QueryRow(ctx, "SELECT count(*) FROM audit_staging WHERE id <= (SELECT max(id) FROM audit_staging) AND staged_at < clock_timestamp() - interval '500 ms'").Scan(&staged)
 		return staged == 0
-	})
+	}, "node B integrates")
 	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

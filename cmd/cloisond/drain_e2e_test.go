@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -51,7 +52,7 @@ func TestE2EDrainOnSIGTERM(t *testing.T) {
 	}
 	// Not ready at once: the first probe after the signal may still race
 	// it, so allow a few hundred milliseconds.
-	waitUntil(t, time.Second, "/readyz 503", func() bool { return n.do("GET", "/readyz", "", nil).status == 503 })
+	testwait.Eventually(t, time.Second, func() bool { return n.do("GET", "/readyz", "", nil).status == 503 }, "/readyz 503")
 	if d := time.Since(sent); d > time.Second {
 		t.Fatalf("/readyz turned 503 after %v, want at once", d)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/internal/faultproxy"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -140,7 +141,7 @@ func TestE2EFaultInjection(t *testing.T) {
 			// flight, then the PrefillService connection is cut.
 			arm: func(fc *faultCluster) { fc.transfer.StallAfter(faultproxy.Up, mid) },
 			during: func(t *testing.T, fc *faultCluster) {
-				waitUntil(t, 20*time.Second, "the transfer to stall mid-stream", func() bool { return fc.transfer.Stats().Stalled })
+				testwait.Eventually(t, 20*time.Second, func() bool { return fc.transfer.Stats().Stalled }, "the transfer to stall mid-stream")
 				fc.prefsvc.Drop()
 			},
 			check: "truncated"},
@@ -192,7 +193,7 @@ func TestE2EFaultInjection(t *testing.T) {
 			// refusal with its incident.
 			// Incident writes are retried in the background (api/incident.go):
 			// under -race on a loaded machine they may take a while.
-			waitUntilLogs(t, 60*time.Second, "the victim's ledger rows", fc.logs, func() bool {
+			testwait.Eventually(t, 60*time.Second, func() bool {
 				var completed, refused bool
 				for _, row := range fc.decode.ledgerRows(fc.admin) {
 					if row["tenant"] != string(victim) {
@@ -219,7 +220,7 @@ func TestE2EFaultInjection(t *testing.T) {
 				}
 				ir := fc.decode.do("GET", "/compliance/v1/incidents", vtok, nil)
 				return completed && refused && ir.status == 200 && strings.Contains(string(ir.body), tt.check)
-			})
+			}, "the victim's ledger rows\n%s", testwait.Lazy(fc.logs))
 
 			// The platform keeps serving: the victim, then a bystander
 			// whose completion shows nothing of the victim's prompt.
@@ -235,30 +236,13 @@ func TestE2EFaultInjection(t *testing.T) {
 			}
 			// No reservation leaked: nothing leased or draining, and the
 			// refused reservation's pages went through scrubbing.
-			waitUntil(t, 10*time.Second, "the decode pool to settle", func() bool {
+			testwait.Eventually(t, 10*time.Second, func() bool {
 				p := fc.pool(t)
 				return p.Leased == 0 && p.Draining == 0 && p.Scrubbed > scrubbed
-			})
+			}, "the decode pool to settle")
 		})
 	}
 	if strings.Contains(fc.decode.logs.String(), "panic") || strings.Contains(fc.prefill.logs.String(), "panic") {
 		t.Fatalf("a node panicked\n%s", fc.logs())
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	waitUntilLogs(t, d, what, func() string { return "" }, cond)
-}
-
-// waitUntilLogs is waitUntil that prints logs() when it times out.
-func waitUntilLogs(t *testing.T, d time.Duration, what string, logs func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\n%s", what, logs())
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

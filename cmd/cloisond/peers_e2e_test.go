@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -114,10 +115,10 @@ func TestE2EPrefillPeersByDNS(t *testing.T) {
 	// the decode node's check of its attestation and must never be asked.
 	p3 := c.prefillNode(t, db.AdminURL, "prefill-3", c.clusterKey, "--prefill-addr", hosts[2]+":"+port, "--kv-pages", "8", "--served-context", "64")
 	dns.set(hosts...)
-	waitUntilLogs(t, 10*time.Second, "prefill-2 joins", func() string { return d.logs.String() + p2.logs.String() }, func() bool {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		complete("while prefill-2 joins")
 		return served(p2) > 0
-	})
+	}, "prefill-2 joins\n%s", testwait.Lazy(func() string { return d.logs.String() + p2.logs.String() }))
 	if !strings.Contains(d.logs.String(), "prefill node left out") {
 		t.Errorf("prefill-3 (failed attestation) was not reported as left out:\n%s", d.logs)
 	}
@@ -125,7 +126,11 @@ func TestE2EPrefillPeersByDNS(t *testing.T) {
 	// prefill-1 stops (the pod is gone, its A record not yet): dropped
 	// when it no longer attests; requests keep being served by prefill-2.
 	p1.stop()
-	time.Sleep(time.Second) // several resolution rounds
+	// The decode node logs its set each time it changes: wait for the set
+	// that is prefill-2 alone (prefill-3 is never in it).
+	alone := `"peers":"` + net.JoinHostPort(hosts[1], port) + `"`
+	testwait.Eventually(t, 10*time.Second, func() bool { return strings.Contains(d.logs.String(), alone) },
+		"prefill-1 dropped (%s)\n%s", alone, testwait.Lazy(d.logs.String))
 	before := served(p2)
 	for range 4 {
 		complete("after prefill-1 stopped")

@@ -23,6 +23,7 @@ import (
 	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -122,7 +123,7 @@ func TestE2ELedgerStreamsDoNotStallRequests(t *testing.T) {
 	// stream ended with DEADLINE_EXCEEDED before all its rows.
 	probeCtx, cancelProbes := context.WithCancel(streamCtx)
 	admitted := 0
-	waitUntil(t, time.Minute, "the stalled streams to be cut off", func() bool {
+	testwait.Eventually(t, time.Minute, func() bool {
 		s, err := open(probeCtx)
 		if err == nil {
 			_, err = s.Recv()
@@ -131,7 +132,7 @@ func TestE2ELedgerStreamsDoNotStallRequests(t *testing.T) {
 			admitted++ // left open: it holds its slot until cancelProbes
 		}
 		return admitted == stalled
-	})
+	}, "the stalled streams to be cut off")
 	cancelProbes()
 	var wg sync.WaitGroup
 	for i, s := range streams {

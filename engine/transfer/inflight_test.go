@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloison/cloison"
 	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/isolation"
 )
 
@@ -31,26 +32,13 @@ func (g *gate) fn(i int, f *transferv1.Frame) []*transferv1.Frame {
 	return []*transferv1.Frame{f}
 }
 
-func waitFor(t *testing.T, c <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func waitClaimed(t *testing.T, r *Receiver, tk *Ticket) {
 	t.Helper()
-	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(time.Millisecond) {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		r.mu.Lock()
-		c := tk.claimed
-		r.mu.Unlock()
-		if c {
-			return
-		}
-	}
-	t.Fatal("timed out waiting for the receiver to take the stream")
+		defer r.mu.Unlock()
+		return tk.claimed
+	}, "the receiver to take the stream")
 }
 
 // Layer 5, free-while-in-flight (the #35049 / GLM-5 failure): an abort during
@@ -146,7 +134,7 @@ func TestAbortDuringTransfer(t *testing.T) {
 				_, err := p.sender.Send(ctx, tamperDialer{d: d, fn: g.fn}, from, tk.Target())
 				sent <- err
 			}()
-			waitFor(t, g.reached, "the sender to stop mid-stream")
+			testwait.Receive(t, 20*time.Second, g.reached, "the sender to stop mid-stream")
 			// The receiver took the stream (frames before the gate may
 			// still be in flight: a stream cancelled before the receiver
 			// ever saw it leaves the reservation to Wait's deadline, see
@@ -161,7 +149,7 @@ func TestAbortDuringTransfer(t *testing.T) {
 				t.Fatalf("got %d tokens written during the transfer, want 0", n)
 			}
 			tt.abort(t, p, from, dl, tk, cancelSend)
-			waitFor(t, tk.Done(), "the receiver to acknowledge")
+			testwait.Receive(t, 20*time.Second, tk.Done(), "the receiver to acknowledge")
 			if _, err := tk.Wait(context.Background()); !errors.Is(err, tt.waitErr) {
 				t.Fatalf("receiver: got %v, want %v", err, tt.waitErr)
 			}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cloison/cloison/internal/testwait"
 )
 
 // echo is a TCP echo server that counts the bytes it received.
@@ -98,18 +100,6 @@ func exchange(c net.Conn, msg []byte, want int, d time.Duration) ([]byte, error)
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestFaultProxy(t *testing.T) {
@@ -226,7 +216,7 @@ func TestFaultProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			waitFor(t, "the connection to be proxied", func() bool { return p.Stats().Live == 1 })
+			testwait.Eventually(t, 5*time.Second, func() bool { return p.Stats().Live == 1 }, "the connection to be proxied")
 			tt.run(t, p, e, c)
 
 			// After any fault, Pass heals the path for new connections.
@@ -243,7 +233,7 @@ func TestFaultProxy(t *testing.T) {
 	}
 	// Close waits for every goroutine the proxies started (the echo
 	// servers' too, by their cleanup).
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
+	testwait.Eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= base }, "goroutines to end")
 }
 
 // Close returns only after every pump ended, with connections stalled
@@ -263,12 +253,12 @@ func TestFaultProxyCloseWaitsForStalledConnections(t *testing.T) {
 		defer c.Close()
 		cs = append(cs, c)
 	}
-	waitFor(t, "three connections", func() bool { return p.Stats().Live == 3 })
+	testwait.Eventually(t, 5*time.Second, func() bool { return p.Stats().Live == 3 }, "three connections")
 	p.StallAfter(Down, 1000)
 	for _, c := range cs {
 		go c.Write(payload(1 << 20)) //nolint:errcheck // closed by p.Close
 	}
-	waitFor(t, "the stall", func() bool { return p.Stats().Stalled })
+	testwait.Eventually(t, 5*time.Second, func() bool { return p.Stats().Stalled }, "the stall")
 	done := make(chan error, 1)
 	go func() { done <- p.Close() }()
 	select {

@@ -26,6 +26,7 @@ import (
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -195,12 +196,12 @@ func TestFailover(t *testing.T) {
 		return ok
 	}
 	t0 := time.Now()
-	waitFor(t, 30*time.Second, "200s before the kill", func() bool { return count(t0) >= 50 })
+	testwait.Eventually(t, 30*time.Second, func() bool { return count(t0) >= 50 }, "200s before the kill")
 
 	old := primary(t, patroni)
 	killed := kill(t, haDir, old)
 	t.Logf("killed the primary %s (SIGKILL) at %s", old, killed.Format(time.RFC3339Nano))
-	waitFor(t, resumeBudget+10*time.Second, "200s after the kill", func() bool { return count(killed) >= 50 })
+	testwait.Eventually(t, resumeBudget+10*time.Second, func() bool { return count(killed) >= 50 }, "200s after the kill")
 	close(quit)
 	wg.Wait()
 	stop() // a clean stop signs the final checkpoint
@@ -394,16 +395,6 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // syncBuffer collects a subprocess's output while it runs.

@@ -1,12 +1,25 @@
 // Package pgtest gives tests a real PostgreSQL: it finds or starts a server
 // exactly as scripts/pg.sh does, and creates a fresh, migrated database per
-// test package (Main) or per test (New), dropped afterwards.
+// test package (Main) or per test (New, NewAt), dropped afterwards.
 //
 // Finding a server: $DATABASE_URL if set; else 127.0.0.1:5432 as user
 // postgres (trust) if it answers; else scripts/pg.sh, which starts a private
 // cluster under ./.cache/pg (installing postgresql with apt-get when no
 // server binaries exist). When none works the test FAILS — with CI set or
 // not; a missing database is never a skip.
+//
+// Each database is a copy (CREATE DATABASE ... TEMPLATE) of a template
+// database migrated once per server, migration set and version: PostgreSQL
+// copies its files, which takes a fraction of the time migrating takes. A
+// template is named cloison_tpl_<hash>_<version>, the hash covering every
+// migration file, the role names and the way templates are built, so a
+// changed migration gets a template of its own; the old ones stay on the
+// server until dropped (ALTER DATABASE t IS_TEMPLATE false; DROP DATABASE
+// t, while no test runs). A template becomes visible under its name only
+// complete and read-only (ALLOW_CONNECTIONS false), and test binaries
+// running in parallel build it once between them, under an advisory lock.
+// The copy gets the template's objects, owners and grants; the
+// database-level grants, which PostgreSQL does not copy, are made again.
 //
 // Runtime pools (DB.RuntimeURL, RuntimePool) log in as the runtime role
 // itself, as cloisond does: privilege checks are exactly the role's, and
@@ -136,12 +149,24 @@ func Create(ctx context.Context, prefix string) (*DB, func() error, error) {
 }
 
 // create is Create applying the migrations up to version only (every one
-// when version is negative).
+// when version is negative): a copy of the template database for version
+// (built by the first caller on this server, see ensureTemplate).
 func create(ctx context.Context, prefix string, version int64) (*DB, func() error, error) {
 	server, err := ServerURL()
 	if err != nil {
 		return nil, nil, err
 	}
+	tpl, _, err := ensureTemplate(ctx, server, version, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	return createFrom(ctx, server, prefix, version, tpl)
+}
+
+// createFrom makes a database named after prefix: a copy of the template
+// database tpl, or, when tpl is empty, an empty database migrated up to
+// version (every migration when negative).
+func createFrom(ctx context.Context, server, prefix string, version int64, tpl string) (*DB, func() error, error) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	name := sanitize(prefix)
@@ -154,7 +179,11 @@ func create(ctx context.Context, prefix string, version int64) (*DB, func() erro
 		return nil, nil, fmt.Errorf("pgtest: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if tpl != "" {
+		stmt += " TEMPLATE " + pgx.Identifier{tpl}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
 		return nil, nil, fmt.Errorf("pgtest: create database: %w", err)
 	}
 	drop := func() error {
@@ -168,18 +197,17 @@ func create(ctx context.Context, prefix string, version int64) (*DB, func() erro
 		_, err = c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		return err
 	}
-	cfg, err := pgx.ParseConfig(server)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg.Database = name
 	admin := withDatabase(server, name)
 	db := &DB{Name: name, AdminURL: admin, RuntimeURL: AsRole(admin, Roles.Runtime), Roles: Roles}
-	up := func() error { _, err := migrations.Up(ctx, db.AdminURL, Roles); return err }
-	if version >= 0 {
-		up = func() error { _, err := migrations.UpTo(ctx, db.AdminURL, Roles, version); return err }
+	setup := func() error { return migrate(ctx, db.AdminURL, version) }
+	if tpl != "" {
+		// The copy holds the template's schema, its objects' owners and
+		// grants, and its schema privileges; database-level grants
+		// (CONNECT) are not copied, so role setup runs again on the copy,
+		// as migrations.Up would have run it here.
+		setup = func() error { return migrations.EnsureRoles(ctx, db.AdminURL, Roles) }
 	}
-	if err := up(); err != nil {
+	if err := setup(); err != nil {
 		_ = drop()
 		return nil, nil, err
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +27,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
+	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -72,19 +76,12 @@ func chatTraced(t *testing.T, p *platformtest.Platform, token, prompt string, hd
 // ends just after the response is written) and returns every span.
 func waitSpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		spans := exp.GetSpans()
-		for _, s := range spans {
-			if s.Name == name {
-				return spans
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no span %q among %v", name, names(spans))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var spans tracetest.SpanStubs
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		spans = exp.GetSpans()
+		return slices.ContainsFunc(spans, func(s tracetest.SpanStub) bool { return s.Name == name })
+	}, "span %q (among %s)", name, testwait.Lazy(func() string { return fmt.Sprint(names(spans)) }))
+	return spans
 }
 
 func names(spans tracetest.SpanStubs) []string {
@@ -343,11 +340,15 @@ func TestTraceOffByDefault(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Split: &platformtest.Split{}})
 	tok := p.Token(t, "victim", tenancy.ScopeInfer)
+	// The request goes through a server of this test's own, whose Close
+	// returns once every handler has: a server span would have ended then.
+	hs := httptest.NewServer(p.Server.Handler())
+	p.URL = hs.URL
 	code, hdr, _ := chatTraced(t, p, tok, "nothing recorded", map[string]string{"traceparent": traceparen})
 	if code != 200 {
 		t.Fatalf("status %d, want 200", code)
 	}
-	time.Sleep(100 * time.Millisecond) // a server span would end just after the response
+	hs.Close()
 	if spans := exp.GetSpans(); len(spans) != 0 {
 		t.Errorf("%d spans recorded with tracing off: %v", len(spans), names(spans))
 	}
