@@ -175,8 +175,10 @@ func newKeyCmd(g *globals) *cobra.Command {
 	}
 	rotate.Flags().DurationVar(&tf.minRotate, "min-interval", tenancy.DefaultMinRotateInterval, "least age of the current key (at least the longest token lifetime)")
 	retire := &cobra.Command{
-		Use:   "retire KID",
+		Use:   "retire [flags] -- KID",
 		Short: "Retire one key (not the current one): its tokens stop verifying at the next key refresh",
+		Long: "Retire one key (not the current one): its tokens stop verifying at the next key refresh.\n" +
+			"A key id is a base64url JWK thumbprint and may begin with '-': write it after --.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ring, _, done, err := tf.ring(g, c)

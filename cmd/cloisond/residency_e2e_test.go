@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloison/cloison/internal/testwait"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/internal/pgtest"
@@ -79,6 +81,11 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 
 	complete("qc", 6, 200, "")
 	complete("anywhere", 6, 200, "")
+	// A prefill node logs its prefill as the transfer ends, so the last
+	// line may be written after the decode node answered: wait for all 12.
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		return prefilled(pqc, "qc")+prefilled(pus, "qc")+prefilled(pqc, "anywhere")+prefilled(pus, "anywhere") >= 12
+	}, "12 prefills logged by the two prefill nodes")
 	if got := prefilled(pus, "qc"); got != 0 {
 		t.Errorf("the us-east prefill node received %d of the ca-qc tenant's prompts, want 0", got)
 	}
