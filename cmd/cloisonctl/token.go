@@ -179,7 +179,7 @@ func newKeyCmd(g *globals) *cobra.Command {
 		Short: "Retire one key (not the current one): its tokens stop verifying at the next key refresh",
 		Long: "Retire one key (not the current one): its tokens stop verifying at the next key refresh.\n" +
 			"A key id is a base64url JWK thumbprint and may begin with '-': write it after --.",
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ring, _, done, err := tf.ring(g, c)
 			if err != nil {
