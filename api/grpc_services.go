@@ -163,10 +163,10 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.grammar, err = requestGrammar(in.grammar, in.tools); err != nil {
+		if in.grammar, err = service.RequestGrammar(in.grammar, in.tools); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, err = s.chatPrompt(msgs, in.tools.templateTools()); err != nil {
+		if in.prompt, err = s.chatPrompt(msgs, in.tools.TemplateTools()); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -178,7 +178,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 
 // grpcTools validates a GenerateRequest's tools as DecodeChat does and
 // checks that the model can take them.
-func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*toolUse, error) {
+func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*service.ToolUse, error) {
 	var defs []ToolDef
 	var size int64
 	for _, t := range req.GetTools() {
@@ -208,7 +208,7 @@ func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*toolUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.toolFormat(use); err != nil {
+	if err := s.text().ToolFormat(use); err != nil {
 		return nil, err
 	}
 	return use, nil

@@ -29,7 +29,7 @@ var (
 	ErrBadField = service.ErrInvalidField
 	// ErrUnsupported: a request field (or value) Cloison does not
 	// implement; the message names the field (fields.go).
-	ErrUnsupported = cloison.NewError(cloison.CodeUnsupported, "unsupported request field")
+	ErrUnsupported = service.ErrUnsupported
 )
 
 // DefaultMaxBody bounds request bodies (1 MiB).

@@ -329,7 +329,7 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
-	tools       *toolUse         // nil: no tool calls are parsed
+	tools       *service.ToolUse // nil: no tool calls are parsed
 	grammar     *grammar.Grammar // response_format; nil: unconstrained
 	// echo is the prompt text that precedes the completion in a
 	// completions choice (echo: true); "" otherwise.
@@ -407,14 +407,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // chatPrompt.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	if err := s.toolFormat(use); err != nil {
+	if err := s.text().ToolFormat(use); err != nil {
 		return inference{}, err
 	}
-	g, err := requestGrammar(req.Grammar, use)
+	g, err := service.RequestGrammar(req.Grammar, use)
 	if err != nil {
 		return inference{}, err
 	}
-	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
+	prompt, err := s.chatPrompt(req.Messages, use.TemplateTools())
 	if err != nil {
 		return inference{}, err
 	}
@@ -423,6 +423,12 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 		top = *req.TopLogprobs
 	}
 	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
+}
+
+// text is the served model's tokenizer and chat template as the service
+// uses them (prompts, tool calls).
+func (s *Server) text() service.Model {
+	return service.Model{Tokenizer: s.cfg.Tokenizer, Chat: s.cfg.Chat}
 }
 
 // genResult is the end of a successful generation.
