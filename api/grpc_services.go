@@ -163,10 +163,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.grammar, err = service.RequestGrammar(in.grammar, in.tools); err != nil {
-			return inference{}, err
-		}
-		if in.prompt, err = s.chatPrompt(msgs, in.tools.TemplateTools()); err != nil {
+		if in.prompt, in.grammar, err = s.text().PrepareChat(msgs, in.tools, in.grammar); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -176,8 +173,8 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	return in, nil
 }
 
-// grpcTools validates a GenerateRequest's tools as DecodeChat does and
-// checks that the model can take them.
+// grpcTools validates a GenerateRequest's tools as DecodeChat does
+// (service.Model.PrepareChat then checks that the model can take them).
 func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*service.ToolUse, error) {
 	var defs []ToolDef
 	var size int64
@@ -204,14 +201,7 @@ func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*service.ToolUse, 
 	default:
 		choice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c}})
 	}
-	use, err := parseToolUse(defs, choice, req.ParallelToolCalls)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.text().ToolFormat(use); err != nil {
-		return nil, err
-	}
-	return use, nil
+	return parseToolUse(defs, choice, req.ParallelToolCalls)
 }
 
 func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogprob {
@@ -348,7 +338,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 		if err != nil {
 			return nil, err
 		}
-		pr, b, err := g.s.renderChat(msgs, nil)
+		pr, b, err := g.s.text().RenderChat(msgs, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -211,7 +211,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 			WriteHTTPError(w, ErrUnsupported.Withf("add_special_tokens applies to prompt only (the template writes a chat's special tokens)"))
 			return
 		}
-		pr, b, err := s.renderChat(req.Messages, nil)
+		pr, b, err := s.text().RenderChat(req.Messages, nil)
 		if err != nil {
 			WriteHTTPError(w, err)
 			return

@@ -123,7 +123,7 @@ func (s *Server) promptIDs(in promptInput) ([]int32, error) {
 	case in.Prompt != nil:
 		return s.cfg.Tokenizer.Encode(in.Prompt.Text, true, false), nil
 	}
-	return s.chatPrompt(in.Messages, nil)
+	return s.text().ChatPrompt(in.Messages, nil)
 }
 
 // decodeStrict reads a JSON body whose unknown fields are refused as

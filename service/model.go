@@ -12,6 +12,7 @@ import (
 // same calls from the same output. A value holding only pointers to
 // read-only state: safe for concurrent use.
 type Model struct {
+	Name      string // the served name, in errors
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *chat.Template
 }
