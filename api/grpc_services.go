@@ -323,39 +323,24 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
-	var text string
-	var literal [][2]int // a rendered template's own text: the only place special tokens are parsed
-	chatInput := false
-	bos := true
-	switch in := req.GetInput().(type) {
+	in := service.TokenizeInput{BOS: true}
+	switch input := req.GetInput().(type) {
 	case *inferencev1.TokenizeRequest_Text:
-		if err := g.s.promptText(in.Text); err != nil {
+		if err := g.s.promptText(input.Text); err != nil {
 			return nil, err
 		}
-		text = in.Text
+		in.Text = input.Text
 	case *inferencev1.TokenizeRequest_Chat:
-		msgs, err := g.s.chatMessages(in.Chat)
+		msgs, err := g.s.chatMessages(input.Chat)
 		if err != nil {
 			return nil, err
 		}
-		pr, b, err := g.s.text().RenderChat(msgs, nil)
-		if err != nil {
-			return nil, err
-		}
-		text, literal, bos, chatInput = pr.Text, pr.Literal, b, true
+		in.Chat, in.Messages = true, msgs
 	default:
 		return nil, ErrBadField.Withf("input is required (text or chat)")
 	}
 	p := grpcPrincipal(ctx)
-	var ids []int32
-	err := g.s.meter(p, len(text)+2, func() int {
-		if chatInput {
-			ids = g.s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
-		} else {
-			ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
-		}
-		return len(ids)
-	})
+	ids, err := g.s.req.Tokenize(p, in)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func NewServer(cfg Config) (*Server, error) {
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
-	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
+	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
 		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
 	if err != nil {
