@@ -147,7 +147,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if err := s.promptText(p.Text); err != nil {
 			return inference{}, err
 		}
-		in.prompt = s.cfg.Tokenizer.Encode(p.Text, true, false)
+		if in.prompt, err = s.text().CompletionPrompt(p.Text, nil, false, ""); err != nil {
+			return inference{}, err
+		}
 	case *inferencev1.GenerateRequest_TokenIds:
 		for _, id := range p.TokenIds.GetIds() {
 			if id < 0 {

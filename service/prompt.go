@@ -92,3 +92,17 @@ func (m Model) RenderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt
 	}
 	return p, !strings.Contains(m.Chat.Source(), "bos_token"), nil
 }
+
+// schemaGrammars shares compiled grammars between requests that send the
+// same schema, so that their masks are computed once (warm), whichever
+// transport the requests came by.
+var schemaGrammars = grammar.NewCache(64)
+
+// SchemaGrammar is the grammar that constrains output to JSON schema
+// (response_format's json_object and json_schema; the schema is always
+// enforced, and a feature the grammar cannot enforce is refused, never
+// relaxed). Errors: grammar.ErrUnsupportedSchema and grammar.ErrBadSchema
+// naming the feature.
+func SchemaGrammar(schema []byte) (*grammar.Grammar, error) {
+	return schemaGrammars.FromSchema(schema)
+}
