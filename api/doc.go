@@ -4,8 +4,12 @@
 //
 // The request path — authentication, the policy decision, admission, the
 // ledger rows before and after service, the engine's sequences, refusal
-// counts and incidents — is service.Requests; verify, report, replay and
-// stored responses are service.Responses; the admin and compliance
+// counts and incidents, tokenizer requests and their metering — is
+// service.Requests; the prompt (chat template rendering, tokenization, the
+// grammar of a forced or strict tool call) and the tool calls read back
+// from the output are service.Model and service.ToolStream; verify,
+// report, replay and stored responses (with the Responses API's
+// conversation state) are service.Responses; the admin and compliance
 // operations are service.Admin and service.Compliance. api decodes a
 // request into their arguments, streams the tokens it is handed
 // (service.Sink), encodes the result or the error, and hears what happened
@@ -34,7 +38,9 @@
 // deps.go (what the server needs of the engine and the ledger),
 // errors.go, fields.go, transport.go, streams.go, openai.go and respond.go
 // (completions and chat completions), choices.go, tools.go (function
-// tools), openai_extras.go (content parts, /v1/models/{id}, /tokenize),
+// tools on the wire: decoding tools and tool_choice, writing calls),
+// openai_extras.go (content parts, /v1/models/{id}, the /tokenize and
+// /detokenize codecs),
 // respapi.go and respitems.go (the Responses API), responses.go and
 // responses_grpc.go (verifying, reporting and replaying what was served),
 // admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
@@ -94,8 +100,8 @@
 //
 // POST /v1/responses is the chat completion path under other wire shapes:
 // DecodeResponses turns the request into the ChatRequest it amounts to and
-// chatInference renders, constrains and tools it exactly as
-// /v1/chat/completions does, so the same template, tool-call parser and
+// chatInference (service.Model.PrepareChat) renders, constrains and tools
+// it exactly as /v1/chat/completions does, so the same template, tool-call parser and
 // grammar serve both (TestResponsesAPI checks the prompt tokens and greedy
 // text are the chat completion's).
 //
@@ -111,7 +117,7 @@
 //     hosted tools (web_search, file_search, …) are refused. tool_choice
 //     none / auto / required / {type: function, name}, as chat (strict
 //     under auto: free text, but each call the model opens is constrained
-//     to its schema, see tools.go).
+//     to its schema, see service/tools.go).
 //   - text.format: text, json_object, json_schema (always enforced by
 //     constrained decoding); text.verbosity is refused.
 //   - max_output_tokens, temperature, top_p, stream; parallel_tool_calls.

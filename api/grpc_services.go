@@ -147,7 +147,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if err := s.promptText(p.Text); err != nil {
 			return inference{}, err
 		}
-		in.prompt = s.cfg.Tokenizer.Encode(p.Text, true, false)
+		if in.prompt, err = s.text().CompletionPrompt(p.Text, nil, false, ""); err != nil {
+			return inference{}, err
+		}
 	case *inferencev1.GenerateRequest_TokenIds:
 		for _, id := range p.TokenIds.GetIds() {
 			if id < 0 {
@@ -163,10 +165,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.grammar, err = requestGrammar(in.grammar, in.tools); err != nil {
-			return inference{}, err
-		}
-		if in.prompt, err = s.chatPrompt(msgs, in.tools.templateTools()); err != nil {
+		if in.prompt, in.grammar, err = s.text().PrepareChat(msgs, in.tools, in.grammar); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -176,9 +175,9 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	return in, nil
 }
 
-// grpcTools validates a GenerateRequest's tools as DecodeChat does and
-// checks that the model can take them.
-func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*toolUse, error) {
+// grpcTools validates a GenerateRequest's tools as DecodeChat does
+// (service.Model.PrepareChat then checks that the model can take them).
+func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*service.ToolUse, error) {
 	var defs []ToolDef
 	var size int64
 	for _, t := range req.GetTools() {
@@ -204,14 +203,7 @@ func (s *Server) grpcTools(req *inferencev1.GenerateRequest) (*toolUse, error) {
 	default:
 		choice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c}})
 	}
-	use, err := parseToolUse(defs, choice, req.ParallelToolCalls)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.toolFormat(use); err != nil {
-		return nil, err
-	}
-	return use, nil
+	return parseToolUse(defs, choice, req.ParallelToolCalls)
 }
 
 func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogprob {
@@ -333,39 +325,24 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
-	var text string
-	var literal [][2]int // a rendered template's own text: the only place special tokens are parsed
-	chatInput := false
-	bos := true
-	switch in := req.GetInput().(type) {
+	in := service.TokenizeInput{BOS: true}
+	switch input := req.GetInput().(type) {
 	case *inferencev1.TokenizeRequest_Text:
-		if err := g.s.promptText(in.Text); err != nil {
+		if err := g.s.promptText(input.Text); err != nil {
 			return nil, err
 		}
-		text = in.Text
+		in.Text = input.Text
 	case *inferencev1.TokenizeRequest_Chat:
-		msgs, err := g.s.chatMessages(in.Chat)
+		msgs, err := g.s.chatMessages(input.Chat)
 		if err != nil {
 			return nil, err
 		}
-		pr, b, err := g.s.renderChat(msgs, nil)
-		if err != nil {
-			return nil, err
-		}
-		text, literal, bos, chatInput = pr.Text, pr.Literal, b, true
+		in.Chat, in.Messages = true, msgs
 	default:
 		return nil, ErrBadField.Withf("input is required (text or chat)")
 	}
 	p := grpcPrincipal(ctx)
-	var ids []int32
-	err := g.s.meter(p, len(text)+2, func() int {
-		if chatInput {
-			ids = g.s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
-		} else {
-			ids = g.s.cfg.Tokenizer.Encode(text, bos, false)
-		}
-		return len(ids)
-	})
+	ids, err := g.s.req.Tokenize(p, in)
 	if err != nil {
 		return nil, err
 	}

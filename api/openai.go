@@ -29,7 +29,7 @@ var (
 	ErrBadField = service.ErrInvalidField
 	// ErrUnsupported: a request field (or value) Cloison does not
 	// implement; the message names the field (fields.go).
-	ErrUnsupported = cloison.NewError(cloison.CodeUnsupported, "unsupported request field")
+	ErrUnsupported = service.ErrUnsupported
 )
 
 // DefaultMaxBody bounds request bodies (1 MiB).
@@ -156,13 +156,10 @@ var (
 	jsonSchemaFields     = map[string]field{"name": {rule: implemented}, "description": {rule: ignored},
 		"schema": {rule: implemented}, "strict": {rule: implemented}}
 	schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	// schemaGrammars shares compiled grammars between requests that send
-	// the same schema, so that their masks are computed once (warm).
-	schemaGrammars = grammar.NewCache(64)
 )
 
-// ResponseFormat compiles an OpenAI response_format value into the grammar
-// that constrains decoding: nil for absent, null or {"type":"text"}; any
+// ResponseFormat decodes an OpenAI response_format value into the grammar
+// that constrains decoding (compiled by service.SchemaGrammar): nil for absent, null or {"type":"text"}; any
 // JSON object for json_object; the schema for json_schema (strict or not:
 // the schema is always enforced, and a schema feature the grammar cannot
 // enforce is refused, never relaxed). Errors: ErrBadField, ErrUnsupported,
@@ -189,7 +186,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	case "text":
 		return nil, nil
 	case "json_object":
-		return schemaGrammars.FromSchema([]byte(`{"type":"object"}`))
+		return service.SchemaGrammar([]byte(`{"type":"object"}`))
 	case "json_schema":
 	default:
 		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema)", *rf.Type)
@@ -214,7 +211,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	if len(js.Schema) == 0 || string(js.Schema) == "null" {
 		return nil, ErrBadField.Withf("response_format.json_schema.schema is required")
 	}
-	return schemaGrammars.FromSchema(js.Schema)
+	return service.SchemaGrammar(js.Schema)
 }
 
 // DefaultMaxTokens applies when a request names no max_tokens.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/tenancy"
+	"github.com/cloison/cloison/service"
 )
 
 // The smaller OpenAI- and vLLM-compatible surfaces, so that clients written
@@ -118,33 +118,6 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		"context_length": s.contextFor(p)})
 }
 
-// checkModelFor refuses (ErrUnknownModel) a model that is not this node's or
-// that the tenant may not use; an empty model names this node's.
-func (s *Server) checkModelFor(p tenancy.Principal, model string) error {
-	if model == "" {
-		model = s.cfg.ModelName
-	}
-	if model != s.cfg.ModelName || !p.TenantRecord.Allows(model) {
-		return ErrUnknownModel.Withf("%q", truncate(model, maxFieldName))
-	}
-	return nil
-}
-
-// meter runs work, which produces n tokens, as one metered tokenizer
-// request of tenant p: it holds one of the tenant's concurrent-request
-// slots and is charged against its tokens-per-minute quota, first for
-// bound (capped at the quota) and, once done, refunded down to n. Errors:
-// the Limiter's (*tenancy.LimitError, 429 with retry-after).
-func (s *Server) meter(p tenancy.Principal, bound int, work func() int) error {
-	bound = min(bound, max(p.TenantRecord.Quotas.TokensPerMinute, 0))
-	permit, err := s.cfg.Limiter.Admit(p.Tenant, p.TenantRecord.Quotas, bound)
-	if err != nil {
-		return err
-	}
-	permit.Release(work())
-	return nil
-}
-
 // tokenizeFields are the fields of a POST /tokenize body (vLLM's shape):
 // text in prompt, or chat messages rendered with the model's template and
 // its generation prompt.
@@ -180,7 +153,7 @@ type DetokenizeRequest struct {
 var detokenizeFields = map[string]field{"model": {rule: implemented}, "tokens": {rule: implemented}}
 
 // tokenize answers POST /tokenize, metered as the gRPC Tokenize method is
-// (meter) and counted in cloison_tokenize_tokens_total. Errors: as
+// (service.Requests.Tokenize) and counted in cloison_tokenize_tokens_total. Errors: as
 // DecodeChat's decoding, ErrUnknownModel, the chat template's, the
 // Limiter's.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
@@ -190,46 +163,31 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	if err := s.checkModelFor(p, req.Model); err != nil {
+	if err := s.req.CheckModel(p, req.Model); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
-	var text string
-	var literal [][2]int
-	templated, bos := false, true
+	in := service.TokenizeInput{BOS: true}
 	switch {
 	case req.Prompt != nil && req.Messages != nil:
 		WriteHTTPError(w, ErrBadField.Withf("prompt and messages are exclusive"))
 		return
 	case req.Prompt != nil:
-		text = *req.Prompt
+		in.Text = *req.Prompt
 		if req.AddSpecialTokens != nil {
-			bos = *req.AddSpecialTokens
+			in.BOS = *req.AddSpecialTokens
 		}
 	case len(req.Messages) > 0:
 		if req.AddSpecialTokens != nil {
 			WriteHTTPError(w, ErrUnsupported.Withf("add_special_tokens applies to prompt only (the template writes a chat's special tokens)"))
 			return
 		}
-		pr, b, err := s.renderChat(req.Messages, nil)
-		if err != nil {
-			WriteHTTPError(w, err)
-			return
-		}
-		text, literal, bos, templated = pr.Text, pr.Literal, b, true
+		in.Chat, in.Messages = true, req.Messages
 	default:
 		WriteHTTPError(w, ErrBadField.Withf("prompt or messages is required"))
 		return
 	}
-	var ids []int32
-	err := s.meter(p, len(text)+2, func() int {
-		if templated {
-			ids = s.cfg.Tokenizer.EncodeTemplated(text, literal, bos)
-		} else {
-			ids = s.cfg.Tokenizer.Encode(text, bos, false)
-		}
-		return len(ids)
-	})
+	ids, err := s.req.Tokenize(p, in)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -252,7 +210,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	if err := s.checkModelFor(p, req.Model); err != nil {
+	if err := s.req.CheckModel(p, req.Model); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
@@ -260,16 +218,8 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, ErrBadField.Withf("tokens is required"))
 		return
 	}
-	ids := make([]int32, len(req.Tokens))
-	for i, id := range req.Tokens {
-		if id < 0 || id >= int64(s.cfg.Tokenizer.Len()) {
-			WriteHTTPError(w, ErrBadField.Withf("tokens[%d]: %d is not a token of this model", i, id))
-			return
-		}
-		ids[i] = int32(id)
-	}
-	var text string
-	if err := s.meter(p, len(ids), func() int { text = s.cfg.Tokenizer.Decode(ids, true); return len(ids) }); err != nil {
+	text, err := s.req.Detokenize(p, req.Tokens)
+	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}

@@ -212,15 +212,14 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	return call, nil
 }
 
-// messages is the conversation the template renders: the instructions as
-// a system message, the previous response's conversation, the input.
+// messages is the conversation the template renders
+// (service.ConversationMessages).
 func (c *respCall) messages() []chat.Message {
-	var m []chat.Message
-	if c.req.Instructions != nil && *c.req.Instructions != "" {
-		m = append(m, chat.Message{Role: "system", Content: *c.req.Instructions})
+	instructions := ""
+	if c.req.Instructions != nil {
+		instructions = *c.req.Instructions
 	}
-	m = append(m, c.history...)
-	return append(m, c.input...)
+	return service.ConversationMessages(instructions, c.history, c.input)
 }
 
 // respInput turns input (a string, or a list of items) into chat messages.
@@ -723,23 +722,23 @@ func (s *Server) respAPIRoutes(mux *http.ServeMux) {
 	mux.Handle("DELETE /v1/responses/{id}", s.auth(s.deleteResponse, tenancy.ScopeInfer))
 }
 
-// storedBody is what a stored response's sealed blob holds: the response
-// object and the conversation it ends (without instructions).
+// storedBody is a stored response's conversation
+// (service.Conversation) with its response object decoded.
 type storedBody struct {
-	Response Response       `json:"response"`
-	Messages []chat.Message `json:"messages"`
+	Response Response
+	Messages []chat.Message
 }
 
 // loadStored opens tenant t's stored response id
-// (service.Responses.LoadStored). Errors: ErrNoResponse (another tenant's,
-// unknown or deleted), ErrStoreOff, the store's.
+// (service.Responses.LoadConversation). Errors: ErrNoResponse (another
+// tenant's, unknown or deleted), ErrStoreOff, the store's.
 func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) (storedBody, error) {
-	plain, err := s.ops.responses.LoadStored(ctx, t, id)
+	c, err := s.ops.responses.LoadConversation(ctx, t, id)
 	if err != nil {
 		return storedBody{}, err
 	}
-	var b storedBody
-	if err := json.Unmarshal(plain, &b); err != nil {
+	b := storedBody{Messages: c.Messages}
+	if err := json.Unmarshal(c.Response, &b.Response); err != nil {
 		return storedBody{}, err
 	}
 	return b, nil
@@ -747,16 +746,16 @@ func (s *Server) loadStored(ctx context.Context, t cloison.TenantID, id string) 
 
 // keep seals and stores a completed response with its conversation, and
 // ledgers response.stored in the same transaction
-// (service.Responses.Store).
+// (service.Responses.Keep).
 func (s *Server) keep(ctx context.Context, p tenancy.Principal, rid cloison.RequestID, resp Response, conv []chat.Message) error {
 	if !s.ops.responses.StoreOn() {
 		return ErrStoreOff
 	}
-	plain, err := json.Marshal(storedBody{Response: resp, Messages: conv})
+	raw, err := json.Marshal(resp)
 	if err != nil {
 		return err
 	}
-	return s.ops.responses.Store(ctx, p, rid, audit.Name(resp.ID), plain)
+	return s.ops.responses.Keep(ctx, p, rid, audit.Name(resp.ID), raw, conv)
 }
 
 func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
@@ -771,12 +770,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id := call.req.PreviousResponseID; id != nil {
-		prev, err := s.loadStored(r.Context(), p.Tenant, *id)
-		if err != nil {
+		if call.history, err = s.ops.responses.History(r.Context(), p.Tenant, *id); err != nil {
 			WriteHTTPError(w, err)
 			return
 		}
-		call.history = prev.Messages
 	}
 	call.chat.Messages = call.messages()
 	in, err := s.chatInference(call.chat)

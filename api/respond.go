@@ -11,6 +11,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/service"
 )
 
 // Usage is the OpenAI usage object.
@@ -127,14 +128,14 @@ type collector struct {
 	// then starts with the prompt's tokens.
 	scored bool
 	// With tools (in.tools): the text split into content and calls.
-	tools   *toolStream
+	tools   *service.ToolStream
 	content strings.Builder
 }
 
 func newCollector(s *Server, in inference) *collector {
 	c := &collector{s: s, in: in, offset: utf8.RuneCountInString(in.echo)}
 	if in.tools != nil {
-		c.tools = newToolStream(in.tools)
+		c.tools = service.NewToolStream(in.tools)
 	}
 	return c
 }
@@ -145,9 +146,11 @@ func (c *collector) add(tok engine.Token) (string, []ToolCallOut) {
 	text := tok.Text
 	var calls []ToolCallOut
 	if c.tools != nil {
-		text = c.s.markerText(tok.ID, tok.Text, c.tools.use.format)
+		text = c.s.text().MarkerText(tok.ID, tok.Text, c.in.tools.Format)
 		c.text.WriteString(text)
-		text, calls = c.tools.feed(text, false)
+		var got []service.ToolCall
+		text, got = c.tools.Feed(text, false)
+		calls = toolCallsOut(got)
 		c.content.WriteString(text)
 	} else {
 		c.text.WriteString(text)
@@ -161,15 +164,15 @@ func (c *collector) finish() (string, []ToolCallOut) {
 	if c.tools == nil {
 		return "", nil
 	}
-	text, calls := c.tools.feed("", true)
+	text, calls := c.tools.Feed("", true)
 	c.content.WriteString(text)
-	return text, calls
+	return text, toolCallsOut(calls)
 }
 
 // finishReason is the engine's, or "tool_calls" when the model stopped
 // after calling.
 func (c *collector) finishReason(finish engine.FinishReason) string {
-	if c.tools != nil && len(c.tools.calls) > 0 && finish == engine.FinishStop {
+	if c.tools != nil && len(c.tools.Calls()) > 0 && finish == engine.FinishStop {
 		return "tool_calls"
 	}
 	return string(finish)
@@ -256,7 +259,7 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 				c.finish()
 				finish = c.finishReason(res.Finishes[i])
 				msg.Content = c.content.String()
-				for _, tc := range c.tools.calls {
+				for _, tc := range toolCallsOut(c.tools.Calls()) {
 					tc.Index = nil // a message's calls carry no index
 					msg.ToolCalls = append(msg.ToolCalls, tc)
 				}

@@ -118,12 +118,10 @@ func (s *Server) promptIDs(in promptInput) ([]int32, error) {
 	switch {
 	case in.Prompt != nil && in.Messages != nil, in.Prompt == nil && in.Messages == nil:
 		return nil, ErrBadField.Withf("give exactly one of prompt and messages")
-	case in.Prompt != nil && in.Prompt.IsIDs:
-		return in.Prompt.Tokens, nil
 	case in.Prompt != nil:
-		return s.cfg.Tokenizer.Encode(in.Prompt.Text, true, false), nil
+		return s.text().CompletionPrompt(in.Prompt.Text, in.Prompt.Tokens, in.Prompt.IsIDs, "")
 	}
-	return s.chatPrompt(in.Messages, nil)
+	return s.text().ChatPrompt(in.Messages, nil)
 }
 
 // decodeStrict reads a JSON body whose unknown fields are refused as

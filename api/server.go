@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -115,12 +114,11 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Decider == nil || cfg.Ledger == nil || cfg.Tenants == nil || cfg.ModelName == "" || cfg.Node == "" {
 		return nil, fmt.Errorf("api: incomplete server config")
 	}
-	if cfg.Chat == nil {
-		var err error
-		if cfg.Chat, err = chat.New(cfg.Tokenizer.ChatTemplate, tokenString(cfg.Tokenizer, cfg.Tokenizer.BOS), tokenString(cfg.Tokenizer, cfg.Tokenizer.EOS)); err != nil {
-			return nil, err
-		}
+	m, err := service.NewModel(cfg.ModelName, cfg.Tokenizer, cfg.Chat)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Chat = m.Chat
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -139,8 +137,7 @@ func NewServer(cfg Config) (*Server, error) {
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
-	var err error
-	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
+	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
 		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
 	if err != nil {
@@ -151,13 +148,6 @@ func NewServer(cfg Config) (*Server, error) {
 }
 
 var timeNow = time.Now
-
-func tokenString(t *tokenizer.Tokenizer, id int32) string {
-	if id < 0 {
-		return ""
-	}
-	return t.Token(id)
-}
 
 // Handler returns the HTTP routes.
 //
@@ -329,7 +319,7 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
-	tools       *toolUse         // nil: no tool calls are parsed
+	tools       *service.ToolUse // nil: no tool calls are parsed
 	grammar     *grammar.Grammar // response_format; nil: unconstrained
 	// echo is the prompt text that precedes the completion in a
 	// completions choice (echo: true); "" otherwise.
@@ -350,21 +340,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	var prompt []int32
-	switch {
-	case req.Suffix != nil && *req.Suffix != "":
-		// Fill-in-the-middle, as llama.cpp's infill: [BOS] FIM_PRE prefix
-		// FIM_SUF suffix FIM_MID, the user's text never parsed for control
-		// tokens (EncodeInfill).
-		var ok bool
-		if prompt, ok = s.cfg.Tokenizer.EncodeInfill(req.Prompt.Text, *req.Suffix); !ok {
-			WriteHTTPError(w, ErrUnsupported.Withf(`"suffix" (model %s has no fill-in-the-middle tokens)`, s.cfg.ModelName))
-			return
-		}
-	case req.Prompt.IsIDs:
-		prompt = req.Prompt.Tokens
-	default:
-		prompt = s.cfg.Tokenizer.Encode(req.Prompt.Text, true, false)
+	suffix := ""
+	if req.Suffix != nil {
+		suffix = *req.Suffix
+	}
+	prompt, err := s.text().CompletionPrompt(req.Prompt.Text, req.Prompt.Tokens, req.Prompt.IsIDs, suffix)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
 	}
 	top := 0
 	if req.Logprobs != nil {
@@ -400,21 +383,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, in)
 }
 
-// chatInference is a decoded chat request made ready for generate: its
-// tools checked against the model's template, its grammar (response_format
-// or the forced call), its prompt rendered. The Responses API goes through
-// it too (respapi.go). Errors: those of toolFormat, requestGrammar and
-// chatPrompt.
+// chatInference is a decoded chat request made ready for generate
+// (service.Model.PrepareChat: its tools checked against the model's
+// template, its grammar, its prompt rendered). The Responses API goes
+// through it too (respapi.go). Errors: PrepareChat's.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	if err := s.toolFormat(use); err != nil {
-		return inference{}, err
-	}
-	g, err := requestGrammar(req.Grammar, use)
-	if err != nil {
-		return inference{}, err
-	}
-	prompt, err := s.chatPrompt(req.Messages, use.templateTools())
+	prompt, g, err := s.text().PrepareChat(req.Messages, use, req.Grammar)
 	if err != nil {
 		return inference{}, err
 	}
@@ -423,6 +398,12 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 		top = *req.TopLogprobs
 	}
 	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
+}
+
+// text is the served model's tokenizer and chat template as the service
+// uses them (prompts, tool calls).
+func (s *Server) text() service.Model {
+	return service.Model{Name: s.cfg.ModelName, Tokenizer: s.cfg.Tokenizer, Chat: s.cfg.Chat}
 }
 
 // genResult is the end of a successful generation.
@@ -445,31 +426,6 @@ func (in inference) request(id cloison.RequestID) service.Request {
 	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
-}
-
-// chatPrompt renders chat messages with the model's template and tokenizes
-// the result. The template writes the control tokens itself: they are parsed
-// in the template's own text only, never in message content, so content
-// cannot open a turn of another role (chat.Prompt, EncodeTemplated).
-// Errors: chat.ErrMessages, chat.ErrTemplate, chat.ErrContent.
-func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool) ([]int32, error) {
-	p, bos, err := s.renderChat(msgs, tools)
-	if err != nil {
-		return nil, err
-	}
-	return s.cfg.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos), nil
-}
-
-// renderChat renders chat messages with the model's template, marking the
-// template's own text (chat.Prompt.Literal: the only place control tokens
-// are parsed); bos says whether the tokenizer must add BOS (the template
-// does not write it).
-func (s *Server) renderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt, bos bool, err error) {
-	p, err = s.cfg.Chat.PromptTools(msgs, tools, true)
-	if err != nil {
-		return chat.Prompt{}, false, err
-	}
-	return p, !strings.Contains(s.cfg.Chat.Source(), "bos_token"), nil
 }
 
 // serve answers one HTTP inference request through generate.

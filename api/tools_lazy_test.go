@@ -12,6 +12,7 @@ import (
 	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/toolcall"
+	"github.com/cloison/cloison/service"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"pgregory.net/rapid"
 )
@@ -83,10 +84,10 @@ func TestStrictAutoPerFamily(t *testing.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
-				if err := s.toolFormat(use); err != nil || use.format != tt.format || use.forced == nil {
-					rt.Fatalf("toolFormat: %v, format %v, grammar %v", err, use.format, use.forced)
+				if err := s.text().ToolFormat(use); err != nil || use.Format != tt.format || use.Forced == nil {
+					rt.Fatalf("toolFormat: %v, format %v, grammar %v", err, use.Format, use.Forced)
 				}
-				m := grammar.NewMatcher(use.forced, v)
+				m := grammar.NewMatcher(use.Forced, v)
 				var gen []engine.Token
 				feed := func(id int32) {
 					if err := m.Accept(id); err != nil {
@@ -148,7 +149,7 @@ func TestStrictAutoPerFamily(t *testing.T) {
 					c.add(tk)
 				}
 				c.finish()
-				got := c.tools.calls
+				got := toolCallsOut(c.tools.Calls())
 				if complete && len(got) == 0 {
 					rt.Fatalf("a complete constrained answer %q parsed as no call", c.text.String())
 				}
@@ -207,7 +208,7 @@ func TestStrictAutoGrammar(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			use, err := parseToolUse(tt.tools, json.RawMessage(`"auto"`), nil)
 			if err == nil {
-				err = s.toolFormat(use)
+				err = s.text().ToolFormat(use)
 			}
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
@@ -215,10 +216,10 @@ func TestStrictAutoGrammar(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || (use.forced != nil) != tt.lazy {
-				t.Fatalf("got %v, grammar %v, want lazy %v", err, use.forced, tt.lazy)
+			if err != nil || (use.Forced != nil) != tt.lazy {
+				t.Fatalf("got %v, grammar %v, want lazy %v", err, use.Forced, tt.lazy)
 			}
-			if _, err := requestGrammar(grammar.JSONObject(), use); (err != nil) != tt.lazy {
+			if _, err := service.RequestGrammar(grammar.JSONObject(), use); (err != nil) != tt.lazy {
 				t.Fatalf("with response_format: %v, want refused %v", err, tt.lazy)
 			}
 		})

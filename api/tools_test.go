@@ -16,6 +16,7 @@ import (
 	"github.com/cloison/cloison/engine/synth/synthtest"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/engine/toolcall"
+	"github.com/cloison/cloison/service"
 )
 
 // TestDecodeTools: tool shapes are validated with clear 400s.
@@ -76,7 +77,7 @@ func TestToolUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	use, err := r.toolUse()
-	if err != nil || use == nil || !use.parallel || len(use.tools) != 1 || use.names[0] != "f" {
+	if err != nil || use == nil || !use.Parallel || len(use.Tools) != 1 || use.Names[0] != "f" {
 		t.Fatalf("got %+v, %v", use, err)
 	}
 }
@@ -156,7 +157,7 @@ func TestToolCallsResponse(t *testing.T) {
 		{"unknown function is content", toolcall.Hermes, true, "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>", nil, "stop"},
 	}
 	for _, tt := range tests {
-		use := &toolUse{format: tt.format, names: names, parallel: tt.parallel}
+		use := &service.ToolUse{Format: tt.format, Names: names, Parallel: tt.parallel}
 		t.Run(tt.name+"/stream", func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			in := inference{common: &Common{Stream: true}, chat: true, tools: use}
@@ -281,7 +282,7 @@ func TestToolCallsStreamError(t *testing.T) {
 	tok := toolTokenizer(t)
 	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{ModelName: "m", Tokenizer: tok}}
 	rec := httptest.NewRecorder()
-	in := inference{common: &Common{Stream: true}, chat: true, tools: &toolUse{format: toolcall.Hermes, names: []string{"f"}, parallel: true}}
+	in := inference{common: &Common{Stream: true}, chat: true, tools: &service.ToolUse{Format: toolcall.Hermes, Names: []string{"f"}, Parallel: true}}
 	x := s.newSSE(rec, "req-tools", in, []*collector{newCollector(s, in)})
 	x.begin()
 	for _, tk := range generated(tok, "<tool_call>{\"name\": \"f\", \"arguments\": {}}") {

@@ -93,6 +93,21 @@
 //	  completedN: Stage(request.completed)  every choice's summary, digests (Config.Served), placement
 //	  nil error only if nothing failed and request.completed is durable
 //
+// Before Generate, the transport makes its decoded request into a Request
+// with Model (model.go, prompt.go): CompletionPrompt tokenizes a
+// completion's prompt (fill-in-the-middle with a suffix), PrepareChat
+// checks a chat's tools against the template (ToolFormat), picks its one
+// grammar (RequestGrammar: response_format or the tool calls', never both)
+// and renders and tokenizes its messages (ChatPrompt, control tokens
+// parsed only in the template's own text). While tokens arrive, a
+// ToolStream per choice (tools.go) reads the tool calls back from the
+// text in the template's format (MarkerText restores the markers the
+// engine streams as empty control tokens). A Responses API request
+// continues the conversation of its previous response (conversation.go:
+// History, ConversationMessages) and keeps its own when asked (Keep).
+// Tokenize and Detokenize (tokenize.go) serve the tokenizer routes,
+// metered against the tenant's quota, behind CheckModel.
+//
 // Authentication (Authenticate) is a span around tenancy.Verifier; the
 // transport requires the route's scopes. The engine's OnIncident hook is
 // RecordIncident, the transfer receiver's OnVerificationFailed is

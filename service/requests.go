@@ -33,11 +33,14 @@ var (
 type Config struct {
 	Engine    Engine // *engine.Engine
 	ModelName string
-	Verifier  *tenancy.Verifier
-	Limiter   *tenancy.Limiter
-	Decider   *policies.Decider
-	Ledger    Recorder   // *postgres.Store
-	Node      audit.Name // actor of the ledger events this node writes
+	// Model (optional) is the model's tokenizer and chat template, for
+	// Tokenize and Detokenize.
+	Model    Model
+	Verifier *tenancy.Verifier
+	Limiter  *tenancy.Limiter
+	Decider  *policies.Decider
+	Ledger   Recorder   // *postgres.Store
+	Node     audit.Name // actor of the ledger events this node writes
 	// Placement (optional): set on a decode node, whose prompts are
 	// prefilled elsewhere; nil on a node that prefills itself.
 	Placement Placement
