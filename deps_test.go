@@ -26,8 +26,8 @@ import (
 // API's generated wire types), node or cmd; the node-to-node protocol
 // (engine/transfer and its prefill RPC) and the prefill node
 // (node/prefill) import no api at all, so a prefill node links no public
-// API; tenancy does not import isolation (their
-// shared vocabulary is the root package's); nothing under internal/
+// API; tenancy does not depend on isolation or attest, not even through
+// another package (their shared vocabulary is the root package's); nothing under internal/
 // imports a project package above it.
 func TestDependenciesPointOneWay(t *testing.T) {
 	const mod = "github.com/cloison/cloison"
@@ -36,8 +36,6 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		pkg       string
 		forbidden []string // import path prefixes below mod
 		only      []string // when set: the only project packages allowed
-		// direct checks the package's own imports, not its dependencies'.
-		direct bool
 		// wire: the public API's generated protos are allowed, shared by
 		// every side.
 		wire bool
@@ -53,7 +51,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{pkg: "./kernels/...", forbidden: []string{"/api", "/node", "/cmd", "/service"}},
 		{pkg: "./audit/...", forbidden: []string{"/engine", "/api", "/node", "/cmd", "/service"}, wire: true},
 		{pkg: "./tenancy/...", forbidden: []string{"/engine", "/api", "/node", "/cmd", "/service"}, wire: true},
-		{pkg: "./tenancy/...", forbidden: []string{"/isolation"}, direct: true},
+		{pkg: "./tenancy/...", forbidden: []string{"/isolation", "/attest"}},
 		{pkg: "./service/...", forbidden: above, wire: true},
 		// The ground floor: the root package, other helpers, the generated
 		// protos, and the embedded migrations (pgtest migrates a test
@@ -64,7 +62,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 			t.Logf("%s: no such folder on this branch; its rule waits for it", c.pkg)
 			continue
 		}
-		for _, dep := range listImports(t, c.pkg, c.direct) {
+		for _, dep := range listImports(t, c.pkg) {
 			rest, ok := strings.CutPrefix(dep, mod)
 			if !ok || (rest != "" && rest[0] != '/') || (c.wire && strings.HasPrefix(rest, "/api/proto/")) {
 				continue
@@ -89,7 +87,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 func TestAPIImportsNoStore(t *testing.T) {
 	const store = "github.com/cloison/cloison/audit/postgres"
 	for _, pkg := range []string{"./api/...", "./service/..."} {
-		for _, dep := range listImports(t, pkg, false) {
+		for _, dep := range listImports(t, pkg) {
 			if dep == store || strings.HasPrefix(dep, store+"/") {
 				t.Errorf("%s imports %s", pkg, dep)
 			}
@@ -97,17 +95,12 @@ func TestAPIImportsNoStore(t *testing.T) {
 	}
 }
 
-// listImports is what go list says pkg imports: every dependency, or with
-// direct the packages' own imports only.
-func listImports(t *testing.T, pkg string, direct bool) []string {
+// listImports is every package pkg depends on, as go list -deps says.
+func listImports(t *testing.T, pkg string) []string {
 	t.Helper()
-	args := []string{"list", "-deps", pkg}
-	if direct {
-		args = []string{"list", "-f", `{{join .Imports " "}}`, pkg}
-	}
-	out, err := exec.Command(goCommand(t), args...).Output()
+	out, err := exec.Command(goCommand(t), "list", "-deps", pkg).Output()
 	if err != nil {
-		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("go list -deps %s: %v", pkg, err)
 	}
 	return strings.Fields(string(out))
 }

@@ -2,7 +2,6 @@ package attest
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -59,12 +58,9 @@ type Labels struct {
 // ErrBadLabel: a label value outside the label alphabet.
 var ErrBadLabel = cloison.NewError(cloison.CodeInvalid, "attest: bad node label")
 
-var labelValue = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidLabel reports whether v may be a label value: 1–63 of a–z, 0–9 and
-// '-', starting and ending with a letter or digit (a DNS label, as a
-// Kubernetes topology label value usually is).
-func ValidLabel(v string) bool { return labelValue.MatchString(v) }
+// ValidLabel reports whether v may be a label value (cloison.ValidLabel:
+// a DNS label, as a Kubernetes topology label value usually is).
+func ValidLabel(v string) bool { return cloison.ValidLabel(v) }
 
 // Check returns ErrBadLabel for a label that is set but malformed.
 func (l Labels) Check() error {

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
-	"github.com/cloison/cloison/attest"
 )
 
 // Status is a tenant's standing. Only active tenants authenticate.
@@ -219,11 +218,11 @@ func (t *Tenant) Validate() error {
 		return bad("%d allowed regions (at most %d)", len(t.Residency.Regions), MaxRegions)
 	}
 	for i, r := range t.Residency.Regions {
-		if !attest.ValidLabel(r) || slices.Contains(t.Residency.Regions[:i], r) {
+		if !cloison.ValidLabel(r) || slices.Contains(t.Residency.Regions[:i], r) {
 			return bad("allowed region %q (want distinct DNS labels: 1-63 of a-z 0-9 -)", r)
 		}
 	}
-	if t.Residency.Tier != "" && !attest.ValidLabel(t.Residency.Tier) {
+	if t.Residency.Tier != "" && !cloison.ValidLabel(t.Residency.Tier) {
 		return bad("required node tier %q (want a DNS label: 1-63 of a-z 0-9 -)", t.Residency.Tier)
 	}
 	q := t.Quotas
