@@ -128,7 +128,7 @@ func (w *incidentWrites) init() {
 
 // Retry pacing of an incident write the ledger refused (a restarting
 // database, an exhausted connection pool): doubling, capped.
-var (
+const (
 	incidentRetryFirst = 100 * time.Millisecond
 	incidentRetryMax   = 5 * time.Second
 )

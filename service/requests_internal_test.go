@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -123,51 +124,50 @@ func TestRefusalsKeptAcrossFailedFlush(t *testing.T) {
 // An isolation incident is ledgered once and its register entry opened
 // even when the register first refuses (retried, the event not appended
 // twice); a second report of the same request opens nothing; Close returns
-// once it is durable.
+// once it is durable. The retries' backoff runs on a synctest bubble's
+// clock, at its real pacing.
 func TestIncidentDurableOnce(t *testing.T) {
-	old := incidentRetryFirst
-	incidentRetryFirst = time.Millisecond
-	defer func() { incidentRetryFirst = old }()
-	l := &fakeLedger{failOpen: 2}
-	obs := &countingObserver{}
-	s := newTestRequests(l, obs)
-	in := engine.Incident{Time: time.Now(), Tenant: "victim", Request: "req-1", Kind: "pool-violation", Reason: "page 3 owned by another lease"}
-	s.RecordIncident(in)
-	s.RecordIncident(in)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(l.events) != 1 || l.events[0].Kind() != audit.KindIsolationViolation {
-		t.Fatalf("got %d events, want one isolation.violation", len(l.events))
-	}
-	if len(l.opened) != 1 || l.opened[0].LedgerEvents[0] != 1 || l.opened[0].Source != audit.SourceIsolationViolation {
-		t.Fatalf("opened %+v, want one entry naming seq 1", l.opened)
-	}
-	if len(obs.isolation) != 2 || obs.losses != 0 {
-		t.Fatalf("observed isolation %v and %d losses, want two reports and none lost", obs.isolation, obs.losses)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := &fakeLedger{failOpen: 2}
+		obs := &countingObserver{}
+		s := newTestRequests(l, obs)
+		in := engine.Incident{Time: time.Now(), Tenant: "victim", Request: "req-1", Kind: "pool-violation", Reason: "page 3 owned by another lease"}
+		s.RecordIncident(in)
+		s.RecordIncident(in)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.events) != 1 || l.events[0].Kind() != audit.KindIsolationViolation {
+			t.Fatalf("got %d events, want one isolation.violation", len(l.events))
+		}
+		if len(l.opened) != 1 || l.opened[0].LedgerEvents[0] != 1 || l.opened[0].Source != audit.SourceIsolationViolation {
+			t.Fatalf("opened %+v, want one entry naming seq 1", l.opened)
+		}
+		if len(obs.isolation) != 2 || obs.losses != 0 {
+			t.Fatalf("observed isolation %v and %d losses, want two reports and none lost", obs.isolation, obs.losses)
+		}
+	})
 }
 
 // Close gives up on a write the ledger never takes: ErrIncidentsPending,
 // and the loss is observed.
 func TestIncidentLostAtClose(t *testing.T) {
-	old := incidentRetryFirst
-	incidentRetryFirst = time.Millisecond
-	defer func() { incidentRetryFirst = old }()
-	l := &fakeLedger{down: true}
-	obs := &countingObserver{}
-	s := newTestRequests(l, obs)
-	s.RecordIncident(engine.Incident{Time: time.Now(), Tenant: "victim", Request: "req-2", Kind: "pool-violation"})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := s.Close(ctx); !errors.Is(err, ErrIncidentsPending) {
-		t.Fatalf("got %v, want ErrIncidentsPending", err)
-	}
-	if obs.losses != 1 {
-		t.Fatalf("losses observed %d, want 1", obs.losses)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := &fakeLedger{down: true}
+		obs := &countingObserver{}
+		s := newTestRequests(l, obs)
+		s.RecordIncident(engine.Incident{Time: time.Now(), Tenant: "victim", Request: "req-2", Kind: "pool-violation"})
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := s.Close(ctx); !errors.Is(err, ErrIncidentsPending) {
+			t.Fatalf("got %v, want ErrIncidentsPending", err)
+		}
+		if obs.losses != 1 {
+			t.Fatalf("losses observed %d, want 1", obs.losses)
+		}
+	})
 }
 
 func TestSanitizeName(t *testing.T) {
