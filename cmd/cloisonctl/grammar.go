@@ -20,6 +20,7 @@ import (
 func newGrammarCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "grammar", Short: "Constrained decoding tools (engine/grammar)"}
 	var top int
+	var verbose bool
 	bench := &cobra.Command{
 		Use:   "bench DIR",
 		Short: "Run MaskBench's correctness methodology over a directory of its test files",
@@ -37,11 +38,12 @@ instance refused), invalidation errors (an invalid instance accepted; must be
 			if err != nil {
 				return err
 			}
-			rep.write(cmd.OutOrStdout(), top)
+			rep.write(cmd.OutOrStdout(), top, verbose)
 			return nil
 		},
 	}
 	bench.Flags().IntVar(&top, "top", 25, "refusal reasons to list")
+	bench.Flags().BoolVarP(&verbose, "verbose", "v", false, "list the files whose valid instances were refused")
 	cmd.AddCommand(bench)
 	return cmd
 }
@@ -51,7 +53,7 @@ type grammarBenchReport struct {
 	validRefused, invalidAccepted                                         int
 	compile                                                               []time.Duration
 	reasons                                                               map[string]int
-	invalidated                                                           []string
+	invalidated, refused                                                  []string
 }
 
 type maskbenchFile struct {
@@ -115,6 +117,7 @@ func runGrammarBench(dir string) (*grammarBenchReport, error) {
 			rep.invalidated = append(rep.invalidated, filepath.Base(f))
 		case valErr:
 			rep.validationErrors++
+			rep.refused = append(rep.refused, filepath.Base(f))
 		default:
 			rep.passing++
 		}
@@ -122,7 +125,7 @@ func runGrammarBench(dir string) (*grammarBenchReport, error) {
 	return rep, nil
 }
 
-func (r *grammarBenchReport) write(w io.Writer, top int) {
+func (r *grammarBenchReport) write(w io.Writer, top int, verbose bool) {
 	pct := func(n int) float64 { return 100 * float64(n) / float64(max(r.schemas, 1)) }
 	fmt.Fprintf(w, "cpu: %s\n", cpuModel())
 	fmt.Fprintf(w, "schemas             %6d\n", r.schemas)
@@ -137,6 +140,11 @@ func (r *grammarBenchReport) write(w io.Writer, top int) {
 	}
 	for _, f := range r.invalidated {
 		fmt.Fprintf(w, "  invalid instance accepted: %s\n", f)
+	}
+	if verbose {
+		for _, f := range r.refused {
+			fmt.Fprintf(w, "  valid instance refused: %s\n", f)
+		}
 	}
 	type kv struct {
 		k string

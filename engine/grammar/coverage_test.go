@@ -156,3 +156,41 @@ func TestIntegerRangeExact(t *testing.T) {
 		}
 	})
 }
+
+// TestNumberRangeExact: for whole inclusive bounds on a number, the
+// grammar accepts a plain decimal (no exponent) exactly when the reference
+// validator does.
+func TestNumberRangeExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var parts []string
+		for _, k := range []string{"minimum", "maximum"} {
+			if rapid.Bool().Draw(rt, k+"on") {
+				parts = append(parts, fmt.Sprintf("%q:%d", k, rapid.IntRange(-30, 30).Draw(rt, k)))
+			}
+		}
+		schema := `{"type":"number"` + strings.Join(append([]string{""}, parts...), ",") + `}`
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			if strings.Contains(err.Error(), "admitting no number") {
+				return
+			}
+			rt.Fatalf("schema %s: %v", schema, err)
+		}
+		oracle := validator(t, schema)
+		for i := 0; i < 50; i++ {
+			inst := strconv.Itoa(rapid.IntRange(-32, 32).Draw(rt, "int"))
+			if rapid.Bool().Draw(rt, "frac") {
+				if inst == "0" && rapid.Bool().Draw(rt, "negzero") {
+					inst = "-0"
+				}
+				inst += "." + rapid.SampledFrom([]string{"0", "00", "5", "05", "001", "9"}).Draw(rt, "f")
+			}
+			want := validates(oracle, inst) == nil
+			if got := g.Match([]byte(inst)); got != want && !(inst == "-0" || strings.HasPrefix(inst, "-0.0")) {
+				rt.Fatalf("schema %s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			} else if got && !want {
+				rt.Fatalf("schema %s: grammar accepts %s, validator refuses", schema, inst)
+			}
+		}
+	})
+}

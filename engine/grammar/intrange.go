@@ -223,3 +223,92 @@ func sameLen(lo, hi string) [][]elem {
 	}
 	return append(out, prefix(hi[0], sameLen(strings.Repeat("0", rest), hi[1:]))...)
 }
+
+// numberRange is a rule for the numbers between inclusive minimum and
+// maximum bounds that are whole numbers (the common 0, 1, 100); other
+// bounds (fractional, exclusive) are refused by name. Numbers are written
+// without an exponent: an integer part in a range, then a fraction — any
+// fraction where the integer part lies strictly inside, only zeros where
+// it equals the bound it must not pass.
+func (c *schemaCompiler) numberRange(s object, path string) (int, error) {
+	for _, k := range []string{"exclusiveMinimum", "exclusiveMaximum"} {
+		if _, ok := s.get(k); ok {
+			return 0, unsupported(path, "%q with type number (bounds are enforced on integers, and inclusive whole bounds on numbers)", k)
+		}
+	}
+	bound := func(k string) (*big.Int, error) {
+		v, ok := s.get(k)
+		if !ok {
+			return nil, nil
+		}
+		r, ok := exactRat(v)
+		if !ok {
+			return nil, bad(path, "%s must be a number", k)
+		}
+		if !r.IsInt() {
+			return nil, unsupported(path, "%q with a fractional bound on type number", k)
+		}
+		return r.Num(), nil
+	}
+	lo, err := bound("minimum")
+	if err != nil {
+		return 0, err
+	}
+	hi, err := bound("maximum")
+	if err != nil {
+		return 0, err
+	}
+	neg := new(big.Int).Neg(intLimit)
+	if lo == nil || lo.Cmp(neg) < 0 {
+		lo = neg
+	}
+	if hi == nil || hi.Cmp(intLimit) > 0 {
+		hi = intLimit
+	}
+	if lo.Cmp(hi) > 0 {
+		return 0, unsupported(path, "minimum/maximum admitting no number")
+	}
+	b := c.b
+	frac := b.once("opt-frac", false, func(int) [][]elem {
+		return [][]elem{nil, cat(lit("."), one(ref(b.repeat("frac-digits", one(terms('0', '9')), nil, 1, 16))))}
+	})
+	zeros := b.once("opt-zero-frac", false, func(int) [][]elem {
+		return [][]elem{nil, cat(lit("."), one(ref(b.repeat("zero-digits", one(terms('0', '0')), nil, 1, 16))))}
+	})
+	one1 := big.NewInt(1)
+	// magnitude: the numerals m (no sign) with a ≤ m ≤ e, a and e whole
+	// and non-negative: integer part in a..e-1 with any fraction, or e
+	// with a zero fraction.
+	magnitude := func(a, e *big.Int) [][]elem {
+		var alts [][]elem
+		if a.Cmp(e) < 0 {
+			for _, x := range natRange(a.String(), new(big.Int).Sub(e, one1).String()) {
+				alts = append(alts, cat(x, one(ref(frac))))
+			}
+		}
+		for _, x := range natRange(e.String(), e.String()) {
+			alts = append(alts, cat(x, one(ref(zeros))))
+		}
+		return alts
+	}
+	var alts [][]elem
+	if hi.Sign() >= 0 {
+		a := lo
+		if a.Sign() < 0 {
+			a = big.NewInt(0)
+		}
+		alts = append(alts, magnitude(a, hi)...)
+	}
+	if lo.Sign() < 0 {
+		// -m with m in max(0,-hi)..-lo; m = 0 only when 0 is allowed,
+		// and then -0 is 0.
+		a := big.NewInt(0)
+		if hi.Sign() < 0 {
+			a = new(big.Int).Neg(hi)
+		}
+		for _, x := range magnitude(a, new(big.Int).Neg(lo)) {
+			alts = append(alts, cat(lit("-"), x))
+		}
+	}
+	return b.add(path+"/number", alts...), nil
+}

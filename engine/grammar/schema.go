@@ -425,12 +425,14 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			}
 			used["minLength"], used["maxLength"] = true, true
 		case "number":
-			if n, ok := numericBound(s); ok && !declared["integer"] {
-				return 0, unsupported(path, "%q with type number (bounds are enforced on integers only)", n)
-			} else if ok {
+			if n, ok := numericBound(s); ok && declared["integer"] {
 				return 0, unsupported(path, "%q with types integer and number", n)
+			} else if ok {
+				used["minimum"], used["maximum"] = true, true
+				r, err = c.numberRange(s, path)
+			} else {
+				r = c.b.number()
 			}
-			r = c.b.number()
 		case "integer":
 			used["minimum"], used["maximum"], used["exclusiveMinimum"], used["exclusiveMaximum"] = true, true, true, true
 			var lo, hi *big.Int
