@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ func newGrammarCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "grammar", Short: "Constrained decoding tools (engine/grammar)"}
 	var top int
 	var verbose bool
+	var profile string
 	bench := &cobra.Command{
 		Use:   "bench DIR",
 		Short: "Run MaskBench's correctness methodology over a directory of its test files",
@@ -34,6 +36,17 @@ instance refused), invalidation errors (an invalid instance accepted; must be
 0: the grammar is sound) and the most frequent refusal reasons.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if profile != "" {
+				pf, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			rep, err := runGrammarBench(args[0])
 			if err != nil {
 				return err
@@ -43,6 +56,7 @@ instance refused), invalidation errors (an invalid instance accepted; must be
 		},
 	}
 	bench.Flags().IntVar(&top, "top", 25, "refusal reasons to list")
+	bench.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	bench.Flags().BoolVarP(&verbose, "verbose", "v", false, "list the files whose valid instances were refused")
 	cmd.AddCommand(bench)
 	return cmd

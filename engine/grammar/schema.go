@@ -782,18 +782,30 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 		rest = b.add("key-rest", cat(one(ref(chars)), lit(`"`)))
 		b.shared["key-rest"] = rest
 	}
-	cont := terms(0x80, 0xBF)
-	multibyte := [][]elem{
-		{terms(0xC2, 0xDF), cont},
-		{terms(0xE0, 0xE0), terms(0xA0, 0xBF), cont},
-		{terms(0xE1, 0xEC, 0xEE, 0xEF), cont, cont},
-		{terms(0xED, 0xED), terms(0x80, 0x9F), cont},
-		{terms(0xF0, 0xF0), terms(0x90, 0xBF), cont, cont},
-		{terms(0xF1, 0xF3), cont, cont, cont},
-		{terms(0xF4, 0xF4), terms(0x80, 0x8F), cont, cont},
-	}
+	// A non-ASCII character leaves the trie (declared names are ASCII):
+	// one shared rule, then the rest of the key.
+	leaveMB := b.once("key-leave-multibyte", false, func(int) [][]elem {
+		cont := terms(0x80, 0xBF)
+		return [][]elem{
+			{terms(0xC2, 0xDF), cont, ref(rest)},
+			{terms(0xE0, 0xE0), terms(0xA0, 0xBF), cont, ref(rest)},
+			{terms(0xE1, 0xEC, 0xEE, 0xEF), cont, cont, ref(rest)},
+			{terms(0xED, 0xED), terms(0x80, 0x9F), cont, ref(rest)},
+			{terms(0xF0, 0xF0), terms(0x90, 0xBF), cont, cont, ref(rest)},
+			{terms(0xF1, 0xF3), cont, cont, cont, ref(rest)},
+			{terms(0xF4, 0xF4), terms(0x80, 0x8F), cont, cont, ref(rest)},
+		}
+	})
+	// Past a whole declared name with no longer one: any further
+	// character makes the key another name.
+	afterName := b.once("key-after-name", false, func(int) [][]elem {
+		return [][]elem{{terms(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), ref(rest)}, one(ref(leaveMB))}
+	})
 	var walk func(n *node, depth int) int
 	walk = func(n *node, depth int) int {
+		if n.end && len(n.kids) == 0 {
+			return afterName
+		}
 		var alts [][]elem
 		if !n.end {
 			alts = append(alts, lit(`"`))
@@ -815,10 +827,8 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 		if len(ranges) > 0 {
 			alts = append(alts, []elem{terms(ranges...), ref(rest)})
 		}
-		for _, m := range multibyte {
-			alts = append(alts, cat(m, one(ref(rest))))
-		}
-		for ch := 0x20; ch < 0x7F; ch++ {
+		alts = append(alts, one(ref(leaveMB)))
+		for ch := 0x20; ch < 0x7F; ch++ { // in byte order: rules are deterministic
 			if k := n.kids[byte(ch)]; k != nil {
 				alts = append(alts, []elem{terms(ch, ch), ref(walk(k, depth+1))})
 			}
