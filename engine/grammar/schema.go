@@ -303,16 +303,20 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	has := func(k string) bool { _, ok := s.get(k); return ok }
 	if r, ok := s.get("$ref"); ok {
-		for _, k := range keys {
-			if k != "$ref" {
-				return 0, unsupported(path, "%q beside $ref", k)
+		// Up to draft-07 a $ref's siblings are ignored; from 2019-09 on
+		// they apply with it, which is enforced only where redundant.
+		if !c.refSiblingsIgnored() {
+			for _, k := range keys {
+				if k != "$ref" && !(k == "type" && c.typeRedundant(s, r)) {
+					return 0, unsupported(path, "%q beside $ref", k)
+				}
 			}
 		}
 		return c.ref(r, path)
 	}
 	if a, ok := s.get("anyOf"); ok {
 		for _, k := range keys {
-			if k != "anyOf" {
+			if k != "anyOf" && !(k == "type" && c.typeRedundant(s, s)) {
 				return 0, unsupported(path, "%q beside anyOf", k)
 			}
 		}
@@ -838,4 +842,168 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 	key := walk(root, 0)
 	ws := ref(b.ws())
 	return b.add(path+"/extra", cat(lit(`"`), []elem{ref(key), ws, terms(':', ':'), ws, ref(val)}))
+}
+
+// refSiblingsIgnored: the document declares a draft (04, 06 or 07) in
+// which keywords beside $ref are ignored.
+func (c *schemaCompiler) refSiblingsIgnored() bool {
+	v, _ := c.root.get("$schema")
+	d, _ := v.(string)
+	for _, old := range []string{"draft-04/", "draft-06/", "draft-07/"} {
+		if strings.Contains(d, old) {
+			return true
+		}
+	}
+	return false
+}
+
+// typeRedundant: the "type" of s allows every type that x (a $ref string
+// or a schema with anyOf) can admit, so the type asserts nothing more.
+func (c *schemaCompiler) typeRedundant(s object, x any) bool {
+	t, _ := s.get("type")
+	var allowed []string
+	switch t := t.(type) {
+	case string:
+		allowed = []string{t}
+	case []any:
+		for _, n := range t {
+			if n, ok := n.(string); ok {
+				allowed = append(allowed, n)
+			}
+		}
+	}
+	if r, ok := x.(string); ok {
+		x = c.resolve(r)
+	} else if o, ok := x.(object); ok {
+		a, _ := o.get("anyOf")
+		x = object{{"anyOf", a}}
+	}
+	implied := c.impliedTypes(x, 0)
+	if implied == nil {
+		return false
+	}
+	for n := range implied {
+		ok := false
+		for _, a := range allowed {
+			if a == n || a == "number" && n == "integer" {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// resolve follows a JSON pointer $ref through the document (nil if it
+// names nothing there).
+func (c *schemaCompiler) resolve(ref string) any {
+	if ref == "#" {
+		return c.root
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return nil
+	}
+	var target any = c.root
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch t := target.(type) {
+		case object:
+			v, ok := t.get(tok)
+			if !ok {
+				return nil
+			}
+			target = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(t) {
+				return nil
+			}
+			target = t[i]
+		default:
+			return nil
+		}
+	}
+	return target
+}
+
+// impliedTypes is the set of JSON types schema x can admit at most, nil
+// when it cannot say (no type, a cycle too deep).
+func (c *schemaCompiler) impliedTypes(x any, depth int) map[string]bool {
+	o, ok := x.(object)
+	if !ok || depth > 8 {
+		return nil
+	}
+	if r, ok := o.get("$ref"); ok {
+		rs, _ := r.(string)
+		return c.impliedTypes(c.resolve(rs), depth+1)
+	}
+	if a, ok := o.get("anyOf"); ok {
+		list, _ := a.([]any)
+		out := map[string]bool{}
+		for _, b := range list {
+			t := c.impliedTypes(b, depth+1)
+			if t == nil {
+				return nil
+			}
+			for n := range t {
+				out[n] = true
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	if t, ok := o.get("type"); ok {
+		out := map[string]bool{}
+		switch t := t.(type) {
+		case string:
+			out[t] = true
+		case []any:
+			for _, n := range t {
+				if n, ok := n.(string); ok {
+					out[n] = true
+				}
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	var vals []any
+	if v, ok := o.get("const"); ok {
+		vals = []any{v}
+	} else if e, ok := o.get("enum"); ok {
+		vals, _ = e.([]any)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range vals {
+		switch v := v.(type) {
+		case object:
+			out["object"] = true
+		case []any:
+			out["array"] = true
+		case string:
+			out["string"] = true
+		case bool:
+			out["boolean"] = true
+		case nil:
+			out["null"] = true
+		case json.Number:
+			// 2.0 is an integer from draft-06 on, not in draft-04: only
+			// a plain numeral counts as one here.
+			if _, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
+				out["integer"] = true
+			} else {
+				out["number"] = true
+			}
+		}
+	}
+	return out
 }
