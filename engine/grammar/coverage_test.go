@@ -36,9 +36,9 @@ func genIntSchema(t *rapid.T, label string) string {
 }
 
 func genValueSchema(t *rapid.T, label string, depth int) string {
-	n := 4
+	n := 5
 	if depth > 1 {
-		n = 3
+		n = 4
 	}
 	switch rapid.IntRange(0, n).Draw(t, label+"kind") {
 	case 0:
@@ -49,6 +49,8 @@ func genValueSchema(t *rapid.T, label string, depth int) string {
 		return `{"type":"boolean","_format":"bool"}`
 	case 3:
 		return `{"type":"integer","pattern":"^9","readonly":true}`
+	case 4:
+		return `{"oneOf":[{"type":"string","maxLength":1},{"type":"integer","maximum":3},{"type":"null"}]}`
 	}
 	return genObjectSchema(t, label+".", depth+1)
 }

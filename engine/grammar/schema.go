@@ -145,6 +145,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"oneOf": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -155,7 +156,7 @@ var keywords = map[string]bool{
 // what it does not know, so the grammar does too. additionalItems is not
 // here: it constrains only tuple items, which are refused.
 var assertions = map[string]bool{
-	"allOf": true, "oneOf": true, "not": true, "if": true, "then": true, "else": true,
+	"allOf": true, "not": true, "if": true, "then": true, "else": true,
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
@@ -314,6 +315,31 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		return c.ref(r, path)
 	}
+	unionKW := "anyOf" // the keyword the union's branches are placed under
+	if o, ok := s.get("oneOf"); ok {
+		// oneOf is anyOf when no value can match two branches: their
+		// types are pairwise disjoint. Otherwise "exactly one" is not
+		// enforced, and refused.
+		if _, both := s.get("anyOf"); both {
+			return 0, unsupported(path, "%q beside anyOf", "oneOf")
+		}
+		list, ok := o.([]any)
+		if !ok || len(list) == 0 {
+			return 0, bad(path, "oneOf must be a non-empty array")
+		}
+		if !c.disjoint(list) {
+			return 0, unsupported(path, "keyword %q with branches whose types overlap", "oneOf")
+		}
+		s = append(object{{"anyOf", o}}, s...)
+		kept := keys[:0]
+		for _, k := range keys {
+			if k != "oneOf" {
+				kept = append(kept, k)
+			}
+		}
+		keys = append(kept, "anyOf")
+		unionKW = "oneOf"
+	}
 	if a, ok := s.get("anyOf"); ok {
 		for _, k := range keys {
 			if k != "anyOf" && !(k == "type" && c.typeRedundant(s, s)) {
@@ -326,7 +352,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		var alts [][]elem
 		for i, x := range list {
-			r, err := c.node(x, fmt.Sprintf("%s/anyOf/%d", path, i))
+			r, err := c.node(x, fmt.Sprintf("%s/%s/%d", path, unionKW, i))
 			if err != nil {
 				return 0, err
 			}
@@ -1006,4 +1032,26 @@ func (c *schemaCompiler) impliedTypes(x any, depth int) map[string]bool {
 		}
 	}
 	return out
+}
+
+// disjoint: no JSON value can match two of the branches, because the
+// types each admits (impliedTypes) share none ("integer" overlapping
+// "number").
+func (c *schemaCompiler) disjoint(branches []any) bool {
+	var sets []map[string]bool
+	for _, b := range branches {
+		t := c.impliedTypes(b, 0)
+		if t == nil {
+			return false
+		}
+		for _, u := range sets {
+			for n := range t {
+				if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
+					return false
+				}
+			}
+		}
+		sets = append(sets, t)
+	}
+	return true
 }
