@@ -163,6 +163,8 @@ var assertions = map[string]bool{
 	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
 	"multipleOf": true, "pattern": true, "format": true,
 	"$dynamicRef": true, "$recursiveRef": true,
+	// draft-03's assertions, which validators still implement
+	"extends": true, "disallow": true, "divisibleBy": true,
 }
 
 // appliesTo names the one instance type a keyword constrains; on an
