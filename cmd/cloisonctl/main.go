@@ -114,7 +114,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization name for the register (Règlement s. 3(1))")
 	f.StringVar(&g.orgNEQ, "org-neq", os.Getenv("CLOISON_ORG_NEQ"), "Québec enterprise number (NEQ)")
 	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g), newTokenCmd(g), newKeyCmd(g), newTenantCmd(g), newModelCmd(), newLoadCmd(), newProbeCmd(), newCertCmd(), newBenchCmd())
-	root.AddCommand(newWitnessCmd())
+	root.AddCommand(newWitnessCmd(), newGrammarCmd())
 	root.AddCommand(newVerifyResponseCmd(), newReportCmd(), newReplayCmd())
 	return root
 }

@@ -26,21 +26,57 @@
 // Enforced: type (string, number, integer, boolean, null, object, array,
 // or a list of them); object properties (generated in the schema's order,
 // required ones always, optional ones maybe), required, additionalProperties
-// (false, true or a schema: with properties, only the declared properties
-// are generated, which is valid whatever additionalProperties allows;
-// without, a map of any keys to values of that schema); array items,
-// minItems, maxItems; string minLength, maxLength (in characters); enum,
-// const; anyOf; $ref to "#", "#/$defs/x" or "#/definitions/x" (recursion
-// allowed, a cycle that consumes nothing refused); an empty schema or true
-// (any value). Annotations (title, description, default, examples, $schema,
-// $id, $comment, deprecated, readOnly, writeOnly) are ignored. Refused:
-// every other keyword (pattern, format, minimum, maximum, multipleOf,
-// prefixItems, allOf, oneOf, not, if/then/else, patternProperties, …),
-// keywords beside $ref, anyOf, const or enum, $defs below the root, tuple
-// items, and bounds above 1024. Generated text is compact JSON with optional
-// whitespace (nothing, a space, or a newline and up to 20 spaces or tabs)
-// between tokens; integers have at most 16 digits, fractions at most 16,
-// exponents at most 2, so that every number fits a float64.
+// (false: declared properties only; absent, true or a schema: members of
+// undeclared keys may stand before, between and after the declared ones,
+// their key walked through a trie of the declared names so that it can
+// never spell one — no escape while it still could — and their value any
+// value or that schema; declared names outside printable ASCII fall back to
+// declared properties only); array items, minItems, maxItems; string
+// minLength, maxLength (in characters); integer minimum, maximum and both
+// exclusive forms (draft-04 booleans, draft-06 numbers, fractional bounds
+// rounded exactly), compiled to exact digit-class automata per digit
+// length, so zod's safe-integer bounds (±9007199254740991) are exact;
+// number minimum and maximum when whole and inclusive (integer part in a
+// range, then any fraction strictly inside, only zeros at the bound; no
+// exponent); enum, const; anyOf; $ref to "#" or any JSON pointer into the
+// document (#/$defs/x, $defs or definitions at any depth, a property's
+// schema; recursion allowed, a cycle that consumes nothing refused); an
+// empty schema or true (any value). A keyword that constrains only another
+// type than the schema's type list allows is vacuous and ignored (pattern
+// beside type integer). Keywords that assert nothing are ignored, as JSON
+// Schema tells a validator to ignore what it does not know: annotations
+// (title, description, default, examples, $comment, deprecated,
+// readOnly, …), vendor and unknown keywords (x-*, _format, javaType, …),
+// $schema, $id and draft-04 id, $anchor, additionalItems (it constrains
+// tuple items only, which are refused). Refused, naming the keyword and
+// its place: every other assertion (pattern, format, multipleOf, oneOf
+// with overlapping branches, allOf, not, if/then/else, prefixItems, patternProperties, propertyNames,
+// minProperties, maxProperties, dependencies, dependentRequired,
+// uniqueItems, contains, unevaluated*), bounds on a number that are
+// fractional or exclusive, bounds on "integer and number" together or
+// without a type, keywords beside $ref, anyOf, const or enum, a $ref when
+// an $id below the root could move its base, tuple items, required names
+// that properties does not declare, and repetition bounds above 1024.
+// Generated text is compact JSON with optional whitespace (nothing, a
+// space, or a newline and up to 20 spaces or tabs) between tokens;
+// integers have at most 16 digits, fractions at most 16, exponents at most
+// 2, so that every number fits a float64.
+//
+// # Coverage (MaskBench)
+//
+// `cloisonctl grammar bench DIR` runs MaskBench's correctness methodology
+// (each schema compiled; each valid instance, as compact JSON in its own
+// key order, must be accepted by Match and each invalid one refused) over
+// its 11,305 schemas. On an AMD EPYC (one thread, a shared machine):
+// 6,980 passing (61.7%; before this coverage, 4,174), 4,307 compile
+// errors (refusals), 18 validation errors (28 valid instances refused:
+// properties out of the schema's order, integers written as 2.0, keys with
+// escapes while they still spell a declared name's start, schemas without
+// a type read as the type their keywords name), 0 invalidation errors;
+// compile p50 0.36 ms, p99 36 ms. LLGuidance's published figure is 8,909
+// with 20 validation and 0 invalidation errors. The remaining refusals lead
+// with pattern (1,332 schemas), format (706), allOf (667) and oneOf with
+// overlapping branches (402).
 //
 // # How a mask is computed
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -137,18 +138,50 @@ func encodeString(w *strings.Builder, s string) {
 	w.Write(bytes.TrimRight(b.Bytes(), "\n"))
 }
 
-// annotations never change which instances a schema accepts.
-var annotations = map[string]bool{
-	"title": true, "description": true, "$comment": true, "examples": true, "default": true,
-	"$schema": true, "$id": true, "deprecated": true, "readOnly": true, "writeOnly": true,
-}
-
 // keywords this package enforces (in their place: "items" needs an array
-// type, and so on). Any other keyword is refused, naming it.
+// type, and so on).
 var keywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"oneOf": true,
+}
+
+// assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
+// constrain an instance and that this package does not enforce: each is
+// refused by name. Every other keyword asserts nothing — annotations
+// (title, examples, readOnly, …), vendor extensions (x-*), misspellings and
+// keywords of other vocabularies — and JSON Schema says a validator ignores
+// what it does not know, so the grammar does too. additionalItems is not
+// here: it constrains only tuple items, which are refused.
+var assertions = map[string]bool{
+	"allOf": true, "not": true, "if": true, "then": true, "else": true,
+	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
+	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
+	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
+	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
+	"multipleOf": true, "pattern": true, "format": true,
+	"$dynamicRef": true, "$recursiveRef": true,
+	// draft-03's assertions, which validators still implement
+	"extends": true, "disallow": true, "divisibleBy": true,
+}
+
+// appliesTo names the one instance type a keyword constrains; on an
+// instance of another type it is vacuous, so a schema whose type excludes
+// that one needs no enforcement of it. Keywords absent here apply to every
+// type.
+var appliesTo = map[string]string{
+	"properties": "object", "required": "object", "additionalProperties": "object",
+	"patternProperties": "object", "propertyNames": "object", "minProperties": "object",
+	"maxProperties": "object", "dependencies": "object", "dependentRequired": "object",
+	"dependentSchemas": "object", "unevaluatedProperties": "object",
+	"items": "array", "prefixItems": "array", "contains": "array", "minContains": "array",
+	"maxContains": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
+	"unevaluatedItems": "array",
+	"minLength":        "string", "maxLength": "string", "pattern": "string", "format": "string",
+	"minimum": "number", "maximum": "number", "exclusiveMinimum": "number",
+	"exclusiveMaximum": "number", "multipleOf": "number",
 }
 
 // maxRepeat bounds minItems, maxItems, minLength and maxLength: each
@@ -162,6 +195,41 @@ type schemaCompiler struct {
 	defs map[string]int // "#/$defs/x" → rule (made on first use; recursion allowed)
 	// rootRule is the rule of "#" (set before the root is compiled).
 	rootRule int
+	// nestedID is the place of an $id below the root, refRef that of a
+	// $ref: together they are refused (the $ref might resolve elsewhere).
+	nestedID, usedRef string
+}
+
+// declaredTypes is the set of types the schema's "type" allows ("integer"
+// counted as "number" too), nil when it has none.
+func declaredTypes(s object, path string) (map[string]bool, error) {
+	t, ok := s.get("type")
+	if !ok {
+		return nil, nil
+	}
+	var names []string
+	switch t := t.(type) {
+	case string:
+		names = []string{t}
+	case []any:
+		for _, x := range t {
+			ts, ok := x.(string)
+			if !ok {
+				return nil, bad(path, "type must be a string or an array of strings")
+			}
+			names = append(names, ts)
+		}
+	default:
+		return nil, bad(path, "type must be a string or an array of strings")
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+		if n == "integer" {
+			set["number"] = true
+		}
+	}
+	return set, nil
 }
 
 func unsupported(path, format string, args ...any) error {
@@ -188,6 +256,9 @@ func compileSchema(b *builder, doc []byte) (int, error) {
 		return 0, err
 	}
 	b.set(c.rootRule, one(ref(r)))
+	if c.nestedID != "" && c.usedRef != "" {
+		return 0, unsupported(c.usedRef, "$ref with an $id below the root (at %s)", c.nestedID)
+	}
 	return c.rootRule, nil
 }
 
@@ -205,40 +276,75 @@ func (c *schemaCompiler) node(v any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) object(s object, path string) (int, error) {
+	declared, err := declaredTypes(s, path)
+	if err != nil {
+		return 0, err
+	}
 	keys := make([]string, 0, len(s))
 	for _, m := range s {
-		if annotations[m.key] {
-			continue
-		}
-		if !keywords[m.key] {
-			return 0, unsupported(path, "keyword %q", m.key)
-		}
-		keys = append(keys, m.key)
-	}
-	// Definitions are read where $ref resolves them, from the root only.
-	kept := keys[:0]
-	for _, k := range keys {
-		if k == "$defs" || k == "definitions" {
-			if path != "#" {
-				return 0, unsupported(path, "%q below the root", k)
+		if m.key == "$id" || m.key == "id" {
+			// An identifier below the root moves the base that a $ref
+			// inside it resolves against; refs resolve from the root only.
+			if id, ok := m.val.(string); ok && path != "#" && !strings.HasPrefix(id, "#") {
+				c.nestedID = path
 			}
 			continue
 		}
-		kept = append(kept, k)
+		if !keywords[m.key] && !assertions[m.key] {
+			continue // asserts nothing
+		}
+		if t, ok := appliesTo[m.key]; ok && declared != nil && !declared[t] {
+			continue // vacuous on every type the schema allows
+		}
+		if assertions[m.key] {
+			return 0, unsupported(path, "keyword %q", m.key)
+		}
+		if m.key == "$defs" || m.key == "definitions" {
+			continue // read where a $ref resolves them
+		}
+		keys = append(keys, m.key)
 	}
-	keys = kept
 	has := func(k string) bool { _, ok := s.get(k); return ok }
 	if r, ok := s.get("$ref"); ok {
-		for _, k := range keys {
-			if k != "$ref" {
-				return 0, unsupported(path, "%q beside $ref", k)
+		// Up to draft-07 a $ref's siblings are ignored; from 2019-09 on
+		// they apply with it, which is enforced only where redundant.
+		if !c.refSiblingsIgnored() {
+			for _, k := range keys {
+				if k != "$ref" && !(k == "type" && c.typeRedundant(s, r)) {
+					return 0, unsupported(path, "%q beside $ref", k)
+				}
 			}
 		}
 		return c.ref(r, path)
 	}
+	unionKW := "anyOf" // the keyword the union's branches are placed under
+	if o, ok := s.get("oneOf"); ok {
+		// oneOf is anyOf when no value can match two branches: their
+		// types are pairwise disjoint. Otherwise "exactly one" is not
+		// enforced, and refused.
+		if _, both := s.get("anyOf"); both {
+			return 0, unsupported(path, "%q beside anyOf", "oneOf")
+		}
+		list, ok := o.([]any)
+		if !ok || len(list) == 0 {
+			return 0, bad(path, "oneOf must be a non-empty array")
+		}
+		if !c.disjoint(list) {
+			return 0, unsupported(path, "keyword %q with branches whose types overlap", "oneOf")
+		}
+		s = append(object{{"anyOf", o}}, s...)
+		kept := keys[:0]
+		for _, k := range keys {
+			if k != "oneOf" {
+				kept = append(kept, k)
+			}
+		}
+		keys = append(kept, "anyOf")
+		unionKW = "oneOf"
+	}
 	if a, ok := s.get("anyOf"); ok {
 		for _, k := range keys {
-			if k != "anyOf" {
+			if k != "anyOf" && !(k == "type" && c.typeRedundant(s, s)) {
 				return 0, unsupported(path, "%q beside anyOf", k)
 			}
 		}
@@ -248,7 +354,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		var alts [][]elem
 		for i, x := range list {
-			r, err := c.node(x, fmt.Sprintf("%s/anyOf/%d", path, i))
+			r, err := c.node(x, fmt.Sprintf("%s/%s/%d", path, unionKW, i))
 			if err != nil {
 				return 0, err
 			}
@@ -325,6 +431,12 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		case has("minLength") || has("maxLength"):
 			types = []string{"string"}
 		default:
+			if len(keys) > 0 {
+				// minimum and the like without a type: they constrain
+				// numbers only, and a number grammar with bounds is not
+				// built.
+				return 0, unsupported(path, "%q with no type", keys[0])
+			}
 			return c.b.value(), nil // no assertion: any value
 		}
 	}
@@ -345,9 +457,24 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			}
 			used["minLength"], used["maxLength"] = true, true
 		case "number":
-			r = c.b.number()
+			if n, ok := numericBound(s); ok && declared["integer"] {
+				return 0, unsupported(path, "%q with types integer and number", n)
+			} else if ok {
+				used["minimum"], used["maximum"] = true, true
+				r, err = c.numberRange(s, path)
+			} else {
+				r = c.b.number()
+			}
 		case "integer":
-			r = c.b.integer()
+			used["minimum"], used["maximum"], used["exclusiveMinimum"], used["exclusiveMaximum"] = true, true, true, true
+			var lo, hi *big.Int
+			if lo, hi, err = intBounds(s, path); err == nil {
+				if lo == nil && hi == nil {
+					r = c.b.integer()
+				} else {
+					r, err = c.b.intRange(path, lo, hi)
+				}
+			}
 		case "boolean":
 			r = c.b.add(path+"/boolean", lit("true"), lit("false"))
 		case "null":
@@ -464,31 +591,40 @@ func (c *schemaCompiler) ref(r any, path string) (int, error) {
 	if !ok {
 		return 0, bad(path, "$ref must be a string")
 	}
+	c.usedRef = path
 	if s == "#" {
 		return c.rootRule, nil
 	}
-	var dir string
-	switch {
-	case strings.HasPrefix(s, "#/$defs/"):
-		dir = "$defs"
-	case strings.HasPrefix(s, "#/definitions/"):
-		dir = "definitions"
-	default:
-		return 0, unsupported(path, "$ref %q (only #, #/$defs/… and #/definitions/… are resolved)", s)
-	}
-	name := s[len("#/"+dir+"/"):]
-	if strings.Contains(name, "/") {
-		return 0, unsupported(path, "$ref %q into a nested definition", s)
+	if !strings.HasPrefix(s, "#/") {
+		return 0, unsupported(path, "$ref %q (only # and JSON pointers into this document, #/…, are resolved)", s)
 	}
 	if rr, ok := c.defs[s]; ok {
 		return rr, nil
 	}
-	key := strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
-	defs, _ := c.root.get(dir)
-	do, _ := defs.(object)
-	target, ok := do.get(key)
-	if !ok {
-		return 0, bad(path, "$ref %q names no definition", s)
+	// Resolve the pointer through the document, whatever it passes
+	// ($defs at any depth, a property's schema, an anyOf branch).
+	var target any = c.root
+	for _, tok := range strings.Split(s[2:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if strings.Contains(tok, "%") {
+			return 0, unsupported(path, "$ref %q with percent-encoding", s)
+		}
+		switch t := target.(type) {
+		case object:
+			v, ok := t.get(tok)
+			if !ok {
+				return 0, bad(path, "$ref %q names nothing in the document", s)
+			}
+			target = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(t) {
+				return 0, bad(path, "$ref %q names nothing in the document", s)
+			}
+			target = t[i]
+		default:
+			return 0, bad(path, "$ref %q names nothing in the document", s)
+		}
 	}
 	rr := c.b.reserve(s)
 	c.defs[s] = rr
@@ -553,9 +689,26 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 	default:
 		return 0, bad(path, "additionalProperties must be a boolean or a schema")
 	}
-	// With properties the object holds declared properties only, in their
-	// order: valid whatever additionalProperties says (false, as OpenAI's
-	// strict mode requires, or extra keys allowed and never produced).
+	// With properties the declared ones come in their order. Where
+	// additionalProperties allows more (absent, true or a schema), members
+	// of other keys may stand between them (extraMember: a key that can
+	// equal no declared one); with false, or declared keys this package
+	// cannot exclude, the object holds declared properties only, which is
+	// valid whatever additionalProperties says.
+	extra := -1
+	if a, isBool := addl.(bool); !isBool || a {
+		val := -1
+		if ao, ok := addl.(object); ok {
+			v, err := c.node(ao, path+"/additionalProperties")
+			if err != nil {
+				return 0, err
+			}
+			val = v
+		} else {
+			val = c.b.value()
+		}
+		extra = c.extraMember(path, props, val)
+	}
 	kv := make([]int, len(props))
 	for i, m := range props {
 		v, err := c.node(m.val, path+"/properties/"+m.key)
@@ -578,21 +731,27 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		if r, ok := memo[k]; ok {
 			return r
 		}
-		if i == len(props) {
-			r := c.b.add(path+"/end", nil)
-			memo[k] = r
-			return r
-		}
+		// The rule is reserved before its alternatives are made: with
+		// extra members it refers to itself (more of them may follow).
+		r := c.b.reserve(fmt.Sprintf("%s/seq%d", path, i))
+		memo[k] = r
 		var lead []elem
 		if comma {
 			lead = c.b.sep()
 		}
-		alts := [][]elem{cat(lead, []elem{ref(kv[i]), ref(seq(i+1, true))})}
-		if !required[props[i].key] {
-			alts = append(alts, one(ref(seq(i+1, comma))))
+		var alts [][]elem
+		if i == len(props) {
+			alts = append(alts, nil)
+		} else {
+			alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(seq(i+1, true))}))
+			if !required[props[i].key] {
+				alts = append(alts, one(ref(seq(i+1, comma))))
+			}
 		}
-		r := c.b.add(fmt.Sprintf("%s/seq%d", path, i), alts...)
-		memo[k] = r
+		if extra >= 0 {
+			alts = append(alts, cat(lead, []elem{ref(extra), ref(seq(i, true))}))
+		}
+		c.b.set(r, alts...)
 		return r
 	}
 	body := seq(0, false)
@@ -615,4 +774,286 @@ func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) 
 		}
 	}
 	return c.b.array(path, item, lo, hi), nil
+}
+
+// extraMember is a rule for one member `key ws : ws value` whose key
+// cannot be any declared property's name, so that the member never
+// escapes that property's schema; -1 when the names cannot be excluded
+// (a name with a byte outside printable ASCII, a quote or a backslash).
+// The key is walked through a trie of the declared names: a byte leaving
+// the trie frees the rest of the key; closing it is allowed only where no
+// name ends; an escape is not allowed while inside the trie (it could spell
+// a declared name's next character).
+func (c *schemaCompiler) extraMember(path string, props object, val int) int {
+	type node struct {
+		kids map[byte]*node
+		end  bool
+		rule int
+	}
+	root := &node{kids: map[byte]*node{}}
+	for _, m := range props {
+		n := root
+		for i := 0; i < len(m.key); i++ {
+			ch := m.key[i]
+			if ch < 0x20 || ch > 0x7E || ch == '"' || ch == '\\' {
+				return -1
+			}
+			k, ok := n.kids[ch]
+			if !ok {
+				k = &node{kids: map[byte]*node{}}
+				n.kids[ch] = k
+			}
+			n = k
+		}
+		n.end = true
+	}
+	b := c.b
+	rest, ok := b.shared["key-rest"]
+	if !ok {
+		chars := b.repeat("key-rest-chars", one(ref(b.char())), nil, 0, -1)
+		rest = b.add("key-rest", cat(one(ref(chars)), lit(`"`)))
+		b.shared["key-rest"] = rest
+	}
+	// A non-ASCII character leaves the trie (declared names are ASCII):
+	// one shared rule, then the rest of the key.
+	leaveMB := b.once("key-leave-multibyte", false, func(int) [][]elem {
+		cont := terms(0x80, 0xBF)
+		return [][]elem{
+			{terms(0xC2, 0xDF), cont, ref(rest)},
+			{terms(0xE0, 0xE0), terms(0xA0, 0xBF), cont, ref(rest)},
+			{terms(0xE1, 0xEC, 0xEE, 0xEF), cont, cont, ref(rest)},
+			{terms(0xED, 0xED), terms(0x80, 0x9F), cont, ref(rest)},
+			{terms(0xF0, 0xF0), terms(0x90, 0xBF), cont, cont, ref(rest)},
+			{terms(0xF1, 0xF3), cont, cont, cont, ref(rest)},
+			{terms(0xF4, 0xF4), terms(0x80, 0x8F), cont, cont, ref(rest)},
+		}
+	})
+	// Past a whole declared name with no longer one: any further
+	// character makes the key another name.
+	afterName := b.once("key-after-name", false, func(int) [][]elem {
+		return [][]elem{{terms(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), ref(rest)}, one(ref(leaveMB))}
+	})
+	var walk func(n *node, depth int) int
+	walk = func(n *node, depth int) int {
+		if n.end && len(n.kids) == 0 {
+			return afterName
+		}
+		var alts [][]elem
+		if !n.end {
+			alts = append(alts, lit(`"`))
+		}
+		// ASCII characters that leave the trie: printable, not a quote,
+		// not a backslash, not a child's byte.
+		var ranges []int
+		start := -1
+		for ch := 0x20; ch <= 0x80; ch++ {
+			free := ch < 0x80 && ch != '"' && ch != '\\' && n.kids[byte(ch)] == nil
+			if free && start < 0 {
+				start = ch
+			}
+			if !free && start >= 0 {
+				ranges = append(ranges, start, ch-1)
+				start = -1
+			}
+		}
+		if len(ranges) > 0 {
+			alts = append(alts, []elem{terms(ranges...), ref(rest)})
+		}
+		alts = append(alts, one(ref(leaveMB)))
+		for ch := 0x20; ch < 0x7F; ch++ { // in byte order: rules are deterministic
+			if k := n.kids[byte(ch)]; k != nil {
+				alts = append(alts, []elem{terms(ch, ch), ref(walk(k, depth+1))})
+			}
+		}
+		return b.add(fmt.Sprintf("%s/extra-key%d", path, depth), alts...)
+	}
+	key := walk(root, 0)
+	ws := ref(b.ws())
+	return b.add(path+"/extra", cat(lit(`"`), []elem{ref(key), ws, terms(':', ':'), ws, ref(val)}))
+}
+
+// refSiblingsIgnored: the document declares a draft (04, 06 or 07) in
+// which keywords beside $ref are ignored.
+func (c *schemaCompiler) refSiblingsIgnored() bool {
+	v, _ := c.root.get("$schema")
+	d, _ := v.(string)
+	for _, old := range []string{"draft-04/", "draft-06/", "draft-07/"} {
+		if strings.Contains(d, old) {
+			return true
+		}
+	}
+	return false
+}
+
+// typeRedundant: the "type" of s allows every type that x (a $ref string
+// or a schema with anyOf) can admit, so the type asserts nothing more.
+func (c *schemaCompiler) typeRedundant(s object, x any) bool {
+	t, _ := s.get("type")
+	var allowed []string
+	switch t := t.(type) {
+	case string:
+		allowed = []string{t}
+	case []any:
+		for _, n := range t {
+			if n, ok := n.(string); ok {
+				allowed = append(allowed, n)
+			}
+		}
+	}
+	if r, ok := x.(string); ok {
+		x = c.resolve(r)
+	} else if o, ok := x.(object); ok {
+		a, _ := o.get("anyOf")
+		x = object{{"anyOf", a}}
+	}
+	implied := c.impliedTypes(x, 0)
+	if implied == nil {
+		return false
+	}
+	for n := range implied {
+		ok := false
+		for _, a := range allowed {
+			if a == n || a == "number" && n == "integer" {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// resolve follows a JSON pointer $ref through the document (nil if it
+// names nothing there).
+func (c *schemaCompiler) resolve(ref string) any {
+	if ref == "#" {
+		return c.root
+	}
+	if !strings.HasPrefix(ref, "#/") {
+		return nil
+	}
+	var target any = c.root
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch t := target.(type) {
+		case object:
+			v, ok := t.get(tok)
+			if !ok {
+				return nil
+			}
+			target = v
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(t) {
+				return nil
+			}
+			target = t[i]
+		default:
+			return nil
+		}
+	}
+	return target
+}
+
+// impliedTypes is the set of JSON types schema x can admit at most, nil
+// when it cannot say (no type, a cycle too deep).
+func (c *schemaCompiler) impliedTypes(x any, depth int) map[string]bool {
+	o, ok := x.(object)
+	if !ok || depth > 8 {
+		return nil
+	}
+	if r, ok := o.get("$ref"); ok {
+		rs, _ := r.(string)
+		return c.impliedTypes(c.resolve(rs), depth+1)
+	}
+	if a, ok := o.get("anyOf"); ok {
+		list, _ := a.([]any)
+		out := map[string]bool{}
+		for _, b := range list {
+			t := c.impliedTypes(b, depth+1)
+			if t == nil {
+				return nil
+			}
+			for n := range t {
+				out[n] = true
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	if t, ok := o.get("type"); ok {
+		out := map[string]bool{}
+		switch t := t.(type) {
+		case string:
+			out[t] = true
+		case []any:
+			for _, n := range t {
+				if n, ok := n.(string); ok {
+					out[n] = true
+				}
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	var vals []any
+	if v, ok := o.get("const"); ok {
+		vals = []any{v}
+	} else if e, ok := o.get("enum"); ok {
+		vals, _ = e.([]any)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range vals {
+		switch v := v.(type) {
+		case object:
+			out["object"] = true
+		case []any:
+			out["array"] = true
+		case string:
+			out["string"] = true
+		case bool:
+			out["boolean"] = true
+		case nil:
+			out["null"] = true
+		case json.Number:
+			// 2.0 is an integer from draft-06 on, not in draft-04: only
+			// a plain numeral counts as one here.
+			if _, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
+				out["integer"] = true
+			} else {
+				out["number"] = true
+			}
+		}
+	}
+	return out
+}
+
+// disjoint: no JSON value can match two of the branches, because the
+// types each admits (impliedTypes) share none ("integer" overlapping
+// "number").
+func (c *schemaCompiler) disjoint(branches []any) bool {
+	var sets []map[string]bool
+	for _, b := range branches {
+		t := c.impliedTypes(b, 0)
+		if t == nil {
+			return false
+		}
+		for _, u := range sets {
+			for n := range t {
+				if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
+					return false
+				}
+			}
+		}
+		sets = append(sets, t)
+	}
+	return true
 }
