@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cloison/cloison"
@@ -148,26 +150,11 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	if isPublic(method) {
 		return ctx, id, nil
 	}
-	scopes, ok := MethodScopes[method]
-	md, _ := metadata.FromIncomingContext(ctx)
-	raw := ""
-	if v := md.Get("authorization"); len(v) == 1 {
-		if scheme, tok, found := strings.Cut(v[0], " "); found && strings.EqualFold(scheme, "Bearer") {
-			raw = strings.TrimSpace(tok)
-		}
+	p, err := ic.authorize(ctx, method)
+	if p.Tenant != "" {
+		rec.setTenant(p.Tenant)
 	}
-	if raw == "" {
-		return ctx, id, ErrNoToken
-	}
-	p, err := ic.auth(ctx, raw)
 	if err != nil {
-		return ctx, id, err
-	}
-	if !ok {
-		return ctx, id, ErrNoScopeRule.Withf("%s", method)
-	}
-	rec.setTenant(p.Tenant)
-	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err
 	}
 	if err := bindConn(ctx, p.Tenant); err != nil {
@@ -177,6 +164,83 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 		return ctx, id, err
 	}
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
+}
+
+// authorize verifies the call's bearer token and the method's scopes. The
+// tap (admit) has already done so before any message was read; its
+// principal is reused rather than verified twice.
+func (ic *interceptor) authorize(ctx context.Context, method string) (tenancy.Principal, error) {
+	if a, ok := ctx.Value(tapAdmittedKey{}).(tapAdmitted); ok {
+		return a.p, a.err
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	return ic.verify(ctx, method, md)
+}
+
+// verify authenticates md's bearer token and requires method's scopes; the
+// principal is returned (for the access line) even when a scope is missing.
+func (ic *interceptor) verify(ctx context.Context, method string, md metadata.MD) (tenancy.Principal, error) {
+	scopes, ok := MethodScopes[method]
+	raw := ""
+	if v := md.Get("authorization"); len(v) == 1 {
+		if scheme, tok, found := strings.Cut(v[0], " "); found && strings.EqualFold(scheme, "Bearer") {
+			raw = strings.TrimSpace(tok)
+		}
+	}
+	if raw == "" {
+		return tenancy.Principal{}, ErrNoToken
+	}
+	p, err := ic.auth(ctx, raw)
+	if err != nil {
+		return tenancy.Principal{}, err
+	}
+	if !ok {
+		return tenancy.Principal{}, ErrNoScopeRule.Withf("%s", method)
+	}
+	return p, p.Require(scopes...)
+}
+
+type tapAdmittedKey struct{}
+
+// tapAdmitted is what admit decided for a stream: the interceptors reuse it.
+type tapAdmitted struct {
+	p   tenancy.Principal
+	err error
+}
+
+// admit runs when a call's headers arrive, before gRPC reads any byte of
+// its message (grpc.InTapHandle): a caller without a valid token and the
+// method's scopes is refused there, so that no one unauthenticated makes
+// the server buffer or decode a message. The bearer check is a signature
+// and a table lookup, cheap enough to run before admission.
+func (ic *interceptor) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if isPublic(info.FullMethodName) {
+		return ctx, nil
+	}
+	start := time.Now()
+	p, err := ic.verify(ctx, info.FullMethodName, info.Header)
+	if err == nil {
+		return context.WithValue(ctx, tapAdmittedKey{}, tapAdmitted{p: p}), nil
+	}
+	// Refused before the stream exists: no header can carry the request
+	// id, so the status carries it (google.rpc.RequestInfo), and the access
+	// line and the cause are written here.
+	id := NewRequestID()
+	actx, rec := withAccess(ctx)
+	if p.Tenant != "" {
+		rec.setTenant(p.Tenant)
+	}
+	logCause(ic.log, id, err)
+	st := GRPCStatus(err)
+	if withID, derr := st.WithDetails(&errdetails.RequestInfo{RequestId: string(id)}); derr == nil {
+		st = withID
+	}
+	clientID := ""
+	if v := info.Header.Get(RequestIDKey); len(v) == 1 && len(v[0]) <= 128 {
+		clientID = sanitizeName(v[0])
+	}
+	logGRPCAccess(ic.log, actx, info.FullMethodName, id, clientID, st.Code(), start)
+	return ctx, st.Err()
 }
 
 // finish maps err to its status (with the retry hint also as a
@@ -339,12 +403,15 @@ func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grp
 	ic := &interceptor{auth: s.req.Authenticate, log: s.log, refuse: s.refuse}
 	unary, stream := ic.unary, ic.stream
 	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
-	// gRPC's own limit is the largest any method takes; sizeLimits then
+	// gRPC's own limit is the largest any method takes, checked against a
+	// message's length prefix before its bytes are read; admit refuses
+	// every caller without a valid token and the method's scopes (for the
+	// policy reload, the admin scope) before that, and sizeLimits then
 	// holds each method to what its HTTP route accepts.
 	// The tracing interceptors first: every other one runs within the
 	// call's span, child of the caller's traceparent.
 	opts = append(append(tracing.ServerOptions(s.cfg.Tracer), grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
-		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody))), opts...)
+		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody)), grpc.InTapHandle(ic.admit)), opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})
