@@ -320,13 +320,17 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 // sizeLimits holds every gRPC request message to the size its HTTP route
 // accepts as a body: max (Config.MaxBody) unless perMethod says otherwise
 // (ReloadPolicies, as POST /admin/v1/policies, takes 8×). Before this, gRPC
-// took 8 MiB everywhere where HTTP took 1 MiB.
+// took 8 MiB everywhere where HTTP took 1 MiB. It also refuses a message
+// serverCodec could not decode (ErrMalformedMessage).
 type sizeLimits struct {
 	max       int64
 	perMethod map[string]int64
 }
 
 func (l sizeLimits) check(method string, m any) error {
+	if malformed(m) {
+		return ErrMalformedMessage
+	}
 	lim := l.max
 	if v, ok := l.perMethod[method]; ok {
 		lim = v
@@ -411,7 +415,7 @@ func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grp
 	// The tracing interceptors first: every other one runs within the
 	// call's span, child of the caller's traceparent.
 	opts = append(append(tracing.ServerOptions(s.cfg.Tracer), grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
-		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody)), grpc.InTapHandle(ic.admit)), opts...)
+		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody)), grpc.InTapHandle(ic.admit), grpc.ForceServerCodec(serverCodec{})), opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})

@@ -130,3 +130,7 @@ func TestGRPCRefusesBeforeReading(t *testing.T) {
 		}
 	})
 }
+
+func netListen(*testing.T) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+func grpcInsecure() grpc.DialOption { return grpc.WithTransportCredentials(insecure.NewCredentials()) }
