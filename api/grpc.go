@@ -321,7 +321,8 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 // accepts as a body: max (Config.MaxBody) unless perMethod says otherwise
 // (ReloadPolicies, as POST /admin/v1/policies, takes 8×). Before this, gRPC
 // took 8 MiB everywhere where HTTP took 1 MiB. It also refuses a message
-// serverCodec could not decode (ErrMalformedMessage).
+// serverCodec could not decode (ErrMalformedMessage), and admin and
+// compliance strings with control characters (ErrControlCharacters).
 type sizeLimits struct {
 	max       int64
 	perMethod map[string]int64
@@ -330,6 +331,9 @@ type sizeLimits struct {
 func (l sizeLimits) check(method string, m any) error {
 	if malformed(m) {
 		return ErrMalformedMessage
+	}
+	if err := plainRequest(method, m); err != nil {
+		return err
 	}
 	lim := l.max
 	if v, ok := l.perMethod[method]; ok {

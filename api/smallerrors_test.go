@@ -9,7 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/cloison/cloison"
+	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -67,5 +72,30 @@ func TestNeverSatisfiableQuotaNotRetried(t *testing.T) {
 	}
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Should-Retry") != "" {
 		t.Fatalf("rate limited: got %d, x-should-retry %q, Retry-After %q; want 429 with Retry-After only", resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"))
+	}
+}
+
+// Admin and compliance strings with control characters (NUL, which the
+// database refuses, and ESC or CR, which would reach a terminal or a
+// draft) are refused 400 before they are stored, over HTTP and gRPC.
+func TestAdminStringsWithoutControlCharacters(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{})
+	admin := p.Token(t, "victim", tenancy.ScopeAdmin)
+	for i, bad := range []string{`a\u0000b`, `a\u001b[31mb`, `a\rb`} {
+		body := `{"id":"newco` + strconv.Itoa(i) + `","name":"` + bad + `","classification":"internal","quotas":{"max_concurrent":1,"kv_pages":8,"tokens_per_minute":100},"allowed_models":["` + platformtest.Model + `"]}`
+		if code, eb, b := call(t, p, "POST", "/admin/v1/tenants", admin, body); code != 400 || eb.Error.Code != string(cloison.CodeInvalid) {
+			t.Errorf("tenant name %s: got %d %s, want 400 invalid_request", bad, code, b)
+		}
+	}
+	ok := `{"id":"newco9","name":"New\tCo\nLtd","classification":"internal","quotas":{"max_concurrent":1,"kv_pages":8,"tokens_per_minute":100},"allowed_models":["` + platformtest.Model + `"]}`
+	if code, _, b := call(t, p, "POST", "/admin/v1/tenants", admin, ok); code != 201 && code != 200 {
+		t.Errorf("tab and newline: got %d %s, want it created", code, b)
+	}
+	conn := rawGRPCConn(t, p)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+admin)
+	err := conn.Invoke(ctx, adminv1.AdminService_CreateTenant_FullMethodName, &adminv1.CreateTenantRequest{Tenant: &adminv1.Tenant{
+		Id: "grpcco", Name: "a\x1b[2Jb", Classification: "internal"}}, new(adminv1.Tenant))
+	if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), "control character") {
+		t.Errorf("gRPC tenant name with ESC: got %v %q, want INVALID_ARGUMENT", s.Code(), s.Message())
 	}
 }
