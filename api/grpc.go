@@ -32,7 +32,9 @@ import (
 
 // Metadata keys of the gRPC API.
 const (
-	// RequestIDKey carries the server's request id out (header metadata).
+	// RequestIDKey carries the server's request id out (header metadata;
+	// a unary call refused before its message is read has it in its
+	// status instead, as google.rpc.RequestInfo).
 	// An incoming value is the client's correlation id: logged beside the
 	// server's, never used as the ledger's request id (ledger ids are
 	// server-chosen, so that no client can collide with another's).
@@ -137,6 +139,12 @@ type interceptor struct {
 	auth   Authenticate
 	log    *slog.Logger
 	refuse func(cloison.TenantID, audit.Name, error) error // counts a capacity refusal (nil: none)
+	// unary are the methods whose request gRPC reads before any
+	// interceptor runs (set once the services are registered): admit
+	// authenticates those. A streaming handler reads its request inside
+	// the interceptors, after begin, which answers with the request id
+	// header.
+	unaryMethods map[string]bool
 }
 
 // begin assigns the request id and authenticates; it returns the context
@@ -166,13 +174,11 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
 }
 
-// authorize verifies the call's bearer token and the method's scopes. The
-// tap (admit) has already done so before any message was read; its
-// principal is reused rather than verified twice.
+// authorize verifies the call's bearer token and the method's scopes. For
+// a unary call admit has done so already, before the message was read;
+// it is done again here, within the call's trace span (admit runs before
+// the span exists), at the cost of one more signature check.
 func (ic *interceptor) authorize(ctx context.Context, method string) (tenancy.Principal, error) {
-	if a, ok := ctx.Value(tapAdmittedKey{}).(tapAdmitted); ok {
-		return a.p, a.err
-	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	return ic.verify(ctx, method, md)
 }
@@ -200,27 +206,21 @@ func (ic *interceptor) verify(ctx context.Context, method string, md metadata.MD
 	return p, p.Require(scopes...)
 }
 
-type tapAdmittedKey struct{}
-
-// tapAdmitted is what admit decided for a stream: the interceptors reuse it.
-type tapAdmitted struct {
-	p   tenancy.Principal
-	err error
-}
-
 // admit runs when a call's headers arrive, before gRPC reads any byte of
-// its message (grpc.InTapHandle): a caller without a valid token and the
-// method's scopes is refused there, so that no one unauthenticated makes
-// the server buffer or decode a message. The bearer check is a signature
+// its message (grpc.InTapHandle): the caller of a unary method without a
+// valid token and the method's scopes is refused there, so that no one
+// unauthenticated makes the server buffer or decode a message (gRPC reads
+// a unary request before the interceptors run; a streaming one only when
+// the handler asks, after begin). The bearer check is a signature
 // and a table lookup, cheap enough to run before admission.
 func (ic *interceptor) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if isPublic(info.FullMethodName) {
+	if isPublic(info.FullMethodName) || !ic.unaryMethods[info.FullMethodName] {
 		return ctx, nil
 	}
 	start := time.Now()
 	p, err := ic.verify(ctx, info.FullMethodName, info.Header)
 	if err == nil {
-		return context.WithValue(ctx, tapAdmittedKey{}, tapAdmitted{p: p}), nil
+		return ctx, nil
 	}
 	// Refused before the stream exists: no header can carry the request
 	// id, so the status carries it (google.rpc.RequestInfo), and the access
@@ -426,6 +426,14 @@ func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grp
 	compliancev1.RegisterComplianceServiceServer(gs, &complianceService{s: s})
 	tlogv1.RegisterTransparencyLogServiceServer(gs, &tlogService{s: s})
 	responsev1.RegisterResponseServiceServer(gs, &responseService{s: s})
+	ic.unaryMethods = map[string]bool{}
+	for svc, info := range gs.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if !m.IsClientStream && !m.IsServerStream {
+				ic.unaryMethods["/"+svc+"/"+m.Name] = true
+			}
+		}
+	}
 	hs := &healthServer{Server: health.NewServer(), s: s}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

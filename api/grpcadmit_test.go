@@ -38,8 +38,11 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 func (rawCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
 func (rawCodec) Name() string                       { return "proto" }
 
-// A caller who is not authenticated (or lacks the method's scope) is
-// refused when its call's headers arrive, before gRPC reads its message:
+// A caller of a unary method who is not authenticated (or lacks the
+// method's scope) is refused when its call's headers arrive, before gRPC
+// reads its message (a streaming method's request is read by its handler,
+// after the interceptors have refused the caller with the request id
+// header):
 // calls with messages of 4 × MaxBody (under gRPC's own 8 × limit) answer
 // with the project's code and leave the server's allocations far below
 // what reading them would cost. An admin's policy reload of a bundle
