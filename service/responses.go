@@ -418,7 +418,7 @@ type ReplayResult struct {
 // The verdict is ledgered (request.replayed, actor by) with, for a
 // reported request, the register entry's new version, in one transaction.
 //
-// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
+// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy (retry in 1 s);
 // ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
 func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayRequest) (ReplayResult, error) {
 	prompt := in.Prompt
@@ -648,7 +648,7 @@ func tenantGCM(derive func(kek []byte, t cloison.TenantID) ([]byte, error), kek 
 // the answer.
 //
 // Errors: ErrInvalidField (reason, text too long); ErrNoRequest;
-// audit.ErrReportRate (the tenant's limit); ErrResponsesOff;
+// audit.ErrReportRate (the tenant's limit; retry within the window); ErrResponsesOff;
 // ErrLedgerUnavailable.
 func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportInput) (ReportResult, bool, error) {
 	if audit.CheckName("reason", string(in.Reason)) != nil || !validReason(in.Reason) {
