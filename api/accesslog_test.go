@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
@@ -128,10 +130,19 @@ func TestAccessLog(t *testing.T) {
 	}
 	ids, wants = append(ids, hdr.Get(api.RequestIDKey)[0]), append(wants, want{"grpc", inferencev1.InferenceService_Generate_FullMethodName, "OK", true})
 	hdr = nil
-	if _, err := c.ListModels(ctx, &inferencev1.ListModelsRequest{}, grpc.Header(&hdr)); err == nil {
+	_, err = c.ListModels(ctx, &inferencev1.ListModelsRequest{}, grpc.Header(&hdr))
+	if err == nil {
 		t.Fatal("ListModels without a token succeeded")
 	}
-	ids, wants = append(ids, hdr.Get(api.RequestIDKey)[0]), append(wants, want{"grpc", inferencev1.InferenceService_ListModels_FullMethodName, "Unauthenticated", false})
+	// Refused before its message is read, the call's request id comes in
+	// its status (google.rpc.RequestInfo), not in a header.
+	refusedID := ""
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RequestInfo); ok {
+			refusedID = ri.GetRequestId()
+		}
+	}
+	ids, wants = append(ids, refusedID), append(wants, want{"grpc", inferencev1.InferenceService_ListModels_FullMethodName, "Unauthenticated", false})
 	gs.GracefulStop() // every call's line is written
 
 	out := logs.String()

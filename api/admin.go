@@ -39,7 +39,7 @@ import (
 // ledger cannot record it, the change does not happen and the caller gets
 // unavailable.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
-	a := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeAdmin) }
+	a := func(h http.HandlerFunc) http.Handler { return s.auth(plainBody(h, s.cfg.MaxBody), tenancy.ScopeAdmin) }
 	mux.Handle("GET /admin/v1/tenants", a(s.listTenants))
 	mux.Handle("POST /admin/v1/tenants", a(s.createTenant))
 	mux.Handle("GET /admin/v1/tenants/{id}", a(s.getTenant))
@@ -54,7 +54,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/v1/keys", a(s.listKeys))
 	mux.Handle("POST /admin/v1/keys/rotate", a(s.rotateKeys))
 	mux.Handle("POST /admin/v1/keys/{kid}/retire", a(s.retireKey))
-	mux.Handle("POST /admin/v1/policies/reload", a(s.reloadPolicies))
+	mux.Handle("POST /admin/v1/policies/reload", s.auth(s.reloadPolicies, tenancy.ScopeAdmin)) // policy files are code: CRLF allowed
 	mux.Handle("GET /admin/v1/register/organisation", a(s.getRegisterSettings))
 	mux.Handle("PUT /admin/v1/register/organisation", a(s.putRegisterSettings))
 }

@@ -35,7 +35,7 @@ var ErrNotVisible = service.ErrNotVisible
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	read := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
 	write := func(h http.HandlerFunc) http.Handler {
-		return s.auth(h, tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin)
+		return s.auth(plainBody(h, s.cfg.MaxBody), tenancy.ScopeComplianceWrite, tenancy.ScopeAdmin)
 	}
 	mux.Handle("GET /compliance/v1/incidents", read(s.listIncidents))
 	mux.Handle("GET /compliance/v1/incidents/{id}", read(s.getIncident))

@@ -115,12 +115,18 @@ func requestID(w http.ResponseWriter) cloison.RequestID {
 
 // WriteHTTPError writes err as an OpenAI-shaped JSON error with its status,
 // the public message only, and Retry-After when the error says when to
-// retry or is unavailable; it logs the cause with the request id.
+// retry or is unavailable (X-Should-Retry: false on a 429 without one: it
+// never succeeds as sent); it logs the cause with the request id.
 func WriteHTTPError(w http.ResponseWriter, err error) {
 	logCause(nil, requestID(w), err)
 	code, wire, msg := Describe(err)
 	if d := retryAfter(err, code); d > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d/time.Second)))
+	} else if wire.HTTP == http.StatusTooManyRequests {
+		// A 429 with no wait never succeeds as sent (a request larger
+		// than the quota): clients that retry every 429, as the openai
+		// libraries do, read this header and stop.
+		w.Header().Set("X-Should-Retry", "false")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(wire.HTTP)

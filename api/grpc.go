@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cloison/cloison"
@@ -30,7 +32,9 @@ import (
 
 // Metadata keys of the gRPC API.
 const (
-	// RequestIDKey carries the server's request id out (header metadata).
+	// RequestIDKey carries the server's request id out (header metadata;
+	// a unary call refused before its message is read has it in its
+	// status instead, as google.rpc.RequestInfo).
 	// An incoming value is the client's correlation id: logged beside the
 	// server's, never used as the ledger's request id (ledger ids are
 	// server-chosen, so that no client can collide with another's).
@@ -135,6 +139,12 @@ type interceptor struct {
 	auth   Authenticate
 	log    *slog.Logger
 	refuse func(cloison.TenantID, audit.Name, error) error // counts a capacity refusal (nil: none)
+	// unary are the methods whose request gRPC reads before any
+	// interceptor runs (set once the services are registered): admit
+	// authenticates those. A streaming handler reads its request inside
+	// the interceptors, after begin, which answers with the request id
+	// header.
+	unaryMethods map[string]bool
 }
 
 // begin assigns the request id and authenticates; it returns the context
@@ -148,26 +158,11 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 	if isPublic(method) {
 		return ctx, id, nil
 	}
-	scopes, ok := MethodScopes[method]
-	md, _ := metadata.FromIncomingContext(ctx)
-	raw := ""
-	if v := md.Get("authorization"); len(v) == 1 {
-		if scheme, tok, found := strings.Cut(v[0], " "); found && strings.EqualFold(scheme, "Bearer") {
-			raw = strings.TrimSpace(tok)
-		}
+	p, err := ic.authorize(ctx, method)
+	if p.Tenant != "" {
+		rec.setTenant(p.Tenant)
 	}
-	if raw == "" {
-		return ctx, id, ErrNoToken
-	}
-	p, err := ic.auth(ctx, raw)
 	if err != nil {
-		return ctx, id, err
-	}
-	if !ok {
-		return ctx, id, ErrNoScopeRule.Withf("%s", method)
-	}
-	rec.setTenant(p.Tenant)
-	if err := p.Require(scopes...); err != nil {
 		return ctx, id, err
 	}
 	if err := bindConn(ctx, p.Tenant); err != nil {
@@ -177,6 +172,75 @@ func (ic *interceptor) begin(ctx context.Context, method string, setHeader func(
 		return ctx, id, err
 	}
 	return context.WithValue(ctx, grpcPrincipalKey{}, p), id, nil
+}
+
+// authorize verifies the call's bearer token and the method's scopes. For
+// a unary call admit has done so already, before the message was read;
+// it is done again here, within the call's trace span (admit runs before
+// the span exists), at the cost of one more signature check.
+func (ic *interceptor) authorize(ctx context.Context, method string) (tenancy.Principal, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return ic.verify(ctx, method, md)
+}
+
+// verify authenticates md's bearer token and requires method's scopes; the
+// principal is returned (for the access line) even when a scope is missing.
+func (ic *interceptor) verify(ctx context.Context, method string, md metadata.MD) (tenancy.Principal, error) {
+	scopes, ok := MethodScopes[method]
+	raw := ""
+	if v := md.Get("authorization"); len(v) == 1 {
+		if scheme, tok, found := strings.Cut(v[0], " "); found && strings.EqualFold(scheme, "Bearer") {
+			raw = strings.TrimSpace(tok)
+		}
+	}
+	if raw == "" {
+		return tenancy.Principal{}, ErrNoToken
+	}
+	p, err := ic.auth(ctx, raw)
+	if err != nil {
+		return tenancy.Principal{}, err
+	}
+	if !ok {
+		return tenancy.Principal{}, ErrNoScopeRule.Withf("%s", method)
+	}
+	return p, p.Require(scopes...)
+}
+
+// admit runs when a call's headers arrive, before gRPC reads any byte of
+// its message (grpc.InTapHandle): the caller of a unary method without a
+// valid token and the method's scopes is refused there, so that no one
+// unauthenticated makes the server buffer or decode a message (gRPC reads
+// a unary request before the interceptors run; a streaming one only when
+// the handler asks, after begin). The bearer check is a signature
+// and a table lookup, cheap enough to run before admission.
+func (ic *interceptor) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if isPublic(info.FullMethodName) || !ic.unaryMethods[info.FullMethodName] {
+		return ctx, nil
+	}
+	start := time.Now()
+	p, err := ic.verify(ctx, info.FullMethodName, info.Header)
+	if err == nil {
+		return ctx, nil
+	}
+	// Refused before the stream exists: no header can carry the request
+	// id, so the status carries it (google.rpc.RequestInfo), and the access
+	// line and the cause are written here.
+	id := NewRequestID()
+	actx, rec := withAccess(ctx)
+	if p.Tenant != "" {
+		rec.setTenant(p.Tenant)
+	}
+	logCause(ic.log, id, err)
+	st := GRPCStatus(err)
+	if withID, derr := st.WithDetails(&errdetails.RequestInfo{RequestId: string(id)}); derr == nil {
+		st = withID
+	}
+	clientID := ""
+	if v := info.Header.Get(RequestIDKey); len(v) == 1 && len(v[0]) <= 128 {
+		clientID = sanitizeName(v[0])
+	}
+	logGRPCAccess(ic.log, actx, info.FullMethodName, id, clientID, st.Code(), start)
+	return ctx, st.Err()
 }
 
 // finish maps err to its status (with the retry hint also as a
@@ -256,13 +320,21 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 // sizeLimits holds every gRPC request message to the size its HTTP route
 // accepts as a body: max (Config.MaxBody) unless perMethod says otherwise
 // (ReloadPolicies, as POST /admin/v1/policies, takes 8×). Before this, gRPC
-// took 8 MiB everywhere where HTTP took 1 MiB.
+// took 8 MiB everywhere where HTTP took 1 MiB. It also refuses a message
+// serverCodec could not decode (ErrMalformedMessage), and admin and
+// compliance strings with control characters (ErrControlCharacters).
 type sizeLimits struct {
 	max       int64
 	perMethod map[string]int64
 }
 
 func (l sizeLimits) check(method string, m any) error {
+	if malformed(m) {
+		return ErrMalformedMessage
+	}
+	if err := plainRequest(method, m); err != nil {
+		return err
+	}
 	lim := l.max
 	if v, ok := l.perMethod[method]; ok {
 		lim = v
@@ -339,18 +411,29 @@ func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grp
 	ic := &interceptor{auth: s.req.Authenticate, log: s.log, refuse: s.refuse}
 	unary, stream := ic.unary, ic.stream
 	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
-	// gRPC's own limit is the largest any method takes; sizeLimits then
+	// gRPC's own limit is the largest any method takes, checked against a
+	// message's length prefix before its bytes are read; admit refuses
+	// every caller without a valid token and the method's scopes (for the
+	// policy reload, the admin scope) before that, and sizeLimits then
 	// holds each method to what its HTTP route accepts.
 	// The tracing interceptors first: every other one runs within the
 	// call's span, child of the caller's traceparent.
 	opts = append(append(tracing.ServerOptions(s.cfg.Tracer), grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
-		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody))), opts...)
+		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody)), grpc.InTapHandle(ic.admit), grpc.ForceServerCodec(serverCodec{})), opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})
 	compliancev1.RegisterComplianceServiceServer(gs, &complianceService{s: s})
 	tlogv1.RegisterTransparencyLogServiceServer(gs, &tlogService{s: s})
 	responsev1.RegisterResponseServiceServer(gs, &responseService{s: s})
+	ic.unaryMethods = map[string]bool{}
+	for svc, info := range gs.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if !m.IsClientStream && !m.IsServerStream {
+				ic.unaryMethods["/"+svc+"/"+m.Name] = true
+			}
+		}
+	}
 	hs := &healthServer{Server: health.NewServer(), s: s}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

@@ -281,6 +281,12 @@ func TestReportSuspiciousResponse(t *testing.T) {
 	if code, _, b := report(tok, map[string]any{"request": r3.id, "reason": "unexpected-response"}); code != 429 {
 		t.Fatalf("third report within the window: %d %s, want 429", code, b)
 	}
+	// The refusal says when to come back: at most the window (the oldest
+	// report in it has left by then).
+	if resp, b := send(t, "POST", p.URL+"/v1/reports", tok, mustJSON(map[string]any{"request": r3.id, "reason": "unexpected-response"})); resp.StatusCode != 429 ||
+		resp.Header.Get("Retry-After") != "3600" {
+		t.Fatalf("report over the limit: %d Retry-After %q %s, want 429 with Retry-After 3600", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
 	// The sealed text: the tenant's compliance officer reads it; the
 	// attacker's officer and the victim's inference token cannot.
 	url := p.URL + "/compliance/v1/reports/" + string(res.Report)

@@ -32,6 +32,11 @@ import (
 //     would, which cuts long streams;
 //   - at most MaxConns connections are open per listener (more wait in the
 //     kernel's accept queue, holding no goroutine);
+//   - a connection must send its first byte within FirstByte, and at most
+//     MaxSilentPerSource connections from one source address may be open
+//     without having sent one (one more is closed at accept, taking no
+//     slot of MaxConns): silent connections from one host cannot fill the
+//     cap;
 //   - at most MaxConnsPerTenant connections per listener carry a tenant's
 //     requests: a connection counts for every tenant whose token
 //     authenticated on it, until it closes (connCaps). A request of a
@@ -49,10 +54,16 @@ type Transport struct {
 	// MaxConnsPerTenant bounds the connections per listener that carry one
 	// tenant's requests (default 128).
 	MaxConnsPerTenant int
+	// FirstByte is how long a new connection may stay silent (default 5 s).
+	FirstByte time.Duration
+	// MaxSilentPerSource bounds the connections per listener from one
+	// source address that have not sent their first byte (default 32).
+	MaxSilentPerSource int
 }
 
 // DefaultTransport is Transport's defaults.
-var DefaultTransport = Transport{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second, MaxConns: 1024, MaxConnsPerTenant: 128}
+var DefaultTransport = Transport{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second, MaxConns: 1024, MaxConnsPerTenant: 128,
+	FirstByte: 5 * time.Second, MaxSilentPerSource: 32}
 
 func (t Transport) withDefaults() Transport {
 	d := DefaultTransport
@@ -74,16 +85,32 @@ func (t Transport) withDefaults() Transport {
 	if t.MaxConnsPerTenant > 0 {
 		d.MaxConnsPerTenant = t.MaxConnsPerTenant
 	}
+	if t.FirstByte > 0 {
+		d.FirstByte = t.FirstByte
+	}
+	if t.MaxSilentPerSource > 0 {
+		d.MaxSilentPerSource = t.MaxSilentPerSource
+	}
 	return d
 }
 
-// Listen listens on addr with at most MaxConns connections open at once.
+// Listen listens on addr with at most MaxConns connections open at once,
+// of which at most MaxSilentPerSource per source address have sent
+// nothing, each for at most FirstByte.
 func (t Transport) Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return netutil.LimitListener(ln, t.withDefaults().MaxConns), nil
+	return t.Limit(ln), nil
+}
+
+// Limit applies Listen's connection limits to ln.
+func (t Transport) Limit(ln net.Listener) net.Listener {
+	t = t.withDefaults()
+	// The silent check is under the global cap: a connection it closes at
+	// accept never holds one of MaxConns' slots.
+	return netutil.LimitListener(&silentLimit{Listener: ln, perSource: t.MaxSilentPerSource, firstByte: t.FirstByte, silent: map[string]int{}}, t.MaxConns)
 }
 
 // HTTPServer returns an http.Server for h with t's limits, serving TLS

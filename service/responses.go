@@ -418,7 +418,7 @@ type ReplayResult struct {
 // The verdict is ledgered (request.replayed, actor by) with, for a
 // reported request, the register entry's new version, in one transaction.
 //
-// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy;
+// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy (retry in 1 s);
 // ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
 func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayRequest) (ReplayResult, error) {
 	prompt := in.Prompt
@@ -563,7 +563,7 @@ func (r *Responses) runReplay(ctx context.Context, greq engine.GenerateRequest) 
 	select {
 	case r.replaySlot <- struct{}{}:
 	default:
-		return nil, 0, ErrReplayBusy
+		return nil, 0, retryIn{ErrReplayBusy, replayBusyRetry}
 	}
 	defer func() { <-r.replaySlot }()
 	rc := r.cfg
@@ -648,7 +648,7 @@ func tenantGCM(derive func(kek []byte, t cloison.TenantID) ([]byte, error), kek 
 // the answer.
 //
 // Errors: ErrInvalidField (reason, text too long); ErrNoRequest;
-// audit.ErrReportRate (the tenant's limit); ErrResponsesOff;
+// audit.ErrReportRate (the tenant's limit; retry within the window); ErrResponsesOff;
 // ErrLedgerUnavailable.
 func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportInput) (ReportResult, bool, error) {
 	if audit.CheckName("reason", string(in.Reason)) != nil || !validReason(in.Reason) {
@@ -679,7 +679,9 @@ func (r *Responses) Report(ctx context.Context, p tenancy.Principal, in ReportIn
 	rep, dup, err := r.d.Ledger.RecordReport(lctx, TenantActor(p), audit.NewReport{Tenant: p.Tenant, Request: in.Request, Reason: in.Reason,
 		Sealed: sealed, RequestAt: e.OccurredAt, EntrySeq: e.Seq}, r.cfg.ReportLimit)
 	if errors.Is(err, audit.ErrReportRate) {
-		return ReportResult{}, false, err
+		// The oldest report in the window leaves it within the window:
+		// an upper bound on the wait, never too early.
+		return ReportResult{}, false, retryIn{err, r.cfg.ReportLimit.Window}
 	}
 	if err != nil {
 		r.d.Log.Error("report record failed", "request", in.Request, "err", err)
@@ -808,3 +810,17 @@ func (r *Responses) ReadReport(ctx context.Context, t cloison.TenantID, id audit
 	}
 	return v, nil
 }
+
+// replayBusyRetry is the wait a client is told when the node's one replay
+// slot is taken: a replay of a short answer takes about that long.
+const replayBusyRetry = time.Second
+
+// retryIn is an error that tells the client when to retry (Retry-After on
+// HTTP, RetryInfo on gRPC); its code and message are the wrapped error's.
+type retryIn struct {
+	error
+	wait time.Duration
+}
+
+func (e retryIn) Unwrap() error             { return e.error }
+func (e retryIn) RetryDelay() time.Duration { return e.wait }

@@ -385,6 +385,9 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if !ok || len(list) == 0 {
 			return 0, bad(path, "enum must be a non-empty array")
 		}
+		if len(list) > maxStacks { // every value a live parse at once: more would fail inside the matcher
+			return 0, unsupported(path, "an enum of more than %d values", maxStacks)
+		}
 		var alts [][]elem
 		for _, x := range list {
 			if t, ok := s.get("type"); ok && !typeAdmits(t, x) {
