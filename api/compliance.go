@@ -48,10 +48,6 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	s.tlogRoutes(mux) // /compliance/v1/tlog/... (tlog.go)
 }
 
-// operator reports whether p is one of the operator's officers, who see
-// the whole register and ledger (service.Operator).
-func operator(p tenancy.Principal) bool { return service.Operator(p) }
-
 func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	fs, err := s.ops.compliance.Incidents(r.Context(), p)

@@ -260,10 +260,6 @@ func (s *Server) append(ctx context.Context, tenant cloison.TenantID, p audit.Pa
 	return s.req.Append(ctx, tenant, p)
 }
 
-func (s *Server) stage(ctx context.Context, tenant cloison.TenantID, p audit.Payload) error {
-	return s.req.Stage(ctx, tenant, p)
-}
-
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if err := s.readiness(r.Context()); err != nil {
 		writeJSON(w, 503, map[string]string{"status": "not ready", "reason": err.Error()})

@@ -791,7 +791,6 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 	type node struct {
 		kids map[byte]*node
 		end  bool
-		rule int
 	}
 	root := &node{kids: map[byte]*node{}}
 	for _, m := range props {
