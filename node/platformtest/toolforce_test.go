@@ -154,11 +154,11 @@ func TestChatToolChoiceForced(t *testing.T) {
 		}
 	})
 	t.Run("a schema the grammar cannot enforce", func(t *testing.T) {
-		bad := `{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":3}}}}}`
+		bad := `{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"string","pattern":"^a"}}}}}`
 		b := `{"model":"` + platformtest.Model + `","messages":[{"role":"user","content":"x"}],"tools":[` + bad + `],"tool_choice":"required"}`
 		code, out := post(t, p, tok, b)
-		if code != 400 || !strings.Contains(string(out), "minimum") {
-			t.Fatalf("got %d %s, want 400 naming minimum", code, out)
+		if code != 400 || !strings.Contains(string(out), "pattern") {
+			t.Fatalf("got %d %s, want 400 naming pattern", code, out)
 		}
 	})
 	t.Run("grpc", func(t *testing.T) {
