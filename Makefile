@@ -149,7 +149,7 @@ test: llama-vocab test-tools arm64-tools
 	  echo "== the 2026 incident suite at full size (1,048,576-token context, 681,280-token prefill pool)" && \
 	  $(GO) test -count=1 -timeout 40m -tags faults -run '^TestIncident2026$$' -v ./node/platformtest/ | grep -E '^(    --- |--- |ok|FAIL|PASS)'
 
-## test-unit: the Go tests, -short, no -race: no sdk-test, arm64, ablation or full-size suites (est. 5-10 min on 2 cores).
+## test-unit: the Go tests, -short, no -race: no sdk-test, arm64, ablation or full-size suites (about 2.5 min on 2 cores).
 ## Run it often while working, make test before a merge. -short runs
 ## TestLeakOracle at its reduced size and skips the 66,000-event tile test;
 ## TestIncident2026 and the ablation suites need -tags faults and are not
