@@ -107,28 +107,31 @@ func SignReceipt(signer note.Signer, r Receipt) (string, error) {
 }
 
 // OpenReceipt checks an encoded receipt against the published verifier
-// key (TreeVerifierKey) and returns what it states. The origin must be the
-// key's name.
+// key (TreeVerifierKey; several: the current and earlier log keys) and
+// returns what it states. The origin must be the name of the key that
+// signed it.
 //
-// Errors: ErrMalformed (not base64, not a receipt's text); ErrBadSignature
-// (no valid signature by that key).
-func OpenReceipt(enc, verifierKey string) (Receipt, error) {
+// Errors: ErrMalformed (not base64, not a receipt's text, a verifier key
+// that does not parse); ErrBadSignature (no valid signature by those
+// keys).
+func OpenReceipt(enc string, verifierKeys ...string) (Receipt, error) {
 	msg, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
 	if err != nil {
 		return Receipt{}, fmt.Errorf("%w: receipt: not base64", ErrMalformed)
 	}
-	v, err := note.NewVerifier(verifierKey)
-	if err != nil {
-		return Receipt{}, fmt.Errorf("%w: verifier key: %v", ErrMalformed, err)
+	var vs []note.Verifier
+	for _, k := range verifierKeys {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return Receipt{}, fmt.Errorf("%w: verifier key: %v", ErrMalformed, err)
+		}
+		vs = append(vs, v)
 	}
-	n, err := note.Open(msg, note.VerifierList(v))
+	n, err := note.Open(msg, note.VerifierList(vs...))
 	if err != nil {
 		var unknown *note.UnverifiedNoteError
-		if errors.As(err, &unknown) {
-			return Receipt{}, fmt.Errorf("%w: receipt: %v", ErrBadSignature, err)
-		}
 		var inv *note.InvalidSignatureError
-		if errors.As(err, &inv) {
+		if errors.As(err, &unknown) || errors.As(err, &inv) {
 			return Receipt{}, fmt.Errorf("%w: receipt: %v", ErrBadSignature, err)
 		}
 		return Receipt{}, fmt.Errorf("%w: receipt: %v", ErrMalformed, err)
@@ -137,8 +140,8 @@ func OpenReceipt(enc, verifierKey string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	if string(r.Origin) != v.Name() {
-		return Receipt{}, fmt.Errorf("%w: receipt of log %q under the key of %q", ErrBadSignature, r.Origin, v.Name())
+	if string(r.Origin) != n.Sigs[0].Name {
+		return Receipt{}, fmt.Errorf("%w: receipt of log %q under the key of %q", ErrBadSignature, r.Origin, n.Sigs[0].Name)
 	}
 	return r, nil
 }
@@ -188,14 +191,14 @@ func parseReceipt(text string) (Receipt, error) {
 // and lines starting with # skipped), each checked by OpenReceipt.
 //
 // Errors: OpenReceipt's, naming the line.
-func ReadReceipts(b []byte, verifierKey string) ([]Receipt, error) {
+func ReadReceipts(b []byte, verifierKeys ...string) ([]Receipt, error) {
 	var out []Receipt
 	for i, line := range bytes.Split(b, []byte("\n")) {
 		s := strings.TrimSpace(string(line))
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
 		}
-		r, err := OpenReceipt(s, verifierKey)
+		r, err := OpenReceipt(s, verifierKeys...)
 		if err != nil {
 			return nil, fmt.Errorf("receipts line %d: %w", i+1, err)
 		}
