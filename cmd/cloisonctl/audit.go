@@ -81,8 +81,9 @@ inclusion proofs of --entry (default: the last entry); then stores the checkpoin
 checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed verification.
 
 --receipts FILE (the Cloison-Receipt values a client kept, one a line) checks that each receipt's entry
-is in the verified log: in the database, under the latest signed tree note; with --server, in --tenant's
-own log (the tenant's check of its receipts). A receipt past its deadline (its time plus the maximum
+is in the verified log: in the database, under the latest signed tree note; with --server, in the
+checkpoint just verified (the whole log listed and recomputed; with --tenant, the tenant's own log: the
+tenant's check of its receipts). A receipt past its deadline (its time plus the maximum
 merge delay, one minute) whose entry is missing fails, named by request and leaf hash: a tail cut
 after the last checkpoint. One not yet due is listed as pending.`,
 		Args: cobra.NoArgs,
@@ -102,16 +103,13 @@ after the last checkpoint. One not yet due is listed as pending.`,
 					return err
 				}
 				lo.Tenant = cloison.TenantID(tenant)
-				if receipts != "" && lo.Tenant == "" {
-					return cloison.NewError(cloison.CodeInvalid, "--receipts with --server checks a tenant's own log: give --tenant")
-				}
 				rep, err := verifyLog(ctx, lo)
 				if err != nil {
 					return err
 				}
 				fmt.Fprint(cmd.OutOrStdout(), rep)
 				if receipts != "" {
-					return verifyTenantReceipts(ctx, lo, receipts, cmd.OutOrStdout())
+					return verifyServerReceipts(ctx, lo, rep.Head, receipts, cmd.OutOrStdout())
 				}
 				return nil
 			}

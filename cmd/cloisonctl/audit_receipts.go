@@ -5,7 +5,11 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -112,15 +116,18 @@ func verifyReceiptsInDatabase(ctx context.Context, s *postgres.Store, origin str
 	return receiptsReport(out, audit.CheckReceipts(rs, audit.Name(origin), clock(), found))
 }
 
-// verifyTenantReceipts checks the receipts in o's file against tenant
-// o.Tenant's own log as the server serves it: the whole log listed and
-// recomputed against its signed tenant checkpoint (listTenantLog), so a
-// position counts only under a signature. A receipt's leaf is the
-// entry's leaf in the tenant log too (audit.TenantLeaf: a request's
-// entries name their tenant alone).
+// verifyServerReceipts checks the receipts in file against the log that
+// verifyLog verified on the server: tenant o.Tenant's own log when set,
+// otherwise the global log (head, an admin's listing). The whole log is
+// listed and recomputed against its signed checkpoint, so a position
+// counts only under a signature: a cost linear in the log, paid once for
+// every receipt in the file. A receipt's leaf is the entry's leaf in the
+// tenant log too (audit.TenantLeaf: a request's entries name their tenant
+// alone).
 //
-// Errors: as verifyReceiptsInDatabase, and listTenantLog's.
-func verifyTenantReceipts(ctx context.Context, o logVerifyOptions, file string, out io.Writer) error {
+// Errors: as verifyReceiptsInDatabase; audit.ErrNotIncluded for a
+// listing that is not the signed log; listTenantLog's and the server's.
+func verifyServerReceipts(ctx context.Context, o logVerifyOptions, head audit.TreeHead, file string, out io.Writer) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
@@ -130,11 +137,16 @@ func verifyTenantReceipts(ctx context.Context, o logVerifyOptions, file string, 
 		return err
 	}
 	for _, r := range rs {
-		if r.Tenant != o.Tenant {
+		if o.Tenant != "" && r.Tenant != o.Tenant {
 			return cloison.Errorf(cloison.CodeInvalid, "receipt of request %s is tenant %s's, not in tenant %s's log", r.Request, r.Tenant, o.Tenant)
 		}
 	}
-	l, err := listTenantLog(ctx, tenantListOptions{Server: o.Server, Token: o.Token, VerifierKey: o.VerifierKey, Tenant: o.Tenant, Client: o.Client})
+	var l tenantListing
+	if o.Tenant != "" {
+		l, err = listTenantLog(ctx, tenantListOptions{Server: o.Server, Token: o.Token, VerifierKey: o.VerifierKey, Tenant: o.Tenant, Client: o.Client})
+	} else {
+		l, err = listGlobalLog(ctx, o, head)
+	}
 	if err != nil {
 		return err
 	}
@@ -148,6 +160,44 @@ func verifyTenantReceipts(ctx context.Context, o logVerifyOptions, file string, 
 	if err != nil {
 		return fmt.Errorf("%w: verifier key: %v", audit.ErrMalformed, err)
 	}
-	fmt.Fprintf(out, "receipts checked against tenant log %s of size %d\n", l.Head.Origin, l.Head.Size)
+	fmt.Fprintf(out, "receipts checked against log %s of size %d\n", l.Head.Origin, l.Head.Size)
 	return receiptsReport(out, audit.CheckReceipts(rs, audit.Name(v.Name()), clock(), found))
+}
+
+// listGlobalLog lists the global log's entries 1..head.Size (GET
+// /compliance/v1/ledger, admin) and checks that they are the tree head
+// signs, by recomputing its root.
+//
+// Errors: audit.ErrNotIncluded (rows missing or not the signed tree);
+// audit.ErrMalformed; the server's.
+func listGlobalLog(ctx context.Context, o logVerifyOptions, head audit.TreeHead) (tenantListing, error) {
+	l := tenantListing{Head: head}
+	if head.Size == 0 {
+		return l, nil
+	}
+	c := &logClient{base: strings.TrimRight(o.Server, "/"), token: o.Token, http: o.Client}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 5 * time.Minute}
+	}
+	body, err := c.get(ctx, "/compliance/v1/ledger", url.Values{"from": {"1"}, "to": {strconv.FormatUint(head.Size, 10)}})
+	if err != nil {
+		return l, err
+	}
+	if l.Rows, err = decodeListing(body, 1); err != nil {
+		return l, err
+	}
+	m := &audit.MemTree{}
+	for _, r := range l.Rows {
+		if _, err := m.Append(r.Leaf); err != nil {
+			return l, err
+		}
+	}
+	h, err := m.Head(head.Origin, m.Size())
+	if err != nil {
+		return l, err
+	}
+	if m.Size() != head.Size || h.Root != head.Root {
+		return l, fmt.Errorf("%w: the listed entries are not the log the checkpoint signs", audit.ErrNotIncluded)
+	}
+	return l, nil
 }

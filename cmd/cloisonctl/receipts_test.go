@@ -91,8 +91,8 @@ func cutTail(t *testing.T, p *platformtest.Platform, n uint64) {
 // then the tail after the last checkpoint cut by the DBA (the entries,
 // their tree, notes and tenant logs). The ledger verifies without the
 // receipts — nothing in the database remembers the cut — but `audit
-// verify --receipts` (on the database, and the tenant's own check with
-// --server --tenant) fails with exit status 3 naming every cut request
+// verify --receipts` (on the database, from the server's global log, and
+// the tenant's own check with --server --tenant) fails with exit status 3 naming every cut request
 // and its leaf hash; before the cut the same receipts are all included,
 // and before their deadline a missing entry is pending, not a failure.
 func TestCLIVerifyReceiptsNamesCutTail(t *testing.T) {
@@ -142,8 +142,12 @@ func TestCLIVerifyReceiptsNamesCutTail(t *testing.T) {
 	if out := mustRun(t, append(dbArgs, "--receipts", file)...); !strings.Contains(out, "3 included, 0 pending") {
 		t.Fatalf("before the cut, database: %s", out)
 	}
-	if out := mustRun(t, tenantArgs...); !strings.Contains(out, "3 included, 0 pending") {
-		t.Fatalf("before the cut, tenant: %s", out)
+	globalArgs := []string{"audit", "verify", "--server", p.URL, "--token", p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin),
+		"--verifier-key", vkey, "--receipts", file}
+	for name, args := range map[string][]string{"tenant": tenantArgs, "global": globalArgs} {
+		if out := mustRun(t, args...); !strings.Contains(out, "3 included, 0 pending") {
+			t.Fatalf("before the cut, %s: %s", name, out)
+		}
 	}
 
 	cutTail(t, p, last.Seq)
@@ -154,7 +158,7 @@ func TestCLIVerifyReceiptsNamesCutTail(t *testing.T) {
 	}
 	defer func(c func() time.Time) { clock = c }(clock)
 	clock = func() time.Time { return time.Now().Add(audit.MaxMergeDelay + time.Minute) }
-	for name, args := range map[string][]string{"database": append(dbArgs, "--receipts", file), "tenant": tenantArgs} {
+	for name, args := range map[string][]string{"database": append(dbArgs, "--receipts", file), "tenant": tenantArgs, "global": globalArgs} {
 		_, err := run(t, args...)
 		var re *audit.ReceiptsError
 		if !errors.Is(err, audit.ErrReceiptBroken) || exitCode(err) != 3 || !errors.As(err, &re) || len(re.Missing) != 3 {
