@@ -83,7 +83,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 --receipts FILE (the Cloison-Receipt values a client kept, one a line) checks that each receipt's entry
 is in the verified log: in the database, under the latest signed tree note; with --server, in the
 checkpoint just verified (the whole log listed and recomputed; with --tenant, the tenant's own log: the
-tenant's check of its receipts). A receipt past its deadline (its time plus the maximum
+tenant's check of its receipts); with --witnesses K, in the latest checkpoint K witnesses cosigned. A receipt past its deadline (its time plus the maximum
 merge delay, one minute) whose entry is missing fails, named by request and leaf hash: a tail cut
 after the last checkpoint. One not yet due is listed as pending.`,
 		Args: cobra.NoArgs,
@@ -109,7 +109,7 @@ after the last checkpoint. One not yet due is listed as pending.`,
 				}
 				fmt.Fprint(cmd.OutOrStdout(), rep)
 				if receipts != "" {
-					return verifyServerReceipts(ctx, lo, rep.Head, receipts, cmd.OutOrStdout())
+					return verifyServerReceipts(ctx, lo, rep.Head, rep.Cosigned, receipts, cmd.OutOrStdout())
 				}
 				return nil
 			}
@@ -180,7 +180,7 @@ func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []strin
 	}
 	if receipts != "" {
 		// Before the trusted state moves: a broken promise fails the run.
-		if err := verifyReceiptsInDatabase(ctx, s, g.origin, keys, receipts, out); err != nil {
+		if err := verifyReceiptsInDatabase(ctx, s, g.origin, keys, wv.k, receipts, out); err != nil {
 			return err
 		}
 	}

@@ -61,13 +61,14 @@ func findLeaves(rs []audit.Receipt, each func(fn func(pos uint64, leaf tlog.Hash
 // verifyReceiptsInDatabase checks the receipts in file against the
 // ledger in the database, which verifyDatabase has verified: an entry
 // counts as in the log when it is under the latest tree note signed by a
-// trusted key (Verify matched that note to the recomputed tree), not
+// trusted key (Verify matched that note to the recomputed tree), or with
+// witnesses > 0 under the latest one that many witnesses cosigned; not
 // merely in a row.
 //
 // Errors: audit.ErrReceiptBroken (a *audit.ReceiptsError naming each
 // missing entry); audit.ErrNoCheckpoint; the file's, the receipts'
 // (audit.ErrMalformed, audit.ErrBadSignature) and the database's.
-func verifyReceiptsInDatabase(ctx context.Context, s *postgres.Store, origin string, pubs map[string]ed25519.PublicKey, file string, out io.Writer) error {
+func verifyReceiptsInDatabase(ctx context.Context, s *postgres.Store, origin string, pubs map[string]ed25519.PublicKey, witnesses int, file string, out io.Writer) error {
 	var vkeys []string
 	for _, pub := range pubs {
 		vk, err := audit.TreeVerifierKey(audit.Name(origin), pub)
@@ -88,6 +89,11 @@ func verifyReceiptsInDatabase(ctx context.Context, s *postgres.Store, origin str
 		return err
 	}
 	latest, err := s.TreeCheckpoint(ctx)
+	if witnesses > 0 {
+		// The witnessed log: the latest checkpoint that many witnesses
+		// cosigned (checked by witnessVerify.check before this).
+		latest, err = s.CosignedCheckpoint(ctx, witnesses)
+	}
 	if err != nil {
 		return err
 	}
@@ -123,11 +129,12 @@ func verifyReceiptsInDatabase(ctx context.Context, s *postgres.Store, origin str
 // counts only under a signature: a cost linear in the log, paid once for
 // every receipt in the file. A receipt's leaf is the entry's leaf in the
 // tenant log too (audit.TenantLeaf: a request's entries name their tenant
-// alone).
+// alone). With o.Witnesses (global log), an entry counts only up to
+// cosigned, the size of the cosigned checkpoint the head extends.
 //
 // Errors: as verifyReceiptsInDatabase; audit.ErrNotIncluded for a
 // listing that is not the signed log; listTenantLog's and the server's.
-func verifyServerReceipts(ctx context.Context, o logVerifyOptions, head audit.TreeHead, file string, out io.Writer) error {
+func verifyServerReceipts(ctx context.Context, o logVerifyOptions, head audit.TreeHead, cosigned uint64, file string, out io.Writer) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
@@ -159,6 +166,16 @@ func verifyServerReceipts(ctx context.Context, o logVerifyOptions, head audit.Tr
 	v, err := note.NewVerifier(o.VerifierKey)
 	if err != nil {
 		return fmt.Errorf("%w: verifier key: %v", audit.ErrMalformed, err)
+	}
+	if o.Tenant == "" && o.Witnesses > 0 {
+		// The witnessed log: positions up to the cosigned checkpoint the
+		// head was proved to extend (verifyLog).
+		inTree := found
+		found = func(h tlog.Hash) (uint64, bool) {
+			p, ok := inTree(h)
+			return p, ok && p <= cosigned
+		}
+		l.Head.Size = cosigned
 	}
 	fmt.Fprintf(out, "receipts checked against log %s of size %d\n", l.Head.Origin, l.Head.Size)
 	return receiptsReport(out, audit.CheckReceipts(rs, audit.Name(v.Name()), clock(), found))

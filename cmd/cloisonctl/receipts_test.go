@@ -19,6 +19,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/witness"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
@@ -188,4 +189,78 @@ func httpPost(t *testing.T, url, auth, body string) (*http.Response, []byte) {
 		t.Fatal(err)
 	}
 	return resp, b
+}
+
+// TestCLIVerifyReceiptsWitnessed: with --witnesses K a receipt's entry
+// counts only once it is under a checkpoint K witnesses cosigned — a
+// signed tree note the witnesses never saw does not keep the promise —
+// from the server and on the database.
+func TestCLIVerifyReceiptsWitnessed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}})
+	dir := t.TempDir()
+	logVKey, err := p.Ledger.TreeVerifierKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(strings.SplitN(logVKey, "+", 3)[2])
+	pubFile := filepath.Join(dir, "log.pub")
+	if err := os.WriteFile(pubFile, []byte(base64.StdEncoding.EncodeToString(raw[1:])+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wKey, ready := filepath.Join(dir, "w.key"), filepath.Join(dir, "ready")
+	wvkey := strings.TrimSpace(mustRun(t, "witness", "vkey", "--create", "--key", wKey, "--name", "witness.test/rcpt"))
+	addr, served := startWitness(ctx, t, wKey, filepath.Join(dir, "state.json"), "witness.test/rcpt", logVKey, ready)
+	appendEvents(t, p.Ledger, "before", 1, 4)
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := witness.NewClient("http://"+addr, wvkey, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := witness.NewSubmitter(ctx, p.Ledger, logVKey, []*witness.Client{c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := sub.SubmitLatest(ctx); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+
+	resp, b := httpPost(t, p.URL+"/v1/chat/completions", "Bearer "+p.Token(t, "alpha", tenancy.ScopeInfer),
+		`{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, b)
+	}
+	file := filepath.Join(dir, "receipts")
+	if err := os.WriteFile(file, []byte(resp.Header.Get(api.ReceiptHeader)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func(c func() time.Time) { clock = c }(clock)
+	clock = func() time.Time { return time.Now().Add(audit.MaxMergeDelay + time.Minute) }
+	server := []string{"audit", "verify", "--server", p.URL, "--token", p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin),
+		"--verifier-key", logVKey, "--receipts", file, "--witness-key", wvkey, "--witnesses", "1"}
+	db := []string{"audit", "verify", "--database-url", p.DB.AdminURL, "--role", p.DB.Roles.Runtime, "--origin", "platformtest",
+		"--public-key", pubFile, "--no-register", "--receipts", file, "--witness-key", wvkey, "--witnesses", "1"}
+	for name, args := range map[string][]string{"server": server, "database": db} {
+		if _, err := run(t, args...); !errors.Is(err, audit.ErrReceiptBroken) {
+			t.Errorf("%s, signed but not cosigned: got %v, want ErrReceiptBroken", name, err)
+		}
+	}
+	if errs := sub.SubmitLatest(ctx); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	for name, args := range map[string][]string{"server": server, "database": db} {
+		if out := mustRun(t, args...); !strings.Contains(out, "1 included, 0 pending") {
+			t.Errorf("%s, cosigned: %s", name, out)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("witness: %v", err)
+	}
 }
