@@ -210,7 +210,10 @@
 //
 // The token goes in the authorization metadata (Bearer <jwt>). Every response
 // carries x-request-id header metadata (the id the ledger records; a client's
-// own id is only logged); Generate also carries x-cloison-decision-id. Errors
+// own id is only logged); Generate also carries x-cloison-decision-id, and on
+// success the cloison-receipt trailer (ReceiptKey: request.completed's
+// audit.Receipt, as the HTTP routes send it in the Cloison-Receipt header,
+// or a stream's trailer and final SSE comment: ReceiptHeader). Errors
 // use the same table as HTTP: the status message is the public message, the
 // code travels as a google.rpc.ErrorInfo detail (reason = the code, domain =
 // cloison.dev), internal errors read "Internal error.", and quota refusals and

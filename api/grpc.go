@@ -41,6 +41,9 @@ const (
 	RequestIDKey = "x-request-id"
 	// DecisionIDKey carries Generate's policy decision id (header metadata).
 	DecisionIDKey = "x-cloison-decision-id"
+	// ReceiptKey carries Generate's receipt (trailer metadata, on success
+	// only): request.completed's audit.Receipt, the ReceiptHeader value.
+	ReceiptKey = "cloison-receipt"
 	// RetryAfterKey carries seconds to wait (trailer metadata) on
 	// RESOURCE_EXHAUSTED from a quota and on UNAVAILABLE, as the
 	// google.rpc.RetryInfo detail of the status does.

@@ -297,7 +297,13 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 	final := &inferencev1.GenerateResponse{Kind: &inferencev1.GenerateResponse_Final{Final: &inferencev1.Final{
 		FinishReason: finish, FinishReasons: finishes, RequestId: string(id), DecisionId: decision,
 		Usage: &inferencev1.Usage{PromptTokens: int64(res.Prompt), CompletionTokens: int64(res.Completion), TotalTokens: int64(res.Prompt + res.Completion)}}}}
-	return g.s.streams.sendWithin(ctx, func() error { return stream.Send(final) })
+	if err := g.s.streams.sendWithin(ctx, func() error { return stream.Send(final) }); err != nil {
+		return err
+	}
+	// The receipt rides in the trailer, which leaves with the OK status
+	// after the final message: never with an error.
+	stream.SetTrailer(metadata.Pairs(ReceiptKey, res.Receipt))
+	return nil
 }
 
 func (g *inferenceService) checkModel(ctx context.Context, model string) error {

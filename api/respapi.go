@@ -829,9 +829,11 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 			done = "response.incomplete"
 		}
 		sse.send(done, map[string]any{"response": b.resp})
+		sse.receipt(res.Receipt)
 	case err != nil:
 		WriteHTTPError(w, err)
 	default:
+		w.Header().Set(ReceiptHeader, res.Receipt)
 		writeJSON(w, 200, b.resp)
 	}
 }
@@ -876,6 +878,7 @@ func (x *respSSE) begin(resp Response) {
 	x.w.Header().Set("Content-Type", "text/event-stream")
 	x.w.Header().Set("Cache-Control", "no-cache")
 	x.w.Header().Set("X-Accel-Buffering", "no")
+	x.w.Header().Set("Trailer", ReceiptHeader)
 	x.w.WriteHeader(200)
 	x.send("response.created", map[string]any{"response": resp})
 	x.send("response.in_progress", map[string]any{"response": resp})
@@ -896,6 +899,22 @@ func (x *respSSE) send(typ string, kv map[string]any) {
 	if x.flusher != nil {
 		x.flusher.Flush()
 	}
+}
+
+// receipt ends a successful stream with its receipt: an SSE comment
+// after the last event, and the trailer declared in begin (ReceiptHeader).
+func (x *respSSE) receipt(r string) {
+	if x.failed || !x.begun {
+		return
+	}
+	if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\n", r); err != nil {
+		x.failed = true
+		return
+	}
+	if x.flusher != nil {
+		x.flusher.Flush()
+	}
+	x.w.Header().Set(ReceiptHeader, r)
 }
 
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {

@@ -346,6 +346,7 @@ func (x *sseWriter) begin() {
 	x.w.Header().Set("Content-Type", "text/event-stream")
 	x.w.Header().Set("Cache-Control", "no-cache")
 	x.w.Header().Set("X-Accel-Buffering", "no")
+	x.w.Header().Set("Trailer", ReceiptHeader)
 	x.w.WriteHeader(200)
 	for i := range x.cs {
 		if x.in.chat {
@@ -444,11 +445,12 @@ func (x *sseWriter) end(res genResult, err error) {
 	if x.failed {
 		return
 	}
-	if _, err := fmt.Fprint(x.w, "data: [DONE]\n\n"); err != nil {
+	if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\ndata: [DONE]\n\n", res.Receipt); err != nil {
 		x.fail()
 		return
 	}
 	if x.flusher != nil {
 		x.flusher.Flush()
 	}
+	x.w.Header().Set(ReceiptHeader, res.Receipt) // the trailer declared in begin
 }

@@ -448,9 +448,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, in inference) {
 	case err != nil:
 		WriteHTTPError(w, err)
 	default:
+		w.Header().Set(ReceiptHeader, res.Receipt)
 		s.fullResponse(w, id, in, cs, res)
 	}
 }
+
+// ReceiptHeader carries an acknowledged request's receipt
+// (audit.Receipt: request.completed's leaf hash, tenant, request, time and
+// deadline, signed by the log key; one base64 line): a header of a JSON
+// answer, and of a streamed one the trailer of the same name and an SSE
+// comment line ": cloison-receipt <receipt>" before "data: [DONE]" (the
+// entry is written after the last token, when the headers are long sent;
+// SSE parsers, the OpenAI SDKs' included, skip comments).
+const ReceiptHeader = "Cloison-Receipt"
 
 // sanitizeName maps a reason to the ledger's Name alphabet.
 func sanitizeName(s string) string { return service.SanitizeName(s) }

@@ -110,6 +110,29 @@
 //     never a warning. Once integrated it is covered like every other
 //     entry; what a verifier holds from before (a checkpoint, a proof)
 //     never covers staged events.
+//   - Receipts (receipt.go): the promise that closes the staging window
+//     and the tail after the last checkpoint to whoever holds one. A node
+//     acknowledges a request once its request.completed is staged, under
+//     no hash yet; with the answer it hands the client a Receipt signed by
+//     the log key (a note whose text begins ReceiptDomain, so it can never
+//     pass for a checkpoint or a cosignature): the entry's leaf hash
+//     (LeafHash of the payload the writer staged), tenant, request, kind,
+//     time, and deadline = time + MaxMergeDelay (one minute). Like a signed
+//     certificate timestamp (RFC 6962 s. 3), it promises inclusion within
+//     a maximum merge delay rather than stating a position: the position
+//     is given by the integrator after the answer leaves, and the staging
+//     row's id is the database's, which proves nothing to an outsider;
+//     the leaf hash is known at acknowledgement and is what a verifier
+//     finds. The bound covers integration (IntegrationBound), the next
+//     tree note (a second) and the witnesses' round (a second), with room
+//     for another node's integrator to take over a dead node's staged
+//     rows. CheckReceipts holds receipts to a verified log: included,
+//     pending (deadline not passed), or missing — a *ReceiptsError naming
+//     each request and leaf (ErrReceiptBroken). A tail the database owner
+//     cut after the last checkpoint, with its tree, notes and tenant logs,
+//     leaves the database self-consistent; a receipt makes it a named
+//     failure. What a receipt cannot do: speak for requests whose client
+//     kept no receipt, or for refused requests (never acknowledged).
 //   - Witness cosignatures (cosignature.go, C2SP tlog-cosignature,
 //     cosignature/v1 Ed25519: "— <witness> base64(key hash ‖ timestamp ‖
 //     sig)" over "cosignature/v1\ntime <t>\n<checkpoint body>"; a witness's

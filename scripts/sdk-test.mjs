@@ -63,6 +63,11 @@ await check("openai: chat.completions.create", async () => {
   assert.equal(r.usage.completion_tokens, 8);
   assert.equal(r.choices[0].finish_reason, "length");
 });
+await check("openai: the Cloison-Receipt header rides along", async () => {
+  const { data, response } = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Bonjour" }], max_tokens: 2 }).withResponse();
+  assert.equal(data.object, "chat.completion");
+  assert.match(response.headers.get("cloison-receipt") ?? "", /^[A-Za-z0-9+/]+=*$/);
+});
 await check("openai: chat streaming with usage", async () => {
   const whole = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Bonjour" }], max_tokens: 8, temperature: 0 });
   const stream = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Bonjour" }], max_tokens: 8, temperature: 0,

@@ -158,7 +158,7 @@ func (s *Requests) runChoices(ctx context.Context, greqs []engine.GenerateReques
 // completedN ledgers request.completed for all the request's choices:
 // the prompt counted once, generated and cached tokens and pages summed,
 // the duration the longest (completed, for n choices).
-func (s *Requests) completedN(ctx context.Context, part isolation.Partition, id cloison.RequestID, runs []*choiceRun, endErr error, sv *audit.Served, pl *audit.Placement) error {
+func (s *Requests) completedN(ctx context.Context, part isolation.Partition, id cloison.RequestID, runs []*choiceRun, endErr error, sv *audit.Served, pl *audit.Placement) (string, error) {
 	var agg engine.Summary
 	var dur time.Duration
 	for i, run := range runs {
@@ -173,7 +173,7 @@ func (s *Requests) completedN(ctx context.Context, part isolation.Partition, id 
 		}
 		dur = max(dur, sum.Duration)
 	}
-	return s.Stage(ctx, agg.Tenant, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
+	return s.stageReceipted(ctx, agg.Tenant, id, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(agg.Prompt), CompletionTokens: int64(agg.Generated), CachedTokens: int64(agg.Cached), Pages: int64(agg.Pages),
 		Tier: audit.Name(part.Zeroing.String()), DurationMicros: dur.Microseconds(), Served: sv, Placement: pl})
 }

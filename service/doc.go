@@ -22,7 +22,9 @@
 //
 //   - No unaudited service: a request reaches the engine only once its
 //     allowed policy decision is durable in the ledger, and a generation
-//     ends with success only once request.completed is durable. A ledger
+//     ends with success only once request.completed is durable and its
+//     receipt signed (Recorder.Receipt, Result.Receipt: no receipt, no
+//     success). A ledger
 //     that does not answer within Config.LedgerTimeout refuses the request
 //     with ErrLedgerUnavailable.
 //   - Deny by default: a request is served only under an allowed decision,
@@ -90,7 +92,8 @@
 //	                                        every token to sink.Token in order
 //	    Submit refused → reject: Stage(admission.rejected), the engine's error
 //	  Observer.OnTokens(prompt, completion), engine spans
-//	  completedN: Stage(request.completed)  every choice's summary, digests (Config.Served), placement
+//	  completedN: Stage(request.completed)  every choice's summary, digests (Config.Served), placement,
+//	                                        then its receipt (Recorder.Receipt over the staged record)
 //	  nil error only if nothing failed and request.completed is durable
 //
 // Before Generate, the transport makes its decoded request into a Request

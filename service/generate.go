@@ -33,7 +33,9 @@ import (
 // (a rejection it finds after all is ledgered as admission.rejected and
 // returned as its original typed error); the streams of the request's
 // choices, handed token by token to sink (runChoices); request.completed
-// written to the ledger BEFORE Generate returns success. A nil error means
+// written to the ledger BEFORE Generate returns success, with its signed
+// receipt in Result.Receipt (a receipt the log key cannot sign fails the
+// request). A nil error means
 // the transport may send its normal finish; any error — before or after
 // sink.Started — means it must end the response with that error.
 //
@@ -151,9 +153,13 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 	}
 	// What was served is in the ledger BEFORE the transport may send its
 	// normal finish: a failed write ends the response with an error.
-	if lerr := s.completedN(ctx, part, q.ID, runs, endErr, s.servedN(p.Tenant, greqs, runs, q.Seeded), s.placed(q.ID, len(runs))); lerr != nil && endErr == nil {
+	// Its receipt (the log key's promise, over the entry's leaf hash)
+	// goes back with the result: no receipt, no success.
+	receipt, lerr := s.completedN(ctx, part, q.ID, runs, endErr, s.servedN(p.Tenant, greqs, runs, q.Seeded), s.placed(q.ID, len(runs)))
+	if lerr != nil && endErr == nil {
 		endErr = lerr
 	}
+	res.Receipt = receipt
 	if endErr != nil {
 		return Result{}, endErr
 	}

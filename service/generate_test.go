@@ -174,10 +174,28 @@ func TestGenerateLedgersAroundService(t *testing.T) {
 	if len(res.Finishes) != 2 || res.Prompt != 4 || tokens[0]+tokens[1] != res.Completion || tokens[0] == 0 || tokens[1] == 0 {
 		t.Fatalf("result %+v, tokens per choice %v", res, tokens)
 	}
+	if res.Receipt != "receipt:"+string(q.ID) {
+		t.Fatalf("receipt %q, want the ledger's receipt of request.completed", res.Receipt)
+	}
 	// The prompt counted first; the final counts, then one end per choice
 	// (summed into request.completed).
 	if want := []string{"tokens", "tokens", "sequence", "sequence"}; !slices.Equal(obs.calls, want) {
 		t.Fatalf("observer calls %v, want %v", obs.calls, want)
+	}
+}
+
+// No receipt, no success: when the log key cannot sign request.completed's
+// receipt, the request fails as if the ledger were down (the entry is
+// written; the client is never told it was served).
+func TestGenerateFailsWithoutReceipt(t *testing.T) {
+	l := &fakeLedger{noReceipt: true}
+	s := newEngineRequests(t, l, &tracingObserver{})
+	q := Request{ID: "req-svc-norcpt", Model: "context-bag", Prompt: []int32{10, 11, 12}, MaxTokens: 3, Seeded: true}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := s.Generate(ctx, acme("context-bag"), q, Sink{})
+	if !errors.Is(err, ErrLedgerUnavailable) || res.Receipt != "" {
+		t.Fatalf("got %+v, %v; want ErrLedgerUnavailable and no receipt", res, err)
 	}
 }
 

@@ -56,10 +56,13 @@ type Placement interface {
 // Recorder is the ledger on the request path: events staged durably
 // (Stage: what a request waits for before its answer) or appended with
 // their position (Append: for events whose seq is recorded, e.g. in an
-// incident), the head for readiness, incidents opened from detections.
+// incident), the head for readiness, incidents opened from detections,
+// and the signed receipt of an entry it wrote (Receipt: audit.Receipt,
+// encoded; an error when the log key cannot sign).
 type Recorder interface {
 	Append(ctx context.Context, e audit.Event) (audit.Record, error)
 	Stage(ctx context.Context, e audit.Event) (audit.Record, error)
+	Receipt(rec audit.Record, request cloison.RequestID) (string, error)
 	Head(ctx context.Context) (audit.Head, error)
 	OpenFromDetection(ctx context.Context, actor audit.Name, d audit.Detection) (audit.Name, error)
 }
@@ -100,6 +103,27 @@ func (s *Requests) Append(ctx context.Context, tenant cloison.TenantID, p audit.
 func (s *Requests) Stage(ctx context.Context, tenant cloison.TenantID, p audit.Payload) error {
 	_, err := s.record(ctx, tenant, p, s.cfg.Ledger.Stage)
 	return err
+}
+
+// stageReceipted is Stage for the entry that acknowledges request id: it
+// returns the entry's signed receipt (Recorder.Receipt over the record the
+// writer returned, so over the leaf hash of the payload actually staged).
+// No receipt, no acknowledgement: a receipt that cannot be signed fails
+// the request as the write would.
+//
+// Errors: ErrLedgerUnavailable.
+func (s *Requests) stageReceipted(ctx context.Context, tenant cloison.TenantID, id cloison.RequestID, p audit.Payload) (string, error) {
+	rec, err := s.record(ctx, tenant, p, s.cfg.Ledger.Stage)
+	if err != nil {
+		return "", err
+	}
+	r, err := s.cfg.Ledger.Receipt(rec, id)
+	if err != nil {
+		s.log.Error("ledger receipt failed", "kind", p.Kind(), "err", err)
+		s.obs.OnLedgerError()
+		return "", fmt.Errorf("%w: receipt: %v", ErrLedgerUnavailable, err)
+	}
+	return r, nil
 }
 
 func (s *Requests) record(ctx context.Context, tenant cloison.TenantID, p audit.Payload,

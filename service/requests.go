@@ -158,4 +158,7 @@ type Result struct {
 	Finishes   []engine.FinishReason // every choice's, in index order
 	Prompt     int                   // prompt tokens (once, whatever n)
 	Completion int                   // generated tokens, all choices together
+	// Receipt is request.completed's signed receipt (audit.Receipt,
+	// encoded: one base64 line), which the transports hand the client.
+	Receipt string
 }

@@ -18,11 +18,12 @@ import (
 
 // fakeLedger is a Recorder in memory whose writes fail while down is set.
 type fakeLedger struct {
-	mu       sync.Mutex
-	down     bool
-	events   []audit.Event
-	opened   []audit.Detection
-	failOpen int // OpenFromDetection calls to fail before succeeding
+	mu        sync.Mutex
+	down      bool
+	events    []audit.Event
+	opened    []audit.Detection
+	failOpen  int  // OpenFromDetection calls to fail before succeeding
+	noReceipt bool // Receipt fails
 }
 
 func (l *fakeLedger) write(e audit.Event) (audit.Record, error) {
@@ -40,6 +41,12 @@ func (l *fakeLedger) Append(_ context.Context, e audit.Event) (audit.Record, err
 }
 func (l *fakeLedger) Stage(_ context.Context, e audit.Event) (audit.Record, error) { return l.write(e) }
 func (l *fakeLedger) Head(context.Context) (audit.Head, error)                     { return audit.Head{}, nil }
+func (l *fakeLedger) Receipt(rec audit.Record, req cloison.RequestID) (string, error) {
+	if l.noReceipt {
+		return "", errors.New("no log key")
+	}
+	return "receipt:" + string(req), nil
+}
 func (l *fakeLedger) OpenFromDetection(_ context.Context, _ audit.Name, d audit.Detection) (audit.Name, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

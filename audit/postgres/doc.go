@@ -69,6 +69,9 @@
 //     path. What needs an acknowledged event's position syncs first
 //     (Scan, Verify, Export, SignTree, TenantCheckpoint, RequestEntry);
 //     proofs take sizes and seqs the caller already holds.
+//   - Sign a receipt (Receipt) only over a record Stage or Append
+//     RETURNED, AFTER it returned: the receipt then binds the payload
+//     that is durable, never one the caller merely meant to write.
 //   - AppendTx is the LAST statement of the caller's transaction: every
 //     other lock the transaction takes comes BEFORE the ledger lock it
 //     takes, and the transaction commits promptly; its records are final
@@ -81,6 +84,7 @@
 // proofs), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
 // indexed, served, verified), register.go and incidenttenants.go (the
 // incident register), responses.go and stored.go (reports, replays,
-// stored responses), keys.go, witness.go, verify.go, export.go (the reads
+// stored responses), receipt.go (receipts of acknowledged entries),
+// keys.go, witness.go, verify.go, export.go (the reads
 // of audit/export), errors.go.
 package postgres

@@ -62,6 +62,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	var tenant string
 	var entries []uint
 	var wv *witnessVerify
+	var receipts string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify the ledger: in the database (chain, checkpoints, tree, register) or from a server (--server: signed checkpoint, proofs)",
@@ -77,7 +78,14 @@ inclusion proofs of --entry (default: the last entry); then stores the checkpoin
 --tenant T checks tenant T's own log instead (the token's tenant).
 
 --trusted FILE (both modes) holds the last verified tree checkpoint: a smaller tree, a fork, a missing
-checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed verification.`,
+checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed verification.
+
+--receipts FILE (the Cloison-Receipt values a client kept, one a line) checks that each receipt's entry
+is in the verified log: in the database, under the latest signed tree note; with --server, in the
+checkpoint just verified (the whole log listed and recomputed; with --tenant, the tenant's own log: the
+tenant's check of its receipts); with --witnesses K, in the latest checkpoint K witnesses cosigned. A receipt past its deadline (its time plus the maximum
+merge delay, one minute) whose entry is missing fails, named by request and leaf hash: a tail cut
+after the last checkpoint. One not yet due is listed as pending.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -100,12 +108,15 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 					return err
 				}
 				fmt.Fprint(cmd.OutOrStdout(), rep)
+				if receipts != "" {
+					return verifyServerReceipts(ctx, lo, rep.Head, rep.Cosigned, receipts, cmd.OutOrStdout())
+				}
 				return nil
 			}
 			if tenant != "" || len(lo.Entries) > 0 {
 				return cloison.NewError(cloison.CodeInvalid, "--tenant and --entry need --server")
 			}
-			return verifyDatabase(ctx, g, cmd.OutOrStdout(), pubs, lo.Trusted, noRegister, wv)
+			return verifyDatabase(ctx, g, cmd.OutOrStdout(), pubs, lo.Trusted, noRegister, wv, receipts)
 		},
 	}
 	f := cmd.Flags()
@@ -116,6 +127,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 	f.StringVar(&lo.VerifierKey, "verifier-key", os.Getenv("CLOISON_VERIFIER_KEY"), "published note verifier key, or a file holding it (--server)")
 	f.StringVar(&tenant, "tenant", "", "verify this tenant's own log (--server)")
 	f.StringVar(&lo.Trusted, "trusted", "", "file holding the last verified tree checkpoint (created on first use)")
+	f.StringVar(&receipts, "receipts", "", "file of receipts (Cloison-Receipt values, one a line) whose entries must be in the verified log once due")
 	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
 	wv = addWitnessVerifyFlags(cmd)
 	return cmd
@@ -124,7 +136,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 // verifyDatabase is audit verify without --server: the ledger in the
 // database (chain, checkpoints, tree, witnesses' cosignatures, register),
 // then the latest tree note a trusted key signed as the new trusted state.
-func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []string, trustedFile string, noRegister bool, wv *witnessVerify) error {
+func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []string, trustedFile string, noRegister bool, wv *witnessVerify, receipts string) error {
 	keys, err := readPublicKeys(pubs)
 	if err != nil {
 		return err
@@ -165,6 +177,12 @@ func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []strin
 			return err
 		}
 		fmt.Fprintln(out, "register matches the ledger")
+	}
+	if receipts != "" {
+		// Before the trusted state moves: a broken promise fails the run.
+		if err := verifyReceiptsInDatabase(ctx, s, g.origin, keys, wv.k, receipts, out); err != nil {
+			return err
+		}
 	}
 	if trustedFile != "" {
 		// Verify matched the latest stored tree note against the

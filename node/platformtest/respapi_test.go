@@ -96,6 +96,9 @@ func events(t *testing.T, b []byte) []respEvent {
 	t.Helper()
 	var out []respEvent
 	for _, block := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+		if strings.HasPrefix(block, ": cloison-receipt ") && !strings.Contains(block, "\n") {
+			continue // an SSE comment, no event: the receipt after the last one
+		}
 		name, data, ok := strings.Cut(block, "\n")
 		name, ok1 := strings.CutPrefix(name, "event: ")
 		data, ok2 := strings.CutPrefix(data, "data: ")
