@@ -41,6 +41,8 @@ type TransparencyLog interface {
 	TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error)
 	TenantInclusionProof(ctx context.Context, t cloison.TenantID, pos, size uint64) ([]byte, tlog.RecordProof, error)
 	TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error)
+	Tile(ctx context.Context, level int, n int64, width int) ([]byte, error)
+	EntryBundle(ctx context.Context, n int64, width int) ([]byte, error)
 }
 
 // TenantLogOf returns the tenant whose log p asks for: its own (named
