@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"compress/gzip"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -36,7 +38,13 @@ var ErrNoLogResource = cloison.NewError(cloison.CodeNotFound, "no such log resou
 // never change (C2SP tlog-tiles: long-lived caching).
 const immutable = "public, max-age=31536000, immutable"
 
+// tileCacheBytes bounds the tiles and bundles kept in memory: the bytes at
+// a path never change, monitors all read the same recent ones, and the
+// routes need no token, so repeated reads cost no database query.
+const tileCacheBytes = 16 << 20
+
 func (s *Server) servedLogRoutes(mux *http.ServeMux) {
+	cache := newTileCache(tileCacheBytes)
 	mux.HandleFunc("GET /log/checkpoint", func(w http.ResponseWriter, r *http.Request) {
 		msg, err := s.ops.compliance.Checkpoint(r.Context())
 		if err != nil {
@@ -55,12 +63,19 @@ func (s *Server) servedLogRoutes(mux *http.ServeMux) {
 		if entries {
 			resource = "entries"
 		}
-		var data []byte
-		var err error = ErrNoLogResource
-		if ok && entries {
-			data, err = s.ops.compliance.EntryBundle(r.Context(), t.N, t.W)
-		} else if ok {
-			data, err = s.ops.compliance.Tile(r.Context(), t.L, t.N, t.W)
+		res, hit := cache.get(r.PathValue("path"))
+		var err error
+		switch {
+		case hit:
+		case !ok:
+			err = ErrNoLogResource
+		case entries:
+			res.raw, err = s.ops.compliance.EntryBundle(r.Context(), t.N, t.W)
+			if err == nil {
+				res.gz = gzipped(res.raw)
+			}
+		default:
+			res.raw, err = s.ops.compliance.Tile(r.Context(), t.L, t.N, t.W)
 		}
 		if err != nil {
 			if cloison.ErrorCode(err) == cloison.CodeInvalid {
@@ -70,22 +85,33 @@ func (s *Server) servedLogRoutes(mux *http.ServeMux) {
 			WriteHTTPError(w, err)
 			return
 		}
+		if !hit {
+			cache.put(r.PathValue("path"), res)
+		}
 		s.logServed(resource, nil)
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Cache-Control", immutable)
+		body := res.raw
 		if entries {
+			// Entry bundles SHOULD be compressed (C2SP tlog-tiles).
 			w.Header().Set("Vary", "Accept-Encoding")
 			if acceptsGzip(r) {
 				w.Header().Set("Content-Encoding", "gzip")
-				zw := gzip.NewWriter(w)
-				_, _ = zw.Write(data)
-				_ = zw.Close()
-				return
+				body = res.gz
 			}
 		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		_, _ = w.Write(data)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
 	})
+}
+
+// gzipped returns b gzip-compressed.
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
 }
 
 // logServed counts one request of the served log by resource and outcome.
@@ -136,4 +162,47 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// tileCache keeps served tiles and bundles by path, oldest out first,
+// within a byte budget.
+type tileCache struct {
+	mu     sync.Mutex
+	budget int
+	used   int                     // guarded by mu
+	m      map[string]tileResource // guarded by mu
+	order  []string                // insertion order; guarded by mu
+}
+
+// tileResource is a tile or bundle as served: raw, and for a bundle gzip.
+type tileResource struct{ raw, gz []byte }
+
+func (r tileResource) size() int { return len(r.raw) + len(r.gz) }
+
+func newTileCache(budget int) *tileCache {
+	return &tileCache{budget: budget, m: map[string]tileResource{}}
+}
+
+func (c *tileCache) get(path string) (tileResource, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[path]
+	return r, ok
+}
+
+func (c *tileCache) put(path string, r tileResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[path]; ok || r.size() > c.budget {
+		return
+	}
+	for c.used+r.size() > c.budget && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.used -= c.m[old].size()
+		delete(c.m, old)
+	}
+	c.m[path] = r
+	c.order = append(c.order, path)
+	c.used += r.size()
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +24,7 @@ import (
 // servedLogPlatform is a platform whose ledger holds n more entries: the
 // tenants' requests (alpha, bravo) and, every fifth, a public deployment
 // fact (capacity.attestation, naming no tenant); then a tree note.
-func servedLogPlatform(t *testing.T, p *platformtest.Platform, from, n int) {
+func servedLogPlatform(t testing.TB, p *platformtest.Platform, from, n int) {
 	t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -235,6 +237,28 @@ func TestServedLogPaths(t *testing.T) {
 		{"/log/tile/entries/x001/000", 404, 0},
 		{"/log/tile/entries", 404, 0},
 	}
+	// Uncompressed, a bundle holds exactly its width's entries.
+	req, _ := http.NewRequest("GET", p.URL+"/log/tile/entries/001.p/"+w, nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw bytes.Buffer
+	_, _ = raw.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("identity asked, got %q", resp.Header.Get("Content-Encoding"))
+	}
+	n := 0
+	for rest := raw.Bytes(); len(rest) > 0; n++ {
+		if _, _, rest, err = audit.CutServedEntry(rest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(n) != w {
+		t.Fatalf("bundle of width %s holds %d entries", w, n)
+	}
 	for _, tc := range tests {
 		t.Run(strings.TrimPrefix(tc.path, "/log/"), func(t *testing.T) {
 			resp, err := http.Get(p.URL + tc.path)
@@ -261,4 +285,45 @@ func TestServedLogPaths(t *testing.T) {
 			}
 		})
 	}
+	// Every request is counted, by resource and outcome.
+	rec := httptest.NewRecorder()
+	p.Server.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{`cloison_log_requests_total{model_name="`, `outcome="not_found",resource="tile"} 9`, `outcome="not_found",resource="entries"} 2`, `outcome="served",resource="entries"} 3`} {
+		if !strings.Contains(rec.Body.String(), line) {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+// The cost of the served log's reads: a full entry bundle and a full tile
+// built from the database (what a cache miss costs), and a full bundle
+// over HTTP, served from the routes' cache after the first read.
+func BenchmarkServedLog(b *testing.B) {
+	p := platformtest.New(b, platformtest.Options{Tenants: []cloison.TenantID{"alpha", "bravo"}})
+	servedLogPlatform(b, p, 0, 300)
+	ctx := context.Background()
+	b.Run("bundle-db", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := p.Ledger.EntryBundle(ctx, 0, 256); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tile-db", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := p.Ledger.Tile(ctx, 0, 0, 256); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bundle-http-cached", func(b *testing.B) {
+		for b.Loop() {
+			resp, err := http.Get(p.URL + "/log/tile/entries/000")
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 }

@@ -40,6 +40,11 @@ var publicKinds = map[Kind]bool{
 // its kind is a deployment fact (publicKinds), it has no tenant column and
 // names no tenant (TenantsNamed). A payload that does not decode is not.
 func ServedPublic(rec Record) bool {
+	// The columns decide only for a hash (never wrong to serve); a payload
+	// is served in full only once decoded and checked itself.
+	if rec.Tenant != "" || (rec.Kind != "" && !publicKinds[rec.Kind]) {
+		return false
+	}
 	env, err := DecodeEnvelope(rec.Payload)
 	if err != nil || env.Tenant != "" || !publicKinds[env.Kind] {
 		return false
@@ -49,19 +54,15 @@ func ServedPublic(rec Record) bool {
 }
 
 // ServedEntry returns rec as the public log serves it: its canonical
-// payload (the leaf's preimage) when ServedPublic, otherwise its leaf hash
-// (ServedHashLen bytes), which is what the level-0 tile already shows.
-//
-// Errors: ErrInvalidEvent for a public payload longer than MaxServedEntry.
-func ServedEntry(rec Record) ([]byte, error) {
-	if !ServedPublic(rec) {
+// payload (the leaf's preimage) when ServedPublic and short enough for a
+// bundle (MaxServedEntry), otherwise its leaf hash (ServedHashLen bytes),
+// which is what the level-0 tile already shows.
+func ServedEntry(rec Record) []byte {
+	if !ServedPublic(rec) || len(rec.Payload) > MaxServedEntry {
 		h := LeafHash(rec)
-		return h[:], nil
+		return h[:]
 	}
-	if len(rec.Payload) > MaxServedEntry {
-		return nil, fmt.Errorf("%w: entry %d has %d bytes, a bundle holds at most %d", ErrInvalidEvent, rec.Seq, len(rec.Payload), MaxServedEntry)
-	}
-	return rec.Payload, nil
+	return rec.Payload
 }
 
 // AppendBundleEntry appends entry to an entry bundle (C2SP tlog-tiles: a

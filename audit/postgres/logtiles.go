@@ -50,8 +50,7 @@ func (s *Store) Tile(ctx context.Context, level int, n int64, width int) ([]byte
 // Errors: audit.ErrOutOfRange for an index or width that is not a
 // bundle's; audit.ErrNotFound when the tree does not reach its last entry
 // yet; *audit.BreakError (audit.ReasonTree) when an entry is not its
-// stored leaf; audit.ErrInvalidEvent for a public entry too long for a
-// bundle; the translated database errors.
+// stored leaf; the translated database errors.
 func (s *Store) EntryBundle(ctx context.Context, n int64, width int) ([]byte, error) {
 	tile, err := s.Tile(ctx, 0, n, width)
 	if err != nil {
@@ -71,11 +70,8 @@ func (s *Store) EntryBundle(ctx context.Context, n int64, width int) ([]byte, er
 		if audit.LeafHash(r) != leaf {
 			return &audit.BreakError{Seq: r.Seq, Reason: audit.ReasonTree, Detail: "the entry is not its stored leaf"}
 		}
-		e, err := audit.ServedEntry(r)
-		if err != nil {
-			return err
-		}
-		if out, err = audit.AppendBundleEntry(out, e); err != nil {
+		var err error
+		if out, err = audit.AppendBundleEntry(out, audit.ServedEntry(r)); err != nil {
 			return err
 		}
 		next++
