@@ -3,6 +3,7 @@ module github.com/cloison/cloison
 go 1.26.0
 
 require (
+	filippo.io/torchwood v0.6.1
 	github.com/ardanlabs/jinja v1.8.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.13.0
@@ -31,7 +32,6 @@ require (
 )
 
 require (
-	filippo.io/torchwood v0.6.1 // indirect
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
