@@ -44,7 +44,8 @@
 // respapi.go and respitems.go (the Responses API), responses.go and
 // responses_grpc.go (verifying, reporting and replaying what was served),
 // admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
-// transparency log's routes), ops.go (the service operations this server
+// transparency log's routes), servedlog.go (the same global log as a C2SP
+// tlog-tiles log at /log/, without a token), ops.go (the service operations this server
 // calls), grpc.go and grpc_services.go, incident.go and refusals.go (the
 // node's handles on the service's incident writes and refusal counts),
 // metrics.go and noticedues.go, accesslog.go, observer.go, trace.go.

@@ -50,6 +50,7 @@ type Metrics struct {
 	isolationFailures  *prometheus.CounterVec
 	transferFailed     *prometheus.CounterVec
 	transferUnauth     *prometheus.CounterVec
+	logRequests        *prometheus.CounterVec
 	preemptions        prometheus.Counter
 	prefixQueries      prometheus.Counter
 	prefixHits         prometheus.Counter
@@ -125,6 +126,12 @@ func newMetrics(s *Server) *Metrics {
 	m.isolationFailures = counterVec("cloison_isolation_failures_total", "Requests failed closed by an isolation check (output withheld, incident opened), by tenant and detector.", "tenant", "kind")
 	m.transferFailed = counterVec("cloison_transfer_verifications_failed_total", "Prefill-to-decode transfers refused by verification (output withheld, incident opened).", tenantLabel...)
 	m.transferUnauth = counterVec("cloison_transfer_unauthenticated_refusals_total", "Transfer streams refused before their header authenticated, by reason.", "reason")
+	m.logRequests = counterVec("cloison_log_requests_total", "Requests of the served log (/log/: checkpoint, tile, entries), by outcome (served, not_found, error).", "resource", "outcome")
+	for _, r := range []string{"checkpoint", "tile", "entries"} {
+		for _, o := range []string{"served", "not_found", "error"} {
+			m.logRequests.WithLabelValues(r, o)
+		}
+	}
 	m.preemptions = counter("cloison_num_preemptions_total", "Preemptions: a running request's KV pages taken back, to be recomputed.")
 	m.prefixQueries = counter("cloison_prefix_cache_query_tokens_total", "Prompt tokens looked up in the tenant-namespaced prefix cache."+prefixHelpNote)
 	m.prefixHits = counter("cloison_prefix_cache_hit_tokens_total", "Prompt tokens served from the tenant-namespaced prefix cache."+prefixHelpNote)

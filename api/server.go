@@ -164,6 +164,7 @@ var timeNow = time.Now
 //	GET, DELETE /v1/responses/{id}     scope infer: the tenant's stored responses
 //	/admin/v1/...                      scope admin (admin.go)
 //	/compliance/v1/...                 scopes compliance:read / compliance:write (compliance.go)
+//	GET  /log/checkpoint, /log/tile/... the served log, C2SP tlog-tiles (no auth; servedlog.go)
 //
 // An unknown route gets a JSON 404 and a known route with another method a
 // JSON 405 with Allow (jsonFallback). The Authorization scheme is
@@ -184,6 +185,7 @@ func (s *Server) Handler() http.Handler {
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
 	s.respAPIRoutes(mux)
+	s.servedLogRoutes(mux)
 	return s.traceHTTP(s.accessLog(s.recoverer(jsonFallback(mux))))
 }
 

@@ -23,10 +23,11 @@ import (
 //
 // Who may see what:
 //   - the verifier key is public: it checks signatures, nothing more;
-//   - the global log (checkpoint, inclusion by ledger seq, consistency)
-//     needs compliance:read and admin: its sizes and sequence numbers count
-//     every tenant's traffic, so only the operator's officers and auditors
-//     see them;
+//   - the global log's proofs here (inclusion by ledger seq with the
+//     entry's payload, consistency) and its checkpoint with cosignatures
+//     need compliance:read and admin: a payload names its tenant. Its
+//     size, hashes and latest checkpoint are public at /log/
+//     (servedlog.go), where tenants' entries are leaf hashes only;
 //   - a tenant log needs compliance:read and is the caller's own tenant's:
 //     positions among its own leaves (audit.TenantLeaf: its requests, its
 //     incidents and notices, redacted where they name other tenants),

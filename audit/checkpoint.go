@@ -43,6 +43,18 @@ func KeyID(pub ed25519.PublicKey) string {
 	return hex.EncodeToString(s[:8])
 }
 
+// LegacyOrigin is the origin every deployment had by default before
+// DefaultOrigin: a ledger that recorded it keeps it.
+const LegacyOrigin Name = "cloison"
+
+// DefaultOrigin returns the origin of a deployment that configures none and
+// whose ledger has signed nothing yet: "cloison/" and the KeyID of its log
+// key, so that two deployments never share an origin (and a witness or
+// monitor following both never mixes their checkpoints).
+func DefaultOrigin(logKey ed25519.PublicKey) Name {
+	return Name(string(LegacyOrigin) + "/" + KeyID(logKey))
+}
+
 // SignCheckpoint returns a checkpoint of head signed by key.
 func SignCheckpoint(key ed25519.PrivateKey, origin Name, head Head, at time.Time) (Checkpoint, error) {
 	if err := CheckName("origin", string(origin)); err != nil {

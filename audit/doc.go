@@ -46,10 +46,15 @@
 //     would. Kinds with no redaction never enter a log that way (fail
 //     closed). The log is an RFC 6962 tree of its own; its heads are C2SP
 //     notes with origin "<origin>/tenant/<t>" (TenantOrigin), signed by
-//     the log key under the log's key name, so the one published verifier
-//     key checks the global log and every tenant log, and the origin line
-//     keeps them apart (OpenTenantHead refuses a global or another
-//     tenant's note). A tenant's proofs carry positions 1..n in its own
+//     the log key under a note key name equal to that origin
+//     (TenantSigner: C2SP tlog-checkpoint's key name = origin), so the
+//     tenant's verifier key is the published key renamed
+//     (TenantVerifierKey: anyone derives it, nothing more is published),
+//     and key name and origin line keep the logs apart (OpenTenantHead
+//     refuses a global or another tenant's note). Tenant checkpoints
+//     signed before were signed under the log's key name; OpenTenantHead
+//     still opens them (same Ed25519 key, same origin line), so a tenant's
+//     saved checkpoint stays a trusted starting point. A tenant's proofs carry positions 1..n in its own
 //     log, never a global seq (which would count other tenants' entries
 //     between two of its own), and every hash in them is computed from
 //     its own leaves alone (property-tested), so nothing of another
@@ -60,6 +65,36 @@
 //     audit/postgres stores the tenant trees, derived from the ledger and
 //     recomputed by Verify, and keeps every tenant checkpoint it served, so
 //     Verify names a tenant log rolled back below one (ErrSmallerTree).
+//   - Origins (checkpoint.go). A deployment names its log by its origin,
+//     which every note, witness and tenant origin carries, so it never
+//     changes once recorded: with none configured, audit/postgres reuses
+//     the origin of the ledger's latest signed note, and a ledger that
+//     signed none takes DefaultOrigin ("cloison/<KeyID of the log key>"),
+//     so no two deployments share one (LegacyOrigin "cloison", every
+//     deployment's before, stays with the ledgers that recorded it).
+//     C2SP recommends the log's URL without scheme ("host/log"): an
+//     operator who publishes the log sets it before the first start.
+//   - The served log (logtiles.go; api: /log/). The global tree is served
+//     as a C2SP tlog-tiles log to anyone, without a token: the latest
+//     checkpoint, the tiles as stored, and entry bundles. What a co-tenant
+//     or outsider learns from it: the tree's size and hashes (how many
+//     entries the whole deployment records, over time) and, in full, only
+//     the entries ServedPublic admits — deployment facts of a listed kind
+//     (node capacity, signing keys, policy bundle, exports, the register's
+//     organisation) that name no tenant. Every other entry is served as
+//     its 32-byte leaf hash (ServedEntry), which the level-0 tile already
+//     shows: no tenant id, request id, model or count per tenant. The
+//     leaf hash is not salted (the tree is fixed): it confirms a guess of
+//     an entry's whole canonical payload, timestamp to the microsecond and
+//     ids included, which for requests (random ids, keyed digests) is out
+//     of reach and for admin events costs a search over their time.
+//     The leaf is still the canonical payload, so a monitor checks a
+//     bundle against the signed tree entry by entry: a 32-byte entry is
+//     the leaf hash and must equal the tile's, any other entry must hash
+//     to it (CutServedEntry; torchwood's WithCutEntry takes it as is); a
+//     stock client that hashes every entry verifies the public ones and
+//     refuses the hashed ones, never accepts a wrong one. Tenants read
+//     their own entries in full through their tenant logs.
 //   - Trees grown a page at a time (treestep.go, tenantforest.go) are the
 //     trees built whole (property-tested against MemTree): ExtendTree
 //     places a batch on the global tree from the previous batch's

@@ -1,7 +1,10 @@
 package audit
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
+	"strings"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -19,8 +22,9 @@ import (
 // leaves, so neither reveals another tenant's entry or how many there
 // were between two of the tenant's own. Its heads are C2SP checkpoint
 // notes whose origin is TenantOrigin(log origin, tenant), signed by the
-// log's key under the log's key name: the published verifier key checks
-// the global and every tenant checkpoint, and the origin line keeps them
+// log's key under a note key name equal to that origin (TenantSigner): the
+// tenant's verifier key is derived from the published one
+// (TenantVerifierKey), and the origin line and key name keep the logs
 // apart.
 
 // TenantOriginSep joins the log origin and a tenant id into the tenant
@@ -126,17 +130,74 @@ func (m *MemTree) ProveTree(old, size uint64) (tlog.TreeProof, error) {
 	return tlog.ProveTree(int64(size), int64(old), m)
 }
 
-// SignTenantHead signs h, a head of tenant t's log, with the log's signer s
-// (whose name is the log origin): h.Origin must be TenantOrigin(s.Name(), t).
+// TenantSigner returns the note signer of tenant t's log: the log's key
+// under the note key name TenantOrigin(origin, t), so that the tenant
+// checkpoint's key name is its origin (C2SP tlog-checkpoint).
 //
-// Errors: ErrInvalidEvent for another origin; ErrEmptyLedger for size 0.
-func SignTenantHead(s note.Signer, t cloison.TenantID, h TreeHead) ([]byte, error) {
-	want, err := TenantOrigin(Name(s.Name()), t)
+// Errors: those of TenantOrigin and TreeSigner.
+func TenantSigner(origin Name, key ed25519.PrivateKey, t cloison.TenantID) (note.Signer, error) {
+	o, err := TenantOrigin(origin, t)
 	if err != nil {
 		return nil, err
 	}
-	if h.Origin != want {
-		return nil, fmt.Errorf("%w: origin %q is not %q", ErrInvalidEvent, h.Origin, want)
+	return TreeSigner(o, key)
+}
+
+// TenantVerifierKey returns the note verifier key of tenant t's log
+// derived from the log's published verifier key vkey: the same Ed25519
+// key under the name TenantOrigin(vkey's name, t). Anyone holding the
+// published key derives it; nothing else is published.
+//
+// Errors: ErrBadSignature for a vkey that is not an Ed25519 note verifier
+// key; those of TenantOrigin.
+func TenantVerifierKey(vkey string, t cloison.TenantID) (string, error) {
+	name, pub, err := parseVerifierKey(vkey)
+	if err != nil {
+		return "", err
+	}
+	o, err := TenantOrigin(Name(name), t)
+	if err != nil {
+		return "", err
+	}
+	return TreeVerifierKey(o, pub)
+}
+
+// parseVerifierKey splits an Ed25519 note verifier key
+// (name+hash+base64(0x01 ‖ key)) after checking it with note.NewVerifier.
+func parseVerifierKey(vkey string) (string, ed25519.PublicKey, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: verifier key: %v", ErrBadSignature, err)
+	}
+	// The base64 key may itself hold '+': name and hash are the first two
+	// fields, the key all the rest.
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return "", nil, fmt.Errorf("%w: verifier key: not an Ed25519 note key", ErrBadSignature)
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != 1 {
+		return "", nil, fmt.Errorf("%w: verifier key: not an Ed25519 note key", ErrBadSignature)
+	}
+	return v.Name(), ed25519.PublicKey(raw[1:]), nil
+}
+
+// SignTenantHead signs h, a head of tenant t's log, with the tenant log's
+// signer s (TenantSigner): h.Origin must be s's name and end in
+// TenantOriginSep and t.
+//
+// Errors: ErrInvalidEvent for another origin or signer; ErrEmptyLedger for
+// size 0.
+func SignTenantHead(s note.Signer, t cloison.TenantID, h TreeHead) ([]byte, error) {
+	if t == "" || !strings.HasSuffix(string(h.Origin), TenantOriginSep+string(t)) {
+		return nil, fmt.Errorf("%w: origin %q is not tenant %q's", ErrInvalidEvent, h.Origin, t)
+	}
+	base := strings.TrimSuffix(string(h.Origin), TenantOriginSep+string(t))
+	if want, err := TenantOrigin(Name(base), t); err != nil || want != h.Origin {
+		return nil, fmt.Errorf("%w: origin %q is not tenant %q's", ErrInvalidEvent, h.Origin, t)
+	}
+	if s.Name() != string(h.Origin) {
+		return nil, fmt.Errorf("%w: signer %q is not origin %q", ErrInvalidEvent, s.Name(), h.Origin)
 	}
 	if h.Size == 0 {
 		return nil, ErrEmptyLedger
@@ -148,19 +209,31 @@ func SignTenantHead(s note.Signer, t cloison.TenantID, h TreeHead) ([]byte, erro
 	return msg, nil
 }
 
-// OpenTenantHead checks msg's signature with the log's verifier key vkey
-// and parses it as a head of tenant t's log (origin TenantOrigin(key
-// name, t)). A global checkpoint, or another tenant's, is refused.
+// OpenTenantHead checks msg's signature and parses it as a head of tenant
+// t's log (origin TenantOrigin(vkey's name, t)). vkey is the log's
+// published verifier key; the note is checked with the tenant key derived
+// from it (TenantVerifierKey), or, for tenant checkpoints signed before
+// their key was named after their origin, with vkey itself: both are the
+// same Ed25519 key, and the origin line is the same. A global checkpoint,
+// or another tenant's, is refused.
 //
 // Errors: those of OpenTreeHead.
 func OpenTenantHead(msg []byte, vkey string, t cloison.TenantID) (TreeHead, error) {
-	n, name, err := openNote(msg, vkey)
+	name, pub, err := parseVerifierKey(vkey)
 	if err != nil {
 		return TreeHead{}, err
 	}
 	origin, err := TenantOrigin(Name(name), t)
 	if err != nil {
 		return TreeHead{}, fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
+	}
+	tkey, err := TreeVerifierKey(origin, pub)
+	if err != nil {
+		return TreeHead{}, fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
+	}
+	n, err := openNoteAny(msg, tkey, vkey)
+	if err != nil {
+		return TreeHead{}, err
 	}
 	return ParseTreeHead(n.Text, origin)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +18,22 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
-func tenantKeys(t testing.TB) (note.Signer, string) {
+// tenantKeys returns the signer of each tenant log (the log key under the
+// tenant origin's name) and the log's published verifier key.
+func tenantKeys(t testing.TB) (func(cloison.TenantID) note.Signer, string) {
 	t.Helper()
 	_, priv, _ := ed25519.GenerateKey(nil)
-	s, err := audit.TreeSigner("tl-test", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	vk, err := audit.TreeVerifierKey("tl-test", priv.Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, vk
+	return func(tn cloison.TenantID) note.Signer {
+		s, err := audit.TenantSigner("tl-test", priv, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, vk
 }
 
 func tenantRecord(t interface{ Fatal(...any) }, tenant cloison.TenantID, i int, affected ...cloison.TenantID) audit.Record {
@@ -118,7 +123,7 @@ func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
 			if h != h2 {
 				rt.Fatalf("root depends on other tenants' entries")
 			}
-			cp, err := audit.SignTenantHead(signer, tn, h)
+			cp, err := audit.SignTenantHead(signer(tn), tn, h)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -146,11 +151,12 @@ func TestTenantLogIsOwnEntriesOnly(t *testing.T) {
 			if other == tn {
 				other = tenants[1]
 			}
-			if _, err := audit.OpenTenantHead(cp, vkey, other); !errors.Is(err, audit.ErrMalformed) {
-				t.Fatalf("tenant %s's checkpoint read as %s's: got %v, want ErrMalformed", tn, other, err)
+			// The key name (the tenant origin) already refuses them.
+			if _, err := audit.OpenTenantHead(cp, vkey, other); !errors.Is(err, audit.ErrBadSignature) {
+				t.Fatalf("tenant %s's checkpoint read as %s's: got %v, want ErrBadSignature", tn, other, err)
 			}
-			if _, err := audit.OpenTreeHead(cp, vkey); !errors.Is(err, audit.ErrMalformed) {
-				t.Fatalf("tenant checkpoint read as the global one: got %v, want ErrMalformed", err)
+			if _, err := audit.OpenTreeHead(cp, vkey); !errors.Is(err, audit.ErrBadSignature) {
+				t.Fatalf("tenant checkpoint read as the global one: got %v, want ErrBadSignature", err)
 			}
 		}
 	})
@@ -179,7 +185,7 @@ func TestTenantLogConsistency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cp, err := audit.SignTenantHead(signer, "alpha", h)
+		cp, err := audit.SignTenantHead(signer("alpha"), "alpha", h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +219,7 @@ func TestTenantLogConsistency(t *testing.T) {
 			}
 		})
 	}
-	if _, err := audit.SignTenantHead(signer, "beta", audit.TreeHead{Origin: origin, Size: 1}); !errors.Is(err, audit.ErrInvalidEvent) {
+	if _, err := audit.SignTenantHead(signer("beta"), "beta", audit.TreeHead{Origin: origin, Size: 1}); !errors.Is(err, audit.ErrInvalidEvent) {
 		t.Errorf("signing alpha's head as beta's: got %v, want ErrInvalidEvent", err)
 	}
 }
@@ -247,5 +253,67 @@ func TestTenantVisibleIsVerbatimOnly(t *testing.T) {
 		if audit.TenantVisible(c.rec, "beta") {
 			t.Errorf("%s: visible to beta", c.name)
 		}
+	}
+}
+
+// A tenant checkpoint's key name is its origin (C2SP tlog-checkpoint), so a
+// plain note client opens it with the tenant key derived from the published
+// one; tenant checkpoints signed before, under the log's key name, still
+// open with OpenTenantHead, and neither key opens another tenant's.
+func TestTenantCheckpointKeyNameIsOrigin(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(nil)
+	vkey, err := audit.TreeVerifierKey("tl-test", priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &audit.MemTree{}
+	for i := 1; i <= 3; i++ {
+		if _, err := m.Append(tenantRecord(t, "alpha", i).Payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	origin, _ := audit.TenantOrigin("tl-test", "alpha")
+	h, _ := m.Head(origin, m.Size())
+	s, err := audit.TenantSigner("tl-test", priv, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := audit.SignTenantHead(s, "alpha", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(cp), "\n")
+	sig := string(cp[strings.LastIndex(string(cp), "\n\n")+2:])
+	if name := strings.Fields(sig)[1]; name != first || name != string(origin) {
+		t.Fatalf("key name %q, origin line %q: want both %q", name, first, origin)
+	}
+	tkey, err := audit.TenantVerifierKey(vkey, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := note.NewVerifier(tkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := note.Open(cp, note.VerifierList(v)); err != nil || !strings.HasPrefix(n.Text, string(origin)+"\n") {
+		t.Fatalf("note.Open with the derived tenant key: %v", err)
+	}
+	if got, err := audit.OpenTenantHead(cp, vkey, "alpha"); err != nil || got != h {
+		t.Fatalf("OpenTenantHead: got %v, %v, want %v", got, err, h)
+	}
+	// A checkpoint signed before, under the log's key name.
+	logSigner, _ := audit.TreeSigner("tl-test", priv)
+	legacy, err := note.Sign(&note.Note{Text: h.TreeNoteText()}, logSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := audit.OpenTenantHead(legacy, vkey, "alpha"); err != nil || got != h {
+		t.Fatalf("legacy tenant checkpoint: got %v, %v, want %v", got, err, h)
+	}
+	if _, err := audit.OpenTenantHead(legacy, vkey, "beta"); !errors.Is(err, audit.ErrMalformed) {
+		t.Fatalf("legacy checkpoint of alpha read as beta's: got %v, want ErrMalformed", err)
+	}
+	if _, err := audit.SignTenantHead(logSigner, "alpha", h); !errors.Is(err, audit.ErrInvalidEvent) {
+		t.Fatalf("signing a tenant head under the log's key name: got %v, want ErrInvalidEvent", err)
 	}
 }

@@ -165,6 +165,32 @@ func openNote(msg []byte, vkey string) (*note.Note, string, error) {
 	return n, v.Name(), nil
 }
 
+// openNoteAny checks msg's signature by any of vkeys (Ed25519 note keys)
+// and returns the note.
+func openNoteAny(msg []byte, vkeys ...string) (*note.Note, error) {
+	if len(bytes.TrimSpace(msg)) == 0 {
+		return nil, ErrNoCheckpoint
+	}
+	var vs []note.Verifier
+	for _, k := range vkeys {
+		v, err := note.NewVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: verifier key: %v", ErrBadSignature, err)
+		}
+		vs = append(vs, v)
+	}
+	n, err := note.Open(msg, note.VerifierList(vs...))
+	if err != nil {
+		var ue *note.UnverifiedNoteError
+		var ie *note.InvalidSignatureError
+		if errors.As(err, &ue) || errors.As(err, &ie) {
+			return nil, fmt.Errorf("%w: checkpoint: %v", ErrBadSignature, err)
+		}
+		return nil, fmt.Errorf("%w: checkpoint: %v", ErrMalformed, err)
+	}
+	return n, nil
+}
+
 // ParseTreeHead parses a checkpoint body strictly: the origin line equal to
 // origin, a canonical decimal size, a 32-byte root in standard base64, and
 // nothing else (this log writes no extension lines). It checks no

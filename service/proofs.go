@@ -14,10 +14,10 @@ import (
 // The ledger's transparency log: its signed checkpoints and RFC 6962
 // proofs, global and per tenant. Who may see what:
 //   - the verifier key is public: it checks signatures, nothing more;
-//   - the global log (checkpoint, inclusion by ledger seq, consistency) is
-//     the operator's officers' and auditors' (the transport requires the
-//     admin scope): its sizes and sequence numbers count every tenant's
-//     traffic;
+//   - the global log's proofs with payloads (inclusion by ledger seq,
+//     consistency) are the operator's officers' and auditors' (the
+//     transport requires the admin scope): a payload names its tenant; its
+//     checkpoint, tiles and hashed entries are public (servedlog.go);
 //   - a tenant log is its own tenant's (TenantLogOf): positions among its
 //     own leaves (audit.TenantLeaf: its requests, its incidents and
 //     notices, redacted where they name other tenants), proofs whose every
@@ -41,6 +41,8 @@ type TransparencyLog interface {
 	TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error)
 	TenantInclusionProof(ctx context.Context, t cloison.TenantID, pos, size uint64) ([]byte, tlog.RecordProof, error)
 	TenantConsistencyProof(ctx context.Context, t cloison.TenantID, oldSize, newSize uint64) (tlog.TreeProof, error)
+	Tile(ctx context.Context, level int, n int64, width int) ([]byte, error)
+	EntryBundle(ctx context.Context, n int64, width int) ([]byte, error)
 }
 
 // TenantLogOf returns the tenant whose log p asks for: its own (named

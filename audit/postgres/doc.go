@@ -31,6 +31,14 @@
 //     checkpoint is kept before it is served, so a rollback is named
 //     (audit.ErrSmallerTree, audit.ErrFork). Verify fails, never warns:
 //     an empty ledger or one no checkpoint vouches for is an error.
+//   - The origin is stable: Open with no Config.Origin reuses the origin
+//     of the latest stored tree note (else checkpoint), and only a ledger
+//     that signed neither takes audit.DefaultOrigin of its log key
+//     (Origin reports the one chosen).
+//   - The served log (logtiles.go): Tile cuts a C2SP tile from the widest
+//     stored row, EntryBundle builds a bundle of audit.ServedEntry from the
+//     entries and checks each against the stored level-0 tile, so what is
+//     served always hashes to the tree the notes sign.
 //   - Compliance reads (Scan, Verify, Export, TenantEntries) run on the
 //     scan pool in keyset pages and hold no connection while the caller
 //     handles rows: they never wait on the request path's connections.

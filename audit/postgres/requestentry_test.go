@@ -64,7 +64,7 @@ func scanRequestEntry(ctx context.Context, s *Store, t cloison.TenantID, req clo
 	if err != nil {
 		return audit.TenantEntry{}, err
 	}
-	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, h); err != nil {
+	if e.Checkpoint, err = s.signTenantHead(t, h); err != nil {
 		return audit.TenantEntry{}, err
 	}
 	if e.Proof, err = tree.ProveRecord(e.Position, e.Size); err != nil {

@@ -85,7 +85,7 @@ func (s *Store) RequestEntry(ctx context.Context, t cloison.TenantID, req cloiso
 	if err != nil {
 		return audit.TenantEntry{}, translate(err)
 	}
-	if e.Checkpoint, err = audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: e.Size, Root: root}); err != nil {
+	if e.Checkpoint, err = s.signTenantHead(t, audit.TreeHead{Origin: origin, Size: e.Size, Root: root}); err != nil {
 		return audit.TenantEntry{}, err
 	}
 	if e.Proof, err = tlog.ProveRecord(size, pos-1, r); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +21,12 @@ import (
 
 // Config configures a Store.
 type Config struct {
-	// Origin names this ledger in its checkpoints ("cloison-prod").
+	// Origin names this ledger in its checkpoints: C2SP recommends the
+	// log's URL prefix without scheme ("ledger.example.com/log"). Empty:
+	// the origin the ledger's latest checkpoint records (a deployment
+	// keeps its origin across restarts), else, for a ledger that never
+	// signed one, audit.DefaultOrigin of SigningKey (each deployment its
+	// own), else "cloison".
 	Origin audit.Name
 	// SigningKey signs checkpoints, and the Merkle tree's notes under the
 	// key name Origin. Nil: the store writes no checkpoints (a read-only
@@ -143,7 +149,17 @@ type appendRes struct {
 // the writer but does not close the pool.
 func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.Origin == "" {
-		cfg.Origin = "cloison"
+		o, err := recordedOrigin(ctx, pool)
+		switch {
+		case err != nil:
+			return nil, err
+		case o != "":
+			cfg.Origin = o
+		case cfg.SigningKey != nil:
+			cfg.Origin = audit.DefaultOrigin(cfg.SigningKey.Public().(ed25519.PublicKey))
+		default:
+			cfg.Origin = audit.LegacyOrigin
+		}
 	}
 	if err := audit.CheckName("origin", string(cfg.Origin)); err != nil {
 		return nil, err
@@ -218,6 +234,36 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	s.start()
 	return s, nil
 }
+
+// recordedOrigin returns the origin of the ledger's latest signed tree
+// note, else of its latest checkpoint; "" when it has signed neither.
+func recordedOrigin(ctx context.Context, q querier) (audit.Name, error) {
+	var msg string
+	err := q.QueryRow(ctx, "SELECT note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1").Scan(&msg)
+	if err == nil {
+		first, _, _ := strings.Cut(msg, "\n")
+		return audit.Name(first), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", translate(err)
+	}
+	err = q.QueryRow(ctx, "SELECT note FROM audit_checkpoints ORDER BY size DESC, recorded_at DESC LIMIT 1").Scan(&msg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", translate(err)
+	}
+	c, err := audit.ParseCheckpoint([]byte(msg))
+	if err != nil {
+		return "", fmt.Errorf("%w: stored checkpoint: %v", ErrSchema, err)
+	}
+	return c.Origin, nil
+}
+
+// Origin returns the ledger's origin: Config.Origin, or the one Open chose
+// when it was empty.
+func (s *Store) Origin() audit.Name { return s.cfg.Origin }
 
 // Pool returns the pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

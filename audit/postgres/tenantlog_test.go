@@ -3,6 +3,8 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,7 +46,18 @@ func tenantLeaves(t *testing.T, s *Store, tn cloison.TenantID, cp []byte) ([][]b
 // checkpoint note, parse its three lines, check the record proof.
 func verifyOffline(t *testing.T, vkey string, cp []byte, wantOrigin string, pos int64, leaf []byte, proof tlog.RecordProof) {
 	t.Helper()
-	v, err := note.NewVerifier(vkey)
+	// The tenant log's key is the published one under the tenant origin's
+	// name: the same Ed25519 public key, renamed.
+	parts := strings.SplitN(vkey, "+", 3)
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) != 1+ed25519.PublicKeySize {
+		t.Fatalf("verifier key %q", vkey)
+	}
+	tkey, err := note.NewEd25519VerifierKey(wantOrigin, ed25519.PublicKey(raw[1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := note.NewVerifier(tkey)
 	if err != nil {
 		t.Fatal(err)
 	}

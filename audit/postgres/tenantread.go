@@ -57,10 +57,24 @@ func tenantSize(ctx context.Context, q querier, t cloison.TenantID) (uint64, err
 	return uint64(n), err
 }
 
+// signTenantHead signs h, a head of tenant t's log, with the log key
+// under the note key name h.Origin (audit.TenantSigner).
+func (s *Store) signTenantHead(t cloison.TenantID, h audit.TreeHead) ([]byte, error) {
+	if s.signer == nil {
+		return nil, ErrNoSigningKey
+	}
+	ts, err := audit.TenantSigner(s.cfg.Origin, s.cfg.SigningKey, t)
+	if err != nil {
+		return nil, err
+	}
+	return audit.SignTenantHead(ts, t, h)
+}
+
 // TenantCheckpoint indexes the ledger up to its head (IndexTenantLogs),
 // then signs and returns the head of tenant t's log: a C2SP checkpoint note
-// with origin audit.TenantOrigin(Origin, t), signed by the log key (the
-// note verifier key of TreeVerifierKey checks it). Ed25519 signatures are
+// with origin audit.TenantOrigin(Origin, t), signed by the log key under
+// that origin as key name (audit.TenantSigner; audit.OpenTenantHead checks
+// it with the key of TreeVerifierKey). Ed25519 signatures are
 // deterministic, so the same tenant log always gets the same note. Each
 // note is kept in tenant_checkpoints (migration 00023, append-only) before
 // it is returned, so that Verify holds the log to every size it served.
@@ -106,7 +120,7 @@ func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byt
 	if err != nil {
 		return nil, translate(err)
 	}
-	msg, err := audit.SignTenantHead(s.signer, t, audit.TreeHead{Origin: origin, Size: n, Root: root})
+	msg, err := s.signTenantHead(t, audit.TreeHead{Origin: origin, Size: n, Root: root})
 	if err != nil {
 		return nil, err
 	}

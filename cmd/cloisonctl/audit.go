@@ -169,7 +169,7 @@ func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []strin
 		return err
 	}
 	fmt.Fprintln(out, res)
-	if err := wv.check(ctx, s, g.origin, keys, out); err != nil {
+	if err := wv.check(ctx, s, string(s.Origin()), keys, out); err != nil {
 		return err
 	}
 	if !noRegister {
@@ -194,7 +194,7 @@ func verifyDatabase(ctx context.Context, g *globals, out io.Writer, pubs []strin
 			return err
 		}
 		for _, pub := range keys {
-			vk, err := audit.TreeVerifierKey(audit.Name(g.origin), pub)
+			vk, err := audit.TreeVerifierKey(s.Origin(), pub)
 			if err != nil || latest == nil {
 				continue
 			}

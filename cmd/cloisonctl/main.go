@@ -108,7 +108,7 @@ func newRoot() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&g.databaseURL, "database-url", firstEnv("CLOISON_DATABASE_URL", "DATABASE_URL"), "PostgreSQL URL (env CLOISON_DATABASE_URL or DATABASE_URL)")
 	f.StringVar(&g.role, "role", os.Getenv("CLOISON_DB_ROLE"), "role to SET after connecting (e.g. the owner role for purges)")
-	f.StringVar(&g.origin, "origin", envOr("CLOISON_LEDGER_ORIGIN", "cloison"), "ledger name in checkpoints and manifests")
+	f.StringVar(&g.origin, "origin", envOr("CLOISON_LEDGER_ORIGIN", ""), "ledger name in checkpoints and manifests (default: the origin the ledger recorded)")
 	f.StringVar(&g.checkpointKey, "checkpoint-key", os.Getenv("CLOISON_CHECKPOINT_KEY"), "file holding the Ed25519 checkpoint signing key (see audit keygen)")
 	f.StringVar(&g.checkpointDir, "checkpoint-dir", os.Getenv("CLOISON_CHECKPOINT_DIR"), "directory outside the database receiving checkpoint copies")
 	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization name for the register (Règlement s. 3(1))")

@@ -326,7 +326,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.keyMinRotate, "key-min-rotate-interval", tenancy.DefaultMinRotateInterval, "refuse a rotation while the current signing key is younger (at least the longest token lifetime)")
 	fs.StringVar(&c.node, "node", "node-1", "node name (ledger actor engine:<node>)")
 	fs.StringVar(&c.devTenant, "dev-tenant", "", "create this tenant at start if missing (development)")
-	fs.StringVar(&c.origin, "origin", "cloison", "ledger name in checkpoints")
+	fs.StringVar(&c.origin, "origin", "", "ledger name in checkpoints (C2SP: the log URL without scheme, HOST/log); default: the origin the ledger recorded, else cloison/<log key id>")
 	fs.StringVar(&c.orgName, "org-name", "Cloison (development)", "organization keeping the incident register")
 	fs.StringVar(&c.orgNEQ, "org-neq", "", "Québec enterprise number (NEQ)")
 	fs.Var(&c.registerRegime, "register-regime", "act the incident register is kept under, cited in exports: private (P-39.1, r. 3.1) or public (A-2.1, r. 3.1)")
