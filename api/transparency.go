@@ -1,11 +1,19 @@
 package api
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// Transparency reports, at scrape time, what the transparency log refused
-// (the node: its ledger and its witness submitter). Optional: without it
-// the signing series read 0 and there are no witness series.
+	"github.com/cloison/cloison/service"
+)
+
+// Transparency is the node's view of its transparency log beyond the
+// ledger (the node: its ledger and its witnesses). The metrics read what
+// it refused at scrape time, and GET /compliance/v1/tlog/checkpoint?witnesses=K
+// asks the witnesses through it (service.Witnesses). Optional: without it
+// the signing series read 0, there are no witness series, and the route
+// serves the cosignatures the ledger stored.
 type Transparency interface {
+	service.Witnesses
 	// SigningRefusals is how often the ledger refused to sign a tree or
 	// chain head contradicting a checkpoint known outside its database,
 	// and whether a refusal is in force (nothing is signed until the

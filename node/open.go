@@ -259,7 +259,7 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	acfg := s.API
 	acfg.Verifier, acfg.Keys = verifier, ring
 	if acfg.Transparency == nil {
-		acfg.Transparency = transparency{ledger: ledger, sub: sub}
+		acfg.Transparency = transparency{ledger: ledger, sub: sub, clients: s.Witnesses}
 	}
 	if acfg.Limiter == nil {
 		acfg.Limiter = tenancy.NewLimiter().WithBudget(tenants)
@@ -391,11 +391,42 @@ func startWitnesses(ctx context.Context, clients []*witness.Client, interval tim
 	return func() { cancel(); <-done }, sub, nil
 }
 
-// transparency is what the metrics read of the ledger and the submitter
-// (api.Transparency).
+// transparency is the ledger and its witnesses as the API sees them
+// (api.Transparency): the metrics' refusal counts, and cosigned
+// checkpoints asked of the witnesses.
 type transparency struct {
-	ledger *auditpg.Store
-	sub    *witness.Submitter // nil: no witness
+	ledger  *auditpg.Store
+	sub     *witness.Submitter // nil: no witness
+	clients []*witness.Client
+}
+
+// WitnessedCheckpoint asks each witness for the latest checkpoint of the
+// log it cosigned, requires the ledger's latest tree to be consistent with
+// every answer (a witness the ledger contradicts fails the request with
+// audit.ErrFork or audit.ErrSmallerTree) and returns the checkpoint k of
+// them cosigned, with their fresh cosignatures. Without witnesses: the
+// stored cosignatures.
+func (t transparency) WitnessedCheckpoint(ctx context.Context, k int) ([]byte, error) {
+	if len(t.clients) == 0 {
+		return t.ledger.CosignedCheckpoint(ctx, k)
+	}
+	vkey, err := t.ledger.TreeVerifierKey()
+	if err != nil {
+		return nil, err
+	}
+	latest, err := t.ledger.TreeCheckpoint(ctx) // the refusal, once the ledger refuses to sign
+	if err != nil {
+		return nil, err
+	}
+	h, err := audit.OpenTreeHead(latest, vkey)
+	if err != nil {
+		return nil, err
+	}
+	obs, err := witness.VerifyWitnessed(ctx, t.clients, vkey, h, t.ledger.ConsistencyProof, k)
+	if err != nil {
+		return nil, err
+	}
+	return witness.Combine(obs, k)
 }
 
 func (t transparency) SigningRefusals() (uint64, bool) {

@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ type Observation struct {
 	Witness string
 	Head    audit.TreeHead
 	Time    time.Time
+	Note    []byte // the checkpoint with the log's signature and the witness's cosignature
 }
 
 // ContradictedError is a witness's cosigned checkpoint that the log's tree
@@ -71,7 +73,7 @@ func VerifyWitnessed(ctx context.Context, clients []*Client, logKey string, h au
 		if err := extends(ctx, h, wh, proof); err != nil {
 			return got, &ContradictedError{Witness: c.Name(), WitnessSize: wh.Size, Size: h.Size, Err: err}
 		}
-		got = append(got, Observation{Witness: c.Name(), Head: wh, Time: cs[0].Time})
+		got = append(got, Observation{Witness: c.Name(), Head: wh, Time: cs[0].Time, Note: msg})
 	}
 	if len(got) < k {
 		return got, fmt.Errorf("%w: %d of %d witnesses answered with a cosigned checkpoint: %w",
@@ -108,4 +110,45 @@ func extends(ctx context.Context, h, w audit.TreeHead, proof ProofFunc) error {
 		}
 		return nil
 	}
+}
+
+// Combine returns one checkpoint carrying the cosignatures of every
+// observation at the largest size at least k witnesses answered with: what
+// a verifier requiring k cosignatures (audit.VerifyCosigned) checks, each
+// cosignature as fresh as the witness's answer.
+//
+// Errors: audit.ErrTooFewCosignatures when no size has k answers (the
+// witnesses are at different sizes, or fewer than k answered);
+// audit.ErrMalformed for a note that is not a signed note.
+func Combine(obs []Observation, k int) ([]byte, error) {
+	count := map[uint64]int{}
+	var best uint64
+	for _, o := range obs {
+		count[o.Head.Size]++
+		if count[o.Head.Size] >= k && o.Head.Size > best {
+			best = o.Head.Size
+		}
+	}
+	if k < 1 || best == 0 {
+		return nil, fmt.Errorf("%w: no tree size cosigned by %d of the %d witnesses that answered", audit.ErrTooFewCosignatures, k, len(obs))
+	}
+	var out []byte
+	for _, o := range obs {
+		if o.Head.Size != best {
+			continue
+		}
+		if out == nil {
+			out = append([]byte(nil), o.Note...)
+			continue
+		}
+		i := bytes.LastIndex(o.Note, []byte("\n\n"))
+		if i < 0 {
+			return nil, fmt.Errorf("%w: witness %s answered no signed note", audit.ErrMalformed, o.Witness)
+		}
+		var err error
+		if out, err = audit.AddCosignatures(out, o.Note[i+2:]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

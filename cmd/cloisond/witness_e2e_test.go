@@ -22,6 +22,7 @@ import (
 	"github.com/cloison/cloison/audit/witness"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/tenancy"
 )
 
 // A real cloisond with --witness submits its tree checkpoints to the
@@ -155,6 +156,18 @@ func TestE2ENodeRefusesToSignRewrittenLedger(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The route asks the witness: its answer carries a cosignature made
+	// now, not one the database remembers.
+	createTenant(t, db.AdminURL, "acme", nil)
+	admin := n.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
+	asked := time.Now().Add(-time.Second)
+	rep := n.do("GET", "/compliance/v1/tlog/checkpoint?witnesses=1", admin, nil)
+	if rep.status != 200 {
+		t.Fatalf("checkpoint?witnesses=1: %d %s", rep.status, rep.body)
+	}
+	if _, cs, err := audit.VerifyCosigned(rep.body, logVKey, []string{wvkey}, 1); err != nil || cs[0].Time.Before(asked.Truncate(time.Second)) {
+		t.Fatalf("checkpoint?witnesses=1: %v %+v, want a cosignature made when asked", err, cs)
+	}
 	n.stop()
 	cosigned := wt.Size("cloison")
 	if _, err := os.Stat(filepath.Join(stateDir, "checkpoints", auditpg.TreeCheckpointFileName("cloison"))); err != nil {
@@ -163,7 +176,7 @@ func TestE2ENodeRefusesToSignRewrittenLedger(t *testing.T) {
 
 	// The rewrite.
 	ctx := context.Background()
-	admin := adminPool(t, db.AdminURL)
+	pool := adminPool(t, db.AdminURL)
 	tables := []string{"audit_events", "audit_checkpoints", "tlog_tiles", "tlog_checkpoints", "tlog_cosignatures"}
 	var stmts []string
 	for _, tb := range tables {
@@ -176,7 +189,7 @@ func TestE2ENodeRefusesToSignRewrittenLedger(t *testing.T) {
 		stmts = append(stmts, "ALTER TABLE "+tb+" ENABLE TRIGGER USER")
 	}
 	for _, q := range stmts {
-		if _, err := admin.Exec(ctx, q); err != nil {
+		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -217,9 +230,15 @@ func TestE2ENodeRefusesToSignRewrittenLedger(t *testing.T) {
 	if rep := r.do("GET", "/healthz", "", nil); rep.status != 200 {
 		t.Errorf("healthz: %d (the node serves; what needs a checkpoint fails)", rep.status)
 	}
+	admin = r.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
+	for _, path := range []string{"/compliance/v1/tlog/checkpoint", "/compliance/v1/tlog/checkpoint?witnesses=1"} {
+		if rep := r.do("GET", path, admin, nil); rep.status != http.StatusServiceUnavailable {
+			t.Errorf("%s after the refusal: %d %s, want 503", path, rep.status, rep.body)
+		}
+	}
 	time.Sleep(1500 * time.Millisecond) // past the tree checkpoint interval
 	var signed int
-	if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM tlog_checkpoints) + (SELECT count(*) FROM audit_checkpoints)").Scan(&signed); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM tlog_checkpoints) + (SELECT count(*) FROM audit_checkpoints)").Scan(&signed); err != nil {
 		t.Fatal(err)
 	}
 	if signed != 0 {
