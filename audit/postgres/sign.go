@@ -1,8 +1,8 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +114,7 @@ func (s *Store) loadAnchors(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("audit/postgres: %w", err)
 		default:
-			h, err := audit.OpenTreeHead(b, s.verifierKey)
+			h, err := stateTreeHead(b, s.verifierKey, s.cfg.Origin)
 			if err != nil {
 				return fmt.Errorf("audit/postgres: %s: %w", path, err)
 			}
@@ -125,10 +125,11 @@ func (s *Store) loadAnchors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		keys := audit.KeySet(s.cfg.SigningKey.Public().(ed25519.PublicKey))
 		for _, f := range files {
-			if f.Origin != s.cfg.Origin || f.Verify(keys) != nil {
-				continue // another log's, or another key's
+			// The node's own directory: a checkpoint of this origin is
+			// one it signed, under this key or one it rotated from.
+			if f.Origin != s.cfg.Origin {
+				continue
 			}
 			if s.chainAnchor == nil || f.Size > s.chainAnchor.seq {
 				s.chainAnchor = &chainAnchor{seq: f.Size, hash: f.Head, source: f.Source}
@@ -144,6 +145,20 @@ func (s *Store) loadAnchors(ctx context.Context) error {
 	}
 	s.anchors = trees
 	return nil
+}
+
+// stateTreeHead reads the tree note file: signed by the current key, or,
+// after a rotation of the log key, by an earlier one (the node wrote it
+// into its own directory; its tree is what it signed all the same).
+func stateTreeHead(b []byte, vkey string, origin audit.Name) (audit.TreeHead, error) {
+	if h, err := audit.OpenTreeHead(b, vkey); err == nil {
+		return h, nil
+	}
+	i := bytes.Index(b, []byte("\n\n"))
+	if i < 0 {
+		return audit.TreeHead{}, fmt.Errorf("%w: not a signed note", audit.ErrMalformed)
+	}
+	return audit.ParseTreeHead(string(b[:i+1]), origin)
 }
 
 // proveTree checks that h extends every anchor, refusing for good if not.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,4 +202,78 @@ func TestSigningProvesConsistencyFromTrustedTrees(t *testing.T) {
 	if _, err := r.SignTree(ctx); !errors.Is(err, ErrSigningRefused) || !errors.Is(err, audit.ErrFork) {
 		t.Fatalf("got %v, want a refusal from the witnessed tree", err)
 	}
+}
+
+// BenchmarkProveTree is what signing adds: the consistency proof, from the
+// stored tiles, from the last tree signed (size 2500) to the head (5000).
+// BenchmarkSignTree is a whole signature for scale: the proof, the
+// signature, the note file written and fsynced, the database row.
+func BenchmarkProveTree(b *testing.B) {
+	s, h := benchSigner(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.proveTree(ctx, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSignTree(b *testing.B) {
+	s, _ := benchSigner(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Append(ctx, event("bench-more", i)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.SignTree(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchSigner(b *testing.B) (*Store, audit.TreeHead) {
+	ctx := context.Background()
+	db := pgtest.New(b)
+	s, err := Open(ctx, db.RuntimePool(b), Config{Origin: "test-ledger", SigningKey: testKey, CheckpointEvery: 1 << 30,
+		CheckpointInterval: time.Hour, TreeCheckpointInterval: time.Hour, CheckpointDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	fill := func(from, to int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := from + w; i <= to; i += 16 {
+					if _, err := s.Stage(ctx, event("bench", i)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		if err := s.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill(1, 2500)
+	if _, err := s.SignTree(ctx); err != nil {
+		b.Fatal(err)
+	}
+	fill(2501, 5000)
+	h, err := s.committedTreeHead(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, h
 }
