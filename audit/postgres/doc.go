@@ -31,6 +31,15 @@
 //     checkpoint is kept before it is served, so a rollback is named
 //     (audit.ErrSmallerTree, audit.ErrFork). Verify fails, never warns:
 //     an empty ledger or one no checkpoint vouches for is an error.
+//   - The store never signs what contradicts its past (sign.go): every
+//     checkpoint and tree note it signs goes to Config.CheckpointDir
+//     first, and before each signature it proves from the stored tiles
+//     that the tree extends those files and Config.TrustedTrees (the
+//     witnesses' latest cosigned checkpoints), and that the chain still
+//     holds the checkpointed hash. Otherwise it refuses for good
+//     (*SignRefusedError, ErrSigningRefused: error log, Stats, incident
+//     file) and hands out no checkpoint: a database rewritten by its DBA
+//     and a restarted node do not make a signed forgery.
 //   - Compliance reads (Scan, Verify, Export, TenantEntries) run on the
 //     scan pool in keyset pages and hold no connection while the caller
 //     handles rows: they never wait on the request path's connections.
@@ -78,7 +87,7 @@
 //
 // Files by job: store.go (Open, Append, AppendTx, Scan), staging.go (the
 // loop above), tree.go and checkpoint.go (the global tree, notes and
-// proofs), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
+// proofs), sign.go (what signing must extend), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
 // indexed, served, verified), register.go and incidenttenants.go (the
 // incident register), responses.go and stored.go (reports, replays,
 // stored responses), keys.go, witness.go, verify.go, export.go (the reads
