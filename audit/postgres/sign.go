@@ -364,6 +364,19 @@ func (s *Store) SigningRefused() error {
 	return s.refused
 }
 
+// proveCommitted proves the committed global tree against the anchors
+// (an empty ledger has nothing to prove).
+func (s *Store) proveCommitted(ctx context.Context) error {
+	h, err := s.committedTreeHead(ctx)
+	if errors.Is(err, audit.ErrEmptyLedger) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.proveTree(ctx, h)
+}
+
 // proveAtOpen proves the committed tree and chain against the anchors
 // once at start, so that a restarted node over a rewritten database
 // refuses at once, not at its first checkpoint.

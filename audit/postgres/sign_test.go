@@ -130,6 +130,9 @@ func TestNodeRefusesToSignRewrittenLedger(t *testing.T) {
 			if _, err := r.TreeCheckpoint(ctx); !errors.Is(err, ErrSigningRefused) {
 				t.Errorf("TreeCheckpoint: got %v, want the refusal (fail closed)", err)
 			}
+			if _, err := r.TenantCheckpoint(ctx, "tenant-1"); !errors.Is(err, ErrSigningRefused) {
+				t.Errorf("TenantCheckpoint: got %v, want the refusal (a tenant log of the forged tree)", err)
+			}
 			if _, err := r.CosignedCheckpoint(ctx, 1); !errors.Is(err, ErrSigningRefused) {
 				t.Errorf("CosignedCheckpoint: got %v, want the refusal (fail closed)", err)
 			}
