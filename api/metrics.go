@@ -145,6 +145,7 @@ func newMetrics(s *Server) *Metrics {
 	m.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
 	register(&stateCollector{s: s, m: m})
 	register(noticeCollector{s: s})
+	register(transparencyCollector{s: s})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)

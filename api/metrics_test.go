@@ -250,7 +250,8 @@ func TestDeployMonitoring(t *testing.T) {
 		t.Fatalf("referenced but not exposed: %v", missing)
 	}
 	for _, name := range []string{"cloison_isolation_failures_total", "cloison_transfer_verifications_failed_total", "cloison_ledger_append_errors_total",
-		"cloison_incident_writes_lost_total", "cloison_capacity_attestation_ok", "cloison_kv_cache_usage_ratio", "cloison_num_requests_waiting"} {
+		"cloison_incident_writes_lost_total", "cloison_capacity_attestation_ok",
+		"cloison_ledger_signing_refusals_total", "cloison_ledger_signing_refused", "cloison_kv_cache_usage_ratio", "cloison_num_requests_waiting"} {
 		if !refs[name] {
 			t.Errorf("the rules and dashboard do not watch %s", name)
 		}

@@ -21,12 +21,16 @@ func newOperations(s *Server) *operations {
 	if cfg.Keys != nil { // a nil *KeyRing in the interface would not read as absent
 		keys = cfg.Keys
 	}
+	var witnesses service.Witnesses
+	if cfg.Transparency != nil {
+		witnesses = cfg.Transparency
+	}
 	return &operations{
 		responses: s.resp.svc,
 		admin: service.NewAdmin(service.AdminDeps{Tenants: cfg.Tenants, Pool: cfg.Engine, Keys: keys, Policies: cfg.Decider,
 			Register: cfg.Ledger, Ledger: service.AppendFunc(s.append)}),
 		compliance: service.NewCompliance(service.ComplianceDeps{Register: cfg.Ledger, Ledger: cfg.Ledger, Tenants: cfg.Tenants, Log: cfg.Ledger,
 			Gate: service.GateFunc(s.streams.acquire), Now: func() time.Time { return timeNow() }, Verify: cfg.Verify,
-			ExportKey: cfg.ExportKey}),
+			ExportKey: cfg.ExportKey, Witnesses: witnesses}),
 	}
 }

@@ -81,6 +81,9 @@ type Config struct {
 	// internal/tracing); nil: a no-op provider (W3C traceparent is still
 	// propagated, nothing is recorded).
 	Tracer trace.TracerProvider
+	// Transparency (optional) reports the ledger's signing refusals and the
+	// witnesses' refusals for the metrics (transparency.go).
+	Transparency Transparency
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int

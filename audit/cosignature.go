@@ -40,6 +40,12 @@ const cosignatureAlg = 0x04
 // number of valid cosignatures from distinct trusted witnesses.
 var ErrTooFewCosignatures = cloison.NewError(cloison.CodeConflict, "audit: checkpoint lacks the required witness cosignatures")
 
+// ErrStaleCosignature: a cosignature older than the verifier's bound. A
+// cosignature kept by the log survives a rollback of the log's database;
+// only a recent one (or the witness asked) says the log has not been
+// rolled back since.
+var ErrStaleCosignature = cloison.NewError(cloison.CodeConflict, "audit: witness cosignature older than the verifier's bound")
+
 func cosignerHash(name string, pub ed25519.PublicKey) uint32 {
 	h := sha256.New()
 	h.Write([]byte(name))

@@ -134,6 +134,18 @@
 //     ErrNoCheckpoint). Without a trusted note from outside the database,
 //     a tail deleted after the last stored checkpoint is undetectable:
 //     that is why verifiers keep state (cloisonctl audit verify --trusted).
+//   - The log itself never signs a tree inconsistent with one it signed
+//     (C2SP tlog-checkpoint). The database is not its memory: a DBA
+//     without the key can rebuild the events through audit_sequence,
+//     delete every stored checkpoint and restart the node. Before signing,
+//     audit/postgres proves that the tree and chain extend what it knows
+//     outside the database: the checkpoints and the latest tree note in
+//     its state directory (written before the database row), and each
+//     witness's latest cosigned checkpoint, asked of the witness at start.
+//     On a contradiction it refuses for good (SignRefusedError: an error
+//     log, a metric, an incident file in the state directory) and serves
+//     no checkpoint, cosignature or proof: appends go on, verification
+//     fails closed.
 //   - The staging window (IntegrationBound). A writer may acknowledge an
 //     event once it is durable but not yet sequenced (audit/postgres
 //     Store.Stage: a staging table, integrated into chain and tree by one
@@ -184,6 +196,13 @@
 //     without the witness refusing. It proves append-only history, not
 //     the entries' content, and k independent witnesses are needed to
 //     stop an operator colluding with k-1 of them from showing two views.
+//     Witnesses are asked, not remembered: cosignatures stored in the
+//     log's database survive a rollback of that database (the old
+//     cosigned tree is a prefix of the fork that follows it). A stateless
+//     verifier requiring k witnesses asks each for the latest checkpoint it
+//     cosigned (audit/witness Client.Latest, VerifyWitnessed) and demands
+//     consistency with every answer, or accepts stored cosignatures only
+//     when younger than a bound (ErrStaleCosignature).
 //   - Verifier streams a chain in constant memory and reports the first
 //     broken seq and why (*BreakError).
 //   - IncidentFile.ForTenant is the only view of the register meant for a

@@ -46,7 +46,10 @@ type Spec struct {
 	// its pool, signing key (Keys.Log) and logger.
 	Ledger auditpg.Config
 	// Witnesses receive every newly signed tree checkpoint, offered every
-	// WitnessInterval (package audit/witness).
+	// WitnessInterval (package audit/witness). Before the ledger opens,
+	// each is asked for the latest checkpoint of this log it cosigned: the
+	// ledger never signs a tree that does not extend it
+	// (auditpg.Config.TrustedTrees).
 	Witnesses       []*witness.Client
 	WitnessInterval time.Duration
 	Auth            Auth
@@ -216,6 +219,9 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if lc.Logger == nil {
 		lc.Logger = s.Logger
 	}
+	if lc.SigningKey != nil {
+		lc.TrustedTrees = append(lc.TrustedTrees, witnessedTrees(ctx, s.Witnesses, lc, log)...)
+	}
 	ledger, err := auditpg.Open(ctx, s.DB, lc)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -224,7 +230,7 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.Keys.record(ctx, ledger, actor, log, s.Keys.Records...); err != nil {
 		return nil, err
 	}
-	stopWitnesses, err := startWitnesses(ctx, s.Witnesses, s.WitnessInterval, ledger, log)
+	stopWitnesses, sub, err := startWitnesses(ctx, s.Witnesses, s.WitnessInterval, ledger, log)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +258,9 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	}
 	acfg := s.API
 	acfg.Verifier, acfg.Keys = verifier, ring
+	if acfg.Transparency == nil {
+		acfg.Transparency = transparency{ledger: ledger, sub: sub, clients: s.Witnesses}
+	}
 	if acfg.Limiter == nil {
 		acfg.Limiter = tenancy.NewLimiter().WithBudget(tenants)
 	}
@@ -327,27 +336,113 @@ func ensureTenant(ctx context.Context, s *tenancy.Store, t tenancy.Tenant) error
 	return err
 }
 
+// witnessedTrees asks each witness for the latest checkpoint of the log it
+// cosigned. A witness that does not answer is logged and skipped (the
+// state directory's checkpoints still hold the node to what it signed); an
+// answer is only used once its cosignature and the log's signature verify.
+func witnessedTrees(ctx context.Context, clients []*witness.Client, lc auditpg.Config, log *slog.Logger) []auditpg.TrustedTree {
+	if len(clients) == 0 {
+		return nil
+	}
+	origin := lc.Origin
+	if origin == "" {
+		origin = "cloison"
+	}
+	vkey, err := audit.TreeVerifierKey(origin, lc.SigningKey.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil // Open refuses the origin
+	}
+	var out []auditpg.TrustedTree
+	for _, c := range clients {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		h, _, err := c.Latest(wctx, vkey)
+		cancel()
+		switch {
+		case errors.Is(err, witness.ErrNothingCosigned):
+		case err != nil:
+			log.Warn("witness: latest cosigned checkpoint not read at start", "witness", c.Name(), "err", err)
+		default:
+			out = append(out, auditpg.TrustedTree{TreeHead: h, Source: "witness " + c.Name()})
+		}
+	}
+	return out
+}
+
 // startWitnesses logs the ledger's tree verifier key (what witnesses and
 // verifiers are configured with) and starts the submitter; the returned
 // function stops it (before the ledger closes). A witness that is down or
 // refuses is logged and counted, and never holds up an append.
-func startWitnesses(ctx context.Context, clients []*witness.Client, interval time.Duration, ledger *auditpg.Store, log *slog.Logger) (func(), error) {
+func startWitnesses(ctx context.Context, clients []*witness.Client, interval time.Duration, ledger *auditpg.Store, log *slog.Logger) (func(), *witness.Submitter, error) {
 	vkey, err := ledger.TreeVerifierKey()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log.Info("ledger tree checkpoints", "tree_vkey", vkey, "witnesses", len(clients))
 	if len(clients) == 0 {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	sub, err := witness.NewSubmitter(ctx, ledger, vkey, clients, log)
 	if err != nil {
-		return nil, fmt.Errorf("witnesses: %w", err)
+		return nil, nil, fmt.Errorf("witnesses: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); sub.Run(wctx, interval) }()
-	return func() { cancel(); <-done }, nil
+	return func() { cancel(); <-done }, sub, nil
+}
+
+// transparency is the ledger and its witnesses as the API sees them
+// (api.Transparency): the metrics' refusal counts, and cosigned
+// checkpoints asked of the witnesses.
+type transparency struct {
+	ledger  *auditpg.Store
+	sub     *witness.Submitter // nil: no witness
+	clients []*witness.Client
+}
+
+// WitnessedCheckpoint asks each witness for the latest checkpoint of the
+// log it cosigned, requires the ledger's latest tree to be consistent with
+// every answer (a witness the ledger contradicts fails the request with
+// audit.ErrFork or audit.ErrSmallerTree) and returns the checkpoint k of
+// them cosigned, with their fresh cosignatures. Without witnesses: the
+// stored cosignatures.
+func (t transparency) WitnessedCheckpoint(ctx context.Context, k int) ([]byte, error) {
+	if len(t.clients) == 0 {
+		return t.ledger.CosignedCheckpoint(ctx, k)
+	}
+	vkey, err := t.ledger.TreeVerifierKey()
+	if err != nil {
+		return nil, err
+	}
+	latest, err := t.ledger.TreeCheckpoint(ctx) // the refusal, once the ledger refuses to sign
+	if err != nil {
+		return nil, err
+	}
+	h, err := audit.OpenTreeHead(latest, vkey)
+	if err != nil {
+		return nil, err
+	}
+	obs, err := witness.VerifyWitnessed(ctx, t.clients, vkey, h, t.ledger.ConsistencyProof, k)
+	if err != nil {
+		return nil, err
+	}
+	return witness.Combine(obs, k)
+}
+
+func (t transparency) SigningRefusals() (uint64, bool) {
+	st := t.ledger.Stats()
+	return st.SignRefusals, st.SigningRefused
+}
+
+func (t transparency) WitnessStats() []api.WitnessStat {
+	if t.sub == nil {
+		return nil
+	}
+	var out []api.WitnessStat
+	for _, w := range t.sub.Stats() {
+		out = append(out, api.WitnessStat{Witness: w.Witness, Size: w.Size, Cosigned: w.Cosigned, Refused: w.Refused, Failures: w.Failures})
+	}
+	return out
 }
 
 // open builds a decode node's part of the assembly: the prefill client

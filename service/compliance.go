@@ -53,6 +53,9 @@ type ComplianceDeps struct {
 	Tenants  TenantStore
 	// Log is the transparency log the proofs come from (proofs.go).
 	Log TransparencyLog
+	// Witnesses (optional) are asked for cosigned checkpoints instead of
+	// the cosignatures the log stored (proofs.go).
+	Witnesses Witnesses
 	// Gate bounds the compliance streams (ledger ranges, exports,
 	// verifications); nil admits every one.
 	Gate Gate

@@ -88,10 +88,30 @@ func (c *Compliance) Checkpoint(ctx context.Context) ([]byte, error) {
 	return msg, err
 }
 
-// CosignedCheckpoint returns the latest checkpoint cosigned by at least k
-// witnesses, the cosignature lines appended (audit.VerifyCosigned checks
-// them). Errors: the log's.
+// Witnesses asks the log's witnesses (the node: audit/witness clients)
+// rather than reading the cosignatures the log's database remembers.
+type Witnesses interface {
+	// WitnessedCheckpoint asks every witness for the latest checkpoint of
+	// the log it cosigned, requires the log's tree to be consistent with
+	// each answer, and returns one checkpoint carrying k fresh
+	// cosignatures.
+	WitnessedCheckpoint(ctx context.Context, k int) ([]byte, error)
+}
+
+// CosignedCheckpoint returns a checkpoint cosigned by at least k witnesses,
+// the cosignature lines appended (audit.VerifyCosigned checks them). With
+// Witnesses (a node configured with witnesses) they are asked now, and a
+// witness whose cosigned tree the log contradicts fails the request with
+// audit.ErrFork or audit.ErrSmallerTree: cosignatures remembered by a
+// database survive its rollback. Without, the latest stored checkpoint
+// with k cosignatures (verifiers bound their age).
+//
+// Errors: the witnesses' (audit.ErrTooFewCosignatures, audit.ErrFork,
+// audit.ErrSmallerTree); the log's.
 func (c *Compliance) CosignedCheckpoint(ctx context.Context, k int) ([]byte, error) {
+	if c.d.Witnesses != nil {
+		return c.d.Witnesses.WitnessedCheckpoint(ctx, k)
+	}
 	return c.d.Log.CosignedCheckpoint(ctx, k)
 }
 

@@ -50,10 +50,17 @@ func (s *Store) maybeCheckpoint(force bool) {
 // Checkpoint signs head, copies the checkpoint to the external directory
 // (first, so a stored checkpoint always has its outside copy) and stores it
 // in audit_checkpoints. head must be a head this ledger really had: the
-// caller got it from a commit or from Head.
+// caller got it from a commit or from Head. The stored chain must still
+// hold the latest chain checkpoint in CheckpointDir (sign.go).
+//
+// Errors: ErrNoSigningKey; *SignRefusedError (ErrSigningRefused); the
+// file's and the translated database errors.
 func (s *Store) Checkpoint(ctx context.Context, head audit.Head) (audit.Checkpoint, error) {
 	if s.cfg.SigningKey == nil {
 		return audit.Checkpoint{}, ErrNoSigningKey
+	}
+	if err := s.proveChain(ctx, head); err != nil {
+		return audit.Checkpoint{}, err
 	}
 	c, err := audit.SignCheckpoint(s.cfg.SigningKey, s.cfg.Origin, head, time.Now())
 	if err != nil {
@@ -63,6 +70,7 @@ func (s *Store) Checkpoint(ctx context.Context, head audit.Head) (audit.Checkpoi
 		if err := WriteCheckpointFile(s.cfg.CheckpointDir, c); err != nil {
 			return c, err
 		}
+		s.signedChain(c, filepath.Join(s.cfg.CheckpointDir, CheckpointFileName(c)))
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO audit_checkpoints (size, key_id, head, signed_at, note)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, int64(c.Size), c.KeyID, c.Head[:], c.Time, string(c.Marshal()))

@@ -39,6 +39,15 @@
 //     stored row, EntryBundle builds a bundle of audit.ServedEntry from the
 //     entries and checks each against the stored level-0 tile, so what is
 //     served always hashes to the tree the notes sign.
+//   - The store never signs what contradicts its past (sign.go): every
+//     checkpoint and tree note it signs goes to Config.CheckpointDir
+//     first, and before each signature it proves from the stored tiles
+//     that the tree extends those files and Config.TrustedTrees (the
+//     witnesses' latest cosigned checkpoints), and that the chain still
+//     holds the checkpointed hash. Otherwise it refuses for good
+//     (*SignRefusedError, ErrSigningRefused: error log, Stats, incident
+//     file) and hands out no checkpoint: a database rewritten by its DBA
+//     and a restarted node do not make a signed forgery.
 //   - Compliance reads (Scan, Verify, Export, TenantEntries) run on the
 //     scan pool in keyset pages and hold no connection while the caller
 //     handles rows: they never wait on the request path's connections.
@@ -89,7 +98,7 @@
 //
 // Files by job: store.go (Open, Append, AppendTx, Scan), staging.go (the
 // loop above), tree.go and checkpoint.go (the global tree, notes and
-// proofs), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
+// proofs), sign.go (what signing must extend), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
 // indexed, served, verified), register.go and incidenttenants.go (the
 // incident register), responses.go and stored.go (reports, replays,
 // stored responses), receipt.go (receipts of acknowledged entries),

@@ -47,6 +47,11 @@ type Config struct {
 	// database. Empty: database only (tail truncation then goes undetected
 	// by anyone without another copy).
 	CheckpointDir string
+	// TrustedTrees are tree heads of this log known outside the database
+	// (cloisond: each witness's latest cosigned checkpoint, asked at
+	// start). The store never signs a tree that does not extend them, nor
+	// the trees and chain checkpoints in CheckpointDir (sign.go).
+	TrustedTrees []TrustedTree
 	// MaxBatch bounds the events one stager commits to audit_staging in
 	// one statement (default 1024).
 	MaxBatch int
@@ -119,6 +124,14 @@ type Store struct {
 	noteSize    uint64    // largest tree size this store signed
 	noteAt      time.Time // when it last signed
 	noteErr     error
+	// What the store must extend (sign.go), guarded by noteMu.
+	anchors      []TrustedTree
+	chainAnchor  *chainAnchor
+	refused      *SignRefusedError // the first refusal; nothing is signed after it
+	signRefusals uint64
+
+	fileMu   sync.Mutex // serialises writes of the tree note file
+	fileSize uint64     // size of the tree note in CheckpointDir; guarded by fileMu
 
 	// Guarded by cpMu: checkpoint bookkeeping of this store.
 	cpMu      sync.Mutex
@@ -230,6 +243,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	if err := s.ensureTree(ctx); err != nil {
 		return nil, err
+	}
+	if s.signer != nil {
+		if err := s.loadAnchors(ctx); err != nil {
+			return nil, err
+		}
+		if err := s.proveAtOpen(ctx); err != nil && !errors.Is(err, ErrSigningRefused) {
+			return nil, err
+		}
 	}
 	s.start()
 	return s, nil
@@ -596,13 +617,22 @@ type Stats struct {
 	LastCheckpoint audit.Head
 	Checkpoints    int   // written by this store
 	CheckpointErr  error // last checkpoint failure, if any
+	// SignRefusals counts the times the store refused to sign a tree or
+	// chain head contradicting a checkpoint known outside the database
+	// (sign.go); SigningRefused is the refusal in force.
+	SignRefusals   uint64
+	SigningRefused bool
 }
 
 // Stats returns the store's bookkeeping.
 func (s *Store) Stats() Stats {
+	s.noteMu.Lock()
+	n, refused := s.signRefusals, s.refused != nil
+	s.noteMu.Unlock()
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
-	return Stats{LastHead: s.lastHead, LastCheckpoint: s.lastCP, Checkpoints: s.cpCount, CheckpointErr: s.lastCPErr}
+	return Stats{LastHead: s.lastHead, LastCheckpoint: s.lastCP, Checkpoints: s.cpCount, CheckpointErr: s.lastCPErr,
+		SignRefusals: n, SigningRefused: refused}
 }
 
 func (s *Store) String() string { return fmt.Sprintf("audit/postgres.Store(%s)", s.cfg.Origin) }

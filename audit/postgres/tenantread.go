@@ -79,14 +79,20 @@ func (s *Store) signTenantHead(t cloison.TenantID, h audit.TreeHead) ([]byte, er
 // note is kept in tenant_checkpoints (migration 00023, append-only) before
 // it is returned, so that Verify holds the log to every size it served.
 //
-// Errors: ErrNoSigningKey; audit.ErrEmptyLedger when the tenant has no
-// entry; audit.ErrInvalidEvent for a tenant id that is not an identifier;
+// Errors: ErrNoSigningKey; *SignRefusedError (ErrSigningRefused) when the
+// global tree contradicts a checkpoint known outside the database (sign.go);
+// audit.ErrEmptyLedger when the tenant has no entry; audit.ErrInvalidEvent for a tenant id that is not an identifier;
 // audit.ErrSmallerTree when the log is smaller than a checkpoint already
 // served (a rollback), audit.ErrFork when a served size had another root:
 // neither is signed; the errors of IndexTenantLogs.
 func (s *Store) TenantCheckpoint(ctx context.Context, t cloison.TenantID) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
+	}
+	// A tenant log is derived from the global one: nothing is signed of
+	// a global tree that contradicts the log's past (sign.go).
+	if err := s.proveCommitted(ctx); err != nil {
+		return nil, err
 	}
 	origin, err := audit.TenantOrigin(s.cfg.Origin, t)
 	if err != nil {

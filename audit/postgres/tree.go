@@ -271,8 +271,10 @@ func (s *Store) committedTreeHead(ctx context.Context) (audit.TreeHead, error) {
 // TreeCheckpointInterval; callers that need a checkpoint covering what
 // they just wrote (a register write, a test) call it directly.
 //
-// Errors: ErrNoSigningKey; audit.ErrEmptyLedger; the translated database
-// errors.
+// Errors: ErrNoSigningKey; *SignRefusedError (ErrSigningRefused, with
+// audit.ErrFork or audit.ErrSmallerTree) when the tree does not extend a
+// tree known outside the database (sign.go); audit.ErrEmptyLedger; the
+// translated database errors.
 func (s *Store) SignTree(ctx context.Context) ([]byte, error) {
 	if s.signer == nil {
 		return nil, ErrNoSigningKey
@@ -287,11 +289,23 @@ func (s *Store) SignTree(ctx context.Context) ([]byte, error) {
 	return s.storeTreeNote(ctx, h)
 }
 
+// storeTreeNote proves that h extends every tree the store knows outside
+// the database (sign.go), signs it, writes the note to CheckpointDir and
+// only then stores it.
 func (s *Store) storeTreeNote(ctx context.Context, h audit.TreeHead) ([]byte, error) {
+	if err := s.proveTree(ctx, h); err != nil {
+		return nil, err
+	}
 	msg, err := audit.SignTreeHead(s.signer, h)
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.CheckpointDir != "" {
+		if err := s.writeTreeNote(h, msg); err != nil {
+			return nil, err
+		}
+	}
+	s.signedTree(h)
 	if _, err := s.pool.Exec(ctx, `INSERT INTO tlog_checkpoints (size, root, signed_at, note) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (size) DO NOTHING`, int64(h.Size), h.Root[:], time.Now(), string(msg)); err != nil {
 		return nil, translate(err)
@@ -349,9 +363,14 @@ func (s *Store) maybeSignTree(h audit.TreeHead, force bool) {
 // TreeCheckpoint returns the latest signed tree checkpoint (a C2SP
 // tlog-checkpoint note), as stored.
 //
-// Errors: audit.ErrNoCheckpoint when none is stored; the translated
+// Errors: *SignRefusedError (ErrSigningRefused) once the store refused to
+// sign (fail closed: the stored notes vouch for a ledger it no longer
+// trusts); audit.ErrNoCheckpoint when none is stored; the translated
 // database errors.
 func (s *Store) TreeCheckpoint(ctx context.Context) ([]byte, error) {
+	if err := s.SigningRefused(); err != nil {
+		return nil, err
+	}
 	var msg string
 	err := s.scan.QueryRow(ctx, "SELECT note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1").Scan(&msg)
 	if errors.Is(err, pgx.ErrNoRows) {

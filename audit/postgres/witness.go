@@ -60,9 +60,13 @@ func (s *Store) WitnessedSize(ctx context.Context, witness string) (uint64, erro
 // least min witnesses (at least one) cosigned, with every stored
 // cosignature appended: a signed note that audit.VerifyCosigned checks.
 //
-// Errors: audit.ErrNoCheckpoint when no checkpoint has that many; the
-// translated database errors.
+// Errors: *SignRefusedError once the store refused to sign (sign.go);
+// audit.ErrNoCheckpoint when no checkpoint has that many; the translated
+// database errors.
 func (s *Store) CosignedCheckpoint(ctx context.Context, min int) ([]byte, error) {
+	if err := s.SigningRefused(); err != nil {
+		return nil, err
+	}
 	if min < 1 {
 		min = 1
 	}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison"
@@ -243,4 +245,58 @@ func (c *Client) checkCosignature(cp []byte, lines []byte) error {
 		return err
 	}
 	return nil
+}
+
+// Latest asks the witness for the latest checkpoint of the log whose note
+// verifier key is logKey that it cosigned (GET /cosigned-checkpoint), and
+// checks the log's signature and the witness's fresh cosignature on it. A
+// verifier that must not trust the log's database requires its tree to
+// extend what each witness answers: a rollback, a truncation or a rewrite
+// of the database cannot change what the witness remembers.
+//
+// Errors: ErrNothingCosigned (the witness has cosigned nothing of this
+// log); ErrUnknownLog; ErrUnreachable (no answer, another status, or an
+// answer without a valid cosignature by this witness); those of
+// audit.OpenTreeHead for a checkpoint the log's key did not sign.
+func (c *Client) Latest(ctx context.Context, logKey string) (audit.TreeHead, []byte, error) {
+	v, err := note.NewVerifier(logKey)
+	if err != nil {
+		return audit.TreeHead{}, nil, fmt.Errorf("%w: log key: %v", audit.ErrBadSignature, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+CosignedCheckpointPath+"?origin="+url.QueryEscape(v.Name()), nil)
+	if err != nil {
+		return audit.TreeHead{}, nil, ErrUnreachable.Wrap(err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return audit.TreeHead{}, nil, ErrUnreachable.Wrap(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxRequestBytes))
+	if err != nil {
+		return audit.TreeHead{}, nil, ErrUnreachable.Wrap(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		if strings.Contains(string(b), ErrUnknownLog.Message) {
+			return audit.TreeHead{}, nil, fmt.Errorf("%w: %s", ErrUnknownLog, c.name)
+		}
+		return audit.TreeHead{}, nil, fmt.Errorf("%w: %s", ErrNothingCosigned, c.name)
+	default:
+		return audit.TreeHead{}, nil, fmt.Errorf("%w: %s answered HTTP %d", ErrUnreachable, c.name, resp.StatusCode)
+	}
+	h, err := audit.OpenTreeHead(b, logKey)
+	if err != nil {
+		return audit.TreeHead{}, nil, fmt.Errorf("witness %s: %w", c.name, err)
+	}
+	if _, err := audit.CheckCosignatures(b, []string{c.vkey}, 1); err != nil {
+		return audit.TreeHead{}, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, c.name, err)
+	}
+	c.mu.Lock()
+	if h.Size > c.size {
+		c.size = h.Size
+	}
+	c.mu.Unlock()
+	return h, b, nil
 }

@@ -32,6 +32,26 @@
 //	409 text/x.tlog.size "<cosigned size>\n" (old size is not it, or
 //	    another root at that size); 422 the proof does not verify.
 //
+//	GET /cosigned-checkpoint?origin=O      (an extension, not in C2SP)
+//	200 the log's checkpoint it cosigned last, with the log's signature
+//	    and a cosignature made now; 404 unknown origin or nothing cosigned
+//
+// Asked, not remembered. Cosignatures the log stores (tlog_cosignatures)
+// live in the database whose rollback they should reveal: after a restore
+// from a dump and new entries, the dump's own cosignatures still verify
+// and the fork extends them. A verifier that keeps no state therefore
+// asks each witness what it cosigned last (Client.Latest; the witness
+// keeps the signed checkpoint in its state file) and requires the log's
+// tree to be consistent with every answer (VerifyWitnessed: a witness
+// behind the head gets a consistency proof to the head, one ahead a proof
+// from the head to its size); one witness the log contradicts is a
+// *ContradictedError (audit.ErrFork or audit.ErrSmallerTree), whatever k
+// is. Combine merges k answers at one size into the note
+// audit.VerifyCosigned checks, so cloisond's checkpoint?witnesses=K asks
+// too. cloisond also asks every witness at start and hands the answers to
+// the ledger, which never signs a tree that does not extend them
+// (audit/postgres Config.TrustedTrees).
+//
 // The log side (cloisond): every interval, the Submitter reads the latest
 // stored tree checkpoint, and for each witness that has not cosigned it:
 //
@@ -51,7 +71,14 @@
 // A witness answers 409 with its size, 422 for a bad proof, 404/403 as the spec
 // says. cloisond --witness URL=VKEY (repeatable) submits each new tree
 // checkpoint (it logs its tree_vkey at start) and keeps the cosignatures in
-// tlog_cosignatures; an unreachable witness is logged and counted and never
-// blocks appends. cloisonctl audit verify --witness-key VKEY --witnesses K
-// requires K cosignatures. A refusal names its reason (smaller_tree, fork).
+// tlog_cosignatures; an unreachable witness is logged and counted
+// (cloison_witness_failures_total) and never blocks appends; a refusal is
+// logged with its reason (smaller_tree, fork) and counted
+// (cloison_witness_refusals_total, alert CloisonWitnessRefused).
+//
+//	cloisonctl audit verify --witness URL=VKEY --witnesses K     # asks K witnesses (database or --server)
+//	cloisonctl audit verify --witness-key VKEY --witnesses K --max-cosignature-age 10m
+//
+// The second reads the log's stored cosignatures and refuses any older
+// than the bound; --witnesses K with neither is refused.
 package witness

@@ -46,7 +46,8 @@ type Submitter struct {
 	clients []*Client
 	logger  *slog.Logger
 
-	mu      sync.Mutex // guards stats, done and refused
+	mu      sync.Mutex // guards stats, done, refused and lastErr
+	lastErr string     // the last error reading the log's checkpoint, logged once
 	stats   []Stat
 	done    []uint64 // per client: the largest size submitted successfully
 	refused []uint64 // per client: the size it last refused (not offered again)
@@ -107,13 +108,24 @@ func (s *Submitter) SubmitLatest(ctx context.Context) []error {
 		h, err = audit.OpenTreeHead(cp, s.logKey)
 	}
 	if err != nil {
-		s.logger.Error("witness: latest checkpoint", "err", err)
+		// Logged once while it lasts (a ledger that refuses to sign
+		// answers the same refusal every round); counted every round.
+		s.mu.Lock()
+		repeated := s.lastErr == err.Error()
+		s.lastErr = err.Error()
+		s.mu.Unlock()
+		if !repeated {
+			s.logger.Error("witness: latest checkpoint", "err", err)
+		}
 		for i := range errs {
 			errs[i] = err
 			s.count(i, 0, err)
 		}
 		return errs
 	}
+	s.mu.Lock()
+	s.lastErr = ""
+	s.mu.Unlock()
 	for i, c := range s.clients {
 		s.mu.Lock()
 		// A refused size is not offered again (the refusal was logged

@@ -74,7 +74,7 @@ func StatusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrUnknownLog):
+	case errors.Is(err, ErrUnknownLog), errors.Is(err, ErrNothingCosigned):
 		return http.StatusNotFound
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
@@ -118,6 +118,11 @@ type Config struct {
 type treeState struct {
 	Size uint64 `json:"size"`
 	Root string `json:"root"` // standard base64
+	// Note is the log's signed checkpoint it cosigned last (the log's
+	// signatures only), served by GET /cosigned-checkpoint. Absent in a
+	// state written before it was kept: that log's checkpoint is served
+	// once the witness cosigns again.
+	Note string `json:"note,omitempty"`
 }
 
 type stateFile struct {
@@ -214,8 +219,18 @@ func (w *Witness) Size(origin string) uint64 {
 	return w.state[origin].Size
 }
 
-// ServeHTTP serves POST /add-checkpoint.
+// CosignedCheckpointPath is the witness's answer to "what is the latest
+// tree of this log you cosigned": GET CosignedCheckpointPath?origin=O. It
+// is not part of C2SP tlog-witness (which only accepts submissions); the
+// verifiers that must not trust the log's database ask it (Client.Latest).
+const CosignedCheckpointPath = "/cosigned-checkpoint"
+
+// ServeHTTP serves POST /add-checkpoint and GET /cosigned-checkpoint.
 func (w *Witness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == CosignedCheckpointPath {
+		w.serveLatest(rw, r)
+		return
+	}
 	if r.URL.Path != "/add-checkpoint" {
 		http.NotFound(rw, r)
 		return
@@ -253,8 +268,53 @@ func (w *Witness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	_, _ = rw.Write(cosig)
 }
 
+// serveLatest answers GET /cosigned-checkpoint?origin=O with the log's
+// checkpoint it cosigned last, cosigned again now: the fresh timestamp says
+// that at this time it had seen no larger tree of the log. 404: an unknown
+// origin, or nothing cosigned yet.
+func (w *Witness) serveLatest(rw http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		rw.Header().Set("Allow", http.MethodGet)
+		http.Error(rw, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	msg, err := w.Latest(r.URL.Query().Get("origin"))
+	if err != nil {
+		http.Error(rw, publicMessage(err), StatusOf(err))
+		return
+	}
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = rw.Write(msg)
+}
+
+// ErrNothingCosigned (404): the witness has cosigned no checkpoint of the
+// log (or none since it began keeping them).
+var ErrNothingCosigned = cloison.NewError(cloison.CodeNotFound, "witness: no cosigned checkpoint of this log")
+
+// Latest returns the checkpoint of origin the witness cosigned last, with
+// the log's signatures and a cosignature made now.
+//
+// Errors: ErrUnknownLog; ErrNothingCosigned; a signing error.
+func (w *Witness) Latest(origin string) ([]byte, error) {
+	keys, ok := w.logs[origin]
+	if !ok {
+		return nil, ErrUnknownLog
+	}
+	w.mu.Lock()
+	st := w.state[origin]
+	w.mu.Unlock()
+	if st.Note == "" {
+		return nil, ErrNothingCosigned
+	}
+	n, err := note.Open([]byte(st.Note), keys)
+	if err != nil {
+		return nil, fmt.Errorf("witness: stored checkpoint of %q: %w", origin, err)
+	}
+	return note.Sign(&note.Note{Text: n.Text, Sigs: n.Sigs}, w.signer)
+}
+
 func publicMessage(err error) string {
-	for _, s := range []*cloison.Error{ErrBadRequest, ErrUnknownLog, ErrBadSignature, ErrBadProof} {
+	for _, s := range []*cloison.Error{ErrBadRequest, ErrUnknownLog, ErrBadSignature, ErrBadProof, ErrNothingCosigned} {
 		if errors.Is(err, s) {
 			return s.Message
 		}
@@ -411,7 +471,11 @@ func (w *Witness) AddCheckpoint(body []byte) ([]byte, error) {
 			}
 		}
 	}
-	next := treeState{Size: cp.size, Root: base64.StdEncoding.EncodeToString(cp.root[:])}
+	logSigned, err := note.Sign(&note.Note{Text: n.Text, Sigs: n.Sigs})
+	if err != nil {
+		return nil, err
+	}
+	next := treeState{Size: cp.size, Root: base64.StdEncoding.EncodeToString(cp.root[:]), Note: string(logSigned)}
 	if next != known {
 		if err := w.persist(origin, next); err != nil {
 			return nil, err

@@ -94,10 +94,10 @@ after the last checkpoint. One not yet due is listed as pending.`,
 				lo.Entries = append(lo.Entries, uint64(e))
 			}
 			if lo.Server != "" {
-				if len(wv.keys) > 0 && wv.k < 1 {
-					return cloison.NewError(cloison.CodeInvalid, "--witness-key needs --witnesses K (K ≥ 1)")
+				if err := wv.validate(); err != nil {
+					return err
 				}
-				lo.Witnesses, lo.WitnessKeys = wv.k, wv.keys
+				lo.Witnesses, lo.WitnessKeys, lo.WitnessURLs, lo.MaxAge = wv.k, wv.keys, wv.specs, wv.maxAge
 				var err error
 				if lo.VerifierKey, err = readVerifierKey(lo.VerifierKey); err != nil {
 					return err

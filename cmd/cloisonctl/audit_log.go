@@ -21,6 +21,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/audit/witness"
 )
 
 // logVerifyOptions say what `audit verify --server` checks and trusts. It
@@ -40,13 +41,19 @@ type logVerifyOptions struct {
 	// Entries are the entries (ledger seq, or positions in the tenant log)
 	// whose inclusion is checked; none: the last entry of the checkpoint.
 	Entries []uint64
-	// Witnesses > 0 also fetches the latest checkpoint carrying that many
-	// cosignatures of distinct WitnessKeys witnesses, checks them
-	// (audit.VerifyCosigned), and demands that the latest checkpoint
-	// extend it: the operator cannot show this verifier a tree that the
-	// witnesses did not see grow from the cosigned one. Global log only.
+	// Witnesses > 0 requires that many witnesses, global log only. With
+	// WitnessURLs (URL=VKEY) each is asked for the latest checkpoint of
+	// the log it cosigned (audit/witness VerifyWitnessed) and the head must
+	// be consistent with every answer: the operator cannot show this
+	// verifier a tree the witnesses refused, whatever its database says.
+	// With WitnessKeys alone, the server's latest checkpoint carrying that
+	// many cosignatures (checkpoint?witnesses=K) is checked
+	// (audit.VerifyCosigned), each cosignature no older than MaxAge, and
+	// the head must extend it.
 	Witnesses   int
 	WitnessKeys []string
+	WitnessURLs []string
+	MaxAge      time.Duration
 	Client      *http.Client // nil: a client with a 30 s timeout
 }
 
@@ -111,7 +118,14 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 	rep.Head = head
 
 	if o.Witnesses > 0 {
-		if rep.Cosigned, err = c.checkCosigned(ctx, o, prefix, msg, head); err != nil {
+		if o.Tenant != "" {
+			return rep, cloison.NewError(cloison.CodeInvalid, "--witnesses checks the global log, not a tenant log")
+		}
+		check := c.checkCosigned
+		if len(o.WitnessURLs) > 0 {
+			check = c.checkAsked
+		}
+		if rep.Cosigned, err = check(ctx, o, prefix, msg, head); err != nil {
 			return rep, err
 		}
 	}
@@ -141,8 +155,11 @@ func (c *logClient) checkCosigned(ctx context.Context, o logVerifyOptions, prefi
 	if err != nil {
 		return 0, fmt.Errorf("no checkpoint with %d cosignatures: %w", o.Witnesses, err)
 	}
-	ch, _, err := audit.VerifyCosigned(cp, o.VerifierKey, o.WitnessKeys, o.Witnesses)
+	ch, cs, err := audit.VerifyCosigned(cp, o.VerifierKey, o.WitnessKeys, o.Witnesses)
 	if err != nil {
+		return 0, err
+	}
+	if err := (&witnessVerify{maxAge: o.MaxAge}).fresh(cs, time.Now()); err != nil {
 		return 0, err
 	}
 	proof, err := c.consistency(ctx, prefix, url.Values{}, ch.Size, head.Size)
@@ -153,6 +170,28 @@ func (c *logClient) checkCosigned(ctx context.Context, o logVerifyOptions, prefi
 		return 0, err
 	}
 	return ch.Size, nil
+}
+
+// checkAsked asks each o.WitnessURLs witness for its latest cosigned
+// checkpoint and requires head to be consistent with every answer, k of
+// them at least; it returns the largest size a witness cosigned.
+func (c *logClient) checkAsked(ctx context.Context, o logVerifyOptions, prefix string, _ []byte, head audit.TreeHead) (uint64, error) {
+	clients, err := (&witnessVerify{specs: o.WitnessURLs}).clients()
+	if err != nil {
+		return 0, err
+	}
+	proof := func(ctx context.Context, old, size uint64) (tlog.TreeProof, error) {
+		return c.consistency(ctx, prefix, url.Values{}, old, size)
+	}
+	obs, err := witness.VerifyWitnessed(ctx, clients, o.VerifierKey, head, proof, o.Witnesses)
+	if err != nil {
+		return 0, err
+	}
+	var most uint64
+	for _, w := range obs {
+		most = max(most, w.Head.Size)
+	}
+	return most, nil
 }
 
 // checkTrusted checks that head's tree extends the one in o.Trusted (none

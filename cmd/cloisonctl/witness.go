@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -126,17 +127,71 @@ func newWitnessVKeyCmd() *cobra.Command {
 }
 
 // witnessVerify is the witness part of `cloisonctl audit verify`:
-// --witness-key (repeatable) and --witnesses K.
+// --witness URL=VKEY (repeatable, the witnesses asked), --witness-key
+// (repeatable, cosignatures read from the log), --witnesses K and
+// --max-cosignature-age.
 type witnessVerify struct {
-	keys []string
-	k    int
+	keys   []string
+	specs  []string // URL=VKEY
+	k      int
+	maxAge time.Duration
 }
 
 func addWitnessVerifyFlags(cmd *cobra.Command) *witnessVerify {
 	w := &witnessVerify{}
-	cmd.Flags().StringArrayVar(&w.keys, "witness-key", nil, "trusted witness verifier key (cloisonctl witness vkey; repeatable)")
-	cmd.Flags().IntVar(&w.k, "witnesses", 0, "require the latest cosigned checkpoint to carry this many valid cosignatures of distinct --witness-key witnesses, and the ledger's tree to extend it")
+	cmd.Flags().StringArrayVar(&w.specs, "witness", nil, "a witness to ask for the latest checkpoint of this log it cosigned: URL=VKEY (repeatable); the log's tree must extend every answer")
+	cmd.Flags().StringArrayVar(&w.keys, "witness-key", nil, "trusted witness verifier key (cloisonctl witness vkey; repeatable): cosignatures read from the log, each no older than --max-cosignature-age")
+	cmd.Flags().IntVar(&w.k, "witnesses", 0, "require this many witnesses: with --witness, K answers the log's tree extends; with --witness-key alone, the latest cosigned checkpoint with K recent cosignatures, which the tree extends")
+	cmd.Flags().DurationVar(&w.maxAge, "max-cosignature-age", 0, "with --witness-key alone (required there): the oldest cosignature accepted; a database rolled back further than this cannot pass")
 	return w
+}
+
+// validate checks the flags' combination.
+func (w *witnessVerify) validate() error {
+	if w.k == 0 && len(w.keys) == 0 && len(w.specs) == 0 {
+		return nil
+	}
+	if w.k < 1 {
+		return cloison.NewError(cloison.CodeInvalid, "--witness and --witness-key need --witnesses K (K ≥ 1)")
+	}
+	if len(w.specs) == 0 && w.maxAge <= 0 {
+		// Cosignatures kept by the log survive a rollback of its
+		// database: only recent ones, or the witnesses asked, say
+		// anything about the log now.
+		return cloison.NewError(cloison.CodeInvalid, "--witnesses K needs --witness URL=VKEY (ask the witnesses) or --witness-key with --max-cosignature-age")
+	}
+	if len(w.specs) > 0 && w.k > len(w.specs) {
+		return cloison.Errorf(cloison.CodeInvalid, "--witnesses %d but %d --witness given", w.k, len(w.specs))
+	}
+	return nil
+}
+
+// clients are the --witness witnesses.
+func (w *witnessVerify) clients() ([]*witness.Client, error) {
+	var out []*witness.Client
+	for _, spec := range w.specs {
+		u, vkey, ok := strings.Cut(spec, "=")
+		if !ok || u == "" || vkey == "" {
+			return nil, cloison.Errorf(cloison.CodeInvalid, "--witness %q: want URL=VKEY", spec)
+		}
+		c, err := witness.NewClient(u, vkey, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// fresh checks that every cosignature is at most maxAge old.
+func (w *witnessVerify) fresh(cs []audit.Cosignature, now time.Time) error {
+	for _, c := range cs {
+		if age := now.Sub(c.Time); age > w.maxAge {
+			return fmt.Errorf("%w: witness %s cosigned at %s, %s ago (--max-cosignature-age %s): the log may have been rolled back since",
+				audit.ErrStaleCosignature, c.Witness, c.Time.Format(time.RFC3339), age.Round(time.Second), w.maxAge)
+		}
+	}
+	return nil
 }
 
 // treeLog is what the witness check reads of the ledger
@@ -147,22 +202,20 @@ type treeLog interface {
 	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (tlog.TreeProof, error)
 }
 
-// check verifies, when --witnesses is set, the latest checkpoint with k
-// cosignatures against the log's keys (pubs: the trusted checkpoint
-// public keys) and that the latest tree checkpoint extends it.
+// check verifies, when --witnesses is set, the ledger against the
+// witnesses: asked (--witness), or their recent cosignatures read from the
+// ledger (--witness-key, --max-cosignature-age). pubs are the trusted
+// checkpoint public keys.
 func (w *witnessVerify) check(ctx context.Context, s treeLog, origin string, pubs map[string]ed25519.PublicKey, out io.Writer) error {
-	if w.k == 0 && len(w.keys) == 0 {
-		return nil
-	}
-	if w.k < 1 {
-		return cloison.NewError(cloison.CodeInvalid, "--witness-key needs --witnesses K (K ≥ 1)")
+	if err := w.validate(); err != nil || w.k == 0 {
+		return err
 	}
 	if len(pubs) == 0 {
 		return cloison.NewError(cloison.CodeInvalid, "--witnesses needs the log's --public-key")
 	}
-	cp, err := s.CosignedCheckpoint(ctx, w.k)
+	latest, err := s.TreeCheckpoint(ctx)
 	if err != nil {
-		return fmt.Errorf("no checkpoint with %d cosignatures: %w", w.k, err)
+		return err
 	}
 	var lastErr error = audit.ErrNoCheckpoint
 	for _, pub := range pubs {
@@ -170,20 +223,26 @@ func (w *witnessVerify) check(ctx context.Context, s treeLog, origin string, pub
 		if err != nil {
 			return err
 		}
-		h, cs, err := audit.VerifyCosigned(cp, vkey, w.keys, w.k)
-		if errors.Is(err, audit.ErrBadSignature) && !errors.Is(err, audit.ErrTooFewCosignatures) {
+		lh, err := audit.OpenTreeHead(latest, vkey)
+		if errors.Is(err, audit.ErrBadSignature) {
 			lastErr = err
 			continue // another trusted log key may have signed it
 		}
 		if err != nil {
 			return err
 		}
-		latest, err := s.TreeCheckpoint(ctx)
+		if len(w.specs) > 0 {
+			return w.asked(ctx, vkey, lh, s.ConsistencyProof, out)
+		}
+		cp, err := s.CosignedCheckpoint(ctx, w.k)
+		if err != nil {
+			return fmt.Errorf("no checkpoint with %d cosignatures: %w", w.k, err)
+		}
+		h, cs, err := audit.VerifyCosigned(cp, vkey, w.keys, w.k)
 		if err != nil {
 			return err
 		}
-		lh, err := audit.OpenTreeHead(latest, vkey)
-		if err != nil {
+		if err := w.fresh(cs, time.Now()); err != nil {
 			return err
 		}
 		proof, err := s.ConsistencyProof(ctx, h.Size, lh.Size)
@@ -201,4 +260,23 @@ func (w *witnessVerify) check(ctx context.Context, s treeLog, origin string, pub
 		return nil
 	}
 	return lastErr
+}
+
+// asked asks the --witness witnesses for their latest cosigned checkpoint
+// and requires head to be consistent with every answer.
+func (w *witnessVerify) asked(ctx context.Context, vkey string, head audit.TreeHead, proof witness.ProofFunc, out io.Writer) error {
+	clients, err := w.clients()
+	if err != nil {
+		return err
+	}
+	obs, err := witness.VerifyWitnessed(ctx, clients, vkey, head, proof, w.k)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "tree of size %d is consistent with %d witness(es) asked:", head.Size, len(obs))
+	for _, o := range obs {
+		fmt.Fprintf(out, " %s cosigned size %d@%s", o.Witness, o.Head.Size, o.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintln(out)
+	return nil
 }

@@ -66,10 +66,20 @@ type daemon struct {
 // runtime role (the one roles name, or the default).
 func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *daemon {
 	t.Helper()
-	n := &daemon{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
+	return startNodeIn(t, t.TempDir(), dbURL, roles, extra...)
+}
+
+// startNodeIn is startNode with the state directory stateDir (a restart
+// keeps its keys and checkpoints).
+func startNodeIn(t testing.TB, stateDir, dbURL string, roles []string, extra ...string) *daemon {
+	t.Helper()
+	n := &daemon{t: t, stateDir: stateDir, dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	metricsReady := filepath.Join(n.stateDir, "metrics-ready")
+	for _, f := range []string{ready, grpcReady, metricsReady} {
+		_ = os.Remove(f) // a previous run's
+	}
 	runtime := migrations.DefaultRoles.Runtime
 	if i := slices.Index(roles, "--db-runtime-role"); i >= 0 {
 		runtime = roles[i+1]
