@@ -449,8 +449,10 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 
 // Ready plans the next step: scrub work, leases for queued requests, decode
 // tokens first, then prefill chunks, each recorded in the pool (Write) and
-// approved (BlockTable). A sequence whose table the pool refuses is failed
-// (its pages discarded) and reported by the next Advance.
+// approved (BlockTable), and each charged to its tenant's counter; the
+// decode tokens and the prefill chunks go out tenant by tenant, the one
+// with the smallest counter first. A sequence whose table the pool refuses
+// is failed (its pages discarded) and reported by the next Advance.
 func (s *Scheduler) Ready() Ready {
 	rd := Ready{Scrub: s.pool.ScrubWork()}
 	s.admit()
