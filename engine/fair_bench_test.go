@@ -167,3 +167,95 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+// BenchmarkFairShareSteps is BenchmarkFairShare's scenario on the scheduler
+// alone, without a model: tenant a keeps 16 requests (prompt 1,024, 64 new
+// tokens) in flight and tenant b sends one request (prompt 64, 4 new
+// tokens) at a time, a few steps after the last one ended. b's time to
+// first token is counted in the tokens of the steps up to and including
+// the one that samples it (one step of 64 when b is alone; the engine's
+// wall-clock time adds part of the step in flight when b arrives). The
+// figures do not depend on the machine: they are the scheduler's decision.
+func BenchmarkFairShareSteps(b *testing.B) {
+	for _, batch := range []int{512, 128, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			var ttft []int
+			for b.Loop() {
+				ttft = floodSteps(b, batch)
+			}
+			slices.Sort(ttft)
+			b.ReportMetric(float64(ttft[len(ttft)/2]), "b-flood-p50-tok")
+			b.ReportMetric(float64(ttft[len(ttft)*99/100]), "b-flood-p99-tok")
+			b.ReportMetric(float64(ttft[len(ttft)*99/100])/64, "p99-ratio")
+			b.ReportMetric(float64(ttft[len(ttft)/2])/64, "p50-ratio")
+		})
+	}
+}
+
+func floodSteps(b *testing.B, batch int) []int {
+	pool, err := isolation.NewPool(isolation.Config{Pages: 4096, PageTokens: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tn := range []cloison.TenantID{"a", "b"} {
+		if err := pool.AddTenant(isolation.TenantConfig{ID: tn}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64})
+	adm := NewAdmission(AdmissionConfig{ServedContext: 4096 * 16, Vocab: 1000, Pool: pool})
+	ids := 0
+	submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
+		ids++
+		id := cloison.RequestID(fmt.Sprintf("%s%d", tn, ids))
+		tk, err := adm.Admit(Request{ID: id, Tenant: tn, Prompt: make([]int32, prompt), MaxTokens: max})
+		if err == nil {
+			err = s.Enqueue(tk)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return id
+	}
+	for range 16 {
+		submit("a", 1024, 64)
+	}
+	var ttft []int
+	var bID cloison.RequestID
+	waited, gap := 0, 0
+	for step := range 6000 {
+		if bID == "" && step >= 300 { // a's streams have spread out
+			if gap == 0 {
+				bID, waited, gap = submit("b", 64, 4), 0, 1+step%7
+			} else {
+				gap--
+			}
+		}
+		rd := s.Ready()
+		var res []Result
+		n, first := 0, false
+		for _, it := range rd.Batch {
+			n += len(it.Tokens)
+			if it.Logits {
+				res = append(res, Result{ID: it.ID, Token: 7})
+				first = first || it.ID == bID && waited >= 0
+			}
+		}
+		if bID != "" && waited >= 0 {
+			waited += n
+			if first {
+				ttft = append(ttft, waited)
+				waited = -1
+			}
+		}
+		for _, ev := range s.Advance(rd, res) {
+			switch {
+			case ev.ID == bID:
+				bID = ""
+			case ev.Tenant == "a" && ev.State == Finished:
+				submit("a", 1024, 64)
+			}
+		}
+	}
+	return ttft
+}
