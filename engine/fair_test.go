@@ -199,13 +199,13 @@ func TestFairShareProperties(t *testing.T) {
 func TestFairShareNewTenant(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		weight := map[cloison.TenantID]float64{"a": 1, "b": 1}
-		f := newFairSim(t, []cloison.TenantID{"a", "b"}, weight, 256, SchedulerConfig{MaxBatchTokens: 40, ChunkTokens: 32, MaxRunning: 2})
+		f := newFairSim(t, []cloison.TenantID{"a", "b"}, weight, 64, SchedulerConfig{MaxBatchTokens: 40, ChunkTokens: 32, MaxRunning: 2})
 		backlog := func(tn cloison.TenantID) {
 			for len(f.s.queues[tn]) < 4 {
 				f.submit(tn, 64, 8)
 			}
 		}
-		for range rapid.IntRange(50, 300).Draw(t, "aloneSteps") {
+		for range rapid.IntRange(50, 150).Draw(t, "aloneSteps") {
 			backlog("a")
 			f.run()
 		}
