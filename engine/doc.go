@@ -146,6 +146,7 @@
 //     request's own prompt. Under -race it runs 40 runs; make test also runs
 //     it in full without -race.
 //   - Scheduler transcripts in testdata/scheduler/*.txt (admission,
-//     preemption, cancellation, fairness), raft-datadriven style;
+//     preemption, cancellation, fairness, weighted counters),
+//     raft-datadriven style;
 //     go test ./engine -run Transcripts -rewrite regenerates them.
 package engine
