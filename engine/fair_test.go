@@ -100,8 +100,9 @@ func (f *fairSim) run() {
 //     weights) that never differs by more than a constant: twice the cost
 //     of a running set's worth of the largest request, whatever the run's
 //     length;
-//   - a tenant that becomes active gets its first token within a bound
-//     that does not grow with how long the others have been served;
+//   - a tenant that becomes active, owed no less than those waiting, gets
+//     its first token within a bound that does not grow with how long the
+//     others have been served;
 //   - once arrivals stop, every request finishes (none waits forever).
 func TestFairShareProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
