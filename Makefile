@@ -200,6 +200,16 @@ bench:
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
+## bench-fair: tenant b's time to first token alone and under tenant a's flood (16 long streams):
+## the scheduler's decision in tokens (machine-independent), then the engine's in ms and tokens
+## at step budgets FAIR_BATCHES (512 128).
+FAIR_BATCHES ?= 512 128
+.PHONY: bench-fair
+bench-fair:
+	@$(GO) test -run '^$$' -bench BenchmarkFairShareSteps -benchtime 1x ./engine | grep Benchmark; \
+	for b in $(FAIR_BATCHES); do echo "max-batch-tokens=$$b"; \
+	  FAIR_BATCH=$$b $(GO) test -run '^$$' -bench 'BenchmarkFairShare$$' -benchtime 1x ./engine | grep Benchmark; done
+
 ## bench-ledger: ledger appends/s and Append p50/p99, four writer processes on one database.
 ## Beside raw pgx.Batch inserts in the same run, so a figure reads against
 ## what the database itself can take. BENCH_LEDGER_N events in total.

@@ -36,9 +36,52 @@
 // Continuous batching mixes decode and prefill chunks under a token budget;
 // when the pool runs out, a sequence of the tenant running the most is
 // preempted (pages released and scrubbed per mode) and recomputes later;
-// tenants are admitted round-robin with per-tenant concurrency caps;
-// cancellation at any point frees the lease. Optional prefix cache through
-// the tenant-salted isolation namespaces.
+// per-tenant concurrency caps hold; cancellation at any point frees the
+// lease. Optional prefix cache through the tenant-salted isolation
+// namespaces.
+//
+// # Fair share between tenants
+//
+// The scheduler keeps a Virtual Token Counter per tenant (Sheng et al.,
+// "Fairness in Serving Large Language Models", OSDI 2024): every token put
+// in a batch adds its cost (SchedulerConfig.PrefillCost, 1, per prompt
+// token computed, recomputation included; DecodeCost, 2, per decode token)
+// divided by the tenant's weight (TenantWeight, 1 unless the caller maps a
+// tier or a policy to one) to the tenant's counter. Three decisions follow
+// the counters, smallest first:
+//
+//   - admission: the next lease goes to the head of the queue of the tenant
+//     whose counter, plus the prompt tokens it already has admitted and
+//     not yet computed, is smallest (ties round-robin);
+//   - each step's budget: decode tokens, then one prefill chunk per
+//     sequence, tenant by tenant, each charged as it is planned, so a long
+//     prompt of one tenant takes the rest of a step only after every tenant
+//     behind it has had its chunk — another tenant's first token waits for
+//     the step in flight and one more, not for the prompt;
+//   - the lift: a tenant whose new request finds it not waiting (no queued
+//     request, no prompt left to compute) is raised to the smallest counter
+//     of the tenants waiting (or, when none is, to the smallest at the last
+//     step). Idle time is not banked: a tenant back from idle competes as
+//     an equal and does not take the engine until it has caught up.
+//
+// Two tenants that stay backlogged therefore receive weighted service that
+// differs by at most a constant (twice the cost of the largest request
+// times the running cap plus one), whatever the length of the run, and a
+// newly active tenant gets one of the next free slots and its chunk first
+// (TestFairShareProperties, TestFairShareNewTenant,
+// TestFairShareEngine). When the shared pages are short for the tenant
+// owed the most (ErrPoolExhausted on the shared pool, ErrScrubPending), the
+// tenants behind it are not admitted in that step either, or they would
+// take every page freed before it could; a tenant held by its own
+// partition or page cap does not hold the others. Decode tokens are
+// always planned before prefill (a tenant's streams never stall behind
+// another's prompt), and the fairness never reaches inside a step's
+// arithmetic: each row is computed alone (batch invariance), so a
+// sequence's output does not depend on its neighbours. A step's length is
+// its budget's (SchedulerConfig.MaxBatchTokens): on a compute-bound CPU
+// another tenant's time to first token is about one and a half steps of
+// that budget whatever the order, so a smaller budget is what bounds it
+// there (BenchmarkFairShare, make bench-fair).
 //
 // # Driver
 //
@@ -103,6 +146,7 @@
 //     request's own prompt. Under -race it runs 40 runs; make test also runs
 //     it in full without -race.
 //   - Scheduler transcripts in testdata/scheduler/*.txt (admission,
-//     preemption, cancellation, fairness), raft-datadriven style;
+//     preemption, cancellation, fairness, weighted counters),
+//     raft-datadriven style;
 //     go test ./engine -run Transcripts -rewrite regenerates them.
 package engine

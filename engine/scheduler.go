@@ -33,6 +33,18 @@ type SchedulerConfig struct {
 	// TenantMaxRunning returns a tenant's concurrency cap (0: none); nil
 	// means no caps.
 	TenantMaxRunning func(cloison.TenantID) int
+	// TenantWeight returns a tenant's share of the engine when tenants
+	// compete (its Virtual Token Counter advances by the service received
+	// divided by the weight: a tenant of weight 2 gets twice the tokens of
+	// one of weight 1 while both are backlogged); nil, or a value not
+	// above 0, means 1.
+	TenantWeight func(cloison.TenantID) float64
+	// PrefillCost and DecodeCost are what one prefill token and one decode
+	// token add to their tenant's counter; defaults 1 and 2 (the weights of
+	// the Virtual Token Counter paper: a decode token costs more per token
+	// on an accelerator, where a step's weights are read once for the whole
+	// batch).
+	PrefillCost, DecodeCost float64
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
@@ -147,8 +159,17 @@ type Scheduler struct {
 	running []*seq
 	perTen  map[cloison.TenantID]int // running sequences per tenant
 	order   uint64
-	events  []Event // produced by Ready (violations, failed leases)
-	broken  error   // a bug detected in the scheduler's own books; see Err
+	// vtc is each tenant's Virtual Token Counter: the weighted service it
+	// received (prefill and decode tokens put in a batch, times their
+	// cost, divided by the tenant's weight). Admission and the prefill
+	// share of each step go to the tenant with the smallest counter.
+	vtc map[cloison.TenantID]float64
+	// floor is the smallest counter among the tenants that were waiting
+	// at the last step: a tenant that starts waiting when no one else is
+	// is lifted to it, so idle time is never banked.
+	floor  float64
+	events []Event // produced by Ready (violations, failed leases)
+	broken error   // a bug detected in the scheduler's own books; see Err
 }
 
 // NewScheduler returns a Scheduler over pool.
@@ -166,7 +187,14 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 		cfg.ScoreChunkTokens = 64
 	}
 	cfg.ScoreChunkTokens = min(cfg.ScoreChunkTokens, cfg.ChunkTokens)
-	return &Scheduler{pool: pool, cfg: cfg, seqs: map[cloison.RequestID]*seq{}, queues: map[cloison.TenantID][]*seq{}, perTen: map[cloison.TenantID]int{}}
+	if cfg.PrefillCost <= 0 {
+		cfg.PrefillCost = 1
+	}
+	if cfg.DecodeCost <= 0 {
+		cfg.DecodeCost = 2
+	}
+	return &Scheduler{pool: pool, cfg: cfg, seqs: map[cloison.RequestID]*seq{}, queues: map[cloison.TenantID][]*seq{}, perTen: map[cloison.TenantID]int{},
+		vtc: map[cloison.TenantID]float64{}}
 }
 
 // Enqueue queues an admitted request. Errors: ErrNoTicket, ErrDuplicateRequest.
@@ -178,6 +206,7 @@ func (s *Scheduler) Enqueue(t Ticket) error {
 		return fmt.Errorf("%w: %s", ErrDuplicateRequest, t.req.ID)
 	}
 	q := &seq{req: t.req, state: Queued, tokens: append(make([]int32, 0, len(t.req.Prompt)+min(t.req.MaxTokens, 4096)), t.req.Prompt...)}
+	s.lift(t.req.Tenant)
 	s.seqs[t.req.ID] = q
 	s.push(q, false)
 	return nil
@@ -301,58 +330,77 @@ func (s *Scheduler) preempt(q *seq) Event {
 	return Event{ID: q.req.ID, Tenant: q.req.Tenant, State: Queued, Preemptions: q.preemptions}
 }
 
-// admit gives leases to queued requests, tenants in round-robin order, until
-// the pool, the running cap or every tenant's cap stops it.
+// admit gives leases to queued requests until the pool, the running cap or
+// every tenant's cap stops it, each time to the head of the queue of the
+// tenant with the smallest counter counting the prefill it already has
+// admitted (ties: round-robin).
 func (s *Scheduler) admit() {
 	if len(s.tenants) == 0 {
 		return
 	}
+	defer func() { s.rr++ }()
 	blocked := map[cloison.TenantID]bool{}
-	for progress := true; progress && len(s.running) < s.cfg.MaxRunning; {
-		progress = false
-		n := len(s.tenants)
-		for i := 0; i < n && len(s.running) < s.cfg.MaxRunning; i++ {
-			tn := s.tenants[(s.rr+i)%n]
-			tq := s.queues[tn]
-			if len(tq) == 0 || blocked[tn] {
+	proj := map[cloison.TenantID]float64{}
+	n := len(s.tenants)
+	for len(s.running) < s.cfg.MaxRunning {
+		var tn cloison.TenantID
+		found := false
+		for i := range n {
+			t := s.tenants[(s.rr+i)%n]
+			if len(s.queues[t]) == 0 || blocked[t] {
 				continue
 			}
 			if s.cfg.TenantMaxRunning != nil {
-				if c := s.cfg.TenantMaxRunning(tn); c > 0 && s.perTen[tn] >= c {
+				if c := s.cfg.TenantMaxRunning(t); c > 0 && s.perTen[t] >= c {
 					continue
 				}
 			}
-			q := tq[0]
-			var prompt []int32
-			if s.cfg.PrefixCache && !q.req.ScorePrompt {
-				// A request that scores its prompt computes every
-				// position: cached pages would skip their logits.
-				prompt = q.tokens
+			if _, ok := proj[t]; !ok {
+				proj[t] = s.vtc[t] + s.pending(t)
 			}
-			l, cached, err := s.pool.AllocatePrefix(tn, q.req.ID, len(q.tokens), prompt)
-			switch {
-			case err == nil:
-			case errors.Is(err, isolation.ErrPoolExhausted), errors.Is(err, isolation.ErrQuotaExceeded), errors.Is(err, isolation.ErrScrubPending):
-				blocked[tn] = true
-				continue
-			default:
-				// Cannot fit any more (the tenant's capacity changed since
-				// admission) or unknown tenant: fail closed.
-				s.events = append(s.events, s.end(q, Failed, "", err))
-				progress = true
-				continue
+			if !found || proj[t] < proj[tn] {
+				tn, found = t, true
 			}
-			s.queues[tn] = tq[1:]
-			s.set(q, Admitted)
-			q.lease, q.leased, q.computed, q.cached = l, true, cached, cached
-			q.order = s.order
-			s.order++
-			s.running = append(s.running, q)
-			s.perTen[tn]++
-			progress = true
 		}
+		if !found {
+			break
+		}
+		tq := s.queues[tn]
+		q := tq[0]
+		var prompt []int32
+		if s.cfg.PrefixCache && !q.req.ScorePrompt {
+			// A request that scores its prompt computes every
+			// position: cached pages would skip their logits.
+			prompt = q.tokens
+		}
+		l, cached, err := s.pool.AllocatePrefix(tn, q.req.ID, len(q.tokens), prompt)
+		switch {
+		case err == nil:
+		case errors.Is(err, isolation.ErrScrubPending), errors.Is(err, isolation.ErrPoolExhausted) && !s.dedicated(tn):
+			// The shared pages are short for the tenant that is owed the
+			// most: the tenants behind it wait too, or they would take
+			// every page freed (and scrubbed) before it could, forever.
+			return
+		case errors.Is(err, isolation.ErrPoolExhausted), errors.Is(err, isolation.ErrQuotaExceeded):
+			// The tenant's own partition or cap is full: its business
+			// alone, the others go on.
+			blocked[tn] = true
+			continue
+		default:
+			// Cannot fit any more (the tenant's capacity changed since
+			// admission) or unknown tenant: fail closed.
+			s.events = append(s.events, s.end(q, Failed, "", err))
+			continue
+		}
+		s.queues[tn] = tq[1:]
+		s.set(q, Admitted)
+		q.lease, q.leased, q.computed, q.cached = l, true, cached, cached
+		q.order = s.order
+		s.order++
+		s.running = append(s.running, q)
+		s.perTen[tn]++
+		proj[tn] += float64(len(q.tokens)-cached) * s.cfg.PrefillCost / s.weight(tn)
 	}
-	s.rr++
 }
 
 // ensure grows q's lease to hold slots tokens, preempting other sequences
@@ -401,58 +449,61 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 
 // Ready plans the next step: scrub work, leases for queued requests, decode
 // tokens first, then prefill chunks, each recorded in the pool (Write) and
-// approved (BlockTable). A sequence whose table the pool refuses is failed
-// (its pages discarded) and reported by the next Advance.
+// approved (BlockTable), and each charged to its tenant's counter; the
+// decode tokens and the prefill chunks go out tenant by tenant, the one
+// with the smallest counter first. A sequence whose table the pool refuses
+// is failed (its pages discarded) and reported by the next Advance.
 func (s *Scheduler) Ready() Ready {
 	rd := Ready{Scrub: s.pool.ScrubWork()}
 	s.admit()
 	budget := s.cfg.MaxBatchTokens
 	inBatch := map[*seq]bool{}
-	add := func(q *seq, n int, logits bool) {
+	add := func(q *seq, n int, logits bool) bool {
 		pos := q.computed
 		if err := s.pool.Write(q.lease, n); err != nil {
 			s.events = append(s.events, s.end(q, Failed, "", err))
-			return
+			return false
 		}
 		bt, err := s.pool.BlockTable(q.lease, pos+n)
 		if err != nil {
 			s.events = append(s.events, s.end(q, Failed, "", err))
-			return
+			return false
 		}
 		inBatch[q] = true
 		budget -= n
 		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits,
 			All: q.req.ScorePrompt && pos < len(q.req.Prompt)})
+		return true
 	}
-	// Decode: one token each, oldest first.
-	for _, q := range append([]*seq(nil), s.running...) {
-		if budget == 0 {
-			break
+	// Decode: one token each, the tenant with the smallest counter first
+	// (all of them while the budget lasts, which it does unless the budget
+	// is below the running cap).
+	dec := s.newFairQueue(func(q *seq) bool { return q.state == Decoding && q.leased })
+	for q := dec.next(); q != nil && budget > 0; q = dec.next() {
+		if !q.leased || q.state != Decoding || !s.ensure(q, q.computed+1, inBatch) {
+			continue // preempted meanwhile, or must wait
 		}
-		if q.state != Decoding || !q.leased {
-			continue
+		if add(q, 1, true) {
+			s.charge(q.req.Tenant, 1, s.cfg.DecodeCost)
 		}
-		if !s.ensure(q, q.computed+1, inBatch) {
-			continue
-		}
-		add(q, 1, true)
 	}
-	// Prefill chunks.
-	for _, q := range append([]*seq(nil), s.running...) {
-		if budget == 0 {
-			break
+	// Remote prefills take no budget here: start them all.
+	if s.cfg.Remote {
+		for _, q := range s.running {
+			if q.leased && q.state == Admitted && !q.remote && q.computed == 0 && len(q.tokens) > 1 {
+				s.set(q, Prefilling)
+				q.remote = true
+				rd.Remote = append(rd.Remote, RemoteItem{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[:len(q.tokens)-1]})
+			}
 		}
-		if (q.state != Admitted && q.state != Prefilling) || !q.leased {
-			continue
-		}
-		if q.remote {
-			continue
-		}
-		if s.cfg.Remote && q.state == Admitted && q.computed == 0 && len(q.tokens) > 1 {
-			s.set(q, Prefilling)
-			q.remote = true
-			rd.Remote = append(rd.Remote, RemoteItem{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[:len(q.tokens)-1]})
-			continue
+	}
+	// Prefill chunks, one per sequence, each to the tenant with the
+	// smallest counter: a long prompt of one tenant takes the budget only
+	// once every tenant behind it has had its chunk.
+	pre := s.newFairQueue(func(q *seq) bool { return prefilling(q) && !q.remote })
+	for q := pre.next(); q != nil && budget > 0; q = pre.next() {
+		if !prefilling(q) {
+			continue // preempted meanwhile
 		}
 		chunk := s.cfg.ChunkTokens
 		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
@@ -468,8 +519,11 @@ func (s *Scheduler) Ready() Ready {
 			}
 		}
 		// max_tokens 0 (prompt scoring only): nothing is sampled.
-		add(q, n, q.computed+n == len(q.tokens) && q.req.MaxTokens > 0)
+		if add(q, n, q.computed+n == len(q.tokens) && q.req.MaxTokens > 0) {
+			s.charge(q.req.Tenant, n, s.cfg.PrefillCost)
+		}
 	}
+	s.noteFloor()
 	return rd
 }
 

@@ -23,12 +23,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // Commands:
 //
 //	pool pages=N page=P [zeroing=never|cross-tenant|always]
-//	tenant ID [reserved=N] [cap=N] [dedicated] [maxrun=N]
+//	tenant ID [reserved=N] [cap=N] [dedicated] [maxrun=N] [weight=N]
 //	sched [batch=N] [chunk=N] [maxrun=N] [prefix]
 //	submit ID tenant=T prompt=N max=M [served=N]   admission, then enqueue
 //	step [stop=ID,ID]   Ready, zero, sample token 7 for every item with logits, Advance
 //	cancel ID
 //	state
+//	counters            each tenant's Virtual Token Counter
 func TestSchedulerTranscripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/scheduler/*.txt")
 	if len(files) == 0 {
@@ -41,7 +42,7 @@ func TestSchedulerTranscripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out strings.Builder
-			h := &harness{t: t, maxrun: map[cloison.TenantID]int{}}
+			h := &harness{t: t, maxrun: map[cloison.TenantID]int{}, weight: map[cloison.TenantID]float64{}}
 			for _, c := range parseCases(string(data)) {
 				got := h.run(c.cmd)
 				out.WriteString(c.comment + c.cmd + "\n----\n" + got + "\n")
@@ -93,6 +94,7 @@ type harness struct {
 	s      *Scheduler
 	cfg    SchedulerConfig
 	maxrun map[cloison.TenantID]int
+	weight map[cloison.TenantID]float64
 	served int
 }
 
@@ -130,9 +132,11 @@ func (h *harness) run(cmd string) string {
 			return err.Error() + "\n"
 		}
 		h.maxrun[tc.ID] = atoi(args["maxrun"])
+		h.weight[tc.ID] = float64(atoi(args["weight"]))
 	case "sched":
 		h.cfg = SchedulerConfig{MaxBatchTokens: atoi(args["batch"]), ChunkTokens: atoi(args["chunk"]), MaxRunning: atoi(args["maxrun"]),
-			TenantMaxRunning: func(t cloison.TenantID) int { return h.maxrun[t] }}
+			TenantMaxRunning: func(t cloison.TenantID) int { return h.maxrun[t] },
+			TenantWeight:     func(t cloison.TenantID) float64 { return h.weight[t] }}
 		_, h.cfg.PrefixCache = args["prefix"]
 		h.s = NewScheduler(h.pool, h.cfg)
 	case "submit":
@@ -203,6 +207,16 @@ func (h *harness) run(cmd string) string {
 			fmt.Fprintf(&b, "%s %s computed=%d generated=%d\n", id, q.state, q.computed, q.generated)
 		}
 		fmt.Fprintf(&b, "pool: %s\n", poolLine(h.pool))
+	case "counters":
+		ids := make([]string, 0, len(h.s.vtc))
+		for id := range h.s.vtc {
+			ids = append(ids, string(id))
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			fmt.Fprintf(&b, "%s=%g ", id, h.s.vtc[cloison.TenantID(id)])
+		}
+		b.WriteString("\n")
 	default:
 		h.t.Fatalf("unknown command %q", f[0])
 	}

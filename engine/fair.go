@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+)
+
+// Fair share between tenants: the Virtual Token Counter (Sheng et al.,
+// "Fairness in Serving Large Language Models", OSDI 2024), applied to
+// admission and to each step's token budget. The counters live in
+// Scheduler.vtc; everything here runs on the scheduler's goroutine.
+
+// weight is tenant's share weight (SchedulerConfig.TenantWeight), 1 by
+// default.
+func (s *Scheduler) weight(t cloison.TenantID) float64 {
+	if s.cfg.TenantWeight != nil {
+		if w := s.cfg.TenantWeight(t); w > 0 {
+			return w
+		}
+	}
+	return 1
+}
+
+// charge adds n tokens of the given cost to tenant's counter.
+func (s *Scheduler) charge(t cloison.TenantID, n int, cost float64) {
+	s.vtc[t] += float64(n) * cost / s.weight(t)
+}
+
+// prefilling reports whether q is admitted with prompt left to compute
+// here: demand the scheduler orders, as a queued request is.
+func prefilling(q *seq) bool {
+	return q.leased && (q.state == Admitted || q.state == Prefilling)
+}
+
+// waiting returns the tenants with a queued request or a prompt left to
+// compute: the backlogged tenants of the paper.
+func (s *Scheduler) waiting() map[cloison.TenantID]bool {
+	w := map[cloison.TenantID]bool{}
+	for t, tq := range s.queues {
+		if len(tq) > 0 {
+			w[t] = true
+		}
+	}
+	for _, q := range s.running {
+		if prefilling(q) {
+			w[q.req.Tenant] = true
+		}
+	}
+	return w
+}
+
+// minWaiting returns the smallest counter of the waiting tenants.
+func (s *Scheduler) minWaiting(w map[cloison.TenantID]bool) (float64, bool) {
+	m, ok := 0.0, false
+	for t := range w {
+		if c := s.vtc[t]; !ok || c < m {
+			m, ok = c, true
+		}
+	}
+	return m, ok
+}
+
+// lift raises the counter of a tenant that starts waiting to the smallest
+// counter of those already waiting (or, when none is, to the smallest at
+// the last step): service a tenant did not ask for while others were
+// served is not owed to it later, so a tenant back from idle competes as
+// an equal, not as a creditor.
+func (s *Scheduler) lift(t cloison.TenantID) {
+	w := s.waiting()
+	if w[t] {
+		return
+	}
+	m, ok := s.minWaiting(w)
+	if !ok {
+		m = s.floor
+	}
+	s.vtc[t] = max(s.vtc[t], m)
+}
+
+// noteFloor records the smallest counter of the tenants still waiting
+// after a step was planned (see floor).
+func (s *Scheduler) noteFloor() {
+	if m, ok := s.minWaiting(s.waiting()); ok {
+		s.floor = m
+	}
+}
+
+// pending is the prefill cost tenant t's admitted sequences still have to
+// compute, in counter units: admission counts it as if already served, so
+// one admission round does not hand every free slot to the tenant that was
+// behind.
+func (s *Scheduler) pending(t cloison.TenantID) float64 {
+	n := 0
+	for _, q := range s.running {
+		if q.req.Tenant == t && prefilling(q) {
+			n += len(q.tokens) - q.computed
+		}
+	}
+	return float64(n) * s.cfg.PrefillCost / s.weight(t)
+}
+
+// fairQueue hands out a step's budget: each tenant's candidates in the
+// running order, the next one always from the tenant with the smallest
+// counter (ties: the tenant whose candidate was admitted first).
+type fairQueue struct {
+	s     *Scheduler
+	byTen map[cloison.TenantID][]*seq
+}
+
+func (s *Scheduler) newFairQueue(keep func(*seq) bool) *fairQueue {
+	f := &fairQueue{s: s, byTen: map[cloison.TenantID][]*seq{}}
+	for _, q := range s.running {
+		if keep(q) {
+			f.byTen[q.req.Tenant] = append(f.byTen[q.req.Tenant], q)
+		}
+	}
+	return f
+}
+
+// next returns the next candidate, or nil when none is left.
+func (f *fairQueue) next() *seq {
+	var best *seq
+	for t, qs := range f.byTen {
+		if len(qs) == 0 {
+			delete(f.byTen, t)
+			continue
+		}
+		q := qs[0]
+		if best == nil {
+			best = q
+			continue
+		}
+		c, bc := f.s.vtc[t], f.s.vtc[best.req.Tenant]
+		if c < bc || c == bc && q.order < best.order {
+			best = q
+		}
+	}
+	if best != nil {
+		f.byTen[best.req.Tenant] = f.byTen[best.req.Tenant][1:]
+	}
+	return best
+}
+
+// dedicated reports whether tenant's pages are its own (an exhausted
+// partition then concerns it alone).
+func (s *Scheduler) dedicated(t cloison.TenantID) bool {
+	p, err := s.pool.Partition(t)
+	return err == nil && p.Tier == isolation.TierDedicated
+}

@@ -1,0 +1,261 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/kernels"
+)
+
+// BenchmarkFairShare measures what a flooding co-tenant costs another
+// tenant: tenant b sends single requests one after the other (prompt 64,
+// 4 new tokens) and its time to first token is measured alone, then while
+// tenant a keeps FAIR_FLOOD (16) streams of long prompts (1,024 tokens, 64
+// new tokens) in flight. It reports b's TTFT p50 and p99 in both phases
+// and their ratios (the target: p50 ≤ 1.5×, p99 ≤ 2× of alone), a's
+// generated tokens/s under the flood, and b's wait counted in the tokens
+// the engine computed meanwhile (-tok: what the scheduler decides, which
+// other processes on the machine do not move). FAIR_REQUESTS (40) sets b's
+// requests per phase, FAIR_BATCH (512) the step budget. A benchmark, not a
+// test: run it with -benchtime 1x (make bench-fair).
+func BenchmarkFairShare(b *testing.B) {
+	flood := envInt("FAIR_FLOOD", 16)
+	nb := envInt("FAIR_REQUESTS", 40)
+	batch := envInt("FAIR_BATCH", 512)
+	l := benchModel(b)
+	work := &workArena{}
+	r := newRig(b, l, rigConfig{pool: isolation.Config{Pages: 4096, PageTokens: 16},
+		tenants: []isolation.TenantConfig{{ID: "a"}, {ID: "b"}},
+		sched:   SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64},
+		arena:   func(a kernels.Arena) kernels.Arena { work.Arena = a; return work }})
+	for i := 0; b.Loop(); i++ {
+		// Warm the model's scratch buffers at the largest step size.
+		drive(b, r, "a", fmt.Sprintf("w%d", i), prompt(1024, 99), 1)
+		alone, aloneWork := tenantTTFT(b, r, work, fmt.Sprintf("alone%d", i), nb)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var aToks atomic.Int64
+		var started sync.WaitGroup
+		started.Add(flood)
+		for c := range flood {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				first := true
+				for k := 0; ctx.Err() == nil; k++ {
+					s, err := r.e.Submit(ctx, GenerateRequest{ID: cloison.RequestID(fmt.Sprintf("a%d-%d-%d", i, c, k)), Tenant: "a",
+						Prompt: prompt(1024, c*1000+k), MaxTokens: 64, IgnoreEOS: true})
+					if err != nil {
+						break
+					}
+					for {
+						if _, err := s.Next(ctx); err != nil {
+							break
+						}
+						if first {
+							started.Done()
+							first = false
+						}
+						aToks.Add(1)
+					}
+				}
+				if first {
+					started.Done()
+				}
+			}()
+		}
+		started.Wait() // every stream of a has produced a token
+		t0 := time.Now()
+		n0 := aToks.Load()
+		flooded, floodWork := tenantTTFT(b, r, work, fmt.Sprintf("flood%d", i), nb)
+		aRate := float64(aToks.Load()-n0) / time.Since(t0).Seconds()
+		cancel()
+		wg.Wait()
+		pa, pf := pct(alone, 50), pct(flooded, 50)
+		qa, qf := pct(alone, 99), pct(flooded, 99)
+		b.ReportMetric(ms(pa), "b-alone-p50-ms")
+		b.ReportMetric(ms(qa), "b-alone-p99-ms")
+		b.ReportMetric(ms(pf), "b-flood-p50-ms")
+		b.ReportMetric(ms(qf), "b-flood-p99-ms")
+		b.ReportMetric(float64(pf)/float64(pa), "p50-ratio")
+		b.ReportMetric(float64(qf)/float64(qa), "p99-ratio")
+		b.ReportMetric(aRate, "a-tokens/s")
+		b.ReportMetric(float64(pctInt(aloneWork, 50)), "b-alone-p50-tok")
+		b.ReportMetric(float64(pctInt(floodWork, 50)), "b-flood-p50-tok")
+		b.ReportMetric(float64(pctInt(floodWork, 99)), "b-flood-p99-tok")
+	}
+}
+
+// tenantTTFT sends n requests of tenant b one after the other and returns
+// each one's time to first token, and the tokens the engine computed
+// meanwhile (the same delay in work, which other processes on the machine
+// do not move).
+func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]time.Duration, []int64) {
+	out := make([]time.Duration, 0, n)
+	toks := make([]int64, 0, n)
+	for k := range n {
+		start := time.Now()
+		w0 := work.tokens.Load()
+		s, err := r.e.Submit(context.Background(), GenerateRequest{ID: cloison.RequestID(fmt.Sprintf("b-%s-%d", tag, k)), Tenant: "b",
+			Prompt: prompt(64, 5000+k), MaxTokens: 4, IgnoreEOS: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Next(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+		toks = append(toks, work.tokens.Load()-w0)
+		if _, _, err := collect(b, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out, toks
+}
+
+// workArena counts the tokens each step writes (layer 0's KV rows).
+type workArena struct {
+	kernels.Arena
+	tokens atomic.Int64
+}
+
+func (w *workArena) WriteKV(layer int, k, v kernels.Tensor, spans []kernels.Span) error {
+	if layer == 0 {
+		for _, s := range spans {
+			w.tokens.Add(int64(s.N))
+		}
+	}
+	return w.Arena.WriteKV(layer, k, v, spans)
+}
+
+func pctInt(d []int64, p int) int64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func drive(b *testing.B, r *rig, tenant cloison.TenantID, id string, p []int32, max int) {
+	s, err := r.e.Submit(context.Background(), GenerateRequest{ID: cloison.RequestID(id), Tenant: tenant, Prompt: p, MaxTokens: max, IgnoreEOS: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := collect(b, s); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkFairShareSteps is BenchmarkFairShare's scenario on the scheduler
+// alone, without a model: tenant a keeps 16 requests (prompt 1,024, 64 new
+// tokens) in flight and tenant b sends one request (prompt 64, 4 new
+// tokens) at a time, a few steps after the last one ended. b's time to
+// first token is counted in the tokens of the steps up to and including
+// the one that samples it (one step of 64 when b is alone; the engine's
+// wall-clock time adds part of the step in flight when b arrives). The
+// figures do not depend on the machine: they are the scheduler's decision.
+func BenchmarkFairShareSteps(b *testing.B) {
+	for _, batch := range []int{512, 128, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			var ttft []int
+			for b.Loop() {
+				ttft = floodSteps(b, batch)
+			}
+			slices.Sort(ttft)
+			b.ReportMetric(float64(ttft[len(ttft)/2]), "b-flood-p50-tok")
+			b.ReportMetric(float64(ttft[len(ttft)*99/100]), "b-flood-p99-tok")
+			b.ReportMetric(float64(ttft[len(ttft)*99/100])/64, "p99-ratio")
+			b.ReportMetric(float64(ttft[len(ttft)/2])/64, "p50-ratio")
+		})
+	}
+}
+
+func floodSteps(b *testing.B, batch int) []int {
+	pool, err := isolation.NewPool(isolation.Config{Pages: 4096, PageTokens: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tn := range []cloison.TenantID{"a", "b"} {
+		if err := pool.AddTenant(isolation.TenantConfig{ID: tn}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64})
+	adm := NewAdmission(AdmissionConfig{ServedContext: 4096 * 16, Vocab: 1000, Pool: pool})
+	ids := 0
+	submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
+		ids++
+		id := cloison.RequestID(fmt.Sprintf("%s%d", tn, ids))
+		tk, err := adm.Admit(Request{ID: id, Tenant: tn, Prompt: make([]int32, prompt), MaxTokens: max})
+		if err == nil {
+			err = s.Enqueue(tk)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return id
+	}
+	for range 16 {
+		submit("a", 1024, 64)
+	}
+	var ttft []int
+	var bID cloison.RequestID
+	waited, gap := 0, 0
+	for step := range 6000 {
+		if bID == "" && step >= 300 { // a's streams have spread out
+			if gap == 0 {
+				bID, waited, gap = submit("b", 64, 4), 0, 1+step%7
+			} else {
+				gap--
+			}
+		}
+		rd := s.Ready()
+		var res []Result
+		n, first := 0, false
+		for _, it := range rd.Batch {
+			n += len(it.Tokens)
+			if it.Logits {
+				res = append(res, Result{ID: it.ID, Token: 7})
+				first = first || it.ID == bID && waited >= 0
+			}
+		}
+		if bID != "" && waited >= 0 {
+			waited += n
+			if first {
+				ttft = append(ttft, waited)
+				waited = -1
+			}
+		}
+		for _, ev := range s.Advance(rd, res) {
+			switch {
+			case ev.ID == bID:
+				bID = ""
+			case ev.Tenant == "a" && ev.State == Finished:
+				submit("a", 1024, 64)
+			}
+		}
+	}
+	return ttft
+}
