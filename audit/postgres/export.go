@@ -59,7 +59,7 @@ func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Sna
 	if s.signer == nil {
 		return export.Snapshot{}, ErrNoSigningKey
 	}
-	snap := export.Snapshot{Origin: s.cfg.Origin, Organization: s.cfg.Organization, Regime: s.cfg.Regime}
+	snap := export.Snapshot{Origin: s.cfg.Origin, Regime: s.cfg.Regime}
 	err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var maxSeq int64
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
@@ -102,6 +102,27 @@ func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Sna
 			if snap.Prefix, err = r.ReadHashes(stored); err != nil {
 				return err
 			}
+		}
+		// The PDF's header names the register's own settings at the
+		// range's end, held to their ledger event (settingsTx's check).
+		var content, digest []byte
+		var version, seq int64
+		err = tx.QueryRow(ctx, `SELECT version, content, content_sha256, ledger_seq FROM register_settings
+			WHERE ledger_seq <= $1 ORDER BY version DESC LIMIT 1`, int64(snap.To)).Scan(&version, &content, &digest, &seq)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			p, err := ledgerPayload(ctx, tx, uint64(seq))
+			if err != nil {
+				return err
+			}
+			e, ok := p.(*audit.RegisterSettingsSet)
+			if !ok || e.Version != version || e.ContentDigest != audit.Digest(digest) || audit.Sum(content) != audit.Digest(digest) {
+				return fmt.Errorf("%w: register settings version %d do not match ledger seq %d", audit.ErrChainBroken, version, seq)
+			}
+			snap.Settings, snap.SettingsSeq = content, uint64(seq)
 		}
 		rows, err := tx.Query(ctx, `SELECT id FROM incidents WHERE ledger_seq BETWEEN $1 AND $2 ORDER BY opened_at, id`, int64(snap.From), int64(snap.To))
 		if err != nil {
