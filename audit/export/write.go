@@ -50,9 +50,9 @@ type Snapshot struct {
 	// (organisation, NEQ) comes from them, never from flags.
 	Settings    []byte
 	SettingsSeq uint64
-	From, To    uint64 // the range, resolved
-	Prev, Head   audit.Digest       // hash of entry From-1 (zero for 1) and of entry To
-	Tree         audit.TreeHead     // the Merkle tree of size To
+	From, To    uint64         // the range, resolved
+	Prev, Head  audit.Digest   // hash of entry From-1 (zero for 1) and of entry To
+	Tree        audit.TreeHead // the Merkle tree of size To
 	// Prefix holds the stored hashes of PrefixSubtrees(From-1), in its
 	// order (none when From is 1).
 	Prefix []tlog.Hash
