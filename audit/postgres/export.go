@@ -9,9 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 )
+
+// ErrRegisterMismatch: the register disagrees with the ledger (a row
+// missing, or one the ledger never recorded); an export is refused rather
+// than written short.
+var ErrRegisterMismatch = cloison.NewError(cloison.CodeConflict, "audit/postgres: the register disagrees with the ledger")
 
 // Export writes a compliance export into opts.Dir (export.Write: the
 // files, the signed manifest, the export.created event), reading the
@@ -20,7 +26,9 @@ import (
 // signing key it refuses (ErrNoSigningKey): an export is always tied to a
 // signed checkpoint, which it stores like TreeCheckpoint's.
 //
-// Errors: those of export.Write; ErrNoSigningKey; ErrSchema when the
+// Errors: those of export.Write; ErrNoSigningKey; ErrRegisterMismatch
+// (with every audit.ErrChainBroken disagreement joined) when the register
+// disagrees with the ledger; ErrSchema when the
 // ledger scan does not end at the snapshot's head; the translated
 // database errors.
 func (s *Store) Export(ctx context.Context, opts export.Options) (export.Manifest, error) {
@@ -53,7 +61,9 @@ func (e exportSource) Append(ctx context.Context, ev audit.Event) (audit.Record,
 
 // Snapshot reads the range's end, the tree at that size and the register
 // in one snapshot (REPEATABLE READ): the register holds exactly the
-// records whose ledger events are in the exported range.
+// records whose ledger events are in the exported range. The whole
+// register is first held to the ledger (checkRegisterTx): any
+// disagreement refuses the export (ErrRegisterMismatch).
 func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Snapshot, error) {
 	s := e.s
 	if s.signer == nil {
@@ -102,6 +112,15 @@ func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Sna
 			if snap.Prefix, err = r.ReadHashes(stored); err != nil {
 				return err
 			}
+		}
+		// A register that disagrees with the ledger (a row deleted
+		// behind the triggers) is not exported as if it were whole.
+		problems, err := checkRegisterTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%w: export refused: the register disagrees with the ledger: %w", ErrRegisterMismatch, errors.Join(problems...))
 		}
 		// The PDF's header names the register's own settings at the
 		// range's end, held to their ledger event (settingsTx's check).
