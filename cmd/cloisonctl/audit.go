@@ -72,8 +72,9 @@ notice matches the digest the ledger chained. An empty ledger, or one that no si
 for, fails.
 
 With --server URL: fetches the latest signed checkpoint (C2SP note) and checks its signature with
---verifier-key, a consistency proof from the checkpoint in --trusted (when the file exists) and
-inclusion proofs of --entry (default: the last entry); then stores the checkpoint in --trusted.
+--verifier-key, a consistency proof from the checkpoint in --trusted (when the file exists), then
+lists every entry and recomputes the tree's root from them (an entry deleted anywhere fails), or,
+with --entry, checks only those entries' inclusion proofs; then stores the checkpoint in --trusted.
 --tenant T checks tenant T's own log instead (the token's tenant).
 
 --trusted FILE (both modes) holds the last verified tree checkpoint: a smaller tree, a fork, a missing
@@ -116,7 +117,7 @@ checkpoint or an empty ledger fails with its reason. Exit status 3 for a failed 
 	f.StringVar(&lo.VerifierKey, "verifier-key", os.Getenv("CLOISON_VERIFIER_KEY"), "published note verifier key, or a file holding it (--server)")
 	f.StringVar(&tenant, "tenant", "", "verify this tenant's own log (--server)")
 	f.StringVar(&lo.Trusted, "trusted", "", "file holding the last verified tree checkpoint (created on first use)")
-	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
+	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: list every entry and recompute the root)")
 	wv = addWitnessVerifyFlags(cmd)
 	return cmd
 }
