@@ -231,7 +231,7 @@ func (r *report) title() {
 	// The English title and the citation each get a line of their own:
 	// run together they wrapped inside the citation ("r." | "3.1").
 	r.para(fontRegular, 11, "Confidentiality incident register")
-	r.para(fontRegular, 9, r.meta.Regime.Citation()+", art. 7")
+	r.para(fontRegular, 9, r.meta.Regime.Citation()+", art. "+audit.CiteRegister.Article)
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
 	org := r.meta.Organization.Name
