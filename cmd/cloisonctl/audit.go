@@ -282,7 +282,7 @@ func newVerifyExportCmd() *cobra.Command {
 	var trustedFile string
 	cmd := &cobra.Command{
 		Use:   "verify-export DIR",
-		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain, its tree checkpoint and every register record",
+		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain, its tree checkpoint, every register record and the PDF's rendering",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mk, err := readPublicKeys(manifestPubs)
@@ -318,8 +318,11 @@ func newVerifyExportCmd() *cobra.Command {
 			if rep.Ledger != nil {
 				fmt.Fprintln(cmd.OutOrStdout(), *rep.Ledger)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger; register.pdf is their rendering\n",
 				rep.Tree.Origin, rep.Tree.Size, rep.Incidents)
+			if !rep.SettingsChecked {
+				fmt.Fprintln(cmd.OutOrStdout(), "register settings (the PDF's organisation and NEQ): none set, or set before the exported range: vouched for by the manifest's key only")
+			}
 			return nil
 		},
 	}
