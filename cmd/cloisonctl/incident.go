@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -46,7 +47,7 @@ func actorOf(cmd *cobra.Command) (audit.Name, error) {
 func newIncidentListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List incidents with their current status",
+		Short: "List incidents with their current status, then hold the register to the ledger (a missing entry fails, exit 3)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, done, err := g.store(cmd.Context(), false)
@@ -65,7 +66,17 @@ func newIncidentListCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", f.ID, f.Source, v.Status, v.Assessment.Status, v.Version,
 					len(f.Notices), v.Awareness.Start, v.RetainUntil)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// A row deleted behind the triggers would only shorten the
+			// list: the register is held to the ledger, and every
+			// disagreement fails the command (exit 3).
+			problems, err := s.CheckRegister(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return errors.Join(problems...)
 		},
 	}
 }
