@@ -40,7 +40,8 @@
 //     settings in force at the export's end (their canonical content,
 //     held to their register.settings_set event when it is in the range):
 //     the header's organisation and NEQ come from the register's own
-//     settings, never from a flag.
+//     settings, never from a flag. When that event precedes the range, the
+//     line carries it and its record proof in the export's tree.
 //
 // # Who can forge what
 //
@@ -56,10 +57,11 @@
 // PDF (a risk turned to "non", a notice backdated) with a re-signed
 // manifest is refused: it is not the rendering of the records the
 // checkpoint vouches for. What the manifest's signer alone still states:
-// the export's creation time (the PDF's "Generated" line), the regime cited
-// in the title, and the register settings when their event precedes the
-// range (Report.SettingsChecked is false then; export from seq 1, or from
-// before the last settings change, to have them checked). The checkpoint
+// the export's creation time (the PDF's "Generated" line) and the regime
+// cited in the title. The settings are proven in the log either way (in
+// the range, or by their event's inclusion proof); what an export starting
+// after them cannot prove is that no later version preceded the range
+// (a log proves inclusion, not absence): export from seq 1 for that. The checkpoint
 // key must be one the verifier trusts for the log, never the manifest key
 // given again: verify-export takes them separately for that reason.
 //

@@ -3,10 +3,13 @@ package export
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloison/cloison/audit"
 )
@@ -38,24 +41,29 @@ const (
 //	          the notice.sent seq; unhashed marks a notice written before
 //	          its record existed (a verifier refuses it)
 type registerLine struct {
-	Type        string          `json:"type"`
-	Incident    audit.Name      `json:"incident,omitempty"`
-	Regime      Regime          `json:"regime,omitempty"`
-	Renderer    string          `json:"renderer,omitempty"`
-	Settings    json.RawMessage `json:"settings,omitempty"`
-	LedgerSeq   uint64          `json:"ledger_seq"`
-	Source      string          `json:"source,omitempty"`
-	OpenedAt    string          `json:"opened_at,omitempty"`
-	OpenedBy    audit.Name      `json:"opened_by,omitempty"`
-	Version     int64           `json:"version,omitempty"`
-	Content     json.RawMessage `json:"content,omitempty"`
-	SHA256      *audit.Digest   `json:"sha256,omitempty"`
-	RecordedAt  string          `json:"recorded_at,omitempty"`
-	RecordedBy  audit.Name      `json:"recorded_by,omitempty"`
-	RetainUntil audit.Day       `json:"retain_until,omitempty"`
-	Notice      int64           `json:"notice,omitempty"`
-	Record      json.RawMessage `json:"record,omitempty"`
-	Unhashed    bool            `json:"unhashed,omitempty"`
+	Type     string          `json:"type"`
+	Incident audit.Name      `json:"incident,omitempty"`
+	Regime   Regime          `json:"regime,omitempty"`
+	Renderer string          `json:"renderer,omitempty"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+	// The settings' register.settings_set event when it precedes the
+	// range: its exact payload and its inclusion proof in the tree of
+	// the export's checkpoint.
+	SettingsEvent json.RawMessage `json:"settings_event,omitempty"`
+	SettingsProof []string        `json:"settings_proof,omitempty"`
+	LedgerSeq     uint64          `json:"ledger_seq"`
+	Source        string          `json:"source,omitempty"`
+	OpenedAt      string          `json:"opened_at,omitempty"`
+	OpenedBy      audit.Name      `json:"opened_by,omitempty"`
+	Version       int64           `json:"version,omitempty"`
+	Content       json.RawMessage `json:"content,omitempty"`
+	SHA256        *audit.Digest   `json:"sha256,omitempty"`
+	RecordedAt    string          `json:"recorded_at,omitempty"`
+	RecordedBy    audit.Name      `json:"recorded_by,omitempty"`
+	RetainUntil   audit.Day       `json:"retain_until,omitempty"`
+	Notice        int64           `json:"notice,omitempty"`
+	Record        json.RawMessage `json:"record,omitempty"`
+	Unhashed      bool            `json:"unhashed,omitempty"`
 }
 
 func ts(t time.Time) string { return t.UTC().Format(audit.TimeFormat) }
@@ -70,6 +78,11 @@ type RegisterHead struct {
 	// was ever set; SettingsSeq is its register.settings_set event.
 	Settings    []byte
 	SettingsSeq uint64
+	// SettingsEvent and SettingsProof, when the event precedes the
+	// exported range: its payload and its inclusion proof (tlog record
+	// proof) in the tree of the export's end.
+	SettingsEvent []byte
+	SettingsProof []tlog.Hash
 }
 
 // Organization is the organisation the settings name (zero when none).
@@ -106,6 +119,12 @@ func WriteRegisterJSONL(w io.Writer, head RegisterHead, files []audit.IncidentFi
 		}
 		d := audit.Sum(head.Settings)
 		hl.Settings, hl.SHA256, hl.Version, hl.LedgerSeq = head.Settings, &d, r.Version, head.SettingsSeq
+		if head.SettingsEvent != nil {
+			hl.SettingsEvent = head.SettingsEvent
+			for _, h := range head.SettingsProof {
+				hl.SettingsProof = append(hl.SettingsProof, base64.StdEncoding.EncodeToString(h[:]))
+			}
+		}
 	}
 	if err := put(hl); err != nil {
 		return err
@@ -139,6 +158,37 @@ func WriteRegisterJSONL(w io.Writer, head RegisterHead, files []audit.IncidentFi
 	return bw.Flush()
 }
 
+// checkSettingsEvent holds a register line's settings to their
+// register.settings_set event outside the range: the event is in the tree
+// of the export's checkpoint at its seq (a record proof), and names the
+// settings' version and digest.
+func checkSettingsEvent(l registerLine, tree audit.TreeHead, digest audit.Digest) error {
+	if l.LedgerSeq == 0 || l.LedgerSeq > tree.Size {
+		return fmt.Errorf("ledger seq %d is outside the tree of size %d", l.LedgerSeq, tree.Size)
+	}
+	proof := make(tlog.RecordProof, len(l.SettingsProof))
+	for i, s := range l.SettingsProof {
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(b) != tlog.HashSize {
+			return fmt.Errorf("proof hash %d does not decode", i)
+		}
+		copy(proof[i][:], b)
+	}
+	if err := tlog.CheckRecord(proof, int64(tree.Size), tree.Root, int64(l.LedgerSeq-1), tlog.RecordHash(l.SettingsEvent)); err != nil {
+		return fmt.Errorf("its event at seq %d is not in the checkpoint's tree: %v", l.LedgerSeq, err)
+	}
+	env, err := audit.DecodeEnvelope(l.SettingsEvent)
+	var p audit.Payload
+	if err == nil {
+		p, err = env.DecodePayload()
+	}
+	e, ok := p.(*audit.RegisterSettingsSet)
+	if err != nil || !ok || e.Version != l.Version || e.ContentDigest != digest {
+		return fmt.Errorf("the event at seq %d does not set this version and digest", l.LedgerSeq)
+	}
+	return nil
+}
+
 // IsRegisterKind reports whether k is a ledger event the register's
 // records are checked against.
 func IsRegisterKind(k audit.Kind) bool {
@@ -167,13 +217,14 @@ type ledgerEvent struct {
 // (PDFRenderer) and a known regime. Its settings must be the latest
 // register.settings_set of the range when the range sets any (content
 // digest and version those of the event); settings whose event precedes
-// the range (from) cannot be held to it: head.SettingsChecked says
-// whether they were. It returns the register as read, for the CSV and PDF
+// the range (from) are held to it by its payload and inclusion proof in
+// tree, the export's checkpoint (when the line carries them; an export
+// that does not leaves head.SettingsChecked false). It returns the register as read, for the CSV and PDF
 // files to be compared with.
 //
 // Errors: ErrVerify naming the incident, record and reason.
-func VerifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint64) (VerifiedHead, []audit.IncidentFile, error) {
-	head, files, err := verifyRegisterJSONL(r, events, from)
+func VerifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint64, tree audit.TreeHead) (VerifiedHead, []audit.IncidentFile, error) {
+	head, files, err := verifyRegisterJSONL(r, events, from, tree)
 	if err != nil {
 		return VerifiedHead{}, nil, err
 	}
@@ -190,7 +241,7 @@ type VerifiedHead struct {
 	SettingsChecked bool
 }
 
-func verifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint64) (VerifiedHead, []audit.IncidentFile, error) {
+func verifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint64, tree audit.TreeHead) (VerifiedHead, []audit.IncidentFile, error) {
 	var head VerifiedHead
 	var latestSettings *audit.RegisterSettingsSet
 	var latestSettingsSeq uint64
@@ -276,6 +327,14 @@ func verifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint6
 				head.SettingsChecked = true
 			case l.LedgerSeq >= from:
 				return head, nil, bad("register settings name ledger seq %d, which sets no settings in the exported range", l.LedgerSeq)
+			case l.SettingsEvent != nil:
+				if err := checkSettingsEvent(l, tree, d); err != nil {
+					return head, nil, bad("register settings version %d: %v", rs.Version, err)
+				}
+				head.SettingsChecked = true
+			}
+			if !head.SettingsChecked && (l.SettingsEvent != nil || l.SettingsProof != nil) {
+				return head, nil, bad("register settings carry an event and proof though their event is in the range")
 			}
 			continue
 		}

@@ -34,8 +34,8 @@ type Report struct {
 	Note      []byte // the verified checkpoint note
 	Incidents int    // register entries checked
 	// SettingsChecked: the register settings the PDF's header shows are
-	// held to their ledger event in the range (false: none set, or set
-	// before the range, vouched for by the manifest's signer only).
+	// held to their ledger event, in the range or by its inclusion proof
+	// (false: none set, or an export without the proof).
 	SettingsChecked bool
 }
 
@@ -214,7 +214,7 @@ func VerifyDirTrusted(dir string, manifestKeys, checkpointKeys map[string]ed2551
 		return rep, err
 	}
 	defer rf.Close()
-	rhead, files, err := VerifyRegisterJSONL(rf, events, m.From)
+	rhead, files, err := VerifyRegisterJSONL(rf, events, m.From, head)
 	if err != nil {
 		return rep, err
 	}

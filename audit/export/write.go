@@ -50,9 +50,13 @@ type Snapshot struct {
 	// (organisation, NEQ) comes from them, never from flags.
 	Settings    []byte
 	SettingsSeq uint64
-	From, To    uint64         // the range, resolved
-	Prev, Head  audit.Digest   // hash of entry From-1 (zero for 1) and of entry To
-	Tree        audit.TreeHead // the Merkle tree of size To
+	// SettingsEvent and SettingsProof: when SettingsSeq precedes From, the
+	// event's payload and its record proof in the tree of size To.
+	SettingsEvent []byte
+	SettingsProof []tlog.Hash
+	From, To      uint64         // the range, resolved
+	Prev, Head    audit.Digest   // hash of entry From-1 (zero for 1) and of entry To
+	Tree          audit.TreeHead // the Merkle tree of size To
 	// Prefix holds the stored hashes of PrefixSubtrees(From-1), in its
 	// order (none when From is 1).
 	Prefix []tlog.Hash
@@ -110,7 +114,8 @@ func Write(ctx context.Context, src Source, opts Options) (Manifest, error) {
 		return m, err
 	}
 	files := snap.Register
-	head := RegisterHead{Regime: cmp.Or(opts.Regime, snap.Regime), Settings: snap.Settings, SettingsSeq: snap.SettingsSeq}
+	head := RegisterHead{Regime: cmp.Or(opts.Regime, snap.Regime), Settings: snap.Settings, SettingsSeq: snap.SettingsSeq,
+		SettingsEvent: snap.SettingsEvent, SettingsProof: snap.SettingsProof}
 	writers := map[string]func(*os.File) error{
 		RegisterJSONL: func(f *os.File) error { return WriteRegisterJSONL(f, head, files) },
 		RegisterCSV:   func(f *os.File) error { return WriteRegisterCSV(f, files) },

@@ -142,6 +142,19 @@ func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Sna
 				return fmt.Errorf("%w: register settings version %d do not match ledger seq %d", audit.ErrChainBroken, version, seq)
 			}
 			snap.Settings, snap.SettingsSeq = content, uint64(seq)
+			if snap.SettingsSeq < snap.From {
+				// Outside the range: the event and its proof travel
+				// with the settings, so that a verifier holds them to
+				// the export's checkpoint all the same.
+				if err := tx.QueryRow(ctx, "SELECT payload FROM audit_events WHERE seq = $1", seq).Scan(&snap.SettingsEvent); err != nil {
+					return err
+				}
+				proof, err := tlog.ProveRecord(int64(snap.To), seq-1, &treeReader{ctx: ctx, q: tx})
+				if err != nil {
+					return err
+				}
+				snap.SettingsProof = proof
+			}
 		}
 		rows, err := tx.Query(ctx, `SELECT id FROM incidents WHERE ledger_seq BETWEEN $1 AND $2 ORDER BY opened_at, id`, int64(snap.From), int64(snap.To))
 		if err != nil {

@@ -245,6 +245,48 @@ func TestExportVerifiesOffline(t *testing.T) {
 			}
 		})
 	}
+	// An export starting after the settings were set carries their event
+	// and its inclusion proof: the PDF's header is still held to the
+	// log, and a forged proof is refused.
+	t.Run("settings set before the range", func(t *testing.T) {
+		late := filepath.Join(t.TempDir(), "late")
+		if _, err := s.Export(ctx, export.Options{Dir: late, From: 52, Key: manifestKey, Actor: "admin:elise"}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := export.VerifyDir(late, mkeys, testKeys())
+		if err != nil || !rep.SettingsChecked {
+			t.Fatalf("got %v, settings checked %v; want them checked by their proof", err, rep.SettingsChecked)
+		}
+		p := filepath.Join(late, export.RegisterJSONL)
+		b, _ := os.ReadFile(p)
+		first, rest, _ := bytes.Cut(b, []byte("\n"))
+		if !bytes.Contains(first, []byte(`"settings_proof":["`)) {
+			t.Fatalf("register line without a settings proof: %s", first)
+		}
+		forged := bytes.Clone(first)
+		i := bytes.Index(forged, []byte(`"settings_proof":["`)) + len(`"settings_proof":["`)
+		if forged[i] == 'A' {
+			forged[i] = 'B'
+		} else {
+			forged[i] = 'A'
+		}
+		os.WriteFile(p, append(append(forged, '\n'), rest...), 0o600)
+		b, _ = os.ReadFile(filepath.Join(late, export.ManifestName))
+		m, err := export.ParseManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range m.Files {
+			m.Files[i].Size, m.Files[i].SHA256, _ = export.HashFile(filepath.Join(late, f.Name))
+		}
+		if err := m.Sign(manifestKey); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(late, export.ManifestName), m.Marshal(), 0o600)
+		if _, err := export.VerifyDir(late, mkeys, testKeys()); !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "not in the checkpoint's tree") {
+			t.Errorf("forged settings proof: got %v", err)
+		}
+	})
 	// A manifest key nobody trusts.
 	_, other, _ := ed25519.GenerateKey(nil)
 	if _, err := export.VerifyDir(dir, audit.KeySet(other.Public().(ed25519.PublicKey)), testKeys()); !errors.Is(err, export.ErrVerify) {

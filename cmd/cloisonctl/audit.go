@@ -321,7 +321,7 @@ func newVerifyExportCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger; register.pdf is their rendering\n",
 				rep.Tree.Origin, rep.Tree.Size, rep.Incidents)
 			if !rep.SettingsChecked {
-				fmt.Fprintln(cmd.OutOrStdout(), "register settings (the PDF's organisation and NEQ): none set, or set before the exported range: vouched for by the manifest's key only")
+				fmt.Fprintln(cmd.OutOrStdout(), "register settings (the PDF's organisation and NEQ): none set")
 			}
 			return nil
 		},
