@@ -218,8 +218,7 @@ type ledgerEvent struct {
 // register.settings_set of the range when the range sets any (content
 // digest and version those of the event); settings whose event precedes
 // the range (from) are held to it by its payload and inclusion proof in
-// tree, the export's checkpoint (when the line carries them; an export
-// that does not leaves head.SettingsChecked false). It returns the register as read, for the CSV and PDF
+// tree, the export's checkpoint, which the line must carry. It returns the register as read, for the CSV and PDF
 // files to be compared with.
 //
 // Errors: ErrVerify naming the incident, record and reason.
@@ -333,8 +332,8 @@ func verifyRegisterJSONL(r io.Reader, events map[uint64]audit.Record, from uint6
 				}
 				head.SettingsChecked = true
 			}
-			if !head.SettingsChecked && (l.SettingsEvent != nil || l.SettingsProof != nil) {
-				return head, nil, bad("register settings carry an event and proof though their event is in the range")
+			if !head.SettingsChecked {
+				return head, nil, bad("register settings version %d (seq %d, before the range) come without their event's inclusion proof", rs.Version, l.LedgerSeq)
 			}
 			continue
 		}

@@ -35,7 +35,7 @@ type Report struct {
 	Incidents int    // register entries checked
 	// SettingsChecked: the register settings the PDF's header shows are
 	// held to their ledger event, in the range or by its inclusion proof
-	// (false: none set, or an export without the proof).
+	// (false: none set; settings that are not held to it fail).
 	SettingsChecked bool
 }
 
