@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -257,34 +258,53 @@ func TestExportVerifiesOffline(t *testing.T) {
 		if err != nil || !rep.SettingsChecked {
 			t.Fatalf("got %v, settings checked %v; want them checked by their proof", err, rep.SettingsChecked)
 		}
-		p := filepath.Join(late, export.RegisterJSONL)
-		b, _ := os.ReadFile(p)
-		first, rest, _ := bytes.Cut(b, []byte("\n"))
-		if !bytes.Contains(first, []byte(`"settings_proof":["`)) {
-			t.Fatalf("register line without a settings proof: %s", first)
+		// tamper edits the register line of a copy, re-signs its
+		// manifest as the exporter can, and verifies it.
+		tamper := func(edit func(line []byte) []byte) error {
+			cp := filepath.Join(t.TempDir(), "copy")
+			if err := os.CopyFS(cp, os.DirFS(late)); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(cp, export.RegisterJSONL)
+			b, _ := os.ReadFile(p)
+			first, rest, _ := bytes.Cut(b, []byte("\n"))
+			os.WriteFile(p, append(append(edit(bytes.Clone(first)), '\n'), rest...), 0o600)
+			b, _ = os.ReadFile(filepath.Join(cp, export.ManifestName))
+			m, err := export.ParseManifest(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range m.Files {
+				m.Files[i].Size, m.Files[i].SHA256, _ = export.HashFile(filepath.Join(cp, f.Name))
+			}
+			if err := m.Sign(manifestKey); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(cp, export.ManifestName), m.Marshal(), 0o600)
+			_, err = export.VerifyDir(cp, mkeys, testKeys())
+			return err
 		}
-		forged := bytes.Clone(first)
-		i := bytes.Index(forged, []byte(`"settings_proof":["`)) + len(`"settings_proof":["`)
-		if forged[i] == 'A' {
-			forged[i] = 'B'
-		} else {
-			forged[i] = 'A'
+		if err := tamper(func(l []byte) []byte { return l }); err != nil {
+			t.Fatalf("re-signed unchanged copy: %v", err)
 		}
-		os.WriteFile(p, append(append(forged, '\n'), rest...), 0o600)
-		b, _ = os.ReadFile(filepath.Join(late, export.ManifestName))
-		m, err := export.ParseManifest(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, f := range m.Files {
-			m.Files[i].Size, m.Files[i].SHA256, _ = export.HashFile(filepath.Join(late, f.Name))
-		}
-		if err := m.Sign(manifestKey); err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(late, export.ManifestName), m.Marshal(), 0o600)
-		if _, err := export.VerifyDir(late, mkeys, testKeys()); !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "not in the checkpoint's tree") {
+		err = tamper(func(l []byte) []byte {
+			const key = `"settings_proof":["`
+			i := bytes.Index(l, []byte(key))
+			if i < 0 {
+				t.Fatalf("register line without a settings proof: %s", l)
+			}
+			i += len(key)
+			l[i] = map[bool]byte{true: 'B', false: 'A'}[l[i] == 'A']
+			return l
+		})
+		if !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "not in the checkpoint's tree") {
 			t.Errorf("forged settings proof: got %v", err)
+		}
+		err = tamper(func(l []byte) []byte {
+			return regexp.MustCompile(`"settings_event":\{.*?\},"settings_proof":\[[^\]]*\],`).ReplaceAll(l, nil)
+		})
+		if !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "without their event's inclusion proof") {
+			t.Errorf("settings proof stripped: got %v", err)
 		}
 	})
 	// A manifest key nobody trusts.
