@@ -24,14 +24,14 @@ var ErrNotVisible = service.ErrNotVisible
 // tenant log (service.Compliance.ScanTenantLog): positions and leaves as its proofs number
 // and hash them, no global sequence number.
 //
-//	GET   /compliance/v1/incidents                   compliance:read — incidents affecting the caller's tenant
-//	GET   /compliance/v1/incidents/{id}              compliance:read
+//	GET   /compliance/v1/incidents                   compliance:read — incidents affecting the caller's tenant, and register_check
+//	GET   /compliance/v1/incidents/{id}              compliance:read — the entry, and register_check
 //	POST  /compliance/v1/incidents                   compliance:write + admin — open (an audit.IncidentVersion)
 //	PATCH /compliance/v1/incidents/{id}              compliance:write + admin — a new version (fields to change)
 //	POST  /compliance/v1/incidents/{id}/notices      compliance:write + admin — record a notice sent
 //	GET   /compliance/v1/incidents/{id}/drafts/{kind} compliance:read — notice draft, text/plain (drafts.go)
 //	GET   /compliance/v1/ledger?from=N&to=M[&tenant=T] compliance:read — JSON Lines: with admin ledger rows by seq; else (or with tenant=T) the tenant log by position
-//	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain
+//	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain and hold the register to it
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	read := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
 	write := func(h http.HandlerFunc) http.Handler {
@@ -60,7 +60,12 @@ func (s *Server) listIncidents(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, map[string]any{"incidents": out})
+	rc, err := s.ops.compliance.CheckRegister(r.Context(), p)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"incidents": out, "register_check": rc})
 }
 
 func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +79,23 @@ func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	writeJSON(w, 200, out[0])
+	rc, err := s.ops.compliance.CheckRegister(r.Context(), principal(r))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	// The entry's own fields, and beside them the register's check.
+	b, err := json.Marshal(out[0])
+	var view map[string]json.RawMessage
+	if err == nil {
+		err = json.Unmarshal(b, &view)
+	}
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	view["register_check"], _ = json.Marshal(rc)
+	writeJSON(w, 200, view)
 }
 
 func (s *Server) openIncident(w http.ResponseWriter, r *http.Request) {
@@ -191,15 +212,22 @@ type tenantRow struct {
 	Payload json.RawMessage  `json:"payload"`
 }
 
+// verifyLedger answers ok only when the chain verifies and the register
+// matches it: "broken" names the chain's break, "register" the register's
+// disagreements (a row deleted behind the triggers is one).
 func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
-	res, broken, err := s.ops.compliance.VerifyLedger(r.Context(), principal(r))
+	res, broken, reg, err := s.ops.compliance.VerifyLedger(r.Context(), principal(r))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
 	}
-	if broken != nil {
-		writeJSON(w, 200, map[string]any{"ok": false, "broken": broken})
+	if broken != nil || !reg.OK {
+		out := map[string]any{"ok": false, "register": reg}
+		if broken != nil {
+			out["broken"] = broken
+		}
+		writeJSON(w, 200, out)
 		return
 	}
-	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String()})
+	writeJSON(w, 200, map[string]any{"ok": true, "result": res, "summary": res.String(), "register": reg})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -679,7 +680,25 @@ func (s *Server) incidentPB(ctx context.Context, p tenancy.Principal, f audit.In
 		LedgerSeq: seq, Versions: int64(len(f.Versions)), Notices: int64(notices), Json: b}, nil
 }
 
+// registerVouched answers service.ErrRegisterMismatch when the register
+// disagrees with the ledger: the gRPC messages have no room for the
+// RegisterCheck the HTTP routes carry, so the register is refused rather
+// than served short.
+func (c *complianceService) registerVouched(ctx context.Context) error {
+	rc, err := c.s.ops.compliance.CheckRegister(ctx, grpcPrincipal(ctx))
+	if err != nil {
+		return err
+	}
+	if !rc.OK {
+		return service.ErrRegisterMismatch.Withf("%d disagreements; POST /compliance/v1/ledger/verify names them", rc.Failures)
+	}
+	return nil
+}
+
 func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.ListIncidentsRequest) (*compliancev1.ListIncidentsResponse, error) {
+	if err := c.registerVouched(ctx); err != nil {
+		return nil, err
+	}
 	fs, err := c.s.ops.compliance.Incidents(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
@@ -696,6 +715,9 @@ func (c *complianceService) ListIncidents(ctx context.Context, _ *compliancev1.L
 }
 
 func (c *complianceService) GetIncident(ctx context.Context, req *compliancev1.GetIncidentRequest) (*compliancev1.Incident, error) {
+	if err := c.registerVouched(ctx); err != nil {
+		return nil, err
+	}
 	f, err := c.s.ops.compliance.Incident(ctx, grpcPrincipal(ctx), audit.Name(req.GetId()))
 	if err != nil {
 		return nil, err
@@ -753,12 +775,15 @@ func (c *complianceService) AddNotice(ctx context.Context, req *compliancev1.Add
 }
 
 func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.VerifyLedgerRequest) (*compliancev1.VerifyLedgerResponse, error) {
-	res, broken, err := c.s.ops.compliance.VerifyLedger(ctx, grpcPrincipal(ctx))
+	res, broken, reg, err := c.s.ops.compliance.VerifyLedger(ctx, grpcPrincipal(ctx))
 	if err != nil {
 		return nil, err
 	}
 	if broken != nil {
 		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: broken.Error(), BrokenSeq: broken.Seq, BrokenReason: string(broken.Reason)}, nil
+	}
+	if !reg.OK {
+		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: strings.Join(reg.Problems, "\n"), BrokenReason: "register"}, nil
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

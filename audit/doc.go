@@ -254,10 +254,11 @@
 //   - Notice deadlines (noticedue.go). IncidentFile.NoticeDues
 //     lists, for each tenant some version names, its art. 18.3 notice
 //     against the tenant's contractual deadline (hours; 0: none agreed,
-//     listed as no_deadline, never dropped): the clock starts at the
-//     RecordedAt of the first version naming the tenant (a tenant named
-//     then dropped is still owed its notice), DueAt is that plus the
-//     deadline, and the first notice recorded to that tenant decides
+//     listed as no_deadline, never dropped): the clock starts at
+//     awareness (ClockFrom: the start of the awareness day, or the
+//     entry's opening when it was opened that day), never later than the
+//     first version naming the tenant (a tenant named then dropped is
+//     still owed its notice), DueAt is that plus the deadline, and the first notice recorded to that tenant decides
 //     sent_on_time (at or before DueAt) or sent_late; with none sent it is
 //     overdue once now is past DueAt, pending before. Notices to other
 //     recipients or tenants never count. It is computed, not stored: the

@@ -69,9 +69,10 @@ const (
 type RecipientKind string
 
 // Notice recipients: the Commission d'accès à l'information (art. 3.5), the
-// persons concerned (art. 3.5), the public (Règlement s. 5 to 6), an
-// authority outside Québec, and each affected tenant (the provider notifies
-// its client without delay, art. 18.3).
+// persons concerned (art. 3.5), the public (a public notice, recorded in the
+// register under s. 7(7)), an authority outside Québec (s. 3(11)), and each
+// affected tenant (the provider notifies its client without delay, art.
+// 18.3). Citations lists every number cited.
 const (
 	RecipientCAI              RecipientKind = "cai"
 	RecipientPersons          RecipientKind = "persons"
@@ -232,7 +233,7 @@ var IncidentTypes = []IncidentType{TypeUnauthorizedAccess, TypeUnauthorizedUse, 
 
 // Communication records a communication of personal information made
 // without consent to someone who can reduce the risk of injury (Loi 25 art.
-// 3.5 par. 3): to whom, what, why, and when.
+// 3.5 al. 2, CiteActCommunications): to whom, what, why, and when.
 type Communication struct {
 	To     string `json:"to"`
 	What   string `json:"what"`
@@ -241,7 +242,8 @@ type Communication struct {
 }
 
 // Deferral records that notice to the persons concerned was deferred
-// because it could hamper an investigation (Loi 25 art. 3.6 al. 3).
+// because it could hamper an investigation (Loi 25 art. 3.5 al. 3,
+// CiteActDeferral).
 type Deferral struct {
 	Reason string `json:"reason"`
 	Until  Day    `json:"until,omitempty"`
@@ -284,7 +286,7 @@ type IncidentVersion struct {
 	NotificationMethod string       `json:"notification_method,omitempty"` // s. 3(9) how persons are notified
 	NotificationDate   Day          `json:"notification_date,omitempty"`   // s. 3(9) when
 	MeasuresPlanned    []Measure    `json:"measures_planned"`              // s. 3(10) measures planned, with dates
-	ForeignAuthorities []string     `json:"foreign_authorities"`           // s. 3(12) authorities outside Québec notified
+	ForeignAuthorities []string     `json:"foreign_authorities"`           // s. 3(11) authorities outside Québec notified
 
 	AffectedTenants   []cloison.TenantID `json:"affected_tenants"`
 	AffectedResponses int64              `json:"affected_responses"` // responses withheld or exposed
@@ -293,14 +295,14 @@ type IncidentVersion struct {
 	// The Règlement's detailed elements, added after the first versions
 	// were written; omitted when empty, so older versions keep
 	// their canonical bytes and digests.
-	Type                    IncidentType    `json:"type,omitempty"`                      // s. 3(3) unauthorized access, use or communication; loss; other
+	Type                    IncidentType    `json:"type,omitempty"`                      // Act s. 3.6 unauthorized access, use or communication; loss; other
 	InfoCategories          []string        `json:"info_categories,omitempty"`           // s. 3(3) categories of personal information
 	PersonsUnknown          bool            `json:"persons_unknown,omitempty"`           // s. 7(5) the number is not known (not 0)
 	PersonsInQuebecApprox   bool            `json:"persons_in_quebec_approx,omitempty"`  // s. 3(7) or an approximation
 	PersonsInQuebecUnknown  bool            `json:"persons_in_quebec_unknown,omitempty"` // s. 3(7) not known (not 0)
 	MeasuresSuggested       []Measure       `json:"measures_suggested,omitempty"`        // s. 4(5) measures suggested to persons
-	Communications          []Communication `json:"communications,omitempty"`            // Act s. 3.5 par. 3
-	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.6
+	Communications          []Communication `json:"communications,omitempty"`            // Act s. 3.5 para. 2
+	PersonsNoticeDeferral   *Deferral       `json:"persons_notice_deferral,omitempty"`   // Act s. 3.5 para. 3
 	PrivacyOfficerConsulted *Consultation   `json:"privacy_officer_consulted,omitempty"` // Act s. 3.7: required for a completed assessment
 
 	// Grouped automatic incidents: the cause's key
@@ -376,7 +378,7 @@ func (v IncidentVersion) Validate() error {
 	}
 	for i, c := range v.Communications {
 		if strings.TrimSpace(c.To) == "" || strings.TrimSpace(c.What) == "" || strings.TrimSpace(c.Reason) == "" || checkDay("communication.date", c.Date, false) != nil {
-			return fmt.Errorf("%w: communications[%d] needs to whom, what, why and a date (art. 3.5 par. 3)", ErrInvalidIncident, i)
+			return fmt.Errorf("%w: communications[%d] needs to whom, what, why and a date (%s)", ErrInvalidIncident, i, CiteActCommunications.EN())
 		}
 		if len(c.To)+len(c.What)+len(c.Reason) > MaxTextLen || !utf8.ValidString(c.To+c.What+c.Reason) {
 			return fmt.Errorf("%w: communications[%d] is too long or not UTF-8", ErrInvalidIncident, i)
@@ -384,7 +386,7 @@ func (v IncidentVersion) Validate() error {
 	}
 	if d := v.PersonsNoticeDeferral; d != nil {
 		if strings.TrimSpace(d.Reason) == "" || len(d.Reason) > MaxTextLen || !utf8.ValidString(d.Reason) || checkDay("persons_notice_deferral.until", d.Until, true) != nil {
-			return fmt.Errorf("%w: a deferral of notice to persons states its reason (art. 3.6)", ErrInvalidIncident)
+			return fmt.Errorf("%w: a deferral of notice to persons states its reason (%s)", ErrInvalidIncident, CiteActDeferral.EN())
 		}
 	}
 	if c := v.PrivacyOfficerConsulted; c != nil && (strings.TrimSpace(c.Who) == "" || checkDay("privacy_officer_consulted.date", c.Date, false) != nil) {

@@ -7,7 +7,7 @@ import (
 )
 
 // NoticeStatus is where a tenant's art. 18.3 notice stands against the
-// notice deadline of its contract.
+// notice deadline of its contract, counted from awareness (NoticeDue).
 type NoticeStatus string
 
 // Notice statuses. A tenant whose contract sets no deadline is still
@@ -21,13 +21,22 @@ const (
 	NoticeNoDeadline NoticeStatus = "no_deadline"  // the tenant's contract sets no deadline
 )
 
-// NoticeDue is one affected tenant's notice against its deadline: the
-// clock starts when a register version first names the tenant (NamedAt,
-// the register's own recording time), DueAt is NamedAt plus the deadline,
-// SentAt the first notice recorded to that tenant (zero when none).
+// NoticeDue is one affected tenant's notice against its deadline. The
+// clock starts when the provider became aware of the incident (art. 18.3:
+// the provider notifies its client without delay of any breach it knows
+// of), not when the register recorded it. The register states the
+// awareness day (of the entry's latest version), not its hour: ClockFrom
+// is the start (00:00 UTC) of that day, or, when the entry was opened
+// that same day, the opening (an automatic entry opens at detection); it
+// is NamedAt, when a version first named the tenant, if that is earlier
+// or the entry states no awareness. A tenant named later is still counted from
+// awareness: the register shows a late notice rather than restart the
+// clock. DueAt is ClockFrom plus the deadline, SentAt the first notice
+// recorded to that tenant (zero when none).
 type NoticeDue struct {
 	Tenant        cloison.TenantID `json:"tenant"`
 	NamedAt       time.Time        `json:"named_at"`
+	ClockFrom     time.Time        `json:"clock_from"`
 	DeadlineHours int              `json:"deadline_hours"`
 	DueAt         *time.Time       `json:"due_at,omitempty"`
 	SentAt        *time.Time       `json:"sent_at,omitempty"`
@@ -62,14 +71,29 @@ func (f IncidentFile) NoticeDues(deadlineHours func(cloison.TenantID) int, now t
 			out[i].SentAt = &sent
 		}
 	}
+	var aware time.Time
+	if len(f.Versions) > 0 {
+		aware, _ = f.Latest().Awareness.Start.Time() // zero when not stated
+		// The register states the awareness day, not its hour: on the
+		// day the entry was opened, the opening (an automatic entry opens
+		// at detection) bounds the hour; an earlier day counts from its
+		// start.
+		if opened := f.Versions[0].RecordedAt; !aware.IsZero() && DayOf(opened) == f.Latest().Awareness.Start {
+			aware = opened
+		}
+	}
 	for i := range out {
 		d := &out[i]
+		d.ClockFrom = d.NamedAt
+		if !aware.IsZero() && aware.Before(d.NamedAt) {
+			d.ClockFrom = aware
+		}
 		d.DeadlineHours = deadlineHours(d.Tenant)
 		if d.DeadlineHours <= 0 {
 			d.DeadlineHours, d.Status = 0, NoticeNoDeadline
 			continue
 		}
-		due := d.NamedAt.Add(time.Duration(d.DeadlineHours) * time.Hour)
+		due := d.ClockFrom.Add(time.Duration(d.DeadlineHours) * time.Hour)
 		d.DueAt = &due
 		switch {
 		case d.SentAt != nil && !d.SentAt.After(due):

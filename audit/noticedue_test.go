@@ -143,3 +143,39 @@ func TestNoticeDuesProperty(t *testing.T) {
 		}
 	})
 }
+
+// The art. 18.3 clock runs from awareness, not from the register's
+// recording: a client notice 25 days after awareness is late though it
+// was sent two days after the entry was recorded; a recording earlier
+// than the awareness day's start (impossible once validated) never moves
+// the clock later.
+func TestNoticeDueCountsFromAwareness(t *testing.T) {
+	aware := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	recorded := aware.AddDate(0, 0, 23)
+	f := IncidentFile{ID: "inc-1", Versions: []StoredVersion{{IncidentVersion: IncidentVersion{AffectedTenants: []cloison.TenantID{"a"},
+		Awareness: Period{Start: "2026-11-01"}}, RecordedAt: recorded}},
+		Notices: []StoredNotice{toTenant("a", aware.AddDate(0, 0, 25))}}
+	dues := f.NoticeDues(func(cloison.TenantID) int { return 72 }, aware.AddDate(0, 0, 30))
+	if len(dues) != 1 || dues[0].Status != NoticeLate {
+		t.Fatalf("got %+v, want one sent_late", dues)
+	}
+	if want := aware.Add(72 * time.Hour); !dues[0].DueAt.Equal(want) || !dues[0].ClockFrom.Equal(aware) {
+		t.Errorf("got due %v from %v, want %v from %v", dues[0].DueAt, dues[0].ClockFrom, want, aware)
+	}
+	if due := DueFor(f, "a", 72); due == nil || !due.Equal(aware.Add(72*time.Hour)) {
+		t.Errorf("DueFor: got %v", due)
+	}
+	// Without a notice, it is overdue three days after awareness even if
+	// the entry was recorded a day ago.
+	f.Notices = nil
+	if dues := f.NoticeDues(func(cloison.TenantID) int { return 72 }, recorded.Add(24*time.Hour)); dues[0].Status != NoticeOverdue {
+		t.Errorf("got %s, want overdue", dues[0].Status)
+	}
+	// Opened on the awareness day (an automatic entry opens at
+	// detection): the opening bounds the hour.
+	opened := aware.Add(15 * time.Hour)
+	f.Versions[0].RecordedAt = opened
+	if d := f.NoticeDues(func(cloison.TenantID) int { return 24 }, opened)[0]; !d.ClockFrom.Equal(opened) || !d.DueAt.Equal(opened.Add(24*time.Hour)) {
+		t.Errorf("same-day opening: got due %v from %v, want from %v", d.DueAt, d.ClockFrom, opened)
+	}
+}

@@ -35,6 +35,10 @@ type RegisterStore interface {
 	Incidents(ctx context.Context) ([]audit.IncidentFile, error)
 	RegisterSettings(ctx context.Context) (audit.RegisterSettings, error)
 	SetRegisterSettings(ctx context.Context, actor audit.Name, org audit.Organization, contact audit.Contact) (audit.RegisterSettings, error)
+	// CheckRegister holds the whole register to the ledger and returns
+	// every disagreement (audit.ErrChainBroken each): a row deleted
+	// behind the triggers is one. err is the store's own failure.
+	CheckRegister(ctx context.Context) (problems []error, err error)
 }
 
 // LedgerReader is the ledger read, verified and exported (*postgres.Store).
@@ -217,24 +221,61 @@ func (c *Compliance) openRange(p tenancy.Principal, from, to uint64) (release fu
 	return c.d.Gate.Acquire(p.Tenant)
 }
 
-// VerifyLedger verifies the whole chain; a break is a result (the
-// *audit.BreakError), not an error. A compliance stream.
-// Errors: the Gate's; the ledger's other than a break.
-func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.BreakError, error) {
+// RegisterCheck is the register held to the ledger
+// (RegisterStore.CheckRegister), as the verify route and the register
+// views report it: a row missing from the register is a failure there,
+// never a shorter list.
+type RegisterCheck struct {
+	OK       bool `json:"ok"`
+	Failures int  `json:"failures"`
+	// Problems names each disagreement; operators only (one may name an
+	// incident or tenants another tenant may not see).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ErrRegisterMismatch: the register disagrees with the ledger; a transport
+// that cannot carry a RegisterCheck beside the register answers this
+// instead of a register it cannot vouch for.
+var ErrRegisterMismatch = cloison.NewError(cloison.CodeConflict, "the incident register disagrees with the ledger; run a verification")
+
+// CheckRegister holds the whole register to the ledger for p: an operator
+// gets every problem named, a tenant their number.
+// Errors: the register's (not a disagreement: that is the result).
+func (c *Compliance) CheckRegister(ctx context.Context, p tenancy.Principal) (RegisterCheck, error) {
+	problems, err := c.d.Register.CheckRegister(ctx)
+	if err != nil {
+		return RegisterCheck{}, err
+	}
+	rc := RegisterCheck{OK: len(problems) == 0, Failures: len(problems)}
+	if Operator(p) {
+		for _, e := range problems {
+			rc.Problems = append(rc.Problems, e.Error())
+		}
+	}
+	return rc, nil
+}
+
+// VerifyLedger verifies the whole chain and holds the register to it; a
+// break is a result (the *audit.BreakError), not an error, and so are the
+// register's disagreements (RegisterCheck): a deleted register row fails
+// the verification. A compliance stream.
+// Errors: the Gate's; the ledger's other than a break; the register's.
+func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.BreakError, RegisterCheck, error) {
 	release, err := c.d.Gate.Acquire(p.Tenant)
 	if err != nil {
-		return audit.Result{}, nil, err
+		return audit.Result{}, nil, RegisterCheck{}, err
 	}
 	defer release()
 	res, err := c.d.Ledger.Verify(ctx, c.d.Verify)
-	if err != nil {
-		var be *audit.BreakError
-		if errors.As(err, &be) {
-			return res, be, nil
-		}
-		return res, nil, err
+	var be *audit.BreakError
+	if err != nil && !errors.As(err, &be) {
+		return res, nil, RegisterCheck{}, err
 	}
-	return res, nil, nil
+	rc, err := c.CheckRegister(ctx, p)
+	if err != nil {
+		return res, be, RegisterCheck{}, err
+	}
+	return res, be, rc, nil
 }
 
 // Export writes a signed export of the ledger rows in [from, to] (to 0:

@@ -127,7 +127,10 @@
 //	Compliance  the incident register (read scoped to the caller's tenant,
 //	            written by officers), notice drafts and deadlines, ledger
 //	            listings, verification, signed exports, and the signed
-//	            checkpoints and proofs of the transparency log (proofs.go)
+//	            checkpoints and proofs of the transparency log (proofs.go);
+//	            verification and the register's views hold the register to
+//	            the ledger (CheckRegister): a row deleted behind the
+//	            triggers is a failure there, never a shorter register
 //	Responses   keyed digests of what was served, verify, report, replay,
 //	            and the sealed stored responses of the Responses API
 //

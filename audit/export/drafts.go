@@ -187,6 +187,10 @@ func (d *draft) header(fr, en string) {
 	d.line("")
 }
 
+// n numbers a draft's element by its item of the Regulation ("3. " for
+// 3°), from the table of citations.
+func n(c audit.Citation) string { return c.Item + ". " }
+
 const sep = "----------------------------------------------------------------------"
 
 // tr picks the French or the English of a label.
@@ -215,34 +219,36 @@ func (d *draft) bilingual(body func(en bool, t tr, todo string)) {
 // cai is the notice to the Commission (Règlement s. 3).
 func (d *draft) cai() {
 	v := d.v
-	d.header("AVIS À LA COMMISSION D'ACCÈS À L'INFORMATION — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 3)",
-		"NOTICE TO THE COMMISSION D'ACCÈS À L'INFORMATION — confidentiality incident (Act s. 3.5; Regulation s. 3)")
+	d.header("AVIS À LA COMMISSION D'ACCÈS À L'INFORMATION — incident de confidentialité ("+audit.CiteActNotices.FR()+" ; "+audit.CiteCAINotice.FR()+")",
+		"NOTICE TO THE COMMISSION D'ACCÈS À L'INFORMATION — confidentiality incident ("+audit.CiteActNotices.EN()+"; "+audit.CiteCAINotice.EN()+")")
 	d.bilingual(func(en bool, t tr, todo string) {
-		d.item(t("1. Organisation et NEQ", "1. Organization and NEQ"), orgLine(d.org), todo)
-		d.item(t("2. Personne à joindre", "2. Contact person"), contactLine(v.Contact), todo)
-		d.item(t("3. Renseignements personnels visés", "3. Personal information concerned"), d.info(en), todo)
-		d.item(t("   Type d'incident", "   Type of incident"), lang(typeLabel(v.Type), en), todo)
-		d.item(t("4. Circonstances", "4. Circumstances"), v.Circumstances, todo)
+		d.item(t(n(audit.CiteCAIOrganization)+"Organisation et NEQ", n(audit.CiteCAIOrganization)+"Organization and NEQ"), orgLine(d.org), todo)
+		d.item(t(n(audit.CiteCAIContact)+"Personne à joindre", n(audit.CiteCAIContact)+"Contact person"), contactLine(v.Contact), todo)
+		d.item(t(n(audit.CiteCAIInfo)+"Renseignements personnels visés", n(audit.CiteCAIInfo)+"Personal information concerned"), d.info(en), todo)
+		d.item(t("   Type d'incident ("+audit.CiteActIncidentType.FR()+")", "   Type of incident ("+audit.CiteActIncidentType.EN()+")"), lang(typeLabel(v.Type), en), todo)
+		d.item(t(n(audit.CiteCAICircumstances)+"Circonstances", n(audit.CiteCAICircumstances)+"Circumstances"), v.Circumstances, todo)
 		d.item(t("   Cause", "   Cause"), v.Cause, t("inconnue ou à compléter", "unknown or to be completed"))
-		d.item(t("5. Date ou période de l'incident", "5. Date or period of the incident"), periodText(v.Occurred, en), todo)
-		d.item(t("6. Date ou période de prise de connaissance", "6. Date or period of awareness"), periodText(v.Awareness, en), todo)
-		d.item(t("7. Nombre de personnes concernées", "7. Number of persons concerned"), persons(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown, en), todo)
+		d.item(t(n(audit.CiteCAIOccurred)+"Date ou période de l'incident", n(audit.CiteCAIOccurred)+"Date or period of the incident"), periodText(v.Occurred, en), todo)
+		d.item(t(n(audit.CiteCAIAwareness)+"Date ou période de prise de connaissance", n(audit.CiteCAIAwareness)+"Date or period of awareness"), periodText(v.Awareness, en), todo)
+		d.item(t(n(audit.CiteCAIPersons)+"Nombre de personnes concernées", n(audit.CiteCAIPersons)+"Number of persons concerned"), persons(v.PersonsConcerned, v.PersonsApproximate, v.PersonsUnknown, en), todo)
 		d.item(t("   dont résidant au Québec", "   of whom residing in Québec"), persons(v.PersonsInQuebec, v.PersonsInQuebecApprox, v.PersonsInQuebecUnknown, en), todo)
 		risk := t("évaluation en cours", "assessment pending")
 		if r := v.Assessment.RiskOfSeriousInjury; r != nil {
 			risk = lang(yesNo(*r), en)
 		}
-		d.item(t("8. Risque de préjudice sérieux", "8. Risk of serious injury"), risk, todo)
+		d.item(t(n(audit.CiteCAIRisk)+"Risque de préjudice sérieux", n(audit.CiteCAIRisk)+"Risk of serious injury"), risk, todo)
 		d.item(t("   Sensibilité des renseignements", "   Sensitivity of the information"), v.Assessment.Sensitivity, todo)
+		d.item(t("   Utilisations malveillantes possibles", "   Possible malicious uses"), v.Assessment.MaliciousUses, todo)
 		d.item(t("   Conséquences appréhendées", "   Anticipated consequences"), v.Assessment.Consequences, todo)
+		d.item(t("   Probabilité d'une utilisation préjudiciable", "   Likelihood of injurious use"), v.Assessment.Likelihood, todo)
 		notif := strings.TrimSpace(string(v.NotificationDate) + " " + v.NotificationMethod)
 		if dfr := v.PersonsNoticeDeferral; dfr != nil && notif == "" {
-			notif = t("avis différé (art. 3.6) : ", "notice deferred (s. 3.6): ") + dfr.Reason
+			notif = t("avis différé ("+audit.CiteActDeferral.FR()+") : ", "notice deferred ("+audit.CiteActDeferral.EN()+"): ") + dfr.Reason
 		}
-		d.item(t("9. Avis aux personnes : moyen et date", "9. Notice to persons: how and when"), notif, todo)
-		d.item(t("10. Mesures prises", "10. Measures taken"), measures(v.MeasuresTaken), todo)
+		d.item(t(n(audit.CiteCAINotifyPersons)+"Avis aux personnes : moyen et date", n(audit.CiteCAINotifyPersons)+"Notice to persons: how and when"), notif, todo)
+		d.item(t(n(audit.CiteCAIMeasures)+"Mesures prises", n(audit.CiteCAIMeasures)+"Measures taken"), measures(v.MeasuresTaken), todo)
 		d.item(t("    Mesures prévues et échéances", "    Measures planned and dates"), measures(v.MeasuresPlanned), todo)
-		d.item(t("11. Autorités hors Québec avisées", "11. Authorities outside Québec notified"), strings.Join(v.ForeignAuthorities, ", "), t("aucune", "none"))
+		d.item(t(n(audit.CiteCAIForeign)+"Autorités hors Québec avisées", n(audit.CiteCAIForeign)+"Authorities outside Québec notified"), strings.Join(v.ForeignAuthorities, ", "), t("aucune", "none"))
 		d.line("")
 	})
 }
@@ -250,8 +256,8 @@ func (d *draft) cai() {
 // persons is the notice to the persons concerned (Règlement s. 4).
 func (d *draft) persons() {
 	v := d.v
-	d.header("AVIS AUX PERSONNES CONCERNÉES — incident de confidentialité (art. 3.5 LPRPSP ; Règlement, art. 4)",
-		"NOTICE TO THE PERSONS CONCERNED — confidentiality incident (Act s. 3.5; Regulation s. 4)")
+	d.header("AVIS AUX PERSONNES CONCERNÉES — incident de confidentialité ("+audit.CiteActNotices.FR()+" ; "+audit.CitePersonsNotice.FR()+")",
+		"NOTICE TO THE PERSONS CONCERNED — confidentiality incident ("+audit.CiteActNotices.EN()+"; "+audit.CitePersonsNotice.EN()+")")
 	d.bilingual(func(en bool, t tr, todo string) {
 		if en {
 			d.line("%s informs you of a confidentiality incident involving personal information about you.", orOr(orgLine(d.org), "[organization]"))
@@ -259,13 +265,13 @@ func (d *draft) persons() {
 			d.line("%s vous informe d'un incident de confidentialité touchant des renseignements personnels vous concernant.", orOr(orgLine(d.org), "[organisation]"))
 		}
 		d.line("")
-		d.item(t("1. Renseignements visés", "1. Information concerned"), d.info(en), todo)
-		d.item(t("2. Circonstances", "2. Circumstances"), v.Circumstances, todo)
-		d.item(t("3. Date ou période de l'incident", "3. Date or period of the incident"), periodText(v.Occurred, en), todo)
-		d.item(t("4. Mesures prises ou prévues pour diminuer le risque de préjudice", "4. Measures taken or planned to reduce the risk of injury"),
+		d.item(t(n(audit.CitePersonsInfo)+"Renseignements visés", n(audit.CitePersonsInfo)+"Information concerned"), d.info(en), todo)
+		d.item(t(n(audit.CitePersonsCircumstances)+"Circonstances", n(audit.CitePersonsCircumstances)+"Circumstances"), v.Circumstances, todo)
+		d.item(t(n(audit.CitePersonsOccurred)+"Date ou période de l'incident", n(audit.CitePersonsOccurred)+"Date or period of the incident"), periodText(v.Occurred, en), todo)
+		d.item(t(n(audit.CitePersonsMeasures)+"Mesures prises ou prévues pour diminuer le risque de préjudice", n(audit.CitePersonsMeasures)+"Measures taken or planned to reduce the risk of injury"),
 			strings.Trim(measures(v.MeasuresTaken)+" ; "+measures(v.MeasuresPlanned), " ;"), todo)
-		d.item(t("5. Mesures que nous vous suggérons", "5. Measures we suggest you take"), measures(v.MeasuresSuggested), todo)
-		d.item(t("6. Pour nous joindre", "6. How to reach us"), contactLine(v.Contact), todo)
+		d.item(t(n(audit.CitePersonsSuggested)+"Mesures que nous vous suggérons", n(audit.CitePersonsSuggested)+"Measures we suggest you take"), measures(v.MeasuresSuggested), todo)
+		d.item(t(n(audit.CitePersonsContact)+"Pour nous joindre", n(audit.CitePersonsContact)+"How to reach us"), contactLine(v.Contact), todo)
 		d.line("")
 	})
 }
@@ -273,8 +279,8 @@ func (d *draft) persons() {
 // client is the provider's notice to a client tenant (art. 18.3).
 func (d *draft) client(c DraftClientOf, others int) {
 	v := d.v
-	d.header("AVIS AU CLIENT — incident de confidentialité chez le prestataire (art. 18.3 LPRPSP)",
-		"NOTICE TO THE CLIENT — confidentiality incident at the service provider (Act s. 18.3)")
+	d.header("AVIS AU CLIENT — incident de confidentialité chez le prestataire ("+audit.CiteActClientNotice.FR()+")",
+		"NOTICE TO THE CLIENT — confidentiality incident at the service provider ("+audit.CiteActClientNotice.EN()+")")
 	d.bilingual(func(en bool, t tr, todo string) {
 		to := string(c.Tenant)
 		if strings.TrimSpace(c.Contact) != "" {
@@ -283,9 +289,9 @@ func (d *draft) client(c DraftClientOf, others int) {
 		d.item(t("Destinataire", "To"), to, todo)
 		d.item(t("Prestataire", "Provider"), orgLine(d.org), todo)
 		if en {
-			d.line("We inform you without delay, as the Act (s. 18.3) requires, of a confidentiality incident that concerns information we hold on your behalf.")
+			d.line("We inform you without delay, as the Act requires (%s), of a confidentiality incident that concerns information we hold on your behalf.", audit.CiteActClientNotice.EN())
 		} else {
-			d.line("Nous vous avisons sans délai, comme l'exige la Loi (art. 18.3), d'un incident de confidentialité touchant des renseignements que nous détenons pour votre compte.")
+			d.line("Nous vous avisons sans délai, comme l'exige la Loi (%s), d'un incident de confidentialité touchant des renseignements que nous détenons pour votre compte.", audit.CiteActClientNotice.FR())
 		}
 		d.item(t("Renseignements visés", "Information concerned"), d.info(en), todo)
 		d.item(t("Circonstances", "Circumstances"), v.Circumstances, todo)
@@ -304,9 +310,9 @@ func (d *draft) client(c DraftClientOf, others int) {
 		d.item(t("Mesures prévues", "Measures planned"), measures(v.MeasuresPlanned), todo)
 		d.item(t("Personne à joindre", "Contact person"), contactLine(v.Contact), todo)
 		if en {
-			d.line("As the person responsible for this information, you assess the risk of serious injury and give the notices of s. 3.5 that fall to you.")
+			d.line("As the person responsible for this information, you assess the risk of serious injury and give the notices (%s) that fall to you.", audit.CiteActNotices.EN())
 		} else {
-			d.line("À titre de responsable de ces renseignements, il vous revient d'évaluer le risque de préjudice sérieux et de donner les avis de l'art. 3.5 qui vous incombent.")
+			d.line("À titre de responsable de ces renseignements, il vous revient d'évaluer le risque de préjudice sérieux et de donner les avis (%s) qui vous incombent.", audit.CiteActNotices.FR())
 		}
 		d.line("")
 	})

@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/csv"
 	"errors"
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +206,54 @@ func TestRegisterPDF(t *testing.T) {
 	}
 	if n := bytes.Count(buf.Bytes(), []byte("/Type /Page\n")) + bytes.Count(buf.Bytes(), []byte("/Type /Page ")); n < 2 {
 		t.Logf("page objects counted: %d", n)
+	}
+}
+
+// register.pdf is a pure function of its inputs: rendered again (as
+// VerifyDir does), it is the same bytes, whatever the map orders of the
+// run; a different header is a different PDF.
+func TestRegisterPDFDeterministic(t *testing.T) {
+	a, b := draftFile(), draftFile()
+	b.ID = "inc-20261121-2"
+	for i := range b.Versions {
+		b.Versions[i].Incident = b.ID
+	}
+	files := []audit.IncidentFile{a, b}
+	meta := ReportMeta{Organization: audit.Organization{Name: "Société Québécoise inc.", NEQ: "1170000000"}, Generated: t0, Origin: "prod", From: 1, To: 10}
+	var first []byte
+	for i := 0; i < 8; i++ {
+		var buf bytes.Buffer
+		if err := WriteRegisterPDF(&buf, files, meta); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = buf.Bytes()
+		} else if !bytes.Equal(first, buf.Bytes()) {
+			t.Fatalf("rendering %d differs from the first", i)
+		}
+	}
+	meta.Organization.NEQ = "1170000001"
+	var buf bytes.Buffer
+	if err := WriteRegisterPDF(&buf, files, meta); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(first, buf.Bytes()) {
+		t.Error("another NEQ renders the same bytes")
+	}
+}
+
+// PDFRenderer names the gopdf version go.mod requires: a gopdf upgrade
+// changes the bytes, so it must change the renderer's name too.
+func TestPDFRendererNamesGopdf(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`github.com/signintech/gopdf (v[^\s]+)`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod does not require gopdf")
+	}
+	if want := "gopdf/" + string(m[1]); !strings.HasSuffix(PDFRenderer, " "+want) {
+		t.Errorf("PDFRenderer is %q, go.mod requires %s", PDFRenderer, want)
 	}
 }

@@ -120,7 +120,8 @@ func typeLabel(t audit.IncidentType) string {
 
 // registerFields lists every element of the register for one version,
 // citing the Règlement sur les incidents de confidentialité (s. 7, and s. 3
-// for what a notice to the Commission adds).
+// for what a notice to the Commission adds) and the Act, from the one
+// table of citations (audit.Citations).
 func registerFields(v audit.StoredVersion, notices []audit.StoredNotice, opened time.Time) []field {
 	a := v.Assessment
 	risk := "en attente / pending"
@@ -172,44 +173,47 @@ func registerFields(v audit.StoredVersion, notices []audit.StoredNotice, opened 
 	if v.NotificationDate != "" {
 		notif = strings.TrimSpace(string(v.NotificationDate) + " " + notif)
 	}
+	f := func(fr, en string, c audit.Citation, value string) field {
+		return field{fr + " (" + c.FR() + ")", en + " (" + c.EN() + ")", value}
+	}
 	return []field{
 		{"Statut", "Status", label(string(v.Status))},
 		{"Origine", "Source", label(string(v.Source))},
-		{"Renseignements personnels visés (art. 7(1))", "Personal information concerned (s. 7(1))", v.PersonalInfo},
-		{"Motif si non descriptibles (art. 7(1))", "Why it cannot be described (s. 7(1))", v.PersonalInfoUndescribed},
-		{"Circonstances (art. 7(2))", "Circumstances (s. 7(2))", v.Circumstances},
-		{"Date ou période de l'incident (art. 7(3))", "Date or period of the incident (s. 7(3))", period(v.Occurred)},
-		{"Date ou période de prise de connaissance (art. 7(4))", "Date or period of awareness (s. 7(4))", period(v.Awareness)},
-		{"Nombre de personnes concernées (art. 7(5))", "Number of persons concerned (s. 7(5))", persons},
-		{"Évaluation du préjudice : état (art. 7(6))", "Injury assessment: status (s. 7(6))", label(string(a.Status))},
-		{"Sensibilité des renseignements (art. 7(6))", "Sensitivity of the information (s. 7(6))", a.Sensitivity},
-		{"Utilisations malveillantes possibles (art. 7(6))", "Possible malicious uses (s. 7(6))", a.MaliciousUses},
-		{"Conséquences appréhendées (art. 7(6))", "Anticipated consequences (s. 7(6))", a.Consequences},
-		{"Probabilité d'utilisation préjudiciable (art. 7(6))", "Likelihood of injurious use (s. 7(6))", a.Likelihood},
+		f("Renseignements personnels visés", "Personal information concerned", audit.CiteRegisterInfo, v.PersonalInfo),
+		f("Motif si non descriptibles", "Why it cannot be described", audit.CiteRegisterInfo, v.PersonalInfoUndescribed),
+		f("Circonstances", "Circumstances", audit.CiteRegisterCircumstances, v.Circumstances),
+		f("Date ou période de l'incident", "Date or period of the incident", audit.CiteRegisterOccurred, period(v.Occurred)),
+		f("Date ou période de prise de connaissance", "Date or period of awareness", audit.CiteRegisterAwareness, period(v.Awareness)),
+		f("Nombre de personnes concernées", "Number of persons concerned", audit.CiteRegisterPersons, persons),
+		f("Évaluation du préjudice : état", "Injury assessment: status", audit.CiteRegisterAssessment, label(string(a.Status))),
+		f("Sensibilité des renseignements", "Sensitivity of the information", audit.CiteRegisterAssessment, a.Sensitivity),
+		f("Utilisations malveillantes possibles", "Possible malicious uses", audit.CiteRegisterAssessment, a.MaliciousUses),
+		f("Conséquences appréhendées", "Anticipated consequences", audit.CiteRegisterAssessment, a.Consequences),
+		f("Probabilité d'utilisation préjudiciable", "Likelihood of injurious use", audit.CiteRegisterAssessment, a.Likelihood),
 		{"Risque de préjudice sérieux", "Risk of serious injury", risk},
-		{"Personnes consultées (art. 3.7 LPRPSP)", "Persons consulted (Act s. 3.7)", strings.Join(consulted, " ; ")},
-		{"Avis à la Commission, dates (art. 7(7))", "Notices to the Commission, dates (s. 7(7))", noticeDates(notices, audit.RecipientCAI)},
-		{"Avis aux personnes concernées, dates (art. 7(7))", "Notices to persons concerned, dates (s. 7(7))", noticeDates(notices, audit.RecipientPersons)},
-		{"Avis public (art. 7(7))", "Public notice (s. 7(7))", yesNo(v.PublicNotice)},
-		{"Motif de l'avis public (art. 7(7))", "Reason for public notice (s. 7(7))", v.PublicNoticeReason},
-		{"Mesures prises pour diminuer le risque (art. 7(8))", "Measures taken to reduce the risk (s. 7(8))", measures(v.MeasuresTaken)},
-		{"Organisation et NEQ (art. 3(1))", "Organization and NEQ (s. 3(1))", strings.TrimSpace(v.Organization.Name + " " + v.Organization.NEQ)},
-		{"Personne à joindre (art. 3(2))", "Contact person (s. 3(2))", contact},
-		{"Cause (art. 3(4))", "Cause (s. 3(4))", v.Cause},
-		{"Personnes résidant au Québec (art. 3(7))", "Persons residing in Québec (s. 3(7))", inQuebec},
-		{"Avis aux personnes : moyen et date (art. 3(9))", "Notice to persons: how and when (s. 3(9))", notif},
-		{"Mesures prévues et échéances (art. 3(10))", "Measures planned and dates (s. 3(10))", measures(v.MeasuresPlanned)},
-		{"Autorités hors Québec avisées (art. 3(12))", "Authorities outside Québec notified (s. 3(12))", strings.Join(v.ForeignAuthorities, " ; ")},
-		{"Avis aux clients (art. 18.3)", "Notices to clients (tenants) (s. 18.3)", noticeDates(notices, audit.RecipientTenant)},
+		f("Personnes consultées", "Persons consulted", audit.CiteActAssessment, strings.Join(consulted, " ; ")),
+		f("Avis à la Commission, dates", "Notices to the Commission, dates", audit.CiteRegisterNotices, noticeDates(notices, audit.RecipientCAI)),
+		f("Avis aux personnes concernées, dates", "Notices to persons concerned, dates", audit.CiteRegisterNotices, noticeDates(notices, audit.RecipientPersons)),
+		f("Avis public", "Public notice", audit.CiteRegisterNotices, yesNo(v.PublicNotice)),
+		f("Motif de l'avis public", "Reason for public notice", audit.CiteRegisterNotices, v.PublicNoticeReason),
+		f("Mesures prises pour diminuer le risque", "Measures taken to reduce the risk", audit.CiteRegisterMeasures, measures(v.MeasuresTaken)),
+		f("Organisation et NEQ", "Organization and NEQ", audit.CiteCAIOrganization, strings.TrimSpace(v.Organization.Name+" "+v.Organization.NEQ)),
+		f("Personne à joindre", "Contact person", audit.CiteCAIContact, contact),
+		f("Cause", "Cause", audit.CiteCAICircumstances, v.Cause),
+		f("Personnes résidant au Québec", "Persons residing in Québec", audit.CiteCAIPersons, inQuebec),
+		f("Avis aux personnes : moyen et date", "Notice to persons: how and when", audit.CiteCAINotifyPersons, notif),
+		f("Mesures prévues et échéances", "Measures planned and dates", audit.CiteCAIMeasures, measures(v.MeasuresPlanned)),
+		f("Autorités hors Québec avisées", "Authorities outside Québec notified", audit.CiteCAIForeign, strings.Join(v.ForeignAuthorities, " ; ")),
+		f("Avis aux clients", "Notices to clients (tenants)", audit.CiteActClientNotice, noticeDates(notices, audit.RecipientTenant)),
 		{"Locataires touchés", "Affected tenants", strings.Join(tenants, " ; ")},
 		{"Réponses retenues ou exposées", "Responses withheld or exposed", strconv.FormatInt(v.AffectedResponses, 10)},
 		{"Événements du journal liés", "Linked ledger events", strings.Join(seqs, " ; ")},
-		{"Type d'incident (art. 3(3))", "Incident type (s. 3(3))", typeLabel(v.Type)},
-		{"Catégories de renseignements (art. 3(3))", "Categories of personal information (s. 3(3))", strings.Join(v.InfoCategories, " ; ")},
-		{"Mesures suggérées aux personnes (art. 4(5))", "Measures suggested to persons (s. 4(5))", measures(v.MeasuresSuggested)},
-		{"Communications sans consentement (art. 3.5 al. 3 LPRPSP)", "Communications without consent (Act s. 3.5 par. 3)", strings.Join(comms, " ; ")},
-		{"Report de l'avis aux personnes (art. 3.6 LPRPSP)", "Notice to persons deferred (Act s. 3.6)", deferral},
-		{"Consultation du responsable de la protection (art. 3.7 LPRPSP)", "Privacy officer consulted (Act s. 3.7)", officer},
+		f("Type d'incident", "Incident type", audit.CiteActIncidentType, typeLabel(v.Type)),
+		f("Catégories de renseignements", "Categories of personal information", audit.CiteCAIInfo, strings.Join(v.InfoCategories, " ; ")),
+		f("Mesures suggérées aux personnes", "Measures suggested to persons", audit.CitePersonsSuggested, measures(v.MeasuresSuggested)),
+		f("Communications sans consentement", "Communications without consent", audit.CiteActCommunications, strings.Join(comms, " ; ")),
+		f("Report de l'avis aux personnes", "Notice to persons deferred", audit.CiteActDeferral, deferral),
+		f("Consultation du responsable de la protection", "Privacy officer consulted", audit.CiteActAssessment, officer),
 		{"Signalement", "Flag", flag},
 	}
 }

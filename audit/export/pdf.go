@@ -14,6 +14,14 @@ import (
 	"github.com/cloison/cloison/audit"
 )
 
+// PDFRenderer names the renderer of register.pdf, recorded in
+// register.jsonl's register line: the PDF is a pure function of
+// register.jsonl and the manifest, so a verifier re-renders it and
+// compares bytes, which only the same renderer (this layout code and the
+// same gopdf) can do. Change the version whenever the layout or the gopdf
+// version changes (TestPDFRendererNamesGopdf holds it to go.mod).
+const PDFRenderer = "cloison-register-pdf/2 gopdf/v0.33.0"
+
 // ReportMeta is what the register report states about itself.
 type ReportMeta struct {
 	Organization audit.Organization
@@ -83,6 +91,29 @@ const (
 	fontBold       = "go-bold"
 	emptyValueText = "" // an empty element is shown empty
 )
+
+// reportMeta is the PDF's header for the export m with the register line
+// head: nothing but what the manifest and register.jsonl state, so that
+// Write and VerifyDir render the same bytes.
+func reportMeta(m Manifest, head RegisterHead) (ReportMeta, error) {
+	org, err := head.Organization()
+	if err != nil {
+		return ReportMeta{}, fmt.Errorf("%w: register settings: %v", ErrVerify, err)
+	}
+	return ReportMeta{Organization: org, Generated: m.Created, Origin: m.Origin, From: m.From, To: m.To, Head: m.Head, Regime: head.Regime}, nil
+}
+
+// RenderRegisterPDF renders register.pdf for the export m from what
+// register.jsonl holds (head and files): the same inputs give the same
+// bytes (no clock, no random identifier; the creation date is the
+// manifest's).
+func RenderRegisterPDF(w io.Writer, m Manifest, head RegisterHead, files []audit.IncidentFile) error {
+	meta, err := reportMeta(m, head)
+	if err != nil {
+		return err
+	}
+	return WriteRegisterPDF(w, files, meta)
+}
 
 // WriteRegisterPDF writes a human-readable report of the register: a
 // summary table of every incident (summaryRows), then each incident's
@@ -200,10 +231,16 @@ func (r *report) title() {
 	// The English title and the citation each get a line of their own:
 	// run together they wrapped inside the citation ("r." | "3.1").
 	r.para(fontRegular, 11, "Confidentiality incident register")
-	r.para(fontRegular, 9, r.meta.Regime.Citation()+", art. 7")
+	r.para(fontRegular, 9, r.meta.Regime.Citation()+", art. "+audit.CiteRegister.Article)
 	r.pdf.SetTextColor(0, 0, 0)
 	r.y += 4
-	org := strings.TrimSpace(r.meta.Organization.Name + " · NEQ " + r.meta.Organization.NEQ)
+	org := r.meta.Organization.Name
+	if org == "" {
+		org = "non renseignée (aucun réglage du registre) / not set (no register settings recorded)"
+	}
+	if r.meta.Organization.NEQ != "" {
+		org += " · NEQ " + r.meta.Organization.NEQ
+	}
 	r.para(fontRegular, bodySize, "Organisation / Organization : "+org)
 	r.para(fontRegular, bodySize, "Produit le / Generated : "+r.meta.Generated.UTC().Format("2006-01-02 15:04:05 UTC"))
 	if r.meta.To > 0 {

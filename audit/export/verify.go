@@ -33,6 +33,10 @@ type Report struct {
 	Tree      audit.TreeHead
 	Note      []byte // the verified checkpoint note
 	Incidents int    // register entries checked
+	// SettingsChecked: the register settings the PDF's header shows are
+	// held to their ledger event, in the range or by its inclusion proof
+	// (false: none set; settings that are not held to it fail).
+	SettingsChecked bool
 }
 
 // HashFile returns a file's size and SHA-256.
@@ -75,8 +79,10 @@ func VerifyDir(dir string, manifestKeys, checkpointKeys map[string]ed25519.Publi
 //     from the same entries (a smaller tree is audit.ErrSmallerTree,
 //     another root audit.ErrFork);
 //   - every register.jsonl record against the exported ledger entries
-//     (VerifyRegisterJSONL), and register.csv and notices.csv byte for byte
-//     against what register.jsonl gives.
+//     (VerifyRegisterJSONL), register.csv and notices.csv byte for byte
+//     against what register.jsonl gives, and register.pdf byte for byte
+//     against its rendering from register.jsonl and the manifest
+//     (RenderRegisterPDF).
 //
 // manifestKeys verify the manifest, checkpointKeys the checkpoint; they may
 // be the same set. Report.Tree is the verified tree head and Report.Note
@@ -208,11 +214,11 @@ func VerifyDirTrusted(dir string, manifestKeys, checkpointKeys map[string]ed2551
 		return rep, err
 	}
 	defer rf.Close()
-	files, err := VerifyRegisterJSONL(rf, events)
+	rhead, files, err := VerifyRegisterJSONL(rf, events, m.From, head)
 	if err != nil {
 		return rep, err
 	}
-	rep.Incidents = len(files)
+	rep.Incidents, rep.SettingsChecked = len(files), rhead.SettingsChecked
 	for name, write := range map[string]func(io.Writer, []audit.IncidentFile) error{RegisterCSV: WriteRegisterCSV, NoticesCSV: WriteNoticesCSV} {
 		if !slices.Contains(listed, name) {
 			continue
@@ -228,6 +234,22 @@ func VerifyDirTrusted(dir string, manifestKeys, checkpointKeys map[string]ed2551
 		if !bytes.Equal(got, want.Bytes()) {
 			return rep, fmt.Errorf("%w: %s does not match %s (edited after export)", ErrVerify, name, RegisterJSONL)
 		}
+	}
+	// The PDF is what an inspector reads: it is rendered again from the
+	// verified records and the manifest, and must be those bytes.
+	if !slices.Contains(listed, RegisterPDF) {
+		return rep, fmt.Errorf("%w: ledger range %d..%d without %s", ErrVerify, m.From, m.To, RegisterPDF)
+	}
+	var want bytes.Buffer
+	if err := RenderRegisterPDF(&want, m, rhead.RegisterHead, files); err != nil {
+		return rep, err
+	}
+	got, err := os.ReadFile(filepath.Join(dir, RegisterPDF))
+	if err != nil {
+		return rep, err
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		return rep, fmt.Errorf("%w: %s is not the rendering of %s (edited after export)", ErrVerify, RegisterPDF, RegisterJSONL)
 	}
 	return rep, nil
 }

@@ -42,12 +42,21 @@ type Source interface {
 
 // Snapshot is what a Source reads in one snapshot for an export.
 type Snapshot struct {
-	Origin       audit.Name         // the log's origin
-	Organization audit.Organization // cited in the PDF
-	Regime       Regime             // the store's regime, when Options gives none
-	From, To     uint64             // the range, resolved
-	Prev, Head   audit.Digest       // hash of entry From-1 (zero for 1) and of entry To
-	Tree         audit.TreeHead     // the Merkle tree of size To
+	Origin audit.Name // the log's origin
+	Regime Regime     // the store's regime, when Options gives none
+	// Settings is the exact canonical content of the latest register
+	// settings version whose register.settings_set event is at or before
+	// To (nil when none was set), SettingsSeq that event: the PDF's header
+	// (organisation, NEQ) comes from them, never from flags.
+	Settings    []byte
+	SettingsSeq uint64
+	// SettingsEvent and SettingsProof: when SettingsSeq precedes From, the
+	// event's payload and its record proof in the tree of size To.
+	SettingsEvent []byte
+	SettingsProof []tlog.Hash
+	From, To      uint64         // the range, resolved
+	Prev, Head    audit.Digest   // hash of entry From-1 (zero for 1) and of entry To
+	Tree          audit.TreeHead // the Merkle tree of size To
 	// Prefix holds the stored hashes of PrefixSubtrees(From-1), in its
 	// order (none when From is 1).
 	Prefix []tlog.Hash
@@ -105,14 +114,15 @@ func Write(ctx context.Context, src Source, opts Options) (Manifest, error) {
 		return m, err
 	}
 	files := snap.Register
+	head := RegisterHead{Regime: cmp.Or(opts.Regime, snap.Regime), Settings: snap.Settings, SettingsSeq: snap.SettingsSeq,
+		SettingsEvent: snap.SettingsEvent, SettingsProof: snap.SettingsProof}
 	writers := map[string]func(*os.File) error{
-		RegisterJSONL: func(f *os.File) error { return WriteRegisterJSONL(f, files) },
+		RegisterJSONL: func(f *os.File) error { return WriteRegisterJSONL(f, head, files) },
 		RegisterCSV:   func(f *os.File) error { return WriteRegisterCSV(f, files) },
 		NoticesCSV:    func(f *os.File) error { return WriteNoticesCSV(f, files) },
-		RegisterPDF: func(f *os.File) error {
-			return WriteRegisterPDF(f, files, ReportMeta{Organization: snap.Organization, Generated: m.Created,
-				Origin: m.Origin, From: m.From, To: m.To, Head: m.Head, Regime: cmp.Or(opts.Regime, snap.Regime)})
-		},
+		// Rendered from the same records register.jsonl holds and the
+		// manifest's fields only: VerifyDir renders it again.
+		RegisterPDF: func(f *os.File) error { return RenderRegisterPDF(f, m, head, files) },
 	}
 	if m.From > 1 {
 		levels, indexes := PrefixSubtrees(m.From - 1)

@@ -9,9 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 )
+
+// ErrRegisterMismatch: the register disagrees with the ledger (a row
+// missing, or one the ledger never recorded); an export is refused rather
+// than written short.
+var ErrRegisterMismatch = cloison.NewError(cloison.CodeConflict, "audit/postgres: the register disagrees with the ledger")
 
 // Export writes a compliance export into opts.Dir (export.Write: the
 // files, the signed manifest, the export.created event), reading the
@@ -20,7 +26,9 @@ import (
 // signing key it refuses (ErrNoSigningKey): an export is always tied to a
 // signed checkpoint, which it stores like TreeCheckpoint's.
 //
-// Errors: those of export.Write; ErrNoSigningKey; ErrSchema when the
+// Errors: those of export.Write; ErrNoSigningKey; ErrRegisterMismatch
+// (with every audit.ErrChainBroken disagreement joined) when the register
+// disagrees with the ledger; ErrSchema when the
 // ledger scan does not end at the snapshot's head; the translated
 // database errors.
 func (s *Store) Export(ctx context.Context, opts export.Options) (export.Manifest, error) {
@@ -53,13 +61,15 @@ func (e exportSource) Append(ctx context.Context, ev audit.Event) (audit.Record,
 
 // Snapshot reads the range's end, the tree at that size and the register
 // in one snapshot (REPEATABLE READ): the register holds exactly the
-// records whose ledger events are in the exported range.
+// records whose ledger events are in the exported range. The whole
+// register is first held to the ledger (checkRegisterTx): any
+// disagreement refuses the export (ErrRegisterMismatch).
 func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Snapshot, error) {
 	s := e.s
 	if s.signer == nil {
 		return export.Snapshot{}, ErrNoSigningKey
 	}
-	snap := export.Snapshot{Origin: s.cfg.Origin, Organization: s.cfg.Organization, Regime: s.cfg.Regime}
+	snap := export.Snapshot{Origin: s.cfg.Origin, Regime: s.cfg.Regime}
 	err := s.scanReadOnly(ctx, func(tx pgx.Tx) error {
 		var maxSeq int64
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM audit_events").Scan(&maxSeq); err != nil {
@@ -101,6 +111,49 @@ func (e exportSource) Snapshot(ctx context.Context, from, to uint64) (export.Sna
 			}
 			if snap.Prefix, err = r.ReadHashes(stored); err != nil {
 				return err
+			}
+		}
+		// A register that disagrees with the ledger (a row deleted
+		// behind the triggers) is not exported as if it were whole.
+		problems, err := checkRegisterTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%w: export refused: the register disagrees with the ledger: %w", ErrRegisterMismatch, errors.Join(problems...))
+		}
+		// The PDF's header names the register's own settings at the
+		// range's end, held to their ledger event (settingsTx's check).
+		var content, digest []byte
+		var version, seq int64
+		err = tx.QueryRow(ctx, `SELECT version, content, content_sha256, ledger_seq FROM register_settings
+			WHERE ledger_seq <= $1 ORDER BY version DESC LIMIT 1`, int64(snap.To)).Scan(&version, &content, &digest, &seq)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			p, err := ledgerPayload(ctx, tx, uint64(seq))
+			if err != nil {
+				return err
+			}
+			e, ok := p.(*audit.RegisterSettingsSet)
+			if !ok || e.Version != version || e.ContentDigest != audit.Digest(digest) || audit.Sum(content) != audit.Digest(digest) {
+				return fmt.Errorf("%w: register settings version %d do not match ledger seq %d", audit.ErrChainBroken, version, seq)
+			}
+			snap.Settings, snap.SettingsSeq = content, uint64(seq)
+			if snap.SettingsSeq < snap.From {
+				// Outside the range: the event and its proof travel
+				// with the settings, so that a verifier holds them to
+				// the export's checkpoint all the same.
+				if err := tx.QueryRow(ctx, "SELECT payload FROM audit_events WHERE seq = $1", seq).Scan(&snap.SettingsEvent); err != nil {
+					return err
+				}
+				proof, err := tlog.ProveRecord(int64(snap.To), seq-1, &treeReader{ctx: ctx, q: tx})
+				if err != nil {
+					return err
+				}
+				snap.SettingsProof = proof
 			}
 		}
 		rows, err := tx.Query(ctx, `SELECT id FROM incidents WHERE ledger_seq BETWEEN $1 AND $2 ORDER BY opened_at, id`, int64(snap.From), int64(snap.To))

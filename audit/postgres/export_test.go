@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,12 @@ func TestExportVerifiesOffline(t *testing.T) {
 		if _, err := s.Append(ctx, event("exp", i)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The PDF's header names the register's own settings, not the
+	// Config's (the flags an exporter would have to repeat).
+	if _, err := s.SetRegisterSettings(ctx, "admin:elise", audit.Organization{Name: "Réglages Québec inc.", NEQ: "1179999999"},
+		audit.Contact{Name: "Élise Côté"}); err != nil {
+		t.Fatal(err)
 	}
 	v := adminVersion("inc-exp", "2026-11-01")
 	v.Circumstances = "=HYPERLINK(\"http://evil\",\"clic\") — accès non autorisé"
@@ -58,7 +65,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.From != 11 || m.To != 53 || m.Checkpoint == nil || len(m.Files) != 7 {
+	if m.From != 11 || m.To != 54 || m.Checkpoint == nil || len(m.Files) != 7 {
 		t.Fatalf("got range %d..%d, checkpoint %v, %d files", m.From, m.To, m.Checkpoint != nil, len(m.Files))
 	}
 	mkeys := audit.KeySet(manifestKey.Public().(ed25519.PublicKey))
@@ -66,11 +73,15 @@ func TestExportVerifiesOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Ledger == nil || rep.Ledger.Events != 43 || rep.Tree.Size != 53 || rep.Incidents != 1 {
-		t.Errorf("got %+v, tree %+v, %d incidents", rep.Ledger, rep.Tree, rep.Incidents)
+	if rep.Ledger == nil || rep.Ledger.Events != 44 || rep.Tree.Size != 54 || rep.Incidents != 1 || !rep.SettingsChecked {
+		t.Errorf("got %+v, tree %+v, %d incidents, settings checked %v", rep.Ledger, rep.Tree, rep.Incidents, rep.SettingsChecked)
 	}
 	jl, _ := os.ReadFile(filepath.Join(dir, export.RegisterJSONL))
-	if !bytes.Contains(jl, []byte(text)) || bytes.Count(jl, []byte("\n")) != 4 {
+	first, _, _ := bytes.Cut(jl, []byte("\n"))
+	if !bytes.Contains(first, []byte("Réglages Québec inc.")) || !bytes.Contains(first, []byte("1179999999")) || bytes.Contains(jl, []byte("Société Exemple")) {
+		t.Errorf("register line does not carry the register's settings: %s", first)
+	}
+	if !bytes.Contains(jl, []byte(text)) || bytes.Count(jl, []byte("\n")) != 5 {
 		t.Errorf("register.jsonl lacks the notice text or has the wrong records:\n%s", jl)
 	}
 	// The export is itself in the ledger.
@@ -99,7 +110,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 		{"manifest edited", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, export.ManifestName)
 			b, _ := os.ReadFile(p)
-			os.WriteFile(p, bytes.Replace(b, []byte("ledger 11 53"), []byte("ledger 11 52"), 1), 0o600)
+			os.WriteFile(p, bytes.Replace(b, []byte("ledger 11 54"), []byte("ledger 11 53"), 1), 0o600)
 		}},
 	}
 	// The operator holds the manifest key: an edit it re-signs must still
@@ -130,7 +141,40 @@ func TestExportVerifiesOffline(t *testing.T) {
 			p := filepath.Join(dir, export.RegisterJSONL)
 			b, _ := os.ReadFile(p)
 			lines := bytes.SplitAfter(b, []byte("\n"))
-			os.WriteFile(p, bytes.Join(lines[:3], nil), 0o600)
+			os.WriteFile(p, bytes.Join(lines[:4], nil), 0o600)
+		}},
+		{"register.jsonl settings edited, manifest re-signed", "register settings", func(t *testing.T, dir string, m *export.Manifest) {
+			edit(t, filepath.Join(dir, export.RegisterJSONL), "Réglages Québec inc.", "Autre entreprise inc")
+		}},
+		{"register line removed (an old export), manifest re-signed", "register line must come first", func(t *testing.T, dir string, m *export.Manifest) {
+			p := filepath.Join(dir, export.RegisterJSONL)
+			b, _ := os.ReadFile(p)
+			_, rest, _ := bytes.Cut(b, []byte("\n"))
+			os.WriteFile(p, rest, 0o600)
+		}},
+		// What an inspector reads: the register as the PDF shows it with
+		// the risk set to "non" and the Commission's notice backdated,
+		// rendered by the same code with the same header.
+		{"register.pdf edited (risk non, notice backdated), manifest re-signed", "register.pdf is not the rendering", func(t *testing.T, dir string, m *export.Manifest) {
+			f, err := s.Incident(ctx, "inc-exp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			no := false
+			f.Versions[len(f.Versions)-1].Assessment.RiskOfSeriousInjury = &no
+			f.Notices[0].SentAt = f.Notices[0].SentAt.AddDate(0, 0, -20)
+			set, err := s.RegisterSettings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := export.WriteRegisterPDF(&buf, []audit.IncidentFile{f}, export.ReportMeta{Organization: set.Organization, Generated: m.Created,
+				Origin: m.Origin, From: m.From, To: m.To, Head: m.Head}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, export.RegisterPDF), buf.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}},
 		{"checkpoint none, manifest re-signed", "checkpoint none", func(t *testing.T, dir string, m *export.Manifest) {
 			m.Checkpoint = nil
@@ -202,6 +246,67 @@ func TestExportVerifiesOffline(t *testing.T) {
 			}
 		})
 	}
+	// An export starting after the settings were set carries their event
+	// and its inclusion proof: the PDF's header is still held to the
+	// log, and a forged proof is refused.
+	t.Run("settings set before the range", func(t *testing.T) {
+		late := filepath.Join(t.TempDir(), "late")
+		if _, err := s.Export(ctx, export.Options{Dir: late, From: 52, Key: manifestKey, Actor: "admin:elise"}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := export.VerifyDir(late, mkeys, testKeys())
+		if err != nil || !rep.SettingsChecked {
+			t.Fatalf("got %v, settings checked %v; want them checked by their proof", err, rep.SettingsChecked)
+		}
+		// tamper edits the register line of a copy, re-signs its
+		// manifest as the exporter can, and verifies it.
+		tamper := func(edit func(line []byte) []byte) error {
+			cp := filepath.Join(t.TempDir(), "copy")
+			if err := os.CopyFS(cp, os.DirFS(late)); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(cp, export.RegisterJSONL)
+			b, _ := os.ReadFile(p)
+			first, rest, _ := bytes.Cut(b, []byte("\n"))
+			os.WriteFile(p, append(append(edit(bytes.Clone(first)), '\n'), rest...), 0o600)
+			b, _ = os.ReadFile(filepath.Join(cp, export.ManifestName))
+			m, err := export.ParseManifest(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range m.Files {
+				m.Files[i].Size, m.Files[i].SHA256, _ = export.HashFile(filepath.Join(cp, f.Name))
+			}
+			if err := m.Sign(manifestKey); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(cp, export.ManifestName), m.Marshal(), 0o600)
+			_, err = export.VerifyDir(cp, mkeys, testKeys())
+			return err
+		}
+		if err := tamper(func(l []byte) []byte { return l }); err != nil {
+			t.Fatalf("re-signed unchanged copy: %v", err)
+		}
+		err = tamper(func(l []byte) []byte {
+			const key = `"settings_proof":["`
+			i := bytes.Index(l, []byte(key))
+			if i < 0 {
+				t.Fatalf("register line without a settings proof: %s", l)
+			}
+			i += len(key)
+			l[i] = map[bool]byte{true: 'B', false: 'A'}[l[i] == 'A']
+			return l
+		})
+		if !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "not in the checkpoint's tree") {
+			t.Errorf("forged settings proof: got %v", err)
+		}
+		err = tamper(func(l []byte) []byte {
+			return regexp.MustCompile(`"settings_event":\{.*?\},"settings_proof":\[[^\]]*\],`).ReplaceAll(l, nil)
+		})
+		if !errors.Is(err, export.ErrVerify) || !strings.Contains(err.Error(), "without their event's inclusion proof") {
+			t.Errorf("settings proof stripped: got %v", err)
+		}
+	})
 	// A manifest key nobody trusts.
 	_, other, _ := ed25519.GenerateKey(nil)
 	if _, err := export.VerifyDir(dir, audit.KeySet(other.Public().(ed25519.PublicKey)), testKeys()); !errors.Is(err, export.ErrVerify) {

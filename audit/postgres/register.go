@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -448,111 +449,179 @@ func (s *Store) Incidents(ctx context.Context) ([]audit.IncidentFile, error) {
 // the ledger chained: the digest in its ledger event equals the SHA-256 of
 // the stored content; and every register settings version is the one its
 // register.settings_set event names (verifySettingsTx). Run it after
-// Verify (which proves the ledger itself).
+// Verify (which proves the ledger itself). Every disagreement is reported
+// (CheckRegister), joined.
+//
+// Errors: audit.ErrChainBroken (joined, one per disagreement); the
+// database's.
 func (s *Store) VerifyRegister(ctx context.Context) error {
-	files, err := s.Incidents(ctx)
+	problems, err := s.CheckRegister(ctx)
 	if err != nil {
 		return err
 	}
-	return s.readOnly(ctx, func(tx pgx.Tx) error {
-		// The ledger says which versions and notices must exist: a row
-		// deleted from the register (even by a superuser who disabled the
-		// triggers) without an incident.purged event is missing here.
-		rows, err := tx.Query(ctx, `SELECT seq, payload FROM audit_events
-			WHERE kind IN ('incident.opened', 'incident.updated', 'incident.purged', 'notice.sent') ORDER BY seq`)
+	return errors.Join(problems...)
+}
+
+// CheckRegister holds the register (incidents, versions, notices, settings)
+// to the ledger in one snapshot and returns every disagreement, each an
+// audit.ErrChainBroken naming the entry: a row deleted behind the
+// triggers (the ledger records a version or notice the register lacks,
+// without an incident.purged event), an entry the ledger never opened, a
+// digest or tenant list that differs from its event. err is a database
+// error, or a register row that does not even read back (incidentTx).
+func (s *Store) CheckRegister(ctx context.Context) (problems []error, err error) {
+	err = s.readOnly(ctx, func(tx pgx.Tx) error {
+		problems, err = checkRegisterTx(ctx, tx)
+		return err
+	})
+	return problems, err
+}
+
+// checkRegisterTx is CheckRegister in tx (an export's snapshot runs it
+// too).
+func checkRegisterTx(ctx context.Context, tx pgx.Tx) ([]error, error) {
+	var problems []error
+	broken := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%w: "+format, append([]any{audit.ErrChainBroken}, args...)...))
+	}
+	idRows, err := tx.Query(ctx, `SELECT id FROM incidents ORDER BY opened_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(idRows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var files []audit.IncidentFile
+	for _, id := range ids {
+		f, err := incidentTx(ctx, tx, audit.Name(id))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		wantVersions, wantNotices := map[audit.Name]int{}, map[audit.Name]int{}
-		var tenantsSince legacyTenants
-		for rows.Next() {
-			var seq int64
-			var payload []byte
-			if err := rows.Scan(&seq, &payload); err != nil {
-				return err
+		files = append(files, f)
+	}
+	// The ledger says which versions and notices must exist: a row
+	// deleted from the register (even by a superuser who disabled the
+	// triggers) without an incident.purged event is missing here.
+	rows, err := tx.Query(ctx, `SELECT seq, payload FROM audit_events
+		WHERE kind IN ('incident.opened', 'incident.updated', 'incident.purged', 'notice.sent') ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	wantVersions, wantNotices := map[audit.Name]int{}, map[audit.Name]int{}
+	var tenantsSince legacyTenants
+	for rows.Next() {
+		var seq int64
+		var payload []byte
+		if err := rows.Scan(&seq, &payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		env, err := audit.DecodeEnvelope(payload)
+		var p audit.Payload
+		if err == nil {
+			p, err = env.DecodePayload()
+		}
+		if err != nil {
+			broken("seq %d: %v", seq, err)
+			continue
+		}
+		switch e := p.(type) {
+		case *audit.IncidentOpened:
+			wantVersions[e.Incident]++
+			tenantsSince.see(seq, e.Tenants)
+		case *audit.IncidentUpdated:
+			wantVersions[e.Incident]++
+			tenantsSince.see(seq, e.Tenants)
+		case *audit.NoticeSent:
+			wantNotices[e.Incident]++
+		case *audit.IncidentPurged:
+			delete(wantVersions, e.Incident)
+			delete(wantNotices, e.Incident)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	have := map[audit.Name]audit.IncidentFile{}
+	for _, f := range files {
+		have[f.ID] = f
+	}
+	wanted := make([]audit.Name, 0, len(wantVersions))
+	for id := range wantVersions {
+		wanted = append(wanted, id)
+	}
+	slices.Sort(wanted)
+	for _, id := range wanted {
+		n := wantVersions[id]
+		f, ok := have[id]
+		switch {
+		case !ok:
+			broken("incident %s: the ledger records %d versions and %d notices, the register holds no such entry (deleted without incident.purged)",
+				id, n, wantNotices[id])
+		case len(f.Versions) != n || len(f.Notices) != wantNotices[id]:
+			broken("incident %s: the ledger records %d versions and %d notices, the register holds %d and %d",
+				id, n, wantNotices[id], len(f.Versions), len(f.Notices))
+		}
+	}
+	for _, f := range files {
+		if _, ok := wantVersions[f.ID]; !ok {
+			broken("incident %s is in the register but not in the ledger", f.ID)
+		}
+	}
+	for _, f := range files {
+		var affected []cloison.TenantID
+		for _, v := range f.Versions {
+			p, err := ledgerPayload(ctx, tx, v.LedgerSeq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				broken("incident %s: ledger seq %d, which the register names, is missing", f.ID, v.LedgerSeq)
+				continue
 			}
-			env, err := audit.DecodeEnvelope(payload)
 			if err != nil {
-				return fmt.Errorf("%w: seq %d: %v", audit.ErrChainBroken, seq, err)
+				return nil, err
 			}
-			p, err := env.DecodePayload()
-			if err != nil {
-				return fmt.Errorf("%w: seq %d: %v", audit.ErrChainBroken, seq, err)
-			}
+			var got audit.Digest
+			var tenants []cloison.TenantID
 			switch e := p.(type) {
 			case *audit.IncidentOpened:
-				wantVersions[e.Incident]++
-				tenantsSince.see(seq, e.Tenants)
+				got, tenants = e.ContentDigest, e.Tenants
 			case *audit.IncidentUpdated:
-				wantVersions[e.Incident]++
-				tenantsSince.see(seq, e.Tenants)
-			case *audit.NoticeSent:
-				wantNotices[e.Incident]++
-			case *audit.IncidentPurged:
-				delete(wantVersions, e.Incident)
-				delete(wantNotices, e.Incident)
+				got, tenants = e.ContentDigest, e.Tenants
+			}
+			if got != v.Digest {
+				broken("incident %s version %d: ledger seq %d names digest %s, stored content %s", f.ID, v.Version, v.LedgerSeq, got, v.Digest)
+			}
+			// The event names every tenant the entry has named so far:
+			// that is what puts it in their tenant logs.
+			affected = unionTenants(affected, v.AffectedTenants)
+			if !sameTenants(tenants, affected) && !tenantsSince.legacy(v.LedgerSeq, tenants) {
+				broken("incident %s version %d: ledger seq %d names tenants %v, the register %v", f.ID, v.Version, v.LedgerSeq, tenants, affected)
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		have := map[audit.Name]audit.IncidentFile{}
-		for _, f := range files {
-			have[f.ID] = f
-		}
-		for id, n := range wantVersions {
-			if f := have[id]; len(f.Versions) != n || len(f.Notices) != wantNotices[id] {
-				return fmt.Errorf("%w: incident %s: the ledger records %d versions and %d notices, the register holds %d and %d",
-					audit.ErrChainBroken, id, n, wantNotices[id], len(f.Versions), len(f.Notices))
+		for _, n := range f.Notices {
+			p, err := ledgerPayload(ctx, tx, n.LedgerSeq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				broken("incident %s: ledger seq %d, which the register names, is missing", f.ID, n.LedgerSeq)
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			e, ok := p.(*audit.NoticeSent)
+			if !ok || e.ContentDigest != n.ContentDigest || e.Notice != n.Number || audit.Name(e.Incident) != f.ID ||
+				(e.RecordDigest == nil) != (n.Record == nil) || (e.RecordDigest != nil && *e.RecordDigest != n.RecordDigest) {
+				broken("incident %s notice %d does not match ledger seq %d", f.ID, n.Number, n.LedgerSeq)
 			}
 		}
-		for _, f := range files {
-			if _, ok := wantVersions[f.ID]; !ok {
-				return fmt.Errorf("%w: incident %s is in the register but not in the ledger", audit.ErrChainBroken, f.ID)
-			}
+	}
+	if err := verifySettingsTx(ctx, tx); err != nil {
+		if !errors.Is(err, audit.ErrChainBroken) {
+			return nil, err
 		}
-		for _, f := range files {
-			var affected []cloison.TenantID
-			for _, v := range f.Versions {
-				p, err := ledgerPayload(ctx, tx, v.LedgerSeq)
-				if err != nil {
-					return err
-				}
-				var got audit.Digest
-				var tenants []cloison.TenantID
-				switch e := p.(type) {
-				case *audit.IncidentOpened:
-					got, tenants = e.ContentDigest, e.Tenants
-				case *audit.IncidentUpdated:
-					got, tenants = e.ContentDigest, e.Tenants
-				}
-				if got != v.Digest {
-					return fmt.Errorf("%w: incident %s version %d: ledger seq %d names digest %s, stored content %s",
-						audit.ErrChainBroken, f.ID, v.Version, v.LedgerSeq, got, v.Digest)
-				}
-				// The event names every tenant the entry has named so far:
-				// that is what puts it in their tenant logs.
-				affected = unionTenants(affected, v.AffectedTenants)
-				if !sameTenants(tenants, affected) && !tenantsSince.legacy(v.LedgerSeq, tenants) {
-					return fmt.Errorf("%w: incident %s version %d: ledger seq %d names tenants %v, the register %v",
-						audit.ErrChainBroken, f.ID, v.Version, v.LedgerSeq, tenants, affected)
-				}
-			}
-			for _, n := range f.Notices {
-				p, err := ledgerPayload(ctx, tx, n.LedgerSeq)
-				if err != nil {
-					return err
-				}
-				e, ok := p.(*audit.NoticeSent)
-				if !ok || e.ContentDigest != n.ContentDigest || e.Notice != n.Number || audit.Name(e.Incident) != f.ID ||
-					(e.RecordDigest == nil) != (n.Record == nil) || (e.RecordDigest != nil && *e.RecordDigest != n.RecordDigest) {
-					return fmt.Errorf("%w: incident %s notice %d does not match ledger seq %d", audit.ErrChainBroken, f.ID, n.Number, n.LedgerSeq)
-				}
-			}
-		}
-		return verifySettingsTx(ctx, tx)
-	})
+		problems = append(problems, err)
+	}
+	return problems, nil
 }
 
 func ledgerPayload(ctx context.Context, tx pgx.Tx, seq uint64) (audit.Payload, error) {

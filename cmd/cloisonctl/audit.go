@@ -73,8 +73,9 @@ notice matches the digest the ledger chained. An empty ledger, or one that no si
 for, fails.
 
 With --server URL: fetches the latest signed checkpoint (C2SP note) and checks its signature with
---verifier-key, a consistency proof from the checkpoint in --trusted (when the file exists) and
-inclusion proofs of --entry (default: the last entry); then stores the checkpoint in --trusted.
+--verifier-key, a consistency proof from the checkpoint in --trusted (when the file exists), then
+lists every entry and recomputes the tree's root from them (an entry deleted anywhere fails), or,
+with --entry, checks only those entries' inclusion proofs; then stores the checkpoint in --trusted.
 --tenant T checks tenant T's own log instead (the token's tenant).
 
 --trusted FILE (both modes) holds the last verified tree checkpoint: a smaller tree, a fork, a missing
@@ -128,7 +129,7 @@ after the last checkpoint. One not yet due is listed as pending.`,
 	f.StringVar(&tenant, "tenant", "", "verify this tenant's own log (--server)")
 	f.StringVar(&lo.Trusted, "trusted", "", "file holding the last verified tree checkpoint (created on first use)")
 	f.StringVar(&receipts, "receipts", "", "file of receipts (Cloison-Receipt values, one a line) whose entries must be in the verified log once due")
-	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: the last)")
+	f.UintSliceVar(&entries, "entry", nil, "entry whose inclusion to check: ledger seq, or position in the tenant log (--server; default: list every entry and recompute the root)")
 	wv = addWitnessVerifyFlags(cmd)
 	return cmd
 }
@@ -299,7 +300,7 @@ func newVerifyExportCmd() *cobra.Command {
 	var trustedFile string
 	cmd := &cobra.Command{
 		Use:   "verify-export DIR",
-		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain, its tree checkpoint and every register record",
+		Short: "Check an export offline: manifest signature, every file's SHA-256, the chain, its tree checkpoint, every register record and the PDF's rendering",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mk, err := readPublicKeys(manifestPubs)
@@ -335,8 +336,11 @@ func newVerifyExportCmd() *cobra.Command {
 			if rep.Ledger != nil {
 				fmt.Fprintln(cmd.OutOrStdout(), *rep.Ledger)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "tree checkpoint %s size %d matches the entries; %d register entries match the ledger; register.pdf is their rendering\n",
 				rep.Tree.Origin, rep.Tree.Size, rep.Incidents)
+			if !rep.SettingsChecked {
+				fmt.Fprintln(cmd.OutOrStdout(), "register settings (the PDF's organisation and NEQ): none set")
+			}
 			return nil
 		},
 	}

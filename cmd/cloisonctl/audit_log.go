@@ -39,7 +39,8 @@ type logVerifyOptions struct {
 	// every time). A missing file is created (trust on first use).
 	Trusted string
 	// Entries are the entries (ledger seq, or positions in the tenant log)
-	// whose inclusion is checked; none: the last entry of the checkpoint.
+	// whose inclusion is checked; none: every entry of the checkpoint's
+	// tree, listed and hashed to its root (checkAll).
 	Entries []uint64
 	// Witnesses > 0 requires that many witnesses, global log only. With
 	// WitnessURLs (URL=VKEY) each is asked for the latest checkpoint of
@@ -63,6 +64,7 @@ type logReport struct {
 	TrustedSize uint64 // size of the trusted checkpoint it was proved to extend (0: none)
 	FirstUse    bool   // the trusted file did not exist and was created
 	Included    []uint64
+	All         uint64 // every entry up to this size was listed and hashes to the checkpoint's root (no Entries asked)
 	Cosigned    uint64 // size of the cosigned checkpoint the head extends (Witnesses > 0)
 }
 
@@ -77,6 +79,9 @@ func (r logReport) String() string {
 	}
 	for _, e := range r.Included {
 		fmt.Fprintf(&b, "entry %d included\n", e)
+	}
+	if r.All > 0 {
+		fmt.Fprintf(&b, "all %d entries listed: they hash to the checkpoint's root\n", r.All)
 	}
 	return b.String()
 }
@@ -132,7 +137,11 @@ func verifyLog(ctx context.Context, o logVerifyOptions) (logReport, error) {
 	if rep.TrustedSize, rep.FirstUse, err = c.checkTrusted(ctx, o, prefix, tq, msg, head, open); err != nil {
 		return rep, err
 	}
-	if rep.Included, err = c.checkIncluded(ctx, o, prefix, tq, msg, head); err != nil {
+	if len(o.Entries) == 0 {
+		if rep.All, err = c.checkAll(ctx, tq, head); err != nil {
+			return rep, err
+		}
+	} else if rep.Included, err = c.checkIncluded(ctx, o, prefix, tq, msg, head); err != nil {
 		return rep, err
 	}
 	if o.Trusted != "" {
@@ -227,13 +236,53 @@ func (c *logClient) checkTrusted(ctx context.Context, o logVerifyOptions, prefix
 	return old.Size, false, nil
 }
 
-// checkIncluded checks the inclusion of o.Entries (default: the last) in
-// head's tree; it returns those included, up to the first that is not.
+// listPage is how many rows checkAll asks for at a time (well under the
+// 16 MiB an answer may hold).
+const listPage = 5000
+
+// checkAll lists every entry of head's tree (the global ledger, or the
+// tenant log tq names) in pages, and recomputes the tree's root from the
+// listed rows: an entry deleted, added or altered anywhere, not only at
+// the end, fails (audit.ErrNotIncluded, or audit.ErrMalformed for a
+// listing with a gap). It returns head's size.
+func (c *logClient) checkAll(ctx context.Context, tq url.Values, head audit.TreeHead) (uint64, error) {
+	m := &audit.MemTree{}
+	for from := uint64(1); from <= head.Size; from += listPage {
+		to := min(from+listPage-1, head.Size)
+		q := cloneValues(tq)
+		q.Set("from", strconv.FormatUint(from, 10))
+		q.Set("to", strconv.FormatUint(to, 10))
+		body, err := c.get(ctx, "/compliance/v1/ledger", q)
+		if err != nil {
+			return 0, err
+		}
+		rows, err := decodeListing(body, from)
+		if err != nil { // a gap: an entry the checkpoint signs is not listed
+			return 0, fmt.Errorf("%w: %w", audit.ErrNotIncluded, err)
+		}
+		if uint64(len(rows)) != to-from+1 {
+			return 0, fmt.Errorf("%w: listing: %d rows for entries %d..%d of a tree of size %d", audit.ErrNotIncluded, len(rows), from, to, head.Size)
+		}
+		for _, r := range rows {
+			if _, err := m.Append(r.Leaf); err != nil {
+				return 0, err
+			}
+		}
+	}
+	h, err := m.Head(head.Origin, m.Size())
+	if err != nil {
+		return 0, err
+	}
+	if h.Root != head.Root {
+		return 0, fmt.Errorf("%w: the listed entries are not the tree the checkpoint signs", audit.ErrNotIncluded)
+	}
+	return head.Size, nil
+}
+
+// checkIncluded checks the inclusion of o.Entries in head's tree; it
+// returns those included, up to the first that is not.
 func (c *logClient) checkIncluded(ctx context.Context, o logVerifyOptions, prefix string, tq url.Values, msg []byte, head audit.TreeHead) ([]uint64, error) {
 	entries := o.Entries
-	if len(entries) == 0 {
-		entries = []uint64{head.Size}
-	}
 	var included []uint64
 	for _, e := range entries {
 		q := cloneValues(tq)

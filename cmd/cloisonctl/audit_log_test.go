@@ -354,3 +354,37 @@ func swapPayloads(rows []string) []string {
 	rows[0], rows[1] = h0+p1, h1+p0
 	return rows
 }
+
+// `audit verify --server` without --entry checks every entry, not only the
+// last: a row deleted from the middle of the ledger (triggers off), which
+// the last entry's inclusion proof (read from the stored tiles) never
+// touches, fails with exit status 3; --entry still checks only the
+// entries named.
+func TestCLIVerifyServerChecksEveryEntry(t *testing.T) {
+	ctx := context.Background()
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}})
+	vkey, err := p.Ledger.TreeVerifierKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, p.Ledger, "honest", 1, 30)
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	token := p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
+	args := []string{"audit", "verify", "--server", p.URL, "--token", token, "--verifier-key", vkey}
+	h, err := p.Ledger.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, args...); !strings.Contains(out, fmt.Sprintf("all %d entries listed", h.Seq)) {
+		t.Fatalf("healthy ledger: %s", out)
+	}
+	asSuperuser(t, p.DB.AdminPool(t), "DELETE FROM audit_events WHERE seq = 12")
+	if _, err := run(t, args...); !errors.Is(err, audit.ErrNotIncluded) || exitCode(err) != 3 {
+		t.Errorf("row 12 deleted: got %v (exit %d), want ErrNotIncluded, exit 3", err, exitCode(err))
+	}
+	if out := mustRun(t, append(args, "--entry", fmt.Sprint(h.Seq))...); !strings.Contains(out, fmt.Sprintf("entry %d included", h.Seq)) {
+		t.Errorf("--entry %d: %s", h.Seq, out)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -46,7 +47,7 @@ func actorOf(cmd *cobra.Command) (audit.Name, error) {
 func newIncidentListCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List incidents with their current status",
+		Short: "List incidents with their current status, then hold the register to the ledger (a missing entry fails, exit 3)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, done, err := g.store(cmd.Context(), false)
@@ -65,7 +66,17 @@ func newIncidentListCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", f.ID, f.Source, v.Status, v.Assessment.Status, v.Version,
 					len(f.Notices), v.Awareness.Start, v.RetainUntil)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// A row deleted behind the triggers would only shorten the
+			// list: the register is held to the ledger, and every
+			// disagreement fails the command (exit 3).
+			problems, err := s.CheckRegister(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return errors.Join(problems...)
 		},
 	}
 }
@@ -151,20 +162,20 @@ type versionFlags struct {
 func (vf *versionFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&vf.file, "file", "", "JSON document with fields of audit.IncidentVersion (applied first)")
-	f.StringVar(&vf.circumstances, "circumstances", "", "brief description of the circumstances (s. 7(2))")
-	f.StringVar(&vf.personalInfo, "personal-info", "", "description of the personal information concerned (s. 7(1))")
-	f.StringVar(&vf.occurred, "occurred", "", "date or period of the incident: YYYY-MM-DD[..YYYY-MM-DD], ~ at the end if approximate (s. 7(3))")
-	f.StringVar(&vf.awareness, "awareness", "", "date or period of awareness: YYYY-MM-DD[..YYYY-MM-DD], ~ at the end if approximate (s. 7(4))")
-	f.Int64Var(&vf.persons, "persons", -1, "number of persons concerned (s. 7(5))")
-	f.StringVar(&vf.cause, "cause", "", "cause, if known (s. 3)")
-	f.BoolVar(&vf.assessmentDone, "assessment-complete", false, "mark the serious-injury assessment completed today (s. 7(6))")
+	f.StringVar(&vf.circumstances, "circumstances", "", "brief description of the circumstances ("+audit.CiteRegisterCircumstances.EN()+")")
+	f.StringVar(&vf.personalInfo, "personal-info", "", "description of the personal information concerned ("+audit.CiteRegisterInfo.EN()+")")
+	f.StringVar(&vf.occurred, "occurred", "", "date or period of the incident: YYYY-MM-DD[..YYYY-MM-DD], ~ at the end if approximate ("+audit.CiteRegisterOccurred.EN()+")")
+	f.StringVar(&vf.awareness, "awareness", "", "date or period of awareness: YYYY-MM-DD[..YYYY-MM-DD], ~ at the end if approximate ("+audit.CiteRegisterAwareness.EN()+")")
+	f.Int64Var(&vf.persons, "persons", -1, "number of persons concerned ("+audit.CiteRegisterPersons.EN()+")")
+	f.StringVar(&vf.cause, "cause", "", "cause, if known ("+audit.CiteCAICircumstances.EN()+")")
+	f.BoolVar(&vf.assessmentDone, "assessment-complete", false, "mark the serious-injury assessment completed today ("+audit.CiteRegisterAssessment.EN()+")")
 	f.StringVar(&vf.risk, "risk", "", "risk of serious injury: yes or no")
-	f.StringVar(&vf.sensitivity, "sensitivity", "", "sensitivity of the information (s. 7(6))")
-	f.StringVar(&vf.maliciousUses, "malicious-uses", "", "possible malicious uses (s. 7(6))")
-	f.StringVar(&vf.consequences, "consequences", "", "anticipated consequences (s. 7(6))")
-	f.StringVar(&vf.likelihood, "likelihood", "", "likelihood of injurious use (s. 7(6))")
-	f.StringArrayVar(&vf.measureTaken, "measure-taken", nil, "measure taken to reduce the risk, 'YYYY-MM-DD: text' (repeatable, s. 7(8))")
-	f.StringArrayVar(&vf.measurePlanned, "measure-planned", nil, "measure planned, 'YYYY-MM-DD: text' (repeatable, s. 3)")
+	f.StringVar(&vf.sensitivity, "sensitivity", "", "sensitivity of the information ("+audit.CiteRegisterAssessment.EN()+")")
+	f.StringVar(&vf.maliciousUses, "malicious-uses", "", "possible malicious uses ("+audit.CiteRegisterAssessment.EN()+")")
+	f.StringVar(&vf.consequences, "consequences", "", "anticipated consequences ("+audit.CiteRegisterAssessment.EN()+")")
+	f.StringVar(&vf.likelihood, "likelihood", "", "likelihood of injurious use ("+audit.CiteRegisterAssessment.EN()+")")
+	f.StringArrayVar(&vf.measureTaken, "measure-taken", nil, "measure taken to reduce the risk, 'YYYY-MM-DD: text' (repeatable, "+audit.CiteRegisterMeasures.EN()+")")
+	f.StringArrayVar(&vf.measurePlanned, "measure-planned", nil, "measure planned, 'YYYY-MM-DD: text' (repeatable, "+audit.CiteCAIMeasures.EN()+")")
 	f.BoolVar(&vf.close, "close", false, "close the incident file")
 }
 

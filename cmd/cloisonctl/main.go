@@ -111,7 +111,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.origin, "origin", envOr("CLOISON_LEDGER_ORIGIN", ""), "ledger name in checkpoints and manifests (default: the origin the ledger recorded)")
 	f.StringVar(&g.checkpointKey, "checkpoint-key", os.Getenv("CLOISON_CHECKPOINT_KEY"), "file holding the Ed25519 checkpoint signing key (see audit keygen)")
 	f.StringVar(&g.checkpointDir, "checkpoint-dir", os.Getenv("CLOISON_CHECKPOINT_DIR"), "directory outside the database receiving checkpoint copies")
-	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization name for the register (Règlement s. 3(1))")
+	f.StringVar(&g.orgName, "org-name", os.Getenv("CLOISON_ORG_NAME"), "organization named by entries opened before register settings are set (Règlement s. 3(1)); exports name the register settings, never this flag")
 	f.StringVar(&g.orgNEQ, "org-neq", os.Getenv("CLOISON_ORG_NEQ"), "Québec enterprise number (NEQ)")
 	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g), newTokenCmd(g), newKeyCmd(g), newTenantCmd(g), newModelCmd(), newLoadCmd(), newProbeCmd(), newCertCmd(), newBenchCmd())
 	root.AddCommand(newWitnessCmd(), newGrammarCmd())

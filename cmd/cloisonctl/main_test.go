@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,5 +109,18 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	if _, err := run(t, "audit", "verify-export", exp, "--manifest-public-key", key+".pub", "--checkpoint-public-key", key+".pub"); err == nil {
 		t.Error("verify-export with the wrong manifest key succeeded")
+	}
+	// The notice, younger than five years, deleted with the triggers off:
+	// the officer's list and a new export fail naming the entry, never
+	// show or export the register shortened.
+	if _, err := pkgDB.AdminPool(t).Exec(context.Background(), `ALTER TABLE incident_notices DISABLE TRIGGER ALL;
+		DELETE FROM incident_notices WHERE incident_id = '`+id+`'; ALTER TABLE incident_notices ENABLE TRIGGER ALL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, append([]string{"incident", "list"}, asRuntime...)...); exitCode(err) != 3 || !strings.Contains(fmt.Sprint(err), id) {
+		t.Errorf("list after a deletion: got %v (exit %d), want exit 3 naming %s", err, exitCode(err), id)
+	}
+	if _, err := run(t, append([]string{"audit", "export", "--dir", filepath.Join(dir, "short"), "--manifest-key", mkey}, asRuntime...)...); exitCode(err) != 3 || !strings.Contains(fmt.Sprint(err), id) {
+		t.Errorf("export after a deletion: got %v (exit %d), want exit 3 naming %s", err, exitCode(err), id)
 	}
 }
