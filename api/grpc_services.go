@@ -83,7 +83,7 @@ func (s *Server) promptText(text string) error {
 
 // grpcResponseFormat checks a gRPC ResponseFormat with the HTTP rules
 // (ResponseFormat), by spelling it as the JSON the HTTP route receives.
-func grpcResponseFormat(rf *inferencev1.ResponseFormat) (*grammar.Grammar, error) {
+func grpcResponseFormat(rf *inferencev1.ResponseFormat) ([]byte, error) {
 	if rf == nil {
 		return nil, nil
 	}
@@ -131,14 +131,14 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	if err := s.checkN(c); err != nil {
 		return inference{}, err
 	}
-	g, err := grpcResponseFormat(req.GetResponseFormat())
+	schema, err := grpcResponseFormat(req.GetResponseFormat())
 	if err != nil {
 		return inference{}, err
 	}
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), grammar: g}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema}}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}
@@ -165,7 +165,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, in.grammar, err = s.text().PrepareChat(msgs, in.tools, in.grammar); err != nil {
+		if in.prompt, in.constraint, err = s.text().PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
 			return inference{}, err
 		}
 		in.chat = true

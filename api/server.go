@@ -19,7 +19,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/policies"
@@ -315,8 +314,8 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
-	tools       *service.ToolUse // nil: no tool calls are parsed
-	grammar     *grammar.Grammar // response_format; nil: unconstrained
+	tools       *service.ToolUse   // nil: no tool calls are parsed
+	constraint  service.Constraint // response_format or tool calls, compiled after admission
 	// echo is the prompt text that precedes the completion in a
 	// completions choice (echo: true); "" otherwise.
 	echo string
@@ -385,7 +384,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // through it too (respapi.go). Errors: PrepareChat's.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	prompt, g, err := s.text().PrepareChat(req.Messages, use, req.Grammar)
+	prompt, c, err := s.text().PrepareChat(req.Messages, use, req.Schema)
 	if err != nil {
 		return inference{}, err
 	}
@@ -393,7 +392,7 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c}, nil
 }
 
 // text is the served model's tokenizer and chat template as the service
@@ -421,7 +420,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 func (in inference) request(id cloison.RequestID) service.Request {
 	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
-		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
+		Constraint: in.constraint, ScorePrompt: in.scorePrompt}
 }
 
 // serve answers one HTTP inference request through generate.
