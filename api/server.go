@@ -80,6 +80,10 @@ type Config struct {
 	// internal/tracing); nil: a no-op provider (W3C traceparent is still
 	// propagated, nothing is recorded).
 	Tracer trace.TracerProvider
+	// GrammarBytes is the byte budget of the cache of compiled
+	// response_format grammars, shared fairly between tenants (0:
+	// grammar.DefaultCacheBytes).
+	GrammarBytes int64
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int
@@ -138,7 +142,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
+		GrammarBytes: cfg.GrammarBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,17 @@ func (c *Cache) OwnerBytes(owner string) int64 {
 	return 0
 }
 
+// OwnersBytes returns the measured bytes of every owner holding entries.
+func (c *Cache) OwnersBytes() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int64, len(c.owners))
+	for k, o := range c.owners {
+		m[k] = o.bytes
+	}
+	return m
+}
+
 // resize measures ent again. c.mu must be held.
 func (c *Cache) resize(ent *cached) {
 	n := ent.g.Bytes()
