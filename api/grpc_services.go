@@ -647,6 +647,36 @@ func (a *adminService) ReloadPolicies(ctx context.Context, req *adminv1.ReloadPo
 	return &adminv1.ReloadPoliciesResponse{Revision: rev}, nil
 }
 
+// ReloadPoliciesStream takes a bundle over several messages (each at most
+// MaxBody, gRPC's limit), joining the parts of a file in order, up to 8 ×
+// MaxBody in all as POST /admin/v1/policies takes; it reloads when the
+// client closes its side.
+func (a *adminService) ReloadPoliciesStream(st adminv1.AdminService_ReloadPoliciesStreamServer) error {
+	files := map[string]string{}
+	var size int64
+	limit := 8 * a.s.cfg.MaxBody
+	for {
+		req, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for name, src := range req.GetFiles() {
+			if size += int64(len(name) + len(src)); size > limit {
+				return ErrBodyTooLarge.Withf("a policy bundle of more than %d bytes", limit)
+			}
+			files[name] += src
+		}
+	}
+	rev, err := a.s.ops.admin.ReloadPolicies(st.Context(), grpcActor(st.Context()), files)
+	if err != nil {
+		return err
+	}
+	return st.SendAndClose(&adminv1.ReloadPoliciesResponse{Revision: rev})
+}
+
 // ---- compliance ----
 
 type complianceService struct {

@@ -49,6 +49,10 @@ var (
 	ErrReplayTenantBusy = service.ErrReplayTenantBusy
 )
 
+// DefaultReplayWait is how long a replay waits for the replay engine
+// (service.DefaultReplayWait).
+const DefaultReplayWait = service.DefaultReplayWait
+
 // DefaultDigestKey is the digest key id when Responses.DigestKey is empty.
 const DefaultDigestKey = service.DefaultDigestKey
 

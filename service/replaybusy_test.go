@@ -26,7 +26,7 @@ func TestReplayGateSharesTheSlotFairly(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = g.enter("tenant:a")
-	if !errors.Is(err, ErrReplayTenantBusy) || cloison.ErrorCode(err) != cloison.CodeQuotaExceeded || cloison.RetryAfter(err) != time.Second {
+	if !errors.Is(err, ErrReplayTenantBusy) || cloison.ErrorCode(err) != cloison.CodeRateLimited || cloison.RetryAfter(err) != time.Second {
 		t.Fatalf("a's second replay: got %v (retry %v), want ErrReplayTenantBusy with a 1 s hint", err, cloison.RetryAfter(err))
 	}
 	leaveB, err := g.enter("tenant:b")

@@ -58,7 +58,7 @@ var (
 	ErrReplayBusy = cloison.NewError(cloison.CodeCapacityExhausted, "the replay engine is busy with other replays; try again")
 	// ErrReplayTenantBusy: the caller already has a replay waiting or
 	// running on this node (one at a time per tenant).
-	ErrReplayTenantBusy = cloison.NewError(cloison.CodeQuotaExceeded, "a replay of this tenant is already waiting or running on this node; one at a time")
+	ErrReplayTenantBusy = cloison.NewError(cloison.CodeRateLimited, "a replay of this tenant is already waiting or running on this node; one at a time")
 	// ErrNoReport: no report of the caller's tenant has this id.
 	ErrNoReport = cloison.NewError(cloison.CodeNotFound, "no report of this tenant has this id")
 )
