@@ -210,22 +210,25 @@ func (g *Grammar) size() int {
 // bodies and masks included). It grows as matchers explore g.
 func (g *Grammar) Bytes() int64 {
 	n := int64(unsafe.Sizeof(*g))
+	// Slices count their capacity: what append grew them to is held.
+	n += int64(cap(g.rules)) * int64(unsafe.Sizeof(rule{}))
 	for _, r := range g.rules {
-		n += int64(unsafe.Sizeof(r)) + int64(len(r.name))
+		n += int64(len(r.name)) + 24*int64(cap(r.alts))
 		for _, a := range r.alts {
-			n += 24 + int64(len(a))*int64(unsafe.Sizeof(elem{}))
+			n += int64(cap(a)) * int64(unsafe.Sizeof(elem{}))
 		}
 	}
-	n += int64(len(g.pos)) * int64(unsafe.Sizeof(pos{}))
+	n += int64(cap(g.pos)) * int64(unsafe.Sizeof(pos{}))
+	n += 24 * int64(cap(g.first))
 	for _, f := range g.first {
-		n += 24 + 4*int64(len(f))
+		n += 4 * int64(cap(f))
 	}
 	g.mu.Lock()
 	// A map entry costs about its key and value twice over (buckets kept
 	// half full on average).
 	n += int64(len(g.frames)) * (2*int64(unsafe.Sizeof(frameKey{})+8) + int64(unsafe.Sizeof(frame{})))
 	for _, st := range g.states {
-		n += 8 + int64(unsafe.Sizeof(*st)) + 8*int64(len(st.stacks))
+		n += 8 + int64(unsafe.Sizeof(*st)) + 8*int64(cap(st.stacks))
 	}
 	for k := range g.stateIx {
 		n += 2*(16+4) + int64(len(k))
