@@ -194,8 +194,8 @@
 //	cloison.admin.v1.AdminService          ListTenants, GetTenant, CreateTenant, SuspendTenant,       admin
 //	                                       ActivateTenant, UpdateTenant, ListClients, CreateClient,
 //	                                       RevokeClient, RevokeToken, ListKeys, RotateKeys, RetireKey,
-//	                                       PoolStatus, ReloadPolicies, GetRegisterSettings,
-//	                                       SetRegisterSettings
+//	                                       PoolStatus, ReloadPolicies, ReloadPoliciesStream,
+//	                                       GetRegisterSettings, SetRegisterSettings
 //	cloison.compliance.v1.ComplianceService ListIncidents, GetIncident, LedgerRange, GetIncidentDraft compliance:read, own tenant only (redacted as over HTTP) unless admin
 //	                                       OpenIncident, UpdateIncident, AddNotice                    compliance:write + admin
 //	                                       VerifyLedger, Export                                       compliance:read + admin

@@ -49,12 +49,16 @@ func TestResponseFormatAndLogitBias(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, err := DecodeChat(strings.NewReader(`{`+msgs+tt.extra+`}`), DefaultMaxBody)
+			if err == nil && req.Schema != nil {
+				// The schema is compiled after admission (service.Constraint).
+				_, err = grammar.FromSchema(req.Schema)
+			}
 			if tt.code == "" {
 				if err != nil {
 					t.Fatalf("got %v, want accepted", err)
 				}
-				if (req.Grammar != nil) != tt.constrain {
-					t.Fatalf("grammar %v, want constrained=%v", req.Grammar != nil, tt.constrain)
+				if (req.Schema != nil) != tt.constrain {
+					t.Fatalf("schema %s, want constrained=%v", req.Schema, tt.constrain)
 				}
 				return
 			}
@@ -89,8 +93,9 @@ func TestGRPCResponseFormatAndLogitBias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.grammar == nil || !in.grammar.Match([]byte(`"b"`)) || in.grammar.Match([]byte(`"c"`)) {
-		t.Fatal("the schema's grammar was not compiled")
+	g, err := grammar.FromSchema(in.constraint.Schema)
+	if err != nil || !g.Match([]byte(`"b"`)) || g.Match([]byte(`"c"`)) {
+		t.Fatalf("the schema's grammar: %v", err)
 	}
 	if lb := in.common.Sampling(false, 0).LogitBias; lb[5] != -100 {
 		t.Fatalf("logit bias %v", lb)
@@ -113,7 +118,12 @@ func TestGRPCResponseFormatAndLogitBias(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := base()
 			tc.set(r)
-			if _, err := s.grpcInference(r); !errors.Is(err, tc.want) {
+			in, err := s.grpcInference(r)
+			if err == nil && in.constraint.Schema != nil {
+				// The schema is compiled after admission (service.Constraint).
+				_, err = grammar.FromSchema(in.constraint.Schema)
+			}
+			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})

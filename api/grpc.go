@@ -60,21 +60,22 @@ var MethodScopes = map[string][]tenancy.Scope{
 	inferencev1.InferenceService_ListModels_FullMethodName:     {tenancy.ScopeInfer},
 	inferencev1.InferenceService_GetAttestation_FullMethodName: {},
 
-	adminv1.AdminService_ListTenants_FullMethodName:    {tenancy.ScopeAdmin},
-	adminv1.AdminService_GetTenant_FullMethodName:      {tenancy.ScopeAdmin},
-	adminv1.AdminService_CreateTenant_FullMethodName:   {tenancy.ScopeAdmin},
-	adminv1.AdminService_SuspendTenant_FullMethodName:  {tenancy.ScopeAdmin},
-	adminv1.AdminService_ActivateTenant_FullMethodName: {tenancy.ScopeAdmin},
-	adminv1.AdminService_ListKeys_FullMethodName:       {tenancy.ScopeAdmin},
-	adminv1.AdminService_RotateKeys_FullMethodName:     {tenancy.ScopeAdmin},
-	adminv1.AdminService_PoolStatus_FullMethodName:     {tenancy.ScopeAdmin},
-	adminv1.AdminService_ReloadPolicies_FullMethodName: {tenancy.ScopeAdmin},
-	adminv1.AdminService_UpdateTenant_FullMethodName:   {tenancy.ScopeAdmin},
-	adminv1.AdminService_ListClients_FullMethodName:    {tenancy.ScopeAdmin},
-	adminv1.AdminService_CreateClient_FullMethodName:   {tenancy.ScopeAdmin},
-	adminv1.AdminService_RevokeClient_FullMethodName:   {tenancy.ScopeAdmin},
-	adminv1.AdminService_RevokeToken_FullMethodName:    {tenancy.ScopeAdmin},
-	adminv1.AdminService_RetireKey_FullMethodName:      {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListTenants_FullMethodName:          {tenancy.ScopeAdmin},
+	adminv1.AdminService_GetTenant_FullMethodName:            {tenancy.ScopeAdmin},
+	adminv1.AdminService_CreateTenant_FullMethodName:         {tenancy.ScopeAdmin},
+	adminv1.AdminService_SuspendTenant_FullMethodName:        {tenancy.ScopeAdmin},
+	adminv1.AdminService_ActivateTenant_FullMethodName:       {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListKeys_FullMethodName:             {tenancy.ScopeAdmin},
+	adminv1.AdminService_RotateKeys_FullMethodName:           {tenancy.ScopeAdmin},
+	adminv1.AdminService_PoolStatus_FullMethodName:           {tenancy.ScopeAdmin},
+	adminv1.AdminService_ReloadPolicies_FullMethodName:       {tenancy.ScopeAdmin},
+	adminv1.AdminService_ReloadPoliciesStream_FullMethodName: {tenancy.ScopeAdmin},
+	adminv1.AdminService_UpdateTenant_FullMethodName:         {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListClients_FullMethodName:          {tenancy.ScopeAdmin},
+	adminv1.AdminService_CreateClient_FullMethodName:         {tenancy.ScopeAdmin},
+	adminv1.AdminService_RevokeClient_FullMethodName:         {tenancy.ScopeAdmin},
+	adminv1.AdminService_RevokeToken_FullMethodName:          {tenancy.ScopeAdmin},
+	adminv1.AdminService_RetireKey_FullMethodName:            {tenancy.ScopeAdmin},
 
 	compliancev1.ComplianceService_ListIncidents_FullMethodName:  {tenancy.ScopeComplianceRead},
 	compliancev1.ComplianceService_GetIncident_FullMethodName:    {tenancy.ScopeComplianceRead},
@@ -320,15 +321,19 @@ func (ic *interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	return ic.finish(ctx, method, id, clientID, start, err, ss.SetTrailer)
 }
 
-// sizeLimits holds every gRPC request message to the size its HTTP route
-// accepts as a body: max (Config.MaxBody) unless perMethod says otherwise
-// (ReloadPolicies, as POST /admin/v1/policies, takes 8×). Before this, gRPC
-// took 8 MiB everywhere where HTTP took 1 MiB. It also refuses a message
-// serverCodec could not decode (ErrMalformedMessage), and admin and
-// compliance strings with control characters (ErrControlCharacters).
+// sizeLimits holds every gRPC request message to Config.MaxBody, the
+// size of an HTTP body. gRPC itself enforces it (MaxRecvMsgSize) on a
+// message's length prefix, before any of its bytes are read, so that no
+// caller, authenticated or not, makes the node read more per message than
+// an HTTP body; the policy reload, whose HTTP route takes 8×, takes a
+// larger bundle over several messages (ReloadPoliciesStream). gRPC answers
+// a message over the limit RESOURCE_EXHAUSTED itself, unary or streaming,
+// before any interceptor or handler could map it (its status names both
+// sizes and nothing else). sizeLimits also refuses a
+// message serverCodec could not decode (ErrMalformedMessage), and admin
+// and compliance strings with control characters (ErrControlCharacters).
 type sizeLimits struct {
-	max       int64
-	perMethod map[string]int64
+	max int64
 }
 
 func (l sizeLimits) check(method string, m any) error {
@@ -339,9 +344,6 @@ func (l sizeLimits) check(method string, m any) error {
 		return err
 	}
 	lim := l.max
-	if v, ok := l.perMethod[method]; ok {
-		lim = v
-	}
 	if pm, ok := m.(proto.Message); ok && int64(proto.Size(pm)) > lim {
 		return ErrBodyTooLarge.Withf("a message of more than %d bytes", lim)
 	}
@@ -413,16 +415,16 @@ func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckReque
 func (s *Server) GRPCServer(ctx context.Context, opts ...grpc.ServerOption) *grpc.Server {
 	ic := &interceptor{auth: s.req.Authenticate, log: s.log, refuse: s.refuse}
 	unary, stream := ic.unary, ic.stream
-	lim := sizeLimits{max: s.cfg.MaxBody, perMethod: map[string]int64{adminv1.AdminService_ReloadPolicies_FullMethodName: 8 * s.cfg.MaxBody}}
-	// gRPC's own limit is the largest any method takes, checked against a
-	// message's length prefix before its bytes are read; admit refuses
-	// every caller without a valid token and the method's scopes (for the
-	// policy reload, the admin scope) before that, and sizeLimits then
-	// holds each method to what its HTTP route accepts.
+	lim := sizeLimits{max: s.cfg.MaxBody}
+	// gRPC's own limit is MaxBody, checked against a message's length
+	// prefix before its bytes are read; admit refuses every caller of a
+	// unary method without a valid token and the method's scopes before
+	// that (a streaming call's messages are read by its handler, after the
+	// interceptors).
 	// The tracing interceptors first: every other one runs within the
 	// call's span, child of the caller's traceparent.
 	opts = append(append(tracing.ServerOptions(s.cfg.Tracer), grpc.ChainUnaryInterceptor(unary, lim.unary), grpc.ChainStreamInterceptor(stream, lim.stream),
-		grpc.MaxRecvMsgSize(int(8*s.cfg.MaxBody)), grpc.InTapHandle(ic.admit), grpc.ForceServerCodec(serverCodec{})), opts...)
+		grpc.MaxRecvMsgSize(int(s.cfg.MaxBody)), grpc.InTapHandle(ic.admit), grpc.ForceServerCodec(serverCodec{})), opts...)
 	gs := grpc.NewServer(opts...)
 	inferencev1.RegisterInferenceServiceServer(gs, &inferenceService{s: s})
 	adminv1.RegisterAdminServiceServer(gs, &adminService{s: s})

@@ -84,7 +84,7 @@ func (s *Server) promptText(text string) error {
 
 // grpcResponseFormat checks a gRPC ResponseFormat with the HTTP rules
 // (ResponseFormat), by spelling it as the JSON the HTTP route receives.
-func grpcResponseFormat(rf *inferencev1.ResponseFormat) (*grammar.Grammar, error) {
+func grpcResponseFormat(rf *inferencev1.ResponseFormat) ([]byte, error) {
 	if rf == nil {
 		return nil, nil
 	}
@@ -132,14 +132,14 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	if err := s.checkN(c); err != nil {
 		return inference{}, err
 	}
-	g, err := grpcResponseFormat(req.GetResponseFormat())
+	schema, err := grpcResponseFormat(req.GetResponseFormat())
 	if err != nil {
 		return inference{}, err
 	}
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), grammar: g}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema}}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}
@@ -166,7 +166,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, in.grammar, err = s.text().PrepareChat(msgs, in.tools, in.grammar); err != nil {
+		if in.prompt, in.constraint, err = s.text().PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -652,6 +652,36 @@ func (a *adminService) ReloadPolicies(ctx context.Context, req *adminv1.ReloadPo
 		return nil, err
 	}
 	return &adminv1.ReloadPoliciesResponse{Revision: rev}, nil
+}
+
+// ReloadPoliciesStream takes a bundle over several messages (each at most
+// MaxBody, gRPC's limit), joining the parts of a file in order, up to 8 ×
+// MaxBody in all as POST /admin/v1/policies takes; it reloads when the
+// client closes its side.
+func (a *adminService) ReloadPoliciesStream(st adminv1.AdminService_ReloadPoliciesStreamServer) error {
+	files := map[string]string{}
+	var size int64
+	limit := 8 * a.s.cfg.MaxBody
+	for {
+		req, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for name, src := range req.GetFiles() {
+			if size += int64(len(name) + len(src)); size > limit {
+				return ErrBodyTooLarge.Withf("a policy bundle of more than %d bytes", limit)
+			}
+			files[name] += src
+		}
+	}
+	rev, err := a.s.ops.admin.ReloadPolicies(st.Context(), grpcActor(st.Context()), files)
+	if err != nil {
+		return err
+	}
+	return st.SendAndClose(&adminv1.ReloadPoliciesResponse{Revision: rev})
 }
 
 // ---- compliance ----

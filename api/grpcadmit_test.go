@@ -43,10 +43,13 @@ func (rawCodec) Name() string                       { return "proto" }
 // reads its message (a streaming method's request is read by its handler,
 // after the interceptors have refused the caller with the request id
 // header):
-// calls with messages of 7 × MaxBody (under gRPC's own 8 × limit) answer
-// with the project's code and leave the server's allocations far below
-// what reading them would cost. An admin's policy reload of a bundle
-// between 1 × and 8 × MaxBody still works.
+// calls with messages of 7 × MaxBody answer with the project's code and
+// leave the server's allocations far below what reading them would cost.
+// An authenticated tenant's message over MaxBody is refused on its length
+// prefix, unread, whatever the method (gRPC's limit is MaxBody, not the
+// 8 × of the policy reload). An admin's policy reload of a bundle between
+// 1 × and 8 × MaxBody works over several messages (ReloadPoliciesStream);
+// in one message it is refused as any message over MaxBody.
 func TestGRPCRefusesBeforeReading(t *testing.T) {
 	const maxBody = 64 << 10
 	p := platformtest.New(t, platformtest.Options{API: func(c *api.Config) { c.MaxBody = maxBody }})
@@ -96,6 +99,8 @@ func TestGRPCRefusesBeforeReading(t *testing.T) {
 		{"no token", inferencev1.InferenceService_Tokenize_FullMethodName, big, auth(""), codes.Unauthenticated, cloison.CodeUnauthenticated},
 		{"forged token", inferencev1.InferenceService_Tokenize_FullMethodName, big, auth(tenant[:len(tenant)-4] + "AAAA"), codes.Unauthenticated, cloison.CodeUnauthenticated},
 		{"tenant reloads policies", adminv1.AdminService_ReloadPolicies_FullMethodName, big, auth(tenant), codes.PermissionDenied, cloison.CodePermissionDenied},
+		// gRPC's own refusal, before the interceptors: no ErrorInfo.
+		{"tenant sends 7 × MaxBody", inferencev1.InferenceService_Tokenize_FullMethodName, big, auth(tenant), codes.ResourceExhausted, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,16 +129,64 @@ func TestGRPCRefusesBeforeReading(t *testing.T) {
 			}
 		})
 	}
-	t.Run("admin reloads a bundle of 3 × MaxBody", func(t *testing.T) {
+	admin := auth(p.Token(t, "victim", tenancy.ScopeAdmin))
+	t.Run("admin reloads a bundle of 3 × MaxBody in one message", func(t *testing.T) {
 		if len(bundle) <= 2*maxBody || len(bundle) >= 8*maxBody {
 			t.Fatalf("bundle of %d bytes, want between 2 × and 8 × %d", len(bundle), maxBody)
 		}
 		var resp adminv1.ReloadPoliciesResponse
-		if err := conn.Invoke(auth(p.Token(t, "victim", tenancy.ScopeAdmin)), adminv1.AdminService_ReloadPolicies_FullMethodName, bundle, &resp); err != nil {
+		err := conn.Invoke(admin, adminv1.AdminService_ReloadPolicies_FullMethodName, bundle, &resp)
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("admin reload in one message: %v, want ResourceExhausted", err)
+		}
+	})
+	t.Run("admin reloads a bundle of 3 × MaxBody over a stream", func(t *testing.T) {
+		st, err := adminv1.NewAdminServiceClient(conn).ReloadPoliciesStream(admin, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every file, the large one in parts of half MaxBody.
+		for name, src := range files {
+			for len(src) > 0 {
+				n := min(len(src), maxBody/2)
+				if err := st.Send(&adminv1.ReloadPoliciesRequest{Files: map[string]string{name: src[:n]}}); err != nil {
+					t.Fatal(err)
+				}
+				src = src[n:]
+			}
+		}
+		resp, err := st.CloseAndRecv()
+		if err != nil {
 			t.Fatalf("admin reload: %v", err)
 		}
 		if resp.GetRevision() != p.Decider.Revision() {
 			t.Fatalf("got revision %q, serving %q", resp.GetRevision(), p.Decider.Revision())
+		}
+	})
+	t.Run("a streamed bundle over 8 × MaxBody", func(t *testing.T) {
+		st, err := adminv1.NewAdminServiceClient(conn).ReloadPoliciesStream(admin, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := strings.Repeat("#", maxBody/2)
+		for i := range 17 {
+			if err := st.Send(&adminv1.ReloadPoliciesRequest{Files: map[string]string{"x.rego": part}}); err != nil {
+				t.Logf("send %d: %v", i, err) // refused while sending
+				break
+			}
+		}
+		_, err = st.CloseAndRecv()
+		if code, _ := rpcerr.Code(err); status.Code(err) != codes.InvalidArgument || code != cloison.CodeInvalid {
+			t.Fatalf("got %v, want InvalidArgument (too large)", err)
+		}
+	})
+	t.Run("tenant streams a policy bundle", func(t *testing.T) {
+		st, err := adminv1.NewAdminServiceClient(conn).ReloadPoliciesStream(auth(tenant), grpc.ForceCodec(rawCodec{}))
+		if err == nil {
+			_, err = st.CloseAndRecv()
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("got %v, want PermissionDenied", err)
 		}
 	})
 }

@@ -146,6 +146,7 @@ func newMetrics(s *Server) *Metrics {
 	register(&stateCollector{s: s, m: m})
 	register(noticeCollector{s: s})
 	register(transparencyCollector{s: s})
+	register(grammarCollector{s: s, m: m})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)
@@ -320,4 +321,48 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descServed, prometheus.GaugeValue, float64(att.ServedContext))
 	ch <- prometheus.MustNewConstMetric(descModelCtx, prometheus.GaugeValue, float64(att.ModelContext))
 	ch <- prometheus.MustNewConstMetric(descPoolToken, prometheus.GaugeValue, float64(att.PoolTokens))
+}
+
+var (
+	descGrammarBytes   = prometheus.NewDesc("cloison_grammar_cache_bytes", "Measured bytes of the compiled response_format grammars the cache holds.", nil, nil)
+	descGrammarBudget  = prometheus.NewDesc("cloison_grammar_cache_budget_bytes", "Byte budget of the grammar cache (--grammar-cache-bytes), shared fairly between tenants.", nil, nil)
+	descGrammarTenant  = prometheus.NewDesc("cloison_grammar_cache_tenant_bytes", "Measured bytes of the tenant's cached grammars.", tenantLabel, nil)
+	descGrammarEntries = prometheus.NewDesc("cloison_grammar_cache_entries", "Compiled grammars the cache holds.", nil, nil)
+	descGrammarHits    = prometheus.NewDesc("cloison_grammar_cache_hits_total", "response_format schemas answered from the grammar cache.", nil, nil)
+	descGrammarCompile = prometheus.NewDesc("cloison_grammar_compiles_total", "response_format schemas compiled (after admission; refused schemas included).", nil, nil)
+	descGrammarEvicted = prometheus.NewDesc("cloison_grammar_cache_evictions_total", "Grammars evicted to keep the cache within its budget.", nil, nil)
+)
+
+// grammarCollector reads the grammar cache (service.Requests.Grammars) at
+// scrape time.
+type grammarCollector struct {
+	s *Server
+	m *Metrics
+}
+
+func (c grammarCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGrammarBytes, descGrammarBudget, descGrammarTenant, descGrammarEntries, descGrammarHits, descGrammarCompile, descGrammarEvicted} {
+		ch <- d
+	}
+}
+
+func (c grammarCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.req == nil {
+		return
+	}
+	g := c.s.req.Grammars()
+	st := g.Stats()
+	ch <- prometheus.MustNewConstMetric(descGrammarBytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(descGrammarBudget, prometheus.GaugeValue, float64(st.Budget))
+	ch <- prometheus.MustNewConstMetric(descGrammarEntries, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(descGrammarHits, prometheus.CounterValue, float64(st.Hits))
+	ch <- prometheus.MustNewConstMetric(descGrammarCompile, prometheus.CounterValue, float64(st.Compiles))
+	ch <- prometheus.MustNewConstMetric(descGrammarEvicted, prometheus.CounterValue, float64(st.Evictions))
+	byLabel := map[string]float64{}
+	for t, n := range g.OwnersBytes() {
+		byLabel[c.m.tenant(cloison.TenantID(t))] += float64(n)
+	}
+	for l, n := range byLabel {
+		ch <- prometheus.MustNewConstMetric(descGrammarTenant, prometheus.GaugeValue, n, l)
+	}
 }

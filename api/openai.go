@@ -13,7 +13,6 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/service"
 )
@@ -145,8 +144,9 @@ type ChatRequest struct {
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	ResponseFormat    json.RawMessage `json:"response_format"`
-	// Grammar is response_format compiled (nil for text or absent).
-	Grammar *grammar.Grammar `json:"-"`
+	// Schema is response_format's JSON schema, checked and not compiled
+	// (nil for text or absent): Generate compiles it after admission.
+	Schema []byte `json:"-"`
 }
 
 // Fields of response_format and of its json_schema object: anything else
@@ -158,14 +158,14 @@ var (
 	schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
 
-// ResponseFormat decodes an OpenAI response_format value into the grammar
-// that constrains decoding (compiled by service.SchemaGrammar): nil for absent, null or {"type":"text"}; any
-// JSON object for json_object; the schema for json_schema (strict or not:
-// the schema is always enforced, and a schema feature the grammar cannot
-// enforce is refused, never relaxed). Errors: ErrBadField, ErrUnsupported,
-// grammar.ErrUnsupportedSchema and grammar.ErrBadSchema naming the
-// feature.
-func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
+// ResponseFormat decodes an OpenAI response_format value into the JSON
+// schema that constrains decoding: nil for absent, null or
+// {"type":"text"}; any JSON object for json_object; the schema for
+// json_schema (strict or not: the schema is always enforced). It compiles
+// nothing: the service compiles the schema after admission, and refuses a
+// feature the grammar cannot enforce then (grammar.ErrUnsupportedSchema,
+// never relaxed). Errors: ErrBadField, ErrUnsupported.
+func ResponseFormat(raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -186,7 +186,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	case "text":
 		return nil, nil
 	case "json_object":
-		return service.SchemaGrammar([]byte(`{"type":"object"}`))
+		return service.JSONObjectSchema, nil
 	case "json_schema":
 	default:
 		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema)", *rf.Type)
@@ -211,7 +211,7 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	if len(js.Schema) == 0 || string(js.Schema) == "null" {
 		return nil, ErrBadField.Withf("response_format.json_schema.schema is required")
 	}
-	return service.SchemaGrammar(js.Schema)
+	return js.Schema, nil
 }
 
 // DefaultMaxTokens applies when a request names no max_tokens.
@@ -315,11 +315,11 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	if _, err := req.toolUse(); err != nil {
 		return nil, err
 	}
-	g, err := ResponseFormat(req.ResponseFormat)
+	schema, err := ResponseFormat(req.ResponseFormat)
 	if err != nil {
 		return nil, err
 	}
-	req.Grammar = g
+	req.Schema = schema
 	return &req, nil
 }
 

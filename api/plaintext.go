@@ -104,7 +104,7 @@ func plainValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 // the admin and compliance services', except the policy reload (policy
 // files are code, and may have CRLF line ends).
 func plainMethod(method string) bool {
-	if method == adminv1.AdminService_ReloadPolicies_FullMethodName {
+	if method == adminv1.AdminService_ReloadPolicies_FullMethodName || method == adminv1.AdminService_ReloadPoliciesStream_FullMethodName {
 		return false
 	}
 	return strings.HasPrefix(method, "/cloison.admin.v1.") || strings.HasPrefix(method, "/cloison.compliance.v1.")

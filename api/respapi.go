@@ -202,7 +202,7 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	if _, err := cr.toolUse(); err != nil {
 		return nil, err
 	}
-	if cr.Grammar, err = ResponseFormat(cr.ResponseFormat); err != nil {
+	if cr.Schema, err = ResponseFormat(cr.ResponseFormat); err != nil {
 		return nil, err
 	}
 	if req.PreviousResponseID != nil && audit.CheckName("previous_response_id", *req.PreviousResponseID) != nil {

@@ -44,7 +44,14 @@ var (
 	ErrPromptMismatch  = service.ErrPromptMismatch
 	ErrReplayResidency = service.ErrReplayResidency
 	ErrReplayBusy      = service.ErrReplayBusy
+	// ErrReplayTenantBusy: the tenant already has a replay waiting or
+	// running on this node.
+	ErrReplayTenantBusy = service.ErrReplayTenantBusy
 )
+
+// DefaultReplayWait is how long a replay waits for the replay engine
+// (service.DefaultReplayWait).
+const DefaultReplayWait = service.DefaultReplayWait
 
 // DefaultDigestKey is the digest key id when Responses.DigestKey is empty.
 const DefaultDigestKey = service.DefaultDigestKey
@@ -87,7 +94,7 @@ func newResponseState(s *Server) *responseState {
 	s.metrics.own = append(s.metrics.own, r.reports, r.webhookFail, r.replays)
 	s.cfg.Responses = s.cfg.Responses.WithDefaults()
 	r.svc = service.NewResponses(service.ResponsesDeps{Config: s.cfg.Responses, Ledger: s.cfg.Ledger, Tenants: s.cfg.Tenants,
-		Node: s.cfg.Engine, Actor: s.cfg.Node, LedgerTimeout: s.cfg.LedgerTimeout, Observer: r, Log: s.log})
+		Node: s.cfg.Engine, Actor: s.cfg.Node, Limiter: s.cfg.Limiter, LedgerTimeout: s.cfg.LedgerTimeout, Observer: r, Log: s.log})
 	r.webhooks = r.svc
 	return r
 }
@@ -209,12 +216,12 @@ type ReplayResult = service.ReplayResult
 
 // replay tokenizes the prompt of in and hands it to
 // service.Responses.Replay.
-func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayInput) (ReplayResult, error) {
+func (s *Server) replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayInput, operator bool) (ReplayResult, error) {
 	prompt, err := s.promptIDs(in.promptInput)
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	return s.ops.responses.Replay(ctx, t, by, id, service.ReplayRequest{Prompt: prompt, Stop: in.Stop})
+	return s.ops.responses.Replay(ctx, t, by, id, service.ReplayRequest{Prompt: prompt, Stop: in.Stop, Operator: operator})
 }
 
 func tenantActor(p tenancy.Principal) audit.Name { return service.TenantActor(p) }
@@ -226,7 +233,7 @@ func (s *Server) httpReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
-	res, err := s.replay(r.Context(), p.Tenant, tenantActor(p), cloison.RequestID(r.PathValue("id")), in)
+	res, err := s.replay(r.Context(), p.Tenant, tenantActor(p), cloison.RequestID(r.PathValue("id")), in, false)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -242,7 +249,7 @@ func (s *Server) httpAdminReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	by := service.OperatorActor(p)
-	res, err := s.replay(r.Context(), cloison.TenantID(r.PathValue("tenant")), by, cloison.RequestID(r.PathValue("id")), in)
+	res, err := s.replay(r.Context(), cloison.TenantID(r.PathValue("tenant")), by, cloison.RequestID(r.PathValue("id")), in, true)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return

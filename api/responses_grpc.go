@@ -109,7 +109,7 @@ func (g *responseService) Replay(ctx context.Context, req *responsev1.ReplayRequ
 		return nil, err
 	}
 	p := grpcPrincipal(ctx)
-	res, err := g.s.replay(ctx, p.Tenant, tenantActor(p), cloison.RequestID(req.GetRequest()), ReplayInput{promptInput: pin, Stop: req.GetStop()})
+	res, err := g.s.replay(ctx, p.Tenant, tenantActor(p), cloison.RequestID(req.GetRequest()), ReplayInput{promptInput: pin, Stop: req.GetStop()}, false)
 	if err != nil {
 		return nil, err
 	}

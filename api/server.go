@@ -19,7 +19,6 @@ import (
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/policies"
@@ -84,6 +83,10 @@ type Config struct {
 	// Transparency (optional) reports the ledger's signing refusals and the
 	// witnesses' refusals for the metrics (transparency.go).
 	Transparency Transparency
+	// GrammarBytes is the byte budget of the cache of compiled
+	// response_format grammars, shared fairly between tenants (0:
+	// grammar.DefaultCacheBytes).
+	GrammarBytes int64
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int
@@ -142,7 +145,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
+		GrammarBytes: cfg.GrammarBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -320,8 +324,8 @@ type inference struct {
 	logprobs    bool
 	topLogprobs int
 	chat        bool
-	tools       *service.ToolUse // nil: no tool calls are parsed
-	grammar     *grammar.Grammar // response_format; nil: unconstrained
+	tools       *service.ToolUse   // nil: no tool calls are parsed
+	constraint  service.Constraint // response_format or tool calls, compiled after admission
 	// echo is the prompt text that precedes the completion in a
 	// completions choice (echo: true); "" otherwise.
 	echo string
@@ -390,7 +394,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // through it too (respapi.go). Errors: PrepareChat's.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	prompt, g, err := s.text().PrepareChat(req.Messages, use, req.Grammar)
+	prompt, c, err := s.text().PrepareChat(req.Messages, use, req.Schema)
 	if err != nil {
 		return inference{}, err
 	}
@@ -398,7 +402,7 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, grammar: g}, nil
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c}, nil
 }
 
 // text is the served model's tokenizer and chat template as the service
@@ -426,7 +430,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 func (in inference) request(id cloison.RequestID) service.Request {
 	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
-		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
+		Constraint: in.constraint, ScorePrompt: in.scorePrompt}
 }
 
 // serve answers one HTTP inference request through generate.

@@ -70,7 +70,7 @@ func (g *complianceGate) acquire(tenant cloison.TenantID) (release func(), err e
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.total >= g.lim.Max || g.byTenant[tenant] >= g.lim.PerTenant {
-		return nil, ErrTooManyComplianceStreams
+		return nil, gateError{ErrTooManyComplianceStreams} // Retry-After one second
 	}
 	g.total++
 	g.byTenant[tenant]++

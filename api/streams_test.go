@@ -27,6 +27,9 @@ func TestStreamGateCaps(t *testing.T) {
 		if !errors.Is(err, s.want) {
 			t.Fatalf("step %d (%s): got %v, want %v", i, s.tenant, err, s.want)
 		}
+		if d := cloison.RetryAfter(err); err != nil && d != time.Second {
+			t.Fatalf("step %d (%s): a refusal with a retry hint of %v, want 1s (Retry-After)", i, s.tenant, d)
+		}
 		if err == nil {
 			releases = append(releases, release)
 		}

@@ -84,10 +84,14 @@ func TestStrictAutoPerFamily(t *testing.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
-				if err := s.text().ToolFormat(use); err != nil || use.Format != tt.format || use.Forced == nil {
-					rt.Fatalf("toolFormat: %v, format %v, grammar %v", err, use.Format, use.Forced)
+				if err := s.text().ToolFormat(use); err != nil || use.Format != tt.format || !use.Constrained() {
+					rt.Fatalf("toolFormat: %v, format %v, constrained %v", err, use.Format, use.Constrained())
 				}
-				m := grammar.NewMatcher(use.Forced, v)
+				forced, err := use.Grammar()
+				if err != nil {
+					rt.Fatal(err)
+				}
+				m := grammar.NewMatcher(forced, v)
 				var gen []engine.Token
 				feed := func(id int32) {
 					if err := m.Accept(id); err != nil {
@@ -210,16 +214,20 @@ func TestStrictAutoGrammar(t *testing.T) {
 			if err == nil {
 				err = s.text().ToolFormat(use)
 			}
+			var g *grammar.Grammar
+			if err == nil {
+				g, err = use.Grammar()
+			}
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %v, want an error naming %s", err, tt.err)
 				}
 				return
 			}
-			if err != nil || (use.Forced != nil) != tt.lazy {
-				t.Fatalf("got %v, grammar %v, want lazy %v", err, use.Forced, tt.lazy)
+			if err != nil || (g != nil) != tt.lazy {
+				t.Fatalf("got %v, grammar %v, want lazy %v", err, g, tt.lazy)
 			}
-			if _, err := service.RequestGrammar(grammar.JSONObject(), use); (err != nil) != tt.lazy {
+			if _, err := service.RequestConstraint(service.JSONObjectSchema, use); (err != nil) != tt.lazy {
 				t.Fatalf("with response_format: %v, want refused %v", err, tt.lazy)
 			}
 		})

@@ -77,7 +77,8 @@ func TestTokenizeMetered(t *testing.T) {
 // gRPC takes no bigger request than HTTP: a Generate of more than MaxBody
 // bytes (here pre-tokenized ids, which the text and chat bounds do not
 // cover) is refused as too large before any policy decision or admission,
-// as an HTTP body of that size is (before, gRPC took 8 × MaxBody).
+// as an HTTP body of that size is, by gRPC itself on the message's length
+// prefix (RESOURCE_EXHAUSTED, no ErrorInfo: no interceptor runs first).
 func TestGRPCMessageLimit(t *testing.T) {
 	const maxBody = 64 << 10
 	p := platformtest.New(t, platformtest.Options{API: func(c *api.Config) { c.MaxBody = maxBody }})
@@ -92,7 +93,7 @@ func TestGRPCMessageLimit(t *testing.T) {
 		want codes.Code
 		code cloison.Code
 	}{
-		{"over MaxBody", ids, codes.InvalidArgument, cloison.CodeInvalid},
+		{"over MaxBody", ids, codes.ResourceExhausted, ""},
 		{"within MaxBody: admission decides", ids[:maxBody/4], codes.InvalidArgument, cloison.CodeContextLengthExceeded},
 	}
 	for _, tt := range tests {

@@ -64,10 +64,10 @@ func BenchmarkLazyFreeDecode(b *testing.B) {
 }
 
 func benchConstrained(b *testing.B, r *rig, temp float64, shared bool) {
-	cache := grammar.NewCache(1)
+	cache := grammar.NewCache(0)
 	mk := func() (*grammar.Grammar, error) {
 		if shared {
-			return cache.FromSchema([]byte(benchSchema))
+			return cache.FromSchema("bench", []byte(benchSchema))
 		}
 		return grammar.FromSchema([]byte(benchSchema))
 	}

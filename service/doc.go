@@ -58,11 +58,20 @@
 //     identifiers and counts. Report text and stored responses are sealed
 //     with AES-256-GCM under a per-tenant key derived from the KEK, bound to
 //     the tenant and the id.
-//   - A replay runs alone (one at a time, ErrReplayBusy otherwise) on the
-//     replay engine, in a zeroed partition of its own, only where the
-//     tenant's residency allows this node, and answers inconclusive, with
-//     the reason, wherever equal digests would prove nothing
-//     (ReplayObstacle).
+//   - A replay runs on the replay engine, in a zeroed partition of its
+//     tenant, only where the tenant's residency allows this node, and
+//     answers inconclusive, with the reason, wherever equal digests would
+//     prove nothing (ReplayObstacle). A tenant's replay is charged to its
+//     quotas like a request (tokens per minute, concurrent requests); the
+//     engine's slots are shared fairly: one replay waiting or running per
+//     tenant (ErrReplayTenantBusy, 429), the waiters served in arrival
+//     order (ErrReplayBusy, 503, after ResponseConfig.ReplayWait), every
+//     refusal with its retry hint.
+//   - Admission before work: a request's constraint (a response_format
+//     schema, tool calls) is compiled only after its policy decision, its
+//     limits and its tenant's quota and concurrency admitted it
+//     (Constraint); compiled schemas are cached per tenant under a byte
+//     budget shared fairly between tenants (grammar.Cache).
 //   - Errors carry cloison.Error codes; the transports map them to wire
 //     statuses through their one error table. Each method's comment lists
 //     the errors it returns.
@@ -84,6 +93,7 @@
 //	  applies (Engine.EnsureTenant)         pool weaker than the decision → Refuse(isolation)
 //	  limits: max_tokens clamps; n·pages ≤ kv_pages, prompt+completion ≤ max_context → Refuse(limits)
 //	  Limiter.AdmitLease                    → Refuse(quota)
+//	  compile the Constraint                only now: schema (grammar cache, tenant's share) or tool calls → Refuse(admission)
 //	  seed (drawn unless the client chose), choiceSeed per choice
 //	  Engine.Check per choice               → Refuse(admission)
 //	  Stage(policy.decision)                durable BEFORE the engine gets the request
@@ -100,7 +110,8 @@
 // with Model (model.go, prompt.go): CompletionPrompt tokenizes a
 // completion's prompt (fill-in-the-middle with a suffix), PrepareChat
 // checks a chat's tools against the template (ToolFormat), picks its one
-// grammar (RequestGrammar: response_format or the tool calls', never both)
+// constraint (RequestConstraint: response_format or the tool calls', never
+// both; compiled by Generate after admission)
 // and renders and tokenizes its messages (ChatPrompt, control tokens
 // parsed only in the template's own text). While tokens arrive, a
 // ToolStream per choice (tools.go) reads the tool calls back from the

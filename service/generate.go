@@ -24,8 +24,10 @@ import (
 // pool must isolate the tenant as the decision requires (applies); the
 // decision's limits — max_tokens clamps the completion, max_context and
 // kv_pages refuse a request they cannot hold, max_concurrent,
-// tokens_per_minute and kv_pages in flight go to the Limiter; the engine's
-// checks (Engine.Check: reject before allocate). A request refused by any
+// tokens_per_minute and kv_pages in flight go to the Limiter; only then,
+// holding the tenant's permit, the request's Constraint is compiled (a
+// tenant over its quota costs no compile); the engine's checks
+// (Engine.Check: reject before allocate). A request refused by any
 // of these is counted (Refuse), not ledgered one row each: RunRefusals
 // writes the counts as policy.refusals summaries. Only then is the allowed
 // decision written to the ledger, BEFORE the engine gets the request
@@ -41,7 +43,8 @@ import (
 //
 // Errors: ErrUnknownModel; the gate's; the policy's (permission denied,
 // quota); ErrIsolationPolicy; engine.ErrContextLength (max_context,
-// kv_pages); the Limiter's; the engine's rejections and failures (an
+// kv_pages); the Limiter's; the Constraint's (grammar.ErrUnsupportedSchema,
+// grammar.ErrBadSchema, ErrUnsupported); the engine's rejections and failures (an
 // isolation failure fails closed); ErrLedgerUnavailable.
 func (s *Requests) Generate(ctx context.Context, p tenancy.Principal, q Request, sink Sink) (_ Result, err error) {
 	ctx, span := s.tracer.Start(ctx, "inference", trace.WithAttributes(tracing.AttrRequest.String(string(q.ID)),
@@ -113,6 +116,12 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 	}
 	used := len(q.Prompt)
 	defer func() { permit.Release(used) }()
+	// Only now, admitted and holding the tenant's permit, is the
+	// constraint compiled: its cost is the caller's to choose.
+	g, err := s.compile(p.Tenant, q.Constraint)
+	if err != nil {
+		return Result{}, s.Refuse(p.Tenant, StageAdmission, err)
+	}
 	sp := q.Sampling
 	if !q.Seeded {
 		var b [8]byte
@@ -125,7 +134,7 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		csp.Seed = choiceSeed(sp.Seed, i)
 		// Every choice scores its own prompt: its echo is streamed with
 		// the scores before its first token, whatever the others do.
-		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: q.Grammar,
+		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: g,
 			ScorePrompt: q.ScorePrompt}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return Result{}, s.Refuse(p.Tenant, StageAdmission, err)

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/tokenizer"
 )
 
@@ -51,21 +50,21 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 }
 
 // PrepareChat makes a chat request ready for Generate: its tools checked
-// against the model's template (ToolFormat), its grammar (format, the
-// response_format, or the forced call: RequestGrammar), its prompt
-// rendered (ChatPrompt). Errors: those of ToolFormat, RequestGrammar and
-// ChatPrompt.
-func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, format *grammar.Grammar) (prompt []int32, g *grammar.Grammar, err error) {
+// against the model's template (ToolFormat), its constraint (the
+// response_format's schema, or the tool calls': RequestConstraint; not
+// compiled yet), its prompt rendered (ChatPrompt). Errors: those of
+// ToolFormat, RequestConstraint and ChatPrompt.
+func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (prompt []int32, c Constraint, err error) {
 	if err := m.ToolFormat(use); err != nil {
-		return nil, nil, err
+		return nil, Constraint{}, err
 	}
-	if g, err = RequestGrammar(format, use); err != nil {
-		return nil, nil, err
+	if c, err = RequestConstraint(schema, use); err != nil {
+		return nil, Constraint{}, err
 	}
 	if prompt, err = m.ChatPrompt(msgs, use.TemplateTools()); err != nil {
-		return nil, nil, err
+		return nil, Constraint{}, err
 	}
-	return prompt, g, nil
+	return prompt, c, nil
 }
 
 // ChatPrompt renders chat messages with the model's template and tokenizes
@@ -91,18 +90,4 @@ func (m Model) RenderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt
 		return chat.Prompt{}, false, err
 	}
 	return p, !strings.Contains(m.Chat.Source(), "bos_token"), nil
-}
-
-// schemaGrammars shares compiled grammars between requests that send the
-// same schema, so that their masks are computed once (warm), whichever
-// transport the requests came by.
-var schemaGrammars = grammar.NewCache(64)
-
-// SchemaGrammar is the grammar that constrains output to JSON schema
-// (response_format's json_object and json_schema; the schema is always
-// enforced, and a feature the grammar cannot enforce is refused, never
-// relaxed). Errors: grammar.ErrUnsupportedSchema and grammar.ErrBadSchema
-// naming the feature.
-func SchemaGrammar(schema []byte) (*grammar.Grammar, error) {
-	return schemaGrammars.FromSchema(schema)
 }

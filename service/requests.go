@@ -62,6 +62,10 @@ type Config struct {
 	// sequence served — keyed digests of prompt and completion, sampling
 	// — or nil when digests are off; nil: none recorded.
 	Served func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served
+	// GrammarBytes is the byte budget of the cache of compiled
+	// response_format grammars, shared fairly between tenants
+	// (grammar.Cache); 0: grammar.DefaultCacheBytes.
+	GrammarBytes int64
 }
 
 // Requests is the request path: authentication, the policy decision and
@@ -79,6 +83,8 @@ type Requests struct {
 
 	mu      sync.Mutex
 	incOpen map[cloison.RequestID]bool // incidents already opened, guarded by mu
+
+	grammars *grammar.Cache // compiled response_format grammars, per tenant
 
 	refused refusals       // requests refused before service, until the next FlushRefusals
 	writes  incidentWrites // incident writes in flight, drained by Close
@@ -101,7 +107,8 @@ func New(cfg Config) (*Requests, error) {
 	if obs == nil {
 		obs = NopObserver{}
 	}
-	return &Requests{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), obs: obs, incOpen: map[cloison.RequestID]bool{}}, nil
+	return &Requests{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), obs: obs, incOpen: map[cloison.RequestID]bool{},
+		grammars: grammar.NewCache(cfg.GrammarBytes)}, nil
 }
 
 // Request is one generation as the service sees it, whatever the
@@ -126,9 +133,9 @@ type Request struct {
 	Seeded   bool
 	// Stop are the request's stop strings.
 	Stop []string
-	// Grammar (optional) constrains the output (response_format, a forced
-	// tool call).
-	Grammar *grammar.Grammar
+	// Constraint (optional) constrains the output (response_format, tool
+	// calls); Generate compiles it after admission.
+	Constraint Constraint
 	// ScorePrompt: every choice's sequence scores the prompt
 	// (engine.GenerateRequest.ScorePrompt).
 	ScorePrompt bool

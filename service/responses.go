@@ -53,8 +53,12 @@ var (
 	// ErrReplayResidency: the tenant's residency does not allow this node:
 	// a replay would process the prompt outside it.
 	ErrReplayResidency = cloison.NewError(cloison.CodePermissionDenied, "this node is outside the tenant's residency; the prompt is not replayed here")
-	// ErrReplayBusy: another replay is running on this node.
-	ErrReplayBusy = cloison.NewError(cloison.CodeCapacityExhausted, "a replay is already running on this node; try again")
+	// ErrReplayBusy: the replay engine's slots stayed taken by other
+	// callers' replays for ResponseConfig.ReplayWait.
+	ErrReplayBusy = cloison.NewError(cloison.CodeCapacityExhausted, "the replay engine is busy with other replays; try again")
+	// ErrReplayTenantBusy: the caller already has a replay waiting or
+	// running on this node (one at a time per tenant).
+	ErrReplayTenantBusy = cloison.NewError(cloison.CodeRateLimited, "a replay of this tenant is already waiting or running on this node; one at a time")
 	// ErrNoReport: no report of the caller's tenant has this id.
 	ErrNoReport = cloison.NewError(cloison.CodeNotFound, "no report of this tenant has this id")
 )
@@ -79,10 +83,16 @@ type ResponseConfig struct {
 	ModelDigest         audit.Digest
 	Backend, KernelPath string
 	// Replay (optional) is an engine with its own pool (ReplayPool) and
-	// arena, on the same model file, that runs nothing but replays, one at
-	// a time: a replay shares no page with any other request.
-	Replay     *engine.Engine
-	ReplayPool *isolation.Pool
+	// arena, on the same model file, that runs nothing but replays,
+	// ReplaySlots at a time (default 1), each in a zeroed partition of its
+	// tenant: a replay shares no page with any other request. The slots
+	// are shared fairly: each tenant has at most one replay waiting or
+	// running, and the waiters take slots in arrival order, for at most
+	// ReplayWait (default DefaultReplayWait).
+	Replay      *engine.Engine
+	ReplayPool  *isolation.Pool
+	ReplaySlots int
+	ReplayWait  time.Duration
 	// ReplayBackend and ReplayKernelPath name what computes on Replay
 	// (default Backend and KernelPath).
 	ReplayBackend, ReplayKernelPath string
@@ -112,6 +122,12 @@ func (c ResponseConfig) WithDefaults() ResponseConfig {
 	}
 	if c.ReplayKernelPath == "" {
 		c.ReplayKernelPath = c.KernelPath
+	}
+	if c.ReplaySlots <= 0 {
+		c.ReplaySlots = 1
+	}
+	if c.ReplayWait <= 0 {
+		c.ReplayWait = DefaultReplayWait
 	}
 	return c
 }
@@ -157,6 +173,10 @@ type ResponsesDeps struct {
 	Node    Attested
 	// Actor is the ledger actor of the replays this node records.
 	Actor audit.Name
+	// Limiter (optional) is the node's tenancy.Limiter: a tenant's replay
+	// counts against its quotas (tokens per minute, concurrent requests)
+	// as its requests do; nil: replays are not charged.
+	Limiter *tenancy.Limiter
 	// LedgerTimeout bounds one ledger write (default 5 s).
 	LedgerTimeout time.Duration
 	Observer      ResponsesObserver
@@ -166,10 +186,10 @@ type ResponsesDeps struct {
 // Responses verifies, reports and replays served responses, and seals and
 // stores the responses of the Responses API (respseal.go).
 type Responses struct {
-	d          ResponsesDeps
-	cfg        ResponseConfig
-	replaySlot chan struct{}  // one replay at a time
-	webhooks   sync.WaitGroup // report notices in flight
+	d        ResponsesDeps
+	cfg      ResponseConfig
+	replays  *replayGate    // the replay engine's slots, shared fairly
+	webhooks sync.WaitGroup // report notices in flight
 }
 
 type nopObserver struct{}
@@ -191,7 +211,7 @@ func NewResponses(d ResponsesDeps) *Responses {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Responses{d: d, cfg: d.Config, replaySlot: make(chan struct{}, 1)}
+	return &Responses{d: d, cfg: d.Config, replays: newReplayGate(d.Config.ReplaySlots, d.Config.ReplayWait)}
 }
 
 // Config is the configuration the operations run with (defaults filled
@@ -398,6 +418,10 @@ func (r *Responses) Verify(ctx context.Context, p tenancy.Principal, id cloison.
 type ReplayRequest struct {
 	Prompt []int32
 	Stop   []string
+	// Operator: an operator's replay (the admin API), not the tenant's:
+	// it is not charged to the tenant's quota, and takes the replay
+	// engine's slots as a caller of its own.
+	Operator bool
 }
 
 // ReplayResult is a replay's verdict.
@@ -418,8 +442,15 @@ type ReplayResult struct {
 // The verdict is ledgered (request.replayed, actor by) with, for a
 // reported request, the register entry's new version, in one transaction.
 //
-// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayBusy (retry in 1 s);
-// ErrReplayResidency; ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
+// A tenant's replay that runs is charged to its quotas (the Limiter's
+// tokens per minute and concurrent requests: the prompt and the recorded
+// max_tokens of every choice replayed, what was not used given back), and
+// takes the replay engine's slots fairly with other callers (replayGate).
+//
+// Errors: ErrNoRequest; ErrPromptMismatch; ErrReplayOff; ErrReplayTenantBusy
+// and ErrReplayBusy (retry in 1 s); the Limiter's (tenancy.ErrRateLimited,
+// tenancy.ErrQuotaExceeded, with their wait); ErrReplayResidency;
+// ErrResponsesOff; ErrLedgerUnavailable; the tenant store's.
 func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Name, id cloison.RequestID, in ReplayRequest) (ReplayResult, error) {
 	prompt := in.Prompt
 	e, err := r.entry(ctx, t, id)
@@ -428,9 +459,11 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 	}
 	// The replay runs here, on the replay engine: the prompt is processed
 	// on this node, which the tenant's residency must allow.
-	if tn, err := r.d.Tenants.Tenant(ctx, t); err != nil {
+	tn, err := r.d.Tenants.Tenant(ctx, t)
+	if err != nil {
 		return ReplayResult{}, err
-	} else if !r.d.Node.Attestation().Labels.Serves(tn.Residency.Regions, tn.Residency.Tier) {
+	}
+	if !r.d.Node.Attestation().Labels.Serves(tn.Residency.Regions, tn.Residency.Tier) {
 		return ReplayResult{}, ErrReplayResidency
 	}
 	rc := r.cfg
@@ -467,6 +500,7 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 		want audit.Digest
 	}
 	var targets []target
+	var charged *int // the tokens a charged replay used so far
 	if ev.Reason == "" {
 		targets = []target{{sp.Seed, sv.Completion}}
 		if len(sv.Choices) > 0 {
@@ -481,6 +515,28 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 			}
 		}
 	}
+	if ev.Reason == "" && len(targets) > 0 {
+		// One replay at a time per caller, then the tenant's quota: a
+		// replay refused as busy costs the tenant no tokens.
+		caller := "tenant:" + string(t)
+		if in.Operator {
+			caller = "operator:" + string(by)
+		}
+		leave, err := r.replays.enter(caller)
+		if err != nil {
+			return ReplayResult{}, err
+		}
+		defer leave()
+		if r.d.Limiter != nil && !in.Operator {
+			permit, err := r.d.Limiter.Admit(t, tn.Quotas, len(targets)*(len(prompt)+int(sv.Sampling.MaxTokens)))
+			if err != nil {
+				return ReplayResult{}, err
+			}
+			used := 0
+			defer func() { permit.Release(used) }()
+			charged = &used
+		}
+	}
 	for _, tg := range targets {
 		if ev.Reason != "" || ev.Verdict == audit.VerdictConfirmed {
 			break // a failure, or the evidence found
@@ -490,6 +546,9 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 		greq := engine.GenerateRequest{ID: replayID(), Tenant: t, Prompt: prompt,
 			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: csp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
 		ids, took, err := r.runReplay(ctx, greq)
+		if charged != nil && took > 0 {
+			*charged += len(prompt) + len(ids)
+		}
 		res.ReplayMicros += took.Microseconds()
 		ev.ReplayMicros = res.ReplayMicros
 		switch {
@@ -557,15 +616,15 @@ func ReplayObstacle(c audit.RequestCompleted, rc ResponseConfig) audit.Name {
 	return ""
 }
 
-// runReplay runs one request alone on the replay engine, in a partition of
-// the replay pool of its own (always zeroed), and returns its token ids.
+// runReplay runs one request on the replay engine, once it holds one of
+// the engine's slots (replayGate.acquire), in a partition of the replay
+// pool of its tenant (always zeroed), and returns its token ids.
 func (r *Responses) runReplay(ctx context.Context, greq engine.GenerateRequest) ([]int32, time.Duration, error) {
-	select {
-	case r.replaySlot <- struct{}{}:
-	default:
-		return nil, 0, retryIn{ErrReplayBusy, replayBusyRetry}
+	release, err := r.replays.acquire(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
-	defer func() { <-r.replaySlot }()
+	defer release()
 	rc := r.cfg
 	if rc.ReplayPool != nil {
 		if _, err := rc.ReplayPool.MaxLeaseTokens(greq.Tenant); errors.Is(err, isolation.ErrUnknownTenant) {
@@ -811,8 +870,9 @@ func (r *Responses) ReadReport(ctx context.Context, t cloison.TenantID, id audit
 	return v, nil
 }
 
-// replayBusyRetry is the wait a client is told when the node's one replay
-// slot is taken: a replay of a short answer takes about that long.
+// replayBusyRetry is the wait a client is told when the replay engine's
+// slots, or its own one replay, are taken: a replay of a short answer
+// takes about that long.
 const replayBusyRetry = time.Second
 
 // retryIn is an error that tells the client when to retry (Retry-After on

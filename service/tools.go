@@ -60,42 +60,64 @@ type ToolUse struct {
 	Force  string
 	Params map[string]json.RawMessage
 	Strict map[string]bool
-	// Forced is the grammar ToolFormat compiles for a forced call, or
-	// under "auto" with a strict function the lazy grammar of the calls.
-	Forced *grammar.Grammar
+	// template is the model's chat template (set by ToolFormat), whose
+	// tool-call frames Grammar compiles.
+	template string
 }
 
 // ToolFormat checks that the model can take tools: its template reads
-// them and teaches a format that toolcall parses; it sets use.Format and
-// use.Forced. A nil use is no tools. Errors: ErrUnsupported (no format,
-// a format that cannot be forced), the grammar's (a schema it cannot
-// enforce).
+// them and teaches a format that toolcall parses, and a format that
+// frames every call a grammar must force; it sets use.Format. It compiles
+// nothing (Grammar does, after admission). A nil use is no tools. Errors:
+// ErrUnsupported (no format, a format that cannot be forced).
 func (m Model) ToolFormat(use *ToolUse) error {
 	if use == nil {
 		return nil
 	}
-	src := m.Chat.Source()
-	use.Format = toolcall.Detect(src)
+	use.template = m.Chat.Source()
+	use.Format = toolcall.Detect(use.template)
 	if !m.Chat.TakesTools() || use.Format == toolcall.None {
 		return ErrUnsupported.Withf("tools: this model's chat template teaches no tool-call format this server parses")
 	}
-	if use.Force == "" {
-		if len(use.Strict) == 0 {
-			return nil
-		}
-		g, err := use.lazyGrammar(src)
-		if err != nil {
-			return err
-		}
-		use.Forced = g
+	if !use.Constrained() {
 		return nil
 	}
-	g, err := use.forceGrammar(src)
-	if err != nil {
-		return err
+	names := use.Names
+	if use.Force != "" && use.Force != "required" {
+		names = []string{use.Force}
 	}
-	use.Forced = g
+	for _, name := range names {
+		if _, _, ok := toolcall.Frame(use.Format, use.template, name); !ok {
+			if use.Force == "" {
+				return ErrUnsupported.Withf("strict tools: this model's tool-call format cannot be enforced")
+			}
+			return ErrUnsupported.Withf("tool_choice %q: this model's tool-call format cannot be forced", use.Force)
+		}
+	}
 	return nil
+}
+
+// Constrained reports whether use's calls are constrained by a grammar: a
+// forced call ("required" or a named function), or "auto" with a strict
+// function.
+func (use *ToolUse) Constrained() bool {
+	return use != nil && (use.Force != "" || len(use.Strict) > 0)
+}
+
+// Grammar compiles the grammar of use's calls (after ToolFormat): for a
+// forced call, one call framed as the model's format writes it; under
+// "auto" with a strict function, the lazy grammar of the calls. Nil when
+// use constrains nothing. Errors: ErrUnsupported (a format that cannot be
+// forced), the grammar's (a schema it cannot enforce).
+func (use *ToolUse) Grammar() (*grammar.Grammar, error) {
+	switch {
+	case !use.Constrained():
+		return nil, nil
+	case use.Force == "":
+		return use.lazyGrammar(use.template)
+	default:
+		return use.forceGrammar(use.template)
+	}
 }
 
 // forceGrammar compiles the grammar of one call, framed as the model's
@@ -173,17 +195,18 @@ func (use *ToolUse) lazyGrammar(template string) (*grammar.Grammar, error) {
 	return grammar.CompileLazy(triggers, toolcall.Controls(use.Format))
 }
 
-// RequestGrammar is what constrains a chat request's output: its
-// response_format, or the tool calls' grammar; never both, because two
-// grammars cannot both hold of one output. Errors: ErrInvalidField.
-func RequestGrammar(format *grammar.Grammar, use *ToolUse) (*grammar.Grammar, error) {
-	if use == nil || use.Forced == nil {
-		return format, nil
+// RequestConstraint is what constrains a chat request's output: its
+// response_format's schema, or the tool calls' grammar; never both,
+// because two grammars cannot both hold of one output. Errors:
+// ErrInvalidField.
+func RequestConstraint(schema []byte, use *ToolUse) (Constraint, error) {
+	if !use.Constrained() {
+		return Constraint{Schema: schema}, nil
 	}
-	if format != nil {
-		return nil, ErrInvalidField.Withf("response_format cannot be combined with tool_choice \"required\", a named function or a strict tool")
+	if schema != nil {
+		return Constraint{}, ErrInvalidField.Withf("response_format cannot be combined with tool_choice \"required\", a named function or a strict tool")
 	}
-	return use.Forced, nil
+	return Constraint{Tools: use}, nil
 }
 
 // TemplateTools is use's tools for the template (none when use is nil).

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison/engine/chat"
-	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/toolcall"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -52,20 +51,20 @@ func TestMistralID(t *testing.T) {
 	}
 }
 
-// TestRequestGrammar: a response_format and a tool grammar never combine;
-// either alone is the request's grammar.
-func TestRequestGrammar(t *testing.T) {
-	format, tools := grammar.JSONObject(), grammar.JSONObject()
-	if g, err := RequestGrammar(format, nil); err != nil || g != format {
-		t.Fatalf("format alone: %v %v", g, err)
+// TestRequestConstraint: a response_format and a tool grammar never
+// combine; either alone is the request's constraint.
+func TestRequestConstraint(t *testing.T) {
+	format, tools := JSONObjectSchema, &ToolUse{Force: "required"}
+	if c, err := RequestConstraint(format, nil); err != nil || c.Tools != nil || string(c.Schema) != string(format) {
+		t.Fatalf("format alone: %+v %v", c, err)
 	}
-	if g, err := RequestGrammar(format, &ToolUse{}); err != nil || g != format {
-		t.Fatalf("unconstrained tools: %v %v", g, err)
+	if c, err := RequestConstraint(format, &ToolUse{}); err != nil || c.Tools != nil || string(c.Schema) != string(format) {
+		t.Fatalf("unconstrained tools: %+v %v", c, err)
 	}
-	if g, err := RequestGrammar(nil, &ToolUse{Forced: tools}); err != nil || g != tools {
-		t.Fatalf("tools alone: %v %v", g, err)
+	if c, err := RequestConstraint(nil, tools); err != nil || c.Tools != tools || c.Schema != nil {
+		t.Fatalf("tools alone: %+v %v", c, err)
 	}
-	if _, err := RequestGrammar(format, &ToolUse{Forced: tools}); !errors.Is(err, ErrInvalidField) {
+	if _, err := RequestConstraint(format, tools); !errors.Is(err, ErrInvalidField) {
 		t.Fatalf("both: %v", err)
 	}
 	if (*ToolUse)(nil).TemplateTools() != nil {

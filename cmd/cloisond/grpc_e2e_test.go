@@ -496,7 +496,9 @@ func TestE2EGRPCRejectBeforeAllocate(t *testing.T) {
 		{"no prompt", &inferencev1.GenerateRequest{Model: modelID}, codes.InvalidArgument, "invalid_request_error"},
 		{"temperature out of range", &inferencev1.GenerateRequest{Model: modelID, Prompt: &inferencev1.GenerateRequest_Text{Text: "x"}, Temperature: f64(5)}, codes.InvalidArgument, "invalid_request_error"},
 		{"negative token id", &inferencev1.GenerateRequest{Model: modelID, Prompt: &inferencev1.GenerateRequest_TokenIds{TokenIds: &inferencev1.TokenIds{Ids: []int32{1, -2}}}}, codes.InvalidArgument, "invalid_request_error"},
-		{"oversized prompt", textPrompt(strings.Repeat("a", 2<<20), 1), codes.InvalidArgument, "invalid_request_error"},
+		// Refused by gRPC itself on the message's length prefix, unread
+		// (--max-request-bytes): its own status, no ErrorInfo.
+		{"oversized prompt", textPrompt(strings.Repeat("a", 2<<20), 1), codes.ResourceExhausted, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

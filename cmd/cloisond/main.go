@@ -203,6 +203,7 @@ import (
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/internal/buildinfo"
 	"github.com/cloison/cloison/kernels"
 	_ "github.com/cloison/cloison/kernels/cpu"
@@ -237,6 +238,7 @@ type config struct {
 	keys                                        keyConfig
 	peers                                       peersConfig
 	maxRequestBytes                             int64
+	grammarBytes                                int64
 	maxN                                        int
 	net                                         netConfig
 	streams                                     api.StreamLimits
@@ -346,7 +348,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
 	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one completion request may ask for; more is refused (400), and all n count against quotas and KV pages before any starts")
-	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC) the public API accepts, in bytes (policy bundles: 8×)")
+	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC, refused on its length prefix before it is read) the public API accepts, in bytes (policy bundles: 8×, over gRPC in several messages of ReloadPoliciesStream)")
+	fs.Int64Var(&c.grammarBytes, "grammar-cache-bytes", grammar.DefaultCacheBytes, "byte budget of the cache of compiled response_format grammars (measured size), shared fairly between tenants: one tenant evicts its own entries first, never another's below its share")
 	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")
 	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")

@@ -21,6 +21,7 @@ type responsesConfig struct {
 	reportLimit int
 	reportEvery time.Duration
 	replayPages int
+	replayWait  time.Duration
 }
 
 func (r *responsesConfig) flags(fs *flag.FlagSet) {
@@ -29,14 +30,15 @@ func (r *responsesConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&r.webhookKey, "report-webhook-secret-file", "", "file (owner-only) holding the secret that signs every --report-webhook notice as Standard Webhooks does (webhook-signature: v1,<base64 HMAC-SHA256>); a \"whsec_\" prefix means base64; required with --report-webhook")
 	fs.IntVar(&r.reportLimit, "report-limit", 10, "reports of suspicious responses one tenant may send per --report-window")
 	fs.DurationVar(&r.reportEvery, "report-window", time.Hour, "window of --report-limit")
-	fs.IntVar(&r.replayPages, "replay-pages", 0, "KV pages of the replay engine (a second model instance with its own pool and arena that runs replays alone); 0: replay off")
+	fs.IntVar(&r.replayPages, "replay-pages", 0, "KV pages of the replay engine (a second model instance with its own pool and arena that runs replays one at a time); 0: replay off")
+	fs.DurationVar(&r.replayWait, "replay-wait", api.DefaultReplayWait, "longest a replay waits for the replay engine behind other tenants' replays (one waiting or running per tenant, served in arrival order) before 503 with Retry-After")
 }
 
 // config is the API's Responses as the flags set them; node.Open adds
 // the KEK, the model's identity and the replay engine (--replay-pages).
 func (r responsesConfig) config() (api.Responses, error) {
 	out := api.Responses{DigestKey: audit.Name(r.digestKey), ReportWebhook: r.webhook,
-		ReportLimit: audit.ReportLimit{N: r.reportLimit, Window: r.reportEvery}}
+		ReportLimit: audit.ReportLimit{N: r.reportLimit, Window: r.reportEvery}, ReplayWait: r.replayWait}
 	if err := audit.CheckName("served-digest-key", r.digestKey); err != nil {
 		return out, err
 	}

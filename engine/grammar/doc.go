@@ -94,9 +94,14 @@
 // interned (frames hash-consed, sets of stacks numbered) and their byte
 // transitions memoized, so a walk costs a table lookup per trie node: the
 // first mask of a string state over 32k tokens is a fraction of a
-// millisecond, later ones an OR of bitsets. Cache (used by the API) shares
-// a schema's compiled grammar between requests, so a schema seen before
-// starts warm. Measured by BenchmarkConstrainedDecode (32k vocabulary,
+// millisecond, later ones an OR of bitsets. Cache (used by the service)
+// shares a schema's compiled grammar between one owner's (a tenant's)
+// requests, so a schema seen before starts warm; owners never share an
+// entry, and the cache keeps a byte budget (Grammar.Bytes, measured again
+// at every hit) shared fairly between owners: the owner furthest over its
+// share loses its least recently used entry first, so one owner filling
+// the cache evicts its own entries, never another's within its share
+// (TestCacheBudgetPerOwner). Measured by BenchmarkConstrainedDecode (32k vocabulary,
 // process CPU time per token, constrained ÷ unconstrained, greedy, AMD
 // EPYC 2 cores shared with other builds): 1.01 with the schema shared, 1.07
 // compiled afresh per request (up to 1.3 in runs under heavy load); in its

@@ -2181,7 +2181,7 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x1aGetRegisterSettingsRequest\"\xa5\x01\n" +
 	"\x1aSetRegisterSettingsRequest\x12J\n" +
 	"\forganization\x18\x01 \x01(\v2&.cloison.admin.v1.RegisterOrganizationR\forganization\x12;\n" +
-	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xe8\v\n" +
+	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xd5\f\n" +
 	"\fAdminService\x12Z\n" +
 	"\vListTenants\x12$.cloison.admin.v1.ListTenantsRequest\x1a%.cloison.admin.v1.ListTenantsResponse\x12I\n" +
 	"\tGetTenant\x12\".cloison.admin.v1.GetTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
@@ -2199,7 +2199,8 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\tRetireKey\x12\".cloison.admin.v1.RetireKeyRequest\x1a\".cloison.admin.v1.ListKeysResponse\x12W\n" +
 	"\n" +
 	"PoolStatus\x12#.cloison.admin.v1.PoolStatusRequest\x1a$.cloison.admin.v1.PoolStatusResponse\x12c\n" +
-	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse\x12g\n" +
+	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse\x12k\n" +
+	"\x14ReloadPoliciesStream\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse(\x01\x12g\n" +
 	"\x13GetRegisterSettings\x12,.cloison.admin.v1.GetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettings\x12g\n" +
 	"\x13SetRegisterSettings\x12,.cloison.admin.v1.SetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettingsB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
 
@@ -2289,27 +2290,29 @@ var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	19, // 30: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
 	24, // 31: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
 	28, // 32: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	33, // 33: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
-	34, // 34: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
-	4,  // 35: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	1,  // 36: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 37: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 38: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 39: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 40: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	14, // 41: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	12, // 42: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	12, // 43: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	18, // 44: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	23, // 45: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	23, // 46: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	23, // 47: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	27, // 48: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	29, // 49: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	32, // 50: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	32, // 51: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	35, // [35:52] is the sub-list for method output_type
-	18, // [18:35] is the sub-list for method input_type
+	28, // 33: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	33, // 34: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	34, // 35: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	4,  // 36: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	1,  // 37: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 38: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 39: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 40: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	1,  // 41: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	14, // 42: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	12, // 43: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	12, // 44: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	18, // 45: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	23, // 46: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	23, // 47: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	23, // 48: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	27, // 49: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	29, // 50: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	29, // 51: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	32, // 52: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	32, // 53: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	36, // [36:54] is the sub-list for method output_type
+	18, // [18:36] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name

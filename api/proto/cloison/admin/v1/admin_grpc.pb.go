@@ -22,23 +22,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ListTenants_FullMethodName         = "/cloison.admin.v1.AdminService/ListTenants"
-	AdminService_GetTenant_FullMethodName           = "/cloison.admin.v1.AdminService/GetTenant"
-	AdminService_CreateTenant_FullMethodName        = "/cloison.admin.v1.AdminService/CreateTenant"
-	AdminService_SuspendTenant_FullMethodName       = "/cloison.admin.v1.AdminService/SuspendTenant"
-	AdminService_ActivateTenant_FullMethodName      = "/cloison.admin.v1.AdminService/ActivateTenant"
-	AdminService_UpdateTenant_FullMethodName        = "/cloison.admin.v1.AdminService/UpdateTenant"
-	AdminService_ListClients_FullMethodName         = "/cloison.admin.v1.AdminService/ListClients"
-	AdminService_CreateClient_FullMethodName        = "/cloison.admin.v1.AdminService/CreateClient"
-	AdminService_RevokeClient_FullMethodName        = "/cloison.admin.v1.AdminService/RevokeClient"
-	AdminService_RevokeToken_FullMethodName         = "/cloison.admin.v1.AdminService/RevokeToken"
-	AdminService_ListKeys_FullMethodName            = "/cloison.admin.v1.AdminService/ListKeys"
-	AdminService_RotateKeys_FullMethodName          = "/cloison.admin.v1.AdminService/RotateKeys"
-	AdminService_RetireKey_FullMethodName           = "/cloison.admin.v1.AdminService/RetireKey"
-	AdminService_PoolStatus_FullMethodName          = "/cloison.admin.v1.AdminService/PoolStatus"
-	AdminService_ReloadPolicies_FullMethodName      = "/cloison.admin.v1.AdminService/ReloadPolicies"
-	AdminService_GetRegisterSettings_FullMethodName = "/cloison.admin.v1.AdminService/GetRegisterSettings"
-	AdminService_SetRegisterSettings_FullMethodName = "/cloison.admin.v1.AdminService/SetRegisterSettings"
+	AdminService_ListTenants_FullMethodName          = "/cloison.admin.v1.AdminService/ListTenants"
+	AdminService_GetTenant_FullMethodName            = "/cloison.admin.v1.AdminService/GetTenant"
+	AdminService_CreateTenant_FullMethodName         = "/cloison.admin.v1.AdminService/CreateTenant"
+	AdminService_SuspendTenant_FullMethodName        = "/cloison.admin.v1.AdminService/SuspendTenant"
+	AdminService_ActivateTenant_FullMethodName       = "/cloison.admin.v1.AdminService/ActivateTenant"
+	AdminService_UpdateTenant_FullMethodName         = "/cloison.admin.v1.AdminService/UpdateTenant"
+	AdminService_ListClients_FullMethodName          = "/cloison.admin.v1.AdminService/ListClients"
+	AdminService_CreateClient_FullMethodName         = "/cloison.admin.v1.AdminService/CreateClient"
+	AdminService_RevokeClient_FullMethodName         = "/cloison.admin.v1.AdminService/RevokeClient"
+	AdminService_RevokeToken_FullMethodName          = "/cloison.admin.v1.AdminService/RevokeToken"
+	AdminService_ListKeys_FullMethodName             = "/cloison.admin.v1.AdminService/ListKeys"
+	AdminService_RotateKeys_FullMethodName           = "/cloison.admin.v1.AdminService/RotateKeys"
+	AdminService_RetireKey_FullMethodName            = "/cloison.admin.v1.AdminService/RetireKey"
+	AdminService_PoolStatus_FullMethodName           = "/cloison.admin.v1.AdminService/PoolStatus"
+	AdminService_ReloadPolicies_FullMethodName       = "/cloison.admin.v1.AdminService/ReloadPolicies"
+	AdminService_ReloadPoliciesStream_FullMethodName = "/cloison.admin.v1.AdminService/ReloadPoliciesStream"
+	AdminService_GetRegisterSettings_FullMethodName  = "/cloison.admin.v1.AdminService/GetRegisterSettings"
+	AdminService_SetRegisterSettings_FullMethodName  = "/cloison.admin.v1.AdminService/SetRegisterSettings"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -57,8 +58,8 @@ type AdminServiceClient interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(ctx context.Context, in *SuspendTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
 	ActivateTenant(ctx context.Context, in *ActivateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
-	// UpdateTenant changes the quotas, allowed models and residency given (kv_pages,
-	// the tenant's KV partition, may only be restated); ledgers
+	// UpdateTenant changes the quotas, allowed models and residency given
+	// (kv_pages, the tenant's KV partition, may only be restated); ledgers
 	// tenant.updated in the same transaction.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
 	ListClients(ctx context.Context, in *ListClientsRequest, opts ...grpc.CallOption) (*ListClientsResponse, error)
@@ -84,6 +85,13 @@ type AdminServiceClient interface {
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
 	// it in; ledgers policy.reloaded with the bundle's digest.
 	ReloadPolicies(ctx context.Context, in *ReloadPoliciesRequest, opts ...grpc.CallOption) (*ReloadPoliciesResponse, error)
+	// ReloadPoliciesStream is ReloadPolicies for a bundle larger than one
+	// message may be (every message is at most --max-request-bytes): the
+	// bundle's files sent over several messages, up to 8 × that in all (as
+	// POST /admin/v1/policies takes); the parts of a file named in several
+	// messages are joined in order. The bundle is reloaded when the client
+	// closes its side.
+	ReloadPoliciesStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ReloadPoliciesRequest, ReloadPoliciesResponse], error)
 	// GetRegisterSettings returns the organisation and privacy officer new
 	// register entries name (as GET /admin/v1/register/organisation):
 	// version 0 is the cloisond flags', before any is set.
@@ -253,6 +261,19 @@ func (c *adminServiceClient) ReloadPolicies(ctx context.Context, in *ReloadPolic
 	return out, nil
 }
 
+func (c *adminServiceClient) ReloadPoliciesStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ReloadPoliciesRequest, ReloadPoliciesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_ReloadPoliciesStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReloadPoliciesRequest, ReloadPoliciesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_ReloadPoliciesStreamClient = grpc.ClientStreamingClient[ReloadPoliciesRequest, ReloadPoliciesResponse]
+
 func (c *adminServiceClient) GetRegisterSettings(ctx context.Context, in *GetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterSettings)
@@ -289,8 +310,8 @@ type AdminServiceServer interface {
 	// SuspendTenant: the tenant's tokens stop verifying at once.
 	SuspendTenant(context.Context, *SuspendTenantRequest) (*Tenant, error)
 	ActivateTenant(context.Context, *ActivateTenantRequest) (*Tenant, error)
-	// UpdateTenant changes the quotas, allowed models and residency given (kv_pages,
-	// the tenant's KV partition, may only be restated); ledgers
+	// UpdateTenant changes the quotas, allowed models and residency given
+	// (kv_pages, the tenant's KV partition, may only be restated); ledgers
 	// tenant.updated in the same transaction.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)
 	ListClients(context.Context, *ListClientsRequest) (*ListClientsResponse, error)
@@ -316,6 +337,13 @@ type AdminServiceServer interface {
 	// ReloadPolicies compiles, tests and probes a Rego bundle before swapping
 	// it in; ledgers policy.reloaded with the bundle's digest.
 	ReloadPolicies(context.Context, *ReloadPoliciesRequest) (*ReloadPoliciesResponse, error)
+	// ReloadPoliciesStream is ReloadPolicies for a bundle larger than one
+	// message may be (every message is at most --max-request-bytes): the
+	// bundle's files sent over several messages, up to 8 × that in all (as
+	// POST /admin/v1/policies takes); the parts of a file named in several
+	// messages are joined in order. The bundle is reloaded when the client
+	// closes its side.
+	ReloadPoliciesStream(grpc.ClientStreamingServer[ReloadPoliciesRequest, ReloadPoliciesResponse]) error
 	// GetRegisterSettings returns the organisation and privacy officer new
 	// register entries name (as GET /admin/v1/register/organisation):
 	// version 0 is the cloisond flags', before any is set.
@@ -379,6 +407,9 @@ func (UnimplementedAdminServiceServer) PoolStatus(context.Context, *PoolStatusRe
 }
 func (UnimplementedAdminServiceServer) ReloadPolicies(context.Context, *ReloadPoliciesRequest) (*ReloadPoliciesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReloadPolicies not implemented")
+}
+func (UnimplementedAdminServiceServer) ReloadPoliciesStream(grpc.ClientStreamingServer[ReloadPoliciesRequest, ReloadPoliciesResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReloadPoliciesStream not implemented")
 }
 func (UnimplementedAdminServiceServer) GetRegisterSettings(context.Context, *GetRegisterSettingsRequest) (*RegisterSettings, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRegisterSettings not implemented")
@@ -677,6 +708,13 @@ func _AdminService_ReloadPolicies_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ReloadPoliciesStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AdminServiceServer).ReloadPoliciesStream(&grpc.GenericServerStream[ReloadPoliciesRequest, ReloadPoliciesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_ReloadPoliciesStreamServer = grpc.ClientStreamingServer[ReloadPoliciesRequest, ReloadPoliciesResponse]
+
 func _AdminService_GetRegisterSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetRegisterSettingsRequest)
 	if err := dec(in); err != nil {
@@ -789,6 +827,12 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_SetRegisterSettings_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReloadPoliciesStream",
+			Handler:       _AdminService_ReloadPoliciesStream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "cloison/admin/v1/admin.proto",
 }

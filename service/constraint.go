@@ -1,0 +1,48 @@
+package service
+
+import (
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/grammar"
+)
+
+// Constraint is what constrains a request's output, as decoded and not
+// yet compiled: a response_format's JSON schema, or the grammar of its
+// tool calls. Compiling costs what the caller sends (a large schema takes
+// seconds and hundreds of megabytes), so Generate compiles it only after
+// admission — the policy decision, the decision's limits and the tenant's
+// quota and concurrency — while the tenant's permit is held: a tenant over
+// its quota is refused without a compile, and compiles count against the
+// tenant's concurrency. The zero Constraint constrains nothing.
+type Constraint struct {
+	// Schema is a response_format's JSON schema (json_object: any object,
+	// JSONObjectSchema); nil: none.
+	Schema []byte
+	// Tools is a request whose tool calls a grammar constrains
+	// (ToolUse.Constrained, after ToolFormat); nil: none.
+	Tools *ToolUse
+}
+
+// JSONObjectSchema is the schema of response_format json_object: any JSON
+// object.
+var JSONObjectSchema = []byte(`{"type":"object"}`)
+
+// IsZero reports whether c constrains nothing.
+func (c Constraint) IsZero() bool { return c.Schema == nil && c.Tools == nil }
+
+// compile is c's grammar for tenant t: a schema through the node's
+// grammar cache (t's entries), tool calls compiled for the request.
+// Errors: grammar.ErrUnsupportedSchema and grammar.ErrBadSchema naming
+// the feature; ErrUnsupported (a tool-call format that cannot be forced).
+func (s *Requests) compile(t cloison.TenantID, c Constraint) (*grammar.Grammar, error) {
+	if c.IsZero() {
+		return nil, nil
+	}
+	if c.Tools != nil {
+		return c.Tools.Grammar()
+	}
+	return s.grammars.FromSchema(string(t), c.Schema)
+}
+
+// Grammars is the node's cache of compiled response_format grammars
+// (Config.GrammarBytes), for its metrics.
+func (s *Requests) Grammars() *grammar.Cache { return s.grammars }
