@@ -59,6 +59,7 @@ const (
 	ReasonTree          Reason = "tree"           // a stored Merkle tree hash is not the one the entries give
 	ReasonTenantLog     Reason = "tenant_log"     // a stored tenant log row is not the one the entries give
 	ReasonStaged        Reason = "staged"         // an event stayed staged, under no hash, beyond IntegrationBound
+	ReasonRowState      Reason = "row_state"      // a live tenant, client or key row is not what its last event states
 )
 
 // IntegrationBound is the longest an acknowledged event may stay staged

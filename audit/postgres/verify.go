@@ -31,7 +31,8 @@ import (
 //
 // Errors: *audit.BreakError for a broken chain, checkpoint or tree
 // (audit.ReasonCheckpointSig, ReasonCheckpoint, ReasonTruncated,
-// ReasonTree for tree notes too, ReasonTenantLog, ReasonStaged for an
+// ReasonTree for tree notes too, ReasonTenantLog, ReasonRowState for a tenant, client or key row
+// that is not what its last event states, ReasonStaged for an
 // event staged beyond the bound); audit.ErrEmptyLedger; ErrPending; audit.ErrNoCheckpoint
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
@@ -102,6 +103,10 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 	res.TreeNotes = notes
 	// The stored tenant logs are derived from the ledger: recompute them.
 	if err := s.VerifyTenantLogs(ctx); err != nil {
+		return res, err
+	}
+	// Tenants, clients and keys are what their last events state.
+	if err := s.VerifyRows(ctx); err != nil {
 		return res, err
 	}
 	if res.Checkpoints == 0 && res.TreeNotes == 0 {
