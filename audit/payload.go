@@ -77,6 +77,8 @@ func NewPayload(k Kind) Payload {
 		return &ResponseStored{}
 	case KindResponseDeleted:
 		return &ResponseDeleted{}
+	case KindSigningBegan:
+		return &SigningBegan{}
 	}
 	return nil
 }

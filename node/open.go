@@ -224,6 +224,14 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.Keys.record(ctx, ledger, actor, log, s.Keys.Records...); err != nil {
 		return nil, err
 	}
+	// From here on the ledger requires event signatures (a no-op once
+	// marked): an unsigned admin or register event appended by whoever
+	// holds only the database's credentials is a verification break.
+	if s.Keys.Log != nil {
+		if _, err := ledger.BeginSigning(ctx, actor); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
 	stopWitnesses, err := startWitnesses(ctx, s.Witnesses, s.WitnessInterval, ledger, log)
 	if err != nil {
 		return nil, err
