@@ -103,10 +103,13 @@ BEGIN
     ELSE
         RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: no live rows in %s', tab);
     END IF;
-    IF coalesce(found_row, false) <> (kind NOT IN ('tenant.created', 'client.created', 'key.created')) THEN
-        IF found_row THEN
-            RAISE EXCEPTION USING ERRCODE = '23505', MESSAGE = format('row_apply: %s %s already exists', tab, rid);
-        END IF;
+    -- A created event makes a row, or binds one older than this migration
+    -- (no ledger_seq: tenancy Store.BindUnbound); any other changes one.
+    found_row := coalesce(found_row, false);
+    IF found_row AND cur IS NOT NULL AND kind IN ('tenant.created', 'client.created', 'key.created') THEN
+        RAISE EXCEPTION USING ERRCODE = '23505', MESSAGE = format('row_apply: %s %s already exists', tab, rid);
+    END IF;
+    IF NOT found_row AND kind NOT IN ('tenant.created', 'client.created', 'key.created') THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('row_apply: %s %s does not exist', tab, rid);
     END IF;
     IF coalesce(cur, 0) <> prev THEN

@@ -466,3 +466,7 @@ func TestResidencyRoundTrip(t *testing.T) {
 		t.Fatalf("a malformed region: got %v, want ErrInvalidTenant", err)
 	}
 }
+
+func (noLedger) ApplyTx(context.Context, pgx.Tx, audit.Event, []byte) (audit.Record, error) {
+	return audit.Record{}, errors.New("noLedger")
+}

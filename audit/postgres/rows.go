@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 
@@ -24,7 +25,7 @@ import (
 // change came first, rerun the transaction; 23514: a CHECK; CL012: the
 // event does not state the row; CL010/CL011: a key going backwards).
 func (s *Store) ApplyTx(ctx context.Context, tx pgx.Tx, e audit.Event, state []byte) (audit.Record, error) {
-	rec, err := e.Prepare()
+	rec, err := s.events.Prepare(e) // signed, as AppendTx's
 	if err != nil {
 		return audit.Record{}, err
 	}
@@ -122,19 +123,49 @@ func Rows(ctx context.Context, q querier, table, id string) ([]LiveRow, error) {
 // its last event (LiveRow.Check): a row changed off the record (a column
 // UPDATE by a role that may still write the table, an event that states
 // another row) is a *audit.BreakError of reason audit.ReasonRowState at
-// the row's last event. It returns the first such row; Verify calls it.
-// Errors: that, or the database's.
-func (s *Store) VerifyRows(ctx context.Context) error {
+// the row's last event. With keys (the trusted log keys, by audit.KeyID),
+// a row whose last event comes after the ledger's signing mark
+// (audit.SigningBegan) must also carry a valid event signature by one of
+// them: a row stated by whoever holds only the database's credentials
+// (row_apply called with an unsigned event) is reported. It returns the
+// first such row; Verify calls it with VerifyOptions.Keys. Errors: that, or
+// the database's.
+func (s *Store) VerifyRows(ctx context.Context, keys map[string]ed25519.PublicKey) error {
+	var mark int64
+	if len(keys) > 0 {
+		err := s.scan.QueryRow(ctx, `SELECT coalesce(min(seq), 0) FROM audit_events WHERE kind = $1`, string(audit.KindSigningBegan)).Scan(&mark)
+		if err != nil {
+			return translate(err)
+		}
+	}
 	for _, table := range []string{audit.RowTenants, audit.RowClients, audit.RowSigningKeys} {
 		rows, err := Rows(ctx, s.scan, table, "")
 		if err != nil {
 			return translate(err)
 		}
 		for _, r := range rows {
-			if err := r.Check(); err != nil {
+			err := r.Check()
+			if err == nil && mark > 0 && r.Seq > uint64(mark) {
+				err = r.CheckSigned(keys)
+			}
+			if err != nil {
 				return &audit.BreakError{Seq: r.Seq, Reason: audit.ReasonRowState, Detail: err.Error()}
 			}
 		}
+	}
+	return nil
+}
+
+// CheckSigned reports whether the row's last event carries a valid event
+// signature by one of keys (audit.VerifyEventSignature). Errors:
+// audit.ErrRowState.
+func (r LiveRow) CheckSigned(keys map[string]ed25519.PublicKey) error {
+	id, err := audit.VerifyEventSignature(r.Event.Payload, keys)
+	if err == nil && id == "" {
+		err = audit.ErrUnsigned
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: event %d: %v", audit.ErrRowState, r.Table, r.ID, r.Seq, err)
 	}
 	return nil
 }

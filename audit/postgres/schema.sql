@@ -524,4 +524,133 @@ BEGIN
     RETURN NULL;
 END $function$
 ;
+
+-- row_apply: added by a migration; say what it is for.
+CREATE OR REPLACE FUNCTION public.row_apply(p_payload bytea, p_state bytea, OUT seq bigint, OUT first_prev bytea, OUT last_hash bytea)
+ RETURNS record
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+DECLARE
+    ev    jsonb;
+    st    jsonb;
+    tab   text;
+    kind  text;
+    prev  bigint;
+    cur   bigint;
+    found_row boolean;
+    rid   text;
+    owner text;
+    extra CONSTANT text[] := ARRAY['created_at', 'updated_at', 'revoked_at', 'activated_at', 'retired_at', 'ledger_seq', 'ledger_prev'];
+BEGIN
+    BEGIN
+        ev := convert_from(p_payload, 'UTF8')::jsonb;
+        st := convert_from(p_state, 'UTF8')::jsonb;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the event or the state is not JSON';
+    END;
+    IF jsonb_typeof(ev) <> 'object' OR jsonb_typeof(st) <> 'object' OR jsonb_typeof(st->'row') <> 'object'
+       OR jsonb_typeof(st->'prev') <> 'number' OR (SELECT count(*) FROM jsonb_object_keys(st)) <> 3 THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the state is not {prev, row, table}';
+    END IF;
+    IF ev->'data'->>'state' IS DISTINCT FROM encode(sha256(p_state), 'hex') THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the event does not state this row';
+    END IF;
+    tab := st->>'table';
+    kind := ev->>'kind';
+    prev := (st->>'prev')::bigint;
+    IF tab = 'tenants' THEN
+        rid := st->'row'->>'id';
+        IF kind NOT IN ('tenant.created', 'tenant.updated', 'tenant.disabled') OR ev->>'tenant' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::tenants, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state tenant %s', kind, rid);
+        END IF;
+        SELECT t.ledger_seq, true INTO cur, found_row FROM tenants t WHERE t.id = rid FOR UPDATE;
+    ELSIF tab = 'api_clients' THEN
+        rid := st->'row'->>'id';
+        IF kind NOT IN ('client.created', 'client.revoked') OR ev->>'tenant' IS DISTINCT FROM st->'row'->>'tenant_id'
+           OR ev->'data'->>'client' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::api_clients, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state client %s', kind, rid);
+        END IF;
+        SELECT c.ledger_seq, true, c.tenant_id INTO cur, found_row, owner FROM api_clients c WHERE c.id = rid FOR UPDATE;
+        IF owner IS DISTINCT FROM st->'row'->>'tenant_id' AND found_row THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: client %s belongs to another tenant', rid);
+        END IF;
+    ELSIF tab = 'signing_keys' THEN
+        rid := st->'row'->>'kid';
+        IF kind NOT IN ('key.created', 'key.rotated', 'key.revoked') OR ev ? 'tenant' OR ev->'data'->>'key' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::signing_keys, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state key %s', kind, rid);
+        END IF;
+        SELECT k.ledger_seq, true INTO cur, found_row FROM signing_keys k WHERE k.kid = rid FOR UPDATE;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: no live rows in %s', tab);
+    END IF;
+    -- A created event makes a row, or binds one older than this migration
+    -- (no ledger_seq: tenancy Store.BindUnbound); any other changes one.
+    found_row := coalesce(found_row, false);
+    IF found_row AND cur IS NOT NULL AND kind IN ('tenant.created', 'client.created', 'key.created') THEN
+        RAISE EXCEPTION USING ERRCODE = '23505', MESSAGE = format('row_apply: %s %s already exists', tab, rid);
+    END IF;
+    IF NOT found_row AND kind NOT IN ('tenant.created', 'client.created', 'key.created') THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('row_apply: %s %s does not exist', tab, rid);
+    END IF;
+    IF coalesce(cur, 0) <> prev THEN
+        -- Another change came first (or an old event is replayed): the
+        -- caller rereads and tries again.
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = format('row_apply: %s %s is at event %s, the state follows %s', tab, rid, coalesce(cur, 0), prev);
+    END IF;
+    SELECT q.first_seq, q.first_prev, q.last_hash INTO seq, first_prev, last_hash
+        FROM audit_sequence(ARRAY[(ev->>'occurred_at')::timestamptz], ARRAY[kind], ARRAY[ev->>'tenant'], ARRAY[ev->>'actor'], ARRAY[p_payload]) q;
+    IF tab = 'tenants' THEN
+        IF found_row THEN
+            UPDATE tenants t SET name = r.name, status = r.status, tier = r.tier, zeroing = r.zeroing,
+                classification = r.classification, max_concurrent = r.max_concurrent, kv_pages = r.kv_pages,
+                tokens_per_minute = r.tokens_per_minute, max_context = r.max_context, allowed_models = r.allowed_models,
+                incident_contact = r.incident_contact, notice_deadline_hours = r.notice_deadline_hours,
+                allowed_regions = r.allowed_regions, required_node_tier = r.required_node_tier,
+                updated_at = clock_timestamp(), ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::tenants, st->'row') r WHERE t.id = rid;
+        ELSE
+            INSERT INTO tenants (id, name, status, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute,
+                                 max_context, allowed_models, incident_contact, notice_deadline_hours, allowed_regions,
+                                 required_node_tier, ledger_seq, ledger_prev)
+            SELECT r.id, r.name, r.status, r.tier, r.zeroing, r.classification, r.max_concurrent, r.kv_pages, r.tokens_per_minute,
+                   r.max_context, r.allowed_models, r.incident_contact, r.notice_deadline_hours, r.allowed_regions,
+                   r.required_node_tier, seq, prev
+            FROM jsonb_populate_record(NULL::tenants, st->'row') r;
+        END IF;
+    ELSIF tab = 'api_clients' THEN
+        IF found_row THEN
+            UPDATE api_clients c SET tenant_id = r.tenant_id, name = r.name, scopes = r.scopes, status = r.status,
+                revoked_at = CASE WHEN r.status = 'revoked' THEN coalesce(c.revoked_at, clock_timestamp()) END,
+                ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::api_clients, st->'row') r WHERE c.id = rid;
+        ELSE
+            INSERT INTO api_clients (id, tenant_id, name, scopes, status, revoked_at, ledger_seq, ledger_prev)
+            SELECT r.id, r.tenant_id, r.name, r.scopes, r.status,
+                   CASE WHEN r.status = 'revoked' THEN clock_timestamp() END, seq, prev
+            FROM jsonb_populate_record(NULL::api_clients, st->'row') r;
+        END IF;
+    ELSE
+        IF found_row THEN
+            UPDATE signing_keys k SET issuer = r.issuer, algorithm = r.algorithm, public_key = r.public_key,
+                sealed_private = r.sealed_private, state = r.state,
+                activated_at = CASE WHEN r.state = 'current' AND k.state <> 'current' THEN clock_timestamp() ELSE k.activated_at END,
+                retired_at = CASE WHEN r.state = 'retired' THEN coalesce(k.retired_at, clock_timestamp()) END,
+                ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::signing_keys, st->'row') r WHERE k.kid = rid;
+        ELSE
+            INSERT INTO signing_keys (kid, issuer, algorithm, public_key, sealed_private, state, activated_at, retired_at, ledger_seq, ledger_prev)
+            SELECT r.kid, r.issuer, r.algorithm, r.public_key, r.sealed_private, r.state,
+                   CASE WHEN r.state = 'current' THEN clock_timestamp() END,
+                   CASE WHEN r.state = 'retired' THEN clock_timestamp() END, seq, prev
+            FROM jsonb_populate_record(NULL::signing_keys, st->'row') r;
+        END IF;
+    END IF;
+END $function$
+;
 -- placeholder

@@ -106,7 +106,7 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 		return res, err
 	}
 	// Tenants, clients and keys are what their last events state.
-	if err := s.VerifyRows(ctx); err != nil {
+	if err := s.VerifyRows(ctx, opts.Keys); err != nil {
 		return res, err
 	}
 	if res.Checkpoints == 0 && res.TreeNotes == 0 {
