@@ -195,8 +195,8 @@ func VerifyEventSignature(payload []byte, keys map[string]ed25519.PublicKey) (st
 // elsewhere, and the writer places it under the ledger lock, where the seq
 // is known (audit/postgres Store.BeginSigning).
 type SigningBegan struct {
-	Seq int64  `json:"seq"` // the seq this event is at
-	Key string `json:"key"` // KeyID of the log key that signs from here
+	Seq int64 `json:"seq"` // the seq this event is at
+	Key Name  `json:"key"` // KeyID of the log key that signs from here
 }
 
 func (SigningBegan) Kind() Kind { return KindSigningBegan }
@@ -204,5 +204,5 @@ func (p SigningBegan) validate() error {
 	if p.Seq < 1 || p.Seq > 1<<53 {
 		return fmt.Errorf("%w: signing_began seq %d out of range", ErrInvalidEvent, p.Seq)
 	}
-	return CheckName("key", p.Key)
+	return CheckName("key", string(p.Key))
 }
