@@ -57,8 +57,8 @@ type VerifyOptions struct {
 // whichever comes first. From there on an event of the SignedKinds without
 // a valid signature by one of keys is a break (ReasonSignature), and so is
 // an event whose occurred_at is more than ClockTolerance from its
-// RecordedAt (ReasonBackdated; exports, which carry no RecordedAt, skip
-// this check). A bad signature, or a signing_began that is unsigned or
+// RecordedAt (ReasonBackdated; StatedTimeKinds and exports, which carry
+// no RecordedAt, skip this check). A bad signature, or a signing_began that is unsigned or
 // states another seq than its own, is a break wherever it is.
 type Verifier struct {
 	keys     map[string]ed25519.PublicKey
@@ -225,7 +225,7 @@ func (v *Verifier) checkSigned(r Record, env Envelope) *BreakError {
 	if !valid && RequiresSignature(env.Kind) {
 		return breakAt(r.Seq, ReasonSignature, "%s by %s is not signed (signing began at seq %d)", env.Kind, env.Actor, v.signFrom)
 	}
-	if !r.RecordedAt.IsZero() {
+	if !r.RecordedAt.IsZero() && !StatedTimeKinds[env.Kind] {
 		if d := env.OccurredAt.Sub(r.RecordedAt); d > ClockTolerance || d < -ClockTolerance {
 			return breakAt(r.Seq, ReasonBackdated, "%s occurred_at %s, sequenced at %s by the database's clock (%s apart, tolerance %s)",
 				env.Kind, env.OccurredAt.Format(time.RFC3339Nano), r.RecordedAt.UTC().Format(time.RFC3339Nano), d.Abs().Round(time.Second), ClockTolerance)
@@ -261,6 +261,10 @@ func (v *Verifier) Finish() (Result, error) {
 
 // String formats a result for humans.
 func (r Result) String() string {
-	return fmt.Sprintf("%d events verified (seq %d..%d), head %s, %d checkpoints and %d tree notes matched",
+	s := fmt.Sprintf("%d events verified (seq %d..%d), head %s, %d checkpoints and %d tree notes matched",
 		r.Events, r.Start.Seq+1, r.Head.Seq, r.Head.Hash, r.Checkpoints, r.TreeNotes)
+	if r.SignedFrom == 0 {
+		return s + ", no event signature yet"
+	}
+	return s + fmt.Sprintf(", %d signed events (signatures required from seq %d)", r.Signed, r.SignedFrom)
 }

@@ -69,6 +69,9 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 		}
 	}
 	if err := s.Sync(ctx); err != nil {
+		if staleErr != nil {
+			return audit.Result{}, staleErr // no integrator: what is staged stays unverifiable
+		}
 		return audit.Result{}, err
 	}
 	var stored []SourcedCheckpoint
