@@ -31,6 +31,15 @@ const EventSigDomain = "cloison-event/v1\n"
 // failover and a request path paused by the garbage collector, with room.
 const ClockTolerance = 5 * time.Minute
 
+// StatedTimeKinds are the kinds whose occurred_at is a date a person
+// states rather than the writer's clock: a notice.sent's is when the
+// notice was sent (the register's sent_at, checked against the incident
+// by the register, and by export verification against the notice's
+// record), which may be days before it is recorded. They are exempt from
+// the ClockTolerance check; being SignedKinds, only the key holder can
+// write one.
+var StatedTimeKinds = map[Kind]bool{KindNoticeSent: true}
+
 // SignedKinds is the one table of the kinds that must carry a valid event
 // signature once signing began (RequiresSignature), each with why. Kinds
 // absent from it are the request path's high-volume records (one per
@@ -195,8 +204,8 @@ func VerifyEventSignature(payload []byte, keys map[string]ed25519.PublicKey) (st
 // elsewhere, and the writer places it under the ledger lock, where the seq
 // is known (audit/postgres Store.BeginSigning).
 type SigningBegan struct {
-	Seq int64  `json:"seq"` // the seq this event is at
-	Key string `json:"key"` // KeyID of the log key that signs from here
+	Seq int64 `json:"seq"` // the seq this event is at
+	Key Name  `json:"key"` // KeyID of the log key that signs from here
 }
 
 func (SigningBegan) Kind() Kind { return KindSigningBegan }
@@ -204,5 +213,5 @@ func (p SigningBegan) validate() error {
 	if p.Seq < 1 || p.Seq > 1<<53 {
 		return fmt.Errorf("%w: signing_began seq %d out of range", ErrInvalidEvent, p.Seq)
 	}
-	return CheckName("key", p.Key)
+	return CheckName("key", string(p.Key))
 }

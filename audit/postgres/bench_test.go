@@ -153,7 +153,7 @@ func BenchmarkVerify(b *testing.B) {
 // chain trigger does not rehash its rows), alternately when run with
 // -count. Reported: events/s and ms per full call.
 func BenchmarkIntegrate(b *testing.B) {
-	for _, schema := range []int64{22, 24, 25} {
+	for _, schema := range []int64{22, 24, 25, 26} {
 		b.Run(fmt.Sprintf("schema=%05d", schema), func(b *testing.B) { benchIntegrate(b, schema) })
 	}
 }

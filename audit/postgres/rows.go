@@ -127,9 +127,9 @@ func Rows(ctx context.Context, q querier, table, id string) ([]LiveRow, error) {
 // a row whose last event comes after the ledger's signing mark
 // (audit.SigningBegan) must also carry a valid event signature by one of
 // them: a row stated by whoever holds only the database's credentials
-// (row_apply called with an unsigned event) is reported. It returns the
-// first such row; Verify calls it with VerifyOptions.Keys. Errors: that, or
-// the database's.
+// (row_apply called with an unsigned event) is reported. It reports every
+// such row (audit.JoinBreaks); Verify calls it with VerifyOptions.Keys.
+// Errors: those breaks, or the database's.
 func (s *Store) VerifyRows(ctx context.Context, keys map[string]ed25519.PublicKey) error {
 	var mark int64
 	if len(keys) > 0 {
@@ -138,6 +138,7 @@ func (s *Store) VerifyRows(ctx context.Context, keys map[string]ed25519.PublicKe
 			return translate(err)
 		}
 	}
+	var breaks []error
 	for _, table := range []string{audit.RowTenants, audit.RowClients, audit.RowSigningKeys} {
 		rows, err := Rows(ctx, s.scan, table, "")
 		if err != nil {
@@ -149,11 +150,11 @@ func (s *Store) VerifyRows(ctx context.Context, keys map[string]ed25519.PublicKe
 				err = r.CheckSigned(keys)
 			}
 			if err != nil {
-				return &audit.BreakError{Seq: r.Seq, Reason: audit.ReasonRowState, Detail: err.Error()}
+				breaks = append(breaks, &audit.BreakError{Seq: r.Seq, Reason: audit.ReasonRowState, Detail: err.Error()})
 			}
 		}
 	}
-	return nil
+	return audit.JoinBreaks(breaks...)
 }
 
 // CheckSigned reports whether the row's last event carries a valid event

@@ -196,11 +196,18 @@ DECLARE
     lv     integer;
     one    CONSTANT bytea := decode('01', 'hex');
     domain CONSTANT bytea := 'CLOISON-AUDIT-EVENT-V1'::bytea;
+    bad    record;
 BEGIN
     IF k = 0 OR coalesce(cardinality(p_occurred_at), 0) <> k OR coalesce(cardinality(p_kind), 0) <> k
        OR coalesce(cardinality(p_tenant), 0) <> k OR coalesce(cardinality(p_actor), 0) <> k
        OR array_position(p_payload, NULL) IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'CL003', MESSAGE = 'audit_sequence: empty batch, null payload or arrays of different lengths';
+    END IF;
+    -- The payloads must be the envelopes their columns copy (00026).
+    SELECT * INTO bad FROM audit_payloads_refused(p_occurred_at, p_kind, p_tenant, p_actor, p_payload);
+    IF bad.why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL020',
+            MESSAGE = format('audit_sequence: payload %s of the batch %s', coalesce(bad.i::text, '?'), bad.why);
     END IF;
     SELECT array_agg(sha256(decode('00', 'hex') || u.p) ORDER BY u.o), array_agg(sha256(u.p) ORDER BY u.o)
         INTO leaves, digs FROM unnest(p_payload) WITH ORDINALITY AS u(p, o);
@@ -525,7 +532,11 @@ BEGIN
 END $function$
 ;
 
--- row_apply: added by a migration; say what it is for.
+-- row_apply (00027): the only way the runtime role changes a tenant, API
+-- client or signing key row. It appends the change's event (audit_sequence)
+-- and writes the row from the state document the event's data.state is the
+-- digest of, in one statement; the row records the event's seq
+-- (ledger_seq) and the one it followed (ledger_prev).
 CREATE OR REPLACE FUNCTION public.row_apply(p_payload bytea, p_state bytea, OUT seq bigint, OUT first_prev bytea, OUT last_hash bytea)
  RETURNS record
  LANGUAGE plpgsql
@@ -651,6 +662,95 @@ BEGIN
             FROM jsonb_populate_record(NULL::signing_keys, st->'row') r;
         END IF;
     END IF;
+END $function$
+;
+
+-- audit_envelope_refusal: added by a migration; say what it is for.
+CREATE OR REPLACE FUNCTION public.audit_envelope_refusal(j jsonb, s text, t timestamp with time zone, k text, tn text, a text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+    SELECT CASE
+        WHEN jsonb_typeof(j) <> 'object' THEN 'is not a JSON object'
+        WHEN left(s, 1) <> '{' OR right(s, 1) <> '}' THEN 'has whitespace around its object'
+        WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(j) AS m(m)
+                     WHERE m.m NOT IN ('v', 'kind', 'occurred_at', 'tenant', 'actor', 'data', 'sig')) THEN 'has a member no envelope has'
+        WHEN j->'v' IS DISTINCT FROM '1'::jsonb THEN 'is not a version 1 envelope'
+        WHEN jsonb_typeof(j->'data') IS DISTINCT FROM 'object' THEN 'has no data object'
+        WHEN j ? 'sig' AND jsonb_typeof(j->'sig') <> 'string' THEN 'has a sig that is not a string'
+        WHEN j ? 'tenant' AND jsonb_typeof(j->'tenant') <> 'string' THEN 'has a tenant that is not a string'
+        WHEN jsonb_typeof(j->'kind') IS DISTINCT FROM 'string' OR j->>'kind' IS DISTINCT FROM k THEN 'has another kind than its column'
+        WHEN (j->>'tenant') IS DISTINCT FROM tn THEN 'has another tenant than its column'
+        WHEN jsonb_typeof(j->'actor') IS DISTINCT FROM 'string' OR j->>'actor' IS DISTINCT FROM a THEN 'has another actor than its column'
+        WHEN jsonb_typeof(j->'occurred_at') IS DISTINCT FROM 'string'
+             OR j->>'occurred_at' IS DISTINCT FROM to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+            THEN 'has another occurred_at than its column'
+    END
+$function$
+;
+
+-- audit_payloads_refused: added by a migration; say what it is for.
+CREATE OR REPLACE FUNCTION public.audit_payloads_refused(p_occurred_at timestamp with time zone[], p_kind text[], p_tenant text[], p_actor text[], p_payload bytea[], OUT i bigint, OUT why text)
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+BEGIN
+    BEGIN
+        SELECT u.o, r.why INTO i, why
+        FROM unnest(p_occurred_at, p_kind, p_tenant, p_actor, p_payload) WITH ORDINALITY AS u(t, k, tn, a, p, o)
+        CROSS JOIN LATERAL (SELECT convert_from(u.p, 'UTF8') AS s) c
+        CROSS JOIN LATERAL (SELECT audit_envelope_refusal(c.s::jsonb, c.s, u.t, u.k, u.tn, u.a) AS why) r
+        WHERE r.why IS NOT NULL
+        ORDER BY u.o LIMIT 1;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        NULL; -- a payload is not UTF-8 JSON: find which below
+    END;
+    FOR n IN 1..coalesce(cardinality(p_payload), 0) LOOP
+        BEGIN
+            PERFORM convert_from(p_payload[n], 'UTF8')::jsonb;
+        EXCEPTION WHEN OTHERS THEN
+            i := n;
+            why := 'is not UTF-8 JSON';
+            RETURN;
+        END;
+    END LOOP;
+    i := NULL;
+    why := 'is not UTF-8 JSON';
+END $function$
+;
+
+-- audit_staging_check: added by a migration; say what it is for.
+CREATE OR REPLACE FUNCTION public.audit_staging_check()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+DECLARE
+    bad record;
+    ids bigint[];
+    t   timestamptz[];
+    k   text[];
+    tn  text[];
+    a   text[];
+    p   bytea[];
+BEGIN
+    SELECT array_agg(n.id ORDER BY n.id), array_agg(n.occurred_at ORDER BY n.id), array_agg(n.kind ORDER BY n.id),
+           array_agg(n.tenant ORDER BY n.id), array_agg(n.actor ORDER BY n.id), array_agg(n.payload ORDER BY n.id)
+        INTO ids, t, k, tn, a, p FROM new_rows n;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO bad FROM audit_payloads_refused(t, k, tn, a, p);
+    IF bad.why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL020',
+            MESSAGE = format('audit_staging: the payload of row %s %s', coalesce(ids[bad.i]::text, '?'), bad.why);
+    END IF;
+    RETURN NULL;
 END $function$
 ;
 -- placeholder

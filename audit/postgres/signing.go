@@ -42,7 +42,7 @@ func (s *Store) BeginSigning(ctx context.Context, actor audit.Name) (uint64, err
 			return err
 		}
 		rec, err := s.events.Prepare(audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.SigningBegan{
-			Seq: head + 1, Key: audit.KeyID(s.cfg.SigningKey.Public().(ed25519.PublicKey))}})
+			Seq: head + 1, Key: audit.Name(audit.KeyID(s.cfg.SigningKey.Public().(ed25519.PublicKey)))}})
 		if err != nil {
 			return err
 		}
