@@ -333,7 +333,7 @@ func TestRowApplyRefusesMismatch(t *testing.T) {
 		state  []byte
 		code   string
 	}{
-		"digest of another row": {audit.TenantChange{Op: audit.TenantUpdated, State: &other}, tn.ID, st, "CL012"},
+		"digest of another row":  {audit.TenantChange{Op: audit.TenantUpdated, State: &other}, tn.ID, st, "CL012"},
 		"another tenant's event": {audit.TenantChange{Op: audit.TenantUpdated, State: ptr(audit.Sum(st))}, uniqueID("x"), st, "CL012"},
 		"a client event":         {audit.ClientChange{Op: audit.ClientRevoked, Client: "x", State: ptr(audit.Sum(st))}, tn.ID, st, "CL012"},
 		"a stale prev (replay)":  {audit.TenantChange{Op: audit.TenantUpdated, State: ptr(audit.Sum(st))}, tn.ID, st, "40001"},

@@ -31,6 +31,13 @@
 //     checkpoint is kept before it is served, so a rollback is named
 //     (audit.ErrSmallerTree, audit.ErrFork). Verify fails, never warns:
 //     an empty ledger or one no checkpoint vouches for is an error.
+//   - Tenant, API client and signing key rows are what their last events
+//     state: they change only through row_apply (ApplyTx: the event and
+//     the row in one statement, the row written from the state document
+//     the event is the digest of), and VerifyRows, part of Verify, names
+//     every row that disagrees with its last event or whose event, after
+//     the signing mark, is not signed by a trusted log key
+//     (audit.ReasonRowState).
 //   - Compliance reads (Scan, Verify, Export, TenantEntries) run on the
 //     scan pool in keyset pages and hold no connection while the caller
 //     handles rows: they never wait on the request path's connections.
@@ -69,7 +76,7 @@
 //     path. What needs an acknowledged event's position syncs first
 //     (Scan, Verify, Export, SignTree, TenantCheckpoint, RequestEntry);
 //     proofs take sizes and seqs the caller already holds.
-//   - AppendTx is the LAST statement of the caller's transaction: every
+//   - AppendTx and ApplyTx are the LAST statement of the caller's transaction: every
 //     other lock the transaction takes comes BEFORE the ledger lock it
 //     takes, and the transaction commits promptly; its records are final
 //     only once it commits.
@@ -81,6 +88,7 @@
 // proofs), tenantindex.go, tenantread.go and tenantverify.go (tenant logs
 // indexed, served, verified), register.go and incidenttenants.go (the
 // incident register), responses.go and stored.go (reports, replays,
-// stored responses), keys.go, witness.go, verify.go, export.go (the reads
+// stored responses), rows.go (live rows and their events), keys.go,
+// witness.go, verify.go, export.go (the reads
 // of audit/export), errors.go.
 package postgres
