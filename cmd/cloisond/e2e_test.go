@@ -24,6 +24,7 @@ import (
 
 	"github.com/cloison/cloison"
 	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/migrations"
@@ -67,6 +68,7 @@ type daemon struct {
 func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *daemon {
 	t.Helper()
 	n := &daemon{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
+	nodeStateDirs.Store(dbURL, n.stateDir)
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	metricsReady := filepath.Join(n.stateDir, "metrics-ready")
@@ -154,12 +156,27 @@ func adminPool(t testing.TB, url string) *pgxpool.Pool {
 	return p
 }
 
+// nodeStateDirs maps a database URL to the state directory of the last
+// dev node started on it: its log key (checkpoint.key) signs the changes
+// adminStore makes, as an operator's cloisonctl --checkpoint-key does.
+var nodeStateDirs sync.Map
+
 // adminStore is a tenancy store on url as the admin, ledgering its changes
-// (as every tenancy change must be) to the database's ledger.
+// (as every tenancy change must be) to the database's ledger, signed with
+// the dev node's log key once a node runs on url: the nodes refuse a
+// tenant, client or key row whose last event the log key did not sign.
 func adminStore(t testing.TB, url string) *tenancy.Store {
 	t.Helper()
 	p := adminPool(t, url)
-	l, err := auditpg.Open(context.Background(), p, auditpg.Config{Origin: "e2e-admin"})
+	cfg := auditpg.Config{Origin: "e2e-admin"}
+	if dir, ok := nodeStateDirs.Load(url); ok {
+		key, err := keyfile.Private(filepath.Join(dir.(string), "checkpoint.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SigningKey = key
+	}
+	l, err := auditpg.Open(context.Background(), p, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
