@@ -189,8 +189,9 @@
 //     break (ReasonBackdated): writers stamp events when they build them
 //     and integrate them within IntegrationBound, so the tolerance covers
 //     clock skew and a retried commit with room. A notice.sent's
-//     occurred_at is the date the notice was sent, stated by the officer
-//     (StatedTimeKinds): it is exempt, and signed. Against a DBA, who can
+//     occurred_at is the date the notice was sent, stated by the officer,
+//     and an export.created's the start of a possibly long export
+//     (StatedTimeKinds): they are exempt, and signed. Against a DBA, who can
 //     rewrite recorded_at, the rule proves nothing; the signature does.
 //   - IncidentFile.ForTenant is the only view of the register meant for a
 //     tenant: other affected tenants are counted, not named; only the

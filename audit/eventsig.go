@@ -31,14 +31,16 @@ const EventSigDomain = "cloison-event/v1\n"
 // failover and a request path paused by the garbage collector, with room.
 const ClockTolerance = 5 * time.Minute
 
-// StatedTimeKinds are the kinds whose occurred_at is a date a person
-// states rather than the writer's clock: a notice.sent's is when the
-// notice was sent (the register's sent_at, checked against the incident
-// by the register, and by export verification against the notice's
-// record), which may be days before it is recorded. They are exempt from
-// the ClockTolerance check; being SignedKinds, only the key holder can
-// write one.
-var StatedTimeKinds = map[Kind]bool{KindNoticeSent: true}
+// StatedTimeKinds are the kinds whose occurred_at is not the writer's
+// clock when it appends: a notice.sent's is the date the notice was sent
+// (the register's sent_at, checked against the incident by the register,
+// and by export verification against the notice's record), which may be
+// days before it is recorded; an export.created's is the manifest's
+// creation time, and the export is ledgered once written, which for a
+// large ledger takes longer than the tolerance. They are exempt from the
+// ClockTolerance check; being SignedKinds, only the key holder can write
+// one.
+var StatedTimeKinds = map[Kind]bool{KindNoticeSent: true, KindExportCreated: true}
 
 // SignedKinds is the one table of the kinds that must carry a valid event
 // signature once signing began (RequiresSignature), each with why. Kinds

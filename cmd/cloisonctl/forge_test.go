@@ -67,7 +67,7 @@ func TestCLIVerifyNamesRuntimeRoleForgery(t *testing.T) {
 		t.Fatalf("the runtime role's forgery: %v", err)
 	}
 	// The next command's store signs a checkpoint and a tree note over it.
-	mustRun(t, append([]string{"incident", "update", id, "--actor", "admin:elise", "--measure-taken", "courriel supprimé"}, rt...)...)
+	mustRun(t, append([]string{"incident", "update", id, "--actor", "admin:elise", "--measure-taken", time.Now().Format(time.DateOnly) + ": courriel supprimé"}, rt...)...)
 
 	out, err = run(t, append([]string{"audit", "verify", "--public-key", key + ".pub", "--no-register"}, rt...)...)
 	if err == nil || exitCode(err) != 3 {
