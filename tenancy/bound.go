@@ -47,7 +47,8 @@ type rowGuard struct {
 	keys  map[string]ed25519.PublicKey // trusted log keys; nil: no signature check
 	alarm func(RowMismatch)
 	mu    sync.Mutex
-	seen  map[string]bool // guarded by mu: mismatches already alarmed, by table/id/seq
+	seen  map[string]bool       // guarded by mu: mismatches already alarmed, by table/id/seq
+	good  map[audit.Digest]bool // guarded by mu: payloads whose signature verified (rows change rarely; one Ed25519 verification each)
 }
 
 // WithEventKeys returns a Store that also requires the last event of every
@@ -57,7 +58,7 @@ type rowGuard struct {
 // passes its log key. The copy shares the pool.
 func (s *Store) WithEventKeys(keys map[string]ed25519.PublicKey) *Store {
 	c := *s
-	g := &rowGuard{keys: keys, seen: map[string]bool{}}
+	g := &rowGuard{keys: keys, seen: map[string]bool{}, good: map[audit.Digest]bool{}}
 	if s.guard != nil {
 		g.alarm = s.guard.alarm
 	}
@@ -70,13 +71,16 @@ func (s *Store) WithEventKeys(keys map[string]ed25519.PublicKey) *Store {
 // node opens an incident from its own goroutine). The copy shares the pool.
 func (s *Store) WithRowAlarm(fn func(RowMismatch)) *Store {
 	c := *s
-	g := &rowGuard{alarm: fn, seen: map[string]bool{}}
+	g := &rowGuard{alarm: fn, seen: map[string]bool{}, good: map[audit.Digest]bool{}}
 	if s.guard != nil {
 		g.keys = s.guard.keys
 	}
 	c.guard = g
 	return &c
 }
+
+// maxGoodPayloads bounds the verified-signature cache (cleared when full).
+const maxGoodPayloads = 1 << 16
 
 // rowBinding is what a read selects besides the row's own columns: its
 // state-document row, the previous and last event seqs, and the last
@@ -115,14 +119,27 @@ func (s *Store) check(table, id string, tenant cloison.TenantID, b rowBinding) e
 		if err := audit.CheckRow(table, id, string(tenant), state, rec); err != nil {
 			return err
 		}
-		if s.guard != nil && len(s.guard.keys) > 0 {
-			kid, err := audit.VerifyEventSignature(b.payload, s.guard.keys)
+		if g := s.guard; g != nil && len(g.keys) > 0 {
+			sum := audit.Sum(b.payload)
+			g.mu.Lock()
+			ok := g.good[sum]
+			g.mu.Unlock()
+			if ok {
+				return nil
+			}
+			kid, err := audit.VerifyEventSignature(b.payload, g.keys)
 			if err == nil && kid == "" {
 				err = audit.ErrUnsigned
 			}
 			if err != nil {
 				return fmt.Errorf("%w: %s %s: event %d: %v", audit.ErrRowState, table, id, b.seq, err)
 			}
+			g.mu.Lock()
+			if len(g.good) >= maxGoodPayloads {
+				clear(g.good)
+			}
+			g.good[sum] = true
+			g.mu.Unlock()
 		}
 		return nil
 	}()

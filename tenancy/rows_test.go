@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -352,3 +353,36 @@ func TestRowApplyRefusesMismatch(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkTenantChecked: the request path's tenant read on a node: the
+// row, its last event and the checks (state document digest, and the
+// event's signature, verified once per payload).
+func BenchmarkTenantChecked(b *testing.B) {
+	ctx := context.Background()
+	tdb := pgtest.New(b)
+	pool := tdb.RuntimePool(b)
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	ledger, err := auditpg.Open(ctx, pool, auditpg.Config{Origin: "rows-bench", SigningKey: priv})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ledger.Close() })
+	if _, err := ledger.BeginSigning(ctx, "engine:node-1"); err != nil {
+		b.Fatal(err)
+	}
+	for _, keys := range []map[string]ed25519.PublicKey{nil, {audit.KeyID(pub): pub}} {
+		s := NewStore(pool).WithLedger(ledger).WithEventKeys(keys)
+		tn, err := s.CreateTenant(ctx, sampleTenant("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("signature=%v", keys != nil), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Tenant(ctx, tn.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
