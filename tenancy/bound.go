@@ -48,7 +48,7 @@ type rowGuard struct {
 	alarm func(RowMismatch)
 	mu    sync.Mutex
 	seen  map[string]bool       // guarded by mu: mismatches already alarmed, by table/id/seq
-	good  map[audit.Digest]bool // guarded by mu: payloads whose signature verified (rows change rarely; one Ed25519 verification each)
+	good  map[audit.Digest]bool // guarded by mu: rows (with their event) that passed, so a row read again costs one SHA-256
 }
 
 // WithEventKeys returns a Store that also requires the last event of every
@@ -79,7 +79,7 @@ func (s *Store) WithRowAlarm(fn func(RowMismatch)) *Store {
 	return &c
 }
 
-// maxGoodPayloads bounds the verified-signature cache (cleared when full).
+// maxGoodPayloads bounds the cache of rows that passed (cleared when full).
 const maxGoodPayloads = 1 << 16
 
 // rowBinding is what a read selects besides the row's own columns: its
@@ -104,6 +104,19 @@ func (b *rowBinding) dest() []any { return []any{&b.row, &b.prev, &b.seq, &b.ese
 // check reports whether the row is what its last event states; a
 // mismatch is alarmed and returned as ErrRowUnproven.
 func (s *Store) check(table, id string, tenant cloison.TenantID, b rowBinding) error {
+	g := s.guard
+	// A row read as it was last checked passes again without the work: the
+	// key covers everything the checks read.
+	var key audit.Digest
+	if g != nil && b.eseq != nil {
+		key = audit.Sum(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d\x00%d\x00%s\x00%s", table, id, tenant, b.prev, b.seq, b.row, b.payload))
+		g.mu.Lock()
+		ok := g.good[key]
+		g.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
 	err := func() error {
 		if b.seq == 0 {
 			return fmt.Errorf("%w: %s %s is bound to no event", audit.ErrRowState, table, id)
@@ -119,14 +132,7 @@ func (s *Store) check(table, id string, tenant cloison.TenantID, b rowBinding) e
 		if err := audit.CheckRow(table, id, string(tenant), state, rec); err != nil {
 			return err
 		}
-		if g := s.guard; g != nil && len(g.keys) > 0 {
-			sum := audit.Sum(b.payload)
-			g.mu.Lock()
-			ok := g.good[sum]
-			g.mu.Unlock()
-			if ok {
-				return nil
-			}
+		if g != nil && len(g.keys) > 0 {
 			kid, err := audit.VerifyEventSignature(b.payload, g.keys)
 			if err == nil && kid == "" {
 				err = audit.ErrUnsigned
@@ -134,15 +140,17 @@ func (s *Store) check(table, id string, tenant cloison.TenantID, b rowBinding) e
 			if err != nil {
 				return fmt.Errorf("%w: %s %s: event %d: %v", audit.ErrRowState, table, id, b.seq, err)
 			}
-			g.mu.Lock()
-			if len(g.good) >= maxGoodPayloads {
-				clear(g.good)
-			}
-			g.good[sum] = true
-			g.mu.Unlock()
 		}
 		return nil
 	}()
+	if err == nil && g != nil {
+		g.mu.Lock()
+		if len(g.good) >= maxGoodPayloads {
+			clear(g.good)
+		}
+		g.good[key] = true
+		g.mu.Unlock()
+	}
 	if err == nil {
 		return nil
 	}

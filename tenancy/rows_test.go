@@ -386,3 +386,31 @@ func BenchmarkTenantChecked(b *testing.B) {
 		})
 	}
 }
+
+// A row older than migration 00027 (no event binds it) is refused until
+// BindUnbound states it as found, which the node does at start.
+func TestBindUnbound(t *testing.T) {
+	ctx := context.Background()
+	f := newSignedFixture(t)
+	id := string(uniqueID("old"))
+	if _, err := f.tdb.AdminPool(t).Exec(ctx, `INSERT INTO tenants (id, name, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute)
+		VALUES ($1, 'old', 'shared', 'cross-tenant', 'internal', 2, 8, 100)`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Tenant(ctx, cloison.TenantID(id)); !errors.Is(err, ErrRowUnproven) {
+		t.Fatalf("an unbound tenant: got %v, want ErrRowUnproven", err)
+	}
+	n, err := f.store.BindUnbound(WithActor(ctx, "engine:node-1"))
+	if err != nil || n != 1 {
+		t.Fatalf("BindUnbound: %d, %v; want 1 row", n, err)
+	}
+	if got, err := f.store.Tenant(ctx, cloison.TenantID(id)); err != nil || got.Quotas.MaxConcurrent != 2 {
+		t.Fatalf("after binding: %+v, %v", got.Quotas, err)
+	}
+	if err := f.verifyRows(t); err != nil {
+		t.Fatalf("verify after binding: %v", err)
+	}
+	if n, err := f.store.BindUnbound(ctx); err != nil || n != 0 {
+		t.Fatalf("BindUnbound again: %d, %v; want 0", n, err)
+	}
+}

@@ -31,12 +31,14 @@ type Store struct {
 	pool   *pgxpool.Pool
 	ledger Ledger // nil: read-only
 	cache  *lookupCache
-	guard  *rowGuard // row checks (WithEventKeys, WithRowAlarm); nil: unsigned events accepted, no alarm
+	guard  *rowGuard // row checks and their cache (WithEventKeys, WithRowAlarm); never nil
 }
 
 // NewStore returns a Store over pool; the pool stays the caller's to close.
 // Use WithLedger for a Store that may change anything.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, cache: newLookupCache()} }
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, cache: newLookupCache(), guard: &rowGuard{seen: map[string]bool{}, good: map[audit.Digest]bool{}}}
+}
 
 // inTx runs fn in a transaction, committing when fn returns nil. A
 // serialization failure or deadlock reruns fn (up to three times), so fn
