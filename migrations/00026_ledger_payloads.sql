@@ -103,8 +103,15 @@ CREATE FUNCTION audit_sequence(p_occurred_at timestamptz[], p_kind text[], p_ten
                                OUT first_seq bigint, OUT first_prev bytea, OUT last_hash bytea)
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
+    k   integer := coalesce(cardinality(p_payload), 0);
     bad record;
 BEGIN
+    -- The batch's shape first, as audit_place refuses it (CL003).
+    IF k = 0 OR coalesce(cardinality(p_occurred_at), 0) <> k OR coalesce(cardinality(p_kind), 0) <> k
+       OR coalesce(cardinality(p_tenant), 0) <> k OR coalesce(cardinality(p_actor), 0) <> k
+       OR array_position(p_payload, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL003', MESSAGE = 'audit_sequence: empty batch, null payload or arrays of different lengths';
+    END IF;
     SELECT * INTO bad FROM audit_payloads_refused(p_occurred_at, p_kind, p_tenant, p_actor, p_payload);
     IF bad.why IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'CL020',

@@ -173,8 +173,15 @@ CREATE OR REPLACE FUNCTION public.audit_sequence(p_occurred_at timestamp with ti
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
 DECLARE
+    k   integer := coalesce(cardinality(p_payload), 0);
     bad record;
 BEGIN
+    -- The batch's shape first, as audit_place refuses it (CL003).
+    IF k = 0 OR coalesce(cardinality(p_occurred_at), 0) <> k OR coalesce(cardinality(p_kind), 0) <> k
+       OR coalesce(cardinality(p_tenant), 0) <> k OR coalesce(cardinality(p_actor), 0) <> k
+       OR array_position(p_payload, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL003', MESSAGE = 'audit_sequence: empty batch, null payload or arrays of different lengths';
+    END IF;
     SELECT * INTO bad FROM audit_payloads_refused(p_occurred_at, p_kind, p_tenant, p_actor, p_payload);
     IF bad.why IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'CL020',
