@@ -23,7 +23,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/migrations"
@@ -93,6 +95,13 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *dae
 			if m, _ := os.ReadFile(metricsReady); len(m) > 0 { // written before the HTTP ready file
 				n.metrics = "http://" + string(m)
 			}
+			if !slices.Contains(extra, "--log-key-file") {
+				origin := "cloison"
+				if i := slices.Index(extra, "--origin"); i >= 0 {
+					origin = extra[i+1]
+				}
+				nodeLogKeys.Store(dbURL, nodeLogKey{file: filepath.Join(n.stateDir, "checkpoint.key"), origin: origin})
+			}
 			return n
 		}
 		select {
@@ -154,12 +163,29 @@ func adminPool(t testing.TB, url string) *pgxpool.Pool {
 	return p
 }
 
+// nodeLogKeys: database URL → the log key of the dev node started on it
+// (its state directory's checkpoint.key) and its origin.
+var nodeLogKeys sync.Map
+
+type nodeLogKey struct{ file, origin string }
+
 // adminStore is a tenancy store on url as the admin, ledgering its changes
-// (as every tenancy change must be) to the database's ledger.
+// (as every tenancy change must be) to the database's ledger. Once a node
+// runs on url its changes are signed with the node's log key, as an
+// operator's tool holding the key signs them: after the node began
+// signing, an unsigned tenant change is a verification break.
 func adminStore(t testing.TB, url string) *tenancy.Store {
 	t.Helper()
 	p := adminPool(t, url)
-	l, err := auditpg.Open(context.Background(), p, auditpg.Config{Origin: "e2e-admin"})
+	cfg := auditpg.Config{Origin: "e2e-admin"}
+	if v, ok := nodeLogKeys.Load(url); ok {
+		k, err := keyfile.Private(v.(nodeLogKey).file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Origin, cfg.SigningKey = audit.Name(v.(nodeLogKey).origin), k
+	}
+	l, err := auditpg.Open(context.Background(), p, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
