@@ -215,6 +215,13 @@ func TestSequenceRefusesNonEnvelopePayloads(t *testing.T) {
 			}
 		})
 	}
+	// Nor can it go round the check: audit_place, which audit_sequence and
+	// audit_integrate call, is not the runtime role's to call.
+	_, err = rt.Exec(ctx, "SELECT audit_place($1, $2, $3, $4, $5)", []time.Time{now}, []string{string(audit.KindPolicyReloaded)},
+		[]*string{nil}, []string{"engine:node-1"}, [][]byte{[]byte("\x00poison")})
+	if got := sqlstate(err); got != "42501" {
+		t.Errorf("audit_place as the runtime role: got %q (%v), want 42501", got, err)
+	}
 	var n int
 	if err := rt.QueryRow(ctx, "SELECT (SELECT count(*) FROM audit_events) + (SELECT count(*) FROM audit_staging)").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("stored %d rows (%v), want none", n, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
 	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
@@ -68,7 +69,6 @@ type daemon struct {
 func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *daemon {
 	t.Helper()
 	n := &daemon{t: t, stateDir: t.TempDir(), dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
-	nodeStateDirs.Store(dbURL, n.stateDir)
 	ready := filepath.Join(n.stateDir, "ready")
 	grpcReady := filepath.Join(n.stateDir, "grpc-ready")
 	metricsReady := filepath.Join(n.stateDir, "metrics-ready")
@@ -94,6 +94,13 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *dae
 			n.grpcAddr = string(g)
 			if m, _ := os.ReadFile(metricsReady); len(m) > 0 { // written before the HTTP ready file
 				n.metrics = "http://" + string(m)
+			}
+			if !slices.Contains(extra, "--log-key-file") {
+				origin := "cloison"
+				if i := slices.Index(extra, "--origin"); i >= 0 {
+					origin = extra[i+1]
+				}
+				nodeLogKeys.Store(dbURL, nodeLogKey{file: filepath.Join(n.stateDir, "checkpoint.key"), origin: origin})
 			}
 			return n
 		}
@@ -156,25 +163,27 @@ func adminPool(t testing.TB, url string) *pgxpool.Pool {
 	return p
 }
 
-// nodeStateDirs maps a database URL to the state directory of the last
-// dev node started on it: its log key (checkpoint.key) signs the changes
-// adminStore makes, as an operator's cloisonctl --checkpoint-key does.
-var nodeStateDirs sync.Map
+// nodeLogKeys: database URL → the log key of the dev node started on it
+// (its state directory's checkpoint.key) and its origin.
+var nodeLogKeys sync.Map
+
+type nodeLogKey struct{ file, origin string }
 
 // adminStore is a tenancy store on url as the admin, ledgering its changes
-// (as every tenancy change must be) to the database's ledger, signed with
-// the dev node's log key once a node runs on url: the nodes refuse a
-// tenant, client or key row whose last event the log key did not sign.
+// (as every tenancy change must be) to the database's ledger. Once a node
+// runs on url its changes are signed with the node's log key, as an
+// operator's tool holding the key signs them: after the node began
+// signing, an unsigned tenant change is a verification break.
 func adminStore(t testing.TB, url string) *tenancy.Store {
 	t.Helper()
 	p := adminPool(t, url)
 	cfg := auditpg.Config{Origin: "e2e-admin"}
-	if dir, ok := nodeStateDirs.Load(url); ok {
-		key, err := keyfile.Private(filepath.Join(dir.(string), "checkpoint.key"))
+	if v, ok := nodeLogKeys.Load(url); ok {
+		k, err := keyfile.Private(v.(nodeLogKey).file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.SigningKey = key
+		cfg.Origin, cfg.SigningKey = audit.Name(v.(nodeLogKey).origin), k
 	}
 	l, err := auditpg.Open(context.Background(), p, cfg)
 	if err != nil {
