@@ -131,6 +131,15 @@ func Rows(ctx context.Context, q querier, table, id string) ([]LiveRow, error) {
 // such row (audit.JoinBreaks); Verify calls it with VerifyOptions.Keys.
 // Errors: those breaks, or the database's.
 func (s *Store) VerifyRows(ctx context.Context, keys map[string]ed25519.PublicKey) error {
+	// A database migrated short of 00027 (the migration tests verify one)
+	// has no binding to check.
+	var bound bool
+	if err := s.scan.QueryRow(ctx, `SELECT to_regproc('row_apply') IS NOT NULL`).Scan(&bound); err != nil {
+		return translate(err)
+	}
+	if !bound {
+		return nil
+	}
 	var mark int64
 	if len(keys) > 0 {
 		err := s.scan.QueryRow(ctx, `SELECT coalesce(min(seq), 0) FROM audit_events WHERE kind = $1`, string(audit.KindSigningBegan)).Scan(&mark)
