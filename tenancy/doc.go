@@ -70,7 +70,8 @@
 //     client's requests fail closed; the ring keeps the keys it had) and
 //     reported once to WithRowAlarm (the node opens an incident). An
 //     administrator's next change of the row states it again; UpdateTenant
-//     writes a refused tenant even when fn changes nothing. BindUnbound
+//     writes a refused tenant even when fn changes nothing, and a rotation
+//     restates the key rows retired off the record (they stay retired). BindUnbound
 //     binds rows older than the migration, as found.
 //   - Rotate refuses while the current key is younger than the ring's
 //     minimum interval (DefaultMinRotateInterval = DefaultMaxTTL;

@@ -486,6 +486,15 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 	byState := map[KeyState][]storedKey{}
 	for _, k := range keys {
 		if !k.state.Verifying() {
+			// A retired row that is not what its last event states
+			// (retired off the record) is restated as retired by this
+			// signed rotation: a key never comes back, and the ring can
+			// load again. The mismatch was alarmed when first read.
+			if r.store.check(audit.RowSigningKeys, k.kid, "", k.binding) != nil {
+				if err := r.store.applyKey(ctx, tx, k, audit.KeyRevoked, KeyRetired); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if _, err := authenticate(r.kek, k); err != nil {

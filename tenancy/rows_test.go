@@ -271,6 +271,17 @@ func TestForgedKeyRetirementRefused(t *testing.T) {
 	if err := f.verifyRows(t); err == nil {
 		t.Fatal("verify after the forgery: got nil, want a row_state break")
 	}
+	// The operator's way out: a rotation (signed) restates the retired
+	// rows and makes new keys; the ring loads again.
+	if err := f.ring.Rotate(ctx); err != nil {
+		t.Fatalf("rotate after the forgery: %v", err)
+	}
+	if err := f.ring.Reload(ctx); err != nil {
+		t.Fatalf("reload after the rotation: %v", err)
+	}
+	if err := f.verifyRows(t); err != nil {
+		t.Fatalf("verify after the rotation: %v", err)
+	}
 }
 
 // The runtime role revokes a client through row_apply with its own
