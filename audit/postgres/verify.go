@@ -17,9 +17,10 @@ import (
 // by one of opts.Keys (notes of other keys are passed over) and
 // opts.Trusted against it, recomputes the stored tenant logs
 // (VerifyTenantLogs), and returns every break it finds (*audit.Breaks:
-// a broken entry never hides a later one, nor a tree or tenant log break). It fails, never warns: an empty ledger, or a ledger
-// that no signed checkpoint or tree note vouches for (every checkpoint
-// deleted, the chain rewritten), is refused with a named error unless
+// a broken entry never hides a later one, nor a tree or tenant log
+// break). It fails, never warns: an empty ledger, or a ledger that no
+// signed checkpoint or tree note vouches for (every checkpoint deleted,
+// the chain rewritten), is refused with a named error unless
 // opts.ChainOnly.
 //
 // It runs on the scan pool and holds no long transaction: the stored

@@ -95,12 +95,18 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *dae
 			if m, _ := os.ReadFile(metricsReady); len(m) > 0 { // written before the HTTP ready file
 				n.metrics = "http://" + string(m)
 			}
-			if !slices.Contains(extra, "--log-key-file") {
-				origin := "cloison"
-				if i := slices.Index(extra, "--origin"); i >= 0 {
-					origin = extra[i+1]
-				}
-				nodeLogKeys.Store(dbURL, nodeLogKey{file: filepath.Join(n.stateDir, "checkpoint.key"), origin: origin})
+			// The node's log key, for adminStore: --log-key-file, or the
+			// dev key in its state directory (none on a node that holds
+			// no ledger writer, as a prefill node).
+			key, origin := filepath.Join(n.stateDir, "checkpoint.key"), "cloison"
+			if i := slices.Index(extra, "--log-key-file"); i >= 0 {
+				key = extra[i+1]
+			}
+			if i := slices.Index(extra, "--origin"); i >= 0 {
+				origin = extra[i+1]
+			}
+			if _, err := os.Stat(key); err == nil {
+				nodeLogKeys.Store(dbURL, nodeLogKey{file: key, origin: origin})
 			}
 			return n
 		}
@@ -384,11 +390,12 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 		}
 	}
 	// Before serving, the node records only admin changes (its signing
-	// keys' creation, tenants): the first other event is the attestation.
+	// keys' creation, tenants) and where event signatures begin
+	// (ledger.signing_began): the first other event is the attestation.
 	all := n.ledgerRows(admin)
 	first := ""
 	for _, row := range all {
-		if k := row["kind"].(string); !strings.HasPrefix(k, "key.") && !strings.HasPrefix(k, "tenant.") {
+		if k := row["kind"].(string); !strings.HasPrefix(k, "key.") && !strings.HasPrefix(k, "tenant.") && k != string(audit.KindSigningBegan) {
 			first = k
 			break
 		}
