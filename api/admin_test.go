@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +30,9 @@ func call(t *testing.T, p *platformtest.Platform, method, path, token, body stri
 
 // TestAdminPlantedKeyIs401: a signing key planted in the database grants
 // nothing, end to end. The runtime
-// database role plants a next signing key with its own public key; after
-// the key refresh a self-signed admin token for any tenant gets 401.
+// database role plants a next signing key with its own public key (through
+// row_apply, with an unsigned event); the key refresh refuses it and a
+// self-signed admin token for any tenant gets 401.
 func TestAdminPlantedKeyIs401(t *testing.T) {
 	ctx := context.Background()
 	p := platformtest.New(t, platformtest.Options{})
@@ -37,16 +40,43 @@ func TestAdminPlantedKeyIs401(t *testing.T) {
 	kid := tenancy.Thumbprint(pub)
 	fake := make([]byte, 60)
 	_, _ = rand.Read(fake)
+	// The runtime role writes key rows only through row_apply, with an
+	// event of its own (unsigned: it has no log key).
 	rt := p.DB.RuntimePool(t)
-	if _, err := rt.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE issuer = $1 AND state = 'next'`, p.Ring.Issuer()); err != nil {
-		t.Fatal(err)
+	plant := func(row map[string]any, op audit.KeyOp, public []byte) {
+		var prev int64
+		_ = rt.QueryRow(ctx, `SELECT coalesce(ledger_seq, 0) FROM signing_keys WHERE kid = $1`, row["kid"]).Scan(&prev)
+		st, err := audit.RowState(audit.RowSigningKeys, uint64(prev), row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := audit.Sum(st)
+		payload, err := audit.Event{OccurredAt: time.Now(), Actor: "admin:mallory", Payload: audit.KeyChange{Op: op,
+			Key: audit.Name(row["kid"].(string)), Purpose: "jwt", PublicKeyDigest: audit.Sum(public), State: &d}}.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.Exec(ctx, `SELECT * FROM row_apply($1, $2)`, payload, st); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := rt.Exec(ctx, `INSERT INTO signing_keys (kid, issuer, public_key, sealed_private, state) VALUES ($1, $2, $3, $4, 'next')`,
-		kid, p.Ring.Issuer(), []byte(pub), fake); err != nil {
-		t.Fatal(err)
+	for _, k := range p.Ring.Keys() {
+		if k.State != tenancy.KeyNext {
+			continue
+		}
+		var sealed []byte
+		if err := rt.QueryRow(ctx, `SELECT sealed_private FROM signing_keys WHERE kid = $1`, k.ID).Scan(&sealed); err != nil {
+			t.Fatal(err)
+		}
+		plant(map[string]any{"kid": k.ID, "issuer": k.Issuer, "algorithm": "EdDSA", "public_key": `\x` + hex.EncodeToString(k.Public),
+			"sealed_private": `\x` + hex.EncodeToString(sealed), "state": "retired"}, audit.KeyRevoked, k.Public)
 	}
-	if err := p.Ring.Reload(ctx); err != nil { // the key refresh every node runs
-		t.Fatal(err)
+	plant(map[string]any{"kid": kid, "issuer": p.Ring.Issuer(), "algorithm": "EdDSA", "public_key": `\x` + hex.EncodeToString(pub),
+		"sealed_private": `\x` + hex.EncodeToString(fake), "state": "next"}, audit.KeyCreated, pub)
+	// The key refresh every node runs: the rows are not what signed
+	// events state, so the ring keeps the keys it had.
+	if err := p.Ring.Reload(ctx); !errors.Is(err, tenancy.ErrRowUnproven) {
+		t.Fatalf("reload after the plant: got %v, want ErrRowUnproven", err)
 	}
 	for _, tenant := range []string{"victim", "attacker"} {
 		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": p.Ring.Issuer(), "aud": "cloison", "sub": "mallory",

@@ -145,6 +145,7 @@ var examples = map[Kind]Payload{
 		Key: "sd1", Completion: &Digest{1}, ReplayMicros: 10, OriginalMicros: 12},
 	KindResponseStored:  &ResponseStored{Response: "resp_1", Request: "req-1", Sealed: Digest{2}, Bytes: 120},
 	KindResponseDeleted: &ResponseDeleted{Response: "resp_1", Sealed: Digest{2}},
+	KindSigningBegan:    &SigningBegan{Seq: 7, Key: "0123456789abcdef"},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

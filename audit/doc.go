@@ -203,8 +203,73 @@
 //     cosigned (audit/witness Client.Latest, VerifyWitnessed) and demands
 //     consistency with every answer, or accepts stored cosignatures only
 //     when younger than a bound (ErrStaleCosignature).
-//   - Verifier streams a chain in constant memory and reports the first
-//     broken seq and why (*BreakError).
+//   - Verifier streams a chain in constant memory and reports every
+//     break it finds (*Breaks, each a *BreakError: seq and why, at most
+//     MaxBreaks kept and the rest counted). A break never stops it: each
+//     row is checked against the stored row before it and on its own, and
+//     the chain goes on from the stored hash, so a poisoned entry (a
+//     payload that is not JSON) cannot hide a tamper further down the log.
+//   - Event signatures (eventsig.go). The chain, the tree and the
+//     checkpoints prove that entries were not changed after they were
+//     signed into a checkpoint; they say nothing of who wrote an entry.
+//     The runtime role can append (it must: the node runs as it), so
+//     without more it could add a notice.sent "by admin:officer-x", a
+//     tenant change or a key retirement that the next checkpoint would
+//     vouch for. The events that state an actor's decision, a change of
+//     the register or of the deployment's principals (SignedKinds, one
+//     table with why for each) are therefore signed by the node that
+//     writes them, with the deployment's log key (purpose checkpoint):
+//     every node holds it, it never enters the database, and every
+//     verifier already trusts its public key, so no new key is
+//     distributed. The signature is Ed25519 over EventSigDomain
+//     ("cloison-event/v1\n") followed by the canonical envelope without
+//     its signature; its domain keeps it apart from checkpoints, tree
+//     notes and cosignatures signed by the same key. It is carried inside
+//     the envelope ("sig": "<key id>:<base64>"), so the chain hash and the
+//     tree leaf cover it like every other field and an entry's bytes
+//     stay self-contained (an export verifies it offline). Per event, not
+//     per integrated batch: the integrator sequences whatever is staged,
+//     and the runtime role can stage, so a batch signature would vouch
+//     for a forgery; the writer that builds an event signs it before it
+//     is staged (EventSigner, in audit/postgres's Append, Stage, AppendTx
+//     and PrepareEvent). The request path's kinds (request.completed,
+//     policy.decision, admission.rejected, policy.refusals, response.*)
+//     are not signed: they are one per request, they state no
+//     administrator's act, and what a tenant was served is bound by its
+//     own tenant log and receipts; signing them would add an Ed25519
+//     verification per request to every full verification.
+//     Signatures are required from where signing began: the first
+//     ledger.signing_began event (SigningBegan, written by a node when it
+//     opens the ledger, signed, stating its own seq) or the first event
+//     with a valid signature, whichever comes first. A ledger written
+//     before has unsigned admin events; they stay before the mark and are
+//     accepted as what they were. The mark cannot be moved: it is signed
+//     and states its seq, so a copy elsewhere is a break; the runtime role
+//     can only append after it; and a DBA who rewrote the log to put it
+//     later would have to drop every signed entry before the new place
+//     (the first valid signature also begins signing) and rewrite the
+//     chain under checkpoints and tree notes signed before, which the
+//     node's and the witnesses' copies contradict. After the mark, a
+//     signed kind without a valid signature by a trusted key is a break
+//     (ReasonSignature), as is a bad signature anywhere. A verifier of an
+//     exported range that starts after the mark sees signing begin at the
+//     range's first signed entry: an unsigned forgery before it in the
+//     range is not named (the manifest does not yet carry the mark's seq).
+//     A signed event can be copied (replayed) whole by the runtime role:
+//     its occurred_at then lies far from when it was sequenced, which the
+//     next rule names, and within the tolerance the copy is a second
+//     identical statement of an act that did happen.
+//   - Backdating. Each entry's recorded_at is the database's clock when
+//     audit_sequence inserted it (clock_timestamp(), a column the runtime
+//     role cannot write; not hashed). After signing began, an entry whose
+//     occurred_at is more than ClockTolerance (5 minutes) from it is a
+//     break (ReasonBackdated): writers stamp events when they build them
+//     and integrate them within IntegrationBound, so the tolerance covers
+//     clock skew and a retried commit with room. A notice.sent's
+//     occurred_at is the date the notice was sent, stated by the officer,
+//     and an export.created's the start of a possibly long export
+//     (StatedTimeKinds): they are exempt, and signed. Against a DBA, who can
+//     rewrite recorded_at, the rule proves nothing; the signature does.
 //   - IncidentFile.ForTenant is the only view of the register meant for a
 //     tenant: other affected tenants are counted, not named; only the
 //     notices addressed to that tenant remain; no ledger sequence number,
@@ -290,11 +355,12 @@
 // request.completed, isolation.violation, transfer.verification_failed,
 // capacity.attestation, incident.opened|updated|purged, notice.sent,
 // tenant.created|updated|disabled, key.created|rotated|revoked,
-// client.created|revoked, token.revoked, export.created (and the kinds the
-// later sections name). Checkpoints are Ed25519-signed (origin, size, head,
-// time) in a strict text form. A *BreakError{Seq, Reason} names the first
-// broken seq and why: gap, order, prev_hash, hash, payload, columns,
-// checkpoint, checkpoint_sig, truncated.
+// client.created|revoked, token.revoked, export.created,
+// ledger.signing_began (and the kinds the later sections name). Checkpoints are Ed25519-signed (origin, size, head,
+// time) in a strict text form. A *BreakError{Seq, Reason} names a broken
+// seq and why: gap, order, prev_hash, hash, payload, columns, checkpoint,
+// checkpoint_sig, truncated, signature, backdated; verification returns
+// them all (*Breaks).
 //
 // IncidentVersion holds every element of s. 7 of the Règlement sur les
 // incidents de confidentialité (RLRQ c., r. 3.1) and what a notice to

@@ -1,7 +1,9 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -59,6 +61,9 @@ const (
 	ReasonTree          Reason = "tree"           // a stored Merkle tree hash is not the one the entries give
 	ReasonTenantLog     Reason = "tenant_log"     // a stored tenant log row is not the one the entries give
 	ReasonStaged        Reason = "staged"         // an event stayed staged, under no hash, beyond IntegrationBound
+	ReasonRowState      Reason = "row_state"      // a live tenant, client or key row is not what its last event states
+	ReasonSignature     Reason = "signature"      // a signed kind unsigned after signing began, or a bad event signature
+	ReasonBackdated     Reason = "backdated"      // occurred_at is beyond ClockTolerance from the database's clock at sequencing
 )
 
 // IntegrationBound is the longest an acknowledged event may stay staged
@@ -67,8 +72,8 @@ const (
 // (ReasonStaged).
 const IntegrationBound = time.Second
 
-// BreakError reports the first sequence number at which a chain fails
-// verification and why. errors.Is(err, ErrChainBroken) holds for it.
+// BreakError reports a sequence number at which a chain fails verification
+// and why. errors.Is(err, ErrChainBroken) holds for it.
 type BreakError struct {
 	Seq    uint64 // first broken sequence number
 	Reason Reason
@@ -87,4 +92,90 @@ func (e *BreakError) ErrorCode() cloison.Code { return ErrChainBroken.Code }
 
 func breakAt(seq uint64, r Reason, format string, args ...any) *BreakError {
 	return &BreakError{Seq: seq, Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// MaxBreaks bounds the breaks a Verifier keeps (a ledger rewritten from
+// its first entry breaks everywhere); Breaks.More counts the rest.
+const MaxBreaks = 1000
+
+// Breaks is every break a verification found, in the order found (by seq
+// for the chain). It is what Verifier.Finish and the stores' Verify return
+// when anything is broken: a known-bad entry never hides a later one.
+// errors.As(err, &be) with be a *BreakError finds the first; errors.Is
+// (err, ErrChainBroken) holds.
+type Breaks struct {
+	All  []*BreakError
+	More int // breaks found beyond MaxBreaks, not kept
+}
+
+func (b *Breaks) Error() string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "audit: %d break(s)", len(b.All)+b.More)
+	for _, e := range b.All {
+		fmt.Fprintf(&s, "\n  seq %d (%s): %s", e.Seq, e.Reason, e.Detail)
+	}
+	if b.More > 0 {
+		fmt.Fprintf(&s, "\n  and %d more", b.More)
+	}
+	return s.String()
+}
+
+// Unwrap returns every break kept, first first.
+func (b *Breaks) Unwrap() []error {
+	errs := make([]error, len(b.All))
+	for i, e := range b.All {
+		errs[i] = e
+	}
+	return errs
+}
+
+// ErrorCode reports the code of ErrChainBroken.
+func (b *Breaks) ErrorCode() cloison.Code { return ErrChainBroken.Code }
+
+// add keeps e (nil: nothing).
+func (b *Breaks) add(e *BreakError) {
+	if e == nil {
+		return
+	}
+	if len(b.All) >= MaxBreaks {
+		b.More++
+		return
+	}
+	b.All = append(b.All, e)
+}
+
+// JoinBreaks returns one error holding every *BreakError in errs (found
+// with errors.As, each *Breaks flattened) and the other errors, in order:
+// nil when all are nil. A store's Verify joins its checks' errors with it,
+// so a chain break does not hide a tree or tenant log break.
+func JoinBreaks(errs ...error) error {
+	var b Breaks
+	var other []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var bs *Breaks
+		var be *BreakError
+		switch {
+		case errors.As(err, &bs):
+			for _, e := range bs.All {
+				b.add(e)
+			}
+			b.More += bs.More
+		case errors.As(err, &be):
+			b.add(be)
+		default:
+			other = append(other, err)
+		}
+	}
+	switch {
+	case len(b.All) == 0 && len(other) == 0:
+		return nil
+	case len(b.All) == 0:
+		return errors.Join(other...)
+	case len(other) == 0:
+		return &b
+	}
+	return errors.Join(append([]error{&b}, other...)...)
 }

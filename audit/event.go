@@ -43,6 +43,7 @@ const (
 	KindRequestReplayed      Kind = "request.replayed"
 	KindResponseStored       Kind = "response.stored"
 	KindResponseDeleted      Kind = "response.deleted"
+	KindSigningBegan         Kind = "ledger.signing_began"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -54,6 +55,7 @@ var Kinds = []Kind{
 	KindPolicyRefusals,
 	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
 	KindReportReceived, KindRequestReplayed, KindResponseStored, KindResponseDeleted,
+	KindSigningBegan,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.
@@ -165,6 +167,8 @@ type envelope struct {
 	Tenant     string          `json:"tenant,omitempty"`
 	Actor      string          `json:"actor"`
 	Data       json.RawMessage `json:"data"`
+	// Sig is the event signature (eventsig.go), on the SignedKinds only.
+	Sig string `json:"sig,omitempty"`
 }
 
 // TimeFormat is how times appear inside ledger payloads: UTC, microseconds.
@@ -209,6 +213,7 @@ type Envelope struct {
 	Tenant     cloison.TenantID
 	Actor      Name
 	Data       json.RawMessage // canonical JSON of the typed payload
+	Sig        string          // "<key id>:<base64>", or "" (VerifyEventSignature)
 }
 
 // DecodeEnvelope checks that payload is canonical JSON of a version-1
@@ -233,7 +238,7 @@ func DecodeEnvelope(payload []byte) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: occurred_at: %v", ErrInvalidEvent, err)
 	}
-	return Envelope{Kind: env.Kind, OccurredAt: t, Tenant: cloison.TenantID(env.Tenant), Actor: Name(env.Actor), Data: env.Data}, nil
+	return Envelope{Kind: env.Kind, OccurredAt: t, Tenant: cloison.TenantID(env.Tenant), Actor: Name(env.Actor), Data: env.Data, Sig: env.Sig}, nil
 }
 
 // DecodePayload decodes an envelope's data into its typed payload.

@@ -77,6 +77,8 @@ func NewPayload(k Kind) Payload {
 		return &ResponseStored{}
 	case KindResponseDeleted:
 		return &ResponseDeleted{}
+	case KindSigningBegan:
+		return &SigningBegan{}
 	}
 	return nil
 }
@@ -386,6 +388,10 @@ type TenantChange struct {
 	Op           TenantOp `json:"op"`
 	Tier         Name     `json:"tier,omitempty"`
 	ConfigDigest Digest   `json:"config_digest"`
+	// State is SHA-256 of the tenant row's state document (RowState):
+	// what the row is after this event. Events written before live rows
+	// were bound to their events have none.
+	State *Digest `json:"state,omitempty"`
 }
 
 func (p TenantChange) Kind() Kind { return Kind("tenant." + string(p.Op)) }
@@ -414,6 +420,9 @@ type KeyChange struct {
 	Key             Name   `json:"key"`     // key id
 	Purpose         Name   `json:"purpose"` // jwt, checkpoint, manifest
 	PublicKeyDigest Digest `json:"public_key_digest"`
+	// State is SHA-256 of the signing_keys row's state document
+	// (RowState), for jwt keys; nil for keys kept outside the database.
+	State *Digest `json:"state,omitempty"`
 }
 
 func (p KeyChange) Kind() Kind { return Kind("key." + string(p.Op)) }
@@ -531,6 +540,9 @@ type ClientChange struct {
 	Op     ClientOp `json:"op"`
 	Client Name     `json:"client"`
 	Scopes []Name   `json:"scopes"`
+	// State is SHA-256 of the api_clients row's state document
+	// (RowState): what the row is after this event.
+	State *Digest `json:"state,omitempty"`
 }
 
 func (p ClientChange) Kind() Kind { return Kind("client." + string(p.Op)) }

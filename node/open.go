@@ -230,15 +230,32 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.Keys.record(ctx, ledger, actor, log, s.Keys.Records...); err != nil {
 		return nil, err
 	}
+	// From here on the ledger requires event signatures (a no-op once
+	// marked): an unsigned admin or register event appended by whoever
+	// holds only the database's credentials is a verification break.
+	if s.Keys.Log != nil {
+		if _, err := ledger.BeginSigning(ctx, actor); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
 	stopWitnesses, sub, err := startWitnesses(ctx, s.Witnesses, s.WitnessInterval, ledger, log)
 	if err != nil {
 		return nil, err
 	}
 	o.add(stopWitnesses)
 
-	// Every tenancy change ledgers its event in its own transaction.
-	tenants := tenancy.NewStore(s.DB).WithLedger(ledger)
+	// Every tenancy change ledgers its event in its own transaction, and
+	// writes its row from that event (row_apply); a row that is not what
+	// its last event (signed by a log key) states is refused, with an
+	// incident. Rows older than the binding are bound before anything
+	// serves.
+	tenants := tenancy.NewStore(s.DB).WithLedger(ledger).WithEventKeys(rowKeys(s.Keys)).WithRowAlarm(rowAlarm(ledger, actor, log))
 	sysCtx := tenancy.WithActor(ctx, actor)
+	if n, err := tenants.BindUnbound(sysCtx); err != nil {
+		return nil, fmt.Errorf("tenancy: binding rows to events: %w", err)
+	} else if n > 0 {
+		log.Info("tenancy: rows bound to their ledger events", "rows", n)
+	}
 	verifier, ring, err := s.Auth.open(sysCtx, tenants, s.Keys.KEK, log, &o)
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ for _ in $(seq 1 240); do [ -s "$dir/state/ready" ] && break; kill -0 $pid 2>/de
 [ -s "$dir/state/ready" ] || { echo "sdk-test: cloisond did not become ready" >&2; tail -20 "$dir/cloisond.log" >&2; exit 1; }
 addr=$(cat "$dir/state/ready")
 
-ctl() { "$dir/bin/cloisonctl" --database-url "$admin" "$@"; }
+ctl() { CLOISON_STATE_DIR="$dir/state" "$dir/bin/cloisonctl" --database-url "$admin" "$@"; } # the node's state: its log key signs tenant changes
 ctl tenant create other --models "$MODEL" >/dev/null 2>&1 || true # exists from an earlier run
 tok=$(ctl token issue --tenant dev --subject sdk-test --scopes infer --ttl 1h --state-dir "$dir/state")
 other=$(ctl token issue --tenant other --subject sdk-test --scopes infer --ttl 1h --state-dir "$dir/state")

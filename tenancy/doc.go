@@ -48,15 +48,31 @@
 //   - A verifying key is one that a holder of the key-encryption key made:
 //     on every load each next, current and previous row must open under the
 //     KEK (AES-GCM, bound to kid and issuer) and derive the row's public key.
-//     The runtime database role can write signing_keys, but a row it plants
-//     is refused (never verifies, logged, listed by KeyRing.Refused) and
-//     the next rotation retires it.
+//     The runtime database role can state a signing_keys row through
+//     row_apply, but a row it plants is refused (never verifies, logged,
+//     listed by KeyRing.Refused) and the next rotation retires it.
 //   - Every change — tenant create/update/suspend/activate, API client
 //     create/revoke, token revocation, key creation, rotation and
-//     retirement — appends its ledger event (Ledger.AppendTx) in the
-//     change's own transaction, as its last statement: if the ledger cannot
-//     record it (ErrLedger), or the Store has none (ErrNoLedger), nothing
-//     changes. The event's actor comes from the context (WithActor).
+//     retirement — appends its ledger event in the change's own
+//     transaction, as its last statement: if the ledger cannot record it
+//     (ErrLedger), or the Store has none (ErrNoLedger), nothing changes.
+//     The event's actor comes from the context (WithActor).
+//   - A tenant, client or key row is what its last ledger event states.
+//     The runtime role has no INSERT or UPDATE on those tables (migration
+//     00027): they change through the database's row_apply
+//     (Ledger.ApplyTx), which appends the event, whose State is the
+//     digest of the row's state document (audit.RowState), and writes the
+//     row from that document, in one statement. Tenant, Client and
+//     KeyRing.Reload check every row they read against its last event
+//     and, with WithEventKeys (the node's log keys), the event's
+//     signature: a row changed off the record, or stated by an event the
+//     log key did not sign, is refused (ErrRowUnproven: the tenant's or
+//     client's requests fail closed; the ring keeps the keys it had) and
+//     reported once to WithRowAlarm (the node opens an incident). An
+//     administrator's next change of the row states it again; UpdateTenant
+//     writes a refused tenant even when fn changes nothing, and a rotation
+//     restates the key rows retired off the record (they stay retired). BindUnbound
+//     binds rows older than the migration, as found.
 //   - Rotate refuses while the current key is younger than the ring's
 //     minimum interval (DefaultMinRotateInterval = DefaultMaxTTL;
 //     ErrRotateTooSoon), so two quick rotations cannot retire the key that
@@ -105,8 +121,8 @@
 // # Records, tokens and flags
 //
 // Tenants (tenants), API clients (api_clients) and signing keys (signing_keys)
-// live in PostgreSQL (the runtime role may SELECT/INSERT/UPDATE named columns,
-// never DELETE). A tenant has a status (active/suspended), an isolation tier
+// live in PostgreSQL (the runtime role may SELECT them and write them only
+// through row_apply, never DELETE). A tenant has a status (active/suspended), an isolation tier
 // and zeroing mode, a data classification (public/internal/confidential/
 // personal — personal and confidential require the dedicated tier and always
 // zeroing, enforced in Go and by a CHECK), quotas (concurrent requests, KV

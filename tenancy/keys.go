@@ -309,8 +309,10 @@ func (r *KeyRing) Issuer() string { return r.issuer }
 // is authenticated: one that fails is refused (it does not verify), logged,
 // and listed by Refused; a current key that fails is an error, because
 // either the row was forged or this process holds the wrong key-encryption
-// key, and neither may sign. Errors: ErrInvalidKey (the current key), the
-// Store's.
+// key, and neither may sign. Every row must also be what its last ledger
+// event states (as Store.Tenant checks): one that is not fails the load,
+// alarmed, and the ring keeps the keys it had. Errors: ErrInvalidKey (the
+// current key), ErrRowUnproven, the Store's.
 func (r *KeyRing) Reload(ctx context.Context) error {
 	stored, err := r.store.signingKeys(ctx, r.store.pool, r.issuer)
 	if err != nil {
@@ -319,6 +321,14 @@ func (r *KeyRing) Reload(ctx context.Context) error {
 	keys := make([]ringKey, 0, len(stored))
 	var refused []string
 	for _, s := range stored {
+		// A row that is not what its last event states (retired, promoted
+		// or planted off the record) stops the load: the ring keeps the
+		// keys it had.
+		if err := r.store.check(audit.RowSigningKeys, s.kid, "", s.binding); err != nil {
+			r.log.Error("signing keys not reloaded: a key row is not what its last ledger event states",
+				"issuer", r.issuer, "kid", s.kid, "err", err.Error())
+			return err
+		}
 		k := ringKey{KeyInfo: KeyInfo{ID: s.kid, Issuer: s.issuer, State: s.state, Public: ed25519.PublicKey(s.public),
 			CreatedAt: s.createdAt, ActivatedAt: s.activatedAt, RetiredAt: s.retiredAt}}
 		if s.state.Verifying() {
@@ -467,11 +477,24 @@ func (r *KeyRing) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // promoted to current. A current key that does not authenticate stops the
 // rotation (a forged row, or this process has the wrong key-encryption key:
 // retiring the deployment's keys from here would log everyone out).
+//
+// Each row changes through row_apply with its own event (Store.applyKey):
+// key.revoked for a key retired, key.rotated for the current key demoted
+// and the next promoted, key.created for a new key.
 func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) error {
 	has := map[KeyState]bool{}
-	var events []audit.Payload
+	byState := map[KeyState][]storedKey{}
 	for _, k := range keys {
 		if !k.state.Verifying() {
+			// A retired row that is not what its last event states
+			// (retired off the record) is restated as retired by this
+			// signed rotation: a key never comes back, and the ring can
+			// load again. The mismatch was alarmed when first read.
+			if r.store.check(audit.RowSigningKeys, k.kid, "", k.binding) != nil {
+				if err := r.store.applyKey(ctx, tx, k, audit.KeyRevoked, KeyRetired); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if _, err := authenticate(r.kek, k); err != nil {
@@ -480,31 +503,24 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 			}
 			r.log.Error("signing key retired: not made with this deployment's key-encryption key",
 				"issuer", r.issuer, "kid", k.kid, "state", string(k.state), "err", err.Error())
-			if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, k.kid); err != nil {
+			if err := r.store.applyKey(ctx, tx, k, audit.KeyRevoked, KeyRetired); err != nil {
 				return err
 			}
-			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
 			continue
 		}
 		has[k.state] = true
+		byState[k.state] = append(byState[k.state], k)
 	}
-	steps := []string{
-		`UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE issuer = $1 AND state = 'previous'`,
-		`UPDATE signing_keys SET state = 'previous' WHERE issuer = $1 AND state = 'current'`,
-		`UPDATE signing_keys SET state = 'current', activated_at = clock_timestamp() WHERE issuer = $1 AND state = 'next'`,
-	}
-	for _, q := range steps {
-		if _, err := tx.Exec(ctx, q, r.issuer); err != nil {
-			return err
-		}
-	}
-	for _, k := range keys {
-		switch {
-		case !k.state.Verifying() || !has[k.state]:
-		case k.state == KeyPrevious:
-			events = append(events, keyEvent(audit.KeyRevoked, k.kid, k.public))
-		case k.state == KeyNext:
-			events = append(events, keyEvent(audit.KeyRotated, k.kid, k.public))
+	// In the order the unique indexes (one next, current, previous) need.
+	steps := []struct {
+		from, to KeyState
+		op       audit.KeyOp
+	}{{KeyPrevious, KeyRetired, audit.KeyRevoked}, {KeyCurrent, KeyPrevious, audit.KeyRotated}, {KeyNext, KeyCurrent, audit.KeyRotated}}
+	for _, st := range steps {
+		for _, k := range byState[st.from] {
+			if err := r.store.applyKey(ctx, tx, k, st.op, st.to); err != nil {
+				return err
+			}
 		}
 	}
 	fresh := []KeyState{KeyNext}
@@ -516,13 +532,11 @@ func (r *KeyRing) rotateTx(ctx context.Context, tx pgx.Tx, keys []storedKey) err
 		if err != nil {
 			return err
 		}
-		if err := insertKey(ctx, tx, k); err != nil {
+		if err := r.store.applyKey(ctx, tx, k, audit.KeyCreated, st); err != nil {
 			return err
 		}
-		events = append(events, keyEvent(audit.KeyCreated, k.kid, k.public))
 	}
-	// Last: the ledger lock is taken after the key rows' locks.
-	return r.store.record(ctx, tx, "", events...)
+	return nil
 }
 
 func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
@@ -546,17 +560,22 @@ func (r *KeyRing) newKey(st KeyState) (storedKey, error) {
 func (r *KeyRing) Retire(ctx context.Context, kid string) error {
 	var state string
 	err := r.store.inTx(ctx, "signing key "+kid, func(tx pgx.Tx) error {
-		var public []byte
-		if err := tx.QueryRow(ctx, `SELECT state, public_key FROM signing_keys WHERE kid = $1 AND issuer = $2 FOR UPDATE`, kid, r.issuer).Scan(&state, &public); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.signing_keys:' || $1, 0))`, r.issuer); err != nil {
 			return err
 		}
+		keys, err := r.store.signingKeys(ctx, tx, r.issuer)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(keys, func(k storedKey) bool { return k.kid == kid })
+		if i < 0 {
+			return pgx.ErrNoRows
+		}
+		state = string(keys[i].state)
 		if state == string(KeyCurrent) || state == string(KeyRetired) {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp() WHERE kid = $1`, kid); err != nil {
-			return err
-		}
-		return r.store.record(ctx, tx, "", keyEvent(audit.KeyRevoked, kid, public))
+		return r.store.applyKey(ctx, tx, keys[i], audit.KeyRevoked, KeyRetired)
 	})
 	if err != nil {
 		return err

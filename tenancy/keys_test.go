@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/internal/testwait"
 )
 
@@ -212,7 +214,19 @@ func TestKeysOneWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	prev := f.ring.Keys()[0]
-	_, err := db.RuntimePool(t).Exec(ctx, `UPDATE signing_keys SET state = 'next' WHERE kid = $1`, prev.ID)
+	// The runtime role may only write through row_apply, and the row's
+	// trigger holds there too.
+	var sealed []byte
+	if err := db.RuntimePool(t).QueryRow(ctx, `SELECT sealed_private FROM signing_keys WHERE kid = $1`, prev.ID).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	row := keyRow{Kid: prev.ID, Issuer: prev.Issuer, Algorithm: "EdDSA", PublicKey: `\x` + hex.EncodeToString(prev.Public),
+		SealedPrivate: `\x` + hex.EncodeToString(sealed), State: string(KeyNext)}
+	err := forgeRow(t, db.RuntimePool(t), audit.RowSigningKeys, prev.ID, "", row, func(d *audit.Digest) audit.Payload {
+		p := keyEvent(audit.KeyRotated, prev.ID, prev.Public)
+		p.State = d
+		return p
+	})
 	if err := translate(err, "key"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("previous → next: got %v, want ErrConflict", err)
 	}

@@ -118,13 +118,17 @@ func TestChangesLedgeredInTx(t *testing.T) {
 	// Every append goes through audit_sequence (the runtime role has no
 	// INSERT on audit_events since migration 00025): without EXECUTE on
 	// it the ledger cannot append.
+	// Tenants, clients and keys change through row_apply (00027), which
+	// appends as the ledger's owner: without EXECUTE on it neither.
 	grant := func(on bool) {
-		q := fmt.Sprintf("REVOKE EXECUTE ON FUNCTION audit_sequence(timestamptz[], text[], text[], text[], bytea[]) FROM %s", pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
-		if on {
-			q = fmt.Sprintf("GRANT EXECUTE ON FUNCTION audit_sequence(timestamptz[], text[], text[], text[], bytea[]) TO %s", pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
-		}
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
+		for _, fn := range []string{"audit_sequence(timestamptz[], text[], text[], text[], bytea[])", "row_apply(bytea, bytea)"} {
+			q := fmt.Sprintf("REVOKE EXECUTE ON FUNCTION %s FROM %s", fn, pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
+			if on {
+				q = fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", fn, pgx.Identifier{tdb.Roles.Runtime}.Sanitize())
+			}
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 
@@ -211,4 +215,8 @@ type failingLedger struct{}
 
 func (failingLedger) AppendTx(context.Context, pgx.Tx, ...audit.Event) ([]audit.Record, error) {
 	return nil, errors.New("failingLedger")
+}
+
+func (failingLedger) ApplyTx(context.Context, pgx.Tx, audit.Event, []byte) (audit.Record, error) {
+	return audit.Record{}, errors.New("failingLedger")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"testing"
@@ -11,12 +12,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 )
 
 // TestPlantedKeyRefused: the runtime database credentials are not trusted to
-// mint keys. The runtime database role may
-// INSERT and UPDATE signing_keys, so it can plant a verifying row with its
-// own public key and a fake sealed private half. Such a row must never
+// mint keys. The runtime database role may call row_apply with an event
+// of its own, so it can plant a verifying row with its own public key and
+// a fake sealed private half. Such a row must never
 // verify a token (401, whatever tenant and scopes the token claims), must
 // be reported, and must not be promoted by the next rotation.
 func TestPlantedKeyRefused(t *testing.T) {
@@ -31,17 +33,39 @@ func TestPlantedKeyRefused(t *testing.T) {
 			kid := Thumbprint(pub)
 			fake := make([]byte, 12+32+16)
 			_, _ = rand.Read(fake)
-			// The attacker holds the runtime role's credentials, nothing else.
+			// The attacker holds the runtime role's credentials, nothing
+			// else: it writes key rows through row_apply, with events of
+			// its own (this fixture's Store checks no event signature;
+			// TestForgedKeyRetirementRefused is the signed case).
 			rt := db.RuntimePool(t)
 			if state == KeyNext { // one next per issuer: push the real one out first
-				if _, err := rt.Exec(ctx, `UPDATE signing_keys SET state = 'retired', retired_at = clock_timestamp()
-					WHERE issuer = $1 AND state = 'next'`, f.ring.Issuer()); err != nil {
-					t.Fatal(err)
+				for _, k := range f.ring.Keys() {
+					if k.State != KeyNext {
+						continue
+					}
+					var sealed []byte
+					if err := rt.QueryRow(ctx, `SELECT sealed_private FROM signing_keys WHERE kid = $1`, k.ID).Scan(&sealed); err != nil {
+						t.Fatal(err)
+					}
+					row := keyRow{Kid: k.ID, Issuer: k.Issuer, Algorithm: "EdDSA", PublicKey: `\x` + hex.EncodeToString(k.Public),
+						SealedPrivate: `\x` + hex.EncodeToString(sealed), State: string(KeyRetired)}
+					if err := forgeRow(t, rt, audit.RowSigningKeys, k.ID, "", row, func(d *audit.Digest) audit.Payload {
+						p := keyEvent(audit.KeyRevoked, k.ID, k.Public)
+						p.State = d
+						return p
+					}); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
-			if _, err := rt.Exec(ctx, `INSERT INTO signing_keys (kid, issuer, public_key, sealed_private, state)
-				VALUES ($1, $2, $3, $4, $5)`, kid, f.ring.Issuer(), []byte(pub), fake, string(state)); err != nil {
-				t.Fatalf("plant as the runtime role: got %v, want the insert to succeed (the defence is not a privilege)", err)
+			row := keyRow{Kid: kid, Issuer: f.ring.Issuer(), Algorithm: "EdDSA", PublicKey: `\x` + hex.EncodeToString(pub),
+				SealedPrivate: `\x` + hex.EncodeToString(fake), State: string(state)}
+			if err := forgeRow(t, rt, audit.RowSigningKeys, kid, "", row, func(d *audit.Digest) audit.Payload {
+				p := keyEvent(audit.KeyCreated, kid, pub)
+				p.State = d
+				return p
+			}); err != nil {
+				t.Fatalf("plant as the runtime role: got %v, want row_apply to write it (the defence is not a privilege)", err)
 			}
 			if err := f.ring.Reload(ctx); err != nil {
 				t.Fatalf("reload: got %v, want nil (a planted key is refused, not fatal)", err)

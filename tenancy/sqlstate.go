@@ -27,6 +27,7 @@ const (
 	sqlDeadlock            = "40P01"
 	sqlKeyImmutable        = "CL010" // signing_keys_one_way
 	sqlKeyBackwards        = "CL011" // signing_keys_one_way
+	sqlNoData              = "P0002" // row_apply: the row to change does not exist
 )
 
 // translate maps err to a domain error, keeping err in the chain for logs.
@@ -52,6 +53,8 @@ func translate(err error, what string) error {
 		switch pe.Code {
 		case sqlUniqueViolation:
 			return fmt.Errorf("%w: %s already exists (%s)", ErrConflict, what, pe.ConstraintName)
+		case sqlNoData:
+			return fmt.Errorf("%w: %s", ErrNotFound, what)
 		case sqlForeignKeyViolation:
 			return fmt.Errorf("%w: %s refers to a missing row (%s)", ErrNotFound, what, pe.ConstraintName)
 		case sqlCheckViolation, sqlNotNullViolation:

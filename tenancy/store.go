@@ -31,11 +31,14 @@ type Store struct {
 	pool   *pgxpool.Pool
 	ledger Ledger // nil: read-only
 	cache  *lookupCache
+	guard  *rowGuard // row checks and their cache (WithEventKeys, WithRowAlarm); never nil
 }
 
 // NewStore returns a Store over pool; the pool stays the caller's to close.
 // Use WithLedger for a Store that may change anything.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, cache: newLookupCache()} }
+func NewStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, cache: newLookupCache(), guard: &rowGuard{seen: map[string]bool{}, good: map[audit.Digest]bool{}}}
+}
 
 // inTx runs fn in a transaction, committing when fn returns nil. A
 // serialization failure or deadlock reruns fn (up to three times), so fn
@@ -58,13 +61,13 @@ var tokenID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 const tenantColumns = `id, name, status, tier, zeroing, classification, max_concurrent, kv_pages,
 	tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours, allowed_regions, required_node_tier, created_at, updated_at`
 
-func scanTenant(row pgx.Row) (Tenant, error) {
+func scanTenant(row pgx.Row, extra ...any) (Tenant, error) {
 	var (
 		t                            Tenant
 		id, status, tier, zero, clas string
 	)
-	err := row.Scan(&id, &t.Name, &status, &tier, &zero, &clas, &t.Quotas.MaxConcurrent, &t.Quotas.KVPages,
-		&t.Quotas.TokensPerMinute, &t.Quotas.MaxContext, &t.AllowedModels, &t.IncidentContact, &t.NoticeDeadlineHours, &t.Residency.Regions, &t.Residency.Tier, &t.CreatedAt, &t.UpdatedAt)
+	err := row.Scan(append([]any{&id, &t.Name, &status, &tier, &zero, &clas, &t.Quotas.MaxConcurrent, &t.Quotas.KVPages,
+		&t.Quotas.TokensPerMinute, &t.Quotas.MaxContext, &t.AllowedModels, &t.IncidentContact, &t.NoticeDeadlineHours, &t.Residency.Regions, &t.Residency.Tier, &t.CreatedAt, &t.UpdatedAt}, extra...)...)
 	if err != nil {
 		return Tenant{}, err
 	}
@@ -106,18 +109,17 @@ func (s *Store) CreateTenant(ctx context.Context, t Tenant) (Tenant, error) {
 	}
 	var out Tenant
 	err := s.inTx(ctx, "tenant "+string(t.ID), func(tx pgx.Tx) error {
-		var err error
-		out, err = scanTenant(tx.QueryRow(ctx, `INSERT INTO tenants (id, name, status, tier, zeroing, classification,
-			max_concurrent, kv_pages, tokens_per_minute, max_context, allowed_models, incident_contact, notice_deadline_hours,
-			allowed_regions, required_node_tier)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING `+tenantColumns,
-			string(t.ID), t.Name, string(t.Status), t.Tier.String(), t.Zeroing.String(), string(t.Classification),
-			t.Quotas.MaxConcurrent, t.Quotas.KVPages, t.Quotas.TokensPerMinute, t.Quotas.MaxContext,
-			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours, regionsArg(t.Residency.Regions), t.Residency.Tier))
+		st, err := tenantState(t, 0)
 		if err != nil {
 			return err
 		}
-		return s.record(ctx, tx, out.ID, tenantEvent(audit.TenantCreated, out))
+		ev := tenantEvent(audit.TenantCreated, t)
+		ev.State = stateDigest(st)
+		if err := s.apply(ctx, tx, t.ID, ev, st); err != nil {
+			return err
+		}
+		out, err = scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, string(t.ID)))
+		return err
 	})
 	if err != nil {
 		return Tenant{}, err
@@ -125,10 +127,21 @@ func (s *Store) CreateTenant(ctx context.Context, t Tenant) (Tenant, error) {
 	return out, nil
 }
 
-// Tenant returns the tenant id. Errors: ErrNotFound.
+// Tenant returns the tenant id, checked against its last ledger event (the
+// request path reads it through Verifier.Verify): a row that is not what
+// its last event states is refused and alarmed (WithRowAlarm). Errors:
+// ErrNotFound, ErrRowUnproven.
 func (s *Store) Tenant(ctx context.Context, id cloison.TenantID) (Tenant, error) {
-	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, string(id)))
-	return t, translate(err, "tenant "+string(id))
+	var b rowBinding
+	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+bindingColumns("t", 2)+`
+		FROM tenants t LEFT JOIN audit_events e ON e.seq = t.ledger_seq WHERE t.id = $1`, string(id), audit.RowStateExcluded), b.dest()...)
+	if err != nil {
+		return Tenant{}, translate(err, "tenant "+string(id))
+	}
+	if err := s.check(audit.RowTenants, string(t.ID), t.ID, b); err != nil {
+		return Tenant{}, err
+	}
+	return t, nil
 }
 
 // Tenants lists every tenant by id.
@@ -149,7 +162,7 @@ func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
 	return out, translate(rows.Err(), "tenants")
 }
 
-// UpdateTenant reads tenant id under a row lock, lets fn change it, checks
+// UpdateTenant reads tenant id under a lock, lets fn change it, checks
 // the result and writes it back, all in one transaction: concurrent updates
 // serialize and none is lost. fn must not change ID or timestamps (they are
 // restored) and should have no other effect: it may run more than once. An
@@ -167,10 +180,21 @@ func (s *Store) UpdateTenant(ctx context.Context, id cloison.TenantID, fn func(*
 	var fnErr error
 	err := s.inTx(ctx, "tenant "+string(id), func(tx pgx.Tx) error {
 		fnErr = nil
-		t, err := scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1 FOR UPDATE`, string(id)))
+		// Concurrent updates of one tenant serialize here (the runtime
+		// role may not lock the row: it has no UPDATE on tenants).
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.tenants:' || $1, 0))`, string(id)); err != nil {
+			return err
+		}
+		var b rowBinding
+		t, err := scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+bindingColumns("t", 2)+`
+			FROM tenants t LEFT JOIN audit_events e ON e.seq = t.ledger_seq WHERE t.id = $1`, string(id), audit.RowStateExcluded), b.dest()...)
 		if err != nil {
 			return err
 		}
+		// A row that is not what its last event states is stated again
+		// even when fn changes nothing: that is how an administrator
+		// restores a refused tenant.
+		unproven := s.check(audit.RowTenants, string(t.ID), t.ID, b) != nil
 		orig := t
 		if err := fn(&t); err != nil {
 			fnErr = err
@@ -184,26 +208,25 @@ func (s *Store) UpdateTenant(ctx context.Context, id cloison.TenantID, fn func(*
 			fnErr = err
 			return err
 		}
-		if reflect.DeepEqual(t, orig) { // nothing to write, nothing to ledger
+		if reflect.DeepEqual(t, orig) && !unproven { // nothing to write, nothing to ledger
 			out = orig
 			return nil
 		}
-		out, err = scanTenant(tx.QueryRow(ctx, `UPDATE tenants SET name = $2, status = $3, tier = $4, zeroing = $5,
-			classification = $6, max_concurrent = $7, kv_pages = $8, tokens_per_minute = $9, max_context = $10,
-			allowed_models = $11, incident_contact = $12, notice_deadline_hours = $13,
-			allowed_regions = $14, required_node_tier = $15, updated_at = clock_timestamp()
-			WHERE id = $1 RETURNING `+tenantColumns,
-			string(t.ID), t.Name, string(t.Status), t.Tier.String(), t.Zeroing.String(), string(t.Classification),
-			t.Quotas.MaxConcurrent, t.Quotas.KVPages, t.Quotas.TokensPerMinute, t.Quotas.MaxContext,
-			t.AllowedModels, t.IncidentContact, t.NoticeDeadlineHours, regionsArg(t.Residency.Regions), t.Residency.Tier))
+		op := audit.TenantUpdated
+		if orig.Status == StatusActive && t.Status == StatusSuspended {
+			op = audit.TenantDisabled
+		}
+		st, err := tenantState(t, b.seq)
 		if err != nil {
 			return err
 		}
-		op := audit.TenantUpdated
-		if orig.Status == StatusActive && out.Status == StatusSuspended {
-			op = audit.TenantDisabled
+		ev := tenantEvent(op, t)
+		ev.State = stateDigest(st)
+		if err := s.apply(ctx, tx, t.ID, ev, st); err != nil {
+			return err
 		}
-		return s.record(ctx, tx, out.ID, tenantEvent(op, out))
+		out, err = scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, string(id)))
+		return err
 	})
 	if fnErr != nil {
 		return Tenant{}, fnErr
@@ -226,7 +249,7 @@ func (s *Store) SetStatus(ctx context.Context, id cloison.TenantID, st Status) (
 
 const clientColumns = `id, tenant_id, name, scopes, status, created_at, revoked_at`
 
-func scanClient(row pgx.Row) (Client, error) {
+func scanClient(row pgx.Row, extra ...any) (Client, error) {
 	var (
 		c       Client
 		tenant  string
@@ -234,7 +257,7 @@ func scanClient(row pgx.Row) (Client, error) {
 		scopes  []string
 		revoked *time.Time
 	)
-	if err := row.Scan(&c.ID, &tenant, &c.Name, &scopes, &status, &c.CreatedAt, &revoked); err != nil {
+	if err := row.Scan(append([]any{&c.ID, &tenant, &c.Name, &scopes, &status, &c.CreatedAt, &revoked}, extra...)...); err != nil {
 		return Client{}, err
 	}
 	c.Tenant, c.Status = cloison.TenantID(tenant), ClientStatus(status)
@@ -264,13 +287,18 @@ func (s *Store) CreateClient(ctx context.Context, c Client) (Client, error) {
 	}
 	var out Client
 	err := s.inTx(ctx, "api client "+c.ID, func(tx pgx.Tx) error {
-		var err error
-		out, err = scanClient(tx.QueryRow(ctx, `INSERT INTO api_clients (id, tenant_id, name, scopes)
-			VALUES ($1, $2, $3, $4) RETURNING `+clientColumns, c.ID, string(c.Tenant), c.Name, scopes))
+		c.Status = ClientActive
+		st, err := clientState(c, 0)
 		if err != nil {
 			return err
 		}
-		return s.record(ctx, tx, out.Tenant, clientEvent(audit.ClientCreated, out))
+		ev := clientEvent(audit.ClientCreated, c)
+		ev.State = stateDigest(st)
+		if err := s.apply(ctx, tx, c.Tenant, ev, st); err != nil {
+			return err
+		}
+		out, err = scanClient(tx.QueryRow(ctx, `SELECT `+clientColumns+` FROM api_clients WHERE id = $1`, c.ID))
+		return err
 	})
 	if err != nil {
 		return Client{}, err
@@ -280,15 +308,23 @@ func (s *Store) CreateClient(ctx context.Context, c Client) (Client, error) {
 }
 
 // Client returns API client id, as read at most ClientCacheTTL ago (a
-// revocation made through this Store shows at once). Verify calls it on
-// every request. Errors: ErrNotFound.
+// revocation made through this Store shows at once), checked against its
+// last ledger event as Tenant is. Verify calls it on every request.
+// Errors: ErrNotFound, ErrRowUnproven.
 func (s *Store) Client(ctx context.Context, id string) (Client, error) {
 	now := time.Now()
 	if e, ok := s.cache.client(id, now); ok {
 		return e.c, e.err
 	}
-	c, err := scanClient(s.pool.QueryRow(ctx, `SELECT `+clientColumns+` FROM api_clients WHERE id = $1`, id))
+	var b rowBinding
+	c, err := scanClient(s.pool.QueryRow(ctx, `SELECT `+clientColumns+bindingColumns("c", 2)+`
+		FROM api_clients c LEFT JOIN audit_events e ON e.seq = c.ledger_seq WHERE c.id = $1`, id, audit.RowStateExcluded), b.dest()...)
 	err = translate(err, "api client "+id)
+	if err == nil {
+		if err = s.check(audit.RowClients, c.ID, c.Tenant, b); err != nil {
+			c = Client{}
+		}
+	}
 	if err == nil || errors.Is(err, ErrNotFound) {
 		s.cache.putClient(id, cachedClient{c: c, err: err, at: now})
 	}
@@ -378,19 +414,32 @@ func (s *Store) RevokeClient(ctx context.Context, id string) (Client, error) {
 	}
 	var c Client
 	err := s.inTx(ctx, "api client "+id, func(tx pgx.Tx) error {
-		before, err := scanClient(tx.QueryRow(ctx, `SELECT `+clientColumns+` FROM api_clients WHERE id = $1 FOR UPDATE`, id))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cloison.api_clients:' || $1, 0))`, id); err != nil {
+			return err
+		}
+		var b rowBinding
+		before, err := scanClient(tx.QueryRow(ctx, `SELECT `+clientColumns+bindingColumns("c", 2)+`
+			FROM api_clients c LEFT JOIN audit_events e ON e.seq = c.ledger_seq WHERE c.id = $1`, id, audit.RowStateExcluded), b.dest()...)
 		if err != nil {
 			return err
 		}
-		if before.Status == ClientRevoked {
+		if before.Status == ClientRevoked && s.check(audit.RowClients, before.ID, before.Tenant, b) == nil {
 			c = before
 			return nil
 		}
-		if c, err = scanClient(tx.QueryRow(ctx, `UPDATE api_clients SET status = 'revoked', revoked_at = clock_timestamp()
-			WHERE id = $1 RETURNING `+clientColumns, id)); err != nil {
+		after := before
+		after.Status = ClientRevoked
+		st, err := clientState(after, b.seq)
+		if err != nil {
 			return err
 		}
-		return s.record(ctx, tx, c.Tenant, clientEvent(audit.ClientRevoked, c))
+		ev := clientEvent(audit.ClientRevoked, after)
+		ev.State = stateDigest(st)
+		if err := s.apply(ctx, tx, after.Tenant, ev, st); err != nil {
+			return err
+		}
+		c, err = scanClient(tx.QueryRow(ctx, `SELECT `+clientColumns+` FROM api_clients WHERE id = $1`, id))
+		return err
 	})
 	if err != nil {
 		return Client{}, err
@@ -409,13 +458,15 @@ type storedKey struct {
 	activatedAt   time.Time
 	retiredAt     time.Time
 	hasActivation bool
+	seq, prev     int64      // ledger_seq, ledger_prev (0: none)
+	binding       rowBinding // the row's state-document row and last event
 }
 
 func (s *Store) signingKeys(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, issuer string) ([]storedKey, error) {
-	rows, err := q.Query(ctx, `SELECT kid, issuer, public_key, sealed_private, state, created_at, activated_at, retired_at
-		FROM signing_keys WHERE issuer = $1 ORDER BY created_at, kid`, issuer)
+	rows, err := q.Query(ctx, `SELECT kid, issuer, public_key, sealed_private, state, created_at, activated_at, retired_at`+bindingColumns("k", 2)+`
+		FROM signing_keys k LEFT JOIN audit_events e ON e.seq = k.ledger_seq WHERE issuer = $1 ORDER BY created_at, kid`, issuer, audit.RowStateExcluded)
 	if err != nil {
 		return nil, err
 	}
@@ -425,9 +476,10 @@ func (s *Store) signingKeys(ctx context.Context, q interface {
 		var k storedKey
 		var state string
 		var act, ret *time.Time
-		if err := rows.Scan(&k.kid, &k.issuer, &k.public, &k.sealed, &state, &k.createdAt, &act, &ret); err != nil {
+		if err := rows.Scan(append([]any{&k.kid, &k.issuer, &k.public, &k.sealed, &state, &k.createdAt, &act, &ret}, k.binding.dest()...)...); err != nil {
 			return nil, err
 		}
+		k.seq, k.prev = k.binding.seq, k.binding.prev
 		k.state = KeyState(state)
 		if act != nil {
 			k.activatedAt, k.hasActivation = *act, true
@@ -440,11 +492,17 @@ func (s *Store) signingKeys(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
-func insertKey(ctx context.Context, tx pgx.Tx, k storedKey) error {
-	_, err := tx.Exec(ctx, `INSERT INTO signing_keys (kid, issuer, public_key, sealed_private, state, activated_at)
-		VALUES ($1, $2, $3, $4, $5, CASE WHEN $5 = 'current' THEN clock_timestamp() END)`,
-		k.kid, k.issuer, k.public, k.sealed, string(k.state))
-	return err
+// applyKey moves key row k to state (a new row: prev 0) with its event op,
+// in tx (Store.apply).
+func (s *Store) applyKey(ctx context.Context, tx pgx.Tx, k storedKey, op audit.KeyOp, state KeyState) error {
+	k.state = state
+	st, err := keyState(k, k.seq)
+	if err != nil {
+		return err
+	}
+	ev := keyEvent(op, k.kid, k.public)
+	ev.State = stateDigest(st)
+	return s.apply(ctx, tx, "", ev, st)
 }
 
 // regionsArg is never nil: the column is NOT NULL, and a nil slice is SQL NULL.

@@ -153,7 +153,7 @@ func BenchmarkVerify(b *testing.B) {
 // chain trigger does not rehash its rows), alternately when run with
 // -count. Reported: events/s and ms per full call.
 func BenchmarkIntegrate(b *testing.B) {
-	for _, schema := range []int64{22, 24, 25} {
+	for _, schema := range []int64{22, 24, 25, 26} {
 		b.Run(fmt.Sprintf("schema=%05d", schema), func(b *testing.B) { benchIntegrate(b, schema) })
 	}
 }
@@ -206,4 +206,39 @@ func benchIntegrate(b *testing.B, schema int64) {
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(elapsed.Milliseconds())/float64(calls), "ms/call")
+}
+
+// BenchmarkStagingInsert measures one stager's statement, 1,024 staged
+// events (Config.MaxBatch's default) in one INSERT, before (00025) and
+// after (00026: audit_staging_check parses every payload) the payload
+// check. Reported: events/s of one stager.
+func BenchmarkStagingInsert(b *testing.B) {
+	for _, schema := range []int64{25, 26} {
+		b.Run(fmt.Sprintf("schema=%05d", schema), func(b *testing.B) {
+			db := pgtest.NewAt(b, schema)
+			ctx := context.Background()
+			pool := db.RuntimePool(b)
+			var at []time.Time
+			var kinds, actors []string
+			var tenants []*string
+			var payloads [][]byte
+			for j := range 1024 {
+				r, err := event("bench", j).Prepare()
+				if err != nil {
+					b.Fatal(err)
+				}
+				tn := string(r.Tenant)
+				at, kinds, tenants, actors, payloads = append(at, r.OccurredAt), append(kinds, string(r.Kind)),
+					append(tenants, &tn), append(actors, string(r.Actor)), append(payloads, r.Payload)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := pool.Exec(ctx, `INSERT INTO audit_staging (occurred_at, kind, tenant, actor, payload)
+					SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bytea[])`, at, kinds, tenants, actors, payloads); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(1024*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 }

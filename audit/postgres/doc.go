@@ -19,6 +19,18 @@
 //     the chain or tree tables, and triggers refuse any batch that does
 //     not extend the head (ErrChainRejected): no writer, however many
 //     processes share the database, can fork or gap the chain.
+//   - Payloads are their columns' envelopes: audit_sequence and the
+//     staging table refuse (ErrPayloadRejected, migration 00026) a payload
+//     that is not UTF-8 JSON of the envelope's members, or whose kind,
+//     tenant, actor or occurred_at is not its column's, so the runtime
+//     role cannot poison the log with bytes no verifier can read.
+//   - Signed events: the Store signs the audit.SignedKinds with
+//     Config.SigningKey (the log key) when it prepares them (Append,
+//     Stage, AppendTx, the register's writes, PrepareEvent for callers
+//     that append through their own definer function); BeginSigning
+//     marks where signatures become required. A Store without the key
+//     writes them unsigned, and verification names them once signing
+//     began.
 //   - Append-only: the ledger, checkpoint and register tables refuse
 //     UPDATE, DELETE and TRUNCATE (ErrAppendOnly); a register entry is
 //     deleted only by cloison_incident_purge, after its five-year
@@ -30,7 +42,16 @@
 //     entries by Verify (VerifyTree, VerifyTenantLogs), and every tenant
 //     checkpoint is kept before it is served, so a rollback is named
 //     (audit.ErrSmallerTree, audit.ErrFork). Verify fails, never warns:
-//     an empty ledger or one no checkpoint vouches for is an error.
+//     an empty ledger or one no checkpoint vouches for is an error; it
+//     reports every break it finds (audit.Breaks), chain, tree, tenant
+//     logs and live rows, so one bad entry never hides another.
+//   - Tenant, API client and signing key rows are what their last events
+//     state: they change only through row_apply (ApplyTx: the event and
+//     the row in one statement, the row written from the state document
+//     the event is the digest of), and VerifyRows, part of Verify, names
+//     every row that disagrees with its last event or whose event, after
+//     the signing mark, is not signed by a trusted log key
+//     (audit.ReasonRowState).
 //   - The origin is stable: Open with no Config.Origin reuses the origin
 //     of the latest stored tree note (else checkpoint), and only a ledger
 //     that signed neither takes audit.DefaultOrigin of its log key
@@ -89,7 +110,7 @@
 //   - Sign a receipt (Receipt) only over a record Stage or Append
 //     RETURNED, AFTER it returned: the receipt then binds the payload
 //     that is durable, never one the caller merely meant to write.
-//   - AppendTx is the LAST statement of the caller's transaction: every
+//   - AppendTx and ApplyTx are the LAST statement of the caller's transaction: every
 //     other lock the transaction takes comes BEFORE the ledger lock it
 //     takes, and the transaction commits promptly; its records are final
 //     only once it commits.
@@ -102,6 +123,7 @@
 // indexed, served, verified), register.go and incidenttenants.go (the
 // incident register), responses.go and stored.go (reports, replays,
 // stored responses), receipt.go (receipts of acknowledged entries),
-// keys.go, witness.go, verify.go, export.go (the reads
+// rows.go (live rows and their events), keys.go,
+// witness.go, verify.go, signing.go (BeginSigning), export.go (the reads
 // of audit/export), errors.go.
 package postgres

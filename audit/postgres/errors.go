@@ -30,6 +30,11 @@ var (
 	// ErrConflict: a concurrent writer took the same incident version or
 	// notice number, or a duplicate id (23505, CL005). Retry with fresh data.
 	ErrConflict = cloison.NewError(cloison.CodeConflict, "audit/postgres: concurrent update")
+	// ErrPayloadRejected: audit_sequence or the staging table refused a
+	// payload that is not the ledger envelope its columns copy (CL020):
+	// not UTF-8 JSON, another shape, or a kind, tenant, actor or
+	// occurred_at other than its column's. Nothing of the batch is stored.
+	ErrPayloadRejected = cloison.NewError(cloison.CodeInvalid, "audit/postgres: payload is not the envelope its columns copy")
 	// ErrUnavailable: the database cannot be reached or the connection
 	// broke. An Append that returns it may or may not have been recorded;
 	// it was not acknowledged.
@@ -81,6 +86,8 @@ func translate(err error) error {
 			s = ErrAppendOnly
 		case "CL002":
 			s = ErrRetention
+		case "CL020": // payload not the envelope of its columns
+			s = ErrPayloadRejected
 		case "CL003", "CL006": // chain or tree not extended
 			s = ErrChainRejected
 		case "CL005", "23505", "40001", "40P01": // version race, unique_violation, serialization, deadlock

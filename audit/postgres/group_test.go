@@ -21,7 +21,10 @@ func TestDetectionsGrouped(t *testing.T) {
 	t0 := time.Now().Add(-3 * time.Hour).UTC()
 	detect := func(check audit.Name, model audit.Name, at time.Time, req cloison.RequestID, tenant cloison.TenantID) audit.Name {
 		t.Helper()
-		ev, err := s.Append(ctx, audit.Event{OccurredAt: at, Actor: "engine:n1", Tenant: tenant, Payload: audit.TransferVerificationFailed{
+		// The event is recorded when it is appended (its occurred_at is
+		// the database's clock, within audit.ClockTolerance); the
+		// detection's own time, which groups it, is at.
+		ev, err := s.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: "engine:n1", Tenant: tenant, Payload: audit.TransferVerificationFailed{
 			Request: req, Source: "prefill", Check: check, WithheldResponses: 1}})
 		if err != nil {
 			t.Fatal(err)

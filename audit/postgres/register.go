@@ -61,10 +61,10 @@ func (s *Store) openTx(ctx context.Context, tx pgx.Tx, actor audit.Name, v audit
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
-	rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentOpened{
+	rec, err := s.events.Prepare(audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentOpened{
 		Incident: v.Incident, Source: audit.Name(v.Source), Version: 1, ContentDigest: digest,
 		Tenants: unionTenants(nil, v.AffectedTenants),
-	}}.Prepare()
+	}})
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
@@ -198,9 +198,9 @@ func (s *Store) updateTx(ctx context.Context, tx pgx.Tx, actor audit.Name, id au
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
-	rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentUpdated{
+	rec, err := s.events.Prepare(audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentUpdated{
 		Incident: id, Version: v.Version, ContentDigest: digest, Tenants: unionTenants(tenants, v.AffectedTenants),
-	}}.Prepare()
+	}})
 	if err != nil {
 		return audit.StoredVersion{}, err
 	}
@@ -298,7 +298,7 @@ func (s *Store) AddNotice(ctx context.Context, actor audit.Name, n audit.Notice)
 		if n.Recipient == audit.RecipientTenant {
 			p.RecipientID = audit.Name(n.Tenant)
 		}
-		rec, err := audit.Event{OccurredAt: n.SentAt, Tenant: n.Tenant, Actor: actor, Payload: p}.Prepare()
+		rec, err := s.events.Prepare(audit.Event{OccurredAt: n.SentAt, Tenant: n.Tenant, Actor: actor, Payload: p})
 		if err != nil {
 			return err
 		}
@@ -653,10 +653,10 @@ func (s *Store) PurgeIncident(ctx context.Context, actor audit.Name, id audit.Na
 		if err := tx.QueryRow(ctx, `SELECT max(retain_until) FROM incident_versions WHERE incident_id = $1`, string(id)).Scan(&retain); err != nil {
 			return err
 		}
-		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentPurged{
+		rec, err := s.events.Prepare(audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.IncidentPurged{
 			Incident: id, Versions: int64(len(f.Versions)), Notices: int64(len(f.Notices)),
 			LastContentDigest: latest.Digest, RetainUntil: audit.DayOf(retain), Tenants: fileTenants(f),
-		}}.Prepare()
+		}})
 		if err != nil {
 			return err
 		}
@@ -693,7 +693,7 @@ func (s *Store) SetRegisterSettings(ctx context.Context, actor audit.Name, org a
 		if err != nil {
 			return err
 		}
-		rec, err := audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.RegisterSettingsSet{Version: next, ContentDigest: digest}}.Prepare()
+		rec, err := s.events.Prepare(audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.RegisterSettingsSet{Version: next, ContentDigest: digest}})
 		if err != nil {
 			return err
 		}

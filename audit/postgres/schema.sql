@@ -121,9 +121,10 @@ BEGIN
 END $function$
 ;
 
--- audit_integrate (00025; first 00017): moves up to p_max staged events,
--- in staging order, into the chain through audit_sequence, in the caller's
--- transaction (SECURITY DEFINER, fixed search_path).
+-- audit_integrate (00026; first 00017): moves up to p_max staged events,
+-- in staging order, into the chain through audit_place (their payloads
+-- were checked when staged), in the caller's transaction (SECURITY
+-- DEFINER, fixed search_path).
 CREATE OR REPLACE FUNCTION public.audit_integrate(p_max integer, OUT first_seq bigint, OUT n integer, OUT last_hash bytea)
  RETURNS record
  LANGUAGE plpgsql
@@ -155,16 +156,16 @@ BEGIN
     IF ids IS NULL THEN
         RETURN;
     END IF;
-    SELECT q.first_seq, q.last_hash INTO first_seq, last_hash FROM audit_sequence(occurred, kinds, tenants, actors, payloads) q;
+    SELECT q.first_seq, q.last_hash INTO first_seq, last_hash FROM audit_place(occurred, kinds, tenants, actors, payloads) q;
     INSERT INTO audit_integrations (first_seq, staged_ids) VALUES (first_seq, ids);
     n := cardinality(ids);
 END $function$
 ;
 
--- audit_sequence (00025; first 00012, then 00024): the only writer of the
--- chain and the tree. Under the ledger lock it reads the head, hashes the
--- batch, inserts the events and extends the tree's tiles and frontier
--- (SECURITY DEFINER, fixed search_path, pg_temp last).
+-- audit_sequence (00026; first 00012): the runtime role's door to the
+-- chain: refuses (CL020) a batch with a payload that is not the envelope
+-- its columns copy (audit_payloads_refused), then audit_place (SECURITY
+-- DEFINER, fixed search_path, pg_temp last).
 CREATE OR REPLACE FUNCTION public.audit_sequence(p_occurred_at timestamp with time zone[], p_kind text[], p_tenant text[], p_actor text[], p_payload bytea[], OUT first_seq bigint, OUT first_prev bytea, OUT last_hash bytea)
  RETURNS record
  LANGUAGE plpgsql
@@ -172,128 +173,22 @@ CREATE OR REPLACE FUNCTION public.audit_sequence(p_occurred_at timestamp with ti
  SET search_path TO 'pg_catalog', 'public', 'pg_temp'
 AS $function$
 DECLARE
-    k      integer := coalesce(cardinality(p_payload), 0);
-    head   bigint;
-    prev   bytea;
-    prevs  bytea[];
-    hashes bytea[];
-    leaves bytea[]; -- SHA-256(0x00 || payload): RFC 6962 leaf hashes
-    digs   bytea[]; -- SHA-256(payload): the chain's payload digests
-    stack  bytea[]; -- stack[l + 1]: the frontier's level-l subtree hash
-    sub    bytea[]; -- the same stack within one partial tile
-    prefix bytea[]; -- prefix[L + 1]: the hashes of tile level L's partial tile
-    fr     bytea[]; -- the stored frontier of size head (tlog_frontier), if any
-    tl     integer[]; -- tile level of each tile-level hash the batch makes
-    tx     bytea[];   -- and the hash
-    cnt    integer := 0;
-    nx     bigint;
-    c      bigint;
-    w      integer;
-    tw     integer;
-    td     bytea;
-    h      bytea;
-    m      integer;
-    lv     integer;
-    one    CONSTANT bytea := decode('01', 'hex');
-    domain CONSTANT bytea := 'CLOISON-AUDIT-EVENT-V1'::bytea;
+    k   integer := coalesce(cardinality(p_payload), 0);
+    bad record;
 BEGIN
+    -- The batch's shape first, as audit_place refuses it (CL003).
     IF k = 0 OR coalesce(cardinality(p_occurred_at), 0) <> k OR coalesce(cardinality(p_kind), 0) <> k
        OR coalesce(cardinality(p_tenant), 0) <> k OR coalesce(cardinality(p_actor), 0) <> k
        OR array_position(p_payload, NULL) IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'CL003', MESSAGE = 'audit_sequence: empty batch, null payload or arrays of different lengths';
     END IF;
-    SELECT array_agg(sha256(decode('00', 'hex') || u.p) ORDER BY u.o), array_agg(sha256(u.p) ORDER BY u.o)
-        INTO leaves, digs FROM unnest(p_payload) WITH ORDINALITY AS u(p, o);
-    PERFORM pg_advisory_xact_lock(-3458794010727121273); -- audit_head()'s lock
-    SELECT e.seq, e.hash INTO head, prev FROM audit_events e ORDER BY e.seq DESC LIMIT 1;
-    IF head IS NULL THEN
-        head := 0;
-        prev := decode(repeat('00', 32), 'hex');
+    SELECT * INTO bad FROM audit_payloads_refused(p_occurred_at, p_kind, p_tenant, p_actor, p_payload);
+    IF bad.why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL020',
+            MESSAGE = format('audit_sequence: payload %s of the batch %s', coalesce(bad.i::text, '?'), bad.why);
     END IF;
-    first_seq := head + 1;
-    first_prev := prev;
-    SELECT f.stack INTO fr FROM tlog_frontier f WHERE f.size = head AND f.head_hash = prev;
-    IF fr IS NOT NULL THEN
-        FOR l IN 0..62 LOOP
-            IF ((head >> l) & 1) = 1 AND fr[l + 1] IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = 'CL006',
-                    MESSAGE = format('tlog: the stored frontier of tree size %s lacks level %s', head, l);
-            END IF;
-        END LOOP;
-    END IF;
-    lv := 0;
-    LOOP
-        c := head >> (8 * lv); -- hashes at tree level 8 lv
-        EXIT WHEN c = 0;
-        w := (c & 255)::integer;
-        tw := NULL;
-        td := NULL;
-        SELECT t.width, t.hashes INTO tw, td FROM tlog_tiles t WHERE t.level = lv AND t.n = c >> 8 ORDER BY t.width DESC LIMIT 1;
-        IF (w = 0 AND tw IS NOT NULL) OR (w > 0 AND tw IS DISTINCT FROM w) THEN
-            RAISE EXCEPTION USING ERRCODE = 'CL006',
-                MESSAGE = format('tlog: the frontier of tree size %s is missing from tlog_tiles (level %s)', head, lv);
-        END IF;
-        prefix[lv + 1] := coalesce(td, ''::bytea);
-        IF fr IS NOT NULL THEN
-            lv := lv + 1;
-            CONTINUE;
-        END IF;
-        FOR i IN 0..w - 1 LOOP
-            h := substring(td FROM 32 * i + 1 FOR 32);
-            m := 0;
-            WHILE ((i >> m) & 1) = 1 LOOP
-                h := sha256(one || sub[m + 1] || h);
-                m := m + 1;
-            END LOOP;
-            sub[m + 1] := h;
-        END LOOP;
-        FOR j IN 0..7 LOOP
-            IF ((w >> j) & 1) = 1 THEN
-                stack[8 * lv + j + 1] := sub[j + 1];
-            END IF;
-        END LOOP;
-        lv := lv + 1;
-    END LOOP;
-    IF fr IS NOT NULL THEN
-        stack := fr;
-    END IF;
-    nx := head; -- the next leaf's index (seq - 1)
-    FOR i IN 1..k LOOP
-        prevs[i] := prev;
-        prev := sha256(domain || int8send(nx + 1) || prev || digs[i]);
-        hashes[i] := prev;
-        h := leaves[i];
-        cnt := cnt + 1;
-        tl[cnt] := 0;
-        tx[cnt] := h;
-        m := 0;
-        WHILE ((nx >> m) & 1) = 1 LOOP
-            h := sha256(one || stack[m + 1] || h);
-            m := m + 1;
-            IF (m & 7) = 0 THEN
-                cnt := cnt + 1;
-                tl[cnt] := m >> 3;
-                tx[cnt] := h;
-            END IF;
-        END LOOP;
-        stack[m + 1] := h;
-        nx := nx + 1;
-    END LOOP;
-    -- Tree first: the events' trigger checks that the tree covers them.
-    INSERT INTO tlog_tiles (level, n, width, hashes)
-        SELECT g.l, g.p >> 8, ((max(g.p) & 255) + 1)::integer,
-               CASE WHEN g.p >> 8 = (head >> (8 * g.l)) >> 8 THEN coalesce(prefix[g.l + 1], ''::bytea) ELSE ''::bytea END
-                   || string_agg(g.x, ''::bytea ORDER BY g.p)
-        FROM (SELECT u.l, u.x, (head >> (8 * u.l)) + row_number() OVER (PARTITION BY u.l ORDER BY u.o) - 1 AS p
-              FROM unnest(tl, tx) WITH ORDINALITY AS u(l, x, o)) g
-        GROUP BY g.l, g.p >> 8;
-    INSERT INTO tlog_frontier (size, head_hash, stack) VALUES (nx, prev, stack) ON CONFLICT DO NOTHING;
-    PERFORM set_config('cloison.sequencing', 'on', true);
-    INSERT INTO audit_events (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash)
-        SELECT head + u.o, u.t, u.k, u.tn, u.a, u.p, u.pv, u.h
-        FROM unnest(p_occurred_at, p_kind, p_tenant, p_actor, p_payload, prevs, hashes) WITH ORDINALITY AS u(t, k, tn, a, p, pv, h, o);
-    PERFORM set_config('cloison.sequencing', 'off', true);
-    last_hash := prev;
+    SELECT q.first_seq, q.first_prev, q.last_hash INTO first_seq, first_prev, last_hash
+        FROM audit_place(p_occurred_at, p_kind, p_tenant, p_actor, p_payload) q;
 END $function$
 ;
 
@@ -522,6 +417,370 @@ BEGIN
             MESSAGE = format('tlog: tile %s/%s.w%s leaves a hole or rewrites a stored hash', bad.level, bad.n, bad.width);
     END IF;
     RETURN NULL;
+END $function$
+;
+
+-- audit_envelope_refusal (00026): why one parsed payload is not the
+-- envelope its columns copy (members, version, kind, tenant, actor,
+-- occurred_at as audit.TimeFormat writes it), or NULL.
+CREATE OR REPLACE FUNCTION public.audit_envelope_refusal(j jsonb, s text, t timestamp with time zone, k text, tn text, a text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+    SELECT CASE
+        WHEN jsonb_typeof(j) <> 'object' THEN 'is not a JSON object'
+        WHEN left(s, 1) <> '{' OR right(s, 1) <> '}' THEN 'has whitespace around its object'
+        WHEN (j - '{v,kind,occurred_at,tenant,actor,data,sig}'::text[]) <> '{}'::jsonb THEN 'has a member no envelope has'
+        WHEN j->'v' IS DISTINCT FROM '1'::jsonb THEN 'is not a version 1 envelope'
+        WHEN jsonb_typeof(j->'data') IS DISTINCT FROM 'object' THEN 'has no data object'
+        WHEN j ? 'sig' AND jsonb_typeof(j->'sig') <> 'string' THEN 'has a sig that is not a string'
+        WHEN j ? 'tenant' AND jsonb_typeof(j->'tenant') <> 'string' THEN 'has a tenant that is not a string'
+        WHEN jsonb_typeof(j->'kind') IS DISTINCT FROM 'string' OR j->>'kind' IS DISTINCT FROM k THEN 'has another kind than its column'
+        WHEN (j->>'tenant') IS DISTINCT FROM tn THEN 'has another tenant than its column'
+        WHEN jsonb_typeof(j->'actor') IS DISTINCT FROM 'string' OR j->>'actor' IS DISTINCT FROM a THEN 'has another actor than its column'
+        WHEN jsonb_typeof(j->'occurred_at') IS DISTINCT FROM 'string'
+             OR j->>'occurred_at' IS DISTINCT FROM to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+            THEN 'has another occurred_at than its column'
+    END
+$function$
+;
+
+-- audit_payloads_refused (00026): the first payload of a batch (1-based)
+-- that is not UTF-8 JSON or not its columns' envelope, and why; NULLs
+-- when all are. One subtransaction for the batch's parse.
+CREATE OR REPLACE FUNCTION public.audit_payloads_refused(p_occurred_at timestamp with time zone[], p_kind text[], p_tenant text[], p_actor text[], p_payload bytea[], OUT i bigint, OUT why text)
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+BEGIN
+    BEGIN
+        SELECT u.o, r.why INTO i, why
+        FROM unnest(p_occurred_at, p_kind, p_tenant, p_actor, p_payload) WITH ORDINALITY AS u(t, k, tn, a, p, o)
+        CROSS JOIN LATERAL (SELECT convert_from(u.p, 'UTF8') AS s) c
+        CROSS JOIN LATERAL (SELECT audit_envelope_refusal(c.s::jsonb, c.s, u.t, u.k, u.tn, u.a) AS why) r
+        WHERE r.why IS NOT NULL
+        ORDER BY u.o LIMIT 1;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        NULL; -- a payload is not UTF-8 JSON: find which below
+    END;
+    FOR n IN 1..coalesce(cardinality(p_payload), 0) LOOP
+        BEGIN
+            PERFORM convert_from(p_payload[n], 'UTF8')::jsonb;
+        EXCEPTION WHEN OTHERS THEN
+            i := n;
+            why := 'is not UTF-8 JSON';
+            RETURN;
+        END;
+    END LOOP;
+    i := NULL;
+    why := 'is not UTF-8 JSON';
+END $function$
+;
+
+-- audit_staging_check (00026): audit_staging's AFTER INSERT statement
+-- trigger: refuses (CL020) a statement staging a payload that is not its
+-- columns' envelope, so none reaches the integrator.
+CREATE OR REPLACE FUNCTION public.audit_staging_check()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+DECLARE
+    bad record;
+    ids bigint[];
+    t   timestamptz[];
+    k   text[];
+    tn  text[];
+    a   text[];
+    p   bytea[];
+BEGIN
+    SELECT array_agg(n.id ORDER BY n.id), array_agg(n.occurred_at ORDER BY n.id), array_agg(n.kind ORDER BY n.id),
+           array_agg(n.tenant ORDER BY n.id), array_agg(n.actor ORDER BY n.id), array_agg(n.payload ORDER BY n.id)
+        INTO ids, t, k, tn, a, p FROM new_rows n;
+    IF ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO bad FROM audit_payloads_refused(t, k, tn, a, p);
+    IF bad.why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL020',
+            MESSAGE = format('audit_staging: the payload of row %s %s', coalesce(ids[bad.i]::text, '?'), bad.why);
+    END IF;
+    RETURN NULL;
+END $function$
+;
+
+-- audit_place (00026, 00025's audit_sequence renamed; first 00012): the
+-- only writer of the chain and the tree. Under the ledger lock it reads
+-- the head, hashes the batch, inserts the events and extends the tree's
+-- tiles and frontier. Invoker's rights, no EXECUTE for the runtime role:
+-- only the owner's definer functions (audit_sequence, audit_integrate)
+-- call it.
+CREATE OR REPLACE FUNCTION public.audit_place(p_occurred_at timestamp with time zone[], p_kind text[], p_tenant text[], p_actor text[], p_payload bytea[], OUT first_seq bigint, OUT first_prev bytea, OUT last_hash bytea)
+ RETURNS record
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+DECLARE
+    k      integer := coalesce(cardinality(p_payload), 0);
+    head   bigint;
+    prev   bytea;
+    prevs  bytea[];
+    hashes bytea[];
+    leaves bytea[]; -- SHA-256(0x00 || payload): RFC 6962 leaf hashes
+    digs   bytea[]; -- SHA-256(payload): the chain's payload digests
+    stack  bytea[]; -- stack[l + 1]: the frontier's level-l subtree hash
+    sub    bytea[]; -- the same stack within one partial tile
+    prefix bytea[]; -- prefix[L + 1]: the hashes of tile level L's partial tile
+    fr     bytea[]; -- the stored frontier of size head (tlog_frontier), if any
+    tl     integer[]; -- tile level of each tile-level hash the batch makes
+    tx     bytea[];   -- and the hash
+    cnt    integer := 0;
+    nx     bigint;
+    c      bigint;
+    w      integer;
+    tw     integer;
+    td     bytea;
+    h      bytea;
+    m      integer;
+    lv     integer;
+    one    CONSTANT bytea := decode('01', 'hex');
+    domain CONSTANT bytea := 'CLOISON-AUDIT-EVENT-V1'::bytea;
+BEGIN
+    IF k = 0 OR coalesce(cardinality(p_occurred_at), 0) <> k OR coalesce(cardinality(p_kind), 0) <> k
+       OR coalesce(cardinality(p_tenant), 0) <> k OR coalesce(cardinality(p_actor), 0) <> k
+       OR array_position(p_payload, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL003', MESSAGE = 'audit_sequence: empty batch, null payload or arrays of different lengths';
+    END IF;
+    SELECT array_agg(sha256(decode('00', 'hex') || u.p) ORDER BY u.o), array_agg(sha256(u.p) ORDER BY u.o)
+        INTO leaves, digs FROM unnest(p_payload) WITH ORDINALITY AS u(p, o);
+    PERFORM pg_advisory_xact_lock(-3458794010727121273); -- audit_head()'s lock
+    SELECT e.seq, e.hash INTO head, prev FROM audit_events e ORDER BY e.seq DESC LIMIT 1;
+    IF head IS NULL THEN
+        head := 0;
+        prev := decode(repeat('00', 32), 'hex');
+    END IF;
+    first_seq := head + 1;
+    first_prev := prev;
+    SELECT f.stack INTO fr FROM tlog_frontier f WHERE f.size = head AND f.head_hash = prev;
+    IF fr IS NOT NULL THEN
+        FOR l IN 0..62 LOOP
+            IF ((head >> l) & 1) = 1 AND fr[l + 1] IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = 'CL006',
+                    MESSAGE = format('tlog: the stored frontier of tree size %s lacks level %s', head, l);
+            END IF;
+        END LOOP;
+    END IF;
+    lv := 0;
+    LOOP
+        c := head >> (8 * lv); -- hashes at tree level 8 lv
+        EXIT WHEN c = 0;
+        w := (c & 255)::integer;
+        tw := NULL;
+        td := NULL;
+        SELECT t.width, t.hashes INTO tw, td FROM tlog_tiles t WHERE t.level = lv AND t.n = c >> 8 ORDER BY t.width DESC LIMIT 1;
+        IF (w = 0 AND tw IS NOT NULL) OR (w > 0 AND tw IS DISTINCT FROM w) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL006',
+                MESSAGE = format('tlog: the frontier of tree size %s is missing from tlog_tiles (level %s)', head, lv);
+        END IF;
+        prefix[lv + 1] := coalesce(td, ''::bytea);
+        IF fr IS NOT NULL THEN
+            lv := lv + 1;
+            CONTINUE;
+        END IF;
+        FOR i IN 0..w - 1 LOOP
+            h := substring(td FROM 32 * i + 1 FOR 32);
+            m := 0;
+            WHILE ((i >> m) & 1) = 1 LOOP
+                h := sha256(one || sub[m + 1] || h);
+                m := m + 1;
+            END LOOP;
+            sub[m + 1] := h;
+        END LOOP;
+        FOR j IN 0..7 LOOP
+            IF ((w >> j) & 1) = 1 THEN
+                stack[8 * lv + j + 1] := sub[j + 1];
+            END IF;
+        END LOOP;
+        lv := lv + 1;
+    END LOOP;
+    IF fr IS NOT NULL THEN
+        stack := fr;
+    END IF;
+    nx := head; -- the next leaf's index (seq - 1)
+    FOR i IN 1..k LOOP
+        prevs[i] := prev;
+        prev := sha256(domain || int8send(nx + 1) || prev || digs[i]);
+        hashes[i] := prev;
+        h := leaves[i];
+        cnt := cnt + 1;
+        tl[cnt] := 0;
+        tx[cnt] := h;
+        m := 0;
+        WHILE ((nx >> m) & 1) = 1 LOOP
+            h := sha256(one || stack[m + 1] || h);
+            m := m + 1;
+            IF (m & 7) = 0 THEN
+                cnt := cnt + 1;
+                tl[cnt] := m >> 3;
+                tx[cnt] := h;
+            END IF;
+        END LOOP;
+        stack[m + 1] := h;
+        nx := nx + 1;
+    END LOOP;
+    -- Tree first: the events' trigger checks that the tree covers them.
+    INSERT INTO tlog_tiles (level, n, width, hashes)
+        SELECT g.l, g.p >> 8, ((max(g.p) & 255) + 1)::integer,
+               CASE WHEN g.p >> 8 = (head >> (8 * g.l)) >> 8 THEN coalesce(prefix[g.l + 1], ''::bytea) ELSE ''::bytea END
+                   || string_agg(g.x, ''::bytea ORDER BY g.p)
+        FROM (SELECT u.l, u.x, (head >> (8 * u.l)) + row_number() OVER (PARTITION BY u.l ORDER BY u.o) - 1 AS p
+              FROM unnest(tl, tx) WITH ORDINALITY AS u(l, x, o)) g
+        GROUP BY g.l, g.p >> 8;
+    INSERT INTO tlog_frontier (size, head_hash, stack) VALUES (nx, prev, stack) ON CONFLICT DO NOTHING;
+    PERFORM set_config('cloison.sequencing', 'on', true);
+    INSERT INTO audit_events (seq, occurred_at, kind, tenant, actor, payload, prev_hash, hash)
+        SELECT head + u.o, u.t, u.k, u.tn, u.a, u.p, u.pv, u.h
+        FROM unnest(p_occurred_at, p_kind, p_tenant, p_actor, p_payload, prevs, hashes) WITH ORDINALITY AS u(t, k, tn, a, p, pv, h, o);
+    PERFORM set_config('cloison.sequencing', 'off', true);
+    last_hash := prev;
+END $function$
+;
+
+-- row_apply (00027): the only way the runtime role changes a tenant, API
+-- client or signing key row. It appends the change's event (audit_sequence)
+-- and writes the row from the state document the event's data.state is the
+-- digest of, in one statement; the row records the event's seq
+-- (ledger_seq) and the one it followed (ledger_prev).
+CREATE OR REPLACE FUNCTION public.row_apply(p_payload bytea, p_state bytea, OUT seq bigint, OUT first_prev bytea, OUT last_hash bytea)
+ RETURNS record
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+DECLARE
+    ev    jsonb;
+    st    jsonb;
+    tab   text;
+    kind  text;
+    prev  bigint;
+    cur   bigint;
+    found_row boolean;
+    rid   text;
+    owner text;
+    extra CONSTANT text[] := ARRAY['created_at', 'updated_at', 'revoked_at', 'activated_at', 'retired_at', 'ledger_seq', 'ledger_prev'];
+BEGIN
+    BEGIN
+        ev := convert_from(p_payload, 'UTF8')::jsonb;
+        st := convert_from(p_state, 'UTF8')::jsonb;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the event or the state is not JSON';
+    END;
+    IF jsonb_typeof(ev) <> 'object' OR jsonb_typeof(st) <> 'object' OR jsonb_typeof(st->'row') <> 'object'
+       OR jsonb_typeof(st->'prev') <> 'number' OR (SELECT count(*) FROM jsonb_object_keys(st)) <> 3 THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the state is not {prev, row, table}';
+    END IF;
+    IF ev->'data'->>'state' IS DISTINCT FROM encode(sha256(p_state), 'hex') THEN
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = 'row_apply: the event does not state this row';
+    END IF;
+    tab := st->>'table';
+    kind := ev->>'kind';
+    prev := (st->>'prev')::bigint;
+    IF tab = 'tenants' THEN
+        rid := st->'row'->>'id';
+        IF kind NOT IN ('tenant.created', 'tenant.updated', 'tenant.disabled') OR ev->>'tenant' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::tenants, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state tenant %s', kind, rid);
+        END IF;
+        SELECT t.ledger_seq, true INTO cur, found_row FROM tenants t WHERE t.id = rid FOR UPDATE;
+    ELSIF tab = 'api_clients' THEN
+        rid := st->'row'->>'id';
+        IF kind NOT IN ('client.created', 'client.revoked') OR ev->>'tenant' IS DISTINCT FROM st->'row'->>'tenant_id'
+           OR ev->'data'->>'client' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::api_clients, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state client %s', kind, rid);
+        END IF;
+        SELECT c.ledger_seq, true, c.tenant_id INTO cur, found_row, owner FROM api_clients c WHERE c.id = rid FOR UPDATE;
+        IF owner IS DISTINCT FROM st->'row'->>'tenant_id' AND found_row THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: client %s belongs to another tenant', rid);
+        END IF;
+    ELSIF tab = 'signing_keys' THEN
+        rid := st->'row'->>'kid';
+        IF kind NOT IN ('key.created', 'key.rotated', 'key.revoked') OR ev ? 'tenant' OR ev->'data'->>'key' IS DISTINCT FROM rid
+           OR st->'row' <> (to_jsonb(jsonb_populate_record(NULL::signing_keys, st->'row')) - extra) THEN
+            RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: %s does not state key %s', kind, rid);
+        END IF;
+        SELECT k.ledger_seq, true INTO cur, found_row FROM signing_keys k WHERE k.kid = rid FOR UPDATE;
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'CL012', MESSAGE = format('row_apply: no live rows in %s', tab);
+    END IF;
+    -- A created event makes a row, or binds one older than this migration
+    -- (no ledger_seq: tenancy Store.BindUnbound); any other changes one.
+    found_row := coalesce(found_row, false);
+    IF found_row AND cur IS NOT NULL AND kind IN ('tenant.created', 'client.created', 'key.created') THEN
+        RAISE EXCEPTION USING ERRCODE = '23505', MESSAGE = format('row_apply: %s %s already exists', tab, rid);
+    END IF;
+    IF NOT found_row AND kind NOT IN ('tenant.created', 'client.created', 'key.created') THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('row_apply: %s %s does not exist', tab, rid);
+    END IF;
+    IF coalesce(cur, 0) <> prev THEN
+        -- Another change came first (or an old event is replayed): the
+        -- caller rereads and tries again.
+        RAISE EXCEPTION USING ERRCODE = '40001',
+            MESSAGE = format('row_apply: %s %s is at event %s, the state follows %s', tab, rid, coalesce(cur, 0), prev);
+    END IF;
+    SELECT q.first_seq, q.first_prev, q.last_hash INTO seq, first_prev, last_hash
+        FROM audit_sequence(ARRAY[(ev->>'occurred_at')::timestamptz], ARRAY[kind], ARRAY[ev->>'tenant'], ARRAY[ev->>'actor'], ARRAY[p_payload]) q;
+    IF tab = 'tenants' THEN
+        IF found_row THEN
+            UPDATE tenants t SET name = r.name, status = r.status, tier = r.tier, zeroing = r.zeroing,
+                classification = r.classification, max_concurrent = r.max_concurrent, kv_pages = r.kv_pages,
+                tokens_per_minute = r.tokens_per_minute, max_context = r.max_context, allowed_models = r.allowed_models,
+                incident_contact = r.incident_contact, notice_deadline_hours = r.notice_deadline_hours,
+                allowed_regions = r.allowed_regions, required_node_tier = r.required_node_tier,
+                updated_at = clock_timestamp(), ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::tenants, st->'row') r WHERE t.id = rid;
+        ELSE
+            INSERT INTO tenants (id, name, status, tier, zeroing, classification, max_concurrent, kv_pages, tokens_per_minute,
+                                 max_context, allowed_models, incident_contact, notice_deadline_hours, allowed_regions,
+                                 required_node_tier, ledger_seq, ledger_prev)
+            SELECT r.id, r.name, r.status, r.tier, r.zeroing, r.classification, r.max_concurrent, r.kv_pages, r.tokens_per_minute,
+                   r.max_context, r.allowed_models, r.incident_contact, r.notice_deadline_hours, r.allowed_regions,
+                   r.required_node_tier, seq, prev
+            FROM jsonb_populate_record(NULL::tenants, st->'row') r;
+        END IF;
+    ELSIF tab = 'api_clients' THEN
+        IF found_row THEN
+            UPDATE api_clients c SET tenant_id = r.tenant_id, name = r.name, scopes = r.scopes, status = r.status,
+                revoked_at = CASE WHEN r.status = 'revoked' THEN coalesce(c.revoked_at, clock_timestamp()) END,
+                ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::api_clients, st->'row') r WHERE c.id = rid;
+        ELSE
+            INSERT INTO api_clients (id, tenant_id, name, scopes, status, revoked_at, ledger_seq, ledger_prev)
+            SELECT r.id, r.tenant_id, r.name, r.scopes, r.status,
+                   CASE WHEN r.status = 'revoked' THEN clock_timestamp() END, seq, prev
+            FROM jsonb_populate_record(NULL::api_clients, st->'row') r;
+        END IF;
+    ELSE
+        IF found_row THEN
+            UPDATE signing_keys k SET issuer = r.issuer, algorithm = r.algorithm, public_key = r.public_key,
+                sealed_private = r.sealed_private, state = r.state,
+                activated_at = CASE WHEN r.state = 'current' AND k.state <> 'current' THEN clock_timestamp() ELSE k.activated_at END,
+                retired_at = CASE WHEN r.state = 'retired' THEN coalesce(k.retired_at, clock_timestamp()) END,
+                ledger_seq = seq, ledger_prev = prev
+            FROM jsonb_populate_record(NULL::signing_keys, st->'row') r WHERE k.kid = rid;
+        ELSE
+            INSERT INTO signing_keys (kid, issuer, algorithm, public_key, sealed_private, state, activated_at, retired_at, ledger_seq, ledger_prev)
+            SELECT r.kid, r.issuer, r.algorithm, r.public_key, r.sealed_private, r.state,
+                   CASE WHEN r.state = 'current' THEN clock_timestamp() END,
+                   CASE WHEN r.state = 'retired' THEN clock_timestamp() END, seq, prev
+            FROM jsonb_populate_record(NULL::signing_keys, st->'row') r;
+        END IF;
+    END IF;
 END $function$
 ;
 -- placeholder

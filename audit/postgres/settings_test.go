@@ -58,7 +58,7 @@ func TestRegisterSettings(t *testing.T) {
 	if err := s.Scan(ctx, 1, 0, func(r audit.Record) error {
 		if r.Kind == audit.KindRegisterSettings {
 			found = true
-			for _, text := range []string{"Tremblay", "514", "Exemple", "prp@"} {
+			for _, text := range []string{"Tremblay", "514 555", "Exemple", "prp@"} {
 				if bytes.Contains(r.Payload, []byte(text)) {
 					t.Errorf("ledger event holds %q: %s", text, r.Payload)
 				}

@@ -290,7 +290,8 @@ func TestStagingIsAppendOnly(t *testing.T) {
 		{admin, "TRUNCATE audit_staging", "CL001"},
 		{admin, "DELETE FROM audit_integrations", "CL001"},
 	}
-	if _, err := rt.Exec(ctx, "INSERT INTO audit_staging (occurred_at, kind, actor, payload) VALUES (now(), 'k', 'a', '\\x00')"); err != nil {
+	if _, err := rt.Exec(ctx, `INSERT INTO audit_staging (occurred_at, kind, actor, payload) VALUES ('2026-01-01T00:00:00Z', 'k', 'a',
+		convert_to('{"actor":"a","data":{},"kind":"k","occurred_at":"2026-01-01T00:00:00.000000Z","v":1}', 'UTF8'))`); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range stmts {

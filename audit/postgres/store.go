@@ -117,6 +117,10 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 
+	// events signs the audit.SignedKinds with cfg.SigningKey (none
+	// without it); set by Open, read-only after.
+	events *audit.EventSigner
+
 	// Tree checkpoints (nil signer: none). Guarded by noteMu.
 	signer      note.Signer
 	verifierKey string
@@ -229,6 +233,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		kickInt:    make(chan struct{}, 1),
 		kickRes:    make(chan struct{}, 1),
 		waiting:    map[int64]*appendReq{},
+		events:     audit.NewEventSigner(cfg.SigningKey),
 	}
 	if cfg.SigningKey != nil {
 		// The tree checkpoints' key name is the origin: an origin that
@@ -285,6 +290,16 @@ func recordedOrigin(ctx context.Context, q querier) (audit.Name, error) {
 // Origin returns the ledger's origin: Config.Origin, or the one Open chose
 // when it was empty.
 func (s *Store) Origin() audit.Name { return s.cfg.Origin }
+
+// PrepareEvent validates e and returns its record, not yet placed in the
+// chain (Seq, PrevHash and Hash unset), with its event signature when its
+// kind requires one (audit.SignedKinds) and the store holds the log key:
+// the bytes a definer function that appends in the same statement as a
+// change (tenancy) passes to audit_sequence. AppendTx and Append prepare
+// their events the same way.
+//
+// Errors: audit.ErrInvalidEvent and audit.ErrTextNotAllowed.
+func (s *Store) PrepareEvent(e audit.Event) (audit.Record, error) { return s.events.Prepare(e) }
 
 // Pool returns the pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -421,7 +436,7 @@ func (s *Store) Stage(ctx context.Context, e audit.Event) (audit.Record, error) 
 }
 
 func (s *Store) enqueue(ctx context.Context, e audit.Event, sequenced bool) (audit.Record, error) {
-	rec, err := e.Prepare()
+	rec, err := s.events.Prepare(e)
 	if err != nil {
 		return audit.Record{}, err
 	}
@@ -470,7 +485,7 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events ...audit.Event) 
 	}
 	recs := make([]audit.Record, len(events))
 	for i, e := range events {
-		rec, err := e.Prepare()
+		rec, err := s.events.Prepare(e)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -15,10 +16,11 @@ import (
 // recomputes the Merkle tree and checks the latest stored tree note signed
 // by one of opts.Keys (notes of other keys are passed over) and
 // opts.Trusted against it, recomputes the stored tenant logs
-// (VerifyTenantLogs), and returns the first break as an
-// *audit.BreakError. It fails, never warns: an empty ledger, or a ledger
-// that no signed checkpoint or tree note vouches for (every checkpoint
-// deleted, the chain rewritten), is refused with a named error unless
+// (VerifyTenantLogs), and returns every break it finds (*audit.Breaks:
+// a broken entry never hides a later one, nor a tree or tenant log
+// break). It fails, never warns: an empty ledger, or a ledger that no
+// signed checkpoint or tree note vouches for (every checkpoint deleted,
+// the chain rewritten), is refused with a named error unless
 // opts.ChainOnly.
 //
 // It runs on the scan pool and holds no long transaction: the stored
@@ -29,10 +31,15 @@ import (
 // causes no false truncation report. The external directory is read first
 // of all, for the same reason.
 //
-// Errors: *audit.BreakError for a broken chain, checkpoint or tree
+// Errors: *audit.Breaks (errors.As finds the first *audit.BreakError) for
+// a broken chain, checkpoint or tree
 // (audit.ReasonCheckpointSig, ReasonCheckpoint, ReasonTruncated,
 // ReasonTree for tree notes too, ReasonTenantLog, ReasonStaged for an
-// event staged beyond the bound); audit.ErrEmptyLedger; ErrPending; audit.ErrNoCheckpoint
+// event staged beyond the bound, ReasonSignature for a signed kind
+// unsigned after signing began or a bad event signature, ReasonBackdated,
+// ReasonRowState for a tenant, client or key row that is not what its
+// last event states);
+// audit.ErrEmptyLedger; ErrPending; audit.ErrNoCheckpoint
 // when no checkpoint or tree note matched; audit.ErrSmallerTree and
 // audit.ErrFork against opts.Trusted, which must be signed by one of
 // opts.Keys (audit.ErrBadSignature otherwise); the database errors of Scan.
@@ -46,6 +53,7 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 	}
 	// A row staged beyond the bound is under no hash: a failure, found
 	// before anything is integrated (Sync would hide it).
+	var staleErr error
 	if !opts.ChainOnly {
 		head, err := headOn(ctx, s.scan)
 		if err != nil {
@@ -56,10 +64,17 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 			bound = s.cfg.IntegrationBound
 		}
 		if err := staleStaged(ctx, s.scan, head.Seq, bound); err != nil {
-			return audit.Result{}, err
+			var be *audit.BreakError
+			if !errors.As(err, &be) {
+				return audit.Result{}, err
+			}
+			staleErr = err
 		}
 	}
 	if err := s.Sync(ctx); err != nil {
+		if staleErr != nil {
+			return audit.Result{}, staleErr // no integrator: what is staged stays unverifiable
+		}
 		return audit.Result{}, err
 	}
 	var stored []SourcedCheckpoint
@@ -72,14 +87,10 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 	}
 	v := audit.NewVerifier(audit.Head{}, opts.Keys)
 	for _, c := range append(stored, external...) {
-		if err := v.AddCheckpoint(c.Checkpoint, c.Source); err != nil {
-			return audit.Result{}, err
-		}
+		_ = v.AddCheckpoint(c.Checkpoint, c.Source) // kept for Finish
 	}
 	err := s.scanPages(ctx, 1, 0, func(r audit.Record) error {
-		if err := v.Add(r); err != nil {
-			return err
-		}
+		_ = v.Add(r) // every break is kept for Finish
 		if opts.Progress != nil && r.Seq%10000 == 0 {
 			opts.Progress(r.Seq)
 		}
@@ -88,20 +99,22 @@ func (s *Store) Verify(ctx context.Context, opts audit.VerifyOptions) (audit.Res
 	if err != nil {
 		return audit.Result{}, err
 	}
-	res, err := v.Finish()
-	if err != nil || opts.ChainOnly {
-		return res, err
+	res, chainErr := v.Finish()
+	if opts.ChainOnly {
+		return res, audit.JoinBreaks(staleErr, chainErr)
 	}
 	if res.Events == 0 {
 		return res, audit.ErrEmptyLedger
 	}
-	notes, err := s.verifyTreeNotes(ctx, opts, res.Head.Seq)
-	if err != nil {
-		return res, err
-	}
+	// A broken chain does not stop the other checks: each reports its
+	// own breaks, and all are returned together.
+	notes, treeErr := s.verifyTreeNotes(ctx, opts, res.Head.Seq)
 	res.TreeNotes = notes
 	// The stored tenant logs are derived from the ledger: recompute them.
-	if err := s.VerifyTenantLogs(ctx); err != nil {
+	tenantErr := s.VerifyTenantLogs(ctx)
+	// Tenants, clients and keys are what their last events state.
+	rowErr := s.VerifyRows(ctx, opts.Keys)
+	if err := audit.JoinBreaks(staleErr, chainErr, treeErr, tenantErr, rowErr); err != nil {
 		return res, err
 	}
 	if res.Checkpoints == 0 && res.TreeNotes == 0 {

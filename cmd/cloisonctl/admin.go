@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -15,12 +17,21 @@ func actorFlag(cmd *cobra.Command) {
 }
 
 // tenancyStore opens a tenancy store whose changes are ledgered in their
-// own transaction (the ledger needs no checkpoint key here: the server's
-// checkpoints cover these events), and a context carrying --actor.
+// own transaction, and a context carrying --actor. The log key
+// (--checkpoint-key) signs the events: the nodes refuse a tenant, client
+// or key row whose last event it did not sign. Without the flag, a --dev
+// node's key under its state directory (checkpoint.key, beside the
+// signing.kek token issue reads) is used when there is one.
 func (g *globals) tenancyStore(cmd *cobra.Command) (*tenancy.Store, context.Context, func(), error) {
 	actor, err := actorOf(cmd)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if g.checkpointKey == "" {
+		dev := filepath.Join(envOr("CLOISON_STATE_DIR", ".cache/cloison"), "checkpoint.key")
+		if _, err := os.Stat(dev); err == nil {
+			g.checkpointKey = dev
+		}
 	}
 	ledger, done, err := g.store(cmd.Context(), false)
 	if err != nil {

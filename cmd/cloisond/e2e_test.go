@@ -23,7 +23,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 	auditpg "github.com/cloison/cloison/audit/postgres"
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/migrations"
@@ -103,6 +105,19 @@ func startNodeIn(t testing.TB, stateDir, dbURL string, roles []string, extra ...
 			if m, _ := os.ReadFile(metricsReady); len(m) > 0 { // written before the HTTP ready file
 				n.metrics = "http://" + string(m)
 			}
+			// The node's log key, for adminStore: --log-key-file, or the
+			// dev key in its state directory (none on a node that holds
+			// no ledger writer, as a prefill node).
+			key, origin := filepath.Join(n.stateDir, "checkpoint.key"), "cloison"
+			if i := slices.Index(extra, "--log-key-file"); i >= 0 {
+				key = extra[i+1]
+			}
+			if i := slices.Index(extra, "--origin"); i >= 0 {
+				origin = extra[i+1]
+			}
+			if _, err := os.Stat(key); err == nil {
+				nodeLogKeys.Store(dbURL, nodeLogKey{file: key, origin: origin})
+			}
 			return n
 		}
 		select {
@@ -164,12 +179,29 @@ func adminPool(t testing.TB, url string) *pgxpool.Pool {
 	return p
 }
 
+// nodeLogKeys: database URL → the log key of the dev node started on it
+// (its state directory's checkpoint.key) and its origin.
+var nodeLogKeys sync.Map
+
+type nodeLogKey struct{ file, origin string }
+
 // adminStore is a tenancy store on url as the admin, ledgering its changes
-// (as every tenancy change must be) to the database's ledger.
+// (as every tenancy change must be) to the database's ledger. Once a node
+// runs on url its changes are signed with the node's log key, as an
+// operator's tool holding the key signs them: after the node began
+// signing, an unsigned tenant change is a verification break.
 func adminStore(t testing.TB, url string) *tenancy.Store {
 	t.Helper()
 	p := adminPool(t, url)
-	l, err := auditpg.Open(context.Background(), p, auditpg.Config{Origin: "e2e-admin"})
+	cfg := auditpg.Config{Origin: "e2e-admin"}
+	if v, ok := nodeLogKeys.Load(url); ok {
+		k, err := keyfile.Private(v.(nodeLogKey).file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Origin, cfg.SigningKey = audit.Name(v.(nodeLogKey).origin), k
+	}
+	l, err := auditpg.Open(context.Background(), p, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,11 +400,12 @@ func TestE2EServeStreamAndTenantWalls(t *testing.T) {
 		}
 	}
 	// Before serving, the node records only admin changes (its signing
-	// keys' creation, tenants): the first other event is the attestation.
+	// keys' creation, tenants) and where event signatures begin
+	// (ledger.signing_began): the first other event is the attestation.
 	all := n.ledgerRows(admin)
 	first := ""
 	for _, row := range all {
-		if k := row["kind"].(string); !strings.HasPrefix(k, "key.") && !strings.HasPrefix(k, "tenant.") {
+		if k := row["kind"].(string); !strings.HasPrefix(k, "key.") && !strings.HasPrefix(k, "tenant.") && k != string(audit.KindSigningBegan) {
 			first = k
 			break
 		}
