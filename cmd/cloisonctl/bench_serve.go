@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -149,7 +150,7 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 				return fmt.Errorf("--sweep-rates and --sweep-concurrency: choose one")
 			}
 			out := cmd.OutOrStdout()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, DialContext: pacedDialer(16)}}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
@@ -352,6 +353,11 @@ func preflight(ctx context.Context, client *http.Client, c serveConfig) (enforce
 // maxConcurrency in flight, and measures them.
 func runServe(ctx context.Context, client *http.Client, c serveConfig, enforced bool) *serveMetrics {
 	plan := c.plan()
+	warm := c.maxConcurrency
+	if warm == 0 {
+		warm = min(len(plan), 256)
+	}
+	warmConnections(ctx, client, c, min(warm, len(plan)), enforced)
 	results := make([]reqResult, len(plan))
 	var sem chan struct{}
 	if c.maxConcurrency > 0 {
@@ -569,4 +575,63 @@ func writeSweepTable(w io.Writer, xlabel string, xs []float64, runs []*serveMetr
 	for i, m := range runs {
 		fmt.Fprintf(w, "%-22g %8.2f %10.1f %10.1f %10.1f %10.2f %10.2f %8d\n", xs[i], m.RequestThroughput, m.OutputThroughput, m.TTFT.P50, m.TTFT.P99, m.TPOT.P50, m.ITL.P99, m.Failed)
 	}
+}
+
+// pacedDialer keeps at most n new connections waiting for their first
+// answer byte. cloisond closes, at accept, connections from one source
+// beyond 32 it has not yet read a byte from (api.Transport's
+// MaxSilentPerSource): on a busy server a burst of new connections at a high
+// concurrency would lose some.
+func pacedDialer(n int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	sem := make(chan struct{}, n)
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			<-sem
+			return nil, err
+		}
+		return &firstReadConn{Conn: c, release: func() { <-sem }}, nil
+	}
+}
+
+// firstReadConn calls release once: after its first read of data, or at
+// Close.
+type firstReadConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *firstReadConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 || err != nil {
+		c.once.Do(c.release)
+	}
+	return n, err
+}
+
+func (c *firstReadConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// warmConnections opens up to n keep-alive connections (n requests of one
+// token at once, dialed at the paced rate) so the measured run does not
+// time the dialing.
+func warmConnections(ctx context.Context, client *http.Client, c serveConfig, n int, enforced bool) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sendStream(ctx, client, c, c.tenants[i%len(c.tenants)], servePlan{prompt: []int{c.idLo}, output: 1}, enforced)
+		}()
+	}
+	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,7 @@ func sweepSVG(title, xlabel string, xs []float64, runs []*serveMetrics) string {
 		ys          []float64
 	}
 	panel := func(x0 int, ytitle string, ss []series) {
+		xlabel := xlabel
 		xmax, ymax := 0.0, 0.0
 		for i := range xs {
 			xmax = math.Max(xmax, xs[i])
@@ -32,14 +34,26 @@ func sweepSVG(title, xlabel string, xs []float64, runs []*serveMetrics) string {
 				ymax = math.Max(ymax, s.ys[i])
 			}
 		}
-		xmax, ymax = niceCeil(xmax), niceCeil(ymax)
-		px := func(x float64) float64 { return float64(x0) + x/xmax*pw }
+		ymax = niceCeil(ymax)
+		// Loads spread over a factor of 8 or more (1, 4, 16, 64 clients)
+		// go on a log axis; the ticks are the swept values.
+		xmin := slices.Min(xs)
+		logx := xmin > 0 && xmax/xmin >= 8
+		px := func(x float64) float64 { return float64(x0) + 10 + x/xmax*(pw-20) }
+		if logx {
+			px = func(x float64) float64 { return float64(x0) + 10 + math.Log(x/xmin)/math.Log(xmax/xmin)*(pw-20) }
+		}
 		py := func(y float64) float64 { return top + ph - y/ymax*ph }
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", x0, top, pw, ph)
 		for k := 0; k <= 4; k++ {
-			yv, xv := ymax*float64(k)/4, xmax*float64(k)/4
+			yv := ymax * float64(k) / 4
 			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x0, x0+pw, py(yv), py(yv), x0-6, py(yv)+4, tick(yv))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(xv), top+ph+16, tick(xv))
+		}
+		for _, xv := range xs {
+			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#888"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(xv), px(xv), top+ph, top+ph+4, px(xv), top+ph+16, tick(xv))
+		}
+		if logx {
+			xlabel += " (log scale)"
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", float64(x0)+pw/2, top+ph+36, html.EscapeString(xlabel))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", x0, top-10, html.EscapeString(ytitle))
