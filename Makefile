@@ -378,12 +378,14 @@ load:
 
 ## bench-serve: cloisonctl bench serve, a concurrency sweep as vLLM's bench serve measures it, with an SVG plot.
 ## Against SERVE_URL (with SERVE_TOKEN, SERVE_MODEL) when set, e.g. llama-server, else
-## a fresh cloisond like make load's (built-in model, --max-running 64). Sweeps
-## SERVE_CONCURRENCY with SERVE_PROMPTS requests each; SERVE_ARGS adds flags
+## a fresh cloisond like make load's (--max-running 64) serving SERVE_MODEL_FILE (a GGUF, e.g.
+## from cloisonctl model synth; empty: the built-in context-bag model) as SERVE_MODEL. Sweeps
+## SERVE_CONCURRENCY with SERVE_PROMPTS requests each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags
 ## (lengths, rates, tenants, goodput). Writes .cache/bench-serve/serve.{json,svg}.
 SERVE_URL ?=
 SERVE_TOKEN ?=
 SERVE_MODEL ?= cloison-context-bag
+SERVE_MODEL_FILE ?=
 SERVE_CONCURRENCY ?= 1,4,16,64
 SERVE_PROMPTS ?= 64
 SERVE_ARGS ?= --input-len 128 --output-len 64 --goodput ttft:1000,tpot:100
@@ -395,10 +397,11 @@ bench-serve:
 	    --sweep-concurrency $(SERVE_CONCURRENCY) $(SERVE_ARGS) --json .cache/bench-serve/serve.json --plot .cache/bench-serve/serve.svg; }; \
 	  if [ -n "$(SERVE_URL)" ]; then bench "$(SERVE_URL)" "$(SERVE_TOKEN)"; exit; fi; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; \
-	  $(call dburls,cloison_bench_serve); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \
+	  $(call dburls,cloison_bench_serve_$(subst .,_,$(subst -,_,$(SERVE_MODEL)))); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \
 	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/bench-serve/db-runtime.password \
 	    --create-database --dev --dev-tenant dev --state-dir .cache/bench-serve --ready-file .cache/bench-serve/ready \
-	    --max-running 64 --max-batch-tokens 1024 2>.cache/bench-serve/cloisond.log & pid=$$!; \
+	    --max-running 64 --max-batch-tokens 1024 $(if $(SERVE_MODEL_FILE),--model $(SERVE_MODEL_FILE) --model-name $(SERVE_MODEL)) \
+	    2>.cache/bench-serve/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/bench-serve/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject bench-serve --ttl 2h --state-dir .cache/bench-serve); \
