@@ -207,7 +207,7 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 				if len(runs) < 2 {
 					return fmt.Errorf("--plot needs a sweep (--sweep-rates or --sweep-concurrency)")
 				}
-				title := fmt.Sprintf("%s at %s", c.model, c.baseURL)
+				title := fmt.Sprintf("%s: %d requests per point, input %s, output %s tokens", c.model, c.numPrompts, c.input, c.output)
 				if err := os.WriteFile(plotFile, []byte(sweepSVG(title, xlabel, xs, runs)), 0o644); err != nil {
 					return err
 				}

@@ -82,13 +82,14 @@ func sweepSVG(title, xlabel string, xs []float64, runs []*serveMetrics) string {
 	return b.String()
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v ≤ 0).
+// niceCeil rounds v up to 1, 1.5, 2, 3, 4, 5, 6 or 8 times a power of ten
+// (1 for v ≤ 0): quarter ticks stay round and the curves fill the panel.
 func niceCeil(v float64) float64 {
 	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 3, 4, 5, 6, 8, 10} {
 		if v <= m*p {
 			return m * p
 		}
