@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,5 +268,74 @@ func TestBenchServeEndToEnd(t *testing.T) {
 	}
 	if _, err := run(t, "bench", "serve", "--base-url", p.URL, "--num-prompts", "2", "--api-key", "not-a-token"); err == nil {
 		t.Error("a refused token did not fail the run")
+	}
+}
+
+// fakeOpenAI is a minimal OpenAI-compatible streaming server: it answers
+// max_tokens chunks of one character, refuses ignore_eos with 400 when
+// refuse is set, and sends usage only when asked. bodies records what it got.
+func fakeOpenAI(t *testing.T, refuse, usage bool) (*httptest.Server, *[]map[string]any) {
+	var mu sync.Mutex
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b map[string]any
+		json.NewDecoder(r.Body).Decode(&b)
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		if _, ok := b["ignore_eos"]; ok && refuse {
+			http.Error(w, `{"error":{"message":"ignore_eos is not supported"}}`, http.StatusBadRequest)
+			return
+		}
+		n := int(b["max_tokens"].(float64))
+		fl := w.(http.Flusher)
+		for range n {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"x\"}]}\n\n")
+			fl.Flush()
+		}
+		if usage {
+			fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\n", len(b["prompt"].([]any))+1, n)
+		}
+		fmt.Fprintf(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &bodies
+}
+
+// TestBenchServeEnforcesLengths: a server that accepts ignore_eos gets it
+// with min_tokens = max_tokens on every request and the run says lengths
+// were enforced; one that refuses them gets max_tokens only and the run says
+// they were not. Counts come from usage when the server sends it, else from
+// the chunks.
+func TestBenchServeEnforcesLengths(t *testing.T) {
+	for _, tc := range []struct {
+		refuse, usage bool
+	}{{false, true}, {true, false}} {
+		srv, bodies := fakeOpenAI(t, tc.refuse, tc.usage)
+		js := filepath.Join(t.TempDir(), "r.json")
+		out := mustRun(t, "bench", "serve", "--base-url", srv.URL, "--num-prompts", "5", "--input-len", "7", "--output-len", "4",
+			"--request-rate", "50", "--burstiness", "0.5", "--json", js)
+		b, _ := os.ReadFile(js)
+		var m struct {
+			Enforced bool `json:"lengths_enforced"`
+			In       int  `json:"total_input_tokens"`
+			Out      int  `json:"total_output_tokens"`
+			Done     int  `json:"completed"`
+		}
+		json.Unmarshal(b, &m)
+		wantIn := 5 * 7
+		if tc.usage {
+			wantIn = 5 * 8 // the server's count (one more here) wins
+		}
+		if m.Enforced == tc.refuse || m.Done != 5 || m.Out != 20 || m.In != wantIn {
+			t.Errorf("refuse %v usage %v: %s", tc.refuse, tc.usage, b)
+		}
+		if tc.refuse != strings.Contains(out, "NOT enforced") {
+			t.Errorf("refuse %v: output\n%s", tc.refuse, out)
+		}
+		last := (*bodies)[len(*bodies)-1]
+		if _, sent := last["ignore_eos"]; sent == tc.refuse || (!tc.refuse && last["min_tokens"] != last["max_tokens"]) {
+			t.Errorf("refuse %v: last request %v", tc.refuse, last)
+		}
 	}
 }
