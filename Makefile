@@ -380,13 +380,14 @@ load:
 ## Against SERVE_URL (with SERVE_TOKEN, SERVE_MODEL) when set, e.g. llama-server, else
 ## a fresh cloisond like make load's (--max-running 64) serving SERVE_MODEL_FILE (a GGUF, e.g.
 ## from cloisonctl model synth; empty: the built-in context-bag model) as SERVE_MODEL. Sweeps
-## SERVE_CONCURRENCY with SERVE_PROMPTS requests each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags
+## SERVE_SWEEP (1, 4, 16, 64 clients; or --sweep-rates R1,R2,…) with SERVE_PROMPTS requests
+## each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags
 ## (lengths, rates, tenants, goodput). Writes .cache/bench-serve/serve.{json,svg}.
 SERVE_URL ?=
 SERVE_TOKEN ?=
 SERVE_MODEL ?= cloison-context-bag
 SERVE_MODEL_FILE ?=
-SERVE_CONCURRENCY ?= 1,4,16,64
+SERVE_SWEEP ?= --sweep-concurrency 1,4,16,64
 SERVE_PROMPTS ?= 64
 SERVE_ARGS ?= --input-len 128 --output-len 64 --goodput ttft:1000,tpot:100
 .PHONY: bench-serve
@@ -394,7 +395,7 @@ bench-serve:
 	@set -e; mkdir -p bin .cache/bench-serve; chmod 700 .cache/bench-serve; \
 	  $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; grep -m1 'model name' /proc/cpuinfo || true; \
 	  bench() { bin/cloisonctl bench serve --base-url "$$1" --api-key "$$2" --model $(SERVE_MODEL) --num-prompts $(SERVE_PROMPTS) \
-	    --sweep-concurrency $(SERVE_CONCURRENCY) $(SERVE_ARGS) --json .cache/bench-serve/serve.json --plot .cache/bench-serve/serve.svg; }; \
+	    $(SERVE_SWEEP) $(SERVE_ARGS) --json .cache/bench-serve/serve.json --plot .cache/bench-serve/serve.svg; }; \
 	  if [ -n "$(SERVE_URL)" ]; then bench "$(SERVE_URL)" "$(SERVE_TOKEN)"; exit; fi; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; \
 	  $(call dburls,cloison_bench_serve_$(subst .,_,$(subst -,_,$(SERVE_MODEL)))); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \

@@ -333,6 +333,15 @@ func TestBenchServeEnforcesLengths(t *testing.T) {
 		if tc.refuse != strings.Contains(out, "NOT enforced") {
 			t.Errorf("refuse %v: output\n%s", tc.refuse, out)
 		}
+		if tc.usage {
+			svg := filepath.Join(t.TempDir(), "rates.svg")
+			out := mustRun(t, "bench", "serve", "--base-url", srv.URL, "--num-prompts", "4", "--sweep-rates", "100,200,400", "--plot", svg, "--json", js)
+			var runs []map[string]any
+			b, _ := os.ReadFile(js)
+			if err := json.Unmarshal(b, &runs); err != nil || len(runs) != 3 || runs[2]["request_rate"] != 400.0 || !strings.Contains(out, "request rate") {
+				t.Errorf("rate sweep: %v\n%s", err, out)
+			}
+		}
 		last := (*bodies)[len(*bodies)-1]
 		if _, sent := last["ignore_eos"]; sent == tc.refuse || (!tc.refuse && last["min_tokens"] != last["max_tokens"]) {
 			t.Errorf("refuse %v: last request %v", tc.refuse, last)
