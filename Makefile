@@ -376,6 +376,38 @@ load:
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject load --ttl 2h --state-dir .cache/cloison-load); \
 	  bin/cloisonctl load --url http://$$(cat .cache/cloison-load/ready) --token "$$tok" --clients $(LOAD_CLIENTS) --duration $(LOAD_DURATION) --pid $$pid
 
+## bench-serve: cloisonctl bench serve, a concurrency sweep as vLLM's bench serve measures it, with an SVG plot.
+## Against SERVE_URL (with SERVE_TOKEN, SERVE_MODEL) when set, e.g. llama-server, else
+## a fresh cloisond like make load's (--max-running 64) serving SERVE_MODEL_FILE (a GGUF, e.g.
+## from cloisonctl model synth; empty: the built-in context-bag model) as SERVE_MODEL. Sweeps
+## SERVE_SWEEP (1, 4, 16, 64 clients; or --sweep-rates R1,R2,…) with SERVE_PROMPTS requests
+## each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags
+## (lengths, rates, tenants, goodput). Writes .cache/bench-serve/serve.{json,svg}.
+SERVE_URL ?=
+SERVE_TOKEN ?=
+SERVE_MODEL ?= cloison-context-bag
+SERVE_MODEL_FILE ?=
+SERVE_SWEEP ?= --sweep-concurrency 1,4,16,64
+SERVE_PROMPTS ?= 64
+SERVE_ARGS ?= --input-len 128 --output-len 64 --goodput ttft:1000,tpot:100
+.PHONY: bench-serve
+bench-serve:
+	@set -e; mkdir -p bin .cache/bench-serve; chmod 700 .cache/bench-serve; \
+	  $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; grep -m1 'model name' /proc/cpuinfo || true; \
+	  bench() { bin/cloisonctl bench serve --base-url "$$1" --api-key "$$2" --model $(SERVE_MODEL) --num-prompts $(SERVE_PROMPTS) \
+	    $(SERVE_SWEEP) $(SERVE_ARGS) --json .cache/bench-serve/serve.json --plot .cache/bench-serve/serve.svg; }; \
+	  if [ -n "$(SERVE_URL)" ]; then bench "$(SERVE_URL)" "$(SERVE_TOKEN)"; exit; fi; \
+	  $(GO) build -o bin/cloisond ./cmd/cloisond; \
+	  $(call dburls,cloison_bench_serve_$(subst .,_,$(subst -,_,$(SERVE_MODEL)))); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \
+	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/bench-serve/db-runtime.password \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/bench-serve --ready-file .cache/bench-serve/ready \
+	    --max-running 64 --max-batch-tokens 1024 $(if $(SERVE_MODEL_FILE),--model $(SERVE_MODEL_FILE) --model-name $(SERVE_MODEL)) \
+	    2>.cache/bench-serve/cloisond.log & pid=$$!; \
+	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
+	  for i in $$(seq 1 120); do [ -s .cache/bench-serve/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
+	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject bench-serve --ttl 2h --state-dir .cache/bench-serve); \
+	  bench "http://$$(cat .cache/bench-serve/ready)" "$$tok"
+
 # CUDA backend (kernels/cuda, build tag cuda). None of these need a GPU.
 ## cuda-toolchain: nvcc 11.8, the CUDA headers and the libcuda stub into ~/.cache/cloison-cuda (no GPU).
 ## From Debian bookworm non-free, unpacked by

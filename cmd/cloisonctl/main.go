@@ -20,6 +20,12 @@
 //   - incident list|show|open|update|notice|draft|purge
 //   - witness, verify-response, report, replay
 //   - load (the load generator behind make load)
+//   - bench serve (a serving benchmark as vLLM's bench serve measures one:
+//     Poisson, Gamma or fixed-rate arrivals or a fixed concurrency,
+//     fixed, uniform or ShareGPT-like lengths, several tenants; TTFT,
+//     TPOT, ITL, E2E, throughput and goodput as a table, vLLM's result
+//     JSON and, for a sweep, an SVG plot; any OpenAI-compatible server;
+//     docs/benchmarks.md)
 //   - probe
 //   - cert init (a development CA and node certificates for node-to-node
 //     mutual TLS; --labels NAME=REGION/TIER signs node labels)
