@@ -320,3 +320,41 @@ func TestVerifyReportsEveryBreak(t *testing.T) {
 		}
 	}
 }
+
+// A record whose own time disagrees with the database's clock: the
+// runtime role appends an unsigned request.completed (a kind it may
+// write) dated an hour back; recorded_at, set by audit_sequence, says
+// when it really entered the log, and Verify names it (backdated).
+func TestRuntimeRoleBackdatedEntryIsNamed(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	s := openStore(t, db.RuntimePool(t), t.TempDir(), 1000)
+	if _, err := s.BeginSigning(ctx, "engine:node-1"); err != nil {
+		t.Fatal(err)
+	}
+	e := event("engine:node-1", 1)
+	e.OccurredAt = time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	payload, err := e.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := string(e.Tenant)
+	var seq int64
+	if err := pgx.BeginTxFunc(ctx, db.RuntimePool(t), pgx.TxOptions{}, func(tx pgx.Tx) error {
+		seq, err = runtimeSequence(ctx, tx, e.OccurredAt, string(audit.KindRequestCompleted), "engine:node-1", &tenant, payload)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, event("engine:node-1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Verify(ctx, audit.VerifyOptions{Keys: testKeys()})
+	got := breaksAt(t, err)
+	if len(got) != 1 || len(got[uint64(seq)]) != 1 || got[uint64(seq)][0] != audit.ReasonBackdated {
+		t.Fatalf("got breaks %v, want only seq %d (%s)", got, seq, audit.ReasonBackdated)
+	}
+}
