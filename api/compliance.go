@@ -213,7 +213,8 @@ type tenantRow struct {
 }
 
 // verifyLedger answers ok only when the chain verifies and the register
-// matches it: "broken" names the chain's break, "register" the register's
+// matches it: "breaks" lists every break found ("broken" is the first,
+// "more" counts those beyond audit.MaxBreaks), "register" the register's
 // disagreements (a row deleted behind the triggers is one).
 func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
 	res, broken, reg, err := s.ops.compliance.VerifyLedger(r.Context(), principal(r))
@@ -223,8 +224,10 @@ func (s *Server) verifyLedger(w http.ResponseWriter, r *http.Request) {
 	}
 	if broken != nil || !reg.OK {
 		out := map[string]any{"ok": false, "register": reg}
-		if broken != nil {
-			out["broken"] = broken
+		if broken != nil && len(broken.All) > 0 {
+			out["broken"] = broken.All[0]
+			out["breaks"] = broken.All
+			out["more"] = broken.More
 		}
 		writeJSON(w, 200, out)
 		return

@@ -809,8 +809,9 @@ func (c *complianceService) VerifyLedger(ctx context.Context, _ *compliancev1.Ve
 	if err != nil {
 		return nil, err
 	}
-	if broken != nil {
-		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: broken.Error(), BrokenSeq: broken.Seq, BrokenReason: string(broken.Reason)}, nil
+	if broken != nil && len(broken.All) > 0 {
+		first := broken.All[0]
+		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: broken.Error(), BrokenSeq: first.Seq, BrokenReason: string(first.Reason)}, nil
 	}
 	if !reg.OK {
 		return &compliancev1.VerifyLedgerResponse{Ok: false, Summary: strings.Join(reg.Problems, "\n"), BrokenReason: "register"}, nil

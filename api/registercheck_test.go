@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,5 +112,52 @@ func TestRegisterDeletionSeenByEveryView(t *testing.T) {
 	_, err := p.Ledger.Export(ctx, export.Options{Dir: filepath.Join(t.TempDir(), "x"), Key: key, Actor: "admin:test"})
 	if !errors.Is(err, auditpg.ErrRegisterMismatch) || !errors.Is(err, audit.ErrChainBroken) || !strings.Contains(err.Error(), string(gone)) {
 		t.Errorf("export after the deletion: got %v, want ErrRegisterMismatch naming %s", err, gone)
+	}
+}
+
+// TestVerifyRouteReportsEveryBreak: two entries tampered with far apart
+// (triggers off, as a superuser) are both named by the server's verify
+// route, over HTTP and gRPC: a first break never hides a later one.
+func TestVerifyRouteReportsEveryBreak(t *testing.T) {
+	ctx := context.Background()
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}})
+	admin := p.Token(t, "alpha", tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
+	for i := range 12 {
+		if _, err := p.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: "alpha", Actor: "engine:test",
+			Payload: audit.RequestCompleted{Request: cloison.RequestID(fmt.Sprintf("req-%d", i)), Model: "m",
+				PromptTokens: int64(i), CompletionTokens: 1, Pages: 1, Tier: "cross-tenant"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := p.Ledger.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ledger.SignTree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, last := h.Seq-9, h.Seq-1
+	if _, err := p.DB.AdminPool(t).Exec(ctx, fmt.Sprintf(`
+		ALTER TABLE audit_events DISABLE TRIGGER ALL;
+		UPDATE audit_events SET payload = convert_to(replace(convert_from(payload, 'UTF8'), '"model":"m"', '"model":"x"'), 'UTF8') WHERE seq IN (%d, %d);
+		ALTER TABLE audit_events ENABLE TRIGGER ALL`, first, last)); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := call(t, p, "POST", "/compliance/v1/ledger/verify", admin, "")
+	var v struct {
+		OK     bool `json:"ok"`
+		Breaks []struct {
+			Seq uint64 `json:"seq"`
+		} `json:"breaks"`
+	}
+	if err := json.Unmarshal(body, &v); code != 200 || err != nil {
+		t.Fatalf("verify: %d %s %v", code, body, err)
+	}
+	named := map[uint64]bool{}
+	for _, b := range v.Breaks {
+		named[b.Seq] = true
+	}
+	if v.OK || !named[first] || !named[last] {
+		t.Errorf("verify: %s; want ok:false naming seq %d and seq %d", body, first, last)
 	}
 }

@@ -255,27 +255,32 @@ func (c *Compliance) CheckRegister(ctx context.Context, p tenancy.Principal) (Re
 	return rc, nil
 }
 
-// VerifyLedger verifies the whole chain and holds the register to it; a
-// break is a result (the *audit.BreakError), not an error, and so are the
+// VerifyLedger verifies the whole chain and holds the register to it;
+// breaks are a result (every one the verifier found, *audit.Breaks: a
+// known-bad entry never hides a later one), not an error, and so are the
 // register's disagreements (RegisterCheck): a deleted register row fails
 // the verification. A compliance stream.
 // Errors: the Gate's; the ledger's other than a break; the register's.
-func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.BreakError, RegisterCheck, error) {
+func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.Breaks, RegisterCheck, error) {
 	release, err := c.d.Gate.Acquire(p.Tenant)
 	if err != nil {
 		return audit.Result{}, nil, RegisterCheck{}, err
 	}
 	defer release()
 	res, err := c.d.Ledger.Verify(ctx, c.d.Verify)
-	var be *audit.BreakError
-	if err != nil && !errors.As(err, &be) {
-		return res, nil, RegisterCheck{}, err
+	var bs *audit.Breaks
+	if err != nil && !errors.As(err, &bs) {
+		var be *audit.BreakError
+		if !errors.As(err, &be) {
+			return res, nil, RegisterCheck{}, err
+		}
+		bs = &audit.Breaks{All: []*audit.BreakError{be}}
 	}
 	rc, err := c.CheckRegister(ctx, p)
 	if err != nil {
-		return res, be, RegisterCheck{}, err
+		return res, bs, RegisterCheck{}, err
 	}
-	return res, be, rc, nil
+	return res, bs, rc, nil
 }
 
 // Export writes a signed export of the ledger rows in [from, to] (to 0:
