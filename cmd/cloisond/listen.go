@@ -38,7 +38,7 @@ func (n *netConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&n.transport.Idle, "idle-timeout", d.Idle, "how long an idle keep-alive connection is kept")
 	fs.IntVar(&n.transport.MaxConns, "max-connections", d.MaxConns, "open connections per public listener (more wait to be accepted)")
 	fs.DurationVar(&n.transport.FirstByte, "first-byte-timeout", d.FirstByte, "longest a new connection may send nothing before it is closed")
-	fs.IntVar(&n.transport.MaxSilentPerSource, "max-silent-connections-per-source", d.MaxSilentPerSource, "open connections per public listener from one source address that have sent nothing yet (one more is closed at once)")
+	fs.IntVar(&n.transport.MaxSilentPerSource, "max-silent-connections-per-source", d.MaxSilentPerSource, "open connections per public listener from one source address that have sent nothing yet (one more waits up to 1 s for its first byte outside the cap, then is closed)")
 	fs.IntVar(&n.transport.MaxConnsPerTenant, "max-connections-per-tenant", d.MaxConnsPerTenant, "open connections per public listener that carry one tenant's requests (a request on one more: 429, and the connection is closed)")
 	fs.IntVar(&n.maxStreams, "max-streams", 256, "generations in flight on this node, HTTP and gRPC together (beyond: 503; 0: unbounded)")
 	fs.IntVar(&n.maxPerTenant, "max-streams-per-tenant", 64, "generations in flight per tenant on this node (beyond: 429; 0: unbounded)")
