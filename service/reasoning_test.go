@@ -1,0 +1,147 @@
+package service
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+
+	"pgregory.net/rapid"
+)
+
+// reasoningCases: a generation's raw text and how it splits, with the
+// prompt opening the reasoning (inside) or not.
+var reasoningCases = []struct {
+	name               string
+	inside             bool
+	raw                string
+	reasoning, content string
+}{
+	{"qwen3 thinks", false, "<think>\nLet me add.\n</think>\n\n4", "\nLet me add.\n", "\n\n4"},
+	{"leading space before the tag", false, "\n <think>a</think>b", "\n a", "b"},
+	{"no tags, not inside", false, "just an answer", "", "just an answer"},
+	{"tag later is content", false, "answer <think>x</think>", "", "answer <think>x</think>"},
+	{"r1 prompt opened it", true, "reason\n</think>\n\nanswer", "reason\n", "\n\nanswer"},
+	{"r1 repeats the open tag", true, "<think>reason</think>answer", "reason", "answer"},
+	{"cut off while reasoning", false, "<think>still thinking", "still thinking", ""},
+	{"cut off inside the close tag", false, "<think>still</thi", "still</thi", ""},
+	{"partial open tag at the end", false, "<thi", "", "<thi"},
+	{"only whitespace", false, "  \n", "", "  \n"},
+	{"second close is content", false, "<think>a</think>b</think>c", "a", "b</think>c"},
+	{"lookalike close", false, "<think>a</thinker>b</think>c", "a</thinker>b", "c"},
+	{"empty reasoning", false, "<think></think>x", "", "x"},
+	{"inside, nothing", true, "", "", ""},
+	{"multibyte", true, "é中</think>ü", "é中", "ü"},
+}
+
+func feedAll(inside bool, chunks []string) (string, string) {
+	r := NewReasoningStream(ThinkTags, inside)
+	var rb, cb strings.Builder
+	for _, c := range chunks {
+		a, b := r.Feed(c, false)
+		if strings.Contains(a, thinkClose) {
+			panic("the close tag reached the reasoning")
+		}
+		rb.WriteString(a)
+		cb.WriteString(b)
+	}
+	a, b := r.Feed("", true)
+	rb.WriteString(a)
+	cb.WriteString(b)
+	return rb.String(), cb.String()
+}
+
+// TestReasoningSplit: every case splits the same whether fed whole, cut at
+// any one byte, or byte by byte (a tag split across deltas never leaks).
+func TestReasoningSplit(t *testing.T) {
+	for _, c := range reasoningCases {
+		t.Run(c.name, func(t *testing.T) {
+			check := func(how string, chunks []string) {
+				t.Helper()
+				r, ct := feedAll(c.inside, chunks)
+				if r != c.reasoning || ct != c.content {
+					t.Fatalf("%s: got reasoning %q content %q, want %q %q", how, r, ct, c.reasoning, c.content)
+				}
+			}
+			check("whole", []string{c.raw})
+			for i := 0; i <= len(c.raw); i++ {
+				check("cut", []string{c.raw[:i], c.raw[i:]})
+			}
+			var bytes []string
+			for i := range len(c.raw) {
+				bytes = append(bytes, c.raw[i:i+1])
+			}
+			check("bytes", bytes)
+		})
+	}
+}
+
+// refSplit is the split read from the whole text at once.
+func refSplit(raw string, inside bool) (string, string) {
+	t := strings.TrimLeftFunc(raw, unicode.IsSpace)
+	body := raw
+	switch {
+	case strings.HasPrefix(t, thinkOpen):
+		body = raw[:len(raw)-len(t)] + t[len(thinkOpen):]
+	case !inside:
+		return "", raw
+	}
+	i := strings.Index(body, thinkClose)
+	if i < 0 {
+		return body, ""
+	}
+	return body[:i], body[i+len(thinkClose):]
+}
+
+// TestReasoningProperties: for any text and any cutting of it into deltas,
+// concat(reasoning)+concat(content) is the text minus the opening and
+// closing tags, the split is the one read from the whole text, and no
+// released delta carries the close tag on the reasoning side.
+func TestReasoningProperties(t *testing.T) {
+	atoms := []string{"<think>", "</think>", "<", "</", "think", ">", "/", "a", " ", "\n", "é", "</thi", "nk>"}
+	rapid.Check(t, func(rt *rapid.T) {
+		inside := rapid.Bool().Draw(rt, "inside")
+		parts := rapid.SliceOfN(rapid.SampledFrom(atoms), 0, 12).Draw(rt, "parts")
+		raw := strings.Join(parts, "")
+		var chunks []string
+		for rest := raw; rest != ""; {
+			n := rapid.IntRange(1, len(rest)).Draw(rt, "cut")
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		r, c := feedAll(inside, chunks)
+		wr, wc := refSplit(raw, inside)
+		if r != wr || c != wc {
+			rt.Fatalf("chunks %q: got %q / %q, want %q / %q", chunks, r, c, wr, wc)
+		}
+		removed := len(raw) - len(r) - len(c)
+		if removed != 0 && removed != len(thinkOpen) && removed != len(thinkClose) && removed != len(thinkOpen)+len(thinkClose) {
+			rt.Fatalf("removed %d bytes: not the tags", removed)
+		}
+		if !strings.Contains(raw, "think>") && r+c != raw {
+			rt.Fatalf("no tags, yet the text changed: %q+%q != %q", r, c, raw)
+		}
+	})
+}
+
+// TestReasoningStart: the prompt's end decides where the output starts.
+func TestReasoningStart(t *testing.T) {
+	for _, c := range []struct {
+		tail        string
+		inside, off bool
+	}{
+		{"<|im_start|>assistant\n", false, false},
+		{"<|im_start|>assistant\n<think>\n\n</think>\n\n", false, true},
+		{"<｜Assistant｜><think>\n", true, false},
+	} {
+		inside, off := ReasoningStart(ThinkTags, c.tail)
+		if inside != c.inside || off != c.off {
+			t.Errorf("%q: inside %v off %v, want %v %v", c.tail, inside, off, c.inside, c.off)
+		}
+	}
+	if _, off := ReasoningStart(NoReasoning, "<think>"); !off {
+		t.Error("a model without reasoning markers is never parsed")
+	}
+	if DetectReasoning("{{ message.content }}") != NoReasoning || DetectReasoning("{{ '<think>' + r + '</think>' }}") != ThinkTags {
+		t.Error("DetectReasoning")
+	}
+}
