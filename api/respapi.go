@@ -516,7 +516,7 @@ type RespUsage struct {
 // (CallID, Name, Arguments).
 type RespItem struct {
 	ID        string     `json:"id"`
-	Type      string     `json:"type"` // message or function_call
+	Type      string     `json:"type"` // message, function_call or reasoning
 	Status    string     `json:"status"`
 	Role      string     `json:"role,omitempty"`
 	Content   []RespPart `json:"content,omitempty"`
@@ -525,9 +525,29 @@ type RespItem struct {
 	Arguments *string    `json:"arguments,omitempty"`
 }
 
-// MarshalJSON writes a message's content as a list even when empty.
+// MarshalJSON writes a message's content as a list even when empty, and a
+// reasoning item as OpenAI's: an empty summary and its text as
+// reasoning_text content.
 func (it RespItem) MarshalJSON() ([]byte, error) {
 	type plain RespItem
+	if it.Type == "reasoning" {
+		type part struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		type reasoning struct {
+			ID      string            `json:"id"`
+			Type    string            `json:"type"`
+			Status  string            `json:"status"`
+			Summary []json.RawMessage `json:"summary"`
+			Content []part            `json:"content"`
+		}
+		r := reasoning{ID: it.ID, Type: it.Type, Status: it.Status, Summary: []json.RawMessage{}, Content: []part{}}
+		for _, p := range it.Content {
+			r.Content = append(r.Content, part{Type: "reasoning_text", Text: p.Text})
+		}
+		return json.Marshal(r)
+	}
 	if it.Type != "message" {
 		return json.Marshal(plain(it))
 	}
@@ -591,6 +611,8 @@ type respBuilder struct {
 	base string                             // the id suffix items are named after
 	emit func(typ string, v map[string]any) // nil: not streaming
 	open *RespItem                          // the message item receiving text, nil when none
+	// thinking is the reasoning item receiving reasoning, nil when none.
+	thinking *RespItem
 	// pending are the logprobs of tokens whose text is not released yet
 	// (held back: an incomplete character, a possible stop string).
 	pending []RespLogprob
@@ -602,11 +624,41 @@ func (b *respBuilder) event(typ string, kv map[string]any) {
 	}
 }
 
+// reason adds reasoning to the open reasoning item (opening one first).
+func (b *respBuilder) reason(s string) {
+	if s == "" {
+		return
+	}
+	if b.thinking == nil {
+		b.closeText()
+		b.resp.Output = append(b.resp.Output, RespItem{ID: fmt.Sprintf("rs_%s_%d", b.base, len(b.resp.Output)), Type: "reasoning", Status: "in_progress"})
+		b.thinking = &b.resp.Output[len(b.resp.Output)-1]
+		b.event("response.output_item.added", map[string]any{"output_index": len(b.resp.Output) - 1, "item": *b.thinking})
+		b.thinking.Content = []RespPart{{Type: "reasoning_text"}}
+	}
+	b.thinking.Content[0].Text += s
+	b.event("response.reasoning_text.delta", map[string]any{"item_id": b.thinking.ID, "output_index": len(b.resp.Output) - 1, "content_index": 0, "delta": s})
+}
+
+// closeReasoning ends the open reasoning item.
+func (b *respBuilder) closeReasoning() {
+	if b.thinking == nil {
+		return
+	}
+	i := len(b.resp.Output) - 1
+	it := b.thinking
+	b.event("response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "text": it.Content[0].Text})
+	it.Status = "completed"
+	b.event("response.output_item.done", map[string]any{"output_index": i, "item": *it})
+	b.thinking = nil
+}
+
 // text adds content to the open message item (opening one first).
 func (b *respBuilder) text(s string) {
 	if s == "" {
 		return
 	}
+	b.closeReasoning()
 	if b.open == nil {
 		b.resp.Output = append(b.resp.Output, RespItem{ID: fmt.Sprintf("msg_%s_%d", b.base, len(b.resp.Output)), Type: "message", Status: "in_progress", Role: "assistant"})
 		b.open = &b.resp.Output[len(b.resp.Output)-1]
@@ -647,6 +699,7 @@ func (b *respBuilder) closeText() {
 
 // call adds a function call item.
 func (b *respBuilder) call(c ToolCallOut) {
+	b.closeReasoning()
 	b.closeText()
 	empty, args := "", c.Function.Arguments
 	it := RespItem{ID: fmt.Sprintf("fc_%s_%d", b.base, len(b.resp.Output)), Type: "function_call", Status: "in_progress", CallID: c.ID, Name: c.Function.Name, Arguments: &empty}
@@ -662,7 +715,8 @@ func (b *respBuilder) call(c ToolCallOut) {
 // add takes released text, completed calls and the logprobs of the tokens
 // that produced them: the logprobs go with the output text (a call's
 // tokens are no output_text: theirs are dropped).
-func (b *respBuilder) add(text string, calls []ToolCallOut, lps []RespLogprob) {
+func (b *respBuilder) add(thought, text string, calls []ToolCallOut, lps []RespLogprob) {
+	b.reason(thought)
 	b.pending = append(b.pending, lps...)
 	b.text(text)
 	if len(calls) > 0 {
@@ -675,6 +729,7 @@ func (b *respBuilder) add(text string, calls []ToolCallOut, lps []RespLogprob) {
 
 // finish completes the response object after a successful generation.
 func (b *respBuilder) finish(res genResult) {
+	b.closeReasoning()
 	b.closeText()
 	if len(b.resp.Output) == 0 { // nothing generated: one empty message
 		b.resp.Output = append(b.resp.Output, RespItem{ID: "msg_" + b.base + "_0", Type: "message", Status: "completed", Role: "assistant",
@@ -796,7 +851,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 		Token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n
 			k := len(c.chat)
 			text, calls := c.add(tok)
-			b.add(text, calls, respLogprobs(c.chat[k:]))
+			b.add(c.thought, text, calls, respLogprobs(c.chat[k:]))
 		}}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -810,7 +865,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	res, err := s.generate(ctx, p, id, in, sink)
 	if err == nil {
 		text, calls := c.finish() // what tool parsing held back, released after success only
-		b.add(text, calls, nil)
+		b.add(c.thought, text, calls, nil)
 		b.finish(res)
 		if call.store {
 			err = s.keep(ctx, p, id, b.resp, append(append(append([]chat.Message(nil), call.history...), call.input...), b.resp.messagesOut()...))

@@ -11,7 +11,7 @@ import (
 // reasoning_content beside content in chat completions, a reasoning item
 // before the message in the Responses API, as vLLM's reasoning parsers
 // give them. The format is chosen from the template (DetectReasoning: its
-// text writes "</think>"); a template with no reasoning markers changes
+// text writes <think> or </think>); a template with no reasoning markers changes
 // nothing.
 //
 // Where the reasoning starts is read from the end of the rendered prompt
@@ -49,7 +49,7 @@ const (
 
 // DetectReasoning is the reasoning format the chat template src teaches.
 func DetectReasoning(src string) ReasoningFormat {
-	if strings.Contains(src, thinkClose) {
+	if strings.Contains(src, thinkOpen) || strings.Contains(src, thinkClose) {
 		return ThinkTags
 	}
 	return NoReasoning
