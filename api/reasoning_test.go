@@ -104,6 +104,7 @@ func TestReasoningContent(t *testing.T) {
 	}{
 		{"qwen3", qwen3Template, "<think>\nAdd them.\n</think>\n\nIt is 4.", "\nAdd them.\n", "\n\nIt is 4.", false, 0},
 		{"qwen3 without thinking", qwen3Template, "It is 4.", "", "It is 4.", false, 0},
+		{"qwen3 under a grammar (no <think>)", qwen3Template, "{\"a\": 4}", "", "{\"a\": 4}", false, 0},
 		{"thinking off", offTemplate, "It is 4.", "", "It is 4.", false, 0},
 		{"r1 opened by the prompt", r1Template, "Add them.</think>It is 4.", "Add them.", "It is 4.", false, 0},
 		{"cut off while thinking", qwen3Template, "<think>Add the", "Add the", "", false, 0},
@@ -243,27 +244,25 @@ func TestReasoningItem(t *testing.T) {
 	}
 }
 
-// TestReasoningGrammarRefused: a grammar constrains the whole output, so a
-// constrained request to a reasoning model with thinking on is refused
-// (unsupported), and served when the prompt switches thinking off.
+// TestReasoningGrammarRefused: a grammar constrains the whole output, so
+// a constrained request where the prompt opens the reasoning (DeepSeek-R1)
+// is refused (unsupported); where the model would open it itself (Qwen3),
+// with thinking off, or with no reasoning markers, the grammar is served
+// (it lets no <think> open: thinking is off).
 func TestReasoningGrammarRefused(t *testing.T) {
 	g, err := service.SchemaGrammar([]byte(`{"type":"object"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := []chat.Message{{Role: "user", Content: "2+2?"}}
-	for _, tpl := range []string{qwen3Template, r1Template} {
+	s, _ := thinkServer(t, r1Template)
+	if _, _, err := s.text().PrepareChat(msgs, nil, g); !errors.Is(err, service.ErrUnsupported) {
+		t.Errorf("got %v, want unsupported", err)
+	}
+	for _, tpl := range []string{qwen3Template, offTemplate, turnsTemplate} {
 		s, _ := thinkServer(t, tpl)
-		if _, _, err := s.text().PrepareChat(msgs, nil, g); !errors.Is(err, service.ErrUnsupported) {
-			t.Errorf("got %v, want unsupported", err)
+		if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || got != g {
+			t.Errorf("%q: got %v, %v, want the grammar", tpl, got, err)
 		}
-	}
-	s, _ := thinkServer(t, offTemplate)
-	if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || got != g {
-		t.Errorf("thinking off: got %v, %v, want the grammar", got, err)
-	}
-	s, _ = thinkServer(t, turnsTemplate) // no reasoning markers: unchanged
-	if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || got != g {
-		t.Errorf("no reasoning: got %v, %v, want the grammar", got, err)
 	}
 }

@@ -53,7 +53,7 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 // PrepareChat makes a chat request ready for Generate: its tools checked
 // against the model's template (ToolFormat), its grammar (format, the
 // response_format, or the forced call: RequestGrammar), its prompt
-// rendered (ChatPrompt). A grammar on a reasoning model with thinking on
+// rendered (ChatPrompt). A grammar where the prompt opens the reasoning
 // is refused (reasoning.go). Errors: those of ToolFormat, RequestGrammar
 // and ChatPrompt; ErrUnsupported.
 func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, format *grammar.Grammar) (prompt []int32, g *grammar.Grammar, err error) {
@@ -66,8 +66,8 @@ func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, format *grammar.Gr
 	if prompt, err = m.ChatPrompt(msgs, use.TemplateTools()); err != nil {
 		return nil, nil, err
 	}
-	if f, _ := m.thinking(prompt); g != nil && f != NoReasoning {
-		return nil, nil, ErrUnsupported.Withf("response_format, tool_choice \"required\", a named function or a strict tool: this model reasons first, and constrained output after its reasoning is not supported; switch its thinking off (chat_template_kwargs {\"enable_thinking\": false})")
+	if _, inside := m.thinking(prompt); g != nil && inside {
+		return nil, nil, ErrUnsupported.Withf("response_format, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
 	}
 	return prompt, g, nil
 }

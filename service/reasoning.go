@@ -25,12 +25,18 @@ import (
 // reasoning, as vLLM reads it.
 //
 // Constrained decoding (a response_format, a forced or strict tool call)
-// constrains the whole output from its first token; a grammar that let the
-// reasoning run free and applied only after </think> is not built, so a
-// constrained request to a reasoning model with thinking on is refused
-// (PrepareChat: ErrUnsupported), never served with a grammar that forbids
-// the reasoning the template asked for. With thinking off the grammar
-// applies as for any model.
+// constrains the output from its first token: a grammar that let the
+// reasoning run free and applied only after </think> (as vLLM does) is not
+// built. So a grammar switches thinking off: where the model would open
+// <think> itself (Qwen3), the grammar does not let it, the output is the
+// constrained answer and the reasoning is empty; where the prompt has
+// already opened the reasoning (DeepSeek-R1's generation prompt), the
+// grammar would constrain the reasoning itself and the answer would never
+// come, so the request is refused (PrepareChat: ErrUnsupported). With
+// thinking off in the prompt the grammar applies as for any model. Under
+// tool_choice "auto" with a strict tool the grammar is lazy: the text is
+// free until a call opens, so the model may reason, but a call it opens
+// inside its reasoning is reasoning, not a call.
 
 // ReasoningFormat is how a model's output separates reasoning from answer.
 type ReasoningFormat int
