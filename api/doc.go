@@ -7,7 +7,9 @@
 // counts and incidents, tokenizer requests and their metering — is
 // service.Requests; the prompt (chat template rendering, tokenization, the
 // grammar of a forced or strict tool call) and the tool calls read back
-// from the output are service.Model and service.ToolStream; verify,
+// from the output are service.Model, service.ReasoningStream (a
+// reasoning model's reasoning_content and Responses reasoning items,
+// respond.go, respapi.go) and service.ToolStream; verify,
 // report, replay and stored responses (with the Responses API's
 // conversation state) are service.Responses; the admin and compliance
 // operations are service.Admin and service.Compliance. api decodes a
