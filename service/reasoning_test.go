@@ -1,10 +1,13 @@
 package service
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/cloison/cloison/engine/chat"
 	"pgregory.net/rapid"
 )
 
@@ -143,5 +146,47 @@ func TestReasoningStart(t *testing.T) {
 	}
 	if DetectReasoning("{{ message.content }}") != NoReasoning || DetectReasoning("{{ '<think>' + r + '</think>' }}") != ThinkTags {
 		t.Error("DetectReasoning")
+	}
+}
+
+// TestReasoningStartTemplates renders real templates' generation prompts
+// (engine/chat/testdata) and reads where their output starts: Qwen3 leaves
+// the thinking to the model, DeepSeek-R1's distillations and MiniMax M2
+// open it, DeepSeek V3.1 (thinking off by default) closes it,
+// and templates without the markers are never parsed.
+func TestReasoningStartTemplates(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		f           ReasoningFormat
+		inside, off bool
+	}{
+		{"Qwen-Qwen3-0.6B", ThinkTags, false, false},
+		{"Qwen-QwQ-32B", ThinkTags, false, true}, // enable_thinking undefined: closed
+		{"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", ThinkTags, true, false},
+		{"llama-cpp-deepseek-r1", ThinkTags, true, false},
+		{"deepseek-ai-DeepSeek-V3.1", ThinkTags, false, true},
+		{"HuggingFaceTB-SmolLM3-3B", ThinkTags, false, false},
+		{"MiniMax-M2", ThinkTags, true, false},
+		{"ibm-granite-granite-3.3-2B-Instruct", ThinkTags, false, false}, // mentions the tags; parsed only if the output opens one
+		{"ByteDance-Seed-OSS", NoReasoning, false, true},
+		{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", NoReasoning, false, true},
+	} {
+		src, err := os.ReadFile(filepath.Join("..", "engine", "chat", "testdata", "hf", "templates", c.file+".jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := chat.New(string(src), "<|bos|>", "<|eos|>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tpl.Prompt([]chat.Message{{Role: "user", Content: "hi"}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := DetectReasoning(string(src))
+		inside, off := ReasoningStart(f, p.Text)
+		if f != c.f || inside != c.inside || off != c.off {
+			t.Errorf("%s: format %d inside %v off %v, want %d %v %v (prompt ends %q)", c.file, f, inside, off, c.f, c.inside, c.off, p.Text[max(0, len(p.Text)-40):])
+		}
 	}
 }
