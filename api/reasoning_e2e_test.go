@@ -25,7 +25,8 @@ const r1Template = `{% for m in messages %}<|im_start|>{{ m.role }}
 // reasoning and a prompt without "/", so the model can never close it: the
 // whole generation is reasoning, through the engine, in the chat answer
 // (reasoning_content, empty content), its stream (reasoning deltas that
-// add up to the same text, no content) and the Responses API (a reasoning
+// add up to the same text, no content, each token's logprobs once) and
+// the Responses API (a reasoning
 // item); a response_format on it is refused.
 func TestReasoningServed(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, API: func(c *api.Config) {
@@ -55,11 +56,12 @@ func TestReasoningServed(t *testing.T) {
 		t.Fatalf("got %s, want all reasoning", b)
 	}
 
-	resp, b = request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`",`+msgs+`,"stream":true}`)
+	resp, b = request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`",`+msgs+`,"stream":true,"logprobs":true}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	var streamed strings.Builder
+	scored := 0
 	for _, line := range strings.Split(string(b), "\n\n") {
 		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
 		if !ok || data == "[DONE]" {
@@ -68,23 +70,31 @@ func TestReasoningServed(t *testing.T) {
 		var ch struct {
 			Choices []struct {
 				Delta struct {
+					Role             string  `json:"role"`
 					Content          *string `json:"content"`
 					ReasoningContent string  `json:"reasoning_content"`
 				} `json:"delta"`
+				Logprobs *struct {
+					Content []any `json:"content"`
+				} `json:"logprobs"`
+				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
 		}
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			t.Fatalf("chunk %s: %v", data, err)
 		}
 		for _, c := range ch.Choices {
-			if c.Delta.Content != nil && *c.Delta.Content != "" {
-				t.Errorf("content delta %q", *c.Delta.Content)
+			if c.Delta.Content != nil && (*c.Delta.Content != "" || c.FinishReason == nil && c.Delta.Role == "") {
+				t.Errorf("chunk %s: a content delta", data)
+			}
+			if c.Logprobs != nil {
+				scored += len(c.Logprobs.Content)
 			}
 			streamed.WriteString(c.Delta.ReasoningContent)
 		}
 	}
-	if streamed.String() != m.ReasoningContent {
-		t.Errorf("streamed reasoning %q, whole %q", streamed.String(), m.ReasoningContent)
+	if streamed.String() != m.ReasoningContent || scored != 6 {
+		t.Errorf("streamed reasoning %q with %d tokens' logprobs, whole %q of 6 tokens", streamed.String(), scored, m.ReasoningContent)
 	}
 
 	resp, b = request(t, "POST", p.URL+"/v1/responses", tok, `{"model":"`+platformtest.Model+`","input":"the cat sat on the mat","max_output_tokens":6,"temperature":0}`)

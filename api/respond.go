@@ -423,21 +423,31 @@ func (x *sseWriter) token(i int, tok engine.Token) {
 		return
 	}
 	text, calls := x.cs[i].add(tok)
-	x.sendReasoning(i)
-	if text != "" || (x.in.logprobs && tok.ID >= 0) {
+	scored := x.in.logprobs && tok.ID >= 0 // the token's logprobs go with one chunk
+	if x.sendReasoning(i, scored && text == "") {
+		scored = false
+	}
+	if text != "" || scored {
 		x.send(x.chunk(i, text, nil))
 	}
 	x.sendCalls(i, calls)
 }
 
 // sendReasoning streams the reasoning choice i's last add or finish
-// released: a delta with reasoning_content and a null content, as vLLM
-// streams it.
-func (x *sseWriter) sendReasoning(i int) {
-	if r := x.cs[i].thought; r != "" {
-		x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-			Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}}})
+// released, if any: a delta with reasoning_content and a null content, as
+// vLLM streams it, with the last token's logprobs when scored. It reports
+// whether it sent one.
+func (x *sseWriter) sendReasoning(i int, scored bool) bool {
+	r := x.cs[i].thought
+	if r == "" {
+		return false
 	}
+	ch := ChatChoice{Index: i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
+	if c := x.cs[i]; scored && len(c.chat) > 0 {
+		ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
+	}
+	x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}})
+	return true
 }
 
 // sendCalls streams tool calls as OpenAI does: per call, a delta with its
@@ -466,7 +476,7 @@ func (x *sseWriter) end(res genResult, err error) {
 	// only now, after success, then the choice's own finish_reason.
 	for i, c := range x.cs {
 		text, calls := c.finish()
-		x.sendReasoning(i)
+		x.sendReasoning(i, false)
 		if text != "" || len(calls) > 0 {
 			if text != "" {
 				x.send(x.chunk(i, text, nil))
