@@ -112,8 +112,11 @@
 //     (role user, system, developer — a system message for the template —
 //     or assistant; content a string or input_text / output_text parts),
 //     function_call and function_call_output items (an assistant turn with
-//     its calls, a tool message). Image, file and audio parts, item
-//     references and reasoning items are refused with 400.
+//     its calls, a tool message), reasoning items (reasoning_text parts:
+//     the <think> block of the assistant turn after them, which the
+//     template keeps or drops; a summary or encrypted_content is refused).
+//     Image, file and audio parts and item references are refused with
+//     400.
 //   - instructions: a leading system message (not carried over by
 //     previous_response_id, as OpenAI does).
 //   - tools: function tools {type, name, description, parameters, strict};

@@ -266,3 +266,33 @@ func TestReasoningGrammarRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestReasoningInputItems: a reasoning item sent back as input (as
+// OpenAI's clients send an earlier response's output) becomes the <think>
+// block of the assistant turn after it, for the template to keep or drop;
+// one that precedes no assistant turn, or carries what this server never
+// issues (a summary, encrypted content), is refused.
+func TestReasoningInputItems(t *testing.T) {
+	const rs = `{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"Add them."}]}`
+	msgs, err := respInput(json.RawMessage(`[{"role":"user","content":"2+2?"},` + rs +
+		`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"4"}]},` + rs +
+		`,{"type":"function_call","call_id":"c1","name":"add","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"4"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 4 || msgs[1].Role != "assistant" || msgs[1].Content != "<think>Add them.</think>4" ||
+		msgs[2].Content != "<think>Add them.</think>" || len(msgs[2].ToolCalls) != 1 || msgs[3].Role != "tool" {
+		t.Fatalf("got %+v", msgs)
+	}
+	for _, bad := range []string{
+		`[` + rs + `,{"role":"user","content":"hi"}]`,
+		`[{"role":"user","content":"hi"},` + rs + `]`,
+		`[{"type":"reasoning","summary":[{"type":"summary_text","text":"x"}],"content":[]}]`,
+		`[{"type":"reasoning","encrypted_content":"abc","content":[]},{"role":"assistant","content":"x"}]`,
+		`[{"type":"reasoning","content":[{"type":"output_text","text":"x"}]},{"role":"assistant","content":"x"}]`,
+	} {
+		if _, err := respInput(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

@@ -112,6 +112,12 @@ var (
 		"id": {rule: ignored}, "status": {rule: ignored}}
 	respTextPartFields = map[string]field{"type": {rule: implemented}, "text": {rule: implemented},
 		"annotations": {rule: refused, neutral: []string{`[]`}}, "logprobs": {rule: ignored}}
+	// A reasoning item, as an earlier response wrote it (summary is always
+	// empty here; encrypted reasoning is never issued).
+	respReasoningFields = map[string]field{"type": {rule: implemented}, "content": {rule: implemented},
+		"summary": {rule: refused, neutral: []string{`[]`}}, "encrypted_content": {rule: refused, neutral: []string{`null`}},
+		"id": {rule: ignored}, "status": {rule: ignored}}
+	respReasoningPartFields = map[string]field{"type": {rule: implemented}, "text": {rule: implemented}}
 )
 
 // RespRequest is a /v1/responses body.
@@ -238,6 +244,7 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		return nil, ErrBadField.Withf("input must not be an empty list")
 	}
 	var out []chat.Message
+	thought := "" // a reasoning item's text, for the assistant turn after it
 	for i, item := range items {
 		at := fmt.Sprintf("input[%d]", i)
 		var head struct {
@@ -251,11 +258,27 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		if head.Type != nil {
 			typ = *head.Type
 		}
+		if thought != "" && typ != "message" && typ != "function_call" && typ != "reasoning" {
+			return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
+		}
 		switch typ {
+		case "reasoning":
+			text, err := respReasoning(item, at)
+			if err != nil {
+				return nil, err
+			}
+			thought += text
+			continue
 		case "message":
 			m, err := respMessage(item, at)
 			if err != nil {
 				return nil, err
+			}
+			if thought != "" {
+				if m.Role != "assistant" {
+					return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
+				}
+				m.Content, thought = "<think>"+thought+"</think>"+m.Content, ""
 			}
 			out = append(out, m)
 		case "function_call":
@@ -276,10 +299,14 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 				return nil, ErrBadField.Withf("%s.name must be 1 to 64 letters, digits, '_', '-' or '.'", at)
 			}
 			tc := chat.ToolCall{ID: fc.CallID, Type: "function", Function: chat.FunctionCall{Name: fc.Name, Arguments: fc.Arguments}}
-			if n := len(out); n > 0 && out[n-1].Role == "assistant" {
+			if n := len(out); n > 0 && out[n-1].Role == "assistant" && thought == "" {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
 			} else {
-				out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{tc}})
+				content := ""
+				if thought != "" {
+					content, thought = "<think>"+thought+"</think>", ""
+				}
+				out = append(out, chat.Message{Role: "assistant", Content: content, ToolCalls: []chat.ToolCall{tc}})
 			}
 		case "function_call_output":
 			if err := checkFields(item, respOutputFields, at+"."); err != nil {
@@ -294,10 +321,45 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 			}
 			out = append(out, chat.Message{Role: "tool", ToolCallID: *wire.CallID, Content: *wire.Output})
 		default:
-			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call and function_call_output items)", at, truncate(typ, maxFieldName))
+			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call, function_call_output and reasoning items)", at, truncate(typ, maxFieldName))
 		}
 	}
+	if thought != "" {
+		return nil, ErrBadField.Withf("input: a reasoning item is followed by the assistant message or function_call it preceded")
+	}
 	return out, nil
+}
+
+// respReasoning is the text of a reasoning item (its reasoning_text
+// parts), which goes back to the template as the <think> block of the
+// assistant turn after it (the template keeps or drops it, as it does a
+// chat assistant message's).
+func respReasoning(item json.RawMessage, at string) (string, error) {
+	if err := checkFields(item, respReasoningFields, at+"."); err != nil {
+		return "", err
+	}
+	var r struct {
+		Content []json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(item, &r) != nil {
+		return "", ErrBadField.Withf("%s: a reasoning item's content is a list of reasoning_text parts", at)
+	}
+	var b strings.Builder
+	for k, raw := range r.Content {
+		pat := fmt.Sprintf("%s.content[%d]", at, k)
+		if err := checkFields(raw, respReasoningPartFields, pat+"."); err != nil {
+			return "", err
+		}
+		var part struct {
+			Type *string `json:"type"`
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(raw, &part) != nil || part.Type == nil || *part.Type != "reasoning_text" || part.Text == nil {
+			return "", ErrBadField.Withf("%s: a reasoning_text part with a string text", pat)
+		}
+		b.WriteString(*part.Text)
+	}
+	return b.String(), nil
 }
 
 // respMessage is one message item: role user, system, developer (a system
