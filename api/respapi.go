@@ -244,7 +244,8 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		return nil, ErrBadField.Withf("input must not be an empty list")
 	}
 	var out []chat.Message
-	thought := "" // a reasoning item's text, for the assistant turn after it
+	thought := ""     // a reasoning item's text, for the assistant turn after it
+	reasoned := false // a reasoning item waits for that turn
 	for i, item := range items {
 		at := fmt.Sprintf("input[%d]", i)
 		var head struct {
@@ -258,7 +259,7 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		if head.Type != nil {
 			typ = *head.Type
 		}
-		if thought != "" && typ != "message" && typ != "function_call" && typ != "reasoning" {
+		if reasoned && typ != "message" && typ != "function_call" && typ != "reasoning" {
 			return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
 		}
 		switch typ {
@@ -268,17 +269,21 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 				return nil, err
 			}
 			thought += text
+			reasoned = true
 			continue
 		case "message":
 			m, err := respMessage(item, at)
 			if err != nil {
 				return nil, err
 			}
-			if thought != "" {
+			if reasoned {
 				if m.Role != "assistant" {
 					return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
 				}
-				m.Content, thought = "<think>"+thought+"</think>"+m.Content, ""
+				if thought != "" {
+					m.Content = "<think>" + thought + "</think>" + m.Content
+				}
+				thought, reasoned = "", false
 			}
 			out = append(out, m)
 		case "function_call":
@@ -304,10 +309,11 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 			} else {
 				content := ""
 				if thought != "" {
-					content, thought = "<think>"+thought+"</think>", ""
+					content = "<think>" + thought + "</think>"
 				}
 				out = append(out, chat.Message{Role: "assistant", Content: content, ToolCalls: []chat.ToolCall{tc}})
 			}
+			thought, reasoned = "", false
 		case "function_call_output":
 			if err := checkFields(item, respOutputFields, at+"."); err != nil {
 				return nil, err
@@ -324,7 +330,7 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call, function_call_output and reasoning items)", at, truncate(typ, maxFieldName))
 		}
 	}
-	if thought != "" {
+	if reasoned {
 		return nil, ErrBadField.Withf("input: a reasoning item is followed by the assistant message or function_call it preceded")
 	}
 	return out, nil
