@@ -7,7 +7,9 @@
 // counts and incidents, tokenizer requests and their metering — is
 // service.Requests; the prompt (chat template rendering, tokenization, the
 // grammar of a forced or strict tool call) and the tool calls read back
-// from the output are service.Model and service.ToolStream; verify,
+// from the output are service.Model, service.ReasoningStream (a
+// reasoning model's reasoning_content and Responses reasoning items,
+// respond.go, respapi.go) and service.ToolStream; verify,
 // report, replay and stored responses (with the Responses API's
 // conversation state) are service.Responses; the admin and compliance
 // operations are service.Admin and service.Compliance. api decodes a
@@ -110,8 +112,11 @@
 //     (role user, system, developer — a system message for the template —
 //     or assistant; content a string or input_text / output_text parts),
 //     function_call and function_call_output items (an assistant turn with
-//     its calls, a tool message). Image, file and audio parts, item
-//     references and reasoning items are refused with 400.
+//     its calls, a tool message), reasoning items (reasoning_text parts:
+//     the <think> block of the assistant turn after them, which the
+//     template keeps or drops; a summary or encrypted_content is refused).
+//     Image, file and audio parts and item references are refused with
+//     400.
 //   - instructions: a leading system message (not carried over by
 //     previous_response_id, as OpenAI does).
 //   - tools: function tools {type, name, description, parameters, strict};

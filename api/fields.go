@@ -166,6 +166,8 @@ var fieldTables = []struct {
 	{"respTextPartFields", "responses input content part", respTextPartFields},
 	{"respCallFields", "responses input `function_call` item", respCallFields},
 	{"respOutputFields", "responses input `function_call_output` item", respOutputFields},
+	{"respReasoningFields", "responses input `reasoning` item", respReasoningFields},
+	{"respReasoningPartFields", "responses input `reasoning` content part", respReasoningPartFields},
 	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},
 	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
 }

@@ -242,7 +242,9 @@ func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grp
 	var tools []*collector // with tools: each choice's output split into content and calls
 	if in.tools != nil {
 		for range in.choices() {
-			tools = append(tools, newCollector(g.s, in))
+			c := newCollector(g.s, in)
+			c.reason = nil // gRPC chunks carry the raw text, reasoning included
+			tools = append(tools, c)
 		}
 	}
 	sink := service.Sink{

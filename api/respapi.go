@@ -112,6 +112,12 @@ var (
 		"id": {rule: ignored}, "status": {rule: ignored}}
 	respTextPartFields = map[string]field{"type": {rule: implemented}, "text": {rule: implemented},
 		"annotations": {rule: refused, neutral: []string{`[]`}}, "logprobs": {rule: ignored}}
+	// A reasoning item, as an earlier response wrote it (summary is always
+	// empty here; encrypted reasoning is never issued).
+	respReasoningFields = map[string]field{"type": {rule: implemented}, "content": {rule: implemented},
+		"summary": {rule: refused, neutral: []string{`[]`}}, "encrypted_content": {rule: refused, neutral: []string{`null`}},
+		"id": {rule: ignored}, "status": {rule: ignored}}
+	respReasoningPartFields = map[string]field{"type": {rule: implemented}, "text": {rule: implemented}}
 )
 
 // RespRequest is a /v1/responses body.
@@ -238,6 +244,8 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		return nil, ErrBadField.Withf("input must not be an empty list")
 	}
 	var out []chat.Message
+	thought := ""     // a reasoning item's text, for the assistant turn after it
+	reasoned := false // a reasoning item waits for that turn
 	for i, item := range items {
 		at := fmt.Sprintf("input[%d]", i)
 		var head struct {
@@ -251,11 +259,31 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		if head.Type != nil {
 			typ = *head.Type
 		}
+		if reasoned && typ != "message" && typ != "function_call" && typ != "reasoning" {
+			return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
+		}
 		switch typ {
+		case "reasoning":
+			text, err := respReasoning(item, at)
+			if err != nil {
+				return nil, err
+			}
+			thought += text
+			reasoned = true
+			continue
 		case "message":
 			m, err := respMessage(item, at)
 			if err != nil {
 				return nil, err
+			}
+			if reasoned {
+				if m.Role != "assistant" {
+					return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
+				}
+				if thought != "" {
+					m.Content = "<think>" + thought + "</think>" + m.Content
+				}
+				thought, reasoned = "", false
 			}
 			out = append(out, m)
 		case "function_call":
@@ -276,11 +304,16 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 				return nil, ErrBadField.Withf("%s.name must be 1 to 64 letters, digits, '_', '-' or '.'", at)
 			}
 			tc := chat.ToolCall{ID: fc.CallID, Type: "function", Function: chat.FunctionCall{Name: fc.Name, Arguments: fc.Arguments}}
-			if n := len(out); n > 0 && out[n-1].Role == "assistant" {
+			if n := len(out); n > 0 && out[n-1].Role == "assistant" && thought == "" {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
 			} else {
-				out = append(out, chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{tc}})
+				content := ""
+				if thought != "" {
+					content = "<think>" + thought + "</think>"
+				}
+				out = append(out, chat.Message{Role: "assistant", Content: content, ToolCalls: []chat.ToolCall{tc}})
 			}
+			thought, reasoned = "", false
 		case "function_call_output":
 			if err := checkFields(item, respOutputFields, at+"."); err != nil {
 				return nil, err
@@ -294,10 +327,45 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 			}
 			out = append(out, chat.Message{Role: "tool", ToolCallID: *wire.CallID, Content: *wire.Output})
 		default:
-			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call and function_call_output items)", at, truncate(typ, maxFieldName))
+			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call, function_call_output and reasoning items)", at, truncate(typ, maxFieldName))
 		}
 	}
+	if reasoned {
+		return nil, ErrBadField.Withf("input: a reasoning item is followed by the assistant message or function_call it preceded")
+	}
 	return out, nil
+}
+
+// respReasoning is the text of a reasoning item (its reasoning_text
+// parts), which goes back to the template as the <think> block of the
+// assistant turn after it (the template keeps or drops it, as it does a
+// chat assistant message's).
+func respReasoning(item json.RawMessage, at string) (string, error) {
+	if err := checkFields(item, respReasoningFields, at+"."); err != nil {
+		return "", err
+	}
+	var r struct {
+		Content []json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(item, &r) != nil {
+		return "", ErrBadField.Withf("%s: a reasoning item's content is a list of reasoning_text parts", at)
+	}
+	var b strings.Builder
+	for k, raw := range r.Content {
+		pat := fmt.Sprintf("%s.content[%d]", at, k)
+		if err := checkFields(raw, respReasoningPartFields, pat+"."); err != nil {
+			return "", err
+		}
+		var part struct {
+			Type *string `json:"type"`
+			Text *string `json:"text"`
+		}
+		if json.Unmarshal(raw, &part) != nil || part.Type == nil || *part.Type != "reasoning_text" || part.Text == nil {
+			return "", ErrBadField.Withf("%s: a reasoning_text part with a string text", pat)
+		}
+		b.WriteString(*part.Text)
+	}
+	return b.String(), nil
 }
 
 // respMessage is one message item: role user, system, developer (a system
@@ -516,7 +584,7 @@ type RespUsage struct {
 // (CallID, Name, Arguments).
 type RespItem struct {
 	ID        string     `json:"id"`
-	Type      string     `json:"type"` // message or function_call
+	Type      string     `json:"type"` // message, function_call or reasoning
 	Status    string     `json:"status"`
 	Role      string     `json:"role,omitempty"`
 	Content   []RespPart `json:"content,omitempty"`
@@ -525,9 +593,29 @@ type RespItem struct {
 	Arguments *string    `json:"arguments,omitempty"`
 }
 
-// MarshalJSON writes a message's content as a list even when empty.
+// MarshalJSON writes a message's content as a list even when empty, and a
+// reasoning item as OpenAI's: an empty summary and its text as
+// reasoning_text content.
 func (it RespItem) MarshalJSON() ([]byte, error) {
 	type plain RespItem
+	if it.Type == "reasoning" {
+		type part struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		type reasoning struct {
+			ID      string            `json:"id"`
+			Type    string            `json:"type"`
+			Status  string            `json:"status"`
+			Summary []json.RawMessage `json:"summary"`
+			Content []part            `json:"content"`
+		}
+		r := reasoning{ID: it.ID, Type: it.Type, Status: it.Status, Summary: []json.RawMessage{}, Content: []part{}}
+		for _, p := range it.Content {
+			r.Content = append(r.Content, part{Type: "reasoning_text", Text: p.Text})
+		}
+		return json.Marshal(r)
+	}
 	if it.Type != "message" {
 		return json.Marshal(plain(it))
 	}
@@ -591,6 +679,8 @@ type respBuilder struct {
 	base string                             // the id suffix items are named after
 	emit func(typ string, v map[string]any) // nil: not streaming
 	open *RespItem                          // the message item receiving text, nil when none
+	// thinking is the reasoning item receiving reasoning, nil when none.
+	thinking *RespItem
 	// pending are the logprobs of tokens whose text is not released yet
 	// (held back: an incomplete character, a possible stop string).
 	pending []RespLogprob
@@ -602,11 +692,41 @@ func (b *respBuilder) event(typ string, kv map[string]any) {
 	}
 }
 
+// reason adds reasoning to the open reasoning item (opening one first).
+func (b *respBuilder) reason(s string) {
+	if s == "" {
+		return
+	}
+	if b.thinking == nil {
+		b.closeText()
+		b.resp.Output = append(b.resp.Output, RespItem{ID: fmt.Sprintf("rs_%s_%d", b.base, len(b.resp.Output)), Type: "reasoning", Status: "in_progress"})
+		b.thinking = &b.resp.Output[len(b.resp.Output)-1]
+		b.event("response.output_item.added", map[string]any{"output_index": len(b.resp.Output) - 1, "item": *b.thinking})
+		b.thinking.Content = []RespPart{{Type: "reasoning_text"}}
+	}
+	b.thinking.Content[0].Text += s
+	b.event("response.reasoning_text.delta", map[string]any{"item_id": b.thinking.ID, "output_index": len(b.resp.Output) - 1, "content_index": 0, "delta": s})
+}
+
+// closeReasoning ends the open reasoning item.
+func (b *respBuilder) closeReasoning() {
+	if b.thinking == nil {
+		return
+	}
+	i := len(b.resp.Output) - 1
+	it := b.thinking
+	b.event("response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "text": it.Content[0].Text})
+	it.Status = "completed"
+	b.event("response.output_item.done", map[string]any{"output_index": i, "item": *it})
+	b.thinking = nil
+}
+
 // text adds content to the open message item (opening one first).
 func (b *respBuilder) text(s string) {
 	if s == "" {
 		return
 	}
+	b.closeReasoning()
 	if b.open == nil {
 		b.resp.Output = append(b.resp.Output, RespItem{ID: fmt.Sprintf("msg_%s_%d", b.base, len(b.resp.Output)), Type: "message", Status: "in_progress", Role: "assistant"})
 		b.open = &b.resp.Output[len(b.resp.Output)-1]
@@ -647,6 +767,7 @@ func (b *respBuilder) closeText() {
 
 // call adds a function call item.
 func (b *respBuilder) call(c ToolCallOut) {
+	b.closeReasoning()
 	b.closeText()
 	empty, args := "", c.Function.Arguments
 	it := RespItem{ID: fmt.Sprintf("fc_%s_%d", b.base, len(b.resp.Output)), Type: "function_call", Status: "in_progress", CallID: c.ID, Name: c.Function.Name, Arguments: &empty}
@@ -662,7 +783,8 @@ func (b *respBuilder) call(c ToolCallOut) {
 // add takes released text, completed calls and the logprobs of the tokens
 // that produced them: the logprobs go with the output text (a call's
 // tokens are no output_text: theirs are dropped).
-func (b *respBuilder) add(text string, calls []ToolCallOut, lps []RespLogprob) {
+func (b *respBuilder) add(thought, text string, calls []ToolCallOut, lps []RespLogprob) {
+	b.reason(thought)
 	b.pending = append(b.pending, lps...)
 	b.text(text)
 	if len(calls) > 0 {
@@ -675,6 +797,7 @@ func (b *respBuilder) add(text string, calls []ToolCallOut, lps []RespLogprob) {
 
 // finish completes the response object after a successful generation.
 func (b *respBuilder) finish(res genResult) {
+	b.closeReasoning()
 	b.closeText()
 	if len(b.resp.Output) == 0 { // nothing generated: one empty message
 		b.resp.Output = append(b.resp.Output, RespItem{ID: "msg_" + b.base + "_0", Type: "message", Status: "completed", Role: "assistant",
@@ -796,7 +919,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 		Token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n
 			k := len(c.chat)
 			text, calls := c.add(tok)
-			b.add(text, calls, respLogprobs(c.chat[k:]))
+			b.add(c.thought, text, calls, respLogprobs(c.chat[k:]))
 		}}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -810,7 +933,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	res, err := s.generate(ctx, p, id, in, sink)
 	if err == nil {
 		text, calls := c.finish() // what tool parsing held back, released after success only
-		b.add(text, calls, nil)
+		b.add(c.thought, text, calls, nil)
 		b.finish(res)
 		if call.store {
 			err = s.keep(ctx, p, id, b.resp, append(append(append([]chat.Message(nil), call.history...), call.input...), b.resp.messagesOut()...))

@@ -34,7 +34,7 @@ func TestDecodeResponses(t *testing.T) {
 		{"image part", `"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]`, ErrUnsupported, nil},
 		{"output_text in a user turn", `"input":[{"role":"user","content":[{"type":"output_text","text":"u"}]}]`, ErrUnsupported, nil},
 		{"item_reference", `"input":[{"type":"item_reference","id":"msg_1"}]`, ErrUnsupported, nil},
-		{"reasoning item", `"input":[{"type":"reasoning","id":"rs_1","summary":[]}]`, ErrUnsupported, nil},
+		{"reasoning item before no assistant turn", `"input":[{"type":"reasoning","id":"rs_1","summary":[]}]`, ErrBadField, nil},
 		{"bad role", `"input":[{"role":"tool","content":"x"}]`, ErrBadField, nil},
 		{"call without id", `"input":[{"type":"function_call","name":"f","arguments":"{}"}]`, ErrBadField, nil},
 		{"hosted tool", `"input":"x","tools":[{"type":"file_search"}]`, ErrUnsupported, nil},

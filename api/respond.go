@@ -79,9 +79,12 @@ type ChatChoice struct {
 
 // ChatMessage is a message or a delta.
 type ChatMessage struct {
-	Role      string        `json:"role,omitempty"`
-	Content   string        `json:"content"`
-	ToolCalls []ToolCallOut `json:"tool_calls,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+	// ReasoningContent is a reasoning model's reasoning (service.ReasoningStream),
+	// apart from its answer in Content.
+	ReasoningContent string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCallOut `json:"tool_calls,omitempty"`
 	// NoContent writes content as null: a message or delta that only
 	// carries tool calls, as OpenAI sends them.
 	NoContent bool `json:"-"`
@@ -90,11 +93,12 @@ type ChatMessage struct {
 // MarshalJSON writes content as null when NoContent is set.
 func (m ChatMessage) MarshalJSON() ([]byte, error) {
 	type wire struct {
-		Role      string        `json:"role,omitempty"`
-		Content   *string       `json:"content"`
-		ToolCalls []ToolCallOut `json:"tool_calls,omitempty"`
+		Role             string        `json:"role,omitempty"`
+		Content          *string       `json:"content"`
+		ReasoningContent string        `json:"reasoning_content,omitempty"`
+		ToolCalls        []ToolCallOut `json:"tool_calls,omitempty"`
 	}
-	w := wire{Role: m.Role, ToolCalls: m.ToolCalls}
+	w := wire{Role: m.Role, ReasoningContent: m.ReasoningContent, ToolCalls: m.ToolCalls}
 	if !m.NoContent {
 		w.Content = &m.Content
 	}
@@ -128,8 +132,14 @@ type collector struct {
 	// then starts with the prompt's tokens.
 	scored bool
 	// With tools (in.tools): the text split into content and calls.
-	tools   *service.ToolStream
-	content strings.Builder
+	tools *service.ToolStream
+	// With a reasoning model (chat): the text split into reasoning and
+	// the rest (which tool parsing then reads); nil for completions, gRPC
+	// (whose chunks carry the raw text) and models that do not reason.
+	reason    *service.ReasoningStream
+	reasoning strings.Builder // every reasoning released
+	thought   string          // the reasoning the last add or finish released
+	content   strings.Builder // every content released (chat)
 }
 
 func newCollector(s *Server, in inference) *collector {
@@ -137,36 +147,56 @@ func newCollector(s *Server, in inference) *collector {
 	if in.tools != nil {
 		c.tools = service.NewToolStream(in.tools)
 	}
+	if in.chat {
+		c.reason = s.text().NewReasoningStream(in.prompt)
+	}
 	return c
 }
 
 // add takes one token and returns the content it releases and the tool
-// calls it completes (without tools: its text, no calls).
+// calls it completes (without tools: its text, no calls); the reasoning
+// it releases is in c.thought.
 func (c *collector) add(tok engine.Token) (string, []ToolCallOut) {
 	text := tok.Text
-	var calls []ToolCallOut
-	if c.tools != nil {
-		text = c.s.text().MarkerText(tok.ID, tok.Text, c.in.tools.Format)
-		c.text.WriteString(text)
-		var got []service.ToolCall
-		text, got = c.tools.Feed(text, false)
-		calls = toolCallsOut(got)
-		c.content.WriteString(text)
-	} else {
-		c.text.WriteString(text)
+	c.thought = ""
+	if c.reason != nil {
+		text = c.s.text().ReasoningText(tok.ID, text)
 	}
+	if c.tools != nil {
+		text = c.s.text().MarkerText(tok.ID, text, c.in.tools.Format)
+	}
+	c.text.WriteString(text)
+	text, calls := c.split(text, false)
 	c.addToken(tok)
 	return text, calls
 }
 
-// finish releases what tool parsing held back at the end of generation.
+// split runs text through reasoning parsing (its reasoning to c.thought),
+// then tool parsing, and returns the content and calls released (end: the
+// generation is over).
+func (c *collector) split(text string, end bool) (string, []ToolCallOut) {
+	if c.reason != nil {
+		c.thought, text = c.reason.Feed(text, end)
+		c.reasoning.WriteString(c.thought)
+	}
+	var calls []ToolCallOut
+	if c.tools != nil {
+		var got []service.ToolCall
+		text, got = c.tools.Feed(text, end)
+		calls = toolCallsOut(got)
+	}
+	c.content.WriteString(text)
+	return text, calls
+}
+
+// finish releases what reasoning and tool parsing held back at the end of
+// generation (the reasoning in c.thought).
 func (c *collector) finish() (string, []ToolCallOut) {
-	if c.tools == nil {
+	c.thought = ""
+	if c.tools == nil && c.reason == nil {
 		return "", nil
 	}
-	text, calls := c.tools.Feed("", true)
-	c.content.WriteString(text)
-	return text, toolCallsOut(calls)
+	return c.split("", true)
 }
 
 // finishReason is the engine's, or "tool_calls" when the model stopped
@@ -254,11 +284,10 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 		choices := make([]ChatChoice, len(cs))
 		for i, c := range cs {
 			finish := string(res.Finishes[i])
-			msg := &ChatMessage{Role: "assistant", Content: c.text.String()}
+			c.finish()
+			msg := &ChatMessage{Role: "assistant", Content: c.content.String(), ReasoningContent: c.reasoning.String()}
 			if c.tools != nil {
-				c.finish()
 				finish = c.finishReason(res.Finishes[i])
-				msg.Content = c.content.String()
 				for _, tc := range toolCallsOut(c.tools.Calls()) {
 					tc.Index = nil // a message's calls carry no index
 					msg.ToolCalls = append(msg.ToolCalls, tc)
@@ -394,10 +423,31 @@ func (x *sseWriter) token(i int, tok engine.Token) {
 		return
 	}
 	text, calls := x.cs[i].add(tok)
-	if text != "" || (x.in.logprobs && tok.ID >= 0) {
+	scored := x.in.logprobs && tok.ID >= 0 // the token's logprobs go with one chunk
+	if x.sendReasoning(i, scored && text == "") {
+		scored = false
+	}
+	if text != "" || scored {
 		x.send(x.chunk(i, text, nil))
 	}
 	x.sendCalls(i, calls)
+}
+
+// sendReasoning streams the reasoning choice i's last add or finish
+// released, if any: a delta with reasoning_content and a null content, as
+// vLLM streams it, with the last token's logprobs when scored. It reports
+// whether it sent one.
+func (x *sseWriter) sendReasoning(i int, scored bool) bool {
+	r := x.cs[i].thought
+	if r == "" {
+		return false
+	}
+	ch := ChatChoice{Index: i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
+	if c := x.cs[i]; scored && len(c.chat) > 0 {
+		ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
+	}
+	x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}})
+	return true
 }
 
 // sendCalls streams tool calls as OpenAI does: per call, a delta with its
@@ -422,10 +472,12 @@ func (x *sseWriter) end(res genResult, err error) {
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
-	// Per choice: what tool parsing held back is released only now, after
-	// success, then the choice's own finish_reason.
+	// Per choice: what reasoning and tool parsing held back is released
+	// only now, after success, then the choice's own finish_reason.
 	for i, c := range x.cs {
-		if text, calls := c.finish(); text != "" || len(calls) > 0 {
+		text, calls := c.finish()
+		x.sendReasoning(i, false)
+		if text != "" || len(calls) > 0 {
 			if text != "" {
 				x.send(x.chunk(i, text, nil))
 			}

@@ -116,7 +116,12 @@
 // parsed only in the template's own text). While tokens arrive, a
 // ToolStream per choice (tools.go) reads the tool calls back from the
 // text in the template's format (MarkerText restores the markers the
-// engine streams as empty control tokens). A Responses API request
+// engine streams as empty control tokens); before it, with a reasoning
+// model (<think>…</think>, chosen from the template: reasoning.go), a
+// ReasoningStream per choice splits the reasoning from the answer, so
+// calls are read in the answer only (a grammar switches thinking off;
+// where the prompt opens the reasoning, PrepareChat refuses one). A
+// Responses API request
 // continues the conversation of its previous response (conversation.go:
 // History, ConversationMessages) and keeps its own when asked (Keep).
 // Tokenize and Detokenize (tokenize.go) serve the tokenizer routes,

@@ -52,8 +52,10 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 // PrepareChat makes a chat request ready for Generate: its tools checked
 // against the model's template (ToolFormat), its constraint (the
 // response_format's schema, or the tool calls': RequestConstraint; not
-// compiled yet), its prompt rendered (ChatPrompt). Errors: those of
-// ToolFormat, RequestConstraint and ChatPrompt.
+// compiled yet), its prompt rendered (ChatPrompt). A constraint from the
+// first token (a schema, a forced call) where the prompt opens the
+// reasoning is refused (reasoning.go); a lazy one ("auto") is not. Errors: those of
+// ToolFormat, RequestConstraint and ChatPrompt; ErrUnsupported.
 func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (prompt []int32, c Constraint, err error) {
 	if err := m.ToolFormat(use); err != nil {
 		return nil, Constraint{}, err
@@ -63,6 +65,9 @@ func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (pr
 	}
 	if prompt, err = m.ChatPrompt(msgs, use.TemplateTools()); err != nil {
 		return nil, Constraint{}, err
+	}
+	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || (c.Tools != nil && c.Tools.Force != "")) {
+		return nil, Constraint{}, ErrUnsupported.Withf("response_format, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
 	}
 	return prompt, c, nil
 }
