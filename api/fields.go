@@ -63,6 +63,11 @@ var commonFields = map[string]field{
 	"top_k":              {rule: implemented},
 	"min_p":              {rule: implemented},
 	"repetition_penalty": {rule: implemented},
+	// Stopping extensions of vLLM (Common.stopping), with its semantics.
+	"ignore_eos":                 {rule: implemented, note: "generates past the model's end-of-generation tokens"},
+	"min_tokens":                 {rule: implemented, note: "EOS, stop_token_ids and stop strings suppressed until then; at most max_tokens"},
+	"stop_token_ids":             {rule: implemented, note: "at most 64"},
+	"include_stop_str_in_output": {rule: implemented, note: "the matched stop string kept in the text"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},

@@ -117,7 +117,19 @@ type Common struct {
 	// LogitBias maps token ids (decimal strings, as OpenAI sends them) to
 	// a bias in [-100, 100]; -100 bans the token.
 	LogitBias map[string]float64 `json:"logit_bias"`
+	// vLLM's extensions (engine.GenerateRequest): IgnoreEOS generates past
+	// the model's end-of-generation tokens; MinTokens suppresses them, the
+	// stop tokens and the stop strings until that many tokens are out;
+	// StopTokenIDs end the completion like EOS; IncludeStop keeps the
+	// matched stop string in the text.
+	IgnoreEOS    bool    `json:"ignore_eos"`
+	MinTokens    *int64  `json:"min_tokens"`
+	StopTokenIDs []int64 `json:"stop_token_ids"`
+	IncludeStop  bool    `json:"include_stop_str_in_output"`
 }
+
+// maxStopTokens bounds stop_token_ids.
+const maxStopTokens = 64
 
 // maxLogitBias bounds how many tokens one request may bias.
 const maxLogitBias = 1024
@@ -343,6 +355,22 @@ func (c *Common) validateFrom(minTokens int) error {
 		}
 		return ErrBadField.Withf("max_tokens must be at least 1 (got %d; 0 only on /v1/completions with echo)", *mt)
 	}
+	if c.MinTokens != nil {
+		if *c.MinTokens < 0 {
+			return ErrBadField.Withf("min_tokens must be at least 0 (got %d)", *c.MinTokens)
+		}
+		if mt != nil && *c.MinTokens > *mt {
+			return ErrBadField.Withf("min_tokens (%d) must not exceed max_tokens (%d)", *c.MinTokens, *mt)
+		}
+	}
+	if len(c.StopTokenIDs) > maxStopTokens {
+		return ErrBadField.Withf("at most %d stop_token_ids", maxStopTokens)
+	}
+	for _, id := range c.StopTokenIDs {
+		if id < 0 || id > math.MaxInt32 {
+			return ErrBadField.Withf("stop_token_ids: token id %d out of range", id)
+		}
+	}
 	if len(c.Stop) > 4 {
 		return ErrBadField.Withf("at most 4 stop sequences")
 	}
@@ -379,6 +407,18 @@ func (c *Common) MaxNew() int {
 		return DefaultMaxTokens
 	}
 	return int(min(*mt, math.MaxInt32))
+}
+
+// stopping returns the request's stop tokens, ignore_eos, min_tokens and
+// include_stop_str_in_output as the service takes them (validated).
+func (c *Common) stopping() (ids []int32, ignoreEOS bool, minTokens int, include bool) {
+	for _, id := range c.StopTokenIDs {
+		ids = append(ids, int32(id))
+	}
+	if c.MinTokens != nil {
+		minTokens = int(min(*c.MinTokens, math.MaxInt32))
+	}
+	return ids, c.IgnoreEOS, minTokens, c.IncludeStop
 }
 
 // Sampling returns the sampling parameters the request asks for.

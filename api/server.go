@@ -421,9 +421,11 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // the engine and the ledger; what only shapes the answer (echo, tools,
 // logprobs' form) stays with the transport.
 func (in inference) request(id cloison.RequestID) service.Request {
-	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
+	q := service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
+	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
+	return q
 }
 
 // serve answers one HTTP inference request through generate.

@@ -126,6 +126,15 @@ type Request struct {
 	Seeded   bool
 	// Stop are the request's stop strings.
 	Stop []string
+	// StopTokens end the completion like the model's end-of-generation
+	// tokens; IgnoreEOS lets the model's own ones through; MinTokens
+	// suppresses all of them and the stop strings until that many tokens
+	// are generated; IncludeStop keeps the matched stop string in the text
+	// (engine.GenerateRequest).
+	StopTokens  []int32
+	IgnoreEOS   bool
+	MinTokens   int
+	IncludeStop bool
 	// Grammar (optional) constrains the output (response_format, a forced
 	// tool call).
 	Grammar *grammar.Grammar

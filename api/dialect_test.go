@@ -1,0 +1,109 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/node/platformtest"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// dialectAnswer is a non-streamed /v1/completions answer's text, finish
+// and completion tokens (choice 0).
+type dialectAnswer struct {
+	Choices []struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// dialectPlatform is a platform and a way to ask it for a greedy completion
+// of prompt with extra fields.
+func dialectPlatform(t *testing.T) (*platformtest.Platform, func(prompt, extra string) (int, dialectAnswer)) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	return p, func(prompt, extra string) (int, dialectAnswer) {
+		t.Helper()
+		pj, _ := json.Marshal(prompt)
+		body := `{"model":"` + platformtest.Model + `","prompt":` + string(pj) + `,"temperature":0,"seed":3` + extra + `}`
+		resp, b := request(t, "POST", p.URL+"/v1/completions", tok, body)
+		var a dialectAnswer
+		if err := json.Unmarshal(b, &a); err != nil || (resp.StatusCode == 200 && len(a.Choices) != 1) {
+			t.Fatalf("%d %s (%v)", resp.StatusCode, b, err)
+		}
+		return resp.StatusCode, a
+	}
+}
+
+// TestVLLMStopping: vLLM's ignore_eos, min_tokens, stop_token_ids and
+// include_stop_str_in_output with its semantics, over HTTP.
+func TestVLLMStopping(t *testing.T) {
+	p, ask := dialectPlatform(t)
+	const prompt = "the cat sat on the mat"
+	code, plain := ask(prompt, `,"max_tokens":6,"ignore_eos":true`)
+	if code != 200 || plain.Usage.CompletionTokens != 6 || plain.Choices[0].FinishReason != "length" || len(plain.Choices[0].Text) < 2 {
+		t.Fatalf("ignore_eos: %d %+v", code, plain)
+	}
+	text := plain.Choices[0].Text
+	// The synthetic vocabulary has no merges: the first byte is the first
+	// token.
+	first := p.Tokenizer.Encode(text[:1], false, false)[0]
+
+	t.Run("stop_token_ids", func(t *testing.T) {
+		code, a := ask(prompt, fmt.Sprintf(`,"max_tokens":6,"ignore_eos":true,"stop_token_ids":[%d]`, first))
+		if code != 200 || a.Choices[0].Text != "" || a.Choices[0].FinishReason != "stop" || a.Usage.CompletionTokens != 1 {
+			t.Fatalf("%d %+v, want a stop at the first token", code, a)
+		}
+	})
+	t.Run("min_tokens suppresses stop tokens and strings", func(t *testing.T) {
+		stop, _ := json.Marshal(text[:1])
+		code, a := ask(prompt, fmt.Sprintf(`,"max_tokens":6,"ignore_eos":true,"min_tokens":6,"stop_token_ids":[%d],"stop":[%s]`, first, stop))
+		if code != 200 || a.Usage.CompletionTokens != 6 || a.Choices[0].FinishReason != "length" {
+			t.Fatalf("%d %+v, want 6 tokens", code, a)
+		}
+		if strings.Contains(a.Choices[0].Text[:1], text[:1]) {
+			t.Fatalf("the stop token was sampled before min_tokens: %q", a.Choices[0].Text)
+		}
+		// A stop string (the text's first byte, which the third token
+		// repeats) ends the completion at the min_tokens-th token, as
+		// vLLM checks it from there on.
+		if text[2] != text[0] {
+			t.Skipf("the model's text %q does not repeat its first byte", text)
+		}
+		code, a = ask(prompt, fmt.Sprintf(`,"max_tokens":6,"ignore_eos":true,"min_tokens":3,"stop":[%s]`, stop))
+		if code != 200 || a.Choices[0].Text != text[:2] || a.Usage.CompletionTokens != 3 || a.Choices[0].FinishReason != "stop" {
+			t.Fatalf("%d %+v, want %q", code, a, text[:2])
+		}
+	})
+	t.Run("include_stop_str_in_output", func(t *testing.T) {
+		stop := text[1:2]
+		cut := strings.Index(text, stop)
+		sj, _ := json.Marshal(stop)
+		code, a := ask(prompt, `,"max_tokens":6,"ignore_eos":true,"stop":[`+string(sj)+`]`)
+		if code != 200 || a.Choices[0].Text != text[:cut] || a.Choices[0].FinishReason != "stop" {
+			t.Fatalf("without: %d %+v, want %q", code, a, text[:cut])
+		}
+		code, a = ask(prompt, `,"max_tokens":6,"ignore_eos":true,"include_stop_str_in_output":true,"stop":[`+string(sj)+`]`)
+		if code != 200 || a.Choices[0].Text != text[:cut]+stop {
+			t.Fatalf("with: %d %+v, want %q", code, a, text[:cut]+stop)
+		}
+	})
+	t.Run("refused values", func(t *testing.T) {
+		for _, extra := range []string{`,"max_tokens":4,"min_tokens":5`, `,"min_tokens":-1`, `,"stop_token_ids":[-1]`,
+			`,"stop_token_ids":[4294967296]`, `,"ignore_eos":"yes"`} {
+			if code, a := ask(prompt, extra); code != 400 || a.Error == nil {
+				t.Errorf("%s: %d %+v, want 400", extra, code, a)
+			}
+		}
+	})
+}
