@@ -1,12 +1,16 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -106,4 +110,44 @@ func TestVLLMStopping(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHealth: GET /health, the probe of vLLM, SGLang and llama.cpp,
+// answers 200 with no body and no token while the node serves, and 503
+// (still no body) once the ledger does not answer; and an unknown model
+// is OpenAI's model_not_found.
+func TestHealth(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
+	resp, b := request(t, "GET", p.URL+"/health", "", "")
+	if resp.StatusCode != 200 || len(b) != 0 {
+		t.Fatalf("serving: %d %q, want 200 and no body", resp.StatusCode, b)
+	}
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	resp, b = request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"gpt-4o","prompt":"x"}`)
+	if typ, code := errorOf(t, resp, b); resp.StatusCode != 404 || code != "model_not_found" || typ != "invalid_request_error" {
+		t.Fatalf("unknown model: %d %s", resp.StatusCode, b)
+	}
+
+	server, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	ident := pgx.Identifier{p.DB.Name}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS true") //nolint:errcheck
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", p.DB.Name); err != nil {
+		t.Fatal(err)
+	}
+	resp, b = request(t, "GET", p.URL+"/health", "", "")
+	if resp.StatusCode != 503 || len(b) != 0 {
+		t.Fatalf("ledger down: %d %q, want 503 and no body", resp.StatusCode, b)
+	}
 }

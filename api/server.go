@@ -152,6 +152,7 @@ var timeNow = time.Now
 // Handler returns the HTTP routes.
 //
 //	GET  /healthz                      liveness (no auth)
+//	GET  /health                       200 when ready, else 503; no body (no auth)
 //	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
 //	GET  /.well-known/jwks.json        public signing keys (no auth)
 //	GET  /v1/models                    scope infer
@@ -173,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.ready)
+	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/models/{id...}", s.auth(s.model, tenancy.ScopeInfer))
@@ -268,6 +270,18 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]string{"status": "ready"})
+}
+
+// health answers GET /health, the probe of vLLM, SGLang and llama.cpp:
+// 200 when the node serves (readiness: attestation passed, ledger
+// answers), 503 otherwise; no token asked, and no body, so that nothing
+// about the node is told to whoever asks.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.readiness(r.Context()) != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 func (s *Server) jwks(w http.ResponseWriter, r *http.Request) {

@@ -23,7 +23,7 @@ import (
 // error table by code; compare with errors.Is.
 var (
 	// ErrUnknownModel: the request names a model this node does not serve.
-	ErrUnknownModel = cloison.NewError(cloison.CodeNotFound, "model not found")
+	ErrUnknownModel = cloison.NewError(cloison.CodeModelNotFound, "model not found")
 	// ErrIsolationPolicy: the KV pool cannot isolate the tenant as the
 	// policy decision requires.
 	ErrIsolationPolicy = cloison.NewError(cloison.CodeUnavailable, "the KV pool cannot apply the isolation the policy requires for this tenant")
