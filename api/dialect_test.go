@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
@@ -150,4 +151,66 @@ func TestHealth(t *testing.T) {
 	if resp.StatusCode != 503 || len(b) != 0 {
 		t.Fatalf("ledger down: %d %q, want 503 and no body", resp.StatusCode, b)
 	}
+}
+
+// TestDefaultMaxTokens: a request that names no max_tokens gets the rest
+// of the tenant's context (as vLLM and OpenAI do; it was 256), capped by
+// --default-max-tokens (api.Config.DefaultMaxTokens) when set; a prompt
+// that fills the context is refused with context_length_exceeded.
+func TestDefaultMaxTokens(t *testing.T) {
+	usage := func(b []byte) (prompt, completion int) {
+		var v struct {
+			Usage struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return v.Usage.PromptTokens, v.Usage.CompletionTokens
+	}
+	contextOf := func(p *platformtest.Platform, tok string) int {
+		resp, b := request(t, "GET", p.URL+"/v1/models/"+platformtest.Model, tok, "")
+		var m struct {
+			ContextLength int `json:"context_length"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &m) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return m.ContextLength
+	}
+	const body = `{"model":"` + platformtest.Model + `","prompt":"the cat sat on the mat","temperature":0,"ignore_eos":true}`
+
+	t.Run("rest of the context", func(t *testing.T) {
+		q := tenancy.Quotas{MaxConcurrent: 4, KVPages: 64, TokensPerMinute: 1 << 20, MaxContext: 300}
+		p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Quotas: &q})
+		tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+		ctxLen := contextOf(p, tok)
+		resp, b := request(t, "POST", p.URL+"/v1/completions", tok, body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		if pr, c := usage(b); pr+c != ctxLen || c <= 256 {
+			t.Fatalf("prompt %d + completion %d, want the context of %d (more than the old 256)", pr, c, ctxLen)
+		}
+		long, _ := json.Marshal(strings.Repeat("a", ctxLen))
+		resp, b = request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":`+string(long)+`}`)
+		if _, code := errorOf(t, resp, b); resp.StatusCode != 400 || code != "context_length_exceeded" {
+			t.Fatalf("a prompt filling the context: %d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("--default-max-tokens", func(t *testing.T) {
+		p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, API: func(c *api.Config) { c.DefaultMaxTokens = 7 }})
+		tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+		resp, b := request(t, "POST", p.URL+"/v1/completions", tok, body)
+		if _, c := usage(b); resp.StatusCode != 200 || c != 7 {
+			t.Fatalf("%d %s, want 7 completion tokens", resp.StatusCode, b)
+		}
+		// A max_tokens named is the client's, above the default too.
+		resp, b = request(t, "POST", p.URL+"/v1/completions", tok, strings.Replace(body, `"temperature"`, `"max_tokens":9,"temperature"`, 1))
+		if _, c := usage(b); resp.StatusCode != 200 || c != 9 {
+			t.Fatalf("%d %s, want 9 completion tokens", resp.StatusCode, b)
+		}
+	})
 }

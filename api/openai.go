@@ -226,9 +226,6 @@ func ResponseFormat(raw json.RawMessage) (*grammar.Grammar, error) {
 	return service.SchemaGrammar(js.Schema)
 }
 
-// DefaultMaxTokens applies when a request names no max_tokens.
-const DefaultMaxTokens = 256
-
 // decode reads at most limit bytes of JSON into v, checking UTF-8 first.
 func decode(r io.Reader, limit int64, v any) error { return decodeFields(r, limit, nil, v) }
 
@@ -396,18 +393,25 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// MaxNew returns the requested max new tokens (DefaultMaxTokens if absent),
-// saturated to the int range so that admission can reject it by length.
+// MaxNew returns the requested max new tokens, saturated to the int range
+// so that admission can reject it by length; math.MaxInt32 if absent (no
+// bound asked: the service gives the default, DefaultMax).
 func (c *Common) MaxNew() int {
 	mt := c.MaxTokens
 	if c.MaxCompletion != nil {
 		mt = c.MaxCompletion
 	}
 	if mt == nil {
-		return DefaultMaxTokens
+		return math.MaxInt32
 	}
 	return int(min(*mt, math.MaxInt32))
 }
+
+// DefaultMax reports whether the request names no max_tokens (nor
+// max_completion_tokens): the completion then gets the rest of the
+// context, capped by --default-max-tokens and the tenant's limits
+// (service.Request.DefaultMax).
+func (c *Common) DefaultMax() bool { return c.MaxTokens == nil && c.MaxCompletion == nil }
 
 // stopping returns the request's stop tokens, ignore_eos, min_tokens and
 // include_stop_str_in_output as the service takes them (validated).

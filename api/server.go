@@ -84,6 +84,10 @@ type Config struct {
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int
+	// DefaultMaxTokens caps the completion of a request that names no
+	// max_tokens (service.Config.DefaultMaxTokens); 0: the rest of the
+	// context, as vLLM and OpenAI do.
+	DefaultMaxTokens int
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -139,7 +143,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served})
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
+		DefaultMaxTokens: cfg.DefaultMaxTokens})
 	if err != nil {
 		return nil, err
 	}
@@ -439,6 +444,7 @@ func (in inference) request(id cloison.RequestID) service.Request {
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
 	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
+	q.DefaultMax = in.common.DefaultMax()
 	return q
 }
 

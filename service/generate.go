@@ -67,6 +67,16 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		defer release()
 	}
 	maxNew := q.MaxTokens
+	if q.DefaultMax {
+		maxNew = s.ContextFor(p) - len(q.Prompt)
+		if d := s.cfg.DefaultMaxTokens; d > 0 {
+			maxNew = min(maxNew, d)
+		}
+		if maxNew < 1 {
+			return Result{}, s.Refuse(p.Tenant, StageLimits, engine.ErrContextLength.Withf("the prompt (%d tokens) leaves no room for a completion in this tenant's context of %d",
+				len(q.Prompt), s.ContextFor(p)))
+		}
+	}
 	// The policy knows no request that generates nothing (max_tokens ≥ 1):
 	// a prompt scored alone (echo, max_tokens 0) is decided as one token,
 	// the conservative count; the engine is then given 0.
@@ -91,6 +101,13 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 	lim := dec.Limits
 	maxNew = min(maxNew, lim.MaxTokens)
 	n := q.choices()
+	if q.DefaultMax {
+		// What the limits below leave for n choices (at least 1: a
+		// prompt that fills them is refused there, as with any max_tokens).
+		pt := part.PageTokens
+		maxNew = min(maxNew, lim.MaxContext-len(q.Prompt), lim.KVPages/n*pt-len(q.Prompt), (lim.TokensPerMinute-len(q.Prompt))/n)
+		maxNew = max(maxNew, 1)
+	}
 	// Every choice is a sequence of its own: each must fit the context,
 	// and all n together the request's KV pages and the tenant's quota,
 	// counted BEFORE any starts (the prompt's pages as if unshared: a

@@ -62,6 +62,10 @@ type Config struct {
 	// sequence served — keyed digests of prompt and completion, sampling
 	// — or nil when digests are off; nil: none recorded.
 	Served func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served
+	// DefaultMaxTokens caps the completion of a request that names no
+	// max_tokens (Request.DefaultMax); 0: no cap beyond the rest of the
+	// tenant's context.
+	DefaultMaxTokens int
 }
 
 // Requests is the request path: authentication, the policy decision and
@@ -118,6 +122,13 @@ type Request struct {
 	// max_tokens clamps it. 0 only with ScorePrompt: the prompt is scored
 	// alone.
 	MaxTokens int
+	// DefaultMax: the request named no max_tokens (MaxTokens is then
+	// ignored). It gets the rest of the context (ContextFor less the
+	// prompt), capped by Config.DefaultMaxTokens, and after the policy's
+	// decision by its max_tokens, and by what the tenant's context, KV
+	// pages and token rate leave for n choices: a default never makes a
+	// request refused that a smaller max_tokens would let through.
+	DefaultMax bool
 	// N is the number of choices (0 counts as 1).
 	N int
 	// Sampling is the request's sampling; Seeded says the client chose its
