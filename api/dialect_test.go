@@ -214,3 +214,50 @@ func TestDefaultMaxTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamOptions: continuous_usage_stats puts the usage so far in every
+// chunk (vLLM's), and a stream_options sub-key the server does not know is
+// refused, never ignored.
+func TestStreamOptions(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	body := func(so string) string {
+		return `{"model":"` + platformtest.Model + `","prompt":"the cat sat","max_tokens":5,"temperature":0,"ignore_eos":true,"stream":true,"stream_options":` + so + `}`
+	}
+	resp, b := request(t, "POST", p.URL+"/v1/completions", tok, body(`{"continuous_usage_stats":true}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	chunks, last := 0, -1
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Usage *struct {
+				PromptTokens     int `json:"prompt_tokens"`
+				CompletionTokens int `json:"completion_tokens"`
+				TotalTokens      int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil || c.Usage == nil {
+			t.Fatalf("chunk without usage: %s", data)
+		}
+		u := c.Usage
+		if u.PromptTokens <= 0 || u.CompletionTokens < last || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+			t.Fatalf("usage %+v after %d completion tokens", *u, last)
+		}
+		last = u.CompletionTokens
+		chunks++
+	}
+	if chunks < 5 || last != 5 {
+		t.Fatalf("%d chunks, last usage %d completion tokens, want 5", chunks, last)
+	}
+	for _, so := range []string{`{"include_usage":true,"continuous_usage":true}`, `{"x":1}`} {
+		resp, b := request(t, "POST", p.URL+"/v1/completions", tok, body(so))
+		if _, code := errorOf(t, resp, b); resp.StatusCode != 400 || code != "unsupported" {
+			t.Fatalf("%s: %d %s", so, resp.StatusCode, b)
+		}
+	}
+}

@@ -57,7 +57,7 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented},                                   // include_usage
+	"stream_options":        {rule: implemented},                                   // streamOptionsFields
 	"n":                     {rule: implemented, note: "1 to --max-n (default 8)"}, // (validate, checkN)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
@@ -161,6 +161,7 @@ var fieldTables = []struct {
 	{"functionFields", "tool function (`tools[].function`)", functionFields},
 	{"toolCallFields", "tool call (`messages[].tool_calls[]`)", toolCallFields},
 	{"callFunctionFields", "tool call function (`tool_calls[].function`)", callFunctionFields},
+	{"streamOptionsFields", "`stream_options`", streamOptionsFields},
 	{"responseFormatFields", "`response_format`", responseFormatFields},
 	{"jsonSchemaFields", "`response_format.json_schema`", jsonSchemaFields},
 	{"respFields", "`POST /v1/responses`", respFields},
@@ -278,6 +279,16 @@ func checkFields(body []byte, table map[string]field, where string) error {
 		}
 	}
 	return nil
+}
+
+// checkObject applies table to the object at name in the JSON object body
+// (absent or null: nothing to check; not an object: decoding reports it).
+func checkObject(body []byte, name string, table map[string]field) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	return checkFields(obj[name], table, name+".")
 }
 
 // checkMessages applies messageFields to each element of a chat request's

@@ -109,11 +109,12 @@ type Common struct {
 	Seed              *int64       `json:"seed"`
 	Stop              StringOrList `json:"stop"`
 	Stream            bool         `json:"stream"`
-	StreamOptions     *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N    *int   `json:"n"`
-	User string `json:"user"`
+	// StreamOptions: include_usage (a last chunk with the usage) and vLLM's
+	// continuous_usage_stats (every chunk with the usage so far); any
+	// other sub-key is refused (streamOptionsFields).
+	StreamOptions *StreamOptions `json:"stream_options"`
+	N             *int           `json:"n"`
+	User          string         `json:"user"`
 	// LogitBias maps token ids (decimal strings, as OpenAI sends them) to
 	// a bias in [-100, 100]; -100 bans the token.
 	LogitBias map[string]float64 `json:"logit_bias"`
@@ -126,6 +127,18 @@ type Common struct {
 	MinTokens    *int64  `json:"min_tokens"`
 	StopTokenIDs []int64 `json:"stop_token_ids"`
 	IncludeStop  bool    `json:"include_stop_str_in_output"`
+}
+
+// StreamOptions is a request's stream_options.
+type StreamOptions struct {
+	IncludeUsage    bool `json:"include_usage"`
+	ContinuousUsage bool `json:"continuous_usage_stats"`
+}
+
+// streamOptionsFields are stream_options' sub-keys.
+var streamOptionsFields = map[string]field{
+	"include_usage":          {rule: implemented},
+	"continuous_usage_stats": {rule: implemented, note: "every chunk carries the usage so far"},
 }
 
 // maxStopTokens bounds stop_token_ids.
@@ -246,6 +259,11 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 	if fields != nil {
 		if err := checkFields(body, fields, ""); err != nil {
 			return err
+		}
+		if _, ok := fields["stream_options"]; ok {
+			if err := checkObject(body, "stream_options", streamOptionsFields); err != nil {
+				return err
+			}
 		}
 		if _, ok := fields["messages"]; ok {
 			if err := checkMessages(body); err != nil {

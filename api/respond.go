@@ -306,6 +306,9 @@ type sseWriter struct {
 	// stream nobody reads does not run on to max_tokens.
 	cancel context.CancelFunc
 	failed bool // a write failed: nothing more is sent
+	// generated counts the tokens streamed so far, all choices together
+	// (stream_options.continuous_usage_stats).
+	generated int
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
@@ -320,6 +323,23 @@ func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inferenc
 func (x *sseWriter) send(v any) {
 	if x.failed {
 		return
+	}
+	if so := x.in.common.StreamOptions; so != nil && so.ContinuousUsage {
+		// vLLM's continuous_usage_stats: every chunk carries the usage so
+		// far (the final usage chunk, if asked, its own).
+		u := &Usage{PromptTokens: len(x.in.prompt), CompletionTokens: x.generated, TotalTokens: len(x.in.prompt) + x.generated}
+		switch c := v.(type) {
+		case Completion:
+			if c.Usage == nil {
+				c.Usage = u
+				v = c
+			}
+		case ChatCompletion:
+			if c.Usage == nil {
+				c.Usage = u
+				v = c
+			}
+		}
 	}
 	b, _ := json.Marshal(v)
 	if _, err := fmt.Fprintf(x.w, "data: %s\n\n", b); err != nil {
@@ -392,6 +412,9 @@ func (x *sseWriter) token(i int, tok engine.Token) {
 		x.cs[i].add(tok)
 		x.promptChunk(i)
 		return
+	}
+	if tok.ID >= 0 {
+		x.generated++
 	}
 	text, calls := x.cs[i].add(tok)
 	if text != "" || (x.in.logprobs && tok.ID >= 0) {
