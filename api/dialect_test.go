@@ -261,3 +261,53 @@ func TestStreamOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDetokenizeAndTruncate: skip_special_tokens false writes control
+// tokens as text (a prompt of the EOS token, which the context bag repeats,
+// shows it); truncate_prompt_tokens keeps the prompt's last tokens; the
+// refused fields name themselves and why.
+func TestDetokenizeAndTruncate(t *testing.T) {
+	p, ask := dialectPlatform(t)
+	eos := p.Tokenizer.EOS
+	piece := string(p.Tokenizer.Piece(eos, true))
+	code, a := ask("", fmt.Sprintf(`,"prompt":[%d,%d,%d],"max_tokens":3,"ignore_eos":true`, eos, eos, eos))
+	if code != 200 || strings.Contains(a.Choices[0].Text, piece) {
+		t.Fatalf("default: %d %+v (control token %q written)", code, a, piece)
+	}
+	code, a = ask("", fmt.Sprintf(`,"prompt":[%d,%d,%d],"max_tokens":3,"ignore_eos":true,"skip_special_tokens":false`, eos, eos, eos))
+	if code != 200 || !strings.Contains(a.Choices[0].Text, piece) {
+		t.Fatalf("skip_special_tokens false: %d %+v, want %q in the text", code, a, piece)
+	}
+
+	var u struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	resp, b := request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":"the cat sat on the mat","max_tokens":1,"truncate_prompt_tokens":5}`)
+	if resp.StatusCode != 200 || json.Unmarshal(b, &u) != nil || u.Usage.PromptTokens != 5 {
+		t.Fatalf("truncate_prompt_tokens 5: %d %s", resp.StatusCode, b)
+	}
+	resp, b = request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"the cat sat on the mat"}],"max_tokens":1,"truncate_prompt_tokens":4}`)
+	if resp.StatusCode != 200 || json.Unmarshal(b, &u) != nil || u.Usage.PromptTokens != 4 {
+		t.Fatalf("chat truncate_prompt_tokens 4: %d %s", resp.StatusCode, b)
+	}
+	for _, c := range []struct{ extra, want string }{
+		{`,"truncate_prompt_tokens":-1`, "truncate_prompt_tokens"},
+		{`,"truncate_prompt_tokens":2,"echo":true`, "truncate_prompt_tokens"},
+		{`,"priority":5`, "priority"},
+		{`,"cache_salt":"abc"`, "cache_salt"},
+		{`,"spaces_between_special_tokens":false`, "spaces_between_special_tokens"},
+	} {
+		code, a := ask("x", c.extra)
+		if code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, c.want) {
+			t.Errorf("%s: %d %+v, want 400 naming %s", c.extra, code, a, c.want)
+		}
+	}
+	for _, extra := range []string{`,"priority":0,"max_tokens":1`, `,"spaces_between_special_tokens":true,"max_tokens":1`} {
+		if code, a := ask("x", extra); code != 200 {
+			t.Errorf("%s (neutral): %d %+v", extra, code, a)
+		}
+	}
+}

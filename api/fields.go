@@ -68,6 +68,20 @@ var commonFields = map[string]field{
 	"min_tokens":                 {rule: implemented, note: "EOS, stop_token_ids and stop strings suppressed until then; at most max_tokens"},
 	"stop_token_ids":             {rule: implemented, note: "at most 64"},
 	"include_stop_str_in_output": {rule: implemented, note: "the matched stop string kept in the text"},
+	// Detokenization: control tokens give no text unless
+	// skip_special_tokens is false. vLLM's spaces_between_special_tokens
+	// (default true) changes nothing with the fast tokenizers vLLM uses
+	// by default, nor here; false asks for a slow tokenizer's spacing.
+	"skip_special_tokens":           {rule: implemented, note: "false: control tokens written as text"},
+	"spaces_between_special_tokens": {rule: refused, neutral: []string{`true`}, note: "no spacing between special tokens is added, as with vLLM's fast tokenizers"},
+	// A client priority would let one tenant's requests jump others':
+	// the scheduler shares the node fairly between tenants instead.
+	"priority": {rule: refused, neutral: []string{`0`}, note: "the scheduler's order is fair sharing between tenants, never the client's"},
+	// vLLM's per-request prefix-cache salt: the prefix cache is already
+	// namespaced per tenant; a salt narrowing it within the tenant needs
+	// the pool's key chain to take it, which it does not yet.
+	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
+	"cache_salt":             {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},

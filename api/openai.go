@@ -127,6 +127,20 @@ type Common struct {
 	MinTokens    *int64  `json:"min_tokens"`
 	StopTokenIDs []int64 `json:"stop_token_ids"`
 	IncludeStop  bool    `json:"include_stop_str_in_output"`
+	// SkipSpecial: control tokens give no text (the default, true); false
+	// writes them as text.
+	SkipSpecial *bool `json:"skip_special_tokens"`
+	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
+	// truncate_prompt_tokens, left truncation; its -1 is not taken).
+	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+}
+
+// truncated is prompt cut to its last truncate_prompt_tokens tokens.
+func (c *Common) truncated(prompt []int32) []int32 {
+	if c.TruncatePrompt != nil && int64(len(prompt)) > *c.TruncatePrompt {
+		return prompt[int64(len(prompt))-*c.TruncatePrompt:]
+	}
+	return prompt
 }
 
 // StreamOptions is a request's stream_options.
@@ -308,6 +322,9 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 			return nil, ErrUnsupported.Withf(`"suffix" with a prompt of token ids (send the prefix as text)`)
 		}
 	}
+	if req.Echo && req.TruncatePrompt != nil {
+		return nil, ErrUnsupported.Withf(`"truncate_prompt_tokens" with "echo" (the echo would not be the prompt scored)`)
+	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")
 	}
@@ -377,6 +394,9 @@ func (c *Common) validateFrom(minTokens int) error {
 		if mt != nil && *c.MinTokens > *mt {
 			return ErrBadField.Withf("min_tokens (%d) must not exceed max_tokens (%d)", *c.MinTokens, *mt)
 		}
+	}
+	if c.TruncatePrompt != nil && *c.TruncatePrompt < 1 {
+		return ErrBadField.Withf("truncate_prompt_tokens must be at least 1 (got %d; -1, the model's length, is not taken: name a count)", *c.TruncatePrompt)
 	}
 	if len(c.StopTokenIDs) > maxStopTokens {
 		return ErrBadField.Withf("at most %d stop_token_ids", maxStopTokens)

@@ -366,6 +366,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
+	prompt = req.Common.truncated(prompt)
 	top := 0
 	if req.Logprobs != nil {
 		top = *req.Logprobs
@@ -410,6 +411,7 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	if err != nil {
 		return inference{}, err
 	}
+	prompt = req.Common.truncated(prompt)
 	top := 0
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
@@ -445,6 +447,7 @@ func (in inference) request(id cloison.RequestID) service.Request {
 		Grammar: in.grammar, ScorePrompt: in.scorePrompt}
 	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
 	q.DefaultMax = in.common.DefaultMax()
+	q.SpecialText = in.common.SkipSpecial != nil && !*in.common.SkipSpecial
 	return q
 }
 

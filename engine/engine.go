@@ -112,6 +112,9 @@ type GenerateRequest struct {
 	// output (vLLM's include_stop_str_in_output); otherwise the text ends
 	// before it.
 	IncludeStop bool
+	// SpecialText: control tokens are part of the text (vLLM's
+	// skip_special_tokens false); otherwise they give no text.
+	SpecialText bool
 	// Grammar, if set, constrains the output (response_format, tool
 	// choice; a lazy grammar, for strict tools under tool_choice "auto",
 	// only from its trigger on): each token is sampled among those the
@@ -534,7 +537,7 @@ func (e *Engine) step() error {
 		stop := e.stopToken(a, c.Token)
 		em := emit{a: a, tok: c}
 		if !stop {
-			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, false))
+			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, a.req.SpecialText))
 		}
 		if a.grammar != nil && a.grammar.Closed() {
 			stop = true // the grammar is complete and nothing may follow

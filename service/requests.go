@@ -146,6 +146,9 @@ type Request struct {
 	IgnoreEOS   bool
 	MinTokens   int
 	IncludeStop bool
+	// SpecialText: control tokens appear in the text (skip_special_tokens
+	// false).
+	SpecialText bool
 	// Grammar (optional) constrains the output (response_format, a forced
 	// tool call).
 	Grammar *grammar.Grammar

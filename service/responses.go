@@ -246,6 +246,9 @@ func (r *Responses) Served(t cloison.TenantID, greq engine.GenerateRequest, comp
 	if greq.IncludeStop {
 		shaped = append(shaped, "include_stop_str_in_output")
 	}
+	if greq.SpecialText {
+		shaped = append(shaped, "skip_special_tokens")
+	}
 	return &audit.Served{Key: rc.DigestKey, Prompt: audit.PromptDigest(key, greq.Prompt), Completion: audit.CompletionDigest(key, completion),
 		CompletionText: audit.CompletionTextDigest(key, text), ModelDigest: rc.ModelDigest,
 		Backend: audit.Name(SanitizeName(rc.Backend)), KernelPath: audit.Name(SanitizeName(rc.KernelPath)),
