@@ -311,3 +311,51 @@ func TestDetokenizeAndTruncate(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredOutputs: vLLM's structured_outputs and guided_* fields:
+// a choice gives exactly one of its strings, json a value of the schema,
+// on both endpoints; regex and grammar are refused naming themselves, and
+// two constraints at once are refused.
+func TestStructuredOutputs(t *testing.T) {
+	p, ask := dialectPlatform(t)
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	choices := map[string]bool{"yes": true, "no": true, "maybe later": true}
+	for _, extra := range []string{`,"guided_choice":["yes","no","maybe later"]`, `,"structured_outputs":{"choice":["yes","no","maybe later"]}`} {
+		code, a := ask("the cat sat on the mat", `,"max_tokens":20`+extra)
+		if code != 200 || !choices[a.Choices[0].Text] || a.Choices[0].FinishReason != "stop" {
+			t.Fatalf("%s: %d %+v, want one of the choices", extra, code, a)
+		}
+	}
+	const schema = `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`
+	for _, extra := range []string{`,"guided_json":` + schema, `,"structured_outputs":{"json":` + schema + `}`} {
+		resp, b := request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"a number"}],"max_tokens":40,"temperature":0`+extra+`}`)
+		var v struct {
+			Choices []struct {
+				Message struct{ Content string }
+				FinishReason string `json:"finish_reason"`
+			}
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil || len(v.Choices) != 1 {
+			t.Fatalf("%s: %d %s", extra, resp.StatusCode, b)
+		}
+		var out struct {
+			N *int64 `json:"n"`
+		}
+		if c := v.Choices[0]; c.FinishReason == "stop" && (json.Unmarshal([]byte(c.Message.Content), &out) != nil || out.N == nil) {
+			t.Fatalf("%s: %q is not a value of the schema", extra, c.Message.Content)
+		}
+	}
+	for _, c := range []struct{ extra, want string }{
+		{`,"guided_regex":"a+"`, "guided_regex"},
+		{`,"structured_outputs":{"regex":"a+"}`, "regex"},
+		{`,"structured_outputs":{"grammar":"root ::= \"a\""}`, "grammar"},
+		{`,"guided_choice":["a"],"guided_json":{"type":"string"}`, "one structured output"},
+		{`,"guided_choice":[]`, "choice"},
+		{`,"guided_choice":[""]`, "choice"},
+	} {
+		code, a := ask("x", c.extra)
+		if code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, c.want) {
+			t.Errorf("%s: %d %+v, want 400 naming %s", c.extra, code, a, c.want)
+		}
+	}
+}

@@ -80,8 +80,16 @@ var commonFields = map[string]field{
 	// vLLM's per-request prefix-cache salt: the prefix cache is already
 	// namespaced per tenant; a salt narrowing it within the tenant needs
 	// the pool's key chain to take it, which it does not yet.
-	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
-	"cache_salt":             {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
+	// vLLM's structured output (dialect.go): choice and json.
+	"structured_outputs":        {rule: implemented},
+	"guided_choice":             {rule: implemented, note: "as structured_outputs.choice"},
+	"guided_json":               {rule: implemented, note: "as structured_outputs.json"},
+	"guided_regex":              {rule: refused, note: "regular-expression constraints are not implemented"},
+	"guided_grammar":            {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
+	"guided_decoding_backend":   {rule: refused, note: "one grammar engine, engine/grammar"},
+	"guided_whitespace_pattern": {rule: refused, note: "the grammar's whitespace is its own"},
+	"truncate_prompt_tokens":    {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
+	"cache_salt":                {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},
@@ -176,6 +184,7 @@ var fieldTables = []struct {
 	{"toolCallFields", "tool call (`messages[].tool_calls[]`)", toolCallFields},
 	{"callFunctionFields", "tool call function (`tool_calls[].function`)", callFunctionFields},
 	{"streamOptionsFields", "`stream_options`", streamOptionsFields},
+	{"structuredFields", "`structured_outputs`", structuredFields},
 	{"responseFormatFields", "`response_format`", responseFormatFields},
 	{"jsonSchemaFields", "`response_format.json_schema`", jsonSchemaFields},
 	{"respFields", "`POST /v1/responses`", respFields},

@@ -133,6 +133,8 @@ type Common struct {
 	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
 	// truncate_prompt_tokens, left truncation; its -1 is not taken).
 	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+	// Structured holds vLLM's structured-output fields (dialect.go).
+	Structured
 }
 
 // truncated is prompt cut to its last truncate_prompt_tokens tokens.
@@ -170,6 +172,8 @@ type CompletionRequest struct {
 	// Suffix is the text after the completion (fill-in-the-middle), for a
 	// model with FIM tokens only; "" or null: none.
 	Suffix *string `json:"suffix"`
+	// Grammar is structured_outputs (or guided_*) compiled; nil: none.
+	Grammar *grammar.Grammar `json:"-"`
 }
 
 // ChatRequest is a /v1/chat/completions body.
@@ -337,6 +341,11 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if err := req.Common.validateFrom(minTokens); err != nil {
 		return nil, err
 	}
+	g, err := req.Structured.grammar()
+	if err != nil {
+		return nil, err
+	}
+	req.Grammar = g
 	return &req, nil
 }
 
@@ -362,6 +371,16 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	g, err := ResponseFormat(req.ResponseFormat)
 	if err != nil {
 		return nil, err
+	}
+	sg, err := req.Structured.grammar()
+	if err != nil {
+		return nil, err
+	}
+	if sg != nil {
+		if g != nil {
+			return nil, ErrBadField.Withf("response_format and structured_outputs (guided_*) are exclusive")
+		}
+		g = sg
 	}
 	req.Grammar = g
 	return &req, nil

@@ -371,7 +371,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Logprobs != nil {
 		top = *req.Logprobs
 	}
-	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top}
+	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top, grammar: req.Grammar}
 	if req.Echo {
 		// The prompt as sent; token ids are echoed as their text (control
 		// tokens included, as they were sent).

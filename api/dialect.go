@@ -1,0 +1,107 @@
+package api
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/cloison/cloison/engine/grammar"
+	"github.com/cloison/cloison/service"
+)
+
+// vLLM's structured output fields: structured_outputs (its current form)
+// and the older guided_choice and guided_json, on both endpoints. A choice
+// is a grammar of literal alternatives; json is the schema path of
+// response_format (service.SchemaGrammar, the same subset and refusals).
+// regex and grammar constraints are not implemented here (refused naming
+// them), nor any of vLLM's knobs of its own backends.
+var structuredFields = map[string]field{
+	"choice":                        {rule: implemented, note: "1 to 256 non-empty strings of at most 1 KiB"},
+	"json":                          {rule: implemented, note: "a JSON schema, as response_format json_schema"},
+	"json_object":                   {rule: refused, neutral: []string{`false`}, note: "use response_format json_object"},
+	"regex":                         {rule: refused, note: "regular-expression constraints are not implemented"},
+	"grammar":                       {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
+	"structural_tag":                {rule: refused, note: "not implemented"},
+	"disable_any_whitespace":        {rule: refused, neutral: []string{`false`}, note: "the grammar's whitespace is its own"},
+	"disable_additional_properties": {rule: refused, neutral: []string{`false`}, note: "additionalProperties is the schema's to say"},
+	"whitespace_pattern":            {rule: refused, note: "the grammar's whitespace is its own"},
+}
+
+// Bounds of a choice constraint.
+const (
+	maxChoices     = 256
+	maxChoiceBytes = 1024
+)
+
+// Structured is a request's vLLM structured-output fields.
+type Structured struct {
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
+	GuidedChoice      []string        `json:"guided_choice"`
+	GuidedJSON        json.RawMessage `json:"guided_json"`
+}
+
+// grammar returns the grammar the fields ask for, nil when none.
+// Errors: ErrBadField (two constraints, a bad choice list),
+// ErrUnsupported (a refused sub-field), SchemaGrammar's.
+func (s *Structured) grammar() (*grammar.Grammar, error) {
+	choice, schema := s.GuidedChoice, s.GuidedJSON
+	asked := 0
+	if s.GuidedChoice != nil {
+		asked++
+	}
+	if !isNull(s.GuidedJSON) {
+		asked++
+	}
+	if !isNull(s.StructuredOutputs) {
+		if err := checkFields(s.StructuredOutputs, structuredFields, "structured_outputs."); err != nil {
+			return nil, err
+		}
+		var so struct {
+			Choice []string        `json:"choice"`
+			JSON   json.RawMessage `json:"json"`
+		}
+		if err := json.Unmarshal(s.StructuredOutputs, &so); err != nil {
+			return nil, ErrBadField.Withf("structured_outputs must be an object (choice: a list of strings, json: a schema)")
+		}
+		if so.Choice != nil {
+			choice = so.Choice
+			asked++
+		}
+		if !isNull(so.JSON) {
+			schema = so.JSON
+			asked++
+		}
+	}
+	switch {
+	case asked == 0:
+		return nil, nil
+	case asked > 1:
+		return nil, ErrBadField.Withf("one structured output constraint at a time (choice or json)")
+	case choice != nil:
+		return choiceGrammar(choice)
+	}
+	var v any
+	if json.Unmarshal(schema, &v) != nil {
+		return nil, ErrBadField.Withf("the json constraint must be a JSON schema")
+	}
+	if str, ok := v.(string); ok {
+		schema = []byte(str) // vLLM takes the schema as JSON text too
+	}
+	return service.SchemaGrammar(schema)
+}
+
+// choiceGrammar is the grammar whose outputs are exactly the choices.
+func choiceGrammar(choices []string) (*grammar.Grammar, error) {
+	if len(choices) == 0 || len(choices) > maxChoices {
+		return nil, ErrBadField.Withf("choice must list 1 to %d strings", maxChoices)
+	}
+	parts := make([]grammar.Part, len(choices))
+	for i, c := range choices {
+		if c == "" || len(c) > maxChoiceBytes || !utf8.ValidString(c) {
+			return nil, ErrBadField.Withf("choice[%d] must be 1 to %d bytes", i, maxChoiceBytes)
+		}
+		parts[i] = grammar.Literal(c)
+	}
+	return grammar.Compile(grammar.Choice(parts...))
+}
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
