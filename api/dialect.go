@@ -1,9 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"regexp"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/cloison/cloison/engine/chat"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/service"
 )
@@ -105,3 +109,88 @@ func choiceGrammar(choices []string) (*grammar.Grammar, error) {
 }
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// Template variables a request may set (chat_template_kwargs,
+// reasoning_effort).
+const maxTemplateVars = 32
+
+var (
+	varName          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	reasoningEfforts = map[string]bool{"minimal": true, "low": true, "medium": true, "high": true}
+)
+
+// templateOptions is how the request asks its chat rendered (chat.Options):
+// the generation prompt (add_generation_prompt, default true),
+// continue_final_message, and the template variables of
+// chat_template_kwargs and reasoning_effort. A variable's value is a
+// boolean, a number or null: a string would be written as the template's
+// own text, where control tokens are parsed, so only reasoning_effort's
+// fixed words are taken. With tpl set, a variable the template never
+// names is refused (it could change nothing: refused, never ignored).
+// Errors: ErrBadField, ErrUnsupported.
+func (r *ChatRequest) templateOptions(tpl *chat.Template) (chat.Options, error) {
+	o := chat.Options{GenerationPrompt: true, ContinueFinal: r.ContinueFinal}
+	if r.AddGenerationPrompt != nil {
+		o.GenerationPrompt = *r.AddGenerationPrompt
+	}
+	if o.ContinueFinal && r.AddGenerationPrompt == nil {
+		o.GenerationPrompt = false // vLLM asks the client to turn it off; continuing implies it
+	}
+	if o.ContinueFinal && o.GenerationPrompt {
+		return o, ErrBadField.Withf("continue_final_message and add_generation_prompt are exclusive")
+	}
+	if len(r.ChatTemplateKwargs) > maxTemplateVars {
+		return o, ErrBadField.Withf("chat_template_kwargs: at most %d variables", maxTemplateVars)
+	}
+	vars := map[string]any{}
+	for k, raw := range r.ChatTemplateKwargs {
+		if !varName.MatchString(k) {
+			return o, ErrBadField.Withf("chat_template_kwargs: %q is not a variable name", truncate(k, maxFieldName))
+		}
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return o, ErrBadField.Withf("chat_template_kwargs.%s is not JSON", k)
+		}
+		switch x := v.(type) {
+		case nil, bool:
+			vars[k] = x
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				vars[k] = i
+			} else if f, err := x.Float64(); err == nil {
+				vars[k] = f
+			} else {
+				return o, ErrBadField.Withf("chat_template_kwargs.%s: a number out of range", k)
+			}
+		case string:
+			if k != "reasoning_effort" {
+				return o, ErrUnsupported.Withf("chat_template_kwargs.%s: a string value (the template would write it as its own text, where control tokens are parsed); booleans, numbers and null are taken", k)
+			}
+			vars[k] = x
+		default:
+			return o, ErrUnsupported.Withf("chat_template_kwargs.%s: lists and objects are not taken", k)
+		}
+	}
+	if r.ReasoningEffort != nil {
+		if _, both := vars["reasoning_effort"]; both {
+			return o, ErrBadField.Withf("reasoning_effort both as a field and in chat_template_kwargs")
+		}
+		vars["reasoning_effort"] = *r.ReasoningEffort
+	}
+	if e, ok := vars["reasoning_effort"].(string); ok && !reasoningEfforts[e] {
+		return o, ErrBadField.Withf("reasoning_effort must be minimal, low, medium or high")
+	}
+	if tpl != nil {
+		for k := range vars {
+			if !strings.Contains(tpl.Source(), k) {
+				return o, ErrUnsupported.Withf("%s: the model's chat template reads no variable of that name", k)
+			}
+		}
+	}
+	if len(vars) > 0 {
+		o.Vars = vars
+	}
+	return o, nil
+}

@@ -331,7 +331,7 @@ func TestStructuredOutputs(t *testing.T) {
 		resp, b := request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"a number"}],"max_tokens":40,"temperature":0`+extra+`}`)
 		var v struct {
 			Choices []struct {
-				Message struct{ Content string }
+				Message      struct{ Content string }
 				FinishReason string `json:"finish_reason"`
 			}
 		}
@@ -356,6 +356,56 @@ func TestStructuredOutputs(t *testing.T) {
 		code, a := ask("x", c.extra)
 		if code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, c.want) {
 			t.Errorf("%s: %d %+v, want 400 naming %s", c.extra, code, a, c.want)
+		}
+	}
+}
+
+// TestTemplateFields: add_generation_prompt false renders without the
+// assistant's opening, continue_final_message continues the last
+// assistant message (its end-of-turn not rendered), and
+// chat_template_kwargs and reasoning_effort are refused where the
+// template reads no such variable or the value is a string (HTTP; the
+// rendering itself: engine/chat TestOptions).
+func TestTemplateFields(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	ask := func(msgs, extra string) (int, int, []byte) {
+		resp, b := request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`","messages":`+msgs+`,"max_tokens":1`+extra+`}`)
+		var v struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		_ = json.Unmarshal(b, &v)
+		return resp.StatusCode, v.Usage.PromptTokens, b
+	}
+	const user = `[{"role":"user","content":"hello there"}]`
+	code, with, b := ask(user, "")
+	if code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	code, without, b := ask(user, `,"add_generation_prompt":false`)
+	if code != 200 || without >= with {
+		t.Fatalf("add_generation_prompt false: %d, %d prompt tokens (%d with it) %s", code, without, with, b)
+	}
+	const cont = `[{"role":"user","content":"hello there"},{"role":"assistant","content":"General"}]`
+	_, closed, _ := ask(cont, `,"add_generation_prompt":false`)
+	code, open, b := ask(cont, `,"continue_final_message":true`)
+	if code != 200 || open >= closed || open <= without {
+		t.Fatalf("continue_final_message: %d, %d prompt tokens (closed turn %d, user alone %d) %s", code, open, closed, without, b)
+	}
+	for _, c := range []struct{ extra, want string }{
+		{`,"chat_template_kwargs":{"enable_thinking":false}`, "enable_thinking"},
+		{`,"chat_template_kwargs":{"x":"<|im_start|>system"}`, "string"},
+		{`,"chat_template_kwargs":{"messages":[]}`, "messages"},
+		{`,"reasoning_effort":"low"`, "reasoning_effort"},
+		{`,"reasoning_effort":"extreme"`, "reasoning_effort"},
+		{`,"continue_final_message":true,"add_generation_prompt":true`, "exclusive"},
+		{`,"chat_template":"{{ messages }}"`, "chat_template"},
+	} {
+		code, _, b := ask(cont, c.extra)
+		if code != 400 || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %d %s, want 400 naming %s", c.extra, code, b, c.want)
 		}
 	}
 }

@@ -123,13 +123,18 @@ var chatFields = withCommon(map[string]field{
 	"function_call": {rule: refused, neutral: []string{`"none"`}},
 	// text, json_object or json_schema, enforced by constrained decoding
 	// (ResponseFormat); its own fields are checked the same way.
-	"response_format":    {rule: implemented},
-	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
-	"audio":              {rule: refused},
-	"prediction":         {rule: refused},
-	"reasoning_effort":   {rule: refused},
-	"verbosity":          {rule: refused},
-	"web_search_options": {rule: refused},
+	"response_format":  {rule: implemented},
+	"modalities":       {rule: refused, neutral: []string{`["text"]`}},
+	"audio":            {rule: refused},
+	"prediction":       {rule: refused},
+	"reasoning_effort": {rule: implemented, note: "minimal, low, medium or high: the template variable reasoning_effort, where the template reads it"},
+	// vLLM's rendering fields (dialect.go, templateOptions).
+	"chat_template_kwargs":   {rule: implemented, note: "booleans, numbers and null, for variables the template reads"},
+	"add_generation_prompt":  {rule: implemented},
+	"continue_final_message": {rule: implemented, note: "the last assistant message continued; without add_generation_prompt"},
+	"chat_template":          {rule: refused, note: "the model's own template only: a client template would write its own control tokens"},
+	"verbosity":              {rule: refused},
+	"web_search_options":     {rule: refused},
 	// store asks the provider to keep the completion; Cloison never stores
 	// prompt or completion text, so store: true cannot be honoured.
 	"store": {rule: refused, neutral: []string{`false`}},

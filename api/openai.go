@@ -190,6 +190,14 @@ type ChatRequest struct {
 	ResponseFormat    json.RawMessage `json:"response_format"`
 	// Grammar is response_format compiled (nil for text or absent).
 	Grammar *grammar.Grammar `json:"-"`
+	// How the template renders the chat (dialect.go, templateOptions):
+	// vLLM's chat_template_kwargs, add_generation_prompt and
+	// continue_final_message, and OpenAI's reasoning_effort as the
+	// template variable of that name.
+	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
+	AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
+	ContinueFinal       bool                       `json:"continue_final_message"`
+	ReasoningEffort     *string                    `json:"reasoning_effort"`
 }
 
 // Fields of response_format and of its json_schema object: anything else
@@ -383,6 +391,9 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 		g = sg
 	}
 	req.Grammar = g
+	if _, err := req.templateOptions(nil); err != nil {
+		return nil, err
+	}
 	return &req, nil
 }
 

@@ -407,7 +407,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // through it too (respapi.go). Errors: PrepareChat's.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	prompt, g, err := s.text().PrepareChat(req.Messages, use, req.Grammar)
+	o, err := req.templateOptions(s.cfg.Chat)
+	if err != nil {
+		return inference{}, err
+	}
+	prompt, g, err := s.text().PrepareChatWith(req.Messages, use, req.Grammar, o)
 	if err != nil {
 		return inference{}, err
 	}

@@ -56,16 +56,23 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 // rendered (ChatPrompt). Errors: those of ToolFormat, RequestGrammar and
 // ChatPrompt.
 func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, format *grammar.Grammar) (prompt []int32, g *grammar.Grammar, err error) {
+	return m.PrepareChatWith(msgs, use, format, chat.Options{GenerationPrompt: true})
+}
+
+// PrepareChatWith is PrepareChat rendering with o (the generation prompt,
+// continue_final_message, template variables; chat.Options).
+func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, format *grammar.Grammar, o chat.Options) (prompt []int32, g *grammar.Grammar, err error) {
 	if err := m.ToolFormat(use); err != nil {
 		return nil, nil, err
 	}
 	if g, err = RequestGrammar(format, use); err != nil {
 		return nil, nil, err
 	}
-	if prompt, err = m.ChatPrompt(msgs, use.TemplateTools()); err != nil {
+	p, bos, err := m.renderChat(msgs, use.TemplateTools(), o)
+	if err != nil {
 		return nil, nil, err
 	}
-	return prompt, g, nil
+	return m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos), g, nil
 }
 
 // ChatPrompt renders chat messages with the model's template and tokenizes
@@ -86,7 +93,11 @@ func (m Model) ChatPrompt(msgs []chat.Message, tools []chat.Tool) ([]int32, erro
 // are parsed); bos says whether the tokenizer must add BOS (the template
 // does not write it). Errors: as ChatPrompt.
 func (m Model) RenderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt, bos bool, err error) {
-	p, err = m.Chat.PromptTools(msgs, tools, true)
+	return m.renderChat(msgs, tools, chat.Options{GenerationPrompt: true})
+}
+
+func (m Model) renderChat(msgs []chat.Message, tools []chat.Tool, o chat.Options) (p chat.Prompt, bos bool, err error) {
+	p, err = m.Chat.PromptWith(msgs, tools, o)
 	if err != nil {
 		return chat.Prompt{}, false, err
 	}
