@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -406,6 +407,26 @@ func TestTemplateFields(t *testing.T) {
 		code, _, b := ask(cont, c.extra)
 		if code != 400 || !strings.Contains(string(b), c.want) {
 			t.Errorf("%s: %d %s, want 400 naming %s", c.extra, code, b, c.want)
+		}
+	}
+}
+
+// TestBatchPrompts: a list of several prompts is refused as a batch (400
+// unsupported saying so), not as JSON that does not parse; a list of one
+// prompt, text or token ids, is that prompt.
+func TestBatchPrompts(t *testing.T) {
+	for _, c := range []struct {
+		prompt string
+		ok     bool
+	}{
+		{`["a","b"]`, false}, {`[[1,2],[3]]`, false}, {`["a"]`, true}, {`[[5,6]]`, true}, {`[5,6]`, true},
+	} {
+		_, err := api.DecodeCompletion(strings.NewReader(`{"model":"m","prompt":`+c.prompt+`}`), api.DefaultMaxBody)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.prompt, err)
+		case !c.ok && (!errors.Is(err, api.ErrUnsupported) || !strings.Contains(err.Error(), "batches are not implemented")):
+			t.Errorf("%s: %v, want unsupported naming batches", c.prompt, err)
 		}
 	}
 }

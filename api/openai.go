@@ -74,20 +74,32 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err == nil {
+		if len(list) == 0 {
+			return ErrBadField.Withf("prompt must not be an empty list")
+		}
 		if len(list) != 1 {
-			return fmt.Errorf("a list of %d prompts (only one prompt per request)", len(list))
+			return ErrUnsupported.Withf("prompt: a list of %d prompts (batches are not implemented: one prompt per request, and n for several choices)", len(list))
 		}
 		*p = Prompt{Text: list[0]}
 		return nil
 	}
+	var batch [][]int64
+	if json.Unmarshal(b, &batch) == nil {
+		if len(batch) > 1 {
+			return ErrUnsupported.Withf("prompt: a list of %d token-id prompts (batches are not implemented: one prompt per request)", len(batch))
+		}
+		if len(batch) == 1 {
+			b, _ = json.Marshal(batch[0])
+		}
+	}
 	var ids []int64
 	if err := json.Unmarshal(b, &ids); err != nil {
-		return fmt.Errorf("want a string, a list with one string, or a list of token ids")
+		return ErrBadField.Withf("prompt: want a string, a list with one string, or a list of token ids")
 	}
 	p.IsIDs, p.Tokens = true, make([]int32, len(ids))
 	for i, id := range ids {
 		if id < 0 || id > math.MaxInt32 {
-			return fmt.Errorf("token id %d out of range", id)
+			return ErrBadField.Withf("prompt: token id %d out of range", id)
 		}
 		p.Tokens[i] = int32(id)
 	}
@@ -305,6 +317,9 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return ErrBadField.Withf("%s: want %s", ute.Field, ute.Type)
+		}
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrBadField) {
+			return err // a field's own decoder (Prompt) said what is wrong
 		}
 		return ErrBadJSON.Withf("%v", err)
 	}
