@@ -430,3 +430,41 @@ func TestBatchPrompts(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensAsIDs: return_tokens_as_token_ids names every logprob token
+// (chosen and alternatives) "token_id:<id>", on both endpoints;
+// prompt_logprobs is refused, pointing to echo with logprobs.
+func TestTokensAsIDs(t *testing.T) {
+	p, ask := dialectPlatform(t)
+	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
+	resp, b := request(t, "POST", p.URL+"/v1/completions", tok, `{"model":"`+platformtest.Model+`","prompt":"the cat","max_tokens":3,"logprobs":2,"return_tokens_as_token_ids":true}`)
+	var v struct {
+		Choices []struct {
+			Logprobs struct {
+				Tokens      []string             `json:"tokens"`
+				TopLogprobs []map[string]float64 `json:"top_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil || len(v.Choices) != 1 || len(v.Choices[0].Logprobs.Tokens) != 3 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	lp := v.Choices[0].Logprobs
+	for i, s := range lp.Tokens {
+		if !strings.HasPrefix(s, "token_id:") {
+			t.Fatalf("token %d is %q", i, s)
+		}
+		for k := range lp.TopLogprobs[i] {
+			if !strings.HasPrefix(k, "token_id:") {
+				t.Fatalf("alternative %q of token %d", k, i)
+			}
+		}
+	}
+	resp, b = request(t, "POST", p.URL+"/v1/chat/completions", tok, `{"model":"`+platformtest.Model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":2,"logprobs":true,"top_logprobs":1,"return_tokens_as_token_ids":true}`)
+	if resp.StatusCode != 200 || strings.Count(string(b), `"token":"token_id:`) != 4 {
+		t.Fatalf("chat: %d %s, want 2 tokens and 2 alternatives as ids", resp.StatusCode, b)
+	}
+	if code, a := ask("x", `,"prompt_logprobs":1`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
+		t.Fatalf("prompt_logprobs: %d %+v", code, a)
+	}
+}

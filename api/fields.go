@@ -81,15 +81,19 @@ var commonFields = map[string]field{
 	// namespaced per tenant; a salt narrowing it within the tenant needs
 	// the pool's key chain to take it, which it does not yet.
 	// vLLM's structured output (dialect.go): choice and json.
-	"structured_outputs":        {rule: implemented},
-	"guided_choice":             {rule: implemented, note: "as structured_outputs.choice"},
-	"guided_json":               {rule: implemented, note: "as structured_outputs.json"},
-	"guided_regex":              {rule: refused, note: "regular-expression constraints are not implemented"},
-	"guided_grammar":            {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
-	"guided_decoding_backend":   {rule: refused, note: "one grammar engine, engine/grammar"},
-	"guided_whitespace_pattern": {rule: refused, note: "the grammar's whitespace is its own"},
-	"truncate_prompt_tokens":    {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
-	"cache_salt":                {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
+	"structured_outputs":         {rule: implemented},
+	"guided_choice":              {rule: implemented, note: "as structured_outputs.choice"},
+	"guided_json":                {rule: implemented, note: "as structured_outputs.json"},
+	"guided_regex":               {rule: refused, note: "regular-expression constraints are not implemented"},
+	"guided_grammar":             {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
+	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
+	"guided_whitespace_pattern":  {rule: refused, note: "the grammar's whitespace is its own"},
+	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
+	// vLLM's prompt_logprobs has a shape of its own; OpenAI's echo with
+	// logprobs scores the prompt already.
+	"prompt_logprobs":        {rule: refused, neutral: []string{`0`}, note: "use echo with logprobs on /v1/completions: the prompt's tokens scored"},
+	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
+	"cache_salt":             {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},

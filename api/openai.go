@@ -145,6 +145,9 @@ type Common struct {
 	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
 	// truncate_prompt_tokens, left truncation; its -1 is not taken).
 	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+	// TokenIDs names logprobs' tokens "token_id:<id>" (vLLM's
+	// return_tokens_as_token_ids).
+	TokenIDs bool `json:"return_tokens_as_token_ids"`
 	// Structured holds vLLM's structured-output fields (dialect.go).
 	Structured
 }
