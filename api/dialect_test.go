@@ -9,9 +9,13 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
@@ -466,5 +470,42 @@ func TestTokensAsIDs(t *testing.T) {
 	}
 	if code, a := ask("x", `,"prompt_logprobs":1`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
 		t.Fatalf("prompt_logprobs: %d %+v", code, a)
+	}
+}
+
+// TestDefaultMaxTokensGRPC: gRPC Generate without max_tokens gets the same
+// default as HTTP (the rest of the context), and an unknown model is
+// model_not_found there too.
+func TestDefaultMaxTokensGRPC(t *testing.T) {
+	q := tenancy.Quotas{MaxConcurrent: 4, KVPages: 64, TokensPerMinute: 1 << 20, MaxContext: 300}
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Quotas: &q})
+	conn, _ := p.GRPC(t)
+	client := inferencev1.NewInferenceServiceClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+p.Token(t, "victim", tenancy.ScopeInfer))
+	run := func(req *inferencev1.GenerateRequest) (*inferencev1.Usage, error) {
+		st, err := client.Generate(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return nil, err
+			}
+			if f := r.GetFinal(); f != nil {
+				return f.GetUsage(), nil
+			}
+		}
+	}
+	u, err := run(&inferencev1.GenerateRequest{Model: platformtest.Model, Prompt: &inferencev1.GenerateRequest_Text{Text: "the cat sat on the mat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetCompletionTokens() <= 256 || u.GetPromptTokens()+u.GetCompletionTokens() != 300 {
+		t.Fatalf("usage %v: want the rest of the context", u)
+	}
+	_, err = run(&inferencev1.GenerateRequest{Model: "gpt-9", Prompt: &inferencev1.GenerateRequest_Text{Text: "x"}})
+	if st, _ := status.FromError(err); st.Code() != codes.NotFound || !strings.Contains(fmt.Sprint(st.Details()), "model_not_found") {
+		t.Fatalf("unknown model: %v", err)
 	}
 }
