@@ -357,6 +357,7 @@ func TestStructuredOutputs(t *testing.T) {
 		{`,"guided_choice":["a"],"guided_json":{"type":"string"}`, "one structured output"},
 		{`,"guided_choice":[]`, "choice"},
 		{`,"guided_choice":[""]`, "choice"},
+		{`,"guided_choice":["a"],"min_tokens":1`, "min_tokens"},
 	} {
 		code, a := ask("x", c.extra)
 		if code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, c.want) {

@@ -59,6 +59,11 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		return Result{}, fmt.Errorf("%w: %q", ErrUnknownModel, q.Model)
 	}
 	s.obs.OnTokens(ctx, len(q.Prompt), 0)
+	if q.MinTokens > 0 && q.Grammar != nil {
+		// A grammar may end the output where only EOS is allowed, which
+		// min_tokens forbids: no token left to sample.
+		return Result{}, ErrUnsupported.Withf("min_tokens with a constrained output (response_format, structured_outputs, tools)")
+	}
 	if s.cfg.Gate != nil {
 		release, err := s.cfg.Gate(p.Tenant)
 		if err != nil {
