@@ -31,19 +31,22 @@ const (
 	CodeUnauthenticated       Code = "unauthenticated"
 	CodePermissionDenied      Code = "permission_denied"
 	CodeNotFound              Code = "not_found"
-	CodeConflict              Code = "conflict"
-	CodeUnavailable           Code = "unavailable"
-	CodeIsolationViolation    Code = "isolation_violation"
-	CodeTransferVerification  Code = "transfer_verification_failed"
-	CodeCanceled              Code = "canceled"
-	CodeDeadlineExceeded      Code = "deadline_exceeded"
-	CodeInternal              Code = "internal_error"
+	// CodeModelNotFound: a model this node does not serve or the tenant
+	// may not use (OpenAI's code for it; the same 404 either way).
+	CodeModelNotFound        Code = "model_not_found"
+	CodeConflict             Code = "conflict"
+	CodeUnavailable          Code = "unavailable"
+	CodeIsolationViolation   Code = "isolation_violation"
+	CodeTransferVerification Code = "transfer_verification_failed"
+	CodeCanceled             Code = "canceled"
+	CodeDeadlineExceeded     Code = "deadline_exceeded"
+	CodeInternal             Code = "internal_error"
 )
 
 // Codes lists every Code, for tables that must cover them all.
 var Codes = []Code{
 	CodeInvalid, CodeUnsupported, CodeContextLengthExceeded, CodeQuotaExceeded, CodeRateLimited, CodeCapacityExhausted,
-	CodeUnauthenticated, CodePermissionDenied, CodeNotFound, CodeConflict, CodeUnavailable,
+	CodeUnauthenticated, CodePermissionDenied, CodeNotFound, CodeModelNotFound, CodeConflict, CodeUnavailable,
 	CodeIsolationViolation, CodeTransferVerification, CodeCanceled, CodeDeadlineExceeded, CodeInternal,
 }
 

@@ -98,6 +98,21 @@
 //     token ids, 400 naming suffix. A suffix request's prompt digest is
 //     over those infill ids: verify and replay it with the ids (/tokenize
 //     does not build them).
+//   - vLLM's dialect (dialect.go, fields.go; docs/api.md's dialect table):
+//     ignore_eos, min_tokens, stop_token_ids, include_stop_str_in_output
+//     and skip_special_tokens reach the engine (engine.GenerateRequest);
+//     stream_options.continuous_usage_stats puts the usage so far in every
+//     chunk; structured_outputs / guided_choice / guided_json compile to a
+//     grammar (a choice of literals, or the schema path); chat_template_kwargs
+//     (booleans, numbers, null), reasoning_effort, add_generation_prompt and
+//     continue_final_message reach the template (chat.Options);
+//     truncate_prompt_tokens keeps the prompt's last tokens;
+//     return_tokens_as_token_ids names logprob tokens token_id:<id>. A
+//     request without max_tokens gets the rest of the tenant's context
+//     (Config.DefaultMaxTokens caps it; service.Request.DefaultMax).
+//     priority, cache_salt, prompt_logprobs, chat_template and batches of
+//     prompts are refused with their reasons. GET /health answers 200 or
+//     503 with no body; an unknown model is model_not_found.
 //
 // # The Responses API
 //

@@ -57,12 +57,43 @@ var commonFields = map[string]field{
 	"seed":                  {rule: implemented},
 	"stop":                  {rule: implemented},
 	"stream":                {rule: implemented},
-	"stream_options":        {rule: implemented},                                   // include_usage
+	"stream_options":        {rule: implemented},                                   // streamOptionsFields
 	"n":                     {rule: implemented, note: "1 to --max-n (default 8)"}, // (validate, checkN)
 	// Sampling extensions of vLLM, SGLang and llama.cpp.
 	"top_k":              {rule: implemented},
 	"min_p":              {rule: implemented},
 	"repetition_penalty": {rule: implemented},
+	// Stopping extensions of vLLM (Common.stopping), with its semantics.
+	"ignore_eos":                 {rule: implemented, note: "generates past the model's end-of-generation tokens"},
+	"min_tokens":                 {rule: implemented, note: "EOS, stop_token_ids and stop strings suppressed until then; at most max_tokens"},
+	"stop_token_ids":             {rule: implemented, note: "at most 64"},
+	"include_stop_str_in_output": {rule: implemented, note: "the matched stop string kept in the text"},
+	// Detokenization: control tokens give no text unless
+	// skip_special_tokens is false. vLLM's spaces_between_special_tokens
+	// (default true) changes nothing with the fast tokenizers vLLM uses
+	// by default, nor here; false asks for a slow tokenizer's spacing.
+	"skip_special_tokens":           {rule: implemented, note: "false: control tokens written as text"},
+	"spaces_between_special_tokens": {rule: refused, neutral: []string{`true`}, note: "no spacing between special tokens is added, as with vLLM's fast tokenizers"},
+	// A client priority would let one tenant's requests jump others':
+	// the scheduler shares the node fairly between tenants instead.
+	"priority": {rule: refused, neutral: []string{`0`}, note: "the scheduler's order is fair sharing between tenants, never the client's"},
+	// vLLM's per-request prefix-cache salt: the prefix cache is already
+	// namespaced per tenant; a salt narrowing it within the tenant needs
+	// the pool's key chain to take it, which it does not yet.
+	// vLLM's structured output (dialect.go): choice and json.
+	"structured_outputs":         {rule: implemented},
+	"guided_choice":              {rule: implemented, note: "as structured_outputs.choice"},
+	"guided_json":                {rule: implemented, note: "as structured_outputs.json"},
+	"guided_regex":               {rule: refused, note: "regular-expression constraints are not implemented"},
+	"guided_grammar":             {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
+	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
+	"guided_whitespace_pattern":  {rule: refused, note: "the grammar's whitespace is its own"},
+	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
+	// vLLM's prompt_logprobs has a shape of its own; OpenAI's echo with
+	// logprobs scores the prompt already.
+	"prompt_logprobs":        {rule: refused, neutral: []string{`0`}, note: "use echo with logprobs on /v1/completions: the prompt's tokens scored"},
+	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
+	"cache_salt":             {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},
@@ -96,13 +127,18 @@ var chatFields = withCommon(map[string]field{
 	"function_call": {rule: refused, neutral: []string{`"none"`}},
 	// text, json_object or json_schema, enforced by constrained decoding
 	// (ResponseFormat); its own fields are checked the same way.
-	"response_format":    {rule: implemented},
-	"modalities":         {rule: refused, neutral: []string{`["text"]`}},
-	"audio":              {rule: refused},
-	"prediction":         {rule: refused},
-	"reasoning_effort":   {rule: refused},
-	"verbosity":          {rule: refused},
-	"web_search_options": {rule: refused},
+	"response_format":  {rule: implemented},
+	"modalities":       {rule: refused, neutral: []string{`["text"]`}},
+	"audio":            {rule: refused},
+	"prediction":       {rule: refused},
+	"reasoning_effort": {rule: implemented, note: "minimal, low, medium or high: the template variable reasoning_effort, where the template reads it"},
+	// vLLM's rendering fields (dialect.go, templateOptions).
+	"chat_template_kwargs":   {rule: implemented, note: "booleans, numbers and null, for variables the template reads"},
+	"add_generation_prompt":  {rule: implemented},
+	"continue_final_message": {rule: implemented, note: "the last assistant message continued; without add_generation_prompt"},
+	"chat_template":          {rule: refused, note: "the model's own template only: a client template would write its own control tokens"},
+	"verbosity":              {rule: refused},
+	"web_search_options":     {rule: refused},
 	// store asks the provider to keep the completion; Cloison never stores
 	// prompt or completion text, so store: true cannot be honoured.
 	"store": {rule: refused, neutral: []string{`false`}},
@@ -156,6 +192,8 @@ var fieldTables = []struct {
 	{"functionFields", "tool function (`tools[].function`)", functionFields},
 	{"toolCallFields", "tool call (`messages[].tool_calls[]`)", toolCallFields},
 	{"callFunctionFields", "tool call function (`tool_calls[].function`)", callFunctionFields},
+	{"streamOptionsFields", "`stream_options`", streamOptionsFields},
+	{"structuredFields", "`structured_outputs`", structuredFields},
 	{"responseFormatFields", "`response_format`", responseFormatFields},
 	{"jsonSchemaFields", "`response_format.json_schema`", jsonSchemaFields},
 	{"respFields", "`POST /v1/responses`", respFields},
@@ -275,6 +313,16 @@ func checkFields(body []byte, table map[string]field, where string) error {
 		}
 	}
 	return nil
+}
+
+// checkObject applies table to the object at name in the JSON object body
+// (absent or null: nothing to check; not an object: decoding reports it).
+func checkObject(body []byte, name string, table map[string]field) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	return checkFields(obj[name], table, name+".")
 }
 
 // checkMessages applies messageFields to each element of a chat request's

@@ -73,20 +73,32 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err == nil {
+		if len(list) == 0 {
+			return ErrBadField.Withf("prompt must not be an empty list")
+		}
 		if len(list) != 1 {
-			return fmt.Errorf("a list of %d prompts (only one prompt per request)", len(list))
+			return ErrUnsupported.Withf("prompt: a list of %d prompts (batches are not implemented: one prompt per request, and n for several choices)", len(list))
 		}
 		*p = Prompt{Text: list[0]}
 		return nil
 	}
+	var batch [][]int64
+	if json.Unmarshal(b, &batch) == nil {
+		if len(batch) > 1 {
+			return ErrUnsupported.Withf("prompt: a list of %d token-id prompts (batches are not implemented: one prompt per request)", len(batch))
+		}
+		if len(batch) == 1 {
+			b, _ = json.Marshal(batch[0])
+		}
+	}
 	var ids []int64
 	if err := json.Unmarshal(b, &ids); err != nil {
-		return fmt.Errorf("want a string, a list with one string, or a list of token ids")
+		return ErrBadField.Withf("prompt: want a string, a list with one string, or a list of token ids")
 	}
 	p.IsIDs, p.Tokens = true, make([]int32, len(ids))
 	for i, id := range ids {
 		if id < 0 || id > math.MaxInt32 {
-			return fmt.Errorf("token id %d out of range", id)
+			return ErrBadField.Withf("prompt: token id %d out of range", id)
 		}
 		p.Tokens[i] = int32(id)
 	}
@@ -108,15 +120,59 @@ type Common struct {
 	Seed              *int64       `json:"seed"`
 	Stop              StringOrList `json:"stop"`
 	Stream            bool         `json:"stream"`
-	StreamOptions     *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N    *int   `json:"n"`
-	User string `json:"user"`
+	// StreamOptions: include_usage (a last chunk with the usage) and vLLM's
+	// continuous_usage_stats (every chunk with the usage so far); any
+	// other sub-key is refused (streamOptionsFields).
+	StreamOptions *StreamOptions `json:"stream_options"`
+	N             *int           `json:"n"`
+	User          string         `json:"user"`
 	// LogitBias maps token ids (decimal strings, as OpenAI sends them) to
 	// a bias in [-100, 100]; -100 bans the token.
 	LogitBias map[string]float64 `json:"logit_bias"`
+	// vLLM's extensions (engine.GenerateRequest): IgnoreEOS generates past
+	// the model's end-of-generation tokens; MinTokens suppresses them, the
+	// stop tokens and the stop strings until that many tokens are out;
+	// StopTokenIDs end the completion like EOS; IncludeStop keeps the
+	// matched stop string in the text.
+	IgnoreEOS    bool    `json:"ignore_eos"`
+	MinTokens    *int64  `json:"min_tokens"`
+	StopTokenIDs []int64 `json:"stop_token_ids"`
+	IncludeStop  bool    `json:"include_stop_str_in_output"`
+	// SkipSpecial: control tokens give no text (the default, true); false
+	// writes them as text.
+	SkipSpecial *bool `json:"skip_special_tokens"`
+	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
+	// truncate_prompt_tokens, left truncation; its -1 is not taken).
+	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+	// TokenIDs names logprobs' tokens "token_id:<id>" (vLLM's
+	// return_tokens_as_token_ids).
+	TokenIDs bool `json:"return_tokens_as_token_ids"`
+	// Structured holds vLLM's structured-output fields (dialect.go).
+	Structured
 }
+
+// truncated is prompt cut to its last truncate_prompt_tokens tokens.
+func (c *Common) truncated(prompt []int32) []int32 {
+	if c.TruncatePrompt != nil && int64(len(prompt)) > *c.TruncatePrompt {
+		return prompt[int64(len(prompt))-*c.TruncatePrompt:]
+	}
+	return prompt
+}
+
+// StreamOptions is a request's stream_options.
+type StreamOptions struct {
+	IncludeUsage    bool `json:"include_usage"`
+	ContinuousUsage bool `json:"continuous_usage_stats"`
+}
+
+// streamOptionsFields are stream_options' sub-keys.
+var streamOptionsFields = map[string]field{
+	"include_usage":          {rule: implemented},
+	"continuous_usage_stats": {rule: implemented, note: "every chunk carries the usage so far"},
+}
+
+// maxStopTokens bounds stop_token_ids.
+const maxStopTokens = 64
 
 // maxLogitBias bounds how many tokens one request may bias.
 const maxLogitBias = 1024
@@ -130,6 +186,9 @@ type CompletionRequest struct {
 	// Suffix is the text after the completion (fill-in-the-middle), for a
 	// model with FIM tokens only; "" or null: none.
 	Suffix *string `json:"suffix"`
+	// Constraint is structured_outputs' (or guided_*), checked and not
+	// compiled: Generate compiles it after admission.
+	Constraint service.Constraint `json:"-"`
 }
 
 // ChatRequest is a /v1/chat/completions body.
@@ -147,6 +206,17 @@ type ChatRequest struct {
 	// Schema is response_format's JSON schema, checked and not compiled
 	// (nil for text or absent): Generate compiles it after admission.
 	Schema []byte `json:"-"`
+	// Choice is structured_outputs' (guided_choice) list, checked and not
+	// compiled: the output is exactly one of them.
+	Choice []string `json:"-"`
+	// How the template renders the chat (dialect.go, templateOptions):
+	// vLLM's chat_template_kwargs, add_generation_prompt and
+	// continue_final_message, and OpenAI's reasoning_effort as the
+	// template variable of that name.
+	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
+	AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
+	ContinueFinal       bool                       `json:"continue_final_message"`
+	ReasoningEffort     *string                    `json:"reasoning_effort"`
 }
 
 // Fields of response_format and of its json_schema object: anything else
@@ -214,9 +284,6 @@ func ResponseFormat(raw json.RawMessage) ([]byte, error) {
 	return js.Schema, nil
 }
 
-// DefaultMaxTokens applies when a request names no max_tokens.
-const DefaultMaxTokens = 256
-
 // decode reads at most limit bytes of JSON into v, checking UTF-8 first.
 func decode(r io.Reader, limit int64, v any) error { return decodeFields(r, limit, nil, v) }
 
@@ -238,6 +305,11 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 		if err := checkFields(body, fields, ""); err != nil {
 			return err
 		}
+		if _, ok := fields["stream_options"]; ok {
+			if err := checkObject(body, "stream_options", streamOptionsFields); err != nil {
+				return err
+			}
+		}
 		if _, ok := fields["messages"]; ok {
 			if err := checkMessages(body); err != nil {
 				return err
@@ -252,6 +324,9 @@ func decodeFields(r io.Reader, limit int64, fields map[string]field, v any) erro
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return ErrBadField.Withf("%s: want %s", ute.Field, ute.Type)
+		}
+		if errors.Is(err, ErrUnsupported) || errors.Is(err, ErrBadField) {
+			return err // a field's own decoder (Prompt) said what is wrong
 		}
 		return ErrBadJSON.Withf("%v", err)
 	}
@@ -281,6 +356,9 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 			return nil, ErrUnsupported.Withf(`"suffix" with a prompt of token ids (send the prefix as text)`)
 		}
 	}
+	if req.Echo && req.TruncatePrompt != nil {
+		return nil, ErrUnsupported.Withf(`"truncate_prompt_tokens" with "echo" (the echo would not be the prompt scored)`)
+	}
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 20) {
 		return nil, ErrBadField.Withf("logprobs must be in [0, 20]")
 	}
@@ -293,6 +371,11 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if err := req.Common.validateFrom(minTokens); err != nil {
 		return nil, err
 	}
+	c, err := req.Structured.constraint()
+	if err != nil {
+		return nil, err
+	}
+	req.Constraint = c
 	return &req, nil
 }
 
@@ -319,7 +402,20 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	sc, err := req.Structured.constraint()
+	if err != nil {
+		return nil, err
+	}
+	if !sc.IsZero() {
+		if schema != nil {
+			return nil, ErrBadField.Withf("response_format and structured_outputs (guided_*) are exclusive")
+		}
+		schema, req.Choice = sc.Schema, sc.Choice
+	}
 	req.Schema = schema
+	if _, err := req.templateOptions(nil); err != nil {
+		return nil, err
+	}
 	return &req, nil
 }
 
@@ -342,6 +438,25 @@ func (c *Common) validateFrom(minTokens int) error {
 			return ErrBadField.Withf("max_tokens must be at least 0 (got %d)", *mt)
 		}
 		return ErrBadField.Withf("max_tokens must be at least 1 (got %d; 0 only on /v1/completions with echo)", *mt)
+	}
+	if c.MinTokens != nil {
+		if *c.MinTokens < 0 {
+			return ErrBadField.Withf("min_tokens must be at least 0 (got %d)", *c.MinTokens)
+		}
+		if mt != nil && *c.MinTokens > *mt {
+			return ErrBadField.Withf("min_tokens (%d) must not exceed max_tokens (%d)", *c.MinTokens, *mt)
+		}
+	}
+	if c.TruncatePrompt != nil && *c.TruncatePrompt < 1 {
+		return ErrBadField.Withf("truncate_prompt_tokens must be at least 1 (got %d; -1, the model's length, is not taken: name a count)", *c.TruncatePrompt)
+	}
+	if len(c.StopTokenIDs) > maxStopTokens {
+		return ErrBadField.Withf("at most %d stop_token_ids", maxStopTokens)
+	}
+	for _, id := range c.StopTokenIDs {
+		if id < 0 || id > math.MaxInt32 {
+			return ErrBadField.Withf("stop_token_ids: token id %d out of range", id)
+		}
 	}
 	if len(c.Stop) > 4 {
 		return ErrBadField.Withf("at most 4 stop sequences")
@@ -368,17 +483,36 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// MaxNew returns the requested max new tokens (DefaultMaxTokens if absent),
-// saturated to the int range so that admission can reject it by length.
+// MaxNew returns the requested max new tokens, saturated to the int range
+// so that admission can reject it by length; math.MaxInt32 if absent (no
+// bound asked: the service gives the default, DefaultMax).
 func (c *Common) MaxNew() int {
 	mt := c.MaxTokens
 	if c.MaxCompletion != nil {
 		mt = c.MaxCompletion
 	}
 	if mt == nil {
-		return DefaultMaxTokens
+		return math.MaxInt32
 	}
 	return int(min(*mt, math.MaxInt32))
+}
+
+// DefaultMax reports whether the request names no max_tokens (nor
+// max_completion_tokens): the completion then gets the rest of the
+// context, capped by --default-max-tokens and the tenant's limits
+// (service.Request.DefaultMax).
+func (c *Common) DefaultMax() bool { return c.MaxTokens == nil && c.MaxCompletion == nil }
+
+// stopping returns the request's stop tokens, ignore_eos, min_tokens and
+// include_stop_str_in_output as the service takes them (validated).
+func (c *Common) stopping() (ids []int32, ignoreEOS bool, minTokens int, include bool) {
+	for _, id := range c.StopTokenIDs {
+		ids = append(ids, int32(id))
+	}
+	if c.MinTokens != nil {
+		minTokens = int(min(*c.MinTokens, math.MaxInt32))
+	}
+	return ids, c.IgnoreEOS, minTokens, c.IncludeStop
 }
 
 // Sampling returns the sampling parameters the request asks for.

@@ -71,7 +71,7 @@ func TestOpenAIExtras(t *testing.T) {
 		}
 		for _, id := range []string{"gpt-4o", "org/" + platformtest.Model, platformtest.Model + "x"} {
 			resp, b := request(t, "GET", p.URL+"/v1/models/"+id, "Bearer "+tok, "")
-			if typ, code := errorOf(t, resp, b); resp.StatusCode != 404 || code != "not_found" || typ != "not_found_error" {
+			if typ, code := errorOf(t, resp, b); resp.StatusCode != 404 || code != "model_not_found" || typ != "invalid_request_error" {
 				t.Fatalf("%s: %d %s", id, resp.StatusCode, b)
 			}
 		}
@@ -237,14 +237,14 @@ func TestTokenizeHTTP(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"/tokenize", `{"model":"gpt-4o","prompt":"x"}`, 404, "not_found"},
+		{"/tokenize", `{"model":"gpt-4o","prompt":"x"}`, 404, "model_not_found"},
 		{"/tokenize", `{"prompt":"x","return_token_strs":true}`, 400, "unsupported"},
 		{"/tokenize", `{"prompt":"x","messages":[{"role":"user","content":"y"}]}`, 400, "invalid_request_error"},
 		{"/tokenize", `{}`, 400, "invalid_request_error"},
 		{"/tokenize", `{"messages":[{"role":"user","content":"y"}],"add_generation_prompt":false}`, 400, "unsupported"},
 		{"/detokenize", `{"tokens":[-1]}`, 400, "invalid_request_error"},
 		{"/detokenize", `{"tokens":[99999999]}`, 400, "invalid_request_error"},
-		{"/detokenize", `{"model":"gpt-4o","tokens":[1]}`, 404, "not_found"},
+		{"/detokenize", `{"model":"gpt-4o","tokens":[1]}`, 404, "model_not_found"},
 		{"/detokenize", `{}`, 400, "invalid_request_error"},
 	} {
 		resp, b := post(tok, c.path, c.body)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -221,7 +222,7 @@ func (c *collector) addPrompt(tok engine.Token) {
 		// The token as spelt (control tokens by name); its offset counts
 		// only the text it adds to a prompt sent as text (a control token,
 		// BOS among them, adds none).
-		c.legacy.Tokens = append(c.legacy.Tokens, string(tk.Piece(id, true)))
+		c.legacy.Tokens = append(c.legacy.Tokens, c.name(id, tk.Piece(id, true)))
 		c.legacy.TextOffset = append(c.legacy.TextOffset, off)
 		off += utf8.RuneCount(tk.Piece(id, false))
 		if i == 0 || i-1 >= len(tok.Prompt) {
@@ -234,10 +235,20 @@ func (c *collector) addPrompt(tok engine.Token) {
 		c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
 		top := map[string]float64{}
 		for _, alt := range sc.Top {
-			top[string(tk.Piece(alt.Token, false))] = alt.Logprob
+			top[c.name(alt.Token, tk.Piece(alt.Token, false))] = alt.Logprob
 		}
 		c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
 	}
+}
+
+// name is how a logprob names token id, whose bytes are raw: the bytes as
+// text, or "token_id:<id>" with return_tokens_as_token_ids (vLLM's form,
+// for tokens whose bytes are not whole UTF-8).
+func (c *collector) name(id int32, raw []byte) string {
+	if c.in.common.TokenIDs {
+		return "token_id:" + strconv.Itoa(int(id))
+	}
+	return string(raw)
 }
 
 func (c *collector) addToken(tok engine.Token) {
@@ -255,22 +266,22 @@ func (c *collector) addToken(tok engine.Token) {
 	raw := c.s.cfg.Tokenizer.Piece(tok.ID, false)
 	piece := string(raw)
 	if c.in.chat {
-		lp := ChatTokenLogprob{Token: piece, Logprob: tok.Logprob, Bytes: byteInts(raw)}
+		lp := ChatTokenLogprob{Token: c.name(tok.ID, raw), Logprob: tok.Logprob, Bytes: byteInts(raw)}
 		for _, alt := range tok.Top {
 			araw := c.s.cfg.Tokenizer.Piece(alt.Token, false)
-			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: string(araw), Logprob: alt.Logprob, Bytes: byteInts(araw)})
+			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: c.name(alt.Token, araw), Logprob: alt.Logprob, Bytes: byteInts(araw)})
 		}
 		c.chat = append(c.chat, lp)
 		return
 	}
-	c.legacy.Tokens = append(c.legacy.Tokens, piece)
+	c.legacy.Tokens = append(c.legacy.Tokens, c.name(tok.ID, raw))
 	lp := tok.Logprob
 	c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
 	c.legacy.TextOffset = append(c.legacy.TextOffset, c.offset)
 	c.offset += utf8.RuneCountInString(piece)
 	top := map[string]float64{}
 	for _, alt := range tok.Top {
-		top[string(c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
+		top[c.name(alt.Token, c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
 	}
 	c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
 }
@@ -335,6 +346,9 @@ type sseWriter struct {
 	// stream nobody reads does not run on to max_tokens.
 	cancel context.CancelFunc
 	failed bool // a write failed: nothing more is sent
+	// generated counts the tokens streamed so far, all choices together
+	// (stream_options.continuous_usage_stats).
+	generated int
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
@@ -349,6 +363,23 @@ func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inferenc
 func (x *sseWriter) send(v any) {
 	if x.failed {
 		return
+	}
+	if so := x.in.common.StreamOptions; so != nil && so.ContinuousUsage {
+		// vLLM's continuous_usage_stats: every chunk carries the usage so
+		// far (the final usage chunk, if asked, its own).
+		u := &Usage{PromptTokens: len(x.in.prompt), CompletionTokens: x.generated, TotalTokens: len(x.in.prompt) + x.generated}
+		switch c := v.(type) {
+		case Completion:
+			if c.Usage == nil {
+				c.Usage = u
+				v = c
+			}
+		case ChatCompletion:
+			if c.Usage == nil {
+				c.Usage = u
+				v = c
+			}
+		}
 	}
 	b, _ := json.Marshal(v)
 	if _, err := fmt.Fprintf(x.w, "data: %s\n\n", b); err != nil {
@@ -421,6 +452,9 @@ func (x *sseWriter) token(i int, tok engine.Token) {
 		x.cs[i].add(tok)
 		x.promptChunk(i)
 		return
+	}
+	if tok.ID >= 0 {
+		x.generated++
 	}
 	text, calls := x.cs[i].add(tok)
 	scored := x.in.logprobs && tok.ID >= 0 // the token's logprobs go with one chunk

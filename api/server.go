@@ -90,6 +90,10 @@ type Config struct {
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int
+	// DefaultMaxTokens caps the completion of a request that names no
+	// max_tokens (service.Config.DefaultMaxTokens); 0: the rest of the
+	// context, as vLLM and OpenAI do.
+	DefaultMaxTokens int
 }
 
 // Server serves the OpenAI-compatible API, the admin and compliance APIs,
@@ -146,7 +150,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
 		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
-		GrammarBytes: cfg.GrammarBytes})
+		GrammarBytes:     cfg.GrammarBytes,
+		DefaultMaxTokens: cfg.DefaultMaxTokens})
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +164,7 @@ var timeNow = time.Now
 // Handler returns the HTTP routes.
 //
 //	GET  /healthz                      liveness (no auth)
+//	GET  /health                       200 when ready, else 503; no body (no auth)
 //	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
 //	GET  /.well-known/jwks.json        public signing keys (no auth)
 //	GET  /v1/models                    scope infer
@@ -180,6 +186,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", s.ready)
+	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/models/{id...}", s.auth(s.model, tenancy.ScopeInfer))
@@ -277,6 +284,18 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]string{"status": "ready"})
 }
 
+// health answers GET /health, the probe of vLLM, SGLang and llama.cpp:
+// 200 when the node serves (readiness: attestation passed, ledger
+// answers), 503 otherwise; no token asked, and no body, so that nothing
+// about the node is told to whoever asks.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.readiness(r.Context()) != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
 func (s *Server) jwks(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Keys == nil {
 		WriteHTTPError(w, cloison.NewError(cloison.CodeNotFound, "no key ring"))
@@ -354,11 +373,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
+	prompt = req.Common.truncated(prompt)
 	top := 0
 	if req.Logprobs != nil {
 		top = *req.Logprobs
 	}
-	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top}
+	in := inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs != nil, topLogprobs: top, constraint: req.Constraint}
 	if req.Echo {
 		// The prompt as sent; token ids are echoed as their text (control
 		// tokens included, as they were sent).
@@ -394,10 +414,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // through it too (respapi.go). Errors: PrepareChat's.
 func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
-	prompt, c, err := s.text().PrepareChat(req.Messages, use, req.Schema)
+	o, err := req.templateOptions(s.cfg.Chat)
 	if err != nil {
 		return inference{}, err
 	}
+	prompt, c, err := s.text().PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
+	if err != nil {
+		return inference{}, err
+	}
+	prompt = req.Common.truncated(prompt)
 	top := 0
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
@@ -428,9 +453,13 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // the engine and the ledger; what only shapes the answer (echo, tools,
 // logprobs' form) stays with the transport.
 func (in inference) request(id cloison.RequestID) service.Request {
-	return service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
+	q := service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
 		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Constraint: in.constraint, ScorePrompt: in.scorePrompt}
+	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
+	q.DefaultMax = in.common.DefaultMax()
+	q.SpecialText = in.common.SkipSpecial != nil && !*in.common.SkipSpecial
+	return q
 }
 
 // serve answers one HTTP inference request through generate.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,17 @@ type GenerateRequest struct {
 	StopTokens  []int32  // in addition to the model's end-of-generation tokens
 	StopStrings []string // at most 4, each 1–256 bytes
 	IgnoreEOS   bool
+	// MinTokens: until this many tokens are generated, the end-of-generation
+	// tokens and StopTokens are never sampled (their logits are -inf) and
+	// stop strings do not end the request (vLLM's min_tokens).
+	MinTokens int
+	// IncludeStop: the stop string that ends the request is part of the
+	// output (vLLM's include_stop_str_in_output); otherwise the text ends
+	// before it.
+	IncludeStop bool
+	// SpecialText: control tokens are part of the text (vLLM's
+	// skip_special_tokens false); otherwise they give no text.
+	SpecialText bool
 	// Grammar, if set, constrains the output (response_format, tool
 	// choice; a lazy grammar, for strict tools under tool_choice "auto",
 	// only from its trigger on): each token is sampled among those the
@@ -512,6 +524,9 @@ func (e *Engine) step() error {
 			a.stream.failNext = fmt.Errorf("%w: prompt of %s not scored in full", errInternal, it.ID)
 			continue
 		}
+		if a.generated < a.req.MinTokens {
+			e.suppressStops(a, row)
+		}
 		c, err := a.sampler.Sample(row)
 		if err != nil {
 			// Non-finite logits: fail this request, closed.
@@ -522,7 +537,7 @@ func (e *Engine) step() error {
 		stop := e.stopToken(a, c.Token)
 		em := emit{a: a, tok: c}
 		if !stop {
-			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, false))
+			em.text, stop = a.appendText(e.cfg.Tokenizer.Piece(c.Token, a.req.SpecialText))
 		}
 		if a.grammar != nil && a.grammar.Closed() {
 			stop = true // the grammar is complete and nothing may follow
@@ -623,6 +638,24 @@ func (e *Engine) markScheduled(rd Ready) {
 	}
 }
 
+// suppressStops sets to -inf, in a's logits row, every token that would
+// end a's generation: the model's end-of-generation tokens and a's stop
+// tokens (GenerateRequest.MinTokens).
+func (e *Engine) suppressStops(a *active, row []float32) {
+	ban := func(tok int32) {
+		if tok >= 0 && int(tok) < len(row) {
+			row[tok] = float32(math.Inf(-1))
+		}
+	}
+	tk := e.cfg.Tokenizer
+	for _, tok := range []int32{tk.EOS, tk.EOT, tk.EOM} {
+		ban(tok)
+	}
+	for tok := range a.stops {
+		ban(tok)
+	}
+}
+
 func (e *Engine) stopToken(a *active, tok int32) bool {
 	if a.stops[tok] {
 		return true
@@ -634,6 +667,7 @@ func (e *Engine) stopToken(a *active, tok int32) bool {
 // now: complete UTF-8 that cannot be the start of a stop string. It reports
 // whether a stop string matched (the text is then cut before it).
 func (a *active) appendText(piece []byte) (string, bool) {
+	before := len(a.bytes)
 	a.bytes = append(a.bytes, piece...)
 	text := a.bytes
 	// Hold back an incomplete UTF-8 sequence at the end.
@@ -644,9 +678,19 @@ func (a *active) appendText(piece []byte) (string, bool) {
 			break
 		}
 	}
-	for _, s := range a.req.StopStrings {
-		if i := bytes.Index(text[max(0, a.emitted-len(s)):], []byte(s)); i >= 0 {
-			cut := max(0, a.emitted-len(s)) + i
+	stops := a.req.StopStrings
+	if a.generated+1 < a.req.MinTokens {
+		stops = nil // this token is not yet the min_tokens-th
+	}
+	for _, s := range stops {
+		// A match ends in the new piece (text before it, even streamed
+		// under min_tokens, was searched already).
+		from := max(0, before-len(s)+1)
+		if i := bytes.Index(text[from:], []byte(s)); i >= 0 {
+			cut := from + i
+			if a.req.IncludeStop {
+				cut += len(s)
+			}
 			out := string(text[a.emitted:max(a.emitted, cut)])
 			a.emitted = max(a.emitted, cut)
 			a.stopped = true
@@ -654,7 +698,7 @@ func (a *active) appendText(piece []byte) (string, bool) {
 		}
 	}
 	// Hold back a suffix that could begin a stop string.
-	for _, s := range a.req.StopStrings {
+	for _, s := range stops {
 		for k := min(len(s)-1, safe-a.emitted); k > 0; k-- {
 			if strings.HasPrefix(s, string(text[safe-k:safe])) {
 				safe -= k

@@ -215,3 +215,45 @@ func TestAdmissionPrefillCapacity(t *testing.T) {
 		t.Fatalf("admission allocated: %+v", st)
 	}
 }
+
+// min_tokens: a stop token the model would sample first is never sampled
+// before MinTokens tokens (its logit is -inf), and ends the request once
+// they are; a stop string before MinTokens does not end it.
+func TestMinTokensSuppressesStops(t *testing.T) {
+	l := randomModel(t)
+	r := newRig(t, l, rigConfig{pool: isolation.Config{Pages: 64}, tenants: []isolation.TenantConfig{{ID: "a"}}})
+	defer r.close()
+	p := prompt(37, 1)
+	greedy := greedyDirect(t, l, p, 1)
+	run := func(id string, min int) []int32 {
+		s, err := r.e.Submit(context.Background(), GenerateRequest{ID: cloison.RequestID(id), Tenant: "a", Prompt: p, MaxTokens: 12,
+			IgnoreEOS: true, StopTokens: []int32{greedy[0]}, MinTokens: min})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := collect(t, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := run("plain", 0); len(got) != 1 || got[0] != greedy[0] {
+		t.Fatalf("without min_tokens: %v, want the stop token %d alone", got, greedy[0])
+	}
+	got := run("min", 4)
+	if len(got) < 4 {
+		t.Fatalf("min_tokens 4 gave %d tokens: %v", len(got), got)
+	}
+	for i, tok := range got[:4] {
+		if tok == greedy[0] {
+			t.Fatalf("stop token %d sampled at %d, before min_tokens: %v", tok, i, got)
+		}
+	}
+	a := &active{req: GenerateRequest{StopStrings: []string{"E"}, MinTokens: 2}}
+	s1, stop1 := a.appendText([]byte("aE"))
+	a.generated++
+	s2, stop2 := a.appendText([]byte("bE"))
+	if stop1 || !stop2 || s1+s2 != "aEb" {
+		t.Fatalf("stop strings under min_tokens 2: %q %v, %q %v", s1, stop1, s2, stop2)
+	}
+}

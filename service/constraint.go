@@ -20,6 +20,10 @@ type Constraint struct {
 	// Tools is a request whose tool calls a grammar constrains
 	// (ToolUse.Constrained, after ToolFormat); nil: none.
 	Tools *ToolUse
+	// Choice is structured_outputs' choice (vLLM's guided_choice): the
+	// output is exactly one of these strings; nil: none. The caller bounds
+	// their number and length.
+	Choice []string
 }
 
 // JSONObjectSchema is the schema of response_format json_object: any JSON
@@ -27,18 +31,26 @@ type Constraint struct {
 var JSONObjectSchema = []byte(`{"type":"object"}`)
 
 // IsZero reports whether c constrains nothing.
-func (c Constraint) IsZero() bool { return c.Schema == nil && c.Tools == nil }
+func (c Constraint) IsZero() bool { return c.Schema == nil && c.Tools == nil && c.Choice == nil }
 
 // compile is c's grammar for tenant t: a schema through the node's
-// grammar cache (t's entries), tool calls compiled for the request.
+// grammar cache (t's entries), tool calls and a choice compiled for the
+// request.
 // Errors: grammar.ErrUnsupportedSchema and grammar.ErrBadSchema naming
 // the feature; ErrUnsupported (a tool-call format that cannot be forced).
 func (s *Requests) compile(t cloison.TenantID, c Constraint) (*grammar.Grammar, error) {
 	if c.IsZero() {
 		return nil, nil
 	}
-	if c.Tools != nil {
+	switch {
+	case c.Tools != nil:
 		return c.Tools.Grammar()
+	case c.Choice != nil:
+		parts := make([]grammar.Part, len(c.Choice))
+		for i, v := range c.Choice {
+			parts[i] = grammar.Literal(v)
+		}
+		return grammar.Compile(grammar.Choice(parts...))
 	}
 	return s.grammars.FromSchema(string(t), c.Schema)
 }

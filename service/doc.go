@@ -30,7 +30,10 @@
 //   - Deny by default: a request is served only under an allowed decision,
 //     by a pool that isolates the tenant at least as the decision requires
 //     (tier, zeroing), within the decision's limits — max_tokens clamps,
-//     max_context and kv_pages refuse, the tenant's quotas admit.
+//     max_context and kv_pages refuse, the tenant's quotas admit. A request
+//     naming no max_tokens (Request.DefaultMax) is decided with the rest of
+//     its context (capped by Config.DefaultMaxTokens), then fitted to what
+//     the limits leave, so that the default alone never refuses it.
 //   - Reject before allocate: every choice passes the engine's checks
 //     before the decision is ledgered and before any sequence starts; the n
 //     choices of one request are counted together against the request's KV

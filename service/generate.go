@@ -62,6 +62,11 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		return Result{}, fmt.Errorf("%w: %q", ErrUnknownModel, q.Model)
 	}
 	s.obs.OnTokens(ctx, len(q.Prompt), 0)
+	if q.MinTokens > 0 && !q.Constraint.IsZero() {
+		// A grammar may end the output where only EOS is allowed, which
+		// min_tokens forbids: no token left to sample.
+		return Result{}, ErrUnsupported.Withf("min_tokens with a constrained output (response_format, structured_outputs, tools)")
+	}
 	if s.cfg.Gate != nil {
 		release, err := s.cfg.Gate(p.Tenant)
 		if err != nil {
@@ -70,6 +75,16 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		defer release()
 	}
 	maxNew := q.MaxTokens
+	if q.DefaultMax {
+		maxNew = s.ContextFor(p) - len(q.Prompt)
+		if d := s.cfg.DefaultMaxTokens; d > 0 {
+			maxNew = min(maxNew, d)
+		}
+		if maxNew < 1 {
+			return Result{}, s.Refuse(p.Tenant, StageLimits, engine.ErrContextLength.Withf("the prompt (%d tokens) leaves no room for a completion in this tenant's context of %d",
+				len(q.Prompt), s.ContextFor(p)))
+		}
+	}
 	// The policy knows no request that generates nothing (max_tokens ≥ 1):
 	// a prompt scored alone (echo, max_tokens 0) is decided as one token,
 	// the conservative count; the engine is then given 0.
@@ -94,6 +109,13 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 	lim := dec.Limits
 	maxNew = min(maxNew, lim.MaxTokens)
 	n := q.choices()
+	if q.DefaultMax {
+		// What the limits below leave for n choices (at least 1: a
+		// prompt that fills them is refused there, as with any max_tokens).
+		pt := part.PageTokens
+		maxNew = min(maxNew, lim.MaxContext-len(q.Prompt), lim.KVPages/n*pt-len(q.Prompt), (lim.TokensPerMinute-len(q.Prompt))/n)
+		maxNew = max(maxNew, 1)
+	}
 	// Every choice is a sequence of its own: each must fit the context,
 	// and all n together the request's KV pages and the tenant's quota,
 	// counted BEFORE any starts (the prompt's pages as if unshared: a
@@ -135,7 +157,7 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		// Every choice scores its own prompt: its echo is streamed with
 		// the scores before its first token, whatever the others do.
 		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: g,
-			ScorePrompt: q.ScorePrompt}
+			ScorePrompt: q.ScorePrompt, StopTokens: q.StopTokens, IgnoreEOS: q.IgnoreEOS, MinTokens: min(q.MinTokens, maxNew), IncludeStop: q.IncludeStop, SpecialText: q.SpecialText}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return Result{}, s.Refuse(p.Tenant, StageAdmission, err)
 		}

@@ -53,21 +53,37 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 // against the model's template (ToolFormat), its constraint (the
 // response_format's schema, or the tool calls': RequestConstraint; not
 // compiled yet), its prompt rendered (ChatPrompt). A constraint from the
-// first token (a schema, a forced call) where the prompt opens the
-// reasoning is refused (reasoning.go); a lazy one ("auto") is not. Errors: those of
-// ToolFormat, RequestConstraint and ChatPrompt; ErrUnsupported.
+// first token (a schema, a choice, a forced call) where the prompt opens
+// the reasoning is refused (reasoning.go); a lazy one ("auto") is not.
+// Errors: those of ToolFormat, RequestConstraint and ChatPrompt;
+// ErrUnsupported.
 func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (prompt []int32, c Constraint, err error) {
+	return m.PrepareChatWith(msgs, use, Constraint{Schema: schema}, chat.Options{GenerationPrompt: true})
+}
+
+// PrepareChatWith is PrepareChat with the request's own constraint (a
+// schema or a choice: want) and rendering with o (the generation prompt,
+// continue_final_message, template variables; chat.Options).
+func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constraint, o chat.Options) (prompt []int32, c Constraint, err error) {
 	if err := m.ToolFormat(use); err != nil {
 		return nil, Constraint{}, err
 	}
-	if c, err = RequestConstraint(schema, use); err != nil {
+	if c, err = RequestConstraint(want.Schema, use); err != nil {
 		return nil, Constraint{}, err
 	}
-	if prompt, err = m.ChatPrompt(msgs, use.TemplateTools()); err != nil {
+	if want.Choice != nil {
+		if !c.IsZero() {
+			return nil, Constraint{}, ErrInvalidField.Withf("structured_outputs cannot be combined with response_format, tool_choice \"required\", a named function or a strict tool")
+		}
+		c.Choice = want.Choice
+	}
+	p, bos, err := m.renderChat(msgs, use.TemplateTools(), o)
+	if err != nil {
 		return nil, Constraint{}, err
 	}
-	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || (c.Tools != nil && c.Tools.Force != "")) {
-		return nil, Constraint{}, ErrUnsupported.Withf("response_format, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
+	prompt = m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos)
+	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || c.Choice != nil || (c.Tools != nil && c.Tools.Force != "")) {
+		return nil, Constraint{}, ErrUnsupported.Withf("response_format, structured_outputs, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
 	}
 	return prompt, c, nil
 }
@@ -90,7 +106,11 @@ func (m Model) ChatPrompt(msgs []chat.Message, tools []chat.Tool) ([]int32, erro
 // are parsed); bos says whether the tokenizer must add BOS (the template
 // does not write it). Errors: as ChatPrompt.
 func (m Model) RenderChat(msgs []chat.Message, tools []chat.Tool) (p chat.Prompt, bos bool, err error) {
-	p, err = m.Chat.PromptTools(msgs, tools, true)
+	return m.renderChat(msgs, tools, chat.Options{GenerationPrompt: true})
+}
+
+func (m Model) renderChat(msgs []chat.Message, tools []chat.Tool, o chat.Options) (p chat.Prompt, bos bool, err error) {
+	p, err = m.Chat.PromptWith(msgs, tools, o)
 	if err != nil {
 		return chat.Prompt{}, false, err
 	}

@@ -23,7 +23,7 @@ import (
 // error table by code; compare with errors.Is.
 var (
 	// ErrUnknownModel: the request names a model this node does not serve.
-	ErrUnknownModel = cloison.NewError(cloison.CodeNotFound, "model not found")
+	ErrUnknownModel = cloison.NewError(cloison.CodeModelNotFound, "model not found")
 	// ErrIsolationPolicy: the KV pool cannot isolate the tenant as the
 	// policy decision requires.
 	ErrIsolationPolicy = cloison.NewError(cloison.CodeUnavailable, "the KV pool cannot apply the isolation the policy requires for this tenant")
@@ -66,6 +66,10 @@ type Config struct {
 	// response_format grammars, shared fairly between tenants
 	// (grammar.Cache); 0: grammar.DefaultCacheBytes.
 	GrammarBytes int64
+	// DefaultMaxTokens caps the completion of a request that names no
+	// max_tokens (Request.DefaultMax); 0: no cap beyond the rest of the
+	// tenant's context.
+	DefaultMaxTokens int
 }
 
 // Requests is the request path: authentication, the policy decision and
@@ -125,6 +129,13 @@ type Request struct {
 	// max_tokens clamps it. 0 only with ScorePrompt: the prompt is scored
 	// alone.
 	MaxTokens int
+	// DefaultMax: the request named no max_tokens (MaxTokens is then
+	// ignored). It gets the rest of the context (ContextFor less the
+	// prompt), capped by Config.DefaultMaxTokens, and after the policy's
+	// decision by its max_tokens, and by what the tenant's context, KV
+	// pages and token rate leave for n choices: a default never makes a
+	// request refused that a smaller max_tokens would let through.
+	DefaultMax bool
 	// N is the number of choices (0 counts as 1).
 	N int
 	// Sampling is the request's sampling; Seeded says the client chose its
@@ -133,6 +144,18 @@ type Request struct {
 	Seeded   bool
 	// Stop are the request's stop strings.
 	Stop []string
+	// StopTokens end the completion like the model's end-of-generation
+	// tokens; IgnoreEOS lets the model's own ones through; MinTokens
+	// suppresses all of them and the stop strings until that many tokens
+	// are generated; IncludeStop keeps the matched stop string in the text
+	// (engine.GenerateRequest).
+	StopTokens  []int32
+	IgnoreEOS   bool
+	MinTokens   int
+	IncludeStop bool
+	// SpecialText: control tokens appear in the text (skip_special_tokens
+	// false).
+	SpecialText bool
 	// Constraint (optional) constrains the output (response_format, tool
 	// calls); Generate compiles it after admission.
 	Constraint Constraint

@@ -256,6 +256,19 @@ func (r *Responses) Served(t cloison.TenantID, greq engine.GenerateRequest, comp
 	if greq.Grammar != nil {
 		shaped = append(shaped, "response_format")
 	}
+	// Replay runs the recorded stop strings and ignore_eos only.
+	if greq.MinTokens > 0 {
+		shaped = append(shaped, "min_tokens")
+	}
+	if len(greq.StopTokens) > 0 {
+		shaped = append(shaped, "stop_token_ids")
+	}
+	if greq.IncludeStop {
+		shaped = append(shaped, "include_stop_str_in_output")
+	}
+	if greq.SpecialText {
+		shaped = append(shaped, "skip_special_tokens")
+	}
 	return &audit.Served{Key: rc.DigestKey, Prompt: audit.PromptDigest(key, greq.Prompt), Completion: audit.CompletionDigest(key, completion),
 		CompletionText: audit.CompletionTextDigest(key, text), ModelDigest: rc.ModelDigest,
 		Backend: audit.Name(SanitizeName(rc.Backend)), KernelPath: audit.Name(SanitizeName(rc.KernelPath)),

@@ -24,7 +24,7 @@ type drainer struct {
 	draining atomic.Bool
 }
 
-// wrap answers /readyz with 503 once draining, and passes everything else
+// wrap answers /readyz (and /health, without a body) with 503 once draining, and passes everything else
 // to h.
 func (d *drainer) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,6 +33,10 @@ func (d *drainer) wrap(h http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/health" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		if r.URL.Path == "/readyz" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -537,7 +537,7 @@ func TestE2EBadInputsAndPolicy(t *testing.T) {
 		{"negative max_tokens", []byte(`{"model":"` + modelID + `","prompt":"x","max_tokens":-1}`), 400, "invalid_request_error"},
 		{"huge max_tokens", []byte(`{"model":"` + modelID + `","prompt":"x","max_tokens":9007199254740991}`), 400, "context_length_exceeded"},
 		{"max_tokens not a number", []byte(`{"model":"` + modelID + `","prompt":"x","max_tokens":"lots"}`), 400, "invalid_request_error"},
-		{"unknown model", []byte(`{"model":"gpt-9","prompt":"x"}`), 404, "not_found"},
+		{"unknown model", []byte(`{"model":"gpt-9","prompt":"x"}`), 404, "model_not_found"},
 		{"oversized body", []byte(`{"model":"` + modelID + `","prompt":"` + strings.Repeat("a", 2<<20) + `"}`), 400, "invalid_request_error"},
 		{"over-long prompt", completion(strings.Repeat("ab", 3000), 10, false), 400, "context_length_exceeded"},
 		{"temperature out of range", []byte(`{"model":"` + modelID + `","prompt":"x","temperature":5}`), 400, "invalid_request_error"},

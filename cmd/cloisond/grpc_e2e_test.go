@@ -493,7 +493,7 @@ func TestE2EGRPCRejectBeforeAllocate(t *testing.T) {
 		{"over-long prompt", textPrompt(strings.Repeat("ab", 3000), 10), codes.InvalidArgument, "context_length_exceeded"},
 		{"huge max_tokens", textPrompt("x", 1<<53), codes.InvalidArgument, "context_length_exceeded"},
 		{"negative max_tokens", textPrompt("x", -1), codes.InvalidArgument, "invalid_request_error"},
-		{"unknown model", &inferencev1.GenerateRequest{Model: "gpt-9", Prompt: &inferencev1.GenerateRequest_Text{Text: "x"}}, codes.NotFound, "not_found"},
+		{"unknown model", &inferencev1.GenerateRequest{Model: "gpt-9", Prompt: &inferencev1.GenerateRequest_Text{Text: "x"}}, codes.NotFound, "model_not_found"},
 		{"no prompt", &inferencev1.GenerateRequest{Model: modelID}, codes.InvalidArgument, "invalid_request_error"},
 		{"temperature out of range", &inferencev1.GenerateRequest{Model: modelID, Prompt: &inferencev1.GenerateRequest_Text{Text: "x"}, Temperature: f64(5)}, codes.InvalidArgument, "invalid_request_error"},
 		{"negative token id", &inferencev1.GenerateRequest{Model: modelID, Prompt: &inferencev1.GenerateRequest_TokenIds{TokenIds: &inferencev1.TokenIds{Ids: []int32{1, -2}}}}, codes.InvalidArgument, "invalid_request_error"},

@@ -154,12 +154,33 @@ func (t *Template) Render(msgs []Message, generationPrompt bool) (string, error)
 // Errors: ErrMessages (also a tool or tool call of the wrong shape),
 // ErrTemplate.
 func (t *Template) RenderTools(msgs []Message, tools []Tool, generationPrompt bool) (string, error) {
-	return t.render(msgs, tools, generationPrompt, identity)
+	return t.render(msgs, tools, Options{GenerationPrompt: generationPrompt}, identity)
 }
+
+// Options are how a chat is rendered beyond its messages and tools.
+type Options struct {
+	// GenerationPrompt: the template opens the assistant's turn
+	// (add_generation_prompt).
+	GenerationPrompt bool
+	// ContinueFinal: the prompt ends right after the last message's
+	// content, so that the model continues that (assistant) message
+	// (vLLM's continue_final_message); exclusive with GenerationPrompt.
+	ContinueFinal bool
+	// Vars are more template variables (chat_template_kwargs,
+	// reasoning_effort): bool, int64, float64 or string values. A name the
+	// renderer sets itself is refused (ErrMessages). A string is written
+	// as the template's own text, where control tokens are parsed: the
+	// caller admits only strings it chose.
+	Vars map[string]any
+}
+
+// reserved are the variables the renderer sets itself.
+var reserved = map[string]bool{"messages": true, "tools": true, "add_generation_prompt": true, "bos_token": true, "eos_token": true,
+	tojsonFilter: true, "raise_exception": true, "strftime_now": true}
 
 // render renders with every client string of tools and tool calls passed
 // through mask (message content is the caller's to mask).
-func (t *Template) render(msgs []Message, tools []Tool, generationPrompt bool, mask maskFunc) (string, error) {
+func (t *Template) render(msgs []Message, tools []Tool, o Options, mask maskFunc) (string, error) {
 	if len(msgs) == 0 {
 		return "", ErrMessages.Withf("no messages")
 	}
@@ -199,7 +220,7 @@ func (t *Template) render(msgs []Message, tools []Tool, generationPrompt bool, m
 	var raised error
 	data := map[string]jinja.Value{
 		"messages":              jinja.NewList(list),
-		"add_generation_prompt": jinja.NewBool(generationPrompt),
+		"add_generation_prompt": jinja.NewBool(o.GenerationPrompt),
 		"bos_token":             jinja.NewString(t.bos),
 		"eos_token":             jinja.NewString(t.eos),
 		tojsonFilter:            jinja.NewCallable("tojson", tojson),
@@ -218,6 +239,25 @@ func (t *Template) render(msgs []Message, tools []Tool, generationPrompt bool, m
 			}
 			return jinja.NewString(strftime(t.now(), f)), nil
 		}),
+	}
+	for k, v := range o.Vars {
+		if reserved[k] {
+			return "", ErrMessages.Withf("template variable %q is the renderer's own", k)
+		}
+		switch v := v.(type) {
+		case bool:
+			data[k] = jinja.NewBool(v)
+		case int64:
+			data[k] = jinja.NewInt(v)
+		case float64:
+			data[k] = jinja.NewFloat(v)
+		case string:
+			data[k] = jinja.NewString(v)
+		case nil:
+			data[k] = jinja.None()
+		default:
+			return "", ErrMessages.Withf("template variable %q: a boolean, number or string", k)
+		}
 	}
 	if len(tools) > 0 {
 		tv, err := toolsValue(tools, mask)
@@ -277,7 +317,48 @@ func (t *Template) Prompt(msgs []Message, generationPrompt bool) (Prompt, error)
 // escapes it; the substitution follows the escaping (the escaped bytes are
 // content too).
 func (t *Template) PromptTools(msgs []Message, tools []Tool, generationPrompt bool) (Prompt, error) {
-	text, err := t.RenderTools(msgs, tools, generationPrompt)
+	return t.PromptWith(msgs, tools, Options{GenerationPrompt: generationPrompt})
+}
+
+// PromptWith is PromptTools with Options. With ContinueFinal the prompt is
+// cut after the last occurrence of the last message's content (trimmed),
+// as Hugging Face's continue_final_message does, its literal ranges
+// clipped. Errors: as PromptTools; ErrMessages (ContinueFinal with
+// GenerationPrompt, or a last message that is not the assistant's or is
+// empty); ErrContent (the content is not found in the rendering).
+func (t *Template) PromptWith(msgs []Message, tools []Tool, o Options) (Prompt, error) {
+	if !o.ContinueFinal {
+		return t.promptWith(msgs, tools, o)
+	}
+	if o.GenerationPrompt {
+		return Prompt{}, ErrMessages.Withf("continue_final_message with add_generation_prompt")
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "assistant" || strings.TrimSpace(msgs[len(msgs)-1].Content) == "" {
+		return Prompt{}, ErrMessages.Withf("continue_final_message needs a last assistant message with content")
+	}
+	o.ContinueFinal = false
+	p, err := t.promptWith(msgs, tools, o)
+	if err != nil {
+		return Prompt{}, err
+	}
+	core := strings.TrimSpace(msgs[len(msgs)-1].Content)
+	i := strings.LastIndex(p.Text, core)
+	if i < 0 {
+		return Prompt{}, fmt.Errorf("%w: the final message's content is not in the rendering", ErrContent)
+	}
+	end := i + len(core)
+	var lit [][2]int
+	for _, r := range p.Literal {
+		if r[0] >= end {
+			break
+		}
+		lit = append(lit, [2]int{r[0], min(r[1], end)})
+	}
+	return Prompt{Text: p.Text[:end], Literal: lit}, nil
+}
+
+func (t *Template) promptWith(msgs []Message, tools []Tool, o Options) (Prompt, error) {
+	text, err := t.render(msgs, tools, o, identity)
 	if err != nil {
 		return Prompt{}, err
 	}
@@ -335,7 +416,7 @@ func (t *Template) PromptTools(msgs []Message, tools []Tool, generationPrompt bo
 		interned[s] = p
 		return p
 	}
-	shape, err := t.render(masked, tools, generationPrompt, maskTool)
+	shape, err := t.render(masked, tools, o, maskTool)
 	if err != nil {
 		return Prompt{}, fmt.Errorf("%w: the template fails on placeholders", ErrContent)
 	}
@@ -422,7 +503,7 @@ func (t *Template) PromptTools(msgs []Message, tools []Tool, generationPrompt bo
 				plain[i].Content = strings.ReplaceAll(plain[i].Content, mk, "")
 			}
 		}
-		ref, err := t.PromptTools(plain, tools, generationPrompt)
+		ref, err := t.promptWith(plain, tools, o)
 		if err != nil {
 			return Prompt{}, err
 		}

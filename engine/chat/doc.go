@@ -53,6 +53,14 @@
 // TestHFPrompt checks this over the fixtures, with a content full of other
 // families' turn markers.
 //
+// Options. PromptWith renders with chat.Options: add_generation_prompt,
+// continue_final_message (the prompt cut after the last assistant
+// message's content, literal ranges clipped) and more template variables
+// (chat_template_kwargs, reasoning_effort). A variable's string value is
+// written as the template's own text, so callers admit only strings they
+// chose; the renderer's own names (messages, tools, bos_token, ...) are
+// refused.
+//
 // Tools. RenderTools and PromptTools give the template the functions the
 // model may call as its tools variable ({"type": "function", "function":
 // {"name", "description", "parameters"}}, undefined when there are none),

@@ -35,6 +35,7 @@ var Table = map[cloison.Code]Wire{
 	cloison.CodeUnauthenticated:       {codes.Unauthenticated, http.StatusUnauthorized, "authentication_error"},
 	cloison.CodePermissionDenied:      {codes.PermissionDenied, http.StatusForbidden, "permission_error"},
 	cloison.CodeNotFound:              {codes.NotFound, http.StatusNotFound, "not_found_error"},
+	cloison.CodeModelNotFound:         {codes.NotFound, http.StatusNotFound, "invalid_request_error"},
 	cloison.CodeConflict:              {codes.AlreadyExists, http.StatusConflict, "conflict_error"},
 	cloison.CodeUnavailable:           {codes.Unavailable, http.StatusServiceUnavailable, "server_error"},
 	cloison.CodeIsolationViolation:    {codes.Aborted, http.StatusInternalServerError, "server_error"},
