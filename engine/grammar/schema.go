@@ -145,7 +145,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"oneOf": true,
+	"oneOf": true, "pattern": true, "format": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -161,7 +161,7 @@ var assertions = map[string]bool{
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
 	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
-	"multipleOf": true, "pattern": true, "format": true,
+	"multipleOf": true,
 	"$dynamicRef": true, "$recursiveRef": true,
 	// draft-03's assertions, which validators still implement
 	"extends": true, "disallow": true, "divisibleBy": true,
@@ -183,6 +183,10 @@ var appliesTo = map[string]string{
 	"minimum": "number", "maximum": "number", "exclusiveMinimum": "number",
 	"exclusiveMaximum": "number", "multipleOf": "number",
 }
+
+// stringKeyword: the keywords that constrain strings; beside enum or
+// const they filter the values.
+var stringKeyword = map[string]bool{"pattern": true, "format": true, "minLength": true, "maxLength": true}
 
 // maxRepeat bounds minItems, maxItems, minLength and maxLength: each
 // bounded repetition costs a rule per count.
@@ -364,12 +368,19 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	if cv, ok := s.get("const"); ok {
 		for _, k := range keys {
-			if k != "const" && k != "type" {
+			if k != "const" && k != "type" && !stringKeyword[k] {
 				return 0, unsupported(path, "%q beside const", k)
 			}
 		}
 		if t, ok := s.get("type"); ok && !typeAdmits(t, cv) {
 			return 0, bad(path, "const is not of the schema's type")
+		}
+		sc, err := c.readString(s, path)
+		if err != nil {
+			return 0, err
+		}
+		if !enumString(sc, cv) {
+			return 0, bad(path, "const does not satisfy the string keywords beside it")
 		}
 		var w strings.Builder
 		encodeJSON(&w, cv)
@@ -377,9 +388,13 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	if ev, ok := s.get("enum"); ok {
 		for _, k := range keys {
-			if k != "enum" && k != "type" {
+			if k != "enum" && k != "type" && !stringKeyword[k] {
 				return 0, unsupported(path, "%q beside enum", k)
 			}
+		}
+		sc, err := c.readString(s, path)
+		if err != nil {
+			return 0, err
 		}
 		list, ok := ev.([]any)
 		if !ok || len(list) == 0 {
@@ -393,12 +408,15 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			if t, ok := s.get("type"); ok && !typeAdmits(t, x) {
 				continue // an enum value of another type is not valid
 			}
+			if !enumString(sc, x) {
+				continue // nor one the string keywords refuse
+			}
 			var w strings.Builder
 			encodeJSON(&w, x)
 			alts = append(alts, lit(w.String()))
 		}
 		if len(alts) == 0 {
-			return 0, bad(path, "no enum value has the schema's type")
+			return 0, bad(path, "no enum value has the schema's type and satisfies its keywords")
 		}
 		return c.b.add(path, alts...), nil
 	}
@@ -431,7 +449,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			types = []string{"object"}
 		case has("items") || has("minItems") || has("maxItems"):
 			types = []string{"array"}
-		case has("minLength") || has("maxLength"):
+		case has("minLength") || has("maxLength") || has("pattern") || has("format"):
 			types = []string{"string"}
 		default:
 			if len(keys) > 0 {
@@ -454,11 +472,8 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		case "array":
 			r, err = c.arrayType(s, path, used)
 		case "string":
-			var lo, hi int
-			if lo, hi, err = bounds(s, path, "minLength", "maxLength"); err == nil {
-				r = c.b.str(lo, hi)
-			}
-			used["minLength"], used["maxLength"] = true, true
+			r, err = c.stringType(s, path)
+			used["minLength"], used["maxLength"], used["pattern"], used["format"] = true, true, true, true
 		case "number":
 			if n, ok := numericBound(s); ok && declared["integer"] {
 				return 0, unsupported(path, "%q with types integer and number", n)
@@ -560,6 +575,11 @@ func isInteger(n json.Number) bool {
 // bounds reads a min/max keyword pair (non-negative integers, min ≤ max,
 // at most maxRepeat); max -1 when absent.
 func bounds(s object, path, minK, maxK string) (int, int, error) {
+	return boundsUpTo(s, path, minK, maxK, maxRepeat)
+}
+
+// boundsUpTo is bounds with limit in place of maxRepeat (-1: none).
+func boundsUpTo(s object, path, minK, maxK string, limit int) (int, int, error) {
 	get := func(k string, def int) (int, error) {
 		v, ok := s.get(k)
 		if !ok {
@@ -570,8 +590,8 @@ func bounds(s object, path, minK, maxK string) (int, int, error) {
 		if !isNum || err != nil || i < 0 {
 			return 0, bad(path, "%s must be a non-negative integer", k)
 		}
-		if i > maxRepeat {
-			return 0, unsupported(path, "%s above %d", k, maxRepeat)
+		if limit >= 0 && i > limit {
+			return 0, unsupported(path, "%s above %d", k, limit)
 		}
 		return i, nil
 	}
