@@ -161,7 +161,7 @@ var assertions = map[string]bool{
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
 	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
-	"multipleOf": true,
+	"multipleOf":  true,
 	"$dynamicRef": true, "$recursiveRef": true,
 	// draft-03's assertions, which validators still implement
 	"extends": true, "disallow": true, "divisibleBy": true,
