@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"regexp"
 	"regexp/syntax"
 	"unicode/utf8"
@@ -128,11 +129,35 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 	}
 	// The length keywords must follow from the expression: every string
 	// it admits has an allowed length.
-	if sc.lo > 0 || sc.hi >= 0 {
-		lo, hi := reLen(re)
-		if search && !anchoredBoth(re) {
-			hi = -1
+	// Where maxLength is below what the expression admits, its unbounded
+	// repetitions (and a search's free characters before and after) are
+	// taken at most limit times, the most that keeps every match within
+	// maxLength: the grammar then generates part of the language, never
+	// more.
+	limit := -1
+	padded := search && !anchoredBoth(re)
+	length := func(limit int) (int, int) {
+		lo, hi := reLen(re, limit)
+		if padded {
+			if limit < 0 || hi < 0 {
+				return lo, -1
+			}
+			hi += 2 * limit
 		}
+		return lo, hi
+	}
+	if sc.hi >= 0 {
+		if _, hi := length(-1); hi < 0 || hi > sc.hi {
+			for n := min(sc.hi, maxRepeat); n >= 1; n-- {
+				if _, h := length(n); h >= 0 && h <= sc.hi {
+					limit = n
+					break
+				}
+			}
+		}
+	}
+	if sc.lo > 0 || sc.hi >= 0 {
+		lo, hi := length(limit)
 		if lo < sc.lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
 			kw := "minLength"
 			if lo >= sc.lo {
@@ -145,7 +170,10 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 			return 0, unsupported(path, "%q beside %s when the %s admits other lengths", kw, what, what)
 		}
 	}
-	r, err := c.b.regexString(key, src)
+	if limit >= 0 {
+		key = fmt.Sprintf("%s/%d", key, limit)
+	}
+	r, err := c.b.regexString(key, src, limit)
 	if err != nil {
 		kw := "pattern"
 		if sc.format != "" {
@@ -204,8 +232,10 @@ func anchoredBoth(re *syntax.Regexp) bool {
 	return true
 }
 
-// reLen: the least and most characters a match of re has (-1: no bound).
-func reLen(re *syntax.Regexp) (int, int) {
+// reLen: the least and most characters a match of re has (-1: no bound),
+// its unbounded repetitions taken at most limit times (limit < 0: as they
+// are).
+func reLen(re *syntax.Regexp, limit int) (int, int) {
 	add := func(a, b int) int {
 		if a < 0 || b < 0 {
 			return -1
@@ -218,18 +248,18 @@ func reLen(re *syntax.Regexp) (int, int) {
 	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
 		return 1, 1
 	case syntax.OpCapture:
-		return reLen(re.Sub[0])
+		return reLen(re.Sub[0], limit)
 	case syntax.OpConcat:
 		lo, hi := 0, 0
 		for _, s := range re.Sub {
-			l, h := reLen(s)
+			l, h := reLen(s, limit)
 			lo, hi = lo+l, add(hi, h)
 		}
 		return lo, hi
 	case syntax.OpAlternate:
 		lo, hi := -1, 0
 		for _, s := range re.Sub {
-			l, h := reLen(s)
+			l, h := reLen(s, limit)
 			if lo < 0 || l < lo {
 				lo = l
 			}
@@ -238,19 +268,27 @@ func reLen(re *syntax.Regexp) (int, int) {
 			}
 		}
 		return max(lo, 0), hi
-	case syntax.OpStar:
-		return 0, -1
-	case syntax.OpPlus:
-		l, _ := reLen(re.Sub[0])
-		return l, -1
+	case syntax.OpStar, syntax.OpPlus:
+		l, h := reLen(re.Sub[0], limit)
+		if re.Op == syntax.OpStar {
+			l = 0
+		}
+		if limit < 0 || h < 0 {
+			return l, -1
+		}
+		return l, h * max(limit, 1)
 	case syntax.OpQuest:
-		_, h := reLen(re.Sub[0])
+		_, h := reLen(re.Sub[0], limit)
 		return 0, h
 	case syntax.OpRepeat:
-		l, h := reLen(re.Sub[0])
+		l, h := reLen(re.Sub[0], limit)
+		n := re.Max
+		if n < 0 && limit >= 0 {
+			n = max(limit, re.Min, 1)
+		}
 		hi := -1
-		if re.Max >= 0 && h >= 0 {
-			hi = h * re.Max
+		if n >= 0 && h >= 0 {
+			hi = h * n
 		}
 		return l * re.Min, hi
 	}

@@ -226,7 +226,8 @@ const maxPatternLen = 4096
 // expression (Go syntax, already translated) matches; search: unanchored
 // branches get any characters before or after. key names the rule (the
 // same key shares rules).
-func (b *builder) regexString(key, goSrc string) (int, error) {
+// limit ≥ 0 takes unbounded repetitions at most limit times.
+func (b *builder) regexString(key, goSrc string, limit int) (int, error) {
 	if r, ok := b.shared["re:"+key]; ok {
 		return r, nil
 	}
@@ -234,7 +235,7 @@ func (b *builder) regexString(key, goSrc string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("a pattern Go's regexp/syntax cannot read (%v)", err)
 	}
-	rc := &reCompiler{b: b, name: "re:" + key}
+	rc := &reCompiler{b: b, name: "re:" + key, limit: limit}
 	// Top-level branches, each maybe anchored at either end.
 	branches := []*syntax.Regexp{re}
 	for len(branches) == 1 && (branches[0].Op == syntax.OpCapture || branches[0].Op == syntax.OpAlternate) {
@@ -244,7 +245,12 @@ func (b *builder) regexString(key, goSrc string) (int, error) {
 			branches = branches[0].Sub
 		}
 	}
-	anyChars := b.repeat("any-chars", one(ref(b.char())), nil, 0, -1)
+	var anyChars int
+	if limit >= 0 {
+		anyChars = b.repeat(fmt.Sprintf("any-chars{0,%d}", limit), one(ref(b.char())), nil, 0, limit)
+	} else {
+		anyChars = b.repeat("any-chars", one(ref(b.char())), nil, 0, -1)
+	}
 	var alts [][]elem
 	for _, br := range branches {
 		parts := []*syntax.Regexp{br}
@@ -285,9 +291,10 @@ func (b *builder) regexString(key, goSrc string) (int, error) {
 }
 
 type reCompiler struct {
-	b    *builder
-	name string
-	n    int
+	b     *builder
+	name  string
+	n     int
+	limit int // ≥ 0: unbounded repetitions taken at most this many times
 }
 
 func (rc *reCompiler) rule(alts ...[]elem) int {
@@ -358,6 +365,9 @@ func (rc *reCompiler) elems(re *syntax.Regexp) ([]elem, error) {
 			hi = 1
 		case syntax.OpRepeat:
 			lo, hi = re.Min, re.Max
+		}
+		if hi < 0 && rc.limit >= 0 {
+			hi = max(rc.limit, lo, 1)
 		}
 		if lo > maxRepeat || hi > maxRepeat {
 			return nil, fmt.Errorf("a repetition above %d", maxRepeat)
