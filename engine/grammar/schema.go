@@ -145,7 +145,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"oneOf": true, "pattern": true, "format": true,
+	"oneOf": true, "allOf": true, "pattern": true, "format": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -156,7 +156,7 @@ var keywords = map[string]bool{
 // what it does not know, so the grammar does too. additionalItems is not
 // here: it constrains only tuple items, which are refused.
 var assertions = map[string]bool{
-	"allOf": true, "not": true, "if": true, "then": true, "else": true,
+	"not": true, "if": true, "then": true, "else": true,
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
@@ -309,6 +309,13 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		keys = append(keys, m.key)
 	}
 	has := func(k string) bool { _, ok := s.get(k); return ok }
+	if has("allOf") && !(has("$ref") && c.refSiblingsIgnored()) {
+		m, err := c.mergeAllOf(s, path)
+		if err != nil {
+			return 0, err
+		}
+		return c.object(m, path)
+	}
 	if r, ok := s.get("$ref"); ok {
 		// Up to draft-07 a $ref's siblings are ignored; from 2019-09 on
 		// they apply with it, which is enforced only where redundant.
@@ -347,9 +354,14 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		unionKW = "oneOf"
 	}
 	if a, ok := s.get("anyOf"); ok {
+		// Keywords beside anyOf apply to every branch: each branch is
+		// compiled as allOf of them and itself (A and (B or C) is
+		// (A and B) or (A and C)).
+		var rest object
 		for _, k := range keys {
 			if k != "anyOf" && !(k == "type" && c.typeRedundant(s, s)) {
-				return 0, unsupported(path, "%q beside anyOf", k)
+				v, _ := s.get(k)
+				rest = append(rest, member{k, v})
 			}
 		}
 		list, ok := a.([]any)
@@ -358,11 +370,21 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		var alts [][]elem
 		for i, x := range list {
+			if len(rest) > 0 {
+				x = object{{"allOf", []any{rest, x}}}
+			}
 			r, err := c.node(x, fmt.Sprintf("%s/%s/%d", path, unionKW, i))
+			var u unsatisfiable
+			if len(rest) > 0 && errors.As(err, &u) {
+				continue // no value satisfies this branch beside the rest
+			}
 			if err != nil {
 				return 0, err
 			}
 			alts = append(alts, one(ref(r)))
+		}
+		if len(alts) == 0 {
+			return 0, bad(path, "no anyOf branch can be satisfied beside the keywords next to it")
 		}
 		return c.b.add(path, alts...), nil
 	}
@@ -1061,21 +1083,123 @@ func (c *schemaCompiler) impliedTypes(x any, depth int) map[string]bool {
 // disjoint: no JSON value can match two of the branches, because the
 // types each admits (impliedTypes) share none ("integer" overlapping
 // "number").
+// Failing that, two object branches are disjoint when a property both
+// require has string const or enum values that share none (a
+// discriminator).
 func (c *schemaCompiler) disjoint(branches []any) bool {
-	var sets []map[string]bool
-	for _, b := range branches {
-		t := c.impliedTypes(b, 0)
-		if t == nil {
-			return false
-		}
-		for _, u := range sets {
-			for n := range t {
-				if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
-					return false
-				}
+	sets := make([]map[string]bool, len(branches))
+	for i, b := range branches {
+		sets[i] = c.impliedTypes(b, 0)
+	}
+	for i := range branches {
+		for j := 0; j < i; j++ {
+			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) {
+				return false
 			}
 		}
-		sets = append(sets, t)
 	}
 	return true
+}
+
+func typesDisjoint(t, u map[string]bool) bool {
+	if t == nil || u == nil {
+		return false
+	}
+	for n := range t {
+		if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
+			return false
+		}
+	}
+	return true
+}
+
+// discriminated: objects valid against a and b differ in a property both
+// require, whose string values (const or enum) share none.
+func (c *schemaCompiler) discriminated(a, b any) bool {
+	oa, ob := c.deref(a), c.deref(b)
+	if oa == nil || ob == nil {
+		return false
+	}
+	ra, rb := requiredSet(oa), requiredSet(ob)
+	pa, _ := oa.get("properties")
+	pb, _ := ob.get("properties")
+	propsA, _ := pa.(object)
+	propsB, _ := pb.(object)
+	for name := range ra {
+		if !rb[name] {
+			continue
+		}
+		sa, _ := propsA.get(name)
+		sb, _ := propsB.get(name)
+		va, vb := c.stringValues(sa), c.stringValues(sb)
+		if va == nil || vb == nil {
+			continue
+		}
+		shared := false
+		for v := range va {
+			if vb[v] {
+				shared = true
+			}
+		}
+		if !shared {
+			return true
+		}
+	}
+	return false
+}
+
+// deref follows $refs (a few) to an object schema; nil if it cannot.
+func (c *schemaCompiler) deref(x any) object {
+	for i := 0; i < 8; i++ {
+		o, ok := x.(object)
+		if !ok {
+			return nil
+		}
+		r, ok := o.get("$ref")
+		if !ok {
+			return o
+		}
+		rs, _ := r.(string)
+		x = c.resolve(rs)
+	}
+	return nil
+}
+
+func requiredSet(o object) map[string]bool {
+	out := map[string]bool{}
+	r, _ := o.get("required")
+	list, _ := r.([]any)
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out[s] = true
+		}
+	}
+	return out
+}
+
+// stringValues: the values a schema's const or enum allows, when all are
+// strings; nil otherwise.
+func (c *schemaCompiler) stringValues(x any) map[string]bool {
+	o := c.deref(x)
+	if o == nil {
+		return nil
+	}
+	var vals []any
+	if v, ok := o.get("const"); ok {
+		vals = []any{v}
+	} else if e, ok := o.get("enum"); ok {
+		vals, _ = e.([]any)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		out[s] = true
+	}
+	return out
 }
