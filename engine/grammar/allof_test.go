@@ -79,3 +79,21 @@ func TestAllOfRefusedByName(t *testing.T) {
 		}
 	}
 }
+
+// TestAllOfRecursive: an allOf that inlines a recursive definition meets
+// itself again and compiles to a recursive rule, not forever.
+func TestAllOfRecursive(t *testing.T) {
+	schema := `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"ChildFoo":{"type":"object"},"Foo":{"properties":{"childFoos":{"allOf":[{"$ref":"#/definitions/Foo"},{"$ref":"#/definitions/ChildFoo"}]}},"type":"object"}},"properties":{"Foo":{"$ref":"#/definitions/Foo"}},"required":["Foo"]}`
+	g, err := FromSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{`{"Foo":{}}`, `{"Foo":{"childFoos":{"childFoos":{}}}}`} {
+		if !g.Match([]byte(v)) {
+			t.Errorf("valid %s refused", v)
+		}
+	}
+	if g.Match([]byte(`{"Foo":{"childFoos":1}}`)) {
+		t.Error("invalid instance accepted")
+	}
+}

@@ -145,7 +145,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"oneOf": true, "allOf": true, "pattern": true, "format": true,
+	"oneOf": true, "allOf": true, "patternProperties": true, "pattern": true, "format": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -160,7 +160,7 @@ var assertions = map[string]bool{
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
-	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
+	"propertyNames": true, "minProperties": true, "maxProperties": true,
 	"multipleOf":  true,
 	"$dynamicRef": true, "$recursiveRef": true,
 	// draft-03's assertions, which validators still implement
@@ -202,7 +202,15 @@ type schemaCompiler struct {
 	// nestedID is the place of an $id below the root, refRef that of a
 	// $ref: together they are refused (the $ref might resolve elsewhere).
 	nestedID, usedRef string
+	// merged: allOf schemas compiled (by content) → rule.
+	merged map[string]int
+	// nodes counts subschemas compiled (bounded by maxNodes).
+	nodes int
 }
+
+// maxNodes bounds the subschemas one document compiles to (allOf merges
+// and anyOf distribution copy subschemas).
+const maxNodes = 20_000
 
 // declaredTypes is the set of types the schema's "type" allows ("integer"
 // counted as "number" too), nil when it has none.
@@ -250,7 +258,7 @@ func compileSchema(b *builder, doc []byte) (int, error) {
 	if err != nil {
 		return 0, ErrBadSchema.Withf("not JSON: %v", err)
 	}
-	c := &schemaCompiler{b: b, defs: map[string]int{}}
+	c := &schemaCompiler{b: b, defs: map[string]int{}, merged: map[string]int{}}
 	if o, ok := v.(object); ok {
 		c.root = o
 	}
@@ -267,6 +275,10 @@ func compileSchema(b *builder, doc []byte) (int, error) {
 }
 
 func (c *schemaCompiler) node(v any, path string) (int, error) {
+	c.nodes++
+	if c.nodes > maxNodes || c.b.tooBig {
+		return 0, unsupported(path, "a schema that compiles to more than %d subschemas or %d rules", maxNodes, maxRules)
+	}
 	switch v := v.(type) {
 	case bool:
 		if v {
@@ -310,11 +322,28 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	has := func(k string) bool { _, ok := s.get(k); return ok }
 	if has("allOf") && !(has("$ref") && c.refSiblingsIgnored()) {
+		// Memoized by content, as a $ref is: a merge that inlines a
+		// recursive definition meets the same allOf again.
+		key := jsonText(s)
+		if r, ok := c.merged[key]; ok {
+			return r, nil
+		}
+		r := c.b.reserve(path + "/allOf")
+		c.merged[key] = r
 		m, err := c.mergeAllOf(s, path)
+		body := 0
+		if err == nil {
+			body, err = c.object(m, path)
+		}
 		if err != nil {
+			// the caller fails, or drops this branch: the rule stays,
+			// matching nothing
+			c.b.set(r, one(terms()))
+			delete(c.merged, key)
 			return 0, err
 		}
-		return c.object(m, path)
+		c.b.set(r, one(ref(body)))
+		return r, nil
 	}
 	if r, ok := s.get("$ref"); ok {
 		// Up to draft-07 a $ref's siblings are ignored; from 2019-09 on
@@ -682,13 +711,14 @@ func (c *schemaCompiler) ref(r any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) objectType(s object, path string, used map[string]bool) (int, error) {
-	used["properties"], used["required"], used["additionalProperties"] = true, true, true
+	used["properties"], used["required"], used["additionalProperties"], used["patternProperties"] = true, true, true, true
 	var props object
 	if p, ok := s.get("properties"); ok {
 		if props, ok = p.(object); !ok {
 			return 0, bad(path, "properties must be an object")
 		}
 	}
+
 	required := map[string]bool{}
 	if r, ok := s.get("required"); ok {
 		list, ok := r.([]any)
@@ -705,6 +735,9 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			}
 			required[name] = true
 		}
+	}
+	if _, ok := s.get("patternProperties"); ok {
+		return c.patternObject(s, props, required, path)
 	}
 	ws := ref(c.b.ws())
 	addl, hasAddl := s.get("additionalProperties")
@@ -754,6 +787,14 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		extra = c.extraMember(path, props, val)
 	}
+	return c.declaredObject(props, required, path, extra)
+}
+
+// declaredObject: an object of the declared properties props, in their
+// order, required ones always; members of rule extra (when ≥ 0) may stand
+// before, between and after them.
+func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra int) (int, error) {
+	ws := ref(c.b.ws())
 	kv := make([]int, len(props))
 	for i, m := range props {
 		v, err := c.node(m.val, path+"/properties/"+m.key)
