@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -29,6 +30,9 @@ const maxAllOfDepth = 16
 // mergeAllOf returns s with its allOf (and, from 2019-09, a $ref beside
 // it) merged in.
 func (c *schemaCompiler) mergeAllOf(s object, path string) (object, error) {
+	if c.textBytes > maxMergeText {
+		return nil, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
+	}
 	var parts []object
 	if err := c.flatten(s, path, 0, &parts); err != nil {
 		return nil, err
@@ -40,6 +44,9 @@ func (c *schemaCompiler) mergeAllOf(s object, path string) (object, error) {
 				return nil, err
 			}
 		}
+	}
+	if c.textBytes > maxMergeText {
+		return nil, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
 	}
 	return c.closeProperties(merged, parts, path)
 }
@@ -108,10 +115,50 @@ func (c *schemaCompiler) flattenAny(b any, path string, depth int, parts *[]obje
 	return bad(path, "an allOf branch must be a schema")
 }
 
+// text is jsonText, counted against maxMergeText.
+func (c *schemaCompiler) text(v any) string {
+	t := appendText(nil, v, max(maxMergeText-c.textBytes+1, 0))
+	c.textBytes += len(t)
+	return string(t)
+}
+
+// jsonText is an injective text of a JSON value (strings Go-quoted, not
+// JSON-escaped: a key for comparisons and memos, never output).
 func jsonText(v any) string {
-	var w strings.Builder
-	encodeJSON(&w, v)
-	return w.String()
+	return string(appendText(nil, v, -1))
+}
+
+// appendText appends v's text to b, stopping once b is longer than limit
+// (limit < 0: no limit).
+func appendText(b []byte, v any, limit int) []byte {
+	if limit >= 0 && len(b) > limit {
+		return b
+	}
+	switch v := v.(type) {
+	case object:
+		b = append(b, '{')
+		for _, m := range v {
+			b = strconv.AppendQuote(b, m.key)
+			b = append(b, ':')
+			b = appendText(b, m.val, limit)
+			b = append(b, ',')
+		}
+		return append(b, '}')
+	case []any:
+		b = append(b, '[')
+		for _, x := range v {
+			b = appendText(b, x, limit)
+			b = append(b, ',')
+		}
+		return append(b, ']')
+	case string:
+		return strconv.AppendQuote(b, v)
+	case json.Number:
+		return append(b, v...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	}
+	return append(b, "null"...)
 }
 
 // mergeKeyword adds keyword m to merged, meaning both where merged has it.
@@ -130,7 +177,7 @@ func (c *schemaCompiler) mergeKeyword(merged *object, m member, path string) err
 		return nil
 	}
 	old := (*merged)[i].val
-	if jsonText(old) == jsonText(m.val) {
+	if c.text(old) == c.text(m.val) {
 		return nil
 	}
 	set := func(v any) { (*merged)[i].val = v }
@@ -181,7 +228,7 @@ func (c *schemaCompiler) mergeKeyword(merged *object, m member, path string) err
 			for j := range out {
 				if out[j].key == p.key {
 					found = true
-					if jsonText(out[j].val) != jsonText(p.val) {
+					if c.text(out[j].val) != c.text(p.val) {
 						out[j].val = object{{"allOf", []any{out[j].val, p.val}}}
 					}
 				}
@@ -233,11 +280,11 @@ func (c *schemaCompiler) mergeKeyword(merged *object, m member, path string) err
 		}
 		in := map[string]bool{}
 		for _, x := range b {
-			in[jsonText(x)] = true
+			in[c.text(x)] = true
 		}
 		var out []any
 		for _, x := range a {
-			if in[jsonText(x)] {
+			if in[c.text(x)] {
 				out = append(out, x)
 			}
 		}

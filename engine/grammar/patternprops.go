@@ -76,6 +76,9 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 	try := func(list []any, where string) (int, error) {
 		r, err := c.node(object{{"allOf", list}}, where)
 		var u unsatisfiable
+		if c.textBytes > maxMergeText || c.nodes > maxNodes || c.b.tooBig {
+			return -1, err // the document is too large: no more merging
+		}
 		if errors.As(err, &u) || errors.Is(err, ErrUnsupportedSchema) {
 			return -1, nil
 		}

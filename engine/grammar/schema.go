@@ -206,7 +206,14 @@ type schemaCompiler struct {
 	merged map[string]int
 	// nodes counts subschemas compiled (bounded by maxNodes).
 	nodes int
+	// textBytes counts the schema text of allOf memo keys (bounded by
+	// maxMergeText).
+	textBytes int
 }
+
+// maxMergeText bounds the schema text that allOf merges of one document
+// read.
+const maxMergeText = 4 << 20
 
 // maxNodes bounds the subschemas one document compiles to (allOf merges
 // and anyOf distribution copy subschemas).
@@ -324,7 +331,13 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	if has("allOf") && !(has("$ref") && c.refSiblingsIgnored()) {
 		// Memoized by content, as a $ref is: a merge that inlines a
 		// recursive definition meets the same allOf again.
-		key := jsonText(s)
+		if c.textBytes > maxMergeText {
+			return 0, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
+		}
+		key := c.text(s)
+		if c.textBytes > maxMergeText {
+			return 0, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
+		}
 		if r, ok := c.merged[key]; ok {
 			return r, nil
 		}
