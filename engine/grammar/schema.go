@@ -818,6 +818,9 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 		encodeString(&key, m.key)
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
 	}
+	if len(props) <= maxAnyOrder {
+		return c.anyOrder(props, required, kv, path, extra), nil
+	}
 	// seq(i, comma): properties i.. in order, optional ones skippable;
 	// comma says whether one was already written (so a separator leads).
 	memo := map[[2]int]int{}
@@ -855,6 +858,57 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 	}
 	body := seq(0, false)
 	return c.b.add(path, cat(lit("{"), []elem{ws, ref(body), ws}, lit("}"))), nil
+}
+
+// maxAnyOrder: objects of at most this many declared properties take
+// them in any order (a rule per subset written); larger ones in the
+// schema's order.
+const maxAnyOrder = 8
+
+// anyOrder: the members kv of the declared properties in any order, each
+// at most once, the required ones always; members of rule extra (when
+// ≥ 0) around them. set(done, comma) is the rest of the object once the
+// properties in done were written.
+func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []int, path string, extra int) int {
+	need := 0
+	for i, m := range props {
+		if required[m.key] {
+			need |= 1 << i
+		}
+	}
+	ws := ref(c.b.ws())
+	memo := map[[2]int]int{}
+	var set func(done int, comma bool) int
+	set = func(done int, comma bool) int {
+		k := [2]int{done, 0}
+		if comma {
+			k[1] = 1
+		}
+		if r, ok := memo[k]; ok {
+			return r
+		}
+		r := c.b.reserve(fmt.Sprintf("%s/set%x", path, done))
+		memo[k] = r
+		var lead []elem
+		if comma {
+			lead = c.b.sep()
+		}
+		var alts [][]elem
+		if done&need == need {
+			alts = append(alts, nil)
+		}
+		for i := range props {
+			if done&(1<<i) == 0 {
+				alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(done|1<<i, true))}))
+			}
+		}
+		if extra >= 0 {
+			alts = append(alts, cat(lead, []elem{ref(extra), ref(set(done, true))}))
+		}
+		c.b.set(r, alts...)
+		return r
+	}
+	return c.b.add(path, cat(lit("{"), []elem{ws, ref(set(0, false)), ws}, lit("}")))
 }
 
 func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) (int, error) {
