@@ -97,3 +97,45 @@ func TestAllOfRecursive(t *testing.T) {
 		t.Error("invalid instance accepted")
 	}
 }
+
+// TestMinMaxProperties: the declared properties written are counted.
+func TestMinMaxProperties(t *testing.T) {
+	cases := []struct {
+		schema         string
+		valid, invalid []string
+	}{
+		{`{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":2}`,
+			[]string{`{"a":1,"c":2}`, `{"c":1,"b":2}`}, []string{`{}`, `{"a":1}`, `{"a":1,"b":2,"c":3}`}},
+		{`{"type":"object","properties":{"a":{}},"minProperties":1}`,
+			[]string{`{"a":1}`, `{"x":0,"a":1}`}, []string{`{}`}},
+		{`{"type":"object","additionalProperties":{"type":"integer"},"maxProperties":1}`,
+			[]string{`{}`, `{"k":1}`}, []string{`{"k":1,"l":2}`, `{"k":"x"}`}},
+	}
+	for _, tc := range cases {
+		g, err := FromSchema([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: %v", tc.schema, err)
+			continue
+		}
+		oracle := formatOracle(t, tc.schema)
+		for _, v := range tc.valid {
+			if !oracle(v) || !g.Match([]byte(v)) {
+				t.Errorf("%s: valid %s refused (validator %v)", tc.schema, v, oracle(v))
+			}
+		}
+		for _, v := range tc.invalid {
+			if g.Match([]byte(v)) {
+				t.Errorf("%s: invalid %s accepted", tc.schema, v)
+			}
+		}
+	}
+	for schema, want := range map[string]string{
+		`{"type":"object","minProperties":1}`:                               "minProperties on an object without declared properties",
+		`{"type":"object","properties":{"a":{}},"minProperties":2}`:         "minProperties above the number of declared properties",
+		`{"type":"object","patternProperties":{"^a":{}},"maxProperties":2}`: "beside patternProperties",
+	} {
+		if _, err := FromSchema([]byte(schema)); !errors.Is(err, ErrUnsupportedSchema) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want a refusal naming %q", schema, err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -145,7 +146,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"oneOf": true, "allOf": true, "patternProperties": true, "pattern": true, "format": true,
+	"oneOf": true, "allOf": true, "patternProperties": true, "minProperties": true, "maxProperties": true, "pattern": true, "format": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -160,9 +161,9 @@ var assertions = map[string]bool{
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
-	"propertyNames": true, "minProperties": true, "maxProperties": true,
-	"multipleOf":  true,
-	"$dynamicRef": true, "$recursiveRef": true,
+	"propertyNames": true,
+	"multipleOf":    true,
+	"$dynamicRef":   true, "$recursiveRef": true,
 	// draft-03's assertions, which validators still implement
 	"extends": true, "disallow": true, "divisibleBy": true,
 }
@@ -749,11 +750,54 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			required[name] = true
 		}
 	}
+	used["minProperties"], used["maxProperties"] = true, true
+	minP, maxP, err := bounds(s, path, "minProperties", "maxProperties")
+	if err != nil {
+		return 0, err
+	}
+	counted := minP > 0 || maxP >= 0
 	if _, ok := s.get("patternProperties"); ok {
+		if counted {
+			return 0, unsupported(path, "minProperties or maxProperties beside patternProperties")
+		}
 		return c.patternObject(s, props, required, path)
 	}
 	ws := ref(c.b.ws())
 	addl, hasAddl := s.get("additionalProperties")
+	if len(props) == 0 && counted {
+		// Undeclared keys only: members up to maxProperties (a repeated
+		// key counts once, so fewer is all it can make); minProperties
+		// cannot be kept by members whose keys may repeat.
+		if minP > 0 {
+			return 0, unsupported(path, "minProperties on an object without declared properties")
+		}
+		val := c.b.value()
+		switch a := addl.(type) {
+		case bool:
+			if !a {
+				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
+			}
+		case object:
+			if val, err = c.node(a, path+"/additionalProperties"); err != nil {
+				return 0, err
+			}
+		case nil:
+		default:
+			return 0, bad(path, "additionalProperties must be a boolean or a schema")
+		}
+		if maxP == 0 {
+			return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
+		}
+		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
+		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
+		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))), nil
+	}
+	if len(props) > maxAnyOrder && counted {
+		return 0, unsupported(path, "minProperties or maxProperties beside more than %d properties", maxAnyOrder)
+	}
+	if minP > len(props) {
+		return 0, unsupported(path, "minProperties above the number of declared properties")
+	}
 	if len(props) == 0 {
 		switch a := addl.(type) {
 		case bool:
@@ -800,13 +844,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		extra = c.extraMember(path, props, val)
 	}
-	return c.declaredObject(props, required, path, extra)
+	if maxP >= 0 {
+		extra = -1 // only declared properties, which are counted
+	}
+	return c.declaredObject(props, required, path, extra, minP, maxP)
 }
 
 // declaredObject: an object of the declared properties props, in their
 // order, required ones always; members of rule extra (when ≥ 0) may stand
 // before, between and after them.
-func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra int) (int, error) {
+// With at most maxAnyOrder properties, the declared ones written number
+// minP to maxP (maxP < 0: any); members of extra are not counted.
+func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int) (int, error) {
 	ws := ref(c.b.ws())
 	kv := make([]int, len(props))
 	for i, m := range props {
@@ -819,7 +868,7 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
 	}
 	if len(props) <= maxAnyOrder {
-		return c.anyOrder(props, required, kv, path, extra), nil
+		return c.anyOrder(props, required, kv, path, extra, minP, maxP), nil
 	}
 	// seq(i, comma): properties i.. in order, optional ones skippable;
 	// comma says whether one was already written (so a separator leads).
@@ -869,7 +918,7 @@ const maxAnyOrder = 8
 // at most once, the required ones always; members of rule extra (when
 // ≥ 0) around them. set(done, comma) is the rest of the object once the
 // properties in done were written.
-func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []int, path string, extra int) int {
+func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []int, path string, extra, minP, maxP int) int {
 	need := 0
 	for i, m := range props {
 		if required[m.key] {
@@ -894,11 +943,12 @@ func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []i
 			lead = c.b.sep()
 		}
 		var alts [][]elem
-		if done&need == need {
+		n := bits.OnesCount(uint(done))
+		if done&need == need && n >= minP {
 			alts = append(alts, nil)
 		}
 		for i := range props {
-			if done&(1<<i) == 0 {
+			if done&(1<<i) == 0 && (maxP < 0 || n < maxP) {
 				alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(done|1<<i, true))}))
 			}
 		}
