@@ -350,6 +350,23 @@ func (rc *reCompiler) elems(re *syntax.Regexp) ([]elem, error) {
 		}
 		return one(ref(rc.rule(alts...))), nil
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
+		unbounded := re.Op == syntax.OpStar || re.Op == syntax.OpPlus || re.Op == syntax.OpRepeat && re.Max < 0
+		if lo, _ := reLen(re.Sub[0], -1); unbounded && lo == 0 {
+			// An unbounded repetition of what may be empty: (Y*)*, (Y+)*,
+			// (Y?)* and their + forms are Y*; other shapes are refused
+			// (as a grammar they loop without consuming).
+			in := re.Sub[0]
+			for in.Op == syntax.OpCapture {
+				in = in.Sub[0]
+			}
+			if in.Op != syntax.OpStar && in.Op != syntax.OpPlus && in.Op != syntax.OpQuest {
+				return nil, fmt.Errorf("an unbounded repetition of something that may be empty")
+			}
+			if l, _ := reLen(in.Sub[0], -1); l == 0 {
+				return nil, fmt.Errorf("an unbounded repetition of something that may be empty")
+			}
+			return rc.elems(&syntax.Regexp{Op: syntax.OpStar, Flags: re.Flags, Sub: []*syntax.Regexp{in.Sub[0]}})
+		}
 		item, err := rc.elems(re.Sub[0])
 		if err != nil {
 			return nil, err

@@ -111,3 +111,21 @@ func TestPatternRefusedByName(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternNullableRepetition: (Y*)* is Y*; other unbounded repetitions
+// of what may be empty are refused by name.
+func TestPatternNullableRepetition(t *testing.T) {
+	g, err := FromSchema([]byte(`{"type":"string","pattern":"^a([b-c ]*)*$"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{`"a"`: true, `"abcb c"`: true, `"ad"`: false} {
+		if g.Match([]byte(v)) != want {
+			t.Errorf("%s: got %v, want %v", v, !want, want)
+		}
+	}
+	_, err = FromSchema([]byte(`{"type":"string","pattern":"^(a?b?)*$"}`))
+	if !errors.Is(err, ErrUnsupportedSchema) || !strings.Contains(err.Error(), "may be empty") {
+		t.Errorf("got %v, want a refusal naming the empty repetition", err)
+	}
+}
