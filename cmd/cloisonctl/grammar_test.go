@@ -16,7 +16,7 @@ func TestGrammarBench(t *testing.T) {
 		"pass.json": `{"schema":{"type":"object","properties":{"a":{"type":"integer","minimum":0}},"x-vendor":1},
 			"tests":[{"valid":true,"data":{"a":1,"b":"x"}},{"valid":false,"data":{"a":-1}}]}`,
 		"refused.json": `{"schema":{"type":"string","pattern":"^(?=a)"},"tests":[{"valid":true,"data":"a"}]}`,
-		"narrow.json": `{"schema":{"type":"string","format":"date-time"},"tests":[{"valid":true,"data":"2024-01-01t00:00:00z"}]}`,
+		"narrow.json":  `{"schema":{"type":"string","format":"date-time"},"tests":[{"valid":true,"data":"2024-01-01t00:00:00z"}]}`,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {

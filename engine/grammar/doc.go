@@ -18,7 +18,7 @@
 //     pure function, so sharing it changes speed, never a mask.
 //   - Fail closed: a schema feature it cannot enforce is refused
 //     (ErrUnsupportedSchema naming the keyword and its place, e.g.
-//     `keyword "pattern" at #/properties/a`), never relaxed; a token the
+//     `keyword "not" at #/properties/a`), never relaxed; a token the
 //     grammar does not allow is refused by Accept (ErrNotAllowed).
 //
 // # Schemas
@@ -118,6 +118,23 @@
 // characters), email (a dot-atom local part of at most 62 characters at a
 // host name) and uri (a scheme, an authority that is a host name and
 // optional port, then RFC 3986 path, query and fragment characters).
+//
+// # Coverage (MaskBench)
+//
+// `cloisonctl grammar bench DIR` runs MaskBench's correctness methodology
+// (each schema compiled; each valid instance, as compact JSON in its own
+// key order, must be accepted by Match and each invalid one refused) over
+// its 11,305 schemas. On an AMD EPYC (one thread, 2 vCPUs shared with
+// other jobs): 9,284 passing (82.1%; before pattern, format, allOf,
+// patternProperties and any-order objects 6,980, at first 4,174), 1,912
+// compile errors (refusals), 109 validation errors (175 valid instances
+// refused: mostly objects of more than 8 properties out of the schema's
+// order, strings outside the part of a format or bounded pattern the
+// grammar generates), 0 invalidation errors; compile p50 0.76 ms, p99
+// 139 ms (the machine loaded). LLGuidance's published figure is 8,909 with
+// 20 validation and 0 invalidation errors. The remaining refusals lead
+// with oneOf with overlapping branches (488 schemas), not (478),
+// dependencies (100) and uniqueItems (83).
 //
 // # How a mask is computed
 //
