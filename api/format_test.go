@@ -107,7 +107,7 @@ func TestGRPCResponseFormatAndLogitBias(t *testing.T) {
 			r.ResponseFormat = &inferencev1.ResponseFormat{Type: "json_schema", JsonSchema: &inferencev1.JsonSchema{Name: "n", Schema: `{`}}
 		}, grammar.ErrBadSchema},
 		{"schema feature", func(r *inferencev1.GenerateRequest) {
-			r.ResponseFormat = &inferencev1.ResponseFormat{Type: "json_schema", JsonSchema: &inferencev1.JsonSchema{Name: "n", Schema: `{"type":"string","format":"uuid"}`}}
+			r.ResponseFormat = &inferencev1.ResponseFormat{Type: "json_schema", JsonSchema: &inferencev1.JsonSchema{Name: "n", Schema: `{"type":"string","format":"uri-reference"}`}}
 		}, grammar.ErrUnsupportedSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
