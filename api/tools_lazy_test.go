@@ -198,7 +198,7 @@ func TestStrictAutoGrammar(t *testing.T) {
 		d.Function.Name, d.Function.Parameters, d.Function.Strict = name, json.RawMessage(params), &strict
 		return d
 	}
-	unenforced := `{"type":"object","properties":{"n":{"type":"string","pattern":"^a"}}}`
+	unenforced := `{"type":"object","properties":{"n":{"type":"string","pattern":"^(?=a)"}}}`
 	for _, tt := range []struct {
 		name  string
 		tools []ToolDef

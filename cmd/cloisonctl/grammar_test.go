@@ -15,9 +15,8 @@ func TestGrammarBench(t *testing.T) {
 	files := map[string]string{
 		"pass.json": `{"schema":{"type":"object","properties":{"a":{"type":"integer","minimum":0}},"x-vendor":1},
 			"tests":[{"valid":true,"data":{"a":1,"b":"x"}},{"valid":false,"data":{"a":-1}}]}`,
-		"refused.json": `{"schema":{"type":"string","pattern":"^a"},"tests":[{"valid":true,"data":"a"}]}`,
-		"order.json": `{"schema":{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"additionalProperties":false},
-			"tests":[{"valid":true,"data":{"b":1,"a":2}}]}`,
+		"refused.json": `{"schema":{"type":"string","pattern":"^(?=a)"},"tests":[{"valid":true,"data":"a"}]}`,
+		"narrow.json":  `{"schema":{"type":"string","format":"date-time"},"tests":[{"valid":true,"data":"2024-01-01t00:00:00z"}]}`,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
@@ -33,7 +32,7 @@ func TestGrammarBench(t *testing.T) {
 	}
 	var out strings.Builder
 	rep.write(&out, 5, true)
-	for _, want := range []string{`keyword "pattern"`, "valid instance refused: order.json", "passing                  1"} {
+	for _, want := range []string{`keyword "pattern"`, "valid instance refused: narrow.json", "passing                  1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -18,65 +18,123 @@
 //     pure function, so sharing it changes speed, never a mask.
 //   - Fail closed: a schema feature it cannot enforce is refused
 //     (ErrUnsupportedSchema naming the keyword and its place, e.g.
-//     `keyword "pattern" at #/properties/a`), never relaxed; a token the
+//     `keyword "not" at #/properties/a`), never relaxed; a token the
 //     grammar does not allow is refused by Accept (ErrNotAllowed).
 //
 // # Schemas
 //
 // Enforced: type (string, number, integer, boolean, null, object, array,
-// or a list of them); object properties (generated in the schema's order,
-// required ones always, optional ones maybe), required, additionalProperties
+// or a list of them); object properties, required, additionalProperties
 // (false: declared properties only; absent, true or a schema: members of
 // undeclared keys may stand before, between and after the declared ones,
 // their key walked through a trie of the declared names so that it can
 // never spell one — no escape while it still could — and their value any
 // value or that schema; declared names outside printable ASCII fall back to
-// declared properties only); array items, minItems, maxItems; string
-// minLength, maxLength (in characters); integer minimum, maximum and both
-// exclusive forms (draft-04 booleans, draft-06 numbers, fractional bounds
-// rounded exactly), compiled to exact digit-class automata per digit
-// length, so zod's safe-integer bounds (±9007199254740991) are exact;
-// number minimum and maximum when whole and inclusive (integer part in a
-// range, then any fraction strictly inside, only zeros at the bound; no
-// exponent); enum, const; anyOf; $ref to "#" or any JSON pointer into the
-// document (#/$defs/x, $defs or definitions at any depth, a property's
-// schema; recursion allowed, a cycle that consumes nothing refused); an
-// empty schema or true (any value). A keyword that constrains only another
-// type than the schema's type list allows is vacuous and ignored (pattern
-// beside type integer). Keywords that assert nothing are ignored, as JSON
-// Schema tells a validator to ignore what it does not know: annotations
-// (title, description, default, examples, $comment, deprecated,
-// readOnly, …), vendor and unknown keywords (x-*, _format, javaType, …),
-// $schema, $id and draft-04 id, $anchor, additionalItems (it constrains
-// tuple items only, which are refused). Refused, naming the keyword and
-// its place: every other assertion (pattern, format, multipleOf, oneOf
-// with overlapping branches, allOf, not, if/then/else, prefixItems, patternProperties, propertyNames,
-// minProperties, maxProperties, dependencies, dependentRequired,
-// uniqueItems, contains, unevaluated*), bounds on a number that are
+// declared properties only). An object of at most 8 declared properties
+// takes them in any order (a rule per subset of them written: each at most
+// once, the required ones always); a larger one in the schema's order.
+// patternProperties: a member's key may be a sentence of a pattern (its
+// regular grammar), its value then valid for every pattern's schema and
+// for each declared property's schema whose name the pattern matches; a
+// declared property a pattern matches carries both schemas; undeclared
+// keys, where allowed, carry additionalProperties and every pattern's
+// schema. Array items, minItems, maxItems; string minLength, maxLength (in
+// characters; a maxLength above 1024 generates strings of up to 1024);
+// pattern and format (below); integer minimum, maximum and both exclusive
+// forms (draft-04 booleans, draft-06 numbers, fractional bounds rounded
+// exactly), compiled to exact digit-class automata per digit length, so
+// zod's safe-integer bounds (±9007199254740991) are exact; number minimum
+// and maximum when whole and inclusive (integer part in a range, then any
+// fraction strictly inside, only zeros at the bound; no exponent); enum,
+// const (string values filtered by pattern, format and the length
+// keywords beside them); anyOf, with the keywords beside it distributed
+// over its branches (A and (B or C) is (A and B) or (A and C); a branch
+// they leave empty is dropped); oneOf whose branches admit pairwise
+// disjoint types or are objects told apart by a property both require
+// whose string const or enum values share none (a discriminator), as
+// anyOf; allOf merged into one schema where the merge is exact (types
+// intersected, required united, a property of two branches given both
+// schemas, the tighter of two bounds, enum values in both, a branch's
+// additionalProperties carried to the properties other branches declare;
+// a $ref branch is its target; two different patterns or anyOf lists are
+// refused; merges are memoized by content, so recursive definitions
+// terminate, and bounded by the schema text they read); $ref to "#" or any
+// JSON pointer into the document (#/$defs/x, $defs or definitions at any
+// depth, a property's schema; recursion allowed, a cycle that consumes
+// nothing refused); an empty schema or true (any value). A keyword that
+// constrains only another type than the schema's type list allows is
+// vacuous and ignored (pattern beside type integer). Keywords that assert
+// nothing are ignored, as JSON Schema tells a validator to ignore what it
+// does not know: annotations (title, description, default, examples,
+// $comment, deprecated, readOnly, …), vendor and unknown keywords (x-*,
+// _format, javaType, …), $schema, $id and draft-04 id, $anchor,
+// additionalItems (it constrains tuple items only, which are refused), and
+// format names that no draft defines (a validator ignores a format it
+// does not know). Refused, naming the keyword and its place: not,
+// if/then/else, prefixItems and tuple items, propertyNames, minProperties,
+// maxProperties, dependencies, dependentRequired, dependentSchemas,
+// uniqueItems, contains, unevaluated*, multipleOf, oneOf with overlapping
+// branches, the formats of the drafts not listed below (uri-reference,
+// iri, idn-email, json-pointer, regex, …), bounds on a number that are
 // fractional or exclusive, bounds on "integer and number" together or
-// without a type, keywords beside $ref, anyOf, const or enum, a $ref when
-// an $id below the root could move its base, tuple items, required names
-// that properties does not declare, and repetition bounds above 1024.
-// Generated text is compact JSON with optional whitespace (nothing, a
-// space, or a newline and up to 20 spaces or tabs) between tokens;
-// integers have at most 16 digits, fractions at most 16, exponents at most
-// 2, so that every number fits a float64.
+// without a type, keywords beside $ref (2019-09 on) or const, a $ref when
+// an $id below the root could move its base, required names that
+// properties does not declare, repetition bounds above 1024, and a
+// document whose subschemas, rules or merges pass their bounds. Generated
+// text is compact JSON with optional whitespace (nothing, a space, or a
+// newline and up to 20 spaces or tabs) between tokens; integers have at
+// most 16 digits, fractions at most 16, exponents at most 2, so that every
+// number fits a float64.
+//
+// # Patterns and formats
+//
+// A pattern is an ECMAScript regular expression (JSON Schema's dialect)
+// translated construct by construct into Go's regexp/syntax (pattern.go),
+// then compiled into rules over the JSON string's bytes: each character
+// class becomes UTF-8 byte ranges, '"' and '\' their escapes, control
+// characters their short or \u00XX escapes, and any character below U+0100
+// may also be written \u00XX. The translation keeps ECMAScript's meaning
+// where the two dialects differ: "." excludes every line terminator, \s
+// and \S are ECMAScript's whitespace sets, a character class matches only
+// Basic Multilingual Plane characters (a pattern without the u flag counts
+// UTF-16 code units), {n} is a quantifier only where ECMAScript reads one.
+// A pattern is a search: unanchored, any characters may stand before and
+// after; ^ and $ anchor it at the start or end of a top-level branch only.
+// Refused by name: backreferences, lookahead and lookbehind, word
+// boundaries, inline flags, \p and other escapes ECMAScript reads
+// differently, anchors inside the pattern, characters outside the Basic
+// Multilingual Plane, repetitions above 1024. Beside minLength and
+// maxLength a pattern is enforced when every string it admits has an
+// allowed length; where maxLength is below what it admits, its unbounded
+// repetitions (and a search's free characters) are taken at most the
+// number of times that keeps every match within maxLength — the grammar
+// generates part of the language, never more; a minLength above the
+// pattern's shortest match is refused. Formats are regular expressions
+// (format.go) whose language is a subset of the RFC's: date, time and
+// date-time (RFC 3339; days per month and leap years exact, no leap
+// second, an offset required), duration (RFC 3339 appendix A), uuid,
+// ipv4 (no leading zeros), ipv6 (without an embedded IPv4 address),
+// hostname (RFC 1123 labels, no consecutive hyphens, at most 229
+// characters), email (a dot-atom local part of at most 62 characters at a
+// host name) and uri (a scheme, an authority that is a host name and
+// optional port, then RFC 3986 path, query and fragment characters).
 //
 // # Coverage (MaskBench)
 //
 // `cloisonctl grammar bench DIR` runs MaskBench's correctness methodology
 // (each schema compiled; each valid instance, as compact JSON in its own
 // key order, must be accepted by Match and each invalid one refused) over
-// its 11,305 schemas. On an AMD EPYC (one thread, a shared machine):
-// 6,980 passing (61.7%; before this coverage, 4,174), 4,307 compile
-// errors (refusals), 18 validation errors (28 valid instances refused:
-// properties out of the schema's order, integers written as 2.0, keys with
-// escapes while they still spell a declared name's start, schemas without
-// a type read as the type their keywords name), 0 invalidation errors;
-// compile p50 0.36 ms, p99 36 ms. LLGuidance's published figure is 8,909
-// with 20 validation and 0 invalidation errors. The remaining refusals lead
-// with pattern (1,332 schemas), format (706), allOf (667) and oneOf with
-// overlapping branches (402).
+// its 11,305 schemas. On an AMD EPYC (one thread, 2 vCPUs shared with
+// other jobs): 9,284 passing (82.1%; before pattern, format, allOf,
+// patternProperties and any-order objects 6,980, at first 4,174), 1,912
+// compile errors (refusals), 109 validation errors (175 valid instances
+// refused: mostly objects of more than 8 properties out of the schema's
+// order, strings outside the part of a format or bounded pattern the
+// grammar generates), 0 invalidation errors; compile p50 0.76 ms, p99
+// 139 ms (the machine loaded). LLGuidance's published figure is 8,909 with
+// 20 validation and 0 invalidation errors. The remaining refusals lead
+// with oneOf with overlapping branches (488 schemas), not (478),
+// dependencies (100) and uniqueItems (83).
 //
 // # How a mask is computed
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -145,7 +146,7 @@ var keywords = map[string]bool{
 	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"oneOf": true,
+	"oneOf": true, "allOf": true, "patternProperties": true, "minProperties": true, "maxProperties": true, "pattern": true, "format": true,
 }
 
 // assertions are the keywords of JSON Schema (draft-04 to 2020-12) that
@@ -156,13 +157,13 @@ var keywords = map[string]bool{
 // what it does not know, so the grammar does too. additionalItems is not
 // here: it constrains only tuple items, which are refused.
 var assertions = map[string]bool{
-	"allOf": true, "not": true, "if": true, "then": true, "else": true,
+	"not": true, "if": true, "then": true, "else": true,
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
 	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
-	"patternProperties": true, "propertyNames": true, "minProperties": true, "maxProperties": true,
-	"multipleOf": true, "pattern": true, "format": true,
-	"$dynamicRef": true, "$recursiveRef": true,
+	"propertyNames": true,
+	"multipleOf":    true,
+	"$dynamicRef":   true, "$recursiveRef": true,
 	// draft-03's assertions, which validators still implement
 	"extends": true, "disallow": true, "divisibleBy": true,
 }
@@ -184,6 +185,10 @@ var appliesTo = map[string]string{
 	"exclusiveMaximum": "number", "multipleOf": "number",
 }
 
+// stringKeyword: the keywords that constrain strings; beside enum or
+// const they filter the values.
+var stringKeyword = map[string]bool{"pattern": true, "format": true, "minLength": true, "maxLength": true}
+
 // maxRepeat bounds minItems, maxItems, minLength and maxLength: each
 // bounded repetition costs a rule per count.
 const maxRepeat = 1024
@@ -198,7 +203,22 @@ type schemaCompiler struct {
 	// nestedID is the place of an $id below the root, refRef that of a
 	// $ref: together they are refused (the $ref might resolve elsewhere).
 	nestedID, usedRef string
+	// merged: allOf schemas compiled (by content) → rule.
+	merged map[string]int
+	// nodes counts subschemas compiled (bounded by maxNodes).
+	nodes int
+	// textBytes counts the schema text of allOf memo keys (bounded by
+	// maxMergeText).
+	textBytes int
 }
+
+// maxMergeText bounds the schema text that allOf merges of one document
+// read.
+const maxMergeText = 4 << 20
+
+// maxNodes bounds the subschemas one document compiles to (allOf merges
+// and anyOf distribution copy subschemas).
+const maxNodes = 20_000
 
 // declaredTypes is the set of types the schema's "type" allows ("integer"
 // counted as "number" too), nil when it has none.
@@ -246,7 +266,7 @@ func compileSchema(b *builder, doc []byte) (int, error) {
 	if err != nil {
 		return 0, ErrBadSchema.Withf("not JSON: %v", err)
 	}
-	c := &schemaCompiler{b: b, defs: map[string]int{}}
+	c := &schemaCompiler{b: b, defs: map[string]int{}, merged: map[string]int{}}
 	if o, ok := v.(object); ok {
 		c.root = o
 	}
@@ -263,6 +283,10 @@ func compileSchema(b *builder, doc []byte) (int, error) {
 }
 
 func (c *schemaCompiler) node(v any, path string) (int, error) {
+	c.nodes++
+	if c.nodes > maxNodes || c.b.tooBig {
+		return 0, unsupported(path, "a schema that compiles to more than %d subschemas or %d rules", maxNodes, maxRules)
+	}
 	switch v := v.(type) {
 	case bool:
 		if v {
@@ -305,6 +329,36 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		keys = append(keys, m.key)
 	}
 	has := func(k string) bool { _, ok := s.get(k); return ok }
+	if has("allOf") && !(has("$ref") && c.refSiblingsIgnored()) {
+		// Memoized by content, as a $ref is: a merge that inlines a
+		// recursive definition meets the same allOf again.
+		if c.textBytes > maxMergeText {
+			return 0, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
+		}
+		key := c.text(s)
+		if c.textBytes > maxMergeText {
+			return 0, unsupported(path, "keyword %q whose merges exceed %d bytes of schema", "allOf", maxMergeText)
+		}
+		if r, ok := c.merged[key]; ok {
+			return r, nil
+		}
+		r := c.b.reserve(path + "/allOf")
+		c.merged[key] = r
+		m, err := c.mergeAllOf(s, path)
+		body := 0
+		if err == nil {
+			body, err = c.object(m, path)
+		}
+		if err != nil {
+			// the caller fails, or drops this branch: the rule stays,
+			// matching nothing
+			c.b.set(r, one(terms()))
+			delete(c.merged, key)
+			return 0, err
+		}
+		c.b.set(r, one(ref(body)))
+		return r, nil
+	}
 	if r, ok := s.get("$ref"); ok {
 		// Up to draft-07 a $ref's siblings are ignored; from 2019-09 on
 		// they apply with it, which is enforced only where redundant.
@@ -343,9 +397,14 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		unionKW = "oneOf"
 	}
 	if a, ok := s.get("anyOf"); ok {
+		// Keywords beside anyOf apply to every branch: each branch is
+		// compiled as allOf of them and itself (A and (B or C) is
+		// (A and B) or (A and C)).
+		var rest object
 		for _, k := range keys {
 			if k != "anyOf" && !(k == "type" && c.typeRedundant(s, s)) {
-				return 0, unsupported(path, "%q beside anyOf", k)
+				v, _ := s.get(k)
+				rest = append(rest, member{k, v})
 			}
 		}
 		list, ok := a.([]any)
@@ -354,22 +413,39 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		var alts [][]elem
 		for i, x := range list {
+			if len(rest) > 0 {
+				x = object{{"allOf", []any{rest, x}}}
+			}
 			r, err := c.node(x, fmt.Sprintf("%s/%s/%d", path, unionKW, i))
+			var u unsatisfiable
+			if len(rest) > 0 && errors.As(err, &u) {
+				continue // no value satisfies this branch beside the rest
+			}
 			if err != nil {
 				return 0, err
 			}
 			alts = append(alts, one(ref(r)))
 		}
+		if len(alts) == 0 {
+			return 0, bad(path, "no anyOf branch can be satisfied beside the keywords next to it")
+		}
 		return c.b.add(path, alts...), nil
 	}
 	if cv, ok := s.get("const"); ok {
 		for _, k := range keys {
-			if k != "const" && k != "type" {
+			if k != "const" && k != "type" && !stringKeyword[k] {
 				return 0, unsupported(path, "%q beside const", k)
 			}
 		}
 		if t, ok := s.get("type"); ok && !typeAdmits(t, cv) {
 			return 0, bad(path, "const is not of the schema's type")
+		}
+		sc, err := c.readString(s, path)
+		if err != nil {
+			return 0, err
+		}
+		if !enumString(sc, cv) {
+			return 0, bad(path, "const does not satisfy the string keywords beside it")
 		}
 		var w strings.Builder
 		encodeJSON(&w, cv)
@@ -377,9 +453,13 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	if ev, ok := s.get("enum"); ok {
 		for _, k := range keys {
-			if k != "enum" && k != "type" {
+			if k != "enum" && k != "type" && !stringKeyword[k] {
 				return 0, unsupported(path, "%q beside enum", k)
 			}
+		}
+		sc, err := c.readString(s, path)
+		if err != nil {
+			return 0, err
 		}
 		list, ok := ev.([]any)
 		if !ok || len(list) == 0 {
@@ -393,12 +473,15 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			if t, ok := s.get("type"); ok && !typeAdmits(t, x) {
 				continue // an enum value of another type is not valid
 			}
+			if !enumString(sc, x) {
+				continue // nor one the string keywords refuse
+			}
 			var w strings.Builder
 			encodeJSON(&w, x)
 			alts = append(alts, lit(w.String()))
 		}
 		if len(alts) == 0 {
-			return 0, bad(path, "no enum value has the schema's type")
+			return 0, bad(path, "no enum value has the schema's type and satisfies its keywords")
 		}
 		return c.b.add(path, alts...), nil
 	}
@@ -431,7 +514,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			types = []string{"object"}
 		case has("items") || has("minItems") || has("maxItems"):
 			types = []string{"array"}
-		case has("minLength") || has("maxLength"):
+		case has("minLength") || has("maxLength") || has("pattern") || has("format"):
 			types = []string{"string"}
 		default:
 			if len(keys) > 0 {
@@ -454,11 +537,8 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		case "array":
 			r, err = c.arrayType(s, path, used)
 		case "string":
-			var lo, hi int
-			if lo, hi, err = bounds(s, path, "minLength", "maxLength"); err == nil {
-				r = c.b.str(lo, hi)
-			}
-			used["minLength"], used["maxLength"] = true, true
+			r, err = c.stringType(s, path)
+			used["minLength"], used["maxLength"], used["pattern"], used["format"] = true, true, true, true
 		case "number":
 			if n, ok := numericBound(s); ok && declared["integer"] {
 				return 0, unsupported(path, "%q with types integer and number", n)
@@ -560,6 +640,11 @@ func isInteger(n json.Number) bool {
 // bounds reads a min/max keyword pair (non-negative integers, min ≤ max,
 // at most maxRepeat); max -1 when absent.
 func bounds(s object, path, minK, maxK string) (int, int, error) {
+	return boundsUpTo(s, path, minK, maxK, maxRepeat)
+}
+
+// boundsUpTo is bounds with limit in place of maxRepeat (-1: none).
+func boundsUpTo(s object, path, minK, maxK string, limit int) (int, int, error) {
 	get := func(k string, def int) (int, error) {
 		v, ok := s.get(k)
 		if !ok {
@@ -570,8 +655,8 @@ func bounds(s object, path, minK, maxK string) (int, int, error) {
 		if !isNum || err != nil || i < 0 {
 			return 0, bad(path, "%s must be a non-negative integer", k)
 		}
-		if i > maxRepeat {
-			return 0, unsupported(path, "%s above %d", k, maxRepeat)
+		if limit >= 0 && i > limit {
+			return 0, unsupported(path, "%s above %d", k, limit)
 		}
 		return i, nil
 	}
@@ -640,13 +725,14 @@ func (c *schemaCompiler) ref(r any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) objectType(s object, path string, used map[string]bool) (int, error) {
-	used["properties"], used["required"], used["additionalProperties"] = true, true, true
+	used["properties"], used["required"], used["additionalProperties"], used["patternProperties"] = true, true, true, true
 	var props object
 	if p, ok := s.get("properties"); ok {
 		if props, ok = p.(object); !ok {
 			return 0, bad(path, "properties must be an object")
 		}
 	}
+
 	required := map[string]bool{}
 	if r, ok := s.get("required"); ok {
 		list, ok := r.([]any)
@@ -664,8 +750,54 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			required[name] = true
 		}
 	}
+	used["minProperties"], used["maxProperties"] = true, true
+	minP, maxP, err := bounds(s, path, "minProperties", "maxProperties")
+	if err != nil {
+		return 0, err
+	}
+	counted := minP > 0 || maxP >= 0
+	if _, ok := s.get("patternProperties"); ok {
+		if counted {
+			return 0, unsupported(path, "minProperties or maxProperties beside patternProperties")
+		}
+		return c.patternObject(s, props, required, path)
+	}
 	ws := ref(c.b.ws())
 	addl, hasAddl := s.get("additionalProperties")
+	if len(props) == 0 && counted {
+		// Undeclared keys only: members up to maxProperties (a repeated
+		// key counts once, so fewer is all it can make); minProperties
+		// cannot be kept by members whose keys may repeat.
+		if minP > 0 {
+			return 0, unsupported(path, "minProperties on an object without declared properties")
+		}
+		val := c.b.value()
+		switch a := addl.(type) {
+		case bool:
+			if !a {
+				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
+			}
+		case object:
+			if val, err = c.node(a, path+"/additionalProperties"); err != nil {
+				return 0, err
+			}
+		case nil:
+		default:
+			return 0, bad(path, "additionalProperties must be a boolean or a schema")
+		}
+		if maxP == 0 {
+			return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
+		}
+		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
+		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
+		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))), nil
+	}
+	if len(props) > maxAnyOrder && counted {
+		return 0, unsupported(path, "minProperties or maxProperties beside more than %d properties", maxAnyOrder)
+	}
+	if minP > len(props) {
+		return 0, unsupported(path, "minProperties above the number of declared properties")
+	}
 	if len(props) == 0 {
 		switch a := addl.(type) {
 		case bool:
@@ -712,6 +844,19 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		extra = c.extraMember(path, props, val)
 	}
+	if maxP >= 0 {
+		extra = -1 // only declared properties, which are counted
+	}
+	return c.declaredObject(props, required, path, extra, minP, maxP)
+}
+
+// declaredObject: an object of the declared properties props, in their
+// order, required ones always; members of rule extra (when ≥ 0) may stand
+// before, between and after them.
+// With at most maxAnyOrder properties, the declared ones written number
+// minP to maxP (maxP < 0: any); members of extra are not counted.
+func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int) (int, error) {
+	ws := ref(c.b.ws())
 	kv := make([]int, len(props))
 	for i, m := range props {
 		v, err := c.node(m.val, path+"/properties/"+m.key)
@@ -721,6 +866,9 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		var key strings.Builder
 		encodeString(&key, m.key)
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
+	}
+	if len(props) <= maxAnyOrder {
+		return c.anyOrder(props, required, kv, path, extra, minP, maxP), nil
 	}
 	// seq(i, comma): properties i.. in order, optional ones skippable;
 	// comma says whether one was already written (so a separator leads).
@@ -759,6 +907,58 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 	}
 	body := seq(0, false)
 	return c.b.add(path, cat(lit("{"), []elem{ws, ref(body), ws}, lit("}"))), nil
+}
+
+// maxAnyOrder: objects of at most this many declared properties take
+// them in any order (a rule per subset written); larger ones in the
+// schema's order.
+const maxAnyOrder = 8
+
+// anyOrder: the members kv of the declared properties in any order, each
+// at most once, the required ones always; members of rule extra (when
+// ≥ 0) around them. set(done, comma) is the rest of the object once the
+// properties in done were written.
+func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []int, path string, extra, minP, maxP int) int {
+	need := 0
+	for i, m := range props {
+		if required[m.key] {
+			need |= 1 << i
+		}
+	}
+	ws := ref(c.b.ws())
+	memo := map[[2]int]int{}
+	var set func(done int, comma bool) int
+	set = func(done int, comma bool) int {
+		k := [2]int{done, 0}
+		if comma {
+			k[1] = 1
+		}
+		if r, ok := memo[k]; ok {
+			return r
+		}
+		r := c.b.reserve(fmt.Sprintf("%s/set%x", path, done))
+		memo[k] = r
+		var lead []elem
+		if comma {
+			lead = c.b.sep()
+		}
+		var alts [][]elem
+		n := bits.OnesCount(uint(done))
+		if done&need == need && n >= minP {
+			alts = append(alts, nil)
+		}
+		for i := range props {
+			if done&(1<<i) == 0 && (maxP < 0 || n < maxP) {
+				alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(done|1<<i, true))}))
+			}
+		}
+		if extra >= 0 {
+			alts = append(alts, cat(lead, []elem{ref(extra), ref(set(done, true))}))
+		}
+		c.b.set(r, alts...)
+		return r
+	}
+	return c.b.add(path, cat(lit("{"), []elem{ws, ref(set(0, false)), ws}, lit("}")))
 }
 
 func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) (int, error) {
@@ -1041,21 +1241,123 @@ func (c *schemaCompiler) impliedTypes(x any, depth int) map[string]bool {
 // disjoint: no JSON value can match two of the branches, because the
 // types each admits (impliedTypes) share none ("integer" overlapping
 // "number").
+// Failing that, two object branches are disjoint when a property both
+// require has string const or enum values that share none (a
+// discriminator).
 func (c *schemaCompiler) disjoint(branches []any) bool {
-	var sets []map[string]bool
-	for _, b := range branches {
-		t := c.impliedTypes(b, 0)
-		if t == nil {
-			return false
-		}
-		for _, u := range sets {
-			for n := range t {
-				if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
-					return false
-				}
+	sets := make([]map[string]bool, len(branches))
+	for i, b := range branches {
+		sets[i] = c.impliedTypes(b, 0)
+	}
+	for i := range branches {
+		for j := 0; j < i; j++ {
+			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) {
+				return false
 			}
 		}
-		sets = append(sets, t)
 	}
 	return true
+}
+
+func typesDisjoint(t, u map[string]bool) bool {
+	if t == nil || u == nil {
+		return false
+	}
+	for n := range t {
+		if u[n] || n == "integer" && u["number"] || n == "number" && u["integer"] {
+			return false
+		}
+	}
+	return true
+}
+
+// discriminated: objects valid against a and b differ in a property both
+// require, whose string values (const or enum) share none.
+func (c *schemaCompiler) discriminated(a, b any) bool {
+	oa, ob := c.deref(a), c.deref(b)
+	if oa == nil || ob == nil {
+		return false
+	}
+	ra, rb := requiredSet(oa), requiredSet(ob)
+	pa, _ := oa.get("properties")
+	pb, _ := ob.get("properties")
+	propsA, _ := pa.(object)
+	propsB, _ := pb.(object)
+	for name := range ra {
+		if !rb[name] {
+			continue
+		}
+		sa, _ := propsA.get(name)
+		sb, _ := propsB.get(name)
+		va, vb := c.stringValues(sa), c.stringValues(sb)
+		if va == nil || vb == nil {
+			continue
+		}
+		shared := false
+		for v := range va {
+			if vb[v] {
+				shared = true
+			}
+		}
+		if !shared {
+			return true
+		}
+	}
+	return false
+}
+
+// deref follows $refs (a few) to an object schema; nil if it cannot.
+func (c *schemaCompiler) deref(x any) object {
+	for i := 0; i < 8; i++ {
+		o, ok := x.(object)
+		if !ok {
+			return nil
+		}
+		r, ok := o.get("$ref")
+		if !ok {
+			return o
+		}
+		rs, _ := r.(string)
+		x = c.resolve(rs)
+	}
+	return nil
+}
+
+func requiredSet(o object) map[string]bool {
+	out := map[string]bool{}
+	r, _ := o.get("required")
+	list, _ := r.([]any)
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out[s] = true
+		}
+	}
+	return out
+}
+
+// stringValues: the values a schema's const or enum allows, when all are
+// strings; nil otherwise.
+func (c *schemaCompiler) stringValues(x any) map[string]bool {
+	o := c.deref(x)
+	if o == nil {
+		return nil
+	}
+	var vals []any
+	if v, ok := o.get("const"); ok {
+		vals = []any{v}
+	} else if e, ok := o.get("enum"); ok {
+		vals, _ = e.([]any)
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		out[s] = true
+	}
+	return out
 }

@@ -92,7 +92,7 @@ func TestResponseFormat(t *testing.T) {
 		code string
 		msg  string
 	}{
-		{"pattern", map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "p", "schema": map[string]any{"type": "string", "pattern": "^x$"}}}}, "unsupported", `"pattern"`},
+		{"pattern", map[string]any{"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "p", "schema": map[string]any{"type": "string", "pattern": "^(?=x)"}}}}, "unsupported", `"pattern"`},
 		{"logit_bias outside the vocabulary", map[string]any{"logit_bias": map[string]any{"99999999": 5}}, "invalid_request_error", "logit_bias"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

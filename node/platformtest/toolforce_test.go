@@ -154,7 +154,7 @@ func TestChatToolChoiceForced(t *testing.T) {
 		}
 	})
 	t.Run("a schema the grammar cannot enforce", func(t *testing.T) {
-		bad := `{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"string","pattern":"^a"}}}}}`
+		bad := `{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"string","pattern":"^(?=a)"}}}}}`
 		b := `{"model":"` + platformtest.Model + `","messages":[{"role":"user","content":"x"}],"tools":[` + bad + `],"tool_choice":"required"}`
 		code, out := post(t, p, tok, b)
 		if code != 400 || !strings.Contains(string(out), "pattern") {

@@ -1,0 +1,303 @@
+package grammar
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"unicode/utf8"
+)
+
+// formats are the string formats enforced, each as a regular expression
+// (Go syntax, whole string) whose language is a subset of what the
+// format's RFC allows: a grammar may generate less than a format admits,
+// never more. date, time and date-time are RFC 3339's (days per month and
+// leap years exact, no leap second, offset required, upper-case T and Z);
+// duration is RFC 3339 appendix A's; email a dot-atom local part of at
+// most 62 characters at a host name; hostname RFC 1123 labels without
+// consecutive hyphens, at most 229 characters in all; uri an absolute
+// URI with a scheme, an authority that is a host name and an optional
+// port, then path, query and fragment of RFC 3986 characters.
+var formats = func() map[string]string {
+	year := `\d{4}`
+	leap := `(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)`
+	date := `(?:` + year + `-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))|` + leap + `-02-29)`
+	offset := `(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)`
+	tm := `(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?` + offset
+	durTime := `T(?:\d{1,9}H(?:\d{1,9}M(?:\d{1,9}S)?)?|\d{1,9}M(?:\d{1,9}S)?|\d{1,9}S)`
+	durDate := `(?:\d{1,9}D|\d{1,9}M(?:\d{1,9}D)?|\d{1,9}Y(?:\d{1,9}M(?:\d{1,9}D)?)?)`
+	label := `[A-Za-z0-9](?:-?[A-Za-z0-9]){0,11}`
+	first := `[A-Za-z0-9](?:-?[A-Za-z0-9]){0,30}`
+	host := first + `(?:\.` + label + `){0,7}`
+	h := `[0-9a-fA-F]{1,4}`
+	pchar := `(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})`
+	return map[string]string{
+		"date":      date,
+		"time":      tm,
+		"date-time": date + `T` + tm,
+		"duration":  `P(?:` + durDate + `(?:` + durTime + `)?|` + durTime + `|\d{1,9}W)`,
+		"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+		"ipv4":      `(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`,
+		"ipv6": `(?:(?:` + h + `:){7}` + h + `|(?:` + h + `:){1,7}:|(?:` + h + `:){1,6}:` + h +
+			`|(?:` + h + `:){1,5}(?::` + h + `){1,2}|(?:` + h + `:){1,4}(?::` + h + `){1,3}|(?:` + h + `:){1,3}(?::` + h + `){1,4}` +
+			`|(?:` + h + `:){1,2}(?::` + h + `){1,5}|` + h + `:(?::` + h + `){1,6}|:(?:(?::` + h + `){1,7}|:))`,
+		"hostname": host,
+		"email":    `[A-Za-z0-9_%+-]{1,20}(?:\.[A-Za-z0-9_%+-]{1,20}){0,2}@` + label + `(?:\.` + label + `){0,5}`,
+		"uri":      `[A-Za-z][A-Za-z0-9+.-]{0,15}://` + host + `(?::\d{1,5})?(?:/` + pchar + `*)*(?:\?(?:` + pchar + `|[/?])*)?(?:#(?:` + pchar + `|[/?])*)?`,
+	}
+}()
+
+// refusedFormats are the formats of JSON Schema's drafts that are not
+// enforced: refused by name. Any other format name is no draft's and
+// asserts nothing (validators ignore formats they do not know).
+var refusedFormats = map[string]bool{
+	"uri-reference": true, "iri": true, "iri-reference": true, "uri-template": true,
+	"idn-email": true, "idn-hostname": true, "json-pointer": true,
+	"relative-json-pointer": true, "regex": true, "host-name": false,
+	"ip-address": true, "color": false, "utc-millisec": true, "phone": false,
+}
+
+// stringConstraint is what a string schema's pattern, format, minLength
+// and maxLength say: a regexp for each (Go syntax, the same language as
+// the grammar) and the length bounds.
+type stringConstraint struct {
+	goPattern, pattern string // translated and original pattern ("" none)
+	format             string // enforced format name ("" none)
+	lo, hi             int
+}
+
+func (c *schemaCompiler) readString(s object, path string) (*stringConstraint, error) {
+	sc := &stringConstraint{}
+	var err error
+	if sc.lo, sc.hi, err = boundsUpTo(s, path, "minLength", "maxLength", -1); err != nil {
+		return nil, err
+	}
+	if p, ok := s.get("pattern"); ok {
+		src, ok := p.(string)
+		if !ok {
+			return nil, bad(path, "pattern must be a string")
+		}
+		if len(src) > maxPatternLen {
+			return nil, unsupported(path, "keyword %q longer than %d bytes", "pattern", maxPatternLen)
+		}
+		g, err := ecmaToGo(src)
+		if err != nil {
+			return nil, unsupported(path, "keyword %q with %v", "pattern", err)
+		}
+		if _, err := syntax.Parse(g, syntax.Perl); err != nil {
+			return nil, unsupported(path, "keyword %q that Go's regexp/syntax cannot read", "pattern")
+		}
+		sc.goPattern, sc.pattern = g, src
+	}
+	if f, ok := s.get("format"); ok {
+		name, ok := f.(string)
+		if !ok {
+			return nil, bad(path, "format must be a string")
+		}
+		if _, known := formats[name]; known {
+			sc.format = name
+		} else if refusedFormats[name] {
+			return nil, unsupported(path, "keyword %q %q", "format", name)
+		}
+	}
+	return sc, nil
+}
+
+// stringType: the rule of a string schema.
+func (c *schemaCompiler) stringType(s object, path string) (int, error) {
+	sc, err := c.readString(s, path)
+	if err != nil {
+		return 0, err
+	}
+	if sc.goPattern == "" && sc.format == "" {
+		if sc.lo > maxRepeat {
+			return 0, unsupported(path, "minLength above %d", maxRepeat)
+		}
+		// A maxLength above the bound admits every string of at most
+		// maxRepeat characters: those are generated.
+		return c.b.str(sc.lo, min(sc.hi, maxRepeat)), nil
+	}
+	if sc.goPattern != "" && sc.format != "" {
+		return 0, unsupported(path, "keyword %q beside pattern", "format")
+	}
+	key, src, search := "pattern:"+sc.goPattern, sc.goPattern, true
+	if sc.format != "" {
+		key, src, search = "format:"+sc.format, `^(?:`+formats[sc.format]+`)$`, false
+	}
+	re, err := syntax.Parse(src, syntax.Perl)
+	if err != nil {
+		return 0, unsupported(path, "keyword %q that Go's regexp/syntax cannot read", "pattern")
+	}
+	// The length keywords must follow from the expression: every string
+	// it admits has an allowed length.
+	// Where maxLength is below what the expression admits, its unbounded
+	// repetitions (and a search's free characters before and after) are
+	// taken at most limit times, the most that keeps every match within
+	// maxLength: the grammar then generates part of the language, never
+	// more.
+	limit := -1
+	padded := search && !anchoredBoth(re)
+	length := func(limit int) (int, int) {
+		lo, hi := reLen(re, limit)
+		if padded {
+			if limit < 0 || hi < 0 {
+				return lo, -1
+			}
+			hi += 2 * limit
+		}
+		return lo, hi
+	}
+	if sc.hi >= 0 {
+		if _, hi := length(-1); hi < 0 || hi > sc.hi {
+			for n := min(sc.hi, maxRepeat); n >= 1; n-- {
+				if _, h := length(n); h >= 0 && h <= sc.hi {
+					limit = n
+					break
+				}
+			}
+		}
+	}
+	if sc.lo > 0 || sc.hi >= 0 {
+		lo, hi := length(limit)
+		if lo < sc.lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
+			kw := "minLength"
+			if lo >= sc.lo {
+				kw = "maxLength"
+			}
+			what := "pattern"
+			if sc.format != "" {
+				what = "format"
+			}
+			return 0, unsupported(path, "%q beside %s when the %s admits other lengths", kw, what, what)
+		}
+	}
+	if limit >= 0 {
+		key = fmt.Sprintf("%s/%d", key, limit)
+	}
+	r, err := c.b.regexString(key, src, limit)
+	if err != nil {
+		kw := "pattern"
+		if sc.format != "" {
+			kw = "format"
+		}
+		return 0, unsupported(path, "keyword %q with %v", kw, err)
+	}
+	return r, nil
+}
+
+// admits reports whether string value v satisfies the constraint (for
+// enum and const values beside pattern, format and the length keywords).
+// A value outside the Basic Multilingual Plane is refused where a pattern
+// is present (ECMAScript reads it as two code units).
+func (sc *stringConstraint) admits(v string) bool {
+	n := utf8.RuneCountInString(v)
+	if n < sc.lo || sc.hi >= 0 && n > sc.hi {
+		return false
+	}
+	if sc.goPattern != "" {
+		for _, r := range v {
+			if r > 0xFFFF {
+				return false
+			}
+		}
+		re, err := regexp.Compile(sc.goPattern)
+		if err != nil || !re.MatchString(v) {
+			return false
+		}
+	}
+	if sc.format != "" {
+		re, err := regexp.Compile(`^(?:` + formats[sc.format] + `)$`)
+		if err != nil || !re.MatchString(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func anchoredBoth(re *syntax.Regexp) bool {
+	for re.Op == syntax.OpCapture && len(re.Sub) == 1 {
+		re = re.Sub[0]
+	}
+	branches := []*syntax.Regexp{re}
+	if re.Op == syntax.OpAlternate {
+		branches = re.Sub
+	}
+	for _, br := range branches {
+		for br.Op == syntax.OpCapture && len(br.Sub) == 1 {
+			br = br.Sub[0]
+		}
+		if br.Op != syntax.OpConcat || len(br.Sub) < 2 || br.Sub[0].Op != syntax.OpBeginText || br.Sub[len(br.Sub)-1].Op != syntax.OpEndText {
+			return false
+		}
+	}
+	return true
+}
+
+// reLen: the least and most characters a match of re has (-1: no bound),
+// its unbounded repetitions taken at most limit times (limit < 0: as they
+// are).
+func reLen(re *syntax.Regexp, limit int) (int, int) {
+	add := func(a, b int) int {
+		if a < 0 || b < 0 {
+			return -1
+		}
+		return a + b
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune), len(re.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1, 1
+	case syntax.OpCapture:
+		return reLen(re.Sub[0], limit)
+	case syntax.OpConcat:
+		lo, hi := 0, 0
+		for _, s := range re.Sub {
+			l, h := reLen(s, limit)
+			lo, hi = lo+l, add(hi, h)
+		}
+		return lo, hi
+	case syntax.OpAlternate:
+		lo, hi := -1, 0
+		for _, s := range re.Sub {
+			l, h := reLen(s, limit)
+			if lo < 0 || l < lo {
+				lo = l
+			}
+			if hi >= 0 && (h < 0 || h > hi) {
+				hi = h
+			}
+		}
+		return max(lo, 0), hi
+	case syntax.OpStar, syntax.OpPlus:
+		l, h := reLen(re.Sub[0], limit)
+		if re.Op == syntax.OpStar {
+			l = 0
+		}
+		if limit < 0 || h < 0 {
+			return l, -1
+		}
+		return l, h * max(limit, 1)
+	case syntax.OpQuest:
+		_, h := reLen(re.Sub[0], limit)
+		return 0, h
+	case syntax.OpRepeat:
+		l, h := reLen(re.Sub[0], limit)
+		n := re.Max
+		if n < 0 && limit >= 0 {
+			n = max(limit, re.Min, 1)
+		}
+		hi := -1
+		if n >= 0 && h >= 0 {
+			hi = h * n
+		}
+		return l * re.Min, hi
+	}
+	return 0, 0 // empty-width
+}
+
+// enumString: whether enum or const value x passes the string keywords
+// beside it (true for values that are not strings).
+func enumString(sc *stringConstraint, x any) bool {
+	s, ok := x.(string)
+	return !ok || sc == nil || sc.admits(s)
+}
