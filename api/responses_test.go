@@ -244,7 +244,7 @@ func TestReportSuspiciousResponse(t *testing.T) {
 	// Ledgered, without the text.
 	var received bool
 	if err := p.Ledger.Scan(context.Background(), 1, 0, func(r audit.Record) error {
-		if strings.Contains(string(r.Payload), "4242") || strings.Contains(string(r.Payload), "CRM") {
+		if strings.Contains(string(r.Payload), "4242-SECRET") || strings.Contains(string(r.Payload), "our CRM") {
 			t.Errorf("text in ledger entry %d: %s", r.Seq, r.Payload)
 		}
 		received = received || strings.Contains(string(r.Payload), `"kind":"report.received"`) && strings.Contains(string(r.Payload), string(res.Report))
