@@ -161,6 +161,14 @@ func TestCLIVerifyReceiptsNamesCutTail(t *testing.T) {
 	clock = func() time.Time { return time.Now().Add(audit.MaxMergeDelay + time.Minute) }
 	for name, args := range map[string][]string{"database": append(dbArgs, "--receipts", file), "tenant": tenantArgs, "global": globalArgs} {
 		_, err := run(t, args...)
+		if name != "database" && cloison.ErrorCode(err) == cloison.CodeUnavailable && strings.Contains(err.Error(), "checkpoint: 503") {
+			// The node itself refuses to sign a head over the cut log (it
+			// contradicts the tree it signed before: audit/postgres
+			// sign.go): the verifier gets no checkpoint that could hide
+			// the cut. The database run, which reads the stored notes,
+			// names the receipts.
+			continue
+		}
 		var re *audit.ReceiptsError
 		if !errors.Is(err, audit.ErrReceiptBroken) || exitCode(err) != 3 || !errors.As(err, &re) || len(re.Missing) != 3 {
 			t.Fatalf("%s after the cut: got %v (exit %d), want the 3 receipts named, exit 3", name, err, exitCode(err))
@@ -243,9 +251,9 @@ func TestCLIVerifyReceiptsWitnessed(t *testing.T) {
 	defer func(c func() time.Time) { clock = c }(clock)
 	clock = func() time.Time { return time.Now().Add(audit.MaxMergeDelay + time.Minute) }
 	server := []string{"audit", "verify", "--server", p.URL, "--token", p.Token(t, "alpha", tenancy.ScopeComplianceRead, tenancy.ScopeAdmin),
-		"--verifier-key", logVKey, "--receipts", file, "--witness-key", wvkey, "--witnesses", "1"}
+		"--verifier-key", logVKey, "--receipts", file, "--witness-key", wvkey, "--witnesses", "1", "--max-cosignature-age", "10m"}
 	db := []string{"audit", "verify", "--database-url", p.DB.AdminURL, "--role", p.DB.Roles.Runtime, "--origin", "platformtest",
-		"--public-key", pubFile, "--no-register", "--receipts", file, "--witness-key", wvkey, "--witnesses", "1"}
+		"--public-key", pubFile, "--no-register", "--receipts", file, "--witness-key", wvkey, "--witnesses", "1", "--max-cosignature-age", "10m"}
 	for name, args := range map[string][]string{"server": server, "database": db} {
 		if _, err := run(t, args...); !errors.Is(err, audit.ErrReceiptBroken) {
 			t.Errorf("%s, signed but not cosigned: got %v, want ErrReceiptBroken", name, err)
