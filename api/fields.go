@@ -168,6 +168,7 @@ var fieldTables = []struct {
 	{"respOutputFields", "responses input `function_call_output` item", respOutputFields},
 	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},
 	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
+	{"embeddingFields", "`POST /v1/embeddings`", embeddingFields},
 }
 
 // FieldTableMarkdown renders fieldTables as docs/api.md's field table:

@@ -188,6 +188,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/embeddings", s.auth(s.embeddings, tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
