@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/service"
 )
 
@@ -148,4 +150,10 @@ func embeddingInput(raw json.RawMessage) ([]string, [][]int64, error) {
 		return nil, lists, nil
 	}
 	return nil, nil, bad
+}
+
+// embedded is what request.completed records of an embeddings request:
+// service.Responses.Embedded.
+func (s *Server) embedded(t cloison.TenantID, inputs [][]int32, vecs [][]float32) *audit.Embedded {
+	return s.ops.responses.Embedded(t, inputs, vecs)
 }

@@ -85,9 +85,9 @@ func sameBits(a, b []float32) bool {
 // model's width; the same input gives the same bits alone, in a list, as
 // token ids and while another tenant's requests run; base64 is the
 // float32 bytes of the float answer; dimensions truncates and
-// renormalises; usage counts the prompt tokens, the tenant's quota is
-// charged for them, and the ledger holds request.completed with counts
-// and no text.
+// renormalises; usage counts the prompt tokens, and the ledger holds
+// request.completed with counts and keyed digests of the inputs and
+// vectors, no text (and no Served: not replayed as a generation).
 func TestEmbeddings(t *testing.T) {
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim", "other"}, Pooling: 1})
 	tok := p.Token(t, "victim", tenancy.ScopeInfer)
@@ -169,8 +169,16 @@ func TestEmbeddings(t *testing.T) {
 				t.Fatal(err)
 			}
 			rc := pl.(*audit.RequestCompleted)
-			if n == 0 && (rc.PromptTokens != int64(len(ids)) || rc.CompletionTokens != 0 || rc.Status != "" || rc.Pages < 1) {
-				t.Fatalf("first request.completed %+v", rc)
+			if n == 0 {
+				e := rc.Embedding
+				if rc.PromptTokens != int64(len(ids)) || rc.CompletionTokens != 0 || rc.Status != "" || rc.Pages < 1 || rc.Served != nil || e == nil {
+					t.Fatalf("first request.completed %+v", rc)
+				}
+				key, _ := audit.DigestKey(p.KEK, "victim", e.Key)
+				if e.Inputs != 1 || e.Dimensions != int64(len(alone[0])) || e.Vectors != audit.EmbedVectorsDigest(key, alone) ||
+					e.InputsDigest != audit.EmbedInputsDigest(key, [][]int32{ids}) || e.ModelDigest == (audit.Digest{}) {
+					t.Fatalf("first request.completed's embedding %+v: digests are not of the inputs and vectors served", e)
+				}
 			}
 			n++
 		}

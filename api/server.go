@@ -145,7 +145,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes: cfg.GrammarBytes})
 	if err != nil {
 		return nil, err

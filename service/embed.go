@@ -148,9 +148,13 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 		}
 		res.Vectors[i] = vec
 	}
+	var emb *audit.Embedded
+	if endErr == nil && s.cfg.Embedded != nil {
+		emb = s.cfg.Embedded(p.Tenant, inputs, res.Vectors)
+	}
 	receipt, lerr := s.stageReceipted(ctx, p.Tenant, q.ID, audit.RequestCompleted{Request: q.ID, Model: audit.Name(s.cfg.ModelName),
 		Status: cloison.ErrorCode(endErr), PromptTokens: int64(total), Pages: int64(sum.Pages), Tier: audit.Name(part.Zeroing.String()),
-		DurationMicros: time.Since(start).Microseconds(), Placement: s.placed(q.ID, 1)})
+		DurationMicros: time.Since(start).Microseconds(), Placement: s.placed(q.ID, 1), Embedding: emb})
 	if endErr == nil {
 		endErr = lerr
 	}
@@ -241,4 +245,27 @@ func Truncate(v []float32, d int) ([]float32, error) {
 		out[j] = float32(float64(x) / norm)
 	}
 	return out, nil
+}
+
+// Embedded is what request.completed records of an embeddings request
+// (audit.Embedded): the keyed digests of its inputs and vectors under the
+// tenant's digest key, the model's digest and the kernels; nil when
+// digests are off (no key-encryption key).
+func (r *Responses) Embedded(t cloison.TenantID, inputs [][]int32, vecs [][]float32) *audit.Embedded {
+	rc := r.cfg
+	if rc.KEK == nil {
+		return nil
+	}
+	key, err := audit.DigestKey(rc.KEK, t, rc.DigestKey)
+	if err != nil {
+		r.d.Log.Error("embedding digest key", "err", err)
+		return nil
+	}
+	dims := 0
+	if len(vecs) > 0 {
+		dims = len(vecs[0])
+	}
+	return &audit.Embedded{Key: rc.DigestKey, Inputs: int64(len(inputs)), Dimensions: int64(dims),
+		InputsDigest: audit.EmbedInputsDigest(key, inputs), Vectors: audit.EmbedVectorsDigest(key, vecs), ModelDigest: rc.ModelDigest,
+		Backend: audit.Name(SanitizeName(rc.Backend)), KernelPath: audit.Name(SanitizeName(rc.KernelPath))}
 }
