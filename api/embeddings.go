@@ -2,13 +2,18 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
 	"net/http"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/cloison/cloison"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/service"
 )
@@ -156,4 +161,33 @@ func embeddingInput(raw json.RawMessage) ([]string, [][]int64, error) {
 // service.Responses.Embedded.
 func (s *Server) embedded(t cloison.TenantID, inputs [][]int32, vecs [][]float32) *audit.Embedded {
 	return s.ops.responses.Embedded(t, inputs, vecs)
+}
+
+// Embed is POST /v1/embeddings over gRPC (service.Embed): the receipt in
+// the cloison-receipt trailer, on success only.
+func (g *inferenceService) Embed(ctx context.Context, req *inferencev1.EmbedRequest) (*inferencev1.EmbedResponse, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
+	if err := g.checkModel(ctx, req.GetModel()); err != nil {
+		return nil, err
+	}
+	if req.GetDimensions() < 0 {
+		return nil, ErrBadField.Withf("dimensions: must be at least 1")
+	}
+	id := grpcRequestID(ctx)
+	q := service.EmbedRequest{ID: id, Model: req.GetModel(), Texts: req.GetTexts(), Dimensions: int(req.GetDimensions())}
+	for _, l := range req.GetTokenLists() {
+		q.Inputs = append(q.Inputs, l.GetIds())
+	}
+	res, err := g.s.req.Embed(ctx, grpcPrincipal(ctx), q)
+	if err != nil {
+		return nil, err
+	}
+	out := &inferencev1.EmbedResponse{PromptTokens: int64(res.Prompt), RequestId: string(id)}
+	for _, v := range res.Vectors {
+		out.Vectors = append(out.Vectors, &inferencev1.Vector{Values: v})
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ReceiptKey, res.Receipt))
+	return out, nil
 }

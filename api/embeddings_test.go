@@ -9,7 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
@@ -132,6 +139,25 @@ func TestEmbeddings(t *testing.T) {
 			t.Fatalf("dimensions: value %d is %v, want %v", j, x, float64(alone[0][j])/scale)
 		}
 	}
+
+	t.Run("grpc", func(t *testing.T) {
+		conn, gctx := p.GRPC(t)
+		gctx = metadata.AppendToOutgoingContext(gctx, "authorization", "Bearer "+tok)
+		var trailer metadata.MD
+		res, err := inferencev1.NewInferenceServiceClient(conn).Embed(gctx, &inferencev1.EmbedRequest{Model: platformtest.Model,
+			Texts: []string{b, a}}, grpc.Trailer(&trailer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GetVectors()) != 2 || !sameBits(res.GetVectors()[1].GetValues(), alone[0]) || !sameBits(res.GetVectors()[0].GetValues(), list[0]) ||
+			res.GetPromptTokens() != int64(ans.Usage.PromptTokens) || len(trailer.Get(api.ReceiptKey)) != 1 {
+			t.Fatalf("gRPC Embed: %d vectors, prompt tokens %d, receipt %v; want HTTP's", len(res.GetVectors()), res.GetPromptTokens(), trailer.Get(api.ReceiptKey))
+		}
+		_, err = inferencev1.NewInferenceServiceClient(conn).Embed(gctx, &inferencev1.EmbedRequest{Model: platformtest.Model})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("gRPC Embed without input: %v, want InvalidArgument", err)
+		}
+	})
 
 	t.Run("batch neighbours", func(t *testing.T) {
 		other := "Bearer " + p.Token(t, "other", tenancy.ScopeInfer)
