@@ -261,7 +261,7 @@ func TestEmbeddingsRefusals(t *testing.T) {
 
 	plain := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
 	code, eb, b := call(t, plain, "POST", "/v1/embeddings", plain.Token(t, "victim", tenancy.ScopeInfer), `{`+m+`,"input":"a"}`)
-	if code != 400 && code != 501 || !strings.Contains(eb.Error.Message, "no pooling") {
+	if code != 400 || eb.Error.Code != "unsupported" || !strings.Contains(eb.Error.Message, "no pooling") {
 		t.Fatalf("model without pooling: got %d %s", code, b)
 	}
 }

@@ -59,7 +59,7 @@ type InferenceServiceClient interface {
 	// Embed returns one L2-normalised vector per input, as POST
 	// /v1/embeddings does (same path, quota and ledger); the receipt of its
 	// request.completed rides in the `cloison-receipt` trailer.
-	// UNIMPLEMENTED "unsupported: ..." for a model that declares no pooling.
+	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
@@ -159,7 +159,7 @@ type InferenceServiceServer interface {
 	// Embed returns one L2-normalised vector per input, as POST
 	// /v1/embeddings does (same path, quota and ledger); the receipt of its
 	// request.completed rides in the `cloison-receipt` trailer.
-	// UNIMPLEMENTED "unsupported: ..." for a model that declares no pooling.
+	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
