@@ -98,3 +98,39 @@ func TestPool(t *testing.T) {
 		t.Fatalf("rows that do not fit: %v", err)
 	}
 }
+
+// BenchmarkEmbed: embeddings of 8 inputs of 128 tokens in one Forward
+// (hidden rows, then Pool) on a d=512 synthetic model, in embeddings per
+// second.
+func BenchmarkEmbed(b *testing.B) {
+	c := small(gguf.Q8_0, false)
+	c.DModel, c.Heads, c.KVHeads, c.FFN, c.Layers, c.Context = 512, 8, 4, 1408, 4, 1024
+	m := load(b, backend(b), randomFile(b, c))
+	const n, tokensEach = 8, 128
+	k := newKV(b, m, n*tokensEach/16+8, 16, "a")
+	batch := make([]Seq, n)
+	for i := range batch {
+		s := k.start(b, "a", "r"+string(rune('a'+i)), tokensEach)
+		if err := k.pool.Write(s.lease, tokensEach); err != nil {
+			b.Fatal(err)
+		}
+		bt, err := k.pool.BlockTable(s.lease, tokensEach)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch[i] = Seq{Table: bt, Tokens: tokens(tokensEach, m.Vocab, i), Hidden: true}
+	}
+	b.ResetTimer()
+	for range b.N {
+		out, err := m.Forward(k.arena, batch, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, h := range out {
+			if _, err := Pool(PoolMean, h, tokensEach, m.DModel); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "embeddings/s")
+}
