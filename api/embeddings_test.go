@@ -265,3 +265,28 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		t.Fatalf("model without pooling: got %d %s", code, b)
 	}
 }
+
+// TestEmbeddingsWaves: a list of inputs larger than the tenant's kv_pages
+// runs in waves and every vector is the one its input gets alone; an
+// input larger than kv_pages alone is refused (context_length_exceeded).
+func TestEmbeddingsWaves(t *testing.T) {
+	q := tenancy.Quotas{MaxConcurrent: 4, KVPages: 3, TokensPerMinute: 1_000_000, MaxContext: 1024}
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Pooling: 1, Quotas: &q})
+	tok := p.Token(t, "victim", tenancy.ScopeInfer)
+	m := `"model":"` + platformtest.Model + `"`
+	texts := []string{strings.Repeat("ab", 10), strings.Repeat("cd", 12), strings.Repeat("ef", 14), "gh", strings.Repeat("ij", 11)}
+	var list []string
+	for _, s := range texts {
+		list = append(list, `"`+s+`"`)
+	}
+	all, _ := embed(t, p, tok, `{`+m+`,"input":[`+strings.Join(list, ",")+`]}`)
+	for i, s := range texts {
+		alone, _ := embed(t, p, tok, `{`+m+`,"input":"`+s+`"}`)
+		if !sameBits(all[i], alone[0]) {
+			t.Fatalf("input %d: its vector in waves differs from alone", i)
+		}
+	}
+	if code, eb, b := call(t, p, "POST", "/v1/embeddings", tok, `{`+m+`,"input":"`+strings.Repeat("x", 60)+`"}`); code != 400 || eb.Error.Code != "context_length_exceeded" {
+		t.Fatalf("input over kv_pages: %d %s", code, b)
+	}
+}

@@ -52,8 +52,9 @@ type EmbedResult struct {
 // engine gets the inputs, and request.completed (prompt tokens, no
 // completion, the pages, the zeroing tier; never text) BEFORE the vectors
 // are returned. Every input is its own engine request, computed in the
-// tenant's pages: a vector depends on its input only, never on the other
-// inputs or other tenants' requests batched with it.
+// tenant's pages, as many at once as the tenant's kv_pages hold (the
+// Limiter's lease): a vector depends on its input only, never on the
+// other inputs or other tenants' requests batched with it.
 //
 // Errors: ErrUnknownModel; ErrInvalidField (no input, too many,
 // dimensions outside 1…the model's width); the gate's; the policy's;
@@ -101,13 +102,20 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 			lim.MaxContext, longest))
 	}
 	pt := part.PageTokens
-	pages := (longest + pt - 1) / pt // the inputs run one after another
+	pages := (longest + pt - 1) / pt
 	if pages > lim.KVPages {
 		return EmbedResult{}, s.Refuse(p.Tenant, StageLimits, engine.ErrContextLength.Withf("a request of this tenant may hold %d KV pages (%d tokens), but an input has %d tokens",
 			lim.KVPages, lim.KVPages*pt, longest))
 	}
+	// The inputs run in waves, each as many as the tenant's kv_pages hold
+	// at once (every input fits alone: checked above).
+	need := 0
+	for _, in := range inputs {
+		need += (len(in) + pt - 1) / pt
+	}
+	budget := min(need, lim.KVPages)
 	permit, err := s.cfg.Limiter.AdmitLease(p.Tenant, tenancy.Quotas{MaxConcurrent: lim.MaxConcurrent, KVPages: lim.KVPages,
-		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, total, pages)
+		TokensPerMinute: lim.TokensPerMinute, MaxContext: lim.MaxContext}, total, budget)
 	if err != nil {
 		return EmbedResult{}, s.Refuse(p.Tenant, StageQuota, err)
 	}
@@ -126,27 +134,30 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 	var sum engine.Summary
 	var endErr error
 	start := time.Now()
-	for i, g := range greqs {
-		vec, st, err := s.embedOne(ctx, g)
-		if st != nil {
-			if sm, ok := st.Summary(); ok {
-				sum.Pages += sm.Pages
-			}
-		}
-		if err != nil {
-			if st == nil {
-				return EmbedResult{}, s.reject(ctx, part, q.ID, len(g.Prompt), 0, err)
-			}
-			endErr = err
-			break
-		}
-		if q.Dimensions != 0 {
-			if vec, err = Truncate(vec, q.Dimensions); err != nil {
-				endErr = err
+	for lo := 0; lo < len(greqs) && endErr == nil; {
+		hi, used := lo, 0
+		for hi < len(greqs) {
+			pg := (len(greqs[hi].Prompt) + pt - 1) / pt
+			if hi > lo && used+pg > budget {
 				break
 			}
+			used += pg
+			hi++
 		}
-		res.Vectors[i] = vec
+		ran, err := s.embedWave(ctx, greqs[lo:hi], res.Vectors[lo:hi], &sum)
+		if err != nil && lo == 0 && ran == 0 {
+			// Refused by the engine before anything ran: ledgered as a
+			// rejection, as a generation's.
+			return EmbedResult{}, s.reject(ctx, part, q.ID, len(greqs[0].Prompt), 0, err)
+		}
+		endErr = err
+		lo = hi
+	}
+	for i, vec := range res.Vectors {
+		if endErr != nil || q.Dimensions == 0 {
+			break
+		}
+		res.Vectors[i], endErr = Truncate(vec, q.Dimensions)
 	}
 	var emb *audit.Embedded
 	if endErr == nil && s.cfg.Embedded != nil {
@@ -197,13 +208,43 @@ func (s *Requests) embedInputs(q EmbedRequest) ([][]int32, error) {
 	return out, nil
 }
 
-// embedOne runs one input on the engine and returns its vector and its
-// stream (nil when the engine refused it at submission).
-func (s *Requests) embedOne(ctx context.Context, g engine.GenerateRequest) ([]float32, *engine.Stream, error) {
-	st, err := s.cfg.Engine.Submit(ctx, g)
-	if err != nil {
-		return nil, nil, err
+// embedWave runs greqs on the engine at once (the scheduler batches
+// them; a vector depends on its input only) and writes their vectors into
+// out, adding their pages to sum; it returns how many the engine took. On
+// the first error the wave's other requests are cancelled and drained
+// (their summaries exist for the ledger) and that error is returned.
+func (s *Requests) embedWave(ctx context.Context, greqs []engine.GenerateRequest, out [][]float32, sum *engine.Summary) (int, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	streams := make([]*engine.Stream, 0, len(greqs))
+	var first error
+	for _, g := range greqs {
+		st, err := s.cfg.Engine.Submit(wctx, g)
+		if err != nil {
+			first = err
+			cancel()
+			break
+		}
+		streams = append(streams, st)
 	}
+	for i, st := range streams {
+		vec, err := collectVector(wctx, st)
+		if sm, ok := st.Summary(); ok {
+			sum.Pages += sm.Pages
+		}
+		if err != nil && first == nil {
+			first = err
+			cancel()
+		}
+		out[i] = vec
+	}
+	return len(streams), first
+}
+
+// collectVector reads st to its end and returns the vector it carried.
+// Errors: the stream's (drained after a cancellation, so that its summary
+// exists), errNoVector when it ended without one.
+func collectVector(ctx context.Context, st *engine.Stream) ([]float32, error) {
 	var vec []float32
 	for {
 		tok, err := st.Next(ctx)
@@ -211,16 +252,16 @@ func (s *Requests) embedOne(ctx context.Context, g engine.GenerateRequest) ([]fl
 			break
 		}
 		if err != nil {
-			return nil, st, drainErr(st, err)
+			return nil, drainErr(st, err)
 		}
 		if tok.ID == engine.PromptHidden {
 			vec = tok.Embedding
 		}
 	}
 	if vec == nil {
-		return nil, st, fmt.Errorf("%w: no embedding computed for %s", errNoVector, g.ID)
+		return nil, fmt.Errorf("%w: no embedding computed for %s", errNoVector, st.ID)
 	}
-	return vec, st, nil
+	return vec, nil
 }
 
 var errNoVector = cloison.NewError(cloison.CodeInternal, "internal error")
