@@ -254,4 +254,9 @@
 // (grpcurl: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest.)
 // Without --public-tls-cert the gRPC port is plaintext; bind it to loopback or
 // put it behind a TLS-terminating proxy.
+//
+// POST /v1/embeddings (embeddings.go) reads OpenAI's input shapes
+// (string, strings, ids, lists of ids), encoding_format float or base64
+// (little-endian float32) and dimensions, checked against embeddingFields,
+// and answers service.Embed's vectors with usage.
 package api

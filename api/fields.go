@@ -208,6 +208,7 @@ var fieldTables = []struct {
 	{"respReasoningPartFields", "responses input `reasoning` content part", respReasoningPartFields},
 	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},
 	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
+	{"embeddingFields", "`POST /v1/embeddings`", embeddingFields},
 }
 
 // FieldTableMarkdown renders fieldTables as docs/api.md's field table:

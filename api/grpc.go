@@ -57,6 +57,7 @@ const (
 var MethodScopes = map[string][]tenancy.Scope{
 	inferencev1.InferenceService_Generate_FullMethodName:       {tenancy.ScopeInfer},
 	inferencev1.InferenceService_Tokenize_FullMethodName:       {tenancy.ScopeInfer},
+	inferencev1.InferenceService_Embed_FullMethodName:          {tenancy.ScopeInfer},
 	inferencev1.InferenceService_ListModels_FullMethodName:     {tenancy.ScopeInfer},
 	inferencev1.InferenceService_GetAttestation_FullMethodName: {},
 

@@ -149,7 +149,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served,
+		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes:     cfg.GrammarBytes,
 		DefaultMaxTokens: cfg.DefaultMaxTokens})
 	if err != nil {
@@ -195,6 +195,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/embeddings", s.auth(s.embeddings, tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)

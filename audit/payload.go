@@ -157,6 +157,9 @@ type RequestCompleted struct {
 	// their residency labels, so a tenant can show where its data went;
 	// absent in entries written before it.
 	Placement *Placement `json:"placement,omitempty"`
+	// Embedding: what an embeddings request served (counts and keyed
+	// digests); absent for a generation.
+	Embedding *Embedded `json:"embedding,omitempty"`
 }
 
 // Placement is where a request was processed: the decode node (which
@@ -196,7 +199,7 @@ func (p RequestCompleted) validate() error {
 		checkOptName("status", string(p.Status)), checkCount("prompt_tokens", p.PromptTokens),
 		checkCount("completion_tokens", p.CompletionTokens), checkCount("cached_tokens", p.CachedTokens),
 		checkCount("pages", p.Pages), CheckName("tier", string(p.Tier)),
-		checkCount("duration_micros", p.DurationMicros), p.Served.validate(), p.Placement.validate())
+		checkCount("duration_micros", p.DurationMicros), p.Served.validate(), p.Placement.validate(), p.Embedding.validate())
 }
 
 // IsolationViolation records a broken isolation invariant and what the

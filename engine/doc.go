@@ -134,6 +134,13 @@
 //
 // # Tests that prove isolation
 //
+// Embeddings: a GenerateRequest with Embed (MaxTokens 0) is admitted and
+// scheduled as a scored prompt (computed in full, in the tenant's pages,
+// never from the prefix cache); each step keeps its tokens' hidden rows
+// (model.Seq.Hidden), and once the prompt is computed the stream carries
+// one PromptHidden token with the pooled vector (model.Pool). A model
+// without pooling refuses it (ErrNoPooling).
+//
 // In isolation_test.go:
 //
 //   - Co-tenant independence: 16 concurrent requests of 8 tenants (mixed

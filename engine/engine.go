@@ -134,7 +134,22 @@ type GenerateRequest struct {
 	// prompt is scored and the request finishes (FinishLength) with no
 	// token. Not on a decode node (ErrScoreRemote).
 	ScorePrompt bool
+	// Embed asks for the prompt's embedding instead of tokens: the prompt
+	// is computed in full as for ScorePrompt (never from the prefix cache,
+	// in the tenant's pages), each token's hidden state kept, and the
+	// stream carries one Token of ID PromptHidden with the model's pooled,
+	// L2-normalised vector (model.Pool); MaxTokens must be 0. The vector
+	// depends on the prompt only, never on its batch neighbours. Not on a
+	// decode node (ErrScoreRemote).
+	Embed bool
 }
+
+// PromptHidden is the ID of the stream's Token that carries a prompt's
+// embedding (GenerateRequest.Embed).
+const PromptHidden int32 = -3
+
+// ErrNoPooling: an embedding asked of a model that declares no pooling.
+var ErrNoPooling = cloison.NewError(cloison.CodeUnsupported, "this model serves no embeddings: it declares no pooling")
 
 // PromptScores is the ID of the stream's Token that carries a prompt's
 // scores (GenerateRequest.ScorePrompt).
@@ -236,13 +251,16 @@ func (e *Engine) Check(r GenerateRequest) error {
 	if err := validateStops(r.StopStrings); err != nil {
 		return err
 	}
-	if r.ScorePrompt && e.cfg.Remote != nil {
+	if (r.ScorePrompt || r.Embed) && e.cfg.Remote != nil {
 		return ErrScoreRemote
+	}
+	if err := e.checkEmbed(r); err != nil {
+		return err
 	}
 	if _, _, err := e.newSampler(r); err != nil {
 		return err
 	}
-	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt})
+	_, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed})
 	return err
 }
 
@@ -254,14 +272,17 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err := validateStops(r.StopStrings); err != nil {
 		return nil, err
 	}
-	if r.ScorePrompt && e.cfg.Remote != nil {
+	if (r.ScorePrompt || r.Embed) && e.cfg.Remote != nil {
 		return nil, ErrScoreRemote
+	}
+	if err := e.checkEmbed(r); err != nil {
+		return nil, err
 	}
 	samp, gm, err := e.newSampler(r)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed})
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +291,9 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		stops[s] = true
 	}
 	a := &active{req: r, sampler: samp, grammar: gm, stops: stops, stream: newStream(r.ID), started: e.now(), trace: context.WithoutCancel(ctx)}
+	if r.Embed {
+		a.hidden = make([]float32, len(r.Prompt)*e.cfg.Model.DModel)
+	}
 	if r.ScorePrompt {
 		a.scores = make([]Scored, len(r.Prompt)-1)
 		a.scored = make([]bool, len(r.Prompt)-1)
@@ -386,6 +410,9 @@ type active struct {
 	scored  []bool
 	nscored int
 	sent    bool
+	// Embedding (req.Embed): every prompt token's hidden state, by
+	// position (a recomputation after preemption writes the same rows).
+	hidden []float32
 }
 
 // Run drives the engine until ctx ends; then every live request ends with
@@ -479,9 +506,12 @@ func (e *Engine) step() error {
 		return nil
 	}
 	batch := make([]model.Seq, len(rd.Batch))
+	e.mu.Lock()
 	for i, it := range rd.Batch {
-		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All}
+		a := e.active[it.ID]
+		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: a != nil && a.hidden != nil && it.All}
 	}
+	e.mu.Unlock()
 	logits, err := e.cfg.Model.Forward(e.cfg.Arena, batch, false)
 	if err != nil {
 		e.failStep(rd, err)
@@ -493,12 +523,35 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	var scoredNow []*active
 	var unscored []cloison.RequestID
+	var embedded []struct {
+		a   *active
+		vec []float32
+	}
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
 		if a == nil {
 			continue
 		}
 		row := logits[i]
+		if batch[i].Hidden {
+			copy(a.hidden[it.Pos*e.cfg.Model.DModel:], row)
+			if it.Pos+len(it.Tokens) >= len(a.req.Prompt) && !a.sent {
+				a.sent = true
+				vec, err := model.Pool(e.cfg.Model.Pooling, a.hidden, len(a.req.Prompt), e.cfg.Model.DModel)
+				if err != nil {
+					// A vector without a finite norm: fail closed.
+					a.stream.failNext = err
+					unscored = append(unscored, it.ID)
+				} else {
+					embedded = append(embedded, struct {
+						a   *active
+						vec []float32
+					}{a, vec})
+				}
+				a.hidden = nil
+			}
+			continue
+		}
 		if it.All {
 			done, err := e.score(a, it, row)
 			if err != nil {
@@ -564,6 +617,11 @@ func (e *Engine) step() error {
 	for _, a := range scoredNow {
 		if a.stream.failNext == nil {
 			a.stream.push(Token{ID: PromptScores, Prompt: a.scores})
+		}
+	}
+	for _, em := range embedded {
+		if em.a.stream.failNext == nil {
+			em.a.stream.push(Token{ID: PromptHidden, Embedding: em.vec})
 		}
 	}
 	for _, em := range emits {
@@ -868,6 +926,9 @@ type Token struct {
 	// Prompt holds, in the PromptScores token, the scores of prompt tokens
 	// 1…len−1 (the first token has none).
 	Prompt []Scored
+	// Embedding holds, in the PromptHidden token, the prompt's pooled,
+	// L2-normalised vector (GenerateRequest.Embed).
+	Embedding []float32
 	// Gap is the time since the request's previous token was sampled (the
 	// inter-token latency); 0 for the first token and the flush.
 	Gap time.Duration
@@ -979,4 +1040,20 @@ func (s *Stream) Cancel() {
 	if s.cancel != nil {
 		s.cancel(ErrCanceled)
 	}
+}
+
+// checkEmbed refuses an embedding request the model cannot serve
+// (ErrNoPooling) or that asks for tokens too (ErrInvalidRequest's kind:
+// sample.ErrInvalidParams).
+func (e *Engine) checkEmbed(r GenerateRequest) error {
+	if !r.Embed {
+		return nil
+	}
+	if e.cfg.Model.Pooling == model.PoolNone {
+		return ErrNoPooling
+	}
+	if r.MaxTokens != 0 || r.ScorePrompt || r.Grammar != nil {
+		return sample.ErrInvalidParams.Withf("an embedding request generates no tokens")
+	}
+	return nil
 }

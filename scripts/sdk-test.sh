@@ -41,7 +41,7 @@ if [ "$have" != "$want" ]; then
 fi
 
 model="$dir/context-bag-qwen.gguf"
-"$dir/bin/cloisonctl" model synth --bag --chat-template engine/chat/testdata/hf/templates/Qwen-Qwen2.5-7B-Instruct.jinja "$model" >/dev/null
+"$dir/bin/cloisonctl" model synth --bag --pooling 1 --chat-template engine/chat/testdata/hf/templates/Qwen-Qwen2.5-7B-Instruct.jinja "$model" >/dev/null
 
 # The database URLs, as make run derives them (Makefile dburls).
 admin=$(scripts/pg.sh)

@@ -212,4 +212,12 @@
 // split them across two packages. It belongs in the engine once the engine
 // can fork a running sequence's pages (copy-on-write within a tenant's
 // lease), which would let choice 1..n-1 start without waiting.
+//
+// Embed is the embeddings path: Generate's order (gate, policy,
+// isolation, limits per input, the Limiter charged the prompt tokens,
+// the engine's checks, the decision ledgered first), each input its own
+// engine request (engine.GenerateRequest.Embed), and request.completed
+// with an audit.Embedded of keyed input and vector digests (Config.Embedded,
+// Responses.Embedded) and no Served, so that it is never replayed as a
+// generation.
 package service

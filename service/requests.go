@@ -62,6 +62,9 @@ type Config struct {
 	// sequence served — keyed digests of prompt and completion, sampling
 	// — or nil when digests are off; nil: none recorded.
 	Served func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served
+	// Embedded (optional) is Served for an embeddings request
+	// (Responses.Embedded); nil: none recorded.
+	Embedded func(t cloison.TenantID, inputs [][]int32, vecs [][]float32) *audit.Embedded
 	// GrammarBytes is the byte budget of the cache of compiled
 	// response_format grammars, shared fairly between tenants
 	// (grammar.Cache); 0: grammar.DefaultCacheBytes.

@@ -22,6 +22,7 @@ func newModelCmd() *cobra.Command {
 func newModelSynthCmd() *cobra.Command {
 	var c synth.Config
 	var bag, fim bool
+	var pooling int
 	var dtype, chatTemplate string
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
@@ -31,14 +32,16 @@ func newModelSynthCmd() *cobra.Command {
 			var w *gguf.Writer
 			var err error
 			if bag {
-				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim})
+				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim, Pooling: pooling})
 			} else if fim {
 				return fmt.Errorf("--fim is for the context-bag model (--bag)")
 			} else {
 				if err := setDType(&c, dtype); err != nil {
 					return err
 				}
-				w, err = synth.Random(c)
+				if w, err = synth.Random(c); err == nil && pooling != 0 {
+					err = w.Set(c.Arch+".pooling_type", uint32(pooling))
+				}
 			}
 			if err != nil {
 				return err
@@ -63,6 +66,7 @@ func newModelSynthCmd() *cobra.Command {
 	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
+	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 0: none")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
@@ -106,7 +110,8 @@ func newModelInspectCmd() *cobra.Command {
 			for _, kv := range [][2]any{{"name", name}, {"architecture", mc.Arch}, {"layers", mc.Layers}, {"d_model", mc.DModel},
 				{"heads", mc.Heads}, {"kv_heads", mc.KVHeads}, {"head_dim", mc.HeadDim}, {"ffn", mc.FFN}, {"vocab", mc.Vocab},
 				{"context", mc.Context}, {"rms_eps", mc.RMSEps}, {"rope_base", mc.RoPE.Base}, {"tied_embeddings", mc.Tied}, {"qk_norm", mc.QKNorm},
-				{"experts", mc.Experts}, {"experts_used", mc.ExpertsUsed}, {"sliding_window", mc.Window}, {"local_layers", localLayers(mc.SWA)}} {
+				{"experts", mc.Experts}, {"experts_used", mc.ExpertsUsed}, {"sliding_window", mc.Window}, {"local_layers", localLayers(mc.SWA)},
+				{"pooling", mc.Pooling}} {
 				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
 			}
 			return w.Flush()

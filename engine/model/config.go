@@ -74,6 +74,10 @@ type Config struct {
 	// expert_count: mixtral), of which a softmax router picks ExpertsUsed
 	// per token (see the package documentation).
 	Experts, ExpertsUsed int
+	// Pooling is how an embedding model pools its tokens' hidden states
+	// into one vector ({arch}.pooling_type as llama.cpp reads it); PoolNone
+	// for a model that declares none (a generative model).
+	Pooling Pooling
 }
 
 // arch describes what an architecture adds to the llama layout.
@@ -171,6 +175,11 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			return c, err
 		}
 	}
+	pool, err := intKey(f, p+"pooling_type", 0, false)
+	if err != nil {
+		return c, err
+	}
+	c.Pooling = poolingOf(pool)
 	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
 		return c, err
 	}

@@ -140,6 +140,12 @@
 //
 // Benchmarks: go test -run XXX -bench 'Prefill|Decode' -benchtime 5x
 // ./engine/model — prefill and decode tokens/s at batch 1 and 16 for a 4-layer
+// Embeddings: Config.Pooling is {arch}.pooling_type as llama.cpp reads it
+// (1 mean, 2 CLS, 3 last; anything else PoolNone). A Seq with Hidden gets,
+// instead of logits, every new token's hidden state after the output norm
+// (batch invariant as the logits are); Pool makes the L2-normalised vector
+// of them, as llama.cpp's embedding does.
+//
 // d=512 model (Q8_0, F32) and a ~100M model (Q8_0), and decode bandwidth
 // efficiency = weight bytes streamed per second ÷ copy() bandwidth measured in
 // the same run. make peer-quant compares logits per weight type with

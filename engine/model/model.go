@@ -372,6 +372,10 @@ type Seq struct {
 	// Forward's all does for the whole batch (prompt scoring): the cost,
 	// len(Tokens)×Vocab logits, falls on this sequence only.
 	All bool
+	// Hidden asks, instead of logits, for the hidden state of every new
+	// token after the output norm (len(Tokens)×DModel, row-major): what
+	// an embedding model pools (Pool). It implies All's rows.
+	Hidden bool
 }
 
 type scratch struct {
@@ -478,7 +482,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 			}
 		}
 		rows += n
-		if all || s.All {
+		if all || s.All || s.Hidden {
 			outRows += n
 		} else {
 			outRows++
@@ -603,7 +607,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		o := 0
 		for i, s := range spans {
 			r, n := s.Row+s.N-1, 1
-			if batch[i].All {
+			if batch[i].All || batch[i].Hidden {
 				r, n = s.Row, s.N
 			}
 			if err := b.Copy(last.Slice(o, o+n), x.Slice(r, r+n)); err != nil {
@@ -614,6 +618,18 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	}
 	if err := b.RMSNorm(last, last, m.outNorm, m.RMSEps); err != nil {
 		return nil, err
+	}
+	// Hidden rows are read after the output norm, before the projection
+	// (row-wise kernels: batch invariant as the logits are).
+	var hidden []float32
+	for _, s := range batch {
+		if s.Hidden {
+			hidden = make([]float32, outRows*m.DModel)
+			if err := b.Download(hidden, last); err != nil {
+				return nil, err
+			}
+			break
+		}
 	}
 	logits := sc.logits.Slice(0, outRows)
 	if err := b.MatMul(logits, last, m.output); err != nil {
@@ -628,10 +644,14 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	r := 0
 	for i, s := range batch {
 		n := 1
-		if all || s.All {
+		if all || s.All || s.Hidden {
 			n = len(s.Tokens)
 		}
-		out[i] = host[r*m.Vocab : (r+n)*m.Vocab : (r+n)*m.Vocab]
+		if s.Hidden {
+			out[i] = hidden[r*m.DModel : (r+n)*m.DModel : (r+n)*m.DModel]
+		} else {
+			out[i] = host[r*m.Vocab : (r+n)*m.Vocab : (r+n)*m.Vocab]
+		}
 		r += n
 	}
 	return out, nil

@@ -494,6 +494,9 @@ type BagConfig struct {
 	// allows fill-in-the-middle (completions' suffix). Vocab 0 then means
 	// 262.
 	FIM bool
+	// Pooling, when not 0, declares llama.pooling_type (1 mean, 2 CLS,
+	// 3 last): an embedding model.
+	Pooling int
 }
 
 // Bag constants (see the package documentation).
@@ -534,6 +537,11 @@ func ContextBag(c BagConfig) (*gguf.Writer, error) {
 	w := gguf.NewWriter()
 	if err := header(w, "llama", "context-bag", "gpt-2", 1, d, heads, heads, bagHeadDim, bagHeadDim, v, c.Context, 10000, 1e-5, 0, c.FIM); err != nil {
 		return nil, err
+	}
+	if c.Pooling != 0 {
+		if err := w.Set("llama.pooling_type", uint32(c.Pooling)); err != nil {
+			return nil, err
+		}
 	}
 	r0 := float32(math.Sqrt((1 + bagBias*bagBias) / float64(d)))
 	// beta scales attention's frequencies to counts (at GapTokens

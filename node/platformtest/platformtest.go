@@ -123,6 +123,9 @@ type Options struct {
 	// PrefixCache turns on the engine's per-tenant prefix cache (as
 	// cloisond's --prefix-cache does).
 	PrefixCache bool
+	// Pooling, when not 0, serves the context bag as an embedding model
+	// with that llama.pooling_type (synth.BagConfig.Pooling).
+	Pooling int
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -305,7 +308,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 // contextBag is the served model's GGUF: the context bag of o.Context
 // tokens (synth.ContextBag's default when 0).
 func contextBag(o Options) ([]byte, error) {
-	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM})
+	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM, Pooling: o.Pooling})
 	if err != nil {
 		return nil, err
 	}

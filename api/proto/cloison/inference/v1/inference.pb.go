@@ -1249,6 +1249,225 @@ func (x *TokenizeResponse) GetMaxContext() int64 {
 	return 0
 }
 
+// EmbedRequest: exactly one of texts (tokenized with BOS) and token_lists.
+// dimensions, when not 0, keeps the first values of each vector,
+// renormalised (Matryoshka truncation).
+type EmbedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Texts         []string               `protobuf:"bytes,2,rep,name=texts,proto3" json:"texts,omitempty"`
+	TokenLists    []*TokenList           `protobuf:"bytes,3,rep,name=token_lists,json=tokenLists,proto3" json:"token_lists,omitempty"`
+	Dimensions    int32                  `protobuf:"varint,4,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EmbedRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetTexts() []string {
+	if x != nil {
+		return x.Texts
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetTokenLists() []*TokenList {
+	if x != nil {
+		return x.TokenLists
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetDimensions() int32 {
+	if x != nil {
+		return x.Dimensions
+	}
+	return 0
+}
+
+type TokenList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []int64                `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenList) Reset() {
+	*x = TokenList{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenList) ProtoMessage() {}
+
+func (x *TokenList) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenList.ProtoReflect.Descriptor instead.
+func (*TokenList) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TokenList) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type Vector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []float32              `protobuf:"fixed32,1,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vector) Reset() {
+	*x = Vector{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vector) ProtoMessage() {}
+
+func (x *Vector) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vector.ProtoReflect.Descriptor instead.
+func (*Vector) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Vector) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type EmbedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vectors       []*Vector              `protobuf:"bytes,1,rep,name=vectors,proto3" json:"vectors,omitempty"` // in the inputs' order
+	PromptTokens  int64                  `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResponse) Reset() {
+	*x = EmbedResponse{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResponse) ProtoMessage() {}
+
+func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
+func (*EmbedResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *EmbedResponse) GetVectors() []*Vector {
+	if x != nil {
+		return x.Vectors
+	}
+	return nil
+}
+
+func (x *EmbedResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *EmbedResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type ListModelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1257,7 +1476,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1488,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[15]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1501,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{15}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{19}
 }
 
 type ListModelsResponse struct {
@@ -1294,7 +1513,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1525,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[16]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1538,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{16}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1340,7 +1559,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1571,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[17]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1584,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{17}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Model) GetId() string {
@@ -1397,7 +1616,7 @@ type GetAttestationRequest struct {
 
 func (x *GetAttestationRequest) Reset() {
 	*x = GetAttestationRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1628,7 @@ func (x *GetAttestationRequest) String() string {
 func (*GetAttestationRequest) ProtoMessage() {}
 
 func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[18]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1641,7 @@ func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
 func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{18}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{22}
 }
 
 // Attestation is the capacity attestation (attest.Attestation): the pool
@@ -1451,7 +1670,7 @@ type Attestation struct {
 
 func (x *Attestation) Reset() {
 	*x = Attestation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1682,7 @@ func (x *Attestation) String() string {
 func (*Attestation) ProtoMessage() {}
 
 func (x *Attestation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1695,7 @@ func (x *Attestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
 func (*Attestation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{19}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Attestation) GetModelContext() int64 {
@@ -1574,7 +1793,7 @@ type NodeLabels struct {
 
 func (x *NodeLabels) Reset() {
 	*x = NodeLabels{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1805,7 @@ func (x *NodeLabels) String() string {
 func (*NodeLabels) ProtoMessage() {}
 
 func (x *NodeLabels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1818,7 @@ func (x *NodeLabels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLabels.ProtoReflect.Descriptor instead.
 func (*NodeLabels) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeLabels) GetRegion() string {
@@ -1634,7 +1853,7 @@ type TenantPlacement struct {
 
 func (x *TenantPlacement) Reset() {
 	*x = TenantPlacement{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1865,7 @@ func (x *TenantPlacement) String() string {
 func (*TenantPlacement) ProtoMessage() {}
 
 func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1878,7 @@ func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPlacement.ProtoReflect.Descriptor instead.
 func (*TenantPlacement) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{21}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TenantPlacement) GetTenant() string {
@@ -1728,7 +1947,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1959,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1972,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{22}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -1887,7 +2106,24 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x06pieces\x18\x02 \x03(\tR\x06pieces\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x1f\n" +
 	"\vmax_context\x18\x04 \x01(\x03R\n" +
-	"maxContext\"\x13\n" +
+	"maxContext\"\x9c\x01\n" +
+	"\fEmbedRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
+	"\x05texts\x18\x02 \x03(\tR\x05texts\x12@\n" +
+	"\vtoken_lists\x18\x03 \x03(\v2\x1f.cloison.inference.v1.TokenListR\n" +
+	"tokenLists\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x04 \x01(\x05R\n" +
+	"dimensions\"\x1d\n" +
+	"\tTokenList\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\" \n" +
+	"\x06Vector\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"\x8b\x01\n" +
+	"\rEmbedResponse\x126\n" +
+	"\avectors\x18\x01 \x03(\v2\x1c.cloison.inference.v1.VectorR\avectors\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\x13\n" +
 	"\x11ListModelsRequest\"I\n" +
 	"\x12ListModelsResponse\x123\n" +
 	"\x06models\x18\x01 \x03(\v2\x1b.cloison.inference.v1.ModelR\x06models\"Y\n" +
@@ -1928,10 +2164,11 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\tcompliant\x18\b \x01(\bR\tcompliant\";\n" +
 	"\vReservation\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
-	"\x05pages\x18\x02 \x01(\x03R\x05pages2\x8d\x03\n" +
+	"\x05pages\x18\x02 \x01(\x03R\x05pages2\xdf\x03\n" +
 	"\x10InferenceService\x12[\n" +
 	"\bGenerate\x12%.cloison.inference.v1.GenerateRequest\x1a&.cloison.inference.v1.GenerateResponse0\x01\x12Y\n" +
-	"\bTokenize\x12%.cloison.inference.v1.TokenizeRequest\x1a&.cloison.inference.v1.TokenizeResponse\x12_\n" +
+	"\bTokenize\x12%.cloison.inference.v1.TokenizeRequest\x1a&.cloison.inference.v1.TokenizeResponse\x12P\n" +
+	"\x05Embed\x12\".cloison.inference.v1.EmbedRequest\x1a#.cloison.inference.v1.EmbedResponse\x12_\n" +
 	"\n" +
 	"ListModels\x12'.cloison.inference.v1.ListModelsRequest\x1a(.cloison.inference.v1.ListModelsResponse\x12`\n" +
 	"\x0eGetAttestation\x12+.cloison.inference.v1.GetAttestationRequest\x1a!.cloison.inference.v1.AttestationBGZEgithub.com/cloison/cloison/api/proto/cloison/inference/v1;inferencev1b\x06proto3"
@@ -1948,7 +2185,7 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
@@ -1965,15 +2202,19 @@ var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*Usage)(nil),                 // 12: cloison.inference.v1.Usage
 	(*TokenizeRequest)(nil),       // 13: cloison.inference.v1.TokenizeRequest
 	(*TokenizeResponse)(nil),      // 14: cloison.inference.v1.TokenizeResponse
-	(*ListModelsRequest)(nil),     // 15: cloison.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 16: cloison.inference.v1.ListModelsResponse
-	(*Model)(nil),                 // 17: cloison.inference.v1.Model
-	(*GetAttestationRequest)(nil), // 18: cloison.inference.v1.GetAttestationRequest
-	(*Attestation)(nil),           // 19: cloison.inference.v1.Attestation
-	(*NodeLabels)(nil),            // 20: cloison.inference.v1.NodeLabels
-	(*TenantPlacement)(nil),       // 21: cloison.inference.v1.TenantPlacement
-	(*Reservation)(nil),           // 22: cloison.inference.v1.Reservation
-	nil,                           // 23: cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	(*EmbedRequest)(nil),          // 15: cloison.inference.v1.EmbedRequest
+	(*TokenList)(nil),             // 16: cloison.inference.v1.TokenList
+	(*Vector)(nil),                // 17: cloison.inference.v1.Vector
+	(*EmbedResponse)(nil),         // 18: cloison.inference.v1.EmbedResponse
+	(*ListModelsRequest)(nil),     // 19: cloison.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),    // 20: cloison.inference.v1.ListModelsResponse
+	(*Model)(nil),                 // 21: cloison.inference.v1.Model
+	(*GetAttestationRequest)(nil), // 22: cloison.inference.v1.GetAttestationRequest
+	(*Attestation)(nil),           // 23: cloison.inference.v1.Attestation
+	(*NodeLabels)(nil),            // 24: cloison.inference.v1.NodeLabels
+	(*TenantPlacement)(nil),       // 25: cloison.inference.v1.TenantPlacement
+	(*Reservation)(nil),           // 26: cloison.inference.v1.Reservation
+	nil,                           // 27: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
@@ -1981,7 +2222,7 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
-	23, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	27, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
 	6,  // 6: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
 	7,  // 7: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
 	9,  // 8: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
@@ -1991,25 +2232,29 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	10, // 12: cloison.inference.v1.TokenChunk.top_logprobs:type_name -> cloison.inference.v1.TokenLogprob
 	12, // 13: cloison.inference.v1.Final.usage:type_name -> cloison.inference.v1.Usage
 	3,  // 14: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
-	17, // 15: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	22, // 16: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	20, // 17: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
-	21, // 18: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
-	20, // 19: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
-	20, // 20: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
-	5,  // 21: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	13, // 22: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	15, // 23: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	18, // 24: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	8,  // 25: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	14, // 26: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	16, // 27: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	19, // 28: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	16, // 15: cloison.inference.v1.EmbedRequest.token_lists:type_name -> cloison.inference.v1.TokenList
+	17, // 16: cloison.inference.v1.EmbedResponse.vectors:type_name -> cloison.inference.v1.Vector
+	21, // 17: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
+	26, // 18: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	24, // 19: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
+	25, // 20: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
+	24, // 21: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
+	24, // 22: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
+	5,  // 23: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	13, // 24: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	15, // 25: cloison.inference.v1.InferenceService.Embed:input_type -> cloison.inference.v1.EmbedRequest
+	19, // 26: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	22, // 27: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	8,  // 28: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	14, // 29: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	18, // 30: cloison.inference.v1.InferenceService.Embed:output_type -> cloison.inference.v1.EmbedResponse
+	20, // 31: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	23, // 32: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -2037,7 +2282,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	InferenceService_Generate_FullMethodName       = "/cloison.inference.v1.InferenceService/Generate"
 	InferenceService_Tokenize_FullMethodName       = "/cloison.inference.v1.InferenceService/Tokenize"
+	InferenceService_Embed_FullMethodName          = "/cloison.inference.v1.InferenceService/Embed"
 	InferenceService_ListModels_FullMethodName     = "/cloison.inference.v1.InferenceService/ListModels"
 	InferenceService_GetAttestation_FullMethodName = "/cloison.inference.v1.InferenceService/GetAttestation"
 )
@@ -55,6 +56,11 @@ type InferenceServiceClient interface {
 	// Tokenize returns the token ids the model's tokenizer gives the input
 	// (chat messages rendered with the model's template, as Generate does).
 	Tokenize(ctx context.Context, in *TokenizeRequest, opts ...grpc.CallOption) (*TokenizeResponse, error)
+	// Embed returns one L2-normalised vector per input, as POST
+	// /v1/embeddings does (same path, quota and ledger); the receipt of its
+	// request.completed rides in the `cloison-receipt` trailer.
+	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
+	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
 	// GetAttestation returns this node's capacity attestation.
@@ -92,6 +98,16 @@ func (c *inferenceServiceClient) Tokenize(ctx context.Context, in *TokenizeReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TokenizeResponse)
 	err := c.cc.Invoke(ctx, InferenceService_Tokenize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inferenceServiceClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EmbedResponse)
+	err := c.cc.Invoke(ctx, InferenceService_Embed_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +156,11 @@ type InferenceServiceServer interface {
 	// Tokenize returns the token ids the model's tokenizer gives the input
 	// (chat messages rendered with the model's template, as Generate does).
 	Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error)
+	// Embed returns one L2-normalised vector per input, as POST
+	// /v1/embeddings does (same path, quota and ledger); the receipt of its
+	// request.completed rides in the `cloison-receipt` trailer.
+	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
+	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
 	// GetAttestation returns this node's capacity attestation.
@@ -159,6 +180,9 @@ func (UnimplementedInferenceServiceServer) Generate(*GenerateRequest, grpc.Serve
 }
 func (UnimplementedInferenceServiceServer) Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Tokenize not implemented")
+}
+func (UnimplementedInferenceServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
 }
 func (UnimplementedInferenceServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
@@ -216,6 +240,24 @@ func _InferenceService_Tokenize_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InferenceService_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).Embed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_Embed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).Embed(ctx, req.(*EmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _InferenceService_ListModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListModelsRequest)
 	if err := dec(in); err != nil {
@@ -262,6 +304,10 @@ var InferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Tokenize",
 			Handler:    _InferenceService_Tokenize_Handler,
+		},
+		{
+			MethodName: "Embed",
+			Handler:    _InferenceService_Embed_Handler,
 		},
 		{
 			MethodName: "ListModels",
