@@ -122,12 +122,6 @@ func (c *schemaCompiler) text(v any) string {
 	return string(t)
 }
 
-// jsonText is an injective text of a JSON value (strings Go-quoted, not
-// JSON-escaped: a key for comparisons and memos, never output).
-func jsonText(v any) string {
-	return string(appendText(nil, v, -1))
-}
-
 // appendText appends v's text to b, stopping once b is longer than limit
 // (limit < 0: no limit).
 func appendText(b []byte, v any, limit int) []byte {
