@@ -222,6 +222,9 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if lc.SigningKey != nil {
 		lc.TrustedTrees = append(lc.TrustedTrees, witnessedTrees(ctx, s.Witnesses, lc, log)...)
 	}
+	if lc.OnSigningRefused == nil {
+		lc.OnSigningRefused = signingAlarm(actor, log)
+	}
 	ledger, err := auditpg.Open(ctx, s.DB, lc)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)

@@ -60,3 +60,25 @@ func rowAlarm(ledger *auditpg.Store, actor audit.Name, log *slog.Logger) func(te
 		}()
 	}
 }
+
+// signingAlarm opens a register entry when the ledger refuses to sign a
+// tree that contradicts one signed before (auditpg.SignRefusedError: the
+// database was rewritten, rolled back or truncated). The entry is an
+// automatic detection of invariant ledger_signing naming the refused size
+// and the anchor's; the state directory's incident file and the metric
+// record it outside the database as well.
+func signingAlarm(actor audit.Name, log *slog.Logger) func(*auditpg.Store, *auditpg.SignRefusedError) {
+	return func(ledger *auditpg.Store, e *auditpg.SignRefusedError) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		now := time.Now()
+		d := audit.Detection{Source: audit.SourceIsolationViolation, Invariant: "ledger_signing",
+			DetectedAt: now, PeriodStart: now, PeriodEnd: now}
+		id, err := ledger.OpenFromDetection(ctx, actor, d)
+		if err != nil {
+			log.Error("ledger signing refused: the register entry could not be opened", "size", e.Size, "anchor_size", e.Anchor.Size, "err", err.Error())
+			return
+		}
+		log.Error("ledger signing refused: incident opened", "incident", id, "size", e.Size, "anchor_size", e.Anchor.Size)
+	}
+}

@@ -247,8 +247,8 @@ func (s *Store) signedChain(c audit.Checkpoint, source string) {
 }
 
 // refuse records e (the first refusal stays: later calls answer it), logs
-// it, counts it and writes the incident file. It returns the refusal in
-// force.
+// it, counts it, writes the incident file and calls
+// Config.OnSigningRefused. It returns the refusal in force.
 func (s *Store) refuse(e *SignRefusedError) error {
 	s.noteMu.Lock()
 	s.signRefusals++
@@ -269,6 +269,13 @@ func (s *Store) refuse(e *SignRefusedError) error {
 		} else {
 			s.cfg.Logger.Error("audit: signing refusal recorded", "incident_file", path)
 		}
+	}
+	if s.cfg.OnSigningRefused != nil {
+		s.alarms.Add(1)
+		go func() {
+			defer s.alarms.Done()
+			s.cfg.OnSigningRefused(s, e)
+		}()
 	}
 	return cur
 }

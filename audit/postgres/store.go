@@ -52,6 +52,12 @@ type Config struct {
 	// start). The store never signs a tree that does not extend them, nor
 	// the trees and chain checkpoints in CheckpointDir (sign.go).
 	TrustedTrees []TrustedTree
+	// OnSigningRefused (optional) is called once, on its own goroutine,
+	// with the store and the first refusal to sign (sign.go): the node
+	// opens a register entry with it. Appends go on while signing is
+	// refused, so the entry is recorded (under no signature until the
+	// database is restored to a state the anchors accept).
+	OnSigningRefused func(*Store, *SignRefusedError)
 	// MaxBatch bounds the events one stager commits to audit_staging in
 	// one statement (default 1024).
 	MaxBatch int
@@ -101,6 +107,8 @@ type Store struct {
 	pool *pgxpool.Pool // appends, head, register: the request path
 	scan *pgxpool.Pool // Scan, Verify, Export (cfg.ScanPool, or pool)
 	cfg  Config
+
+	alarms sync.WaitGroup // Config.OnSigningRefused calls, waited for by Close
 
 	reqs    chan *appendReq
 	stop    chan struct{}
@@ -307,6 +315,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Close stops accepting appends, commits those already queued, writes a
 // final checkpoint and returns.
 func (s *Store) Close() error {
+	s.alarms.Wait() // the refusal's register entry is written before the writers stop
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true

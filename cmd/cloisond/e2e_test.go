@@ -61,6 +61,7 @@ type daemon struct {
 	cmd      *exec.Cmd
 	logs     *syncBuffer
 	done     chan error
+	exited   bool // startNodeMayStop: the node stopped before it was ready
 }
 
 // startNode starts cloisond on the database dbURL (an administrator's URL,
@@ -74,6 +75,18 @@ func startNode(t testing.TB, dbURL string, roles []string, extra ...string) *dae
 // startNodeIn is startNode with the state directory stateDir (a restart
 // keeps its keys and checkpoints).
 func startNodeIn(t testing.TB, stateDir, dbURL string, roles []string, extra ...string) *daemon {
+	t.Helper()
+	return startNodeOpts(t, stateDir, dbURL, roles, false, extra...)
+}
+
+// startNodeMayStop is startNodeIn for a node that may refuse to start: it
+// returns the node stopped (exited set, its logs kept) instead of failing.
+func startNodeMayStop(t testing.TB, stateDir, dbURL string, roles []string, extra ...string) *daemon {
+	t.Helper()
+	return startNodeOpts(t, stateDir, dbURL, roles, true, extra...)
+}
+
+func startNodeOpts(t testing.TB, stateDir, dbURL string, roles []string, mayStop bool, extra ...string) *daemon {
 	t.Helper()
 	n := &daemon{t: t, stateDir: stateDir, dbURL: dbURL, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ready := filepath.Join(n.stateDir, "ready")
@@ -122,6 +135,10 @@ func startNodeIn(t testing.TB, stateDir, dbURL string, roles []string, extra ...
 		}
 		select {
 		case err := <-n.done:
+			if mayStop {
+				n.exited = true
+				return n
+			}
 			t.Fatalf("cloisond exited: %v\n%s", err, n.logs)
 		case <-time.After(100 * time.Millisecond):
 		}
