@@ -13,9 +13,10 @@
 # f16. Both stay up for the whole run; at each concurrency the side that goes
 # first alternates, and each side gets PEER_PROMPTS requests of PEER_INPUT
 # prompt and PEER_OUTPUT output tokens (lengths enforced with ignore_eos and
-# min_tokens). Prints the table of ratios (Cloison ÷ llama-server: output
-# throughput, TTFT p50 and p99, TPOT p50) and writes every run's JSON and the
-# ratios to PEER_DIR/peer-serve.json.
+# min_tokens; the same requests on both sides, new ones at each concurrency
+# so that no prefix cache serves a prompt again). Prints the table of ratios
+# (Cloison ÷ llama-server: output throughput, TTFT p50 and p99, TPOT p50) and
+# writes every run's JSON and the ratios to PEER_DIR/peer-serve.json.
 #
 # Environment: PEER_CLIENTS (1,4,16,64), PEER_PROMPTS (64), PEER_INPUT (128),
 # PEER_OUTPUT (64), PEER_THREADS (the CPU count), PEER_RUNNING (64),
@@ -84,7 +85,7 @@ curl -fsS "$llama_url/health" >/dev/null || { log "llama-server not ready: see $
 side() {
 	log "$1 at $4 clients"
 	"$dir/bin/cloisonctl" bench serve --base-url "$2" --api-key "$3" --model "$model" --num-prompts "$prompts" \
-		--max-concurrency "$4" --input-len "fixed:$input" --output-len "fixed:$output" --seed 1 \
+		--max-concurrency "$4" --input-len "fixed:$input" --output-len "fixed:$output" --seed "$4" \
 		--json "$dir/runs/$1-$4.json" >&2
 }
 IFS=, read -ra clients <<< "${PEER_CLIENTS:-1,4,16,64}"
