@@ -11,9 +11,9 @@
 # started as make bench-serve starts it (its own database, a dev tenant and
 # token, --max-batch-tokens 1024) with --threads PEER_THREADS and --kv-type
 # f16. Both stay up for the whole run; at each concurrency the side that goes
-# first alternates, and each side gets PEER_PROMPTS requests of PEER_INPUT
-# prompt and PEER_OUTPUT output tokens (lengths enforced with ignore_eos and
-# min_tokens; the same requests on both sides, new ones at each concurrency
+# first alternates, and each side gets PEER_PROMPTS requests (at least as
+# many as the clients) of PEER_INPUT prompt and PEER_OUTPUT output tokens
+# (lengths enforced with ignore_eos and min_tokens; the same requests on both sides, new ones at each concurrency
 # so that no prefix cache serves a prompt again). Prints the table of ratios
 # (Cloison ÷ llama-server: output throughput, TTFT p50 and p99, TPOT p50) and
 # writes every run's JSON and the ratios to PEER_DIR/peer-serve.json.
@@ -84,7 +84,7 @@ curl -fsS "$llama_url/health" >/dev/null || { log "llama-server not ready: see $
 # side NAME URL TOKEN CLIENTS: one bench serve run at a fixed concurrency.
 side() {
 	log "$1 at $4 clients"
-	"$dir/bin/cloisonctl" bench serve --base-url "$2" --api-key "$3" --model "$model" --num-prompts "$prompts" \
+	"$dir/bin/cloisonctl" bench serve --base-url "$2" --api-key "$3" --model "$model" --num-prompts $((prompts > $4 ? prompts : $4)) \
 		--max-concurrency "$4" --input-len "fixed:$input" --output-len "fixed:$output" --seed "$4" \
 		--json "$dir/runs/$1-$4.json" >&2
 }
