@@ -86,7 +86,7 @@ side() {
 	log "$1 at $4 clients"
 	"$dir/bin/cloisonctl" bench serve --base-url "$2" --api-key "$3" --model "$model" --num-prompts $((prompts > $4 ? prompts : $4)) \
 		--max-concurrency "$4" --input-len "fixed:$input" --output-len "fixed:$output" --seed "$4" \
-		--json "$dir/runs/$1-$4.json" >&2
+		--json "$dir/runs/$1-$4.json" >&2 || [ -s "$dir/runs/$1-$4.json" ] # failed requests: counted in the table
 }
 IFS=, read -ra clients <<< "${PEER_CLIENTS:-1,4,16,64}"
 i=0
