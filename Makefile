@@ -6,7 +6,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant
+.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant llama-native peer-serve
 
 ## all: make verify, then make test (the default target).
 all: verify test
@@ -231,9 +231,26 @@ bench-ledger-ab:
 ## peer-bench: prefill and decode speed, ours ÷ llama.cpp's, on synthesized models (run on an idle machine).
 ## llama.cpp from the pinned npm package node-llama-cpp; 1 and 2 threads,
 ## measured alternately (needs node, npm; see scripts/peer-bench.sh for its
-## knobs).
+## knobs). PEER=native: against llama.cpp's own llama-bench built natively
+## (make llama-native) instead; the logits check stays with node-llama-cpp.
 peer-bench:
 	scripts/peer-bench.sh
+
+## llama-native: build llama.cpp's llama-bench and llama-server natively for this CPU (not part of make test).
+## From the source the pinned node-llama-cpp ships (scripts/llama-src.sh),
+## CPU only, Release, -DGGML_NATIVE=ON, into .cache/llama-native/<cpu-key>/
+## (one build per CPU kind; cmake and g++ from apt-get when missing); prints
+## the binaries' directory. Many minutes on a small machine; a no-op once built.
+llama-native:
+	scripts/llama-native.sh
+
+## peer-serve: cloisond ÷ llama-server (native), cloisonctl bench serve at 1, 4, 16, 64 clients, alternating (idle machine).
+## The same synthesized GGUF and threads on both sides; llama-server with
+## continuous batching and as many slots as cloisond's --max-running. Prints
+## the ratios (output throughput, TTFT p50/p99, TPOT p50) and writes
+## .cache/peer-serve/peer-serve.json; knobs in scripts/peer-serve.sh.
+peer-serve:
+	scripts/peer-serve.sh
 
 ## peer-batch: decode tok/s of 16 sequences together ÷ one, ours beside llama.cpp's.
 ## llama.cpp through node-llama-cpp (pinned, sequences: 16), measured alternately (needs node, npm; see scripts/peer-batch.sh).

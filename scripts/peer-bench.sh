@@ -9,6 +9,16 @@
 # PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k), PEER_DIR (.cache/peer-bench),
 # PEER_KV (f16: the KV element type of both sides' speed runs, llama.cpp's
 # default; f32 also). The logits check runs on F32 KV on both sides.
+# PEER=native measures against llama.cpp's own llama-bench instead, built
+# natively for this CPU from the same pinned source (scripts/llama-native.sh:
+# node-llama-cpp's prebuilt binaries understate llama.cpp's speed): per
+# model, thread count and prompt length, PEER_ROUNDS rounds alternating which
+# side goes first, `cloisonctl bench` (best of two repetitions) against
+# `llama-bench -t T -p P -n DECODE+1 -ctk KV -ctv KV -r 2 -o json`, each side
+# keeping its best round. llama-bench times its decode (tg) from an empty
+# context, ours after the prompt. Needs no node; the logits check stays with
+# node-llama-cpp (the default mode), where it is exact, and is skipped here.
+#
 # Run it on an otherwise idle machine: figures taken while other work runs
 # are noisy (the alternation shares the load between the sides, it does not
 # remove it).
@@ -18,11 +28,17 @@ NODE_LLAMA_CPP_VERSION=3.22.1
 dir=${PEER_DIR:-.cache/peer-bench}
 mkdir -p "$dir/bin" "$dir/models" "$dir/node"
 
-command -v node >/dev/null || { echo "peer-bench: node (≥ 20) is needed" >&2; exit 1; }
-command -v npm >/dev/null || { echo "peer-bench: npm is needed" >&2; exit 1; }
+native=false
+case "${PEER:-node}" in
+native) native=true; command -v jq >/dev/null || { echo "peer-bench: jq is needed" >&2; exit 1; } ;;
+node)
+	command -v node >/dev/null || { echo "peer-bench: node (≥ 20) is needed" >&2; exit 1; }
+	command -v npm >/dev/null || { echo "peer-bench: npm is needed" >&2; exit 1; } ;;
+*) echo "peer-bench: PEER is node (the default) or native" >&2; exit 1 ;;
+esac
 
 go build -o "$dir/bin/cloisonctl" ./cmd/cloisonctl
-if [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llama-cpp/package.json').version}catch{''}")" != "$NODE_LLAMA_CPP_VERSION" ]; then
+if ! $native && [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llama-cpp/package.json').version}catch{''}")" != "$NODE_LLAMA_CPP_VERSION" ]; then
 	echo "== npm install node-llama-cpp@$NODE_LLAMA_CPP_VERSION into $dir/node"
 	(cd "$dir/node" && { [ -f package.json ] || echo '{"private":true,"type":"module"}' > package.json; } &&
 		npm install --no-audit --no-fund --save-exact "node-llama-cpp@$NODE_LLAMA_CPP_VERSION")
@@ -42,6 +58,39 @@ for t in "${types[@]}"; do
 	[ "$t" != f32 ] || check+=("$PWD/$f")
 done
 (IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); KV ${PEER_KV:-f16} on both sides; models: ${models[*]}")
+
+if $native; then
+	llama=$(scripts/llama-native.sh)
+	decode=${PEER_DECODE:-63}; kv=${PEER_KV:-f16}
+	IFS=, read -ra threads <<< "${PEER_THREADS:-1,2}"
+	IFS=, read -ra prompts <<< "${PEER_PROMPTS:-128,2048}"
+	rows=()
+	for m in "${models[@]}"; do for t in "${threads[@]}"; do for p in "${prompts[@]}"; do
+		best='{"ours":{"prefill":0,"decode":0},"llama_bench":{"prefill":0,"decode":0}}'
+		for r in $(seq 1 "${PEER_ROUNDS:-3}"); do
+			for s in $( [ $((r % 2)) = 1 ] && echo "ours theirs" || echo "theirs ours"); do
+				if [ "$s" = ours ]; then
+					v=$("$dir/bin/cloisonctl" bench "$m" --json --reps 2 --threads "$t" --prompt "$p" --decode "$decode" --kv-type "$kv" |
+						jq -c '{prefill: .results[0].prefill_tok_s, decode: .results[0].decode_tok_s}')
+					k=ours
+				else
+					v=$("$llama/llama-bench" -m "$m" -t "$t" -p "$p" -n $((decode + 1)) -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null |
+						jq -c '{prefill: (map(select(.n_gen == 0))[0].avg_ts), decode: (map(select(.n_prompt == 0))[0].avg_ts)}')
+					k=llama_bench
+				fi
+				best=$(jq -c --arg k "$k" --argjson v "$v" '.[$k].prefill = ([.[$k].prefill, $v.prefill] | max) | .[$k].decode = ([.[$k].decode, $v.decode] | max)' <<< "$best")
+			done
+		done
+		row=$(jq -c --arg m "$m" --argjson t "$t" --argjson p "$p" --argjson d "$decode" '{model: $m, threads: $t, prompt: $p, decode_steps: $d} + .
+			| .prefill_ratio = (.ours.prefill / .llama_bench.prefill) | .decode_ratio = (.ours.decode / .llama_bench.decode)' <<< "$best")
+		jq -r '"\(.model | split("/") | last)  threads=\(.threads) prompt=\(.prompt): prefill \(.ours.prefill | round) / \(.llama_bench.prefill | round) tok/s (\(.prefill_ratio * 100 | round / 100)), decode \(.ours.decode | round) / \(.llama_bench.decode | round) tok/s (\(.decode_ratio * 100 | round / 100))"' <<< "$row"
+		rows+=("$row")
+	done; done; done
+	printf '%s\n' "${rows[@]}" | jq -s --arg llama "$(git -C .cache/llama.cpp rev-parse HEAD)" --arg kv "$kv" \
+		'{peer: "llama-bench (native)", llama_cpp: $llama, kv_type: $kv, results: .}' > "$dir/peer-bench-native.json"
+	echo "== results: $dir/peer-bench-native.json (the logits check runs in the default mode, PEER=node)"
+	exit 0
+fi
 
 cp scripts/peer-bench.mjs "$dir/node/peer-bench.mjs"
 (IFS=,; cd "$dir/node" && node peer-bench.mjs --cloisonctl "$PWD/../bin/cloisonctl" --models "${models[*]}" \
