@@ -90,6 +90,9 @@ func (n *daemon) wait(d time.Duration) {
 func startReplicas(t *testing.T, dbURL string, n int, extra ...string) []*daemon {
 	t.Helper()
 	logKey, kek := clusterSecrets(t)
+	// adminStore signs its tenant changes with the replicas' log key:
+	// nodes refuse a tenant whose last event the key did not sign.
+	nodeLogKeys.Store(dbURL, nodeLogKey{file: logKey})
 	var nodes []*daemon
 	kekBytes, err := os.ReadFile(kek)
 	if err != nil {
@@ -145,8 +148,8 @@ func TestE2EColdStartThreeNodes(t *testing.T) {
 func TestE2EClusterQuotaTwoNodes(t *testing.T) {
 	tdb := pgtest.New(t)
 	const perMinute = 100
-	createTenant(t, tdb.AdminURL, "metered", func(tn *tenancy.Tenant) { tn.Quotas.TokensPerMinute = perMinute })
 	nodes := startReplicas(t, tdb.AdminURL, 2)
+	createTenant(t, tdb.AdminURL, "metered", func(tn *tenancy.Tenant) { tn.Quotas.TokensPerMinute = perMinute })
 	tok := nodes[0].token("metered", time.Minute, tenancy.ScopeInfer)
 	start := time.Now()
 	var used, admitted [2]int

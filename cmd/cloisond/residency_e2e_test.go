@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cloison/cloison/internal/keyfile"
 	"github.com/cloison/cloison/internal/testwait"
 
 	"github.com/cloison/cloison"
@@ -46,8 +48,15 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 	// A dedicated tenant stored before the decode node starts: its
 	// reservation is in the node's attestation, and no other tenant's view
 	// may show it.
+	// Signed with the decode node's log key, made first: a node refuses a
+	// tenant whose last event its key did not sign.
+	logKey := filepath.Join(t.TempDir(), "log.key")
+	if _, err := keyfile.Write(logKey); err != nil {
+		t.Fatal(err)
+	}
+	nodeLogKeys.Store(db.AdminURL, nodeLogKey{file: logKey})
 	createTenant(t, db.AdminURL, "secretco", func(tn *tenancy.Tenant) { tn.Tier, tn.Quotas.KVPages = isolation.TierDedicated, 8 })
-	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey, "--transfer-addr", "127.0.0.1:0",
+	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey, "--log-key-file", logKey, "--transfer-addr", "127.0.0.1:0",
 		"--prefill-peers", pqc.grpcAddr+","+pus.grpcAddr, "--node-region", "ca-qc", "--node-tier", "dedicated")...)
 	residency := func(regions []string, tier string) func(*tenancy.Tenant) {
 		return func(tn *tenancy.Tenant) { tn.Residency = tenancy.Residency{Regions: regions, Tier: tier} }
