@@ -14,7 +14,9 @@ import (
 // the request path's (audit/postgres Config.ScanPool), hold no connection
 // while a client reads (keyset pages), and are bounded here: at most
 // StreamLimits.Max at once on this node and StreamLimits.PerTenant per
-// tenant, and a stream whose client does not take a message within
+// tenant, the last StreamLimits.Reserved of the node's slots kept for the
+// operator (admin scope: tenants holding every other slot never lock the
+// operator's own verifications and exports out), and a stream whose client does not take a message within
 // StreamLimits.SendTimeout is cut off.
 
 // Errors of compliance streams.
@@ -31,6 +33,7 @@ var (
 type StreamLimits struct {
 	Max         int           // concurrent streams on this node (default 8)
 	PerTenant   int           // concurrent streams of one tenant (default 2)
+	Reserved    int           // of Max, the streams only the operator may take (default 2; at most Max-1)
 	SendTimeout time.Duration // longest wait for a client to take one message, on compliance streams and gRPC Generate (default 10 s)
 }
 
@@ -43,6 +46,12 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	}
 	if l.PerTenant > l.Max {
 		l.PerTenant = l.Max
+	}
+	if l.Reserved <= 0 {
+		l.Reserved = 2
+	}
+	if l.Reserved >= l.Max {
+		l.Reserved = l.Max - 1
 	}
 	if l.SendTimeout <= 0 {
 		l.SendTimeout = 10 * time.Second
@@ -64,12 +73,17 @@ func newComplianceGate(l StreamLimits) *complianceGate {
 }
 
 // acquire admits one stream of tenant, or returns ErrTooManyComplianceStreams at
-// once (a caller never queues behind other tenants' streams). release must
-// be called exactly once when the stream ends.
-func (g *complianceGate) acquire(tenant cloison.TenantID) (release func(), err error) {
+// once (a caller never queues behind other tenants' streams). A tenant's
+// stream may take Max-Reserved slots in all; the operator's, every one.
+// release must be called exactly once when the stream ends.
+func (g *complianceGate) acquire(tenant cloison.TenantID, operator bool) (release func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.total >= g.lim.Max || g.byTenant[tenant] >= g.lim.PerTenant {
+	limit := g.lim.Max
+	if !operator {
+		limit -= g.lim.Reserved
+	}
+	if g.total >= limit || g.byTenant[tenant] >= g.lim.PerTenant {
 		return nil, gateError{ErrTooManyComplianceStreams} // Retry-After one second
 	}
 	g.total++

@@ -11,19 +11,23 @@ import (
 
 // Compliance streams are capped per tenant and per node, refused at once
 // past either cap, and a slot comes back when a stream ends, so
-// that no tenant can hold every compliance connection of the node.
+// that no tenant can hold every compliance connection of the node; the
+// operator's reserved slots stay free of tenants' streams.
 func TestStreamGateCaps(t *testing.T) {
-	g := newComplianceGate(StreamLimits{Max: 3, PerTenant: 2})
+	g := newComplianceGate(StreamLimits{Max: 4, PerTenant: 2, Reserved: 1})
 	steps := []struct {
-		tenant cloison.TenantID
-		want   error
+		tenant   cloison.TenantID
+		operator bool
+		want     error
 	}{
-		{"a", nil}, {"a", nil}, {"a", ErrTooManyComplianceStreams}, // per-tenant cap
-		{"b", nil}, {"c", ErrTooManyComplianceStreams}, // node cap
+		{"a", false, nil}, {"a", false, nil}, {"a", false, ErrTooManyComplianceStreams}, // per-tenant cap
+		{"b", false, nil}, {"c", false, ErrTooManyComplianceStreams}, // the tenants' share of the node
+		{"ops", true, nil},                         // the operator's reserved slot
+		{"ops", true, ErrTooManyComplianceStreams}, // node cap
 	}
 	var releases []func()
 	for i, s := range steps {
-		release, err := g.acquire(s.tenant)
+		release, err := g.acquire(s.tenant, s.operator)
 		if !errors.Is(err, s.want) {
 			t.Fatalf("step %d (%s): got %v, want %v", i, s.tenant, err, s.want)
 		}
@@ -34,12 +38,13 @@ func TestStreamGateCaps(t *testing.T) {
 			releases = append(releases, release)
 		}
 	}
-	releases[0]() // one of a's ends
-	releases[0]() // a second call is a no-op
-	if _, err := g.acquire("c"); err != nil {
+	releases[0]()               // one of a's ends
+	releases[0]()               // a second call is a no-op
+	releases[len(releases)-1]() // the operator's ends
+	if _, err := g.acquire("c", false); err != nil {
 		t.Errorf("after a release: got %v, want a slot", err)
 	}
-	if _, err := g.acquire("a"); !errors.Is(err, ErrTooManyComplianceStreams) {
+	if _, err := g.acquire("a", false); !errors.Is(err, ErrTooManyComplianceStreams) {
 		t.Errorf("node full again: got %v, want %v", err, ErrTooManyComplianceStreams)
 	}
 }

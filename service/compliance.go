@@ -218,7 +218,7 @@ func (c *Compliance) openRange(p tenancy.Principal, from, to uint64) (release fu
 	if to != 0 && to < from {
 		return nil, ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
 	}
-	return c.d.Gate.Acquire(p.Tenant)
+	return c.d.Gate.Acquire(p.Tenant, Operator(p))
 }
 
 // RegisterCheck is the register held to the ledger
@@ -262,7 +262,7 @@ func (c *Compliance) CheckRegister(ctx context.Context, p tenancy.Principal) (Re
 // the verification. A compliance stream.
 // Errors: the Gate's; the ledger's other than a break; the register's.
 func (c *Compliance) VerifyLedger(ctx context.Context, p tenancy.Principal) (audit.Result, *audit.Breaks, RegisterCheck, error) {
-	release, err := c.d.Gate.Acquire(p.Tenant)
+	release, err := c.d.Gate.Acquire(p.Tenant, Operator(p))
 	if err != nil {
 		return audit.Result{}, nil, RegisterCheck{}, err
 	}
@@ -297,7 +297,7 @@ func (c *Compliance) Export(ctx context.Context, p tenancy.Principal, actor audi
 	if to != 0 && to < from {
 		return ErrInvalidField.Withf("to (%d) is before from (%d)", to, from)
 	}
-	release, err := c.d.Gate.Acquire(p.Tenant)
+	release, err := c.d.Gate.Acquire(p.Tenant, Operator(p))
 	if err != nil {
 		return err
 	}

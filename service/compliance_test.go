@@ -72,7 +72,7 @@ func TestIncidentViewsByPrincipal(t *testing.T) {
 func TestComplianceStreamsPassTheGate(t *testing.T) {
 	refused := cloison.NewError(cloison.CodeCapacityExhausted, "too many")
 	led := &scanLedger{}
-	c := NewCompliance(ComplianceDeps{Ledger: led, Gate: GateFunc(func(cloison.TenantID) (func(), error) { return nil, refused })})
+	c := NewCompliance(ComplianceDeps{Ledger: led, Gate: GateFunc(func(cloison.TenantID, bool) (func(), error) { return nil, refused })})
 	if err := c.ScanLedger(context.Background(), officer(), 1, 0, nil); !errors.Is(err, refused) || led.scans != 0 {
 		t.Fatalf("got %v after %d scans, want the gate's refusal before any", err, led.scans)
 	}

@@ -87,21 +87,25 @@ func (f AppendFunc) Append(ctx context.Context, tenant cloison.TenantID, p audit
 
 // Gate admits compliance streams (ledger ranges, exports, verifications):
 // Acquire refuses at once when the node or the tenant holds too many, and
-// release must be called exactly once when the stream ends.
+// release must be called exactly once when the stream ends. operator says
+// the caller is the deployment's operator (Operator), for whom the gate
+// may keep slots tenants cannot take.
 type Gate interface {
-	Acquire(tenant cloison.TenantID) (release func(), err error)
+	Acquire(tenant cloison.TenantID, operator bool) (release func(), err error)
 }
 
 // GateFunc is a Gate made of a function.
-type GateFunc func(tenant cloison.TenantID) (release func(), err error)
+type GateFunc func(tenant cloison.TenantID, operator bool) (release func(), err error)
 
 // Acquire calls f.
-func (f GateFunc) Acquire(tenant cloison.TenantID) (func(), error) { return f(tenant) }
+func (f GateFunc) Acquire(tenant cloison.TenantID, operator bool) (func(), error) {
+	return f(tenant, operator)
+}
 
 // openGate admits everything (no Gate configured).
 type openGate struct{}
 
-func (openGate) Acquire(cloison.TenantID) (func(), error) { return func() {}, nil }
+func (openGate) Acquire(cloison.TenantID, bool) (func(), error) { return func() {}, nil }
 
 // AdminActor is the ledger actor of an admin or compliance officer's
 // operation.

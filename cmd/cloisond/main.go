@@ -80,7 +80,7 @@
 // login, or a superuser). --db-max-conns (default 10) bounds its PostgreSQL
 // connections, of which --db-scan-conns (default 2) serve only compliance
 // scans, verifications and exports; --max-compliance-streams,
-// --max-compliance-streams-per-tenant and --stream-send-timeout bound those
+// --max-compliance-streams-per-tenant, --operator-compliance-streams and --stream-send-timeout bound those
 // streams.
 //
 // Useful flags: --kv-pages, --page-tokens, --kv-type (f32 or f16), --zeroing, --max-batch-tokens,
@@ -354,6 +354,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.grammarBytes, "grammar-cache-bytes", grammar.DefaultCacheBytes, "byte budget of the cache of compiled response_format grammars (measured size), shared fairly between tenants: one tenant evicts its own entries first, never another's below its share")
 	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")
 	fs.IntVar(&c.streams.PerTenant, "max-compliance-streams-per-tenant", 2, "compliance streams one tenant may run at once")
+	fs.IntVar(&c.streams.Reserved, "operator-compliance-streams", 2, "of --max-compliance-streams, the streams only the operator (admin scope) may take, so tenants never lock its verifications and exports out")
 	fs.DurationVar(&c.streams.SendTimeout, "stream-send-timeout", 10*time.Second, "a compliance stream or a gRPC generation whose client takes no message for this long is cut off")
 	c.roles.flags(fs)
 	c.keys.flags(fs)
