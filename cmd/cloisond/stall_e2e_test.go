@@ -42,7 +42,8 @@ func TestE2ELedgerStreamsDoNotStallRequests(t *testing.T) {
 	// still starts (and shows the stall).
 	t.Setenv("CLOISON_DB_MAX_CONNS", "4")
 	t.Setenv("CLOISON_DB_SCAN_CONNS", "1")
-	t.Setenv("CLOISON_MAX_COMPLIANCE_STREAMS", fmt.Sprint(stalled+1))
+	// Two of the node's slots are the operator's (--operator-compliance-streams).
+	t.Setenv("CLOISON_MAX_COMPLIANCE_STREAMS", fmt.Sprint(stalled+1+2))
 	t.Setenv("CLOISON_MAX_COMPLIANCE_STREAMS_PER_TENANT", fmt.Sprint(stalled))
 	t.Setenv("CLOISON_STREAM_SEND_TIMEOUT", "2s")
 	n := startNode(t, db.AdminURL, pgtestRoles())

@@ -268,8 +268,13 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	served := min(modelContext, o.Pages*16)
 	spec := node.Spec{Name: "platformtest", DB: pool, Keys: node.Keys{Log: key, KEK: kek}, Tenants: tenants,
+		// A refusal to sign is logged and counted, without the register
+		// entry a node opens (node.Open's default): tests cut and rewrite
+		// the ledger under a live platform, and an entry appended then
+		// would race their cut. cmd/cloisond's rewrite test covers the
+		// entry on a real node.
 		Ledger: auditpg.Config{Origin: "platformtest", CheckpointDir: t.TempDir(), Organization: audit.Organization{Name: "Cloison test"},
-			Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}},
+			Contact: audit.Contact{Name: "DPO", Email: "dpo@example.test"}, OnSigningRefused: func(*auditpg.Store, *auditpg.SignRefusedError) {}},
 		Auth:      node.Auth{Issuer: "platformtest", Audience: "cloison"},
 		Model:     node.ModelFile{Bytes: file, Options: kernels.Options{Unsafe: flt.kernels}, Name: Model},
 		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: served, Labels: o.Labels},
