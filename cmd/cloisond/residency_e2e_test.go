@@ -176,6 +176,9 @@ func TestE2EResidencySplitDeployment(t *testing.T) {
 		t.Fatalf("a malformed region: %d %s, want 400", r.status, r.body)
 	}
 	complete("eu", 4, 200, "")
+	// A prefill node counts a prompt once its transfer is done, which may
+	// be after the decode node answered.
+	testwait.Eventually(t, 10*time.Second, func() bool { return prefilled(pqc, "eu")+prefilled(pus, "eu") >= 4 }, "eu's prompts counted")
 	if a, b := prefilled(pqc, "eu"), prefilled(pus, "eu"); a != 4 || b != 0 {
 		t.Errorf("after the update: ca-qc %d, us-east %d of eu's 4 prompts, want 4 and 0", a, b)
 	}
