@@ -6,7 +6,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant llama-native peer-serve
+.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check lora-check peer-quant llama-native peer-serve
 
 ## all: make verify, then make test (the default target).
 all: verify test
@@ -288,6 +288,10 @@ arm64-check: arm64-tools
 ## engine/model/testdata/llamacpp_logits.json.
 arch-check:
 	scripts/arch-check.sh
+
+## lora-check: record llama.cpp's logits with the synthetic LoRA adapters applied (TestLlamaCppLoRALogits' oracle).
+lora-check:
+	scripts/lora-check.sh
 ## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
 ## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag
