@@ -86,9 +86,10 @@ type leaseState struct {
 	tenant   int32
 	pages    []int32
 	gens     []uint32
-	readOnly int // leading prefix pages (stCached) the lease references
-	written  int // leading token slots written (prefix tokens included)
-	staged   int // leading token slots a StagingTable let a transfer fill, verified or not
+	readOnly int      // leading prefix pages (stCached) the lease references
+	written  int      // leading token slots written (prefix tokens included)
+	staged   int      // leading token slots a StagingTable let a transfer fill, verified or not
+	scope    [32]byte // prefix-cache scope (AllocatePrefixScoped); zero: none
 }
 
 // HoldID names a transfer hold.
@@ -419,6 +420,16 @@ func (p *Pool) Allocate(tenant cloison.TenantID, request cloison.RequestID, toke
 // leading tokens already present (a multiple of PageTokens, always less than
 // len(prompt), so that prefill computes at least the last prompt token).
 func (p *Pool) AllocatePrefix(tenant cloison.TenantID, request cloison.RequestID, tokens int, prompt []int32) (Lease, int, error) {
+	return p.AllocatePrefixScoped(tenant, request, tokens, prompt, [32]byte{})
+}
+
+// AllocatePrefixScoped is AllocatePrefix within a scope of the tenant's
+// namespace: what else, beside the tokens, determines the KV (the digest of
+// the LoRA adapter the request runs under). The scope seeds the key chain
+// with the namespace's salt, so pages cached under one scope (or none, the
+// zero scope) are never found under another, and the lease's Publish keys
+// its pages with the same scope. The zero scope is AllocatePrefix.
+func (p *Pool) AllocatePrefixScoped(tenant cloison.TenantID, request cloison.RequestID, tokens int, prompt []int32, scope [32]byte) (Lease, int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, err := p.tenantOf(tenant)
@@ -429,7 +440,7 @@ func (p *Pool) AllocatePrefix(tenant cloison.TenantID, request cloison.RequestID
 		return Lease{}, 0, fmt.Errorf("%w: lease of %d tokens for a prompt of %d", ErrInvalidArgument, tokens, len(prompt))
 	}
 	need := p.pagesFor(tokens)
-	hits := p.lookup(t, prompt)
+	hits := p.lookup(t, scope, prompt)
 	pinHits := 0
 	for _, pg := range hits {
 		if p.pages[pg].refs == 0 {
@@ -448,6 +459,7 @@ func (p *Pool) AllocatePrefix(tenant cloison.TenantID, request cloison.RequestID
 		gens:     make([]uint32, 0, need),
 		readOnly: len(hits),
 		written:  len(hits) * p.pageTokens,
+		scope:    scope,
 	}
 	for _, pg := range hits {
 		p.ref(pg)
@@ -980,14 +992,27 @@ func prefixKey(h []byte, prev [32]byte, tokens []int32) ([32]byte, []byte) {
 	return sha256.Sum256(h), h
 }
 
+// seed is the first link of t's key chain in scope: the namespace's salt,
+// or, for a nonzero scope, SHA-256 of a domain tag, the salt and the scope.
+func (p *Pool) seed(t *tenant, scope [32]byte) [32]byte {
+	salt := p.nss[t.ns].salt
+	if scope == ([32]byte{}) {
+		return salt
+	}
+	h := make([]byte, 0, 24+64)
+	h = append(h, "cloison prefix scope\x00"...)
+	h = append(h, salt[:]...)
+	return sha256.Sum256(append(h, scope[:]...))
+}
+
 // lookup returns the cached pages of t's namespace that hold the leading
 // full pages of prompt, leaving at least one prompt token uncached.
-func (p *Pool) lookup(t *tenant, prompt []int32) []int32 {
+func (p *Pool) lookup(t *tenant, scope [32]byte, prompt []int32) []int32 {
 	if len(prompt) <= p.pageTokens {
 		return nil
 	}
 	limit := (len(prompt) - 1) >> p.shift
-	key := p.nss[t.ns].salt
+	key := p.seed(t, scope)
 	var buf []byte
 	var hits []int32
 	for i := range limit {
@@ -1017,7 +1042,7 @@ func (p *Pool) Publish(l Lease, prompt []int32) (int, error) {
 	}
 	t := p.tenants[ls.tenant]
 	full := min(len(prompt), ls.written) >> p.shift
-	key := p.nss[t.ns].salt
+	key := p.seed(t, ls.scope)
 	var buf []byte
 	published := 0
 	for i := range full {
