@@ -30,6 +30,11 @@ type Request struct {
 	// given the ones before it (GenerateRequest.ScorePrompt): the prompt
 	// is computed in full, never taken from the prefix cache.
 	ScorePrompt bool
+	// PrefixScope is the prefix-cache scope of the request's KV (the
+	// digest of its LoRA adapter; zero without one): the scheduler looks
+	// the prompt up, and publishes it, only within it
+	// (isolation.Pool.AllocatePrefixScoped).
+	PrefixScope [32]byte
 }
 
 // Ticket is proof that admission accepted a request. Only Admission.Admit

@@ -80,6 +80,9 @@ type Summary struct {
 	// Prefill is the time from that first scheduling to the first token,
 	// Decode from the first token to the last; 0 if there was none.
 	Prefill, Decode time.Duration
+	// Adapter is the digest of the LoRA adapter the request ran under
+	// (GenerateRequest.Adapter); zero without one.
+	Adapter [32]byte
 }
 
 // Incident describes an isolation failure that aborted a request.
@@ -142,7 +145,24 @@ type GenerateRequest struct {
 	// depends on the prompt only, never on its batch neighbours. Not on a
 	// decode node (ErrScoreRemote).
 	Embed bool
+	// Adapter, if set, runs the request under this LoRA adapter (loaded
+	// for the engine's model by model.LoadAdapter): its sequence's rows
+	// get the adapter's low-rank products, its neighbours' do not
+	// (model.Seq.Adapter), and its prompt is looked up in and published to
+	// the prefix cache under the adapter's digest only, so KV computed
+	// under one adapter (or none) never serves another. Who may use which
+	// adapter is the caller's business: the engine runs what it is given.
+	// Not on a decode node (ErrAdapterRemote).
+	Adapter *model.Adapter
 }
+
+// ErrAdapterRemote: a LoRA adapter asked of a decode node, whose prompts
+// are computed on prefill nodes that run the base model only.
+var ErrAdapterRemote = cloison.NewError(cloison.CodeUnsupported, "LoRA adapters are not served on a disaggregated deployment")
+
+// ErrAdapterModel: a request's adapter was loaded for another model than
+// the engine's.
+var ErrAdapterModel = cloison.NewError(cloison.CodeInvalid, "the adapter was loaded for another model")
 
 // PromptHidden is the ID of the stream's Token that carries a prompt's
 // embedding (GenerateRequest.Embed).
@@ -275,6 +295,16 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if (r.ScorePrompt || r.Embed) && e.cfg.Remote != nil {
 		return nil, ErrScoreRemote
 	}
+	var scope [32]byte
+	if r.Adapter != nil {
+		if e.cfg.Remote != nil {
+			return nil, ErrAdapterRemote
+		}
+		if r.Adapter.Base() != e.cfg.Model {
+			return nil, ErrAdapterModel
+		}
+		scope = r.Adapter.Digest
+	}
 	if err := e.checkEmbed(r); err != nil {
 		return nil, err
 	}
@@ -282,7 +312,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, PrefixScope: scope})
 	if err != nil {
 		return nil, err
 	}
@@ -510,6 +540,9 @@ func (e *Engine) step() error {
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
 		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: a != nil && a.hidden != nil && it.All}
+		if a != nil {
+			batch[i].Adapter = a.req.Adapter
+		}
 	}
 	e.mu.Unlock()
 	logits, err := e.cfg.Model.Forward(e.cfg.Arena, batch, false)
@@ -831,6 +864,9 @@ func (e *Engine) finish(a *active, ev Event) {
 	sum := Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
 		Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
 		Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)}
+	if a.req.Adapter != nil {
+		sum.Adapter = a.req.Adapter.Digest
+	}
 	if !a.scheduled.IsZero() {
 		sum.Queued = a.scheduled.Sub(a.started)
 		if a.firstTok > 0 {
