@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -24,14 +25,43 @@ func newModelSynthCmd() *cobra.Command {
 	var bag, fim bool
 	var pooling int
 	var dtype, chatTemplate string
+	var lora, loraTargets, loraDType string
+	var lc synth.LoRAConfig
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
-		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, or the context-bag leak oracle (--bag)",
+		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, the context-bag leak oracle (--bag), or a LoRA adapter for a base model (--lora BASE.gguf)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
 			var err error
-			if bag {
+			if lora != "" {
+				if bag || fim || chatTemplate != "" || pooling != 0 {
+					return fmt.Errorf("--lora writes an adapter: --bag, --fim, --chat-template and --pooling are for models")
+				}
+				switch loraDType {
+				case "f32":
+					lc.DType = gguf.F32
+				case "f16":
+					lc.DType = gguf.F16
+				default:
+					return fmt.Errorf("--lora-dtype %q: f32 or f16", loraDType)
+				}
+				if loraTargets != "" {
+					lc.Targets = nil
+					for _, t := range strings.Split(loraTargets, ",") {
+						lc.Targets = append(lc.Targets, strings.TrimSpace(t)+".weight")
+					}
+				}
+				lc.Seed = c.Seed
+				base, err := gguf.Open(lora)
+				if err != nil {
+					return err
+				}
+				defer base.Close()
+				if w, err = synth.LoRA(base, lc); err != nil {
+					return err
+				}
+			} else if bag {
 				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim, Pooling: pooling})
 			} else if fim {
 				return fmt.Errorf("--fim is for the context-bag model (--bag)")
@@ -67,6 +97,14 @@ func newModelSynthCmd() *cobra.Command {
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
 	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 0: none")
+	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
+	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
+	f.Float32Var(&lc.Alpha, "alpha", 0, "with --lora: adapter.lora.alpha (0: 2·rank)")
+	f.Float64Var(&lc.Strength, "strength", 0.25, "with --lora: the size of the adapted products' change relative to the base products'")
+	f.StringVar(&loraTargets, "targets", "", "with --lora: the adapted projections, comma-separated (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down; empty: all)")
+	f.BoolVar(&lc.Output, "lora-output", false, "with --lora: adapt output.weight too")
+	f.StringVar(&loraDType, "lora-dtype", "f32", "with --lora: f32 or f16 pairs")
+	f.StringVar(&lc.Name, "lora-name", "", "with --lora: general.name (default synthetic-lora)")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
