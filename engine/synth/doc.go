@@ -35,6 +35,14 @@
 // ffn_down_exps.weight [FFN, d_model, experts] in place of the dense
 // feed-forward (the k-quant mix counts ffn_down_exps as ffn_down).
 //
+// LoRA (LoRAConfig): a random LoRA adapter for a base model file, in
+// llama.cpp's adapter format (general.type "adapter", adapter.type "lora",
+// adapter.lora.alpha, pairs T.lora_a [in, rank] and T.lora_b [rank, out]
+// for the base tensors T it adapts: by default every layer's attn_q, attn_k,
+// attn_v, attn_output, ffn_gate, ffn_up and ffn_down, optionally
+// output.weight), F32 or F16, sized so that the adapted products move by
+// about Strength of the base's (cloisonctl model synth --lora BASE.gguf).
+//
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token
 // absent from a request's own context proves a cross-request read. With V
