@@ -36,6 +36,7 @@ var loraBackends = map[string]bool{"cpu": true}
 // B out×Rank.
 type loraPair struct {
 	a, b  kernels.Matrix
+	bt    kernels.Tensor // Bᵀ (Rank×out, float32) on a kernels.LowRankAdder; nil otherwise
 	rank  int
 	scale float32
 }
@@ -61,6 +62,16 @@ type Adapter struct {
 	layers [][loraN]*loraPair
 	output *loraPair
 	bytes  int64
+	owned  []kernels.Tensor // freed by Close
+}
+
+// Close frees the adapter's backend tensors. No batch may use the adapter
+// afterwards.
+func (ad *Adapter) Close() {
+	for _, t := range ad.owned {
+		ad.base.b.Free(t)
+	}
+	ad.owned = nil
 }
 
 // Bytes returns the size of the adapter's weights (what one decode step of
@@ -98,7 +109,9 @@ func LoadAdapter(base *Model, data []byte) (*Adapter, error) {
 	if !loraBackends[base.b.Name()] {
 		return nil, fmt.Errorf("%w: LoRA adapters on backend %q (verified on: cpu)", ErrUnsupported, base.b.Name())
 	}
-	if _, ok := base.b.(kernels.Scaler); !ok {
+	_, scaler := base.b.(kernels.Scaler)
+	_, expand := base.b.(kernels.LowRankAdder)
+	if !scaler && !expand {
 		return nil, fmt.Errorf("%w: LoRA adapters need scaled activations, which backend %s lacks", ErrUnsupported, base.b.Name())
 	}
 	f, err := gguf.Parse(data)
@@ -118,6 +131,12 @@ func LoadAdapter(base *Model, data []byte) (*Adapter, error) {
 		return nil, fmt.Errorf("%w: activated LoRA (adapter.alora.invocation_tokens)", ErrUnsupported)
 	}
 	ad := &Adapter{Digest: sha256.Sum256(data), base: base, data: data, layers: make([][loraN]*loraPair, base.Layers)}
+	ok := false
+	defer func() {
+		if !ok {
+			ad.Close()
+		}
+	}()
 	ad.Name, _ = f.String("general.name")
 	if _, ok := f.Get("adapter.lora.alpha"); ok {
 		x, ok := f.Float("adapter.lora.alpha")
@@ -183,6 +202,11 @@ func LoadAdapter(base *Model, data []byte) (*Adapter, error) {
 		if pr.b, err = ad.matrix(f, b, rows, rank); err != nil {
 			return nil, err
 		}
+		if expand {
+			if pr.bt, err = ad.transposed(f, b, rows, rank); err != nil {
+				return nil, err
+			}
+		}
 		if slot.layer < 0 {
 			ad.output = pr
 		} else {
@@ -191,6 +215,7 @@ func LoadAdapter(base *Model, data []byte) (*Adapter, error) {
 		ad.Rank = max(ad.Rank, rank)
 		ad.Tensors++
 	}
+	ok = true
 	return ad, nil
 }
 
@@ -262,6 +287,26 @@ func (ad *Adapter) matrix(f *gguf.File, t gguf.TensorInfo, rows, cols int) (kern
 	return w, nil
 }
 
+// transposed uploads Bᵀ (rank×rows, float32) for a kernels.LowRankAdder.
+func (ad *Adapter) transposed(f *gguf.File, t gguf.TensorInfo, rows, rank int) (kernels.Tensor, error) {
+	bm := make([]float32, rows*rank)
+	if err := kernels.Dequantize(bm, kernels.DType(t.Type), f.Data(t)); err != nil {
+		return nil, fmt.Errorf("%w: tensor %s: %v", ErrAdapter, t.Name, err)
+	}
+	bt := make([]float32, rank*rows)
+	for o := range rows {
+		for j := range rank {
+			bt[j*rows+o] = bm[o*rank+j]
+		}
+	}
+	x, err := ad.base.b.NewTensor(rank, rows)
+	if err != nil {
+		return nil, err
+	}
+	ad.owned = append(ad.owned, x)
+	return x, ad.base.b.Upload(x, bt)
+}
+
 // loraGroup is the rows of one batch that carry one adapter, in row order.
 type loraGroup struct {
 	ad   *Adapter
@@ -327,9 +372,12 @@ func (m *Model) loraBuf(set *map[int]kernels.Tensor, rows, cols int) (kernels.Te
 // pair's Scale·B·(A·x) — as llama.cpp's build_lora_mm adds it after the
 // base product: ggml_mul_mat(b, ggml_mul_mat(a, x)), ggml_scale, ggml_add.
 // The rows of one adapter are gathered (a Copy per row unless they are
-// contiguous) so that each pair runs as two matrix products over all its
-// rows; every step is row-wise, so a row's result does not depend on the
-// others (Punica/S-LoRA's segmented products, batch invariant).
+// contiguous) so that each pair runs over all its rows at once: the shrink
+// A·x as a matrix product, the expand on a kernels.LowRankAdder as Rank
+// scaled rows of Bᵀ added into dst's rows (a matrix product's dot products
+// of length Rank cost several times more), else as a matrix product,
+// Scale and Add. Every step is row-wise, so a row's result does not depend
+// on the others (Punica/S-LoRA's segmented products, batch invariant).
 func (m *Model) applyLoRA(groups []loraGroup, layer, which int, dst, x kernels.Tensor) error {
 	b, s := m.b, &m.sc.lora
 	for _, g := range groups {
@@ -359,6 +407,21 @@ func (m *Model) applyLoRA(groups []loraGroup, layer, which int, dst, x kernels.T
 		mid, err := m.loraBuf(&s.mid, n, p.rank)
 		if err != nil {
 			return err
+		}
+		if p.bt != nil {
+			// Expand as a sum of Rank scaled rows of Bᵀ, into dst's rows.
+			if err := b.MatMul(mid, xg, p.a); err != nil {
+				return err
+			}
+			var rows []int
+			out := dst.Slice(r0, r0+n)
+			if !contiguous {
+				rows, out = g.rows, dst
+			}
+			if err := b.(kernels.LowRankAdder).AddLowRank(out, mid, p.bt, rows, p.scale); err != nil {
+				return err
+			}
+			continue
 		}
 		delta, err := m.loraBuf(&s.out, n, dst.Cols())
 		if err != nil {
