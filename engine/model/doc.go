@@ -146,8 +146,11 @@
 // file. A Seq with Adapter gets, after each adapted projection's base
 // product, scale·B·(A·x) with scale = alpha/rank (1 without alpha), as
 // build_lora_mm adds it; the base product runs once for the batch and each
-// adapter's rows are gathered for its two low-rank products (Punica/S-LoRA),
-// so rows stay batch invariant (TestLoRABatchInvariant). Adapted: attn_q,
+// adapter's rows are gathered for its two low-rank products (Punica/S-LoRA:
+// the shrink A·x a matrix product, the expand on a kernels.LowRankAdder a
+// sum of Rank scaled rows of Bᵀ into the rows, else MatMul, Scale, Add), so
+// rows stay batch invariant (TestLoRABatchInvariant,
+// TestLoRAWithoutLowRankAdder). Adapted: attn_q,
 // attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down and an untied
 // output.weight; token_embd, fused tensors and experts are refused. Logits
 // match llama.cpp's with the same files (TestLlamaCppLoRALogits, make
@@ -166,5 +169,6 @@
 // efficiency = weight bytes streamed per second ÷ copy() bandwidth measured in
 // the same run. make peer-quant compares logits per weight type with
 // llama.cpp's. BenchmarkLoRADecode: 16 decoding sequences over 4 rank-16
-// adapters against 16 without, as tokens/s and their ratio.
+// adapters against 16 without, as tokens/s and their ratio (0.92 on the
+// Q8_0 model, 2 shared vCPUs; docs/benchmarks.md).
 package model
