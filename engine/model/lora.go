@@ -66,7 +66,9 @@ type Adapter struct {
 }
 
 // Close frees the adapter's backend tensors. No batch may use the adapter
-// afterwards.
+// afterwards: an engine closes it only once every request that names it
+// has finished. Dropping the last reference without Close is enough on
+// the cpu backend, whose tensors the garbage collector frees.
 func (ad *Adapter) Close() {
 	for _, t := range ad.owned {
 		ad.base.b.Free(t)
