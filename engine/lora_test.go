@@ -109,9 +109,9 @@ func TestAdapterPrefixCache(t *testing.T) {
 func cloisonID(p string, i int) cloison.RequestID { return cloison.RequestID(fmt.Sprint(p, i)) }
 
 // TestAdapterMixedBatch: requests of three tenants under two adapters and
-// none, running together (batched decode and prefill chunks, forced
-// preemptions by a small pool), each produce the greedy tokens they produce
-// alone.
+// none, running together (batched decode and prefill chunks, preemptions
+// forced by a small pool, recomputed under the same adapter), each produce
+// the greedy tokens they produce alone.
 func TestAdapterMixedBatch(t *testing.T) {
 	l := randomModel(t)
 	ads := adapters(t, l, 2)
@@ -128,10 +128,11 @@ func TestAdapterMixedBatch(t *testing.T) {
 		alone[i], _ = runOne(t, r, req)
 		r.close()
 	}
-	r := newRig(t, l, rigConfig{pool: isolation.Config{Pages: 24}, tenants: tenants, sched: SchedulerConfig{MaxBatchTokens: 48}})
+	r := newRig(t, l, rigConfig{pool: isolation.Config{Pages: 12, PageTokens: 8}, tenants: tenants, sched: SchedulerConfig{MaxBatchTokens: 48}})
 	var wg sync.WaitGroup
 	got := make([][]int32, len(reqs))
 	errs := make([]error, len(reqs))
+	sums := make([]Summary, len(reqs))
 	for i, req := range reqs {
 		s, err := r.e.Submit(context.Background(), req)
 		if err != nil {
@@ -141,9 +142,17 @@ func TestAdapterMixedBatch(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			got[i], _, errs[i] = collect(t, s)
+			sums[i], _ = s.Summary()
 		}()
 	}
 	wg.Wait()
+	preempted := 0
+	for _, sum := range sums {
+		preempted += sum.Preemptions
+	}
+	if preempted == 0 {
+		t.Fatal("no request was preempted: the recomputation under an adapter is not exercised")
+	}
 	for i := range reqs {
 		if errs[i] != nil {
 			t.Fatalf("request %d: %v", i, errs[i])
