@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -238,6 +240,12 @@ func TestModelSynthLoRA(t *testing.T) {
 		}
 		m.Close()
 		bf.Close()
+	}
+	out := mustRun(t, "model", "inspect", ad)
+	for _, want := range []string{"adapter", "llama", "2×8", fmt.Sprintf("sha256:%x", sha256.Sum256(data))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("model inspect of the adapter does not say %q:\n%s", want, out)
+		}
 	}
 	if _, err := run(t, "model", "synth", "--lora", base, "--bag", filepath.Join(dir, "x.gguf")); err == nil {
 		t.Error("--lora with --bag accepted")

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -128,7 +130,7 @@ func newModelSynthCmd() *cobra.Command {
 func newModelInspectCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect MODEL.gguf",
-		Short: "Print a GGUF file's architecture and hyperparameters",
+		Short: "Print a GGUF file's architecture and hyperparameters (a LoRA adapter's: architecture, alpha, ranks, pairs, digest)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := gguf.Open(args[0])
@@ -136,6 +138,9 @@ func newModelInspectCmd() *cobra.Command {
 				return err
 			}
 			defer f.Close()
+			if ty, _ := f.String("general.type"); ty == "adapter" {
+				return inspectAdapter(cmd, args[0], f)
+			}
 			mc, err := model.ConfigFromGGUF(f)
 			if err != nil {
 				return err
@@ -199,4 +204,36 @@ func localLayers(swa []bool) int {
 		}
 	}
 	return n
+}
+
+// inspectAdapter prints a LoRA adapter file's keys, its pairs' ranks and
+// its digest (the SHA-256 of the file, as model.LoadAdapter computes it).
+func inspectAdapter(cmd *cobra.Command, path string, f *gguf.File) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	name, _ := f.String("general.name")
+	arch, _ := f.String("general.architecture")
+	kind, _ := f.String("adapter.type")
+	alpha, _ := f.Float("adapter.lora.alpha")
+	ranks := map[uint64]int{}
+	pairs := 0
+	for _, t := range f.Tensors {
+		if strings.HasSuffix(t.Name, ".lora_a") && len(t.Dims) == 2 {
+			ranks[t.Dims[1]]++
+			pairs++
+		}
+	}
+	var rs []string
+	for r, n := range ranks {
+		rs = append(rs, fmt.Sprintf("%d×%d", n, r))
+	}
+	slices.Sort(rs)
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, kv := range [][2]any{{"name", name}, {"type", "adapter"}, {"adapter_type", kind}, {"architecture", arch}, {"alpha", alpha},
+		{"pairs", pairs}, {"ranks", strings.Join(rs, " ")}, {"digest", fmt.Sprintf("sha256:%x", sha256.Sum256(data))}} {
+		fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
+	}
+	return w.Flush()
 }
