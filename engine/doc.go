@@ -122,8 +122,13 @@
 // (Request.PrefixScope, isolation.Pool.AllocatePrefixScoped): KV computed
 // under one adapter is never served under another or under none
 // (TestAdapterPrefixCache). Summary.Adapter names the digest. A decode node
-// refuses adapters (ErrAdapterRemote): its prefill nodes run the base. Who
-// may use which adapter is decided above the engine.
+// refuses adapters (ErrAdapterRemote): its prefill nodes run the base.
+// Adapters is a node's set, each adapter registered for one tenant under a
+// name and reached by (tenant, name) only: another tenant's adapter is
+// ErrAdapterNotFound, exactly as one that does not exist (code
+// model_not_found), and List shows a tenant its own
+// (TestAdaptersTenantScoped). Registration as an admin action (ledger,
+// policy) and the API's model "<base>:<adapter>" are the service's.
 //
 // Sampling (engine/sample): greedy, temperature, top-k, top-p, min-p,
 // repetition / frequency / presence penalties, per-request seed

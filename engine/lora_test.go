@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -172,5 +173,63 @@ func TestAdapterRefused(t *testing.T) {
 	_, err := r.e.Submit(context.Background(), GenerateRequest{ID: "x", Tenant: "a", Prompt: prompt(8, 1), MaxTokens: 2, Adapter: ad})
 	if !errors.Is(err, ErrAdapterModel) {
 		t.Fatalf("got %v, want ErrAdapterModel", err)
+	}
+}
+
+// TestAdaptersTenantScoped: a tenant reaches its own adapters only. Another
+// tenant's adapter is, for Lookup and Unregister, exactly an adapter that
+// does not exist (the same error, the same text), List shows none of it,
+// and the same name is free for every tenant.
+func TestAdaptersTenantScoped(t *testing.T) {
+	l := randomModel(t)
+	ads := adapters(t, l, 2)
+	s := NewAdapters()
+	if err := s.Register("a", "support-bot", ads[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("a", "support-bot", ads[1]); !errors.Is(err, ErrAdapterExists) {
+		t.Fatalf("duplicate: got %v, want ErrAdapterExists", err)
+	}
+	if err := s.Register("b", "support-bot", ads[1]); err != nil {
+		t.Fatalf("another tenant's same name: %v", err)
+	}
+	if got, err := s.Lookup("a", "support-bot"); err != nil || got != ads[0] {
+		t.Fatalf("a's own: %v, %v", got, err)
+	}
+	if got, err := s.Lookup("b", "support-bot"); err != nil || got != ads[1] {
+		t.Fatalf("b's own: %v, %v", got, err)
+	}
+	_, missing := s.Lookup("c", "nothing-here")
+	for _, probe := range []struct {
+		tenant cloison.TenantID
+		name   string
+	}{{"c", "support-bot"}, {"a", "nothing-here"}, {"", "support-bot"}} {
+		_, err := s.Lookup(probe.tenant, probe.name)
+		if !errors.Is(err, ErrAdapterNotFound) || err.Error() != missing.Error() || cloison.ErrorCode(err) != cloison.CodeModelNotFound {
+			t.Fatalf("lookup %v: %v, want exactly %v", probe, err, missing)
+		}
+		if _, err := s.Unregister(probe.tenant, probe.name); err == nil || err.Error() != missing.Error() {
+			t.Fatalf("unregister %v: %v, want exactly %v", probe, err, missing)
+		}
+	}
+	if got := s.List("c"); len(got) != 0 {
+		t.Fatalf("c lists %v", got)
+	}
+	if got := s.List("a"); len(got) != 1 || got[0].Name != "support-bot" || got[0].Digest != ads[0].Digest {
+		t.Fatalf("a lists %+v", got)
+	}
+	for _, bad := range []string{"", "a:b", "x/y", strings.Repeat("n", 65), "space d"} {
+		if err := s.Register("a", bad, ads[0]); !errors.Is(err, ErrAdapterName) {
+			t.Fatalf("name %q: got %v", bad, err)
+		}
+	}
+	if got, err := s.Unregister("a", "support-bot"); err != nil || got != ads[0] {
+		t.Fatalf("unregister: %v, %v", got, err)
+	}
+	if _, err := s.Lookup("a", "support-bot"); !errors.Is(err, ErrAdapterNotFound) {
+		t.Fatalf("after unregister: %v", err)
+	}
+	if _, err := s.Lookup("b", "support-bot"); err != nil {
+		t.Fatalf("b's survives a's unregister: %v", err)
 	}
 }
