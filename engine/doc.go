@@ -119,7 +119,7 @@
 // sequences' rows only, so a request's tokens do not depend on its
 // neighbours' adapters (TestAdapterMixedBatch). Its prompt is looked up in
 // and published to the prefix cache under the adapter's digest
-// (Request.PrefixScope, isolation.Pool.AllocatePrefixScoped): KV computed
+// (Request.CacheSalt, isolation.Pool.AllocatePrefixSalted): KV computed
 // under one adapter is never served under another or under none
 // (TestAdapterPrefixCache). Summary.Adapter names the digest. A decode node
 // refuses adapters (ErrAdapterRemote): its prefill nodes run the base.

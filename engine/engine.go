@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -156,6 +157,25 @@ type GenerateRequest struct {
 	Adapter *model.Adapter
 }
 
+// prefixSalt is a request's prefix-cache salt (Request.CacheSalt) from a
+// salt the client chose (nil if none) and its LoRA adapter (nil if none):
+// nil when both are absent (the tenant's namespace itself), otherwise a
+// tagged encoding of both — the client's salt length-prefixed, then the
+// adapter's digest or a marker for none — so that no client salt ever
+// equals an adapter's and KV computed under one adapter (or none) is never
+// found under another.
+func prefixSalt(client []byte, ad *model.Adapter) []byte {
+	if len(client) == 0 && ad == nil {
+		return nil
+	}
+	out := append([]byte("cloison/prefix-salt/v1\x00"), binary.AppendUvarint(nil, uint64(len(client)))...)
+	out = append(out, client...)
+	if ad == nil {
+		return append(out, 0)
+	}
+	return append(append(out, 1), ad.Digest[:]...)
+}
+
 // ErrAdapterRemote: a LoRA adapter asked of a decode node, whose prompts
 // are computed on prefill nodes that run the base model only.
 var ErrAdapterRemote = cloison.NewError(cloison.CodeUnsupported, "LoRA adapters are not served on a disaggregated deployment")
@@ -295,7 +315,6 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if (r.ScorePrompt || r.Embed) && e.cfg.Remote != nil {
 		return nil, ErrScoreRemote
 	}
-	var scope [32]byte
 	if r.Adapter != nil {
 		if e.cfg.Remote != nil {
 			return nil, ErrAdapterRemote
@@ -303,7 +322,6 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 		if r.Adapter.Base() != e.cfg.Model {
 			return nil, ErrAdapterModel
 		}
-		scope = r.Adapter.Digest
 	}
 	if err := e.checkEmbed(r); err != nil {
 		return nil, err
@@ -312,7 +330,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, PrefixScope: scope})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, CacheSalt: prefixSalt(nil, r.Adapter)})
 	if err != nil {
 		return nil, err
 	}

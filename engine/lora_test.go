@@ -233,3 +233,30 @@ func TestAdaptersTenantScoped(t *testing.T) {
 		t.Fatalf("b's survives a's unregister: %v", err)
 	}
 }
+
+// TestPrefixSalt: the prefix-cache salt is nil only without a client salt
+// and an adapter, and distinct for every other pair — a client salt never
+// equals an adapter's, whatever bytes it holds (here: another pair's whole
+// encoding).
+func TestPrefixSalt(t *testing.T) {
+	l := randomModel(t)
+	ads := adapters(t, l, 2)
+	if prefixSalt(nil, nil) != nil || prefixSalt([]byte{}, nil) != nil {
+		t.Fatal("no salt and no adapter must be the tenant's namespace itself")
+	}
+	clients := [][]byte{nil, []byte("x"), prefixSalt(nil, ads[0]), prefixSalt([]byte("x"), nil), append(prefixSalt(nil, nil), 0)}
+	seen := map[string]string{}
+	for ci, c := range clients {
+		for ai, ad := range []*model.Adapter{nil, ads[0], ads[1]} {
+			if ci == 0 && ai == 0 {
+				continue
+			}
+			s := string(prefixSalt(c, ad))
+			name := fmt.Sprintf("client %d adapter %d", ci, ai)
+			if prev, dup := seen[s]; dup {
+				t.Fatalf("%s and %s share a salt", name, prev)
+			}
+			seen[s] = name
+		}
+	}
+}

@@ -51,10 +51,7 @@
 //   - Prefix-cache keys are a SHA-256 chain seeded with a salt derived from a
 //     server secret and the tenant (HMAC), never from client input. Lookups see
 //     only their namespace; cross-tenant sharing exists only through a shared
-//     namespace configured explicitly. A lease allocated with a scope
-//     (AllocatePrefixScoped: a LoRA adapter's digest) keys its chain from
-//     the salt and the scope, so KV computed under one adapter is never
-//     found under another or under none. Cached pages are read-only, reference
+//     namespace configured explicitly. Cached pages are read-only, reference
 //     counted and evicted least-recently-used, scrubbed per their writer's mode.
 //   - Check audits all of the above.
 //
