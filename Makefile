@@ -283,15 +283,14 @@ arm64-check: arm64-tools
 	  for p in kernels kernels/cpu kernels/kernelstest; do run max neon $$p; done; \
 	  run max generic kernels/cpu; \
 	  run cortex-a53 neon kernels/cpu
+## lora-check: record llama.cpp's logits with the synthetic LoRA adapters applied (TestLlamaCppLoRALogits' oracle).
+lora-check:
+	scripts/lora-check.sh
 ## arch-check: record llama.cpp's logits on the synthetic architecture files (TestLlamaCppLogits' oracle).
 ## node-llama-cpp from npm, pinned; engine/model/testdata/archcheck into
 ## engine/model/testdata/llamacpp_logits.json.
 arch-check:
 	scripts/arch-check.sh
-
-## lora-check: record llama.cpp's logits with the synthetic LoRA adapters applied (TestLlamaCppLoRALogits' oracle).
-lora-check:
-	scripts/lora-check.sh
 ## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
 ## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag

@@ -129,6 +129,15 @@ type GenerateRequest struct {
 	Grammar *grammar.Grammar
 	// Deadline, if set, aborts the request when passed.
 	Deadline time.Time
+	// Adapter, if set, runs the request under this LoRA adapter (loaded
+	// for the engine's model by model.LoadAdapter): its sequence's rows
+	// get the adapter's low-rank products, its neighbours' do not
+	// (model.Seq.Adapter), and its prompt is looked up in and published to
+	// the prefix cache under the adapter's digest only, so KV computed
+	// under one adapter (or none) never serves another. Who may use which
+	// adapter is the caller's business: the engine runs what it is given.
+	// Not on a decode node (ErrAdapterRemote).
+	Adapter *model.Adapter
 	// ScorePrompt asks for every prompt token's log-probability given the
 	// tokens before it, with Sampling.TopLogprobs alternatives: the stream
 	// then starts with one Token of ID PromptScores carrying them (before
@@ -146,15 +155,6 @@ type GenerateRequest struct {
 	// depends on the prompt only, never on its batch neighbours. Not on a
 	// decode node (ErrScoreRemote).
 	Embed bool
-	// Adapter, if set, runs the request under this LoRA adapter (loaded
-	// for the engine's model by model.LoadAdapter): its sequence's rows
-	// get the adapter's low-rank products, its neighbours' do not
-	// (model.Seq.Adapter), and its prompt is looked up in and published to
-	// the prefix cache under the adapter's digest only, so KV computed
-	// under one adapter (or none) never serves another. Who may use which
-	// adapter is the caller's business: the engine runs what it is given.
-	// Not on a decode node (ErrAdapterRemote).
-	Adapter *model.Adapter
 }
 
 // prefixSalt is a request's prefix-cache salt (Request.CacheSalt) from a
@@ -558,8 +558,11 @@ func (e *Engine) step() error {
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
 		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: a != nil && a.hidden != nil && it.All}
-		if a != nil {
-			batch[i].Adapter = a.req.Adapter
+	}
+
+	for i, it := range rd.Batch {
+		if a := e.active[it.ID]; a != nil {
+			batch[i].Adapter = a.req.Adapter // its LoRA adapter's rows, none else's
 		}
 	}
 	e.mu.Unlock()

@@ -31,7 +31,7 @@ func newModelSynthCmd() *cobra.Command {
 	var lc synth.LoRAConfig
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
-		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, the context-bag leak oracle (--bag), or a LoRA adapter for a base model (--lora BASE.gguf)",
+		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, or the context-bag leak oracle (--bag)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
@@ -99,14 +99,6 @@ func newModelSynthCmd() *cobra.Command {
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
 	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 0: none")
-	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
-	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
-	f.Float32Var(&lc.Alpha, "alpha", 0, "with --lora: adapter.lora.alpha (0: 2·rank)")
-	f.Float64Var(&lc.Strength, "strength", 0.25, "with --lora: the size of the adapted products' change relative to the base products'")
-	f.StringVar(&loraTargets, "targets", "", "with --lora: the adapted projections, comma-separated (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down; empty: all)")
-	f.BoolVar(&lc.Output, "lora-output", false, "with --lora: adapt output.weight too")
-	f.StringVar(&loraDType, "lora-dtype", "f32", "with --lora: f32 or f16 pairs")
-	f.StringVar(&lc.Name, "lora-name", "", "with --lora: general.name (default synthetic-lora)")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
@@ -123,6 +115,15 @@ func newModelSynthCmd() *cobra.Command {
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
 	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	// LoRA adapters (--lora BASE.gguf): the flags below.
+	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
+	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
+	f.Float32Var(&lc.Alpha, "alpha", 0, "with --lora: adapter.lora.alpha (0: 2·rank)")
+	f.Float64Var(&lc.Strength, "strength", 0.25, "with --lora: the size of the adapted products' change relative to the base products'")
+	f.StringVar(&loraTargets, "targets", "", "with --lora: the adapted projections, comma-separated (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down; empty: all)")
+	f.BoolVar(&lc.Output, "lora-output", false, "with --lora: adapt output.weight too")
+	f.StringVar(&loraDType, "lora-dtype", "f32", "with --lora: f32 or f16 pairs")
+	f.StringVar(&lc.Name, "lora-name", "", "with --lora: general.name (default synthetic-lora)")
 	return synthCmd
 }
 
