@@ -6,7 +6,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check peer-quant llama-native peer-serve
+.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check lora-check peer-quant llama-native peer-serve
 
 ## all: make verify, then make test (the default target).
 all: verify test
@@ -283,6 +283,9 @@ arm64-check: arm64-tools
 	  for p in kernels kernels/cpu kernels/kernelstest; do run max neon $$p; done; \
 	  run max generic kernels/cpu; \
 	  run cortex-a53 neon kernels/cpu
+## lora-check: record llama.cpp's logits with the synthetic LoRA adapters applied (TestLlamaCppLoRALogits' oracle).
+lora-check:
+	scripts/lora-check.sh
 ## arch-check: record llama.cpp's logits on the synthetic architecture files (TestLlamaCppLogits' oracle).
 ## node-llama-cpp from npm, pinned; engine/model/testdata/archcheck into
 ## engine/model/testdata/llamacpp_logits.json.

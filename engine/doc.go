@@ -110,6 +110,26 @@
 // half (its own pool and arena, reject before allocate, scrubbing,
 // transfer.Sender).
 //
+// # LoRA adapters
+//
+// GenerateRequest.Adapter runs a request under a LoRA adapter loaded for
+// the engine's model (model.LoadAdapter; another model's is refused,
+// ErrAdapterModel). Requests of different adapters, and of none, share
+// every batch: the model adds each adapter's low-rank products to its own
+// sequences' rows only, so a request's tokens do not depend on its
+// neighbours' adapters (TestAdapterMixedBatch). Its prompt is looked up in
+// and published to the prefix cache under the adapter's digest
+// (Request.CacheSalt, isolation.Pool.AllocatePrefixSalted): KV computed
+// under one adapter is never served under another or under none
+// (TestAdapterPrefixCache). Summary.Adapter names the digest. A decode node
+// refuses adapters (ErrAdapterRemote): its prefill nodes run the base.
+// Adapters is a node's set, each adapter registered for one tenant under a
+// name and reached by (tenant, name) only: another tenant's adapter is
+// ErrAdapterNotFound, exactly as one that does not exist (code
+// model_not_found), and List shows a tenant its own
+// (TestAdaptersTenantScoped). Registration as an admin action (ledger,
+// policy) and the API's model "<base>:<adapter>" are the service's.
+//
 // Sampling (engine/sample): greedy, temperature, top-k, top-p, min-p,
 // repetition / frequency / presence penalties, per-request seed
 // (reproducible), logprobs with alternatives.

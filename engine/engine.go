@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +81,9 @@ type Summary struct {
 	// Prefill is the time from that first scheduling to the first token,
 	// Decode from the first token to the last; 0 if there was none.
 	Prefill, Decode time.Duration
+	// Adapter is the digest of the LoRA adapter the request ran under
+	// (GenerateRequest.Adapter); zero without one.
+	Adapter [32]byte
 }
 
 // Incident describes an isolation failure that aborted a request.
@@ -125,6 +129,15 @@ type GenerateRequest struct {
 	Grammar *grammar.Grammar
 	// Deadline, if set, aborts the request when passed.
 	Deadline time.Time
+	// Adapter, if set, runs the request under this LoRA adapter (loaded
+	// for the engine's model by model.LoadAdapter): its sequence's rows
+	// get the adapter's low-rank products, its neighbours' do not
+	// (model.Seq.Adapter), and its prompt is looked up in and published to
+	// the prefix cache under the adapter's digest only, so KV computed
+	// under one adapter (or none) never serves another. Who may use which
+	// adapter is the caller's business: the engine runs what it is given.
+	// Not on a decode node (ErrAdapterRemote).
+	Adapter *model.Adapter
 	// ScorePrompt asks for every prompt token's log-probability given the
 	// tokens before it, with Sampling.TopLogprobs alternatives: the stream
 	// then starts with one Token of ID PromptScores carrying them (before
@@ -143,6 +156,33 @@ type GenerateRequest struct {
 	// decode node (ErrScoreRemote).
 	Embed bool
 }
+
+// prefixSalt is a request's prefix-cache salt (Request.CacheSalt) from a
+// salt the client chose (nil if none) and its LoRA adapter (nil if none):
+// nil when both are absent (the tenant's namespace itself), otherwise a
+// tagged encoding of both — the client's salt length-prefixed, then the
+// adapter's digest or a marker for none — so that no client salt ever
+// equals an adapter's and KV computed under one adapter (or none) is never
+// found under another.
+func prefixSalt(client []byte, ad *model.Adapter) []byte {
+	if len(client) == 0 && ad == nil {
+		return nil
+	}
+	out := append([]byte("cloison/prefix-salt/v1\x00"), binary.AppendUvarint(nil, uint64(len(client)))...)
+	out = append(out, client...)
+	if ad == nil {
+		return append(out, 0)
+	}
+	return append(append(out, 1), ad.Digest[:]...)
+}
+
+// ErrAdapterRemote: a LoRA adapter asked of a decode node, whose prompts
+// are computed on prefill nodes that run the base model only.
+var ErrAdapterRemote = cloison.NewError(cloison.CodeUnsupported, "LoRA adapters are not served on a disaggregated deployment")
+
+// ErrAdapterModel: a request's adapter was loaded for another model than
+// the engine's.
+var ErrAdapterModel = cloison.NewError(cloison.CodeInvalid, "the adapter was loaded for another model")
 
 // PromptHidden is the ID of the stream's Token that carries a prompt's
 // embedding (GenerateRequest.Embed).
@@ -275,6 +315,14 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if (r.ScorePrompt || r.Embed) && e.cfg.Remote != nil {
 		return nil, ErrScoreRemote
 	}
+	if r.Adapter != nil {
+		if e.cfg.Remote != nil {
+			return nil, ErrAdapterRemote
+		}
+		if r.Adapter.Base() != e.cfg.Model {
+			return nil, ErrAdapterModel
+		}
+	}
 	if err := e.checkEmbed(r); err != nil {
 		return nil, err
 	}
@@ -282,7 +330,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, CacheSalt: prefixSalt(nil, r.Adapter)})
 	if err != nil {
 		return nil, err
 	}
@@ -510,6 +558,12 @@ func (e *Engine) step() error {
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
 		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: a != nil && a.hidden != nil && it.All}
+	}
+
+	for i, it := range rd.Batch {
+		if a := e.active[it.ID]; a != nil {
+			batch[i].Adapter = a.req.Adapter // its LoRA adapter's rows, none else's
+		}
 	}
 	e.mu.Unlock()
 	logits, err := e.cfg.Model.Forward(e.cfg.Arena, batch, false)
@@ -831,6 +885,9 @@ func (e *Engine) finish(a *active, ev Event) {
 	sum := Summary{ID: ev.ID, Tenant: ev.Tenant, State: ev.State, Finish: ev.Finish, Code: cloison.ErrorCode(ev.Err),
 		Prompt: ev.Prompt, Generated: a.generated, Cached: ev.Cached, Pages: ev.Pages, Preemptions: ev.Preemptions,
 		Started: a.started, FirstToken: a.firstTok, Duration: now.Sub(a.started)}
+	if a.req.Adapter != nil {
+		sum.Adapter = a.req.Adapter.Digest
+	}
 	if !a.scheduled.IsZero() {
 		sum.Queued = a.scheduled.Sub(a.started)
 		if a.firstTok > 0 {

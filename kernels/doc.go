@@ -18,9 +18,12 @@
 //   - ZeroPages leaves the pages' bytes zero and their tags zero.
 //
 // Optional capabilities (ext.go), found by type assertion: Scaler
-// (ggml_scale), GeGLUer (tanh-gelu GeGLU) and, on arenas, WindowAttender
+// (ggml_scale), GeGLUer (tanh-gelu GeGLU), LowRankAdder (a LoRA adapter's
+// expand as a sum of scaled rows; engine/model falls back to MatMul, Scale
+// and Add without it) and, on arenas, WindowAttender
 // (attention with a score scale and a standard sliding window, the same
-// page checks as Attention). kernels/cpu has them; kernelstest checks them
+// page checks as Attention). kernels/cpu has them (LowRankAdder is tested
+// in kernels/cpu, not in kernelstest); kernelstest checks the others
 // where present and skips them where not; a model that needs one refuses a
 // backend without it.
 //

@@ -40,3 +40,17 @@ type WindowAttender interface {
 	// Window or a non-finite or negative Scale is ErrShape.
 	AttentionWith(layer int, out, q Tensor, spans []Span, o AttentionOptions) error
 }
+
+// LowRankAdder is an optional Backend capability: the expand half of a
+// LoRA product (B·mid, B out×k with k the small rank) as a sum of k
+// scaled rows instead of a dot product of length k per output, which a
+// matrix-product kernel computes poorly for k ≈ 16.
+type LowRankAdder interface {
+	// AddLowRank sets, for every row i of x (rows×k), dst[rows[i]] +=
+	// s·(Σ_j x[i][j]·bt[j]), where bt is k×dst.Cols() (row j is column j
+	// of B). The sum runs j = 0…k−1 with a fixed chain per element into a
+	// zeroed row, which is then scaled and added, so a row's result
+	// depends only on that row. rows nil means rows[i] = i. dst must not
+	// overlap x or bt; rows must be distinct and inside dst.
+	AddLowRank(dst, x, bt Tensor, rows []int, s float32) error
+}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/model"
+	"github.com/cloison/cloison/kernels"
 	"github.com/cloison/cloison/kernels/cpu"
 )
 
@@ -182,5 +187,67 @@ func TestModelSynthChatTemplate(t *testing.T) {
 	}
 	if _, err := run(t, "model", "synth", "--bag", "--chat-template", filepath.Join(dir, "missing"), filepath.Join(dir, "c.gguf")); err == nil {
 		t.Error("a missing template file accepted")
+	}
+}
+
+// TestModelSynthLoRA: `model synth --lora BASE.gguf` writes a LoRA adapter
+// in llama.cpp's format that loads for that base and is refused, by
+// tensor name, for a base of another shape.
+func TestModelSynthLoRA(t *testing.T) {
+	dir := t.TempDir()
+	base, other, ad := filepath.Join(dir, "base.gguf"), filepath.Join(dir, "other.gguf"), filepath.Join(dir, "ad.gguf")
+	shape := []string{"--layers", "1", "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--vocab", "300", "--context", "256", "--dtype", "f32"}
+	mustRun(t, append(append([]string{"model", "synth", "--d-model", "64"}, shape...), base)...)
+	mustRun(t, append(append([]string{"model", "synth", "--d-model", "128"}, shape...), other)...)
+	mustRun(t, "model", "synth", "--lora", base, "--rank", "8", "--targets", "attn_q,ffn_down", "--seed", "3", ad)
+	data, err := os.ReadFile(ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ty, _ := f.String("general.type"); ty != "adapter" {
+		t.Fatalf("general.type %q", ty)
+	}
+	if n := len(f.Tensors); n != 4 {
+		t.Fatalf("%d tensors, want 4 (two pairs)", n)
+	}
+	b, err := cpu.New(kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, tc := range []struct {
+		base string
+		ok   bool
+	}{{base, true}, {other, false}} {
+		bf, err := gguf.Open(tc.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(b, bf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := model.LoadAdapter(m, data)
+		switch {
+		case tc.ok && (err != nil || a.Rank != 8 || a.Tensors != 2):
+			t.Fatalf("%s: %+v, %v", tc.base, a, err)
+		case !tc.ok && (!errors.Is(err, model.ErrAdapter) || !strings.Contains(err.Error(), "blk.0.attn_q.weight")):
+			t.Fatalf("%s: got %v, want ErrAdapter naming blk.0.attn_q.weight", tc.base, err)
+		}
+		m.Close()
+		bf.Close()
+	}
+	out := mustRun(t, "model", "inspect", ad)
+	for _, want := range []string{"adapter", "llama", "2×8", fmt.Sprintf("sha256:%x", sha256.Sum256(data))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("model inspect of the adapter does not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := run(t, "model", "synth", "--lora", base, "--bag", filepath.Join(dir, "x.gguf")); err == nil {
+		t.Error("--lora with --bag accepted")
 	}
 }

@@ -15,7 +15,7 @@
 //     create|list|revoke
 //   - token issue --tenant T --scopes infer,...|revoke --token T
 //   - key list|rotate|retire KID (every change ledgered, --actor)
-//   - model synth [--bag]|inspect, bench MODEL.gguf
+//   - model synth [--bag|--lora BASE.gguf]|inspect, bench MODEL.gguf
 //   - audit keygen|verify|export|verify-export
 //   - incident list|show|open|update|notice|draft|purge
 //   - witness, verify-response, report, replay

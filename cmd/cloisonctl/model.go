@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -24,6 +27,8 @@ func newModelSynthCmd() *cobra.Command {
 	var bag, fim bool
 	var pooling int
 	var dtype, chatTemplate string
+	var lora, loraTargets, loraDType string
+	var lc synth.LoRAConfig
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
 		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3 or granite weights, or the context-bag leak oracle (--bag)",
@@ -31,7 +36,34 @@ func newModelSynthCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
 			var err error
-			if bag {
+			if lora != "" {
+				if bag || fim || chatTemplate != "" || pooling != 0 {
+					return fmt.Errorf("--lora writes an adapter: --bag, --fim, --chat-template and --pooling are for models")
+				}
+				switch loraDType {
+				case "f32":
+					lc.DType = gguf.F32
+				case "f16":
+					lc.DType = gguf.F16
+				default:
+					return fmt.Errorf("--lora-dtype %q: f32 or f16", loraDType)
+				}
+				if loraTargets != "" {
+					lc.Targets = nil
+					for _, t := range strings.Split(loraTargets, ",") {
+						lc.Targets = append(lc.Targets, strings.TrimSpace(t)+".weight")
+					}
+				}
+				lc.Seed = c.Seed
+				base, err := gguf.Open(lora)
+				if err != nil {
+					return err
+				}
+				defer base.Close()
+				if w, err = synth.LoRA(base, lc); err != nil {
+					return err
+				}
+			} else if bag {
 				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim, Pooling: pooling})
 			} else if fim {
 				return fmt.Errorf("--fim is for the context-bag model (--bag)")
@@ -83,6 +115,15 @@ func newModelSynthCmd() *cobra.Command {
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
 	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	// LoRA adapters (--lora BASE.gguf): the flags below.
+	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
+	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
+	f.Float32Var(&lc.Alpha, "alpha", 0, "with --lora: adapter.lora.alpha (0: 2·rank)")
+	f.Float64Var(&lc.Strength, "strength", 0.25, "with --lora: the size of the adapted products' change relative to the base products'")
+	f.StringVar(&loraTargets, "targets", "", "with --lora: the adapted projections, comma-separated (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down; empty: all)")
+	f.BoolVar(&lc.Output, "lora-output", false, "with --lora: adapt output.weight too")
+	f.StringVar(&loraDType, "lora-dtype", "f32", "with --lora: f32 or f16 pairs")
+	f.StringVar(&lc.Name, "lora-name", "", "with --lora: general.name (default synthetic-lora)")
 	return synthCmd
 }
 
@@ -90,7 +131,7 @@ func newModelSynthCmd() *cobra.Command {
 func newModelInspectCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect MODEL.gguf",
-		Short: "Print a GGUF file's architecture and hyperparameters",
+		Short: "Print a GGUF file's architecture and hyperparameters (a LoRA adapter's: architecture, alpha, ranks, pairs, digest)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := gguf.Open(args[0])
@@ -98,6 +139,9 @@ func newModelInspectCmd() *cobra.Command {
 				return err
 			}
 			defer f.Close()
+			if ty, _ := f.String("general.type"); ty == "adapter" {
+				return inspectAdapter(cmd, args[0], f)
+			}
 			mc, err := model.ConfigFromGGUF(f)
 			if err != nil {
 				return err
@@ -161,4 +205,36 @@ func localLayers(swa []bool) int {
 		}
 	}
 	return n
+}
+
+// inspectAdapter prints a LoRA adapter file's keys, its pairs' ranks and
+// its digest (the SHA-256 of the file, as model.LoadAdapter computes it).
+func inspectAdapter(cmd *cobra.Command, path string, f *gguf.File) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	name, _ := f.String("general.name")
+	arch, _ := f.String("general.architecture")
+	kind, _ := f.String("adapter.type")
+	alpha, _ := f.Float("adapter.lora.alpha")
+	ranks := map[uint64]int{}
+	pairs := 0
+	for _, t := range f.Tensors {
+		if strings.HasSuffix(t.Name, ".lora_a") && len(t.Dims) == 2 {
+			ranks[t.Dims[1]]++
+			pairs++
+		}
+	}
+	var rs []string
+	for r, n := range ranks {
+		rs = append(rs, fmt.Sprintf("%d×%d", n, r))
+	}
+	slices.Sort(rs)
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, kv := range [][2]any{{"name", name}, {"type", "adapter"}, {"adapter_type", kind}, {"architecture", arch}, {"alpha", alpha},
+		{"pairs", pairs}, {"ranks", strings.Join(rs, " ")}, {"digest", fmt.Sprintf("sha256:%x", sha256.Sum256(data))}} {
+		fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
+	}
+	return w.Flush()
 }

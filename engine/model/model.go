@@ -22,6 +22,7 @@ type layer struct {
 	moe               *moeLayer      // nil in a dense layer
 	rope              kernels.RoPE
 	attn              kernels.AttentionOptions
+	fusedQKV, fusedUp bool // attn_qkv, phi3's gate+up ffn_up (what an adapter may name)
 }
 
 // Model is a loaded llama-family model. Forward calls are serialised; the
@@ -142,6 +143,7 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 				return nil, err
 			}
 			l.wq, l.wk, l.wv = ws[0], ws[1], ws[2]
+			l.fusedQKV = true
 			if t, found := f.Tensor(p + "attn_qkv.bias"); found {
 				bs, err := m.splitVector(f, t, []int{q, kv, kv})
 				if err != nil {
@@ -181,6 +183,7 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 				return nil, err
 			}
 			l.gate, l.up = ws[0], ws[1]
+			l.fusedUp = true
 			l.down = mat("ffn_down.weight", c.DModel, c.FFN)
 		}
 		l.rope = m.RoPE // with the rope_freqs factors read above
@@ -376,6 +379,10 @@ type Seq struct {
 	// token after the output norm (len(Tokens)×DModel, row-major): what
 	// an embedding model pools (Pool). It implies All's rows.
 	Hidden bool
+	// Adapter, if set, adds its low-rank products to this sequence's rows
+	// (a LoRA adapter loaded for this model by LoadAdapter); the other
+	// sequences of the batch are computed as if it were absent.
+	Adapter *Adapter
 }
 
 type scratch struct {
@@ -384,6 +391,7 @@ type scratch struct {
 	last, logits                         kernels.Tensor
 	router                               kernels.Tensor // rows×Experts; nil without experts
 	moe                                  moeHost        // host buffers of the expert layers
+	lora                                 loraScratch    // LoRA intermediates, by width
 }
 
 func (s *scratch) free(b kernels.Backend) {
@@ -392,6 +400,7 @@ func (s *scratch) free(b kernels.Backend) {
 			b.Free(t)
 		}
 	}
+	s.lora.free(b)
 	*s = scratch{}
 }
 
@@ -476,6 +485,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		case s.Table.PageTokens() != ac.PageTokens:
 			return nil, fmt.Errorf("%w: sequence %d table has %d-token pages, arena %d", ErrBatch, i, s.Table.PageTokens(), ac.PageTokens)
 		}
+		if s.Adapter != nil && s.Adapter.base != m {
+			return nil, fmt.Errorf("%w: sequence %d carries an adapter of another model", ErrBatch, i)
+		}
 		for _, id := range s.Tokens {
 			if id < 0 || int(id) >= m.Vocab {
 				return nil, fmt.Errorf("%w: sequence %d token %d outside the vocabulary of %d", ErrBatch, i, id, m.Vocab)
@@ -500,12 +512,39 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	ids := make([]int32, 0, rows)
 	pos := make([]int32, 0, rows)
 	spans := make([]kernels.Span, len(batch))
+	var rowAd, outAd []*Adapter // per row and per output row; nil without adapters
 	for i, s := range batch {
 		spans[i] = kernels.Span{Table: s.Table, Row: len(ids), Pos: s.Pos, N: len(s.Tokens)}
 		for j, id := range s.Tokens {
 			ids = append(ids, id)
 			pos = append(pos, int32(s.Pos+j))
 		}
+		if s.Adapter != nil && rowAd == nil {
+			rowAd, outAd = make([]*Adapter, rows), make([]*Adapter, 0, outRows)
+		}
+	}
+	if rowAd != nil {
+		for i, s := range batch {
+			for j := range s.Tokens {
+				rowAd[spans[i].Row+j] = s.Adapter
+			}
+			n := 1
+			if all || s.All || s.Hidden {
+				n = len(s.Tokens)
+			}
+			for range n {
+				outAd = append(outAd, s.Adapter)
+			}
+		}
+	}
+	groups, outGroups := loraGroups(rowAd), loraGroups(outAd)
+	// adapt adds the adapters' low-rank products to a projection's output
+	// (nothing without adapters).
+	adapt := func(layer, which int, dst, x kernels.Tensor) error {
+		if layer < 0 {
+			return m.applyLoRA(outGroups, layer, which, dst, x)
+		}
+		return m.applyLoRA(groups, layer, which, dst, x)
 	}
 	sc := &m.sc
 	x, h, q, k, v := sc.x.Slice(0, rows), sc.h.Slice(0, rows), sc.q.Slice(0, rows), sc.k.Slice(0, rows), sc.v.Slice(0, rows)
@@ -542,6 +581,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := kernels.MultiMatMul(b, []kernels.Tensor{q, k, v}, h, []kernels.Matrix{l.wq, l.wk, l.wv}); err != nil {
 			return nil, err
 		}
+		if err := errors.Join(adapt(li, loraQ, q, h), adapt(li, loraK, k, h), adapt(li, loraV, v, h)); err != nil {
+			return nil, err
+		}
 		if l.bq != nil {
 			if err := errors.Join(b.Add(q, q, l.bq), b.Add(k, k, l.bk), b.Add(v, v, l.bv)); err != nil {
 				return nil, err
@@ -571,6 +613,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := b.MatMul(o, att, l.wo); err != nil {
 			return nil, err
 		}
+		if err := adapt(li, loraO, o, att); err != nil {
+			return nil, err
+		}
 		if err := residual(o, l.attnPost); err != nil {
 			return nil, err
 		}
@@ -586,6 +631,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := kernels.MultiMatMul(b, []kernels.Tensor{gate, up}, h, []kernels.Matrix{l.gate, l.up}); err != nil {
 			return nil, err
 		}
+		if err := errors.Join(adapt(li, loraGate, gate, h), adapt(li, loraUp, up, h)); err != nil {
+			return nil, err
+		}
 		if m.GeGLU {
 			err = m.geglu.GeGLU(gate, gate, up)
 		} else {
@@ -595,6 +643,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 			return nil, err
 		}
 		if err := b.MatMul(dwn, gate, l.down); err != nil {
+			return nil, err
+		}
+		if err := adapt(li, loraDown, dwn, gate); err != nil {
 			return nil, err
 		}
 		if err := residual(dwn, l.ffnPost); err != nil {
@@ -633,6 +684,9 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	}
 	logits := sc.logits.Slice(0, outRows)
 	if err := b.MatMul(logits, last, m.output); err != nil {
+		return nil, err
+	}
+	if err := adapt(-1, 0, logits, last); err != nil {
 		return nil, err
 	}
 	host := make([]float32, outRows*m.Vocab)

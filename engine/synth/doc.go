@@ -83,6 +83,14 @@
 // tokens) named in tokenizer.ggml.fim_{pre,suf,mid}_token_id: a model that
 // allows fill-in-the-middle (cloisonctl model synth --bag --fim).
 //
+// LoRA (LoRAConfig): a random LoRA adapter for a base model file, in
+// llama.cpp's adapter format (general.type "adapter", adapter.type "lora",
+// adapter.lora.alpha, pairs T.lora_a [in, rank] and T.lora_b [rank, out]
+// for the base tensors T it adapts: by default every layer's attn_q, attn_k,
+// attn_v, attn_output, ffn_gate, ffn_up and ffn_down, optionally
+// output.weight), F32 or F16, sized so that the adapted products move by
+// about Strength of the base's (cloisonctl model synth --lora BASE.gguf).
+//
 //	w, err := synth.Random(synth.Config{Layers: 4, DModel: 512, Heads: 8, KVHeads: 4,
 //		FFN: 1408, Vocab: 2048, Context: 4096, DType: gguf.Q8_0, Seed: 1})
 //	err = w.WriteFile("tiny.gguf")
