@@ -54,10 +54,16 @@ type Spec struct {
 	WitnessInterval time.Duration
 	Auth            Auth
 	Model           ModelFile
+	// Models are further models served beside Model (models.go), each
+	// under its ModelID (ModelFile.Name, else general.name, else the file
+	// name without .gguf); MemoryBudget and ModelDir are Config's.
+	Models       []ModelFile
+	MemoryBudget int64
+	ModelDir     string
 	// Tenants are created at start unless they exist (a development
 	// tenant, a test's tenants), before the pool takes every stored
-	// tenant's partition; one without AllowedModels is allowed the served
-	// model.
+	// tenant's partition; one without AllowedModels is allowed every
+	// model served at start.
 	Tenants  []tenancy.Tenant
 	Capacity Capacity
 	// Scheduler and Unsafe are the engine's (engine.Config).
@@ -268,9 +274,21 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 		return nil, err
 	}
 	o.add(lm.Close)
+	ids := []string{lm.Name}
+	var further []Model
+	for _, mf := range s.Models {
+		inst, err := mf.Load(mf.Options)
+		if err != nil {
+			return nil, err
+		}
+		o.add(inst.Close)
+		inst.Name = ModelID(inst, mf.Path, mf.Name)
+		ids = append(ids, inst.Name)
+		further = append(further, inst.Model)
+	}
 	for _, t := range s.Tenants {
 		if t.AllowedModels == nil {
-			t.AllowedModels = []string{lm.Name}
+			t.AllowedModels = ids
 		}
 		if err := ensureTenant(sysCtx, tenants, t); err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
@@ -287,7 +305,7 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.responses(&acfg.Responses, lm, log, &o); err != nil {
 		return nil, err
 	}
-	cfg := Config{Model: lm.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor,
+	cfg := Config{Model: lm.Model, Models: further, MemoryBudget: s.MemoryBudget, ModelDir: s.ModelDir, ModelFile: s.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor,
 		Tenants: tenants, API: acfg, RefusalFlush: s.RefusalFlush, Logger: s.Logger, Tracer: s.Tracer}
 	if s.Decode != nil {
 		if cfg.Decode, err = s.Decode.open(ctx, lm.Model, log); err != nil {
