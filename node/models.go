@@ -18,6 +18,7 @@ import (
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/node/prefill"
+	"github.com/cloison/cloison/tenancy"
 )
 
 // A node serves a set of models: the one it was started with (Config.Model:
@@ -213,6 +214,14 @@ func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, ac
 		if _, err := n.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: actor, Payload: audit.ModelLoaded{
 			Node: audit.Name(n.cfg.NodeName), Model: audit.Name(m.Name), Digest: audit.Digest(m.Digest), Bytes: sv.bytes, Actor: actor}}); err != nil {
 			return api.ModelInfo{}, fmt.Errorf("%w: %v", api.ErrLedgerUnavailable, err)
+		}
+	}
+	for _, id := range n.cfg.EveryModel {
+		if actor == "" {
+			break // at start, Open allowed them every model
+		}
+		if err := allowModels(tenancy.WithActor(ctx, actor), n.cfg.Tenants, id, m.Name); err != nil {
+			n.log.Warn("model not allowed to the tenant that uses every model", "tenant", id, "model", m.Name, "err", err)
 		}
 	}
 	n.models.mu.Lock()

@@ -64,7 +64,11 @@ type Config struct {
 	// ModelFile is what they load with (backend, options).
 	ModelDir  string
 	ModelFile ModelFile
-	Capacity  Capacity
+	// EveryModel are the tenants allowed every model the node serves (a
+	// development tenant): a run-time load adds the model to their
+	// allowed models (tenant.updated, ledgered).
+	EveryModel []cloison.TenantID
+	Capacity   Capacity
 	// Scheduler and Unsafe are the engine's (engine.Config).
 	Scheduler engine.SchedulerConfig
 	Unsafe    engine.Unsafe
