@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/cloison/cloison"
+	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/chat"
@@ -282,4 +283,50 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 // (RecordIncident, under the model's name).
 func (s *Server) RecordModelIncident(model string, in engine.Incident) {
 	s.view(model).RecordIncident(in)
+}
+
+func servedModelPB(m ModelInfo) *adminv1.ServedModel {
+	return &adminv1.ServedModel{Id: m.ID, Digest: m.Digest, Bytes: m.Bytes, ServedContext: int64(m.ServedContext), PoolPages: int64(m.PoolPages)}
+}
+
+// ListModels is GET /admin/v1/models over gRPC.
+func (a *adminService) ListModels(context.Context, *adminv1.ListServedModelsRequest) (*adminv1.ListServedModelsResponse, error) {
+	if a.s.cfg.ModelAdmin == nil {
+		return nil, errNoModelAdmin
+	}
+	out := &adminv1.ListServedModelsResponse{}
+	for _, m := range a.s.cfg.ModelAdmin.ServedModels() {
+		out.Models = append(out.Models, servedModelPB(m))
+	}
+	return out, nil
+}
+
+// LoadModel is POST /admin/v1/models over gRPC.
+func (a *adminService) LoadModel(ctx context.Context, req *adminv1.LoadModelRequest) (*adminv1.ServedModel, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
+	if a.s.cfg.ModelAdmin == nil {
+		return nil, errNoModelAdmin
+	}
+	m, err := a.s.cfg.ModelAdmin.LoadModel(ctx, grpcActor(ctx), ModelLoad{Path: req.GetPath(), ID: req.GetId()})
+	if err != nil {
+		return nil, err
+	}
+	return servedModelPB(m), nil
+}
+
+// UnloadModel is DELETE /admin/v1/models/{id} over gRPC.
+func (a *adminService) UnloadModel(ctx context.Context, req *adminv1.UnloadModelRequest) (*adminv1.ServedModel, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
+	if a.s.cfg.ModelAdmin == nil {
+		return nil, errNoModelAdmin
+	}
+	m, err := a.s.cfg.ModelAdmin.UnloadModel(ctx, grpcActor(ctx), req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return servedModelPB(m), nil
 }

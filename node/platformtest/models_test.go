@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cloison/cloison"
+	adminv1 "github.com/cloison/cloison/api/proto/cloison/admin/v1"
 	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine/synth"
@@ -166,6 +167,19 @@ func TestSeveralModels(t *testing.T) {
 		}
 		if err := gen(both, "bag-b"); err != nil {
 			t.Fatalf("Generate on bag-b: %v", err)
+		}
+		// The admin service: list, and a load and unload refused
+		// without the admin scope or for the first model.
+		ac := adminv1.NewAdminServiceClient(conn)
+		sm, err := ac.ListModels(auth(p.Token(t, "both", tenancy.ScopeAdmin)), &adminv1.ListServedModelsRequest{})
+		if err != nil || len(sm.GetModels()) != 2 || sm.GetModels()[1].GetId() != "bag-b" || sm.GetModels()[1].GetDigest() != digestB {
+			t.Fatalf("admin ListModels: got %v, %v", sm, err)
+		}
+		if _, err := ac.LoadModel(auth(both), &adminv1.LoadModelRequest{Path: "bag-c.gguf"}); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("LoadModel without the admin scope: got %v, want PERMISSION_DENIED", err)
+		}
+		if _, err := ac.UnloadModel(auth(p.Token(t, "both", tenancy.ScopeAdmin)), &adminv1.UnloadModelRequest{Id: platformtest.Model}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("UnloadModel of the first model: got %v, want INVALID_ARGUMENT", err)
 		}
 		for _, model := range []string{"bag-b", "no-such-model"} {
 			if err := gen(first, model); status.Code(err) != codes.NotFound {
