@@ -307,3 +307,42 @@ func TestModelMemoryBudget(t *testing.T) {
 		t.Fatal("a node whose first model exceeds the budget started")
 	}
 }
+
+// TestDevTenantEveryModel: the newcomer path. A tenant created at start
+// without allowed models (cloisond's --dev tenant) may use every model
+// served at start, and one an admin loads later (its tenant.updated on
+// the record, by that admin).
+func TestDevTenantEveryModel(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeBag(t, dir, "bag-b.gguf", 1024)
+	writeBag(t, dir, "bag-c.gguf", 512)
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"dev"}, EveryModel: true, ModelDir: dir,
+		Models: []node.ModelFile{{Path: filepath.Join(dir, "bag-b.gguf"), Name: "second"}}})
+	dev := p.Token(t, "dev", tenancy.ScopeInfer)
+	// An alias names the model (id=, node.ModelFile.Name).
+	if got, want := listModels(t, p, dev), []string{platformtest.Model, "second"}; !slices.Equal(got, want) {
+		t.Fatalf("models of the dev tenant: got %v, want %v", got, want)
+	}
+	head, err := p.Ledger.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, b := call(t, p, "POST", "/admin/v1/models", p.Token(t, "dev", tenancy.ScopeAdmin), `{"path":"bag-c.gguf"}`); code != 201 {
+		t.Fatalf("load: got %d %s", code, b)
+	}
+	if got, want := listModels(t, p, dev), []string{platformtest.Model, "bag-c", "second"}; !slices.Equal(got, want) {
+		t.Fatalf("models of the dev tenant after a load: got %v, want %v", got, want)
+	}
+	if code, b := call(t, p, "POST", "/v1/completions", dev, `{"model":"bag-c","prompt":"hi","max_tokens":1}`); code != 200 {
+		t.Fatalf("completion on the loaded model: got %d %s", code, b)
+	}
+	updated := false
+	err = p.Ledger.Scan(ctx, head.Seq+1, 0, func(r audit.Record) error {
+		updated = updated || (r.Kind == audit.KindTenantUpdated && r.Actor == "admin:test-dev")
+		return nil
+	})
+	if err != nil || !updated {
+		t.Fatalf("no tenant.updated by the admin who loaded the model (%v)", err)
+	}
+}

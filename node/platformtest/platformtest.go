@@ -128,10 +128,13 @@ type Options struct {
 	Pooling int
 	// Models are further models served beside the context bag
 	// (node.Spec.Models); MemoryBudget and ModelDir are node.Spec's.
-	// The tenants are allowed Model only.
+	// The tenants are allowed Model only, unless EveryModel: then they
+	// are allowed every model served, those loaded later included, as
+	// cloisond's development tenant is.
 	Models       []node.ModelFile
 	MemoryBudget int64
 	ModelDir     string
+	EveryModel   bool
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -253,6 +256,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		tenants = append(tenants, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
 			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{Model}, IncidentContact: "x@example.test",
 			Quotas: quotas})
+		if o.EveryModel {
+			tenants[len(tenants)-1].AllowedModels = nil
+		}
 	}
 	file, err := contextBag(o)
 	if err != nil {
