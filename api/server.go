@@ -181,7 +181,7 @@ var timeNow = time.Now
 //	GET  /v1/models                    scope infer
 //	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
 //	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
-//	GET  /v1/attestation               any valid token: the capacity attestation
+//	GET  /v1/attestation               any valid token: the capacity attestation (?model=ID: that model's)
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
 //	POST /v1/responses                 scope infer (respapi.go)
@@ -332,8 +332,21 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 // (service.Requests.ContextFor): what the API advertises to the tenant.
 func (s *Server) contextFor(p tenancy.Principal) int { return s.req.ContextFor(p) }
 
+// attestation answers GET /v1/attestation: the capacity attestation of the
+// node's first model, or with ?model=ID of that model's pool (404
+// model_not_found, as everywhere, for one not served or not the tenant's
+// to use).
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
-	a, tp := s.tenantAttestation(principal(r))
+	p := principal(r)
+	if id := r.URL.Query().Get("model"); id != "" {
+		v := s.view(id)
+		if v.cfg.ModelName != id || !p.TenantRecord.Allows(id) {
+			WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(id, maxFieldName)))
+			return
+		}
+		s = v
+	}
+	a, tp := s.tenantAttestation(p)
 	writeJSON(w, 200, struct {
 		attest.Attestation
 		Tenant TenantPlacement `json:"tenant"`

@@ -136,6 +136,30 @@ func TestSeveralModels(t *testing.T) {
 		}
 	}
 
+	// Each model's pool is attested, its digest in the attestation.
+	for model, digest := range map[string]string{"bag-b": digestB, "": ""} {
+		code, b := call(t, p, "GET", "/v1/attestation?model="+model, both, "")
+		var a struct {
+			Model         string `json:"model"`
+			ModelDigest   string `json:"model_digest"`
+			ServedContext int    `json:"served_context"`
+			OK            bool   `json:"ok"`
+		}
+		_ = json.Unmarshal(b, &a)
+		if model == "" {
+			model, digest = platformtest.Model, hex.EncodeToString(func() []byte { s := sha256.Sum256(p.ModelFile); return s[:] }())
+		}
+		if code != 200 || a.Model != model || a.ModelDigest != digest || !a.OK {
+			t.Fatalf("attestation of %s: got %d %s", model, code, b)
+		}
+		if model == "bag-b" && a.ServedContext != 1024 {
+			t.Fatalf("bag-b's served context %d, want its own 1024", a.ServedContext)
+		}
+	}
+	if code, b := call(t, p, "GET", "/v1/attestation?model=bag-b", first, ""); code != 404 || errCode(b) != string(cloison.CodeModelNotFound) {
+		t.Fatalf("attestation of a model the tenant may not use: got %d %s, want 404", code, b)
+	}
+
 	t.Run("grpc", func(t *testing.T) {
 		conn, gctx := p.GRPC(t)
 		client := inferencev1.NewInferenceServiceClient(conn)
