@@ -436,11 +436,11 @@ func (c config) check() error {
 	if c.createDB && c.db.migrateURL == "" {
 		return errors.New("--create-database needs --migrate-database-url")
 	}
-	if err := c.roles.check(); err != nil {
-		return err
-	}
 	if len(c.models) > 0 && (c.roles.role == roleDecode || c.roles.role == rolePrefill) {
 		return errors.New("--model once: a prefill or decode node serves one model")
+	}
+	if err := c.roles.check(); err != nil {
+		return err
 	}
 	if err := c.idp.check(); err != nil {
 		return err
