@@ -254,7 +254,7 @@ func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ModelLoad
-	if err := decode(r.Body, s.cfg.MaxBody, &req); err != nil {
+	if err := decodeStrict(r.Body, s.cfg.MaxBody, &req); err != nil {
 		WriteHTTPError(w, err)
 		return
 	}

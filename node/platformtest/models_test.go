@@ -214,7 +214,7 @@ func TestSeveralModels(t *testing.T) {
 
 	// Run-time load and unload, by an admin, on the record.
 	admin := p.Token(t, "both", tenancy.ScopeAdmin)
-	for _, bad := range []string{`{"path":"../bag-c.gguf"}`, `{"path":"/etc/passwd"}`, `{"path":"missing.gguf"}`, `{"path":"bag-c.gguf","id":"has space"}`} {
+	for _, bad := range []string{`{"path":"../bag-c.gguf"}`, `{"path":"/etc/passwd"}`, `{"path":"missing.gguf"}`, `{"path":"bag-c.gguf","id":"has space"}`, `{"path":"bag-c.gguf","pages":4}`} {
 		if code, b := call(t, p, "POST", "/admin/v1/models", admin, bad); code != 400 {
 			t.Fatalf("load %s: got %d %s, want 400", bad, code, b)
 		}
