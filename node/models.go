@@ -74,6 +74,10 @@ type served struct {
 
 // models is the node's further models and its memory use.
 type models struct {
+	// ops serializes loads and unloads: a name checked free stays free
+	// until its model.loaded is ledgered and it serves, so the ledger
+	// never records a load that did not happen.
+	ops     sync.Mutex
 	mu      sync.Mutex
 	byID    map[string]*served // guarded by mu
 	used    int64              // bytes of every model, the first included; guarded by mu
@@ -176,6 +180,8 @@ func (n *Node) recordAttestation(ctx context.Context, m Model, att attest.Attest
 // ledgered; then the API serves it, and its engine runs if the node
 // started. inst, if set, is closed with the model.
 func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, actor audit.Name) (_ api.ModelInfo, err error) {
+	n.models.ops.Lock()
+	defer n.models.ops.Unlock()
 	if n.cfg.Decode != nil {
 		return api.ModelInfo{}, ErrSplitModels
 	}
@@ -311,6 +317,8 @@ func (n *Node) UnloadModel(ctx context.Context, actor audit.Name, id string) (ap
 	if id == n.cfg.Model.Name {
 		return api.ModelInfo{}, api.ErrModelPrimary
 	}
+	n.models.ops.Lock()
+	defer n.models.ops.Unlock()
 	n.models.mu.Lock()
 	sv, ok := n.models.byID[id]
 	if !ok {

@@ -370,3 +370,40 @@ func TestDevTenantEveryModel(t *testing.T) {
 		t.Fatalf("no tenant.updated by the admin who loaded the model (%v)", err)
 	}
 }
+
+// TestConcurrentLoads: two admins loading the same model at once: one is
+// served, the other refused (409), and the ledger records one load — never
+// a load that did not happen.
+func TestConcurrentLoads(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeBag(t, dir, "bag-b.gguf", 1024)
+	p := platformtest.New(t, platformtest.Options{ModelDir: dir})
+	admin := p.Token(t, "victim", tenancy.ScopeAdmin)
+	head, err := p.Ledger.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			code, _ := call(t, p, "POST", "/admin/v1/models", admin, `{"path":"bag-b.gguf"}`)
+			codes <- code
+		}()
+	}
+	got := []int{<-codes, <-codes}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{201, 409}) {
+		t.Fatalf("two concurrent loads: got %v, want 201 and 409", got)
+	}
+	loads := 0
+	err = p.Ledger.Scan(ctx, head.Seq+1, 0, func(r audit.Record) error {
+		if r.Kind == audit.KindModelLoaded {
+			loads++
+		}
+		return nil
+	})
+	if err != nil || loads != 1 {
+		t.Fatalf("model.loaded events: %d (%v), want 1", loads, err)
+	}
+}
