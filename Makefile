@@ -352,6 +352,7 @@ generate:
 ## ready-to-paste curl command. cloisond logs in as the runtime role with its
 ## own password (generated once into .cache/cloison/db-runtime.password, mode
 ## 0600); cloisonctl's token command uses the admin URL.
+## RUN_ARGS: further cloisond flags (e.g. several --model files: docs/models.md).
 RUN_ADDR ?= 127.0.0.1:8080
 RUN_DB ?= cloison
 # dburls DB: sets admin (the administrator's URL of database DB) and runtime
@@ -370,7 +371,7 @@ run:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
 	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
-	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready & pid=$$!; \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready $(RUN_ARGS) & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \

@@ -32,6 +32,9 @@ import (
 //	GET  /admin/v1/register/organisation the organisation and privacy officer new register entries name
 //	PUT  /admin/v1/register/organisation {"organization": {"name", "neq"}, "contact": {"name", "title", "phone", "email"}}:
 //	                                     a new settings version (register row; the ledger event holds its digest)
+//	GET  /admin/v1/models                the models served, with digest, bytes and pool (models.go)
+//	POST /admin/v1/models                {"path", "id"}: load a model from the model directory; ledgered (model.loaded)
+//	DELETE /admin/v1/models/{id}         unload a model; ledgered (model.unloaded)
 //
 // The operations are service.Admin's, shared with the gRPC AdminService:
 // every change is ledgered in the same transaction as the change (tenancy
@@ -57,6 +60,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/v1/policies/reload", s.auth(s.reloadPolicies, tenancy.ScopeAdmin)) // policy files are code: CRLF allowed
 	mux.Handle("GET /admin/v1/register/organisation", a(s.getRegisterSettings))
 	mux.Handle("PUT /admin/v1/register/organisation", a(s.putRegisterSettings))
+	s.adminModelRoutes(mux, a)
 }
 
 func (s *Server) actor(r *http.Request) audit.Name { return actorOf(principal(r)) }

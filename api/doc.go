@@ -45,6 +45,8 @@
 // /detokenize codecs),
 // respapi.go and respitems.go (the Responses API), responses.go and
 // responses_grpc.go (verifying, reporting and replaying what was served),
+// models.go (several models per node: the request routed to the view of
+// the server its model field names, the admin's model load and unload),
 // admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
 // transparency log's routes), servedlog.go (the same global log as a C2SP
 // tlog-tiles log at /log/, without a token), ops.go (the service operations this server
@@ -215,7 +217,8 @@
 //	                                       ActivateTenant, UpdateTenant, ListClients, CreateClient,
 //	                                       RevokeClient, RevokeToken, ListKeys, RotateKeys, RetireKey,
 //	                                       PoolStatus, ReloadPolicies, ReloadPoliciesStream,
-//	                                       GetRegisterSettings, SetRegisterSettings
+//	                                       GetRegisterSettings, SetRegisterSettings,
+//	                                       ListModels, LoadModel, UnloadModel
 //	cloison.compliance.v1.ComplianceService ListIncidents, GetIncident, LedgerRange, GetIncidentDraft compliance:read, own tenant only (redacted as over HTTP) unless admin
 //	                                       OpenIncident, UpdateIncident, AddNotice                    compliance:write + admin
 //	                                       VerifyLedger, Export                                       compliance:read + admin

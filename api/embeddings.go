@@ -169,6 +169,7 @@ func (g *inferenceService) Embed(ctx context.Context, req *inferencev1.EmbedRequ
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
+	g = g.on(req.GetModel())
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}

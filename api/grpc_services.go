@@ -214,6 +214,7 @@ func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogpr
 // Generate runs generate and streams its tokens; the Final message is sent
 // only after generate returned success (request.completed ledgered).
 func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grpc.ServerStreamingServer[inferencev1.GenerateResponse]) error {
+	g = g.on(req.GetModel())
 	in, err := g.s.grpcInference(req)
 	if err != nil {
 		return err
@@ -331,6 +332,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
+	g = g.on(req.GetModel())
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
@@ -366,11 +368,21 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListModelsRequest) (*inferencev1.ListModelsResponse, error) {
 	out := &inferencev1.ListModelsResponse{}
 	p := grpcPrincipal(ctx)
-	if p.TenantRecord.Allows(g.s.cfg.ModelName) {
-		out.Models = append(out.Models, &inferencev1.Model{Id: g.s.cfg.ModelName, OwnedBy: "cloison",
-			ContextLength: int64(g.s.contextFor(p))})
+	for _, v := range g.s.views() { // only the models the tenant may use
+		if p.TenantRecord.Allows(v.cfg.ModelName) {
+			out.Models = append(out.Models, &inferencev1.Model{Id: v.cfg.ModelName, OwnedBy: "cloison",
+				ContextLength: int64(v.contextFor(p))})
+		}
 	}
 	return out, nil
+}
+
+// on is the service as it serves model (Server.view).
+func (g *inferenceService) on(model string) *inferenceService {
+	if v := g.s.view(model); v != g.s {
+		return &inferenceService{s: v}
+	}
+	return g
 }
 
 func attestationPB(a attest.Attestation) *inferencev1.Attestation {

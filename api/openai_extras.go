@@ -114,8 +114,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(id, maxFieldName)))
 		return
 	}
-	writeJSON(w, 200, map[string]any{"id": s.cfg.ModelName, "object": "model", "owned_by": "cloison",
-		"context_length": s.contextFor(p)})
+	writeJSON(w, 200, s.modelEntry(p))
 }
 
 // tokenizeFields are the fields of a POST /tokenize body (vLLM's shape):

@@ -839,7 +839,7 @@ func (r *Response) messagesOut() []chat.Message {
 }
 
 func (s *Server) respAPIRoutes(mux *http.ServeMux) {
-	mux.Handle("POST /v1/responses", s.auth(s.createResponse, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/responses", s.auth(s.byModel((*Server).createResponse), tenancy.ScopeInfer))
 	mux.Handle("GET /v1/responses/{id}", s.auth(s.getResponse, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/responses/{id}/input_items", s.auth(s.responseInputItems, tenancy.ScopeInfer))
 	mux.Handle("DELETE /v1/responses/{id}", s.auth(s.deleteResponse, tenancy.ScopeInfer))

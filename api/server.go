@@ -41,15 +41,18 @@ var (
 type Config struct {
 	Engine    Engine // *engine.Engine
 	ModelName string
-	Tokenizer *tokenizer.Tokenizer
-	Chat      *chat.Template
-	Verifier  *tenancy.Verifier
-	Limiter   *tenancy.Limiter
-	Decider   *policies.Decider
-	Ledger    Ledger // *postgres.Store
-	Tenants   *tenancy.Store
-	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
-	Node      audit.Name       // actor of the ledger events this node writes
+	// ModelDigest (optional) is the SHA-256 of the model file, recorded
+	// in every request.completed. Further models: AddModel.
+	ModelDigest audit.Digest
+	Tokenizer   *tokenizer.Tokenizer
+	Chat        *chat.Template
+	Verifier    *tenancy.Verifier
+	Limiter     *tenancy.Limiter
+	Decider     *policies.Decider
+	Ledger      Ledger // *postgres.Store
+	Tenants     *tenancy.Store
+	Keys        *tenancy.KeyRing // optional: JWKS endpoint and key rotation
+	Node        audit.Name       // actor of the ledger events this node writes
 	// Placement (optional): set on a decode node, whose prompts are
 	// prefilled elsewhere; nil on a node that prefills itself.
 	Placement Placement
@@ -90,6 +93,9 @@ type Config struct {
 	// MaxN bounds the choices of one request (n; default DefaultMaxN):
 	// a request asking for more is refused (400) before anything runs.
 	MaxN int
+	// ModelAdmin (optional) loads and unloads models at run time
+	// (models.go); nil: the model routes answer not found.
+	ModelAdmin ModelAdmin
 	// DefaultMaxTokens caps the completion of a request that names no
 	// max_tokens (service.Config.DefaultMaxTokens); 0: the rest of the
 	// context, as vLLM and OpenAI do.
@@ -113,6 +119,11 @@ type Server struct {
 
 	resp *responseState // reports and replays (responses.go)
 	ops  *operations    // the service-layer operations (ops.go)
+
+	// modelSet are the further models served (models.go); primary, on a
+	// model's view of the server, is the server it was made from.
+	modelSet *modelSet
+	primary  *Server
 }
 
 // NewServer returns a Server.
@@ -143,11 +154,11 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), gate: &streamGate{total: cfg.MaxStreams, perTenant: cfg.MaxStreamsPerTenant},
-		streams: newComplianceGate(cfg.Streams)}
+		streams: newComplianceGate(cfg.Streams), modelSet: &modelSet{views: map[string]*Server{}}}
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
-	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
+	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, ModelDigest: cfg.ModelDigest, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
 		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes:     cfg.GrammarBytes,
@@ -170,7 +181,7 @@ var timeNow = time.Now
 //	GET  /v1/models                    scope infer
 //	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
 //	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
-//	GET  /v1/attestation               any valid token: the capacity attestation
+//	GET  /v1/attestation               any valid token: the capacity attestation (?model=ID: that model's)
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
 //	POST /v1/responses                 scope infer (respapi.go)
@@ -189,13 +200,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
-	mux.Handle("GET /v1/models/{id...}", s.auth(s.model, tenancy.ScopeInfer))
-	mux.Handle("POST /tokenize", s.auth(s.tokenize, tenancy.ScopeInfer))
-	mux.Handle("POST /detokenize", s.auth(s.detokenize, tenancy.ScopeInfer))
+	mux.Handle("GET /v1/models/{id...}", s.auth(func(w http.ResponseWriter, r *http.Request) { s.view(r.PathValue("id")).model(w, r) }, tenancy.ScopeInfer))
+	mux.Handle("POST /tokenize", s.auth(s.byModel((*Server).tokenize), tenancy.ScopeInfer))
+	mux.Handle("POST /detokenize", s.auth(s.byModel((*Server).detokenize), tenancy.ScopeInfer))
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
-	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
-	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
-	mux.Handle("POST /v1/embeddings", s.auth(s.embeddings, tenancy.ScopeInfer))
+	// A request is served by the model its body names (models.go).
+	mux.Handle("POST /v1/completions", s.auth(s.byModel((*Server).completions), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/chat/completions", s.auth(s.byModel((*Server).chatCompletions), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/embeddings", s.auth(s.byModel((*Server).embeddings), tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)
@@ -308,9 +320,10 @@ func (s *Server) jwks(w http.ResponseWriter, r *http.Request) {
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	data := []map[string]any{}
-	if p.TenantRecord.Allows(s.cfg.ModelName) {
-		data = append(data, map[string]any{"id": s.cfg.ModelName, "object": "model", "owned_by": "cloison",
-			"context_length": s.contextFor(p)})
+	for _, v := range s.views() { // only the models the tenant may use
+		if p.TenantRecord.Allows(v.cfg.ModelName) {
+			data = append(data, v.modelEntry(p))
+		}
 	}
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
 }
@@ -319,8 +332,21 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 // (service.Requests.ContextFor): what the API advertises to the tenant.
 func (s *Server) contextFor(p tenancy.Principal) int { return s.req.ContextFor(p) }
 
+// attestation answers GET /v1/attestation: the capacity attestation of the
+// node's first model, or with ?model=ID of that model's pool (404
+// model_not_found, as everywhere, for one not served or not the tenant's
+// to use).
 func (s *Server) attestation(w http.ResponseWriter, r *http.Request) {
-	a, tp := s.tenantAttestation(principal(r))
+	p := principal(r)
+	if id := r.URL.Query().Get("model"); id != "" {
+		v := s.view(id)
+		if v.cfg.ModelName != id || !p.TenantRecord.Allows(id) {
+			WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(id, maxFieldName)))
+			return
+		}
+		s = v
+	}
+	a, tp := s.tenantAttestation(p)
 	writeJSON(w, 200, struct {
 		attest.Attestation
 		Tenant TenantPlacement `json:"tenant"`

@@ -103,6 +103,11 @@ type Attestation struct {
 	// Prefill lists a decode node's prefill nodes as they attested
 	// themselves (Prefill); empty on a node that prefills itself.
 	Prefill []PrefillPeer `json:"prefill,omitempty"`
+	// Model and ModelDigest name the model the pool serves (its id and
+	// the hex SHA-256 of its GGUF file): a node serving several models
+	// attests each with its own pool; empty where the caller set none.
+	Model       string `json:"model,omitempty"`
+	ModelDigest string `json:"model_digest,omitempty"`
 }
 
 // PrefillPeer is one prefill node's capacity attestation, as the decode node

@@ -146,6 +146,8 @@ var examples = map[Kind]Payload{
 	KindResponseStored:  &ResponseStored{Response: "resp_1", Request: "req-1", Sealed: Digest{2}, Bytes: 120},
 	KindResponseDeleted: &ResponseDeleted{Response: "resp_1", Sealed: Digest{2}},
 	KindSigningBegan:    &SigningBegan{Seq: 7, Key: "0123456789abcdef"},
+	KindModelLoaded:     &ModelLoaded{Node: "node-1", Model: "tiny-b", Digest: Sum([]byte("model")), Bytes: 1 << 20, Actor: "admin:alice"},
+	KindModelUnloaded:   &ModelUnloaded{Node: "node-1", Model: "tiny-b", Digest: Sum([]byte("model")), Actor: "admin:alice"},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

@@ -44,6 +44,8 @@ const (
 	KindResponseStored       Kind = "response.stored"
 	KindResponseDeleted      Kind = "response.deleted"
 	KindSigningBegan         Kind = "ledger.signing_began"
+	KindModelLoaded          Kind = "model.loaded"
+	KindModelUnloaded        Kind = "model.unloaded"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -55,7 +57,7 @@ var Kinds = []Kind{
 	KindPolicyRefusals,
 	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
 	KindReportReceived, KindRequestReplayed, KindResponseStored, KindResponseDeleted,
-	KindSigningBegan,
+	KindSigningBegan, KindModelLoaded, KindModelUnloaded,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

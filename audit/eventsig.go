@@ -71,6 +71,8 @@ var SignedKinds = map[Kind]string{
 	KindReportReceived:       "opens a register entry",
 	KindRequestReplayed:      "compliance action: decides a register entry",
 	KindSigningBegan:         "where signatures become required",
+	KindModelLoaded:          "admin action: what a node serves",
+	KindModelUnloaded:        "admin action: what a node serves",
 }
 
 // RequiresSignature reports whether events of kind k must be signed

@@ -34,6 +34,8 @@ var publicKinds = map[Kind]bool{
 	KindPolicyReloaded:      true,
 	KindExportCreated:       true,
 	KindRegisterSettings:    true,
+	KindModelLoaded:         true,
+	KindModelUnloaded:       true,
 }
 
 // ServedPublic reports whether rec is served in full in the public log:

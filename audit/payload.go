@@ -59,6 +59,10 @@ func NewPayload(k Kind) Payload {
 		return &ExportCreated{}
 	case KindPolicyReloaded:
 		return &PolicyReloaded{}
+	case KindModelLoaded:
+		return &ModelLoaded{}
+	case KindModelUnloaded:
+		return &ModelUnloaded{}
 	case KindPolicyRefusals:
 		return &PolicyRefusals{}
 	case KindClientCreated:
@@ -141,15 +145,19 @@ func (p AdmissionRejected) validate() error {
 
 // RequestCompleted records a finished request: counts only, never text.
 type RequestCompleted struct {
-	Request          cloison.RequestID `json:"request"`
-	Model            Name              `json:"model"`
-	Status           cloison.Code      `json:"status,omitempty"` // "" on success, else the error code
-	PromptTokens     int64             `json:"prompt_tokens"`
-	CompletionTokens int64             `json:"completion_tokens"`
-	CachedTokens     int64             `json:"cached_tokens"`
-	Pages            int64             `json:"pages"`
-	Tier             Name              `json:"tier"` // isolation tier: never, cross-tenant, always
-	DurationMicros   int64             `json:"duration_micros"`
+	Request cloison.RequestID `json:"request"`
+	Model   Name              `json:"model"`
+	// ModelDigest is the SHA-256 of the model file that served (a node
+	// serving several models names which); absent in entries written
+	// before it.
+	ModelDigest      *Digest      `json:"model_digest,omitempty"`
+	Status           cloison.Code `json:"status,omitempty"` // "" on success, else the error code
+	PromptTokens     int64        `json:"prompt_tokens"`
+	CompletionTokens int64        `json:"completion_tokens"`
+	CachedTokens     int64        `json:"cached_tokens"`
+	Pages            int64        `json:"pages"`
+	Tier             Name         `json:"tier"` // isolation tier: never, cross-tenant, always
+	DurationMicros   int64        `json:"duration_micros"`
 	// Served: keyed digests of the prompt and completion and
 	// what determined the output; absent in entries written before it.
 	Served *Served `json:"served,omitempty"`
@@ -257,6 +265,9 @@ type CapacityAttestation struct {
 	PoolPages         int64 `json:"pool_pages"`
 	PageTokens        int64 `json:"page_tokens"`
 	Ready             bool  `json:"ready"`
+	// ModelDigest is the SHA-256 of the model file the pool serves;
+	// absent in records written before it.
+	ModelDigest *Digest `json:"model_digest,omitempty"`
 	// Region and Tier are the node's residency labels;
 	// empty when it has none.
 	Region Name `json:"region,omitempty"`
@@ -464,6 +475,38 @@ type PolicyReloaded struct {
 func (PolicyReloaded) Kind() Kind { return KindPolicyReloaded }
 func (p PolicyReloaded) validate() error {
 	return firstErr(checkCount("files", p.Files), CheckName("actor", string(p.Actor)))
+}
+
+// ModelLoaded records a model an admin loaded on a running node (its
+// pool's capacity.attestation precedes it): the node, the model id
+// requests name, the SHA-256 of its file and the memory it holds (weights
+// and KV arena, what the node's budget counts).
+type ModelLoaded struct {
+	Node   Name   `json:"node"`
+	Model  Name   `json:"model"`
+	Digest Digest `json:"digest"`
+	Bytes  int64  `json:"bytes"`
+	Actor  Name   `json:"actor"`
+}
+
+func (ModelLoaded) Kind() Kind { return KindModelLoaded }
+func (p ModelLoaded) validate() error {
+	return firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)), checkCount("bytes", p.Bytes),
+		CheckName("actor", string(p.Actor)))
+}
+
+// ModelUnloaded records a model an admin unloaded from a running node:
+// requests naming it are refused from then on.
+type ModelUnloaded struct {
+	Node   Name   `json:"node"`
+	Model  Name   `json:"model"`
+	Digest Digest `json:"digest"`
+	Actor  Name   `json:"actor"`
+}
+
+func (ModelUnloaded) Kind() Kind { return KindModelUnloaded }
+func (p ModelUnloaded) validate() error {
+	return firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)), CheckName("actor", string(p.Actor)))
 }
 
 // PolicyRefusals summarises the requests of the event's tenant that were

@@ -13,6 +13,12 @@
 // sender, prefill runner and PrefillService, and the parts every node is
 // built from (Model, Capacity, ModelFile).
 //
+// A node serves a set of models (models.go): the first (Spec.Model) and
+// further ones (Spec.Models at start, LoadModel and UnloadModel at run time
+// from Spec.ModelDir, the admin API's api.ModelAdmin), each with its own
+// instance, pool, arena, engine and recorded attestation, within the
+// memory budget (Spec.MemoryBudget). A decode node serves one.
+//
 // Ordering duties it keeps:
 //   - Open checks the deployment keys against the ledger's records BEFORE
 //     the ledger opens: a node holding another cluster's log key or KEK
@@ -32,6 +38,9 @@
 //     from the tenant store per prefill, an unreadable record refuses) and
 //     is the API server's Placement, so admission, the tenant's attestation
 //     view and request.completed see the same prefill set.
+//   - A run-time load is ledgered (model.loaded) BEFORE the model serves,
+//     after its attestation; an unload (model.unloaded) BEFORE it stops
+//     serving, and its engine stops AFTER no request can reach it.
 //   - Close stops what reports first (engine, transfer server), then makes
 //     every incident write durable (api.Server.Close), then writes the last
 //     refusal counts — before the caller closes the ledger.

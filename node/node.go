@@ -51,8 +51,24 @@ type (
 // Config assembles a node that serves the API: role both (it prefills
 // itself) or, with Decode set, a decode node.
 type Config struct {
-	Model    Model
-	Capacity Capacity
+	Model Model
+	// Models are further models served beside Model (models.go), each
+	// with its own pool sized by Capacity, arena and engine; the caller
+	// owns their instances.
+	Models []Model
+	// MemoryBudget bounds the bytes every model served holds, its
+	// weights and KV arena (0: unbounded): a model that does not fit is
+	// refused with the figures (api.MemoryBudgetError).
+	MemoryBudget int64
+	// ModelDir is where run-time loads (LoadModel) read from; "": none.
+	// ModelFile is what they load with (backend, options).
+	ModelDir  string
+	ModelFile ModelFile
+	// EveryModel are the tenants allowed every model the node serves (a
+	// development tenant): a run-time load adds the model to their
+	// allowed models (tenant.updated, ledgered).
+	EveryModel []cloison.TenantID
+	Capacity   Capacity
 	// Scheduler and Unsafe are the engine's (engine.Config).
 	Scheduler engine.SchedulerConfig
 	Unsafe    engine.Unsafe
@@ -124,6 +140,7 @@ type Node struct {
 
 	opened   opened // Open's, closed after the node (Close)
 	cfg      Config
+	models   models // the further models (models.go)
 	log      *slog.Logger
 	transfer *grpc.Server // decode nodes only
 
@@ -151,14 +168,21 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	n = &Node{cfg: cfg, log: log}
+	n = &Node{cfg: cfg, log: log, models: models{byID: map[string]*served{}}}
 	built := n // n is nil on an error return
 	defer func() {
 		if err != nil {
+			built.closeModels()
 			built.closeDecode() // the node owns the decode listener and client
 		}
 	}()
 	m := cfg.Model
+	if cfg.Decode != nil && len(cfg.Models) > 0 {
+		return nil, ErrSplitModels
+	}
+	if err := n.reserve(m.Name, modelBytes(m, cfg.Capacity)); err != nil {
+		return nil, err
+	}
 	pool, err := isolation.NewPool(cfg.Capacity.Pool)
 	if err != nil {
 		return nil, err
@@ -177,6 +201,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 	}
 	att, aerr := cfg.Capacity.Attest(m.Model, reserved)
+	att.Model, att.ModelDigest = m.Name, hex.EncodeToString(m.Digest[:])
 	n.Pool = pool
 	var arena kernels.Arena
 	if aerr == nil {
@@ -193,11 +218,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		// 2026 deployment's did not): refuse to start otherwise.
 		att, aerr = n.attestPrefill(ctx, att, remote)
 	}
-	if _, err := cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Actor: cfg.Actor, Payload: audit.CapacityAttestation{Node: audit.Name(cfg.NodeName),
-		Model: audit.Name(m.Name), AdvertisedContext: int64(att.ModelContext), ServableContext: int64(att.ServedContext),
-		PoolPages: int64(att.PoolPages), PageTokens: int64(att.PageTokens), Ready: aerr == nil, Region: labelName(att.Labels.Region),
-		Tier: labelName(att.Labels.Tier), Prefill: prefillCapacities(att)}}); err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
+	if err := n.recordAttestation(ctx, m, att, aerr == nil); err != nil {
+		return nil, err
 	}
 	if aerr != nil {
 		return nil, aerr // refuse to start: a pool cannot hold the context served
@@ -224,6 +246,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	acfg := cfg.API
 	acfg.Engine, acfg.ModelName, acfg.Tokenizer, acfg.Decider, acfg.Ledger, acfg.Tenants, acfg.Node = n.Engine, m.Name, m.Tokenizer, n.Decider, cfg.Ledger, cfg.Tenants, cfg.Actor
+	acfg.ModelDigest, acfg.ModelAdmin = audit.Digest(m.Digest), n
 	if cfg.Decode != nil {
 		// A tenant's prompts go only to prefill nodes its residency
 		// allows; the API asks the same before admitting it.
@@ -241,6 +264,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if n.Server, err = api.NewServer(acfg); err != nil {
 		return nil, err
+	}
+	for _, fm := range cfg.Models {
+		if _, err := n.addModel(ctx, fm, nil, ""); err != nil {
+			return nil, fmt.Errorf("model %s: %w", fm.Name, err)
+		}
 	}
 	return n, nil
 }
@@ -293,6 +321,7 @@ func (n *Node) Start() {
 		engCtx, stop := context.WithCancel(context.Background())
 		n.engStop, n.engDone, n.engExited = stop, make(chan error, 1), make(chan struct{})
 		go func() { n.engDone <- n.Engine.Run(engCtx); close(n.engExited) }()
+		n.startModels()
 		if n.transfer != nil {
 			go func() {
 				if err := n.transfer.Serve(n.cfg.Decode.Listener); err != nil {
@@ -318,6 +347,7 @@ func (n *Node) StopEngine() {
 	if n.engStop == nil {
 		return
 	}
+	n.stopModels()
 	n.engStop()
 	<-n.engExited
 }
@@ -331,6 +361,7 @@ func (n *Node) StopEngine() {
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		n.StopEngine()
+		n.closeModels()
 		n.closeDecode()
 		var errs []error
 		if n.Server != nil {

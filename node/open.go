@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/node/prefill"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,10 +56,16 @@ type Spec struct {
 	WitnessInterval time.Duration
 	Auth            Auth
 	Model           ModelFile
+	// Models are further models served beside Model (models.go), each
+	// under its ModelID (ModelFile.Name, else general.name, else the file
+	// name without .gguf); MemoryBudget and ModelDir are Config's.
+	Models       []ModelFile
+	MemoryBudget int64
+	ModelDir     string
 	// Tenants are created at start unless they exist (a development
 	// tenant, a test's tenants), before the pool takes every stored
-	// tenant's partition; one without AllowedModels is allowed the served
-	// model.
+	// tenant's partition; one without AllowedModels is allowed every
+	// model served at start.
 	Tenants  []tenancy.Tenant
 	Capacity Capacity
 	// Scheduler and Unsafe are the engine's (engine.Config).
@@ -268,12 +276,32 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 		return nil, err
 	}
 	o.add(lm.Close)
+	ids := []string{lm.Name}
+	var further []Model
+	for _, mf := range s.Models {
+		inst, err := mf.Load(mf.Options)
+		if err != nil {
+			return nil, err
+		}
+		o.add(inst.Close)
+		inst.Name = ModelID(inst, mf.Path, mf.Name)
+		ids = append(ids, inst.Name)
+		further = append(further, inst.Model)
+	}
+	var everyModel []cloison.TenantID
 	for _, t := range s.Tenants {
 		if t.AllowedModels == nil {
-			t.AllowedModels = []string{lm.Name}
+			t.AllowedModels = ids
+			everyModel = append(everyModel, t.ID)
 		}
 		if err := ensureTenant(sysCtx, tenants, t); err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
+		}
+		if t.AllowedModels != nil && slices.Contains(everyModel, t.ID) {
+			// It existed already: it is allowed the models served now.
+			if err := allowModels(sysCtx, tenants, t.ID, ids...); err != nil {
+				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
+			}
 		}
 	}
 	acfg := s.API
@@ -287,7 +315,7 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.responses(&acfg.Responses, lm, log, &o); err != nil {
 		return nil, err
 	}
-	cfg := Config{Model: lm.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor,
+	cfg := Config{Model: lm.Model, Models: further, EveryModel: everyModel, MemoryBudget: s.MemoryBudget, ModelDir: s.ModelDir, ModelFile: s.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor,
 		Tenants: tenants, API: acfg, RefusalFlush: s.RefusalFlush, Logger: s.Logger, Tracer: s.Tracer}
 	if s.Decode != nil {
 		if cfg.Decode, err = s.Decode.open(ctx, lm.Model, log); err != nil {
@@ -339,6 +367,31 @@ func (a Auth) open(ctx context.Context, tenants *tenancy.Store, kek []byte, log 
 		o.add(func() { cancel(); <-done })
 	}
 	return verifier, ring, nil
+}
+
+// allowModels adds models to tenant id's allowed models (a tenant.updated
+// event when any was missing, none otherwise).
+func allowModels(ctx context.Context, s *tenancy.Store, id cloison.TenantID, models ...string) error {
+	t, err := s.Tenant(ctx, id)
+	if err != nil {
+		return err
+	}
+	missing := false
+	for _, m := range models {
+		missing = missing || !t.Allows(m)
+	}
+	if !missing {
+		return nil
+	}
+	_, err = s.UpdateTenant(ctx, id, func(t *tenancy.Tenant) error {
+		for _, m := range models {
+			if !t.Allows(m) {
+				t.AllowedModels = append(t.AllowedModels, m)
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 // ensureTenant creates t when it does not exist; a node started beside it

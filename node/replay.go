@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cloison/cloison/node/prefill"
 	"log/slog"
+
+	"github.com/cloison/cloison/node/prefill"
 
 	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/attest"

@@ -644,6 +644,8 @@ func document(in Input) map[string]any {
 			"zeroing":        a.Zeroing,
 			"ok":             a.OK,
 			"reason":         a.Reason,
+			"model":          a.Model,
+			"model_digest":   a.ModelDigest,
 		},
 		"node": map[string]any{
 			"region":  a.Labels.Region,

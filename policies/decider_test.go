@@ -522,3 +522,33 @@ func TestResidency(t *testing.T) {
 		t.Fatalf("a bundle without residency.rego: got %v, want ErrBundle from the residency probe", err)
 	}
 }
+
+// TestModelDigestVisible: a node serving several models attests each, and
+// the policy sees which model's pool the request would use — its id and
+// digest (input.attestation.model, model_digest) — so a bundle can pin a
+// tenant to one build of a model.
+func TestModelDigestVisible(t *testing.T) {
+	ctx := context.Background()
+	d := newDecider(t)
+	pin := with(Shipped(), "pin.rego", `package cloison.policy
+
+deny contains {"code": "permission_denied", "message": "acme is pinned to one build"} if {
+	input.tenant.id == "acme"
+	input.attestation.model_digest != "aa11"
+}
+`)
+	if _, err := d.Reload(ctx, pin); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		digest string
+		allow  bool
+	}{{"aa11", true}, {"bb22", false}, {"", false}} {
+		in := baseInput()
+		in.Attestation.Model, in.Attestation.ModelDigest = "context-bag", tt.digest
+		dec, err := d.Decide(ctx, in)
+		if dec.Allow != tt.allow || (err == nil) != tt.allow {
+			t.Errorf("digest %q: got allow=%v, %v; want allow=%v", tt.digest, dec.Allow, err, tt.allow)
+		}
+	}
+}

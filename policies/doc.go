@@ -70,8 +70,9 @@
 // # Input, output and rules
 //
 // Input: principal, tenant record (with its residency), request (model, prompt
-// tokens, max tokens), capacity attestation, this node's labels and, on a
-// decode node, its prefill nodes' labels. Output: allow, reasons (code +
+// tokens, max tokens), capacity attestation (of the requested model's own
+// pool on a node serving several: attestation.model and model_digest name
+// it), this node's labels and, on a decode node, its prefill nodes' labels. Output: allow, reasons (code +
 // message), isolation tier and zeroing mode, limits. Shipped rules:
 // personal/confidential ⇒ dedicated + always; model allow-list; per-tenant max
 // context (never above the served context); no service while the capacity

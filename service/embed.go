@@ -62,8 +62,8 @@ type EmbedResult struct {
 // engine.ErrNoPooling and the engine's other rejections and failures;
 // ErrLedgerUnavailable.
 func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedRequest) (EmbedResult, error) {
-	if q.Model != s.cfg.ModelName {
-		return EmbedResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, q.Model)
+	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
+		return EmbedResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
 	}
 	inputs, err := s.embedInputs(q)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 	if endErr == nil && s.cfg.Embedded != nil {
 		emb = s.cfg.Embedded(p.Tenant, inputs, res.Vectors)
 	}
-	receipt, lerr := s.stageReceipted(ctx, p.Tenant, q.ID, audit.RequestCompleted{Request: q.ID, Model: audit.Name(s.cfg.ModelName),
+	receipt, lerr := s.stageReceipted(ctx, p.Tenant, q.ID, audit.RequestCompleted{Request: q.ID, Model: audit.Name(s.cfg.ModelName), ModelDigest: s.modelDigest(),
 		Status: cloison.ErrorCode(endErr), PromptTokens: int64(total), Pages: int64(sum.Pages), Tier: audit.Name(part.Zeroing.String()),
 		DurationMicros: time.Since(start).Microseconds(), Placement: s.placed(q.ID, 1), Embedding: emb})
 	if endErr == nil {

@@ -58,8 +58,10 @@ func (s *Requests) Generate(ctx context.Context, p tenancy.Principal, q Request,
 
 // generate is Generate within its span.
 func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request, sink Sink) (Result, error) {
-	if q.Model != s.cfg.ModelName {
-		return Result{}, fmt.Errorf("%w: %q", ErrUnknownModel, q.Model)
+	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
+		// A model the tenant may not use gets the answer of one the node
+		// does not serve: a tenant never learns what others are served.
+		return Result{}, fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
 	}
 	s.obs.OnTokens(ctx, len(q.Prompt), 0)
 	if q.MinTokens > 0 && !q.Constraint.IsZero() {

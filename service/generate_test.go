@@ -207,7 +207,9 @@ func TestGenerateDeniedIsCounted(t *testing.T) {
 	s := newEngineRequests(t, l, obs)
 	started := false
 	q := Request{ID: "req-svc-2", Model: "context-bag", Prompt: []int32{10, 11}, MaxTokens: 5}
-	_, err := s.Generate(context.Background(), acme("another-model"), q, Sink{Started: func() { started = true }})
+	denied := acme("context-bag")
+	denied.TenantRecord.Classification = "unheard-of" // the policy denies it
+	_, err := s.Generate(context.Background(), denied, q, Sink{Started: func() { started = true }})
 	if err == nil || cloison.ErrorCode(err) != cloison.CodePermissionDenied {
 		t.Fatalf("got %v, want permission denied", err)
 	}
@@ -222,5 +224,13 @@ func TestGenerateDeniedIsCounted(t *testing.T) {
 	}
 	if _, err := s.Generate(context.Background(), acme("context-bag"), Request{ID: "req-svc-3", Model: "other"}, Sink{}); !errors.Is(err, ErrUnknownModel) {
 		t.Fatalf("got %v, want ErrUnknownModel", err)
+	}
+	// A served model the tenant may not use gets the same answer, before
+	// any decision: nothing tells it the node serves that model.
+	if _, err := s.Generate(context.Background(), acme("another-model"), q, Sink{}); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("got %v, want ErrUnknownModel for a model the tenant may not use", err)
+	}
+	if got := s.PendingRefusals(); got != 1 {
+		t.Fatalf("pending refusals %d, want still 1", got)
 	}
 }

@@ -33,6 +33,9 @@ var (
 type Config struct {
 	Engine    Engine // *engine.Engine
 	ModelName string
+	// ModelDigest (optional) is the SHA-256 of the model file served,
+	// recorded in every request.completed (zero: not recorded).
+	ModelDigest audit.Digest
 	// Model (optional) is the model's tokenizer and chat template, for
 	// Tokenize and Detokenize.
 	Model    Model
@@ -87,7 +90,13 @@ type Requests struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 	obs    Observer
+	*shared
+}
 
+// shared is what the request paths of every model a node serves share
+// (Requests.For): one count of refusals, one set of incident writes, one
+// grammar cache.
+type shared struct {
 	mu      sync.Mutex
 	incOpen map[cloison.RequestID]bool // incidents already opened, guarded by mu
 
@@ -95,6 +104,54 @@ type Requests struct {
 
 	refused refusals       // requests refused before service, until the next FlushRefusals
 	writes  incidentWrites // incident writes in flight, drained by Close
+}
+
+// ServedModel is one further model a node serves beside Config's: its engine
+// (its own KV pool, arena and attestation), name, digest, tokenizer and
+// chat template.
+type ServedModel struct {
+	Engine Engine
+	Name   string
+	Digest audit.Digest
+	Model  Model
+}
+
+// For returns the request path of model m, served beside s's own: the
+// same verifier, limiter, policy, ledger, gate and observer, the same
+// refusal counts and incident writes, but m's engine, name, digest and
+// tokenizer. What request.completed records of what was served
+// (Config.Served, Config.Embedded) names m's digest.
+func (s *Requests) For(m ServedModel) *Requests {
+	cfg := s.cfg
+	cfg.Engine, cfg.ModelName, cfg.ModelDigest, cfg.Model = m.Engine, m.Name, m.Digest, m.Model
+	if f := cfg.Served; f != nil {
+		cfg.Served = func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served {
+			sv := f(t, greq, completion, text, clientSeed)
+			if sv != nil {
+				sv.ModelDigest = m.Digest
+			}
+			return sv
+		}
+	}
+	if f := cfg.Embedded; f != nil {
+		cfg.Embedded = func(t cloison.TenantID, inputs [][]int32, vecs [][]float32) *audit.Embedded {
+			e := f(t, inputs, vecs)
+			if e != nil {
+				e.ModelDigest = m.Digest
+			}
+			return e
+		}
+	}
+	return &Requests{cfg: cfg, log: s.log, tracer: s.tracer, obs: s.obs, shared: s.shared}
+}
+
+// modelDigest is request.completed's model_digest (nil: none configured).
+func (s *Requests) modelDigest() *audit.Digest {
+	if s.cfg.ModelDigest.IsZero() {
+		return nil
+	}
+	d := s.cfg.ModelDigest
+	return &d
 }
 
 // New returns Requests. Errors: a config missing a required field.
@@ -114,8 +171,8 @@ func New(cfg Config) (*Requests, error) {
 	if obs == nil {
 		obs = NopObserver{}
 	}
-	return &Requests{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), obs: obs, incOpen: map[cloison.RequestID]bool{},
-		grammars: grammar.NewCache(cfg.GrammarBytes)}, nil
+	return &Requests{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer), obs: obs, shared: &shared{incOpen: map[cloison.RequestID]bool{},
+		grammars: grammar.NewCache(cfg.GrammarBytes)}}, nil
 }
 
 // Request is one generation as the service sees it, whatever the

@@ -82,7 +82,7 @@ func (o *countingObserver) OnIsolationFailure(t cloison.TenantID, kind string) {
 // and the ledger, which need neither engine nor policy.
 func newTestRequests(l *fakeLedger, obs Observer) *Requests {
 	return &Requests{cfg: Config{Ledger: l, Node: "node-1", ModelName: "m", LedgerTimeout: time.Second},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), tracer: tracing.Tracer(nil), obs: obs, incOpen: map[cloison.RequestID]bool{}}
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), tracer: tracing.Tracer(nil), obs: obs, shared: &shared{incOpen: map[cloison.RequestID]bool{}}}
 }
 
 // Refusals are counted per tenant, stage and code; a flush the ledger

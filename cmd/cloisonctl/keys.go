@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/ed25519"
 	"fmt"
+
 	"github.com/cloison/cloison/internal/keyfile"
 
 	"github.com/cloison/cloison/audit"

@@ -18,6 +18,7 @@ import (
 func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Synthesize and inspect GGUF models"}
 	cmd.AddCommand(newModelSynthCmd(), newModelInspectCmd())
+	cmd.AddCommand(newModelServedCmds()...) // model_admin.go: a running node's models
 	return cmd
 }
 

@@ -21,7 +21,7 @@ import (
 // refused with an error naming the key.
 
 // repeatable are the flags given once per value (--witness A --witness B).
-var repeatable = map[string]bool{"trust-jwks": true, "trust-log-key": true, "witness": true}
+var repeatable = map[string]bool{"trust-jwks": true, "trust-log-key": true, "witness": true, "model": true}
 
 // commaLists are the flags whose one value is a comma-separated list.
 var commaLists = map[string]bool{"prefill-peers": true, "decode-peers": true}

@@ -540,7 +540,10 @@ func TestE2EBadInputsAndPolicy(t *testing.T) {
 	db := pgtest.New(t)
 	n := startNode(t, db.AdminURL, pgtestRoles())
 	createTenant(t, db.AdminURL, "acme", nil)
-	createTenant(t, db.AdminURL, "limited", func(tn *tenancy.Tenant) { tn.AllowedModels = []string{"some-other-model"} })
+	// The policy denies limited's requests (a residency this unlabelled
+	// node is outside of); other may not use the node's model.
+	createTenant(t, db.AdminURL, "limited", func(tn *tenancy.Tenant) { tn.Residency = tenancy.Residency{Regions: []string{"ca-qc"}} })
+	createTenant(t, db.AdminURL, "other", func(tn *tenancy.Tenant) { tn.AllowedModels = []string{"some-other-model"} })
 	acme := n.token("acme", time.Hour, tenancy.ScopeInfer)
 	admin := n.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
 	tests := []struct {
@@ -583,10 +586,16 @@ func TestE2EBadInputsAndPolicy(t *testing.T) {
 	// A policy denial carries its decision id to the client and is counted
 	// in the tenant's next policy.refusals summary, not ledgered as a row of
 	// its own.
+	// A model outside the tenant's allow-list is answered as one the node
+	// does not serve, before any decision.
+	other := n.token("other", time.Hour, tenancy.ScopeInfer)
+	if r := n.do("POST", "/v1/completions", other, completion("hello", 2, false)); r.status != 404 || r.code() != "model_not_found" {
+		t.Fatalf("model outside the allow-list: %d %s, want 404 model_not_found", r.status, r.body)
+	}
 	limited := n.token("limited", time.Hour, tenancy.ScopeInfer)
 	r = n.do("POST", "/v1/completions", limited, completion("hello", 2, false))
 	if r.status != 403 || r.header.Get("X-Cloison-Decision-Id") == "" {
-		t.Fatalf("model outside the allow-list: %d %s (decision %q)", r.status, r.body, r.header.Get("X-Cloison-Decision-Id"))
+		t.Fatalf("a request the policy denies: %d %s (decision %q)", r.status, r.body, r.header.Get("X-Cloison-Decision-Id"))
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		denied, summarised := 0, false

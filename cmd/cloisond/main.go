@@ -216,6 +216,9 @@ type config struct {
 	db                                          dbConfig
 	migrate, createDB                           bool
 	modelPath, modelName, backend               string
+	models                                      []modelArg // --model after the first
+	modelDir                                    string
+	modelBudget                                 int64
 	threads                                     int
 	kvPages, pageTokens, servedContext, attestK int
 	nodeRegion, nodeTier                        string // residency labels, attested
@@ -305,8 +308,24 @@ func (c *config) flags(fs *flag.FlagSet) {
 	c.db.flags(fs)
 	fs.BoolVar(&c.migrate, "migrate", true, "set up roles and apply migrations at start through --migrate-database-url (when set)")
 	fs.BoolVar(&c.createDB, "create-database", false, "create the database named in --migrate-database-url if missing")
-	fs.StringVar(&c.modelPath, "model", "", "GGUF model file; empty: the built-in context-bag model, synthesized under --state-dir")
-	fs.StringVar(&c.modelName, "model-name", "", "model id the API serves (default: general.name, or cloison-context-bag)")
+	fs.Func("model", "GGUF model file, as PATH or PATH,id=ALIAS (repeatable: the node serves every one, each with its own KV pool of --kv-pages; requests pick one by their model field). The first is the node's main model; none: the built-in context-bag model, synthesized under --state-dir. A further model's id is its alias, else general.name, else the file name without .gguf", func(v string) error {
+		m, err := parseModelArg(v)
+		if err != nil {
+			return err
+		}
+		if c.modelPath == "" {
+			c.modelPath = m.path
+			if m.id != "" {
+				c.modelName = m.id
+			}
+			return nil
+		}
+		c.models = append(c.models, m)
+		return nil
+	})
+	fs.StringVar(&c.modelName, "model-name", "", "model id the API serves for the first --model (default: general.name, or cloison-context-bag)")
+	fs.StringVar(&c.modelDir, "model-dir", "", "directory the admin API loads models from at run time (POST /admin/v1/models with a path inside it); empty: no run-time loads")
+	fs.Int64Var(&c.modelBudget, "model-memory-budget", 0, "bytes every model served may hold together, its weights and KV arena (GET /admin/v1/models shows each one's); a model that does not fit is refused with the figures, at start or load (0: unbounded)")
 	fs.StringVar(&c.backend, "backend", "cpu", "compute backend (cpu; cuda in builds with -tags cuda)")
 	fs.IntVar(&c.threads, "threads", 0, "compute threads (0: all cores)")
 	fs.IntVar(&c.kvPages, "kv-pages", 4096, "KV pool pages")
@@ -416,6 +435,9 @@ func (c config) check() error {
 	}
 	if c.createDB && c.db.migrateURL == "" {
 		return errors.New("--create-database needs --migrate-database-url")
+	}
+	if len(c.models) > 0 && (c.roles.role == roleDecode || c.roles.role == rolePrefill) {
+		return errors.New("--model once: a prefill or decode node serves one model")
 	}
 	if err := c.roles.check(); err != nil {
 		return err

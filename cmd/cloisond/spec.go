@@ -65,7 +65,7 @@ func (c config) spec(ctx context.Context, db, scanDB *pgxpool.Pool, log *slog.Lo
 	if err != nil {
 		return node.Spec{}, err
 	}
-	s := node.Spec{Name: c.node, DB: db, ScanDB: scanDB, Model: mf, Capacity: c.capacity(zeroing), Auth: auth, ReplayPages: c.responses.replayPages,
+	s := node.Spec{Name: c.node, DB: db, ScanDB: scanDB, Model: mf, Models: c.furtherModels(), MemoryBudget: c.modelBudget, ModelDir: c.modelDir, Capacity: c.capacity(zeroing), Auth: auth, ReplayPages: c.responses.replayPages,
 		Keys: node.Keys{Log: cpKey, Trusted: trusted, KEK: kek, Rotate: c.keys.rotate,
 			Records: []audit.DeploymentKey{logKeyRecord(cpKey.Public().(ed25519.PublicKey)), kekRecord(kek)}},
 		Ledger: auditpg.Config{Origin: audit.Name(c.origin), CheckpointDir: cpDir, Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ},
@@ -170,3 +170,32 @@ func explainKey(err error) error {
 
 // labels are the residency labels the node attests.
 func (c config) labels() attest.Labels { return attest.Labels{Region: c.nodeRegion, Tier: c.nodeTier} }
+
+// modelArg is one --model: PATH or PATH,id=ALIAS.
+type modelArg struct{ path, id string }
+
+// parseModelArg reads one --model value; any key other than id is refused.
+func parseModelArg(v string) (modelArg, error) {
+	parts := strings.Split(v, ",")
+	m := modelArg{path: parts[0]}
+	if m.path == "" {
+		return m, fmt.Errorf("want PATH or PATH,id=ALIAS")
+	}
+	for _, p := range parts[1:] {
+		k, val, ok := strings.Cut(p, "=")
+		if !ok || k != "id" || val == "" || m.id != "" {
+			return m, fmt.Errorf("%q: want id=ALIAS once", p)
+		}
+		m.id = val
+	}
+	return m, nil
+}
+
+// furtherModels are the --model files after the first (node.Spec.Models).
+func (c config) furtherModels() []node.ModelFile {
+	var out []node.ModelFile
+	for _, m := range c.models {
+		out = append(out, node.ModelFile{Path: m.path, Backend: c.backend, Options: kernels.Options{Threads: c.threads}, Name: m.id})
+	}
+	return out
+}

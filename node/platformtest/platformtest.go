@@ -126,6 +126,15 @@ type Options struct {
 	// Pooling, when not 0, serves the context bag as an embedding model
 	// with that llama.pooling_type (synth.BagConfig.Pooling).
 	Pooling int
+	// Models are further models served beside the context bag
+	// (node.Spec.Models); MemoryBudget and ModelDir are node.Spec's.
+	// The tenants are allowed Model only, unless EveryModel: then they
+	// are allowed every model served, those loaded later included, as
+	// cloisond's development tenant is.
+	Models       []node.ModelFile
+	MemoryBudget int64
+	ModelDir     string
+	EveryModel   bool
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -174,6 +183,8 @@ type Platform struct {
 	Tokenizer *tokenizer.Tokenizer
 	// ModelFile is the served model's GGUF (for reference computations).
 	ModelFile []byte
+	// Node is the platform's node (its models: LoadModel, UnloadModel).
+	Node *node.Node
 }
 
 // Token issues a token for tenant with scopes.
@@ -218,7 +229,8 @@ func New(t testing.TB, o Options) *Platform {
 }
 
 // Start is New returning the error that stops a platform from starting
-// (attest.ErrFailed: a pool cannot hold the served context). The platform
+// (attest.ErrFailed: a pool cannot hold the served context;
+// *api.MemoryBudgetError: the model does not fit MemoryBudget). The platform
 // is the options as a node.Spec, opened as cloisond opens its node
 // (node.Open), its prefill node as cloisond opens one (prefill.Open).
 func Start(t testing.TB, o Options) (*Platform, error) {
@@ -244,6 +256,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		tenants = append(tenants, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
 			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, AllowedModels: []string{Model}, IncidentContact: "x@example.test",
 			Quotas: quotas})
+		if o.EveryModel {
+			tenants[len(tenants)-1].AllowedModels = nil
+		}
 	}
 	file, err := contextBag(o)
 	if err != nil {
@@ -279,7 +294,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 		Model:     node.ModelFile{Bytes: file, Options: kernels.Options{Unsafe: flt.kernels}, Name: Model},
 		Capacity:  node.Capacity{Pool: isolation.Config{Pages: o.Pages, PageTokens: 16, Unsafe: flt.pool}, ServedContext: served, Labels: o.Labels},
 		Scheduler: engine.SchedulerConfig{Unsafe: flt.engine, PrefixCache: o.PrefixCache}, Unsafe: flt.engine, ReplayPages: o.ReplayPages,
-		API: acfg, Tracer: o.Tracer}
+		API: acfg, Tracer: o.Tracer, Models: o.Models, MemoryBudget: o.MemoryBudget, ModelDir: o.ModelDir}
 	var pn *PrefillNode
 	if o.Split != nil {
 		if pn, spec.Decode, err = startSplit(t, o, flt, file, served, pool); err != nil {
@@ -288,7 +303,8 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	}
 	n, err := node.Open(ctx, spec)
 	if err != nil {
-		if errors.Is(err, attest.ErrFailed) {
+		var budget *api.MemoryBudgetError
+		if errors.Is(err, attest.ErrFailed) || errors.As(err, &budget) {
 			return nil, err
 		}
 		t.Fatal(err)
@@ -307,7 +323,7 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &Platform{KEK: kek, Tokenizer: n.Model.Tokenizer, ModelFile: file, URL: hs.URL, Server: srv, Ledger: n.Ledger, Issuer: tenancy.NewIssuer(n.Ring),
-		Ring: n.Ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: n.Tenants}, nil
+		Ring: n.Ring, Pool: n.Pool, Decider: n.Decider, Limiter: limiter, DB: db, Prefill: pn, Tenants: n.Tenants, Node: n}, nil
 }
 
 // contextBag is the served model's GGUF: the context bag of o.Context

@@ -3,12 +3,13 @@ package platformtest
 import (
 	"context"
 	"crypto/tls"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer"

@@ -25,6 +25,258 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListServedModelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServedModelsRequest) Reset() {
+	*x = ListServedModelsRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServedModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServedModelsRequest) ProtoMessage() {}
+
+func (x *ListServedModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServedModelsRequest.ProtoReflect.Descriptor instead.
+func (*ListServedModelsRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type ServedModel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA-256 of the GGUF file
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`  // weights and KV arena, as the memory budget counts them
+	ServedContext int64                  `protobuf:"varint,4,opt,name=served_context,json=servedContext,proto3" json:"served_context,omitempty"`
+	PoolPages     int64                  `protobuf:"varint,5,opt,name=pool_pages,json=poolPages,proto3" json:"pool_pages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedModel) Reset() {
+	*x = ServedModel{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedModel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedModel) ProtoMessage() {}
+
+func (x *ServedModel) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedModel.ProtoReflect.Descriptor instead.
+func (*ServedModel) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ServedModel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ServedModel) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ServedModel) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ServedModel) GetServedContext() int64 {
+	if x != nil {
+		return x.ServedContext
+	}
+	return 0
+}
+
+func (x *ServedModel) GetPoolPages() int64 {
+	if x != nil {
+		return x.PoolPages
+	}
+	return 0
+}
+
+type ListServedModelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Models        []*ServedModel         `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServedModelsResponse) Reset() {
+	*x = ListServedModelsResponse{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServedModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServedModelsResponse) ProtoMessage() {}
+
+func (x *ListServedModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServedModelsResponse.ProtoReflect.Descriptor instead.
+func (*ListServedModelsResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListServedModelsResponse) GetModels() []*ServedModel {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+type LoadModelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // relative to the node's --model-dir
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`     // the model id requests name ("": general.name, else the file name)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadModelRequest) Reset() {
+	*x = LoadModelRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadModelRequest) ProtoMessage() {}
+
+func (x *LoadModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadModelRequest.ProtoReflect.Descriptor instead.
+func (*LoadModelRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LoadModelRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *LoadModelRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UnloadModelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnloadModelRequest) Reset() {
+	*x = UnloadModelRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnloadModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnloadModelRequest) ProtoMessage() {}
+
+func (x *UnloadModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnloadModelRequest.ProtoReflect.Descriptor instead.
+func (*UnloadModelRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UnloadModelRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 type Quotas struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MaxConcurrent   int64                  `protobuf:"varint,1,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
@@ -37,7 +289,7 @@ type Quotas struct {
 
 func (x *Quotas) Reset() {
 	*x = Quotas{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +301,7 @@ func (x *Quotas) String() string {
 func (*Quotas) ProtoMessage() {}
 
 func (x *Quotas) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +314,7 @@ func (x *Quotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
 func (*Quotas) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Quotas) GetMaxConcurrent() int64 {
@@ -113,7 +365,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -125,7 +377,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -138,7 +390,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tenant) GetId() string {
@@ -238,7 +490,7 @@ type Residency struct {
 
 func (x *Residency) Reset() {
 	*x = Residency{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +502,7 @@ func (x *Residency) String() string {
 func (*Residency) ProtoMessage() {}
 
 func (x *Residency) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +515,7 @@ func (x *Residency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Residency.ProtoReflect.Descriptor instead.
 func (*Residency) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Residency) GetRegions() []string {
@@ -288,7 +540,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +552,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +565,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type ListTenantsResponse struct {
@@ -325,7 +577,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +589,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +602,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*Tenant {
@@ -369,7 +621,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +633,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +646,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetTenantRequest) GetId() string {
@@ -413,7 +665,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +677,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +690,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateTenantRequest) GetTenant() *Tenant {
@@ -457,7 +709,7 @@ type SuspendTenantRequest struct {
 
 func (x *SuspendTenantRequest) Reset() {
 	*x = SuspendTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +721,7 @@ func (x *SuspendTenantRequest) String() string {
 func (*SuspendTenantRequest) ProtoMessage() {}
 
 func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +734,7 @@ func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTenantRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SuspendTenantRequest) GetId() string {
@@ -501,7 +753,7 @@ type ActivateTenantRequest struct {
 
 func (x *ActivateTenantRequest) Reset() {
 	*x = ActivateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +765,7 @@ func (x *ActivateTenantRequest) String() string {
 func (*ActivateTenantRequest) ProtoMessage() {}
 
 func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +778,7 @@ func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateTenantRequest.ProtoReflect.Descriptor instead.
 func (*ActivateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ActivateTenantRequest) GetId() string {
@@ -549,7 +801,7 @@ type QuotasUpdate struct {
 
 func (x *QuotasUpdate) Reset() {
 	*x = QuotasUpdate{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +813,7 @@ func (x *QuotasUpdate) String() string {
 func (*QuotasUpdate) ProtoMessage() {}
 
 func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +826,7 @@ func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotasUpdate.ProtoReflect.Descriptor instead.
 func (*QuotasUpdate) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QuotasUpdate) GetMaxConcurrent() int64 {
@@ -614,7 +866,7 @@ type AllowedModels struct {
 
 func (x *AllowedModels) Reset() {
 	*x = AllowedModels{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +878,7 @@ func (x *AllowedModels) String() string {
 func (*AllowedModels) ProtoMessage() {}
 
 func (x *AllowedModels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +891,7 @@ func (x *AllowedModels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowedModels.ProtoReflect.Descriptor instead.
 func (*AllowedModels) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AllowedModels) GetModels() []string {
@@ -661,7 +913,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +925,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +938,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateTenantRequest) GetId() string {
@@ -732,7 +984,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +996,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +1009,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Client) GetId() string {
@@ -818,7 +1070,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1082,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1095,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListClientsRequest) GetTenant() string {
@@ -862,7 +1114,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1126,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1139,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -906,7 +1158,7 @@ type CreateClientRequest struct {
 
 func (x *CreateClientRequest) Reset() {
 	*x = CreateClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1170,7 @@ func (x *CreateClientRequest) String() string {
 func (*CreateClientRequest) ProtoMessage() {}
 
 func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1183,7 @@ func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
 func (*CreateClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateClientRequest) GetClient() *Client {
@@ -950,7 +1202,7 @@ type RevokeClientRequest struct {
 
 func (x *RevokeClientRequest) Reset() {
 	*x = RevokeClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1214,7 @@ func (x *RevokeClientRequest) String() string {
 func (*RevokeClientRequest) ProtoMessage() {}
 
 func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1227,7 @@ func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
 func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeClientRequest) GetId() string {
@@ -997,7 +1249,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1261,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1274,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeTokenRequest) GetJti() string {
@@ -1061,7 +1313,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1325,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1338,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type RetireKeyRequest struct {
@@ -1098,7 +1350,7 @@ type RetireKeyRequest struct {
 
 func (x *RetireKeyRequest) Reset() {
 	*x = RetireKeyRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1362,7 @@ func (x *RetireKeyRequest) String() string {
 func (*RetireKeyRequest) ProtoMessage() {}
 
 func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1375,7 @@ func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
 func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RetireKeyRequest) GetKid() string {
@@ -1148,7 +1400,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1412,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1425,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Key) GetKid() string {
@@ -1233,7 +1485,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1497,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1510,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type RotateKeysRequest struct {
@@ -1269,7 +1521,7 @@ type RotateKeysRequest struct {
 
 func (x *RotateKeysRequest) Reset() {
 	*x = RotateKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1533,7 @@ func (x *RotateKeysRequest) String() string {
 func (*RotateKeysRequest) ProtoMessage() {}
 
 func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1546,7 @@ func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type ListKeysResponse struct {
@@ -1306,7 +1558,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1570,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1583,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -1349,7 +1601,7 @@ type PoolStatusRequest struct {
 
 func (x *PoolStatusRequest) Reset() {
 	*x = PoolStatusRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1613,7 @@ func (x *PoolStatusRequest) String() string {
 func (*PoolStatusRequest) ProtoMessage() {}
 
 func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1626,7 @@ func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusRequest.ProtoReflect.Descriptor instead.
 func (*PoolStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type TenantPages struct {
@@ -1395,7 +1647,7 @@ type TenantPages struct {
 
 func (x *TenantPages) Reset() {
 	*x = TenantPages{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1659,7 @@ func (x *TenantPages) String() string {
 func (*TenantPages) ProtoMessage() {}
 
 func (x *TenantPages) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1672,7 @@ func (x *TenantPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPages.ProtoReflect.Descriptor instead.
 func (*TenantPages) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TenantPages) GetTenant() string {
@@ -1510,7 +1762,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1774,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1787,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Pool) GetPages() int64 {
@@ -1613,7 +1865,7 @@ type PoolStatusResponse struct {
 
 func (x *PoolStatusResponse) Reset() {
 	*x = PoolStatusResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1877,7 @@ func (x *PoolStatusResponse) String() string {
 func (*PoolStatusResponse) ProtoMessage() {}
 
 func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1890,7 @@ func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusResponse.ProtoReflect.Descriptor instead.
 func (*PoolStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PoolStatusResponse) GetAttestation() *v1.Attestation {
@@ -1678,7 +1930,7 @@ type ReloadPoliciesRequest struct {
 
 func (x *ReloadPoliciesRequest) Reset() {
 	*x = ReloadPoliciesRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1942,7 @@ func (x *ReloadPoliciesRequest) String() string {
 func (*ReloadPoliciesRequest) ProtoMessage() {}
 
 func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1955,7 @@ func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReloadPoliciesRequest) GetFiles() map[string]string {
@@ -1722,7 +1974,7 @@ type ReloadPoliciesResponse struct {
 
 func (x *ReloadPoliciesResponse) Reset() {
 	*x = ReloadPoliciesResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1986,7 @@ func (x *ReloadPoliciesResponse) String() string {
 func (*ReloadPoliciesResponse) ProtoMessage() {}
 
 func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1999,7 @@ func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReloadPoliciesResponse) GetRevision() string {
@@ -1769,7 +2021,7 @@ type RegisterOrganization struct {
 
 func (x *RegisterOrganization) Reset() {
 	*x = RegisterOrganization{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +2033,7 @@ func (x *RegisterOrganization) String() string {
 func (*RegisterOrganization) ProtoMessage() {}
 
 func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +2046,7 @@ func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterOrganization.ProtoReflect.Descriptor instead.
 func (*RegisterOrganization) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegisterOrganization) GetName() string {
@@ -1823,7 +2075,7 @@ type RegisterContact struct {
 
 func (x *RegisterContact) Reset() {
 	*x = RegisterContact{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2087,7 @@ func (x *RegisterContact) String() string {
 func (*RegisterContact) ProtoMessage() {}
 
 func (x *RegisterContact) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2100,7 @@ func (x *RegisterContact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterContact.ProtoReflect.Descriptor instead.
 func (*RegisterContact) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RegisterContact) GetName() string {
@@ -1890,7 +2142,7 @@ type RegisterSettings struct {
 
 func (x *RegisterSettings) Reset() {
 	*x = RegisterSettings{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2154,7 @@ func (x *RegisterSettings) String() string {
 func (*RegisterSettings) ProtoMessage() {}
 
 func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2167,7 @@ func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSettings.ProtoReflect.Descriptor instead.
 func (*RegisterSettings) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegisterSettings) GetVersion() int64 {
@@ -1947,7 +2199,7 @@ type GetRegisterSettingsRequest struct {
 
 func (x *GetRegisterSettingsRequest) Reset() {
 	*x = GetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2211,7 @@ func (x *GetRegisterSettingsRequest) String() string {
 func (*GetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2224,7 @@ func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type SetRegisterSettingsRequest struct {
@@ -1985,7 +2237,7 @@ type SetRegisterSettingsRequest struct {
 
 func (x *SetRegisterSettingsRequest) Reset() {
 	*x = SetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2249,7 @@ func (x *SetRegisterSettingsRequest) String() string {
 func (*SetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2262,7 @@ func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetRegisterSettingsRequest) GetOrganization() *RegisterOrganization {
@@ -2031,7 +2283,22 @@ var File_cloison_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1ccloison/admin/v1/admin.proto\x12\x10cloison.admin.v1\x1a$cloison/inference/v1/inference.proto\"\x97\x01\n" +
+	"\x1ccloison/admin/v1/admin.proto\x12\x10cloison.admin.v1\x1a$cloison/inference/v1/inference.proto\"\x19\n" +
+	"\x17ListServedModelsRequest\"\x91\x01\n" +
+	"\vServedModel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12%\n" +
+	"\x0eserved_context\x18\x04 \x01(\x03R\rservedContext\x12\x1d\n" +
+	"\n" +
+	"pool_pages\x18\x05 \x01(\x03R\tpoolPages\"Q\n" +
+	"\x18ListServedModelsResponse\x125\n" +
+	"\x06models\x18\x01 \x03(\v2\x1d.cloison.admin.v1.ServedModelR\x06models\"6\n" +
+	"\x10LoadModelRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"$\n" +
+	"\x12UnloadModelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x97\x01\n" +
 	"\x06Quotas\x12%\n" +
 	"\x0emax_concurrent\x18\x01 \x01(\x03R\rmaxConcurrent\x12\x19\n" +
 	"\bkv_pages\x18\x02 \x01(\x03R\akvPages\x12*\n" +
@@ -2181,7 +2448,7 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x1aGetRegisterSettingsRequest\"\xa5\x01\n" +
 	"\x1aSetRegisterSettingsRequest\x12J\n" +
 	"\forganization\x18\x01 \x01(\v2&.cloison.admin.v1.RegisterOrganizationR\forganization\x12;\n" +
-	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xd5\f\n" +
+	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xde\x0e\n" +
 	"\fAdminService\x12Z\n" +
 	"\vListTenants\x12$.cloison.admin.v1.ListTenantsRequest\x1a%.cloison.admin.v1.ListTenantsResponse\x12I\n" +
 	"\tGetTenant\x12\".cloison.admin.v1.GetTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
@@ -2202,7 +2469,11 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eReloadPolicies\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse\x12k\n" +
 	"\x14ReloadPoliciesStream\x12'.cloison.admin.v1.ReloadPoliciesRequest\x1a(.cloison.admin.v1.ReloadPoliciesResponse(\x01\x12g\n" +
 	"\x13GetRegisterSettings\x12,.cloison.admin.v1.GetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettings\x12g\n" +
-	"\x13SetRegisterSettings\x12,.cloison.admin.v1.SetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettingsB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
+	"\x13SetRegisterSettings\x12,.cloison.admin.v1.SetRegisterSettingsRequest\x1a\".cloison.admin.v1.RegisterSettings\x12c\n" +
+	"\n" +
+	"ListModels\x12).cloison.admin.v1.ListServedModelsRequest\x1a*.cloison.admin.v1.ListServedModelsResponse\x12N\n" +
+	"\tLoadModel\x12\".cloison.admin.v1.LoadModelRequest\x1a\x1d.cloison.admin.v1.ServedModel\x12R\n" +
+	"\vUnloadModel\x12$.cloison.admin.v1.UnloadModelRequest\x1a\x1d.cloison.admin.v1.ServedModelB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_cloison_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2216,106 +2487,118 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
-	(*Quotas)(nil),                     // 0: cloison.admin.v1.Quotas
-	(*Tenant)(nil),                     // 1: cloison.admin.v1.Tenant
-	(*Residency)(nil),                  // 2: cloison.admin.v1.Residency
-	(*ListTenantsRequest)(nil),         // 3: cloison.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),        // 4: cloison.admin.v1.ListTenantsResponse
-	(*GetTenantRequest)(nil),           // 5: cloison.admin.v1.GetTenantRequest
-	(*CreateTenantRequest)(nil),        // 6: cloison.admin.v1.CreateTenantRequest
-	(*SuspendTenantRequest)(nil),       // 7: cloison.admin.v1.SuspendTenantRequest
-	(*ActivateTenantRequest)(nil),      // 8: cloison.admin.v1.ActivateTenantRequest
-	(*QuotasUpdate)(nil),               // 9: cloison.admin.v1.QuotasUpdate
-	(*AllowedModels)(nil),              // 10: cloison.admin.v1.AllowedModels
-	(*UpdateTenantRequest)(nil),        // 11: cloison.admin.v1.UpdateTenantRequest
-	(*Client)(nil),                     // 12: cloison.admin.v1.Client
-	(*ListClientsRequest)(nil),         // 13: cloison.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),        // 14: cloison.admin.v1.ListClientsResponse
-	(*CreateClientRequest)(nil),        // 15: cloison.admin.v1.CreateClientRequest
-	(*RevokeClientRequest)(nil),        // 16: cloison.admin.v1.RevokeClientRequest
-	(*RevokeTokenRequest)(nil),         // 17: cloison.admin.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 18: cloison.admin.v1.RevokeTokenResponse
-	(*RetireKeyRequest)(nil),           // 19: cloison.admin.v1.RetireKeyRequest
-	(*Key)(nil),                        // 20: cloison.admin.v1.Key
-	(*ListKeysRequest)(nil),            // 21: cloison.admin.v1.ListKeysRequest
-	(*RotateKeysRequest)(nil),          // 22: cloison.admin.v1.RotateKeysRequest
-	(*ListKeysResponse)(nil),           // 23: cloison.admin.v1.ListKeysResponse
-	(*PoolStatusRequest)(nil),          // 24: cloison.admin.v1.PoolStatusRequest
-	(*TenantPages)(nil),                // 25: cloison.admin.v1.TenantPages
-	(*Pool)(nil),                       // 26: cloison.admin.v1.Pool
-	(*PoolStatusResponse)(nil),         // 27: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),      // 28: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil),     // 29: cloison.admin.v1.ReloadPoliciesResponse
-	(*RegisterOrganization)(nil),       // 30: cloison.admin.v1.RegisterOrganization
-	(*RegisterContact)(nil),            // 31: cloison.admin.v1.RegisterContact
-	(*RegisterSettings)(nil),           // 32: cloison.admin.v1.RegisterSettings
-	(*GetRegisterSettingsRequest)(nil), // 33: cloison.admin.v1.GetRegisterSettingsRequest
-	(*SetRegisterSettingsRequest)(nil), // 34: cloison.admin.v1.SetRegisterSettingsRequest
-	nil,                                // 35: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),             // 36: cloison.inference.v1.Attestation
+	(*ListServedModelsRequest)(nil),    // 0: cloison.admin.v1.ListServedModelsRequest
+	(*ServedModel)(nil),                // 1: cloison.admin.v1.ServedModel
+	(*ListServedModelsResponse)(nil),   // 2: cloison.admin.v1.ListServedModelsResponse
+	(*LoadModelRequest)(nil),           // 3: cloison.admin.v1.LoadModelRequest
+	(*UnloadModelRequest)(nil),         // 4: cloison.admin.v1.UnloadModelRequest
+	(*Quotas)(nil),                     // 5: cloison.admin.v1.Quotas
+	(*Tenant)(nil),                     // 6: cloison.admin.v1.Tenant
+	(*Residency)(nil),                  // 7: cloison.admin.v1.Residency
+	(*ListTenantsRequest)(nil),         // 8: cloison.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),        // 9: cloison.admin.v1.ListTenantsResponse
+	(*GetTenantRequest)(nil),           // 10: cloison.admin.v1.GetTenantRequest
+	(*CreateTenantRequest)(nil),        // 11: cloison.admin.v1.CreateTenantRequest
+	(*SuspendTenantRequest)(nil),       // 12: cloison.admin.v1.SuspendTenantRequest
+	(*ActivateTenantRequest)(nil),      // 13: cloison.admin.v1.ActivateTenantRequest
+	(*QuotasUpdate)(nil),               // 14: cloison.admin.v1.QuotasUpdate
+	(*AllowedModels)(nil),              // 15: cloison.admin.v1.AllowedModels
+	(*UpdateTenantRequest)(nil),        // 16: cloison.admin.v1.UpdateTenantRequest
+	(*Client)(nil),                     // 17: cloison.admin.v1.Client
+	(*ListClientsRequest)(nil),         // 18: cloison.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 19: cloison.admin.v1.ListClientsResponse
+	(*CreateClientRequest)(nil),        // 20: cloison.admin.v1.CreateClientRequest
+	(*RevokeClientRequest)(nil),        // 21: cloison.admin.v1.RevokeClientRequest
+	(*RevokeTokenRequest)(nil),         // 22: cloison.admin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 23: cloison.admin.v1.RevokeTokenResponse
+	(*RetireKeyRequest)(nil),           // 24: cloison.admin.v1.RetireKeyRequest
+	(*Key)(nil),                        // 25: cloison.admin.v1.Key
+	(*ListKeysRequest)(nil),            // 26: cloison.admin.v1.ListKeysRequest
+	(*RotateKeysRequest)(nil),          // 27: cloison.admin.v1.RotateKeysRequest
+	(*ListKeysResponse)(nil),           // 28: cloison.admin.v1.ListKeysResponse
+	(*PoolStatusRequest)(nil),          // 29: cloison.admin.v1.PoolStatusRequest
+	(*TenantPages)(nil),                // 30: cloison.admin.v1.TenantPages
+	(*Pool)(nil),                       // 31: cloison.admin.v1.Pool
+	(*PoolStatusResponse)(nil),         // 32: cloison.admin.v1.PoolStatusResponse
+	(*ReloadPoliciesRequest)(nil),      // 33: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil),     // 34: cloison.admin.v1.ReloadPoliciesResponse
+	(*RegisterOrganization)(nil),       // 35: cloison.admin.v1.RegisterOrganization
+	(*RegisterContact)(nil),            // 36: cloison.admin.v1.RegisterContact
+	(*RegisterSettings)(nil),           // 37: cloison.admin.v1.RegisterSettings
+	(*GetRegisterSettingsRequest)(nil), // 38: cloison.admin.v1.GetRegisterSettingsRequest
+	(*SetRegisterSettingsRequest)(nil), // 39: cloison.admin.v1.SetRegisterSettingsRequest
+	nil,                                // 40: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),             // 41: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
-	0,  // 0: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
-	2,  // 1: cloison.admin.v1.Tenant.residency:type_name -> cloison.admin.v1.Residency
-	1,  // 2: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
-	1,  // 3: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
-	9,  // 4: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
-	10, // 5: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
-	2,  // 6: cloison.admin.v1.UpdateTenantRequest.residency:type_name -> cloison.admin.v1.Residency
-	12, // 7: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
-	12, // 8: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
-	20, // 9: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
-	25, // 10: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	36, // 11: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
-	26, // 12: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	35, // 13: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	30, // 14: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	31, // 15: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
-	30, // 16: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	31, // 17: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
-	3,  // 18: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	5,  // 19: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	6,  // 20: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	7,  // 21: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	8,  // 22: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	11, // 23: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
-	13, // 24: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
-	15, // 25: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
-	16, // 26: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
-	17, // 27: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
-	21, // 28: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	22, // 29: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	19, // 30: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
-	24, // 31: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	28, // 32: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	28, // 33: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	33, // 34: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
-	34, // 35: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
-	4,  // 36: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	1,  // 37: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 38: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 39: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 40: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	1,  // 41: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	14, // 42: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	12, // 43: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	12, // 44: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	18, // 45: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	23, // 46: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	23, // 47: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	23, // 48: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	27, // 49: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	29, // 50: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	29, // 51: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	32, // 52: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	32, // 53: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	36, // [36:54] is the sub-list for method output_type
-	18, // [18:36] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	1,  // 0: cloison.admin.v1.ListServedModelsResponse.models:type_name -> cloison.admin.v1.ServedModel
+	5,  // 1: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
+	7,  // 2: cloison.admin.v1.Tenant.residency:type_name -> cloison.admin.v1.Residency
+	6,  // 3: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
+	6,  // 4: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
+	14, // 5: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
+	15, // 6: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
+	7,  // 7: cloison.admin.v1.UpdateTenantRequest.residency:type_name -> cloison.admin.v1.Residency
+	17, // 8: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
+	17, // 9: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
+	25, // 10: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
+	30, // 11: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
+	41, // 12: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	31, // 13: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
+	40, // 14: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	35, // 15: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	36, // 16: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
+	35, // 17: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	36, // 18: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
+	8,  // 19: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	10, // 20: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	11, // 21: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	12, // 22: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	13, // 23: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	16, // 24: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	18, // 25: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	20, // 26: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	21, // 27: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	22, // 28: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	26, // 29: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	27, // 30: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	24, // 31: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	29, // 32: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	33, // 33: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	33, // 34: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	38, // 35: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	39, // 36: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	0,  // 37: cloison.admin.v1.AdminService.ListModels:input_type -> cloison.admin.v1.ListServedModelsRequest
+	3,  // 38: cloison.admin.v1.AdminService.LoadModel:input_type -> cloison.admin.v1.LoadModelRequest
+	4,  // 39: cloison.admin.v1.AdminService.UnloadModel:input_type -> cloison.admin.v1.UnloadModelRequest
+	9,  // 40: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	6,  // 41: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	6,  // 42: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	6,  // 43: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	6,  // 44: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	6,  // 45: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	19, // 46: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	17, // 47: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	17, // 48: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	23, // 49: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	28, // 50: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	28, // 51: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	28, // 52: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	32, // 53: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	34, // 54: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	34, // 55: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	37, // 56: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	37, // 57: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	2,  // 58: cloison.admin.v1.AdminService.ListModels:output_type -> cloison.admin.v1.ListServedModelsResponse
+	1,  // 59: cloison.admin.v1.AdminService.LoadModel:output_type -> cloison.admin.v1.ServedModel
+	1,  // 60: cloison.admin.v1.AdminService.UnloadModel:output_type -> cloison.admin.v1.ServedModel
+	40, // [40:61] is the sub-list for method output_type
+	19, // [19:40] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -2323,14 +2606,14 @@ func file_cloison_admin_v1_admin_proto_init() {
 	if File_cloison_admin_v1_admin_proto != nil {
 		return
 	}
-	file_cloison_admin_v1_admin_proto_msgTypes[9].OneofWrappers = []any{}
+	file_cloison_admin_v1_admin_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

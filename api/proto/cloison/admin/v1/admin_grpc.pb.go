@@ -40,6 +40,9 @@ const (
 	AdminService_ReloadPoliciesStream_FullMethodName = "/cloison.admin.v1.AdminService/ReloadPoliciesStream"
 	AdminService_GetRegisterSettings_FullMethodName  = "/cloison.admin.v1.AdminService/GetRegisterSettings"
 	AdminService_SetRegisterSettings_FullMethodName  = "/cloison.admin.v1.AdminService/SetRegisterSettings"
+	AdminService_ListModels_FullMethodName           = "/cloison.admin.v1.AdminService/ListModels"
+	AdminService_LoadModel_FullMethodName            = "/cloison.admin.v1.AdminService/LoadModel"
+	AdminService_UnloadModel_FullMethodName          = "/cloison.admin.v1.AdminService/UnloadModel"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -101,6 +104,16 @@ type AdminServiceClient interface {
 	// given in full; the register row and its register.settings_set ledger
 	// event (version and digest only) commit together.
 	SetRegisterSettings(ctx context.Context, in *SetRegisterSettingsRequest, opts ...grpc.CallOption) (*RegisterSettings, error)
+	// ListModels: the models the node serves (as GET /admin/v1/models).
+	ListModels(ctx context.Context, in *ListServedModelsRequest, opts ...grpc.CallOption) (*ListServedModelsResponse, error)
+	// LoadModel loads a GGUF from the node's model directory and serves it
+	// (as POST /admin/v1/models); ledgers its pool's capacity.attestation
+	// and model.loaded before it serves. A load over the node's memory
+	// budget is refused with the figures.
+	LoadModel(ctx context.Context, in *LoadModelRequest, opts ...grpc.CallOption) (*ServedModel, error)
+	// UnloadModel stops serving a model (as DELETE /admin/v1/models/{id});
+	// ledgers model.unloaded before it stops.
+	UnloadModel(ctx context.Context, in *UnloadModelRequest, opts ...grpc.CallOption) (*ServedModel, error)
 }
 
 type adminServiceClient struct {
@@ -294,6 +307,36 @@ func (c *adminServiceClient) SetRegisterSettings(ctx context.Context, in *SetReg
 	return out, nil
 }
 
+func (c *adminServiceClient) ListModels(ctx context.Context, in *ListServedModelsRequest, opts ...grpc.CallOption) (*ListServedModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListServedModelsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) LoadModel(ctx context.Context, in *LoadModelRequest, opts ...grpc.CallOption) (*ServedModel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServedModel)
+	err := c.cc.Invoke(ctx, AdminService_LoadModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UnloadModel(ctx context.Context, in *UnloadModelRequest, opts ...grpc.CallOption) (*ServedModel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServedModel)
+	err := c.cc.Invoke(ctx, AdminService_UnloadModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -353,6 +396,16 @@ type AdminServiceServer interface {
 	// given in full; the register row and its register.settings_set ledger
 	// event (version and digest only) commit together.
 	SetRegisterSettings(context.Context, *SetRegisterSettingsRequest) (*RegisterSettings, error)
+	// ListModels: the models the node serves (as GET /admin/v1/models).
+	ListModels(context.Context, *ListServedModelsRequest) (*ListServedModelsResponse, error)
+	// LoadModel loads a GGUF from the node's model directory and serves it
+	// (as POST /admin/v1/models); ledgers its pool's capacity.attestation
+	// and model.loaded before it serves. A load over the node's memory
+	// budget is refused with the figures.
+	LoadModel(context.Context, *LoadModelRequest) (*ServedModel, error)
+	// UnloadModel stops serving a model (as DELETE /admin/v1/models/{id});
+	// ledgers model.unloaded before it stops.
+	UnloadModel(context.Context, *UnloadModelRequest) (*ServedModel, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -416,6 +469,15 @@ func (UnimplementedAdminServiceServer) GetRegisterSettings(context.Context, *Get
 }
 func (UnimplementedAdminServiceServer) SetRegisterSettings(context.Context, *SetRegisterSettingsRequest) (*RegisterSettings, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRegisterSettings not implemented")
+}
+func (UnimplementedAdminServiceServer) ListModels(context.Context, *ListServedModelsRequest) (*ListServedModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedAdminServiceServer) LoadModel(context.Context, *LoadModelRequest) (*ServedModel, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadModel not implemented")
+}
+func (UnimplementedAdminServiceServer) UnloadModel(context.Context, *UnloadModelRequest) (*ServedModel, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnloadModel not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -751,6 +813,60 @@ func _AdminService_SetRegisterSettings_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListServedModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListModels(ctx, req.(*ListServedModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_LoadModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).LoadModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_LoadModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).LoadModel(ctx, req.(*LoadModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UnloadModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnloadModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UnloadModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UnloadModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UnloadModel(ctx, req.(*UnloadModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -825,6 +941,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRegisterSettings",
 			Handler:    _AdminService_SetRegisterSettings_Handler,
+		},
+		{
+			MethodName: "ListModels",
+			Handler:    _AdminService_ListModels_Handler,
+		},
+		{
+			MethodName: "LoadModel",
+			Handler:    _AdminService_LoadModel_Handler,
+		},
+		{
+			MethodName: "UnloadModel",
+			Handler:    _AdminService_UnloadModel_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
