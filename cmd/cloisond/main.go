@@ -247,6 +247,7 @@ type config struct {
 	obs                                         obsConfig // metrics.go: --log-level, --metrics-*
 	responses                                   responsesConfig
 	idp                                         idpConfig
+	console                                     consoleConfig // console.go: --console-addr
 }
 
 func main() {
@@ -364,6 +365,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	c.obs.flags(fs)
 	c.responses.flags(fs)
 	c.idp.flags(fs)
+	c.console.flags(fs)
 }
 
 // applySources sets the flags not given on the command line from the
@@ -426,7 +428,7 @@ func (c config) check() error {
 	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
 		return err
 	}
-	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
+	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr, "console-addr": c.console.listenAddr(c.keys.dev)}); err != nil {
 		return err
 	}
 	return c.obs.check()
@@ -525,6 +527,17 @@ func serve(ctx context.Context, c config, nd *node.Node, log *slog.Logger) error
 	}
 	var dr drainer
 	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), l.tls, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	// The console (console.go) forwards to the same handler, in process.
+	stopConsole, err := serveConsole(c, dr.wrap(srv.Handler()), log)
+	if err != nil {
+		l.http.Close()
+		if l.grpc != nil {
+			l.grpc.Close()
+		}
+		nd.StopEngine()
+		return err
+	}
+	defer stopConsole()
 	served := make(chan error, 2)
 	go func() { served <- serveHTTP(hs, l.http) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
