@@ -56,8 +56,8 @@ const routes = [
   { id: "incident", show: () => has("compliance:read"), render: pageIncident },
   { id: "log", nav: "navLog", show: isOfficer, render: pageLog },
   { id: "tenants", nav: "navTenants", show: () => has("admin"), render: pageTenants },
-  { id: "node", nav: "navNode", show: () => true, render: pageNode },
   { id: "mine", nav: "navMine", show: () => has("compliance:read") && !has("admin"), render: pageMine },
+  { id: "node", nav: "navNode", show: () => true, render: pageNode },
 ];
 
 function announce(msg) {
@@ -295,7 +295,7 @@ async function pageIncident(out, id) {
   }
   // Drafts, French first, shown as text.
   out.append(h("h2", {}, t("drafts")));
-  const draftOut = h("pre", { "aria-live": "polite", hidden: true });
+  const draftOut = h("pre", { id: "draft", "aria-live": "polite", hidden: true });
   const draftErr = h("div");
   const buttons = h("div", { class: "row" });
   const kinds = has("admin") ? [["cai", "", t("draftCAI")], ["persons", "", t("draftPersons")], ...(latest.affected_tenants || []).map((x) => ["client", x, t("draftClient", x)])]
@@ -523,7 +523,7 @@ async function pageMine(out) {
         clear(cell);
         try { cell.append(resultBox(await checkTenantEntry(vkey, me, r.seq))); } catch (err) { cell.append(errorBox(err)); }
       } }, t("verifyEntry")));
-      return h("tr", {}, h("td", {}, String(r.seq)), h("td", {}, r.kind), h("td", {}, r.actor || ""), h("td", {}, fmtDate(r.payload && r.payload.occurred_at)), cell);
+      return h("tr", {}, h("td", {}, String(r.seq)), h("td", {}, r.kind), h("td", {}, r.actor || (r.payload && r.payload.actor) || ""), h("td", {}, fmtDate(r.payload && r.payload.occurred_at)), cell);
     }), t("ledgerEntries")));
   }
   // A report the tenant filed, and its verdict.
