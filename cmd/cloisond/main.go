@@ -48,6 +48,13 @@
 // nodes serve theirs (prefills by outcome, prefill time, pool usage) on
 // --metrics-addr too.
 //
+// The web console (console.go, package console): --console-addr serves the
+// console's page and the node's admin, compliance and attestation routes,
+// nothing else, on an origin of its own (off by default; with --dev an
+// ephemeral loopback port unless --console-addr off; a non-loopback
+// address needs TLS or --insecure-listen). Its calls go to the same API
+// handler in process, under the signed-in person's token; docs/console.md.
+//
 // Traces (internal/tracing): --otlp-endpoint (OTLP/gRPC; --otlp-insecure or
 // --otlp-ca-file) turns them on, sampled at --trace-sample-ratio (parent
 // based); without it no span is recorded or exported. Either way a W3C

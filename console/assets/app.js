@@ -268,7 +268,7 @@ async function pageIncident(out, id) {
     h("dt", {}, t("deadlines")), h("dd", {}, deadlineCell(f.NoticeDeadlines))));
   // Versions side by side, what changed from the previous one marked.
   out.append(h("h2", {}, t("versions")));
-  const rows = versionFields.map(([name, get]) => h("tr", {}, h("th", { scope: "row" }, name),
+  const rows = versionFields.map(([name, get]) => h("tr", {}, h("th", { scope: "row" }, t("vf_" + name)),
     f.Versions.map((v, i) => {
       const val = get(v);
       const changed = i > 0 && get(f.Versions[i - 1]) !== val;

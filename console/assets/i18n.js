@@ -58,10 +58,14 @@ const fr = {
   leased: "Louées", cached: "En cache", quarantined: "En quarantaine", partitions: "Partitions par client",
   reserved: "Réservées", scrubbed: "Effacées", violations: "Violations d’isolement",
   mineTitle: "Mon organisation : ce qui a été consigné à notre sujet",
-  otherTenants: "autres clients", otherCount: "{0} autre(s) client(s) (non nommés)",
+  otherTenants: "Autres clients", otherCount: "{0} autre(s) client(s) (non nommés)",
   ledgerEntries: "Entrées de notre journal", kind: "Type", actor: "Acteur", at: "Date",
   verifyEntry: "Vérifier l’inclusion", reports: "Signalements",
   reportId: "Identifiant du signalement", show: "Afficher", verdict: "Verdict",
+  vf_status: "Statut", vf_circumstances: "Circonstances (7(2))", vf_personal_info: "Renseignements visés (7(1))",
+  vf_occurred: "Survenance (7(3))", vf_awareness: "Connaissance (7(4))", vf_persons_concerned: "Personnes (7(5))",
+  vf_assessment: "Évaluation du risque (7(6))", vf_affected_tenants: "Clients visés", vf_measures_taken: "Mesures prises (7(8))",
+  vf_cause: "Cause (3(4))", vf_recorded: "Consignée le, par",
 };
 
 const en = {
@@ -121,10 +125,14 @@ const en = {
   leased: "Leased", cached: "Cached", quarantined: "Quarantined", partitions: "Partitions per tenant",
   reserved: "Reserved", scrubbed: "Scrubbed", violations: "Isolation violations",
   mineTitle: "My organisation: what was recorded about us",
-  otherTenants: "other tenants", otherCount: "{0} other tenant(s) (not named)",
+  otherTenants: "Other tenants", otherCount: "{0} other tenant(s) (not named)",
   ledgerEntries: "Entries of our log", kind: "Kind", actor: "Actor", at: "At",
   verifyEntry: "Check inclusion", reports: "Reports",
   reportId: "Report id", show: "Show", verdict: "Verdict",
+  vf_status: "Status", vf_circumstances: "Circumstances (7(2))", vf_personal_info: "Information concerned (7(1))",
+  vf_occurred: "Occurred (7(3))", vf_awareness: "Awareness (7(4))", vf_persons_concerned: "Persons (7(5))",
+  vf_assessment: "Risk assessment (7(6))", vf_affected_tenants: "Tenants named", vf_measures_taken: "Measures taken (7(8))",
+  vf_cause: "Cause (3(4))", vf_recorded: "Recorded at, by",
 };
 
 const tables = { fr, en };
