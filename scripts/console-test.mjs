@@ -116,8 +116,17 @@ try {
   await p.click("main button[type=submit]");
   await p.waitForSelector("main .error[role=alert]");
   ok(await p.$eval("#signout", (e) => e.hidden), "a bad token does not sign in");
-  await signIn(p, OFFICER);
-  ok(p.url().endsWith("#/register"), "the officer lands on the register");
+  // By keyboard: the skip link first, the token field focused, Enter signs in.
+  await p.goto(URL + "/", { waitUntil: "networkidle0" });
+  ok(await p.evaluate(() => document.activeElement && document.activeElement.type === "password"), "the token field has the focus on arrival");
+  await p.keyboard.type(OFFICER);
+  await p.keyboard.press("Enter");
+  await p.waitForSelector("#signout:not([hidden])", { timeout: 15000 });
+  await p.waitForFunction(() => !document.querySelector("[aria-busy]"), { timeout: 15000 });
+  ok(await p.evaluate(() => document.querySelector("a[href], button:not([hidden]), input, select, textarea").id === "skip"), "the skip link is the first stop of the Tab order");
+  await p.keyboard.press("Tab");
+  ok(await p.evaluate(() => document.activeElement.closest("main") !== null), "after sign-in the focus is in the content, Tab moves through it");
+  ok(p.url().endsWith("#/register"), "the officer signs in by keyboard and lands on the register");
   await waitText(p, "Registre des incidents de confidentialité");
   ok((await text(p)).includes("en évaluation"), "the tenant's report is in the register, under assessment");
   ok((await text(p)).includes("Le registre concorde avec le journal."), "the register check is shown in words");
@@ -246,6 +255,33 @@ try {
   await clean(p, "mine");
   await axe(p, "mine");
   await shot(p, "console-tenant");
+
+  // ---- the page's verifier against tampering -----------------------------------
+  console.log("== tlog.js refuses tampered checkpoints and proofs (the same module, in node)");
+  const tl = await import("./tlog.js");
+  const H = { Authorization: "Bearer " + ACME, Accept: "application/json" };
+  const vkey = (await (await fetch(API + "/compliance/v1/tlog/key")).text()).trim();
+  const { name, pub } = tl.parseVerifierKey(vkey);
+  const tname = name + "/tenant/acme";
+  const cp = await (await fetch(API + "/compliance/v1/tlog/tenant/checkpoint?tenant=acme", { headers: H })).json();
+  const note = tl.parseNote(cp.checkpoint);
+  ok((await tl.verifyNote(note, tname, pub)).ok, "the genuine tenant checkpoint verifies");
+  ok(!(await tl.verifyNote({ ...note, text: note.text.replace(/\n\d+\n/, "\n999\n") }, tname, pub)).ok, "a checkpoint with another size does not");
+  ok(!(await tl.verifyNote(note, name, pub)).ok, "nor under the global log's key name (logs kept apart)");
+  const other = tl.parseVerifierKey("x+00000000+" + Buffer.from([1, ...new Uint8Array(32).fill(7)]).toString("base64"));
+  ok((await tl.verifyNote(note, tname, other.pub)).reason === "no-signature", "nor under another key");
+  const pos = Number(note.size) > 1 ? 2 : 1;
+  const pr = await (await fetch(API + `/compliance/v1/tlog/tenant/inclusion?tenant=acme&seq=${pos}&tree_size=${note.size}`, { headers: H })).json();
+  const proof = pr.proof.map(tl.b64decode);
+  const leaf = await tl.leafHash(tl.canonical(pr.payload));
+  ok(await tl.verifyInclusion(leaf, BigInt(pos - 1), note.size, proof, note.root), "the genuine inclusion proof verifies");
+  ok(!(await tl.verifyInclusion(await tl.leafHash(tl.canonical({ ...pr.payload, actor: "someone-else" })), BigInt(pos - 1), note.size, proof, note.root)), "an altered payload does not");
+  ok(!(await tl.verifyInclusion(leaf, BigInt(pos % Number(note.size)), note.size, proof, note.root)), "nor the entry at another position");
+  ok(!(await tl.verifyInclusion(leaf, BigInt(pos - 1), note.size * 4n, proof, note.root)), "nor in a tree of a size the path does not fit");
+  ok(!(await tl.verifyInclusion(leaf, note.size, note.size, proof, note.root)), "nor at a position beyond the tree");
+  const flipped = proof.map((p, i) => (i === 0 ? Uint8Array.from(p, (b, j) => (j === 0 ? b ^ 1 : b)) : p));
+  ok(proof.length === 0 || !(await tl.verifyInclusion(leaf, BigInt(pos - 1), note.size, flipped, note.root)), "nor with a proof hash changed");
+  ok(tl.canonical({ b: 1, a: [1.5, "é<\u2028"], "\u00e9": null, A: true }) === '{"A":true,"a":[1.5,"é<\u2028"],"b":1,"é":null}', "canonical JSON is RFC 8785's (keys by UTF-16 code units)");
 
   // ---- clickjacking -----------------------------------------------------------
   console.log("== framing");
