@@ -154,10 +154,25 @@ try {
   await click(p, "main button", "Consigner");
   await waitText(p, "Avis n° 1 consigné");
   ok((await text(p)).includes("<script>window.__xss=6</script>"), "the notice text is shown as text");
+  // The assessment, with the privacy officer's consultation (art. 3.7).
+  await fill(p, "Sensibilité des renseignements", "moyenne");
+  await fill(p, "Utilisations malveillantes possibles", "hameçonnage");
+  await fill(p, "Conséquences appréhendées", "courriels non sollicités");
+  await fill(p, "Probabilité d’utilisation préjudiciable", "faible");
+  await fill(p, "Responsable de la protection consulté", "Claire Officer");
+  await click(p, "#assess-h ~ div button, form[aria-labelledby=assess-h] button", "Consigner");
+  await waitText(p, "Version 2 consignée.");
+  let changed = await p.$$eval("main td.changed", (tds) => tds.map((t) => t.textContent));
+  ok(changed.some((t) => t.startsWith("terminée · risque sérieux · moyenne")), "the completed assessment is version 2, marked as changed: " + JSON.stringify(changed));
+  // A deferral of the notice to persons.
+  await fill(p, "Motif (enquête)", "enquête policière en cours");
+  await click(p, "form[aria-labelledby=defer-h] button", "Consigner");
+  await waitText(p, "Version 3 consignée.");
   await click(p, "main button", "Fermer le dossier");
-  await waitText(p, "Dossier fermé (version 2)");
-  const changed = await p.$$eval("main td.changed", (tds) => tds.map((t) => t.textContent));
-  ok(changed.some((t) => t.startsWith("fermé")), "version 2 beside version 1, the status change marked: " + JSON.stringify(changed));
+  await waitText(p, "Dossier fermé (version 4)");
+  changed = await p.$$eval("main td.changed", (tds) => tds.map((t) => t.textContent));
+  ok(changed.some((t) => t.startsWith("enquête policière")) && changed.some((t) => t.startsWith("fermé")),
+    "four versions side by side, the deferral and the closing marked where they changed: " + JSON.stringify(changed));
   await click(p, "main button", "Avis à la Commission");
   await p.waitForFunction(() => { const d = document.getElementById("draft"); return d && !d.hidden && d.textContent.includes("AVIS À LA COMMISSION"); }, { timeout: 15000 });
   ok(true, "the Commission draft is shown, as text");

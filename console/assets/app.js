@@ -251,10 +251,16 @@ const versionFields = [
   ["occurred", (v) => period(v.occurred)],
   ["awareness", (v) => period(v.awareness)],
   ["persons_concerned", (v) => String(v.persons_concerned)],
-  ["assessment", (v) => t("as_" + (v.assessment && v.assessment.status)) + (v.assessment && v.assessment.risk_of_serious_injury !== null && v.assessment.risk_of_serious_injury !== undefined ? " · risk " + v.assessment.risk_of_serious_injury : "")],
+  ["assessment", (v) => {
+    const a = v.assessment || {};
+    const risk = a.risk_of_serious_injury === true ? t("riskYes") : a.risk_of_serious_injury === false ? t("riskNo") : "";
+    return [t("as_" + a.status), risk, a.sensitivity, a.likelihood, a.completed_on].filter(Boolean).join(" · ");
+  }],
   ["affected_tenants", (v) => (v.affected_tenants || []).join(", ") + (v.other_tenants ? " + " + t("otherCount", v.other_tenants) : "")],
   ["measures_taken", (v) => (v.measures_taken || []).map((m) => (m.date || "") + " " + (m.text || m.measure || "")).join("; ")],
   ["cause", (v) => v.cause || ""],
+  ["deferral", (v) => (v.persons_notice_deferral ? v.persons_notice_deferral.reason + (v.persons_notice_deferral.until ? " → " + v.persons_notice_deferral.until : "") : "")],
+  ["consulted", (v) => (v.privacy_officer_consulted ? v.privacy_officer_consulted.who + " · " + v.privacy_officer_consulted.date : "")],
   ["recorded", (v) => fmtDate(v.RecordedAt) + " · " + (v.RecordedBy || "")],
 ];
 
@@ -286,6 +292,7 @@ async function pageIncident(out, id) {
   if (has("compliance:write") && has("admin")) {
     out.append(noticeForm(f.ID, latest.affected_tenants || []));
     if (latest.status !== "closed") {
+      out.append(assessmentForm(f.ID), deferralForm(f.ID));
       const form = h("form", { class: "row" }, h("button", { type: "submit", class: "secondary" }, t("closeIncident")));
       out.append(submitting(form, async () => {
         const st = await api("PATCH", "/compliance/v1/incidents/" + encodeURIComponent(f.ID), { status: "closed" });
@@ -311,6 +318,45 @@ async function pageIncident(out, id) {
     } }, label));
   }
   out.append(buttons, draftErr, draftOut);
+}
+
+// assessmentForm completes the serious-injury assessment (s. 7(6), art.
+// 3.7: the privacy officer's consultation recorded with it): a new version.
+function assessmentForm(id) {
+  const today = new Date().toISOString().slice(0, 10);
+  const [l1, sens] = field(t("sensitivity"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l2, mal] = field(t("maliciousUses"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l3, cons] = field(t("consequences"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l4, lik] = field(t("likelihood"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l5, risk] = field(t("risk"), (fid) => h("select", { id: fid }, h("option", { value: "yes" }, t("yes")), h("option", { value: "no" }, t("no"))));
+  const [l6, who] = field(t("consultedWho"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l7, on] = field(t("completedOn"), (fid) => h("input", { id: fid, type: "date", required: true, value: today }));
+  const form = h("form", { class: "grid card", "aria-labelledby": "assess-h" }, h("h2", { id: "assess-h", class: "full" }, t("completeAssessment")),
+    l1, sens, l2, mal, l3, cons, l4, lik, l5, risk, l6, who, l7, on, h("div", { class: "full" }, h("button", { type: "submit" }, t("record"))));
+  return submitting(form, async () => {
+    const consulted = { who: who.value, date: on.value };
+    const st = await api("PATCH", "/compliance/v1/incidents/" + encodeURIComponent(id), {
+      assessment: { status: "completed", sensitivity: sens.value, malicious_uses: mal.value, consequences: cons.value, likelihood: lik.value,
+        risk_of_serious_injury: risk.value === "yes", completed_on: on.value, consulted: [consulted] },
+      privacy_officer_consulted: consulted,
+    });
+    return t("versionRecorded", st.version);
+  });
+}
+
+// deferralForm defers the notice to persons for an investigation (Act s.
+// 3.5 para. 3): a new version.
+function deferralForm(id) {
+  const [l1, reason] = field(t("deferralReason"), (fid) => h("textarea", { id: fid, required: true }));
+  const [l2, until] = field(t("deferralUntil"), (fid) => h("input", { id: fid, type: "date" }));
+  const form = h("form", { class: "grid card", "aria-labelledby": "defer-h" }, h("h2", { id: "defer-h", class: "full" }, t("deferNotice")),
+    l1, reason, l2, until, h("div", { class: "full" }, h("button", { type: "submit" }, t("record"))));
+  return submitting(form, async () => {
+    const d = { reason: reason.value };
+    if (until.value) d.until = until.value;
+    const st = await api("PATCH", "/compliance/v1/incidents/" + encodeURIComponent(id), { persons_notice_deferral: d });
+    return t("versionRecorded", st.version);
+  });
 }
 
 function noticeForm(id, tenants) {

@@ -66,6 +66,14 @@ const fr = {
   vf_occurred: "Survenance (7(3))", vf_awareness: "Connaissance (7(4))", vf_persons_concerned: "Personnes (7(5))",
   vf_assessment: "Évaluation du risque (7(6))", vf_affected_tenants: "Clients visés", vf_measures_taken: "Mesures prises (7(8))",
   vf_cause: "Cause (3(4))", vf_recorded: "Consignée le, par",
+  vf_deferral: "Avis aux personnes différé (art. 3.5 al. 3)", vf_consulted: "Responsable consulté (art. 3.7)",
+  completeAssessment: "Terminer l’évaluation du risque de préjudice sérieux (art. 7(6), art. 3.7)",
+  sensitivity: "Sensibilité des renseignements", maliciousUses: "Utilisations malveillantes possibles", consequences: "Conséquences appréhendées",
+  likelihood: "Probabilité d’utilisation préjudiciable", risk: "Risque de préjudice sérieux", yes: "oui", no: "non",
+  riskYes: "risque sérieux", riskNo: "pas de risque sérieux",
+  consultedWho: "Responsable de la protection consulté", completedOn: "Terminée le",
+  deferNotice: "Différer l’avis aux personnes (art. 3.5 al. 3)", deferralReason: "Motif (enquête)", deferralUntil: "Jusqu’au",
+  versionRecorded: "Version {0} consignée.",
 };
 
 const en = {
@@ -133,6 +141,14 @@ const en = {
   vf_occurred: "Occurred (7(3))", vf_awareness: "Awareness (7(4))", vf_persons_concerned: "Persons (7(5))",
   vf_assessment: "Risk assessment (7(6))", vf_affected_tenants: "Tenants named", vf_measures_taken: "Measures taken (7(8))",
   vf_cause: "Cause (3(4))", vf_recorded: "Recorded at, by",
+  vf_deferral: "Notice to persons deferred (s. 3.5 para. 3)", vf_consulted: "Privacy officer consulted (s. 3.7)",
+  completeAssessment: "Complete the serious-injury assessment (s. 7(6), s. 3.7)",
+  sensitivity: "Sensitivity of the information", maliciousUses: "Possible malicious uses", consequences: "Anticipated consequences",
+  likelihood: "Likelihood of injurious use", risk: "Risk of serious injury", yes: "yes", no: "no",
+  riskYes: "serious risk", riskNo: "no serious risk",
+  consultedWho: "Privacy officer consulted", completedOn: "Completed on",
+  deferNotice: "Defer the notice to persons (s. 3.5 para. 3)", deferralReason: "Reason (investigation)", deferralUntil: "Until",
+  versionRecorded: "Version {0} recorded.",
 };
 
 const tables = { fr, en };
