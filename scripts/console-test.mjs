@@ -221,6 +221,36 @@ try {
   await click(p, "main button", "Créer");
   await waitText(p, "Client beta créé.");
   ok((await text(p)).includes(HOSTILE_NEW), "a tenant created with a hostile name is listed as text");
+  // beta's notice clause, and an API client registered then revoked.
+  await p.goto(URL + "/#/tenant/beta", { waitUntil: "networkidle0" });
+  await waitText(p, "Modifier le client");
+  await fill(p, "Délai d’avis (heures)", "48");
+  await fill(p, "Contact incidents", "dpo@beta.example");
+  await click(p, "main button", "Enregistrer");
+  await waitText(p, "Client beta modifié.");
+  ok(await p.$$eval("main input", (is) => is.some((i) => i.value === "dpo@beta.example")), "beta's notice clause is updated, read back from the node");
+  await fill(p, "id", "app-beta");
+  await fill(p, "Nom", "<img src=x onerror=window.__xss=7>");
+  await click(p, "main button", "Créer");
+  await waitText(p, "Client d’API app-beta inscrit.");
+  ok((await text(p)).includes("<img src=x onerror=window.__xss=7>"), "an API client with a hostile name is listed as text");
+  await click(p, "main button", "Révoquer");
+  await waitText(p, "Client d’API app-beta révoqué.");
+  ok((await p.$$eval("main td.late", (tds) => tds.map((x) => x.textContent))).includes("revoked"), "the revoked client shows as revoked");
+  await clean(p, "tenant");
+  await axe(p, "tenant");
+  // Keys: listed; a rotation too soon is refused, and the page says why.
+  await p.goto(URL + "/#/keys", { waitUntil: "networkidle0" });
+  await waitText(p, "Clés de signature des jetons");
+  ok((await text(p)).includes("current"), "the signing keys are listed with their state");
+  await click(p, "main button", "Faire tourner les clés");
+  await p.waitForSelector("main .error[role=alert]");
+  ok((await p.$eval("main .error[role=alert]", (e) => e.textContent)).includes("too recently"), "a refused rotation is explained in words");
+  p.problems = p.problems.filter((x) => !x.includes("409")); // the refusal's console line
+  await clean(p, "keys");
+  await axe(p, "keys");
+  await p.goto(URL + "/#/tenants", { waitUntil: "networkidle0" });
+  await waitText(p, "Créer un client");
   await click(p, "main button", "Suspendre");  // the first row: acme
   await p.waitForFunction(() => document.body.innerText.includes("suspendu."));
   await p.goto(URL + "/#/tenants", { waitUntil: "networkidle0" });
@@ -240,6 +270,7 @@ try {
     .split("\n").filter(Boolean).map((l) => JSON.parse(l));
   ok(rows.some((r) => r.kind === "tenant.created" && r.tenant === "beta" && r.payload.actor === "admin:admin-alice"), "beta's creation is ledgered with the administrator as actor");
   ok(rows.some((r) => r.tenant === "acme" && r.kind === "tenant.disabled" && r.payload.actor === "admin:admin-alice"), "acme's suspension is ledgered with the administrator as actor");
+  ok(rows.some((r) => r.tenant === "beta" && r.kind === "tenant.updated" && r.payload.actor === "admin:admin-alice"), "beta's update is ledgered with the administrator as actor");
   await fetch(API + "/admin/v1/tenants/acme/activate", { method: "POST", headers: { Authorization: "Bearer " + ADMIN } });
 
   // ---- a token with no console scope -----------------------------------------

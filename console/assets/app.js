@@ -56,6 +56,8 @@ const routes = [
   { id: "incident", show: () => has("compliance:read"), render: pageIncident },
   { id: "log", nav: "navLog", show: isOfficer, render: pageLog },
   { id: "tenants", nav: "navTenants", show: () => has("admin"), render: pageTenants },
+  { id: "tenant", show: () => has("admin"), render: pageTenant },
+  { id: "keys", nav: "navKeys", show: () => has("admin"), render: pageKeys },
   { id: "mine", nav: "navMine", show: () => has("compliance:read") && !has("admin"), render: pageMine },
   { id: "node", nav: "navNode", show: () => true, render: pageNode },
 ];
@@ -86,7 +88,7 @@ function chrome() {
   const cur = currentRoute().id;
   for (const r of routes) {
     if (!r.nav || !r.show()) continue;
-    nav.append(h("a", { href: "#/" + r.id, "aria-current": cur === r.id || (cur === "incident" && r.id === "register") ? "page" : null }, t(r.nav)));
+    nav.append(h("a", { href: "#/" + r.id, "aria-current": cur === r.id || (cur === "incident" && r.id === "register") || (cur === "tenant" && r.id === "tenants") ? "page" : null }, t(r.nav)));
   }
   add(who, t("signedInAs", state.claims.sub, state.claims.tenant, state.claims.scopes.join(", ")));
 }
@@ -488,7 +490,7 @@ async function pageTenants(out) {
       await api("POST", "/admin/v1/tenants/" + encodeURIComponent(x.id) + (active ? "/suspend" : "/activate"));
       return active ? t("suspended", x.id) : t("activated", x.id);
     });
-    return h("tr", {}, h("td", {}, h("code", {}, x.id)), h("td", {}, x.name || ""), h("td", { class: active ? null : "late" }, t("tst_" + x.status)),
+    return h("tr", {}, h("td", {}, h("a", { href: "#/tenant/" + encodeURIComponent(x.id) }, h("code", {}, x.id))), h("td", {}, x.name || ""), h("td", { class: active ? null : "late" }, t("tst_" + x.status)),
       h("td", {}, x.tier || ""), h("td", {}, x.zeroing || ""),
       h("td", {}, x.quotas ? `${x.quotas.kv_pages} ${t("pages").toLowerCase()} · ${x.quotas.max_concurrent} · ${x.quotas.tokens_per_minute}/min` : ""),
       h("td", {}, String(x.notice_deadline_hours ?? "")), h("td", {}, x.incident_contact || ""), h("td", {}, act));
@@ -502,7 +504,7 @@ async function pageTenants(out) {
   const [l5, kv] = field(t("kvPages"), (fid) => h("input", { id: fid, type: "number", min: "1", value: "512" }));
   const [l6, hrs] = field(t("noticeHours"), (fid) => h("input", { id: fid, type: "number", min: "0", value: "24" }));
   const [l7, ct] = field(t("contact"), (fid) => h("input", { id: fid, type: "text" }));
-  const [l8, md] = field("models", (fid) => h("input", { id: fid, type: "text", value: models.join(",") }));
+  const [l8, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: models.join(",") }));
   const form = h("form", { class: "grid card", "aria-labelledby": "create-h" }, h("h2", { id: "create-h", class: "full" }, t("createTenant")),
     l1, id, l2, nm, l3, tier, l4, zero, l5, kv, l6, hrs, l7, ct, l8, md, h("div", { class: "full" }, h("button", { type: "submit" }, t("create"))));
   out.append(submitting(form, async () => {
@@ -513,6 +515,79 @@ async function pageTenants(out) {
       notice_deadline_hours: Number(hrs.value), incident_contact: ct.value,
     });
     return t("created", created.id);
+  }));
+}
+
+// pageTenant: one tenant's quotas, models, notice clause and residency
+// (PATCH /admin/v1/tenants/{id}: the fields given change), and its API
+// clients (list, register, revoke).
+async function pageTenant(out, id) {
+  const x = await api("GET", "/admin/v1/tenants/" + encodeURIComponent(id));
+  const path = "/admin/v1/tenants/" + encodeURIComponent(x.id);
+  out.append(h("h1", {}, t("tenantId"), " ", x.id), h("p", {}, x.name || ""));
+  const q = x.quotas || {};
+  const res = x.residency || {};
+  const [l1, mc] = field(t("maxConcurrent"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_concurrent) }));
+  const [l2, tpm] = field(t("tokensPerMinute"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.tokens_per_minute) }));
+  const [l3, ctx] = field(t("maxContext"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_context) }));
+  const [l4, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: (x.allowed_models || []).join(",") }));
+  const [l5, hrs] = field(t("noticeHours"), (fid) => h("input", { id: fid, type: "number", min: "0", value: String(x.notice_deadline_hours ?? 0) }));
+  const [l6, ct] = field(t("contact"), (fid) => h("input", { id: fid, type: "text", value: x.incident_contact || "" }));
+  const [l7, rg] = field(t("regions"), (fid) => h("input", { id: fid, type: "text", value: (res.regions || []).join(",") }));
+  const [l8, nt] = field(t("nodeTier"), (fid) => h("input", { id: fid, type: "text", value: res.tier || "" }));
+  const list = (v) => v.split(",").map((s) => s.trim()).filter(Boolean);
+  const form = h("form", { class: "grid card", "aria-labelledby": "upd-h" }, h("h2", { id: "upd-h", class: "full" }, t("updateTenant")),
+    h("p", { class: "full muted" }, t("kvPagesFixed", q.kv_pages, x.tier, x.zeroing)),
+    l1, mc, l2, tpm, l3, ctx, l4, md, l5, hrs, l6, ct, l7, rg, l8, nt, h("div", { class: "full" }, h("button", { type: "submit" }, t("save"))));
+  out.append(submitting(form, async () => {
+    await api("PATCH", path, {
+      quotas: { max_concurrent: Number(mc.value), tokens_per_minute: Number(tpm.value), max_context: Number(ctx.value) },
+      allowed_models: list(md.value), notice_deadline_hours: Number(hrs.value), incident_contact: ct.value,
+      residency: { regions: list(rg.value), tier: nt.value.trim() },
+    });
+    return t("updated", x.id);
+  }));
+  // API clients.
+  const cs = (await api("GET", path + "/clients")).clients || [];
+  out.append(h("h2", {}, t("clients")));
+  out.append(cs.length === 0 ? h("p", { class: "muted" }, t("none")) : table(["id", t("name"), t("scopes"), t("status"), t("actions")], cs.map((c) => {
+    const act = c.status === "active" ? submitting(h("form", {}, h("button", { type: "submit", class: "secondary", "aria-label": t("revoke") + " " + c.id }, t("revoke"))), async () => {
+      await api("POST", "/admin/v1/clients/" + encodeURIComponent(c.id) + "/revoke");
+      return t("revoked", c.id);
+    }) : "";
+    return h("tr", {}, h("td", {}, h("code", {}, c.id)), h("td", {}, c.name || ""), h("td", {}, (c.scopes || []).join(", ")),
+      h("td", { class: c.status === "active" ? null : "late" }, c.status), h("td", {}, act));
+  }), t("clients")));
+  const [c1, cid] = field("id", (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [c2, cname] = field(t("name"), (fid) => h("input", { id: fid, type: "text" }));
+  const boxes = ["infer", "compliance:read", "compliance:write"].map((sc) => {
+    const [lb, cb] = field(sc, (fid) => h("input", { id: fid, type: "checkbox", value: sc, checked: sc === "infer" }));
+    return h("span", { class: "row" }, cb, lb);
+  });
+  const cform = h("form", { class: "grid card", "aria-labelledby": "cli-h" }, h("h2", { id: "cli-h", class: "full" }, t("registerClient")),
+    c1, cid, c2, cname, h("span", {}, t("scopes")), h("div", { class: "row" }, boxes), h("div", { class: "full" }, h("button", { type: "submit" }, t("create"))));
+  out.append(submitting(cform, async () => {
+    const scopes = [...cform.querySelectorAll("input[type=checkbox]")].filter((b) => b.checked).map((b) => b.value);
+    const c = await api("POST", path + "/clients", { id: cid.value.trim(), name: cname.value, scopes });
+    return t("clientCreated", c.id);
+  }));
+}
+
+// pageKeys: the JWT signing keys (public halves), rotation and retirement.
+async function pageKeys(out) {
+  const ks = (await api("GET", "/admin/v1/keys")).keys || [];
+  out.append(h("h1", {}, t("keysTitle")));
+  out.append(table(["kid", "issuer", t("state"), t("createdAt"), t("actions")], ks.map((k) => {
+    const act = k.state === "current" || k.state === "retired" ? "" : submitting(h("form", {}, h("button", { type: "submit", class: "secondary", "aria-label": t("retire") + " " + k.kid }, t("retire"))), async () => {
+      await api("POST", "/admin/v1/keys/" + encodeURIComponent(k.kid) + "/retire");
+      return t("retired", k.kid);
+    });
+    return h("tr", {}, h("td", {}, h("code", {}, k.kid)), h("td", {}, k.issuer || ""), h("td", {}, k.state || ""), h("td", {}, fmtDate(k.created_at)), h("td", {}, act));
+  }), t("keysTitle")));
+  const rot = h("form", { class: "row" }, h("button", { type: "submit" }, t("rotate")));
+  out.append(submitting(rot, async () => {
+    await api("POST", "/admin/v1/keys/rotate");
+    return t("rotated");
   }));
 }
 

@@ -74,6 +74,14 @@ const fr = {
   consultedWho: "Responsable de la protection consulté", completedOn: "Terminée le",
   deferNotice: "Différer l’avis aux personnes (art. 3.5 al. 3)", deferralReason: "Motif (enquête)", deferralUntil: "Jusqu’au",
   versionRecorded: "Version {0} consignée.",
+  navKeys: "Clés", keysTitle: "Clés de signature des jetons", state: "État", createdAt: "Créée le",
+  retire: "Retirer", retired: "Clé {0} retirée.", rotate: "Faire tourner les clés", rotated: "Clés tournées.",
+  maxConcurrent: "Requêtes simultanées", tokensPerMinute: "Jetons par minute", maxContext: "Contexte maximal",
+  models: "Modèles permis (séparés par des virgules)", regions: "Régions permises (résidence)", nodeTier: "Niveau de nœud exigé",
+  updateTenant: "Modifier le client", save: "Enregistrer", updated: "Client {0} modifié.",
+  kvPagesFixed: "Pages KV : {0} (fixées à la création) · niveau {1} · effacement {2}",
+  clients: "Clients de l’API", scopes: "Portées", revoke: "Révoquer", revoked: "Client d’API {0} révoqué.",
+  registerClient: "Inscrire un client d’API", clientCreated: "Client d’API {0} inscrit.",
 };
 
 const en = {
@@ -149,6 +157,14 @@ const en = {
   consultedWho: "Privacy officer consulted", completedOn: "Completed on",
   deferNotice: "Defer the notice to persons (s. 3.5 para. 3)", deferralReason: "Reason (investigation)", deferralUntil: "Until",
   versionRecorded: "Version {0} recorded.",
+  navKeys: "Keys", keysTitle: "Token signing keys", state: "State", createdAt: "Created",
+  retire: "Retire", retired: "Key {0} retired.", rotate: "Rotate the keys", rotated: "Keys rotated.",
+  maxConcurrent: "Concurrent requests", tokensPerMinute: "Tokens per minute", maxContext: "Maximum context",
+  models: "Allowed models (comma-separated)", regions: "Allowed regions (residency)", nodeTier: "Required node tier",
+  updateTenant: "Update the tenant", save: "Save", updated: "Tenant {0} updated.",
+  kvPagesFixed: "KV pages: {0} (fixed at creation) · tier {1} · zeroing {2}",
+  clients: "API clients", scopes: "Scopes", revoke: "Revoke", revoked: "API client {0} revoked.",
+  registerClient: "Register an API client", clientCreated: "API client {0} registered.",
 };
 
 const tables = { fr, en };
