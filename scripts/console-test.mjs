@@ -154,6 +154,10 @@ try {
   await click(p, "main button", "Consigner");
   await waitText(p, "Avis n° 1 consigné");
   ok((await text(p)).includes("<script>window.__xss=6</script>"), "the notice text is shown as text");
+  // A measure taken (s. 7(8)).
+  await fill(p, "Mesure", "clés de session révoquées");
+  await click(p, "form[aria-labelledby=measure-h] button", "Consigner");
+  await waitText(p, "Version 2 consignée.");
   // The assessment, with the privacy officer's consultation (art. 3.7).
   await fill(p, "Sensibilité des renseignements", "moyenne");
   await fill(p, "Utilisations malveillantes possibles", "hameçonnage");
@@ -161,18 +165,18 @@ try {
   await fill(p, "Probabilité d’utilisation préjudiciable", "faible");
   await fill(p, "Responsable de la protection consulté", "Claire Officer");
   await click(p, "#assess-h ~ div button, form[aria-labelledby=assess-h] button", "Consigner");
-  await waitText(p, "Version 2 consignée.");
+  await waitText(p, "Version 3 consignée.");
   let changed = await p.$$eval("main td.changed", (tds) => tds.map((t) => t.textContent));
-  ok(changed.some((t) => t.startsWith("terminée · risque sérieux · moyenne")), "the completed assessment is version 2, marked as changed: " + JSON.stringify(changed));
+  ok(changed.some((t) => t.startsWith("terminée · risque sérieux · moyenne")), "the completed assessment is version 3, marked as changed: " + JSON.stringify(changed));
   // A deferral of the notice to persons.
   await fill(p, "Motif (enquête)", "enquête policière en cours");
   await click(p, "form[aria-labelledby=defer-h] button", "Consigner");
-  await waitText(p, "Version 3 consignée.");
+  await waitText(p, "Version 4 consignée.");
   await click(p, "main button", "Fermer le dossier");
-  await waitText(p, "Dossier fermé (version 4)");
+  await waitText(p, "Dossier fermé (version 5)");
   changed = await p.$$eval("main td.changed", (tds) => tds.map((t) => t.textContent));
-  ok(changed.some((t) => t.startsWith("enquête policière")) && changed.some((t) => t.startsWith("fermé")),
-    "four versions side by side, the deferral and the closing marked where they changed: " + JSON.stringify(changed));
+  ok(changed.some((t) => t.includes("clés de session révoquées")) && changed.some((t) => t.startsWith("enquête policière")) && changed.some((t) => t.startsWith("fermé")),
+    "five versions side by side, the deferral and the closing marked where they changed: " + JSON.stringify(changed));
   await click(p, "main button", "Avis à la Commission");
   await p.waitForFunction(() => { const d = document.getElementById("draft"); return d && !d.hidden && d.textContent.includes("AVIS À LA COMMISSION"); }, { timeout: 15000 });
   ok(true, "the Commission draft is shown, as text");
@@ -200,6 +204,11 @@ try {
   await clean(p, "log");
   await axe(p, "log");
   await shot(p, "console-log");
+  // Idle expiry: the page's clock moved 16 minutes on, it forgets the token.
+  await p.evaluate(() => { const real = Date.now; Date.now = () => real() + 16 * 60000; });
+  await p.waitForFunction(() => document.getElementById("signout").hidden, { timeout: 20000 });
+  ok((await text(p)).includes("Session fermée après 15 minutes d’inactivité."), "after 15 idle minutes the page signs out, and says so");
+  await signIn(p, OFFICER);
   await p.click("#signout");
   await p.waitForSelector("main input[type=password]");
   ok(!(await p.content()).includes(OFFICER), "signing out leaves no token in the page");

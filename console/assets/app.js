@@ -259,7 +259,8 @@ const versionFields = [
     return [t("as_" + a.status), risk, a.sensitivity, a.likelihood, a.completed_on].filter(Boolean).join(" · ");
   }],
   ["affected_tenants", (v) => (v.affected_tenants || []).join(", ") + (v.other_tenants ? " + " + t("otherCount", v.other_tenants) : "")],
-  ["measures_taken", (v) => (v.measures_taken || []).map((m) => (m.date || "") + " " + (m.text || m.measure || "")).join("; ")],
+  ["measures_taken", (v) => (v.measures_taken || []).map((m) => (m.date ? m.date + " : " : "") + m.what).join("; ")],
+  ["measures_planned", (v) => (v.measures_planned || []).map((m) => (m.date ? m.date + " : " : "") + m.what).join("; ")],
   ["cause", (v) => v.cause || ""],
   ["deferral", (v) => (v.persons_notice_deferral ? v.persons_notice_deferral.reason + (v.persons_notice_deferral.until ? " → " + v.persons_notice_deferral.until : "") : "")],
   ["consulted", (v) => (v.privacy_officer_consulted ? v.privacy_officer_consulted.who + " · " + v.privacy_officer_consulted.date : "")],
@@ -294,7 +295,7 @@ async function pageIncident(out, id) {
   if (has("compliance:write") && has("admin")) {
     out.append(noticeForm(f.ID, latest.affected_tenants || []));
     if (latest.status !== "closed") {
-      out.append(assessmentForm(f.ID), deferralForm(f.ID));
+      out.append(measureForm(f.ID, latest), assessmentForm(f.ID), deferralForm(f.ID));
       const form = h("form", { class: "row" }, h("button", { type: "submit", class: "secondary" }, t("closeIncident")));
       out.append(submitting(form, async () => {
         const st = await api("PATCH", "/compliance/v1/incidents/" + encodeURIComponent(f.ID), { status: "closed" });
@@ -342,6 +343,23 @@ function assessmentForm(id) {
         risk_of_serious_injury: risk.value === "yes", completed_on: on.value, consulted: [consulted] },
       privacy_officer_consulted: consulted,
     });
+    return t("versionRecorded", st.version);
+  });
+}
+
+// measureForm adds a measure taken (s. 7(8)) or planned (s. 3(10)) to the
+// latest version's: a new version with the list extended.
+function measureForm(id, latest) {
+  const today = new Date().toISOString().slice(0, 10);
+  const [l1, kind] = field(t("measureKind"), (fid) => h("select", { id: fid },
+    h("option", { value: "measures_taken" }, t("vf_measures_taken")), h("option", { value: "measures_planned" }, t("vf_measures_planned"))));
+  const [l2, what] = field(t("measureWhat"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const [l3, on] = field(t("measureDate"), (fid) => h("input", { id: fid, type: "date", required: true, value: today }));
+  const form = h("form", { class: "grid card", "aria-labelledby": "measure-h" }, h("h2", { id: "measure-h", class: "full" }, t("addMeasure")),
+    l1, kind, l2, what, l3, on, h("div", { class: "full" }, h("button", { type: "submit" }, t("record"))));
+  return submitting(form, async () => {
+    const list = [...(latest[kind.value] || []), { what: what.value, date: on.value }];
+    const st = await api("PATCH", "/compliance/v1/incidents/" + encodeURIComponent(id), { [kind.value]: list });
     return t("versionRecorded", st.version);
   });
 }
@@ -669,11 +687,12 @@ function start() {
   setLang("fr");
   document.getElementById("lang").addEventListener("click", () => { setLang(getLang() === "fr" ? "en" : "fr"); render(); });
   document.getElementById("signout").addEventListener("click", () => signOut(""));
-  window.addEventListener("hashchange", () => { if (location.hash !== "#main") render(); });
+  document.getElementById("skip").addEventListener("click", (e) => { e.preventDefault(); document.getElementById("main").focus(); });
+  window.addEventListener("hashchange", () => render());
   for (const ev of ["keydown", "pointerdown"]) window.addEventListener(ev, () => { state.lastActive = Date.now(); }, { passive: true });
   setInterval(() => {
     if (state.token && Date.now() - state.lastActive > IDLE_MINUTES * 60000) signOut(t("idleOut", IDLE_MINUTES));
-  }, 15000);
+  }, 10000);
   render();
 }
 
