@@ -2,9 +2,13 @@ package console
 
 import (
 	"embed"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -27,6 +31,49 @@ type Options struct {
 	// TLS: the console is served over HTTPS; answers carry
 	// Strict-Transport-Security.
 	TLS bool
+	// OIDC, when set, offers sign-in with the deployment's OpenID Connect
+	// provider (authorization code with PKCE): the page reads it from
+	// GET /config.json, and the CSP lets it reach the token endpoint.
+	OIDC *OIDC
+}
+
+// OIDC is the provider the console signs in with: a public client (no
+// secret) using the authorization code flow with PKCE (S256). The access
+// token it obtains is sent to the API as any bearer token is, so the node
+// must trust the provider (cloisond --jwks-url, --jwt-issuer).
+type OIDC struct {
+	AuthorizeURL string `json:"authorize_url"`
+	TokenURL     string `json:"token_url"`
+	ClientID     string `json:"client_id"`
+	Scope        string `json:"scope"`
+}
+
+// CheckURL refuses an endpoint the page could not use safely: not https,
+// except http to a loopback host (development), or with a fragment.
+func CheckURL(name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%s %q: not an absolute URL without fragment or credentials", name, raw)
+	}
+	h := u.Hostname()
+	loop := h == "localhost" || (net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback())
+	if u.Scheme != "https" && !(u.Scheme == "http" && loop) {
+		return fmt.Errorf("%s %q: https only (http to a loopback host for development)", name, raw)
+	}
+	return nil
+}
+
+// csp is CSP with connect-src widened to the token endpoint's origin when
+// OIDC is configured.
+func (o Options) csp() string {
+	if o.OIDC == nil {
+		return CSP
+	}
+	u, err := url.Parse(o.OIDC.TokenURL)
+	if err != nil {
+		return CSP
+	}
+	return strings.Replace(CSP, "connect-src 'self'", "connect-src 'self' "+u.Scheme+"://"+u.Host, 1)
 }
 
 // Handler serves the console and forwards its API calls to api, the
@@ -49,6 +96,13 @@ func Handler(api http.Handler, o Options) http.Handler {
 			return
 		}
 		serveAsset(w, r, name)
+	})
+	cfg, _ := json.Marshal(struct {
+		OIDC *OIDC `json:"oidc,omitempty"`
+	}{o.OIDC})
+	mux.HandleFunc("GET /config.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(cfg)
 	})
 	fwd := forward(api)
 	mux.Handle("/admin/v1/", fwd)
@@ -76,9 +130,10 @@ func forward(api http.Handler) http.Handler {
 // securityHeaders sets the headers every answer carries, API answers
 // included, before the handler writes (handlers set Content-Type only).
 func securityHeaders(h http.Handler, o Options) http.Handler {
+	csp := o.csp()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd.Set("Content-Security-Policy", CSP)
+		hd.Set("Content-Security-Policy", csp)
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "no-referrer")

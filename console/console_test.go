@@ -175,7 +175,7 @@ func TestCrossSiteCallsRefused(t *testing.T) {
 // CSP (Trusted Types, no unsafe-inline) would stop the first ones in the
 // browser; this keeps them out of the source.
 func TestAssetsHaveNoSinks(t *testing.T) {
-	banned := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\s*\(|new\s+Function|Function\s*\(|srcdoc|localStorage|sessionStorage|indexedDB|document\.cookie|setTimeout\s*\(\s*["'\x60]|javascript:`)
+	banned := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\s*\(|new\s+Function|Function\s*\(|srcdoc|localStorage|indexedDB|document\.cookie|setTimeout\s*\(\s*["'\x60]|javascript:`)
 	names, err := fs.Glob(assets, "assets/*")
 	if err != nil || len(names) == 0 {
 		t.Fatal(names, err)
@@ -196,6 +196,13 @@ func TestAssetsHaveNoSinks(t *testing.T) {
 				t.Errorf("%s: %q (inline style, inline handler or another origin)", n, m)
 			}
 		}
+		// sessionStorage holds one sign-in's PKCE verifier across the
+		// provider's redirect, under one key, and nothing else.
+		for _, line := range strings.Split(s, "\n") {
+			if strings.Contains(line, "sessionStorage") && !strings.Contains(line, `"cloison.pkce"`) {
+				t.Errorf("%s: sessionStorage used for something other than the PKCE verifier: %s", n, strings.TrimSpace(line))
+			}
+		}
 		if strings.HasSuffix(n, ".js") {
 			if m := regexp.MustCompile(`https?://|\bimport\s*\(`).FindString(s); m != "" {
 				t.Errorf("%s: %q (another origin or a dynamic import)", n, m)
@@ -212,6 +219,41 @@ func TestAssetTypes(t *testing.T) {
 		"/assets/console.css": "text/css; charset=utf-8", "/assets/favicon.svg": "image/svg+xml"} {
 		if got := do(h, "GET", path, nil).Header().Get("Content-Type"); got != ct {
 			t.Errorf("%s: Content-Type %q, want %q", path, got, ct)
+		}
+	}
+}
+
+// With a provider configured the page learns it from /config.json and its
+// CSP lets it call the token endpoint's origin, and only that one; without,
+// /config.json says nothing and the CSP is unchanged.
+func TestOIDCConfig(t *testing.T) {
+	o := &OIDC{AuthorizeURL: "https://idp.example/auth", TokenURL: "https://token.example:8443/oauth/token?x=1", ClientID: "console", Scope: "openid"}
+	h := Handler(&fakeAPI{}, Options{OIDC: o})
+	rec := do(h, "GET", "/config.json", nil)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"client_id":"console"`) || !strings.Contains(rec.Body.String(), `"token_url":"https://token.example:8443/oauth/token?x=1"`) {
+		t.Fatalf("config.json: %d %s", rec.Code, rec.Body)
+	}
+	csp := rec.Header().Get("Content-Security-Policy")
+	if !strings.Contains(csp, "connect-src 'self' https://token.example:8443;") || strings.Contains(csp, "idp.example") {
+		t.Fatalf("CSP with OIDC: %s", csp)
+	}
+	if strings.Replace(csp, " https://token.example:8443", "", 1) != CSP {
+		t.Fatalf("CSP with OIDC differs from CSP beyond connect-src: %s", csp)
+	}
+	rec = do(Handler(&fakeAPI{}, Options{}), "GET", "/config.json", nil)
+	if rec.Body.String() != "{}" || rec.Header().Get("Content-Security-Policy") != CSP {
+		t.Fatalf("config.json without OIDC: %s, CSP %s", rec.Body, rec.Header().Get("Content-Security-Policy"))
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"https://idp.example/auth": true, "http://127.0.0.1:9000/auth": true, "http://localhost/auth": true, "http://[::1]:1/t": true,
+		"http://idp.example/auth": false, "https://idp.example/auth#x": false, "https://u:p@idp.example/": false,
+		"/auth": false, "javascript:alert(1)": false, "ftp://idp.example/": false, "": false,
+	} {
+		if err := CheckURL("u", raw); (err == nil) != ok {
+			t.Errorf("%q: %v, want ok %v", raw, err, ok)
 		}
 	}
 }

@@ -10,7 +10,9 @@
 // sends it as Authorization with every call; Handler hands those calls to
 // the node's own API handler, unchanged, so every read and every change is
 // authenticated, scope-checked and ledgered exactly as the same call made
-// with curl or cloisonctl, with the token's subject as actor. Because no
+// with curl or cloisonctl, with the token's subject as actor. The token is
+// pasted, or obtained from the deployment's OpenID Connect provider with
+// the authorization code flow and PKCE (Options.OIDC). Because no
 // credential is ever sent by the browser on its own, a page of another
 // origin cannot make a signed-in console act (no CSRF), and there is no
 // session to fix.
@@ -18,6 +20,7 @@
 // What Handler serves, and nothing else (TestConsoleServesNothingElse):
 //
 //	GET /                     the page (index.html)
+//	GET /config.json          how the page signs in (Options.OIDC; nothing secret)
 //	GET /assets/{name}        its scripts, style sheet and icon (embedded)
 //	/admin/v1/...             the node's admin API (admin.go in package api)
 //	/compliance/v1/...        the node's compliance and transparency-log API

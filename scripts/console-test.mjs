@@ -311,6 +311,30 @@ try {
   await axe(p, "mine");
   await shot(p, "console-tenant");
 
+  // ---- sign-in with the OpenID Connect provider (code + PKCE) ------------------
+  console.log("== the officer signs in with the identity provider");
+  p = await page();
+  await p.goto(URL + "/?code=forged&state=forged", { waitUntil: "networkidle0" });
+  await p.waitForSelector("main .error[role=alert]");
+  ok(await p.$eval("#signout", (e) => e.hidden) && !p.url().includes("code="), "a return from the provider this tab did not start signs nobody in, and the code leaves the address bar");
+  await p.waitForSelector("#oidc");
+  await Promise.all([p.waitForNavigation({ waitUntil: "networkidle0" }), p.click("#oidc")]);
+  await p.waitForSelector("#signout:not([hidden])", { timeout: 15000 });
+  await p.waitForFunction(() => !document.querySelector("[aria-busy]"), { timeout: 15000 });
+  ok((await p.$eval("#who", (e) => e.textContent)).startsWith("officer-oidc"), "signed in as the provider's person, with its token's scopes");
+  ok(p.url() === URL + "/#/register", "the code is gone from the address bar: " + p.url());
+  ok(await p.evaluate(() => sessionStorage.length === 0 && localStorage.length === 0 && document.cookie === ""), "the PKCE verifier is gone from sessionStorage; nothing is stored");
+  await p.goto(URL + "/#/tenants", { waitUntil: "networkidle0" });
+  await waitText(p, "Créer un client");
+  await click(p, "main button", "Suspendre"); // acme
+  await p.waitForFunction(() => document.body.innerText.includes("suspendu."));
+  const rows2 = (await (await fetch(API + "/compliance/v1/ledger?from=1&to=1000", { headers: { Authorization: "Bearer " + OFFICER } })).text())
+    .split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const actor = rows2.filter((r) => r.tenant === "acme" && r.kind === "tenant.disabled").map((r) => r.payload.actor).at(-1);
+  ok(String(actor).includes("officer-oidc"), "a change made after an OIDC sign-in is ledgered under the provider's subject: " + actor);
+  await clean(p, "oidc");
+  await fetch(API + "/admin/v1/tenants/acme/activate", { method: "POST", headers: { Authorization: "Bearer " + ADMIN } });
+
   // ---- the page's verifier against tampering -----------------------------------
   console.log("== tlog.js refuses tampered checkpoints and proofs (the same module, in node)");
   const tl = await import("./tlog.js");

@@ -48,11 +48,20 @@ admin="$base/cloison_console$opts"; runtime="postgres://cloison_runtime@$hostpar
 psql -q "$base/postgres$opts" -c 'DROP DATABASE IF EXISTS cloison_console WITH (FORCE)' >/dev/null 2>&1
 [ -s "$dir/state/db-runtime.password" ] || (umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/state/db-runtime.password")
 
+# An OpenID Connect provider for the console's sign-in (scripts/console-idp.mjs).
+IDP_READY="$dir/state/idp-ready"; export IDP_READY
+node scripts/console-idp.mjs & idp_pid=$!
+for _ in $(seq 1 50); do [ -s "$IDP_READY" ] && break; sleep 0.1; done
+[ -s "$IDP_READY" ] || { echo "console-test: the test identity provider did not start" >&2; kill $idp_pid; exit 1; }
+idp="http://$(cat "$IDP_READY")"
+
 rm -f "$dir/state/ready" "$dir/state/console-ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --grpc-addr '' --metrics-addr '' --database-url "$runtime" --migrate-database-url "$admin" \
 	--db-runtime-password-file "$dir/state/db-runtime.password" --create-database --dev --dev-tenant dev \
-	--state-dir "$dir/state" --ready-file "$dir/state/ready" --console-ready-file "$dir/state/console-ready" 2>"$dir/cloisond.log" & pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
+	--state-dir "$dir/state" --ready-file "$dir/state/ready" --console-ready-file "$dir/state/console-ready" \
+	--jwks-url "$idp/jwks" --jwt-issuer "$idp" --console-oidc-authorize-url "$idp/authorize" --console-oidc-token-url "$idp/token" \
+	--console-oidc-client-id cloison-console 2>"$dir/cloisond.log" & pid=$!
+trap 'kill $pid $idp_pid 2>/dev/null || true; wait $pid $idp_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do [ -s "$dir/state/ready" ] && break; kill -0 $pid 2>/dev/null || { tail -20 "$dir/cloisond.log" >&2; exit 1; }; sleep 0.5; done
 [ -s "$dir/state/ready" ] || { echo "console-test: cloisond did not become ready" >&2; tail -20 "$dir/cloisond.log" >&2; exit 1; }
 addr=$(cat "$dir/state/ready")

@@ -48,6 +48,30 @@ func TestConsoleAddr(t *testing.T) {
 	}
 }
 
+// Console sign-in with an OpenID Connect provider is all or nothing, only
+// with a provider the node trusts (--jwks-url), and https only off
+// loopback.
+func TestConsoleOIDCFlags(t *testing.T) {
+	idp := []string{"--jwks-url", "https://idp.example/jwks", "--jwt-issuer", "https://idp.example"}
+	full := []string{"--console-oidc-authorize-url", "https://idp.example/auth", "--console-oidc-token-url", "https://idp.example/token", "--console-oidc-client-id", "console"}
+	for _, tt := range []struct {
+		args []string
+		want string // "" : accepted
+	}{
+		{nil, ""},
+		{append(append([]string{}, idp...), full...), ""},
+		{full, "--jwks-url"},
+		{append(append([]string{}, idp...), full[:4]...), "go together"},
+		{append(append([]string{}, idp...), "--console-oidc-authorize-url", "http://idp.example/auth", "--console-oidc-token-url", "https://idp.example/token", "--console-oidc-client-id", "c"), "https only"},
+		{append(append([]string{}, idp...), "--console-oidc-authorize-url", "https://idp.example/auth", "--console-oidc-token-url", "http://127.0.0.1:9/token", "--console-oidc-client-id", "c"), ""},
+	} {
+		_, err := parseFlags(append([]string{"--database-url", "postgres://x", "--dev"}, tt.args...))
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
 // The console on a real node holds no privilege of its own: every API
 // route answers through it exactly as on the node's own listener, for
 // every kind of token; a change made through it is ledgered with the

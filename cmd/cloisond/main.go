@@ -432,6 +432,9 @@ func (c config) check() error {
 	if err := c.idp.check(); err != nil {
 		return err
 	}
+	if err := c.console.check(c.idp.url); err != nil {
+		return err
+	}
 	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
 		return err
 	}

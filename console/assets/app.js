@@ -42,7 +42,8 @@ function claimsOf(token) {
   try {
     const p = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
     const c = JSON.parse(new TextDecoder().decode(tl.b64decode(p + "=".repeat((4 - (p.length % 4)) % 4))));
-    return { sub: String(c.sub ?? ""), tenant: String(c.tenant ?? ""), scopes: Array.isArray(c.scopes) ? c.scopes.map(String) : [] };
+    const scopes = Array.isArray(c.scopes) ? c.scopes : Array.isArray(c.scope) ? c.scope : typeof c.scope === "string" ? c.scope.split(" ") : [];
+    return { sub: String(c.sub ?? ""), tenant: String(c.tenant ?? ""), scopes: scopes.map(String).filter(Boolean) };
   } catch {
     return { sub: "", tenant: "", scopes: [] };
   }
@@ -129,6 +130,63 @@ function signOut(msg) {
 
 // ---- sign-in ---------------------------------------------------------------
 
+let config = {}; // GET /config.json: {oidc?: {authorize_url, token_url, client_id, scope}}
+
+const b64url = (bytes) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+const redirectURI = () => location.origin + "/";
+
+// oidcStart sends the browser to the provider (authorization code + PKCE,
+// S256). The verifier and state wait for the return in session storage, the
+// only thing the console ever stores, removed as soon as it is read; the
+// token itself never is.
+async function oidcStart() {
+  const o = config.oidc;
+  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const st = b64url(crypto.getRandomValues(new Uint8Array(16)));
+  const challenge = b64url(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))));
+  sessionStorage.setItem("cloison.pkce", JSON.stringify({ verifier, state: st })); // cloison.pkce: one sign-in's verifier
+  const q = new URLSearchParams({ response_type: "code", client_id: o.client_id, redirect_uri: redirectURI(), scope: o.scope || "openid",
+    state: st, code_challenge: challenge, code_challenge_method: "S256" });
+  location.assign(o.authorize_url + (o.authorize_url.includes("?") ? "&" : "?") + q.toString());
+}
+
+// oidcReturn completes a sign-in the provider sent back here: the state
+// must be the one this tab sent, the code is exchanged with the verifier.
+// Returns the token, or throws; the code leaves the address bar either way.
+async function oidcReturn(params) {
+  const saved = sessionStorage.getItem("cloison.pkce"); // cloison.pkce: read once
+  sessionStorage.removeItem("cloison.pkce"); // cloison.pkce: and removed
+  history.replaceState(null, "", "/#/");
+  if (params.get("error")) throw new Error(params.get("error"));
+  const p = saved ? JSON.parse(saved) : null;
+  if (!p || !config.oidc || p.state !== params.get("state")) throw new Error(t("oidcState"));
+  const r = await fetch(config.oidc.token_url, {
+    method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" }, credentials: "omit", cache: "no-store", redirect: "error",
+    body: new URLSearchParams({ grant_type: "authorization_code", code: params.get("code"), redirect_uri: redirectURI(),
+      client_id: config.oidc.client_id, code_verifier: p.verifier }).toString(),
+  });
+  const j = await r.json().catch(() => ({}));
+  if (!r.ok || typeof j.access_token !== "string") throw new Error(j.error_description || j.error || "HTTP " + r.status);
+  return j.access_token;
+}
+
+// acceptToken checks tok with the node before anything is shown, then
+// keeps it (memory only) and opens the first page the scopes allow.
+async function acceptToken(tok) {
+  state.token = tok;
+  try {
+    await api("GET", "/v1/attestation"); // any valid token
+  } catch (ex) {
+    state.token = "";
+    throw ex;
+  }
+  state.claims = claimsOf(tok);
+  state.lastActive = Date.now();
+  const def = routes.find((x) => x.nav && x.show());
+  if (location.hash === "#/" + def.id) await render(); else location.hash = "#/" + def.id;
+  document.getElementById("main").focus();
+}
+
 function pageSignIn(main) {
   const err = h("div");
   const [lbl, input] = field(t("token"), (id) => h("input", { id, type: "password", autocomplete: "off", spellcheck: "false", required: true, name: "token" }));
@@ -139,21 +197,18 @@ function pageSignIn(main) {
     clear(err);
     const tok = input.value.trim();
     input.value = "";
-    state.token = tok;
     try {
-      await api("GET", "/v1/attestation"); // any valid token: checks it before anything is shown
+      await acceptToken(tok);
     } catch (ex) {
-      state.token = "";
       err.append(h("p", { class: "error", role: "alert" }, t("badToken", ex.message)));
-      return;
     }
-    state.claims = claimsOf(tok);
-    state.lastActive = Date.now();
-    const def = routes.find((x) => x.nav && x.show());
-    if (location.hash === "#/" + def.id) render(); else location.hash = "#/" + def.id;
-    document.getElementById("main").focus();
   });
-  main.append(h("h1", { id: "signin-h" }, t("signInTitle")), err, form);
+  main.append(h("h1", { id: "signin-h" }, t("signInTitle")), err);
+  if (config.oidc) {
+    main.append(h("div", { class: "card" }, h("button", { type: "button", id: "oidc", onclick: () => { oidcStart().catch((ex) => err.append(errorBox(ex))); } }, t("oidcSignIn"))),
+      h("p", { class: "muted" }, t("orToken")));
+  }
+  main.append(form);
   input.focus();
 }
 
@@ -693,7 +748,21 @@ function start() {
   setInterval(() => {
     if (state.token && Date.now() - state.lastActive > IDLE_MINUTES * 60000) signOut(t("idleOut", IDLE_MINUTES));
   }, 10000);
-  render();
+  fetch("/config.json", { cache: "no-store", credentials: "omit" }).then((r) => r.json()).catch(() => ({})).then(async (c) => {
+    config = c || {};
+    const params = new URLSearchParams(location.search);
+    if (params.has("code") || params.has("error")) {
+      try {
+        await acceptToken(await oidcReturn(params));
+        return;
+      } catch (ex) {
+        await render();
+        document.getElementById("main").prepend(h("p", { class: "error", role: "alert" }, t("badToken", ex.message)));
+        return;
+      }
+    }
+    render();
+  });
 }
 
 start();
