@@ -145,6 +145,11 @@ try {
   await clean(p, "register");
   await axe(p, "register");
   await shot(p, "console-register");
+  // The register's settings: a new version.
+  await fill(p, "Personne à joindre", "Claire Officer, RPRP");
+  await click(p, "form[aria-labelledby=org-h] button", "Enregistrer");
+  await waitText(p, "Réglages du registre : version 1 consignée.");
+  ok(true, "the organisation and privacy officer are saved as a new settings version");
   // The incident: versions, a notice, closing it, drafts.
   const id = await p.$$eval("main table a", (as) => as.map((a) => a.textContent).filter((x) => x.startsWith("inc-")).at(-1));
   await p.goto(URL + "/#/incident/" + id, { waitUntil: "networkidle0" });
@@ -258,6 +263,16 @@ try {
   p.problems = p.problems.filter((x) => !x.includes("409")); // the refusal's console line
   await clean(p, "keys");
   await axe(p, "keys");
+  // The policy bundle: the repository's own files, read in the browser and reloaded.
+  await p.goto(URL + "/#/policy", { waitUntil: "networkidle0" });
+  await waitText(p, "Politique d’admission (OPA)");
+  const rego = ["attestation", "classification", "context", "decision", "models", "residency", "tenant"].map((n) => `${process.env.POLICY_DIR}/${n}.rego`);
+  await (await control(p, "Fichiers .rego")).uploadFile(...rego);
+  await click(p, "main button", "Recharger");
+  await waitText(p, "Lot de 7 fichier(s) appliqué : révision");
+  ok(true, "a policy bundle is reloaded from files chosen in the browser");
+  await clean(p, "policy");
+  await axe(p, "policy");
   await p.goto(URL + "/#/tenants", { waitUntil: "networkidle0" });
   await waitText(p, "Créer un client");
   await click(p, "main button", "Suspendre");  // the first row: acme
@@ -280,6 +295,7 @@ try {
   ok(rows.some((r) => r.kind === "tenant.created" && r.tenant === "beta" && r.payload.actor === "admin:admin-alice"), "beta's creation is ledgered with the administrator as actor");
   ok(rows.some((r) => r.tenant === "acme" && r.kind === "tenant.disabled" && r.payload.actor === "admin:admin-alice"), "acme's suspension is ledgered with the administrator as actor");
   ok(rows.some((r) => r.tenant === "beta" && r.kind === "tenant.updated" && r.payload.actor === "admin:admin-alice"), "beta's update is ledgered with the administrator as actor");
+  ok(rows.some((r) => r.kind === "policy.reloaded" && r.payload.data.actor === "admin:admin-alice" && r.payload.data.files === 7), "the policy reload (7 files) is ledgered with the administrator as its actor");
   await fetch(API + "/admin/v1/tenants/acme/activate", { method: "POST", headers: { Authorization: "Bearer " + ADMIN } });
 
   // ---- a token with no console scope -----------------------------------------

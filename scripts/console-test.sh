@@ -88,7 +88,8 @@ report=$(curl -sf "http://$addr/v1/reports" -H "Authorization: Bearer $acme_infe
 	-d "{\"request\":\"$rid\",\"reason\":\"foreign-content\",\"foreign_text\":\"<img src=x onerror=window.__xss=4>\",\"details\":\"<script>window.__xss=5</script>\"}")
 report_id=$(node -e 'console.log(JSON.parse(process.argv[1]).report)' "$report")
 
+root=$PWD
 cp scripts/console-test.mjs "$dir/node/console-test.mjs"
 cp console/assets/tlog.js "$dir/node/tlog.js" # its checks, also run against tampered inputs in node
 (cd "$dir/node" && CHROMIUM="$CHROMIUM" CONSOLE_URL="http://$console" API_URL="http://$addr" OFFICER_TOKEN="$officer" ADMIN_TOKEN="$administrator" \
-	ACME_TOKEN="$acme_officer" INFER_TOKEN="$infer_only" REPORT_ID="$report_id" SHOTS="$PWD/../shots" node console-test.mjs)
+	ACME_TOKEN="$acme_officer" INFER_TOKEN="$infer_only" REPORT_ID="$report_id" SHOTS="$PWD/../shots" POLICY_DIR="$root/policies/rego" node console-test.mjs)

@@ -59,6 +59,7 @@ const routes = [
   { id: "tenants", nav: "navTenants", show: () => has("admin"), render: pageTenants },
   { id: "tenant", show: () => has("admin"), render: pageTenant },
   { id: "keys", nav: "navKeys", show: () => has("admin"), render: pageKeys },
+  { id: "policy", nav: "navPolicy", show: () => has("admin"), render: pagePolicy },
   { id: "mine", nav: "navMine", show: () => has("compliance:read") && !has("admin"), render: pageMine },
   { id: "node", nav: "navNode", show: () => true, render: pageNode },
 ];
@@ -276,6 +277,26 @@ async function pageRegister(out) {
   });
   out.append(table([t("incident"), t("status"), t("assessment"), t("awareness"), t("persons"), t("tenants"), t("deadlines")], rows, t("registerTitle")));
   if (has("compliance:write")) out.append(openIncidentForm());
+  out.append(await organisationForm());
+}
+
+// organisationForm: the organisation and privacy officer new register
+// entries name (Règlement s. 3(1), 3(2)); saving is a new settings version.
+async function organisationForm() {
+  const set = await api("GET", "/admin/v1/register/organisation");
+  const o = set.organization || {}, c = set.contact || {};
+  const mk = (label, v) => field(label, (fid) => h("input", { id: fid, type: "text", value: v || "" }));
+  const [l1, name] = mk(t("orgName"), o.name), [l2, neq] = mk(t("orgNEQ"), o.neq);
+  const [l3, cn] = mk(t("contactName"), c.name), [l4, ct] = mk(t("contactTitle"), c.title);
+  const [l5, cp] = mk(t("contactPhone"), c.phone), [l6, ce] = mk(t("contactEmail"), c.email);
+  const form = h("form", { class: "grid card", "aria-labelledby": "org-h" }, h("h2", { id: "org-h", class: "full" }, t("orgTitle")),
+    h("p", { class: "full muted" }, t("orgVersion", set.version)), l1, name, l2, neq, l3, cn, l4, ct, l5, cp, l6, ce,
+    h("div", { class: "full" }, h("button", { type: "submit" }, t("save"))));
+  return submitting(form, async () => {
+    const r = await api("PUT", "/admin/v1/register/organisation", { organization: { name: name.value, neq: neq.value },
+      contact: { name: cn.value, title: ct.value, phone: cp.value, email: ce.value } });
+    return t("orgSaved", r.version);
+  });
 }
 
 function openIncidentForm() {
@@ -661,6 +682,21 @@ async function pageKeys(out) {
   out.append(submitting(rot, async () => {
     await api("POST", "/admin/v1/keys/rotate");
     return t("rotated");
+  }));
+}
+
+// pagePolicy: a new policy bundle (.rego files read in the browser) sent
+// to POST /admin/v1/policies/reload; the node checks and compiles it,
+// ledgers its digest and answers its revision.
+async function pagePolicy(out) {
+  out.append(h("h1", {}, t("policyTitle")), h("p", { class: "muted" }, t("policyHelp")));
+  const [l1, files] = field(t("policyFiles"), (fid) => h("input", { id: fid, type: "file", multiple: true, accept: ".rego", required: true }));
+  const form = h("form", { class: "grid card" }, l1, files, h("div", { class: "full" }, h("button", { type: "submit" }, t("reload"))));
+  out.append(submitting(form, async () => {
+    const bundle = {};
+    for (const f of files.files) bundle[f.name] = await f.text();
+    const r = await api("POST", "/admin/v1/policies/reload", { files: bundle });
+    return t("reloaded", Object.keys(bundle).length, r.revision);
   }));
 }
 
