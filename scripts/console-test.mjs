@@ -378,6 +378,19 @@ try {
   ok(proof.length === 0 || !(await tl.verifyInclusion(leaf, BigInt(pos - 1), note.size, flipped, note.root)), "nor with a proof hash changed");
   ok(tl.canonical({ b: 1, a: [1.5, "é<\u2028"], "\u00e9": null, A: true }) === '{"A":true,"a":[1.5,"é<\u2028"],"b":1,"é":null}', "canonical JSON is RFC 8785's (keys by UTF-16 code units)");
 
+  // ---- revoking a token ----------------------------------------------------------
+  console.log("== the administrator revokes a token");
+  p = await page();
+  await signIn(p, ADMIN);
+  await p.goto(URL + "/#/keys", { waitUntil: "networkidle0" });
+  await waitText(p, "Révoquer un jeton");
+  ok(await call(p, "GET", "/v1/attestation", INFER) === 200, "the inference token works before");
+  await (await control(p, "Jeton à révoquer (collé)")).type(INFER);
+  await click(p, "form[aria-labelledby=rev-h] button", "Révoquer");
+  await waitText(p, "(sujet app-dev) révoqué.");
+  ok(await call(p, "GET", "/v1/attestation", INFER) === 401, "and is refused at once after its revocation in the console");
+  await clean(p, "revoke");
+
   // ---- clickjacking -----------------------------------------------------------
   console.log("== framing");
   p = await page();

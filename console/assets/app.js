@@ -683,6 +683,25 @@ async function pageKeys(out) {
     await api("POST", "/admin/v1/keys/rotate");
     return t("rotated");
   }));
+  // One token revoked: pasted, its jti, issuer, expiry and tenant read
+  // from it to name it (the node keeps it on the list until it expires).
+  const [l1, tok] = field(t("tokenToRevoke"), (fid) => h("textarea", { id: fid, required: true, spellcheck: "false", autocomplete: "off" }));
+  const form = h("form", { class: "grid card", "aria-labelledby": "rev-h" }, h("h2", { id: "rev-h", class: "full" }, t("revokeToken")),
+    l1, tok, h("div", { class: "full" }, h("button", { type: "submit" }, t("revoke"))));
+  out.append(submitting(form, async () => {
+    const raw = tok.value.trim();
+    tok.value = "";
+    let c;
+    try {
+      const p = raw.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      c = JSON.parse(new TextDecoder().decode(tl.b64decode(p + "=".repeat((4 - (p.length % 4)) % 4))));
+    } catch {
+      throw new Error(t("notAToken"));
+    }
+    if (typeof c.jti !== "string" || typeof c.iss !== "string" || typeof c.exp !== "number") throw new Error(t("notAToken"));
+    await api("POST", "/admin/v1/tokens/revoke", { jti: c.jti, issuer: c.iss, expires_at: new Date(c.exp * 1000).toISOString(), tenant: typeof c.tenant === "string" ? c.tenant : undefined });
+    return t("tokenRevoked", c.jti, String(c.sub ?? ""));
+  }));
 }
 
 // pagePolicy: a new policy bundle (.rego files read in the browser) sent
