@@ -127,17 +127,19 @@ verify: staticcheck-install
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; exit 1; fi
 
-## test: every test, as CI runs them: -race, sdk-test, ablation suites, arm64, the full 2026 suite (15-25 min in CI).
+## test: every test, as CI runs them: -race, sdk-test, console-test, ablation suites, arm64, the full 2026 suite (15-25 min in CI).
 ## Every test with the race detector, no cache, make sdk-test (node
 ## and npm, as llama-vocab), then the ablation suites with -tags faults and
 ## make arm64-check (qemu-aarch64). PostgreSQL first:
 ## scripts/pg.sh finds or starts one and prints its URL (fails if none).
-test: llama-vocab test-tools arm64-tools
+test: llama-vocab test-tools arm64-tools console-tools
 	@set -o pipefail; url=$$(scripts/pg.sh) || { echo "make test: no PostgreSQL (scripts/pg.sh failed)" >&2; exit 1; }; \
 	  export DATABASE_URL="$$url"; \
 	  $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
 	  echo "== make sdk-test: the openai npm client and the AI SDK against a real cloisond (about 30 s)" && \
 	  DATABASE_URL="$$url" scripts/sdk-test.sh && \
+	  echo "== make console-test: the web console in headless Chromium against a real cloisond (about 40 s)" && \
+	  scripts/console-test.sh && \
 	  echo "== ablation suites: -tags faults (the test-only defence switches exist only in that build)" && \
 	  $(GO) test -race -count=1 -tags faults -run '^($(FAULTS_SUITES))$$' $(FAULTS_PKGS) && \
 	  echo "== property suites at full size, without the race detector (it slows the CPU kernels ~20x)" && \
@@ -346,7 +348,25 @@ generate:
 	    $$(find $$root -name '*.proto' | sort) || exit 1; \
 	done
 
-## run: the whole platform on embedded defaults, with a dev tenant and token; prints a curl command.
+## console-test: the web console's journeys in headless Chromium against a real cloisond (node, npm, chromium).
+## scripts/console-test.sh: puppeteer-core and axe-core from npm, pinned,
+## into .cache/console-test/node; Debian's chromium (make console-tools);
+## the privacy officer's, the administrator's and a tenant's journeys, XSS
+## through tenant-controlled strings, framing, axe-core on every page;
+## screenshots into .cache/console-test/shots. Fails, never skips, when a
+## tool is missing.
+.PHONY: console-test console-tools
+CHROMIUM_VERSION ?= 156.0.8078.114-1~deb12u1
+console-tools:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends chromium=$(CHROMIUM_VERSION) >/dev/null 2>&1 || \
+	  { apt-get update -qq && { apt-get install -y -qq --no-install-recommends chromium=$(CHROMIUM_VERSION) >/dev/null 2>&1 || \
+	    apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; }; }; } || \
+	  { echo "make console-tools: chromium is not installed and could not be (root and apt-get needed); make console-test needs it" >&2; exit 1; }
+console-test: console-tools
+	scripts/console-test.sh
+
+## run: the whole platform on embedded defaults, with a dev tenant and token; prints a curl command and the console's address.
 ## Local PostgreSQL (found or started by scripts/pg.sh), role setup and migrations through the admin URL,
 ## the built-in context-bag model, a dev tenant and a dev token; prints a
 ## ready-to-paste curl command. cloisond logs in as the runtime role with its
@@ -354,6 +374,7 @@ generate:
 ## 0600); cloisonctl's token command uses the admin URL.
 ## RUN_ARGS: further cloisond flags (e.g. several --model files: docs/models.md).
 RUN_ADDR ?= 127.0.0.1:8080
+RUN_CONSOLE_ADDR ?= 127.0.0.1:8081
 RUN_DB ?= cloison
 # dburls DB: sets admin (the administrator's URL of database DB) and runtime
 # (the same database, logged in as the default runtime role).
@@ -371,13 +392,17 @@ run:
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
 	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
-	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready $(RUN_ARGS) & pid=$$!; \
+	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready \
+	    --console-addr $(RUN_CONSOLE_ADDR) $(RUN_ARGS) & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/cloison/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \
 	  tok=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev --scopes infer,compliance:read --ttl 24h --state-dir .cache/cloison); \
+	  officer=$$(bin/cloisonctl --database-url "$$admin" token issue --tenant dev --subject dev-officer --scopes admin,compliance:read,compliance:write --ttl 8h --state-dir .cache/cloison); \
 	  echo; echo "Cloison is serving on http://$(RUN_ADDR) (model cloison-context-bag, tenant dev). Try:"; echo; \
 	  echo "  curl -s http://$(RUN_ADDR)/v1/chat/completions -H 'Authorization: Bearer $$tok' \\"; \
 	  echo "    -H 'Content-Type: application/json' -d '{\"model\":\"cloison-context-bag\",\"messages\":[{\"role\":\"user\",\"content\":\"Bonjour\"}],\"max_tokens\":16}'"; \
+	  echo; echo "The console (privacy officer and administrator) is on http://$(RUN_CONSOLE_ADDR)/ ; sign in with this token (8 h):"; \
+	  echo; echo "  $$officer"; \
 	  echo; echo "Ctrl-C stops it."; wait $$pid
 
 ## load: 64 streaming clients for LOAD_DURATION (60s) against a fresh cloisond: req/s, TTFT, errors, RSS.

@@ -48,6 +48,13 @@
 // nodes serve theirs (prefills by outcome, prefill time, pool usage) on
 // --metrics-addr too.
 //
+// The web console (console.go, package console): --console-addr serves the
+// console's page and the node's admin, compliance and attestation routes,
+// nothing else, on an origin of its own (off by default; with --dev an
+// ephemeral loopback port unless --console-addr off; a non-loopback
+// address needs TLS or --insecure-listen). Its calls go to the same API
+// handler in process, under the signed-in person's token; docs/console.md.
+//
 // Traces (internal/tracing): --otlp-endpoint (OTLP/gRPC; --otlp-insecure or
 // --otlp-ca-file) turns them on, sampled at --trace-sample-ratio (parent
 // based); without it no span is recorded or exported. Either way a W3C
@@ -250,6 +257,7 @@ type config struct {
 	obs                                         obsConfig // metrics.go: --log-level, --metrics-*
 	responses                                   responsesConfig
 	idp                                         idpConfig
+	console                                     consoleConfig // console.go: --console-addr
 }
 
 func main() {
@@ -383,6 +391,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	c.obs.flags(fs)
 	c.responses.flags(fs)
 	c.idp.flags(fs)
+	c.console.flags(fs)
 }
 
 // applySources sets the flags not given on the command line from the
@@ -445,10 +454,13 @@ func (c config) check() error {
 	if err := c.idp.check(); err != nil {
 		return err
 	}
+	if err := c.console.check(c.idp.url); err != nil {
+		return err
+	}
 	if err := c.keys.check(c.roles.role, c.roles.clusterKey); err != nil {
 		return err
 	}
-	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr}); err != nil {
+	if err := c.net.check(map[string]string{"addr": c.addr, "grpc-addr": c.grpcAddr, "console-addr": c.console.listenAddr(c.keys.dev)}); err != nil {
 		return err
 	}
 	return c.obs.check()
@@ -547,6 +559,17 @@ func serve(ctx context.Context, c config, nd *node.Node, log *slog.Logger) error
 	}
 	var dr drainer
 	hs := c.net.transport.HTTPServer(dr.wrap(srv.Handler()), l.tls, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	// The console (console.go) forwards to the same handler, in process.
+	stopConsole, err := serveConsole(c, dr.wrap(srv.Handler()), log)
+	if err != nil {
+		l.http.Close()
+		if l.grpc != nil {
+			l.grpc.Close()
+		}
+		nd.StopEngine()
+		return err
+	}
+	defer stopConsole()
 	served := make(chan error, 2)
 	go func() { served <- serveHTTP(hs, l.http) }()
 	healthCtx, stopHealth := context.WithCancel(context.Background())
