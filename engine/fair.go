@@ -12,13 +12,16 @@ import (
 // admission and to each step's token budget. The counters live in
 // Scheduler.vtc; everything here runs on the scheduler's goroutine.
 
-// weight is tenant's share weight (SchedulerConfig.TenantWeight), 1 by
-// default.
+// weight is tenant's share weight: SchedulerConfig.TenantWeight's, else
+// its tier's (DedicatedWeight for the dedicated tier, 1 for shared).
 func (s *Scheduler) weight(t cloison.TenantID) float64 {
 	if s.cfg.TenantWeight != nil {
 		if w := s.cfg.TenantWeight(t); w > 0 {
 			return w
 		}
+	}
+	if s.dedicated(t) {
+		return s.cfg.DedicatedWeight
 	}
 	return 1
 }
@@ -67,10 +70,12 @@ func (s *Scheduler) minWaiting(w map[cloison.TenantID]bool) (float64, bool) {
 // the last step): service a tenant did not ask for while others were
 // served is not owed to it later, so a tenant back from idle competes as
 // an equal, not as a creditor.
-func (s *Scheduler) lift(t cloison.TenantID) {
+//
+// It reports whether t was not waiting (it starts now).
+func (s *Scheduler) lift(t cloison.TenantID) bool {
 	w := s.waiting()
 	if w[t] {
-		return
+		return false
 	}
 	s.arrived[t] = s.step + 1
 	m, ok := s.minWaiting(w)
@@ -78,6 +83,7 @@ func (s *Scheduler) lift(t cloison.TenantID) {
 		m = s.floor
 	}
 	s.vtc[t] = max(s.vtc[t], m)
+	return true
 }
 
 // noteFloor records the smallest counter of the tenants still waiting
@@ -172,11 +178,15 @@ func (f *fairQueue) next() *seq {
 }
 
 // contention notes the tenants with a live request at this step and
-// reports whether more than one tenant is active (live now, or within the
-// last ContendedSteps steps). owed holds the active tenants whose counter
-// is no larger than every other active tenant's, at the start of the step
-// (a tenant long idle keeps the counter it had, so one that served itself
-// meanwhile is not owed while the idle one still counts as active).
+// reports whether the step is contended: more than one tenant is active
+// (a live request now, or within the last ContendedSteps steps) and one of
+// them is light: it has no request queued and no prompt left to compute
+// but for the first chunk of the request that just made it start waiting,
+// so that its next request would wait for the step in flight. Tenants that are all backlogged gain nothing from
+// short steps: their steps stay MaxBatchTokens long. owed holds the active
+// tenants that come first (before) at the start of the step (a tenant
+// long idle keeps the counter it had, so one that served itself meanwhile
+// is not owed while the idle one still counts as active).
 func (s *Scheduler) contention() (bool, map[cloison.TenantID]bool) {
 	for _, q := range s.seqs {
 		s.seen[q.req.Tenant] = s.step
@@ -187,6 +197,21 @@ func (s *Scheduler) contention() (bool, map[cloison.TenantID]bool) {
 		}
 	}
 	if len(s.seen) < 2 {
+		return false, nil
+	}
+	// A tenant is heavy when it has a request queued or with prompt left
+	// to compute, other than the one that just made it start waiting.
+	heavy := map[cloison.TenantID]bool{}
+	for _, q := range s.seqs {
+		if (q.state == Queued || prefilling(q)) && !(q.fresh && q.computed == q.cached) {
+			heavy[q.req.Tenant] = true
+		}
+	}
+	light := false
+	for t := range s.seen {
+		light = light || !heavy[t]
+	}
+	if !light {
 		return false, nil
 	}
 	owed := map[cloison.TenantID]bool{}

@@ -37,8 +37,14 @@ type SchedulerConfig struct {
 	// compete (its Virtual Token Counter advances by the service received
 	// divided by the weight: a tenant of weight 2 gets twice the tokens of
 	// one of weight 1 while both are backlogged); nil, or a value not
-	// above 0, means 1.
+	// above 0, means the weight of the tenant's tier (DedicatedWeight).
 	TenantWeight func(cloison.TenantID) float64
+	// DedicatedWeight is the weight of a tenant whose partition is of the
+	// dedicated tier (its record's tier, which the policy decision may
+	// require and the API checks; service.PoolTenant) when TenantWeight
+	// gives none: the tier that buys pages of its own also buys a larger
+	// share of each step. Shared tenants weigh 1. Default 2.
+	DedicatedWeight float64
 	// PrefillCost and DecodeCost are what one prefill token and one decode
 	// token add to their tenant's counter; defaults 1 and 2 (the weights of
 	// the Virtual Token Counter paper: a decode token costs more per token
@@ -47,11 +53,14 @@ type SchedulerConfig struct {
 	PrefillCost, DecodeCost float64
 	// ContendedBatchTokens bounds a step's tokens while more than one
 	// tenant is active (a live request now or in the last ContendedSteps
-	// steps): a step cannot be interrupted, so its length is the wait of a
-	// request that arrives meanwhile, and a tenant served more than the
-	// others cannot lengthen it. The first chunk of a new request of a
-	// tenant served no more than every other active one is not held to it
-	// (it starts at once, in full), nor is a step with one active tenant.
+	// steps) and one of them is not waiting (no request queued, no prompt
+	// left: its next request is on its way): a step cannot be interrupted,
+	// so its length is the wait of a request that arrives meanwhile, and a
+	// tenant that keeps the engine busy cannot lengthen it. The first chunk of a request that made its
+	// tenant start waiting (no request queued, no prompt left to compute),
+	// when that tenant is served no more than every other active one, is
+	// not held to it (it starts at once, in full), nor is a step with one
+	// active tenant.
 	// Default 64 (at most MaxBatchTokens); negative: no bound but
 	// MaxBatchTokens. A latency-for-throughput trade: on an accelerator,
 	// where a step's time hardly grows with its tokens, raise it.
@@ -148,6 +157,7 @@ type seq struct {
 	placeholder bool   // Unsafe.PlaceholderOver: only the placeholder was written
 	remote      bool   // waiting for a remote prefill's transfer
 	last        uint64 // the last step that had it in its batch (0: none yet)
+	fresh       bool   // its tenant was not waiting when it was enqueued
 }
 
 // Scheduler is the engine's core without I/O (raft-style): it decides which
@@ -215,6 +225,9 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 	if cfg.DecodeCost <= 0 {
 		cfg.DecodeCost = 2
 	}
+	if cfg.DedicatedWeight <= 0 {
+		cfg.DedicatedWeight = 2
+	}
 	switch {
 	case cfg.ContendedBatchTokens == 0:
 		cfg.ContendedBatchTokens = 64
@@ -239,7 +252,7 @@ func (s *Scheduler) Enqueue(t Ticket) error {
 		return fmt.Errorf("%w: %s", ErrDuplicateRequest, t.req.ID)
 	}
 	q := &seq{req: t.req, state: Queued, tokens: append(make([]int32, 0, len(t.req.Prompt)+min(t.req.MaxTokens, 4096)), t.req.Prompt...)}
-	s.lift(t.req.Tenant)
+	q.fresh = s.lift(t.req.Tenant)
 	s.seqs[t.req.ID] = q
 	s.push(q, false)
 	return nil
@@ -358,6 +371,7 @@ func (s *Scheduler) preempt(q *seq) Event {
 	s.dropLease(q, false)
 	s.set(q, Queued)
 	q.computed, q.cached, q.published = 0, 0, false
+	q.fresh = false // it recomputes behind its tenant's other work
 	q.preemptions++
 	s.push(q, true)
 	return Event{ID: q.req.ID, Tenant: q.req.Tenant, State: Queued, Preemptions: q.preemptions}
@@ -486,8 +500,9 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 // The tokens go out tenant by tenant, the one with the smallest counter
 // first: its decode tokens (the least recently served first), then its
 // prefill chunks, one per sequence. While several tenants are active the
-// step stops at ContendedBatchTokens, except for the first chunk of a new
-// request of a tenant served no more than the others (see contention). A
+// step stops at ContendedBatchTokens, except for the first chunk of a
+// request that made its tenant start waiting, when that tenant is served no
+// more than the others (see contention). A
 // sequence whose table the pool refuses is failed (its pages discarded) and
 // reported by the next Advance.
 func (s *Scheduler) Ready() Ready {
@@ -555,7 +570,7 @@ func (s *Scheduler) Ready() Ready {
 		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
 			chunk = s.cfg.ScoreChunkTokens
 		}
-		n := min(len(q.tokens)-q.computed, chunk, room(q, q.computed == q.cached))
+		n := min(len(q.tokens)-q.computed, chunk, room(q, q.fresh && q.computed == q.cached))
 		if n < 1 {
 			continue
 		}
