@@ -377,3 +377,102 @@ func TestFairShareTierWeight(t *testing.T) {
 		})
 	}
 }
+
+// TestFairShareContendedSteps: while tenant a floods the engine (long
+// prompts, many streams) and tenant b sends one short request at a time,
+// every step is at most ContendedBatchTokens long but for b's first chunk,
+// which starts in the step after b's request arrives — so b waits for one
+// short step in flight and its own, not for a long step of a. Two tenants
+// that are both backlogged keep full steps (no one to wait for them).
+// Counted in the tokens of each step, not timed.
+func TestFairShareContendedSteps(t *testing.T) {
+	const batch, contended, bPrompt = 256, 32, 48
+	for _, tc := range []struct {
+		name      string
+		contended int
+		light     bool // b sends one request at a time (else it floods as a does)
+		maxStep   int  // the longest step allowed
+		maxFirst  int  // steps from b's request to its first token, at most
+	}{
+		{name: "light tenant beside a flood", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1},
+		{name: "two floods keep full steps", contended: contended, maxStep: batch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := isolation.NewPool(isolation.Config{Pages: 2048, PageTokens: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tn := range []cloison.TenantID{"a", "b"} {
+				if err := pool.AddTenant(isolation.TenantConfig{ID: tn}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended})
+			adm := NewAdmission(AdmissionConfig{ServedContext: 2048 * 16, Vocab: 1000, Pool: pool})
+			ids := 0
+			submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
+				ids++
+				id := cloison.RequestID(fmt.Sprintf("%s%d", tn, ids))
+				tk, err := adm.Admit(Request{ID: id, Tenant: tn, Prompt: make([]int32, prompt), MaxTokens: max})
+				if err == nil {
+					err = s.Enqueue(tk)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			live := map[cloison.TenantID]int{}
+			var bID cloison.RequestID
+			bAt, firsts, longest := 0, 0, 0
+			for step := range 1500 {
+				for live["a"] < 16 {
+					submit("a", 700, 32)
+					live["a"]++
+				}
+				if !tc.light {
+					for live["b"] < 16 {
+						submit("b", 700, 32)
+						live["b"]++
+					}
+				} else if bID == "" && step >= 100 && step%5 == 0 {
+					bID, bAt = submit("b", bPrompt, 3), step
+				}
+				rd := s.Ready()
+				var res []Result
+				n := 0
+				for _, it := range rd.Batch {
+					n += len(it.Tokens)
+					if it.Logits {
+						res = append(res, Result{ID: it.ID, Token: 7})
+						if it.ID == bID && it.Pos < bPrompt {
+							firsts++
+							if w := step - bAt + 1; w > tc.maxFirst {
+								t.Fatalf("step %d: b's request waited %d steps for its first token, want at most %d", step, w, tc.maxFirst)
+							}
+						}
+					}
+				}
+				if step >= 100 && n > tc.maxStep {
+					t.Fatalf("step %d: %d tokens, want at most %d", step, n, tc.maxStep)
+				}
+				longest = max(longest, n)
+				for _, ev := range s.Advance(rd, res) {
+					if ev.State != Finished {
+						t.Fatalf("%s: %s %v", ev.ID, ev.State, ev.Err)
+					}
+					live[ev.Tenant]--
+					if ev.ID == bID {
+						bID = ""
+					}
+				}
+			}
+			if tc.light && firsts < 100 {
+				t.Fatalf("b got %d first tokens", firsts)
+			}
+			if !tc.light && longest < batch {
+				t.Fatalf("longest step %d tokens: two backlogged tenants should fill the budget (%d)", longest, batch)
+			}
+		})
+	}
+}
