@@ -64,7 +64,7 @@
 //   - each step's length: while more than one tenant is active (a live
 //     request now or within SchedulerConfig.ContendedSteps steps, 16) and
 //     one of them is not waiting (its next request would make it start) a
-//     step stops at ContendedBatchTokens (64) — except for the first
+//     step stops at ContendedBatchTokens (32) — except for the first
 //     chunk of a request that made its tenant start waiting, when that
 //     tenant is owed the most, which starts in full. A step cannot be interrupted, so its length is what a request
 //     arriving meanwhile waits: another tenant's first token waits for a

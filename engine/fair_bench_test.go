@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,10 @@ import (
 // and their ratios (the target: p50 ≤ 1.5×, p99 ≤ 2× of alone), a's
 // generated tokens/s under the flood, and b's wait counted in the tokens
 // the engine computed meanwhile (-tok: what the scheduler decides, which
-// other processes on the machine do not move). FAIR_REQUESTS (40) sets b's
+// other processes on the machine do not move) and in the process's CPU
+// time (-cpu-ms: moved by them far less than the wall clock on a shared
+// machine; both phases count the same threads, so its ratio compares).
+// FAIR_REQUESTS (40) sets b's
 // requests per phase, FAIR_BATCH (512) the step budget, FAIR_CONTENDED
 // the step budget while both tenants are active (SchedulerConfig.
 // ContendedBatchTokens: unset, its default; "off", FAIR_BATCH). (n>1
@@ -47,7 +51,7 @@ func BenchmarkFairShare(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		// Warm the model's scratch buffers at the largest step size.
 		drive(b, r, "a", fmt.Sprintf("w%d", i), prompt(1024, 99), 1)
-		alone, aloneWork := tenantTTFT(b, r, work, fmt.Sprintf("alone%d", i), nb)
+		alone, aloneWork, aloneCPU := tenantTTFT(b, r, work, fmt.Sprintf("alone%d", i), nb)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		var aToks atomic.Int64
@@ -83,7 +87,7 @@ func BenchmarkFairShare(b *testing.B) {
 		started.Wait() // every stream of a has produced a token
 		t0 := time.Now()
 		n0 := aToks.Load()
-		flooded, floodWork := tenantTTFT(b, r, work, fmt.Sprintf("flood%d", i), nb)
+		flooded, floodWork, floodCPU := tenantTTFT(b, r, work, fmt.Sprintf("flood%d", i), nb)
 		aRate := float64(aToks.Load()-n0) / time.Since(t0).Seconds()
 		cancel()
 		wg.Wait()
@@ -99,18 +103,25 @@ func BenchmarkFairShare(b *testing.B) {
 		b.ReportMetric(float64(pctInt(aloneWork, 50)), "b-alone-p50-tok")
 		b.ReportMetric(float64(pctInt(floodWork, 50)), "b-flood-p50-tok")
 		b.ReportMetric(float64(pctInt(floodWork, 99)), "b-flood-p99-tok")
+		b.ReportMetric(ms(pct(aloneCPU, 50)), "b-alone-p50-cpu-ms")
+		b.ReportMetric(ms(pct(aloneCPU, 99)), "b-alone-p99-cpu-ms")
+		b.ReportMetric(ms(pct(floodCPU, 50)), "b-flood-p50-cpu-ms")
+		b.ReportMetric(ms(pct(floodCPU, 99)), "b-flood-p99-cpu-ms")
 	}
 }
 
 // tenantTTFT sends n requests of tenant b one after the other and returns
-// each one's time to first token, and the tokens the engine computed
-// meanwhile (the same delay in work, which other processes on the machine
-// do not move).
-func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]time.Duration, []int64) {
+// each one's time to first token, the tokens the engine computed meanwhile
+// and the CPU time the process used meanwhile (the same delay in work,
+// which other processes on a shared machine move far less than the wall
+// clock's).
+func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]time.Duration, []int64, []time.Duration) {
 	out := make([]time.Duration, 0, n)
 	toks := make([]int64, 0, n)
+	cpu := make([]time.Duration, 0, n)
 	for k := range n {
 		start := time.Now()
+		c0 := cpuTime()
 		w0 := work.tokens.Load()
 		s, err := r.e.Submit(context.Background(), GenerateRequest{ID: cloison.RequestID(fmt.Sprintf("b-%s-%d", tag, k)), Tenant: "b",
 			Prompt: prompt(64, 5000+k), MaxTokens: 4, IgnoreEOS: true})
@@ -121,12 +132,22 @@ func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]tim
 			b.Fatal(err)
 		}
 		out = append(out, time.Since(start))
+		cpu = append(cpu, cpuTime()-c0)
 		toks = append(toks, work.tokens.Load()-w0)
 		if _, _, err := collect(b, s); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return out, toks
+	return out, toks, cpu
+}
+
+// cpuTime is the user and system time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // workArena counts the tokens each step writes (layer 0's KV rows).

@@ -60,10 +60,10 @@ type SchedulerConfig struct {
 	// tenant start waiting (no request queued, no prompt left to compute),
 	// when that tenant is served no more than every other active one, is
 	// not held to it (it starts at once, in full), nor is a step with one
-	// active tenant.
-	// Default 64 (at most MaxBatchTokens); negative: no bound but
-	// MaxBatchTokens. A latency-for-throughput trade: on an accelerator,
-	// where a step's time hardly grows with its tokens, raise it.
+	// active tenant. Default 32 (at most MaxBatchTokens); negative: no
+	// bound but MaxBatchTokens. A latency-for-throughput trade: on a
+	// compute-bound CPU a step's time grows with its tokens and short steps
+	// cost little; on an accelerator, where it hardly grows, raise it.
 	ContendedBatchTokens int
 	// ContendedSteps is how long a tenant counts as active after its last
 	// request left (its next one is likely on its way); default 16.
@@ -230,7 +230,7 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 	}
 	switch {
 	case cfg.ContendedBatchTokens == 0:
-		cfg.ContendedBatchTokens = 64
+		cfg.ContendedBatchTokens = 32
 	case cfg.ContendedBatchTokens < 0:
 		cfg.ContendedBatchTokens = cfg.MaxBatchTokens
 	}
