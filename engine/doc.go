@@ -46,9 +46,13 @@
 // "Fairness in Serving Large Language Models", OSDI 2024): every token put
 // in a batch adds its cost (SchedulerConfig.PrefillCost, 1, per prompt
 // token computed, recomputation included; DecodeCost, 2, per decode token)
-// divided by the tenant's weight (TenantWeight, 1 unless the caller maps a
-// tier or a policy to one) to the tenant's counter. Four decisions follow
-// the counters, smallest first:
+// divided by the tenant's weight to the tenant's counter. The weight is
+// its tier's: 1 for the shared tier, SchedulerConfig.DedicatedWeight (2)
+// for the dedicated one (the partition's tier, which is the tenant
+// record's and which the policy decision may require), unless
+// TenantWeight gives another (TestFairShareTierWeight: a tenant of weight 2
+// gets twice the tokens of one of weight 1 while both are backlogged).
+// Four decisions follow the counters, smallest first:
 //
 //   - admission: the next lease goes to the head of the queue of the tenant
 //     whose counter, plus the prompt tokens it already has admitted and
