@@ -182,8 +182,9 @@ func (f *fairQueue) next() *seq {
 // (a live request now, or within the last ContendedSteps steps) and one of
 // them is light: it has no request queued and no prompt left to compute
 // but for the first chunk of the request that just made it start waiting,
-// so that its next request would wait for the step in flight. Tenants that are all backlogged gain nothing from
-// short steps: their steps stay MaxBatchTokens long. owed holds the active
+// so that its next request would wait for the step in flight. Tenants
+// that are all backlogged gain nothing from short steps: their steps stay
+// MaxBatchTokens long. owed holds the active
 // tenants that come first (before) at the start of the step (a tenant
 // long idle keeps the counter it had, so one that served itself meanwhile
 // is not owed while the idle one still counts as active).

@@ -53,17 +53,17 @@ type SchedulerConfig struct {
 	PrefillCost, DecodeCost float64
 	// ContendedBatchTokens bounds a step's tokens while more than one
 	// tenant is active (a live request now or in the last ContendedSteps
-	// steps) and one of them is not waiting (no request queued, no prompt
-	// left: its next request is on its way): a step cannot be interrupted,
-	// so its length is the wait of a request that arrives meanwhile, and a
-	// tenant that keeps the engine busy cannot lengthen it. The first chunk of a request that made its
-	// tenant start waiting (no request queued, no prompt left to compute),
+	// steps) and one of them is light (no request queued, no prompt left
+	// to compute: its next request may be on its way): a step cannot be
+	// interrupted, so its length is the wait of a request that arrives
+	// meanwhile, and a tenant that keeps the engine busy cannot lengthen
+	// it. The first chunk of a request that made its tenant start waiting,
 	// when that tenant is served no more than every other active one, is
-	// not held to it (it starts at once, in full), nor is a step with one
-	// active tenant. Default 32 (at most MaxBatchTokens); negative: no
-	// bound but MaxBatchTokens. A latency-for-throughput trade: on a
-	// compute-bound CPU a step's time grows with its tokens and short steps
-	// cost little; on an accelerator, where it hardly grows, raise it.
+	// not held to it (it starts at once, in full). Default 32 (at most
+	// MaxBatchTokens); negative: no bound but MaxBatchTokens. A
+	// latency-for-throughput trade: on a compute-bound CPU a step's time
+	// grows with its tokens and short steps cost little; on an
+	// accelerator, where it hardly grows, raise it.
 	ContendedBatchTokens int
 	// ContendedSteps is how long a tenant counts as active after its last
 	// request left (its next one is likely on its way); default 16.
@@ -501,10 +501,10 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 // first: its decode tokens (the least recently served first), then its
 // prefill chunks, one per sequence. While several tenants are active the
 // step stops at ContendedBatchTokens, except for the first chunk of a
-// request that made its tenant start waiting, when that tenant is served no
-// more than the others (see contention). A
-// sequence whose table the pool refuses is failed (its pages discarded) and
-// reported by the next Advance.
+// request that made its tenant start waiting, when that tenant is served
+// no more than the others (see contention). A sequence whose table the
+// pool refuses is failed (its pages discarded) and reported by the next
+// Advance.
 func (s *Scheduler) Ready() Ready {
 	rd := Ready{Scrub: s.pool.ScrubWork()}
 	s.admit()
