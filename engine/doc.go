@@ -46,18 +46,34 @@
 // "Fairness in Serving Large Language Models", OSDI 2024): every token put
 // in a batch adds its cost (SchedulerConfig.PrefillCost, 1, per prompt
 // token computed, recomputation included; DecodeCost, 2, per decode token)
-// divided by the tenant's weight (TenantWeight, 1 unless the caller maps a
-// tier or a policy to one) to the tenant's counter. Three decisions follow
-// the counters, smallest first:
+// divided by the tenant's weight to the tenant's counter. The weight is
+// its tier's: 1 for the shared tier, SchedulerConfig.DedicatedWeight (2)
+// for the dedicated one (the partition's tier, which is the tenant
+// record's and which the policy decision may require), unless
+// TenantWeight gives another (TestFairShareTierWeight: a tenant of weight 2
+// gets twice the tokens of one of weight 1 while both are backlogged).
+// Four decisions follow the counters, smallest first:
 //
 //   - admission: the next lease goes to the head of the queue of the tenant
 //     whose counter, plus the prompt tokens it already has admitted and
 //     not yet computed, is smallest (ties round-robin);
-//   - each step's budget: decode tokens, then one prefill chunk per
-//     sequence, tenant by tenant, each charged as it is planned, so a long
-//     prompt of one tenant takes the rest of a step only after every tenant
-//     behind it has had its chunk — another tenant's first token waits for
-//     the step in flight and one more, not for the prompt;
+//   - each step's tokens: tenant by tenant, the one with the smallest
+//     counter first (ties: the tenant that started waiting last), each
+//     token charged as it is planned; a tenant's decode tokens (least
+//     recently served first), then one prompt chunk per sequence. A long
+//     prompt of one tenant takes the rest of a step only after every
+//     tenant behind it has had its share, and a tenant served more than
+//     the others may see one of its streams wait a step for another
+//     tenant's prompt;
+//   - each step's length: while more than one tenant is active (a live
+//     request now or within SchedulerConfig.ContendedSteps steps, 16) and
+//     one of them is not waiting (its next request would make it start) a
+//     step stops at ContendedBatchTokens (32) — except for the first
+//     chunk of a request that made its tenant start waiting, when that
+//     tenant is owed the most, which starts in full. A step cannot be interrupted, so its length is what a request
+//     arriving meanwhile waits: another tenant's first token waits for a
+//     short step in flight and its own, not for a long step of the
+//     over-served tenant;
 //   - the lift: a tenant whose new request finds it not waiting (no queued
 //     request, no prompt left to compute) is raised to the smallest counter
 //     of the tenants waiting (or, when none is, to the smallest at the last
@@ -73,15 +89,15 @@
 // owed the most (ErrPoolExhausted on the shared pool, ErrScrubPending), the
 // tenants behind it are not admitted in that step either, or they would
 // take every page freed before it could; a tenant held by its own
-// partition or page cap does not hold the others. Decode tokens are
-// always planned before prefill (a tenant's streams never stall behind
-// another's prompt), and the fairness never reaches inside a step's
-// arithmetic: each row is computed alone (batch invariance), so a
-// sequence's output does not depend on its neighbours. A step's length is
-// its budget's (SchedulerConfig.MaxBatchTokens): on a compute-bound CPU
-// another tenant's time to first token is about one and a half steps of
-// that budget whatever the order, so a smaller budget is what bounds it
-// there (BenchmarkFairShare, make bench-fair).
+// partition or page cap does not hold the others. The fairness never
+// reaches inside a step's arithmetic: each row is computed alone (batch
+// invariance), so a sequence's output does not depend on its neighbours
+// nor on the step it lands in. With a single active tenant a step is
+// MaxBatchTokens long; under contention ContendedBatchTokens trades the
+// over-served tenant's step size (throughput on an accelerator, where a
+// step's time hardly grows with its tokens; little on a compute-bound
+// CPU) for the others' time to first token (BenchmarkFairShare,
+// BenchmarkFairShareSteps, make bench-fair; docs/benchmarks.md).
 //
 // # Driver
 //

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/isolation"
 )
@@ -10,13 +12,16 @@ import (
 // admission and to each step's token budget. The counters live in
 // Scheduler.vtc; everything here runs on the scheduler's goroutine.
 
-// weight is tenant's share weight (SchedulerConfig.TenantWeight), 1 by
-// default.
+// weight is tenant's share weight: SchedulerConfig.TenantWeight's, else
+// its tier's (DedicatedWeight for the dedicated tier, 1 for shared).
 func (s *Scheduler) weight(t cloison.TenantID) float64 {
 	if s.cfg.TenantWeight != nil {
 		if w := s.cfg.TenantWeight(t); w > 0 {
 			return w
 		}
+	}
+	if s.dedicated(t) {
+		return s.cfg.DedicatedWeight
 	}
 	return 1
 }
@@ -65,16 +70,20 @@ func (s *Scheduler) minWaiting(w map[cloison.TenantID]bool) (float64, bool) {
 // the last step): service a tenant did not ask for while others were
 // served is not owed to it later, so a tenant back from idle competes as
 // an equal, not as a creditor.
-func (s *Scheduler) lift(t cloison.TenantID) {
+//
+// It reports whether t was not waiting (it starts now).
+func (s *Scheduler) lift(t cloison.TenantID) bool {
 	w := s.waiting()
 	if w[t] {
-		return
+		return false
 	}
+	s.arrived[t] = s.step + 1
 	m, ok := s.minWaiting(w)
 	if !ok {
 		m = s.floor
 	}
 	s.vtc[t] = max(s.vtc[t], m)
+	return true
 }
 
 // noteFloor records the smallest counter of the tenants still waiting
@@ -99,9 +108,11 @@ func (s *Scheduler) pending(t cloison.TenantID) float64 {
 	return float64(n) * s.cfg.PrefillCost / s.weight(t)
 }
 
-// fairQueue hands out a step's budget: each tenant's candidates in the
-// running order, the next one always from the tenant with the smallest
-// counter (ties: the tenant whose candidate was admitted first).
+// fairQueue hands out a step's budget: each tenant's candidates (its
+// decoding sequences, the least recently served first, then those with
+// prompt left in admission order), the next one always from the tenant
+// with the smallest counter (ties: see before; one tenant's in the order
+// above).
 type fairQueue struct {
 	s     *Scheduler
 	byTen map[cloison.TenantID][]*seq
@@ -114,7 +125,33 @@ func (s *Scheduler) newFairQueue(keep func(*seq) bool) *fairQueue {
 			f.byTen[q.req.Tenant] = append(f.byTen[q.req.Tenant], q)
 		}
 	}
+	for _, qs := range f.byTen {
+		// Decode first, the least recently served first: a step too short
+		// for every decode token of a tenant serves the others next time.
+		// Prompts in admission order: one is finished before the next.
+		slices.SortStableFunc(qs, func(a, b *seq) int {
+			switch da, db := a.state == Decoding, b.state == Decoding; {
+			case da != db && da:
+				return -1
+			case da != db:
+				return 1
+			case da && a.last != b.last:
+				return compare(a.last, b.last)
+			}
+			return compare(a.order, b.order)
+		})
+	}
 	return f
+}
+
+func compare(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // next returns the next candidate, or nil when none is left.
@@ -130,8 +167,7 @@ func (f *fairQueue) next() *seq {
 			best = q
 			continue
 		}
-		c, bc := f.s.vtc[t], f.s.vtc[best.req.Tenant]
-		if c < bc || c == bc && q.order < best.order {
+		if f.s.before(t, best.req.Tenant) || t == best.req.Tenant && q.order < best.order {
 			best = q
 		}
 	}
@@ -139,6 +175,72 @@ func (f *fairQueue) next() *seq {
 		f.byTen[best.req.Tenant] = f.byTen[best.req.Tenant][1:]
 	}
 	return best
+}
+
+// contention notes the tenants with a live request at this step and
+// reports whether the step is contended: more than one tenant is active
+// (a live request now, or within the last ContendedSteps steps) and one of
+// them is light: it has no request queued and no prompt left to compute
+// but for the first chunk of the request that just made it start waiting,
+// so that its next request would wait for the step in flight. Tenants
+// that are all backlogged gain nothing from short steps: their steps stay
+// MaxBatchTokens long. owed holds the active
+// tenants that come first (before) at the start of the step (a tenant
+// long idle keeps the counter it had, so one that served itself meanwhile
+// is not owed while the idle one still counts as active).
+func (s *Scheduler) contention() (bool, map[cloison.TenantID]bool) {
+	for _, q := range s.seqs {
+		s.seen[q.req.Tenant] = s.step
+	}
+	for t, at := range s.seen {
+		if s.step-at > uint64(s.cfg.ContendedSteps) {
+			delete(s.seen, t)
+		}
+	}
+	if len(s.seen) < 2 {
+		return false, nil
+	}
+	// A tenant is heavy when it has a request queued or with prompt left
+	// to compute, other than the one that just made it start waiting.
+	heavy := map[cloison.TenantID]bool{}
+	for _, q := range s.seqs {
+		if (q.state == Queued || prefilling(q)) && !(q.fresh && q.computed == q.cached) {
+			heavy[q.req.Tenant] = true
+		}
+	}
+	light := false
+	for t := range s.seen {
+		light = light || !heavy[t]
+	}
+	if !light {
+		return false, nil
+	}
+	owed := map[cloison.TenantID]bool{}
+	for t := range s.seen {
+		owed[t] = true
+		for u := range s.seen {
+			if u != t && s.before(u, t) {
+				owed[t] = false
+				break
+			}
+		}
+	}
+	return true, owed
+}
+
+// before reports whether tenant t comes before u in a step: a smaller
+// counter, or an equal one and a later start of waiting (the tenant just
+// lifted to the others' counter is served first; the tenants it is level
+// with were served until then), then the tenant's name (a total order).
+func (s *Scheduler) before(t, u cloison.TenantID) bool {
+	ct, cu := s.vtc[t], s.vtc[u]
+	switch {
+	case ct != cu:
+		return ct < cu
+	case s.arrived[t] != s.arrived[u]:
+		return s.arrived[t] > s.arrived[u]
+	}
+	return t < u
 }
 
 // dedicated reports whether tenant's pages are its own (an exhausted

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,23 +25,33 @@ import (
 // and their ratios (the target: p50 ≤ 1.5×, p99 ≤ 2× of alone), a's
 // generated tokens/s under the flood, and b's wait counted in the tokens
 // the engine computed meanwhile (-tok: what the scheduler decides, which
-// other processes on the machine do not move). FAIR_REQUESTS (40) sets b's
-// requests per phase, FAIR_BATCH (512) the step budget. A benchmark, not a
-// test: run it with -benchtime 1x (make bench-fair).
+// other processes on the machine do not move) and in the process's CPU
+// time (-cpu-ms: moved by them far less than the wall clock on a shared
+// machine; both phases count the same threads, so its ratio compares).
+// FAIR_REQUESTS (40) sets b's
+// requests per phase, FAIR_BATCH (512) the step budget, FAIR_CONTENDED
+// the step budget while both tenants are active (SchedulerConfig.
+// ContendedBatchTokens: unset, its default; "off", FAIR_BATCH). (n>1
+// choices reach the engine as that many requests: more streams.) A
+// benchmark, not a test: run it with -benchtime 1x (make bench-fair).
 func BenchmarkFairShare(b *testing.B) {
 	flood := envInt("FAIR_FLOOD", 16)
 	nb := envInt("FAIR_REQUESTS", 40)
 	batch := envInt("FAIR_BATCH", 512)
+	contended := envInt("FAIR_CONTENDED", 0)
+	if os.Getenv("FAIR_CONTENDED") == "off" {
+		contended = -1
+	}
 	l := benchModel(b)
 	work := &workArena{}
 	r := newRig(b, l, rigConfig{pool: isolation.Config{Pages: 4096, PageTokens: 16},
 		tenants: []isolation.TenantConfig{{ID: "a"}, {ID: "b"}},
-		sched:   SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64},
+		sched:   SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64, ContendedBatchTokens: contended},
 		arena:   func(a kernels.Arena) kernels.Arena { work.Arena = a; return work }})
 	for i := 0; b.Loop(); i++ {
 		// Warm the model's scratch buffers at the largest step size.
 		drive(b, r, "a", fmt.Sprintf("w%d", i), prompt(1024, 99), 1)
-		alone, aloneWork := tenantTTFT(b, r, work, fmt.Sprintf("alone%d", i), nb)
+		alone, aloneWork, aloneCPU := tenantTTFT(b, r, work, fmt.Sprintf("alone%d", i), nb)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		var aToks atomic.Int64
@@ -76,7 +87,7 @@ func BenchmarkFairShare(b *testing.B) {
 		started.Wait() // every stream of a has produced a token
 		t0 := time.Now()
 		n0 := aToks.Load()
-		flooded, floodWork := tenantTTFT(b, r, work, fmt.Sprintf("flood%d", i), nb)
+		flooded, floodWork, floodCPU := tenantTTFT(b, r, work, fmt.Sprintf("flood%d", i), nb)
 		aRate := float64(aToks.Load()-n0) / time.Since(t0).Seconds()
 		cancel()
 		wg.Wait()
@@ -92,18 +103,25 @@ func BenchmarkFairShare(b *testing.B) {
 		b.ReportMetric(float64(pctInt(aloneWork, 50)), "b-alone-p50-tok")
 		b.ReportMetric(float64(pctInt(floodWork, 50)), "b-flood-p50-tok")
 		b.ReportMetric(float64(pctInt(floodWork, 99)), "b-flood-p99-tok")
+		b.ReportMetric(ms(pct(aloneCPU, 50)), "b-alone-p50-cpu-ms")
+		b.ReportMetric(ms(pct(aloneCPU, 99)), "b-alone-p99-cpu-ms")
+		b.ReportMetric(ms(pct(floodCPU, 50)), "b-flood-p50-cpu-ms")
+		b.ReportMetric(ms(pct(floodCPU, 99)), "b-flood-p99-cpu-ms")
 	}
 }
 
 // tenantTTFT sends n requests of tenant b one after the other and returns
-// each one's time to first token, and the tokens the engine computed
-// meanwhile (the same delay in work, which other processes on the machine
-// do not move).
-func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]time.Duration, []int64) {
+// each one's time to first token, the tokens the engine computed meanwhile
+// and the CPU time the process used meanwhile (the same delay in work,
+// which other processes on a shared machine move far less than the wall
+// clock's).
+func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]time.Duration, []int64, []time.Duration) {
 	out := make([]time.Duration, 0, n)
 	toks := make([]int64, 0, n)
+	cpu := make([]time.Duration, 0, n)
 	for k := range n {
 		start := time.Now()
+		c0 := cpuTime()
 		w0 := work.tokens.Load()
 		s, err := r.e.Submit(context.Background(), GenerateRequest{ID: cloison.RequestID(fmt.Sprintf("b-%s-%d", tag, k)), Tenant: "b",
 			Prompt: prompt(64, 5000+k), MaxTokens: 4, IgnoreEOS: true})
@@ -114,12 +132,22 @@ func tenantTTFT(b *testing.B, r *rig, work *workArena, tag string, n int) ([]tim
 			b.Fatal(err)
 		}
 		out = append(out, time.Since(start))
+		cpu = append(cpu, cpuTime()-c0)
 		toks = append(toks, work.tokens.Load()-w0)
 		if _, _, err := collect(b, s); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return out, toks
+	return out, toks, cpu
+}
+
+// cpuTime is the user and system time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // workArena counts the tokens each step writes (layer 0's KV rows).
@@ -173,26 +201,42 @@ func envInt(name string, def int) int {
 // tokens) in flight and tenant b sends one request (prompt 64, 4 new
 // tokens) at a time, a few steps after the last one ended. b's time to
 // first token is counted in the tokens of the steps up to and including
-// the one that samples it (one step of 64 when b is alone; the engine's
-// wall-clock time adds part of the step in flight when b arrives). The
-// figures do not depend on the machine: they are the scheduler's decision.
+// the one that samples it (one step of 64 when b is alone), and again with
+// the whole step before it added (-inflight: the engine's wall-clock time
+// adds the part of the step in flight when b arrives, which cannot be
+// interrupted). a's work is reported as the tokens of its steps per step
+// (a-tok/step) while b comes and goes. The figures do not depend on the
+// machine: they are the scheduler's decision. contended=off runs with
+// ContendedBatchTokens at MaxBatchTokens (the step's length not bounded
+// under contention).
 func BenchmarkFairShareSteps(b *testing.B) {
 	for _, batch := range []int{512, 128, 64} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			var ttft []int
-			for b.Loop() {
-				ttft = floodSteps(b, batch)
+		for _, contended := range []int{0, -1} {
+			name := fmt.Sprintf("batch=%d", batch)
+			if contended < 0 {
+				name += "/contended=off"
 			}
-			slices.Sort(ttft)
-			b.ReportMetric(float64(ttft[len(ttft)/2]), "b-flood-p50-tok")
-			b.ReportMetric(float64(ttft[len(ttft)*99/100]), "b-flood-p99-tok")
-			b.ReportMetric(float64(ttft[len(ttft)*99/100])/64, "p99-ratio")
-			b.ReportMetric(float64(ttft[len(ttft)/2])/64, "p50-ratio")
-		})
+			b.Run(name, func(b *testing.B) {
+				var ttft, inflight []int
+				var perStep float64
+				for b.Loop() {
+					ttft, inflight, perStep = floodSteps(b, batch, contended)
+				}
+				slices.Sort(ttft)
+				slices.Sort(inflight)
+				b.ReportMetric(float64(ttft[len(ttft)/2]), "b-flood-p50-tok")
+				b.ReportMetric(float64(ttft[len(ttft)*99/100]), "b-flood-p99-tok")
+				b.ReportMetric(float64(ttft[len(ttft)/2])/64, "p50-ratio")
+				b.ReportMetric(float64(ttft[len(ttft)*99/100])/64, "p99-ratio")
+				b.ReportMetric(float64(inflight[len(inflight)/2])/64, "p50-inflight-ratio")
+				b.ReportMetric(float64(inflight[len(inflight)*99/100])/64, "p99-inflight-ratio")
+				b.ReportMetric(perStep, "a-tok/step")
+			})
+		}
 	}
 }
 
-func floodSteps(b *testing.B, batch int) []int {
+func floodSteps(b *testing.B, batch, contended int) (ttft, inflight []int, aPerStep float64) {
 	pool, err := isolation.NewPool(isolation.Config{Pages: 4096, PageTokens: 16})
 	if err != nil {
 		b.Fatal(err)
@@ -202,7 +246,7 @@ func floodSteps(b *testing.B, batch int) []int {
 			b.Fatal(err)
 		}
 	}
-	s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64})
+	s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64, ContendedBatchTokens: contended})
 	adm := NewAdmission(AdmissionConfig{ServedContext: 4096 * 16, Vocab: 1000, Pool: pool})
 	ids := 0
 	submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
@@ -220,9 +264,9 @@ func floodSteps(b *testing.B, batch int) []int {
 	for range 16 {
 		submit("a", 1024, 64)
 	}
-	var ttft []int
 	var bID cloison.RequestID
-	waited, gap := 0, 0
+	waited, gap, prev := 0, 0, 0
+	aToks, steps := 0, 0
 	for step := range 6000 {
 		if bID == "" && step >= 300 { // a's streams have spread out
 			if gap == 0 {
@@ -236,18 +280,26 @@ func floodSteps(b *testing.B, batch int) []int {
 		n, first := 0, false
 		for _, it := range rd.Batch {
 			n += len(it.Tokens)
+			if it.Tenant == "a" && step >= 300 {
+				aToks += len(it.Tokens)
+			}
 			if it.Logits {
 				res = append(res, Result{ID: it.ID, Token: 7})
 				first = first || it.ID == bID && waited >= 0
 			}
 		}
+		if step >= 300 {
+			steps++
+		}
 		if bID != "" && waited >= 0 {
 			waited += n
 			if first {
 				ttft = append(ttft, waited)
+				inflight = append(inflight, waited+prev)
 				waited = -1
 			}
 		}
+		prev = n
 		for _, ev := range s.Advance(rd, res) {
 			switch {
 			case ev.ID == bID:
@@ -257,5 +309,5 @@ func floodSteps(b *testing.B, batch int) []int {
 			}
 		}
 	}
-	return ttft
+	return ttft, inflight, float64(aToks) / float64(steps)
 }

@@ -300,3 +300,179 @@ func TestFairShareEngine(t *testing.T) {
 	}
 	t.Logf("finish order: %v", order)
 }
+
+// TestFairShareTierWeight: a tenant's weight is its tier's unless
+// TenantWeight gives one, and two tenants that stay backlogged share the
+// steps in the ratio of their weights — counted in the tokens each step
+// schedules (prompt tokens at cost 1, decode tokens at cost 2), not timed.
+func TestFairShareTierWeight(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		dedicated float64                      // SchedulerConfig.DedicatedWeight (0: default)
+		override  map[cloison.TenantID]float64 // TenantWeight (nil: none)
+		want      float64                      // d's service over s's
+	}{
+		{name: "dedicated tier weighs 2 by default", want: 2},
+		{name: "dedicated weight configured", dedicated: 3, want: 3},
+		{name: "dedicated weight 1: equal shares", dedicated: 1, want: 1},
+		{name: "TenantWeight overrides the tier", override: map[cloison.TenantID]float64{"s": 4}, want: 0.5},
+		{name: "TenantWeight 0 falls back to the tier", override: map[cloison.TenantID]float64{"s": 0}, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := isolation.NewPool(isolation.Config{Pages: 256, PageTokens: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []isolation.TenantConfig{{ID: "s"}, {ID: "d", Tier: isolation.TierDedicated, Reserved: 96}} {
+				if err := pool.AddTenant(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := SchedulerConfig{MaxBatchTokens: 24, ChunkTokens: 8, MaxRunning: 6, DedicatedWeight: tc.dedicated}
+			if tc.override != nil {
+				cfg.TenantWeight = func(tn cloison.TenantID) float64 { return tc.override[tn] }
+			}
+			s := NewScheduler(pool, cfg)
+			adm := NewAdmission(AdmissionConfig{ServedContext: 1024, Vocab: 1000, Pool: pool})
+			ids := 0
+			service := map[cloison.TenantID]float64{}
+			for step := range 3000 {
+				for _, tn := range []cloison.TenantID{"s", "d"} {
+					for len(s.queues[tn]) < 4 {
+						ids++
+						tk, err := adm.Admit(Request{ID: cloison.RequestID(fmt.Sprintf("%s%d", tn, ids)), Tenant: tn, Prompt: make([]int32, 8+ids%24), MaxTokens: 1 + ids%12})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := s.Enqueue(tk); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				rd := s.Ready()
+				var res []Result
+				for _, it := range rd.Batch {
+					cost := 1.0
+					if q := s.seqs[it.ID]; q != nil && q.state == Decoding {
+						cost = 2
+					}
+					if step >= 500 { // past the start, where the running sets fill
+						service[it.Tenant] += float64(len(it.Tokens)) * cost
+					}
+					if it.Logits {
+						res = append(res, Result{ID: it.ID, Token: 7})
+					}
+				}
+				for _, ev := range s.Advance(rd, res) {
+					if ev.State == Failed {
+						t.Fatalf("%s failed: %v", ev.ID, ev.Err)
+					}
+				}
+			}
+			got := service["d"] / service["s"]
+			if got < tc.want*0.9 || got > tc.want*1.1 {
+				t.Fatalf("d got %.0f, s %.0f: ratio %.2f, want %.2f ±10%%", service["d"], service["s"], got, tc.want)
+			}
+			t.Logf("d %.0f, s %.0f: ratio %.3f", service["d"], service["s"], got)
+		})
+	}
+}
+
+// TestFairShareContendedSteps: while tenant a floods the engine (long
+// prompts, many streams) and tenant b sends one short request at a time,
+// every step is at most ContendedBatchTokens long but for b's first chunk,
+// which starts in the step after b's request arrives — so b waits for one
+// short step in flight and its own, not for a long step of a. Two tenants
+// that are both backlogged keep full steps (no one to wait for them).
+// Counted in the tokens of each step, not timed.
+func TestFairShareContendedSteps(t *testing.T) {
+	const batch, contended, bPrompt = 256, 32, 48
+	for _, tc := range []struct {
+		name      string
+		contended int
+		light     bool // b sends one request at a time (else it floods as a does)
+		maxStep   int  // the longest step allowed
+		maxFirst  int  // steps from b's request to its first token, at most
+	}{
+		{name: "light tenant beside a flood", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1},
+		{name: "two floods keep full steps", contended: contended, maxStep: batch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, err := isolation.NewPool(isolation.Config{Pages: 2048, PageTokens: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tn := range []cloison.TenantID{"a", "b"} {
+				if err := pool.AddTenant(isolation.TenantConfig{ID: tn}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended})
+			adm := NewAdmission(AdmissionConfig{ServedContext: 2048 * 16, Vocab: 1000, Pool: pool})
+			ids := 0
+			submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
+				ids++
+				id := cloison.RequestID(fmt.Sprintf("%s%d", tn, ids))
+				tk, err := adm.Admit(Request{ID: id, Tenant: tn, Prompt: make([]int32, prompt), MaxTokens: max})
+				if err == nil {
+					err = s.Enqueue(tk)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			live := map[cloison.TenantID]int{}
+			var bID cloison.RequestID
+			bAt, firsts, longest := 0, 0, 0
+			for step := range 1500 {
+				for live["a"] < 16 {
+					submit("a", 700, 32)
+					live["a"]++
+				}
+				if !tc.light {
+					for live["b"] < 16 {
+						submit("b", 700, 32)
+						live["b"]++
+					}
+				} else if bID == "" && step >= 100 && step%5 == 0 {
+					bID, bAt = submit("b", bPrompt, 3), step
+				}
+				rd := s.Ready()
+				var res []Result
+				n := 0
+				for _, it := range rd.Batch {
+					n += len(it.Tokens)
+					if it.Logits {
+						res = append(res, Result{ID: it.ID, Token: 7})
+						if it.ID == bID && it.Pos < bPrompt {
+							firsts++
+							if w := step - bAt + 1; w > tc.maxFirst {
+								t.Fatalf("step %d: b's request waited %d steps for its first token, want at most %d", step, w, tc.maxFirst)
+							}
+						}
+					}
+				}
+				if step >= 100 && n > tc.maxStep {
+					t.Fatalf("step %d: %d tokens, want at most %d", step, n, tc.maxStep)
+				}
+				longest = max(longest, n)
+				for _, ev := range s.Advance(rd, res) {
+					if ev.State != Finished {
+						t.Fatalf("%s: %s %v", ev.ID, ev.State, ev.Err)
+					}
+					live[ev.Tenant]--
+					if ev.ID == bID {
+						bID = ""
+					}
+				}
+			}
+			if tc.light && firsts < 100 {
+				t.Fatalf("b got %d first tokens", firsts)
+			}
+			if !tc.light && longest < batch {
+				t.Fatalf("longest step %d tokens: two backlogged tenants should fill the budget (%d)", longest, batch)
+			}
+		})
+	}
+}

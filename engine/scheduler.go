@@ -37,14 +37,37 @@ type SchedulerConfig struct {
 	// compete (its Virtual Token Counter advances by the service received
 	// divided by the weight: a tenant of weight 2 gets twice the tokens of
 	// one of weight 1 while both are backlogged); nil, or a value not
-	// above 0, means 1.
+	// above 0, means the weight of the tenant's tier (DedicatedWeight).
 	TenantWeight func(cloison.TenantID) float64
+	// DedicatedWeight is the weight of a tenant whose partition is of the
+	// dedicated tier (its record's tier, which the policy decision may
+	// require and the API checks; service.PoolTenant) when TenantWeight
+	// gives none: the tier that buys pages of its own also buys a larger
+	// share of each step. Shared tenants weigh 1. Default 2.
+	DedicatedWeight float64
 	// PrefillCost and DecodeCost are what one prefill token and one decode
 	// token add to their tenant's counter; defaults 1 and 2 (the weights of
 	// the Virtual Token Counter paper: a decode token costs more per token
 	// on an accelerator, where a step's weights are read once for the whole
 	// batch).
 	PrefillCost, DecodeCost float64
+	// ContendedBatchTokens bounds a step's tokens while more than one
+	// tenant is active (a live request now or in the last ContendedSteps
+	// steps) and one of them is light (no request queued, no prompt left
+	// to compute: its next request may be on its way): a step cannot be
+	// interrupted, so its length is the wait of a request that arrives
+	// meanwhile, and a tenant that keeps the engine busy cannot lengthen
+	// it. The first chunk of a request that made its tenant start waiting,
+	// when that tenant is served no more than every other active one, is
+	// not held to it (it starts at once, in full). Default 32 (at most
+	// MaxBatchTokens); negative: no bound but MaxBatchTokens. A
+	// latency-for-throughput trade: on a compute-bound CPU a step's time
+	// grows with its tokens and short steps cost little; on an
+	// accelerator, where it hardly grows, raise it.
+	ContendedBatchTokens int
+	// ContendedSteps is how long a tenant counts as active after its last
+	// request left (its next one is likely on its way); default 16.
+	ContendedSteps int
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
@@ -133,6 +156,8 @@ type seq struct {
 	order       uint64 // admission order, for preemption victims
 	placeholder bool   // Unsafe.PlaceholderOver: only the placeholder was written
 	remote      bool   // waiting for a remote prefill's transfer
+	last        uint64 // the last step that had it in its batch (0: none yet)
+	fresh       bool   // its tenant was not waiting when it was enqueued
 }
 
 // Scheduler is the engine's core without I/O (raft-style): it decides which
@@ -167,9 +192,16 @@ type Scheduler struct {
 	// floor is the smallest counter among the tenants that were waiting
 	// at the last step: a tenant that starts waiting when no one else is
 	// is lifted to it, so idle time is never banked.
-	floor  float64
-	events []Event // produced by Ready (violations, failed leases)
-	broken error   // a bug detected in the scheduler's own books; see Err
+	floor float64
+	// step counts the steps planned; seen is the last step at which each
+	// tenant had a live request (see ContendedSteps).
+	step uint64
+	seen map[cloison.TenantID]uint64
+	// arrived is the step at which each tenant last started waiting (the
+	// lift), which breaks ties between equal counters (see before).
+	arrived map[cloison.TenantID]uint64
+	events  []Event // produced by Ready (violations, failed leases)
+	broken  error   // a bug detected in the scheduler's own books; see Err
 }
 
 // NewScheduler returns a Scheduler over pool.
@@ -193,8 +225,22 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 	if cfg.DecodeCost <= 0 {
 		cfg.DecodeCost = 2
 	}
+	if cfg.DedicatedWeight <= 0 {
+		cfg.DedicatedWeight = 2
+	}
+	switch {
+	case cfg.ContendedBatchTokens == 0:
+		cfg.ContendedBatchTokens = 32
+	case cfg.ContendedBatchTokens < 0:
+		cfg.ContendedBatchTokens = cfg.MaxBatchTokens
+	}
+	cfg.ContendedBatchTokens = min(cfg.ContendedBatchTokens, cfg.MaxBatchTokens)
+	if cfg.ContendedSteps <= 0 {
+		cfg.ContendedSteps = 16
+	}
 	return &Scheduler{pool: pool, cfg: cfg, seqs: map[cloison.RequestID]*seq{}, queues: map[cloison.TenantID][]*seq{}, perTen: map[cloison.TenantID]int{},
-		vtc: map[cloison.TenantID]float64{}}
+		vtc: map[cloison.TenantID]float64{}, seen: map[cloison.TenantID]uint64{},
+		arrived: map[cloison.TenantID]uint64{}}
 }
 
 // Enqueue queues an admitted request. Errors: ErrNoTicket, ErrDuplicateRequest.
@@ -206,7 +252,7 @@ func (s *Scheduler) Enqueue(t Ticket) error {
 		return fmt.Errorf("%w: %s", ErrDuplicateRequest, t.req.ID)
 	}
 	q := &seq{req: t.req, state: Queued, tokens: append(make([]int32, 0, len(t.req.Prompt)+min(t.req.MaxTokens, 4096)), t.req.Prompt...)}
-	s.lift(t.req.Tenant)
+	q.fresh = s.lift(t.req.Tenant)
 	s.seqs[t.req.ID] = q
 	s.push(q, false)
 	return nil
@@ -325,6 +371,7 @@ func (s *Scheduler) preempt(q *seq) Event {
 	s.dropLease(q, false)
 	s.set(q, Queued)
 	q.computed, q.cached, q.published = 0, 0, false
+	q.fresh = false // it recomputes behind its tenant's other work
 	q.preemptions++
 	s.push(q, true)
 	return Event{ID: q.req.ID, Tenant: q.req.Tenant, State: Queued, Preemptions: q.preemptions}
@@ -447,16 +494,23 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 	return best
 }
 
-// Ready plans the next step: scrub work, leases for queued requests, decode
-// tokens first, then prefill chunks, each recorded in the pool (Write) and
-// approved (BlockTable), and each charged to its tenant's counter; the
-// decode tokens and the prefill chunks go out tenant by tenant, the one
-// with the smallest counter first. A sequence whose table the pool refuses
-// is failed (its pages discarded) and reported by the next Advance.
+// Ready plans the next step: scrub work, leases for queued requests, then
+// the step's tokens, each recorded in the pool (Write) and approved
+// (BlockTable), and each charged to its tenant's counter as it is planned.
+// The tokens go out tenant by tenant, the one with the smallest counter
+// first: its decode tokens (the least recently served first), then its
+// prefill chunks, one per sequence. While several tenants are active the
+// step stops at ContendedBatchTokens, except for the first chunk of a
+// request that made its tenant start waiting, when that tenant is served
+// no more than the others (see contention). A sequence whose table the
+// pool refuses is failed (its pages discarded) and reported by the next
+// Advance.
 func (s *Scheduler) Ready() Ready {
 	rd := Ready{Scrub: s.pool.ScrubWork()}
 	s.admit()
-	budget := s.cfg.MaxBatchTokens
+	s.step++
+	contended, owed := s.contention()
+	used := 0
 	inBatch := map[*seq]bool{}
 	add := func(q *seq, n int, logits bool) bool {
 		pos := q.computed
@@ -470,22 +524,18 @@ func (s *Scheduler) Ready() Ready {
 			return false
 		}
 		inBatch[q] = true
-		budget -= n
+		q.last = s.step
+		used += n
 		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits,
 			All: q.req.ScorePrompt && pos < len(q.req.Prompt)})
 		return true
 	}
-	// Decode: one token each, the tenant with the smallest counter first
-	// (all of them while the budget lasts, which it does unless the budget
-	// is below the running cap).
-	dec := s.newFairQueue(func(q *seq) bool { return q.state == Decoding && q.leased })
-	for q := dec.next(); q != nil && budget > 0; q = dec.next() {
-		if !q.leased || q.state != Decoding || !s.ensure(q, q.computed+1, inBatch) {
-			continue // preempted meanwhile, or must wait
+	// room is what q may still put in the step.
+	room := func(q *seq, first bool) int {
+		if contended && !(first && owed[q.req.Tenant]) {
+			return s.cfg.ContendedBatchTokens - used
 		}
-		if add(q, 1, true) {
-			s.charge(q.req.Tenant, 1, s.cfg.DecodeCost)
-		}
+		return s.cfg.MaxBatchTokens - used
 	}
 	// Remote prefills take no budget here: start them all.
 	if s.cfg.Remote {
@@ -497,11 +547,22 @@ func (s *Scheduler) Ready() Ready {
 			}
 		}
 	}
-	// Prefill chunks, one per sequence, each to the tenant with the
-	// smallest counter: a long prompt of one tenant takes the budget only
-	// once every tenant behind it has had its chunk.
-	pre := s.newFairQueue(func(q *seq) bool { return prefilling(q) && !q.remote })
-	for q := pre.next(); q != nil && budget > 0; q = pre.next() {
+	// One candidate after another, each from the tenant with the smallest
+	// counter: a tenant's decode tokens, then its prompt chunks. A long
+	// prompt of one tenant takes the rest of a step only after every tenant
+	// behind it has had its share; a candidate the step has no room for
+	// waits for the next one (a later, smaller one may still fit).
+	fq := s.newFairQueue(func(q *seq) bool { return q.state == Decoding && q.leased || prefilling(q) && !q.remote })
+	for q := fq.next(); q != nil; q = fq.next() {
+		if q.state == Decoding {
+			if !q.leased || room(q, false) < 1 || !s.ensure(q, q.computed+1, inBatch) {
+				continue // preempted meanwhile, no room, or must wait
+			}
+			if add(q, 1, true) {
+				s.charge(q.req.Tenant, 1, s.cfg.DecodeCost)
+			}
+			continue
+		}
 		if !prefilling(q) {
 			continue // preempted meanwhile
 		}
@@ -509,7 +570,10 @@ func (s *Scheduler) Ready() Ready {
 		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
 			chunk = s.cfg.ScoreChunkTokens
 		}
-		n := min(len(q.tokens)-q.computed, chunk, budget)
+		n := min(len(q.tokens)-q.computed, chunk, room(q, q.fresh && q.computed == q.cached))
+		if n < 1 {
+			continue
+		}
 		if q.state == Admitted {
 			s.set(q, Prefilling)
 			if o := s.cfg.Unsafe.placeholderOver(); o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {
