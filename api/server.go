@@ -369,7 +369,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Suffix != nil {
 		suffix = *req.Suffix
 	}
-	prompt, err := s.text().CompletionPrompt(req.Prompt.Text, req.Prompt.Tokens, req.Prompt.IsIDs, suffix)
+	prompt, err := s.textFor(r.Context(), principal(r), &req.Common, decisionHeader(w)).CompletionPrompt(req.Prompt.Text, req.Prompt.Tokens, req.Prompt.IsIDs, suffix)
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -401,7 +401,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	in, err := s.chatInference(req)
+	in, err := s.chatInference(r.Context(), principal(r), req, decisionHeader(w))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -412,14 +412,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // chatInference is a decoded chat request made ready for generate
 // (service.Model.PrepareChat: its tools checked against the model's
 // template, its grammar, its prompt rendered). The Responses API goes
-// through it too (respapi.go). Errors: PrepareChat's.
-func (s *Server) chatInference(req *ChatRequest) (inference, error) {
+// through it too (respapi.go). The prompt is pre-admitted for p before it
+// is tokenized (textFor; decided as there). Errors: PrepareChat's;
+// Preadmit's.
+func (s *Server) chatInference(ctx context.Context, p tenancy.Principal, req *ChatRequest, decided func(string)) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
 	o, err := req.templateOptions(s.cfg.Chat)
 	if err != nil {
 		return inference{}, err
 	}
-	prompt, c, err := s.text().PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
+	prompt, c, err := s.textFor(ctx, p, &req.Common, decided).PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
 	if err != nil {
 		return inference{}, err
 	}
@@ -435,6 +437,34 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 // uses them (prompts, tool calls).
 func (s *Server) text() service.Model {
 	return service.Model{Name: s.cfg.ModelName, Tokenizer: s.cfg.Tokenizer, Chat: s.cfg.Chat}
+}
+
+// textFor is text() for a request of p with c's model and choices: its
+// prompt, once its length is known, passes Preadmit (the model, the
+// policy, the limits and the tenant's quotas on a lower bound of its
+// tokens) before it is tokenized, so that a request they refuse costs no
+// tokenization.
+// decided (optional) receives the id of the decision that refused it.
+func (s *Server) textFor(ctx context.Context, p tenancy.Principal, c *Common, decided func(string)) service.Model {
+	q := service.Preadmission{Model: c.Model, N: 1, MaxTokens: -1, Decided: decided}
+	if c.N != nil {
+		q.N = *c.N
+	}
+	if !c.DefaultMax() {
+		q.MaxTokens = c.MaxNew()
+	}
+	m := s.text()
+	m.Admit = func(promptBytes int) error {
+		q.PromptBytes = promptBytes
+		return s.req.Preadmit(ctx, p, q)
+	}
+	return m
+}
+
+// decisionHeader sets the decision id of an HTTP answer (textFor's
+// decided, Sink.Decided).
+func decisionHeader(w http.ResponseWriter) func(string) {
+	return func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }
 }
 
 // genResult is the end of a successful generation.
