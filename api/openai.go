@@ -144,6 +144,10 @@ type Common struct {
 	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
 	// truncate_prompt_tokens, left truncation; its -1 is not taken).
 	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+	// CacheSalt is vLLM's cache_salt: the request shares prefix-cache
+	// pages only with the tenant's requests of the same salt
+	// (service.Request.CacheSalt); it never reaches another tenant's.
+	CacheSalt *string `json:"cache_salt"`
 	// TokenIDs names logprobs' tokens "token_id:<id>" (vLLM's
 	// return_tokens_as_token_ids).
 	TokenIDs bool `json:"return_tokens_as_token_ids"`
@@ -422,6 +426,9 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 func (c *Common) validate() error { return c.validateFrom(1) }
 
 // validateFrom is validate with max_tokens at least minTokens.
+// maxCacheSalt bounds cache_salt.
+const maxCacheSalt = 1024
+
 func (c *Common) validateFrom(minTokens int) error {
 	if c.Model == "" {
 		return ErrBadField.Withf("model is required")
@@ -449,6 +456,9 @@ func (c *Common) validateFrom(minTokens int) error {
 	}
 	if c.TruncatePrompt != nil && *c.TruncatePrompt < 1 {
 		return ErrBadField.Withf("truncate_prompt_tokens must be at least 1 (got %d; -1, the model's length, is not taken: name a count)", *c.TruncatePrompt)
+	}
+	if c.CacheSalt != nil && (*c.CacheSalt == "" || len(*c.CacheSalt) > maxCacheSalt) {
+		return ErrBadField.Withf("cache_salt must be 1 to %d bytes", maxCacheSalt)
 	}
 	if len(c.StopTokenIDs) > maxStopTokens {
 		return ErrBadField.Withf("at most %d stop_token_ids", maxStopTokens)

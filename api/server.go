@@ -490,6 +490,9 @@ func (in inference) request(id cloison.RequestID) service.Request {
 	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
 	q.DefaultMax = in.common.DefaultMax()
 	q.SpecialText = in.common.SkipSpecial != nil && !*in.common.SkipSpecial
+	if in.common.CacheSalt != nil {
+		q.CacheSalt = []byte(*in.common.CacheSalt)
+	}
 	return q
 }
 

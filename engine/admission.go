@@ -30,6 +30,9 @@ type Request struct {
 	// given the ones before it (GenerateRequest.ScorePrompt): the prompt
 	// is computed in full, never taken from the prefix cache.
 	ScorePrompt bool
+	// CacheSalt narrows the tenant's prefix-cache namespace
+	// (GenerateRequest.CacheSalt).
+	CacheSalt []byte
 }
 
 // Ticket is proof that admission accepted a request. Only Admission.Admit

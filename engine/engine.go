@@ -142,6 +142,10 @@ type GenerateRequest struct {
 	// depends on the prompt only, never on its batch neighbours. Not on a
 	// decode node (ErrScoreRemote).
 	Embed bool
+	// CacheSalt (optional) narrows the tenant's prefix-cache namespace to
+	// the requests sending the same salt (vLLM's cache_salt;
+	// isolation.Pool.AllocatePrefixSalted): it never widens it.
+	CacheSalt []byte
 }
 
 // PromptHidden is the ID of the stream's Token that carries a prompt's
@@ -282,7 +286,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, CacheSalt: r.CacheSalt})
 	if err != nil {
 		return nil, err
 	}

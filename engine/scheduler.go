@@ -373,7 +373,7 @@ func (s *Scheduler) admit() {
 			// position: cached pages would skip their logits.
 			prompt = q.tokens
 		}
-		l, cached, err := s.pool.AllocatePrefix(tn, q.req.ID, len(q.tokens), prompt)
+		l, cached, err := s.pool.AllocatePrefixSalted(tn, q.req.ID, len(q.tokens), prompt, q.req.CacheSalt)
 		switch {
 		case err == nil:
 		case errors.Is(err, isolation.ErrScrubPending), errors.Is(err, isolation.ErrPoolExhausted) && !s.dedicated(tn):

@@ -88,6 +88,10 @@ type leaseState struct {
 	gens     []uint32
 	readOnly int // leading prefix pages (stCached) the lease references
 	written  int // leading token slots written (prefix tokens included)
+	// start is the first key of the lease's prefix-key chain: its
+	// namespace's salt, narrowed by the request's cache salt if any
+	// (AllocatePrefixSalted).
+	start [32]byte
 	staged   int // leading token slots a StagingTable let a transfer fill, verified or not
 }
 
@@ -419,17 +423,37 @@ func (p *Pool) Allocate(tenant cloison.TenantID, request cloison.RequestID, toke
 // leading tokens already present (a multiple of PageTokens, always less than
 // len(prompt), so that prefill computes at least the last prompt token).
 func (p *Pool) AllocatePrefix(tenant cloison.TenantID, request cloison.RequestID, tokens int, prompt []int32) (Lease, int, error) {
+	return p.AllocatePrefixSalted(tenant, request, tokens, prompt, nil)
+}
+
+// AllocatePrefixSalted is AllocatePrefix in a part of the tenant's
+// namespace that salt names (a client's cache_salt, vLLM's semantics):
+// the lease finds, and later publishes (Publish), only pages keyed with
+// the same salt in the same namespace. The salt is mixed into the
+// namespace's secret-derived key chain and the namespace check stays, so
+// a salt only narrows what a request may share, within its tenant: two
+// tenants never share pages whatever salts they send. An empty salt is
+// AllocatePrefix's own namespace.
+func (p *Pool) AllocatePrefixSalted(tenant cloison.TenantID, request cloison.RequestID, tokens int, prompt []int32, salt []byte) (Lease, int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, err := p.tenantOf(tenant)
 	if err != nil {
 		return Lease{}, 0, err
 	}
+	start := p.nss[t.ns].salt
+	if len(salt) > 0 {
+		h := sha256.New()
+		h.Write([]byte("cloison/cache-salt/v1\x00"))
+		h.Write(start[:])
+		h.Write(salt)
+		copy(start[:], h.Sum(nil))
+	}
 	if tokens < 1 || len(prompt) > tokens {
 		return Lease{}, 0, fmt.Errorf("%w: lease of %d tokens for a prompt of %d", ErrInvalidArgument, tokens, len(prompt))
 	}
 	need := p.pagesFor(tokens)
-	hits := p.lookup(t, prompt)
+	hits := p.lookup(t, start, prompt)
 	pinHits := 0
 	for _, pg := range hits {
 		if p.pages[pg].refs == 0 {
@@ -448,6 +472,7 @@ func (p *Pool) AllocatePrefix(tenant cloison.TenantID, request cloison.RequestID
 		gens:     make([]uint32, 0, need),
 		readOnly: len(hits),
 		written:  len(hits) * p.pageTokens,
+		start:    start,
 	}
 	for _, pg := range hits {
 		p.ref(pg)
@@ -981,13 +1006,14 @@ func prefixKey(h []byte, prev [32]byte, tokens []int32) ([32]byte, []byte) {
 }
 
 // lookup returns the cached pages of t's namespace that hold the leading
-// full pages of prompt, leaving at least one prompt token uncached.
-func (p *Pool) lookup(t *tenant, prompt []int32) []int32 {
+// full pages of prompt, its key chain starting from start, leaving at
+// least one prompt token uncached.
+func (p *Pool) lookup(t *tenant, start [32]byte, prompt []int32) []int32 {
 	if len(prompt) <= p.pageTokens {
 		return nil
 	}
 	limit := (len(prompt) - 1) >> p.shift
-	key := p.nss[t.ns].salt
+	key := start
 	var buf []byte
 	var hits []int32
 	for i := range limit {
@@ -1017,7 +1043,7 @@ func (p *Pool) Publish(l Lease, prompt []int32) (int, error) {
 	}
 	t := p.tenants[ls.tenant]
 	full := min(len(prompt), ls.written) >> p.shift
-	key := p.nss[t.ns].salt
+	key := ls.start
 	var buf []byte
 	published := 0
 	for i := range full {
