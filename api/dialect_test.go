@@ -302,7 +302,7 @@ func TestDetokenizeAndTruncate(t *testing.T) {
 		{`,"truncate_prompt_tokens":-1`, "truncate_prompt_tokens"},
 		{`,"truncate_prompt_tokens":2,"echo":true`, "truncate_prompt_tokens"},
 		{`,"priority":5`, "priority"},
-		{`,"cache_salt":"abc"`, "cache_salt"},
+		{`,"cache_salt":""`, "cache_salt"},
 		{`,"spaces_between_special_tokens":false`, "spaces_between_special_tokens"},
 	} {
 		code, a := ask("x", c.extra)
@@ -438,7 +438,7 @@ func TestBatchPrompts(t *testing.T) {
 
 // TestTokensAsIDs: return_tokens_as_token_ids names every logprob token
 // (chosen and alternatives) "token_id:<id>", on both endpoints;
-// prompt_logprobs is refused, pointing to echo with logprobs.
+// prompt_logprobs outside [0, 20] is refused naming it (promptlogprobs_test.go).
 func TestTokensAsIDs(t *testing.T) {
 	p, ask := dialectPlatform(t)
 	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
@@ -469,7 +469,7 @@ func TestTokensAsIDs(t *testing.T) {
 	if resp.StatusCode != 200 || strings.Count(string(b), `"token":"token_id:`) != 4 {
 		t.Fatalf("chat: %d %s, want 2 tokens and 2 alternatives as ids", resp.StatusCode, b)
 	}
-	if code, a := ask("x", `,"prompt_logprobs":1`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
+	if code, a := ask("x", `,"prompt_logprobs":21`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
 		t.Fatalf("prompt_logprobs: %d %+v", code, a)
 	}
 }

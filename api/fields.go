@@ -86,9 +86,9 @@ var commonFields = map[string]field{
 	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
 	"guided_whitespace_pattern":  {rule: refused, note: "the grammar's whitespace is its own"},
 	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
-	// vLLM's prompt_logprobs has a shape of its own; OpenAI's echo with
-	// logprobs scores the prompt already.
-	"prompt_logprobs":        {rule: refused, neutral: []string{`0`}, note: "use echo with logprobs on /v1/completions: the prompt's tokens scored"},
+	// vLLM's prompt_logprobs: the prompt scored at prefill (as echo with
+	// logprobs), answered in vLLM's shape.
+	"prompt_logprobs":        {rule: implemented, note: "0 to 20 alternatives; not with stream, nor on a disaggregated deployment"},
 	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
 	// vLLM's per-request prefix-cache salt: mixed into the tenant's own
 	// key chain, so it only narrows what a request shares (with the

@@ -148,6 +148,10 @@ type Common struct {
 	// pages only with the tenant's requests of the same salt
 	// (service.Request.CacheSalt); it never reaches another tenant's.
 	CacheSalt *string `json:"cache_salt"`
+	// PromptLogprobs is vLLM's prompt_logprobs: each prompt token's
+	// logprob (the first null) with that many alternatives, in vLLM's
+	// shape (PromptLogprob); not with stream.
+	PromptLogprobs *int `json:"prompt_logprobs"`
 	// TokenIDs names logprobs' tokens "token_id:<id>" (vLLM's
 	// return_tokens_as_token_ids).
 	TokenIDs bool `json:"return_tokens_as_token_ids"`
@@ -456,6 +460,14 @@ func (c *Common) validateFrom(minTokens int) error {
 	}
 	if c.TruncatePrompt != nil && *c.TruncatePrompt < 1 {
 		return ErrBadField.Withf("truncate_prompt_tokens must be at least 1 (got %d; -1, the model's length, is not taken: name a count)", *c.TruncatePrompt)
+	}
+	if c.PromptLogprobs != nil {
+		if *c.PromptLogprobs < 0 || *c.PromptLogprobs > 20 {
+			return ErrBadField.Withf("prompt_logprobs must be in [0, 20]")
+		}
+		if c.Stream {
+			return ErrUnsupported.Withf(`"prompt_logprobs" with "stream"`)
+		}
 	}
 	if c.CacheSalt != nil && (*c.CacheSalt == "" || len(*c.CacheSalt) > maxCacheSalt) {
 		return ErrBadField.Withf("cache_salt must be 1 to %d bytes", maxCacheSalt)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/service"
 )
 
@@ -38,6 +40,20 @@ type CompletionChoice struct {
 	Text         string              `json:"text"`
 	Logprobs     *CompletionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
+	// PromptLogprobs answers prompt_logprobs (vLLM's, per choice).
+	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
+}
+
+// PromptLogprob is one entry of vLLM's prompt_logprobs: per prompt
+// position (the first null: nothing precedes it), a map from token id (as
+// a JSON key) to the token's logprob, its rank among the alternatives
+// (null for the prompt's own token when it is not among them) and its text.
+// The prompt's token is always in the map, with the prompt_logprobs best
+// alternatives.
+type PromptLogprob struct {
+	Logprob      float64 `json:"logprob"`
+	Rank         *int    `json:"rank"`
+	DecodedToken string  `json:"decoded_token"`
 }
 
 // CompletionLogprobs is the legacy completions logprobs object. With echo
@@ -67,6 +83,8 @@ type ChatCompletion struct {
 	Model   string       `json:"model"`
 	Choices []ChatChoice `json:"choices"`
 	Usage   *Usage       `json:"usage,omitempty"`
+	// PromptLogprobs answers prompt_logprobs (vLLM's, once per answer).
+	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
 }
 
 // ChatChoice is one choice of a chat completion.
@@ -130,8 +148,10 @@ type collector struct {
 	// offset is the next completion token's text_offset (legacy).
 	offset int
 	// scored: the prompt's scores arrived (engine.PromptScores); legacy
-	// then starts with the prompt's tokens.
+	// then starts with the prompt's tokens (echo).
 	scored bool
+	// promptLogprobs answers prompt_logprobs, once the scores arrived.
+	promptLogprobs []map[string]PromptLogprob
 	// With tools (in.tools): the text split into content and calls.
 	tools *service.ToolStream
 	// With a reasoning model (chat): the text split into reasoning and
@@ -213,7 +233,10 @@ func (c *collector) finishReason(finish engine.FinishReason) string {
 // generated token): with logprobs, the prompt's tokens open legacy.
 func (c *collector) addPrompt(tok engine.Token) {
 	c.scored = true
-	if !c.in.logprobs || len(c.in.prompt) == 0 {
+	if k := c.in.common.PromptLogprobs; k != nil {
+		c.promptLogprobs = promptLogprobs(c.s.cfg.Tokenizer, c.in.prompt, tok.Prompt, *k)
+	}
+	if !c.in.logprobs || !c.in.scoreEcho() || len(c.in.prompt) == 0 {
 		return
 	}
 	tk := c.s.cfg.Tokenizer
@@ -234,11 +257,38 @@ func (c *collector) addPrompt(tok engine.Token) {
 		lp := sc.Logprob
 		c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
 		top := map[string]float64{}
-		for _, alt := range sc.Top {
+		for _, alt := range c.top(sc.Top) {
 			top[c.name(alt.Token, tk.Piece(alt.Token, false))] = alt.Logprob
 		}
 		c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
 	}
+}
+
+// promptLogprobs is vLLM's prompt_logprobs of prompt from its scores
+// (engine.Token.Prompt: positions 1…len−1): null first, then at each
+// position the prompt's token and the k best alternatives (ranked 1…k).
+func promptLogprobs(tk *tokenizer.Tokenizer, prompt []int32, scores []engine.Scored, k int) []map[string]PromptLogprob {
+	out := make([]map[string]PromptLogprob, len(prompt))
+	for i := 1; i < len(prompt) && i-1 < len(scores); i++ {
+		sc := scores[i-1]
+		m := map[string]PromptLogprob{}
+		for r, alt := range sc.Top[:min(k, len(sc.Top))] {
+			rank := r + 1
+			m[strconv.Itoa(int(alt.Token))] = PromptLogprob{Logprob: alt.Logprob, Rank: &rank, DecodedToken: string(tk.Piece(alt.Token, true))}
+		}
+		id := strconv.Itoa(int(prompt[i]))
+		if _, in := m[id]; !in {
+			m[id] = PromptLogprob{Logprob: sc.Logprob, DecodedToken: string(tk.Piece(prompt[i], true))}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// top is a token's alternatives as the request's logprobs asked for them
+// (the engine computed at least as many: prompt_logprobs may ask more).
+func (c *collector) top(alts []sample.TokenProb) []sample.TokenProb {
+	return alts[:min(c.in.topLogprobs, len(alts))]
 }
 
 // name is how a logprob names token id, whose bytes are raw: the bytes as
@@ -267,7 +317,7 @@ func (c *collector) addToken(tok engine.Token) {
 	piece := string(raw)
 	if c.in.chat {
 		lp := ChatTokenLogprob{Token: c.name(tok.ID, raw), Logprob: tok.Logprob, Bytes: byteInts(raw)}
-		for _, alt := range tok.Top {
+		for _, alt := range c.top(tok.Top) {
 			araw := c.s.cfg.Tokenizer.Piece(alt.Token, false)
 			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: c.name(alt.Token, araw), Logprob: alt.Logprob, Bytes: byteInts(araw)})
 		}
@@ -280,7 +330,7 @@ func (c *collector) addToken(tok engine.Token) {
 	c.legacy.TextOffset = append(c.legacy.TextOffset, c.offset)
 	c.offset += utf8.RuneCountInString(piece)
 	top := map[string]float64{}
-	for _, alt := range tok.Top {
+	for _, alt := range c.top(tok.Top) {
 		top[c.name(alt.Token, c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
 	}
 	c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
@@ -311,13 +361,13 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 			}
 		}
 		writeJSON(w, 200, ChatCompletion{ID: "chatcmpl-" + string(id), Object: "chat.completion", Created: now, Model: s.cfg.ModelName,
-			Choices: choices, Usage: usage})
+			Choices: choices, Usage: usage, PromptLogprobs: cs[0].promptLogprobs})
 		return
 	}
 	choices := make([]CompletionChoice, len(cs))
 	for i, c := range cs {
 		finish := string(res.Finishes[i])
-		choices[i] = CompletionChoice{Index: i, Text: in.echo + c.text.String(), FinishReason: &finish}
+		choices[i] = CompletionChoice{Index: i, Text: in.echo + c.text.String(), FinishReason: &finish, PromptLogprobs: c.promptLogprobs}
 		if in.logprobs {
 			choices[i].Logprobs = &c.legacy
 		}

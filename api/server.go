@@ -354,7 +354,24 @@ type inference struct {
 	// (engine.GenerateRequest.ScorePrompt), and the echo carries the
 	// prompt's logprobs.
 	scorePrompt bool
+	// echoScored: the prompt is scored for its echo (the legacy logprobs
+	// then start with the prompt's tokens); scorePrompt without it is
+	// prompt_logprobs alone.
+	echoScored bool
 }
+
+// scoreTop is the alternatives the engine computes per token: the
+// request's logprobs', or prompt_logprobs' when more (each answer keeps
+// its own count: collector.top, promptLogprobs).
+func (in inference) scoreTop() int {
+	if k := in.common.PromptLogprobs; k != nil {
+		return max(in.topLogprobs, *k)
+	}
+	return in.topLogprobs
+}
+
+// scoreEcho reports whether the legacy logprobs start with the prompt's.
+func (in inference) scoreEcho() bool { return in.echoScored }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCompletion(r.Body, s.cfg.MaxBody)
@@ -388,6 +405,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
 		}
 		in.scorePrompt = req.Logprobs != nil || req.Common.MaxNew() == 0
+		in.echoScored = in.scorePrompt
+	}
+	if req.Common.PromptLogprobs != nil {
+		in.scorePrompt = true
 	}
 	s.serve(w, r, in)
 }
@@ -430,7 +451,8 @@ func (s *Server) chatInference(ctx context.Context, p tenancy.Principal, req *Ch
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c}, nil
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c,
+		scorePrompt: req.Common.PromptLogprobs != nil}, nil
 }
 
 // text is the served model's tokenizer and chat template as the service
@@ -485,7 +507,7 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // logprobs' form) stays with the transport.
 func (in inference) request(id cloison.RequestID) service.Request {
 	q := service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
-		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
+		Sampling: in.common.Sampling(in.logprobs, in.scoreTop()), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Constraint: in.constraint, ScorePrompt: in.scorePrompt}
 	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
 	q.DefaultMax = in.common.DefaultMax()
