@@ -399,6 +399,11 @@ type sseWriter struct {
 	// generated counts the tokens streamed so far, all choices together
 	// (stream_options.continuous_usage_stats).
 	generated int
+	// offset is the index of cs[0] in the answer: a batch's prompt i
+	// streams its choices from i·n (serveBatch), a single prompt from 0.
+	offset int
+	// headers: the status and headers are written (begin).
+	headers bool
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
@@ -453,20 +458,23 @@ func (x *sseWriter) fail() {
 // echoed prompt).
 func (x *sseWriter) begin() {
 	x.begun = true
-	x.w.Header().Set("Content-Type", "text/event-stream")
-	x.w.Header().Set("Cache-Control", "no-cache")
-	x.w.Header().Set("X-Accel-Buffering", "no")
-	x.w.Header().Set("Trailer", ReceiptHeader)
-	x.w.WriteHeader(200)
+	if !x.headers { // a batch's later prompts: already written
+		x.headers = true
+		x.w.Header().Set("Content-Type", "text/event-stream")
+		x.w.Header().Set("Cache-Control", "no-cache")
+		x.w.Header().Set("X-Accel-Buffering", "no")
+		x.w.Header().Set("Trailer", ReceiptHeader)
+		x.w.WriteHeader(200)
+	}
 	for i := range x.cs {
 		if x.in.chat {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{Role: "assistant"}}}})
+				Choices: []ChatChoice{{Index: x.offset + i, Delta: &ChatMessage{Role: "assistant"}}}})
 		}
 		if x.in.echo != "" && !x.in.scorePrompt {
 			// echo: the prompt text first, in a chunk of its own (scored:
 			// once the scores are in, promptChunk).
-			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: i, Text: x.in.echo}}})
+			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: x.offset + i, Text: x.in.echo}}})
 		}
 	}
 }
@@ -474,13 +482,13 @@ func (x *sseWriter) begin() {
 func (x *sseWriter) chunk(i int, text string, finish *string) any {
 	in, c := x.in, x.cs[i]
 	if in.chat {
-		ch := ChatChoice{Index: i, Delta: &ChatMessage{Content: text}, FinishReason: finish}
+		ch := ChatChoice{Index: x.offset + i, Delta: &ChatMessage{Content: text}, FinishReason: finish}
 		if in.logprobs && len(c.chat) > 0 && finish == nil {
 			ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 		}
 		return ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}}
 	}
-	ch := CompletionChoice{Index: i, Text: text, FinishReason: finish}
+	ch := CompletionChoice{Index: x.offset + i, Text: text, FinishReason: finish}
 	if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
 		ch.Logprobs = c.legacy.slice(len(c.legacy.Tokens) - 1)
 	}
@@ -490,7 +498,7 @@ func (x *sseWriter) chunk(i int, text string, finish *string) any {
 // promptChunk sends choice i's echo once its prompt is scored: the prompt
 // text with, if asked, its tokens' logprobs.
 func (x *sseWriter) promptChunk(i int) {
-	ch := CompletionChoice{Index: i, Text: x.in.echo}
+	ch := CompletionChoice{Index: x.offset + i, Text: x.in.echo}
 	if x.in.logprobs {
 		ch.Logprobs = x.cs[i].legacy.slice(0)
 	}
@@ -526,7 +534,7 @@ func (x *sseWriter) sendReasoning(i int, scored bool) bool {
 	if r == "" {
 		return false
 	}
-	ch := ChatChoice{Index: i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
+	ch := ChatChoice{Index: x.offset + i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
 	if c := x.cs[i]; scored && len(c.chat) > 0 {
 		ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 	}
@@ -543,7 +551,7 @@ func (x *sseWriter) sendCalls(i int, calls []ToolCallOut) {
 		args := ToolCallOut{Index: c.Index, Function: FunctionCallOut{Arguments: c.Function.Arguments}}
 		for _, d := range []ToolCallOut{head, args} {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
+				Choices: []ChatChoice{{Index: x.offset + i, Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
 		}
 	}
 }
@@ -556,6 +564,12 @@ func (x *sseWriter) end(res genResult, err error) {
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
+	x.finishChoices(res)
+	x.close(res.Prompt, res.Completion, []string{res.Receipt})
+}
+
+// finishChoices writes the end of every choice of x.cs after success.
+func (x *sseWriter) finishChoices(res genResult) {
 	// Per choice: what reasoning and tool parsing held back is released
 	// only now, after success, then the choice's own finish_reason.
 	for i, c := range x.cs {
@@ -570,8 +584,14 @@ func (x *sseWriter) end(res genResult, err error) {
 		finish := c.finishReason(res.Finishes[i])
 		x.send(x.chunk(i, "", &finish))
 	}
+}
+
+// close ends a successful stream: the usage chunk if asked, the receipts
+// (one per request: a batch's prompts are requests of their own) as
+// comments and trailers, and [DONE].
+func (x *sseWriter) close(prompt, completion int, receipts []string) {
 	if x.in.common.StreamOptions != nil && x.in.common.StreamOptions.IncludeUsage {
-		u := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
+		u := &Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
 		if x.in.chat {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{}, Usage: u})
 		} else {
@@ -581,12 +601,20 @@ func (x *sseWriter) end(res genResult, err error) {
 	if x.failed {
 		return
 	}
-	if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\ndata: [DONE]\n\n", res.Receipt); err != nil {
+	for _, rc := range receipts {
+		if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\n", rc); err != nil {
+			x.fail()
+			return
+		}
+	}
+	if _, err := fmt.Fprint(x.w, "data: [DONE]\n\n"); err != nil {
 		x.fail()
 		return
 	}
 	if x.flusher != nil {
 		x.flusher.Flush()
 	}
-	x.w.Header().Set(ReceiptHeader, res.Receipt) // the trailer declared in begin
+	for _, rc := range receipts {
+		x.w.Header().Add(ReceiptHeader, rc) // the trailer declared in begin
+	}
 }

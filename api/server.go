@@ -382,14 +382,29 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
+	if req.Prompt.Batch != nil {
+		s.serveBatch(w, r, req)
+		return
+	}
+	in, err := s.completionInference(r.Context(), principal(r), req, *req.Prompt, decisionHeader(w))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	s.serve(w, r, in)
+}
+
+// completionInference is one prompt of a completions request made ready
+// for generate: tokenized (after Preadmit: textFor, decided as there),
+// truncated, with its echo and scoring.
+func (s *Server) completionInference(ctx context.Context, p tenancy.Principal, req *CompletionRequest, pr Prompt, decided func(string)) (inference, error) {
 	suffix := ""
 	if req.Suffix != nil {
 		suffix = *req.Suffix
 	}
-	prompt, err := s.textFor(r.Context(), principal(r), &req.Common, decisionHeader(w)).CompletionPrompt(req.Prompt.Text, req.Prompt.Tokens, req.Prompt.IsIDs, suffix)
+	prompt, err := s.textFor(ctx, p, &req.Common, decided).CompletionPrompt(pr.Text, pr.Tokens, pr.IsIDs, suffix)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	prompt = req.Common.truncated(prompt)
 	top := 0
@@ -400,9 +415,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Echo {
 		// The prompt as sent; token ids are echoed as their text (control
 		// tokens included, as they were sent).
-		in.echo = req.Prompt.Text
-		if req.Prompt.IsIDs {
-			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
+		in.echo = pr.Text
+		if pr.IsIDs {
+			in.echo = s.cfg.Tokenizer.Decode(pr.Tokens, true)
 		}
 		in.scorePrompt = req.Logprobs != nil || req.Common.MaxNew() == 0
 		in.echoScored = in.scorePrompt
@@ -410,7 +425,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Common.PromptLogprobs != nil {
 		in.scorePrompt = true
 	}
-	s.serve(w, r, in)
+	return in, nil
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
