@@ -377,7 +377,11 @@ RUN_ADDR ?= 127.0.0.1:8080
 RUN_CONSOLE_ADDR ?= 127.0.0.1:8081
 RUN_DB ?= cloison
 # dburls DB: sets admin (the administrator's URL of database DB) and runtime
-# (the same database, logged in as the default runtime role).
+# (the same database, logged in as the default runtime role). The
+# development targets (run, load, bench-serve, scripts/sdk-test.sh and
+# peer-serve.sh) share the default roles on purpose, one database each:
+# they name the same --db-deployment (dev), which role setup would
+# otherwise refuse as another deployment's roles.
 define dburls
 admin=$$(scripts/pg.sh); base=$${admin%%\?*}; base=$${base%/*}; opts=""; case "$$admin" in *\?*) opts="?$${admin#*\?}";; esac; \
 	  hostpart=$${base#*://}; hostpart=$${hostpart#*@}; \
@@ -391,7 +395,7 @@ run:
 	@set -e; mkdir -p bin .cache/cloison; chmod 700 .cache/cloison; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,$(RUN_DB)); $(call runpw,.cache/cloison); rm -f .cache/cloison/ready; \
-	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password \
+	  bin/cloisond --addr $(RUN_ADDR) --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison/db-runtime.password --db-deployment dev \
 	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison --ready-file .cache/cloison/ready \
 	    --console-addr $(RUN_CONSOLE_ADDR) $(RUN_ARGS) & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
@@ -414,7 +418,7 @@ load:
 	@set -e; mkdir -p bin .cache/cloison-load; chmod 700 .cache/cloison-load; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; $(GO) build -o bin/cloisonctl ./cmd/cloisonctl; \
 	  $(call dburls,cloison_load); $(call runpw,.cache/cloison-load); rm -f .cache/cloison-load/ready; \
-	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison-load/db-runtime.password \
+	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/cloison-load/db-runtime.password --db-deployment dev \
 	    --create-database --dev --dev-tenant dev --state-dir .cache/cloison-load --ready-file .cache/cloison-load/ready \
 	    --max-running 64 --max-batch-tokens 1024 2>.cache/cloison-load/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
@@ -445,7 +449,7 @@ bench-serve:
 	  if [ -n "$(SERVE_URL)" ]; then bench "$(SERVE_URL)" "$(SERVE_TOKEN)"; exit; fi; \
 	  $(GO) build -o bin/cloisond ./cmd/cloisond; \
 	  $(call dburls,cloison_bench_serve_$(subst .,_,$(subst -,_,$(SERVE_MODEL)))); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \
-	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/bench-serve/db-runtime.password \
+	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/bench-serve/db-runtime.password --db-deployment dev \
 	    --create-database --dev --dev-tenant dev --state-dir .cache/bench-serve --ready-file .cache/bench-serve/ready \
 	    --max-running 64 --max-batch-tokens 1024 $(if $(SERVE_MODEL_FILE),--model $(SERVE_MODEL_FILE) --model-name $(SERVE_MODEL)) \
 	    2>.cache/bench-serve/cloisond.log & pid=$$!; \

@@ -302,7 +302,7 @@ func TestDetokenizeAndTruncate(t *testing.T) {
 		{`,"truncate_prompt_tokens":-1`, "truncate_prompt_tokens"},
 		{`,"truncate_prompt_tokens":2,"echo":true`, "truncate_prompt_tokens"},
 		{`,"priority":5`, "priority"},
-		{`,"cache_salt":"abc"`, "cache_salt"},
+		{`,"cache_salt":""`, "cache_salt"},
 		{`,"spaces_between_special_tokens":false`, "spaces_between_special_tokens"},
 	} {
 		code, a := ask("x", c.extra)
@@ -416,29 +416,38 @@ func TestTemplateFields(t *testing.T) {
 	}
 }
 
-// TestBatchPrompts: a list of several prompts is refused as a batch (400
-// unsupported saying so), not as JSON that does not parse; a list of one
-// prompt, text or token ids, is that prompt.
+// TestBatchPrompts: a list of several prompts, text or token ids, is a
+// batch (its prompts in Batch); a list of one prompt is that prompt; more
+// than MaxBatchPrompts, an empty list or a suffix with a batch are refused
+// (batch_test.go serves batches).
 func TestBatchPrompts(t *testing.T) {
+	many := `["a"` + strings.Repeat(`,"a"`, api.MaxBatchPrompts) + `]`
 	for _, c := range []struct {
-		prompt string
-		ok     bool
+		body  string
+		batch int // 0: one prompt
+		err   error
 	}{
-		{`["a","b"]`, false}, {`[[1,2],[3]]`, false}, {`["a"]`, true}, {`[[5,6]]`, true}, {`[5,6]`, true},
+		{`"prompt":["a","b"]`, 2, nil}, {`"prompt":[[1,2],[3]]`, 2, nil}, {`"prompt":["a"]`, 0, nil}, {`"prompt":[[5,6]]`, 0, nil},
+		{`"prompt":[5,6]`, 0, nil}, {`"prompt":[]`, 0, api.ErrBadField}, {`"prompt":` + many, 0, api.ErrBadField},
+		{`"prompt":["a","b"],"suffix":"c"`, 0, api.ErrUnsupported}, {`"prompt":[[1],[-2]]`, 0, api.ErrBadField},
 	} {
-		_, err := api.DecodeCompletion(strings.NewReader(`{"model":"m","prompt":`+c.prompt+`}`), api.DefaultMaxBody)
+		req, err := api.DecodeCompletion(strings.NewReader(`{"model":"m",`+c.body+`}`), api.DefaultMaxBody)
 		switch {
-		case c.ok && err != nil:
-			t.Errorf("%s: %v", c.prompt, err)
-		case !c.ok && (!errors.Is(err, api.ErrUnsupported) || !strings.Contains(err.Error(), "batches are not implemented")):
-			t.Errorf("%s: %v, want unsupported naming batches", c.prompt, err)
+		case c.err != nil:
+			if !errors.Is(err, c.err) {
+				t.Errorf("%s: %v, want %v", c.body, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case len(req.Prompt.Batch) != c.batch:
+			t.Errorf("%s: a batch of %d, want %d", c.body, len(req.Prompt.Batch), c.batch)
 		}
 	}
 }
 
 // TestTokensAsIDs: return_tokens_as_token_ids names every logprob token
 // (chosen and alternatives) "token_id:<id>", on both endpoints;
-// prompt_logprobs is refused, pointing to echo with logprobs.
+// prompt_logprobs outside [0, 20] is refused naming it (promptlogprobs_test.go).
 func TestTokensAsIDs(t *testing.T) {
 	p, ask := dialectPlatform(t)
 	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
@@ -469,7 +478,7 @@ func TestTokensAsIDs(t *testing.T) {
 	if resp.StatusCode != 200 || strings.Count(string(b), `"token":"token_id:`) != 4 {
 		t.Fatalf("chat: %d %s, want 2 tokens and 2 alternatives as ids", resp.StatusCode, b)
 	}
-	if code, a := ask("x", `,"prompt_logprobs":1`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
+	if code, a := ask("x", `,"prompt_logprobs":21`); code != 400 || a.Error == nil || !strings.Contains(a.Error.Message, "prompt_logprobs") {
 		t.Fatalf("prompt_logprobs: %d %+v", code, a)
 	}
 }

@@ -112,8 +112,13 @@
 //     return_tokens_as_token_ids names logprob tokens token_id:<id>. A
 //     request without max_tokens gets the rest of the tenant's context
 //     (Config.DefaultMaxTokens caps it; service.Request.DefaultMax).
-//     priority, cache_salt, prompt_logprobs, chat_template and batches of
-//     prompts are refused with their reasons. GET /health answers 200 or
+//     cache_salt narrows the tenant's prefix cache to the requests of the
+//     same salt (never across tenants: isolation.Pool.AllocatePrefixSalted);
+//     prompt_logprobs scores the prompt at prefill (as echo with logprobs)
+//     and answers in vLLM's shape. A list of prompts on /v1/completions is
+//     a batch (serveBatch: each prompt a request of its own, the choices
+//     indexed prompt-major, the usage summed). priority and chat_template
+//     are refused with their reasons. GET /health answers 200 or
 //     503 with no body; an unknown model is model_not_found.
 //
 // # The Responses API

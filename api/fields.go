@@ -77,9 +77,6 @@ var commonFields = map[string]field{
 	// A client priority would let one tenant's requests jump others':
 	// the scheduler shares the node fairly between tenants instead.
 	"priority": {rule: refused, neutral: []string{`0`}, note: "the scheduler's order is fair sharing between tenants, never the client's"},
-	// vLLM's per-request prefix-cache salt: the prefix cache is already
-	// namespaced per tenant; a salt narrowing it within the tenant needs
-	// the pool's key chain to take it, which it does not yet.
 	// vLLM's structured output (dialect.go): choice and json.
 	"structured_outputs":         {rule: implemented},
 	"guided_choice":              {rule: implemented, note: "as structured_outputs.choice"},
@@ -89,11 +86,15 @@ var commonFields = map[string]field{
 	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
 	"guided_whitespace_pattern":  {rule: refused, note: "the grammar's whitespace is its own"},
 	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
-	// vLLM's prompt_logprobs has a shape of its own; OpenAI's echo with
-	// logprobs scores the prompt already.
-	"prompt_logprobs":        {rule: refused, neutral: []string{`0`}, note: "use echo with logprobs on /v1/completions: the prompt's tokens scored"},
+	// vLLM's prompt_logprobs: the prompt scored at prefill (as echo with
+	// logprobs), answered in vLLM's shape.
+	"prompt_logprobs":        {rule: implemented, note: "0 to 20 alternatives; not with stream, nor on a disaggregated deployment"},
 	"truncate_prompt_tokens": {rule: implemented, note: "at least 1: the prompt's last tokens kept"},
-	"cache_salt":             {rule: refused, note: "the prefix cache is namespaced per tenant; a salt within the tenant is not implemented"},
+	// vLLM's per-request prefix-cache salt: mixed into the tenant's own
+	// key chain, so it only narrows what a request shares (with the
+	// tenant's requests of the same salt), never widens it to another
+	// tenant (isolation.Pool.AllocatePrefixSalted).
+	"cache_salt": {rule: implemented, note: "1 to 1,024 bytes: prefix-cache pages shared only with this tenant's requests of the same salt"},
 	// An end-user id for the provider's abuse monitoring: no effect on the
 	// output, and never stored (the ledger keeps no client text).
 	"user":              {rule: ignored},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -89,7 +90,7 @@ func TestGRPCResponseFormatAndLogitBias(t *testing.T) {
 	r := base()
 	r.LogitBias = map[int32]float64{5: -100}
 	r.ResponseFormat = &inferencev1.ResponseFormat{Type: "json_schema", JsonSchema: &inferencev1.JsonSchema{Name: "n", Schema: `{"enum":["a","b"]}`, Strict: true}}
-	in, err := s.grpcInference(r)
+	in, err := s.grpcInference(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestGRPCResponseFormatAndLogitBias(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := base()
 			tc.set(r)
-			in, err := s.grpcInference(r)
+			in, err := s.grpcInference(context.Background(), r)
 			if err == nil && in.constraint.Schema != nil {
 				// The schema is compiled after admission (service.Constraint).
 				_, err = grammar.FromSchema(in.constraint.Schema)

@@ -103,9 +103,16 @@ func grpcResponseFormat(rf *inferencev1.ResponseFormat) ([]byte, error) {
 	return ResponseFormat(raw)
 }
 
+// grpcDecided sends the id of the decision that refused a request before
+// its prompt was tokenized (textFor) in the stream's header, where
+// Generate's sink sends it.
+func grpcDecided(ctx context.Context) func(string) {
+	return func(d string) { _ = grpc.SetHeader(ctx, metadata.Pairs(DecisionIDKey, d)) }
+}
+
 // grpcInference validates a GenerateRequest with the HTTP API's rules
 // (Common.validate) and tokenizes its prompt.
-func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, error) {
+func (s *Server) grpcInference(ctx context.Context, req *inferencev1.GenerateRequest) (inference, error) {
 	if err := checkProtoFields(req); err != nil {
 		return inference{}, err
 	}
@@ -148,7 +155,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if err := s.promptText(p.Text); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, err = s.text().CompletionPrompt(p.Text, nil, false, ""); err != nil {
+		if in.prompt, err = s.textFor(ctx, grpcPrincipal(ctx), c, grpcDecided(ctx)).CompletionPrompt(p.Text, nil, false, ""); err != nil {
 			return inference{}, err
 		}
 	case *inferencev1.GenerateRequest_TokenIds:
@@ -166,7 +173,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, in.constraint, err = s.text().PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
+		if in.prompt, in.constraint, err = s.textFor(ctx, grpcPrincipal(ctx), c, grpcDecided(ctx)).PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
 			return inference{}, err
 		}
 		in.chat = true
@@ -215,7 +222,7 @@ func (g *inferenceService) logprob(id int32, lp float64) *inferencev1.TokenLogpr
 // only after generate returned success (request.completed ledgered).
 func (g *inferenceService) Generate(req *inferencev1.GenerateRequest, stream grpc.ServerStreamingServer[inferencev1.GenerateResponse]) error {
 	g = g.on(req.GetModel())
-	in, err := g.s.grpcInference(req)
+	in, err := g.s.grpcInference(stream.Context(), req)
 	if err != nil {
 		return err
 	}

@@ -56,15 +56,23 @@ func (s *StringOrList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Prompt is a completion prompt: text, or pre-tokenized ids.
+// Prompt is a completion prompt: text, or pre-tokenized ids; or, for a
+// batch (vLLM's list of prompts), the prompts in Batch.
 type Prompt struct {
 	Text   string
 	Tokens []int32
 	IsIDs  bool
+	// Batch holds the prompts of a list of two or more (each text or ids,
+	// never a batch); nil for one prompt.
+	Batch []Prompt
 }
 
-// UnmarshalJSON accepts a string, a one-element list of strings or a list
-// of token ids. Batches of prompts are unsupported (n must be 1).
+// MaxBatchPrompts bounds the prompts of one /v1/completions batch.
+const MaxBatchPrompts = 64
+
+// UnmarshalJSON accepts a string, a list of token ids, or a list of
+// strings or of token-id lists: one element is that prompt, several a
+// batch (Batch, at most MaxBatchPrompts).
 func (p *Prompt) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
@@ -76,33 +84,55 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 		if len(list) == 0 {
 			return ErrBadField.Withf("prompt must not be an empty list")
 		}
-		if len(list) != 1 {
-			return ErrUnsupported.Withf("prompt: a list of %d prompts (batches are not implemented: one prompt per request, and n for several choices)", len(list))
+		if len(list) > MaxBatchPrompts {
+			return ErrBadField.Withf("prompt: a batch of %d prompts, at most %d", len(list), MaxBatchPrompts)
 		}
 		*p = Prompt{Text: list[0]}
+		if len(list) > 1 {
+			p.Batch = make([]Prompt, len(list))
+			for i, s := range list {
+				p.Batch[i] = Prompt{Text: s}
+			}
+		}
 		return nil
 	}
 	var batch [][]int64
-	if json.Unmarshal(b, &batch) == nil {
-		if len(batch) > 1 {
-			return ErrUnsupported.Withf("prompt: a list of %d token-id prompts (batches are not implemented: one prompt per request)", len(batch))
+	if json.Unmarshal(b, &batch) == nil && len(batch) > 0 {
+		if len(batch) > MaxBatchPrompts {
+			return ErrBadField.Withf("prompt: a batch of %d prompts, at most %d", len(batch), MaxBatchPrompts)
 		}
-		if len(batch) == 1 {
-			b, _ = json.Marshal(batch[0])
+		out := make([]Prompt, len(batch))
+		for i, ids := range batch {
+			var err error
+			if out[i], err = idsPrompt(ids); err != nil {
+				return err
+			}
 		}
+		*p = out[0]
+		if len(out) > 1 {
+			p.Batch = out
+		}
+		return nil
 	}
 	var ids []int64
 	if err := json.Unmarshal(b, &ids); err != nil {
-		return ErrBadField.Withf("prompt: want a string, a list with one string, or a list of token ids")
+		return ErrBadField.Withf("prompt: want a string, a list of token ids, or a list of strings or of token-id lists")
 	}
-	p.IsIDs, p.Tokens = true, make([]int32, len(ids))
+	var err error
+	*p, err = idsPrompt(ids)
+	return err
+}
+
+// idsPrompt is a prompt of token ids, checked to be int32.
+func idsPrompt(ids []int64) (Prompt, error) {
+	p := Prompt{IsIDs: true, Tokens: make([]int32, len(ids))}
 	for i, id := range ids {
 		if id < 0 || id > math.MaxInt32 {
-			return ErrBadField.Withf("prompt: token id %d out of range", id)
+			return Prompt{}, ErrBadField.Withf("prompt: token id %d out of range", id)
 		}
 		p.Tokens[i] = int32(id)
 	}
-	return nil
+	return p, nil
 }
 
 // Common holds the fields shared by /v1/completions and /v1/chat/completions.
@@ -144,6 +174,14 @@ type Common struct {
 	// TruncatePrompt keeps the last k tokens of the prompt (vLLM's
 	// truncate_prompt_tokens, left truncation; its -1 is not taken).
 	TruncatePrompt *int64 `json:"truncate_prompt_tokens"`
+	// CacheSalt is vLLM's cache_salt: the request shares prefix-cache
+	// pages only with the tenant's requests of the same salt
+	// (service.Request.CacheSalt); it never reaches another tenant's.
+	CacheSalt *string `json:"cache_salt"`
+	// PromptLogprobs is vLLM's prompt_logprobs: each prompt token's
+	// logprob (the first null) with that many alternatives, in vLLM's
+	// shape (PromptLogprob); not with stream.
+	PromptLogprobs *int `json:"prompt_logprobs"`
 	// TokenIDs names logprobs' tokens "token_id:<id>" (vLLM's
 	// return_tokens_as_token_ids).
 	TokenIDs bool `json:"return_tokens_as_token_ids"`
@@ -349,6 +387,9 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 		return nil, ErrBadField.Withf("prompt is required")
 	}
 	if req.Suffix != nil && *req.Suffix != "" {
+		if req.Prompt.Batch != nil {
+			return nil, ErrUnsupported.Withf(`"suffix" with a list of prompts`)
+		}
 		if req.Echo {
 			return nil, ErrUnsupported.Withf(`"suffix" with "echo"`)
 		}
@@ -422,6 +463,9 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 func (c *Common) validate() error { return c.validateFrom(1) }
 
 // validateFrom is validate with max_tokens at least minTokens.
+// maxCacheSalt bounds cache_salt.
+const maxCacheSalt = 1024
+
 func (c *Common) validateFrom(minTokens int) error {
 	if c.Model == "" {
 		return ErrBadField.Withf("model is required")
@@ -449,6 +493,17 @@ func (c *Common) validateFrom(minTokens int) error {
 	}
 	if c.TruncatePrompt != nil && *c.TruncatePrompt < 1 {
 		return ErrBadField.Withf("truncate_prompt_tokens must be at least 1 (got %d; -1, the model's length, is not taken: name a count)", *c.TruncatePrompt)
+	}
+	if c.PromptLogprobs != nil {
+		if *c.PromptLogprobs < 0 || *c.PromptLogprobs > 20 {
+			return ErrBadField.Withf("prompt_logprobs must be in [0, 20]")
+		}
+		if c.Stream {
+			return ErrUnsupported.Withf(`"prompt_logprobs" with "stream"`)
+		}
+	}
+	if c.CacheSalt != nil && (*c.CacheSalt == "" || len(*c.CacheSalt) > maxCacheSalt) {
+		return ErrBadField.Withf("cache_salt must be 1 to %d bytes", maxCacheSalt)
 	}
 	if len(c.StopTokenIDs) > maxStopTokens {
 		return ErrBadField.Withf("at most %d stop_token_ids", maxStopTokens)

@@ -17,7 +17,7 @@ func TestDecodeCompletion(t *testing.T) {
 		{"minimal", `{"model":"m","prompt":"hi"}`, nil},
 		{"token ids", `{"model":"m","prompt":[1,2,3],"max_tokens":5}`, nil},
 		{"one-element list", `{"model":"m","prompt":["hi"]}`, nil},
-		{"batch of prompts", `{"model":"m","prompt":["a","b"]}`, ErrUnsupported},
+		{"batch of prompts", `{"model":"m","prompt":["a","b"]}`, nil},
 		{"token id out of range", `{"model":"m","prompt":[-1]}`, ErrBadField},
 		{"malformed JSON", `{"model":"m",`, ErrBadJSON},
 		{"trailing data", `{"model":"m","prompt":"x"} {}`, ErrBadJSON},

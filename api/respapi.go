@@ -899,7 +899,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	call.chat.Messages = call.messages()
-	in, err := s.chatInference(call.chat)
+	in, err := s.chatInference(r.Context(), p, call.chat, decisionHeader(w))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return

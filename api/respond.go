@@ -12,6 +12,8 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/sample"
+	"github.com/cloison/cloison/engine/tokenizer"
 	"github.com/cloison/cloison/service"
 )
 
@@ -38,6 +40,20 @@ type CompletionChoice struct {
 	Text         string              `json:"text"`
 	Logprobs     *CompletionLogprobs `json:"logprobs"`
 	FinishReason *string             `json:"finish_reason"`
+	// PromptLogprobs answers prompt_logprobs (vLLM's, per choice).
+	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
+}
+
+// PromptLogprob is one entry of vLLM's prompt_logprobs: per prompt
+// position (the first null: nothing precedes it), a map from token id (as
+// a JSON key) to the token's logprob, its rank among the alternatives
+// (null for the prompt's own token when it is not among them) and its text.
+// The prompt's token is always in the map, with the prompt_logprobs best
+// alternatives.
+type PromptLogprob struct {
+	Logprob      float64 `json:"logprob"`
+	Rank         *int    `json:"rank"`
+	DecodedToken string  `json:"decoded_token"`
 }
 
 // CompletionLogprobs is the legacy completions logprobs object. With echo
@@ -67,6 +83,8 @@ type ChatCompletion struct {
 	Model   string       `json:"model"`
 	Choices []ChatChoice `json:"choices"`
 	Usage   *Usage       `json:"usage,omitempty"`
+	// PromptLogprobs answers prompt_logprobs (vLLM's, once per answer).
+	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
 }
 
 // ChatChoice is one choice of a chat completion.
@@ -130,8 +148,10 @@ type collector struct {
 	// offset is the next completion token's text_offset (legacy).
 	offset int
 	// scored: the prompt's scores arrived (engine.PromptScores); legacy
-	// then starts with the prompt's tokens.
+	// then starts with the prompt's tokens (echo).
 	scored bool
+	// promptLogprobs answers prompt_logprobs, once the scores arrived.
+	promptLogprobs []map[string]PromptLogprob
 	// With tools (in.tools): the text split into content and calls.
 	tools *service.ToolStream
 	// With a reasoning model (chat): the text split into reasoning and
@@ -213,7 +233,10 @@ func (c *collector) finishReason(finish engine.FinishReason) string {
 // generated token): with logprobs, the prompt's tokens open legacy.
 func (c *collector) addPrompt(tok engine.Token) {
 	c.scored = true
-	if !c.in.logprobs || len(c.in.prompt) == 0 {
+	if k := c.in.common.PromptLogprobs; k != nil {
+		c.promptLogprobs = promptLogprobs(c.s.cfg.Tokenizer, c.in.prompt, tok.Prompt, *k)
+	}
+	if !c.in.logprobs || !c.in.scoreEcho() || len(c.in.prompt) == 0 {
 		return
 	}
 	tk := c.s.cfg.Tokenizer
@@ -234,11 +257,38 @@ func (c *collector) addPrompt(tok engine.Token) {
 		lp := sc.Logprob
 		c.legacy.TokenLogprobs = append(c.legacy.TokenLogprobs, &lp)
 		top := map[string]float64{}
-		for _, alt := range sc.Top {
+		for _, alt := range c.top(sc.Top) {
 			top[c.name(alt.Token, tk.Piece(alt.Token, false))] = alt.Logprob
 		}
 		c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
 	}
+}
+
+// promptLogprobs is vLLM's prompt_logprobs of prompt from its scores
+// (engine.Token.Prompt: positions 1…len−1): null first, then at each
+// position the prompt's token and the k best alternatives (ranked 1…k).
+func promptLogprobs(tk *tokenizer.Tokenizer, prompt []int32, scores []engine.Scored, k int) []map[string]PromptLogprob {
+	out := make([]map[string]PromptLogprob, len(prompt))
+	for i := 1; i < len(prompt) && i-1 < len(scores); i++ {
+		sc := scores[i-1]
+		m := map[string]PromptLogprob{}
+		for r, alt := range sc.Top[:min(k, len(sc.Top))] {
+			rank := r + 1
+			m[strconv.Itoa(int(alt.Token))] = PromptLogprob{Logprob: alt.Logprob, Rank: &rank, DecodedToken: string(tk.Piece(alt.Token, true))}
+		}
+		id := strconv.Itoa(int(prompt[i]))
+		if _, in := m[id]; !in {
+			m[id] = PromptLogprob{Logprob: sc.Logprob, DecodedToken: string(tk.Piece(prompt[i], true))}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// top is a token's alternatives as the request's logprobs asked for them
+// (the engine computed at least as many: prompt_logprobs may ask more).
+func (c *collector) top(alts []sample.TokenProb) []sample.TokenProb {
+	return alts[:min(c.in.topLogprobs, len(alts))]
 }
 
 // name is how a logprob names token id, whose bytes are raw: the bytes as
@@ -267,7 +317,7 @@ func (c *collector) addToken(tok engine.Token) {
 	piece := string(raw)
 	if c.in.chat {
 		lp := ChatTokenLogprob{Token: c.name(tok.ID, raw), Logprob: tok.Logprob, Bytes: byteInts(raw)}
-		for _, alt := range tok.Top {
+		for _, alt := range c.top(tok.Top) {
 			araw := c.s.cfg.Tokenizer.Piece(alt.Token, false)
 			lp.TopLogprobs = append(lp.TopLogprobs, ChatTokenLogprob{Token: c.name(alt.Token, araw), Logprob: alt.Logprob, Bytes: byteInts(araw)})
 		}
@@ -280,7 +330,7 @@ func (c *collector) addToken(tok engine.Token) {
 	c.legacy.TextOffset = append(c.legacy.TextOffset, c.offset)
 	c.offset += utf8.RuneCountInString(piece)
 	top := map[string]float64{}
-	for _, alt := range tok.Top {
+	for _, alt := range c.top(tok.Top) {
 		top[c.name(alt.Token, c.s.cfg.Tokenizer.Piece(alt.Token, false))] = alt.Logprob
 	}
 	c.legacy.TopLogprobs = append(c.legacy.TopLogprobs, top)
@@ -311,13 +361,13 @@ func (s *Server) fullResponse(w http.ResponseWriter, id cloison.RequestID, in in
 			}
 		}
 		writeJSON(w, 200, ChatCompletion{ID: "chatcmpl-" + string(id), Object: "chat.completion", Created: now, Model: s.cfg.ModelName,
-			Choices: choices, Usage: usage})
+			Choices: choices, Usage: usage, PromptLogprobs: cs[0].promptLogprobs})
 		return
 	}
 	choices := make([]CompletionChoice, len(cs))
 	for i, c := range cs {
 		finish := string(res.Finishes[i])
-		choices[i] = CompletionChoice{Index: i, Text: in.echo + c.text.String(), FinishReason: &finish}
+		choices[i] = CompletionChoice{Index: i, Text: in.echo + c.text.String(), FinishReason: &finish, PromptLogprobs: c.promptLogprobs}
 		if in.logprobs {
 			choices[i].Logprobs = &c.legacy
 		}
@@ -349,6 +399,11 @@ type sseWriter struct {
 	// generated counts the tokens streamed so far, all choices together
 	// (stream_options.continuous_usage_stats).
 	generated int
+	// offset is the index of cs[0] in the answer: a batch's prompt i
+	// streams its choices from i·n (serveBatch), a single prompt from 0.
+	offset int
+	// headers: the status and headers are written (begin).
+	headers bool
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
@@ -403,20 +458,23 @@ func (x *sseWriter) fail() {
 // echoed prompt).
 func (x *sseWriter) begin() {
 	x.begun = true
-	x.w.Header().Set("Content-Type", "text/event-stream")
-	x.w.Header().Set("Cache-Control", "no-cache")
-	x.w.Header().Set("X-Accel-Buffering", "no")
-	x.w.Header().Set("Trailer", ReceiptHeader)
-	x.w.WriteHeader(200)
+	if !x.headers { // a batch's later prompts: already written
+		x.headers = true
+		x.w.Header().Set("Content-Type", "text/event-stream")
+		x.w.Header().Set("Cache-Control", "no-cache")
+		x.w.Header().Set("X-Accel-Buffering", "no")
+		x.w.Header().Set("Trailer", ReceiptHeader)
+		x.w.WriteHeader(200)
+	}
 	for i := range x.cs {
 		if x.in.chat {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{Role: "assistant"}}}})
+				Choices: []ChatChoice{{Index: x.offset + i, Delta: &ChatMessage{Role: "assistant"}}}})
 		}
 		if x.in.echo != "" && !x.in.scorePrompt {
 			// echo: the prompt text first, in a chunk of its own (scored:
 			// once the scores are in, promptChunk).
-			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: i, Text: x.in.echo}}})
+			x.send(Completion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []CompletionChoice{{Index: x.offset + i, Text: x.in.echo}}})
 		}
 	}
 }
@@ -424,13 +482,13 @@ func (x *sseWriter) begin() {
 func (x *sseWriter) chunk(i int, text string, finish *string) any {
 	in, c := x.in, x.cs[i]
 	if in.chat {
-		ch := ChatChoice{Index: i, Delta: &ChatMessage{Content: text}, FinishReason: finish}
+		ch := ChatChoice{Index: x.offset + i, Delta: &ChatMessage{Content: text}, FinishReason: finish}
 		if in.logprobs && len(c.chat) > 0 && finish == nil {
 			ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 		}
 		return ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{ch}}
 	}
-	ch := CompletionChoice{Index: i, Text: text, FinishReason: finish}
+	ch := CompletionChoice{Index: x.offset + i, Text: text, FinishReason: finish}
 	if in.logprobs && len(c.legacy.Tokens) > 0 && finish == nil {
 		ch.Logprobs = c.legacy.slice(len(c.legacy.Tokens) - 1)
 	}
@@ -440,7 +498,7 @@ func (x *sseWriter) chunk(i int, text string, finish *string) any {
 // promptChunk sends choice i's echo once its prompt is scored: the prompt
 // text with, if asked, its tokens' logprobs.
 func (x *sseWriter) promptChunk(i int) {
-	ch := CompletionChoice{Index: i, Text: x.in.echo}
+	ch := CompletionChoice{Index: x.offset + i, Text: x.in.echo}
 	if x.in.logprobs {
 		ch.Logprobs = x.cs[i].legacy.slice(0)
 	}
@@ -476,7 +534,7 @@ func (x *sseWriter) sendReasoning(i int, scored bool) bool {
 	if r == "" {
 		return false
 	}
-	ch := ChatChoice{Index: i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
+	ch := ChatChoice{Index: x.offset + i, Delta: &ChatMessage{ReasoningContent: r, NoContent: true}}
 	if c := x.cs[i]; scored && len(c.chat) > 0 {
 		ch.Logprobs = &ChatLogprobs{Content: c.chat[len(c.chat)-1:]}
 	}
@@ -493,7 +551,7 @@ func (x *sseWriter) sendCalls(i int, calls []ToolCallOut) {
 		args := ToolCallOut{Index: c.Index, Function: FunctionCallOut{Arguments: c.Function.Arguments}}
 		for _, d := range []ToolCallOut{head, args} {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName,
-				Choices: []ChatChoice{{Index: i, Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
+				Choices: []ChatChoice{{Index: x.offset + i, Delta: &ChatMessage{ToolCalls: []ToolCallOut{d}, NoContent: true}}}})
 		}
 	}
 }
@@ -506,6 +564,12 @@ func (x *sseWriter) end(res genResult, err error) {
 		x.send(ErrorBody{Error: ErrorDetail{Message: msg, Type: wire.Type, Code: string(code)}})
 		return
 	}
+	x.finishChoices(res)
+	x.close(res.Prompt, res.Completion, []string{res.Receipt})
+}
+
+// finishChoices writes the end of every choice of x.cs after success.
+func (x *sseWriter) finishChoices(res genResult) {
 	// Per choice: what reasoning and tool parsing held back is released
 	// only now, after success, then the choice's own finish_reason.
 	for i, c := range x.cs {
@@ -520,8 +584,14 @@ func (x *sseWriter) end(res genResult, err error) {
 		finish := c.finishReason(res.Finishes[i])
 		x.send(x.chunk(i, "", &finish))
 	}
+}
+
+// close ends a successful stream: the usage chunk if asked, the receipts
+// (one per request: a batch's prompts are requests of their own) as
+// comments and trailers, and [DONE].
+func (x *sseWriter) close(prompt, completion int, receipts []string) {
 	if x.in.common.StreamOptions != nil && x.in.common.StreamOptions.IncludeUsage {
-		u := &Usage{PromptTokens: res.Prompt, CompletionTokens: res.Completion, TotalTokens: res.Prompt + res.Completion}
+		u := &Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
 		if x.in.chat {
 			x.send(ChatCompletion{ID: x.id, Object: x.object, Created: x.now, Model: x.s.cfg.ModelName, Choices: []ChatChoice{}, Usage: u})
 		} else {
@@ -531,12 +601,20 @@ func (x *sseWriter) end(res genResult, err error) {
 	if x.failed {
 		return
 	}
-	if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\ndata: [DONE]\n\n", res.Receipt); err != nil {
+	for _, rc := range receipts {
+		if _, err := fmt.Fprintf(x.w, ": cloison-receipt %s\n\n", rc); err != nil {
+			x.fail()
+			return
+		}
+	}
+	if _, err := fmt.Fprint(x.w, "data: [DONE]\n\n"); err != nil {
 		x.fail()
 		return
 	}
 	if x.flusher != nil {
 		x.flusher.Flush()
 	}
-	x.w.Header().Set(ReceiptHeader, res.Receipt) // the trailer declared in begin
+	for _, rc := range receipts {
+		x.w.Header().Add(ReceiptHeader, rc) // the trailer declared in begin
+	}
 }

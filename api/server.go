@@ -380,7 +380,24 @@ type inference struct {
 	// (engine.GenerateRequest.ScorePrompt), and the echo carries the
 	// prompt's logprobs.
 	scorePrompt bool
+	// echoScored: the prompt is scored for its echo (the legacy logprobs
+	// then start with the prompt's tokens); scorePrompt without it is
+	// prompt_logprobs alone.
+	echoScored bool
 }
+
+// scoreTop is the alternatives the engine computes per token: the
+// request's logprobs', or prompt_logprobs' when more (each answer keeps
+// its own count: collector.top, promptLogprobs).
+func (in inference) scoreTop() int {
+	if k := in.common.PromptLogprobs; k != nil {
+		return max(in.topLogprobs, *k)
+	}
+	return in.topLogprobs
+}
+
+// scoreEcho reports whether the legacy logprobs start with the prompt's.
+func (in inference) scoreEcho() bool { return in.echoScored }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	req, err := DecodeCompletion(r.Body, s.cfg.MaxBody)
@@ -391,14 +408,29 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
+	if req.Prompt.Batch != nil {
+		s.serveBatch(w, r, req)
+		return
+	}
+	in, err := s.completionInference(r.Context(), principal(r), req, *req.Prompt, decisionHeader(w))
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	s.serve(w, r, in)
+}
+
+// completionInference is one prompt of a completions request made ready
+// for generate: tokenized (after Preadmit: textFor, decided as there),
+// truncated, with its echo and scoring.
+func (s *Server) completionInference(ctx context.Context, p tenancy.Principal, req *CompletionRequest, pr Prompt, decided func(string)) (inference, error) {
 	suffix := ""
 	if req.Suffix != nil {
 		suffix = *req.Suffix
 	}
-	prompt, err := s.text().CompletionPrompt(req.Prompt.Text, req.Prompt.Tokens, req.Prompt.IsIDs, suffix)
+	prompt, err := s.textFor(ctx, p, &req.Common, decided).CompletionPrompt(pr.Text, pr.Tokens, pr.IsIDs, suffix)
 	if err != nil {
-		WriteHTTPError(w, err)
-		return
+		return inference{}, err
 	}
 	prompt = req.Common.truncated(prompt)
 	top := 0
@@ -409,13 +441,17 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if req.Echo {
 		// The prompt as sent; token ids are echoed as their text (control
 		// tokens included, as they were sent).
-		in.echo = req.Prompt.Text
-		if req.Prompt.IsIDs {
-			in.echo = s.cfg.Tokenizer.Decode(req.Prompt.Tokens, true)
+		in.echo = pr.Text
+		if pr.IsIDs {
+			in.echo = s.cfg.Tokenizer.Decode(pr.Tokens, true)
 		}
 		in.scorePrompt = req.Logprobs != nil || req.Common.MaxNew() == 0
+		in.echoScored = in.scorePrompt
 	}
-	s.serve(w, r, in)
+	if req.Common.PromptLogprobs != nil {
+		in.scorePrompt = true
+	}
+	return in, nil
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
@@ -427,7 +463,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	in, err := s.chatInference(req)
+	in, err := s.chatInference(r.Context(), principal(r), req, decisionHeader(w))
 	if err != nil {
 		WriteHTTPError(w, err)
 		return
@@ -438,14 +474,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // chatInference is a decoded chat request made ready for generate
 // (service.Model.PrepareChat: its tools checked against the model's
 // template, its grammar, its prompt rendered). The Responses API goes
-// through it too (respapi.go). Errors: PrepareChat's.
-func (s *Server) chatInference(req *ChatRequest) (inference, error) {
+// through it too (respapi.go). The prompt is pre-admitted for p before it
+// is tokenized (textFor; decided as there). Errors: PrepareChat's;
+// Preadmit's.
+func (s *Server) chatInference(ctx context.Context, p tenancy.Principal, req *ChatRequest, decided func(string)) (inference, error) {
 	use, _ := req.toolUse() // checked by DecodeChat
 	o, err := req.templateOptions(s.cfg.Chat)
 	if err != nil {
 		return inference{}, err
 	}
-	prompt, c, err := s.text().PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
+	prompt, c, err := s.textFor(ctx, p, &req.Common, decided).PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
 	if err != nil {
 		return inference{}, err
 	}
@@ -454,13 +492,42 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	if req.TopLogprobs != nil {
 		top = *req.TopLogprobs
 	}
-	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c}, nil
+	return inference{common: &req.Common, prompt: prompt, logprobs: req.Logprobs, topLogprobs: top, chat: true, tools: use, constraint: c,
+		scorePrompt: req.Common.PromptLogprobs != nil}, nil
 }
 
 // text is the served model's tokenizer and chat template as the service
 // uses them (prompts, tool calls).
 func (s *Server) text() service.Model {
 	return service.Model{Name: s.cfg.ModelName, Tokenizer: s.cfg.Tokenizer, Chat: s.cfg.Chat}
+}
+
+// textFor is text() for a request of p with c's model and choices: its
+// prompt, once its length is known, passes Preadmit (the model, the
+// policy, the limits and the tenant's quotas on a lower bound of its
+// tokens) before it is tokenized, so that a request they refuse costs no
+// tokenization.
+// decided (optional) receives the id of the decision that refused it.
+func (s *Server) textFor(ctx context.Context, p tenancy.Principal, c *Common, decided func(string)) service.Model {
+	q := service.Preadmission{Model: c.Model, N: 1, MaxTokens: -1, Decided: decided}
+	if c.N != nil {
+		q.N = *c.N
+	}
+	if !c.DefaultMax() {
+		q.MaxTokens = c.MaxNew()
+	}
+	m := s.text()
+	m.Admit = func(promptBytes int) error {
+		q.PromptBytes = promptBytes
+		return s.req.Preadmit(ctx, p, q)
+	}
+	return m
+}
+
+// decisionHeader sets the decision id of an HTTP answer (textFor's
+// decided, Sink.Decided).
+func decisionHeader(w http.ResponseWriter) func(string) {
+	return func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) }
 }
 
 // genResult is the end of a successful generation.
@@ -481,11 +548,14 @@ func (s *Server) generate(ctx context.Context, p tenancy.Principal, id cloison.R
 // logprobs' form) stays with the transport.
 func (in inference) request(id cloison.RequestID) service.Request {
 	q := service.Request{ID: id, Model: in.common.Model, Prompt: in.prompt, MaxTokens: in.common.MaxNew(), N: in.choices(),
-		Sampling: in.common.Sampling(in.logprobs, in.topLogprobs), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
+		Sampling: in.common.Sampling(in.logprobs, in.scoreTop()), Seeded: in.common.Seed != nil, Stop: in.common.Stop,
 		Constraint: in.constraint, ScorePrompt: in.scorePrompt}
 	q.StopTokens, q.IgnoreEOS, q.MinTokens, q.IncludeStop = in.common.stopping()
 	q.DefaultMax = in.common.DefaultMax()
 	q.SpecialText = in.common.SkipSpecial != nil && !*in.common.SkipSpecial
+	if in.common.CacheSalt != nil {
+		q.CacheSalt = []byte(*in.common.CacheSalt)
+	}
 	return q
 }
 

@@ -30,10 +30,11 @@ type Request struct {
 	// given the ones before it (GenerateRequest.ScorePrompt): the prompt
 	// is computed in full, never taken from the prefix cache.
 	ScorePrompt bool
-	// CacheSalt narrows the tenant's prefix-cache namespace: the lease
+	// CacheSalt narrows the tenant's prefix-cache namespace
+	// (GenerateRequest.CacheSalt): the lease
 	// finds and publishes only pages keyed with the same salt
 	// (isolation.Pool.AllocatePrefixSalted). Submit derives it from the
-	// request's LoRA adapter (prefixSalt); nil for none.
+	// client's salt and the request's LoRA adapter (prefixSalt); nil for none.
 	CacheSalt []byte
 }
 

@@ -155,6 +155,10 @@ type GenerateRequest struct {
 	// depends on the prompt only, never on its batch neighbours. Not on a
 	// decode node (ErrScoreRemote).
 	Embed bool
+	// CacheSalt (optional) narrows the tenant's prefix-cache namespace to
+	// the requests sending the same salt (vLLM's cache_salt;
+	// isolation.Pool.AllocatePrefixSalted): it never widens it.
+	CacheSalt []byte
 }
 
 // prefixSalt is a request's prefix-cache salt (Request.CacheSalt) from a
@@ -330,7 +334,7 @@ func (e *Engine) Submit(ctx context.Context, r GenerateRequest) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, CacheSalt: prefixSalt(nil, r.Adapter)})
+	t, err := e.adm.Admit(Request{ID: r.ID, Tenant: r.Tenant, Prompt: r.Prompt, MaxTokens: r.MaxTokens, ScorePrompt: r.ScorePrompt || r.Embed, CacheSalt: prefixSalt(r.CacheSalt, r.Adapter)})
 	if err != nil {
 		return nil, err
 	}

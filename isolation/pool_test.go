@@ -773,3 +773,67 @@ func TestDiscardScrubsWhateverTheMode(t *testing.T) {
 	}
 	mustCheck(t, p)
 }
+
+// A cache salt (cache_salt) only narrows a namespace: a request finds the
+// pages published under its own salt in its own namespace — the same salt
+// shares, another salt or none does not — and a tenant of another
+// namespace never finds them, whatever salt it sends (the same one
+// included).
+func TestPrefixCacheSalt(t *testing.T) {
+	cfg := Config{Pages: 64, PrefixSecret: []byte("server secret")}
+	prompt := seq(50, 1000) // three full pages and two tokens
+	p := newPool(t, cfg, TenantConfig{ID: "a"}, TenantConfig{ID: "b"})
+	publish := func(tenant cloison.TenantID, req string, salt []byte) {
+		t.Helper()
+		l, _, err := p.AllocatePrefixSalted(tenant, cloison.RequestID(req), 60, prompt, salt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Write(l, 50)
+		if n, err := p.Publish(l, prompt); err != nil || n != 3 {
+			t.Fatalf("%s %q: published %d, %v; want 3", tenant, salt, n, err)
+		}
+		if err := p.Release(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cachedFor := func(tenant cloison.TenantID, req string, salt []byte) int {
+		t.Helper()
+		l, cached, err := p.AllocatePrefixSalted(tenant, cloison.RequestID(req), 60, prompt, salt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Release(l); err != nil {
+			t.Fatal(err)
+		}
+		return cached
+	}
+	publish("a", "pub-salted", []byte("alpha"))
+	for _, tc := range []struct {
+		tenant cloison.TenantID
+		salt   string
+		want   int
+	}{
+		{"a", "alpha", 48}, // same tenant, same salt: shared
+		{"a", "beta", 0},   // another salt
+		{"a", "", 0},       // no salt: the unsalted part of the namespace
+		{"b", "alpha", 0},  // another tenant with the same salt: never
+		{"b", "", 0},
+	} {
+		if got := cachedFor(tc.tenant, "probe-"+string(tc.tenant)+tc.salt, []byte(tc.salt)); got != tc.want {
+			t.Fatalf("tenant %s, salt %q: %d tokens cached, want %d", tc.tenant, tc.salt, got, tc.want)
+		}
+	}
+	// Unsalted pages are not reachable with a salt either.
+	publish("a", "pub-plain", nil)
+	if got := cachedFor("a", "probe-plain", nil); got != 48 {
+		t.Fatalf("unsalted: %d cached, want 48", got)
+	}
+	if got := cachedFor("a", "probe-plain-salted", []byte("gamma")); got != 0 {
+		t.Fatalf("salt gamma after an unsalted publish: %d cached, want 0", got)
+	}
+	if got := cachedFor("b", "probe-b-plain", nil); got != 0 {
+		t.Fatalf("tenant b, no salt: %d cached, want 0", got)
+	}
+	mustCheck(t, p)
+}

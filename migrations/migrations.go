@@ -32,6 +32,15 @@
 // (and EXECUTE the append function), never UPDATE, DELETE or TRUNCATE them.
 // make run generates that password once into
 // .cache/cloison/db-runtime.password (mode 0600).
+//
+// Roles belong to one deployment. Role names are global to the server, so
+// two deployments (two databases) left at the default names would share
+// them: each start would set the runtime role's password to its own (the
+// other's servers then failing to log in) and grant the roles the other's
+// database. EnsureRoles therefore marks both roles as its deployment's
+// (COMMENT ON ROLE, RoleMarker: the database's name, or Roles.Deployment)
+// and refuses, before changing anything, a role marked as another's
+// (ErrRolesOwned); the second deployment names roles of its own.
 package migrations
 
 import (
@@ -41,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +80,13 @@ type Roles struct {
 	// connect as this role itself, never as an administrator that SET
 	// ROLEs to it (RESET ROLE would escape).
 	Runtime string
+	// Deployment names the deployment the roles belong to; EnsureRoles
+	// marks both roles with it (COMMENT ON ROLE, RoleMarker) and refuses
+	// roles another deployment marked, before it changes anything on
+	// them. Empty: the database's own name (a deployment is its
+	// database). Deployments that share roles on purpose (test databases
+	// of one suite) give the same name.
+	Deployment string
 	// RuntimePassword, when set, becomes the runtime role's password
 	// (set on every EnsureRoles, so rotating the secret and rerunning
 	// role setup rotates the password). Empty: the password is left as
@@ -80,11 +97,17 @@ type Roles struct {
 // DefaultRoles are the names used when none are configured.
 var DefaultRoles = Roles{Owner: "cloison_owner", Runtime: "cloison_runtime"}
 
-var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+var (
+	roleName       = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+	deploymentName = regexp.MustCompile(`^[a-z0-9_][a-z0-9_.-]{0,62}$`)
+)
 
 func (r Roles) check() error {
 	if !roleName.MatchString(r.Owner) || !roleName.MatchString(r.Runtime) || r.Owner == r.Runtime {
 		return fmt.Errorf("%w: owner %q, runtime %q", ErrInvalidRoles, r.Owner, r.Runtime)
+	}
+	if r.Deployment != "" && !deploymentName.MatchString(r.Deployment) {
+		return fmt.Errorf("%w: deployment %q (want lowercase letters, digits, _ . -)", ErrInvalidRoles, r.Deployment)
 	}
 	return nil
 }
@@ -209,20 +232,24 @@ func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 		return fmt.Errorf("migrations: connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	for _, r := range []struct{ name, attrs string }{{roles.Owner, "NOLOGIN"}, {roles.Runtime, "LOGIN"}} {
-		var exists bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name).Scan(&exists); err != nil {
-			return fmt.Errorf("migrations: %w", err)
+	var dbname string
+	var adminSuper bool
+	if err := conn.QueryRow(ctx, "SELECT current_database(), rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&dbname, &adminSuper); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	// Both roles are checked before either is touched: a role another
+	// deployment marked is refused before anything (its password above
+	// all) changes.
+	mark := RoleMarker(roles.Deployment, dbname)
+	both := []struct{ name, attrs string }{{roles.Owner, "NOLOGIN"}, {roles.Runtime, "LOGIN"}}
+	for _, r := range both {
+		if _, err := roleClaim(ctx, conn, r.name, mark); err != nil {
+			return err
 		}
-		if exists {
-			continue
-		}
-		_, err := conn.Exec(ctx, fmt.Sprintf("CREATE ROLE %s %s", pgx.Identifier{r.name}.Sanitize(), r.attrs))
-		var pe *pgconn.PgError
-		// Another process created it between our check and CREATE:
-		// duplicate_object, or unique_violation on pg_authid.
-		if err != nil && !(errors.As(err, &pe) && (pe.Code == "42710" || pe.Code == "23505")) {
-			return fmt.Errorf("migrations: create role %s: %w", r.name, err)
+	}
+	for _, r := range both {
+		if err := claimRole(ctx, conn, r.name, r.attrs, mark); err != nil {
+			return err
 		}
 	}
 	owner, runtime := pgx.Identifier{roles.Owner}.Sanitize(), pgx.Identifier{roles.Runtime}.Sanitize()
@@ -248,11 +275,6 @@ func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 		if err := conn.QueryRow(ctx, "SELECT $1::text || format(' PASSWORD %L', $2::text)", alter, roles.RuntimePassword).Scan(&alter); err != nil {
 			return fmt.Errorf("migrations: %w", err)
 		}
-	}
-	var dbname string
-	var adminSuper bool
-	if err := conn.QueryRow(ctx, "SELECT current_database(), rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&dbname, &adminSuper); err != nil {
-		return fmt.Errorf("migrations: %w", err)
 	}
 	var stmts []string
 	if alter != "" {
@@ -285,4 +307,118 @@ func EnsureRoles(ctx context.Context, adminURL string, roles Roles) error {
 		}
 	}
 	return nil
+}
+
+// ErrRolesOwned: a role EnsureRoles would set up is marked as another
+// deployment's (or carries a comment that is not a Cloison marker), so it
+// is left untouched.
+var ErrRolesOwned = cloison.NewError(cloison.CodeConflict, "migrations: the database role belongs to another deployment")
+
+// markerPrefix starts every role marker (RoleMarker).
+const markerPrefix = "cloison deployment "
+
+// RoleMarker is the comment (COMMENT ON ROLE) EnsureRoles puts on both
+// roles of a deployment: "cloison deployment NAME" for Roles.Deployment
+// NAME, "cloison deployment database:DB" when it is empty (DB the
+// database's name).
+//
+// Roles are global to a PostgreSQL server while a deployment is one of
+// its databases: without the marker, two deployments naming the same roles
+// (the defaults) would each set the runtime role's password at every start
+// (the other's servers then failing to log in) and grant each other's
+// servers their database. With it, role setup claims a role that has no
+// comment (a role created before markers existed, or by an administrator
+// ahead of the first start), reclaims one whose marker names a database
+// that no longer exists on the server, and refuses every other role that
+// is not marked as its own (ErrRolesOwned), before changing anything.
+func RoleMarker(deployment, database string) string {
+	if deployment == "" {
+		return markerPrefix + "database:" + database
+	}
+	return markerPrefix + deployment
+}
+
+// roleClaim reads role's marker: exists reports whether the role exists;
+// err is ErrRolesOwned when it exists and is neither marked mark, nor
+// unmarked, nor marked for a database the server no longer holds.
+func roleClaim(ctx context.Context, conn *pgx.Conn, role, mark string) (exists bool, err error) {
+	var comment *string
+	err = conn.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", role).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("migrations: %w", err)
+	}
+	if comment == nil || *comment == "" || *comment == mark {
+		return true, nil
+	}
+	if db, ok := strings.CutPrefix(*comment, markerPrefix+"database:"); ok {
+		var live bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&live); err != nil {
+			return false, fmt.Errorf("migrations: %w", err)
+		}
+		if !live {
+			return true, nil // its database is gone: an orphan
+		}
+	}
+	if !strings.HasPrefix(*comment, markerPrefix) {
+		return true, fmt.Errorf("%w: role %q carries the comment %q, which is not a Cloison deployment marker: "+
+			"give this deployment roles of its own (cloisond --db-owner-role and --db-runtime-role), or, if the role is this deployment's, drop the comment (COMMENT ON ROLE %s IS NULL)",
+			ErrRolesOwned, role, *comment, pgx.Identifier{role}.Sanitize())
+	}
+	return true, fmt.Errorf("%w: role %q is marked %q, this deployment is %q: "+
+		"two deployments on one PostgreSQL server need roles of their own (cloisond --db-owner-role and --db-runtime-role, cloisonctl migrate --owner-role and --runtime-role), "+
+		"or the same --db-deployment to share them on purpose",
+		ErrRolesOwned, role, strings.TrimPrefix(*comment, markerPrefix), strings.TrimPrefix(mark, markerPrefix))
+}
+
+// claimRole creates role (with attrs) marked mark, or marks an existing
+// unmarked or orphaned one, each in one transaction. A concurrent claimer
+// makes the second writer fail (a unique violation on the role or on its
+// comment, or "tuple concurrently updated"): the claim is then read again,
+// so of two deployments claiming one role at once only one gets it.
+func claimRole(ctx context.Context, conn *pgx.Conn, role, attrs, mark string) error {
+	var comment string
+	if err := conn.QueryRow(ctx, "SELECT format('COMMENT ON ROLE %I IS %L', $1::text, $2::text)", role, mark).Scan(&comment); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		exists, err := roleClaim(ctx, conn, role, mark)
+		if err != nil {
+			return err
+		}
+		var stmts []string
+		if !exists {
+			stmts = append(stmts, fmt.Sprintf("CREATE ROLE %s %s", pgx.Identifier{role}.Sanitize(), attrs))
+		} else {
+			var current *string
+			if err := conn.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1", role).Scan(&current); err != nil {
+				return fmt.Errorf("migrations: %w", err)
+			}
+			if current != nil && *current == mark {
+				return nil
+			}
+		}
+		stmts = append(stmts, comment)
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, s := range stmts {
+				if _, err := tx.Exec(ctx, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		// Another process created or marked it between our read and our
+		// write: duplicate_object, unique_violation (pg_authid or
+		// pg_shdescription), or "tuple concurrently updated".
+		if attempt < 3 && errors.As(err, &pe) && (pe.Code == "42710" || pe.Code == "23505" || pe.Code == "XX000") {
+			continue
+		}
+		return fmt.Errorf("migrations: claim role %s: %w", role, err)
+	}
 }

@@ -70,7 +70,7 @@ admin="$base/$db$opts"; runtime="postgres://cloison_runtime@$hostpart/$db$opts"
 [ -s "$dir/db-runtime.password" ] || (umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/db-runtime.password")
 rm -f "$dir/ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --database-url "$runtime" --migrate-database-url "$admin" \
-	--db-runtime-password-file "$dir/db-runtime.password" --create-database --dev --dev-tenant dev \
+	--db-runtime-password-file "$dir/db-runtime.password" --db-deployment dev --create-database --dev --dev-tenant dev \
 	--state-dir "$dir" --ready-file "$dir/ready" --max-running "$running" --max-batch-tokens 1024 \
 	--threads "$threads" --kv-type f16 --model "$gguf" --model-name "$model" 2>"$dir/cloisond.log" &
 cpid=$!; pids+=($cpid)

@@ -54,7 +54,7 @@ psql -q "$base/postgres$opts" -c 'DROP DATABASE IF EXISTS cloison_sdk WITH (FORC
 
 rm -f "$dir/state/ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --database-url "$runtime" --migrate-database-url "$admin" \
-	--db-runtime-password-file "$dir/state/db-runtime.password" --create-database --dev --dev-tenant dev \
+	--db-runtime-password-file "$dir/state/db-runtime.password" --db-deployment dev --create-database --dev --dev-tenant dev \
 	--state-dir "$dir/state" --ready-file "$dir/state/ready" --model "$model" --model-name "$MODEL" 2>"$dir/cloisond.log" & pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do [ -s "$dir/state/ready" ] && break; kill -0 $pid 2>/dev/null || { tail -20 "$dir/cloisond.log" >&2; exit 1; }; sleep 0.5; done

@@ -116,7 +116,13 @@
 // constraint (RequestConstraint: response_format or the tool calls', never
 // both; compiled by Generate after admission)
 // and renders and tokenizes its messages (ChatPrompt, control tokens
-// parsed only in the template's own text). While tokens arrive, a
+// parsed only in the template's own text). Tokenizing comes after a first
+// admission: the transport's Model.Admit runs Preadmit on the prompt's
+// length (its rendered text, for a chat) — the model check, the policy
+// decision, max_context and the Limiter's concurrency and rate checks on a
+// lower bound of its tokens (Tokenizer.MinTokens), taking nothing — so a
+// request they refuse is refused before its prompt is tokenized; Embed
+// does the same for its texts. While tokens arrive, a
 // ToolStream per choice (tools.go) reads the tool calls back from the
 // text in the template's format (MarkerText restores the markers the
 // engine streams as empty control tokens); before it, with a reasoning

@@ -65,6 +65,16 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
 		return EmbedResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
 	}
+	// Texts are tokenized only once their length passed Preadmit.
+	if len(q.Texts) > 0 {
+		n := 0
+		for _, t := range q.Texts {
+			n += len(t)
+		}
+		if err := s.Preadmit(ctx, p, Preadmission{Model: q.Model, PromptBytes: n}); err != nil {
+			return EmbedResult{}, err
+		}
+	}
 	inputs, err := s.embedInputs(q)
 	if err != nil {
 		return EmbedResult{}, err

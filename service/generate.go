@@ -158,7 +158,7 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		csp.Seed = choiceSeed(sp.Seed, i)
 		// Every choice scores its own prompt: its echo is streamed with
 		// the scores before its first token, whatever the others do.
-		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: g,
+		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: g, CacheSalt: q.CacheSalt,
 			ScorePrompt: q.ScorePrompt, StopTokens: q.StopTokens, IgnoreEOS: q.IgnoreEOS, MinTokens: min(q.MinTokens, maxNew), IncludeStop: q.IncludeStop, SpecialText: q.SpecialText}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return Result{}, s.Refuse(p.Tenant, StageAdmission, err)

@@ -35,6 +35,11 @@ func tokenString(t *tokenizer.Tokenizer, id int32) string {
 // with BOS, control tokens not parsed. Errors: ErrUnsupported (a suffix
 // for a model without fill-in-the-middle tokens).
 func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix string) ([]int32, error) {
+	if !isIDs {
+		if err := m.admit(len(text) + len(suffix)); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case suffix != "":
 		prompt, ok := m.Tokenizer.EncodeInfill(text, suffix)
@@ -81,6 +86,9 @@ func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constrain
 	if err != nil {
 		return nil, Constraint{}, err
 	}
+	if err := m.admit(len(p.Text)); err != nil {
+		return nil, Constraint{}, err
+	}
 	prompt = m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos)
 	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || c.Choice != nil || (c.Tools != nil && c.Tools.Force != "")) {
 		return nil, Constraint{}, ErrUnsupported.Withf("response_format, structured_outputs, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
@@ -96,6 +104,9 @@ func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constrain
 func (m Model) ChatPrompt(msgs []chat.Message, tools []chat.Tool) ([]int32, error) {
 	p, bos, err := m.RenderChat(msgs, tools)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.admit(len(p.Text)); err != nil {
 		return nil, err
 	}
 	return m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos), nil

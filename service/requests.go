@@ -222,6 +222,9 @@ type Request struct {
 	// ScorePrompt: every choice's sequence scores the prompt
 	// (engine.GenerateRequest.ScorePrompt).
 	ScorePrompt bool
+	// CacheSalt (optional) narrows the tenant's prefix cache to requests
+	// with the same salt (engine.GenerateRequest.CacheSalt).
+	CacheSalt []byte
 }
 
 func (q Request) choices() int { return max(q.N, 1) }

@@ -110,6 +110,51 @@ func (l *Limiter) AdmitLease(t cloison.TenantID, q Quotas, tokens, pages int) (*
 	return l.admit(t, q, tokens, max(pages, 1))
 }
 
+// Check returns the error Admit(t, q, tokens) would return for the
+// tenant's concurrency, the request's size and (without a Budget, whose
+// bucket is shared and read only by leasing) its tokens-per-minute bucket,
+// without taking anything: a request can be refused before work whose cost
+// its caller controls (tokenizing its prompt), tokens then being a lower
+// bound of what it will ask. A nil error promises nothing: Admit decides.
+func (l *Limiter) Check(t cloison.TenantID, q Quotas, tokens int) error {
+	if q.MaxConcurrent < 1 || q.TokensPerMinute < 1 {
+		return &LimitError{sentinel: ErrQuotaExceeded, Tenant: t, Limit: "quotas", detail: fmt.Sprintf("quotas %+v admit nothing", q)}
+	}
+	tokens = max(tokens, 0)
+	now := time.Now()
+	if l.Now != nil {
+		now = l.Now()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.tenants[t]
+	if u == nil {
+		if tokens > q.TokensPerMinute {
+			return (&usage{}).limits(t, q, tokens, 0)
+		}
+		return nil
+	}
+	if err := u.limits(t, q, tokens, 0); err != nil {
+		return err
+	}
+	if l.budget != nil {
+		return nil
+	}
+	// The bucket as refill would bring it up to now, left unchanged.
+	level := u.tokens
+	capacity := float64(q.TokensPerMinute)
+	if capacity != u.capacity {
+		level = min(level, capacity)
+	}
+	if dt := now.Sub(u.at); dt > 0 {
+		level = min(capacity, level+dt.Seconds()*capacity/60)
+	}
+	if level < float64(tokens)-1e-6 {
+		return rateLimited(t, q, tokens, level, float64(tokens)-level)
+	}
+	return nil
+}
+
 // admit is Admit and AdmitLease; pages 0 leaves the KV pages uncounted.
 func (l *Limiter) admit(t cloison.TenantID, q Quotas, tokens, pages int) (*Permit, error) {
 	if q.MaxConcurrent < 1 || q.TokensPerMinute < 1 {

@@ -152,7 +152,16 @@ func TestLimiterProperties(t *testing.T) {
 			switch rapid.IntRange(0, 2).Draw(rt, "op") {
 			case 0:
 				n := rapid.IntRange(0, q.TokensPerMinute+10).Draw(rt, "tokens")
+				// Check foretells Admit exactly (no Budget, no pages)
+				// and takes nothing.
+				cerr := l.Check("p", q, n)
+				if l.InFlight("p") != len(held) {
+					rt.Fatalf("Check took a slot")
+				}
 				p, err := l.Admit("p", q, n)
+				if (cerr == nil) != (err == nil) || (err != nil && cloison.ErrorCode(cerr) != cloison.ErrorCode(err)) {
+					rt.Fatalf("Check said %v, Admit %v", cerr, err)
+				}
 				switch {
 				case err == nil:
 					held = append(held, p)

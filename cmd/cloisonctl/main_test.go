@@ -46,7 +46,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		"--org-name", "Société Exemple inc.", "--org-neq", "1170000000"}
 	asRuntime := append(append([]string{}, db...), "--role", pkgDB.Roles.Runtime)
 
-	if out := mustRun(t, append([]string{"migrate", "--owner-role", pkgDB.Roles.Owner, "--runtime-role", pkgDB.Roles.Runtime}, db...)...); !strings.Contains(out, "up to date") {
+	if out := mustRun(t, append([]string{"migrate", "--owner-role", pkgDB.Roles.Owner, "--runtime-role", pkgDB.Roles.Runtime, "--deployment", pkgDB.Roles.Deployment}, db...)...); !strings.Contains(out, "up to date") {
 		t.Errorf("migrate: %s", out)
 	}
 	mustRun(t, "audit", "keygen", "--out", key)

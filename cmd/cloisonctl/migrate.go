@@ -51,6 +51,7 @@ URL suffices for reads and token issue; purges need the owner (--role).`,
 	}
 	cmd.Flags().StringVar(&roles.Owner, "owner-role", roles.Owner, "role that owns the ledger and register tables")
 	cmd.Flags().StringVar(&roles.Runtime, "runtime-role", roles.Runtime, "role servers log in as (INSERT/SELECT only)")
+	cmd.Flags().StringVar(&roles.Deployment, "deployment", "", "name marking the roles as this deployment's (as cloisond --db-deployment; empty: the database's name)")
 	cmd.Flags().StringVar(&passwordFile, "runtime-password-file", "", "file holding the password to set on the runtime role")
 	return cmd
 }

@@ -38,6 +38,7 @@ type dbConfig struct {
 	url, migrateURL     string
 	ownerRole           string
 	runtimeRole         string
+	deployment          string
 	runtimePasswordFile string
 	maxConns, scanConns int
 	txPooling           bool
@@ -48,6 +49,7 @@ func (d *dbConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&d.migrateURL, "migrate-database-url", "", "PostgreSQL URL of an administrator (superuser or database owner), used only for role setup and migrations at start; empty: neither (a migration job does them)")
 	fs.StringVar(&d.ownerRole, "db-owner-role", migrations.DefaultRoles.Owner, "role owning the ledger tables (NOLOGIN)")
 	fs.StringVar(&d.runtimeRole, "db-runtime-role", migrations.DefaultRoles.Runtime, "role --database-url logs in as: INSERT/SELECT only on the ledger; the server refuses any other login")
+	fs.StringVar(&d.deployment, "db-deployment", "", "name role setup marks the owner and runtime roles with (COMMENT ON ROLE), refusing roles another deployment on the server marked; empty: the database's name. Deployments sharing roles on purpose give the same name")
 	fs.StringVar(&d.runtimePasswordFile, "db-runtime-password-file", "", "file (mode 0600) holding the runtime role's password: role setup sets it, and the server logs in with it when --database-url has none")
 	fs.BoolVar(&d.txPooling, "db-transaction-pooling", false, "--database-url is a transaction pooler (PgBouncer pool_mode=transaction): use no named prepared statements (the URL's default_query_exec_mode, when set, is kept)")
 	fs.IntVar(&d.maxConns, "db-max-conns", 10, "PostgreSQL connections this process opens at most, both pools together")
@@ -58,7 +60,7 @@ func (d *dbConfig) check() error {
 	if d.url == "" {
 		return errors.New("no database: set --database-url or DATABASE_URL (make run starts one)")
 	}
-	if err := (migrations.Roles{Owner: d.ownerRole, Runtime: d.runtimeRole}).Check(); err != nil {
+	if err := (migrations.Roles{Owner: d.ownerRole, Runtime: d.runtimeRole, Deployment: d.deployment}).Check(); err != nil {
 		return err
 	}
 	if d.scanConns < 1 || d.maxConns-d.scanConns < 1 {
@@ -109,7 +111,7 @@ func (d *dbConfig) setup(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return migrations.Up(ctx, d.migrateURL, migrations.Roles{Owner: d.ownerRole, Runtime: d.runtimeRole, RuntimePassword: pw})
+	return migrations.Up(ctx, d.migrateURL, migrations.Roles{Owner: d.ownerRole, Runtime: d.runtimeRole, Deployment: d.deployment, RuntimePassword: pw})
 }
 
 // poolConfig parses --database-url; with --db-transaction-pooling, a URL

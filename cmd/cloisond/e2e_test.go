@@ -184,7 +184,7 @@ func (s *syncBuffer) String() string {
 
 // pgtestRoles are the flags that make cloisond use the test roles.
 func pgtestRoles() []string {
-	return []string{"--db-owner-role", pgtest.Roles.Owner, "--db-runtime-role", pgtest.Roles.Runtime}
+	return []string{"--db-owner-role", pgtest.Roles.Owner, "--db-runtime-role", pgtest.Roles.Runtime, "--db-deployment", pgtest.Roles.Deployment}
 }
 
 func adminPool(t testing.TB, url string) *pgxpool.Pool {

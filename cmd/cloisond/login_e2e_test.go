@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cloison/cloison/internal/pgtest"
+	"github.com/cloison/cloison/tenancy"
 )
 
 // cloisond logs in as the runtime role itself. Before the
@@ -35,7 +37,8 @@ func TestE2ERuntimeLogin(t *testing.T) {
 			t.Errorf("drop %s: %v", name, err)
 		}
 	})
-	roles := []string{"--db-owner-role", owner, "--db-runtime-role", runtime}
+	// (--db-deployment "": the database's name, not the test suite's.)
+	roles := []string{"--db-owner-role", owner, "--db-runtime-role", runtime, "--db-deployment", ""}
 	secret := filepath.Join(t.TempDir(), "runtime.password")
 	if err := os.WriteFile(secret, []byte("not-the-superuser's\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -102,4 +105,85 @@ func TestE2ERuntimeLogin(t *testing.T) {
 	if !strings.Contains(out, "must log in as the runtime role") {
 		t.Errorf("cloisond with the superuser's URL: got\n%s\nwant a refusal naming the runtime role", out)
 	}
+}
+
+// Two deployments on one PostgreSQL server, each with its database, both
+// naming the same roles (as two left at the defaults would): the second's
+// start is refused before it touches the roles, so the first keeps its
+// runtime password and serves; the second then starts with roles of its
+// own, and the first still holds its password and serves.
+func TestE2ETwoDeploymentsOneServer(t *testing.T) {
+	server, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := adminPool(t, server)
+	pid := os.Getpid()
+	dbA, dbB := fmt.Sprintf("cloison_t_dep_a_%d", pid), fmt.Sprintf("cloison_t_dep_b_%d", pid)
+	shared := []string{fmt.Sprintf("cloison_t_dep_owner_%d", pid), fmt.Sprintf("cloison_t_dep_runtime_%d", pid)}
+	own := []string{fmt.Sprintf("cloison_t_dep_b_owner_%d", pid), fmt.Sprintf("cloison_t_dep_b_runtime_%d", pid)}
+	// Registered first, so run after the nodes stopped: the databases,
+	// then the roles their objects and grants depended on.
+	t.Cleanup(func() {
+		for _, db := range []string{dbA, dbB} {
+			if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+				t.Errorf("drop %s: %v", db, err)
+			}
+		}
+		for _, r := range append(append([]string{}, shared...), own...) {
+			if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
+		}
+	})
+	password := func(name string) string {
+		f := filepath.Join(t.TempDir(), "runtime.password")
+		if err := os.WriteFile(f, []byte(name+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	flags := func(roles []string, pw string) []string {
+		// --db-deployment "": the database's name, as a deployment left
+		// at its defaults (pgtestRoles would share the test suite's).
+		return []string{"--db-owner-role", roles[0], "--db-runtime-role", roles[1], "--db-deployment", "", "--db-runtime-password-file", pw, "--create-database"}
+	}
+	runtimePassword := func() string {
+		var pw string
+		if err := admin.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", shared[1]).Scan(&pw); err != nil {
+			t.Fatal(err)
+		}
+		return pw
+	}
+	urlA, urlB := pgtest.WithDatabase(server, dbA), pgtest.WithDatabase(server, dbB)
+	a := startNode(t, urlA, flags(shared, password("secret-of-a")))
+	createTenant(t, urlA, "acme", nil)
+	tok := a.token("acme", time.Hour, tenancy.ScopeInfer)
+	serves := func(when string) {
+		t.Helper()
+		if r := a.do("POST", "/v1/completions", tok, completion("abc", 2, false)); r.status != 200 {
+			t.Fatalf("deployment a %s: %d %s", when, r.status, r.body)
+		}
+	}
+	serves("alone")
+	pwA := runtimePassword()
+
+	logs := startNodeExpectExit(t, urlB, t.TempDir(), append(flags(shared, password("secret-of-b")), "--database-url", pgtest.AsRole(urlB, shared[1]))...)
+	if !strings.Contains(logs, "belongs to another deployment") || !strings.Contains(logs, "database:"+dbA) {
+		t.Fatalf("deployment b on a's roles: got\n%s\nwant a refusal naming a's database", logs)
+	}
+	if runtimePassword() != pwA {
+		t.Fatal("deployment b's refused start changed a's runtime password")
+	}
+	serves("after b was refused")
+
+	b := startNode(t, urlB, flags(own, password("secret-of-b")))
+	if r := b.do("GET", "/readyz", "", nil); r.status != 200 {
+		t.Fatalf("deployment b with its own roles: readyz %d %s", r.status, r.body)
+	}
+	if runtimePassword() != pwA {
+		t.Fatal("deployment b's start changed a's runtime password")
+	}
+	serves("beside b")
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/cloison/cloison"
@@ -60,6 +61,9 @@ type Tokenizer struct {
 	byteTok      [256]int32   // llama: <0xNN> ids; -1 when absent
 	byteEnc      [256]rune    // gpt2: byte → printable rune
 	byteDec      map[rune]byte
+	maxPiece     int // the longest token's bytes (Piece with special), at least 1
+
+	encoded atomic.Int64 // bytes of text tokenized so far (EncodedBytes)
 }
 
 type pair struct{ a, b string }
@@ -217,8 +221,28 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		sp := t.special[c]
 		sort.SliceStable(sp, func(a, b int) bool { return len(t.tokens[sp[a]]) > len(t.tokens[sp[b]]) })
 	}
+	t.maxPiece = 1
+	for id := range t.tokens {
+		t.maxPiece = max(t.maxPiece, len(t.Piece(int32(id), true)))
+	}
 	return t, nil
 }
+
+// MinTokens is a lower bound of the tokens any text of n bytes encodes to
+// (without BOS and EOS): no token stands for more bytes than the
+// vocabulary's longest. With it a request's prompt can be admitted (or
+// refused) from its length before it is tokenized.
+func (t *Tokenizer) MinTokens(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n + t.maxPiece - 1) / t.maxPiece
+}
+
+// EncodedBytes is the number of bytes of text this tokenizer has encoded
+// (Encode, EncodeTemplated, EncodeInfill), over its lifetime: the work
+// callers made it do.
+func (t *Tokenizer) EncodedBytes() int64 { return t.encoded.Load() }
 
 // fimNames are the fill-in-the-middle tokens llama.cpp looks up by name
 // when a file's metadata names no FIM ids (Qwen, StarCoder, DeepSeek,
@@ -338,6 +362,7 @@ func (t *Tokenizer) EncodeTemplated(text string, literal [][2]int, addSpecial bo
 // encode tokenizes text; allow(i, j) says whether a control token may be
 // matched at text[i:j] (nil: nowhere).
 func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bool) []int32 {
+	t.encoded.Add(int64(len(text)))
 	var out []int32
 	if addSpecial && t.AddBOS && t.BOS >= 0 {
 		out = append(out, t.BOS)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison/engine/gguf"
+	"pgregory.net/rapid"
 )
 
 func gunzip(t testing.TB, path string) []byte {
@@ -389,6 +390,28 @@ func TestEncodeTemplated(t *testing.T) {
 			if got := tok.EncodeTemplated(text, tt.literal, false); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
+		})
+	}
+}
+
+// MinTokens is a lower bound: no text, of the GPT-2 or the Llama
+// vocabulary, encodes to fewer tokens than it says for its length (the
+// bound Requests.Preadmit admits a prompt on before tokenizing it), and
+// EncodedBytes counts every byte encoded.
+func TestMinTokensBoundsEncode(t *testing.T) {
+	for name, tok := range map[string]*Tokenizer{"gpt2": gpt2Tok(t, "gpt-2"), "llama": llama(t)} {
+		t.Run(name, func(t *testing.T) {
+			rapid.Check(t, func(rt *rapid.T) {
+				text := rapid.OneOf(rapid.StringOfN(rapid.RuneFrom([]rune(" \n\tabcdeéz0123456789.,-=_")), 0, 400, -1), rapid.String()).Draw(rt, "text")
+				before := tok.EncodedBytes()
+				ids := tok.Encode(text, false, false)
+				if len(ids) < tok.MinTokens(len(text)) {
+					rt.Fatalf("Encode(%q): %d tokens, fewer than MinTokens(%d) = %d", text, len(ids), len(text), tok.MinTokens(len(text)))
+				}
+				if got := tok.EncodedBytes() - before; got != int64(len(text)) {
+					rt.Fatalf("EncodedBytes moved by %d for %d bytes", got, len(text))
+				}
+			})
 		})
 	}
 }

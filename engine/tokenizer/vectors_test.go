@@ -94,6 +94,9 @@ func TestLlamaCppVectors(t *testing.T) {
 			pass := 0
 			for i, in := range inputs {
 				got := tok.Encode(in, false, false)
+				if len(got) < tok.MinTokens(len(in)) {
+					t.Errorf("Encode(%q): %d tokens, fewer than MinTokens' bound %d", in, len(got), tok.MinTokens(len(in)))
+				}
 				if back := tok.Decode(got, false); back != in {
 					t.Errorf("Decode(Encode(%q)) = %q", in, back) // every vector round-trips
 				}

@@ -58,8 +58,10 @@ import (
 
 // Roles are the role names tests use. Roles are global to a cluster; their
 // creation is idempotent and race-safe, so test databases of packages
-// running in parallel share them without colliding.
-var Roles = migrations.Roles{Owner: "cloison_test_owner", Runtime: "cloison_test_runtime"}
+// running in parallel share them without colliding: they are one
+// deployment's (Deployment), so role setup on each test database finds
+// them marked as its own.
+var Roles = migrations.Roles{Owner: "cloison_test_owner", Runtime: "cloison_test_runtime", Deployment: "cloison_tests"}
 
 var (
 	serverOnce sync.Once
