@@ -79,8 +79,8 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		if c.textBytes > maxMergeText || c.nodes > maxNodes || c.b.tooBig {
 			return -1, err // the document is too large: no more merging
 		}
-		if errors.As(err, &u) || errors.Is(err, ErrUnsupportedSchema) {
-			return -1, nil
+		if errors.As(err, &u) {
+			return -1, nil // no value: no such member
 		}
 		return r, err
 	}
