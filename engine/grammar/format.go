@@ -1,7 +1,7 @@
 package grammar
 
 import (
-	"fmt"
+	"errors"
 	"regexp"
 	"regexp/syntax"
 	"unicode/utf8"
@@ -127,53 +127,30 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 	if err != nil {
 		return 0, unsupported(path, "keyword %q that Go's regexp/syntax cannot read", "pattern")
 	}
-	// The length keywords must follow from the expression: every string
-	// it admits has an allowed length.
-	// Where maxLength is below what the expression admits, its unbounded
-	// repetitions (and a search's free characters before and after) are
-	// taken at most limit times, the most that keeps every match within
-	// maxLength: the grammar then generates part of the language, never
-	// more.
-	limit := -1
+	// Where the length keywords follow from the expression (every string
+	// it admits has an allowed length) the expression is the grammar;
+	// otherwise the expression runs as an automaton beside a count of
+	// the characters (boundedRegexString): exact either way.
+	what := "pattern"
+	if sc.format != "" {
+		what = "format"
+	}
 	padded := search && !anchoredBoth(re)
-	length := func(limit int) (int, int) {
-		lo, hi := reLen(re, limit)
-		if padded {
-			if limit < 0 || hi < 0 {
-				return lo, -1
-			}
-			hi += 2 * limit
+	lo, hi := reLen(re, -1)
+	if padded {
+		hi = -1
+	}
+	if sc.lo > lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
+		r, err := c.b.boundedRegexString(key, src, sc.lo, sc.hi)
+		if errors.Is(err, errNoString) {
+			return 0, unsatisfiable{bad(path, "no string of the lengths minLength and maxLength allow matches the %s", what)}
 		}
-		return lo, hi
-	}
-	if sc.hi >= 0 {
-		if _, hi := length(-1); hi < 0 || hi > sc.hi {
-			for n := min(sc.hi, maxRepeat); n >= 1; n-- {
-				if _, h := length(n); h >= 0 && h <= sc.hi {
-					limit = n
-					break
-				}
-			}
+		if err != nil {
+			return 0, unsupported(path, "keyword %q with %v", what, err)
 		}
+		return r, nil
 	}
-	if sc.lo > 0 || sc.hi >= 0 {
-		lo, hi := length(limit)
-		if lo < sc.lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
-			kw := "minLength"
-			if lo >= sc.lo {
-				kw = "maxLength"
-			}
-			what := "pattern"
-			if sc.format != "" {
-				what = "format"
-			}
-			return 0, unsupported(path, "%q beside %s when the %s admits other lengths", kw, what, what)
-		}
-	}
-	if limit >= 0 {
-		key = fmt.Sprintf("%s/%d", key, limit)
-	}
-	r, err := c.b.regexString(key, src, limit)
+	r, err := c.b.regexString(key, src, -1)
 	if err != nil {
 		kw := "pattern"
 		if sc.format != "" {
