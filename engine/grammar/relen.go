@@ -44,7 +44,8 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	if lo > maxRepeat {
 		return 0, fmt.Errorf("a minLength above %d", maxRepeat)
 	}
-	if hi > maxRepeat {
+	capped := hi > maxRepeat
+	if capped {
 		hi = maxRepeat // as for plain strings: those of at most maxRepeat characters
 	}
 	re, err := syntax.Parse(goSrc, syntax.Perl)
@@ -113,6 +114,9 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 		return false
 	}
 	if !live(0, 0) {
+		if capped {
+			return 0, fmt.Errorf("no match of at most %d characters", maxRepeat)
+		}
 		return 0, errNoString
 	}
 	type key2 struct{ s, n int }
