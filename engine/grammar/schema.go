@@ -855,6 +855,9 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
 	}
 	body := anyOrder(c.b.grown, kv, required, props, path, c.b.sep(), extra, minP, maxP)
+	if body < 0 {
+		return 0, unsatisfiable{bad(path, "maxProperties below the required properties or minProperties")}
+	}
 	return c.b.add(path, cat(lit("{"), []elem{ws, ref(body), ws}, lit("}"))), nil
 }
 
@@ -882,6 +885,19 @@ func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, 
 	}
 	memo := map[key]int{}
 	name := path + "/members"
+	// alive: the object can still be completed once done and extras
+	// were written (the required ones and minP fit under maxP).
+	alive := func(done []uint64, extras int) bool {
+		if maxP < 0 {
+			return true
+		}
+		written, missing := 0, 0
+		for w := range done {
+			written += bits.OnesCount64(done[w])
+			missing += bits.OnesCount64(need[w] &^ done[w])
+		}
+		return written+extras+max(missing, minP-written) <= maxP
+	}
 	var set func(add func(string, grower) int, done []uint64, extras int, comma bool) int
 	set = func(add func(string, grower) int, done []uint64, extras int, comma bool) int {
 		k := key{bitsKey(done), extras, comma}
@@ -911,19 +927,26 @@ func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, 
 				}
 				next := slices.Clone(done)
 				next[i/64] |= 1 << (i % 64)
-				alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(add, next, extras, true))}))
+				if alive(next, extras) {
+					alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(add, next, extras, true))}))
+				}
 			}
 			if extra >= 0 && room {
 				more := extras
 				if maxP >= 0 {
 					more++ // counted only where maxProperties needs it
 				}
-				alts = append(alts, cat(lead, []elem{ref(extra), ref(set(add, done, more, true))}))
+				if alive(done, more) {
+					alts = append(alts, cat(lead, []elem{ref(extra), ref(set(add, done, more, true))}))
+				}
 			}
 			return alts
 		})
 		memo[k] = r
 		return r
+	}
+	if !alive(make([]uint64, words), 0) {
+		return -1
 	}
 	return set(add, make([]uint64, words), 0, false)
 }
