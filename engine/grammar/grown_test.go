@@ -175,3 +175,48 @@ func TestGrownMaskMatchesBruteForce(t *testing.T) {
 		}
 	})
 }
+
+// TestFormatSentencesValid: random sentences of each format's grammar
+// (and of bounded patterns) are valid for the reference validator with
+// formats asserted: the grammar generates a subset of the format.
+func TestFormatSentencesValid(t *testing.T) {
+	schemas := []string{`{"type":"string","pattern":"^(?:\\S+\\s+){0,2}\\S+$","maxLength":9}`}
+	for name := range formats {
+		schemas = append(schemas, fmt.Sprintf(`{"type":"string","format":%q}`, name),
+			fmt.Sprintf(`{"type":"string","format":%q,"maxLength":24}`, name))
+	}
+	for _, schema := range schemas {
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			if strings.Contains(err.Error(), "no string of the lengths") {
+				continue
+			}
+			t.Fatalf("%s: %v", schema, err)
+		}
+		oracle := formatOracle(t, schema)
+		rapid.Check(t, func(rt *rapid.T) {
+			st := NaiveStart(g)
+			var text []byte
+			for len(text) < 80 {
+				if NaiveComplete(st) && rapid.IntRange(0, 3).Draw(rt, "stop") == 0 {
+					break
+				}
+				var next []byte
+				for c := byte(0x20); c < 0x7F; c++ {
+					if NaiveAdvance(g, st, []byte{c}) != nil {
+						next = append(next, c)
+					}
+				}
+				if len(next) == 0 {
+					break
+				}
+				c := rapid.SampledFrom(next).Draw(rt, "c")
+				text = append(text, c)
+				st = NaiveAdvance(g, st, []byte{c})
+			}
+			if NaiveComplete(st) && !oracle(string(text)) {
+				rt.Fatalf("%s: the grammar generates %s, which the validator refuses", schema, text)
+			}
+		})
+	}
+}

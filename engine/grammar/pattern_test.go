@@ -67,8 +67,8 @@ func TestPatternFormatKeywords(t *testing.T) {
 		{`{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`, `"0.0.0.0"`}, []string{`"256.1.1.1"`, `"01.1.1.1"`, `"1.1.1"`}},
 		{`{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"::"`, `"2001:db8::8a2e:370:7334"`, `"1:2:3:4:5:6:7:8"`}, []string{`"1:2:3:4:5:6:7:8:9"`, `"1::2::3"`, `"12345::"`, `":1"`}},
 		{`{"type":"string","format":"hostname"}`, []string{`"example.com"`, `"a-b.c"`}, []string{`"-a.com"`, `"a-.com"`, `"a..b"`, `"a_b"`}},
-		{`{"type":"string","format":"email"}`, []string{`"joe@example.com"`, `"a.b+c@x.org"`}, []string{`"joe"`, `"@x.org"`, `"a@b@c"`, `".a@x.org"`}},
-		{`{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?q=1#f"`, `"http://localhost:8080"`}, []string{`"example.com"`, `"/a/b"`, `"http://exa mple.com"`}},
+		{`{"type":"string","format":"email"}`, []string{`"joe@example.com"`, `"a.b+c@x.org"`, `"contact@gadgets-widgets.com"`}, []string{`"joe"`, `"@x.org"`, `"a@b@c"`, `".a@x.org"`}},
+		{`{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?q=1#f"`, `"http://localhost:8080"`, `"file:///path/to/file.js"`, `"urn:isbn:0451450523"`, `"ecdsa-koblitz-pubkey:14RZvYazz9H2DC2skBfpPVxax54g4yabxe"`, `"mailto:a@b.c"`}, []string{`"example.com"`, `"/a/b"`, `"http://exa mple.com"`}},
 		{`{"type":"string","format":"x-unknown"}`, []string{`"anything"`}, []string{`1`}},
 	}
 	for _, tc := range cases {
