@@ -140,5 +140,5 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		more := c.b.repeat(path+"/pattern-members", one(ref(extra)), c.b.sep(), 1, -1)
 		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(more), ws}, lit("}"))), nil
 	}
-	return c.declaredObject(declared, required, path, extra, 0, -1)
+	return c.declaredObject(declared, required, path, extra, 0, -1, objectRules{})
 }

@@ -322,7 +322,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if t, ok := appliesTo[m.key]; ok && declared != nil && !declared[t] {
 			continue // vacuous on every type the schema allows
 		}
-		if assertions[m.key] {
+		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}
 		if m.key == "$defs" || m.key == "definitions" {
@@ -519,9 +519,13 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	used := map[string]bool{"type": true}
 	var alts [][]elem
+	_, notRequired := s.get("not") // {"not":{"required":[…]}} (objectAssertion)
 	for _, t := range types {
 		var r int
 		var err error
+		if notRequired && t != "object" {
+			continue // "required" holds of any other type, so "not" fails
+		}
 		switch t {
 		case "object":
 			r, err = c.objectType(s, path, used)
@@ -565,6 +569,9 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if !used[k] {
 			return 0, unsupported(path, "%q with type %s", k, strings.Join(types, ", "))
 		}
+	}
+	if len(alts) == 0 {
+		return 0, unsatisfiable{bad(path, "not with required admits objects only, which type excludes")}
 	}
 	if len(alts) == 1 {
 		return alts[0][0].ref, nil
@@ -747,14 +754,25 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		return 0, err
 	}
 	counted := minP > 0 || maxP >= 0
+	used["dependencies"], used["dependentRequired"], used["not"] = true, true, true
+	addl, hasAddl := s.get("additionalProperties")
+	cons, err := readObjectRules(s, props, addl, path)
+	if err != nil {
+		return 0, err
+	}
 	if _, ok := s.get("patternProperties"); ok {
 		if counted {
 			return 0, unsupported(path, "minProperties or maxProperties beside patternProperties")
 		}
+		if cons.present {
+			return 0, unsupported(path, "dependencies, dependentRequired or not beside patternProperties")
+		}
 		return c.patternObject(s, props, required, path)
 	}
+	if cons.present && minP > 0 {
+		return 0, unsupported(path, "minProperties beside dependencies, dependentRequired or not")
+	}
 	ws := ref(c.b.ws())
-	addl, hasAddl := s.get("additionalProperties")
 	if len(props) == 0 && counted {
 		// Undeclared keys only: members up to maxProperties (a repeated
 		// key counts once, so fewer is all it can make); minProperties
@@ -832,7 +850,7 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		extra = c.extraMember(path, props, val)
 	}
-	return c.declaredObject(props, required, path, extra, minP, maxP)
+	return c.declaredObject(props, required, path, extra, minP, maxP, cons)
 }
 
 // declaredObject: an object of the declared properties props in any
@@ -842,7 +860,7 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 // included, at most maxP (maxP < 0: any). An extra member's key may repeat
 // another's, which a validator counts once: counting it again only makes
 // the grammar stricter, so minP counts declared properties only.
-func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int) (int, error) {
+func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int, cons objectRules) (int, error) {
 	ws := ref(c.b.ws())
 	kv := make([]int, len(props))
 	for i, m := range props {
@@ -854,7 +872,7 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 		encodeString(&key, m.key)
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
 	}
-	body := anyOrder(c.b.grown, kv, required, props, path, c.b.sep(), extra, minP, maxP)
+	body := anyOrder(c.b.grown, kv, required, props, path, c.b.sep(), extra, minP, maxP, cons)
 	if body < 0 {
 		return 0, unsatisfiable{bad(path, "maxProperties below the required properties or minProperties")}
 	}
@@ -869,7 +887,7 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 // set(done, extras, comma) is the rest of the object once the properties
 // in done and extras extra members were written; comma says whether a
 // separator leads.
-func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, props object, path string, sep []elem, extra, minP, maxP int) int {
+func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, props object, path string, sep []elem, extra, minP, maxP int, cons objectRules) int {
 	n := len(kv)
 	words := (n + 63) / 64
 	need := make([]uint64, words)
@@ -887,16 +905,25 @@ func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, 
 	name := path + "/members"
 	// alive: the object can still be completed once done and extras
 	// were written (the required ones and minP fit under maxP).
+	// With dependencies, the least completion is done and need closed
+	// under them; it must hold no forbidden set.
 	alive := func(done []uint64, extras int) bool {
+		closure := make([]uint64, words)
+		for w := range done {
+			closure[w] = done[w] | need[w]
+		}
+		cons.close(closure)
+		if cons.forbids(closure) {
+			return false
+		}
 		if maxP < 0 {
 			return true
 		}
-		written, missing := 0, 0
-		for w := range done {
-			written += bits.OnesCount64(done[w])
-			missing += bits.OnesCount64(need[w] &^ done[w])
+		n := 0
+		for _, w := range closure {
+			n += bits.OnesCount64(w)
 		}
-		return written+extras+max(missing, minP-written) <= maxP
+		return extras+max(n, minP) <= maxP
 	}
 	var set func(add func(string, grower) int, done []uint64, extras int, comma bool) int
 	set = func(add func(string, grower) int, done []uint64, extras int, comma bool) int {
@@ -909,7 +936,7 @@ func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, 
 			if comma {
 				lead = sep
 			}
-			written, complete := 0, true
+			written, complete := 0, cons.holds(done)
 			for w := range done {
 				written += bits.OnesCount64(done[w])
 				if done[w]&need[w] != need[w] {
