@@ -30,9 +30,12 @@ type dependency struct {
 }
 
 // objectAssertion: keyword k with value v is one of these rules in a form
-// enforced (then objectType reads it).
+// enforced (then objectType reads it), or multipleOf with a whole divisor
+// (multipleof.go).
 func objectAssertion(k string, v any) bool {
 	switch k {
+	case "multipleOf":
+		return wholeDivisor(v) > 0
 	case "dependentRequired", "dependencies":
 		o, ok := v.(object)
 		if !ok {

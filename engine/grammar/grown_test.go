@@ -246,3 +246,27 @@ func TestFormatSentencesValid(t *testing.T) {
 		})
 	}
 }
+
+// TestMultipleOfExact: an integer is accepted under a whole multipleOf
+// exactly when the reference validator accepts it.
+func TestMultipleOfExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		k := rapid.IntRange(1, 120).Draw(rt, "k")
+		schema := fmt.Sprintf(`{"type":"integer","multipleOf":%d}`, k)
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		oracle := validator(t, schema)
+		for i := 0; i < 20; i++ {
+			n := rapid.Int64Range(-9999999999999999, 9999999999999999).Draw(rt, "n")
+			if rapid.Bool().Draw(rt, "small") {
+				n = int64(rapid.IntRange(-3000, 3000).Draw(rt, "m"))
+			}
+			inst := strconv.FormatInt(n, 10)
+			if got, want := g.Match([]byte(inst)), validates(oracle, inst) == nil; got != want {
+				rt.Fatalf("%s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			}
+		}
+	})
+}

@@ -526,6 +526,17 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if notRequired && t != "object" {
 			continue // "required" holds of any other type, so "not" fails
 		}
+		if mv, ok := s.get("multipleOf"); ok && (t == "number" || t == "integer") {
+			used["multipleOf"] = true
+			if k := wholeDivisor(mv); k > 1 {
+				if n, ok := numericBound(s); ok {
+					return 0, unsupported(path, "%q beside %q", "multipleOf", n)
+				}
+				alts = append(alts, one(ref(c.b.multipleOfInt(k))))
+				continue
+			}
+			t = "integer" // multipleOf 1: the integers
+		}
 		switch t {
 		case "object":
 			r, err = c.objectType(s, path, used)
