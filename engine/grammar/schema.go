@@ -1288,7 +1288,7 @@ func (c *schemaCompiler) disjoint(branches []any) bool {
 	}
 	for i := range branches {
 		for j := 0; j < i; j++ {
-			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) {
+			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) && !c.apart(branches[i], branches[j]) {
 				return false
 			}
 		}
