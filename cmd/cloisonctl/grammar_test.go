@@ -23,7 +23,7 @@ func TestGrammarBench(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := runGrammarBench(dir)
+	rep, err := runGrammarBench(dir, grammarBenchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

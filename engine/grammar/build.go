@@ -51,6 +51,13 @@ func (b *builder) once(name string, leaf bool, mk func(r int) [][]elem) int {
 	return r
 }
 
+// grown adds a rule whose alternatives grow makes on its first use.
+func (b *builder) grown(name string, grow grower) int {
+	r := b.reserve(name)
+	b.rules[r].grow = grow
+	return r
+}
+
 func ref(r int) elem { return elem{ref: r} }
 
 func terms(ranges ...int) elem {

@@ -210,6 +210,7 @@ func (g *Grammar) size() int {
 // bodies and masks included). It grows as matchers explore g.
 func (g *Grammar) Bytes() int64 {
 	n := int64(unsafe.Sizeof(*g))
+	g.mu.Lock() // rules grow as matchers explore g
 	// Slices count their capacity: what append grew them to is held.
 	n += int64(cap(g.rules)) * int64(unsafe.Sizeof(rule{}))
 	for _, r := range g.rules {
@@ -223,7 +224,6 @@ func (g *Grammar) Bytes() int64 {
 	for _, f := range g.first {
 		n += 4 * int64(cap(f))
 	}
-	g.mu.Lock()
 	// A map entry costs about its key and value twice over (buckets kept
 	// half full on average).
 	n += int64(len(g.frames)) * (2*int64(unsafe.Sizeof(frameKey{})+8) + int64(unsafe.Sizeof(frame{})))

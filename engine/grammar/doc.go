@@ -30,15 +30,28 @@
 // their key walked through a trie of the declared names so that it can
 // never spell one — no escape while it still could — and their value any
 // value or that schema; declared names outside printable ASCII fall back to
-// declared properties only). An object of at most 8 declared properties
-// takes them in any order (a rule per subset of them written: each at most
-// once, the required ones always); a larger one in the schema's order.
+// declared properties only). An object takes its declared properties in
+// any order, each at most once, the required ones always, at any size: its
+// rules are grown (one per set of properties written, made the first time
+// a parse reaches it and kept by the Grammar, at most maxGrown of them),
+// so an object of n properties costs rules for the orders written, never
+// 2^n; minProperties counts declared properties, maxProperties every
+// member. dependentRequired and draft-04..07 dependencies with arrays
+// (when a is present, b… are too) and not with required alone (not all
+// of them present; and an object) are checked on the set written; a
+// transition is kept only where the object can still be completed, so a
+// parse never reaches a dead end. A name such a rule cites that properties
+// does not declare is decided when additionalProperties is false (it never
+// comes) and refused otherwise. A schema without type admits every type,
+// each keyword constraining only its own ({"properties":…} admits a
+// string).
 // patternProperties: a member's key may be a sentence of a pattern (its
 // regular grammar), its value then valid for every pattern's schema and
 // for each declared property's schema whose name the pattern matches; a
 // declared property a pattern matches carries both schemas; undeclared
 // keys, where allowed, carry additionalProperties and every pattern's
-// schema. Array items, minItems, maxItems; string minLength, maxLength (in
+// schema; a member whose merged schema cannot be enforced is refused
+// (never left out). Array items, minItems, maxItems; string minLength, maxLength (in
 // characters; a maxLength above 1024 generates strings of up to 1024);
 // pattern and format (below); integer minimum, maximum and both exclusive
 // forms (draft-04 booleans, draft-06 numbers, fractional bounds rounded
@@ -70,11 +83,11 @@
 // _format, javaType, …), $schema, $id and draft-04 id, $anchor,
 // additionalItems (it constrains tuple items only, which are refused), and
 // format names that no draft defines (a validator ignores a format it
-// does not know). Refused, naming the keyword and its place: not,
-// if/then/else, prefixItems and tuple items, propertyNames, minProperties,
-// maxProperties, dependencies, dependentRequired, dependentSchemas,
-// uniqueItems, contains, unevaluated*, multipleOf, oneOf with overlapping
-// branches, the formats of the drafts not listed below (uri-reference,
+// does not know). Refused, naming the keyword and its place: not (but
+// for required alone), if/then/else, prefixItems and tuple items,
+// propertyNames, minProperties beside patternProperties or dependencies,
+// dependencies and dependentSchemas with schemas, uniqueItems, contains,
+// unevaluated*, multipleOf, oneOf with overlapping branches, the formats of the drafts not listed below (uri-reference,
 // iri, idn-email, json-pointer, regex, …), bounds on a number that are
 // fractional or exclusive, bounds on "integer and number" together or
 // without a type, keywords beside $ref (2019-09 on) or const, a $ref when
@@ -104,20 +117,24 @@
 // boundaries, inline flags, \p and other escapes ECMAScript reads
 // differently, anchors inside the pattern, characters outside the Basic
 // Multilingual Plane, repetitions above 1024. Beside minLength and
-// maxLength a pattern is enforced when every string it admits has an
-// allowed length; where maxLength is below what it admits, its unbounded
-// repetitions (and a search's free characters) are taken at most the
-// number of times that keeps every match within maxLength — the grammar
-// generates part of the language, never more; a minLength above the
-// pattern's shortest match is refused. Formats are regular expressions
-// (format.go) whose language is a subset of the RFC's: date, time and
-// date-time (RFC 3339; days per month and leap years exact, no leap
-// second, an offset required), duration (RFC 3339 appendix A), uuid,
-// ipv4 (no leading zeros), ipv6 (without an embedded IPv4 address),
-// hostname (RFC 1123 labels, no consecutive hyphens, at most 229
-// characters), email (a dot-atom local part of at most 62 characters at a
-// host name) and uri (a scheme, an authority that is a host name and
-// optional port, then RFC 3986 path, query and fragment characters).
+// maxLength a pattern or format is its regular grammar when every string
+// it admits has an allowed length; otherwise (relen.go) it is made a
+// deterministic automaton over characters (at most 2000 states, built at
+// compile time) run beside a count of the characters written, whose
+// rules, one per (state, count), are grown where a parse reaches them; a
+// transition is kept only where a match of an allowed length still
+// follows. Exact either way: a length no match has is a bad schema, not an
+// empty grammar; a maxLength above 1024 generates matches of up to 1024.
+// Formats are regular expressions (format.go) whose language is a subset
+// of the RFC's: date, time and date-time (RFC 3339; days per month and
+// leap years exact, no leap second, an offset required), duration (RFC
+// 3339 appendix A), uuid, ipv4 (no leading zeros), ipv6 (without an
+// embedded IPv4 address), hostname (RFC 1123 labels of up to 31
+// characters, no consecutive hyphens, at most 7 labels), email (a
+// dot-atom local part of at most 62 characters at a host name) and uri
+// (RFC 3986: a scheme, then an authority — a registered name, maybe
+// empty, and an optional port — with an absolute path, or an absolute,
+// rootless or empty path; query and fragment).
 //
 // # Coverage (MaskBench)
 //

@@ -38,7 +38,7 @@ func (g *Grammar) naiveExpand(s *naiveFrame, out []*naiveFrame) []*naiveFrame {
 		if g.pos[p.next].kind != kEnd {
 			cont = &naiveFrame{p.next, s.next}
 		}
-		for _, f := range g.first[p.ref] {
+		for _, f := range g.firstOf(p.ref) {
 			out = g.naiveExpand(&naiveFrame{f, cont}, out)
 		}
 		return out
@@ -56,8 +56,10 @@ type NaiveState []*naiveFrame
 
 // NaiveStart is the reference's start state.
 func NaiveStart(g *Grammar) NaiveState {
+	g.mu.Lock() // grown rules are made on first use
+	defer g.mu.Unlock()
 	var st []*naiveFrame
-	for _, f := range g.first[g.root] {
+	for _, f := range g.firstOf(int32(g.root)) {
 		st = g.naiveExpand(&naiveFrame{f, nil}, st)
 	}
 	return st
@@ -65,6 +67,8 @@ func NaiveStart(g *Grammar) NaiveState {
 
 // NaiveAdvance follows b from st.
 func NaiveAdvance(g *Grammar, st NaiveState, b []byte) NaiveState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, c := range b {
 		var next []*naiveFrame
 		for _, s := range st {

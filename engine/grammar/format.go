@@ -1,7 +1,7 @@
 package grammar
 
 import (
-	"fmt"
+	"errors"
 	"regexp"
 	"regexp/syntax"
 	"unicode/utf8"
@@ -13,10 +13,11 @@ import (
 // never more. date, time and date-time are RFC 3339's (days per month and
 // leap years exact, no leap second, offset required, upper-case T and Z);
 // duration is RFC 3339 appendix A's; email a dot-atom local part of at
-// most 62 characters at a host name; hostname RFC 1123 labels without
-// consecutive hyphens, at most 229 characters in all; uri an absolute
-// URI with a scheme, an authority that is a host name and an optional
-// port, then path, query and fragment of RFC 3986 characters.
+// most 62 characters at a host name; hostname RFC 1123 labels of up to 31
+// characters without consecutive hyphens, at most 7 labels (223
+// characters); uri an RFC 3986 URI: a scheme, then an authority (a
+// registered name, maybe empty, and an optional port) and an absolute
+// path, or an absolute, rootless or empty path, then query and fragment.
 var formats = func() map[string]string {
 	year := `\d{4}`
 	leap := `(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)`
@@ -25,11 +26,11 @@ var formats = func() map[string]string {
 	tm := `(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?` + offset
 	durTime := `T(?:\d{1,9}H(?:\d{1,9}M(?:\d{1,9}S)?)?|\d{1,9}M(?:\d{1,9}S)?|\d{1,9}S)`
 	durDate := `(?:\d{1,9}D|\d{1,9}M(?:\d{1,9}D)?|\d{1,9}Y(?:\d{1,9}M(?:\d{1,9}D)?)?)`
-	label := `[A-Za-z0-9](?:-?[A-Za-z0-9]){0,11}`
-	first := `[A-Za-z0-9](?:-?[A-Za-z0-9]){0,30}`
-	host := first + `(?:\.` + label + `){0,7}`
+	label := `[A-Za-z0-9](?:-?[A-Za-z0-9]){0,30}`
+	host := label + `(?:\.` + label + `){0,6}`
 	h := `[0-9a-fA-F]{1,4}`
 	pchar := `(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})`
+	regName := `(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*`
 	return map[string]string{
 		"date":      date,
 		"time":      tm,
@@ -42,7 +43,8 @@ var formats = func() map[string]string {
 			`|(?:` + h + `:){1,2}(?::` + h + `){1,5}|` + h + `:(?::` + h + `){1,6}|:(?:(?::` + h + `){1,7}|:))`,
 		"hostname": host,
 		"email":    `[A-Za-z0-9_%+-]{1,20}(?:\.[A-Za-z0-9_%+-]{1,20}){0,2}@` + label + `(?:\.` + label + `){0,5}`,
-		"uri":      `[A-Za-z][A-Za-z0-9+.-]{0,15}://` + host + `(?::\d{1,5})?(?:/` + pchar + `*)*(?:\?(?:` + pchar + `|[/?])*)?(?:#(?:` + pchar + `|[/?])*)?`,
+		"uri": `[A-Za-z][A-Za-z0-9+.-]*:(?://` + regName + `(?::\d{1,5})?(?:/` + pchar + `*)*|/(?:` + pchar + `+(?:/` + pchar + `*)*)?|` + pchar + `+(?:/` + pchar + `*)*)?` +
+			`(?:\?(?:` + pchar + `|[/?])*)?(?:#(?:` + pchar + `|[/?])*)?`,
 	}
 }()
 
@@ -127,53 +129,30 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 	if err != nil {
 		return 0, unsupported(path, "keyword %q that Go's regexp/syntax cannot read", "pattern")
 	}
-	// The length keywords must follow from the expression: every string
-	// it admits has an allowed length.
-	// Where maxLength is below what the expression admits, its unbounded
-	// repetitions (and a search's free characters before and after) are
-	// taken at most limit times, the most that keeps every match within
-	// maxLength: the grammar then generates part of the language, never
-	// more.
-	limit := -1
+	// Where the length keywords follow from the expression (every string
+	// it admits has an allowed length) the expression is the grammar;
+	// otherwise the expression runs as an automaton beside a count of
+	// the characters (boundedRegexString): exact either way.
+	what := "pattern"
+	if sc.format != "" {
+		what = "format"
+	}
 	padded := search && !anchoredBoth(re)
-	length := func(limit int) (int, int) {
-		lo, hi := reLen(re, limit)
-		if padded {
-			if limit < 0 || hi < 0 {
-				return lo, -1
-			}
-			hi += 2 * limit
+	lo, hi := reLen(re, -1)
+	if padded {
+		hi = -1
+	}
+	if sc.lo > lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
+		r, err := c.b.boundedRegexString(key, src, sc.lo, sc.hi)
+		if errors.Is(err, errNoString) {
+			return 0, unsatisfiable{bad(path, "no string of the lengths minLength and maxLength allow matches the %s", what)}
 		}
-		return lo, hi
-	}
-	if sc.hi >= 0 {
-		if _, hi := length(-1); hi < 0 || hi > sc.hi {
-			for n := min(sc.hi, maxRepeat); n >= 1; n-- {
-				if _, h := length(n); h >= 0 && h <= sc.hi {
-					limit = n
-					break
-				}
-			}
+		if err != nil {
+			return 0, unsupported(path, "keyword %q with %v", what, err)
 		}
+		return r, nil
 	}
-	if sc.lo > 0 || sc.hi >= 0 {
-		lo, hi := length(limit)
-		if lo < sc.lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
-			kw := "minLength"
-			if lo >= sc.lo {
-				kw = "maxLength"
-			}
-			what := "pattern"
-			if sc.format != "" {
-				what = "format"
-			}
-			return 0, unsupported(path, "%q beside %s when the %s admits other lengths", kw, what, what)
-		}
-	}
-	if limit >= 0 {
-		key = fmt.Sprintf("%s/%d", key, limit)
-	}
-	r, err := c.b.regexString(key, src, limit)
+	r, err := c.b.regexString(key, src, -1)
 	if err != nil {
 		kw := "pattern"
 		if sc.format != "" {

@@ -52,7 +52,22 @@ type rule struct {
 	// leaf rules (string, number) are the unit of the mask cache: a
 	// state inside one is the same whatever surrounds it.
 	leaf bool
+	// grow, when set, makes the rule's alternatives on its first use
+	// (firstOf): a family of rules too large to write out whole (an
+	// object's properties in any order, a rule per set of them written)
+	// is made only where a parse goes. Its alternatives never begin
+	// without consuming a byte in a way that reaches another rule (no
+	// left recursion through it).
+	grow grower
 }
+
+// grower makes a grown rule's alternatives; add makes further grown rules
+// (the builder's at compile time, the Grammar's once built).
+type grower func(add func(name string, grow grower) int) [][]elem
+
+// maxGrown bounds the rules one Grammar grows as matchers explore it; past
+// it a grown rule has no alternative, so the parse fails closed.
+const maxGrown = 1 << 16
 
 // position kinds.
 const (
@@ -88,6 +103,8 @@ type Grammar struct {
 	stateIx map[string]int32
 	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
 
+	grown int // rules grown so far (guarded by mu)
+
 	// lazy, if set, makes this a lazy grammar (CompileLazy): free text
 	// until a trigger, then the trigger's body; rules, pos and the
 	// automaton are then empty.
@@ -100,28 +117,60 @@ func build(rules []rule, root int) (*Grammar, error) {
 	g := &Grammar{rules: rules, root: root, first: make([][]int32, len(rules)), cache: map[cacheKey]*local{},
 		frames: map[frameKey]*frame{}, stateIx: map[string]int32{}}
 	for ri, r := range rules {
+		if r.grow != nil {
+			continue // made on first use
+		}
 		if len(r.alts) == 0 {
 			return nil, fmt.Errorf("grammar: rule %s has no alternative", r.name)
 		}
-		for _, a := range r.alts {
-			g.first[ri] = append(g.first[ri], int32(len(g.pos)))
-			for i, e := range a {
-				p := pos{rule: int32(ri), next: int32(len(g.pos) + 1)}
-				if e.ref >= 0 {
-					p.kind, p.ref = kRef, int32(e.ref)
-				} else {
-					p.kind, p.term = kTerm, e.term
-				}
-				_ = i
-				g.pos = append(g.pos, p)
-			}
-			g.pos = append(g.pos, pos{kind: kEnd, rule: int32(ri)})
-		}
+		g.flatten(ri)
 	}
 	if err := g.checkLeftRecursion(); err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// flatten appends the positions of rule ri's alternatives.
+func (g *Grammar) flatten(ri int) {
+	for _, a := range g.rules[ri].alts {
+		g.first[ri] = append(g.first[ri], int32(len(g.pos)))
+		for _, e := range a {
+			p := pos{rule: int32(ri), next: int32(len(g.pos) + 1)}
+			if e.ref >= 0 {
+				p.kind, p.ref = kRef, int32(e.ref)
+			} else {
+				p.kind, p.term = kTerm, e.term
+			}
+			g.pos = append(g.pos, p)
+		}
+		g.pos = append(g.pos, pos{kind: kEnd, rule: int32(ri)})
+	}
+}
+
+// firstOf returns the first position of each alternative of rule r,
+// growing r first if it is a grown rule not yet made. Called with mu held
+// (or before g is shared).
+func (g *Grammar) firstOf(r int32) []int32 {
+	grow := g.rules[r].grow
+	if grow == nil {
+		return g.first[r]
+	}
+	g.rules[r].grow = nil
+	if g.grown >= maxGrown {
+		return nil // fail closed: no alternative
+	}
+	g.grown++
+	g.rules[r].alts = grow(g.addGrown)
+	g.flatten(int(r))
+	return g.first[r]
+}
+
+// addGrown adds a grown rule, made on its first use.
+func (g *Grammar) addGrown(name string, grow grower) int {
+	g.rules = append(g.rules, rule{name: name, grow: grow})
+	g.first = append(g.first, nil)
+	return len(g.rules) - 1
 }
 
 func (g *Grammar) checkLeftRecursion() error {
@@ -131,6 +180,12 @@ func (g *Grammar) checkLeftRecursion() error {
 		changed = false
 		for ri, r := range g.rules {
 			if nullable[ri] {
+				continue
+			}
+			if r.grow != nil {
+				// counted nullable (the safe side); it starts with no
+				// rule that could lead back without a byte
+				nullable[ri], changed = true, true
 				continue
 			}
 			for _, a := range r.alts {
@@ -255,7 +310,7 @@ func (g *Grammar) expand(s *frame, out []*frame) []*frame {
 		if g.pos[p.next].kind != kEnd {
 			cont = g.frame(p.next, s.next)
 		}
-		for _, f := range g.first[p.ref] {
+		for _, f := range g.firstOf(p.ref) {
 			out = g.expand(g.frame(f, cont), out)
 		}
 		return out
@@ -321,7 +376,7 @@ func (g *Grammar) trans(st int32, b byte) int32 {
 // start returns the state of the root rule.
 func (g *Grammar) start() int32 {
 	var out []*frame
-	for _, f := range g.first[g.root] {
+	for _, f := range g.firstOf(int32(g.root)) {
 		out = g.expand(g.frame(f, nil), out)
 	}
 	return g.stateOf(out)

@@ -269,6 +269,9 @@ func (m *Matcher) Allowed() ([]uint64, error) {
 		// their remaining bytes (few tokens: a string's closing quote and
 		// what follows it in one token).
 		rs := g.stateOf(g.expand(rest, nil))
+		if rs < 0 {
+			continue // nothing below can follow (fail closed)
+		}
 		if live := g.states[rs].live; live >= 0 {
 			for _, n := range l.exits {
 				g.walk(m.v, live, n, m.mask, nil)

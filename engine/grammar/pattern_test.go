@@ -51,7 +51,11 @@ func TestPatternFormatKeywords(t *testing.T) {
 		{`{"type":"string","pattern":"^[a-z]{2}$","minLength":2,"maxLength":2}`, []string{`"ab"`}, []string{`"a"`, `"abc"`}},
 		{`{"type":"string","pattern":"b","minLength":1}`, []string{`"b"`, `"abc"`}, []string{`""`, `"a"`}},
 		{`{"type":"string","pattern":"^[a-z]+$","maxLength":3}`, []string{`"a"`, `"abc"`}, []string{`""`, `"abcd"`}},
-		{`{"type":"string","pattern":"^a+(b|cd)*$","maxLength":5,"minLength":1}`, []string{`"a"`, `"ab"`, `"acd"`}, []string{`"aaaaaa"`, `"acdcd"`, `"abbbbb"`}},
+		{`{"type":"string","pattern":"^a+(b|cd)*$","maxLength":5,"minLength":1}`, []string{`"a"`, `"ab"`, `"acd"`, `"acdcd"`, `"aaaab"`}, []string{`"aaaaaa"`, `"abbbbb"`, `"acdc"`, `"cd"`, `""`}},
+		{`{"type":"string","pattern":"^a*$","minLength":2}`, []string{`"aa"`, `"aaaa"`}, []string{`"a"`, `""`, `"ab"`}},
+		{`{"type":"string","pattern":"^(?:\\S+\\s+){0,2}\\S+$","maxLength":8}`, []string{`"a b c"`, `"abcdefgh"`, `"a  b"`}, []string{`"abcdefghi"`, `" a"`, `"a b c d"`, `"a "`}},
+		{`{"type":"string","pattern":"\\d","minLength":3,"maxLength":4}`, []string{`"1ab"`, `"ab1"`, `"a1bc"`}, []string{`"1a"`, `"abc"`, `"1abcd"`}},
+		{`{"type":"string","format":"date","minLength":1,"maxLength":10}`, []string{`"2024-02-29"`}, []string{`"2023-02-29"`, `"24-02-29"`}},
 		{`{"type":"string","pattern":"x","maxLength":4}`, []string{`"x"`, `"axb"`}, []string{`"aaaax"`, `"a"`}},
 		{`{"enum":["a1","b2","c"],"pattern":"\\d"}`, []string{`"a1"`, `"b2"`}, []string{`"c"`, `"d1"`}},
 		{`{"type":"string","maxLength":5000}`, []string{`"abc"`}, []string{`1`}},
@@ -63,8 +67,8 @@ func TestPatternFormatKeywords(t *testing.T) {
 		{`{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`, `"0.0.0.0"`}, []string{`"256.1.1.1"`, `"01.1.1.1"`, `"1.1.1"`}},
 		{`{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"::"`, `"2001:db8::8a2e:370:7334"`, `"1:2:3:4:5:6:7:8"`}, []string{`"1:2:3:4:5:6:7:8:9"`, `"1::2::3"`, `"12345::"`, `":1"`}},
 		{`{"type":"string","format":"hostname"}`, []string{`"example.com"`, `"a-b.c"`}, []string{`"-a.com"`, `"a-.com"`, `"a..b"`, `"a_b"`}},
-		{`{"type":"string","format":"email"}`, []string{`"joe@example.com"`, `"a.b+c@x.org"`}, []string{`"joe"`, `"@x.org"`, `"a@b@c"`, `".a@x.org"`}},
-		{`{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?q=1#f"`, `"http://localhost:8080"`}, []string{`"example.com"`, `"/a/b"`, `"http://exa mple.com"`}},
+		{`{"type":"string","format":"email"}`, []string{`"joe@example.com"`, `"a.b+c@x.org"`, `"contact@gadgets-widgets.com"`}, []string{`"joe"`, `"@x.org"`, `"a@b@c"`, `".a@x.org"`}},
+		{`{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?q=1#f"`, `"http://localhost:8080"`, `"file:///path/to/file.js"`, `"urn:isbn:0451450523"`, `"ecdsa-koblitz-pubkey:14RZvYazz9H2DC2skBfpPVxax54g4yabxe"`, `"mailto:a@b.c"`}, []string{`"example.com"`, `"/a/b"`, `"http://exa mple.com"`}},
 		{`{"type":"string","format":"x-unknown"}`, []string{`"anything"`}, []string{`1`}},
 	}
 	for _, tc := range cases {
@@ -90,6 +94,15 @@ func TestPatternFormatKeywords(t *testing.T) {
 	}
 }
 
+// TestPatternLengthUnsatisfiable: a pattern no string of the allowed
+// lengths matches is a bad schema, not a grammar of nothing.
+func TestPatternLengthUnsatisfiable(t *testing.T) {
+	_, err := FromSchema([]byte(`{"type":"string","pattern":"^abcd$","maxLength":3}`))
+	if !errors.Is(err, ErrBadSchema) || !strings.Contains(err.Error(), "maxLength") {
+		t.Errorf("got %v, want a bad schema naming maxLength", err)
+	}
+}
+
 func TestPatternRefusedByName(t *testing.T) {
 	for schema, want := range map[string]string{
 		`{"type":"string","pattern":"(a)\\1"}`:                  "backreference",
@@ -99,8 +112,6 @@ func TestPatternRefusedByName(t *testing.T) {
 		`{"type":"string","pattern":"(?i)abc"}`:                 "group (?i",
 		`{"type":"string","pattern":"\\p{L}"}`:                  `escape \p`,
 		`{"type":"string","pattern":"a(^b)"}`:                   "anchor",
-		`{"type":"string","pattern":"^a*$","minLength":2}`:      `"minLength" beside pattern`,
-		`{"type":"string","pattern":"^abcd$","maxLength":3}`:    `"maxLength" beside pattern`,
 		`{"type":"string","format":"uri-reference"}`:            `"format" "uri-reference"`,
 		`{"type":"string","format":"date","pattern":"^2"}`:      `"format" beside pattern`,
 		`{"properties":{"a":{"type":"string","pattern":"[]"}}}`: "#/properties/a",

@@ -79,8 +79,8 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		if c.textBytes > maxMergeText || c.nodes > maxNodes || c.b.tooBig {
 			return -1, err // the document is too large: no more merging
 		}
-		if errors.As(err, &u) || errors.Is(err, ErrUnsupportedSchema) {
-			return -1, nil
+		if errors.As(err, &u) {
+			return -1, nil // no value: no such member
 		}
 		return r, err
 	}
@@ -140,5 +140,5 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		more := c.b.repeat(path+"/pattern-members", one(ref(extra)), c.b.sep(), 1, -1)
 		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(more), ws}, lit("}"))), nil
 	}
-	return c.declaredObject(declared, required, path, extra, 0, -1)
+	return c.declaredObject(declared, required, path, extra, 0, -1, objectRules{})
 }

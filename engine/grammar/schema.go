@@ -2,12 +2,14 @@ package grammar
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -320,7 +322,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if t, ok := appliesTo[m.key]; ok && declared != nil && !declared[t] {
 			continue // vacuous on every type the schema allows
 		}
-		if assertions[m.key] {
+		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}
 		if m.key == "$defs" || m.key == "definitions" {
@@ -508,29 +510,33 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		return 0, bad(path, "type must be a string or an array of strings")
 	}
 	if types == nil {
-		// No type: the keywords present say which type is meant.
-		switch {
-		case has("properties") || has("additionalProperties") || has("required"):
-			types = []string{"object"}
-		case has("items") || has("minItems") || has("maxItems"):
-			types = []string{"array"}
-		case has("minLength") || has("maxLength") || has("pattern") || has("format"):
-			types = []string{"string"}
-		default:
-			if len(keys) > 0 {
-				// minimum and the like without a type: they constrain
-				// numbers only, and a number grammar with bounds is not
-				// built.
-				return 0, unsupported(path, "%q with no type", keys[0])
-			}
+		if len(keys) == 0 {
 			return c.b.value(), nil // no assertion: any value
 		}
+		// No type: every type is allowed, each keyword constraining
+		// only its own (properties says nothing of a string).
+		types = []string{"object", "array", "string", "number", "boolean", "null"}
 	}
 	used := map[string]bool{"type": true}
 	var alts [][]elem
+	_, notRequired := s.get("not") // {"not":{"required":[…]}} (objectAssertion)
 	for _, t := range types {
 		var r int
 		var err error
+		if notRequired && t != "object" {
+			continue // "required" holds of any other type, so "not" fails
+		}
+		if mv, ok := s.get("multipleOf"); ok && (t == "number" || t == "integer") {
+			used["multipleOf"] = true
+			if k := wholeDivisor(mv); k > 1 {
+				if n, ok := numericBound(s); ok {
+					return 0, unsupported(path, "%q beside %q", "multipleOf", n)
+				}
+				alts = append(alts, one(ref(c.b.multipleOfInt(k))))
+				continue
+			}
+			t = "integer" // multipleOf 1: the integers
+		}
 		switch t {
 		case "object":
 			r, err = c.objectType(s, path, used)
@@ -574,6 +580,9 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if !used[k] {
 			return 0, unsupported(path, "%q with type %s", k, strings.Join(types, ", "))
 		}
+	}
+	if len(alts) == 0 {
+		return 0, unsatisfiable{bad(path, "not with required admits objects only, which type excludes")}
 	}
 	if len(alts) == 1 {
 		return alts[0][0].ref, nil
@@ -756,14 +765,25 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		return 0, err
 	}
 	counted := minP > 0 || maxP >= 0
+	used["dependencies"], used["dependentRequired"], used["not"] = true, true, true
+	addl, hasAddl := s.get("additionalProperties")
+	cons, err := readObjectRules(s, props, addl, path)
+	if err != nil {
+		return 0, err
+	}
 	if _, ok := s.get("patternProperties"); ok {
 		if counted {
 			return 0, unsupported(path, "minProperties or maxProperties beside patternProperties")
 		}
+		if cons.present {
+			return 0, unsupported(path, "dependencies, dependentRequired or not beside patternProperties")
+		}
 		return c.patternObject(s, props, required, path)
 	}
+	if cons.present && minP > 0 {
+		return 0, unsupported(path, "minProperties beside dependencies, dependentRequired or not")
+	}
 	ws := ref(c.b.ws())
-	addl, hasAddl := s.get("additionalProperties")
 	if len(props) == 0 && counted {
 		// Undeclared keys only: members up to maxProperties (a repeated
 		// key counts once, so fewer is all it can make); minProperties
@@ -791,9 +811,6 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
 		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
 		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))), nil
-	}
-	if len(props) > maxAnyOrder && counted {
-		return 0, unsupported(path, "minProperties or maxProperties beside more than %d properties", maxAnyOrder)
 	}
 	if minP > len(props) {
 		return 0, unsupported(path, "minProperties above the number of declared properties")
@@ -844,18 +861,17 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		extra = c.extraMember(path, props, val)
 	}
-	if maxP >= 0 {
-		extra = -1 // only declared properties, which are counted
-	}
-	return c.declaredObject(props, required, path, extra, minP, maxP)
+	return c.declaredObject(props, required, path, extra, minP, maxP, cons)
 }
 
-// declaredObject: an object of the declared properties props, in their
-// order, required ones always; members of rule extra (when ≥ 0) may stand
-// before, between and after them.
-// With at most maxAnyOrder properties, the declared ones written number
-// minP to maxP (maxP < 0: any); members of extra are not counted.
-func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int) (int, error) {
+// declaredObject: an object of the declared properties props in any
+// order, each at most once, the required ones always; members of rule
+// extra (when ≥ 0) may stand before, between and after them. Declared
+// properties written number at least minP; all members, extra ones
+// included, at most maxP (maxP < 0: any). An extra member's key may repeat
+// another's, which a validator counts once: counting it again only makes
+// the grammar stricter, so minP counts declared properties only.
+func (c *schemaCompiler) declaredObject(props object, required map[string]bool, path string, extra, minP, maxP int, cons objectRules) (int, error) {
 	ws := ref(c.b.ws())
 	kv := make([]int, len(props))
 	for i, m := range props {
@@ -867,98 +883,119 @@ func (c *schemaCompiler) declaredObject(props object, required map[string]bool, 
 		encodeString(&key, m.key)
 		kv[i] = c.b.add(path+"/"+m.key, cat(lit(key.String()), []elem{ws, terms(':', ':'), ws, ref(v)}))
 	}
-	if len(props) <= maxAnyOrder {
-		return c.anyOrder(props, required, kv, path, extra, minP, maxP), nil
+	body := anyOrder(c.b.grown, kv, required, props, path, c.b.sep(), extra, minP, maxP, cons)
+	if body < 0 {
+		return 0, unsatisfiable{bad(path, "maxProperties below the required properties or minProperties")}
 	}
-	// seq(i, comma): properties i.. in order, optional ones skippable;
-	// comma says whether one was already written (so a separator leads).
-	memo := map[[2]int]int{}
-	var seq func(i int, comma bool) int
-	seq = func(i int, comma bool) int {
-		k := [2]int{i, 0}
-		if comma {
-			k[1] = 1
-		}
-		if r, ok := memo[k]; ok {
-			return r
-		}
-		// The rule is reserved before its alternatives are made: with
-		// extra members it refers to itself (more of them may follow).
-		r := c.b.reserve(fmt.Sprintf("%s/seq%d", path, i))
-		memo[k] = r
-		var lead []elem
-		if comma {
-			lead = c.b.sep()
-		}
-		var alts [][]elem
-		if i == len(props) {
-			alts = append(alts, nil)
-		} else {
-			alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(seq(i+1, true))}))
-			if !required[props[i].key] {
-				alts = append(alts, one(ref(seq(i+1, comma))))
-			}
-		}
-		if extra >= 0 {
-			alts = append(alts, cat(lead, []elem{ref(extra), ref(seq(i, true))}))
-		}
-		c.b.set(r, alts...)
-		return r
-	}
-	body := seq(0, false)
 	return c.b.add(path, cat(lit("{"), []elem{ws, ref(body), ws}, lit("}"))), nil
 }
 
-// maxAnyOrder: objects of at most this many declared properties take
-// them in any order (a rule per subset written); larger ones in the
-// schema's order.
-const maxAnyOrder = 8
-
 // anyOrder: the members kv of the declared properties in any order, each
-// at most once, the required ones always; members of rule extra (when
-// ≥ 0) around them. set(done, comma) is the rest of the object once the
-// properties in done were written.
-func (c *schemaCompiler) anyOrder(props object, required map[string]bool, kv []int, path string, extra, minP, maxP int) int {
-	need := 0
+// at most once, the required ones always, members of rule extra (when ≥ 0)
+// around them; counted as declaredObject says. Its rules are grown (one
+// per set of properties written, made where a parse first reaches it), so
+// an object of n properties costs rules for the orders written, not 2^n.
+// set(done, extras, comma) is the rest of the object once the properties
+// in done and extras extra members were written; comma says whether a
+// separator leads.
+func anyOrder(add func(string, grower) int, kv []int, required map[string]bool, props object, path string, sep []elem, extra, minP, maxP int, cons objectRules) int {
+	n := len(kv)
+	words := (n + 63) / 64
+	need := make([]uint64, words)
 	for i, m := range props {
 		if required[m.key] {
-			need |= 1 << i
+			need[i/64] |= 1 << (i % 64)
 		}
 	}
-	ws := ref(c.b.ws())
-	memo := map[[2]int]int{}
-	var set func(done int, comma bool) int
-	set = func(done int, comma bool) int {
-		k := [2]int{done, 0}
-		if comma {
-			k[1] = 1
+	type key struct {
+		done   string
+		extras int
+		comma  bool
+	}
+	memo := map[key]int{}
+	name := path + "/members"
+	// alive: the object can still be completed once done and extras
+	// were written (the required ones and minP fit under maxP).
+	// With dependencies, the least completion is done and need closed
+	// under them; it must hold no forbidden set.
+	alive := func(done []uint64, extras int) bool {
+		closure := make([]uint64, words)
+		for w := range done {
+			closure[w] = done[w] | need[w]
 		}
+		cons.close(closure)
+		if cons.forbids(closure) {
+			return false
+		}
+		if maxP < 0 {
+			return true
+		}
+		n := 0
+		for _, w := range closure {
+			n += bits.OnesCount64(w)
+		}
+		return extras+max(n, minP) <= maxP
+	}
+	var set func(add func(string, grower) int, done []uint64, extras int, comma bool) int
+	set = func(add func(string, grower) int, done []uint64, extras int, comma bool) int {
+		k := key{bitsKey(done), extras, comma}
 		if r, ok := memo[k]; ok {
 			return r
 		}
-		r := c.b.reserve(fmt.Sprintf("%s/set%x", path, done))
-		memo[k] = r
-		var lead []elem
-		if comma {
-			lead = c.b.sep()
-		}
-		var alts [][]elem
-		n := bits.OnesCount(uint(done))
-		if done&need == need && n >= minP {
-			alts = append(alts, nil)
-		}
-		for i := range props {
-			if done&(1<<i) == 0 && (maxP < 0 || n < maxP) {
-				alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(done|1<<i, true))}))
+		r := add(name, func(add func(string, grower) int) [][]elem {
+			var lead []elem
+			if comma {
+				lead = sep
 			}
-		}
-		if extra >= 0 {
-			alts = append(alts, cat(lead, []elem{ref(extra), ref(set(done, true))}))
-		}
-		c.b.set(r, alts...)
+			written, complete := 0, cons.holds(done)
+			for w := range done {
+				written += bits.OnesCount64(done[w])
+				if done[w]&need[w] != need[w] {
+					complete = false
+				}
+			}
+			var alts [][]elem
+			if complete && written >= minP {
+				alts = append(alts, nil)
+			}
+			room := maxP < 0 || written+extras < maxP
+			for i := 0; i < n && room; i++ {
+				if done[i/64]&(1<<(i%64)) != 0 {
+					continue
+				}
+				next := slices.Clone(done)
+				next[i/64] |= 1 << (i % 64)
+				if alive(next, extras) {
+					alts = append(alts, cat(lead, []elem{ref(kv[i]), ref(set(add, next, extras, true))}))
+				}
+			}
+			if extra >= 0 && room {
+				more := extras
+				if maxP >= 0 {
+					more++ // counted only where maxProperties needs it
+				}
+				if alive(done, more) {
+					alts = append(alts, cat(lead, []elem{ref(extra), ref(set(add, done, more, true))}))
+				}
+			}
+			return alts
+		})
+		memo[k] = r
 		return r
 	}
-	return c.b.add(path, cat(lit("{"), []elem{ws, ref(set(0, false)), ws}, lit("}")))
+	if !alive(make([]uint64, words), 0) {
+		return -1
+	}
+	return set(add, make([]uint64, words), 0, false)
+}
+
+// bitsKey is a map key for a bitset.
+func bitsKey(b []uint64) string {
+	out := make([]byte, 0, 8*len(b))
+	for _, w := range b {
+		out = binary.LittleEndian.AppendUint64(out, w)
+	}
+	return string(out)
 }
 
 func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) (int, error) {
@@ -1251,7 +1288,7 @@ func (c *schemaCompiler) disjoint(branches []any) bool {
 	}
 	for i := range branches {
 		for j := 0; j < i; j++ {
-			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) {
+			if !typesDisjoint(sets[i], sets[j]) && !c.discriminated(branches[i], branches[j]) && !c.apart(branches[i], branches[j]) {
 				return false
 			}
 		}
