@@ -211,6 +211,7 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	if cr.Schema, err = ResponseFormat(cr.ResponseFormat); err != nil {
 		return nil, err
 	}
+	cr.Whitespace = cr.Structured.whitespace(formatStrict(cr.ResponseFormat))
 	if req.PreviousResponseID != nil && audit.CheckName("previous_response_id", *req.PreviousResponseID) != nil {
 		return nil, ErrNoResponse // no stored id has that shape
 	}

@@ -419,7 +419,7 @@ func (s *Server) chatInference(req *ChatRequest) (inference, error) {
 	if err != nil {
 		return inference{}, err
 	}
-	prompt, c, err := s.text().PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
+	prompt, c, err := s.text().PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice, Syntax: req.Syntax, Grammar: req.Grammar, Whitespace: req.Whitespace}, o)
 	if err != nil {
 		return inference{}, err
 	}
