@@ -360,10 +360,39 @@ func (tc *textCompiler) seq(n *gnode) ([]elem, error) {
 		if n.min > maxRepeat || n.max > maxRepeat {
 			return nil, ErrUnsupportedGrammar.Withf("a repetition above %d", maxRepeat)
 		}
+		// what repeat writes: min copies, then a rule per further one
+		tc.elems += (n.min + max(n.max-n.min, 1)) * (len(item) + len(sep) + 1)
+		if tc.elems > maxTextElems {
+			return nil, ErrUnsupportedGrammar.Withf("a grammar of more than %d rules or %d elements", maxRules, maxTextElems)
+		}
 		tc.n++
-		out = one(ref(tc.b.repeat(fmt.Sprintf("rep-%d", tc.n), item, sep, n.min, n.max)))
+		out = one(ref(tc.repeat(fmt.Sprintf("rep-%d", tc.n), item, sep, n.min, n.max)))
 	}
 	return out, nil
+}
+
+// repeat is builder.repeat with the min copies written in one slice (a
+// repetition's bound may be large: builder.repeat grows its copies one
+// at a time).
+func (tc *textCompiler) repeat(name string, item, sep []elem, min, max int) int {
+	if min <= 1 {
+		return tc.b.repeat(name, item, sep, min, max)
+	}
+	seq := make([]elem, 0, min*(len(item)+len(sep))+1)
+	for i := range min {
+		if i > 0 {
+			seq = append(seq, sep...)
+		}
+		seq = append(seq, item...)
+	}
+	if max < 0 || max > min {
+		more := -1
+		if max >= 0 {
+			more = max - min
+		}
+		seq = append(seq, ref(tc.b.repeat(name+"-more", cat(sep, item), nil, 0, more)))
+	}
+	return tc.b.add(name, seq)
 }
 
 // ignored is the elements of Lark's %ignore: any number of its terminals.

@@ -3,6 +3,7 @@ package grammar_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,6 +57,7 @@ var textCases = []textCase{
 	{grammar.Lark, "start: item+\n     | \"none\"\nitem: \"a\"..\"c\" -> letter\n", []string{"abc", "none"}, []string{"", "d"}},
 	{grammar.Lark, "// a comment\n?start: ESCAPED_STRING\n%import common.ESCAPED_STRING -> ESCAPED_STRING", []string{`"a\"b"`, `""`}, []string{`"a"b"`, `"\"`}},
 	{grammar.Lark, "start: x{2,3}\nx: \"x\"", []string{"xx", "xxx"}, []string{"x", "xxxx"}},
+	{grammar.Lark, "start: \"a\"~2..3 B{2,}\nB: \"b\"\n%ignore \" \"", []string{"a a bb", "aaa b b", " a  a b b "}, []string{"a bb", "a a a a bb", "aab"}},
 	{grammar.Lark, "start: SQL\nSQL: \"SELECT \" COLS \" FROM \" CNAME\nCOLS: CNAME (\", \" CNAME)*\n%import common.CNAME",
 		[]string{"SELECT a, b FROM t", "SELECT _x FROM users2"}, []string{"SELECT FROM t", "SELECT 1 FROM t"}},
 }
@@ -404,5 +406,75 @@ func fuzzText(t *testing.T, syntax grammar.Syntax, src string) {
 	m := grammar.NewMatcher(g, v)
 	if _, err := m.Allowed(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkTextGrammar measures, over a 32k vocabulary, compiling a
+// grammar written as text and one decode step (Allowed, then Accept of
+// the first allowed token with text) along a fixed walk of 64 steps, the
+// grammar compiled once (masks warm after the first walk) or afresh per
+// walk (cold).
+func BenchmarkTextGrammar(b *testing.B) {
+	pieces, _ := testVocab()
+	for i := 0; len(pieces) < 32000; i++ {
+		pieces = append(pieces, fmt.Appendf(nil, "w%dx", i))
+	}
+	v := grammar.NewVocab(pieces, []int32{int32(len(pieces) - 1)})
+	jsonSrc, err := os.ReadFile("testdata/gbnf/json.gbnf")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		syntax grammar.Syntax
+		src    string
+	}{
+		{"regex", grammar.Regex, `[a-z0-9 ]{1,200}\.`},
+		{"gbnf-json", grammar.GBNF, string(jsonSrc)},
+		{"lark-sql", grammar.Lark, "start: \"SELECT \" CNAME (\", \" CNAME)* \" FROM \" CNAME\n%import common.CNAME"},
+	}
+	walk := func(b *testing.B, g *grammar.Grammar) {
+		m := grammar.NewMatcher(g, v)
+		for step := 0; step < 64 && !m.Closed(); step++ {
+			mask, err := m.Allowed()
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok := -1
+			for id := (step * 7919) % 32000; id < 32000+len(pieces); id++ {
+				if t := id % len(pieces); has(mask, t) && len(pieces[t]) > 0 {
+					tok = t
+					break
+				}
+			}
+			if tok < 0 {
+				return
+			}
+			if err := m.Accept(int32(tok)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range cases {
+		b.Run(tc.name+"/compile", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := grammar.FromText(tc.syntax, tc.src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/walk-warm", func(b *testing.B) {
+			g, _ := grammar.FromText(tc.syntax, tc.src)
+			walk(b, g)
+			for b.Loop() {
+				walk(b, g)
+			}
+		})
+		b.Run(tc.name+"/walk-cold", func(b *testing.B) {
+			for b.Loop() {
+				g, _ := grammar.FromText(tc.syntax, tc.src)
+				walk(b, g)
+			}
+		})
 	}
 }
