@@ -102,8 +102,11 @@
 //     ignore_eos, min_tokens, stop_token_ids, include_stop_str_in_output
 //     and skip_special_tokens reach the engine (engine.GenerateRequest);
 //     stream_options.continuous_usage_stats puts the usage so far in every
-//     chunk; structured_outputs / guided_choice / guided_json compile to a
-//     grammar (a choice of literals, or the schema path); chat_template_kwargs
+//     chunk; structured_outputs / guided_* (and SGLang's regex and ebnf)
+//     compile to a grammar (a choice of literals, the schema path, or a
+//     regex, GBNF or Lark grammar: textgrammar.go, grammar.FromText), and
+//     disable_any_whitespace picks the JSON whitespace policy (compact by
+//     default under a strict json_schema); chat_template_kwargs
 //     (booleans, numbers, null), reasoning_effort, add_generation_prompt and
 //     continue_final_message reach the template (chat.Options);
 //     truncate_prompt_tokens keeps the prompt's last tokens;
