@@ -111,16 +111,6 @@ func reNode(re *syntax.Regexp) (*gnode, error) {
 		case syntax.OpRepeat:
 			lo, hi = re.Min, re.Max
 		}
-		if hi < 0 && item.nullable(nil) {
-			// (Y?)* and its like: the empty match adds nothing to Y's
-			// repetitions; other shapes are refused by the compiler.
-			if item.op == gRep && item.min == 0 && item.max == 1 {
-				item = item.subs[0]
-			} else if item.op == gRep && item.min <= 1 && item.max < 0 {
-				item = item.subs[0]
-			}
-			lo = 0
-		}
 		if lo > maxRepeat || hi > maxRepeat {
 			return nil, ErrUnsupportedGrammar.Withf("regex: a repetition above %d", maxRepeat)
 		}

@@ -200,6 +200,70 @@ func (n *gnode) nullable(null map[string]bool) bool {
 	return n.min == 0 || n.subs[0].nullable(null)
 }
 
+// nonEmpty is n without the empty text, for the shapes where that is a
+// rewrite of n's own nodes (nil: nothing is left); ok false where it is
+// not (a reference to a rule that may be empty).
+func (n *gnode) nonEmpty(null map[string]bool) (*gnode, bool) {
+	if !n.nullable(null) {
+		return n, true
+	}
+	switch n.op {
+	case gLit:
+		return nil, true // the empty literal
+	case gRep:
+		sub, ok := n.subs[0].nonEmpty(null)
+		if !ok || sub == nil || n.max == 0 {
+			return nil, ok
+		}
+		lo := max(n.min, 1)
+		if n.subs[0].nullable(null) {
+			lo = 1 // each repetition may be empty: one non-empty one suffices
+		}
+		return &gnode{op: gRep, subs: []*gnode{sub}, min: lo, max: n.max, ignore: n.ignore}, true
+	case gAlt:
+		var alts []*gnode
+		for _, a := range n.subs {
+			ne, ok := a.nonEmpty(null)
+			if !ok {
+				return nil, false
+			}
+			if ne != nil {
+				alts = append(alts, ne)
+			}
+		}
+		if len(alts) == 0 {
+			return nil, true
+		}
+		return altNode(alts...), true
+	case gSeq:
+		if n.ignore || len(n.subs) == 0 {
+			return nil, len(n.subs) == 0
+		}
+		// AB without the empty text: A' B, or B' (A empty)
+		head, ok := n.subs[0].nonEmpty(null)
+		if !ok {
+			return nil, false
+		}
+		rest := seqOrEmpty(n.subs[1:])
+		tail, ok := rest.nonEmpty(null)
+		if !ok {
+			return nil, false
+		}
+		var alts []*gnode
+		if head != nil {
+			alts = append(alts, seqNode(append([]*gnode{head}, n.subs[1:]...)...))
+		}
+		if tail != nil {
+			alts = append(alts, tail)
+		}
+		if len(alts) == 0 {
+			return nil, true
+		}
+		return altNode(alts...), true
+	}
+	return nil, false
+}
+
 // gdefs is a parsed grammar: its rules by name and the start rule.
 type gdefs struct {
 	rules map[string]*gnode
@@ -337,13 +401,23 @@ func (tc *textCompiler) seq(n *gnode) ([]elem, error) {
 		tc.n++
 		out = one(ref(tc.b.add(fmt.Sprintf("alt-%d", tc.n), alts...)))
 	case gRep:
-		item, err := tc.seq(n.subs[0])
+		sub, lo := n.subs[0], n.min
+		if n.max < 0 && sub.nullable(tc.null) {
+			// X{m,} of an X that may be empty is (X minus the empty text)*
+			ne, ok := sub.nonEmpty(tc.null)
+			if !ok {
+				return nil, ErrUnsupportedGrammar.Withf("an unbounded repetition of something that may match nothing")
+			}
+			if ne == nil {
+				return nil, nil
+			}
+			sub, lo = ne, 0
+		}
+		item, err := tc.seq(sub)
 		if err != nil {
 			return nil, err
 		}
-		if n.max < 0 && n.subs[0].nullable(tc.null) {
-			return nil, ErrUnsupportedGrammar.Withf("an unbounded repetition of something that may match nothing")
-		}
+		n := &gnode{op: gRep, subs: []*gnode{sub}, min: lo, max: n.max, ignore: n.ignore}
 		if n.max == 0 || len(item) == 0 {
 			return nil, nil
 		}

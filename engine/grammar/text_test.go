@@ -35,6 +35,9 @@ var textCases = []textCase{
 	{grammar.Regex, `(?:ab)+c`, []string{"abc", "ababc"}, []string{"c", "abac"}},
 	{grammar.Regex, `\u00e9\x41`, []string{"éA"}, []string{"eA"}},
 	{grammar.Regex, `(a?)*b`, []string{"b", "aab"}, []string{"", "aa"}},
+	{grammar.Regex, `(a|)*b`, []string{"b", "aab"}, []string{"", "aa"}},
+	{grammar.Regex, `(a*b?)+c`, []string{"c", "abac", "bbc", "aaac"}, []string{"", "ab"}},
+	{grammar.GBNF, `root ::= ("a"? "b"? | "")* "c"`, []string{"c", "abac", "bbc", "aaac", "bac"}, []string{"", "ab", "ca"}},
 	{grammar.Regex, `[\s]x`, []string{" x", "\tx", "\u00a0x"}, []string{"x"}},
 	// GBNF
 	{grammar.GBNF, `root ::= "a" | "b"`, []string{"a", "b"}, []string{"", "ab", "c"}},
@@ -99,7 +102,6 @@ func TestTextRefusals(t *testing.T) {
 		{grammar.Regex, `(a`, grammar.ErrBadGrammar, "missing closing )"},
 		{grammar.Regex, `a{2000}`, grammar.ErrBadGrammar, "repeat count"},
 		{grammar.GBNF, "root ::= \"c\"{,2}", grammar.ErrBadGrammar, "expecting an integer"},
-		{grammar.Regex, `(a|)*`, grammar.ErrUnsupportedGrammar, "may match nothing"},
 		{grammar.GBNF, `rot ::= "a"`, grammar.ErrBadGrammar, "no root rule"},
 		{grammar.GBNF, `root ::= undefined-rule`, grammar.ErrBadGrammar, "undefined rule undefined-rule"},
 		{grammar.GBNF, `root ::= "abc`, grammar.ErrBadGrammar, "line 1"},
@@ -109,10 +111,18 @@ func TestTextRefusals(t *testing.T) {
 		{grammar.GBNF, `root ::= "\q"`, grammar.ErrBadGrammar, "unknown escape"},
 		{grammar.GBNF, `root ::= <[1000]>`, grammar.ErrUnsupportedGrammar, "token"},
 		{grammar.GBNF, "root ::= root \"a\" | \"a\"", grammar.ErrUnsupportedGrammar, "left recursion: rule root"},
-		{grammar.GBNF, "root ::= (\"a\"?)*", grammar.ErrUnsupportedGrammar, "may match nothing"},
+		{grammar.GBNF, "root ::= x*\nx ::= \"a\"?", grammar.ErrUnsupportedGrammar, "may match nothing"},
 		{grammar.GBNF, "root ::= \"a\"\nroot ::= \"b\"", grammar.ErrBadGrammar, "defined twice"},
 		{grammar.GBNF, "root ::= \"a\"{5000}", grammar.ErrUnsupportedGrammar, "above"},
 		{grammar.GBNF, "root ::= \"a\" )", grammar.ErrBadGrammar, "newline"},
+		// llama.cpp's tests/test-grammar-parser.cpp failures (a max above
+		// the bound is refused here, where llama.cpp drops it: the
+		// grammar would accept more than was written)
+		{grammar.GBNF, `root ::= "a"{,}"`, grammar.ErrBadGrammar, "expecting an integer"},
+		{grammar.GBNF, `root ::= "a"{,10}"`, grammar.ErrBadGrammar, "expecting an integer"},
+		{grammar.GBNF, `root ::= "a"{5000,}`, grammar.ErrUnsupportedGrammar, "above"},
+		{grammar.GBNF, `root ::= "a"{5000,6000}`, grammar.ErrUnsupportedGrammar, "above"},
+		{grammar.GBNF, `root ::= "a"{0,5000}`, grammar.ErrUnsupportedGrammar, "above"},
 		{grammar.Lark, `begin: "a"`, grammar.ErrBadGrammar, "no start rule"},
 		{grammar.Lark, "start: x\n", grammar.ErrBadGrammar, "undefined name x"},
 		{grammar.Lark, "start: A\nA: b\nb: \"x\"", grammar.ErrBadGrammar, "refers to rule b"},
@@ -181,7 +191,7 @@ func TestLlamaGBNF(t *testing.T) {
 // Go's regexp (the same translated expression, anchored) matches, on
 // random texts over the expression's alphabet.
 func TestRegexAgainstGo(t *testing.T) {
-	exprs := []string{`[a-c]+(x|yz)?`, `(ab|a)(bc|c)*`, `a{2,4}b{0,2}`, `[^b]*b`, `(a|b)*abb`, `é?[à-ì]+`, `\d+(\.\d{1,2})?`}
+	exprs := []string{`[a-c]+(x|yz)?`, `(ab|a)(bc|c)*`, `a{2,4}b{0,2}`, `[^b]*b`, `(a|b)*abb`, `é?[à-ì]+`, `\d+(\.\d{1,2})?`, `(a*b?)+c`, `(x|)*(yz)*`, `((ab)?|c){2,}`}
 	rapid.Check(t, func(t *rapid.T) {
 		src := rapid.SampledFrom(exprs).Draw(t, "expr")
 		g, err := grammar.FromText(grammar.Regex, src)
@@ -476,5 +486,40 @@ func BenchmarkTextGrammar(b *testing.B) {
 				walk(b, g)
 			}
 		})
+	}
+}
+
+// TestLlamaGrammarIntegration: the GBNF cases of llama.cpp's
+// tests/test-grammar-integration.cpp (those without token references),
+// taken as data (testdata/gbnf/llama-integration.json): each grammar
+// compiles, accepts its passing strings and refuses its failing ones.
+func TestLlamaGrammarIntegration(t *testing.T) {
+	raw, err := os.ReadFile("testdata/gbnf/llama-integration.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Desc, Grammar string
+		Pass, Fail    []string
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil || len(cases) < 10 {
+		t.Fatalf("%d cases (%v)", len(cases), err)
+	}
+	for _, c := range cases {
+		g, err := grammar.FromText(grammar.GBNF, c.Grammar)
+		if err != nil {
+			t.Errorf("%s: %v", c.Desc, err)
+			continue
+		}
+		for _, s := range c.Pass {
+			if !g.Match([]byte(s)) {
+				t.Errorf("%s refuses %q", c.Desc, s)
+			}
+		}
+		for _, s := range c.Fail {
+			if g.Match([]byte(s)) {
+				t.Errorf("%s accepts %q", c.Desc, s)
+			}
+		}
 	}
 }
