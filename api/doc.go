@@ -130,7 +130,8 @@
 //     (role user, system, developer — a system message for the template —
 //     or assistant; content a string or input_text / output_text parts),
 //     function_call and function_call_output items (an assistant turn with
-//     its calls, a tool message), reasoning items (reasoning_text parts:
+//     its calls, a tool message; custom_tool_call and
+//     custom_tool_call_output likewise), reasoning items (reasoning_text parts:
 //     the <think> block of the assistant turn after them, which the
 //     template keeps or drops; a summary or encrypted_content is refused).
 //     Image, file and audio parts and item references are refused with
@@ -141,7 +142,14 @@
 //     hosted tools (web_search, file_search, …) are refused. tool_choice
 //     none / auto / required / {type: function, name}, as chat (strict
 //     under auto: free text, but each call the model opens is constrained
-//     to its schema, see service/tools.go).
+//     to its schema, see service/tools.go). Custom tools {type: custom,
+//     name, description, format: text or {type: grammar, syntax: lark or
+//     regex, definition}} are served when tool_choice forces one ({type:
+//     custom, name}, or required with that tool alone): the output is the
+//     tool's input under its grammar, one custom_tool_call item (streamed
+//     as custom_tool_call_input deltas); custom_tool_call and
+//     custom_tool_call_output input items are taken; a custom tool under
+//     auto or beside function tools is refused (respcustom.go).
 //   - text.format: text, json_object, json_schema (always enforced by
 //     constrained decoding); text.verbosity is refused.
 //   - max_output_tokens, temperature, top_p, stream; parallel_tool_calls.

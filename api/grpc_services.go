@@ -139,7 +139,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema}}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema, Whitespace: grpcWhitespace(req.GetResponseFormat())}}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}
@@ -166,7 +166,7 @@ func (s *Server) grpcInference(req *inferencev1.GenerateRequest) (inference, err
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, in.constraint, err = s.text().PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
+		if in.prompt, in.constraint, err = s.text().PrepareChatWith(msgs, in.tools, in.constraint, chat.Options{GenerationPrompt: true}); err != nil {
 			return inference{}, err
 		}
 		in.chat = true

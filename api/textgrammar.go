@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/service"
 )
@@ -96,4 +97,13 @@ func formatStrict(raw json.RawMessage) bool {
 		} `json:"json_schema"`
 	}
 	return json.Unmarshal(raw, &rf) == nil && rf.Type == "json_schema" && rf.JSONSchema.Strict != nil && *rf.JSONSchema.Strict
+}
+
+// grpcWhitespace is the JSON whitespace policy of a gRPC response_format:
+// compact under a strict json_schema, as over HTTP.
+func grpcWhitespace(rf *inferencev1.ResponseFormat) grammar.Whitespace {
+	if rf.GetType() == "json_schema" && rf.GetJsonSchema().GetStrict() {
+		return grammar.Compact
+	}
+	return grammar.Indent
 }

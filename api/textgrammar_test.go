@@ -1,11 +1,16 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/metadata"
+
+	"github.com/cloison/cloison"
+	inferencev1 "github.com/cloison/cloison/api/proto/cloison/inference/v1"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -93,6 +98,41 @@ func TestJSONWhitespaceHTTP(t *testing.T) {
 			if c := v.Choices[0].Message.Content; strings.ContainsAny(c, " \n\t\r") {
 				t.Fatalf("%s: %q has whitespace", rf, c)
 			}
+		}
+	}
+}
+
+// TestJSONWhitespaceGRPC: a strict json_schema over gRPC gives compact
+// JSON too (the regex and grammar fields have no gRPC form).
+func TestJSONWhitespaceGRPC(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}})
+	conn, _ := p.GRPC(t)
+	client := inferencev1.NewInferenceServiceClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+p.Token(t, "victim", tenancy.ScopeInfer))
+	const schema = `{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},"b":{"type":"boolean"}},"required":["a","b"],"additionalProperties":false}`
+	temp := 1.5
+	maxTok := int64(60)
+	for seed := range 4 {
+		sd := int64(seed + 1)
+		st, err := client.Generate(ctx, &inferencev1.GenerateRequest{Model: platformtest.Model, Prompt: &inferencev1.GenerateRequest_Text{Text: "json"},
+			MaxTokens: &maxTok, Temperature: &temp, Seed: &sd,
+			ResponseFormat: &inferencev1.ResponseFormat{Type: "json_schema", JsonSchema: &inferencev1.JsonSchema{Name: "x", Schema: schema, Strict: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.GetFinal() != nil {
+				break
+			}
+			text += r.GetChunk().GetText()
+		}
+		if text == "" || strings.ContainsAny(text, " \n\t\r") {
+			t.Fatalf("seed %d: %q, want compact JSON", seed, text)
 		}
 	}
 }
