@@ -200,6 +200,36 @@ func (n *gnode) nullable(null map[string]bool) bool {
 	return n.min == 0 || n.subs[0].nullable(null)
 }
 
+// simplify rewrites a repetition n so that it neither loops without
+// consuming nor multiplies the parse stacks: X{m,n} of an X that may be
+// empty is X'{0,n}, X' being X without the empty text (nonEmpty, where it
+// is a rewrite of X's own nodes; else n is left as it is), and (Y+){m,n}
+// is Y{m,}, one repetition rather than two that split its text in every
+// way. The result may be the empty literal.
+func (n *gnode) simplify(null map[string]bool) *gnode {
+	sub, lo, hi := n.subs[0], n.min, n.max
+	if sub.op == gRep {
+		sub = sub.simplify(null)
+	}
+	if hi != 0 && sub.nullable(null) {
+		ne, ok := sub.nonEmpty(null)
+		switch {
+		case !ok:
+			return &gnode{op: gRep, subs: []*gnode{sub}, min: lo, max: hi, ignore: n.ignore}
+		case ne == nil:
+			return &gnode{op: gLit}
+		}
+		sub, lo = ne, 0
+		if sub.op == gRep {
+			sub = sub.simplify(null)
+		}
+	}
+	if sub.op == gRep && sub.max < 0 && sub.min == 1 && hi != 0 && sub.ignore == n.ignore {
+		sub, hi = sub.subs[0], -1
+	}
+	return &gnode{op: gRep, subs: []*gnode{sub}, min: lo, max: hi, ignore: n.ignore}
+}
+
 // nonEmpty is n without the empty text, for the shapes where that is a
 // rewrite of n's own nodes (nil: nothing is left); ok false where it is
 // not (a reference to a rule that may be empty).
@@ -401,23 +431,18 @@ func (tc *textCompiler) seq(n *gnode) ([]elem, error) {
 		tc.n++
 		out = one(ref(tc.b.add(fmt.Sprintf("alt-%d", tc.n), alts...)))
 	case gRep:
-		sub, lo := n.subs[0], n.min
+		n = n.simplify(tc.null)
+		if n.op != gRep {
+			return tc.seq(n)
+		}
+		sub := n.subs[0]
 		if n.max < 0 && sub.nullable(tc.null) {
-			// X{m,} of an X that may be empty is (X minus the empty text)*
-			ne, ok := sub.nonEmpty(tc.null)
-			if !ok {
-				return nil, ErrUnsupportedGrammar.Withf("an unbounded repetition of something that may match nothing")
-			}
-			if ne == nil {
-				return nil, nil
-			}
-			sub, lo = ne, 0
+			return nil, ErrUnsupportedGrammar.Withf("an unbounded repetition of something that may match nothing")
 		}
 		item, err := tc.seq(sub)
 		if err != nil {
 			return nil, err
 		}
-		n := &gnode{op: gRep, subs: []*gnode{sub}, min: lo, max: n.max, ignore: n.ignore}
 		if n.max == 0 || len(item) == 0 {
 			return nil, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +38,10 @@ var textCases = []textCase{
 	{grammar.Regex, `(a?)*b`, []string{"b", "aab"}, []string{"", "aa"}},
 	{grammar.Regex, `(a|)*b`, []string{"b", "aab"}, []string{"", "aa"}},
 	{grammar.Regex, `(a*b?)+c`, []string{"c", "abac", "bbc", "aaac"}, []string{"", "ab"}},
+	// llama.cpp refuses this one (too many rules); here nested
+	// repetitions of what may be empty collapse to one
+	{grammar.GBNF, `root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}`, []string{"", "abcabcabcabcabcabc"}, []string{"abx"}},
+	{grammar.Regex, `((a+){2,3})+b`, []string{"aab", "aaaaaaaaaaaaaab"}, []string{"ab", "b"}},
 	{grammar.GBNF, `root ::= ("a"? "b"? | "")* "c"`, []string{"c", "abac", "bbc", "aaac", "bac"}, []string{"", "ab", "ca"}},
 	{grammar.Regex, `[\s]x`, []string{" x", "\tx", "\u00a0x"}, []string{"x"}},
 	// GBNF
@@ -191,7 +196,7 @@ func TestLlamaGBNF(t *testing.T) {
 // Go's regexp (the same translated expression, anchored) matches, on
 // random texts over the expression's alphabet.
 func TestRegexAgainstGo(t *testing.T) {
-	exprs := []string{`[a-c]+(x|yz)?`, `(ab|a)(bc|c)*`, `a{2,4}b{0,2}`, `[^b]*b`, `(a|b)*abb`, `é?[à-ì]+`, `\d+(\.\d{1,2})?`, `(a*b?)+c`, `(x|)*(yz)*`, `((ab)?|c){2,}`}
+	exprs := []string{`[a-c]+(x|yz)?`, `(ab|a)(bc|c)*`, `a{2,4}b{0,2}`, `[^b]*b`, `(a|b)*abb`, `é?[à-ì]+`, `\d+(\.\d{1,2})?`, `(a*b?)+c`, `(x|)*(yz)*`, `((ab)?|c){2,}`, `((a+){2,3})+b`, `(a?b?){2,3}c?`}
 	rapid.Check(t, func(t *rapid.T) {
 		src := rapid.SampledFrom(exprs).Draw(t, "expr")
 		g, err := grammar.FromText(grammar.Regex, src)
@@ -522,4 +527,50 @@ func TestLlamaGrammarIntegration(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRandomRegexAgainstGo: random regular expressions over {a, b}
+// (nested repetitions of what may be empty included, which the compiler
+// rewrites) accept exactly what Go's regexp accepts, anchored.
+func TestRandomRegexAgainstGo(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var gen func(depth int) string
+		gen = func(depth int) string {
+			k := rapid.IntRange(0, 7).Draw(t, "k")
+			if depth > 3 {
+				k %= 2
+			}
+			switch k {
+			case 0:
+				return rapid.SampledFrom([]string{"a", "b", "[ab]", "[^a]"}).Draw(t, "atom")
+			case 1:
+				return "(?:)"
+			case 2:
+				return "(" + gen(depth+1) + gen(depth+1) + ")"
+			case 3:
+				return "(" + gen(depth+1) + "|" + gen(depth+1) + ")"
+			case 4:
+				return "(" + gen(depth+1) + ")" + rapid.SampledFrom([]string{"*", "+", "?"}).Draw(t, "q")
+			default:
+				lo := rapid.IntRange(0, 3).Draw(t, "lo")
+				hi := rapid.IntRange(lo, lo+2).Draw(t, "hi")
+				if rapid.Bool().Draw(t, "open") {
+					return "(" + gen(depth+1) + "){" + strconv.Itoa(lo) + ",}"
+				}
+				return "(" + gen(depth+1) + "){" + strconv.Itoa(lo) + "," + strconv.Itoa(hi) + "}"
+			}
+		}
+		src := gen(0)
+		g, err := grammar.FromText(grammar.Regex, src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		re := regexp.MustCompile(`^(?:` + src + `)$`)
+		for range 20 {
+			s := rapid.StringOfN(rapid.SampledFrom([]rune("abc")), 0, 7, -1).Draw(t, "text")
+			if got, want := g.Match([]byte(s)), re.MatchString(s); got != want {
+				t.Fatalf("%s on %q: grammar %v, regexp %v", src, s, got, want)
+			}
+		}
+	})
 }
