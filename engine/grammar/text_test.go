@@ -531,45 +531,60 @@ func TestLlamaGrammarIntegration(t *testing.T) {
 
 // TestRandomRegexAgainstGo: random regular expressions over {a, b}
 // (nested repetitions of what may be empty included, which the compiler
-// rewrites) accept exactly what Go's regexp accepts, anchored.
+// rewrites), written as a regex and as GBNF, accept exactly what Go's
+// regexp accepts, anchored.
 func TestRandomRegexAgainstGo(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var gen func(depth int) string
-		gen = func(depth int) string {
+		var gen func(depth int) (string, string)
+		gen = func(depth int) (string, string) {
 			k := rapid.IntRange(0, 7).Draw(t, "k")
 			if depth > 3 {
 				k %= 2
 			}
 			switch k {
 			case 0:
-				return rapid.SampledFrom([]string{"a", "b", "[ab]", "[^a]"}).Draw(t, "atom")
+				i := rapid.IntRange(0, 3).Draw(t, "atom")
+				return []string{"a", "b", "[ab]", "[^a]"}[i], []string{`"a"`, `"b"`, "[ab]", "[^a]"}[i]
 			case 1:
-				return "(?:)"
+				return "(?:)", `""`
 			case 2:
-				return "(" + gen(depth+1) + gen(depth+1) + ")"
+				r1, g1 := gen(depth + 1)
+				r2, g2 := gen(depth + 1)
+				return "(" + r1 + r2 + ")", "(" + g1 + " " + g2 + ")"
 			case 3:
-				return "(" + gen(depth+1) + "|" + gen(depth+1) + ")"
+				r1, g1 := gen(depth + 1)
+				r2, g2 := gen(depth + 1)
+				return "(" + r1 + "|" + r2 + ")", "(" + g1 + " | " + g2 + ")"
 			case 4:
-				return "(" + gen(depth+1) + ")" + rapid.SampledFrom([]string{"*", "+", "?"}).Draw(t, "q")
+				r, g := gen(depth + 1)
+				q := rapid.SampledFrom([]string{"*", "+", "?"}).Draw(t, "q")
+				return "(" + r + ")" + q, "(" + g + ")" + q
 			default:
+				r, g := gen(depth + 1)
 				lo := rapid.IntRange(0, 3).Draw(t, "lo")
 				hi := rapid.IntRange(lo, lo+2).Draw(t, "hi")
+				b := "{" + strconv.Itoa(lo) + "," + strconv.Itoa(hi) + "}"
 				if rapid.Bool().Draw(t, "open") {
-					return "(" + gen(depth+1) + "){" + strconv.Itoa(lo) + ",}"
+					b = "{" + strconv.Itoa(lo) + ",}"
 				}
-				return "(" + gen(depth+1) + "){" + strconv.Itoa(lo) + "," + strconv.Itoa(hi) + "}"
+				return "(" + r + ")" + b, "(" + g + ")" + b
 			}
 		}
-		src := gen(0)
-		g, err := grammar.FromText(grammar.Regex, src)
-		if err != nil {
-			t.Fatalf("%s: %v", src, err)
-		}
+		src, gbnf := gen(0)
 		re := regexp.MustCompile(`^(?:` + src + `)$`)
-		for range 20 {
-			s := rapid.StringOfN(rapid.SampledFrom([]rune("abc")), 0, 7, -1).Draw(t, "text")
-			if got, want := g.Match([]byte(s)), re.MatchString(s); got != want {
-				t.Fatalf("%s on %q: grammar %v, regexp %v", src, s, got, want)
+		for _, tc := range []struct {
+			syntax grammar.Syntax
+			src    string
+		}{{grammar.Regex, src}, {grammar.GBNF, "root ::= " + gbnf}} {
+			g, err := grammar.FromText(tc.syntax, tc.src)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.src, err)
+			}
+			for range 10 {
+				s := rapid.StringOfN(rapid.SampledFrom([]rune("abc")), 0, 7, -1).Draw(t, "text")
+				if got, want := g.Match([]byte(s)), re.MatchString(s); got != want {
+					t.Fatalf("%s on %q: grammar %v, regexp %v", tc.src, s, got, want)
+				}
 			}
 		}
 	})
