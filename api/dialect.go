@@ -8,25 +8,30 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/service"
 )
 
 // vLLM's structured output fields: structured_outputs (its current form)
-// and the older guided_choice and guided_json, on both endpoints. A choice
+// and the older guided_choice, guided_json, guided_regex and
+// guided_grammar, on both endpoints, and SGLang's regex and ebnf. A choice
 // is a grammar of literal alternatives; json is the schema path of
-// response_format (service.SchemaGrammar, the same subset and refusals).
-// regex and grammar constraints are not implemented here (refused naming
-// them), nor any of vLLM's knobs of its own backends.
+// response_format (service.SchemaGrammar, the same subset and refusals);
+// regex is a regular expression the whole output matches, grammar a GBNF
+// grammar when it defines a rule with ::= and else a Lark one (as vLLM
+// tells them apart), ebnf a GBNF one (textgrammar.go). None of vLLM's
+// knobs of its own backends is taken; disable_any_whitespace picks the
+// JSON whitespace policy (textgrammar.go).
 var structuredFields = map[string]field{
 	"choice":                        {rule: implemented, note: "1 to 256 non-empty strings of at most 1 KiB"},
 	"json":                          {rule: implemented, note: "a JSON schema, as response_format json_schema"},
 	"json_object":                   {rule: refused, neutral: []string{`false`}, note: "use response_format json_object"},
-	"regex":                         {rule: refused, note: "regular-expression constraints are not implemented"},
-	"grammar":                       {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
-	"structural_tag":                {rule: refused, note: "not implemented"},
-	"disable_any_whitespace":        {rule: refused, neutral: []string{`false`}, note: "the grammar's whitespace is its own"},
+	"regex":                         {rule: implemented, note: "the whole output matches it (ECMAScript syntax; backreferences and lookaround refused)"},
+	"grammar":                       {rule: implemented, note: "GBNF (llama.cpp) if it has ::=, else Lark (OpenAI's subset); at most 64 KiB"},
+	"structural_tag":                {rule: refused, note: "not implemented (tags that open constrained regions inside free text)"},
+	"disable_any_whitespace":        {rule: implemented, note: "true: compact JSON; false: whitespace allowed even under a strict json_schema"},
 	"disable_additional_properties": {rule: refused, neutral: []string{`false`}, note: "additionalProperties is the schema's to say"},
-	"whitespace_pattern":            {rule: refused, note: "the grammar's whitespace is its own"},
+	"whitespace_pattern":            {rule: refused, note: "whitespace policies only: disable_any_whitespace"},
 }
 
 // Bounds of a choice constraint.
@@ -35,19 +40,27 @@ const (
 	maxChoiceBytes = 1024
 )
 
-// Structured is a request's vLLM structured-output fields.
+// Structured is a request's vLLM (and SGLang) structured-output fields.
 type Structured struct {
 	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 	GuidedChoice      []string        `json:"guided_choice"`
 	GuidedJSON        json.RawMessage `json:"guided_json"`
+	GuidedRegex       *string         `json:"guided_regex"`
+	GuidedGrammar     *string         `json:"guided_grammar"`
+	// SGLang's spellings of regex and grammar (GBNF).
+	Regex *string `json:"regex"`
+	EBNF  *string `json:"ebnf"`
 }
 
-// constraint returns the constraint the fields ask for (a schema or a
-// choice, checked, compiled after admission), the zero one when none.
+// constraint returns the constraint the fields ask for (a schema, a
+// choice or a grammar written as text, checked, compiled after
+// admission), the zero one when none; its Whitespace is left to the
+// caller (whitespace).
 // Errors: ErrBadField (two constraints, a bad choice list, a json that is
-// not JSON), ErrUnsupported (a refused sub-field).
+// not JSON, a grammar too long), ErrUnsupported (a refused sub-field).
 func (s *Structured) constraint() (service.Constraint, error) {
 	choice, schema := s.GuidedChoice, s.GuidedJSON
+	var texts []textConstraint
 	asked := 0
 	if s.GuidedChoice != nil {
 		asked++
@@ -55,16 +68,17 @@ func (s *Structured) constraint() (service.Constraint, error) {
 	if !isNull(s.GuidedJSON) {
 		asked++
 	}
+	texts = appendText(texts, "guided_regex", grammar.Regex, s.GuidedRegex)
+	texts = appendText(texts, "guided_grammar", "", s.GuidedGrammar)
+	texts = appendText(texts, "regex", grammar.Regex, s.Regex)
+	texts = appendText(texts, "ebnf", grammar.GBNF, s.EBNF)
 	if !isNull(s.StructuredOutputs) {
 		if err := checkFields(s.StructuredOutputs, structuredFields, "structured_outputs."); err != nil {
 			return service.Constraint{}, err
 		}
-		var so struct {
-			Choice []string        `json:"choice"`
-			JSON   json.RawMessage `json:"json"`
-		}
-		if err := json.Unmarshal(s.StructuredOutputs, &so); err != nil {
-			return service.Constraint{}, ErrBadField.Withf("structured_outputs must be an object (choice: a list of strings, json: a schema)")
+		so, err := s.outputs()
+		if err != nil {
+			return service.Constraint{}, err
 		}
 		if so.Choice != nil {
 			choice = so.Choice
@@ -74,14 +88,19 @@ func (s *Structured) constraint() (service.Constraint, error) {
 			schema = so.JSON
 			asked++
 		}
+		texts = appendText(texts, "structured_outputs.regex", grammar.Regex, so.Regex)
+		texts = appendText(texts, "structured_outputs.grammar", "", so.Grammar)
 	}
+	asked += len(texts)
 	switch {
 	case asked == 0:
 		return service.Constraint{}, nil
 	case asked > 1:
-		return service.Constraint{}, ErrBadField.Withf("one structured output constraint at a time (choice or json)")
+		return service.Constraint{}, ErrBadField.Withf("one structured output constraint at a time (choice, json, regex or grammar)")
 	case choice != nil:
 		return checkChoice(choice)
+	case len(texts) == 1:
+		return texts[0].constraint()
 	}
 	var v any
 	if json.Unmarshal(schema, &v) != nil {

@@ -319,8 +319,9 @@ func TestDetokenizeAndTruncate(t *testing.T) {
 
 // TestStructuredOutputs: vLLM's structured_outputs and guided_* fields:
 // a choice gives exactly one of its strings, json a value of the schema,
-// on both endpoints; regex and grammar are refused naming themselves, and
-// two constraints at once are refused.
+// on both endpoints (regex and grammar: textgrammar_test.go);
+// structural_tag is refused naming itself, and two constraints at once
+// are refused.
 func TestStructuredOutputs(t *testing.T) {
 	p, ask := dialectPlatform(t)
 	tok := "Bearer " + p.Token(t, "victim", tenancy.ScopeInfer)
@@ -351,9 +352,9 @@ func TestStructuredOutputs(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ extra, want string }{
-		{`,"guided_regex":"a+"`, "guided_regex"},
-		{`,"structured_outputs":{"regex":"a+"}`, "regex"},
-		{`,"structured_outputs":{"grammar":"root ::= \"a\""}`, "grammar"},
+		{`,"structured_outputs":{"structural_tag":{}}`, "structural_tag"},
+		{`,"guided_regex":"a+","guided_choice":["a"]`, "one structured output"},
+		{`,"structured_outputs":{"whitespace_pattern":" "}`, "whitespace_pattern"},
 		{`,"guided_choice":["a"],"guided_json":{"type":"string"}`, "one structured output"},
 		{`,"guided_choice":[]`, "choice"},
 		{`,"guided_choice":[""]`, "choice"},

@@ -104,8 +104,11 @@
 //     ignore_eos, min_tokens, stop_token_ids, include_stop_str_in_output
 //     and skip_special_tokens reach the engine (engine.GenerateRequest);
 //     stream_options.continuous_usage_stats puts the usage so far in every
-//     chunk; structured_outputs / guided_choice / guided_json compile to a
-//     grammar (a choice of literals, or the schema path); chat_template_kwargs
+//     chunk; structured_outputs / guided_* (and SGLang's regex and ebnf)
+//     compile to a grammar (a choice of literals, the schema path, or a
+//     regex, GBNF or Lark grammar: textgrammar.go, grammar.FromText), and
+//     disable_any_whitespace picks the JSON whitespace policy (compact by
+//     default under a strict json_schema); chat_template_kwargs
 //     (booleans, numbers, null), reasoning_effort, add_generation_prompt and
 //     continue_final_message reach the template (chat.Options);
 //     truncate_prompt_tokens keeps the prompt's last tokens;
@@ -134,7 +137,8 @@
 //     (role user, system, developer — a system message for the template —
 //     or assistant; content a string or input_text / output_text parts),
 //     function_call and function_call_output items (an assistant turn with
-//     its calls, a tool message), reasoning items (reasoning_text parts:
+//     its calls, a tool message; custom_tool_call and
+//     custom_tool_call_output likewise), reasoning items (reasoning_text parts:
 //     the <think> block of the assistant turn after them, which the
 //     template keeps or drops; a summary or encrypted_content is refused).
 //     Image, file and audio parts and item references are refused with
@@ -145,7 +149,14 @@
 //     hosted tools (web_search, file_search, …) are refused. tool_choice
 //     none / auto / required / {type: function, name}, as chat (strict
 //     under auto: free text, but each call the model opens is constrained
-//     to its schema, see service/tools.go).
+//     to its schema, see service/tools.go). Custom tools {type: custom,
+//     name, description, format: text or {type: grammar, syntax: lark or
+//     regex, definition}} are served when tool_choice forces one ({type:
+//     custom, name}, or required with that tool alone): the output is the
+//     tool's input under its grammar, one custom_tool_call item (streamed
+//     as custom_tool_call_input deltas); custom_tool_call and
+//     custom_tool_call_output input items are taken; a custom tool under
+//     auto or beside function tools is refused (respcustom.go).
 //   - text.format: text, json_object, json_schema (always enforced by
 //     constrained decoding); text.verbosity is refused.
 //   - max_output_tokens, temperature, top_p, stream; parallel_tool_calls.

@@ -77,14 +77,17 @@ var commonFields = map[string]field{
 	// A client priority would let one tenant's requests jump others':
 	// the scheduler shares the node fairly between tenants instead.
 	"priority": {rule: refused, neutral: []string{`0`}, note: "the scheduler's order is fair sharing between tenants, never the client's"},
-	// vLLM's structured output (dialect.go): choice and json.
-	"structured_outputs":         {rule: implemented},
-	"guided_choice":              {rule: implemented, note: "as structured_outputs.choice"},
-	"guided_json":                {rule: implemented, note: "as structured_outputs.json"},
-	"guided_regex":               {rule: refused, note: "regular-expression constraints are not implemented"},
-	"guided_grammar":             {rule: refused, note: "grammar (GBNF, Lark) constraints are not implemented"},
-	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
-	"guided_whitespace_pattern":  {rule: refused, note: "the grammar's whitespace is its own"},
+	// vLLM's structured output (dialect.go): choice, json, regex, grammar.
+	"structured_outputs":        {rule: implemented},
+	"guided_choice":             {rule: implemented, note: "as structured_outputs.choice"},
+	"guided_json":               {rule: implemented, note: "as structured_outputs.json"},
+	"guided_regex":              {rule: implemented, note: "as structured_outputs.regex"},
+	"guided_grammar":            {rule: implemented, note: "as structured_outputs.grammar"},
+	"guided_decoding_backend":   {rule: refused, note: "one grammar engine, engine/grammar"},
+	"guided_whitespace_pattern": {rule: refused, note: "whitespace policies only: structured_outputs.disable_any_whitespace"},
+	// SGLang's structured output fields (dialect.go).
+	"regex":                      {rule: implemented, note: "as structured_outputs.regex"},
+	"ebnf":                       {rule: implemented, note: "a GBNF grammar, as structured_outputs.grammar"},
 	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
 	// vLLM's prompt_logprobs: the prompt scored at prefill (as echo with
 	// logprobs), answered in vLLM's shape.
@@ -201,10 +204,13 @@ var fieldTables = []struct {
 	{"respTextFields", "responses `text`", respTextFields},
 	{"respFormatFields", "responses `text.format`", respFormatFields},
 	{"respToolFields", "responses tool (`tools[]`)", respToolFields},
+	{"respCustomFields", "responses custom tool (`tools[]` of type custom)", respCustomFields},
+	{"respCustomFormatFields", "responses custom tool `format`", respCustomFormatFields},
 	{"respMessageFields", "responses input message item", respMessageFields},
 	{"respTextPartFields", "responses input content part", respTextPartFields},
 	{"respCallFields", "responses input `function_call` item", respCallFields},
-	{"respOutputFields", "responses input `function_call_output` item", respOutputFields},
+	{"respCustomCallFields", "responses input `custom_tool_call` item", respCustomCallFields},
+	{"respOutputFields", "responses input `function_call_output` (and `custom_tool_call_output`) item", respOutputFields},
 	{"respReasoningFields", "responses input `reasoning` item", respReasoningFields},
 	{"respReasoningPartFields", "responses input `reasoning` content part", respReasoningPartFields},
 	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},

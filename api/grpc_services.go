@@ -146,7 +146,7 @@ func (s *Server) grpcInference(ctx context.Context, req *inferencev1.GenerateReq
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema}}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema, Whitespace: grpcWhitespace(req.GetResponseFormat())}}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}
@@ -173,7 +173,7 @@ func (s *Server) grpcInference(ctx context.Context, req *inferencev1.GenerateReq
 		if in.tools, err = s.grpcTools(req); err != nil {
 			return inference{}, err
 		}
-		if in.prompt, in.constraint, err = s.textFor(ctx, grpcPrincipal(ctx), c, grpcDecided(ctx)).PrepareChat(msgs, in.tools, in.constraint.Schema); err != nil {
+		if in.prompt, in.constraint, err = s.textFor(ctx, grpcPrincipal(ctx), c, grpcDecided(ctx)).PrepareChatWith(msgs, in.tools, in.constraint, chat.Options{GenerationPrompt: true}); err != nil {
 			return inference{}, err
 		}
 		in.chat = true

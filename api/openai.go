@@ -13,6 +13,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/chat"
+	"github.com/cloison/cloison/engine/grammar"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/service"
 )
@@ -247,6 +248,13 @@ type ChatRequest struct {
 	// Choice is structured_outputs' (guided_choice) list, checked and not
 	// compiled: the output is exactly one of them.
 	Choice []string `json:"-"`
+	// Syntax and Grammar are structured_outputs' regex or grammar (or
+	// guided_regex, guided_grammar, regex, ebnf), checked and not
+	// compiled: the whole output matches it (service.Constraint).
+	Syntax  grammar.Syntax `json:"-"`
+	Grammar string         `json:"-"`
+	// Whitespace is the JSON whitespace policy of Schema (Structured.whitespace).
+	Whitespace grammar.Whitespace `json:"-"`
 	// How the template renders the chat (dialect.go, templateOptions):
 	// vLLM's chat_template_kwargs, add_generation_prompt and
 	// continue_final_message, and OpenAI's reasoning_effort as the
@@ -416,6 +424,7 @@ func DecodeCompletion(r io.Reader, limit int64) (*CompletionRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Whitespace = req.Structured.whitespace(false)
 	req.Constraint = c
 	return &req, nil
 }
@@ -452,8 +461,10 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 			return nil, ErrBadField.Withf("response_format and structured_outputs (guided_*) are exclusive")
 		}
 		schema, req.Choice = sc.Schema, sc.Choice
+		req.Syntax, req.Grammar = sc.Syntax, sc.Grammar
 	}
 	req.Schema = schema
+	req.Whitespace = req.Structured.whitespace(formatStrict(req.ResponseFormat))
 	if _, err := req.templateOptions(nil); err != nil {
 		return nil, err
 	}

@@ -155,6 +155,9 @@ type respCall struct {
 	history  []chat.Message // the previous response's conversation (previous_response_id)
 	store    bool
 	textEcho json.RawMessage // the response's text field
+	// custom is the custom tool tool_choice forces (respcustom.go): the
+	// output is its input; nil: none.
+	custom *customTool
 }
 
 // DecodeResponses reads and validates a /v1/responses body into the chat
@@ -193,10 +196,21 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 		cr.TopLogprobs = t
 		cr.Logprobs = cr.Logprobs || *t > 0
 	}
-	if cr.Tools, err = respTools(req.Tools); err != nil {
+	functions, custom, err := respCustomTools(req.Tools)
+	if err != nil {
 		return nil, err
 	}
-	if cr.ToolChoice, err = respToolChoice(req.ToolChoice); err != nil {
+	if cr.Tools, err = respTools(functions); err != nil {
+		return nil, err
+	}
+	choice := req.ToolChoice
+	if call.custom, choice, err = respCustomChoice(req.ToolChoice, functions, custom); err != nil {
+		return nil, err
+	}
+	if call.custom != nil {
+		cr.Tools = nil // the output is the custom tool's input, constrained by its grammar
+	}
+	if cr.ToolChoice, err = respToolChoice(choice); err != nil {
 		return nil, err
 	}
 	if cr.ResponseFormat, call.textEcho, err = respText(req.Text); err != nil {
@@ -210,6 +224,13 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	}
 	if cr.Schema, err = ResponseFormat(cr.ResponseFormat); err != nil {
 		return nil, err
+	}
+	cr.Whitespace = cr.Structured.whitespace(formatStrict(cr.ResponseFormat))
+	if call.custom != nil {
+		if cr.Schema != nil {
+			return nil, ErrBadField.Withf("text.format json_schema or json_object with a forced custom tool (its input is the output)")
+		}
+		cr.Syntax, cr.Grammar = call.custom.Syntax, call.custom.Definition
 	}
 	if req.PreviousResponseID != nil && audit.CheckName("previous_response_id", *req.PreviousResponseID) != nil {
 		return nil, ErrNoResponse // no stored id has that shape
@@ -259,7 +280,7 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 		if head.Type != nil {
 			typ = *head.Type
 		}
-		if reasoned && typ != "message" && typ != "function_call" && typ != "reasoning" {
+		if reasoned && typ != "message" && typ != "function_call" && typ != "custom_tool_call" && typ != "reasoning" {
 			return nil, ErrBadField.Withf("%s: a reasoning item is followed by the assistant message or function_call it preceded", at)
 		}
 		switch typ {
@@ -314,7 +335,22 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 				out = append(out, chat.Message{Role: "assistant", Content: content, ToolCalls: []chat.ToolCall{tc}})
 			}
 			thought, reasoned = "", false
-		case "function_call_output":
+		case "custom_tool_call":
+			tc, err := respCustomCall(item, at)
+			if err != nil {
+				return nil, err
+			}
+			if n := len(out); n > 0 && out[n-1].Role == "assistant" && thought == "" {
+				out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
+			} else {
+				content := ""
+				if thought != "" {
+					content = "<think>" + thought + "</think>"
+				}
+				out = append(out, chat.Message{Role: "assistant", Content: content, ToolCalls: []chat.ToolCall{tc}})
+			}
+			thought, reasoned = "", false
+		case "function_call_output", "custom_tool_call_output":
 			if err := checkFields(item, respOutputFields, at+"."); err != nil {
 				return nil, err
 			}
@@ -327,7 +363,7 @@ func respInput(raw json.RawMessage) ([]chat.Message, error) {
 			}
 			out = append(out, chat.Message{Role: "tool", ToolCallID: *wire.CallID, Content: *wire.Output})
 		default:
-			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call, function_call_output and reasoning items)", at, truncate(typ, maxFieldName))
+			return nil, ErrUnsupported.Withf("%s.type %q (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output and reasoning items)", at, truncate(typ, maxFieldName))
 		}
 	}
 	if reasoned {
@@ -591,6 +627,7 @@ type RespItem struct {
 	CallID    string     `json:"call_id,omitempty"`
 	Name      string     `json:"name,omitempty"`
 	Arguments *string    `json:"arguments,omitempty"`
+	Input     *string    `json:"input,omitempty"` // a custom_tool_call's
 }
 
 // MarshalJSON writes a message's content as a list even when empty, and a
@@ -681,6 +718,11 @@ type respBuilder struct {
 	open *RespItem                          // the message item receiving text, nil when none
 	// thinking is the reasoning item receiving reasoning, nil when none.
 	thinking *RespItem
+	// custom is the forced custom tool whose input the text is
+	// (respcustom.go), customItem its call item once opened.
+	custom     *customTool
+	customItem *RespItem
+	customDone bool
 	// pending are the logprobs of tokens whose text is not released yet
 	// (held back: an incomplete character, a possible stop string).
 	pending []RespLogprob
@@ -727,6 +769,10 @@ func (b *respBuilder) text(s string) {
 		return
 	}
 	b.closeReasoning()
+	if b.custom != nil {
+		b.input(s)
+		return
+	}
 	if b.open == nil {
 		b.resp.Output = append(b.resp.Output, RespItem{ID: fmt.Sprintf("msg_%s_%d", b.base, len(b.resp.Output)), Type: "message", Status: "in_progress", Role: "assistant"})
 		b.open = &b.resp.Output[len(b.resp.Output)-1]
@@ -799,6 +845,7 @@ func (b *respBuilder) add(thought, text string, calls []ToolCallOut, lps []RespL
 func (b *respBuilder) finish(res genResult) {
 	b.closeReasoning()
 	b.closeText()
+	b.closeInput()
 	if len(b.resp.Output) == 0 { // nothing generated: one empty message
 		b.resp.Output = append(b.resp.Output, RespItem{ID: "msg_" + b.base + "_0", Type: "message", Status: "completed", Role: "assistant",
 			Content: []RespPart{textPart("")}})
@@ -822,12 +869,15 @@ func (r *Response) messagesOut() []chat.Message {
 				texts = append(texts, p.Text)
 			}
 			out = append(out, chat.Message{Role: "assistant", Content: strings.Join(texts, "")})
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			args := ""
 			if it.Arguments != nil {
 				args = *it.Arguments
 			}
 			tc := chat.ToolCall{ID: it.CallID, Type: "function", Function: chat.FunctionCall{Name: it.Name, Arguments: args}}
+			if it.Type == "custom_tool_call" && it.Input != nil {
+				tc = customToolCall(it.CallID, it.Name, *it.Input)
+			}
 			if n := len(out); n > 0 && out[n-1].Role == "assistant" {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, tc)
 			} else {
@@ -913,7 +963,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request, call *res
 	w.Header().Set("X-Request-Id", string(id))
 	p := principal(r)
 	base := strings.TrimPrefix(string(id), "req-")
-	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in)}
+	b := &respBuilder{base: base, resp: s.respObject(call, "resp_"+base, in), custom: call.custom}
 	c := newCollector(s, in)
 	sink := service.Sink{Decided: func(d string) { w.Header().Set("X-Cloison-Decision-Id", d) },
 		Token: func(_ int, tok engine.Token) { // one choice: the Responses API has no n

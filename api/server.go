@@ -483,7 +483,7 @@ func (s *Server) chatInference(ctx context.Context, p tenancy.Principal, req *Ch
 	if err != nil {
 		return inference{}, err
 	}
-	prompt, c, err := s.textFor(ctx, p, &req.Common, decided).PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice}, o)
+	prompt, c, err := s.textFor(ctx, p, &req.Common, decided).PrepareChatWith(req.Messages, use, service.Constraint{Schema: req.Schema, Choice: req.Choice, Syntax: req.Syntax, Grammar: req.Grammar, Whitespace: req.Whitespace}, o)
 	if err != nil {
 		return inference{}, err
 	}

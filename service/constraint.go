@@ -24,6 +24,16 @@ type Constraint struct {
 	// output is exactly one of these strings; nil: none. The caller bounds
 	// their number and length.
 	Choice []string
+	// Syntax and Grammar are a grammar written as text that the whole
+	// output must match: a regular expression (structured_outputs.regex),
+	// llama.cpp's GBNF or the Lark subset of OpenAI's custom tools
+	// (grammar.FromText); Syntax "": none. The caller bounds its size
+	// (grammar.MaxTextBytes).
+	Syntax  grammar.Syntax
+	Grammar string
+	// Whitespace is what Schema's grammar allows between JSON tokens
+	// (grammar.Whitespace; the zero value: Indent).
+	Whitespace grammar.Whitespace
 }
 
 // JSONObjectSchema is the schema of response_format json_object: any JSON
@@ -31,13 +41,16 @@ type Constraint struct {
 var JSONObjectSchema = []byte(`{"type":"object"}`)
 
 // IsZero reports whether c constrains nothing.
-func (c Constraint) IsZero() bool { return c.Schema == nil && c.Tools == nil && c.Choice == nil }
+func (c Constraint) IsZero() bool {
+	return c.Schema == nil && c.Tools == nil && c.Choice == nil && c.Syntax == ""
+}
 
-// compile is c's grammar for tenant t: a schema through the node's
-// grammar cache (t's entries), tool calls and a choice compiled for the
-// request.
+// compile is c's grammar for tenant t: a schema and a grammar written as
+// text through the node's grammar cache (t's entries, within t's share of
+// its byte budget), tool calls and a choice compiled for the request.
 // Errors: grammar.ErrUnsupportedSchema and grammar.ErrBadSchema naming
-// the feature; ErrUnsupported (a tool-call format that cannot be forced).
+// the feature; grammar.ErrBadGrammar and grammar.ErrUnsupportedGrammar
+// likewise; ErrUnsupported (a tool-call format that cannot be forced).
 func (s *Requests) compile(t cloison.TenantID, c Constraint) (*grammar.Grammar, error) {
 	if c.IsZero() {
 		return nil, nil
@@ -51,8 +64,10 @@ func (s *Requests) compile(t cloison.TenantID, c Constraint) (*grammar.Grammar, 
 			parts[i] = grammar.Literal(v)
 		}
 		return grammar.Compile(grammar.Choice(parts...))
+	case c.Syntax != "":
+		return s.grammars.FromText(string(t), c.Syntax, c.Grammar)
 	}
-	return s.grammars.FromSchema(string(t), c.Schema)
+	return s.grammars.FromSchemaWith(string(t), c.Schema, c.Whitespace)
 }
 
 // Grammars is the node's cache of compiled response_format grammars

@@ -67,7 +67,8 @@ func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (pr
 }
 
 // PrepareChatWith is PrepareChat with the request's own constraint (a
-// schema or a choice: want) and rendering with o (the generation prompt,
+// schema, a choice or a grammar written as text, and the JSON whitespace
+// policy: want) and rendering with o (the generation prompt,
 // continue_final_message, template variables; chat.Options).
 func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constraint, o chat.Options) (prompt []int32, c Constraint, err error) {
 	if err := m.ToolFormat(use); err != nil {
@@ -76,12 +77,13 @@ func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constrain
 	if c, err = RequestConstraint(want.Schema, use); err != nil {
 		return nil, Constraint{}, err
 	}
-	if want.Choice != nil {
+	if want.Choice != nil || want.Syntax != "" {
 		if !c.IsZero() {
 			return nil, Constraint{}, ErrInvalidField.Withf("structured_outputs cannot be combined with response_format, tool_choice \"required\", a named function or a strict tool")
 		}
-		c.Choice = want.Choice
+		c.Choice, c.Syntax, c.Grammar = want.Choice, want.Syntax, want.Grammar
 	}
+	c.Whitespace = want.Whitespace
 	p, bos, err := m.renderChat(msgs, use.TemplateTools(), o)
 	if err != nil {
 		return nil, Constraint{}, err
@@ -90,7 +92,7 @@ func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constrain
 		return nil, Constraint{}, err
 	}
 	prompt = m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos)
-	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || c.Choice != nil || (c.Tools != nil && c.Tools.Force != "")) {
+	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || c.Choice != nil || c.Syntax != "" || (c.Tools != nil && c.Tools.Force != "")) {
 		return nil, Constraint{}, ErrUnsupported.Withf("response_format, structured_outputs, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
 	}
 	return prompt, c, nil

@@ -15,6 +15,8 @@ type builder struct {
 	// (a 1 MiB schema of many distinct bounds would otherwise cost
 	// gigabytes).
 	tooBig bool
+	// space is the whitespace allowed between JSON tokens (whitespace.go).
+	space Whitespace
 }
 
 // maxRules bounds the rules of one grammar.
@@ -146,14 +148,10 @@ func (b *builder) repeat(name string, item []elem, sep []elem, min, max int) int
 	return b.add(name, cat(seq, one(ref(tail(rest)))))
 }
 
-// ws: optional whitespace between JSON tokens, bounded so that a model
-// cannot spend its tokens on it: nothing, one space, or a newline and up to
-// 20 spaces or tabs of indentation (as llama.cpp allows).
+// ws: optional whitespace between JSON tokens, as b.space allows
+// (whitespace.go), bounded so that a model cannot spend its tokens on it.
 func (b *builder) ws() int {
-	return b.once("ws", false, func(int) [][]elem {
-		ind := b.repeat("indent", one(terms(' ', ' ', '\t', '\t')), nil, 0, 20)
-		return [][]elem{nil, lit(" "), cat(lit("\n"), one(ref(ind)))}
-	})
+	return b.once("ws", false, func(int) [][]elem { return b.space.alts(b) })
 }
 
 // char: one JSON string character, as well-formed UTF-8 or an escape.

@@ -84,7 +84,13 @@ func NewCache(budget int64) *Cache {
 // as FromSchema (never cached: a refused schema is compiled, and refused,
 // each time).
 func (c *Cache) FromSchema(owner string, doc []byte) (*Grammar, error) {
-	key := cacheEntryKey{owner, sha256.Sum256(doc)}
+	return c.get(owner, sha256.Sum256(doc), func() (*Grammar, error) { return FromSchema(doc) })
+}
+
+// get is owner's entry of digest, compiled by compile when absent (never
+// cached when compile fails).
+func (c *Cache) get(owner string, digest [32]byte, compile func() (*Grammar, error)) (*Grammar, error) {
+	key := cacheEntryKey{owner, digest}
 	c.mu.Lock()
 	if e, ok := c.byKey[key]; ok {
 		ent := e.Value.(*cached)
@@ -101,7 +107,7 @@ func (c *Cache) FromSchema(owner string, doc []byte) (*Grammar, error) {
 	}
 	c.stats.Compiles++
 	c.mu.Unlock()
-	g, err := FromSchema(doc)
+	g, err := compile()
 	if err != nil {
 		return nil, err
 	}

@@ -219,6 +219,38 @@
 // Literal, Schema and AnyObject are the whole vocabulary; Compile reports
 // a schema's errors as FromSchema does.
 //
+// # Grammars written as text
+//
+// FromText compiles a regular expression that the whole text must match
+// (Regex: ECMAScript's dialect, translated as a pattern is, anchored at
+// both ends), llama.cpp's GBNF (GBNF: rules, root the start) or the Lark
+// subset of OpenAI's custom-tool grammars (Lark: start the start,
+// terminals, /regex/ terminals, %import common.X, %ignore), each parsed
+// into a small tree of literals, code-point classes, references,
+// sequences, alternatives and repetitions (text.go, regex.go, gbnf.go,
+// lark.go) and compiled into the same rules as a schema, a class as the
+// UTF-8 byte ranges of its code points. What is refused is named
+// (ErrUnsupportedGrammar: backreferences, lookaround, token references,
+// left recursion, an unbounded repetition of what may match nothing,
+// other Lark directives); a text that does not parse is ErrBadGrammar
+// with its line and column. A grammar's sources are bounded
+// (MaxTextBytes) and so are its rules and elements (counted before a
+// repetition is written out). Lark is matched over characters without a
+// lexer: text a Lark lexer would split otherwise is accepted as the rules
+// read it. The rules whose parse stacks stay bounded (no rule they reach
+// lies on a cycle through a reference that is not last in its
+// alternative) are marked leaves, so a regex's or a terminal's masks are
+// cached per state like a string's. Cache.FromText keeps them with the
+// owner's schemas under the same byte budget. llama.cpp's own grammars
+// are test data (testdata/gbnf); TestTextMaskMatchesBruteForce checks the
+// masks against the reference recognizer, TestRegexAgainstGo the regex
+// language against Go's regexp.
+//
+// The whitespace between JSON tokens is a policy (Whitespace, given to
+// CompileWith, FromSchemaWith and Cache.FromSchemaWith): Indent, the
+// default described above; Compact, nothing (what OpenAI's strict
+// structured outputs produce); Space, nothing or one space.
+//
 // # Lazy grammars: calls under tool_choice "auto"
 //
 // CompileLazy(triggers, controls) is a grammar that constrains nothing
