@@ -26,6 +26,16 @@
 //     merged by the ranks of tokenizer.ggml.merges, and a symbol outside the
 //     vocabulary falls back to <0xNN> tokens. BOS is always added, as
 //     llama.cpp overrides add_bos_token for these files.
+//   - "bert": WordPiece, as llama.cpp's WPM tokenizer. BertNormalizer
+//     (tokenizer.ggml.normalizer.lowercase and .strip_accents, both on by
+//     default: accents go by the first code point of each character's NFD
+//     form, controls vanish) and BertPreTokenizer (whitespace splits,
+//     punctuation, ASCII symbols and CJK ideographs are words of their own);
+//     each word, prefixed with "▁" as the converted vocabulary stores word
+//     starts ("##" continuations are stored bare), is split into the longest
+//     tokens from the left, and a word with an unmatched part is [UNK].
+//     Encode with addSpecial gives [CLS] text [SEP] (ids 101 and 102 unless
+//     the file names others); Decode does not restore case or accents.
 //
 // Special tokens: control tokens (token type 3) are recognised in the input
 // as whole strings only when the caller allows it (parseSpecial), so user
@@ -43,8 +53,8 @@
 // Cross-check: TestLlamaCppVectors runs llama.cpp's own tokenizer vectors
 // (models/ggml-vocab-*.gguf with .inp/.out, extracted by make llama-vocab,
 // which make test runs) over every vocabulary of its set; each one either
-// passes every vector (and decodes back to it) or is refused with
-// ErrUnsupported (WordPiece).
+// passes every vector (and decodes back to it, WordPiece excepted) or is
+// refused with ErrUnsupported.
 //
 // A Tokenizer is immutable after FromGGUF and safe for concurrent use.
 //
