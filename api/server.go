@@ -196,6 +196,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/completions", s.auth(s.completions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.chatCompletions, tenancy.ScopeInfer))
 	mux.Handle("POST /v1/embeddings", s.auth(s.embeddings, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/rerank", s.auth(s.rerank, tenancy.ScopeInfer))
+	mux.Handle("POST /v1/score", s.auth(s.score, tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)

@@ -45,6 +45,11 @@ type SchedulerConfig struct {
 	// on an accelerator, where a step's weights are read once for the whole
 	// batch).
 	PrefillCost, DecodeCost float64
+	// WholePrompt gives every prompt its whole prefill in one step (an
+	// encoder, whose tokens attend to the tokens after them): a prompt
+	// waits for a step with the budget for it, or takes a step alone when
+	// it is longer than MaxBatchTokens.
+	WholePrompt bool
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
@@ -510,6 +515,11 @@ func (s *Scheduler) Ready() Ready {
 			chunk = s.cfg.ScoreChunkTokens
 		}
 		n := min(len(q.tokens)-q.computed, chunk, budget)
+		if s.cfg.WholePrompt {
+			if n = len(q.tokens) - q.computed; n > budget && budget < s.cfg.MaxBatchTokens {
+				continue
+			}
+		}
 		if q.state == Admitted {
 			s.set(q, Prefilling)
 			if o := s.cfg.Unsafe.placeholderOver(); o > 0 && len(q.req.Prompt) > o && len(q.tokens) > 1 {
