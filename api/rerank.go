@@ -50,7 +50,8 @@ type RerankDocument struct {
 	Text string `json:"text"`
 }
 
-// RerankResult is one document's score; Document only with
+// RerankResult is one document's score (a probability: the sigmoid of the
+// rank head's logit, service.RankResult); Document only with
 // return_documents.
 type RerankResult struct {
 	Index          int             `json:"index"`

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"math"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine"
@@ -18,9 +19,11 @@ type RankRequest struct {
 	Pairs [][2]string
 }
 
-// RankResult is one relevance score per pair, in order (the head's first
-// output, unbounded: a logit, as llama.cpp's rank pooling gives it), with
-// the prompt tokens they cost and the ledger entry's signed receipt.
+// RankResult is one relevance score per pair, in order: the sigmoid of
+// the head's first output (llama.cpp's rank pooling gives that logit), a
+// probability in 0…1 as Cohere, Jina, vLLM, TEI and node-llama-cpp give
+// it; with the prompt tokens they cost and the ledger entry's signed
+// receipt. (The ledger's digest is of the head's raw outputs.)
 type RankResult struct {
 	Scores  []float32
 	Prompt  int
@@ -71,7 +74,7 @@ func (s *Requests) Rank(ctx context.Context, p tenancy.Principal, q RankRequest)
 	}
 	out := RankResult{Scores: make([]float32, len(res.Vectors)), Prompt: res.Prompt, Receipt: res.Receipt}
 	for i, v := range res.Vectors {
-		out.Scores[i] = v[0]
+		out.Scores[i] = float32(1 / (1 + math.Exp(-float64(v[0]))))
 	}
 	return out, nil
 }

@@ -1550,7 +1550,7 @@ func (x *RerankRequest) GetReturnDocuments() bool {
 type RerankResult struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Index          int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                                          // the document's index in the request
-	RelevanceScore float32                `protobuf:"fixed32,2,opt,name=relevance_score,json=relevanceScore,proto3" json:"relevance_score,omitempty"` // the model's score (a logit)
+	RelevanceScore float32                `protobuf:"fixed32,2,opt,name=relevance_score,json=relevanceScore,proto3" json:"relevance_score,omitempty"` // sigmoid of the model's score: 0…1
 	Document       string                 `protobuf:"bytes,3,opt,name=document,proto3" json:"document,omitempty"`                                     // with return_documents
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
