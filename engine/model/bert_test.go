@@ -358,3 +358,31 @@ func TestEncoderRefuses(t *testing.T) {
 		t.Errorf("rank pooling without a head: %v", err)
 	}
 }
+
+// TestEncoderStaleTableCannotRead: an encoder's K/V go through the tenant's
+// pages like a decoder's; a block table kept after its lease ended, whose
+// pages another tenant now holds, computes nothing (isolation_violation).
+func TestEncoderStaleTableCannotRead(t *testing.T) {
+	m := load(t, backend(t), bertFile(t, synth.BertConfig{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Context: 32, DType: gguf.F32}))
+	k := newKV(t, m, 2, 4, "a", "b")
+	in := tokens(8, m.Vocab, 4)
+	a := k.start(t, "a", "r1", 8)
+	if err := k.pool.Write(a.lease, 8); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := k.pool.BlockTable(a.lease, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Forward(k.arena, []Seq{{Table: stale, Tokens: in, Hidden: true}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.pool.Release(a.lease); err != nil {
+		t.Fatal(err)
+	}
+	k.encode(t, "b", [][]int32{tokens(8, m.Vocab, 5)})
+	out, err := m.Forward(k.arena, []Seq{{Table: stale, Tokens: in, Hidden: true}}, false)
+	if !errors.Is(err, kernels.ErrTagMismatch) || out != nil || cloison.ErrorCode(err) != cloison.CodeIsolationViolation {
+		t.Fatalf("stale table: hidden %v, error %v; want none and a tag mismatch", out != nil, err)
+	}
+}
