@@ -52,4 +52,3 @@ func TestWholePromptSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
