@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels"
@@ -460,39 +462,66 @@ func (m *Model) layerNorm(dst, src kernels.Tensor, n hostNorm) error {
 		return err
 	}
 	eps := float64(m.NormEps)
-	for r := range rows {
-		row := buf[r*d : (r+1)*d]
-		var sum float64
-		for _, v := range row {
-			sum += float64(v)
+	parallelRows(rows, d, func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			row := buf[r*d : (r+1)*d]
+			var sum float64
+			for _, v := range row {
+				sum += float64(v)
+			}
+			mean := float32(sum / float64(d))
+			var ss float64
+			for j, v := range row {
+				v -= mean
+				row[j] = v
+				ss += float64(v) * float64(v)
+			}
+			scale := float32(1 / math.Sqrt(ss/float64(d)+eps))
+			for j, v := range row {
+				row[j] = v*scale*n.w[j] + n.b[j]
+			}
 		}
-		mean := float32(sum / float64(d))
-		var ss float64
-		for j, v := range row {
-			v -= mean
-			row[j] = v
-			ss += float64(v) * float64(v)
-		}
-		scale := float32(1 / math.Sqrt(ss/float64(d)+eps))
-		for j, v := range row {
-			row[j] = v*scale*n.w[j] + n.b[j]
-		}
-	}
+	})
 	return m.b.Upload(dst, buf)
 }
 
 // gelu applies GELU in its tanh approximation (ggml_gelu) in place, on the
 // host.
 func (m *Model) gelu(t kernels.Tensor) error {
-	buf := m.enc.host[:t.Rows()*t.Cols()]
+	cols := t.Cols()
+	buf := m.enc.host[:t.Rows()*cols]
 	if err := m.b.Download(buf, t); err != nil {
 		return err
 	}
 	const c = 0.7978845608028654 // sqrt(2/π)
-	for i, x := range buf {
-		buf[i] = 0.5 * x * (1 + float32(math.Tanh(c*float64(x+0.044715*x*x*x))))
-	}
+	parallelRows(t.Rows(), cols, func(r0, r1 int) {
+		for i := r0 * cols; i < r1*cols; i++ {
+			x := buf[i]
+			buf[i] = 0.5 * x * (1 + float32(math.Tanh(c*float64(x+0.044715*x*x*x))))
+		}
+	})
 	return m.b.Upload(t, buf)
+}
+
+// parallelRows runs fn over consecutive ranges of rows on up to GOMAXPROCS
+// goroutines (one when the work is small). Each row's result depends on
+// that row only, so the split changes no bit.
+func parallelRows(rows, cols int, fn func(r0, r1 int)) {
+	n := min(runtime.GOMAXPROCS(0), rows, max(1, rows*cols/(1<<14)))
+	if n <= 1 {
+		fn(0, rows)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (rows + n - 1) / n
+	for r0 := 0; r0 < rows; r0 += per {
+		wg.Add(1)
+		go func(r0, r1 int) {
+			defer wg.Done()
+			fn(r0, r1)
+		}(r0, min(rows, r0+per))
+	}
+	wg.Wait()
 }
 
 // Rank is the classification head of a rank model over one input's hidden
