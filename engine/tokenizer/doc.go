@@ -36,6 +36,17 @@
 //     tokens from the left, and a word with an unmatched part is [UNK].
 //     Encode with addSpecial gives [CLS] text [SEP] (ids 101 and 102 unless
 //     the file names others); Decode does not restore case or accents.
+//   - "t5": SentencePiece Unigram, as llama.cpp's UGM tokenizer. The text
+//     is normalized by the file's precompiled character map
+//     (tokenizer.ggml.precompiled_charsmap: the longest known prefix is
+//     replaced), spaces become "▁" (one prepended with add_space_prefix;
+//     runs collapsed with remove_extra_whitespaces), then the Viterbi
+//     search picks the split of highest total score (user-defined tokens
+//     score 0; a code point no token starts with costs the lowest score −
+//     10, consecutive unknowns becoming one UNK). EOS (1) is added, no BOS.
+//     TestUnigramVectors checks llama.cpp's ids on nomic-bert-moe's
+//     vocabulary (recorded through node-llama-cpp: llama.cpp ships no
+//     vectors for it).
 //
 // Special tokens: control tokens (token type 3) are recognised in the input
 // as whole strings only when the caller allows it (parseSpecial), so user

@@ -33,7 +33,7 @@ const (
 
 // Tokenizer encodes and decodes text for one model. See the package doc.
 type Tokenizer struct {
-	Model string // "gpt2", "llama", "gemma4" or "bert"
+	Model string // "gpt2", "llama", "gemma4", "bert" or "t5"
 	Pre   string // tokenizer.ggml.pre
 
 	// Special ids; -1 when the model has none.
@@ -67,6 +67,7 @@ type Tokenizer struct {
 	// bert: BertNormalizer options and the longest token in bytes.
 	lowercase, stripAccents bool
 	maxTokenLen             int
+	ugm                     *ugm // t5 (Unigram); nil otherwise
 }
 
 type pair struct{ a, b string }
@@ -190,6 +191,18 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 				return nil, fmt.Errorf("%w: WordPiece vocabulary of %d tokens lacks the default special ids", ErrMetadata, n)
 			}
 		}
+	case "t5":
+		// Unigram, llama.cpp's defaults: EOS 1 added, UNK 2, PAD 0, no BOS.
+		t.pre = preNone
+		t.EOS, t.UNK, t.PAD = 1, 2, 0
+		t.AddEOS = true
+		if n < 3 {
+			return nil, fmt.Errorf("%w: Unigram vocabulary of %d tokens lacks the default special ids", ErrMetadata, n)
+		}
+		if err := t.loadUnigram(f); err != nil {
+			return nil, err
+		}
+		t.byteTokens()
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q", ErrUnsupported, t.Model)
 	}
@@ -388,6 +401,8 @@ func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bo
 			out = t.spm(strings.ReplaceAll(raw, " ", "▁"), out)
 		case "bert":
 			out = t.wordpiece(raw, out)
+		case "t5":
+			out = t.unigram(raw, out)
 		case "gemma4":
 			// SentencePiece-style BPE: spaces become "▁", and merges run over
 			// each run of newlines and each run of other characters (a run
@@ -662,7 +677,7 @@ func (t *Tokenizer) Piece(id int32, special bool) []byte {
 // removed.
 func (t *Tokenizer) Decode(ids []int32, special bool) string {
 	var b []byte
-	strip := (t.Model == "llama" && t.AddSpacePrefix) || t.Model == "bert"
+	strip := ((t.Model == "llama" || t.Model == "t5") && t.AddSpacePrefix) || t.Model == "bert"
 	for _, id := range ids {
 		p := t.Piece(id, special)
 		if strip && len(p) > 0 && t.Type(id) != TypeControl {
