@@ -63,6 +63,15 @@ func TestEncoderEmbeddings(t *testing.T) {
 	if ids[0] != synth.BertCLS || ids[len(ids)-1] != synth.BertSep || ans.Usage.PromptTokens != len(ids) {
 		t.Fatalf("tokens %v, usage %+v", ids, ans.Usage)
 	}
+	// /tokenize serves the WordPiece vocabulary: the ids embeddings cost.
+	code, _, tb := call(t, p, "POST", "/tokenize", tok, `{`+m+`,"prompt":"`+a+`"}`)
+	var tk struct {
+		Count  int     `json:"count"`
+		Tokens []int32 `json:"tokens"`
+	}
+	if err := json.Unmarshal(tb, &tk); code != 200 || err != nil || !slices.Equal(tk.Tokens, ids) || tk.Count != len(ids) {
+		t.Fatalf("tokenize: %d %s, want %v", code, tb, ids)
+	}
 	if n := norm(alone[0]); len(alone[0]) != 64 || math.Abs(n-1) > 1e-5 {
 		t.Fatalf("vector of %d values, norm %v", len(alone[0]), n)
 	}
