@@ -122,6 +122,9 @@ func newModelInspectCmd() *cobra.Command {
 				{"pooling", mc.Pooling}} {
 				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
 			}
+			if mc.Encoder {
+				fmt.Fprintf(w, "encoder\ttrue\nnorm_eps\t%v\n", mc.NormEps)
+			}
 			return w.Flush()
 		},
 	}
