@@ -293,6 +293,11 @@ lora-check:
 ## engine/model/testdata/llamacpp_logits.json.
 arch-check:
 	scripts/arch-check.sh
+
+## encoder-check: record llama.cpp's embeddings and rank scores on the synthetic BERT files (TestLlamaCppEncoders' oracle).
+.PHONY: encoder-check
+encoder-check:
+	scripts/encoder-check.sh
 ## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
 ## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag

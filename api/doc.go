@@ -277,5 +277,9 @@
 // POST /v1/embeddings (embeddings.go) reads OpenAI's input shapes
 // (string, strings, ids, lists of ids), encoding_format float or base64
 // (little-endian float32) and dimensions, checked against embeddingFields,
-// and answers service.Embed's vectors with usage.
+// and answers service.Embed's vectors with usage. POST /v1/rerank and
+// POST /v1/score (rerank.go, rerankFields and scoreFields) turn a query and
+// its documents, or text_1 and text_2, into pairs that service.Rank scores
+// with a cross-encoder; rerank sorts them (top_n, return_documents). gRPC
+// InferenceService.Rerank and Score run the same code.
 package api

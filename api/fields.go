@@ -216,6 +216,8 @@ var fieldTables = []struct {
 	{"tokenizeFields", "`POST /tokenize`", tokenizeFields},
 	{"detokenizeFields", "`POST /detokenize`", detokenizeFields},
 	{"embeddingFields", "`POST /v1/embeddings`", embeddingFields},
+	{"rerankFields", "`POST /v1/rerank`", rerankFields},
+	{"scoreFields", "`POST /v1/score`", scoreFields},
 }
 
 // FieldTableMarkdown renders fieldTables as docs/api.md's field table:

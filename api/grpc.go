@@ -58,6 +58,8 @@ var MethodScopes = map[string][]tenancy.Scope{
 	inferencev1.InferenceService_Generate_FullMethodName:       {tenancy.ScopeInfer},
 	inferencev1.InferenceService_Tokenize_FullMethodName:       {tenancy.ScopeInfer},
 	inferencev1.InferenceService_Embed_FullMethodName:          {tenancy.ScopeInfer},
+	inferencev1.InferenceService_Rerank_FullMethodName:         {tenancy.ScopeInfer},
+	inferencev1.InferenceService_Score_FullMethodName:          {tenancy.ScopeInfer},
 	inferencev1.InferenceService_ListModels_FullMethodName:     {tenancy.ScopeInfer},
 	inferencev1.InferenceService_GetAttestation_FullMethodName: {},
 

@@ -208,6 +208,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/completions", s.auth(s.byModel((*Server).completions), tenancy.ScopeInfer))
 	mux.Handle("POST /v1/chat/completions", s.auth(s.byModel((*Server).chatCompletions), tenancy.ScopeInfer))
 	mux.Handle("POST /v1/embeddings", s.auth(s.byModel((*Server).embeddings), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/rerank", s.auth(s.byModel((*Server).rerank), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/score", s.auth(s.byModel((*Server).score), tenancy.ScopeInfer))
 	s.adminRoutes(mux)
 	s.complianceRoutes(mux)
 	s.responseRoutes(mux)

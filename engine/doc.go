@@ -177,6 +177,14 @@
 // one PromptHidden token with the pooled vector (model.Pool). A model
 // without pooling refuses it (ErrNoPooling).
 //
+// Encoders (model.Config.Encoder: bert, nomic-bert) serve only Embed
+// requests (ErrEncoderOnly otherwise); a rank model (model.PoolRank) only
+// Embed with Rank, whose PromptHidden token carries the classification
+// head's outputs (ErrRankModel otherwise; Rank elsewhere: ErrNoRankHead).
+// New turns on SchedulerConfig.WholePrompt for them — every prompt in one
+// step, since each token attends to those after it — and off the prefix
+// cache, whose pages would hold K/V computed with another input's tail.
+//
 // In isolation_test.go:
 //
 //   - Co-tenant independence: 16 concurrent requests of 8 tenants (mixed

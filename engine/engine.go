@@ -159,6 +159,13 @@ type GenerateRequest struct {
 	// the requests sending the same salt (vLLM's cache_salt;
 	// isolation.Pool.AllocatePrefixSalted): it never widens it.
 	CacheSalt []byte
+	// Rank, with Embed, asks a rank model (an encoder with a
+	// classification head, model.PoolRank) for its scores of the prompt
+	// (a query and document pair): the PromptHidden token carries the
+	// head's outputs (model.Model.Rank), the first the rank score. A rank
+	// model serves only such requests (ErrRankModel); Rank on any other
+	// model is ErrNoRankHead.
+	Rank bool
 }
 
 // prefixSalt is a request's prefix-cache salt (Request.CacheSalt) from a
@@ -194,6 +201,17 @@ const PromptHidden int32 = -3
 
 // ErrNoPooling: an embedding asked of a model that declares no pooling.
 var ErrNoPooling = cloison.NewError(cloison.CodeUnsupported, "this model serves no embeddings: it declares no pooling")
+
+// ErrNoRankHead: a rank score asked of a model without pooling rank.
+var ErrNoRankHead = cloison.NewError(cloison.CodeUnsupported, "this model serves no reranking: it has no classification head (pooling rank)")
+
+// ErrRankModel: an embedding asked of a rank model, whose output is a
+// relevance score, not a vector.
+var ErrRankModel = cloison.NewError(cloison.CodeUnsupported, "this model is a reranker: it serves rerank and score, not embeddings")
+
+// ErrEncoderOnly: text generation or prompt scoring asked of an encoder
+// (a BERT-family model), which serves embeddings and rank scores only.
+var ErrEncoderOnly = cloison.NewError(cloison.CodeUnsupported, "this model is an encoder: it serves embeddings and ranking, not generation")
 
 // PromptScores is the ID of the stream's Token that carries a prompt's
 // scores (GenerateRequest.ScorePrompt).
@@ -259,6 +277,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("%w: remote prefill needs a receiver and a prefill function", errInternal)
 		}
 		cfg.Scheduler.Remote = true
+	}
+	if cfg.Model.Encoder {
+		// An encoder's input runs whole in one step, and its K/V depend on
+		// every token of the input: never a prefix of another's.
+		cfg.Scheduler.WholePrompt, cfg.Scheduler.PrefixCache = true, false
 	}
 	return &Engine{
 		cfg: cfg,
@@ -561,7 +584,9 @@ func (e *Engine) step() error {
 	e.mu.Lock()
 	for i, it := range rd.Batch {
 		a := e.active[it.ID]
-		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: a != nil && a.hidden != nil && it.All}
+		// An encoder computes hidden states only (a request cancelled
+		// meanwhile too: its rows are dropped below).
+		batch[i] = model.Seq{Table: it.Table, Pos: it.Pos, Tokens: it.Tokens, All: it.All, Hidden: (a != nil && a.hidden != nil && it.All) || e.cfg.Model.Encoder}
 	}
 
 	for i, it := range rd.Batch {
@@ -595,7 +620,7 @@ func (e *Engine) step() error {
 			copy(a.hidden[it.Pos*e.cfg.Model.DModel:], row)
 			if it.Pos+len(it.Tokens) >= len(a.req.Prompt) && !a.sent {
 				a.sent = true
-				vec, err := model.Pool(e.cfg.Model.Pooling, a.hidden, len(a.req.Prompt), e.cfg.Model.DModel)
+				vec, err := e.cfg.Model.PoolHidden(a.hidden, len(a.req.Prompt))
 				if err != nil {
 					// A vector without a finite norm: fail closed.
 					a.stream.failNext = err
@@ -1105,10 +1130,22 @@ func (s *Stream) Cancel() {
 
 // checkEmbed refuses an embedding request the model cannot serve
 // (ErrNoPooling) or that asks for tokens too (ErrInvalidRequest's kind:
-// sample.ErrInvalidParams).
+// sample.ErrInvalidParams), and anything but an embedding of an encoder
+// (ErrEncoderOnly).
 func (e *Engine) checkEmbed(r GenerateRequest) error {
 	if !r.Embed {
+		if r.Rank {
+			return sample.ErrInvalidParams.Withf("a rank request is an embedding request")
+		}
+		if e.cfg.Model.Encoder {
+			return ErrEncoderOnly
+		}
 		return nil
+	}
+	if rank := e.cfg.Model.Pooling == model.PoolRank; r.Rank && !rank {
+		return ErrNoRankHead
+	} else if rank && !r.Rank {
+		return ErrRankModel
 	}
 	if e.cfg.Model.Pooling == model.PoolNone {
 		return ErrNoPooling

@@ -68,6 +68,11 @@ type SchedulerConfig struct {
 	// ContendedSteps is how long a tenant counts as active after its last
 	// request left (its next one is likely on its way); default 16.
 	ContendedSteps int
+	// WholePrompt gives every prompt its whole prefill in one step (an
+	// encoder, whose tokens attend to the tokens after them): a prompt
+	// waits for a step with the budget for it, or takes a step alone when
+	// it is longer than MaxBatchTokens.
+	WholePrompt bool
 	// PrefixCache publishes full prompt pages and looks them up (per tenant
 	// namespace, see isolation).
 	PrefixCache bool
@@ -570,7 +575,15 @@ func (s *Scheduler) Ready() Ready {
 		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
 			chunk = s.cfg.ScoreChunkTokens
 		}
-		n := min(len(q.tokens)-q.computed, chunk, room(q, q.fresh && q.computed == q.cached))
+		r := room(q, q.fresh && q.computed == q.cached)
+		n := min(len(q.tokens)-q.computed, chunk, r)
+		if s.cfg.WholePrompt {
+			// An encoder's prompt in one step: it waits for a step with
+			// room for it, or takes an empty step alone.
+			if n = len(q.tokens) - q.computed; n > r && used > 0 {
+				continue
+			}
+		}
 		if n < 1 {
 			continue
 		}

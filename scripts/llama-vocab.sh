@@ -12,4 +12,7 @@ for inp in "$src"/models/ggml-vocab-*.gguf.inp; do
   g=${inp%.inp}
   cp -u "$g" "$g.inp" "$g.out" "$dst/"
 done
+# The Unigram (t5) vocabulary, whose vectors llama.cpp does not ship:
+# engine/tokenizer/testdata/llamacpp-ugm-nomic-bert-moe.json holds them.
+cp -u "$src/models/ggml-vocab-nomic-bert-moe.gguf" "$dst/"
 echo "$dst"

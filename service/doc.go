@@ -225,5 +225,12 @@
 // engine request (engine.GenerateRequest.Embed), and request.completed
 // with an audit.Embedded of keyed input and vector digests (Config.Embedded,
 // Responses.Embedded) and no Served, so that it is never replayed as a
-// generation.
+// generation. The policy sees the longest input as prompt_tokens (a
+// sequence's context), the Limiter the sum.
+//
+// Rank (rerank.go) scores query/document pairs with a cross-encoder on
+// Embed's path: each pair [CLS] a [SEP] b [SEP] one engine request with
+// Rank set, its score the sigmoid of the head's first output, the
+// request.completed's audit.Embedded the digests of the pairs' ids and of
+// the head's outputs.
 package service

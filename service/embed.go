@@ -42,8 +42,9 @@ type EmbedResult struct {
 }
 
 // Embed is the embeddings path, in Generate's order: the model check, the
-// node's gate, the policy decision (the request decided as its prompt
-// tokens and one generated token, the conservative count), the pool's
+// node's gate, the policy decision (the request decided as its longest
+// input and one generated token: each input is a sequence of its own, and
+// the policy's prompt_tokens bounds one sequence's context), the pool's
 // isolation (applies), the decision's limits (each input within
 // max_context and kv_pages), the Limiter (tokens_per_minute charged for
 // the prompt tokens, max_concurrent, the pages of the inputs held at
@@ -62,6 +63,12 @@ type EmbedResult struct {
 // engine.ErrNoPooling and the engine's other rejections and failures;
 // ErrLedgerUnavailable.
 func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedRequest) (EmbedResult, error) {
+	return s.embed(ctx, p, q, false)
+}
+
+// embed is Embed; with rank, each input is a query and document pair
+// that a rank model scores (engine.GenerateRequest.Rank; rerank.go).
+func (s *Requests) embed(ctx context.Context, p tenancy.Principal, q EmbedRequest, rank bool) (EmbedResult, error) {
 	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
 		return EmbedResult{}, fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
 	}
@@ -96,7 +103,7 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 		defer release()
 	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: q.Model, PromptTokens: total, MaxTokens: 1}, Placement: s.placement()}
+		Request: policies.Request{Model: q.Model, PromptTokens: longest, MaxTokens: 1}, Placement: s.placement()}
 	dec, derr := s.decide(ctx, pin)
 	if derr != nil {
 		s.obs.OnDenied(ctx, p.Tenant)
@@ -132,7 +139,7 @@ func (s *Requests) Embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 	defer permit.Release(total)
 	greqs := make([]engine.GenerateRequest, len(inputs))
 	for i, in := range inputs {
-		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: in, Embed: true}
+		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: in, Embed: true, Rank: rank}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return EmbedResult{}, s.Refuse(p.Tenant, StageAdmission, err)
 		}

@@ -78,6 +78,10 @@ type Config struct {
 	// into one vector ({arch}.pooling_type as llama.cpp reads it); PoolNone
 	// for a model that declares none (a generative model).
 	Pooling Pooling
+	// Encoder: a BERT-family model (bert, nomic-bert): bidirectional
+	// attention, layer norms of epsilon NormEps, no logits (bert.go).
+	Encoder bool
+	NormEps float32
 }
 
 // arch describes what an architecture adds to the llama layout.
@@ -108,6 +112,9 @@ var archs = map[string]arch{
 func Archs() []string {
 	out := make([]string, 0, len(archs))
 	for a := range archs {
+		out = append(out, a)
+	}
+	for a := range encoders {
 		out = append(out, a)
 	}
 	slices.Sort(out)
@@ -150,6 +157,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, ok := f.String("general.architecture")
 	if !ok {
 		return c, fmt.Errorf("%w: general.architecture missing", ErrModel)
+	}
+	if _, ok := encoders[arch]; ok {
+		return encoderConfig(f, arch)
 	}
 	ad, ok := archs[arch]
 	if !ok {

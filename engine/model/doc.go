@@ -165,6 +165,30 @@
 // (batch invariant as the logits are); Pool makes the L2-normalised vector
 // of them, as llama.cpp's embedding does.
 //
+// Encoders (bert.go): "bert" and "nomic-bert" files, as llama.cpp's
+// src/models/bert.cpp computes them. Token embedding + token type 0 (+
+// learned absolute position for bert), LayerNorm (token_embd_norm); per
+// layer Q/K/V with biases (nomic-bert: fused attn_qkv, NeoX RoPE on Q and
+// K, no biases), bidirectional attention, output projection, residual,
+// post-LayerNorm (attn_output_norm), GELU feed-forward with biases
+// (nomic-bert: SwiGLU with ffn_gate), residual, post-LayerNorm
+// (layer_output_norm); epsilon attention.layer_norm_epsilon; no output
+// norm and no logits. The K/V of every layer go to the sequence's pages
+// and are read back through the arena (tag-checked, as a decoder's), but
+// every query reads all of its sequence's positions: Attention with one
+// span per query row, placed at the sequence's last position. So an input
+// runs whole, in one Forward (Seq.Pos 0, Seq.Hidden; anything else is
+// refused). LayerNorm, GELU and the rank head run on the host in float32
+// rows with float64 sums: batch invariant, as every backend kernel used is.
+// pooling_type 1 mean, 2 CLS (default) or 4 rank: a cross-encoder whose
+// classification head (cls: tanh(W·h+b); cls.output: W·…+b, each optional,
+// one required) scores the [CLS] row (Model.Rank, whose first value is the
+// score; llama.cpp's rank pooling). Model.PoolHidden is the engine's entry:
+// Rank for a rank model, Pool otherwise. TestEncoderMatchesReference checks
+// every token's hidden state against a float64 reference read from the
+// file (cosine ≥ 0.9999), TestEncoderBatchInvariant bit equality alone and
+// batched.
+//
 // d=512 model (Q8_0, F32) and a ~100M model (Q8_0), and decode bandwidth
 // efficiency = weight bytes streamed per second ÷ copy() bandwidth measured in
 // the same run. make peer-quant compares logits per weight type with

@@ -45,6 +45,8 @@ type Model struct {
 	// a score scale other than 1/sqrt(HeadDim)).
 	windowed bool
 
+	enc *encoder // a BERT-family encoder's weights (bert.go); nil for a decoder
+
 	mu sync.Mutex // guards scratch and serialises Forward
 	sc scratch
 }
@@ -54,6 +56,9 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 	c, err := ConfigFromGGUF(f)
 	if err != nil {
 		return nil, err
+	}
+	if c.Encoder {
+		return loadEncoder(b, f, c)
 	}
 	m := &Model{Config: c, b: b}
 	if c.EmbedScale != 0 || c.ResidualScale != 0 {
@@ -465,6 +470,9 @@ func (m *Model) ensure(rows, outRows int) error {
 // kernels.ErrTagMismatch) when a table names a page whose KV another lease
 // wrote — no logits are returned then.
 func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, error) {
+	if m.enc != nil {
+		return m.encForward(a, batch)
+	}
 	rows, outRows := 0, 0
 	if len(batch) == 0 {
 		return nil, fmt.Errorf("%w: empty batch", ErrBatch)

@@ -636,6 +636,14 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(buf.Bytes())
 	}
+	// An encoder (bert, rank pooling: the classification head too).
+	var enc bytes.Buffer
+	if w, err := synth.Bert(synth.BertConfig{Layers: 1, DModel: 32, Heads: 2, FFN: 32, Context: 16, DType: gguf.F16, Pooling: 4}); err != nil {
+		f.Fatal(err)
+	} else if _, err := w.WriteTo(&enc); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc.Bytes())
 	b := backend(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := gguf.Parse(data)
@@ -648,6 +656,10 @@ func FuzzLoad(f *testing.F) {
 		}
 		defer m.Close()
 		k := newKV(t, m, 1, 16, "t")
+		if m.Encoder {
+			k.encode(t, "t", [][]int32{{0}})
+			return
+		}
 		k.step(t, []*seq{k.start(t, "t", "r", 1)}, [][]int32{{0}}, false)
 	})
 }

@@ -10,13 +10,15 @@ import (
 type Pooling int
 
 // The poolings. PoolNone: the model declares none and serves no
-// embeddings (llama.cpp's "unspecified" and "rank" are read as none here:
-// a reranker's classification head is not computed).
+// embeddings (llama.cpp's "unspecified", and "rank" in a decoder file: a
+// decoder reranker's head is not computed). PoolRank: an encoder's
+// classification head scores its input (Model.Rank).
 const (
 	PoolNone Pooling = 0
 	PoolMean Pooling = 1
 	PoolCLS  Pooling = 2
 	PoolLast Pooling = 3
+	PoolRank Pooling = 4
 )
 
 func poolingOf(v int) Pooling {
@@ -36,6 +38,8 @@ func (p Pooling) String() string {
 		return "cls"
 	case PoolLast:
 		return "last"
+	case PoolRank:
+		return "rank"
 	}
 	return "none"
 }

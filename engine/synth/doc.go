@@ -35,6 +35,12 @@
 // ffn_down_exps.weight [FFN, d_model, experts] in place of the dense
 // feed-forward (the k-quant mix counts ffn_down_exps as ffn_down).
 //
+// Encoders (BertConfig, Bert): a random-weight "bert" or "nomic-bert" file
+// with a WordPiece vocabulary (BertVocab: [PAD] 0, [UNK] 100, [CLS] 101,
+// [SEP] 102, [MASK] 103, ASCII characters as word starts and continuations,
+// some English words), pooling_type mean, CLS or rank (cls and cls.output
+// heads), in the tensor layout llama.cpp's converter writes.
+//
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token
 // absent from a request's own context proves a cross-request read. With V

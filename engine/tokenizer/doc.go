@@ -26,6 +26,27 @@
 //     merged by the ranks of tokenizer.ggml.merges, and a symbol outside the
 //     vocabulary falls back to <0xNN> tokens. BOS is always added, as
 //     llama.cpp overrides add_bos_token for these files.
+//   - "bert": WordPiece, as llama.cpp's WPM tokenizer. BertNormalizer
+//     (tokenizer.ggml.normalizer.lowercase and .strip_accents, both on by
+//     default: accents go by the first code point of each character's NFD
+//     form, controls vanish) and BertPreTokenizer (whitespace splits,
+//     punctuation, ASCII symbols and CJK ideographs are words of their own);
+//     each word, prefixed with "▁" as the converted vocabulary stores word
+//     starts ("##" continuations are stored bare), is split into the longest
+//     tokens from the left, and a word with an unmatched part is [UNK].
+//     Encode with addSpecial gives [CLS] text [SEP] (ids 101 and 102 unless
+//     the file names others); Decode does not restore case or accents.
+//   - "t5": SentencePiece Unigram, as llama.cpp's UGM tokenizer. The text
+//     is normalized by the file's precompiled character map
+//     (tokenizer.ggml.precompiled_charsmap: the longest known prefix is
+//     replaced), spaces become "▁" (one prepended with add_space_prefix;
+//     runs collapsed with remove_extra_whitespaces), then the Viterbi
+//     search picks the split of highest total score (user-defined tokens
+//     score 0; a code point no token starts with costs the lowest score −
+//     10, consecutive unknowns becoming one UNK). EOS (1) is added, no BOS.
+//     TestUnigramVectors checks llama.cpp's ids on nomic-bert-moe's
+//     vocabulary (recorded through node-llama-cpp: llama.cpp ships no
+//     vectors for it).
 //
 // Special tokens: control tokens (token type 3) are recognised in the input
 // as whole strings only when the caller allows it (parseSpecial), so user
@@ -43,8 +64,8 @@
 // Cross-check: TestLlamaCppVectors runs llama.cpp's own tokenizer vectors
 // (models/ggml-vocab-*.gguf with .inp/.out, extracted by make llama-vocab,
 // which make test runs) over every vocabulary of its set; each one either
-// passes every vector (and decodes back to it) or is refused with
-// ErrUnsupported (WordPiece).
+// passes every vector (and decodes back to it, WordPiece excepted) or is
+// refused with ErrUnsupported.
 //
 // A Tokenizer is immutable after FromGGUF and safe for concurrent use.
 //

@@ -34,11 +34,15 @@ const (
 
 // Tokenizer encodes and decodes text for one model. See the package doc.
 type Tokenizer struct {
-	Model string // "gpt2", "llama" or "gemma4"
+	Model string // "gpt2", "llama", "gemma4", "bert" or "t5"
 	Pre   string // tokenizer.ggml.pre
 
 	// Special ids; -1 when the model has none.
 	BOS, EOS, EOT, EOM, UNK, PAD int32
+	// SEP ends each segment of a WordPiece (bert) input: Encode with
+	// addSpecial gives [CLS] text [SEP], and a cross-encoder's pair is
+	// [CLS] a [SEP] b [SEP]. -1 for the other models.
+	SEP int32
 	// Fill-in-the-middle ids (FIM): prefix, suffix and middle; -1 when
 	// the model has none (see fimTokens).
 	FIMPre, FIMSuf, FIMMid int32
@@ -64,6 +68,10 @@ type Tokenizer struct {
 	maxPiece     int // the longest token's bytes (Piece with special), at least 1
 
 	encoded atomic.Int64 // bytes of text tokenized so far (EncodedBytes)
+	// bert: BertNormalizer options and the longest token in bytes.
+	lowercase, stripAccents bool
+	maxTokenLen             int
+	ugm                     *ugm // t5 (Unigram); nil otherwise
 }
 
 type pair struct{ a, b string }
@@ -72,7 +80,7 @@ type pair struct{ a, b string }
 // ErrMetadata (missing or inconsistent keys, ids outside the vocabulary) or
 // ErrUnsupported (tokenizer model or pre-tokenizer not implemented).
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
-	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1, FIMPre: -1, FIMSuf: -1, FIMMid: -1}
+	t := &Tokenizer{BOS: -1, EOS: -1, EOT: -1, EOM: -1, UNK: -1, PAD: -1, SEP: -1, FIMPre: -1, FIMSuf: -1, FIMMid: -1}
 	var ok bool
 	if t.Model, ok = f.String("tokenizer.ggml.model"); !ok {
 		return nil, fmt.Errorf("%w: tokenizer.ggml.model missing", ErrMetadata)
@@ -165,6 +173,40 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		t.BOS, t.EOS, t.UNK = 1, 2, 0
 		t.AddBOS, t.AddSpacePrefix = true, true
 		t.byteTokens()
+	case "bert":
+		// WordPiece, llama.cpp's defaults: [CLS] 101, [SEP] 102, [UNK] 100,
+		// [PAD] 0; lowercasing and accent stripping unless the file says not.
+		t.pre = preNone
+		t.BOS, t.SEP, t.UNK, t.PAD = 101, 102, 100, 0
+		t.AddBOS = true
+		t.lowercase = true
+		if b, ok := f.Bool("tokenizer.ggml.normalizer.lowercase"); ok {
+			t.lowercase = b
+		}
+		t.stripAccents = t.lowercase
+		if b, ok := f.Bool("tokenizer.ggml.normalizer.strip_accents"); ok {
+			t.stripAccents = b
+		}
+		for _, s := range t.tokens {
+			t.maxTokenLen = max(t.maxTokenLen, len(s))
+		}
+		for _, id := range []int32{t.BOS, t.SEP, t.UNK, t.PAD} {
+			if int(id) >= n {
+				return nil, fmt.Errorf("%w: WordPiece vocabulary of %d tokens lacks the default special ids", ErrMetadata, n)
+			}
+		}
+	case "t5":
+		// Unigram, llama.cpp's defaults: EOS 1 added, UNK 2, PAD 0, no BOS.
+		t.pre = preNone
+		t.EOS, t.UNK, t.PAD = 1, 2, 0
+		t.AddEOS = true
+		if n < 3 {
+			return nil, fmt.Errorf("%w: Unigram vocabulary of %d tokens lacks the default special ids", ErrMetadata, n)
+		}
+		if err := t.loadUnigram(f); err != nil {
+			return nil, err
+		}
+		t.byteTokens()
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q", ErrUnsupported, t.Model)
 	}
@@ -173,7 +215,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		dst *int32
 	}{
 		{"bos", &t.BOS}, {"eos", &t.EOS}, {"eot", &t.EOT}, {"eom", &t.EOM},
-		{"unknown", &t.UNK}, {"padding", &t.PAD},
+		{"unknown", &t.UNK}, {"padding", &t.PAD}, {"seperator", &t.SEP},
 		// FIM: the keys of files converted before llama.cpp renamed them,
 		// then the current keys (which win when a file has both).
 		{"prefix", &t.FIMPre}, {"suffix", &t.FIMSuf}, {"middle", &t.FIMMid},
@@ -231,9 +273,11 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 // MinTokens is a lower bound of the tokens any text of n bytes encodes to
 // (without BOS and EOS): no token stands for more bytes than the
 // vocabulary's longest. With it a request's prompt can be admitted (or
-// refused) from its length before it is tokenized.
+// refused) from its length before it is tokenized. A vocabulary whose
+// normalizer drops bytes (WordPiece's whitespace and accents, Unigram's
+// repeated spaces) has no such bound: 0.
 func (t *Tokenizer) MinTokens(n int) int {
-	if n <= 0 {
+	if n <= 0 || t.Model == "bert" || t.ugm != nil {
 		return 0
 	}
 	return (n + t.maxPiece - 1) / t.maxPiece
@@ -382,6 +426,10 @@ func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bo
 				raw = " " + raw
 			}
 			out = t.spm(strings.ReplaceAll(raw, " ", "▁"), out)
+		case "bert":
+			out = t.wordpiece(raw, out)
+		case "t5":
+			out = t.unigram(raw, out)
 		case "gemma4":
 			// SentencePiece-style BPE: spaces become "▁", and merges run over
 			// each run of newlines and each run of other characters (a run
@@ -406,6 +454,9 @@ func (t *Tokenizer) encode(text string, addSpecial bool, allow func(i, j int) bo
 	})
 	if addSpecial && t.AddEOS && t.EOS >= 0 {
 		out = append(out, t.EOS)
+	}
+	if addSpecial && t.Model == "bert" && t.SEP >= 0 {
+		out = append(out, t.SEP)
 	}
 	return out
 }
@@ -653,7 +704,7 @@ func (t *Tokenizer) Piece(id int32, special bool) []byte {
 // removed.
 func (t *Tokenizer) Decode(ids []int32, special bool) string {
 	var b []byte
-	strip := t.Model == "llama" && t.AddSpacePrefix
+	strip := ((t.Model == "llama" || t.Model == "t5") && t.AddSpacePrefix) || t.Model == "bert"
 	for _, id := range ids {
 		p := t.Piece(id, special)
 		if strip && len(p) > 0 && t.Type(id) != TypeControl {

@@ -300,7 +300,8 @@ func TestBadMetadata(t *testing.T) {
 		change func(map[string]any)
 	}{
 		{"no model", func(m map[string]any) { delete(m, "tokenizer.ggml.model") }},
-		{"unknown model", func(m map[string]any) { m["tokenizer.ggml.model"] = "bert" }},
+		{"unknown model", func(m map[string]any) { m["tokenizer.ggml.model"] = "rwkv" }},
+		{"bert without its special ids", func(m map[string]any) { m["tokenizer.ggml.model"] = "bert" }},
 		{"no tokens", func(m map[string]any) { delete(m, "tokenizer.ggml.tokens") }},
 		{"no merges", func(m map[string]any) { delete(m, "tokenizer.ggml.merges") }},
 		{"bad merge", func(m map[string]any) { m["tokenizer.ggml.merges"] = []string{"ab"} }},

@@ -18,12 +18,13 @@ const vocabDir = "../../.cache/llama-vocab"
 
 // mustPass are the vocabularies whose every vector must match: those that the
 // architectures we load use. Any other vocabulary in the set must either pass
-// every vector too or be refused with ErrUnsupported (never tokenized wrong):
-// today bert-bge (WordPiece). Gemma 1–3 files use the SentencePiece model
+// every vector too or be refused with ErrUnsupported (never tokenized wrong).
+// Gemma 1–3 files use the SentencePiece model
 // that llama-spm and phi-3 check; gemma-4 is the "gemma4" model.
 var mustPass = []string{
 	"gpt-2", "llama-bpe", "llama-spm", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
 	"falcon", "starcoder", "refact", "mpt", "phi-3", "command-r", "gemma-4",
+	"bert-bge",
 }
 
 // llamaVectors reads name.gguf.inp/.out as llama.cpp's test-tokenizer-0 does:
@@ -60,7 +61,8 @@ func llamaVectors(t *testing.T, base string) (inputs []string, want [][]int32) {
 
 // TestLlamaCppVectors runs llama.cpp's tokenizer vectors (test-tokenizer-0:
 // no BOS/EOS, control tokens not parsed) over every vocabulary of its test
-// set, and decodes each encoding back to its input.
+// set, and decodes each encoding back to its input (WordPiece, which
+// normalizes, excepted).
 func TestLlamaCppVectors(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(vocabDir, "ggml-vocab-*.gguf"))
 	if len(files) == 0 {
@@ -97,8 +99,10 @@ func TestLlamaCppVectors(t *testing.T) {
 				if len(got) < tok.MinTokens(len(in)) {
 					t.Errorf("Encode(%q): %d tokens, fewer than MinTokens' bound %d", in, len(got), tok.MinTokens(len(in)))
 				}
-				if back := tok.Decode(got, false); back != in {
-					t.Errorf("Decode(Encode(%q)) = %q", in, back) // every vector round-trips
+				// Every vector round-trips, but WordPiece: its normalizer
+				// lowercases, strips accents and drops whitespace.
+				if back := tok.Decode(got, false); back != in && tok.Model != "bert" {
+					t.Errorf("Decode(Encode(%q)) = %q", in, back)
 				}
 				if slices.Equal(got, want[i]) {
 					pass++

@@ -135,6 +135,9 @@ type Options struct {
 	MemoryBudget int64
 	ModelDir     string
 	EveryModel   bool
+	// Encoder, when set, serves that synthetic BERT-family encoder
+	// (synth.Bert) instead of the context bag; its Context is the model's.
+	Encoder *synth.BertConfig
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -278,6 +281,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	// The served context is the smaller of the model's (synth.ContextBag's
 	// default when unset) and the pool.
 	modelContext := o.Context
+	if o.Encoder != nil {
+		modelContext = o.Encoder.Context
+	}
 	if modelContext == 0 {
 		modelContext = 4096
 	}
@@ -330,6 +336,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 // tokens (synth.ContextBag's default when 0).
 func contextBag(o Options) ([]byte, error) {
 	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM, Pooling: o.Pooling})
+	if o.Encoder != nil {
+		w, err = synth.Bert(*o.Encoder)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1468,6 +1468,327 @@ func (x *EmbedResponse) GetRequestId() string {
 	return ""
 }
 
+// RerankRequest: a query and 1 to 2048 documents, none empty. top_n, when
+// not 0, keeps the best top_n results; return_documents echoes each
+// result's document.
+type RerankRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Model           string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Query           string                 `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	Documents       []string               `protobuf:"bytes,3,rep,name=documents,proto3" json:"documents,omitempty"`
+	TopN            int32                  `protobuf:"varint,4,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
+	ReturnDocuments bool                   `protobuf:"varint,5,opt,name=return_documents,json=returnDocuments,proto3" json:"return_documents,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RerankRequest) Reset() {
+	*x = RerankRequest{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RerankRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RerankRequest) ProtoMessage() {}
+
+func (x *RerankRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RerankRequest.ProtoReflect.Descriptor instead.
+func (*RerankRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RerankRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RerankRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *RerankRequest) GetDocuments() []string {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *RerankRequest) GetTopN() int32 {
+	if x != nil {
+		return x.TopN
+	}
+	return 0
+}
+
+func (x *RerankRequest) GetReturnDocuments() bool {
+	if x != nil {
+		return x.ReturnDocuments
+	}
+	return false
+}
+
+type RerankResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Index          int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                                          // the document's index in the request
+	RelevanceScore float32                `protobuf:"fixed32,2,opt,name=relevance_score,json=relevanceScore,proto3" json:"relevance_score,omitempty"` // sigmoid of the model's score: 0…1
+	Document       string                 `protobuf:"bytes,3,opt,name=document,proto3" json:"document,omitempty"`                                     // with return_documents
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RerankResult) Reset() {
+	*x = RerankResult{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RerankResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RerankResult) ProtoMessage() {}
+
+func (x *RerankResult) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RerankResult.ProtoReflect.Descriptor instead.
+func (*RerankResult) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RerankResult) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RerankResult) GetRelevanceScore() float32 {
+	if x != nil {
+		return x.RelevanceScore
+	}
+	return 0
+}
+
+func (x *RerankResult) GetDocument() string {
+	if x != nil {
+		return x.Document
+	}
+	return ""
+}
+
+type RerankResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*RerankResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // highest score first
+	PromptTokens  int64                  `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RerankResponse) Reset() {
+	*x = RerankResponse{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RerankResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RerankResponse) ProtoMessage() {}
+
+func (x *RerankResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RerankResponse.ProtoReflect.Descriptor instead.
+func (*RerankResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RerankResponse) GetResults() []*RerankResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *RerankResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *RerankResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// ScoreRequest: text_1 scored against each of text_2 (vLLM's /v1/score
+// with one text_1).
+type ScoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Text_1        string                 `protobuf:"bytes,2,opt,name=text_1,json=text1,proto3" json:"text_1,omitempty"`
+	Text_2        []string               `protobuf:"bytes,3,rep,name=text_2,json=text2,proto3" json:"text_2,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScoreRequest) Reset() {
+	*x = ScoreRequest{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScoreRequest) ProtoMessage() {}
+
+func (x *ScoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScoreRequest.ProtoReflect.Descriptor instead.
+func (*ScoreRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ScoreRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ScoreRequest) GetText_1() string {
+	if x != nil {
+		return x.Text_1
+	}
+	return ""
+}
+
+func (x *ScoreRequest) GetText_2() []string {
+	if x != nil {
+		return x.Text_2
+	}
+	return nil
+}
+
+type ScoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scores        []float32              `protobuf:"fixed32,1,rep,packed,name=scores,proto3" json:"scores,omitempty"` // in text_2's order
+	PromptTokens  int64                  `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScoreResponse) Reset() {
+	*x = ScoreResponse{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScoreResponse) ProtoMessage() {}
+
+func (x *ScoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScoreResponse.ProtoReflect.Descriptor instead.
+func (*ScoreResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ScoreResponse) GetScores() []float32 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+func (x *ScoreResponse) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *ScoreResponse) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type ListModelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1476,7 +1797,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1809,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[19]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1822,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{19}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{24}
 }
 
 type ListModelsResponse struct {
@@ -1513,7 +1834,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1846,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[20]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1859,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{20}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1559,7 +1880,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1892,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[21]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1905,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{21}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Model) GetId() string {
@@ -1616,7 +1937,7 @@ type GetAttestationRequest struct {
 
 func (x *GetAttestationRequest) Reset() {
 	*x = GetAttestationRequest{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1949,7 @@ func (x *GetAttestationRequest) String() string {
 func (*GetAttestationRequest) ProtoMessage() {}
 
 func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[22]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1962,7 @@ func (x *GetAttestationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttestationRequest.ProtoReflect.Descriptor instead.
 func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{22}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{27}
 }
 
 // Attestation is the capacity attestation (attest.Attestation): the pool
@@ -1670,7 +1991,7 @@ type Attestation struct {
 
 func (x *Attestation) Reset() {
 	*x = Attestation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +2003,7 @@ func (x *Attestation) String() string {
 func (*Attestation) ProtoMessage() {}
 
 func (x *Attestation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[23]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +2016,7 @@ func (x *Attestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attestation.ProtoReflect.Descriptor instead.
 func (*Attestation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{23}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Attestation) GetModelContext() int64 {
@@ -1793,7 +2114,7 @@ type NodeLabels struct {
 
 func (x *NodeLabels) Reset() {
 	*x = NodeLabels{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2126,7 @@ func (x *NodeLabels) String() string {
 func (*NodeLabels) ProtoMessage() {}
 
 func (x *NodeLabels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[24]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2139,7 @@ func (x *NodeLabels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLabels.ProtoReflect.Descriptor instead.
 func (*NodeLabels) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{24}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeLabels) GetRegion() string {
@@ -1853,7 +2174,7 @@ type TenantPlacement struct {
 
 func (x *TenantPlacement) Reset() {
 	*x = TenantPlacement{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2186,7 @@ func (x *TenantPlacement) String() string {
 func (*TenantPlacement) ProtoMessage() {}
 
 func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[25]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2199,7 @@ func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPlacement.ProtoReflect.Descriptor instead.
 func (*TenantPlacement) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{25}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TenantPlacement) GetTenant() string {
@@ -1947,7 +2268,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2280,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[26]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2293,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{26}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -2123,6 +2444,30 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\avectors\x18\x01 \x03(\v2\x1c.cloison.inference.v1.VectorR\avectors\x12#\n" +
 	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\x12\x1d\n" +
 	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\x99\x01\n" +
+	"\rRerankRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1c\n" +
+	"\tdocuments\x18\x03 \x03(\tR\tdocuments\x12\x13\n" +
+	"\x05top_n\x18\x04 \x01(\x05R\x04topN\x12)\n" +
+	"\x10return_documents\x18\x05 \x01(\bR\x0freturnDocuments\"i\n" +
+	"\fRerankResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12'\n" +
+	"\x0frelevance_score\x18\x02 \x01(\x02R\x0erelevanceScore\x12\x1a\n" +
+	"\bdocument\x18\x03 \x01(\tR\bdocument\"\x92\x01\n" +
+	"\x0eRerankResponse\x12<\n" +
+	"\aresults\x18\x01 \x03(\v2\".cloison.inference.v1.RerankResultR\aresults\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"R\n" +
+	"\fScoreRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x15\n" +
+	"\x06text_1\x18\x02 \x01(\tR\x05text1\x12\x15\n" +
+	"\x06text_2\x18\x03 \x03(\tR\x05text2\"k\n" +
+	"\rScoreResponse\x12\x16\n" +
+	"\x06scores\x18\x01 \x03(\x02R\x06scores\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\x12\x1d\n" +
+	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"\x13\n" +
 	"\x11ListModelsRequest\"I\n" +
 	"\x12ListModelsResponse\x123\n" +
@@ -2164,11 +2509,13 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\tcompliant\x18\b \x01(\bR\tcompliant\";\n" +
 	"\vReservation\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
-	"\x05pages\x18\x02 \x01(\x03R\x05pages2\xdf\x03\n" +
+	"\x05pages\x18\x02 \x01(\x03R\x05pages2\x86\x05\n" +
 	"\x10InferenceService\x12[\n" +
 	"\bGenerate\x12%.cloison.inference.v1.GenerateRequest\x1a&.cloison.inference.v1.GenerateResponse0\x01\x12Y\n" +
 	"\bTokenize\x12%.cloison.inference.v1.TokenizeRequest\x1a&.cloison.inference.v1.TokenizeResponse\x12P\n" +
-	"\x05Embed\x12\".cloison.inference.v1.EmbedRequest\x1a#.cloison.inference.v1.EmbedResponse\x12_\n" +
+	"\x05Embed\x12\".cloison.inference.v1.EmbedRequest\x1a#.cloison.inference.v1.EmbedResponse\x12S\n" +
+	"\x06Rerank\x12#.cloison.inference.v1.RerankRequest\x1a$.cloison.inference.v1.RerankResponse\x12P\n" +
+	"\x05Score\x12\".cloison.inference.v1.ScoreRequest\x1a#.cloison.inference.v1.ScoreResponse\x12_\n" +
 	"\n" +
 	"ListModels\x12'.cloison.inference.v1.ListModelsRequest\x1a(.cloison.inference.v1.ListModelsResponse\x12`\n" +
 	"\x0eGetAttestation\x12+.cloison.inference.v1.GetAttestationRequest\x1a!.cloison.inference.v1.AttestationBGZEgithub.com/cloison/cloison/api/proto/cloison/inference/v1;inferencev1b\x06proto3"
@@ -2185,7 +2532,7 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
@@ -2206,15 +2553,20 @@ var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*TokenList)(nil),             // 16: cloison.inference.v1.TokenList
 	(*Vector)(nil),                // 17: cloison.inference.v1.Vector
 	(*EmbedResponse)(nil),         // 18: cloison.inference.v1.EmbedResponse
-	(*ListModelsRequest)(nil),     // 19: cloison.inference.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 20: cloison.inference.v1.ListModelsResponse
-	(*Model)(nil),                 // 21: cloison.inference.v1.Model
-	(*GetAttestationRequest)(nil), // 22: cloison.inference.v1.GetAttestationRequest
-	(*Attestation)(nil),           // 23: cloison.inference.v1.Attestation
-	(*NodeLabels)(nil),            // 24: cloison.inference.v1.NodeLabels
-	(*TenantPlacement)(nil),       // 25: cloison.inference.v1.TenantPlacement
-	(*Reservation)(nil),           // 26: cloison.inference.v1.Reservation
-	nil,                           // 27: cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	(*RerankRequest)(nil),         // 19: cloison.inference.v1.RerankRequest
+	(*RerankResult)(nil),          // 20: cloison.inference.v1.RerankResult
+	(*RerankResponse)(nil),        // 21: cloison.inference.v1.RerankResponse
+	(*ScoreRequest)(nil),          // 22: cloison.inference.v1.ScoreRequest
+	(*ScoreResponse)(nil),         // 23: cloison.inference.v1.ScoreResponse
+	(*ListModelsRequest)(nil),     // 24: cloison.inference.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),    // 25: cloison.inference.v1.ListModelsResponse
+	(*Model)(nil),                 // 26: cloison.inference.v1.Model
+	(*GetAttestationRequest)(nil), // 27: cloison.inference.v1.GetAttestationRequest
+	(*Attestation)(nil),           // 28: cloison.inference.v1.Attestation
+	(*NodeLabels)(nil),            // 29: cloison.inference.v1.NodeLabels
+	(*TenantPlacement)(nil),       // 30: cloison.inference.v1.TenantPlacement
+	(*Reservation)(nil),           // 31: cloison.inference.v1.Reservation
+	nil,                           // 32: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
@@ -2222,7 +2574,7 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
-	27, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	32, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
 	6,  // 6: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
 	7,  // 7: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
 	9,  // 8: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
@@ -2234,27 +2586,32 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	3,  // 14: cloison.inference.v1.TokenizeRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	16, // 15: cloison.inference.v1.EmbedRequest.token_lists:type_name -> cloison.inference.v1.TokenList
 	17, // 16: cloison.inference.v1.EmbedResponse.vectors:type_name -> cloison.inference.v1.Vector
-	21, // 17: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	26, // 18: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	24, // 19: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
-	25, // 20: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
-	24, // 21: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
-	24, // 22: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
-	5,  // 23: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	13, // 24: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	15, // 25: cloison.inference.v1.InferenceService.Embed:input_type -> cloison.inference.v1.EmbedRequest
-	19, // 26: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	22, // 27: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	8,  // 28: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	14, // 29: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	18, // 30: cloison.inference.v1.InferenceService.Embed:output_type -> cloison.inference.v1.EmbedResponse
-	20, // 31: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	23, // 32: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	20, // 17: cloison.inference.v1.RerankResponse.results:type_name -> cloison.inference.v1.RerankResult
+	26, // 18: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
+	31, // 19: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	29, // 20: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
+	30, // 21: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
+	29, // 22: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
+	29, // 23: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
+	5,  // 24: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	13, // 25: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	15, // 26: cloison.inference.v1.InferenceService.Embed:input_type -> cloison.inference.v1.EmbedRequest
+	19, // 27: cloison.inference.v1.InferenceService.Rerank:input_type -> cloison.inference.v1.RerankRequest
+	22, // 28: cloison.inference.v1.InferenceService.Score:input_type -> cloison.inference.v1.ScoreRequest
+	24, // 29: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	27, // 30: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	8,  // 31: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	14, // 32: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	18, // 33: cloison.inference.v1.InferenceService.Embed:output_type -> cloison.inference.v1.EmbedResponse
+	21, // 34: cloison.inference.v1.InferenceService.Rerank:output_type -> cloison.inference.v1.RerankResponse
+	23, // 35: cloison.inference.v1.InferenceService.Score:output_type -> cloison.inference.v1.ScoreResponse
+	25, // 36: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	28, // 37: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -2282,7 +2639,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

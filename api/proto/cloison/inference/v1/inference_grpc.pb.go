@@ -30,6 +30,8 @@ const (
 	InferenceService_Generate_FullMethodName       = "/cloison.inference.v1.InferenceService/Generate"
 	InferenceService_Tokenize_FullMethodName       = "/cloison.inference.v1.InferenceService/Tokenize"
 	InferenceService_Embed_FullMethodName          = "/cloison.inference.v1.InferenceService/Embed"
+	InferenceService_Rerank_FullMethodName         = "/cloison.inference.v1.InferenceService/Rerank"
+	InferenceService_Score_FullMethodName          = "/cloison.inference.v1.InferenceService/Score"
 	InferenceService_ListModels_FullMethodName     = "/cloison.inference.v1.InferenceService/ListModels"
 	InferenceService_GetAttestation_FullMethodName = "/cloison.inference.v1.InferenceService/GetAttestation"
 )
@@ -61,6 +63,14 @@ type InferenceServiceClient interface {
 	// request.completed rides in the `cloison-receipt` trailer.
 	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
+	// Rerank scores each document against the query with a rank model (a
+	// cross-encoder), as POST /v1/rerank does (same path, quota and ledger):
+	// results sorted by score, highest first, top_n of them when not 0; the
+	// receipt rides in the `cloison-receipt` trailer. INVALID_ARGUMENT
+	// "unsupported: ..." for a model without a classification head.
+	Rerank(ctx context.Context, in *RerankRequest, opts ...grpc.CallOption) (*RerankResponse, error)
+	// Score scores text_1 against each of text_2, as POST /v1/score does.
+	Score(ctx context.Context, in *ScoreRequest, opts ...grpc.CallOption) (*ScoreResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
 	// GetAttestation returns this node's capacity attestation.
@@ -114,6 +124,26 @@ func (c *inferenceServiceClient) Embed(ctx context.Context, in *EmbedRequest, op
 	return out, nil
 }
 
+func (c *inferenceServiceClient) Rerank(ctx context.Context, in *RerankRequest, opts ...grpc.CallOption) (*RerankResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RerankResponse)
+	err := c.cc.Invoke(ctx, InferenceService_Rerank_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *inferenceServiceClient) Score(ctx context.Context, in *ScoreRequest, opts ...grpc.CallOption) (*ScoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScoreResponse)
+	err := c.cc.Invoke(ctx, InferenceService_Score_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *inferenceServiceClient) ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListModelsResponse)
@@ -161,6 +191,14 @@ type InferenceServiceServer interface {
 	// request.completed rides in the `cloison-receipt` trailer.
 	// INVALID_ARGUMENT "unsupported: ..." for a model that declares no pooling.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
+	// Rerank scores each document against the query with a rank model (a
+	// cross-encoder), as POST /v1/rerank does (same path, quota and ledger):
+	// results sorted by score, highest first, top_n of them when not 0; the
+	// receipt rides in the `cloison-receipt` trailer. INVALID_ARGUMENT
+	// "unsupported: ..." for a model without a classification head.
+	Rerank(context.Context, *RerankRequest) (*RerankResponse, error)
+	// Score scores text_1 against each of text_2, as POST /v1/score does.
+	Score(context.Context, *ScoreRequest) (*ScoreResponse, error)
 	// ListModels lists the models the caller's tenant may use.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
 	// GetAttestation returns this node's capacity attestation.
@@ -183,6 +221,12 @@ func (UnimplementedInferenceServiceServer) Tokenize(context.Context, *TokenizeRe
 }
 func (UnimplementedInferenceServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
+}
+func (UnimplementedInferenceServiceServer) Rerank(context.Context, *RerankRequest) (*RerankResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rerank not implemented")
+}
+func (UnimplementedInferenceServiceServer) Score(context.Context, *ScoreRequest) (*ScoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Score not implemented")
 }
 func (UnimplementedInferenceServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
@@ -258,6 +302,42 @@ func _InferenceService_Embed_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InferenceService_Rerank_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RerankRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).Rerank(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_Rerank_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).Rerank(ctx, req.(*RerankRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _InferenceService_Score_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ScoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).Score(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_Score_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).Score(ctx, req.(*ScoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _InferenceService_ListModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListModelsRequest)
 	if err := dec(in); err != nil {
@@ -308,6 +388,14 @@ var InferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Embed",
 			Handler:    _InferenceService_Embed_Handler,
+		},
+		{
+			MethodName: "Rerank",
+			Handler:    _InferenceService_Rerank_Handler,
+		},
+		{
+			MethodName: "Score",
+			Handler:    _InferenceService_Score_Handler,
 		},
 		{
 			MethodName: "ListModels",
