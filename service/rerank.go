@@ -42,11 +42,19 @@ type RankResult struct {
 // classification head (a WordPiece vocabulary is needed for the pair
 // form); ErrInvalidField for no pair, too many or an empty text.
 func (s *Requests) Rank(ctx context.Context, p tenancy.Principal, q RankRequest) (RankResult, error) {
-	if q.Model != s.cfg.ModelName {
-		return RankResult{}, ErrUnknownModel.Withf("%q", q.Model)
+	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
+		return RankResult{}, ErrUnknownModel.Withf("%q", clip(q.Model, 64))
 	}
 	if len(q.Pairs) == 0 || len(q.Pairs) > MaxEmbedInputs {
 		return RankResult{}, ErrInvalidField.Withf("documents: 1 to %d, got %d", MaxEmbedInputs, len(q.Pairs))
+	}
+	// The pairs are tokenized only once their length passed Preadmit.
+	n := 0
+	for _, pr := range q.Pairs {
+		n += len(pr[0]) + len(pr[1])
+	}
+	if err := s.Preadmit(ctx, p, Preadmission{Model: q.Model, PromptBytes: n}); err != nil {
+		return RankResult{}, err
 	}
 	tk := s.cfg.Model.Tokenizer
 	if tk == nil || tk.SEP < 0 {
