@@ -69,8 +69,8 @@
 //     request now or within SchedulerConfig.ContendedSteps steps, 16) and
 //     one of them is not waiting (its next request would make it start) a
 //     step stops at ContendedBatchTokens (32) — except for the first
-//     chunk of a request that made its tenant start waiting, when that
-//     tenant is owed the most, which starts in full. A step cannot be interrupted, so its length is what a request
+//     chunk of a request of a tenant that had none live, when that tenant
+//     is owed the most, which starts in full. A step cannot be interrupted, so its length is what a request
 //     arriving meanwhile waits: another tenant's first token waits for a
 //     short step in flight and its own, not for a long step of the
 //     over-served tenant;

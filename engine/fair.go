@@ -181,8 +181,9 @@ func (f *fairQueue) next() *seq {
 // reports whether the step is contended: more than one tenant is active
 // (a live request now, or within the last ContendedSteps steps) and one of
 // them is light: it has no request queued and no prompt left to compute
-// but for the first chunk of the request that just made it start waiting,
-// so that its next request would wait for the step in flight. Tenants
+// but for the first chunk of a fresh request (one that found its tenant
+// with no request live), so that its next request would wait for the step
+// in flight. Tenants
 // that are all backlogged gain nothing from short steps: their steps stay
 // MaxBatchTokens long. owed holds the active
 // tenants that come first (before) at the start of the step (a tenant
@@ -201,7 +202,7 @@ func (s *Scheduler) contention() (bool, map[cloison.TenantID]bool) {
 		return false, nil
 	}
 	// A tenant is heavy when it has a request queued or with prompt left
-	// to compute, other than the one that just made it start waiting.
+	// to compute, other than a fresh one not started.
 	heavy := map[cloison.TenantID]bool{}
 	for _, q := range s.seqs {
 		if (q.state == Queued || prefilling(q)) && !(q.fresh && q.computed == q.cached) {

@@ -57,9 +57,9 @@ type SchedulerConfig struct {
 	// to compute: its next request may be on its way): a step cannot be
 	// interrupted, so its length is the wait of a request that arrives
 	// meanwhile, and a tenant that keeps the engine busy cannot lengthen
-	// it. The first chunk of a request that made its tenant start waiting,
-	// when that tenant is served no more than every other active one, is
-	// not held to it (it starts at once, in full). Default 32 (at most
+	// it. The first chunk of a request of a tenant that had none live, when
+	// that tenant is served no more than every other active one, is not
+	// held to it (it starts at once, in full). Default 32 (at most
 	// MaxBatchTokens); negative: no bound but MaxBatchTokens. A
 	// latency-for-throughput trade: on a compute-bound CPU a step's time
 	// grows with its tokens and short steps cost little; on an
@@ -162,7 +162,7 @@ type seq struct {
 	placeholder bool   // Unsafe.PlaceholderOver: only the placeholder was written
 	remote      bool   // waiting for a remote prefill's transfer
 	last        uint64 // the last step that had it in its batch (0: none yet)
-	fresh       bool   // its tenant was not waiting when it was enqueued
+	fresh       bool   // its tenant had no live request when it was enqueued
 }
 
 // Scheduler is the engine's core without I/O (raft-style): it decides which
@@ -257,7 +257,9 @@ func (s *Scheduler) Enqueue(t Ticket) error {
 		return fmt.Errorf("%w: %s", ErrDuplicateRequest, t.req.ID)
 	}
 	q := &seq{req: t.req, state: Queued, tokens: append(make([]int32, 0, len(t.req.Prompt)+min(t.req.MaxTokens, 4096)), t.req.Prompt...)}
-	q.fresh = s.lift(t.req.Tenant)
+	// Fresh: the tenant had no request live at all (not one streaming
+	// either): its first chunk may start in full (see ContendedBatchTokens).
+	q.fresh = s.lift(t.req.Tenant) && s.perTen[t.req.Tenant] == 0
 	s.seqs[t.req.ID] = q
 	s.push(q, false)
 	return nil
@@ -506,8 +508,8 @@ func (s *Scheduler) victim(q *seq, inBatch map[*seq]bool, sameTenant bool) *seq 
 // first: its decode tokens (the least recently served first), then its
 // prefill chunks, one per sequence. While several tenants are active the
 // step stops at ContendedBatchTokens, except for the first chunk of a
-// request that made its tenant start waiting, when that tenant is served
-// no more than the others (see contention). A sequence whose table the
+// request of a tenant that had none live, when that tenant is served no
+// more than the others (see contention). A sequence whose table the
 // pool refuses is failed (its pages discarded) and reported by the next
 // Advance.
 func (s *Scheduler) Ready() Ready {
