@@ -80,6 +80,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request, req *Complet
 		receipts = append(receipts, res.Receipt)
 		if sse != nil {
 			sse.finishChoices(res)
+			sse.prompted += res.Prompt
 			continue
 		}
 		for j, c := range cs {

@@ -404,6 +404,9 @@ type sseWriter struct {
 	offset int
 	// headers: the status and headers are written (begin).
 	headers bool
+	// prompted counts the prompt tokens of a batch's prompts already
+	// served (continuous_usage_stats sums, as the final usage does).
+	prompted int
 }
 
 func (s *Server) newSSE(w http.ResponseWriter, id cloison.RequestID, in inference, cs []*collector) *sseWriter {
@@ -422,7 +425,8 @@ func (x *sseWriter) send(v any) {
 	if so := x.in.common.StreamOptions; so != nil && so.ContinuousUsage {
 		// vLLM's continuous_usage_stats: every chunk carries the usage so
 		// far (the final usage chunk, if asked, its own).
-		u := &Usage{PromptTokens: len(x.in.prompt), CompletionTokens: x.generated, TotalTokens: len(x.in.prompt) + x.generated}
+		pt := x.prompted + len(x.in.prompt)
+		u := &Usage{PromptTokens: pt, CompletionTokens: x.generated, TotalTokens: pt + x.generated}
 		switch c := v.(type) {
 		case Completion:
 			if c.Usage == nil {

@@ -88,6 +88,7 @@ type leaseState struct {
 	gens     []uint32
 	readOnly int // leading prefix pages (stCached) the lease references
 	written  int // leading token slots written (prefix tokens included)
+	staged   int // leading token slots a StagingTable let a transfer fill, verified or not
 	// start is the first key of the lease's prefix-key chain: its
 	// namespace's salt, narrowed by the request's cache salt if any
 	// (AllocatePrefixSalted).
