@@ -92,8 +92,7 @@ type leaseState struct {
 	// start is the first key of the lease's prefix-key chain: its
 	// namespace's salt, narrowed by the request's cache salt if any
 	// (AllocatePrefixSalted).
-	start  [32]byte
-	staged int // leading token slots a StagingTable let a transfer fill, verified or not
+	start [32]byte
 }
 
 // HoldID names a transfer hold.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"crypto/sha256"
+	"math"
 
 	"fmt"
 	"strconv"
@@ -142,8 +143,8 @@ func LoadAdapter(base *Model, data []byte) (*Adapter, error) {
 	ad.Name, _ = f.String("general.name")
 	if _, ok := f.Get("adapter.lora.alpha"); ok {
 		x, ok := f.Float("adapter.lora.alpha")
-		if !ok {
-			return nil, fmt.Errorf("%w: adapter.lora.alpha is not a number", ErrAdapter)
+		if !ok || math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > math.MaxFloat32 {
+			return nil, fmt.Errorf("%w: adapter.lora.alpha is not a finite number", ErrAdapter)
 		}
 		ad.Alpha = float32(x)
 	}

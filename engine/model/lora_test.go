@@ -368,6 +368,8 @@ func TestLoadAdapterRefuses(t *testing.T) {
 		{"no adapter.type", m, rewriteAdapter(t, good, setKV("adapter.type", nil), nil), ErrAdapter, "adapter.type"},
 		{"architecture", m, rewriteAdapter(t, good, setKV("general.architecture", "qwen3"), nil), ErrAdapter, `"qwen3"`},
 		{"alpha type", m, rewriteAdapter(t, good, setKV("adapter.lora.alpha", "x"), nil), ErrAdapter, "alpha"},
+		{"alpha NaN", m, rewriteAdapter(t, good, setKV("adapter.lora.alpha", float32(math.NaN())), nil), ErrAdapter, "alpha"},
+		{"alpha infinite", m, rewriteAdapter(t, good, setKV("adapter.lora.alpha", float32(math.Inf(1))), nil), ErrAdapter, "alpha"},
 		{"no alpha: scale 1", m, rewriteAdapter(t, good, setKV("adapter.lora.alpha", nil), nil), nil, ""},
 		{"lone lora_a", m, rewriteAdapter(t, good, nil, onTensor("blk.1.ffn_up.weight.lora_b", func(*gguf.TensorInfo) bool { return false })), ErrAdapter, "blk.1.ffn_up.weight"},
 		{"foreign tensor", m, rewriteAdapter(t, good, nil, onTensor("blk.0.attn_q.weight.lora_a", func(ti *gguf.TensorInfo) bool { ti.Name = "blk.0.attn_q.weight.extra"; return true })), ErrAdapter, "blk.0.attn_q.weight.extra"},
