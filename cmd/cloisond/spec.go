@@ -71,7 +71,7 @@ func (c config) spec(ctx context.Context, db, scanDB *pgxpool.Pool, log *slog.Lo
 		Ledger: auditpg.Config{Origin: audit.Name(c.origin), CheckpointDir: cpDir, Organization: audit.Organization{Name: c.orgName, NEQ: c.orgNEQ},
 			Contact: c.privacyOfficer, Regime: c.registerRegime, DetectionWindow: c.incidentGroupWindow},
 		Witnesses: witnesses, WitnessInterval: c.witness.interval,
-		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, PrefixCache: c.prefixCache},
+		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, ContendedBatchTokens: c.contendedBatchTokens, PrefixCache: c.prefixCache},
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Logger: log, MaxBody: c.maxRequestBytes, MaxN: c.maxN, GrammarBytes: c.grammarBytes, DefaultMaxTokens: c.defaultMaxTokens, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    audit.VerifyOptions{Keys: trusted, ExternalDir: cpDir},
