@@ -77,17 +77,16 @@ var commonFields = map[string]field{
 	// A client priority would let one tenant's requests jump others':
 	// the scheduler shares the node fairly between tenants instead.
 	"priority": {rule: refused, neutral: []string{`0`}, note: "the scheduler's order is fair sharing between tenants, never the client's"},
-	// vLLM's structured output (dialect.go): choice, json, regex, grammar.
-	"structured_outputs":        {rule: implemented},
-	"guided_choice":             {rule: implemented, note: "as structured_outputs.choice"},
-	"guided_json":               {rule: implemented, note: "as structured_outputs.json"},
-	"guided_regex":              {rule: implemented, note: "as structured_outputs.regex"},
-	"guided_grammar":            {rule: implemented, note: "as structured_outputs.grammar"},
-	"guided_decoding_backend":   {rule: refused, note: "one grammar engine, engine/grammar"},
-	"guided_whitespace_pattern": {rule: refused, note: "whitespace policies only: structured_outputs.disable_any_whitespace"},
-	// SGLang's structured output fields (dialect.go).
-	"regex":                      {rule: implemented, note: "as structured_outputs.regex"},
-	"ebnf":                       {rule: implemented, note: "a GBNF grammar, as structured_outputs.grammar"},
+	// vLLM's (and SGLang's) structured output (dialect.go).
+	"structured_outputs":         {rule: implemented},
+	"guided_choice":              {rule: implemented, note: "as structured_outputs.choice"},
+	"guided_json":                {rule: implemented, note: "as structured_outputs.json"},
+	"guided_regex":               {rule: implemented, note: "as structured_outputs.regex"},
+	"guided_grammar":             {rule: implemented, note: "as structured_outputs.grammar"},
+	"guided_decoding_backend":    {rule: refused, note: "one grammar engine, engine/grammar"},
+	"guided_whitespace_pattern":  {rule: refused, note: "whitespace policies only: structured_outputs.disable_any_whitespace"},
+	"regex":                      {rule: implemented, note: "SGLang's: as structured_outputs.regex"},
+	"ebnf":                       {rule: implemented, note: "SGLang's: a GBNF grammar, as structured_outputs.grammar"},
 	"return_tokens_as_token_ids": {rule: implemented, note: "logprobs' tokens as token_id:<id>"},
 	// vLLM's prompt_logprobs: the prompt scored at prefill (as echo with
 	// logprobs), answered in vLLM's shape.

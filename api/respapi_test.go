@@ -83,7 +83,8 @@ func TestDecodeResponses(t *testing.T) {
 func FuzzDecodeResponses(f *testing.F) {
 	for _, s := range []string{`{"model":"m","input":"hi"}`, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`,
 		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}],"tools":[{"type":"function","name":"f"}],"tool_choice":"required"}`,
-		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`} {
+		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`,
+		`{"model":"m","input":[{"type":"custom_tool_call","call_id":"c","name":"sql","input":"x"},{"type":"custom_tool_call_output","call_id":"c","output":"y"}],"tools":[{"type":"custom","name":"sql","format":{"type":"grammar","syntax":"lark","definition":"start: \"a\""}}],"tool_choice":{"type":"custom","name":"sql"}}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
