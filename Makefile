@@ -138,7 +138,7 @@ test: llama-vocab test-tools arm64-tools console-tools
 	  $(GO) test -race -count=1 -timeout 30m $(PKGS) && \
 	  echo "== make sdk-test: the openai npm client and the AI SDK against a real cloisond (about 30 s)" && \
 	  DATABASE_URL="$$url" scripts/sdk-test.sh && \
-	  echo "== make console-test: the web console in headless Chromium against a real cloisond (about 40 s)" && \
+	  echo "== make console-test: the web console in headless Chromium against a real cloisond (about a minute)" && \
 	  scripts/console-test.sh && \
 	  echo "== ablation suites: -tags faults (the test-only defence switches exist only in that build)" && \
 	  $(GO) test -race -count=1 -tags faults -run '^($(FAULTS_SUITES))$$' $(FAULTS_PKGS) && \

@@ -12,6 +12,7 @@ const require = createRequire(import.meta.url);
 const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const env = (k) => { const v = process.env[k]; if (!v) throw new Error(k + " is not set"); return v; };
 const URL = env("CONSOLE_URL"), API = env("API_URL"), SHOTS = env("SHOTS");
+const WITNESS = env("WITNESS_VKEY");
 const OFFICER = env("OFFICER_TOKEN"), ADMIN = env("ADMIN_TOKEN"), ACME = env("ACME_TOKEN"), INFER = env("INFER_TOKEN"), REPORT = env("REPORT_ID");
 const HOSTILE_NAME = '<img src=x onerror="window.__xss=1">ACME';
 const HOSTILE_CONTACT = '"><script>window.__xss=2</script>';
@@ -198,6 +199,11 @@ try {
   await p.goto(URL + "/#/log", { waitUntil: "networkidle0" });
   await waitText(p, "Signature Ed25519 du point de contrôle vérifiée dans ce navigateur.");
   ok(true, "the checkpoint's Ed25519 signature verifies in Chromium's WebCrypto");
+  // The witness's cosignature, verified here with its published key.
+  await (await control(p, "Clés publiées des témoins (une par ligne), pour vérifier leurs cosignatures ici")).type(WITNESS);
+  await (await control(p, "Cosignés par au moins")).select("1");
+  await waitText(p, "witness.test/w1 — cosignature de témoin : vérifiée dans ce navigateur", 30000);
+  ok(true, "the witness's cosignature on the checkpoint is verified in the browser with its published key");
   await click(p, "main button", "Vérifier toute la chaîne");
   await waitText(p, "Chaîne intacte");
   ok(true, "the whole-chain verification result is shown in words");
@@ -376,6 +382,16 @@ try {
   ok(!(await tl.verifyInclusion(leaf, note.size, note.size, proof, note.root)), "nor at a position beyond the tree");
   const flipped = proof.map((p, i) => (i === 0 ? Uint8Array.from(p, (b, j) => (j === 0 ? b ^ 1 : b)) : p));
   ok(proof.length === 0 || !(await tl.verifyInclusion(leaf, BigInt(pos - 1), note.size, flipped, note.root)), "nor with a proof hash changed");
+  // A real cosignature (cloisonctl witness), then tampered with.
+  const cos = await (await fetch(API + "/compliance/v1/tlog/checkpoint?witnesses=1", { headers: { Authorization: "Bearer " + OFFICER, Accept: "application/json" } })).json();
+  const cnote = tl.parseNote(cos.checkpoint);
+  const w = tl.parseVerifierKey(WITNESS, 4);
+  ok((await tl.verifyCosignature(cnote, w.name, w.pub)).ok, "the witness's genuine cosignature verifies");
+  ok(!(await tl.verifyCosignature({ ...cnote, text: cnote.text.replace(/\n\d+\n/, "\n1\n") }, w.name, w.pub)).ok, "not over another tree");
+  ok(!(await tl.verifyCosignature(cnote, w.name, other.pub)).ok, "nor under another key");
+  let threw = false;
+  try { tl.parseVerifierKey(WITNESS, 1); } catch { threw = true; }
+  ok(threw, "a witness key is not taken for a log key (0x04 vs 0x01)");
   ok(tl.canonical({ b: 1, a: [1.5, "é<\u2028"], "\u00e9": null, A: true }) === '{"A":true,"a":[1.5,"é<\u2028"],"b":1,"é":null}', "canonical JSON is RFC 8785's (keys by UTF-16 code units)");
 
   // ---- revoking a token ----------------------------------------------------------

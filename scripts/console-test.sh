@@ -55,17 +55,25 @@ for _ in $(seq 1 50); do [ -s "$IDP_READY" ] && break; sleep 0.1; done
 [ -s "$IDP_READY" ] || { echo "console-test: the test identity provider did not start" >&2; kill $idp_pid; exit 1; }
 idp="http://$(cat "$IDP_READY")"
 
+# A witness (cloisonctl witness) cosigning the log: its key first, its
+# port chosen now, started once the log's key is known (below).
+wvkey=$("$dir/bin/cloisonctl" witness vkey --create --key "$dir/state/witness.key" --name witness.test/w1)
+wport=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+
 rm -f "$dir/state/ready" "$dir/state/console-ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --grpc-addr '' --metrics-addr '' --database-url "$runtime" --migrate-database-url "$admin" \
 	--db-runtime-password-file "$dir/state/db-runtime.password" --create-database --dev --dev-tenant dev \
 	--state-dir "$dir/state" --ready-file "$dir/state/ready" --console-ready-file "$dir/state/console-ready" \
 	--jwks-url "$idp/jwks" --jwt-issuer "$idp" --console-oidc-authorize-url "$idp/authorize" --console-oidc-token-url "$idp/token" \
-	--console-oidc-client-id cloison-console 2>"$dir/cloisond.log" & pid=$!
-trap 'kill $pid $idp_pid 2>/dev/null || true; wait $pid $idp_pid 2>/dev/null || true' EXIT
+	--console-oidc-client-id cloison-console --witness "http://127.0.0.1:$wport=$wvkey" --witness-interval 200ms 2>"$dir/cloisond.log" & pid=$!
+trap 'kill $pid $idp_pid ${wit_pid:-} 2>/dev/null || true; wait $pid $idp_pid ${wit_pid:-} 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do [ -s "$dir/state/ready" ] && break; kill -0 $pid 2>/dev/null || { tail -20 "$dir/cloisond.log" >&2; exit 1; }; sleep 0.5; done
 [ -s "$dir/state/ready" ] || { echo "console-test: cloisond did not become ready" >&2; tail -20 "$dir/cloisond.log" >&2; exit 1; }
 addr=$(cat "$dir/state/ready")
 console=$(cat "$dir/state/console-ready")
+logvkey=$(curl -sf "http://$addr/compliance/v1/tlog/key")
+"$dir/bin/cloisonctl" witness --addr "127.0.0.1:$wport" --key "$dir/state/witness.key" --name witness.test/w1 --log "$logvkey" \
+	--state "$dir/state/witness.state" 2>"$dir/witness.log" & wit_pid=$!
 
 ctl() { CLOISON_STATE_DIR="$dir/state" "$dir/bin/cloisonctl" --database-url "$admin" "$@"; }
 tok() { ctl token issue --tenant "$1" --subject "$2" --scopes "$3" --ttl 1h --state-dir "$dir/state"; }
@@ -92,4 +100,4 @@ root=$PWD
 cp scripts/console-test.mjs "$dir/node/console-test.mjs"
 cp console/assets/tlog.js "$dir/node/tlog.js" # its checks, also run against tampered inputs in node
 (cd "$dir/node" && CHROMIUM="$CHROMIUM" CONSOLE_URL="http://$console" API_URL="http://$addr" OFFICER_TOKEN="$officer" ADMIN_TOKEN="$administrator" \
-	ACME_TOKEN="$acme_officer" INFER_TOKEN="$infer_only" REPORT_ID="$report_id" SHOTS="$PWD/../shots" POLICY_DIR="$root/policies/rego" node console-test.mjs)
+	ACME_TOKEN="$acme_officer" INFER_TOKEN="$infer_only" REPORT_ID="$report_id" WITNESS_VKEY="$wvkey" SHOTS="$PWD/../shots" POLICY_DIR="$root/policies/rego" node console-test.mjs)

@@ -514,6 +514,8 @@ async function pageLog(out) {
   const [lk, keyIn] = field(t("verifierKey"), (id) => h("input", { id, type: "text", value: vkey, spellcheck: "false" }));
   out.append(h("div", { class: "grid card" }, lk, keyIn));
   // Checkpoint, optionally the latest one cosigned by k witnesses.
+  const [lwk, wkeys] = field(t("witnessKeys"), (id) => h("textarea", { id, spellcheck: "false" }));
+  out.append(h("div", { class: "grid card" }, lwk, wkeys));
   const [lw, wit] = field(t("witnesses"), (id) => h("select", { id }, [0, 1, 2, 3].map((k) => h("option", { value: String(k) }, String(k)))));
   const cpOut = h("div");
   const showCheckpoint = async () => {
@@ -531,13 +533,22 @@ async function pageLog(out) {
       h("p", { class: sig.ok ? "ok" : sig.reason === "no-ed25519" ? "muted" : "late", role: "status" },
         sig.ok ? t("sigOk") : sig.reason === "no-ed25519" ? t("sigNoEd") : sig.reason === "no-signature" ? t("sigMissing") : t("sigBad")),
       h("h3", {}, t("signatures")),
-      h("ul", {}, note.sigs.map((s) => h("li", {}, s.name, " — ", s.name === name ? t("logSig") : t("cosig")))),
+      h("ul", {}, await Promise.all(note.sigs.map(async (s) => {
+        if (s.name === name) return h("li", {}, s.name, " — ", t("logSig"));
+        const line = wkeys.value.split("\n").map((l) => l.trim()).find((l) => l.startsWith(s.name + "+"));
+        if (!line) return h("li", {}, s.name, " — ", t("cosig"), " : ", t("cosigNoKey"));
+        const wk = tl.parseVerifierKey(line, 4);
+        const c = await tl.verifyCosignature(note, wk.name, wk.pub);
+        return h("li", { class: c.ok ? "ok" : "late" }, s.name, " — ", t("cosig"), " : ",
+          c.ok ? t("cosigOk", fmtDate(new Date(c.time * 1000).toISOString())) : c.reason === "no-ed25519" ? t("sigNoEd") : t("cosigBad"));
+      }))),
       h("pre", {}, cp.checkpoint));
     } catch (err) {
       cpOut.append(err.status === 404 ? h("p", { class: "muted" }, t("witnessNone", wit.value)) : errorBox(err));
     }
   };
   wit.addEventListener("change", showCheckpoint);
+  wkeys.addEventListener("change", showCheckpoint);
   out.append(h("h2", {}, t("checkpoint")), h("div", { class: "row" }, lw, wit), cpOut);
   await showCheckpoint();
   // Whole-chain verification on demand.

@@ -46,20 +46,41 @@ export function canonical(v) {
   return "{" + keys.map((k) => JSON.stringify(k) + ":" + canonical(v[k])).join(",") + "}";
 }
 
-// parseVerifierKey splits a note verifier key name+hash+base64(0x01 ‖ key).
-export function parseVerifierKey(vkey) {
+// parseVerifierKey splits a note verifier key name+hash+base64(alg ‖ key):
+// alg 0x01 for a log's Ed25519 key, 0x04 for a witness's cosignature key.
+export function parseVerifierKey(vkey, alg = 1) {
   const s = vkey.trim();
   const i = s.indexOf("+");
   const j = s.indexOf("+", i + 1);
   if (i <= 0 || j < 0) throw new Error("verifier key: not name+hash+key");
   const name = s.slice(0, i);
   const raw = b64decode(s.slice(j + 1));
-  if (raw.length !== 33 || raw[0] !== 1) throw new Error("verifier key: not an Ed25519 note key");
+  if (raw.length !== 33 || raw[0] !== alg) throw new Error("verifier key: not an Ed25519 " + (alg === 4 ? "cosignature" : "note") + " key");
   return { name, pub: raw.slice(1) };
 }
 
-async function keyHash(name, pub) {
-  return (await sha256(enc.encode(name + "\n"), new Uint8Array([1]), pub)).slice(0, 4);
+async function keyHash(name, pub, alg = 1) {
+  return (await sha256(enc.encode(name + "\n"), new Uint8Array([alg]), pub)).slice(0, 4);
+}
+
+// verifyCosignature checks a witness's cosignature/v1 line on the note
+// (C2SP tlog-cosignature: key hash ‖ u64 time ‖ Ed25519 over
+// "cosignature/v1\ntime T\n" + the note text). Returns {ok, reason, time}
+// with time in seconds since 1970.
+export async function verifyCosignature(parsed, name, pub) {
+  const want = await keyHash(name, pub, 4);
+  const sig = parsed.sigs.find((s) => s.name === name && s.blob.length === 76 && equal(s.blob.slice(0, 4), want));
+  if (!sig) return { ok: false, reason: "no-signature" };
+  const time = new DataView(sig.blob.buffer, sig.blob.byteOffset + 4, 8).getBigUint64(0);
+  let key;
+  try {
+    key = await crypto.subtle.importKey("raw", pub, { name: "Ed25519" }, false, ["verify"]);
+  } catch {
+    return { ok: false, reason: "no-ed25519" };
+  }
+  const msg = enc.encode("cosignature/v1\ntime " + time.toString() + "\n" + parsed.text);
+  const ok = await crypto.subtle.verify({ name: "Ed25519" }, key, sig.blob.slice(12), msg);
+  return { ok, reason: ok ? "" : "bad-signature", time: Number(time) };
 }
 
 // parseNote splits a signed note into its text (what is signed), its
