@@ -395,14 +395,24 @@ func (g *inferenceService) on(model string) *inferenceService {
 func attestationPB(a attest.Attestation) *inferencev1.Attestation {
 	out := &inferencev1.Attestation{ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext), PoolTokens: int64(a.PoolTokens),
 		PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K), Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason,
-		Labels: labelsPB(a.Labels)}
+		Labels: labelsPB(a.Labels), Model: a.Model, ModelDigest: a.ModelDigest}
 	for _, r := range a.Reserved {
 		out.Reserved = append(out.Reserved, &inferencev1.Reservation{Tenant: string(r.Tenant), Pages: int64(r.Pages)})
 	}
 	return out
 }
 
-func (g *inferenceService) GetAttestation(ctx context.Context, _ *inferencev1.GetAttestationRequest) (*inferencev1.Attestation, error) {
+func (g *inferenceService) GetAttestation(ctx context.Context, req *inferencev1.GetAttestationRequest) (*inferencev1.Attestation, error) {
+	if err := checkProtoFields(req); err != nil {
+		return nil, err
+	}
+	if id := req.GetModel(); id != "" {
+		// A model's own pool, as GET /v1/attestation?model=ID.
+		p := grpcPrincipal(ctx)
+		if g = g.on(id); g.s.cfg.ModelName != id || !p.TenantRecord.Allows(id) {
+			return nil, ErrUnknownModel.Withf("%q", truncate(id, maxFieldName))
+		}
+	}
 	a, tp := g.s.tenantAttestation(grpcPrincipal(ctx))
 	out := attestationPB(a)
 	pb := &inferencev1.TenantPlacement{Tenant: string(tp.Tenant), IsolationTier: tp.IsolationTier, Zeroing: tp.Zeroing,

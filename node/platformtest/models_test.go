@@ -192,6 +192,12 @@ func TestSeveralModels(t *testing.T) {
 		if err := gen(both, "bag-b"); err != nil {
 			t.Fatalf("Generate on bag-b: %v", err)
 		}
+		if a, err := client.GetAttestation(auth(both), &inferencev1.GetAttestationRequest{Model: "bag-b"}); err != nil || a.GetModel() != "bag-b" || a.GetModelDigest() != digestB {
+			t.Fatalf("GetAttestation of bag-b: got %v, %v", a, err)
+		}
+		if _, err := client.GetAttestation(auth(first), &inferencev1.GetAttestationRequest{Model: "bag-b"}); status.Code(err) != codes.NotFound {
+			t.Fatalf("GetAttestation of a model the tenant may not use: got %v, want NOT_FOUND", err)
+		}
 		// The admin service: list, and a load and unload refused
 		// without the admin scope or for the first model.
 		ac := adminv1.NewAdminServiceClient(conn)

@@ -1930,7 +1930,10 @@ func (x *Model) GetContextLength() int64 {
 }
 
 type GetAttestationRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model: the attestation of that model's own pool ("": the node's first
+	// model's); NOT_FOUND for one not served or the tenant may not use.
+	Model         string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1965,6 +1968,13 @@ func (*GetAttestationRequest) Descriptor() ([]byte, []int) {
 	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{27}
 }
 
+func (x *GetAttestationRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
 // Attestation is the capacity attestation (attest.Attestation): the pool
 // holds k requests of the served context, or the node does not serve.
 type Attestation struct {
@@ -1984,7 +1994,10 @@ type Attestation struct {
 	// For the calling tenant only, since another tenant's placement would
 	// tell who else is served here: how it is isolated and
 	// where its data is processed. reserved lists its own reservation only.
-	Tenant        *TenantPlacement `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant *TenantPlacement `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The model the pool serves and the hex SHA-256 of its GGUF file.
+	Model         string `protobuf:"bytes,13,opt,name=model,proto3" json:"model,omitempty"`
+	ModelDigest   string `protobuf:"bytes,14,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2101,6 +2114,20 @@ func (x *Attestation) GetTenant() *TenantPlacement {
 		return x.Tenant
 	}
 	return nil
+}
+
+func (x *Attestation) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Attestation) GetModelDigest() string {
+	if x != nil {
+		return x.ModelDigest
+	}
+	return ""
 }
 
 // NodeLabels are a node's residency labels.
@@ -2475,8 +2502,9 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowned_by\x18\x02 \x01(\tR\aownedBy\x12%\n" +
-	"\x0econtext_length\x18\x03 \x01(\x03R\rcontextLength\"\x17\n" +
-	"\x15GetAttestationRequest\"\xc2\x03\n" +
+	"\x0econtext_length\x18\x03 \x01(\x03R\rcontextLength\"-\n" +
+	"\x15GetAttestationRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"\xfb\x03\n" +
 	"\vAttestation\x12#\n" +
 	"\rmodel_context\x18\x01 \x01(\x03R\fmodelContext\x12%\n" +
 	"\x0eserved_context\x18\x02 \x01(\x03R\rservedContext\x12\x1f\n" +
@@ -2493,7 +2521,9 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x06reason\x18\n" +
 	" \x01(\tR\x06reason\x128\n" +
 	"\x06labels\x18\v \x01(\v2 .cloison.inference.v1.NodeLabelsR\x06labels\x12=\n" +
-	"\x06tenant\x18\f \x01(\v2%.cloison.inference.v1.TenantPlacementR\x06tenant\"8\n" +
+	"\x06tenant\x18\f \x01(\v2%.cloison.inference.v1.TenantPlacementR\x06tenant\x12\x14\n" +
+	"\x05model\x18\r \x01(\tR\x05model\x12!\n" +
+	"\fmodel_digest\x18\x0e \x01(\tR\vmodelDigest\"8\n" +
 	"\n" +
 	"NodeLabels\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
