@@ -252,6 +252,7 @@ func (g *inferenceService) Rerank(ctx context.Context, req *inferencev1.RerankRe
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
+	g = g.on(req.GetModel())
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
@@ -277,6 +278,7 @@ func (g *inferenceService) Score(ctx context.Context, req *inferencev1.ScoreRequ
 	if err := checkProtoFields(req); err != nil {
 		return nil, err
 	}
+	g = g.on(req.GetModel())
 	if err := g.checkModel(ctx, req.GetModel()); err != nil {
 		return nil, err
 	}
