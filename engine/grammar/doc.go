@@ -46,8 +46,10 @@
 // each keyword constraining only its own ({"properties":…} admits a
 // string).
 // patternProperties: a member's key may be a sentence of a pattern (its
-// regular grammar), its value then valid for every pattern's schema and
-// for each declared property's schema whose name the pattern matches; a
+// regular grammar), its value then valid for every pattern's schema its
+// key may also match (patterns anchored at the start whose first
+// characters differ match no key together) and for each declared
+// property's schema whose name the pattern matches; a
 // declared property a pattern matches carries both schemas; undeclared
 // keys, where allowed, carry additionalProperties and every pattern's
 // schema; a member whose merged schema cannot be enforced is refused

@@ -270,3 +270,24 @@ func TestMultipleOfExact(t *testing.T) {
 		}
 	})
 }
+
+// TestPatternsApart: two patterns are told apart only when both are
+// anchored at the start, match no empty string, and begin differently.
+func TestPatternsApart(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{`^/`, `^[^/]`, true},
+		{`^contexts_.*`, `^unstruct_event_.*`, true},
+		{`^ab|^c`, `^d`, true},
+		{`^a`, `a`, false},   // the second may match later in the key
+		{`^a*`, `^b`, false}, // the first matches the empty string
+		{`^a`, `^[a-c]`, false},
+		{`^(?:a|$)`, `^b`, false},
+	} {
+		if got := patternsApart(c.a, c.b); got != c.want {
+			t.Errorf("patternsApart(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
