@@ -787,14 +787,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 	if len(props) == 0 && counted {
 		// Undeclared keys only: members up to maxProperties (a repeated
 		// key counts once, so fewer is all it can make); minProperties
-		// cannot be kept by members whose keys may repeat.
-		if minP > 0 {
-			return 0, unsupported(path, "minProperties on an object without declared properties")
+		// above 1 cannot be kept by members whose keys may repeat (1 can:
+		// one member is one key).
+		if minP > 1 {
+			return 0, unsupported(path, "minProperties above 1 on an object without declared properties")
 		}
 		val := c.b.value()
 		switch a := addl.(type) {
 		case bool:
 			if !a {
+				if minP > 0 {
+					return 0, unsatisfiable{bad(path, "minProperties on an object that admits no property")}
+				}
 				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 			}
 		case object:
@@ -810,7 +814,11 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
 		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
-		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))), nil
+		some := cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))
+		if minP > 0 {
+			return c.b.add(path, some), nil
+		}
+		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), some), nil
 	}
 	if minP > len(props) {
 		return 0, unsupported(path, "minProperties above the number of declared properties")
