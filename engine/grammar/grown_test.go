@@ -293,3 +293,28 @@ func TestPatternsApart(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedNamesSound: beside declared names that JSON must escape, an
+// undeclared member never spells one (whatever escapes the key uses), so
+// whatever the grammar accepts the validator accepts.
+func TestEscapedNamesSound(t *testing.T) {
+	schema := `{"type":"object","properties":{"a\"b":{"type":"string"},"a\\b":{"type":"string"},"t\tx":{"type":"string"},"ab":{"type":"string"}},"additionalProperties":{"type":"integer"}}`
+	g, err := FromSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := validator(t, schema)
+	keys := []string{`"a\"b"`, `"a\u0022b"`, `"a\\b"`, `"a\u005cb"`, `"a\u005Cb"`, `"t\tx"`, `"t\u0009x"`, `"ab"`, `"a\u0062"`, `"a"`, `"abc"`, `"a/b"`, `"a\/b"`, `"é"`}
+	rapid.Check(t, func(rt *rapid.T) {
+		var members []string
+		for _, k := range rapid.SliceOfN(rapid.SampledFrom(keys), 0, 3).Draw(rt, "keys") {
+			members = append(members, k+":"+rapid.SampledFrom([]string{`1`, `"s"`}).Draw(rt, "v"))
+		}
+		inst := "{" + strings.Join(members, ",") + "}"
+		if g.Match([]byte(inst)) {
+			if err := validates(oracle, inst); err != nil {
+				rt.Fatalf("grammar accepts %s, validator refuses: %v", inst, err)
+			}
+		}
+	})
+}
