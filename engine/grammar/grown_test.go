@@ -318,3 +318,57 @@ func TestEscapedNamesSound(t *testing.T) {
 		}
 	})
 }
+
+// TestGrownConcurrent: matchers sharing one grammar grow its rules from
+// several goroutines (with Bytes read meanwhile); each sees its own
+// order accepted (run with -race).
+func TestGrownConcurrent(t *testing.T) {
+	var props []string
+	for i := range 12 {
+		props = append(props, fmt.Sprintf(`"p%d":{"type":"integer"}`, i))
+	}
+	g, err := FromSchema([]byte(`{"type":"object","properties":{` + strings.Join(props, ",") + `},"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces [][]byte
+	for b := 0x20; b < 0x7F; b++ {
+		pieces = append(pieces, []byte{byte(b)})
+	}
+	v := NewVocab(pieces, nil)
+	done := make(chan string, 4)
+	for w := range 4 {
+		go func() {
+			text := "{"
+			for i := range 12 {
+				if i > 0 {
+					text += ","
+				}
+				text += fmt.Sprintf(`"p%d":%d`, (i*5+w*7)%12, i)
+			}
+			text += "}"
+			m := NewMatcher(g, v)
+			for _, c := range []byte(text) {
+				if _, err := m.Allowed(); err != nil {
+					done <- err.Error()
+					return
+				}
+				if err := m.Accept(int32(c - 0x20)); err != nil {
+					done <- fmt.Sprintf("%s at %q: %v", text, c, err)
+					return
+				}
+				_ = g.Bytes()
+			}
+			if !m.Complete() {
+				done <- text + ": not complete"
+				return
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
