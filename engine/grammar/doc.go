@@ -148,25 +148,23 @@
 // before every token, the token checked against it). Times are the
 // bench's thread CPU time (one goroutine locked to one OS thread), so that
 // other jobs on a shared machine do not count. On an AMD EPYC (Zen 3, 2
-// vCPUs shared with other builds): 9,514 passing (84.2%; before any-order
+// vCPUs shared with other builds): 9,542 passing (84.4%; before any-order
 // objects at any size, bounded patterns as automata, dependencies,
-// multipleOf 9,284, at first 4,174), 1,781 compile errors (refusals), 10
-// validation errors (13 valid instances refused: an integer of 18
-// digits, undeclared keys where a declared name holds a backslash or
-// spelled with an escape, undeclared keys whose value must satisfy every
-// pattern's schema, four not yet analysed), 0 invalidation errors;
-// compile time p50 0.46 ms, p95 5.8 ms, p99 19.5 ms. With the Llama 3
-// vocabulary (ggml-vocab-llama-bpe.gguf, 128,256 tokens; every 20th
-// file): TTFM
-// (compile and first mask) p50 0.54 ms, p99 30 ms; TBM p50 42 µs, p75
-// 101 µs, p90 0.35 ms, p95 34 ms, p99 48 ms. LLGuidance's published
-// figures: 8,909 passing, 20 validation and 0 invalidation errors, TBM p99
-// about 0.5 ms. The mask tail is the first mask of each new string state
-// (a pattern's, a format's or a bounded string's position: each is a
-// state of its own), a walk of the whole vocabulary (about 35 ms of CPU
-// over 128k tokens here), cached per grammar afterwards. The remaining
-// refusals lead with not (482 schemas), oneOf with overlapping branches
-// (458) and uniqueItems (87).
+// multipleOf 9,284, at first 4,174), 1,755 compile errors (refusals), 8
+// validation errors (9 valid instances refused: an integer of 18 digits,
+// an undeclared key spelled with an escape, an undeclared key whose value
+// must satisfy every pattern's schema, five not yet analysed), 0
+// invalidation errors; compile time p50 0.45 ms, p95 5.6 ms, p99 19.3 ms.
+// With the Llama 3 vocabulary (ggml-vocab-llama-bpe.gguf, 128,256 tokens;
+// every 40th file): TTFM (compile and first mask) p50 0.53 ms, p99 17 ms;
+// TBM p50 42 µs, p75 100 µs, p90 0.32 ms, p95 29 ms, p99 41 ms.
+// LLGuidance's published figures: 8,909 passing, 20 validation and 0
+// invalidation errors, TBM p99 about 0.5 ms. The mask tail is the first
+// mask of each new string state (a pattern's, a format's or a bounded
+// string's position: each is a state of its own), a walk of the whole
+// vocabulary (30 to 40 ms of CPU over 128k tokens here), cached per
+// grammar afterwards. The remaining refusals lead with not (482 schemas),
+// oneOf with overlapping branches (460) and uniqueItems (87).
 //
 // # How a mask is computed
 //
