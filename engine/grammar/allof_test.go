@@ -110,6 +110,8 @@ func TestMinMaxProperties(t *testing.T) {
 			[]string{`{"a":1}`, `{"x":0,"a":1}`}, []string{`{}`}},
 		{`{"type":"object","additionalProperties":{"type":"integer"},"maxProperties":1}`,
 			[]string{`{}`, `{"k":1}`}, []string{`{"k":1,"l":2}`, `{"k":"x"}`}},
+		{`{"type":"object","minProperties":1}`,
+			[]string{`{"k":1}`, `{"k":1,"l":[]}`}, []string{`{}`, `[]`}},
 	}
 	for _, tc := range cases {
 		g, err := FromSchema([]byte(tc.schema))
@@ -130,7 +132,7 @@ func TestMinMaxProperties(t *testing.T) {
 		}
 	}
 	for schema, want := range map[string]string{
-		`{"type":"object","minProperties":1}`:                               "minProperties on an object without declared properties",
+		`{"type":"object","minProperties":2}`:                               "minProperties above 1 on an object without declared properties",
 		`{"type":"object","properties":{"a":{}},"minProperties":2}`:         "minProperties above the number of declared properties",
 		`{"type":"object","patternProperties":{"^a":{}},"maxProperties":2}`: "beside patternProperties",
 	} {

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,11 +221,12 @@ func TestFormatSentencesValid(t *testing.T) {
 			t.Fatalf("%s: %v", schema, err)
 		}
 		oracle := formatOracle(t, schema)
-		rapid.Check(t, func(rt *rapid.T) {
+		rng := rand.New(rand.NewPCG(1, uint64(len(schema))))
+		for range 25 {
 			st := NaiveStart(g)
 			var text []byte
 			for len(text) < 80 {
-				if NaiveComplete(st) && rapid.IntRange(0, 3).Draw(rt, "stop") == 0 {
+				if NaiveComplete(st) && rng.IntN(4) == 0 {
 					break
 				}
 				var next []byte
@@ -236,14 +238,14 @@ func TestFormatSentencesValid(t *testing.T) {
 				if len(next) == 0 {
 					break
 				}
-				c := rapid.SampledFrom(next).Draw(rt, "c")
+				c := next[rng.IntN(len(next))]
 				text = append(text, c)
 				st = NaiveAdvance(g, st, []byte{c})
 			}
 			if NaiveComplete(st) && !oracle(string(text)) {
-				rt.Fatalf("%s: the grammar generates %s, which the validator refuses", schema, text)
+				t.Fatalf("%s: the grammar generates %s, which the validator refuses", schema, text)
 			}
-		})
+		}
 	}
 }
 
@@ -251,14 +253,14 @@ func TestFormatSentencesValid(t *testing.T) {
 // exactly when the reference validator accepts it.
 func TestMultipleOfExact(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		k := rapid.IntRange(1, 120).Draw(rt, "k")
+		k := rapid.IntRange(1, 60).Draw(rt, "k")
 		schema := fmt.Sprintf(`{"type":"integer","multipleOf":%d}`, k)
 		g, err := FromSchema([]byte(schema))
 		if err != nil {
 			rt.Fatal(err)
 		}
 		oracle := validator(t, schema)
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 8; i++ {
 			n := rapid.Int64Range(-9999999999999999, 9999999999999999).Draw(rt, "n")
 			if rapid.Bool().Draw(rt, "small") {
 				n = int64(rapid.IntRange(-3000, 3000).Draw(rt, "m"))
@@ -269,4 +271,104 @@ func TestMultipleOfExact(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPatternsApart: two patterns are told apart only when both are
+// anchored at the start, match no empty string, and begin differently.
+func TestPatternsApart(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{`^/`, `^[^/]`, true},
+		{`^contexts_.*`, `^unstruct_event_.*`, true},
+		{`^ab|^c`, `^d`, true},
+		{`^a`, `a`, false},   // the second may match later in the key
+		{`^a*`, `^b`, false}, // the first matches the empty string
+		{`^a`, `^[a-c]`, false},
+		{`^(?:a|$)`, `^b`, false},
+	} {
+		if got := patternsApart(c.a, c.b); got != c.want {
+			t.Errorf("patternsApart(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestEscapedNamesSound: beside declared names that JSON must escape, an
+// undeclared member never spells one (whatever escapes the key uses), so
+// whatever the grammar accepts the validator accepts.
+func TestEscapedNamesSound(t *testing.T) {
+	schema := `{"type":"object","properties":{"a\"b":{"type":"string"},"a\\b":{"type":"string"},"t\tx":{"type":"string"},"ab":{"type":"string"}},"additionalProperties":{"type":"integer"}}`
+	g, err := FromSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := validator(t, schema)
+	keys := []string{`"a\"b"`, `"a\u0022b"`, `"a\\b"`, `"a\u005cb"`, `"a\u005Cb"`, `"t\tx"`, `"t\u0009x"`, `"ab"`, `"a\u0062"`, `"a"`, `"abc"`, `"a/b"`, `"a\/b"`, `"é"`}
+	rapid.Check(t, func(rt *rapid.T) {
+		var members []string
+		for _, k := range rapid.SliceOfN(rapid.SampledFrom(keys), 0, 3).Draw(rt, "keys") {
+			members = append(members, k+":"+rapid.SampledFrom([]string{`1`, `"s"`}).Draw(rt, "v"))
+		}
+		inst := "{" + strings.Join(members, ",") + "}"
+		if g.Match([]byte(inst)) {
+			if err := validates(oracle, inst); err != nil {
+				rt.Fatalf("grammar accepts %s, validator refuses: %v", inst, err)
+			}
+		}
+	})
+}
+
+// TestGrownConcurrent: matchers sharing one grammar grow its rules from
+// several goroutines (with Bytes read meanwhile); each sees its own
+// order accepted (run with -race).
+func TestGrownConcurrent(t *testing.T) {
+	var props []string
+	for i := range 12 {
+		props = append(props, fmt.Sprintf(`"p%d":{"type":"integer"}`, i))
+	}
+	g, err := FromSchema([]byte(`{"type":"object","properties":{` + strings.Join(props, ",") + `},"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces [][]byte
+	for b := 0x20; b < 0x7F; b++ {
+		pieces = append(pieces, []byte{byte(b)})
+	}
+	v := NewVocab(pieces, nil)
+	done := make(chan string, 4)
+	for w := range 4 {
+		go func() {
+			text := "{"
+			for i := range 12 {
+				if i > 0 {
+					text += ","
+				}
+				text += fmt.Sprintf(`"p%d":%d`, (i*5+w*7)%12, i)
+			}
+			text += "}"
+			m := NewMatcher(g, v)
+			for _, c := range []byte(text) {
+				if _, err := m.Allowed(); err != nil {
+					done <- err.Error()
+					return
+				}
+				if err := m.Accept(int32(c - 0x20)); err != nil {
+					done <- fmt.Sprintf("%s at %q: %v", text, c, err)
+					return
+				}
+				_ = g.Bytes()
+			}
+			if !m.Complete() {
+				done <- text + ": not complete"
+				return
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
+		}
+	}
 }

@@ -10,13 +10,16 @@ import (
 // declared property whose name a pattern matches gets that pattern's
 // schema too (allOf). Members of other keys are of two kinds: a key that a
 // pattern generates (its regexp as the key's grammar), whose value must
-// satisfy every pattern's schema and every declared property's schema
-// whose name the pattern matches (a generated key may match them too);
+// satisfy every pattern's schema that its key may also match (all but
+// patterns that no string matches together with it: both anchored at the
+// start, their first characters apart) and every declared property's
+// schema whose name the pattern matches (a generated key may match them
+// too);
 // and, where additionalProperties allows undeclared keys, a key that
 // spells no declared name, whose value must satisfy additionalProperties
 // and every pattern's schema (such a key may match any pattern). Either
-// kind whose value no schema merge can express is left out: the grammar
-// generates fewer objects, never an invalid one.
+// kind whose value no value satisfies is left out; one whose merge cannot
+// be enforced is refused.
 func (c *schemaCompiler) patternObject(s, props object, required map[string]bool, path string) (int, error) {
 	ppv, _ := s.get("patternProperties")
 	pp, ok := ppv.(object)
@@ -87,7 +90,14 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 	ws := ref(c.b.ws())
 	var members [][]elem
 	for i, p := range pats {
-		list := append([]any{}, all...)
+		// its value: the schemas of the patterns its key may also match
+		// (all but those no string matches together with it)
+		var list []any
+		for j, q := range pats {
+			if j == i || !patternsApart(p.goSrc, q.goSrc) {
+				list = append(list, q.schema)
+			}
+		}
 		for _, m := range props {
 			if ok, _ := matches(p, m.key); ok {
 				list = append(list, m.val)

@@ -339,3 +339,84 @@ func instRanges(in *syntax.Inst) [][2]rune {
 	}
 	return nil
 }
+
+// firstChars: when every match of goSrc (Go syntax) begins at the start of
+// the string (^) and has at least one character, the ranges its first
+// character lies in; ok false otherwise.
+func firstChars(goSrc string) (ranges [][2]rune, ok bool) {
+	re, err := syntax.Parse(goSrc, syntax.Perl)
+	if err != nil {
+		return nil, false
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, false
+	}
+	// walk the instructions reachable without consuming; atStart says
+	// whether ^ holds
+	var walk func(pc uint32, atStart bool, seen map[uint32]bool) bool
+	walk = func(pc uint32, atStart bool, seen map[uint32]bool) bool {
+		for !seen[pc] {
+			seen[pc] = true
+			in := &prog.Inst[pc]
+			switch in.Op {
+			case syntax.InstAlt, syntax.InstAltMatch:
+				if !walk(in.Out, atStart, seen) {
+					return false
+				}
+				pc = in.Arg
+			case syntax.InstCapture, syntax.InstNop:
+				pc = in.Out
+			case syntax.InstEmptyWidth:
+				op := syntax.EmptyOp(in.Arg)
+				if op&syntax.EmptyBeginText != 0 && !atStart {
+					return true // no match here
+				}
+				if op&^syntax.EmptyBeginText != 0 {
+					return false // $ or another assertion: not read here
+				}
+				pc = in.Out
+			case syntax.InstMatch:
+				return false // an empty match
+			case syntax.InstFail:
+				return true
+			default:
+				if !atStart {
+					return false // a match may begin later
+				}
+				if in.Op == syntax.InstRune && len(in.Rune) == 1 || (in.Op == syntax.InstRune || in.Op == syntax.InstRune1) && syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+					return false
+				}
+				ranges = append(ranges, instRanges(in)...)
+				return true
+			}
+		}
+		return true
+	}
+	if !walk(uint32(prog.Start), true, map[uint32]bool{}) || !walk(uint32(prog.Start), false, map[uint32]bool{}) {
+		return nil, false
+	}
+	return ranges, true
+}
+
+// patternsApart: no string matches both patterns (Go syntax): both are
+// anchored at the start, match no empty string, and their first
+// characters share none.
+func patternsApart(a, b string) bool {
+	ra, ok := firstChars(a)
+	if !ok {
+		return false
+	}
+	rb, ok := firstChars(b)
+	if !ok {
+		return false
+	}
+	for _, x := range ra {
+		for _, y := range rb {
+			if x[0] <= y[1] && y[0] <= x[1] {
+				return false
+			}
+		}
+	}
+	return true
+}

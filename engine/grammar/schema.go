@@ -787,14 +787,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 	if len(props) == 0 && counted {
 		// Undeclared keys only: members up to maxProperties (a repeated
 		// key counts once, so fewer is all it can make); minProperties
-		// cannot be kept by members whose keys may repeat.
-		if minP > 0 {
-			return 0, unsupported(path, "minProperties on an object without declared properties")
+		// above 1 cannot be kept by members whose keys may repeat (1 can:
+		// one member is one key).
+		if minP > 1 {
+			return 0, unsupported(path, "minProperties above 1 on an object without declared properties")
 		}
 		val := c.b.value()
 		switch a := addl.(type) {
 		case bool:
 			if !a {
+				if minP > 0 {
+					return 0, unsatisfiable{bad(path, "minProperties on an object that admits no property")}
+				}
 				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 			}
 		case object:
@@ -810,7 +814,11 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		}
 		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
 		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
-		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))), nil
+		some := cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))
+		if minP > 0 {
+			return c.b.add(path, some), nil
+		}
+		return c.b.add(path, cat(lit("{"), one(ws), lit("}")), some), nil
 	}
 	if minP > len(props) {
 		return 0, unsupported(path, "minProperties above the number of declared properties")
@@ -1030,7 +1038,25 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 		end  bool
 	}
 	root := &node{kids: map[byte]*node{}}
+	// A name that JSON must escape ('"', '\\', control characters) cannot
+	// be spelled by a key without escapes: where there are such names, the
+	// key has none, and only the other names enter the trie.
+	escaped := func(name string) bool {
+		for i := 0; i < len(name); i++ {
+			if ch := name[i]; ch < 0x20 || ch == '"' || ch == '\\' {
+				return true
+			}
+		}
+		return false
+	}
+	raw := false
 	for _, m := range props {
+		raw = raw || escaped(m.key)
+	}
+	for _, m := range props {
+		if escaped(m.key) {
+			continue // never spelled by a key that holds no '"', '\\' or control character
+		}
 		n := root
 		for i := 0; i < len(m.key); i++ {
 			ch := m.key[i]
@@ -1047,15 +1073,24 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 		n.end = true
 	}
 	b := c.b
-	rest, ok := b.shared["key-rest"]
+	suffix := ""
+	if raw {
+		suffix = "-raw"
+	}
+	rest, ok := b.shared["key-rest"+suffix]
 	if !ok {
-		chars := b.repeat("key-rest-chars", one(ref(b.char())), nil, 0, -1)
-		rest = b.add("key-rest", cat(one(ref(chars)), lit(`"`)))
-		b.shared["key-rest"] = rest
+		char := b.char()
+		if raw {
+			// any character but '"', '\\' and control characters
+			char = (&reCompiler{b: b}).class([]rune{0x20, 0x21, 0x23, 0x5B, 0x5D, 0x10FFFF}, false)
+		}
+		chars := b.repeat("key-rest-chars"+suffix, one(ref(char)), nil, 0, -1)
+		rest = b.add("key-rest"+suffix, cat(one(ref(chars)), lit(`"`)))
+		b.shared["key-rest"+suffix] = rest
 	}
 	// A non-ASCII character leaves the trie (declared names are ASCII):
 	// one shared rule, then the rest of the key.
-	leaveMB := b.once("key-leave-multibyte", false, func(int) [][]elem {
+	leaveMB := b.once("key-leave-multibyte"+suffix, false, func(int) [][]elem {
 		cont := terms(0x80, 0xBF)
 		return [][]elem{
 			{terms(0xC2, 0xDF), cont, ref(rest)},
@@ -1069,7 +1104,7 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 	})
 	// Past a whole declared name with no longer one: any further
 	// character makes the key another name.
-	afterName := b.once("key-after-name", false, func(int) [][]elem {
+	afterName := b.once("key-after-name"+suffix, false, func(int) [][]elem {
 		return [][]elem{{terms(0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F), ref(rest)}, one(ref(leaveMB))}
 	})
 	var walk func(n *node, depth int) int
