@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/internal/tracing"
 	"github.com/cloison/cloison/policies"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -44,22 +45,30 @@ type Preadmission struct {
 //
 // Errors: ErrUnknownModel (as Generate); the policy's;
 // engine.ErrContextLength; the Limiter's (*tenancy.LimitError).
-func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmission) error {
-	if q.Model != s.cfg.ModelName {
+func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmission) (err error) {
+	// One admission span (the decision's attributes on it): the
+	// inference span and its policy span start once the prompt is
+	// tokenized.
+	ctx, span := s.tracer.Start(ctx, "admission")
+	defer func() { tracing.Fail(span, err); span.End() }()
+	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
 	}
 	tk := s.cfg.Model.Tokenizer
 	if tk == nil {
 		return nil
 	}
-	prompt := tk.MinTokens(q.PromptBytes)
+	// Every prompt is at least one token (a vocabulary whose normalizer
+	// drops bytes has no better bound: MinTokens 0).
+	prompt := max(tk.MinTokens(q.PromptBytes), 1)
 	completion := q.MaxTokens
 	if completion < 0 {
 		completion = 1
 	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
 		Request: policies.Request{Model: q.Model, PromptTokens: prompt, MaxTokens: max(completion, 1)}, Placement: s.placement()}
-	dec, err := s.decide(ctx, pin)
+	dec, err := s.cfg.Decider.Decide(ctx, pin)
+	span.SetAttributes(attrDecision.String(dec.ID), attrAllowed.Bool(err == nil && dec.Allow))
 	decided := func(err error) error {
 		if q.Decided != nil && dec.ID != "" {
 			q.Decided(dec.ID)

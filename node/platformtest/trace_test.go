@@ -153,7 +153,7 @@ func TestTraceChatCompletion(t *testing.T) {
 		t.Errorf("traceresponse %q, want %q", got, want)
 	}
 	inf := only(t, spans, "inference")
-	parentOf := map[string]string{"auth": srv.SpanContext.SpanID().String(), "inference": srv.SpanContext.SpanID().String(),
+	parentOf := map[string]string{"auth": srv.SpanContext.SpanID().String(), "admission": srv.SpanContext.SpanID().String(), "inference": srv.SpanContext.SpanID().String(),
 		"policy": inf.SpanContext.SpanID().String(), "queue": inf.SpanContext.SpanID().String(),
 		"prefill": inf.SpanContext.SpanID().String(), "decode": inf.SpanContext.SpanID().String()}
 	for name, want := range parentOf {
@@ -202,7 +202,7 @@ func TestTraceChatCompletion(t *testing.T) {
 
 // TestTraceFailure: a refused request marks its spans failed with the
 // error's code, not its message — a bad token fails auth, a prompt over the
-// tenant's context fails inference with context_length_exceeded.
+// tenant's context fails admission with context_length_exceeded.
 func TestTraceFailure(t *testing.T) {
 	exp, tp := recorder(t)
 	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Tracer: tp, Context: 64, Pages: 8})
@@ -219,8 +219,15 @@ func TestTraceFailure(t *testing.T) {
 		t.Fatalf("status %d, want 400", code)
 	}
 	spans = waitSpan(t, exp, "POST /v1/chat/completions")
-	if inf := only(t, spans, "inference"); inf.Status.Code != codes.Error || inf.Status.Description != "context_length_exceeded" {
-		t.Errorf("inference status %+v, want error context_length_exceeded", inf.Status)
+	// Refused from its length before it is tokenized: the admission span
+	// fails, no inference span starts.
+	if adm := only(t, spans, "admission"); adm.Status.Code != codes.Error || adm.Status.Description != "context_length_exceeded" {
+		t.Errorf("admission status %+v, want error context_length_exceeded", adm.Status)
+	}
+	for _, sp := range spans {
+		if sp.Name == "inference" {
+			t.Errorf("an inference span for a prompt refused at admission")
+		}
 	}
 }
 
