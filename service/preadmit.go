@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/policies"
@@ -46,7 +45,9 @@ type Preadmission struct {
 // engine.ErrContextLength; the Limiter's (*tenancy.LimitError).
 func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmission) error {
 	if q.Model != s.cfg.ModelName {
-		return fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
+		if _, err := s.resolveModel(p, q.Model); err != nil {
+			return err
+		}
 	}
 	tk := s.cfg.Model.Tokenizer
 	if tk == nil {
