@@ -59,7 +59,7 @@ func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmis
 		completion = 1
 	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: q.Model, PromptTokens: prompt, MaxTokens: max(completion, 1)}, Placement: s.placement()}
+		Request: policies.Request{Model: s.cfg.ModelName, PromptTokens: prompt, MaxTokens: max(completion, 1)}, Placement: s.placement()}
 	dec, err := s.decide(ctx, pin)
 	decided := func(err error) error {
 		if q.Decided != nil && dec.ID != "" {
