@@ -44,10 +44,10 @@ type Preadmission struct {
 // Errors: ErrUnknownModel (as Generate); the policy's;
 // engine.ErrContextLength; the Limiter's (*tenancy.LimitError).
 func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmission) error {
-	if q.Model != s.cfg.ModelName {
-		if _, err := s.resolveModel(p, q.Model); err != nil {
-			return err
-		}
+	// As Generate: a model the tenant may not use is one the node does not
+	// serve (not the policy's refusal, which would tell it exists).
+	if _, err := s.resolveModel(p, q.Model); err != nil {
+		return err
 	}
 	tk := s.cfg.Model.Tokenizer
 	if tk == nil {
