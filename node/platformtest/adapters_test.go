@@ -65,13 +65,14 @@ func writeRandomWithLoRA(t *testing.T, dir string) string {
 // for tenant a (ledgered, signed, under a, with its digest and the model's);
 // a's requests naming "<model>:<adapter>" run under it over HTTP and gRPC
 // (an output other than the base model's) and their request.completed
-// names the adapter's digest. Tenant b neither lists nor uses it: the same
-// 404 model_not_found, byte for byte, as once the adapter is gone.
+// names the adapter's digest; a prompt cached under the base model is not
+// served from cache under the adapter. Tenant b neither lists nor uses it:
+// the same 404 model_not_found, byte for byte, as once the adapter is gone.
 func TestTenantAdapters(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	adDigest := writeRandomWithLoRA(t, dir)
-	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"a", "b"}, ModelDir: dir,
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"a", "b"}, ModelDir: dir, PrefixCache: true,
 		Models: []node.ModelFile{{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}}})
 	sys := tenancy.WithActor(ctx, "admin:test")
 	for _, id := range []cloison.TenantID{"a", "b"} {
@@ -211,6 +212,16 @@ func TestTenantAdapters(t *testing.T) {
 		}
 	})
 
+	// The prefix cache at the API: a long prompt served under the base
+	// model is not served from cache under the adapter, and the adapter's
+	// own is (the ledger's cached_tokens, checked below).
+	long := strings.Repeat("ok ", 60)
+	for _, m := range []string{"rnd", "rnd", "rnd:sup", "rnd:sup"} {
+		if code, b := call(t, p, "POST", "/v1/completions", ta, `{"model":"`+m+`","prompt":"`+long+`","max_tokens":1,"temperature":0}`); code != 200 {
+			t.Fatalf("long prompt on %s: %d %s", m, code, b)
+		}
+	}
+
 	// Unregister: b's unknown name, then a's; after it the request is
 	// refused, and b's answer is the one it got while the adapter existed.
 	if code, b := call(t, p, "DELETE", "/admin/v1/tenants/b/adapters/sup?model=rnd", admin, ""); code != 404 {
@@ -231,6 +242,7 @@ func TestTenantAdapters(t *testing.T) {
 	// adapter's requests.
 	var kinds []audit.Kind
 	withAdapter, without := 0, 0
+	var longCached [][2]int64 // per long-prompt request: under the adapter (1) or not (0), cached tokens
 	if err := p.Ledger.Scan(ctx, head.Seq+1, 0, func(r audit.Record) error {
 		env, err := audit.DecodeEnvelope(r.Payload)
 		if err != nil {
@@ -250,6 +262,9 @@ func TestTenantAdapters(t *testing.T) {
 			if rc.Model != "rnd" {
 				return nil
 			}
+			if rc.PromptTokens > 50 {
+				longCached = append(longCached, [2]int64{map[bool]int64{true: 1}[rc.AdapterDigest != nil], rc.CachedTokens})
+			}
 			if rc.AdapterDigest != nil {
 				withAdapter++
 				if rc.AdapterDigest.String() != adDigest {
@@ -266,7 +281,13 @@ func TestTenantAdapters(t *testing.T) {
 	if !slices.Equal(kinds, []audit.Kind{audit.KindAdapterRegistered, audit.KindAdapterUnregistered}) {
 		t.Fatalf("adapter events %v", kinds)
 	}
-	if withAdapter != 2 || without != 1 {
-		t.Fatalf("request.completed with the adapter %d (want 2: HTTP, gRPC), without %d (want 1)", withAdapter, without)
+	if withAdapter != 4 || without != 3 {
+		t.Fatalf("request.completed with the adapter %d (want 4), without %d (want 3)", withAdapter, without)
+	}
+	if len(longCached) != 4 || longCached[1][1] == 0 {
+		t.Fatalf("long prompts (adapter, cached): %v: the base's second is not served from cache, the test exercises nothing", longCached)
+	}
+	if longCached[2] != [2]int64{1, 0} || longCached[3][0] != 1 || longCached[3][1] == 0 {
+		t.Fatalf("long prompts (adapter, cached): %v; want the adapter's first uncached (the base's KV is not its), its second cached", longCached)
 	}
 }
