@@ -18,7 +18,7 @@ func TestReplayObstacles(t *testing.T) {
 	ok := audit.Served{ModelDigest: audit.Digest{1}, Backend: "cpu", KernelPath: "avx2"}
 	with := func(f func(*audit.Served)) *audit.Served { s := ok; f(&s); return &s }
 	for _, c := range []struct {
-		name   string
+		name    string
 		status  cloison.Code
 		served  *audit.Served
 		rc      func(*ResponseConfig)
