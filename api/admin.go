@@ -35,6 +35,9 @@ import (
 //	GET  /admin/v1/models                the models served, with digest, bytes and pool (models.go)
 //	POST /admin/v1/models                {"path", "id"}: load a model from the model directory; ledgered (model.loaded)
 //	DELETE /admin/v1/models/{id}         unload a model; ledgered (model.unloaded)
+//	POST /admin/v1/adapters              {"tenant", "name", "path", "model"}: register a tenant's LoRA adapter from the model directory; ledgered (adapter.registered)
+//	GET /admin/v1/tenants/{t}/adapters   the tenant's adapters
+//	DELETE /admin/v1/tenants/{t}/adapters/{name}[?model=M]  unregister one; ledgered (adapter.unregistered)
 //
 // The operations are service.Admin's, shared with the gRPC AdminService:
 // every change is ledgered in the same transaction as the change (tenancy
@@ -61,6 +64,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/v1/register/organisation", a(s.getRegisterSettings))
 	mux.Handle("PUT /admin/v1/register/organisation", a(s.putRegisterSettings))
 	s.adminModelRoutes(mux, a)
+	s.adminAdapterRoutes(mux, a)
 }
 
 func (s *Server) actor(r *http.Request) audit.Name { return actorOf(principal(r)) }

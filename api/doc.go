@@ -47,6 +47,8 @@
 // responses_grpc.go (verifying, reporting and replaying what was served),
 // models.go (several models per node: the request routed to the view of
 // the server its model field names, the admin's model load and unload),
+// adapters.go (tenants' LoRA adapters: "<model>:<adapter>" routed to the
+// model's view, listed only to their tenant; the admin's registration),
 // admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
 // transparency log's routes), servedlog.go (the same global log as a C2SP
 // tlog-tiles log at /log/, without a token), ops.go (the service operations this server

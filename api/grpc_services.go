@@ -379,6 +379,9 @@ func (g *inferenceService) ListModels(ctx context.Context, _ *inferencev1.ListMo
 		if p.TenantRecord.Allows(v.cfg.ModelName) {
 			out.Models = append(out.Models, &inferencev1.Model{Id: v.cfg.ModelName, OwnedBy: "cloison",
 				ContextLength: int64(v.contextFor(p))})
+			for _, id := range v.req.AdapterModels(p) { // the tenant's own adapters only
+				out.Models = append(out.Models, &inferencev1.Model{Id: id, OwnedBy: string(p.Tenant), ContextLength: int64(v.contextFor(p))})
+			}
 		}
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cloison/cloison"
@@ -31,8 +32,9 @@ type Model struct {
 	Name      string
 	Engine    Engine
 	Tokenizer *tokenizer.Tokenizer
-	Chat      *chat.Template // optional: the tokenizer's template
-	Digest    audit.Digest   // SHA-256 of the model file, in every request.completed
+	Chat      *chat.Template   // optional: the tokenizer's template
+	Digest    audit.Digest     // SHA-256 of the model file, in every request.completed
+	Adapters  *engine.Adapters // optional: its tenants' LoRA adapters
 }
 
 // Errors of AddModel and RemoveModel.
@@ -70,7 +72,7 @@ func (s *Server) AddModel(m Model) error {
 	}
 	v := *s.root()
 	v.cfg.Engine, v.cfg.ModelName, v.cfg.Tokenizer, v.cfg.Chat, v.cfg.ModelDigest = m.Engine, m.Name, m.Tokenizer, sm.Chat, m.Digest
-	v.req = s.root().req.For(service.ServedModel{Engine: m.Engine, Name: m.Name, Digest: m.Digest, Model: sm})
+	v.req = s.root().req.For(service.ServedModel{Engine: m.Engine, Name: m.Name, Digest: m.Digest, Model: sm, Adapters: m.Adapters})
 	v.primary = s.root()
 	s.modelSet.views[m.Name] = &v
 	return nil
@@ -125,6 +127,13 @@ func (s *Server) view(name string) *Server {
 	defer r.modelSet.mu.RUnlock()
 	if v, ok := r.modelSet.views[name]; ok {
 		return v
+	}
+	// "<model>:<adapter>": the view of the longest served model name
+	// before a ':' (a model id may hold ':' itself).
+	for i := strings.LastIndex(name, service.AdapterSep); i > 0; i = strings.LastIndex(name[:i], service.AdapterSep) {
+		if v, ok := r.modelSet.views[name[:i]]; ok {
+			return v
+		}
 	}
 	return r
 }

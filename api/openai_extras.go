@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/cloison/cloison"
@@ -111,6 +112,10 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
 	id := r.PathValue("id")
 	if id != s.cfg.ModelName || !p.TenantRecord.Allows(id) {
+		if slices.Contains(s.req.AdapterModels(p), id) {
+			writeJSON(w, 200, s.adapterEntry(p, id))
+			return
+		}
 		WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(id, maxFieldName)))
 		return
 	}

@@ -44,15 +44,18 @@ type Config struct {
 	// ModelDigest (optional) is the SHA-256 of the model file, recorded
 	// in every request.completed. Further models: AddModel.
 	ModelDigest audit.Digest
-	Tokenizer   *tokenizer.Tokenizer
-	Chat        *chat.Template
-	Verifier    *tenancy.Verifier
-	Limiter     *tenancy.Limiter
-	Decider     *policies.Decider
-	Ledger      Ledger // *postgres.Store
-	Tenants     *tenancy.Store
-	Keys        *tenancy.KeyRing // optional: JWKS endpoint and key rotation
-	Node        audit.Name       // actor of the ledger events this node writes
+	// Adapters (optional) are the LoRA adapters registered for the
+	// model, by tenant (requested as "<model>:<adapter>"); nil: none.
+	Adapters  *engine.Adapters
+	Tokenizer *tokenizer.Tokenizer
+	Chat      *chat.Template
+	Verifier  *tenancy.Verifier
+	Limiter   *tenancy.Limiter
+	Decider   *policies.Decider
+	Ledger    Ledger // *postgres.Store
+	Tenants   *tenancy.Store
+	Keys      *tenancy.KeyRing // optional: JWKS endpoint and key rotation
+	Node      audit.Name       // actor of the ledger events this node writes
 	// Placement (optional): set on a decode node, whose prompts are
 	// prefilled elsewhere; nil on a node that prefills itself.
 	Placement Placement
@@ -96,6 +99,9 @@ type Config struct {
 	// ModelAdmin (optional) loads and unloads models at run time
 	// (models.go); nil: the model routes answer not found.
 	ModelAdmin ModelAdmin
+	// AdapterAdmin (optional) registers tenants' LoRA adapters at run
+	// time (*node.Node); nil: the adapter routes answer not found.
+	AdapterAdmin AdapterAdmin
 	// DefaultMaxTokens caps the completion of a request that names no
 	// max_tokens (service.Config.DefaultMaxTokens); 0: the rest of the
 	// context, as vLLM and OpenAI do.
@@ -158,7 +164,7 @@ func NewServer(cfg Config) (*Server, error) {
 	SetErrorLog(log)
 	s.metrics = newMetrics(s)
 	s.resp = newResponseState(s)
-	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, ModelDigest: cfg.ModelDigest, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
+	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, ModelDigest: cfg.ModelDigest, Adapters: cfg.Adapters, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
 		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes:     cfg.GrammarBytes,
@@ -325,6 +331,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	for _, v := range s.views() { // only the models the tenant may use
 		if p.TenantRecord.Allows(v.cfg.ModelName) {
 			data = append(data, v.modelEntry(p))
+			for _, id := range v.req.AdapterModels(p) { // the tenant's own adapters only
+				data = append(data, v.adapterEntry(p, id))
+			}
 		}
 	}
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data})

@@ -148,6 +148,9 @@ var examples = map[Kind]Payload{
 	KindSigningBegan:    &SigningBegan{Seq: 7, Key: "0123456789abcdef"},
 	KindModelLoaded:     &ModelLoaded{Node: "node-1", Model: "tiny-b", Digest: Sum([]byte("model")), Bytes: 1 << 20, Actor: "admin:alice"},
 	KindModelUnloaded:   &ModelUnloaded{Node: "node-1", Model: "tiny-b", Digest: Sum([]byte("model")), Actor: "admin:alice"},
+	KindAdapterRegistered: &AdapterRegistered{Node: "node-1", Name: "support", Digest: Sum([]byte("adapter")), Model: "tiny-b",
+		ModelDigest: Sum([]byte("model")), Rank: 16, Actor: "admin:alice"},
+	KindAdapterUnregistered: &AdapterUnregistered{Node: "node-1", Name: "support", Digest: Sum([]byte("adapter")), Model: "tiny-b", Actor: "admin:alice"},
 }
 
 // Every kind has one payload type whose canonical encoding decodes back to

@@ -46,6 +46,8 @@ const (
 	KindSigningBegan         Kind = "ledger.signing_began"
 	KindModelLoaded          Kind = "model.loaded"
 	KindModelUnloaded        Kind = "model.unloaded"
+	KindAdapterRegistered    Kind = "adapter.registered"
+	KindAdapterUnregistered  Kind = "adapter.unregistered"
 )
 
 // Kinds lists every kind the ledger accepts, in a stable order.
@@ -58,6 +60,7 @@ var Kinds = []Kind{
 	KindClientCreated, KindClientRevoked, KindTokenRevoked, KindRegisterSettings,
 	KindReportReceived, KindRequestReplayed, KindResponseStored, KindResponseDeleted,
 	KindSigningBegan, KindModelLoaded, KindModelUnloaded,
+	KindAdapterRegistered, KindAdapterUnregistered,
 }
 
 // Digest is a SHA-256 value. It marshals as 64 lowercase hex digits.

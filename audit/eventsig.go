@@ -73,6 +73,8 @@ var SignedKinds = map[Kind]string{
 	KindSigningBegan:         "where signatures become required",
 	KindModelLoaded:          "admin action: what a node serves",
 	KindModelUnloaded:        "admin action: what a node serves",
+	KindAdapterRegistered:    "admin action: what a tenant is served",
+	KindAdapterUnregistered:  "admin action: what a tenant is served",
 }
 
 // RequiresSignature reports whether events of kind k must be signed

@@ -63,6 +63,10 @@ func NewPayload(k Kind) Payload {
 		return &ModelLoaded{}
 	case KindModelUnloaded:
 		return &ModelUnloaded{}
+	case KindAdapterRegistered:
+		return &AdapterRegistered{}
+	case KindAdapterUnregistered:
+		return &AdapterUnregistered{}
 	case KindPolicyRefusals:
 		return &PolicyRefusals{}
 	case KindClientCreated:
@@ -150,7 +154,10 @@ type RequestCompleted struct {
 	// ModelDigest is the SHA-256 of the model file that served (a node
 	// serving several models names which); absent in entries written
 	// before it.
-	ModelDigest      *Digest      `json:"model_digest,omitempty"`
+	ModelDigest *Digest `json:"model_digest,omitempty"`
+	// AdapterDigest is the SHA-256 of the LoRA adapter the request ran
+	// under (model "<base>:<adapter>"); absent without one.
+	AdapterDigest    *Digest      `json:"adapter_digest,omitempty"`
 	Status           cloison.Code `json:"status,omitempty"` // "" on success, else the error code
 	PromptTokens     int64        `json:"prompt_tokens"`
 	CompletionTokens int64        `json:"completion_tokens"`
@@ -507,6 +514,43 @@ type ModelUnloaded struct {
 func (ModelUnloaded) Kind() Kind { return KindModelUnloaded }
 func (p ModelUnloaded) validate() error {
 	return firstErr(CheckName("node", string(p.Node)), CheckName("model", string(p.Model)), CheckName("actor", string(p.Actor)))
+}
+
+// AdapterRegistered records a LoRA adapter an admin registered on a node
+// for the event's tenant (the event's tenant column: never in the public
+// log): its name (requested as "<model>:<name>"), the SHA-256 of its file,
+// and the model it adapts with that model's digest. Never the file's
+// contents.
+type AdapterRegistered struct {
+	Node        Name   `json:"node"`
+	Name        Name   `json:"name"`
+	Digest      Digest `json:"digest"`
+	Model       Name   `json:"model"`
+	ModelDigest Digest `json:"model_digest"`
+	Rank        int64  `json:"rank"`
+	Actor       Name   `json:"actor"`
+}
+
+func (AdapterRegistered) Kind() Kind { return KindAdapterRegistered }
+func (p AdapterRegistered) validate() error {
+	return firstErr(CheckName("node", string(p.Node)), CheckName("name", string(p.Name)), CheckName("model", string(p.Model)),
+		checkCount("rank", p.Rank), CheckName("actor", string(p.Actor)))
+}
+
+// AdapterUnregistered records an adapter an admin removed from the event's
+// tenant: requests naming it are refused from then on.
+type AdapterUnregistered struct {
+	Node   Name   `json:"node"`
+	Name   Name   `json:"name"`
+	Digest Digest `json:"digest"`
+	Model  Name   `json:"model"`
+	Actor  Name   `json:"actor"`
+}
+
+func (AdapterUnregistered) Kind() Kind { return KindAdapterUnregistered }
+func (p AdapterUnregistered) validate() error {
+	return firstErr(CheckName("node", string(p.Node)), CheckName("name", string(p.Name)), CheckName("model", string(p.Model)),
+		CheckName("actor", string(p.Actor)))
 }
 
 // PolicyRefusals summarises the requests of the event's tenant that were

@@ -127,3 +127,7 @@ func (s *Adapters) List(tenant cloison.TenantID) []AdapterInfo {
 	slices.SortFunc(out, func(a, b AdapterInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// CheckAdapterName refuses (ErrAdapterName) a name Register would refuse,
+// so that a caller can check it before it ledgers the registration.
+func CheckAdapterName(name string) error { return checkAdapterName(name) }

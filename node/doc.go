@@ -17,7 +17,11 @@
 // further ones (Spec.Models at start, LoadModel and UnloadModel at run time
 // from Spec.ModelDir, the admin API's api.ModelAdmin), each with its own
 // instance, pool, arena, engine and recorded attestation, within the
-// memory budget (Spec.MemoryBudget). A decode node serves one.
+// memory budget (Spec.MemoryBudget). A decode node serves one. Each model
+// (but a decode node's) has a registry of its tenants' LoRA adapters
+// (adapters.go: RegisterAdapter, UnregisterAdapter, the admin API's
+// api.AdapterAdmin), read from Spec.ModelDir and kept for the node's
+// lifetime.
 //
 // Ordering duties it keeps:
 //   - Open checks the deployment keys against the ledger's records BEFORE
@@ -41,6 +45,9 @@
 //   - A run-time load is ledgered (model.loaded) BEFORE the model serves,
 //     after its attestation; an unload (model.unloaded) BEFORE it stops
 //     serving, and its engine stops AFTER no request can reach it.
+//   - An adapter's registration is ledgered (adapter.registered, under its
+//     tenant) BEFORE it serves, its removal (adapter.unregistered) BEFORE
+//     it stops serving.
 //   - Close stops what reports first (engine, transfer server), then makes
 //     every incident write durable (api.Server.Close), then writes the last
 //     refusal counts — before the caller closes the ledger.

@@ -232,7 +232,8 @@ func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, ac
 	}
 	n.models.mu.Lock()
 	defer n.models.mu.Unlock()
-	if err := n.Server.AddModel(api.Model{Name: m.Name, Engine: sv.eng, Tokenizer: m.Tokenizer, Digest: audit.Digest(m.Digest)}); err != nil {
+	if err := n.Server.AddModel(api.Model{Name: m.Name, Engine: sv.eng, Tokenizer: m.Tokenizer, Digest: audit.Digest(m.Digest),
+		Adapters: engine.NewAdapters()}); err != nil {
 		return api.ModelInfo{}, err
 	}
 	n.models.byID[m.Name] = sv

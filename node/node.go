@@ -246,7 +246,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	acfg := cfg.API
 	acfg.Engine, acfg.ModelName, acfg.Tokenizer, acfg.Decider, acfg.Ledger, acfg.Tenants, acfg.Node = n.Engine, m.Name, m.Tokenizer, n.Decider, cfg.Ledger, cfg.Tenants, cfg.Actor
-	acfg.ModelDigest, acfg.ModelAdmin = audit.Digest(m.Digest), n
+	acfg.ModelDigest, acfg.ModelAdmin, acfg.AdapterAdmin = audit.Digest(m.Digest), n, n
+	if cfg.Decode == nil && acfg.Adapters == nil {
+		acfg.Adapters = engine.NewAdapters()
+	}
 	if cfg.Decode != nil {
 		// A tenant's prompts go only to prefill nodes its residency
 		// allows; the API asks the same before admitting it.

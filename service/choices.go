@@ -173,7 +173,12 @@ func (s *Requests) completedN(ctx context.Context, part isolation.Partition, id 
 		}
 		dur = max(dur, sum.Duration)
 	}
-	return s.stageReceipted(ctx, agg.Tenant, id, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), ModelDigest: s.modelDigest(), Status: cloison.ErrorCode(endErr),
+	var adapter *audit.Digest
+	if agg.Adapter != ([32]byte{}) {
+		d := audit.Digest(agg.Adapter)
+		adapter = &d
+	}
+	return s.stageReceipted(ctx, agg.Tenant, id, audit.RequestCompleted{Request: id, Model: audit.Name(s.cfg.ModelName), ModelDigest: s.modelDigest(), AdapterDigest: adapter, Status: cloison.ErrorCode(endErr),
 		PromptTokens: int64(agg.Prompt), CompletionTokens: int64(agg.Generated), CachedTokens: int64(agg.Cached), Pages: int64(agg.Pages),
 		Tier: audit.Name(part.Zeroing.String()), DurationMicros: dur.Microseconds(), Served: sv, Placement: pl})
 }

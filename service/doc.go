@@ -89,7 +89,7 @@
 // does is in generate.go, choices.go and ledger.go, in this order:
 //
 //	Generate
-//	  model check                          ErrUnknownModel
+//	  model check (resolveModel)           ErrUnknownModel; "<model>:<adapter>": the tenant's own adapter (adapters.go)
 //	  Observer.OnTokens(prompt, 0)          the access record sees the prompt
 //	  Config.Gate(tenant)                   the node's stream caps → Refuse(capacity)
 //	  decide (policies.Decider, in process) sink.Decided(id); deny → Refuse(policy)

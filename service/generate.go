@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -58,10 +57,12 @@ func (s *Requests) Generate(ctx context.Context, p tenancy.Principal, q Request,
 
 // generate is Generate within its span.
 func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request, sink Sink) (Result, error) {
-	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
-		// A model the tenant may not use gets the answer of one the node
-		// does not serve: a tenant never learns what others are served.
-		return Result{}, fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
+	// A model the tenant may not use gets the answer of one the node does
+	// not serve, as does another tenant's adapter: a tenant never learns
+	// what others are served.
+	adapter, err := s.resolveModel(p, q.Model)
+	if err != nil {
+		return Result{}, err
 	}
 	s.obs.OnTokens(ctx, len(q.Prompt), 0)
 	if q.MinTokens > 0 && !q.Constraint.IsZero() {
@@ -95,7 +96,7 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		polMax = 1
 	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: q.Model, PromptTokens: len(q.Prompt), MaxTokens: polMax}, Placement: s.placement()}
+		Request: policies.Request{Model: s.cfg.ModelName, PromptTokens: len(q.Prompt), MaxTokens: polMax}, Placement: s.placement()}
 	dec, derr := s.decide(ctx, pin)
 	if sink.Decided != nil {
 		sink.Decided(dec.ID)
@@ -159,7 +160,8 @@ func (s *Requests) generate(ctx context.Context, p tenancy.Principal, q Request,
 		// Every choice scores its own prompt: its echo is streamed with
 		// the scores before its first token, whatever the others do.
 		greqs[i] = engine.GenerateRequest{ID: choiceID(q.ID, i), Tenant: p.Tenant, Prompt: q.Prompt, MaxTokens: maxNew, Sampling: csp, StopStrings: q.Stop, Grammar: g, CacheSalt: q.CacheSalt,
-			ScorePrompt: q.ScorePrompt, StopTokens: q.StopTokens, IgnoreEOS: q.IgnoreEOS, MinTokens: min(q.MinTokens, maxNew), IncludeStop: q.IncludeStop, SpecialText: q.SpecialText}
+			ScorePrompt: q.ScorePrompt, StopTokens: q.StopTokens, IgnoreEOS: q.IgnoreEOS, MinTokens: min(q.MinTokens, maxNew), IncludeStop: q.IncludeStop, SpecialText: q.SpecialText,
+			Adapter: adapter}
 		if err := s.cfg.Engine.Check(greqs[i]); err != nil {
 			return Result{}, s.Refuse(p.Tenant, StageAdmission, err)
 		}

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/internal/tracing"
@@ -51,8 +50,10 @@ func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmis
 	// tokenized.
 	ctx, span := s.tracer.Start(ctx, "admission")
 	defer func() { tracing.Fail(span, err); span.End() }()
-	if q.Model != s.cfg.ModelName || !p.TenantRecord.Allows(q.Model) {
-		return fmt.Errorf("%w: %q", ErrUnknownModel, clip(q.Model, 64))
+	// As Generate: a model the tenant may not use is one the node does not
+	// serve (not the policy's refusal, which would tell it exists).
+	if _, err := s.resolveModel(p, q.Model); err != nil {
+		return err
 	}
 	tk := s.cfg.Model.Tokenizer
 	if tk == nil {
@@ -66,7 +67,7 @@ func (s *Requests) Preadmit(ctx context.Context, p tenancy.Principal, q Preadmis
 		completion = 1
 	}
 	pin := policies.Input{Principal: p, Tenant: p.TenantRecord, Attestation: s.cfg.Engine.Attestation(),
-		Request: policies.Request{Model: q.Model, PromptTokens: prompt, MaxTokens: max(completion, 1)}, Placement: s.placement()}
+		Request: policies.Request{Model: s.cfg.ModelName, PromptTokens: prompt, MaxTokens: max(completion, 1)}, Placement: s.placement()}
 	dec, err := s.cfg.Decider.Decide(ctx, pin)
 	span.SetAttributes(attrDecision.String(dec.ID), attrAllowed.Bool(err == nil && dec.Allow))
 	decided := func(err error) error {

@@ -36,6 +36,10 @@ type Config struct {
 	// ModelDigest (optional) is the SHA-256 of the model file served,
 	// recorded in every request.completed (zero: not recorded).
 	ModelDigest audit.Digest
+	// Adapters (optional) are the LoRA adapters registered for this
+	// model, by tenant: a request names one as "<ModelName>:<name>"
+	// (resolveModel). nil: none.
+	Adapters *engine.Adapters
 	// Model (optional) is the model's tokenizer and chat template, for
 	// Tokenize and Detokenize.
 	Model    Model
@@ -114,6 +118,8 @@ type ServedModel struct {
 	Name   string
 	Digest audit.Digest
 	Model  Model
+	// Adapters (optional): the model's LoRA adapters (Config.Adapters).
+	Adapters *engine.Adapters
 }
 
 // For returns the request path of model m, served beside s's own: the
@@ -123,7 +129,7 @@ type ServedModel struct {
 // (Config.Served, Config.Embedded) names m's digest.
 func (s *Requests) For(m ServedModel) *Requests {
 	cfg := s.cfg
-	cfg.Engine, cfg.ModelName, cfg.ModelDigest, cfg.Model = m.Engine, m.Name, m.Digest, m.Model
+	cfg.Engine, cfg.ModelName, cfg.ModelDigest, cfg.Model, cfg.Adapters = m.Engine, m.Name, m.Digest, m.Model, m.Adapters
 	if f := cfg.Served; f != nil {
 		cfg.Served = func(t cloison.TenantID, greq engine.GenerateRequest, completion []int32, text string, clientSeed bool) *audit.Served {
 			sv := f(t, greq, completion, text, clientSeed)

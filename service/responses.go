@@ -619,6 +619,11 @@ func ReplayObstacle(c audit.RequestCompleted, rc ResponseConfig) audit.Name {
 		return "request-not-served" // its output was withheld: nothing was served to compare
 	case sv.Sampling.Constrained != "":
 		return "constrained-output-not-replayed" // logit_bias or response_format shaped it
+	case c.AdapterDigest != nil:
+		// The replay engine runs the node's model without the tenant's
+		// adapters: an adapter request is refused replay, never replayed
+		// without its adapter.
+		return "adapter-not-replayed"
 	case sv.ModelDigest != rc.ModelDigest:
 		return "model-digest-differs"
 	case !batchInvariant[string(sv.Backend)] || !batchInvariant[rc.ReplayBackend]:

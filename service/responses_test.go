@@ -18,26 +18,28 @@ func TestReplayObstacles(t *testing.T) {
 	ok := audit.Served{ModelDigest: audit.Digest{1}, Backend: "cpu", KernelPath: "avx2"}
 	with := func(f func(*audit.Served)) *audit.Served { s := ok; f(&s); return &s }
 	for _, c := range []struct {
-		name   string
-		status cloison.Code
-		served *audit.Served
-		rc     func(*ResponseConfig)
-		want   audit.Name
+		name    string
+		status  cloison.Code
+		served  *audit.Served
+		rc      func(*ResponseConfig)
+		want    audit.Name
+		adapter *audit.Digest
 	}{
-		{"exact", "", &ok, nil, ""},
-		{"no digests", "", nil, nil, "entry-has-no-digests"},
-		{"withheld", cloison.CodeIsolationViolation, &ok, nil, "request-not-served"},
-		{"other model file", "", with(func(s *audit.Served) { s.ModelDigest = audit.Digest{2} }), nil, "model-digest-differs"},
-		{"served on a GPU", "", with(func(s *audit.Served) { s.Backend, s.KernelPath = "cuda", "cuda" }), nil, "backend-not-batch-invariant"},
-		{"replayed on a GPU", "", &ok, func(r *ResponseConfig) { r.ReplayBackend = "cuda" }, "backend-not-batch-invariant"},
-		{"other kernel path", "", with(func(s *audit.Served) { s.KernelPath = "generic" }), nil, "kernel-path-differs"},
-		{"logit_bias shaped it", "", with(func(s *audit.Served) { s.Sampling.Constrained = "logit_bias" }), nil, "constrained-output-not-replayed"},
+		{"exact", "", &ok, nil, "", nil},
+		{"no digests", "", nil, nil, "entry-has-no-digests", nil},
+		{"withheld", cloison.CodeIsolationViolation, &ok, nil, "request-not-served", nil},
+		{"other model file", "", with(func(s *audit.Served) { s.ModelDigest = audit.Digest{2} }), nil, "model-digest-differs", nil},
+		{"served on a GPU", "", with(func(s *audit.Served) { s.Backend, s.KernelPath = "cuda", "cuda" }), nil, "backend-not-batch-invariant", nil},
+		{"replayed on a GPU", "", &ok, func(r *ResponseConfig) { r.ReplayBackend = "cuda" }, "backend-not-batch-invariant", nil},
+		{"other kernel path", "", with(func(s *audit.Served) { s.KernelPath = "generic" }), nil, "kernel-path-differs", nil},
+		{"logit_bias shaped it", "", with(func(s *audit.Served) { s.Sampling.Constrained = "logit_bias" }), nil, "constrained-output-not-replayed", nil},
+		{"under a tenant's adapter", "", &ok, nil, "adapter-not-replayed", &audit.Digest{3}},
 	} {
 		r := rc
 		if c.rc != nil {
 			c.rc(&r)
 		}
-		got := ReplayObstacle(audit.RequestCompleted{Status: c.status, Served: c.served}, r)
+		got := ReplayObstacle(audit.RequestCompleted{Status: c.status, Served: c.served, AdapterDigest: c.adapter}, r)
 		if got != c.want {
 			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
 		}

@@ -17,10 +17,8 @@ func (q *Requests) CheckModel(p tenancy.Principal, model string) error {
 	if model == "" {
 		model = q.cfg.ModelName
 	}
-	if model != q.cfg.ModelName || !p.TenantRecord.Allows(model) {
-		return ErrUnknownModel.Withf("%q", clip(model, 64))
-	}
-	return nil
+	_, err := q.resolveModel(p, model)
+	return err
 }
 
 // clip is s cut to n bytes (marked), so that an error never echoes an

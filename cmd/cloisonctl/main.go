@@ -121,7 +121,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&g.orgNEQ, "org-neq", os.Getenv("CLOISON_ORG_NEQ"), "Québec enterprise number (NEQ)")
 	root.AddCommand(newMigrateCmd(g), newAuditCmd(g), newIncidentCmd(g), newTokenCmd(g), newKeyCmd(g), newTenantCmd(g), newModelCmd(), newLoadCmd(), newProbeCmd(), newCertCmd(), newBenchCmd())
 	root.AddCommand(newWitnessCmd(), newGrammarCmd())
-	root.AddCommand(newVerifyResponseCmd(), newReportCmd(), newReplayCmd())
+	root.AddCommand(newVerifyResponseCmd(), newReportCmd(), newReplayCmd(), newAdapterCmd())
 	return root
 }
 

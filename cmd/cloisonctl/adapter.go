@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+)
+
+func printAdapter(w io.Writer, a api.AdapterInfo) {
+	fmt.Fprintf(w, "%s\ttenant %s\tdigest %s\tmodel digest %s\trank %d\n", a.ID, a.Tenant, a.Digest, a.ModelDigest, a.Rank)
+}
+
+// newAdapterCmd acts on a running node's tenants' LoRA adapters (the admin
+// API's adapter routes): register, unregister, list.
+func newAdapterCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "adapter", Short: "Register tenants' LoRA adapters on a running node (requested as <model>:<adapter>)"}
+	var rf, uf, lf adminFlags
+	var tenant, name, model string
+	register := &cobra.Command{
+		Use:   "register --tenant T --name N [--model M] PATH",
+		Short: "Register the GGUF LoRA adapter at PATH (relative to the node's --model-dir) for one tenant; ledgered (adapter.registered)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var a api.AdapterInfo
+			if err := rf.do(cmd.Context(), "POST", "/admin/v1/adapters", api.AdapterRegister{Tenant: cloison.TenantID(tenant), Name: name, Path: args[0], Model: model}, &a); err != nil {
+				return err
+			}
+			printAdapter(cmd.OutOrStdout(), a)
+			return nil
+		},
+	}
+	rf.register(register)
+	unregister := &cobra.Command{
+		Use:   "unregister --tenant T --name N [--model M]",
+		Short: "Stop serving one tenant's adapter; ledgered (adapter.unregistered)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var a api.AdapterInfo
+			path := "/admin/v1/tenants/" + url.PathEscape(tenant) + "/adapters/" + url.PathEscape(name) + "?model=" + url.QueryEscape(model)
+			if err := uf.do(cmd.Context(), "DELETE", path, nil, &a); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "unregistered %s (digest %s)\n", a.ID, a.Digest)
+			return nil
+		},
+	}
+	uf.register(unregister)
+	for _, c := range []*cobra.Command{register, unregister} {
+		c.Flags().StringVar(&tenant, "tenant", "", "the tenant the adapter serves (required)")
+		c.Flags().StringVar(&name, "name", "", "the adapter's name: requests name it as <model>:<name> (required)")
+		c.Flags().StringVar(&model, "model", "", "the served model it adapts (default: the node's first)")
+		_ = c.MarkFlagRequired("tenant")
+		_ = c.MarkFlagRequired("name")
+	}
+	list := &cobra.Command{
+		Use:   "list --tenant T",
+		Short: "List one tenant's adapters on a running node (digests, never weights)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Adapters []api.AdapterInfo `json:"adapters"`
+			}
+			if err := lf.do(cmd.Context(), "GET", "/admin/v1/tenants/"+url.PathEscape(tenant)+"/adapters", nil, &out); err != nil {
+				return err
+			}
+			for _, a := range out.Adapters {
+				printAdapter(cmd.OutOrStdout(), a)
+			}
+			return nil
+		},
+	}
+	lf.register(list)
+	list.Flags().StringVar(&tenant, "tenant", "", "the tenant (required)")
+	_ = list.MarkFlagRequired("tenant")
+	cmd.AddCommand(register, unregister, list)
+	return cmd
+}
