@@ -1,7 +1,9 @@
 // make sdk-test's client side (scripts/sdk-test.sh starts the server): the
 // official openai client and the AI SDK against a real cloisond serving the
-// context-bag model with Qwen 2.5's template. Each check asserts what the
-// API promises; the script exits 1 if any fails.
+// context-bag model with Qwen 2.5's template: chat, completions, the
+// Responses API, tools, common zod shapes as structured output, vLLM's
+// extension fields and embeddings. Each check asserts what the API
+// promises; the script exits 1 if any fails.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
@@ -294,6 +296,7 @@ for (const useResponsesApi of [false, true]) {
 const mkShapes = (z) => [
   ["int", z.object({ n: z.number().int() })],
   ["number min max", z.object({ x: z.number().min(-2).max(10) })],
+  ["number fractional bounds", z.object({ x: z.number().min(-2.5).max(10) })],
   ["email", z.object({ email: z.string().email() })],
   ["uuid", z.object({ id: z.string().uuid() })],
   ["datetime", z.object({ at: z.string().datetime({ offset: true }) })],
@@ -311,15 +314,18 @@ const mkShapes = (z) => [
 ];
 // What is refused today, asserted exactly so that the check fails loudly
 // the day it changes. server: a 400 naming the keyword and its place (the
-// server does not yet compile these: format beside pattern, which zod 4
-// emits for email, uuid and datetime; tuple items; propertyNames, which
-// zod 4 emits for z.record). client: the openai client's own strict
-// Structured Outputs rules, refused before any request is sent.
+// server does not yet compile these: fractional number bounds; format
+// beside pattern, which zod 4 emits for email, uuid and datetime; tuple
+// items; propertyNames, which zod 4 emits for z.record). client: the openai
+// client's own strict Structured Outputs rules (LangChain's copy of them
+// too), refused before any request is sent.
 const fmt = (p) => ({ server: `unsupported JSON schema feature: keyword "format" beside pattern at #/properties/${p}` });
 const zodRefused = {
   "email/ai": fmt("email"), "email/openai": fmt("email"),
   "uuid/ai": fmt("id"), "uuid/openai": fmt("id"),
   "datetime/ai": fmt("at"), "datetime/openai": fmt("at"),
+  ...Object.fromEntries(["ai", "openai", "langchain"].map((c) => [`number fractional bounds/${c}`,
+    { server: `unsupported JSON schema feature: "minimum" with a fractional bound on type number at #/properties/x` }])),
   "tuple/ai": { server: "unsupported JSON schema feature: items as an array (tuples) at #/properties/t" },
   "tuple/openai": { client: "Schema at `properties/t` uses tuple-form `items`, which cannot be represented in strict Structured Outputs." },
   "tuple/langchain": { server: "unsupported JSON schema feature: items as an array (tuples) at #/properties/t" },
