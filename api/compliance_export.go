@@ -2,6 +2,7 @@ package api
 
 import (
 	"archive/zip"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/audit/export"
 	"github.com/cloison/cloison/service"
 )
@@ -147,9 +149,36 @@ var zipEntryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 var ErrExportArchive = cloison.NewError(cloison.CodeInvalid, "body: want the ZIP of an export (GET /compliance/v1/export?format=zip)")
 
 // verifyExport serves POST /compliance/v1/export/verify: the body is the
-// ZIP of an export; the answer is service.ExportVerification (200 whether
-// or not it verifies).
+// ZIP of an export, or one file of it with its signed manifest (base64) in
+// the Cloison-Export-Manifest header as the export route answered it; the
+// answer is service.ExportVerification (200 whether or not it verifies).
 func (s *Server) verifyExport(w http.ResponseWriter, r *http.Request) {
+	if mh := r.Header.Get(exportManifestHeader); mh != "" {
+		manifest, err := base64.StdEncoding.DecodeString(mh)
+		if err != nil {
+			WriteHTTPError(w, service.ErrInvalidField.Withf("%s: not base64", exportManifestHeader))
+			return
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, io.LimitReader(r.Body, maxExportVerify+1))
+		if err != nil {
+			WriteHTTPError(w, ErrExportArchive)
+			return
+		}
+		if n > maxExportVerify {
+			WriteHTTPError(w, ErrBodyTooLarge)
+			return
+		}
+		var sum audit.Digest
+		copy(sum[:], h.Sum(nil))
+		res, err := s.ops.compliance.VerifyExportFile(r.Context(), principal(r), manifest, n, sum)
+		if err != nil {
+			WriteHTTPError(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+		return
+	}
 	tmp, err := os.CreateTemp("", "cloison-verify-*.zip")
 	if err != nil {
 		WriteHTTPError(w, err)

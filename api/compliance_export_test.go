@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,38 @@ func TestExportRouteAuthzLedgerAndVerify(t *testing.T) {
 	}
 	if v := verify(rezip(t, zipped, "ledger.jsonl")); v.OK {
 		t.Errorf("a byte of the ledger altered: %+v, want a failure", v)
+	}
+	// One file, with the manifest the export route answered beside it.
+	resp, pdf := send(t, "GET", p.URL+"/compliance/v1/export?format=pdf", admin, "")
+	manifest := resp.Header.Get("Cloison-Export-Manifest")
+	verifyFile := func(body []byte, manifest string) verdict {
+		t.Helper()
+		req, _ := http.NewRequest("POST", p.URL+"/compliance/v1/export/verify", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Set("Cloison-Export-Manifest", manifest)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var v verdict
+		if err := json.NewDecoder(r.Body).Decode(&v); r.StatusCode != 200 || err != nil {
+			t.Fatalf("verify a file: %d %v", r.StatusCode, err)
+		}
+		return v
+	}
+	if v := verifyFile(pdf, manifest); !v.OK || !strings.Contains(v.Result, "register.pdf") {
+		t.Errorf("the PDF as answered: %+v, want verified naming register.pdf", v)
+	}
+	bad := bytes.Clone(pdf)
+	bad[len(bad)/2] ^= 1
+	if v := verifyFile(bad, manifest); v.OK {
+		t.Errorf("a byte of the PDF altered: %+v, want a failure", v)
+	}
+	mb, _ := base64.StdEncoding.DecodeString(manifest)
+	mb[len(mb)-10] ^= 1 // the signature
+	if v := verifyFile(pdf, base64.StdEncoding.EncodeToString(mb)); v.OK {
+		t.Errorf("a manifest whose signature was altered: %+v, want a failure", v)
 	}
 	if code, _, b := call(t, p, "POST", "/compliance/v1/export/verify", admin, "not a zip"); code != 400 {
 		t.Errorf("a body that is no ZIP: %d %s, want 400", code, b)

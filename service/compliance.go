@@ -438,3 +438,36 @@ func (c *Compliance) VerifyExport(ctx context.Context, p tenancy.Principal, dir 
 			rep.Manifest.KeyID, rep.Manifest.From, rep.Manifest.To, rep.Incidents),
 	}, nil
 }
+
+// VerifyExportFile checks one file of an export against the export's
+// signed manifest (its text, manifest.txt): the manifest's signature with
+// this node's export public key, and that a file it lists has the file's
+// size and SHA-256. It vouches for the file being the one this node
+// signed; the chain, checkpoint and renderings are VerifyExport's, over
+// the whole export. A failed verification is a result, not an error.
+// Errors: ErrNoExportKey; the Gate's.
+func (c *Compliance) VerifyExportFile(ctx context.Context, p tenancy.Principal, manifest []byte, size int64, sum audit.Digest) (ExportVerification, error) {
+	if c.d.ExportKey == nil {
+		return ExportVerification{}, ErrNoExportKey
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant, Operator(p))
+	if err != nil {
+		return ExportVerification{}, err
+	}
+	defer release()
+	m, err := export.ParseManifest(manifest)
+	if err == nil {
+		err = m.Verify(audit.KeySet(c.d.ExportKey.Public().(ed25519.PublicKey)))
+	}
+	if err != nil {
+		return ExportVerification{Result: "verification failed: " + err.Error()}, nil
+	}
+	for _, f := range m.Files {
+		if f.Size == size && f.SHA256 == sum {
+			return ExportVerification{OK: true, From: m.From, To: m.To,
+				Result: fmt.Sprintf("verified: %s is the file the manifest signed by %s lists (size and SHA-256), of the export of ledger %d..%d; the chain, checkpoint and renderings are checked over the whole export (ZIP)",
+					f.Name, m.KeyID, m.From, m.To)}, nil
+		}
+	}
+	return ExportVerification{Result: "verification failed: no file of the signed manifest has this file's size and SHA-256"}, nil
+}
