@@ -5,7 +5,7 @@
 // violation, page error or console error fails the run; axe-core checks
 // each page (WCAG 2 A and AA) in a separate context that lets it inject.
 import puppeteer from "puppeteer-core";
-import { readFileSync, mkdirSync, existsSync } from "node:fs";
+import { readFileSync, mkdirSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -33,10 +33,8 @@ const browser = await puppeteer.launch({
 
 // page opens a fresh incognito context watched for CSP violations,
 // errors, and any sign that hostile markup ran.
-const DOWNLOADS = SHOTS + "/downloads";
-mkdirSync(DOWNLOADS, { recursive: true });
 async function page() {
-  const ctx = await browser.createBrowserContext({ downloadBehavior: { policy: "allow", downloadPath: DOWNLOADS } });
+  const ctx = await browser.createBrowserContext();
   const p = await ctx.newPage();
   await p.setViewport({ width: 1280, height: 860 });
   p.problems = [];
@@ -163,9 +161,13 @@ try {
     await p.waitForSelector("#export-verdict", { timeout: 30000 });
     const verdict = await p.$eval("#export-verdict", (e) => e.textContent);
     ok(verdict.startsWith("Export vérifié. verified:"), `the ${fmt} export's verification is shown in words: ${verdict}`);
-    const file = `${DOWNLOADS}/cloison-export.${fmt}`;
-    for (let i = 0; i < 100 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
-    ok(existsSync(file) && readFileSync(file).subarray(0, magic.length).toString() === magic, `the ${fmt} export is downloaded (${file})`);
+    // The link offers the bytes verified (a blob: of the answer, named).
+    const link = await p.$eval("#export-download", (a) => ({ href: a.href, download: a.download, text: a.textContent }));
+    ok(link.href.startsWith("blob:" + URL) && link.download === "cloison-export." + fmt && /\(\d+ octets\)$/.test(link.text), `the ${fmt} export is offered for download: ${JSON.stringify(link)}`);
+    // The route answers the format asked for, as an attachment.
+    const got = await fetch(API + "/compliance/v1/export?format=" + fmt, { headers: { Authorization: "Bearer " + OFFICER } });
+    const head = Buffer.from(await got.arrayBuffer()).subarray(0, magic.length).toString();
+    ok(got.status === 200 && head === magic && got.headers.get("content-disposition") === `attachment; filename="cloison-export.${fmt}"`, `the ${fmt} export route answers the file as an attachment`);
     if (fmt === "pdf") await shot(p, "console-export");
   }
   await clean(p, "export");

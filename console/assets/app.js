@@ -297,7 +297,7 @@ async function apiBlob(method, path, body, headers) {
 }
 
 // exportForm: a signed export (GET /compliance/v1/export, ledgered) in the
-// format chosen, offered for download, and the node's verification of the
+// format chosen, offered for download (a link to its bytes), and the node's verification of the
 // very bytes downloaded (POST /compliance/v1/export/verify) shown in words.
 function exportForm() {
   const [l1, fmt] = field(t("exportFormat"), (fid) => h("select", { id: fid },
@@ -325,7 +325,6 @@ function exportForm() {
       const vh = f === "zip" || !mh ? { "Content-Type": "application/zip" } : { "Content-Type": "application/octet-stream", "Cloison-Export-Manifest": mh };
       const v = JSON.parse(await (await apiBlob("POST", "/compliance/v1/export/verify", blob, vh)).blob.text());
       out.append(h("p", { class: v.ok ? "ok" : "late", role: "status", id: "export-verdict" }, v.ok ? t("exportOk") : t("exportBad"), " ", v.result));
-      a.click();
     } catch (err) {
       out.append(errorBox(err));
     } finally {
