@@ -29,6 +29,7 @@ import (
 //	POST /admin/v1/keys/rotate           rotate the JWT signing keys (refused within the minimum interval)
 //	POST /admin/v1/keys/{kid}/retire     retire one key (not the current one) at once
 //	POST /admin/v1/policies/reload       {"files": {"name.rego": "..."}}; ledgered with the bundle digest
+//	GET  /admin/v1/policies              the serving bundle: {"revision", "files": {"name.rego": "..."}}
 //	GET  /admin/v1/register/organisation the organisation and privacy officer new register entries name
 //	PUT  /admin/v1/register/organisation {"organization": {"name", "neq"}, "contact": {"name", "title", "phone", "email"}}:
 //	                                     a new settings version (register row; the ledger event holds its digest)
@@ -60,6 +61,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/v1/keys", a(s.listKeys))
 	mux.Handle("POST /admin/v1/keys/rotate", a(s.rotateKeys))
 	mux.Handle("POST /admin/v1/keys/{kid}/retire", a(s.retireKey))
+	mux.Handle("GET /admin/v1/policies", a(s.currentPolicy))
 	mux.Handle("POST /admin/v1/policies/reload", s.auth(s.reloadPolicies, tenancy.ScopeAdmin)) // policy files are code: CRLF allowed
 	mux.Handle("GET /admin/v1/register/organisation", a(s.getRegisterSettings))
 	mux.Handle("PUT /admin/v1/register/organisation", a(s.putRegisterSettings))
@@ -237,6 +239,15 @@ func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]string{"revision": rev})
+}
+
+func (s *Server) currentPolicy(w http.ResponseWriter, r *http.Request) {
+	pol, err := s.ops.admin.Policy()
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, pol)
 }
 
 func (s *Server) getRegisterSettings(w http.ResponseWriter, r *http.Request) {

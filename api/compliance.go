@@ -32,6 +32,8 @@ var ErrNotVisible = service.ErrNotVisible
 //	GET   /compliance/v1/incidents/{id}/drafts/{kind} compliance:read — notice draft, text/plain (drafts.go)
 //	GET   /compliance/v1/ledger?from=N&to=M[&tenant=T] compliance:read — JSON Lines: with admin ledger rows by seq; else (or with tenant=T) the tenant log by position
 //	POST  /compliance/v1/ledger/verify               compliance:read + admin — verify the whole chain and hold the register to it
+//	GET   /compliance/v1/export?format=pdf|csv|jsonl|zip compliance:read + admin — a signed export, ledgered; one file or the ZIP of all (compliance_export.go)
+//	POST  /compliance/v1/export/verify               compliance:read + admin — body: the export's ZIP; the verification in words
 func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	read := func(h http.HandlerFunc) http.Handler { return s.auth(h, tenancy.ScopeComplianceRead) }
 	write := func(h http.HandlerFunc) http.Handler {
@@ -45,6 +47,11 @@ func (s *Server) complianceRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /compliance/v1/incidents/{id}/drafts/{kind}", read(s.incidentDraft))
 	mux.Handle("GET /compliance/v1/ledger", read(s.ledgerRange))
 	mux.Handle("POST /compliance/v1/ledger/verify", s.auth(s.verifyLedger, tenancy.ScopeComplianceRead, tenancy.ScopeAdmin))
+	exp := func(h http.HandlerFunc) http.Handler {
+		return s.auth(h, tenancy.ScopeComplianceRead, tenancy.ScopeAdmin)
+	}
+	mux.Handle("GET /compliance/v1/export", exp(s.exportRegister))
+	mux.Handle("POST /compliance/v1/export/verify", exp(s.verifyExport))
 	s.tlogRoutes(mux) // /compliance/v1/tlog/... (tlog.go)
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -214,6 +215,7 @@ type bundle struct {
 	query    rego.PreparedEvalQuery
 	revision string
 	files    []string
+	sources  map[string]string // every file of the bundle, tests included
 }
 
 // Shipped returns the embedded bundle's sources (policies and their
@@ -258,6 +260,16 @@ func (d *Decider) Files() []string {
 		return slices.Clone(b.files)
 	}
 	return nil
+}
+
+// Bundle returns the serving bundle: its revision and every file's source
+// by name (its *_test.rego files included), as Reload was given them; ""
+// and nil before the first.
+func (d *Decider) Bundle() (revision string, sources map[string]string) {
+	if b := d.cur.Load(); b != nil {
+		return b.revision, maps.Clone(b.sources)
+	}
+	return "", nil
 }
 
 // Bundle limits on what Reload accepts.
@@ -358,7 +370,7 @@ func prepare(ctx context.Context, sources map[string]string) (*bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBundle, err)
 	}
-	return &bundle{query: q, revision: Digest(sources), files: files}, nil
+	return &bundle{query: q, revision: Digest(sources), files: files, sources: maps.Clone(sources)}, nil
 }
 
 func isTest(name string) bool { return strings.HasSuffix(name, "_test.rego") }

@@ -151,6 +151,27 @@ try {
   await click(p, "form[aria-labelledby=org-h] button", "Enregistrer");
   await waitText(p, "Réglages du registre : version 1 consignée.");
   ok(true, "the organisation and privacy officer are saved as a new settings version");
+  // Export: the PDF downloaded, and the node's verification of those very
+  // bytes shown in words; then the whole export (ZIP), fully verified.
+  for (const [fmt, magic] of [["pdf", "%PDF-"], ["zip", "PK"]]) {
+    await p.goto(URL + "/#/register", { waitUntil: "networkidle0" });
+    await waitText(p, "Exporter le registre");
+    await (await control(p, "Format")).select(fmt);
+    await click(p, "form[aria-labelledby=exp-h] button", "Exporter");
+    await p.waitForSelector("#export-verdict", { timeout: 30000 });
+    const verdict = await p.$eval("#export-verdict", (e) => e.textContent);
+    ok(verdict.startsWith("Export vérifié. verified:"), `the ${fmt} export's verification is shown in words: ${verdict}`);
+    // The link offers the bytes verified (a blob: of the answer, named).
+    const link = await p.$eval("#export-download", (a) => ({ href: a.href, download: a.download, text: a.textContent }));
+    ok(link.href.startsWith("blob:" + URL) && link.download === "cloison-export." + fmt && /\(\d+ octets\)$/.test(link.text), `the ${fmt} export is offered for download: ${JSON.stringify(link)}`);
+    // The route answers the format asked for, as an attachment.
+    const got = await fetch(API + "/compliance/v1/export?format=" + fmt, { headers: { Authorization: "Bearer " + OFFICER } });
+    const head = Buffer.from(await got.arrayBuffer()).subarray(0, magic.length).toString();
+    ok(got.status === 200 && head === magic && got.headers.get("content-disposition") === `attachment; filename="cloison-export.${fmt}"`, `the ${fmt} export route answers the file as an attachment`);
+    if (fmt === "pdf") await shot(p, "console-export");
+  }
+  await clean(p, "export");
+  await axe(p, "export");
   // The incident: versions, a notice, closing it, drafts.
   const id = await p.$$eval("main table a", (as) => as.map((a) => a.textContent).filter((x) => x.startsWith("inc-")).at(-1));
   await p.goto(URL + "/#/incident/" + id, { waitUntil: "networkidle0" });
@@ -272,11 +293,16 @@ try {
   // The policy bundle: the repository's own files, read in the browser and reloaded.
   await p.goto(URL + "/#/policy", { waitUntil: "networkidle0" });
   await waitText(p, "Politique d’admission (OPA)");
+  const rev0 = await p.$eval("#policy-revision", (e) => e.textContent);
+  ok(/^sha256:[0-9a-f]{64}$/.test(rev0) && (await text(p)).includes("decision.rego"), "the serving policy bundle is shown, its revision and files: " + rev0);
   const rego = ["attestation", "classification", "context", "decision", "models", "residency", "tenant"].map((n) => `${process.env.POLICY_DIR}/${n}.rego`);
   await (await control(p, "Fichiers .rego")).uploadFile(...rego);
   await click(p, "main button", "Recharger");
   await waitText(p, "Lot de 7 fichier(s) appliqué : révision");
   ok(true, "a policy bundle is reloaded from files chosen in the browser");
+  await p.waitForFunction((r) => { const e = document.getElementById("policy-revision"); return e && e.textContent !== r; }, { timeout: 15000 }, rev0);
+  ok((await p.$eval("#policy-revision", (e) => e.textContent)) === (await text(p)).match(/révision (sha256:[0-9a-f]{64})/)[1], "after the reload the page shows the new bundle as serving");
+  await shot(p, "console-policy");
   await clean(p, "policy");
   await axe(p, "policy");
   await p.goto(URL + "/#/tenants", { waitUntil: "networkidle0" });

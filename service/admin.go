@@ -274,6 +274,34 @@ func (a *Admin) ReloadPolicies(ctx context.Context, actor audit.Name, files map[
 	})
 }
 
+// PolicyBundle reads the serving policy bundle back (*policies.Decider).
+type PolicyBundle interface {
+	Bundle() (revision string, sources map[string]string)
+}
+
+// CurrentPolicy is the serving policy bundle: its revision (the digest
+// policy.reloaded ledgered) and its files' sources by name.
+type CurrentPolicy struct {
+	Revision string            `json:"revision"`
+	Files    map[string]string `json:"files"`
+}
+
+// ErrNoPolicyBundle: this node's policy decider cannot be read back.
+var ErrNoPolicyBundle = cloison.NewError(cloison.CodeUnavailable, "this node's policy bundle cannot be read back")
+
+// Policy returns the serving policy bundle. Errors: ErrNoPolicyBundle.
+func (a *Admin) Policy() (CurrentPolicy, error) {
+	pb, ok := a.d.Policies.(PolicyBundle)
+	if !ok {
+		return CurrentPolicy{}, ErrNoPolicyBundle
+	}
+	rev, files := pb.Bundle()
+	if rev == "" {
+		return CurrentPolicy{}, ErrNoPolicyBundle
+	}
+	return CurrentPolicy{Revision: rev, Files: files}, nil
+}
+
 func trimSHA(s string) string {
 	if len(s) > 7 && s[:7] == "sha256:" {
 		return s[7:]

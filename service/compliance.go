@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -396,4 +398,76 @@ func (c *Compliance) OverdueNotices(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// ExportVerification is an export checked by this node
+// (Compliance.VerifyExport), in words for the console.
+type ExportVerification struct {
+	OK bool `json:"ok"`
+	// Result says what was checked and what it found, in words.
+	Result string `json:"result"`
+	// From and To are the ledger range the manifest covers (0 0: unknown).
+	From uint64 `json:"from,omitempty"`
+	To   uint64 `json:"to,omitempty"`
+	// Incidents counts the register entries checked.
+	Incidents int `json:"incidents,omitempty"`
+}
+
+// VerifyExport checks the export directory dir as cloisonctl audit
+// verify-export does (export.VerifyDir), trusting this node's export
+// public key for the manifest and its checkpoint keys for the checkpoint.
+// A failed verification is a result, not an error. A compliance stream.
+// Errors: ErrNoExportKey; the Gate's.
+func (c *Compliance) VerifyExport(ctx context.Context, p tenancy.Principal, dir string) (ExportVerification, error) {
+	if c.d.ExportKey == nil {
+		return ExportVerification{}, ErrNoExportKey
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant, Operator(p))
+	if err != nil {
+		return ExportVerification{}, err
+	}
+	defer release()
+	mk := audit.KeySet(c.d.ExportKey.Public().(ed25519.PublicKey))
+	rep, err := export.VerifyDir(dir, mk, c.d.Verify.Keys)
+	if err != nil {
+		return ExportVerification{Result: "verification failed: " + strings.ReplaceAll(err.Error(), dir+string(os.PathSeparator), "")}, nil
+	}
+	return ExportVerification{
+		OK: true, From: rep.Manifest.From, To: rep.Manifest.To, Incidents: rep.Incidents,
+		Result: fmt.Sprintf("verified: manifest signed by %s; every file's SHA-256; the ledger chain %d..%d and its checkpoint; %d register entries; the CSVs and the PDF re-rendered byte for byte",
+			rep.Manifest.KeyID, rep.Manifest.From, rep.Manifest.To, rep.Incidents),
+	}, nil
+}
+
+// VerifyExportFile checks one file of an export against the export's
+// signed manifest (its text, manifest.txt): the manifest's signature with
+// this node's export public key, and that a file it lists has the file's
+// size and SHA-256. It vouches for the file being the one this node
+// signed; the chain, checkpoint and renderings are VerifyExport's, over
+// the whole export. A failed verification is a result, not an error.
+// Errors: ErrNoExportKey; the Gate's.
+func (c *Compliance) VerifyExportFile(ctx context.Context, p tenancy.Principal, manifest []byte, size int64, sum audit.Digest) (ExportVerification, error) {
+	if c.d.ExportKey == nil {
+		return ExportVerification{}, ErrNoExportKey
+	}
+	release, err := c.d.Gate.Acquire(p.Tenant, Operator(p))
+	if err != nil {
+		return ExportVerification{}, err
+	}
+	defer release()
+	m, err := export.ParseManifest(manifest)
+	if err == nil {
+		err = m.Verify(audit.KeySet(c.d.ExportKey.Public().(ed25519.PublicKey)))
+	}
+	if err != nil {
+		return ExportVerification{Result: "verification failed: " + err.Error()}, nil
+	}
+	for _, f := range m.Files {
+		if f.Size == size && f.SHA256 == sum {
+			return ExportVerification{OK: true, From: m.From, To: m.To,
+				Result: fmt.Sprintf("verified: %s is the file the manifest signed by %s lists (size and SHA-256), of the export of ledger %d..%d; the chain, checkpoint and renderings are checked over the whole export (ZIP)",
+					f.Name, m.KeyID, m.From, m.To)}, nil
+		}
+	}
+	return ExportVerification{Result: "verification failed: no file of the signed manifest has this file's size and SHA-256"}, nil
 }

@@ -277,7 +277,61 @@ async function pageRegister(out) {
   });
   out.append(table([t("incident"), t("status"), t("assessment"), t("awareness"), t("persons"), t("tenants"), t("deadlines")], rows, t("registerTitle")));
   if (has("compliance:write")) out.append(openIncidentForm());
+  if (has("admin")) out.append(exportForm());
   out.append(await organisationForm());
+}
+
+// apiBlob is api for a file: the answer's bytes and headers.
+async function apiBlob(method, path, body, headers) {
+  const r = await fetch(path, {
+    method, headers: { Authorization: "Bearer " + state.token, ...(headers || {}) }, body,
+    cache: "no-store", credentials: "omit", redirect: "error", referrerPolicy: "no-referrer",
+  });
+  if (!r.ok) {
+    let msg = "HTTP " + r.status;
+    try { const j = await r.json(); if (j && j.error && j.error.message) msg = j.error.message; } catch { /* not JSON */ }
+    if (r.status === 401 && state.token) { signOut(t("badToken", msg)); }
+    throw new APIError(r.status, msg);
+  }
+  return { blob: await r.blob(), headers: r.headers };
+}
+
+// exportForm: a signed export (GET /compliance/v1/export, ledgered) in the
+// format chosen, offered for download (a link to its bytes), and the node's verification of the
+// very bytes downloaded (POST /compliance/v1/export/verify) shown in words.
+function exportForm() {
+  const [l1, fmt] = field(t("exportFormat"), (fid) => h("select", { id: fid },
+    ["pdf", "csv", "jsonl", "zip"].map((f) => h("option", { value: f }, t("fmt_" + f)))));
+  const out = h("div", { "aria-live": "polite" });
+  const form = h("form", { class: "grid card", "aria-labelledby": "exp-h" }, h("h2", { id: "exp-h", class: "full" }, t("exportTitle")),
+    h("p", { class: "full muted" }, t("exportHelp")), l1, fmt,
+    h("div", { class: "full" }, h("button", { type: "submit" }, t("exportDo"))), h("div", { class: "full" }, out));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clear(out);
+    const btn = form.querySelector("button[type=submit]");
+    btn.disabled = true;
+    try {
+      const f = fmt.value;
+      const { blob, headers } = await apiBlob("GET", "/compliance/v1/export?format=" + encodeURIComponent(f));
+      const name = "cloison-export." + f;
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(blob);
+      a.download = name;
+      a.id = "export-download";
+      a.textContent = t("exportDownload", name, blob.size);
+      out.append(h("p", {}, a));
+      const mh = headers.get("Cloison-Export-Manifest");
+      const vh = f === "zip" || !mh ? { "Content-Type": "application/zip" } : { "Content-Type": "application/octet-stream", "Cloison-Export-Manifest": mh };
+      const v = JSON.parse(await (await apiBlob("POST", "/compliance/v1/export/verify", blob, vh)).blob.text());
+      out.append(h("p", { class: v.ok ? "ok" : "late", role: "status", id: "export-verdict" }, v.ok ? t("exportOk") : t("exportBad"), " ", v.result));
+    } catch (err) {
+      out.append(errorBox(err));
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  return form;
 }
 
 // organisationForm: the organisation and privacy officer new register
@@ -719,7 +773,14 @@ async function pageKeys(out) {
 // to POST /admin/v1/policies/reload; the node checks and compiles it,
 // ledgers its digest and answers its revision.
 async function pagePolicy(out) {
-  out.append(h("h1", {}, t("policyTitle")), h("p", { class: "muted" }, t("policyHelp")));
+  out.append(h("h1", {}, t("policyTitle")));
+  // The serving bundle, read back (GET /admin/v1/policies), as text.
+  const cur = await api("GET", "/admin/v1/policies");
+  const names = Object.keys(cur.files || {}).sort();
+  out.append(h("section", { class: "card", "aria-labelledby": "pol-cur" }, h("h2", { id: "pol-cur" }, t("policyCurrent")),
+    h("p", {}, t("policyRevision"), " : ", h("code", { id: "policy-revision" }, cur.revision)),
+    names.map((n) => h("details", {}, h("summary", {}, n), h("pre", {}, cur.files[n])))));
+  out.append(h("h2", {}, t("reload")), h("p", { class: "muted" }, t("policyHelp")));
   const [l1, files] = field(t("policyFiles"), (fid) => h("input", { id: fid, type: "file", multiple: true, accept: ".rego", required: true }));
   const form = h("form", { class: "grid card" }, l1, files, h("div", { class: "full" }, h("button", { type: "submit" }, t("reload"))));
   out.append(submitting(form, async () => {
