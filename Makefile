@@ -383,7 +383,8 @@ RUN_CONSOLE_ADDR ?= 127.0.0.1:8081
 RUN_DB ?= cloison
 # dburls DB: sets admin (the administrator's URL of database DB) and runtime
 # (the same database, logged in as the default runtime role). The
-# development targets (run, load, bench-serve, scripts/sdk-test.sh and
+# development targets (run, load, bench-serve, scripts/sdk-test.sh,
+# console-test.sh and
 # peer-serve.sh) share the default roles on purpose, one database each:
 # they name the same --db-deployment (dev), which role setup would
 # otherwise refuse as another deployment's roles.

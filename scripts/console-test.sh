@@ -62,7 +62,7 @@ wport=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", 
 
 rm -f "$dir/state/ready" "$dir/state/console-ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --grpc-addr '' --metrics-addr '' --database-url "$runtime" --migrate-database-url "$admin" \
-	--db-runtime-password-file "$dir/state/db-runtime.password" --create-database --dev --dev-tenant dev \
+	--db-runtime-password-file "$dir/state/db-runtime.password" --db-deployment dev --create-database --dev --dev-tenant dev \
 	--state-dir "$dir/state" --ready-file "$dir/state/ready" --console-ready-file "$dir/state/console-ready" \
 	--jwks-url "$idp/jwks" --jwt-issuer "$idp" --console-oidc-authorize-url "$idp/authorize" --console-oidc-token-url "$idp/token" \
 	--console-oidc-client-id cloison-console --witness "http://127.0.0.1:$wport=$wvkey" --witness-interval 200ms 2>"$dir/cloisond.log" & pid=$!
