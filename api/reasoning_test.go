@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -244,22 +243,30 @@ func TestReasoningItem(t *testing.T) {
 	}
 }
 
-// TestReasoningGrammarRefused: a grammar constrains the whole output, so
-// a constrained request where the prompt opens the reasoning (DeepSeek-R1)
-// is refused (unsupported); where the model would open it itself (Qwen3),
-// with thinking off, or with no reasoning markers, the grammar is served
-// (it lets no <think> open: thinking is off).
-func TestReasoningGrammarRefused(t *testing.T) {
+// TestReasoningGrammarAfter: a constrained request where the prompt opens
+// the reasoning (DeepSeek-R1) holds its grammar after </think>
+// (Constraint.After), whatever constrains it; where the model would open
+// it itself (Qwen3), with thinking off, or with no reasoning markers, the
+// grammar holds from the first token (it lets no <think> open: thinking is
+// off).
+func TestReasoningGrammarAfter(t *testing.T) {
 	g := service.JSONObjectSchema
 	msgs := []chat.Message{{Role: "user", Content: "2+2?"}}
 	s, _ := thinkServer(t, r1Template)
-	if _, _, err := s.text().PrepareChat(msgs, nil, g); !errors.Is(err, service.ErrUnsupported) {
-		t.Errorf("got %v, want unsupported", err)
+	for _, want := range []service.Constraint{{Schema: g}, {Choice: []string{"a", "b"}}, {Syntax: "regex", Grammar: "[0-9]+"}} {
+		_, got, err := s.text().PrepareChatWith(msgs, nil, want, chat.Options{GenerationPrompt: true})
+		if err != nil || got.After != "</think>" {
+			t.Errorf("%+v: got %+v, %v, want the constraint after </think>", want, got, err)
+		}
+	}
+	_, got, err := s.text().PrepareChatWith(msgs, nil, service.Constraint{}, chat.Options{GenerationPrompt: true})
+	if err != nil || !got.IsZero() || got.After != "" {
+		t.Errorf("unconstrained: got %+v, %v", got, err)
 	}
 	for _, tpl := range []string{qwen3Template, offTemplate, turnsTemplate} {
 		s, _ := thinkServer(t, tpl)
-		if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || string(got.Schema) != string(g) {
-			t.Errorf("%q: got %v, %v, want the schema", tpl, got, err)
+		if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || string(got.Schema) != string(g) || got.After != "" {
+			t.Errorf("%q: got %v, %v, want the schema from the first token", tpl, got, err)
 		}
 	}
 }

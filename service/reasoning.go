@@ -24,19 +24,24 @@ import (
 // are parsed there only). A generation that ends before </think> is all
 // reasoning, as vLLM reads it.
 //
-// Constrained decoding (a response_format, a forced or strict tool call)
-// constrains the output from its first token: a grammar that let the
-// reasoning run free and applied only after </think> (as vLLM does) is not
-// built. So a grammar switches thinking off: where the model would open
-// <think> itself (Qwen3), the grammar does not let it, the output is the
-// constrained answer and the reasoning is empty; where the prompt has
-// already opened the reasoning (DeepSeek-R1's generation prompt), the
-// grammar would constrain the reasoning itself and the answer would never
-// come, so the request is refused (PrepareChat: ErrUnsupported). With
-// thinking off in the prompt the grammar applies as for any model. Under
-// tool_choice "auto" with a strict tool the grammar is lazy: the text is
-// free until a call opens, so the model may reason, but a call it opens
-// inside its reasoning is reasoning, not a call.
+// Constrained decoding (a response_format, structured_outputs, a forced
+// or strict tool call) applies after the reasoning, as vLLM does, where
+// the prompt opens the reasoning (DeepSeek-R1's generation prompt, Qwen3's
+// thinking models): PrepareChat sets Constraint.After to </think>, and the
+// grammar compiled is grammar.After's: every token is allowed until the
+// output writes </think> (as text, split across tokens, or as the control
+// token, as the ReasoningStream reads it), and from the byte after it the
+// output must be a sentence of the grammar. A generation that ends before
+// </think> is all reasoning and its content empty, never unconstrained
+// content. Where the model would open <think> itself (Qwen3), the grammar
+// holds from the first token instead, so it does not let <think> open:
+// thinking is off, the output is the constrained answer and the reasoning
+// empty (a model that skipped its reasoning would otherwise answer
+// unconstrained). With thinking off in the prompt the grammar applies as
+// for any model. Under tool_choice "auto" with a strict tool the grammar is
+// lazy already: the text is free until a call opens, so the model may
+// reason, but a call it opens inside its reasoning is reasoning, not a
+// call.
 
 // ReasoningFormat is how a model's output separates reasoning from answer.
 type ReasoningFormat int
