@@ -29,6 +29,9 @@ const (
 	qwen3Template = turnsTemplate + `{%- if false %}<think></think>{% endif %}`
 	offTemplate   = turnsTemplate + "<think>\n\n</think>\n\n"
 	r1Template    = turnsTemplate + "<think>\n"
+	// harmonyTemplate names gpt-oss's channels: the output's messages say
+	// which is reasoning (analysis) and which the answer (final).
+	harmonyTemplate = turnsTemplate + `{%- if false %}<|channel|>analysis<|message|>{% endif %}`
 )
 
 // thinkTokenizer is the synthetic byte-level vocabulary with the chat
@@ -37,7 +40,8 @@ const (
 func thinkTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
 	tokens, types, merges := synth.Vocab(400)
-	for _, m := range []string{"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"} {
+	for _, m := range []string{"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+		"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>"} {
 		tokens = append(tokens, m)
 		types = append(types, tokenizer.TypeControl)
 	}
@@ -106,6 +110,9 @@ func TestReasoningContent(t *testing.T) {
 		{"qwen3 under a grammar (no <think>)", qwen3Template, "{\"a\": 4}", "", "{\"a\": 4}", false, 0},
 		{"thinking off", offTemplate, "It is 4.", "", "It is 4.", false, 0},
 		{"r1 opened by the prompt", r1Template, "Add them.</think>It is 4.", "Add them.", "It is 4.", false, 0},
+		{"gpt-oss channels", harmonyTemplate, "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.", "Add them.", "It is 4.", false, 0},
+		{"gpt-oss final only", harmonyTemplate, "<|channel|>final<|message|>It is 4.", "", "It is 4.", false, 0},
+		{"gpt-oss cut off in analysis", harmonyTemplate, "<|channel|>analysis<|message|>Add the", "Add the", "", false, 0},
 		{"cut off while thinking", qwen3Template, "<think>Add the", "Add the", "", false, 0},
 		{"call after reasoning", qwen3Template, "<think>Use the tool.</think>\n<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 2}}</tool_call>",
 			"Use the tool.", "\n", true, 1},
@@ -147,7 +154,7 @@ func TestReasoningContent(t *testing.T) {
 					reasoning.WriteString(*d.ReasoningContent)
 				}
 				if d.Content != nil {
-					if tt.template != offTemplate && strings.Contains(*d.Content, "think>") {
+					if tt.template != offTemplate && (strings.Contains(*d.Content, "think>") || strings.Contains(*d.Content, "<|")) {
 						t.Errorf("content delta %q leaks a tag", *d.Content)
 					}
 					content.WriteString(*d.Content)
