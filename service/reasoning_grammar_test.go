@@ -1,11 +1,16 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/grammar"
+	"github.com/cloison/cloison/engine/sample"
 	"pgregory.net/rapid"
 )
 
@@ -112,5 +117,41 @@ func TestConstraintAfterReasoning(t *testing.T) {
 	}
 	if !g.Match([]byte(`<think>{"x"</think>{"n": 3}`)) || !g.Match([]byte("cut off while reasoning")) {
 		t.Errorf("free reasoning refused")
+	}
+}
+
+// TestConstraintAfterThroughEngine runs Constraint.After through the
+// engine with the context bag (it repeats its context's commonest token,
+// so the marker here is two of that token, not </think>): the first token
+// is free text the schema refuses, the second completes the marker, and
+// the rest is exactly the schema's sentence; without After the schema
+// holds from the first token.
+func TestConstraintAfterThroughEngine(t *testing.T) {
+	s := newEngineRequests(t, &fakeLedger{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prompt := make([]int32, 24)
+	for i := range prompt {
+		prompt[i] = 40
+	}
+	run := func(id string, c Constraint) string {
+		var out strings.Builder
+		q := Request{ID: cloison.RequestID(id), Model: "context-bag", Prompt: prompt, MaxTokens: 12, Sampling: sample.Params{Temperature: 0}, Constraint: c}
+		if _, err := s.Generate(ctx, acme("context-bag"), q, Sink{Token: func(_ int, tok engine.Token) { out.WriteString(tok.Text) }}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	free := run("req-after-free", Constraint{})
+	if len(free) < 2 || strings.Count(free, free[:1]) != len(free) || free[:1] == "7" {
+		t.Fatalf("unconstrained output %q: the bag does not repeat one byte", free)
+	}
+	marker := free[:2]
+	schema := []byte(`{"enum":[7]}`)
+	if got := run("req-after", Constraint{Schema: schema, After: marker}); got != marker+"7" {
+		t.Errorf("after %q: got %q, want the marker free, then exactly 7", marker, got)
+	}
+	if got := run("req-after-none", Constraint{Schema: schema}); got != "7" {
+		t.Errorf("from the first token: got %q, want 7", got)
 	}
 }
