@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -30,6 +29,9 @@ const (
 	qwen3Template = turnsTemplate + `{%- if false %}<think></think>{% endif %}`
 	offTemplate   = turnsTemplate + "<think>\n\n</think>\n\n"
 	r1Template    = turnsTemplate + "<think>\n"
+	// harmonyTemplate names gpt-oss's channels: the output's messages say
+	// which is reasoning (analysis) and which the answer (final).
+	harmonyTemplate = turnsTemplate + `{%- if false %}<|channel|>analysis<|message|>{% endif %}`
 )
 
 // thinkTokenizer is the synthetic byte-level vocabulary with the chat
@@ -38,7 +40,8 @@ const (
 func thinkTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
 	tokens, types, merges := synth.Vocab(400)
-	for _, m := range []string{"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"} {
+	for _, m := range []string{"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+		"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>"} {
 		tokens = append(tokens, m)
 		types = append(types, tokenizer.TypeControl)
 	}
@@ -107,6 +110,9 @@ func TestReasoningContent(t *testing.T) {
 		{"qwen3 under a grammar (no <think>)", qwen3Template, "{\"a\": 4}", "", "{\"a\": 4}", false, 0},
 		{"thinking off", offTemplate, "It is 4.", "", "It is 4.", false, 0},
 		{"r1 opened by the prompt", r1Template, "Add them.</think>It is 4.", "Add them.", "It is 4.", false, 0},
+		{"gpt-oss channels", harmonyTemplate, "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.", "Add them.", "It is 4.", false, 0},
+		{"gpt-oss final only", harmonyTemplate, "<|channel|>final<|message|>It is 4.", "", "It is 4.", false, 0},
+		{"gpt-oss cut off in analysis", harmonyTemplate, "<|channel|>analysis<|message|>Add the", "Add the", "", false, 0},
 		{"cut off while thinking", qwen3Template, "<think>Add the", "Add the", "", false, 0},
 		{"call after reasoning", qwen3Template, "<think>Use the tool.</think>\n<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 2}}</tool_call>",
 			"Use the tool.", "\n", true, 1},
@@ -148,7 +154,7 @@ func TestReasoningContent(t *testing.T) {
 					reasoning.WriteString(*d.ReasoningContent)
 				}
 				if d.Content != nil {
-					if tt.template != offTemplate && strings.Contains(*d.Content, "think>") {
+					if tt.template != offTemplate && (strings.Contains(*d.Content, "think>") || strings.Contains(*d.Content, "<|")) {
 						t.Errorf("content delta %q leaks a tag", *d.Content)
 					}
 					content.WriteString(*d.Content)
@@ -244,22 +250,30 @@ func TestReasoningItem(t *testing.T) {
 	}
 }
 
-// TestReasoningGrammarRefused: a grammar constrains the whole output, so
-// a constrained request where the prompt opens the reasoning (DeepSeek-R1)
-// is refused (unsupported); where the model would open it itself (Qwen3),
-// with thinking off, or with no reasoning markers, the grammar is served
-// (it lets no <think> open: thinking is off).
-func TestReasoningGrammarRefused(t *testing.T) {
+// TestReasoningGrammarAfter: a constrained request where the prompt opens
+// the reasoning (DeepSeek-R1) holds its grammar after </think>
+// (Constraint.After), whatever constrains it; where the model would open
+// it itself (Qwen3), with thinking off, or with no reasoning markers, the
+// grammar holds from the first token (it lets no <think> open: thinking is
+// off).
+func TestReasoningGrammarAfter(t *testing.T) {
 	g := service.JSONObjectSchema
 	msgs := []chat.Message{{Role: "user", Content: "2+2?"}}
 	s, _ := thinkServer(t, r1Template)
-	if _, _, err := s.text().PrepareChat(msgs, nil, g); !errors.Is(err, service.ErrUnsupported) {
-		t.Errorf("got %v, want unsupported", err)
+	for _, want := range []service.Constraint{{Schema: g}, {Choice: []string{"a", "b"}}, {Syntax: "regex", Grammar: "[0-9]+"}} {
+		_, got, err := s.text().PrepareChatWith(msgs, nil, want, chat.Options{GenerationPrompt: true})
+		if err != nil || got.After != "</think>" {
+			t.Errorf("%+v: got %+v, %v, want the constraint after </think>", want, got, err)
+		}
+	}
+	_, got, err := s.text().PrepareChatWith(msgs, nil, service.Constraint{}, chat.Options{GenerationPrompt: true})
+	if err != nil || !got.IsZero() || got.After != "" {
+		t.Errorf("unconstrained: got %+v, %v", got, err)
 	}
 	for _, tpl := range []string{qwen3Template, offTemplate, turnsTemplate} {
 		s, _ := thinkServer(t, tpl)
-		if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || string(got.Schema) != string(g) {
-			t.Errorf("%q: got %v, %v, want the schema", tpl, got, err)
+		if _, got, err := s.text().PrepareChat(msgs, nil, g); err != nil || string(got.Schema) != string(g) || got.After != "" {
+			t.Errorf("%q: got %v, %v, want the schema from the first token", tpl, got, err)
 		}
 	}
 }

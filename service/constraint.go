@@ -34,6 +34,11 @@ type Constraint struct {
 	// Whitespace is what Schema's grammar allows between JSON tokens
 	// (grammar.Whitespace; the zero value: Indent).
 	Whitespace grammar.Whitespace
+	// After is the marker that ends a reasoning model's reasoning where the
+	// prompt opened it ("</think>"): the output is free text up to it, the
+	// grammar holds from the byte after it (grammar.After); "": from the
+	// first token.
+	After string
 }
 
 // JSONObjectSchema is the schema of response_format json_object: any JSON
@@ -52,6 +57,15 @@ func (c Constraint) IsZero() bool {
 // the feature; grammar.ErrBadGrammar and grammar.ErrUnsupportedGrammar
 // likewise; ErrUnsupported (a tool-call format that cannot be forced).
 func (s *Requests) compile(t cloison.TenantID, c Constraint) (*grammar.Grammar, error) {
+	g, err := s.compileOutput(t, c)
+	if err != nil || g == nil || c.After == "" {
+		return g, err
+	}
+	return grammar.After(c.After, g, []string{thinkOpen, thinkClose})
+}
+
+// compileOutput is c's grammar of the constrained output itself.
+func (s *Requests) compileOutput(t cloison.TenantID, c Constraint) (*grammar.Grammar, error) {
 	if c.IsZero() {
 		return nil, nil
 	}

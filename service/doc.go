@@ -126,10 +126,12 @@
 // ToolStream per choice (tools.go) reads the tool calls back from the
 // text in the template's format (MarkerText restores the markers the
 // engine streams as empty control tokens); before it, with a reasoning
-// model (<think>…</think>, chosen from the template: reasoning.go), a
+// model (<think>…</think> or gpt-oss's harmony channels, chosen from the
+// template: reasoning.go, harmony.go), a
 // ReasoningStream per choice splits the reasoning from the answer, so
-// calls are read in the answer only (a grammar switches thinking off;
-// where the prompt opens the reasoning, PrepareChat refuses one). A
+// calls are read in the answer only (where the prompt opens the
+// reasoning, a grammar holds after it: Constraint.After; otherwise a
+// grammar switches thinking off). A
 // Responses API request
 // continues the conversation of its previous response (conversation.go:
 // History, ConversationMessages) and keeps its own when asked (Keep).

@@ -57,11 +57,10 @@ func (m Model) CompletionPrompt(text string, ids []int32, isIDs bool, suffix str
 // PrepareChat makes a chat request ready for Generate: its tools checked
 // against the model's template (ToolFormat), its constraint (the
 // response_format's schema, or the tool calls': RequestConstraint; not
-// compiled yet), its prompt rendered (ChatPrompt). A constraint from the
-// first token (a schema, a choice, a forced call) where the prompt opens
-// the reasoning is refused (reasoning.go); a lazy one ("auto") is not.
-// Errors: those of ToolFormat, RequestConstraint and ChatPrompt;
-// ErrUnsupported.
+// compiled yet), its prompt rendered (ChatPrompt). Where the prompt opens
+// the reasoning, a schema, a choice, a grammar or a forced call holds after
+// the reasoning ends (Constraint.After; reasoning.go).
+// Errors: those of ToolFormat, RequestConstraint and ChatPrompt.
 func (m Model) PrepareChat(msgs []chat.Message, use *ToolUse, schema []byte) (prompt []int32, c Constraint, err error) {
 	return m.PrepareChatWith(msgs, use, Constraint{Schema: schema}, chat.Options{GenerationPrompt: true})
 }
@@ -93,7 +92,7 @@ func (m Model) PrepareChatWith(msgs []chat.Message, use *ToolUse, want Constrain
 	}
 	prompt = m.Tokenizer.EncodeTemplated(p.Text, p.Literal, bos)
 	if _, inside := m.thinking(prompt); inside && (c.Schema != nil || c.Choice != nil || c.Syntax != "" || (c.Tools != nil && c.Tools.Force != "")) {
-		return nil, Constraint{}, ErrUnsupported.Withf("response_format, structured_outputs, tool_choice \"required\", a named function or a strict tool: this model's prompt opens its reasoning, and output constrained after the reasoning is not supported")
+		c.After = thinkClose // the reasoning is free, the answer constrained
 	}
 	return prompt, c, nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -11,8 +12,10 @@ import (
 // reasoning_content beside content in chat completions, a reasoning item
 // before the message in the Responses API, as vLLM's reasoning parsers
 // give them. The format is chosen from the template (DetectReasoning: its
-// text writes <think> or </think>); a template with no reasoning markers changes
-// nothing.
+// text writes <|channel|>, gpt-oss's harmony channels (harmony.go); or
+// <think> or </think>); a template with no reasoning markers changes
+// nothing. Under a grammar, a harmony model's output is the constrained
+// answer from its first token, with no header: all content.
 //
 // Where the reasoning starts is read from the end of the rendered prompt
 // (ReasoningStart): a prompt that ends inside an open <think> (DeepSeek-R1's
@@ -24,19 +27,24 @@ import (
 // are parsed there only). A generation that ends before </think> is all
 // reasoning, as vLLM reads it.
 //
-// Constrained decoding (a response_format, a forced or strict tool call)
-// constrains the output from its first token: a grammar that let the
-// reasoning run free and applied only after </think> (as vLLM does) is not
-// built. So a grammar switches thinking off: where the model would open
-// <think> itself (Qwen3), the grammar does not let it, the output is the
-// constrained answer and the reasoning is empty; where the prompt has
-// already opened the reasoning (DeepSeek-R1's generation prompt), the
-// grammar would constrain the reasoning itself and the answer would never
-// come, so the request is refused (PrepareChat: ErrUnsupported). With
-// thinking off in the prompt the grammar applies as for any model. Under
-// tool_choice "auto" with a strict tool the grammar is lazy: the text is
-// free until a call opens, so the model may reason, but a call it opens
-// inside its reasoning is reasoning, not a call.
+// Constrained decoding (a response_format, structured_outputs, a forced
+// or strict tool call) applies after the reasoning, as vLLM does, where
+// the prompt opens the reasoning (DeepSeek-R1's generation prompt, Qwen3's
+// thinking models): PrepareChat sets Constraint.After to </think>, and the
+// grammar compiled is grammar.After's: every token is allowed until the
+// output writes </think> (as text, split across tokens, or as the control
+// token, as the ReasoningStream reads it), and from the byte after it the
+// output must be a sentence of the grammar. A generation that ends before
+// </think> is all reasoning and its content empty, never unconstrained
+// content. Where the model would open <think> itself (Qwen3), the grammar
+// holds from the first token instead, so it does not let <think> open:
+// thinking is off, the output is the constrained answer and the reasoning
+// empty (a model that skipped its reasoning would otherwise answer
+// unconstrained). With thinking off in the prompt the grammar applies as
+// for any model. Under tool_choice "auto" with a strict tool the grammar is
+// lazy already: the text is free until a call opens, so the model may
+// reason, but a call it opens inside its reasoning is reasoning, not a
+// call.
 
 // ReasoningFormat is how a model's output separates reasoning from answer.
 type ReasoningFormat int
@@ -46,6 +54,9 @@ const (
 	NoReasoning ReasoningFormat = iota
 	// ThinkTags: <think>REASONING</think>CONTENT.
 	ThinkTags
+	// Harmony: gpt-oss's channels, <|channel|>analysis<|message|>REASONING
+	// <|end|><|start|>assistant<|channel|>final<|message|>CONTENT.
+	Harmony
 )
 
 const (
@@ -55,6 +66,9 @@ const (
 
 // DetectReasoning is the reasoning format the chat template src teaches.
 func DetectReasoning(src string) ReasoningFormat {
+	if strings.Contains(src, hChannel) {
+		return Harmony
+	}
 	if strings.Contains(src, thinkOpen) || strings.Contains(src, thinkClose) {
 		return ThinkTags
 	}
@@ -65,6 +79,9 @@ func DetectReasoning(src string) ReasoningFormat {
 // the output starts in reasoning (the prompt opened it); off, thinking is
 // off (the prompt closed an empty block) and the output is all content.
 func ReasoningStart(f ReasoningFormat, promptTail string) (inside, off bool) {
+	if f == Harmony {
+		return false, false // each message of the output names its channel
+	}
 	if f != ThinkTags {
 		return false, true
 	}
@@ -130,7 +147,7 @@ func (m Model) ReasoningText(id int32, text string) string {
 	if id < 0 || text != "" {
 		return text
 	}
-	if piece := string(m.Tokenizer.Piece(id, true)); piece == thinkOpen || piece == thinkClose {
+	if piece := string(m.Tokenizer.Piece(id, true)); piece == thinkOpen || piece == thinkClose || slices.Contains(harmonyMarkers, piece) {
 		return piece
 	}
 	return text
@@ -148,20 +165,27 @@ const (
 // until the next text (or Finish) decides it, so no part of a tag ever
 // reaches either side. Not safe for concurrent use: one per choice.
 type ReasoningStream struct {
-	state  int
-	inside bool   // the prompt opened the reasoning
-	held   string // text not yet released
+	harmony *harmonyStream // Harmony's; nil: ThinkTags
+	state   int
+	inside  bool   // the prompt opened the reasoning
+	held    string // text not yet released
 }
 
 // NewReasoningStream returns a stream for format f (ThinkTags); inside:
 // the prompt opened the reasoning.
 func NewReasoningStream(f ReasoningFormat, inside bool) *ReasoningStream {
+	if f == Harmony {
+		return &ReasoningStream{harmony: &harmonyStream{}}
+	}
 	return &ReasoningStream{state: seekOpen, inside: inside}
 }
 
 // Feed returns the reasoning and the content that text releases (end: the
 // generation is over, everything held is released).
 func (r *ReasoningStream) Feed(text string, end bool) (reasoning, content string) {
+	if r.harmony != nil {
+		return r.harmony.feed(text, end)
+	}
 	var rb, cb strings.Builder
 	s := r.held + text
 	r.held = ""

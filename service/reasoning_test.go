@@ -168,6 +168,7 @@ func TestReasoningStartTemplates(t *testing.T) {
 		{"HuggingFaceTB-SmolLM3-3B", ThinkTags, false, false},
 		{"MiniMax-M2", ThinkTags, true, false},
 		{"ibm-granite-granite-3.3-2B-Instruct", ThinkTags, false, false}, // mentions the tags; parsed only if the output opens one
+		{"openai-gpt-oss-120b", Harmony, false, false},
 		{"ByteDance-Seed-OSS", NoReasoning, false, true},
 		{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", NoReasoning, false, true},
 	} {

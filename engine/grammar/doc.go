@@ -282,6 +282,14 @@
 // as nothing otherwise; Vocab keeps the control tokens' text for this
 // (VocabFrom; NewVocabControls).
 //
+// After(marker, g, controls) is the same free phase with one trigger
+// whose body is a grammar already compiled (a cached schema): free text
+// until marker, then from the byte after it a sentence of g. It is
+// structured output after a reasoning model's reasoning (marker
+// </think>, which the reasoning parser reads at the same place): the
+// reasoning is free, the answer constrained, and a generation that stops
+// before the marker has no answer at all.
+//
 // The free phase's state is a small scanner (a DFA over the trigger
 // texts, the longest suffix of the text that may still begin one; and for
 // at-start triggers whether the text so far is Unicode whitespace, with an
