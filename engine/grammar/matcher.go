@@ -17,8 +17,16 @@ type Vocab struct {
 	words   int
 	pieces  [][]byte
 	special [][]byte // control tokens' text (lazy grammars' triggers)
-	nodes   []tnode  // nodes[0] is the root
-	eog     []int32
+	// The trie, flattened in depth-first order (node 0 is the root): node
+	// i's byte is tb[i], its subtree is nodes i to tend[i]-1 (its first
+	// child is i+1, the next sibling of a child c is tend[c]), and the
+	// tokens whose bytes end at it are ttok[tfirst[i]:tfirst[i+1]]. A walk
+	// reads these arrays in order and skips a dead subtree in one step.
+	tb     []byte
+	tend   []int32
+	tfirst []int32
+	ttok   []int32
+	eog    []int32
 
 	mu    sync.Mutex
 	scans map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
@@ -43,7 +51,8 @@ func NewVocab(pieces [][]byte, eog []int32) *Vocab { return NewVocabControls(pie
 // (special[id], for tokens without bytes): a lazy grammar reads a control
 // token whose text is one of its controls (CompileLazy) as that text.
 func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
-	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, nodes: []tnode{{}}, pieces: make([][]byte, len(pieces)), special: make([][]byte, len(pieces))}
+	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, pieces: make([][]byte, len(pieces)), special: make([][]byte, len(pieces))}
+	t := &trieBuild{nodes: []tnode{{}}}
 	for id, s := range special {
 		if id < len(pieces) && len(pieces[id]) == 0 {
 			v.special[id] = append([]byte(nil), s...)
@@ -56,10 +65,12 @@ func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
 		}
 		n := int32(0)
 		for _, c := range p {
-			n = v.childOf(n, c)
+			n = t.childOf(n, c)
 		}
-		v.nodes[n].toks = append(v.nodes[n].toks, int32(id))
+		t.nodes[n].toks = append(t.nodes[n].toks, int32(id))
 	}
+	t.flatten(v, 0)
+	v.tfirst = append(v.tfirst, int32(len(v.ttok)))
 	for _, e := range eog {
 		if e >= 0 && int(e) < len(pieces) {
 			v.eog = append(v.eog, e)
@@ -68,22 +79,40 @@ func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
 	return v
 }
 
-func (v *Vocab) childOf(n int32, c byte) int32 {
-	ch := v.nodes[n].child
+// trieBuild is the trie while NewVocabControls fills it, before flatten.
+type trieBuild struct {
+	nodes []tnode // nodes[0] is the root
+}
+
+func (t *trieBuild) childOf(n int32, c byte) int32 {
+	ch := t.nodes[n].child
 	i := 0
-	for i < len(ch) && v.nodes[ch[i]].b < c {
+	for i < len(ch) && t.nodes[ch[i]].b < c {
 		i++
 	}
-	if i < len(ch) && v.nodes[ch[i]].b == c {
+	if i < len(ch) && t.nodes[ch[i]].b == c {
 		return ch[i]
 	}
-	id := int32(len(v.nodes))
-	v.nodes = append(v.nodes, tnode{b: c})
+	id := int32(len(t.nodes))
+	t.nodes = append(t.nodes, tnode{b: c})
 	ch = append(ch, 0)
 	copy(ch[i+1:], ch[i:])
 	ch[i] = id
-	v.nodes[n].child = ch
+	t.nodes[n].child = ch
 	return id
+}
+
+// flatten appends node n's subtree to v's arrays in depth-first order.
+func (t *trieBuild) flatten(v *Vocab, n int32) {
+	i := len(v.tb)
+	v.tb = append(v.tb, t.nodes[n].b)
+	v.tend = append(v.tend, 0)
+	v.tfirst = append(v.tfirst, int32(len(v.ttok)))
+	v.ttok = append(v.ttok, t.nodes[n].toks...)
+	for _, c := range t.nodes[n].child {
+		t.flatten(v, c)
+	}
+	v.tend[i] = int32(len(v.tb))
 }
 
 // VocabFrom returns the Vocab of a tokenizer: each token's bytes as the
@@ -162,20 +191,19 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 // token whose bytes the state accepts; where a stack reaches its bottom, the
 // node is appended to exits (if not nil) and that stack stops there.
 func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]int32) {
-	for _, c := range v.nodes[node].child {
-		cn := &v.nodes[c]
-		ns := g.trans(st, cn.b)
+	for c, end := node+1, v.tend[node]; c < end; c = v.tend[c] {
+		ns := g.trans(st, v.tb[c])
 		if ns < 0 {
 			continue
 		}
-		for _, t := range cn.toks {
+		for _, t := range v.ttok[v.tfirst[c]:v.tfirst[c+1]] {
 			bits[t>>6] |= 1 << (t & 63)
 		}
 		s := g.states[ns]
 		if s.bottom && exits != nil {
 			*exits = append(*exits, c)
 		}
-		if s.live >= 0 && len(cn.child) > 0 {
+		if s.live >= 0 && v.tend[c] > c+1 {
 			g.walk(v, s.live, c, bits, exits)
 		}
 	}
