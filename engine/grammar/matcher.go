@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -11,7 +12,8 @@ import (
 // in a trie, and the end-of-generation tokens. Tokens without bytes
 // (control tokens) are never allowed, except end-of-generation tokens when
 // the grammar is complete. A Vocab is immutable, except for the memo of
-// lazy grammars' trigger scans (guarded by mu), and safe for concurrent use.
+// lazy grammars' trigger scans and of the walks grammars share (guarded by
+// mu), and safe for concurrent use.
 type Vocab struct {
 	n       int
 	words   int
@@ -28,9 +30,14 @@ type Vocab struct {
 	ttok   []int32
 	eog    []int32
 
-	mu    sync.Mutex
-	scans map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+	mu     sync.Mutex
+	scans  map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+	locals map[string]*local      // chunks' walks shared by grammars, per chunk language (langKey); guarded by mu
 }
+
+// maxSharedLocals bounds Vocab.locals (each holds a bitset of the
+// vocabulary: 16 KiB at 128k tokens); when full it is emptied.
+const maxSharedLocals = 512
 
 type vocabScanKey struct {
 	triggers string
@@ -181,10 +188,90 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	if l := g.cache[ck]; l != nil {
 		return l
 	}
+	key, shared := g.langKey(chunk)
+	if shared {
+		v.mu.Lock()
+		l := v.locals[key]
+		v.mu.Unlock()
+		if l != nil {
+			g.cache[ck] = l
+			return l
+		}
+	}
 	l := &local{bits: make([]uint64, v.words)}
 	g.walk(v, chunk, 0, l.bits, &l.exits)
 	g.cache[ck] = l
+	if shared {
+		v.mu.Lock()
+		if v.locals == nil || len(v.locals) >= maxSharedLocals {
+			v.locals = map[string]*local{}
+		}
+		v.locals[key] = l
+		v.mu.Unlock()
+	}
 	return l
+}
+
+// maxLangPositions bounds the grammar positions langKey describes.
+const maxLangPositions = 256
+
+// langKey describes exactly what a walk from state chunk depends on: its
+// stacks, and every grammar position they reach (kind, byte set, the
+// position after it, the first positions of the rule it refers to), with
+// positions numbered in the order they are met. Two chunks of any
+// grammars with the same key accept the same byte strings from the same
+// states up to renaming, so they have the same walk (local) over a Vocab.
+// ok is false (the walk is not shared) when the chunk reaches a grown rule
+// not yet made or more than maxLangPositions positions.
+func (g *Grammar) langKey(chunk int32) (key string, ok bool) {
+	ids := map[int32]uint32{}
+	var queue []int32
+	id := func(p int32) uint32 {
+		if i, ok := ids[p]; ok {
+			return i
+		}
+		i := uint32(len(queue))
+		ids[p] = i
+		queue = append(queue, p)
+		return i
+	}
+	stacks := g.states[chunk].stacks
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(stacks)))
+	for _, f := range stacks {
+		n := 0
+		for s := f; s != nil; s = s.next {
+			n++
+		}
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+		for ; f != nil; f = f.next {
+			b = binary.LittleEndian.AppendUint32(b, id(f.pos))
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		if len(queue) > maxLangPositions {
+			return "", false
+		}
+		p := &g.pos[queue[i]]
+		b = append(b, 'p', p.kind)
+		switch p.kind {
+		case kTerm:
+			for _, w := range p.term {
+				b = binary.LittleEndian.AppendUint64(b, w)
+			}
+			b = binary.LittleEndian.AppendUint32(b, id(p.next))
+		case kRef:
+			if g.rules[p.ref].grow != nil {
+				return "", false
+			}
+			b = binary.LittleEndian.AppendUint32(b, id(p.next))
+			first := g.first[p.ref]
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(first)))
+			for _, f := range first {
+				b = binary.LittleEndian.AppendUint32(b, id(f))
+			}
+		}
+	}
+	return string(b), true
 }
 
 // walk visits the trie below node from state st, setting the bit of every
