@@ -278,8 +278,12 @@ func (g *Grammar) langKey(chunk int32) (key string, ok bool) {
 // token whose bytes the state accepts; where a stack reaches its bottom, the
 // node is appended to exits (if not nil) and that stack stops there.
 func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]int32) {
+	from := g.states[st] // trans fills in from.next, never moves it
 	for c, end := node+1, v.tend[node]; c < end; c = v.tend[c] {
-		ns := g.trans(st, v.tb[c])
+		ns := from.next[v.tb[c]] - 2
+		if ns == tUnknown-2 {
+			ns = g.trans(st, v.tb[c])
+		}
 		if ns < 0 {
 			continue
 		}
