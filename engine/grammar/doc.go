@@ -156,14 +156,16 @@
 // must satisfy every pattern's schema, five not yet analysed), 0
 // invalidation errors; compile time p50 0.45 ms, p95 5.6 ms, p99 19.3 ms.
 // With the Llama 3 vocabulary (ggml-vocab-llama-bpe.gguf, 128,256 tokens;
-// every 40th file): TTFM (compile and first mask) p50 0.53 ms, p99 17 ms;
-// TBM p50 42 µs, p75 100 µs, p90 0.32 ms, p95 29 ms, p99 41 ms.
-// LLGuidance's published figures: 8,909 passing, 20 validation and 0
-// invalidation errors, TBM p99 about 0.5 ms. The mask tail is the first
-// mask of each new string state (a pattern's, a format's or a bounded
-// string's position: each is a state of its own), a walk of the whole
-// vocabulary (30 to 40 ms of CPU over 128k tokens here), cached per
-// grammar afterwards. The remaining refusals lead with not (482 schemas),
+// every 40th file): TTFM (compile and first mask) p50 0.54 ms, p99 12 ms;
+// TBM p50 36 µs, p75 75 µs, p90 0.19 ms, p95 0.50 ms, p99 6.3 ms (before
+// the flat trie and the shared walks: p95 30 ms, p99 40 ms). LLGuidance's
+// published figures: 8,909 passing, 20 validation and 0 invalidation
+// errors, TBM p99 about 0.5 ms. The mask tail is the first mask of a
+// string state no grammar of the Vocab has walked before, a walk of the
+// whole vocabulary (about 4.5 ms of CPU over 128k tokens here, up to
+// 17 ms at p90 of such walks): mostly a length-bounded string's positions
+// (each count left is a state, and a language, of its own) and bounded
+// patterns (their grown rules are not shared). The remaining refusals lead with not (482 schemas),
 // oneOf with overlapping branches (460) and uniqueItems (87).
 //
 // # How a mask is computed
@@ -176,7 +178,13 @@
 // string or number frame: the part above depends on nothing below, so its
 // walk is cached per Grammar and Vocab (local), keyed by the positions it
 // holds — the state "inside a string" is the same wherever that string
-// stands. The walk records the trie nodes where the cut part ends (a
+// stands — and shared on the Vocab between grammars whose cut parts
+// describe the same language (langKey: the positions it reaches, numbered
+// in the order met, with their byte sets and rules; none when it reaches a
+// grown rule not yet made or more than 256 positions), so a new schema's
+// plain strings start warm. The trie is flattened in depth-first order
+// (byte, subtree end, tokens per node), so a walk reads arrays in order
+// and skips a dead subtree in one step. The walk records the trie nodes where the cut part ends (a
 // string's closing quote); only the few tokens below those nodes are
 // walked with the rest of the stack at each step. Parse states are
 // interned (frames hash-consed, sets of stacks numbered) and their byte
@@ -195,7 +203,7 @@
 // compiled afresh per request (up to 1.3 in runs under heavy load); in its
 // CPU profile the grammar's own functions are under 2% of the engine's
 // step time. The first mask of a string state over 32k tokens costs about
-// 1 ms (BenchmarkAllowedCold), a warm mask about 12 µs. At temperature 1 the
+// 1 ms (BenchmarkAllowedCold, on a fresh Vocab), a warm mask about 12 µs. At temperature 1 the
 // constrained decode is faster than the plain one, since the sampler sorts
 // only the allowed tokens.
 //

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -11,18 +12,32 @@ import (
 // in a trie, and the end-of-generation tokens. Tokens without bytes
 // (control tokens) are never allowed, except end-of-generation tokens when
 // the grammar is complete. A Vocab is immutable, except for the memo of
-// lazy grammars' trigger scans (guarded by mu), and safe for concurrent use.
+// lazy grammars' trigger scans and of the walks grammars share (guarded by
+// mu), and safe for concurrent use.
 type Vocab struct {
 	n       int
 	words   int
 	pieces  [][]byte
 	special [][]byte // control tokens' text (lazy grammars' triggers)
-	nodes   []tnode  // nodes[0] is the root
-	eog     []int32
+	// The trie, flattened in depth-first order (node 0 is the root): node
+	// i's byte is tb[i], its subtree is nodes i to tend[i]-1 (its first
+	// child is i+1, the next sibling of a child c is tend[c]), and the
+	// tokens whose bytes end at it are ttok[tfirst[i]:tfirst[i+1]]. A walk
+	// reads these arrays in order and skips a dead subtree in one step.
+	tb     []byte
+	tend   []int32
+	tfirst []int32
+	ttok   []int32
+	eog    []int32
 
-	mu    sync.Mutex
-	scans map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+	mu     sync.Mutex
+	scans  map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+	locals map[string]*local      // chunks' walks shared by grammars, per chunk language (langKey); guarded by mu
 }
+
+// maxSharedLocals bounds Vocab.locals (each holds a bitset of the
+// vocabulary: 16 KiB at 128k tokens); when full it is emptied.
+const maxSharedLocals = 512
 
 type vocabScanKey struct {
 	triggers string
@@ -43,7 +58,8 @@ func NewVocab(pieces [][]byte, eog []int32) *Vocab { return NewVocabControls(pie
 // (special[id], for tokens without bytes): a lazy grammar reads a control
 // token whose text is one of its controls (CompileLazy) as that text.
 func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
-	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, nodes: []tnode{{}}, pieces: make([][]byte, len(pieces)), special: make([][]byte, len(pieces))}
+	v := &Vocab{n: len(pieces), words: (len(pieces) + 63) / 64, pieces: make([][]byte, len(pieces)), special: make([][]byte, len(pieces))}
+	t := &trieBuild{nodes: []tnode{{}}}
 	for id, s := range special {
 		if id < len(pieces) && len(pieces[id]) == 0 {
 			v.special[id] = append([]byte(nil), s...)
@@ -56,10 +72,12 @@ func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
 		}
 		n := int32(0)
 		for _, c := range p {
-			n = v.childOf(n, c)
+			n = t.childOf(n, c)
 		}
-		v.nodes[n].toks = append(v.nodes[n].toks, int32(id))
+		t.nodes[n].toks = append(t.nodes[n].toks, int32(id))
 	}
+	t.flatten(v, 0)
+	v.tfirst = append(v.tfirst, int32(len(v.ttok)))
 	for _, e := range eog {
 		if e >= 0 && int(e) < len(pieces) {
 			v.eog = append(v.eog, e)
@@ -68,22 +86,40 @@ func NewVocabControls(pieces, special [][]byte, eog []int32) *Vocab {
 	return v
 }
 
-func (v *Vocab) childOf(n int32, c byte) int32 {
-	ch := v.nodes[n].child
+// trieBuild is the trie while NewVocabControls fills it, before flatten.
+type trieBuild struct {
+	nodes []tnode // nodes[0] is the root
+}
+
+func (t *trieBuild) childOf(n int32, c byte) int32 {
+	ch := t.nodes[n].child
 	i := 0
-	for i < len(ch) && v.nodes[ch[i]].b < c {
+	for i < len(ch) && t.nodes[ch[i]].b < c {
 		i++
 	}
-	if i < len(ch) && v.nodes[ch[i]].b == c {
+	if i < len(ch) && t.nodes[ch[i]].b == c {
 		return ch[i]
 	}
-	id := int32(len(v.nodes))
-	v.nodes = append(v.nodes, tnode{b: c})
+	id := int32(len(t.nodes))
+	t.nodes = append(t.nodes, tnode{b: c})
 	ch = append(ch, 0)
 	copy(ch[i+1:], ch[i:])
 	ch[i] = id
-	v.nodes[n].child = ch
+	t.nodes[n].child = ch
 	return id
+}
+
+// flatten appends node n's subtree to v's arrays in depth-first order.
+func (t *trieBuild) flatten(v *Vocab, n int32) {
+	i := len(v.tb)
+	v.tb = append(v.tb, t.nodes[n].b)
+	v.tend = append(v.tend, 0)
+	v.tfirst = append(v.tfirst, int32(len(v.ttok)))
+	v.ttok = append(v.ttok, t.nodes[n].toks...)
+	for _, c := range t.nodes[n].child {
+		t.flatten(v, c)
+	}
+	v.tend[i] = int32(len(v.tb))
 }
 
 // VocabFrom returns the Vocab of a tokenizer: each token's bytes as the
@@ -152,30 +188,113 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	if l := g.cache[ck]; l != nil {
 		return l
 	}
+	key, shared := g.langKey(chunk)
+	if shared {
+		v.mu.Lock()
+		l := v.locals[key]
+		v.mu.Unlock()
+		if l != nil {
+			g.cache[ck] = l
+			return l
+		}
+	}
 	l := &local{bits: make([]uint64, v.words)}
 	g.walk(v, chunk, 0, l.bits, &l.exits)
 	g.cache[ck] = l
+	if shared {
+		v.mu.Lock()
+		if v.locals == nil || len(v.locals) >= maxSharedLocals {
+			v.locals = map[string]*local{}
+		}
+		v.locals[key] = l
+		v.mu.Unlock()
+	}
 	return l
+}
+
+// maxLangPositions bounds the grammar positions langKey describes.
+const maxLangPositions = 256
+
+// langKey describes exactly what a walk from state chunk depends on: its
+// stacks, and every grammar position they reach (kind, byte set, the
+// position after it, the first positions of the rule it refers to), with
+// positions numbered in the order they are met. Two chunks of any
+// grammars with the same key accept the same byte strings from the same
+// states up to renaming, so they have the same walk (local) over a Vocab.
+// ok is false (the walk is not shared) when the chunk reaches a grown rule
+// not yet made or more than maxLangPositions positions.
+func (g *Grammar) langKey(chunk int32) (key string, ok bool) {
+	ids := map[int32]uint32{}
+	var queue []int32
+	id := func(p int32) uint32 {
+		if i, ok := ids[p]; ok {
+			return i
+		}
+		i := uint32(len(queue))
+		ids[p] = i
+		queue = append(queue, p)
+		return i
+	}
+	stacks := g.states[chunk].stacks
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(stacks)))
+	for _, f := range stacks {
+		n := 0
+		for s := f; s != nil; s = s.next {
+			n++
+		}
+		b = binary.LittleEndian.AppendUint32(b, uint32(n))
+		for ; f != nil; f = f.next {
+			b = binary.LittleEndian.AppendUint32(b, id(f.pos))
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		if len(queue) > maxLangPositions {
+			return "", false
+		}
+		p := &g.pos[queue[i]]
+		b = append(b, 'p', p.kind)
+		switch p.kind {
+		case kTerm:
+			for _, w := range p.term {
+				b = binary.LittleEndian.AppendUint64(b, w)
+			}
+			b = binary.LittleEndian.AppendUint32(b, id(p.next))
+		case kRef:
+			if g.rules[p.ref].grow != nil {
+				return "", false
+			}
+			b = binary.LittleEndian.AppendUint32(b, id(p.next))
+			first := g.first[p.ref]
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(first)))
+			for _, f := range first {
+				b = binary.LittleEndian.AppendUint32(b, id(f))
+			}
+		}
+	}
+	return string(b), true
 }
 
 // walk visits the trie below node from state st, setting the bit of every
 // token whose bytes the state accepts; where a stack reaches its bottom, the
 // node is appended to exits (if not nil) and that stack stops there.
 func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]int32) {
-	for _, c := range v.nodes[node].child {
-		cn := &v.nodes[c]
-		ns := g.trans(st, cn.b)
+	from := g.states[st] // trans fills in from.next, never moves it
+	for c, end := node+1, v.tend[node]; c < end; c = v.tend[c] {
+		ns := from.next[v.tb[c]] - 2
+		if ns == tUnknown-2 {
+			ns = g.trans(st, v.tb[c])
+		}
 		if ns < 0 {
 			continue
 		}
-		for _, t := range cn.toks {
+		for _, t := range v.ttok[v.tfirst[c]:v.tfirst[c+1]] {
 			bits[t>>6] |= 1 << (t & 63)
 		}
 		s := g.states[ns]
 		if s.bottom && exits != nil {
 			*exits = append(*exits, c)
 		}
-		if s.live >= 0 && len(cn.child) > 0 {
+		if s.live >= 0 && v.tend[c] > c+1 {
 			g.walk(v, s.live, c, bits, exits)
 		}
 	}

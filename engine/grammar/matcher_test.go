@@ -3,6 +3,8 @@ package grammar_test
 import (
 	"fmt"
 	"math/bits"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/cloison/cloison/engine/grammar"
@@ -159,14 +161,17 @@ func BenchmarkAllowed(b *testing.B) {
 }
 
 // BenchmarkAllowedCold measures the first mask of a state inside a string
-// over a 32k vocabulary: the full trie walk that the cache then saves.
+// over a 32k vocabulary: the full trie walk that the cache then saves (a
+// fresh Vocab each time, as grammars of one Vocab share the walk).
 func BenchmarkAllowedCold(b *testing.B) {
 	pieces, _ := testVocab()
 	for i := 0; len(pieces) < 32000; i++ {
 		pieces = append(pieces, fmt.Appendf(nil, "w%dx", i))
 	}
-	v := grammar.NewVocab(pieces, nil)
 	for b.Loop() {
+		b.StopTimer()
+		v := grammar.NewVocab(pieces, nil)
+		b.StartTimer()
 		g, err := grammar.FromSchema([]byte(`{"type":"string"}`))
 		if err != nil {
 			b.Fatal(err)
@@ -179,4 +184,45 @@ func BenchmarkAllowedCold(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestSharedWalkConcurrent: grammars of several schemas over one Vocab
+// (sharing their string walks), stepped concurrently, give at every step
+// the mask that the same grammar gives over a Vocab of its own.
+func TestSharedWalkConcurrent(t *testing.T) {
+	pieces, shared := testVocab()
+	schemas := []string{`{"type":"string"}`, `{"type":"string","maxLength":3}`, `{"type":"string","pattern":"^a+$"}`,
+		`{"type":"object","properties":{"name":{"type":"string"},"id":{"type":"string","maxLength":2}}}`}
+	texts := []string{`"name"`, `"ab"`, `"aaa"`, `{"name":"abc","id":"v0"}`}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			k := i % len(schemas)
+			own := grammar.NewVocab(pieces, []int32{int32(len(pieces) - 1)})
+			gs, err1 := grammar.FromSchema([]byte(schemas[k]))
+			go1, err2 := grammar.FromSchema([]byte(schemas[k]))
+			if err1 != nil || err2 != nil {
+				t.Errorf("schema %s: %v %v", schemas[k], err1, err2)
+				return
+			}
+			ms, mo := grammar.NewMatcher(gs, shared), grammar.NewMatcher(go1, own)
+			for _, c := range []byte(texts[k]) {
+				a, _ := ms.Allowed()
+				b, _ := mo.Allowed()
+				if !slices.Equal(a, b) {
+					t.Errorf("schema %s before %q: the shared Vocab's mask differs from the Vocab's own", schemas[k], c)
+					return
+				}
+				if err := ms.Accept(int32(c)); err != nil {
+					t.Errorf("schema %s: %q refused: %v", schemas[k], c, err)
+					return
+				}
+				if err := mo.Accept(int32(c)); err != nil {
+					t.Errorf("schema %s: %q refused: %v", schemas[k], c, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
