@@ -203,7 +203,7 @@ func DecodeResponses(r io.Reader, limit int64) (*respCall, error) {
 	if cr.Tools, err = respTools(functions); err != nil {
 		return nil, err
 	}
-	choice := req.ToolChoice
+	var choice json.RawMessage
 	if call.custom, choice, err = respCustomChoice(req.ToolChoice, functions, custom); err != nil {
 		return nil, err
 	}

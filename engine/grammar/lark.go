@@ -447,7 +447,7 @@ func (p *larkParser) item(depth int) (*gnode, bool, error) {
 		// definition: only after a newline, which ended this one.
 		p.i++
 		n = &gnode{op: gRef, text: t.text}
-		if p.rule == false && !isTerminal(t.text) {
+		if !p.rule && !isTerminal(t.text) {
 			return nil, false, larkErr(p.src, t.pos, "a terminal refers to rule %s", t.text)
 		}
 	case '(', '[':
