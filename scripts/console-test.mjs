@@ -282,11 +282,13 @@ try {
   // for coder, listed with its digest, then unregistered. A hostile file
   // name is refused and the refusal shown as text.
   ok((await text(p)).includes("Adaptateurs LoRA"), "the tenant page lists its adapters");
+  ok((await text(p)).includes("Modèles servis par le nœud : cloison-context-bag, coder"), "the tenant page shows the models the node serves beside those the tenant may use");
   await fill(p, "Nom de l’adaptateur", "support");
   await (await control(p, "Modèle")).select("coder");
   await fill(p, "Fichier (dans le répertoire des modèles)", "<img src=x onerror=window.__xss=8>.gguf");
   await click(p, "main button", "Inscrire");
   await p.waitForSelector("main .error[role=alert]");
+  ok((await p.$eval("main .error[role=alert]", (e) => e.textContent)).length > 0, "an adapter file name outside the model directory's files is refused, in words");
   p.problems = p.problems.filter((x) => !/\b(400|404)\b/.test(x)); // the refusal's console line
   await clean(p, "adapter refused");
   await fill(p, "Fichier (dans le répertoire des modèles)", "support.gguf");

@@ -689,7 +689,9 @@ async function pageTenant(out, id) {
   const [l1, mc] = field(t("maxConcurrent"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_concurrent) }));
   const [l2, tpm] = field(t("tokensPerMinute"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.tokens_per_minute) }));
   const [l3, ctx] = field(t("maxContext"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_context) }));
-  const [l4, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: (x.allowed_models || []).join(",") }));
+  const served = await servedModels();
+  const [l4, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: (x.allowed_models || []).join(","),
+    "aria-describedby": served.length > 0 ? "served-models" : null }));
   const [l5, hrs] = field(t("noticeHours"), (fid) => h("input", { id: fid, type: "number", min: "0", value: String(x.notice_deadline_hours ?? 0) }));
   const [l6, ct] = field(t("contact"), (fid) => h("input", { id: fid, type: "text", value: x.incident_contact || "" }));
   const [l7, rg] = field(t("regions"), (fid) => h("input", { id: fid, type: "text", value: (res.regions || []).join(",") }));
@@ -697,6 +699,7 @@ async function pageTenant(out, id) {
   const list = (v) => v.split(",").map((s) => s.trim()).filter(Boolean);
   const form = h("form", { class: "grid card", "aria-labelledby": "upd-h" }, h("h2", { id: "upd-h", class: "full" }, t("updateTenant")),
     h("p", { class: "full muted" }, t("kvPagesFixed", q.kv_pages, x.tier, x.zeroing)),
+    served.length > 0 ? h("p", { class: "full muted", id: "served-models" }, t("servedModels", served.map((m) => m.id).join(", "))) : null,
     l1, mc, l2, tpm, l3, ctx, l4, md, l5, hrs, l6, ct, l7, rg, l8, nt, h("div", { class: "full" }, h("button", { type: "submit" }, t("save"))));
   out.append(submitting(form, async () => {
     await api("PATCH", path, {
@@ -706,7 +709,7 @@ async function pageTenant(out, id) {
     });
     return t("updated", x.id);
   }));
-  await adapterSection(out, x.id);
+  await adapterSection(out, x.id, served);
   // API clients.
   const cs = (await api("GET", path + "/clients")).clients || [];
   out.append(h("h2", {}, t("clients")));
@@ -745,8 +748,9 @@ async function servedModels() {
 
 // adapterSection: a tenant's LoRA adapters (name, model, digest) with
 // their unregistration, and the registration of a file from the node's
-// model directory (POST /admin/v1/adapters): the node reads and checks it.
-async function adapterSection(out, tenant) {
+// model directory (POST /admin/v1/adapters) for one of models (the served
+// ones, servedModels): the node reads and checks it.
+async function adapterSection(out, tenant, models) {
   const ads = (await api("GET", "/admin/v1/tenants/" + encodeURIComponent(tenant) + "/adapters")).adapters || [];
   out.append(h("h2", {}, t("adapters")));
   out.append(ads.length === 0 ? h("p", { class: "muted" }, t("none")) : table([t("name"), t("model"), t("digest"), t("actions")], ads.map((a) => {
@@ -756,7 +760,6 @@ async function adapterSection(out, tenant) {
     });
     return h("tr", {}, h("td", {}, h("code", {}, a.name)), h("td", {}, h("code", {}, a.model)), h("td", {}, h("code", { class: "digest" }, a.digest || "")), h("td", {}, act));
   }), t("adapters")));
-  const models = await servedModels();
   const [a1, an] = field(t("adapterName"), (fid) => h("input", { id: fid, type: "text", required: true, maxlength: "64", pattern: "[A-Za-z0-9._\\-]+" }));
   const [a2, am] = field(t("model"), (fid) => models.length > 0
     ? h("select", { id: fid }, models.map((m) => h("option", { value: m.id }, m.id)))

@@ -101,7 +101,7 @@ const fr = {
   registerClient: "Inscrire un client d’API", clientCreated: "Client d’API {0} inscrit.",
   perModel: "Attestation par modèle", model: "Modèle", digest: "Empreinte (SHA-256)", attState: "État",
   adapters: "Adaptateurs LoRA", registerAdapter: "Inscrire un adaptateur", adapterName: "Nom de l’adaptateur",
-  adapterFile: "Fichier (dans le répertoire des modèles)", unregister: "Désinscrire", registerBtn: "Inscrire",
+  adapterFile: "Fichier (dans le répertoire des modèles)", unregister: "Désinscrire", registerBtn: "Inscrire", servedModels: "Modèles servis par le nœud : {0}",
   adapterRegistered: "Adaptateur {0} inscrit.", adapterUnregistered: "Adaptateur {0} désinscrit.",
 };
 
@@ -205,7 +205,7 @@ const en = {
   registerClient: "Register an API client", clientCreated: "API client {0} registered.",
   perModel: "Attestation per model", model: "Model", digest: "Digest (SHA-256)", attState: "State",
   adapters: "LoRA adapters", registerAdapter: "Register an adapter", adapterName: "Adapter name",
-  adapterFile: "File (in the model directory)", unregister: "Unregister", registerBtn: "Register",
+  adapterFile: "File (in the model directory)", unregister: "Unregister", registerBtn: "Register", servedModels: "Models the node serves: {0}",
   adapterRegistered: "Adapter {0} registered.", adapterUnregistered: "Adapter {0} unregistered.",
 };
 
