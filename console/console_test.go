@@ -145,6 +145,27 @@ func TestConsoleServesNothingElse(t *testing.T) {
 	}
 }
 
+// The per-model attestation and a tenant's adapters: the calls the
+// console makes reach the node with their query (the model an attestation
+// or an adapter's unregistration names) as the page sent it.
+func TestForwardsModelAndAdapterCalls(t *testing.T) {
+	for _, c := range []struct{ method, target string }{
+		{"GET", "/v1/attestation?model=coder"},
+		{"GET", "/v1/attestation?model=a%2Fb%40c"},
+		{"GET", "/admin/v1/models"},
+		{"GET", "/admin/v1/tenants/beta/adapters"},
+		{"POST", "/admin/v1/adapters"},
+		{"DELETE", "/admin/v1/tenants/beta/adapters/support?model=coder"},
+	} {
+		var got string
+		api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Method + " " + r.URL.RequestURI() })
+		rec := do(Handler(api, Options{}), c.method, c.target, nil)
+		if want := c.method + " " + c.target; rec.Code != 200 || got != want {
+			t.Errorf("%s %s: %d, the node saw %q, want %q", c.method, c.target, rec.Code, got, want)
+		}
+	}
+}
+
 // CSRF, second line: a call the browser marks as coming from another site
 // is refused before the API sees it (the first line is the bearer token,
 // which a cross-site page cannot send), and a Cookie never reaches the API.

@@ -278,6 +278,30 @@ try {
   await click(p, "main button", "Révoquer");
   await waitText(p, "Client d’API app-beta révoqué.");
   ok((await p.$$eval("main td.late", (tds) => tds.map((x) => x.textContent))).includes("revoked"), "the revoked client shows as revoked");
+  // beta's LoRA adapters: a file of the node's model directory registered
+  // for coder, listed with its digest, then unregistered. A hostile file
+  // name is refused and the refusal shown as text.
+  ok((await text(p)).includes("Adaptateurs LoRA"), "the tenant page lists its adapters");
+  ok((await text(p)).includes("Modèles servis par le nœud : cloison-context-bag, coder"), "the tenant page shows the models the node serves beside those the tenant may use");
+  await fill(p, "Nom de l’adaptateur", "support");
+  await (await control(p, "Modèle")).select("coder");
+  await fill(p, "Fichier (dans le répertoire des modèles)", "<img src=x onerror=window.__xss=8>.gguf");
+  await click(p, "main button", "Inscrire");
+  await p.waitForSelector("main .error[role=alert]");
+  ok((await p.$eval("main .error[role=alert]", (e) => e.textContent)).length > 0, "an adapter file name outside the model directory's files is refused, in words");
+  p.problems = p.problems.filter((x) => !/\b(400|404)\b/.test(x)); // the refusal's console line
+  await clean(p, "adapter refused");
+  await fill(p, "Fichier (dans le répertoire des modèles)", "support.gguf");
+  await click(p, "main button", "Inscrire");
+  await waitText(p, "Adaptateur support inscrit.");
+  const adRow = await p.$$eval("main table tr", (trs) => trs.map((r) => r.innerText).find((x) => x.includes("support")) || "");
+  ok(adRow.includes("coder") && /[0-9a-f]{64}/.test(adRow), "the adapter is listed with its model and digest: " + adRow.replace(/\s+/g, " "));
+  await clean(p, "adapter");
+  await axe(p, "adapter");
+  await shot(p, "console-adapters");
+  await click(p, "main button", "Désinscrire");
+  await waitText(p, "Adaptateur support désinscrit.");
+  ok(!(await p.$$eval("main table tr", (trs) => trs.some((r) => r.innerText.includes("support")))), "the unregistered adapter is no longer listed");
   await clean(p, "tenant");
   await axe(p, "tenant");
   // Keys: listed; a rotation too soon is refused, and the page says why.
@@ -318,6 +342,12 @@ try {
   await p.goto(URL + "/#/node", { waitUntil: "networkidle0" });
   await waitText(p, "Attestation valide");
   ok((await text(p)).includes("Partitions par client"), "the node page shows the attestation and the pool partitions");
+  await waitText(p, "Attestation par modèle");
+  const attRows = await p.$$eval("main table tr", (trs) => trs.map((r) => r.innerText));
+  for (const m of ["cloison-context-bag", "coder"]) {
+    const r = attRows.find((x) => x.startsWith(m)) || "";
+    ok(r.includes("Attestation valide") && /[0-9a-f]{64}/.test(r), "model " + m + "'s own attestation is shown, with its digest: " + r.replace(/\s+/g, " "));
+  }
   await clean(p, "node");
   await axe(p, "node");
   await shot(p, "console-node");
@@ -327,6 +357,8 @@ try {
   ok(rows.some((r) => r.kind === "tenant.created" && r.tenant === "beta" && r.payload.actor === "admin:admin-alice"), "beta's creation is ledgered with the administrator as actor");
   ok(rows.some((r) => r.tenant === "acme" && r.kind === "tenant.disabled" && r.payload.actor === "admin:admin-alice"), "acme's suspension is ledgered with the administrator as actor");
   ok(rows.some((r) => r.tenant === "beta" && r.kind === "tenant.updated" && r.payload.actor === "admin:admin-alice"), "beta's update is ledgered with the administrator as actor");
+  ok(rows.some((r) => r.tenant === "beta" && r.kind === "adapter.registered" && r.payload.data.name === "support" && r.payload.data.model === "coder" && r.payload.actor === "admin:admin-alice"), "the adapter's registration is ledgered with the administrator as actor");
+  ok(rows.some((r) => r.tenant === "beta" && r.kind === "adapter.unregistered" && r.payload.data.name === "support" && r.payload.actor === "admin:admin-alice"), "the adapter's unregistration is ledgered with the administrator as actor");
   ok(rows.some((r) => r.kind === "policy.reloaded" && r.payload.data.actor === "admin:admin-alice" && r.payload.data.files === 7), "the policy reload (7 files) is ledgered with the administrator as its actor");
   await fetch(API + "/admin/v1/tenants/acme/activate", { method: "POST", headers: { Authorization: "Bearer " + ADMIN } });
 

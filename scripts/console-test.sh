@@ -9,6 +9,9 @@
 # scripts/console-test.mjs, which drives headless Chromium through the
 # privacy officer's, the administrator's and a tenant's journeys, checks
 # every page with axe-core, and saves screenshots into $CONSOLE_DIR/shots.
+# The node serves two models and has a model directory with a synthetic
+# LoRA adapter (cloisonctl model synth --lora), for the per-model
+# attestation and a tenant's adapters.
 #
 # Needs go, node (≥ 18), npm, chromium. CONSOLE_DIR (default .cache/console-test).
 set -euo pipefail
@@ -29,6 +32,14 @@ rm -f "$dir"/shots/*.png
 
 go build -o "$dir/bin/cloisond" ./cmd/cloisond
 go build -o "$dir/bin/cloisonctl" ./cmd/cloisonctl
+
+# Two models (the context bag under its usual id, and a small "coder"),
+# and a model directory holding a synthetic LoRA adapter of coder's that
+# the administrator's journey registers for a tenant.
+mkdir -p "$dir/models"
+[ -s "$dir/models/bag.gguf" ] || "$dir/bin/cloisonctl" model synth --bag "$dir/models/bag.gguf" >/dev/null
+[ -s "$dir/models/coder.gguf" ] || "$dir/bin/cloisonctl" model synth --d-model 128 --layers 2 --context 1024 "$dir/models/coder.gguf" >/dev/null
+[ -s "$dir/models/support.gguf" ] || "$dir/bin/cloisonctl" model synth --lora "$dir/models/coder.gguf" --rank 8 "$dir/models/support.gguf" >/dev/null
 
 want="puppeteer-core@$PUPPETEER_CORE_VERSION axe-core@$AXE_CORE_VERSION"
 have=$(cd "$dir/node" && node -e '
@@ -63,6 +74,7 @@ wport=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", 
 rm -f "$dir/state/ready" "$dir/state/console-ready"
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --grpc-addr '' --metrics-addr '' --database-url "$runtime" --migrate-database-url "$admin" \
 	--db-runtime-password-file "$dir/state/db-runtime.password" --db-deployment dev --create-database --dev --dev-tenant dev \
+	--model "$dir/models/bag.gguf,id=cloison-context-bag" --model "$dir/models/coder.gguf,id=coder" --model-dir "$dir/models" \
 	--state-dir "$dir/state" --ready-file "$dir/state/ready" --console-ready-file "$dir/state/console-ready" \
 	--jwks-url "$idp/jwks" --jwt-issuer "$idp" --console-oidc-authorize-url "$idp/authorize" --console-oidc-token-url "$idp/token" \
 	--console-oidc-client-id cloison-console --witness "http://127.0.0.1:$wport=$wvkey" --witness-interval 200ms 2>"$dir/cloisond.log" & pid=$!

@@ -689,7 +689,9 @@ async function pageTenant(out, id) {
   const [l1, mc] = field(t("maxConcurrent"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_concurrent) }));
   const [l2, tpm] = field(t("tokensPerMinute"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.tokens_per_minute) }));
   const [l3, ctx] = field(t("maxContext"), (fid) => h("input", { id: fid, type: "number", min: "1", value: String(q.max_context) }));
-  const [l4, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: (x.allowed_models || []).join(",") }));
+  const served = await servedModels();
+  const [l4, md] = field(t("models"), (fid) => h("input", { id: fid, type: "text", value: (x.allowed_models || []).join(","),
+    "aria-describedby": served.length > 0 ? "served-models" : null }));
   const [l5, hrs] = field(t("noticeHours"), (fid) => h("input", { id: fid, type: "number", min: "0", value: String(x.notice_deadline_hours ?? 0) }));
   const [l6, ct] = field(t("contact"), (fid) => h("input", { id: fid, type: "text", value: x.incident_contact || "" }));
   const [l7, rg] = field(t("regions"), (fid) => h("input", { id: fid, type: "text", value: (res.regions || []).join(",") }));
@@ -697,6 +699,7 @@ async function pageTenant(out, id) {
   const list = (v) => v.split(",").map((s) => s.trim()).filter(Boolean);
   const form = h("form", { class: "grid card", "aria-labelledby": "upd-h" }, h("h2", { id: "upd-h", class: "full" }, t("updateTenant")),
     h("p", { class: "full muted" }, t("kvPagesFixed", q.kv_pages, x.tier, x.zeroing)),
+    served.length > 0 ? h("p", { class: "full muted", id: "served-models" }, t("servedModels", served.map((m) => m.id).join(", "))) : null,
     l1, mc, l2, tpm, l3, ctx, l4, md, l5, hrs, l6, ct, l7, rg, l8, nt, h("div", { class: "full" }, h("button", { type: "submit" }, t("save"))));
   out.append(submitting(form, async () => {
     await api("PATCH", path, {
@@ -706,6 +709,7 @@ async function pageTenant(out, id) {
     });
     return t("updated", x.id);
   }));
+  await adapterSection(out, x.id, served);
   // API clients.
   const cs = (await api("GET", path + "/clients")).clients || [];
   out.append(h("h2", {}, t("clients")));
@@ -729,6 +733,43 @@ async function pageTenant(out, id) {
     const scopes = [...cform.querySelectorAll("input[type=checkbox]")].filter((b) => b.checked).map((b) => b.value);
     const c = await api("POST", path + "/clients", { id: cid.value.trim(), name: cname.value, scopes });
     return t("clientCreated", c.id);
+  }));
+}
+
+// servedModels: the node's models (GET /admin/v1/models), the first one
+// its main model; [] where the node loads none at run time.
+async function servedModels() {
+  try {
+    return (await api("GET", "/admin/v1/models")).models || [];
+  } catch {
+    return [];
+  }
+}
+
+// adapterSection: a tenant's LoRA adapters (name, model, digest) with
+// their unregistration, and the registration of a file from the node's
+// model directory (POST /admin/v1/adapters) for one of models (the served
+// ones, servedModels): the node reads and checks it.
+async function adapterSection(out, tenant, models) {
+  const ads = (await api("GET", "/admin/v1/tenants/" + encodeURIComponent(tenant) + "/adapters")).adapters || [];
+  out.append(h("h2", {}, t("adapters")));
+  out.append(ads.length === 0 ? h("p", { class: "muted" }, t("none")) : table([t("name"), t("model"), t("digest"), t("actions")], ads.map((a) => {
+    const act = submitting(h("form", {}, h("button", { type: "submit", class: "secondary", "aria-label": t("unregister") + " " + a.name + " (" + a.model + ")" }, t("unregister"))), async () => {
+      await api("DELETE", "/admin/v1/tenants/" + encodeURIComponent(tenant) + "/adapters/" + encodeURIComponent(a.name) + "?model=" + encodeURIComponent(a.model));
+      return t("adapterUnregistered", a.name);
+    });
+    return h("tr", {}, h("td", {}, h("code", {}, a.name)), h("td", {}, h("code", {}, a.model)), h("td", {}, h("code", { class: "digest" }, a.digest || "")), h("td", {}, act));
+  }), t("adapters")));
+  const [a1, an] = field(t("adapterName"), (fid) => h("input", { id: fid, type: "text", required: true, maxlength: "64", pattern: "[A-Za-z0-9._\\-]+" }));
+  const [a2, am] = field(t("model"), (fid) => models.length > 0
+    ? h("select", { id: fid }, models.map((m) => h("option", { value: m.id }, m.id)))
+    : h("input", { id: fid, type: "text" }));
+  const [a3, af] = field(t("adapterFile"), (fid) => h("input", { id: fid, type: "text", required: true }));
+  const aform = h("form", { class: "grid card", "aria-labelledby": "ad-h" }, h("h2", { id: "ad-h", class: "full" }, t("registerAdapter")),
+    a1, an, a2, am, a3, af, h("div", { class: "full" }, h("button", { type: "submit" }, t("registerBtn"))));
+  out.append(submitting(aform, async () => {
+    const a = await api("POST", "/admin/v1/adapters", { tenant, name: an.value.trim(), path: af.value.trim(), model: am.value.trim() });
+    return t("adapterRegistered", a.name);
   }));
 }
 
@@ -807,6 +848,18 @@ async function pageNode(out) {
       h("dt", {}, t("zeroing")), h("dd", {}, String(att.zeroing)),
       h("dt", {}, "KV"), h("dd", {}, String(att.kv_type || ""))));
   if (!pool) return;
+  // Each served model has its own pool and attestation (?model=ID).
+  const models = await servedModels();
+  if (models.length > 0) {
+    const atts = await Promise.all(models.map((m) => api("GET", "/v1/attestation?model=" + encodeURIComponent(m.id))));
+    out.append(h("h2", {}, t("perModel")), table([t("model"), t("attState"), t("poolTokens"), t("servedContext"), t("modelContext"), t("digest")],
+      models.map((m, i) => {
+        const a = atts[i];
+        return h("tr", {}, h("td", {}, h("code", {}, m.id)), h("td", { class: a.ok ? "ok" : "late" }, a.ok ? t("attOk") : t("attBad")),
+          h("td", {}, String(a.pool_tokens)), h("td", {}, String(a.served_context)), h("td", {}, String(a.model_context)),
+          h("td", {}, h("code", { class: "digest" }, a.model_digest || m.digest || "")));
+      }), t("perModel")));
+  }
   out.append(h("h2", {}, t("pool")), h("dl", { class: "kv" },
     [["pages", pool.Pages], ["free", pool.Free], ["leased", pool.Leased], ["cached", pool.Cached], ["quarantined", pool.Quarantined], ["scrubbed", pool.Scrubbed]]
       .map(([k, v]) => [h("dt", {}, t(k)), h("dd", {}, String(v))])));

@@ -99,6 +99,10 @@ const fr = {
   kvPagesFixed: "Pages KV : {0} (fixées à la création) · niveau {1} · effacement {2}",
   clients: "Clients de l’API", scopes: "Portées", revoke: "Révoquer", revoked: "Client d’API {0} révoqué.",
   registerClient: "Inscrire un client d’API", clientCreated: "Client d’API {0} inscrit.",
+  perModel: "Attestation par modèle", model: "Modèle", digest: "Empreinte (SHA-256)", attState: "État",
+  adapters: "Adaptateurs LoRA", registerAdapter: "Inscrire un adaptateur", adapterName: "Nom de l’adaptateur",
+  adapterFile: "Fichier (dans le répertoire des modèles)", unregister: "Désinscrire", registerBtn: "Inscrire", servedModels: "Modèles servis par le nœud : {0}",
+  adapterRegistered: "Adaptateur {0} inscrit.", adapterUnregistered: "Adaptateur {0} désinscrit.",
 };
 
 const en = {
@@ -199,6 +203,10 @@ const en = {
   kvPagesFixed: "KV pages: {0} (fixed at creation) · tier {1} · zeroing {2}",
   clients: "API clients", scopes: "Scopes", revoke: "Revoke", revoked: "API client {0} revoked.",
   registerClient: "Register an API client", clientCreated: "API client {0} registered.",
+  perModel: "Attestation per model", model: "Model", digest: "Digest (SHA-256)", attState: "State",
+  adapters: "LoRA adapters", registerAdapter: "Register an adapter", adapterName: "Adapter name",
+  adapterFile: "File (in the model directory)", unregister: "Unregister", registerBtn: "Register", servedModels: "Models the node serves: {0}",
+  adapterRegistered: "Adapter {0} registered.", adapterUnregistered: "Adapter {0} unregistered.",
 };
 
 const tables = { fr, en };
