@@ -41,6 +41,9 @@ var (
 	ErrAdapterFile = cloison.NewError(cloison.CodeInvalid, "the file does not load as a LoRA adapter of that model")
 	// ErrAdapterTenant: no tenant of that id.
 	ErrAdapterTenant = cloison.NewError(cloison.CodeNotFound, "no tenant of that id")
+	// ErrAdapterModel: the tenant is not allowed the adapter's base model
+	// (its allowed_models), so it could never use the adapter.
+	ErrAdapterModel = cloison.NewError(cloison.CodeInvalid, "the tenant is not allowed that model; allow it first (allowed_models)")
 )
 
 // baseModel is the served model id's weights and digest.
@@ -67,7 +70,7 @@ func (n *Node) adapterInfo(t cloison.TenantID, m Model, name string, ad *model.A
 // req.Tenant as "<model>:<req.Name>" (api.AdapterAdmin), once
 // adapter.registered is ledgered.
 //
-// Errors: ErrNoModelDir, ErrAdapterPath, ErrAdapterTenant,
+// Errors: ErrNoModelDir, ErrAdapterPath, ErrAdapterTenant, ErrAdapterModel,
 // api.ErrUnknownModel, engine.ErrAdapterName, engine.ErrAdapterExists,
 // ErrAdapterFile, the ledger's.
 func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.AdapterRegister) (api.AdapterInfo, error) {
@@ -85,7 +88,8 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 	if err := engine.CheckAdapterName(req.Name); err != nil {
 		return api.AdapterInfo{}, err
 	}
-	if _, err := n.cfg.Tenants.Tenant(ctx, req.Tenant); err != nil {
+	t, err := n.cfg.Tenants.Tenant(ctx, req.Tenant)
+	if err != nil {
 		return api.AdapterInfo{}, ErrAdapterTenant.Withf("%.64q", req.Tenant)
 	}
 	id := req.Model
@@ -100,6 +104,10 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 	reg, rok := n.Server.ModelAdapters(id)
 	if !ok || !rok {
 		return api.AdapterInfo{}, api.ErrUnknownModel.Withf("%.64q", id)
+	}
+	if !t.Allows(id) {
+		// Nothing is loaded or ledgered: the tenant could never use it.
+		return api.AdapterInfo{}, ErrAdapterModel.Withf("%.64q", id)
 	}
 	if _, err := reg.Lookup(req.Tenant, req.Name); err == nil {
 		return api.AdapterInfo{}, engine.ErrAdapterExists.Withf("%q", req.Name)

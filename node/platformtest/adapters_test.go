@@ -72,7 +72,7 @@ func TestTenantAdapters(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	adDigest := writeRandomWithLoRA(t, dir)
-	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"a", "b"}, ModelDir: dir, PrefixCache: true,
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"a", "b", "c"}, ModelDir: dir, PrefixCache: true,
 		Models: []node.ModelFile{{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}}})
 	sys := tenancy.WithActor(ctx, "admin:test")
 	for _, id := range []cloison.TenantID{"a", "b"} {
@@ -92,7 +92,8 @@ func TestTenantAdapters(t *testing.T) {
 
 	// Registration: refused without the admin scope, for a path outside
 	// the model directory, a file that is no adapter of the model, an
-	// unknown tenant; then registered.
+	// unknown tenant, a tenant not allowed the base model (c: nothing is
+	// ledgered for it, checked below); then registered.
 	reg := `{"tenant":"a","name":"sup","path":"lora.gguf","model":"rnd"}`
 	if code, b := call(t, p, "POST", "/admin/v1/adapters", ta, reg); code != 403 {
 		t.Fatalf("register without the admin scope: got %d %s, want 403", code, b)
@@ -103,6 +104,7 @@ func TestTenantAdapters(t *testing.T) {
 		`{"tenant":"a","name":"s p","path":"lora.gguf","model":"rnd"}`:      400,
 		`{"tenant":"nobody","name":"sup","path":"lora.gguf","model":"rnd"}`: 404,
 		`{"tenant":"a","name":"sup","path":"lora.gguf","model":"nope"}`:     404,
+		`{"tenant":"c","name":"sup","path":"lora.gguf","model":"rnd"}`:      400,
 	} {
 		if code, b := call(t, p, "POST", "/admin/v1/adapters", admin, body); code != want {
 			t.Fatalf("register %s: got %d %s, want %d", body, code, b, want)
