@@ -298,6 +298,13 @@ arch-check:
 .PHONY: encoder-check
 encoder-check:
 	scripts/encoder-check.sh
+
+## encoder-bench: BenchmarkEncoderEmbed once, batches of ENCODER_BENCH_INPUTS (default 64) inputs of 128 tokens
+## (llama.cpp beside it: node scripts/encoder-bench.mjs FILE.gguf N THREADS, docs/models.md).
+ENCODER_BENCH_INPUTS ?= 64
+.PHONY: encoder-bench
+encoder-bench:
+	$(GO) test -run '^$$' -bench BenchmarkEncoderEmbed -benchmem -benchtime 1x ./engine/model -args -encoder-bench-inputs $(ENCODER_BENCH_INPUTS)
 ## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
 ## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag

@@ -202,7 +202,7 @@ func TestEmbeddings(t *testing.T) {
 				}
 				key, _ := audit.DigestKey(p.KEK, "victim", e.Key)
 				if e.Inputs != 1 || e.Dimensions != int64(len(alone[0])) || e.Vectors != audit.EmbedVectorsDigest(key, alone) ||
-					e.InputsDigest != audit.EmbedInputsDigest(key, [][]int32{ids}) || e.ModelDigest == (audit.Digest{}) {
+					e.InputsDigest != audit.EmbedInputsDigest(key, [][]int32{ids}) || e.ModelDigest == (audit.Digest{}) || e.Operation != "" {
 					t.Fatalf("first request.completed's embedding %+v: digests are not of the inputs and vectors served", e)
 				}
 			}

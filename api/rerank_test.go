@@ -226,7 +226,7 @@ func TestRerank(t *testing.T) {
 				t.Fatal(err)
 			}
 			rc := pl.(*audit.RequestCompleted)
-			if n == 0 && (rc.PromptTokens != int64(want) || rc.Embedding == nil || rc.Embedding.Inputs != int64(len(docs)) || rc.Embedding.Dimensions != 1) {
+			if n == 0 && (rc.PromptTokens != int64(want) || rc.Embedding == nil || rc.Embedding.Inputs != int64(len(docs)) || rc.Embedding.Dimensions != 1 || rc.Embedding.Operation != audit.OperationRank) {
 				t.Fatalf("first request.completed %+v (embedding %+v)", rc, rc.Embedding)
 			}
 			n++

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -20,7 +21,10 @@ const (
 // (EmbedVectorsDigest), so that a tenant holding its inputs and vectors
 // shows which were served, and by which model (ModelDigest) and kernels.
 // An entry with Embedded has no Served: it is not replayed as a
-// generation.
+// generation. Operation names what the request was: empty for an
+// embeddings request (so entries written before the field verify
+// unchanged), OperationRank for a rerank or score, whose Vectors are its
+// raw head outputs, one per pair (Dimensions 1).
 type Embedded struct {
 	Key          Name   `json:"key"`
 	Inputs       int64  `json:"inputs"`
@@ -30,7 +34,11 @@ type Embedded struct {
 	ModelDigest  Digest `json:"model_digest"`
 	Backend      Name   `json:"backend"`
 	KernelPath   Name   `json:"kernel_path"`
+	Operation    Name   `json:"operation,omitempty"`
 }
+
+// OperationRank is Embedded.Operation of a rerank or score request.
+const OperationRank Name = "rank"
 
 func (e *Embedded) validate() error {
 	if e == nil {
@@ -38,7 +46,17 @@ func (e *Embedded) validate() error {
 	}
 	return firstErr(CheckName("embedding.key", string(e.Key)), checkCount("embedding.inputs", e.Inputs),
 		checkCount("embedding.dimensions", e.Dimensions), CheckName("embedding.backend", string(e.Backend)),
-		CheckName("embedding.kernel_path", string(e.KernelPath)))
+		CheckName("embedding.kernel_path", string(e.KernelPath)), e.checkOperation())
+}
+
+func (e *Embedded) checkOperation() error {
+	if e.Operation == "" || e.Operation == OperationRank {
+		return nil
+	}
+	if err := CheckName("embedding.operation", string(e.Operation)); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: embedding.operation %q", ErrInvalidEvent, e.Operation)
 }
 
 // EmbedInputsDigest is the keyed digest of an embeddings request's inputs:

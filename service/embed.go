@@ -179,6 +179,9 @@ func (s *Requests) embed(ctx context.Context, p tenancy.Principal, q EmbedReques
 	var emb *audit.Embedded
 	if endErr == nil && s.cfg.Embedded != nil {
 		emb = s.cfg.Embedded(p.Tenant, inputs, res.Vectors)
+		if emb != nil && rank {
+			emb.Operation = audit.OperationRank
+		}
 	}
 	receipt, lerr := s.stageReceipted(ctx, p.Tenant, q.ID, audit.RequestCompleted{Request: q.ID, Model: audit.Name(s.cfg.ModelName), ModelDigest: s.modelDigest(),
 		Status: cloison.ErrorCode(endErr), PromptTokens: int64(total), Pages: int64(sum.Pages), Tier: audit.Name(part.Zeroing.String()),
