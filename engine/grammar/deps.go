@@ -34,6 +34,8 @@ type dependency struct {
 // (multipleof.go).
 func objectAssertion(k string, v any) bool {
 	switch k {
+	case "propertyNames":
+		return vacuousOnKeys(v)
 	case "multipleOf":
 		return wholeDivisor(v) > 0
 	case "dependentRequired", "dependencies":
@@ -210,4 +212,34 @@ func (r *objectRules) holds(set []uint64) bool {
 		}
 	}
 	return true
+}
+
+// vacuousOnKeys reports whether propertyNames schema v accepts every
+// string, so it asserts nothing about an object's keys: true, {}, or a
+// schema whose type admits strings and whose other keywords constrain only
+// other types (zod 4's z.record emits {"type": "string"}). Any other
+// propertyNames is refused by name.
+func vacuousOnKeys(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case object:
+		for _, m := range v {
+			if !keywords[m.key] && !assertions[m.key] {
+				continue // asserts nothing
+			}
+			if m.key == "type" {
+				if t := typeSet(m.val); t == nil || !t["string"] {
+					return false
+				}
+				continue
+			}
+			if t, ok := appliesTo[m.key]; ok && t != "string" {
+				continue // vacuous on strings
+			}
+			return false
+		}
+		return true
+	}
+	return false
 }

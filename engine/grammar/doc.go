@@ -87,7 +87,10 @@
 // format names that no draft defines (a validator ignores a format it
 // does not know). Refused, naming the keyword and its place: not (but
 // for required alone), if/then/else, prefixItems and tuple items,
-// propertyNames, minProperties beside patternProperties or dependencies,
+// propertyNames but for one that accepts every key (true, {}, or a type
+// that admits strings with keywords only for other types: zod 4's
+// z.record emits {"type": "string"}), which asserts nothing and is
+// ignored, minProperties beside patternProperties or dependencies,
 // dependencies and dependentSchemas with schemas, uniqueItems, contains,
 // unevaluated*, multipleOf, oneOf with overlapping branches, the formats of the drafts not listed below (uri-reference,
 // iri, idn-email, json-pointer, regex, …), bounds on a number that are

@@ -325,8 +325,10 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}
-		if m.key == "$defs" || m.key == "definitions" {
-			continue // read where a $ref resolves them
+		if m.key == "$defs" || m.key == "definitions" || m.key == "propertyNames" {
+			// $defs are read where a $ref resolves them; a propertyNames
+			// that passed objectAssertion accepts every key
+			continue
 		}
 		keys = append(keys, m.key)
 	}
