@@ -384,6 +384,9 @@ func TestFairShareTierWeight(t *testing.T) {
 // which starts in the step after b's request arrives — so b waits for one
 // short step in flight and its own, not for a long step of a. Two tenants
 // that are both backlogged keep full steps (no one to wait for them).
+// With a ContextSpan the bound counts each token at position p as
+// 1+p/ContextSpan: a's chunks deep in its 700-token prompts take fewer
+// tokens, and no step but b's first chunk costs more than the bound.
 // Counted in the tokens of each step, not timed.
 func TestFairShareContendedSteps(t *testing.T) {
 	const batch, contended, bPrompt = 256, 32, 48
@@ -393,9 +396,12 @@ func TestFairShareContendedSteps(t *testing.T) {
 		light     bool // b sends one request at a time (else it floods as a does)
 		maxStep   int  // the longest step allowed
 		maxFirst  int  // steps from b's request to its first token, at most
+		span      float64
 	}{
 		{name: "light tenant beside a flood", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1},
 		{name: "two floods keep full steps", contended: contended, maxStep: batch},
+		{name: "light tenant beside a flood, by context", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1, span: 256},
+		{name: "two floods keep full steps, by context", contended: contended, maxStep: batch, span: 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, err := isolation.NewPool(isolation.Config{Pages: 2048, PageTokens: 16})
@@ -407,7 +413,7 @@ func TestFairShareContendedSteps(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended})
+			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended, ContextSpan: tc.span})
 			adm := NewAdmission(AdmissionConfig{ServedContext: 2048 * 16, Vocab: 1000, Pool: pool})
 			ids := 0
 			submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
@@ -440,9 +446,16 @@ func TestFairShareContendedSteps(t *testing.T) {
 				}
 				rd := s.Ready()
 				var res []Result
-				n := 0
+				n, cost, items := 0, 0.0, 0
 				for _, it := range rd.Batch {
 					n += len(it.Tokens)
+					if it.ID != bID || it.Pos > 0 {
+						// What the bound counts: all but b's first chunk.
+						items += len(it.Tokens)
+						for p := it.Pos; tc.span > 0 && p < it.Pos+len(it.Tokens); p++ {
+							cost += 1 + float64(p)/tc.span
+						}
+					}
 					if it.Logits {
 						res = append(res, Result{ID: it.ID, Token: 7})
 						if it.ID == bID && it.Pos < bPrompt {
@@ -455,6 +468,9 @@ func TestFairShareContendedSteps(t *testing.T) {
 				}
 				if step >= 100 && n > tc.maxStep {
 					t.Fatalf("step %d: %d tokens, want at most %d", step, n, tc.maxStep)
+				}
+				if tc.span > 0 && tc.light && step >= 100 && cost > contended+1e-9 && items > 1 {
+					t.Fatalf("step %d: cost %.1f, want at most %d", step, cost, contended)
 				}
 				longest = max(longest, n)
 				for _, ev := range s.Advance(rd, res) {
