@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/isolation"
 	"pgregory.net/rapid"
 )
@@ -397,11 +398,16 @@ func TestFairShareContendedSteps(t *testing.T) {
 		maxStep   int  // the longest step allowed
 		maxFirst  int  // steps from b's request to its first token, at most
 		span      float64
+		minFirsts int // b's requests served, at least (default 100)
 	}{
 		{name: "light tenant beside a flood", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1},
 		{name: "two floods keep full steps", contended: contended, maxStep: batch},
 		{name: "light tenant beside a flood, by context", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1, span: 256},
 		{name: "two floods keep full steps, by context", contended: contended, maxStep: batch, span: 256},
+		// Every token costs more than the bound: a still advances, one
+		// token in each step left empty (b too, once a is owed more: its
+		// wait is not checked here).
+		{name: "a token over the bound still runs", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1500, span: 1, minFirsts: 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, err := isolation.NewPool(isolation.Config{Pages: 2048, PageTokens: 16})
@@ -430,7 +436,7 @@ func TestFairShareContendedSteps(t *testing.T) {
 			}
 			live := map[cloison.TenantID]int{}
 			var bID cloison.RequestID
-			bAt, firsts, longest := 0, 0, 0
+			bAt, firsts, longest, aTokens := 0, 0, 0, 0
 			for step := range 1500 {
 				for live["a"] < 16 {
 					submit("a", 700, 32)
@@ -449,6 +455,9 @@ func TestFairShareContendedSteps(t *testing.T) {
 				n, cost, items := 0, 0.0, 0
 				for _, it := range rd.Batch {
 					n += len(it.Tokens)
+					if it.Tenant == "a" && step >= 100 {
+						aTokens += len(it.Tokens)
+					}
 					if it.ID != bID || it.Pos > 0 {
 						// What the bound counts: all but b's first chunk.
 						items += len(it.Tokens)
@@ -483,12 +492,36 @@ func TestFairShareContendedSteps(t *testing.T) {
 					}
 				}
 			}
-			if tc.light && firsts < 100 {
+			if aTokens < 500 {
+				t.Fatalf("a computed %d tokens after step 100", aTokens)
+			}
+			if tc.minFirsts == 0 {
+				tc.minFirsts = 100
+			}
+			if tc.light && firsts < tc.minFirsts {
 				t.Fatalf("b got %d first tokens", firsts)
 			}
 			if !tc.light && longest < batch {
 				t.Fatalf("longest step %d tokens: two backlogged tenants should fill the budget (%d)", longest, batch)
 			}
 		})
+	}
+}
+
+// TestContextSpan: the span comes from the model's shape (the benchmark's
+// 4-layer llama: 1,440 multiply-adds of matrix products per position of
+// attention, over attentionPenalty), and is 0 for a shape it cannot read.
+func TestContextSpan(t *testing.T) {
+	for _, tc := range []struct {
+		c    model.Config
+		want float64
+	}{
+		{model.Config{DModel: 256, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 704}, 360},
+		{model.Config{DModel: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336}, (2*4096*4096 + 2*4096*1024 + 3*4096*14336) / float64(2*4096) / attentionPenalty},
+		{model.Config{DModel: 256}, 0},
+	} {
+		if got := contextSpan(tc.c); got != tc.want {
+			t.Errorf("%+v: span %v, want %v", tc.c, got, tc.want)
+		}
 	}
 }
