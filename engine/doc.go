@@ -70,7 +70,13 @@
 //     one of them is not waiting (its next request would make it start) a
 //     step stops at ContendedBatchTokens (32) — except for the first
 //     chunk of a request of a tenant that had none live, when that tenant
-//     is owed the most, which starts in full. A step cannot be interrupted, so its length is what a request
+//     is owed the most, which starts in full. The bound is counted in
+//     cost, not tokens: a token at context position p counts
+//     1+p/SchedulerConfig.ContextSpan, the span being the positions whose
+//     attention costs what the token's matrix products cost (from the
+//     model's shape: about 360 for a 4-layer d_model 256 llama), so a
+//     chunk deep in a long prompt gets fewer tokens of a contended step
+//     (an empty step still takes one). A step cannot be interrupted, so its length is what a request
 //     arriving meanwhile waits: another tenant's first token waits for a
 //     short step in flight and its own, not for a long step of the
 //     over-served tenant;

@@ -278,6 +278,9 @@ func New(cfg Config) (*Engine, error) {
 		}
 		cfg.Scheduler.Remote = true
 	}
+	if cfg.Scheduler.ContextSpan == 0 {
+		cfg.Scheduler.ContextSpan = contextSpan(cfg.Model.Config)
+	}
 	if cfg.Model.Encoder {
 		// An encoder's input runs whole in one step, and its K/V depend on
 		// every token of the input: never a prefix of another's.

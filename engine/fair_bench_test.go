@@ -31,7 +31,8 @@ import (
 // FAIR_REQUESTS (40) sets b's
 // requests per phase, FAIR_BATCH (512) the step budget, FAIR_CONTENDED
 // the step budget while both tenants are active (SchedulerConfig.
-// ContendedBatchTokens: unset, its default; "off", FAIR_BATCH). (n>1
+// ContendedBatchTokens: unset, its default; "off", FAIR_BATCH), FAIR_SPAN
+// its SchedulerConfig.ContextSpan (unset: the model's). (n>1
 // choices reach the engine as that many requests: more streams.) A
 // benchmark, not a test: run it with -benchtime 1x (make bench-fair).
 func BenchmarkFairShare(b *testing.B) {
@@ -46,7 +47,7 @@ func BenchmarkFairShare(b *testing.B) {
 	work := &workArena{}
 	r := newRig(b, l, rigConfig{pool: isolation.Config{Pages: 4096, PageTokens: 16},
 		tenants: []isolation.TenantConfig{{ID: "a"}, {ID: "b"}},
-		sched:   SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64, ContendedBatchTokens: contended},
+		sched:   SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: min(256, batch), MaxRunning: 64, ContendedBatchTokens: contended, ContextSpan: float64(envInt("FAIR_SPAN", 0))},
 		arena:   func(a kernels.Arena) kernels.Arena { work.Arena = a; return work }})
 	for i := 0; b.Loop(); i++ {
 		// Warm the model's scratch buffers at the largest step size.

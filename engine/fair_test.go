@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/isolation"
 	"pgregory.net/rapid"
 )
@@ -384,6 +385,9 @@ func TestFairShareTierWeight(t *testing.T) {
 // which starts in the step after b's request arrives — so b waits for one
 // short step in flight and its own, not for a long step of a. Two tenants
 // that are both backlogged keep full steps (no one to wait for them).
+// With a ContextSpan the bound counts each token at position p as
+// 1+p/ContextSpan: a's chunks deep in its 700-token prompts take fewer
+// tokens, and no step but b's first chunk costs more than the bound.
 // Counted in the tokens of each step, not timed.
 func TestFairShareContendedSteps(t *testing.T) {
 	const batch, contended, bPrompt = 256, 32, 48
@@ -393,9 +397,17 @@ func TestFairShareContendedSteps(t *testing.T) {
 		light     bool // b sends one request at a time (else it floods as a does)
 		maxStep   int  // the longest step allowed
 		maxFirst  int  // steps from b's request to its first token, at most
+		span      float64
+		minFirsts int // b's requests served, at least (default 100)
 	}{
 		{name: "light tenant beside a flood", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1},
 		{name: "two floods keep full steps", contended: contended, maxStep: batch},
+		{name: "light tenant beside a flood, by context", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1, span: 256},
+		{name: "two floods keep full steps, by context", contended: contended, maxStep: batch, span: 256},
+		// Every token costs more than the bound: a still advances, one
+		// token in each step left empty (b too, once a is owed more: its
+		// wait is not checked here).
+		{name: "a token over the bound still runs", contended: contended, light: true, maxStep: contended + bPrompt, maxFirst: 1500, span: 1, minFirsts: 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, err := isolation.NewPool(isolation.Config{Pages: 2048, PageTokens: 16})
@@ -407,7 +419,7 @@ func TestFairShareContendedSteps(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended})
+			s := NewScheduler(pool, SchedulerConfig{MaxBatchTokens: batch, ChunkTokens: 128, MaxRunning: 48, ContendedBatchTokens: tc.contended, ContextSpan: tc.span})
 			adm := NewAdmission(AdmissionConfig{ServedContext: 2048 * 16, Vocab: 1000, Pool: pool})
 			ids := 0
 			submit := func(tn cloison.TenantID, prompt, max int) cloison.RequestID {
@@ -424,7 +436,7 @@ func TestFairShareContendedSteps(t *testing.T) {
 			}
 			live := map[cloison.TenantID]int{}
 			var bID cloison.RequestID
-			bAt, firsts, longest := 0, 0, 0
+			bAt, firsts, longest, aTokens := 0, 0, 0, 0
 			for step := range 1500 {
 				for live["a"] < 16 {
 					submit("a", 700, 32)
@@ -440,9 +452,19 @@ func TestFairShareContendedSteps(t *testing.T) {
 				}
 				rd := s.Ready()
 				var res []Result
-				n := 0
+				n, cost, items := 0, 0.0, 0
 				for _, it := range rd.Batch {
 					n += len(it.Tokens)
+					if it.Tenant == "a" && step >= 100 {
+						aTokens += len(it.Tokens)
+					}
+					if it.ID != bID || it.Pos > 0 {
+						// What the bound counts: all but b's first chunk.
+						items += len(it.Tokens)
+						for p := it.Pos; tc.span > 0 && p < it.Pos+len(it.Tokens); p++ {
+							cost += 1 + float64(p)/tc.span
+						}
+					}
 					if it.Logits {
 						res = append(res, Result{ID: it.ID, Token: 7})
 						if it.ID == bID && it.Pos < bPrompt {
@@ -456,6 +478,9 @@ func TestFairShareContendedSteps(t *testing.T) {
 				if step >= 100 && n > tc.maxStep {
 					t.Fatalf("step %d: %d tokens, want at most %d", step, n, tc.maxStep)
 				}
+				if tc.span > 0 && tc.light && step >= 100 && cost > contended+1e-9 && items > 1 {
+					t.Fatalf("step %d: cost %.1f, want at most %d", step, cost, contended)
+				}
 				longest = max(longest, n)
 				for _, ev := range s.Advance(rd, res) {
 					if ev.State != Finished {
@@ -467,12 +492,36 @@ func TestFairShareContendedSteps(t *testing.T) {
 					}
 				}
 			}
-			if tc.light && firsts < 100 {
+			if aTokens < 500 {
+				t.Fatalf("a computed %d tokens after step 100", aTokens)
+			}
+			if tc.minFirsts == 0 {
+				tc.minFirsts = 100
+			}
+			if tc.light && firsts < tc.minFirsts {
 				t.Fatalf("b got %d first tokens", firsts)
 			}
 			if !tc.light && longest < batch {
 				t.Fatalf("longest step %d tokens: two backlogged tenants should fill the budget (%d)", longest, batch)
 			}
 		})
+	}
+}
+
+// TestContextSpan: the span comes from the model's shape (the benchmark's
+// 4-layer llama: 1,440 multiply-adds of matrix products per position of
+// attention, over attentionPenalty), and is 0 for a shape it cannot read.
+func TestContextSpan(t *testing.T) {
+	for _, tc := range []struct {
+		c    model.Config
+		want float64
+	}{
+		{model.Config{DModel: 256, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 704}, 360},
+		{model.Config{DModel: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336}, (2*4096*4096 + 2*4096*1024 + 3*4096*14336) / float64(2*4096) / attentionPenalty},
+		{model.Config{DModel: 256}, 0},
+	} {
+		if got := contextSpan(tc.c); got != tc.want {
+			t.Errorf("%+v: span %v, want %v", tc.c, got, tc.want)
+		}
 	}
 }

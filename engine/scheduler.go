@@ -65,6 +65,16 @@ type SchedulerConfig struct {
 	// grows with its tokens and short steps cost little; on an
 	// accelerator, where it hardly grows, raise it.
 	ContendedBatchTokens int
+	// ContextSpan weighs that bound by context: a token at position p
+	// counts 1+p/ContextSpan against it (the attention over p earlier
+	// positions costs p/ContextSpan of the token's matrix products), so a
+	// chunk or decode token of a long context takes less of a contended
+	// step than a short one. New sets it from the model's shape
+	// (contextSpan) when 0; negative counts tokens alone. Not applied when
+	// the bound is MaxBatchTokens (ContendedBatchTokens negative or at
+	// least it). A token past 31·ContextSpan (with the default bound) fits
+	// only an otherwise empty contended step.
+	ContextSpan float64
 	// ContendedSteps is how long a tenant counts as active after its last
 	// request left (its next one is likely on its way); default 16.
 	ContendedSteps int
@@ -240,6 +250,9 @@ func NewScheduler(pool *isolation.Pool, cfg SchedulerConfig) *Scheduler {
 		cfg.ContendedBatchTokens = cfg.MaxBatchTokens
 	}
 	cfg.ContendedBatchTokens = min(cfg.ContendedBatchTokens, cfg.MaxBatchTokens)
+	if cfg.ContextSpan < 0 || cfg.ContendedBatchTokens >= cfg.MaxBatchTokens {
+		cfg.ContextSpan = 0
+	}
 	if cfg.ContendedSteps <= 0 {
 		cfg.ContendedSteps = 16
 	}
@@ -517,7 +530,7 @@ func (s *Scheduler) Ready() Ready {
 	s.admit()
 	s.step++
 	contended, owed := s.contention()
-	used := 0
+	used, spent := 0, 0.0
 	inBatch := map[*seq]bool{}
 	add := func(q *seq, n int, logits bool) bool {
 		pos := q.computed
@@ -533,16 +546,23 @@ func (s *Scheduler) Ready() Ready {
 		inBatch[q] = true
 		q.last = s.step
 		used += n
+		spent += s.span(pos, n)
 		rd.Batch = append(rd.Batch, Item{ID: q.req.ID, Tenant: q.req.Tenant, Lease: q.lease, Tokens: q.tokens[pos : pos+n], Pos: pos, Table: bt, Logits: logits,
 			All: q.req.ScorePrompt && pos < len(q.req.Prompt)})
 		return true
 	}
-	// room is what q may still put in the step.
-	room := func(q *seq, first bool) int {
-		if contended && !(first && owed[q.req.Tenant]) {
-			return s.cfg.ContendedBatchTokens - used
+	// room is how many of q's next want tokens the step still takes:
+	// under contention, those whose cost (see ContextSpan) fits what is
+	// left of ContendedBatchTokens — at least one in an empty step.
+	room := func(q *seq, want int, first bool) int {
+		n := max(0, min(want, s.cfg.MaxBatchTokens-used))
+		if !contended || first && owed[q.req.Tenant] {
+			return n
 		}
-		return s.cfg.MaxBatchTokens - used
+		if k := s.fit(q.computed, n, float64(s.cfg.ContendedBatchTokens)-spent); k > 0 || used > 0 {
+			return k
+		}
+		return min(n, 1)
 	}
 	// Remote prefills take no budget here: start them all.
 	if s.cfg.Remote {
@@ -562,7 +582,7 @@ func (s *Scheduler) Ready() Ready {
 	fq := s.newFairQueue(func(q *seq) bool { return q.state == Decoding && q.leased || prefilling(q) && !q.remote })
 	for q := fq.next(); q != nil; q = fq.next() {
 		if q.state == Decoding {
-			if !q.leased || room(q, false) < 1 || !s.ensure(q, q.computed+1, inBatch) {
+			if !q.leased || room(q, 1, false) < 1 || !s.ensure(q, q.computed+1, inBatch) {
 				continue // preempted meanwhile, no room, or must wait
 			}
 			if add(q, 1, true) {
@@ -577,14 +597,19 @@ func (s *Scheduler) Ready() Ready {
 		if q.req.ScorePrompt && q.computed < len(q.req.Prompt) {
 			chunk = s.cfg.ScoreChunkTokens
 		}
-		r := room(q, q.fresh && q.computed == q.cached)
-		n := min(len(q.tokens)-q.computed, chunk, r)
+		rest := len(q.tokens) - q.computed
+		want := min(rest, chunk)
+		if s.cfg.WholePrompt {
+			want = rest
+		}
+		n := room(q, want, q.fresh && q.computed == q.cached)
 		if s.cfg.WholePrompt {
 			// An encoder's prompt in one step: it waits for a step with
 			// room for it, or takes an empty step alone.
-			if n = len(q.tokens) - q.computed; n > r && used > 0 {
+			if n < rest && used > 0 {
 				continue
 			}
+			n = rest
 		}
 		if n < 1 {
 			continue
