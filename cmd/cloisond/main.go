@@ -372,7 +372,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxBatchTokens, "max-batch-tokens", 512, "tokens per engine step")
 	fs.IntVar(&c.maxRunning, "max-running", 64, "sequences holding KV leases at once")
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", 256, "prefill chunk per sequence per step")
-	fs.IntVar(&c.contendedBatchTokens, "contended-batch-tokens", 32, "tokens per engine step while a light tenant shares the node with a busy one (its wait for the step in flight; docs/benchmarks.md's fairness figures); raise it on an accelerator, -1: --max-batch-tokens")
+	fs.IntVar(&c.contendedBatchTokens, "contended-batch-tokens", 32, "an engine step's bound while a light tenant shares the node with a busy one (its wait for the step in flight), in short-context tokens: a token at context position p counts 1 + p/span, the span from the model's shape (docs/benchmarks.md's fairness figures); raise it on an accelerator, -1: --max-batch-tokens")
 	fs.BoolVar(&c.prefixCache, "prefix-cache", true, "per-tenant prefix cache (tenant-salted namespaces)")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
