@@ -273,6 +273,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("model %s: %w", fm.Name, err)
 		}
 	}
+	if err := n.restoreAdapters(ctx); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 

@@ -1,0 +1,127 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/engine/gguf"
+	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/isolation"
+	"github.com/cloison/cloison/node"
+	"github.com/cloison/cloison/tenancy"
+)
+
+// writeModelWithLoRA writes a small random model to dir/rnd.gguf and a
+// LoRA adapter of it (seed) to dir/lora.gguf.
+func writeModelWithLoRA(t *testing.T, dir string, seed uint64) {
+	t.Helper()
+	w, err := synth.Random(synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 320, Context: 512, DType: gguf.F32, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rnd.gguf"), buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw, err := synth.LoRA(base, synth.LoRAConfig{Rank: 8, Seed: seed, Strength: 1, Output: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab bytes.Buffer
+	if _, err := lw.WriteTo(&ab); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lora.gguf"), ab.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node restarted on the same ledger serves again the adapters registered
+// on it (same digest, tenant a's only) and not those unregistered; one
+// whose file changed since it was registered is not served (never a
+// different adapter under the registered name).
+func TestAdaptersSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	dir := t.TempDir()
+	writeModelWithLoRA(t, dir, 1)
+	sys := tenancy.WithActor(ctx, "admin:test")
+	for _, id := range []cloison.TenantID{"a", "b"} {
+		if _, err := f.store.CreateTenant(sys, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
+			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, IncidentContact: "x@example.test", AllowedModels: []string{"rnd"},
+			Quotas: tenancy.Quotas{MaxConcurrent: 4, KVPages: 64, TokensPerMinute: 100000, MaxContext: 1024}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *node.Node {
+		t.Helper()
+		cfg := f.config(256)
+		cfg.ModelDir = dir
+		mf := node.ModelFile{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}
+		inst, err := mf.Load(mf.Options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(inst.Close)
+		inst.Name = "rnd"
+		cfg.Models = []node.Model{inst.Model}
+		n, err := node.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := start()
+	info, err := n.RegisterAdapter(ctx, "admin:test", api.AdapterRegister{Tenant: "a", Name: "sup", Path: "lora.gguf", Model: "rnd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.RegisterAdapter(ctx, "admin:test", api.AdapterRegister{Tenant: "a", Name: "gone", Path: "lora.gguf", Model: "rnd"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.UnregisterAdapter(ctx, "admin:test", "a", "rnd", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.RegisterAdapter(ctx, "admin:test", api.AdapterRegister{Tenant: "a", Name: "s p", Path: "lora.gguf", Model: "rnd"}); err == nil {
+		t.Fatal("a name that is no identifier was registered")
+	}
+	n.Close(ctx)
+
+	n = start()
+	got := n.TenantAdapters("a")
+	if len(got) != 1 || got[0] != info {
+		t.Fatalf("after a restart a's adapters are %+v, want only %+v", got, info)
+	}
+	if got := n.TenantAdapters("b"); len(got) != 0 {
+		t.Fatalf("after a restart b's adapters are %+v", got)
+	}
+	reg, _ := n.Server.ModelAdapters("rnd")
+	if _, err := reg.Lookup("a", "sup"); err != nil {
+		t.Fatalf("restored adapter does not resolve: %v", err)
+	}
+	n.Close(ctx)
+
+	// The file changes (another adapter of the same model): not served.
+	writeModelWithLoRA(t, dir, 2)
+	n = start()
+	defer n.Close(ctx)
+	if got := n.TenantAdapters("a"); len(got) != 0 {
+		t.Fatalf("an adapter whose file changed is served after a restart: %+v", got)
+	}
+	reg, _ = n.Server.ModelAdapters("rnd")
+	if _, err := reg.Lookup("a", "sup"); err == nil {
+		t.Fatal("an adapter whose file changed resolves after a restart")
+	}
+}
