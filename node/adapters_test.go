@@ -3,8 +3,11 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cloison/cloison"
@@ -49,9 +52,10 @@ func writeModelWithLoRA(t *testing.T, dir string, seed uint64) {
 }
 
 // A node restarted on the same ledger serves again the adapters registered
-// on it (same digest, tenant a's only) and not those unregistered; one
-// whose file changed since it was registered is not served (never a
-// different adapter under the registered name).
+// on it (same digest; a's requests under it run, b's are 404) and not those
+// unregistered; one whose file changed since it was registered is not
+// served (404: never a different adapter under the registered name) and is
+// reported in the log.
 func TestAdaptersSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -65,10 +69,13 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var logs bytes.Buffer
+	issuer := tenancy.NewIssuer(f.api.Keys)
 	start := func() *node.Node {
 		t.Helper()
 		cfg := f.config(256)
 		cfg.ModelDir = dir
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		mf := node.ModelFile{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}
 		inst, err := mf.Load(mf.Options)
 		if err != nil {
@@ -81,7 +88,22 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		n.Start()
 		return n
+	}
+	// complete is tenant's completion under the adapter: its status.
+	complete := func(n *node.Node, tenant cloison.TenantID) int {
+		t.Helper()
+		tok, err := issuer.Issue(tenancy.TokenRequest{Subject: "test-" + string(tenant), Tenant: tenant, Scopes: []tenancy.Scope{tenancy.ScopeInfer}, Audience: "cloison"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"model":"rnd:sup","prompt":"ok","max_tokens":4,"temperature":0}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		n.Server.Handler().ServeHTTP(w, req)
+		return w.Code
 	}
 	n := start()
 	info, err := n.RegisterAdapter(ctx, "admin:test", api.AdapterRegister{Tenant: "a", Name: "sup", Path: "lora.gguf", Model: "rnd"})
@@ -107,11 +129,14 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	if got := n.TenantAdapters("b"); len(got) != 0 {
 		t.Fatalf("after a restart b's adapters are %+v", got)
 	}
-	reg, _ := n.Server.ModelAdapters("rnd")
-	if _, err := reg.Lookup("a", "sup"); err != nil {
-		t.Fatalf("restored adapter does not resolve: %v", err)
+	if code := complete(n, "a"); code != 200 {
+		t.Fatalf("a under its restored adapter: %d, want 200", code)
+	}
+	if code := complete(n, "b"); code != 404 {
+		t.Fatalf("b under a's restored adapter: %d, want 404", code)
 	}
 	n.Close(ctx)
+	logs.Reset()
 
 	// The file changes (another adapter of the same model): not served.
 	writeModelWithLoRA(t, dir, 2)
@@ -120,8 +145,10 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	if got := n.TenantAdapters("a"); len(got) != 0 {
 		t.Fatalf("an adapter whose file changed is served after a restart: %+v", got)
 	}
-	reg, _ = n.Server.ModelAdapters("rnd")
-	if _, err := reg.Lookup("a", "sup"); err == nil {
-		t.Fatal("an adapter whose file changed resolves after a restart")
+	if code := complete(n, "a"); code != 404 {
+		t.Fatalf("a under an adapter whose file changed: %d, want 404", code)
+	}
+	if l := logs.String(); !strings.Contains(l, "adapter not restored") || !strings.Contains(l, "changed since it was registered") {
+		t.Fatalf("the unrestored adapter is not reported; logs:\n%s", l)
 	}
 }
