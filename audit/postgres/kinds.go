@@ -2,13 +2,16 @@ package postgres
 
 import (
 	"context"
+	"time"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 )
 
-// OfKinds returns the records of the given kinds in sequence order (a
-// node reads its adapter registrations back at start with it). Every event
-// staged before the call is sequenced first (Sync).
+// OfKinds returns the records of the given kinds in sequence order, in one
+// query on the (kind, seq) index (a node reads its adapter registrations
+// back at start with it). Every event staged before the call is sequenced
+// first (Sync).
 //
 // Errors: ErrUnavailable (and the other translations of errors.go) when
 // the database fails; ErrPending (Sync).
@@ -20,31 +23,35 @@ func (s *Store) OfKinds(ctx context.Context, kinds ...audit.Kind) ([]audit.Recor
 	for i, k := range kinds {
 		names[i] = string(k)
 	}
-	rows, err := s.scan.Query(ctx, `SELECT seq FROM audit_events WHERE kind = ANY($1) ORDER BY seq`, names)
+	rows, err := s.scan.Query(ctx, `SELECT seq, prev_hash, hash, kind, tenant, actor, occurred_at, recorded_at, payload
+		FROM audit_events WHERE kind = ANY($1) ORDER BY seq`, names)
 	if err != nil {
 		return nil, translate(err)
 	}
-	var seqs []uint64
+	defer rows.Close()
+	var (
+		out                  []audit.Record
+		seq                  int64
+		prev, hash, payload  []byte
+		kind, actor          string
+		tenant               *string
+		occurred, recordedAt time.Time
+	)
 	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			rows.Close()
+		if err := rows.Scan(&seq, &prev, &hash, &kind, &tenant, &actor, &occurred, &recordedAt, &payload); err != nil {
 			return nil, translate(err)
 		}
-		seqs = append(seqs, uint64(seq))
+		r := audit.Record{Seq: uint64(seq), Kind: audit.Kind(kind), Actor: audit.Name(actor), OccurredAt: occurred, RecordedAt: recordedAt,
+			Payload: append([]byte(nil), payload...)}
+		copy(r.PrevHash[:], prev)
+		copy(r.Hash[:], hash)
+		if tenant != nil {
+			r.Tenant = cloison.TenantID(*tenant)
+		}
+		out = append(out, r)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, translate(err)
-	}
-	out := make([]audit.Record, 0, len(seqs))
-	for _, seq := range seqs {
-		if err := scanRows(ctx, s.scan, seq, seq, 1, func(r audit.Record) error {
-			out = append(out, r)
-			return nil
-		}); err != nil {
-			return nil, translate(err)
-		}
 	}
 	return out, nil
 }
