@@ -33,7 +33,8 @@ import (
 //   - Registrations outlive the node: at start (New) a node reads its
 //     adapter.registered and adapter.unregistered events back from the
 //     ledger and registers again each adapter still registered on it, for
-//     the models it serves, from the recorded path — only when the file's
+//     the models it serves, from the recorded path — only when the event
+//     is signed by one of Config.EventKeys (when set), the file's
 //     SHA-256 is still the recorded digest and the model's is the recorded
 //     model digest. Any other one (a missing or changed file, a model
 //     changed or no longer served, a tenant gone or no longer allowed the
@@ -231,11 +232,22 @@ func (n *Node) restoreAdapters(ctx context.Context) error {
 		}
 		switch p := p.(type) {
 		case *audit.AdapterRegistered:
-			if p.Node == node {
-				k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
-				live[k] = *p
-				order = append(order, k)
+			if p.Node != node {
+				continue
 			}
+			if len(n.cfg.EventKeys) > 0 {
+				// A registration stated by whoever holds only the
+				// database's credentials is not served.
+				if kid, err := audit.VerifyEventSignature(r.Payload, n.cfg.EventKeys); err != nil || kid == "" {
+					n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", env.Tenant, "model", string(p.Model),
+						"name", string(p.Name), "reason", "its ledger entry carries no valid signature by the node's log keys", "seq", r.Seq)
+					delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})
+					continue
+				}
+			}
+			k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
+			live[k] = *p
+			order = append(order, k)
 		case *audit.AdapterUnregistered:
 			if p.Node == node {
 				delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})

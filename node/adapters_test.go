@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/api"
+	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
 	"github.com/cloison/cloison/isolation"
@@ -55,7 +57,8 @@ func writeModelWithLoRA(t *testing.T, dir string, seed uint64) {
 // on it (same digest; a's requests under it run, b's are 404) and not those
 // unregistered; one whose file changed since it was registered is not
 // served (404: never a different adapter under the registered name) and is
-// reported in the log.
+// reported in the log; so is one whose ledger entry is not signed by the
+// node's log keys.
 func TestAdaptersSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -71,10 +74,11 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	issuer := tenancy.NewIssuer(f.api.Keys)
+	keys := audit.KeySet(f.key.Public().(ed25519.PublicKey))
 	start := func() *node.Node {
 		t.Helper()
 		cfg := f.config(256)
-		cfg.ModelDir = dir
+		cfg.ModelDir, cfg.EventKeys = dir, keys
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		mf := node.ModelFile{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}
 		inst, err := mf.Load(mf.Options)
@@ -137,6 +141,21 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	}
 	n.Close(ctx)
 	logs.Reset()
+
+	// Registrations not signed by the node's log keys (as one a database
+	// writer states would be) are not restored.
+	_, other, _ := ed25519.GenerateKey(nil)
+	keys = audit.KeySet(other.Public().(ed25519.PublicKey))
+	n = start()
+	if code := complete(n, "a"); code != 404 {
+		t.Fatalf("a under an adapter whose registration is not signed by the log keys: %d, want 404", code)
+	}
+	if l := logs.String(); !strings.Contains(l, "adapter not restored") || !strings.Contains(l, "no valid signature") {
+		t.Fatalf("the unsigned registration is not reported; logs:\n%s", l)
+	}
+	n.Close(ctx)
+	logs.Reset()
+	keys = audit.KeySet(f.key.Public().(ed25519.PublicKey))
 
 	// The file changes (another adapter of the same model): not served.
 	writeModelWithLoRA(t, dir, 2)
