@@ -82,6 +82,9 @@ var MethodScopes = map[string][]tenancy.Scope{
 	adminv1.AdminService_ListModels_FullMethodName:           {tenancy.ScopeAdmin},
 	adminv1.AdminService_LoadModel_FullMethodName:            {tenancy.ScopeAdmin},
 	adminv1.AdminService_UnloadModel_FullMethodName:          {tenancy.ScopeAdmin},
+	adminv1.AdminService_RegisterAdapter_FullMethodName:      {tenancy.ScopeAdmin},
+	adminv1.AdminService_UnregisterAdapter_FullMethodName:    {tenancy.ScopeAdmin},
+	adminv1.AdminService_ListAdapters_FullMethodName:         {tenancy.ScopeAdmin},
 
 	compliancev1.ComplianceService_ListIncidents_FullMethodName:  {tenancy.ScopeComplianceRead},
 	compliancev1.ComplianceService_GetIncident_FullMethodName:    {tenancy.ScopeComplianceRead},

@@ -529,12 +529,16 @@ type AdapterRegistered struct {
 	ModelDigest Digest `json:"model_digest"`
 	Rank        int64  `json:"rank"`
 	Actor       Name   `json:"actor"`
+	// Path is the file, relative to the node's model directory, that a
+	// restarted node registers again (its digest checked against Digest);
+	// absent from events written before nodes restored registrations.
+	Path Name `json:"path,omitempty"`
 }
 
 func (AdapterRegistered) Kind() Kind { return KindAdapterRegistered }
 func (p AdapterRegistered) validate() error {
 	return firstErr(CheckName("node", string(p.Node)), CheckName("name", string(p.Name)), CheckName("model", string(p.Model)),
-		checkCount("rank", p.Rank), CheckName("actor", string(p.Actor)))
+		checkCount("rank", p.Rank), CheckName("actor", string(p.Actor)), checkOptName("path", string(p.Path)))
 }
 
 // AdapterUnregistered records an adapter an admin removed from the event's

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,9 +30,16 @@ import (
 //     log) is ledgered BEFORE the adapter serves, adapter.unregistered
 //     BEFORE it stops serving; when the ledger cannot record it the change
 //     does not happen.
-//   - Registrations last the node's lifetime: a restarted node serves no
-//     adapter until an admin registers it again (the ledger holds what was
-//     registered, with digests, for that).
+//   - Registrations outlive the node: at start (New) a node reads its
+//     adapter.registered and adapter.unregistered events back from the
+//     ledger and registers again each adapter still registered on it, for
+//     the models it serves, from the recorded path — only when the event
+//     is signed by one of Config.EventKeys (when set), the file's
+//     SHA-256 is still the recorded digest and the model's is the recorded
+//     model digest. Any other one (a missing or changed file, a model
+//     changed or no longer served, a tenant gone or no longer allowed the
+//     model) is not served and is logged at error level: never a silently
+//     different adapter.
 
 // Errors of the adapter operations.
 var (
@@ -78,7 +87,9 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 	if dir == "" {
 		return api.AdapterInfo{}, ErrNoModelDir
 	}
-	if !filepath.IsLocal(req.Path) || !strings.HasSuffix(req.Path, ".gguf") {
+	// The path is ledgered (a restarted node registers it again): an
+	// identifier, never free text.
+	if !filepath.IsLocal(req.Path) || !strings.HasSuffix(req.Path, ".gguf") || audit.CheckName("path", req.Path) != nil {
 		return api.AdapterInfo{}, ErrAdapterPath
 	}
 	path := filepath.Join(dir, req.Path)
@@ -123,7 +134,7 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 	}
 	if _, err := n.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: req.Tenant, Actor: actor, Payload: audit.AdapterRegistered{
 		Node: audit.Name(n.cfg.NodeName), Name: audit.Name(req.Name), Digest: audit.Digest(ad.Digest), Model: audit.Name(id),
-		ModelDigest: audit.Digest(m.Digest), Rank: int64(ad.Rank), Actor: actor}}); err != nil {
+		ModelDigest: audit.Digest(m.Digest), Rank: int64(ad.Rank), Actor: actor, Path: audit.Name(req.Path)}}); err != nil {
 		ad.Close()
 		return api.AdapterInfo{}, fmt.Errorf("%w: %v", api.ErrLedgerUnavailable, err)
 	}
@@ -187,4 +198,120 @@ func (n *Node) TenantAdapters(tenant cloison.TenantID) []api.AdapterInfo {
 		}
 	}
 	return out
+}
+
+// adapterKey is one registration: a tenant's adapter name of a model.
+type adapterKey struct {
+	tenant      cloison.TenantID
+	model, name string
+}
+
+// restoreAdapters registers again the adapters the ledger holds as
+// registered on this node (see the ordering duties above). An adapter that
+// cannot be restored as it was registered is logged and not served; only a
+// ledger that cannot be read stops the node.
+func (n *Node) restoreAdapters(ctx context.Context) error {
+	if n.cfg.Ledger == nil {
+		return nil
+	}
+	recs, err := n.cfg.Ledger.OfKinds(ctx, audit.KindAdapterRegistered, audit.KindAdapterUnregistered)
+	if err != nil {
+		return fmt.Errorf("adapters: %w", err)
+	}
+	node := audit.Name(n.cfg.NodeName)
+	live := map[adapterKey]audit.AdapterRegistered{}
+	var order []adapterKey
+	for _, r := range recs {
+		env, err := audit.DecodeEnvelope(r.Payload)
+		if err != nil {
+			return fmt.Errorf("adapters: ledger entry %d: %w", r.Seq, err)
+		}
+		p, err := env.DecodePayload()
+		if err != nil {
+			return fmt.Errorf("adapters: ledger entry %d: %w", r.Seq, err)
+		}
+		switch p := p.(type) {
+		case *audit.AdapterRegistered:
+			if p.Node != node {
+				continue
+			}
+			if len(n.cfg.EventKeys) > 0 {
+				// A registration stated by whoever holds only the
+				// database's credentials is not served.
+				if kid, err := audit.VerifyEventSignature(r.Payload, n.cfg.EventKeys); err != nil || kid == "" {
+					n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", env.Tenant, "model", string(p.Model),
+						"name", string(p.Name), "reason", "its ledger entry carries no valid signature by the node's log keys", "seq", r.Seq)
+					delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})
+					continue
+				}
+			}
+			k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
+			live[k] = *p
+			order = append(order, k)
+		case *audit.AdapterUnregistered:
+			if p.Node == node {
+				delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})
+			}
+		}
+	}
+	for _, k := range order {
+		p, ok := live[k]
+		if !ok {
+			continue
+		}
+		delete(live, k) // a key registered twice is restored once
+		if err := n.restoreAdapter(ctx, k, p); err != nil {
+			n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", k.tenant, "model", k.model,
+				"name", k.name, "digest", hex.EncodeToString(p.Digest[:]), "path", string(p.Path), "reason", err)
+			continue
+		}
+		n.log.Info("adapter restored", "tenant", k.tenant, "model", k.model, "name", k.name, "digest", hex.EncodeToString(p.Digest[:]))
+	}
+	return nil
+}
+
+// restoreAdapter registers the adapter p records, unchanged, or says why
+// not.
+func (n *Node) restoreAdapter(ctx context.Context, k adapterKey, p audit.AdapterRegistered) error {
+	if p.Path == "" {
+		return errors.New("its registration records no path")
+	}
+	if n.cfg.ModelDir == "" {
+		return errors.New("the node has no model directory")
+	}
+	m, ok := n.baseModel(k.model)
+	reg, rok := n.Server.ModelAdapters(k.model)
+	if !ok || !rok {
+		return errors.New("the node does not serve its model")
+	}
+	if audit.Digest(m.Digest) != p.ModelDigest {
+		return errors.New("the model's digest is not the one it was registered for")
+	}
+	t, err := n.cfg.Tenants.Tenant(ctx, k.tenant)
+	if err != nil || !t.Allows(k.model) {
+		return errors.New("its tenant is gone or no longer allowed the model")
+	}
+	if !filepath.IsLocal(string(p.Path)) {
+		return errors.New("its path is not inside the model directory")
+	}
+	data, err := os.ReadFile(filepath.Join(n.cfg.ModelDir, string(p.Path)))
+	if err != nil {
+		return errors.New("its file cannot be read")
+	}
+	if audit.Digest(sha256.Sum256(data)) != p.Digest {
+		return errors.New("its file changed since it was registered (digest)")
+	}
+	ad, err := model.LoadAdapter(m.Model, data)
+	if err != nil {
+		return fmt.Errorf("its file does not load: %v", err)
+	}
+	if audit.Digest(ad.Digest) != p.Digest {
+		ad.Close()
+		return errors.New("its file changed since it was registered (digest)")
+	}
+	if err := reg.Register(k.tenant, k.name, ad); err != nil {
+		ad.Close()
+		return err
+	}
+	return nil
 }

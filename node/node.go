@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -81,6 +82,11 @@ type Config struct {
 	Ledger   *auditpg.Store
 	NodeName string
 	Actor    audit.Name
+	// EventKeys are the deployment's log keys (by audit.KeyID): an
+	// adapter registration read back at start is restored only when its
+	// event carries a valid signature by one of them (nil: no signature
+	// check, as tenancy.Store.WithEventKeys). Open passes its log keys.
+	EventKeys map[string]ed25519.PublicKey
 	// Tenants is the tenant store: every stored tenant gets its partition
 	// at start (those created later, on their first request).
 	Tenants *tenancy.Store
@@ -272,6 +278,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		if _, err := n.addModel(ctx, fm, nil, ""); err != nil {
 			return nil, fmt.Errorf("model %s: %w", fm.Name, err)
 		}
+	}
+	if err := n.restoreAdapters(ctx); err != nil {
+		return nil, err
 	}
 	return n, nil
 }

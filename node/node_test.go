@@ -42,6 +42,7 @@ type fixture struct {
 	store  *tenancy.Store
 	api    api.Config
 	model  node.Model
+	key    ed25519.PrivateKey // the ledger's signing key
 }
 
 func newFixture(t *testing.T) fixture {
@@ -93,7 +94,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	return fixture{ledger: ledger, store: store, api: api.Config{Verifier: verifier, Limiter: tenancy.NewLimiter(), Keys: ring},
-		model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: "cloison-context-bag", Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))}}
+		model: node.Model{Backend: be, Model: m, Tokenizer: tok, Name: "cloison-context-bag", Digest: transfer.Digest(sha256.Sum256(buf.Bytes()))}, key: key}
 }
 
 func (f fixture) config(pages int) node.Config {

@@ -315,7 +315,7 @@ func Open(ctx context.Context, s Spec) (n *Node, err error) {
 	if err := s.responses(&acfg.Responses, lm, log, &o); err != nil {
 		return nil, err
 	}
-	cfg := Config{Model: lm.Model, Models: further, EveryModel: everyModel, MemoryBudget: s.MemoryBudget, ModelDir: s.ModelDir, ModelFile: s.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor,
+	cfg := Config{Model: lm.Model, Models: further, EveryModel: everyModel, MemoryBudget: s.MemoryBudget, ModelDir: s.ModelDir, ModelFile: s.Model, Capacity: s.Capacity, Scheduler: s.Scheduler, Unsafe: s.Unsafe, Ledger: ledger, NodeName: s.Name, Actor: actor, EventKeys: rowKeys(s.Keys),
 		Tenants: tenants, API: acfg, RefusalFlush: s.RefusalFlush, Logger: s.Logger, Tracer: s.Tracer}
 	if s.Decode != nil {
 		if cfg.Decode, err = s.Decode.open(ctx, lm.Model, log); err != nil {

@@ -25,6 +25,322 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RegisterAdapterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`   // a GGUF LoRA adapter, relative to the node's --model-dir
+	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"` // the model it adapts ("": the node's first)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterAdapterRequest) Reset() {
+	*x = RegisterAdapterRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterAdapterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterAdapterRequest) ProtoMessage() {}
+
+func (x *RegisterAdapterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterAdapterRequest.ProtoReflect.Descriptor instead.
+func (*RegisterAdapterRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RegisterAdapterRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RegisterAdapterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegisterAdapterRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RegisterAdapterRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type UnregisterAdapterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Model         string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"` // "": the node's first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterAdapterRequest) Reset() {
+	*x = UnregisterAdapterRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterAdapterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterAdapterRequest) ProtoMessage() {}
+
+func (x *UnregisterAdapterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterAdapterRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterAdapterRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UnregisterAdapterRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *UnregisterAdapterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnregisterAdapterRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type ListAdaptersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdaptersRequest) Reset() {
+	*x = ListAdaptersRequest{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdaptersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdaptersRequest) ProtoMessage() {}
+
+func (x *ListAdaptersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdaptersRequest.ProtoReflect.Descriptor instead.
+func (*ListAdaptersRequest) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListAdaptersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+type Adapter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"` // "<model>:<name>", the model field of a request
+	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`                              // hex SHA-256 of the adapter file
+	ModelDigest   string                 `protobuf:"bytes,6,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"` // hex SHA-256 of the model file it adapts
+	Rank          int64                  `protobuf:"varint,7,opt,name=rank,proto3" json:"rank,omitempty"`
+	Alpha         float32                `protobuf:"fixed32,8,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Adapter) Reset() {
+	*x = Adapter{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Adapter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Adapter) ProtoMessage() {}
+
+func (x *Adapter) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Adapter.ProtoReflect.Descriptor instead.
+func (*Adapter) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Adapter) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Adapter) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Adapter) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Adapter) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Adapter) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Adapter) GetModelDigest() string {
+	if x != nil {
+		return x.ModelDigest
+	}
+	return ""
+}
+
+func (x *Adapter) GetRank() int64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Adapter) GetAlpha() float32 {
+	if x != nil {
+		return x.Alpha
+	}
+	return 0
+}
+
+type ListAdaptersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Adapters      []*Adapter             `protobuf:"bytes,1,rep,name=adapters,proto3" json:"adapters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdaptersResponse) Reset() {
+	*x = ListAdaptersResponse{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdaptersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdaptersResponse) ProtoMessage() {}
+
+func (x *ListAdaptersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdaptersResponse.ProtoReflect.Descriptor instead.
+func (*ListAdaptersResponse) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListAdaptersResponse) GetAdapters() []*Adapter {
+	if x != nil {
+		return x.Adapters
+	}
+	return nil
+}
+
 type ListServedModelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +349,7 @@ type ListServedModelsRequest struct {
 
 func (x *ListServedModelsRequest) Reset() {
 	*x = ListServedModelsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +361,7 @@ func (x *ListServedModelsRequest) String() string {
 func (*ListServedModelsRequest) ProtoMessage() {}
 
 func (x *ListServedModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +374,7 @@ func (x *ListServedModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServedModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListServedModelsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 type ServedModel struct {
@@ -74,7 +390,7 @@ type ServedModel struct {
 
 func (x *ServedModel) Reset() {
 	*x = ServedModel{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -86,7 +402,7 @@ func (x *ServedModel) String() string {
 func (*ServedModel) ProtoMessage() {}
 
 func (x *ServedModel) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -99,7 +415,7 @@ func (x *ServedModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedModel.ProtoReflect.Descriptor instead.
 func (*ServedModel) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ServedModel) GetId() string {
@@ -146,7 +462,7 @@ type ListServedModelsResponse struct {
 
 func (x *ListServedModelsResponse) Reset() {
 	*x = ListServedModelsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +474,7 @@ func (x *ListServedModelsResponse) String() string {
 func (*ListServedModelsResponse) ProtoMessage() {}
 
 func (x *ListServedModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +487,7 @@ func (x *ListServedModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServedModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListServedModelsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListServedModelsResponse) GetModels() []*ServedModel {
@@ -191,7 +507,7 @@ type LoadModelRequest struct {
 
 func (x *LoadModelRequest) Reset() {
 	*x = LoadModelRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +519,7 @@ func (x *LoadModelRequest) String() string {
 func (*LoadModelRequest) ProtoMessage() {}
 
 func (x *LoadModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +532,7 @@ func (x *LoadModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadModelRequest.ProtoReflect.Descriptor instead.
 func (*LoadModelRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LoadModelRequest) GetPath() string {
@@ -242,7 +558,7 @@ type UnloadModelRequest struct {
 
 func (x *UnloadModelRequest) Reset() {
 	*x = UnloadModelRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +570,7 @@ func (x *UnloadModelRequest) String() string {
 func (*UnloadModelRequest) ProtoMessage() {}
 
 func (x *UnloadModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +583,7 @@ func (x *UnloadModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnloadModelRequest.ProtoReflect.Descriptor instead.
 func (*UnloadModelRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnloadModelRequest) GetId() string {
@@ -289,7 +605,7 @@ type Quotas struct {
 
 func (x *Quotas) Reset() {
 	*x = Quotas{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +617,7 @@ func (x *Quotas) String() string {
 func (*Quotas) ProtoMessage() {}
 
 func (x *Quotas) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +630,7 @@ func (x *Quotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
 func (*Quotas) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Quotas) GetMaxConcurrent() int64 {
@@ -365,7 +681,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +693,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +706,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tenant) GetId() string {
@@ -490,7 +806,7 @@ type Residency struct {
 
 func (x *Residency) Reset() {
 	*x = Residency{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +818,7 @@ func (x *Residency) String() string {
 func (*Residency) ProtoMessage() {}
 
 func (x *Residency) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +831,7 @@ func (x *Residency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Residency.ProtoReflect.Descriptor instead.
 func (*Residency) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Residency) GetRegions() []string {
@@ -540,7 +856,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +868,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +881,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ListTenantsResponse struct {
@@ -577,7 +893,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -589,7 +905,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -602,7 +918,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*Tenant {
@@ -621,7 +937,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +949,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +962,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetTenantRequest) GetId() string {
@@ -665,7 +981,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +993,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +1006,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTenantRequest) GetTenant() *Tenant {
@@ -709,7 +1025,7 @@ type SuspendTenantRequest struct {
 
 func (x *SuspendTenantRequest) Reset() {
 	*x = SuspendTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +1037,7 @@ func (x *SuspendTenantRequest) String() string {
 func (*SuspendTenantRequest) ProtoMessage() {}
 
 func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +1050,7 @@ func (x *SuspendTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendTenantRequest.ProtoReflect.Descriptor instead.
 func (*SuspendTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SuspendTenantRequest) GetId() string {
@@ -753,7 +1069,7 @@ type ActivateTenantRequest struct {
 
 func (x *ActivateTenantRequest) Reset() {
 	*x = ActivateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +1081,7 @@ func (x *ActivateTenantRequest) String() string {
 func (*ActivateTenantRequest) ProtoMessage() {}
 
 func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +1094,7 @@ func (x *ActivateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateTenantRequest.ProtoReflect.Descriptor instead.
 func (*ActivateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ActivateTenantRequest) GetId() string {
@@ -801,7 +1117,7 @@ type QuotasUpdate struct {
 
 func (x *QuotasUpdate) Reset() {
 	*x = QuotasUpdate{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1129,7 @@ func (x *QuotasUpdate) String() string {
 func (*QuotasUpdate) ProtoMessage() {}
 
 func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1142,7 @@ func (x *QuotasUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotasUpdate.ProtoReflect.Descriptor instead.
 func (*QuotasUpdate) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QuotasUpdate) GetMaxConcurrent() int64 {
@@ -866,7 +1182,7 @@ type AllowedModels struct {
 
 func (x *AllowedModels) Reset() {
 	*x = AllowedModels{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1194,7 @@ func (x *AllowedModels) String() string {
 func (*AllowedModels) ProtoMessage() {}
 
 func (x *AllowedModels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1207,7 @@ func (x *AllowedModels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowedModels.ProtoReflect.Descriptor instead.
 func (*AllowedModels) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AllowedModels) GetModels() []string {
@@ -913,7 +1229,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1241,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1254,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateTenantRequest) GetId() string {
@@ -984,7 +1300,7 @@ type Client struct {
 
 func (x *Client) Reset() {
 	*x = Client{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1312,7 @@ func (x *Client) String() string {
 func (*Client) ProtoMessage() {}
 
 func (x *Client) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1325,7 @@ func (x *Client) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Client.ProtoReflect.Descriptor instead.
 func (*Client) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Client) GetId() string {
@@ -1070,7 +1386,7 @@ type ListClientsRequest struct {
 
 func (x *ListClientsRequest) Reset() {
 	*x = ListClientsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1398,7 @@ func (x *ListClientsRequest) String() string {
 func (*ListClientsRequest) ProtoMessage() {}
 
 func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1411,7 @@ func (x *ListClientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsRequest.ProtoReflect.Descriptor instead.
 func (*ListClientsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListClientsRequest) GetTenant() string {
@@ -1114,7 +1430,7 @@ type ListClientsResponse struct {
 
 func (x *ListClientsResponse) Reset() {
 	*x = ListClientsResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1442,7 @@ func (x *ListClientsResponse) String() string {
 func (*ListClientsResponse) ProtoMessage() {}
 
 func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1455,7 @@ func (x *ListClientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClientsResponse.ProtoReflect.Descriptor instead.
 func (*ListClientsResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListClientsResponse) GetClients() []*Client {
@@ -1158,7 +1474,7 @@ type CreateClientRequest struct {
 
 func (x *CreateClientRequest) Reset() {
 	*x = CreateClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1486,7 @@ func (x *CreateClientRequest) String() string {
 func (*CreateClientRequest) ProtoMessage() {}
 
 func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1499,7 @@ func (x *CreateClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateClientRequest.ProtoReflect.Descriptor instead.
 func (*CreateClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateClientRequest) GetClient() *Client {
@@ -1202,7 +1518,7 @@ type RevokeClientRequest struct {
 
 func (x *RevokeClientRequest) Reset() {
 	*x = RevokeClientRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1530,7 @@ func (x *RevokeClientRequest) String() string {
 func (*RevokeClientRequest) ProtoMessage() {}
 
 func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1543,7 @@ func (x *RevokeClientRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeClientRequest.ProtoReflect.Descriptor instead.
 func (*RevokeClientRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RevokeClientRequest) GetId() string {
@@ -1249,7 +1565,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1577,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1590,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RevokeTokenRequest) GetJti() string {
@@ -1313,7 +1629,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1641,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1654,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 type RetireKeyRequest struct {
@@ -1350,7 +1666,7 @@ type RetireKeyRequest struct {
 
 func (x *RetireKeyRequest) Reset() {
 	*x = RetireKeyRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1678,7 @@ func (x *RetireKeyRequest) String() string {
 func (*RetireKeyRequest) ProtoMessage() {}
 
 func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1691,7 @@ func (x *RetireKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireKeyRequest.ProtoReflect.Descriptor instead.
 func (*RetireKeyRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RetireKeyRequest) GetKid() string {
@@ -1400,7 +1716,7 @@ type Key struct {
 
 func (x *Key) Reset() {
 	*x = Key{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1728,7 @@ func (x *Key) String() string {
 func (*Key) ProtoMessage() {}
 
 func (x *Key) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1741,7 @@ func (x *Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Key.ProtoReflect.Descriptor instead.
 func (*Key) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Key) GetKid() string {
@@ -1485,7 +1801,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1813,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1826,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 type RotateKeysRequest struct {
@@ -1521,7 +1837,7 @@ type RotateKeysRequest struct {
 
 func (x *RotateKeysRequest) Reset() {
 	*x = RotateKeysRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1849,7 @@ func (x *RotateKeysRequest) String() string {
 func (*RotateKeysRequest) ProtoMessage() {}
 
 func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1862,7 @@ func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type ListKeysResponse struct {
@@ -1558,7 +1874,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1886,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1899,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListKeysResponse) GetKeys() []*Key {
@@ -1601,7 +1917,7 @@ type PoolStatusRequest struct {
 
 func (x *PoolStatusRequest) Reset() {
 	*x = PoolStatusRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1929,7 @@ func (x *PoolStatusRequest) String() string {
 func (*PoolStatusRequest) ProtoMessage() {}
 
 func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1942,7 @@ func (x *PoolStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusRequest.ProtoReflect.Descriptor instead.
 func (*PoolStatusRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 type TenantPages struct {
@@ -1647,7 +1963,7 @@ type TenantPages struct {
 
 func (x *TenantPages) Reset() {
 	*x = TenantPages{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1975,7 @@ func (x *TenantPages) String() string {
 func (*TenantPages) ProtoMessage() {}
 
 func (x *TenantPages) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1988,7 @@ func (x *TenantPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPages.ProtoReflect.Descriptor instead.
 func (*TenantPages) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TenantPages) GetTenant() string {
@@ -1762,7 +2078,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +2090,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +2103,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Pool) GetPages() int64 {
@@ -1865,7 +2181,7 @@ type PoolStatusResponse struct {
 
 func (x *PoolStatusResponse) Reset() {
 	*x = PoolStatusResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2193,7 @@ func (x *PoolStatusResponse) String() string {
 func (*PoolStatusResponse) ProtoMessage() {}
 
 func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2206,7 @@ func (x *PoolStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatusResponse.ProtoReflect.Descriptor instead.
 func (*PoolStatusResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PoolStatusResponse) GetAttestation() *v1.Attestation {
@@ -1930,7 +2246,7 @@ type ReloadPoliciesRequest struct {
 
 func (x *ReloadPoliciesRequest) Reset() {
 	*x = ReloadPoliciesRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2258,7 @@ func (x *ReloadPoliciesRequest) String() string {
 func (*ReloadPoliciesRequest) ProtoMessage() {}
 
 func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2271,7 @@ func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReloadPoliciesRequest) GetFiles() map[string]string {
@@ -1974,7 +2290,7 @@ type ReloadPoliciesResponse struct {
 
 func (x *ReloadPoliciesResponse) Reset() {
 	*x = ReloadPoliciesResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2302,7 @@ func (x *ReloadPoliciesResponse) String() string {
 func (*ReloadPoliciesResponse) ProtoMessage() {}
 
 func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2315,7 @@ func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReloadPoliciesResponse) GetRevision() string {
@@ -2021,7 +2337,7 @@ type RegisterOrganization struct {
 
 func (x *RegisterOrganization) Reset() {
 	*x = RegisterOrganization{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2349,7 @@ func (x *RegisterOrganization) String() string {
 func (*RegisterOrganization) ProtoMessage() {}
 
 func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2362,7 @@ func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterOrganization.ProtoReflect.Descriptor instead.
 func (*RegisterOrganization) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegisterOrganization) GetName() string {
@@ -2075,7 +2391,7 @@ type RegisterContact struct {
 
 func (x *RegisterContact) Reset() {
 	*x = RegisterContact{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2403,7 @@ func (x *RegisterContact) String() string {
 func (*RegisterContact) ProtoMessage() {}
 
 func (x *RegisterContact) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2416,7 @@ func (x *RegisterContact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterContact.ProtoReflect.Descriptor instead.
 func (*RegisterContact) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterContact) GetName() string {
@@ -2142,7 +2458,7 @@ type RegisterSettings struct {
 
 func (x *RegisterSettings) Reset() {
 	*x = RegisterSettings{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2470,7 @@ func (x *RegisterSettings) String() string {
 func (*RegisterSettings) ProtoMessage() {}
 
 func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2483,7 @@ func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSettings.ProtoReflect.Descriptor instead.
 func (*RegisterSettings) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterSettings) GetVersion() int64 {
@@ -2199,7 +2515,7 @@ type GetRegisterSettingsRequest struct {
 
 func (x *GetRegisterSettingsRequest) Reset() {
 	*x = GetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2527,7 @@ func (x *GetRegisterSettingsRequest) String() string {
 func (*GetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2540,7 @@ func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type SetRegisterSettingsRequest struct {
@@ -2237,7 +2553,7 @@ type SetRegisterSettingsRequest struct {
 
 func (x *SetRegisterSettingsRequest) Reset() {
 	*x = SetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2565,7 @@ func (x *SetRegisterSettingsRequest) String() string {
 func (*SetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2578,7 @@ func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetRegisterSettingsRequest) GetOrganization() *RegisterOrganization {
@@ -2283,7 +2599,29 @@ var File_cloison_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1ccloison/admin/v1/admin.proto\x12\x10cloison.admin.v1\x1a$cloison/inference/v1/inference.proto\"\x19\n" +
+	"\x1ccloison/admin/v1/admin.proto\x12\x10cloison.admin.v1\x1a$cloison/inference/v1/inference.proto\"n\n" +
+	"\x16RegisterAdapterRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"\\\n" +
+	"\x18UnregisterAdapterRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"-\n" +
+	"\x13ListAdaptersRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"\xc0\x01\n" +
+	"\aAdapter\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12!\n" +
+	"\fmodel_digest\x18\x06 \x01(\tR\vmodelDigest\x12\x12\n" +
+	"\x04rank\x18\a \x01(\x03R\x04rank\x12\x14\n" +
+	"\x05alpha\x18\b \x01(\x02R\x05alpha\"M\n" +
+	"\x14ListAdaptersResponse\x125\n" +
+	"\badapters\x18\x01 \x03(\v2\x19.cloison.admin.v1.AdapterR\badapters\"\x19\n" +
 	"\x17ListServedModelsRequest\"\x91\x01\n" +
 	"\vServedModel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
@@ -2448,7 +2786,7 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\x1aGetRegisterSettingsRequest\"\xa5\x01\n" +
 	"\x1aSetRegisterSettingsRequest\x12J\n" +
 	"\forganization\x18\x01 \x01(\v2&.cloison.admin.v1.RegisterOrganizationR\forganization\x12;\n" +
-	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xde\x0e\n" +
+	"\acontact\x18\x02 \x01(\v2!.cloison.admin.v1.RegisterContactR\acontact2\xf1\x10\n" +
 	"\fAdminService\x12Z\n" +
 	"\vListTenants\x12$.cloison.admin.v1.ListTenantsRequest\x1a%.cloison.admin.v1.ListTenantsResponse\x12I\n" +
 	"\tGetTenant\x12\".cloison.admin.v1.GetTenantRequest\x1a\x18.cloison.admin.v1.Tenant\x12O\n" +
@@ -2473,7 +2811,10 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListModels\x12).cloison.admin.v1.ListServedModelsRequest\x1a*.cloison.admin.v1.ListServedModelsResponse\x12N\n" +
 	"\tLoadModel\x12\".cloison.admin.v1.LoadModelRequest\x1a\x1d.cloison.admin.v1.ServedModel\x12R\n" +
-	"\vUnloadModel\x12$.cloison.admin.v1.UnloadModelRequest\x1a\x1d.cloison.admin.v1.ServedModelB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
+	"\vUnloadModel\x12$.cloison.admin.v1.UnloadModelRequest\x1a\x1d.cloison.admin.v1.ServedModel\x12V\n" +
+	"\x0fRegisterAdapter\x12(.cloison.admin.v1.RegisterAdapterRequest\x1a\x19.cloison.admin.v1.Adapter\x12Z\n" +
+	"\x11UnregisterAdapter\x12*.cloison.admin.v1.UnregisterAdapterRequest\x1a\x19.cloison.admin.v1.Adapter\x12]\n" +
+	"\fListAdapters\x12%.cloison.admin.v1.ListAdaptersRequest\x1a&.cloison.admin.v1.ListAdaptersResponseB?Z=github.com/cloison/cloison/api/proto/cloison/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_cloison_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2487,118 +2828,130 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
-	(*ListServedModelsRequest)(nil),    // 0: cloison.admin.v1.ListServedModelsRequest
-	(*ServedModel)(nil),                // 1: cloison.admin.v1.ServedModel
-	(*ListServedModelsResponse)(nil),   // 2: cloison.admin.v1.ListServedModelsResponse
-	(*LoadModelRequest)(nil),           // 3: cloison.admin.v1.LoadModelRequest
-	(*UnloadModelRequest)(nil),         // 4: cloison.admin.v1.UnloadModelRequest
-	(*Quotas)(nil),                     // 5: cloison.admin.v1.Quotas
-	(*Tenant)(nil),                     // 6: cloison.admin.v1.Tenant
-	(*Residency)(nil),                  // 7: cloison.admin.v1.Residency
-	(*ListTenantsRequest)(nil),         // 8: cloison.admin.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),        // 9: cloison.admin.v1.ListTenantsResponse
-	(*GetTenantRequest)(nil),           // 10: cloison.admin.v1.GetTenantRequest
-	(*CreateTenantRequest)(nil),        // 11: cloison.admin.v1.CreateTenantRequest
-	(*SuspendTenantRequest)(nil),       // 12: cloison.admin.v1.SuspendTenantRequest
-	(*ActivateTenantRequest)(nil),      // 13: cloison.admin.v1.ActivateTenantRequest
-	(*QuotasUpdate)(nil),               // 14: cloison.admin.v1.QuotasUpdate
-	(*AllowedModels)(nil),              // 15: cloison.admin.v1.AllowedModels
-	(*UpdateTenantRequest)(nil),        // 16: cloison.admin.v1.UpdateTenantRequest
-	(*Client)(nil),                     // 17: cloison.admin.v1.Client
-	(*ListClientsRequest)(nil),         // 18: cloison.admin.v1.ListClientsRequest
-	(*ListClientsResponse)(nil),        // 19: cloison.admin.v1.ListClientsResponse
-	(*CreateClientRequest)(nil),        // 20: cloison.admin.v1.CreateClientRequest
-	(*RevokeClientRequest)(nil),        // 21: cloison.admin.v1.RevokeClientRequest
-	(*RevokeTokenRequest)(nil),         // 22: cloison.admin.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 23: cloison.admin.v1.RevokeTokenResponse
-	(*RetireKeyRequest)(nil),           // 24: cloison.admin.v1.RetireKeyRequest
-	(*Key)(nil),                        // 25: cloison.admin.v1.Key
-	(*ListKeysRequest)(nil),            // 26: cloison.admin.v1.ListKeysRequest
-	(*RotateKeysRequest)(nil),          // 27: cloison.admin.v1.RotateKeysRequest
-	(*ListKeysResponse)(nil),           // 28: cloison.admin.v1.ListKeysResponse
-	(*PoolStatusRequest)(nil),          // 29: cloison.admin.v1.PoolStatusRequest
-	(*TenantPages)(nil),                // 30: cloison.admin.v1.TenantPages
-	(*Pool)(nil),                       // 31: cloison.admin.v1.Pool
-	(*PoolStatusResponse)(nil),         // 32: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),      // 33: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil),     // 34: cloison.admin.v1.ReloadPoliciesResponse
-	(*RegisterOrganization)(nil),       // 35: cloison.admin.v1.RegisterOrganization
-	(*RegisterContact)(nil),            // 36: cloison.admin.v1.RegisterContact
-	(*RegisterSettings)(nil),           // 37: cloison.admin.v1.RegisterSettings
-	(*GetRegisterSettingsRequest)(nil), // 38: cloison.admin.v1.GetRegisterSettingsRequest
-	(*SetRegisterSettingsRequest)(nil), // 39: cloison.admin.v1.SetRegisterSettingsRequest
-	nil,                                // 40: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),             // 41: cloison.inference.v1.Attestation
+	(*RegisterAdapterRequest)(nil),     // 0: cloison.admin.v1.RegisterAdapterRequest
+	(*UnregisterAdapterRequest)(nil),   // 1: cloison.admin.v1.UnregisterAdapterRequest
+	(*ListAdaptersRequest)(nil),        // 2: cloison.admin.v1.ListAdaptersRequest
+	(*Adapter)(nil),                    // 3: cloison.admin.v1.Adapter
+	(*ListAdaptersResponse)(nil),       // 4: cloison.admin.v1.ListAdaptersResponse
+	(*ListServedModelsRequest)(nil),    // 5: cloison.admin.v1.ListServedModelsRequest
+	(*ServedModel)(nil),                // 6: cloison.admin.v1.ServedModel
+	(*ListServedModelsResponse)(nil),   // 7: cloison.admin.v1.ListServedModelsResponse
+	(*LoadModelRequest)(nil),           // 8: cloison.admin.v1.LoadModelRequest
+	(*UnloadModelRequest)(nil),         // 9: cloison.admin.v1.UnloadModelRequest
+	(*Quotas)(nil),                     // 10: cloison.admin.v1.Quotas
+	(*Tenant)(nil),                     // 11: cloison.admin.v1.Tenant
+	(*Residency)(nil),                  // 12: cloison.admin.v1.Residency
+	(*ListTenantsRequest)(nil),         // 13: cloison.admin.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),        // 14: cloison.admin.v1.ListTenantsResponse
+	(*GetTenantRequest)(nil),           // 15: cloison.admin.v1.GetTenantRequest
+	(*CreateTenantRequest)(nil),        // 16: cloison.admin.v1.CreateTenantRequest
+	(*SuspendTenantRequest)(nil),       // 17: cloison.admin.v1.SuspendTenantRequest
+	(*ActivateTenantRequest)(nil),      // 18: cloison.admin.v1.ActivateTenantRequest
+	(*QuotasUpdate)(nil),               // 19: cloison.admin.v1.QuotasUpdate
+	(*AllowedModels)(nil),              // 20: cloison.admin.v1.AllowedModels
+	(*UpdateTenantRequest)(nil),        // 21: cloison.admin.v1.UpdateTenantRequest
+	(*Client)(nil),                     // 22: cloison.admin.v1.Client
+	(*ListClientsRequest)(nil),         // 23: cloison.admin.v1.ListClientsRequest
+	(*ListClientsResponse)(nil),        // 24: cloison.admin.v1.ListClientsResponse
+	(*CreateClientRequest)(nil),        // 25: cloison.admin.v1.CreateClientRequest
+	(*RevokeClientRequest)(nil),        // 26: cloison.admin.v1.RevokeClientRequest
+	(*RevokeTokenRequest)(nil),         // 27: cloison.admin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 28: cloison.admin.v1.RevokeTokenResponse
+	(*RetireKeyRequest)(nil),           // 29: cloison.admin.v1.RetireKeyRequest
+	(*Key)(nil),                        // 30: cloison.admin.v1.Key
+	(*ListKeysRequest)(nil),            // 31: cloison.admin.v1.ListKeysRequest
+	(*RotateKeysRequest)(nil),          // 32: cloison.admin.v1.RotateKeysRequest
+	(*ListKeysResponse)(nil),           // 33: cloison.admin.v1.ListKeysResponse
+	(*PoolStatusRequest)(nil),          // 34: cloison.admin.v1.PoolStatusRequest
+	(*TenantPages)(nil),                // 35: cloison.admin.v1.TenantPages
+	(*Pool)(nil),                       // 36: cloison.admin.v1.Pool
+	(*PoolStatusResponse)(nil),         // 37: cloison.admin.v1.PoolStatusResponse
+	(*ReloadPoliciesRequest)(nil),      // 38: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil),     // 39: cloison.admin.v1.ReloadPoliciesResponse
+	(*RegisterOrganization)(nil),       // 40: cloison.admin.v1.RegisterOrganization
+	(*RegisterContact)(nil),            // 41: cloison.admin.v1.RegisterContact
+	(*RegisterSettings)(nil),           // 42: cloison.admin.v1.RegisterSettings
+	(*GetRegisterSettingsRequest)(nil), // 43: cloison.admin.v1.GetRegisterSettingsRequest
+	(*SetRegisterSettingsRequest)(nil), // 44: cloison.admin.v1.SetRegisterSettingsRequest
+	nil,                                // 45: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),             // 46: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
-	1,  // 0: cloison.admin.v1.ListServedModelsResponse.models:type_name -> cloison.admin.v1.ServedModel
-	5,  // 1: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
-	7,  // 2: cloison.admin.v1.Tenant.residency:type_name -> cloison.admin.v1.Residency
-	6,  // 3: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
-	6,  // 4: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
-	14, // 5: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
-	15, // 6: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
-	7,  // 7: cloison.admin.v1.UpdateTenantRequest.residency:type_name -> cloison.admin.v1.Residency
-	17, // 8: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
-	17, // 9: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
-	25, // 10: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
-	30, // 11: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	41, // 12: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
-	31, // 13: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	40, // 14: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	35, // 15: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	36, // 16: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
-	35, // 17: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	36, // 18: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
-	8,  // 19: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	10, // 20: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	11, // 21: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	12, // 22: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	13, // 23: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	16, // 24: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
-	18, // 25: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
-	20, // 26: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
-	21, // 27: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
-	22, // 28: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
-	26, // 29: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	27, // 30: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	24, // 31: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
-	29, // 32: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	33, // 33: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	33, // 34: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	38, // 35: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
-	39, // 36: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
-	0,  // 37: cloison.admin.v1.AdminService.ListModels:input_type -> cloison.admin.v1.ListServedModelsRequest
-	3,  // 38: cloison.admin.v1.AdminService.LoadModel:input_type -> cloison.admin.v1.LoadModelRequest
-	4,  // 39: cloison.admin.v1.AdminService.UnloadModel:input_type -> cloison.admin.v1.UnloadModelRequest
-	9,  // 40: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	6,  // 41: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	6,  // 42: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	6,  // 43: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	6,  // 44: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	6,  // 45: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	19, // 46: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	17, // 47: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	17, // 48: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	23, // 49: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	28, // 50: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	28, // 51: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	28, // 52: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	32, // 53: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	34, // 54: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	34, // 55: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	37, // 56: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	37, // 57: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	2,  // 58: cloison.admin.v1.AdminService.ListModels:output_type -> cloison.admin.v1.ListServedModelsResponse
-	1,  // 59: cloison.admin.v1.AdminService.LoadModel:output_type -> cloison.admin.v1.ServedModel
-	1,  // 60: cloison.admin.v1.AdminService.UnloadModel:output_type -> cloison.admin.v1.ServedModel
-	40, // [40:61] is the sub-list for method output_type
-	19, // [19:40] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	3,  // 0: cloison.admin.v1.ListAdaptersResponse.adapters:type_name -> cloison.admin.v1.Adapter
+	6,  // 1: cloison.admin.v1.ListServedModelsResponse.models:type_name -> cloison.admin.v1.ServedModel
+	10, // 2: cloison.admin.v1.Tenant.quotas:type_name -> cloison.admin.v1.Quotas
+	12, // 3: cloison.admin.v1.Tenant.residency:type_name -> cloison.admin.v1.Residency
+	11, // 4: cloison.admin.v1.ListTenantsResponse.tenants:type_name -> cloison.admin.v1.Tenant
+	11, // 5: cloison.admin.v1.CreateTenantRequest.tenant:type_name -> cloison.admin.v1.Tenant
+	19, // 6: cloison.admin.v1.UpdateTenantRequest.quotas:type_name -> cloison.admin.v1.QuotasUpdate
+	20, // 7: cloison.admin.v1.UpdateTenantRequest.allowed_models:type_name -> cloison.admin.v1.AllowedModels
+	12, // 8: cloison.admin.v1.UpdateTenantRequest.residency:type_name -> cloison.admin.v1.Residency
+	22, // 9: cloison.admin.v1.ListClientsResponse.clients:type_name -> cloison.admin.v1.Client
+	22, // 10: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
+	30, // 11: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
+	35, // 12: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
+	46, // 13: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	36, // 14: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
+	45, // 15: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	40, // 16: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	41, // 17: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
+	40, // 18: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	41, // 19: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
+	13, // 20: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	15, // 21: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	16, // 22: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	17, // 23: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	18, // 24: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	21, // 25: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	23, // 26: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	25, // 27: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	26, // 28: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	27, // 29: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	31, // 30: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	32, // 31: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	29, // 32: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	34, // 33: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	38, // 34: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	38, // 35: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	43, // 36: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	44, // 37: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	5,  // 38: cloison.admin.v1.AdminService.ListModels:input_type -> cloison.admin.v1.ListServedModelsRequest
+	8,  // 39: cloison.admin.v1.AdminService.LoadModel:input_type -> cloison.admin.v1.LoadModelRequest
+	9,  // 40: cloison.admin.v1.AdminService.UnloadModel:input_type -> cloison.admin.v1.UnloadModelRequest
+	0,  // 41: cloison.admin.v1.AdminService.RegisterAdapter:input_type -> cloison.admin.v1.RegisterAdapterRequest
+	1,  // 42: cloison.admin.v1.AdminService.UnregisterAdapter:input_type -> cloison.admin.v1.UnregisterAdapterRequest
+	2,  // 43: cloison.admin.v1.AdminService.ListAdapters:input_type -> cloison.admin.v1.ListAdaptersRequest
+	14, // 44: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	11, // 45: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 46: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 47: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 48: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 49: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	24, // 50: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	22, // 51: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	22, // 52: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	28, // 53: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	33, // 54: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	33, // 55: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	33, // 56: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	37, // 57: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	39, // 58: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	39, // 59: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	42, // 60: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	42, // 61: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	7,  // 62: cloison.admin.v1.AdminService.ListModels:output_type -> cloison.admin.v1.ListServedModelsResponse
+	6,  // 63: cloison.admin.v1.AdminService.LoadModel:output_type -> cloison.admin.v1.ServedModel
+	6,  // 64: cloison.admin.v1.AdminService.UnloadModel:output_type -> cloison.admin.v1.ServedModel
+	3,  // 65: cloison.admin.v1.AdminService.RegisterAdapter:output_type -> cloison.admin.v1.Adapter
+	3,  // 66: cloison.admin.v1.AdminService.UnregisterAdapter:output_type -> cloison.admin.v1.Adapter
+	4,  // 67: cloison.admin.v1.AdminService.ListAdapters:output_type -> cloison.admin.v1.ListAdaptersResponse
+	44, // [44:68] is the sub-list for method output_type
+	20, // [20:44] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -2606,14 +2959,14 @@ func file_cloison_admin_v1_admin_proto_init() {
 	if File_cloison_admin_v1_admin_proto != nil {
 		return
 	}
-	file_cloison_admin_v1_admin_proto_msgTypes[14].OneofWrappers = []any{}
+	file_cloison_admin_v1_admin_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

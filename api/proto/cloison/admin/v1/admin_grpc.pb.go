@@ -43,6 +43,9 @@ const (
 	AdminService_ListModels_FullMethodName           = "/cloison.admin.v1.AdminService/ListModels"
 	AdminService_LoadModel_FullMethodName            = "/cloison.admin.v1.AdminService/LoadModel"
 	AdminService_UnloadModel_FullMethodName          = "/cloison.admin.v1.AdminService/UnloadModel"
+	AdminService_RegisterAdapter_FullMethodName      = "/cloison.admin.v1.AdminService/RegisterAdapter"
+	AdminService_UnregisterAdapter_FullMethodName    = "/cloison.admin.v1.AdminService/UnregisterAdapter"
+	AdminService_ListAdapters_FullMethodName         = "/cloison.admin.v1.AdminService/ListAdapters"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -114,6 +117,18 @@ type AdminServiceClient interface {
 	// UnloadModel stops serving a model (as DELETE /admin/v1/models/{id});
 	// ledgers model.unloaded before it stops.
 	UnloadModel(ctx context.Context, in *UnloadModelRequest, opts ...grpc.CallOption) (*ServedModel, error)
+	// RegisterAdapter loads a LoRA adapter file from the node's model
+	// directory for one served model and serves it to one tenant as
+	// "<model>:<name>" (as POST /admin/v1/adapters); ledgers
+	// adapter.registered, with the file's digest, before it serves.
+	RegisterAdapter(ctx context.Context, in *RegisterAdapterRequest, opts ...grpc.CallOption) (*Adapter, error)
+	// UnregisterAdapter stops serving a tenant's adapter (as DELETE
+	// /admin/v1/tenants/{tenant}/adapters/{name}); ledgers
+	// adapter.unregistered before it stops.
+	UnregisterAdapter(ctx context.Context, in *UnregisterAdapterRequest, opts ...grpc.CallOption) (*Adapter, error)
+	// ListAdapters: a tenant's adapters, every model's (as GET
+	// /admin/v1/tenants/{tenant}/adapters).
+	ListAdapters(ctx context.Context, in *ListAdaptersRequest, opts ...grpc.CallOption) (*ListAdaptersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -337,6 +352,36 @@ func (c *adminServiceClient) UnloadModel(ctx context.Context, in *UnloadModelReq
 	return out, nil
 }
 
+func (c *adminServiceClient) RegisterAdapter(ctx context.Context, in *RegisterAdapterRequest, opts ...grpc.CallOption) (*Adapter, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Adapter)
+	err := c.cc.Invoke(ctx, AdminService_RegisterAdapter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UnregisterAdapter(ctx context.Context, in *UnregisterAdapterRequest, opts ...grpc.CallOption) (*Adapter, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Adapter)
+	err := c.cc.Invoke(ctx, AdminService_UnregisterAdapter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListAdapters(ctx context.Context, in *ListAdaptersRequest, opts ...grpc.CallOption) (*ListAdaptersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAdaptersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListAdapters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -406,6 +451,18 @@ type AdminServiceServer interface {
 	// UnloadModel stops serving a model (as DELETE /admin/v1/models/{id});
 	// ledgers model.unloaded before it stops.
 	UnloadModel(context.Context, *UnloadModelRequest) (*ServedModel, error)
+	// RegisterAdapter loads a LoRA adapter file from the node's model
+	// directory for one served model and serves it to one tenant as
+	// "<model>:<name>" (as POST /admin/v1/adapters); ledgers
+	// adapter.registered, with the file's digest, before it serves.
+	RegisterAdapter(context.Context, *RegisterAdapterRequest) (*Adapter, error)
+	// UnregisterAdapter stops serving a tenant's adapter (as DELETE
+	// /admin/v1/tenants/{tenant}/adapters/{name}); ledgers
+	// adapter.unregistered before it stops.
+	UnregisterAdapter(context.Context, *UnregisterAdapterRequest) (*Adapter, error)
+	// ListAdapters: a tenant's adapters, every model's (as GET
+	// /admin/v1/tenants/{tenant}/adapters).
+	ListAdapters(context.Context, *ListAdaptersRequest) (*ListAdaptersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -478,6 +535,15 @@ func (UnimplementedAdminServiceServer) LoadModel(context.Context, *LoadModelRequ
 }
 func (UnimplementedAdminServiceServer) UnloadModel(context.Context, *UnloadModelRequest) (*ServedModel, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnloadModel not implemented")
+}
+func (UnimplementedAdminServiceServer) RegisterAdapter(context.Context, *RegisterAdapterRequest) (*Adapter, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterAdapter not implemented")
+}
+func (UnimplementedAdminServiceServer) UnregisterAdapter(context.Context, *UnregisterAdapterRequest) (*Adapter, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterAdapter not implemented")
+}
+func (UnimplementedAdminServiceServer) ListAdapters(context.Context, *ListAdaptersRequest) (*ListAdaptersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAdapters not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -867,6 +933,60 @@ func _AdminService_UnloadModel_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RegisterAdapter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterAdapterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RegisterAdapter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RegisterAdapter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RegisterAdapter(ctx, req.(*RegisterAdapterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UnregisterAdapter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterAdapterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UnregisterAdapter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UnregisterAdapter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UnregisterAdapter(ctx, req.(*UnregisterAdapterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListAdapters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAdaptersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListAdapters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListAdapters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListAdapters(ctx, req.(*ListAdaptersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -953,6 +1073,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnloadModel",
 			Handler:    _AdminService_UnloadModel_Handler,
+		},
+		{
+			MethodName: "RegisterAdapter",
+			Handler:    _AdminService_RegisterAdapter_Handler,
+		},
+		{
+			MethodName: "UnregisterAdapter",
+			Handler:    _AdminService_UnregisterAdapter_Handler,
+		},
+		{
+			MethodName: "ListAdapters",
+			Handler:    _AdminService_ListAdapters_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
