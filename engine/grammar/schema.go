@@ -321,6 +321,14 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		if t, ok := appliesTo[m.key]; ok && declared != nil && !declared[t] {
 			continue // vacuous on every type the schema allows
 		}
+		if m.key == "additionalItems" {
+			it, _ := s.get("items")
+			_, list := it.([]any)
+			_, prefix := s.get("prefixItems")
+			if !list && !prefix {
+				continue // it applies past items given as an array only
+			}
+		}
 		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}

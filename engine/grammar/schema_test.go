@@ -125,6 +125,8 @@ var schemaCases = []struct {
 	{name: "tuple additionalItems schema", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"integer"}],"additionalItems":{"type":"string"},"minItems":1}`,
 		valid:   []string{`[1]`, `[1,"a","b"]`},
 		invalid: []string{`[]`, `[1,2]`, `["a"]`}},
+	{name: "additionalItems alone is vacuous", schema: `{"enum":[[1,2],3],"additionalItems":false}`,
+		valid: []string{`[1,2]`, `3`}, invalid: []string{`[1]`}},
 	{name: "tuple empty items array", schema: `{"type":"array","items":[]}`, refused: "items as an array must not be empty"},
 	{name: "prefixItems under draft-07", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"}}`, refused: `"prefixItems" under a draft before 2020-12`},
 	{name: "items array under 2020-12", schema: `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"array","items":[{"type":"string"}]}`, refused: "items as an array under draft 2020-12"},
