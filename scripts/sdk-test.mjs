@@ -314,9 +314,9 @@ const mkShapes = (z) => [
 ];
 // What is refused today, asserted exactly so that the check fails loudly
 // the day it changes. server: a 400 naming the keyword and its place (the
-// server does not yet compile these: fractional number bounds; format
-// beside pattern, which zod 4 emits for email, uuid and datetime; tuple
-// items; zod 4's z.record, whose propertyNames {"type": "string"} is
+// server does not yet compile format beside pattern, which zod 4 emits for
+// email, uuid and datetime; fractional number bounds and tuples are
+// served; zod 4's z.record, whose propertyNames {"type": "string"} is
 // compiled, is served but cut by max_tokens as zod 3's is). client: the openai
 // client's own strict Structured Outputs rules (LangChain's copy of them
 // too), refused before any request is sent.
@@ -325,11 +325,7 @@ const zodRefused = {
   "email/ai": fmt("email"), "email/openai": fmt("email"),
   "uuid/ai": fmt("id"), "uuid/openai": fmt("id"),
   "datetime/ai": fmt("at"), "datetime/openai": fmt("at"),
-  ...Object.fromEntries(["ai", "openai", "langchain"].map((c) => [`number fractional bounds/${c}`,
-    { server: `unsupported JSON schema feature: "minimum" with a fractional bound on type number at #/properties/x` }])),
-  "tuple/ai": { server: "unsupported JSON schema feature: items as an array (tuples) at #/properties/t" },
   "tuple/openai": { client: "Schema at `properties/t` uses tuple-form `items`, which cannot be represented in strict Structured Outputs." },
-  "tuple/langchain": { server: "unsupported JSON schema feature: items as an array (tuples) at #/properties/t" },
   "optional nullable/openai": { client: "Schema field at `properties/a` uses `.optional()` without `.nullable()` which is not supported by the API." },
   "optional nullable/langchain": { client: "Zod field at `#/definitions/shape/properties/a` uses `.optional()` without `.nullable()` which is not supported by the API." },
   // Accepted: zod/v3 emits additionalProperties alone, which is compiled;

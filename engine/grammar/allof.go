@@ -39,6 +39,9 @@ func (c *schemaCompiler) mergeAllOf(s object, path string) (object, error) {
 	}
 	merged := object{}
 	for _, p := range parts {
+		if tupleConflict(merged, p) || tupleConflict(p, merged) {
+			return nil, unsupported(path, "keyword %q whose branches set tuple items (prefixItems, additionalItems, items as an array) and other items keywords together", "allOf")
+		}
 		for _, m := range p {
 			if err := c.mergeKeyword(&merged, m, path); err != nil {
 				return nil, err
@@ -153,6 +156,25 @@ func appendText(b []byte, v any, limit int) []byte {
 		return strconv.AppendBool(b, v)
 	}
 	return append(b, "null"...)
+}
+
+// tupleConflict: a has tuple keywords (prefixItems, additionalItems,
+// items as an array) and b any keyword about items; their meaning together
+// is not one of them, so such a merge is refused.
+func tupleConflict(a, b object) bool {
+	_, p := a.get("prefixItems")
+	_, ai := a.get("additionalItems")
+	it, _ := a.get("items")
+	_, list := it.([]any)
+	if !p && !ai && !list {
+		return false
+	}
+	for _, k := range []string{"prefixItems", "additionalItems", "items"} {
+		if _, ok := b.get(k); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // mergeKeyword adds keyword m to merged, meaning both where merged has it.

@@ -196,3 +196,93 @@ func TestNumberRangeExact(t *testing.T) {
 		}
 	})
 }
+
+// TestTupleExact: for random tuples (prefixItems with items false, a
+// schema or absent; minItems and maxItems), the grammar accepts a random
+// array exactly when the reference validator does.
+func TestTupleExact(t *testing.T) {
+	elems := []string{`{"type":"integer"}`, `{"type":"string"}`, `{"type":"boolean"}`, `{"type":"null"}`}
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 4).Draw(rt, "n")
+		var prefix []string
+		for i := 0; i < n; i++ {
+			prefix = append(prefix, rapid.SampledFrom(elems).Draw(rt, "p"))
+		}
+		schema := `{"type":"array","prefixItems":[` + strings.Join(prefix, ",") + `]`
+		switch rapid.IntRange(0, 2).Draw(rt, "rest") {
+		case 0:
+			schema += `,"items":false`
+		case 1:
+			schema += `,"items":` + rapid.SampledFrom(elems).Draw(rt, "r")
+		}
+		lo := -1
+		if rapid.Bool().Draw(rt, "minOn") {
+			lo = rapid.IntRange(0, 6).Draw(rt, "min")
+			schema += fmt.Sprintf(`,"minItems":%d`, lo)
+		}
+		if rapid.Bool().Draw(rt, "maxOn") {
+			schema += fmt.Sprintf(`,"maxItems":%d`, rapid.IntRange(max(lo, 0), 6).Draw(rt, "max"))
+		}
+		schema += "}"
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			if strings.Contains(err.Error(), "minItems above") {
+				return
+			}
+			rt.Fatalf("schema %s: %v", schema, err)
+		}
+		oracle := validator(t, schema)
+		vals := []string{`1`, `"a"`, `true`, `null`}
+		for i := 0; i < 40; i++ {
+			items := rapid.SliceOfN(rapid.SampledFrom(vals), 0, 7).Draw(rt, "items")
+			inst := "[" + strings.Join(items, ",") + "]"
+			want := validates(oracle, inst) == nil
+			if got := g.Match([]byte(inst)); got != want {
+				rt.Fatalf("schema %s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			}
+		}
+	})
+}
+
+// TestFractionalNumberRangeExact: for fractional, inclusive and exclusive
+// bounds on a number, the grammar accepts a plain decimal exactly when the
+// reference validator does (0 spelled with a "-" aside, which is
+// accepted only where a negative number is: 0 has its spelling "0").
+func TestFractionalNumberRangeExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var parts []string
+		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if rapid.IntRange(0, 2).Draw(rt, k+"on") == 0 {
+				x := rapid.IntRange(-300, 300).Draw(rt, k)
+				v := strconv.Itoa(x)
+				if rapid.Bool().Draw(rt, k+"frac") {
+					v = new(big.Rat).SetFrac64(int64(x), 100).FloatString(2)
+				}
+				parts = append(parts, fmt.Sprintf("%q:%s", k, v))
+			}
+		}
+		schema := `{"type":"number"` + strings.Join(append([]string{""}, parts...), ",") + `}`
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			if strings.Contains(err.Error(), "admitting no number") {
+				return
+			}
+			rt.Fatalf("schema %s: %v", schema, err)
+		}
+		oracle := validator(t, schema)
+		for i := 0; i < 50; i++ {
+			inst := strconv.Itoa(rapid.IntRange(-4, 4).Draw(rt, "int"))
+			if rapid.Bool().Draw(rt, "frac") {
+				inst += "." + rapid.SampledFrom([]string{"0", "00", "5", "05", "001", "9", "99", "01", "1", "10", "9999999999999999"}).Draw(rt, "f")
+			}
+			if inst[0] != '-' && rapid.Bool().Draw(rt, "neg") {
+				inst = "-" + inst
+			}
+			want := validates(oracle, inst) == nil
+			negZero := strings.HasPrefix(inst, "-") && strings.Trim(inst, "-0.") == ""
+			if got := g.Match([]byte(inst)); got != want && !(negZero && !got) {
+				rt.Fatalf("schema %s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			}
+		}
+	})
+}

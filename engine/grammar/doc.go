@@ -58,9 +58,17 @@
 // pattern and format (below); integer minimum, maximum and both exclusive
 // forms (draft-04 booleans, draft-06 numbers, fractional bounds rounded
 // exactly), compiled to exact digit-class automata per digit length, so
-// zod's safe-integer bounds (±9007199254740991) are exact; number minimum
-// and maximum when whole and inclusive (integer part in a range, then any
-// fraction strictly inside, only zeros at the bound; no exponent); enum,
+// zod's safe-integer bounds (±9007199254740991) are exact; number minimum,
+// maximum and both exclusive forms, whole or fractional (numrange.go: the
+// bounds moved onto the 10^-16 grid, a lower one up and an upper one down,
+// an exclusive one a step inside; then the integer part a digit-class range
+// and the fraction digits compared with the bound's digit by digit; no
+// exponent, at most 16 fraction digits, so every accepted spelling is in
+// range and every in-range value of that precision has one); tuples:
+// prefixItems (2020-12) with items for the rest, and items as an array
+// (draft-04 to 2019-09) with additionalItems for the rest (false: none),
+// item i of the tuple valid for its schema, items past minItems optional
+// in order, maxItems cutting the prefix short; enum,
 // const (string values filtered by pattern, format and the length
 // keywords beside them); anyOf, with the keywords beside it distributed
 // over its branches (A and (B or C) is (A and B) or (A and C); a branch
@@ -83,18 +91,21 @@
 // does not know: annotations (title, description, default, examples,
 // $comment, deprecated, readOnly, …), vendor and unknown keywords (x-*,
 // _format, javaType, …), $schema, $id and draft-04 id, $anchor,
-// additionalItems (it constrains tuple items only, which are refused), and
+// additionalItems beside items that is no array (it asserts nothing), and
 // format names that no draft defines (a validator ignores a format it
 // does not know). Refused, naming the keyword and its place: not (but
-// for required alone), if/then/else, prefixItems and tuple items,
+// for required alone), if/then/else, prefixItems under a $schema before
+// 2020-12, items as an array under 2020-12, additionalItems beside
+// prefixItems, tuple keywords in one allOf branch beside items keywords in
+// another, minItems above what a closed tuple allows,
 // propertyNames but for one that accepts every key (true, {}, or a type
 // that admits strings with keywords only for other types: zod 4's
 // z.record emits {"type": "string"}), which asserts nothing and is
 // ignored, minProperties beside patternProperties or dependencies,
 // dependencies and dependentSchemas with schemas, uniqueItems, contains,
 // unevaluated*, multipleOf, oneOf with overlapping branches, the formats of the drafts not listed below (uri-reference,
-// iri, idn-email, json-pointer, regex, …), bounds on a number that are
-// fractional or exclusive, bounds on "integer and number" together or
+// iri, idn-email, json-pointer, regex, …), number bounds admitting no
+// number of that precision, bounds on "integer and number" together or
 // without a type, keywords beside $ref (2019-09 on) or const, a $ref when
 // an $id below the root could move its base, required names that
 // properties does not declare, repetition bounds above 1024, and a

@@ -145,7 +145,7 @@ func encodeString(w *strings.Builder, s string) {
 // type, and so on).
 var keywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
-	"items": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
+	"items": true, "prefixItems": true, "additionalItems": true, "minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true, "definitions": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 	"oneOf": true, "allOf": true, "patternProperties": true, "minProperties": true, "maxProperties": true, "pattern": true, "format": true,
@@ -156,12 +156,11 @@ var keywords = map[string]bool{
 // refused by name. Every other keyword asserts nothing — annotations
 // (title, examples, readOnly, …), vendor extensions (x-*), misspellings and
 // keywords of other vocabularies — and JSON Schema says a validator ignores
-// what it does not know, so the grammar does too. additionalItems is not
-// here: it constrains only tuple items, which are refused.
+// what it does not know, so the grammar does too.
 var assertions = map[string]bool{
 	"not": true, "if": true, "then": true, "else": true,
 	"dependentSchemas": true, "dependencies": true, "dependentRequired": true,
-	"prefixItems": true, "contains": true, "minContains": true, "maxContains": true,
+	"contains": true, "minContains": true, "maxContains": true,
 	"uniqueItems": true, "unevaluatedItems": true, "unevaluatedProperties": true,
 	"propertyNames": true,
 	"multipleOf":    true,
@@ -179,7 +178,7 @@ var appliesTo = map[string]string{
 	"patternProperties": "object", "propertyNames": "object", "minProperties": "object",
 	"maxProperties": "object", "dependencies": "object", "dependentRequired": "object",
 	"dependentSchemas": "object", "unevaluatedProperties": "object",
-	"items": "array", "prefixItems": "array", "contains": "array", "minContains": "array",
+	"items": "array", "prefixItems": "array", "additionalItems": "array", "contains": "array", "minContains": "array",
 	"maxContains": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
 	"unevaluatedItems": "array",
 	"minLength":        "string", "maxLength": "string", "pattern": "string", "format": "string",
@@ -321,6 +320,14 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 		}
 		if t, ok := appliesTo[m.key]; ok && declared != nil && !declared[t] {
 			continue // vacuous on every type the schema allows
+		}
+		if m.key == "additionalItems" {
+			it, _ := s.get("items")
+			_, list := it.([]any)
+			_, prefix := s.get("prefixItems")
+			if !list && !prefix {
+				continue // it applies past items given as an array only
+			}
 		}
 		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
@@ -551,7 +558,7 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 			if n, ok := numericBound(s); ok && declared["integer"] {
 				return 0, unsupported(path, "%q with types integer and number", n)
 			} else if ok {
-				used["minimum"], used["maximum"] = true, true
+				used["minimum"], used["maximum"], used["exclusiveMinimum"], used["exclusiveMaximum"] = true, true, true, true
 				r, err = c.numberRange(s, path)
 			} else {
 				r = c.b.number()
@@ -1010,20 +1017,133 @@ func bitsKey(b []uint64) string {
 
 func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) (int, error) {
 	used["items"], used["minItems"], used["maxItems"] = true, true, true
+	used["prefixItems"], used["additionalItems"] = true, true
 	lo, hi, err := bounds(s, path, "minItems", "maxItems")
 	if err != nil {
 		return 0, err
 	}
-	item := c.b.value()
-	if it, ok := s.get("items"); ok {
-		if _, isList := it.([]any); isList {
-			return 0, unsupported(path, "items as an array (tuples)")
+	it, hasItems := s.get("items")
+	if pi, ok := s.get("prefixItems"); ok {
+		list, isList := pi.([]any)
+		if !isList || len(list) == 0 {
+			return 0, bad(path, "prefixItems must be a non-empty array")
 		}
+		if c.draft() == "old" {
+			return 0, unsupported(path, "%q under a draft before 2020-12 (where it is not a keyword)", "prefixItems")
+		}
+		if _, ok := it.([]any); ok {
+			return 0, unsupported(path, "%q beside items as an array", "prefixItems")
+		}
+		if _, ok := s.get("additionalItems"); ok {
+			return 0, unsupported(path, "%q beside %q", "additionalItems", "prefixItems")
+		}
+		var rest any = true
+		if hasItems {
+			rest = it
+		}
+		return c.tuple(path, list, "/prefixItems/", rest, "/items", lo, hi)
+	}
+	if list, ok := it.([]any); ok {
+		if len(list) == 0 {
+			return 0, bad(path, "items as an array must not be empty")
+		}
+		if c.draft() == "2020-12" {
+			return 0, unsupported(path, "items as an array under draft 2020-12 (use prefixItems)")
+		}
+		rest, ok := s.get("additionalItems")
+		if !ok {
+			rest = true
+		}
+		return c.tuple(path, list, "/items/", rest, "/additionalItems", lo, hi)
+	}
+	item := c.b.value()
+	if hasItems {
 		if item, err = c.node(it, path+"/items"); err != nil {
 			return 0, err
 		}
 	}
 	return c.b.array(path, item, lo, hi), nil
+}
+
+// draft is "old" when the document's $schema names draft-04 to 2019-09,
+// "2020-12" when it names 2020-12, "" otherwise.
+func (c *schemaCompiler) draft() string {
+	v, _ := c.root.get("$schema")
+	d, _ := v.(string)
+	for _, old := range []string{"draft-04/", "draft-06/", "draft-07/", "draft/2019-09/"} {
+		if strings.Contains(d, old) {
+			return "old"
+		}
+	}
+	if strings.Contains(d, "draft/2020-12/") {
+		return "2020-12"
+	}
+	return ""
+}
+
+// tuple is a rule for an array whose item i is valid for prefix[i] and
+// whose items past the prefix are valid for rest (false: none), with
+// lo..hi items (hi -1: unbounded). Past minItems each further item is
+// optional, in order: item i+1 only after item i.
+func (c *schemaCompiler) tuple(path string, prefix []any, prefixAt string, rest any, restAt string, lo, hi int) (int, error) {
+	b := c.b
+	n := len(prefix)
+	if n > maxRepeat {
+		return 0, unsupported(path, "a tuple of more than %d items", maxRepeat)
+	}
+	restRule := -1
+	if f, ok := rest.(bool); !ok || f {
+		r, err := c.node(rest, path+restAt)
+		if err != nil {
+			return 0, err
+		}
+		restRule = r
+	}
+	top := hi
+	if restRule < 0 && (top < 0 || top > n) {
+		top = n
+	}
+	if lo > top && top >= 0 {
+		return 0, unsupported(path, "minItems above the %d items the tuple allows", top)
+	}
+	items := make([]int, n)
+	for i, x := range prefix {
+		r, err := c.node(x, fmt.Sprintf("%s%s%d", path, prefixAt, i))
+		if err != nil {
+			return 0, err
+		}
+		items[i] = r
+	}
+	sep := b.sep()
+	// after(i): the items from index i on, i ≥ 1 items already written.
+	var after func(i int) int
+	after = func(i int) int {
+		name := fmt.Sprintf("%s/tuple%d", path, i)
+		if top >= 0 && i >= top {
+			return b.add(name, nil)
+		}
+		if i >= n {
+			mn, mx := max(lo-i, 0), -1
+			if top >= 0 {
+				mx = top - i
+			}
+			return b.repeat(name, cat(sep, one(ref(restRule))), nil, mn, mx)
+		}
+		alts := [][]elem{cat(sep, []elem{ref(items[i]), ref(after(i + 1))})}
+		if i >= lo {
+			alts = append(alts, nil)
+		}
+		return b.add(name, alts...)
+	}
+	ws := ref(b.ws())
+	var alts [][]elem
+	if top != 0 {
+		alts = append(alts, cat(lit("["), []elem{ws, ref(items[0]), ref(after(1)), ws}, lit("]")))
+	}
+	if lo == 0 {
+		alts = append(alts, cat(lit("["), one(ws), lit("]")))
+	}
+	return b.add(path, alts...), nil
 }
 
 // extraMember is a rule for one member `key ws : ws value` whose key
