@@ -79,45 +79,53 @@ func TestBoundedStringMaskMatchesBruteForce(t *testing.T) {
 		if rapid.Bool().Draw(rt, "wrapped") {
 			schema = fmt.Sprintf(`{"type":"object","properties":{"a":%s},"required":["a"],"additionalProperties":false}`, inner)
 		}
-		g, err := FromSchema([]byte(schema))
-		if err != nil {
-			rt.Fatalf("schema %s: %v", schema, err)
-		}
-		m := NewMatcher(g, v)
-		ref := NaiveStart(g)
-		var text []byte
-		for step := 0; step < 30; step++ {
-			mask, err := m.Allowed()
-			if err != nil {
-				rt.Fatal(err)
-			}
-			var allowed []int32
-			for id, p := range pieces {
-				want := NaiveComplete(ref)
-				if int32(id) != eos {
-					want = NaiveAdvance(g, ref, p) != nil
-				}
-				if got := mask[id>>6]&(1<<(id&63)) != 0; got != want {
-					rt.Fatalf("schema %s after %q: token %q allowed=%v, want %v", schema, text, p, got, want)
-				}
-				if want {
-					allowed = append(allowed, int32(id))
-				}
-			}
-			if len(allowed) == 0 {
-				rt.Fatalf("schema %s after %q: no token allowed", schema, text)
-			}
-			tok := rapid.SampledFrom(allowed).Draw(rt, "tok")
-			if tok == eos {
-				return
-			}
-			if err := m.Accept(tok); err != nil {
-				rt.Fatal(err)
-			}
-			text = append(text, pieces[tok]...)
-			if ref = NaiveAdvance(g, ref, pieces[tok]); ref == nil {
-				rt.Fatalf("schema %s: the reference refuses %q", schema, text)
-			}
-		}
+		walkAgainstBruteForce(rt, schema, v, pieces, eos, 30)
 	})
+}
+
+// walkAgainstBruteForce generates from schema for at most steps tokens, a
+// token drawn among the allowed ones each step, and checks every step's
+// mask over v against the naive recognizer token by token: exactly the
+// tokens it advances on (EOS where it is complete) are allowed.
+func walkAgainstBruteForce(rt *rapid.T, schema string, v *Vocab, pieces [][]byte, eos int32, steps int) {
+	g, err := FromSchema([]byte(schema))
+	if err != nil {
+		rt.Fatalf("schema %s: %v", schema, err)
+	}
+	m := NewMatcher(g, v)
+	ref := NaiveStart(g)
+	var text []byte
+	for step := 0; step < steps; step++ {
+		mask, err := m.Allowed()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var allowed []int32
+		for id, p := range pieces {
+			want := NaiveComplete(ref)
+			if int32(id) != eos {
+				want = NaiveAdvance(g, ref, p) != nil
+			}
+			if got := mask[id>>6]&(1<<(id&63)) != 0; got != want {
+				rt.Fatalf("schema %s after %q: token %q allowed=%v, want %v", schema, text, p, got, want)
+			}
+			if want {
+				allowed = append(allowed, int32(id))
+			}
+		}
+		if len(allowed) == 0 {
+			rt.Fatalf("schema %s after %q: no token allowed", schema, text)
+		}
+		tok := rapid.SampledFrom(allowed).Draw(rt, "tok")
+		if tok == eos {
+			return
+		}
+		if err := m.Accept(tok); err != nil {
+			rt.Fatal(err)
+		}
+		text = append(text, pieces[tok]...)
+		if ref = NaiveAdvance(g, ref, pieces[tok]); ref == nil {
+			rt.Fatalf("schema %s: the reference refuses %q", schema, text)
+		}
+	}
 }

@@ -162,44 +162,7 @@ func TestGrownMaskMatchesBruteForce(t *testing.T) {
 				rapid.SampledFrom([]string{`^(?:\S+\s+){0,2}\S+$`, `[0-9]`, `^a+(b|cd)*$`, `x$`}).Draw(rt, "p"),
 				rapid.IntRange(0, 2).Draw(rt, "lo"), rapid.IntRange(3, 8).Draw(rt, "hi"))
 		}
-		g, err := FromSchema([]byte(schema))
-		if err != nil {
-			rt.Fatalf("schema %s: %v", schema, err)
-		}
-		m := NewMatcher(g, v)
-		ref := NaiveStart(g)
-		var text []byte
-		for step := 0; step < 40; step++ {
-			mask, err := m.Allowed()
-			if err != nil {
-				rt.Fatal(err)
-			}
-			var allowed []int32
-			for id, p := range pieces {
-				want := NaiveComplete(ref)
-				if int32(id) != eos {
-					want = NaiveAdvance(g, ref, p) != nil
-				}
-				if got := mask[id>>6]&(1<<(id&63)) != 0; got != want {
-					rt.Fatalf("schema %s after %q: token %q allowed=%v, want %v", schema, text, p, got, want)
-				}
-				if want {
-					allowed = append(allowed, int32(id))
-				}
-			}
-			if len(allowed) == 0 {
-				rt.Fatalf("schema %s after %q: no token allowed", schema, text)
-			}
-			tok := rapid.SampledFrom(allowed).Draw(rt, "tok")
-			if tok == eos {
-				return
-			}
-			if err := m.Accept(tok); err != nil {
-				rt.Fatal(err)
-			}
-			text = append(text, pieces[tok]...)
-			ref = NaiveAdvance(g, ref, pieces[tok])
-		}
+		walkAgainstBruteForce(rt, schema, v, pieces, eos, 40)
 	})
 }
 
