@@ -291,6 +291,18 @@ try {
   ok((await p.$eval("main .error[role=alert]", (e) => e.textContent)).length > 0, "an adapter file name outside the model directory's files is refused, in words");
   p.problems = p.problems.filter((x) => !/\b(400|404)\b/.test(x)); // the refusal's console line
   await clean(p, "adapter refused");
+  // coder is not among beta's models yet: the node refuses its adapter and
+  // says why; once the administrator allows coder, the same file registers.
+  await fill(p, "Fichier (dans le répertoire des modèles)", "support.gguf");
+  await click(p, "main button", "Inscrire");
+  await waitText(p, "allow it first");
+  ok(true, "an adapter of a model the tenant may not use is refused, in words");
+  p.problems = p.problems.filter((x) => !/\b(400|404)\b/.test(x));
+  await fill(p, "Modèles permis (séparés par des virgules)", "cloison-context-bag, coder");
+  await click(p, "main button", "Enregistrer");
+  await waitText(p, "Client beta modifié.");
+  await fill(p, "Nom de l’adaptateur", "support");
+  await (await control(p, "Modèle")).select("coder");
   await fill(p, "Fichier (dans le répertoire des modèles)", "support.gguf");
   await click(p, "main button", "Inscrire");
   await waitText(p, "Adaptateur support inscrit.");
