@@ -11,7 +11,8 @@ import "strings"
 // analysis channel is reasoning; every other channel (final, commentary)
 // is content; headers (<|start|>, the role, <|channel|>, the channel's
 // name, a recipient "to=…", <|constrain|>…) and the markers that end a
-// message (<|end|>, <|return|>, <|call|>) reach neither side. An output
+// message (<|end|>, <|return|>, <|call|>) reach neither side, nor does a
+// stray <|message|> inside a message. An output
 // that does not begin with a header (after whitespace) is all content, and
 // so is the rest of one whose header runs past maxHeader bytes without
 // <|message|>: text is never dropped that was not a header.
@@ -83,16 +84,22 @@ func (h *harmonyStream) feed(text string, end bool) (reasoning, content string) 
 			s = s[i+len(hMessage):]
 			h.state = hBody
 		case hBody:
-			i, n := firstOf(s, hEnd, hReturn, hCall)
+			i, n := firstOf(s, hEnd, hReturn, hCall, hMessage)
 			if i >= 0 {
 				h.write(&rb, &cb, s[:i])
+				if s[i:i+n] == hMessage {
+					// A stray <|message|> inside a message is a control
+					// marker, never text: dropped, the message goes on.
+					s = s[i+n:]
+					continue
+				}
 				s = s[i+n:]
 				h.state = hHead
 				continue
 			}
 			keep := 0
 			if !end {
-				for _, m := range []string{hEnd, hReturn, hCall} {
+				for _, m := range []string{hEnd, hReturn, hCall, hMessage} {
 					keep = max(keep, partialSuffix(s, m))
 				}
 			}

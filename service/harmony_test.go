@@ -20,6 +20,7 @@ var harmonyCases = []struct {
 	{"leading space then header", "\n<|channel|>analysis<|message|>r<|end|>", "r", ""},
 	{"lookalike marker in text", "<|channel|>analysis<|message|>a <|en b<|end|><|channel|>final<|message|>c", "a <|en b", "c"},
 	{"multibyte", "<|channel|>analysis<|message|>é中<|end|><|start|>assistant<|channel|>final<|message|>ü", "é中", "ü"},
+	{"a stray message marker is dropped", "<|channel|>analysis<|message|>a<|message|>b<|end|><|channel|>final<|message|><|message|>c", "ab", "c"},
 	{"empty", "", "", ""},
 }
 
