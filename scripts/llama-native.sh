@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# llama-native.sh (make llama-native): build llama.cpp's own llama-bench and
-# llama-server natively for this CPU, from the source tree that the pinned
+# llama-native.sh (make llama-native): build llama.cpp's own llama-bench,
+# llama-batched-bench and llama-server natively for this CPU, from the source tree that the pinned
 # node-llama-cpp ships (scripts/llama-src.sh puts it into .cache/llama.cpp),
-# and print the directory that holds the two binaries (messages go to stderr).
+# and print the directory that holds the binaries (messages go to stderr).
 #
 # The peer of make peer-bench (PEER=native) and make peer-serve. A native
 # build (-DGGML_NATIVE=ON: -march=native) runs only on the CPU kind it was
@@ -11,7 +11,7 @@
 # backend chooses kernels by (AVX2, FMA, F16C, AVX-512 F/BW/VL/VNNI/BF16,
 # AVX-VNNI, AMX; on arm64 the ASIMD dot product, i8mm, SVE): another CPU kind
 # gets its own build, the same kind reuses it. CPU only, Release,
-# -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no downloads), only the two
+# -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no downloads), only the three
 # targets. cmake, g++ and make come from apt-get when missing (root on
 # Debian). Idempotent: a no-op once built for this CPU kind and commit.
 #
@@ -42,7 +42,7 @@ bin="$out/build/bin"
 src=$("$root/scripts/llama-src.sh")
 rev=$(git -C "$src" rev-parse HEAD)
 stamp="$out/.built-$rev"
-if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ]; then
+if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ] && [ -x "$bin/llama-batched-bench" ]; then
 	echo "$bin"; exit 0
 fi
 
@@ -59,11 +59,11 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y "${need[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${need[@]}" >&2; }
 fi
 
-log "building llama-bench and llama-server at $rev for $key (many minutes on a small machine)"
+log "building llama-bench, llama-batched-bench and llama-server at $rev for $key (many minutes on a small machine)"
 mkdir -p "$out"
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
 	-DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DBUILD_SHARED_LIBS=OFF \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >&2
-cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server >&2
+cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server llama-batched-bench >&2
 { echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"; echo "llama.cpp: $rev"; } > "$stamp"
 echo "$bin"

@@ -123,7 +123,7 @@ func newModelSynthCmd() *cobra.Command {
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
-	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, bf16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
 	// LoRA adapters (--lora BASE.gguf): the flags below.
 	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
 	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
@@ -182,6 +182,8 @@ func setDType(c *synth.Config, dtype string) error {
 		c.DType = gguf.F32
 	case "f16":
 		c.DType = gguf.F16
+	case "bf16":
+		c.DType = gguf.BF16
 	case "q8_0":
 		c.DType = gguf.Q8_0
 	case "q4_1":
@@ -203,7 +205,7 @@ func setDType(c *synth.Config, dtype string) error {
 	case "q6_k":
 		c.DType = gguf.Q6_K
 	default:
-		return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+		return fmt.Errorf("dtype %q: want f32, f16, bf16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
 	}
 	return nil
 }
