@@ -49,7 +49,8 @@ func (t *stageTimes) add(name string, d time.Duration) {
 }
 
 // header is the Server-Timing value: name;dur=MS for every span name (in
-// the order first seen; names not HTTP tokens are left out), then total.
+// the order their first span ended; names not HTTP tokens are left out),
+// then total.
 func (t *stageTimes) header(total time.Duration) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
