@@ -450,7 +450,7 @@ load:
 
 ## bench-serve: cloisonctl bench serve, a concurrency sweep as vLLM's bench serve measures it, with an SVG plot.
 ## Against SERVE_URL (with SERVE_TOKEN, SERVE_MODEL) when set, e.g. llama-server, else
-## a fresh cloisond like make load's (--max-running 64) serving SERVE_MODEL_FILE (a GGUF, e.g.
+## a fresh cloisond like make load's (--max-running 64; --server-timing: the breakdown per stage) serving SERVE_MODEL_FILE (a GGUF, e.g.
 ## from cloisonctl model synth; empty: the built-in context-bag model) as SERVE_MODEL. Sweeps
 ## SERVE_SWEEP (1, 4, 16, 64 clients; or --sweep-rates R1,R2,…) with SERVE_PROMPTS requests
 ## each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags

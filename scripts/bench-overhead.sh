@@ -28,6 +28,8 @@
 # synthesized as make peer-serve's: OVERHEAD_DTYPE q4_k, OVERHEAD_LAYERS 8,
 # OVERHEAD_DMODEL 768, OVERHEAD_HEADS 12, OVERHEAD_KV_HEADS 4, OVERHEAD_FFN
 # 2048, OVERHEAD_VOCAB 8192), OVERHEAD_PROMPT_IDS (97:123),
+# OVERHEAD_TIMING (1; 0 starts cloisond without --server-timing: no
+# breakdown, not even its few timestamps a request),
 # OVERHEAD_DIR (.cache/bench-overhead). Run it on an otherwise idle machine
 # for figures to compare.
 set -euo pipefail
@@ -78,7 +80,7 @@ rm -f "$dir/ready"
 engine_flags=(--max-running "$running" --max-batch-tokens "$batch" --threads "$threads" --kv-type f16)
 "$dir/bin/cloisond" --addr 127.0.0.1:0 --database-url "$runtime" --migrate-database-url "$admin" \
 	--db-runtime-password-file "$dir/db-runtime.password" --db-deployment dev --create-database --dev --dev-tenant dev \
-	--state-dir "$dir" --ready-file "$dir/ready" "${engine_flags[@]}" --server-timing \
+	--state-dir "$dir" --ready-file "$dir/ready" "${engine_flags[@]}" $([ "${OVERHEAD_TIMING:-1}" = 0 ] || echo --server-timing) \
 	--model "$gguf" --model-name "$model" 2>"$dir/cloisond.log" &
 cpid=$!; pids+=($cpid)
 for _ in $(seq 1 240); do [ -s "$dir/ready" ] && break; kill -0 "$cpid" 2>/dev/null || { log "cloisond exited: see $dir/cloisond.log"; exit 1; }; sleep 0.5; done
