@@ -6,8 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/engine/synth"
+	"github.com/cloison/cloison/kernels"
 )
 
 // reranker is a small synthetic qwen3 decoder reranker (synth.Config.Rerank).
@@ -175,5 +177,38 @@ func TestDecoderRankRefuses(t *testing.T) {
 				t.Errorf("Rank: %v, want ErrUnsupported", err)
 			}
 		})
+	}
+}
+
+// TestDecoderRankStaleTableCannotRead: a reranker's pair runs in its
+// tenant's pages like any prompt; a block table kept after its lease
+// ended, whose pages another tenant's pair now holds, computes nothing
+// (isolation_violation), so no score is made of another tenant's K/V.
+func TestDecoderRankStaleTableCannotRead(t *testing.T) {
+	m := load(t, backend(t), randomFile(t, reranker(gguf.F32)))
+	k := newKV(t, m, 2, 4, "a", "b")
+	in := tokens(8, m.Vocab, 4)
+	a := k.start(t, "a", "r1", 8)
+	if err := k.pool.Write(a.lease, 8); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := k.pool.BlockTable(a.lease, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := m.Forward(k.arena, []Seq{{Table: stale, Tokens: in, Hidden: true}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rank(h[0], len(in)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.pool.Release(a.lease); err != nil {
+		t.Fatal(err)
+	}
+	k.encode(t, "b", [][]int32{tokens(8, m.Vocab, 5)})
+	out, err := m.Forward(k.arena, []Seq{{Table: stale, Pos: 7, Tokens: in[7:], Hidden: true}}, false)
+	if !errors.Is(err, kernels.ErrTagMismatch) || out != nil || cloison.ErrorCode(err) != cloison.CodeIsolationViolation {
+		t.Fatalf("stale table: hidden %v, error %v; want none and a tag mismatch", out != nil, err)
 	}
 }
