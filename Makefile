@@ -299,6 +299,11 @@ arch-check:
 encoder-check:
 	scripts/encoder-check.sh
 
+## rerank-check: record llama-server's (make llama-native) /v1/rerank scores on a synthetic qwen3 reranker (TestLlamaServerRerank's oracle).
+.PHONY: rerank-check
+rerank-check:
+	go run ./api/testdata/rerankcheck api/testdata/llamaserver_rerank.json
+
 ## encoder-bench: BenchmarkEncoderEmbed once, batches of ENCODER_BENCH_INPUTS (default 64) inputs of 128 tokens
 ## (llama.cpp beside it: node scripts/encoder-bench.mjs FILE.gguf N THREADS, docs/models.md).
 ENCODER_BENCH_INPUTS ?= 64

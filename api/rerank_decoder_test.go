@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -172,4 +173,49 @@ func TestDecoderRerank(t *testing.T) {
 			t.Fatalf("%d request.completed rows", n)
 		}
 	})
+}
+
+// TestLlamaServerRerank: on the synthetic qwen3 reranker that
+// testdata/rerankcheck served with llama.cpp's own llama-server
+// (--reranking; make rerank-check records testdata/llamaserver_rerank.json),
+// our /v1/rerank gives every document's score within 1e-3 of llama.cpp's
+// and counts the same prompt tokens: the rerank template filled and
+// tokenized as its server does, the last token's state, the yes/no head
+// and its softmax.
+func TestLlamaServerRerank(t *testing.T) {
+	b, err := os.ReadFile("testdata/llamaserver_rerank.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Server string       `json:"llama_server"`
+		Config synth.Config `json:"config"`
+		Cases  []struct {
+			Query     string    `json:"query"`
+			Documents []string  `json:"documents"`
+			Scores    []float64 `json:"scores"`
+			Tokens    int       `json:"prompt_tokens"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil || len(rec.Cases) == 0 {
+		t.Fatalf("%v, %d cases", err, len(rec.Cases))
+	}
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"victim"}, Decoder: &rec.Config, Pages: 512})
+	tok := p.Token(t, "victim", tenancy.ScopeInfer)
+	worst := 0.0
+	for _, c := range rec.Cases {
+		body, _ := json.Marshal(map[string]any{"model": platformtest.Model, "query": c.Query, "documents": c.Documents})
+		got := rerankCall(t, p, tok, string(body))
+		if got.Usage.PromptTokens != c.Tokens {
+			t.Errorf("%q: %d prompt tokens, llama-server %d", c.Query, got.Usage.PromptTokens, c.Tokens)
+		}
+		for _, r := range got.Results {
+			d := math.Abs(float64(r.RelevanceScore) - c.Scores[r.Index])
+			worst = max(worst, d)
+			if d > 1e-3 {
+				t.Errorf("%q, %q: score %v, llama-server %v", c.Query, c.Documents[r.Index], r.RelevanceScore, c.Scores[r.Index])
+			}
+		}
+	}
+	t.Logf("%s: worst score difference %.2g", rec.Server, worst)
 }
