@@ -235,10 +235,12 @@ bench-ledger-ab:
 ## measured alternately (needs node, npm; see scripts/peer-bench.sh for its
 ## knobs). PEER=native: against llama.cpp's own llama-bench built natively
 ## (make llama-native) instead; the logits check stays with node-llama-cpp.
+## PEER_SHAPES=small,large adds d=1536 GQA models with a 32k vocabulary;
+## PEER_TYPES takes bf16 and q6_k too.
 peer-bench:
 	scripts/peer-bench.sh
 
-## llama-native: build llama.cpp's llama-bench and llama-server natively for this CPU (not part of make test).
+## llama-native: build llama.cpp's llama-bench, llama-batched-bench and llama-server natively for this CPU (not part of make test).
 ## From the source the pinned node-llama-cpp ships (scripts/llama-src.sh),
 ## CPU only, Release, -DGGML_NATIVE=ON, into .cache/llama-native/<cpu-key>/
 ## (one build per CPU kind; cmake and g++ from apt-get when missing); prints
@@ -256,6 +258,7 @@ peer-serve:
 
 ## peer-batch: decode tok/s of 16 sequences together ÷ one, ours beside llama.cpp's.
 ## llama.cpp through node-llama-cpp (pinned, sequences: 16), measured alternately (needs node, npm; see scripts/peer-batch.sh).
+## PEER=native: against llama.cpp's own llama-batched-bench built natively (make llama-native).
 peer-batch:
 	scripts/peer-batch.sh
 
