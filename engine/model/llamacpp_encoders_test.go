@@ -15,8 +15,9 @@ import (
 // llamaCppEncoders is testdata/llamacpp_encoders.json, written by
 // scripts/encoder-check.sh: llama.cpp's pooled embeddings (an embedding
 // context) and rank scores (a ranking context's probability turned back
-// into the head's logit), through node-llama-cpp on the CPU, on synthetic
-// BERT-family files that engine/synth regenerates from the recorded config.
+// into the head's logit; a decoder reranker's probability as it is),
+// through node-llama-cpp on the CPU, on synthetic encoder and decoder
+// files that engine/synth regenerates from the recorded config.
 type llamaCppEncoders struct {
 	Version string `json:"node_llama_cpp"`
 	Cases   []struct {
@@ -58,8 +59,9 @@ func decoderCaseFile(t testing.TB, c synth.Config, pooling int, addEOS bool) *gg
 }
 
 // TestLlamaCppEncoders: on the same synthetic files, every pooled vector
-// (bert CLS and mean; F32, F16 and Q8_0 weights; nomic-bert mean; a qwen3
-// decoder with last-token pooling and add_eos_token, whose texts our
+// (bert CLS and mean; F32, F16 and Q8_0 weights; nomic-bert mean;
+// t5encoder mean, first and last token; a qwen3 decoder with last-token
+// pooling and add_eos_token, whose texts our
 // tokenizer ends with EOS exactly as llama.cpp's did) is within cosine
 // 0.9999 of llama.cpp's, every rank score (bert, rank pooling: cls then
 // cls.output on [CLS] query [SEP] document [SEP]) within 1e-3 of
