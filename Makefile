@@ -311,6 +311,12 @@ arch-check:
 encoder-check:
 	scripts/encoder-check.sh
 
+## rerank-check: record llama-server's (make llama-native) /v1/rerank scores on a synthetic qwen3 reranker (TestLlamaServerRerank's oracle).
+## LLAMA_SERVER=PATH: another llama-server binary.
+.PHONY: rerank-check
+rerank-check:
+	$(GO) run ./api/testdata/rerankcheck $(if $(LLAMA_SERVER),-server $(LLAMA_SERVER)) api/testdata/llamaserver_rerank.json
+
 ## encoder-bench: BenchmarkEncoderEmbed once, batches of ENCODER_BENCH_INPUTS (default 64) inputs of 128 tokens
 ## (llama.cpp beside it: node scripts/encoder-bench.mjs FILE.gguf N THREADS, docs/models.md).
 ENCODER_BENCH_INPUTS ?= 64

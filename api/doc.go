@@ -284,6 +284,6 @@
 // and answers service.Embed's vectors with usage. POST /v1/rerank and
 // POST /v1/score (rerank.go, rerankFields and scoreFields) turn a query and
 // its documents, or text_1 and text_2, into pairs that service.Rank scores
-// with a cross-encoder; rerank sorts them (top_n, return_documents). gRPC
+// with a cross-encoder or a decoder reranker; rerank sorts them (top_n, return_documents). gRPC
 // InferenceService.Rerank and Score run the same code.
 package api

@@ -159,12 +159,13 @@ type GenerateRequest struct {
 	// the requests sending the same salt (vLLM's cache_salt;
 	// isolation.Pool.AllocatePrefixSalted): it never widens it.
 	CacheSalt []byte
-	// Rank, with Embed, asks a rank model (an encoder with a
-	// classification head, model.PoolRank) for its scores of the prompt
-	// (a query and document pair): the PromptHidden token carries the
-	// head's outputs (model.Model.Rank), the first the rank score. A rank
-	// model serves only such requests (ErrRankModel); Rank on any other
-	// model is ErrNoRankHead.
+	// Rank, with Embed, asks a rank model (model.PoolRank: an encoder
+	// with a classification head, or a qwen3 decoder reranker) for its
+	// scores of the prompt (a query and document pair): the PromptHidden
+	// token carries the head's outputs (model.Model.Rank), the first the
+	// rank score (RankProbability makes it a probability). A rank model
+	// serves no embeddings (ErrRankModel); Rank on any other model is
+	// ErrNoRankHead. A decoder reranker still generates.
 	Rank bool
 }
 
@@ -302,6 +303,14 @@ func New(cfg Config) (*Engine, error) {
 
 // Admission returns the engine's admission (for its counters).
 func (e *Engine) Admission() *Admission { return e.adm }
+
+// RankProbability is the relevance probability (0…1) of a Rank request's
+// outputs: model.Model.RankProbability (the sigmoid of an encoder head's
+// logit; a decoder reranker's softmax "yes" as it is). NaN for a model
+// without pooling rank.
+func (e *Engine) RankProbability(outputs []float32) float64 {
+	return e.cfg.Model.RankProbability(outputs)
+}
 
 // PrefixCache reports whether the engine looks prompts up in its
 // (tenant-namespaced) prefix cache.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make encoder-check: records llama.cpp's embeddings and rank scores
 # (node-llama-cpp, pinned as in scripts/arch-check.sh) on the synthetic
-# BERT-family GGUF files of engine/model/testdata/encodercheck into
+# GGUF files of engine/model/testdata/encodercheck (BERT-family encoders,
+# qwen3 decoder rerankers, a last-token-pooling qwen3 with add_eos_token) into
 # engine/model/testdata/llamacpp_encoders.json, the oracle of
 # TestLlamaCppEncoders. Rerun it when the cases change.
 set -euo pipefail

@@ -230,9 +230,13 @@
 // generation. The policy sees the longest input as prompt_tokens (a
 // sequence's context), the Limiter the sum.
 //
-// Rank (rerank.go) scores query/document pairs with a cross-encoder on
-// Embed's path: each pair [CLS] a [SEP] b [SEP] one engine request with
-// Rank set, its score the sigmoid of the head's first output, the
-// request.completed's audit.Embedded the digests of the pairs' ids and of
-// the head's outputs.
+// Rank (rerank.go) scores query/document pairs with a cross-encoder or a
+// decoder reranker on Embed's path: each pair one engine request with Rank
+// set — [CLS] a [SEP] b [SEP] for a WordPiece vocabulary, the model's
+// rerank template filled with the pair for a decoder (RankPrompt, as
+// llama.cpp's server forms it, the pair's texts never parsed for control
+// tokens) — its score the relevance probability
+// (engine.Engine.RankProbability: a cross-encoder's sigmoid, a decoder
+// reranker's softmax "yes"), the request.completed's audit.Embedded the
+// digests of the pairs' ids and of the head's outputs.
 package service

@@ -35,6 +35,9 @@ type Engine interface {
 	// cache: runChoices then staggers a request's choices so that they
 	// share the prompt's pages.
 	PrefixCache() bool
+	// RankProbability is a Rank request's relevance probability from the
+	// outputs its stream carried (engine.Engine.RankProbability).
+	RankProbability(outputs []float32) float64
 	// EnsureTenant reaches the tenant's KV partition (created now for a
 	// tenant added since the node started); TenantIsolation reads it
 	// without creating it.

@@ -104,8 +104,8 @@ func TestBenchCommand(t *testing.T) {
 }
 
 // TestModelSynthQwen3: `model synth --arch qwen3` writes a file that loads as
-// qwen3 with its per-head Q/K norm and the head width asked for; an unknown
-// architecture is refused.
+// qwen3 with its per-head Q/K norm and the head width asked for (with
+// --pooling 4, a decoder reranker); an unknown architecture is refused.
 func TestModelSynthQwen3(t *testing.T) {
 	model := filepath.Join(t.TempDir(), "q.gguf")
 	mustRun(t, "model", "synth", "--arch", "qwen3", "--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
@@ -118,6 +118,17 @@ func TestModelSynthQwen3(t *testing.T) {
 	}
 	if _, err := run(t, "model", "synth", "--arch", "gemma2", filepath.Join(t.TempDir(), "g.gguf")); err == nil {
 		t.Error("--arch gemma2 accepted")
+	}
+	// --pooling 4 makes a qwen3 file a decoder reranker (rank pooling, a
+	// yes/no head); on llama, whose rank pooling reads the first token,
+	// the key is written but the file serves no ranking.
+	for _, tc := range []struct{ arch, want string }{{"qwen3", "pooling rank"}, {"llama", "pooling none"}} {
+		f := filepath.Join(t.TempDir(), tc.arch+"-rank.gguf")
+		mustRun(t, "model", "synth", "--arch", tc.arch, "--pooling", "4", "--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
+			"--head-dim", "32", "--ffn", "128", "--vocab", "300", "--context", "256", f)
+		if out := strings.Join(strings.Fields(mustRun(t, "model", "inspect", f)), " "); !strings.Contains(out, tc.want) {
+			t.Errorf("%s --pooling 4: inspect lacks %q:\n%s", tc.arch, tc.want, out)
+		}
 	}
 }
 

@@ -86,7 +86,9 @@ func newModelSynthCmd() *cobra.Command {
 				if err := setDType(&c, dtype); err != nil {
 					return err
 				}
-				if w, err = synth.Random(c); err == nil && pooling != 0 {
+				if c.Rerank = pooling == 4 && c.Arch == "qwen3"; c.Rerank {
+					w, err = synth.Random(c) // writes pooling_type 4 and the head
+				} else if w, err = synth.Random(c); err == nil && pooling != 0 {
 					err = w.Set(c.Arch+".pooling_type", uint32(pooling))
 				}
 			}
@@ -113,7 +115,7 @@ func newModelSynthCmd() *cobra.Command {
 	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
-	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 4 rank (bert, nomic-bert: a cross-encoder with a classification head, served by /v1/rerank and /v1/score); 0: none (bert, nomic-bert: CLS; t5encoder: mean)")
+	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 4 rank (bert, nomic-bert: a cross-encoder with a classification head; qwen3: a Qwen3-Reranker-style decoder reranker with a yes/no head and the rerank template; served by /v1/rerank and /v1/score); 0: none (bert, nomic-bert: CLS; t5encoder: mean)")
 	f.BoolVar(&relu, "relu", false, "t5encoder: T5's ReLU feed-forward instead of flan-T5's gated GELU")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")

@@ -99,12 +99,8 @@ type encoder struct {
 	pos          kernels.Matrix // position_embd (bert; nil for nomic-bert)
 	embNorm      hostNorm
 	layers       []encLayer
-	// The rank head (PoolRank): cls (DModel×DModel, optional, then tanh)
-	// and cls.output (RankOut×DModel, optional), with their biases; row-major.
-	clsW, clsB, outW, outB []float32
-	rankOut                int
-	host                   []float32 // rows×max(DModel, FFN) staging buffer
-	t5                     *t5enc    // a T5 encoder's weights (t5.go); nil for BERT
+	host         []float32 // rows×max(DModel, FFN) staging buffer
+	t5           *t5enc    // a T5 encoder's weights (t5.go); nil for BERT
 }
 
 type hostNorm struct{ w, b []float32 }
@@ -225,64 +221,15 @@ func loadEncoder(b kernels.Backend, f *gguf.File, c Config) (*Model, error) {
 			return nil, err
 		}
 	}
-	if err := e.loadHead(f, c); err != nil {
+	head, err := loadRankHead(f, c)
+	if err != nil {
 		return nil, err
+	}
+	if c.Pooling == PoolRank {
+		m.head = head
 	}
 	ok = true
 	return m, nil
-}
-
-// loadHead reads the classification head of a rank model: cls.weight and
-// cls.bias (DModel×DModel, then tanh) and cls.output.weight and .bias
-// (labels×DModel), each optional as llama.cpp has them, at least one
-// present. The rank score is the head's first output.
-func (e *encoder) loadHead(f *gguf.File, c Config) error {
-	d := c.DModel
-	read := func(name string, rows, cols int) ([]float32, error) {
-		t, found := f.Tensor(name)
-		if !found {
-			return nil, nil
-		}
-		n := rows * cols
-		if rows == 0 {
-			if len(t.Dims) == 0 || t.Dims[0] != uint64(cols) || t.Elements()/uint64(cols) > 1<<16 {
-				return nil, fmt.Errorf("%w: tensor %s has shape %v", ErrModel, name, t.Dims)
-			}
-			n = int(t.Elements())
-		} else if t.Elements() != uint64(n) || t.Dims[0] != uint64(cols) {
-			return nil, fmt.Errorf("%w: tensor %s has shape %v, want [%d %d]", ErrModel, name, t.Dims, cols, rows)
-		}
-		x := make([]float32, n)
-		if err := kernels.Dequantize(x, kernels.DType(t.Type), f.Data(t)); err != nil {
-			return nil, fmt.Errorf("%w: tensor %s: %v", ErrModel, name, err)
-		}
-		return x, nil
-	}
-	var err error
-	var errs []error
-	e.clsW, err = read("cls.weight", d, d)
-	errs = append(errs, err)
-	e.clsB, err = read("cls.bias", 1, d)
-	errs = append(errs, err)
-	e.outW, err = read("cls.output.weight", 0, d)
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	e.rankOut = d
-	if e.outW != nil {
-		e.rankOut = len(e.outW) / d
-		if e.outB, err = read("cls.output.bias", 1, e.rankOut); err != nil {
-			return err
-		}
-	}
-	if c.Pooling == PoolRank && e.clsW == nil && e.outW == nil {
-		return fmt.Errorf("%w: pooling_type rank without a classification head (cls, cls.output)", ErrModel)
-	}
-	if c.Pooling != PoolRank {
-		e.clsW, e.clsB, e.outW, e.outB, e.rankOut = nil, nil, nil, nil, 0
-	}
-	return nil
 }
 
 // hostNorm reads a LayerNorm's weight and bias (name.weight, name.bias).
@@ -312,15 +259,6 @@ func (m *Model) upload(x []float32) (kernels.Tensor, error) {
 	}
 	m.owned = append(m.owned, t)
 	return t, m.b.Upload(t, x)
-}
-
-// RankOutputs is the number of scores a rank model's head gives (its first
-// is the rank score); 0 for a model without pooling rank.
-func (m *Model) RankOutputs() int {
-	if m.enc == nil {
-		return 0
-	}
-	return m.enc.rankOut
 }
 
 // encForward is Forward for an encoder: every sequence is a whole input
@@ -544,66 +482,4 @@ func parallelRows(rows, cols int, fn func(r0, r1 int)) {
 		}(r0, min(rows, r0+per))
 	}
 	wg.Wait()
-}
-
-// Rank is the classification head of a rank model over one input's hidden
-// states (n rows of DModel, from Forward's Seq.Hidden): on the first
-// ([CLS]) row, tanh(cls·h + cls.bias) when the model has cls, then
-// cls.output·… + cls.output.bias when it has cls.output, as llama.cpp's
-// rank pooling; in float64 on the host. The first value is the rank
-// score. Errors: ErrUnsupported for a model without pooling rank;
-// ErrBatch for hidden that is not n×DModel or a result that is not finite.
-func (m *Model) Rank(hidden []float32, n int) ([]float32, error) {
-	if m.enc == nil || m.Pooling != PoolRank {
-		return nil, fmt.Errorf("%w: the model has no rank head", ErrUnsupported)
-	}
-	d := m.DModel
-	if n <= 0 || len(hidden) != n*d {
-		return nil, fmt.Errorf("%w: %d hidden values for %d tokens of %d", ErrBatch, len(hidden), n, d)
-	}
-	e := m.enc
-	cur := make([]float64, d)
-	for j, v := range hidden[:d] {
-		cur[j] = float64(v)
-	}
-	affine := func(w, b []float32, x []float64, outs int) []float64 {
-		y := make([]float64, outs)
-		for r := range outs {
-			var s float64
-			for j, wv := range w[r*len(x) : (r+1)*len(x)] {
-				s += float64(wv) * x[j]
-			}
-			if b != nil {
-				s += float64(b[r])
-			}
-			y[r] = s
-		}
-		return y
-	}
-	if e.clsW != nil {
-		cur = affine(e.clsW, e.clsB, cur, d)
-		for j, v := range cur {
-			cur[j] = math.Tanh(v)
-		}
-	}
-	if e.outW != nil {
-		cur = affine(e.outW, e.outB, cur, e.rankOut)
-	}
-	out := make([]float32, len(cur))
-	for j, v := range cur {
-		if out[j] = float32(v); math.IsNaN(v) || math.IsInf(float64(out[j]), 0) {
-			return nil, fmt.Errorf("%w: the rank head's output is not finite", ErrBatch)
-		}
-	}
-	return out, nil
-}
-
-// PoolHidden is the vector the engine returns for an input's hidden
-// states: the rank head's scores for a rank model (Rank), else the pooled,
-// L2-normalised embedding (Pool).
-func (m *Model) PoolHidden(hidden []float32, n int) ([]float32, error) {
-	if m.Pooling == PoolRank {
-		return m.Rank(hidden, n)
-	}
-	return Pool(m.Pooling, hidden, n, m.DModel)
 }

@@ -193,7 +193,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	c.Pooling = poolingOf(pool)
+	c.Pooling = decoderPooling(f, arch, pool)
 	if c.KVHeads, err = intKey(f, p+"attention.head_count_kv", c.Heads, false); err != nil {
 		return c, err
 	}

@@ -157,10 +157,9 @@
 // lora-check: 1.8e-6 on F32 weights) and the merged weights W + scale·B·A
 // (TestLoRAMatchesMergedWeights). CPU backend only.
 //
-// Benchmarks: go test -run XXX -bench 'Prefill|Decode' -benchtime 5x
-// ./engine/model — prefill and decode tokens/s at batch 1 and 16 for a 4-layer
 // Embeddings: Config.Pooling is {arch}.pooling_type as llama.cpp reads it
-// (1 mean, 2 CLS, 3 last; anything else PoolNone). A Seq with Hidden gets,
+// (1 mean, 2 CLS, 3 last; 4 rank for a decoder reranker, below; anything
+// else PoolNone). A Seq with Hidden gets,
 // instead of logits, every new token's hidden state after the output norm
 // (batch invariant as the logits are); Pool makes the L2-normalised vector
 // of them, as llama.cpp's embedding does.
@@ -189,6 +188,24 @@
 // file (cosine ≥ 0.9999), TestEncoderBatchInvariant bit equality alone and
 // batched.
 //
+// Decoder rerankers (rank.go): a qwen3 file with pooling_type 4 (rank)
+// and cls.output.weight, as llama.cpp's converter writes Qwen3-Reranker
+// (the lm_head rows of "yes" and "no"; one row per
+// {arch}.classifier.output_labels entry). Rank reads the last row's hidden
+// state after the output norm and gives the softmax of cls.output·h, as
+// llama.cpp's build_pooling does for qwen3; the first output, P("yes"), is
+// the score (RankProbability; an encoder's is the sigmoid of its logit).
+// Rank pooling on any other decoder, or on a qwen3 file without
+// cls.output, is PoolNone: llama.cpp reads the first token there, whose
+// state under causal attention does not depend on the pair. cls, cls.bias
+// or cls.output.bias beside a qwen3 head, or rows other than the labels',
+// are refused. The head runs on the host in float64 per input: a score is
+// batch invariant and the same whatever the prefill chunking
+// (TestDecoderRankBatchInvariant). TestLlamaCppEncoders checks the scores
+// against llama.cpp's ranking context (F32 2.4e-4, F16 6.3e-4 of the
+// probability's logit; Q8_0 1.5e-2) and a last-token-pooling qwen3 file
+// with add_eos_token (the tokens, EOS last, and the vector).
+//
 // T5 encoders (t5.go): "t5encoder" files and the encoder half of "t5"
 // files (dec.* unread), as llama.cpp's src/models/t5.cpp encoder graph:
 // token embedding; per layer RMSNorm (enc.blk.N.attn_norm, RMSEps), Q/K/V
@@ -206,6 +223,8 @@
 // against a float64 reference (cosine ≥ 0.9999); TestLlamaCppEncoders the
 // pooled vectors against llama.cpp's.
 //
+// Benchmarks: go test -run XXX -bench 'Prefill|Decode' -benchtime 5x
+// ./engine/model — prefill and decode tokens/s at batch 1 and 16 for a 4-layer
 // d=512 model (Q8_0, F32) and a ~100M model (Q8_0), and decode bandwidth
 // efficiency = weight bytes streamed per second ÷ copy() bandwidth measured in
 // the same run. make peer-quant compares logits per weight type with

@@ -45,7 +45,8 @@ type Model struct {
 	// a score scale other than 1/sqrt(HeadDim)).
 	windowed bool
 
-	enc *encoder // a BERT-family encoder's weights (bert.go); nil for a decoder
+	enc  *encoder  // a BERT-family encoder's weights (bert.go); nil for a decoder
+	head *rankHead // the rank head of a model with pooling rank (rank.go); nil otherwise
 
 	mu sync.Mutex // guards scratch and serialises Forward
 	sc scratch
@@ -211,6 +212,11 @@ func Load(b kernels.Backend, f *gguf.File) (*Model, error) {
 		m.Tied = true
 		m.output = m.embd
 		m.wbytes += int64(emb.Size)
+	}
+	if c.Pooling == PoolRank {
+		if m.head, err = loadRankHead(f, c); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return m, nil

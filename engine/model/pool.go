@@ -10,9 +10,10 @@ import (
 type Pooling int
 
 // The poolings. PoolNone: the model declares none and serves no
-// embeddings (llama.cpp's "unspecified", and "rank" in a decoder file: a
-// decoder reranker's head is not computed). PoolRank: an encoder's
-// classification head scores its input (Model.Rank).
+// embeddings (llama.cpp's "unspecified", and "rank" in a decoder file
+// other than a qwen3 with cls.output: see rankArchs). PoolRank: a
+// classification head scores the input (Model.Rank): an encoder's on its
+// [CLS] row, a qwen3 reranker's on its last row.
 const (
 	PoolNone Pooling = 0
 	PoolMean Pooling = 1

@@ -45,6 +45,11 @@
 // vocabulary (T5Vocab: <pad> 0, </s> 1, <unk> 2, ASCII pieces and words
 // with scores; add_eos_token) and attention.causal false.
 //
+// Decoder rerankers (Config.Rerank, qwen3): a random qwen3 with
+// pooling_type rank, classifier.output_labels ["yes", "no"], a two-row
+// cls.output.weight and tokenizer.chat_template.rerank (RerankTemplate), as
+// llama.cpp's converter writes Qwen3-Reranker.
+//
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token
 // absent from a request's own context proves a cross-request read. With V

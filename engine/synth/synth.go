@@ -57,6 +57,12 @@ type Config struct {
 	// Q4_K_M and Q5_K_M files do: output.weight, and attn_v and ffn_down of
 	// the layers llama.cpp gives more bits (use_more_bits), are Q6_K.
 	KQuantMix bool
+	// Rerank (qwen3 only) writes a decoder reranker as llama.cpp's
+	// converter writes Qwen3-Reranker: qwen3.pooling_type 4 (rank),
+	// qwen3.classifier.output_labels ["yes", "no"], cls.output.weight (two
+	// random rows, DModel wide, in DType: the lm_head rows of "yes" and
+	// "no") and tokenizer.chat_template.rerank (RerankTemplate).
+	Rerank bool `json:",omitempty"`
 	// Pre is tokenizer.ggml.pre, the pre-tokenizer llama.cpp applies:
 	// "gpt-2" (default), "smollm", "llama-bpe", "qwen2", …
 	Pre string
@@ -102,6 +108,9 @@ func (c *Config) fill() error {
 		}
 	default:
 		return fmt.Errorf("synth: architecture %q not supported (llama, qwen3, qwen3moe, mixtral, gemma3, phi3, granite)", c.Arch)
+	}
+	if c.Rerank && c.Arch != "qwen3" {
+		return fmt.Errorf("synth: a decoder reranker is a qwen3 file, not %s", c.Arch)
 	}
 	if c.Arch == "granite" && c.LogitScale == 0 {
 		c.LogitScale = 1
@@ -475,6 +484,12 @@ func Random(c Config) (*gguf.Writer, error) {
 	errs = append(errs, norm("output_norm.weight"))
 	if !c.Tied {
 		errs = append(errs, matrix("output.weight", c.Vocab, c.DModel))
+	}
+	if c.Rerank {
+		errs = append(errs, matrix("cls.output.weight", 2, c.DModel),
+			w.Set(arch+".pooling_type", uint32(4)),
+			w.Set(arch+".classifier.output_labels", []string{"yes", "no"}),
+			w.Set("tokenizer.chat_template.rerank", RerankTemplate))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -21,6 +21,14 @@ const (
 // model (tokenizer.chat_template).
 const ChatTemplate = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
+// RerankTemplate is the rerank prompt llama.cpp's converter writes into a
+// Qwen3-Reranker file (tokenizer.chat_template.rerank; {query} and
+// {document} are replaced by the pair's texts), written into a synthetic
+// reranker (Config.Rerank).
+const RerankTemplate = "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n" +
+	"<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n" +
+	"<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
 // Vocab returns a gpt2-style byte-level BPE vocabulary of n tokens (n ≥ 259):
 // token b < 256 is byte b in GPT-2's byte-to-unicode form, then Specials, then
 // merged tokens, each produced by the merge on the same line of merges. The

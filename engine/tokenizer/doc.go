@@ -54,8 +54,8 @@
 // recognised. A rendered chat prompt is tokenized with EncodeTemplated:
 // control tokens are recognised only inside the byte ranges that the chat
 // template wrote itself (chat.Prompt.Literal), so message content can never
-// yield one, not even across the edge of a range. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags and the chat
-// template (tokenizer.chat_template) are exposed as fields. Fill-in-the-middle
+// yield one, not even across the edge of a range. BOS/EOS/EOT/UNK/PAD ids, the add_bos/add_eos flags, the chat
+// template (tokenizer.chat_template) and a reranker's prompt (tokenizer.chat_template.rerank) are exposed as fields. Fill-in-the-middle
 // ids (FIMPre/FIMSuf/FIMMid) come from tokenizer.ggml.fim_{pre,suf,mid}_token_id,
 // the older prefix/suffix/middle keys, or the named tokens llama.cpp looks up
 // (<|fim_prefix|>, <fim_prefix>, <｜fim▁begin｜>, ▁<PRE>, ...); EncodeInfill

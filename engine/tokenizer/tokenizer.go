@@ -51,6 +51,10 @@ type Tokenizer struct {
 	AddSpacePrefix bool
 	// ChatTemplate is tokenizer.chat_template, "" if absent.
 	ChatTemplate string
+	// RerankTemplate is tokenizer.chat_template.rerank, "" if absent: a
+	// decoder reranker's prompt (Qwen3-Reranker), its {query} and
+	// {document} replaced by a pair's texts, as llama.cpp's server forms it.
+	RerankTemplate string
 
 	tokens []string
 	types  []int32
@@ -119,6 +123,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	}
 	t.Pre, _ = f.String("tokenizer.ggml.pre")
 	t.ChatTemplate, _ = f.String("tokenizer.chat_template")
+	t.RerankTemplate, _ = f.String("tokenizer.chat_template.rerank")
 	switch t.Model {
 	case "gpt2", "gemma4":
 		if t.Model == "gpt2" {

@@ -138,6 +138,10 @@ type Options struct {
 	// Encoder, when set, serves that synthetic BERT-family encoder
 	// (synth.Bert) instead of the context bag; its Context is the model's.
 	Encoder *synth.BertConfig
+	// Decoder, when set, serves that synthetic decoder (synth.Random; a
+	// qwen3 reranker with Rerank) instead of the context bag; its Context
+	// is the model's.
+	Decoder *synth.Config
 }
 
 // Split configures the prefill node of a split platform and the defences of
@@ -284,6 +288,9 @@ func Start(t testing.TB, o Options) (*Platform, error) {
 	if o.Encoder != nil {
 		modelContext = o.Encoder.Context
 	}
+	if o.Decoder != nil {
+		modelContext = o.Decoder.Context
+	}
 	if modelContext == 0 {
 		modelContext = 4096
 	}
@@ -338,6 +345,9 @@ func contextBag(o Options) ([]byte, error) {
 	w, err := synth.ContextBag(synth.BagConfig{Context: o.Context, GapTokens: o.Context, FIM: o.FIM, Pooling: o.Pooling})
 	if o.Encoder != nil {
 		w, err = synth.Bert(*o.Encoder)
+	}
+	if o.Decoder != nil {
+		w, err = synth.Random(*o.Decoder)
 	}
 	if err != nil {
 		return nil, err
