@@ -57,16 +57,16 @@ type structTag struct {
 // refused, every bound checked. Errors: ErrBadGrammar (a bad shape, named),
 // ErrUnsupportedGrammar (a format type or content type not taken, named).
 func parseStructTag(src string) (*structTag, error) {
-	top, err := objectOf([]byte(src), "the structural tag", "type", "structures", "triggers", "format")
+	top, err := objectOf([]byte(src), "structural_tag", "type", "structures", "triggers", "format")
 	if err != nil {
 		return nil, err
 	}
 	var typ string
-	if err := stringOf(top, "type", "the structural tag", &typ, true); err != nil {
+	if err := stringOf(top, "type", "structural_tag", &typ, true); err != nil {
 		return nil, err
 	}
 	if typ != "structural_tag" {
-		return nil, ErrBadGrammar.Withf("the structural tag's type must be \"structural_tag\"")
+		return nil, ErrBadGrammar.Withf("structural_tag.type must be \"structural_tag\"")
 	}
 	st := &structTag{}
 	if f, ok := top["format"]; ok {
@@ -81,7 +81,7 @@ func parseStructTag(src string) (*structTag, error) {
 		}
 	} else {
 		var structures []json.RawMessage
-		if err := listOf(top, "structures", "the structural tag", &structures); err != nil {
+		if err := listOf(top, "structures", "structural_tag", &structures); err != nil {
 			return nil, err
 		}
 		for i, raw := range structures {
@@ -104,7 +104,7 @@ func parseStructTag(src string) (*structTag, error) {
 			t.schema = s
 			st.tags = append(st.tags, t)
 		}
-		if err := st.readTriggers(top, "the structural tag"); err != nil {
+		if err := st.readTriggers(top, "structural_tag"); err != nil {
 			return nil, err
 		}
 	}

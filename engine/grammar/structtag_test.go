@@ -429,3 +429,60 @@ func FuzzStructuralTag(f *testing.F) {
 		}
 	})
 }
+
+// benchVocab: 32k tokens, each ending with the first byte of "<function=".
+func benchVocab() [][]byte {
+	var pieces [][]byte
+	for i := range 32000 {
+		pieces = append(pieces, []byte("w"+itoa(i)+"x<"))
+	}
+	return pieces
+}
+
+// BenchmarkStructuralTagFreeStep: one free-text step of a structural tag
+// (Allowed, then Accept of a token that does not trigger) over a 32k-token
+// vocabulary, its masks warm (as after a request's first steps), beside
+// the lazy grammar's (BenchmarkLazyFreeStep).
+func BenchmarkStructuralTagFreeStep(b *testing.B) {
+	v := grammar.NewVocab(benchVocab(), nil)
+	g, err := grammar.FromText(grammar.StructuralTag, tagCases[0].src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := grammar.NewMatcher(g, v)
+	for b.Loop() {
+		if _, err := m.Allowed(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Accept(7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStructuralTagFirstMask: compiling a structural tag and its
+// first two masks (the start and the state after a partial trigger) on a
+// fresh 32k-token Vocab: the walks of the whole vocabulary a new grammar
+// pays once.
+func BenchmarkStructuralTagFirstMask(b *testing.B) {
+	pieces := benchVocab()
+	for b.Loop() {
+		b.StopTimer()
+		v := grammar.NewVocab(pieces, nil)
+		b.StartTimer()
+		g, err := grammar.FromText(grammar.StructuralTag, tagCases[0].src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := grammar.NewMatcher(g, v)
+		if _, err := m.Allowed(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Accept(7); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Allowed(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
