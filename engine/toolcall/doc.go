@@ -35,9 +35,10 @@
 //	          engine may stop on unwritten). Every other message (analysis,
 //	          final, a builtin tool's recipient) is not a call and goes on, as
 //	          written, to the channel parser (service's harmony stream), which
-//	          the API runs after this one for this format. A call cannot be
-//	          forced (no Frame): its markers are control tokens that a
-//	          grammar's free phase would have to let through.
+//	          the API runs after this one for this format. Its Frame is the
+//	          message as the model writes it (the markers spelled as text);
+//	          its triggers would open on every message, so the API refuses
+//	          strict tools under "auto" for it.
 //
 // Cases ported from llama.cpp's tests/test-chat.cpp (parsing expectations
 // only, no code) are in toolcall_test.go.

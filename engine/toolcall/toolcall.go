@@ -694,6 +694,8 @@ func Frame(f Format, template, name string) (prefix, suffix string, ok bool) {
 		return "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"" + name + "\", \"parameters\": ", "}]<|END_ACTION|>", true
 	case DeepSeekR1:
 		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n```json\n", "\n```" + dsCallEnd + dsCallsEnd, true
+	case Harmony:
+		return hChannel + "commentary to=functions." + name + " " + hConstrain + "json" + hMessage, hCall, true
 	}
 	return "", "", false
 }

@@ -276,7 +276,7 @@ func FuzzParse(f *testing.F) {
 // TestFrame: a frame filled with an arguments object parses back as that
 // call, in every format (the contract constrained decoding relies on).
 func TestFrame(t *testing.T) {
-	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1} {
+	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1, Harmony} {
 		for _, tpl := range []string{"", "[ARGS]"} {
 			pre, suf, ok := Frame(f, tpl, "get_weather")
 			if !ok {
