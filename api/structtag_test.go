@@ -96,10 +96,12 @@ func TestStructuralTagHTTP(t *testing.T) {
 	for _, tc := range []struct {
 		name, extra string
 		stop        bool // stop_after_first: one tag, then the end
+		compact     bool // disable_any_whitespace: no whitespace in a tag
 	}{
-		{"response_format legacy", `,"response_format":` + tagLegacy, false},
-		{"response_format format", `,"response_format":` + tagFormat, true},
-		{"structured_outputs", `,"structured_outputs":{"structural_tag":` + js(tagLegacy) + `}`, false},
+		{"response_format legacy", `,"response_format":` + tagLegacy, false, false},
+		{"response_format format", `,"response_format":` + tagFormat, true, false},
+		{"structured_outputs", `,"structured_outputs":{"structural_tag":` + js(tagLegacy) + `}`, false, false},
+		{"structured_outputs compact", `,"structured_outputs":{"structural_tag":` + js(tagFormat) + `,"disable_any_whitespace":true}`, true, true},
 	} {
 		for seed := range 3 {
 			code, b := chat(`,"seed":` + strconv.Itoa(seed+1) + tc.extra)
@@ -114,6 +116,9 @@ func TestStructuralTagHTTP(t *testing.T) {
 			}
 			text, fin := v.Choices[0].Message.Content, v.Choices[0].FinishReason
 			n := checkTags(t, text)
+			if tc.compact && strings.ContainsAny(text, " \t\r\n") {
+				t.Fatalf("%s: %q has whitespace in its tag", tc.name, text)
+			}
 			if tc.stop && (fin != "stop" || n != 1 || !strings.HasSuffix(text, "</function>")) {
 				t.Fatalf("%s: %q finished %s, want one tag and stop", tc.name, text, fin)
 			}

@@ -300,7 +300,8 @@
 // may end free text, complete the trigger and begin the JSON, or end a tag
 // and go on with free text, each mask exact (TestStructuralTagMaskMatchesBruteForce
 // against a reference recognizer written from the definition); a structural
-// tag stands after a reasoning marker (After) as any grammar. Free text
+// tag stands after a reasoning marker (After) as any grammar, and its
+// values take a whitespace policy (StructuralTagWith). Free text
 // takes every token with text, and no control token but the end of
 // generation (as XGrammar). A tag belongs to the trigger the scanner sees
 // complete first in its begin, which must complete exactly at that

@@ -357,12 +357,23 @@ func (p tagPart) emit(b *builder) (int, error) {
 }
 
 // fromStructTag compiles a structural tag object (FromText).
-func fromStructTag(src string) (*Grammar, error) {
+func fromStructTag(src string) (*Grammar, error) { return StructuralTagWith(src, Indent) }
+
+// StructuralTagWith is FromText(StructuralTag, src) with the whitespace
+// policy ws between the JSON tokens of its tags' values. Errors: as
+// FromText.
+func StructuralTagWith(src string, ws Whitespace) (*Grammar, error) {
+	if len(src) > MaxTextBytes {
+		return nil, ErrBadGrammar.Withf("a %s grammar of more than %d bytes", StructuralTag, MaxTextBytes)
+	}
+	if !utf8.ValidString(src) {
+		return nil, ErrBadGrammar.Withf("a %s grammar that is not UTF-8", StructuralTag)
+	}
 	st, err := parseStructTag(src)
 	if err != nil {
 		return nil, err
 	}
-	return Compile(tagPart{st})
+	return CompileWith(tagPart{st}, ws)
 }
 
 // objectOf reads raw as a JSON object whose keys are all in keys.

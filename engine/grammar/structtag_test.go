@@ -361,6 +361,29 @@ func TestStructuralTagProperties(t *testing.T) {
 	})
 }
 
+// TestStructuralTagWhitespace: the whitespace policy holds between the
+// JSON tokens of a tag's value (compact: none), through the cache too.
+func TestStructuralTagWhitespace(t *testing.T) {
+	spaced := []byte(`x<function=get_time>{ "tz": "utc" }</function>`)
+	tight := []byte(`x<function=get_time>{"tz":"utc"}</function> y`)
+	c := grammar.NewCache(1 << 20)
+	for _, ws := range []grammar.Whitespace{grammar.Indent, grammar.Compact} {
+		direct, err := grammar.StructuralTagWith(tagCases[0].src, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached, err := c.StructuralTagWith("o", tagCases[0].src, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*grammar.Grammar{direct, cached} {
+			if !g.Match(tight) || g.Match(spaced) != (ws == grammar.Indent) {
+				t.Fatalf("%v: tight %v, spaced %v", ws, g.Match(tight), g.Match(spaced))
+			}
+		}
+	}
+}
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestStructuralTagRefusals(t *testing.T) {
