@@ -19,7 +19,8 @@ import (
 // response_format (service.SchemaGrammar, the same subset and refusals);
 // regex is a regular expression the whole output matches, grammar a GBNF
 // grammar when it defines a rule with ::= and else a Lark one (as vLLM
-// tells them apart), ebnf a GBNF one (textgrammar.go). None of vLLM's
+// tells them apart), ebnf a GBNF one, structural_tag XGrammar's structural
+// tag object as JSON text (textgrammar.go). None of vLLM's
 // knobs of its own backends is taken; disable_any_whitespace picks the
 // JSON whitespace policy (textgrammar.go).
 var structuredFields = map[string]field{
@@ -28,7 +29,7 @@ var structuredFields = map[string]field{
 	"json_object":                   {rule: refused, neutral: []string{`false`}, note: "use response_format json_object"},
 	"regex":                         {rule: implemented, note: "the whole output matches it (ECMAScript syntax; backreferences and lookaround refused)"},
 	"grammar":                       {rule: implemented, note: "GBNF (llama.cpp) if it has ::=, else Lark (OpenAI's subset); at most 64 KiB"},
-	"structural_tag":                {rule: refused, note: "not implemented (tags that open constrained regions inside free text)"},
+	"structural_tag":                {rule: implemented, note: "XGrammar's structural tag object as JSON text: free text, triggers opening tags whose JSON a schema constrains"},
 	"disable_any_whitespace":        {rule: implemented, note: "true: compact JSON; false: whitespace allowed even under a strict json_schema"},
 	"disable_additional_properties": {rule: refused, neutral: []string{`false`}, note: "additionalProperties is the schema's to say"},
 	"whitespace_pattern":            {rule: refused, note: "whitespace policies only: disable_any_whitespace"},
@@ -90,13 +91,14 @@ func (s *Structured) constraint() (service.Constraint, error) {
 		}
 		texts = appendText(texts, "structured_outputs.regex", grammar.Regex, so.Regex)
 		texts = appendText(texts, "structured_outputs.grammar", "", so.Grammar)
+		texts = appendText(texts, "structured_outputs.structural_tag", grammar.StructuralTag, so.StructuralTag)
 	}
 	asked += len(texts)
 	switch {
 	case asked == 0:
 		return service.Constraint{}, nil
 	case asked > 1:
-		return service.Constraint{}, ErrBadField.Withf("one structured output constraint at a time (choice, json, regex or grammar)")
+		return service.Constraint{}, ErrBadField.Withf("one structured output constraint at a time (choice, json, regex, grammar or structural_tag)")
 	case choice != nil:
 		return checkChoice(choice)
 	case len(texts) == 1:

@@ -246,7 +246,8 @@
 //
 // Generate is server-streaming: token chunks, then one Final with finish
 // reason and usage; logit_bias and response_format as over HTTP, the schema as
-// JSON text; tools on chat prompts. LedgerRange streams rows with the exact
+// JSON text (and type structural_tag, its object as JSON text in
+// structural_tag); tools on chat prompts. LedgerRange streams rows with the exact
 // hashed payload bytes: the operator's by global seq with hashes, a
 // tenant's its tenant log by position (the leaves its tenant proofs cover;
 // service.Compliance.ScanTenantLog); Export streams a signed export (verify with

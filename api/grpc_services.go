@@ -103,6 +103,32 @@ func grpcResponseFormat(rf *inferencev1.ResponseFormat) ([]byte, error) {
 	return ResponseFormat(raw)
 }
 
+// grpcConstraint is the constraint of a gRPC ResponseFormat: a schema
+// (grpcResponseFormat), or a structural tag (type structural_tag, the
+// object in structural_tag, read as HTTP's response_format of that type).
+// Errors: as ResponseFormat; ErrBadField for structural_tag beside
+// another type, or a structural tag that is no JSON object of that type.
+func grpcConstraint(rf *inferencev1.ResponseFormat) (service.Constraint, error) {
+	if rf.GetType() != "structural_tag" {
+		if rf.GetStructuralTag() != "" {
+			return service.Constraint{}, ErrBadField.Withf("response_format.structural_tag is only for type structural_tag")
+		}
+		schema, err := grpcResponseFormat(rf)
+		return service.Constraint{Schema: schema, Whitespace: grpcWhitespace(rf)}, err
+	}
+	if rf.GetJsonSchema() != nil {
+		return service.Constraint{}, ErrBadField.Withf("response_format.json_schema is only for type json_schema")
+	}
+	tag, err := structuralTagFormat(json.RawMessage(rf.GetStructuralTag()))
+	if err != nil {
+		return service.Constraint{}, err
+	}
+	if tag == "" {
+		return service.Constraint{}, ErrBadField.Withf(`response_format.structural_tag must be a JSON object of type "structural_tag"`)
+	}
+	return service.Constraint{Syntax: grammar.StructuralTag, Grammar: tag}, nil
+}
+
 // grpcDecided sends the id of the decision that refused a request before
 // its prompt was tokenized (textFor) in the stream's header, where
 // Generate's sink sends it.
@@ -139,14 +165,14 @@ func (s *Server) grpcInference(ctx context.Context, req *inferencev1.GenerateReq
 	if err := s.checkN(c); err != nil {
 		return inference{}, err
 	}
-	schema, err := grpcResponseFormat(req.GetResponseFormat())
+	constraint, err := grpcConstraint(req.GetResponseFormat())
 	if err != nil {
 		return inference{}, err
 	}
 	if top := req.GetTopLogprobs(); top < 0 || top > 20 {
 		return inference{}, ErrBadField.Withf("top_logprobs must be in [0, 20]")
 	}
-	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: service.Constraint{Schema: schema, Whitespace: grpcWhitespace(req.GetResponseFormat())}}
+	in := inference{common: c, logprobs: req.GetLogprobs() || req.GetTopLogprobs() > 0, topLogprobs: int(req.GetTopLogprobs()), constraint: constraint}
 	if _, isChat := req.GetPrompt().(*inferencev1.GenerateRequest_Chat); !isChat && (len(req.GetTools()) > 0 || req.GetToolChoice() != "" || req.ParallelToolCalls != nil) {
 		return inference{}, ErrBadField.Withf("tools, tool_choice and parallel_tool_calls need a chat prompt")
 	}

@@ -268,8 +268,11 @@ type ChatRequest struct {
 // Fields of response_format and of its json_schema object: anything else
 // is refused, like an unknown request field.
 var (
-	responseFormatFields = map[string]field{"type": {rule: implemented}, "json_schema": {rule: implemented}}
-	jsonSchemaFields     = map[string]field{"name": {rule: implemented}, "description": {rule: ignored},
+	responseFormatFields = map[string]field{"type": {rule: implemented}, "json_schema": {rule: implemented},
+		"structures": {rule: implemented, note: "type structural_tag (chat): tags, each begin, schema and end"},
+		"triggers":   {rule: implemented, note: "type structural_tag (chat): texts that open a tag"},
+		"format":     {rule: implemented, note: "type structural_tag (chat): XGrammar's triggered_tags"}}
+	jsonSchemaFields = map[string]field{"name": {rule: implemented}, "description": {rule: ignored},
 		"schema": {rule: implemented}, "strict": {rule: implemented}}
 	schemaName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
@@ -285,6 +288,12 @@ func ResponseFormat(raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	if tag, err := structuralTagFormat(raw); err != nil || tag != "" {
+		if err == nil {
+			err = ErrUnsupported.Withf("response_format.type \"structural_tag\" here (chat completions take it)")
+		}
+		return nil, err
+	}
 	if err := checkFields(raw, responseFormatFields, "response_format."); err != nil {
 		return nil, err
 	}
@@ -294,6 +303,13 @@ func ResponseFormat(raw json.RawMessage) ([]byte, error) {
 	}
 	if err := json.Unmarshal(raw, &rf); err != nil || rf.Type == nil {
 		return nil, ErrBadField.Withf("response_format must be an object with a type")
+	}
+	var tagKeys map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &tagKeys)
+	for _, k := range []string{"structures", "triggers", "format"} {
+		if _, ok := tagKeys[k]; ok {
+			return nil, ErrBadField.Withf("response_format.%s is only for type structural_tag", k)
+		}
 	}
 	if *rf.Type != "json_schema" && len(rf.JSONSchema) > 0 && string(rf.JSONSchema) != "null" {
 		return nil, ErrBadField.Withf("response_format.json_schema is only for type json_schema")
@@ -305,7 +321,7 @@ func ResponseFormat(raw json.RawMessage) ([]byte, error) {
 		return service.JSONObjectSchema, nil
 	case "json_schema":
 	default:
-		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema)", *rf.Type)
+		return nil, ErrUnsupported.Withf("response_format.type %q (text, json_object or json_schema; structural_tag on chat completions)", *rf.Type)
 	}
 	if len(rf.JSONSchema) == 0 || string(rf.JSONSchema) == "null" {
 		return nil, ErrBadField.Withf("response_format.json_schema is required for type json_schema")
@@ -448,16 +464,25 @@ func DecodeChat(r io.Reader, limit int64) (*ChatRequest, error) {
 	if _, err := req.toolUse(); err != nil {
 		return nil, err
 	}
-	schema, err := ResponseFormat(req.ResponseFormat)
+	tag, err := structuralTagFormat(req.ResponseFormat)
 	if err != nil {
 		return nil, err
+	}
+	var schema []byte
+	if tag == "" {
+		if schema, err = ResponseFormat(req.ResponseFormat); err != nil {
+			return nil, err
+		}
 	}
 	sc, err := req.Structured.constraint()
 	if err != nil {
 		return nil, err
 	}
+	if tag != "" {
+		req.Syntax, req.Grammar = grammar.StructuralTag, tag
+	}
 	if !sc.IsZero() {
-		if schema != nil {
+		if schema != nil || tag != "" {
 			return nil, ErrBadField.Withf("response_format and structured_outputs (guided_*) are exclusive")
 		}
 		schema, req.Choice = sc.Schema, sc.Choice

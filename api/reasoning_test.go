@@ -102,28 +102,39 @@ func TestReasoningContent(t *testing.T) {
 	tests := []struct {
 		name, template, text string
 		reasoning, content   string
-		tools                bool
+		tools                toolcall.Format // None: no tools
 		calls                int
 	}{
-		{"qwen3", qwen3Template, "<think>\nAdd them.\n</think>\n\nIt is 4.", "\nAdd them.\n", "\n\nIt is 4.", false, 0},
-		{"qwen3 without thinking", qwen3Template, "It is 4.", "", "It is 4.", false, 0},
-		{"qwen3 under a grammar (no <think>)", qwen3Template, "{\"a\": 4}", "", "{\"a\": 4}", false, 0},
-		{"thinking off", offTemplate, "It is 4.", "", "It is 4.", false, 0},
-		{"r1 opened by the prompt", r1Template, "Add them.</think>It is 4.", "Add them.", "It is 4.", false, 0},
-		{"gpt-oss channels", harmonyTemplate, "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.", "Add them.", "It is 4.", false, 0},
-		{"gpt-oss final only", harmonyTemplate, "<|channel|>final<|message|>It is 4.", "", "It is 4.", false, 0},
-		{"gpt-oss cut off in analysis", harmonyTemplate, "<|channel|>analysis<|message|>Add the", "Add the", "", false, 0},
-		{"cut off while thinking", qwen3Template, "<think>Add the", "Add the", "", false, 0},
+		{"qwen3", qwen3Template, "<think>\nAdd them.\n</think>\n\nIt is 4.", "\nAdd them.\n", "\n\nIt is 4.", toolcall.None, 0},
+		{"qwen3 without thinking", qwen3Template, "It is 4.", "", "It is 4.", toolcall.None, 0},
+		{"qwen3 under a grammar (no <think>)", qwen3Template, "{\"a\": 4}", "", "{\"a\": 4}", toolcall.None, 0},
+		{"thinking off", offTemplate, "It is 4.", "", "It is 4.", toolcall.None, 0},
+		{"r1 opened by the prompt", r1Template, "Add them.</think>It is 4.", "Add them.", "It is 4.", toolcall.None, 0},
+		{"gpt-oss channels", harmonyTemplate, "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.", "Add them.", "It is 4.", toolcall.None, 0},
+		{"gpt-oss final only", harmonyTemplate, "<|channel|>final<|message|>It is 4.", "", "It is 4.", toolcall.None, 0},
+		{"gpt-oss cut off in analysis", harmonyTemplate, "<|channel|>analysis<|message|>Add the", "Add the", "", toolcall.None, 0},
+		{"cut off while thinking", qwen3Template, "<think>Add the", "Add the", "", toolcall.None, 0},
 		{"call after reasoning", qwen3Template, "<think>Use the tool.</think>\n<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 2}}</tool_call>",
-			"Use the tool.", "\n", true, 1},
+			"Use the tool.", "\n", toolcall.Hermes, 1},
+		// gpt-oss: a message to functions.N is a call (its header names
+		// it), read before the channels are split; ended by <|call|>, or
+		// by the end of generation where <|call|> stopped it unwritten.
+		{"gpt-oss call after analysis", harmonyTemplate, "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{\"a\": 2}<|call|>",
+			"Use the tool.", "", toolcall.Harmony, 1},
+		{"gpt-oss call, template's header order, end token unwritten", harmonyTemplate, "<|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 2}",
+			"", "", toolcall.Harmony, 1},
+		{"gpt-oss answer with tools offered", harmonyTemplate, "<|channel|>analysis<|message|>No tool.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.<|return|>",
+			"No tool.", "It is 4.", toolcall.Harmony, 0},
+		{"gpt-oss call of an unknown function is content", harmonyTemplate, "<|channel|>commentary to=functions.rm<|message|>{}<|call|>",
+			"", "{}", toolcall.Harmony, 0},
 	}
 	for _, tt := range tests {
 		s, tok := thinkServer(t, tt.template)
 		var use func() *service.ToolUse
 		use = func() *service.ToolUse { return nil }
-		if tt.tools {
+		if tt.tools != toolcall.None {
 			use = func() *service.ToolUse {
-				return &service.ToolUse{Format: toolcall.Hermes, Names: []string{"add"}, Parallel: true}
+				return &service.ToolUse{Format: tt.tools, Names: []string{"add"}, Parallel: true}
 			}
 		}
 		t.Run(tt.name+"/stream", func(t *testing.T) {
@@ -177,11 +188,15 @@ func TestReasoningContent(t *testing.T) {
 			s.fullResponse(rec, "req-think", in, []*collector{c}, genResult{Finish: engine.FinishStop, Finishes: []engine.FinishReason{engine.FinishStop}})
 			var out struct {
 				Choices []struct {
-					Message map[string]json.RawMessage `json:"message"`
+					Message      map[string]json.RawMessage `json:"message"`
+					FinishReason string                     `json:"finish_reason"`
 				} `json:"choices"`
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || len(out.Choices) != 1 {
 				t.Fatalf("body %s: %v", rec.Body.String(), err)
+			}
+			if want := map[bool]string{true: "tool_calls", false: "stop"}[tt.calls > 0]; out.Choices[0].FinishReason != want {
+				t.Fatalf("got finish_reason %q, want %q", out.Choices[0].FinishReason, want)
 			}
 			m := out.Choices[0].Message
 			var reasoning, content string

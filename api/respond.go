@@ -14,6 +14,7 @@ import (
 	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/engine/tokenizer"
+	"github.com/cloison/cloison/engine/toolcall"
 	"github.com/cloison/cloison/service"
 )
 
@@ -195,16 +196,29 @@ func (c *collector) add(tok engine.Token) (string, []ToolCallOut) {
 // split runs text through reasoning parsing (its reasoning to c.thought),
 // then tool parsing, and returns the content and calls released (end: the
 // generation is over).
+//
+// A harmony model's calls are messages of their own, named in a header
+// the channel parser drops: there tool parsing reads the text first and
+// the channel parser what is left.
 func (c *collector) split(text string, end bool) (string, []ToolCallOut) {
+	var calls []ToolCallOut
+	tools := func() {
+		if c.tools != nil {
+			var got []service.ToolCall
+			text, got = c.tools.Feed(text, end)
+			calls = toolCallsOut(got)
+		}
+	}
+	harmony := c.in.tools != nil && c.in.tools.Format == toolcall.Harmony
+	if harmony {
+		tools()
+	}
 	if c.reason != nil {
 		c.thought, text = c.reason.Feed(text, end)
 		c.reasoning.WriteString(c.thought)
 	}
-	var calls []ToolCallOut
-	if c.tools != nil {
-		var got []service.ToolCall
-		text, got = c.tools.Feed(text, end)
-		calls = toolCallsOut(got)
+	if !harmony {
+		tools()
 	}
 	c.content.WriteString(text)
 	return text, calls

@@ -18,6 +18,7 @@ type structuredOutputs struct {
 	JSON                 json.RawMessage `json:"json"`
 	Regex                *string         `json:"regex"`
 	Grammar              *string         `json:"grammar"`
+	StructuralTag        *string         `json:"structural_tag"`
 	DisableAnyWhitespace *bool           `json:"disable_any_whitespace"`
 }
 
@@ -28,7 +29,7 @@ func (s *Structured) outputs() (structuredOutputs, error) {
 		return so, nil
 	}
 	if err := json.Unmarshal(s.StructuredOutputs, &so); err != nil {
-		return so, ErrBadField.Withf("structured_outputs must be an object (choice: a list of strings, json: a schema, regex and grammar: strings, disable_any_whitespace: a boolean)")
+		return so, ErrBadField.Withf("structured_outputs must be an object (choice: a list of strings, json: a schema, regex, grammar and structural_tag: strings, disable_any_whitespace: a boolean)")
 	}
 	return so, nil
 }
@@ -106,4 +107,25 @@ func grpcWhitespace(rf *inferencev1.ResponseFormat) grammar.Whitespace {
 		return grammar.Compact
 	}
 	return grammar.Indent
+}
+
+// structuralTagFormat returns a response_format of type structural_tag
+// (vLLM's and SGLang's: XGrammar's structural tag object, the whole
+// value) as the text grammar.FromText reads, "" for any other type. The
+// object is read and checked when compiled, after admission, as every
+// grammar written as text. Errors: ErrBadField (not an object, too long).
+func structuralTagFormat(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var rf struct {
+		Type *string `json:"type"`
+	}
+	if json.Unmarshal(raw, &rf) != nil || rf.Type == nil || *rf.Type != "structural_tag" {
+		return "", nil // ResponseFormat says what is wrong with it
+	}
+	if len(raw) > grammar.MaxTextBytes {
+		return "", ErrBadField.Withf("response_format: a structural tag of at most %d bytes", grammar.MaxTextBytes)
+	}
+	return string(raw), nil
 }

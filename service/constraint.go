@@ -31,8 +31,9 @@ type Constraint struct {
 	// (grammar.MaxTextBytes).
 	Syntax  grammar.Syntax
 	Grammar string
-	// Whitespace is what Schema's grammar allows between JSON tokens
-	// (grammar.Whitespace; the zero value: Indent).
+	// Whitespace is what Schema's grammar (and a structural tag's JSON)
+	// allows between JSON tokens (grammar.Whitespace; the zero value:
+	// Indent).
 	Whitespace grammar.Whitespace
 	// After is the marker that ends a reasoning model's reasoning where the
 	// prompt opened it ("</think>"): the output is free text up to it, the
@@ -78,6 +79,8 @@ func (s *Requests) compileOutput(t cloison.TenantID, c Constraint) (*grammar.Gra
 			parts[i] = grammar.Literal(v)
 		}
 		return grammar.Compile(grammar.Choice(parts...))
+	case c.Syntax == grammar.StructuralTag:
+		return s.grammars.StructuralTagWith(string(t), c.Grammar, c.Whitespace)
 	case c.Syntax != "":
 		return s.grammars.FromText(string(t), c.Syntax, c.Grammar)
 	}

@@ -15,7 +15,10 @@ import "strings"
 // stray <|message|> inside a message. An output
 // that does not begin with a header (after whitespace) is all content, and
 // so is the rest of one whose header runs past maxHeader bytes without
-// <|message|>: text is never dropped that was not a header.
+// <|message|>: text is never dropped that was not a header. With tools,
+// the messages addressed to a function (to=functions.N) are calls, taken
+// out of the text by the tool-call parser (toolcall.Harmony) before it
+// reaches this stream; without tools such a message is content.
 
 const (
 	hStart     = "<|start|>"

@@ -33,7 +33,9 @@ import (
 // grammar.CompileLazy): one or more calls (one unless Parallel) of offered
 // functions, a strict function's arguments matching its schema, any
 // other's any JSON object. Without a strict tool "auto" constrains
-// nothing. A request constrained this way cannot also ask for a
+// nothing (and gpt-oss's harmony format refuses strict tools under "auto":
+// every harmony message opens with the markers a trigger would need). A
+// request constrained this way cannot also ask for a
 // response_format (RequestGrammar). Without Parallel only the first call
 // is returned.
 //
@@ -81,6 +83,12 @@ func (m Model) ToolFormat(use *ToolUse) error {
 	}
 	if !use.Constrained() {
 		return nil
+	}
+	if use.Format == toolcall.Harmony && use.Force == "" {
+		// A lazy grammar triggers where a call can open: in harmony every
+		// message opens with the same header markers, so it would take the
+		// model's analysis and answer for calls.
+		return ErrUnsupported.Withf("strict tools under tool_choice \"auto\": gpt-oss's harmony calls cannot be enforced without forcing one (use \"required\" or a named function, or strict false)")
 	}
 	names := use.Names
 	if use.Force != "" && use.Force != "required" {

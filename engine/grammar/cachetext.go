@@ -20,3 +20,13 @@ func (c *Cache) FromText(owner string, syntax Syntax, src string) (*Grammar, err
 	key := sha256.Sum256([]byte("\x00text:" + string(syntax) + "\x00" + src))
 	return c.get(owner, key, func() (*Grammar, error) { return FromText(syntax, src) })
 }
+
+// StructuralTagWith is StructuralTagWith through owner's entries of the
+// cache. Errors: as FromText.
+func (c *Cache) StructuralTagWith(owner string, src string, ws Whitespace) (*Grammar, error) {
+	if ws == Indent {
+		return c.FromText(owner, StructuralTag, src)
+	}
+	key := sha256.Sum256([]byte("\x00tagws:" + ws.String() + "\x00" + src))
+	return c.get(owner, key, func() (*Grammar, error) { return StructuralTagWith(src, ws) })
+}

@@ -75,6 +75,8 @@ func FromText(syntax Syntax, src string) (*Grammar, error) {
 		defs, err = parseGBNF(src)
 	case Lark:
 		defs, err = parseLark(src)
+	case StructuralTag:
+		return fromStructTag(src)
 	default:
 		return nil, ErrBadGrammar.Withf("unknown grammar syntax %q", string(syntax))
 	}

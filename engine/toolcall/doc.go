@@ -25,6 +25,20 @@
 //	DeepSeekR1 <｜tool▁calls▁begin｜> then, per call,
 //	          <｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}```<｜tool▁call▁end｜>,
 //	          then <｜tool▁calls▁end｜>.
+//	Harmony   gpt-oss: a harmony message whose header names the recipient
+//	          functions.N, before or after its channel
+//	          (<|channel|>commentary to=functions.N <|constrain|>json<|message|>
+//	          as the model writes it, <|start|>assistant to=functions.N
+//	          <|channel|>commentary json<|message|> as the template does), then
+//	          a JSON object and <|call|> (or <|end|>, or nothing at the end of
+//	          the generation: <|call|> is an end-of-generation token the
+//	          engine may stop on unwritten). Every other message (analysis,
+//	          final, a builtin tool's recipient) is not a call and goes on, as
+//	          written, to the channel parser (service's harmony stream), which
+//	          the API runs after this one for this format. Its Frame is the
+//	          message as the model writes it (the markers spelled as text);
+//	          its triggers would open on every message, so the API refuses
+//	          strict tools under "auto" for it.
 //
 // Cases ported from llama.cpp's tests/test-chat.cpp (parsing expectations
 // only, no code) are in toolcall_test.go.

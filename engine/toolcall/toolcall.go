@@ -22,9 +22,10 @@ const (
 	Mistral
 	CommandR7B
 	DeepSeekR1
+	Harmony
 )
 
-var formatNames = []string{"none", "hermes", "llama3", "mistral", "command-r7b", "deepseek-r1"}
+var formatNames = []string{"none", "hermes", "llama3", "mistral", "command-r7b", "deepseek-r1", "harmony"}
 
 func (f Format) String() string {
 	if f < 0 || int(f) >= len(formatNames) {
@@ -49,6 +50,10 @@ func Detect(template string) Format {
 	}
 	if strings.Contains(template, "<tool_call>") {
 		found = append(found, Hermes)
+	}
+	// gpt-oss: harmony messages, a call ended by <|call|>.
+	if strings.Contains(template, hChannel) && strings.Contains(template, hCall) {
+		found = append(found, Harmony)
 	}
 	// Llama 3.x: the JSON tool-calling prompt, or the python tag (without
 	// Functionary's <function=…> format, which shares the tag).
@@ -92,6 +97,7 @@ var markers = map[Format][]string{
 	Mistral:    {"[TOOL_CALLS]"},
 	CommandR7B: {"<|START_ACTION|>"},
 	DeepSeekR1: {dsCallsBegin},
+	Harmony:    {hStart, hChannel},
 }
 
 // tokens are the texts of a format's markers that vocabularies hold as
@@ -102,7 +108,22 @@ var tokens = map[Format][]string{
 	Mistral:    {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
 	CommandR7B: {"<|START_ACTION|>", "<|END_ACTION|>"},
 	DeepSeekR1: {dsCallsBegin, dsCallsEnd, dsCallBegin, dsCallEnd, dsSep},
+	Harmony:    {hStart, hChannel, hMessage, hEnd, hReturn, hCall, hConstrain},
 }
+
+// gpt-oss's harmony markers (control tokens in its vocabulary).
+const (
+	hStart     = "<|start|>"
+	hChannel   = "<|channel|>"
+	hMessage   = "<|message|>"
+	hEnd       = "<|end|>"
+	hReturn    = "<|return|>"
+	hCall      = "<|call|>"
+	hConstrain = "<|constrain|>"
+
+	// maxHarmonyHeader bounds a header read before its <|message|>.
+	maxHarmonyHeader = 256
+)
 
 // IsMarker reports whether s is the whole text of one of f's markers, as a
 // control token spells it: the caller feeds such a token's text to the
@@ -272,6 +293,8 @@ func (p *Parser) block(s string, eof bool) (calls []Call, n int, st status) {
 		return p.commandR7B(s, eof)
 	case DeepSeekR1:
 		return p.deepseek(s, eof)
+	case Harmony:
+		return p.harmony(s, eof)
 	}
 	return nil, 0, invalid
 }
@@ -671,6 +694,73 @@ func Frame(f Format, template, name string) (prefix, suffix string, ok bool) {
 		return "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"" + name + "\", \"parameters\": ", "}]<|END_ACTION|>", true
 	case DeepSeekR1:
 		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n```json\n", "\n```" + dsCallEnd + dsCallsEnd, true
+	case Harmony:
+		return hChannel + "commentary to=functions." + name + " " + hConstrain + "json" + hMessage, hCall, true
 	}
 	return "", "", false
+}
+
+// harmony reads one harmony message as a call, s being the text after the
+// marker that opens its header (<|start|> or <|channel|>): a header that
+// names a recipient functions.N ("to=functions.N", before or after the
+// channel, as the template and the model write it), <|message|>, a JSON
+// object, then <|call|> (or <|end|>; or nothing at the end of the
+// generation, where the engine stopped on <|call|> as an end-of-generation
+// token without writing it). Any other message is not a call: its text
+// goes on as content, for the reasoning parser that reads the channels.
+func (p *Parser) harmony(s string, eof bool) ([]Call, int, status) {
+	i := strings.Index(s, hMessage)
+	if i < 0 {
+		if eof || len(s) > maxHarmonyHeader || strings.Contains(s, hEnd) || strings.Contains(s, hStart) {
+			return nil, 0, invalid
+		}
+		return nil, 0, partial
+	}
+	header := s[:i]
+	if i > maxHarmonyHeader || strings.Contains(header, hEnd) || strings.Contains(header, hStart) || strings.Contains(header, hCall) {
+		return nil, 0, invalid
+	}
+	name, ok := harmonyRecipient(header)
+	if !ok {
+		return nil, 0, invalid
+	}
+	body := s[i+len(hMessage):]
+	raw, n, st := jsonAt(body, eof)
+	if st != complete {
+		return nil, 0, st
+	}
+	c, ok := p.call("", name, raw)
+	if !ok {
+		return nil, 0, invalid
+	}
+	rest := body[n:]
+	trimmed := strings.TrimLeft(rest, " \t\r\n")
+	n += len(rest) - len(trimmed)
+	switch {
+	case strings.HasPrefix(trimmed, hCall):
+		n += len(hCall)
+	case strings.HasPrefix(trimmed, hEnd):
+		n += len(hEnd)
+	case trimmed == "" && eof:
+	case trimmed == "" || strings.HasPrefix(hCall, trimmed) || strings.HasPrefix(hEnd, trimmed):
+		return nil, 0, partial
+	default:
+		return nil, 0, invalid
+	}
+	return []Call{c}, i + len(hMessage) + n, complete
+}
+
+// harmonyRecipient is the function a harmony header sends its message to
+// ("to=functions.N").
+func harmonyRecipient(header string) (string, bool) {
+	const to = "to=functions."
+	j := strings.Index(header, to)
+	if j < 0 || (j > 0 && !strings.ContainsRune(" \t\n>", rune(header[j-1]))) {
+		return "", false
+	}
+	name := header[j+len(to):]
+	if k := strings.IndexAny(name, " \t\n<"); k >= 0 {
+		name = name[:k]
+	}
+	return name, name != ""
 }

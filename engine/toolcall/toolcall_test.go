@@ -71,6 +71,22 @@ func TestParse(t *testing.T) {
 		{"content, calls, whitespace between", Hermes, "Let me check.<tool_call>{\"name\": \"python\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"python\", \"arguments\": {}}</tool_call>\n",
 			"Let me check.", []want{{"python", `{}`, ""}, {"python", `{}`, ""}}},
 		{"key order kept", Hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"z\": 1, \"a\": {\"y\": 2, \"b\": 3}}}</tool_call>", "", []want{{"get_weather", `{"z":1,"a":{"y":2,"b":3}}`, ""}}},
+		// gpt-oss harmony: a message to functions.N is a call (the
+		// recipient after the channel, as the model writes it, or before,
+		// as the template does); other messages go on as they are, for the
+		// channel parser.
+		{"harmony call", Harmony, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Paris\"}<|call|>", "", []want{{"get_weather", `{"location":"Paris"}`, ""}}},
+		{"harmony analysis then call", Harmony, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\": \"Paris\"}<|call|>",
+			"<|channel|>analysis<|message|>Need weather.<|end|>", []want{{"get_weather", `{"location":"Paris"}`, ""}}},
+		{"harmony template order", Harmony, "<|start|>assistant to=functions.special_function<|channel|>commentary json<|message|>{\"arg1\": 1}<|call|>", "", one},
+		{"harmony call cut by its end token", Harmony, "<|channel|>commentary to=functions.special_function<|message|>{\"arg1\": 1}", "", one},
+		{"harmony final is content", Harmony, "<|channel|>final<|message|>It is 4.<|return|>", "<|channel|>final<|message|>It is 4.<|return|>", nil},
+		{"harmony two calls", Harmony, "<|channel|>commentary to=functions.python<|message|>{}<|call|><|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{\"location\":\"x\"}<|end|>",
+			"", []want{{"python", `{}`, ""}, {"get_weather", `{"location":"x"}`, ""}}},
+		{"harmony unknown function is content", Harmony, "<|channel|>commentary to=functions.rm_rf<|message|>{}<|call|>", "<|channel|>commentary to=functions.rm_rf<|message|>{}<|call|>", nil},
+		{"harmony browser tool is content", Harmony, "<|channel|>analysis to=browser.search<|message|>{\"q\":1}<|call|>", "<|channel|>analysis to=browser.search<|message|>{\"q\":1}<|call|>", nil},
+		{"harmony cut JSON is content", Harmony, "<|channel|>commentary to=functions.python<|message|>{\"code\": ", "<|channel|>commentary to=functions.python<|message|>{\"code\": ", nil},
+		{"harmony text after the JSON is content", Harmony, "<|channel|>commentary to=functions.python<|message|>{} and more<|call|>", "<|channel|>commentary to=functions.python<|message|>{} and more<|call|>", nil},
 		{"none parses nothing", None, "<tool_call>{\"name\": \"special_function\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"special_function\", \"arguments\": {}}</tool_call>", nil},
 	}
 	for _, tt := range tests {
@@ -144,9 +160,11 @@ func TestStreamChunking(t *testing.T) {
 		Llama3:     {" {\"name\": \"python\", \"parameters\": {\"code\": \"print(1)\"}}", "<|python_tag|>{\"name\": \"special_function\", \"parameters\": {\"arg1\": 1}}", "text { not json"},
 		DeepSeekR1: {"x<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>python\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
 		CommandR7B: {"<|START_ACTION|>[{\"tool_name\": \"python\", \"parameters\": {}}]<|END_ACTION|>"},
+		Harmony: {"<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>commentary to=functions.python <|constrain|>json<|message|>{\"code\": \"1\"}<|call|>",
+			"<|channel|>final<|message|>a <|chan b<|end|>", "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"location\": \"x\"}"},
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		f := rapid.SampledFrom([]Format{Hermes, Mistral, Llama3, DeepSeekR1, CommandR7B}).Draw(rt, "format")
+		f := rapid.SampledFrom([]Format{Hermes, Mistral, Llama3, DeepSeekR1, CommandR7B, Harmony}).Draw(rt, "format")
 		text := rapid.SampledFrom(texts[f]).Draw(rt, "text")
 		wantContent, wantCalls := Parse(f, fns, text)
 		p := NewParser(f, fns)
@@ -194,6 +212,7 @@ func TestDetect(t *testing.T) {
 		"unsloth-mistral-Devstral-Small-2507.jinja":           Mistral,
 		"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": CommandR7B,
 		"llama-cpp-deepseek-r1.jinja":                         DeepSeekR1,
+		"openai-gpt-oss-120b.jinja":                           Harmony,
 		"meetkai-functionary-medium-v3.1.jinja":               None,
 		"google-gemma-2-2b-it.jinja":                          None,
 	}
@@ -226,8 +245,9 @@ func FuzzParse(f *testing.F) {
 	f.Add(0, "<tool_call>{\"name\": \"python\", \"arguments\": {}}</tool_call>", 3)
 	f.Add(2, "[TOOL_CALLS]python[ARGS]{}", 5)
 	f.Add(1, " {\"name\": \"python\", \"parameters\": {}}", 1)
+	f.Add(5, "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.python<|message|>{}<|call|>", 40)
 	f.Fuzz(func(t *testing.T, fi int, text string, cut int) {
-		formats := []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1}
+		formats := []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1, Harmony}
 		fm := formats[(fi%len(formats)+len(formats))%len(formats)]
 		content, calls := Parse(fm, fns, text)
 		for _, c := range calls {
@@ -256,7 +276,7 @@ func FuzzParse(f *testing.F) {
 // TestFrame: a frame filled with an arguments object parses back as that
 // call, in every format (the contract constrained decoding relies on).
 func TestFrame(t *testing.T) {
-	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1} {
+	for _, f := range []Format{Hermes, Llama3, Mistral, CommandR7B, DeepSeekR1, Harmony} {
 		for _, tpl := range []string{"", "[ARGS]"} {
 			pre, suf, ok := Frame(f, tpl, "get_weather")
 			if !ok {
@@ -312,4 +332,70 @@ func TestTriggersAndSep(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHarmonyProperties: a random sequence of harmony messages (calls to
+// offered functions, in either header order, ended by <|call|>, <|end|> or,
+// last, by nothing; and messages that are no call: other channels, other
+// recipients, unknown functions, bodies that are no object) parses, however
+// it is cut into pieces, into exactly the calls, in order, and content that
+// is exactly the other messages' text, as written.
+func TestHarmonyProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var text, content strings.Builder
+		var calls []want
+		n := rapid.IntRange(0, 5).Draw(rt, "messages")
+		for i := range n {
+			open := rapid.SampledFrom([]string{"<|channel|>", "<|start|>assistant<|channel|>"}).Draw(rt, "open")
+			if i > 0 {
+				open = "<|start|>assistant<|channel|>"
+			}
+			if rapid.Bool().Draw(rt, "call") {
+				name := rapid.SampledFrom(fns).Draw(rt, "name")
+				val := rapid.SampledFrom([]string{"1", `"a b"`, `[1, {"c": null}]`, `{"d": "<|call|>"}`}).Draw(rt, "value")
+				args := `{"k": ` + val + `}`
+				header := open + "commentary to=functions." + name + " <|constrain|>json"
+				if rapid.Bool().Draw(rt, "template order") {
+					header = "<|start|>assistant to=functions." + name + "<|channel|>commentary json"
+				}
+				end := rapid.SampledFrom([]string{"<|call|>", "<|end|>"}).Draw(rt, "end")
+				if i == n-1 && rapid.Bool().Draw(rt, "cut") {
+					end = ""
+				}
+				text.WriteString(header + "<|message|>" + args + end)
+				compact := strings.NewReplacer(": ", ":", ", ", ",").Replace(args)
+				calls = append(calls, want{name, compact, ""})
+				continue
+			}
+			msg := open + rapid.SampledFrom([]string{
+				"analysis<|message|>thinking <|ch about it<|end|>",
+				"final<|message|>It is 4.<|return|>",
+				"commentary to=browser.search<|message|>{\"q\": 1}<|call|>",
+				"commentary to=functions.rm_rf<|message|>{}<|call|>",
+				"commentary to=functions.python<|message|>[1]<|call|>",
+				"commentary to=functions.python<|message|>{} then text<|call|>",
+			}).Draw(rt, "other")
+			text.WriteString(msg)
+			content.WriteString(msg)
+		}
+		raw := text.String()
+		p := NewParser(Harmony, fns)
+		var gotContent strings.Builder
+		var got []want
+		var evs []Event
+		for rest := raw; rest != ""; {
+			k := rapid.IntRange(1, len(rest)).Draw(rt, "cut at")
+			evs = append(evs, p.Feed(rest[:k])...)
+			rest = rest[k:]
+		}
+		for _, e := range append(evs, p.Finish()...) {
+			if e.Call != nil {
+				got = append(got, want{e.Call.Name, e.Call.Arguments, ""})
+			}
+			gotContent.WriteString(e.Content)
+		}
+		if gotContent.String() != content.String() || !reflect.DeepEqual(got, calls) {
+			rt.Fatalf("%q:\ngot content %q calls %+v\nwant %q %+v", raw, gotContent.String(), got, content.String(), calls)
+		}
+	})
 }

@@ -591,13 +591,19 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
 func (*GenerateRequest_Chat) isGenerateRequest_Prompt() {}
 
 // ResponseFormat is OpenAI's response_format: type "text", "json_object"
-// (any JSON object) or "json_schema" (json_schema set). The output is
-// enforced by constrained decoding; a schema feature that cannot be
-// enforced is refused with INVALID_ARGUMENT naming it.
+// (any JSON object) or "json_schema" (json_schema set), or vLLM's and
+// SGLang's "structural_tag" (structural_tag set). The output is enforced
+// by constrained decoding; a schema feature that cannot be enforced is
+// refused with INVALID_ARGUMENT naming it.
 type ResponseFormat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	JsonSchema    *JsonSchema            `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Type       string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	JsonSchema *JsonSchema            `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	// XGrammar's structural tag object as JSON text, as HTTP's
+	// response_format of type structural_tag (its "type" key included):
+	// free text in which a trigger opens a tag whose JSON a schema
+	// constrains. Only for type "structural_tag".
+	StructuralTag string `protobuf:"bytes,3,opt,name=structural_tag,json=structuralTag,proto3" json:"structural_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -644,6 +650,13 @@ func (x *ResponseFormat) GetJsonSchema() *JsonSchema {
 		return x.JsonSchema
 	}
 	return nil
+}
+
+func (x *ResponseFormat) GetStructuralTag() string {
+	if x != nil {
+		return x.StructuralTag
+	}
+	return ""
 }
 
 type JsonSchema struct {
@@ -2405,11 +2418,12 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x13_repetition_penaltyB\a\n" +
 	"\x05_seedB\x16\n" +
 	"\x14_parallel_tool_callsB\x04\n" +
-	"\x02_n\"g\n" +
+	"\x02_n\"\x8e\x01\n" +
 	"\x0eResponseFormat\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12A\n" +
 	"\vjson_schema\x18\x02 \x01(\v2 .cloison.inference.v1.JsonSchemaR\n" +
-	"jsonSchema\"r\n" +
+	"jsonSchema\x12%\n" +
+	"\x0estructural_tag\x18\x03 \x01(\tR\rstructuralTag\"r\n" +
 	"\n" +
 	"JsonSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
