@@ -447,8 +447,8 @@ func (c config) check() error {
 	if c.createDB && c.db.migrateURL == "" {
 		return errors.New("--create-database needs --migrate-database-url")
 	}
-	if len(c.models) > 0 && (c.roles.role == roleDecode || c.roles.role == rolePrefill) {
-		return errors.New("--model once: a prefill or decode node serves one model")
+	if c.modelDir != "" && c.roles.role == rolePrefill {
+		return errors.New("--model-dir: a prefill node loads no model at run time (it serves its --model files; restart it to change them)")
 	}
 	if err := c.roles.check(); err != nil {
 		return err
