@@ -5,8 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
