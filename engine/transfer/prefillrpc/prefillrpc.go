@@ -58,13 +58,13 @@ type Server struct {
 	// since the node started to its pool).
 	before func(ctx context.Context, tenant cloison.TenantID) error
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // decode node address → connection
-	att   *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // decode node address → connection
+	att     *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
+	trusted map[string]bool             // guarded by mu; TrustDecode's addresses, nil: attested by the caller's certificate
 	// models: guarded by mu; the further models (AddModel) by digest,
 	// each with its own attestation and prefill.
-	models  map[string]model
-	trusted map[string]bool // guarded by mu; TrustDecode's addresses, nil: attested by the caller's certificate
+	models map[string]model
 }
 
 // model is one further model a Server prefills with.
