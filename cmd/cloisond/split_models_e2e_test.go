@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +296,65 @@ func pushForged(t *testing.T, c *cluster, addr, digest string) error {
 	defer cancel()
 	_, err = s.Send(ctx, transfer.GRPC(conn), l, transfer.Target{Tenant: "acme", Request: "forged", Epoch: 1, Tokens: 3})
 	return err
+}
+
+// A decode node serving two models, whose prefill nodes are found by DNS:
+// a prefill node that joins the service serving only the first model is
+// left out — it would be asked for the second — and never prefills;
+// one that serves both joins and is used for both.
+func TestE2ESplitModelsPeerJoins(t *testing.T) {
+	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
+	c := newClusterHosts(t, append([]string{"127.0.0.1"}, hosts...), "prefill-1", "prefill-2", "prefill-3", "decode")
+	dir := t.TempDir()
+	alpha, _ := writeSplitBag(t, dir, "alpha.gguf", 4096)
+	beta, _ := writeSplitBag(t, dir, "beta.gguf", 2048)
+	dns := startDNS(t, "prefill.cloison.test.")
+	port := strconv.Itoa(freePort(t))
+	db := pgtest.New(t)
+	both := []string{"--model", alpha + ",id=alpha", "--model", beta + ",id=beta"}
+	p1 := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey, append([]string{"--prefill-addr", hosts[0] + ":" + port}, both...)...)
+	dns.set(hosts[0])
+	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey, append([]string{"--transfer-addr", "127.0.0.1:0",
+		"--prefill-peers", "prefill.cloison.test:" + port, "--prefill-resolve-interval", "200ms", "--prefill-dns-server", dns.conn.LocalAddr().String()}, both...)...)...)
+	createTenant(t, db.AdminURL, "acme", func(tn *tenancy.Tenant) { tn.AllowedModels = []string{"alpha", "beta"} })
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	var count int
+	complete := func(model string) {
+		t.Helper()
+		count++ // a new prompt each time: no prefix-cache hit
+		if st, _, code := modelCompletion(t, d, tok, model, strconv.Itoa(count)+" the quick brown fox"); st != 200 {
+			t.Fatalf("%s: got %d %s, want 200\ndecode:\n%s", model, st, code, d.logs)
+		}
+	}
+	complete("alpha")
+	complete("beta")
+
+	// prefill-2 serves alpha only; prefill-3 both.
+	p2 := c.prefillNode(t, db.AdminURL, "prefill-2", c.clusterKey, "--prefill-addr", hosts[1]+":"+port, "--model", alpha)
+	p3 := c.prefillNode(t, db.AdminURL, "prefill-3", c.clusterKey, append([]string{"--prefill-addr", hosts[2] + ":" + port}, both...)...)
+	dns.set(hosts...)
+	served := func(p *daemon, model string) int {
+		return strings.Count(p.logs.String(), `"msg":"prefill","model":"`+model+`"`)
+	}
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		// Three requests a round: the set is asked round-robin across
+		// models, so each node gets each model in turn.
+		complete("alpha")
+		complete("alpha")
+		complete("beta")
+		return served(p3, "alpha") > 0 && served(p3, "beta") > 0
+	}, "prefill-3 joins for both models\n%s", testwait.Lazy(func() string { return d.logs.String() }))
+	for range 4 {
+		complete("beta")
+		complete("alpha")
+	}
+	if !strings.Contains(d.logs.String(), "prefill node left out") || !strings.Contains(d.logs.String(), "does not serve model") {
+		t.Errorf("prefill-2 (beta missing) was not reported as left out:\n%s", d.logs)
+	}
+	if n := strings.Count(p2.logs.String(), `"msg":"prefill"`); n != 0 {
+		t.Errorf("prefill-2, which does not serve beta, prefilled %d requests, want 0", n)
+	}
+	if served(p1, "beta") == 0 || served(p1, "alpha") == 0 {
+		t.Errorf("prefill-1 prefilled alpha %d and beta %d times", served(p1, "alpha"), served(p1, "beta"))
+	}
 }
