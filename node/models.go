@@ -32,6 +32,14 @@ import (
 // one full context is refused, as the first one stops the node. Requests
 // name a model in their model field (api.Server.AddModel routes them).
 //
+// On a decode node each further model also has its own transfer receiver
+// (the node's transfer.Router hands it the transfers naming its digest)
+// and engine.Remote (prefill with its digest), and its attestation checks
+// every prefill node asked now for it (attestPrefillModel): a model one of
+// them lacks, stores as another KV type or cannot hold a whole request of
+// is refused, its failed attestation recorded. A model file is served once
+// per decode node (ErrSplitModels): transfers are routed by its digest.
+//
 // Memory (Config.MemoryBudget) counts each model's weights and KV arena
 // (modelBytes); a model that does not fit what the others leave is
 // refused with the figures (api.MemoryBudgetError), never loaded in part
@@ -45,6 +53,8 @@ import (
 //     when the ledger cannot record it the change does not happen.
 //   - An unloaded model's engine stops AFTER it no longer serves: requests
 //     that named it before finish with an error, never a normal finish.
+//   - A decode node's model is routed transfers BEFORE it serves and no
+//     longer routed (Router.Remove) BEFORE its engine stops.
 
 // Errors of the model operations.
 var (

@@ -4,6 +4,13 @@
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
 //
+// A prefill node may serve several models (Server.AddModel), each with its
+// own attestation and prefill: Attest and Prefill name the model by the
+// digest of its file (empty: the node's first), one it does not serve is
+// refused (ErrUnknownModel, not_found) and never served by another; the
+// decode side asks for each of its models (Client.Attest with a digest,
+// Client.PrefillModel).
+//
 // A prefill node dials only decode addresses it trusts: those TrustDecode
 // lists (cloisond --decode-peers), or else an address whose host the calling
 // decode node's certificate names; any other is refused (permission_denied)
