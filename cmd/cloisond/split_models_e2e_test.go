@@ -164,15 +164,22 @@ func TestE2ESplitSeveralModels(t *testing.T) {
 				refused = data["ready"] == false && pc["ready"] == false
 			}
 		}
-		if row["kind"] == "model.loaded" && payloadData(row)["model"] == "gamma" {
-			t.Fatal("model.loaded ledgered for a refused load")
-		}
 	}
 	if !refused {
 		t.Fatalf("no capacity.attestation of gamma, not ready, with the prefill node refused:\n%s", d.logs)
 	}
 	if st, _, code := modelCompletion(t, d, tok, "gamma", "hello"); st != 404 || code != "model_not_found" {
 		t.Fatalf("a request for the refused model: %d %s", st, code)
+	}
+	// A file served already, under another id: refused before anything is
+	// ledgered (transfers are routed by the file's digest).
+	if r := d.do("POST", "/admin/v1/models", admin, []byte(`{"path":"alpha.gguf","id":"alpha2"}`)); r.status != 400 || r.code() != "invalid_request_error" {
+		t.Fatalf("alpha's file again as alpha2: %d %s", r.status, r.body)
+	}
+	for _, row := range d.ledgerRows(admin) {
+		if m := payloadData(row)["model"]; (row["kind"] == "model.loaded" || row["kind"] == "capacity.attestation") && (m == "alpha2" || m == "gamma" && row["kind"] == "model.loaded") {
+			t.Fatalf("ledgered for a refused load: %v", row)
+		}
 	}
 
 	// A forged transfer: authenticated under the cluster key, of a model
