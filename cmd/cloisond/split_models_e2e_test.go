@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +123,17 @@ func TestE2ESplitSeveralModels(t *testing.T) {
 	if strings.Contains(d.logs.String(), "transfer refused") {
 		t.Fatalf("a transfer was refused:\n%s", d.logs)
 	}
+	// The prefill node counts each model's prefills under its name.
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		st, body := p.scrape(t, "")
+		for _, model := range []string{"alpha", "beta"} {
+			m := regexp.MustCompile(`(?m)^cloison_prefill_requests_total\{code="ok",model_name="` + model + `"\} (\d+)$`).FindStringSubmatch(body)
+			if st != 200 || m == nil || m[1] == "0" {
+				return false
+			}
+		}
+		return true
+	}, "the prefill node's metrics to count alpha's and beta's prefills")
 	// Each request.completed names its model's digest; the attestation of
 	// each model records the prefill node's verdict.
 	digests := map[string]int{}

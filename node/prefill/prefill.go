@@ -103,19 +103,26 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		"region", att.Labels.Region, "tier", att.Labels.Tier)
 	further := make([]*prefillModel, 0, len(cfg.Models))
 	seen := map[transfer.Digest]bool{m.Digest: true}
+	names := map[string]bool{m.Name: true}
 	for _, fm := range cfg.Models {
 		if seen[fm.Digest] {
-			return nil, fmt.Errorf("model %s: %w: the same file served twice", fm.Name, cloison.NewError(cloison.CodeInvalid, "prefill: model served twice"))
+			return nil, fmt.Errorf("model %s: %w", fm.Name, ErrModelTwice)
 		}
 		seen[fm.Digest] = true
 		pm, err := newModel(ctx, cfg, fm, true)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", fm.Name, err)
 		}
-		log.Info("capacity attested", "model", fm.Name, "served_context", pm.att.ServedContext, "pool_tokens", pm.att.PoolTokens, "ok", pm.att.OK)
+		if names[pm.name] {
+			// Two files of one name (two synthetic bags): told apart by
+			// digest in the logs and the metrics' model_name.
+			pm.name += "@" + hex.EncodeToString(fm.Digest[:6])
+		}
+		names[pm.name] = true
+		log.Info("capacity attested", "model", pm.name, "served_context", pm.att.ServedContext, "pool_tokens", pm.att.PoolTokens, "ok", pm.att.OK)
 		further = append(further, pm)
 	}
-	p := &Node{Pool: first.pool, Attestation: att, ln: cfg.Listener, metrics: newMetrics(m.Name, first.pool, att)}
+	p := &Node{Pool: first.pool, Attestation: att, ln: cfg.Listener, metrics: newMetrics(append([]*prefillModel{first}, further...))}
 	// One prefill at a time, whatever the model: a model's forward pass
 	// and its arena are driven by one caller (the engine loop does the
 	// same on a decode node), and the models share the machine.
@@ -128,14 +135,14 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				err := cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
-				p.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
+				pm.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
 				return err
 			}
 			defer func() { <-sem }()
 			pm.runner.Dialer = d // under sem
 			start := time.Now()
 			err := pm.runner.Prefill(ctx, tenant, req, tokens, to)
-			p.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
+			pm.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
 			log.Info("prefill", "model", pm.name, "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
 			return err
 		}
@@ -178,12 +185,17 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 // prefillModel is one model a prefill node serves: its own pool, arena,
 // sender, runner and attestation.
 type prefillModel struct {
-	name   string
-	digest transfer.Digest
-	pool   *isolation.Pool
-	att    attest.Attestation
-	runner *engine.PrefillRunner
+	name    string
+	digest  transfer.Digest
+	pool    *isolation.Pool
+	att     attest.Attestation
+	runner  *engine.PrefillRunner
+	metrics *modelMetrics
 }
+
+// ErrModelTwice: a prefill node serves a model file once (requests name
+// it by its digest).
+var ErrModelTwice = cloison.NewError(cloison.CodeInvalid, "prefill: a model file served twice")
 
 // newModel attests m (BEFORE anything is allocated: a pool that cannot
 // hold a whole request of its served context refuses the node), then
