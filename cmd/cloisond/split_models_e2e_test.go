@@ -20,6 +20,7 @@ import (
 	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	"github.com/cloison/cloison/engine/transfer/prefillrpc"
+	"github.com/cloison/cloison/internal/faultproxy"
 	"github.com/cloison/cloison/internal/pgtest"
 	"github.com/cloison/cloison/internal/testwait"
 	"github.com/cloison/cloison/isolation"
@@ -250,6 +251,13 @@ func TestE2ESplitSeveralModels(t *testing.T) {
 		!strings.Contains(logs, "prefill pool holds 2048 tokens, the served context is 4096") {
 		t.Fatalf("the decode node did not refuse alpha, whose context its prefill node's pool cannot hold:\n%s", logs)
 	}
+	// A prefill node given one file twice refuses to start (models are
+	// named by digest between nodes).
+	logs = startNodeExpectExit(t, db.AdminURL, t.TempDir(), c.flags("prefill-2", "prefill", c.clusterKey, "--prefill-addr", "127.0.0.1:0",
+		"--model", alpha, "--model", alpha+",id=again")...)
+	if !strings.Contains(logs, "a model file served twice") {
+		t.Fatalf("the prefill node served one file twice:\n%s", logs)
+	}
 }
 
 // pushForged sends, as a prefill node holding the cluster key, a transfer
@@ -376,4 +384,75 @@ func TestE2ESplitModelsPeerJoins(t *testing.T) {
 	if served(p1, "beta") == 0 || served(p1, "alpha") == 0 {
 		t.Errorf("prefill-1 prefilled alpha %d and beta %d times", served(p1, "alpha"), served(p1, "beta"))
 	}
+}
+
+// A model unloaded from the decode node while one of its transfers is in
+// flight (held mid-stream by a fault proxy on the transfer path): the
+// request ends at once with a typed error — never a 200 — as the model's
+// engine stops and cancels its reservation (the lease discarded, nothing
+// committed); request.completed records the error; the other model keeps
+// serving over the same transfer path once it flows again.
+func TestE2ESplitUnloadInFlight(t *testing.T) {
+	c := newCluster(t, "prefill-1", "decode")
+	dir := t.TempDir()
+	alpha, _ := writeSplitBag(t, dir, "alpha.gguf", 4096)
+	beta, _ := writeSplitBag(t, dir, "beta.gguf", 2048)
+	db := pgtest.New(t)
+	p := c.prefillNode(t, db.AdminURL, "prefill-1", c.clusterKey, "--model", alpha+",id=alpha", "--model", beta+",id=beta")
+	transferAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	proxy, err := faultproxy.New(transferAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	d := startNode(t, db.AdminURL, pgtestRoles(), c.flags("decode", "decode", c.clusterKey,
+		"--transfer-addr", transferAddr, "--transfer-advertise", proxy.Addr(), "--prefill-peers", p.grpcAddr, "--prefill-timeout", "60s",
+		"--model", alpha+",id=alpha", "--model", beta+",id=beta")...)
+	createTenant(t, db.AdminURL, "acme", func(tn *tenancy.Tenant) { tn.AllowedModels = []string{"alpha", "beta"} })
+	tok := d.token("acme", time.Hour, tenancy.ScopeInfer)
+	admin := d.token("acme", time.Hour, tenancy.ScopeAdmin, tenancy.ScopeComplianceRead)
+
+	before := proxy.Bytes(faultproxy.Up)
+	if st, _, code := modelCompletion(t, d, tok, "beta", bystanderPrompt); st != 200 {
+		t.Fatalf("warm-up: %d %s\n%s", st, code, d.logs)
+	}
+	perPrompt := proxy.Bytes(faultproxy.Up) - before
+	proxy.StallAfter(faultproxy.Up, perPrompt/3)
+	type result struct {
+		status int
+		code   string
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, _, code := modelCompletion(t, d, tok, "beta", victimPrompt)
+		done <- result{st, code}
+	}()
+	testwait.Eventually(t, 20*time.Second, func() bool { return proxy.Stats().Stalled }, "beta's transfer to stall mid-stream")
+	start := time.Now()
+	if r := d.do("DELETE", "/admin/v1/models/beta", admin, nil); r.status != 200 {
+		t.Fatalf("unload beta: %d %s", r.status, r.body)
+	}
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the in-flight request did not end after its model was unloaded\n%s", d.logs)
+	}
+	proxy.Pass()
+	if res.status == 200 || res.code == "" {
+		t.Fatalf("the in-flight request of the unloaded model: %d %q, want a typed error", res.status, res.code)
+	}
+	t.Logf("in-flight request: %d %s, %v after the unload", res.status, res.code, time.Since(start).Round(time.Millisecond))
+	if st, _, code := modelCompletion(t, d, tok, "alpha", rolePrompts[3]); st != 200 {
+		t.Fatalf("alpha after beta's unload: %d %s\n%s", st, code, d.logs)
+	}
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		for _, row := range d.ledgerRows(admin) {
+			data := payloadData(row)
+			if row["kind"] == "request.completed" && data["model"] == "beta" && data["status"] == res.code {
+				return true
+			}
+		}
+		return false
+	}, "a request.completed of beta with status %s", res.code)
 }
