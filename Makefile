@@ -6,7 +6,7 @@ PKGS ?= ./...
 BENCHTIME ?= 200ms
 FUZZTIME ?= 20s
 
-.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check lora-check peer-quant llama-native peer-serve
+.PHONY: all build verify test test-unit help bench fuzz clean run load llama-vocab chat-fixtures peer-bench peer-batch arch-check lora-check peer-quant llama-native peer-serve bench-overhead
 
 ## all: make verify, then make test (the default target).
 all: verify test
@@ -235,10 +235,12 @@ bench-ledger-ab:
 ## measured alternately (needs node, npm; see scripts/peer-bench.sh for its
 ## knobs). PEER=native: against llama.cpp's own llama-bench built natively
 ## (make llama-native) instead; the logits check stays with node-llama-cpp.
+## PEER_SHAPES=small,large adds d=1536 GQA models with a 32k vocabulary;
+## PEER_TYPES takes bf16 and q6_k too.
 peer-bench:
 	scripts/peer-bench.sh
 
-## llama-native: build llama.cpp's llama-bench and llama-server natively for this CPU (not part of make test).
+## llama-native: build llama.cpp's llama-bench, llama-batched-bench and llama-server natively for this CPU (not part of make test).
 ## From the source the pinned node-llama-cpp ships (scripts/llama-src.sh),
 ## CPU only, Release, -DGGML_NATIVE=ON, into .cache/llama-native/<cpu-key>/
 ## (one build per CPU kind; cmake and g++ from apt-get when missing); prints
@@ -254,8 +256,18 @@ llama-native:
 peer-serve:
 	scripts/peer-serve.sh
 
+## bench-overhead: the platform's overhead, cloisond ÷ its engine alone in process, at 1, 4, 16, 64 clients and half load (idle machine).
+## The same GGUF, engine flags and requests on both sides (cloisonctl bench
+## serve --engine), alternating; cloisond with --server-timing for the
+## breakdown per stage. Prints efficiency (output throughput ratio), TTFT
+## p50/p99 ratios and the breakdown; writes .cache/bench-overhead/bench-overhead.json;
+## knobs in scripts/bench-overhead.sh.
+bench-overhead:
+	scripts/bench-overhead.sh
+
 ## peer-batch: decode tok/s of 16 sequences together ÷ one, ours beside llama.cpp's.
 ## llama.cpp through node-llama-cpp (pinned, sequences: 16), measured alternately (needs node, npm; see scripts/peer-batch.sh).
+## PEER=native: against llama.cpp's own llama-batched-bench built natively (make llama-native).
 peer-batch:
 	scripts/peer-batch.sh
 
@@ -441,7 +453,7 @@ load:
 
 ## bench-serve: cloisonctl bench serve, a concurrency sweep as vLLM's bench serve measures it, with an SVG plot.
 ## Against SERVE_URL (with SERVE_TOKEN, SERVE_MODEL) when set, e.g. llama-server, else
-## a fresh cloisond like make load's (--max-running 64) serving SERVE_MODEL_FILE (a GGUF, e.g.
+## a fresh cloisond like make load's (--max-running 64; --server-timing: the breakdown per stage) serving SERVE_MODEL_FILE (a GGUF, e.g.
 ## from cloisonctl model synth; empty: the built-in context-bag model) as SERVE_MODEL. Sweeps
 ## SERVE_SWEEP (1, 4, 16, 64 clients; or --sweep-rates R1,R2,…) with SERVE_PROMPTS requests
 ## each (one database per SERVE_MODEL: its dev tenant may use it); SERVE_ARGS adds flags
@@ -464,7 +476,7 @@ bench-serve:
 	  $(call dburls,cloison_bench_serve_$(subst .,_,$(subst -,_,$(SERVE_MODEL)))); $(call runpw,.cache/bench-serve); rm -f .cache/bench-serve/ready; \
 	  bin/cloisond --addr 127.0.0.1:0 --database-url "$$runtime" --migrate-database-url "$$admin" --db-runtime-password-file .cache/bench-serve/db-runtime.password --db-deployment dev \
 	    --create-database --dev --dev-tenant dev --state-dir .cache/bench-serve --ready-file .cache/bench-serve/ready \
-	    --max-running 64 --max-batch-tokens 1024 $(if $(SERVE_MODEL_FILE),--model $(SERVE_MODEL_FILE) --model-name $(SERVE_MODEL)) \
+	    --max-running 64 --max-batch-tokens 1024 --server-timing $(if $(SERVE_MODEL_FILE),--model $(SERVE_MODEL_FILE) --model-name $(SERVE_MODEL)) \
 	    2>.cache/bench-serve/cloisond.log & pid=$$!; \
 	  trap 'kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true' INT TERM EXIT; \
 	  for i in $$(seq 1 120); do [ -s .cache/bench-serve/ready ] && break; kill -0 $$pid 2>/dev/null || exit 1; sleep 0.5; done; \

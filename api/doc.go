@@ -54,7 +54,9 @@
 // tlog-tiles log at /log/, without a token), ops.go (the service operations this server
 // calls), grpc.go and grpc_services.go, incident.go and refusals.go (the
 // node's handles on the service's incident writes and refusal counts),
-// metrics.go and noticedues.go, accesslog.go, observer.go, trace.go.
+// metrics.go and noticedues.go, accesslog.go, observer.go, trace.go,
+// timing.go (Config.ServerTiming: a Server-Timing trailer of each HTTP
+// request's time per span, for benchmarks).
 //
 // # Choices, echo and suffix
 //

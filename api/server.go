@@ -86,6 +86,12 @@ type Config struct {
 	// internal/tracing); nil: a no-op provider (W3C traceparent is still
 	// propagated, nothing is recorded).
 	Tracer trace.TracerProvider
+	// ServerTiming answers every HTTP request with a Server-Timing
+	// trailer: the request's time in each of its spans (auth, admission,
+	// policy, ledger.append, queue, prefill, decode, …) and in all
+	// (timing.go). For benchmarks (cloisonctl bench serve's breakdown);
+	// off by default.
+	ServerTiming bool
 	// Transparency (optional) reports the ledger's signing refusals and the
 	// witnesses' refusals for the metrics (transparency.go).
 	Transparency Transparency
@@ -151,6 +157,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxN <= 0 {
 		cfg.MaxN = DefaultMaxN
+	}
+	if cfg.ServerTiming {
+		cfg.Tracer = newTimingProvider(cfg.Tracer)
 	}
 	if cfg.LedgerTimeout <= 0 {
 		cfg.LedgerTimeout = 5 * time.Second
@@ -221,7 +230,7 @@ func (s *Server) Handler() http.Handler {
 	s.responseRoutes(mux)
 	s.respAPIRoutes(mux)
 	s.servedLogRoutes(mux)
-	return s.traceHTTP(s.accessLog(s.recoverer(jsonFallback(mux))))
+	return s.serverTiming(s.traceHTTP(s.accessLog(s.recoverer(jsonFallback(mux)))))
 }
 
 // recoverer turns a panic in a handler into a 500 without its text.

@@ -183,7 +183,7 @@
 // one PromptHidden token with the pooled vector (model.Pool). A model
 // without pooling refuses it (ErrNoPooling).
 //
-// Encoders (model.Config.Encoder: bert, nomic-bert) serve only Embed
+// Encoders (model.Config.Encoder: bert, nomic-bert, t5encoder, t5) serve only Embed
 // requests (ErrEncoderOnly otherwise); a rank model (model.PoolRank) only
 // Embed with Rank, whose PromptHidden token carries the classification
 // head's outputs (ErrRankModel otherwise; Rank elsewhere: ErrNoRankHead).

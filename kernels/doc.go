@@ -21,8 +21,9 @@
 // (ggml_scale), GeGLUer (tanh-gelu GeGLU), LowRankAdder (a LoRA adapter's
 // expand as a sum of scaled rows; engine/model falls back to MatMul, Scale
 // and Add without it) and, on arenas, WindowAttender
-// (attention with a score scale and a standard sliding window, the same
-// page checks as Attention). kernels/cpu has them (LowRankAdder is tested
+// (attention with a score scale, a standard sliding window, bidirectional
+// spans, and T5's relative-position bias with RelativeBucket's buckets —
+// AttentionOptions; the same page checks as Attention). kernels/cpu has them (LowRankAdder is tested
 // in kernels/cpu, not in kernelstest); kernelstest checks the others
 // where present and skips them where not; a model that needs one refuses a
 // backend without it.

@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Optional capabilities that some architectures need (gemma3, granite,
 // sliding-window attention). They are separate interfaces, found by type
 // assertion as MultiMatMuler is, so that Backend stays small and a backend
@@ -31,6 +33,78 @@ type AttentionOptions struct {
 	// the pages that hold it must still be the sequence's (their tags are
 	// checked like every page of the table up to the last position read).
 	Window int
+	// Bidirectional: every query row of a span reads all of the span's
+	// positions 0 … s.Pos+s.N−1, those after its own as well as those
+	// before (an encoder's attention), instead of 0 … its own position.
+	// Window must be 0 with it.
+	Bidirectional bool
+	// Bias, when not nil, adds a relative-position bias to every score
+	// before the scale and the softmax (T5's attention; see PosBias).
+	Bias *PosBias
+}
+
+// PosBias is T5's learned relative-position attention bias: the score of
+// query head h at position qp for the key at position kp gains
+//
+//	Table[RelativeBucket(kp−qp, Buckets, MaxDistance, Bidirectional)·Heads + h]
+//
+// (llama.cpp's attn_rel_b as stored: Heads values per bucket), added to
+// q·k before the options' scale multiplies it (ggml_soft_max_ext of
+// kq + kq_b).
+type PosBias struct {
+	Heads         int // the query heads
+	Buckets       int // relative_attention_num_buckets
+	MaxDistance   int // relative_attention_max_distance (128 in llama.cpp)
+	Bidirectional bool
+	Table         []float32 // Buckets × Heads
+}
+
+// Check validates b for qHeads query heads: a table of Buckets×Heads,
+// Heads = qHeads, enough buckets for one exact bucket per side and a
+// MaxDistance beyond the exact ones. Errors: ErrShape.
+func (b *PosBias) Check(qHeads int) error {
+	half := b.Buckets
+	if b.Bidirectional {
+		half >>= 1
+	}
+	if b.Heads != qHeads || half < 2 || b.MaxDistance <= half>>1 || len(b.Table) != b.Buckets*b.Heads {
+		return shapeErr("position bias of %d heads, %d buckets, max distance %d, %d values for %d query heads",
+			b.Heads, b.Buckets, b.MaxDistance, len(b.Table), qHeads)
+	}
+	return nil
+}
+
+// RelativeBucket is the bucket of a key rel = kp − qp positions from its
+// query, as llama.cpp's llama_relative_position_bucket (float32 logf
+// included, so the bucket edges fall where its do): with Bidirectional,
+// half the buckets for keys after the query; within a half, the first
+// half of its buckets exact distances, the rest logarithmic up to
+// maxDistance, beyond which the last bucket. buckets and maxDistance as
+// PosBias.Check accepts them.
+func RelativeBucket(rel, buckets, maxDistance int, bidirectional bool) int {
+	n := buckets
+	if bidirectional {
+		n >>= 1
+	}
+	maxExact := n >> 1
+	b := 0
+	if bidirectional {
+		if rel > 0 {
+			b = n
+		}
+		if rel < 0 {
+			rel = -rel
+		}
+	} else {
+		rel = -min(rel, 0)
+	}
+	if rel < maxExact {
+		return b + rel
+	}
+	lf := float32(math.Log(float64(float32(float64(rel) / float64(maxExact)))))
+	s := float64(maxExact) + float64(lf*float32(n-maxExact))/math.Log(float64(maxDistance)/float64(maxExact))
+	large := int(float32(math.Floor(float64(float32(s)))))
+	return b + min(large, n-1)
 }
 
 // WindowAttender is an optional Arena capability.

@@ -211,3 +211,23 @@ func TestKVType(t *testing.T) {
 		t.Errorf("Validate with KV type 2: %v, want ErrKVType", err)
 	}
 }
+
+// TestRelativeBucket: T5's buckets (32, bidirectional, max distance 128,
+// as Hugging Face's _relative_position_bucket gives them): exact below 8
+// positions, logarithmic to 128, the last bucket beyond; keys after the
+// query in the upper half. One-sided (decoder) buckets count only keys
+// before the query.
+func TestRelativeBucket(t *testing.T) {
+	for _, c := range []struct {
+		rel, want int
+		bidir     bool
+	}{
+		{0, 0, true}, {-1, 1, true}, {1, 17, true}, {-7, 7, true}, {7, 23, true}, {-8, 8, true},
+		{-20, 10, true}, {20, 26, true}, {-127, 15, true}, {-128, 15, true}, {-5000, 15, true}, {5000, 31, true},
+		{0, 0, false}, {3, 0, false}, {-3, 3, false}, {-15, 15, false}, {-16, 16, false}, {-40, 23, false}, {-1000, 31, false},
+	} {
+		if got := kernels.RelativeBucket(c.rel, 32, 128, c.bidir); got != c.want {
+			t.Errorf("RelativeBucket(%d, bidirectional %v) = %d, want %d", c.rel, c.bidir, got, c.want)
+		}
+	}
+}

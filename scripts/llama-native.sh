@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# llama-native.sh (make llama-native): build llama.cpp's own llama-bench and
-# llama-server natively for this CPU, from the source tree that the pinned
+# llama-native.sh (make llama-native): build llama.cpp's own llama-bench,
+# llama-batched-bench and llama-server natively for this CPU, from the source tree that the pinned
 # node-llama-cpp ships (scripts/llama-src.sh puts it into .cache/llama.cpp),
-# and print the directory that holds the two binaries (messages go to stderr).
+# and print the directory that holds the binaries (messages go to stderr).
 #
 # The peer of make peer-bench (PEER=native) and make peer-serve. A native
 # build (-DGGML_NATIVE=ON: -march=native) runs only on the CPU kind it was
@@ -11,7 +11,7 @@
 # backend chooses kernels by (AVX2, FMA, F16C, AVX-512 F/BW/VL/VNNI/BF16,
 # AVX-VNNI, AMX; on arm64 the ASIMD dot product, i8mm, SVE): another CPU kind
 # gets its own build, the same kind reuses it. CPU only, Release,
-# -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no downloads), only the two
+# -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no downloads), only the three
 # targets. cmake, g++ and make come from apt-get when missing (root on
 # Debian). Idempotent: a no-op once built for this CPU kind and commit.
 #
@@ -37,12 +37,27 @@ cpu_key() {
 }
 
 key=$(cpu_key)
-out="${LLAMA_NATIVE_DIR:-$root/.cache/llama-native}/$key"
-bin="$out/build/bin"
+base="${LLAMA_NATIVE_DIR:-$root/.cache/llama-native}"
 src=$("$root/scripts/llama-src.sh")
 rev=$(git -C "$src" rev-parse HEAD)
+
+# ggml's AMX path (Q4/Q8/k-quant weights repacked into AMX tiles) crashes on
+# some AMX machines (SIGSEGV in ggml_backend_amx_mul_mat, llama.cpp issue
+# 20824, seen here on a virtualized Xeon whose own AMX works): in auto mode
+# a build for an AMX CPU runs llama-bench on a small Q8_0 model once, and
+# when that crashes the peer is built again without AMX (-mno-amx-*, every
+# other native kernel kept) into <cpu-key>-noamx, and says so.
+# LLAMA_NATIVE_AMX=off builds that variant directly, on forces AMX.
+amx=${LLAMA_NATIVE_AMX:-auto}
+case "$key" in *amxint8*) ;; *) amx=none ;; esac
+[ "$amx" != auto ] || [ ! -f "$base/$key/.amx-crashes-$rev" ] || amx=off
+cflags=
+if [ "$amx" = off ]; then key="$key-noamx"; cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
+out="$base/$key"
+bin="$out/build/bin"
 stamp="$out/.built-$rev"
-if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ]; then
+if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ] && [ -x "$bin/llama-batched-bench" ]; then
+	[ "$amx" != off ] || log "using the build without AMX ($key): ggml's AMX path crashed here"
 	echo "$bin"; exit 0
 fi
 
@@ -59,11 +74,22 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y "${need[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${need[@]}" >&2; }
 fi
 
-log "building llama-bench and llama-server at $rev for $key (many minutes on a small machine)"
+log "building llama-bench, llama-batched-bench and llama-server at $rev for $key (many minutes on a small machine)"
 mkdir -p "$out"
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
 	-DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DBUILD_SHARED_LIBS=OFF \
-	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >&2
-cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server >&2
-{ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"; echo "llama.cpp: $rev"; } > "$stamp"
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+	-DCMAKE_C_FLAGS="$cflags" -DCMAKE_CXX_FLAGS="$cflags" >&2
+cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server llama-batched-bench >&2
+if [ "$amx" = auto ]; then
+	smoke="$out/smoke-q8_0.gguf"
+	(cd "$root" && go run ./cmd/cloisonctl model synth --layers 1 --d-model 256 --heads 4 --kv-heads 2 --ffn 256 \
+		--vocab 300 --dtype q8_0 "$smoke" >/dev/null)
+	if ! "$bin/llama-bench" -m "$smoke" -t 1 -p 32 -n 4 -r 1 >/dev/null 2>&1; then
+		log "llama-bench crashed on a Q8_0 model in ggml's AMX path: building again without AMX"
+		touch "$out/.amx-crashes-$rev"
+		exec "$0"
+	fi
+fi
+{ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"; echo "llama.cpp: $rev"; echo "amx: $amx"; } > "$stamp"
 echo "$bin"

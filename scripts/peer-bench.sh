@@ -6,7 +6,9 @@
 # against llama.cpp's (within 1e-3, else the run fails).
 #
 # Environment: PEER_THREADS (1,2), PEER_PROMPTS (128,2048), PEER_DECODE (63),
-# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k), PEER_DIR (.cache/peer-bench),
+# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k; also bf16, q6_k, …: any
+# cloisonctl model synth --dtype), PEER_SHAPES (small; also large, below),
+# PEER_DIR (.cache/peer-bench),
 # PEER_KV (f16: the KV element type of both sides' speed runs, llama.cpp's
 # default; f32 also). The logits check runs on F32 KV on both sides.
 # PEER=native measures against llama.cpp's own llama-bench instead, built
@@ -44,18 +46,27 @@ if ! $native && [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llam
 		npm install --no-audit --no-fund --save-exact "node-llama-cpp@$NODE_LLAMA_CPP_VERSION")
 fi
 
-# The benchmark models (small enough for a CPU, shaped like a real GQA
-# model): 8 layers, d=768, 12 heads over 4 KV heads, FFN
-# 2048, vocabulary 8192, in F32, F16, Q8_0 and Q4_K (every matrix Q4_K).
+# The benchmark models, synthesized, in each type of PEER_TYPES and each
+# shape of PEER_SHAPES: small (8 layers, d=768, 12 heads over 4 KV heads,
+# FFN 2048, vocabulary 8192) and large (a Qwen2.5-1.5B layer shape: 8
+# layers, d=1536, 12 heads of 128 over 2 KV heads, FFN 8960, vocabulary
+# 32,000). Every matrix in the type (Q4_K: every matrix Q4_K).
 models=()
 check=()
 IFS=, read -ra types <<< "${PEER_TYPES:-f32,f16,q8_0,q4_k}"
-for t in "${types[@]}"; do
-	f="$dir/models/8L-d768-$t.gguf"
-	[ -f "$f" ] || "$dir/bin/cloisonctl" model synth --layers 8 --d-model 768 --heads 12 --kv-heads 4 --ffn 2048 \
-		--vocab 8192 --context 4096 --dtype "$t" "$f" >/dev/null
-	models+=("$PWD/$f")
-	[ "$t" != f32 ] || check+=("$PWD/$f")
+IFS=, read -ra shapes <<< "${PEER_SHAPES:-small}"
+for sh in "${shapes[@]}"; do
+	case "$sh" in
+	small) name=8L-d768; args=(--layers 8 --d-model 768 --heads 12 --kv-heads 4 --ffn 2048 --vocab 8192) ;;
+	large) name=8L-d1536-gqa6; args=(--layers 8 --d-model 1536 --heads 12 --kv-heads 2 --ffn 8960 --vocab 32000) ;;
+	*) echo "peer-bench: PEER_SHAPES holds small and large, not $sh" >&2; exit 1 ;;
+	esac
+	for t in "${types[@]}"; do
+		f="$dir/models/$name-$t.gguf"
+		[ -f "$f" ] || "$dir/bin/cloisonctl" model synth "${args[@]}" --context 16384 --dtype "$t" "$f" >/dev/null
+		models+=("$PWD/$f")
+		[ "$t" != f32 ] || [ "$sh" != small ] || check+=("$PWD/$f")
+	done
 done
 (IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); KV ${PEER_KV:-f16} on both sides; models: ${models[*]}")
 

@@ -49,6 +49,20 @@ type serveConfig struct {
 	timeout                time.Duration
 }
 
+// serveTarget is what a run sends its requests to: a server over HTTP
+// (httpTarget) or the engine alone, in process (engineTarget, --engine).
+// send measures one request as reqResult says.
+type serveTarget interface {
+	send(ctx context.Context, c serveConfig, t serveTenant, p servePlan, enforce bool) reqResult
+}
+
+// httpTarget is a server's /v1/completions.
+type httpTarget struct{ client *http.Client }
+
+func (h httpTarget) send(ctx context.Context, c serveConfig, t serveTenant, p servePlan, enforce bool) reqResult {
+	return sendStream(ctx, h.client, c, t, p, enforce)
+}
+
 // servePlan is one request to send.
 type servePlan struct {
 	tenant        int
@@ -92,6 +106,7 @@ func (c serveConfig) plan() []servePlan {
 
 func newBenchServeCmd() *cobra.Command {
 	var c serveConfig
+	var eo engineOptions
 	var rate, ids, inDist, outDist, jsonFile, plotFile, tenantsFile string
 	var tenantFlags, goodput []string
 	var sweepRates []float64
@@ -121,10 +136,25 @@ Tenants: --tenant NAME=TOKEN[:WEIGHT] (repeatable) or --tenants FILE, JSON
 It prints a table and per-tenant lines, --json FILE writes vLLM's result
 fields (request_throughput, output_throughput, mean_ttft_ms, p99_ttft_ms, …).
 --sweep-rates or --sweep-concurrency run once per value and --plot FILE
-draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
+draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.
+
+A server that sends a Server-Timing trailer (cloisond --server-timing)
+gets a breakdown of each request's time by stage (auth, admission, policy,
+ledger.append, queue, prefill, decode, total; engine = queue + prefill +
+decode, platform = total − engine) with mean, p50, p90 and p99.
+
+--engine MODEL.gguf measures the engine alone instead, in this process: no
+HTTP, auth, policy or ledger, the same requests, arrivals and metrics, the
+engine built as cloisond builds it from the same flags (--threads,
+--kv-type, --kv-pages, --max-batch-tokens, --max-running, …, cloisond's
+defaults). Against a run on cloisond it gives the platform's efficiency
+(make bench-overhead).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if err := eo.check(cmd.Flags()); err != nil {
+				return err
+			}
 			if c.rate, err = parseRate(rate); err != nil {
 				return err
 			}
@@ -150,12 +180,22 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 				return fmt.Errorf("--sweep-rates and --sweep-concurrency: choose one")
 			}
 			out := cmd.OutOrStdout()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, DialContext: pacedDialer(16)}}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			enforced, err := preflight(ctx, client, c)
+			var target serveTarget = httpTarget{&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, DialContext: pacedDialer(16)}}}
+			if eo.path != "" {
+				et, err := eo.open(ctx, c.tenants)
+				if err != nil {
+					return err
+				}
+				defer et.close()
+				target = et
+				c.baseURL = "engine:" + eo.path
+				fmt.Fprintf(out, "engine alone (in process): %s\n", eo)
+			}
+			enforced, err := preflight(ctx, target, c)
 			if err != nil {
 				return err
 			}
@@ -170,7 +210,7 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 				for _, r := range sweepRates {
 					rc := c
 					rc.rate = r
-					runs = append(runs, runServe(ctx, client, rc, enforced))
+					runs = append(runs, runServe(ctx, target, rc, enforced))
 					xs = append(xs, r)
 				}
 			case len(sweepConc) > 0:
@@ -178,11 +218,11 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 				for _, n := range sweepConc {
 					rc := c
 					rc.maxConcurrency = n
-					runs = append(runs, runServe(ctx, client, rc, enforced))
+					runs = append(runs, runServe(ctx, target, rc, enforced))
 					xs = append(xs, float64(n))
 				}
 			default:
-				runs = append(runs, runServe(ctx, client, c, enforced))
+				runs = append(runs, runServe(ctx, target, c, enforced))
 			}
 			for _, m := range runs {
 				writeServeTable(out, m, c.slo)
@@ -242,6 +282,7 @@ draws TTFT p50/p99 and TPOT p50 against the offered load as SVG.`,
 	f.IntSliceVar(&sweepConc, "sweep-concurrency", nil, "run once per --max-concurrency (at --request-rate)")
 	f.StringVar(&plotFile, "plot", "", "write an SVG of TTFT p50/p99 and TPOT p50 against the swept load")
 	f.DurationVar(&c.timeout, "timeout", 10*time.Minute, "per-request timeout")
+	eo.flags(f)
 	return cmd
 }
 
@@ -332,10 +373,10 @@ var errRefused = errors.New("refused")
 // preflight sends one short request of the first tenant, with ignore_eos and
 // min_tokens when asked; a server that refuses them (400) is asked again
 // without, and the run goes on unenforced. It also warms the connection.
-func preflight(ctx context.Context, client *http.Client, c serveConfig) (enforced bool, err error) {
+func preflight(ctx context.Context, target serveTarget, c serveConfig) (enforced bool, err error) {
 	p := servePlan{prompt: []int{c.idLo, c.idLo}, output: 2}
 	if c.ignoreEOS {
-		r := sendStream(ctx, client, c, c.tenants[0], p, true)
+		r := target.send(ctx, c, c.tenants[0], p, true)
 		if r.Err == "" {
 			return true, nil
 		}
@@ -343,7 +384,7 @@ func preflight(ctx context.Context, client *http.Client, c serveConfig) (enforce
 			return false, fmt.Errorf("first request: %s", r.Err)
 		}
 	}
-	if r := sendStream(ctx, client, c, c.tenants[0], p, false); r.Err != "" {
+	if r := target.send(ctx, c, c.tenants[0], p, false); r.Err != "" {
 		return false, fmt.Errorf("first request: %s", r.Err)
 	}
 	return false, nil
@@ -351,13 +392,13 @@ func preflight(ctx context.Context, client *http.Client, c serveConfig) (enforce
 
 // runServe sends the planned requests at their arrival times, at most
 // maxConcurrency in flight, and measures them.
-func runServe(ctx context.Context, client *http.Client, c serveConfig, enforced bool) *serveMetrics {
+func runServe(ctx context.Context, target serveTarget, c serveConfig, enforced bool) *serveMetrics {
 	plan := c.plan()
 	warm := c.maxConcurrency
 	if warm == 0 {
 		warm = min(len(plan), 256)
 	}
-	warmConnections(ctx, client, c, min(warm, len(plan)), enforced)
+	warmConnections(ctx, target, c, min(warm, len(plan)), enforced)
 	results := make([]reqResult, len(plan))
 	var sem chan struct{}
 	if c.maxConcurrency > 0 {
@@ -382,7 +423,7 @@ func runServe(ctx context.Context, client *http.Client, c serveConfig, enforced 
 			inFlight++
 			peak = max(peak, inFlight)
 			mu.Unlock()
-			r := sendStream(ctx, client, c, c.tenants[p.tenant], p, enforced)
+			r := target.send(ctx, c, c.tenants[p.tenant], p, enforced)
 			r.Started = p.arrivalOffset
 			mu.Lock()
 			inFlight--
@@ -495,6 +536,10 @@ func sendStream(ctx context.Context, client *http.Client, c serveConfig, t serve
 		return r
 	}
 	r.E2E = time.Since(start)
+	// The trailers come after the body's end: read past [DONE].
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+		r.Stages = parseServerTiming(resp.Trailer.Get("Server-Timing"))
+	}
 	r.Output = chunks
 	if usageOut >= 0 {
 		r.Output = usageOut
@@ -540,6 +585,15 @@ func writeServeTable(w io.Writer, m *serveMetrics, s slo) {
 		line("Median "+l.short+" (ms):", f2(l.d.Median))
 		line("P90 "+l.short+" (ms):", f2(l.d.P90))
 		line("P99 "+l.short+" (ms):", f2(l.d.P99))
+	}
+	if len(m.Breakdown) > 0 {
+		fmt.Fprintf(w, "%s\n", center("Breakdown per request (ms)", 50, '-'))
+		fmt.Fprintf(w, "%-16s %8s %8s %8s %8s\n", "stage", "mean", "p50", "p90", "p99")
+		for _, k := range breakdownOrder {
+			if d, ok := m.Breakdown[k]; ok {
+				fmt.Fprintf(w, "%-16s %8.3f %8.3f %8.3f %8.3f\n", k, d.Mean, d.P50, d.P90, d.P99)
+			}
+		}
 	}
 	if len(m.Tenants) > 1 {
 		fmt.Fprintf(w, "%s\n", center("Per tenant", 50, '-'))
@@ -624,13 +678,15 @@ func (c *firstReadConn) Close() error {
 // warmConnections opens up to n keep-alive connections (n requests of one
 // token at once, dialed at the paced rate) so the measured run does not
 // time the dialing.
-func warmConnections(ctx context.Context, client *http.Client, c serveConfig, n int, enforced bool) {
+// The engine alone gets the same requests (they warm it as they warm the
+// server).
+func warmConnections(ctx context.Context, target serveTarget, c serveConfig, n int, enforced bool) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sendStream(ctx, client, c, c.tenants[i%len(c.tenants)], servePlan{prompt: []int{c.idLo}, output: 1}, enforced)
+			target.send(ctx, c, c.tenants[i%len(c.tenants)], servePlan{prompt: []int{c.idLo}, output: 1}, enforced)
 		}()
 	}
 	wg.Wait()

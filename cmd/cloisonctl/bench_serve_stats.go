@@ -198,6 +198,79 @@ type reqResult struct {
 	ITL     []time.Duration // gaps between successive chunks with text
 	Err     string
 	Started time.Duration // send time from the start of the run
+	// Stages is the request's time in ms per stage: the server's
+	// Server-Timing trailer (cloisond --server-timing) or the engine's
+	// summary (--engine); nil if neither.
+	Stages map[string]float64
+}
+
+// parseServerTiming reads a Server-Timing value (name;dur=MS, …) into ms
+// per name; entries without a duration are skipped, nil for none.
+func parseServerTiming(v string) map[string]float64 {
+	var out map[string]float64
+	for _, e := range strings.Split(v, ",") {
+		parts := strings.Split(strings.TrimSpace(e), ";")
+		name := strings.TrimSpace(parts[0])
+		for _, p := range parts[1:] {
+			k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if !ok || k != "dur" || name == "" {
+				continue
+			}
+			if ms, err := strconv.ParseFloat(strings.Trim(val, `"`), 64); err == nil && ms >= 0 {
+				if out == nil {
+					out = map[string]float64{}
+				}
+				out[name] += ms
+			}
+		}
+	}
+	return out
+}
+
+// The breakdown's rows, in the order a request meets them; "engine" is
+// queue + prefill + decode, "platform" total − engine (total is the
+// server's handler, the engine alone's whole request).
+var breakdownOrder = []string{"auth", "admission", "policy", "ledger.append", "queue", "prefill", "decode", "inference", "total", "engine", "platform"}
+
+// stageDist is one stage's summary in ms over the requests that had it.
+type stageDist struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+}
+
+// breakdown summarizes the completed requests' stages (nil if none had any).
+func breakdown(rs []reqResult) map[string]stageDist {
+	per := map[string][]float64{}
+	for _, r := range rs {
+		if r.Err != "" || r.Stages == nil {
+			continue
+		}
+		for k, v := range r.Stages {
+			per[k] = append(per[k], v)
+		}
+		q, okq := r.Stages["queue"]
+		pf, okp := r.Stages["prefill"]
+		d, okd := r.Stages["decode"]
+		if okq || okp || okd {
+			eng := q + pf + d
+			per["engine"] = append(per["engine"], eng)
+			if t, ok := r.Stages["total"]; ok {
+				per["platform"] = append(per["platform"], max(t-eng, 0))
+			}
+		}
+	}
+	if len(per) == 0 {
+		return nil
+	}
+	out := map[string]stageDist{}
+	for k, v := range per {
+		d := summarize(v)
+		out[k] = stageDist{Count: len(v), Mean: d.Mean, P50: d.P50, P90: d.P90, P99: d.P99}
+	}
+	return out
 }
 
 // tpot is (e2e − ttft)/(output − 1), 0 for one output token.
@@ -314,6 +387,10 @@ type serveMetrics struct {
 	Errors     []string  `json:"errors"`
 
 	Tenants map[string]*tenantMetrics `json:"tenants"`
+
+	// Breakdown is the requests' time per stage (reqResult.Stages), nil
+	// when the server sent none.
+	Breakdown map[string]stageDist `json:"breakdown,omitempty"`
 }
 
 // tenantMetrics is one tenant's share of a run.
@@ -389,6 +466,7 @@ func (m *serveMetrics) compute(rs []reqResult, elapsed time.Duration, s slo) {
 		m.RequestGoodput = &g
 	}
 	m.TTFT, m.TPOT, m.ITL, m.E2E = summarize(ttft), summarize(tpot), summarize(itl), summarize(e2e)
+	m.Breakdown = breakdown(rs)
 	for name, t := range m.Tenants {
 		t.OutputThroughput = float64(t.TotalOutput) / sec
 		a, b := summarize(per[name][0]), summarize(per[name][1])

@@ -18,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cloison/cloison"
+	"github.com/cloison/cloison/api"
 	"github.com/cloison/cloison/node/platformtest"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -237,9 +238,13 @@ func TestBenchServeEndToEnd(t *testing.T) {
 		Throughput      float64                   `json:"request_throughput"`
 		P99TTFT         *float64                  `json:"p99_ttft_ms"`
 		Tenants         map[string]map[string]any `json:"tenants"`
+		Breakdown       map[string]any            `json:"breakdown"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
+	}
+	if m.Breakdown != nil { // Server-Timing is off by default
+		t.Errorf("a breakdown from a server without --server-timing: %v", m.Breakdown)
 	}
 	if m.Completed != 8 || m.Failed != 0 || len(m.OutputLens) != 8 || m.P99TTFT == nil {
 		t.Fatalf("JSON: %s", b)
@@ -346,5 +351,136 @@ func TestBenchServeEnforcesLengths(t *testing.T) {
 		if _, sent := last["ignore_eos"]; sent == tc.refuse || (!tc.refuse && last["min_tokens"] != last["max_tokens"]) {
 			t.Errorf("refuse %v: last request %v", tc.refuse, last)
 		}
+	}
+}
+
+// TestBenchServeBreakdown runs bench serve against an in-process platform
+// whose API sends the Server-Timing trailer (cloisond --server-timing): the
+// result has a breakdown with every stage of a token-id prompt's path, each counted
+// once per completed request, and a request's stages fit in its total. No
+// timing is asserted.
+func TestBenchServeBreakdown(t *testing.T) {
+	p := platformtest.New(t, platformtest.Options{Tenants: []cloison.TenantID{"alpha"}, API: func(c *api.Config) { c.ServerTiming = true }})
+	tok := p.Token(t, "alpha", tenancy.ScopeInfer)
+	js := filepath.Join(t.TempDir(), "serve.json")
+	out := mustRun(t, "bench", "serve", "--base-url", p.URL, "--model", platformtest.Model, "--num-prompts", "6",
+		"--max-concurrency", "2", "--input-len", "16", "--output-len", "5", "--api-key", tok, "--json", js)
+	if !strings.Contains(out, "Breakdown per request") {
+		t.Errorf("no breakdown table:\n%s", out)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Completed int                  `json:"completed"`
+		Breakdown map[string]stageDist `json:"breakdown"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// No admission span: it checks a text prompt before tokenizing it, and
+	// these prompts are token ids.
+	for _, k := range []string{"auth", "policy", "ledger.append", "queue", "prefill", "decode", "inference", "total", "engine", "platform"} {
+		d, ok := m.Breakdown[k]
+		if !ok || d.Count != m.Completed || d.P50 < 0 || d.P99 < d.P50 {
+			t.Errorf("stage %s: %+v (completed %d)", k, d, m.Completed)
+		}
+	}
+	if e, tot := m.Breakdown["engine"], m.Breakdown["total"]; e.Mean > tot.Mean {
+		t.Errorf("engine %g ms of a total %g", e.Mean, tot.Mean)
+	}
+}
+
+// TestParseServerTiming: durations by name, summed when a name repeats;
+// entries without a duration skipped.
+func TestParseServerTiming(t *testing.T) {
+	got := parseServerTiming(`auth;dur=0.5, ledger.append;dur=1.25, ledger.append;dur="0.75", cache;desc=hit, total;dur=9`)
+	want := map[string]float64{"auth": 0.5, "ledger.append": 2, "total": 9}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %g, want %g", k, got[k], v)
+		}
+	}
+	if parseServerTiming("") != nil {
+		t.Error("an empty header gave stages")
+	}
+}
+
+// TestBenchServeEngineAlone runs the same workload on the engine alone
+// (--engine, in process, two tenants): every request completes with its
+// enforced length, the breakdown has the engine's stages and no platform
+// share, and engine flags without --engine are refused rather than
+// ignored. No timing is asserted.
+func TestBenchServeEngineAlone(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.gguf")
+	mustRun(t, "model", "synth", "--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab", "300", "--context", "256", model)
+	js := filepath.Join(dir, "engine.json")
+	out := mustRun(t, "bench", "serve", "--engine", model, "--threads", "1", "--kv-type", "f16", "--kv-pages", "64", "--max-batch-tokens", "64",
+		"--max-running", "4", "--num-prompts", "7", "--max-concurrency", "3", "--input-len", "uniform:20:0.5", "--output-len", "5",
+		"--tenant", "a=unused:2", "--tenant", "b=unused:1", "--seed", "5", "--json", js)
+	if !strings.Contains(out, "engine alone (in process)") || !strings.Contains(out, "Breakdown per request") {
+		t.Errorf("output:\n%s", out)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		BaseURL    string               `json:"base_url"`
+		Completed  int                  `json:"completed"`
+		Failed     int                  `json:"failed"`
+		Enforced   bool                 `json:"lengths_enforced"`
+		OutputLens []int                `json:"output_lens"`
+		InputLens  []int                `json:"input_lens"`
+		Breakdown  map[string]stageDist `json:"breakdown"`
+		Tenants    map[string]any       `json:"tenants"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Completed != 7 || m.Failed != 0 || !m.Enforced || !strings.HasPrefix(m.BaseURL, "engine:") || len(m.Tenants) != 2 {
+		t.Fatalf("JSON: %s", b)
+	}
+	// The same plan as against a server: the same prompt lengths.
+	c := serveConfig{numPrompts: 7, rate: math.Inf(1), burstiness: 1, input: lengthDist{Kind: "uniform", Len: 20, Ratio: 0.5},
+		output: lengthDist{Kind: "fixed", Len: 5}, idLo: 97, idHi: 123, seed: 5,
+		tenants: []serveTenant{{Name: "a", Weight: 2}, {Name: "b", Weight: 1}}}
+	var want []int
+	for _, p := range c.plan() {
+		want = append(want, len(p.prompt))
+	}
+	got := slices.Clone(m.InputLens)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("input lengths %v, the plan's %v", got, want)
+	}
+	for _, n := range m.OutputLens {
+		if n != 5 {
+			t.Errorf("output lengths %v, want 5 each", m.OutputLens)
+			break
+		}
+	}
+	for _, k := range []string{"queue", "prefill", "decode", "engine"} {
+		if d := m.Breakdown[k]; d.Count != 7 {
+			t.Errorf("stage %s: %+v", k, d)
+		}
+	}
+	if _, ok := m.Breakdown["platform"]; ok {
+		t.Errorf("the engine alone has a platform share: %v", m.Breakdown)
+	}
+	for _, args := range [][]string{{"--threads", "2"}, {"--kv-type", "f16"}, {"--max-running", "8"}} {
+		_, err := run(t, append([]string{"bench", "serve", "--base-url", "http://127.0.0.1:1", "--num-prompts", "1"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "--engine") {
+			t.Errorf("%v without --engine: %v", args, err)
+		}
+	}
+	if _, err := run(t, "bench", "serve", "--engine", model, "--kv-type", "q8_0", "--num-prompts", "1"); err == nil {
+		t.Error("a KV type the engine does not know was accepted")
 	}
 }

@@ -28,11 +28,12 @@ func newModelSynthCmd() *cobra.Command {
 	var bag, fim bool
 	var pooling int
 	var dtype, chatTemplate string
+	var relu bool
 	var lora, loraTargets, loraDType string
 	var lc synth.LoRAConfig
 	synthCmd := &cobra.Command{
 		Use:   "synth OUT.gguf",
-		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3, granite, bert or nomic-bert weights, or the context-bag leak oracle (--bag)",
+		Short: "Write a synthetic model: seeded random llama, qwen3, qwen3moe, mixtral, gemma3, phi3, granite, bert, nomic-bert or t5encoder weights, or the context-bag leak oracle (--bag)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w *gguf.Writer
@@ -66,14 +67,19 @@ func newModelSynthCmd() *cobra.Command {
 				}
 			} else if bag {
 				w, err = synth.ContextBag(synth.BagConfig{Vocab: c.Vocab, Context: c.Context, FIM: fim, Pooling: pooling})
-			} else if c.Arch == "bert" || c.Arch == "nomic-bert" {
-				// An encoder: its WordPiece vocabulary is synth.BertVocab
-				// (--vocab and --kv-heads do not apply).
+			} else if c.Arch == "bert" || c.Arch == "nomic-bert" || c.Arch == "t5encoder" {
+				// An encoder: its vocabulary is synth.BertVocab (WordPiece)
+				// or synth.T5Vocab (Unigram); --vocab and --kv-heads do not
+				// apply, --head-dim and --relu are t5encoder's.
 				if err := setDType(&c, dtype); err != nil {
 					return err
 				}
-				w, err = synth.Bert(synth.BertConfig{Arch: c.Arch, Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, FFN: c.FFN,
-					Context: c.Context, Pooling: pooling, DType: c.DType, Seed: c.Seed})
+				bc := synth.BertConfig{Arch: c.Arch, Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, FFN: c.FFN,
+					Context: c.Context, Pooling: pooling, DType: c.DType, Seed: c.Seed, ReLU: relu}
+				if c.Arch == "t5encoder" {
+					bc.KeyLength = c.HeadDim
+				}
+				w, err = synth.Bert(bc)
 			} else if fim {
 				return fmt.Errorf("--fim is for the context-bag model (--bag)")
 			} else {
@@ -107,13 +113,14 @@ func newModelSynthCmd() *cobra.Command {
 	f.StringVar(&chatTemplate, "chat-template", "", "a Jinja chat template file written as tokenizer.chat_template instead of ChatML (its special tokens must be the synthetic vocabulary's: ChatML-family templates)")
 	f.BoolVar(&bag, "bag", false, "the context-bag model (emits only tokens of the KV it reads)")
 	f.BoolVar(&fim, "fim", false, "with --bag: end the vocabulary with fill-in-the-middle tokens (a model that allows completions' suffix)")
-	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 4 rank (bert, nomic-bert: a cross-encoder with a classification head, served by /v1/rerank and /v1/score); 0: none (bert, nomic-bert: CLS)")
+	f.IntVar(&pooling, "pooling", 0, "{arch}.pooling_type: 1 mean, 2 CLS, 3 last (an embedding model, served by /v1/embeddings); 4 rank (bert, nomic-bert: a cross-encoder with a classification head, served by /v1/rerank and /v1/score); 0: none (bert, nomic-bert: CLS; t5encoder: mean)")
+	f.BoolVar(&relu, "relu", false, "t5encoder: T5's ReLU feed-forward instead of flan-T5's gated GELU")
 	f.IntVar(&c.Layers, "layers", 4, "layers")
 	f.IntVar(&c.DModel, "d-model", 512, "embedding width")
 	f.IntVar(&c.Heads, "heads", 8, "attention heads")
 	f.IntVar(&c.KVHeads, "kv-heads", 4, "KV heads")
 	f.IntVar(&c.HeadDim, "head-dim", 0, "head width (0: d-model/heads)")
-	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama, qwen3 (per-head Q/K norm), qwen3moe or mixtral (mixtures of experts; need --experts), gemma3, phi3, granite, or the encoders bert and nomic-bert (WordPiece vocabulary; --dtype f32, f16 or q8_0)")
+	f.StringVar(&c.Arch, "arch", "llama", "architecture: llama, qwen3 (per-head Q/K norm), qwen3moe or mixtral (mixtures of experts; need --experts), gemma3, phi3, granite, or the encoders bert and nomic-bert (WordPiece vocabulary) and t5encoder (Unigram vocabulary; relative position bias) with --dtype f32, f16 or q8_0")
 	f.IntVar(&c.Experts, "experts", 0, "experts per layer (qwen3moe, mixtral); --ffn is each expert's width")
 	f.IntVar(&c.ExpertsUsed, "experts-used", 0, "experts routed per token (with --experts; 0: 2)")
 	f.IntVar(&c.Window, "window", 0, "attention.sliding_window (0: none; gemma3: five local layers, then a global one; others: every layer)")
@@ -123,7 +130,7 @@ func newModelSynthCmd() *cobra.Command {
 	f.IntVar(&c.Vocab, "vocab", 2048, "vocabulary (≥ 259)")
 	f.IntVar(&c.Context, "context", 4096, "advertised context length")
 	f.Uint64Var(&c.Seed, "seed", 1, "weight seed")
-	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
+	f.StringVar(&dtype, "dtype", "q8_0", "weights: f32, f16, bf16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k (the k-quants: d-model and ffn multiples of 256), or the q4_k_m / q5_k_m mixes")
 	// LoRA adapters (--lora BASE.gguf): the flags below.
 	f.StringVar(&lora, "lora", "", "write a LoRA adapter (llama.cpp's GGUF adapter format) for this base model file instead of a model; --seed seeds it")
 	f.IntVar(&lc.Rank, "rank", 16, "with --lora: the rank of every pair")
@@ -168,7 +175,13 @@ func newModelInspectCmd() *cobra.Command {
 				fmt.Fprintf(w, "%v\t%v\n", kv[0], kv[1])
 			}
 			if mc.Encoder {
-				fmt.Fprintf(w, "encoder\ttrue\nnorm_eps\t%v\n", mc.NormEps)
+				fmt.Fprintf(w, "encoder\ttrue\n")
+			}
+			if mc.NormEps != 0 {
+				fmt.Fprintf(w, "norm_eps\t%v\n", mc.NormEps)
+			}
+			if mc.RelBuckets > 0 {
+				fmt.Fprintf(w, "relative_buckets\t%d\n", mc.RelBuckets)
 			}
 			return w.Flush()
 		},
@@ -182,6 +195,8 @@ func setDType(c *synth.Config, dtype string) error {
 		c.DType = gguf.F32
 	case "f16":
 		c.DType = gguf.F16
+	case "bf16":
+		c.DType = gguf.BF16
 	case "q8_0":
 		c.DType = gguf.Q8_0
 	case "q4_1":
@@ -203,7 +218,7 @@ func setDType(c *synth.Config, dtype string) error {
 	case "q6_k":
 		c.DType = gguf.Q6_K
 	default:
-		return fmt.Errorf("dtype %q: want f32, f16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
+		return fmt.Errorf("dtype %q: want f32, f16, bf16, q8_0, q4_1, q5_0, q5_1, mxfp4, q2_k, q3_k, q4_k, q4_k_m, q5_k, q5_k_m or q6_k", dtype)
 	}
 	return nil
 }

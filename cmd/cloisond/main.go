@@ -243,7 +243,7 @@ type config struct {
 	drainPeriod                                 time.Duration
 	maxBatchTokens, maxRunning, chunkTokens     int
 	contendedBatchTokens                        int
-	prefixCache                                 bool
+	prefixCache, serverTiming                   bool
 	readyFile, grpcAddr, grpcReadyFile          string
 	trustJWKS                                   []string
 	keyRefresh, keyRotateAfter                  time.Duration
@@ -377,6 +377,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.chunkTokens, "chunk-tokens", 256, "prefill chunk per sequence per step")
 	fs.IntVar(&c.contendedBatchTokens, "contended-batch-tokens", 32, "an engine step's bound while a light tenant shares the node with a busy one (its wait for the step in flight), in short-context tokens: a token at context position p counts 1 + p/span, the span from the model's shape (docs/benchmarks.md's fairness figures); raise it on an accelerator, -1: --max-batch-tokens")
 	fs.BoolVar(&c.prefixCache, "prefix-cache", true, "per-tenant prefix cache (tenant-salted namespaces)")
+	fs.BoolVar(&c.serverTiming, "server-timing", false, "end every HTTP response with a Server-Timing trailer: the request's time in auth, admission, policy, ledger.append, queue, prefill, decode and in all (for cloisonctl bench serve's breakdown; docs/benchmarks.md)")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the HTTP listen address to this file once serving (tests)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:9090", "gRPC listen address (empty: no gRPC)")
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")

@@ -75,7 +75,7 @@ func (c config) spec(ctx context.Context, db, scanDB *pgxpool.Pool, log *slog.Lo
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
 		API: api.Config{Logger: log, MaxBody: c.maxRequestBytes, MaxN: c.maxN, GrammarBytes: c.grammarBytes, DefaultMaxTokens: c.defaultMaxTokens, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    audit.VerifyOptions{Keys: trusted, ExternalDir: cpDir},
-			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: resp}}
+			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: resp, ServerTiming: c.serverTiming}}
 	if c.devTenant != "" {
 		s.Tenants = []tenancy.Tenant{devTenant(cloison.TenantID(c.devTenant))}
 	}

@@ -17,15 +17,21 @@ import (
 var encoders = map[string]struct {
 	rope   bool // nomic-bert: NeoX RoPE on Q and K, no position embeddings
 	swiglu bool // nomic-bert: ffn_gate and SwiGLU instead of GELU
+	t5     bool // a T5 encoder (t5.go): RMS norms, relative position bias
 }{
 	"bert":       {},
 	"nomic-bert": {rope: true, swiglu: true},
+	"t5encoder":  {t5: true},
+	"t5":         {t5: true}, // its encoder half
 }
 
 // encoderConfig reads the hyperparameters of a BERT-family file as
 // llama.cpp's loaders do (src/models/bert.cpp, nomic-bert.cpp).
 func encoderConfig(f *gguf.File, arch string) (Config, error) {
 	ad := encoders[arch]
+	if ad.t5 {
+		return t5Config(f, arch)
+	}
 	c := Config{Arch: arch, Encoder: true}
 	p := arch + "."
 	var err error
@@ -98,6 +104,7 @@ type encoder struct {
 	clsW, clsB, outW, outB []float32
 	rankOut                int
 	host                   []float32 // rows×max(DModel, FFN) staging buffer
+	t5                     *t5enc    // a T5 encoder's weights (t5.go); nil for BERT
 }
 
 type hostNorm struct{ w, b []float32 }
@@ -112,8 +119,11 @@ type encLayer struct {
 
 // loadEncoder builds a BERT-family model (Load's path for c.Encoder).
 func loadEncoder(b kernels.Backend, f *gguf.File, c Config) (*Model, error) {
-	m := &Model{Config: c, b: b}
 	ad := encoders[c.Arch]
+	if ad.t5 {
+		return loadT5(b, f, c)
+	}
+	m := &Model{Config: c, b: b}
 	e := &encoder{rope: ad.rope, swiglu: ad.swiglu}
 	m.enc = e
 	ok := false
@@ -373,6 +383,13 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 			pos = append(pos, int32(j))
 		}
 	}
+	if e.t5 != nil {
+		x := m.sc.x.Slice(0, rows)
+		if err := m.t5Layers(a, x, ids, spans); err != nil {
+			return nil, err
+		}
+		return m.hiddenOf(x, spans)
+	}
 	sc := &m.sc
 	x, h, q, k, v := sc.x.Slice(0, rows), sc.h.Slice(0, rows), sc.q.Slice(0, rows), sc.k.Slice(0, rows), sc.v.Slice(0, rows)
 	att, o, gate, up, dwn := sc.att.Slice(0, rows), sc.o.Slice(0, rows), sc.gate.Slice(0, rows), sc.up.Slice(0, rows), sc.dwn.Slice(0, rows)
@@ -441,11 +458,16 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 			return nil, err
 		}
 	}
-	hidden := make([]float32, rows*m.DModel)
-	if err := b.Download(hidden, x); err != nil {
+	return m.hiddenOf(x, spans)
+}
+
+// hiddenOf downloads x's rows and cuts them into each span's.
+func (m *Model) hiddenOf(x kernels.Tensor, spans []kernels.Span) ([][]float32, error) {
+	hidden := make([]float32, x.Rows()*m.DModel)
+	if err := m.b.Download(hidden, x); err != nil {
 		return nil, err
 	}
-	out := make([][]float32, len(batch))
+	out := make([][]float32, len(spans))
 	for i, s := range spans {
 		out[i] = hidden[s.Row*m.DModel : (s.Row+s.N)*m.DModel : (s.Row+s.N)*m.DModel]
 	}

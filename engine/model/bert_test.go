@@ -266,9 +266,10 @@ func TestEncoderMatchesReference(t *testing.T) {
 }
 
 // TestEncoderBatchInvariant: an input's hidden states are bit-identical
-// alone and batched with other inputs of other lengths, in any order.
+// alone and batched with other inputs of other lengths, in any order
+// (bert, nomic-bert, t5encoder).
 func TestEncoderBatchInvariant(t *testing.T) {
-	for _, arch := range []string{"bert", "nomic-bert"} {
+	for _, arch := range []string{"bert", "nomic-bert", "t5encoder"} {
 		t.Run(arch, func(t *testing.T) {
 			m := load(t, backend(t), bertFile(t, synth.BertConfig{Arch: arch, Layers: 2, DModel: 64, Heads: 4, FFN: 128, Context: 64, DType: gguf.Q8_0}))
 			k := newKV(t, m, 32, 8, "t")
@@ -361,9 +362,16 @@ func TestEncoderRefuses(t *testing.T) {
 
 // TestEncoderStaleTableCannotRead: an encoder's K/V go through the tenant's
 // pages like a decoder's; a block table kept after its lease ended, whose
-// pages another tenant now holds, computes nothing (isolation_violation).
+// pages another tenant now holds, computes nothing (isolation_violation):
+// bert, and t5encoder through its biased bidirectional attention.
 func TestEncoderStaleTableCannotRead(t *testing.T) {
-	m := load(t, backend(t), bertFile(t, synth.BertConfig{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Context: 32, DType: gguf.F32}))
+	for _, arch := range []string{"bert", "t5encoder"} {
+		t.Run(arch, func(t *testing.T) { testEncoderStaleTable(t, arch) })
+	}
+}
+
+func testEncoderStaleTable(t *testing.T, arch string) {
+	m := load(t, backend(t), bertFile(t, synth.BertConfig{Arch: arch, Layers: 1, DModel: 32, Heads: 2, FFN: 64, Context: 32, DType: gguf.F32}))
 	k := newKV(t, m, 2, 4, "a", "b")
 	in := tokens(8, m.Vocab, 4)
 	a := k.start(t, "a", "r1", 8)

@@ -78,10 +78,14 @@ type Config struct {
 	// into one vector ({arch}.pooling_type as llama.cpp reads it); PoolNone
 	// for a model that declares none (a generative model).
 	Pooling Pooling
-	// Encoder: a BERT-family model (bert, nomic-bert): bidirectional
-	// attention, layer norms of epsilon NormEps, no logits (bert.go).
+	// Encoder: a bidirectional encoder that serves embeddings and no
+	// logits: BERT-family (bert, nomic-bert: layer norms of epsilon
+	// NormEps; bert.go) or T5 (t5encoder, t5's encoder; t5.go).
 	Encoder bool
 	NormEps float32
+	// RelBuckets: a T5 encoder's relative-position buckets
+	// (attention.relative_buckets_count; t5.go); RMSEps its norms' epsilon.
+	RelBuckets int
 }
 
 // arch describes what an architecture adds to the llama layout.

@@ -189,6 +189,23 @@
 // file (cosine ≥ 0.9999), TestEncoderBatchInvariant bit equality alone and
 // batched.
 //
+// T5 encoders (t5.go): "t5encoder" files and the encoder half of "t5"
+// files (dec.* unread), as llama.cpp's src/models/t5.cpp encoder graph:
+// token embedding; per layer RMSNorm (enc.blk.N.attn_norm, RMSEps), Q/K/V
+// of Heads×HeadDim (attention.key_length) without biases, bidirectional
+// attention with scale 1 (no 1/sqrt(d)) plus the relative-position bias
+// attn_rel_b (RelBuckets buckets, max distance 128; layer 0's table
+// where a layer has none) through the arena (kernels.AttentionOptions
+// Bidirectional and Bias: the K/V go to the tenant's pages, tag-checked),
+// attn_o, residual; RMSNorm (ffn_norm), GeGLU(ffn_gate, ffn_up) (flan-T5;
+// needs kernels.GeGLUer) or ReLU(ffn_up) (T5), ffn_down, residual;
+// enc.output_norm. pooling_type 1 mean, 2 CLS, 3 last, or none (no
+// embeddings); rank is refused, as attention.causal true. The arena must
+// be a kernels.WindowAttender (kernels/cpu), else Forward returns
+// ErrUnsupported. TestT5EncoderMatchesReference checks every hidden state
+// against a float64 reference (cosine ≥ 0.9999); TestLlamaCppEncoders the
+// pooled vectors against llama.cpp's.
+//
 // d=512 model (Q8_0, F32) and a ~100M model (Q8_0), and decode bandwidth
 // efficiency = weight bytes streamed per second ÷ copy() bandwidth measured in
 // the same run. make peer-quant compares logits per weight type with

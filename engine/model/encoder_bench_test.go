@@ -14,10 +14,16 @@ import (
 // figure beside it: scripts/encoder-bench.mjs (node-llama-cpp's embedding
 // context) on the same shape, written by cloisonctl model synth --arch bert
 // --layers 6 --d-model 384 --heads 12 --ffn 1536 --context 512 --pooling 1.
+// t5encoder-Q8_0: a T5 encoder of the same shape (gated GELU, relative
+// position bias), beside the bert of the same run.
 func BenchmarkEncoderEmbed(b *testing.B) {
-	for _, dt := range []gguf.TensorType{gguf.Q8_0, gguf.F16} {
-		b.Run(dt.String(), func(b *testing.B) {
-			c := synth.BertConfig{Layers: 6, DModel: 384, Heads: 12, FFN: 1536, Context: 512, DType: dt, Pooling: 1}
+	for _, run := range []struct {
+		name string
+		arch string
+		dt   gguf.TensorType
+	}{{"Q8_0", "bert", gguf.Q8_0}, {"F16", "bert", gguf.F16}, {"t5encoder-Q8_0", "t5encoder", gguf.Q8_0}} {
+		b.Run(run.name, func(b *testing.B) {
+			c := synth.BertConfig{Arch: run.arch, Layers: 6, DModel: 384, Heads: 12, FFN: 1536, Context: 512, DType: run.dt, Pooling: 1}
 			m := load(b, backend(b), bertFile(b, c))
 			k := newKV(b, m, 64*128/16, 16, "t")
 			benchInputs := *benchInputsFlag

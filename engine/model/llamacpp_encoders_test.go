@@ -74,7 +74,7 @@ func TestLlamaCppEncoders(t *testing.T) {
 			t.Logf("%s: worst cosine %.9f, worst score difference %.2g", c.Name, worst, worstScore)
 		})
 	}
-	for _, a := range []string{"bert", "nomic-bert"} {
+	for _, a := range []string{"bert", "nomic-bert", "t5encoder"} {
 		if !archs[a] {
 			t.Errorf("no llama.cpp record for %s", a)
 		}

@@ -36,6 +36,7 @@ func TestMatchesReference(t *testing.T) {
 	}{
 		{small(gguf.F32, false), false, 1e-5},
 		{small(gguf.F16, true), false, 1e-5},
+		{small(gguf.BF16, false), false, 1e-5},
 		// A backend may quantize activations to 8 bits for Q8_0, as llama.cpp
 		// does (kernels/cpu under GOEXPERIMENT=simd: 3.5e-2 observed here;
 		// float activations: 1e-6). Wrong RoPE, masks or layouts give O(1).

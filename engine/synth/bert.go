@@ -12,8 +12,10 @@ import (
 // BertConfig describes a random-weight BERT-family encoder.
 type BertConfig struct {
 	Name string // general.name; "synthetic-bert" if empty
-	// Arch is "bert" (default: learned absolute positions, GELU) or
-	// "nomic-bert" (NeoX RoPE, fused attn_qkv, SwiGLU, no biases).
+	// Arch is "bert" (default: learned absolute positions, GELU),
+	// "nomic-bert" (NeoX RoPE, fused attn_qkv, SwiGLU, no biases) or
+	// "t5encoder" (T5's encoder: RMS norms, relative position bias, gated
+	// GELU; a Unigram vocabulary, T5Vocab; see T5).
 	Arch    string
 	Layers  int
 	DModel  int
@@ -26,7 +28,11 @@ type BertConfig struct {
 	RankLabels int // classifier.output_labels; 0 means 1
 	DType      gguf.TensorType
 	Seed       uint64
-	NormEps    float32 // 0 means 1e-12, as BERT's
+	NormEps    float32 // 0 means 1e-12, as BERT's (t5encoder: 1e-6)
+	// t5encoder only: KeyLength is attention.key_length (0: DModel/Heads);
+	// ReLU selects T5's ReLU feed-forward instead of flan-T5's gated GELU.
+	KeyLength int  `json:",omitempty"`
+	ReLU      bool `json:",omitempty"`
 }
 
 // BERT special token ids of BertVocab (llama.cpp's defaults for "bert").
@@ -79,31 +85,58 @@ func BertVocab() (tokens []string, types []int32) {
 }
 
 func (c *BertConfig) fill() error {
+	if c.Name == "" && c.Arch == "t5encoder" {
+		c.Name = "synthetic-t5encoder"
+	}
 	if c.Name == "" {
 		c.Name = "synthetic-bert"
 	}
 	if c.Arch == "" {
 		c.Arch = "bert"
 	}
-	if c.Arch != "bert" && c.Arch != "nomic-bert" {
-		return fmt.Errorf("synth: encoder architecture %q (bert, nomic-bert)", c.Arch)
+	t5 := c.Arch == "t5encoder"
+	if c.Arch != "bert" && c.Arch != "nomic-bert" && !t5 {
+		return fmt.Errorf("synth: encoder architecture %q (bert, nomic-bert, t5encoder)", c.Arch)
 	}
-	if c.Pooling == 0 {
+	if (c.KeyLength != 0 || c.ReLU) && !t5 {
+		return fmt.Errorf("synth: key length and ReLU are t5encoder's")
+	}
+	switch {
+	case c.Pooling == 0 && t5:
+		c.Pooling = 1
+	case c.Pooling == 0:
 		c.Pooling = 2
 	}
-	if c.Pooling != 1 && c.Pooling != 2 && c.Pooling != 4 {
+	switch {
+	case t5 && c.Pooling != 1 && c.Pooling != 2 && c.Pooling != 3:
+		return fmt.Errorf("synth: t5encoder pooling %d (1 mean, 2 CLS, 3 last)", c.Pooling)
+	case !t5 && c.Pooling != 1 && c.Pooling != 2 && c.Pooling != 4:
 		return fmt.Errorf("synth: encoder pooling %d (1 mean, 2 CLS, 4 rank)", c.Pooling)
 	}
 	if c.RankLabels == 0 {
 		c.RankLabels = 1
 	}
-	if c.NormEps == 0 {
+	switch {
+	case c.NormEps == 0 && t5:
+		c.NormEps = 1e-6
+	case c.NormEps == 0:
 		c.NormEps = 1e-12
+	}
+	if t5 {
+		if c.KeyLength == 0 && c.Heads > 0 && c.DModel%c.Heads == 0 {
+			c.KeyLength = c.DModel / c.Heads
+		}
+		if c.KeyLength < 1 || c.Heads < 1 || c.DModel < 1 || c.FFN < 1 || c.Layers < 1 || c.Context < 1 {
+			return fmt.Errorf("synth: layers, d_model, heads, key length, ffn and context must be positive: %+v", *c)
+		}
+		if c.DType == gguf.Q8_0 && (c.Heads*c.KeyLength)%32 != 0 {
+			return fmt.Errorf("synth: Q8_0 needs heads × key length to be a multiple of 32")
+		}
 	}
 	switch {
 	case c.Layers < 1 || c.DModel < 1 || c.Heads < 1 || c.FFN < 1 || c.Context < 1 || c.RankLabels < 1:
 		return fmt.Errorf("synth: layers, d_model, heads, ffn, context and labels must be positive: %+v", *c)
-	case c.DModel%c.Heads != 0 || (c.DModel/c.Heads)%2 != 0:
+	case !t5 && (c.DModel%c.Heads != 0 || (c.DModel/c.Heads)%2 != 0):
 		return fmt.Errorf("synth: d_model %d with %d heads needs an even head dim", c.DModel, c.Heads)
 	case c.Context > math.MaxUint32:
 		return fmt.Errorf("synth: context %d does not fit context_length (uint32)", c.Context)
@@ -132,6 +165,9 @@ func (c *BertConfig) fill() error {
 func Bert(c BertConfig) (*gguf.Writer, error) {
 	if err := c.fill(); err != nil {
 		return nil, err
+	}
+	if c.Arch == "t5encoder" {
+		return t5(c)
 	}
 	w := gguf.NewWriter()
 	tokens, types := BertVocab()
@@ -182,38 +218,7 @@ func Bert(c BertConfig) (*gguf.Writer, error) {
 			return nil, err
 		}
 	}
-	idx := uint64(0)
-	// gen writes a tensor of the given dims (ggml order) whose n values
-	// are mean + sd·N(0, 1), in dt.
-	gen := func(name string, dt gguf.TensorType, dims []uint64, mean, sd float32) error {
-		idx++
-		seed := idx
-		cols := int(dims[0])
-		rows := 1
-		for _, d := range dims[1:] {
-			rows *= int(d)
-		}
-		return w.AddTensorFunc(name, dt, dims, func(b []byte) error {
-			r := rand.New(rand.NewPCG(c.Seed, seed))
-			row := make([]float32, cols)
-			rb := len(b) / rows
-			for i := range rows {
-				for j := range row {
-					row[j] = mean + sd*float32(r.NormFloat64())
-				}
-				if dt == gguf.F32 {
-					f32bytes(b[i*rb:], row)
-					continue
-				}
-				enc, err := encode(dt, row)
-				if err != nil {
-					return err
-				}
-				copy(b[i*rb:], enc)
-			}
-			return nil
-		})
-	}
+	gen := tensorGen(w, c.Seed)
 	d := uint64(c.DModel)
 	ffn := uint64(c.FFN)
 	matrix := func(name string, rows, cols uint64) error {
@@ -265,4 +270,40 @@ func Bert(c BertConfig) (*gguf.Writer, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// tensorGen returns a function that adds a tensor of the given dims (ggml
+// order) to w whose values are mean + sd·N(0, 1), in dt, each tensor from
+// its own stream of seed (the n-th tensor added: stream n).
+func tensorGen(w *gguf.Writer, seed uint64) func(name string, dt gguf.TensorType, dims []uint64, mean, sd float32) error {
+	idx := uint64(0)
+	return func(name string, dt gguf.TensorType, dims []uint64, mean, sd float32) error {
+		idx++
+		stream := idx
+		cols := int(dims[0])
+		rows := 1
+		for _, d := range dims[1:] {
+			rows *= int(d)
+		}
+		return w.AddTensorFunc(name, dt, dims, func(b []byte) error {
+			r := rand.New(rand.NewPCG(seed, stream))
+			row := make([]float32, cols)
+			rb := len(b) / rows
+			for i := range rows {
+				for j := range row {
+					row[j] = mean + sd*float32(r.NormFloat64())
+				}
+				if dt == gguf.F32 {
+					f32bytes(b[i*rb:], row)
+					continue
+				}
+				enc, err := encode(dt, row)
+				if err != nil {
+					return err
+				}
+				copy(b[i*rb:], enc)
+			}
+			return nil
+		})
+	}
 }

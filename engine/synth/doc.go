@@ -39,7 +39,11 @@
 // with a WordPiece vocabulary (BertVocab: [PAD] 0, [UNK] 100, [CLS] 101,
 // [SEP] 102, [MASK] 103, ASCII characters as word starts and continuations,
 // some English words), pooling_type mean, CLS or rank (cls and cls.output
-// heads), in the tensor layout llama.cpp's converter writes.
+// heads), in the tensor layout llama.cpp's converter writes. Arch
+// "t5encoder" writes a T5 encoder instead (enc.blk.N.* tensors, attn_rel_b
+// on layer 0, gated GELU or ReLU, KeyLength) with a SentencePiece Unigram
+// vocabulary (T5Vocab: <pad> 0, </s> 1, <unk> 2, ASCII pieces and words
+// with scores; add_eos_token) and attention.causal false.
 //
 // ContextBag (BagConfig): a one-layer llama that can only emit tokens present
 // in the KV it attends over — the oracle of the leak tests. Any output token

@@ -137,7 +137,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("synth: rope dims %d with head dim %d", c.RopeDims, c.HeadDim)
 	}
 	switch c.DType {
-	case gguf.F32, gguf.F16:
+	case gguf.F32, gguf.F16, gguf.BF16:
 	case gguf.Q8_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.MXFP4:
 		if c.DModel%32 != 0 || c.FFN%32 != 0 || (c.Heads*c.HeadDim)%32 != 0 {
 			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 32", c.DType)
@@ -147,7 +147,7 @@ func (c *Config) fill() error {
 			return fmt.Errorf("synth: %v needs d_model, ffn and heads×head_dim to be multiples of 256", c.DType)
 		}
 	default:
-		return fmt.Errorf("synth: dtype %v not supported (F32, F16, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", c.DType)
+		return fmt.Errorf("synth: dtype %v not supported (F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", c.DType)
 	}
 	if c.KQuantMix && c.DType != gguf.Q4_K && c.DType != gguf.Q5_K {
 		return fmt.Errorf("synth: the k-quant mix needs dtype Q4_K or Q5_K, not %v", c.DType)
@@ -232,6 +232,8 @@ func fileType(t gguf.TensorType) uint32 {
 		return 16 // Q5_K_S
 	case gguf.Q6_K:
 		return 18
+	case gguf.BF16:
+		return 32 // LLAMA_FTYPE_MOSTLY_BF16
 	}
 	return 0
 }

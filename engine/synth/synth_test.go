@@ -27,6 +27,7 @@ func TestRandom(t *testing.T) {
 	tests := []Config{
 		{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Context: 128, DType: gguf.F32, Seed: 1},
 		{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 259, Context: 1 << 20, DType: gguf.F16, Seed: 2, Tied: true},
+		{Layers: 1, DModel: 32, Heads: 2, FFN: 64, Vocab: 259, Context: 64, DType: gguf.BF16, Seed: 15},
 		{Layers: 3, DModel: 64, Heads: 8, KVHeads: 1, FFN: 128, Vocab: 1000, Context: 4096, DType: gguf.Q8_0, Seed: 3},
 		// qwen3: per-head Q/K norms, head dim apart from d_model/heads.
 		{Arch: "qwen3", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 96, Vocab: 300, Context: 128, DType: gguf.Q8_0, Seed: 4, Tied: true},

@@ -24,9 +24,13 @@ func (a *arena) Attention(layer int, out, q kernels.Tensor, spans []kernels.Span
 // keep their tag and fill checks, their keys and values are not read).
 // Key blocks are still counted from position 0, so a window wider than the
 // sequence gives bit-identical results to Attention.
+// Bidirectional runs every query row to its span's end; a Bias (T5's
+// relative positions) is added to each block's scores before online scales
+// them. Both run flash alone (never flashDecode), so a row's bits do not
+// depend on the other rows of its task.
 func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.Span, o kernels.AttentionOptions) error {
 	b := a.b
-	if o.Window < 0 || o.Scale < 0 || math.IsInf(float64(o.Scale), 0) || math.IsNaN(float64(o.Scale)) {
+	if o.Window < 0 || o.Scale < 0 || math.IsInf(float64(o.Scale), 0) || math.IsNaN(float64(o.Scale)) || (o.Bidirectional && o.Window != 0) {
 		return shapeErr("attention options %+v", o)
 	}
 	if err := b.check(); err != nil {
@@ -64,6 +68,13 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		offs[i+1] = offs[i] + (s.N+attnRows-1)/attnRows*a.c.KVHeads
 	}
 	group := qHeads / a.c.KVHeads
+	var bias *relBias
+	if o.Bias != nil {
+		if err := o.Bias.Check(qHeads); err != nil {
+			return err
+		}
+		bias = newRelBias(o.Bias, spans)
+	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	if o.Scale != 0 {
 		scale = o.Scale
@@ -72,6 +83,8 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 	// flash's bits.
 	var dk *decodeKernels
 	switch {
+	case o.Bidirectional || bias != nil:
+		// flash alone: flashDecode has neither.
 	case b.k.path == AVX512 && hd%64 == 0:
 		dk = decodeK
 	case b.k.path == AVX2 && hd%64 == 0:
@@ -91,7 +104,7 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		if dk != nil && j1-j0 == 1 {
 			a.flashDecode(dk, sc, qt, ot, s, layer, kh, group, j0, scale, o.Window)
 		} else {
-			a.flash(sc, qt, ot, s, layer, kh, group, j0, j1, scale, o.Window)
+			a.flash(sc, qt, ot, s, layer, kh, group, j0, j1, scale, o.Window, o.Bidirectional, bias)
 		}
 		scorePool.Put(sc)
 	})
@@ -151,7 +164,7 @@ var scores4 func(x *[4][]float32, data []float32, offs []int, hd int, out []floa
 // A register tile of vectors starts at its first vector's lo (the
 // smallest): the scores it computes below a later vector's lo are inside
 // the first vector's window, and are never used.
-func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0, j1 int, scale float32, window int) {
+func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh, group, j0, j1 int, scale float32, window int, bidir bool, bias *relBias) {
 	hd := a.c.HeadDim
 	pt := a.c.PageTokens
 	k := a.b.k
@@ -161,6 +174,9 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		return t.row(s.Row + j0 + i/group)[h*hd : (h+1)*hd : (h+1)*hd]
 	}
 	lim := func(i int) int { return s.Pos + j0 + i/group + 1 }
+	if bidir {
+		lim = func(int) int { return s.Pos + s.N }
+	}
 	lo := func(i int) int {
 		if window > 0 {
 			return max(0, lim(i)-window)
@@ -282,6 +298,9 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		}
 		for i := range nv {
 			if f, t := from(i), to(i); f < t {
+				if bias != nil {
+					bias.add(scores(i)[f-b0:t-b0], kh*group+i%group, f-(s.Pos+j0+i/group))
+				}
 				a.online(scores(i)[f-b0:t-b0], vec(ot, i), &sc.m[i], &sc.l[i], scale)
 			}
 		}
@@ -524,5 +543,38 @@ func (a *arena) flashDecode(dk *decodeKernels, sc *attnScratch, qt, ot *tensor, 
 		for d := range oh {
 			oh[d] *= inv
 		}
+	}
+}
+
+// relBias is a kernels.PosBias expanded for one call: per query head, the
+// bias of every relative position −off … off (off+1 the longest span end).
+type relBias struct {
+	byRel []float32 // head h, rel r: byRel[h·width + r + off]
+	width int
+	off   int
+}
+
+func newRelBias(pb *kernels.PosBias, spans []kernels.Span) *relBias {
+	end := 1
+	for _, s := range spans {
+		end = max(end, s.Pos+s.N)
+	}
+	r := &relBias{width: 2*end - 1, off: end - 1}
+	r.byRel = make([]float32, pb.Heads*r.width)
+	for rel := -r.off; rel <= r.off; rel++ {
+		bk := kernels.RelativeBucket(rel, pb.Buckets, pb.MaxDistance, pb.Bidirectional)
+		for h := range pb.Heads {
+			r.byRel[h*r.width+rel+r.off] = pb.Table[bk*pb.Heads+h]
+		}
+	}
+	return r
+}
+
+// add adds head h's bias to scores sg of consecutive keys, the first rel0
+// positions from the query.
+func (r *relBias) add(sg []float32, h, rel0 int) {
+	row := r.byRel[h*r.width+rel0+r.off:]
+	for i := range sg {
+		sg[i] += row[i]
 	}
 }

@@ -94,7 +94,10 @@
 //     positions [max(0, p+1−W), p+1): the blocks stay counted from 0, a
 //     register tile starts at its first (smallest) window start, keys and
 //     values below a task's windows are not read (their pages' tags are
-//     still checked), and a window wider than the sequence changes no bit. On
+//     still checked), and a window wider than the sequence changes no bit.
+//     Bidirectional rows read to their span's end, and T5's relative
+//     position Bias is added to a block's scores before the scale (both in
+//     flash only; flashDecode has neither). On
 //     avx512 a register tile of 4 heads scores a whole key block in one
 //     call (scores4AVX512) and 4 heads sum each value row loaded once
 //     (wsum4x64AVX512), with the bits of the one-head kernels; exponentials

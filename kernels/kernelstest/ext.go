@@ -146,3 +146,89 @@ func res0(p *isolation.Pool, s *seq) []kernels.Span {
 	bt, _ := p.BlockTable(s.lease, 1)
 	return []kernels.Span{{Table: bt, Row: 0, Pos: 0, N: 1}}
 }
+
+// testBiasAttention checks Bidirectional and a T5 relative-position Bias
+// (kernels.AttentionOptions) against dense float64 attention: every row of
+// a span reads the keys of all the span's positions (Bidirectional) or of
+// those up to its own, each score q·k plus the head's bucket bias, times
+// the scale. A sequence's rows are bit-identical computed alone and in a
+// batch with another; contradictory or misshapen options are ErrShape.
+func testBiasAttention(t *testing.T, b kernels.Backend) {
+	p := newPool(t, isolation.Config{}, "a", "b")
+	a := newArena(t, b)
+	wa, ok := a.(kernels.WindowAttender)
+	if !ok {
+		t.Skipf("%s arenas have no AttentionWith", b.Name())
+	}
+	r := newRand(32)
+	s1, s2 := allocate(t, p, "a", "r1", 40), allocate(t, p, "b", "r1", 40)
+	seqs := []*seq{s1, s2}
+	qw := tQHeads * tHeadDim
+	table := randFloats(r, 8*tQHeads, 2)
+	for i, n := range [][]int{{13, 3}, {1, 21}, {9, 1}} {
+		res := step(t, b, p, a, r, seqs, n)
+		rows := n[0] + n[1]
+		for _, o := range []kernels.AttentionOptions{
+			{Bidirectional: true},
+			{Bidirectional: true, Scale: 1, Bias: &kernels.PosBias{Heads: tQHeads, Buckets: 8, MaxDistance: 6, Bidirectional: true, Table: table}},
+			{Scale: 0.3, Bias: &kernels.PosBias{Heads: tQHeads, Buckets: 8, MaxDistance: 10, Table: table}},
+		} {
+			t.Run(fmt.Sprintf("step %d %v %v", i, o.Bidirectional, o.Bias != nil), func(t *testing.T) {
+				for l := range tLayers {
+					q := tensor(t, b, rows, qw, res.q[l])
+					out := tensor(t, b, rows, qw, nil)
+					if err := wa.AttentionWith(l, out, q, res.spans, o); err != nil {
+						t.Fatal(err)
+					}
+					got := download(t, b, out)
+					scale := 1 / math.Sqrt(tHeadDim)
+					if o.Scale != 0 {
+						scale = float64(o.Scale)
+					}
+					for si, s := range seqs {
+						sp := res.spans[si]
+						// Alone: the same rows, the same bits.
+						alone := tensor(t, b, sp.N, qw, nil)
+						one := []kernels.Span{{Table: sp.Table, Row: 0, Pos: sp.Pos, N: sp.N}}
+						if err := wa.AttentionWith(l, alone, tensor(t, b, sp.N, qw, res.q[l][sp.Row*qw:(sp.Row+sp.N)*qw]), one, o); err != nil {
+							t.Fatal(err)
+						}
+						checkBits(t, fmt.Sprintf("layer %d seq %d alone vs batched", l, si), download(t, b, alone), got[sp.Row*qw:(sp.Row+sp.N)*qw])
+						for j := range sp.N {
+							row, pos := sp.Row+j, sp.Pos+j
+							end := pos + 1
+							if o.Bidirectional {
+								end = sp.Pos + sp.N
+							}
+							qv := to64(1, qw, res.q[l][row*qw:(row+1)*qw])[0]
+							bias := func(h, kp int) float64 {
+								if o.Bias == nil {
+									return 0
+								}
+								bk := kernels.RelativeBucket(kp-pos, o.Bias.Buckets, o.Bias.MaxDistance, o.Bias.Bidirectional)
+								return float64(table[bk*tQHeads+h])
+							}
+							want := reference.AttentionBias(qv, s.keys[l][:end], s.vals[l][:end], tQHeads, tKVHeads, tHeadDim, scale, bias)
+							for c := range qw {
+								if !within(got[row*qw+c], want[c], 1e-4) {
+									t.Fatalf("layer %d seq %d pos %d col %d: got %v, want %v", l, si, pos, c, got[row*qw+c], want[c])
+								}
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+	q := tensor(t, b, 1, qw, nil)
+	out := tensor(t, b, 1, qw, nil)
+	for _, o := range []kernels.AttentionOptions{
+		{Bidirectional: true, Window: 2},
+		{Bias: &kernels.PosBias{Heads: tQHeads - 1, Buckets: 8, MaxDistance: 10, Table: table[:8*(tQHeads-1)]}},
+		{Bias: &kernels.PosBias{Heads: tQHeads, Buckets: 8, MaxDistance: 10, Table: table[:7]}},
+		{Bias: &kernels.PosBias{Heads: tQHeads, Buckets: 2, MaxDistance: 10, Bidirectional: true, Table: table[:2*tQHeads]}},
+		{Bias: &kernels.PosBias{Heads: tQHeads, Buckets: 8, MaxDistance: 2, Bidirectional: true, Table: table}},
+	} {
+		errIs(t, fmt.Sprintf("options %+v", o), wa.AttentionWith(0, out, q, res0(p, s1), o), kernels.ErrShape)
+	}
+}

@@ -73,6 +73,7 @@ func runArena(t *testing.T, b kernels.Backend) {
 	t.Run("Attention", func(t *testing.T) { testAttention(t, b) })
 	t.Run("AttentionBatchInvariance", func(t *testing.T) { testAttentionBatchInvariance(t, b) })
 	t.Run("WindowAttention", func(t *testing.T) { testWindowAttention(t, b) })
+	t.Run("BiasAttention", func(t *testing.T) { testBiasAttention(t, b) })
 	t.Run("ArenaIsolation", func(t *testing.T) { testArenaIsolation(t, b) })
 	t.Run("ArenaLifecycleProperty", func(t *testing.T) { testArenaProperty(t, b) })
 	t.Run("ZeroPages", func(t *testing.T) { testZeroPages(t, b) })

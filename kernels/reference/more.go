@@ -114,3 +114,29 @@ func mxfp4(blk []byte, j int) float64 {
 	}
 	return float64(float32(v * math.Pow(2, float64(int(blk[0])-127))))
 }
+
+// AttentionBias is Attention with the scores (q·k + bias(h, p))·scale for
+// query head h and key position p (T5's relative-position bias; scale
+// replaces 1/sqrt(head_dim)).
+func AttentionBias(q []float64, keys, values [][]float64, qHeads, kvHeads, headDim int, scale float64, bias func(h, p int) float64) []float64 {
+	out := make([]float64, qHeads*headDim)
+	group := qHeads / kvHeads
+	for h := range qHeads {
+		kh := h / group
+		scores := make([]float64, len(keys))
+		for p := range keys {
+			var s float64
+			for d := range headDim {
+				s += q[h*headDim+d] * keys[p][kh*headDim+d]
+			}
+			scores[p] = (s + bias(h, p)) * scale
+		}
+		w := Softmax(scores)
+		for p := range values {
+			for d := range headDim {
+				out[h*headDim+d] += w[p] * values[p][kh*headDim+d]
+			}
+		}
+	}
+	return out
+}

@@ -1,4 +1,5 @@
-// Command encodercheck writes the synthetic BERT-family GGUF files of the
+// Command encodercheck writes the synthetic encoder GGUF files (BERT
+// family and T5) of the
 // encoder cross-check and cases.json (each file's synth.BertConfig and the
 // token lists to embed or rank) into a directory, for
 // scripts/encoder-check.mjs to run through llama.cpp (node-llama-cpp).
@@ -18,7 +19,7 @@ import (
 )
 
 // Case is one file of the cross-check. Inputs are whole token lists
-// ([CLS] … [SEP]); for a rank model each is [CLS] query [SEP] document
+// ([CLS] … [SEP]; T5: … </s>); for a rank model each is [CLS] query [SEP] document
 // [SEP], and Split the length of its [CLS] query [SEP] prefix.
 type Case struct {
 	Name   string           `json:"name"`
@@ -55,6 +56,19 @@ func main() {
 		{Name: "nomic-bert-mean-f32", Config: synth.BertConfig{Arch: "nomic-bert", Layers: 2, DModel: 64, Heads: 4, FFN: 96, Context: 128, DType: gguf.F32, Seed: 6, Pooling: 1}, Inputs: embeds},
 		{Name: "bert-rank-f32", Config: synth.BertConfig{Layers: 2, DModel: 64, Heads: 4, FFN: 128, Context: 128, DType: gguf.F32, Seed: 7, Pooling: 4}, Inputs: pairs, Split: split},
 	}
+	// T5 encoders: inputs end in </s> (add_eos_token); the long one runs
+	// past the exact relative-position buckets into the logarithmic ones.
+	eos := int32(synth.T5EOS)
+	t5long := make([]int32, 60)
+	for i := range t5long {
+		t5long[i] = int32(3 + (i*37)%239)
+	}
+	t5in := [][]int32{{40, 41, 42, 200, eos}, {7, 90, 130, 131, 17, 220, 9, 60, 61, 62, 63, eos}, append(t5long, eos), {eos}}
+	cases = append(cases,
+		Case{Name: "t5encoder-mean-f32", Config: synth.BertConfig{Arch: "t5encoder", Layers: 2, DModel: 64, Heads: 4, FFN: 96, Context: 128, DType: gguf.F32, Seed: 8, Pooling: 1}, Inputs: t5in},
+		Case{Name: "t5encoder-cls-q8_0", Config: synth.BertConfig{Arch: "t5encoder", Layers: 3, DModel: 64, Heads: 4, FFN: 128, Context: 128, DType: gguf.Q8_0, Seed: 9, Pooling: 2}, Inputs: t5in},
+		Case{Name: "t5encoder-relu-last-f16", Config: synth.BertConfig{Arch: "t5encoder", Layers: 2, DModel: 64, Heads: 4, KeyLength: 32, FFN: 96, Context: 128, DType: gguf.F16, Seed: 10, Pooling: 3, ReLU: true}, Inputs: t5in},
+	)
 	for i := range cases {
 		c := &cases[i]
 		w, err := synth.Bert(c.Config)
