@@ -134,7 +134,8 @@ type PrefillNode struct {
 // Prefill checks a decode node's prefill nodes (defence layer 2, capacity
 // attestation: the check the 2026 operators lacked: their prefill pool held 65% of the
 // advertised context). Every peer must serve the decode node's model
-// (modelDigest, hex) and hold a whole request of the decode node's served
+// (modelDigest, hex; a node serving several models is checked once per
+// model, with that model's attestation and digest) and hold a whole request of the decode node's served
 // context in its pool, having passed its own attestation; it must attest
 // exactly the labels its certificate names (Certified), none without one. It marks each peer
 // OK or not with a Reason, records them in decode.Prefill, and returns the
@@ -148,6 +149,8 @@ func Prefill(decode Attestation, modelDigest string, peers []PrefillPeer) (a Att
 	for _, p := range peers {
 		pa := p.Attestation
 		switch {
+		case p.ModelDigest == "" && modelDigest != "":
+			p.OK, p.Reason = false, fmt.Sprintf("does not serve model %.16s…", modelDigest)
 		case p.ModelDigest != modelDigest:
 			p.OK, p.Reason = false, fmt.Sprintf("serves model %.16s…, this node %.16s…", p.ModelDigest, modelDigest)
 		case !pa.OK:

@@ -44,4 +44,10 @@
 //	        return err // refuse to start
 //	}
 //	eng, _ := engine.New(engine.Config{Attestation: att, ...})
+//
+// A node serving several models attests each with its own pool; a decode
+// node runs Prefill once per model, with that model's attestation, digest
+// and the peers' attestations of that model (PrefillService.Attest names
+// it): a peer that does not serve it (no digest) fails "does not serve
+// model", and the model, not the other ones, is refused.
 package attest

@@ -17,8 +17,14 @@
 // further ones (Spec.Models at start, LoadModel and UnloadModel at run time
 // from Spec.ModelDir, the admin API's api.ModelAdmin), each with its own
 // instance, pool, arena, engine and recorded attestation, within the
-// memory budget (Spec.MemoryBudget). A decode node serves one. Each model
-// (but a decode node's) has a registry of its tenants' LoRA adapters
+// memory budget (Spec.MemoryBudget). A decode node serves several too: each
+// further model has its own transfer receiver, routed by the model digest
+// its transfers name (transfer.Router), and its own engine.Remote, which
+// asks the prefill nodes to prefill with that model; the prefill nodes are
+// attested per model (attest.Prefill with the model's digest and
+// attestation) before it serves, at start or load, and a model one of them
+// fails is refused, its capacity.attestation ledgered as for the first.
+// Each model (but a decode node's) has a registry of its tenants' LoRA adapters
 // (adapters.go: RegisterAdapter, UnregisterAdapter, the admin API's
 // api.AdapterAdmin), read from Spec.ModelDir and kept for the node's
 // lifetime.
@@ -43,8 +49,15 @@
 //     is the API server's Placement, so admission, the tenant's attestation
 //     view and request.completed see the same prefill set.
 //   - A run-time load is ledgered (model.loaded) BEFORE the model serves,
-//     after its attestation; an unload (model.unloaded) BEFORE it stops
-//     serving, and its engine stops AFTER no request can reach it.
+//     after its attestation (on a decode node, its prefill nodes' too); an
+//     unload (model.unloaded) BEFORE it stops serving, and its engine stops
+//     AFTER no request can reach it.
+//   - A decode node's model receives transfers (transfer.Router.Add)
+//     BEFORE it serves, and stops receiving them (Remove) BEFORE its engine
+//     stops: a transfer in flight ends with its cancelled reservation,
+//     never committed; a later one is refused (check model). A prefill
+//     node joining by DNS must pass every model's check, as the set is
+//     asked round-robin for all of them.
 //   - An adapter's registration is ledgered (adapter.registered, under its
 //     tenant) BEFORE it serves, its removal (adapter.unregistered) BEFORE
 //     it stops serving.

@@ -16,6 +16,7 @@ import (
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/transfer"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/node/prefill"
 	"github.com/cloison/cloison/tenancy"
@@ -31,6 +32,14 @@ import (
 // one full context is refused, as the first one stops the node. Requests
 // name a model in their model field (api.Server.AddModel routes them).
 //
+// On a decode node each further model also has its own transfer receiver
+// (the node's transfer.Router hands it the transfers naming its digest)
+// and engine.Remote (prefill with its digest), and its attestation checks
+// every prefill node asked now for it (attestPrefillModel): a model one of
+// them lacks, stores as another KV type or cannot hold a whole request of
+// is refused, its failed attestation recorded. A model file is served once
+// per decode node (ErrSplitModels): transfers are routed by its digest.
+//
 // Memory (Config.MemoryBudget) counts each model's weights and KV arena
 // (modelBytes); a model that does not fit what the others leave is
 // refused with the figures (api.MemoryBudgetError), never loaded in part
@@ -44,6 +53,8 @@ import (
 //     when the ledger cannot record it the change does not happen.
 //   - An unloaded model's engine stops AFTER it no longer serves: requests
 //     that named it before finish with an error, never a normal finish.
+//   - A decode node's model is routed transfers BEFORE it serves and no
+//     longer routed (Router.Remove) BEFORE its engine stops.
 
 // Errors of the model operations.
 var (
@@ -55,9 +66,9 @@ var (
 	// ErrModelID: a model id the ledger cannot record (letters, digits and
 	// . _ : / @ + - only; at most audit.MaxNameLen).
 	ErrModelID = cloison.NewError(cloison.CodeInvalid, "model id must be letters, digits and . _ : / @ + - (name one with id=)")
-	// ErrSplitModels: a decode node serves one model (its prefill nodes
-	// are attested against it).
-	ErrSplitModels = cloison.NewError(cloison.CodeInvalid, "a decode node serves one model")
+	// ErrSplitModels: a decode node serves a model file once (its
+	// transfers are routed by the file's digest).
+	ErrSplitModels = cloison.NewError(cloison.CodeInvalid, "a decode node serves a model file once")
 )
 
 // served is one further model a node serves.
@@ -67,6 +78,9 @@ type served struct {
 	eng   *engine.Engine
 	att   attest.Attestation
 	bytes int64
+	// capacity is a decode node's prompt bound for this model: the
+	// smallest prefill pool that attested it (engine.Remote.Capacity).
+	capacity int
 
 	stop context.CancelFunc // its engine's Run; nil before Start
 	done chan struct{}      // closed when Run returned
@@ -131,7 +145,7 @@ func (n *Node) release(bytes int64) {
 // attestModel builds m's pool with every stored tenant's partition and
 // attests it, recording the attestation whether it passed or not.
 // Errors: attest.ErrFailed, the tenant store's, the ledger's.
-func (n *Node) attestModel(ctx context.Context, m Model) (*isolation.Pool, attest.Attestation, error) {
+func (n *Node) attestModel(ctx context.Context, m Model) (*isolation.Pool, attest.Attestation, int, error) {
 	c := n.cfg.Capacity
 	// The node's served context bounds every model's; a model of a
 	// shorter context serves its own.
@@ -140,16 +154,16 @@ func (n *Node) attestModel(ctx context.Context, m Model) (*isolation.Pool, attes
 	}
 	pool, err := isolation.NewPool(c.Pool)
 	if err != nil {
-		return nil, attest.Attestation{}, err
+		return nil, attest.Attestation{}, 0, err
 	}
 	all, err := n.cfg.Tenants.Tenants(ctx)
 	if err != nil {
-		return nil, attest.Attestation{}, err
+		return nil, attest.Attestation{}, 0, err
 	}
 	reserved := map[cloison.TenantID]int{}
 	for _, t := range all {
 		if err := pool.AddTenant(prefill.PoolTenant(t)); err != nil {
-			return nil, attest.Attestation{}, fmt.Errorf("tenant %s: %w", t.ID, err)
+			return nil, attest.Attestation{}, 0, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
 		if t.Tier == isolation.TierDedicated {
 			reserved[t.ID] = t.Quotas.KVPages
@@ -157,10 +171,43 @@ func (n *Node) attestModel(ctx context.Context, m Model) (*isolation.Pool, attes
 	}
 	att, aerr := c.Attest(m.Model, reserved)
 	att.Model, att.ModelDigest = m.Name, hex.EncodeToString(m.Digest[:])
-	if err := n.recordAttestation(ctx, m, att, aerr == nil); err != nil {
-		return nil, att, err
+	capacity := 0
+	if aerr == nil && n.cfg.Decode != nil {
+		// Every prefill node asked must serve this model, of the same
+		// digest and KV type, and hold a whole request of its served
+		// context: a model that one of them fails is refused here.
+		att, capacity, aerr = n.attestPrefillModel(ctx, att, m)
 	}
-	return pool, att, aerr
+	if err := n.recordAttestation(ctx, m, att, aerr == nil); err != nil {
+		return nil, att, 0, err
+	}
+	return pool, att, capacity, aerr
+}
+
+// attestPrefillModel checks the prefill nodes asked now in for further
+// model m (attest.Prefill, with m's digest and attestation).
+// Errors: attest.ErrFailed, the prefill client's.
+func (n *Node) attestPrefillModel(ctx context.Context, att attest.Attestation, m Model) (attest.Attestation, int, error) {
+	peers, err := n.cfg.Decode.Client.Attest(ctx, hex.EncodeToString(m.Digest[:]))
+	if err != nil {
+		att.OK, att.Reason = false, "prefill nodes: "+cloison.PublicMessage(err)
+		return att, 0, fmt.Errorf("%w: %s", attest.ErrFailed, att.Reason)
+	}
+	return prefill.CheckPeers(n.cfg.Decode.AttestUnsafe, att, hex.EncodeToString(m.Digest[:]), peers)
+}
+
+// splitChecks are what a prefill node joining a decode node's set must
+// attest for each further model (peerWatcher.further).
+func (n *Node) splitChecks() []peerCheck {
+	n.models.mu.Lock()
+	defer n.models.mu.Unlock()
+	out := make([]peerCheck, 0, len(n.models.byID))
+	for _, sv := range n.models.byID {
+		self := sv.att
+		self.Prefill = nil
+		out = append(out, peerCheck{model: sv.model.Name, self: self, digest: hex.EncodeToString(sv.model.Digest[:]), capacity: sv.capacity})
+	}
+	return out
 }
 
 // recordAttestation ledgers capacity.attestation for model m.
@@ -182,8 +229,8 @@ func (n *Node) recordAttestation(ctx context.Context, m Model, att attest.Attest
 func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, actor audit.Name) (_ api.ModelInfo, err error) {
 	n.models.ops.Lock()
 	defer n.models.ops.Unlock()
-	if n.cfg.Decode != nil {
-		return api.ModelInfo{}, ErrSplitModels
+	if n.cfg.Decode != nil && n.servesDigest(m.Digest) {
+		return api.ModelInfo{}, ErrSplitModels.Withf("%q", m.Name)
 	}
 	if audit.CheckName("model", m.Name) != nil {
 		return api.ModelInfo{}, ErrModelID.Withf("%.64q", m.Name)
@@ -200,18 +247,27 @@ func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, ac
 			n.release(sv.bytes)
 		}
 	}()
-	pool, att, err := n.attestModel(ctx, m)
+	pool, att, capacity, err := n.attestModel(ctx, m)
 	if err != nil {
 		return api.ModelInfo{}, err
 	}
-	sv.att = att
+	sv.att, sv.capacity = att, capacity
 	arena, err := m.Backend.NewArena(m.Model.ArenaConfig(n.cfg.Capacity.Pool.Pages, n.cfg.Capacity.Pool.PageTokens, n.cfg.Capacity.KV))
 	if err != nil {
 		return api.ModelInfo{}, err
 	}
+	var recv *transfer.Receiver
+	var remote *engine.Remote
+	if n.cfg.Decode != nil {
+		if recv, err = n.receiver(pool, arena, m); err != nil {
+			return api.ModelInfo{}, err
+		}
+		remote = n.remote(recv, m)
+		remote.Capacity = capacity
+	}
 	name := m.Name
 	if sv.eng, err = engine.New(engine.Config{Model: m.Model, Tokenizer: m.Tokenizer, Pool: pool, Arena: arena, Attestation: att,
-		Scheduler: n.cfg.Scheduler, Unsafe: n.cfg.Unsafe,
+		Scheduler: n.cfg.Scheduler, Unsafe: n.cfg.Unsafe, Remote: remote,
 		OnIncident: func(in engine.Incident) { n.Server.RecordModelIncident(name, in) }}); err != nil {
 		return api.ModelInfo{}, err
 	}
@@ -232,8 +288,22 @@ func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, ac
 	}
 	n.models.mu.Lock()
 	defer n.models.mu.Unlock()
+	var adapters *engine.Adapters
+	if n.cfg.Decode == nil {
+		adapters = engine.NewAdapters()
+	}
+	// Its transfers are routed BEFORE it serves: its engine reserves
+	// pages for a transfer only once a request reaches it.
+	if recv != nil {
+		if err := n.router.Add(recv); err != nil {
+			return api.ModelInfo{}, err
+		}
+	}
 	if err := n.Server.AddModel(api.Model{Name: m.Name, Engine: sv.eng, Tokenizer: m.Tokenizer, Digest: audit.Digest(m.Digest),
-		Adapters: engine.NewAdapters()}); err != nil {
+		Adapters: adapters}); err != nil {
+		if recv != nil {
+			n.router.Remove(m.Digest)
+		}
 		return api.ModelInfo{}, err
 	}
 	n.models.byID[m.Name] = sv
@@ -242,6 +312,21 @@ func (n *Node) addModel(ctx context.Context, m Model, inst *prefill.Instance, ac
 	}
 	n.log.Info("model served", "model", m.Name, "digest", info.Digest, "bytes", sv.bytes, "served_context", att.ServedContext, "by", actor)
 	return info, nil
+}
+
+// servesDigest reports whether the node serves a model of file digest d.
+func (n *Node) servesDigest(d transfer.Digest) bool {
+	if n.cfg.Model.Digest == d {
+		return true
+	}
+	n.models.mu.Lock()
+	defer n.models.mu.Unlock()
+	for _, sv := range n.models.byID {
+		if sv.model.Digest == d {
+			return true
+		}
+	}
+	return false
 }
 
 // run starts sv's engine (stopEngine stops it).
@@ -332,6 +417,12 @@ func (n *Node) UnloadModel(ctx context.Context, actor audit.Name, id string) (ap
 		return api.ModelInfo{}, fmt.Errorf("%w: %v", api.ErrLedgerUnavailable, err)
 	}
 	delete(n.models.byID, id)
+	if n.router != nil {
+		// No new transfer reaches it; those in flight end with its
+		// reservations when its engine stops (sv.close): cancelled, the
+		// leases discarded, never committed.
+		n.router.Remove(sv.model.Digest)
+	}
 	_, _ = n.Server.RemoveModel(id)
 	n.models.used -= sv.bytes
 	n.models.mu.Unlock()

@@ -127,6 +127,8 @@ type Decode struct {
 	OnAttested func(capacity int)
 	// ReceiverUnsafe switches receiver defences off (faults builds only).
 	ReceiverUnsafe transfer.ReceiverUnsafe
+
+	watcher *peerWatcher // DecodeSpec's DNS watcher, if any: told the further models (New)
 }
 
 // Node is an assembled node serving the API. New builds it without starting
@@ -148,7 +150,8 @@ type Node struct {
 	cfg      Config
 	models   models // the further models (models.go)
 	log      *slog.Logger
-	transfer *grpc.Server // decode nodes only
+	transfer *grpc.Server     // decode nodes only
+	router   *transfer.Router // decode nodes only: each model's receiver by digest
 
 	engStop   context.CancelFunc
 	engDone   chan error    // the engine's exit, once
@@ -183,9 +186,6 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 	}()
 	m := cfg.Model
-	if cfg.Decode != nil && len(cfg.Models) > 0 {
-		return nil, ErrSplitModels
-	}
 	if err := n.reserve(m.Name, modelBytes(m, cfg.Capacity)); err != nil {
 		return nil, err
 	}
@@ -289,20 +289,39 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 // yet) and the engine's Remote.
 func (n *Node) decode(arena kernels.Arena) (*engine.Remote, error) {
 	d := n.cfg.Decode
-	recv, err := transfer.NewReceiver(transfer.ReceiverConfig{Pool: n.Pool, Arena: arena, Keys: d.Keys, Model: n.cfg.Model.Digest, Unsafe: d.ReceiverUnsafe,
-		// Served from Start on, when the server exists.
-		OnVerificationFailed: func(f transfer.Failure) {
-			n.log.Warn("transfer refused", "tenant", f.Lease.Tenant, "request", f.Lease.Request, "reason", f.Reason, "err", f.Err)
-			n.Server.RecordTransferFailure(f)
-		},
-		OnUnauthenticated: func(peer string, reason transfer.Reason) { n.Server.CountUnauthenticatedTransfer(peer, reason) }})
+	recv, err := n.receiver(n.Pool, arena, n.cfg.Model)
 	if err != nil {
 		return nil, err
 	}
+	n.router = transfer.NewRouter(recv)
+	if d.watcher != nil {
+		d.watcher.further = n.splitChecks
+	}
 	n.transfer = grpc.NewServer(append(tracing.ServerOptions(n.cfg.Tracer), d.ServerOptions...)...)
-	transfer.Register(n.transfer, recv)
-	return &engine.Remote{Receiver: recv, Prefill: d.Client.Prefill, Timeout: d.Timeout, Unsafe: n.cfg.Unsafe,
-		Tracer: tracing.Tracer(n.cfg.Tracer)}, nil
+	transfer.Register(n.transfer, n.router)
+	return n.remote(recv, n.cfg.Model), nil
+}
+
+// receiver is a decode node's receiver of m's transfers into pool and
+// arena: a transfer of another model's KV is refused (the Router routes
+// by the digest its header names; the receiver checks it again).
+func (n *Node) receiver(pool *isolation.Pool, arena kernels.Arena, m Model) (*transfer.Receiver, error) {
+	d := n.cfg.Decode
+	return transfer.NewReceiver(transfer.ReceiverConfig{Pool: pool, Arena: arena, Keys: d.Keys, Model: m.Digest, Unsafe: d.ReceiverUnsafe,
+		// Served from Start on, when the server exists.
+		OnVerificationFailed: func(f transfer.Failure) {
+			n.log.Warn("transfer refused", "model", m.Name, "tenant", f.Lease.Tenant, "request", f.Lease.Request, "reason", f.Reason, "err", f.Err)
+			n.Server.RecordTransferFailure(f)
+		},
+		OnUnauthenticated: func(peer string, reason transfer.Reason) { n.Server.CountUnauthenticatedTransfer(peer, reason) }})
+}
+
+// remote is the engine's Remote for model m: its prompts are prefilled
+// with m on the prefill nodes (named by digest), and arrive into recv.
+func (n *Node) remote(recv *transfer.Receiver, m Model) *engine.Remote {
+	d := n.cfg.Decode
+	return &engine.Remote{Receiver: recv, Prefill: d.Client.PrefillModel(hex.EncodeToString(m.Digest[:])), Timeout: d.Timeout, Unsafe: n.cfg.Unsafe,
+		Tracer: tracing.Tracer(n.cfg.Tracer)}
 }
 
 // attestPrefill checks the prefill nodes in, setting remote's capacity.
@@ -313,7 +332,7 @@ func (n *Node) attestPrefill(ctx context.Context, att attest.Attestation, remote
 	if d.Peers != nil {
 		peers, err = d.Peers(ctx, att)
 	} else {
-		peers, err = d.Client.Attest(ctx)
+		peers, err = d.Client.Attest(ctx, hex.EncodeToString(n.cfg.Model.Digest[:]))
 	}
 	if err != nil {
 		return att, err

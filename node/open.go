@@ -534,7 +534,7 @@ func (d *DecodeSpec) open(ctx context.Context, m Model, log *slog.Logger) (*Deco
 	out := &Decode{Listener: d.Listener, ServerOptions: transfer.ServerOptions(d.ServerTLS), Keys: d.Keys, Client: client, Timeout: d.Timeout,
 		ReceiverUnsafe: d.ReceiverUnsafe, AttestUnsafe: d.AttestUnsafe,
 		Peers: func(ctx context.Context, _ attest.Attestation) ([]attest.PrefillPeer, error) {
-			return attestPeers(ctx, client, d.AttestWait)
+			return attestPeers(ctx, client, hex.EncodeToString(m.Digest[:]), d.AttestWait)
 		}}
 	if d.ResolveInterval > 0 { // names re-resolved, each address attested before use
 		lookup := d.Lookup
@@ -546,6 +546,7 @@ func (d *DecodeSpec) open(ctx context.Context, m Model, log *slog.Logger) (*Deco
 			w.self = self
 			return w.initial(ctx, d.AttestWait)
 		}
+		out.watcher = w
 		out.OnAttested = func(capacity int) {
 			w.capacity = capacity
 			go w.run(ctx, d.ResolveInterval)
@@ -554,13 +555,13 @@ func (d *DecodeSpec) open(ctx context.Context, m Model, log *slog.Logger) (*Deco
 	return out, nil
 }
 
-// attestPeers fetches every prefill node's attestation, retrying for up to
-// wait while nodes start.
-func attestPeers(ctx context.Context, client *prefillrpc.Client, wait time.Duration) ([]attest.PrefillPeer, error) {
+// attestPeers fetches every prefill node's attestation of the model of
+// digest (hex), retrying for up to wait while nodes start.
+func attestPeers(ctx context.Context, client *prefillrpc.Client, digest string, wait time.Duration) ([]attest.PrefillPeer, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		peers, err := client.Attest(actx)
+		peers, err := client.Attest(actx, digest)
 		cancel()
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return peers, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/engine/transfer/prefillrpc"
 )
@@ -26,6 +27,11 @@ import (
 // resolution error keeps the current set (a DNS hiccup drops nobody). So a
 // decode node gains or loses prefill nodes without a restart, and never
 // sends a request to a node it has not attested.
+//
+// A node serving several models for split requests checks a new address
+// for each (further: the models served beside the first, as they are when
+// the address is checked): an address that fails any of them is left out,
+// as every node of the set prefills every model the decode node serves.
 
 // peerWatcher keeps a decode node's prefill set current.
 type peerWatcher struct {
@@ -35,7 +41,19 @@ type peerWatcher struct {
 	self     attest.Attestation // this node's own attestation (attest.Prefill's decode side)
 	digest   string             // this node's model digest, hex
 	capacity int                // set before run: the pool every peer must hold (engine.Remote.Capacity)
-	log      *slog.Logger
+	// further, set by New before run: the further models' checks, read
+	// at each address's check (a model loaded since is included).
+	further func() []peerCheck
+	log     *slog.Logger
+}
+
+// peerCheck is what a prefill node must attest for one model: the decode
+// node's attestation of it, its digest (hex) and the prompt bound.
+type peerCheck struct {
+	model    string
+	self     attest.Attestation
+	digest   string
+	capacity int
 }
 
 // resolve expands the entries into addresses, sorted.
@@ -78,7 +96,33 @@ func (w *peerWatcher) attest(ctx context.Context, addr string) (attest.PrefillPe
 	if w.capacity > 0 && p.Attestation.PoolTokens < w.capacity {
 		return p, fmt.Errorf("prefill node %s: pool of %d tokens, this node admits prompts up to %d", addr, p.Attestation.PoolTokens, w.capacity)
 	}
+	if w.further == nil {
+		return p, nil
+	}
+	for _, c := range w.further() {
+		if err := checkPeer(actx, w.client, addr, c); err != nil {
+			return p, err
+		}
+	}
 	return p, nil
+}
+
+// checkPeer checks the prefill node at addr for one model c.
+func checkPeer(ctx context.Context, client *prefillrpc.Client, addr string, c peerCheck) error {
+	p, err := client.AttestModel(ctx, addr, c.digest)
+	if cloison.ErrorCode(err) == cloison.CodeNotFound {
+		p, err = attest.PrefillPeer{Addr: addr}, nil // attest.Prefill: "does not serve model …"
+	}
+	if err != nil {
+		return err
+	}
+	if _, _, err := attest.Prefill(c.self, c.digest, []attest.PrefillPeer{p}); err != nil {
+		return fmt.Errorf("model %s: %w", c.model, err)
+	}
+	if c.capacity > 0 && p.Attestation.PoolTokens < c.capacity {
+		return fmt.Errorf("prefill node %s: model %s: pool of %d tokens, this node admits prompts up to %d", addr, c.model, p.Attestation.PoolTokens, c.capacity)
+	}
+	return nil
 }
 
 // refresh resolves, attests every address and makes those that pass the

@@ -144,10 +144,13 @@
 // transfer.verification_failed in the ledger and opens an incident.
 //
 // prefill serves PrefillService (--prefill-addr, engine/transfer/prefillrpc) and /healthz
-// on --addr, with no public API. It loads the same model file (identity:
-// SHA-256 of the GGUF) and keeps its own pool and arena with every tenant's
-// partition; a prompt its pool can never hold is refused before any page is
-// allocated.
+// on --addr, with no public API. It loads the same model files (identity:
+// SHA-256 of the GGUF; --model repeated: several models, each with its own
+// pool and arena, named by digest in each prefill and transfer) and keeps
+// each model's pool with every tenant's partition; a prompt its pool can
+// never hold is refused before any page is allocated. The decode node
+// attests it once per model it serves: a model it lacks, or whose served
+// context its pool cannot hold, is refused (docs/models.md).
 //
 // Node-to-node traffic is mutual TLS 1.3 (--tls-ca, --tls-cert, --tls-key,
 // required for both roles), and every transfer manifest is authenticated with
@@ -448,8 +451,8 @@ func (c config) check() error {
 	if c.createDB && c.db.migrateURL == "" {
 		return errors.New("--create-database needs --migrate-database-url")
 	}
-	if len(c.models) > 0 && (c.roles.role == roleDecode || c.roles.role == rolePrefill) {
-		return errors.New("--model once: a prefill or decode node serves one model")
+	if c.modelDir != "" && c.roles.role == rolePrefill {
+		return errors.New("--model-dir: a prefill node loads no model at run time (it serves its --model files; restart it to change them)")
 	}
 	if err := c.roles.check(); err != nil {
 		return err

@@ -39,8 +39,15 @@ func TestRepeatedModelFlag(t *testing.T) {
 	if c.modelPath != "a.gguf" || c.modelName != "chat" || len(c.models) != 2 || c.models[0].path != "b.gguf" || c.models[1].id != "cc" {
 		t.Fatalf("got main %q (%q), further %+v", c.modelPath, c.modelName, c.models)
 	}
-	if _, err := parseFlagsInto([]string{"--database-url", "postgres://x", "--dev", "--model", "a.gguf", "--model", "b.gguf", "--role", "prefill"}, nil); err == nil || !strings.Contains(err.Error(), "one model") {
-		t.Fatalf("a prefill node with two models: got %v", err)
+	// A split node serves several models too; a prefill node's are its
+	// --model files, never loaded at run time.
+	for _, role := range []string{"prefill", "decode"} {
+		if _, err := parseFlagsInto([]string{"--database-url", "postgres://x", "--dev", "--model", "a.gguf", "--model", "b.gguf", "--role", role}, nil); err != nil && strings.Contains(err.Error(), "model") {
+			t.Fatalf("a %s node with two models: got %v", role, err)
+		}
+	}
+	if _, err := parseFlagsInto([]string{"--database-url", "postgres://x", "--dev", "--model-dir", "m", "--role", "prefill"}, nil); err == nil || !strings.Contains(err.Error(), "run time") {
+		t.Fatalf("a prefill node with --model-dir: got %v", err)
 	}
 }
 

@@ -270,7 +270,7 @@ func (c config) prefillSpec(db *pgxpool.Pool, log *slog.Logger, tp trace.TracerP
 	if err != nil {
 		return prefill.Spec{}, fmt.Errorf("--prefill-addr: %w", err)
 	}
-	return prefill.Spec{DB: db, ClusterKey: clusterKey, Rotate: c.keys.rotate, Keys: keys, Model: mf, Capacity: c.capacity(zeroing),
+	return prefill.Spec{DB: db, ClusterKey: clusterKey, Rotate: c.keys.rotate, Keys: keys, Model: mf, Models: c.furtherModels(), Capacity: c.capacity(zeroing),
 		Listener: gln, ServerTLS: serverTLS, ClientTLS: clientTLS, DecodePeers: splitAddrs(c.roles.decodePeers), Chunk: c.chunkTokens,
 		Logger: log, Tracer: tp}, nil
 }

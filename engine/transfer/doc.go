@@ -68,6 +68,15 @@
 //     push to a receiver, and a sender accepts only a decode-role server.
 //     Local is the same protocol in process, for engine tests.
 //
+// Several models: a decode node serving several models has one Receiver per
+// model (its pool, arena and digest) behind one Transfer service, a Router,
+// which hands a stream to the receiver of the model its authenticated
+// header names and refuses one naming a model it does not serve
+// (ReasonModel, reported like every refusal, no reservation touched). Lease
+// epochs are per pool, so a transfer is judged only against the
+// reservations of its own model. Router.Remove (an unloaded model) stops
+// routing BEFORE its reservations are cancelled.
+//
 // Ordering duties of the caller: decode only after Ticket.Wait returned nil;
 // build the decode BlockTable after it; Release the prefill lease after Send
 // returned (Send holds it meanwhile anyway).

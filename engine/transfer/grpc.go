@@ -58,14 +58,20 @@ func DialOptions(tlsConfig *tls.Config) []grpc.DialOption {
 	}, tracing.DialOptions()...) // the caller's traceparent goes with every call
 }
 
+// Service receives transfers: a Receiver (one model) or a Router (a
+// decode node's models, each its own Receiver).
+type Service interface {
+	Serve(ctx context.Context, src FrameSource) (*transferv1.Receipt, error)
+}
+
 // Register serves r's Transfer service on s.
-func Register(s *grpc.Server, r *Receiver) {
+func Register(s *grpc.Server, r Service) {
 	transferv1.RegisterTransferServer(s, &server{r: r})
 }
 
 type server struct {
 	transferv1.UnimplementedTransferServer
-	r *Receiver
+	r Service
 }
 
 func (s *server) Push(stream grpc.ClientStreamingServer[transferv1.Frame, transferv1.Receipt]) error {

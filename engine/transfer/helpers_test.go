@@ -159,7 +159,7 @@ type cluster struct {
 
 // serveGRPC serves r as a decode node: a decode-role certificate, and only
 // prefill-role clients accepted (as cloisond configures it).
-func serveGRPC(t testing.TB, r *Receiver) *cluster {
+func serveGRPC(t testing.TB, r Service) *cluster {
 	t.Helper()
 	ca, err := pki.NewCA("cloison-test")
 	if err != nil {
@@ -170,7 +170,7 @@ func serveGRPC(t testing.TB, r *Receiver) *cluster {
 
 // serveGRPCAs serves r with a certificate of role (the test of a node
 // serving in the wrong role).
-func serveGRPCAs(t testing.TB, r *Receiver, ca *pki.CA, role string) *cluster {
+func serveGRPCAs(t testing.TB, r Service, ca *pki.CA, role string) *cluster {
 	t.Helper()
 	cert, err := ca.IssueRole(role+"-0", role, "127.0.0.1")
 	if err != nil {

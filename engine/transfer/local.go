@@ -9,10 +9,11 @@ import (
 	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
 )
 
-// Local returns a Dialer that delivers streams to r in this process, without
-// a network: for engine tests and a single process running both roles.
-// depth bounds the frames in flight (flow control); 0 means 8.
-func Local(r *Receiver, depth int) Dialer {
+// Local returns a Dialer that delivers streams to r (a Receiver or a
+// Router) in this process, without a network: for engine tests and a
+// single process running both roles. depth bounds the frames in flight
+// (flow control); 0 means 8.
+func Local(r Service, depth int) Dialer {
 	if depth <= 0 {
 		depth = 8
 	}
@@ -20,7 +21,7 @@ func Local(r *Receiver, depth int) Dialer {
 }
 
 type localDialer struct {
-	r     *Receiver
+	r     Service
 	depth int
 }
 

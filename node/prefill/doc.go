@@ -15,6 +15,13 @@
 //     recorded BEFORE the model loads; it never records one itself.
 //   - One prefill at a time: the model's forward pass and the arena have
 //     one driver, as the engine loop is on a decode node.
+//   - Several models (Config.Models, Spec.Models: --model repeated): each
+//     is attested BEFORE its pool is allocated, with its own pool, arena,
+//     sender and published attestation; a request names its model by
+//     digest (PrefillService), one the node does not serve is refused
+//     (not_found) before anything is computed, and each transfer's
+//     manifest binds the digest of the model that computed it. The set is
+//     fixed at start: a prefill node loads nothing at run time.
 //   - A tenant created after start gets its partition on its first
 //     prefill; an unknown tenant is refused before any page is touched.
 //

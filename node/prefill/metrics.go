@@ -17,9 +17,14 @@ import (
 // cloisond serves them on --metrics-addr as a decode node serves its own).
 // The names follow the decode node's (api.Metrics): cloison_ prefix, base
 // units, _total on counters, model_name on every cloison_ series; no tenant
-// label (a prefill node's series are per node).
+// label (a prefill node's series are per node). A node serving several
+// models has each model's series under its model_name.
 type metrics struct {
-	handler  http.Handler
+	handler http.Handler
+}
+
+// modelMetrics are one model's series.
+type modelMetrics struct {
 	requests *prometheus.CounterVec
 	tokens   prometheus.Counter
 	wait     prometheus.Histogram
@@ -29,10 +34,18 @@ type metrics struct {
 // prefillBuckets are the decode node's phase buckets (api's phaseBuckets).
 var prefillBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
 
-func newMetrics(model string, pool *isolation.Pool, att attest.Attestation) *metrics {
+// newMetrics registers every model's series (setting its metrics).
+func newMetrics(models []*prefillModel) *metrics {
 	reg := prometheus.NewRegistry()
-	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": model}, reg)
-	m := &metrics{
+	for _, pm := range models {
+		pm.metrics = newModelMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"model_name": pm.name}, reg), pm.pool, pm.att)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &metrics{handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+}
+
+func newModelMetrics(wrapped prometheus.Registerer, pool *isolation.Pool, att attest.Attestation) *modelMetrics {
+	m := &modelMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloison_prefill_requests_total",
 			Help: "Prefills asked of this node by decode nodes, by outcome (ok, or the error code)."}, []string{"code"}),
 		tokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "cloison_prefill_prompt_tokens_total",
@@ -44,13 +57,11 @@ func newMetrics(model string, pool *isolation.Pool, att attest.Attestation) *met
 	}
 	m.requests.WithLabelValues("ok") // the series exists from the start
 	wrapped.MustRegister(m.requests, m.tokens, m.wait, m.duration, prefillPoolCollector{pool: pool, att: att})
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
 
 // observe records one prefill's outcome.
-func (m *metrics) observe(tokens int, waited, took time.Duration, err error) {
+func (m *modelMetrics) observe(tokens int, waited, took time.Duration, err error) {
 	code := "ok"
 	if err != nil {
 		code = string(cloison.ErrorCode(err))

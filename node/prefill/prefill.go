@@ -32,7 +32,12 @@ import (
 // nodes and pushes it over the verified transfer; it serves no public API
 // and writes no ledger.
 type Config struct {
-	Model    Model
+	Model Model
+	// Models are further models served beside Model, each with its own
+	// pool sized by Capacity, arena, sender and attestation (its served
+	// context at most its own); a PrefillRequest names one by digest. The
+	// caller owns their instances.
+	Models   []Model
 	Capacity Capacity
 	// Tenants: every stored tenant gets its partition at start; a tenant
 	// created later gets it on its first prefill.
@@ -68,9 +73,11 @@ type Node struct {
 	svc         *prefillrpc.Server
 	gs          *grpc.Server
 	ln          net.Listener
-	// Model is the model the node serves (set by Open).
+	// Model is the model the node serves first (set by Open), Models
+	// the further ones.
 	Model      Model
-	closeModel func() // Open's instance, closed by Shutdown
+	Models     []Model
+	closeModel func() // Open's instances, closed by Shutdown
 	calls      atomic.Int64
 	metrics    *metrics
 }
@@ -87,14 +94,125 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		log = slog.Default()
 	}
 	m := cfg.Model
+	first, err := newModel(ctx, cfg, m, false)
+	if err != nil {
+		return nil, err
+	}
+	att := first.att
+	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK,
+		"region", att.Labels.Region, "tier", att.Labels.Tier)
+	further := make([]*prefillModel, 0, len(cfg.Models))
+	seen := map[transfer.Digest]bool{m.Digest: true}
+	names := map[string]bool{m.Name: true}
+	for _, fm := range cfg.Models {
+		if seen[fm.Digest] {
+			return nil, fmt.Errorf("model %s: %w", fm.Name, ErrModelTwice)
+		}
+		seen[fm.Digest] = true
+		pm, err := newModel(ctx, cfg, fm, true)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", fm.Name, err)
+		}
+		if names[pm.name] {
+			// Two files of one name (two synthetic bags): told apart by
+			// digest in the logs and the metrics' model_name.
+			pm.name += "@" + hex.EncodeToString(fm.Digest[:6])
+		}
+		names[pm.name] = true
+		log.Info("capacity attested", "model", pm.name, "served_context", pm.att.ServedContext, "pool_tokens", pm.att.PoolTokens, "ok", pm.att.OK)
+		further = append(further, pm)
+	}
+	p := &Node{Pool: first.pool, Attestation: att, ln: cfg.Listener, metrics: newMetrics(append([]*prefillModel{first}, further...))}
+	// One prefill at a time, whatever the model: a model's forward pass
+	// and its arena are driven by one caller (the engine loop does the
+	// same on a decode node), and the models share the machine.
+	sem := make(chan struct{}, 1)
+	prefillWith := func(pm *prefillModel) prefillrpc.PrefillFunc {
+		return func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+			p.calls.Add(1)
+			asked := time.Now()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				err := cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
+				pm.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
+				return err
+			}
+			defer func() { <-sem }()
+			pm.runner.Dialer = d // under sem
+			start := time.Now()
+			err := pm.runner.Prefill(ctx, tenant, req, tokens, to)
+			pm.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
+			log.Info("prefill", "model", pm.name, "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
+			return err
+		}
+	}
+	pools := []*isolation.Pool{first.pool}
+	for _, pm := range further {
+		pools = append(pools, pm.pool)
+	}
+	before := func(ctx context.Context, tenant cloison.TenantID) error {
+		for _, pool := range pools {
+			if _, err := pool.Partition(tenant); err == nil {
+				continue
+			}
+			// A tenant created since this node started: its partition now.
+			t, err := cfg.Tenants.Tenant(ctx, tenant)
+			if err != nil {
+				return isolation.ErrUnknownTenant
+			}
+			if _, err := pool.EnsureTenant(PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
+				return err
+			}
+		}
+		return nil
+	}
+	p.svc = prefillrpc.NewServer(prefillWith(first), cfg.ClientTLS, before)
+	if len(cfg.DecodePeers) > 0 {
+		p.svc.TrustDecode(cfg.DecodePeers)
+	}
+	p.svc.SetAttestation(att, hex.EncodeToString(m.Digest[:]))
+	for _, pm := range further {
+		if err := p.svc.AddModel(pm.att, hex.EncodeToString(pm.digest[:]), prefillWith(pm)); err != nil {
+			return nil, err
+		}
+	}
+	p.gs = grpc.NewServer(append(tracing.ServerOptions(cfg.Tracer), cfg.ServerOptions...)...)
+	prefillrpc.Register(p.gs, p.svc)
+	return p, nil
+}
+
+// prefillModel is one model a prefill node serves: its own pool, arena,
+// sender, runner and attestation.
+type prefillModel struct {
+	name    string
+	digest  transfer.Digest
+	pool    *isolation.Pool
+	att     attest.Attestation
+	runner  *engine.PrefillRunner
+	metrics *modelMetrics
+}
+
+// ErrModelTwice: a prefill node serves a model file once (requests name
+// it by its digest).
+var ErrModelTwice = cloison.NewError(cloison.CodeInvalid, "prefill: a model file served twice")
+
+// newModel attests m (BEFORE anything is allocated: a pool that cannot
+// hold a whole request of its served context refuses the node), then
+// builds its pool with every stored tenant's partition, its arena, sender
+// and runner. The node's served context bounds every further model's
+// (further); one of a shorter context serves its own, as on a decode node.
+func newModel(ctx context.Context, cfg Config, m Model, further bool) (*prefillModel, error) {
 	c := cfg.Capacity
+	if further && c.ServedContext > m.Model.Context {
+		c.ServedContext = m.Model.Context
+	}
 	att, err := selfAttestation(cfg.AttestUnsafe, attest.Config{ModelContext: m.Model.Context, ServedContext: c.ServedContext, PoolPages: c.Pool.Pages,
 		PageTokens: c.Pool.PageTokens, K: c.K, Zeroing: c.Pool.DefaultZeroing, Labels: c.Labels, KVType: c.KV.String()})
 	if err != nil {
 		return nil, err
 	}
-	log.Info("capacity attested", "model", m.Name, "served_context", att.ServedContext, "pool_tokens", att.PoolTokens, "k", att.K, "ok", att.OK,
-		"region", att.Labels.Region, "tier", att.Labels.Tier)
+	att.Model, att.ModelDigest = m.Name, hex.EncodeToString(m.Digest[:])
 	pool, err := isolation.NewPool(c.Pool)
 	if err != nil {
 		return nil, err
@@ -116,52 +234,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Node{Pool: pool, Attestation: att, ln: cfg.Listener, metrics: newMetrics(m.Name, pool, att)}
 	runner := &engine.PrefillRunner{Model: m.Model, Pool: pool, Arena: arena, Sender: sender, Chunk: cfg.Chunk, Unsafe: cfg.Unsafe,
 		Tracer: tracing.Tracer(cfg.Tracer)}
-	// One prefill at a time: the model's forward pass and the arena are
-	// driven by one caller (the engine loop does the same on a decode node).
-	sem := make(chan struct{}, 1)
-	prefill := func(ctx context.Context, d transfer.Dialer, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
-		p.calls.Add(1)
-		asked := time.Now()
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			err := cloison.NewError(cloison.CodeCanceled, "prefill: "+ctx.Err().Error())
-			p.metrics.observe(len(tokens), time.Since(asked), time.Since(asked), err)
-			return err
-		}
-		defer func() { <-sem }()
-		runner.Dialer = d // under sem
-		start := time.Now()
-		err := runner.Prefill(ctx, tenant, req, tokens, to)
-		p.metrics.observe(len(tokens), start.Sub(asked), time.Since(start), err)
-		log.Info("prefill", "tenant", tenant, "request", req, "tokens", len(tokens), "elapsed", time.Since(start), "code", cloison.ErrorCode(err), "err", err)
-		return err
-	}
-	before := func(ctx context.Context, tenant cloison.TenantID) error {
-		if _, err := pool.Partition(tenant); err == nil {
-			return nil
-		}
-		// A tenant created since this node started: its partition now.
-		t, err := cfg.Tenants.Tenant(ctx, tenant)
-		if err != nil {
-			return isolation.ErrUnknownTenant
-		}
-		if _, err := pool.EnsureTenant(PoolTenant(t)); err != nil && !errors.Is(err, isolation.ErrInvalidConfig) {
-			return err
-		}
-		return nil
-	}
-	p.svc = prefillrpc.NewServer(prefill, cfg.ClientTLS, before)
-	if len(cfg.DecodePeers) > 0 {
-		p.svc.TrustDecode(cfg.DecodePeers)
-	}
-	p.svc.SetAttestation(att, hex.EncodeToString(m.Digest[:]))
-	p.gs = grpc.NewServer(append(tracing.ServerOptions(cfg.Tracer), cfg.ServerOptions...)...)
-	prefillrpc.Register(p.gs, p.svc)
-	return p, nil
+	return &prefillModel{name: m.Name, digest: m.Digest, pool: pool, att: att, runner: runner}, nil
 }
 
 // MetricsHandler serves the node's Prometheus metrics (metrics.go);
@@ -209,7 +284,10 @@ type Spec struct {
 	Rotate     bool
 	Keys       *transfer.KeyRing // the cluster key ring (manifest MACs)
 	Model      ModelFile
-	Capacity   Capacity
+	// Models are further models (Config.Models), each served as its
+	// ModelFile.Name (or the file's general.name, or its file name).
+	Models   []ModelFile
+	Capacity Capacity
 	// Listener carries the PrefillService (the node owns it, closed on an
 	// error too); ServerTLS and ClientTLS are the node-to-node mutual TLS,
 	// each requiring a decode peer's certificate.
@@ -247,18 +325,34 @@ func Open(ctx context.Context, s Spec) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	insts := []*Instance{lm}
+	closeAll := func() {
+		for _, in := range insts {
+			in.Close()
+		}
+	}
+	var further []Model
+	for _, mf := range s.Models {
+		in, err := mf.Load(mf.Options)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("model %s: %w", mf.Path, err)
+		}
+		insts = append(insts, in)
+		further = append(further, in.Model)
+	}
 	tenants := s.Tenants
 	if tenants == nil {
 		tenants = tenancy.NewStore(s.DB)
 	}
-	p, err := New(ctx, Config{Model: lm.Model, Capacity: s.Capacity, Tenants: tenants, Keys: s.Keys, Listener: s.Listener,
+	p, err := New(ctx, Config{Model: lm.Model, Models: further, Capacity: s.Capacity, Tenants: tenants, Keys: s.Keys, Listener: s.Listener,
 		ServerOptions: transfer.ServerOptions(s.ServerTLS), ClientTLS: s.ClientTLS, DecodePeers: s.DecodePeers, Chunk: s.Chunk,
 		Unsafe: s.Unsafe, SenderUnsafe: s.SenderUnsafe, AttestUnsafe: s.AttestUnsafe, Logger: s.Logger, Tracer: s.Tracer})
 	if err != nil {
-		lm.Close()
+		closeAll()
 		return nil, err
 	}
-	p.Model, p.closeModel = lm.Model, lm.Close
+	p.Model, p.Models, p.closeModel = lm.Model, further, closeAll
 	return p, nil
 }
 

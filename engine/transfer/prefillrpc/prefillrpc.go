@@ -4,6 +4,13 @@
 // engine.PrefillRunner.Prefill with a transfer.GRPC dialer to the decode
 // node's transfer server (Server). Both directions run over mutual TLS.
 //
+// A prefill node may serve several models (Server.AddModel), each with its
+// own attestation and prefill: Attest and Prefill name the model by the
+// digest of its file (empty: the node's first), one it does not serve is
+// refused (ErrUnknownModel, not_found) and never served by another; the
+// decode side asks for each of its models (Client.Attest with a digest,
+// Client.PrefillModel).
+//
 // A prefill node dials only decode addresses it trusts: those TrustDecode
 // lists (cloisond --decode-peers), or else an address whose host the calling
 // decode node's certificate names; any other is refused (permission_denied)
@@ -62,7 +69,21 @@ type Server struct {
 	conns   map[string]*grpc.ClientConn // decode node address → connection
 	att     *prefillv1.Attestation      // guarded by mu; nil until SetAttestation
 	trusted map[string]bool             // guarded by mu; TrustDecode's addresses, nil: attested by the caller's certificate
+	// models: guarded by mu; the further models (AddModel) by digest,
+	// each with its own attestation and prefill.
+	models map[string]model
 }
+
+// model is one further model a Server prefills with.
+type model struct {
+	att     *prefillv1.Attestation
+	prefill PrefillFunc
+}
+
+// ErrUnknownModel: an Attest or Prefill named a model (digest) this node
+// does not serve (code not_found). A decode node refuses that model for
+// split requests (attest.Prefill), never falls back to another.
+var ErrUnknownModel = cloison.NewError(cloison.CodeNotFound, "prefill: this node does not serve that model")
 
 // ErrUntrustedDecode: a PrefillRequest named a decode address this node does
 // not dial (code permission_denied).
@@ -114,30 +135,66 @@ func (s *Server) trust(ctx context.Context, addr string) error {
 }
 
 // SetAttestation publishes this node's capacity attestation and the hex
-// SHA-256 of the model file it serves, for Attest.
+// SHA-256 of the model file it serves (its first model: an Attest or
+// Prefill that names no model is this one's), for Attest.
 func (s *Server) SetAttestation(a attest.Attestation, modelDigest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.att = &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
+	s.att = wireAttestation(a, modelDigest)
+}
+
+// AddModel serves a further model: its attestation (its own pool) and the
+// prefill that computes with it, chosen by a request naming modelDigest.
+// Errors: ErrInvalid-coded (a digest already served, or empty).
+func (s *Server) AddModel(a attest.Attestation, modelDigest string, fn PrefillFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.models[modelDigest]; dup || modelDigest == "" || (s.att != nil && s.att.GetModelDigest() == modelDigest) {
+		return cloison.NewError(cloison.CodeInvalid, "prefill: model served twice").Withf("%.16s", modelDigest)
+	}
+	s.models[modelDigest] = model{att: wireAttestation(a, modelDigest), prefill: fn}
+	return nil
+}
+
+func wireAttestation(a attest.Attestation, modelDigest string) *prefillv1.Attestation {
+	return &prefillv1.Attestation{ModelDigest: modelDigest, ModelContext: int64(a.ModelContext), ServedContext: int64(a.ServedContext),
 		PoolTokens: int64(a.PoolTokens), PoolPages: int64(a.PoolPages), PageTokens: int64(a.PageTokens), K: int64(a.K),
 		Zeroing: a.Zeroing, Ok: a.OK, Reason: a.Reason, Region: a.Labels.Region, Tier: a.Labels.Tier, KvType: a.KVType}
 }
 
-// Attest implements PrefillService.
-func (s *Server) Attest(context.Context, *prefillv1.AttestRequest) (*prefillv1.Attestation, error) {
+// model returns the attestation and prefill of the model digest names
+// ("": the first). Errors: ErrUnknownModel, unavailable before
+// SetAttestation.
+func (s *Server) model(digest string) (*prefillv1.Attestation, PrefillFunc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.att == nil {
-		return nil, statusError(cloison.NewError(cloison.CodeUnavailable, "prefill: no capacity attestation published"))
+	if m, ok := s.models[digest]; ok {
+		return m.att, m.prefill, nil
 	}
-	return s.att, nil
+	if digest != "" && (s.att == nil || digest != s.att.GetModelDigest()) {
+		return nil, nil, ErrUnknownModel
+	}
+	return s.att, s.prefill, nil // the first model's (its attestation nil before SetAttestation)
+}
+
+// Attest implements PrefillService: the attestation of the model the
+// request names (its digest; empty: the first).
+func (s *Server) Attest(_ context.Context, in *prefillv1.AttestRequest) (*prefillv1.Attestation, error) {
+	a, _, err := s.model(in.GetModelDigest())
+	if err == nil && a == nil {
+		err = cloison.NewError(cloison.CodeUnavailable, "prefill: no capacity attestation published")
+	}
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return a, nil
 }
 
 // NewServer returns a Server that runs prefill, dialing decode nodes with
 // clientTLS (a pki.ClientConfig; its ServerName is set per address). before
 // may be nil.
 func NewServer(prefill PrefillFunc, clientTLS *tls.Config, before func(context.Context, cloison.TenantID) error) *Server {
-	return &Server{prefill: prefill, tls: clientTLS, before: before, conns: map[string]*grpc.ClientConn{}}
+	return &Server{prefill: prefill, tls: clientTLS, before: before, conns: map[string]*grpc.ClientConn{}, models: map[string]model{}}
 }
 
 // Register registers s on g.
@@ -186,6 +243,12 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 	target := transfer.Target{Tenant: cloison.TenantID(t.GetTenant()), Request: cloison.RequestID(t.GetRequest()), Epoch: t.GetEpoch(), Tokens: int(t.GetTokens())}
 	copy(target.Reservation[:], t.GetReservation())
 	tenant := cloison.TenantID(in.GetTenant())
+	// A model this node does not serve is refused before anything is
+	// computed or dialled: never prefilled with another model.
+	_, prefill, err := s.model(in.GetModelDigest())
+	if err != nil {
+		return nil, statusError(err)
+	}
 	if s.before != nil {
 		if err := s.before(ctx, tenant); err != nil {
 			return nil, statusError(err)
@@ -200,7 +263,7 @@ func (s *Server) Prefill(ctx context.Context, in *prefillv1.PrefillRequest) (*pr
 	if err != nil {
 		return nil, statusError(&cloison.Error{Code: cloison.CodeUnavailable, Message: "prefill: decode node unreachable", Cause: err})
 	}
-	if err := s.prefill(ctx, transfer.GRPC(conn), tenant, cloison.RequestID(in.GetRequest()), in.GetTokens(), target); err != nil {
+	if err := prefill(ctx, transfer.GRPC(conn), tenant, cloison.RequestID(in.GetRequest()), in.GetTokens(), target); err != nil {
 		return nil, statusError(err)
 	}
 	return &prefillv1.PrefillResponse{Tokens: int64(len(in.GetTokens()))}, nil
@@ -315,9 +378,18 @@ func (c *Client) Peers() []string {
 }
 
 // AttestPeer fetches the capacity attestation of the prefill node at addr
-// (dialled if new; SetPeers closes it again if it is not kept). Errors: the
-// node's, through FromStatus.
+// (dialled if new; SetPeers closes it again if it is not kept) for its
+// first model. Errors: the node's, through FromStatus.
 func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPeer, error) {
+	return c.AttestModel(ctx, addr, "")
+}
+
+// AttestModel fetches the capacity attestation of the prefill node at addr
+// for the model of digest modelDigest (hex; "": its first). A node that
+// does not serve it answers ErrUnknownModel's code (not_found): the caller
+// marks the peer failed for that model (attest.Prefill). Errors: the
+// node's, through FromStatus.
+func (c *Client) AttestModel(ctx context.Context, addr, modelDigest string) (attest.PrefillPeer, error) {
 	c.mu.Lock()
 	conn, err := c.connLocked(addr)
 	c.mu.Unlock()
@@ -325,7 +397,7 @@ func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPee
 		return attest.PrefillPeer{}, err
 	}
 	var from peer.Peer
-	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{}, grpc.Peer(&from))
+	a, err := prefillv1.NewPrefillServiceClient(conn).Attest(ctx, &prefillv1.AttestRequest{ModelDigest: modelDigest}, grpc.Peer(&from))
 	if err != nil {
 		return attest.PrefillPeer{}, fmt.Errorf("prefill node %s: attestation: %w", addr, FromStatus(err))
 	}
@@ -357,13 +429,19 @@ func (c *Client) AttestPeer(ctx context.Context, addr string) (attest.PrefillPee
 	return p, nil
 }
 
-// Attest fetches every prefill node's capacity attestation (attest.Prefill
-// checks them). A node that cannot be reached, or has none, is an error.
-func (c *Client) Attest(ctx context.Context) ([]attest.PrefillPeer, error) {
+// Attest fetches every prefill node's capacity attestation for the model
+// of digest modelDigest (hex; "": each node's first), for attest.Prefill
+// to check. A node that does not serve that model is returned with no
+// digest (attest.Prefill fails it: "does not serve this model"); one that
+// cannot be reached, or has no attestation, is an error.
+func (c *Client) Attest(ctx context.Context, modelDigest string) ([]attest.PrefillPeer, error) {
 	addrs := c.Peers()
 	peers := make([]attest.PrefillPeer, len(addrs))
 	for i, a := range addrs {
-		p, err := c.AttestPeer(ctx, a)
+		p, err := c.AttestModel(ctx, a, modelDigest)
+		if cloison.ErrorCode(err) == cloison.CodeNotFound {
+			p, err = attest.PrefillPeer{Addr: a}, nil // attest.Prefill refuses it
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -478,7 +556,20 @@ func (c *Client) recordServed(req cloison.RequestID, p peerClient) {
 // compliant one; any other failure is the request's: the decode node's
 // reservation is single-use, so the engine fails the request closed.
 func (c *Client) Prefill(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
-	in := &prefillv1.PrefillRequest{Tenant: string(tenant), Request: string(req), Tokens: tokens, DecodeAddr: c.advertise,
+	return c.prefill(ctx, "", tenant, req, tokens, to)
+}
+
+// PrefillModel is Prefill with the model of digest modelDigest (hex): the
+// engine.Remote.Prefill of a decode node's further model. Every node of
+// the set serves it (the decode node attested each for it, AttestModel).
+func (c *Client) PrefillModel(modelDigest string) func(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+	return func(ctx context.Context, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+		return c.prefill(ctx, modelDigest, tenant, req, tokens, to)
+	}
+}
+
+func (c *Client) prefill(ctx context.Context, modelDigest string, tenant cloison.TenantID, req cloison.RequestID, tokens []int32, to transfer.Target) error {
+	in := &prefillv1.PrefillRequest{Tenant: string(tenant), Request: string(req), Tokens: tokens, DecodeAddr: c.advertise, ModelDigest: modelDigest,
 		Target: &prefillv1.Target{Tenant: string(to.Tenant), Request: string(to.Request), Epoch: to.Epoch, Reservation: to.Reservation[:], Tokens: int64(to.Tokens)}}
 	active, err := c.compliant(ctx, tenant)
 	if err != nil {

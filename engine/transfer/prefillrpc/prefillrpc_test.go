@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -243,7 +244,7 @@ func TestClientResidency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	peers, err := c.Attest(context.Background())
+	peers, err := c.Attest(context.Background(), "")
 	if err != nil || len(peers) != 3 || peers[0].Attestation.Labels.Region != "ca-qc" {
 		t.Fatalf("attest: %+v, %v", peers, err)
 	}
@@ -295,5 +296,63 @@ func TestClientResidency(t *testing.T) {
 	}
 	if calls(us) != 0 {
 		t.Fatalf("the ca-qc tenant's prompt fell back to us-east")
+	}
+}
+
+// Several models: a prefill node attests each model with its own pool and
+// prefills a request with the model it names (its digest). A model it does
+// not serve is refused (not_found) before its prefill is called — never
+// prefilled with another model — and a decode node's Attest of that model
+// returns the node with no digest, which attest.Prefill refuses ("does not
+// serve model"), as it refuses one whose pool is smaller than the model's
+// served context.
+func TestSeveralModelsRouted(t *testing.T) {
+	ca, _ := pki.NewCA("test")
+	f := startFake(t, ca, nil)
+	base := attest.Attestation{ModelContext: 64, ServedContext: 64, PoolTokens: 64, PoolPages: 4, PageTokens: 16, K: 1, OK: true, KVType: "f32"}
+	f.srv.SetAttestation(base, "aa")
+	small := base
+	small.PoolTokens, small.PoolPages = 32, 2
+	var second []transfer.Target
+	if err := f.srv.AddModel(small, "bb", func(_ context.Context, _ transfer.Dialer, _ cloison.TenantID, _ cloison.RequestID, _ []int32, to transfer.Target) error {
+		second = append(second, to)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"aa", "bb", ""} {
+		if err := f.srv.AddModel(base, d, nil); cloison.ErrorCode(err) != cloison.CodeInvalid {
+			t.Fatalf("AddModel(%q) again: got %v, want invalid", d, err)
+		}
+	}
+	_, ct := certs(t, ca, "decode")
+	c, err := NewClient([]string{f.addr}, f.addr, ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f.srv.TrustDecode([]string{f.addr})
+	for _, tt := range []struct {
+		digest      string
+		first, more int
+		code        cloison.Code
+	}{{"aa", 1, 0, ""}, {"", 2, 0, ""}, {"bb", 2, 1, ""}, {"cc", 2, 1, cloison.CodeNotFound}} {
+		err := c.PrefillModel(tt.digest)(context.Background(), "acme", "r1", []int32{1, 2, 3}, target(3))
+		if cloison.ErrorCode(err) != tt.code && !(tt.code == "" && err == nil) || len(f.calls) != tt.first || len(second) != tt.more {
+			t.Fatalf("model %q: got %v, calls %d and %d; want code %q, calls %d and %d", tt.digest, err, len(f.calls), len(second), tt.code, tt.first, tt.more)
+		}
+	}
+	self := base
+	for _, tt := range []struct {
+		digest, reason string
+	}{{"aa", ""}, {"bb", "prefill pool holds 32 tokens"}, {"cc", "does not serve model"}} {
+		peers, err := c.Attest(context.Background(), tt.digest)
+		if err != nil || len(peers) != 1 {
+			t.Fatalf("attest %q: %+v %v", tt.digest, peers, err)
+		}
+		_, _, err = attest.Prefill(self, tt.digest, peers)
+		if tt.reason == "" && err != nil || tt.reason != "" && (!errors.Is(err, attest.ErrFailed) || !strings.Contains(err.Error(), tt.reason)) {
+			t.Fatalf("attest.Prefill of model %q: got %v, want %q", tt.digest, err, tt.reason)
+		}
 	}
 }

@@ -27,7 +27,10 @@ const (
 )
 
 type AttestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hex SHA-256 of the GGUF file of the model whose attestation is asked;
+	// empty: the node's first model.
+	ModelDigest   string `protobuf:"bytes,1,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -60,6 +63,13 @@ func (x *AttestRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use AttestRequest.ProtoReflect.Descriptor instead.
 func (*AttestRequest) Descriptor() ([]byte, []int) {
 	return file_cloison_prefill_v1_prefill_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AttestRequest) GetModelDigest() string {
+	if x != nil {
+		return x.ModelDigest
+	}
+	return ""
 }
 
 // Attestation is attest.Attestation of the prefill node.
@@ -217,7 +227,13 @@ type PrefillRequest struct {
 	Target  *Target                `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
 	// The decode node's transfer server (host:port); its certificate must name
 	// the host.
-	DecodeAddr    string `protobuf:"bytes,5,opt,name=decode_addr,json=decodeAddr,proto3" json:"decode_addr,omitempty"`
+	DecodeAddr string `protobuf:"bytes,5,opt,name=decode_addr,json=decodeAddr,proto3" json:"decode_addr,omitempty"`
+	// The model to prefill with (hex SHA-256 of its GGUF file; empty: the
+	// node's first model). A model the node does not serve is refused
+	// (not_found) before anything is computed; the transfer's manifest binds
+	// the same digest, which the decode node checks against the model whose
+	// reservation it names.
+	ModelDigest   string `protobuf:"bytes,6,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,6 +299,13 @@ func (x *PrefillRequest) GetTarget() *Target {
 func (x *PrefillRequest) GetDecodeAddr() string {
 	if x != nil {
 		return x.DecodeAddr
+	}
+	return ""
+}
+
+func (x *PrefillRequest) GetModelDigest() string {
+	if x != nil {
+		return x.ModelDigest
 	}
 	return ""
 }
@@ -412,8 +435,9 @@ var File_cloison_prefill_v1_prefill_proto protoreflect.FileDescriptor
 
 const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	"\n" +
-	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"\x0f\n" +
-	"\rAttestRequest\"\xf2\x02\n" +
+	" cloison/prefill/v1/prefill.proto\x12\x12cloison.prefill.v1\"2\n" +
+	"\rAttestRequest\x12!\n" +
+	"\fmodel_digest\x18\x01 \x01(\tR\vmodelDigest\"\xf2\x02\n" +
 	"\vAttestation\x12!\n" +
 	"\fmodel_digest\x18\x01 \x01(\tR\vmodelDigest\x12#\n" +
 	"\rmodel_context\x18\x02 \x01(\x03R\fmodelContext\x12%\n" +
@@ -431,14 +455,15 @@ const file_cloison_prefill_v1_prefill_proto_rawDesc = "" +
 	" \x01(\tR\x06reason\x12\x16\n" +
 	"\x06region\x18\v \x01(\tR\x06region\x12\x12\n" +
 	"\x04tier\x18\f \x01(\tR\x04tier\x12\x17\n" +
-	"\akv_type\x18\r \x01(\tR\x06kvType\"\xaf\x01\n" +
+	"\akv_type\x18\r \x01(\tR\x06kvType\"\xd2\x01\n" +
 	"\x0ePrefillRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\tR\arequest\x12\x16\n" +
 	"\x06tokens\x18\x03 \x03(\x05R\x06tokens\x122\n" +
 	"\x06target\x18\x04 \x01(\v2\x1a.cloison.prefill.v1.TargetR\x06target\x12\x1f\n" +
 	"\vdecode_addr\x18\x05 \x01(\tR\n" +
-	"decodeAddr\"\x8a\x01\n" +
+	"decodeAddr\x12!\n" +
+	"\fmodel_digest\x18\x06 \x01(\tR\vmodelDigest\"\x8a\x01\n" +
 	"\x06Target\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\tR\arequest\x12\x14\n" +

@@ -46,7 +46,10 @@ type PrefillServiceClient interface {
 	// serves. A decode node refuses to start unless every prefill node serves
 	// its model and holds a whole request of its served context (the check
 	// that would have stopped the 2026 deployment: prefill pool 681,280
-	// tokens, advertised context 1,048,576).
+	// tokens, advertised context 1,048,576). A node serving several models
+	// attests each with its own pool: the request names the model by digest
+	// (empty: the node's first model); one it does not serve is refused
+	// (not_found).
 	Attest(ctx context.Context, in *AttestRequest, opts ...grpc.CallOption) (*Attestation, error)
 }
 
@@ -96,7 +99,10 @@ type PrefillServiceServer interface {
 	// serves. A decode node refuses to start unless every prefill node serves
 	// its model and holds a whole request of its served context (the check
 	// that would have stopped the 2026 deployment: prefill pool 681,280
-	// tokens, advertised context 1,048,576).
+	// tokens, advertised context 1,048,576). A node serving several models
+	// attests each with its own pool: the request names the model by digest
+	// (empty: the node's first model); one it does not serve is refused
+	// (not_found).
 	Attest(context.Context, *AttestRequest) (*Attestation, error)
 	mustEmbedUnimplementedPrefillServiceServer()
 }
