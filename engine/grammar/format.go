@@ -119,7 +119,16 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 		return c.b.str(sc.lo, min(sc.hi, maxRepeat)), nil
 	}
 	if sc.goPattern != "" && sc.format != "" {
-		return 0, unsupported(path, "keyword %q beside pattern", "format")
+		// Both: the product of the two automata, strings both admit.
+		fsrc := `^(?:` + formats[sc.format] + `)$`
+		r, err := c.b.boundedRegexString("format:"+sc.format+"&pattern:"+sc.goPattern, []string{fsrc, sc.goPattern}, sc.lo, sc.hi)
+		if errors.Is(err, errNoString) {
+			return 0, unsatisfiable{bad(path, "no string of the format %q matches the pattern at an allowed length", sc.format)}
+		}
+		if err != nil {
+			return 0, unsupported(path, "keyword %q beside pattern with %v", "format", err)
+		}
+		return r, nil
 	}
 	key, src, search := "pattern:"+sc.goPattern, sc.goPattern, true
 	if sc.format != "" {
@@ -143,7 +152,7 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 		hi = -1
 	}
 	if sc.lo > lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
-		r, err := c.b.boundedRegexString(key, src, sc.lo, sc.hi)
+		r, err := c.b.boundedRegexString(key, []string{src}, sc.lo, sc.hi)
 		if errors.Is(err, errNoString) {
 			return 0, unsatisfiable{bad(path, "no string of the lengths minLength and maxLength allow matches the %s", what)}
 		}

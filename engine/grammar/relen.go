@@ -24,8 +24,9 @@ import (
 const maxDFAStates = 2000
 
 type dfaEdge struct {
-	class int // rule of one JSON string character in the edge's ranges
-	to    int
+	class  int    // rule of one JSON string character in the edge's ranges
+	ranges []rune // the code points, flat lo, hi pairs, sorted
+	to     int
 }
 
 type dfaState struct {
@@ -34,9 +35,11 @@ type dfaState struct {
 }
 
 // boundedRegexString returns a rule for a JSON string of lo to hi
-// characters (hi < 0: no bound) that goSrc (Go syntax, translated; a
-// search: unanchored unless ^ or $ anchor it) matches.
-func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error) {
+// characters (hi < 0: no bound) that every one of srcs (Go syntax,
+// translated; each a search: unanchored unless ^ or $ anchor it) matches:
+// the product of their automata, so a format beside a pattern admits
+// exactly the strings both admit.
+func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int) (int, error) {
 	key = fmt.Sprintf("re-len:%s/%d/%d", key, lo, hi)
 	if r, ok := b.shared[key]; ok {
 		return r, nil
@@ -48,29 +51,18 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	if capped {
 		hi = maxRepeat // as for plain strings: those of at most maxRepeat characters
 	}
-	re, err := syntax.Parse(goSrc, syntax.Perl)
-	if err != nil {
-		return 0, fmt.Errorf("a pattern Go's regexp/syntax cannot read (%v)", err)
-	}
-	prog, err := syntax.Compile(re.Simplify())
-	if err != nil {
-		return 0, fmt.Errorf("a pattern Go's regexp/syntax cannot compile (%v)", err)
-	}
-	for _, in := range prog.Inst {
-		switch in.Op {
-		case syntax.InstRune, syntax.InstRune1:
-			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
-				return 0, fmt.Errorf("case folding")
-			}
-		case syntax.InstEmptyWidth:
-			if syntax.EmptyOp(in.Arg)&^(syntax.EmptyBeginText|syntax.EmptyEndText) != 0 {
-				return 0, fmt.Errorf("an anchor (^ or $) inside the pattern")
-			}
+	rc := &reCompiler{b: b, name: key}
+	var states []dfaState
+	for i, src := range srcs {
+		d, err := regexDFA(src, rc)
+		if err != nil {
+			return 0, err
 		}
-	}
-	states, err := determinize(prog, &reCompiler{b: b, name: key})
-	if err != nil {
-		return 0, err
+		if i == 0 {
+			states = d
+		} else if states, err = intersectDFA(states, d, rc); err != nil {
+			return 0, err
+		}
 	}
 	// acc[s] holds bit l when an accepted string follows state s in
 	// exactly l more characters, for l up to span: with no maxLength, a
@@ -79,6 +71,9 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	span := hi
 	if hi < 0 {
 		span = lo + len(states) + 1
+		if lo == 0 {
+			span = 0 // no bound at all: live is coreachable
+		}
 	}
 	words := span/64 + 1
 	acc := make([][]uint64, len(states))
@@ -100,7 +95,11 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	}
 	// live: from state s with n characters written, an accepted string
 	// of lo..hi characters follows.
+	reach := coreachable(states)
 	live := func(s, n int) bool {
+		if lo == 0 && hi < 0 {
+			return reach[s]
+		}
 		from := max(lo-n, 0)
 		to := span
 		if hi >= 0 {
@@ -155,6 +154,146 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	b.rules[r].leaf = true
 	b.shared[key] = r
 	return r, nil
+}
+
+// regexDFA: the automaton of goSrc (Go syntax) read as a search.
+func regexDFA(goSrc string, rc *reCompiler) ([]dfaState, error) {
+	re, err := syntax.Parse(goSrc, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("a pattern Go's regexp/syntax cannot read (%v)", err)
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, fmt.Errorf("a pattern Go's regexp/syntax cannot compile (%v)", err)
+	}
+	for _, in := range prog.Inst {
+		switch in.Op {
+		case syntax.InstRune, syntax.InstRune1:
+			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+				return nil, fmt.Errorf("case folding")
+			}
+		case syntax.InstEmptyWidth:
+			if syntax.EmptyOp(in.Arg)&^(syntax.EmptyBeginText|syntax.EmptyEndText) != 0 {
+				return nil, fmt.Errorf("an anchor (^ or $) inside the pattern")
+			}
+		}
+	}
+	return determinize(prog, rc)
+}
+
+// intersectDFA: the product automaton of a and b (state 0 each's start),
+// accepting where both do; a pair is made only where each side can still
+// reach an accepting state, so no dead pair multiplies the states.
+func intersectDFA(a, b []dfaState, rc *reCompiler) ([]dfaState, error) {
+	liveA, liveB := coreachable(a), coreachable(b)
+	type pair struct{ x, y int }
+	index := map[pair]int{}
+	var pairs []pair
+	var out []dfaState
+	add := func(p pair) int {
+		if i, ok := index[p]; ok {
+			return i
+		}
+		index[p] = len(pairs)
+		pairs = append(pairs, p)
+		out = append(out, dfaState{accept: a[p.x].accept && b[p.y].accept})
+		return len(pairs) - 1
+	}
+	add(pair{0, 0})
+	for i := 0; i < len(pairs); i++ {
+		if len(pairs) > maxDFAStates {
+			return nil, fmt.Errorf("a pattern and format whose joint automaton is too large")
+		}
+		p := pairs[i]
+		targets := map[int][]rune{}
+		var order []int
+		for _, ea := range a[p.x].edges {
+			if !liveA[ea.to] {
+				continue
+			}
+			for _, eb := range b[p.y].edges {
+				if !liveB[eb.to] {
+					continue
+				}
+				r := intersectRanges(ea.ranges, eb.ranges)
+				if len(r) == 0 {
+					continue
+				}
+				t := add(pair{ea.to, eb.to})
+				if _, ok := targets[t]; !ok {
+					order = append(order, t)
+				}
+				targets[t] = append(targets[t], r...)
+			}
+		}
+		sort.Ints(order)
+		for _, t := range order {
+			rs := mergeRanges(targets[t])
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(rs, false), rs, t})
+		}
+		if rc.b.tooBig {
+			return nil, fmt.Errorf("a pattern and format whose joint automaton is too large")
+		}
+	}
+	return out, nil
+}
+
+// coreachable: the states from which an accepting state can be reached.
+func coreachable(d []dfaState) []bool {
+	live := make([]bool, len(d))
+	for s := range d {
+		live[s] = d[s].accept
+	}
+	for changed := true; changed; {
+		changed = false
+		for s := range d {
+			if live[s] {
+				continue
+			}
+			for _, e := range d[s].edges {
+				if live[e.to] {
+					live[s], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	return live
+}
+
+// intersectRanges: the code points in both flat range lists (lo, hi
+// pairs, each sorted and disjoint), as such a list.
+func intersectRanges(a, b []rune) []rune {
+	var out []rune
+	for i := 0; i+1 < len(a); i += 2 {
+		for j := 0; j+1 < len(b); j += 2 {
+			lo, hi := max(a[i], b[j]), min(a[i+1], b[j+1])
+			if lo <= hi {
+				out = append(out, lo, hi)
+			}
+		}
+	}
+	return out
+}
+
+// mergeRanges sorts a flat range list and joins overlapping or adjacent
+// ranges.
+func mergeRanges(rs []rune) []rune {
+	type rg struct{ lo, hi rune }
+	var list []rg
+	for i := 0; i+1 < len(rs); i += 2 {
+		list = append(list, rg{rs[i], rs[i+1]})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].lo < list[j].lo })
+	var out []rune
+	for _, r := range list {
+		if n := len(out); n > 0 && r.lo <= out[n-1]+1 {
+			out[n-1] = max(out[n-1], r.hi)
+			continue
+		}
+		out = append(out, r.lo, r.hi)
+	}
+	return out
 }
 
 // errNoString: no string of an allowed length matches.
@@ -270,7 +409,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 		}
 		d := ds[i]
 		if d.done {
-			out[i].edges = []dfaEdge{{anyChar, i}}
+			out[i].edges = []dfaEdge{{anyChar, []rune{0, utf8.MaxRune}, i}}
 			continue
 		}
 		// Partition the characters by the instructions that match them.
@@ -309,7 +448,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 		}
 		sort.Ints(order)
 		for _, t := range order {
-			out[i].edges = append(out[i].edges, dfaEdge{rc.class(targets[t], false), t})
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(targets[t], false), targets[t], t})
 		}
 		if rc.b.tooBig {
 			return nil, fmt.Errorf("a pattern whose automaton is too large")

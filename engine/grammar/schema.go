@@ -1532,16 +1532,7 @@ func requiredSet(o object) map[string]bool {
 // stringValues: the values a schema's const or enum allows, when all are
 // strings; nil otherwise.
 func (c *schemaCompiler) stringValues(x any) map[string]bool {
-	o := c.deref(x)
-	if o == nil {
-		return nil
-	}
-	var vals []any
-	if v, ok := o.get("const"); ok {
-		vals = []any{v}
-	} else if e, ok := o.get("enum"); ok {
-		vals, _ = e.([]any)
-	}
+	vals := c.finiteValues(x)
 	if len(vals) == 0 {
 		return nil
 	}
@@ -1554,4 +1545,19 @@ func (c *schemaCompiler) stringValues(x any) map[string]bool {
 		out[s] = true
 	}
 	return out
+}
+
+// finiteValues: the values a schema's const (one) or enum lists, its $refs
+// followed; nil when it has neither.
+func (c *schemaCompiler) finiteValues(x any) []any {
+	o := c.deref(x)
+	if o == nil {
+		return nil
+	}
+	if v, ok := o.get("const"); ok {
+		return []any{v}
+	}
+	e, _ := o.get("enum")
+	vals, _ := e.([]any)
+	return vals
 }
