@@ -329,13 +329,18 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 				continue // it applies past items given as an array only
 			}
 		}
+		if m.key == "propertyNames" {
+			if vacuousOnKeys(m.val) {
+				continue // it accepts every key
+			}
+			keys = append(keys, m.key) // objectType reads it
+			continue
+		}
 		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}
-		if m.key == "$defs" || m.key == "definitions" || m.key == "propertyNames" {
-			// $defs are read where a $ref resolves them; a propertyNames
-			// that passed objectAssertion accepts every key
-			continue
+		if m.key == "$defs" || m.key == "definitions" {
+			continue // read where a $ref resolves them
 		}
 		keys = append(keys, m.key)
 	}
@@ -750,6 +755,17 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			return 0, bad(path, "properties must be an object")
 		}
 	}
+	used["propertyNames"] = true
+	var kn *keyNames
+	if pn, ok := s.get("propertyNames"); ok {
+		var err error
+		if kn, err = c.readKeyNames(pn, path); err != nil {
+			return 0, err
+		}
+		if kn != nil && kn.finite {
+			return c.finiteKeyObject(s, props, kn.values, path, used)
+		}
+	}
 
 	required := map[string]bool{}
 	if r, ok := s.get("required"); ok {
@@ -767,6 +783,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			}
 			required[name] = true
 		}
+	}
+	if kn != nil {
+		// declared properties whose names the language refuses never come
+		var kept object
+		for _, m := range props {
+			if kn.admitsName(m.key) {
+				kept = append(kept, m)
+			} else if required[m.key] {
+				return 0, unsatisfiable{bad(path, "required property %q that propertyNames excludes", m.key)}
+			}
+		}
+		props = kept
 	}
 	used["minProperties"], used["maxProperties"] = true, true
 	minP, maxP, err := bounds(s, path, "minProperties", "maxProperties")
@@ -787,10 +815,20 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		if cons.present {
 			return 0, unsupported(path, "dependencies, dependentRequired or not beside patternProperties")
 		}
-		return c.patternObject(s, props, required, path)
+		return c.patternObject(s, props, required, path, kn)
 	}
 	if cons.present && minP > 0 {
 		return 0, unsupported(path, "minProperties beside dependencies, dependentRequired or not")
+	}
+	anyKey := c.b.str(0, -1)
+	if kn != nil {
+		if anyKey, err = c.keyRule(kn, "", path); err != nil {
+			return 0, err
+		}
+		if anyKey < 0 {
+			// no key at all: the object is empty
+			return c.finiteKeyObject(s, nil, nil, path, used)
+		}
 	}
 	ws := ref(c.b.ws())
 	if len(props) == 0 && counted {
@@ -821,7 +859,7 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		if maxP == 0 {
 			return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 		}
-		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
+		member := c.b.add(path+"-member", []elem{ref(anyKey), ws, terms(':', ':'), ws, ref(val)})
 		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
 		some := cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))
 		if minP > 0 {
@@ -838,16 +876,22 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			if !a {
 				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 			}
+			if kn != nil {
+				return c.b.mapOfKeys(path, anyKey, c.b.value()), nil
+			}
 			return c.b.object(), nil
 		case object:
 			v, err := c.node(a, path+"/additionalProperties")
 			if err != nil {
 				return 0, err
 			}
-			return c.b.mapOf(path, v), nil
+			return c.b.mapOfKeys(path, anyKey, v), nil
 		case nil:
 			if hasAddl {
 				return 0, bad(path, "additionalProperties must be a boolean or a schema")
+			}
+			if kn != nil {
+				return c.b.mapOfKeys(path, anyKey, c.b.value()), nil
 			}
 			return c.b.object(), nil
 		}
@@ -875,6 +919,9 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			val = v
 		} else {
 			val = c.b.value()
+		}
+		if kn != nil {
+			return 0, unsupported(path, "keyword %q beside declared properties it admits and undeclared ones", "propertyNames")
 		}
 		extra = c.extraMember(path, props, val)
 	}
