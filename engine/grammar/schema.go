@@ -329,6 +329,16 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 				continue // it applies past items given as an array only
 			}
 		}
+		if m.key == "uniqueItems" {
+			switch m.val {
+			case false:
+				continue // asserts nothing
+			case true:
+				keys = append(keys, m.key) // arrayType reads it
+				continue
+			}
+			return 0, bad(path, "uniqueItems must be a boolean")
+		}
 		if m.key == "propertyNames" {
 			if vacuousOnKeys(m.val) {
 				continue // it accepts every key
@@ -1070,6 +1080,21 @@ func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) 
 		return 0, err
 	}
 	it, hasItems := s.get("items")
+	used["uniqueItems"] = true
+	if u, _ := s.get("uniqueItems"); u == true && (hi < 0 || hi > 1) {
+		_, tuple := s.get("prefixItems")
+		if _, list := it.([]any); list || tuple {
+			return 0, unsupported(path, "keyword %q beside a tuple", "uniqueItems")
+		}
+		vals, ok, err := c.uniqueValues(it, path)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return 0, unsupported(path, "keyword %q beside items that are not a finite set of at most %d scalar values", "uniqueItems", maxUniqueValues)
+		}
+		return c.uniqueArray(path, vals, lo, hi)
+	}
 	if pi, ok := s.get("prefixItems"); ok {
 		list, isList := pi.([]any)
 		if !isList || len(list) == 0 {
