@@ -301,6 +301,10 @@ func (c *schemaCompiler) node(v any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) object(s object, path string) (int, error) {
+	s, err := c.reduceNot(s, path)
+	if err != nil {
+		return 0, err
+	}
 	declared, err := declaredTypes(s, path)
 	if err != nil {
 		return 0, err
