@@ -244,3 +244,24 @@ func jsonEqual(a, b any) bool {
 		return a == b
 	}
 }
+
+// reduceConstEnum: const beside enum (as a merge of allOf branches makes
+// them) is const where enum holds its value, no value otherwise.
+func reduceConstEnum(s object, path string) (object, error) {
+	cv, ok := s.get("const")
+	if !ok {
+		return s, nil
+	}
+	ev, ok := s.get("enum")
+	if !ok {
+		return s, nil
+	}
+	list, ok := ev.([]any)
+	if !ok {
+		return s, nil // a bad enum: reported where it is read
+	}
+	if !slices.ContainsFunc(list, func(x any) bool { return jsonEqual(x, cv) }) {
+		return nil, unsatisfiable{bad(path, "const is not one of enum's values")}
+	}
+	return without(s, "enum"), nil
+}

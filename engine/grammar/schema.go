@@ -301,8 +301,14 @@ func (c *schemaCompiler) node(v any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) object(s object, path string) (int, error) {
-	s, err := c.reduceNot(s, path)
+	s, err := c.reduceIf(s, path)
 	if err != nil {
+		return 0, err
+	}
+	if s, err = c.reduceNot(s, path); err != nil {
+		return 0, err
+	}
+	if s, err = reduceConstEnum(s, path); err != nil {
 		return 0, err
 	}
 	declared, err := declaredTypes(s, path)
