@@ -121,14 +121,18 @@
 // T} (T removed from the types; integer alone refused where number
 // stays), {enum}/{const} (their values removed beside enum or const, JSON
 // equality; beside types, values of excluded types vacuous, null removes
-// the type null, a boolean beside type boolean alone leaves the other);
+// the type null, a boolean beside type boolean alone leaves the other, and
+// strings are excluded from the string grammar: a trie of them whose
+// every other branch accepts anything, one more factor of the product
+// automaton beside pattern, format and the length keywords);
 // and {"not": {"required": …}} above. if/then/else (ifthen.go) is (if and
 // then) or (not if and else), an anyOf beside the other keywords, where
 // not if is compiled: if a boolean, a type, enum, const or not condition,
 // or a discriminator (type object, properties each with only const or
 // enum, required), whose negation is a non-object, an object without a
 // required property, or one whose property has none of the values (a not
-// beside that property's own schema, which must reduce: an enum does).
+// beside that property's own schema, which must reduce: an enum or a
+// string does).
 // const beside enum is the const where enum holds it.
 //
 // Refused, naming the keyword and its place: any other not or if,

@@ -21,6 +21,8 @@ var ifSchemas = []string{
 	`{"if":false,"then":{"type":"boolean"},"else":{"type":"null"}}`,
 	`{"type":["boolean","null"],"if":{"const":null},"else":{"const":true}}`,
 	`{"type":"integer","then":{"minimum":5}}`,
+	`{"type":"object","properties":{"kind":{"type":"string"},"n":{"type":"integer"}},"required":["kind"],
+	  "if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["n"]},"else":{"properties":{"n":{"maximum":0}}}}`,
 }
 
 // TestIfThenElseExact: an if/then/else schema accepts an instance exactly
@@ -52,10 +54,10 @@ func TestIfThenElseExact(t *testing.T) {
 // is refused by name.
 func TestIfThenElseRefused(t *testing.T) {
 	for schema, want := range map[string]string{
-		`{"if":{"minimum":3},"then":{"type":"integer"}}`:                                                 `keyword "if" at #`,
-		`{"if":{"properties":{"a":{"type":"string"}}},"then":{"required":["a"]}}`:                        `keyword "if" at #`,
-		`{"anyOf":[{"type":"string"}],"if":{"type":"string"},"then":{"maxLength":3}}`:                    `keyword "if" at #`,
-		`{"type":"object","properties":{"a":{"type":"string"}},"if":{"properties":{"a":{"const":"x"}}}}`: `keyword "not"`,
+		`{"if":{"minimum":3},"then":{"type":"integer"}}`:                                               `keyword "if" at #`,
+		`{"if":{"properties":{"a":{"type":"string"}}},"then":{"required":["a"]}}`:                      `keyword "if" at #`,
+		`{"anyOf":[{"type":"string"}],"if":{"type":"string"},"then":{"maxLength":3}}`:                  `keyword "if" at #`,
+		`{"type":"object","properties":{"a":{"type":"number"}},"if":{"properties":{"a":{"const":1}}}}`: `keyword "not"`,
 	} {
 		_, err := FromSchema([]byte(schema))
 		if !errors.Is(err, ErrUnsupportedSchema) || !strings.Contains(err.Error(), want) {

@@ -174,16 +174,36 @@ func (c *schemaCompiler) notValues(s object, out []any, path string) (object, er
 		return without(s, "not"), nil
 	}
 	drop := map[string]bool{}
-	var bools []any
+	var bools, strs []any
 	for _, v := range left {
 		switch v := v.(type) {
 		case nil:
 			drop["null"] = true
 		case bool:
 			bools = append(bools, v)
+		case string:
+			strs = append(strs, v)
 		default:
-			return s, nil // strings, numbers, objects, arrays: no such form
+			return s, nil // numbers, objects, arrays: no such form
 		}
+	}
+	if len(strs) > 0 {
+		// strings excluded: stringType's (notStrings), vacuous on other
+		// types; the other values handled here first
+		if len(bools) > 0 || drop["null"] {
+			rest, err := c.notValues(without(s, "not"), append(bools, nilIf(drop["null"])...), path)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := rest.get("not"); ok {
+				return s, nil
+			}
+			s = rest
+		}
+		if len(strs) > maxStacks {
+			return s, nil
+		}
+		return append(without(s, "not"), member{"not", object{{"enum", strs}}}), nil
 	}
 	if len(bools) > 0 {
 		if slices.Contains(bools, true) && slices.Contains(bools, false) {
@@ -264,4 +284,36 @@ func reduceConstEnum(s object, path string) (object, error) {
 		return nil, unsatisfiable{bad(path, "const is not one of enum's values")}
 	}
 	return without(s, "enum"), nil
+}
+
+func nilIf(b bool) []any {
+	if b {
+		return []any{nil}
+	}
+	return nil
+}
+
+// notStrings: the strings s's not excludes, when it is {"enum": […]} or
+// {"const": …} of strings only (reduceNot leaves it so); nil otherwise.
+func notStrings(s object) []string {
+	v, _ := s.get("not")
+	o, ok := v.(object)
+	if !ok || !onlyKeys(o, "enum", "const") {
+		return nil
+	}
+	var vals []any
+	if cv, ok := o.get("const"); ok {
+		vals = []any{cv}
+	} else if ev, ok := o.get("enum"); ok {
+		vals, _ = ev.([]any)
+	}
+	var out []string
+	for _, x := range vals {
+		str, ok := x.(string)
+		if !ok {
+			return nil
+		}
+		out = append(out, str)
+	}
+	return out
 }

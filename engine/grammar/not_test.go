@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,12 +26,16 @@ var notSchemas = []string{
 	`{"not":false,"type":"null"}`,
 	`{"type":"object","properties":{"a":{"not":{"$ref":"#/$defs/s"}}},"$defs":{"s":{"type":"string"}}}`,
 	`{"type":"boolean","anyOf":[{"not":{}},{"not":{"const":false}}]}`,
+	`{"type":"string","not":{"enum":["a","b"]}}`,
+	`{"not":{"const":"a"}}`,
+	`{"type":["string","null","integer"],"not":{"enum":["a",null,true]}}`,
+	`{"type":"string","pattern":"^[ab]","maxLength":2,"not":{"const":"ab"}}`,
 }
 
 // TestNotExact: a schema whose not reduces accepts an instance exactly
 // when the reference validator does.
 func TestNotExact(t *testing.T) {
-	vals := []string{`"a"`, `"b"`, `"c"`, `1`, `1.0`, `-2.5`, `true`, `false`, `null`, `{}`, `{"k":1}`, `{"a":"s"}`, `{"a":1}`, `[]`, `[1]`}
+	vals := []string{`"a"`, `"b"`, `"c"`, `"ab"`, `"abc"`, `""`, `1`, `1.0`, `-2.5`, `true`, `false`, `null`, `{}`, `{"k":1}`, `{"a":"s"}`, `{"a":1}`, `[]`, `[1]`}
 	for _, schema := range notSchemas {
 		g, err := FromSchema([]byte(schema))
 		if err != nil {
@@ -58,7 +64,7 @@ func TestNotExact(t *testing.T) {
 // name; those that admit nothing are bad schemas.
 func TestNotRefused(t *testing.T) {
 	for _, schema := range []string{
-		`{"not":{"pattern":"^a"}}`, `{"type":"string","not":{"enum":["a"]}}`,
+		`{"not":{"pattern":"^a"}}`, `{"type":"number","not":{"const":1}}`,
 		`{"type":"number","not":{"type":"integer"}}`, `{"not":{"type":"integer"}}`,
 		`{"type":["boolean","null"],"not":{"const":true}}`, `{"not":{"minimum":3}}`,
 	} {
@@ -93,5 +99,33 @@ func TestNotMaskMatchesBruteForce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		schema := rapid.SampledFrom(notSchemas).Draw(rt, "schema")
 		walkAgainstBruteForce(rt, schema, v, pieces, eos, 30)
+	})
+}
+
+// TestNotStringsExact: a string schema with not {enum} of strings (beside
+// a pattern or length bounds, or none) accepts a string exactly when the
+// reference validator does.
+func TestNotStringsExact(t *testing.T) {
+	word := rapid.StringOfN(rapid.RuneFrom([]rune("abé\"")), 0, 3, -1)
+	rapid.Check(t, func(rt *rapid.T) {
+		words := rapid.SliceOfN(word, 1, 4).Draw(rt, "words")
+		ex, _ := json.Marshal(words)
+		beside := rapid.SampledFrom([]string{``, `,"maxLength":2`, `,"pattern":"^a"`, `,"pattern":"b$","minLength":1,"maxLength":3`, `,"format":"date"`}).Draw(rt, "beside")
+		schema := fmt.Sprintf(`{"type":"string","not":{"enum":%s}%s}`, ex, beside)
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			rt.Fatalf("%s: %v", schema, err)
+		}
+		oracle := formatOracle(t, schema)
+		for i := range 12 {
+			s := word.Draw(rt, fmt.Sprintf("s%d", i))
+			if i == 0 {
+				s = rapid.SampledFrom(words).Draw(rt, "excluded")
+			}
+			inst, _ := json.Marshal(s)
+			if got, want := g.Match(inst), oracle(string(inst)); got != want {
+				rt.Fatalf("%s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			}
+		}
 	})
 }

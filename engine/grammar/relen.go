@@ -39,8 +39,11 @@ type dfaState struct {
 // translated; each a search: unanchored unless ^ or $ anchor it) matches:
 // the product of their automata, so a format beside a pattern admits
 // exactly the strings both admit.
-func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int) (int, error) {
-	key = fmt.Sprintf("re-len:%s/%d/%d", key, lo, hi)
+//
+// exclude lists strings (decoded values) that are not admitted: their
+// automaton (excludeDFA) is one more factor of the product.
+func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int, exclude ...string) (int, error) {
+	key = fmt.Sprintf("re-len:%s/%d/%d/%q", key, lo, hi, exclude)
 	if r, ok := b.shared[key]; ok {
 		return r, nil
 	}
@@ -53,11 +56,19 @@ func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int) (int
 	}
 	rc := &reCompiler{b: b, name: key}
 	var states []dfaState
-	for i, src := range srcs {
+	var dfas [][]dfaState
+	for _, src := range srcs {
 		d, err := regexDFA(src, rc)
 		if err != nil {
 			return 0, err
 		}
+		dfas = append(dfas, d)
+	}
+	if len(exclude) > 0 {
+		dfas = append(dfas, excludeDFA(exclude, rc))
+	}
+	for i, d := range dfas {
+		var err error
 		if i == 0 {
 			states = d
 		} else if states, err = intersectDFA(states, d, rc); err != nil {
@@ -236,6 +247,59 @@ func intersectDFA(a, b []dfaState, rc *reCompiler) ([]dfaState, error) {
 		}
 	}
 	return out, nil
+}
+
+// excludeDFA: the automaton of every string but words: a trie of the
+// words, each node accepting unless a word ends there, every other
+// character leading to a state that accepts whatever follows.
+func excludeDFA(words []string, rc *reCompiler) []dfaState {
+	type node struct {
+		kids map[rune]int
+		end  bool
+	}
+	nodes := []node{{kids: map[rune]int{}}}
+	for _, w := range words {
+		n := 0
+		for _, r := range w {
+			k, ok := nodes[n].kids[r]
+			if !ok {
+				k = len(nodes)
+				nodes = append(nodes, node{kids: map[rune]int{}})
+				nodes[n].kids[r] = k
+			}
+			n = k
+		}
+		nodes[n].end = true
+	}
+	sink := len(nodes)
+	out := make([]dfaState, len(nodes)+1)
+	all := []rune{0, utf8.MaxRune}
+	out[sink] = dfaState{accept: true, edges: []dfaEdge{{rc.class(all, false), all, sink}}}
+	for i, n := range nodes {
+		out[i].accept = !n.end
+		chars := make([]rune, 0, len(n.kids))
+		for r := range n.kids {
+			chars = append(chars, r)
+		}
+		slices.Sort(chars)
+		var rest []rune // the characters no word continues with
+		next := rune(0)
+		for _, r := range chars {
+			one := []rune{r, r}
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(one, false), one, n.kids[r]})
+			if r > next {
+				rest = append(rest, next, r-1)
+			}
+			next = r + 1
+		}
+		if next <= utf8.MaxRune {
+			rest = append(rest, next, utf8.MaxRune)
+		}
+		if len(rest) > 0 {
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(rest, false), rest, sink})
+		}
+	}
+	return out
 }
 
 // coreachable: the states from which an accepting state can be reached.

@@ -553,7 +553,10 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	used := map[string]bool{"type": true}
 	var alts [][]elem
-	_, notRequired := s.get("not") // {"not":{"required":[…]}} (objectAssertion)
+	notRequired := notRequiredForm(s) // {"not":{"required":[…]}} (objectAssertion)
+	if notStrings(s) != nil {
+		used["not"] = true // strings excluded: stringType's, vacuous on other types
+	}
 	for _, t := range types {
 		var r int
 		var err error
