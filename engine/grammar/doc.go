@@ -223,8 +223,16 @@
 // whole vocabulary (about 4.5 ms of CPU over 128k tokens here, up to
 // 17 ms at p90 of such walks): mostly a length-bounded string's positions
 // (each count left is a state, and a language, of its own) and bounded
-// patterns (their grown rules are not shared). The remaining refusals lead with not (482 schemas),
-// oneOf with overlapping branches (460) and uniqueItems (87).
+// patterns (their grown rules are not shared). With format beside
+// pattern, propertyNames, uniqueItems over finite items and the not and
+// if/then/else that reduce (Intel Xeon, Sapphire Rapids class, 2 cores
+// shared, load average 12 to 15): 9,832 passing (87.0%; the code before
+// them 9,618 on the same machine), 1,464 compile errors, 9 validation
+// errors (11 valid instances refused, the same count as before), 0
+// invalidation errors; compile time p50 0.28 ms, p95 3.6 ms, p99 12.7 ms
+// (before them there: 0.29, 3.5, 13.4 ms). The remaining refusals lead
+// with oneOf with overlapping branches (479 schemas), a not that does not
+// reduce (177) and uniqueItems over items that are no finite set (84).
 //
 // # How a mask is computed
 //
