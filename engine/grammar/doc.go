@@ -106,10 +106,10 @@
 // comes), so minProperties and maxProperties count exactly; a regular
 // language (pattern, format, minLength, maxLength) is the grammar of a
 // map's keys, beside patternProperties the product of its automaton and
-// each pattern's, and drops the declared properties it refuses. Refused:
-// other keywords in it, and a language beside declared properties it
-// admits where undeclared keys are allowed (the key would have to spell
-// none of them).
+// each pattern's, beside declared properties the product with the
+// automaton of every string but their names (an undeclared key never
+// spells one, whatever its escapes), and drops the declared properties
+// it refuses. Other keywords in it are refused.
 // uniqueItems (unique.go): false asserts nothing; true is a grammar where
 // at most one item is allowed, or where items are a finite set of at most
 // 64 scalar values (enum or const filtered as enum is, type boolean or

@@ -23,8 +23,8 @@ import (
 //
 // With kn (propertyNames of a regular language) every generated key is
 // also of that language: a pattern's key is the product of both automata,
-// an undeclared key the language's; undeclared keys beside declared
-// properties are refused (the key would have to spell none of them).
+// an undeclared key the product of the language's and one of every string
+// but the declared names.
 func (c *schemaCompiler) patternObject(s, props object, required map[string]bool, path string, kn *keyNames) (int, error) {
 	ppv, _ := s.get("patternProperties")
 	pp, ok := ppv.(object)
@@ -146,16 +146,14 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		if v >= 0 {
 			anyKey := c.b.str(0, -1)
 			if kn != nil {
-				if anyKey, err = c.keyRule(kn, "", path); err != nil {
+				// a key of the language that spells no declared name
+				if anyKey, err = c.keyRule(kn, "", path, names(props)...); err != nil {
 					return 0, err
-				}
-				if anyKey >= 0 && len(props) > 0 {
-					return 0, unsupported(path, "keyword %q beside declared properties it admits and undeclared ones", "propertyNames")
 				}
 			}
 			if anyKey < 0 {
 				// no undeclared key
-			} else if len(props) == 0 {
+			} else if len(props) == 0 || kn != nil {
 				members = append(members, []elem{ref(anyKey), ws, terms(':', ':'), ws, ref(v)})
 			} else if x := c.extraMember(path, props, v); x >= 0 {
 				members = append(members, one(ref(x)))

@@ -21,9 +21,9 @@ import (
 // A regular language (pattern, format, minLength, maxLength: a string
 // schema's grammar) keeps the declared properties whose names it admits
 // and makes it the grammar of every other key: a map's keys; the keys a
-// patternProperties pattern generates, as the product of both automata.
-// Undeclared keys beside declared properties that the language admits
-// (the key must spell none of them) are refused.
+// patternProperties pattern generates, as the product of both automata;
+// undeclared keys beside declared properties, as the product with the
+// automaton of every string but the declared names (excludeDFA).
 
 // keyNames is a propertyNames read: finite (values the keys admitted) or
 // regular (sc their language, schema the string schema of it).
@@ -206,9 +206,10 @@ func (kn *keyNames) admitsName(name string) bool {
 }
 
 // keyRule: the rule of a key of the regular language, narrowed by goSrc
-// (a pattern, Go syntax; "" none); -1 when no key is both.
-func (c *schemaCompiler) keyRule(kn *keyNames, goSrc, path string) (int, error) {
-	if goSrc == "" {
+// (a pattern, Go syntax; "" none) and spelling none of exclude (declared
+// names: an undeclared key); -1 when no key is left.
+func (c *schemaCompiler) keyRule(kn *keyNames, goSrc, path string, exclude ...string) (int, error) {
+	if goSrc == "" && len(exclude) == 0 {
 		r, err := c.stringType(kn.schema, path+"/propertyNames")
 		var u unsatisfiable
 		if errors.As(err, &u) {
@@ -216,19 +217,31 @@ func (c *schemaCompiler) keyRule(kn *keyNames, goSrc, path string) (int, error) 
 		}
 		return r, err
 	}
-	srcs := []string{goSrc}
+	var srcs []string
+	if goSrc != "" {
+		srcs = append(srcs, goSrc)
+	}
 	if kn.sc.goPattern != "" {
 		srcs = append(srcs, kn.sc.goPattern)
 	}
 	if kn.sc.format != "" {
 		srcs = append(srcs, `^(?:`+formats[kn.sc.format]+`)$`)
 	}
-	r, err := c.b.boundedRegexString("key:"+goSrc+"&"+kn.sc.format+"&"+kn.sc.goPattern, srcs, kn.sc.lo, kn.sc.hi)
+	r, err := c.b.boundedRegexString("key:"+goSrc+"&"+kn.sc.format+"&"+kn.sc.goPattern, srcs, kn.sc.lo, kn.sc.hi, exclude...)
 	if errors.Is(err, errNoString) {
 		return -1, nil
 	}
 	if err != nil {
-		return 0, unsupported(path, "keyword %q beside patternProperties with %v", "propertyNames", err)
+		return 0, unsupported(path, "keyword %q with %v", "propertyNames", err)
 	}
 	return r, nil
+}
+
+// names: the declared property names.
+func names(props object) []string {
+	out := make([]string, len(props))
+	for i, m := range props {
+		out[i] = m.key
+	}
+	return out
 }

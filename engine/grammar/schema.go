@@ -944,9 +944,17 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			val = c.b.value()
 		}
 		if kn != nil {
-			return 0, unsupported(path, "keyword %q beside declared properties it admits and undeclared ones", "propertyNames")
+			// a key of the language that spells no declared name
+			key, err := c.keyRule(kn, "", path, names(props)...)
+			if err != nil {
+				return 0, err
+			}
+			if key >= 0 {
+				extra = c.b.add(path+"-extra", []elem{ref(key), ws, terms(':', ':'), ws, ref(val)})
+			}
+		} else {
+			extra = c.extraMember(path, props, val)
 		}
-		extra = c.extraMember(path, props, val)
 	}
 	return c.declaredObject(props, required, path, extra, minP, maxP, cons)
 }
