@@ -129,3 +129,22 @@ func TestNotStringsExact(t *testing.T) {
 		}
 	})
 }
+
+// TestNotBesideIgnoredRef: a not or if beside a $ref whose siblings the
+// draft ignores is ignored (not true there is no "no value"), as the
+// validator ignores it.
+func TestNotBesideIgnoredRef(t *testing.T) {
+	for _, sib := range []string{`"not":true`, `"not":{"type":"integer"}`, `"if":{"type":"integer"},"then":false`} {
+		schema := `{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/a",` + sib + `,"definitions":{"a":{"type":"integer"}}}`
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		oracle := oracleFor(t, []byte(schema))
+		for _, inst := range []string{`1`, `"a"`} {
+			if got, want := g.Match([]byte(inst)), validates(oracle, inst) == nil; got != want {
+				t.Errorf("%s: grammar accepts %s: %v, validator: %v", schema, inst, got, want)
+			}
+		}
+	}
+}

@@ -301,15 +301,20 @@ func (c *schemaCompiler) node(v any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) object(s object, path string) (int, error) {
-	s, err := c.reduceIf(s, path)
-	if err != nil {
-		return 0, err
-	}
-	if s, err = c.reduceNot(s, path); err != nil {
-		return 0, err
-	}
-	if s, err = reduceConstEnum(s, path); err != nil {
-		return 0, err
+	if _, ref := s.get("$ref"); ref && c.refSiblingsIgnored() {
+		// siblings of a $ref that the draft ignores: not read at all
+		s = without(s, "if", "then", "else", "not")
+	} else {
+		var err error
+		if s, err = c.reduceIf(s, path); err != nil {
+			return 0, err
+		}
+		if s, err = c.reduceNot(s, path); err != nil {
+			return 0, err
+		}
+		if s, err = reduceConstEnum(s, path); err != nil {
+			return 0, err
+		}
 	}
 	declared, err := declaredTypes(s, path)
 	if err != nil {
