@@ -376,6 +376,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 	type set struct {
 		pcs                   []uint32
 		matched, matchedAtEnd bool
+		atEnd                 bool // the closure where the text ends: $ holds
 	}
 	var closure func(pc uint32, atStart bool, seen map[uint32]bool, out *set)
 	closure = func(pc uint32, atStart bool, seen map[uint32]bool, out *set) {
@@ -395,9 +396,13 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 				if op&syntax.EmptyBeginText != 0 && !atStart {
 					return
 				}
+				if op&syntax.EmptyEndText != 0 && out.atEnd {
+					pc = in.Out // the text ends here: $ holds (one seen set, so $+ ends)
+					continue
+				}
 				if op&syntax.EmptyEndText != 0 {
 					// only where the text ends: a match there
-					var end set
+					end := set{atEnd: true}
 					closure(in.Out, atStart, map[uint32]bool{}, &end)
 					if end.matched || end.matchedAtEnd {
 						out.matchedAtEnd = true
