@@ -226,8 +226,14 @@ func (b *builder) array(name string, item int, min, max int) int {
 
 // mapOf: an object whose keys are any strings and values are val.
 func (b *builder) mapOf(name string, val int) int {
+	return b.mapOfKeys(name, b.str(0, -1), val)
+}
+
+// mapOfKeys: an object whose members' keys are of rule key (a JSON
+// string) and values of rule val.
+func (b *builder) mapOfKeys(name string, key, val int) int {
 	ws := ref(b.ws())
-	member := b.add(name+"-member", []elem{ref(b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
+	member := b.add(name+"-member", []elem{ref(key), ws, terms(':', ':'), ws, ref(val)})
 	members := b.repeat(name+"-members", one(ref(member)), b.sep(), 1, -1)
 	return b.add(name, cat(lit("{"), one(ws), lit("}")), cat(lit("{"), []elem{ws, ref(members), ws}, lit("}")))
 }

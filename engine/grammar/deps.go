@@ -54,6 +54,9 @@ func objectAssertion(k string, v any) bool {
 		if !ok {
 			return false
 		}
+		if notStrings(object{{"not", o}}) != nil {
+			return true // strings excluded (stringType)
+		}
 		has := false
 		for _, m := range o {
 			if m.key == "required" {
@@ -142,7 +145,7 @@ func readObjectRules(s, props object, addl any, path string) (objectRules, error
 			r.deps = append(r.deps, dependency{t, b})
 		}
 	}
-	if v, ok := s.get("not"); ok {
+	if v, ok := s.get("not"); ok && notRequiredForm(s) {
 		r.present = true
 		rv, _ := v.(object).get("required")
 		names, _ := stringList(rv)
@@ -242,4 +245,17 @@ func vacuousOnKeys(v any) bool {
 		return true
 	}
 	return false
+}
+
+// notRequiredForm reports whether s's not is {"required": […]} (the form
+// readObjectRules reads; the other not objectAssertion admits excludes
+// strings).
+func notRequiredForm(s object) bool {
+	v, _ := s.get("not")
+	o, ok := v.(object)
+	if !ok {
+		return false
+	}
+	_, has := o.get("required")
+	return has
 }

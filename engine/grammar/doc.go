@@ -93,17 +93,56 @@
 // _format, javaType, …), $schema, $id and draft-04 id, $anchor,
 // additionalItems beside items that is no array (it asserts nothing), and
 // format names that no draft defines (a validator ignores a format it
-// does not know). Refused, naming the keyword and its place: not (but
-// for required alone), if/then/else, prefixItems under a $schema before
+// does not know).
+//
+// propertyNames (propnames.go): one that accepts every key (true, {}, or
+// a type that admits strings with keywords only for other types: zod 4's
+// z.record emits {"type": "string"}) asserts nothing and is ignored; a
+// finite set of keys (enum or const, filtered by the string keywords
+// beside them; a type without strings, or false: none) makes the object
+// one of declared properties only, each admitted key carrying its
+// properties schema, the schemas of the patterns it matches or
+// additionalProperties (a key whose schemas admit no value together never
+// comes), so minProperties and maxProperties count exactly; a regular
+// language (pattern, format, minLength, maxLength) is the grammar of a
+// map's keys, beside patternProperties the product of its automaton and
+// each pattern's, beside declared properties the product with the
+// automaton of every string but their names (an undeclared key never
+// spells one, whatever its escapes), and drops the declared properties
+// it refuses. Other keywords in it are refused.
+// uniqueItems (unique.go): false asserts nothing; true is a grammar where
+// at most one item is allowed, or where items are a finite set of at most
+// 64 scalar values (enum or const filtered as enum is, type boolean or
+// null; 1 and 1.0 one value of two spellings): a sequence of distinct
+// values, its rules grown per set of values written; refused otherwise
+// (strings, numbers or objects at large, tuples).
+// not (not.go) where it reduces to the keywords beside it: false
+// (nothing), true and {} (no value), {not: X} (X, an allOf branch), {type:
+// T} (T removed from the types; integer alone refused where number
+// stays), {enum}/{const} (their values removed beside enum or const, JSON
+// equality; beside types, values of excluded types vacuous, null removes
+// the type null, a boolean beside type boolean alone leaves the other, and
+// strings are excluded from the string grammar: a trie of them whose
+// every other branch accepts anything, one more factor of the product
+// automaton beside pattern, format and the length keywords);
+// and {"not": {"required": …}} above. if/then/else (ifthen.go) is (if and
+// then) or (not if and else), an anyOf beside the other keywords, where
+// not if is compiled: if a boolean, a type, enum, const or not condition,
+// or a discriminator (type object, properties each with only const or
+// enum, required), whose negation is a non-object, an object without a
+// required property, or one whose property has none of the values (a not
+// beside that property's own schema, which must reduce: an enum or a
+// string does).
+// const beside enum is the const where enum holds it.
+//
+// Refused, naming the keyword and its place: any other not or if,
+// prefixItems under a $schema before
 // 2020-12, items as an array under 2020-12, additionalItems beside
 // prefixItems, tuple keywords in one allOf branch beside items keywords in
 // another, minItems above what a closed tuple allows,
-// propertyNames but for one that accepts every key (true, {}, or a type
-// that admits strings with keywords only for other types: zod 4's
-// z.record emits {"type": "string"}), which asserts nothing and is
-// ignored, minProperties beside patternProperties or dependencies,
-// dependencies and dependentSchemas with schemas, uniqueItems, contains,
-// unevaluated*, multipleOf, oneOf with overlapping branches, the formats of the drafts not listed below (uri-reference,
+// minProperties beside patternProperties or dependencies,
+// dependencies and dependentSchemas with schemas, contains,
+// unevaluated*, multipleOf but a whole number, oneOf with overlapping branches, the formats of the drafts not listed below (uri-reference,
 // iri, idn-email, json-pointer, regex, …), number bounds admitting no
 // number of that precision, bounds on "integer and number" together or
 // without a type, keywords beside $ref (2019-09 on) or const, a $ref when
@@ -141,6 +180,11 @@
 // transition is kept only where a match of an allowed length still
 // follows. Exact either way: a length no match has is a bad schema, not an
 // empty grammar; a maxLength above 1024 generates matches of up to 1024.
+// A format beside a pattern (zod 4's z.email(), z.uuid(),
+// z.iso.datetime() write both) is the product of their automata (pairs of
+// states each of which can still accept, at most 2000), run beside the
+// count as above: a string is generated exactly when both admit it (and
+// the length keywords); no common string is a bad schema.
 // Formats are regular expressions (format.go) whose language is a subset
 // of the RFC's: date, time and date-time (RFC 3339; days per month and
 // leap years exact, no leap second, an offset required), duration (RFC
@@ -179,8 +223,16 @@
 // whole vocabulary (about 4.5 ms of CPU over 128k tokens here, up to
 // 17 ms at p90 of such walks): mostly a length-bounded string's positions
 // (each count left is a state, and a language, of its own) and bounded
-// patterns (their grown rules are not shared). The remaining refusals lead with not (482 schemas),
-// oneOf with overlapping branches (460) and uniqueItems (87).
+// patterns (their grown rules are not shared). With format beside
+// pattern, propertyNames, uniqueItems over finite items and the not and
+// if/then/else that reduce (Intel Xeon, Sapphire Rapids class, 2 cores
+// shared, load average 12 to 15): 9,832 passing (87.0%; the code before
+// them 9,618 on the same machine), 1,464 compile errors, 9 validation
+// errors (11 valid instances refused, the same count as before), 0
+// invalidation errors; compile time p50 0.28 ms, p95 3.6 ms, p99 12.7 ms
+// (before them there: 0.29, 3.5, 13.4 ms). The remaining refusals lead
+// with oneOf with overlapping branches (479 schemas), a not that does not
+// reduce (177) and uniqueItems over items that are no finite set (84).
 //
 // # How a mask is computed
 //

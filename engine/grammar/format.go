@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -65,6 +66,7 @@ type stringConstraint struct {
 	goPattern, pattern string // translated and original pattern ("" none)
 	format             string // enforced format name ("" none)
 	lo, hi             int
+	exclude            []string // values not admitted (a not beside them)
 }
 
 func (c *schemaCompiler) readString(s object, path string) (*stringConstraint, error) {
@@ -90,6 +92,7 @@ func (c *schemaCompiler) readString(s object, path string) (*stringConstraint, e
 		}
 		sc.goPattern, sc.pattern = g, src
 	}
+	sc.exclude = notStrings(s)
 	if f, ok := s.get("format"); ok {
 		name, ok := f.(string)
 		if !ok {
@@ -110,6 +113,25 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(sc.exclude) > 0 {
+		// Every string but those: the product of the expressions'
+		// automata and the exclusion's, run beside the count.
+		var srcs []string
+		if sc.goPattern != "" {
+			srcs = append(srcs, sc.goPattern)
+		}
+		if sc.format != "" {
+			srcs = append(srcs, `^(?:`+formats[sc.format]+`)$`)
+		}
+		r, err := c.b.boundedRegexString("not:"+sc.format+"&"+sc.goPattern, srcs, sc.lo, sc.hi, sc.exclude...)
+		if errors.Is(err, errNoString) {
+			return 0, unsatisfiable{bad(path, "no string of the keywords beside not is left")}
+		}
+		if err != nil {
+			return 0, unsupported(path, "keyword %q with %v", "not", err)
+		}
+		return r, nil
+	}
 	if sc.goPattern == "" && sc.format == "" {
 		if sc.lo > maxRepeat {
 			return 0, unsupported(path, "minLength above %d", maxRepeat)
@@ -119,7 +141,16 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 		return c.b.str(sc.lo, min(sc.hi, maxRepeat)), nil
 	}
 	if sc.goPattern != "" && sc.format != "" {
-		return 0, unsupported(path, "keyword %q beside pattern", "format")
+		// Both: the product of the two automata, strings both admit.
+		fsrc := `^(?:` + formats[sc.format] + `)$`
+		r, err := c.b.boundedRegexString("format:"+sc.format+"&pattern:"+sc.goPattern, []string{fsrc, sc.goPattern}, sc.lo, sc.hi)
+		if errors.Is(err, errNoString) {
+			return 0, unsatisfiable{bad(path, "no string of the format %q matches the pattern at an allowed length", sc.format)}
+		}
+		if err != nil {
+			return 0, unsupported(path, "keyword %q beside pattern with %v", "format", err)
+		}
+		return r, nil
 	}
 	key, src, search := "pattern:"+sc.goPattern, sc.goPattern, true
 	if sc.format != "" {
@@ -143,7 +174,7 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 		hi = -1
 	}
 	if sc.lo > lo || sc.hi >= 0 && (hi < 0 || hi > sc.hi) {
-		r, err := c.b.boundedRegexString(key, src, sc.lo, sc.hi)
+		r, err := c.b.boundedRegexString(key, []string{src}, sc.lo, sc.hi)
 		if errors.Is(err, errNoString) {
 			return 0, unsatisfiable{bad(path, "no string of the lengths minLength and maxLength allow matches the %s", what)}
 		}
@@ -168,6 +199,9 @@ func (c *schemaCompiler) stringType(s object, path string) (int, error) {
 // A value outside the Basic Multilingual Plane is refused where a pattern
 // is present (ECMAScript reads it as two code units).
 func (sc *stringConstraint) admits(v string) bool {
+	if slices.Contains(sc.exclude, v) {
+		return false
+	}
 	n := utf8.RuneCountInString(v)
 	if n < sc.lo || sc.hi >= 0 && n > sc.hi {
 		return false

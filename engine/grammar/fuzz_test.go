@@ -13,6 +13,13 @@ func FuzzFromSchema(f *testing.F) {
 		f.Add([]byte(tc.schema))
 	}
 	f.Add([]byte(`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`))
+	for _, s := range append(append(append([]string{}, notSchemas...), ifSchemas...), uniqueItemsSchemas...) {
+		f.Add([]byte(s))
+	}
+	for _, form := range propertyNamesForms {
+		f.Add([]byte(`{"type":"object","propertyNames":` + form + `,"properties":{"a":{}},"patternProperties":{"^b":{}}}`))
+	}
+	f.Add([]byte(`{"type":"string","format":"email","pattern":"^[a-z]+@","maxLength":12,"not":{"const":"a@b.cd"}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		g, err := FromSchema(doc)
 		if err != nil {

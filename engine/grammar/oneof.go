@@ -16,16 +16,7 @@ func (c *schemaCompiler) apart(a, b any) bool {
 // all are strings, booleans or null (numbers have many spellings of one
 // value); nil otherwise.
 func (c *schemaCompiler) scalarValues(x any) map[string]bool {
-	o := c.deref(x)
-	if o == nil {
-		return nil
-	}
-	var vals []any
-	if v, ok := o.get("const"); ok {
-		vals = []any{v}
-	} else if e, ok := o.get("enum"); ok {
-		vals, _ = e.([]any)
-	}
+	vals := c.finiteValues(x)
 	if len(vals) == 0 {
 		return nil
 	}

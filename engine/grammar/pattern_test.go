@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -113,7 +114,6 @@ func TestPatternRefusedByName(t *testing.T) {
 		`{"type":"string","pattern":"\\p{L}"}`:                  `escape \p`,
 		`{"type":"string","pattern":"a(^b)"}`:                   "anchor",
 		`{"type":"string","format":"uri-reference"}`:            `"format" "uri-reference"`,
-		`{"type":"string","format":"date","pattern":"^2"}`:      `"format" beside pattern`,
 		`{"properties":{"a":{"type":"string","pattern":"[]"}}}`: "#/properties/a",
 	} {
 		_, err := FromSchema([]byte(schema))
@@ -138,5 +138,41 @@ func TestPatternNullableRepetition(t *testing.T) {
 	_, err = FromSchema([]byte(`{"type":"string","pattern":"^(a?b?)*$"}`))
 	if !errors.Is(err, ErrUnsupportedSchema) || !strings.Contains(err.Error(), "may be empty") {
 		t.Errorf("got %v, want a refusal naming the empty repetition", err)
+	}
+}
+
+// TestPatternRepeatedAnchor: an end anchor under a repetition ($+, ($)*)
+// beside length bounds compiles to the same language Go's regexp reads
+// (it once recursed without end in the automaton's construction, a stack
+// overflow that no recover catches).
+func TestPatternRepeatedAnchor(t *testing.T) {
+	for _, tc := range []struct {
+		pattern        string
+		valid, invalid []string
+	}{
+		{`^00-1$+@`, nil, []string{`"00-1"`, `"00-1@"`}},
+		{`^ab$+`, []string{`"ab"`}, []string{`"abc"`, `"a"`}},
+		{`^a(?:$|b)+`, []string{`"a"`, `"ab"`, `"abbx"`}, []string{`"b"`}},
+	} {
+		schema := fmt.Sprintf(`{"type":"string","pattern":%q,"maxLength":12}`, tc.pattern)
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			var u unsatisfiable
+			if errors.As(err, &u) && len(tc.valid) == 0 {
+				continue // no string matches
+			}
+			t.Fatalf("%s: %v", schema, err)
+		}
+		oracle := validator(t, schema)
+		for _, v := range tc.valid {
+			if !g.Match([]byte(v)) || validates(oracle, v) != nil {
+				t.Errorf("%s: %s: grammar %v, validator %v; want both to accept", schema, v, g.Match([]byte(v)), validates(oracle, v))
+			}
+		}
+		for _, v := range tc.invalid {
+			if g.Match([]byte(v)) || validates(oracle, v) == nil {
+				t.Errorf("%s: %s: grammar %v, validator %v; want both to refuse", schema, v, g.Match([]byte(v)), validates(oracle, v))
+			}
+		}
 	}
 }

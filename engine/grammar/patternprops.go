@@ -20,7 +20,12 @@ import (
 // and every pattern's schema (such a key may match any pattern). Either
 // kind whose value no value satisfies is left out; one whose merge cannot
 // be enforced is refused.
-func (c *schemaCompiler) patternObject(s, props object, required map[string]bool, path string) (int, error) {
+//
+// With kn (propertyNames of a regular language) every generated key is
+// also of that language: a pattern's key is the product of both automata,
+// an undeclared key the product of the language's and one of every string
+// but the declared names.
+func (c *schemaCompiler) patternObject(s, props object, required map[string]bool, path string, kn *keyNames) (int, error) {
 	ppv, _ := s.get("patternProperties")
 	pp, ok := ppv.(object)
 	if !ok {
@@ -110,8 +115,15 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 		if v < 0 {
 			continue
 		}
-		key, err := c.b.regexString("key:"+p.goSrc, p.goSrc, -1)
-		if err != nil {
+		var key int
+		if kn != nil {
+			if key, err = c.keyRule(kn, p.goSrc, path); err != nil {
+				return 0, err
+			}
+			if key < 0 {
+				continue // no key of both
+			}
+		} else if key, err = c.b.regexString("key:"+p.goSrc, p.goSrc, -1); err != nil {
 			continue // a key grammar too large: no such members
 		}
 		members = append(members, []elem{ref(key), ws, terms(':', ':'), ws, ref(v)})
@@ -132,8 +144,17 @@ func (c *schemaCompiler) patternObject(s, props object, required map[string]bool
 			return 0, err
 		}
 		if v >= 0 {
-			if len(props) == 0 {
-				members = append(members, []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(v)})
+			anyKey := c.b.str(0, -1)
+			if kn != nil {
+				// a key of the language that spells no declared name
+				if anyKey, err = c.keyRule(kn, "", path, names(props)...); err != nil {
+					return 0, err
+				}
+			}
+			if anyKey < 0 {
+				// no undeclared key
+			} else if len(props) == 0 || kn != nil {
+				members = append(members, []elem{ref(anyKey), ws, terms(':', ':'), ws, ref(v)})
 			} else if x := c.extraMember(path, props, v); x >= 0 {
 				members = append(members, one(ref(x)))
 			}

@@ -24,8 +24,9 @@ import (
 const maxDFAStates = 2000
 
 type dfaEdge struct {
-	class int // rule of one JSON string character in the edge's ranges
-	to    int
+	class  int    // rule of one JSON string character in the edge's ranges
+	ranges []rune // the code points, flat lo, hi pairs, sorted
+	to     int
 }
 
 type dfaState struct {
@@ -34,10 +35,15 @@ type dfaState struct {
 }
 
 // boundedRegexString returns a rule for a JSON string of lo to hi
-// characters (hi < 0: no bound) that goSrc (Go syntax, translated; a
-// search: unanchored unless ^ or $ anchor it) matches.
-func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error) {
-	key = fmt.Sprintf("re-len:%s/%d/%d", key, lo, hi)
+// characters (hi < 0: no bound) that every one of srcs (Go syntax,
+// translated; each a search: unanchored unless ^ or $ anchor it) matches:
+// the product of their automata, so a format beside a pattern admits
+// exactly the strings both admit.
+//
+// exclude lists strings (decoded values) that are not admitted: their
+// automaton (excludeDFA) is one more factor of the product.
+func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int, exclude ...string) (int, error) {
+	key = fmt.Sprintf("re-len:%s/%d/%d/%q", key, lo, hi, exclude)
 	if r, ok := b.shared[key]; ok {
 		return r, nil
 	}
@@ -48,29 +54,26 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	if capped {
 		hi = maxRepeat // as for plain strings: those of at most maxRepeat characters
 	}
-	re, err := syntax.Parse(goSrc, syntax.Perl)
-	if err != nil {
-		return 0, fmt.Errorf("a pattern Go's regexp/syntax cannot read (%v)", err)
-	}
-	prog, err := syntax.Compile(re.Simplify())
-	if err != nil {
-		return 0, fmt.Errorf("a pattern Go's regexp/syntax cannot compile (%v)", err)
-	}
-	for _, in := range prog.Inst {
-		switch in.Op {
-		case syntax.InstRune, syntax.InstRune1:
-			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
-				return 0, fmt.Errorf("case folding")
-			}
-		case syntax.InstEmptyWidth:
-			if syntax.EmptyOp(in.Arg)&^(syntax.EmptyBeginText|syntax.EmptyEndText) != 0 {
-				return 0, fmt.Errorf("an anchor (^ or $) inside the pattern")
-			}
+	rc := &reCompiler{b: b, name: key}
+	var states []dfaState
+	var dfas [][]dfaState
+	for _, src := range srcs {
+		d, err := regexDFA(src, rc)
+		if err != nil {
+			return 0, err
 		}
+		dfas = append(dfas, d)
 	}
-	states, err := determinize(prog, &reCompiler{b: b, name: key})
-	if err != nil {
-		return 0, err
+	if len(exclude) > 0 {
+		dfas = append(dfas, excludeDFA(exclude, rc))
+	}
+	for i, d := range dfas {
+		var err error
+		if i == 0 {
+			states = d
+		} else if states, err = intersectDFA(states, d, rc); err != nil {
+			return 0, err
+		}
 	}
 	// acc[s] holds bit l when an accepted string follows state s in
 	// exactly l more characters, for l up to span: with no maxLength, a
@@ -79,6 +82,9 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	span := hi
 	if hi < 0 {
 		span = lo + len(states) + 1
+		if lo == 0 {
+			span = 0 // no bound at all: live is coreachable
+		}
 	}
 	words := span/64 + 1
 	acc := make([][]uint64, len(states))
@@ -100,7 +106,11 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	}
 	// live: from state s with n characters written, an accepted string
 	// of lo..hi characters follows.
+	reach := coreachable(states)
 	live := func(s, n int) bool {
+		if lo == 0 && hi < 0 {
+			return reach[s]
+		}
 		from := max(lo-n, 0)
 		to := span
 		if hi >= 0 {
@@ -157,6 +167,199 @@ func (b *builder) boundedRegexString(key, goSrc string, lo, hi int) (int, error)
 	return r, nil
 }
 
+// regexDFA: the automaton of goSrc (Go syntax) read as a search.
+func regexDFA(goSrc string, rc *reCompiler) ([]dfaState, error) {
+	re, err := syntax.Parse(goSrc, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("a pattern Go's regexp/syntax cannot read (%v)", err)
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, fmt.Errorf("a pattern Go's regexp/syntax cannot compile (%v)", err)
+	}
+	for _, in := range prog.Inst {
+		switch in.Op {
+		case syntax.InstRune, syntax.InstRune1:
+			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+				return nil, fmt.Errorf("case folding")
+			}
+		case syntax.InstEmptyWidth:
+			if syntax.EmptyOp(in.Arg)&^(syntax.EmptyBeginText|syntax.EmptyEndText) != 0 {
+				return nil, fmt.Errorf("an anchor (^ or $) inside the pattern")
+			}
+		}
+	}
+	return determinize(prog, rc)
+}
+
+// intersectDFA: the product automaton of a and b (state 0 each's start),
+// accepting where both do; a pair is made only where each side can still
+// reach an accepting state, so no dead pair multiplies the states.
+func intersectDFA(a, b []dfaState, rc *reCompiler) ([]dfaState, error) {
+	liveA, liveB := coreachable(a), coreachable(b)
+	type pair struct{ x, y int }
+	index := map[pair]int{}
+	var pairs []pair
+	var out []dfaState
+	add := func(p pair) int {
+		if i, ok := index[p]; ok {
+			return i
+		}
+		index[p] = len(pairs)
+		pairs = append(pairs, p)
+		out = append(out, dfaState{accept: a[p.x].accept && b[p.y].accept})
+		return len(pairs) - 1
+	}
+	add(pair{0, 0})
+	for i := 0; i < len(pairs); i++ {
+		if len(pairs) > maxDFAStates {
+			return nil, fmt.Errorf("a pattern and format whose joint automaton is too large")
+		}
+		p := pairs[i]
+		targets := map[int][]rune{}
+		var order []int
+		for _, ea := range a[p.x].edges {
+			if !liveA[ea.to] {
+				continue
+			}
+			for _, eb := range b[p.y].edges {
+				if !liveB[eb.to] {
+					continue
+				}
+				r := intersectRanges(ea.ranges, eb.ranges)
+				if len(r) == 0 {
+					continue
+				}
+				t := add(pair{ea.to, eb.to})
+				if _, ok := targets[t]; !ok {
+					order = append(order, t)
+				}
+				targets[t] = append(targets[t], r...)
+			}
+		}
+		sort.Ints(order)
+		for _, t := range order {
+			rs := mergeRanges(targets[t])
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(rs, false), rs, t})
+		}
+		if rc.b.tooBig {
+			return nil, fmt.Errorf("a pattern and format whose joint automaton is too large")
+		}
+	}
+	return out, nil
+}
+
+// excludeDFA: the automaton of every string but words: a trie of the
+// words, each node accepting unless a word ends there, every other
+// character leading to a state that accepts whatever follows.
+func excludeDFA(words []string, rc *reCompiler) []dfaState {
+	type node struct {
+		kids map[rune]int
+		end  bool
+	}
+	nodes := []node{{kids: map[rune]int{}}}
+	for _, w := range words {
+		n := 0
+		for _, r := range w {
+			k, ok := nodes[n].kids[r]
+			if !ok {
+				k = len(nodes)
+				nodes = append(nodes, node{kids: map[rune]int{}})
+				nodes[n].kids[r] = k
+			}
+			n = k
+		}
+		nodes[n].end = true
+	}
+	sink := len(nodes)
+	out := make([]dfaState, len(nodes)+1)
+	all := []rune{0, utf8.MaxRune}
+	out[sink] = dfaState{accept: true, edges: []dfaEdge{{rc.class(all, false), all, sink}}}
+	for i, n := range nodes {
+		out[i].accept = !n.end
+		chars := make([]rune, 0, len(n.kids))
+		for r := range n.kids {
+			chars = append(chars, r)
+		}
+		slices.Sort(chars)
+		var rest []rune // the characters no word continues with
+		next := rune(0)
+		for _, r := range chars {
+			one := []rune{r, r}
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(one, false), one, n.kids[r]})
+			if r > next {
+				rest = append(rest, next, r-1)
+			}
+			next = r + 1
+		}
+		if next <= utf8.MaxRune {
+			rest = append(rest, next, utf8.MaxRune)
+		}
+		if len(rest) > 0 {
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(rest, false), rest, sink})
+		}
+	}
+	return out
+}
+
+// coreachable: the states from which an accepting state can be reached.
+func coreachable(d []dfaState) []bool {
+	live := make([]bool, len(d))
+	for s := range d {
+		live[s] = d[s].accept
+	}
+	for changed := true; changed; {
+		changed = false
+		for s := range d {
+			if live[s] {
+				continue
+			}
+			for _, e := range d[s].edges {
+				if live[e.to] {
+					live[s], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	return live
+}
+
+// intersectRanges: the code points in both flat range lists (lo, hi
+// pairs, each sorted and disjoint), as such a list.
+func intersectRanges(a, b []rune) []rune {
+	var out []rune
+	for i := 0; i+1 < len(a); i += 2 {
+		for j := 0; j+1 < len(b); j += 2 {
+			lo, hi := max(a[i], b[j]), min(a[i+1], b[j+1])
+			if lo <= hi {
+				out = append(out, lo, hi)
+			}
+		}
+	}
+	return out
+}
+
+// mergeRanges sorts a flat range list and joins overlapping or adjacent
+// ranges.
+func mergeRanges(rs []rune) []rune {
+	type rg struct{ lo, hi rune }
+	var list []rg
+	for i := 0; i+1 < len(rs); i += 2 {
+		list = append(list, rg{rs[i], rs[i+1]})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].lo < list[j].lo })
+	var out []rune
+	for _, r := range list {
+		if n := len(out); n > 0 && r.lo <= out[n-1]+1 {
+			out[n-1] = max(out[n-1], r.hi)
+			continue
+		}
+		out = append(out, r.lo, r.hi)
+	}
+	return out
+}
+
 // errNoString: no string of an allowed length matches.
 var errNoString = fmt.Errorf("no string of an allowed length that the expression matches")
 
@@ -173,6 +376,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 	type set struct {
 		pcs                   []uint32
 		matched, matchedAtEnd bool
+		atEnd                 bool // the closure where the text ends: $ holds
 	}
 	var closure func(pc uint32, atStart bool, seen map[uint32]bool, out *set)
 	closure = func(pc uint32, atStart bool, seen map[uint32]bool, out *set) {
@@ -192,9 +396,13 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 				if op&syntax.EmptyBeginText != 0 && !atStart {
 					return
 				}
+				if op&syntax.EmptyEndText != 0 && out.atEnd {
+					pc = in.Out // the text ends here: $ holds (one seen set, so $+ ends)
+					continue
+				}
 				if op&syntax.EmptyEndText != 0 {
 					// only where the text ends: a match there
-					var end set
+					end := set{atEnd: true}
 					closure(in.Out, atStart, map[uint32]bool{}, &end)
 					if end.matched || end.matchedAtEnd {
 						out.matchedAtEnd = true
@@ -270,7 +478,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 		}
 		d := ds[i]
 		if d.done {
-			out[i].edges = []dfaEdge{{anyChar, i}}
+			out[i].edges = []dfaEdge{{anyChar, []rune{0, utf8.MaxRune}, i}}
 			continue
 		}
 		// Partition the characters by the instructions that match them.
@@ -309,7 +517,7 @@ func determinize(prog *syntax.Prog, rc *reCompiler) ([]dfaState, error) {
 		}
 		sort.Ints(order)
 		for _, t := range order {
-			out[i].edges = append(out[i].edges, dfaEdge{rc.class(targets[t], false), t})
+			out[i].edges = append(out[i].edges, dfaEdge{rc.class(targets[t], false), targets[t], t})
 		}
 		if rc.b.tooBig {
 			return nil, fmt.Errorf("a pattern whose automaton is too large")

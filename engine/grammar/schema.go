@@ -301,6 +301,21 @@ func (c *schemaCompiler) node(v any, path string) (int, error) {
 }
 
 func (c *schemaCompiler) object(s object, path string) (int, error) {
+	if _, ref := s.get("$ref"); ref && c.refSiblingsIgnored() {
+		// siblings of a $ref that the draft ignores: not read at all
+		s = without(s, "if", "then", "else", "not")
+	} else {
+		var err error
+		if s, err = c.reduceIf(s, path); err != nil {
+			return 0, err
+		}
+		if s, err = c.reduceNot(s, path); err != nil {
+			return 0, err
+		}
+		if s, err = reduceConstEnum(s, path); err != nil {
+			return 0, err
+		}
+	}
 	declared, err := declaredTypes(s, path)
 	if err != nil {
 		return 0, err
@@ -329,13 +344,28 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 				continue // it applies past items given as an array only
 			}
 		}
+		if m.key == "uniqueItems" {
+			switch m.val {
+			case false:
+				continue // asserts nothing
+			case true:
+				keys = append(keys, m.key) // arrayType reads it
+				continue
+			}
+			return 0, bad(path, "uniqueItems must be a boolean")
+		}
+		if m.key == "propertyNames" {
+			if vacuousOnKeys(m.val) {
+				continue // it accepts every key
+			}
+			keys = append(keys, m.key) // objectType reads it
+			continue
+		}
 		if assertions[m.key] && !objectAssertion(m.key, m.val) {
 			return 0, unsupported(path, "keyword %q", m.key)
 		}
-		if m.key == "$defs" || m.key == "definitions" || m.key == "propertyNames" {
-			// $defs are read where a $ref resolves them; a propertyNames
-			// that passed objectAssertion accepts every key
-			continue
+		if m.key == "$defs" || m.key == "definitions" {
+			continue // read where a $ref resolves them
 		}
 		keys = append(keys, m.key)
 	}
@@ -528,7 +558,10 @@ func (c *schemaCompiler) object(s object, path string) (int, error) {
 	}
 	used := map[string]bool{"type": true}
 	var alts [][]elem
-	_, notRequired := s.get("not") // {"not":{"required":[…]}} (objectAssertion)
+	notRequired := notRequiredForm(s) // {"not":{"required":[…]}} (objectAssertion)
+	if notStrings(s) != nil {
+		used["not"] = true // strings excluded: stringType's, vacuous on other types
+	}
 	for _, t := range types {
 		var r int
 		var err error
@@ -750,6 +783,17 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			return 0, bad(path, "properties must be an object")
 		}
 	}
+	used["propertyNames"] = true
+	var kn *keyNames
+	if pn, ok := s.get("propertyNames"); ok {
+		var err error
+		if kn, err = c.readKeyNames(pn, path); err != nil {
+			return 0, err
+		}
+		if kn != nil && kn.finite {
+			return c.finiteKeyObject(s, props, kn.values, path, used)
+		}
+	}
 
 	required := map[string]bool{}
 	if r, ok := s.get("required"); ok {
@@ -767,6 +811,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			}
 			required[name] = true
 		}
+	}
+	if kn != nil {
+		// declared properties whose names the language refuses never come
+		var kept object
+		for _, m := range props {
+			if kn.admitsName(m.key) {
+				kept = append(kept, m)
+			} else if required[m.key] {
+				return 0, unsatisfiable{bad(path, "required property %q that propertyNames excludes", m.key)}
+			}
+		}
+		props = kept
 	}
 	used["minProperties"], used["maxProperties"] = true, true
 	minP, maxP, err := bounds(s, path, "minProperties", "maxProperties")
@@ -787,10 +843,20 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		if cons.present {
 			return 0, unsupported(path, "dependencies, dependentRequired or not beside patternProperties")
 		}
-		return c.patternObject(s, props, required, path)
+		return c.patternObject(s, props, required, path, kn)
 	}
 	if cons.present && minP > 0 {
 		return 0, unsupported(path, "minProperties beside dependencies, dependentRequired or not")
+	}
+	anyKey := c.b.str(0, -1)
+	if kn != nil {
+		if anyKey, err = c.keyRule(kn, "", path); err != nil {
+			return 0, err
+		}
+		if anyKey < 0 {
+			// no key at all: the object is empty
+			return c.finiteKeyObject(s, nil, nil, path, used)
+		}
 	}
 	ws := ref(c.b.ws())
 	if len(props) == 0 && counted {
@@ -821,7 +887,7 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		if maxP == 0 {
 			return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 		}
-		member := c.b.add(path+"-member", []elem{ref(c.b.str(0, -1)), ws, terms(':', ':'), ws, ref(val)})
+		member := c.b.add(path+"-member", []elem{ref(anyKey), ws, terms(':', ':'), ws, ref(val)})
 		members := c.b.repeat(path+"-members", one(ref(member)), c.b.sep(), 1, maxP)
 		some := cat(lit("{"), []elem{ws, ref(members), ws}, lit("}"))
 		if minP > 0 {
@@ -838,16 +904,22 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 			if !a {
 				return c.b.add(path, cat(lit("{"), one(ws), lit("}"))), nil
 			}
+			if kn != nil {
+				return c.b.mapOfKeys(path, anyKey, c.b.value()), nil
+			}
 			return c.b.object(), nil
 		case object:
 			v, err := c.node(a, path+"/additionalProperties")
 			if err != nil {
 				return 0, err
 			}
-			return c.b.mapOf(path, v), nil
+			return c.b.mapOfKeys(path, anyKey, v), nil
 		case nil:
 			if hasAddl {
 				return 0, bad(path, "additionalProperties must be a boolean or a schema")
+			}
+			if kn != nil {
+				return c.b.mapOfKeys(path, anyKey, c.b.value()), nil
 			}
 			return c.b.object(), nil
 		}
@@ -876,7 +948,18 @@ func (c *schemaCompiler) objectType(s object, path string, used map[string]bool)
 		} else {
 			val = c.b.value()
 		}
-		extra = c.extraMember(path, props, val)
+		if kn != nil {
+			// a key of the language that spells no declared name
+			key, err := c.keyRule(kn, "", path, names(props)...)
+			if err != nil {
+				return 0, err
+			}
+			if key >= 0 {
+				extra = c.b.add(path+"-extra", []elem{ref(key), ws, terms(':', ':'), ws, ref(val)})
+			}
+		} else {
+			extra = c.extraMember(path, props, val)
+		}
 	}
 	return c.declaredObject(props, required, path, extra, minP, maxP, cons)
 }
@@ -1023,6 +1106,21 @@ func (c *schemaCompiler) arrayType(s object, path string, used map[string]bool) 
 		return 0, err
 	}
 	it, hasItems := s.get("items")
+	used["uniqueItems"] = true
+	if u, _ := s.get("uniqueItems"); u == true && (hi < 0 || hi > 1) {
+		_, tuple := s.get("prefixItems")
+		if _, list := it.([]any); list || tuple {
+			return 0, unsupported(path, "keyword %q beside a tuple", "uniqueItems")
+		}
+		vals, ok, err := c.uniqueValues(it, path)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return 0, unsupported(path, "keyword %q beside items that are not a finite set of at most %d scalar values", "uniqueItems", maxUniqueValues)
+		}
+		return c.uniqueArray(path, vals, lo, hi)
+	}
 	if pi, ok := s.get("prefixItems"); ok {
 		list, isList := pi.([]any)
 		if !isList || len(list) == 0 {
@@ -1532,16 +1630,7 @@ func requiredSet(o object) map[string]bool {
 // stringValues: the values a schema's const or enum allows, when all are
 // strings; nil otherwise.
 func (c *schemaCompiler) stringValues(x any) map[string]bool {
-	o := c.deref(x)
-	if o == nil {
-		return nil
-	}
-	var vals []any
-	if v, ok := o.get("const"); ok {
-		vals = []any{v}
-	} else if e, ok := o.get("enum"); ok {
-		vals, _ = e.([]any)
-	}
+	vals := c.finiteValues(x)
 	if len(vals) == 0 {
 		return nil
 	}
@@ -1554,4 +1643,19 @@ func (c *schemaCompiler) stringValues(x any) map[string]bool {
 		out[s] = true
 	}
 	return out
+}
+
+// finiteValues: the values a schema's const (one) or enum lists, its $refs
+// followed; nil when it has neither.
+func (c *schemaCompiler) finiteValues(x any) []any {
+	o := c.deref(x)
+	if o == nil {
+		return nil
+	}
+	if v, ok := o.get("const"); ok {
+		return []any{v}
+	}
+	e, _ := o.get("enum")
+	vals, _ := e.([]any)
+	return vals
 }
