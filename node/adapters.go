@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -40,6 +41,11 @@ import (
 //     changed or no longer served, a tenant gone or no longer allowed the
 //     model) is not served and is logged at error level: never a silently
 //     different adapter.
+//   - A replay of a request that ran under an adapter of the first model
+//     (replayAdapter) loads, for the replay engine's instance, the adapter
+//     of that digest the tenant holds now, from its file read again and
+//     checked against the digest: never another adapter, never another
+//     tenant's.
 
 // Errors of the adapter operations.
 var (
@@ -142,6 +148,7 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 		ad.Close() // unreachable: checked above under ops
 		return api.AdapterInfo{}, err
 	}
+	n.adFiles.set(adapterKey{req.Tenant, id, req.Name}, req.Path)
 	n.log.Info("adapter registered", "tenant", req.Tenant, "model", id, "name", req.Name, "digest", hex.EncodeToString(ad.Digest[:]), "by", actor)
 	return n.adapterInfo(req.Tenant, m, req.Name, ad), nil
 }
@@ -176,6 +183,7 @@ func (n *Node) UnregisterAdapter(ctx context.Context, actor audit.Name, tenant c
 	if _, err := reg.Unregister(tenant, name); err != nil {
 		return api.AdapterInfo{}, err
 	}
+	n.adFiles.set(adapterKey{tenant, id, name}, "")
 	n.log.Info("adapter unregistered", "tenant", tenant, "model", id, "name", name, "by", actor)
 	return n.adapterInfo(tenant, m, name, ad), nil
 }
@@ -313,5 +321,66 @@ func (n *Node) restoreAdapter(ctx context.Context, k adapterKey, p audit.Adapter
 		ad.Close()
 		return err
 	}
+	n.adFiles.set(k, string(p.Path))
 	return nil
+}
+
+// adapterFiles are the registered adapters' paths in the model directory
+// (what a replay loads again).
+type adapterFiles struct {
+	mu   sync.Mutex
+	path map[adapterKey]string // guarded by mu
+}
+
+// set records k's path ("": k is no longer registered).
+func (f *adapterFiles) set(k adapterKey, path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.path == nil {
+		f.path = map[adapterKey]string{}
+	}
+	if path == "" {
+		delete(f.path, k)
+		return
+	}
+	f.path[k] = path
+}
+
+func (f *adapterFiles) get(k adapterKey) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.path[k]
+	return p, ok
+}
+
+// replayAdapter is the replay engine's service.ResponseConfig.ReplayAdapter:
+// tenant's adapter of the node's first model (the replay engine's model)
+// whose digest is digest, loaded for the replay engine's own instance from
+// its registered file — only while tenant holds such an adapter
+// (service.ErrReplayAdapterGone otherwise: unregistered, registered again
+// from another file, or another tenant's) and while the file still has
+// that digest (service.ErrReplayAdapterChanged).
+func (n *Node) replayAdapter(_ context.Context, tenant cloison.TenantID, digest audit.Digest) (*model.Adapter, error) {
+	id := n.cfg.Model.Name
+	reg, ok := n.Server.ModelAdapters(id)
+	rep := n.cfg.API.Responses.Replay
+	if !ok || rep == nil {
+		return nil, service.ErrReplayAdapterGone
+	}
+	name := ""
+	for _, a := range reg.List(tenant) { // tenant's own adapters only
+		if audit.Digest(a.Digest) == digest {
+			name = a.Name
+			break
+		}
+	}
+	path, ok := n.adFiles.get(adapterKey{tenant, id, name})
+	if name == "" || !ok || n.cfg.ModelDir == "" {
+		return nil, service.ErrReplayAdapterGone
+	}
+	data, err := os.ReadFile(filepath.Join(n.cfg.ModelDir, path))
+	if err != nil || audit.Digest(sha256.Sum256(data)) != digest {
+		return nil, service.ErrReplayAdapterChanged
+	}
+	return model.LoadAdapter(rep.Model(), data)
 }
