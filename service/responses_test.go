@@ -36,7 +36,9 @@ func TestReplayObstacles(t *testing.T) {
 		{"logit_bias shaped it", "", with(func(s *audit.Served) { s.Sampling.Constrained = "logit_bias" }), nil, "constrained-output-not-replayed", nil},
 		{"under a tenant's adapter, none loadable", "", &ok, nil, "adapter-not-replayed", &audit.Digest{3}},
 		{"under a tenant's adapter", "", &ok, func(r *ResponseConfig) {
-			r.ReplayAdapter = func(context.Context, cloison.TenantID, audit.Digest) (*model.Adapter, error) { return nil, ErrReplayAdapterGone }
+			r.ReplayAdapter = func(context.Context, cloison.TenantID, audit.Digest) (*model.Adapter, error) {
+				return nil, ErrReplayAdapterGone
+			}
 		}, "", &audit.Digest{3}},
 	} {
 		r := rc
