@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -109,6 +110,24 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 		n.Server.Handler().ServeHTTP(w, req)
 		return w.Code
 	}
+	// incidents are the register's automatic entries of invariant
+	// adapter_restore:<cause> on rnd: per cause, the tenants and ledger
+	// entries they name.
+	incidents := func() map[string]string {
+		t.Helper()
+		files, err := f.ledger.Incidents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, fl := range files {
+			v := fl.Versions[len(fl.Versions)-1]
+			if cause, ok := strings.CutPrefix(v.DetectionGroup, "isolation_violation/adapter_restore:"); ok {
+				out[cause] = fmt.Sprint(v.AffectedTenants, len(v.LedgerEvents))
+			}
+		}
+		return out
+	}
 	n := start()
 	info, err := n.RegisterAdapter(ctx, "admin:test", api.AdapterRegister{Tenant: "a", Name: "sup", Path: "lora.gguf", Model: "rnd"})
 	if err != nil {
@@ -139,6 +158,9 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	if code := complete(n, "b"); code != 404 {
 		t.Fatalf("b under a's restored adapter: %d, want 404", code)
 	}
+	if got := incidents(); len(got) != 0 {
+		t.Fatalf("a restart that restored every adapter opened register entries %v", got)
+	}
 	n.Close(ctx)
 	logs.Reset()
 
@@ -152,6 +174,10 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "adapter not restored") || !strings.Contains(l, "no valid signature") {
 		t.Fatalf("the unsigned registration is not reported; logs:\n%s", l)
+	}
+	// In the register too: an automatic entry naming a and the entry.
+	if got := incidents(); len(got) != 1 || got["signature/rnd"] != "[a] 1" {
+		t.Fatalf("register entries for the unsigned registration: %v, want signature/rnd naming a and its ledger entry", got)
 	}
 	n.Close(ctx)
 	logs.Reset()
@@ -169,5 +195,18 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "adapter not restored") || !strings.Contains(l, "changed since it was registered") {
 		t.Fatalf("the unrestored adapter is not reported; logs:\n%s", l)
+	}
+	if got := incidents(); len(got) != 2 || got["file_changed/rnd"] != "[a] 1" {
+		t.Fatalf("register entries once the file changed: %v, want file_changed/rnd naming a and its registration", got)
+	}
+	// The register holds identifiers only: no path, no adapter name.
+	files, err := f.ledger.Incidents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range files {
+		if b := fmt.Sprintf("%+v", fl.Versions); strings.Contains(b, "lora.gguf") || strings.Contains(b, "sup") {
+			t.Fatalf("a register entry names the adapter's file or name: %s", b)
+		}
 	}
 }
