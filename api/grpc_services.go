@@ -364,7 +364,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err != nil {
 		return nil, err
 	}
-	g.s.metrics.tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
+	g.s.metrics.forModel(g.s.cfg.ModelName).tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {
 		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))

@@ -166,7 +166,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, ModelDigest: cfg.ModelDigest, Adapters: cfg.Adapters, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
+		Tracer: cfg.Tracer, Observer: observer{s, s.metrics.modelMetrics}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes:     cfg.GrammarBytes,
 		DefaultMaxTokens: cfg.DefaultMaxTokens})
 	if err != nil {

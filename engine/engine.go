@@ -310,6 +310,14 @@ func (e *Engine) PrefixCache() bool { return e.cfg.Scheduler.PrefixCache }
 // Attestation returns the capacity attestation the engine serves under.
 func (e *Engine) Attestation() attest.Attestation { return e.cfg.Attestation }
 
+// Stopped reports whether the engine has stopped (Run returned or is
+// returning: every request since fails with ErrStopped).
+func (e *Engine) Stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopped
+}
+
 // Model returns the model the engine runs (what an adapter of its requests
 // must be loaded for: model.LoadAdapter).
 func (e *Engine) Model() *model.Model { return e.cfg.Model }
