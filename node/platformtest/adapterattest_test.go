@@ -87,7 +87,9 @@ func TestAdapterAttestation(t *testing.T) {
 	}
 
 	conn, gctx := p.GRPC(t)
-	as := func(tok string) context.Context { return metadata.AppendToOutgoingContext(gctx, "authorization", "Bearer "+tok) }
+	as := func(tok string) context.Context {
+		return metadata.AppendToOutgoingContext(gctx, "authorization", "Bearer "+tok)
+	}
 	ga, err := inferencev1.NewInferenceServiceClient(conn).GetAttestation(as(tb), &inferencev1.GetAttestationRequest{Model: "rnd"})
 	if err != nil {
 		t.Fatal(err)
