@@ -61,6 +61,9 @@ type Config struct {
 	Placement Placement
 	Logger    *slog.Logger // optional
 	MaxBody   int64        // optional: DefaultMaxBody
+	// MaxAdapterBytes bounds a tenant's adapter upload (POST /v1/adapters;
+	// optional: DefaultMaxAdapterBytes).
+	MaxAdapterBytes int64
 	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
 	// the generations in flight on this node, over HTTP and gRPC together:
 	// beyond them a request is refused before its policy decision, with
@@ -146,6 +149,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Chat = m.Chat
+	if cfg.MaxAdapterBytes <= 0 {
+		cfg.MaxAdapterBytes = DefaultMaxAdapterBytes
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -182,11 +188,12 @@ var timeNow = time.Now
 //
 //	GET  /healthz                      liveness (no auth)
 //	GET  /health                       200 when ready, else 503; no body (no auth)
-//	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
+//	GET  /readyz                       readiness: every model's attestation passed and engine runs, ledger reachable (no auth, no data)
 //	GET  /.well-known/jwks.json        public signing keys (no auth)
 //	GET  /v1/models                    scope infer
 //	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
 //	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
+//	POST /v1/adapters                  scope adapters:write: the tenant's own LoRA adapter (adapters.go)
 //	GET  /v1/attestation               any valid token: the capacity attestation (?model=ID: that model's)
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
@@ -208,6 +215,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/models/{id...}", s.auth(func(w http.ResponseWriter, r *http.Request) { s.view(r.PathValue("id")).model(w, r) }, tenancy.ScopeInfer))
 	mux.Handle("POST /tokenize", s.auth(s.byModel((*Server).tokenize), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/adapters", s.auth(s.uploadAdapter, tenancy.ScopeAdaptersWrite))
 	mux.Handle("POST /detokenize", s.auth(s.byModel((*Server).detokenize), tenancy.ScopeInfer))
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	// A request is served by the model its body names (models.go).

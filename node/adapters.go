@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -156,6 +157,115 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 	n.adFiles.set(adapterKey{req.Tenant, id, req.Name}, req.Path)
 	n.log.Info("adapter registered", "tenant", req.Tenant, "model", id, "name", req.Name, "digest", hex.EncodeToString(ad.Digest[:]), "by", actor)
 	return n.adapterInfo(req.Tenant, m, req.Name, ad), nil
+}
+
+// ErrAdapterStore: an uploaded adapter could not be written into the
+// node's model directory (read-only storage, a full disk).
+var ErrAdapterStore = cloison.NewError(cloison.CodeUnavailable, "the adapter could not be stored on this node")
+
+// ErrAdapterDigest: an uploaded adapter's SHA-256 is not the digest its
+// client stated (a truncated or altered upload).
+var ErrAdapterDigest = cloison.NewError(cloison.CodeInvalid, "the uploaded file's SHA-256 is not the digest stated (digest: 64 hex digits)")
+
+// UploadAdapter registers a tenant's own adapter file (api.AdapterAdmin,
+// POST /v1/adapters): its SHA-256 must be up.Digest, it must load as an
+// adapter of model up.Model ("": the node's first, which the tenant must be
+// allowed), and it is written into the model directory
+// (adapters/<tenant>/<digest>.gguf, so that a restart restores it as any
+// registration) before adapter.registered is ledgered with the tenant's
+// subject as actor; it serves only after.
+//
+// Errors: ErrNoModelDir, engine.ErrAdapterName, ErrAdapterDigest,
+// ErrAdapterTenant, api.ErrUnknownModel (a model not served or not the
+// tenant's), engine.ErrAdapterExists, ErrAdapterFile, ErrAdapterStore,
+// the ledger's.
+func (n *Node) UploadAdapter(ctx context.Context, actor audit.Name, up api.AdapterUpload) (api.AdapterInfo, error) {
+	dir := n.cfg.ModelDir
+	if dir == "" {
+		return api.AdapterInfo{}, ErrNoModelDir
+	}
+	if err := engine.CheckAdapterName(up.Name); err != nil {
+		return api.AdapterInfo{}, err
+	}
+	sum := sha256.Sum256(up.Data)
+	if want, err := hex.DecodeString(up.Digest); err != nil || len(want) != len(sum) || !bytes.Equal(want, sum[:]) {
+		return api.AdapterInfo{}, ErrAdapterDigest
+	}
+	id := up.Model
+	if id == "" {
+		id = n.cfg.Model.Name
+	}
+	t, err := n.cfg.Tenants.Tenant(ctx, up.Tenant)
+	if err != nil {
+		return api.AdapterInfo{}, ErrAdapterTenant.Withf("%.64q", up.Tenant)
+	}
+	n.models.ops.Lock()
+	defer n.models.ops.Unlock()
+	m, ok := n.baseModel(id)
+	reg, rok := n.Server.ModelAdapters(id)
+	if !ok || !rok || !t.Allows(id) {
+		return api.AdapterInfo{}, api.ErrUnknownModel.Withf("%.64q", id)
+	}
+	if _, err := reg.Lookup(up.Tenant, up.Name); err == nil {
+		return api.AdapterInfo{}, engine.ErrAdapterExists.Withf("%q", up.Name)
+	}
+	ad, err := model.LoadAdapter(m.Model, up.Data)
+	if err != nil {
+		n.log.Warn("uploaded adapter refused", "tenant", up.Tenant, "model", id, "err", err)
+		return api.AdapterInfo{}, ErrAdapterFile
+	}
+	rel := filepath.Join("adapters", string(up.Tenant), hex.EncodeToString(sum[:])+".gguf")
+	if !filepath.IsLocal(rel) || audit.CheckName("path", rel) != nil {
+		return api.AdapterInfo{}, ErrAdapterPath
+	}
+	created, err := writeAdapterFile(filepath.Join(dir, rel), up.Data)
+	if err != nil {
+		n.log.Error("uploaded adapter not written", "tenant", up.Tenant, "model", id, "err", err)
+		return api.AdapterInfo{}, ErrAdapterStore
+	}
+	if _, err := n.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: up.Tenant, Actor: actor, Payload: audit.AdapterRegistered{
+		Node: audit.Name(n.cfg.NodeName), Name: audit.Name(up.Name), Digest: audit.Digest(ad.Digest), Model: audit.Name(id),
+		ModelDigest: audit.Digest(m.Digest), Rank: int64(ad.Rank), Actor: actor, Path: audit.Name(rel)}}); err != nil {
+		if created {
+			_ = os.Remove(filepath.Join(dir, rel))
+		}
+		return api.AdapterInfo{}, fmt.Errorf("%w: %v", api.ErrLedgerUnavailable, err)
+	}
+	if err := reg.Register(up.Tenant, up.Name, ad); err != nil {
+		return api.AdapterInfo{}, err // unreachable: checked above under ops
+	}
+	n.adFiles.set(adapterKey{up.Tenant, id, up.Name}, rel)
+	n.log.Info("adapter uploaded", "tenant", up.Tenant, "model", id, "name", up.Name, "digest", hex.EncodeToString(ad.Digest[:]), "by", actor)
+	return n.adapterInfo(up.Tenant, m, up.Name, ad), nil
+}
+
+// writeAdapterFile writes data to path (mode 0600, its directories 0700)
+// through a temporary file renamed into place, unless a file of the same
+// contents is there already (created false).
+func writeAdapterFile(path string, data []byte) (created bool, err error) {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".upload-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(f.Name()) // once renamed, a no-op
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return false, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	return true, os.Rename(f.Name(), path)
 }
 
 // UnregisterAdapter stops serving tenant's adapter name of model ("": the
