@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -208,5 +211,70 @@ func TestAdaptersSurviveRestart(t *testing.T) {
 		if b := fmt.Sprintf("%+v", fl.Versions); strings.Contains(b, "lora.gguf") || strings.Contains(b, "sup") {
 			t.Fatalf("a register entry names the adapter's file or name: %s", b)
 		}
+	}
+}
+
+// A tenant's uploaded adapter (UploadAdapter) is stored in the model
+// directory and its registration ledgered with that path: a restarted node
+// serves it again, to its tenant only, with the same digest.
+func TestUploadedAdapterSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	dir := t.TempDir()
+	writeModelWithLoRA(t, dir, 4)
+	data, err := os.ReadFile(filepath.Join(dir, "lora.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "lora.gguf")); err != nil { // the upload is the only copy
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	sys := tenancy.WithActor(ctx, "admin:test")
+	for _, id := range []cloison.TenantID{"a", "b"} {
+		if _, err := f.store.CreateTenant(sys, tenancy.Tenant{ID: id, Name: string(id), Status: tenancy.StatusActive, Tier: isolation.TierShared,
+			Zeroing: isolation.ZeroCrossTenant, Classification: tenancy.ClassInternal, IncidentContact: "x@example.test", AllowedModels: []string{"rnd"},
+			Quotas: tenancy.Quotas{MaxConcurrent: 4, KVPages: 64, TokensPerMinute: 100000, MaxContext: 1024}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func() *node.Node {
+		t.Helper()
+		cfg := f.config(256)
+		cfg.ModelDir, cfg.EventKeys = dir, audit.KeySet(f.key.Public().(ed25519.PublicKey))
+		mf := node.ModelFile{Path: filepath.Join(dir, "rnd.gguf"), Name: "rnd"}
+		inst, err := mf.Load(mf.Options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(inst.Close)
+		inst.Name = "rnd"
+		cfg.Models = []node.Model{inst.Model}
+		n, err := node.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start()
+		return n
+	}
+	n := start()
+	up := api.AdapterUpload{Tenant: "a", Model: "rnd", Name: "up", Digest: hex.EncodeToString(sum[:]), Data: data}
+	bad := up
+	bad.Digest = hex.EncodeToString(make([]byte, 32))
+	if _, err := n.UploadAdapter(ctx, "tenant:a/test", bad); !errors.Is(err, node.ErrAdapterDigest) {
+		t.Fatalf("upload under another digest: %v, want ErrAdapterDigest", err)
+	}
+	info, err := n.UploadAdapter(ctx, "tenant:a/test", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close(ctx)
+	n = start()
+	defer n.Close(ctx)
+	if got := n.TenantAdapters("a"); len(got) != 1 || got[0] != info {
+		t.Fatalf("after a restart a's adapters are %+v, want %+v", got, info)
+	}
+	if got := n.TenantAdapters("b"); len(got) != 0 {
+		t.Fatalf("after a restart b's adapters are %+v", got)
 	}
 }
