@@ -530,31 +530,6 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 	}
 	var targets []target
 	var charged *int // the tokens a charged replay used so far
-	// An adapter request replays under the very adapter it ran under,
-	// identified by the digest its entry records: one the tenant holds
-	// now, loaded again from a file that still has that digest. Any other
-	// case is a typed obstacle, never a replay under another adapter or
-	// none.
-	var adapter *model.Adapter
-	if ev.Reason == "" && e.Completed.AdapterDigest != nil {
-		ad, err := rc.ReplayAdapter(ctx, t, *e.Completed.AdapterDigest)
-		switch {
-		case errors.Is(err, ErrReplayAdapterGone):
-			ev.Reason = "adapter-not-registered"
-		case errors.Is(err, ErrReplayAdapterChanged):
-			ev.Reason = "adapter-file-changed"
-		case err != nil:
-			r.d.Log.Warn("replay adapter not loaded", "request", id, "err", err)
-			ev.Reason = "replay-failed"
-		case audit.Digest(ad.Digest) != *e.Completed.AdapterDigest:
-			ev.Reason = "adapter-file-changed" // unreachable: ReplayAdapter's duty
-		default:
-			// Not closed after the replay: only the cpu backend loads
-			// adapters, and its tensors are the garbage collector's once
-			// the engine drops the request.
-			adapter = ad
-		}
-	}
 	if ev.Reason == "" {
 		targets = []target{{sp.Seed, sv.Completion}}
 		if len(sv.Choices) > 0 {
@@ -589,6 +564,31 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 			used := 0
 			defer func() { permit.Release(used) }()
 			charged = &used
+		}
+	}
+	// An adapter request replays under the very adapter it ran under,
+	// identified by the digest its entry records: one the tenant holds
+	// now, loaded again from a file that still has that digest (once the
+	// caller holds its replay turn: a load reads the file). Any other case
+	// is a typed obstacle, never a replay under another adapter or none.
+	var adapter *model.Adapter
+	if ev.Reason == "" && len(targets) > 0 && e.Completed.AdapterDigest != nil {
+		ad, err := rc.ReplayAdapter(ctx, t, *e.Completed.AdapterDigest)
+		switch {
+		case errors.Is(err, ErrReplayAdapterGone):
+			ev.Reason = "adapter-not-registered"
+		case errors.Is(err, ErrReplayAdapterChanged):
+			ev.Reason = "adapter-file-changed"
+		case err != nil:
+			r.d.Log.Warn("replay adapter not loaded", "request", id, "err", err)
+			ev.Reason = "replay-failed"
+		case audit.Digest(ad.Digest) != *e.Completed.AdapterDigest:
+			ev.Reason = "adapter-file-changed" // unreachable: ReplayAdapter's duty
+		default:
+			// Not closed after the replay: only the cpu backend loads
+			// adapters, and its tensors are the garbage collector's once
+			// the engine drops the request.
+			adapter = ad
 		}
 	}
 	for _, tg := range targets {
