@@ -113,6 +113,41 @@ func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 201, info)
 }
 
+// deleteOwnAdapter answers DELETE /v1/adapters/{name}?model=M: the caller's
+// tenant's own adapter of M ("": the node's first) stops serving once
+// adapter.unregistered is ledgered (actor: the tenant's subject). Another
+// tenant's adapter and none by that name are the same 404
+// model_not_found.
+func (s *Server) deleteOwnAdapter(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.AdapterAdmin == nil {
+		WriteHTTPError(w, errNoAdapterAdmin)
+		return
+	}
+	p := principal(r)
+	q := r.URL.Query()
+	for k := range q {
+		if k != "model" {
+			WriteHTTPError(w, ErrBadField.Withf("unknown parameter %q", truncate(k, maxFieldName)))
+			return
+		}
+	}
+	model := q.Get("model")
+	if model == "" {
+		model = s.root().cfg.ModelName
+	}
+	name := r.PathValue("name")
+	if !p.TenantRecord.Allows(model) {
+		WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(model+service.AdapterSep+name, maxFieldName)))
+		return
+	}
+	info, err := s.cfg.AdapterAdmin.UnregisterAdapter(r.Context(), service.TenantActor(p), p.Tenant, model, name)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, info)
+}
+
 // AdapterRegister is the body of POST /admin/v1/adapters.
 type AdapterRegister struct {
 	Tenant cloison.TenantID `json:"tenant"`

@@ -193,7 +193,7 @@ var timeNow = time.Now
 //	GET  /v1/models                    scope infer
 //	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
 //	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
-//	POST /v1/adapters                  scope adapters:write: the tenant's own LoRA adapter (adapters.go)
+//	POST /v1/adapters, DELETE /v1/adapters/{name}  scope adapters:write: the tenant's own LoRA adapters (adapters.go)
 //	GET  /v1/attestation               any valid token: the capacity attestation (?model=ID: that model's)
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
@@ -216,6 +216,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/models/{id...}", s.auth(func(w http.ResponseWriter, r *http.Request) { s.view(r.PathValue("id")).model(w, r) }, tenancy.ScopeInfer))
 	mux.Handle("POST /tokenize", s.auth(s.byModel((*Server).tokenize), tenancy.ScopeInfer))
 	mux.Handle("POST /v1/adapters", s.auth(s.uploadAdapter, tenancy.ScopeAdaptersWrite))
+	mux.Handle("DELETE /v1/adapters/{name}", s.auth(s.deleteOwnAdapter, tenancy.ScopeAdaptersWrite))
 	mux.Handle("POST /detokenize", s.auth(s.byModel((*Server).detokenize), tenancy.ScopeInfer))
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	// A request is served by the model its body names (models.go).

@@ -28,7 +28,8 @@ import (
 // signed, under the tenant, the tenant's subject as actor, the stored path)
 // and serves the tenant's requests as "<model>:<name>", while another
 // tenant still gets the 404 model_not_found it gets for an adapter that
-// does not exist.
+// does not exist — also when it tries to delete it (DELETE
+// /v1/adapters/{name}, the owner's with adapters:write).
 func TestTenantAdapterUpload(t *testing.T) {
 	ctx := context.Background()
 	dir, scratch := t.TempDir(), t.TempDir()
@@ -112,9 +113,30 @@ func TestTenantAdapterUpload(t *testing.T) {
 		t.Fatalf("the uploaded file is not stored for a restart: %v", err)
 	}
 
-	// The ledger: one adapter.registered, under a, signed, by a's subject.
-	n := 0
+	// Removal: the tenant's own only. b gets the 404 of a name it does
+	// not have; a needs adapters:write; then a's adapter stops serving.
+	code, bDel := call(t, p, "DELETE", "/v1/adapters/mine", tb, "")
+	_, noneDel := call(t, p, "DELETE", "/v1/adapters/none", tb, "")
+	if code != 404 || string(bDel) != strings.ReplaceAll(string(noneDel), "none", "mine") {
+		t.Fatalf("b deletes a's adapter: %d %s, want the 404 of a name it does not have (%s)", code, bDel, noneDel)
+	}
+	if code, b := call(t, p, "DELETE", "/v1/adapters/mine", infer, ""); code != 403 {
+		t.Fatalf("delete without adapters:write: %d %s", code, b)
+	}
+	if code, b := call(t, p, "DELETE", "/v1/adapters/mine", writer, ""); code != 200 {
+		t.Fatalf("a deletes its adapter: %d %s", code, b)
+	}
+	if code, b := complete(infer, platformtest.Model+":mine"); code != 404 {
+		t.Fatalf("a under its deleted adapter: %d %s", code, b)
+	}
+
+	// The ledger: one adapter.registered, under a, signed, by a's
+	// subject, then one adapter.unregistered by it.
+	n, removed := 0, 0
 	if err := p.Ledger.Scan(ctx, head.Seq+1, 0, func(r audit.Record) error {
+		if r.Kind == audit.KindAdapterUnregistered && r.Tenant == "a" {
+			removed++
+		}
 		if r.Kind != audit.KindAdapterRegistered {
 			return nil
 		}
@@ -135,7 +157,7 @@ func TestTenantAdapterUpload(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("%d adapter.registered events, want 1", n)
+	if n != 1 || removed != 1 {
+		t.Fatalf("%d adapter.registered and %d adapter.unregistered events, want 1 and 1", n, removed)
 	}
 }
