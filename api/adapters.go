@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/service"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -45,6 +47,105 @@ type AdapterAdmin interface {
 	UnregisterAdapter(ctx context.Context, actor audit.Name, tenant cloison.TenantID, model, name string) (AdapterInfo, error)
 	// TenantAdapters are tenant's adapters, every model's.
 	TenantAdapters(tenant cloison.TenantID) []AdapterInfo
+	// UploadAdapter registers up.Data, a tenant's own adapter file, for
+	// up.Tenant as up.Name of up.Model (POST /v1/adapters): its SHA-256
+	// must be up.Digest, and it must load as an adapter of the model.
+	UploadAdapter(ctx context.Context, actor audit.Name, up AdapterUpload) (AdapterInfo, error)
+}
+
+// AdapterUpload is a tenant's upload of its own adapter (POST /v1/adapters).
+type AdapterUpload struct {
+	Tenant cloison.TenantID
+	Model  string // "": the node's first
+	Name   string
+	Digest string // hex SHA-256 the client states for Data
+	Data   []byte
+}
+
+// DefaultMaxAdapterBytes is Config.MaxAdapterBytes' default.
+const DefaultMaxAdapterBytes = 256 << 20
+
+// uploadAdapter answers POST /v1/adapters?model=M&name=N&digest=HEX: the
+// body is a GGUF LoRA adapter file (at most Config.MaxAdapterBytes), the
+// caller's tenant's own, registered for it alone once adapter.registered is
+// ledgered (actor: the tenant's subject). A model the tenant may not use is
+// the same 404 model_not_found as everywhere.
+func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.AdapterAdmin == nil {
+		WriteHTTPError(w, errNoAdapterAdmin)
+		return
+	}
+	p := principal(r)
+	q := r.URL.Query()
+	for k := range q {
+		if k != "model" && k != "name" && k != "digest" {
+			WriteHTTPError(w, ErrBadField.Withf("unknown parameter %q", truncate(k, maxFieldName)))
+			return
+		}
+	}
+	model := q.Get("model")
+	if model == "" {
+		model = s.root().cfg.ModelName
+	}
+	if !p.TenantRecord.Allows(model) {
+		WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(model, maxFieldName)))
+		return
+	}
+	if r.ContentLength > s.cfg.MaxAdapterBytes {
+		WriteHTTPError(w, ErrBodyTooLarge)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxAdapterBytes+1))
+	if err != nil {
+		WriteHTTPError(w, ErrBadField.Withf("the body could not be read"))
+		return
+	}
+	if int64(len(data)) > s.cfg.MaxAdapterBytes {
+		WriteHTTPError(w, ErrBodyTooLarge)
+		return
+	}
+	info, err := s.cfg.AdapterAdmin.UploadAdapter(r.Context(), service.TenantActor(p),
+		AdapterUpload{Tenant: p.Tenant, Model: model, Name: q.Get("name"), Digest: q.Get("digest"), Data: data})
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 201, info)
+}
+
+// deleteOwnAdapter answers DELETE /v1/adapters/{name}?model=M: the caller's
+// tenant's own adapter of M ("": the node's first) stops serving once
+// adapter.unregistered is ledgered (actor: the tenant's subject). Another
+// tenant's adapter and none by that name are the same 404
+// model_not_found.
+func (s *Server) deleteOwnAdapter(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.AdapterAdmin == nil {
+		WriteHTTPError(w, errNoAdapterAdmin)
+		return
+	}
+	p := principal(r)
+	q := r.URL.Query()
+	for k := range q {
+		if k != "model" {
+			WriteHTTPError(w, ErrBadField.Withf("unknown parameter %q", truncate(k, maxFieldName)))
+			return
+		}
+	}
+	model := q.Get("model")
+	if model == "" {
+		model = s.root().cfg.ModelName
+	}
+	name := r.PathValue("name")
+	if !p.TenantRecord.Allows(model) {
+		WriteHTTPError(w, ErrUnknownModel.Withf("%q", truncate(model+service.AdapterSep+name, maxFieldName)))
+		return
+	}
+	info, err := s.cfg.AdapterAdmin.UnregisterAdapter(r.Context(), service.TenantActor(p), p.Tenant, model, name)
+	if err != nil {
+		WriteHTTPError(w, err)
+		return
+	}
+	writeJSON(w, 200, info)
 }
 
 // AdapterRegister is the body of POST /admin/v1/adapters.

@@ -194,8 +194,26 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]string{"revoked": tr.TokenID})
 }
 
+// poolStatus answers GET /admin/v1/pool: the node's first model's pool
+// state (as it always did) and under "models" every served model's, the
+// first model's first; each attestation names every tenant's adapters of
+// its model (an admin's view).
 func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.ops.admin.PoolState())
+	all := s.poolStates()
+	writeJSON(w, 200, struct {
+		service.PoolState
+		Models []service.PoolState `json:"models"`
+	}{all[0], all})
+}
+
+// poolStates is every served model's pool state (service.PoolStateOf), the
+// node's first model's first.
+func (s *Server) poolStates() []service.PoolState {
+	var out []service.PoolState
+	for _, v := range s.views() {
+		out = append(out, service.PoolStateOf(v.cfg.Engine, v.req.Adapters()))
+	}
+	return out
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {

@@ -48,7 +48,8 @@
 // models.go (several models per node: the request routed to the view of
 // the server its model field names, the admin's model load and unload),
 // adapters.go (tenants' LoRA adapters: "<model>:<adapter>" routed to the
-// model's view, listed only to their tenant; the admin's registration),
+// model's view, listed only to their tenant; the admin's registration; a
+// tenant's own upload, POST /v1/adapters with adapters:write),
 // admin.go, compliance.go, drafts.go and register_grpc.go, tlog.go (the
 // transparency log's routes), servedlog.go (the same global log as a C2SP
 // tlog-tiles log at /log/, without a token), ops.go (the service operations this server

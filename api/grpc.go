@@ -385,8 +385,18 @@ func (s *sizedStream) RecvMsg(m any) error {
 }
 
 // readiness is the reason the node is not ready, or nil
-// (service.Requests.Ready; /readyz and gRPC health).
-func (s *Server) readiness(ctx context.Context) error { return s.req.Ready(ctx) }
+// (service.Requests.Ready; /readyz and gRPC health): every served model's
+// attestation passed and its engine runs (ModelReady), and the ledger
+// answers.
+func (s *Server) readiness(ctx context.Context) error {
+	r := s.root()
+	for _, v := range r.views()[1:] { // every further model served
+		if err := v.req.ModelReady(); err != nil {
+			return err
+		}
+	}
+	return r.req.Ready(ctx) // the first model's, and the ledger
+}
 
 // healthServer answers grpc.health.v1 as /readyz answers: SERVING only when
 // the attestation passed and the ledger answers. Check looks now; Watch

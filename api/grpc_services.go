@@ -390,7 +390,7 @@ func (g *inferenceService) Tokenize(ctx context.Context, req *inferencev1.Tokeni
 	if err != nil {
 		return nil, err
 	}
-	g.s.metrics.tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
+	g.s.metrics.forModel(g.s.cfg.ModelName).tokenizeToks.WithLabelValues(g.s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
 	out := &inferencev1.TokenizeResponse{Ids: ids, Count: int64(len(ids)), MaxContext: int64(g.s.cfg.Engine.Attestation().ServedContext)}
 	for _, id := range ids {
 		out.Pieces = append(out.Pieces, string(g.s.cfg.Tokenizer.Piece(id, true)))
@@ -427,6 +427,9 @@ func attestationPB(a attest.Attestation) *inferencev1.Attestation {
 		Labels: labelsPB(a.Labels), Model: a.Model, ModelDigest: a.ModelDigest}
 	for _, r := range a.Reserved {
 		out.Reserved = append(out.Reserved, &inferencev1.Reservation{Tenant: string(r.Tenant), Pages: int64(r.Pages)})
+	}
+	for _, ad := range a.Adapters {
+		out.Adapters = append(out.Adapters, &inferencev1.AttestedAdapter{Tenant: string(ad.Tenant), Name: ad.Name, Digest: ad.Digest, Rank: int64(ad.Rank)})
 	}
 	return out
 }
@@ -694,16 +697,21 @@ func (a *adminService) RevokeToken(ctx context.Context, req *adminv1.RevokeToken
 }
 
 func (a *adminService) PoolStatus(context.Context, *adminv1.PoolStatusRequest) (*adminv1.PoolStatusResponse, error) {
-	st := a.s.ops.admin.PoolState()
-	p := st.Pool
-	pool := &adminv1.Pool{Pages: int64(p.Pages), PageTokens: int64(p.PageTokens), Free: int64(p.Free), Leased: int64(p.Leased),
-		Cached: int64(p.Cached), Quarantined: int64(p.Quarantined), Draining: int64(p.Draining), Scrubbed: p.Scrubbed}
-	for _, t := range p.Tenants {
-		pool.Tenants = append(pool.Tenants, &adminv1.TenantPages{Tenant: string(t.Tenant), Tier: t.Tier.String(), Zeroing: t.Zeroing.String(),
-			Reserved: int64(t.Reserved), Leased: int64(t.Leased), Leases: int64(t.Leases), Cached: int64(t.Cached), Affine: int64(t.Affine),
-			Scrubbed: t.Scrubbed, Violations: t.Violations})
+	var out adminv1.PoolStatusResponse
+	for _, st := range a.s.poolStates() {
+		p := st.Pool
+		pool := &adminv1.Pool{Pages: int64(p.Pages), PageTokens: int64(p.PageTokens), Free: int64(p.Free), Leased: int64(p.Leased),
+			Cached: int64(p.Cached), Quarantined: int64(p.Quarantined), Draining: int64(p.Draining), Scrubbed: p.Scrubbed}
+		for _, t := range p.Tenants {
+			pool.Tenants = append(pool.Tenants, &adminv1.TenantPages{Tenant: string(t.Tenant), Tier: t.Tier.String(), Zeroing: t.Zeroing.String(),
+				Reserved: int64(t.Reserved), Leased: int64(t.Leased), Leases: int64(t.Leases), Cached: int64(t.Cached), Affine: int64(t.Affine),
+				Scrubbed: t.Scrubbed, Violations: t.Violations})
+		}
+		out.Models = append(out.Models, &adminv1.ModelPool{Attestation: attestationPB(st.Attestation), Pool: pool, Running: int64(st.Running), Waiting: int64(st.Waiting)})
 	}
-	return &adminv1.PoolStatusResponse{Attestation: attestationPB(st.Attestation), Pool: pool, Running: int64(st.Running), Waiting: int64(st.Waiting)}, nil
+	first := out.Models[0] // the node's first model, always served
+	out.Attestation, out.Pool, out.Running, out.Waiting = first.Attestation, first.Pool, first.Running, first.Waiting
+	return &out, nil
 }
 
 func (a *adminService) ReloadPolicies(ctx context.Context, req *adminv1.ReloadPoliciesRequest) (*adminv1.ReloadPoliciesResponse, error) {

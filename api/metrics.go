@@ -18,8 +18,11 @@ import (
 // Names follow the Prometheus conventions (promtool check metrics is clean:
 // TestMetricsLint): the cloison_ prefix, no colons (those are for recording
 // rules), base units in the name (_seconds, _tokens, _ratio), _total on
-// counters only. Every cloison_ series carries model_name, the model the
-// node serves. The request series are those vLLM users chart, under the same
+// counters only. Every cloison_ series carries model_name: each served
+// model's requests, engine, pool and attestation count under its own id
+// (modelMetrics; an unloaded model's counters stay, its gauges go), the
+// node's own series (ledger, log, transfers, register, grammar cache,
+// reports and replays) under the node's first model's. The request series are those vLLM users chart, under the same
 // names with cloison_ for vllm: — time to first token, inter-token latency,
 // queue, prefill, decode and end-to-end time, preemptions, prefix-cache
 // queried and hit tokens, prompt and generation token histograms, running
@@ -39,21 +42,37 @@ type Metrics struct {
 	tenants *tenantLabels
 	own     []prometheus.Collector // the cloison_ collectors, for tests that list the families
 
+	// The node's series (model_name: the node's first model).
 	ledgerErrors       prometheus.Counter
 	incidentWritesLost prometheus.Counter
-	policyDenied       *prometheus.CounterVec
-	success            *prometheus.CounterVec
-	failed             *prometheus.CounterVec
-	promptToks         *prometheus.CounterVec
-	genToks            *prometheus.CounterVec
-	tokenizeToks       *prometheus.CounterVec
-	isolationFailures  *prometheus.CounterVec
 	transferFailed     *prometheus.CounterVec
 	transferUnauth     *prometheus.CounterVec
 	logRequests        *prometheus.CounterVec
-	preemptions        prometheus.Counter
-	prefixQueries      prometheus.Counter
-	prefixHits         prometheus.Counter
+
+	// *modelMetrics is the first model's; every served model has its own
+	// (forModel), each series with its model_name.
+	*modelMetrics
+	mu     sync.Mutex
+	models map[string]*modelMetrics // by model name, guarded by mu; kept once a model is unloaded (counters stay monotonic)
+	labels []string                 // the tenant labels started at zero, guarded by mu
+}
+
+// modelMetrics are one served model's series: its requests, its engine's
+// pool and load (stateCollector), under model_name = the model's id.
+type modelMetrics struct {
+	name              string
+	reg               prometheus.Registerer // the registry, with model_name
+	state             *stateCollector       // registered while the model is served
+	policyDenied      *prometheus.CounterVec
+	success           *prometheus.CounterVec
+	failed            *prometheus.CounterVec
+	promptToks        *prometheus.CounterVec
+	genToks           *prometheus.CounterVec
+	tokenizeToks      *prometheus.CounterVec
+	isolationFailures *prometheus.CounterVec
+	preemptions       prometheus.Counter
+	prefixQueries     prometheus.Counter
+	prefixHits        prometheus.Counter
 
 	ttft, itl, e2e, queue, prefill, decode prometheus.Histogram
 	reqPrompt, reqGeneration               prometheus.Histogram
@@ -92,12 +111,62 @@ var (
 )
 
 func newMetrics(s *Server) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]*modelMetrics{}}
 	// Every cloison_ series carries model_name; the Go and process
-	// collectors (go_, process_) do not.
+	// collectors (go_, process_) do not. The node's own series name the
+	// node's first model.
 	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"model_name": s.cfg.ModelName}, m.reg)
 	register := func(c prometheus.Collector) {
 		wrapped.MustRegister(c)
+		m.own = append(m.own, c)
+	}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		register(c)
+		return c
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		register(c)
+		return c
+	}
+	m.ledgerErrors = counter("cloison_ledger_append_errors_total", "Ledger appends that failed (the requests were refused with 503).")
+	m.incidentWritesLost = counter("cloison_incident_writes_lost_total", "Incident writes abandoned at shutdown after retries (logged).")
+	m.transferFailed = counterVec("cloison_transfer_verifications_failed_total", "Prefill-to-decode transfers refused by verification (output withheld, incident opened).", tenantLabel...)
+	m.transferUnauth = counterVec("cloison_transfer_unauthenticated_refusals_total", "Transfer streams refused before their header authenticated, by reason.", "reason")
+	m.logRequests = counterVec("cloison_log_requests_total", "Requests of the served log (/log/: checkpoint, tile, entries), by outcome (served, not_found, error).", "resource", "outcome")
+	for _, r := range []string{"checkpoint", "tile", "entries"} {
+		for _, o := range []string{"served", "not_found", "error"} {
+			m.logRequests.WithLabelValues(r, o)
+		}
+	}
+	register(noticeCollector{s: s})
+	register(transparencyCollector{s: s})
+	register(grammarCollector{s: s, m: m})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	m.modelMetrics = m.forModel(s.cfg.ModelName)
+	m.serveModel(s)
+	m.own = append(m.own, m.modelMetrics.state)
+	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)
+	m.initTenant(OtherTenant)
+	m.initTenant("") // events with no tenant (a transfer that matched no reservation)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// forModel returns model name's series, made (with every tenant label
+// started at zero) on first use: a model loaded again after an unload
+// counts on where it stopped.
+func (m *Metrics) forModel(name string) *modelMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm, ok := m.models[name]; ok {
+		return mm
+	}
+	mm := &modelMetrics{name: name, reg: prometheus.WrapRegistererWith(prometheus.Labels{"model_name": name}, m.reg)}
+	register := func(c prometheus.Collector) {
+		mm.reg.MustRegister(c)
 		m.own = append(m.own, c)
 	}
 	counter := func(name, help string) prometheus.Counter {
@@ -115,53 +184,71 @@ func newMetrics(s *Server) *Metrics {
 		register(h)
 		return h
 	}
-	m.ledgerErrors = counter("cloison_ledger_append_errors_total", "Ledger appends that failed (the requests were refused with 503).")
-	m.incidentWritesLost = counter("cloison_incident_writes_lost_total", "Incident writes abandoned at shutdown after retries (logged).")
-	m.policyDenied = counterVec("cloison_policy_denied_total", "Requests denied by policy.", tenantLabel...)
-	m.success = counterVec("cloison_request_success_total", "Requests that finished normally, by finish reason (stop, length).", "tenant", "finished_reason")
-	m.failed = counterVec("cloison_request_failure_total", "Requests that entered the engine and ended without a normal finish (aborted or failed), by state and error code.", "tenant", "state", "code")
-	m.promptToks = counterVec("cloison_prompt_tokens_total", "Prompt tokens of the requests that left the engine.", tenantLabel...)
-	m.genToks = counterVec("cloison_generation_tokens_total", "Tokens generated.", tenantLabel...)
-	m.tokenizeToks = counterVec("cloison_tokenize_tokens_total", "Tokens produced by the Tokenize method (charged to the tenant's quota).", tenantLabel...)
-	m.isolationFailures = counterVec("cloison_isolation_failures_total", "Requests failed closed by an isolation check (output withheld, incident opened), by tenant and detector.", "tenant", "kind")
-	m.transferFailed = counterVec("cloison_transfer_verifications_failed_total", "Prefill-to-decode transfers refused by verification (output withheld, incident opened).", tenantLabel...)
-	m.transferUnauth = counterVec("cloison_transfer_unauthenticated_refusals_total", "Transfer streams refused before their header authenticated, by reason.", "reason")
-	m.logRequests = counterVec("cloison_log_requests_total", "Requests of the served log (/log/: checkpoint, tile, entries), by outcome (served, not_found, error).", "resource", "outcome")
-	for _, r := range []string{"checkpoint", "tile", "entries"} {
-		for _, o := range []string{"served", "not_found", "error"} {
-			m.logRequests.WithLabelValues(r, o)
-		}
+	mm.policyDenied = counterVec("cloison_policy_denied_total", "Requests denied by policy.", tenantLabel...)
+	mm.success = counterVec("cloison_request_success_total", "Requests that finished normally, by finish reason (stop, length).", "tenant", "finished_reason")
+	mm.failed = counterVec("cloison_request_failure_total", "Requests that entered the engine and ended without a normal finish (aborted or failed), by state and error code.", "tenant", "state", "code")
+	mm.promptToks = counterVec("cloison_prompt_tokens_total", "Prompt tokens of the requests that left the engine.", tenantLabel...)
+	mm.genToks = counterVec("cloison_generation_tokens_total", "Tokens generated.", tenantLabel...)
+	mm.tokenizeToks = counterVec("cloison_tokenize_tokens_total", "Tokens produced by the Tokenize method (charged to the tenant's quota).", tenantLabel...)
+	mm.isolationFailures = counterVec("cloison_isolation_failures_total", "Requests failed closed by an isolation check (output withheld, incident opened), by tenant and detector.", "tenant", "kind")
+	mm.preemptions = counter("cloison_num_preemptions_total", "Preemptions: a running request's KV pages taken back, to be recomputed.")
+	mm.prefixQueries = counter("cloison_prefix_cache_query_tokens_total", "Prompt tokens looked up in the tenant-namespaced prefix cache."+prefixHelpNote)
+	mm.prefixHits = counter("cloison_prefix_cache_hit_tokens_total", "Prompt tokens served from the tenant-namespaced prefix cache."+prefixHelpNote)
+	mm.ttft = histogram("cloison_time_to_first_token_seconds", "Time from the request's arrival at the engine to its first token.", ttftBuckets)
+	mm.itl = histogram("cloison_inter_token_latency_seconds", "Time between two consecutive tokens of a request.", itlBuckets)
+	mm.e2e = histogram("cloison_e2e_request_latency_seconds", "Time from the request's arrival at the engine to its end.", phaseBuckets)
+	mm.queue = histogram("cloison_request_queue_time_seconds", "Time a request waited for KV pages before it was first scheduled.", phaseBuckets)
+	mm.prefill = histogram("cloison_request_prefill_time_seconds", "Time from a request's first scheduling to its first token (prefill; with a prefill node, the verified transfer included).", phaseBuckets)
+	mm.decode = histogram("cloison_request_decode_time_seconds", "Time from a request's first token to its last.", phaseBuckets)
+	mm.reqPrompt = histogram("cloison_request_prompt_tokens", "Prompt tokens per request.", tokenBuckets)
+	mm.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
+	for _, l := range m.labels {
+		mm.initTenant(l)
 	}
-	m.preemptions = counter("cloison_num_preemptions_total", "Preemptions: a running request's KV pages taken back, to be recomputed.")
-	m.prefixQueries = counter("cloison_prefix_cache_query_tokens_total", "Prompt tokens looked up in the tenant-namespaced prefix cache."+prefixHelpNote)
-	m.prefixHits = counter("cloison_prefix_cache_hit_tokens_total", "Prompt tokens served from the tenant-namespaced prefix cache."+prefixHelpNote)
-	m.ttft = histogram("cloison_time_to_first_token_seconds", "Time from the request's arrival at the engine to its first token.", ttftBuckets)
-	m.itl = histogram("cloison_inter_token_latency_seconds", "Time between two consecutive tokens of a request.", itlBuckets)
-	m.e2e = histogram("cloison_e2e_request_latency_seconds", "Time from the request's arrival at the engine to its end.", phaseBuckets)
-	m.queue = histogram("cloison_request_queue_time_seconds", "Time a request waited for KV pages before it was first scheduled.", phaseBuckets)
-	m.prefill = histogram("cloison_request_prefill_time_seconds", "Time from a request's first scheduling to its first token (prefill; with a prefill node, the verified transfer included).", phaseBuckets)
-	m.decode = histogram("cloison_request_decode_time_seconds", "Time from a request's first token to its last.", phaseBuckets)
-	m.reqPrompt = histogram("cloison_request_prompt_tokens", "Prompt tokens per request.", tokenBuckets)
-	m.reqGeneration = histogram("cloison_request_generation_tokens", "Generated tokens per request.", tokenBuckets)
-	register(&stateCollector{s: s, m: m})
-	register(noticeCollector{s: s})
-	register(transparencyCollector{s: s})
-	register(grammarCollector{s: s, m: m})
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	m.tenants = newTenantLabels(s.cfg.Metrics, m.initTenant)
-	m.initTenant(OtherTenant)
-	m.initTenant("") // events with no tenant (a transfer that matched no reservation)
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-	return m
+	m.models[name] = mm
+	return mm
 }
 
-// initTenant starts a new tenant label's alerting series at zero.
-func (m *Metrics) initTenant(label string) {
-	for _, k := range isolationKinds {
-		m.isolationFailures.WithLabelValues(label, k)
+// serveModel starts reading the pool, load and attestation of v's engine
+// (a view of the server serving one model) under v's model_name.
+func (m *Metrics) serveModel(v *Server) {
+	mm := m.forModel(v.cfg.ModelName)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm.state != nil {
+		mm.reg.Unregister(mm.state)
 	}
+	mm.state = &stateCollector{s: v, m: m}
+	mm.reg.MustRegister(mm.state)
+}
+
+// unserveModel stops reading model name's engine (unloaded); its counters
+// stay.
+func (m *Metrics) unserveModel(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm, ok := m.models[name]; ok && mm.state != nil {
+		mm.reg.Unregister(mm.state)
+		mm.state = nil
+	}
+}
+
+// initTenant starts a new tenant label's alerting series at zero, for
+// every model.
+func (m *Metrics) initTenant(label string) {
+	m.mu.Lock()
+	m.labels = append(m.labels, label)
+	for _, mm := range m.models {
+		mm.initTenant(label)
+	}
+	m.mu.Unlock()
 	m.transferFailed.WithLabelValues(label)
+}
+
+func (mm *modelMetrics) initTenant(label string) {
+	for _, k := range isolationKinds {
+		mm.isolationFailures.WithLabelValues(label, k)
+	}
 }
 
 // MetricsHandler serves the Prometheus text exposition. It authenticates
@@ -172,7 +259,11 @@ func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
 func (m *Metrics) tenant(t cloison.TenantID) string { return m.tenants.label(t) }
 
 func (m *Metrics) observe(sum engine.Summary, prefixCache bool) {
-	t := m.tenant(sum.Tenant)
+	m.modelMetrics.observe(m.tenant(sum.Tenant), sum, prefixCache)
+}
+
+// observe counts one sequence's summary; t is its tenant label.
+func (m *modelMetrics) observe(t string, sum engine.Summary, prefixCache bool) {
 	switch sum.State {
 	case engine.Finished:
 		m.success.WithLabelValues(t, string(sum.Finish)).Inc()
@@ -261,6 +352,7 @@ var (
 	descServed    = prometheus.NewDesc("cloison_served_context_tokens", "Context length the API advertises.", nil, nil)
 	descModelCtx  = prometheus.NewDesc("cloison_model_context_tokens", "Context length the model advertises.", nil, nil)
 	descPoolToken = prometheus.NewDesc("cloison_pool_tokens", "Tokens the KV pool holds.", nil, nil)
+	descReady     = prometheus.NewDesc("cloison_model_ready", "1 when the model serves: its capacity attestation passed and its engine runs (/readyz needs every model's).", nil, nil)
 )
 
 // stateCollector reads the engine, pool and admission at scrape time; the
@@ -271,7 +363,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descPages, descReserved, descScrubbed, descBlocked, descRejected, descAttestOK, descServed, descModelCtx, descPoolToken} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descPages, descReserved, descScrubbed, descBlocked, descRejected, descAttestOK, descServed, descModelCtx, descPoolToken, descReady} {
 		ch <- d
 	}
 }
@@ -321,6 +413,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descServed, prometheus.GaugeValue, float64(att.ServedContext))
 	ch <- prometheus.MustNewConstMetric(descModelCtx, prometheus.GaugeValue, float64(att.ModelContext))
 	ch <- prometheus.MustNewConstMetric(descPoolToken, prometheus.GaugeValue, float64(att.PoolTokens))
+	ready := 0.0
+	if c.s.req == nil || c.s.req.ModelReady() == nil {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
 }
 
 var (

@@ -75,6 +75,7 @@ func (s *Server) AddModel(m Model) error {
 	v.req = s.root().req.For(service.ServedModel{Engine: m.Engine, Name: m.Name, Digest: m.Digest, Model: sm, Adapters: m.Adapters})
 	v.primary = s.root()
 	s.modelSet.views[m.Name] = &v
+	v.metrics.serveModel(&v) // its pool, load and attestation under its model_name
 	return nil
 }
 
@@ -94,6 +95,7 @@ func (s *Server) RemoveModel(name string) (Engine, error) {
 		return nil, ErrUnknownModel.Withf("%q", truncate(name, maxFieldName))
 	}
 	delete(s.modelSet.views, name)
+	v.metrics.unserveModel(name)
 	return v.cfg.Engine, nil
 }
 

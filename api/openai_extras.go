@@ -196,7 +196,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, err)
 		return
 	}
-	s.metrics.tokenizeToks.WithLabelValues(s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
+	s.metrics.forModel(s.cfg.ModelName).tokenizeToks.WithLabelValues(s.metrics.tenant(p.Tenant)).Add(float64(len(ids)))
 	if ids == nil {
 		ids = []int32{}
 	}

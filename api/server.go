@@ -61,6 +61,9 @@ type Config struct {
 	Placement Placement
 	Logger    *slog.Logger // optional
 	MaxBody   int64        // optional: DefaultMaxBody
+	// MaxAdapterBytes bounds a tenant's adapter upload (POST /v1/adapters;
+	// optional: DefaultMaxAdapterBytes).
+	MaxAdapterBytes int64
 	// MaxStreams and MaxStreamsPerTenant (optional, 0: unbounded) bound
 	// the generations in flight on this node, over HTTP and gRPC together:
 	// beyond them a request is refused before its policy decision, with
@@ -152,6 +155,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Chat = m.Chat
+	if cfg.MaxAdapterBytes <= 0 {
+		cfg.MaxAdapterBytes = DefaultMaxAdapterBytes
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -175,7 +181,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.resp = newResponseState(s)
 	s.req, err = service.New(service.Config{Engine: cfg.Engine, ModelName: cfg.ModelName, ModelDigest: cfg.ModelDigest, Adapters: cfg.Adapters, Model: m, Verifier: cfg.Verifier, Limiter: cfg.Limiter,
 		Decider: cfg.Decider, Ledger: cfg.Ledger, Node: cfg.Node, Placement: cfg.Placement, Logger: log, LedgerTimeout: cfg.LedgerTimeout,
-		Tracer: cfg.Tracer, Observer: observer{s}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
+		Tracer: cfg.Tracer, Observer: observer{s, s.metrics.modelMetrics}, Gate: s.gate.acquire, Served: s.served, Embedded: s.embedded,
 		GrammarBytes:     cfg.GrammarBytes,
 		DefaultMaxTokens: cfg.DefaultMaxTokens})
 	if err != nil {
@@ -191,11 +197,12 @@ var timeNow = time.Now
 //
 //	GET  /healthz                      liveness (no auth)
 //	GET  /health                       200 when ready, else 503; no body (no auth)
-//	GET  /readyz                       readiness: attestation passed and ledger reachable (no auth, no data)
+//	GET  /readyz                       readiness: every model's attestation passed and engine runs, ledger reachable (no auth, no data)
 //	GET  /.well-known/jwks.json        public signing keys (no auth)
 //	GET  /v1/models                    scope infer
 //	GET  /v1/models/{id}               scope infer (404 for a model the tenant cannot use)
 //	POST /tokenize, /detokenize        scope infer, metered (openai_extras.go)
+//	POST /v1/adapters, DELETE /v1/adapters/{name}  scope adapters:write: the tenant's own LoRA adapters (adapters.go)
 //	GET  /v1/attestation               any valid token: the capacity attestation (?model=ID: that model's)
 //	POST /v1/completions               scope infer
 //	POST /v1/chat/completions          scope infer
@@ -217,6 +224,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/models", s.auth(s.models, tenancy.ScopeInfer))
 	mux.Handle("GET /v1/models/{id...}", s.auth(func(w http.ResponseWriter, r *http.Request) { s.view(r.PathValue("id")).model(w, r) }, tenancy.ScopeInfer))
 	mux.Handle("POST /tokenize", s.auth(s.byModel((*Server).tokenize), tenancy.ScopeInfer))
+	mux.Handle("POST /v1/adapters", s.auth(s.uploadAdapter, tenancy.ScopeAdaptersWrite))
+	mux.Handle("DELETE /v1/adapters/{name}", s.auth(s.deleteOwnAdapter, tenancy.ScopeAdaptersWrite))
 	mux.Handle("POST /detokenize", s.auth(s.byModel((*Server).detokenize), tenancy.ScopeInfer))
 	mux.Handle("GET /v1/attestation", s.auth(s.attestation))
 	// A request is served by the model its body names (models.go).

@@ -108,6 +108,21 @@ type Attestation struct {
 	// attests each with its own pool; empty where the caller set none.
 	Model       string `json:"model,omitempty"`
 	ModelDigest string `json:"model_digest,omitempty"`
+	// Adapters are the LoRA adapters loaded for the model, filled in when
+	// the attestation is shown (never recorded: they change at run time).
+	// A tenant is shown its own adapters only, without a tenant id; an
+	// admin every tenant's, each with its tenant.
+	Adapters []AttestedAdapter `json:"adapters,omitempty"`
+}
+
+// AttestedAdapter is one LoRA adapter loaded for an attested model: the
+// tenant it serves (an admin's view only), its name, the hex SHA-256 of its
+// file and its rank.
+type AttestedAdapter struct {
+	Tenant cloison.TenantID `json:"tenant,omitempty"`
+	Name   string           `json:"name"`
+	Digest string           `json:"digest"`
+	Rank   int              `json:"rank"`
 }
 
 // PrefillPeer is one prefill node's capacity attestation, as the decode node

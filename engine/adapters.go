@@ -128,6 +128,30 @@ func (s *Adapters) List(tenant cloison.TenantID) []AdapterInfo {
 	return out
 }
 
+// TenantAdapter is one registered adapter and its tenant (All).
+type TenantAdapter struct {
+	Tenant cloison.TenantID
+	AdapterInfo
+}
+
+// All returns every tenant's adapters, by tenant then name: the operator's
+// view (an admin's attestation), never a tenant's.
+func (s *Adapters) All() []TenantAdapter {
+	s.mu.RLock()
+	var out []TenantAdapter
+	for k, ad := range s.m {
+		out = append(out, TenantAdapter{k.tenant, AdapterInfo{Name: k.name, Digest: ad.Digest, Rank: ad.Rank, Alpha: ad.Alpha, Tensors: ad.Tensors}})
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b TenantAdapter) int {
+		if c := strings.Compare(string(a.Tenant), string(b.Tenant)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
 // CheckAdapterName refuses (ErrAdapterName) a name Register would refuse,
 // so that a caller can check it before it ledgers the registration.
 func CheckAdapterName(name string) error { return checkAdapterName(name) }

@@ -319,6 +319,18 @@ func (e *Engine) PrefixCache() bool { return e.cfg.Scheduler.PrefixCache }
 // Attestation returns the capacity attestation the engine serves under.
 func (e *Engine) Attestation() attest.Attestation { return e.cfg.Attestation }
 
+// Stopped reports whether the engine has stopped (Run returned or is
+// returning: every request since fails with ErrStopped).
+func (e *Engine) Stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopped
+}
+
+// Model returns the model the engine runs (what an adapter of its requests
+// must be loaded for: model.LoadAdapter).
+func (e *Engine) Model() *model.Model { return e.cfg.Model }
+
 // Check runs what Submit checks before it queues anything — stop strings,
 // sampling parameters, admission (reject before allocate) — and queues
 // nothing, so that a caller can refuse a request before it records a

@@ -1,14 +1,19 @@
 package node
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloison/cloison"
@@ -38,8 +43,15 @@ import (
 //     SHA-256 is still the recorded digest and the model's is the recorded
 //     model digest. Any other one (a missing or changed file, a model
 //     changed or no longer served, a tenant gone or no longer allowed the
-//     model) is not served and is logged at error level: never a silently
-//     different adapter.
+//     model) is not served, is logged at error level and opens an
+//     automatic register entry of invariant adapter_restore:<cause>
+//     (adapterIncident; not for a tenant gone or withdrawn the model):
+//     never a silently different adapter.
+//   - A replay of a request that ran under an adapter of the first model
+//     (replayAdapter) loads, for the replay engine's instance, the adapter
+//     of that digest the tenant holds now, from its file read again and
+//     checked against the digest: never another adapter, never another
+//     tenant's.
 
 // Errors of the adapter operations.
 var (
@@ -142,8 +154,118 @@ func (n *Node) RegisterAdapter(ctx context.Context, actor audit.Name, req api.Ad
 		ad.Close() // unreachable: checked above under ops
 		return api.AdapterInfo{}, err
 	}
+	n.adFiles.set(adapterKey{req.Tenant, id, req.Name}, req.Path)
 	n.log.Info("adapter registered", "tenant", req.Tenant, "model", id, "name", req.Name, "digest", hex.EncodeToString(ad.Digest[:]), "by", actor)
 	return n.adapterInfo(req.Tenant, m, req.Name, ad), nil
+}
+
+// ErrAdapterStore: an uploaded adapter could not be written into the
+// node's model directory (read-only storage, a full disk).
+var ErrAdapterStore = cloison.NewError(cloison.CodeUnavailable, "the adapter could not be stored on this node")
+
+// ErrAdapterDigest: an uploaded adapter's SHA-256 is not the digest its
+// client stated (a truncated or altered upload).
+var ErrAdapterDigest = cloison.NewError(cloison.CodeInvalid, "the uploaded file's SHA-256 is not the digest stated (digest: 64 hex digits)")
+
+// UploadAdapter registers a tenant's own adapter file (api.AdapterAdmin,
+// POST /v1/adapters): its SHA-256 must be up.Digest, it must load as an
+// adapter of model up.Model ("": the node's first, which the tenant must be
+// allowed), and it is written into the model directory
+// (adapters/<tenant>/<digest>.gguf, so that a restart restores it as any
+// registration) before adapter.registered is ledgered with the tenant's
+// subject as actor; it serves only after.
+//
+// Errors: ErrNoModelDir, engine.ErrAdapterName, ErrAdapterDigest,
+// ErrAdapterTenant, api.ErrUnknownModel (a model not served or not the
+// tenant's), engine.ErrAdapterExists, ErrAdapterFile, ErrAdapterStore,
+// the ledger's.
+func (n *Node) UploadAdapter(ctx context.Context, actor audit.Name, up api.AdapterUpload) (api.AdapterInfo, error) {
+	dir := n.cfg.ModelDir
+	if dir == "" {
+		return api.AdapterInfo{}, ErrNoModelDir
+	}
+	if err := engine.CheckAdapterName(up.Name); err != nil {
+		return api.AdapterInfo{}, err
+	}
+	sum := sha256.Sum256(up.Data)
+	if want, err := hex.DecodeString(up.Digest); err != nil || len(want) != len(sum) || !bytes.Equal(want, sum[:]) {
+		return api.AdapterInfo{}, ErrAdapterDigest
+	}
+	id := up.Model
+	if id == "" {
+		id = n.cfg.Model.Name
+	}
+	t, err := n.cfg.Tenants.Tenant(ctx, up.Tenant)
+	if err != nil {
+		return api.AdapterInfo{}, ErrAdapterTenant.Withf("%.64q", up.Tenant)
+	}
+	n.models.ops.Lock()
+	defer n.models.ops.Unlock()
+	m, ok := n.baseModel(id)
+	reg, rok := n.Server.ModelAdapters(id)
+	if !ok || !rok || !t.Allows(id) {
+		return api.AdapterInfo{}, api.ErrUnknownModel.Withf("%.64q", id)
+	}
+	if _, err := reg.Lookup(up.Tenant, up.Name); err == nil {
+		return api.AdapterInfo{}, engine.ErrAdapterExists.Withf("%q", up.Name)
+	}
+	ad, err := model.LoadAdapter(m.Model, up.Data)
+	if err != nil {
+		n.log.Warn("uploaded adapter refused", "tenant", up.Tenant, "model", id, "err", err)
+		return api.AdapterInfo{}, ErrAdapterFile
+	}
+	rel := filepath.Join("adapters", string(up.Tenant), hex.EncodeToString(sum[:])+".gguf")
+	if !filepath.IsLocal(rel) || audit.CheckName("path", rel) != nil {
+		return api.AdapterInfo{}, ErrAdapterPath
+	}
+	created, err := writeAdapterFile(filepath.Join(dir, rel), up.Data)
+	if err != nil {
+		n.log.Error("uploaded adapter not written", "tenant", up.Tenant, "model", id, "err", err)
+		return api.AdapterInfo{}, ErrAdapterStore
+	}
+	if _, err := n.cfg.Ledger.Append(ctx, audit.Event{OccurredAt: time.Now(), Tenant: up.Tenant, Actor: actor, Payload: audit.AdapterRegistered{
+		Node: audit.Name(n.cfg.NodeName), Name: audit.Name(up.Name), Digest: audit.Digest(ad.Digest), Model: audit.Name(id),
+		ModelDigest: audit.Digest(m.Digest), Rank: int64(ad.Rank), Actor: actor, Path: audit.Name(rel)}}); err != nil {
+		if created {
+			_ = os.Remove(filepath.Join(dir, rel))
+		}
+		return api.AdapterInfo{}, fmt.Errorf("%w: %v", api.ErrLedgerUnavailable, err)
+	}
+	if err := reg.Register(up.Tenant, up.Name, ad); err != nil {
+		return api.AdapterInfo{}, err // unreachable: checked above under ops
+	}
+	n.adFiles.set(adapterKey{up.Tenant, id, up.Name}, rel)
+	n.log.Info("adapter uploaded", "tenant", up.Tenant, "model", id, "name", up.Name, "digest", hex.EncodeToString(ad.Digest[:]), "by", actor)
+	return n.adapterInfo(up.Tenant, m, up.Name, ad), nil
+}
+
+// writeAdapterFile writes data to path (mode 0600, its directories 0700)
+// through a temporary file renamed into place, unless a file of the same
+// contents is there already (created false).
+func writeAdapterFile(path string, data []byte) (created bool, err error) {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".upload-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(f.Name()) // once renamed, a no-op
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return false, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	return true, os.Rename(f.Name(), path)
 }
 
 // UnregisterAdapter stops serving tenant's adapter name of model ("": the
@@ -176,6 +298,7 @@ func (n *Node) UnregisterAdapter(ctx context.Context, actor audit.Name, tenant c
 	if _, err := reg.Unregister(tenant, name); err != nil {
 		return api.AdapterInfo{}, err
 	}
+	n.adFiles.set(adapterKey{tenant, id, name}, "")
 	n.log.Info("adapter unregistered", "tenant", tenant, "model", id, "name", name, "by", actor)
 	return n.adapterInfo(tenant, m, name, ad), nil
 }
@@ -208,8 +331,10 @@ type adapterKey struct {
 
 // restoreAdapters registers again the adapters the ledger holds as
 // registered on this node (see the ordering duties above). An adapter that
-// cannot be restored as it was registered is logged and not served; only a
-// ledger that cannot be read stops the node.
+// cannot be restored as it was registered is not served, logged, and —
+// unless its tenant was withdrawn the model or removed, an admin's change
+// already on the record — reported in the register (adapterIncident);
+// only a ledger that cannot be read stops the node.
 func (n *Node) restoreAdapters(ctx context.Context) error {
 	if n.cfg.Ledger == nil {
 		return nil
@@ -219,7 +344,12 @@ func (n *Node) restoreAdapters(ctx context.Context) error {
 		return fmt.Errorf("adapters: %w", err)
 	}
 	node := audit.Name(n.cfg.NodeName)
-	live := map[adapterKey]audit.AdapterRegistered{}
+	type registered struct {
+		p   audit.AdapterRegistered
+		seq int64
+	}
+	live := map[adapterKey]registered{}
+	unsigned := map[adapterKey]int64{} // the seq of each key's last unsigned registration
 	var order []adapterKey
 	for _, r := range recs {
 		env, err := audit.DecodeEnvelope(r.Payload)
@@ -235,34 +365,47 @@ func (n *Node) restoreAdapters(ctx context.Context) error {
 			if p.Node != node {
 				continue
 			}
+			k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
 			if len(n.cfg.EventKeys) > 0 {
 				// A registration stated by whoever holds only the
 				// database's credentials is not served.
 				if kid, err := audit.VerifyEventSignature(r.Payload, n.cfg.EventKeys); err != nil || kid == "" {
-					n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", env.Tenant, "model", string(p.Model),
-						"name", string(p.Name), "reason", "its ledger entry carries no valid signature by the node's log keys", "seq", r.Seq)
-					delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})
+					delete(live, k)
+					unsigned[k] = int64(r.Seq)
 					continue
 				}
 			}
-			k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
-			live[k] = *p
+			delete(unsigned, k) // registered again, signed
+			live[k] = registered{*p, int64(r.Seq)}
 			order = append(order, k)
 		case *audit.AdapterUnregistered:
 			if p.Node == node {
-				delete(live, adapterKey{env.Tenant, string(p.Model), string(p.Name)})
+				k := adapterKey{env.Tenant, string(p.Model), string(p.Name)}
+				delete(live, k)
+				delete(unsigned, k)
 			}
 		}
 	}
+	// Unsigned registrations still standing (not unregistered nor
+	// registered again since) are reported; the others served nothing.
+	for _, k := range slices.SortedFunc(maps.Keys(unsigned), compareAdapterKeys) {
+		n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", k.tenant, "model", k.model,
+			"name", k.name, "reason", "its ledger entry carries no valid signature by the node's log keys", "seq", unsigned[k])
+		n.adapterIncident(ctx, k, unsigned[k], restoreSignature)
+	}
 	for _, k := range order {
-		p, ok := live[k]
+		reg, ok := live[k]
 		if !ok {
 			continue
 		}
+		p := reg.p
 		delete(live, k) // a key registered twice is restored once
-		if err := n.restoreAdapter(ctx, k, p); err != nil {
+		if cause, err := n.restoreAdapter(ctx, k, p); err != nil {
 			n.log.Error("adapter not restored: not served until an admin registers it again", "tenant", k.tenant, "model", k.model,
-				"name", k.name, "digest", hex.EncodeToString(p.Digest[:]), "path", string(p.Path), "reason", err)
+				"name", k.name, "digest", hex.EncodeToString(p.Digest[:]), "path", string(p.Path), "reason", err, "cause", string(cause))
+			if cause != restoreTenant {
+				n.adapterIncident(ctx, k, reg.seq, cause)
+			}
 			continue
 		}
 		n.log.Info("adapter restored", "tenant", k.tenant, "model", k.model, "name", k.name, "digest", hex.EncodeToString(p.Digest[:]))
@@ -270,48 +413,145 @@ func (n *Node) restoreAdapters(ctx context.Context) error {
 	return nil
 }
 
+func compareAdapterKeys(a, b adapterKey) int {
+	return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.model, b.model), cmp.Compare(a.name, b.name))
+}
+
+// Why an adapter was not restored at start: the register entry's invariant
+// is "adapter_restore:" and the cause.
+const (
+	restoreSignature      audit.Name = "signature"        // its registration is not signed by the node's log keys
+	restorePath           audit.Name = "path"             // no path recorded, no model directory, or a path outside it
+	restoreFileUnreadable audit.Name = "file_unreadable"  // missing or unreadable
+	restoreFileChanged    audit.Name = "file_changed"     // its SHA-256 is not the registered digest
+	restoreFileInvalid    audit.Name = "file_invalid"     // it no longer loads as an adapter of the model
+	restoreModelNotServed audit.Name = "model_not_served" // the node does not serve its model
+	restoreModelChanged   audit.Name = "model_changed"    // the model's digest is not the one it was registered for
+	restoreTenant         audit.Name = "tenant"           // its tenant is gone or no longer allowed the model (no register entry)
+)
+
+// adapterIncident reports in the register that tenant k's adapter,
+// registered by ledger entry seq, was not restored for cause: an automatic
+// detection of invariant adapter_restore:<cause> (as the node reports a row
+// or a tree that is not what the ledger states), naming the tenant, the
+// registration's ledger entry and the model — identifiers only. Detections
+// of one cause and model at one start join one entry. A register that
+// cannot be written is logged: the adapter is not served either way.
+func (n *Node) adapterIncident(ctx context.Context, k adapterKey, seq int64, cause audit.Name) {
+	now := time.Now()
+	d := audit.Detection{Source: audit.SourceIsolationViolation, Invariant: "adapter_restore:" + cause, DetectedAt: now, PeriodStart: now, PeriodEnd: now,
+		AffectedTenants: []cloison.TenantID{k.tenant}, LedgerEvents: []int64{seq}, Model: audit.Name(service.SanitizeName(k.model))}
+	id, err := n.cfg.Ledger.OpenFromDetection(ctx, n.cfg.Actor, d)
+	if err != nil {
+		n.log.Error("adapter not restored: the register entry could not be opened", "tenant", k.tenant, "model", k.model, "name", k.name, "cause", string(cause), "err", err)
+		return
+	}
+	n.log.Warn("adapter not restored: incident opened", "incident", id, "tenant", k.tenant, "model", k.model, "name", k.name, "cause", string(cause))
+}
+
 // restoreAdapter registers the adapter p records, unchanged, or says why
-// not.
-func (n *Node) restoreAdapter(ctx context.Context, k adapterKey, p audit.AdapterRegistered) error {
+// not (the cause and the reason for the log).
+func (n *Node) restoreAdapter(ctx context.Context, k adapterKey, p audit.AdapterRegistered) (audit.Name, error) {
 	if p.Path == "" {
-		return errors.New("its registration records no path")
+		return restorePath, errors.New("its registration records no path")
 	}
 	if n.cfg.ModelDir == "" {
-		return errors.New("the node has no model directory")
+		return restorePath, errors.New("the node has no model directory")
 	}
 	m, ok := n.baseModel(k.model)
 	reg, rok := n.Server.ModelAdapters(k.model)
 	if !ok || !rok {
-		return errors.New("the node does not serve its model")
+		return restoreModelNotServed, errors.New("the node does not serve its model")
 	}
 	if audit.Digest(m.Digest) != p.ModelDigest {
-		return errors.New("the model's digest is not the one it was registered for")
+		return restoreModelChanged, errors.New("the model's digest is not the one it was registered for")
 	}
 	t, err := n.cfg.Tenants.Tenant(ctx, k.tenant)
 	if err != nil || !t.Allows(k.model) {
-		return errors.New("its tenant is gone or no longer allowed the model")
+		return restoreTenant, errors.New("its tenant is gone or no longer allowed the model")
 	}
 	if !filepath.IsLocal(string(p.Path)) {
-		return errors.New("its path is not inside the model directory")
+		return restorePath, errors.New("its path is not inside the model directory")
 	}
 	data, err := os.ReadFile(filepath.Join(n.cfg.ModelDir, string(p.Path)))
 	if err != nil {
-		return errors.New("its file cannot be read")
+		return restoreFileUnreadable, errors.New("its file cannot be read")
 	}
 	if audit.Digest(sha256.Sum256(data)) != p.Digest {
-		return errors.New("its file changed since it was registered (digest)")
+		return restoreFileChanged, errors.New("its file changed since it was registered (digest)")
 	}
 	ad, err := model.LoadAdapter(m.Model, data)
 	if err != nil {
-		return fmt.Errorf("its file does not load: %v", err)
+		return restoreFileInvalid, fmt.Errorf("its file does not load: %v", err)
 	}
 	if audit.Digest(ad.Digest) != p.Digest {
 		ad.Close()
-		return errors.New("its file changed since it was registered (digest)")
+		return restoreFileChanged, errors.New("its file changed since it was registered (digest)")
 	}
 	if err := reg.Register(k.tenant, k.name, ad); err != nil {
 		ad.Close()
-		return err
+		return restoreFileInvalid, err
 	}
-	return nil
+	n.adFiles.set(k, string(p.Path))
+	return "", nil
+}
+
+// adapterFiles are the registered adapters' paths in the model directory
+// (what a replay loads again).
+type adapterFiles struct {
+	mu   sync.Mutex
+	path map[adapterKey]string // guarded by mu
+}
+
+// set records k's path ("": k is no longer registered).
+func (f *adapterFiles) set(k adapterKey, path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.path == nil {
+		f.path = map[adapterKey]string{}
+	}
+	if path == "" {
+		delete(f.path, k)
+		return
+	}
+	f.path[k] = path
+}
+
+func (f *adapterFiles) get(k adapterKey) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.path[k]
+	return p, ok
+}
+
+// replayAdapter is the replay engine's service.ResponseConfig.ReplayAdapter:
+// tenant's adapter of the node's first model (the replay engine's model)
+// whose digest is digest, loaded for the replay engine's own instance from
+// its registered file — only while tenant holds such an adapter
+// (service.ErrReplayAdapterGone otherwise: unregistered, registered again
+// from another file, or another tenant's) and while the file still has
+// that digest (service.ErrReplayAdapterChanged).
+func (n *Node) replayAdapter(_ context.Context, tenant cloison.TenantID, digest audit.Digest) (*model.Adapter, error) {
+	id := n.cfg.Model.Name
+	reg, ok := n.Server.ModelAdapters(id)
+	rep := n.cfg.API.Responses.Replay
+	if !ok || rep == nil {
+		return nil, service.ErrReplayAdapterGone
+	}
+	name := ""
+	for _, a := range reg.List(tenant) { // tenant's own adapters only
+		if audit.Digest(a.Digest) == digest {
+			name = a.Name
+			break
+		}
+	}
+	path, ok := n.adFiles.get(adapterKey{tenant, id, name})
+	if name == "" || !ok || n.cfg.ModelDir == "" {
+		return nil, service.ErrReplayAdapterGone
+	}
+	data, err := os.ReadFile(filepath.Join(n.cfg.ModelDir, path))
+	if err != nil || audit.Digest(sha256.Sum256(data)) != digest {
+		return nil, service.ErrReplayAdapterChanged
+	}
+	return model.LoadAdapter(rep.Model(), data)
 }

@@ -26,8 +26,11 @@
 // fails is refused, its capacity.attestation ledgered as for the first.
 // Each model (but a decode node's) has a registry of its tenants' LoRA adapters
 // (adapters.go: RegisterAdapter, UnregisterAdapter, the admin API's
-// api.AdapterAdmin), read from Spec.ModelDir and kept for the node's
-// lifetime.
+// api.AdapterAdmin; UploadAdapter, a tenant's own upload, stored under
+// Spec.ModelDir/adapters/<tenant>), read from Spec.ModelDir and kept for
+// the node's lifetime; a replay of an adapter request loads the adapter
+// again for the replay engine (replayAdapter), and one not restored at
+// start opens a register entry (adapter_restore:<cause>).
 //
 // Ordering duties it keeps:
 //   - Open checks the deployment keys against the ledger's records BEFORE

@@ -149,6 +149,7 @@ type Node struct {
 	opened   opened // Open's, closed after the node (Close)
 	cfg      Config
 	models   models // the further models (models.go)
+	adFiles  adapterFiles
 	log      *slog.Logger
 	transfer *grpc.Server     // decode nodes only
 	router   *transfer.Router // decode nodes only: each model's receiver by digest
@@ -255,6 +256,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	acfg.ModelDigest, acfg.ModelAdmin, acfg.AdapterAdmin = audit.Digest(m.Digest), n, n
 	if cfg.Decode == nil && acfg.Adapters == nil {
 		acfg.Adapters = engine.NewAdapters()
+	}
+	if cfg.Decode == nil && acfg.Responses.Replay != nil && acfg.Responses.ReplayAdapter == nil {
+		acfg.Responses.ReplayAdapter = n.replayAdapter
 	}
 	if cfg.Decode != nil {
 		// A tenant's prompts go only to prefill nodes its residency

@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"time"
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
 )
@@ -215,10 +217,18 @@ type PoolState struct {
 	Waiting     int                `json:"waiting"`
 }
 
-// PoolState reports the KV pool, the load and the capacity attestation.
-func (a *Admin) PoolState() PoolState {
-	run, wait := a.d.Pool.Load()
-	return PoolState{Attestation: a.d.Pool.Attestation(), Pool: a.d.Pool.PoolStats(), Running: run, Waiting: wait}
+// PoolStateOf is the pool state of one model's engine p, as an admin sees
+// it: its attestation names every tenant's adapters of the model (ad; nil:
+// none), each with its tenant.
+func PoolStateOf(p Pool, ad *engine.Adapters) PoolState {
+	run, wait := p.Load()
+	att := p.Attestation()
+	if ad != nil {
+		for _, x := range ad.All() {
+			att.Adapters = append(att.Adapters, attest.AttestedAdapter{Tenant: x.Tenant, Name: x.Name, Digest: hex.EncodeToString(x.Digest[:]), Rank: x.Rank})
+		}
+	}
+	return PoolState{Attestation: att, Pool: p.PoolStats(), Running: run, Waiting: wait}
 }
 
 // Keys lists the signing keys (public halves). Errors: ErrNoKeyRing.

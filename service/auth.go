@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/cloison/cloison"
@@ -118,6 +119,14 @@ func (s *Requests) TenantAttestation(p tenancy.Principal) (attest.Attestation, T
 		}
 	}
 	a.Reserved = own
+	// The tenant's own adapters of this model, by digest: never another
+	// tenant's, and no tenant id (the caller's own).
+	a.Adapters = nil
+	if s.cfg.Adapters != nil {
+		for _, ad := range s.cfg.Adapters.List(p.Tenant) {
+			a.Adapters = append(a.Adapters, attest.AttestedAdapter{Name: ad.Name, Digest: hex.EncodeToString(ad.Digest[:]), Rank: ad.Rank})
+		}
+	}
 	t := p.TenantRecord
 	tp := TenantPlacement{Tenant: p.Tenant, IsolationTier: t.Tier.String(), Zeroing: t.Zeroing.String(), Residency: t.Residency,
 		Decode: a.Labels, Prefill: []attest.Labels{}}

@@ -64,7 +64,11 @@
 //   - A replay runs on the replay engine, in a zeroed partition of its
 //     tenant, only where the tenant's residency allows this node, and
 //     answers inconclusive, with the reason, wherever equal digests would
-//     prove nothing (ReplayObstacle). A tenant's replay is charged to its
+//     prove nothing (ReplayObstacle). A request served under a tenant's
+//     adapter replays under the adapter of the digest it recorded, one the
+//     tenant holds now (ResponseConfig.ReplayAdapter), else inconclusive
+//     (adapter-not-registered, adapter-file-changed): never under another
+//     adapter or none. A tenant's replay is charged to its
 //     quotas like a request (tokens per minute, concurrent requests); the
 //     engine's slots are shared fairly: one replay waiting or running per
 //     tenant (ErrReplayTenantBusy, 429), the waiters served in arrival

@@ -152,13 +152,27 @@ func (s *Requests) record(ctx context.Context, tenant cloison.TenantID, p audit.
 // Errors: a plain error naming the reason (no code: the transports answer
 // it as not ready, never to a tenant's request).
 func (s *Requests) Ready(ctx context.Context) error {
-	if !s.cfg.Engine.Attestation().OK {
-		return errors.New("capacity attestation failed")
+	if err := s.ModelReady(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Ledger.Head(ctx); err != nil {
 		return errors.New("ledger unreachable")
+	}
+	return nil
+}
+
+// ModelReady is the reason this model is not ready, or nil: its capacity
+// attestation passed and its engine has not stopped (an engine with a
+// Stopped method). The reason names no model: readiness is answered to
+// anyone.
+func (s *Requests) ModelReady() error {
+	if !s.cfg.Engine.Attestation().OK {
+		return errors.New("capacity attestation failed")
+	}
+	if st, ok := s.cfg.Engine.(interface{ Stopped() bool }); ok && st.Stopped() {
+		return errors.New("a model's engine stopped")
 	}
 	return nil
 }

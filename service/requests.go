@@ -123,7 +123,8 @@ type ServedModel struct {
 }
 
 // For returns the request path of model m, served beside s's own: the
-// same verifier, limiter, policy, ledger, gate and observer, the same
+// same verifier, limiter, policy, ledger, gate and observer (its
+// ForModel(m.Name) where it has one: m's own series), the same
 // refusal counts and incident writes, but m's engine, name, digest and
 // tokenizer. What request.completed records of what was served
 // (Config.Served, Config.Embedded) names m's digest.
@@ -148,7 +149,11 @@ func (s *Requests) For(m ServedModel) *Requests {
 			return e
 		}
 	}
-	return &Requests{cfg: cfg, log: s.log, tracer: s.tracer, obs: s.obs, shared: s.shared}
+	obs := s.obs
+	if f, ok := obs.(interface{ ForModel(string) Observer }); ok {
+		obs = f.ForModel(m.Name) // its requests counted under its own model
+	}
+	return &Requests{cfg: cfg, log: s.log, tracer: s.tracer, obs: obs, shared: s.shared}
 }
 
 // modelDigest is request.completed's model_digest (nil: none configured).

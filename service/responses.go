@@ -27,6 +27,7 @@ import (
 	"github.com/cloison/cloison/attest"
 	"github.com/cloison/cloison/audit"
 	"github.com/cloison/cloison/engine"
+	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/engine/sample"
 	"github.com/cloison/cloison/isolation"
 	"github.com/cloison/cloison/tenancy"
@@ -59,6 +60,13 @@ var (
 	// ErrReplayTenantBusy: the caller already has a replay waiting or
 	// running on this node (one at a time per tenant).
 	ErrReplayTenantBusy = cloison.NewError(cloison.CodeRateLimited, "a replay of this tenant is already waiting or running on this node; one at a time")
+	// ErrReplayAdapterGone (ResponseConfig.ReplayAdapter): the tenant
+	// holds no adapter of that digest on the replay engine's model now
+	// (unregistered, registered again from another file, or never its).
+	ErrReplayAdapterGone = errors.New("the tenant holds no adapter of that digest")
+	// ErrReplayAdapterChanged (ResponseConfig.ReplayAdapter): the
+	// adapter's file no longer has the recorded digest.
+	ErrReplayAdapterChanged = errors.New("the adapter's file changed since it served")
 	// ErrNoReport: no report of the caller's tenant has this id.
 	ErrNoReport = cloison.NewError(cloison.CodeNotFound, "no report of this tenant has this id")
 )
@@ -96,6 +104,14 @@ type ResponseConfig struct {
 	// ReplayBackend and ReplayKernelPath name what computes on Replay
 	// (default Backend and KernelPath).
 	ReplayBackend, ReplayKernelPath string
+	// ReplayAdapter (optional) loads, for the Replay engine's model,
+	// tenant's LoRA adapter whose file's SHA-256 is digest — only one the
+	// tenant holds now, from a file that still has that digest — for the
+	// replay of a request that ran under it (request.completed's
+	// adapter_digest). Errors: ErrReplayAdapterGone,
+	// ErrReplayAdapterChanged, any other (replay-failed). Without it an
+	// adapter request is not replayed (adapter-not-replayed).
+	ReplayAdapter func(ctx context.Context, tenant cloison.TenantID, digest audit.Digest) (*model.Adapter, error)
 	// ReportLimit bounds each tenant's reports (default 10 an hour).
 	ReportLimit audit.ReportLimit
 	// ReportWebhook (optional) receives a JSON notice of every new report
@@ -550,6 +566,31 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 			charged = &used
 		}
 	}
+	// An adapter request replays under the very adapter it ran under,
+	// identified by the digest its entry records: one the tenant holds
+	// now, loaded again from a file that still has that digest (once the
+	// caller holds its replay turn: a load reads the file). Any other case
+	// is a typed obstacle, never a replay under another adapter or none.
+	var adapter *model.Adapter
+	if ev.Reason == "" && len(targets) > 0 && e.Completed.AdapterDigest != nil {
+		ad, err := rc.ReplayAdapter(ctx, t, *e.Completed.AdapterDigest)
+		switch {
+		case errors.Is(err, ErrReplayAdapterGone):
+			ev.Reason = "adapter-not-registered"
+		case errors.Is(err, ErrReplayAdapterChanged):
+			ev.Reason = "adapter-file-changed"
+		case err != nil:
+			r.d.Log.Warn("replay adapter not loaded", "request", id, "err", err)
+			ev.Reason = "replay-failed"
+		case audit.Digest(ad.Digest) != *e.Completed.AdapterDigest:
+			ev.Reason = "adapter-file-changed" // unreachable: ReplayAdapter's duty
+		default:
+			// Not closed after the replay: only the cpu backend loads
+			// adapters, and its tensors are the garbage collector's once
+			// the engine drops the request.
+			adapter = ad
+		}
+	}
 	for _, tg := range targets {
 		if ev.Reason != "" || ev.Verdict == audit.VerdictConfirmed {
 			break // a failure, or the evidence found
@@ -557,7 +598,7 @@ func (r *Responses) Replay(ctx context.Context, t cloison.TenantID, by audit.Nam
 		csp := sp
 		csp.Seed = tg.seed
 		greq := engine.GenerateRequest{ID: replayID(), Tenant: t, Prompt: prompt,
-			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: csp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS}
+			MaxTokens: int(sv.Sampling.MaxTokens), Sampling: csp, StopStrings: in.Stop, IgnoreEOS: sv.Sampling.IgnoreEOS, Adapter: adapter}
 		ids, took, err := r.runReplay(ctx, greq)
 		if charged != nil && took > 0 {
 			*charged += len(prompt) + len(ids)
@@ -619,10 +660,10 @@ func ReplayObstacle(c audit.RequestCompleted, rc ResponseConfig) audit.Name {
 		return "request-not-served" // its output was withheld: nothing was served to compare
 	case sv.Sampling.Constrained != "":
 		return "constrained-output-not-replayed" // logit_bias or response_format shaped it
-	case c.AdapterDigest != nil:
-		// The replay engine runs the node's model without the tenant's
-		// adapters: an adapter request is refused replay, never replayed
-		// without its adapter.
+	case c.AdapterDigest != nil && rc.ReplayAdapter == nil:
+		// No way to load the tenant's adapter for the replay engine: an
+		// adapter request is refused replay, never replayed without its
+		// adapter.
 		return "adapter-not-replayed"
 	case sv.ModelDigest != rc.ModelDigest:
 		return "model-digest-differs"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/audit"
+	"github.com/cloison/cloison/engine/model"
 	"github.com/cloison/cloison/tenancy"
 )
 
@@ -33,7 +34,12 @@ func TestReplayObstacles(t *testing.T) {
 		{"replayed on a GPU", "", &ok, func(r *ResponseConfig) { r.ReplayBackend = "cuda" }, "backend-not-batch-invariant", nil},
 		{"other kernel path", "", with(func(s *audit.Served) { s.KernelPath = "generic" }), nil, "kernel-path-differs", nil},
 		{"logit_bias shaped it", "", with(func(s *audit.Served) { s.Sampling.Constrained = "logit_bias" }), nil, "constrained-output-not-replayed", nil},
-		{"under a tenant's adapter", "", &ok, nil, "adapter-not-replayed", &audit.Digest{3}},
+		{"under a tenant's adapter, none loadable", "", &ok, nil, "adapter-not-replayed", &audit.Digest{3}},
+		{"under a tenant's adapter", "", &ok, func(r *ResponseConfig) {
+			r.ReplayAdapter = func(context.Context, cloison.TenantID, audit.Digest) (*model.Adapter, error) {
+				return nil, ErrReplayAdapterGone
+			}
+		}, "", &audit.Digest{3}},
 	} {
 		r := rc
 		if c.rc != nil {

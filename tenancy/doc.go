@@ -130,7 +130,7 @@
 // and an incident-notice clause (contact and deadline).
 //
 // Claims: iss, aud, sub, exp (required), nbf, iat, jti, tenant, scopes (infer,
-// compliance:read, compliance:write, admin). Keys have RFC 7638 thumbprints as
+// compliance:read, compliance:write, admin, adapters:write). Keys have RFC 7638 thumbprints as
 // kid; next, current and previous verify, only current signs, retired never
 // verifies. The JWKS (RFC 7517/8037 OKP keys) is served at
 // /.well-known/jwks.json. The KEK is --kek-file (in --dev,

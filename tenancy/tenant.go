@@ -248,10 +248,13 @@ const (
 	ScopeComplianceRead  Scope = "compliance:read"
 	ScopeComplianceWrite Scope = "compliance:write"
 	ScopeAdmin           Scope = "admin"
+	// ScopeAdaptersWrite lets a tenant upload its own LoRA adapters
+	// (POST /v1/adapters), nothing of any other tenant's.
+	ScopeAdaptersWrite Scope = "adapters:write"
 )
 
 // Scopes lists every scope, in a stable order.
-var Scopes = []Scope{ScopeInfer, ScopeComplianceRead, ScopeComplianceWrite, ScopeAdmin}
+var Scopes = []Scope{ScopeInfer, ScopeComplianceRead, ScopeComplianceWrite, ScopeAdmin, ScopeAdaptersWrite}
 
 // ParseScope parses one scope name.
 func ParseScope(s string) (Scope, error) {

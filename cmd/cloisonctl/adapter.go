@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -77,6 +80,34 @@ func newAdapterCmd() *cobra.Command {
 	lf.register(list)
 	list.Flags().StringVar(&tenant, "tenant", "", "the tenant (required)")
 	_ = list.MarkFlagRequired("tenant")
-	cmd.AddCommand(register, unregister, list)
+	var pf adminFlags
+	upload := &cobra.Command{
+		Use:   "upload --name N [--model M] FILE",
+		Short: "Upload the token's tenant's own GGUF LoRA adapter FILE (scope adapters:write); ledgered (adapter.registered)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			q := url.Values{"name": {name}, "digest": {hex.EncodeToString(sum[:])}}
+			if model != "" {
+				q.Set("model", model)
+			}
+			var a api.AdapterInfo
+			if err := pf.do(cmd.Context(), "POST", "/v1/adapters?"+q.Encode(), data, &a); err != nil {
+				return err
+			}
+			printAdapter(cmd.OutOrStdout(), a)
+			return nil
+		},
+	}
+	pf.register(upload)
+	upload.Flags().Lookup("token").Usage = "bearer token of the tenant with the adapters:write scope (env CLOISON_TOKEN)"
+	upload.Flags().StringVar(&name, "name", "", "the adapter's name: requests name it as <model>:<name> (required)")
+	upload.Flags().StringVar(&model, "model", "", "the served model it adapts (default: the node's first)")
+	_ = upload.MarkFlagRequired("name")
+	cmd.AddCommand(register, unregister, list, upload)
 	return cmd
 }

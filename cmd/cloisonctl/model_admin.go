@@ -25,22 +25,28 @@ func (f *adminFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.token, "token", os.Getenv("CLOISON_TOKEN"), "bearer token with the admin scope (env CLOISON_TOKEN)")
 }
 
-// do sends one admin request and decodes its answer into out; an error
-// answer is returned as its code and message.
+// do sends one request and decodes its answer into out; an error answer
+// is returned as its code and message. A []byte body is sent as it is
+// (application/octet-stream), any other as JSON.
 func (f *adminFlags) do(ctx context.Context, method, path string, body, out any) error {
 	if f.server == "" {
 		return fmt.Errorf("--server is required")
 	}
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+	ctype := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case []byte: // a file, sent as it is
+		rd, ctype = bytes.NewReader(b), "application/octet-stream"
+	default:
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(f.server, "/")+path, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Authorization", "Bearer "+f.token)
 	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
 	if err != nil {

@@ -235,7 +235,7 @@ func newClientCmd(g *globals) *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "display name (default: the id)")
-	create.Flags().StringVar(&scopes, "scopes", "infer", "comma-separated: infer, compliance:read, compliance:write, admin")
+	create.Flags().StringVar(&scopes, "scopes", "infer", "comma-separated: infer, compliance:read, compliance:write, admin, adapters:write")
 	list := &cobra.Command{
 		Use:   "list TENANT",
 		Short: "List a tenant's API clients",

@@ -86,7 +86,7 @@ func newTokenCmd(g *globals) *cobra.Command {
 	}
 	issue.Flags().StringVar(&tenant, "tenant", "", "tenant id (required)")
 	issue.Flags().StringVar(&subject, "subject", envOr("USER", "cloisonctl"), "token subject")
-	issue.Flags().StringVar(&scopes, "scopes", "infer", "comma-separated: infer, compliance:read, compliance:write, admin")
+	issue.Flags().StringVar(&scopes, "scopes", "infer", "comma-separated: infer, compliance:read, compliance:write, admin, adapters:write")
 	issue.Flags().DurationVar(&ttl, "ttl", time.Hour, "lifetime")
 	_ = issue.MarkFlagRequired("tenant")
 	tf.register(issue)

@@ -252,6 +252,7 @@ type config struct {
 	keys                                        keyConfig
 	peers                                       peersConfig
 	maxRequestBytes                             int64
+	maxAdapterBytes                             int64
 	grammarBytes                                int64
 	maxN                                        int
 	defaultMaxTokens                            int
@@ -383,6 +384,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.grpcReadyFile, "grpc-ready-file", "", "write the gRPC listen address to this file once serving (tests; written before --ready-file)")
 	fs.IntVar(&c.defaultMaxTokens, "default-max-tokens", 0, "most tokens a completion that names no max_tokens may generate; 0: the rest of the tenant's context (as vLLM and OpenAI), always capped by the policy's max_tokens and the tenant's limits")
 	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one completion request may ask for; more is refused (400), and all n count against quotas and KV pages before any starts")
+	fs.Int64Var(&c.maxAdapterBytes, "max-adapter-bytes", api.DefaultMaxAdapterBytes, "largest LoRA adapter file a tenant uploads (POST /v1/adapters, scope adapters:write; stored under --model-dir), in bytes")
 	fs.Int64Var(&c.maxRequestBytes, "max-request-bytes", api.DefaultMaxBody, "largest request body (HTTP) or message (gRPC, refused on its length prefix before it is read) the public API accepts, in bytes (policy bundles: 8×, over gRPC in several messages of ReloadPoliciesStream)")
 	fs.Int64Var(&c.grammarBytes, "grammar-cache-bytes", grammar.DefaultCacheBytes, "byte budget of the cache of compiled response_format grammars (measured size), shared fairly between tenants: one tenant evicts its own entries first, never another's below its share")
 	fs.IntVar(&c.streams.Max, "max-compliance-streams", 8, "compliance streams (ledger ranges, exports, verifications) running at once on this node")

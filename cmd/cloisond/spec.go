@@ -73,7 +73,7 @@ func (c config) spec(ctx context.Context, db, scanDB *pgxpool.Pool, log *slog.Lo
 		Witnesses: witnesses, WitnessInterval: c.witness.interval,
 		Scheduler:    engine.SchedulerConfig{MaxBatchTokens: c.maxBatchTokens, MaxRunning: c.maxRunning, ChunkTokens: c.chunkTokens, ContendedBatchTokens: c.contendedBatchTokens, PrefixCache: c.prefixCache},
 		RefusalFlush: refusalFlush(c.refusalFlush), Logger: log, Tracer: tp,
-		API: api.Config{Logger: log, MaxBody: c.maxRequestBytes, MaxN: c.maxN, GrammarBytes: c.grammarBytes, DefaultMaxTokens: c.defaultMaxTokens, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
+		API: api.Config{Logger: log, MaxBody: c.maxRequestBytes, MaxAdapterBytes: c.maxAdapterBytes, MaxN: c.maxN, GrammarBytes: c.grammarBytes, DefaultMaxTokens: c.defaultMaxTokens, MaxStreams: c.net.maxStreams, MaxStreamsPerTenant: c.net.maxPerTenant,
 			Verify:    audit.VerifyOptions{Keys: trusted, ExternalDir: cpDir},
 			ExportKey: cpKey, Streams: c.streams, Metrics: c.obs.metricsConfig(), Responses: resp, ServerTiming: c.serverTiming}}
 	if c.devTenant != "" {

@@ -2170,11 +2170,15 @@ func (x *Pool) GetTenants() []*TenantPages {
 }
 
 type PoolStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attestation   *v1.Attestation        `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"`
-	Pool          *Pool                  `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
-	Running       int64                  `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	Waiting       int64                  `protobuf:"varint,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's first model's pool (as models[0]).
+	Attestation *v1.Attestation `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"`
+	Pool        *Pool           `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Running     int64           `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Waiting     int64           `protobuf:"varint,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// Every served model's pool, the first model's first; each attestation
+	// names its model and every tenant's adapters of it.
+	Models        []*ModelPool `protobuf:"bytes,5,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2237,6 +2241,82 @@ func (x *PoolStatusResponse) GetWaiting() int64 {
 	return 0
 }
 
+func (x *PoolStatusResponse) GetModels() []*ModelPool {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// ModelPool is one served model's KV pool, load and attestation.
+type ModelPool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attestation   *v1.Attestation        `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"`
+	Pool          *Pool                  `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Running       int64                  `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Waiting       int64                  `protobuf:"varint,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelPool) Reset() {
+	*x = ModelPool{}
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelPool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelPool) ProtoMessage() {}
+
+func (x *ModelPool) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelPool.ProtoReflect.Descriptor instead.
+func (*ModelPool) Descriptor() ([]byte, []int) {
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ModelPool) GetAttestation() *v1.Attestation {
+	if x != nil {
+		return x.Attestation
+	}
+	return nil
+}
+
+func (x *ModelPool) GetPool() *Pool {
+	if x != nil {
+		return x.Pool
+	}
+	return nil
+}
+
+func (x *ModelPool) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *ModelPool) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
 type ReloadPoliciesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Files         map[string]string      `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // name.rego → source
@@ -2246,7 +2326,7 @@ type ReloadPoliciesRequest struct {
 
 func (x *ReloadPoliciesRequest) Reset() {
 	*x = ReloadPoliciesRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2338,7 @@ func (x *ReloadPoliciesRequest) String() string {
 func (*ReloadPoliciesRequest) ProtoMessage() {}
 
 func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2351,7 @@ func (x *ReloadPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReloadPoliciesRequest) GetFiles() map[string]string {
@@ -2290,7 +2370,7 @@ type ReloadPoliciesResponse struct {
 
 func (x *ReloadPoliciesResponse) Reset() {
 	*x = ReloadPoliciesResponse{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2382,7 @@ func (x *ReloadPoliciesResponse) String() string {
 func (*ReloadPoliciesResponse) ProtoMessage() {}
 
 func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2395,7 @@ func (x *ReloadPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ReloadPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReloadPoliciesResponse) GetRevision() string {
@@ -2337,7 +2417,7 @@ type RegisterOrganization struct {
 
 func (x *RegisterOrganization) Reset() {
 	*x = RegisterOrganization{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2429,7 @@ func (x *RegisterOrganization) String() string {
 func (*RegisterOrganization) ProtoMessage() {}
 
 func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2442,7 @@ func (x *RegisterOrganization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterOrganization.ProtoReflect.Descriptor instead.
 func (*RegisterOrganization) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterOrganization) GetName() string {
@@ -2391,7 +2471,7 @@ type RegisterContact struct {
 
 func (x *RegisterContact) Reset() {
 	*x = RegisterContact{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2483,7 @@ func (x *RegisterContact) String() string {
 func (*RegisterContact) ProtoMessage() {}
 
 func (x *RegisterContact) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2496,7 @@ func (x *RegisterContact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterContact.ProtoReflect.Descriptor instead.
 func (*RegisterContact) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterContact) GetName() string {
@@ -2458,7 +2538,7 @@ type RegisterSettings struct {
 
 func (x *RegisterSettings) Reset() {
 	*x = RegisterSettings{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2550,7 @@ func (x *RegisterSettings) String() string {
 func (*RegisterSettings) ProtoMessage() {}
 
 func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2563,7 @@ func (x *RegisterSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSettings.ProtoReflect.Descriptor instead.
 func (*RegisterSettings) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterSettings) GetVersion() int64 {
@@ -2515,7 +2595,7 @@ type GetRegisterSettingsRequest struct {
 
 func (x *GetRegisterSettingsRequest) Reset() {
 	*x = GetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2607,7 @@ func (x *GetRegisterSettingsRequest) String() string {
 func (*GetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2620,7 @@ func (x *GetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 type SetRegisterSettingsRequest struct {
@@ -2553,7 +2633,7 @@ type SetRegisterSettingsRequest struct {
 
 func (x *SetRegisterSettingsRequest) Reset() {
 	*x = SetRegisterSettingsRequest{}
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2645,7 @@ func (x *SetRegisterSettingsRequest) String() string {
 func (*SetRegisterSettingsRequest) ProtoMessage() {}
 
 func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_cloison_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2658,7 @@ func (x *SetRegisterSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegisterSettingsRequest.ProtoReflect.Descriptor instead.
 func (*SetRegisterSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_cloison_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetRegisterSettingsRequest) GetOrganization() *RegisterOrganization {
@@ -2757,8 +2837,14 @@ const file_cloison_admin_v1_admin_proto_rawDesc = "" +
 	"\vquarantined\x18\x06 \x01(\x03R\vquarantined\x12\x1a\n" +
 	"\bdraining\x18\a \x01(\x03R\bdraining\x12\x1a\n" +
 	"\bscrubbed\x18\b \x01(\x04R\bscrubbed\x127\n" +
-	"\atenants\x18\t \x03(\v2\x1d.cloison.admin.v1.TenantPagesR\atenants\"\xb9\x01\n" +
+	"\atenants\x18\t \x03(\v2\x1d.cloison.admin.v1.TenantPagesR\atenants\"\xee\x01\n" +
 	"\x12PoolStatusResponse\x12C\n" +
+	"\vattestation\x18\x01 \x01(\v2!.cloison.inference.v1.AttestationR\vattestation\x12*\n" +
+	"\x04pool\x18\x02 \x01(\v2\x16.cloison.admin.v1.PoolR\x04pool\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\x03R\arunning\x12\x18\n" +
+	"\awaiting\x18\x04 \x01(\x03R\awaiting\x123\n" +
+	"\x06models\x18\x05 \x03(\v2\x1b.cloison.admin.v1.ModelPoolR\x06models\"\xb0\x01\n" +
+	"\tModelPool\x12C\n" +
 	"\vattestation\x18\x01 \x01(\v2!.cloison.inference.v1.AttestationR\vattestation\x12*\n" +
 	"\x04pool\x18\x02 \x01(\v2\x16.cloison.admin.v1.PoolR\x04pool\x12\x18\n" +
 	"\arunning\x18\x03 \x01(\x03R\arunning\x12\x18\n" +
@@ -2828,7 +2914,7 @@ func file_cloison_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_cloison_admin_v1_admin_proto_rawDescData
 }
 
-var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_cloison_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_cloison_admin_v1_admin_proto_goTypes = []any{
 	(*RegisterAdapterRequest)(nil),     // 0: cloison.admin.v1.RegisterAdapterRequest
 	(*UnregisterAdapterRequest)(nil),   // 1: cloison.admin.v1.UnregisterAdapterRequest
@@ -2868,15 +2954,16 @@ var file_cloison_admin_v1_admin_proto_goTypes = []any{
 	(*TenantPages)(nil),                // 35: cloison.admin.v1.TenantPages
 	(*Pool)(nil),                       // 36: cloison.admin.v1.Pool
 	(*PoolStatusResponse)(nil),         // 37: cloison.admin.v1.PoolStatusResponse
-	(*ReloadPoliciesRequest)(nil),      // 38: cloison.admin.v1.ReloadPoliciesRequest
-	(*ReloadPoliciesResponse)(nil),     // 39: cloison.admin.v1.ReloadPoliciesResponse
-	(*RegisterOrganization)(nil),       // 40: cloison.admin.v1.RegisterOrganization
-	(*RegisterContact)(nil),            // 41: cloison.admin.v1.RegisterContact
-	(*RegisterSettings)(nil),           // 42: cloison.admin.v1.RegisterSettings
-	(*GetRegisterSettingsRequest)(nil), // 43: cloison.admin.v1.GetRegisterSettingsRequest
-	(*SetRegisterSettingsRequest)(nil), // 44: cloison.admin.v1.SetRegisterSettingsRequest
-	nil,                                // 45: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	(*v1.Attestation)(nil),             // 46: cloison.inference.v1.Attestation
+	(*ModelPool)(nil),                  // 38: cloison.admin.v1.ModelPool
+	(*ReloadPoliciesRequest)(nil),      // 39: cloison.admin.v1.ReloadPoliciesRequest
+	(*ReloadPoliciesResponse)(nil),     // 40: cloison.admin.v1.ReloadPoliciesResponse
+	(*RegisterOrganization)(nil),       // 41: cloison.admin.v1.RegisterOrganization
+	(*RegisterContact)(nil),            // 42: cloison.admin.v1.RegisterContact
+	(*RegisterSettings)(nil),           // 43: cloison.admin.v1.RegisterSettings
+	(*GetRegisterSettingsRequest)(nil), // 44: cloison.admin.v1.GetRegisterSettingsRequest
+	(*SetRegisterSettingsRequest)(nil), // 45: cloison.admin.v1.SetRegisterSettingsRequest
+	nil,                                // 46: cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	(*v1.Attestation)(nil),             // 47: cloison.inference.v1.Attestation
 }
 var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: cloison.admin.v1.ListAdaptersResponse.adapters:type_name -> cloison.admin.v1.Adapter
@@ -2892,66 +2979,69 @@ var file_cloison_admin_v1_admin_proto_depIdxs = []int32{
 	22, // 10: cloison.admin.v1.CreateClientRequest.client:type_name -> cloison.admin.v1.Client
 	30, // 11: cloison.admin.v1.ListKeysResponse.keys:type_name -> cloison.admin.v1.Key
 	35, // 12: cloison.admin.v1.Pool.tenants:type_name -> cloison.admin.v1.TenantPages
-	46, // 13: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
+	47, // 13: cloison.admin.v1.PoolStatusResponse.attestation:type_name -> cloison.inference.v1.Attestation
 	36, // 14: cloison.admin.v1.PoolStatusResponse.pool:type_name -> cloison.admin.v1.Pool
-	45, // 15: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
-	40, // 16: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	41, // 17: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
-	40, // 18: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
-	41, // 19: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
-	13, // 20: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
-	15, // 21: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
-	16, // 22: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
-	17, // 23: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
-	18, // 24: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
-	21, // 25: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
-	23, // 26: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
-	25, // 27: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
-	26, // 28: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
-	27, // 29: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
-	31, // 30: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
-	32, // 31: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
-	29, // 32: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
-	34, // 33: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
-	38, // 34: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	38, // 35: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
-	43, // 36: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
-	44, // 37: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
-	5,  // 38: cloison.admin.v1.AdminService.ListModels:input_type -> cloison.admin.v1.ListServedModelsRequest
-	8,  // 39: cloison.admin.v1.AdminService.LoadModel:input_type -> cloison.admin.v1.LoadModelRequest
-	9,  // 40: cloison.admin.v1.AdminService.UnloadModel:input_type -> cloison.admin.v1.UnloadModelRequest
-	0,  // 41: cloison.admin.v1.AdminService.RegisterAdapter:input_type -> cloison.admin.v1.RegisterAdapterRequest
-	1,  // 42: cloison.admin.v1.AdminService.UnregisterAdapter:input_type -> cloison.admin.v1.UnregisterAdapterRequest
-	2,  // 43: cloison.admin.v1.AdminService.ListAdapters:input_type -> cloison.admin.v1.ListAdaptersRequest
-	14, // 44: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
-	11, // 45: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
-	11, // 46: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
-	11, // 47: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
-	11, // 48: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
-	11, // 49: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
-	24, // 50: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
-	22, // 51: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
-	22, // 52: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
-	28, // 53: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
-	33, // 54: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	33, // 55: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
-	33, // 56: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
-	37, // 57: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
-	39, // 58: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	39, // 59: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
-	42, // 60: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	42, // 61: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
-	7,  // 62: cloison.admin.v1.AdminService.ListModels:output_type -> cloison.admin.v1.ListServedModelsResponse
-	6,  // 63: cloison.admin.v1.AdminService.LoadModel:output_type -> cloison.admin.v1.ServedModel
-	6,  // 64: cloison.admin.v1.AdminService.UnloadModel:output_type -> cloison.admin.v1.ServedModel
-	3,  // 65: cloison.admin.v1.AdminService.RegisterAdapter:output_type -> cloison.admin.v1.Adapter
-	3,  // 66: cloison.admin.v1.AdminService.UnregisterAdapter:output_type -> cloison.admin.v1.Adapter
-	4,  // 67: cloison.admin.v1.AdminService.ListAdapters:output_type -> cloison.admin.v1.ListAdaptersResponse
-	44, // [44:68] is the sub-list for method output_type
-	20, // [20:44] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	38, // 15: cloison.admin.v1.PoolStatusResponse.models:type_name -> cloison.admin.v1.ModelPool
+	47, // 16: cloison.admin.v1.ModelPool.attestation:type_name -> cloison.inference.v1.Attestation
+	36, // 17: cloison.admin.v1.ModelPool.pool:type_name -> cloison.admin.v1.Pool
+	46, // 18: cloison.admin.v1.ReloadPoliciesRequest.files:type_name -> cloison.admin.v1.ReloadPoliciesRequest.FilesEntry
+	41, // 19: cloison.admin.v1.RegisterSettings.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	42, // 20: cloison.admin.v1.RegisterSettings.contact:type_name -> cloison.admin.v1.RegisterContact
+	41, // 21: cloison.admin.v1.SetRegisterSettingsRequest.organization:type_name -> cloison.admin.v1.RegisterOrganization
+	42, // 22: cloison.admin.v1.SetRegisterSettingsRequest.contact:type_name -> cloison.admin.v1.RegisterContact
+	13, // 23: cloison.admin.v1.AdminService.ListTenants:input_type -> cloison.admin.v1.ListTenantsRequest
+	15, // 24: cloison.admin.v1.AdminService.GetTenant:input_type -> cloison.admin.v1.GetTenantRequest
+	16, // 25: cloison.admin.v1.AdminService.CreateTenant:input_type -> cloison.admin.v1.CreateTenantRequest
+	17, // 26: cloison.admin.v1.AdminService.SuspendTenant:input_type -> cloison.admin.v1.SuspendTenantRequest
+	18, // 27: cloison.admin.v1.AdminService.ActivateTenant:input_type -> cloison.admin.v1.ActivateTenantRequest
+	21, // 28: cloison.admin.v1.AdminService.UpdateTenant:input_type -> cloison.admin.v1.UpdateTenantRequest
+	23, // 29: cloison.admin.v1.AdminService.ListClients:input_type -> cloison.admin.v1.ListClientsRequest
+	25, // 30: cloison.admin.v1.AdminService.CreateClient:input_type -> cloison.admin.v1.CreateClientRequest
+	26, // 31: cloison.admin.v1.AdminService.RevokeClient:input_type -> cloison.admin.v1.RevokeClientRequest
+	27, // 32: cloison.admin.v1.AdminService.RevokeToken:input_type -> cloison.admin.v1.RevokeTokenRequest
+	31, // 33: cloison.admin.v1.AdminService.ListKeys:input_type -> cloison.admin.v1.ListKeysRequest
+	32, // 34: cloison.admin.v1.AdminService.RotateKeys:input_type -> cloison.admin.v1.RotateKeysRequest
+	29, // 35: cloison.admin.v1.AdminService.RetireKey:input_type -> cloison.admin.v1.RetireKeyRequest
+	34, // 36: cloison.admin.v1.AdminService.PoolStatus:input_type -> cloison.admin.v1.PoolStatusRequest
+	39, // 37: cloison.admin.v1.AdminService.ReloadPolicies:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	39, // 38: cloison.admin.v1.AdminService.ReloadPoliciesStream:input_type -> cloison.admin.v1.ReloadPoliciesRequest
+	44, // 39: cloison.admin.v1.AdminService.GetRegisterSettings:input_type -> cloison.admin.v1.GetRegisterSettingsRequest
+	45, // 40: cloison.admin.v1.AdminService.SetRegisterSettings:input_type -> cloison.admin.v1.SetRegisterSettingsRequest
+	5,  // 41: cloison.admin.v1.AdminService.ListModels:input_type -> cloison.admin.v1.ListServedModelsRequest
+	8,  // 42: cloison.admin.v1.AdminService.LoadModel:input_type -> cloison.admin.v1.LoadModelRequest
+	9,  // 43: cloison.admin.v1.AdminService.UnloadModel:input_type -> cloison.admin.v1.UnloadModelRequest
+	0,  // 44: cloison.admin.v1.AdminService.RegisterAdapter:input_type -> cloison.admin.v1.RegisterAdapterRequest
+	1,  // 45: cloison.admin.v1.AdminService.UnregisterAdapter:input_type -> cloison.admin.v1.UnregisterAdapterRequest
+	2,  // 46: cloison.admin.v1.AdminService.ListAdapters:input_type -> cloison.admin.v1.ListAdaptersRequest
+	14, // 47: cloison.admin.v1.AdminService.ListTenants:output_type -> cloison.admin.v1.ListTenantsResponse
+	11, // 48: cloison.admin.v1.AdminService.GetTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 49: cloison.admin.v1.AdminService.CreateTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 50: cloison.admin.v1.AdminService.SuspendTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 51: cloison.admin.v1.AdminService.ActivateTenant:output_type -> cloison.admin.v1.Tenant
+	11, // 52: cloison.admin.v1.AdminService.UpdateTenant:output_type -> cloison.admin.v1.Tenant
+	24, // 53: cloison.admin.v1.AdminService.ListClients:output_type -> cloison.admin.v1.ListClientsResponse
+	22, // 54: cloison.admin.v1.AdminService.CreateClient:output_type -> cloison.admin.v1.Client
+	22, // 55: cloison.admin.v1.AdminService.RevokeClient:output_type -> cloison.admin.v1.Client
+	28, // 56: cloison.admin.v1.AdminService.RevokeToken:output_type -> cloison.admin.v1.RevokeTokenResponse
+	33, // 57: cloison.admin.v1.AdminService.ListKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	33, // 58: cloison.admin.v1.AdminService.RotateKeys:output_type -> cloison.admin.v1.ListKeysResponse
+	33, // 59: cloison.admin.v1.AdminService.RetireKey:output_type -> cloison.admin.v1.ListKeysResponse
+	37, // 60: cloison.admin.v1.AdminService.PoolStatus:output_type -> cloison.admin.v1.PoolStatusResponse
+	40, // 61: cloison.admin.v1.AdminService.ReloadPolicies:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	40, // 62: cloison.admin.v1.AdminService.ReloadPoliciesStream:output_type -> cloison.admin.v1.ReloadPoliciesResponse
+	43, // 63: cloison.admin.v1.AdminService.GetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	43, // 64: cloison.admin.v1.AdminService.SetRegisterSettings:output_type -> cloison.admin.v1.RegisterSettings
+	7,  // 65: cloison.admin.v1.AdminService.ListModels:output_type -> cloison.admin.v1.ListServedModelsResponse
+	6,  // 66: cloison.admin.v1.AdminService.LoadModel:output_type -> cloison.admin.v1.ServedModel
+	6,  // 67: cloison.admin.v1.AdminService.UnloadModel:output_type -> cloison.admin.v1.ServedModel
+	3,  // 68: cloison.admin.v1.AdminService.RegisterAdapter:output_type -> cloison.admin.v1.Adapter
+	3,  // 69: cloison.admin.v1.AdminService.UnregisterAdapter:output_type -> cloison.admin.v1.Adapter
+	4,  // 70: cloison.admin.v1.AdminService.ListAdapters:output_type -> cloison.admin.v1.ListAdaptersResponse
+	47, // [47:71] is the sub-list for method output_type
+	23, // [23:47] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_cloison_admin_v1_admin_proto_init() }
@@ -2966,7 +3056,7 @@ func file_cloison_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_admin_v1_admin_proto_rawDesc), len(file_cloison_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

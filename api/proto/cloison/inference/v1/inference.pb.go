@@ -2009,8 +2009,11 @@ type Attestation struct {
 	// where its data is processed. reserved lists its own reservation only.
 	Tenant *TenantPlacement `protobuf:"bytes,12,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// The model the pool serves and the hex SHA-256 of its GGUF file.
-	Model         string `protobuf:"bytes,13,opt,name=model,proto3" json:"model,omitempty"`
-	ModelDigest   string `protobuf:"bytes,14,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"`
+	Model       string `protobuf:"bytes,13,opt,name=model,proto3" json:"model,omitempty"`
+	ModelDigest string `protobuf:"bytes,14,opt,name=model_digest,json=modelDigest,proto3" json:"model_digest,omitempty"`
+	// The LoRA adapters loaded for the model: to a tenant its own only
+	// (no tenant id); to an admin (AdminService.PoolStatus) every tenant's.
+	Adapters      []*AttestedAdapter `protobuf:"bytes,15,rep,name=adapters,proto3" json:"adapters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2143,6 +2146,82 @@ func (x *Attestation) GetModelDigest() string {
 	return ""
 }
 
+func (x *Attestation) GetAdapters() []*AttestedAdapter {
+	if x != nil {
+		return x.Adapters
+	}
+	return nil
+}
+
+// AttestedAdapter is one LoRA adapter loaded for the attested model.
+type AttestedAdapter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"` // an admin's view only
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"` // hex SHA-256 of its file
+	Rank          int64                  `protobuf:"varint,4,opt,name=rank,proto3" json:"rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttestedAdapter) Reset() {
+	*x = AttestedAdapter{}
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttestedAdapter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttestedAdapter) ProtoMessage() {}
+
+func (x *AttestedAdapter) ProtoReflect() protoreflect.Message {
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttestedAdapter.ProtoReflect.Descriptor instead.
+func (*AttestedAdapter) Descriptor() ([]byte, []int) {
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AttestedAdapter) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AttestedAdapter) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AttestedAdapter) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *AttestedAdapter) GetRank() int64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
 // NodeLabels are a node's residency labels.
 type NodeLabels struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2154,7 +2233,7 @@ type NodeLabels struct {
 
 func (x *NodeLabels) Reset() {
 	*x = NodeLabels{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2245,7 @@ func (x *NodeLabels) String() string {
 func (*NodeLabels) ProtoMessage() {}
 
 func (x *NodeLabels) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[29]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2258,7 @@ func (x *NodeLabels) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLabels.ProtoReflect.Descriptor instead.
 func (*NodeLabels) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{29}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeLabels) GetRegion() string {
@@ -2214,7 +2293,7 @@ type TenantPlacement struct {
 
 func (x *TenantPlacement) Reset() {
 	*x = TenantPlacement{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2305,7 @@ func (x *TenantPlacement) String() string {
 func (*TenantPlacement) ProtoMessage() {}
 
 func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[30]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2318,7 @@ func (x *TenantPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantPlacement.ProtoReflect.Descriptor instead.
 func (*TenantPlacement) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{30}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TenantPlacement) GetTenant() string {
@@ -2308,7 +2387,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2399,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_cloison_inference_v1_inference_proto_msgTypes[31]
+	mi := &file_cloison_inference_v1_inference_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2412,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{31}
+	return file_cloison_inference_v1_inference_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Reservation) GetTenant() string {
@@ -2518,7 +2597,7 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\bowned_by\x18\x02 \x01(\tR\aownedBy\x12%\n" +
 	"\x0econtext_length\x18\x03 \x01(\x03R\rcontextLength\"-\n" +
 	"\x15GetAttestationRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"\xfb\x03\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"\xbe\x04\n" +
 	"\vAttestation\x12#\n" +
 	"\rmodel_context\x18\x01 \x01(\x03R\fmodelContext\x12%\n" +
 	"\x0eserved_context\x18\x02 \x01(\x03R\rservedContext\x12\x1f\n" +
@@ -2537,7 +2616,13 @@ const file_cloison_inference_v1_inference_proto_rawDesc = "" +
 	"\x06labels\x18\v \x01(\v2 .cloison.inference.v1.NodeLabelsR\x06labels\x12=\n" +
 	"\x06tenant\x18\f \x01(\v2%.cloison.inference.v1.TenantPlacementR\x06tenant\x12\x14\n" +
 	"\x05model\x18\r \x01(\tR\x05model\x12!\n" +
-	"\fmodel_digest\x18\x0e \x01(\tR\vmodelDigest\"8\n" +
+	"\fmodel_digest\x18\x0e \x01(\tR\vmodelDigest\x12A\n" +
+	"\badapters\x18\x0f \x03(\v2%.cloison.inference.v1.AttestedAdapterR\badapters\"i\n" +
+	"\x0fAttestedAdapter\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x12\n" +
+	"\x04rank\x18\x04 \x01(\x03R\x04rank\"8\n" +
 	"\n" +
 	"NodeLabels\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
@@ -2576,7 +2661,7 @@ func file_cloison_inference_v1_inference_proto_rawDescGZIP() []byte {
 	return file_cloison_inference_v1_inference_proto_rawDescData
 }
 
-var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_cloison_inference_v1_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*ChatMessage)(nil),           // 0: cloison.inference.v1.ChatMessage
 	(*ToolCall)(nil),              // 1: cloison.inference.v1.ToolCall
@@ -2607,10 +2692,11 @@ var file_cloison_inference_v1_inference_proto_goTypes = []any{
 	(*Model)(nil),                 // 26: cloison.inference.v1.Model
 	(*GetAttestationRequest)(nil), // 27: cloison.inference.v1.GetAttestationRequest
 	(*Attestation)(nil),           // 28: cloison.inference.v1.Attestation
-	(*NodeLabels)(nil),            // 29: cloison.inference.v1.NodeLabels
-	(*TenantPlacement)(nil),       // 30: cloison.inference.v1.TenantPlacement
-	(*Reservation)(nil),           // 31: cloison.inference.v1.Reservation
-	nil,                           // 32: cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	(*AttestedAdapter)(nil),       // 29: cloison.inference.v1.AttestedAdapter
+	(*NodeLabels)(nil),            // 30: cloison.inference.v1.NodeLabels
+	(*TenantPlacement)(nil),       // 31: cloison.inference.v1.TenantPlacement
+	(*Reservation)(nil),           // 32: cloison.inference.v1.Reservation
+	nil,                           // 33: cloison.inference.v1.GenerateRequest.LogitBiasEntry
 }
 var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	1,  // 0: cloison.inference.v1.ChatMessage.tool_calls:type_name -> cloison.inference.v1.ToolCall
@@ -2618,7 +2704,7 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	4,  // 2: cloison.inference.v1.GenerateRequest.token_ids:type_name -> cloison.inference.v1.TokenIds
 	3,  // 3: cloison.inference.v1.GenerateRequest.chat:type_name -> cloison.inference.v1.ChatMessages
 	2,  // 4: cloison.inference.v1.GenerateRequest.tools:type_name -> cloison.inference.v1.Tool
-	32, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
+	33, // 5: cloison.inference.v1.GenerateRequest.logit_bias:type_name -> cloison.inference.v1.GenerateRequest.LogitBiasEntry
 	6,  // 6: cloison.inference.v1.GenerateRequest.response_format:type_name -> cloison.inference.v1.ResponseFormat
 	7,  // 7: cloison.inference.v1.ResponseFormat.json_schema:type_name -> cloison.inference.v1.JsonSchema
 	9,  // 8: cloison.inference.v1.GenerateResponse.chunk:type_name -> cloison.inference.v1.TokenChunk
@@ -2632,30 +2718,31 @@ var file_cloison_inference_v1_inference_proto_depIdxs = []int32{
 	17, // 16: cloison.inference.v1.EmbedResponse.vectors:type_name -> cloison.inference.v1.Vector
 	20, // 17: cloison.inference.v1.RerankResponse.results:type_name -> cloison.inference.v1.RerankResult
 	26, // 18: cloison.inference.v1.ListModelsResponse.models:type_name -> cloison.inference.v1.Model
-	31, // 19: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
-	29, // 20: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
-	30, // 21: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
-	29, // 22: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
-	29, // 23: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
-	5,  // 24: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
-	13, // 25: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
-	15, // 26: cloison.inference.v1.InferenceService.Embed:input_type -> cloison.inference.v1.EmbedRequest
-	19, // 27: cloison.inference.v1.InferenceService.Rerank:input_type -> cloison.inference.v1.RerankRequest
-	22, // 28: cloison.inference.v1.InferenceService.Score:input_type -> cloison.inference.v1.ScoreRequest
-	24, // 29: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
-	27, // 30: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
-	8,  // 31: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
-	14, // 32: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
-	18, // 33: cloison.inference.v1.InferenceService.Embed:output_type -> cloison.inference.v1.EmbedResponse
-	21, // 34: cloison.inference.v1.InferenceService.Rerank:output_type -> cloison.inference.v1.RerankResponse
-	23, // 35: cloison.inference.v1.InferenceService.Score:output_type -> cloison.inference.v1.ScoreResponse
-	25, // 36: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
-	28, // 37: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	32, // 19: cloison.inference.v1.Attestation.reserved:type_name -> cloison.inference.v1.Reservation
+	30, // 20: cloison.inference.v1.Attestation.labels:type_name -> cloison.inference.v1.NodeLabels
+	31, // 21: cloison.inference.v1.Attestation.tenant:type_name -> cloison.inference.v1.TenantPlacement
+	29, // 22: cloison.inference.v1.Attestation.adapters:type_name -> cloison.inference.v1.AttestedAdapter
+	30, // 23: cloison.inference.v1.TenantPlacement.decode:type_name -> cloison.inference.v1.NodeLabels
+	30, // 24: cloison.inference.v1.TenantPlacement.prefill:type_name -> cloison.inference.v1.NodeLabels
+	5,  // 25: cloison.inference.v1.InferenceService.Generate:input_type -> cloison.inference.v1.GenerateRequest
+	13, // 26: cloison.inference.v1.InferenceService.Tokenize:input_type -> cloison.inference.v1.TokenizeRequest
+	15, // 27: cloison.inference.v1.InferenceService.Embed:input_type -> cloison.inference.v1.EmbedRequest
+	19, // 28: cloison.inference.v1.InferenceService.Rerank:input_type -> cloison.inference.v1.RerankRequest
+	22, // 29: cloison.inference.v1.InferenceService.Score:input_type -> cloison.inference.v1.ScoreRequest
+	24, // 30: cloison.inference.v1.InferenceService.ListModels:input_type -> cloison.inference.v1.ListModelsRequest
+	27, // 31: cloison.inference.v1.InferenceService.GetAttestation:input_type -> cloison.inference.v1.GetAttestationRequest
+	8,  // 32: cloison.inference.v1.InferenceService.Generate:output_type -> cloison.inference.v1.GenerateResponse
+	14, // 33: cloison.inference.v1.InferenceService.Tokenize:output_type -> cloison.inference.v1.TokenizeResponse
+	18, // 34: cloison.inference.v1.InferenceService.Embed:output_type -> cloison.inference.v1.EmbedResponse
+	21, // 35: cloison.inference.v1.InferenceService.Rerank:output_type -> cloison.inference.v1.RerankResponse
+	23, // 36: cloison.inference.v1.InferenceService.Score:output_type -> cloison.inference.v1.ScoreResponse
+	25, // 37: cloison.inference.v1.InferenceService.ListModels:output_type -> cloison.inference.v1.ListModelsResponse
+	28, // 38: cloison.inference.v1.InferenceService.GetAttestation:output_type -> cloison.inference.v1.Attestation
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_cloison_inference_v1_inference_proto_init() }
@@ -2683,7 +2770,7 @@ func file_cloison_inference_v1_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cloison_inference_v1_inference_proto_rawDesc), len(file_cloison_inference_v1_inference_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
