@@ -32,6 +32,12 @@ var vectorSets = func() []*kset {
 	if hasAVX2 {
 		s = append(s, vset(AVX2, false))
 	}
+	if hasAMX {
+		// Before avx512: the lane-order AMX tile is slower (doc.go).
+		k := vset(AVX512, true)
+		k.path, k.q8amx = AMX, vq8amx
+		s = append(s, k)
+	}
 	if hasAVX512 {
 		s = append(s, vset(AVX512, true))
 	}

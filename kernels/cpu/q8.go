@@ -39,14 +39,22 @@ type q8acts struct {
 	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
 	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
 	u []byte
-	k *q8kActs
+	// t, td: the rows in groups of 16 (the last padded), each group's q
+	// transposed by dwords, dword k of row r at [16·cols·g + 64k + 4r],
+	// and its scales at [16·nb·g + 16b + r], for the AMX tile (q8amx),
+	// where the path has it and x has at least 16 rows.
+	t  []int8
+	td []float32
+	k  *q8kActs
 
 	// Pooled storage behind q, d and k.
-	bq []int8
-	bd []float32
-	bc []int32
-	bu []byte
-	bk q8kActs
+	bq  []int8
+	bd  []float32
+	bc  []int32
+	bu  []byte
+	bt  []int8
+	bd2 []float32
+	bk  q8kActs
 }
 
 var actsPool = sync.Pool{New: func() any { return new(q8acts) }}
@@ -81,7 +89,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.c, a.u, a.k = nil, nil, nil, nil, nil
+	a.q, a.d, a.c, a.u, a.t, a.td, a.k = nil, nil, nil, nil, nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
@@ -92,6 +100,13 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 		if b.k.q8dup != nil && x.rows >= 4 {
 			a.u = growAny(a.bu, x.rows*2*x.cols)
 			a.bu = a.u
+		}
+		if b.k.q8amx != nil && x.rows >= q8amxRows {
+			// Padded rows of the last group are left as they are: a
+			// column of the tile depends on its own row only.
+			rp := (x.rows + 15) &^ 15
+			a.t, a.td = growAny(a.bt, rp*x.cols), growAny(a.bd2, rp*nb)
+			a.bt, a.bd2 = a.t, a.td
 		}
 	}
 	if q8k {
@@ -108,6 +123,9 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			}
 			if a.u != nil {
 				b.k.q8dup(q, a.u[r*2*x.cols:(r+1)*2*x.cols])
+			}
+			if a.t != nil {
+				q8Transpose(a.t[r&^15*x.cols:], a.td[r&^15*nb:], r&15, q, a.d[r*nb:(r+1)*nb])
 			}
 		}
 		if k := a.k; k != nil {
@@ -161,6 +179,20 @@ func q8Corr(c []int32, q []int8) {
 	}
 }
 
+// q8Transpose writes row r (0 ≤ r < 16) of a group of 16 quantized rows
+// into the group's transposed layout (q8acts.t, td): dword k of q at
+// t[64k+4r:], scale b at td[16b+r].
+func q8Transpose(t []int8, td []float32, r int, q []int8, d []float32) {
+	t = t[:len(q)*16]
+	for k := 0; k < len(q); k += 4 {
+		*(*[4]int8)(t[16*k+4*r:]) = *(*[4]int8)(q[k:])
+	}
+	td = td[:len(d)*16]
+	for b, v := range d {
+		td[16*b+r] = v
+	}
+}
+
 // q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
 // the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes, their lanes'
 // −128·Σw (4 × 64 bytes) and 8 float32 scales, padded to keep every block
@@ -182,6 +214,30 @@ func (s *packScratch) aligned(n int) []byte {
 	return b[off : off+n]
 }
 
+// The AMX Q8_0 tile (q8amxTile): 16 activation rows × up to 16 weight rows,
+// blocks taken 4 at a time (q8amxChunk) through the int32 scratch.
+const (
+	q8amxRows    = 16
+	q8amxChunk   = 4
+	q8amxScratch = 64 + 16*8*64 + q8amxChunk*8*1024
+)
+
+// amxScratch is a task's scratch for q8amxTile: the tile configuration,
+// the accumulators and the int32 tiles (b), and the outputs of 4 groups of
+// activation rows (out).
+type amxScratch struct {
+	b   []byte
+	out [4 * 256]float32
+}
+
+var amxPool = sync.Pool{New: func() any {
+	s := new(amxScratch)
+	b := make([]byte, q8amxScratch+64)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	s.b = b[off : off+q8amxScratch]
+	return s
+}}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // q8IntMul computes the block of outputs of a block-type product from
@@ -197,6 +253,28 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
+		if k.q8amx != nil && acts.t != nil && r0%q8amxRows == 0 {
+			// Groups of 16 activation rows (the last one padded) × up to
+			// 16 weight rows a call, 4 groups at a time: the bits of
+			// q8rows.
+			s := amxPool.Get().(*amxScratch)
+			for o := o0; o < o1; o += q8amxRows {
+				mm := min(q8amxRows, o1-o)
+				for g0 := r0; g0 < r1; g0 += 4 * q8amxRows {
+					ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
+					k.q8amx(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], m.rowBytes, mm, nb,
+						acts.t[g0*cols:], acts.td[g0*nb:], ng, s)
+					for i := range min(r1-g0, 4*q8amxRows) {
+						out, g, rr := dst.row(g0 + i)[o:o+mm], i/q8amxRows, i%q8amxRows
+						for j := range out {
+							out[j] = s.out[g*256+j*16+rr]
+						}
+					}
+				}
+			}
+			amxPool.Put(s)
+			return true
+		}
 		if k.q8tile != nil && r1-r0 >= 4 {
 			// Declared once per call: the kernel is called through a func
 			// value, so these escape (one allocation each per block, not
