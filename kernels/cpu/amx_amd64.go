@@ -12,51 +12,65 @@ import (
 // besides AVX-512 VNNI, and the OS granted the tile state (amxPermit).
 var hasAMX = hasVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && amxPermit()
 
-// vq8amx computes, for ng groups of 16 activation rows (xt, xd: the groups
-// of q8acts.t and q8acts.td) and the m ≤ 16 Q8_0 weight rows at
-// w[j·stride:], s.out[g·256+16j+r] = the product of the group's row r with
-// weight row j, with q8rowsVNNI's bits.
+// vq8amx computes, for ng ≤ 4 groups of 16 activation rows (xt, xd: the
+// groups of q8acts.t and q8acts.td) and the m ≤ 16 Q8_0 weight rows at
+// w[j·stride:], s.out[256g+16j+r] = the product of the group's row r with
+// weight row j, in the amx path's order (q8.go):
 //
-// The integers come from AMX: for each block and each of its 8 dwords
-// (lane l), TDPBSSD of the m weight rows' dword l (A: m rows × 4 bytes,
-// loaded in place from the weights, stride apart) with the 16 activation
-// rows' dword l (B: one row of 64 bytes, q8acts.t) gives m×16 int32, each
-// the exact Σ of one lane's 4 products, the integer of VPDPBUSD's lane in
-// the VNNI kernels (signed×signed: no bias, no −128·Σ correction). The
-// float steps are q8rowsVNNI's, per lane and block in order:
-// acc_l = fma(float32(int), round32(d_w·d_x), acc_l) with the 16 activation
-// rows in a register's lanes (so the scale product is computed once per
-// block and weight row for all 8 lanes), then the lanes summed as HSUM8,
-// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). Every output so has the bits of the
-// one-row kernels whatever the batch and the group.
+//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc) over blocks in order, from +0
+//
+// For each block, TDPBSSD (int8×int8 → int32) of the m weight rows' 32
+// quants (A: m rows × 32 bytes, loaded in place from the weights, stride
+// apart) with the block's 8 dwords of the 16 activation rows (B: 8 rows of
+// 64 bytes, q8acts.t) gives the m×16 exact block sums, stored to a 1 KB
+// slot; the float steps read them with the 16 activation rows in a
+// register's lanes, one accumulator register a weight row, while the tile
+// unit computes the next block's sums into the other slot. A column of
+// the tile depends on its activation row only, so a row's result is the
+// same whatever the group, the batch, m and ng.
 //
 // The tile configuration is loaded and the tiles released (TILERELEASE)
-// inside the one assembly call: no tile state outlives it, whichever OS
+// within the one assembly call: no tile state outlives it, whichever OS
 // thread the goroutine runs on next.
 func vq8amx(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, s *amxScratch) {
 	if m < 1 || m > q8amxRows || ng < 1 || ng > 4 || nb < 1 || stride < nb*34 ||
 		len(w) < (m-1)*stride+nb*34 || len(xt) < ng*16*nb*32 || len(xd) < ng*16*nb {
 		panic("kernels/cpu: q8amx arguments")
 	}
-	// Palette 1; tmm0–3 the int32 outputs (m rows of 16 dwords), tmm4–5
-	// the weights (m rows of 4 bytes), tmm6–7 the activations (1 row of 64
+	s.dw, s.dwh = growAny(s.dw, nb*16), growAny(s.dwh, nb*16)
+	// Palette 1: tmm0 the block sums (m rows of 16 int32), tmm4 the
+	// weights (m rows of 32 bytes), tmm6 the activations (8 rows of 64
 	// bytes).
 	cfg := s.b[:64]
 	clear(cfg)
 	cfg[0] = 1
-	for t := range 8 {
-		colsb, rows := 64, m
-		switch {
-		case t == 4 || t == 5:
-			colsb = 4
-		case t >= 6:
-			rows = 1
-		}
-		binary.LittleEndian.PutUint16(cfg[16+2*t:], uint16(colsb))
-		cfg[48+t] = byte(rows)
+	for _, t := range [...]struct{ tmm, colsb, rows int }{{0, 64, m}, {4, 32, m}, {6, 64, 8}} {
+		binary.LittleEndian.PutUint16(cfg[16+2*t.tmm:], uint16(t.colsb))
+		cfg[48+t.tmm] = byte(t.rows)
 	}
-	q8amxTile(&w[0], stride, nb, &xt[0], &xd[0], ng, &s.out[0], &s.b[0], m)
+	q8amxTile(&w[0], stride, nb, &xt[0], &xd[0], ng, &s.out[0], &s.b[0], m, &s.dw[0], &s.dwh[0])
 }
 
 //go:noescape
-func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, out *float32, scr *byte, m int)
+func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, out *float32, scr *byte, m int, dw *float32, dwh *uint16)
+
+// vq8rowsBlk sets out[i] to the product of one activation row (xq, its
+// −128·Σq lanes xc, xd) with the weight row at w[i·stride:], in the amx
+// order with vq8amx's bits, the rows one after the other in one call: the
+// decode kernel of the amx path (a tile of 16 activation rows would
+// compute 15 padding rows).
+func vq8rowsBlk(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32) {
+	nb, rows := len(xd), len(out)
+	if rows == 0 {
+		return
+	}
+	if nb == 0 || stride < nb*34 {
+		panic("kernels/cpu: q8rowsBlk arguments")
+	}
+	xq, xc = xq[:nb*32], xc[:nb*8]
+	w = w[:(rows-1)*stride+nb*34]
+	q8rowsBlk(&xq[0], &xc[0], &xd[0], &w[0], stride, nb, rows, &out[0])
+}
+
+//go:noescape
+func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32)

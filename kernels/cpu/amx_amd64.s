@@ -2,272 +2,263 @@
 
 #include "textflag.h"
 
-// AMX instructions the Go assembler lacks, encoded by hand (VEX, map 0F38,
-// W0, L0; no REX registers, so the VEX R̄X̄B̄ bits are all 1: C4 E2):
+// AMX instructions the Go assembler lacks, encoded by hand (VEX C4, map
+// 0F38, W0, L0; only registers without REX, so R̄X̄B̄ = 111: C4 E2):
 //
-//	LDTILECFG (SI)            C4 E2 78 49 06        (NP, modrm 00 000 110)
-//	TILERELEASE               C4 E2 78 49 C0
-//	TILEZERO tmmC             C4 E2 7B 49 C0|C<<3   (F2)
-//	TILELOADD tmmT, (SI)(DX)  C4 E2 7B 4B 04|T<<3 16  (F2, SIB index DX base SI)
-//	TILELOADD tmmT, (DI)(CX)  C4 E2 7B 4B 04|T<<3 0F  (SIB index CX base DI)
-//	TILESTORED (BX)(CX), tmmT C4 E2 7A 4B 04|T<<3 0B  (F3, SIB index CX base BX)
-//	TDPBSSD tmmC, tmmA, tmmB  C4 E2 (~B&15)<<3|3 5E C0|C<<3|A  (F2, vvvv = B)
+//	LDTILECFG (SI)              C4 E2 78 49 06     (NP; modrm 00 000 110)
+//	TILERELEASE                 C4 E2 78 49 C0     (NP; modrm 11 000 000)
+//	TILEZERO tmm0               C4 E2 7B 49 C0     (F2; modrm 11 000 000)
+//	TILELOADD tmm4, (SI)(DX*1)  C4 E2 7B 4B 24 16  (F2; modrm 00 100 100, SIB index DX base SI)
+//	TILELOADD tmm6, (DI)(CX*1)  C4 E2 7B 4B 34 0F  (F2; modrm 00 110 100, SIB index CX base DI)
+//	TDPBSSD tmm0, tmm4, tmm6    C4 E2 4B 5E C4     (F2; vvvv = ¬6; modrm 11 000 100)
+//	TILESTORED (BX)(CX*1), tmm0 C4 E2 7A 4B 04 0B  (F3; modrm 00 000 100, SIB index CX base BX)
 //
-// objdump -d (GNU binutils 2.40) of the built test binary disassembles
-// every one of them as the instruction named here.
-
+// objdump -d (GNU binutils 2.40) of the built test binary disassembles each
+// as the instruction named here.
 
 #define LDTILECFG_SI BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x06
 #define TILERELEASE BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
-#define TILEZERO_0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0
-#define TILEZERO_1 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC8
-#define TILEZERO_2 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD0
-#define TILEZERO_3 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xD8
-#define TILELOADD_4_SI_DX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x24; BYTE $0x16
-#define TILELOADD_5_SI_DX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x2C; BYTE $0x16
-#define TILELOADD_6_DI_CX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x34; BYTE $0x0F
-#define TILELOADD_7_DI_CX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x3C; BYTE $0x0F
-#define TILESTORED_BX_CX_0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x0B
-#define TILESTORED_BX_CX_1 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x0C; BYTE $0x0B
-#define TILESTORED_BX_CX_2 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x14; BYTE $0x0B
-#define TILESTORED_BX_CX_3 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x1C; BYTE $0x0B
-#define TDPBSSD_0_4_6 BYTE $0xC4; BYTE $0xE2; BYTE $0x4B; BYTE $0x5E; BYTE $0xC4
-#define TDPBSSD_1_5_7 BYTE $0xC4; BYTE $0xE2; BYTE $0x43; BYTE $0x5E; BYTE $0xCD
-#define TDPBSSD_2_4_6 BYTE $0xC4; BYTE $0xE2; BYTE $0x4B; BYTE $0x5E; BYTE $0xD4
-#define TDPBSSD_3_5_7 BYTE $0xC4; BYTE $0xE2; BYTE $0x43; BYTE $0x5E; BYTE $0xDD
 
-// Scratch layout (q8amxScratch bytes, 64-byte aligned): the tile
-// configuration, the accumulators acc[j][l] (16 lanes: activation rows),
-// and the int32 tiles of a chunk of blocks, ib[b][l][j][r].
-#define ACC 64
-#define IB 8256
+// One block's integers: tmm0 = 0; tmm4 = the m weight rows' 32 quants
+// (stride DX); tmm6 = the block's 8 dwords of the 16 activation rows (64
+// bytes a dword); tmm0 += tmm4·tmm6 (TDPBSSD: each element the exact
+// Σ w·q of the block); stored to (BX), 64 bytes a weight row.
+#define BLOCK_INTS \
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0; \
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x24; BYTE $0x16; \
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x34; BYTE $0x0F; \
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x4B; BYTE $0x5E; BYTE $0xC4; \
+	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x0B
 
-// func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, out *float32, scr *byte, m int)
-TEXT ·q8amxTile(SB), NOSPLIT, $32-72
+// func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, out *float32, scr *byte, m int, dw *float32, dwh *uint16)
+TEXT ·q8amxTile(SB), NOSPLIT, $0-88
+	// The weight rows' scales, dwh[16b+j], read row by row: one
+	// sequential stream a row, which also brings the row's quants into
+	// the cache for the tiles (a decode step reads them once).
+	MOVQ w+0(FP), SI
+	MOVQ dwh+80(FP), DI
 	MOVQ stride+8(FP), DX
-	MOVQ scr+56(FP), R10
-	MOVQ m+64(FP), R11
-	MOVQ R10, SI
-	LDTILECFG_SI
+	MOVQ m+64(FP), R8
 
-group:
-	// acc = 0 for the m weight rows.
-	VPXORD Z0, Z0, Z0
-	MOVQ   R11, CX
-	LEAQ   ACC(R10), DI
+srow:
+	MOVQ SI, R9
+	MOVQ DI, R10
+	MOVQ nb+16(FP), CX
 
-zero:
-	VMOVDQA32 Z0, 0(DI)
-	VMOVDQA32 Z0, 64(DI)
-	VMOVDQA32 Z0, 128(DI)
-	VMOVDQA32 Z0, 192(DI)
-	VMOVDQA32 Z0, 256(DI)
-	VMOVDQA32 Z0, 320(DI)
-	VMOVDQA32 Z0, 384(DI)
-	VMOVDQA32 Z0, 448(DI)
-	ADDQ      $512, DI
+sblk:
+	MOVWLZX (R9), AX
+	MOVW    AX, (R10)
+	ADDQ    $34, R9
+	ADDQ    $32, R10
+	DECQ    CX
+	JNZ     sblk
+	ADDQ    DX, SI
+	ADDQ    $2, DI
+	DECQ    R8
+	JNZ     srow
+
+	// As float32, dw[16b+j] (the halves of rows j ≥ m are not used).
+	MOVQ dwh+80(FP), SI
+	MOVQ dw+72(FP), DI
+	MOVQ nb+16(FP), CX
+
+sconv:
+	VCVTPH2PS (SI), Z21
+	VMOVUPS   Z21, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
 	DECQ      CX
-	JNZ       zero
+	JNZ       sconv
 
-	MOVQ w+0(FP), R12   // the chunk's first block in the weights
-	MOVQ xt+24(FP), R13 // in the transposed activations
-	MOVQ xd+32(FP), AX
-	MOVQ AX, 16(SP)     // in the activation scales
-	MOVQ nb+16(FP), AX
-	MOVQ AX, 0(SP)      // blocks left
-
-chunk:
-	MOVQ 0(SP), R8
-	CMPQ R8, $4
-	JLE  counted
-	MOVQ $4, R8
-
-counted:
-	MOVQ R8, 8(SP) // blocks in this chunk
-
-	// The chunk's integer tiles, one per block and lane.
-	LEAQ 2(R12), SI
-	MOVQ R13, DI
-	LEAQ IB(R10), BX
+	MOVQ stride+8(FP), DX
+	MOVQ m+64(FP), R11
+	MOVQ scr+56(FP), SI
+	LDTILECFG_SI
 	MOVQ $64, CX
 
-tiles:
-	// lane 0
-	TILEZERO_0
-	TILELOADD_4_SI_DX
-	TILELOADD_6_DI_CX
-	TDPBSSD_0_4_6
-	TILESTORED_BX_CX_0
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 1
-	TILEZERO_1
-	TILELOADD_5_SI_DX
-	TILELOADD_7_DI_CX
-	TDPBSSD_1_5_7
-	TILESTORED_BX_CX_1
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 2
-	TILEZERO_2
-	TILELOADD_4_SI_DX
-	TILELOADD_6_DI_CX
-	TDPBSSD_2_4_6
-	TILESTORED_BX_CX_2
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 3
-	TILEZERO_3
-	TILELOADD_5_SI_DX
-	TILELOADD_7_DI_CX
-	TDPBSSD_3_5_7
-	TILESTORED_BX_CX_3
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 4
-	TILEZERO_0
-	TILELOADD_4_SI_DX
-	TILELOADD_6_DI_CX
-	TDPBSSD_0_4_6
-	TILESTORED_BX_CX_0
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 5
-	TILEZERO_1
-	TILELOADD_5_SI_DX
-	TILELOADD_7_DI_CX
-	TDPBSSD_1_5_7
-	TILESTORED_BX_CX_1
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 6
-	TILEZERO_2
-	TILELOADD_4_SI_DX
-	TILELOADD_6_DI_CX
-	TDPBSSD_2_4_6
-	TILESTORED_BX_CX_2
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	// lane 7
-	TILEZERO_3
-	TILELOADD_5_SI_DX
-	TILELOADD_7_DI_CX
-	TDPBSSD_3_5_7
-	TILESTORED_BX_CX_3
-	ADDQ $4, SI
-	ADDQ $64, DI
-	ADDQ $1024, BX
-	ADDQ $2, SI
-	DECQ R8
-	JNZ  tiles
+group:
 
-	// The float steps, weight row by weight row, block by block in order:
-	// scale = round32(d_w·d_x) per activation row, acc_l = fma(float32(int),
-	// scale, acc_l), the order of q8rowsVNNI's lanes.
-	MOVQ R11, 24(SP)
-	MOVQ R12, SI
-	LEAQ IB(R10), BX
-	LEAQ ACC(R10), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ w+0(FP), SI
+	ADDQ $2, SI         // the weight rows' quants of block b+1
+	MOVQ xt+24(FP), DI  // block b+1 of the activation rows
+	MOVQ xd+32(FP), AX  // the activation rows' scales of block b
+	MOVQ dw+72(FP), R9  // the weight rows' scales of block b
+	MOVQ scr+56(FP), BX
+	ADDQ $64, BX        // the slot block b+1's integers go to
+	LEAQ 1024(BX), R10  // the slot of block b's
+	MOVQ nb+16(FP), R8
 
-rows:
-	VMOVAPS 0(CX), Z0
-	VMOVAPS 64(CX), Z1
-	VMOVAPS 128(CX), Z2
-	VMOVAPS 192(CX), Z3
-	VMOVAPS 256(CX), Z4
-	VMOVAPS 320(CX), Z5
-	VMOVAPS 384(CX), Z6
-	VMOVAPS 448(CX), Z7
-	MOVQ    16(SP), DI
-	MOVQ    SI, R9
-	MOVQ    BX, AX
-	MOVQ    8(SP), R8
+	BLOCK_INTS
+	ADDQ  $34, SI
+	ADDQ  $512, DI
+	XCHGQ BX, R10
 
-blocks:
-	VPBROADCASTW (R9), Y16
-	VCVTPH2PS    Y16, Z16
-	VMULPS       (DI), Z16, Z16
-	VCVTDQ2PS   0(AX), Z8
-	VFMADD231PS Z16, Z8, Z0
-	VCVTDQ2PS   1024(AX), Z9
-	VFMADD231PS Z16, Z9, Z1
-	VCVTDQ2PS   2048(AX), Z10
-	VFMADD231PS Z16, Z10, Z2
-	VCVTDQ2PS   3072(AX), Z11
-	VFMADD231PS Z16, Z11, Z3
-	VCVTDQ2PS   4096(AX), Z12
-	VFMADD231PS Z16, Z12, Z4
-	VCVTDQ2PS   5120(AX), Z13
-	VFMADD231PS Z16, Z13, Z5
-	VCVTDQ2PS   6144(AX), Z14
-	VFMADD231PS Z16, Z14, Z6
-	VCVTDQ2PS   7168(AX), Z15
-	VFMADD231PS Z16, Z15, Z7
-	ADDQ $34, R9
-	ADDQ $64, DI
-	ADDQ $8192, AX
-	DECQ R8
-	JNZ  blocks
+block:
+	// Block b+1's integers, while block b's float steps run.
+	CMPQ R8, $1
+	JEQ  floats
+	BLOCK_INTS
+	ADDQ $34, SI
+	ADDQ $512, DI
 
-	VMOVAPS Z0, 0(CX)
-	VMOVAPS Z1, 64(CX)
-	VMOVAPS Z2, 128(CX)
-	VMOVAPS Z3, 192(CX)
-	VMOVAPS Z4, 256(CX)
-	VMOVAPS Z5, 320(CX)
-	VMOVAPS Z6, 384(CX)
-	VMOVAPS Z7, 448(CX)
-	ADDQ    DX, SI
-	ADDQ    $64, BX
-	ADDQ    $512, CX
-	DECQ    24(SP)
-	JNZ     rows
+floats:
+	// acc_j = fma(float32(Σ w·q), round32(d_w·d_x), acc_j), the 16
+	// activation rows in the lanes.
+	VMOVUPS (AX), Z16
 
-	// Next chunk.
-	MOVQ    8(SP), R8
-	IMUL3Q  $34, R8, AX
-	ADDQ    AX, R12
-	MOVQ    R8, AX
-	SHLQ    $9, AX
-	ADDQ    AX, R13
-	MOVQ    R8, AX
-	SHLQ    $6, AX
-	ADDQ    AX, 16(SP)
-	SUBQ    R8, 0(SP)
-	JNZ     chunk
+	VMULPS.BCST 0(R9), Z16, Z17
+	VCVTDQ2PS   0(R10), Z24
+	VFMADD231PS Z17, Z24, Z0
+	CMPQ        R11, $1
+	JEQ         next
+	VMULPS.BCST 4(R9), Z16, Z18
+	VCVTDQ2PS   64(R10), Z25
+	VFMADD231PS Z18, Z25, Z1
+	CMPQ        R11, $2
+	JEQ         next
+	VMULPS.BCST 8(R9), Z16, Z19
+	VCVTDQ2PS   128(R10), Z26
+	VFMADD231PS Z19, Z26, Z2
+	CMPQ        R11, $3
+	JEQ         next
+	VMULPS.BCST 12(R9), Z16, Z20
+	VCVTDQ2PS   192(R10), Z27
+	VFMADD231PS Z20, Z27, Z3
+	CMPQ        R11, $4
+	JEQ         next
+	VMULPS.BCST 16(R9), Z16, Z21
+	VCVTDQ2PS   256(R10), Z28
+	VFMADD231PS Z21, Z28, Z4
+	CMPQ        R11, $5
+	JEQ         next
+	VMULPS.BCST 20(R9), Z16, Z22
+	VCVTDQ2PS   320(R10), Z29
+	VFMADD231PS Z22, Z29, Z5
+	CMPQ        R11, $6
+	JEQ         next
+	VMULPS.BCST 24(R9), Z16, Z23
+	VCVTDQ2PS   384(R10), Z30
+	VFMADD231PS Z23, Z30, Z6
+	CMPQ        R11, $7
+	JEQ         next
+	VMULPS.BCST 28(R9), Z16, Z17
+	VCVTDQ2PS   448(R10), Z24
+	VFMADD231PS Z17, Z24, Z7
+	CMPQ        R11, $8
+	JEQ         next
+	VMULPS.BCST 32(R9), Z16, Z18
+	VCVTDQ2PS   512(R10), Z25
+	VFMADD231PS Z18, Z25, Z8
+	CMPQ        R11, $9
+	JEQ         next
+	VMULPS.BCST 36(R9), Z16, Z19
+	VCVTDQ2PS   576(R10), Z26
+	VFMADD231PS Z19, Z26, Z9
+	CMPQ        R11, $10
+	JEQ         next
+	VMULPS.BCST 40(R9), Z16, Z20
+	VCVTDQ2PS   640(R10), Z27
+	VFMADD231PS Z20, Z27, Z10
+	CMPQ        R11, $11
+	JEQ         next
+	VMULPS.BCST 44(R9), Z16, Z21
+	VCVTDQ2PS   704(R10), Z28
+	VFMADD231PS Z21, Z28, Z11
+	CMPQ        R11, $12
+	JEQ         next
+	VMULPS.BCST 48(R9), Z16, Z22
+	VCVTDQ2PS   768(R10), Z29
+	VFMADD231PS Z22, Z29, Z12
+	CMPQ        R11, $13
+	JEQ         next
+	VMULPS.BCST 52(R9), Z16, Z23
+	VCVTDQ2PS   832(R10), Z30
+	VFMADD231PS Z23, Z30, Z13
+	CMPQ        R11, $14
+	JEQ         next
+	VMULPS.BCST 56(R9), Z16, Z17
+	VCVTDQ2PS   896(R10), Z24
+	VFMADD231PS Z17, Z24, Z14
+	CMPQ        R11, $15
+	JEQ         next
+	VMULPS.BCST 60(R9), Z16, Z18
+	VCVTDQ2PS   960(R10), Z25
+	VFMADD231PS Z18, Z25, Z15
 
-	// Each output's 8 lanes summed as HSUM8:
-	// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), 16 activation rows a register.
-	MOVQ R11, CX
-	LEAQ ACC(R10), SI
+next:
+	ADDQ  $64, AX
+	ADDQ  $64, R9
+	XCHGQ BX, R10
+	DECQ  R8
+	JNZ   block
+
 	MOVQ out+48(FP), DI
 
-sum:
-	VMOVAPS 0(SI), Z0
-	VMOVAPS 64(SI), Z1
-	VMOVAPS 128(SI), Z2
-	VMOVAPS 192(SI), Z3
-	VADDPS  256(SI), Z0, Z0
-	VADDPS  320(SI), Z1, Z1
-	VADDPS  384(SI), Z2, Z2
-	VADDPS  448(SI), Z3, Z3
-	VADDPS  Z2, Z0, Z0
-	VADDPS  Z3, Z1, Z1
-	VADDPS  Z1, Z0, Z0
-	VMOVUPS Z0, (DI)
-	ADDQ    $512, SI
-	ADDQ    $64, DI
-	DECQ    CX
-	JNZ     sum
+	VMOVUPS Z0, 0(DI)
+	CMPQ    R11, $1
+	JEQ     stored
+	VMOVUPS Z1, 64(DI)
+	CMPQ    R11, $2
+	JEQ     stored
+	VMOVUPS Z2, 128(DI)
+	CMPQ    R11, $3
+	JEQ     stored
+	VMOVUPS Z3, 192(DI)
+	CMPQ    R11, $4
+	JEQ     stored
+	VMOVUPS Z4, 256(DI)
+	CMPQ    R11, $5
+	JEQ     stored
+	VMOVUPS Z5, 320(DI)
+	CMPQ    R11, $6
+	JEQ     stored
+	VMOVUPS Z6, 384(DI)
+	CMPQ    R11, $7
+	JEQ     stored
+	VMOVUPS Z7, 448(DI)
+	CMPQ    R11, $8
+	JEQ     stored
+	VMOVUPS Z8, 512(DI)
+	CMPQ    R11, $9
+	JEQ     stored
+	VMOVUPS Z9, 576(DI)
+	CMPQ    R11, $10
+	JEQ     stored
+	VMOVUPS Z10, 640(DI)
+	CMPQ    R11, $11
+	JEQ     stored
+	VMOVUPS Z11, 704(DI)
+	CMPQ    R11, $12
+	JEQ     stored
+	VMOVUPS Z12, 768(DI)
+	CMPQ    R11, $13
+	JEQ     stored
+	VMOVUPS Z13, 832(DI)
+	CMPQ    R11, $14
+	JEQ     stored
+	VMOVUPS Z14, 896(DI)
+	CMPQ    R11, $15
+	JEQ     stored
+	VMOVUPS Z15, 960(DI)
 
-	// Next group of 16 activation rows.
+stored:
+	// The next group of 16 activation rows.
 	MOVQ nb+16(FP), AX
 	SHLQ $9, AX
 	ADDQ AX, xt+24(FP)
@@ -279,5 +270,141 @@ sum:
 	JNZ  group
 
 	TILERELEASE
+	VZEROUPPER
+	RET
+
+// The offsets of 8 consecutive Q8_0 blocks' scales.
+DATA blk34<>+0(SB)/4, $0
+DATA blk34<>+4(SB)/4, $34
+DATA blk34<>+8(SB)/4, $68
+DATA blk34<>+12(SB)/4, $102
+DATA blk34<>+16(SB)/4, $136
+DATA blk34<>+20(SB)/4, $170
+DATA blk34<>+24(SB)/4, $204
+DATA blk34<>+28(SB)/4, $238
+GLOBL blk34<>(SB), RODATA|NOPTR, $32
+
+// One block's 8 lanes into Y: VPDPBUSD of the weights biased to unsigned
+// with the activations, from their −128·Σq lanes (exact Σ w·q by lane).
+#define BLANES(off, Y) \
+	VMOVDQU  (32*off)(R9)(R11*1), Y; \
+	VPXOR    (2+34*off)(R8)(R14*1), Y12, Y5; \
+	VPDPBUSD (32*off)(SI)(R11*1), Y5, Y
+
+// func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32)
+//
+// The amx order for one activation row and rows weight rows, one weight
+// row after the other (one sequential stream, as q8rowsVNNI): per block,
+// VPDPBUSD of the weights biased to unsigned with the activations from
+// their −128·Σq lanes (xc), the 8 lanes summed (integers: exact in any
+// order), converted, and acc = fma(float32(sum), round32(d_w·d_x), acc),
+// blocks in order. Eight blocks at a time: their lanes summed by a
+// VPHADDD tree into one register of 8 block sums, their scales gathered,
+// then the 8 fused multiply-adds in order.
+TEXT ·q8rowsBlk(SB), NOSPLIT, $64-64
+	MOVQ xq+0(FP), SI
+	MOVQ xc+8(FP), R9
+	MOVQ xd+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ stride+32(FP), AX
+	MOVQ nb+40(FP), CX
+	MOVQ rows+48(FP), R10
+	MOVQ out+56(FP), DI
+	MOVL         $0x80808080, R11
+	VMOVD        R11, X12
+	VPBROADCASTD X12, Y12
+	VMOVDQU      blk34<>(SB), Y15
+
+brow:
+	VXORPS X0, X0, X0
+	XORQ   R11, R11 // 32·block
+	XORQ   R13, R13 // block
+	XORQ   R14, R14 // 34·block
+	MOVQ   CX, R12
+	SHRQ   $3, R12
+	JEQ    btail
+
+b8:
+	BLANES(0, Y1)
+	BLANES(1, Y2)
+	BLANES(2, Y3)
+	BLANES(3, Y4)
+	VPHADDD      Y2, Y1, Y1
+	VPHADDD      Y4, Y3, Y3
+	BLANES(4, Y2)
+	BLANES(5, Y4)
+	BLANES(6, Y6)
+	BLANES(7, Y7)
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y3, Y1, Y1
+	VPHADDD      Y6, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y1, Y3
+	VPERM2I128   $0x31, Y2, Y1, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVDQU      Y3, 0(SP)
+	// The 8 blocks' scales, round32(d_w·d_x).
+	LEAQ         (R8)(R14*1), BX
+	VPCMPEQD     Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPGATHERDD   Y6, (BX)(Y15*1), Y7
+	VPMOVDW      Y7, X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (DX)(R13*4), Y7, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVSS       0(SP), X1
+	VFMADD231SS  32(SP), X1, X0
+	VMOVSS       4(SP), X1
+	VFMADD231SS  36(SP), X1, X0
+	VMOVSS       8(SP), X1
+	VFMADD231SS  40(SP), X1, X0
+	VMOVSS       12(SP), X1
+	VFMADD231SS  44(SP), X1, X0
+	VMOVSS       16(SP), X1
+	VFMADD231SS  48(SP), X1, X0
+	VMOVSS       20(SP), X1
+	VFMADD231SS  52(SP), X1, X0
+	VMOVSS       24(SP), X1
+	VFMADD231SS  56(SP), X1, X0
+	VMOVSS       28(SP), X1
+	VFMADD231SS  60(SP), X1, X0
+	ADDQ         $256, R11
+	ADDQ         $272, R14
+	ADDQ         $8, R13
+	DECQ         R12
+	JNZ          b8
+
+btail:
+	CMPQ R13, CX
+	JGE  browdone
+
+bblock:
+	VMOVDQU      (R9)(R11*1), Y6
+	VPXOR        2(R8)(R14*1), Y12, Y5
+	VPDPBUSD     (SI)(R11*1), Y5, Y6
+	VEXTRACTI128 $1, Y6, X8
+	VPADDD       X8, X6, X6
+	VPSHUFD      $0x4E, X6, X8
+	VPADDD       X8, X6, X6
+	VPSHUFD      $0xB1, X6, X8
+	VPADDD       X8, X6, X6
+	VCVTDQ2PS    X6, X6
+	VPBROADCASTW (R8)(R14*1), X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (DX)(R13*4), X7, X7
+	VFMADD231SS  X7, X6, X0
+	ADDQ         $32, R11
+	ADDQ         $34, R14
+	INCQ         R13
+	CMPQ         R13, CX
+	JLT          bblock
+
+browdone:
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   AX, R8
+	DECQ   R10
+	JNZ    brow
 	VZEROUPPER
 	RET

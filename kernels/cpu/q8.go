@@ -42,7 +42,7 @@ type q8acts struct {
 	// t, td: the rows in groups of 16 (the last padded), each group's q
 	// transposed by dwords, dword k of row r at [16·cols·g + 64k + 4r],
 	// and its scales at [16·nb·g + 16b + r], for the AMX tile (q8amx),
-	// where the path has it and x has at least 16 rows.
+	// where the path has it.
 	t  []int8
 	td []float32
 	k  *q8kActs
@@ -101,7 +101,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			a.u = growAny(a.bu, x.rows*2*x.cols)
 			a.bu = a.u
 		}
-		if b.k.q8amx != nil && x.rows >= q8amxRows {
+		if b.k.q8amx != nil {
 			// Padded rows of the last group are left as they are: a
 			// column of the tile depends on its own row only.
 			rp := (x.rows + 15) &^ 15
@@ -214,20 +214,23 @@ func (s *packScratch) aligned(n int) []byte {
 	return b[off : off+n]
 }
 
-// The AMX Q8_0 tile (q8amxTile): 16 activation rows × up to 16 weight rows,
-// blocks taken 4 at a time (q8amxChunk) through the int32 scratch.
+// The AMX Q8_0 tile (q8amx): 16 activation rows × up to 16 weight rows.
 const (
 	q8amxRows    = 16
-	q8amxChunk   = 4
-	q8amxScratch = 64 + 16*8*64 + q8amxChunk*8*1024
+	q8amxScratch = 64 + 2*1024
+	// q8amxMinRows: a task with fewer activation rows takes them one at a
+	// time (q8rows) rather than in a padded 16-row tile (the same bits).
+	q8amxMinRows = 4
 )
 
-// amxScratch is a task's scratch for q8amxTile: the tile configuration,
-// the accumulators and the int32 tiles (b), and the outputs of 4 groups of
-// activation rows (out).
+// amxScratch is a task's scratch for q8amx: the tile configuration and two
+// slots of block sums (b, 64-byte aligned), the outputs of 4 groups of
+// activation rows (out) and the weight rows' scales (dw, and as read, dwh).
 type amxScratch struct {
 	b   []byte
 	out [4 * 256]float32
+	dw  []float32
+	dwh []uint16
 }
 
 var amxPool = sync.Pool{New: func() any {
@@ -253,18 +256,28 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
-		if k.q8amx != nil && acts.t != nil && r0%q8amxRows == 0 {
-			// Groups of 16 activation rows (the last one padded) × up to
-			// 16 weight rows a call, 4 groups at a time: the bits of
-			// q8rows.
+		if k.q8amx != nil && r1-r0 < q8amxMinRows {
+			// The amx path's decode: one activation row at a time, the
+			// task's weight rows in one sequential stream (q8rowsBlk),
+			// with the bits of the AMX tile.
+			for ; r < r1; r++ {
+				k.q8rows(acts.q[r*cols:(r+1)*cols], acts.c[r*cols/4:(r+1)*cols/4], acts.d[r*nb:(r+1)*nb],
+					m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, dst.row(r)[o0:o1])
+			}
+			return true
+		}
+		if k.q8amx != nil {
+			// The amx path's prefill: groups of 16 activation rows (the
+			// last padded; a group computed whole, only the task's rows
+			// kept) × up to 16 weight rows a call, 4 groups at a time.
 			s := amxPool.Get().(*amxScratch)
 			for o := o0; o < o1; o += q8amxRows {
 				mm := min(q8amxRows, o1-o)
-				for g0 := r0; g0 < r1; g0 += 4 * q8amxRows {
+				for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
 					ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
 					k.q8amx(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], m.rowBytes, mm, nb,
 						acts.t[g0*cols:], acts.td[g0*nb:], ng, s)
-					for i := range min(r1-g0, 4*q8amxRows) {
+					for i := max(r0-g0, 0); i < min(r1-g0, 4*q8amxRows); i++ {
 						out, g, rr := dst.row(g0 + i)[o:o+mm], i/q8amxRows, i%q8amxRows
 						for j := range out {
 							out[j] = s.out[g*256+j*16+rr]

@@ -2,7 +2,7 @@ package cpu
 
 import (
 	"fmt"
-	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -13,7 +13,7 @@ import (
 
 // needAMX skips where the CPU (or the OS) has no AMX, and says so where it
 // does: the tests below then run the AMX kernel.
-func needAMX(t *testing.T) {
+func needAMX(t testing.TB) {
 	t.Helper()
 	if !hasAMX {
 		t.Skip("no AMX-INT8 on this CPU (or the OS refused the tile state): the amx path is not tested")
@@ -24,22 +24,44 @@ func needAMX(t *testing.T) {
 	t.Log("AMX present: testing the amx kernel")
 }
 
-// TestQ8AMX: the AMX Q8_0 tile gives every output the bits of the one-row
-// VNNI kernel (q8rows) and of the avx2 kernel (VPMADDUBSW, the same block
-// integers), for 1–16 weight rows, 1–4 groups of activation rows, block
-// counts on both sides of the kernel's 4-block chunks, padded weight rows,
-// any quant byte (−128 included) and activations at ±127.
+// fma32 is float32's fused multiply-add, exactly rounded once (big.Float:
+// float64's FMA rounded again to float32 could round twice).
+func fma32(a, b, c float32) float32 {
+	x := new(big.Float).SetPrec(512).SetFloat64(float64(a))
+	x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+	x.Add(x, new(big.Float).SetFloat64(float64(c)))
+	f, _ := x.Float32()
+	return f
+}
+
+// q8amxRef is the amx path's order for one output, in Go: the exact block
+// sums, scaled by round32(d_w·d_x), fused-multiply-added in block order
+// from +0.
+func q8amxRef(xq []int8, xd []float32, w []byte) float32 {
+	var acc float32
+	for b := range xd {
+		var sum int32
+		for i := range 32 {
+			sum += int32(int8(w[b*34+2+i])) * int32(xq[b*32+i])
+		}
+		acc = fma32(float32(sum), q8Scale((*q8Block)(w[b*34:]))*xd[b], acc)
+	}
+	return acc
+}
+
+// TestQ8AMX: the AMX Q8_0 kernel and the amx path's decode kernel
+// (q8rowsBlk) give every output the bits of the amx order (q8amxRef), for 1–16 weight rows, 1–4 groups of activation rows,
+// padded weight rows, any quant byte (−128 included) and activations at
+// ±127.
 func TestQ8AMX(t *testing.T) {
 	needAMX(t)
-	k, a2 := kernelSet(AMX), kernelSet(AVX2)
 	r := rand.New(rand.NewPCG(35, 36))
-	for _, nb := range []int{1, 3, 4, 5, 8, 9, 48} {
+	for _, nb := range []int{1, 2, 3, 5, 48} {
 		for _, m := range []int{1, 5, 8, 16} {
 			for _, ng := range []int{1, 2, 4} {
 				for trial := range 3 {
-					stride, cols := nb*34+2*(trial%2), nb*32
-					rows := ng * 16
-					xq, xd, xc := make([]int8, rows*cols), make([]float32, rows*nb), make([]int32, rows*cols/4)
+					stride, cols, rows := nb*34+3*(trial%2), nb*32, ng*16
+					xq, xd := make([]int8, rows*cols), make([]float32, rows*nb)
 					xt, xtd := make([]int8, rows*cols), make([]float32, rows*nb)
 					for row := range rows {
 						x := make([]float32, cols)
@@ -51,7 +73,6 @@ func TestQ8AMX(t *testing.T) {
 						}
 						q, d := xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb]
 						quantizeRowQ8(q, d, x)
-						q8Corr(xc[row*cols/4:(row+1)*cols/4], q)
 						q8Transpose(xt[row&^15*cols:], xtd[row&^15*nb:], row&15, q, d)
 					}
 					w := make([]byte, m*stride)
@@ -68,36 +89,43 @@ func TestQ8AMX(t *testing.T) {
 						}
 					}
 					s := amxPool.Get().(*amxScratch)
-					k.q8amx(w, stride, m, nb, xt, xtd, ng, s)
+					vq8amx(w, stride, m, nb, xt, xtd, ng, s)
 					for row := range rows {
-						rq, rc, rd := xq[row*cols:(row+1)*cols], xc[row*cols/4:(row+1)*cols/4], xd[row*nb:(row+1)*nb]
-						want := make([]float32, m)
-						k.q8rows(rq, rc, rd, w, stride, want)
 						for j := range m {
-							rw := w[j*stride : j*stride+nb*34]
-							avx2, _, _, _ := a2.q8i1x4(rq, rd, rw, rw, rw, rw)
-							got := s.out[(row/16)*256+j*16+row%16]
-							if !same(got, want[j]) || !same(got, avx2) {
-								t.Fatalf("nb=%d m=%d ng=%d trial %d: out[%d][%d] = %v, q8rows %v, avx2 %v", nb, m, ng, trial, row, j, got, want[j], avx2)
+							want := q8amxRef(xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb], w[j*stride:j*stride+nb*34])
+							if got := s.out[(row/16)*256+j*16+row%16]; !same(got, want) {
+								t.Fatalf("nb=%d m=%d ng=%d trial %d: out[%d][%d] = %v, want %v", nb, m, ng, trial, row, j, got, want)
 							}
 						}
 					}
 					amxPool.Put(s)
+					// The decode kernel, one activation row at a time.
+					xc, got := make([]int32, cols/4), make([]float32, m)
+					for _, row := range []int{0, rows - 1} {
+						q, d := xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb]
+						q8Corr(xc, q)
+						vq8rowsBlk(q, xc, d, w, stride, got)
+						for j := range m {
+							if want := q8amxRef(q, d, w[j*stride:j*stride+nb*34]); !same(got[j], want) {
+								t.Fatalf("q8rowsBlk nb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nb, m, trial, row, j, got[j], want)
+							}
+						}
+					}
 				}
 			}
 		}
 	}
 }
 
-// TestQ8AMXPaths: a Q8_0 product on the amx path has the bits of the same
-// product on the avx512 path, element by element, for batches that fill
-// 16-row groups or leave a partial one (17, 33, 70 rows, crossing an
-// activation task), weight counts that leave tails after 16- and 8-row
-// calls, and 1 or 2 threads.
-func TestQ8AMXPaths(t *testing.T) {
+// TestQ8AMXProduct: every Q8_0 product on the amx path, one row (decode)
+// or a batch that fills 16-row groups or leaves a partial one (17, 70:
+// across an activation task), with weight counts that leave tails after
+// 16-row calls, on 1 and 2 threads, has in each element the bits of the
+// amx order on the row's quantized activations.
+func TestQ8AMXProduct(t *testing.T) {
 	needAMX(t)
 	r := rand.New(rand.NewPCG(37, 38))
-	for _, sh := range []struct{ rows, cols, n int }{{16, 256, 24}, {17, 768, 53}, {33, 32, 7}, {70, 512, 100}, {128, 1536, 48}} {
+	for _, sh := range []struct{ rows, cols, n int }{{1, 256, 24}, {3, 64, 30}, {5, 96, 7}, {16, 256, 53}, {17, 768, 40}, {70, 512, 100}} {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%dx%dx%d/threads=%d", sh.rows, sh.cols, sh.n, threads), func(t *testing.T) {
 				w := make([]float32, sh.n*sh.cols)
@@ -112,28 +140,30 @@ func TestQ8AMXPaths(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%7)
 				}
-				var outs [2][]float32
-				for i, p := range []Path{AVX512, AMX} {
-					b, err := NewWithPath(kernels.Options{Threads: threads}, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					m, err := b.NewMatrix(kernels.Q8_0, sh.n, sh.cols, data)
-					if err != nil {
-						t.Fatal(err)
-					}
-					x, _ := b.NewTensor(sh.rows, sh.cols)
-					b.Upload(x, xs)
-					dst, _ := b.NewTensor(sh.rows, sh.n)
-					if err := b.MatMul(dst, x, m); err != nil {
-						t.Fatal(err)
-					}
-					outs[i] = slices.Clone(Data(dst))
-					b.Close()
+				b, err := NewWithPath(kernels.Options{Threads: threads}, AMX)
+				if err != nil {
+					t.Fatal(err)
 				}
-				for i := range outs[0] {
-					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-						t.Fatalf("row %d out %d: avx512 %v, amx %v", i/sh.n, i%sh.n, outs[0][i], outs[1][i])
+				defer b.Close()
+				m, err := b.NewMatrix(kernels.Q8_0, sh.n, sh.cols, data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, _ := b.NewTensor(sh.rows, sh.cols)
+				b.Upload(x, xs)
+				dst, _ := b.NewTensor(sh.rows, sh.n)
+				if err := b.MatMul(dst, x, m); err != nil {
+					t.Fatal(err)
+				}
+				got := Data(dst)
+				nb, rb := sh.cols/32, sh.cols/32*34
+				xq, xd := make([]int8, sh.cols), make([]float32, nb)
+				for row := range sh.rows {
+					quantizeRowQ8(xq, xd, xs[row*sh.cols:(row+1)*sh.cols])
+					for o := range sh.n {
+						if want := q8amxRef(xq, xd, data[o*rb:(o+1)*rb]); !same(got[row*sh.n+o], want) {
+							t.Fatalf("row %d out %d: %v, want %v", row, o, got[row*sh.n+o], want)
+						}
 					}
 				}
 			})
@@ -142,13 +172,11 @@ func TestQ8AMXPaths(t *testing.T) {
 }
 
 // BenchmarkQ8AMXTile: 64 activation rows × 16 weight rows of nb blocks, the
-// AMX tile (4 groups of 16 rows a call) against the 4×8 VNNI tile (packing
-// included, as a task does), reported per CPU second (cpu-GOP/s: 2 ops a
-// multiply-add).
+// AMX kernel (4 groups of 16 rows a call) against the avx512 path's 4×8
+// VNNI tile (packing included, as a task does), per CPU second (cpu-GOP/s:
+// 2 ops a multiply-add).
 func BenchmarkQ8AMXTile(b *testing.B) {
-	if !hasAMX {
-		b.Skip("no AMX")
-	}
+	needAMX(b)
 	const nb, rows, m = 48, 64, 16
 	cols, stride := nb*32, nb*34
 	r := rand.New(rand.NewPCG(1, 2))
