@@ -30,45 +30,73 @@
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x4B; BYTE $0x5E; BYTE $0xC4; \
 	BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x0B
 
-// func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, out *float32, scr *byte, m int, dw *float32, dwh *uint16)
-TEXT ·q8amxTile(SB), NOSPLIT, $0-88
-	// The weight rows' scales, dwh[16b+j], read row by row: one
-	// sequential stream a row, which also brings the row's quants into
-	// the cache for the tiles (a decode step reads them once).
-	MOVQ w+0(FP), SI
-	MOVQ dwh+80(FP), DI
-	MOVQ stride+8(FP), DX
-	MOVQ m+64(FP), R8
+// The offsets of 16 consecutive Q8_0 blocks' scales.
+DATA blk34x16<>+0(SB)/4, $0
+DATA blk34x16<>+4(SB)/4, $34
+DATA blk34x16<>+8(SB)/4, $68
+DATA blk34x16<>+12(SB)/4, $102
+DATA blk34x16<>+16(SB)/4, $136
+DATA blk34x16<>+20(SB)/4, $170
+DATA blk34x16<>+24(SB)/4, $204
+DATA blk34x16<>+28(SB)/4, $238
+DATA blk34x16<>+32(SB)/4, $272
+DATA blk34x16<>+36(SB)/4, $306
+DATA blk34x16<>+40(SB)/4, $340
+DATA blk34x16<>+44(SB)/4, $374
+DATA blk34x16<>+48(SB)/4, $408
+DATA blk34x16<>+52(SB)/4, $442
+DATA blk34x16<>+56(SB)/4, $476
+DATA blk34x16<>+60(SB)/4, $510
+GLOBL blk34x16<>(SB), RODATA|NOPTR, $64
+
+// func q8amxTile(w *byte, stride, nb int, xt *int8, xd *float32, ng int, dst *float32, scr *byte, m int, dw *float32, idx *int32, masks *uint32, ld16 int)
+TEXT ·q8amxTile(SB), NOSPLIT, $0-104
+	// The weight rows' scales as float32, dw[1024j+b]: row by row, 16
+	// blocks a gather (one sequential stream a row, which also brings the
+	// row's quants into the cache for the tiles).
+	MOVQ      w+0(FP), SI
+	MOVQ      dw+72(FP), DI
+	MOVQ      stride+8(FP), DX
+	MOVQ      m+64(FP), R8
+	VMOVDQU32 blk34x16<>(SB), Z20
+	MOVL      $0xffff, BX
 
 srow:
 	MOVQ SI, R9
 	MOVQ DI, R10
 	MOVQ nb+16(FP), CX
 
-sblk:
-	MOVWLZX (R9), AX
-	MOVW    AX, (R10)
-	ADDQ    $34, R9
-	ADDQ    $32, R10
-	DECQ    CX
-	JNZ     sblk
-	ADDQ    DX, SI
-	ADDQ    $2, DI
-	DECQ    R8
-	JNZ     srow
+s16:
+	CMPQ       CX, $16
+	JLT        stail
+	KMOVW      BX, K2
+	VPGATHERDD (R9)(Z20*1), K2, Z21
+	VPMOVDW    Z21, Y21
+	VCVTPH2PS  Y21, Z21
+	VMOVUPS    Z21, (R10)
+	ADDQ       $544, R9
+	ADDQ       $64, R10
+	SUBQ       $16, CX
+	JMP        s16
 
-	// As float32, dw[16b+j] (the halves of rows j ≥ m are not used).
-	MOVQ dwh+80(FP), SI
-	MOVQ dw+72(FP), DI
-	MOVQ nb+16(FP), CX
+stail:
+	TESTQ      CX, CX
+	JEQ        snext
+	MOVQ       $1, AX
+	SHLQ       CX, AX
+	DECQ       AX
+	KMOVW      AX, K2
+	VPXORD     Z21, Z21, Z21
+	VPGATHERDD (R9)(Z20*1), K2, Z21
+	VPMOVDW    Z21, Y21
+	VCVTPH2PS  Y21, Z21
+	VMOVUPS    Z21, (R10)
 
-sconv:
-	VCVTPH2PS (SI), Z21
-	VMOVUPS   Z21, (DI)
-	ADDQ      $32, SI
-	ADDQ      $64, DI
-	DECQ      CX
-	JNZ       sconv
+snext:
+	ADDQ DX, SI
+	ADDQ $4096, DI
+	DECQ R8
+	JNZ  srow
 
 	MOVQ stride+8(FP), DX
 	MOVQ m+64(FP), R11
@@ -127,135 +155,171 @@ floats:
 	VFMADD231PS Z17, Z24, Z0
 	CMPQ        R11, $1
 	JEQ         next
-	VMULPS.BCST 4(R9), Z16, Z18
+	VMULPS.BCST 4096(R9), Z16, Z18
 	VCVTDQ2PS   64(R10), Z25
 	VFMADD231PS Z18, Z25, Z1
 	CMPQ        R11, $2
 	JEQ         next
-	VMULPS.BCST 8(R9), Z16, Z19
+	VMULPS.BCST 8192(R9), Z16, Z19
 	VCVTDQ2PS   128(R10), Z26
 	VFMADD231PS Z19, Z26, Z2
 	CMPQ        R11, $3
 	JEQ         next
-	VMULPS.BCST 12(R9), Z16, Z20
+	VMULPS.BCST 12288(R9), Z16, Z20
 	VCVTDQ2PS   192(R10), Z27
 	VFMADD231PS Z20, Z27, Z3
 	CMPQ        R11, $4
 	JEQ         next
-	VMULPS.BCST 16(R9), Z16, Z21
+	VMULPS.BCST 16384(R9), Z16, Z21
 	VCVTDQ2PS   256(R10), Z28
 	VFMADD231PS Z21, Z28, Z4
 	CMPQ        R11, $5
 	JEQ         next
-	VMULPS.BCST 20(R9), Z16, Z22
+	VMULPS.BCST 20480(R9), Z16, Z22
 	VCVTDQ2PS   320(R10), Z29
 	VFMADD231PS Z22, Z29, Z5
 	CMPQ        R11, $6
 	JEQ         next
-	VMULPS.BCST 24(R9), Z16, Z23
+	VMULPS.BCST 24576(R9), Z16, Z23
 	VCVTDQ2PS   384(R10), Z30
 	VFMADD231PS Z23, Z30, Z6
 	CMPQ        R11, $7
 	JEQ         next
-	VMULPS.BCST 28(R9), Z16, Z17
+	VMULPS.BCST 28672(R9), Z16, Z17
 	VCVTDQ2PS   448(R10), Z24
 	VFMADD231PS Z17, Z24, Z7
 	CMPQ        R11, $8
 	JEQ         next
-	VMULPS.BCST 32(R9), Z16, Z18
+	VMULPS.BCST 32768(R9), Z16, Z18
 	VCVTDQ2PS   512(R10), Z25
 	VFMADD231PS Z18, Z25, Z8
 	CMPQ        R11, $9
 	JEQ         next
-	VMULPS.BCST 36(R9), Z16, Z19
+	VMULPS.BCST 36864(R9), Z16, Z19
 	VCVTDQ2PS   576(R10), Z26
 	VFMADD231PS Z19, Z26, Z9
 	CMPQ        R11, $10
 	JEQ         next
-	VMULPS.BCST 40(R9), Z16, Z20
+	VMULPS.BCST 40960(R9), Z16, Z20
 	VCVTDQ2PS   640(R10), Z27
 	VFMADD231PS Z20, Z27, Z10
 	CMPQ        R11, $11
 	JEQ         next
-	VMULPS.BCST 44(R9), Z16, Z21
+	VMULPS.BCST 45056(R9), Z16, Z21
 	VCVTDQ2PS   704(R10), Z28
 	VFMADD231PS Z21, Z28, Z11
 	CMPQ        R11, $12
 	JEQ         next
-	VMULPS.BCST 48(R9), Z16, Z22
+	VMULPS.BCST 49152(R9), Z16, Z22
 	VCVTDQ2PS   768(R10), Z29
 	VFMADD231PS Z22, Z29, Z12
 	CMPQ        R11, $13
 	JEQ         next
-	VMULPS.BCST 52(R9), Z16, Z23
+	VMULPS.BCST 53248(R9), Z16, Z23
 	VCVTDQ2PS   832(R10), Z30
 	VFMADD231PS Z23, Z30, Z13
 	CMPQ        R11, $14
 	JEQ         next
-	VMULPS.BCST 56(R9), Z16, Z17
+	VMULPS.BCST 57344(R9), Z16, Z17
 	VCVTDQ2PS   896(R10), Z24
 	VFMADD231PS Z17, Z24, Z14
 	CMPQ        R11, $15
 	JEQ         next
-	VMULPS.BCST 60(R9), Z16, Z18
+	VMULPS.BCST 61440(R9), Z16, Z18
 	VCVTDQ2PS   960(R10), Z25
 	VFMADD231PS Z18, Z25, Z15
 
 next:
 	ADDQ  $64, AX
-	ADDQ  $64, R9
+	ADDQ  $4, R9
 	XCHGQ BX, R10
 	DECQ  R8
 	JNZ   block
 
-	MOVQ out+48(FP), DI
-
-	VMOVUPS Z0, 0(DI)
-	CMPQ    R11, $1
-	JEQ     stored
-	VMOVUPS Z1, 64(DI)
-	CMPQ    R11, $2
-	JEQ     stored
-	VMOVUPS Z2, 128(DI)
-	CMPQ    R11, $3
-	JEQ     stored
-	VMOVUPS Z3, 192(DI)
-	CMPQ    R11, $4
-	JEQ     stored
-	VMOVUPS Z4, 256(DI)
-	CMPQ    R11, $5
-	JEQ     stored
-	VMOVUPS Z5, 320(DI)
-	CMPQ    R11, $6
-	JEQ     stored
-	VMOVUPS Z6, 384(DI)
-	CMPQ    R11, $7
-	JEQ     stored
-	VMOVUPS Z7, 448(DI)
-	CMPQ    R11, $8
-	JEQ     stored
-	VMOVUPS Z8, 512(DI)
-	CMPQ    R11, $9
-	JEQ     stored
-	VMOVUPS Z9, 576(DI)
-	CMPQ    R11, $10
-	JEQ     stored
-	VMOVUPS Z10, 640(DI)
-	CMPQ    R11, $11
-	JEQ     stored
-	VMOVUPS Z11, 704(DI)
-	CMPQ    R11, $12
-	JEQ     stored
-	VMOVUPS Z12, 768(DI)
-	CMPQ    R11, $13
-	JEQ     stored
-	VMOVUPS Z13, 832(DI)
-	CMPQ    R11, $14
-	JEQ     stored
-	VMOVUPS Z14, 896(DI)
-	CMPQ    R11, $15
-	JEQ     stored
-	VMOVUPS Z15, 960(DI)
+	// Weight row j's outputs, one a lane, scattered down column j of the
+	// group's rows (idx: r·ld bytes), the rows outside the task masked.
+	MOVQ      dst+48(FP), DI
+	MOVQ      masks+88(FP), AX
+	KMOVW     (AX), K1
+	MOVQ      idx+80(FP), AX
+	VMOVDQU32 (AX), Z31
+	KMOVW       K1, K2
+	VSCATTERDPS Z0, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $1
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z1, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $2
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z2, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $3
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z3, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $4
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z4, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $5
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z5, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $6
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z6, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $7
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z7, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $8
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z8, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $9
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z9, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $10
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z10, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $11
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z11, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $12
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z12, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $13
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z13, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $14
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z14, K2, (DI)(Z31*1)
+	ADDQ        $4, DI
+	CMPQ        R11, $15
+	JEQ         stored
+	KMOVW       K1, K2
+	VSCATTERDPS Z15, K2, (DI)(Z31*1)
 
 stored:
 	// The next group of 16 activation rows.
@@ -265,7 +329,9 @@ stored:
 	MOVQ nb+16(FP), AX
 	SHLQ $6, AX
 	ADDQ AX, xd+32(FP)
-	ADDQ $1024, out+48(FP)
+	MOVQ ld16+96(FP), AX
+	ADDQ AX, dst+48(FP)
+	ADDQ $4, masks+88(FP)
 	DECQ ng+40(FP)
 	JNZ  group
 

@@ -9,9 +9,12 @@
 // else avx2 (AVX2, FMA, F16C) on amd64; neon (ASIMD) on arm64, its Q8_0
 // kernel with SDOT where the CPU has ASIMDDP, else SMULL/SADALP (the same
 // block integers, the same bits); else generic (pure Go, every platform).
-// CLOISON_CPU=generic|avx2|avx512|neon forces one; New refuses (ErrPath,
-// code invalid) an unknown name or a path the CPU lacks rather than falling
-// back.
+// On amd64 Linux with AMX (AMX-TILE and AMX-INT8, once the OS granted the
+// tile state) the default is amx: avx512 with every Q8_0 product in its
+// own order on AMX tiles (below). CLOISON_CPU=generic|avx2|avx512|amx|neon
+// forces one (avx512 on an AMX machine: the VNNI kernels, in their order);
+// New refuses (ErrPath, code invalid) an unknown name or a path the CPU
+// lacks rather than falling back.
 //
 // Backend.Path reports the path in use; NewWithPath opens on a given one.
 //
@@ -137,6 +140,46 @@
 //     in place.
 //   - The arena keeps a tag and per-layer fill count for every page and
 //     checks them before every read (kernels.Arena).
+//
+// The amx path (amx_amd64.go, amx_amd64.s). Its Q8_0 order is not the
+// VNNI kernels': per output, over blocks in order from +0,
+//
+//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//
+// one float step per block of 32 products where the VNNI order takes one
+// per 4 (eight lanes of 4-product sums, then HSUM8). That is what lets
+// AMX help: a tile multiply (TDPBSSD, int8×int8 → int32) computes whole
+// block sums, m ≤ 16 weight rows (loaded in place from the weights, 32
+// bytes a row) × 16 activation rows (the block's 8 dwords of the rows,
+// 64 bytes a dword: q8acts.t, transposed once per product), the exact
+// integers, then the float steps run with the 16 activation rows in a
+// register's lanes, one accumulator a weight row, while the tile unit
+// computes the next block's sums into the other of two 1 KB slots. With
+// the VNNI order AMX cannot beat VPDPBUSD: each int32 a tile yields is a
+// 4-product lane sum, so a TDPBSSD gives 256 of them in about 16 cycles
+// (K = 4; its K = 64 unused) and TILESTORED 1 KB more; a first kernel
+// built that way, bit-identical to the VNNI tile, ran at 0.6× it.
+// Decode (tasks of fewer than 4 activation rows, q8amxMinRows) runs
+// q8rowsBlk instead (a padded tile would compute 15 unused rows): the
+// task's weight rows one after the other, VPDPBUSD per block, eight
+// blocks' lanes summed by a VPHADDD tree, their scales gathered, the
+// eight fused multiply-adds in order: the tile's bits. Every Q8_0
+// product of the path goes through one of the two, so a row's result is
+// the same alone or in any batch (TestBlockDecodeBatch, TestQ8AMXProduct),
+// and TestQ8AMX checks both kernels against q8amxRef, the order in Go
+// (block sums, exactly rounded fused multiply-adds), on every quant byte,
+// activations at ±127, 1–16 weight rows, 1–4 groups, padded rows. The
+// tests skip, saying so, where the CPU lacks AMX; breaking the kernel on
+// purpose (TDPBUSD for TDPBSSD, a wrong accumulator) fails them and the
+// conformance suite. Linux must grant the tile state first (arch_prctl
+// ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, once per process: amxPermit);
+// the path is offered only when it did. Tile state is per thread and a
+// goroutine may move between threads, so each assembly call loads the
+// tile configuration and ends with TILERELEASE: no tile state survives a
+// call (an assembly function is not preempted inside). The Go assembler
+// lacks the AMX mnemonics: they are BYTE-encoded, the encodings listed in
+// amx_amd64.s and checked with objdump -d. Other types run avx512's
+// kernels.
 //
 // Every path is deterministic and batch-invariant with its own fixed order
 // (generic: dot.go; avx2, avx512: dot_amd64.go; neon: dot_arm64.go); paths are not bit-identical

@@ -30,9 +30,10 @@ const (
 	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
 	// AVX512_VNNI (else as AVX2).
 	AVX512 Path = "avx512"
-	// AMX is avx512 with Q8_0 prefill products on AMX tiles (TDPBSSD;
-	// amd64 Linux with AMX-TILE and AMX-INT8, after the OS granted the tile
-	// state): the bits of avx512 with VNNI (q8amx).
+	// AMX is avx512 with every Q8_0 product in its own order, one float
+	// step per 32-value block (q8.go): prefill on AMX tiles (TDPBSSD),
+	// decode on a VNNI row kernel with the same bits (amd64 Linux with
+	// AMX-TILE and AMX-INT8, after the OS granted the tile state).
 	AMX Path = "amx"
 	// NEON is Go assembly with Advanced SIMD (arm64): 4-lane float dot
 	// products, F16 and BF16 converted in registers (FCVTL, a shift), Q8_0
@@ -113,7 +114,8 @@ type kset struct {
 	// has none).
 	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
 	// q8rows sets out[i] to the product with the weight row at
-	// w[i·stride:] for every i < len(out), with q8i1x4's bits, from the
+	// w[i·stride:] for every i < len(out), with q8i1x4's bits (on amx:
+	// q8amx's, the amx order), from the
 	// activation row's −128·Σq lanes xc (q8acts.c), the rows one after the
 	// other in one call (decode; nil where the path has none, and then
 	// q8acts.c is not computed).
@@ -131,9 +133,10 @@ type kset struct {
 	q8dup   func(q []int8, u []byte)
 	q8tile8 func(xu []byte, xd []float32, pk []byte, out *[32]float32)
 	// q8amx computes ng groups of 16 activation rows (q8acts.t, td) × the
-	// m ≤ 16 weight rows at w[j·stride:] into s.out with q8rows' bits
-	// (the amx path; nil elsewhere).
-	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, s *amxScratch)
+	// m ≤ 16 weight rows at w[j·stride:] into dst[i·ld+j] for the rows
+	// lo ≤ i < hi of the groups, in the amx order, with the bits of the amx
+	// path's q8rows (nil elsewhere).
+	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
 	// generic (a nil one's weights take the float kernels, kset.hasInt).

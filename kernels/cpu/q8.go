@@ -21,9 +21,14 @@ import (
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
 //
-// over blocks in order, lanes combined as hsum8 (dot_amd64.go). Every Q8_0
-// product of a row, decode or prefill, goes this way, so a row's result
-// never depends on the batch. The activation rounding costs at most
+// over blocks in order, lanes combined as hsum8 (dot_amd64.go). The amx
+// path has its own order, one step per block of the block's exact sum
+// (amx_amd64.go, doc.go):
+//
+//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//
+// Every Q8_0 product of a row on a path, decode or prefill, goes the
+// path's way, so a row's result never depends on the batch. The activation rounding costs at most
 // Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite adds to the
 // MatMul tolerance for Q8_0.
 
@@ -221,16 +226,17 @@ const (
 	// q8amxMinRows: a task with fewer activation rows takes them one at a
 	// time (q8rows) rather than in a padded 16-row tile (the same bits).
 	q8amxMinRows = 4
+	// q8amxMaxBlocks: longer rows (more than 32,768 values) take the row
+	// kernel (q8rows), with the same bits.
+	q8amxMaxBlocks = 1024
 )
 
 // amxScratch is a task's scratch for q8amx: the tile configuration and two
-// slots of block sums (b, 64-byte aligned), the outputs of 4 groups of
-// activation rows (out) and the weight rows' scales (dw, and as read, dwh).
+// slots of block sums (b, 64-byte aligned) and the weight rows' scales
+// (dw: 16 rows of q8amxMaxBlocks).
 type amxScratch struct {
-	b   []byte
-	out [4 * 256]float32
-	dw  []float32
-	dwh []uint16
+	b  []byte
+	dw []float32
 }
 
 var amxPool = sync.Pool{New: func() any {
@@ -256,7 +262,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
-		if k.q8amx != nil && r1-r0 < q8amxMinRows {
+		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks) {
 			// The amx path's decode: one activation row at a time, the
 			// task's weight rows in one sequential stream (q8rowsBlk),
 			// with the bits of the AMX tile.
@@ -275,14 +281,9 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 				mm := min(q8amxRows, o1-o)
 				for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
 					ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
+					lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)
 					k.q8amx(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], m.rowBytes, mm, nb,
-						acts.t[g0*cols:], acts.td[g0*nb:], ng, s)
-					for i := max(r0-g0, 0); i < min(r1-g0, 4*q8amxRows); i++ {
-						out, g, rr := dst.row(g0 + i)[o:o+mm], i/q8amxRows, i%q8amxRows
-						for j := range out {
-							out[j] = s.out[g*256+j*16+rr]
-						}
-					}
+						acts.t[g0*cols:], acts.td[g0*nb:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
 				}
 			}
 			amxPool.Put(s)

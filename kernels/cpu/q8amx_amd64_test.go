@@ -52,11 +52,11 @@ func q8amxRef(xq []int8, xd []float32, w []byte) float32 {
 // TestQ8AMX: the AMX Q8_0 kernel and the amx path's decode kernel
 // (q8rowsBlk) give every output the bits of the amx order (q8amxRef), for 1–16 weight rows, 1–4 groups of activation rows,
 // padded weight rows, any quant byte (−128 included) and activations at
-// ±127.
+// ±127, writing only the rows asked for.
 func TestQ8AMX(t *testing.T) {
 	needAMX(t)
 	r := rand.New(rand.NewPCG(35, 36))
-	for _, nb := range []int{1, 2, 3, 5, 48} {
+	for _, nb := range []int{1, 2, 3, 5, 21, 48} {
 		for _, m := range []int{1, 5, 8, 16} {
 			for _, ng := range []int{1, 2, 4} {
 				for trial := range 3 {
@@ -89,11 +89,25 @@ func TestQ8AMX(t *testing.T) {
 						}
 					}
 					s := amxPool.Get().(*amxScratch)
-					vq8amx(w, stride, m, nb, xt, xtd, ng, s)
+					// Rows lo…hi of a dst with ld > m: the rest untouched.
+					ld, lo, hi := m+3, trial%3, rows-trial%2
+					dst := make([]float32, rows*ld)
+					const sentinel = 12345
+					for i := range dst {
+						dst[i] = sentinel
+					}
+					vq8amx(w, stride, m, nb, xt, xtd, ng, dst, ld, lo, hi, s)
 					for row := range rows {
-						for j := range m {
+						for j := range ld {
+							got := dst[row*ld+j]
+							if row < lo || row >= hi || j >= m {
+								if got != sentinel {
+									t.Fatalf("nb=%d m=%d ng=%d trial %d: wrote dst[%d][%d] outside rows %d…%d, columns < %d", nb, m, ng, trial, row, j, lo, hi, m)
+								}
+								continue
+							}
 							want := q8amxRef(xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb], w[j*stride:j*stride+nb*34])
-							if got := s.out[(row/16)*256+j*16+row%16]; !same(got, want) {
+							if !same(got, want) {
 								t.Fatalf("nb=%d m=%d ng=%d trial %d: out[%d][%d] = %v, want %v", nb, m, ng, trial, row, j, got, want)
 							}
 						}
@@ -120,12 +134,13 @@ func TestQ8AMX(t *testing.T) {
 // TestQ8AMXProduct: every Q8_0 product on the amx path, one row (decode)
 // or a batch that fills 16-row groups or leaves a partial one (17, 70:
 // across an activation task), with weight counts that leave tails after
-// 16-row calls, on 1 and 2 threads, has in each element the bits of the
+// 16-row calls, rows too long for the tile (the row kernel), on 1 and 2
+// threads, has in each element the bits of the
 // amx order on the row's quantized activations.
 func TestQ8AMXProduct(t *testing.T) {
 	needAMX(t)
 	r := rand.New(rand.NewPCG(37, 38))
-	for _, sh := range []struct{ rows, cols, n int }{{1, 256, 24}, {3, 64, 30}, {5, 96, 7}, {16, 256, 53}, {17, 768, 40}, {70, 512, 100}} {
+	for _, sh := range []struct{ rows, cols, n int }{{1, 256, 24}, {3, 64, 30}, {5, 96, 7}, {16, 256, 53}, {17, 768, 40}, {70, 512, 100}, {17, 32 * (q8amxMaxBlocks + 1), 5}} {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%dx%dx%d/threads=%d", sh.rows, sh.cols, sh.n, threads), func(t *testing.T) {
 				w := make([]float32, sh.n*sh.cols)
@@ -207,9 +222,10 @@ func BenchmarkQ8AMXTile(b *testing.B) {
 	}
 	b.Run("amx", func(b *testing.B) {
 		s := amxPool.Get().(*amxScratch)
+		dst := make([]float32, rows*m)
 		c0 := cpuTime()
 		for b.Loop() {
-			vq8amx(w, stride, m, nb, xt, xtd, 4, s)
+			vq8amx(w, stride, m, nb, xt, xtd, 4, dst, m, 0, rows, s)
 		}
 		report(b, c0)
 	})
