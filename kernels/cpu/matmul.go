@@ -20,7 +20,7 @@ const (
 	// 16 rows (24 would leave a call of 8, costing a 16-row call's tile
 	// work).
 	wBlockAMX = 48
-	xTile  = 64 // activation rows per task
+	xTile     = 64 // activation rows per task
 )
 
 // MatMul sets dst = x·wᵀ.
