@@ -216,7 +216,10 @@
 // 128 tokens at 529–571 tok/cpu-s against 313–335 (1.7×; cloisonctl
 // bench, CPU time of 6 repetitions less 1), decodes one sequence at
 // 33–36 against 31–33 tok/cpu-s, 4 sequences at 93–94 against 89–92, 16
-// at 287–294 against 181–185 (1.6×). In an amx prefill the tile kernel
+// at 287–294 against 181–185 (1.6×). llama.cpp's native llama-bench
+// (build de3ff81 without AMX, whose AMX build crashed here) prefilled the
+// 128 tokens at 244–249 tok/cpu-s in the same run: amx 2.2× it, avx512
+// 1.25×. In an amx prefill the tile kernel
 // takes about 70% of the CPU time, quantizing and transposing the
 // activations (Go) about 12%; the kernel's float steps (three instructions per weight row, block
 // and 16 activation rows) and its tile stores now bound it, not the
