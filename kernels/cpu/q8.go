@@ -227,7 +227,8 @@ const (
 	// time (q8rows) rather than in a padded 16-row tile (the same bits).
 	q8amxMinRows = 4
 	// q8amxMaxBlocks: longer rows (more than 32,768 values) take the row
-	// kernel (q8rows), with the same bits.
+	// kernel (q8rows), with the same bits, as do outputs of 2²⁵ columns or
+	// more (the tile scatters with 32-bit offsets).
 	q8amxMaxBlocks = 1024
 )
 
@@ -262,7 +263,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
-		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks) {
+		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks || 64*dst.cols >= 1<<31) {
 			// The amx path's decode: one activation row at a time, the
 			// task's weight rows in one sequential stream (q8rowsBlk),
 			// with the bits of the AMX tile.
