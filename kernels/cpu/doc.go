@@ -223,7 +223,11 @@
 // takes about 70% of the CPU time, quantizing and transposing the
 // activations (Go) about 12%; the kernel's float steps (three instructions per weight row, block
 // and 16 activation rows) and its tile stores now bound it, not the
-// integer products.
+// integer products. Not yet tried: TDPBF16PS on int8 values held as bf16
+// (exact: a block's products and their sums stay below 2²⁴), whose
+// float32 sums would spare the conversion (two instructions instead of
+// three) at the price of bf16 copies of weights and activations; Q4_K on
+// AMX (it needs its own order and decode kernel too).
 //
 // What bounds a decode batch (the aim was 16 sequences decoded together at
 // ≥ 8× one sequence's tok/s, as a GPU batch would; this says why the CPU
