@@ -209,25 +209,28 @@
 //
 // On amx (one thread, Intel Xeon of the Sapphire Rapids class with
 // AMX-INT8, 2 vCPUs shared with other work at load 11–14, avx512 and amx
-// alternated in one run, figures per CPU second): the Q8_0 tile computes
-// 64 activation rows × 16 weight rows of 48 blocks at 545–615 GOP/s
-// against 163–184 for the 4×8 VNNI tile (BenchmarkQ8AMXTile, 3.3×); a
-// d=1536 GQA Q8_0 model (8 layers, ffn 4096, vocabulary 32,000) prefills
-// 128 tokens at 529–571 tok/cpu-s against 313–335 (1.7×; cloisonctl
-// bench, CPU time of 6 repetitions less 1), decodes one sequence at
-// 33–36 against 31–33 tok/cpu-s, 4 sequences at 93–94 against 89–92, 16
-// at 287–294 against 181–185 (1.6×). llama.cpp's native llama-bench
-// (build de3ff81 without AMX, whose AMX build crashed here) prefilled the
-// 128 tokens at 244–249 tok/cpu-s in the same run: amx 2.2× it, avx512
-// 1.25×. In an amx prefill the tile kernel
-// takes about 70% of the CPU time, quantizing and transposing the
-// activations (Go) about 12%; the kernel's float steps (three instructions per weight row, block
-// and 16 activation rows) and its tile stores now bound it, not the
-// integer products. Not yet tried: TDPBF16PS on int8 values held as bf16
-// (exact: a block's products and their sums stay below 2²⁴), whose
-// float32 sums would spare the conversion (two instructions instead of
-// three) at the price of bf16 copies of weights and activations; Q4_K on
-// AMX (it needs its own order and decode kernel too).
+// alternated in one run, figures per CPU second): the Q8_0 tile computes 64
+// activation rows × 16 weight rows of 48 blocks at 545–615 GOP/s against
+// 163–184 for the 4×8 VNNI tile (BenchmarkQ8AMXTile, 3.3×); a d=1536 GQA
+// Q8_0 model (8 layers, ffn 4096, vocabulary 32,000) prefills 128 tokens at
+// 529–571 tok/cpu-s against 313–335 (1.7×; cloisonctl bench, CPU time of 6
+// repetitions less 1), decodes one sequence at 33–36 against 31–33
+// tok/cpu-s, 4 sequences at 93–94 against 89–92, 16 at 287–294 against
+// 181–185 (1.6×). llama.cpp's native llama-bench (build de3ff81 without
+// AMX, whose AMX build crashed here) prefilled the 128 tokens at 244–249
+// tok/cpu-s in the same run: amx 2.2× it, avx512 1.25×. In an amx prefill
+// the tile kernel takes about 70% of the CPU time, quantizing and
+// transposing the activations (Go) about 12%. In BenchmarkQ8AMXTile the
+// tile instructions alone (zero, two loads, TDPBSSD, store a block) run at
+// about 1,060 GOP/s and the float steps alone (three instructions per
+// weight row, block and 16 activation rows) at about 1,140, together at
+// about 600: the two do not overlap, though the tile unit works on the next
+// block's slot (nor did alternating two sets of tiles, or dropping the
+// compare of the weight-row count, change it). Not yet tried: TDPBF16PS on
+// int8 values held as bf16 (exact: a block's products and their sums stay
+// below 2²⁴), whose float32 sums would spare the conversion (two
+// instructions instead of three) at the price of bf16 copies of weights and
+// activations; Q4_K on AMX (it needs its own order and decode kernel too).
 //
 // What bounds a decode batch (the aim was 16 sequences decoded together at
 // ≥ 8× one sequence's tok/s, as a GPU batch would; this says why the CPU
