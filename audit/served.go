@@ -129,7 +129,7 @@ type Served struct {
 	Sampling       Sampling `json:"sampling"`
 	ModelDigest    Digest   `json:"model_digest"` // SHA-256 of the model file served
 	Backend        Name     `json:"backend"`      // kernels backend (cpu, cuda)
-	KernelPath     Name     `json:"kernel_path"`  // its kernel path (generic, avx2, avx512; the backend's name when it has none)
+	KernelPath     Name     `json:"kernel_path"`  // its kernel path (generic, avx2, avx512, amx, neon; the backend's name when it has none)
 	// Choices, for a request of n > 1 choices, holds every choice's seed
 	// and keyed digests in index order (choice 0's are also Completion and
 	// CompletionText above); absent for n = 1.

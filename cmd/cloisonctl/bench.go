@@ -102,7 +102,7 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 	f.IntSliceVar(&c.threads, "threads", []int{1}, "thread counts")
 	f.IntVar(&c.decode, "decode", 63, "greedy decode steps after the prompt (0: prefill only)")
 	f.IntVar(&c.reps, "reps", 3, "repetitions (the best is reported)")
-	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2 or avx512 (default CLOISON_CPU, else the fastest)")
+	f.StringVar(&c.path, "path", "", "CPU kernel path: generic, avx2, avx512 or amx (default CLOISON_CPU, else the fastest)")
 	f.BoolVar(&c.jsonOut, "json", false, "JSON output")
 	f.StringVar(&c.kv, "kv-type", "f32", "element type of the KV arena: f32 or f16 (llama.cpp's default)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")

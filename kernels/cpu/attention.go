@@ -85,7 +85,7 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 	switch {
 	case o.Bidirectional || bias != nil:
 		// flash alone: flashDecode has neither.
-	case b.k.path == AVX512 && hd%64 == 0:
+	case b.k.avx512() && hd%64 == 0:
 		dk = decodeK
 	case b.k.path == AVX2 && hd%64 == 0:
 		dk = decodeK2
@@ -201,7 +201,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		return kdata[o : o+hd : o+hd]
 	}
 	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
-	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.path == AVX512 && hd%16 == 0
+	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.avx512() && hd%16 == 0
 	sc.m = grow(sc.m, nv)
 	sc.l = growAny(sc.l, nv)
 	for i := range nv {
@@ -211,7 +211,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	scores := func(i int) []float32 { return sc.scores[i*attnKeys : (i+1)*attnKeys : (i+1)*attnKeys] }
 	// w4: wsum4 takes this head dimension (probed with no positions).
 	w4 := false
-	if wsum4 != nil && k.path == AVX512 && nv >= 4 {
+	if wsum4 != nil && k.avx512() && nv >= 4 {
 		for r := range 4 {
 			sc.ov[r], sc.sv[r] = vec(ot, r), nil
 		}

@@ -32,7 +32,7 @@ var (
 )
 
 // New returns a CPU backend with o.Threads worker threads (GOMAXPROCS when 0)
-// on the kernel path CLOISON_CPU names (generic, avx2, avx512), or, when it
+// on the kernel path CLOISON_CPU names (generic, avx2, avx512, amx, neon), or, when it
 // is empty or "auto", the fastest path the CPU runs (the last of Paths).
 //
 // Errors: kernels.ErrShape for a negative thread count; ErrPath when

@@ -9,9 +9,12 @@
 // else avx2 (AVX2, FMA, F16C) on amd64; neon (ASIMD) on arm64, its Q8_0
 // kernel with SDOT where the CPU has ASIMDDP, else SMULL/SADALP (the same
 // block integers, the same bits); else generic (pure Go, every platform).
-// CLOISON_CPU=generic|avx2|avx512|neon forces one; New refuses (ErrPath,
-// code invalid) an unknown name or a path the CPU lacks rather than falling
-// back.
+// On amd64 Linux with AMX (AMX-TILE and AMX-INT8, once the OS granted the
+// tile state) the default is amx: avx512 with every Q8_0 product in its
+// own order on AMX tiles (below). CLOISON_CPU=generic|avx2|avx512|amx|neon
+// forces one (avx512 on an AMX machine: the VNNI kernels, in their order);
+// New refuses (ErrPath, code invalid) an unknown name or a path the CPU
+// lacks rather than falling back.
 //
 // Backend.Path reports the path in use; NewWithPath opens on a given one.
 //
@@ -36,7 +39,8 @@
 //     else is in the batch and whatever the thread count.
 //   - All cores: a fixed pool of worker goroutines (Options.Threads, default
 //     GOMAXPROCS) takes tasks from an atomic counter; products are split
-//     into (64-row activation tile × 24-row weight block) tasks, attention
+//     into (64-row activation tile × 24-row weight block; 48 on amx)
+//     tasks, attention
 //     into (span × kv head × 8 query rows) tasks, row-wise ops into row
 //     chunks. The
 //     calling goroutine works too, so concurrent callers cannot deadlock.
@@ -141,6 +145,46 @@
 //   - The arena keeps a tag and per-layer fill count for every page and
 //     checks them before every read (kernels.Arena).
 //
+// The amx path (amx_amd64.go, amx_amd64.s). Its Q8_0 order is not the
+// VNNI kernels': per output, over blocks in order from +0,
+//
+//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//
+// one float step per block of 32 products where the VNNI order takes one
+// per 4 (eight lanes of 4-product sums, then HSUM8). That is what lets
+// AMX help: a tile multiply (TDPBSSD, int8×int8 → int32) computes whole
+// block sums, m ≤ 16 weight rows (loaded in place from the weights, 32
+// bytes a row) × 16 activation rows (the block's 8 dwords of the rows,
+// 64 bytes a dword: q8acts.t, transposed once per product), the exact
+// integers, then the float steps run with the 16 activation rows in a
+// register's lanes, one accumulator a weight row, while the tile unit
+// computes the next block's sums into the other of two 1 KB slots. With
+// the VNNI order AMX cannot beat VPDPBUSD: each int32 a tile yields is a
+// 4-product lane sum, so a TDPBSSD gives 256 of them in about 16 cycles
+// (K = 4; its K = 64 unused) and TILESTORED 1 KB more; a first kernel
+// built that way, bit-identical to the VNNI tile, ran at 0.6× it.
+// Decode (tasks of fewer than 4 activation rows, q8amxMinRows) runs
+// q8rowsBlk instead (a padded tile would compute 15 unused rows): the
+// task's weight rows one after the other, VPDPBUSD per block, eight
+// blocks' lanes summed by a VPHADDD tree, their scales gathered, the
+// eight fused multiply-adds in order: the tile's bits. Every Q8_0
+// product of the path goes through one of the two, so a row's result is
+// the same alone or in any batch (TestBlockDecodeBatch, TestQ8AMXProduct),
+// and TestQ8AMX checks both kernels against q8amxRef, the order in Go
+// (block sums, exactly rounded fused multiply-adds), on every quant byte,
+// activations at ±127, 1–16 weight rows, 1–4 groups, padded rows. The
+// tests skip, saying so, where the CPU lacks AMX; breaking the kernel on
+// purpose (TDPBUSD for TDPBSSD, a wrong accumulator) fails them and the
+// conformance suite. Linux must grant the tile state first (arch_prctl
+// ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, once per process: amxPermit);
+// the path is offered only when it did. Tile state is per thread and a
+// goroutine may move between threads, so each assembly call loads the
+// tile configuration and ends with TILERELEASE: no tile state survives a
+// call (an assembly function is not preempted inside). The Go assembler
+// lacks the AMX mnemonics: they are BYTE-encoded, the encodings listed in
+// amx_amd64.s and checked with objdump -d. Other types run avx512's
+// kernels.
+//
 // Every path is deterministic and batch-invariant with its own fixed order
 // (generic: dot.go; avx2, avx512: dot_amd64.go; neon: dot_arm64.go); paths are not bit-identical
 // to each other, each is within the conformance tolerances and the test
@@ -165,6 +209,31 @@
 // attention takes about 30% of a Q8_0 prefill (56% before the flash
 // tiling), its score tile spending most of its instructions on the lane
 // sums of dot1x4's order.
+//
+// On amx (one thread, Intel Xeon of the Sapphire Rapids class with
+// AMX-INT8, 2 vCPUs shared with other work at load 11–14, avx512 and amx
+// alternated in one run, figures per CPU second): the Q8_0 tile computes 64
+// activation rows × 16 weight rows of 48 blocks at 545–615 GOP/s against
+// 163–184 for the 4×8 VNNI tile (BenchmarkQ8AMXTile, 3.3×); a d=1536 GQA
+// Q8_0 model (8 layers, ffn 4096, vocabulary 32,000) prefills 128 tokens at
+// 529–571 tok/cpu-s against 313–335 (1.7×; cloisonctl bench, CPU time of 6
+// repetitions less 1), decodes one sequence at 33–36 against 31–33
+// tok/cpu-s, 4 sequences at 93–94 against 89–92, 16 at 287–294 against
+// 181–185 (1.6×). llama.cpp's native llama-bench (build de3ff81 without
+// AMX, whose AMX build crashed here) prefilled the 128 tokens at 244–249
+// tok/cpu-s in the same run: amx 2.2× it, avx512 1.25×. In an amx prefill
+// the tile kernel takes about 70% of the CPU time, quantizing and
+// transposing the activations (Go) about 12%. In BenchmarkQ8AMXTile the
+// tile instructions alone (zero, two loads, TDPBSSD, store a block) run at
+// about 1,060 GOP/s and the float steps alone (three instructions per
+// weight row, block and 16 activation rows) at about 1,140, together at
+// about 600: the two do not overlap, though the tile unit works on the next
+// block's slot (nor did alternating two sets of tiles, or dropping the
+// compare of the weight-row count, change it). Not yet tried: TDPBF16PS on
+// int8 values held as bf16 (exact: a block's products and their sums stay
+// below 2²⁴), whose float32 sums would spare the conversion (two
+// instructions instead of three) at the price of bf16 copies of weights and
+// activations; Q4_K on AMX (it needs its own order and decode kernel too).
 //
 // What bounds a decode batch (the aim was 16 sequences decoded together at
 // ≥ 8× one sequence's tok/s, as a GPU batch would; this says why the CPU

@@ -35,6 +35,14 @@ var vectorSets = func() []*kset {
 	if hasAVX512 {
 		s = append(s, vset(AVX512, true))
 	}
+	if hasAMX {
+		// avx512 with every Q8_0 product on AMX tiles, in its own order
+		// (q8.go): the VNNI kernels, in theirs, are not used.
+		k := vset(AVX512, true)
+		k.path, k.q8amx = AMX, vq8amx
+		k.q8rows, k.q8i8, k.q8tile, k.q8tile8, k.q8pack8, k.q8dup = vq8rowsBlk, nil, nil, nil, nil, nil
+		s = append(s, k)
+	}
 	return s
 }()
 

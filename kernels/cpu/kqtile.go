@@ -33,7 +33,7 @@ func (k *kset) kqTile(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 	a, cols := acts.k, m.cols
 	nb := cols / 256
 	r := r0
-	if m.dt == kernels.Q4_K && k.path == AVX512 && q4kTile8 != nil {
+	if m.dt == kernels.Q4_K && k.avx512() && q4kTile8 != nil {
 		for ; r+8 <= r1; r += 8 {
 			xq, xd, bs := a.q[r*cols:(r+8)*cols], a.d[r*nb:(r+8)*nb], a.bs[r*cols/16:(r+8)*cols/16]
 			q4kTile8(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+7)*dst.cols+o1], dst.cols)

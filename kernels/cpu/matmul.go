@@ -16,7 +16,11 @@ import (
 // stream past it.
 const (
 	wBlock = 24 // weight rows per task: a multiple of 3 and 4 (the kernels' widths)
-	xTile  = 64 // activation rows per task
+	// wBlockAMX: weight rows per task on the amx path, three AMX calls of
+	// 16 rows (24 would leave a call of 8, costing a 16-row call's tile
+	// work).
+	wBlockAMX = 48
+	xTile     = 64 // activation rows per task
 )
 
 // MatMul sets dst = x·wᵀ.
@@ -44,6 +48,10 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 	}
 	ps := make([]product, len(ws))
 	tiles := (xt.rows + xTile - 1) / xTile
+	wb := wBlock
+	if b.k.q8amx != nil {
+		wb = wBlockAMX
+	}
 	tasks := 0
 	for i := range ws {
 		m, err := b.matrix(ws[i])
@@ -61,7 +69,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 			return shapeErr("matmul output aliases its input")
 		}
 		ps[i] = product{dst: d, m: m, first: tasks}
-		tasks += tiles * ((m.rows + wBlock - 1) / wBlock)
+		tasks += tiles * ((m.rows + wb - 1) / wb)
 	}
 	acts := b.prepareQ8(xt, ps)
 	b.w.run(tasks, func(t int) {
@@ -70,11 +78,11 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 			i--
 		}
 		p := ps[i]
-		blocks := (p.m.rows + wBlock - 1) / wBlock
+		blocks := (p.m.rows + wb - 1) / wb
 		t -= p.first
 		tile, blk := t/blocks, t%blocks
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
-		o0, o1 := blk*wBlock, min(p.m.rows, (blk+1)*wBlock)
+		o0, o1 := blk*wb, min(p.m.rows, (blk+1)*wb)
 		r := b.k.kqTile(p.dst, acts, p.m, r0, r1, o0, o1) // Q4_K rows four at a time
 		if r < r1 && !b.k.q8IntMul(p.dst, acts, p.m, r, r1, o0, o1) {
 			b.k.mulBlock(p.dst, xt, p.m, r, r1, o0, o1)

@@ -30,6 +30,11 @@ const (
 	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
 	// AVX512_VNNI (else as AVX2).
 	AVX512 Path = "avx512"
+	// AMX is avx512 with every Q8_0 product in its own order, one float
+	// step per 32-value block (q8.go): prefill on AMX tiles (TDPBSSD),
+	// decode on a VNNI row kernel with the same bits (amd64 Linux with
+	// AMX-TILE and AMX-INT8, after the OS granted the tile state).
+	AMX Path = "amx"
 	// NEON is Go assembly with Advanced SIMD (arm64): 4-lane float dot
 	// products, F16 and BF16 converted in registers (FCVTL, a shift), Q8_0
 	// as int8×int8 on activations quantized per 32-block, with SDOT where
@@ -68,9 +73,9 @@ func choosePath(env string, have []Path) (Path, error) {
 	}
 	p := Path(env)
 	switch p {
-	case Generic, AVX2, AVX512, NEON:
+	case Generic, AVX2, AVX512, AMX, NEON:
 	default:
-		return "", fmt.Errorf("%w: %s=%q is not one of generic, avx2, avx512, neon", ErrPath, EnvPath, env)
+		return "", fmt.Errorf("%w: %s=%q is not one of generic, avx2, avx512, amx, neon", ErrPath, EnvPath, env)
 	}
 	if !slices.Contains(have, p) {
 		return "", fmt.Errorf("%w: %s=%s but this CPU runs only %v", ErrPath, EnvPath, env, have)
@@ -109,7 +114,8 @@ type kset struct {
 	// has none).
 	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
 	// q8rows sets out[i] to the product with the weight row at
-	// w[i·stride:] for every i < len(out), with q8i1x4's bits, from the
+	// w[i·stride:] for every i < len(out), with q8i1x4's bits (on amx:
+	// q8amx's, the amx order), from the
 	// activation row's −128·Σq lanes xc (q8acts.c), the rows one after the
 	// other in one call (decode; nil where the path has none, and then
 	// q8acts.c is not computed).
@@ -126,6 +132,11 @@ type kset struct {
 	q8pack8 func(w []byte, stride, nb int, pk []byte)
 	q8dup   func(q []int8, u []byte)
 	q8tile8 func(xu []byte, xd []float32, pk []byte, out *[32]float32)
+	// q8amx computes ng groups of 16 activation rows (q8acts.t, td) × the
+	// m ≤ 16 weight rows at w[j·stride:] into dst[i·ld+j] for the rows
+	// lo ≤ i < hi of the groups, in the amx order, with the bits of the amx
+	// path's q8rows (nil elsewhere).
+	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
 	// generic (a nil one's weights take the float kernels, kset.hasInt).
@@ -184,6 +195,10 @@ func kernelSet(p Path) *kset {
 	}
 	return genericSet
 }
+
+// avx512 reports whether k runs the avx512 kernels (the avx512 and amx
+// paths).
+func (k *kset) avx512() bool { return k.path == AVX512 || k.path == AMX }
 
 // intQ8 reports whether block-type products (Q8_0, Q4_0, Q4_K, Q6_K)
 // quantize activations to int8.

@@ -38,6 +38,11 @@ func TestChoosePath(t *testing.T) {
 		{"avx2", []Path{Generic, NEON}, "", true},
 		{"NEON", []Path{Generic, NEON}, "", true},
 		{"generic ", avx2Only, "", true},
+		{"amx", avx2Only, "", true},
+		{"", []Path{Generic, AVX2, AVX512, AMX}, AMX, false},
+		{"avx512", []Path{Generic, AVX2, AVX512, AMX}, AVX512, false},
+		{"amx", []Path{Generic, AVX2, AVX512, AMX}, AMX, false},
+		{"AMX", []Path{Generic, AVX2, AVX512, AMX}, "", true},
 	}
 	for _, tt := range tests {
 		got, err := choosePath(tt.env, tt.have)
@@ -56,7 +61,7 @@ func TestChoosePath(t *testing.T) {
 // TestNewHonoursEnv: New opens on the path CLOISON_CPU forces and refuses,
 // at open, a path that is unknown or that this CPU lacks.
 func TestNewHonoursEnv(t *testing.T) {
-	for _, p := range []Path{Generic, AVX2, AVX512, NEON, "bogus"} {
+	for _, p := range []Path{Generic, AVX2, AVX512, AMX, NEON, "bogus"} {
 		t.Run(string(p), func(t *testing.T) {
 			t.Setenv(EnvPath, string(p))
 			b, err := New(kernels.Options{Threads: 1})
@@ -404,7 +409,7 @@ func TestWsum(t *testing.T) {
 				}
 				got := make([]float32, hd)
 				if !k.wsum(got, s, data, offs) {
-					if hd%32 == 0 && (p != AVX512 || hd%64 == 0) {
+					if hd%32 == 0 && (!k.avx512() || hd%64 == 0) {
 						t.Fatalf("%s hd=%d: declined", p, hd)
 					}
 					continue

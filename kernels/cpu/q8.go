@@ -21,9 +21,14 @@ import (
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
 //
-// over blocks in order, lanes combined as hsum8 (dot_amd64.go). Every Q8_0
-// product of a row, decode or prefill, goes this way, so a row's result
-// never depends on the batch. The activation rounding costs at most
+// over blocks in order, lanes combined as hsum8 (dot_amd64.go). The amx
+// path has its own order, one step per block of the block's exact sum
+// (amx_amd64.go, doc.go):
+//
+//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//
+// Every Q8_0 product of a row on a path, decode or prefill, goes the
+// path's way, so a row's result never depends on the batch. The activation rounding costs at most
 // Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite adds to the
 // MatMul tolerance for Q8_0.
 
@@ -39,14 +44,22 @@ type q8acts struct {
 	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
 	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
 	u []byte
-	k *q8kActs
+	// t, td: the rows in groups of 16 (the last padded), each group's q
+	// transposed by dwords, dword k of row r at [16·cols·g + 64k + 4r],
+	// and its scales at [16·nb·g + 16b + r], for the AMX tile (q8amx),
+	// where the path has it.
+	t  []int8
+	td []float32
+	k  *q8kActs
 
 	// Pooled storage behind q, d and k.
-	bq []int8
-	bd []float32
-	bc []int32
-	bu []byte
-	bk q8kActs
+	bq  []int8
+	bd  []float32
+	bc  []int32
+	bu  []byte
+	bt  []int8
+	bd2 []float32
+	bk  q8kActs
 }
 
 var actsPool = sync.Pool{New: func() any { return new(q8acts) }}
@@ -81,7 +94,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.c, a.u, a.k = nil, nil, nil, nil, nil
+	a.q, a.d, a.c, a.u, a.t, a.td, a.k = nil, nil, nil, nil, nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
@@ -92,6 +105,13 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 		if b.k.q8dup != nil && x.rows >= 4 {
 			a.u = growAny(a.bu, x.rows*2*x.cols)
 			a.bu = a.u
+		}
+		if b.k.q8amx != nil {
+			// Padded rows of the last group are left as they are: a
+			// column of the tile depends on its own row only.
+			rp := (x.rows + 15) &^ 15
+			a.t, a.td = growAny(a.bt, rp*x.cols), growAny(a.bd2, rp*nb)
+			a.bt, a.bd2 = a.t, a.td
 		}
 	}
 	if q8k {
@@ -108,6 +128,9 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			}
 			if a.u != nil {
 				b.k.q8dup(q, a.u[r*2*x.cols:(r+1)*2*x.cols])
+			}
+			if a.t != nil {
+				q8Transpose(a.t[r&^15*x.cols:], a.td[r&^15*nb:], r&15, q, a.d[r*nb:(r+1)*nb])
 			}
 		}
 		if k := a.k; k != nil {
@@ -161,6 +184,20 @@ func q8Corr(c []int32, q []int8) {
 	}
 }
 
+// q8Transpose writes row r (0 ≤ r < 16) of a group of 16 quantized rows
+// into the group's transposed layout (q8acts.t, td): dword k of q at
+// t[64k+4r:], scale b at td[16b+r].
+func q8Transpose(t []int8, td []float32, r int, q []int8, d []float32) {
+	t = t[:len(q)*16]
+	for k := 0; k < len(q); k += 4 {
+		*(*[4]int8)(t[16*k+4*r:]) = *(*[4]int8)(q[k:])
+	}
+	td = td[:len(d)*16]
+	for b, v := range d {
+		td[16*b+r] = v
+	}
+}
+
 // q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
 // the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes, their lanes'
 // −128·Σw (4 × 64 bytes) and 8 float32 scales, padded to keep every block
@@ -182,6 +219,35 @@ func (s *packScratch) aligned(n int) []byte {
 	return b[off : off+n]
 }
 
+// The AMX Q8_0 tile (q8amx): 16 activation rows × up to 16 weight rows.
+const (
+	q8amxRows    = 16
+	q8amxScratch = 64 + 2*1024
+	// q8amxMinRows: a task with fewer activation rows takes them one at a
+	// time (q8rows) rather than in a padded 16-row tile (the same bits).
+	q8amxMinRows = 4
+	// q8amxMaxBlocks: longer rows (more than 32,768 values) take the row
+	// kernel (q8rows), with the same bits, as do outputs of 2²⁵ columns or
+	// more (the tile scatters with 32-bit offsets).
+	q8amxMaxBlocks = 1024
+)
+
+// amxScratch is a task's scratch for q8amx: the tile configuration and two
+// slots of block sums (b, 64-byte aligned) and the weight rows' scales
+// (dw: 16 rows of q8amxMaxBlocks).
+type amxScratch struct {
+	b  []byte
+	dw []float32
+}
+
+var amxPool = sync.Pool{New: func() any {
+	s := new(amxScratch)
+	b := make([]byte, q8amxScratch+64)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	s.b = b[off : off+q8amxScratch]
+	return s
+}}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // q8IntMul computes the block of outputs of a block-type product from
@@ -197,6 +263,33 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
+		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks || 64*dst.cols >= 1<<31) {
+			// The amx path's decode: one activation row at a time, the
+			// task's weight rows in one sequential stream (q8rowsBlk),
+			// with the bits of the AMX tile.
+			for ; r < r1; r++ {
+				k.q8rows(acts.q[r*cols:(r+1)*cols], acts.c[r*cols/4:(r+1)*cols/4], acts.d[r*nb:(r+1)*nb],
+					m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, dst.row(r)[o0:o1])
+			}
+			return true
+		}
+		if k.q8amx != nil {
+			// The amx path's prefill: groups of 16 activation rows (the
+			// last padded; a group computed whole, only the task's rows
+			// kept) × up to 16 weight rows a call, 4 groups at a time.
+			s := amxPool.Get().(*amxScratch)
+			for o := o0; o < o1; o += q8amxRows {
+				mm := min(q8amxRows, o1-o)
+				for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
+					ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
+					lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)
+					k.q8amx(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], m.rowBytes, mm, nb,
+						acts.t[g0*cols:], acts.td[g0*nb:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
+				}
+			}
+			amxPool.Put(s)
+			return true
+		}
 		if k.q8tile != nil && r1-r0 >= 4 {
 			// Declared once per call: the kernel is called through a func
 			// value, so these escape (one allocation each per block, not

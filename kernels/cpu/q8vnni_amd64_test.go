@@ -68,7 +68,7 @@ func TestQ8IntExtremes(t *testing.T) {
 // bits of the four-row kernel (which batch invariance and the prefill tile
 // rest on), on any quant bytes and block counts.
 func TestQ8Eight(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
+	k := kernelSet(AVX512) // the VNNI kernels (the amx path has its own Q8_0 order)
 	if k.q8i8 == nil {
 		t.Skip("no eight-row Q8_0 kernel on this CPU")
 	}
@@ -109,7 +109,7 @@ func TestQ8Eight(t *testing.T) {
 // row the bits of the four-row kernel, for any row count, block count and
 // row stride, and writes only its outputs.
 func TestQ8Rows(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
+	k := kernelSet(AVX512) // the VNNI kernels (the amx path has its own Q8_0 order)
 	if k.q8rows == nil {
 		t.Skip("no q8rows kernel on this CPU")
 	}
@@ -159,7 +159,7 @@ func TestQ8Rows(t *testing.T) {
 // activations at ±127; so a sequence's row is the same decoded alone or
 // in a batch of 16.
 func TestQ8Tile8(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
+	k := kernelSet(AVX512) // the VNNI kernels (the amx path has its own Q8_0 order)
 	if k.q8tile8 == nil {
 		t.Skip("no q8tile8 kernel on this CPU")
 	}
