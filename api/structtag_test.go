@@ -133,7 +133,7 @@ func TestStructuralTagHTTP(t *testing.T) {
 		{`,"response_format":{"type":"structural_tag","structures":[{"begin":"<a>","schema":{},"end":"","max":1}],"triggers":["<"]}`, "invalid_request_error", `unknown key "max"`},
 		{`,"response_format":{"type":"structural_tag","structures":[{"begin":"<a>","schema":{},"end":""}],"triggers":["<"],"strict":true}`, "invalid_request_error", `unknown key "strict"`},
 		{`,"response_format":{"type":"structural_tag","format":{"type":"sequence"}}`, "unsupported", `format type "sequence"`},
-		{`,"response_format":{"type":"structural_tag","structures":[{"begin":"<a>","schema":{"not":{}},"end":""}],"triggers":["<"]}`, "unsupported", "not"},
+		{`,"response_format":{"type":"structural_tag","structures":[{"begin":"<a>","schema":{"not":{"minimum":3}},"end":""}],"triggers":["<"]}`, "unsupported", "not"},
 		{`,"structured_outputs":{"structural_tag":{"type":"structural_tag"}}`, "invalid_request_error", "structural_tag: strings"},
 		{`,"structured_outputs":{"structural_tag":"{}"}`, "invalid_request_error", "structural_tag.type is required"},
 		{`,"structured_outputs":{"structural_tag":` + js(tagLegacy) + `,"regex":"a"}`, "invalid_request_error", "one structured output"},

@@ -409,7 +409,7 @@ func TestStructuralTagRefusals(t *testing.T) {
 		{legacy(`[{"begin":"<f=a>","end":"</f>"}]`, `["<f="]`), grammar.ErrBadGrammar, "structures[0].schema is required"},
 		{legacy(`[{"begin":"<f=a>","schema":{}}]`, `["<f="]`), grammar.ErrBadGrammar, "structures[0].end is required"},
 		{legacy(`[{"begin":1,"schema":{},"end":""}]`, `["<f="]`), grammar.ErrBadGrammar, "begin must be a string"},
-		{legacy(`[{"begin":"<f=a>","schema":{"not":{}},"end":""}]`, `["<f="]`), grammar.ErrUnsupportedSchema, "not"},
+		{legacy(`[{"begin":"<f=a>","schema":{"not":{"minimum":3}},"end":""}]`, `["<f="]`), grammar.ErrUnsupportedSchema, "not"},
 		{`{"type":"structural_tag","structures":[` + w + `],"triggers":["<f="],"mode":1}`, grammar.ErrBadGrammar, `unknown key "mode"`},
 		{`{"type":"structural_tag","structures":[` + w + `],"format":{}}`, grammar.ErrBadGrammar, "either format or"},
 		{`{"type":"structural_tag","format":{"type":"sequence","elements":[]}}`, grammar.ErrBadGrammar, `unknown key "elements"`},
