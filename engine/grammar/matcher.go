@@ -36,6 +36,9 @@ type Vocab struct {
 	// in two generations: locals the recent ones, old the previous; a hit
 	// in old moves the walk into locals. Guarded by mu.
 	locals, old map[string]*local
+	// counted walks of count-free strings (counted.go), per chunk
+	// language; guarded by mu
+	counted map[string]*countedWalk
 }
 
 // maxSharedLocals bounds each generation of Vocab's shared walks (each
@@ -216,6 +219,12 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	ck := cacheKey{v, chunk}
 	if l := g.cache[ck]; l != nil {
 		return l
+	}
+	if free, r, m, ok := g.countedChunk(chunk); ok {
+		if l := g.countedLocal(v, free, r, m); l != nil {
+			g.cache[ck] = l
+			return l
+		}
 	}
 	key, shared := g.langKey(chunk)
 	if shared {
