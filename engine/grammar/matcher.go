@@ -39,6 +39,10 @@ type Vocab struct {
 	// counted walks of count-free strings (counted.go), per chunk
 	// language; guarded by mu
 	counted map[string]*countedWalk
+	// walks below the root's children, per state language (subwalk.go);
+	// subTokens counts the tokens they hold. Guarded by mu.
+	subs      map[subKey]*subWalk
+	subTokens int
 }
 
 // maxSharedLocals bounds each generation of Vocab's shared walks (each
@@ -327,7 +331,11 @@ func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]i
 			*exits = append(*exits, c)
 		}
 		if s.live >= 0 && v.tend[c] > c+1 {
-			g.walk(v, s.live, c, bits, exits)
+			if node == 0 {
+				g.walkBelow(v, s.live, c, bits, exits)
+			} else {
+				g.walk(v, s.live, c, bits, exits)
+			}
 		}
 	}
 }
