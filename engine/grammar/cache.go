@@ -245,7 +245,6 @@ func (g *Grammar) Bytes() int64 {
 	for _, k := range g.langs {
 		n += 2*(4+16) + int64(len(k))
 	}
-	n += 8 * int64(cap(g.scratch))
 	g.mu.Unlock()
 	if l := g.lazy; l != nil {
 		n += 4*int64(len(l.dfa)) + int64(len(l.key))

@@ -107,7 +107,6 @@ type Grammar struct {
 	stateIx map[string]int32
 	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
 	langs   map[int32]string    // langKey per state, for walkBelow ("" none)
-	scratch []uint64            // walkBelow's bitset, clear between uses
 
 	grown int // rules grown so far (guarded by mu)
 

@@ -42,7 +42,8 @@ func (g *Grammar) stateLang(st int32) string {
 }
 
 // walkBelow is walk(v, st, c, …) for a child c of the root, through the
-// Vocab's memo of such walks.
+// Vocab's memo of such walks. Only a walk from the root calls it, whose
+// bitset is fresh: no token below c is set yet.
 func (g *Grammar) walkBelow(v *Vocab, st, c int32, bits []uint64, exits *[]int32) {
 	lang := g.stateLang(st)
 	if lang == "" {
@@ -54,16 +55,17 @@ func (g *Grammar) walkBelow(v *Vocab, st, c int32, bits []uint64, exits *[]int32
 	w := v.subs[k]
 	v.mu.Unlock()
 	if w == nil {
-		if g.scratch == nil || len(g.scratch) != v.words {
-			g.scratch = make([]uint64, v.words)
-		}
+		// bits holds none of the subtree's tokens yet (a walk from the
+		// root fills a fresh bitset): walk into it, then read them back
 		w = &subWalk{}
-		g.walk(v, st, c, g.scratch, &w.exits)
+		g.walk(v, st, c, bits, &w.exits)
 		for _, t := range v.ttok[v.tfirst[c+1]:v.tfirst[v.tend[c]]] {
-			if g.scratch[t>>6]&(1<<(t&63)) != 0 {
+			if bits[t>>6]&(1<<(t&63)) != 0 {
 				w.toks = append(w.toks, t)
-				g.scratch[t>>6] &^= 1 << (t & 63)
 			}
+		}
+		if exits != nil {
+			*exits = append(*exits, w.exits...)
 		}
 		v.mu.Lock()
 		if v.subs == nil || v.subTokens+len(w.toks) > maxSubTokens {
@@ -72,6 +74,7 @@ func (g *Grammar) walkBelow(v *Vocab, st, c int32, bits []uint64, exits *[]int32
 		v.subs[k] = w
 		v.subTokens += len(w.toks)
 		v.mu.Unlock()
+		return
 	}
 	for _, t := range w.toks {
 		bits[t>>6] |= 1 << (t & 63)
