@@ -195,9 +195,13 @@ func (b *builder) str(min, max int) int {
 // body (the first rule repeat makes) and the tail rules it reaches, each
 // with the characters it still admits.
 func (b *builder) markCounted(body int, c *strCount) {
-	b.rules[body].count = c
 	// the body's first alternative ends with its tail rule; a tail rule's
-	// first alternative is a character and the next tail rule
+	// first alternative is a character and the next tail rule (none when
+	// the grammar grew too big: it fails to compile)
+	if len(b.rules[body].alts) == 0 || len(b.rules[body].alts[0]) == 0 {
+		return
+	}
+	b.rules[body].count = c
 	alt := b.rules[body].alts[0]
 	t := alt[len(alt)-1].ref
 	k := c.max - c.min // tail(max-min) after min characters
