@@ -177,10 +177,49 @@ func (b *builder) char() int {
 // str: a JSON string of min to max characters (max < 0: unbounded).
 func (b *builder) str(min, max int) int {
 	name := fmt.Sprintf("string{%d,%d}", min, max)
-	return b.once(name, true, func(int) [][]elem {
+	bounded := min > 0 || max >= 0
+	free := -1
+	if bounded && max != 0 {
+		free = b.str(0, -1) // the count-free string its masks derive from
+	}
+	return b.once(name, true, func(r int) [][]elem {
 		body := b.repeat(name+"-chars", one(ref(b.char())), nil, min, max)
+		if free >= 0 {
+			b.markCounted(body, &strCount{str: int32(r), free: int32(free), char: int32(b.char()), min: min, max: max, body: true})
+		}
 		return [][]elem{cat(lit(`"`), one(ref(body)), lit(`"`))}
 	})
+}
+
+// markCounted sets c on the rules of a bounded string's characters: its
+// body (the first rule repeat makes) and the tail rules it reaches, each
+// with the characters it still admits.
+func (b *builder) markCounted(body int, c *strCount) {
+	// the body's first alternative ends with its tail rule; a tail rule's
+	// first alternative is a character and the next tail rule (none when
+	// the grammar grew too big: it fails to compile)
+	if len(b.rules[body].alts) == 0 || len(b.rules[body].alts[0]) == 0 {
+		return
+	}
+	b.rules[body].count = c
+	alt := b.rules[body].alts[0]
+	t := alt[len(alt)-1].ref
+	k := c.max - c.min // tail(max-min) after min characters
+	if c.min == 0 {
+		k = c.max - 1 // tail(max-1) after the first
+	}
+	for ; t >= 0 && b.rules[t].count == nil; k-- {
+		tc := *c
+		tc.body, tc.k = false, k
+		if c.max < 0 {
+			tc.k = -1
+		}
+		b.rules[t].count = &tc
+		if len(b.rules[t].alts) == 0 || len(b.rules[t].alts[0]) != 2 {
+			break // tail(0): no character
+		}
+		t = b.rules[t].alts[0][1].ref
+	}
 }
 
 // integer: -?(0|[1-9][0-9]{0,15}); the bound keeps every integer exact in

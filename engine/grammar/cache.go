@@ -242,6 +242,9 @@ func (g *Grammar) Bytes() int64 {
 	for _, l := range g.cache {
 		n += 2*(int64(unsafe.Sizeof(cacheKey{}))+8) + int64(unsafe.Sizeof(*l)) + 8*int64(len(l.bits)) + 4*int64(len(l.exits))
 	}
+	for _, k := range g.langs {
+		n += 2*(4+16) + int64(len(k))
+	}
 	g.mu.Unlock()
 	if l := g.lazy; l != nil {
 		n += 4*int64(len(l.dfa)) + int64(len(l.key))

@@ -52,6 +52,10 @@ type rule struct {
 	// leaf rules (string, number) are the unit of the mask cache: a
 	// state inside one is the same whatever surrounds it.
 	leaf bool
+	// count, on the rules of a length-bounded string's characters
+	// (builder.str), says how many characters they still admit, so that
+	// its masks derive from one count-free walk (counted.go).
+	count *strCount
 	// grow, when set, makes the rule's alternatives on its first use
 	// (firstOf): a family of rules too large to write out whole (an
 	// object's properties in any order, a rule per set of them written)
@@ -102,6 +106,7 @@ type Grammar struct {
 	states  []*state
 	stateIx map[string]int32
 	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
+	langs   map[int32]string    // langKey per state, for walkBelow ("" none)
 
 	grown int // rules grown so far (guarded by mu)
 

@@ -30,14 +30,50 @@ type Vocab struct {
 	ttok   []int32
 	eog    []int32
 
-	mu     sync.Mutex
-	scans  map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
-	locals map[string]*local      // chunks' walks shared by grammars, per chunk language (langKey); guarded by mu
+	mu    sync.Mutex
+	scans map[vocabScanKey][]hit // lazy grammars' trigger hits, per trigger set and state; guarded by mu
+	// The chunks' walks shared by grammars, per chunk language (langKey),
+	// in two generations: locals the recent ones, old the previous; a hit
+	// in old moves the walk into locals. Guarded by mu.
+	locals, old map[string]*local
+	// counted walks of count-free strings (counted.go), per chunk
+	// language; guarded by mu
+	counted map[string]*countedWalk
+	// walks below the root's children, per state language (subwalk.go);
+	// subTokens counts the tokens they hold. Guarded by mu.
+	subs      map[subKey]*subWalk
+	subTokens int
 }
 
-// maxSharedLocals bounds Vocab.locals (each holds a bitset of the
-// vocabulary: 16 KiB at 128k tokens); when full it is emptied.
+// maxSharedLocals bounds each generation of Vocab's shared walks (each
+// holds a bitset of the vocabulary: 16 KiB at 128k tokens). When locals is
+// full it becomes old and the older generation is dropped, so a walk used
+// since the last flush survives the next one: walks used once (a bounded
+// pattern's counts) cannot push out the walks every schema uses.
 const maxSharedLocals = 512
+
+// sharedLocal returns the shared walk of the chunk language key, or nil.
+func (v *Vocab) sharedLocal(key string) *local {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if l := v.locals[key]; l != nil {
+		return l
+	}
+	l := v.old[key]
+	if l != nil {
+		v.putLocal(key, l)
+	}
+	return l
+}
+
+// putLocal stores the shared walk of the chunk language key. v.mu must be
+// held.
+func (v *Vocab) putLocal(key string, l *local) {
+	if v.locals == nil || len(v.locals) >= maxSharedLocals {
+		v.old, v.locals = v.locals, map[string]*local{}
+	}
+	v.locals[key] = l
+}
 
 type vocabScanKey struct {
 	triggers string
@@ -188,12 +224,15 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	if l := g.cache[ck]; l != nil {
 		return l
 	}
+	if free, r, m, ok := g.countedChunk(chunk); ok {
+		if l := g.countedLocal(v, free, r, m); l != nil {
+			g.cache[ck] = l
+			return l
+		}
+	}
 	key, shared := g.langKey(chunk)
 	if shared {
-		v.mu.Lock()
-		l := v.locals[key]
-		v.mu.Unlock()
-		if l != nil {
+		if l := v.sharedLocal(key); l != nil {
 			g.cache[ck] = l
 			return l
 		}
@@ -203,10 +242,7 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	g.cache[ck] = l
 	if shared {
 		v.mu.Lock()
-		if v.locals == nil || len(v.locals) >= maxSharedLocals {
-			v.locals = map[string]*local{}
-		}
-		v.locals[key] = l
+		v.putLocal(key, l)
 		v.mu.Unlock()
 	}
 	return l
@@ -295,7 +331,11 @@ func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]i
 			*exits = append(*exits, c)
 		}
 		if s.live >= 0 && v.tend[c] > c+1 {
-			g.walk(v, s.live, c, bits, exits)
+			if node == 0 {
+				g.walkBelow(v, s.live, c, bits, exits)
+			} else {
+				g.walk(v, s.live, c, bits, exits)
+			}
 		}
 	}
 }
