@@ -219,9 +219,9 @@
 // the flat trie and the shared walks: p95 30 ms, p99 40 ms). Since
 // bounded strings count and walks below a first byte are shared (below),
 // measured side by side on an Intel Xeon (Sapphire Rapids class, shared,
-// load average 2): TBM p50 21 µs, p90 0.12 ms, p95 0.21 ms, p99 0.76 ms,
-// mean 67 µs (before, same run: p90 0.13 ms, p95 0.32 ms, p99 4.1 ms,
-// mean 188 µs); TTFM p50 0.39 ms, p99 9.8 ms (before 0.39 and 11.4 ms,
+// load average 2): TBM p50 21 µs, p90 0.13 ms, p95 0.22 ms, p99 0.93 ms,
+// mean 72 µs with the keywords below (0.76 ms and 67 µs without them;
+// before, same run: p90 0.13 ms, p95 0.32 ms, p99 4.1 ms, mean 190 µs); TTFM p50 0.39 ms, p99 9.8 ms (before 0.39 and 11.4 ms,
 // within the noise of the few slowest compiles); pass counts unchanged
 // over all 11,305 files. LLGuidance's
 // published figures: 8,909 passing, 20 validation and 0 invalidation
