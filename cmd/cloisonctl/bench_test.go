@@ -304,6 +304,10 @@ func TestBenchEmbedCommand(t *testing.T) {
 	if !strings.Contains(out, "3 inputs of 8 tokens") || !strings.Contains(out, "embeddings/s") {
 		t.Fatalf("text output:\n%s", out)
 	}
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, []byte("\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dec := filepath.Join(dir, "dec.gguf")
 	mustRun(t, "model", "synth", "--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab", "300", "--context", "64", dec)
 	for _, args := range [][]string{
@@ -317,6 +321,7 @@ func TestBenchEmbedCommand(t *testing.T) {
 		{enc, "--text", text, "--tokens", "9"},
 		{enc, "--text", text, "--inputs", "4"},
 		{enc, "--text", filepath.Join(dir, "missing.txt")},
+		{enc, "--text", empty},
 		{dec, "--inputs", "2", "--tokens", "8"},
 		{filepath.Join(dir, "missing.gguf")},
 	} {
