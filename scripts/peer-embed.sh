@@ -20,8 +20,12 @@
 # (-c = -b = -ub = B, -np B/PEER_TOKENS: llama-embedding forces -ub = -b for
 # a non-causal model and packs as many whole inputs as fit into each batch;
 # a batch of 8192 tokens attends over all 8192 positions under a mask, a
-# smaller one over fewer), timed by its own "prompt eval time" (the encode calls
-# only: no load, no warm-up, no printing), its best batch size kept. Each
+# smaller one over fewer), over the inputs three times: timed by its
+# log's timestamps (it logs each batch before its llama_decode) over the
+# second copy, from the batch that starts it to the batch that starts the
+# third (the encode calls and the normalisation: no load, no warm-up, no
+# printing; its "prompt eval time" reads 0 for an encoder here), its best
+# batch size kept (PEER_INPUTS must be a multiple of B/PEER_TOKENS). Each
 # round runs every (model, threads) point on both sides, the side that goes
 # first alternating; each side's best over PEER_ROUNDS rounds is kept.
 # Prints the table of ratios (ours ÷ theirs, above 1 is faster) and writes
@@ -43,7 +47,9 @@ IFS=, read -ra batches <<< "${PEER_LLAMA_BATCHES:-1024,8192}"
 log() { echo "peer-embed: $*" >&2; }
 command -v jq >/dev/null || { log "jq is needed"; exit 1; }
 [ "$tokens" -ge 3 ] || { log "PEER_TOKENS must be at least 3"; exit 1; }
-for b in "${batches[@]}"; do [ "$b" -ge "$tokens" ] || { log "PEER_LLAMA_BATCHES: $b is less than an input"; exit 1; }; done
+for b in "${batches[@]}"; do
+	[ "$b" -ge "$tokens" ] && [ $((inputs % (b / tokens))) = 0 ] || { log "PEER_LLAMA_BATCHES: $b must hold k inputs, PEER_INPUTS a multiple of k"; exit 1; }
+done
 mkdir -p "$dir/bin" "$dir/models" "$dir/runs"
 rm -f "$dir"/runs/*
 
@@ -60,6 +66,8 @@ awk -v n="$inputs" -v w=$((tokens - 2)) 'BEGIN {
 		for (j = 0; j < w; j++) { s = (s * 69069 + 1) % 4294967296; line = line (j ? " " : "") v[1 + int(s / 65536) % length(v)] }
 		print line }
 }' > "$text"
+text3="$dir/inputs-$inputs-$tokens-x3.txt"
+cat "$text" "$text" "$text" > "$text3"
 
 for m in "${models[@]}"; do
 	case "$m" in
@@ -85,10 +93,17 @@ theirs() {
 	local b out logf ms n
 	for b in "${batches[@]}"; do
 		out="$dir/runs/llama-$1-t$2-b$b-r$3.json"; logf="$dir/runs/llama-$1-t$2-b$b-r$3.log"
-		"$llama/llama-embedding" -m "$dir/models/$1.gguf" -f "$text" --embd-normalize 2 -c "$b" -b "$b" -ub "$b" \
+		"$llama/llama-embedding" -m "$dir/models/$1.gguf" -f "$text3" --embd-normalize 2 -c "$b" -b "$b" -ub "$b" \
 			-np $((b / tokens)) -t "$2" -tb "$2" >/dev/null 2>"$logf" || { log "llama-embedding failed: see $logf"; exit 1; }
-		read -r ms n < <(sed -n 's/.*prompt eval time = *\([0-9.]*\) ms \/ *\([0-9]*\) tokens.*/\1 \2/p' "$logf" | tail -1)
-		[ "${n:-0}" = $((inputs * tokens)) ] || { log "llama-embedding $1 evaluated ${n:-no} tokens, want $((inputs * tokens)): see $logf"; exit 1; }
+		# Its log lines carry their time (minutes.seconds.ms.µs), and it logs
+		# "batch_decode: n_tokens = N" before each batch's llama_decode: the
+		# second copy of the inputs runs from the batch that starts at
+		# inputs × tokens to the one that starts at twice that.
+		read -r ms n < <(awk -v w=$((inputs * tokens)) '/ batch_decode: n_tokens = / {
+				split($1, a, "."); t = ((a[1] * 60 + a[2]) * 1000 + a[3]) * 1000 + a[4]
+				if (c == w) t0 = t; if (c == 2 * w) t1 = t; c += $6 }
+			END { if (t0 && t1) printf "%.3f %d\n", (t1 - t0) / 1000, w; else print 0, 0 }' "$logf")
+		[ "$n" = $((inputs * tokens)) ] || { log "llama-embedding $1 -b $b: no batch boundary at $((inputs * tokens)) and $((2 * inputs * tokens)) tokens: see $logf"; exit 1; }
 		jq -n --argjson ms "$ms" --argjson b "$b" --argjson e "$inputs" \
 			'{batch: $b, embeddings: $e, ms: $ms, embeddings_s: ($e / ($ms / 1000))}' > "$out"
 	done
@@ -115,7 +130,8 @@ for m in "${models[@]}"; do
 			($o | map(.results[0].embeddings_s)) as $os | ($l | max_by(.embeddings_s)) as $lb |
 			{model: $m, threads: $t, ours_embeddings_s: ($os | max), llama_embeddings_s: $lb.embeddings_s,
 			 llama_best_batch: $lb.batch, ratio: ((($os | max) / $lb.embeddings_s * 100 | round) / 100),
-			 ours_runs: $os, llama_runs: ($l | map({batch, embeddings_s}))}')")
+			 ours_runs: $os, ours_cpu_runs: ($o | map(.results[0].embeddings_cpu_s)),
+			 llama_runs: ($l | map({batch, embeddings_s}))}')")
 	done
 done
 printf '%s\n' "${rows[@]}" | jq -s --arg cpu "$cpu" --arg load0 "$load0" --arg load1 "$load1" --argjson rounds "$rounds" \
