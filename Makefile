@@ -240,7 +240,7 @@ bench-ledger-ab:
 peer-bench:
 	scripts/peer-bench.sh
 
-## llama-native: build llama.cpp's llama-bench, llama-batched-bench and llama-server natively for this CPU (not part of make test).
+## llama-native: build llama.cpp's llama-bench, llama-batched-bench, llama-server and llama-embedding natively for this CPU (not part of make test).
 ## From the source the pinned node-llama-cpp ships (scripts/llama-src.sh),
 ## CPU only, Release, -DGGML_NATIVE=ON, into .cache/llama-native/<cpu-key>/
 ## (one build per CPU kind; cmake and g++ from apt-get when missing); prints
@@ -318,11 +318,20 @@ rerank-check:
 	$(GO) run ./api/testdata/rerankcheck $(if $(LLAMA_SERVER),-server $(LLAMA_SERVER)) api/testdata/llamaserver_rerank.json
 
 ## encoder-bench: BenchmarkEncoderEmbed once, batches of ENCODER_BENCH_INPUTS (default 64) inputs of 128 tokens
-## (llama.cpp beside it: node scripts/encoder-bench.mjs FILE.gguf N THREADS, docs/models.md).
+## (llama.cpp beside it: make peer-embed, docs/models.md).
 ENCODER_BENCH_INPUTS ?= 64
 .PHONY: encoder-bench
 encoder-bench:
 	$(GO) test -run '^$$' -bench BenchmarkEncoderEmbed -benchmem -benchtime 1x ./engine/model -args -encoder-bench-inputs $(ENCODER_BENCH_INPUTS)
+
+## peer-embed: embeddings/s ours ÷ llama-embedding's (native), 64 inputs of 128 tokens, 1 and 2 threads, alternating (idle machine).
+## Synthesized MiniLM-L6-shaped encoders (bert Q8_0 and F16, nomic-bert
+## Q8_0), the same text file on both sides (cloisonctl bench embed --text;
+## llama-embedding's prompt eval time), PEER_ROUNDS rounds, each side's best
+## kept; writes .cache/peer-embed/peer-embed.json; knobs in scripts/peer-embed.sh.
+.PHONY: peer-embed
+peer-embed:
+	scripts/peer-embed.sh
 ## sdk-test: the openai npm client, the AI SDK and LangChain against a real cloisond (node ≥ 20, npm).
 ## The API as its users call it — the official openai npm client
 ## and the AI SDK (pinned, npm) against a real cloisond on the context-bag

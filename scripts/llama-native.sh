@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # llama-native.sh (make llama-native): build llama.cpp's own llama-bench,
-# llama-batched-bench and llama-server natively for this CPU, from the source tree that the pinned
-# node-llama-cpp ships (scripts/llama-src.sh puts it into .cache/llama.cpp),
-# and print the directory that holds the binaries (messages go to stderr).
+# llama-batched-bench, llama-server and llama-embedding natively for this
+# CPU, from the source tree that the pinned node-llama-cpp ships
+# (scripts/llama-src.sh puts it into .cache/llama.cpp), and print the
+# directory that holds the binaries (messages go to stderr).
 #
-# The peer of make peer-bench (PEER=native) and make peer-serve. A native
-# build (-DGGML_NATIVE=ON: -march=native) runs only on the CPU kind it was
-# built on, so the build lives in .cache/llama-native/<cpu-key>/, the key
-# naming the vendor, family, model and the instruction-set flags ggml's CPU
-# backend chooses kernels by (AVX2, FMA, F16C, AVX-512 F/BW/VL/VNNI/BF16,
-# AVX-VNNI, AMX; on arm64 the ASIMD dot product, i8mm, SVE): another CPU kind
-# gets its own build, the same kind reuses it. CPU only, Release,
-# -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no downloads), only the three
-# targets. cmake, g++ and make come from apt-get when missing (root on
+# The peer of make peer-bench (PEER=native), make peer-serve and make
+# peer-embed. A native build (-DGGML_NATIVE=ON: -march=native) runs only on
+# the CPU kind it was built on, so the build lives in
+# .cache/llama-native/<cpu-key>/, the key naming the vendor, family, model
+# and the instruction-set flags ggml's CPU backend chooses kernels by (AVX2,
+# FMA, F16C, AVX-512 F/BW/VL/VNNI/BF16, AVX-VNNI, AMX; on arm64 the ASIMD dot
+# product, i8mm, SVE): another CPU kind gets its own build, the same kind
+# reuses it. CPU only, Release, -DLLAMA_CURL=OFF and -DLLAMA_OPENSSL=OFF (no
+# downloads), only the four targets (llama-embedding is one of llama.cpp's
+# examples: the examples are configured, only that one is built; a tree
+# built before it was added gets it by a reconfigure and that one tool's
+# build). cmake, g++ and make come from apt-get when missing (root on
 # Debian). Idempotent: a no-op once built for this CPU kind and commit.
 #
 # Environment: LLAMA_NATIVE_JOBS (make's -j; default the CPU count),
@@ -56,7 +60,7 @@ if [ "$amx" = off ]; then key="$key-noamx"; cflags="-mno-amx-tile -mno-amx-int8 
 out="$base/$key"
 bin="$out/build/bin"
 stamp="$out/.built-$rev"
-if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ] && [ -x "$bin/llama-batched-bench" ]; then
+if [ -f "$stamp" ] && [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-server" ] && [ -x "$bin/llama-batched-bench" ] && [ -x "$bin/llama-embedding" ]; then
 	[ "$amx" != off ] || log "using the build without AMX ($key): ggml's AMX path crashed here"
 	echo "$bin"; exit 0
 fi
@@ -74,13 +78,13 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y "${need[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${need[@]}" >&2; }
 fi
 
-log "building llama-bench, llama-batched-bench and llama-server at $rev for $key (many minutes on a small machine)"
+log "building llama-bench, llama-batched-bench, llama-server and llama-embedding at $rev for $key (many minutes on a small machine)"
 mkdir -p "$out"
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
 	-DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DBUILD_SHARED_LIBS=OFF \
-	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
 	-DCMAKE_C_FLAGS="$cflags" -DCMAKE_CXX_FLAGS="$cflags" >&2
-cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server llama-batched-bench >&2
+cmake --build "$out/build" --config Release -j "${LLAMA_NATIVE_JOBS:-$(nproc)}" --target llama-bench llama-server llama-batched-bench llama-embedding >&2
 if [ "$amx" = auto ]; then
 	smoke="$out/smoke-q8_0.gguf"
 	(cd "$root" && go run ./cmd/cloisonctl model synth --layers 1 --d-model 256 --heads 4 --kv-heads 2 --ffn 256 \

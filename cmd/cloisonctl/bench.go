@@ -95,7 +95,7 @@ the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 			return writeBench(cmd.OutOrStdout(), rep, c.jsonOut)
 		},
 	}
-	cmd.AddCommand(newBenchServeCmd())
+	cmd.AddCommand(newBenchServeCmd(), newBenchEmbedCmd())
 	f := cmd.Flags()
 	f.IntSliceVar(&c.prompts, "prompt", []int{128}, "prompt lengths in tokens")
 	f.IntSliceVar(&c.batches, "batch", []int{1}, "batch sizes (sequences per step)")

@@ -262,3 +262,71 @@ func TestModelSynthLoRA(t *testing.T) {
 		t.Error("--lora with --bag accepted")
 	}
 }
+
+// TestBenchEmbedCommand: bench embed computes the number of embeddings
+// asked at every thread count, from pseudo-random ids or from a text file
+// whose lines tokenize to the length checked (bert: [CLS] words [SEP]),
+// and refuses bad flags, a text file that disagrees with --inputs or
+// --tokens, and a decoder model.
+func TestBenchEmbedCommand(t *testing.T) {
+	dir := t.TempDir()
+	enc := filepath.Join(dir, "bert.gguf")
+	mustRun(t, "model", "synth", "--arch", "bert", "--layers", "1", "--d-model", "64", "--heads", "2", "--ffn", "128", "--context", "64", "--pooling", "1", "--dtype", "q8_0", enc)
+	var rep embedReport
+	if err := json.Unmarshal([]byte(mustRun(t, "bench", "embed", enc, "--inputs", "5", "--tokens", "24", "--threads", "1,2", "--reps", "2", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Arch != "bert" || rep.Inputs != 5 || rep.Tokens != 24 || rep.Text || rep.Reps != 2 || rep.CPU == "" || len(rep.Results) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	for i, r := range rep.Results {
+		if r.Threads != i+1 || r.Embeddings != 5 || r.EmbeddingsS <= 0 || r.Milli <= 0 {
+			t.Fatalf("result %+v", r)
+		}
+		if runtime.GOOS == "linux" && r.EmbeddingsCPU <= 0 {
+			t.Fatalf("no embeddings/cpu-s on linux: %+v", r)
+		}
+	}
+	// Three lines of 6 whole words: 8 tokens each with [CLS] and [SEP];
+	// blank lines are not inputs.
+	text := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(text, []byte("the cat sat on the mat\n\nhello world of the tenant vector\r\nparis is the capital of france\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tr embedReport
+	if err := json.Unmarshal([]byte(mustRun(t, "bench", "embed", enc, "--text", text, "--tokens", "8", "--inputs", "3", "--reps", "1", "--json")), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Text || tr.Inputs != 3 || tr.Tokens != 8 || len(tr.Results) != 1 || tr.Results[0].Embeddings != 3 {
+		t.Fatalf("text report %+v", tr)
+	}
+	out := mustRun(t, "bench", "embed", enc, "--text", text, "--reps", "1")
+	if !strings.Contains(out, "3 inputs of 8 tokens") || !strings.Contains(out, "embeddings/s") {
+		t.Fatalf("text output:\n%s", out)
+	}
+	empty := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(empty, []byte("\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dec := filepath.Join(dir, "dec.gguf")
+	mustRun(t, "model", "synth", "--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--ffn", "128", "--vocab", "300", "--context", "64", dec)
+	for _, args := range [][]string{
+		{enc, "--inputs", "0"},
+		{enc, "--inputs", "5000"},
+		{enc, "--tokens", "0"},
+		{enc, "--tokens", "65"}, // past the context of 64
+		{enc, "--threads", "0"},
+		{enc, "--reps", "0"},
+		{enc, "--path", "neon"},
+		{enc, "--text", text, "--tokens", "9"},
+		{enc, "--text", text, "--inputs", "4"},
+		{enc, "--text", filepath.Join(dir, "missing.txt")},
+		{enc, "--text", empty},
+		{dec, "--inputs", "2", "--tokens", "8"},
+		{filepath.Join(dir, "missing.gguf")},
+	} {
+		if _, err := run(t, append([]string{"bench", "embed"}, args...)...); err == nil {
+			t.Errorf("bench embed %v: no error", args)
+		}
+	}
+}

@@ -26,6 +26,9 @@
 //     TPOT, ITL, E2E, throughput and goodput as a table, vLLM's result
 //     JSON and, for a sweep, an SVG plot; any OpenAI-compatible server;
 //     docs/benchmarks.md)
+//   - bench embed MODEL.gguf (an encoder's embeddings per second, the
+//     batch in one forward step; --text FILE gives llama-embedding's
+//     inputs: make peer-embed)
 //   - probe
 //   - cert init (a development CA and node certificates for node-to-node
 //     mutual TLS; --labels NAME=REGION/TIER signs node labels)
