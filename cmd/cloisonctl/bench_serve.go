@@ -12,11 +12,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -446,6 +448,30 @@ func runServe(ctx context.Context, target serveTarget, c serveConfig, enforced b
 	return m
 }
 
+// postReusing posts body to url. A kept-alive connection that the server
+// closed while it sat idle (llama-server closes them) fails the request
+// with EOF before any answer: such a request is sent again, on a new
+// connection, up to twice; its time counts from the first try.
+func postReusing(ctx context.Context, client *http.Client, url, token string, body []byte) (*http.Response, error) {
+	for try := 0; ; try++ {
+		reused := false
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), "POST", url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil && reused && try < 2 && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			continue
+		}
+		return resp, err
+	}
+}
+
 // sendStream sends one streaming completion and measures it. A 400 is
 // reported as errRefused with the server's message.
 func sendStream(ctx context.Context, client *http.Client, c serveConfig, t serveTenant, p servePlan, enforce bool) reqResult {
@@ -461,17 +487,8 @@ func sendStream(ctx context.Context, client *http.Client, c serveConfig, t serve
 	b, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", strings.TrimSuffix(c.baseURL, "/")+"/v1/completions", bytes.NewReader(b))
-	if err != nil {
-		r.Err = err.Error()
-		return r
-	}
-	if t.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+t.Token)
-	}
-	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := client.Do(req)
+	resp, err := postReusing(ctx, client, strings.TrimSuffix(c.baseURL, "/")+"/v1/completions", t.Token, b)
 	if err != nil {
 		r.Err = err.Error()
 		return r

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -482,5 +485,56 @@ func TestBenchServeEngineAlone(t *testing.T) {
 	}
 	if _, err := run(t, "bench", "serve", "--engine", model, "--kv-type", "q8_0", "--num-prompts", "1"); err == nil {
 		t.Error("a KV type the engine does not know was accepted")
+	}
+}
+
+// TestPostReusingRetriesClosedKeepAlive: a server that drops a kept-alive
+// connection when the next request arrives on it (as llama-server does with
+// connections it closed while idle) costs no request: the request is sent
+// again on a new connection. A connection refused on the first try is not
+// retried.
+func TestPostReusingRetriesClosedKeepAlive(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	dropped := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen[r.RemoteAddr]++
+		drop := seen[r.RemoteAddr] == 2
+		if drop {
+			dropped++
+		}
+		mu.Unlock()
+		if drop {
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	for i := range 4 {
+		resp, err := postReusing(context.Background(), client, srv.URL, "tok", []byte(`{}`))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "ok" {
+			t.Fatalf("request %d: %q", i, b)
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("the server never dropped a kept-alive connection: the test tested nothing")
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	if _, err := postReusing(context.Background(), client, "http://"+addr, "", nil); err == nil {
+		t.Fatal("a refused connection answered")
 	}
 }
