@@ -450,7 +450,7 @@ func runServe(ctx context.Context, target serveTarget, c serveConfig, enforced b
 
 // postReusing posts body to url. A kept-alive connection that the server
 // closed while it sat idle (llama-server closes them) fails the request
-// with EOF before any answer: such a request is sent again, on a new
+// before any answer (closedIdle): such a request is sent again, on a new
 // connection, up to twice; its time counts from the first try.
 func postReusing(ctx context.Context, client *http.Client, url, token string, body []byte) (*http.Response, error) {
 	for try := 0; ; try++ {
@@ -465,11 +465,18 @@ func postReusing(ctx context.Context, client *http.Client, url, token string, bo
 		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
-		if err != nil && reused && try < 2 && ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		if err != nil && reused && try < 2 && ctx.Err() == nil && closedIdle(err) {
 			continue
 		}
 		return resp, err
 	}
+}
+
+// closedIdle reports whether err is how net/http fails a request sent on a
+// kept-alive connection that the server had closed: EOF, a reset, or its
+// unexported "server closed idle connection".
+func closedIdle(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // sendStream sends one streaming completion and measures it. A 400 is
