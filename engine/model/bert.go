@@ -128,21 +128,10 @@ func loadEncoder(b kernels.Backend, f *gguf.File, c Config) (*Model, error) {
 			m.Close()
 		}
 	}()
-	emb, found := f.Tensor("token_embd.weight")
-	if !found || len(emb.Dims) != 2 || emb.Dims[1] > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: token_embd.weight missing or not 2-D", ErrModel)
-	}
-	m.Vocab = int(emb.Dims[1])
-	var err error
-	if m.embd, err = m.matrix(f, "token_embd.weight", m.Vocab, c.DModel, false); err != nil {
+	if err := m.encoderEmbeddings(f); err != nil {
 		return nil, err
 	}
-	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
-		return nil, fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
-	}
-	if c.Layers > len(f.Tensors)/8 {
-		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
-	}
+	var err error
 	if t, found := f.Tensor("token_types.weight"); found {
 		// llama.cpp gives every token type 0 ("sentence A"), query and
 		// document alike: only row 0 is read.
@@ -482,4 +471,27 @@ func parallelRows(rows, cols int, fn func(r0, r1 int)) {
 		}(r0, min(rows, r0+per))
 	}
 	wg.Wait()
+}
+
+// encoderEmbeddings reads an encoder's token_embd.weight (its rows are the
+// vocabulary) and checks the tokenizer and the block count against the
+// file.
+func (m *Model) encoderEmbeddings(f *gguf.File) error {
+	c := m.Config
+	emb, found := f.Tensor("token_embd.weight")
+	if !found || len(emb.Dims) != 2 || emb.Dims[1] > math.MaxInt32 {
+		return fmt.Errorf("%w: token_embd.weight missing or not 2-D", ErrModel)
+	}
+	m.Vocab = int(emb.Dims[1])
+	var err error
+	if m.embd, err = m.matrix(f, "token_embd.weight", m.Vocab, c.DModel, false); err != nil {
+		return err
+	}
+	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
+		return fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
+	}
+	if c.Layers > len(f.Tensors)/8 {
+		return fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
+	}
+	return nil
 }

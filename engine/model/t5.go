@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/cloison/cloison/engine/gguf"
 	"github.com/cloison/cloison/kernels"
@@ -124,21 +123,10 @@ func loadT5(b kernels.Backend, f *gguf.File, c Config) (*Model, error) {
 			m.Close()
 		}
 	}()
-	emb, found := f.Tensor("token_embd.weight")
-	if !found || len(emb.Dims) != 2 || emb.Dims[1] > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: token_embd.weight missing or not 2-D", ErrModel)
-	}
-	m.Vocab = int(emb.Dims[1])
-	var err error
-	if m.embd, err = m.matrix(f, "token_embd.weight", m.Vocab, c.DModel, false); err != nil {
+	if err := m.encoderEmbeddings(f); err != nil {
 		return nil, err
 	}
-	if v, ok := f.Get("tokenizer.ggml.tokens"); ok && v.Len() != m.Vocab {
-		return nil, fmt.Errorf("%w: %d tokenizer tokens but token_embd has %d rows", ErrModel, v.Len(), m.Vocab)
-	}
-	if c.Layers > len(f.Tensors)/8 {
-		return nil, fmt.Errorf("%w: block_count %d but only %d tensors", ErrModel, c.Layers, len(f.Tensors))
-	}
+	var err error
 	if t.outNorm, err = m.vector(f, "enc.output_norm.weight", c.DModel); err != nil {
 		return nil, err
 	}
