@@ -230,11 +230,10 @@ OLD ?= main
 bench-ledger-ab:
 	scripts/bench-ledger-ab.sh $(OLD)
 
-## peer-bench: prefill and decode speed, ours ÷ llama.cpp's, on synthesized models (run on an idle machine).
-## llama.cpp from the pinned npm package node-llama-cpp; 1 and 2 threads,
-## measured alternately (needs node, npm; see scripts/peer-bench.sh for its
-## knobs). PEER=native: against llama.cpp's own llama-bench built natively
-## (make llama-native) instead; the logits check stays with node-llama-cpp.
+## peer-bench: prefill and decode speed, ours ÷ llama.cpp's llama-bench built natively (make llama-native), on synthesized models (idle machine).
+## 1 and 2 threads, measured alternately (see scripts/peer-bench.sh for its
+## knobs). PEER=node: against the pinned npm package node-llama-cpp instead,
+## with the F32 logits check (needs node, npm).
 ## PEER_SHAPES=small,large adds d=1536 GQA models with a 32k vocabulary;
 ## PEER_TYPES takes bf16 and q6_k too.
 peer-bench:
@@ -266,8 +265,8 @@ bench-overhead:
 	scripts/bench-overhead.sh
 
 ## peer-batch: decode tok/s of 16 sequences together ÷ one, ours beside llama.cpp's.
-## llama.cpp through node-llama-cpp (pinned, sequences: 16), measured alternately (needs node, npm; see scripts/peer-batch.sh).
-## PEER=native: against llama.cpp's own llama-batched-bench built natively (make llama-native).
+## Against llama.cpp's own llama-batched-bench built natively (make llama-native), measured alternately
+## (see scripts/peer-batch.sh); PEER=node: through node-llama-cpp (pinned, sequences: 16; needs node, npm).
 peer-batch:
 	scripts/peer-batch.sh
 

@@ -10,7 +10,7 @@
 # (.cache/peer-bench: the models and node-llama-cpp install of make
 # peer-bench are shared). Run it on an otherwise idle machine.
 #
-# PEER=native measures against llama.cpp's own llama-batched-bench, built
+# PEER=native (the default) measures against llama.cpp's own llama-batched-bench, built
 # natively for this CPU from the same pinned source (scripts/llama-native.sh),
 # instead of node-llama-cpp: per model and thread count, PEER_ROUNDS rounds
 # alternating which side goes first, `cloisonctl bench --batch 1,N` (best of
@@ -24,12 +24,12 @@ dir=${PEER_DIR:-.cache/peer-bench}
 mkdir -p "$dir/bin" "$dir/models" "$dir/node"
 
 native=false
-case "${PEER:-node}" in
+case "${PEER:-native}" in
 native) native=true; command -v jq >/dev/null || { echo "peer-batch: jq is needed" >&2; exit 1; } ;;
 node)
 	command -v node >/dev/null || { echo "peer-batch: node (≥ 20) is needed" >&2; exit 1; }
 	command -v npm >/dev/null || { echo "peer-batch: npm is needed" >&2; exit 1; } ;;
-*) echo "peer-batch: PEER is node (the default) or native" >&2; exit 1 ;;
+*) echo "peer-batch: PEER is native (the default) or node" >&2; exit 1 ;;
 esac
 
 go build -o "$dir/bin/cloisonctl" ./cmd/cloisonctl

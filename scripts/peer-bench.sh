@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# make peer-bench: Cloison's CPU forward pass ÷ llama.cpp (node-llama-cpp,
-# pinned) on synthesized GGUF files, 1 and 2 threads, 128- and 2,048-token
-# prompts, measured alternately in one run (scripts/peer-bench.mjs); then,
-# on the F32 file, the logits at the last prompt token of each prompt length
-# against llama.cpp's (within 1e-3, else the run fails).
+# make peer-bench: Cloison's CPU forward pass ÷ llama.cpp on synthesized
+# GGUF files, 1 and 2 threads, 128- and 2,048-token prompts, measured
+# alternately in one run. By default (PEER=native, below) against llama.cpp's
+# own llama-bench built natively. PEER=node measures llama.cpp through
+# node-llama-cpp (pinned; scripts/peer-bench.mjs) and then, on the F32 file,
+# checks the logits at the last prompt token of each prompt length against
+# llama.cpp's (within 1e-3, else the run fails): the logits check lives there,
+# where that package is exact; its prebuilt binaries understate llama.cpp's
+# speed.
 #
 # Environment: PEER_THREADS (1,2), PEER_PROMPTS (128,2048), PEER_DECODE (63),
 # PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k; also bf16, q6_k, …: any
@@ -11,7 +15,7 @@
 # PEER_DIR (.cache/peer-bench),
 # PEER_KV (f16: the KV element type of both sides' speed runs, llama.cpp's
 # default; f32 also). The logits check runs on F32 KV on both sides.
-# PEER=native measures against llama.cpp's own llama-bench instead, built
+# PEER=native (the default) measures against llama.cpp's own llama-bench, built
 # natively for this CPU from the same pinned source (scripts/llama-native.sh:
 # node-llama-cpp's prebuilt binaries understate llama.cpp's speed): per
 # model, thread count and prompt length, PEER_ROUNDS rounds alternating which
@@ -31,12 +35,12 @@ dir=${PEER_DIR:-.cache/peer-bench}
 mkdir -p "$dir/bin" "$dir/models" "$dir/node"
 
 native=false
-case "${PEER:-node}" in
+case "${PEER:-native}" in
 native) native=true; command -v jq >/dev/null || { echo "peer-bench: jq is needed" >&2; exit 1; } ;;
 node)
 	command -v node >/dev/null || { echo "peer-bench: node (≥ 20) is needed" >&2; exit 1; }
 	command -v npm >/dev/null || { echo "peer-bench: npm is needed" >&2; exit 1; } ;;
-*) echo "peer-bench: PEER is node (the default) or native" >&2; exit 1 ;;
+*) echo "peer-bench: PEER is native (the default) or node" >&2; exit 1 ;;
 esac
 
 go build -o "$dir/bin/cloisonctl" ./cmd/cloisonctl
@@ -99,7 +103,7 @@ if $native; then
 	done; done; done
 	printf '%s\n' "${rows[@]}" | jq -s --arg llama "$(git -C .cache/llama.cpp rev-parse HEAD)" --arg kv "$kv" \
 		'{peer: "llama-bench (native)", llama_cpp: $llama, kv_type: $kv, results: .}' > "$dir/peer-bench-native.json"
-	echo "== results: $dir/peer-bench-native.json (the logits check runs in the default mode, PEER=node)"
+	echo "== results: $dir/peer-bench-native.json (the logits check runs with PEER=node)"
 	exit 0
 fi
 
