@@ -26,6 +26,15 @@ import (
 //
 //     over super-blocks in order, lanes combined as hsum8.
 //
+// The amx path's Q4_K has its own order (q4kamx_amd64.go): per
+// super-block the exact integers of all 256 values, isum = Σ sc·q·xq and
+// msum = Σ m·Σ xq, then
+//
+//	acc = fma(float32(isum), round32(d·d_x), acc); acc = fma(−float32(msum), round32(dmin·d_x), acc)
+//
+// over super-blocks in order from +0 (one accumulator, no lanes): what an
+// AMX tile's exact sums allow, prefill (TDPBUSD) and decode (VNNI) alike.
+//
 // The activation rounding of a Q8_K block costs at most max|x_B|/254 per
 // element of its 256 (the conformance suite's extra MatMul term for the
 // k-quants). Every product of a row with such weights, decode or prefill,
