@@ -266,11 +266,14 @@
 // super-blocks at 519 cpu-GOP/s against 138 for the avx512 path's 8-row
 // VNNI tile (BenchmarkQ4KAMXTile, 3.8×). cloisonctl bench, prompt 128,
 // amx, avx512 and llama.cpp's native llama-bench (-t 1 -p 128 -n 0 -r 2,
-// the build without AMX) alternated, two rounds, wall tok/s: 8 layers
-// d=768 927 and 2,045 against 485 and 991 (avx512) and 700 and 1,445
-// (llama.cpp): amx ÷ llama.cpp 1.32 and 1.42; d=1536 GQA 405 and 455
-// against 156 and 130 and 217 and 110: 1.86 and 4.1 (the second
-// llama.cpp round ran at load 4.5). Decode, d=768, 16-token prompt, 32
+// the build without AMX) alternated, four rounds in two runs, wall tok/s
+// (noisy at that load): 8 layers d=768 amx 870–2,045, avx512 485–991,
+// llama.cpp 700–1,445, amx ÷ llama.cpp per round 1.19–1.68 (avx512
+// 0.67–0.81); d=1536 GQA 235–455, 77–156, 109–217, amx ÷ llama.cpp
+// 1.43–4.1 (avx512 0.69–1.18). BenchmarkMatMul Q4_K (64 rows × 1,024
+// · 512 × 1,024, 1 thread): 157 against 51–53 GFLOP/s; in its profile
+// quantizing the activations to Q8_K (Go, shared with avx512) takes about
+// as long as the tile. Decode, d=768, 16-token prompt, 32
 // steps, tok/cpu-s, amx against avx512: one sequence 300–399 against
 // 302–328, 4 sequences 436–439 against 349–422, 16 sequences 1,074–1,076
 // against 711–714 (1.5×).
