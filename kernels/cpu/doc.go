@@ -10,8 +10,8 @@
 // kernel with SDOT where the CPU has ASIMDDP, else SMULL/SADALP (the same
 // block integers, the same bits); else generic (pure Go, every platform).
 // On amd64 Linux with AMX (AMX-TILE and AMX-INT8, once the OS granted the
-// tile state) the default is amx: avx512 with every Q8_0 product in its
-// own order on AMX tiles (below). CLOISON_CPU=generic|avx2|avx512|amx|neon
+// tile state) the default is amx: avx512 with every Q8_0 and Q4_K product
+// in its own order on AMX tiles (below). CLOISON_CPU=generic|avx2|avx512|amx|neon
 // forces one (avx512 on an AMX machine: the VNNI kernels, in their order);
 // New refuses (ErrPath, code invalid) an unknown name or a path the CPU
 // lacks rather than falling back.
@@ -182,8 +182,34 @@
 // tile configuration and ends with TILERELEASE: no tile state survives a
 // call (an assembly function is not preempted inside). The Go assembler
 // lacks the AMX mnemonics: they are BYTE-encoded, the encodings listed in
-// amx_amd64.s and checked with objdump -d. Other types run avx512's
-// kernels.
+// amx_amd64.s and q4kamx_amd64.s.
+//
+// Q4_K on amx has its own order too (kquant.go, q4kamx_amd64.go): per
+// output and super-block of 256, the exact integers isum = Σ sc·q·x and
+// msum = Σ m·Σx (int32), then
+//
+//	acc = fma(float32(isum), round32(d·d_x), acc); acc = fma(−float32(msum), round32(dmin·d_x), acc)
+//
+// over super-blocks in order from +0, one accumulator (the VNNI order
+// keeps 8 lanes of sub-block sums). The prefill tile (q4kamxTile): each
+// call repacks its ≤ 16 weight rows once into pooled scratch
+// (q4kamxPack, in assembly: 512 bytes a row and super-block) as the
+// products sc·q (≤ 945) split into a low and a high byte plane, so that
+// TDPBUSD (weights unsigned, activations signed, K = 64) sums a whole
+// super-block into two accumulator tiles in 4 steps each, isum = lo +
+// 256·hi exactly; msum comes from the activations' 32-value sums in pairs
+// (q8acts.kb, with the transposed Q8_K rows kt and scales kd), four
+// VPDPWSSD against the weight row's minimums broadcast. The float steps
+// (13 instructions a weight row, super-block and 16 activation rows) run
+// while the tile unit computes the next super-block into the other of
+// two 2 KB slots; outputs are scattered as Q8_0's. Tasks of fewer than 4
+// rows, and rows of more than 32,768 values, run q4krowsBlk, the decode
+// kernel: q4krowsVNNI's exact lanes summed per super-block, then the same
+// two steps: the tile's bits (TestQ4KAMX against q4kamxRef, the order in
+// Go, on quantized and random weights, 1–16 weight rows, 1–4 groups;
+// TestQ4KAMXProduct 1–70 rows, 1 and 2 threads; TestBlockDecodeBatch;
+// TDPBSSD for TDPBUSD, or the two steps swapped, fails them and the
+// conformance suite). Other types run avx512's kernels.
 //
 // Every path is deterministic and batch-invariant with its own fixed order
 // (generic: dot.go; avx2, avx512: dot_amd64.go; neon: dot_arm64.go); paths are not bit-identical
@@ -233,7 +259,29 @@
 // int8 values held as bf16 (exact: a block's products and their sums stay
 // below 2²⁴), whose float32 sums would spare the conversion (two
 // instructions instead of three) at the price of bf16 copies of weights and
-// activations; Q4_K on AMX (it needs its own order and decode kernel too).
+// activations.
+//
+// Q4_K on amx (the same machine, one thread, load 3.4–4.5): the tile,
+// packing included, computes 64 activation rows × 16 weight rows of 12
+// super-blocks at 519 cpu-GOP/s against 138 for the avx512 path's 8-row
+// VNNI tile (BenchmarkQ4KAMXTile, 3.8×). cloisonctl bench, prompt 128,
+// amx, avx512 and llama.cpp's native llama-bench (-t 1 -p 128 -n 0 -r 2,
+// the build without AMX) alternated, four rounds in two runs, wall tok/s
+// (noisy at that load): 8 layers d=768 amx 870–2,045, avx512 485–991,
+// llama.cpp 700–1,445, amx ÷ llama.cpp per round 1.19–1.68 (avx512
+// 0.67–0.81); d=1536 GQA 235–455, 77–156, 109–217, amx ÷ llama.cpp
+// 1.43–4.1 (avx512 0.69–1.18). BenchmarkMatMul Q4_K (64 rows × 1,024
+// · 512 × 1,024, 1 thread): 157 against 51–53 GFLOP/s; in its profile
+// quantizing the activations to Q8_K (Go, shared with avx512) took about
+// as long as the tile, so on AVX-512 (avx512 and amx) its maximum and its
+// loop now run in assembly (q8k_amd64.s, the Go loop's bits:
+// TestQuantizeRowQ8K against the reference on random bit patterns, NaN,
+// infinities): amx 317–402 GFLOP/s. With it, two more rounds at load
+// 4.3–5.5: d=768 amx 1,062–1,458, llama.cpp 767–787 (1.35–1.90); d=1536
+// GQA 217–249 against 83–104 (2.1–3.0). Decode, d=768, 16-token prompt, 32
+// steps, tok/cpu-s, amx against avx512: one sequence 300–399 against
+// 302–328, 4 sequences 436–439 against 349–422, 16 sequences 1,074–1,076
+// against 711–714 (1.5×).
 //
 // What bounds a decode batch (the aim was 16 sequences decoded together at
 // ≥ 8× one sequence's tok/s, as a GPU batch would; this says why the CPU

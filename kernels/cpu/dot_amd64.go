@@ -41,6 +41,9 @@ var vectorSets = func() []*kset {
 		k := vset(AVX512, true)
 		k.path, k.q8amx = AMX, vq8amx
 		k.q8rows, k.q8i8, k.q8tile, k.q8tile8, k.q8pack8, k.q8dup = vq8rowsBlk, nil, nil, nil, nil, nil
+		// Q4_K likewise, two float steps per super-block (kquant.go).
+		k.q4kamxPack, k.q4kamx = vq4kamxPack, vq4kamx
+		k.q4krows, k.q4ki1x1 = vq4krowsBlk, vq4kBlk1
 		s = append(s, k)
 	}
 	return s

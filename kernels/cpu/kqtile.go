@@ -1,6 +1,11 @@
 package cpu
 
-import "github.com/cloison/cloison/kernels"
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/cloison/cloison/kernels"
+)
 
 // Prefill tiles of the k-quant integer products (vector paths): four
 // activation rows, quantized to Q8_K blocks (kquant.go), against each Q4_K
@@ -32,6 +37,9 @@ func (k *kset) kqTile(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 	}
 	a, cols := acts.k, m.cols
 	nb := cols / 256
+	if m.dt == kernels.Q4_K && k.q4kamx != nil {
+		return k.q4kAMX(dst, acts, m, r0, r1, o0, o1)
+	}
 	r := r0
 	if m.dt == kernels.Q4_K && k.avx512() && q4kTile8 != nil {
 		for ; r+8 <= r1; r += 8 {
@@ -44,4 +52,76 @@ func (k *kset) kqTile(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 		tile(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+3)*dst.cols+o1], dst.cols)
 	}
 	return r
+}
+
+const (
+	// q4kamxMaxBlocks: longer rows (more than 32,768 values) take the
+	// row kernel (q4krowsBlk), with the same bits.
+	q4kamxMaxBlocks = 128
+	// q4kamxScalRow: bytes of per-super-block scalars a weight row
+	// (q4kamxPack's scal: 32 a super-block).
+	q4kamxScalRow = 32 * q4kamxMaxBlocks
+	// q4kamxScratch: the tile configuration and two slots of 2 KB (the
+	// low and high sums of 16×16 outputs).
+	q4kamxScratch = 64 + 2*2048
+)
+
+// q4kamxScratchT is a task's scratch for q4kamx: the tile configuration
+// and slots (b, 64-byte aligned), the repacked weights (pk) and their
+// scalars (scal).
+type q4kamxScratchT struct {
+	b    []byte
+	pk   []byte
+	scal []byte
+	m    int // weight rows packed
+	nsb  int
+}
+
+var q4kamxPool = sync.Pool{New: func() any {
+	s := new(q4kamxScratchT)
+	b := make([]byte, q4kamxScratch+64)
+	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
+	s.b = b[off : off+q4kamxScratch]
+	s.scal = make([]byte, q8amxRows*q4kamxScalRow)
+	return s
+}}
+
+// q4kAMX is kqTile on the amx path: tasks of at least q8amxMinRows rows
+// run the AMX tile (groups of 16 activation rows, the last padded, × up
+// to 16 weight rows a call, packed once per call of the task); the others
+// return r0, their rows left to the row kernel (q4krows: the same bits).
+func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) int {
+	cols := m.cols
+	nb := cols / 256
+	if r1-r0 < q8amxMinRows || nb > q4kamxMaxBlocks || 64*dst.cols >= 1<<31 || acts.kt == nil {
+		return r0
+	}
+	s := q4kamxPool.Get().(*q4kamxScratchT)
+	for o := o0; o < o1; o += q8amxRows {
+		mm := min(q8amxRows, o1-o)
+		k.q4kamxPack(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
+		for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
+			ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
+			lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)
+			k.q4kamx(acts.kt[g0*cols:], acts.kd[g0*nb:], acts.kb[g0*cols/64:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
+		}
+	}
+	q4kamxPool.Put(s)
+	return r1
+}
+
+// q4kPairs writes row r (0 ≤ r < 16) of a group's 32-value sums for the
+// AMX Q4_K tile (q8acts.kb): for super-block b and pair p < 4, the dword
+// at kb[64b+16p+r] holds the sums of sub-blocks 2p and 2p+1 (int16 each,
+// from the 16-value sums bs).
+func q4kPairs(kb []int32, r int, bs []int16) {
+	nsb := len(bs) / 16
+	kb = kb[:64*nsb]
+	for b := range nsb {
+		s := bs[16*b : 16*b+16]
+		for p := range 4 {
+			lo, hi := s[4*p]+s[4*p+1], s[4*p+2]+s[4*p+3]
+			kb[64*b+16*p+r] = int32(uint32(uint16(lo)) | uint32(uint16(hi))<<16)
+		}
+	}
 }

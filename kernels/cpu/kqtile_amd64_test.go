@@ -89,7 +89,13 @@ func testKQTile(t *testing.T, r *rand.Rand, dt kernels.DType, rows, nsb int, til
 // on random bytes (any scale and nibble patterns, finite d and dmin), and
 // writes only its outputs.
 func TestQ4KRows(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
+	// The VNNI kernel (avx512; the amx path's q4krows has its own order,
+	// TestQ4KAMX).
+	p := Paths()[len(Paths())-1]
+	if p == AMX {
+		p = AVX512
+	}
+	k := kernelSet(p)
 	if k.q4krows == nil {
 		t.Skip("no q4krows kernel on this CPU")
 	}

@@ -26,6 +26,18 @@ import (
 //
 //     over super-blocks in order, lanes combined as hsum8.
 //
+// The amx path's Q4_K has its own order (q4kamx_amd64.go): per
+// super-block the exact integers of all 256 values, isum = Σ sc·q·xq and
+// msum = Σ m·Σ xq, then
+//
+//	acc = fma(float32(isum), round32(d·d_x), acc); acc = fma(−float32(msum), round32(dmin·d_x), acc)
+//
+// over super-blocks in order from +0 (one accumulator, no lanes): what an
+// AMX tile's exact sums allow, prefill (TDPBUSD) and decode (VNNI) alike.
+//
+// On AVX-512 (avx512, amx) the quantization's maximum and loop run in
+// assembly (q8k_amd64.s) with the Go loop's bits.
+//
 // The activation rounding of a Q8_K block costs at most max|x_B|/254 per
 // element of its 256 (the conformance suite's extra MatMul term for the
 // k-quants). Every product of a row with such weights, decode or prefill,
@@ -49,8 +61,12 @@ func quantizeRowQ8K(q []int8, d []float32, bs []int16, x []float32) {
 	for b := range d {
 		xb := (*[256]float32)(x[b*256 : b*256+256])
 		var m uint32
-		for _, v := range xb {
-			m = max(m, math.Float32bits(v)&^(1<<31))
+		if q8kMax != nil {
+			m = q8kMax(xb)
+		} else {
+			for _, v := range xb {
+				m = max(m, math.Float32bits(v)&^(1<<31))
+			}
 		}
 		qb := (*[256]int8)(q[b*256 : b*256+256])
 		bb := (*[16]int16)(bs[b*16 : b*16+16])
@@ -80,6 +96,10 @@ func quantizeScaledQ8K(q *[256]int8, bs *[16]int16, x *[256]float32, amax float3
 	if dd != 0 {
 		id = 1 / dd
 	}
+	if q8kBlock != nil {
+		q8kBlock(q, bs, x, id)
+		return dd
+	}
 	for g := range 16 {
 		var s int32
 		xg := (*[16]float32)(x[g*16 : g*16+16])
@@ -95,6 +115,13 @@ func quantizeScaledQ8K(q *[256]int8, bs *[16]int16, x *[256]float32, amax float3
 	}
 	return dd
 }
+
+// q8kMax and q8kBlock are quantizeRowQ8K's maximum and quantizeScaledQ8K's
+// loop in assembly, with their bits (amd64 with AVX-512; nil elsewhere).
+var (
+	q8kMax   func(x *[256]float32) uint32
+	q8kBlock func(q *[256]int8, bs *[16]int16, x *[256]float32, id float32)
+)
 
 // needsQ8 and needsQ8K report which activation quantizations the products
 // of a job need on a path with integer products.

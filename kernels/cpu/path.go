@@ -30,10 +30,12 @@ const (
 	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
 	// AVX512_VNNI (else as AVX2).
 	AVX512 Path = "avx512"
-	// AMX is avx512 with every Q8_0 product in its own order, one float
-	// step per 32-value block (q8.go): prefill on AMX tiles (TDPBSSD),
-	// decode on a VNNI row kernel with the same bits (amd64 Linux with
-	// AMX-TILE and AMX-INT8, after the OS granted the tile state).
+	// AMX is avx512 with every Q8_0 and Q4_K product in its own order,
+	// one float step per 32-value block of Q8_0 and two per Q4_K
+	// super-block on exact integer sums (q8.go, kquant.go): prefill on AMX
+	// tiles (TDPBSSD, TDPBUSD), decode on VNNI row kernels with the same
+	// bits (amd64 Linux with AMX-TILE and AMX-INT8, after the OS granted
+	// the tile state).
 	AMX Path = "amx"
 	// NEON is Go assembly with Advanced SIMD (arm64): 4-lane float dot
 	// products, F16 and BF16 converted in registers (FCVTL, a shift), Q8_0
@@ -137,6 +139,14 @@ type kset struct {
 	// lo ≤ i < hi of the groups, in the amx order, with the bits of the amx
 	// path's q8rows (nil elsewhere).
 	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
+
+	// q4kamxPack packs m ≤ 16 consecutive Q4_K weight rows into s, and
+	// q4kamx computes ng groups of 16 activation rows (q8acts.kt, kd, kb)
+	// × those rows into dst[i·ld+j] for the rows lo ≤ i < hi of the
+	// groups, in the amx order, with the bits of the amx path's q4krows
+	// (nil elsewhere).
+	q4kamxPack func(w []byte, m, nsb int, s *q4kamxScratchT)
+	q4kamx     func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
 	// generic (a nil one's weights take the float kernels, kset.hasInt).

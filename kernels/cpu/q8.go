@@ -51,6 +51,13 @@ type q8acts struct {
 	t  []int8
 	td []float32
 	k  *q8kActs
+	// kt, kd, kb: the Q8_K rows (k) in groups of 16 the same way, for the
+	// AMX Q4_K tile (q4kamx), where the path has it: q transposed by
+	// dwords, the scales at [16·nsb·g + 16b + r], and the 32-value sums
+	// in pairs at [64·nsb·g + 64b + 16p + r] (q4kPairs).
+	kt []int8
+	kd []float32
+	kb []int32
 
 	// Pooled storage behind q, d and k.
 	bq  []int8
@@ -60,6 +67,9 @@ type q8acts struct {
 	bt  []int8
 	bd2 []float32
 	bk  q8kActs
+	bkt []int8
+	bkd []float32
+	bkb []int32
 }
 
 var actsPool = sync.Pool{New: func() any { return new(q8acts) }}
@@ -95,6 +105,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
 	a.q, a.d, a.c, a.u, a.t, a.td, a.k = nil, nil, nil, nil, nil, nil, nil
+	a.kt, a.kd, a.kb = nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
@@ -118,6 +129,11 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 		k := &a.bk
 		k.q, k.d, k.bs = growAny(k.q, x.rows*x.cols), growAny(k.d, x.rows*x.cols/256), growAny(k.bs, x.rows*x.cols/16)
 		a.k = k
+		if b.k.q4kamx != nil {
+			rp := (x.rows + 15) &^ 15
+			a.kt, a.kd, a.kb = growAny(a.bkt, rp*x.cols), growAny(a.bkd, rp*x.cols/256), growAny(a.bkb, rp*x.cols/64)
+			a.bkt, a.bkd, a.bkb = a.kt, a.kd, a.kb
+		}
 	}
 	b.eachRow(x.rows, x.cols, func(r int) {
 		if q8 {
@@ -135,6 +151,11 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 		}
 		if k := a.k; k != nil {
 			quantizeRowQ8K(k.q[r*x.cols:(r+1)*x.cols], k.d[r*x.cols/256:(r+1)*x.cols/256], k.bs[r*x.cols/16:(r+1)*x.cols/16], x.row(r))
+			if a.kt != nil {
+				nsb := x.cols / 256
+				q8Transpose(a.kt[r&^15*x.cols:], a.kd[r&^15*nsb:], r&15, k.q[r*x.cols:(r+1)*x.cols], k.d[r*nsb:(r+1)*nsb])
+				q4kPairs(a.kb[r&^15*x.cols/64:], r&15, k.bs[r*x.cols/16:(r+1)*x.cols/16])
+			}
 		}
 	})
 	return a

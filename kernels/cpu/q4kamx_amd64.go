@@ -1,0 +1,106 @@
+//go:build amd64
+
+package cpu
+
+import "encoding/binary"
+
+// The amx path's Q4_K kernels (q4kamx_amd64.s). The order per output
+// (kquant.go): per super-block b, from +0,
+//
+//	isum = Σ_{i<256} sc_{j(i)}·q_i·x_i, msum = Σ_{j<8} m_j·Σ_{i∈j} x_i (exact int32)
+//	acc = fma(float32(isum), round32(d·d_x), acc)
+//	acc = fma(−float32(msum), round32(dmin·d_x), acc)
+//
+// Prefill: q4kamxPack writes each sub-block's products sc·q (≤ 945) as two
+// byte planes, low and high bytes, so that TDPBUSD (weights unsigned,
+// activations signed) sums a whole super-block of them in two tiles, 64
+// values a step: isum = lo + 256·hi, exact. msum comes from the
+// activations' 32-value sums (q8acts.kb) with VPDPWSSD. Decode:
+// q4krowsBlk, q4krowsVNNI's exact integer lanes summed per super-block,
+// then the same two fused multiply-adds.
+
+// vq4kamxPack repacks the m ≤ 16 consecutive Q4_K weight rows of w (nsb
+// super-blocks each) into s for vq4kamx.
+func vq4kamxPack(w []byte, m, nsb int, s *q4kamxScratchT) {
+	if m < 1 || m > q8amxRows || nsb < 1 || nsb > q4kamxMaxBlocks || len(w) < m*nsb*144 {
+		panic("kernels/cpu: q4kamx pack arguments")
+	}
+	s.pk = growAny(s.pk, m*nsb*512)
+	s.m, s.nsb = m, nsb
+	q4kamxPack(&w[0], m, nsb, &s.pk[0], &s.scal[0])
+}
+
+//go:noescape
+func q4kamxPack(w *byte, m, nsb int, pk *byte, scal *byte)
+
+// vq4kamx computes, for ng ≤ 4 groups of 16 activation rows (xt, xd, xb:
+// the groups of q8acts.kt, kd and kb) and the weight rows packed in s
+// (vq4kamxPack), dst[i·ld+j] = the product of activation row i (of the
+// 16·ng) with weight row j, for lo ≤ i < hi only, in the amx order. Per
+// super-block, TDPBUSD of the packed low and high product bytes (A: m rows
+// × 64 bytes) with the 16 activation rows' dwords (B: 16 rows of 64
+// bytes) sums isum's two parts in two tiles, stored to a 2 KB slot; the
+// float steps read them with the 16 activation rows in a register's
+// lanes, one accumulator a weight row, while the tile unit computes the
+// next super-block into the other slot. A column of the tile depends on
+// its activation row only. The tile configuration is loaded and released
+// within the one assembly call.
+func vq4kamx(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT) {
+	m, nsb := s.m, s.nsb
+	if m < 1 || m > q8amxRows || ng < 1 || ng > 4 || nsb < 1 || nsb > q4kamxMaxBlocks || len(s.pk) < m*nsb*512 ||
+		len(xt) < ng*16*nsb*256 || len(xd) < ng*16*nsb || len(xb) < ng*16*nsb*4 ||
+		lo < 0 || hi > 16*ng || lo >= hi || ld < m || 64*ld >= 1<<31 || len(dst) < (hi-1)*ld+m {
+		panic("kernels/cpu: q4kamx arguments")
+	}
+	var idx [16]int32
+	for r := range idx {
+		idx[r] = int32(4 * r * ld)
+	}
+	var masks [4]uint32
+	for i := lo; i < hi; i++ {
+		masks[i/16] |= 1 << (i % 16)
+	}
+	// Palette 1: tmm0, tmm1 the low and high sums (m rows of 16 int32),
+	// tmm2, tmm3 the weights' low and high bytes (m rows of 64), tmm4 the
+	// activations (16 rows of 64 bytes).
+	cfg := s.b[:64]
+	clear(cfg)
+	cfg[0] = 1
+	for _, t := range [...]struct{ tmm, colsb, rows int }{{0, 64, m}, {1, 64, m}, {2, 64, m}, {3, 64, m}, {4, 64, 16}} {
+		binary.LittleEndian.PutUint16(cfg[16+2*t.tmm:], uint16(t.colsb))
+		cfg[48+t.tmm] = byte(t.rows)
+	}
+	q4kamxTile(&s.pk[0], nsb*512, nsb, &s.scal[0], &xt[0], &xd[0], &xb[0], ng, &dst[0], &s.b[0], m, &idx[0], &masks[0], 64*ld)
+}
+
+//go:noescape
+func q4kamxTile(pk *byte, pstride, nsb int, scal *byte, xt *int8, xd *float32, xb *int32, ng int, dst *float32, scr *byte, m int, idx *int32, masks *uint32, ld16 int)
+
+// vq4krowsBlk sets out[r] to the product of one activation row (xq, xd,
+// bs: Q8_K) with the r-th of the len(out) consecutive Q4_K weight rows of
+// w, in the amx order with vq4kamx's bits (the amx path's decode kernel).
+func vq4krowsBlk(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
+	nb, rows := len(xd), len(out)
+	if rows == 0 {
+		return
+	}
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	if len(w) != rows*nb*144 {
+		panic("kernels/cpu: q4k rows shapes")
+	}
+	xq, bs = xq[:nb*256], bs[:nb*16]
+	q4krowsBlk(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0])
+}
+
+//go:noescape
+func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32)
+
+// vq4kBlk1 is vq4krowsBlk for one weight row.
+func vq4kBlk1(xq []int8, xd []float32, bs []int16, w []byte) float32 {
+	var out [1]float32
+	vq4krowsBlk(xq, xd, bs, w[:len(xd)*144], out[:])
+	return out[0]
+}
