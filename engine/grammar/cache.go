@@ -242,7 +242,7 @@ func (g *Grammar) Bytes() int64 {
 	for _, l := range g.cache {
 		n += 2*(int64(unsafe.Sizeof(cacheKey{}))+8) + int64(unsafe.Sizeof(*l)) + 8*int64(len(l.bits)) + 4*int64(len(l.exits)+len(l.nz))
 	}
-	n += 4*int64(cap(g.langIDs)+cap(g.langStamp)+cap(g.langQueue)) + int64(cap(g.langBuf))
+	n += 4*int64(cap(g.langIDs)+cap(g.langStamp)+cap(g.langQueue)) + int64(cap(g.langBuf)+cap(g.keyBuf)) + 8*int64(cap(g.outBuf))
 	n += int64(len(g.cuts)) * (2*(8+8) + int64(unsafe.Sizeof(stackCut{})))
 	for _, k := range g.langs {
 		n += 2*(4+16) + int64(len(k))

@@ -115,6 +115,9 @@ type Grammar struct {
 	langGen            uint32
 	langQueue          []int32
 	langBuf            []byte
+	// scratch of stateOf's key and of trans's stacks
+	keyBuf []byte
+	outBuf []*frame
 
 	grown int // rules grown so far (guarded by mu)
 
@@ -350,10 +353,11 @@ func (g *Grammar) stateOf(stacks []*frame) int32 {
 		return f.id
 	}
 	slices.SortFunc(stacks, func(a, b *frame) int { return cmp.Compare(ids(a), ids(b)) })
-	key := make([]byte, 0, 4*len(stacks))
+	key := g.keyBuf[:0]
 	for _, f := range stacks {
 		key = binary.LittleEndian.AppendUint32(key, uint32(ids(f)))
 	}
+	g.keyBuf = key
 	if id, ok := g.stateIx[string(key)]; ok {
 		return id
 	}
@@ -376,8 +380,9 @@ func (g *Grammar) trans(st int32, b byte) int32 {
 		return t - 2
 	}
 	// same: the bytes that the same stacks accept as b (each stack's
-	// byte set or its complement, intersected), whose next state is b's
-	var out []*frame
+	// byte set or its complement, intersected), whose next state is b's;
+	// out is scratch (stateOf keeps a copy)
+	out := g.outBuf[:0]
 	same := byteSet{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	for _, f := range s.stacks {
 		if f == nil {
@@ -399,6 +404,7 @@ func (g *Grammar) trans(st int32, b byte) int32 {
 	if len(out) <= maxStacks {
 		ns = g.stateOf(out)
 	}
+	g.outBuf = out[:0]
 	next := &g.states[st].next
 	for i, w := range same {
 		for w != 0 {
