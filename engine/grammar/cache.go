@@ -232,7 +232,7 @@ func (g *Grammar) Bytes() int64 {
 	}
 	// A map entry costs about its key and value twice over (buckets kept
 	// half full on average).
-	n += int64(len(g.frames)) * (2*int64(unsafe.Sizeof(frameKey{})+8) + int64(unsafe.Sizeof(frame{})))
+	n += int64(len(g.frames)) * (2*int64(unsafe.Sizeof(frameKey(0))+8) + int64(unsafe.Sizeof(frame{})))
 	for _, st := range g.states {
 		n += 8 + int64(unsafe.Sizeof(*st)) + 8*int64(cap(st.stacks))
 	}
@@ -240,8 +240,10 @@ func (g *Grammar) Bytes() int64 {
 		n += 2*(16+4) + int64(len(k))
 	}
 	for _, l := range g.cache {
-		n += 2*(int64(unsafe.Sizeof(cacheKey{}))+8) + int64(unsafe.Sizeof(*l)) + 8*int64(len(l.bits)) + 4*int64(len(l.exits))
+		n += 2*(int64(unsafe.Sizeof(cacheKey{}))+8) + int64(unsafe.Sizeof(*l)) + 8*int64(len(l.bits)) + 4*int64(len(l.exits)+len(l.nz))
 	}
+	n += 4*int64(cap(g.langIDs)+cap(g.langStamp)+cap(g.langQueue)) + int64(cap(g.langBuf)+cap(g.keyBuf)) + 8*int64(cap(g.outBuf))
+	n += int64(len(g.cuts)) * (2*(8+8) + int64(unsafe.Sizeof(stackCut{})))
 	for _, k := range g.langs {
 		n += 2*(4+16) + int64(len(k))
 	}

@@ -134,7 +134,7 @@ func (g *Grammar) countedLocal(v *Vocab, free int32, r, m int) *local {
 			l.exits = append(l.exits, n)
 		}
 	}
-	return l
+	return l.index()
 }
 
 // countedWalk returns the counted walk of the count-free chunk free,
@@ -187,8 +187,10 @@ func (g *Grammar) walkCounted(v *Vocab, st, node int32, c, esc int, byC *[][]int
 				cw.closeTok = append(cw.closeTok, t)
 				cw.closeC = append(cw.closeC, int32(c))
 			}
-			cw.exits = append(cw.exits, n)
-			cw.exitC = append(cw.exitC, int32(c))
+			if v.tend[n] > n+1 {
+				cw.exits = append(cw.exits, n)
+				cw.exitC = append(cw.exitC, int32(c))
+			}
 			continue
 		}
 		nc, nesc := c, esc

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -105,8 +106,18 @@ type Grammar struct {
 	frames  map[frameKey]*frame
 	states  []*state
 	stateIx map[string]int32
-	cache   map[cacheKey]*local // leaf-chunk masks per Vocab
-	langs   map[int32]string    // langKey per state, for walkBelow ("" none)
+	cache   map[cacheKey]*local  // leaf-chunk masks per Vocab
+	langs   map[int32]string     // langKey per state, for walkBelow ("" none)
+	cuts    map[*frame]*stackCut // cut per stack, for Allowed
+	// langKey's scratch: a position's number where its stamp is langGen,
+	// the positions met, the key being written
+	langIDs, langStamp []uint32
+	langGen            uint32
+	langQueue          []int32
+	langBuf            []byte
+	// scratch of stateOf's key and of trans's stacks
+	keyBuf []byte
+	outBuf []*frame
 
 	grown int // rules grown so far (guarded by mu)
 
@@ -259,9 +270,16 @@ type frame struct {
 	next *frame
 }
 
-type frameKey struct {
-	pos  int32
-	next *frame
+// frameKey is a frame's pos and its next frame's id (-1: none), as one
+// word: the frames map hashes it as an integer.
+type frameKey uint64
+
+func frameKeyOf(pos int32, next *frame) frameKey {
+	id := int32(-1)
+	if next != nil {
+		id = next.id
+	}
+	return frameKey(uint64(uint32(pos))<<32 | uint64(uint32(id)))
 }
 
 // state is an interned set of expanded stacks (a parse state), with its
@@ -281,7 +299,7 @@ const (
 
 // interned frame.
 func (g *Grammar) frame(pos int32, next *frame) *frame {
-	k := frameKey{pos, next}
+	k := frameKeyOf(pos, next)
 	if f := g.frames[k]; f != nil {
 		return f
 	}
@@ -335,10 +353,11 @@ func (g *Grammar) stateOf(stacks []*frame) int32 {
 		return f.id
 	}
 	slices.SortFunc(stacks, func(a, b *frame) int { return cmp.Compare(ids(a), ids(b)) })
-	key := make([]byte, 0, 4*len(stacks))
+	key := g.keyBuf[:0]
 	for _, f := range stacks {
 		key = binary.LittleEndian.AppendUint32(key, uint32(ids(f)))
 	}
+	g.keyBuf = key
 	if id, ok := g.stateIx[string(key)]; ok {
 		return id
 	}
@@ -360,7 +379,11 @@ func (g *Grammar) trans(st int32, b byte) int32 {
 	if t := s.next[b]; t != tUnknown {
 		return t - 2
 	}
-	var out []*frame
+	// same: the bytes that the same stacks accept as b (each stack's
+	// byte set or its complement, intersected), whose next state is b's;
+	// out is scratch (stateOf keeps a copy)
+	out := g.outBuf[:0]
+	same := byteSet{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	for _, f := range s.stacks {
 		if f == nil {
 			continue
@@ -368,13 +391,28 @@ func (g *Grammar) trans(st int32, b byte) int32 {
 		p := &g.pos[f.pos]
 		if p.term.has(b) {
 			out = g.expand(g.frame(p.next, f.next), out)
+			for i, w := range p.term {
+				same[i] &= w
+			}
+		} else {
+			for i, w := range p.term {
+				same[i] &^= w
+			}
 		}
 	}
 	ns := int32(-1)
 	if len(out) <= maxStacks {
 		ns = g.stateOf(out)
 	}
-	g.states[st].next[b] = ns + 2
+	g.outBuf = out[:0]
+	next := &g.states[st].next
+	for i, w := range same {
+		for w != 0 {
+			c := i<<6 | bits.TrailingZeros64(w)
+			w &= w - 1
+			next[c] = ns + 2
+		}
+	}
 	return ns
 }
 

@@ -186,6 +186,71 @@ func (v *Vocab) Len() int { return v.n }
 type local struct {
 	bits  []uint64
 	exits []int32
+	// nz lists the words of bits that are not zero, when they are few
+	// (sparse: at most words/sparseAt), so that a mask ORs only those;
+	// nil otherwise. Set before the local is shared.
+	nz []int32
+}
+
+// sparseAt: a local whose nonzero words are at most 1/sparseAt of its
+// bitset lists them.
+const sparseAt = 4
+
+// index sets l.nz where l.bits is sparse.
+func (l *local) index() *local {
+	n := 0
+	for _, w := range l.bits {
+		if w != 0 {
+			n++
+		}
+	}
+	if n > len(l.bits)/sparseAt {
+		return l
+	}
+	l.nz = make([]int32, 0, n)
+	for i, w := range l.bits {
+		if w != 0 {
+			l.nz = append(l.nz, int32(i))
+		}
+	}
+	return l
+}
+
+// or ORs what l allows by itself into mask.
+func (l *local) or(mask []uint64) {
+	if l.nz != nil {
+		for _, i := range l.nz {
+			mask[i] |= l.bits[i]
+		}
+		return
+	}
+	mask = mask[:len(l.bits)]
+	for i, w := range l.bits {
+		mask[i] |= w
+	}
+}
+
+// stackCut is cut's result for a stack, and the state of the rest
+// expanded (rs; -2 until first needed, -1 if nothing can follow),
+// memoized per stack (Grammar.cuts).
+type stackCut struct {
+	chunk int32
+	rest  *frame
+	rs    int32
+}
+
+// cutOf is cut(s), memoized.
+func (g *Grammar) cutOf(s *frame) *stackCut {
+	if c := g.cuts[s]; c != nil {
+		return c
+	}
+	chunk, rest := g.cut(s)
+	c := &stackCut{chunk: chunk, rest: rest, rs: -2}
+	if g.cuts == nil {
+		g.cuts = map[*frame]*stackCut{}
+	}
+	g.cuts[s] = c
+	return c
 }
 
 type cacheKey struct {
@@ -239,6 +304,7 @@ func (g *Grammar) local(v *Vocab, chunk int32) *local {
 	}
 	l := &local{bits: make([]uint64, v.words)}
 	g.walk(v, chunk, 0, l.bits, &l.exits)
+	l.index()
 	g.cache[ck] = l
 	if shared {
 		v.mu.Lock()
@@ -260,19 +326,32 @@ const maxLangPositions = 256
 // ok is false (the walk is not shared) when the chunk reaches a grown rule
 // not yet made or more than maxLangPositions positions.
 func (g *Grammar) langKey(chunk int32) (key string, ok bool) {
-	ids := map[int32]uint32{}
-	var queue []int32
+	// positions are numbered through g.langIDs, valid where g.langStamp
+	// holds this call's generation (no map per call)
+	g.langGen++
+	if g.langGen == 0 {
+		clear(g.langStamp)
+		g.langGen = 1
+	}
+	if n := len(g.pos); len(g.langStamp) < n {
+		g.langStamp = append(g.langStamp, make([]uint32, n-len(g.langStamp))...)
+		g.langIDs = append(g.langIDs, make([]uint32, n-len(g.langIDs))...)
+	}
+	gen, stamp, ids := g.langGen, g.langStamp, g.langIDs
+	queue := g.langQueue[:0]
+	defer func() { g.langQueue = queue[:0] }()
 	id := func(p int32) uint32 {
-		if i, ok := ids[p]; ok {
-			return i
+		if stamp[p] == gen {
+			return ids[p]
 		}
 		i := uint32(len(queue))
-		ids[p] = i
+		stamp[p], ids[p] = gen, i
 		queue = append(queue, p)
 		return i
 	}
 	stacks := g.states[chunk].stacks
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(stacks)))
+	b := binary.LittleEndian.AppendUint32(g.langBuf[:0], uint32(len(stacks)))
+	defer func() { g.langBuf = b[:0] }()
 	for _, f := range stacks {
 		n := 0
 		for s := f; s != nil; s = s.next {
@@ -327,7 +406,7 @@ func (g *Grammar) walk(v *Vocab, st int32, node int32, bits []uint64, exits *[]i
 			bits[t>>6] |= 1 << (t & 63)
 		}
 		s := g.states[ns]
-		if s.bottom && exits != nil {
+		if s.bottom && exits != nil && v.tend[c] > c+1 {
 			*exits = append(*exits, c)
 		}
 		if s.live >= 0 && v.tend[c] > c+1 {
@@ -416,18 +495,20 @@ func (m *Matcher) Allowed() ([]uint64, error) {
 			}
 			continue
 		}
-		chunk, rest := g.cut(s)
+		c := g.cutOf(s)
+		chunk := c.chunk
 		l := g.local(m.v, chunk)
-		for i, w := range l.bits {
-			m.mask[i] |= w
-		}
-		if rest == nil || len(l.exits) == 0 {
+		l.or(m.mask)
+		if c.rest == nil || len(l.exits) == 0 {
 			continue
 		}
 		// Tokens that run past the chunk: the rest of the stack decides
 		// their remaining bytes (few tokens: a string's closing quote and
 		// what follows it in one token).
-		rs := g.stateOf(g.expand(rest, nil))
+		if c.rs == -2 {
+			c.rs = g.stateOf(g.expand(c.rest, nil))
+		}
+		rs := c.rs
 		if rs < 0 {
 			continue // nothing below can follow (fail closed)
 		}

@@ -142,7 +142,7 @@ func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int, excl
 		r := add(name, func(add func(string, grower) int) [][]elem {
 			var alts [][]elem
 			if states[s].accept && n >= lo {
-				alts = append(alts, one(quote))
+				alts = append(alts, nil) // the closing quote follows
 			}
 			if hi >= 0 && n >= hi {
 				return alts
@@ -161,7 +161,11 @@ func (b *builder) boundedRegexString(key string, srcs []string, lo, hi int, excl
 		memo[k] = r
 		return r
 	}
-	r := b.add(key, []elem{quote, ref(body(b.grown, 0, 0))})
+	// The closing quote stands in this rule, after the body, so that its
+	// frame stays below the body's while a parse is inside the string: a
+	// leaf frame, the string is one chunk (cut), not a chunk per
+	// character with the rest of the stack walked below each.
+	r := b.add(key, []elem{quote, ref(body(b.grown, 0, 0)), quote})
 	b.rules[r].leaf = true
 	b.shared[key] = r
 	return r, nil

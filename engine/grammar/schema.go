@@ -1306,6 +1306,7 @@ func (c *schemaCompiler) extraMember(path string, props object, val int) int {
 		}
 		chars := b.repeat("key-rest-chars"+suffix, one(ref(char)), nil, 0, -1)
 		rest = b.add("key-rest"+suffix, cat(one(ref(chars)), lit(`"`)))
+		b.rules[rest].leaf = true
 		b.shared["key-rest"+suffix] = rest
 	}
 	// A non-ASCII character leaves the trie (declared names are ASCII):

@@ -15,13 +15,23 @@ type subKey struct {
 	node int32
 }
 
-// subWalk is what a walk below one node allows: its tokens and exits.
+// subWalk is what a walk below one node allows: its tokens (as a list,
+// or, when they outnumber the words of a bitset of the vocabulary divided
+// by subBitsAt, as such a bitset, whose OR costs less than setting them
+// one by one: below a space lies nearly half of a 128k vocabulary) and
+// its exits.
 type subWalk struct {
 	toks, exits []int32
+	bits        []uint64
 }
 
-// maxSubTokens bounds the tokens Vocab.subs holds (4 bytes each); when
-// full it is emptied.
+// subBitsAt: a sub-walk of more tokens than a bitset has words, divided
+// by this, keeps a bitset (ORing a word costs a fraction of setting one
+// token's bit).
+const subBitsAt = 4
+
+// maxSubTokens bounds the tokens Vocab.subs holds (4 bytes each, a bitset
+// counting its words twice); when full it is emptied.
 const maxSubTokens = 1 << 22
 
 // stateLang returns langKey of state st, memoized per Grammar ("" when it
@@ -67,14 +77,29 @@ func (g *Grammar) walkBelow(v *Vocab, st, c int32, bits []uint64, exits *[]int32
 		if exits != nil {
 			*exits = append(*exits, w.exits...)
 		}
+		size := len(w.toks)
+		if len(w.toks) > v.words/subBitsAt {
+			w.bits = make([]uint64, v.words)
+			for _, t := range w.toks {
+				w.bits[t>>6] |= 1 << (t & 63)
+			}
+			w.toks = nil
+			size = 2 * v.words
+		}
 		v.mu.Lock()
-		if v.subs == nil || v.subTokens+len(w.toks) > maxSubTokens {
+		if v.subs == nil || v.subTokens+size > maxSubTokens {
 			v.subs, v.subTokens = map[subKey]*subWalk{}, 0
 		}
 		v.subs[k] = w
-		v.subTokens += len(w.toks)
+		v.subTokens += size
 		v.mu.Unlock()
 		return
+	}
+	if w.bits != nil {
+		bits = bits[:len(w.bits)]
+		for i, x := range w.bits {
+			bits[i] |= x
+		}
 	}
 	for _, t := range w.toks {
 		bits[t>>6] |= 1 << (t & 63)
