@@ -93,7 +93,7 @@ var q4kamxPool = sync.Pool{New: func() any {
 func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) int {
 	cols := m.cols
 	nb := cols / 256
-	if r1-r0 < q8amxMinRows || nb > q4kamxMaxBlocks || 64*dst.cols >= 1<<31 || acts.kt == nil {
+	if r1-r0 < q8amxMinRows || nb > q4kamxMaxBlocks || int64(dst.cols) >= 1<<25 || acts.kt == nil {
 		return r0
 	}
 	s := q4kamxPool.Get().(*q4kamxScratchT)

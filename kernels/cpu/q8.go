@@ -284,7 +284,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 	case m.dt == kernels.Q8_0 && acts.q != nil:
 		nb := cols / 32
 		r := r0
-		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks || 64*dst.cols >= 1<<31) {
+		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks || int64(dst.cols) >= 1<<25) {
 			// The amx path's decode: one activation row at a time, the
 			// task's weight rows in one sequential stream (q8rowsBlk),
 			// with the bits of the AMX tile.
