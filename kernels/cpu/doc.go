@@ -61,7 +61,22 @@
 //     81–82 for four or eight interleaved rows (rows of 1.5 KB: each
 //     interleaved stream ends before the prefetcher runs ahead; on rows of
 //     4 KB, BenchmarkMatVec, eight interleaved rows stream faster, so
-//     judge by the model, cloisonctl bench). Q8_0 with VNNI does the
+//     judge by the model, cloisonctl bench). On Intel CPUs (the vendor
+//     from CPUID at start, f16TwoStreams) the task's rows go two at a
+//     time instead, row i beside row i+rows/2, each stream prefetched 4 KB
+//     ahead (f16rows2AVX512, the same bits): one stream read about 10 GB/s
+//     there whatever the layout (throwaway kernels swept over 128 MB of
+//     rows of 768–8960, medians per CPU second: two or four adjacent rows
+//     9–11 GB/s, prefetch alone 11–13, two streams alone 12–14, two
+//     prefetched streams 15–19). Intel Xeon (Sapphire Rapids class, 2
+//     vCPUs, load 3.2–4.4), 1 thread, prompt 128, 63 decode steps, F16 KV,
+//     old build, new build and llama.cpp's native llama-bench alternated,
+//     3 rounds: 8 layers d=768 82–90 → 152–182 tok/cpu-s (wall 122–178
+//     tok/s against llama-bench's 75–135); d=1536 GQA (FFN 8960,
+//     vocabulary 32,000) 13.0–13.3 → 17.0–17.7 tok/cpu-s (wall 12.8–17.3
+//     against 10.6–13.6). Other vendors keep the one stream (AMD: the
+//     figures above; software prefetch slowed it there). Q8_0 with VNNI
+//     does the
 //     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
 //     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
 //     interleaved rows at load ≈ 10 (sixteen rows, two to a zmm, gained
@@ -69,8 +84,8 @@
 //     the task's block in one call (q4krowsVNNI: a zmm of a chunk's low and high nibbles against 64 contiguous activations,
 //     VPDPWSSD with the sub-block scales VPERMW'd into place; 15–15.6
 //     against 11–13 GB/s in BenchmarkMatVec). Software prefetch slowed
-//     both Q8_0 and F16. Each kernel has the bits of the one it replaces
-//     (TestF16Rows, TestQ8Rows, TestQ4KRows), so batch invariance is
+//     both Q8_0 and F16 on AMD EPYC. Each kernel has the bits of the one it replaces
+//     (TestF16Rows, TestF16RowsKernels, TestQ8Rows, TestQ4KRows), so batch invariance is
 //     unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
