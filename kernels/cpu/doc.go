@@ -83,10 +83,19 @@
 //     only 5–15%; two interleaved rows lost). Q4_K reads every row of
 //     the task's block in one call (q4krowsVNNI: a zmm of a chunk's low and high nibbles against 64 contiguous activations,
 //     VPDPWSSD with the sub-block scales VPERMW'd into place; 15–15.6
-//     against 11–13 GB/s in BenchmarkMatVec). Software prefetch slowed
-//     both Q8_0 and F16 on AMD EPYC. Each kernel has the bits of the one it replaces
-//     (TestF16Rows, TestF16RowsKernels, TestQ8Rows, TestQ4KRows), so batch invariance is
-//     unchanged.
+//     against 11–13 GB/s in BenchmarkMatVec). Q6_K likewise
+//     (q6krowsVNNI: a zmm holds two of q6kdotAVX2's 32-value chunks, the
+//     6-bit quants assembled with VPSLLVW/VPSRLVW and VPTERNLOGD, VPDPWSSD
+//     with the VPERMW'd sub-block scales; about a quarter of the one-row
+//     AVX2 kernel's instructions): Intel Xeon (Sapphire Rapids class, 2
+//     vCPUs, load 4.9–6.2), 1 thread, old build, new build and llama-bench
+//     alternated, 3 rounds: d=768 106–143 → 160–182 tok/cpu-s (wall 77–92
+//     against llama-bench's 53–74 tok/s), d=1536 GQA 17.0–17.2 → 22.6–23.3
+//     tok/cpu-s (wall 10.3–15.4 against 14.0–14.9); not measured on AMD.
+//     Software prefetch slowed both Q8_0 and F16 on AMD EPYC. Each
+//     kernel has the bits of the one it replaces (TestF16Rows,
+//     TestF16RowsKernels, TestQ8Rows, TestQ4KRows, TestQ6KRows), so batch
+//     invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
@@ -210,7 +219,8 @@
 // each block starts from −128·Σq, three integer instructions per block and
 // row), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
 // (kquant.go), within the suite's extra activation-rounding term; the
-// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
+// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits;
+// with VNNI its Q4_K and Q6_K decode kernels are zmm, the same bits).
 // Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K and Q5_K have no integer product yet: on every
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.

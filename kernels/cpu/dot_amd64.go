@@ -91,6 +91,7 @@ func vset(p Path, wide bool) *kset {
 		k.q8i8 = vq8i8
 		k.q8rows = vq8rows
 		k.q4krows = vq4krows
+		k.q6krows = vq6krows
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}

@@ -46,6 +46,25 @@ func vq4krows(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
 	q4krowsVNNI(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0])
 }
 
+// vq6krows sets out[r] = vq6ki1x1(xq, xd, nil, row r of w) for the
+// len(out) consecutive Q6_K weight rows of w, in one call (q6krowsVNNI:
+// the same bits).
+func vq6krows(xq []int8, xd []float32, _ []int16, w []byte, out []float32) {
+	nb, rows := len(xd), len(out)
+	if rows == 0 {
+		return
+	}
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	if len(w) != rows*nb*210 {
+		panic("kernels/cpu: q6k rows shapes")
+	}
+	xq = xq[:nb*256]
+	q6krowsVNNI(&xq[0], &xd[0], &w[0], nb, rows, &out[0])
+}
+
 func vq6ki1x1(xq []int8, xd []float32, _ []int16, w []byte) float32 {
 	nb := len(xd)
 	if nb == 0 {
@@ -68,3 +87,6 @@ func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
 
 //go:noescape
 func q4krowsVNNI(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32)
+
+//go:noescape
+func q6krowsVNNI(xq *int8, xd *float32, w *byte, nb int, rows int, out *float32)

@@ -147,6 +147,8 @@ type kset struct {
 	// len(out) consecutive Q4_K weight rows of w, with its bits, in one
 	// call (decode; nil where the path has none).
 	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
+	// q6krows is the same for Q6_K weights and q6ki1x1 (bs unused).
+	q6krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 
 	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
 	// order of dot1x4 (prefill register tiles; nil in generic).
