@@ -92,9 +92,17 @@
 //     alternated, 3 rounds: d=768 106–143 → 160–182 tok/cpu-s (wall 77–92
 //     against llama-bench's 53–74 tok/s), d=1536 GQA 17.0–17.2 → 22.6–23.3
 //     tok/cpu-s (wall 10.3–15.4 against 14.0–14.9); not measured on AMD.
+//     On Intel both k-quant row kernels prefetch each super-block's lines
+//     2 KB ahead (kqPrefetch; 4 KB gained less): load 5.8–9.7, the build
+//     before ÷ after ÷ llama-bench alternated, 3 rounds, tok/cpu-s: Q4_K
+//     d=1536 25.0 → 35.4–36.0 (wall 22–34 against llama-bench's 21–25
+//     tok/s), d=768 308–380 → 410–446 (wall 178–278 against 164–215);
+//     Q6_K d=1536 22.3–23.3 → 27.3–27.8 (wall 11.7–13.3 against 9.0–10.9),
+//     d=768 262–342 → 383–439 (wall 187–436 against 111–272). Elsewhere
+//     they do not prefetch (unmeasured).
 //     Software prefetch slowed both Q8_0 and F16 on AMD EPYC. Each
 //     kernel has the bits of the one it replaces (TestF16Rows,
-//     TestF16RowsKernels, TestQ8Rows, TestQ4KRows, TestQ6KRows), so batch
+//     TestF16RowsKernels, TestQ8Rows, TestQ4KRows, TestQ6KRows, TestKQRowsPrefetch), so batch
 //     invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on

@@ -209,3 +209,17 @@ func TestQ6KRows(t *testing.T) {
 		}
 	}
 }
+
+// TestKQRowsPrefetch runs TestQ4KRows and TestQ6KRows with the other
+// prefetch setting than this CPU's (none on Intel, 2 KB elsewhere): the
+// kernels' bits do not depend on it.
+func TestKQRowsPrefetch(t *testing.T) {
+	old := kqPrefetch
+	defer func() { kqPrefetch = old }()
+	kqPrefetch = 2048
+	if old != 0 {
+		kqPrefetch = 0
+	}
+	TestQ4KRows(t)
+	TestQ6KRows(t)
+}

@@ -457,10 +457,11 @@ GLOBL q4kscidx<>(SB), RODATA|NOPTR, $256
 // lanes are added at the end of the super-block. The integers are exact,
 // so lane l holds q4kdotAVX2's integer and the float steps are its own:
 // the same bits.
-TEXT ·q4krowsVNNI(SB), NOSPLIT, $0-56
+TEXT ·q4krowsVNNI(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), R8
 	MOVQ rows+40(FP), R15
 	MOVQ out+48(FP), DI
+	MOVQ pf+56(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Z15
@@ -481,6 +482,13 @@ row:
 	JEQ    rowdone
 
 loop:
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+
+nopf:
 	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
 	// AX = scales 0..7, R13 = mins 0..7, one byte each.
 	MOVL  4(R8), AX
@@ -673,10 +681,11 @@ GLOBL q6kscidx<>(SB), RODATA|NOPTR, $384
 // high), whose int32 lanes are added at the end of the super-block. The
 // integers are exact, so lane l holds q6kdotAVX2's integer and the float
 // step is its own: the same bits.
-TEXT ·q6krowsVNNI(SB), NOSPLIT, $0-48
+TEXT ·q6krowsVNNI(SB), NOSPLIT, $0-56
 	MOVQ w+16(FP), R8
 	MOVQ rows+32(FP), R15
 	MOVQ out+40(FP), DI
+	MOVQ pf+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Z15
@@ -704,6 +713,14 @@ row:
 	JEQ    rowdone
 
 loop:
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT0 192(R8)(R14*1)
+
+nopf:
 	VPMOVSXBW 192(R8), Y6
 	VPERMW    Z6, Z24, Z28
 	VPERMW    Z6, Z25, Z29
