@@ -74,8 +74,13 @@
 //     3 rounds: 8 layers d=768 82–90 → 152–182 tok/cpu-s (wall 122–178
 //     tok/s against llama-bench's 75–135); d=1536 GQA (FFN 8960,
 //     vocabulary 32,000) 13.0–13.3 → 17.0–17.7 tok/cpu-s (wall 12.8–17.3
-//     against 10.6–13.6). Other vendors keep the one stream (AMD: the
-//     figures above; software prefetch slowed it there). Q8_0 with VNNI
+//     against 10.6–13.6). BF16 the same on Intel (bf16rows2AVX512, the
+//     bits of bf16dot4AVX512; before, four interleaved rows a call):
+//     d=768 74–81 → 139–176 tok/cpu-s (load 8.1–8.5; wall 89–166 against
+//     llama-bench's 55–87 tok/s), d=1536 GQA 13.3–13.7 → 17.2–17.5
+//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). Other vendors keep the one
+//     stream for F16 and four interleaved rows for BF16 (AMD: the figures
+//     above; software prefetch slowed it there). Q8_0 with VNNI
 //     does the
 //     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
 //     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
@@ -102,8 +107,8 @@
 //     they do not prefetch (unmeasured).
 //     Software prefetch slowed both Q8_0 and F16 on AMD EPYC. Each
 //     kernel has the bits of the one it replaces (TestF16Rows,
-//     TestF16RowsKernels, TestQ8Rows, TestQ4KRows, TestQ6KRows, TestKQRowsPrefetch), so batch
-//     invariance is unchanged.
+//     TestF16RowsKernels, TestBF16Rows, TestQ8Rows, TestQ4KRows,
+//     TestQ6KRows, TestKQRowsPrefetch), so batch invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per

@@ -67,6 +67,9 @@ func vset(p Path, wide bool) *kset {
 		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
 		k.f16rows = func(x []float32, w []uint16, out []float32) { vf16rows(f16TwoStreams, x, w, out) }
+		if f16TwoStreams {
+			k.bf16rows = vbf16rows
+		}
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 			return vdot1x4(false, x, w0, w1, w2, w3)
@@ -270,6 +273,24 @@ func vf16rows(two bool, x []float32, w []uint16, out []float32) {
 	}
 }
 
+// vbf16rows is vf16rows's two streams on BF16 weights (bf16rows2AVX512):
+// vhalf1x4's (avx512, BF16) bits.
+func vbf16rows(x []float32, w []uint16, out []float32) {
+	n, rows := len(x), len(out)
+	if rows == 0 {
+		return
+	}
+	w = w[:rows*n]
+	if n&15 == 0 && n > 0 {
+		bf16rows2AVX512(&x[0], &w[0], n, rows, &out[0])
+		return
+	}
+	for r := range rows {
+		wr := w[r*n : (r+1)*n]
+		out[r], _, _, _ = vhalf1x4(true, true, x, wr, wr, wr, wr)
+	}
+}
+
 // vq8rows sets out[i] to the Q8_0 product of one activation row (xq, xd;
 // xc its blocks' −128·Σq lanes, q8acts.c) with the weight row at
 // w[i·stride:], for every i < len(out), the rows one after the other in
@@ -367,6 +388,9 @@ func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]floa
 
 //go:noescape
 func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+//go:noescape
+func bf16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 //go:noescape
 func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)

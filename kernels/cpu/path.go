@@ -100,6 +100,9 @@ type kset struct {
 	// bits, the rows one after the other in one call (decode; nil where the
 	// path has none).
 	f16rows func(x []float32, w []uint16, out []float32)
+	// bf16rows is the same for BF16 rows and bf16dot1x4 (nil where the
+	// path has none).
+	bf16rows func(x []float32, w []uint16, out []float32)
 
 	// Q8_0 with float activations (generic), nil where intQ8 is set.
 	q8dot1x1 func(x []float32, w []byte) float32
