@@ -72,7 +72,8 @@
 //     vCPUs, load 3.2–4.4), 1 thread, prompt 128, 63 decode steps, F16 KV,
 //     old build, new build and llama.cpp's native llama-bench alternated,
 //     3 rounds: 8 layers d=768 82–90 → 152–182 tok/cpu-s (wall 122–178
-//     tok/s against llama-bench's 75–135); d=1536 GQA (FFN 8960,
+//     tok/s against llama-bench's 75–135; at load 5.9–7.0, 76–78 →
+//     101–108, wall 40–75 against 43–61); d=1536 GQA (FFN 8960,
 //     vocabulary 32,000) 13.0–13.3 → 17.0–17.7 tok/cpu-s (wall 12.8–17.3
 //     against 10.6–13.6). BF16 the same on Intel (bf16rows2AVX512, the
 //     bits of bf16dot4AVX512; before, four interleaved rows a call):
