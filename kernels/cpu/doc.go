@@ -61,17 +61,55 @@
 //     81–82 for four or eight interleaved rows (rows of 1.5 KB: each
 //     interleaved stream ends before the prefetcher runs ahead; on rows of
 //     4 KB, BenchmarkMatVec, eight interleaved rows stream faster, so
-//     judge by the model, cloisonctl bench). Q8_0 with VNNI does the
+//     judge by the model, cloisonctl bench). On Intel CPUs (the vendor
+//     from CPUID at start, f16TwoStreams) the task's rows go two at a
+//     time instead, row i beside row i+rows/2, each stream prefetched 4 KB
+//     ahead (f16rows2AVX512, the same bits): one stream read about 10 GB/s
+//     there whatever the layout (throwaway kernels swept over 128 MB of
+//     rows of 768–8960, medians per CPU second: two or four adjacent rows
+//     9–11 GB/s, prefetch alone 11–13, two streams alone 12–14, two
+//     prefetched streams 15–19). Intel Xeon (Sapphire Rapids class, 2
+//     vCPUs, load 3.2–4.4), 1 thread, prompt 128, 63 decode steps, F16 KV,
+//     old build, new build and llama.cpp's native llama-bench alternated,
+//     3 rounds: 8 layers d=768 82–90 → 152–182 tok/cpu-s (wall 122–178
+//     tok/s against llama-bench's 75–135; at load 5.9–7.0, 76–78 →
+//     101–108, wall 40–75 against 43–61); d=1536 GQA (FFN 8960,
+//     vocabulary 32,000) 13.0–13.3 → 17.0–17.7 tok/cpu-s (wall 12.8–17.3
+//     against 10.6–13.6). BF16 the same on Intel (bf16rows2AVX512, the
+//     bits of bf16dot4AVX512; before, four interleaved rows a call):
+//     d=768 74–81 → 139–176 tok/cpu-s (load 8.1–8.5; wall 89–166 against
+//     llama-bench's 55–87 tok/s), d=1536 GQA 13.3–13.7 → 17.2–17.5
+//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). Other vendors keep the one
+//     stream for F16 and four interleaved rows for BF16 (AMD: the figures
+//     above; software prefetch slowed it there). Q8_0 with VNNI
+//     does the
 //     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
 //     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
 //     interleaved rows at load ≈ 10 (sixteen rows, two to a zmm, gained
 //     only 5–15%; two interleaved rows lost). Q4_K reads every row of
 //     the task's block in one call (q4krowsVNNI: a zmm of a chunk's low and high nibbles against 64 contiguous activations,
 //     VPDPWSSD with the sub-block scales VPERMW'd into place; 15–15.6
-//     against 11–13 GB/s in BenchmarkMatVec). Software prefetch slowed
-//     both Q8_0 and F16. Each kernel has the bits of the one it replaces
-//     (TestF16Rows, TestQ8Rows, TestQ4KRows), so batch invariance is
-//     unchanged.
+//     against 11–13 GB/s in BenchmarkMatVec). Q6_K likewise
+//     (q6krowsVNNI: a zmm holds two of q6kdotAVX2's 32-value chunks, the
+//     6-bit quants assembled with VPSLLVW/VPSRLVW and VPTERNLOGD, VPDPWSSD
+//     with the VPERMW'd sub-block scales; about a quarter of the one-row
+//     AVX2 kernel's instructions): Intel Xeon (Sapphire Rapids class, 2
+//     vCPUs, load 4.9–6.2), 1 thread, old build, new build and llama-bench
+//     alternated, 3 rounds: d=768 106–143 → 160–182 tok/cpu-s (wall 77–92
+//     against llama-bench's 53–74 tok/s), d=1536 GQA 17.0–17.2 → 22.6–23.3
+//     tok/cpu-s (wall 10.3–15.4 against 14.0–14.9); not measured on AMD.
+//     On Intel both k-quant row kernels prefetch each super-block's lines
+//     2 KB ahead (kqPrefetch; 4 KB gained less): load 5.8–9.7, the build
+//     before ÷ after ÷ llama-bench alternated, 3 rounds, tok/cpu-s: Q4_K
+//     d=1536 25.0 → 35.4–36.0 (wall 22–34 against llama-bench's 21–25
+//     tok/s), d=768 308–380 → 410–446 (wall 178–278 against 164–215);
+//     Q6_K d=1536 22.3–23.3 → 27.3–27.8 (wall 11.7–13.3 against 9.0–10.9),
+//     d=768 262–342 → 383–439 (wall 187–436 against 111–272). Elsewhere
+//     they do not prefetch (unmeasured).
+//     Software prefetch slowed both Q8_0 and F16 on AMD EPYC. Each
+//     kernel has the bits of the one it replaces (TestF16Rows,
+//     TestF16RowsKernels, TestBF16Rows, TestQ8Rows, TestQ4KRows,
+//     TestQ6KRows, TestKQRowsPrefetch), so batch invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
 //     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
@@ -221,7 +259,8 @@
 // each block starts from −128·Σq, three integer instructions per block and
 // row), Q4_K and Q6_K on Q8_K blocks of 256 with their 16-value sums
 // (kquant.go), within the suite's extra activation-rounding term; the
-// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits).
+// avx512 path runs the 256-bit Q4_0/Q4_K/Q6_K kernels of avx2 (same bits;
+// with VNNI its Q4_K and Q6_K decode kernels are zmm, the same bits).
 // Q4_1, Q5_0, Q5_1, MXFP4, Q2_K, Q3_K and Q5_K have no integer product yet: on every
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.

@@ -69,7 +69,10 @@ func vset(p Path, wide bool) *kset {
 		}
 		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
-		k.f16rows = vf16rows
+		k.f16rows = func(x []float32, w []uint16, out []float32) { vf16rows(f16TwoStreams, x, w, out) }
+		if f16TwoStreams {
+			k.bf16rows = vbf16rows
+		}
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 			return vdot1x4(false, x, w0, w1, w2, w3)
@@ -94,6 +97,7 @@ func vset(p Path, wide bool) *kset {
 		k.q8i8 = vq8i8
 		k.q8rows = vq8rows
 		k.q4krows = vq4krows
+		k.q6krows = vq6krows
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
 		}
@@ -236,10 +240,22 @@ func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
 	return
 }
 
+// f16TwoStreams picks the F16 decode kernel of the avx512 path: on Intel
+// CPUs two prefetched streams (f16rows2AVX512), elsewhere one stream
+// (f16rowsAVX512). Both have the same bits (doc.go has the figures).
+var f16TwoStreams = isIntel
+
+// isIntel reports whether the CPU's vendor (CPUID leaf 0) is GenuineIntel.
+var isIntel = func() bool {
+	_, b, c, d := cpuid(0, 0)
+	return b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e // "Genu" "ineI" "ntel"
+}()
+
 // vf16rows sets out[r] to vhalf1x4's (avx512, F16) product of x with the
-// r-th of the len(out) consecutive rows of w (len(x) halves each), rows
-// one after the other in one call (f16rowsAVX512): the same bits.
-func vf16rows(x []float32, w []uint16, out []float32) {
+// r-th of the len(out) consecutive rows of w (len(x) halves each), every
+// row in one call: one stream (f16rowsAVX512) or two (two:
+// f16rows2AVX512), the same bits.
+func vf16rows(two bool, x []float32, w []uint16, out []float32) {
 	n, rows := len(x), len(out)
 	if rows == 0 {
 		return
@@ -247,12 +263,34 @@ func vf16rows(x []float32, w []uint16, out []float32) {
 	w = w[:rows*n]
 	nv := n &^ 15
 	if nv == n && n > 0 {
-		f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
+		if two {
+			f16rows2AVX512(&x[0], &w[0], n, rows, &out[0])
+		} else {
+			f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
+		}
 		return
 	}
 	for r := range rows {
 		wr := w[r*n : (r+1)*n]
 		out[r], _, _, _ = vhalf1x4(true, false, x, wr, wr, wr, wr)
+	}
+}
+
+// vbf16rows is vf16rows's two streams on BF16 weights (bf16rows2AVX512):
+// vhalf1x4's (avx512, BF16) bits.
+func vbf16rows(x []float32, w []uint16, out []float32) {
+	n, rows := len(x), len(out)
+	if rows == 0 {
+		return
+	}
+	w = w[:rows*n]
+	if n&15 == 0 && n > 0 {
+		bf16rows2AVX512(&x[0], &w[0], n, rows, &out[0])
+		return
+	}
+	for r := range rows {
+		wr := w[r*n : (r+1)*n]
+		out[r], _, _, _ = vhalf1x4(true, true, x, wr, wr, wr, wr)
 	}
 }
 
@@ -353,6 +391,15 @@ func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]floa
 
 //go:noescape
 func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+//go:noescape
+func bf16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+//go:noescape
+func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+// cpuid returns EAX, EBX, ECX and EDX of CPUID leaf (subleaf sub).
+func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
 //go:noescape
 func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)

@@ -892,6 +892,203 @@ end:
 	VZEROUPPER
 	RET
 
+// F16ROW2STEP32 and F16ROW2STEP16 add 32 (16) products of rows R8 and R9
+// at AX to the chains Z0 and Z1 (STEP32 also prefetches both streams
+// 4 KB ahead).
+#define F16ROW2STEP32 \
+	PREFETCHT0  4096(R8)(AX*2); \
+	PREFETCHT0  4096(R9)(AX*2); \
+	VMOVUPS     (SI)(AX*4), Z4; \
+	VCVTPH2PS   (R8)(AX*2), Z5; \
+	VCVTPH2PS   (R9)(AX*2), Z6; \
+	VFMADD231PS Z5, Z4, Z0; \
+	VFMADD231PS Z6, Z4, Z1; \
+	VMOVUPS     64(SI)(AX*4), Z7; \
+	VCVTPH2PS   32(R8)(AX*2), Z8; \
+	VCVTPH2PS   32(R9)(AX*2), Z9; \
+	VFMADD231PS Z8, Z7, Z0; \
+	VFMADD231PS Z9, Z7, Z1
+
+// func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+//
+// f16rowsAVX512's products (each row one 16-lane chain, HSUM16: the same
+// bits) computed two rows at a time, row i beside row i+rows/2 (the last
+// row of an odd count alone): the weights are read as two sequential
+// streams, each prefetched 4 KB ahead (PREFETCHT0; a prefetch past the
+// end of w reads nothing and cannot fault). n is a multiple of 16.
+TEXT ·f16rows2AVX512(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), R8
+	MOVQ  n+16(FP), CX
+	MOVQ  rows+24(FP), R10
+	MOVQ  out+32(FP), DI
+	LEAQ  (CX)(CX*1), BX  // bytes a row
+	MOVQ  CX, DX
+	ANDQ  $-32, DX        // elements in steps of 32
+	MOVQ  R10, R11
+	SHRQ  $1, R11         // pairs
+	MOVQ  R11, R12
+	IMULQ BX, R12
+	LEAQ  (R8)(R12*1), R9 // row rows/2
+	LEAQ  (DI)(R11*4), R12
+
+pair:
+	TESTQ  R11, R11
+	JEQ    last
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   AX, AX
+	CMPQ   AX, DX
+	JGE    ptail
+
+ploop:
+	F16ROW2STEP32
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JLT  ploop
+
+ptail:
+	CMPQ        AX, CX
+	JGE         pdone
+	VMOVUPS     (SI)(AX*4), Z4
+	VCVTPH2PS   (R8)(AX*2), Z5
+	VCVTPH2PS   (R9)(AX*2), Z6
+	VFMADD231PS Z5, Z4, Z0
+	VFMADD231PS Z6, Z4, Z1
+
+pdone:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	VMOVSS X0, (DI)
+	VMOVSS X1, (R12)
+	ADDQ   $4, DI
+	ADDQ   $4, R12
+	ADDQ   BX, R8
+	ADDQ   BX, R9
+	DECQ   R11
+	JMP    pair
+
+last:
+	// An odd count's last row (R9 points at it, R12 at its output).
+	TESTQ  $1, R10
+	JEQ    end
+	VXORPS Z0, Z0, Z0
+	XORQ   AX, AX
+
+lloop:
+	VCVTPH2PS   (R9)(AX*2), Z5
+	VFMADD231PS (SI)(AX*4), Z5, Z0
+	ADDQ        $16, AX
+	CMPQ        AX, CX
+	JLT         lloop
+	HSUM16(Z0, Y0, X0)
+	VMOVSS      X0, (R12)
+
+end:
+	VZEROUPPER
+	RET
+
+// BF16ROW2STEP32 is F16ROW2STEP32 on BF16 weights (a 16-bit shift).
+#define BF16ROW2STEP32 \
+	PREFETCHT0  4096(R8)(AX*2); \
+	PREFETCHT0  4096(R9)(AX*2); \
+	VMOVUPS     (SI)(AX*4), Z4; \
+	VPMOVZXWD   (R8)(AX*2), Z5; \
+	VPSLLD      $16, Z5, Z5; \
+	VPMOVZXWD   (R9)(AX*2), Z6; \
+	VPSLLD      $16, Z6, Z6; \
+	VFMADD231PS Z5, Z4, Z0; \
+	VFMADD231PS Z6, Z4, Z1; \
+	VMOVUPS     64(SI)(AX*4), Z7; \
+	VPMOVZXWD   32(R8)(AX*2), Z8; \
+	VPSLLD      $16, Z8, Z8; \
+	VPMOVZXWD   32(R9)(AX*2), Z9; \
+	VPSLLD      $16, Z9, Z9; \
+	VFMADD231PS Z8, Z7, Z0; \
+	VFMADD231PS Z9, Z7, Z1
+
+// func bf16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+//
+// f16rows2AVX512 on BF16 weights (VPMOVZXWD and a 16-bit shift: bf16dot4AVX512's
+// values and chains, the same bits), row i beside row i+rows/2 (the last
+// row of an odd count alone): the weights are read as two sequential
+// streams, each prefetched 4 KB ahead (PREFETCHT0; a prefetch past the
+// end of w reads nothing and cannot fault). n is a multiple of 16.
+TEXT ·bf16rows2AVX512(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), R8
+	MOVQ  n+16(FP), CX
+	MOVQ  rows+24(FP), R10
+	MOVQ  out+32(FP), DI
+	LEAQ  (CX)(CX*1), BX  // bytes a row
+	MOVQ  CX, DX
+	ANDQ  $-32, DX        // elements in steps of 32
+	MOVQ  R10, R11
+	SHRQ  $1, R11         // pairs
+	MOVQ  R11, R12
+	IMULQ BX, R12
+	LEAQ  (R8)(R12*1), R9 // row rows/2
+	LEAQ  (DI)(R11*4), R12
+
+pair:
+	TESTQ  R11, R11
+	JEQ    last
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   AX, AX
+	CMPQ   AX, DX
+	JGE    ptail
+
+ploop:
+	BF16ROW2STEP32
+	ADDQ $32, AX
+	CMPQ AX, DX
+	JLT  ploop
+
+ptail:
+	CMPQ        AX, CX
+	JGE         pdone
+	VMOVUPS     (SI)(AX*4), Z4
+	VPMOVZXWD   (R8)(AX*2), Z5
+	VPSLLD      $16, Z5, Z5
+	VPMOVZXWD   (R9)(AX*2), Z6
+	VPSLLD      $16, Z6, Z6
+	VFMADD231PS Z5, Z4, Z0
+	VFMADD231PS Z6, Z4, Z1
+
+pdone:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	VMOVSS X0, (DI)
+	VMOVSS X1, (R12)
+	ADDQ   $4, DI
+	ADDQ   $4, R12
+	ADDQ   BX, R8
+	ADDQ   BX, R9
+	DECQ   R11
+	JMP    pair
+
+last:
+	// An odd count's last row (R9 points at it, R12 at its output).
+	TESTQ  $1, R10
+	JEQ    end
+	VXORPS Z0, Z0, Z0
+	XORQ   AX, AX
+
+lloop:
+	VPMOVZXWD   (R9)(AX*2), Z5
+	VPSLLD      $16, Z5, Z5
+	VFMADD231PS (SI)(AX*4), Z5, Z0
+	ADDQ        $16, AX
+	CMPQ        AX, CX
+	JLT         lloop
+	HSUM16(Z0, Y0, X0)
+	VMOVSS      X0, (R12)
+
+end:
+	VZEROUPPER
+	RET
+
 // func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
 //
 // The Q8_0 products of one activation row (Q8 blocks xq, xd; xc the
@@ -948,4 +1145,15 @@ rowdone:
 
 end:
 	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
 	RET

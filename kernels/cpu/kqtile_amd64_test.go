@@ -153,3 +153,79 @@ func TestQ4KRows(t *testing.T) {
 		}
 	}
 }
+
+// TestQ6KRows: the Q6_K decode kernel of whole weight blocks (q6krows)
+// gives every row the bits of the one-row kernel, on quantized weights and
+// on random bytes (any quant, high-bit and scale patterns, scales down to
+// −128, finite d), and writes only its outputs.
+func TestQ6KRows(t *testing.T) {
+	k := kernelSet(Paths()[len(Paths())-1])
+	if k.q6krows == nil {
+		t.Skip("no q6krows kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(19, 7))
+	for _, nsb := range []int{1, 2, 3, 9} {
+		for _, rows := range []int{1, 2, 5, 24} {
+			for _, random := range []bool{false, true} {
+				n := nsb * 256
+				x := make([]float32, n)
+				for j := range x {
+					x[j] = float32(r.NormFloat64() * 3)
+				}
+				if nsb == 3 {
+					clear(x[256:512])
+					x[3] = 1e4
+				}
+				xq, xd, bs := make([]int8, n), make([]float32, nsb), make([]int16, n/16)
+				quantizeRowQ8K(xq, xd, bs, x)
+				var w []byte
+				if random {
+					w = make([]byte, rows*nsb*210)
+					for i := range w {
+						w[i] = byte(r.IntN(256))
+					}
+					for b := 0; b < len(w); b += 210 {
+						h := uint16(0x1c00 + r.IntN(0x2000)) // d in [2⁻⁸, 2⁰)
+						w[b+208], w[b+209] = byte(h), byte(h>>8)
+					}
+				} else {
+					wf := make([]float32, rows*n)
+					for j := range wf {
+						wf[j] = float32(r.NormFloat64())
+					}
+					var err error
+					if w, err = kernels.Quantize(kernels.Q6_K, wf); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out := make([]float32, rows+1)
+				out[rows] = -7
+				k.q6krows(xq, xd, bs, w, out[:rows])
+				rb := nsb * 210
+				for j := range rows {
+					want := k.q6ki1x1(xq, xd, bs, w[j*rb:(j+1)*rb])
+					if math.Float32bits(out[j]) != math.Float32bits(want) {
+						t.Fatalf("n=%d rows=%d random=%v row %d: q6krows %v, one-row kernel %v", n, rows, random, j, out[j], want)
+					}
+				}
+				if out[rows] != -7 {
+					t.Fatalf("n=%d rows=%d: wrote past its outputs", n, rows)
+				}
+			}
+		}
+	}
+}
+
+// TestKQRowsPrefetch runs TestQ4KRows and TestQ6KRows with the other
+// prefetch setting than this CPU's (none on Intel, 2 KB elsewhere): the
+// kernels' bits do not depend on it.
+func TestKQRowsPrefetch(t *testing.T) {
+	old := kqPrefetch
+	defer func() { kqPrefetch = old }()
+	kqPrefetch = 2048
+	if old != 0 {
+		kqPrefetch = 0
+	}
+	TestQ4KRows(t)
+	TestQ6KRows(t)
+}

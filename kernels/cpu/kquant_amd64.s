@@ -457,10 +457,11 @@ GLOBL q4kscidx<>(SB), RODATA|NOPTR, $256
 // lanes are added at the end of the super-block. The integers are exact,
 // so lane l holds q4kdotAVX2's integer and the float steps are its own:
 // the same bits.
-TEXT ·q4krowsVNNI(SB), NOSPLIT, $0-56
+TEXT ·q4krowsVNNI(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), R8
 	MOVQ rows+40(FP), R15
 	MOVQ out+48(FP), DI
+	MOVQ pf+56(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Z15
@@ -481,6 +482,13 @@ row:
 	JEQ    rowdone
 
 loop:
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+
+nopf:
 	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
 	// AX = scales 0..7, R13 = mins 0..7, one byte each.
 	MOVL  4(R8), AX
@@ -571,6 +579,170 @@ loop:
 	ADDQ         $32, R9
 	DECQ         CX
 	JNZ          loop
+
+rowdone:
+	KHSUM8(Y0, X0)
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	DECQ   R15
+	JNZ    row
+
+end:
+	VZEROUPPER
+	RET
+
+// VPERMW indices of q6krowsVNNI: table p (64 bytes) holds 8 words each
+// of 4p, 4p+1, 4p+2, 4p+3 (the scales of the four 16-value sub-blocks of
+// a zmm of 64 values); then the per-word shifts that move the two high
+// bits of a qh byte to bits 4–5 for the two chunks of a zmm: left 4 and 2
+// (chunks 4k, 4k+1), right 0 and 2 (chunks 4k+2, 4k+3).
+DATA q6kscidx<>+0(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+8(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+16(SB)/8, $0x0001000100010001
+DATA q6kscidx<>+24(SB)/8, $0x0001000100010001
+DATA q6kscidx<>+32(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+40(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+48(SB)/8, $0x0003000300030003
+DATA q6kscidx<>+56(SB)/8, $0x0003000300030003
+DATA q6kscidx<>+64(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+72(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+80(SB)/8, $0x0005000500050005
+DATA q6kscidx<>+88(SB)/8, $0x0005000500050005
+DATA q6kscidx<>+96(SB)/8, $0x0006000600060006
+DATA q6kscidx<>+104(SB)/8, $0x0006000600060006
+DATA q6kscidx<>+112(SB)/8, $0x0007000700070007
+DATA q6kscidx<>+120(SB)/8, $0x0007000700070007
+DATA q6kscidx<>+128(SB)/8, $0x0008000800080008
+DATA q6kscidx<>+136(SB)/8, $0x0008000800080008
+DATA q6kscidx<>+144(SB)/8, $0x0009000900090009
+DATA q6kscidx<>+152(SB)/8, $0x0009000900090009
+DATA q6kscidx<>+160(SB)/8, $0x000a000a000a000a
+DATA q6kscidx<>+168(SB)/8, $0x000a000a000a000a
+DATA q6kscidx<>+176(SB)/8, $0x000b000b000b000b
+DATA q6kscidx<>+184(SB)/8, $0x000b000b000b000b
+DATA q6kscidx<>+192(SB)/8, $0x000c000c000c000c
+DATA q6kscidx<>+200(SB)/8, $0x000c000c000c000c
+DATA q6kscidx<>+208(SB)/8, $0x000d000d000d000d
+DATA q6kscidx<>+216(SB)/8, $0x000d000d000d000d
+DATA q6kscidx<>+224(SB)/8, $0x000e000e000e000e
+DATA q6kscidx<>+232(SB)/8, $0x000e000e000e000e
+DATA q6kscidx<>+240(SB)/8, $0x000f000f000f000f
+DATA q6kscidx<>+248(SB)/8, $0x000f000f000f000f
+DATA q6kscidx<>+256(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+264(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+272(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+280(SB)/8, $0x0004000400040004
+DATA q6kscidx<>+288(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+296(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+304(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+312(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+320(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+328(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+336(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+344(SB)/8, $0x0000000000000000
+DATA q6kscidx<>+352(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+360(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+368(SB)/8, $0x0002000200020002
+DATA q6kscidx<>+376(SB)/8, $0x0002000200020002
+GLOBL q6kscidx<>(SB), RODATA|NOPTR, $384
+
+// Q6KHALF computes the integer lanes of one half (128 values) of a Q6_K
+// super-block into Z1: QL, QH, SC the offsets of its ql (64 bytes), qh (32
+// bytes) and scales in the block at R8, XQ the offset of its activations
+// at SI, ZA and ZB the scale words of its two zmm (VPERMW'd). Per zmm of
+// 64 values (two of q6kdotAVX2's chunks): the 6-bit quants
+// (ql & 15) | (qh shifted & 0x30), VPMADDUBSW with the activations less
+// VPMADDUBSW of 32 with them (the same int16 pairs), VPDPWSSD with the
+// sub-block scales (the same int32 per lane as VPMADDWD and VPADDD).
+#define Q6KHALF(QL, QH, XQ, ZA, ZB) \
+	VMOVDQU64       QL(R8), Z4; \
+	VBROADCASTI64X4 QH(R8), Z5; \
+	VPSLLVW         Z11, Z5, Z7; \
+	VPANDD          Z13, Z7, Z7; \
+	VPTERNLOGD      $0xF8, Z15, Z4, Z7; \
+	VPMADDUBSW      XQ(SI), Z7, Z7; \
+	VPMADDUBSW      XQ(SI), Z12, Z8; \
+	VPSUBW          Z8, Z7, Z7; \
+	VPDPWSSD        ZA, Z7, Z1; \
+	VPSRLW          $4, Z4, Z4; \
+	VPSRLVW         Z10, Z5, Z7; \
+	VPANDD          Z13, Z7, Z7; \
+	VPTERNLOGD      $0xF8, Z15, Z4, Z7; \
+	VPMADDUBSW      XQ+64(SI), Z7, Z7; \
+	VPMADDUBSW      XQ+64(SI), Z12, Z8; \
+	VPSUBW          Z8, Z7, Z7; \
+	VPDPWSSD        ZB, Z7, Z1
+
+// func q6krowsVNNI(xq *int8, xd *float32, w *byte, nb int, rows int, out *float32)
+//
+// q6kdotAVX2 for rows consecutive weight rows (nb super-blocks each, w
+// contiguous), out[r] for each, in one call (AVX-512 BW + VNNI): a zmm
+// holds two of its 32-value chunks (chunk 2k in the low half, 2k+1 in the
+// high), whose int32 lanes are added at the end of the super-block. The
+// integers are exact, so lane l holds q6kdotAVX2's integer and the float
+// step is its own: the same bits.
+TEXT ·q6krowsVNNI(SB), NOSPLIT, $0-56
+	MOVQ w+16(FP), R8
+	MOVQ rows+32(FP), R15
+	MOVQ out+40(FP), DI
+	MOVQ pf+48(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Z15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Z13
+	MOVL         $0x20202020, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Z12
+	VMOVDQU64    q6kscidx<>+0(SB), Z24
+	VMOVDQU64    q6kscidx<>+64(SB), Z25
+	VMOVDQU64    q6kscidx<>+128(SB), Z26
+	VMOVDQU64    q6kscidx<>+192(SB), Z27
+	VMOVDQU64    q6kscidx<>+256(SB), Z11
+	VMOVDQU64    q6kscidx<>+320(SB), Z10
+	TESTQ        R15, R15
+	JEQ          end
+
+row:
+	MOVQ   xq+0(FP), SI
+	MOVQ   xd+8(FP), DX
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	TESTQ  CX, CX
+	JEQ    rowdone
+
+loop:
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT0 192(R8)(R14*1)
+
+nopf:
+	VPMOVSXBW 192(R8), Y6
+	VPERMW    Z6, Z24, Z28
+	VPERMW    Z6, Z25, Z29
+	VPERMW    Z6, Z26, Z30
+	VPERMW    Z6, Z27, Z31
+	VPXORD    Z1, Z1, Z1
+	Q6KHALF(0, 128, 0, Z28, Z29)
+	Q6KHALF(64, 160, 128, Z30, Z31)
+	VEXTRACTI64X4 $1, Z1, Y2
+	VPADDD        Y2, Y1, Y1
+	VCVTDQ2PS     Y1, Y1
+	MOVWLZX       208(R8), BX
+	VMOVD         BX, X9
+	VCVTPH2PS     X9, X9
+	VMULSS        (DX), X9, X9
+	VBROADCASTSS  X9, Y9
+	VFMADD231PS   Y9, Y1, Y0
+	ADDQ          $210, R8
+	ADDQ          $256, SI
+	ADDQ          $4, DX
+	DECQ          CX
+	JNZ           loop
 
 rowdone:
 	KHSUM8(Y0, X0)

@@ -173,6 +173,10 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 			k.f16rows(x, m.u16[o*cols:o1*cols], out[o:o1])
 			o = o1
 		}
+		if m.dt == kernels.BF16 && k.bf16rows != nil {
+			k.bf16rows(x, m.u16[o*cols:o1*cols], out[o:o1])
+			o = o1
+		}
 		for ; o+4 <= o1; o += 4 {
 			out[o], out[o+1], out[o+2], out[o+3] = dot4(x, row(o), row(o+1), row(o+2), row(o+3))
 		}

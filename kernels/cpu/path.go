@@ -102,6 +102,9 @@ type kset struct {
 	// bits, the rows one after the other in one call (decode; nil where the
 	// path has none).
 	f16rows func(x []float32, w []uint16, out []float32)
+	// bf16rows is the same for BF16 rows and bf16dot1x4 (nil where the
+	// path has none).
+	bf16rows func(x []float32, w []uint16, out []float32)
 
 	// Q8_0 with float activations (generic), nil where intQ8 is set.
 	q8dot1x1 func(x []float32, w []byte) float32
@@ -157,6 +160,8 @@ type kset struct {
 	// len(out) consecutive Q4_K weight rows of w, with its bits, in one
 	// call (decode; nil where the path has none).
 	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
+	// q6krows is the same for Q6_K weights and q6ki1x1 (bs unused).
+	q6krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 
 	// tile computes out[4r+j] = x[r]·w[j] for r < tileRows, j < 4 with the
 	// order of dot1x4 (prefill register tiles; nil in generic).

@@ -393,15 +393,16 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		}
 	case needsQ8K(m.dt) && acts.k != nil:
 		a, nb := acts.k, cols/256
-		dot := k.q4ki1x1
+		dot, rows := k.q4ki1x1, k.q4krows
 		if m.dt == kernels.Q6_K {
-			dot = k.q6ki1x1
+			dot, rows = k.q6ki1x1, k.q6krows
 		}
 		for r := r0; r < r1; r++ {
 			xq, xd, bs := a.q[r*cols:(r+1)*cols], a.d[r*nb:(r+1)*nb], a.bs[r*cols/16:(r+1)*cols/16]
 			out := dst.row(r)
-			if m.dt == kernels.Q4_K && k.q4krows != nil {
-				k.q4krows(xq, xd, bs, m.data[o0*m.rowBytes:o1*m.rowBytes], out[o0:o1])
+			if rows != nil {
+				// Every weight row of the block in one call.
+				rows(xq, xd, bs, m.data[o0*m.rowBytes:o1*m.rowBytes], out[o0:o1])
 				continue
 			}
 			for o := o0; o < o1; o++ {

@@ -1,0 +1,88 @@
+//go:build amd64
+
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cloison/cloison/kernels"
+)
+
+// TestF16RowsKernels: both F16 decode kernels of the avx512 path (one
+// stream, f16rowsAVX512; two prefetched streams, f16rows2AVX512; the CPU's
+// vendor picks one) give every row the bits of the four-row kernel, for
+// odd and even row counts and lengths with and without a 32-element tail,
+// and write only their outputs.
+func TestF16RowsKernels(t *testing.T) {
+	if !slices.Contains(Paths(), AVX512) {
+		t.Skip("no avx512 path on this CPU")
+	}
+	k := kernelSet(AVX512)
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, two := range []bool{false, true} {
+		for _, n := range []int{16, 32, 48, 768, 1000, 8960} {
+			for _, rows := range []int{1, 2, 3, 7, 24, 25} {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				w := make([]uint16, rows*n)
+				for i := range w {
+					w[i] = kernels.F32ToF16(float32(r.NormFloat64()))
+				}
+				out := make([]float32, rows+1)
+				out[rows] = -7
+				vf16rows(two, x, w, out[:rows])
+				for i := range rows {
+					rw := w[i*n : (i+1)*n]
+					want, _, _, _ := k.f16dot1x4(x, rw, rw, rw, rw)
+					if math.Float32bits(out[i]) != math.Float32bits(want) {
+						t.Fatalf("two=%v n=%d rows=%d row %d: %v, four-row kernel %v", two, n, rows, i, out[i], want)
+					}
+				}
+				if out[rows] != -7 {
+					t.Fatalf("two=%v n=%d rows=%d: wrote past its outputs", two, n, rows)
+				}
+			}
+		}
+	}
+}
+
+// TestBF16Rows: the BF16 decode kernel of whole weight blocks (two
+// prefetched streams, bf16rows2AVX512) gives every row the bits of the
+// four-row kernel and writes only its outputs.
+func TestBF16Rows(t *testing.T) {
+	if !slices.Contains(Paths(), AVX512) {
+		t.Skip("no avx512 path on this CPU")
+	}
+	k := kernelSet(AVX512)
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, n := range []int{1, 15, 16, 32, 48, 768, 1000, 8960} {
+		for _, rows := range []int{1, 2, 3, 7, 24, 25} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			w := make([]uint16, rows*n)
+			for i := range w {
+				w[i] = uint16(math.Float32bits(float32(r.NormFloat64())) >> 16)
+			}
+			out := make([]float32, rows+1)
+			out[rows] = -7
+			vbf16rows(x, w, out[:rows])
+			for i := range rows {
+				rw := w[i*n : (i+1)*n]
+				want, _, _, _ := k.bf16dot1x4(x, rw, rw, rw, rw)
+				if math.Float32bits(out[i]) != math.Float32bits(want) {
+					t.Fatalf("n=%d rows=%d row %d: %v, four-row kernel %v", n, rows, i, out[i], want)
+				}
+			}
+			if out[rows] != -7 {
+				t.Fatalf("n=%d rows=%d: wrote past its outputs", n, rows)
+			}
+		}
+	}
+}
