@@ -254,9 +254,10 @@ func (m *Model) upload(x []float32) (kernels.Tensor, error) {
 // (Pos 0) that asks for its hidden states (Seq.Hidden); each token attends
 // to every token of its sequence, before and after it. K and V are written
 // to the sequence's pages and read back through the arena, tag-checked,
-// as a decoder's are; the non-causal read is Attention with one span per
-// query row placed at the sequence's last position, so every row reads all
-// of its sequence's positions and nothing else.
+// as a decoder's are; the non-causal read is bidirectional AttentionWith
+// over each sequence's span (or, on an arena without it, Attention with one
+// span per query row placed at the sequence's last position), so every row
+// reads all of its sequence's positions and nothing else.
 func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 	if len(batch) == 0 {
 		return nil, fmt.Errorf("%w: empty batch", ErrBatch)
@@ -301,11 +302,9 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 	ids := make([]int32, 0, rows)
 	pos := make([]int32, 0, rows)
 	spans := make([]kernels.Span, len(batch))
-	full := make([]kernels.Span, 0, rows)
 	for i, s := range batch {
 		spans[i] = kernels.Span{Table: s.Table, Row: len(ids), Pos: 0, N: len(s.Tokens)}
 		for j, id := range s.Tokens {
-			full = append(full, kernels.Span{Table: s.Table, Row: len(ids), Pos: len(s.Tokens) - 1, N: 1})
 			ids = append(ids, id)
 			pos = append(pos, int32(j))
 		}
@@ -316,6 +315,18 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 			return nil, err
 		}
 		return m.hiddenOf(x, spans)
+	}
+	// The non-causal read: a WindowAttender's bidirectional attention over
+	// each whole span (its query rows share the span's keys and values);
+	// without one, Attention with one span per query row placed at its
+	// sequence's last position.
+	var attend func(li int, att, q kernels.Tensor) error
+	if wa, ok := a.(kernels.WindowAttender); ok {
+		opt := kernels.AttentionOptions{Bidirectional: true}
+		attend = func(li int, att, q kernels.Tensor) error { return wa.AttentionWith(li, att, q, spans, opt) }
+	} else {
+		full := perRow(spans)
+		attend = func(li int, att, q kernels.Tensor) error { return a.Attention(li, att, q, full) }
 	}
 	sc := &m.sc
 	x, h, q, k, v := sc.x.Slice(0, rows), sc.h.Slice(0, rows), sc.q.Slice(0, rows), sc.k.Slice(0, rows), sc.v.Slice(0, rows)
@@ -357,7 +368,7 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 		if err := a.WriteKV(li, k, v, spans); err != nil {
 			return nil, fmt.Errorf("model: layer %d: writing KV: %w", li, err)
 		}
-		if err := a.Attention(li, att, q, full); err != nil {
+		if err := attend(li, att, q); err != nil {
 			return nil, fmt.Errorf("model: layer %d: attention: %w", li, err)
 		}
 		if err := errors.Join(b.MatMul(o, att, l.wo), addBias(o, l.bo), b.Add(o, o, x)); err != nil {
@@ -386,6 +397,19 @@ func (m *Model) encForward(a kernels.Arena, batch []Seq) ([][]float32, error) {
 		}
 	}
 	return m.hiddenOf(x, spans)
+}
+
+// perRow is spans cut into one span per row, each placed at its
+// sequence's last position, so that causal Attention reads every position
+// of the row's sequence.
+func perRow(spans []kernels.Span) []kernels.Span {
+	var full []kernels.Span
+	for _, s := range spans {
+		for j := range s.N {
+			full = append(full, kernels.Span{Table: s.Table, Row: s.Row + j, Pos: s.Pos + s.N - 1, N: 1})
+		}
+	}
+	return full
 }
 
 // hiddenOf downloads x's rows and cuts them into each span's.

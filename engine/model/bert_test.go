@@ -283,6 +283,31 @@ func TestEncoderBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestEncoderAttentionPathsAgree: a bert encoder's hidden states are the
+// same bits whether the arena reads each input by bidirectional
+// AttentionWith over its span or (an arena without it) by causal Attention
+// with one span per query row.
+func TestEncoderAttentionPathsAgree(t *testing.T) {
+	for _, arch := range []string{"bert", "nomic-bert"} {
+		t.Run(arch, func(t *testing.T) {
+			m := load(t, backend(t), bertFile(t, synth.BertConfig{Arch: arch, Layers: 2, DModel: 64, Heads: 4, FFN: 128, Context: 64, DType: gguf.Q8_0}))
+			k := newKV(t, m, 32, 8, "t")
+			if _, ok := k.arena.(kernels.WindowAttender); !ok {
+				t.Fatal("the test backend's arena is not a WindowAttender")
+			}
+			inputs := [][]int32{tokens(33, m.Vocab, 2), tokens(19, m.Vocab, 1), tokens(5, m.Vocab, 4)}
+			spans := k.encode(t, "t", inputs)
+			k.arena = struct{ kernels.Arena }{k.arena}
+			rows := k.encode(t, "t", inputs)
+			for i := range inputs {
+				if !slices.Equal(spans[i], rows[i]) {
+					t.Errorf("input %d: the two attention paths differ", i)
+				}
+			}
+		})
+	}
+}
+
 // TestEncoderRank: the rank head's score equals tanh(cls·h+b) then
 // cls.output, computed from the file, on the first row.
 func TestEncoderRank(t *testing.T) {

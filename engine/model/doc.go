@@ -174,8 +174,10 @@
 // (layer_output_norm); epsilon attention.layer_norm_epsilon; no output
 // norm and no logits. The K/V of every layer go to the sequence's pages
 // and are read back through the arena (tag-checked, as a decoder's), but
-// every query reads all of its sequence's positions: Attention with one
-// span per query row, placed at the sequence's last position. So an input
+// every query reads all of its sequence's positions: AttentionWith
+// (Bidirectional) over each whole sequence where the arena is a
+// WindowAttender, else Attention with one span per query row, placed at
+// the sequence's last position. So an input
 // runs whole, in one Forward (Seq.Pos 0, Seq.Hidden; anything else is
 // refused). LayerNorm, GELU and the rank head run on the host in float32
 // rows with float64 sums: batch invariant, as every backend kernel used is.

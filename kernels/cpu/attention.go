@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/cloison/cloison/kernels"
@@ -91,10 +92,10 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 		dk = decodeK2
 	}
 	b.w.run(offs[len(spans)], func(t int) {
-		si := 0
-		for offs[si+1] <= t {
-			si++
-		}
+		// The span of task t: the last si with offs[si] <= t (a linear
+		// scan here costs O(spans) per task, O(spans²) per call with a
+		// span per row).
+		si := sort.Search(len(spans), func(i int) bool { return offs[i+1] > t })
 		s := spans[si]
 		t -= offs[si]
 		blocks := (s.N + attnRows - 1) / attnRows
