@@ -92,11 +92,11 @@ func vq4krowsBlk(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
 		panic("kernels/cpu: q4k rows shapes")
 	}
 	xq, bs = xq[:nb*256], bs[:nb*16]
-	q4krowsBlk(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0])
+	q4krowsBlk(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0], kqPrefetch)
 }
 
 //go:noescape
-func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32)
+func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 
 // vq4kBlk1 is vq4krowsBlk for one weight row.
 func vq4kBlk1(xq []int8, xd []float32, bs []int16, w []byte) float32 {

@@ -404,15 +404,17 @@ GLOBL q4kascidx<>(SB), RODATA|NOPTR, $256
 	VPSHUFD      $0xB1, X, TX; \
 	VPADDD       TX, X, X
 
-// func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32)
+// func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 //
 // The amx path's Q4_K order for one activation row and rows consecutive
 // weight rows (the decode kernel; q4kamxTile's bits): q4krowsVNNI's
 // integer lanes, summed exactly into the super-block's isum and msum, then
 // acc = fma(float32(isum), round32(d·d_x), acc) and
 // acc = fma(−float32(msum), round32(dmin·d_x), acc), super-blocks in order.
-TEXT ·q4krowsBlk(SB), NOSPLIT, $0-56
+// pf > 0 prefetches each super-block's lines pf bytes ahead (kqPrefetch).
+TEXT ·q4krowsBlk(SB), NOSPLIT, $0-64
 	MOVQ w+24(FP), R8
+	MOVQ pf+56(FP), R14
 	MOVQ rows+40(FP), R15
 	MOVQ out+48(FP), DI
 	MOVL         $0x0F0F0F0F, AX
@@ -435,6 +437,13 @@ row:
 	JEQ    rowdone
 
 loop:
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+
+nopf:
 	Q4A_SCALES
 
 	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]), summed: msum.
