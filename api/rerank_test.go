@@ -187,54 +187,8 @@ func TestRerank(t *testing.T) {
 		}
 	})
 
-	t.Run("batch neighbours", func(t *testing.T) {
-		other := p.Token(t, "other", tenancy.ScopeInfer)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 3 {
-				rerankCall(t, p, other, `{`+m+`,"query":"`+strings.Repeat("zebra ", 60)+`","documents":["quilt","tree","dog"]}`)
-			}
-		}()
-		for range 3 {
-			got := scoreCall(t, p, tok, `{`+m+`,"text_1":"`+q+`","text_2":["zebra quilt","`+docs[0]+`"]}`)
-			if math.Float32bits(got.Data[1].Score) != math.Float32bits(scores[0]) {
-				t.Fatal("a score changed with its batch neighbours")
-			}
-		}
-		wg.Wait()
-	})
-
-	t.Run("ledger", func(t *testing.T) {
-		n := 0
-		for _, r := range rows(t, p, from) {
-			for _, s := range append(docs, q) {
-				if strings.Contains(string(r.Payload), s) {
-					t.Fatalf("ledger row %s holds text %q", r.Kind, s)
-				}
-			}
-			if r.Kind != audit.KindRequestCompleted || r.Tenant != "victim" {
-				continue
-			}
-			env, err := audit.DecodeEnvelope(r.Payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := env.DecodePayload()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rc := pl.(*audit.RequestCompleted)
-			if n == 0 && (rc.PromptTokens != int64(want) || rc.Embedding == nil || rc.Embedding.Inputs != int64(len(docs)) || rc.Embedding.Dimensions != 1 || rc.Embedding.Operation != audit.OperationRank) {
-				t.Fatalf("first request.completed %+v (embedding %+v)", rc, rc.Embedding)
-			}
-			n++
-		}
-		if n < 4 {
-			t.Fatalf("%d request.completed rows", n)
-		}
-	})
+	t.Run("batch neighbours", func(t *testing.T) { checkScoresAlone(t, p, tok, m, q, docs[0], scores[0]) })
+	t.Run("ledger", func(t *testing.T) { checkRankLedger(t, p, from, q, docs, want, 1) })
 }
 
 // TestRerankRefusals: bad bodies are a typed 400 naming the field; an
@@ -288,5 +242,63 @@ func TestRerankRefusals(t *testing.T) {
 		if code != 400 || eb.Error.Code != "unsupported" || !strings.Contains(eb.Error.Message, "rerank") {
 			t.Errorf("%s on a decoder embedding model: %d %s", path, code, b)
 		}
+	}
+}
+
+// checkScoresAlone: the score of (q, doc) is firstScore's bits while another
+// tenant reranks beside it, three times (batch invariance across tenants).
+func checkScoresAlone(t *testing.T, p *platformtest.Platform, tok, m, q, doc string, firstScore float32) {
+	t.Helper()
+	other := p.Token(t, "other", tenancy.ScopeInfer)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 3 {
+			rerankCall(t, p, other, `{`+m+`,"query":"`+strings.Repeat("zebra ", 60)+`","documents":["quilt","tree","dog"]}`)
+		}
+	}()
+	for range 3 {
+		got := scoreCall(t, p, tok, `{`+m+`,"text_1":"`+q+`","text_2":["zebra quilt","`+doc+`"]}`)
+		if math.Float32bits(got.Data[1].Score) != math.Float32bits(firstScore) {
+			t.Error("a score changed with its batch neighbours")
+		}
+	}
+	wg.Wait()
+}
+
+// checkRankLedger: no ledger row since from holds the query's or a
+// document's text; victim's first request.completed counts want prompt
+// tokens, len(docs) inputs of dims dimensions under the rank operation; at
+// least four were recorded.
+func checkRankLedger(t *testing.T, p *platformtest.Platform, from uint64, q string, docs []string, want, dims int) {
+	t.Helper()
+	n := 0
+	for _, r := range rows(t, p, from) {
+		for _, s := range append(docs, q) {
+			if strings.Contains(string(r.Payload), s) {
+				t.Fatalf("ledger row %s holds text %q", r.Kind, s)
+			}
+		}
+		if r.Kind != audit.KindRequestCompleted || r.Tenant != "victim" {
+			continue
+		}
+		env, err := audit.DecodeEnvelope(r.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := env.DecodePayload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := pl.(*audit.RequestCompleted)
+		if n == 0 && (rc.PromptTokens != int64(want) || rc.Embedding == nil || rc.Embedding.Inputs != int64(len(docs)) ||
+			rc.Embedding.Dimensions != int64(dims) || rc.Embedding.Operation != audit.OperationRank) {
+			t.Fatalf("first request.completed %+v (embedding %+v)", rc, rc.Embedding)
+		}
+		n++
+	}
+	if n < 4 {
+		t.Fatalf("%d request.completed rows", n)
 	}
 }
