@@ -20,9 +20,10 @@
 # node-llama-cpp's prebuilt binaries understate llama.cpp's speed): per
 # model, thread count and prompt length, PEER_ROUNDS rounds alternating which
 # side goes first, `cloisonctl bench` (best of two repetitions) against
-# `llama-bench -t T -p P -n DECODE+1 -ctk KV -ctv KV -r 2 -o json`, each side
-# keeping its best round. llama-bench times its decode (tg) from an empty
-# context, ours after the prompt. Needs no node; the logits check stays with
+# `llama-bench -t T -p P -n 0` (prefill) and `llama-bench -t T -p 0
+# -n DECODE+1 -d P` (decode with the prompt's P tokens in its KV cache,
+# filled untimed: ours decodes after its prompt), both `-ctk KV -ctv KV -r 2
+# -o json`, each side keeping its best round. Needs no node; the logits check stays with
 # node-llama-cpp (the default mode), where it is exact, and is skipped here.
 #
 # Run it on an otherwise idle machine: figures taken while other work runs
@@ -89,8 +90,12 @@ if $native; then
 						jq -c '{prefill: .results[0].prefill_tok_s, decode: .results[0].decode_tok_s}')
 					k=ours
 				else
-					v=$("$llama/llama-bench" -m "$m" -t "$t" -p "$p" -n $((decode + 1)) -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null |
-						jq -c '{prefill: (map(select(.n_gen == 0))[0].avg_ts), decode: (map(select(.n_prompt == 0))[0].avg_ts)}')
+					# Prefill from an empty context; decode with the prompt's
+					# tokens already in the KV cache (-d: filled untimed), as
+					# ours decodes after its prompt.
+					pp=$("$llama/llama-bench" -m "$m" -t "$t" -p "$p" -n 0 -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')
+					tg=$("$llama/llama-bench" -m "$m" -t "$t" -p 0 -n $((decode + 1)) -d "$p" -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')
+					v=$(jq -nc --argjson pp "$pp" --argjson tg "$tg" '{prefill: $pp, decode: $tg}')
 					k=llama_bench
 				fi
 				best=$(jq -c --arg k "$k" --argjson v "$v" '.[$k].prefill = ([.[$k].prefill, $v.prefill] | max) | .[$k].decode = ([.[$k].decode, $v.decode] | max)' <<< "$best")

@@ -80,16 +80,18 @@
 //     d=768 74–81 → 139–176 tok/cpu-s (load 8.1–8.5; wall 89–166 against
 //     llama-bench's 55–87 tok/s), d=1536 GQA 13.3–13.7 → 17.2–17.5
 //     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). Other vendors keep the one
-//     stream for F16 and four interleaved rows for BF16 (AMD: the figures
-//     above; software prefetch slowed it there). Q8_0 with VNNI
+//     stream for F16 (AMD: the figures above; software prefetch slowed it
+//     there, and on AMD EPYC Zen 5 two streams gain nothing: 176–202
+//     against 177–179 tok/s); BF16 takes the two streams on every avx512
+//     CPU (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows). Q8_0 with VNNI
 //     does the
 //     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
 //     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
 //     interleaved rows at load ≈ 10 (sixteen rows, two to a zmm, gained
 //     only 5–15%; two interleaved rows lost). Q4_K reads every row of
-//     the task's block in one call (q4krowsVNNI: a zmm of a chunk's low and high nibbles against 64 contiguous activations,
-//     VPDPWSSD with the sub-block scales VPERMW'd into place; 15–15.6
-//     against 11–13 GB/s in BenchmarkMatVec). Q6_K likewise
+//     the task's block in one call (q4krowsBlk, below: a zmm of a
+//     chunk's low and high nibbles against 64 contiguous activations,
+//     VPDPWSSD with the sub-block scales VPERMW'd into place). Q6_K likewise
 //     (q6krowsVNNI: a zmm holds two of q6kdotAVX2's 32-value chunks, the
 //     6-bit quants assembled with VPSLLVW/VPSRLVW and VPTERNLOGD, VPDPWSSD
 //     with the VPERMW'd sub-block scales; about a quarter of the one-row
@@ -222,7 +224,8 @@
 // lacks the AMX mnemonics: they are BYTE-encoded, the encodings listed in
 // amx_amd64.s and q4kamx_amd64.s.
 //
-// Q4_K on amx has its own order too (kquant.go, q4kamx_amd64.go): per
+// Q4_K on amx, and on avx512 where the CPU has AVX512_VNNI, has its own
+// order too (kquant.go, q4kamx_amd64.go): per
 // output and super-block of 256, the exact integers isum = Σ sc·q·x and
 // msum = Σ m·Σx (int32), then
 //
@@ -242,14 +245,36 @@
 // while the tile unit computes the next super-block into the other of
 // two 2 KB slots; outputs are scattered as Q8_0's. Tasks of fewer than 4
 // rows, and rows of more than 32,768 values, run q4krowsBlk, the decode
-// kernel: q4krowsVNNI's exact lanes summed per super-block, then the same
-// two steps, prefetching kqPrefetch bytes ahead as q4krowsVNNI does (d=1536
+// kernel: exact integer lanes (VPDPWSSD of nibble products with the
+// VPERMW'd scales) summed per super-block, then the same two steps,
+// prefetching kqPrefetch bytes ahead (d=1536
 // GQA Q4_K decode on the Intel Xeon, 1 thread: 20 → 35 tok/cpu-s, the two
 // builds alternated): the tile's bits (TestQ4KAMX against q4kamxRef, the order in
 // Go, on quantized and random weights, 1–16 weight rows, 1–4 groups;
 // TestQ4KAMXProduct 1–70 rows, 1 and 2 threads; TestBlockDecodeBatch;
 // TDPBSSD for TDPBUSD, or the two steps swapped, fails them and the
 // conformance suite). Other types run avx512's kernels.
+//
+// Without AMX, the avx512 path with AVX512_VNNI runs the same order
+// (the same bits as amx on one machine) with a VNNI tile,
+// q4kvnniTile: no repacking, the Q4_K rows read in place. Per group of 16
+// activation rows (their dwords in the lanes, q8acts.kt) and super-block,
+// four weight rows a pass: each nibble dword of a row broadcast and
+// masked (VPANDD with a broadcast operand: the low nibbles, and the high
+// ones in place, 16 times their value) meets the 16 rows' dwords of its
+// 4 values in VPDPBUSD (8 values a weight dword, against 4 a product
+// byte plane on AMX); each 32-value sub-block's lanes are shifted back
+// (exact), times its scale (VPMULLD) and added: isum. q4kvnniScal writes
+// a call's d, dmin, minimums and scales (64 bytes a row and super-block);
+// the float steps keep their accumulators in scratch memory; each
+// super-block's float steps prefetch the next call's rows of that
+// super-block, so the weights' stream from memory overlaps the integer
+// work (without it the first touch of each line, in q4kvnniScal, took a
+// fifth of a 16-sequence decode step). AMD EPYC (Zen 5, Turin class, 2
+// vCPUs): BenchmarkQ4KAMXTile (64 × 16 rows of 3,072) 469 cpu-GOP/s
+// against 226 for the vector order's 8-row VNNI tile it replaced; 16
+// sequences decoded together, 8 layers d=768, 1 thread, 128-token
+// prompts: 1,003–1,105 → 1,490–1,512 tok/s (alternated).
 //
 // Every path is deterministic and batch-invariant with its own fixed order
 // (generic: dot.go; avx2, avx512: dot_amd64.go; neon: dot_arm64.go); paths are not bit-identical

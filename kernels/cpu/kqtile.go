@@ -19,9 +19,9 @@ import (
 // q4kTile4 sets out[r·os+j] = q4ki1x1 of activation row r (r < 4: q8kActs
 // rows at strides xqs, xds, bss) with Q4_K weight row j of w (consecutive
 // rows of xds super-blocks); nil where the CPU has no such kernel.
-// q6kTile4 is the same for Q6_K weights; q4kTile8 for eight activation
-// rows (the avx512 path with AVX512_VNNI: VPDPWSSD, the same integers).
-var q4kTile4, q6kTile4, q4kTile8 func(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int)
+// q6kTile4 is the same for Q6_K weights. (Q4_K on the avx512 path with
+// AVX512_VNNI and on the amx path takes the amx order's tile, q4kAMX.)
+var q4kTile4, q6kTile4 func(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int)
 
 // kqTile computes the outputs of rows [r0, r) of a Q4_K or Q6_K product
 // block four rows at a time and returns r, the first row left to the caller
@@ -41,12 +41,6 @@ func (k *kset) kqTile(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 		return k.q4kAMX(dst, acts, m, r0, r1, o0, o1)
 	}
 	r := r0
-	if m.dt == kernels.Q4_K && k.avx512() && q4kTile8 != nil {
-		for ; r+8 <= r1; r += 8 {
-			xq, xd, bs := a.q[r*cols:(r+8)*cols], a.d[r*nb:(r+8)*nb], a.bs[r*cols/16:(r+8)*cols/16]
-			q4kTile8(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+7)*dst.cols+o1], dst.cols)
-		}
-	}
 	for ; r+4 <= r1; r += 4 {
 		xq, xd, bs := a.q[r*cols:(r+4)*cols], a.d[r*nb:(r+4)*nb], a.bs[r*cols/16:(r+4)*cols/16]
 		tile(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+3)*dst.cols+o1], dst.cols)
@@ -61,6 +55,8 @@ const (
 	// q4kamxScalRow: bytes of per-super-block scalars a weight row
 	// (q4kamxPack's scal: 32 a super-block).
 	q4kamxScalRow = 32 * q4kamxMaxBlocks
+	// q4kvnniScalRow: the same for q4kvnniScal (64 a super-block).
+	q4kvnniScalRow = 64 * q4kamxMaxBlocks
 	// q4kamxScratch: the tile configuration and two slots of 2 KB (the
 	// low and high sums of 16×16 outputs).
 	q4kamxScratch = 64 + 2*2048
@@ -73,6 +69,7 @@ type q4kamxScratchT struct {
 	b    []byte
 	pk   []byte
 	scal []byte
+	w    []byte // the rows themselves (q4kvnni)
 	m    int // weight rows packed
 	nsb  int
 }
@@ -82,7 +79,7 @@ var q4kamxPool = sync.Pool{New: func() any {
 	b := make([]byte, q4kamxScratch+64)
 	off := int(-uintptr(unsafe.Pointer(&b[0])) & 63)
 	s.b = b[off : off+q4kamxScratch]
-	s.scal = make([]byte, q8amxRows*q4kamxScalRow)
+	s.scal = make([]byte, q8amxRows*max(q4kamxScalRow, q4kvnniScalRow))
 	return s
 }}
 

@@ -6,9 +6,6 @@ func init() {
 	if hasAVX2 {
 		q4kTile4, q6kTile4 = vq4ktile4, vq6ktile4
 	}
-	if hasVNNI {
-		q4kTile8 = vq4ktile8
-	}
 }
 
 // vq4ktile4 checks the lengths (four activation rows at strides xqs, xds
@@ -47,21 +44,3 @@ func vq6ktile4(xq []int8, xqs int, xd []float32, xds int, _ []int16, _ int, w []
 
 //go:noescape
 func q6ktile4AVX2(xq *int8, xqs int, xd *float32, xds int, w *byte, nb int, nw int, out *float32, os int)
-
-// vq4ktile8 is vq4ktile4 for eight activation rows (out: eight rows at
-// stride os).
-func vq4ktile8(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int) {
-	nb := xds
-	nw := len(w) / (nb * 144)
-	if nb == 0 || nw == 0 {
-		return
-	}
-	if xqs < nb*256 || bss < nb*16 || os < nw || len(w) != nw*nb*144 {
-		panic("kernels/cpu: q4k tile shapes")
-	}
-	xq, xd, bs, out = xq[:7*xqs+nb*256], xd[:7*xds+nb], bs[:7*bss+nb*16], out[:7*os+nw]
-	q4ktile8VNNI(&xq[0], xqs, &xd[0], 4*xds, &bs[0], 2*bss, &w[0], nb, nw, &out[0], 4*os)
-}
-
-//go:noescape
-func q4ktile8VNNI(xq *int8, xqs int, xd *float32, xds int, bs *int16, bss int, w *byte, nb int, nw int, out *float32, os int)

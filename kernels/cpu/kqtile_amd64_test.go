@@ -27,9 +27,6 @@ func TestKQTile(t *testing.T) {
 		one  func(xq []int8, xd []float32, bs []int16, w []byte) float32
 	}
 	cases := []tc{{kernels.Q4_K, 4, q4kTile4, vq4ki1x1}, {kernels.Q6_K, 4, q6kTile4, vq6ki1x1}}
-	if q4kTile8 != nil {
-		cases = append(cases, tc{kernels.Q4_K, 8, q4kTile8, vq4ki1x1})
-	}
 	r := rand.New(rand.NewPCG(16, 4))
 	for _, c := range cases {
 		for _, nsb := range []int{1, 2, 3, 9} {

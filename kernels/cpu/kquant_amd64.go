@@ -38,25 +38,6 @@ var kqPrefetch = func() int {
 	return 0
 }()
 
-// vq4krows sets out[r] = vq4ki1x1(xq, xd, bs, row r of w) for the
-// len(out) consecutive Q4_K weight rows of w, in one call (q4krowsVNNI:
-// the same bits).
-func vq4krows(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
-	nb, rows := len(xd), len(out)
-	if rows == 0 {
-		return
-	}
-	if nb == 0 {
-		clear(out)
-		return
-	}
-	if len(w) != rows*nb*144 {
-		panic("kernels/cpu: q4k rows shapes")
-	}
-	xq, bs = xq[:nb*256], bs[:nb*16]
-	q4krowsVNNI(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0], kqPrefetch)
-}
-
 // vq6krows sets out[r] = vq6ki1x1(xq, xd, nil, row r of w) for the
 // len(out) consecutive Q6_K weight rows of w, in one call (q6krowsVNNI:
 // the same bits).
@@ -95,9 +76,6 @@ func q4kdotAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32)
 
 //go:noescape
 func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
-
-//go:noescape
-func q4krowsVNNI(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 
 //go:noescape
 func q6krowsVNNI(xq *int8, xd *float32, w *byte, nb int, rows int, out *float32, pf int)

@@ -118,8 +118,7 @@ func grow(s []float32, n int) []float32 {
 func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	cols := m.cols
 	if m.dt == kernels.F32 {
-		w := func(o int) []float32 { return m.f32[o*cols : (o+1)*cols] }
-		k.floatBlock(dst, x, w, r0, r1, o0, o1, nil)
+		k.floatBlock(dst, x, m.f32[o0*cols:o1*cols], r0, r1, o0, o1, nil)
 		return
 	}
 	if r1-r0 == 1 && k.inRegister(m.dt) {
@@ -134,7 +133,6 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	for o := o0; o < o1; o++ {
 		k.dequantRow(m, s.q[(o-o0)*cols:(o-o0+1)*cols], o)
 	}
-	w := func(o int) []float32 { return s.q[(o-o0)*cols : (o-o0+1)*cols] }
 	// The tiles prefetch the next block of F16/BF16 weights (the block a
 	// following task converts) while they compute: its conversion would
 	// otherwise stall on memory.
@@ -143,7 +141,7 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		next := m.u16[o1*cols : min(m.rows, 2*o1-o0)*cols]
 		pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
 	}
-	k.floatBlock(dst, x, w, r0, r1, o0, o1, pf)
+	k.floatBlock(dst, x, s.q, r0, r1, o0, o1, pf)
 	scratchPool.Put(s)
 }
 
@@ -186,12 +184,34 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 	}
 }
 
-// floatBlock computes a block of outputs from float32 weight rows w(o).
+// floatBlock computes a block of outputs from the float32 weight rows
+// o0…o1−1, consecutive in wb (x.cols values each).
 //
 // pf (may be nil) is memory the register tiles prefetch while they
 // compute, 2·cols bytes a tile; the results do not depend on it.
-func (k *kset) floatBlock(dst, x *tensor, w func(o int) []float32, r0, r1, o0, o1 int, pf []byte) {
+func (k *kset) floatBlock(dst, x *tensor, wb []float32, r0, r1, o0, o1 int, pf []byte) {
+	cols := x.cols
+	w := func(o int) []float32 { return wb[(o-o0)*cols : (o-o0+1)*cols] }
 	r := r0
+	if k.tile4xn != nil && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
+		// The whole block's weight rows, four at a time, against four
+		// activation rows in one call: the same bits as the tiles below.
+		var xs [4][]float32
+		for ; r+4 <= r1; r += 4 {
+			for i := range 4 {
+				xs[i] = x.row(r + i)
+			}
+			done := k.tile4xn(&xs, wb, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
+			if span := done / 4 * 2 * cols; len(pf) >= span {
+				pf = pf[span:]
+			}
+			for o := o0 + done; o < o1; o++ {
+				for i := range 4 {
+					dst.row(r + i)[o] = k.dot1x1(xs[i], w(o))
+				}
+			}
+		}
+	}
 	if k.tile != nil && r1-r0 >= k.tileRows {
 		// Register tiles of tileRows × 4 outputs: each weight vector loaded
 		// serves tileRows activation rows. Same order per element as the

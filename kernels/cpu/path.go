@@ -28,7 +28,8 @@ const (
 	AVX2 Path = "avx2"
 	// AVX512 is Go assembly with AVX-512 F/BW/VL (amd64): 16-lane float dot
 	// products and F16/BF16 conversion, Q8_0 with VPDPBUSD where the CPU has
-	// AVX512_VNNI (else as AVX2).
+	// AVX512_VNNI (else as AVX2), and then Q4_K in the amx path's order
+	// (its prefill on a VNNI tile, the same bits as amx).
 	AVX512 Path = "avx512"
 	// AMX is avx512 with every Q8_0 and Q4_K product in its own order,
 	// one float step per 32-value block of Q8_0 and two per Q4_K
@@ -170,6 +171,11 @@ type kset struct {
 	// use tile); the same bits.
 	tilePF   func(x *[4][]float32, w *[4][]float32, out *[16]float32, pf unsafe.Pointer)
 	tileRows int
+	// tile4xn computes out[r·os+j] = x[r]·(row j of w, ws apart) for r <
+	// 4 and the first nw&^3 rows, with tile's bits, in one call (the
+	// block's weight rows four at a time; prefetching pf as tilePF), and
+	// returns how many rows it did (0: none; nil in paths without it).
+	tile4xn func(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int
 
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
 	// element; false when it cannot for this len(o) (nil in generic).

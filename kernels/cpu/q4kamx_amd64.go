@@ -4,7 +4,8 @@ package cpu
 
 import "encoding/binary"
 
-// The amx path's Q4_K kernels (q4kamx_amd64.s). The order per output
+// The amx order's Q4_K kernels (q4kamx_amd64.s): the amx path's, and the
+// avx512 path's where the CPU has AVX512_VNNI. The order per output
 // (kquant.go): per super-block b, from +0,
 //
 //	isum = Σ_{i<256} sc_{j(i)}·q_i·x_i, msum = Σ_{j<8} m_j·Σ_{i∈j} x_i (exact int32)
@@ -16,7 +17,7 @@ import "encoding/binary"
 // activations signed) sums a whole super-block of them in two tiles, 64
 // values a step: isum = lo + 256·hi, exact. msum comes from the
 // activations' 32-value sums (q8acts.kb) with VPDPWSSD. Decode:
-// q4krowsBlk, q4krowsVNNI's exact integer lanes summed per super-block,
+// q4krowsBlk, exact integer lanes (VPDPWSSD) summed per super-block,
 // then the same two fused multiply-adds.
 
 // vq4kamxPack repacks the m ≤ 16 consecutive Q4_K weight rows of w (nsb
@@ -75,6 +76,44 @@ func vq4kamx(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo,
 
 //go:noescape
 func q4kamxTile(pk *byte, pstride, nsb int, scal *byte, xt *int8, xd *float32, xb *int32, ng int, dst *float32, scr *byte, m int, idx *int32, masks *uint32, ld16 int)
+
+// vq4kvnniPack prepares m ≤ 16 consecutive Q4_K weight rows of w (nsb
+// super-blocks each) for vq4kvnni: their scalars into s (q4kvnniScal);
+// the tile reads the rows themselves.
+func vq4kvnniPack(w []byte, m, nsb int, s *q4kamxScratchT) {
+	if m < 1 || m > q8amxRows || nsb < 1 || nsb > q4kamxMaxBlocks || len(w) < m*nsb*144 {
+		panic("kernels/cpu: q4kvnni pack arguments")
+	}
+	s.w, s.m, s.nsb = w[:m*nsb*144], m, nsb
+	q4kvnniScal(&w[0], m, nsb, &s.scal[0])
+}
+
+// vq4kvnni is vq4kamx on AVX512_VNNI (the avx512 path where the CPU has
+// it): the same exact integer sums per super-block, from the Q4_K rows
+// themselves (q4kvnniTile), the same float steps, the same bits.
+func vq4kvnni(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT) {
+	m, nsb := s.m, s.nsb
+	if m < 1 || m > q8amxRows || ng < 1 || ng > 4 || nsb < 1 || nsb > q4kamxMaxBlocks || len(s.w) != m*nsb*144 ||
+		len(xt) < ng*16*nsb*256 || len(xd) < ng*16*nsb || len(xb) < ng*16*nsb*4 ||
+		lo < 0 || hi > 16*ng || lo >= hi || ld < m || 64*ld >= 1<<31 || len(dst) < (hi-1)*ld+m {
+		panic("kernels/cpu: q4kvnni arguments")
+	}
+	var idx [16]int32
+	for r := range idx {
+		idx[r] = int32(4 * r * ld)
+	}
+	var masks [4]uint32
+	for i := lo; i < hi; i++ {
+		masks[i/16] |= 1 << (i % 16)
+	}
+	q4kvnniTile(&s.w[0], nsb*144, nsb, &s.scal[0], &xt[0], &xd[0], &xb[0], ng, &dst[0], &s.b[0], m, &idx[0], &masks[0], 64*ld)
+}
+
+//go:noescape
+func q4kvnniScal(w *byte, m, nsb int, scal *byte)
+
+//go:noescape
+func q4kvnniTile(w *byte, wstride, nsb int, scal *byte, xt *int8, xd *float32, xb *int32, ng int, dst *float32, scr *byte, m int, idx *int32, masks *uint32, ld16 int)
 
 // vq4krowsBlk sets out[r] to the product of one activation row (xq, xd,
 // bs: Q8_K) with the r-th of the len(out) consecutive Q4_K weight rows of

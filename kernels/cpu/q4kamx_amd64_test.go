@@ -87,13 +87,36 @@ func randQ4K(r *rand.Rand, rows, nsb int, quantized bool) []byte {
 	return w
 }
 
-// TestQ4KAMX: the AMX Q4_K tile and the amx path's Q4_K decode kernel
-// (q4krowsBlk) give every output the bits of the amx order (q4kamxRef),
-// for 1–16 weight rows, 1–4 groups of activation rows, random and
-// quantized weights (any scale, minimum and nibble), activations at ±127
-// and a block of zeros, writing only the rows asked for.
+// q4kTiles are the kernels of the amx order's Q4_K tile: on AMX tiles (the
+// amx path) and on AVX512_VNNI (the avx512 path), each with whether this
+// CPU runs it.
+var q4kTiles = []struct {
+	name string
+	have bool
+	pack func(w []byte, m, nsb int, s *q4kamxScratchT)
+	tile func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)
+}{{"amx", hasAMX, vq4kamxPack, vq4kamx}, {"vnni", hasVNNI, vq4kvnniPack, vq4kvnni}}
+
+// TestQ4KAMX: the Q4_K tiles of the amx order (AMX and VNNI) and its
+// decode kernel (q4krowsBlk) give every output the bits of the amx order
+// (q4kamxRef), for 1–16 weight rows, 1–4 groups of activation rows,
+// random and quantized weights (any scale, minimum and nibble),
+// activations at ±127 and a block of zeros, writing only the rows asked
+// for.
 func TestQ4KAMX(t *testing.T) {
-	needAMX(t)
+	for _, k := range q4kTiles {
+		t.Run(k.name, func(t *testing.T) {
+			if k.name == "amx" {
+				needAMX(t)
+			} else if !k.have {
+				t.Skip("no AVX512_VNNI on this CPU: the VNNI tile is not tested")
+			}
+			testQ4KTile(t, k.pack, k.tile)
+		})
+	}
+}
+
+func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT), tile func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, nsb := range []int{1, 2, 3, 5} {
 		for _, m := range []int{1, 5, 16} {
@@ -113,14 +136,14 @@ func TestQ4KAMX(t *testing.T) {
 					xq, xd, bs, kt, kd, kb := q4kamxActs(x, rows, cols)
 					w := randQ4K(r, m, nsb, trial == 1)
 					s := q4kamxPool.Get().(*q4kamxScratchT)
-					vq4kamxPack(w, m, nsb, s)
+					pack(w, m, nsb, s)
 					ld, lo, hi := m+3, trial%3, rows-trial%2
 					dst := make([]float32, rows*ld)
 					const sentinel = 12345
 					for i := range dst {
 						dst[i] = sentinel
 					}
-					vq4kamx(kt, kd, kb, ng, dst, ld, lo, hi, s)
+					tile(kt, kd, kb, ng, dst, ld, lo, hi, s)
 					q4kamxPool.Put(s)
 					for row := range rows {
 						for j := range ld {
@@ -153,14 +176,27 @@ func TestQ4KAMX(t *testing.T) {
 	}
 }
 
-// TestQ4KAMXProduct: every Q4_K product on the amx path, one row (decode),
+// TestQ4KAMXProduct: every Q4_K product on the amx path and the avx512
+// path with VNNI, one row (decode),
 // 3 (the row kernel), 4, 16, 17 and 70 rows (padded groups, across an
 // activation task), weight counts that leave tails after 16-row calls,
 // rows too long for the tile (the row kernel), on 1 and 2 threads, has in
 // each element the bits of the amx order on the row's quantized
 // activations.
 func TestQ4KAMXProduct(t *testing.T) {
-	needAMX(t)
+	for _, p := range []Path{AMX, AVX512} {
+		t.Run(string(p), func(t *testing.T) {
+			if p == AMX {
+				needAMX(t)
+			} else if !hasVNNI {
+				t.Skip("no AVX512_VNNI on this CPU: the avx512 path keeps the vector order for Q4_K")
+			}
+			testQ4KProduct(t, p)
+		})
+	}
+}
+
+func testQ4KProduct(t *testing.T, path Path) {
 	r := rand.New(rand.NewPCG(43, 44))
 	for _, sh := range []struct{ rows, cols, n int }{{1, 256, 24}, {3, 512, 30}, {4, 256, 7}, {16, 768, 53}, {17, 768, 40}, {70, 512, 100}, {17, 256 * (q4kamxMaxBlocks + 1), 3}} {
 		for _, threads := range []int{1, 2} {
@@ -171,7 +207,7 @@ func TestQ4KAMXProduct(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%7)
 				}
-				b, err := NewWithPath(kernels.Options{Threads: threads}, AMX)
+				b, err := NewWithPath(kernels.Options{Threads: threads}, path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -203,11 +239,13 @@ func TestQ4KAMXProduct(t *testing.T) {
 }
 
 // BenchmarkQ4KAMXTile: 64 activation rows × 16 Q4_K weight rows of nsb
-// super-blocks, the AMX kernel (packing included, 4 groups of 16 rows a
-// call) against the avx512 path's 8-row VNNI tile, per CPU second
+// super-blocks, the amx order's tiles (AMX, VNNI; packing included, 4
+// groups of 16 rows a call) against the vector order's 4-row AVX2 tile, per CPU second
 // (cpu-GOP/s: 2 ops a multiply-add).
 func BenchmarkQ4KAMXTile(b *testing.B) {
-	needAMX(b)
+	if !hasVNNI {
+		b.Skip("no AVX512_VNNI on this CPU")
+	}
 	const nsb, rows, m = 12, 64, 16
 	cols := nsb * 256
 	r := rand.New(rand.NewPCG(1, 2))
@@ -221,22 +259,27 @@ func BenchmarkQ4KAMXTile(b *testing.B) {
 		ops := 2 * float64(rows*m*cols) * float64(b.N)
 		b.ReportMetric(ops/(cpuTime()-c0).Seconds()/1e9, "cpu-GOP/s")
 	}
-	b.Run("amx", func(b *testing.B) {
-		s := q4kamxPool.Get().(*q4kamxScratchT)
+	for _, k := range q4kTiles {
+		b.Run(k.name, func(b *testing.B) {
+			if !k.have {
+				b.Skip("not on this CPU")
+			}
+			s := q4kamxPool.Get().(*q4kamxScratchT)
+			dst := make([]float32, rows*m)
+			c0 := cpuTime()
+			for b.Loop() {
+				k.pack(w, m, nsb, s)
+				k.tile(kt, kd, kb, 4, dst, m, 0, rows, s)
+			}
+			report(b, c0)
+		})
+	}
+	b.Run("avx2", func(b *testing.B) {
 		dst := make([]float32, rows*m)
 		c0 := cpuTime()
 		for b.Loop() {
-			vq4kamxPack(w, m, nsb, s)
-			vq4kamx(kt, kd, kb, 4, dst, m, 0, rows, s)
-		}
-		report(b, c0)
-	})
-	b.Run("vnni8", func(b *testing.B) {
-		dst := make([]float32, rows*m)
-		c0 := cpuTime()
-		for b.Loop() {
-			for row := 0; row < rows; row += 8 {
-				vq4ktile8(xq[row*cols:], cols, xd[row*nsb:], nsb, bs[row*cols/16:], cols/16, w, dst[row*m:], m)
+			for row := 0; row < rows; row += 4 {
+				vq4ktile4(xq[row*cols:], cols, xd[row*nsb:], nsb, bs[row*cols/16:], cols/16, w, dst[row*m:], m)
 			}
 		}
 		report(b, c0)

@@ -76,3 +76,31 @@ func dot3x4AVX2(x0, x1, x2, w0, w1, w2, w3 *float32, n int, out *[12]float32)
 
 //go:noescape
 func dot4x4AVX512(x0, x1, x2, x3, w0, w1, w2, w3 *float32, n int, out *[16]float32)
+
+// vtile4xn computes out[r·os+j] = x[r]·w[j·ws:][:n] for r < 4 and j <
+// nw&^3 (n = len(x[0]), a multiple of 16), each with vtile's bits
+// (dot4x4AVX512's lanes and sum), in one call: the avx512 path's prefill
+// over a task's weight block. It prefetches 2n bytes of pf per group of
+// four weight rows while there are that many. It returns the weight rows
+// done (nw&^3).
+func vtile4xn(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int {
+	n := len(x[0])
+	nw &^= 3
+	if nw == 0 || n == 0 || n&15 != 0 {
+		return 0
+	}
+	for r := range 4 {
+		x[r] = x[r][:n]
+	}
+	_ = w[(nw-1)*ws+n-1]
+	_ = out[3*os+nw-1]
+	pfp, step := unsafe.Pointer(&x[0][0]), 0
+	if len(pf) >= nw/4*2*n {
+		pfp, step = unsafe.Pointer(&pf[0]), 2*n
+	}
+	dot4xnAVX512(&x[0][0], &x[1][0], &x[2][0], &x[3][0], &w[0], 4*ws, nw, n, &out[0], 4*os, (*byte)(pfp), step)
+	return nw
+}
+
+//go:noescape
+func dot4xnAVX512(x0, x1, x2, x3, w *float32, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
