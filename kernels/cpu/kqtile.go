@@ -70,7 +70,7 @@ type q4kamxScratchT struct {
 	pk   []byte
 	scal []byte
 	w    []byte // the rows themselves (q4kvnni)
-	m    int // weight rows packed
+	m    int    // weight rows packed
 	nsb  int
 }
 
