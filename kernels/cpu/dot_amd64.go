@@ -74,6 +74,11 @@ func vset(p Path, wide bool) *kset {
 		// AMD Zen 5 too (127 → 160–184 decode tok/s, 8 layers d=768,
 		// where F16's two streams gain nothing there).
 		k.bf16rows = vbf16rows
+		if hasBF16 {
+			// BF16 weights in the BF16 order (bf16dp.go): VDPBF16PS on
+			// activations rounded to BF16, as llama.cpp does.
+			k.bf16dot1x4, k.bf16rows, k.bf16block, k.bf16round = vbf16dp1x4, vbf16dpRows, vbf16Block, vbf16RoundRow
+		}
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 			return vdot1x4(false, x, w0, w1, w2, w3)
@@ -123,7 +128,7 @@ func vset(p Path, wide bool) *kset {
 	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
 	if wide {
 		k.tilePF = vtilePF
-		k.tile4xn = vtile4xn
+		k.tile4xn, k.f16tile4xn = vtile4xn, vf16tile4xn
 	}
 	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
 	if wide {

@@ -1089,6 +1089,125 @@ end:
 	VZEROUPPER
 	RET
 
+// The AVX512_BF16 instructions the Go assembler lacks, encoded by hand
+// (EVEX, map 0F38, F3, W0, 512-bit, registers only):
+//
+//	VDPBF16PS zmmA, zmmB, zmmC     62 P0 P1 P2 52 modrm  (zmmA += pairs of zmmB·zmmC)
+//	VCVTNEPS2BF16 ymmA, zmmB       62 P0 P1 P2 72 modrm
+//
+// VDPBF16PS: lane l += B[2l+1]·C[2l+1], then += B[2l]·C[2l], each sum
+// rounded to nearest even (the products of two BF16 values are exact in
+// float32), BF16 denormals read as zero, denormal sums flushed to zero.
+// VCVTNEPS2BF16 rounds float32 to BF16, nearest even, denormals to zero.
+// objdump -d (GNU binutils) of the built test binary disassembles each as
+// the instruction named in its comment; TestBF16DP checks both against
+// their definition in Go (bf16dp.go).
+
+// One 32-value step of two rows (R8, R9; AX the element index): the
+// activations (SI) rounded to BF16 into Z6 (its low half the first 16),
+// then Z0 += Z6·row R8, Z1 += Z6·row R9, each row prefetched 4 KB ahead.
+#define BF16DP2STEP32 \
+	PREFETCHT0  4096(R8)(AX*2); \
+	PREFETCHT0  4096(R9)(AX*2); \
+	VMOVUPS     (SI)(AX*4), Z4; \
+	VMOVUPS     64(SI)(AX*4), Z5; \
+	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xF4; \
+	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xFD; \
+	VINSERTI64X4 $1, Y7, Z6, Z6; \
+	VMOVDQU16   (R8)(AX*2), Z8; \
+	VMOVDQU16   (R9)(AX*2), Z9; \
+	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC0; \
+	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC9
+
+// func bf16dpRowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+//
+// The BF16 products of one activation row x (float32, rounded to BF16 in
+// registers) with rows consecutive BF16 weight rows of n values (n > 0 a
+// multiple of 32) in the avx512 path's BF16 order where the CPU has
+// AVX512_BF16: 16 lanes from +0, VDPBF16PS per 32 values, then HSUM16;
+// row i beside row i+rows/2 as two prefetched streams (as bf16rows2AVX512),
+// the last row of an odd count alone.
+TEXT ·bf16dpRowsAVX512(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), R8
+	MOVQ  n+16(FP), CX
+	MOVQ  rows+24(FP), R10
+	MOVQ  out+32(FP), DI
+	LEAQ  (CX)(CX*1), BX  // bytes a row
+	MOVQ  R10, R11
+	SHRQ  $1, R11         // pairs
+	MOVQ  R11, R12
+	IMULQ BX, R12
+	LEAQ  (R8)(R12*1), R9 // row rows/2
+	LEAQ  (DI)(R11*4), R12
+
+dppair:
+	TESTQ  R11, R11
+	JEQ    dplast
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   AX, AX
+
+dploop:
+	BF16DP2STEP32
+	ADDQ $32, AX
+	CMPQ AX, CX
+	JLT  dploop
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	VMOVSS X0, (DI)
+	VMOVSS X1, (R12)
+	ADDQ   $4, DI
+	ADDQ   $4, R12
+	ADDQ   BX, R8
+	ADDQ   BX, R9
+	DECQ   R11
+	JMP    dppair
+
+dplast:
+	// An odd count's last row (R9 points at it, R12 at its output).
+	TESTQ  $1, R10
+	JEQ    dpend
+	VXORPS Z0, Z0, Z0
+	XORQ   AX, AX
+
+dplloop:
+	VMOVUPS     (SI)(AX*4), Z4
+	VMOVUPS     64(SI)(AX*4), Z5
+	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xF4 // VCVTNEPS2BF16 Y6, Z4
+	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xFD // VCVTNEPS2BF16 Y7, Z5
+	VINSERTI64X4 $1, Y7, Z6, Z6
+	VMOVDQU16   (R9)(AX*2), Z9
+	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC1 // VDPBF16PS Z0, Z6, Z9
+	ADDQ        $32, AX
+	CMPQ        AX, CX
+	JLT         dplloop
+	HSUM16(Z0, Y0, X0)
+	VMOVSS      X0, (R12)
+
+dpend:
+	VZEROUPPER
+	RET
+
+// func bf16RoundAVX512(dst *uint16, src *float32, n int)
+//
+// dst[i] = src[i] rounded to BF16 by VCVTNEPS2BF16, n > 0 a multiple of 16.
+TEXT ·bf16RoundAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+rdloop:
+	VMOVUPS (SI)(AX*4), Z0
+	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xC8 // VCVTNEPS2BF16 Y1, Z0
+	VMOVDQU Y1, (DI)(AX*2)
+	ADDQ    $16, AX
+	CMPQ    AX, CX
+	JLT     rdloop
+	VZEROUPPER
+	RET
+
 // func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
 //
 // The Q8_0 products of one activation row (Q8 blocks xq, xd; xc the

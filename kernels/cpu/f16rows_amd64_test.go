@@ -53,12 +53,12 @@ func TestF16RowsKernels(t *testing.T) {
 
 // TestBF16Rows: the BF16 decode kernel of whole weight blocks (two
 // prefetched streams, bf16rows2AVX512) gives every row the bits of the
-// four-row kernel and writes only its outputs.
+// four-row kernel (the float order's, avx512 without AVX512_BF16) and
+// writes only its outputs.
 func TestBF16Rows(t *testing.T) {
 	if !slices.Contains(Paths(), AVX512) {
 		t.Skip("no avx512 path on this CPU")
 	}
-	k := kernelSet(AVX512)
 	r := rand.New(rand.NewPCG(25, 26))
 	for _, n := range []int{1, 15, 16, 32, 48, 768, 1000, 8960} {
 		for _, rows := range []int{1, 2, 3, 7, 24, 25} {
@@ -75,7 +75,7 @@ func TestBF16Rows(t *testing.T) {
 			vbf16rows(x, w, out[:rows])
 			for i := range rows {
 				rw := w[i*n : (i+1)*n]
-				want, _, _, _ := k.bf16dot1x4(x, rw, rw, rw, rw)
+				want, _, _, _ := vhalf1x4(true, true, x, rw, rw, rw, rw)
 				if math.Float32bits(out[i]) != math.Float32bits(want) {
 					t.Fatalf("n=%d rows=%d row %d: %v, four-row kernel %v", n, rows, i, out[i], want)
 				}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -72,6 +73,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		tasks += tiles * ((m.rows + wb - 1) / wb)
 	}
 	acts := b.prepareQ8(xt, ps)
+	xb := b.prepareBF16(xt, ps)
 	b.w.run(tasks, func(t int) {
 		i := len(ps) - 1
 		for ps[i].first > t {
@@ -83,13 +85,51 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		tile, blk := t/blocks, t%blocks
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
 		o0, o1 := blk*wb, min(p.m.rows, (blk+1)*wb)
+		if p.m.dt == kernels.BF16 && b.k.bf16block != nil {
+			b.k.bf16block(p.dst, xt, xb.rows(), p.m, r0, r1, o0, o1)
+			return
+		}
 		r := b.k.kqTile(p.dst, acts, p.m, r0, r1, o0, o1) // Q4_K rows four at a time
 		if r < r1 && !b.k.q8IntMul(p.dst, acts, p.m, r, r1, o0, o1) {
 			b.k.mulBlock(p.dst, xt, p.m, r, r1, o0, o1)
 		}
 	})
 	acts.release()
+	xb.release()
 	return nil
+}
+
+// bf16Acts holds a product's activation rows rounded to BF16 (the BF16
+// order, bf16dp.go), rows × cols, for the path's prefill block.
+type bf16Acts struct{ h []uint16 }
+
+var bf16ActsPool = sync.Pool{New: func() any { return new(bf16Acts) }}
+
+func (a *bf16Acts) rows() []uint16 {
+	if a == nil {
+		return nil
+	}
+	return a.h
+}
+
+func (a *bf16Acts) release() {
+	if a != nil {
+		bf16ActsPool.Put(a)
+	}
+}
+
+// prepareBF16 rounds x's rows to BF16 once when the path multiplies BF16
+// weights in the BF16 order, a product in ps has them and x has the rows
+// of a prefill tile; otherwise it returns nil (the block rounds what it
+// needs itself).
+func (b *Backend) prepareBF16(x *tensor, ps []product) *bf16Acts {
+	if b.k.bf16round == nil || x.rows < 4 || !slices.ContainsFunc(ps, func(p product) bool { return p.m.dt == kernels.BF16 }) {
+		return nil
+	}
+	a := bf16ActsPool.Get().(*bf16Acts)
+	a.h = growAny(a.h, x.rows*x.cols)
+	b.eachRow(x.rows, x.cols, func(r int) { b.k.bf16round(a.h[r*x.cols:(r+1)*x.cols], x.row(r)) })
+	return a
 }
 
 // overlaps reports whether two float32 slices share memory.
@@ -121,9 +161,44 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		k.floatBlock(dst, x, m.f32[o0*cols:o1*cols], r0, r1, o0, o1, nil)
 		return
 	}
+	if m.dt == kernels.BF16 && k.bf16block != nil {
+		k.bf16block(dst, x, nil, m, r0, r1, o0, o1)
+		return
+	}
 	if r1-r0 == 1 && k.inRegister(m.dt) {
 		// Decode: read each weight once, decoding it in registers.
 		k.decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
+		return
+	}
+	if m.dt == kernels.F16 && k.f16tile4xn != nil && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
+		// F16 rows converted in registers by the tiles, four activation
+		// rows at a time; the rest (rows and weight rows past the last
+		// four) one row at a time as decode does: the same bits.
+		var xs [4][]float32
+		var pf []byte
+		if o1 < m.rows {
+			next := m.u16[o1*cols : min(m.rows, 2*o1-o0)*cols]
+			pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
+		}
+		w := m.u16[o0*cols : o1*cols]
+		r := r0
+		for ; r+4 <= r1; r += 4 {
+			for i := range 4 {
+				xs[i] = x.row(r + i)
+			}
+			done := k.f16tile4xn(&xs, w, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
+			if span := done / 4 * 2 * cols; len(pf) >= span {
+				pf = pf[span:]
+			}
+			if o0+done < o1 {
+				for i := range 4 {
+					k.decodeRow(dst.row(r+i), xs[i], m, o0+done, o1)
+				}
+			}
+		}
+		for ; r < r1; r++ {
+			k.decodeRow(dst.row(r), x.row(r), m, o0, o1)
+		}
 		return
 	}
 	// Decode the weight block to float32 once (the same values the

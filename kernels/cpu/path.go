@@ -176,6 +176,9 @@ type kset struct {
 	// block's weight rows four at a time; prefetching pf as tilePF), and
 	// returns how many rows it did (0: none; nil in paths without it).
 	tile4xn func(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int
+	// f16tile4xn is tile4xn on F16 weight rows converted in registers,
+	// the same bits (nil where the path has none).
+	f16tile4xn func(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int
 
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
 	// element; false when it cannot for this len(o) (nil in generic).
@@ -186,6 +189,13 @@ type kset struct {
 
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
+
+	// bf16block computes a block of a BF16 product in the path's BF16
+	// order with bf16rows' bits (prefill; nil: weights converted to
+	// float32 and the float tiles), from xb, x's rows rounded to BF16 by
+	// bf16round (nil: it rounds the block's rows itself).
+	bf16block func(dst, x *tensor, xb []uint16, m *matrix, r0, r1, o0, o1 int)
+	bf16round func(dst []uint16, src []float32)
 
 	// halfRow converts a row of F16 (bf false) or BF16 weights to float32
 	// with the values of f16tab and bf16 (scratch blocks; nil: one table

@@ -104,3 +104,28 @@ func vtile4xn(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, p
 
 //go:noescape
 func dot4xnAVX512(x0, x1, x2, x3, w *float32, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
+
+// vf16tile4xn is vtile4xn on F16 weight rows (w, rows ws halves apart)
+// converted in registers (f16dot4xnAVX512): the same bits as converting
+// the block to float32 first.
+func vf16tile4xn(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int {
+	n := len(x[0])
+	nw &^= 3
+	if nw == 0 || n == 0 || n&15 != 0 {
+		return 0
+	}
+	for r := range 4 {
+		x[r] = x[r][:n]
+	}
+	_ = w[(nw-1)*ws+n-1]
+	_ = out[3*os+nw-1]
+	pfp, step := unsafe.Pointer(&x[0][0]), 0
+	if len(pf) >= nw/4*2*n {
+		pfp, step = unsafe.Pointer(&pf[0]), 2*n
+	}
+	f16dot4xnAVX512(&x[0][0], &x[1][0], &x[2][0], &x[3][0], &w[0], 2*ws, nw, n, &out[0], 4*os, (*byte)(pfp), step)
+	return nw
+}
+
+//go:noescape
+func f16dot4xnAVX512(x0, x1, x2, x3 *float32, w *uint16, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)

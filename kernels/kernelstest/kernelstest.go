@@ -13,7 +13,9 @@
 //     of any summation order in float32. Block types may quantize x to 8
 //     bits per block first, as llama.cpp does (blocks of 32 for Q8_0 and
 //     Q4_0, Q8_K blocks of 256 for Q4_K and Q6_K); for them the bound adds
-//     Σ_blocks max|x_b|/254·Σ_b|wᵢ|, the activation rounding.
+//     Σ_blocks max|x_b|/254·Σ_b|wᵢ|, the activation rounding. BF16
+//     weights may meet x rounded to BF16 (as llama.cpp does): the bound
+//     adds 2⁻⁸·Σᵢ|xᵢ·wᵢ|.
 //   - RMSNorm: 1e-5 relative to |x·scale·w| per element.
 //   - RoPE: (2e-6 + 5e-7·pos)·(|x₀|+|x₁|) per rotated pair, so that a
 //     backend may compute angles in float32.

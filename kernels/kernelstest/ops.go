@@ -130,6 +130,11 @@ func matmulTol(dt kernels.DType, x []float64, w []float64) float64 {
 			tol += amax / 254 * wsum
 		}
 	}
+	// BF16 weights may meet activations rounded to BF16 first (8
+	// significant bits, nearest even), as llama.cpp does.
+	if dt == kernels.BF16 {
+		tol += 0x1p-8 * s
+	}
 	return tol
 }
 

@@ -1,0 +1,120 @@
+//go:build amd64
+
+package cpu
+
+import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasBF16: the avx512 path multiplies BF16 weights in the BF16 order
+// (bf16dp.go) with VDPBF16PS.
+var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+
+// vbf16dpRows sets out[r] to the BF16-order product of x with the r-th of
+// the len(out) consecutive BF16 rows of w (len(x) values each), the rows
+// two streams at a time (bf16dpRowsAVX512), the tail in Go.
+func vbf16dpRows(x []float32, w []uint16, out []float32) {
+	n, rows := len(x), len(out)
+	if rows == 0 {
+		return
+	}
+	w = w[:rows*n]
+	nv := n &^ 31
+	if nv == n && n > 0 {
+		bf16dpRowsAVX512(&x[0], &w[0], n, rows, &out[0])
+		return
+	}
+	// The kernel needs whole steps: rows with a tail run one at a time
+	// on their first nv values, the tail in Go.
+	for r := range rows {
+		out[r] = 0
+		if nv > 0 {
+			bf16dpRowsAVX512(&x[0], &w[r*n], nv, 1, &out[r])
+		}
+		out[r] = bf16dpTail(out[r], x, w[r*n:(r+1)*n], nv)
+	}
+}
+
+// vbf16dp1x4 is the BF16 order's product of x with four weight rows.
+func vbf16dp1x4(x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, s3 float32) {
+	var out [4]float32
+	for i, w := range [4][]uint16{w0, w1, w2, w3} {
+		vbf16dpRows(x, w[:len(x)], out[i:i+1])
+	}
+	return out[0], out[1], out[2], out[3]
+}
+
+// bf16Scratch holds a task's activation rows rounded to BF16.
+type bf16Scratch struct{ h []uint16 }
+
+var bf16Pool = sync.Pool{New: func() any { return new(bf16Scratch) }}
+
+// vbf16RoundRow sets dst[i] = bf16Round(src[i]) (VCVTNEPS2BF16).
+func vbf16RoundRow(dst []uint16, src []float32) {
+	n := len(src)
+	dst = dst[:n]
+	if nv := n &^ 15; nv > 0 {
+		bf16RoundAVX512(&dst[0], &src[0], nv)
+	}
+	for j := n &^ 15; j < n; j++ {
+		dst[j] = bf16Round(src[j])
+	}
+}
+
+// vbf16Block computes dst[r][o] for r in [r0,r1), o in [o0,o1) of a BF16
+// product in the BF16 order: four activation rows (rounded to BF16: xb,
+// else here) against the block's weight rows four at a time
+// (bf16dp4xnAVX512, the weights read in place), the rest by rows; every
+// element with vbf16dpRows' bits.
+func vbf16Block(dst, x *tensor, xb []uint16, m *matrix, r0, r1, o0, o1 int) {
+	cols := m.cols
+	nv := cols &^ 31
+	nw := (o1 - o0) &^ 3
+	r := r0
+	if r1-r0 >= 4 && nv > 0 && nw > 0 {
+		var s *bf16Scratch
+		if xb == nil {
+			s = bf16Pool.Get().(*bf16Scratch)
+			s.h = growAny(s.h, 4*cols)
+		}
+		w := m.u16[o0*cols : o1*cols]
+		for ; r+4 <= r1; r += 4 {
+			h := xb[min(len(xb), r*cols):]
+			if s != nil {
+				h = s.h
+				for i := range 4 {
+					vbf16RoundRow(h[i*cols:(i+1)*cols], x.row(r+i))
+				}
+			}
+			h = h[:4*cols]
+			out := dst.data[r*dst.cols+o0 : (r+3)*dst.cols+o1]
+			bf16dp4xnAVX512(&h[0], &h[cols], &h[2*cols], &h[3*cols], &w[0], 2*cols, nw, nv, &out[0], 4*dst.cols)
+			for i := range 4 {
+				xr, or := x.row(r+i), dst.row(r + i)
+				if nv < cols {
+					for o := o0; o < o0+nw; o++ {
+						or[o] = bf16dpTail(or[o], xr, w[(o-o0)*cols:(o-o0+1)*cols], nv)
+					}
+				}
+				vbf16dpRows(xr, w[nw*cols:], or[o0+nw:o1])
+			}
+		}
+		if s != nil {
+			bf16Pool.Put(s)
+		}
+	}
+	for ; r < r1; r++ {
+		vbf16dpRows(x.row(r), m.u16[o0*cols:o1*cols], dst.row(r)[o0:o1])
+	}
+}
+
+//go:noescape
+func bf16dpRowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+
+//go:noescape
+func bf16RoundAVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func bf16dp4xnAVX512(x0, x1, x2, x3, w *uint16, wstride, nw, n int, out *float32, ostride int)
