@@ -10,7 +10,8 @@
 # speed.
 #
 # Environment: PEER_THREADS (1,2), PEER_PROMPTS (128,2048), PEER_DECODE (63),
-# PEER_ROUNDS (3), PEER_TYPES (f32,f16,q8_0,q4_k; also bf16, q6_k, …: any
+# PEER_ROUNDS (3), PEER_REPS (2: repetitions a run on both sides, best kept
+# on ours, averaged by llama-bench), PEER_TYPES (f32,f16,q8_0,q4_k; also bf16, q6_k, …: any
 # cloisonctl model synth --dtype), PEER_SHAPES (small; also large, below),
 # PEER_DIR (.cache/peer-bench),
 # PEER_KV (f16: the KV element type of both sides' speed runs, llama.cpp's
@@ -86,15 +87,15 @@ if $native; then
 		for r in $(seq 1 "${PEER_ROUNDS:-3}"); do
 			for s in $( [ $((r % 2)) = 1 ] && echo "ours theirs" || echo "theirs ours"); do
 				if [ "$s" = ours ]; then
-					v=$("$dir/bin/cloisonctl" bench "$m" --json --reps 2 --threads "$t" --prompt "$p" --decode "$decode" --kv-type "$kv" |
+					v=$("$dir/bin/cloisonctl" bench "$m" --json --reps "${PEER_REPS:-2}" --threads "$t" --prompt "$p" --decode "$decode" --kv-type "$kv" |
 						jq -c '{prefill: .results[0].prefill_tok_s, decode: .results[0].decode_tok_s}')
 					k=ours
 				else
 					# Prefill from an empty context; decode with the prompt's
 					# tokens already in the KV cache (-d: filled untimed), as
 					# ours decodes after its prompt.
-					pp=$("$llama/llama-bench" -m "$m" -t "$t" -p "$p" -n 0 -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')
-					tg=$("$llama/llama-bench" -m "$m" -t "$t" -p 0 -n $((decode + 1)) -d "$p" -ctk "$kv" -ctv "$kv" -r 2 -o json 2>/dev/null | jq '.[0].avg_ts')
+					pp=$("$llama/llama-bench" -m "$m" -t "$t" -p "$p" -n 0 -ctk "$kv" -ctv "$kv" -r "${PEER_REPS:-2}" -o json 2>/dev/null | jq '.[0].avg_ts')
+					tg=$("$llama/llama-bench" -m "$m" -t "$t" -p 0 -n $((decode + 1)) -d "$p" -ctk "$kv" -ctv "$kv" -r "${PEER_REPS:-2}" -o json 2>/dev/null | jq '.[0].avg_ts')
 					v=$(jq -nc --argjson pp "$pp" --argjson tg "$tg" '{prefill: $pp, decode: $tg}')
 					k=llama_bench
 				fi

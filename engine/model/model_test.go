@@ -36,7 +36,10 @@ func TestMatchesReference(t *testing.T) {
 	}{
 		{small(gguf.F32, false), false, 1e-5},
 		{small(gguf.F16, true), false, 1e-5},
-		{small(gguf.BF16, false), false, 1e-5},
+		// BF16 weights may meet activations rounded to BF16 (the avx512
+		// path on CPUs with AVX512_BF16, as llama.cpp does): 8 significant
+		// bits, as Q8_0's 8-bit activations.
+		{small(gguf.BF16, false), false, 6e-2},
 		// A backend may quantize activations to 8 bits for Q8_0, as llama.cpp
 		// does (kernels/cpu under GOEXPERIMENT=simd: 3.5e-2 observed here;
 		// float activations: 1e-6). Wrong RoPE, masks or layouts give O(1).

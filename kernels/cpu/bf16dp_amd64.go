@@ -92,7 +92,7 @@ func vbf16Block(dst, x *tensor, xb []uint16, m *matrix, r0, r1, o0, o1 int) {
 			out := dst.data[r*dst.cols+o0 : (r+3)*dst.cols+o1]
 			bf16dp4xnAVX512(&h[0], &h[cols], &h[2*cols], &h[3*cols], &w[0], 2*cols, nw, nv, &out[0], 4*dst.cols)
 			for i := range 4 {
-				xr, or := x.row(r+i), dst.row(r + i)
+				xr, or := x.row(r+i), dst.row(r+i)
 				if nv < cols {
 					for o := o0; o < o0+nw; o++ {
 						or[o] = bf16dpTail(or[o], xr, w[(o-o0)*cols:(o-o0+1)*cols], nv)
