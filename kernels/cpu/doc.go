@@ -46,7 +46,8 @@
 //     calling goroutine works too, so concurrent callers cannot deadlock.
 //   - Decode (one activation row) reads every weight byte once, decoding
 //     Q8_0, F16 and BF16 in registers; prefill decodes a weight block to
-//     float32 once per task and reuses it for 64 activation rows. A decode
+//     float32 once per task and reuses it for 64 activation rows (on
+//     avx512, F16 and BF16 tiles read their weights in place, below). A decode
 //     step of several sequences (the engine batches them into one Forward)
 //     is a product of that many rows: each weight block is read once for
 //     all of them. F16 and BF16 blocks of such a product are converted with
@@ -292,7 +293,31 @@
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
-// the scalar decoders do.
+// the scalar decoders do — except BF16 on the avx512 path where the CPU
+// has AVX512_BF16, which has its own order (bf16dp.go), as llama.cpp
+// multiplies BF16: the activations rounded to BF16 first (VCVTNEPS2BF16),
+// then VDPBF16PS, two exact products per lane and instruction, each
+// added with its own rounding (odd element first: the instruction's
+// definition, which the hardware follows here — TestBF16DP against
+// bf16dpRef, TestBF16Round on every bit pattern class); the conformance
+// suite's BF16 bound adds 2⁻⁸·Σ|x·w| for that rounding. Prefill runs
+// 4×n tiles of 16 VDPBF16PS a 32-value step on the weights in place and
+// the product's activation rows rounded once (prepareBF16); decode the
+// two-stream row kernel, rounding the row in registers: the same bits.
+// AMD EPYC (Zen 5, 2 vCPUs), 8 layers d=768 BF16, 1 thread, prompt 128,
+// alternated: prefill 1,143–1,158 → 1,965–2,071 tok/s (llama-bench
+// 1,845–2,084), decode about even (191–218 against 194–198; llama-bench
+// 206–212).
+//
+// The float prefill tiles (F32, F16, and BF16 without AVX512_BF16) run on
+// avx512 as one call per four activation rows over the whole weight block
+// of the task (dot4xnAVX512, f16dot4xnAVX512): the 4×4 register tile of
+// dot4x4AVX512, its lanes and sums, the same bits, without a Go call,
+// slicing and copy per 16 outputs (F16 and F32 prefill 15–25% faster,
+// Zen 5). F16 weights are converted in registers by the tile (VCVTPH2PS
+// from memory), not into a float32 block first (the conversion took a
+// ninth of an F16 prefill): 1,082–1,125 → 1,256–1,396 tok/s, d=768, 1
+// thread, prompt 128.
 //
 // What bounds prefill (one thread, avx512, Xeon with VNNI; docs/models.md
 // has the make peer-bench figures): the block-type products, int8 tiles at
