@@ -21,6 +21,91 @@
 	VADDPS        Y14, Y, Y; \
 	TSUM8(Y, X)
 
+// TREDUCE16 sums the 16 lanes of each of Z0…Z15 (the 4×4 tile, Z(4r+j)
+// row r, weight row j) exactly as TSUM16 does (lanes l and l+8, then
+// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), each sum's first operand the lower
+// lanes), sixteen at once: four rounds of 128-bit or element shuffles and
+// adds carry each accumulator's own tree (TestVectorKernels, the 4×n tiles
+// against the one-row kernels), the results transposed into row order
+// (VPERMPS, tredidx) and stored as four rows of 4 floats at DI + r·R15.
+// Clobbers Z0…Z7, Z16…Z25 and AX.
+#define TREDUCE16 \
+	VSHUFF32X4 $0x44, Z1, Z0, Z24; \
+	VSHUFF32X4 $0xEE, Z1, Z0, Z25; \
+	VADDPS     Z25, Z24, Z16; \
+	VSHUFF32X4 $0x44, Z3, Z2, Z24; \
+	VSHUFF32X4 $0xEE, Z3, Z2, Z25; \
+	VADDPS     Z25, Z24, Z17; \
+	VSHUFF32X4 $0x44, Z5, Z4, Z24; \
+	VSHUFF32X4 $0xEE, Z5, Z4, Z25; \
+	VADDPS     Z25, Z24, Z18; \
+	VSHUFF32X4 $0x44, Z7, Z6, Z24; \
+	VSHUFF32X4 $0xEE, Z7, Z6, Z25; \
+	VADDPS     Z25, Z24, Z19; \
+	VSHUFF32X4 $0x44, Z9, Z8, Z24; \
+	VSHUFF32X4 $0xEE, Z9, Z8, Z25; \
+	VADDPS     Z25, Z24, Z20; \
+	VSHUFF32X4 $0x44, Z11, Z10, Z24; \
+	VSHUFF32X4 $0xEE, Z11, Z10, Z25; \
+	VADDPS     Z25, Z24, Z21; \
+	VSHUFF32X4 $0x44, Z13, Z12, Z24; \
+	VSHUFF32X4 $0xEE, Z13, Z12, Z25; \
+	VADDPS     Z25, Z24, Z22; \
+	VSHUFF32X4 $0x44, Z15, Z14, Z24; \
+	VSHUFF32X4 $0xEE, Z15, Z14, Z25; \
+	VADDPS     Z25, Z24, Z23; \
+	VSHUFF32X4 $0x88, Z17, Z16, Z24; \
+	VSHUFF32X4 $0xDD, Z17, Z16, Z25; \
+	VADDPS     Z25, Z24, Z0; \
+	VSHUFF32X4 $0x88, Z19, Z18, Z24; \
+	VSHUFF32X4 $0xDD, Z19, Z18, Z25; \
+	VADDPS     Z25, Z24, Z1; \
+	VSHUFF32X4 $0x88, Z21, Z20, Z24; \
+	VSHUFF32X4 $0xDD, Z21, Z20, Z25; \
+	VADDPS     Z25, Z24, Z2; \
+	VSHUFF32X4 $0x88, Z23, Z22, Z24; \
+	VSHUFF32X4 $0xDD, Z23, Z22, Z25; \
+	VADDPS     Z25, Z24, Z3; \
+	VSHUFPS    $0x44, Z1, Z0, Z24; \
+	VSHUFPS    $0xEE, Z1, Z0, Z25; \
+	VADDPS     Z25, Z24, Z4; \
+	VSHUFPS    $0x44, Z3, Z2, Z24; \
+	VSHUFPS    $0xEE, Z3, Z2, Z25; \
+	VADDPS     Z25, Z24, Z5; \
+	VSHUFPS    $0x88, Z5, Z4, Z24; \
+	VSHUFPS    $0xDD, Z5, Z4, Z25; \
+	VADDPS     Z25, Z24, Z6; \
+	VMOVDQU32  tredidx<>(SB), Z7; \
+	VPERMPS    Z6, Z7, Z6; \
+	VMOVUPS    X6, (DI); \
+	VEXTRACTF32X4 $1, Z6, X7; \
+	VMOVUPS    X7, (DI)(R15*1); \
+	VEXTRACTF32X4 $2, Z6, X7; \
+	VMOVUPS    X7, (DI)(R15*2); \
+	LEAQ       (DI)(R15*2), AX; \
+	ADDQ       R15, AX; \
+	VEXTRACTF32X4 $3, Z6, X7; \
+	VMOVUPS    X7, (AX)
+
+// The lane of TREDUCE16's sums holding output 4r+j (its own inverse).
+DATA tredidx<>+0(SB)/4, $0
+DATA tredidx<>+4(SB)/4, $4
+DATA tredidx<>+8(SB)/4, $8
+DATA tredidx<>+12(SB)/4, $12
+DATA tredidx<>+16(SB)/4, $1
+DATA tredidx<>+20(SB)/4, $5
+DATA tredidx<>+24(SB)/4, $9
+DATA tredidx<>+28(SB)/4, $13
+DATA tredidx<>+32(SB)/4, $2
+DATA tredidx<>+36(SB)/4, $6
+DATA tredidx<>+40(SB)/4, $10
+DATA tredidx<>+44(SB)/4, $14
+DATA tredidx<>+48(SB)/4, $3
+DATA tredidx<>+52(SB)/4, $7
+DATA tredidx<>+56(SB)/4, $11
+DATA tredidx<>+60(SB)/4, $15
+GLOBL tredidx<>(SB), RODATA|NOPTR, $64
+
 // func dot3x4AVX2(x0, x1, x2, w0, w1, w2, w3 *float32, n int, out *[12]float32)
 TEXT ·dot3x4AVX2(SB), NOSPLIT, $0-72
 	MOVQ x0+0(FP), SI
@@ -377,44 +462,7 @@ xnloop:
 	CMPQ AX, CX
 	JLT  xnloop
 
-	VMOVAPS Z14, Z24
-	VMOVAPS Z15, Z25
-	TSUM16(Z0, Y0, X0)
-	VMOVSS X0, 0(DI)
-	TSUM16(Z1, Y1, X1)
-	VMOVSS X1, 4(DI)
-	TSUM16(Z2, Y2, X2)
-	VMOVSS X2, 8(DI)
-	TSUM16(Z3, Y3, X3)
-	VMOVSS X3, 12(DI)
-	TSUM16(Z4, Y4, X4)
-	VMOVSS X4, 0(DI)(R15*1)
-	TSUM16(Z5, Y5, X5)
-	VMOVSS X5, 4(DI)(R15*1)
-	TSUM16(Z6, Y6, X6)
-	VMOVSS X6, 8(DI)(R15*1)
-	TSUM16(Z7, Y7, X7)
-	VMOVSS X7, 12(DI)(R15*1)
-	TSUM16(Z8, Y8, X8)
-	VMOVSS X8, 0(DI)(R15*2)
-	TSUM16(Z9, Y9, X9)
-	VMOVSS X9, 4(DI)(R15*2)
-	TSUM16(Z10, Y10, X10)
-	VMOVSS X10, 8(DI)(R15*2)
-	TSUM16(Z11, Y11, X11)
-	VMOVSS X11, 12(DI)(R15*2)
-	LEAQ (DI)(R15*2), AX
-	ADDQ R15, AX
-	TSUM16(Z12, Y12, X12)
-	VMOVSS X12, 0(AX)
-	TSUM16(Z13, Y13, X13)
-	VMOVSS X13, 4(AX)
-	VMOVAPS Z24, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 8(AX)
-	VMOVAPS Z25, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 12(AX)
+	TREDUCE16
 
 	ADDQ $16, DI
 	MOVQ wstride+40(FP), AX
@@ -499,44 +547,7 @@ fxnloop:
 	CMPQ AX, CX
 	JLT  fxnloop
 
-	VMOVAPS Z14, Z24
-	VMOVAPS Z15, Z25
-	TSUM16(Z0, Y0, X0)
-	VMOVSS X0, 0(DI)
-	TSUM16(Z1, Y1, X1)
-	VMOVSS X1, 4(DI)
-	TSUM16(Z2, Y2, X2)
-	VMOVSS X2, 8(DI)
-	TSUM16(Z3, Y3, X3)
-	VMOVSS X3, 12(DI)
-	TSUM16(Z4, Y4, X4)
-	VMOVSS X4, 0(DI)(R15*1)
-	TSUM16(Z5, Y5, X5)
-	VMOVSS X5, 4(DI)(R15*1)
-	TSUM16(Z6, Y6, X6)
-	VMOVSS X6, 8(DI)(R15*1)
-	TSUM16(Z7, Y7, X7)
-	VMOVSS X7, 12(DI)(R15*1)
-	TSUM16(Z8, Y8, X8)
-	VMOVSS X8, 0(DI)(R15*2)
-	TSUM16(Z9, Y9, X9)
-	VMOVSS X9, 4(DI)(R15*2)
-	TSUM16(Z10, Y10, X10)
-	VMOVSS X10, 8(DI)(R15*2)
-	TSUM16(Z11, Y11, X11)
-	VMOVSS X11, 12(DI)(R15*2)
-	LEAQ (DI)(R15*2), AX
-	ADDQ R15, AX
-	TSUM16(Z12, Y12, X12)
-	VMOVSS X12, 0(AX)
-	TSUM16(Z13, Y13, X13)
-	VMOVSS X13, 4(AX)
-	VMOVAPS Z24, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 8(AX)
-	VMOVAPS Z25, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 12(AX)
+	TREDUCE16
 
 	ADDQ $16, DI
 	MOVQ wstride+40(FP), AX
@@ -619,44 +630,7 @@ bfloop:
 	CMPQ AX, CX
 	JLT  bfloop
 
-	VMOVAPS Z14, Z24
-	VMOVAPS Z15, Z25
-	TSUM16(Z0, Y0, X0)
-	VMOVSS X0, 0(DI)
-	TSUM16(Z1, Y1, X1)
-	VMOVSS X1, 4(DI)
-	TSUM16(Z2, Y2, X2)
-	VMOVSS X2, 8(DI)
-	TSUM16(Z3, Y3, X3)
-	VMOVSS X3, 12(DI)
-	TSUM16(Z4, Y4, X4)
-	VMOVSS X4, 0(DI)(R15*1)
-	TSUM16(Z5, Y5, X5)
-	VMOVSS X5, 4(DI)(R15*1)
-	TSUM16(Z6, Y6, X6)
-	VMOVSS X6, 8(DI)(R15*1)
-	TSUM16(Z7, Y7, X7)
-	VMOVSS X7, 12(DI)(R15*1)
-	TSUM16(Z8, Y8, X8)
-	VMOVSS X8, 0(DI)(R15*2)
-	TSUM16(Z9, Y9, X9)
-	VMOVSS X9, 4(DI)(R15*2)
-	TSUM16(Z10, Y10, X10)
-	VMOVSS X10, 8(DI)(R15*2)
-	TSUM16(Z11, Y11, X11)
-	VMOVSS X11, 12(DI)(R15*2)
-	LEAQ (DI)(R15*2), AX
-	ADDQ R15, AX
-	TSUM16(Z12, Y12, X12)
-	VMOVSS X12, 0(AX)
-	TSUM16(Z13, Y13, X13)
-	VMOVSS X13, 4(AX)
-	VMOVAPS Z24, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 8(AX)
-	VMOVAPS Z25, Z0
-	TSUM16(Z0, Y0, X0)
-	VMOVSS  X0, 12(AX)
+	TREDUCE16
 
 	ADDQ $16, DI
 	MOVQ wstride+40(FP), AX
