@@ -80,11 +80,14 @@
 //     bits of bf16dot4AVX512; before, four interleaved rows a call):
 //     d=768 74–81 → 139–176 tok/cpu-s (load 8.1–8.5; wall 89–166 against
 //     llama-bench's 55–87 tok/s), d=1536 GQA 13.3–13.7 → 17.2–17.5
-//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). Other vendors keep the one
-//     stream for F16 (AMD: the figures above; software prefetch slowed it
-//     there, and on AMD EPYC Zen 5 two streams gain nothing: 176–202
-//     against 177–179 tok/s); BF16 takes the two streams on every avx512
-//     CPU (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows). Q8_0 with VNNI
+//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). AMD before Zen 5 keeps the
+//     one stream for F16 (the figures above; software prefetch slowed it
+//     there). On AMD EPYC Zen 5 (family 26, 2 vCPUs) two streams gain
+//     nothing on the d=768 model (176–202 against 177–179 tok/s) but
+//     24.3–25.6 against 16.1–20.7 tok/s on the d=1536 GQA model (rows of
+//     3 and 18 KB, 944 MB of weights), so F16 takes them from that family
+//     on (cpuFamily). BF16 takes the two streams on every avx512 CPU
+//     (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows). Q8_0 with VNNI
 //     does the
 //     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
 //     once per row, q8Corr): 69–161 against 49–51 tok/s for eight

@@ -255,9 +255,21 @@ func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
 }
 
 // f16TwoStreams picks the F16 decode kernel of the avx512 path: on Intel
-// CPUs two prefetched streams (f16rows2AVX512), elsewhere one stream
-// (f16rowsAVX512). Both have the same bits (doc.go has the figures).
-var f16TwoStreams = isIntel
+// CPUs and AMD Zen 5 (family 26) or later two prefetched streams
+// (f16rows2AVX512), elsewhere one stream (f16rowsAVX512). Both have the
+// same bits (doc.go has the figures).
+var f16TwoStreams = isIntel || cpuFamily() >= 26
+
+// cpuFamily is the CPU's display family (CPUID leaf 1: the base family,
+// plus the extended family where the base is 15).
+func cpuFamily() int {
+	a, _, _, _ := cpuid(1, 0)
+	f := int(a>>8) & 0xf
+	if f == 0xf {
+		f += int(a>>20) & 0xff
+	}
+	return f
+}
 
 // isIntel reports whether the CPU's vendor (CPUID leaf 0) is GenuineIntel.
 var isIntel = func() bool {
