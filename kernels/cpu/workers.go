@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // workers is a fixed pool of goroutines that run parallel loops. A loop is
@@ -27,14 +28,32 @@ type job struct {
 	wg    sync.WaitGroup
 }
 
-// spinPolls is how many times an idle worker polls for the next job, and a
-// caller for its helpers' end, before it parks (tens of microseconds): a
+// spinPolls bounds how many times an idle worker polls for the next job,
+// and a caller for its helpers' end, before it parks, and spinFor how long
+// (whichever ends first; polls are slower under the race detector): a
 // forward pass runs hundreds of short parallel loops, and waking a parked
-// goroutine on another thread costs more than a decode step's loop
-// (AMD EPYC Zen 5, 2 vCPUs: 2-thread decode was slower than 1-thread
-// with every hand-off parked). Between polls a worker yields
-// (runtime.Gosched), so other goroutines run meanwhile.
-const spinPolls = 1 << 12
+// goroutine on another thread costs more than a decode step's loop (AMD
+// EPYC Zen 5, 2 vCPUs, Q8_0 d=768, 2 threads: 252–349 decode tok/s
+// parking at once, 411–480 polling up to 20 µs, 432–486 up to 100 µs).
+// Between polls a worker yields (runtime.Gosched), so other goroutines
+// run meanwhile; an idle pool stops polling within spinFor, so it takes
+// little from other processes (the race-detector tests of engine/model:
+// 22.6 s parking at once, 25.6 polling up to 20 µs, 26.4 polling 4,096
+// times).
+const (
+	spinPolls = 1 << 12
+	spinFor   = 20 * time.Microsecond
+)
+
+// spinning reports whether poll i of a wait that began at t0 may go on,
+// yielding every 32 polls (when it also reads the clock).
+func spinning(i int, t0 time.Time) bool {
+	if i&31 != 31 {
+		return i < spinPolls
+	}
+	runtime.Gosched()
+	return i < spinPolls && time.Since(t0) < spinFor
+}
 
 func newWorkers(n int) *workers {
 	w := &workers{n: n, jobs: make(chan *job, 4*n)}
@@ -57,14 +76,12 @@ func newWorkers(n int) *workers {
 // next returns the next job, polling before it parks; false once the pool
 // is closed.
 func (w *workers) next() (*job, bool) {
-	for i := range spinPolls {
+	t0 := time.Now()
+	for i := 0; spinning(i, t0); i++ {
 		select {
 		case j, ok := <-w.jobs:
 			return j, ok
 		default:
-		}
-		if i&31 == 31 {
-			runtime.Gosched()
 		}
 	}
 	j, ok := <-w.jobs
@@ -100,10 +117,8 @@ func (w *workers) run(tasks int, fn func(task int)) {
 		w.jobs <- j
 	}
 	j.work()
-	for i := 0; i < spinPolls && int(j.done.Load()) < helpers; i++ {
-		if i&31 == 31 {
-			runtime.Gosched()
-		}
+	t0 := time.Now()
+	for i := 0; int(j.done.Load()) < helpers && spinning(i, t0); i++ {
 	}
 	j.wg.Wait()
 }
