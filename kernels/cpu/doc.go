@@ -40,10 +40,15 @@
 //   - All cores: a fixed pool of worker goroutines (Options.Threads, default
 //     GOMAXPROCS) takes tasks from an atomic counter; products are split
 //     into (64-row activation tile × 24-row weight block; 48 on amx)
-//     tasks, attention
+//     tasks — a product of at most 3 rows whose weights have a row kernel
+//     into 4 contiguous chunks per thread instead, so that each thread
+//     reads one long stream (matmul.go, decodeRows) — attention
 //     into (span × kv head × 8 query rows) tasks, row-wise ops into row
 //     chunks. The
 //     calling goroutine works too, so concurrent callers cannot deadlock.
+//     Idle workers poll for the next loop for up to 20 µs before they
+//     park (workers.go, spinFor): waking a parked goroutine costs more
+//     than a decode step's loop.
 //   - Decode (one activation row) reads every weight byte once, decoding
 //     Q8_0, F16 and BF16 in registers; prefill decodes a weight block to
 //     float32 once per task and reuses it for 64 activation rows (on
