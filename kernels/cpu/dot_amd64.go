@@ -101,7 +101,7 @@ func vset(p Path, wide bool) *kset {
 		k.q8pack8 = vq8pack8
 		k.q8dup = vq8dup
 		k.q8i8 = vq8i8
-		k.q8rows = vq8rows
+		k.q8rows, k.q8corr = vq8rows, true
 		// Q4_K in the amx order (q4kamx_amd64.go): exact integer sums
 		// per super-block, two float steps; prefill on the VNNI tile,
 		// decode on the row kernel, the same bits (and the amx path's).
@@ -115,6 +115,10 @@ func vset(p Path, wide bool) *kset {
 		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
 			return vq8i1x4(false, xq, xd, w0, w1, w2, w3)
 		}
+		// Decode reads the weight rows one after the other (AVX2
+		// instructions, the same bits; avx512 without VNNI too).
+		k.q8rows = vq8rowsAVX2
+		k.q8tile4xn = vq8tile4xn
 	}
 	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
 	if wide && hasVNNI {

@@ -126,10 +126,18 @@ type kset struct {
 	// other in one call (decode; nil where the path has none, and then
 	// q8acts.c is not computed).
 	q8rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32)
+	// q8corr: q8rows reads xc (VNNI; avx2's row kernel does not, and
+	// q8acts.c is then not computed).
+	q8corr bool
 
 	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
 	// (prefill; nil where the path has none).
 	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
+	// q8tile4xn sets out[i·os+j] for 4 activation rows of nb blocks (xq,
+	// xd at strides xqs and xds elements) × the first nw weight rows of w
+	// (ws bytes apart) with q8i1x4's bits, as many as its tile width
+	// allows, and returns how many (prefill; nil where the path has none).
+	q8tile4xn func(xq []int8, xqs int, xd []float32, xds, nb int, w []byte, ws, nw int, out []float32, os int) int
 	// q8pack8 packs the 8 weight rows at w[j·stride:] into pk
 	// (nb·q8packBytes bytes, 64-byte aligned) and q8dup an activation row
 	// (q8acts.u) for q8tile8, which computes a tile of 4 activation rows

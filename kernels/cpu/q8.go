@@ -21,7 +21,11 @@ import (
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
 //
-// over blocks in order, lanes combined as hsum8 (dot_amd64.go). The amx
+// over blocks in order, lanes combined as hsum8 (dot_amd64.go). On avx2
+// decode runs a row kernel that reads a task's weight rows one after the
+// other and prefetches ahead (q8rowsAVX2), prefill 4×3 tiles that share each
+// weight block's |w| and scale among four activation rows (q8tile4x3AVX2:
+// 7 vector instructions a block and output instead of 10), the same bits. The amx
 // path has its own order, one step per block of the block's exact sum
 // (amx_amd64.go, doc.go):
 //
@@ -39,7 +43,8 @@ type q8acts struct {
 	q []int8    // rows × cols
 	d []float32 // rows × cols/32
 	// c: rows × cols/4, −128·Σ of every 4 consecutive q (the start of a
-	// Q8 block's VPDPBUSD lanes), where the path has q8rows.
+	// Q8 block's VPDPBUSD lanes), where the path's q8rows reads them
+	// (kset.q8corr).
 	c []int32
 	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
 	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
@@ -109,7 +114,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
 		a.bq, a.bd = a.q, a.d
-		if b.k.q8rows != nil {
+		if b.k.q8rows != nil && b.k.q8corr {
 			a.c = growAny(a.bc, x.rows*x.cols/4)
 			a.bc = a.c
 		}
@@ -311,6 +316,21 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			amxPool.Put(s)
 			return true
 		}
+		if k.q8tile4xn != nil && r1-r0 >= 4 {
+			// Tiles of 4 activation rows × the task's weight rows (a
+			// multiple of the tile's width in one call, the rest one by
+			// one).
+			for ; r+4 <= r1; r += 4 {
+				w := m.data[o0*m.rowBytes : o1*m.rowBytes]
+				out := dst.data[r*dst.cols+o0:]
+				n := k.q8tile4xn(acts.q[r*cols:], cols, acts.d[r*nb:], nb, nb, w, m.rowBytes, o1-o0, out, dst.cols)
+				for o := o0 + n; o < o1; o++ {
+					for i := range 4 {
+						dst.row(r + i)[o] = k.q8i1x1(acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb], row(o))
+					}
+				}
+			}
+		}
 		if k.q8tile != nil && r1-r0 >= 4 {
 			// Declared once per call: the kernel is called through a func
 			// value, so these escape (one allocation each per block, not
@@ -363,10 +383,14 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 			out := dst.row(r)
 			o := o0
-			if k.q8rows != nil && acts.c != nil {
+			if k.q8rows != nil && (acts.c != nil || !k.q8corr) {
 				// Every row of the block in one call, one after the
 				// other: one sequential weight stream.
-				k.q8rows(xq, acts.c[r*cols/4:(r+1)*cols/4], xd, m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, out[o0:o1])
+				var xc []int32
+				if acts.c != nil {
+					xc = acts.c[r*cols/4 : (r+1)*cols/4]
+				}
+				k.q8rows(xq, xc, xd, m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, out[o0:o1])
 				continue
 			}
 			if k.q8i8 != nil {

@@ -109,10 +109,18 @@ func TestQ8Eight(t *testing.T) {
 // row the bits of the four-row kernel, for any row count, block count and
 // row stride, and writes only its outputs.
 func TestQ8Rows(t *testing.T) {
-	k := kernelSet(AVX512) // the VNNI kernels (the amx path has its own Q8_0 order)
-	if k.q8rows == nil {
-		t.Skip("no q8rows kernel on this CPU")
+	// avx2's row kernel and avx512's VNNI one (the amx path has its own
+	// Q8_0 order, TestQ8AMX).
+	for _, p := range []Path{AVX2, AVX512} {
+		k := kernelSet(p)
+		if k.path != p || k.q8rows == nil {
+			continue
+		}
+		t.Run(string(p), func(t *testing.T) { testQ8Rows(t, k) })
 	}
+}
+
+func testQ8Rows(t *testing.T, k *kset) {
 	r := rand.New(rand.NewPCG(15, 16))
 	for _, nb := range []int{1, 2, 3, 24, 64} {
 		for _, rows := range []int{1, 2, 3, 5, 24} {
