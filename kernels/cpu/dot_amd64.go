@@ -119,6 +119,7 @@ func vset(p Path, wide bool) *kset {
 		// instructions, the same bits; avx512 without VNNI too).
 		k.q8rows = vq8rowsAVX2
 		k.q8tile4xn = vq8tile4xn
+		k.q4krows, k.q6krows = vq4krowsAVX2, vq6krowsAVX2
 	}
 	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
 	if wide && hasVNNI {

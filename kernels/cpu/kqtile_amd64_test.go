@@ -86,16 +86,16 @@ func testKQTile(t *testing.T, r *rand.Rand, dt kernels.DType, rows, nsb int, til
 // on random bytes (any scale and nibble patterns, finite d and dmin), and
 // writes only its outputs.
 func TestQ4KRows(t *testing.T) {
-	// The VNNI kernel (avx512; the amx path's q4krows has its own order,
+	// avx2's and avx512's (VNNI: the amx order, as the amx path's,
 	// TestQ4KAMX).
-	p := Paths()[len(Paths())-1]
-	if p == AMX {
-		p = AVX512
+	for _, p := range []Path{AVX2, AVX512} {
+		if k := kernelSet(p); k.path == p && k.q4krows != nil {
+			t.Run(string(p), func(t *testing.T) { testQ4KRows(t, k) })
+		}
 	}
-	k := kernelSet(p)
-	if k.q4krows == nil {
-		t.Skip("no q4krows kernel on this CPU")
-	}
+}
+
+func testQ4KRows(t *testing.T, k *kset) {
 	r := rand.New(rand.NewPCG(17, 5))
 	for _, nsb := range []int{1, 2, 3, 9} {
 		for _, rows := range []int{1, 2, 5, 24} {
@@ -156,10 +156,14 @@ func TestQ4KRows(t *testing.T) {
 // on random bytes (any quant, high-bit and scale patterns, scales down to
 // −128, finite d), and writes only its outputs.
 func TestQ6KRows(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
-	if k.q6krows == nil {
-		t.Skip("no q6krows kernel on this CPU")
+	for _, p := range []Path{AVX2, AVX512} {
+		if k := kernelSet(p); k.path == p && k.q6krows != nil {
+			t.Run(string(p), func(t *testing.T) { testQ6KRows(t, k) })
+		}
 	}
+}
+
+func testQ6KRows(t *testing.T, k *kset) {
 	r := rand.New(rand.NewPCG(19, 7))
 	for _, nsb := range []int{1, 2, 3, 9} {
 		for _, rows := range []int{1, 2, 5, 24} {

@@ -63,14 +63,15 @@ done:
 	VZEROUPPER
 	RET
 
-// func q4kdotAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32)
-TEXT ·q4kdotAVX2(SB), NOSPLIT, $0-48
+// func q4kdotAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32, pf int)
+TEXT ·q4kdotAVX2(SB), NOSPLIT, $0-56
 	MOVQ xq+0(FP), SI
 	MOVQ xd+8(FP), DX
 	MOVQ bs+16(FP), R9
 	MOVQ w+24(FP), R8
 	MOVQ nb+32(FP), CX
 	MOVQ out+40(FP), DI
+	MOVQ pf+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
@@ -79,6 +80,9 @@ TEXT ·q4kdotAVX2(SB), NOSPLIT, $0-48
 loop:
 	TESTQ CX, CX
 	JEQ   done
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
 	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
 	// AX = scales 0..7, R13 = mins 0..7, one byte each.
 	MOVL  4(R8), AX
@@ -224,13 +228,14 @@ done:
 	VZEROUPPER
 	RET
 
-// func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
-TEXT ·q6kdotAVX2(SB), NOSPLIT, $0-40
+// func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32, pf int)
+TEXT ·q6kdotAVX2(SB), NOSPLIT, $0-48
 	MOVQ xq+0(FP), SI
 	MOVQ xd+8(FP), DX
 	MOVQ w+16(FP), R8
 	MOVQ nb+24(FP), CX
 	MOVQ out+32(FP), DI
+	MOVQ pf+40(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
@@ -245,6 +250,10 @@ TEXT ·q6kdotAVX2(SB), NOSPLIT, $0-40
 loop:
 	TESTQ CX, CX
 	JEQ   done
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT0 192(R8)(R14*1)
 	VPXOR Y1, Y1, Y1
 	VMOVDQU 0(R8), Y4
 	VMOVDQU 32(R8), Y5
