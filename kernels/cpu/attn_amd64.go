@@ -2,6 +2,8 @@
 
 package cpu
 
+import "math"
+
 // vwsum sets o += Σ_p s[p]·data[offs[p]:][:len(o)] with the per-element
 // chain of vaxpy4/vaxpy1 (fused multiply-adds in position order), o kept in
 // registers: 64-float chunks on avx512, 32 on avx2. It reports false (and
@@ -67,6 +69,35 @@ func vexpSub(x []float32, m float32) {
 
 //go:noescape
 func expSubAVX512(x *float32, m float32, n int, c *[13]float32)
+
+// expConsts8 are expConsts broadcast to 8 lanes, then 127 as an int32.
+var expConsts8 = func() *[14][8]float32 {
+	var c [14][8]float32
+	for i := range c {
+		v := math.Float32frombits(127)
+		if i < len(expConsts) {
+			v = expConsts[i]
+		}
+		for l := range c[i] {
+			c[i][l] = v
+		}
+	}
+	return &c
+}()
+
+// vexpSubAVX2 is vexpSub on 8 lanes (the avx2 path).
+func vexpSubAVX2(x []float32, m float32) {
+	nv := len(x) &^ 7
+	if nv > 0 {
+		expSubAVX2(&x[0], m, nv, expConsts8)
+	}
+	for i := nv; i < len(x); i++ {
+		x[i] = expf(x[i] - m)
+	}
+}
+
+//go:noescape
+func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
 
 func init() {
 	if hasAVX512 {

@@ -365,3 +365,68 @@ w4done:
 	VMOVUPS Z15, 192(DI)
 	VZEROUPPER
 	RET
+
+// func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
+// x[i] = expf(x[i] − m) for i < n (a multiple of 8), expSubAVX512's steps
+// on 8 lanes (c: expConsts broadcast to 8 lanes each, then 127 as an
+// int32); the final y·2^fx as expf writes it: y doubled where fx = 128,
+// then one multiplication by 2^n built in the exponent field.
+TEXT ·expSubAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Y15
+	MOVQ         n+16(FP), CX
+	MOVQ         c+24(FP), R8
+	VMOVUPS      192(R8), Y10 // p0
+	VMOVUPS      224(R8), Y11 // p1
+	VMOVUPS      256(R8), Y12 // p2
+	VMOVUPS      288(R8), Y13 // p3
+	VMOVUPS      320(R8), Y14 // p4
+	XORQ         AX, AX
+
+loop:
+	CMPQ        AX, CX
+	JGE         done
+	VMOVUPS     (DI)(AX*4), Y0
+	VSUBPS      Y15, Y0, Y0
+	VMOVAPS     Y0, Y7
+	VCMPPS      $3, Y0, Y0, Y6
+	VMINPS      0(R8), Y0, Y0
+	VCMPPS      $1, 32(R8), Y0, Y5
+	VMULPS      64(R8), Y0, Y1
+	VADDPS      96(R8), Y1, Y1
+	VROUNDPS    $9, Y1, Y1
+	VMULPS      128(R8), Y1, Y2
+	VSUBPS      Y2, Y0, Y0
+	VMULPS      160(R8), Y1, Y2
+	VSUBPS      Y2, Y0, Y0
+	VMULPS      Y0, Y0, Y3
+	VMULPS      Y10, Y0, Y4
+	VADDPS      Y11, Y4, Y4
+	VMULPS      Y0, Y4, Y4
+	VADDPS      Y12, Y4, Y4
+	VMULPS      Y0, Y4, Y4
+	VADDPS      Y13, Y4, Y4
+	VMULPS      Y0, Y4, Y4
+	VADDPS      Y14, Y4, Y4
+	VMULPS      Y0, Y4, Y4
+	VADDPS      352(R8), Y4, Y4
+	VMULPS      Y3, Y4, Y4
+	VADDPS      Y0, Y4, Y4
+	VADDPS      384(R8), Y4, Y4
+	VCVTTPS2DQ  Y1, Y2
+	VPCMPGTD    416(R8), Y2, Y8
+	VADDPS      Y4, Y4, Y9
+	VBLENDVPS   Y8, Y9, Y4, Y4
+	VPADDD      Y8, Y2, Y2
+	VPADDD      416(R8), Y2, Y2
+	VPSLLD      $23, Y2, Y2
+	VMULPS      Y2, Y4, Y4
+	VANDNPS     Y4, Y5, Y4
+	VBLENDVPS   Y6, Y7, Y4, Y4
+	VMOVUPS     Y4, (DI)(AX*4)
+	ADDQ        $8, AX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
