@@ -210,9 +210,17 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		clear(vec(ot, i))
 	}
 	scores := func(i int) []float32 { return sc.scores[i*attnKeys : (i+1)*attnKeys : (i+1)*attnKeys] }
-	// w4: wsum4 takes this head dimension (probed with no positions).
+	// w4: the path's wsum4 takes this head dimension (probed with no
+	// positions).
 	w4 := false
-	if wsum4 != nil && k.avx512() && nv >= 4 {
+	var wsum4 = wsum4
+	if !k.avx512() {
+		wsum4 = nil
+		if k.path == AVX2 {
+			wsum4 = wsum4AVX2
+		}
+	}
+	if wsum4 != nil && nv >= 4 {
 		for r := range 4 {
 			sc.ov[r], sc.sv[r] = vec(ot, r), nil
 		}
@@ -288,6 +296,14 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		if k.wsum != nil {
 			for p := kb; p < b1; p++ {
 				sc.offs = append(sc.offs, voff(p))
+			}
+			// 8 spare entries (the last offset again) past the block's:
+			// wsum4AVX2 reads them for prefetches.
+			if n := len(sc.offs); n > 0 {
+				for range 8 {
+					sc.offs = append(sc.offs, sc.offs[n-1])
+				}
+				sc.offs = sc.offs[:n]
 			}
 		}
 		// voffs: the value offsets from position p (none without wsum).
@@ -428,7 +444,9 @@ func (a *arena) halfBlock(buf []float32, s kernels.Span, layer, v, kh, p0, p1 in
 // wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
 // o[r] += Σ_p s[r][p]·data[offs[p]:][:len(o[r])] with wsum's chain per
 // element; false (nothing done) when it cannot for this head dimension.
-var wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
+// wsum4AVX2 is the avx2 path's, the same bits; its offs must hold 8
+// entries past len(offs) within their capacity (read for prefetches).
+var wsum4, wsum4AVX2 func(o, s *[4][]float32, data []float32, offs []int) bool
 
 // values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
 // element); voffs holds the values' offsets when the path has wsum.

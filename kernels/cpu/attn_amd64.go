@@ -103,6 +103,37 @@ func init() {
 	if hasAVX512 {
 		scores4, wsum4 = vscores4, vwsum4
 	}
+	if hasAVX2 {
+		wsum4AVX2 = vwsum4AVX2
+	}
+}
+
+// vwsum4AVX2 is wsum4AVX2: vwsum4 on avx2 (the decode kernel
+// wsum4x16AVX2, 16 elements of the four outputs a pass; len(o[r]) a
+// multiple of 16).
+func vwsum4AVX2(o, s *[4][]float32, data []float32, offs []int) bool {
+	hd, n := len(o[0]), len(offs)
+	if hd == 0 || hd%16 != 0 {
+		return false
+	}
+	for r := range 4 {
+		if len(o[r]) != hd || len(s[r]) < n {
+			return false
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	offs = offs[:n+8] // the prefetches' entries: within the capacity
+	for _, off := range offs {
+		if off < 0 || off+hd > len(data) {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	for c := 0; c < hd; c += 16 {
+		wsum4x16AVX2(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &data[c], &offs[0], n)
+	}
+	return true
 }
 
 // vscores4 is scores4 on avx512: the scores of four query rows x against
