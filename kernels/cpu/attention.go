@@ -115,9 +115,11 @@ func (a *arena) AttentionWith(layer int, out, q kernels.Tensor, spans []kernels.
 // The tiling of attention: a task takes attnRows query rows (all the query
 // heads of one kv head: attnRows·group vectors) through the keys and
 // values attnKeys positions at a time, a block of each staying in L1 while
-// every vector of the task reads it.
+// every vector of the task reads it (with F16 KV, converted once a task:
+// 16 rows rather than 8 made a 2,048-token prefill 4% faster, AMD EPYC
+// Zen 1, avx2, d=768).
 const (
-	attnRows = 8
+	attnRows = 16
 	attnKeys = 64
 )
 
