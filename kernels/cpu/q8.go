@@ -24,8 +24,10 @@ import (
 // over blocks in order, lanes combined as hsum8 (dot_amd64.go). On avx2
 // decode runs a row kernel that reads a task's weight rows one after the
 // other and prefetches ahead (q8rowsAVX2), prefill 4×3 tiles that share each
-// weight block's |w| and scale among four activation rows (q8tile4x3AVX2:
-// 7 vector instructions a block and output instead of 10), the same bits. The amx
+// weight block's |w| among four activation rows and compute each block's
+// twelve scales in three 4-lane products (q8tile4x3AVX2: 5 vector
+// instructions a block and output besides loads and a broadcast, instead
+// of 10), the same bits. The amx
 // path has its own order, one step per block of the block's exact sum
 // (amx_amd64.go, doc.go):
 //

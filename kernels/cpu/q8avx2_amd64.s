@@ -112,27 +112,32 @@ DATA q8ones16<>+16(SB)/8, $0x0001000100010001
 DATA q8ones16<>+24(SB)/8, $0x0001000100010001
 GLOBL q8ones16<>(SB), RODATA|NOPTR, $32
 
-// Q8PAIR adds the block of activation row XQ (its scale at XS) times weight
-// row j (|w| in Y12, its scale in Y13, the quants at WQ) to ACC.
-#define Q8PAIR(XQ, XS, WQ, ACC) \
+// Q8PAIR adds the block of activation row XQ times weight row j (|w| in
+// Y12, the quants at WQ) to ACC, the pair's scale round32(d_w·d_x) at SC.
+#define Q8PAIR(XQ, SC, WQ, ACC) \
 	VMOVDQU      XQ, Y14; \
 	VPSIGNB      WQ, Y14, Y14; \
 	VPMADDUBSW   Y14, Y12, Y14; \
 	VPMADDWD     q8ones16<>(SB), Y14, Y14; \
 	VCVTDQ2PS    Y14, Y14; \
-	VBROADCASTSS XS, Y15; \
-	VMULPS       Y13, Y15, Y15; \
+	VBROADCASTSS SC, Y15; \
 	VFMADD231PS  Y15, Y14, ACC
 
-// Q8COL sets up weight row j of the block (at W) and adds its four pairs.
-#define Q8COL(W, A0, A1, A2, A3) \
+// Q8SCALE stores the scales of weight row j of the block (at W) with the
+// four activation rows' (in X13) at OFF(SP).
+#define Q8SCALE(W, OFF) \
+	VPBROADCASTW (W), X14; \
+	VCVTPH2PS    X14, X14; \
+	VMULPS       X13, X14, X14; \
+	VMOVUPS      X14, OFF(SP)
+
+// Q8COL adds weight row j's four pairs (the block at W, its scales at OFF(SP)).
+#define Q8COL(W, OFF, A0, A1, A2, A3) \
 	VPABSB       2(W), Y12; \
-	VPBROADCASTW (W), X13; \
-	VCVTPH2PS    X13, Y13; \
-	Q8PAIR((SI), (DX), 2(W), A0); \
-	Q8PAIR((SI)(R13*1), (DX)(BX*1), 2(W), A1); \
-	Q8PAIR((SI)(R13*2), (DX)(BX*2), 2(W), A2); \
-	Q8PAIR((SI)(R14*1), (DX)(R11*1), 2(W), A3)
+	Q8PAIR((SI), OFF+0(SP), 2(W), A0); \
+	Q8PAIR((SI)(R13*1), OFF+4(SP), 2(W), A1); \
+	Q8PAIR((SI)(R13*2), OFF+8(SP), 2(W), A2); \
+	Q8PAIR((SI)(R14*1), OFF+12(SP), 2(W), A3)
 
 #define Q8OUT(A, X, OFF) \
 	HSUM8(A, X); \
@@ -143,8 +148,9 @@ GLOBL q8ones16<>(SB), RODATA|NOPTR, $32
 // out[i·os+j] = the product of activation row i (i < 4: xq[i·xqs:],
 // xd[i·xds:], nb blocks) with weight row j (w[j·ws:]) for j < nw, nw a
 // multiple of 3, three weight rows a pass: 12 accumulators, each weight
-// block's |w| and scale shared by the four rows.
-TEXT ·q8tile4x3AVX2(SB), NOSPLIT, $0-80
+// block's |w| shared by the four rows, the block's twelve scales computed
+// in 4-lane products into the frame first.
+TEXT ·q8tile4x3AVX2(SB), NOSPLIT, $48-80
 	MOVQ xqs+8(FP), R13
 	LEAQ (R13)(R13*2), R14
 	MOVQ xds+24(FP), BX
@@ -178,11 +184,22 @@ group:
 	MOVQ CX, AX
 
 block:
-	Q8COL(R8, Y0, Y1, Y2, Y3)
+	VMOVSS    (DX), X13
+	VINSERTPS $0x10, (DX)(BX*1), X13, X13
+	VINSERTPS $0x20, (DX)(BX*2), X13, X13
+	VINSERTPS $0x30, (DX)(R11*1), X13, X13
+	Q8SCALE(R8, 0)
 	LEAQ (R8)(R9*1), R8
-	Q8COL(R8, Y4, Y5, Y6, Y7)
+	Q8SCALE(R8, 16)
 	LEAQ (R8)(R9*1), R8
-	Q8COL(R8, Y8, Y9, Y10, Y11)
+	Q8SCALE(R8, 32)
+	SUBQ R9, R8
+	SUBQ R9, R8
+	Q8COL(R8, 0, Y0, Y1, Y2, Y3)
+	LEAQ (R8)(R9*1), R8
+	Q8COL(R8, 16, Y4, Y5, Y6, Y7)
+	LEAQ (R8)(R9*1), R8
+	Q8COL(R8, 32, Y8, Y9, Y10, Y11)
 	SUBQ R9, R8
 	SUBQ R9, R8
 	ADDQ $34, R8
