@@ -117,28 +117,46 @@
 //     Q6_K d=1536 22.3–23.3 → 27.3–27.8 (wall 11.7–13.3 against 9.0–10.9),
 //     d=768 262–342 → 383–439 (wall 187–436 against 111–272). Elsewhere
 //     they do not prefetch (unmeasured).
-//     Software prefetch slowed both Q8_0 and F16 on AMD EPYC. Each
+//     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
+//     AMD EPYC (Zen 3/4). On the avx2 path of an AMD EPYC Zen 1 (family
+//     23, 2 vCPUs) it is the other way round: without it the weights
+//     arrive no faster than the arithmetic consumes them, one after the
+//     other, and every avx2 decode kernel prefetches. Q8_0 reads the
+//     task's rows one after the other, two at a time, prefetching the next
+//     two at the same offset (q8rowsAVX2: 8 layers d=768, 1 thread, 90 →
+//     137 tok/s); F16 and BF16 keep four interleaved rows a call and
+//     prefetch the next four (f16dot4AVX2, bf16dot4AVX2: 61 → 82 and 61 →
+//     89); Q4_K and Q6_K prefetch 2 KB ahead into the next row
+//     (kqPrefetchAVX2: 165 → 176 and 120 → 133). Each
 //     kernel has the bits of the one it replaces (TestF16Rows,
 //     TestF16RowsKernels, TestBF16Rows, TestQ8Rows, TestQ4KRows,
 //     TestQ6KRows, TestKQRowsPrefetch), so batch invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
-//     q8tile_amd64.s, kqtile_amd64.s): 4×4 outputs on avx512 and 3×4 on
+//     q8tile_amd64.s, kqtile_amd64.s, q8avx2_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
-//     task), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in 4×8
+//     task), Q8_0 on avx2 in 4×3 tiles (q8tile4x3AVX2: each weight block's
+//     |w| shared by four activation rows, the block's twelve scales in three
+//     4-lane products, 5 vector instructions a block and output besides
+//     loads and a broadcast where the one-row kernel spends 10; Zen 1,
+//     d=768, 128 tokens: 179 → 234 tok/s), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in 4×8
 //     tiles on zmm (q8tile4x8VNNI: two weight rows a register, their
 //     blocks interleaved dword by dword with their −128·Σw lanes once per
 //     task by q8pack8VNNI into a pooled scratch of 576 bytes a block, not
 //     a copy of the weights; the activation rows' dwords doubled and
 //     biased once per product, q8acts.u, 2 bytes a value) and 4×4 ymm
-//     tiles for the tail, Q4_K and Q6_K as 4
-//     activation rows × every weight row of the task's block (8 rows for
-//     Q4_K with VNNI: VPDPWSSD on zmm, a 64-value chunk a register), the
-//     weights' nibbles and scales unpacked once for all rows (kqtile.go);
+//     tiles for the tail, Q6_K as 4
+//     activation rows × every weight row of the task's block, the
+//     weights' quants and scales unpacked once for all rows (kqtile.go),
+//     Q4_K in the amx order on every amd64 vector path: 16 activation rows
+//     in the lanes against each weight row (AMX tiles, the VNNI tile, and
+//     on avx2 q4kblkTileAVX2, the sub-block's products added as int16
+//     before one VPMADDWD by the scale: Zen 1, d=768, 128 tokens, 286 →
+//     461 tok/s against four rows × one weight row in the lanes' order);
 //     every element of a tile
 //     has the order and bits of the one-row kernel, so a row's result is
 //     the same in any batch.
 //   - Attention is tiled as flash attention (attention.go): a task takes
-//     8 query rows × the query heads of one kv head through the keys and
+//     16 query rows × the query heads of one kv head through the keys and
 //     values in blocks of 64 positions (counted from position 0 for every
 //     query, so a vector's blocks depend only on its own position), with
 //     an online softmax per head (running maximum, rescaling, a float64
@@ -154,7 +172,11 @@
 //     avx512 a register tile of 4 heads scores a whole key block in one
 //     call (scores4AVX512) and 4 heads sum each value row loaded once
 //     (wsum4x64AVX512), with the bits of the one-head kernels; exponentials
-//     run 16 lanes at a time with expf's bits. Keys and values are read by
+//     run 16 lanes at a time with expf's bits. On avx2 the same: 4 heads
+//     sum each value row loaded once (wsum4x16AVX2, the decode kernel) and
+//     exponentials run 8 lanes at a time (expSubAVX2, also SiLU's), with
+//     the same bits (Zen 1, d=768, F16 KV, a 2,048-token prefill: Q4_K
+//     153 → 195 tok/s, F16 160 → 211 with the 16-row tasks). Keys and values are read by
 //     offsets computed from the block table after every page's tag and
 //     fill were checked; the assembly checks each offset against the arena.
 //   - Decode (a task of one query row on avx512 or avx2, head dimension a

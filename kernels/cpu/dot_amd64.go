@@ -119,9 +119,13 @@ func vset(p Path, wide bool) *kset {
 		// instructions, the same bits; avx512 without VNNI too).
 		k.q8rows = vq8rowsAVX2
 		k.q8tile4xn = vq8tile4xn
-		k.q4krows, k.q6krows = vq4krowsAVX2, vq6krowsAVX2
+		k.q6krows = vq6krowsAVX2
+		// Q4_K in the amx order (q4kblk_amd64.go): prefill on a tile of
+		// 16 activation rows in the lanes, decode on the row kernel.
+		k.q4kamxPack, k.q4kamx = vq4kvnniPack, vq4kblk
+		k.q4krows = vq4kblkRows
 	}
-	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4ki1x1, vq6ki1x1
+	k.q40i1x1, k.q4ki1x1, k.q6ki1x1 = vq40i1x1, vq4kblk1, vq6ki1x1
 	if wide && hasVNNI {
 		k.q4ki1x1 = vq4kBlk1
 	}

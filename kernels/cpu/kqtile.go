@@ -7,43 +7,45 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
-// Prefill tiles of the k-quant integer products (vector paths): four
-// activation rows, quantized to Q8_K blocks (kquant.go), against each Q4_K
-// or Q6_K weight row of a task's block in one call. The weights' bits,
-// scales and minimums are unpacked once for the four rows (what a one-row
-// product spends most of its instructions on); every output element keeps
-// the integer lanes and float steps of the one-row kernel (q4ki1x1,
-// q6ki1x1), so it has the same bits and a row's result is the same in any
-// batch (TestKQTile).
+// Prefill tiles of the k-quant integer products (vector paths). Q6_K:
+// four activation rows, quantized to Q8_K blocks (kquant.go), against each
+// weight row of a task's block in one call; the weights' quants and scales
+// are unpacked once for the four rows (what a one-row product spends most
+// of its instructions on) and every output element keeps the integer
+// lanes and float steps of the one-row kernel (q6ki1x1), so it has the
+// same bits and a row's result is the same in any batch (TestKQTile).
+// Q4_K runs the amx order on every amd64 vector path (q4kamx_amd64.go):
+// groups of 16 activation rows against up to 16 weight rows a call
+// (q4kAMX), on AMX tiles, the VNNI tile or avx2's (q4kblk_amd64.go).
 
-// q4kTile4 sets out[r·os+j] = q4ki1x1 of activation row r (r < 4: q8kActs
-// rows at strides xqs, xds, bss) with Q4_K weight row j of w (consecutive
+// q6kTile4 sets out[r·os+j] = q6ki1x1 of activation row r (r < 4: q8kActs
+// rows at strides xqs, xds, bss) with Q6_K weight row j of w (consecutive
 // rows of xds super-blocks); nil where the CPU has no such kernel.
-// q6kTile4 is the same for Q6_K weights. (Q4_K on the avx512 path with
-// AVX512_VNNI and on the amx path takes the amx order's tile, q4kAMX.)
-var q4kTile4, q6kTile4 func(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int)
+var q6kTile4 func(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int)
 
 // kqTile computes the outputs of rows [r0, r) of a Q4_K or Q6_K product
-// block four rows at a time and returns r, the first row left to the caller
-// (r0 when it does nothing: another type, no tile kernel, or no Q8_K
+// block in tiles and returns r, the first row left to the caller (r0 when
+// it does nothing: another type, no tile kernel, too few rows, or no Q8_K
 // activations).
 func (k *kset) kqTile(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) int {
-	tile := q4kTile4
-	if m.dt == kernels.Q6_K {
-		tile = q6kTile4
+	if acts == nil || acts.k == nil || !needsQ8K(m.dt) || k.q4ki1x1 == nil {
+		return r0
 	}
-	if acts == nil || acts.k == nil || !needsQ8K(m.dt) || k.q4ki1x1 == nil || tile == nil {
+	if m.dt == kernels.Q4_K {
+		if k.q4kamx != nil {
+			return k.q4kAMX(dst, acts, m, r0, r1, o0, o1)
+		}
+		return r0
+	}
+	if q6kTile4 == nil {
 		return r0
 	}
 	a, cols := acts.k, m.cols
 	nb := cols / 256
-	if m.dt == kernels.Q4_K && k.q4kamx != nil {
-		return k.q4kAMX(dst, acts, m, r0, r1, o0, o1)
-	}
 	r := r0
 	for ; r+4 <= r1; r += 4 {
 		xq, xd, bs := a.q[r*cols:(r+4)*cols], a.d[r*nb:(r+4)*nb], a.bs[r*cols/16:(r+4)*cols/16]
-		tile(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+3)*dst.cols+o1], dst.cols)
+		q6kTile4(xq, cols, xd, nb, bs, cols/16, m.data[o0*m.rowBytes:o1*m.rowBytes], dst.data[r*dst.cols+o0:(r+3)*dst.cols+o1], dst.cols)
 	}
 	return r
 }

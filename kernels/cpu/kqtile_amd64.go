@@ -4,31 +4,14 @@ package cpu
 
 func init() {
 	if hasAVX2 {
-		q4kTile4, q6kTile4 = vq4ktile4, vq6ktile4
+		q6kTile4 = vq6ktile4
 	}
 }
 
-// vq4ktile4 checks the lengths (four activation rows at strides xqs, xds
-// and bss elements, nb = xds super-blocks per weight row, len(w)/(nb·144)
-// weight rows, four output rows at stride os) so that the assembly reads
-// and writes only inside the slices.
-func vq4ktile4(xq []int8, xqs int, xd []float32, xds int, bs []int16, bss int, w []byte, out []float32, os int) {
-	nb := xds
-	nw := len(w) / (nb * 144)
-	if nb == 0 || nw == 0 {
-		return
-	}
-	if xqs < nb*256 || bss < nb*16 || os < nw || len(w) != nw*nb*144 {
-		panic("kernels/cpu: q4k tile shapes")
-	}
-	xq, xd, bs, out = xq[:3*xqs+nb*256], xd[:3*xds+nb], bs[:3*bss+nb*16], out[:3*os+nw]
-	q4ktile4AVX2(&xq[0], xqs, &xd[0], 4*xds, &bs[0], 2*bss, &w[0], nb, nw, &out[0], 4*os)
-}
-
-//go:noescape
-func q4ktile4AVX2(xq *int8, xqs int, xd *float32, xds int, bs *int16, bss int, w *byte, nb int, nw int, out *float32, os int)
-
-// vq6ktile4 is vq4ktile4 for Q6_K weights (bs unused).
+// vq6ktile4 checks the lengths (four activation rows at strides xqs and
+// xds elements, nb = xds super-blocks per weight row, len(w)/(nb·210)
+// weight rows, four output rows at stride os; bs unused) so that the
+// assembly reads and writes only inside the slices.
 func vq6ktile4(xq []int8, xqs int, xd []float32, xds int, _ []int16, _ int, w []byte, out []float32, os int) {
 	nb := xds
 	nw := len(w) / (nb * 210)

@@ -15,25 +15,25 @@ import (
 //     round32(d_w·d_x), lanes as Q8_0.
 //   - Q4_K and Q6_K weights meet the activations quantized to Q8_K blocks
 //     of 256 (one scale d_x = max|x|/127 per 256 values, and the sums of
-//     every 16 quantized values). Per super-block the integer
-//     Σ_sub sc·Σ q·xq is exact in eight int32 lanes; Q4_K's minimums come
-//     from the 16-value sums (Σ_sub m·bsum, exact, eight lanes); Q6_K's
-//     offset −32 from VPMADDUBSW of 32 with xq. The lanes become float32
-//     once per super-block:
+//     every 16 quantized values). Q6_K: per super-block the integer
+//     Σ_sub sc·Σ q·xq is exact in eight int32 lanes (the offset −32 from
+//     VPMADDUBSW of 32 with xq); the lanes become float32 once per
+//     super-block,
 //
-//	Q4_K: lane = fma(float32(isum), round32(d·d_x), lane); lane = fma(−float32(msum), round32(dmin·d_x), lane)
-//	Q6_K: lane = fma(float32(isum), round32(d·d_x), lane)
+//	lane = fma(float32(isum), round32(d·d_x), lane)
 //
 //     over super-blocks in order, lanes combined as hsum8.
 //
-// The amx path's Q4_K has its own order (q4kamx_amd64.go): per
+// Q4_K on every amd64 vector path has the amx order (q4kamx_amd64.go): per
 // super-block the exact integers of all 256 values, isum = Σ sc·q·xq and
-// msum = Σ m·Σ xq, then
+// msum = Σ m·Σ xq (the minimums against the 32-value sums), then
 //
 //	acc = fma(float32(isum), round32(d·d_x), acc); acc = fma(−float32(msum), round32(dmin·d_x), acc)
 //
 // over super-blocks in order from +0 (one accumulator, no lanes): what an
-// AMX tile's exact sums allow, prefill (TDPBUSD) and decode (VNNI) alike.
+// AMX tile's exact sums allow, and what lets the VNNI and AVX2 prefill
+// tiles hold one activation row a lane (q4kblk_amd64.s); prefill and
+// decode alike. (neon: its own, dot_arm64.go.)
 //
 // On AVX-512 (avx512, amx) the quantization's maximum and loop run in
 // assembly (q8k_amd64.s) with the Go loop's bits.

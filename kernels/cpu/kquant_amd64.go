@@ -16,17 +16,6 @@ func vq40i1x1(xq []int8, xd []float32, w []byte) float32 {
 	return out
 }
 
-func vq4ki1x1(xq []int8, xd []float32, bs []int16, w []byte) float32 {
-	nb := len(xd)
-	if nb == 0 {
-		return 0
-	}
-	xq, bs, w = xq[:nb*256], bs[:nb*16], w[:nb*144]
-	var out float32
-	q4kdotAVX2(&xq[0], &xd[0], &bs[0], &w[0], nb, &out, kqPrefetchAVX2)
-	return out
-}
-
 // kqPrefetch is how far ahead (bytes) the Q4_K and Q6_K decode kernels
 // prefetch their weights (PREFETCHT0 of each super-block's lines, the
 // same bits): 2 KB on Intel CPUs, where it gained 18–43% tok/cpu-s
@@ -61,24 +50,12 @@ func vq6krows(xq []int8, xd []float32, _ []int16, w []byte, out []float32) {
 // prefetch their weights (PREFETCHT0 of each super-block's lines, past the
 // row's end into the next row's: a task's rows lie one after the other).
 // AMD EPYC Zen 1, d=768, 1 thread, decode tok/s without it, 1 KB, 2 KB:
-// Q4_K 165, 175, 176; Q6_K 120, 132, 133 (4 KB: 132–133).
+// Q4_K 165, 175, 176 (with the lanes' order Q4_K had before
+// q4kblkAVX2); Q6_K 120, 132, 133 (4 KB: 132–133).
 var kqPrefetchAVX2 = 2048
 
-// vq4krowsAVX2 is q4krows on avx2: q4ki1x1 of each row, one after the
-// other (the prefetch runs ahead into the next).
-func vq4krowsAVX2(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
-	nb := len(xd)
-	if nb == 0 {
-		clear(out)
-		return
-	}
-	xq, bs, w = xq[:nb*256], bs[:nb*16], w[:len(out)*nb*144]
-	for r := range out {
-		q4kdotAVX2(&xq[0], &xd[0], &bs[0], &w[r*nb*144], nb, &out[r], kqPrefetchAVX2)
-	}
-}
-
-// vq6krowsAVX2 is vq4krowsAVX2 for Q6_K (bs unused).
+// vq6krowsAVX2 is q6krows on avx2: q6ki1x1 of each row, one after the
+// other (the prefetch runs ahead into the next; bs unused).
 func vq6krowsAVX2(xq []int8, xd []float32, _ []int16, w []byte, out []float32) {
 	nb := len(xd)
 	if nb == 0 {
@@ -104,9 +81,6 @@ func vq6ki1x1(xq []int8, xd []float32, _ []int16, w []byte) float32 {
 
 //go:noescape
 func q40dotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32)
-
-//go:noescape
-func q4kdotAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32, pf int)
 
 //go:noescape
 func q6kdotAVX2(xq *int8, xd *float32, w *byte, nb int, out *float32, pf int)

@@ -95,10 +95,15 @@ var q4kTiles = []struct {
 	have bool
 	pack func(w []byte, m, nsb int, s *q4kamxScratchT)
 	tile func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)
-}{{"amx", hasAMX, vq4kamxPack, vq4kamx}, {"vnni", hasVNNI, vq4kvnniPack, vq4kvnni}}
+	rows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32) // the decode kernel
+}{
+	{"amx", hasAMX, vq4kamxPack, vq4kamx, vq4krowsBlk},
+	{"vnni", hasVNNI, vq4kvnniPack, vq4kvnni, vq4krowsBlk},
+	{"avx2", hasAVX2, vq4kvnniPack, vq4kblk, vq4kblkRows},
+}
 
-// TestQ4KAMX: the Q4_K tiles of the amx order (AMX and VNNI) and its
-// decode kernel (q4krowsBlk) give every output the bits of the amx order
+// TestQ4KAMX: the Q4_K tiles of the amx order (AMX, VNNI and AVX2) and
+// their decode kernels (q4krowsBlk, q4kblkAVX2) give every output the bits of the amx order
 // (q4kamxRef), for 1–16 weight rows, 1–4 groups of activation rows,
 // random and quantized weights (any scale, minimum and nibble),
 // activations at ±127 and a block of zeros, writing only the rows asked
@@ -109,14 +114,14 @@ func TestQ4KAMX(t *testing.T) {
 			if k.name == "amx" {
 				needAMX(t)
 			} else if !k.have {
-				t.Skip("no AVX512_VNNI on this CPU: the VNNI tile is not tested")
+				t.Skipf("this CPU lacks the %s tile's instructions", k.name)
 			}
-			testQ4KTile(t, k.pack, k.tile)
+			testQ4KTile(t, k.pack, k.tile, k.rows)
 		})
 	}
 }
 
-func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT), tile func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)) {
+func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT), tile func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT), decode func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for _, nsb := range []int{1, 2, 3, 5} {
 		for _, m := range []int{1, 5, 16} {
@@ -163,10 +168,10 @@ func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT
 					got := make([]float32, m)
 					for _, row := range []int{0, rows - 1} {
 						q, d, b := xq[row*cols:(row+1)*cols], xd[row*nsb:(row+1)*nsb], bs[row*cols/16:(row+1)*cols/16]
-						vq4krowsBlk(q, d, b, w, got)
+						decode(q, d, b, w, got)
 						for j := range m {
 							if want := q4kamxRef(q, d, w[j*nsb*144:(j+1)*nsb*144]); !same(got[j], want) {
-								t.Fatalf("q4krowsBlk nsb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nsb, m, trial, row, j, got[j], want)
+								t.Fatalf("q4krows nsb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nsb, m, trial, row, j, got[j], want)
 							}
 						}
 					}
@@ -176,20 +181,23 @@ func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT
 	}
 }
 
-// TestQ4KAMXProduct: every Q4_K product on the amx path and the avx512
-// path with VNNI, one row (decode),
+// TestQ4KAMXProduct: every Q4_K product on the amx path, the avx512
+// path with VNNI and the avx2 path, one row (decode),
 // 3 (the row kernel), 4, 16, 17 and 70 rows (padded groups, across an
 // activation task), weight counts that leave tails after 16-row calls,
 // rows too long for the tile (the row kernel), on 1 and 2 threads, has in
 // each element the bits of the amx order on the row's quantized
 // activations.
 func TestQ4KAMXProduct(t *testing.T) {
-	for _, p := range []Path{AMX, AVX512} {
+	for _, p := range []Path{AMX, AVX512, AVX2} {
 		t.Run(string(p), func(t *testing.T) {
-			if p == AMX {
+			switch {
+			case p == AMX:
 				needAMX(t)
-			} else if !hasVNNI {
-				t.Skip("no AVX512_VNNI on this CPU: the avx512 path keeps the vector order for Q4_K")
+			case p == AVX512 && !hasAVX512:
+				t.Skip("no AVX-512 on this CPU")
+			case p == AVX2 && !hasAVX2:
+				t.Skip("no AVX2 on this CPU")
 			}
 			testQ4KProduct(t, p)
 		})
@@ -239,13 +247,10 @@ func testQ4KProduct(t *testing.T, path Path) {
 }
 
 // BenchmarkQ4KAMXTile: 64 activation rows × 16 Q4_K weight rows of nsb
-// super-blocks, the amx order's tiles (AMX, VNNI; packing included, 4
-// groups of 16 rows a call) against the vector order's 4-row AVX2 tile, per CPU second
-// (cpu-GOP/s: 2 ops a multiply-add).
+// super-blocks, the amx order's tiles (AMX, VNNI, AVX2; packing included,
+// 4 groups of 16 rows a call), per CPU second (cpu-GOP/s: 2 ops a
+// multiply-add).
 func BenchmarkQ4KAMXTile(b *testing.B) {
-	if !hasVNNI {
-		b.Skip("no AVX512_VNNI on this CPU")
-	}
 	const nsb, rows, m = 12, 64, 16
 	cols := nsb * 256
 	r := rand.New(rand.NewPCG(1, 2))
@@ -253,7 +258,7 @@ func BenchmarkQ4KAMXTile(b *testing.B) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	xq, xd, bs, kt, kd, kb := q4kamxActs(x, rows, cols)
+	_, _, _, kt, kd, kb := q4kamxActs(x, rows, cols)
 	w := randQ4K(r, m, nsb, true)
 	report := func(b *testing.B, c0 time.Duration) {
 		ops := 2 * float64(rows*m*cols) * float64(b.N)
@@ -274,14 +279,4 @@ func BenchmarkQ4KAMXTile(b *testing.B) {
 			report(b, c0)
 		})
 	}
-	b.Run("avx2", func(b *testing.B) {
-		dst := make([]float32, rows*m)
-		c0 := cpuTime()
-		for b.Loop() {
-			for row := 0; row < rows; row += 4 {
-				vq4ktile4(xq[row*cols:], cols, xd[row*nsb:], nsb, bs[row*cols/16:], cols/16, w, dst[row*m:], m)
-			}
-		}
-		report(b, c0)
-	})
 }
