@@ -112,28 +112,39 @@ func init() {
 // wsum4x16AVX2, 16 elements of the four outputs a pass; len(o[r]) a
 // multiple of 16).
 func vwsum4AVX2(o, s *[4][]float32, data []float32, offs []int) bool {
-	hd, n := len(o[0]), len(offs)
-	if hd == 0 || hd%16 != 0 {
-		return false
-	}
-	for r := range 4 {
-		if len(o[r]) != hd || len(s[r]) < n {
-			return false
-		}
-	}
-	if n == 0 {
-		return true
-	}
-	offs = offs[:n+8] // the prefetches' entries: within the capacity
-	for _, off := range offs {
-		if off < 0 || off+hd > len(data) {
-			panic("kernels/cpu: attention value outside the arena")
-		}
+	hd, n, ok := wsum4Check(o, s, data, offs, 16, 8)
+	if !ok || n == 0 {
+		return ok
 	}
 	for c := 0; c < hd; c += 16 {
 		wsum4x16AVX2(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &data[c], &offs[0], n)
 	}
 	return true
+}
+
+// wsum4Check checks a wsum4 call: ok false when len(o[r]) is not a
+// multiple of chunk or a weight row is short; every offset, and the spare
+// ones past len(offs) that the kernel reads for prefetches (within the
+// capacity), inside data (else it panics).
+func wsum4Check(o, s *[4][]float32, data []float32, offs []int, chunk, spare int) (hd, n int, ok bool) {
+	hd, n = len(o[0]), len(offs)
+	if hd == 0 || hd%chunk != 0 {
+		return hd, n, false
+	}
+	for r := range 4 {
+		if len(o[r]) != hd || len(s[r]) < n {
+			return hd, n, false
+		}
+	}
+	if n == 0 {
+		return hd, n, true
+	}
+	for _, off := range offs[:n+spare] {
+		if off < 0 || off+hd > len(data) {
+			panic("kernels/cpu: attention value outside the arena")
+		}
+	}
+	return hd, n, true
 }
 
 // vscores4 is scores4 on avx512: the scores of four query rows x against
@@ -169,22 +180,9 @@ func scores4AVX512(x0, x1, x2, x3 *float32, base *float32, offs *int, ng int, hd
 // weights s[r], each value row loaded once for the four; false (nothing
 // done) when len(o[r]) is not a multiple of 64.
 func vwsum4(o, s *[4][]float32, data []float32, offs []int) bool {
-	hd, n := len(o[0]), len(offs)
-	if hd == 0 || hd%64 != 0 {
-		return false
-	}
-	for r := range 4 {
-		if len(o[r]) != hd || len(s[r]) < n {
-			return false
-		}
-	}
-	if n == 0 {
-		return true
-	}
-	for _, off := range offs {
-		if off < 0 || off+hd > len(data) {
-			panic("kernels/cpu: attention value outside the arena")
-		}
+	hd, n, ok := wsum4Check(o, s, data, offs, 64, 0)
+	if !ok || n == 0 {
+		return ok
 	}
 	for c := 0; c < hd; c += 64 {
 		wsum4x64AVX512(&o[0][c], &o[1][c], &o[2][c], &o[3][c], &s[0][0], &s[1][0], &s[2][0], &s[3][0], &data[c], &offs[0], n)

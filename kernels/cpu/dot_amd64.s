@@ -112,6 +112,25 @@ done:
 	VZEROUPPER
 	RET
 
+// NEXT4ROWS points BX, DX, R12, R13 at the four rows after w0…w3 (R8–R11)
+// where the rows are consecutive, as in decode: 4·(w1−w0) bytes on; PF4ROWS
+// prefetches them at element AX (halves), so that the next call's rows
+// arrive while this one computes.
+#define NEXT4ROWS \
+	MOVQ R9, R12; \
+	SUBQ R8, R12; \
+	SHLQ $2, R12; \
+	LEAQ (R8)(R12*1), BX; \
+	LEAQ (R9)(R12*1), DX; \
+	LEAQ (R11)(R12*1), R13; \
+	LEAQ (R10)(R12*1), R12
+
+#define PF4ROWS \
+	PREFETCHT0 (BX)(AX*2); \
+	PREFETCHT0 (DX)(AX*2); \
+	PREFETCHT0 (R12)(AX*2); \
+	PREFETCHT0 (R13)(AX*2)
+
 // func f16dot4AVX2(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
 TEXT ·f16dot4AVX2(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
@@ -125,24 +144,13 @@ TEXT ·f16dot4AVX2(SB), NOSPLIT, $0-56
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	// The next four rows (where the rows are consecutive, as in decode):
-	// prefetched at the same offset, 4·(w1−w0) bytes on.
-	MOVQ   R9, R12
-	SUBQ   R8, R12
-	SHLQ   $2, R12
-	LEAQ   (R8)(R12*1), BX
-	LEAQ   (R9)(R12*1), DX
-	LEAQ   (R11)(R12*1), R13
-	LEAQ   (R10)(R12*1), R12
+	NEXT4ROWS
 	XORQ   AX, AX
 
 loop:
 	CMPQ        AX, CX
 	JGE         done
-	PREFETCHT0  (BX)(AX*2)
-	PREFETCHT0  (DX)(AX*2)
-	PREFETCHT0  (R12)(AX*2)
-	PREFETCHT0  (R13)(AX*2)
+	PF4ROWS
 	VMOVUPS     (SI)(AX*4), Y4
 	VCVTPH2PS   (R8)(AX*2), Y5
 	VFMADD231PS Y5, Y4, Y0
@@ -180,24 +188,13 @@ TEXT ·bf16dot4AVX2(SB), NOSPLIT, $0-56
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	// The next four rows (where the rows are consecutive, as in decode):
-	// prefetched at the same offset, 4·(w1−w0) bytes on.
-	MOVQ   R9, R12
-	SUBQ   R8, R12
-	SHLQ   $2, R12
-	LEAQ   (R8)(R12*1), BX
-	LEAQ   (R9)(R12*1), DX
-	LEAQ   (R11)(R12*1), R13
-	LEAQ   (R10)(R12*1), R12
+	NEXT4ROWS
 	XORQ   AX, AX
 
 loop:
 	CMPQ        AX, CX
 	JGE         done
-	PREFETCHT0  (BX)(AX*2)
-	PREFETCHT0  (DX)(AX*2)
-	PREFETCHT0  (R12)(AX*2)
-	PREFETCHT0  (R13)(AX*2)
+	PF4ROWS
 	VMOVUPS     (SI)(AX*4), Y4
 	VPMOVZXWD   (R8)(AX*2), Y5
 	VPSLLD      $16, Y5, Y5

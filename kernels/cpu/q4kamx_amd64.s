@@ -1305,6 +1305,24 @@ GLOBL q4kascidx<>(SB), RODATA|NOPTR, $256
 	VPSHUFD      $0xB1, X, TX; \
 	VPADDD       TX, X, X
 
+// Q4A_STEPS: the amx order's two float steps of a super-block on the
+// accumulator X0, from isum (X1's low lane, already summed) and msum
+// (X10's), d and dmin at (R8), the activation scale at (DX); the isum
+// lanes converted here.
+#define Q4A_STEPS \
+	VCVTDQ2PS    X1, X1; \
+	VMOVSS       (DX), X11; \
+	MOVWLZX      (R8), BX; \
+	VMOVD        BX, X12; \
+	VCVTPH2PS    X12, X12; \
+	VMULSS       X11, X12, X12; \
+	MOVWLZX      2(R8), BX; \
+	VMOVD        BX, X13; \
+	VCVTPH2PS    X13, X13; \
+	VMULSS       X11, X13, X13; \
+	VFMADD231SS  X12, X1, X0; \
+	VFNMADD231SS X13, X10, X0
+
 // func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 //
 // The amx order of Q4_K for one activation row and rows consecutive
@@ -1392,18 +1410,7 @@ nopf:
 	VEXTRACTI64X4 $1, Z1, Y2
 	VPADDD       Y2, Y1, Y1
 	Q4A_ISUM8(Y1, X1, Y2, X2)
-	VCVTDQ2PS    X1, X1
-	VMOVSS       (DX), X11
-	MOVWLZX      (R8), BX
-	VMOVD        BX, X12
-	VCVTPH2PS    X12, X12
-	VMULSS       X11, X12, X12
-	MOVWLZX      2(R8), BX
-	VMOVD        BX, X13
-	VCVTPH2PS    X13, X13
-	VMULSS       X11, X13, X13
-	VFMADD231SS  X12, X1, X0
-	VFNMADD231SS X13, X10, X0
+	Q4A_STEPS
 	ADDQ         $144, R8
 	ADDQ         $256, SI
 	ADDQ         $4, DX
@@ -1418,5 +1425,88 @@ rowdone:
 	JNZ    row
 
 end:
+	VZEROUPPER
+	RET
+
+// Q4K_PAIR adds a pair of sub-blocks (32 bytes of nibbles at WO(R8), the
+// activations at XO(SI), their scales the next two bytes of AX) to the
+// isum lanes Y1.
+#define Q4K_PAIR(WO, XO) \
+	VMOVDQU      WO(R8), Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VPAND        Y15, Y4, Y4; \
+	VPAND        Y15, Y5, Y5; \
+	VPMADDUBSW   XO(SI), Y4, Y4; \
+	VPMADDUBSW   XO+32(SI), Y5, Y5; \
+	MOVL         AX, BX; \
+	ANDL         $0xFF, BX; \
+	VMOVD        BX, X6; \
+	VPBROADCASTW X6, Y6; \
+	SHRQ         $8, AX; \
+	MOVL         AX, BX; \
+	ANDL         $0xFF, BX; \
+	VMOVD        BX, X7; \
+	VPBROADCASTW X7, Y7; \
+	SHRQ         $8, AX; \
+	VPMADDWD     Y6, Y4, Y4; \
+	VPMADDWD     Y7, Y5, Y5; \
+	VPADDD       Y4, Y1, Y1; \
+	VPADDD       Y5, Y1, Y1
+
+// func q4kblkAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32, pf int)
+//
+// *out = the amx order's product of one Q8_K activation row (xq, xd, bs)
+// with the Q4_K weight row w (nb super-blocks), prefetching pf bytes ahead.
+TEXT ·q4kblkAVX2(SB), NOSPLIT, $0-56
+	MOVQ xq+0(FP), SI
+	MOVQ xd+8(FP), DX
+	MOVQ bs+16(FP), R9
+	MOVQ w+24(FP), R8
+	MOVQ nb+32(FP), CX
+	MOVQ out+40(FP), DI
+	MOVQ pf+48(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS       Y0, Y0, Y0
+
+bloop:
+	TESTQ CX, CX
+	JEQ   bdone
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
+	// AX = scales 0..7, R13 = mins 0..7, one byte each.
+	Q4A_SCALES
+
+	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]).
+	VMOVQ       R13, X8
+	VPMOVZXBW   X8, X8
+	VPUNPCKLWD  X8, X8, X9
+	VPUNPCKHWD  X8, X8, X10
+	VINSERTI128 $1, X10, Y9, Y9
+	VMOVDQU     (R9), Y10
+	VPMADDWD    Y9, Y10, Y10
+
+	VPXOR Y1, Y1, Y1
+	Q4K_PAIR(16, 0)
+	Q4K_PAIR(48, 64)
+	Q4K_PAIR(80, 128)
+	Q4K_PAIR(112, 192)
+	// The amx order: isum and msum summed exactly, then two scalar steps.
+	Q4A_ISUM8(Y1, X1, Y2, X2)
+	Q4A_ISUM8(Y10, X10, Y2, X2)
+	VCVTDQ2PS    X10, X10
+	Q4A_STEPS
+	ADDQ         $144, R8
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, R9
+	DECQ         CX
+	JMP          bloop
+
+bdone:
+	VMOVSS X0, (DI)
 	VZEROUPPER
 	RET
