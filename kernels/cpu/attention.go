@@ -215,13 +215,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 	// w4: the path's wsum4 takes this head dimension (probed with no
 	// positions).
 	w4 := false
-	var wsum4 = wsum4
-	if !k.avx512() {
-		wsum4 = nil
-		if k.path == AVX2 {
-			wsum4 = wsum4AVX2
-		}
-	}
+	wsum4 := k.wsum4
 	if wsum4 != nil && nv >= 4 {
 		for r := range 4 {
 			sc.ov[r], sc.sv[r] = vec(ot, r), nil
@@ -300,7 +294,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				sc.offs = append(sc.offs, voff(p))
 			}
 			// 8 spare entries (the last offset again) past the block's:
-			// wsum4AVX2 reads them for prefetches.
+			// avx2's wsum4 reads them for prefetches.
 			if n := len(sc.offs); n > 0 {
 				for range 8 {
 					sc.offs = append(sc.offs, sc.offs[n-1])
@@ -442,13 +436,6 @@ func (a *arena) halfBlock(buf []float32, s kernels.Span, layer, v, kh, p0, p1 in
 	}
 	return buf
 }
-
-// wsum4 adds four vectors' weighted values at once (avx512; nil elsewhere):
-// o[r] += Σ_p s[r][p]·data[offs[p]:][:len(o[r])] with wsum's chain per
-// element; false (nothing done) when it cannot for this head dimension.
-// wsum4AVX2 is the avx2 path's, the same bits; its offs must hold 8
-// entries past len(offs) within their capacity (read for prefetches).
-var wsum4, wsum4AVX2 func(o, s *[4][]float32, data []float32, offs []int) bool
 
 // values adds Σ_p sg[p]·v(p0+p) to oh in position order (axpy's chain per
 // element); voffs holds the values' offsets when the path has wsum.

@@ -101,14 +101,11 @@ func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
 
 func init() {
 	if hasAVX512 {
-		scores4, wsum4 = vscores4, vwsum4
-	}
-	if hasAVX2 {
-		wsum4AVX2 = vwsum4AVX2
+		scores4 = vscores4
 	}
 }
 
-// vwsum4AVX2 is wsum4AVX2: vwsum4 on avx2 (the decode kernel
+// vwsum4AVX2 is kset.wsum4 on avx2 (the decode kernel
 // wsum4x16AVX2, 16 elements of the four outputs a pass; len(o[r]) a
 // multiple of 16).
 func vwsum4AVX2(o, s *[4][]float32, data []float32, offs []int) bool {
@@ -176,7 +173,7 @@ func vscores4(x *[4][]float32, data []float32, offs []int, hd int, out []float32
 //go:noescape
 func scores4AVX512(x0, x1, x2, x3 *float32, base *float32, offs *int, ng int, hd int, out *float32)
 
-// vwsum4 is wsum4 on avx512: vwsum for four outputs o[r] with their
+// vwsum4 is kset.wsum4 on avx512: vwsum for four outputs o[r] with their
 // weights s[r], each value row loaded once for the four; false (nothing
 // done) when len(o[r]) is not a multiple of 64.
 func vwsum4(o, s *[4][]float32, data []float32, offs []int) bool {

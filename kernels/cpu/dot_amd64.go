@@ -140,6 +140,10 @@ func vset(p Path, wide bool) *kset {
 		k.tile4xn, k.f16tile4xn = vtile4xn, vf16tile4xn
 	}
 	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
+	k.wsum4 = vwsum4AVX2
+	if wide {
+		k.wsum4 = vwsum4
+	}
 	k.expSub = vexpSubAVX2
 	if wide {
 		k.expSub = vexpSub

@@ -191,6 +191,12 @@ type kset struct {
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
 	// element; false when it cannot for this len(o) (nil in generic).
 	wsum func(o, s, data []float32, offs []int) bool
+	// wsum4 adds four vectors' weighted values at once, each value row
+	// loaded once: o[r] += Σ_p s[r][p]·data[offs[p]:][:len(o[r])] with
+	// wsum's chain per element; false (nothing done) when it cannot for
+	// this head dimension; offs must hold 8 entries past len(offs) within
+	// their capacity (avx2's reads them for prefetches; nil in generic).
+	wsum4 func(o, s *[4][]float32, data []float32, offs []int) bool
 
 	// expSub sets x[i] = expf(x[i] − m) with expf's bits (nil: use expf).
 	expSub func(x []float32, m float32)
