@@ -68,7 +68,8 @@ func vbf16RoundRow(dst []uint16, src []float32) {
 // else here) against the block's weight rows four at a time
 // (bf16dp4xnAVX512, the weights read in place), the rest by rows; every
 // element with vbf16dpRows' bits.
-func vbf16Block(dst, x *tensor, xb []uint16, m *matrix, r0, r1, o0, o1 int) {
+func vbf16Block(dst, x *tensor, xa *bf16Acts, m *matrix, r0, r1, o0, o1 int) {
+	xb := xa.rows()
 	cols := m.cols
 	nv := cols &^ 31
 	nw := (o1 - o0) &^ 3

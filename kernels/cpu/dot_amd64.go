@@ -44,6 +44,11 @@ var vectorSets = func() []*kset {
 		// Q4_K likewise, two float steps per super-block (kquant.go).
 		k.q4kamxPack, k.q4kamx = vq4kamxPack, vq4kamx
 		k.q4krows, k.q4ki1x1 = vq4krowsBlk, vq4kBlk1
+		// BF16 on AMX-BF16 tiles, in the amx path's BF16 order
+		// (bf16amx_amd64.go); without AMX-BF16 it keeps avx512's.
+		if hasAMXBF16 {
+			k.bf16dot1x4, k.bf16rows, k.bf16block, k.bf16pack = vbf16amx1x4, vbf16amxRows, vbf16amxBlock, vbf16amxPack
+		}
 		s = append(s, k)
 	}
 	return s

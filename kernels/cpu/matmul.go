@@ -116,7 +116,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
 		o0, o1 := blk*p.wb, min(p.m.rows, (blk+1)*p.wb)
 		if p.m.dt == kernels.BF16 && b.k.bf16block != nil {
-			b.k.bf16block(p.dst, xt, xb.rows(), p.m, r0, r1, o0, o1)
+			b.k.bf16block(p.dst, xt, xb, p.m, r0, r1, o0, o1)
 			return
 		}
 		r := b.k.kqTile(p.dst, acts, p.m, r0, r1, o0, o1) // Q4_K rows four at a time
@@ -130,8 +130,12 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 }
 
 // bf16Acts holds a product's activation rows rounded to BF16 (the BF16
-// order, bf16dp.go), rows × cols, for the path's prefill block.
-type bf16Acts struct{ h []uint16 }
+// order, bf16dp.go), rows × cols, for the path's prefill block, and where
+// the path packs them (bf16pack), that layout in p.
+type bf16Acts struct {
+	h []uint16
+	p []uint32
+}
 
 var bf16ActsPool = sync.Pool{New: func() any { return new(bf16Acts) }}
 
@@ -158,7 +162,21 @@ func (b *Backend) prepareBF16(x *tensor, ps []product) *bf16Acts {
 	}
 	a := bf16ActsPool.Get().(*bf16Acts)
 	a.h = growAny(a.h, x.rows*x.cols)
-	b.eachRow(x.rows, x.cols, func(r int) { b.k.bf16round(a.h[r*x.cols:(r+1)*x.cols], x.row(r)) })
+	pack := b.k.bf16pack
+	a.p = a.p[:0]
+	if pack != nil {
+		// Groups of 16 rows, the last one's missing rows zero.
+		g, pairs := (x.rows+15)/16, x.cols/32*16
+		a.p = growAny(a.p, g*16*pairs)
+		clear(a.p[(g-1)*16*pairs:])
+	}
+	b.eachRow(x.rows, x.cols, func(r int) {
+		h := a.h[r*x.cols : (r+1)*x.cols]
+		b.k.bf16round(h, x.row(r))
+		if pack != nil {
+			pack(a.p, h, r, x.cols)
+		}
+	})
 	return a
 }
 

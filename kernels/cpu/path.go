@@ -207,9 +207,13 @@ type kset struct {
 	// bf16block computes a block of a BF16 product in the path's BF16
 	// order with bf16rows' bits (prefill; nil: weights converted to
 	// float32 and the float tiles), from xb, x's rows rounded to BF16 by
-	// bf16round (nil: it rounds the block's rows itself).
-	bf16block func(dst, x *tensor, xb []uint16, m *matrix, r0, r1, o0, o1 int)
+	// bf16round and packed by bf16pack where the path has one (nil: it
+	// rounds and packs the block's rows itself).
+	bf16block func(dst, x *tensor, xb *bf16Acts, m *matrix, r0, r1, o0, o1 int)
 	bf16round func(dst []uint16, src []float32)
+	// bf16pack writes rounded row r (h, cols values) into p, the
+	// activations in the layout the path's block reads (nil: none).
+	bf16pack func(p []uint32, h []uint16, r, cols int)
 
 	// halfRow converts a row of F16 (bf false) or BF16 weights to float32
 	// with the values of f16tab and bf16 (scratch blocks; nil: one table

@@ -171,8 +171,9 @@ func TestVectorKernels(t *testing.T) {
 				g0, g1, g2, g3 := d4(x0, h[0], h[1], h[2], h[3])
 				f0, f1, f2, f3 := k.dot1x4(x0, dec[0], dec[1], dec[2], dec[3])
 				if bf && k.bf16block != nil {
-					// The BF16 order (bf16dp.go): its own oracle.
-					f0, f1, f2, f3 = bf16dpRef(x0, h[0]), bf16dpRef(x0, h[1]), bf16dpRef(x0, h[2]), bf16dpRef(x0, h[3])
+					// The path's BF16 order: its own oracle.
+					ref := bf16Oracle(k)
+					f0, f1, f2, f3 = ref(x0, h[0]), ref(x0, h[1]), ref(x0, h[2]), ref(x0, h[3])
 				}
 				for i, pr := range [][2]float32{{g0, f0}, {g1, f1}, {g2, f2}, {g3, f3}, {d1(x0, h[2]), f2}} {
 					if !same(pr[0], pr[1]) {
