@@ -339,6 +339,39 @@
 // 1,845–2,084), decode about even (191–218 against 194–198; llama-bench
 // 206–212).
 //
+// Q4_K blocks of at most 16 activation rows (decode batches) on the amx
+// path run avx512's VNNI tile instead of AMX (kset.q4kfew: the same
+// bits), which reads the weight rows in place: packing a task's weights
+// for the AMX tile (q4kamxPack) took as long as the tile itself for 16
+// rows. 16 sequences decoded together, 8 layers d=768 Q4_K, 1 thread,
+// Intel Xeon family 6 model 207, alternated: 1,040–1,124 → 1,196–1,243
+// tok/s.
+//
+// BF16 on the amx path where the CPU has AMX-BF16 has an order of its own
+// (bf16amx_amd64.go): the activations rounded to BF16 as above, then per
+// output element C = +0 and one TDPBF16PS element per whole 32-value
+// chunk, in order (the tail, ascending, in Go). The instruction's sum of a
+// chunk's 32 exact products is the hardware's own: on an Intel Xeon of
+// family 6 model 207 about half of random elements differ by an ulp or two
+// from every sequence of float32 roundings tried (fused steps even or odd
+// element first, pairs or chunks rounded once, truncation), so there is no
+// Go model; an element depends only on its two rows (the same bits in any
+// row and column of a tile, with 1 or 16 activation columns and any number
+// of weight rows). Prefill computes tiles of 16 weight rows (read in place)
+// × 16 activation rows, four activation groups and a task's weight groups
+// in one call, the activations rounded and packed in the VNNI order once a
+// product (prepareBF16, bf16pack); decode runs the same tiles on one
+// activation column, the row rounded once, the outputs stored in place:
+// the same bits, which TestBF16AMX checks for 1–70 rows on 1 and 2
+// threads, besides the float64 sum within float32 accumulation's bound.
+// The same Xeon (2 vCPUs), 1 thread, CLOISON_CPU=avx512 and amx
+// alternated, prompt 128: 8 layers d=768 BF16 prefill 445–492 → 2,166–2,376
+// tok/s (llama-bench: 419), d=1536 GQA 71–75 → 205–234 (prompt 16);
+// decode even (d=768 204–221 against 195–231 tok/s; d=1536 15.6–17.2
+// against 15.2–16.5: reading the weights bounds it). Packing the
+// activations in each task instead of once a product took 60% of the
+// prefill (the tile 12%): 721 against 647 tok/s.
+//
 // The float prefill tiles (F32, F16, and BF16 without AVX512_BF16) run on
 // avx512 as one call per four activation rows over the whole weight block
 // of the task (dot4xnAVX512, f16dot4xnAVX512): the 4×4 register tile of

@@ -43,6 +43,7 @@ var vectorSets = func() []*kset {
 		k.q8rows, k.q8i8, k.q8tile, k.q8tile8, k.q8pack8, k.q8dup = vq8rowsBlk, nil, nil, nil, nil, nil
 		// Q4_K likewise, two float steps per super-block (kquant.go).
 		k.q4kamxPack, k.q4kamx = vq4kamxPack, vq4kamx
+		k.q4kfewPack, k.q4kfew = vq4kvnniPack, vq4kvnni
 		k.q4krows, k.q4ki1x1 = vq4krowsBlk, vq4kBlk1
 		// BF16 on AMX-BF16 tiles, in the amx path's BF16 order
 		// (bf16amx_amd64.go); without AMX-BF16 it keeps avx512's.

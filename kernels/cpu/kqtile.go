@@ -85,10 +85,16 @@ var q4kamxPool = sync.Pool{New: func() any {
 	return s
 }}
 
+// q4kFewRows: blocks of at most this many activation rows take
+// kset.q4kfew where the path has it.
+const q4kFewRows = 16
+
 // q4kAMX is kqTile on the amx path: tasks of at least q8amxMinRows rows
 // run the AMX tile (groups of 16 activation rows, the last padded, × up
 // to 16 weight rows a call, packed once per call of the task); the others
 // return r0, their rows left to the row kernel (q4krows: the same bits).
+// Tasks of at most q4kFewRows rows take kset.q4kfew where the path has it
+// (no weights packed).
 func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) int {
 	cols := m.cols
 	nb := cols / 256
@@ -96,13 +102,17 @@ func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 		return r0
 	}
 	s := q4kamxPool.Get().(*q4kamxScratchT)
+	pack, tile := k.q4kamxPack, k.q4kamx
+	if k.q4kfew != nil && r1-r0 <= q4kFewRows {
+		pack, tile = k.q4kfewPack, k.q4kfew
+	}
 	for o := o0; o < o1; o += q8amxRows {
 		mm := min(q8amxRows, o1-o)
-		k.q4kamxPack(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
+		pack(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
 		for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
 			ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
 			lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)
-			k.q4kamx(acts.kt[g0*cols:], acts.kd[g0*nb:], acts.kb[g0*cols/64:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
+			tile(acts.kt[g0*cols:], acts.kd[g0*nb:], acts.kb[g0*cols/64:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
 		}
 	}
 	q4kamxPool.Put(s)

@@ -159,6 +159,12 @@ type kset struct {
 	// (nil elsewhere).
 	q4kamxPack func(w []byte, m, nsb int, s *q4kamxScratchT)
 	q4kamx     func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)
+	// q4kfewPack and q4kfew are the same with the same bits for a block
+	// of at most q4kFewRows activation rows, where packing the weights
+	// would cost more than it saves (the amx path: the VNNI tile, which
+	// reads the weight rows in place; nil: q4kamx for every block).
+	q4kfewPack func(w []byte, m, nsb int, s *q4kamxScratchT)
+	q4kfew     func(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo, hi int, s *q4kamxScratchT)
 
 	// Q4_0 on Q8 blocks, Q4_K and Q6_K on Q8_K blocks (kquant.go), nil in
 	// generic (a nil one's weights take the float kernels, kset.hasInt).
