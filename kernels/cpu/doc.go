@@ -381,9 +381,11 @@
 // from memory), not into a float32 block first (the conversion took a
 // ninth of an F16 prefill): 1,082–1,125 → 1,256–1,396 tok/s, d=768, 1
 // thread, prompt 128. On Intel the other way round is faster: VCVTPH2PS takes a
-// slot of one of the two FMA ports there, so blocks of up to 4,096 columns
-// (kset.f16convertCols: 48 rows of float32 stay in L2) are converted once
-// and run the float tiles, the same bits (TestF16Tile4xn holds the
+// slot of one of the two FMA ports there, so blocks of more than 16
+// activation rows and up to 4,096 columns (kset.f16convertCols: 48 rows of
+// float32 stay in L2) are converted once and run the float tiles, the same
+// bits (a decode batch of 16 rows amortizes the conversion too little: 16
+// sequences 857–870 → 651–736 tok/s when it did) (TestF16Tile4xn holds the
 // in-register tile to them on every AVX-512 CPU): BenchmarkMatMul F16 97–107
 // GFLOP/s against F32's 134–142 on a Xeon of family 6 model 207; 8 layers
 // d=768 F16, prompt 128, 1 thread, alternated five times: 805–906 →

@@ -218,7 +218,7 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		k.decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
 		return
 	}
-	if m.dt == kernels.F16 && k.f16tile4xn != nil && cols > k.f16convertCols && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
+	if m.dt == kernels.F16 && k.f16tile4xn != nil && (cols > k.f16convertCols || r1-r0 <= 16) && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
 		// F16 rows converted in registers by the tiles, four activation
 		// rows at a time; the rest (rows and weight rows past the last
 		// four) one row at a time as decode does: the same bits.

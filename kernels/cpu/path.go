@@ -193,9 +193,11 @@ type kset struct {
 	// f16tile4xn is tile4xn on F16 weight rows converted in registers,
 	// the same bits (nil where the path has none).
 	f16tile4xn func(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int
-	// f16convertCols: F16 prefill blocks of at most this many columns are
-	// converted to float32 once and run the float tiles instead (the same
-	// bits); 0: f16tile4xn for every block.
+	// f16convertCols: F16 prefill blocks of more than 16 activation rows
+	// and at most this many columns are converted to float32 once and run
+	// the float tiles instead (the same bits; for 16 rows or fewer, a
+	// decode batch, the conversion costs more than it saves); 0:
+	// f16tile4xn for every block.
 	f16convertCols int
 
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per
