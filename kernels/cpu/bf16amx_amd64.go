@@ -84,16 +84,10 @@ func bf16amxRows(s *bf16amxScratch, h []uint16, x []float32, w []uint16, out []f
 	}
 	nk := n / 32
 	if nk > 0 {
-		for o := 0; o < rows; {
-			m := min(16, rows-o)
-			nwg := 1
-			if m == 16 {
-				nwg = (rows - o) / 16
-			}
+		weightGroups(rows, func(o, m, nwg int) {
 			s.config(m, 1)
 			bf16amxTile(&s.cfg[0], &w[o*n], 2*n, nwg, nk, (*uint32)(unsafe.Pointer(&h[0])), 1, 0, 4, &out[o], 0, 64)
-			o += nwg * m
-		}
+		})
 	} else {
 		clear(out)
 	}
@@ -101,6 +95,19 @@ func bf16amxRows(s *bf16amxScratch, h []uint16, x []float32, w []uint16, out []f
 		for r := range rows {
 			out[r] = bf16dpTail(out[r], x, w[r*n:(r+1)*n], nk*32)
 		}
+	}
+}
+
+// weightGroups calls fn for rows weight rows in tile calls: nwg whole
+// groups of m = 16 rows from row o, then one group of the m < 16 left.
+func weightGroups(rows int, fn func(o, m, nwg int)) {
+	for o := 0; o < rows; {
+		m, nwg := min(16, rows-o), 1
+		if m == 16 {
+			nwg = (rows - o) / 16
+		}
+		fn(o, m, nwg)
+		o += nwg * m
 	}
 }
 
@@ -187,12 +194,7 @@ func vbf16amxBlock(dst, x *tensor, xa *bf16Acts, m *matrix, r0, r1, o0, o1 int) 
 				vbf16amxPack(xp, round(a), a-a0, cols)
 			}
 		}
-		for o := 0; o < rows; {
-			mr := min(16, rows-o)
-			nwg := 1
-			if mr == 16 {
-				nwg = (rows - o) / 16
-			}
+		weightGroups(rows, func(o, mr, nwg int) {
 			s.config(mr, 16)
 			bf16amxTile(&s.cfg[0], &w[o*cols], 2*cols, nwg, nk, &xp[0], ng, 64*pairs, 64, &s.out[0], 1024, ng*1024)
 			for wg := range nwg {
@@ -206,8 +208,7 @@ func vbf16amxBlock(dst, x *tensor, xa *bf16Acts, m *matrix, r0, r1, o0, o1 int) 
 					}
 				}
 			}
-			o += nwg * mr
-		}
+		})
 	}
 	if nk*32 < cols {
 		for r := r0; r < r1; r++ {

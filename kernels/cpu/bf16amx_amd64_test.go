@@ -37,22 +37,7 @@ func TestBF16AMX(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()*math.Exp2(float64(r.IntN(12)-6))) * float32(1+i%5)
 				}
-				b, err := NewWithPath(kernels.Options{Threads: threads}, AMX)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				m, err := b.NewMatrix(kernels.BF16, sh.n, sh.cols, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x, _ := b.NewTensor(sh.rows, sh.cols)
-				b.Upload(x, xs)
-				dst, _ := b.NewTensor(sh.rows, sh.n)
-				if err := b.MatMul(dst, x, m); err != nil {
-					t.Fatal(err)
-				}
-				got := Data(dst)
+				got := productOnPath(t, AMX, threads, kernels.BF16, sh.rows, sh.cols, sh.n, data, xs)
 				one := make([]float32, sh.n+1)
 				for row := range sh.rows {
 					xr := xs[row*sh.cols : (row+1)*sh.cols]

@@ -116,22 +116,7 @@ func TestBF16DPBlock(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%5)
 				}
-				b, err := NewWithPath(kernels.Options{Threads: threads}, AVX512)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				m, err := b.NewMatrix(kernels.BF16, sh.n, sh.cols, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x, _ := b.NewTensor(sh.rows, sh.cols)
-				b.Upload(x, xs)
-				dst, _ := b.NewTensor(sh.rows, sh.n)
-				if err := b.MatMul(dst, x, m); err != nil {
-					t.Fatal(err)
-				}
-				got := Data(dst)
+				got := productOnPath(t, AVX512, threads, kernels.BF16, sh.rows, sh.cols, sh.n, data, xs)
 				for row := range sh.rows {
 					for o := range sh.n {
 						want := bf16dpRef(xs[row*sh.cols:(row+1)*sh.cols], w[o*sh.cols:(o+1)*sh.cols])

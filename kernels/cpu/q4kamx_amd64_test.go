@@ -215,22 +215,7 @@ func testQ4KProduct(t *testing.T, path Path) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%7)
 				}
-				b, err := NewWithPath(kernels.Options{Threads: threads}, path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				m, err := b.NewMatrix(kernels.Q4_K, sh.n, sh.cols, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x, _ := b.NewTensor(sh.rows, sh.cols)
-				b.Upload(x, xs)
-				dst, _ := b.NewTensor(sh.rows, sh.n)
-				if err := b.MatMul(dst, x, m); err != nil {
-					t.Fatal(err)
-				}
-				got := Data(dst)
+				got := productOnPath(t, path, threads, kernels.Q4_K, sh.rows, sh.cols, sh.n, data, xs)
 				rb := nsb * 144
 				xq, xd, bs := make([]int8, sh.cols), make([]float32, nsb), make([]int16, sh.cols/16)
 				for row := range sh.rows {

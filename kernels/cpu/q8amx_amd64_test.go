@@ -155,22 +155,7 @@ func TestQ8AMXProduct(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%7)
 				}
-				b, err := NewWithPath(kernels.Options{Threads: threads}, AMX)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
-				m, err := b.NewMatrix(kernels.Q8_0, sh.n, sh.cols, data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				x, _ := b.NewTensor(sh.rows, sh.cols)
-				b.Upload(x, xs)
-				dst, _ := b.NewTensor(sh.rows, sh.n)
-				if err := b.MatMul(dst, x, m); err != nil {
-					t.Fatal(err)
-				}
-				got := Data(dst)
+				got := productOnPath(t, AMX, threads, kernels.Q8_0, sh.rows, sh.cols, sh.n, data, xs)
 				nb, rb := sh.cols/32, sh.cols/32*34
 				xq, xd := make([]int8, sh.cols), make([]float32, nb)
 				for row := range sh.rows {
