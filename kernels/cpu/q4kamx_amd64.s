@@ -1297,6 +1297,17 @@ DATA q4kascidx<>+248(SB)/8, $0x0007000700070007
 GLOBL q4kascidx<>(SB), RODATA|NOPTR, $256
 
 // Y (8 int32 lanes) summed into X's lane 0, exactly (integers), with T.
+// The minimums' products: dword lane b of Y10 = m_b·(bs[2b]+bs[2b+1])
+// (R13 = mins 0..7, one byte each; R9 = the pair sums as int16 pairs).
+#define Q4A_MINS \
+	VMOVQ       R13, X8; \
+	VPMOVZXBW   X8, X8; \
+	VPUNPCKLWD  X8, X8, X9; \
+	VPUNPCKHWD  X8, X8, X10; \
+	VINSERTI128 $1, X10, Y9, Y9; \
+	VMOVDQU     (R9), Y10; \
+	VPMADDWD    Y9, Y10, Y10
+
 #define Q4A_ISUM8(Y, X, T, TX) \
 	VEXTRACTI128 $1, Y, TX; \
 	VPADDD       TX, X, X; \
@@ -1366,13 +1377,7 @@ nopf:
 	Q4A_SCALES
 
 	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]), summed: msum.
-	VMOVQ       R13, X8
-	VPMOVZXBW   X8, X8
-	VPUNPCKLWD  X8, X8, X9
-	VPUNPCKHWD  X8, X8, X10
-	VINSERTI128 $1, X10, Y9, Y9
-	VMOVDQU     (R9), Y10
-	VPMADDWD    Y9, Y10, Y10
+	Q4A_MINS
 	Q4A_ISUM8(Y10, X10, Y11, X11)
 	VCVTDQ2PS   X10, X10
 
@@ -1481,13 +1486,7 @@ bloop:
 	Q4A_SCALES
 
 	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]).
-	VMOVQ       R13, X8
-	VPMOVZXBW   X8, X8
-	VPUNPCKLWD  X8, X8, X9
-	VPUNPCKHWD  X8, X8, X10
-	VINSERTI128 $1, X10, Y9, Y9
-	VMOVDQU     (R9), Y10
-	VPMADDWD    Y9, Y10, Y10
+	Q4A_MINS
 
 	VPXOR Y1, Y1, Y1
 	Q4K_PAIR(16, 0)
