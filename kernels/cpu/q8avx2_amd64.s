@@ -113,31 +113,28 @@ DATA q8ones16<>+24(SB)/8, $0x0001000100010001
 GLOBL q8ones16<>(SB), RODATA|NOPTR, $32
 
 // Q8PAIR adds the block of activation row XQ times weight row j (|w| in
-// Y12, the quants at WQ) to ACC, the pair's scale round32(d_w·d_x) at SC.
-#define Q8PAIR(XQ, SC, WQ, ACC) \
+// Y12, the quants at WQ) to ACC, the pair's scale round32(d_w·d_x) lane
+// SEL of Y13 (the column's four scales, twice).
+#define Q8PAIR(XQ, SEL, WQ, ACC) \
 	VMOVDQU      XQ, Y14; \
 	VPSIGNB      WQ, Y14, Y14; \
 	VPMADDUBSW   Y14, Y12, Y14; \
 	VPMADDWD     q8ones16<>(SB), Y14, Y14; \
 	VCVTDQ2PS    Y14, Y14; \
-	VBROADCASTSS SC, Y15; \
+	VSHUFPS      SEL, Y13, Y13, Y15; \
 	VFMADD231PS  Y15, Y14, ACC
 
-// Q8SCALE stores the scales of weight row j of the block (at W) with the
-// four activation rows' (in X13) at OFF(SP).
-#define Q8SCALE(W, OFF) \
-	VPBROADCASTW (W), X14; \
-	VCVTPH2PS    X14, X14; \
-	VMULPS       X13, X14, X14; \
-	VMOVUPS      X14, OFF(SP)
-
-// Q8COL adds weight row j's four pairs (the block at W, its scales at OFF(SP)).
-#define Q8COL(W, OFF, A0, A1, A2, A3) \
+// Q8COL adds weight row j's four pairs (the block at W): its scale d_w
+// times the four activation rows' (at 0(SP), twice) into Y13 first.
+#define Q8COL(W, A0, A1, A2, A3) \
+	VPBROADCASTW (W), X13; \
+	VCVTPH2PS    X13, Y13; \
+	VMULPS       0(SP), Y13, Y13; \
 	VPABSB       2(W), Y12; \
-	Q8PAIR((SI), OFF+0(SP), 2(W), A0); \
-	Q8PAIR((SI)(R13*1), OFF+4(SP), 2(W), A1); \
-	Q8PAIR((SI)(R13*2), OFF+8(SP), 2(W), A2); \
-	Q8PAIR((SI)(R14*1), OFF+12(SP), 2(W), A3)
+	Q8PAIR((SI), $0x00, 2(W), A0); \
+	Q8PAIR((SI)(R13*1), $0x55, 2(W), A1); \
+	Q8PAIR((SI)(R13*2), $0xAA, 2(W), A2); \
+	Q8PAIR((SI)(R14*1), $0xFF, 2(W), A3)
 
 #define Q8OUT(A, X, OFF) \
 	HSUM8(A, X); \
@@ -188,18 +185,13 @@ block:
 	VINSERTPS $0x10, (DX)(BX*1), X13, X13
 	VINSERTPS $0x20, (DX)(BX*2), X13, X13
 	VINSERTPS $0x30, (DX)(R11*1), X13, X13
-	Q8SCALE(R8, 0)
+	VINSERTF128 $1, X13, Y13, Y13
+	VMOVUPS   Y13, 0(SP)
+	Q8COL(R8, Y0, Y1, Y2, Y3)
 	LEAQ (R8)(R9*1), R8
-	Q8SCALE(R8, 16)
+	Q8COL(R8, Y4, Y5, Y6, Y7)
 	LEAQ (R8)(R9*1), R8
-	Q8SCALE(R8, 32)
-	SUBQ R9, R8
-	SUBQ R9, R8
-	Q8COL(R8, 0, Y0, Y1, Y2, Y3)
-	LEAQ (R8)(R9*1), R8
-	Q8COL(R8, 16, Y4, Y5, Y6, Y7)
-	LEAQ (R8)(R9*1), R8
-	Q8COL(R8, 32, Y8, Y9, Y10, Y11)
+	Q8COL(R8, Y8, Y9, Y10, Y11)
 	SUBQ R9, R8
 	SUBQ R9, R8
 	ADDQ $34, R8
