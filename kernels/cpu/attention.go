@@ -130,7 +130,7 @@ type attnScratch struct {
 	m      []float32    // running maximum per vector
 	l      []float64    // running normaliser per vector
 	offs   []int        // values of the block
-	koffs  []int        // keys of the block (scores4)
+	koffs  []int        // keys of the block (kset.scores)
 	kbuf   []float32    // KVF16: the block's keys, converted
 	vbuf   []float32    // KVF16: the block's values, converted
 	pad    []float32    // flashDecode: the output of a short group's spare vectors
@@ -140,12 +140,6 @@ type attnScratch struct {
 }
 
 var scorePool = sync.Pool{New: func() any { return new(attnScratch) }}
-
-// scores4 computes a register tile's scores over a key block in one call
-// (avx512, head dimension a multiple of 16; nil elsewhere): out[r·attnKeys+j]
-// = x[r]·data[offs[j]:][:hd] for j < len(offs)&^3, with the bits of the
-// tile kernel (dot1x4's order).
-var scores4 func(x *[4][]float32, data []float32, offs []int, hd int, out []float32)
 
 // flash computes the attention of query rows [j0, j1) of span s for the
 // query heads that read kv head kh. Vector i is row j0+i/group, head
@@ -204,7 +198,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 		return kdata[o : o+hd : o+hd]
 	}
 	sc.scores = grow(sc.scores, (nv+3)*attnKeys) // spare rows: a partial tile's repeats
-	fast := scores4 != nil && k.tile != nil && k.tileRows == 4 && k.avx512() && hd%16 == 0
+	fast := k.scores != nil && k.tile != nil && hd%k.tileStep == 0
 	sc.m = grow(sc.m, nv)
 	sc.l = growAny(sc.l, nv)
 	for i := range nv {
@@ -259,7 +253,7 @@ func (a *arena) flash(sc *attnScratch, qt, ot *tensor, s kernels.Span, layer, kh
 				}
 				if fast {
 					ng := (pe - p) / 4
-					scores4(xs, kdata, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
+					k.scores(xs, kdata, sc.koffs[p-kb:p-kb+4*ng], hd, sc.scores[i*attnKeys+p-b0:])
 					p += 4 * ng
 				}
 				for ; p+4 <= pe; p += 4 {

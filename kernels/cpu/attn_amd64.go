@@ -99,12 +99,6 @@ func vexpSubAVX2(x []float32, m float32) {
 //go:noescape
 func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
 
-func init() {
-	if hasAVX512 {
-		scores4 = vscores4
-	}
-}
-
 // vwsum4AVX2 is kset.wsum4 on avx2 (the decode kernel
 // wsum4x16AVX2, 16 elements of the four outputs a pass; len(o[r]) a
 // multiple of 16).
@@ -144,20 +138,26 @@ func wsum4Check(o, s *[4][]float32, data []float32, offs []int, chunk, spare int
 	return hd, n, true
 }
 
-// vscores4 is scores4 on avx512: the scores of four query rows x against
-// the len(offs)/4·4 keys at data[offs[j]:][:hd] into out (row r at
-// out[r·attnKeys:]), each with dot4x4AVX512's bits (hd a multiple of 16,
-// so no tail). It checks every offset and length so that the assembly
-// reads and writes only inside the slices.
-func vscores4(x *[4][]float32, data []float32, offs []int, hd int, out []float32) {
+// vscores is kset.scores on avx2 (wide false: three query rows, hd a
+// multiple of 8, dot3x4AVX2's tile) and avx512 (four rows, hd a multiple of
+// 16, dot4x4AVX512's): the scores of the query rows x against the
+// len(offs)/4·4 keys at data[offs[j]:][:hd] into out (row r at
+// out[r·attnKeys:]), each with the tile's bits (no tail). It checks every
+// offset and length so that the assembly reads and writes only inside the
+// slices.
+func vscores(wide bool, x *[4][]float32, data []float32, offs []int, hd int, out []float32) {
 	ng := len(offs) / 4
 	if ng == 0 {
 		return
 	}
-	if hd <= 0 || hd%16 != 0 || len(out) < 3*attnKeys+4*ng {
+	rows := 3
+	if wide {
+		rows = 4
+	}
+	if hd <= 0 || hd%lanes(wide) != 0 || len(out) < (rows-1)*attnKeys+4*ng {
 		panic("kernels/cpu: attention score tile shapes")
 	}
-	for r := range x {
+	for r := range rows {
 		if len(x[r]) < hd {
 			panic("kernels/cpu: attention score tile shapes")
 		}
@@ -167,8 +167,15 @@ func vscores4(x *[4][]float32, data []float32, offs []int, hd int, out []float32
 			panic("kernels/cpu: attention key outside the arena")
 		}
 	}
-	scores4AVX512(&x[0][0], &x[1][0], &x[2][0], &x[3][0], &data[0], &offs[0], ng, hd, &out[0])
+	if wide {
+		scores4AVX512(&x[0][0], &x[1][0], &x[2][0], &x[3][0], &data[0], &offs[0], ng, hd, &out[0])
+	} else {
+		scores3AVX2(&x[0][0], &x[1][0], &x[2][0], &data[0], &offs[0], ng, hd, &out[0])
+	}
 }
+
+//go:noescape
+func scores3AVX2(x0, x1, x2 *float32, base *float32, offs *int, ng int, hd int, out *float32)
 
 //go:noescape
 func scores4AVX512(x0, x1, x2, x3 *float32, base *float32, offs *int, ng int, hd int, out *float32)

@@ -430,3 +430,4 @@ loop:
 done:
 	VZEROUPPER
 	RET
+

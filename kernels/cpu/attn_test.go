@@ -3,18 +3,34 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// TestScores4: the avx512 key-block score tile gives every score the bits of
-// the path's one-row kernel (dot1x1) and writes only its rows' scores.
-func TestScores4(t *testing.T) {
-	if scores4 == nil {
-		t.Skip("no avx512 score tile on this CPU")
+// TestScores: a path's key-block score tile (avx2: 3 query rows, avx512 and
+// amx: 4) gives every score the bits of the path's one-row kernel (dot1x1)
+// and writes only its rows' scores.
+func TestScores(t *testing.T) {
+	ran := false
+	for _, p := range Paths() {
+		k := kernelSet(p)
+		if k.scores == nil {
+			continue
+		}
+		ran = true
+		t.Run(string(p), func(t *testing.T) { testScores(t, k) })
 	}
-	k := kernelSet(AVX512)
+	if !ran && slices.Contains(Paths(), AVX2) {
+		t.Fatal("no score tile on a CPU with the avx2 path")
+	}
+}
+
+func testScores(t *testing.T, k *kset) {
 	r := rand.New(rand.NewPCG(16, 1))
-	for _, hd := range []int{16, 64, 128} {
+	for _, hd := range []int{k.tileStep, 64, 128, 136} {
+		if hd%k.tileStep != 0 {
+			continue
+		}
 		data := make([]float32, 200*hd)
 		for i := range data {
 			data[i] = float32(r.NormFloat64())
@@ -26,7 +42,7 @@ func TestScores4(t *testing.T) {
 				x[i][j] = float32(r.NormFloat64() * 3)
 			}
 		}
-		for _, n := range []int{4, 8, 60, attnKeys} {
+		for _, n := range []int{4, 8, 60, 63, attnKeys} {
 			offs := make([]int, n)
 			for j := range offs {
 				offs[j] = r.IntN(len(data) - hd + 1) // any offset, unaligned
@@ -35,11 +51,11 @@ func TestScores4(t *testing.T) {
 			for i := range out {
 				out[i] = -7
 			}
-			scores4(&x, data, offs, hd, out)
+			k.scores(&x, data, offs, hd, out)
 			for i := range 4 {
 				for j := range attnKeys {
 					got := out[i*attnKeys+j]
-					if j >= n {
+					if i >= k.tileRows || j >= n&^3 {
 						if got != -7 {
 							t.Fatalf("hd=%d n=%d: row %d, score %d written", hd, n, i, j)
 						}
@@ -60,10 +76,11 @@ func TestScores4(t *testing.T) {
 		}
 	}()
 	var x [4][]float32
+	hd := k.tileStep
 	for i := range x {
-		x[i] = make([]float32, 16)
+		x[i] = make([]float32, hd)
 	}
-	scores4(&x, make([]float32, 64), []int{0, 16, 32, 49}, 16, make([]float32, 4*attnKeys))
+	k.scores(&x, make([]float32, 4*hd), []int{0, hd, 2 * hd, 3*hd + 1}, hd, make([]float32, 4*attnKeys))
 }
 
 // TestWsum4: four outputs summed at once have the bits of each summed alone

@@ -385,7 +385,7 @@
 // activation rows and up to 4,096 columns (kset.f16convertCols: 48 rows of
 // float32 stay in L2) are converted once and run the float tiles, the same
 // bits (a decode batch of 16 rows amortizes the conversion too little: 16
-// sequences 857–870 → 651–736 tok/s when it did) (TestF16Tile4xn holds the
+// sequences 857–870 → 651–736 tok/s when it did) (TestTileXN holds the
 // in-register tile to them on every AVX-512 CPU): BenchmarkMatMul F16 97–107
 // GFLOP/s against F32's 134–142 on a Xeon of family 6 model 207; 8 layers
 // d=768 F16, prompt 128, 1 thread, alternated five times: 805–906 →

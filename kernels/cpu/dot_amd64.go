@@ -141,17 +141,22 @@ func vset(p Path, wide bool) *kset {
 		k.tileRows = 4
 	}
 	k.tile = func(x *[4][]float32, w *[4][]float32, out *[16]float32) { vtile(wide, x, w, out) }
+	k.scores = func(x *[4][]float32, data []float32, offs []int, hd int, out []float32) {
+		vscores(wide, x, data, offs, hd, out)
+	}
+	k.tileStep = lanes(wide)
+	k.tilexn, k.f16tilexn = vtile3xn, vf16tile3xn
 	if wide {
 		k.tilePF = vtilePF
-		k.tile4xn, k.f16tile4xn = vtile4xn, vf16tile4xn
-		if isIntel {
-			// On Intel VCVTPH2PS takes a slot of an FMA port: converting
-			// a block's weights once (into L2 up to 4,096 columns) and
-			// running the float tiles is faster (Xeon family 6 model 207,
-			// 8 layers d=768 F16, prompt 128, 1 thread: 805–906 → 1,019–1,076
-			// tok/s; d=1536 GQA, FFN 8,960: 124–131 → 135–138).
-			k.f16convertCols = 4096
-		}
+		k.tilexn, k.f16tilexn = vtile4xn, vf16tile4xn
+	}
+	if isIntel {
+		// On Intel VCVTPH2PS takes a slot of an FMA port: converting
+		// a block's weights once (into L2 up to 4,096 columns) and
+		// running the float tiles is faster (Xeon family 6 model 207,
+		// avx512, 8 layers d=768 F16, prompt 128, 1 thread: 805–906 →
+		// 1,019–1,076 tok/s; d=1536 GQA, FFN 8,960: 124–131 → 135–138).
+		k.f16convertCols = 4096
 	}
 	k.wsum = func(o, s, data []float32, offs []int) bool { return vwsum(wide, o, s, data, offs) }
 	k.wsum4 = vwsum4AVX2

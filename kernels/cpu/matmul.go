@@ -218,10 +218,10 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		k.decodeRow(dst.row(r0), x.row(r0), m, o0, o1)
 		return
 	}
-	if m.dt == kernels.F16 && k.f16tile4xn != nil && (cols > k.f16convertCols || r1-r0 <= 16) && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
-		// F16 rows converted in registers by the tiles, four activation
-		// rows at a time; the rest (rows and weight rows past the last
-		// four) one row at a time as decode does: the same bits.
+	if m.dt == kernels.F16 && k.f16tilexn != nil && (cols > k.f16convertCols || r1-r0 <= 16) && r1-r0 >= k.tileRows && cols%k.tileStep == 0 && o1-o0 >= 4 {
+		// F16 rows converted in registers by the tiles, tileRows
+		// activation rows at a time; the rest (rows and weight rows past
+		// the last tile) one row at a time as decode does: the same bits.
 		var xs [4][]float32
 		var pf []byte
 		if o1 < m.rows {
@@ -229,23 +229,27 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 			pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
 		}
 		w := m.u16[o0*cols : o1*cols]
+		tr := k.tileRows
 		r := r0
-		for ; r+4 <= r1; r += 4 {
-			for i := range 4 {
+		for ; r < r1; r += tr {
+			if r+tr > r1 {
+				// The last rows: a tile ending at r1 (its first rows
+				// computed again, the same bits), faster than reading
+				// the block once a row.
+				r = r1 - tr
+			}
+			for i := range tr {
 				xs[i] = x.row(r + i)
 			}
-			done := k.f16tile4xn(&xs, w, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
+			done := k.f16tilexn(&xs, w, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
 			if span := done / 4 * 2 * cols; len(pf) >= span {
 				pf = pf[span:]
 			}
 			if o0+done < o1 {
-				for i := range 4 {
+				for i := range tr {
 					k.decodeRow(dst.row(r+i), xs[i], m, o0+done, o1)
 				}
 			}
-		}
-		for ; r < r1; r++ {
-			k.decodeRow(dst.row(r), x.row(r), m, o0, o1)
 		}
 		return
 	}
@@ -316,20 +320,24 @@ func (k *kset) floatBlock(dst, x *tensor, wb []float32, r0, r1, o0, o1 int, pf [
 	cols := x.cols
 	w := func(o int) []float32 { return wb[(o-o0)*cols : (o-o0+1)*cols] }
 	r := r0
-	if k.tile4xn != nil && r1-r0 >= 4 && cols&15 == 0 && o1-o0 >= 4 {
-		// The whole block's weight rows, four at a time, against four
+	if k.tilexn != nil && r1-r0 >= k.tileRows && cols%k.tileStep == 0 && o1-o0 >= 4 {
+		// The whole block's weight rows, four at a time, against tileRows
 		// activation rows in one call: the same bits as the tiles below.
 		var xs [4][]float32
-		for ; r+4 <= r1; r += 4 {
-			for i := range 4 {
+		tr := k.tileRows
+		for ; r < r1; r += tr {
+			if r+tr > r1 {
+				r = r1 - tr // the last rows: a tile ending at r1, as above
+			}
+			for i := range tr {
 				xs[i] = x.row(r + i)
 			}
-			done := k.tile4xn(&xs, wb, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
+			done := k.tilexn(&xs, wb, cols, o1-o0, dst.data[r*dst.cols+o0:], dst.cols, pf)
 			if span := done / 4 * 2 * cols; len(pf) >= span {
 				pf = pf[span:]
 			}
 			for o := o0 + done; o < o1; o++ {
-				for i := range 4 {
+				for i := range tr {
 					dst.row(r + i)[o] = k.dot1x1(xs[i], w(o))
 				}
 			}

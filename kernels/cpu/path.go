@@ -185,19 +185,27 @@ type kset struct {
 	// use tile); the same bits.
 	tilePF   func(x *[4][]float32, w *[4][]float32, out *[16]float32, pf unsafe.Pointer)
 	tileRows int
-	// tile4xn computes out[r·os+j] = x[r]·(row j of w, ws apart) for r <
-	// 4 and the first nw&^3 rows, with tile's bits, in one call (the
+	// scores computes tile's scores over an attention key block in one
+	// call, for head dimensions that are multiples of tileStep:
+	// out[r·attnKeys+j] = x[r]·data[offs[j]:][:hd] for r < tileRows and j
+	// < len(offs)&^3, with tile's bits (nil where the path has none).
+	scores func(x *[4][]float32, data []float32, offs []int, hd int, out []float32)
+	// tileStep: the multiple of the row length that scores and tilexn
+	// take (the vector's floats).
+	tileStep int
+	// tilexn computes out[r·os+j] = x[r]·(row j of w, ws apart) for r <
+	// tileRows and the first nw&^3 rows, with tile's bits, in one call (the
 	// block's weight rows four at a time; prefetching pf as tilePF), and
 	// returns how many rows it did (0: none; nil in paths without it).
-	tile4xn func(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int
-	// f16tile4xn is tile4xn on F16 weight rows converted in registers,
+	tilexn func(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int
+	// f16tilexn is tilexn on F16 weight rows converted in registers,
 	// the same bits (nil where the path has none).
-	f16tile4xn func(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int
+	f16tilexn func(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int
 	// f16convertCols: F16 prefill blocks of more than 16 activation rows
 	// and at most this many columns are converted to float32 once and run
 	// the float tiles instead (the same bits; for 16 rows or fewer, a
 	// decode batch, the conversion costs more than it saves); 0:
-	// f16tile4xn for every block.
+	// f16tilexn for every block.
 	f16convertCols int
 
 	// wsum adds Σ_p s[p]·data[offs[p]:][:len(o)] to o with axpy's chain per

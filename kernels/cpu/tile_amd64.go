@@ -129,3 +129,64 @@ func vf16tile4xn(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int,
 
 //go:noescape
 func f16dot4xnAVX512(x0, x1, x2, x3 *float32, w *uint16, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
+
+// vtile3xn is kset.tilexn on avx2 (three activation rows, x[3] unused):
+// out[r·os+j] = x[r]·w[j·ws:][:n] for r < 3 and j < nw&^3 in one call
+// (dot3xnAVX2), each with dot3x4AVX2's bits; n a multiple of 8 (else
+// nothing is done and it returns 0). pf as vtile4xn.
+func vtile3xn(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int {
+	n, nw := tile3xnShape(x, nw)
+	if nw == 0 {
+		return 0
+	}
+	_ = w[(nw-1)*ws+n-1]
+	_ = out[2*os+nw-1]
+	pfp, step := tilePrefetch(x, pf, nw, n)
+	dot3xnAVX2(&x[0][0], &x[1][0], &x[2][0], &w[0], 4*ws, nw, n, &out[0], 4*os, pfp, step)
+	return nw
+}
+
+// vf16tile3xn is vtile3xn on F16 weight rows converted in registers
+// (f16dot3xnAVX2): the bits of converting the block to float32 first.
+func vf16tile3xn(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int {
+	n, nw := tile3xnShape(x, nw)
+	if nw == 0 {
+		return 0
+	}
+	_ = w[(nw-1)*ws+n-1]
+	_ = out[2*os+nw-1]
+	pfp, step := tilePrefetch(x, pf, nw, n)
+	f16dot3xnAVX2(&x[0][0], &x[1][0], &x[2][0], &w[0], 2*ws, nw, n, &out[0], 4*os, pfp, step)
+	return nw
+}
+
+// tile3xnShape checks the three activation rows of a 3×n tile and returns
+// their length and the weight rows done (nw&^3; 0: none, n not a multiple
+// of 8).
+func tile3xnShape(x *[4][]float32, nw int) (n, done int) {
+	n = len(x[0])
+	nw &^= 3
+	if nw == 0 || n == 0 || n&7 != 0 {
+		return n, 0
+	}
+	for r := range 3 {
+		x[r] = x[r][:n]
+	}
+	return n, nw
+}
+
+// tilePrefetch is the prefetch base and step of a 3×n tile call over nw
+// weight rows of n values: pf, 2n bytes a group of four, when it holds
+// them all, else the first activation row again with step 0.
+func tilePrefetch(x *[4][]float32, pf []byte, nw, n int) (*byte, int) {
+	if len(pf) >= nw/4*2*n {
+		return &pf[0], 2 * n
+	}
+	return (*byte)(unsafe.Pointer(&x[0][0])), 0
+}
+
+//go:noescape
+func dot3xnAVX2(x0, x1, x2 *float32, w *float32, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
+
+//go:noescape
+func f16dot3xnAVX2(x0, x1, x2 *float32, w *uint16, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)

@@ -106,6 +106,98 @@ DATA tredidx<>+56(SB)/4, $11
 DATA tredidx<>+60(SB)/4, $15
 GLOBL tredidx<>(SB), RODATA|NOPTR, $64
 
+// RED4 stores the lane sums of A, B, C and D (one row's four outputs) to
+// the 16 bytes at M, each with TSUM8's bits: ((l0+l4)+(l2+l6))+((l1+l5)+
+// (l3+l7)), the four reduced together (the halves, then the lanes two
+// apart, then the adjacent ones). Clobbers Y12–Y15.
+#define RED4(A, B, C, D, M) \
+	VPERM2F128 $0x20, B, A, Y12 \
+	VPERM2F128 $0x31, B, A, Y13 \
+	VADDPS     Y13, Y12, Y12 \
+	VPERM2F128 $0x20, D, C, Y13 \
+	VPERM2F128 $0x31, D, C, Y14 \
+	VADDPS     Y14, Y13, Y13 \
+	VUNPCKLPD  Y13, Y12, Y14 \
+	VUNPCKHPD  Y13, Y12, Y15 \
+	VADDPS     Y15, Y14, Y14 \
+	VHADDPS    Y14, Y14, Y14 \
+	VEXTRACTF128 $1, Y14, X15 \
+	VUNPCKLPS  X15, X14, X14 \
+	VMOVUPS    X14, M
+
+// XN3_FLOAT is the body of the avx2 float 3×n tiles (dot3xnAVX2,
+// f16dot3xnAVX2): dot3x4AVX2 for nw/4 groups of four weight rows in one
+// call, WLOAD with scale S loading 8 weights of a row as float32 (VMOVUPS,
+// 4: float32 rows; VCVTPH2PS, 2: F16 rows converted in registers, exact).
+// Group g's 3×4 outputs go to out + r·ostride + 16g + 4j (bytes), each
+// with dot3x4AVX2's lanes and TSUM8's sum (RED4); each group prefetches
+// the 2n bytes at pf + g·pfstep. Labels are local to the function that
+// expands it.
+#define XN3_FLOAT(WLOAD, S) \
+	MOVQ x0+0(FP), SI \
+	MOVQ x1+8(FP), DX \
+	MOVQ x2+16(FP), BX \
+	MOVQ w+24(FP), R8 \
+	MOVQ n+48(FP), CX \
+	MOVQ out+56(FP), DI \
+	MOVQ ostride+64(FP), R15 \
+	MOVQ pf+72(FP), R13 \
+	MOVQ nw+40(FP), R14 \
+	SHRQ $2, R14 \
+x3group: \
+	MOVQ wstride+32(FP), AX \
+	LEAQ (R8)(AX*1), R9 \
+	LEAQ (R8)(AX*2), R10 \
+	LEAQ (R9)(AX*2), R11 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+	XORQ AX, AX \
+x3loop: \
+	PREFETCHT0 (R13)(AX*2) \
+	VMOVUPS (SI)(AX*4), Y12 \
+	VMOVUPS (DX)(AX*4), Y13 \
+	VMOVUPS (BX)(AX*4), Y15 \
+	WLOAD (R8)(AX*S), Y14 \
+	VFMADD231PS Y14, Y12, Y0 \
+	VFMADD231PS Y14, Y13, Y4 \
+	VFMADD231PS Y14, Y15, Y8 \
+	WLOAD (R9)(AX*S), Y14 \
+	VFMADD231PS Y14, Y12, Y1 \
+	VFMADD231PS Y14, Y13, Y5 \
+	VFMADD231PS Y14, Y15, Y9 \
+	WLOAD (R10)(AX*S), Y14 \
+	VFMADD231PS Y14, Y12, Y2 \
+	VFMADD231PS Y14, Y13, Y6 \
+	VFMADD231PS Y14, Y15, Y10 \
+	WLOAD (R11)(AX*S), Y14 \
+	VFMADD231PS Y14, Y12, Y3 \
+	VFMADD231PS Y14, Y13, Y7 \
+	VFMADD231PS Y14, Y15, Y11 \
+	ADDQ $8, AX \
+	CMPQ AX, CX \
+	JLT  x3loop \
+	RED4(Y0, Y1, Y2, Y3, (DI)) \
+	RED4(Y4, Y5, Y6, Y7, (DI)(R15*1)) \
+	RED4(Y8, Y9, Y10, Y11, (DI)(R15*2)) \
+	ADDQ $16, DI \
+	MOVQ wstride+32(FP), AX \
+	LEAQ (R8)(AX*4), R8 \
+	ADDQ pfstep+80(FP), R13 \
+	DECQ R14 \
+	JNZ  x3group \
+	VZEROUPPER \
+	RET
+
 // XN_FLOAT is the body of the float 4×n tiles (dot4xnAVX512,
 // f16dot4xnAVX512): WLOAD with scale S loads 16 weights of a row as
 // float32 (VMOVUPS, 4: float32 rows; VCVTPH2PS, 2: F16 rows converted in
@@ -568,3 +660,94 @@ bfloop:
 	JNZ  bfgroup
 	VZEROUPPER
 	RET
+
+// func scores3AVX2(x0, x1, x2 *float32, base *float32, offs *int, ng int, hd int, out *float32)
+// Per group g < ng of four keys (at base+offs[4g+j], in floats), the 3×4
+// tile of dot3x4AVX2 over hd floats (a multiple of 8), its lane sums in
+// TSUM8's order (RED4): the score of query row r and key 4g+j goes to
+// out[64r+4g+j] (rows of the attention task's score block, attnKeys floats
+// apart).
+TEXT ·scores3AVX2(SB), NOSPLIT, $0-64
+	MOVQ x0+0(FP), SI
+	MOVQ x1+8(FP), DX
+	MOVQ x2+16(FP), BX
+	MOVQ base+24(FP), R13
+	MOVQ offs+32(FP), R14
+	MOVQ ng+40(FP), R15
+	MOVQ hd+48(FP), CX
+	MOVQ out+56(FP), DI
+
+sgrp:
+	TESTQ R15, R15
+	JEQ   send
+	MOVQ  0(R14), R8
+	LEAQ  (R13)(R8*4), R8
+	MOVQ  8(R14), R9
+	LEAQ  (R13)(R9*4), R9
+	MOVQ  16(R14), R10
+	LEAQ  (R13)(R10*4), R10
+	MOVQ  24(R14), R11
+	LEAQ  (R13)(R11*4), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ AX, AX
+
+s3loop:
+	VMOVUPS (SI)(AX*4), Y12
+	VMOVUPS (DX)(AX*4), Y13
+	VMOVUPS (BX)(AX*4), Y15
+	VMOVUPS (R8)(AX*4), Y14
+	VFMADD231PS Y14, Y12, Y0
+	VFMADD231PS Y14, Y13, Y4
+	VFMADD231PS Y14, Y15, Y8
+	VMOVUPS (R9)(AX*4), Y14
+	VFMADD231PS Y14, Y12, Y1
+	VFMADD231PS Y14, Y13, Y5
+	VFMADD231PS Y14, Y15, Y9
+	VMOVUPS (R10)(AX*4), Y14
+	VFMADD231PS Y14, Y12, Y2
+	VFMADD231PS Y14, Y13, Y6
+	VFMADD231PS Y14, Y15, Y10
+	VMOVUPS (R11)(AX*4), Y14
+	VFMADD231PS Y14, Y12, Y3
+	VFMADD231PS Y14, Y13, Y7
+	VFMADD231PS Y14, Y15, Y11
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT  s3loop
+
+	RED4(Y0, Y1, Y2, Y3, (DI))
+	RED4(Y4, Y5, Y6, Y7, 256(DI))
+	RED4(Y8, Y9, Y10, Y11, 512(DI))
+	ADDQ $32, R14
+	ADDQ $16, DI
+	DECQ R15
+	JMP  sgrp
+
+send:
+	VZEROUPPER
+	RET
+
+// func dot3xnAVX2(x0, x1, x2 *float32, w *float32, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
+//
+// XN3_FLOAT on float32 weight rows (wstride, ostride in bytes): n > 0 a
+// multiple of 8, nw of 4.
+TEXT ·dot3xnAVX2(SB), NOSPLIT, $0-88
+	XN3_FLOAT(VMOVUPS, 4)
+
+// func f16dot3xnAVX2(x0, x1, x2 *float32, w *uint16, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)
+//
+// XN3_FLOAT on F16 weight rows converted in registers: the bits of
+// converting the block to float32 first and running dot3xnAVX2.
+TEXT ·f16dot3xnAVX2(SB), NOSPLIT, $0-88
+	XN3_FLOAT(VCVTPH2PS, 2)
