@@ -360,21 +360,26 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 	// does not depend on their order, the block's sum is
 	// (s0+s1)+(s2+s3) of lanes of positions ≡ 0, 1, 2, 3 mod 4 (the tail
 	// in lane 0), in position order within a lane.
-	inf := float32(math.Inf(-1))
-	m0, m1, m2, m3 := inf, inf, inf, inf
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		q := (*[4]float32)(sg[i:])
-		v0, v1, v2, v3 := float32(q[0]*scale), float32(q[1]*scale), float32(q[2]*scale), float32(q[3]*scale)
-		q[0], q[1], q[2], q[3] = v0, v1, v2, v3
-		m0, m1, m2, m3 = max(m0, v0), max(m1, v1), max(m2, v2), max(m3, v3)
+	var bm float32
+	if k.scaleMax != nil {
+		bm = k.scaleMax(sg, scale)
+	} else {
+		inf := float32(math.Inf(-1))
+		m0, m1, m2, m3 := inf, inf, inf, inf
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			q := (*[4]float32)(sg[i:])
+			v0, v1, v2, v3 := float32(q[0]*scale), float32(q[1]*scale), float32(q[2]*scale), float32(q[3]*scale)
+			q[0], q[1], q[2], q[3] = v0, v1, v2, v3
+			m0, m1, m2, m3 = max(m0, v0), max(m1, v1), max(m2, v2), max(m3, v3)
+		}
+		for ; i < n; i++ {
+			v := float32(sg[i] * scale)
+			sg[i] = v
+			m0 = max(m0, v)
+		}
+		bm = max(m0, m1, m2, m3)
 	}
-	for ; i < n; i++ {
-		v := float32(sg[i] * scale)
-		sg[i] = v
-		m0 = max(m0, v)
-	}
-	bm := max(m0, m1, m2, m3)
 	if mn := max(*m, bm); mn > *m {
 		if !math.IsInf(float64(*m), -1) {
 			alpha := expf(*m - mn)
@@ -385,6 +390,10 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 		}
 		*m = mn
 	}
+	if k.expSum != nil {
+		*l += k.expSum(sg, *m)
+		return
+	}
 	if k.expSub != nil {
 		k.expSub(sg, *m)
 	} else {
@@ -392,16 +401,23 @@ func (a *arena) online(sg, oh []float32, m *float32, l *float64, scale float32) 
 			sg[i] = expf(v - *m)
 		}
 	}
-	var s0, s1, s2, s3 float64
-	i = 0
-	for ; i+4 <= n; i += 4 {
+	*l += blockSum(sg, [4]float64{})
+}
+
+// blockSum adds the weights sg to the four lanes s of online's order
+// (positions ≡ 0…3 mod 4 in order, the tail in lane 0) and returns
+// (s0+s1)+(s2+s3).
+func blockSum(sg []float32, s [4]float64) float64 {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+	i := 0
+	for ; i+4 <= len(sg); i += 4 {
 		q := (*[4]float32)(sg[i:])
 		s0, s1, s2, s3 = s0+float64(q[0]), s1+float64(q[1]), s2+float64(q[2]), s3+float64(q[3])
 	}
-	for ; i < n; i++ {
+	for ; i < len(sg); i++ {
 		s0 += float64(sg[i])
 	}
-	*l += (s0 + s1) + (s2 + s3)
+	return (s0 + s1) + (s2 + s3)
 }
 
 // valuesOf is values for positions [f, t) of a vector whose block scores

@@ -99,6 +99,45 @@ func vexpSubAVX2(x []float32, m float32) {
 //go:noescape
 func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
 
+// vexpSumAVX2 is kset.expSum on avx2: expSubAVX2's exponentials with the
+// block sum of online's order, the first len(x)&^7 in one pass.
+func vexpSumAVX2(x []float32, m float32) float64 {
+	var s [4]float64
+	nv := len(x) &^ 7
+	if nv > 0 {
+		expSumAVX2(&x[0], m, nv, expConsts8, &s)
+	}
+	for i := nv; i < len(x); i++ {
+		x[i] = expf(x[i] - m)
+	}
+	return blockSum(x[nv:], s)
+}
+
+//go:noescape
+func expSumAVX2(x *float32, m float32, n int, c *[14][8]float32, s *[4]float64)
+
+// vscaleMaxAVX2 is kset.scaleMax on avx2.
+func vscaleMaxAVX2(x []float32, scale float32) float32 {
+	nv := len(x) &^ 7
+	bm := float32(math.Inf(-1))
+	if nv > 0 {
+		var nan int32
+		bm = scaleMaxAVX2(&x[0], nv, scale, &nan)
+		if nan != 0 {
+			bm = float32(math.NaN())
+		}
+	}
+	for i := nv; i < len(x); i++ {
+		v := float32(x[i] * scale)
+		x[i] = v
+		bm = max(bm, v)
+	}
+	return bm
+}
+
+//go:noescape
+func scaleMaxAVX2(x *float32, n int, scale float32, nan *int32) float32
+
 // vwsum4AVX2 is kset.wsum4 on avx2 (the decode kernel
 // wsum4x16AVX2, 16 elements of the four outputs a pass; len(o[r]) a
 // multiple of 16).

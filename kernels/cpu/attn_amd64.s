@@ -6,6 +6,48 @@
 // ascending, the chain vaxpy4 and vaxpy1 compute per element, with o held
 // in registers across all positions. v_p = base + offs[p] (in floats).
 
+// EXP8 sets Y4 to expf(x − m) of the 8 floats at (DI)(AX*4) (m in Y15,
+// c's constants at R8, p0…p3 in Y10…Y13; p4 read from c): expSubAVX512's
+// steps on 8 lanes. Clobbers Y0–Y9.
+#define EXP8 \
+	VMOVUPS     (DI)(AX*4), Y0 \
+	VSUBPS      Y15, Y0, Y0 \
+	VMOVAPS     Y0, Y7 \
+	VCMPPS      $3, Y0, Y0, Y6 \
+	VMINPS      0(R8), Y0, Y0 \
+	VCMPPS      $1, 32(R8), Y0, Y5 \
+	VMULPS      64(R8), Y0, Y1 \
+	VADDPS      96(R8), Y1, Y1 \
+	VROUNDPS    $9, Y1, Y1 \
+	VMULPS      128(R8), Y1, Y2 \
+	VSUBPS      Y2, Y0, Y0 \
+	VMULPS      160(R8), Y1, Y2 \
+	VSUBPS      Y2, Y0, Y0 \
+	VMULPS      Y0, Y0, Y3 \
+	VMULPS      Y10, Y0, Y4 \
+	VADDPS      Y11, Y4, Y4 \
+	VMULPS      Y0, Y4, Y4 \
+	VADDPS      Y12, Y4, Y4 \
+	VMULPS      Y0, Y4, Y4 \
+	VADDPS      Y13, Y4, Y4 \
+	VMULPS      Y0, Y4, Y4 \
+	VADDPS      320(R8), Y4, Y4 \
+	VMULPS      Y0, Y4, Y4 \
+	VADDPS      352(R8), Y4, Y4 \
+	VMULPS      Y3, Y4, Y4 \
+	VADDPS      Y0, Y4, Y4 \
+	VADDPS      384(R8), Y4, Y4 \
+	VCVTTPS2DQ  Y1, Y2 \
+	VPCMPGTD    416(R8), Y2, Y8 \
+	VADDPS      Y4, Y4, Y9 \
+	VBLENDVPS   Y8, Y9, Y4, Y4 \
+	VPADDD      Y8, Y2, Y2 \
+	VPADDD      416(R8), Y2, Y2 \
+	VPSLLD      $23, Y2, Y2 \
+	VMULPS      Y2, Y4, Y4 \
+	VANDNPS     Y4, Y5, Y4 \
+	VBLENDVPS   Y6, Y7, Y4, Y4
+
 // func wsum64AVX512(o *float32, s *float32, base *float32, offs *int, n int)
 TEXT ·wsum64AVX512(SB), NOSPLIT, $0-40
 	MOVQ    o+0(FP), DI
@@ -380,49 +422,12 @@ TEXT ·expSubAVX2(SB), NOSPLIT, $0-32
 	VMOVUPS      224(R8), Y11 // p1
 	VMOVUPS      256(R8), Y12 // p2
 	VMOVUPS      288(R8), Y13 // p3
-	VMOVUPS      320(R8), Y14 // p4
 	XORQ         AX, AX
 
 loop:
 	CMPQ        AX, CX
 	JGE         done
-	VMOVUPS     (DI)(AX*4), Y0
-	VSUBPS      Y15, Y0, Y0
-	VMOVAPS     Y0, Y7
-	VCMPPS      $3, Y0, Y0, Y6
-	VMINPS      0(R8), Y0, Y0
-	VCMPPS      $1, 32(R8), Y0, Y5
-	VMULPS      64(R8), Y0, Y1
-	VADDPS      96(R8), Y1, Y1
-	VROUNDPS    $9, Y1, Y1
-	VMULPS      128(R8), Y1, Y2
-	VSUBPS      Y2, Y0, Y0
-	VMULPS      160(R8), Y1, Y2
-	VSUBPS      Y2, Y0, Y0
-	VMULPS      Y0, Y0, Y3
-	VMULPS      Y10, Y0, Y4
-	VADDPS      Y11, Y4, Y4
-	VMULPS      Y0, Y4, Y4
-	VADDPS      Y12, Y4, Y4
-	VMULPS      Y0, Y4, Y4
-	VADDPS      Y13, Y4, Y4
-	VMULPS      Y0, Y4, Y4
-	VADDPS      Y14, Y4, Y4
-	VMULPS      Y0, Y4, Y4
-	VADDPS      352(R8), Y4, Y4
-	VMULPS      Y3, Y4, Y4
-	VADDPS      Y0, Y4, Y4
-	VADDPS      384(R8), Y4, Y4
-	VCVTTPS2DQ  Y1, Y2
-	VPCMPGTD    416(R8), Y2, Y8
-	VADDPS      Y4, Y4, Y9
-	VBLENDVPS   Y8, Y9, Y4, Y4
-	VPADDD      Y8, Y2, Y2
-	VPADDD      416(R8), Y2, Y2
-	VPSLLD      $23, Y2, Y2
-	VMULPS      Y2, Y4, Y4
-	VANDNPS     Y4, Y5, Y4
-	VBLENDVPS   Y6, Y7, Y4, Y4
+	EXP8
 	VMOVUPS     Y4, (DI)(AX*4)
 	ADDQ        $8, AX
 	JMP         loop
@@ -431,3 +436,77 @@ done:
 	VZEROUPPER
 	RET
 
+// func expSumAVX2(x *float32, m float32, n int, c *[14][8]float32, s *[4]float64)
+// expSubAVX2 that also sums the results, widened to float64, into s[i mod
+// 4] in position order (online's four chains: lanes of positions ≡ 0…3
+// mod 4, each from +0).
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Y15
+	MOVQ         n+16(FP), CX
+	MOVQ         c+24(FP), R8
+	MOVQ         s+32(FP), DX
+	VXORPD       Y14, Y14, Y14
+	VMOVUPS      192(R8), Y10 // p0
+	VMOVUPS      224(R8), Y11 // p1
+	VMOVUPS      256(R8), Y12 // p2
+	VMOVUPS      288(R8), Y13 // p3
+	XORQ         AX, AX
+
+sloop:
+	CMPQ        AX, CX
+	JGE         sdone
+	EXP8
+	VMOVUPS     Y4, (DI)(AX*4)
+	VCVTPS2PD   X4, Y0
+	VADDPD      Y0, Y14, Y14
+	VEXTRACTF128 $1, Y4, X1
+	VCVTPS2PD   X1, Y1
+	VADDPD      Y1, Y14, Y14
+	ADDQ        $8, AX
+	JMP         sloop
+
+sdone:
+	VMOVUPD     Y14, (DX)
+	VZEROUPPER
+	RET
+
+// func scaleMaxAVX2(x *float32, n int, scale float32, nan *int32) float32
+// x[i] = round32(x[i]·scale) for i < n (a multiple of 8, > 0); returns
+// their maximum (VMAXPS; which zero of ±0 is unspecified) and sets *nan
+// to −1 where one of them is NaN (VMAXPS would not keep it), else 0.
+TEXT ·scaleMaxAVX2(SB), NOSPLIT, $0-36
+	MOVQ         x+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS scale+16(FP), Y15
+	MOVQ         nan+24(FP), DX
+	VMULPS       (DI), Y15, Y0
+	VMOVUPS      Y0, (DI)
+	VCMPPS       $3, Y0, Y0, Y2
+	MOVQ         $8, AX
+
+mloop:
+	CMPQ        AX, CX
+	JGE         mdone
+	VMULPS      (DI)(AX*4), Y15, Y1
+	VMOVUPS     Y1, (DI)(AX*4)
+	VMAXPS      Y1, Y0, Y0
+	VCMPPS      $3, Y1, Y1, Y3
+	VORPS       Y3, Y2, Y2
+	ADDQ        $8, AX
+	JMP         mloop
+
+mdone:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS      X1, X0, X0
+	VMOVHLPS    X0, X0, X1
+	VMAXPS      X1, X0, X0
+	VMOVSHDUP   X0, X1
+	VMAXSS      X1, X0, X0
+	VMOVSS      X0, ret+32(FP)
+	VMOVMSKPS   Y2, AX
+	NEGL        AX
+	SBBL        AX, AX
+	MOVL        AX, (DX)
+	VZEROUPPER
+	RET

@@ -144,3 +144,76 @@ func testWsum4(t *testing.T, k *kset) {
 		t.Fatal("wsum4 accepted a head dimension of 8")
 	}
 }
+
+// TestOnlineKernels: a path's fused softmax kernels (avx2: scaleMax,
+// expSum) give online's results: the scaled scores and weights with the
+// bits of its loops (expf's), the block's maximum (NaN when a score is;
+// either zero where the maximum is ±0) and the block sum in its order, for
+// every length up to two key blocks and scores with infinities, NaN and
+// signed zeros.
+func TestOnlineKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	for _, p := range Paths() {
+		k := kernelSet(p)
+		if k.scaleMax == nil || k.expSum == nil {
+			continue
+		}
+		for n := 1; n <= 2*attnKeys; n++ {
+			for trial := range 5 {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * 8)
+					if trial == 4 {
+						// weights from 1 down to denormals: sums that round
+						x[i] = float32(r.NormFloat64() * 300)
+					}
+				}
+				special := []float32{float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), float32(math.NaN())}
+				switch trial {
+				case 1:
+					x[r.IntN(n)] = special[r.IntN(3)]
+				case 2:
+					x[r.IntN(n)] = special[3]
+				case 3:
+					for i := range x {
+						x[i] = special[1+r.IntN(2)]
+					}
+				}
+				const scale = 0.125
+				want := slices.Clone(x)
+				wm := float32(math.Inf(-1))
+				for i, v := range want {
+					want[i] = float32(v * scale)
+					wm = max(wm, want[i])
+				}
+				got := slices.Clone(x)
+				gm := k.scaleMax(got, scale)
+				for i := range got {
+					if !same(got[i], want[i]) {
+						t.Fatalf("%s n=%d: scaled score %d %v, want %v", p, n, i, got[i], want[i])
+					}
+				}
+				if gm != wm && !(gm != gm && wm != wm) {
+					t.Fatalf("%s n=%d trial %d: maximum %v, want %v", p, n, trial, gm, wm)
+				}
+				if wm != wm {
+					continue // online's weights are NaN whatever the order
+				}
+				ws := slices.Clone(want)
+				for i, v := range ws {
+					ws[i] = expf(v - wm)
+				}
+				wl := blockSum(ws, [4]float64{})
+				gl := k.expSum(got, wm)
+				for i := range got {
+					if !same(got[i], ws[i]) {
+						t.Fatalf("%s n=%d: weight %d %v, expf %v", p, n, i, got[i], ws[i])
+					}
+				}
+				if math.Float64bits(gl) != math.Float64bits(wl) {
+					t.Fatalf("%s n=%d trial %d: block sum %v, online's order %v", p, n, trial, gl, wl)
+				}
+			}
+		}
+	}
+}

@@ -166,6 +166,8 @@ func vset(p Path, wide bool) *kset {
 	k.expSub = vexpSubAVX2
 	if wide {
 		k.expSub = vexpSub
+	} else {
+		k.expSum, k.scaleMax = vexpSumAVX2, vscaleMaxAVX2
 	}
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).

@@ -220,6 +220,14 @@ type kset struct {
 
 	// expSub sets x[i] = expf(x[i] − m) with expf's bits (nil: use expf).
 	expSub func(x []float32, m float32)
+	// expSum is expSub that also returns the block sum of online's order
+	// (float64 lanes of positions ≡ 0…3 mod 4 in order, the tail in lane
+	// 0, then (s0+s1)+(s2+s3)); scaleMax sets x[i] = round32(x[i]·scale)
+	// and returns their maximum (NaN when one is; which zero of ±0 is
+	// unspecified: online's results do not depend on it). Nil: online's
+	// loops.
+	expSum   func(x []float32, m float32) float64
+	scaleMax func(x []float32, scale float32) float32
 
 	axpy4 func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32)
 	axpy1 func(o []float32, w float32, v []float32)
