@@ -33,11 +33,11 @@
 // func q8rowsAVX2(xq *int8, xd *float32, w *byte, stride, nb, rows int, out *float32)
 //
 // out[r] = the product of the activation row (xq, xd: nb blocks) with the
-// weight row at w[r·stride:], for r < rows, two rows at a time, the rows
-// one after the other, prefetching the next two rows at the same offset:
-// without it the weights arrive no faster than the arithmetic runs, one
-// after the other (AMD EPYC Zen 1, d=768 Q8_0 decode 90 → 137 tok/s).
-TEXT ·q8rowsAVX2(SB), NOSPLIT, $0-56
+// weight row at w[r·stride:], for r < rows: four rows a quarter of the
+// rows apart at a time (four sequential streams, which the prefetchers
+// follow faster than one: AMD EPYC Zen 3, one core, 20 against 12.5
+// GB/s), the last rows%4 one by one.
+TEXT ·q8rowsAVX2(SB), NOSPLIT, $16-56
 	MOVQ xq+0(FP), SI
 	MOVQ xd+8(FP), DX
 	MOVQ w+16(FP), R8
@@ -48,39 +48,61 @@ TEXT ·q8rowsAVX2(SB), NOSPLIT, $0-56
 	MOVL         $0x00010001, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
+	MOVQ BX, AX
+	ANDQ $3, AX
+	MOVQ AX, tail-8(SP)
+	SHRQ $2, BX // BX: a quarter's rows
+	JEQ  rest
+	MOVQ BX, cnt-16(SP)
+	MOVQ BX, AX
+	IMULQ R9, AX
+	LEAQ (R8)(AX*1), R12
+	LEAQ (R12)(AX*1), R13
+	LEAQ (R13)(AX*1), R14
+	LEAQ (DI)(BX*4), R15
 
-pair:
-	CMPQ BX, $2
-	JLT  single
-	LEAQ (R8)(R9*1), R12
-	LEAQ (R8)(R9*2), R13
-	LEAQ (R12)(R9*2), R14
+quad:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	XORQ   AX, AX
 	XORQ   R10, R10
 	XORQ   R11, R11
 
-ploop:
-	PREFETCHT0   (R13)(R11*1)
-	PREFETCHT0   (R14)(R11*1)
+qloop:
 	VMOVDQU      (SI)(R10*1), Y4
 	VBROADCASTSS (DX)(AX*4), Y13
 	Q8BLK(R8, Y0)
 	Q8BLK(R12, Y1)
+	Q8BLK(R13, Y2)
+	Q8BLK(R14, Y3)
 	ADDQ $32, R10
 	ADDQ $34, R11
 	INCQ AX
 	CMPQ AX, CX
-	JLT  ploop
+	JLT  qloop
 	HSUM8(Y0, X0)
 	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
 	VMOVSS X0, 0(DI)
-	VMOVSS X1, 4(DI)
-	LEAQ (R8)(R9*2), R8
-	ADDQ $8, DI
-	SUBQ $2, BX
-	JMP  pair
+	VMOVSS X1, 0(R15)
+	VMOVSS X2, (R15)(BX*4)
+	VMOVSS X3, (R15)(BX*8)
+	ADDQ R9, R8
+	ADDQ R9, R12
+	ADDQ R9, R13
+	ADDQ R9, R14
+	ADDQ $4, DI
+	ADDQ $4, R15
+	DECQ cnt-16(SP)
+	JNZ  quad
+	MOVQ R14, R8          // row 4·quarter
+	LEAQ (R15)(BX*8), DI  // its output
+
+rest:
+	MOVQ tail-8(SP), BX
 
 single:
 	TESTQ BX, BX
@@ -101,6 +123,10 @@ sloop:
 	JLT  sloop
 	HSUM8(Y0, X0)
 	VMOVSS X0, 0(DI)
+	ADDQ R9, R8
+	ADDQ $4, DI
+	DECQ BX
+	JMP  single
 
 done:
 	VZEROUPPER
