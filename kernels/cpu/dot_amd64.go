@@ -136,6 +136,16 @@ func vset(p Path, wide bool) *kset {
 		k.q4ki1x1 = vq4kBlk1
 	}
 	k.halfRow = vhalfRow
+	if !wide {
+		// Q8_0 in the float order: the float tiles on exactly
+		// dequantized blocks outrun the int8 tile, whose every 32-value
+		// block and output costs VPSIGNB, VPMADDUBSW, VPMADDWD, a
+		// conversion and a multiply-add (AMD EPYC Zen 3, 1 thread, d=768
+		// Q8_0, prompt 128: see doc.go). The int8 kernels stay in the set
+		// for avx512 without VNNI, which keeps them, and their tests.
+		k.q8float = true
+		k.q8dot1x4, k.q8row = vq8fdot1x4, vq8rowFloat
+	}
 	k.tileRows = 3
 	if wide {
 		k.tileRows = 4
@@ -175,6 +185,9 @@ func vset(p Path, wide bool) *kset {
 	k.f16dot1x1 = func(x []float32, w []uint16) float32 { s, _, _, _ := k.f16dot1x4(x, w, w, w, w); return s }
 	k.bf16dot1x1 = func(x []float32, w []uint16) float32 { s, _, _, _ := k.bf16dot1x4(x, w, w, w, w); return s }
 	k.q8i1x1 = func(xq []int8, xd []float32, w []byte) float32 { s, _, _, _ := k.q8i1x4(xq, xd, w, w, w, w); return s }
+	if k.q8float {
+		k.q8dot1x1 = func(x []float32, w []byte) float32 { s, _, _, _ := k.q8dot1x4(x, w, w, w, w); return s }
+	}
 	return k
 }
 

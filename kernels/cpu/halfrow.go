@@ -11,6 +11,10 @@ func (k *kset) dequantRow(m *matrix, dst []float32, r int) {
 		k.halfRow(m.dt == kernels.BF16, dst[:m.cols], m.u16[r*m.cols:(r+1)*m.cols])
 		return
 	}
+	if k.q8row != nil && m.dt == kernels.Q8_0 {
+		k.q8row(dst[:m.cols], m.data[r*m.rowBytes:(r+1)*m.rowBytes])
+		return
+	}
 	m.dequantRow(dst, r)
 }
 

@@ -134,7 +134,7 @@ func needsQ8K(dt kernels.DType) bool { return dt == kernels.Q4_K || dt == kernel
 func (k *kset) hasInt(dt kernels.DType) bool {
 	switch dt {
 	case kernels.Q8_0:
-		return k.q8i1x4 != nil
+		return k.q8i1x4 != nil && !k.q8float
 	case kernels.Q4_0:
 		return k.q40i1x1 != nil
 	case kernels.Q4_K:

@@ -280,10 +280,11 @@ func (k *kset) decodeRow(out, x []float32, m *matrix, o0, o1 int) {
 	switch m.dt {
 	case kernels.Q8_0:
 		row := func(o int) []byte { return m.data[o*m.rowBytes : (o+1)*m.rowBytes] }
-		for ; o+4 <= o1; o += 4 {
-			out[o], out[o+1], out[o+2], out[o+3] = k.q8dot1x4(x, row(o), row(o+1), row(o+2), row(o+3))
+		q := (o1 - o) / 4 // four streams, as below
+		for j := o; j < o+q; j++ {
+			out[j], out[j+q], out[j+2*q], out[j+3*q] = k.q8dot1x4(x, row(j), row(j+q), row(j+2*q), row(j+3*q))
 		}
-		for ; o < o1; o++ {
+		for o += 4 * q; o < o1; o++ {
 			out[o] = k.q8dot1x1(x, row(o))
 		}
 	case kernels.F16, kernels.BF16:

@@ -109,6 +109,13 @@ type kset struct {
 
 	// Q8_0 with float activations (generic), nil where intQ8 is set.
 	q8dot1x1 func(x []float32, w []byte) float32
+	// q8float: Q8_0 runs in the float order, weights dequantized exactly
+	// (d·q) against float32 activations in the float kernels' lanes
+	// (q8dot1x4 decode, q8row into scratch blocks for the float tiles),
+	// not in integers, whatever int8 kernels the set also holds.
+	q8float bool
+	// q8row dequantizes a Q8_0 row into dst (nil: matrix.dequantRow).
+	q8row func(dst []float32, w []byte)
 	q8dot1x4 func(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
 	// Q8_0 with activations quantized to Q8 blocks (q8.go), nil in generic.
@@ -284,7 +291,7 @@ func (k *kset) intQ8() bool { return k.q8i1x4 != nil }
 // inRegister reports whether decode (one-row) products of dt decode weights
 // in registers (decodeRow) rather than into a scratch block.
 func (k *kset) inRegister(dt kernels.DType) bool {
-	return (dt == kernels.Q8_0 && !k.intQ8()) || dt == kernels.F16 || dt == kernels.BF16
+	return (dt == kernels.Q8_0 && !k.hasInt(dt)) || dt == kernels.F16 || dt == kernels.BF16
 }
 
 func envPath() string { return os.Getenv(EnvPath) }

@@ -253,3 +253,101 @@ block:
 done:
 	VZEROUPPER
 	RET
+
+// Q8_0 in the float order (the avx2 path, kset.q8float): the weights
+// dequantized exactly (round32(d·q) = d·q: an 11-bit by 8-bit product),
+// then the float kernels' order — dot4AVX2's lanes and HSUM8.
+
+// Q8F8(W, OFF, Y) sets Y to the 8 weights at quant offset OFF of the
+// block at W dequantized, the block's scale broadcast in Y15.
+#define Q8F8(W, OFF, Y) \
+	VPMOVSXBD OFF+2(W), Y; \
+	VCVTDQ2PS Y, Y; \
+	VMULPS    Y15, Y, Y
+
+// func q8rowFloatAVX2(w *byte, nb int, dst *float32)
+//
+// dst[0:32·nb] = the Q8_0 row w dequantized.
+TEXT ·q8rowFloatAVX2(SB), NOSPLIT, $0-24
+	MOVQ w+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DI
+
+fblk:
+	VPBROADCASTW (SI), X15
+	VCVTPH2PS    X15, Y15
+	Q8F8(SI, 0, Y0)
+	Q8F8(SI, 8, Y1)
+	Q8F8(SI, 16, Y2)
+	Q8F8(SI, 24, Y3)
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $34, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  fblk
+	VZEROUPPER
+	RET
+
+// Q8FROW(W, ACC) adds the products of x's 32 values in Y4–Y7 with the
+// block at W (dequantized) to ACC, 8 lanes a step in order.
+#define Q8FROW(W, ACC) \
+	PREFETCHT0   (W)(R12*1); \
+	VPBROADCASTW (W), X15; \
+	VCVTPH2PS    X15, Y15; \
+	Q8F8(W, 0, Y8); \
+	VFMADD231PS  Y8, Y4, ACC; \
+	Q8F8(W, 8, Y9); \
+	VFMADD231PS  Y9, Y5, ACC; \
+	Q8F8(W, 16, Y10); \
+	VFMADD231PS  Y10, Y6, ACC; \
+	Q8F8(W, 24, Y11); \
+	VFMADD231PS  Y11, Y7, ACC
+
+// func q8fdot4AVX2(x *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32, pf int)
+//
+// out[j] = x · (weight row wj dequantized) for nb blocks, with the bits
+// of dot4AVX2 on the dequantized rows, prefetching each block pf bytes
+// ahead in its row's stream.
+TEXT ·q8fdot4AVX2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ nb+40(FP), CX
+	MOVQ out+48(FP), DI
+	MOVQ pf+56(FP), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+f4blk:
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	Q8FROW(R8, Y0)
+	Q8FROW(R9, Y1)
+	Q8FROW(R10, Y2)
+	Q8FROW(R11, Y3)
+	ADDQ $128, SI
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $34, R11
+	DECQ CX
+	JNZ  f4blk
+	HSUM8(Y0, X0)
+	HSUM8(Y1, X1)
+	HSUM8(Y2, X2)
+	HSUM8(Y3, X3)
+	VMOVSS X0, 0(DI)
+	VMOVSS X1, 4(DI)
+	VMOVSS X2, 8(DI)
+	VMOVSS X3, 12(DI)
+	VZEROUPPER
+	RET

@@ -76,3 +76,58 @@ func TestQ8Tile4xn(t *testing.T) {
 		}
 	}
 }
+
+// TestQ8Float: a path in Q8_0's float order (kset.q8float: avx2) decodes a
+// row with q8row to the values of the reference dequantization (d·q, any
+// quant byte, −128 included) and its four-row product q8dot1x4 gives the
+// bits of the path's float kernel (dot1x4) on the rows so dequantized.
+func TestQ8Float(t *testing.T) {
+	ran := false
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, p := range Paths() {
+		k := kernelSet(p)
+		if !k.q8float {
+			continue
+		}
+		ran = true
+		for _, nb := range []int{1, 2, 3, 24, 64} {
+			cols := nb * 32
+			x := make([]float32, cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			var w [4][]byte
+			var dec [4][]float32
+			for j := range w {
+				w[j] = make([]byte, nb*34)
+				for i := range w[j] {
+					w[j][i] = byte(r.IntN(256))
+				}
+				for b := range nb {
+					h := uint16(0x2c00 + r.IntN(0x2000))
+					w[j][b*34], w[j][b*34+1] = byte(h), byte(h>>8)
+				}
+				dec[j] = make([]float32, cols)
+				k.q8row(dec[j], w[j])
+				for b := range nb {
+					d := f16tab[uint16(w[j][b*34])|uint16(w[j][b*34+1])<<8]
+					for i := range 32 {
+						if want := float32(int8(w[j][b*34+2+i])) * d; !same(dec[j][b*32+i], want) {
+							t.Fatalf("%s nb=%d row %d value %d: %v, d·q %v", p, nb, j, b*32+i, dec[j][b*32+i], want)
+						}
+					}
+				}
+			}
+			g0, g1, g2, g3 := k.q8dot1x4(x, w[0], w[1], w[2], w[3])
+			f0, f1, f2, f3 := k.dot1x4(x, dec[0], dec[1], dec[2], dec[3])
+			for j, g := range []float32{g0, g1, g2, g3} {
+				if f := []float32{f0, f1, f2, f3}[j]; !same(g, f) {
+					t.Fatalf("%s nb=%d row %d: %v, float kernel on the dequantized row %v", p, nb, j, g, f)
+				}
+			}
+		}
+	}
+	if !ran && hasAVX2 {
+		t.Fatal("no path in Q8_0's float order on an AVX2 CPU")
+	}
+}
