@@ -172,11 +172,17 @@
 //     avx512 a register tile of 4 heads scores a whole key block in one
 //     call (scores4AVX512) and 4 heads sum each value row loaded once
 //     (wsum4x64AVX512), with the bits of the one-head kernels; exponentials
-//     run 16 lanes at a time with expf's bits. On avx2 the same: 4 heads
-//     sum each value row loaded once (wsum4x16AVX2, the decode kernel) and
-//     exponentials run 8 lanes at a time (expSubAVX2, also SiLU's), with
-//     the same bits (Zen 1, d=768, F16 KV, a 2,048-token prefill: Q4_K
-//     153 → 195 tok/s, F16 160 → 211 with the 16-row tasks). Keys and values are read by
+//     run 16 lanes at a time with expf's bits. On avx2 the same: a 3-row
+//     tile scores a whole key block in one call (scores3AVX2, the 12
+//     scores of four keys reduced together by RED4 in TSUM8's order), 4
+//     heads sum each value row loaded once (wsum4x16AVX2, the decode
+//     kernel), exponentials run 8 lanes at a time (expSubAVX2, also
+//     SiLU's) and the softmax's two loops are kernels (kset.scaleMax: the
+//     scaled scores and their maximum, NaN kept; kset.expSum: the weights
+//     with the block's float64 sum in online's four-lane order), with the
+//     same bits (Zen 1, d=768, F16 KV, a 2,048-token prefill: Q4_K
+//     153 → 195 tok/s, F16 160 → 211 with the 16-row tasks; Zen 3, F16:
+//     the softmax's share of the CPU time 10.9% → 7.4%). Keys and values are read by
 //     offsets computed from the block table after every page's tag and
 //     fill were checked; the assembly checks each offset against the arena.
 //   - Decode (a task of one query row on avx512 or avx2, head dimension a
@@ -391,6 +397,41 @@
 // d=768 F16, prompt 128, 1 thread, alternated five times: 805–906 →
 // 1,019–1,076 tok/s; d=1536 GQA (FFN 8,960, whose 8,960-column block keeps
 // the in-register tile) 124–131 → 135–138.
+//
+// The avx2 path on an AMD EPYC of the Zen 3 class (family 25 model 1: AVX2,
+// FMA, F16C, no AVX-512; 2 vCPUs, 512 KB L2 each; full-width 256-bit units,
+// unlike Zen 1), d=768, 1 thread, alternated builds (noisy VM, ±20%):
+//   - Float prefill tiles of 3 activation rows over the whole weight block
+//     in one call (dot3xnAVX2, f16dot3xnAVX2: dot3x4AVX2's lanes, sums
+//     reduced four at a time by RED4 in TSUM8's order, the same bits; F16
+//     converted in registers, no scratch conversion), and a block's last
+//     rows%3 activation rows in a tile ending at its last row (its first
+//     rows computed again, the same bits) instead of one row at a time:
+//     F16 prefill (128 tokens) 403–417 → 492–607 tok/s, BF16 435–541 →
+//     540–587. TestTileXN holds both tiles to dot1x4 on the converted
+//     weights.
+//   - Q8_0's int8 tile (q8tile4x3AVX2) takes each pair's scale from a
+//     register (the weight row's d times the four activation rows' d_x,
+//     one product per row and block, VSHUFPS per pair) instead of a
+//     broadcast from the frame: 23–25 → 29–31 G multiply-adds/s in cache.
+//     Even so the int8 step (VPSIGNB, VPMADDUBSW, VPMADDWD, VCVTDQ2PS,
+//     VFMADD per 32 values and output, ≈ 3 cycles measured, with no
+//     single instruction the bound: removing any one of them did not speed
+//     the tile) stays slower than the float tiles, so avx2 runs Q8_0 in the
+//     float order (kset.q8float: q8rowFloatAVX2 dequantizes blocks for the
+//     float tiles, q8fdot4AVX2 decodes four rows in registers with
+//     dot4AVX2's bits; TestQ8Float): prefill 128 tokens 383–389 →
+//     433–488 tok/s; decode, compute-bound at ≈ 9 G multiply-adds/s in
+//     cache (VPMOVSXBD, VCVTDQ2PS, VMULPS, VFMADD per 8 weights), 200–218
+//     → 125–175. make peer-bench, both in one run: prefill 0.70 → 1.07 ÷
+//     llama.cpp, decode 1.73 → 1.25 (1 thread).
+//   - Decode reads four rows a quarter of the task's rows apart at a time
+//     (F16/BF16 through decodeRow, Q8_0): one core reads four sequential
+//     streams at 20 GB/s against 12.5 for one (two: 16.4), so d=768 F16
+//     decode 76–79 → 111–116 tok/s, Q8_0 (int8 order) 133 → 184–187. The
+//     Q4_K and Q6_K row kernels are bound by their arithmetic instead (in
+//     cache as fast as streamed: visiting their rows in the same order
+//     changed nothing).
 //
 // What bounds prefill (one thread, avx512, Xeon with VNNI; docs/models.md
 // has the make peer-bench figures): the block-type products, int8 tiles at

@@ -115,7 +115,7 @@ type kset struct {
 	// not in integers, whatever int8 kernels the set also holds.
 	q8float bool
 	// q8row dequantizes a Q8_0 row into dst (nil: matrix.dequantRow).
-	q8row func(dst []float32, w []byte)
+	q8row    func(dst []float32, w []byte)
 	q8dot1x4 func(x []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
 	// Q8_0 with activations quantized to Q8 blocks (q8.go), nil in generic.
