@@ -112,18 +112,16 @@ done:
 	VZEROUPPER
 	RET
 
-// NEXT4ROWS points BX, DX, R12, R13 at the four rows after w0…w3 (R8–R11)
-// where the rows are consecutive, as in decode: 4·(w1−w0) bytes on; PF4ROWS
+// NEXT4ROWS points BX, DX, R12, R13 at the rows after w0…w3 (R8–R11) in
+// their streams, as decode reads them (four rows a quarter of the block
+// apart, each followed by the next call's row): 2n bytes on each; PF4ROWS
 // prefetches them at element AX (halves), so that the next call's rows
 // arrive while this one computes.
 #define NEXT4ROWS \
-	MOVQ R9, R12; \
-	SUBQ R8, R12; \
-	SHLQ $2, R12; \
-	LEAQ (R8)(R12*1), BX; \
-	LEAQ (R9)(R12*1), DX; \
-	LEAQ (R11)(R12*1), R13; \
-	LEAQ (R10)(R12*1), R12
+	LEAQ (R8)(CX*2), BX; \
+	LEAQ (R9)(CX*2), DX; \
+	LEAQ (R10)(CX*2), R12; \
+	LEAQ (R11)(CX*2), R13
 
 #define PF4ROWS \
 	PREFETCHT0 (BX)(AX*2); \

@@ -45,7 +45,8 @@ func q8tile4x3AVX2(xq *int8, xqs int, xd *float32, xds int, w *byte, ws, nb, nw 
 
 // vq8fdot1x4 is kset.q8dot1x4 on avx2 (the float order): x against four
 // Q8_0 rows dequantized in registers, dot4AVX2's bits on the dequantized
-// rows (len(x) a multiple of 32, as every Q8_0 row).
+// rows (len(x) a multiple of 32, as every Q8_0 row), prefetching the row
+// after each in its stream (decode's four streams, matmul.go).
 func vq8fdot1x4(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	nb := len(x) / 32
 	if nb == 0 || len(x) != nb*32 {
@@ -56,7 +57,7 @@ func vq8fdot1x4(x []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	}
 	w0, w1, w2, w3 = w0[:nb*34], w1[:nb*34], w2[:nb*34], w3[:nb*34]
 	var out [4]float32
-	q8fdot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out, q8fPrefetch)
+	q8fdot4AVX2(&x[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out, nb*34)
 	return out[0], out[1], out[2], out[3]
 }
 
@@ -76,9 +77,6 @@ func vq8rowFloat(dst []float32, w []byte) {
 
 //go:noescape
 func q8fdot4AVX2(x *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32, pf int)
-
-// q8fPrefetch: how far ahead q8fdot4AVX2 prefetches each row.
-var q8fPrefetch = 1024
 
 //go:noescape
 func q8rowFloatAVX2(w *byte, nb int, dst *float32)

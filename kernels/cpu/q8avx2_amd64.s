@@ -310,7 +310,7 @@ fblk:
 //
 // out[j] = x · (weight row wj dequantized) for nb blocks, with the bits
 // of dot4AVX2 on the dequantized rows, prefetching each block pf bytes
-// ahead in its row's stream.
+// on (the next call's row in its stream).
 TEXT ·q8fdot4AVX2(SB), NOSPLIT, $0-64
 	MOVQ x+0(FP), SI
 	MOVQ w0+8(FP), R8
