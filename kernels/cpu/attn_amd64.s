@@ -6,6 +6,13 @@
 // ascending, the chain vaxpy4 and vaxpy1 compute per element, with o held
 // in registers across all positions. v_p = base + offs[p] (in floats).
 
+// EXPCONSTS loads EXP8's p0…p3 from c (R8) into Y10…Y13.
+#define EXPCONSTS \
+	VMOVUPS 192(R8), Y10; \
+	VMOVUPS 224(R8), Y11; \
+	VMOVUPS 256(R8), Y12; \
+	VMOVUPS 288(R8), Y13
+
 // EXP8 sets Y4 to expf(x − m) of the 8 floats at (DI)(AX*4) (m in Y15,
 // c's constants at R8, p0…p3 in Y10…Y13; p4 read from c): expSubAVX512's
 // steps on 8 lanes. Clobbers Y0–Y9.
@@ -418,10 +425,7 @@ TEXT ·expSubAVX2(SB), NOSPLIT, $0-32
 	VBROADCASTSS m+8(FP), Y15
 	MOVQ         n+16(FP), CX
 	MOVQ         c+24(FP), R8
-	VMOVUPS      192(R8), Y10 // p0
-	VMOVUPS      224(R8), Y11 // p1
-	VMOVUPS      256(R8), Y12 // p2
-	VMOVUPS      288(R8), Y13 // p3
+	EXPCONSTS
 	XORQ         AX, AX
 
 loop:
@@ -447,10 +451,7 @@ TEXT ·expSumAVX2(SB), NOSPLIT, $0-40
 	MOVQ         c+24(FP), R8
 	MOVQ         s+32(FP), DX
 	VXORPD       Y14, Y14, Y14
-	VMOVUPS      192(R8), Y10 // p0
-	VMOVUPS      224(R8), Y11 // p1
-	VMOVUPS      256(R8), Y12 // p2
-	VMOVUPS      288(R8), Y13 // p3
+	EXPCONSTS
 	XORQ         AX, AX
 
 sloop:

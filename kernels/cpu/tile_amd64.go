@@ -135,20 +135,19 @@ func f16dot4xnAVX512(x0, x1, x2, x3 *float32, w *uint16, wstride, nw, n int, out
 // (dot3xnAVX2), each with dot3x4AVX2's bits; n a multiple of 8 (else
 // nothing is done and it returns 0). pf as vtile4xn.
 func vtile3xn(x *[4][]float32, w []float32, ws, nw int, out []float32, os int, pf []byte) int {
-	n, nw := tile3xnShape(x, nw)
-	if nw == 0 {
-		return 0
-	}
-	_ = w[(nw-1)*ws+n-1]
-	_ = out[2*os+nw-1]
-	pfp, step := tilePrefetch(x, pf, nw, n)
-	dot3xnAVX2(&x[0][0], &x[1][0], &x[2][0], &w[0], 4*ws, nw, n, &out[0], 4*os, pfp, step)
-	return nw
+	return tile3xn(x, w, ws, nw, out, os, pf, 4, dot3xnAVX2)
 }
 
 // vf16tile3xn is vtile3xn on F16 weight rows converted in registers
 // (f16dot3xnAVX2): the bits of converting the block to float32 first.
 func vf16tile3xn(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int, pf []byte) int {
+	return tile3xn(x, w, ws, nw, out, os, pf, 2, f16dot3xnAVX2)
+}
+
+// tile3xn checks a 3×n tile call on weight rows of elem-byte elements and
+// makes it.
+func tile3xn[T float32 | uint16](x *[4][]float32, w []T, ws, nw int, out []float32, os int, pf []byte, elem int,
+	kernel func(x0, x1, x2 *float32, w *T, wstride, nw, n int, out *float32, ostride int, pf *byte, pfstep int)) int {
 	n, nw := tile3xnShape(x, nw)
 	if nw == 0 {
 		return 0
@@ -156,7 +155,7 @@ func vf16tile3xn(x *[4][]float32, w []uint16, ws, nw int, out []float32, os int,
 	_ = w[(nw-1)*ws+n-1]
 	_ = out[2*os+nw-1]
 	pfp, step := tilePrefetch(x, pf, nw, n)
-	f16dot3xnAVX2(&x[0][0], &x[1][0], &x[2][0], &w[0], 2*ws, nw, n, &out[0], 4*os, pfp, step)
+	kernel(&x[0][0], &x[1][0], &x[2][0], &w[0], elem*ws, nw, n, &out[0], 4*os, pfp, step)
 	return nw
 }
 
