@@ -121,11 +121,16 @@ func TestLlamaCppEncoders(t *testing.T) {
 					worstScore = max(worstScore, d)
 					bound := 1e-3
 					if c.Decoder.DType == gguf.Q8_0 {
-						// Both sides quantize every product's activations to
-						// Q8_0 and round differently: the bert Q8_0
-						// vectors' cosine 0.99996 is ≈ 1% relative, and
-						// so is 2e-2 on a logit of 2.
-						bound = 2e-2
+						// llama.cpp quantizes every product's activations
+						// to Q8_0. Where the kernel path does too (avx512,
+						// amx, neon) both sides round differently: the bert
+						// Q8_0 vectors' cosine 0.99996 is ≈ 1% relative,
+						// and so is 2e-2 on a logit of 2. Where it runs
+						// Q8_0 in the float order (avx2, generic: no
+						// activation quantization) the difference is
+						// llama.cpp's quantization alone: 0.029 on this
+						// pair's logit of 2.0 (1.4%, AMD EPYC Zen 3).
+						bound = 4e-2
 					}
 					if d > bound {
 						t.Errorf("pair %d: probability %v, llama.cpp %v", i, p, want)
