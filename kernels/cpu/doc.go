@@ -121,13 +121,15 @@
 //     AMD EPYC (Zen 3/4). On the avx2 path of an AMD EPYC Zen 1 (family
 //     23, 2 vCPUs) it is the other way round: without it the weights
 //     arrive no faster than the arithmetic consumes them, one after the
-//     other, and every avx2 decode kernel prefetches. Q8_0 reads the
+//     other, and every avx2 decode kernel prefetches. Q8_0 then read the
 //     task's rows one after the other, two at a time, prefetching the next
 //     two at the same offset (q8rowsAVX2: 8 layers d=768, 1 thread, 90 →
-//     137 tok/s); F16 and BF16 keep four interleaved rows a call and
-//     prefetch the next four (f16dot4AVX2, bf16dot4AVX2: 61 → 82 and 61 →
-//     89); Q4_K and Q6_K prefetch 2 KB ahead into the next row
-//     (kqPrefetchAVX2: 165 → 176 and 120 → 133). Each
+//     137 tok/s); F16 and BF16 four interleaved rows a call, prefetching
+//     the next four (f16dot4AVX2, bf16dot4AVX2: 61 → 82 and 61 → 89); Q4_K
+//     and Q6_K prefetch 2 KB ahead into the next row (kqPrefetchAVX2: 165
+//     → 176 and 120 → 133). Since the Zen 3 measurements below, avx2's
+//     F16, BF16 and Q8_0 decode reads four rows a quarter of the task
+//     apart and prefetches the row after each (four streams). Each
 //     kernel has the bits of the one it replaces (TestF16Rows,
 //     TestF16RowsKernels, TestBF16Rows, TestQ8Rows, TestQ4KRows,
 //     TestQ6KRows, TestKQRowsPrefetch), so batch invariance is unchanged.

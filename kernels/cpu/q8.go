@@ -21,13 +21,13 @@ import (
 //
 //	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
 //
-// over blocks in order, lanes combined as hsum8 (dot_amd64.go). On avx2
-// decode runs a row kernel that reads a task's weight rows one after the
-// other and prefetches ahead (q8rowsAVX2), prefill 4×3 tiles that share each
-// weight block's |w| among four activation rows and compute each block's
-// twelve scales in three 4-lane products (q8tile4x3AVX2: 5 vector
-// instructions a block and output besides loads and a broadcast, instead
-// of 10), the same bits. The amx
+// over blocks in order, lanes combined as hsum8 (dot_amd64.go). With AVX2
+// instructions (avx512 without VNNI) decode runs a row kernel reading four
+// rows a quarter of the task apart (q8rowsAVX2), prefill 4×3 tiles that
+// share each weight block's |w| among four activation rows and take each
+// pair's scale from a register (q8tile4x3AVX2), the same bits. The avx2
+// path itself runs Q8_0 in the float order instead (kset.q8float: the
+// weights dequantized exactly, the float kernels' lanes). The amx
 // path has its own order, one step per block of the block's exact sum
 // (amx_amd64.go, doc.go):
 //
