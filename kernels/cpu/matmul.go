@@ -24,6 +24,19 @@ const (
 	xTile     = 64 // activation rows per task
 )
 
+// rowTile is the activation rows per task of a product with weights of
+// type dt: xTile, or on a path whose float tiles take three rows (avx2)
+// and a type they compute, the multiple of three above it (66: a 64-row
+// task is 21 tiles and one more ending at its end, two rows computed
+// twice; 66 rows are 22 tiles). Which task computes a row never changes
+// its bits.
+func (k *kset) rowTile(dt kernels.DType) int {
+	if k.tileRows != 3 || k.hasInt(dt) || (dt == kernels.BF16 && k.bf16block != nil) {
+		return xTile
+	}
+	return xTile + 2
+}
+
 // MatMul sets dst = x·wᵀ.
 func (b *Backend) MatMul(dst, x kernels.Tensor, w kernels.Matrix) error {
 	return b.MultiMatMul([]kernels.Tensor{dst}, x, []kernels.Matrix{w})
@@ -34,6 +47,7 @@ type product struct {
 	m     *matrix
 	first int // first task number of this product
 	wb    int // weight rows per task
+	xt    int // activation rows per task (rowTile)
 }
 
 // decodeRows: a product of at most this many activation rows whose weights
@@ -74,7 +88,6 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		return err
 	}
 	ps := make([]product, len(ws))
-	tiles := (xt.rows + xTile - 1) / xTile
 	wb := wBlock
 	if b.k.q8amx != nil {
 		wb = wBlockAMX
@@ -99,8 +112,9 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		if xt.rows <= decodeRows && b.k.decodeBlock(m.dt) {
 			pwb = max(wb, (m.rows+b.w.n*decodeChunks-1)/(b.w.n*decodeChunks))
 		}
-		ps[i] = product{dst: d, m: m, first: tasks, wb: pwb}
-		tasks += tiles * ((m.rows + pwb - 1) / pwb)
+		rt := b.k.rowTile(m.dt)
+		ps[i] = product{dst: d, m: m, first: tasks, wb: pwb, xt: rt}
+		tasks += (xt.rows + rt - 1) / rt * ((m.rows + pwb - 1) / pwb)
 	}
 	acts := b.prepareQ8(xt, ps)
 	xb := b.prepareBF16(xt, ps)
@@ -113,7 +127,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		blocks := (p.m.rows + p.wb - 1) / p.wb
 		t -= p.first
 		tile, blk := t/blocks, t%blocks
-		r0, r1 := tile*xTile, min(xt.rows, (tile+1)*xTile)
+		r0, r1 := tile*p.xt, min(xt.rows, (tile+1)*p.xt)
 		o0, o1 := blk*p.wb, min(p.m.rows, (blk+1)*p.wb)
 		if p.m.dt == kernels.BF16 && b.k.bf16block != nil {
 			b.k.bf16block(p.dst, xt, xb, p.m, r0, r1, o0, o1)
