@@ -18,6 +18,10 @@
 // steps on 8 lanes. Clobbers Y0–Y9.
 #define EXP8 \
 	VMOVUPS     (DI)(AX*4), Y0 \
+	EXP8Y0
+
+// EXP8Y0 is EXP8 on the 8 floats x in Y0.
+#define EXP8Y0 \
 	VSUBPS      Y15, Y0, Y0 \
 	VMOVAPS     Y0, Y7 \
 	VCMPPS      $3, Y0, Y0, Y6 \
@@ -509,5 +513,67 @@ mdone:
 	NEGL        AX
 	SBBL        AX, AX
 	MOVL        AX, (DX)
+	VZEROUPPER
+	RET
+
+// SILU8 sets Y0 to silu(g) = g/(1 + expf(−g − 0)) for the 8 floats g at
+// (SI)(AX*4) (Y15 zero, expSubAVX2's constants as EXP8 takes them): the
+// Go steps of siluRow on 8 lanes. −g is 0 − g: it differs from the
+// negation only for +0 (expf(±0) = 1) and in a NaN's sign (the result is
+// then g's NaN either way). Clobbers Y1–Y9.
+#define SILU8 \
+	VSUBPS      (SI)(AX*4), Y15, Y0 \
+	EXP8Y0; \
+	VADDPS      384(R8), Y4, Y4 \
+	VMOVUPS     (SI)(AX*4), Y0 \
+	VDIVPS      Y4, Y0, Y0
+
+// func siluMulAVX2(out, gate, u *float32, n int, c *[14][8]float32)
+// out[i] = silu(gate[i])·u[i] for i < n (a multiple of 8), siluRow's bits;
+// out may alias gate or u.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-40
+	MOVQ         out+0(FP), DI
+	MOVQ         gate+8(FP), SI
+	MOVQ         u+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVQ         c+32(FP), R8
+	VXORPS       Y15, Y15, Y15
+	EXPCONSTS
+	XORQ         AX, AX
+
+mloop:
+	CMPQ         AX, CX
+	JGE          mdone
+	SILU8
+	VMULPS       (DX)(AX*4), Y0, Y0
+	VMOVUPS      Y0, (DI)(AX*4)
+	ADDQ         $8, AX
+	JMP          mloop
+
+mdone:
+	VZEROUPPER
+	RET
+
+// func siluAVX2(out, gate *float32, n int, c *[14][8]float32)
+// out[i] = silu(gate[i]) for i < n (a multiple of 8), siluRow's bits; out may
+// alias gate.
+TEXT ·siluAVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), DI
+	MOVQ         gate+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVQ         c+24(FP), R8
+	VXORPS       Y15, Y15, Y15
+	EXPCONSTS
+	XORQ         AX, AX
+
+uloop:
+	CMPQ         AX, CX
+	JGE          udone
+	SILU8
+	VMOVUPS      Y0, (DI)(AX*4)
+	ADDQ         $8, AX
+	JMP          uloop
+
+udone:
 	VZEROUPPER
 	RET

@@ -177,7 +177,7 @@ func vset(p Path, wide bool) *kset {
 	if wide {
 		k.expSub = vexpSub
 	} else {
-		k.expSum, k.scaleMax = vexpSumAVX2, vscaleMaxAVX2
+		k.expSum, k.scaleMax, k.silu = vexpSumAVX2, vscaleMaxAVX2, vsiluAVX2
 	}
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).

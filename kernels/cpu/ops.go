@@ -203,6 +203,13 @@ func (k *kset) siluRow(out, g, u []float32) {
 	if u != nil {
 		u = u[:len(out)]
 	}
+	if k.silu != nil {
+		n := k.silu(out, g, u)
+		out, g = out[n:], g[n:]
+		if u != nil {
+			u = u[n:]
+		}
+	}
 	for c := 0; c < len(out); c += siluChunk {
 		n := min(siluChunk, len(out)-c)
 		es := e[:n]

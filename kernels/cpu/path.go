@@ -227,6 +227,10 @@ type kset struct {
 
 	// expSub sets x[i] = expf(x[i] − m) with expf's bits (nil: use expf).
 	expSub func(x []float32, m float32)
+	// silu sets out[i] = silu(g[i])·u[i] (u nil: silu(g[i])) for the
+	// first values of out with siluRow's bits and returns how many it did
+	// (nil: siluRow's loops).
+	silu func(out, g, u []float32) int
 	// expSum is expSub that also returns the block sum of online's order
 	// (float64 lanes of positions ≡ 0…3 mod 4 in order, the tail in lane
 	// 0, then (s0+s1)+(s2+s3)); scaleMax sets x[i] = round32(x[i]·scale)

@@ -466,12 +466,17 @@ func TestExpSub(t *testing.T) {
 }
 
 // TestSiluRow: the vector SiLU and SwiGLU of the fastest path (expf(−g) by
-// expSub) give silu's bits, in place or not, on the inputs of TestExpSub
-// and on row lengths around the chunk and lane sizes.
+// expSub, or the path's silu kernel: avx2's siluMulAVX2 and siluAVX2) give
+// silu's bits, in place or not, on the inputs of TestExpSub and on row
+// lengths around the chunk and lane sizes.
 func TestSiluRow(t *testing.T) {
-	k := kernelSet(Paths()[len(Paths())-1])
+	p := Paths()[len(Paths())-1]
+	k := kernelSet(p)
 	if k.expSub == nil {
 		t.Skip("no vector exp on this path")
+	}
+	if p == AVX2 && k.silu == nil {
+		t.Fatal("avx2 has no silu kernel")
 	}
 	var gs []float32
 	for v := float32(-100); v < 100; v += 0.0137 {
@@ -505,7 +510,7 @@ func TestSiluRow(t *testing.T) {
 			}
 		}
 	}
-	for _, n := range []int{1, 15, 16, 17, 255, 256, 257, 2048, len(gs)} {
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 255, 256, 257, 2048, len(gs)} {
 		g, u := gs[:n], us[:n]
 		out := make([]float32, n)
 		k.siluRow(out, g, u)
@@ -515,5 +520,11 @@ func TestSiluRow(t *testing.T) {
 		in := slices.Clone(g)
 		k.siluRow(in, in, u) // out aliases g
 		check(fmt.Sprintf("n=%d swiglu in place", n), in, g, u)
+		in = slices.Clone(u)
+		k.siluRow(in, g, in) // out aliases u
+		check(fmt.Sprintf("n=%d swiglu in place of up", n), in, g, u)
+		in = slices.Clone(g)
+		k.siluRow(in, in, nil)
+		check(fmt.Sprintf("n=%d silu in place", n), in, g, nil)
 	}
 }
