@@ -1433,30 +1433,79 @@ end:
 	VZEROUPPER
 	RET
 
-// Q4K_PAIR adds a pair of sub-blocks (32 bytes of nibbles at WO(R8), the
-// activations at XO(SI), their scales the next two bytes of AX) to the
-// isum lanes Y1.
-#define Q4K_PAIR(WO, XO) \
-	VMOVDQU      WO(R8), Y4; \
-	VPSRLW       $4, Y4, Y5; \
-	VPAND        Y15, Y4, Y4; \
-	VPAND        Y15, Y5, Y5; \
-	VPMADDUBSW   XO(SI), Y4, Y4; \
-	VPMADDUBSW   XO+32(SI), Y5, Y5; \
-	MOVL         AX, BX; \
-	ANDL         $0xFF, BX; \
-	VMOVD        BX, X6; \
-	VPBROADCASTW X6, Y6; \
-	SHRQ         $8, AX; \
-	MOVL         AX, BX; \
-	ANDL         $0xFF, BX; \
-	VMOVD        BX, X7; \
-	VPBROADCASTW X7, Y7; \
-	SHRQ         $8, AX; \
-	VPMADDWD     Y6, Y4, Y4; \
-	VPMADDWD     Y7, Y5, Y5; \
-	VPADDD       Y4, Y1, Y1; \
-	VPADDD       Y5, Y1, Y1
+// Q4K_PAIR adds a pair of sub-blocks B and B+1 (32 bytes of nibbles at
+// WO(R8), the activations at XO(SI)) to the isum lanes Y1, each
+// sub-block's scale word picked from the broadcast scales Y6 by VPSHUFB
+// (q4ksc<>).
+#define Q4K_PAIR(WO, XO, B) \
+	VMOVDQU    WO(R8), Y4; \
+	VPSRLW     $4, Y4, Y5; \
+	VPAND      Y15, Y4, Y4; \
+	VPAND      Y15, Y5, Y5; \
+	VPMADDUBSW XO(SI), Y4, Y4; \
+	VPMADDUBSW XO+32(SI), Y5, Y5; \
+	VPSHUFB    q4ksc<>+(32*B)(SB), Y6, Y7; \
+	VPSHUFB    q4ksc<>+(32*B+32)(SB), Y6, Y8; \
+	VPMADDWD   Y7, Y4, Y4; \
+	VPMADDWD   Y8, Y5, Y5; \
+	VPADDD     Y4, Y1, Y1; \
+	VPADDD     Y5, Y1, Y1
+
+// q4ksc<>: VPSHUFB masks, 32 bytes for each sub-block b < 8: every word
+// the byte b of a broadcast quadword of the 8 scales, zero-extended.
+DATA q4ksc<>+0(SB)/8, $0x8000800080008000
+DATA q4ksc<>+8(SB)/8, $0x8000800080008000
+DATA q4ksc<>+16(SB)/8, $0x8000800080008000
+DATA q4ksc<>+24(SB)/8, $0x8000800080008000
+DATA q4ksc<>+32(SB)/8, $0x8001800180018001
+DATA q4ksc<>+40(SB)/8, $0x8001800180018001
+DATA q4ksc<>+48(SB)/8, $0x8001800180018001
+DATA q4ksc<>+56(SB)/8, $0x8001800180018001
+DATA q4ksc<>+64(SB)/8, $0x8002800280028002
+DATA q4ksc<>+72(SB)/8, $0x8002800280028002
+DATA q4ksc<>+80(SB)/8, $0x8002800280028002
+DATA q4ksc<>+88(SB)/8, $0x8002800280028002
+DATA q4ksc<>+96(SB)/8, $0x8003800380038003
+DATA q4ksc<>+104(SB)/8, $0x8003800380038003
+DATA q4ksc<>+112(SB)/8, $0x8003800380038003
+DATA q4ksc<>+120(SB)/8, $0x8003800380038003
+DATA q4ksc<>+128(SB)/8, $0x8004800480048004
+DATA q4ksc<>+136(SB)/8, $0x8004800480048004
+DATA q4ksc<>+144(SB)/8, $0x8004800480048004
+DATA q4ksc<>+152(SB)/8, $0x8004800480048004
+DATA q4ksc<>+160(SB)/8, $0x8005800580058005
+DATA q4ksc<>+168(SB)/8, $0x8005800580058005
+DATA q4ksc<>+176(SB)/8, $0x8005800580058005
+DATA q4ksc<>+184(SB)/8, $0x8005800580058005
+DATA q4ksc<>+192(SB)/8, $0x8006800680068006
+DATA q4ksc<>+200(SB)/8, $0x8006800680068006
+DATA q4ksc<>+208(SB)/8, $0x8006800680068006
+DATA q4ksc<>+216(SB)/8, $0x8006800680068006
+DATA q4ksc<>+224(SB)/8, $0x8007800780078007
+DATA q4ksc<>+232(SB)/8, $0x8007800780078007
+DATA q4ksc<>+240(SB)/8, $0x8007800780078007
+DATA q4ksc<>+248(SB)/8, $0x8007800780078007
+GLOBL q4ksc<>(SB), RODATA|NOPTR, $256
+
+// Q4K_STEPS: the amx order's two float steps of a super-block on the
+// accumulator X0 (Q4A_STEPS's operations): isum and msum, the exact sums
+// of the lanes of Y1 and Y10, reduced together (VPHADDD) into lanes 0 and
+// 1 of X2 and converted together, d and dmin at (R8) converted together
+// and multiplied by the activation scale at (DX) in one instruction.
+#define Q4K_STEPS \
+	VPHADDD      Y10, Y1, Y2; \
+	VEXTRACTI128 $1, Y2, X3; \
+	VPADDD       X3, X2, X2; \
+	VPHADDD      X2, X2, X2; \
+	VCVTDQ2PS    X2, X2; \
+	VMOVD        (R8), X12; \
+	VCVTPH2PS    X12, X12; \
+	VBROADCASTSS (DX), X11; \
+	VMULPS       X11, X12, X12; \
+	VFMADD231SS  X12, X2, X0; \
+	VMOVSHDUP    X2, X3; \
+	VMOVSHDUP    X12, X13; \
+	VFNMADD231SS X13, X3, X0
 
 // func q4kblkAVX2(xq *int8, xd *float32, bs *int16, w *byte, nb int, out *float32, pf int)
 //
@@ -1484,20 +1533,18 @@ bloop:
 	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
 	// AX = scales 0..7, R13 = mins 0..7, one byte each.
 	Q4A_SCALES
+	VMOVQ        AX, X6
+	VPBROADCASTQ X6, Y6
 
 	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]).
 	Q4A_MINS
 
 	VPXOR Y1, Y1, Y1
-	Q4K_PAIR(16, 0)
-	Q4K_PAIR(48, 64)
-	Q4K_PAIR(80, 128)
-	Q4K_PAIR(112, 192)
-	// The amx order: isum and msum summed exactly, then two scalar steps.
-	Q4A_ISUM8(Y1, X1, Y2, X2)
-	Q4A_ISUM8(Y10, X10, Y2, X2)
-	VCVTDQ2PS    X10, X10
-	Q4A_STEPS
+	Q4K_PAIR(16, 0, 0)
+	Q4K_PAIR(48, 64, 2)
+	Q4K_PAIR(80, 128, 4)
+	Q4K_PAIR(112, 192, 6)
+	Q4K_STEPS
 	ADDQ         $144, R8
 	ADDQ         $256, SI
 	ADDQ         $4, DX
