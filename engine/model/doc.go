@@ -115,6 +115,17 @@
 // are bit-identical whatever the page size, the page order, the other
 // sequences in the batch and how its prompt was split into prefill chunks.
 //
+// Output rows only in the last layer: when a batch needs fewer rows than it
+// holds (a prompt's logits are its last row's, unless Seq.All or
+// Seq.Hidden or Forward's all asks for every row), the last layer writes
+// every row's K/V and then computes attention, its output projection and
+// the feed-forward on the output rows alone, as llama.cpp's graphs do (no
+// later layer reads the others; every kernel past the KV writes is
+// row-wise, so the bits do not change; TestSeqAll holds them to a
+// whole-batch forward with windowed attention, post norms, experts and
+// LoRA adapters). An 8-layer model spends an eighth of its prefill less
+// (d=768 F16, 128 tokens, 1 thread, AMD EPYC Zen 3: about +10% tok/s).
+//
 // # Run a real GGUF
 //
 //	go run ./engine/model/testdata/generate -m smollm2-135m-instruct-q8_0.gguf \

@@ -560,6 +560,26 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		}
 		return m.applyLoRA(groups, layer, which, dst, x)
 	}
+	// The last layer past its KV writes computes only the output rows
+	// (compact: fewer of them than rows), as llama.cpp's graphs do from
+	// its attention on: no later layer reads the other rows, and every
+	// kernel after the KV writes is row-wise (attention's rows too: a
+	// span's rows attend to its keys whatever rows the batch holds), so
+	// the output rows keep their bits.
+	compact := !all && outRows < rows
+	outSpans := spans
+	if compact {
+		outSpans = make([]kernels.Span, len(batch))
+		o := 0
+		for i, s := range spans {
+			n := 1
+			if batch[i].All || batch[i].Hidden {
+				n = s.N
+			}
+			outSpans[i] = kernels.Span{Table: s.Table, Row: o, Pos: s.Pos + s.N - n, N: n}
+			o += n
+		}
+	}
 	sc := &m.sc
 	x, h, q, k, v := sc.x.Slice(0, rows), sc.h.Slice(0, rows), sc.q.Slice(0, rows), sc.k.Slice(0, rows), sc.v.Slice(0, rows)
 	att, o, gate, up, dwn := sc.att.Slice(0, rows), sc.o.Slice(0, rows), sc.gate.Slice(0, rows), sc.up.Slice(0, rows), sc.dwn.Slice(0, rows)
@@ -574,7 +594,7 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 	}
 	// residual adds the sublayer output o to x: scaled (granite) and
 	// normalised (gemma3's post norms) first.
-	residual := func(o kernels.Tensor, post kernels.Tensor) error {
+	residual := func(x, o kernels.Tensor, post kernels.Tensor) error {
 		if post != nil {
 			if err := b.RMSNorm(o, o, post, m.RMSEps); err != nil {
 				return err
@@ -615,11 +635,31 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := a.WriteKV(li, k, v, spans); err != nil {
 			return nil, fmt.Errorf("model: layer %d: writing KV: %w", li, err)
 		}
+		// From here on the layer's rows: all of them, or in the last
+		// layer of a compact batch the output rows (x's and q's copied
+		// into sc.last and sc.att; attention then writes into sc.q).
+		x, h, q, att, o, gate, up, dwn, sp, n, adapt := x, h, q, att, o, gate, up, dwn, spans, rows, adapt
+		if compact && li == len(m.layers)-1 {
+			x, q, att = sc.last.Slice(0, outRows), sc.att.Slice(0, outRows), sc.q.Slice(0, outRows)
+			for i, s := range spans {
+				d := outSpans[i]
+				r := s.Row + d.Pos - s.Pos
+				if err := errors.Join(b.Copy(x.Slice(d.Row, d.Row+d.N), sc.x.Slice(r, r+d.N)),
+					b.Copy(q.Slice(d.Row, d.Row+d.N), sc.q.Slice(r, r+d.N))); err != nil {
+					return nil, err
+				}
+			}
+			h, o, gate, up, dwn = h.Slice(0, outRows), o.Slice(0, outRows), gate.Slice(0, outRows), up.Slice(0, outRows), dwn.Slice(0, outRows)
+			sp, n = outSpans, outRows
+			adapt = func(layer, which int, dst, x kernels.Tensor) error {
+				return m.applyLoRA(outGroups, layer, which, dst, x)
+			}
+		}
 		var err error
 		if m.windowed {
-			err = wa.AttentionWith(li, att, q, spans, l.attn)
+			err = wa.AttentionWith(li, att, q, sp, l.attn)
 		} else {
-			err = a.Attention(li, att, q, spans)
+			err = a.Attention(li, att, q, sp)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("model: layer %d: attention: %w", li, err)
@@ -630,14 +670,14 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := adapt(li, loraO, o, att); err != nil {
 			return nil, err
 		}
-		if err := residual(o, l.attnPost); err != nil {
+		if err := residual(x, o, l.attnPost); err != nil {
 			return nil, err
 		}
 		if err := b.RMSNorm(h, x, l.ffnNorm, m.RMSEps); err != nil {
 			return nil, err
 		}
 		if l.moe != nil {
-			if err := m.moeFFN(l.moe, x, h, rows); err != nil {
+			if err := m.moeFFN(l.moe, x, h, n); err != nil {
 				return nil, fmt.Errorf("model: layer %d: experts: %w", li, err)
 			}
 			continue
@@ -662,12 +702,14 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 		if err := adapt(li, loraDown, dwn, gate); err != nil {
 			return nil, err
 		}
-		if err := residual(dwn, l.ffnPost); err != nil {
+		if err := residual(x, dwn, l.ffnPost); err != nil {
 			return nil, err
 		}
 	}
 	last := x
-	if !all {
+	if compact {
+		last = sc.last.Slice(0, outRows) // the last layer's rows
+	} else if !all {
 		last = sc.last.Slice(0, outRows)
 		o := 0
 		for i, s := range spans {

@@ -739,14 +739,42 @@ func sample(logits []float32, rng *rand.Rand) int32 {
 	return argmax(logits)
 }
 
-// TestSeqAll: a sequence that asks for every row (Seq.All, prompt scoring)
-// gets exactly the rows a whole-batch all gives, and its neighbours exactly
-// their last rows, bit for bit.
+// TestSeqAll: a sequence that asks for every row (Seq.All, prompt scoring;
+// Seq.Hidden, hidden states) gets exactly the rows a whole-batch all gives,
+// and its neighbours exactly their last rows, bit for bit. A batch that
+// needs fewer rows than it holds computes its last layer past the KV
+// writes on those rows alone (Forward's compact batch): each model here
+// covers a part of that layer (windowed attention and post norms, experts,
+// LoRA adapters on every projection and the output).
 func TestSeqAll(t *testing.T) {
-	cfg := small(gguf.Q8_0, true)
-	m := load(t, backend(t), randomFile(t, cfg))
-	in := [][]int32{tokens(9, cfg.Vocab, 1), tokens(13, cfg.Vocab, 2), tokens(5, cfg.Vocab, 3)}
-	run := func(all bool, mark int) [][]float32 {
+	for _, c := range []struct {
+		name string
+		cfg  synth.Config
+		lora bool
+	}{
+		{"llama", small(gguf.Q8_0, true), false},
+		{"gemma3 local last layer", gemma3(gguf.F32, 4, []bool{false, true, true, false, true, true}, 3), false},
+		{"gemma3 global last layer", gemma3(gguf.F32, 4, nil, 0), false},
+		{"qwen3moe", qwen3moe(gguf.Q8_0), false},
+		{"lora", synth.Config{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Context: 256, DType: gguf.Q8_0, Seed: 9}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { seqAll(t, c.cfg, c.lora) })
+	}
+}
+
+func seqAll(t *testing.T, cfg synth.Config, lora bool) {
+	f := randomFile(t, cfg)
+	m := load(t, backend(t), f)
+	in := [][]int32{tokens(9, cfg.Vocab, 1), tokens(13, cfg.Vocab, 2), tokens(5, cfg.Vocab, 3), tokens(7, cfg.Vocab, 4)}
+	ads := make([]*Adapter, len(in))
+	if lora {
+		ads[1] = loadAdapter(t, m, loraBytes(t, f, synth.LoRAConfig{Rank: 8, Seed: 1, Output: true}))
+		ads[2] = loadAdapter(t, m, loraBytes(t, f, synth.LoRAConfig{Rank: 4, Seed: 2, Targets: []string{"attn_output.weight", "ffn_down.weight"}}))
+		ads[3] = ads[1]
+	}
+	// run returns each sequence's output; mark[i]: 'a' Seq.All, 'h'
+	// Seq.Hidden.
+	run := func(all bool, mark string) [][]float32 {
 		k := newKV(t, m, 16, 16, "t")
 		batch := make([]Seq, len(in))
 		for i, toks := range in {
@@ -758,7 +786,7 @@ func TestSeqAll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			batch[i] = Seq{Table: bt, Tokens: toks, All: i == mark}
+			batch[i] = Seq{Table: bt, Tokens: toks, All: mark[i] == 'a', Hidden: mark[i] == 'h', Adapter: ads[i]}
 		}
 		out, err := m.Forward(k.arena, batch, all)
 		if err != nil {
@@ -766,19 +794,41 @@ func TestSeqAll(t *testing.T) {
 		}
 		return out
 	}
-	every, lasts, mixed := run(true, -1), run(false, -1), run(false, 1)
 	same := func(what string, got, want []float32) {
 		t.Helper()
 		if len(got) != len(want) {
-			t.Fatalf("%s: got %d logits, want %d", what, len(got), len(want))
+			t.Fatalf("%s: got %d values, want %d", what, len(got), len(want))
 		}
 		for i := range want {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s: logit %d: got %v, want %v", what, i, got[i], want[i])
+				t.Fatalf("%s: value %d: got %v, want %v", what, i, got[i], want[i])
 			}
 		}
 	}
-	same("the All sequence", mixed[1], every[1])
-	same("before it", mixed[0], lasts[0])
-	same("after it", mixed[2], lasts[2])
+	every, hidden := run(true, "...."), run(true, "hhhh")
+	lastRow := func(rows []float32, width int) []float32 { return rows[len(rows)-width:] }
+	for _, mark := range []string{"....", ".a..", "a..h", "h.a.", "aaa."} {
+		got := run(false, mark)
+		for i := range in {
+			switch mark[i] {
+			case 'a':
+				same(fmt.Sprintf("%s: the All sequence %d", mark, i), got[i], every[i])
+			case 'h':
+				same(fmt.Sprintf("%s: the Hidden sequence %d", mark, i), got[i], hidden[i])
+			default:
+				same(fmt.Sprintf("%s: sequence %d's last row", mark, i), got[i], lastRow(every[i], m.Vocab))
+			}
+		}
+	}
+	if lora {
+		with := ads
+		ads = make([]*Adapter, len(in))
+		without := run(true, "....")
+		for _, i := range []int{1, 2} {
+			if maxDiff(every[i], without[i]) == 0 {
+				t.Fatalf("adapter %d leaves the logits unchanged", i)
+			}
+		}
+		ads = with
+	}
 }
