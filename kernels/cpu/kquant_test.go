@@ -39,6 +39,17 @@ func TestKQuantInt(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if dt == kernels.Q6_K {
+					// Negative sub-block scales (int8, as llama.cpp's
+					// files hold them; the quantizer here writes them
+					// non-negative): every third one negated.
+					for sb := range nsb {
+						for i := 0; i < 16; i += 3 {
+							sc := &w[sb*210+192+i]
+							*sc = byte(-int8(*sc))
+						}
+					}
+				}
 				wd := make([]float32, n)
 				if err := kernels.Dequantize(wd, dt, w); err != nil {
 					t.Fatal(err)
