@@ -71,8 +71,10 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure prefill and decode tokens/s on the CPU backend (like llama-bench)",
 		Long: `bench loads MODEL.gguf on the CPU backend and, for every thread count,
 prompt length and batch size, prefills batch prompts of that many token ids in
-one forward step, then decodes --decode greedy steps for the whole batch. It
-reports the best of --reps repetitions: prefill tok/s (batch·prompt / time of
+one forward step, then decodes --decode greedy steps for the whole batch. After
+an untimed warm-up (one sequence's prefill of up to 32 tokens and one decode
+step, as llama-bench's) it reports the best of --reps repetitions: prefill
+tok/s (batch·prompt / time of
 the step) and decode tok/s (batch·steps / time), and the CPU kernel path
 (--path, else CLOISON_CPU, else the fastest the CPU runs).`,
 		Args: cobra.ExactArgs(1),
@@ -211,6 +213,9 @@ func benchPoint(m *model.Model, kv kernels.KVType, threads, prompt, batch, decod
 	for i := range prompts {
 		prompts[i] = benchTokens(prompt, m.Vocab, i)
 	}
+	if err := benchWarmup(m, pool, arena, tenant, prompts[0][:min(prompt, 32)], decode > 0); err != nil {
+		return res, err
+	}
 	for rep := range reps {
 		leases := make([]isolation.Lease, batch)
 		for i := range leases {
@@ -265,6 +270,36 @@ func benchPoint(m *model.Model, kv kernels.KVType, threads, prompt, batch, decod
 		res.keepBest(rep == 0, pre, dec, cdec)
 	}
 	return res, nil
+}
+
+// benchWarmup runs an untimed warm-up as llama-bench does before it
+// measures: one sequence's prefill of toks (at most 32 tokens) and, with
+// step, one decode step, so that the first repetition does not pay for
+// faulting the weights in from the file or growing the buffers.
+func benchWarmup(m *model.Model, pool *isolation.Pool, arena kernels.Arena, tenant cloison.TenantID, toks []int32, step bool) error {
+	steps := [][]int32{toks}
+	if step {
+		steps = append(steps, []int32{0})
+	}
+	l, err := allocate(pool, arena, tenant, "warmup", len(toks)+len(steps)-1)
+	if err != nil {
+		return err
+	}
+	pos := 0
+	for _, in := range steps {
+		if err := pool.Write(l, len(in)); err != nil {
+			return err
+		}
+		bt, err := pool.BlockTable(l, pos+len(in))
+		if err != nil {
+			return err
+		}
+		if _, err := m.Forward(arena, []model.Seq{{Table: bt, Pos: pos, Tokens: in}}, false); err != nil {
+			return err
+		}
+		pos += len(in)
+	}
+	return pool.Release(l)
 }
 
 // keepBest records a repetition's prefill and decode times (wall, and CPU
