@@ -135,7 +135,7 @@ func (b *Backend) MultiMatMul(dsts []kernels.Tensor, x kernels.Tensor, ws []kern
 		}
 		r := b.k.kqTile(p.dst, acts, p.m, r0, r1, o0, o1) // Q4_K rows four at a time
 		if r < r1 && !b.k.q8IntMul(p.dst, acts, p.m, r, r1, o0, o1) {
-			b.k.mulBlock(p.dst, xt, p.m, r, r1, o0, o1)
+			b.k.mulBlock(p.dst, xt, p.m, r, r1, o0, o1, b.w.n)
 		}
 	})
 	acts.release()
@@ -216,8 +216,10 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// mulBlock computes dst[r][o] for r in [r0,r1), o in [o0,o1).
-func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
+// mulBlock computes dst[r][o] for r in [r0,r1), o in [o0,o1); the tiles
+// prefetch the F16/BF16 weight block ahead blocks on (the task this
+// thread most likely takes next: tasks go to the threads in turn).
+func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1, ahead int) {
 	cols := m.cols
 	if m.dt == kernels.F32 {
 		k.floatBlock(dst, x, m.f32[o0*cols:o1*cols], r0, r1, o0, o1, nil)
@@ -237,11 +239,7 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 		// activation rows at a time; the rest (rows and weight rows past
 		// the last tile) one row at a time as decode does: the same bits.
 		var xs [4][]float32
-		var pf []byte
-		if o1 < m.rows {
-			next := m.u16[o1*cols : min(m.rows, 2*o1-o0)*cols]
-			pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
-		}
+		pf := nextBlock(m, o0, o1, ahead)
 		w := m.u16[o0*cols : o1*cols]
 		tr := k.tileRows
 		r := r0
@@ -274,16 +272,26 @@ func (k *kset) mulBlock(dst, x *tensor, m *matrix, r0, r1, o0, o1 int) {
 	for o := o0; o < o1; o++ {
 		k.dequantRow(m, s.q[(o-o0)*cols:(o-o0+1)*cols], o)
 	}
-	// The tiles prefetch the next block of F16/BF16 weights (the block a
-	// following task converts) while they compute: its conversion would
-	// otherwise stall on memory.
+	// The tiles prefetch this thread's next block of F16/BF16 weights (the
+	// block a following task converts) while they compute: its conversion
+	// would otherwise stall on memory.
 	var pf []byte
-	if (m.dt == kernels.F16 || m.dt == kernels.BF16) && o1 < m.rows {
-		next := m.u16[o1*cols : min(m.rows, 2*o1-o0)*cols]
-		pf = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
+	if m.dt == kernels.F16 || m.dt == kernels.BF16 {
+		pf = nextBlock(m, o0, o1, ahead)
 	}
 	k.floatBlock(dst, x, s.q, r0, r1, o0, o1, pf)
 	scratchPool.Put(s)
+}
+
+// nextBlock is the F16/BF16 weight rows of the block of o1−o0 rows ahead
+// blocks after [o0, o1) (ahead ≥ 1) as bytes, nil past the matrix's end.
+func nextBlock(m *matrix, o0, o1, ahead int) []byte {
+	b0 := o1 + (ahead-1)*(o1-o0)
+	if b0 >= m.rows {
+		return nil
+	}
+	next := m.u16[b0*m.cols : min(m.rows, b0+o1-o0)*m.cols]
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(next))), 2*len(next))
 }
 
 // decodeRow computes out[o] = x·w[o] for o in [o0,o1) with in-register
