@@ -99,8 +99,8 @@ func vexpSubAVX2(x []float32, m float32) {
 //go:noescape
 func expSubAVX2(x *float32, m float32, n int, c *[14][8]float32)
 
-// vsiluAVX2 is kset.silu on avx2: siluRow's steps on 8 lanes (siluMulAVX2,
-// siluAVX2); returns the values done (a multiple of 8).
+// vsiluAVX2 is kset.silu on avx2: siluRow's steps on 8 lanes
+// (siluMulAVX2); returns the values done (a multiple of 8).
 func vsiluAVX2(out, g, u []float32) int {
 	n := len(out) &^ 7
 	if n == 0 {
@@ -108,19 +108,19 @@ func vsiluAVX2(out, g, u []float32) int {
 	}
 	g = g[:n]
 	if u == nil {
-		siluAVX2(&out[0], &g[0], n, expConsts8)
+		siluMulAVX2(&out[0], &g[0], &ones8[0], n, expConsts8, 0)
 		return n
 	}
 	u = u[:n]
-	siluMulAVX2(&out[0], &g[0], &u[0], n, expConsts8)
+	siluMulAVX2(&out[0], &g[0], &u[0], n, expConsts8, 32)
 	return n
 }
 
-//go:noescape
-func siluMulAVX2(out, gate, u *float32, n int, c *[14][8]float32)
+// ones8: the up values of SiLU without one.
+var ones8 = [8]float32{1, 1, 1, 1, 1, 1, 1, 1}
 
 //go:noescape
-func siluAVX2(out, gate *float32, n int, c *[14][8]float32)
+func siluMulAVX2(out, gate, u *float32, n int, c *[14][8]float32, ustep int)
 
 // vexpSumAVX2 is kset.expSum on avx2: expSubAVX2's exponentials with the
 // block sum of online's order, the first len(x)&^7 in one pass.

@@ -528,15 +528,17 @@ mdone:
 	VMOVUPS     (SI)(AX*4), Y0 \
 	VDIVPS      Y4, Y0, Y0
 
-// func siluMulAVX2(out, gate, u *float32, n int, c *[14][8]float32)
-// out[i] = silu(gate[i])·u[i] for i < n (a multiple of 8), siluRow's bits;
-// out may alias gate or u.
-TEXT ·siluMulAVX2(SB), NOSPLIT, $0-40
+// func siluMulAVX2(out, gate, u *float32, n int, c *[14][8]float32, ustep int)
+// out[i] = silu(gate[i])·u[i] for i < n (a multiple of 8), siluRow's bits,
+// u advancing ustep bytes every 8 values (0: the same 8 values, ones for
+// SiLU alone: x·1 is x, NaN included); out may alias gate or u.
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-48
 	MOVQ         out+0(FP), DI
 	MOVQ         gate+8(FP), SI
 	MOVQ         u+16(FP), DX
 	MOVQ         n+24(FP), CX
 	MOVQ         c+32(FP), R8
+	MOVQ         ustep+40(FP), R9
 	VXORPS       Y15, Y15, Y15
 	EXPCONSTS
 	XORQ         AX, AX
@@ -545,35 +547,12 @@ mloop:
 	CMPQ         AX, CX
 	JGE          mdone
 	SILU8
-	VMULPS       (DX)(AX*4), Y0, Y0
+	VMULPS       (DX), Y0, Y0
 	VMOVUPS      Y0, (DI)(AX*4)
+	ADDQ         R9, DX
 	ADDQ         $8, AX
 	JMP          mloop
 
 mdone:
-	VZEROUPPER
-	RET
-
-// func siluAVX2(out, gate *float32, n int, c *[14][8]float32)
-// out[i] = silu(gate[i]) for i < n (a multiple of 8), siluRow's bits; out may
-// alias gate.
-TEXT ·siluAVX2(SB), NOSPLIT, $0-32
-	MOVQ         out+0(FP), DI
-	MOVQ         gate+8(FP), SI
-	MOVQ         n+16(FP), CX
-	MOVQ         c+24(FP), R8
-	VXORPS       Y15, Y15, Y15
-	EXPCONSTS
-	XORQ         AX, AX
-
-uloop:
-	CMPQ         AX, CX
-	JGE          udone
-	SILU8
-	VMOVUPS      Y0, (DI)(AX*4)
-	ADDQ         $8, AX
-	JMP          uloop
-
-udone:
 	VZEROUPPER
 	RET

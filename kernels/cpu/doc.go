@@ -455,7 +455,7 @@
 //     the adjacent one, which at 2 threads the other thread takes: d=768
 //     F16 prefill, 2 threads, 128 tokens, five alternations, median 1,485
 //     → 1,566 tok/s (4 of 5 pairs faster).
-//   - SiLU and SwiGLU in one kernel (siluMulAVX2, siluAVX2: 0 − g, EXP8's
+//   - SiLU and SwiGLU in one kernel (siluMulAVX2: 0 − g, EXP8's
 //     exponential, 1 + e, the division and the product on 8 lanes; siluRow's
 //     Go loops did the negation, division and product one value at a time;
 //     TestSiluRow): 0.30 → 0.77 G values/s. With the task rows above,

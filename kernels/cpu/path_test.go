@@ -466,7 +466,7 @@ func TestExpSub(t *testing.T) {
 }
 
 // TestSiluRow: the vector SiLU and SwiGLU of the fastest path (expf(−g) by
-// expSub, or the path's silu kernel: avx2's siluMulAVX2 and siluAVX2) give
+// expSub, or the path's silu kernel: avx2's siluMulAVX2) give
 // silu's bits, in place or not, on the inputs of TestExpSub and on row
 // lengths around the chunk and lane sizes.
 func TestSiluRow(t *testing.T) {
