@@ -706,22 +706,12 @@ func (m *Model) Forward(a kernels.Arena, batch []Seq, all bool) ([][]float32, er
 			return nil, err
 		}
 	}
+	// The output rows: the last layer's compact rows, else every row (a
+	// batch that needs as many rows as it holds needs all of them, in
+	// order).
 	last := x
 	if compact {
-		last = sc.last.Slice(0, outRows) // the last layer's rows
-	} else if !all {
 		last = sc.last.Slice(0, outRows)
-		o := 0
-		for i, s := range spans {
-			r, n := s.Row+s.N-1, 1
-			if batch[i].All || batch[i].Hidden {
-				r, n = s.Row, s.N
-			}
-			if err := b.Copy(last.Slice(o, o+n), x.Slice(r, r+n)); err != nil {
-				return nil, err
-			}
-			o += n
-		}
 	}
 	if err := b.RMSNorm(last, last, m.outNorm, m.RMSEps); err != nil {
 		return nil, err
