@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/cloison/cloison"
 	"github.com/cloison/cloison/engine/transfer/pki"
 	transferv1 "github.com/cloison/cloison/engine/transfer/proto/cloison/transfer/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // A holder of a cluster certificate without the cluster key
@@ -187,5 +189,79 @@ func TestCertificateRoles(t *testing.T) {
 	o := p.transfer(context.Background(), p.grpc.dial(t, p.grpc.ca), from, tk.Target(), tk)
 	if o.sendErr != nil || o.waitErr != nil {
 		t.Fatalf("prefill to decode: got send %v, wait %v, want both nil", o.sendErr, o.waitErr)
+	}
+}
+
+// recordDialer keeps the frames a sender sends and delivers none: its
+// CloseAndRecv fails, so the sender gives up.
+type recordDialer struct{ frames *[]*transferv1.Frame }
+
+func (d recordDialer) Open(context.Context) (Stream, error) { return d, nil }
+
+func (d recordDialer) Send(f *transferv1.Frame) error {
+	*d.frames = append(*d.frames, proto.Clone(f).(*transferv1.Frame))
+	return nil
+}
+
+func (d recordDialer) CloseAndRecv() (*transferv1.Receipt, error) {
+	return nil, errors.New("recorded, not delivered")
+}
+
+// headerThenSilence hands the header, then blocks until the test ends:
+// a prefill node lost right after its header arrived.
+type headerThenSilence struct {
+	header *transferv1.Frame
+	sent   bool
+	end    <-chan struct{}
+}
+
+func (s *headerThenSilence) Recv() (*transferv1.Frame, error) {
+	if !s.sent {
+		s.sent = true
+		return s.header, nil
+	}
+	<-s.end
+	return nil, context.Canceled
+}
+
+// A sender that goes away after its authenticated header is a truncated
+// transfer of the header's reservation — its tenant's incident, the ticket
+// ended — never an unauthenticated stream "before the header", however the
+// receiver's goroutines are scheduled against the stream's end.
+func TestTruncatedAfterHeaderIsTheReservations(t *testing.T) {
+	p := newPair(t, 0)
+	end := make(chan struct{})
+	defer close(end)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // the stream's context is already done when Serve looks
+	for i := range 20 {
+		req := cloison.RequestID(fmt.Sprintf("lost-%d", i))
+		toks := prompt(promptLen, int32(i))
+		from, _ := p.prefillLease(t, "b", req, toks)
+		dl, tk := p.reserve(t, "b", req, promptLen)
+		var frames []*transferv1.Frame
+		if _, err := p.sender.Send(context.Background(), recordDialer{&frames}, from, tk.Target()); err == nil || len(frames) == 0 || frames[0].GetHeader() == nil {
+			t.Fatalf("recording the sender: got %d frames, err %v; want a header first and an error", len(frames), err)
+		}
+		p.prefill.pool.Release(from)
+		before := len(p.hook.failures())
+		_, err := p.recv.Serve(gone, &headerThenSilence{header: frames[0], end: end})
+		var v *VerificationError
+		if !errors.As(err, &v) || v.Reason != ReasonTruncated {
+			t.Fatalf("round %d: Serve got %v, want a truncated transfer", i, err)
+		}
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = tk.Wait(wctx)
+		wcancel()
+		if !isVerification(err) {
+			t.Fatalf("round %d: ticket got %v, want it ended by the verification failure", i, err)
+		}
+		fs := p.hook.failures()[before:]
+		if len(fs) != 1 || fs[0].Unauthenticated || fs[0].Lease.Request != req || fs[0].Reason != ReasonTruncated {
+			t.Fatalf("round %d: hook got %+v, want one truncated transfer bound to %s", i, fs, req)
+		}
+		p.decode.pool.Release(dl)
+		p.prefill.scrub(t)
+		p.decode.scrub(t)
 	}
 }

@@ -361,10 +361,21 @@ type frameOrErr struct {
 // once and in order with its digest, and the manifest MAC verifies; only
 // then Pool.Write records the tokens.
 func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Receipt, error) {
+	// The header is read here, not through next: a header that arrived
+	// before the sender went away is authenticated and its reservation ends
+	// as a truncated transfer of its tenant, whatever the scheduling (a
+	// select between it and the stream's end would pick either). Recv
+	// returns when the stream ends.
+	start := r.now()
+	peer := PeerOf(ctx)
+	first, ferr := src.Recv()
 	frames := make(chan frameOrErr, 2)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
+		if ferr != nil {
+			return
+		}
 		for {
 			f, err := src.Recv()
 			select {
@@ -400,13 +411,14 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 		}
 	}
 
-	start := r.now()
-	peer := PeerOf(ctx)
-	f, err := next()
-	if err != nil {
+	if ferr != nil {
+		err := ferr
+		if !errors.Is(err, io.EOF) {
+			err = refuse(ReasonTruncated, "stream broke: %v", err)
+		}
 		return nil, r.refuseUnauthenticated(eofTruncated(err, "before the header"), peer)
 	}
-	wh := f.GetHeader()
+	wh := first.GetHeader()
 	if wh == nil {
 		return nil, r.refuseUnauthenticated(refuse(ReasonMalformed, "first frame is not a header"), peer)
 	}
