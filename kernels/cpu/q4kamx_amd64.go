@@ -2,7 +2,11 @@
 
 package cpu
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The amx order's Q4_K kernels (q4kamx_amd64.s): the amx path's, and the
 // avx512 path's where the CPU has AVX512_VNNI. The order per output
@@ -131,8 +135,18 @@ func vq4krowsBlk(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
 		panic("kernels/cpu: q4k rows shapes")
 	}
 	xq, bs = xq[:nb*256], bs[:nb*16]
+	if hasVBMI {
+		q4krowsPairBlk(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0], kqPrefetch)
+		return
+	}
 	q4krowsBlk(&xq[0], &xd[0], &bs[0], &w[0], nb, rows, &out[0], kqPrefetch)
 }
+
+// hasVBMI: q4krowsPairBlk's VPERMB.
+var hasVBMI = hasVNNI && cpu.X86.HasAVX512VBMI
+
+//go:noescape
+func q4krowsPairBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 
 //go:noescape
 func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)

@@ -1334,6 +1334,51 @@ GLOBL q4kascidx<>(SB), RODATA|NOPTR, $256
 	VFMADD231SS  X12, X1, X0; \
 	VFNMADD231SS X13, X10, X0
 
+// Q4A_SB: one super-block of q4krowsBlk (weights at R8, activations at
+// SI, their scale at DX, their pair sums at R9) added to X0 in the amx
+// order (Z15 the nibble mask, Z24…Z27 q4kascidx; AX, BX, R10…R13 and
+// X1…X13, Z28…Z31 clobbered).
+#define Q4A_SB \
+	Q4A_SCALES; \
+	Q4A_MINS; \
+	Q4A_ISUM8(Y10, X10, Y11, X11); \
+	VCVTDQ2PS   X10, X10; \
+	VMOVQ        AX, X6; \
+	VPMOVZXBW    X6, X6; \
+	VPERMW       Z6, Z24, Z28; \
+	VPERMW       Z6, Z25, Z29; \
+	VPERMW       Z6, Z26, Z30; \
+	VPERMW       Z6, Z27, Z31; \
+	VPXORD       Z1, Z1, Z1; \
+	VMOVDQU      16(R8), Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VINSERTI64X4 $1, Y5, Z4, Z4; \
+	VPANDD       Z15, Z4, Z4; \
+	VPMADDUBSW   0(SI), Z4, Z4; \
+	VPDPWSSD     Z28, Z4, Z1; \
+	VMOVDQU      48(R8), Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VINSERTI64X4 $1, Y5, Z4, Z4; \
+	VPANDD       Z15, Z4, Z4; \
+	VPMADDUBSW   64(SI), Z4, Z4; \
+	VPDPWSSD     Z29, Z4, Z1; \
+	VMOVDQU      80(R8), Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VINSERTI64X4 $1, Y5, Z4, Z4; \
+	VPANDD       Z15, Z4, Z4; \
+	VPMADDUBSW   128(SI), Z4, Z4; \
+	VPDPWSSD     Z30, Z4, Z1; \
+	VMOVDQU      112(R8), Y4; \
+	VPSRLW       $4, Y4, Y5; \
+	VINSERTI64X4 $1, Y5, Z4, Z4; \
+	VPANDD       Z15, Z4, Z4; \
+	VPMADDUBSW   192(SI), Z4, Z4; \
+	VPDPWSSD     Z31, Z4, Z1; \
+	VEXTRACTI64X4 $1, Z1, Y2; \
+	VPADDD       Y2, Y1, Y1; \
+	Q4A_ISUM8(Y1, X1, Y2, X2); \
+	Q4A_STEPS
+
 // func q4krowsBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
 //
 // The amx order of Q4_K for one activation row and rows consecutive
@@ -1374,48 +1419,7 @@ loop:
 	PREFETCHT0 128(R8)(R14*1)
 
 nopf:
-	Q4A_SCALES
-
-	// Minimums: lane b = m_b·(bs[2b]+bs[2b+1]), summed: msum.
-	Q4A_MINS
-	Q4A_ISUM8(Y10, X10, Y11, X11)
-	VCVTDQ2PS   X10, X10
-
-	VMOVQ        AX, X6
-	VPMOVZXBW    X6, X6
-	VPERMW       Z6, Z24, Z28
-	VPERMW       Z6, Z25, Z29
-	VPERMW       Z6, Z26, Z30
-	VPERMW       Z6, Z27, Z31
-	VPXORD       Z1, Z1, Z1
-	VMOVDQU      16(R8), Y4
-	VPSRLW       $4, Y4, Y5
-	VINSERTI64X4 $1, Y5, Z4, Z4
-	VPANDD       Z15, Z4, Z4
-	VPMADDUBSW   0(SI), Z4, Z4
-	VPDPWSSD     Z28, Z4, Z1
-	VMOVDQU      48(R8), Y4
-	VPSRLW       $4, Y4, Y5
-	VINSERTI64X4 $1, Y5, Z4, Z4
-	VPANDD       Z15, Z4, Z4
-	VPMADDUBSW   64(SI), Z4, Z4
-	VPDPWSSD     Z29, Z4, Z1
-	VMOVDQU      80(R8), Y4
-	VPSRLW       $4, Y4, Y5
-	VINSERTI64X4 $1, Y5, Z4, Z4
-	VPANDD       Z15, Z4, Z4
-	VPMADDUBSW   128(SI), Z4, Z4
-	VPDPWSSD     Z30, Z4, Z1
-	VMOVDQU      112(R8), Y4
-	VPSRLW       $4, Y4, Y5
-	VINSERTI64X4 $1, Y5, Z4, Z4
-	VPANDD       Z15, Z4, Z4
-	VPMADDUBSW   192(SI), Z4, Z4
-	VPDPWSSD     Z31, Z4, Z1
-	VEXTRACTI64X4 $1, Z1, Y2
-	VPADDD       Y2, Y1, Y1
-	Q4A_ISUM8(Y1, X1, Y2, X2)
-	Q4A_STEPS
+	Q4A_SB
 	ADDQ         $144, R8
 	ADDQ         $256, SI
 	ADDQ         $4, DX
@@ -1554,5 +1558,292 @@ bloop:
 
 bdone:
 	VMOVSS X0, (DI)
+	VZEROUPPER
+	RET
+
+// Tables of q4krowsPairBlk: VPERMB indices picking, for the super-block
+// of half h (tables 4h…4h+3) and 64-value chunk c, 16 words of scale 2c
+// then 16 of scale 2c+1 (even bytes; the odd ones are zeroed by the
+// mask), and the minimums as word pairs (the first super-block's in the
+// low half, the second's in the high); the scale unpacking's shift counts
+// and masks; the nibble shifts (0 for the low half, 4 for the high); the
+// dwords 0, 4, 8 and 12.
+DATA q4k2scidx<>+0(SB)/8, $0x0000000000000000
+DATA q4k2scidx<>+8(SB)/8, $0x0000000000000000
+DATA q4k2scidx<>+16(SB)/8, $0x0000000000000000
+DATA q4k2scidx<>+24(SB)/8, $0x0000000000000000
+DATA q4k2scidx<>+32(SB)/8, $0x0001000100010001
+DATA q4k2scidx<>+40(SB)/8, $0x0001000100010001
+DATA q4k2scidx<>+48(SB)/8, $0x0001000100010001
+DATA q4k2scidx<>+56(SB)/8, $0x0001000100010001
+DATA q4k2scidx<>+64(SB)/8, $0x0002000200020002
+DATA q4k2scidx<>+72(SB)/8, $0x0002000200020002
+DATA q4k2scidx<>+80(SB)/8, $0x0002000200020002
+DATA q4k2scidx<>+88(SB)/8, $0x0002000200020002
+DATA q4k2scidx<>+96(SB)/8, $0x0003000300030003
+DATA q4k2scidx<>+104(SB)/8, $0x0003000300030003
+DATA q4k2scidx<>+112(SB)/8, $0x0003000300030003
+DATA q4k2scidx<>+120(SB)/8, $0x0003000300030003
+DATA q4k2scidx<>+128(SB)/8, $0x0004000400040004
+DATA q4k2scidx<>+136(SB)/8, $0x0004000400040004
+DATA q4k2scidx<>+144(SB)/8, $0x0004000400040004
+DATA q4k2scidx<>+152(SB)/8, $0x0004000400040004
+DATA q4k2scidx<>+160(SB)/8, $0x0005000500050005
+DATA q4k2scidx<>+168(SB)/8, $0x0005000500050005
+DATA q4k2scidx<>+176(SB)/8, $0x0005000500050005
+DATA q4k2scidx<>+184(SB)/8, $0x0005000500050005
+DATA q4k2scidx<>+192(SB)/8, $0x0006000600060006
+DATA q4k2scidx<>+200(SB)/8, $0x0006000600060006
+DATA q4k2scidx<>+208(SB)/8, $0x0006000600060006
+DATA q4k2scidx<>+216(SB)/8, $0x0006000600060006
+DATA q4k2scidx<>+224(SB)/8, $0x0007000700070007
+DATA q4k2scidx<>+232(SB)/8, $0x0007000700070007
+DATA q4k2scidx<>+240(SB)/8, $0x0007000700070007
+DATA q4k2scidx<>+248(SB)/8, $0x0007000700070007
+DATA q4k2scidx<>+256(SB)/8, $0x0010001000100010
+DATA q4k2scidx<>+264(SB)/8, $0x0010001000100010
+DATA q4k2scidx<>+272(SB)/8, $0x0010001000100010
+DATA q4k2scidx<>+280(SB)/8, $0x0010001000100010
+DATA q4k2scidx<>+288(SB)/8, $0x0011001100110011
+DATA q4k2scidx<>+296(SB)/8, $0x0011001100110011
+DATA q4k2scidx<>+304(SB)/8, $0x0011001100110011
+DATA q4k2scidx<>+312(SB)/8, $0x0011001100110011
+DATA q4k2scidx<>+320(SB)/8, $0x0012001200120012
+DATA q4k2scidx<>+328(SB)/8, $0x0012001200120012
+DATA q4k2scidx<>+336(SB)/8, $0x0012001200120012
+DATA q4k2scidx<>+344(SB)/8, $0x0012001200120012
+DATA q4k2scidx<>+352(SB)/8, $0x0013001300130013
+DATA q4k2scidx<>+360(SB)/8, $0x0013001300130013
+DATA q4k2scidx<>+368(SB)/8, $0x0013001300130013
+DATA q4k2scidx<>+376(SB)/8, $0x0013001300130013
+DATA q4k2scidx<>+384(SB)/8, $0x0014001400140014
+DATA q4k2scidx<>+392(SB)/8, $0x0014001400140014
+DATA q4k2scidx<>+400(SB)/8, $0x0014001400140014
+DATA q4k2scidx<>+408(SB)/8, $0x0014001400140014
+DATA q4k2scidx<>+416(SB)/8, $0x0015001500150015
+DATA q4k2scidx<>+424(SB)/8, $0x0015001500150015
+DATA q4k2scidx<>+432(SB)/8, $0x0015001500150015
+DATA q4k2scidx<>+440(SB)/8, $0x0015001500150015
+DATA q4k2scidx<>+448(SB)/8, $0x0016001600160016
+DATA q4k2scidx<>+456(SB)/8, $0x0016001600160016
+DATA q4k2scidx<>+464(SB)/8, $0x0016001600160016
+DATA q4k2scidx<>+472(SB)/8, $0x0016001600160016
+DATA q4k2scidx<>+480(SB)/8, $0x0017001700170017
+DATA q4k2scidx<>+488(SB)/8, $0x0017001700170017
+DATA q4k2scidx<>+496(SB)/8, $0x0017001700170017
+DATA q4k2scidx<>+504(SB)/8, $0x0017001700170017
+GLOBL q4k2scidx<>(SB), RODATA|NOPTR, $512
+DATA q4k2minidx<>+0(SB)/8, $0x0009000900080008
+DATA q4k2minidx<>+8(SB)/8, $0x000b000b000a000a
+DATA q4k2minidx<>+16(SB)/8, $0x000d000d000c000c
+DATA q4k2minidx<>+24(SB)/8, $0x000f000f000e000e
+DATA q4k2minidx<>+32(SB)/8, $0x0019001900180018
+DATA q4k2minidx<>+40(SB)/8, $0x001b001b001a001a
+DATA q4k2minidx<>+48(SB)/8, $0x001d001d001c001c
+DATA q4k2minidx<>+56(SB)/8, $0x001f001f001e001e
+GLOBL q4k2minidx<>(SB), RODATA|NOPTR, $64
+DATA q4k2sh<>+0(SB)/8, $0x0000000000000000
+DATA q4k2sh<>+8(SB)/8, $0x0000000400000000
+DATA q4k2sh<>+16(SB)/8, $0x0000000000000000
+DATA q4k2sh<>+24(SB)/8, $0x0000000400000000
+GLOBL q4k2sh<>(SB), RODATA|NOPTR, $32
+DATA q4k2m1<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA q4k2m1<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA q4k2m1<>+16(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA q4k2m1<>+24(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL q4k2m1<>(SB), RODATA|NOPTR, $32
+DATA q4k2m2<>+0(SB)/8, $0x3030303000000000
+DATA q4k2m2<>+8(SB)/8, $0x3030303000000000
+DATA q4k2m2<>+16(SB)/8, $0x3030303000000000
+DATA q4k2m2<>+24(SB)/8, $0x3030303000000000
+GLOBL q4k2m2<>(SB), RODATA|NOPTR, $32
+DATA q4k2nib<>+0(SB)/8, $0x0000000000000000
+DATA q4k2nib<>+8(SB)/8, $0x0000000000000000
+DATA q4k2nib<>+16(SB)/8, $0x0000000000000000
+DATA q4k2nib<>+24(SB)/8, $0x0000000000000000
+DATA q4k2nib<>+32(SB)/8, $0x0004000400040004
+DATA q4k2nib<>+40(SB)/8, $0x0004000400040004
+DATA q4k2nib<>+48(SB)/8, $0x0004000400040004
+DATA q4k2nib<>+56(SB)/8, $0x0004000400040004
+GLOBL q4k2nib<>(SB), RODATA|NOPTR, $64
+DATA q4k2pick<>+0(SB)/8, $0x0000000400000000
+DATA q4k2pick<>+8(SB)/8, $0x0000000c00000008
+DATA q4k2pick<>+16(SB)/8, $0x0000000000000000
+DATA q4k2pick<>+24(SB)/8, $0x0000000000000000
+DATA q4k2pick<>+32(SB)/8, $0x0000000000000000
+DATA q4k2pick<>+40(SB)/8, $0x0000000000000000
+DATA q4k2pick<>+48(SB)/8, $0x0000000000000000
+DATA q4k2pick<>+56(SB)/8, $0x0000000000000000
+GLOBL q4k2pick<>(SB), RODATA|NOPTR, $64
+
+// One 64-value chunk of a super-block's weights at WO(W) against the
+// activations at XO(SI): 32 bytes broadcast to both halves, the high half
+// shifted by 4, both masked to nibbles (low nibbles then high, as in
+// Q4A_SB), times the activations, times the sub-blocks' scale words S,
+// added to ACC.
+#define Q4K2_CHUNK(W, WO, XO, S, ACC) \
+	VBROADCASTI64X4 WO(W), Z4; \
+	VPSRLVW         Z14, Z4, Z4; \
+	VPANDD          Z15, Z4, Z4; \
+	VPMADDUBSW      XO(SI), Z4, Z4; \
+	VPDPWSSD        S, Z4, ACC
+
+// func q4krowsPairBlk(xq *int8, xd *float32, bs *int16, w *byte, nb int, rows int, out *float32, pf int)
+//
+// q4krowsBlk (the same bits) two super-blocks at a time (needs
+// AVX512_VBMI): both super-blocks' scales and minimums unpacked together
+// in vector registers, their isum and msum reduced together, d·d_x and
+// dmin·d_x of both in one multiply; then the four float steps in the
+// scalar kernel's order, super-block after super-block. The rows are
+// read one after the other, each from its start: one sequential stream
+// (pairing two rows instead read two interleaved streams, which a Zen 5
+// core fetched from memory at a third of one stream's speed). An odd
+// super-block at a row's end runs Q4A_SB.
+TEXT ·q4krowsPairBlk(SB), NOSPLIT, $0-64
+	MOVQ         w+24(FP), R8
+	MOVQ         pf+56(FP), R14
+	MOVQ         rows+40(FP), R15
+	MOVQ         out+48(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Z15
+	VMOVDQU64    q4kascidx<>+0(SB), Z24
+	VMOVDQU64    q4kascidx<>+64(SB), Z25
+	VMOVDQU64    q4kascidx<>+128(SB), Z26
+	VMOVDQU64    q4kascidx<>+192(SB), Z27
+	VMOVDQU64    q4k2nib<>+0(SB), Z14
+	VMOVDQU64    q4k2scidx<>+0(SB), Z16
+	VMOVDQU64    q4k2scidx<>+64(SB), Z17
+	VMOVDQU64    q4k2scidx<>+128(SB), Z18
+	VMOVDQU64    q4k2scidx<>+192(SB), Z19
+	VMOVDQU64    q4k2scidx<>+256(SB), Z20
+	VMOVDQU64    q4k2scidx<>+320(SB), Z21
+	VMOVDQU64    q4k2scidx<>+384(SB), Z22
+	VMOVDQU64    q4k2scidx<>+448(SB), Z23
+	VMOVDQU64    q4k2minidx<>+0(SB), Z3
+	VMOVDQU64    q4k2pick<>+0(SB), Z7
+	MOVQ         $0x5555555555555555, AX
+	KMOVQ        AX, K1
+	TESTQ        R15, R15
+	JEQ          end
+
+row:
+	MOVQ   xq+0(FP), SI
+	MOVQ   xd+8(FP), DX
+	MOVQ   bs+16(FP), R9
+	VXORPS X0, X0, X0
+	MOVQ   nb+32(FP), R10
+	SHRQ   $1, R10
+	JEQ    tail
+
+pairs:
+	LEAQ       144(R8), R11
+	TESTQ      R14, R14
+	JEQ        nopf
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT0 192(R8)(R14*1)
+	PREFETCHT0 256(R8)(R14*1)
+
+nopf:
+	// Y6: the first super-block's scales 0…7 and minimums 0…7 (bytes),
+	// then the second's (per 128-bit half: the dwords u0, u2, u1, u2 of
+	// the 12 scale bytes shifted by 0, 0, 0, 4 and masked, or'd with
+	// u0's and u1's top bits).
+	VMOVDQU     (R8), X5
+	VINSERTI128 $1, (R11), Y5, Y5
+	VPSHUFD     $0xED, Y5, Y6
+	VPSRLVD     q4k2sh<>+0(SB), Y6, Y6
+	VPANDD      q4k2m1<>+0(SB), Y6, Y6
+	VPSHUFD     $0x84, Y5, Y9
+	VPSRLD      $2, Y9, Y9
+	VPANDD      q4k2m2<>+0(SB), Y9, Y9
+	VPORD       Y9, Y6, Y6
+
+	// Minimums: dword b of Z8 = m_b·(bs[2b]+bs[2b+1]), the first
+	// super-block's, then the second's.
+	VPERMB.Z  Z6, Z3, K1, Z8
+	VMOVDQU64 (R9), Z9
+	VPMADDWD  Z9, Z8, Z8
+
+	VPERMB.Z Z6, Z16, K1, Z28
+	VPERMB.Z Z6, Z17, K1, Z29
+	VPERMB.Z Z6, Z18, K1, Z30
+	VPERMB.Z Z6, Z19, K1, Z31
+	VPXORD   Z1, Z1, Z1
+	Q4K2_CHUNK(R8, 16, 0, Z28, Z1)
+	Q4K2_CHUNK(R8, 48, 64, Z29, Z1)
+	Q4K2_CHUNK(R8, 80, 128, Z30, Z1)
+	Q4K2_CHUNK(R8, 112, 192, Z31, Z1)
+	VPERMB.Z Z6, Z20, K1, Z28
+	VPERMB.Z Z6, Z21, K1, Z29
+	VPERMB.Z Z6, Z22, K1, Z30
+	VPERMB.Z Z6, Z23, K1, Z31
+	VPXORD   Z2, Z2, Z2
+	Q4K2_CHUNK(R11, 16, 256, Z28, Z2)
+	Q4K2_CHUNK(R11, 48, 320, Z29, Z2)
+	Q4K2_CHUNK(R11, 80, 384, Z30, Z2)
+	Q4K2_CHUNK(R11, 112, 448, Z31, Z2)
+
+	// X4 = isum, isum', msum, msum' (exact, then converted).
+	VSHUFI64X2 $0x44, Z2, Z1, Z10
+	VSHUFI64X2 $0xEE, Z2, Z1, Z4
+	VPADDD     Z4, Z10, Z10
+	VSHUFI64X2 $0x88, Z8, Z10, Z4
+	VSHUFI64X2 $0xDD, Z8, Z10, Z5
+	VPADDD     Z5, Z4, Z4
+	VPSHUFD    $0x4E, Z4, Z5
+	VPADDD     Z5, Z4, Z4
+	VPSHUFD    $0xB1, Z4, Z5
+	VPADDD     Z5, Z4, Z4
+	VPERMD     Z4, Z7, Z4
+	VCVTDQ2PS  X4, X4
+
+	// X11 = round32(d·d_x), round32(d'·d_x'), round32(dmin·d_x),
+	// round32(dmin'·d_x').
+	MOVL         (R8), AX
+	MOVL         (R11), BX
+	SHLQ         $32, BX
+	ORQ          BX, AX
+	VMOVQ        AX, X11
+	VCVTPH2PS    X11, X11
+	VMOVQ        (DX), X12
+	VUNPCKLPS    X12, X12, X12
+	VMULPS       X12, X11, X11
+	VPERMILPS    $0xD8, X11, X11
+
+	// The scalar kernel's steps, the first super-block's then the second's.
+	VFMADD231SS  X11, X4, X0
+	VMOVHLPS     X4, X4, X5
+	VMOVHLPS     X11, X11, X6
+	VFNMADD231SS X6, X5, X0
+	VMOVSHDUP    X4, X4
+	VMOVSHDUP    X11, X11
+	VFMADD231SS  X11, X4, X0
+	VMOVSHDUP    X5, X5
+	VMOVSHDUP    X6, X6
+	VFNMADD231SS X6, X5, X0
+
+	ADDQ $288, R8
+	ADDQ $512, SI
+	ADDQ $8, DX
+	ADDQ $64, R9
+	DECQ R10
+	JNZ  pairs
+
+tail:
+	TESTQ $1, nb+32(FP)
+	JEQ   rowdone
+	Q4A_SB
+	ADDQ  $144, R8
+
+rowdone:
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	DECQ   R15
+	JNZ    row
+
+end:
 	VZEROUPPER
 	RET

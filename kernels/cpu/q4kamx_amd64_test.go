@@ -103,7 +103,7 @@ var q4kTiles = []struct {
 }
 
 // TestQ4KAMX: the Q4_K tiles of the amx order (AMX, VNNI and AVX2) and
-// their decode kernels (q4krowsBlk, q4kblkAVX2) give every output the bits of the amx order
+// their decode kernels (q4krowsBlk, q4krowsPairBlk with VBMI, q4kblkAVX2) give every output the bits of the amx order
 // (q4kamxRef), for 1–16 weight rows, 1–4 groups of activation rows,
 // random and quantized weights (any scale, minimum and nibble),
 // activations at ±127 and a block of zeros, writing only the rows asked
