@@ -115,10 +115,29 @@
 //     d=1536 25.0 → 35.4–36.0 (wall 22–34 against llama-bench's 21–25
 //     tok/s), d=768 308–380 → 410–446 (wall 178–278 against 164–215);
 //     Q6_K d=1536 22.3–23.3 → 27.3–27.8 (wall 11.7–13.3 against 9.0–10.9),
-//     d=768 262–342 → 383–439 (wall 187–436 against 111–272). Elsewhere
-//     they do not prefetch (unmeasured).
+//     d=768 262–342 → 383–439 (wall 187–436 against 111–272). On AMD
+//     from Zen 5 (family 26) on they prefetch 4 KB ahead: there one row
+//     kernel streaming a Q4_K matrix from memory read 25 GB/s without
+//     it, 29–31 with 4–8 KB, and 2-thread decode of the d=1536 GQA models
+//     gained 14–15% (Q4_K 150–155 → 169–181 tok/s, Q6_K 114–130 →
+//     133–144; alternated). Elsewhere they do not prefetch (unmeasured).
+//     With AVX512_VBMI the Q4_K row kernel takes a row's super-blocks
+//     two at a time (q4krowsPairBlk): both super-blocks' 6-bit scales and
+//     minimums unpacked in one ymm (VPSRLVD, masks), the sub-block scale
+//     words picked by VPERMB with zero-masking, their isum and msum
+//     reduced together (four sums in one zmm's chunks), d·d_x and
+//     dmin·d_x of both in one multiply, then the four float steps in the
+//     one-super-block kernel's order — the same bits; an odd last
+//     super-block runs that kernel's body. In cache 33 → 39 GB/s of
+//     weights; d=768 and d=1536 GQA Q4_K decode at 1 thread +6–10%
+//     (Zen 5, alternated). Pairing two rows instead (a super-block of
+//     each) ran 43 GB/s in cache but a third as fast from memory: the
+//     two interleaved streams defeat the prefetchers.
 //     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
-//     AMD EPYC (Zen 3/4). On the avx2 path of an AMD EPYC Zen 1 (family
+//     AMD EPYC (Zen 3/4); on Zen 5 (family 26) Q8_0's row kernel
+//     prefetches each block's line 4 KB ahead (q8Prefetch: d=1536 GQA
+//     decode 56–61 → 64–65 tok/s at 1 thread, 77–95 → 85–98 at 2,
+//     alternated). On the avx2 path of an AMD EPYC Zen 1 (family
 //     23, 2 vCPUs) it is the other way round: without it the weights
 //     arrive no faster than the arithmetic consumes them, one after the
 //     other, and every avx2 decode kernel prefetches. Q8_0 then read the

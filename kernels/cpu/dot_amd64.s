@@ -1229,14 +1229,15 @@ rdloop:
 	VZEROUPPER
 	RET
 
-// func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32)
+// func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32, pf int)
 //
 // The Q8_0 products of one activation row (Q8 blocks xq, xd; xc the
 // blocks' −128·Σq lanes, q8acts.c) with rows weight rows stride bytes
 // apart, one row after the other (one sequential stream): the integers of
 // q8dot4VNNI (lanes from xc, VPDPBUSD of w+128 with xq) and its float
-// steps, so the same bits.
-TEXT ·q8rowsVNNI(SB), NOSPLIT, $0-64
+// steps, so the same bits. pf > 0 prefetches each block's line pf bytes
+// ahead.
+TEXT ·q8rowsVNNI(SB), NOSPLIT, $0-72
 	MOVQ xq+0(FP), SI
 	MOVQ xc+8(FP), R9
 	MOVQ xd+16(FP), DX
@@ -1245,6 +1246,7 @@ TEXT ·q8rowsVNNI(SB), NOSPLIT, $0-64
 	MOVQ nb+40(FP), CX
 	MOVQ rows+48(FP), R10
 	MOVQ out+56(FP), DI
+	MOVQ pf+64(FP), R12
 	MOVL         $0x80808080, R11
 	VMOVD        R11, X12
 	VPBROADCASTD X12, Y12
@@ -1256,10 +1258,16 @@ row:
 	XORQ   R11, R11 // 32·block
 	XORQ   R13, R13 // block
 	XORQ   R14, R14 // 34·block
+	LEAQ   (R8)(R12*1), R15
 	TESTQ  CX, CX
 	JEQ    rowdone
 
 block:
+	TESTQ        R12, R12
+	JEQ          nopf
+	PREFETCHT0   (R15)(R14*1)
+
+nopf:
 	VMOVDQU      (R9)(R11*1), Y6
 	VPXOR        2(R8)(R14*1), Y12, Y5
 	VPDPBUSD     (SI)(R11*1), Y5, Y6
