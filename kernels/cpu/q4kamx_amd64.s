@@ -1561,10 +1561,11 @@ bdone:
 	VZEROUPPER
 	RET
 
-// Tables of q4krowsPairBlk: VPERMB indices picking, for the super-block
-// of half h (tables 4h…4h+3) and 64-value chunk c, 16 words of scale 2c
-// then 16 of scale 2c+1 (even bytes; the odd ones are zeroed by the
-// mask), and the minimums as word pairs (the first super-block's in the
+// Tables of q4krowsPairBlk: VPERMB indices picking, for the first
+// super-block and 64-value chunk c, 16 words of scale 2c then 16 of
+// scale 2c+1 (even bytes; the odd ones are zeroed by the mask; the
+// second super-block's, in the high half of the bytes, are these plus
+// 16), and the minimums as word pairs (the first super-block's in the
 // low half, the second's in the high); the scale unpacking's shift counts
 // and masks; the nibble shifts (0 for the low half, 4 for the high); the
 // dwords 0, 4, 8 and 12.
@@ -1600,39 +1601,7 @@ DATA q4k2scidx<>+224(SB)/8, $0x0007000700070007
 DATA q4k2scidx<>+232(SB)/8, $0x0007000700070007
 DATA q4k2scidx<>+240(SB)/8, $0x0007000700070007
 DATA q4k2scidx<>+248(SB)/8, $0x0007000700070007
-DATA q4k2scidx<>+256(SB)/8, $0x0010001000100010
-DATA q4k2scidx<>+264(SB)/8, $0x0010001000100010
-DATA q4k2scidx<>+272(SB)/8, $0x0010001000100010
-DATA q4k2scidx<>+280(SB)/8, $0x0010001000100010
-DATA q4k2scidx<>+288(SB)/8, $0x0011001100110011
-DATA q4k2scidx<>+296(SB)/8, $0x0011001100110011
-DATA q4k2scidx<>+304(SB)/8, $0x0011001100110011
-DATA q4k2scidx<>+312(SB)/8, $0x0011001100110011
-DATA q4k2scidx<>+320(SB)/8, $0x0012001200120012
-DATA q4k2scidx<>+328(SB)/8, $0x0012001200120012
-DATA q4k2scidx<>+336(SB)/8, $0x0012001200120012
-DATA q4k2scidx<>+344(SB)/8, $0x0012001200120012
-DATA q4k2scidx<>+352(SB)/8, $0x0013001300130013
-DATA q4k2scidx<>+360(SB)/8, $0x0013001300130013
-DATA q4k2scidx<>+368(SB)/8, $0x0013001300130013
-DATA q4k2scidx<>+376(SB)/8, $0x0013001300130013
-DATA q4k2scidx<>+384(SB)/8, $0x0014001400140014
-DATA q4k2scidx<>+392(SB)/8, $0x0014001400140014
-DATA q4k2scidx<>+400(SB)/8, $0x0014001400140014
-DATA q4k2scidx<>+408(SB)/8, $0x0014001400140014
-DATA q4k2scidx<>+416(SB)/8, $0x0015001500150015
-DATA q4k2scidx<>+424(SB)/8, $0x0015001500150015
-DATA q4k2scidx<>+432(SB)/8, $0x0015001500150015
-DATA q4k2scidx<>+440(SB)/8, $0x0015001500150015
-DATA q4k2scidx<>+448(SB)/8, $0x0016001600160016
-DATA q4k2scidx<>+456(SB)/8, $0x0016001600160016
-DATA q4k2scidx<>+464(SB)/8, $0x0016001600160016
-DATA q4k2scidx<>+472(SB)/8, $0x0016001600160016
-DATA q4k2scidx<>+480(SB)/8, $0x0017001700170017
-DATA q4k2scidx<>+488(SB)/8, $0x0017001700170017
-DATA q4k2scidx<>+496(SB)/8, $0x0017001700170017
-DATA q4k2scidx<>+504(SB)/8, $0x0017001700170017
-GLOBL q4k2scidx<>(SB), RODATA|NOPTR, $512
+GLOBL q4k2scidx<>(SB), RODATA|NOPTR, $256
 DATA q4k2minidx<>+0(SB)/8, $0x0009000900080008
 DATA q4k2minidx<>+8(SB)/8, $0x000b000b000a000a
 DATA q4k2minidx<>+16(SB)/8, $0x000d000d000c000c
@@ -1716,10 +1685,12 @@ TEXT ·q4krowsPairBlk(SB), NOSPLIT, $0-64
 	VMOVDQU64    q4k2scidx<>+64(SB), Z17
 	VMOVDQU64    q4k2scidx<>+128(SB), Z18
 	VMOVDQU64    q4k2scidx<>+192(SB), Z19
-	VMOVDQU64    q4k2scidx<>+256(SB), Z20
-	VMOVDQU64    q4k2scidx<>+320(SB), Z21
-	VMOVDQU64    q4k2scidx<>+384(SB), Z22
-	VMOVDQU64    q4k2scidx<>+448(SB), Z23
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z23
+	VPADDB       Z23, Z16, Z20
+	VPADDB       Z23, Z17, Z21
+	VPADDB       Z23, Z18, Z22
+	VPADDB       Z23, Z19, Z23
 	VMOVDQU64    q4k2minidx<>+0(SB), Z3
 	VMOVDQU64    q4k2pick<>+0(SB), Z7
 	MOVQ         $0x5555555555555555, AX
