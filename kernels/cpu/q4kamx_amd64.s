@@ -1564,11 +1564,11 @@ bdone:
 // Tables of q4krowsPairBlk: VPERMB indices picking, for the first
 // super-block and 64-value chunk c, 16 words of scale 2c then 16 of
 // scale 2c+1 (even bytes; the odd ones are zeroed by the mask; the
-// second super-block's, in the high half of the bytes, are these plus
-// 16), and the minimums as word pairs (the first super-block's in the
-// low half, the second's in the high); the scale unpacking's shift counts
-// and masks; the nibble shifts (0 for the low half, 4 for the high); the
-// dwords 0, 4, 8 and 12.
+// second super-block's, whose bytes come 16 on in the unpacked scales,
+// are these plus 16), and the minimums as word pairs (the first
+// super-block's in the low half, the second's in the high); the scale
+// unpacking's shift counts and masks; the nibble shifts (0 for the low
+// half, 4 for the high); the dwords 0, 4, 8 and 12.
 DATA q4k2scidx<>+0(SB)/8, $0x0000000000000000
 DATA q4k2scidx<>+8(SB)/8, $0x0000000000000000
 DATA q4k2scidx<>+16(SB)/8, $0x0000000000000000
