@@ -1568,7 +1568,8 @@ bdone:
 // are these plus 16), and the minimums as word pairs (the first
 // super-block's in the low half, the second's in the high); the scale
 // unpacking's shift counts and masks; the nibble shifts (0 for the low
-// half, 4 for the high); the dwords 0, 4, 8 and 12.
+// half, 4 for the high); the dwords 0, 4, 8 and 12 (VPERMD's indices for
+// the four lanes used).
 DATA q4k2scidx<>+0(SB)/8, $0x0000000000000000
 DATA q4k2scidx<>+8(SB)/8, $0x0000000000000000
 DATA q4k2scidx<>+16(SB)/8, $0x0000000000000000
@@ -1637,13 +1638,7 @@ DATA q4k2nib<>+56(SB)/8, $0x0004000400040004
 GLOBL q4k2nib<>(SB), RODATA|NOPTR, $64
 DATA q4k2pick<>+0(SB)/8, $0x0000000400000000
 DATA q4k2pick<>+8(SB)/8, $0x0000000c00000008
-DATA q4k2pick<>+16(SB)/8, $0x0000000000000000
-DATA q4k2pick<>+24(SB)/8, $0x0000000000000000
-DATA q4k2pick<>+32(SB)/8, $0x0000000000000000
-DATA q4k2pick<>+40(SB)/8, $0x0000000000000000
-DATA q4k2pick<>+48(SB)/8, $0x0000000000000000
-DATA q4k2pick<>+56(SB)/8, $0x0000000000000000
-GLOBL q4k2pick<>(SB), RODATA|NOPTR, $64
+GLOBL q4k2pick<>(SB), RODATA|NOPTR, $16
 
 // One 64-value chunk of a super-block's weights at WO(W) against the
 // activations at XO(SI): 32 bytes broadcast to both halves, the high half
@@ -1692,7 +1687,7 @@ TEXT ·q4krowsPairBlk(SB), NOSPLIT, $0-64
 	VPADDB       Z23, Z18, Z22
 	VPADDB       Z23, Z19, Z23
 	VMOVDQU64    q4k2minidx<>+0(SB), Z3
-	VMOVDQU64    q4k2pick<>+0(SB), Z7
+	VMOVDQU      q4k2pick<>+0(SB), X7
 	MOVQ         $0x5555555555555555, AX
 	KMOVQ        AX, K1
 	TESTQ        R15, R15
