@@ -368,14 +368,14 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 	// returns when the stream ends.
 	start := r.now()
 	peer := PeerOf(ctx)
-	first, ferr := src.Recv()
+	first, err := src.Recv()
+	if err != nil {
+		return nil, r.refuseUnauthenticated(eofTruncated(streamErr(err), "before the header"), peer)
+	}
 	frames := make(chan frameOrErr, 2)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		if ferr != nil {
-			return
-		}
 		for {
 			f, err := src.Recv()
 			select {
@@ -397,11 +397,8 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 		}
 		select {
 		case x := <-frames:
-			if errors.Is(x.err, io.EOF) {
-				return nil, io.EOF
-			}
 			if x.err != nil {
-				return nil, refuse(ReasonTruncated, "stream broke: %v", x.err)
+				return nil, streamErr(x.err)
 			}
 			return x.f, nil
 		case <-cancel:
@@ -411,13 +408,6 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 		}
 	}
 
-	if ferr != nil {
-		err := ferr
-		if !errors.Is(err, io.EOF) {
-			err = refuse(ReasonTruncated, "stream broke: %v", err)
-		}
-		return nil, r.refuseUnauthenticated(eofTruncated(err, "before the header"), peer)
-	}
 	wh := first.GetHeader()
 	if wh == nil {
 		return nil, r.refuseUnauthenticated(refuse(ReasonMalformed, "first frame is not a header"), peer)
@@ -482,6 +472,15 @@ func (r *Receiver) Serve(ctx context.Context, src FrameSource) (*transferv1.Rece
 }
 
 var errCancel = errors.New("transfer: ticket cancelled")
+
+// streamErr is a FrameSource's Recv error as the receiver reports it:
+// io.EOF (the sender closed its side) as is, any other a broken stream.
+func streamErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.EOF
+	}
+	return refuse(ReasonTruncated, "stream broke: %v", err)
+}
 
 func eofTruncated(err error, where string) error {
 	if errors.Is(err, io.EOF) {
