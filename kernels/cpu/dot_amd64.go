@@ -306,7 +306,12 @@ func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
 // CPUs and AMD Zen 5 (family 26) or later two prefetched streams
 // (f16rows2AVX512), elsewhere one stream (f16rowsAVX512). Both have the
 // same bits (doc.go has the figures).
-var f16TwoStreams = isIntel || cpuFamily() >= 26
+var f16TwoStreams = isIntel || zen5On
+
+// zen5On reports an AMD CPU of Zen 5 (family 26) or later: where F16
+// decode takes two streams and the Q8_0 and k-quant row kernels prefetch
+// (measured there, slower or unmeasured on Zen 1–4).
+var zen5On = !isIntel && cpuFamily() >= 26
 
 // cpuFamily is the CPU's display family (CPUID leaf 1: the base family,
 // plus the extended family where the base is 15).
@@ -394,7 +399,7 @@ func vq8rows(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []fl
 // decode gained 8–15% (d=1536 GQA, alternated: 1 thread 56–60 → 64–65
 // tok/s, 2 threads 77–78 → 85–94); 0 elsewhere (it slowed Zen 3/4).
 var q8Prefetch = func() int {
-	if !isIntel && cpuFamily() >= 26 {
+	if zen5On {
 		return 4096
 	}
 	return 0

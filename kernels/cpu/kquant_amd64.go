@@ -28,7 +28,7 @@ var kqPrefetch = func() int {
 	switch {
 	case isIntel:
 		return 2048
-	case cpuFamily() >= 26:
+	case zen5On:
 		return 4096
 	}
 	return 0
