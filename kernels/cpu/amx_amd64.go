@@ -13,7 +13,7 @@ import (
 var hasAMX = hasVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && amxPermit()
 
 // vq8amx computes, for ng ≤ 4 groups of 16 activation rows (xt, xd: the
-// groups of q8acts.t and q8acts.td) and the m ≤ 16 Q8_0 weight rows at
+// groups of q8acts.t and q8acts.td; q8acts.tc is not read) and the m ≤ 16 Q8_0 weight rows at
 // w[j·stride:], dst[i·ld+j] = the product of activation row i (of the
 // 16·ng: group i/16, row i%16) with weight row j, for lo ≤ i < hi only, in
 // the amx path's order (q8.go):
@@ -35,7 +35,7 @@ var hasAMX = hasVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && amxPermit()
 // The tile configuration is loaded and the tiles released (TILERELEASE)
 // within the one assembly call: no tile state outlives it, whichever OS
 // thread the goroutine runs on next.
-func vq8amx(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, dst []float32, ld, lo, hi int, s *amxScratch) {
+func vq8amx(w []byte, stride, m, nb int, xt []int8, xd []float32, _ []int32, ng int, dst []float32, ld, lo, hi int, s *amxScratch) {
 	if m < 1 || m > q8amxRows || ng < 1 || ng > 4 || nb < 1 || stride < nb*34 ||
 		len(w) < (m-1)*stride+nb*34 || len(xt) < ng*16*nb*32 || len(xd) < ng*16*nb ||
 		nb > q8amxMaxBlocks || lo < 0 || hi > 16*ng || lo >= hi || ld < m || 64*ld >= 1<<31 || len(dst) < (hi-1)*ld+m {

@@ -474,3 +474,133 @@ browdone:
 	JNZ    brow
 	VZEROUPPER
 	RET
+
+// func q8quadRows(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32, pf int)
+//
+// The quad order (q8blk_amd64.go) for one activation row and rows weight
+// rows, one weight row after the other: each block's exact sum as in
+// q8rowsBlk (eight blocks at a time by BLANES and a VPHADDD tree, their
+// scales by VPINSRW), then a_{b mod 4} = fma(float32(sum), round32(d_w·d_x),
+// a_{b mod 4}) in the 4 lanes of X0 (blocks 8i…8i+3, then 8i+4…8i+7: two
+// fused multiply-adds), a tail block in its lane alone (a masked one);
+// the row's result (a0 + a1) + (a2 + a3). pf > 0 prefetches the weights
+// pf bytes ahead.
+TEXT ·q8quadRows(SB), NOSPLIT, $0-72
+	MOVQ xq+0(FP), SI
+	MOVQ xc+8(FP), R9
+	MOVQ xd+16(FP), DX
+	MOVQ w+24(FP), R8
+	MOVQ stride+32(FP), AX
+	MOVQ nb+40(FP), CX
+	MOVQ rows+48(FP), R10
+	MOVQ out+56(FP), DI
+	MOVL         $0x80808080, R11
+	VMOVD        R11, X12
+	VPBROADCASTD X12, Y12
+
+qrow:
+	VXORPS X0, X0, X0
+	XORQ   R11, R11 // 32·block
+	XORQ   R13, R13 // block
+	XORQ   R14, R14 // 34·block
+	MOVQ   CX, R12
+	SHRQ   $3, R12
+	JEQ    qrtail
+
+qr8:
+	MOVQ         pf+64(FP), BX
+	TESTQ        BX, BX
+	JEQ          qr8go
+	ADDQ         R8, BX
+	PREFETCHT0   (BX)(R14*1)
+	PREFETCHT0   64(BX)(R14*1)
+	PREFETCHT0   128(BX)(R14*1)
+	PREFETCHT0   192(BX)(R14*1)
+	PREFETCHT0   256(BX)(R14*1)
+
+qr8go:
+	BLANES(0, Y1)
+	BLANES(1, Y2)
+	BLANES(2, Y3)
+	BLANES(3, Y4)
+	VPHADDD      Y2, Y1, Y1
+	VPHADDD      Y4, Y3, Y3
+	BLANES(4, Y2)
+	BLANES(5, Y4)
+	BLANES(6, Y6)
+	BLANES(7, Y7)
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y3, Y1, Y1
+	VPHADDD      Y6, Y2, Y2
+	VPERM2I128   $0x20, Y2, Y1, Y3
+	VPERM2I128   $0x31, Y2, Y1, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	// The 8 blocks' scales, round32(d_w·d_x).
+	MOVWLZX      (R8)(R14*1), BX
+	VMOVD        BX, X7
+	VPINSRW      $1, 34(R8)(R14*1), X7, X7
+	VPINSRW      $2, 68(R8)(R14*1), X7, X7
+	VPINSRW      $3, 102(R8)(R14*1), X7, X7
+	VPINSRW      $4, 136(R8)(R14*1), X7, X7
+	VPINSRW      $5, 170(R8)(R14*1), X7, X7
+	VPINSRW      $6, 204(R8)(R14*1), X7, X7
+	VPINSRW      $7, 238(R8)(R14*1), X7, X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (DX)(R13*4), Y7, Y7
+	VFMADD231PS  X7, X3, X0
+	VEXTRACTF128 $1, Y3, X4
+	VEXTRACTF128 $1, Y7, X5
+	VFMADD231PS  X5, X4, X0
+	ADDQ         $256, R11
+	ADDQ         $272, R14
+	ADDQ         $8, R13
+	DECQ         R12
+	JNZ          qr8
+
+qrtail:
+	CMPQ R13, CX
+	JGE  qrowdone
+
+qrblock:
+	VMOVDQU      (R9)(R11*1), Y6
+	VPXOR        2(R8)(R14*1), Y12, Y5
+	VPDPBUSD     (SI)(R11*1), Y5, Y6
+	VEXTRACTI128 $1, Y6, X8
+	VPADDD       X8, X6, X6
+	VPSHUFD      $0x4E, X6, X8
+	VPADDD       X8, X6, X6
+	VPSHUFD      $0xB1, X6, X8
+	VPADDD       X8, X6, X6
+	VCVTDQ2PS    X6, X6
+	VPBROADCASTW (R8)(R14*1), X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (DX)(R13*4), X7, X7
+	// Into lane block mod 4 alone.
+	MOVQ         R13, BX
+	ANDQ         $3, BX
+	XORL         R15, R15
+	BTSL         BX, R15
+	KMOVW        R15, K1
+	VBROADCASTSS X6, X6
+	VBROADCASTSS X7, X7
+	VFMADD231PS  X7, X6, K1, X0
+	ADDQ         $32, R11
+	ADDQ         $34, R14
+	INCQ         R13
+	CMPQ         R13, CX
+	JLT          qrblock
+
+qrowdone:
+	VMOVSHDUP X0, X1
+	VADDPS    X1, X0, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, (DI)
+	ADDQ      $4, DI
+	ADDQ      AX, R8
+	DECQ      R10
+	JNZ       qrow
+	VZEROUPPER
+	RET

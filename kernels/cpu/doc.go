@@ -5,14 +5,15 @@
 //
 // Kernel paths (path.go): each backend runs one set of matrix and attention
 // kernels, chosen at open from the CPU's features (golang.org/x/sys/cpu):
-// avx512 (AVX-512 F/BW/VL; Q8_0 with VPDPBUSD when AVX512_VNNI is present),
+// avx512 (AVX-512 F/BW/VL; Q8_0 with VPDPBUSD, in the quad order of exact
+// block sums, when AVX512_VNNI is present),
 // else avx2 (AVX2, FMA, F16C) on amd64; neon (ASIMD) on arm64, its Q8_0
 // kernel with SDOT where the CPU has ASIMDDP, else SMULL/SADALP (the same
 // block integers, the same bits); else generic (pure Go, every platform).
 // On amd64 Linux with AMX (AMX-TILE and AMX-INT8, once the OS granted the
 // tile state) the default is amx: avx512 with every Q8_0 and Q4_K product
 // in its own order on AMX tiles (below). CLOISON_CPU=generic|avx2|avx512|amx|neon
-// forces one (avx512 on an AMX machine: the VNNI kernels, in their order);
+// forces one (avx512 on an AMX machine: the VNNI kernels, in the quad order);
 // New refuses (ErrPath, code invalid) an unknown name or a path the CPU
 // lacks rather than falling back.
 //
@@ -93,11 +94,21 @@
 //     3 and 18 KB, 944 MB of weights), so F16 takes them from that family
 //     on (cpuFamily). BF16 takes the two streams on every avx512 CPU
 //     (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows). Q8_0 with VNNI
-//     does the
-//     same (q8rowsVNNI, the activation blocks' −128·Σq lanes computed
-//     once per row, q8Corr): 69–161 against 49–51 tok/s for eight
-//     interleaved rows at load ≈ 10 (sixteen rows, two to a zmm, gained
-//     only 5–15%; two interleaved rows lost). Q4_K reads every row of
+//     does the same (q8quadRows, the activation blocks' −128·Σq lanes
+//     computed once per row, q8Corr; its lanes'-order predecessor read 69–161
+//     against 49–51 tok/s for eight interleaved rows at load ≈ 10, sixteen
+//     rows, two to a zmm, gained only 5–15%, two interleaved rows lost):
+//     eight blocks' exact sums a step (VPDPBUSD lanes, a VPHADDD tree),
+//     their scales by VPINSRW (a gather of them stalled the weight stream),
+//     and two fused multiply-adds on a register of four accumulators, the
+//     quad order's (q8blk_amd64.go). The amx order's one accumulator makes
+//     a row a chain of one fused multiply-add a block at 4 cycles each:
+//     on Zen 4 (family 25, 1 thread) its kernel (q8rowsBlk) streamed 23
+//     GB/s of weights in cache and 21 from memory, the lanes' order's 31
+//     and 23–25, the quad order's 46–48 and 30–31; buffering 8 rows' block
+//     sums to run their chains in one register's lanes instead ran 29–37
+//     in cache but 12–15 from memory (the buffer's stores and gathers cut
+//     the loads the core keeps in flight). Q4_K reads every row of
 //     the task's block in one call (q4krowsBlk, below: a zmm of a
 //     chunk's low and high nibbles against 64 contiguous activations,
 //     VPDPWSSD with the sub-block scales VPERMW'd into place). Q6_K likewise
@@ -135,9 +146,10 @@
 //     two interleaved streams defeat the prefetchers.
 //     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
 //     AMD EPYC (Zen 3/4); on Zen 5 (family 26) Q8_0's row kernel
-//     prefetches each block's line 4 KB ahead (q8Prefetch: d=1536 GQA
-//     decode 56–61 → 64–65 tok/s at 1 thread, 77–95 → 85–98 at 2,
-//     alternated). On the avx2 path of an AMD EPYC Zen 1 (family
+//     prefetches the weights 4 KB ahead (q8Prefetch, measured with the
+//     lanes' order's kernel: d=1536 GQA decode 56–61 → 64–65 tok/s at 1
+//     thread, 77–95 → 85–98 at 2, alternated; q8quadRows keeps it,
+//     unmeasured on Zen 5). On the avx2 path of an AMD EPYC Zen 1 (family
 //     23, 2 vCPUs) it is the other way round: without it the weights
 //     arrive no faster than the arithmetic consumes them, one after the
 //     other, and every avx2 decode kernel prefetches. Q8_0 then read the
@@ -153,19 +165,22 @@
 //     TestF16RowsKernels, TestBF16Rows, TestQ8Rows, TestQ4KRows,
 //     TestQ6KRows, TestKQRowsPrefetch), so batch invariance is unchanged.
 //   - Prefill runs register tiles on the vector paths (tile_amd64.s,
-//     q8tile_amd64.s, kqtile_amd64.s, q8avx2_amd64.s): 4×4 outputs on avx512 and 3×4 on
+//     q8blk_amd64.s, kqtile_amd64.s, q8avx2_amd64.s): 4×4 outputs on avx512 and 3×4 on
 //     avx2 for float weights (F32, and F16/BF16 blocks decoded once per
 //     task), Q8_0 on avx2 in 4×3 tiles (q8tile4x3AVX2: each weight block's
 //     |w| shared by four activation rows, the block's twelve scales in three
 //     4-lane products, 5 vector instructions a block and output besides
 //     loads and a broadcast where the one-row kernel spends 10; Zen 1,
-//     d=768, 128 tokens: 179 → 234 tok/s), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in 4×8
-//     tiles on zmm (q8tile4x8VNNI: two weight rows a register, their
-//     blocks interleaved dword by dword with their −128·Σw lanes once per
-//     task by q8pack8VNNI into a pooled scratch of 576 bytes a block, not
-//     a copy of the weights; the activation rows' dwords doubled and
-//     biased once per product, q8acts.u, 2 bytes a value) and 4×4 ymm
-//     tiles for the tail, Q6_K as 4
+//     d=768, 128 tokens: 179 → 234 tok/s), Q8_0 with VPDPBUSD where the CPU has AVX512_VNNI in
+//     the quad order on a tile of 16 weight rows in a zmm's lanes × 4
+//     activation rows (q8quadTile: per block, dword k of the 16 rows
+//     packed once a call by q8blkPack, biased to unsigned, into a pooled
+//     scratch of 576 bytes a block, not a copy of the weights; each
+//     activation row's dword k broadcast from q8acts.t; a row's exact
+//     block sums start at −128·Σx, q8acts.tc; four accumulators a row;
+//     a row's 16 outputs stored whole: 333 cpu-GOP/s on
+//     BenchmarkQ8AMXTile's shape against the lanes' order's 4×8 tile's
+//     136–139, Zen 4, 1 thread), Q6_K as 4
 //     activation rows × every weight row of the task's block, the
 //     weights' quants and scales unpacked once for all rows (kqtile.go),
 //     Q4_K in the amx order on every amd64 vector path: 16 activation rows
@@ -244,11 +259,13 @@
 //     checks them before every read (kernels.Arena).
 //
 // The amx path (amx_amd64.go, amx_amd64.s). Its Q8_0 order is not the
-// VNNI kernels': per output, over blocks in order from +0,
+// lanes' order of avx512 without VNNI, nor quite the quad order of avx512
+// with it (one accumulator, not four): per output, over blocks in order
+// from +0,
 //
 //	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
 //
-// one float step per block of 32 products where the VNNI order takes one
+// one float step per block of 32 products where the lanes' order takes one
 // per 4 (eight lanes of 4-product sums, then HSUM8). That is what lets
 // AMX help: a tile multiply (TDPBSSD, int8×int8 → int32) computes whole
 // block sums, m ≤ 16 weight rows (loaded in place from the weights, 32
@@ -257,7 +274,7 @@
 // integers, then the float steps run with the 16 activation rows in a
 // register's lanes, one accumulator a weight row, while the tile unit
 // computes the next block's sums into the other of two 1 KB slots. With
-// the VNNI order AMX cannot beat VPDPBUSD: each int32 a tile yields is a
+// the lanes' order AMX cannot beat VPDPBUSD: each int32 a tile yields is a
 // 4-product lane sum, so a TDPBSSD gives 256 of them in about 16 cycles
 // (K = 4; its K = 64 unused) and TILESTORED 1 KB more; a first kernel
 // built that way, bit-identical to the VNNI tile, ran at 0.6× it.

@@ -40,7 +40,7 @@ var vectorSets = func() []*kset {
 		// (q8.go): the VNNI kernels, in theirs, are not used.
 		k := vset(AVX512, true)
 		k.path, k.q8amx = AMX, vq8amx
-		k.q8rows, k.q8i8, k.q8tile, k.q8tile8, k.q8pack8, k.q8dup = vq8rowsBlk, nil, nil, nil, nil, nil
+		k.q8rows, k.q8i1x4 = vq8rowsBlk, rows1x4(vq8rowsBlk)
 		// Q4_K likewise, two float steps per super-block (kquant.go).
 		k.q4kamxPack, k.q4kamx = vq4kamxPack, vq4kamx
 		k.q4kfewPack, k.q4kfew = vq4kvnniPack, vq4kvnni
@@ -102,25 +102,21 @@ func vset(p Path, wide bool) *kset {
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(false, o, w, v) }
 	}
 	if wide && hasVNNI {
-		k.q8tile = vq8tile
-		k.q8tile8 = vq8tile4x8
-		k.q8pack8 = vq8pack8
-		k.q8dup = vq8dup
-		k.q8i8 = vq8i8
-		k.q8rows, k.q8corr = vq8rows, true
+		// Q8_0 in the quad order (q8blk_amd64.go): exact integer sums
+		// per block, one float step each into four accumulators; prefill
+		// and batches on the VNNI tile, decode on the row kernel, the
+		// same bits.
+		k.q8amx = vq8quad
+		k.q8rows, k.q8corr = vq8quadRows, true
 		// Q4_K in the amx order (q4kamx_amd64.go): exact integer sums
 		// per super-block, two float steps; prefill on the VNNI tile,
 		// decode on the row kernel, the same bits (and the amx path's).
 		k.q4kamxPack, k.q4kamx = vq4kvnniPack, vq4kvnni
 		k.q4krows = vq4krowsBlk
 		k.q6krows = vq6krows
-		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
-			return vq8i1x4(true, xq, xd, w0, w1, w2, w3)
-		}
+		k.q8i1x4 = rows1x4(vq8quadRows)
 	} else {
-		k.q8i1x4 = func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32) {
-			return vq8i1x4(false, xq, xd, w0, w1, w2, w3)
-		}
+		k.q8i1x4 = vq8i1x4
 		// Decode reads the weight rows one after the other (AVX2
 		// instructions, the same bits; avx512 without VNNI too).
 		k.q8rows = vq8rowsAVX2
@@ -270,8 +266,9 @@ func vhalf1x4(wide, bf bool, x []float32, w0, w1, w2, w3 []uint16) (s0, s1, s2, 
 }
 
 // vq8i1x4 is the Q8_0 product of quantized activations (q8.go) with four
-// weight rows; vnni picks VPDPBUSD (same integers, same bits).
-func vq8i1x4(vnni bool, xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
+// weight rows in the lanes' order (AVX2 instructions: the avx2 path's
+// integer kernels and avx512's without VNNI).
+func vq8i1x4(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 float32) {
 	nb := len(xd)
 	if nb == 0 {
 		return
@@ -279,27 +276,8 @@ func vq8i1x4(vnni bool, xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1,
 	xq = xq[:nb*32]
 	w0, w1, w2, w3 = w0[:nb*34], w1[:nb*34], w2[:nb*34], w3[:nb*34]
 	var out [4]float32
-	if vnni {
-		q8dot4VNNI(&xq[0], &xd[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out)
-	} else {
-		q8dot4AVX2(&xq[0], &xd[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out)
-	}
+	q8dot4AVX2(&xq[0], &xd[0], &w0[0], &w1[0], &w2[0], &w3[0], nb, &out)
 	return out[0], out[1], out[2], out[3]
-}
-
-// vq8i8 is vq8i1x4 (VNNI) on the eight weight rows starting at w, stride
-// bytes apart: s[i] = the product with w[i·stride:], q8dot4VNNI's bits.
-// It returns an array (not through a pointer argument: called through a
-// func value, that would escape to the heap).
-func vq8i8(xq []int8, xd []float32, w []byte, stride int) (out [8]float32) {
-	nb := len(xd)
-	if nb == 0 {
-		return
-	}
-	xq = xq[:nb*32]
-	w = w[:7*stride+nb*34]
-	q8dot8VNNI(&xq[0], &xd[0], &w[0], stride, nb, &out)
-	return
 }
 
 // f16TwoStreams picks the F16 decode kernel of the avx512 path: on Intel
@@ -373,31 +351,11 @@ func vbf16rows(x []float32, w []uint16, out []float32) {
 	}
 }
 
-// vq8rows sets out[i] to the Q8_0 product of one activation row (xq, xd;
-// xc its blocks' −128·Σq lanes, q8acts.c) with the weight row at
-// w[i·stride:], for every i < len(out), the rows one after the other in
-// one call (q8rowsVNNI): q8dot4VNNI's bits.
-func vq8rows(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32) {
-	nb, rows := len(xd), len(out)
-	if rows == 0 {
-		return
-	}
-	if nb == 0 {
-		clear(out)
-		return
-	}
-	if stride < nb*34 {
-		panic("kernels/cpu: q8rows stride")
-	}
-	xq, xc = xq[:nb*32], xc[:nb*8]
-	w = w[:(rows-1)*stride+nb*34]
-	q8rowsVNNI(&xq[0], &xc[0], &xd[0], &w[0], stride, nb, rows, &out[0], q8Prefetch)
-}
-
-// q8Prefetch is how far ahead (bytes) q8rowsVNNI prefetches its weights
-// (the same bits): 4 KB on AMD from Zen 5 (family 26) on, where Q8_0
-// decode gained 8–15% (d=1536 GQA, alternated: 1 thread 56–60 → 64–65
-// tok/s, 2 threads 77–78 → 85–94); 0 elsewhere (it slowed Zen 3/4).
+// q8Prefetch is how far ahead (bytes) the Q8_0 decode kernel of avx512 with
+// VNNI (q8quadRows) prefetches its weights (the same bits): 4 KB on AMD from
+// Zen 5 (family 26) on, where the lanes' order's row kernel it replaced
+// gained 8–15% in decode from it (d=1536 GQA, alternated: 1 thread 56–60 →
+// 64–65 tok/s, 2 threads 77–78 → 85–94); 0 elsewhere (it slowed Zen 3/4).
 var q8Prefetch = func() int {
 	if zen5On {
 		return 4096
@@ -474,12 +432,6 @@ func f16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
 func bf16dot4AVX512(x *float32, w0, w1, w2, w3 *uint16, n int, out *[4]float32)
 
 //go:noescape
-func q8dot4VNNI(xq *int8, xd *float32, w0, w1, w2, w3 *byte, nb int, out *[4]float32)
-
-//go:noescape
-func q8dot8VNNI(xq *int8, xd *float32, w *byte, stride int, nb int, out *[8]float32)
-
-//go:noescape
 func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 //go:noescape
@@ -490,9 +442,6 @@ func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 // cpuid returns EAX, EBX, ECX and EDX of CPUID leaf (subleaf sub).
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
-
-//go:noescape
-func q8rowsVNNI(xq *int8, xc *int32, xd *float32, w *byte, stride int, nb int, rows int, out *float32, pf int)
 
 //go:noescape
 func axpy4AVX512(o *float32, w *[4]float32, v0, v1, v2, v3 *float32, n int)

@@ -117,8 +117,7 @@ func BenchmarkDequantQ4K(b *testing.B) {
 // the one matrix (L2-resident for Q8_0 and Q4_K); weights=streamed cycles
 // through 32 such matrices (53 MB of Q8_0, more than the L3 of the
 // machines measured), as a model's decode step does. F16 also runs with the
-// table conversion of the scratch blocks (halfRow off), Q8_0 with the 4×4
-// ymm tile instead of the 4×8 zmm tile (q8tile8 off), to compare within
+// table conversion of the scratch blocks (halfRow off), to compare within
 // one run.
 func BenchmarkDecodeBatch(b *testing.B) {
 	const n, rowsW = 768, 2048
@@ -136,8 +135,8 @@ func BenchmarkDecodeBatch(b *testing.B) {
 			}
 			data = append(data, d)
 		}
-		for _, off := range []string{"", "halfRow=off", "q8tile8=off"} {
-			if off == "halfRow=off" && dt != kernels.F16 || off == "q8tile8=off" && dt != kernels.Q8_0 {
+		for _, off := range []string{"", "halfRow=off"} {
+			if off == "halfRow=off" && dt != kernels.F16 {
 				continue
 			}
 			for _, set := range []string{"cached", "streamed"} {
@@ -153,11 +152,8 @@ func BenchmarkDecodeBatch(b *testing.B) {
 						}
 						defer be.Close()
 						k := *be.k
-						switch off {
-						case "halfRow=off":
+						if off == "halfRow=off" {
 							k.halfRow = nil
-						case "q8tile8=off":
-							k.q8tile8, k.q8pack8, k.q8dup = nil, nil, nil
 						}
 						be.k = &k
 						nm := 1

@@ -122,42 +122,28 @@ type kset struct {
 	q8i1x1 func(xq []int8, xd []float32, w []byte) float32
 	q8i1x4 func(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (float32, float32, float32, float32)
 
-	// q8i8 computes the products with the eight weight rows starting at w,
-	// stride bytes apart, with q8i1x4's bits (decode; nil where the path
-	// has none).
-	q8i8 func(xq []int8, xd []float32, w []byte, stride int) [8]float32
 	// q8rows sets out[i] to the product with the weight row at
-	// w[i·stride:] for every i < len(out), with q8i1x4's bits (on amx:
-	// q8amx's, the amx order), from the
-	// activation row's −128·Σq lanes xc (q8acts.c), the rows one after the
-	// other in one call (decode; nil where the path has none, and then
-	// q8acts.c is not computed).
+	// w[i·stride:] for every i < len(out), with q8i1x4's bits (and
+	// q8amx's where the path has it), from the activation row's −128·Σq
+	// lanes xc (q8acts.c), the rows one after the other in one call
+	// (decode; nil where the path has none, and then q8acts.c is not
+	// computed).
 	q8rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32)
 	// q8corr: q8rows reads xc (VNNI; avx2's row kernel does not, and
 	// q8acts.c is then not computed).
 	q8corr bool
 
-	// q8tile computes a 4×4 tile of Q8_0 outputs with q8i1x4's bits
-	// (prefill; nil where the path has none).
-	q8tile func(xq *[4][]int8, xd *[4][]float32, w *[4][]byte, out *[16]float32)
 	// q8tile4xn sets out[i·os+j] for 4 activation rows of nb blocks (xq,
 	// xd at strides xqs and xds elements) × the first nw weight rows of w
 	// (ws bytes apart) with q8i1x4's bits, as many as its tile width
 	// allows, and returns how many (prefill; nil where the path has none).
 	q8tile4xn func(xq []int8, xqs int, xd []float32, xds, nb int, w []byte, ws, nw int, out []float32, os int) int
-	// q8pack8 packs the 8 weight rows at w[j·stride:] into pk
-	// (nb·q8packBytes bytes, 64-byte aligned) and q8dup an activation row
-	// (q8acts.u) for q8tile8, which computes a tile of 4 activation rows
-	// (xu and xd hold 4 consecutive rows) × those 8 weight rows with
-	// q8rows' bits, out[8r+j] (avx512 with VNNI; nil elsewhere).
-	q8pack8 func(w []byte, stride, nb int, pk []byte)
-	q8dup   func(q []int8, u []byte)
-	q8tile8 func(xu []byte, xd []float32, pk []byte, out *[32]float32)
-	// q8amx computes ng groups of 16 activation rows (q8acts.t, td) × the
-	// m ≤ 16 weight rows at w[j·stride:] into dst[i·ld+j] for the rows
-	// lo ≤ i < hi of the groups, in the amx order, with the bits of the amx
-	// path's q8rows (nil elsewhere).
-	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
+	// q8amx computes ng groups of 16 activation rows (q8acts.t, td, tc) ×
+	// the m ≤ 16 weight rows at w[j·stride:] into dst[i·ld+j] for the rows
+	// lo ≤ i < hi of the groups, with the bits of the path's q8rows: on
+	// amx in the amx order on AMX tiles (vq8amx), on avx512 with VNNI in
+	// the quad order (vq8quad); nil elsewhere.
+	q8amx func(w []byte, stride, m, nb int, xt []int8, xd []float32, xc []int32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
 
 	// q4kamxPack packs m ≤ 16 consecutive Q4_K weight rows into s, and
 	// q4kamx computes ng groups of 16 activation rows (q8acts.kt, kd, kb)

@@ -12,31 +12,38 @@ import (
 // Q8_0 products on the vector paths multiply int8 by int8, as llama.cpp's
 // ggml_vec_dot_q8_0_q8_0 does: each activation row is quantized to Q8
 // blocks first (d = max|x|/127 per 32 values, q = round-half-even(x/d)),
-// then every block contributes its exact integer dot product Σ w·q
-// (avx2: VPMADDUBSW of |w| and sign(w)·q then VPMADDWD with ones; VNNI:
-// VPDPBUSD of the weights biased to unsigned, w+128, with q, from the
-// block's −128·Σq computed once per activation row (q8Corr, for the decode
-// kernel q8rowsVNNI), for eight weight rows (q8dot8VNNI) or four: 3 instructions per block and row instead of 5), scaled by
-// round32(d_w·d_x):
+// then every block contributes its exact integer dot product Σ w·q, scaled
+// by round32(d_w·d_x). Where the float steps go depends on the path:
 //
-//	lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
+//   - avx512 without VNNI (AVX2 instructions: VPMADDUBSW of |w| and
+//     sign(w)·q then VPMADDWD with ones), the lanes' order:
 //
-// over blocks in order, lanes combined as hsum8 (dot_amd64.go). With AVX2
-// instructions (avx512 without VNNI) decode runs a row kernel reading four
-// rows a quarter of the task apart (q8rowsAVX2), prefill 4×3 tiles that
-// share each weight block's |w| among four activation rows and take each
-// pair's scale from a register (q8tile4x3AVX2), the same bits. The avx2
-// path itself runs Q8_0 in the float order instead (kset.q8float: the
-// weights dequantized exactly, the float kernels' lanes). The amx
-// path has its own order, one step per block of the block's exact sum
-// (amx_amd64.go, doc.go):
+//     lane[l] = fma(float32(Σ of the block's 4 products in lane l), round32(d_w·d_x), lane[l])
 //
-//	acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//     over blocks in order, lanes combined as hsum8 (dot_amd64.go); decode
+//     runs a row kernel reading four rows a quarter of the task apart
+//     (q8rowsAVX2), prefill 4×3 tiles that share each weight block's |w|
+//     among four activation rows and take each pair's scale from a
+//     register (q8tile4x3AVX2), the same bits.
+//   - avx512 with VNNI, the quad order (q8blk_amd64.go): one step a block
+//     on the block's exact sum, into one of four accumulators by the
+//     block's index mod 4, (a0 + a1) + (a2 + a3) at the end; VPDPBUSD of
+//     the weights biased to unsigned, w+128, from −128·Σq (q8Corr, q8acts.c
+//     and tc); prefill and batches on a VNNI tile of 16 weight rows in the
+//     lanes, decode on a row kernel.
+//   - amx, the amx order (amx_amd64.go, doc.go): one step a block on its
+//     exact sum, one accumulator,
 //
-// Every Q8_0 product of a row on a path, decode or prefill, goes the
-// path's way, so a row's result never depends on the batch. The activation rounding costs at most
-// Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite adds to the
-// MatMul tolerance for Q8_0.
+//     acc = fma(float32(Σ_{i<32} w_i·q_i), round32(d_w·d_x), acc)
+//
+//     prefill on AMX tiles, decode on a VNNI row kernel.
+//
+// The avx2 path itself runs Q8_0 in the float order instead (kset.q8float:
+// the weights dequantized exactly, the float kernels' lanes). Every Q8_0
+// product of a row on a path, decode or prefill, goes the path's way, so a
+// row's result never depends on the batch. The activation rounding costs
+// at most Σ_blocks max|x_b|/254·Σ_b|w| — the term the conformance suite
+// adds to the MatMul tolerance for Q8_0.
 
 // q8acts holds the activation rows of a product quantized to Q8 blocks
 // (q, d: for Q8_0 and Q4_0 weights) and to Q8_K blocks (k: for Q4_K and
@@ -48,15 +55,14 @@ type q8acts struct {
 	// Q8 block's VPDPBUSD lanes), where the path's q8rows reads them
 	// (kset.q8corr).
 	c []int32
-	// u: rows × 2·cols, q's dwords doubled and biased to unsigned, for
-	// the 4×8 tile (q8tile8), where the path has it and x has 4 rows.
-	u []byte
 	// t, td: the rows in groups of 16 (the last padded), each group's q
 	// transposed by dwords, dword k of row r at [16·cols·g + 64k + 4r],
 	// and its scales at [16·nb·g + 16b + r], for the AMX tile (q8amx),
-	// where the path has it.
+	// where the path has it; tc: each block's −128·Σq where td has its
+	// scale (the start of q8blk's sums).
 	t  []int8
 	td []float32
+	tc []int32
 	k  *q8kActs
 	// kt, kd, kb: the Q8_K rows (k) in groups of 16 the same way, for the
 	// AMX Q4_K tile (q4kamx), where the path has it: q transposed by
@@ -70,9 +76,9 @@ type q8acts struct {
 	bq  []int8
 	bd  []float32
 	bc  []int32
-	bu  []byte
 	bt  []int8
 	bd2 []float32
+	btc []int32
 	bk  q8kActs
 	bkt []int8
 	bkd []float32
@@ -111,7 +117,7 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 	// the garbage collector, and its preemption of the workers, busy.
 	a := actsPool.Get().(*q8acts)
 	nb := x.cols / 32
-	a.q, a.d, a.c, a.u, a.t, a.td, a.k = nil, nil, nil, nil, nil, nil, nil
+	a.q, a.d, a.c, a.t, a.td, a.tc, a.k = nil, nil, nil, nil, nil, nil, nil
 	a.kt, a.kd, a.kb = nil, nil, nil
 	if q8 {
 		a.q, a.d = growAny(a.bq, x.rows*x.cols), growAny(a.bd, x.rows*nb)
@@ -120,16 +126,12 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			a.c = growAny(a.bc, x.rows*x.cols/4)
 			a.bc = a.c
 		}
-		if b.k.q8dup != nil && x.rows >= 4 {
-			a.u = growAny(a.bu, x.rows*2*x.cols)
-			a.bu = a.u
-		}
 		if b.k.q8amx != nil {
 			// Padded rows of the last group are left as they are: a
 			// column of the tile depends on its own row only.
 			rp := (x.rows + 15) &^ 15
-			a.t, a.td = growAny(a.bt, rp*x.cols), growAny(a.bd2, rp*nb)
-			a.bt, a.bd2 = a.t, a.td
+			a.t, a.td, a.tc = growAny(a.bt, rp*x.cols), growAny(a.bd2, rp*nb), growAny(a.btc, rp*nb)
+			a.bt, a.bd2, a.btc = a.t, a.td, a.tc
 		}
 	}
 	if q8k {
@@ -149,11 +151,9 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			if a.c != nil {
 				q8Corr(a.c[r*x.cols/4:(r+1)*x.cols/4], q)
 			}
-			if a.u != nil {
-				b.k.q8dup(q, a.u[r*2*x.cols:(r+1)*2*x.cols])
-			}
 			if a.t != nil {
 				q8Transpose(a.t[r&^15*x.cols:], a.td[r&^15*nb:], r&15, q, a.d[r*nb:(r+1)*nb])
+				q8BlockCorr(a.tc[r&^15*nb:], r&15, q)
 			}
 		}
 		if k := a.k; k != nil {
@@ -212,6 +212,19 @@ func q8Corr(c []int32, q []int8) {
 	}
 }
 
+// q8BlockCorr sets c[16b+r] = −128·Σ of block b of q (one row, r < 16, of
+// a group as q8Transpose lays it out).
+func q8BlockCorr(c []int32, r int, q []int8) {
+	c = c[:len(q)/2]
+	for b := range len(q) / 32 {
+		var s int32
+		for _, v := range q[32*b : 32*b+32] {
+			s += int32(v)
+		}
+		c[16*b+r] = -128 * s
+	}
+}
+
 // q8Transpose writes row r (0 ≤ r < 16) of a group of 16 quantized rows
 // into the group's transposed layout (q8acts.t, td): dword k of q at
 // t[64k+4r:], scale b at td[16b+r].
@@ -226,16 +239,8 @@ func q8Transpose(t []int8, td []float32, r int, q []int8, d []float32) {
 	}
 }
 
-// q8packBytes is the size of one block of 8 Q8_0 weight rows packed for
-// the 4×8 tile (q8pack8): 4 interleaved pairs of 64 bytes, their lanes'
-// −128·Σw (4 × 64 bytes) and 8 float32 scales, padded to keep every block
-// 64-byte aligned.
-const q8packBytes = 576
-
-// packScratch holds a task's packed weight rows (q8pack8).
+// packScratch holds a task's packed weight rows (q8blkPack).
 type packScratch struct{ b []byte }
-
-var packPool = sync.Pool{New: func() any { return new(packScratch) }}
 
 // aligned returns n bytes of s starting 64-byte aligned.
 func (s *packScratch) aligned(n int) []byte {
@@ -247,7 +252,8 @@ func (s *packScratch) aligned(n int) []byte {
 	return b[off : off+n]
 }
 
-// The AMX Q8_0 tile (q8amx): 16 activation rows × up to 16 weight rows.
+// The group tiles (q8amx: AMX's, avx512's VNNI tile): 16 activation rows
+// × up to 16 weight rows.
 const (
 	q8amxRows    = 16
 	q8amxScratch = 64 + 2*1024
@@ -256,16 +262,18 @@ const (
 	q8amxMinRows = 4
 	// q8amxMaxBlocks: longer rows (more than 32,768 values) take the row
 	// kernel (q8rows), with the same bits, as do outputs of 2²⁵ columns or
-	// more (the tile scatters with 32-bit offsets).
+	// more (AMX's tile scatters with 32-bit offsets).
 	q8amxMaxBlocks = 1024
 )
 
 // amxScratch is a task's scratch for q8amx: the tile configuration and two
 // slots of block sums (b, 64-byte aligned) and the weight rows' scales
-// (dw: 16 rows of q8amxMaxBlocks).
+// (dw: 16 rows of q8amxMaxBlocks) for AMX's tile, the packed weight rows
+// (pk) for the quad order's.
 type amxScratch struct {
 	b  []byte
 	dw []float32
+	pk packScratch
 }
 
 var amxPool = sync.Pool{New: func() any {
@@ -292,9 +300,10 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		nb := cols / 32
 		r := r0
 		if k.q8amx != nil && (r1-r0 < q8amxMinRows || nb > q8amxMaxBlocks || int64(dst.cols) >= 1<<25) {
-			// The amx path's decode: one activation row at a time, the
-			// task's weight rows in one sequential stream (q8rowsBlk),
-			// with the bits of the AMX tile.
+			// Decode on a path with a group tile (amx, avx512 with
+			// VNNI): one activation row at a time, the task's weight rows
+			// in one sequential stream (q8rowsBlk, q8quadRows), with the
+			// bits of the tile.
 			for ; r < r1; r++ {
 				k.q8rows(acts.q[r*cols:(r+1)*cols], acts.c[r*cols/4:(r+1)*cols/4], acts.d[r*nb:(r+1)*nb],
 					m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, dst.row(r)[o0:o1])
@@ -302,8 +311,8 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 			return true
 		}
 		if k.q8amx != nil {
-			// The amx path's prefill: groups of 16 activation rows (the
-			// last padded; a group computed whole, only the task's rows
+			// Prefill and batches on the group tile: groups of 16
+			// activation rows (the last padded; only the task's rows
 			// kept) × up to 16 weight rows a call, 4 groups at a time.
 			s := amxPool.Get().(*amxScratch)
 			for o := o0; o < o1; o += q8amxRows {
@@ -312,7 +321,7 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 					ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
 					lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)
 					k.q8amx(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], m.rowBytes, mm, nb,
-						acts.t[g0*cols:], acts.td[g0*nb:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
+						acts.t[g0*cols:], acts.td[g0*nb:], acts.tc[g0*nb:], ng, dst.data[g0*dst.cols+o:], dst.cols, lo, hi, s)
 				}
 			}
 			amxPool.Put(s)
@@ -333,54 +342,6 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 				}
 			}
 		}
-		if k.q8tile != nil && r1-r0 >= 4 {
-			// Declared once per call: the kernel is called through a func
-			// value, so these escape (one allocation each per block, not
-			// per tile); never in a decode step of fewer than 4 rows,
-			// which would pay them per task for nothing.
-			var xq [4][]int8
-			var xd [4][]float32
-			var ws [4][]byte
-			var out [16]float32
-			r4 := r0 + (r1-r0)/4*4 // rows r0…r4 run in tiles of 4
-			o8 := o0               // weight rows o0…o8 in tiles of 4×8
-			if k.q8tile8 != nil && acts.u != nil {
-				// Each group of 8 weight rows is packed once (q8pack8:
-				// interleaved, biased, scales converted) and serves every
-				// 4-row tile of the task: the same bits as q8rows.
-				s := packPool.Get().(*packScratch)
-				pk := s.aligned(nb * q8packBytes)
-				var out8 [32]float32
-				for ; o8+8 <= o1; o8 += 8 {
-					k.q8pack8(m.data[o8*m.rowBytes:(o8+8)*m.rowBytes], m.rowBytes, nb, pk)
-					for r := r0; r < r4; r += 4 {
-						k.q8tile8(acts.u[r*2*cols:(r+4)*2*cols], acts.d[r*nb:(r+4)*nb], pk, &out8)
-						for i := range 4 {
-							copy(dst.row(r + i)[o8:o8+8], out8[8*i:8*i+8])
-						}
-					}
-				}
-				packPool.Put(s)
-			}
-			for ; r < r4; r += 4 {
-				for i := range 4 {
-					xq[i], xd[i] = acts.q[(r+i)*cols:(r+i+1)*cols], acts.d[(r+i)*nb:(r+i+1)*nb]
-				}
-				o := o8
-				for ; o+4 <= o1; o += 4 {
-					ws = [4][]byte{row(o), row(o + 1), row(o + 2), row(o + 3)}
-					k.q8tile(&xq, &xd, &ws, &out)
-					for i := range 4 {
-						copy(dst.row(r + i)[o:o+4], out[4*i:4*i+4])
-					}
-				}
-				for ; o < o1; o++ {
-					for i := range 4 {
-						dst.row(r + i)[o] = k.q8i1x1(xq[i], xd[i], row(o))
-					}
-				}
-			}
-		}
 		for ; r < r1; r++ {
 			xq, xd := acts.q[r*cols:(r+1)*cols], acts.d[r*nb:(r+1)*nb]
 			out := dst.row(r)
@@ -394,12 +355,6 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 				}
 				k.q8rows(xq, xc, xd, m.data[o0*m.rowBytes:o1*m.rowBytes], m.rowBytes, out[o0:o1])
 				continue
-			}
-			if k.q8i8 != nil {
-				for ; o+8 <= o1; o += 8 {
-					o8 := k.q8i8(xq, xd, m.data[o*m.rowBytes:(o+8)*m.rowBytes], m.rowBytes)
-					copy(out[o:o+8], o8[:])
-				}
 			}
 			for ; o+4 <= o1; o += 4 {
 				out[o], out[o+1], out[o+2], out[o+3] = k.q8i1x4(xq, xd, row(o), row(o+1), row(o+2), row(o+3))

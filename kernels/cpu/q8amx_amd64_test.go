@@ -49,20 +49,64 @@ func q8amxRef(xq []int8, xd []float32, w []byte) float32 {
 	return acc
 }
 
-// TestQ8AMX: the AMX Q8_0 kernel and the amx path's decode kernel
-// (q8rowsBlk) give every output the bits of the amx order (q8amxRef), for 1–16 weight rows, 1–4 groups of activation rows,
-// padded weight rows, any quant byte (−128 included) and activations at
-// ±127, writing only the rows asked for.
+// q8quadRef is the quad order (q8blk_amd64.go) for one output, in Go.
+func q8quadRef(xq []int8, xd []float32, w []byte) float32 {
+	var a [4]float32
+	for b := range xd {
+		var sum int32
+		for i := range 32 {
+			sum += int32(int8(w[b*34+2+i])) * int32(xq[b*32+i])
+		}
+		a[b%4] = fma32(float32(sum), q8Scale((*q8Block)(w[b*34:]))*xd[b], a[b%4])
+	}
+	return (a[0] + a[1]) + (a[2] + a[3])
+}
+
+// q8groupKernels are the Q8_0 kernels that take activation rows in
+// groups of 16 (q8acts.t): AMX's tile in the amx order, and the avx512
+// path's VNNI tile in the quad order, each with its path's decode kernel
+// and its order in Go, where the CPU runs it.
+var q8groupKernels = []struct {
+	name string
+	has  bool
+	path Path
+	tile func(w []byte, stride, m, nb int, xt []int8, xd []float32, xc []int32, ng int, dst []float32, ld, lo, hi int, s *amxScratch)
+	rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32)
+	ref  func(xq []int8, xd []float32, w []byte) float32
+}{
+	{"amx", hasAMX, AMX, vq8amx, vq8rowsBlk, q8amxRef},
+	{"quad", hasVNNI, AVX512, vq8quad, vq8quadRows, q8quadRef},
+}
+
+// TestQ8AMX: the group tiles (AMX's in the amx order, avx512's VNNI tile
+// in the quad order) and their decode kernels (q8rowsBlk, q8quadRows) give
+// every output the bits of their order in Go, for 1–16 weight rows (1–16
+// rows a decode call), 1–4 groups of activation rows, 1–48 blocks (every
+// count mod 4 and mod 8), padded weight rows, any quant byte (−128
+// included) and activations at ±127, writing only the rows asked for.
 func TestQ8AMX(t *testing.T) {
-	needAMX(t)
+	ran := false
+	for _, kern := range q8groupKernels {
+		if kern.has {
+			ran = true
+			t.Run(kern.name, func(t *testing.T) { testQ8AMX(t, kern.tile, kern.rows, kern.ref) })
+		}
+	}
+	if !ran {
+		t.Skip("no AVX512_VNNI nor AMX on this CPU: the group tiles are not tested")
+	}
+}
+
+func testQ8AMX(t *testing.T, tile func(w []byte, stride, m, nb int, xt []int8, xd []float32, xc []int32, ng int, dst []float32, ld, lo, hi int, s *amxScratch),
+	rowsKernel func(xq []int8, xc []int32, xd []float32, w []byte, stride int, out []float32), ref func(xq []int8, xd []float32, w []byte) float32) {
 	r := rand.New(rand.NewPCG(35, 36))
-	for _, nb := range []int{1, 2, 3, 5, 21, 48} {
-		for _, m := range []int{1, 5, 8, 16} {
+	for _, nb := range []int{1, 2, 3, 5, 6, 7, 21, 48} {
+		for _, m := range []int{1, 5, 8, 13, 16} {
 			for _, ng := range []int{1, 2, 4} {
 				for trial := range 3 {
 					stride, cols, rows := nb*34+3*(trial%2), nb*32, ng*16
 					xq, xd := make([]int8, rows*cols), make([]float32, rows*nb)
-					xt, xtd := make([]int8, rows*cols), make([]float32, rows*nb)
+					xt, xtd, xtc := make([]int8, rows*cols), make([]float32, rows*nb), make([]int32, rows*nb)
 					for row := range rows {
 						x := make([]float32, cols)
 						for i := range x {
@@ -74,6 +118,7 @@ func TestQ8AMX(t *testing.T) {
 						q, d := xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb]
 						quantizeRowQ8(q, d, x)
 						q8Transpose(xt[row&^15*cols:], xtd[row&^15*nb:], row&15, q, d)
+						q8BlockCorr(xtc[row&^15*nb:], row&15, q)
 					}
 					w := make([]byte, m*stride)
 					for i := range w {
@@ -96,7 +141,7 @@ func TestQ8AMX(t *testing.T) {
 					for i := range dst {
 						dst[i] = sentinel
 					}
-					vq8amx(w, stride, m, nb, xt, xtd, ng, dst, ld, lo, hi, s)
+					tile(w, stride, m, nb, xt, xtd, xtc, ng, dst, ld, lo, hi, s)
 					for row := range rows {
 						for j := range ld {
 							got := dst[row*ld+j]
@@ -106,7 +151,7 @@ func TestQ8AMX(t *testing.T) {
 								}
 								continue
 							}
-							want := q8amxRef(xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb], w[j*stride:j*stride+nb*34])
+							want := ref(xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb], w[j*stride:j*stride+nb*34])
 							if !same(got, want) {
 								t.Fatalf("nb=%d m=%d ng=%d trial %d: out[%d][%d] = %v, want %v", nb, m, ng, trial, row, j, got, want)
 							}
@@ -118,10 +163,10 @@ func TestQ8AMX(t *testing.T) {
 					for _, row := range []int{0, rows - 1} {
 						q, d := xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb]
 						q8Corr(xc, q)
-						vq8rowsBlk(q, xc, d, w, stride, got)
+						rowsKernel(q, xc, d, w, stride, got)
 						for j := range m {
-							if want := q8amxRef(q, d, w[j*stride:j*stride+nb*34]); !same(got[j], want) {
-								t.Fatalf("q8rowsBlk nb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nb, m, trial, row, j, got[j], want)
+							if want := ref(q, d, w[j*stride:j*stride+nb*34]); !same(got[j], want) {
+								t.Fatalf("decode nb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nb, m, trial, row, j, got[j], want)
 							}
 						}
 					}
@@ -131,14 +176,26 @@ func TestQ8AMX(t *testing.T) {
 	}
 }
 
-// TestQ8AMXProduct: every Q8_0 product on the amx path, one row (decode)
-// or a batch that fills 16-row groups or leaves a partial one (17, 70:
-// across an activation task), with weight counts that leave tails after
-// 16-row calls, rows too long for the tile (the row kernel), on 1 and 2
-// threads, has in each element the bits of the
-// amx order on the row's quantized activations.
+// TestQ8AMXProduct: every Q8_0 product on the amx path and on avx512's
+// with VNNI (the quad order), one row (decode) or a batch that fills
+// 16-row groups or leaves a partial one (17, 70: across an activation
+// task), with weight counts that leave tails after 16-row calls, rows too
+// long for the tile (the row kernel), on 1 and 2 threads, has in each
+// element the bits of the path's order on the row's quantized activations.
 func TestQ8AMXProduct(t *testing.T) {
-	needAMX(t)
+	ran := false
+	for _, kern := range q8groupKernels {
+		if kern.has {
+			ran = true
+			t.Run(kern.name, func(t *testing.T) { testQ8AMXProduct(t, kern.path, kern.ref) })
+		}
+	}
+	if !ran {
+		t.Skip("no AVX512_VNNI nor AMX on this CPU: the group tiles are not tested")
+	}
+}
+
+func testQ8AMXProduct(t *testing.T, path Path, ref func(xq []int8, xd []float32, w []byte) float32) {
 	r := rand.New(rand.NewPCG(37, 38))
 	for _, sh := range []struct{ rows, cols, n int }{{1, 256, 24}, {3, 64, 30}, {5, 96, 7}, {16, 256, 53}, {17, 768, 40}, {70, 512, 100}, {17, 32 * (q8amxMaxBlocks + 1), 5}} {
 		for _, threads := range []int{1, 2} {
@@ -155,13 +212,13 @@ func TestQ8AMXProduct(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%7)
 				}
-				got := productOnPath(t, AMX, threads, kernels.Q8_0, sh.rows, sh.cols, sh.n, data, xs)
+				got := productOnPath(t, path, threads, kernels.Q8_0, sh.rows, sh.cols, sh.n, data, xs)
 				nb, rb := sh.cols/32, sh.cols/32*34
 				xq, xd := make([]int8, sh.cols), make([]float32, nb)
 				for row := range sh.rows {
 					quantizeRowQ8(xq, xd, xs[row*sh.cols:(row+1)*sh.cols])
 					for o := range sh.n {
-						if want := q8amxRef(xq, xd, data[o*rb:(o+1)*rb]); !same(got[row*sh.n+o], want) {
+						if want := ref(xq, xd, data[o*rb:(o+1)*rb]); !same(got[row*sh.n+o], want) {
 							t.Fatalf("row %d out %d: %v, want %v", row, o, got[row*sh.n+o], want)
 						}
 					}
@@ -172,16 +229,18 @@ func TestQ8AMXProduct(t *testing.T) {
 }
 
 // BenchmarkQ8AMXTile: 64 activation rows × 16 weight rows of nb blocks, the
-// AMX kernel (4 groups of 16 rows a call) against the avx512 path's 4×8
-// VNNI tile (packing included, as a task does), per CPU second (cpu-GOP/s:
-// 2 ops a multiply-add).
+// group tiles (AMX's, avx512's VNNI tile in the quad order; 4 groups of 16
+// rows a call, the quad tile's packing included, as a task does), per CPU
+// second (cpu-GOP/s: 2 ops a multiply-add).
 func BenchmarkQ8AMXTile(b *testing.B) {
-	needAMX(b)
+	if !hasVNNI {
+		b.Skip("no AVX512_VNNI")
+	}
 	const nb, rows, m = 48, 64, 16
 	cols, stride := nb*32, nb*34
 	r := rand.New(rand.NewPCG(1, 2))
 	xq, xd := make([]int8, rows*cols), make([]float32, rows*nb)
-	xt, xtd, xu := make([]int8, rows*cols), make([]float32, rows*nb), make([]byte, 2*rows*cols)
+	xt, xtd, xtc := make([]int8, rows*cols), make([]float32, rows*nb), make([]int32, rows*nb)
 	for row := range rows {
 		x := make([]float32, cols)
 		for i := range x {
@@ -190,7 +249,7 @@ func BenchmarkQ8AMXTile(b *testing.B) {
 		q, d := xq[row*cols:(row+1)*cols], xd[row*nb:(row+1)*nb]
 		quantizeRowQ8(q, d, x)
 		q8Transpose(xt[row&^15*cols:], xtd[row&^15*nb:], row&15, q, d)
-		vq8dup(q, xu[2*row*cols:2*(row+1)*cols])
+		q8BlockCorr(xtc[row&^15*nb:], row&15, q)
 	}
 	w := make([]byte, m*stride)
 	for i := range w {
@@ -205,28 +264,18 @@ func BenchmarkQ8AMXTile(b *testing.B) {
 		ops := 2 * float64(rows*m*cols) * float64(b.N)
 		b.ReportMetric(ops/(cpuTime()-c0).Seconds()/1e9, "cpu-GOP/s")
 	}
-	b.Run("amx", func(b *testing.B) {
-		s := amxPool.Get().(*amxScratch)
-		dst := make([]float32, rows*m)
-		c0 := cpuTime()
-		for b.Loop() {
-			vq8amx(w, stride, m, nb, xt, xtd, 4, dst, m, 0, rows, s)
-		}
-		report(b, c0)
-	})
-	b.Run("vnni4x8", func(b *testing.B) {
-		var ps packScratch
-		pk := ps.aligned(nb * q8packBytes)
-		var out [32]float32
-		c0 := cpuTime()
-		for b.Loop() {
-			for o := 0; o < m; o += 8 {
-				vq8pack8(w[o*stride:], stride, nb, pk)
-				for row := 0; row < rows; row += 4 {
-					vq8tile4x8(xu[2*row*cols:2*(row+4)*cols], xd[row*nb:(row+4)*nb], pk, &out)
-				}
+	for _, kern := range q8groupKernels {
+		b.Run(kern.name, func(b *testing.B) {
+			if !kern.has {
+				b.Skip("not on this CPU")
 			}
-		}
-		report(b, c0)
-	})
+			s := amxPool.Get().(*amxScratch)
+			dst := make([]float32, rows*m)
+			c0 := cpuTime()
+			for b.Loop() {
+				kern.tile(w, stride, m, nb, xt, xtd, xtc, 4, dst, m, 0, rows, s)
+			}
+			report(b, c0)
+		})
+	}
 }
