@@ -914,27 +914,22 @@ end:
 // activations (SI) rounded to BF16 into Z6 (its low half the first 16),
 // then Z0 += Z6·row R8, Z1 += Z6·row R9, each row prefetched 4 KB ahead.
 #define BF16DP2STEP32 \
-	PREFETCHT0  4096(R8)(AX*2); \
-	PREFETCHT0  4096(R9)(AX*2); \
-	VMOVUPS     (SI)(AX*4), Z4; \
-	VMOVUPS     64(SI)(AX*4), Z5; \
-	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xF4; \
-	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xFD; \
-	VINSERTI64X4 $1, Y7, Z6, Z6; \
+	VMOVDQU16   (SI)(AX*2), Z6; \
 	VMOVDQU16   (R8)(AX*2), Z8; \
 	VMOVDQU16   (R9)(AX*2), Z9; \
 	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC0; \
 	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC9
 
-// func bf16dpRowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
+// func bf16dpRowsAVX512(x *uint16, w *uint16, n int, rows int, out *float32)
 //
-// The BF16 products of one activation row x (float32, rounded to BF16 in
-// registers) with rows consecutive BF16 weight rows of n values (n > 0 a
+// The BF16 products of one activation row x (rounded to BF16 once a call,
+// vbf16dpRows) with rows consecutive BF16 weight rows of n values (n > 0 a
 // multiple of 32) in the avx512 path's BF16 order where the CPU has
 // AVX512_BF16: 16 lanes from +0, VDPBF16PS per 32 values, then HSUM16;
 // row i beside row i+rows/2 as two prefetched streams (as bf16rows2AVX512),
-// the last row of an odd count alone.
-TEXT ·bf16dpRowsAVX512(SB), NOSPLIT, $0-40
+// the last row of an odd count alone. pf > 0 prefetches both streams pf
+// bytes ahead.
+TEXT ·bf16dpRowsAVX512(SB), NOSPLIT, $0-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), R8
 	MOVQ  n+16(FP), CX
@@ -947,6 +942,7 @@ TEXT ·bf16dpRowsAVX512(SB), NOSPLIT, $0-40
 	IMULQ BX, R12
 	LEAQ  (R8)(R12*1), R9 // row rows/2
 	LEAQ  (DI)(R11*4), R12
+	MOVQ  pf+40(FP), R13
 
 dppair:
 	TESTQ  R11, R11
@@ -954,8 +950,14 @@ dppair:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	XORQ   AX, AX
+	LEAQ   (R8)(R13*1), R14
+	LEAQ   (R9)(R13*1), R15
 
 dploop:
+	TESTQ      R13, R13
+	JEQ        3(PC)
+	PREFETCHT0 (R14)(AX*2)
+	PREFETCHT0 (R15)(AX*2)
 	BF16DP2STEP32
 	ADDQ $32, AX
 	CMPQ AX, CX
@@ -979,11 +981,7 @@ dplast:
 	XORQ   AX, AX
 
 dplloop:
-	VMOVUPS     (SI)(AX*4), Z4
-	VMOVUPS     64(SI)(AX*4), Z5
-	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xF4 // VCVTNEPS2BF16 Y6, Z4
-	BYTE $0x62; BYTE $0xF2; BYTE $0x7E; BYTE $0x48; BYTE $0x72; BYTE $0xFD // VCVTNEPS2BF16 Y7, Z5
-	VINSERTI64X4 $1, Y7, Z6, Z6
+	VMOVDQU16   (SI)(AX*2), Z6
 	VMOVDQU16   (R9)(AX*2), Z9
 	BYTE $0x62; BYTE $0xD2; BYTE $0x4E; BYTE $0x48; BYTE $0x52; BYTE $0xC1 // VDPBF16PS Z0, Z6, Z9
 	ADDQ        $32, AX
