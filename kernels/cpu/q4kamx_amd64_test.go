@@ -103,7 +103,7 @@ var q4kTiles = []struct {
 }
 
 // TestQ4KAMX: the Q4_K tiles of the amx order (AMX, VNNI and AVX2) and
-// their decode kernels (q4krowsBlk, q4krowsPairBlk with VBMI, q4kblkAVX2) give every output the bits of the amx order
+// their decode kernels (q4krowsBlk, q4krowsPairBlk with VBMI, q4krows4Blk, q4kblkAVX2) give every output the bits of the amx order
 // (q4kamxRef), for 1–16 weight rows, 1–4 groups of activation rows,
 // random and quantized weights (any scale, minimum and nibble),
 // activations at ±127 and a block of zeros, writing only the rows asked
@@ -116,12 +116,22 @@ func TestQ4KAMX(t *testing.T) {
 			} else if !k.have {
 				t.Skipf("this CPU lacks the %s tile's instructions", k.name)
 			}
-			testQ4KTile(t, k.pack, k.tile, k.rows)
-			if k.name == "vnni" && hasVBMI {
-				// The one-super-block kernel too (CPUs without VBMI).
-				hasVBMI = false
-				defer func() { hasVBMI = true }()
+			if k.name != "vnni" {
 				testQ4KTile(t, k.pack, k.tile, k.rows)
+				return
+			}
+			// Every decode kernel the CPU can run: four rows at a time
+			// (Zen 4's), the super-block pairs (VBMI) and one super-block.
+			four, vbmi := q4kFour, hasVBMI
+			defer func() { q4kFour, hasVBMI = four, vbmi }()
+			for _, f := range []bool{true, false} {
+				for _, v := range []bool{true, false} {
+					if v && !vbmi {
+						continue
+					}
+					q4kFour, hasVBMI = f, v
+					testQ4KTile(t, k.pack, k.tile, k.rows)
+				}
 			}
 		})
 	}
