@@ -43,7 +43,7 @@ func vq8quad(w []byte, stride, m, nb int, xt []int8, xd []float32, xc []int32, n
 	for j := range offs {
 		offs[j] = int64(min(j, m-1) * stride)
 	}
-	q8blkPack(&w[0], &offs[0], nb, &pk[0])
+	q8blkPack(&w[0], &offs[0], nb, &pk[0], q8amxRows*stride)
 	cmask := 1<<m - 1
 	for g := range ng {
 		for h := 0; h < 16; h += 4 {
@@ -107,7 +107,7 @@ func rows1x4(rows func(xq []int8, xc []int32, xd []float32, w []byte, stride int
 const q8blkBytes = 576
 
 //go:noescape
-func q8blkPack(w *byte, offs *int64, nb int, pk *byte)
+func q8blkPack(w *byte, offs *int64, nb int, pk *byte, next int)
 
 //go:noescape
 func q8quadTile(pk *byte, nb int, xt *int8, xd *float32, xc *int32, dst *float32, ld4 int, rmask int, cmask int)
