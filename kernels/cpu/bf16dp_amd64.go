@@ -34,13 +34,13 @@ func vbf16dpRows(x []float32, w []uint16, out []float32) {
 	h := growAny(*hp, nv)
 	vbf16RoundRow(h, x[:nv])
 	if nv == n {
-		bf16dpRowsAVX512(&h[0], &w[0], n, rows, &out[0], bf16Prefetch)
+		bf16dpRowsAVX512(&h[0], &w[0], n, rows, &out[0], rowPrefetch)
 	} else {
 		// The kernel needs whole steps: rows with a tail run one at a
 		// time on their first nv values, the tail in Go.
 		for r := range rows {
 			out[r] = 0
-			bf16dpRowsAVX512(&h[0], &w[r*n], nv, 1, &out[r], bf16Prefetch)
+			bf16dpRowsAVX512(&h[0], &w[r*n], nv, 1, &out[r], rowPrefetch)
 			out[r] = bf16dpTail(out[r], x, w[r*n:(r+1)*n], nv)
 		}
 	}
@@ -48,12 +48,13 @@ func vbf16dpRows(x []float32, w []uint16, out []float32) {
 	bf16RowPool.Put(hp)
 }
 
-// bf16Prefetch is how far ahead (bytes) bf16dpRowsAVX512 prefetches its
-// two streams (the same bits): 4 KB on Intel and on AMD from Zen 5 on, where
-// the two prefetched streams were measured; none on earlier AMD (Zen 4,
-// family 25: 8 layers d=768 BF16 decode at 1 thread 188–204 → 205–215
-// tok/s without it, alternated), as F16 and Q8_0 there.
-var bf16Prefetch = func() int {
+// rowPrefetch is how far ahead (bytes) the F16 and BF16 decode kernels'
+// two streams prefetch (f16rows2AVX512, bf16dpRowsAVX512; the same bits):
+// 4 KB on Intel and on AMD from Zen 5 on, where the two prefetched streams
+// were measured; none on earlier AMD (Zen 4, family 25: 8 layers d=768
+// BF16 decode at 1 thread 188–204 → 205–215 tok/s without it, alternated;
+// F16 in dot_amd64.go), as Q8_0 there.
+var rowPrefetch = func() int {
 	if isIntel || zen5On {
 		return 4096
 	}

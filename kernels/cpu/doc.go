@@ -86,14 +86,20 @@
 //     bits of bf16dot4AVX512; before, four interleaved rows a call):
 //     d=768 74–81 → 139–176 tok/cpu-s (load 8.1–8.5; wall 89–166 against
 //     llama-bench's 55–87 tok/s), d=1536 GQA 13.3–13.7 → 17.2–17.5
-//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). AMD before Zen 5 keeps the
-//     one stream for F16 (the figures above; software prefetch slowed it
-//     there). On AMD EPYC Zen 5 (family 26, 2 vCPUs) two streams gain
-//     nothing on the d=768 model (176–202 against 177–179 tok/s) but
-//     24.3–25.6 against 16.1–20.7 tok/s on the d=1536 GQA model (rows of
-//     3 and 18 KB, 944 MB of weights), so F16 takes them from that family
-//     on (cpuFamily). BF16 takes the two streams on every avx512 CPU
-//     (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows). Q8_0 with VNNI
+//     (load 6.6–8.4; wall 9.3–12.1 against 6.8–8.7). On AMD EPYC Zen 5
+//     (family 26, 2 vCPUs) two streams gain nothing on the d=768 model
+//     (176–202 against 177–179 tok/s) but 24.3–25.6 against 16.1–20.7
+//     tok/s on the d=1536 GQA model (rows of 3 and 18 KB, 944 MB of
+//     weights). On Zen 4 (family 25) the prefetching two streams lost to
+//     one, the two without prefetching gain (d=1536 GQA 24 → 27 tok/s at
+//     1 thread, 33 → 35 at 2; d=768 even at 1, 242 → 255–265 at 2), so
+//     F16 takes two streams on Intel and from Zen 4 on (f16TwoStreams),
+//     prefetched on Intel and Zen 5 only (rowPrefetch). BF16 takes the two streams on every avx512 CPU
+//     (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows),
+//     the activation row rounded to BF16 once a call (vbf16dpRows; the
+//     kernel had rounded it again for every row pair: Zen 4, d=768, 1
+//     thread, 152–161 → 180–195 tok/s), prefetched 4 KB ahead on Intel
+//     and Zen 5 only (rowPrefetch; Zen 4 188–204 → 203–215 without). Q8_0 with VNNI
 //     does the same (q8quadRows, the activation blocks' −128·Σq lanes
 //     computed once per row, q8Corr; its lanes'-order predecessor read 69–161
 //     against 49–51 tok/s for eight interleaved rows at load ≈ 10, sixteen
@@ -143,7 +149,24 @@
 //     weights; d=768 and d=1536 GQA Q4_K decode at 1 thread +6–10%
 //     (Zen 5, alternated). Pairing two rows instead (a super-block of
 //     each) ran 43 GB/s in cache but a third as fast from memory: the
-//     two interleaved streams defeat the prefetchers.
+//     two interleaved streams defeat the prefetchers. On Zen 4 (family
+//     25 with AVX-512: zmm at half width) the one-row kernels are bound
+//     by their instructions, 18–20 GB/s of weights in cache and from
+//     memory alike, so Q4_K decode takes four rows at a time there
+//     (q4krows4Blk, q4kFour): a row in each 128-bit lane of a zmm, the
+//     four rows' 6-bit scales and minimums unpacked together by VPSHUFB
+//     and masks, each 64-value chunk's nibbles against the activations'
+//     16 bytes broadcast to every lane (VPDPBUSD into a sub-block's exact
+//     sums), times the sub-block's scale by VPDPWSSD, the lanes' sums and
+//     the float steps of the four rows in one register — the same bits,
+//     a third of the instructions a row. Rows of a few KB read four at a
+//     time are too short a stream for the hardware prefetchers (8.5 GB/s
+//     from memory), so each step prefetches the next group's bytes in
+//     memory order (24.7 GB/s; in cache 23–25): d=768 Q4_K decode at 1
+//     thread 456 → 526–541 tok/s (llama.cpp 528–529), d=1536 GQA 72 → 79–80
+//     (llama.cpp 87–88), alternated. Zen 4 reads one, eight or sixteen
+//     long streams at 27–28 GB/s a core, two at 19, four at 25 (a
+//     loop of loads alone).
 //     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
 //     AMD EPYC (Zen 3/4); on Zen 5 (family 26) Q8_0's row kernel
 //     prefetches the weights 4 KB ahead (q8Prefetch, measured with the
@@ -175,7 +198,10 @@
 //     the quad order on a tile of 16 weight rows in a zmm's lanes × 4
 //     activation rows (q8quadTile: per block, dword k of the 16 rows
 //     packed once a call by q8blkPack, biased to unsigned, into a pooled
-//     scratch of 576 bytes a block, not a copy of the weights; each
+//     scratch of 576 bytes a block, not a copy of the weights, the next
+//     call's rows prefetched in memory order as it goes (16 sequences of
+//     the d=768 model together, Zen 4: 892–925 → 1,028–1,077 tok/s; the
+//     packing is still about 30% of that step); each
 //     activation row's dword k broadcast from q8acts.t; a row's exact
 //     block sums start at −128·Σx, q8acts.tc; four accumulators a row;
 //     a row's 16 outputs stored whole: 333 cpu-GOP/s on

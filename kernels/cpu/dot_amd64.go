@@ -281,10 +281,13 @@ func vq8i1x4(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 flo
 }
 
 // f16TwoStreams picks the F16 decode kernel of the avx512 path: on Intel
-// CPUs and AMD Zen 5 (family 26) or later two prefetched streams
-// (f16rows2AVX512), elsewhere one stream (f16rowsAVX512). Both have the
-// same bits (doc.go has the figures).
-var f16TwoStreams = isIntel || zen5On
+// CPUs and AMD from Zen 4 (family 25) on two streams (f16rows2AVX512),
+// elsewhere (unmeasured) one (f16rowsAVX512). Both have the same bits
+// (doc.go has the figures). On Zen 4 the two streams gain without
+// prefetching (rowPrefetch: d=1536 GQA 1 thread 24 → 27 tok/s, 2 threads
+// 33 → 35; d=768 2 threads 242 → 255–265, 1 thread even), where with it
+// they had lost to one.
+var f16TwoStreams = isIntel || cpuFamily() >= 25
 
 // zen5On reports an AMD CPU of Zen 5 (family 26) or later: where F16
 // decode takes two streams and the Q8_0 and k-quant row kernels prefetch
@@ -321,7 +324,7 @@ func vf16rows(two bool, x []float32, w []uint16, out []float32) {
 	nv := n &^ 15
 	if nv == n && n > 0 {
 		if two {
-			f16rows2AVX512(&x[0], &w[0], n, rows, &out[0])
+			f16rows2AVX512(&x[0], &w[0], n, rows, &out[0], rowPrefetch)
 		} else {
 			f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
 		}
@@ -438,7 +441,7 @@ func f16rowsAVX512(x *float32, w *uint16, n int, rows int, out *float32)
 func bf16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 //go:noescape
-func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32, pf int)
 
 // cpuid returns EAX, EBX, ECX and EDX of CPUID leaf (subleaf sub).
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)

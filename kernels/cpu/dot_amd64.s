@@ -703,8 +703,6 @@ end:
 // at AX to the chains Z0 and Z1 (STEP32 also prefetches both streams
 // 4 KB ahead).
 #define F16ROW2STEP32 \
-	PREFETCHT0  4096(R8)(AX*2); \
-	PREFETCHT0  4096(R9)(AX*2); \
 	VMOVUPS     (SI)(AX*4), Z4; \
 	VCVTPH2PS   (R8)(AX*2), Z5; \
 	VCVTPH2PS   (R9)(AX*2), Z6; \
@@ -716,14 +714,15 @@ end:
 	VFMADD231PS Z8, Z7, Z0; \
 	VFMADD231PS Z9, Z7, Z1
 
-// func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
+// func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32, pf int)
 //
 // f16rowsAVX512's products (each row one 16-lane chain, HSUM16: the same
 // bits) computed two rows at a time, row i beside row i+rows/2 (the last
 // row of an odd count alone): the weights are read as two sequential
-// streams, each prefetched 4 KB ahead (PREFETCHT0; a prefetch past the
-// end of w reads nothing and cannot fault). n is a multiple of 16.
-TEXT ·f16rows2AVX512(SB), NOSPLIT, $0-40
+// streams, each prefetched pf bytes ahead where pf > 0 (PREFETCHT0; a
+// prefetch past the end of w reads nothing and cannot fault). n is a
+// multiple of 16.
+TEXT ·f16rows2AVX512(SB), NOSPLIT, $0-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), R8
 	MOVQ  n+16(FP), CX
@@ -738,6 +737,7 @@ TEXT ·f16rows2AVX512(SB), NOSPLIT, $0-40
 	IMULQ BX, R12
 	LEAQ  (R8)(R12*1), R9 // row rows/2
 	LEAQ  (DI)(R11*4), R12
+	MOVQ  pf+40(FP), R13
 
 pair:
 	TESTQ  R11, R11
@@ -745,10 +745,16 @@ pair:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	XORQ   AX, AX
+	LEAQ   (R8)(R13*1), R14
+	LEAQ   (R9)(R13*1), R15
 	CMPQ   AX, DX
 	JGE    ptail
 
 ploop:
+	TESTQ      R13, R13
+	JEQ        3(PC)
+	PREFETCHT0 (R14)(AX*2)
+	PREFETCHT0 (R15)(AX*2)
 	F16ROW2STEP32
 	ADDQ $32, AX
 	CMPQ AX, DX

@@ -12,8 +12,9 @@ import (
 )
 
 // TestF16RowsKernels: both F16 decode kernels of the avx512 path (one
-// stream, f16rowsAVX512; two prefetched streams, f16rows2AVX512; the CPU's
-// vendor picks one) give every row the bits of the four-row kernel, for
+// stream, f16rowsAVX512; two streams, f16rows2AVX512, prefetching 4 KB
+// ahead or not; the CPU picks) give every row the bits of the four-row
+// kernel, for
 // odd and even row counts and lengths with and without a 32-element tail,
 // and write only their outputs.
 func TestF16RowsKernels(t *testing.T) {
@@ -22,7 +23,14 @@ func TestF16RowsKernels(t *testing.T) {
 	}
 	k := kernelSet(AVX512)
 	r := rand.New(rand.NewPCG(23, 24))
-	for _, two := range []bool{false, true} {
+	pf := rowPrefetch
+	defer func() { rowPrefetch = pf }()
+	for _, v := range []struct {
+		two bool
+		pf  int
+	}{{false, 0}, {true, 0}, {true, 4096}} {
+		two := v.two
+		rowPrefetch = v.pf
 		for _, n := range []int{16, 32, 48, 768, 1000, 8960} {
 			for _, rows := range []int{1, 2, 3, 7, 24, 25} {
 				x := make([]float32, n)
