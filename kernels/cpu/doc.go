@@ -168,11 +168,12 @@
 //     long streams at 27–28 GB/s a core, two at 19, four at 25 (a
 //     loop of loads alone).
 //     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
-//     AMD EPYC (Zen 3/4); on Zen 5 (family 26) Q8_0's row kernel
-//     prefetches the weights 4 KB ahead (q8Prefetch, measured with the
-//     lanes' order's kernel: d=1536 GQA decode 56–61 → 64–65 tok/s at 1
-//     thread, 77–95 → 85–98 at 2, alternated; q8quadRows keeps it,
-//     unmeasured on Zen 5). On the avx2 path of an AMD EPYC Zen 1 (family
+//     AMD EPYC (Zen 3/4) in the kernels of the time; on Zen 5 (family 26)
+//     Q8_0's row kernel prefetched the weights 4 KB ahead (q8Prefetch,
+//     the lanes' order's kernel: d=1536 GQA decode 56–61 → 64–65 tok/s at
+//     1 thread, 77–95 → 85–98 at 2, alternated), and the quad order's
+//     q8quadRows does from Zen 4 on (Zen 4: d=768 280–283 → 308 tok/s at 1
+//     thread, 374–414 → 417–423 at 2; unmeasured on Zen 5). On the avx2 path of an AMD EPYC Zen 1 (family
 //     23, 2 vCPUs) it is the other way round: without it the weights
 //     arrive no faster than the arithmetic consumes them, one after the
 //     other, and every avx2 decode kernel prefetches. Q8_0 then read the

@@ -356,11 +356,13 @@ func vbf16rows(x []float32, w []uint16, out []float32) {
 
 // q8Prefetch is how far ahead (bytes) the Q8_0 decode kernel of avx512 with
 // VNNI (q8quadRows) prefetches its weights (the same bits): 4 KB on AMD from
-// Zen 5 (family 26) on, where the lanes' order's row kernel it replaced
-// gained 8–15% in decode from it (d=1536 GQA, alternated: 1 thread 56–60 →
-// 64–65 tok/s, 2 threads 77–78 → 85–94); 0 elsewhere (it slowed Zen 3/4).
+// Zen 4 (family 25) on. Zen 4, the quad order's kernel, alternated: d=768 1
+// thread 280–283 → 308 tok/s, 2 threads 374–414 → 417–423, d=1536 GQA 36–41
+// → 42–45; Zen 5, the lanes' order's kernel it replaced: d=1536 GQA 56–60 →
+// 64–65 at 1 thread, 77–78 → 85–94 at 2 (software prefetch had slowed the
+// lanes' order's kernel on Zen 3/4). Intel: none (unmeasured).
 var q8Prefetch = func() int {
-	if zen5On {
+	if !isIntel && cpuFamily() >= 25 {
 		return 4096
 	}
 	return 0
