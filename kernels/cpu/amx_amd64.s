@@ -357,6 +357,41 @@ GLOBL blk34<>(SB), RODATA|NOPTR, $32
 	VPXOR    (2+34*off)(R8)(R14*1), Y12, Y5; \
 	VPDPBUSD (32*off)(SI)(R11*1), Y5, Y
 
+// BLOCK8SUMS: eight blocks' exact sums (BLANES, their lanes summed by a
+// VPHADDD tree), converted, in Y3's lanes in block order.
+#define BLOCK8SUMS \
+	BLANES(0, Y1); \
+	BLANES(1, Y2); \
+	BLANES(2, Y3); \
+	BLANES(3, Y4); \
+	VPHADDD      Y2, Y1, Y1; \
+	VPHADDD      Y4, Y3, Y3; \
+	BLANES(4, Y2); \
+	BLANES(5, Y4); \
+	BLANES(6, Y6); \
+	BLANES(7, Y7); \
+	VPHADDD      Y4, Y2, Y2; \
+	VPHADDD      Y7, Y6, Y6; \
+	VPHADDD      Y3, Y1, Y1; \
+	VPHADDD      Y6, Y2, Y2; \
+	VPERM2I128   $0x20, Y2, Y1, Y3; \
+	VPERM2I128   $0x31, Y2, Y1, Y4; \
+	VPADDD       Y4, Y3, Y3; \
+	VCVTDQ2PS    Y3, Y3
+
+// BLOCK1SUM: one block's exact sum, converted, in X6's low lane.
+#define BLOCK1SUM \
+	VMOVDQU      (R9)(R11*1), Y6; \
+	VPXOR        2(R8)(R14*1), Y12, Y5; \
+	VPDPBUSD     (SI)(R11*1), Y5, Y6; \
+	VEXTRACTI128 $1, Y6, X8; \
+	VPADDD       X8, X6, X6; \
+	VPSHUFD      $0x4E, X6, X8; \
+	VPADDD       X8, X6, X6; \
+	VPSHUFD      $0xB1, X6, X8; \
+	VPADDD       X8, X6, X6; \
+	VCVTDQ2PS    X6, X6
+
 // func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32)
 //
 // The amx order for one activation row and rows weight rows, one weight
@@ -391,24 +426,7 @@ brow:
 	JEQ    btail
 
 b8:
-	BLANES(0, Y1)
-	BLANES(1, Y2)
-	BLANES(2, Y3)
-	BLANES(3, Y4)
-	VPHADDD      Y2, Y1, Y1
-	VPHADDD      Y4, Y3, Y3
-	BLANES(4, Y2)
-	BLANES(5, Y4)
-	BLANES(6, Y6)
-	BLANES(7, Y7)
-	VPHADDD      Y4, Y2, Y2
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y3, Y1, Y1
-	VPHADDD      Y6, Y2, Y2
-	VPERM2I128   $0x20, Y2, Y1, Y3
-	VPERM2I128   $0x31, Y2, Y1, Y4
-	VPADDD       Y4, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
+	BLOCK8SUMS
 	VMOVDQU      Y3, 0(SP)
 	// The 8 blocks' scales, round32(d_w·d_x).
 	LEAQ         (R8)(R14*1), BX
@@ -446,16 +464,7 @@ btail:
 	JGE  browdone
 
 bblock:
-	VMOVDQU      (R9)(R11*1), Y6
-	VPXOR        2(R8)(R14*1), Y12, Y5
-	VPDPBUSD     (SI)(R11*1), Y5, Y6
-	VEXTRACTI128 $1, Y6, X8
-	VPADDD       X8, X6, X6
-	VPSHUFD      $0x4E, X6, X8
-	VPADDD       X8, X6, X6
-	VPSHUFD      $0xB1, X6, X8
-	VPADDD       X8, X6, X6
-	VCVTDQ2PS    X6, X6
+	BLOCK1SUM
 	VPBROADCASTW (R8)(R14*1), X7
 	VCVTPH2PS    X7, X7
 	VMULSS       (DX)(R13*4), X7, X7
@@ -519,24 +528,7 @@ qr8:
 	PREFETCHT0   256(BX)(R14*1)
 
 qr8go:
-	BLANES(0, Y1)
-	BLANES(1, Y2)
-	BLANES(2, Y3)
-	BLANES(3, Y4)
-	VPHADDD      Y2, Y1, Y1
-	VPHADDD      Y4, Y3, Y3
-	BLANES(4, Y2)
-	BLANES(5, Y4)
-	BLANES(6, Y6)
-	BLANES(7, Y7)
-	VPHADDD      Y4, Y2, Y2
-	VPHADDD      Y7, Y6, Y6
-	VPHADDD      Y3, Y1, Y1
-	VPHADDD      Y6, Y2, Y2
-	VPERM2I128   $0x20, Y2, Y1, Y3
-	VPERM2I128   $0x31, Y2, Y1, Y4
-	VPADDD       Y4, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
+	BLOCK8SUMS
 	// The 8 blocks' scales, round32(d_w·d_x).
 	MOVWLZX      (R8)(R14*1), BX
 	VMOVD        BX, X7
@@ -564,16 +556,7 @@ qrtail:
 	JGE  qrowdone
 
 qrblock:
-	VMOVDQU      (R9)(R11*1), Y6
-	VPXOR        2(R8)(R14*1), Y12, Y5
-	VPDPBUSD     (SI)(R11*1), Y5, Y6
-	VEXTRACTI128 $1, Y6, X8
-	VPADDD       X8, X6, X6
-	VPSHUFD      $0x4E, X6, X8
-	VPADDD       X8, X6, X6
-	VPSHUFD      $0xB1, X6, X8
-	VPADDD       X8, X6, X6
-	VCVTDQ2PS    X6, X6
+	BLOCK1SUM
 	VPBROADCASTW (R8)(R14*1), X7
 	VCVTPH2PS    X7, X7
 	VMULSS       (DX)(R13*4), X7, X7

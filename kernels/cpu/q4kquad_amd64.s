@@ -138,6 +138,41 @@ DATA q4r4red<>+48(SB)/8, $0x0000000000000000
 DATA q4r4red<>+56(SB)/8, $0x0000000000000000
 GLOBL q4r4red<>(SB), RODATA|NOPTR, $64
 
+// Q4F_CHUNK: a 64-value chunk of the four rows (their quant bytes at
+// O…O+31, the activations at X…X+63): the low nibbles are sub-block 2k's
+// values, the high 2k+1's; each sub-block's exact sums (VPDPBUSD against
+// the activations' matching 16 bytes in every lane), times its scale
+// dwords (VPSHUFB of Z2 by the selectors at S0, S1) into isum (Z1).
+#define Q4F_CHUNK(O, X, S0, S1) \
+	VMOVDQU         O(R8), X4; \
+	VINSERTI32X4    $1, O(R8)(R11*1), Z4, Z4; \
+	VINSERTI32X4    $2, O(R8)(R11*2), Z4, Z4; \
+	VINSERTI32X4    $3, O(R12), Z4, Z4; \
+	VMOVDQU         (O+16)(R8), X5; \
+	VINSERTI32X4    $1, (O+16)(R8)(R11*1), Z5, Z5; \
+	VINSERTI32X4    $2, (O+16)(R8)(R11*2), Z5, Z5; \
+	VINSERTI32X4    $3, (O+16)(R12), Z5, Z5; \
+	VBROADCASTI32X4 X(SI), Z16; \
+	VBROADCASTI32X4 (X+16)(SI), Z17; \
+	VBROADCASTI32X4 (X+32)(SI), Z18; \
+	VBROADCASTI32X4 (X+48)(SI), Z19; \
+	VPSRLW          $4, Z4, Z6; \
+	VPSRLW          $4, Z5, Z7; \
+	VPANDD          Z15, Z4, Z4; \
+	VPANDD          Z15, Z5, Z5; \
+	VPANDD          Z15, Z6, Z6; \
+	VPANDD          Z15, Z7, Z7; \
+	VPXORD          Z8, Z8, Z8; \
+	VPXORD          Z9, Z9, Z9; \
+	VPDPBUSD        Z16, Z4, Z8; \
+	VPDPBUSD        Z17, Z5, Z8; \
+	VPDPBUSD        Z18, Z6, Z9; \
+	VPDPBUSD        Z19, Z7, Z9; \
+	VPSHUFB         q4r4<>+S0(SB), Z2, Z10; \
+	VPSHUFB         q4r4<>+S1(SB), Z2, Z11; \
+	VPDPWSSD        Z10, Z8, Z1; \
+	VPDPWSSD        Z11, Z9, Z1
+
 // func q4krows4Blk(xq *int8, xd *float32, bs *int16, w *byte, nb, rows int, out *float32)
 //
 // q4krowsBlk's products (the amx order, the same bits) for rows (a
@@ -226,122 +261,10 @@ sb:
 	VPSHUFB        Z24, Z2, Z11
 	VPMADDWD       Z10, Z11, Z31
 	VPXORD         Z1, Z1, Z1
-	// Chunk 0: sub-blocks 0 (low nibbles) and 1 (high).
-	VMOVDQU        16(R8), X4
-	VINSERTI32X4   $1, 16(R8)(R11*1), Z4, Z4
-	VINSERTI32X4   $2, 16(R8)(R11*2), Z4, Z4
-	VINSERTI32X4   $3, 16(R12), Z4, Z4
-	VMOVDQU        32(R8), X5
-	VINSERTI32X4   $1, 32(R8)(R11*1), Z5, Z5
-	VINSERTI32X4   $2, 32(R8)(R11*2), Z5, Z5
-	VINSERTI32X4   $3, 32(R12), Z5, Z5
-	VBROADCASTI32X4 0(SI), Z16
-	VBROADCASTI32X4 16(SI), Z17
-	VBROADCASTI32X4 32(SI), Z18
-	VBROADCASTI32X4 48(SI), Z19
-	VPSRLW         $4, Z4, Z6
-	VPSRLW         $4, Z5, Z7
-	VPANDD         Z15, Z4, Z4
-	VPANDD         Z15, Z5, Z5
-	VPANDD         Z15, Z6, Z6
-	VPANDD         Z15, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPDPBUSD       Z16, Z4, Z8
-	VPDPBUSD       Z17, Z5, Z8
-	VPDPBUSD       Z18, Z6, Z9
-	VPDPBUSD       Z19, Z7, Z9
-	VPSHUFB        q4r4<>+320(SB), Z2, Z10
-	VPSHUFB        q4r4<>+384(SB), Z2, Z11
-	VPDPWSSD       Z10, Z8, Z1
-	VPDPWSSD       Z11, Z9, Z1
-	// Chunk 1: sub-blocks 2 (low nibbles) and 3 (high).
-	VMOVDQU        48(R8), X4
-	VINSERTI32X4   $1, 48(R8)(R11*1), Z4, Z4
-	VINSERTI32X4   $2, 48(R8)(R11*2), Z4, Z4
-	VINSERTI32X4   $3, 48(R12), Z4, Z4
-	VMOVDQU        64(R8), X5
-	VINSERTI32X4   $1, 64(R8)(R11*1), Z5, Z5
-	VINSERTI32X4   $2, 64(R8)(R11*2), Z5, Z5
-	VINSERTI32X4   $3, 64(R12), Z5, Z5
-	VBROADCASTI32X4 64(SI), Z16
-	VBROADCASTI32X4 80(SI), Z17
-	VBROADCASTI32X4 96(SI), Z18
-	VBROADCASTI32X4 112(SI), Z19
-	VPSRLW         $4, Z4, Z6
-	VPSRLW         $4, Z5, Z7
-	VPANDD         Z15, Z4, Z4
-	VPANDD         Z15, Z5, Z5
-	VPANDD         Z15, Z6, Z6
-	VPANDD         Z15, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPDPBUSD       Z16, Z4, Z8
-	VPDPBUSD       Z17, Z5, Z8
-	VPDPBUSD       Z18, Z6, Z9
-	VPDPBUSD       Z19, Z7, Z9
-	VPSHUFB        q4r4<>+448(SB), Z2, Z10
-	VPSHUFB        q4r4<>+512(SB), Z2, Z11
-	VPDPWSSD       Z10, Z8, Z1
-	VPDPWSSD       Z11, Z9, Z1
-	// Chunk 2: sub-blocks 4 (low nibbles) and 5 (high).
-	VMOVDQU        80(R8), X4
-	VINSERTI32X4   $1, 80(R8)(R11*1), Z4, Z4
-	VINSERTI32X4   $2, 80(R8)(R11*2), Z4, Z4
-	VINSERTI32X4   $3, 80(R12), Z4, Z4
-	VMOVDQU        96(R8), X5
-	VINSERTI32X4   $1, 96(R8)(R11*1), Z5, Z5
-	VINSERTI32X4   $2, 96(R8)(R11*2), Z5, Z5
-	VINSERTI32X4   $3, 96(R12), Z5, Z5
-	VBROADCASTI32X4 128(SI), Z16
-	VBROADCASTI32X4 144(SI), Z17
-	VBROADCASTI32X4 160(SI), Z18
-	VBROADCASTI32X4 176(SI), Z19
-	VPSRLW         $4, Z4, Z6
-	VPSRLW         $4, Z5, Z7
-	VPANDD         Z15, Z4, Z4
-	VPANDD         Z15, Z5, Z5
-	VPANDD         Z15, Z6, Z6
-	VPANDD         Z15, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPDPBUSD       Z16, Z4, Z8
-	VPDPBUSD       Z17, Z5, Z8
-	VPDPBUSD       Z18, Z6, Z9
-	VPDPBUSD       Z19, Z7, Z9
-	VPSHUFB        q4r4<>+576(SB), Z2, Z10
-	VPSHUFB        q4r4<>+640(SB), Z2, Z11
-	VPDPWSSD       Z10, Z8, Z1
-	VPDPWSSD       Z11, Z9, Z1
-	// Chunk 3: sub-blocks 6 (low nibbles) and 7 (high).
-	VMOVDQU        112(R8), X4
-	VINSERTI32X4   $1, 112(R8)(R11*1), Z4, Z4
-	VINSERTI32X4   $2, 112(R8)(R11*2), Z4, Z4
-	VINSERTI32X4   $3, 112(R12), Z4, Z4
-	VMOVDQU        128(R8), X5
-	VINSERTI32X4   $1, 128(R8)(R11*1), Z5, Z5
-	VINSERTI32X4   $2, 128(R8)(R11*2), Z5, Z5
-	VINSERTI32X4   $3, 128(R12), Z5, Z5
-	VBROADCASTI32X4 192(SI), Z16
-	VBROADCASTI32X4 208(SI), Z17
-	VBROADCASTI32X4 224(SI), Z18
-	VBROADCASTI32X4 240(SI), Z19
-	VPSRLW         $4, Z4, Z6
-	VPSRLW         $4, Z5, Z7
-	VPANDD         Z15, Z4, Z4
-	VPANDD         Z15, Z5, Z5
-	VPANDD         Z15, Z6, Z6
-	VPANDD         Z15, Z7, Z7
-	VPXORD         Z8, Z8, Z8
-	VPXORD         Z9, Z9, Z9
-	VPDPBUSD       Z16, Z4, Z8
-	VPDPBUSD       Z17, Z5, Z8
-	VPDPBUSD       Z18, Z6, Z9
-	VPDPBUSD       Z19, Z7, Z9
-	VPSHUFB        q4r4<>+704(SB), Z2, Z10
-	VPSHUFB        q4r4<>+768(SB), Z2, Z11
-	VPDPWSSD       Z10, Z8, Z1
-	VPDPWSSD       Z11, Z9, Z1
+	Q4F_CHUNK(16, 0, 320, 384)
+	Q4F_CHUNK(48, 64, 448, 512)
+	Q4F_CHUNK(80, 128, 576, 640)
+	Q4F_CHUNK(112, 192, 704, 768)
 	// Each lane's isum and msum, then the float steps.
 	VPSHUFD        $0x4E, Z1, Z10
 	VPADDD         Z10, Z1, Z1
