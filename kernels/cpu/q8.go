@@ -58,8 +58,9 @@ type q8acts struct {
 	// t, td: the rows in groups of 16 (the last padded), each group's q
 	// transposed by dwords, dword k of row r at [16·cols·g + 64k + 4r],
 	// and its scales at [16·nb·g + 16b + r], for the AMX tile (q8amx),
-	// where the path has it; tc: each block's −128·Σq where td has its
-	// scale (the start of q8blk's sums).
+	// where the path has it and x has the tile's rows; tc: each block's
+	// −128·Σq where td has its scale (the start of q8quadTile's sums; the
+	// AMX tile does not read it).
 	t  []int8
 	td []float32
 	tc []int32
@@ -126,9 +127,10 @@ func (b *Backend) prepareQ8(x *tensor, ps []product) *q8acts {
 			a.c = growAny(a.bc, x.rows*x.cols/4)
 			a.bc = a.c
 		}
-		if b.k.q8amx != nil {
-			// Padded rows of the last group are left as they are: a
-			// column of the tile depends on its own row only.
+		if b.k.q8amx != nil && x.rows >= q8amxMinRows {
+			// Only where a task can have the tile's rows (decode takes
+			// q8rows). Padded rows of the last group are left as they
+			// are: a column of the tile depends on its own row only.
 			rp := (x.rows + 15) &^ 15
 			a.t, a.td, a.tc = growAny(a.bt, rp*x.cols), growAny(a.bd2, rp*nb), growAny(a.btc, rp*nb)
 			a.bt, a.bd2, a.btc = a.t, a.td, a.tc
