@@ -4,6 +4,33 @@
 
 // The quad order's Q8_0 kernels on AVX512_VNNI (q8blk_amd64.go).
 
+// QPAIR: the block's 32 quants of the rows at offs[OA/8] (low half) and
+// offs[OB/8] (high half), biased to unsigned, into Z.
+#define QPAIR(OA, OB, Y, Z) \
+	MOVQ         OA(SI), AX; \
+	MOVQ         OB(SI), DX; \
+	VMOVDQU      2(BX)(AX*1), Y; \
+	VINSERTI64X4 $1, 2(BX)(DX*1), Z, Z; \
+	VPXORD       Z31, Z, Z
+
+// QROWW: word K of X = the block's scale of the row at offs[O/8].
+#define QROWW(O, K, X) \
+	MOVQ    O(SI), AX; \
+	VPINSRW $K, (BX)(AX*1), X, X
+
+// QSCALES: the block's scales (F16) of the 8 rows at offs[O/8…] into X.
+#define QSCALES(O, X) \
+	MOVQ    O(SI), AX; \
+	MOVWLZX (BX)(AX*1), DX; \
+	VMOVD   DX, X; \
+	QROWW(O+8, 1, X); \
+	QROWW(O+16, 2, X); \
+	QROWW(O+24, 3, X); \
+	QROWW(O+32, 4, X); \
+	QROWW(O+40, 5, X); \
+	QROWW(O+48, 6, X); \
+	QROWW(O+56, 7, X)
+
 // func q8blkPack(w *byte, offs *int64, nb int, pk *byte, next int)
 //
 // For each block, 576 bytes at pk (64-byte aligned): 8 zmm, dword k of
@@ -36,46 +63,14 @@ pack:
 	PREFETCHT0   448(R8)
 	PREFETCHT0   512(R8)
 	ADDQ         $544, R8
-	MOVQ         0(SI), AX
-	MOVQ         32(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y0
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z0, Z0
-	VPXORD       Z31, Z0, Z0
-	MOVQ         8(SI), AX
-	MOVQ         40(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y1
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z1, Z1
-	VPXORD       Z31, Z1, Z1
-	MOVQ         16(SI), AX
-	MOVQ         48(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y2
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z2, Z2
-	VPXORD       Z31, Z2, Z2
-	MOVQ         24(SI), AX
-	MOVQ         56(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y3
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z3, Z3
-	VPXORD       Z31, Z3, Z3
-	MOVQ         64(SI), AX
-	MOVQ         96(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y4
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z4, Z4
-	VPXORD       Z31, Z4, Z4
-	MOVQ         72(SI), AX
-	MOVQ         104(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y5
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z5, Z5
-	VPXORD       Z31, Z5, Z5
-	MOVQ         80(SI), AX
-	MOVQ         112(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y6
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z6, Z6
-	VPXORD       Z31, Z6, Z6
-	MOVQ         88(SI), AX
-	MOVQ         120(SI), DX
-	VMOVDQU      2(BX)(AX*1), Y7
-	VINSERTI64X4 $1, 2(BX)(DX*1), Z7, Z7
-	VPXORD       Z31, Z7, Z7
+	QPAIR(0, 32, Y0, Z0)
+	QPAIR(8, 40, Y1, Z1)
+	QPAIR(16, 48, Y2, Z2)
+	QPAIR(24, 56, Y3, Z3)
+	QPAIR(64, 96, Y4, Z4)
+	QPAIR(72, 104, Y5, Z5)
+	QPAIR(80, 112, Y6, Z6)
+	QPAIR(88, 120, Y7, Z7)
 	VPUNPCKLDQ   Z1, Z0, Z8
 	VPUNPCKHDQ   Z1, Z0, Z9
 	VPUNPCKLDQ   Z3, Z2, Z10
@@ -108,40 +103,8 @@ pack:
 	VMOVDQA32    Z13, 320(DI)
 	VMOVDQA32    Z14, 384(DI)
 	VMOVDQA32    Z15, 448(DI)
-	MOVQ         0(SI), AX
-	MOVWLZX      (BX)(AX*1), DX
-	VMOVD        DX, X0
-	MOVQ         8(SI), AX
-	VPINSRW      $1, (BX)(AX*1), X0, X0
-	MOVQ         16(SI), AX
-	VPINSRW      $2, (BX)(AX*1), X0, X0
-	MOVQ         24(SI), AX
-	VPINSRW      $3, (BX)(AX*1), X0, X0
-	MOVQ         32(SI), AX
-	VPINSRW      $4, (BX)(AX*1), X0, X0
-	MOVQ         40(SI), AX
-	VPINSRW      $5, (BX)(AX*1), X0, X0
-	MOVQ         48(SI), AX
-	VPINSRW      $6, (BX)(AX*1), X0, X0
-	MOVQ         56(SI), AX
-	VPINSRW      $7, (BX)(AX*1), X0, X0
-	MOVQ         64(SI), AX
-	MOVWLZX      (BX)(AX*1), DX
-	VMOVD        DX, X1
-	MOVQ         72(SI), AX
-	VPINSRW      $1, (BX)(AX*1), X1, X1
-	MOVQ         80(SI), AX
-	VPINSRW      $2, (BX)(AX*1), X1, X1
-	MOVQ         88(SI), AX
-	VPINSRW      $3, (BX)(AX*1), X1, X1
-	MOVQ         96(SI), AX
-	VPINSRW      $4, (BX)(AX*1), X1, X1
-	MOVQ         104(SI), AX
-	VPINSRW      $5, (BX)(AX*1), X1, X1
-	MOVQ         112(SI), AX
-	VPINSRW      $6, (BX)(AX*1), X1, X1
-	MOVQ         120(SI), AX
-	VPINSRW      $7, (BX)(AX*1), X1, X1
+	QSCALES(0, X0)
+	QSCALES(64, X1)
 	VINSERTI128  $1, X1, Y0, Y0
 	VCVTPH2PS    Y0, Z0
 	VMOVAPS      Z0, 512(DI)
