@@ -81,8 +81,8 @@ func vq8rowsBlk(xq []int8, xc []int32, xd []float32, w []byte, stride int, out [
 	}
 	xq, xc = xq[:nb*32], xc[:nb*8]
 	w = w[:(rows-1)*stride+nb*34]
-	q8rowsBlk(&xq[0], &xc[0], &xd[0], &w[0], stride, nb, rows, &out[0])
+	q8rowsBlk(&xq[0], &xc[0], &xd[0], &w[0], stride, nb, rows, &out[0], q8Prefetch)
 }
 
 //go:noescape
-func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32)
+func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32, pf int)

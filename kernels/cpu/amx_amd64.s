@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch_amd64.h"
 
 // AMX instructions the Go assembler lacks, encoded by hand (VEX C4, map
 // 0F38, W0, L0; only registers without REX, so R̄X̄B̄ = 111: C4 E2):
@@ -392,7 +393,7 @@ GLOBL blk34<>(SB), RODATA|NOPTR, $32
 	VPADDD       X8, X6, X6; \
 	VCVTDQ2PS    X6, X6
 
-// func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32)
+// func q8rowsBlk(xq *int8, xc *int32, xd *float32, w *byte, stride, nb, rows int, out *float32, pf int)
 //
 // The amx order for one activation row and rows weight rows, one weight
 // row after the other (one sequential stream, as q8rowsVNNI): per block,
@@ -402,7 +403,7 @@ GLOBL blk34<>(SB), RODATA|NOPTR, $32
 // blocks in order. Eight blocks at a time: their lanes summed by a
 // VPHADDD tree into one register of 8 block sums, their scales gathered,
 // then the 8 fused multiply-adds in order.
-TEXT ·q8rowsBlk(SB), NOSPLIT, $64-64
+TEXT ·q8rowsBlk(SB), NOSPLIT, $64-72
 	MOVQ xq+0(FP), SI
 	MOVQ xc+8(FP), R9
 	MOVQ xd+16(FP), DX
@@ -411,6 +412,7 @@ TEXT ·q8rowsBlk(SB), NOSPLIT, $64-64
 	MOVQ nb+40(FP), CX
 	MOVQ rows+48(FP), R10
 	MOVQ out+56(FP), DI
+	MOVQ pf+64(FP), R15
 	MOVL         $0x80808080, R11
 	VMOVD        R11, X12
 	VPBROADCASTD X12, Y12
@@ -426,6 +428,8 @@ brow:
 	JEQ    btail
 
 b8:
+	LEAQ         (R8)(R14*1), BX
+	PFLINES5(BX, R15)
 	BLOCK8SUMS
 	VMOVDQU      Y3, 0(SP)
 	// The 8 blocks' scales, round32(d_w·d_x).
@@ -503,6 +507,7 @@ TEXT ·q8quadRows(SB), NOSPLIT, $0-72
 	MOVQ nb+40(FP), CX
 	MOVQ rows+48(FP), R10
 	MOVQ out+56(FP), DI
+	MOVQ pf+64(FP), R15
 	MOVL         $0x80808080, R11
 	VMOVD        R11, X12
 	VPBROADCASTD X12, Y12
@@ -517,17 +522,8 @@ qrow:
 	JEQ    qrtail
 
 qr8:
-	MOVQ         pf+64(FP), BX
-	TESTQ        BX, BX
-	JEQ          qr8go
-	ADDQ         R8, BX
-	PREFETCHT0   (BX)(R14*1)
-	PREFETCHT0   64(BX)(R14*1)
-	PREFETCHT0   128(BX)(R14*1)
-	PREFETCHT0   192(BX)(R14*1)
-	PREFETCHT0   256(BX)(R14*1)
-
-qr8go:
+	LEAQ         (R8)(R14*1), BX
+	PFLINES5(BX, R15)
 	BLOCK8SUMS
 	// The 8 blocks' scales, round32(d_w·d_x).
 	MOVWLZX      (R8)(R14*1), BX
@@ -563,9 +559,9 @@ qrblock:
 	// Into lane block mod 4 alone.
 	MOVQ         R13, BX
 	ANDQ         $3, BX
-	XORL         R15, R15
-	BTSL         BX, R15
-	KMOVW        R15, K1
+	XORL         R12, R12
+	BTSL         BX, R12
+	KMOVW        R12, K1
 	VBROADCASTSS X6, X6
 	VBROADCASTSS X7, X7
 	VFMADD231PS  X7, X6, K1, X0

@@ -354,15 +354,21 @@ func vbf16rows(x []float32, w []uint16, out []float32) {
 	}
 }
 
-// q8Prefetch is how far ahead (bytes) the Q8_0 decode kernel of avx512 with
-// VNNI (q8quadRows) prefetches its weights (the same bits): 4 KB on AMD from
-// Zen 4 (family 25) on. Zen 4, the quad order's kernel, alternated: d=768 1
-// thread 280–283 → 308 tok/s, 2 threads 374–414 → 417–423, d=1536 GQA 36–41
-// → 42–45; Zen 5, the lanes' order's kernel it replaced: d=1536 GQA 56–60 →
-// 64–65 at 1 thread, 77–78 → 85–94 at 2 (software prefetch had slowed the
-// lanes' order's kernel on Zen 3/4). Intel: none (unmeasured).
+// q8Prefetch is how far ahead (bytes) the Q8_0 decode kernels of avx512
+// with VNNI (q8quadRows) and of amx (q8rowsBlk) prefetch their weights (the
+// same bits; positive into L1, negative into L2, as kqPrefetch): 4 KB into
+// L1 on AMD from Zen 4 (family 25) on. Zen 4, the quad order's kernel,
+// alternated: d=768 1 thread 280–283 → 308 tok/s, 2 threads 374–414 →
+// 417–423, d=1536 GQA 36–41 → 42–45; Zen 5, the lanes' order's kernel it
+// replaced: d=1536 GQA 56–60 → 64–65 at 1 thread, 77–78 → 85–94 at 2
+// (software prefetch had slowed the lanes' order's kernel on Zen 3/4).
+// Intel: 4 KB into L2 (kqPrefetch's Xeon, amx's kernel, d=1536 GQA, 1
+// thread: 19 → 23–24 tok/s; into L1 21).
 var q8Prefetch = func() int {
-	if !isIntel && cpuFamily() >= 25 {
+	switch {
+	case isIntel:
+		return -4096
+	case cpuFamily() >= 25:
 		return 4096
 	}
 	return 0

@@ -217,16 +217,21 @@ func testQ6KRows(t *testing.T, k *kset) {
 	}
 }
 
-// TestKQRowsPrefetch runs TestQ4KRows and TestQ6KRows with the other
-// prefetch setting than this CPU's (none on Intel, 2 KB elsewhere): the
-// kernels' bits do not depend on it.
+// TestKQRowsPrefetch runs the decode kernels' tests (Q4_K, Q6_K, Q8_0 on
+// every path this CPU has) with each prefetch setting: none, into L1 and
+// into L2 (prefetch_amd64.h): the kernels' bits do not depend on it, and
+// no setting skips or repeats the work around the prefetches.
 func TestKQRowsPrefetch(t *testing.T) {
-	old := kqPrefetch
-	defer func() { kqPrefetch = old }()
-	kqPrefetch = 2048
-	if old != 0 {
-		kqPrefetch = 0
+	kq, kq2, q8 := kqPrefetch, kqPrefetchAVX2, q8Prefetch
+	defer func() { kqPrefetch, kqPrefetchAVX2, q8Prefetch = kq, kq2, q8 }()
+	for _, pf := range []int{0, 2048, -2048} {
+		kqPrefetch, kqPrefetchAVX2, q8Prefetch = pf, pf, pf
+		t.Run(fmt.Sprintf("pf=%d", pf), func(t *testing.T) {
+			TestQ4KRows(t)
+			TestQ6KRows(t)
+			TestQ4KAMX(t)
+			TestQ8AMX(t)
+			TestQ8Rows(t)
+		})
 	}
-	TestQ4KRows(t)
-	TestQ6KRows(t)
 }

@@ -17,17 +17,23 @@ func vq40i1x1(xq []int8, xd []float32, w []byte) float32 {
 }
 
 // kqPrefetch is how far ahead (bytes) the Q4_K and Q6_K decode kernels
-// prefetch their weights (PREFETCHT0 of each super-block's lines, the
-// same bits): 2 KB on Intel CPUs, where it gained 18–43% tok/cpu-s
-// (doc.go); 4 KB on AMD from Zen 5 (family 26) on, where one row kernel
-// streaming a Q4_K matrix from memory ran 25 GB/s without it and 29–31
-// with 4–8 KB (d=1536 GQA decode at 2 threads: Q4_K 150–155 → 169–181
-// tok/s, Q6_K 114–130 → 133–144, alternated); 0 (none) elsewhere, where
-// it was not measured.
+// prefetch their weights (each super-block's lines, the same bits; a
+// positive distance into L1, a negative one into L2: prefetch_amd64.h).
+// Intel: 4 KB into L2. Into L1 (2 KB) had gained 18–43% tok/cpu-s on the
+// Xeons of earlier measurements (doc.go); into L2 gained again on an
+// Intel Xeon of family 6 model 167 (AMX, AVX512-FP16; path amx), where a
+// core reads 15 GB/s from memory and L1 prefetches hold its few line
+// fill buffers: 8 layers d=1536 GQA decode, alternated, Q4_K
+// 1 thread 36–38 → 43–47 tok/s, 2 threads 64 → 73, Q6_K 28 → 32–33 (2 and
+// 8 KB into L2 within noise of 4; PREFETCHNTA 28). 4 KB into L1 on AMD
+// from Zen 5 (family 26) on, where one row kernel streaming a Q4_K matrix
+// from memory ran 25 GB/s without it and 29–31 with 4–8 KB (d=1536 GQA
+// decode at 2 threads: Q4_K 150–155 → 169–181 tok/s, Q6_K 114–130 →
+// 133–144, alternated); 0 (none) elsewhere, where it was not measured.
 var kqPrefetch = func() int {
 	switch {
 	case isIntel:
-		return 2048
+		return -4096
 	case zen5On:
 		return 4096
 	}
@@ -54,12 +60,20 @@ func vq6krows(xq []int8, xd []float32, _ []int16, w []byte, out []float32) {
 }
 
 // kqPrefetchAVX2 is how far ahead (bytes) avx2's Q4_K and Q6_K kernels
-// prefetch their weights (PREFETCHT0 of each super-block's lines, past the
-// row's end into the next row's: a task's rows lie one after the other).
-// AMD EPYC Zen 1, d=768, 1 thread, decode tok/s without it, 1 KB, 2 KB:
-// Q4_K 165, 175, 176 (with the lanes' order Q4_K had before
-// q4kblkAVX2); Q6_K 120, 132, 133 (4 KB: 132–133).
-var kqPrefetchAVX2 = 2048
+// prefetch their weights (each super-block's lines, past the row's end
+// into the next row's: a task's rows lie one after the other; positive
+// into L1, negative into L2, as kqPrefetch). AMD EPYC Zen 1, d=768, 1
+// thread, decode tok/s without it, 1 KB, 2 KB into L1: Q4_K 165, 175, 176
+// (with the lanes' order Q4_K had before q4kblkAVX2); Q6_K 120, 132, 133
+// (4 KB: 132–133). Intel: 4 KB into L2 (kqPrefetch's Xeon with
+// CLOISON_CPU=avx2, d=1536 GQA, 1 thread: Q4_K 35 → 40–41 tok/s, Q6_K 25
+// → 29–30 against 2 KB into L1).
+var kqPrefetchAVX2 = func() int {
+	if isIntel {
+		return -4096
+	}
+	return 2048
+}()
 
 // vq6krowsAVX2 is q6krows on avx2: q6ki1x1 of each row, one after the
 // other (the prefetch runs ahead into the next; bs unused).

@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch_amd64.h"
 
 // Integer products of Q4_0, Q4_K and Q6_K weights (kquant.go states their
 // order), AVX2. Each returns one row's sum; HSUM8 as in dot_amd64.s.
@@ -93,10 +94,7 @@ TEXT ·q6kdotAVX2(SB), NOSPLIT, $32-48
 loop:
 	TESTQ CX, CX
 	JEQ   done
-	PREFETCHT0 (R8)(R14*1)
-	PREFETCHT0 64(R8)(R14*1)
-	PREFETCHT0 128(R8)(R14*1)
-	PREFETCHT0 192(R8)(R14*1)
+	PFLINES4(R8, R14)
 	VPXOR Y1, Y1, Y1
 	// The 16 scales as words in the frame: dword c = chunk c's two.
 	VPMOVSXBW   192(R8), Y3
@@ -346,14 +344,8 @@ row:
 	JEQ    rowdone
 
 loop:
-	TESTQ      R14, R14
-	JEQ        nopf
-	PREFETCHT0 (R8)(R14*1)
-	PREFETCHT0 64(R8)(R14*1)
-	PREFETCHT0 128(R8)(R14*1)
-	PREFETCHT0 192(R8)(R14*1)
+	PFLINES4(R8, R14)
 
-nopf:
 	VPMOVSXBW 192(R8), Y6
 	VPERMW    Z6, Z24, Z28
 	VPERMW    Z6, Z25, Z29

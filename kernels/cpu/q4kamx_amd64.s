@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch_amd64.h"
 
 // The amx path's Q4_K kernels (q4kamx_amd64.go). AMX instructions the Go
 // assembler lacks, encoded by hand as in amx_amd64.s (VEX C4, map 0F38,
@@ -1412,13 +1413,7 @@ row:
 	JEQ    rowdone
 
 loop:
-	TESTQ      R14, R14
-	JEQ        nopf
-	PREFETCHT0 (R8)(R14*1)
-	PREFETCHT0 64(R8)(R14*1)
-	PREFETCHT0 128(R8)(R14*1)
-
-nopf:
+	PFLINES3(R8, R14)
 	Q4A_SB
 	ADDQ         $144, R8
 	ADDQ         $256, SI
@@ -1531,9 +1526,7 @@ TEXT ·q4kblkAVX2(SB), NOSPLIT, $0-56
 bloop:
 	TESTQ CX, CX
 	JEQ   bdone
-	PREFETCHT0 (R8)(R14*1)
-	PREFETCHT0 64(R8)(R14*1)
-	PREFETCHT0 128(R8)(R14*1)
+	PFLINES3(R8, R14)
 	// The 6-bit scales and mins of the 8 sub-blocks (llama.cpp's utmp):
 	// AX = scales 0..7, R13 = mins 0..7, one byte each.
 	Q4A_SCALES
@@ -1704,15 +1697,8 @@ row:
 
 pairs:
 	LEAQ       144(R8), R11
-	TESTQ      R14, R14
-	JEQ        nopf
-	PREFETCHT0 (R8)(R14*1)
-	PREFETCHT0 64(R8)(R14*1)
-	PREFETCHT0 128(R8)(R14*1)
-	PREFETCHT0 192(R8)(R14*1)
-	PREFETCHT0 256(R8)(R14*1)
+	PFLINES5(R8, R14)
 
-nopf:
 	// Y6: the first super-block's scales 0…7 and minimums 0…7 (bytes),
 	// then the second's (per 128-bit half: the dwords u0, u2, u1, u2 of
 	// the 12 scale bytes shifted by 0, 0, 0, 4 and masked, or'd with
