@@ -28,7 +28,12 @@ var hasAMX = hasVNNI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && amxPermit()
 // register's lanes, one accumulator register a weight row, while the tile
 // unit computes the next block's sums into the other slot; each weight
 // row's 16 outputs are scattered down its column (VSCATTERDPS, the rows
-// outside [lo, hi) masked). A column of the tile depends on its
+// outside [lo, hi) masked). Each block step prefetches 544 bytes of the
+// next call's weight rows (the m·stride bytes after these) into L2, in
+// memory order: sixteen rows read a block at a time are too short a
+// stream for the hardware prefetchers (Intel Xeon family 6 model 167, 8
+// layers d=768 Q8_0, 16 sequences decoded together: 943–957 → 1,099–1,131
+// tok/s; into L1 1,059–1,087). A column of the tile depends on its
 // activation row only, so a row's result is the same whatever the group,
 // the batch, m and ng.
 //

@@ -132,6 +132,9 @@ group:
 	ADDQ $64, BX        // the slot block b+1's integers go to
 	LEAQ 1024(BX), R10  // the slot of block b's
 	MOVQ nb+16(FP), R8
+	MOVQ m+64(FP), R12
+	IMULQ DX, R12
+	ADDQ w+0(FP), R12   // the next call's weight rows
 
 	BLOCK_INTS
 	ADDQ  $34, SI
@@ -139,6 +142,18 @@ group:
 	XCHGQ BX, R10
 
 block:
+	// 544 bytes of the next call's rows (prefetched in memory order: one
+	// call's share of them a block).
+	PREFETCHT2 (R12)
+	PREFETCHT2 64(R12)
+	PREFETCHT2 128(R12)
+	PREFETCHT2 192(R12)
+	PREFETCHT2 256(R12)
+	PREFETCHT2 320(R12)
+	PREFETCHT2 384(R12)
+	PREFETCHT2 448(R12)
+	PREFETCHT2 512(R12)
+	ADDQ $544, R12
 	// Block b+1's integers, while block b's float steps run.
 	CMPQ R8, $1
 	JEQ  floats
