@@ -138,6 +138,20 @@
 //     it, 29–31 with 4–8 KB, and 2-thread decode of the d=1536 GQA models
 //     gained 14–15% (Q4_K 150–155 → 169–181 tok/s, Q6_K 114–130 →
 //     133–144; alternated). Elsewhere they do not prefetch (unmeasured).
+//     The distance's sign picks the cache level (prefetch_amd64.h):
+//     positive into L1 (PREFETCHT0), negative into L2 (PREFETCHT2). On
+//     an Intel Xeon of family 6 model 167 (AMX, AVX512-FP16, 2 MB L2 a
+//     core; one core reads 15 GB/s from memory) L1 prefetches held the
+//     core's few line fill buffers and L2 ones did not, so on Intel the
+//     k-quant row kernels (kqPrefetch, kqPrefetchAVX2) and the Q8_0 row
+//     kernels (q8Prefetch; amx's q8rowsBlk now prefetches too) prefetch
+//     4 KB ahead into L2: 8 layers d=1536 GQA decode, 1 thread,
+//     alternated, Q4_K 36–39 → 43–47 tok/s (2 threads 64–66 → 73–75),
+//     Q6_K 28 → 32–33 (2 threads 48 → 56), Q8_0 19 → 23–24 (21 into
+//     L1; 2 threads 35 → 43), d=768 Q8_0 164–186 → 290–297; Q4_K with
+//     PREFETCHNTA as without a prefetch (28). The avx2 kernels on the same CPU
+//     (CLOISON_CPU=avx2): Q4_K 35 → 40–41, Q6_K 25 → 29–30. F16 decode
+//     did not change (it reads at the core's 15 GB/s already).
 //     With AVX512_VBMI the Q4_K row kernel takes a row's super-blocks
 //     two at a time (q4krowsPairBlk): both super-blocks' 6-bit scales and
 //     minimums unpacked in one ymm (VPSRLVD, masks), the sub-block scale
