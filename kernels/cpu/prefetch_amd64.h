@@ -7,53 +7,14 @@
 // super-blocks or eight Q8_0 blocks).
 //
 // Relative jumps (n(PC) counts instructions from the jump itself): TESTQ,
-// JEQ past the end, JS to the L2 half, the L1 lines, JMP past the end,
-// NEGQ, the L2 lines, NEGQ.
+// JEQ past the end, JS to the L2 half, the N lines into L1, JMP past the
+// end, NEGQ, the N lines into L2, NEGQ.
 
-#define PFLINES3(B, PF) \
-	TESTQ      PF, PF; \
-	JEQ        11(PC); \
-	JS         5(PC); \
-	PREFETCHT0 (B)(PF*1); \
-	PREFETCHT0 64(B)(PF*1); \
-	PREFETCHT0 128(B)(PF*1); \
-	JMP        6(PC); \
-	NEGQ       PF; \
-	PREFETCHT2 (B)(PF*1); \
-	PREFETCHT2 64(B)(PF*1); \
-	PREFETCHT2 128(B)(PF*1); \
-	NEGQ       PF
+// N lines at B+PF, each by the prefetch instruction OP.
+#define PF3(OP, B, PF) OP (B)(PF*1); OP 64(B)(PF*1); OP 128(B)(PF*1)
+#define PF4(OP, B, PF) PF3(OP, B, PF); OP 192(B)(PF*1)
+#define PF5(OP, B, PF) PF4(OP, B, PF); OP 256(B)(PF*1)
 
-#define PFLINES4(B, PF) \
-	TESTQ      PF, PF; \
-	JEQ        13(PC); \
-	JS         6(PC); \
-	PREFETCHT0 (B)(PF*1); \
-	PREFETCHT0 64(B)(PF*1); \
-	PREFETCHT0 128(B)(PF*1); \
-	PREFETCHT0 192(B)(PF*1); \
-	JMP        7(PC); \
-	NEGQ       PF; \
-	PREFETCHT2 (B)(PF*1); \
-	PREFETCHT2 64(B)(PF*1); \
-	PREFETCHT2 128(B)(PF*1); \
-	PREFETCHT2 192(B)(PF*1); \
-	NEGQ       PF
-
-#define PFLINES5(B, PF) \
-	TESTQ      PF, PF; \
-	JEQ        15(PC); \
-	JS         7(PC); \
-	PREFETCHT0 (B)(PF*1); \
-	PREFETCHT0 64(B)(PF*1); \
-	PREFETCHT0 128(B)(PF*1); \
-	PREFETCHT0 192(B)(PF*1); \
-	PREFETCHT0 256(B)(PF*1); \
-	JMP        8(PC); \
-	NEGQ       PF; \
-	PREFETCHT2 (B)(PF*1); \
-	PREFETCHT2 64(B)(PF*1); \
-	PREFETCHT2 128(B)(PF*1); \
-	PREFETCHT2 192(B)(PF*1); \
-	PREFETCHT2 256(B)(PF*1); \
-	NEGQ       PF
+#define PFLINES3(B, PF) TESTQ PF, PF; JEQ 11(PC); JS 5(PC); PF3(PREFETCHT0, B, PF); JMP 6(PC); NEGQ PF; PF3(PREFETCHT2, B, PF); NEGQ PF
+#define PFLINES4(B, PF) TESTQ PF, PF; JEQ 13(PC); JS 6(PC); PF4(PREFETCHT0, B, PF); JMP 7(PC); NEGQ PF; PF4(PREFETCHT2, B, PF); NEGQ PF
+#define PFLINES5(B, PF) TESTQ PF, PF; JEQ 15(PC); JS 7(PC); PF5(PREFETCHT0, B, PF); JMP 8(PC); NEGQ PF; PF5(PREFETCHT2, B, PF); NEGQ PF
