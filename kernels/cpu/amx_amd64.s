@@ -104,6 +104,9 @@ snext:
 	MOVQ scr+56(FP), SI
 	LDTILECFG_SI
 	MOVQ $64, CX
+	MOVQ R11, R12
+	IMULQ DX, R12
+	ADDQ w+0(FP), R12 // the next call's weight rows (prefetched on through the groups)
 
 group:
 
@@ -132,9 +135,6 @@ group:
 	ADDQ $64, BX        // the slot block b+1's integers go to
 	LEAQ 1024(BX), R10  // the slot of block b's
 	MOVQ nb+16(FP), R8
-	MOVQ m+64(FP), R12
-	IMULQ DX, R12
-	ADDQ w+0(FP), R12   // the next call's weight rows
 
 	BLOCK_INTS
 	ADDQ  $34, SI
@@ -142,8 +142,9 @@ group:
 	XCHGQ BX, R10
 
 block:
-	// 544 bytes of the next call's rows (prefetched in memory order: one
-	// call's share of them a block).
+	// 544 bytes of the next calls' rows (in memory order: one call's share
+	// of them a block step, the next group of activation rows going on
+	// where this one stopped).
 	PREFETCHT2 (R12)
 	PREFETCHT2 64(R12)
 	PREFETCHT2 128(R12)
@@ -373,21 +374,20 @@ GLOBL blk34<>(SB), RODATA|NOPTR, $32
 	VPXOR    (2+34*off)(R8)(R14*1), Y12, Y5; \
 	VPDPBUSD (32*off)(SI)(R11*1), Y5, Y
 
-// BLOCK8SUMS: eight blocks' exact sums (BLANES, their lanes summed by a
+// BLANES4: four blocks' lanes (BLANES), pairwise summed into A and C.
+#define BLANES4(o0, o1, o2, o3, A, B, C, D) \
+	BLANES(o0, A); \
+	BLANES(o1, B); \
+	BLANES(o2, C); \
+	BLANES(o3, D); \
+	VPHADDD B, A, A; \
+	VPHADDD D, C, C
+
+// BLOCK8SUMS: eight blocks' exact sums (BLANES4, their lanes summed by a
 // VPHADDD tree), converted, in Y3's lanes in block order.
 #define BLOCK8SUMS \
-	BLANES(0, Y1); \
-	BLANES(1, Y2); \
-	BLANES(2, Y3); \
-	BLANES(3, Y4); \
-	VPHADDD      Y2, Y1, Y1; \
-	VPHADDD      Y4, Y3, Y3; \
-	BLANES(4, Y2); \
-	BLANES(5, Y4); \
-	BLANES(6, Y6); \
-	BLANES(7, Y7); \
-	VPHADDD      Y4, Y2, Y2; \
-	VPHADDD      Y7, Y6, Y6; \
+	BLANES4(0, 1, 2, 3, Y1, Y2, Y3, Y4); \
+	BLANES4(4, 5, 6, 7, Y2, Y4, Y6, Y7); \
 	VPHADDD      Y3, Y1, Y1; \
 	VPHADDD      Y6, Y2, Y2; \
 	VPERM2I128   $0x20, Y2, Y1, Y3; \
