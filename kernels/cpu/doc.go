@@ -69,7 +69,7 @@
 //     interleaved stream ends before the prefetcher runs ahead; on rows of
 //     4 KB, BenchmarkMatVec, eight interleaved rows stream faster, so
 //     judge by the model, cloisonctl bench). On Intel CPUs (the vendor
-//     from CPUID at start, f16TwoStreams) the task's rows go two at a
+//     from CPUID at start, f16Streams) the task's rows go two at a
 //     time instead, row i beside row i+rows/2, each stream prefetched 4 KB
 //     ahead (f16rows2AVX512, the same bits): one stream read about 10 GB/s
 //     there whatever the layout (throwaway kernels swept over 128 MB of
@@ -93,8 +93,15 @@
 //     weights). On Zen 4 (family 25) the prefetching two streams lost to
 //     one, the two without prefetching gain (d=1536 GQA 24 → 27 tok/s at
 //     1 thread, 33 → 35 at 2; d=768 even at 1, 242 → 255–265 at 2), so
-//     F16 takes two streams on Intel and from Zen 4 on (f16TwoStreams),
-//     prefetched on Intel and Zen 5 only (rowPrefetch). BF16 takes the two streams on every avx512 CPU
+//     F16 took two streams on Intel and from Zen 4 on,
+//     prefetched on Intel and Zen 5 only (rowPrefetch). On an Intel Xeon
+//     of family 6 model 207 (avx512) four streams (f16rows4AVX512, rows
+//     i, i+q, i+2q, i+3q of a task's 4q, the same bits) read faster than
+//     two at two threads: 8 layers d=1536 GQA decode 28.8–29.3 → 31.0–32.1
+//     tok/s alternated with llama-bench's 30.8–31.5 (1 thread 15.6–16.2 →
+//     16.2–17.5 against 15.7–16.0; a 293 MB matrix streamed at 13–14 GB/s
+//     either way at one thread), as llama.cpp's tinyBLAS reads four rows at
+//     a time: Intel takes four (f16Streams). BF16 takes the two streams on every avx512 CPU
 //     (Zen 5: 127–131 → 159–184 tok/s against four interleaved rows),
 //     the activation row rounded to BF16 once a call (vbf16dpRows; the
 //     kernel had rounded it again for every row pair: Zen 4, d=768, 1

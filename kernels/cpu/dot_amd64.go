@@ -75,7 +75,7 @@ func vset(p Path, wide bool) *kset {
 		}
 		k.axpy4 = func(o []float32, w *[4]float32, v0, v1, v2, v3 []float32) { vaxpy4(true, o, w, v0, v1, v2, v3) }
 		k.axpy1 = func(o []float32, w float32, v []float32) { vaxpy1(true, o, w, v) }
-		k.f16rows = func(x []float32, w []uint16, out []float32) { vf16rows(f16TwoStreams, x, w, out) }
+		k.f16rows = func(x []float32, w []uint16, out []float32) { vf16rows(f16Streams, x, w, out) }
 		// BF16 rows as two prefetched streams on every avx512 CPU: on
 		// AMD Zen 5 too (127 → 160–184 decode tok/s, 8 layers d=768,
 		// where F16's two streams gain nothing there).
@@ -280,14 +280,25 @@ func vq8i1x4(xq []int8, xd []float32, w0, w1, w2, w3 []byte) (s0, s1, s2, s3 flo
 	return out[0], out[1], out[2], out[3]
 }
 
-// f16TwoStreams picks the F16 decode kernel of the avx512 path: on Intel
-// CPUs and AMD from Zen 4 (family 25) on two streams (f16rows2AVX512),
-// elsewhere (unmeasured) one (f16rowsAVX512). Both have the same bits
+// f16Streams picks the F16 decode kernel of the avx512 path by how many
+// sequential streams it reads a task's rows in: four on Intel CPUs
+// (f16rows4AVX512), two on AMD from Zen 4 (family 25) on (f16rows2AVX512),
+// one elsewhere (unmeasured; f16rowsAVX512). All have the same bits
 // (doc.go has the figures). On Zen 4 the two streams gain without
 // prefetching (rowPrefetch: d=1536 GQA 1 thread 24 → 27 tok/s, 2 threads
 // 33 → 35; d=768 2 threads 242 → 255–265, 1 thread even), where with it
-// they had lost to one.
-var f16TwoStreams = isIntel || cpuFamily() >= 25
+// they had lost to one. On Intel (Xeon family 6 model 207, avx512, 8
+// layers d=1536 GQA, 2 threads, alternated with llama-bench) four gained
+// over two: 28.8–29.3 → 31.0–32.1 tok/s against llama.cpp's 30.8–31.5.
+var f16Streams = func() int {
+	switch {
+	case isIntel:
+		return 4
+	case cpuFamily() >= 25:
+		return 2
+	}
+	return 1
+}()
 
 // zen5On reports an AMD CPU of Zen 5 (family 26) or later: where F16
 // decode takes two streams and the Q8_0 and k-quant row kernels prefetch
@@ -313,9 +324,10 @@ var isIntel = func() bool {
 
 // vf16rows sets out[r] to vhalf1x4's (avx512, F16) product of x with the
 // r-th of the len(out) consecutive rows of w (len(x) halves each), every
-// row in one call: one stream (f16rowsAVX512) or two (two:
-// f16rows2AVX512), the same bits.
-func vf16rows(two bool, x []float32, w []uint16, out []float32) {
+// row in one call, read as streams sequential streams: one
+// (f16rowsAVX512), two (f16rows2AVX512) or four (f16rows4AVX512, a
+// count not a multiple of four ending on the two), the same bits.
+func vf16rows(streams int, x []float32, w []uint16, out []float32) {
 	n, rows := len(x), len(out)
 	if rows == 0 {
 		return
@@ -323,9 +335,16 @@ func vf16rows(two bool, x []float32, w []uint16, out []float32) {
 	w = w[:rows*n]
 	nv := n &^ 15
 	if nv == n && n > 0 {
-		if two {
+		switch {
+		case streams == 4 && rows >= 4:
+			q := rows / 4
+			f16rows4AVX512(&x[0], &w[0], n, q, &out[0], rowPrefetch)
+			if rest := rows - 4*q; rest > 0 {
+				f16rows2AVX512(&x[0], &w[4*q*n], n, rest, &out[4*q], rowPrefetch)
+			}
+		case streams >= 2:
 			f16rows2AVX512(&x[0], &w[0], n, rows, &out[0], rowPrefetch)
-		} else {
+		default:
 			f16rowsAVX512(&x[0], &w[0], n, rows, &out[0])
 		}
 		return
@@ -450,6 +469,9 @@ func bf16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32)
 
 //go:noescape
 func f16rows2AVX512(x *float32, w *uint16, n int, rows int, out *float32, pf int)
+
+//go:noescape
+func f16rows4AVX512(x *float32, w *uint16, n int, quads int, out *float32, pf int)
 
 // cpuid returns EAX, EBX, ECX and EDX of CPUID leaf (subleaf sub).
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)

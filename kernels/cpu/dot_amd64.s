@@ -801,6 +801,102 @@ end:
 	VZEROUPPER
 	RET
 
+// F16ROW4STEP16 adds 16 products of the rows at R8, R9, R14 and R15 (x at
+// SI) to the chains Z0, Z1, Z2 and Z3, the products at displacement D.
+#define F16ROW4STEP16(D) \
+	VMOVUPS     (2*D)(SI), Z4; \
+	VCVTPH2PS   D(R8), Z5; \
+	VCVTPH2PS   D(R9), Z6; \
+	VCVTPH2PS   D(R14), Z7; \
+	VCVTPH2PS   D(R15), Z8; \
+	VFMADD231PS Z5, Z4, Z0; \
+	VFMADD231PS Z6, Z4, Z1; \
+	VFMADD231PS Z7, Z4, Z2; \
+	VFMADD231PS Z8, Z4, Z3
+
+// func f16rows4AVX512(x *float32, w *uint16, n int, quads int, out *float32, pf int)
+//
+// f16rowsAVX512's products (each row one 16-lane chain, HSUM16: the same
+// bits) of the first 4·quads rows of w, four rows at a time: row i beside
+// rows i+quads, i+2·quads and i+3·quads, so that the weights are read as
+// four sequential streams, each prefetched |pf| bytes ahead (pf > 0 into
+// L1, pf < 0 into L2, 0 none; a prefetch past the end of w reads nothing
+// and cannot fault). n is a multiple of 16, quads > 0.
+TEXT ·f16rows4AVX512(SB), NOSPLIT, $0-48
+	MOVQ  w+8(FP), R8
+	MOVQ  n+16(FP), CX
+	MOVQ  quads+24(FP), R11
+	MOVQ  out+32(FP), DI
+	MOVQ  pf+40(FP), R13
+	LEAQ  (CX)(CX*1), BX // bytes a row
+	MOVQ  R11, DX
+	IMULQ BX, DX         // bytes of quads rows
+	LEAQ  (R8)(DX*1), R9
+	LEAQ  (R9)(DX*1), R14
+	LEAQ  (R14)(DX*1), R15
+	MOVQ  R11, R12
+	SHLQ  $2, R12        // bytes between the quarters' outputs
+
+quad:
+	MOVQ   x+0(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   CX, DX
+	SHRQ   $5, DX        // steps of 32
+	JEQ    qtail
+
+qloop:
+	TESTQ      R13, R13
+	JEQ        13(PC)
+	JS         6(PC)
+	PREFETCHT0 (R8)(R13*1)
+	PREFETCHT0 (R9)(R13*1)
+	PREFETCHT0 (R14)(R13*1)
+	PREFETCHT0 (R15)(R13*1)
+	JMP        7(PC)
+	NEGQ       R13
+	PREFETCHT2 (R8)(R13*1)
+	PREFETCHT2 (R9)(R13*1)
+	PREFETCHT2 (R14)(R13*1)
+	PREFETCHT2 (R15)(R13*1)
+	NEGQ       R13
+	F16ROW4STEP16(0)
+	F16ROW4STEP16(32)
+	ADDQ $128, SI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R14
+	ADDQ $64, R15
+	DECQ DX
+	JNZ  qloop
+
+qtail:
+	TESTQ $16, CX
+	JEQ   qdone
+	F16ROW4STEP16(0)
+	ADDQ  $32, R8
+	ADDQ  $32, R9
+	ADDQ  $32, R14
+	ADDQ  $32, R15
+
+qdone:
+	HSUM16(Z0, Y0, X0)
+	HSUM16(Z1, Y1, X1)
+	HSUM16(Z2, Y2, X2)
+	HSUM16(Z3, Y3, X3)
+	LEAQ   (DI)(R12*2), AX
+	VMOVSS X0, (DI)
+	VMOVSS X1, (DI)(R12*1)
+	VMOVSS X2, (AX)
+	VMOVSS X3, (AX)(R12*1)
+	ADDQ   $4, DI
+	DECQ   R11
+	JNZ    quad
+	VZEROUPPER
+	RET
+
 // BF16ROW2STEP32 is F16ROW2STEP32 on BF16 weights (a 16-bit shift).
 #define BF16ROW2STEP32 \
 	PREFETCHT0  4096(R8)(AX*2); \

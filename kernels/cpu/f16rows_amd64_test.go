@@ -11,11 +11,11 @@ import (
 	"github.com/cloison/cloison/kernels"
 )
 
-// TestF16RowsKernels: both F16 decode kernels of the avx512 path (one
-// stream, f16rowsAVX512; two streams, f16rows2AVX512, prefetching 4 KB
-// ahead or not; the CPU picks) give every row the bits of the four-row
-// kernel, for
-// odd and even row counts and lengths with and without a 32-element tail,
+// TestF16RowsKernels: the F16 decode kernels of the avx512 path (one
+// stream, f16rowsAVX512; two, f16rows2AVX512, prefetching 4 KB ahead or
+// not; four, f16rows4AVX512, prefetching into L1, L2 or not; the CPU
+// picks) give every row the bits of the four-row kernel, for row counts
+// of every residue mod 4 and lengths with and without a 32-element tail,
 // and write only their outputs.
 func TestF16RowsKernels(t *testing.T) {
 	if !slices.Contains(Paths(), AVX512) {
@@ -26,13 +26,12 @@ func TestF16RowsKernels(t *testing.T) {
 	pf := rowPrefetch
 	defer func() { rowPrefetch = pf }()
 	for _, v := range []struct {
-		two bool
-		pf  int
-	}{{false, 0}, {true, 0}, {true, 4096}} {
-		two := v.two
+		streams, pf int
+	}{{1, 0}, {2, 0}, {2, 4096}, {4, 0}, {4, 4096}, {4, -4096}} {
+		streams := v.streams
 		rowPrefetch = v.pf
 		for _, n := range []int{16, 32, 48, 768, 1000, 8960} {
-			for _, rows := range []int{1, 2, 3, 7, 24, 25} {
+			for _, rows := range []int{1, 2, 3, 4, 7, 24, 25, 27} {
 				x := make([]float32, n)
 				for i := range x {
 					x[i] = float32(r.NormFloat64())
@@ -43,16 +42,16 @@ func TestF16RowsKernels(t *testing.T) {
 				}
 				out := make([]float32, rows+1)
 				out[rows] = -7
-				vf16rows(two, x, w, out[:rows])
+				vf16rows(streams, x, w, out[:rows])
 				for i := range rows {
 					rw := w[i*n : (i+1)*n]
 					want, _, _, _ := k.f16dot1x4(x, rw, rw, rw, rw)
 					if math.Float32bits(out[i]) != math.Float32bits(want) {
-						t.Fatalf("two=%v n=%d rows=%d row %d: %v, four-row kernel %v", two, n, rows, i, out[i], want)
+						t.Fatalf("streams=%d pf=%d n=%d rows=%d row %d: %v, four-row kernel %v", streams, v.pf, n, rows, i, out[i], want)
 					}
 				}
 				if out[rows] != -7 {
-					t.Fatalf("two=%v n=%d rows=%d: wrote past its outputs", two, n, rows)
+					t.Fatalf("streams=%d pf=%d n=%d rows=%d: wrote past its outputs", streams, v.pf, n, rows)
 				}
 			}
 		}
