@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "treduce_amd64.h"
 
 // Attention value sums (attention.go): o[d] = fma(v_p[d], s[p], o[d]) for p
 // ascending, the chain vaxpy4 and vaxpy1 compute per element, with o held
@@ -284,42 +285,11 @@ sloop:
 	JMP  sloop
 
 sdone:
-	VMOVAPS Z14, Z24
-	VMOVAPS Z15, Z25
-	ATSUM16(Z0, Y0, X0)
-	VMOVSS X0, 0(DI)
-	ATSUM16(Z1, Y1, X1)
-	VMOVSS X1, 4(DI)
-	ATSUM16(Z2, Y2, X2)
-	VMOVSS X2, 8(DI)
-	ATSUM16(Z3, Y3, X3)
-	VMOVSS X3, 12(DI)
-	ATSUM16(Z4, Y4, X4)
-	VMOVSS X4, 256(DI)
-	ATSUM16(Z5, Y5, X5)
-	VMOVSS X5, 260(DI)
-	ATSUM16(Z6, Y6, X6)
-	VMOVSS X6, 264(DI)
-	ATSUM16(Z7, Y7, X7)
-	VMOVSS X7, 268(DI)
-	ATSUM16(Z8, Y8, X8)
-	VMOVSS X8, 512(DI)
-	ATSUM16(Z9, Y9, X9)
-	VMOVSS X9, 516(DI)
-	ATSUM16(Z10, Y10, X10)
-	VMOVSS X10, 520(DI)
-	ATSUM16(Z11, Y11, X11)
-	VMOVSS X11, 524(DI)
-	ATSUM16(Z12, Y12, X12)
-	VMOVSS X12, 768(DI)
-	ATSUM16(Z13, Y13, X13)
-	VMOVSS X13, 772(DI)
-	VMOVAPS Z24, Z0
-	ATSUM16(Z0, Y0, X0)
-	VMOVSS X0, 776(DI)
-	VMOVAPS Z25, Z0
-	ATSUM16(Z0, Y0, X0)
-	VMOVSS X0, 780(DI)
+	TREDUCE16SUM
+	VMOVUPS       X6, (DI)
+	VEXTRACTF32X4 $1, Z6, 256(DI)
+	VEXTRACTF32X4 $2, Z6, 512(DI)
+	VEXTRACTF32X4 $3, Z6, 768(DI)
 	ADDQ $32, R14
 	ADDQ $16, DI
 	DECQ R15

@@ -170,10 +170,11 @@ func vset(p Path, wide bool) *kset {
 		k.wsum4 = vwsum4
 	}
 	k.expSub = vexpSubAVX2
+	k.expSum, k.scaleMax = vexpSumAVX2, vscaleMaxAVX2
 	if wide {
 		k.expSub = vexpSub
 	} else {
-		k.expSum, k.scaleMax, k.silu = vexpSumAVX2, vscaleMaxAVX2, vsiluAVX2
+		k.silu = vsiluAVX2
 	}
 	// One-row products run the four-row kernel on the same row four times:
 	// the same order, and rare (block tails, attention tails).

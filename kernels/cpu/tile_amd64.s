@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "treduce_amd64.h"
 
 // Register-tiled float products for prefill: every output element has the
 // lane order of dot4AVX2 / dot4AVX512 (dot_amd64.go) and the same final
@@ -21,62 +22,11 @@
 	VADDPS        Y14, Y, Y; \
 	TSUM8(Y, X)
 
-// TREDUCE16 sums the 16 lanes of each of Z0…Z15 (the 4×4 tile, Z(4r+j)
-// row r, weight row j) exactly as TSUM16 does (lanes l and l+8, then
-// ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), each sum's first operand the lower
-// lanes), sixteen at once: four rounds of 128-bit or element shuffles and
-// adds carry each accumulator's own tree (TestVectorKernels, the 4×n tiles
-// against the one-row kernels), the results transposed into row order
-// (VPERMPS, tredidx) and stored as four rows of 4 floats at DI + r·R15.
-// Clobbers Z0…Z7, Z16…Z25 and AX.
+// TREDUCE16 is TREDUCE16SUM (treduce_amd64.h) of the 4×4 tile Z0…Z15
+// (Z(4r+j) row r, weight row j), stored as four rows of 4 floats at
+// DI + r·R15. Clobbers Z0…Z7, Z16…Z25 and AX.
 #define TREDUCE16 \
-	VSHUFF32X4 $0x44, Z1, Z0, Z24; \
-	VSHUFF32X4 $0xEE, Z1, Z0, Z25; \
-	VADDPS     Z25, Z24, Z16; \
-	VSHUFF32X4 $0x44, Z3, Z2, Z24; \
-	VSHUFF32X4 $0xEE, Z3, Z2, Z25; \
-	VADDPS     Z25, Z24, Z17; \
-	VSHUFF32X4 $0x44, Z5, Z4, Z24; \
-	VSHUFF32X4 $0xEE, Z5, Z4, Z25; \
-	VADDPS     Z25, Z24, Z18; \
-	VSHUFF32X4 $0x44, Z7, Z6, Z24; \
-	VSHUFF32X4 $0xEE, Z7, Z6, Z25; \
-	VADDPS     Z25, Z24, Z19; \
-	VSHUFF32X4 $0x44, Z9, Z8, Z24; \
-	VSHUFF32X4 $0xEE, Z9, Z8, Z25; \
-	VADDPS     Z25, Z24, Z20; \
-	VSHUFF32X4 $0x44, Z11, Z10, Z24; \
-	VSHUFF32X4 $0xEE, Z11, Z10, Z25; \
-	VADDPS     Z25, Z24, Z21; \
-	VSHUFF32X4 $0x44, Z13, Z12, Z24; \
-	VSHUFF32X4 $0xEE, Z13, Z12, Z25; \
-	VADDPS     Z25, Z24, Z22; \
-	VSHUFF32X4 $0x44, Z15, Z14, Z24; \
-	VSHUFF32X4 $0xEE, Z15, Z14, Z25; \
-	VADDPS     Z25, Z24, Z23; \
-	VSHUFF32X4 $0x88, Z17, Z16, Z24; \
-	VSHUFF32X4 $0xDD, Z17, Z16, Z25; \
-	VADDPS     Z25, Z24, Z0; \
-	VSHUFF32X4 $0x88, Z19, Z18, Z24; \
-	VSHUFF32X4 $0xDD, Z19, Z18, Z25; \
-	VADDPS     Z25, Z24, Z1; \
-	VSHUFF32X4 $0x88, Z21, Z20, Z24; \
-	VSHUFF32X4 $0xDD, Z21, Z20, Z25; \
-	VADDPS     Z25, Z24, Z2; \
-	VSHUFF32X4 $0x88, Z23, Z22, Z24; \
-	VSHUFF32X4 $0xDD, Z23, Z22, Z25; \
-	VADDPS     Z25, Z24, Z3; \
-	VSHUFPS    $0x44, Z1, Z0, Z24; \
-	VSHUFPS    $0xEE, Z1, Z0, Z25; \
-	VADDPS     Z25, Z24, Z4; \
-	VSHUFPS    $0x44, Z3, Z2, Z24; \
-	VSHUFPS    $0xEE, Z3, Z2, Z25; \
-	VADDPS     Z25, Z24, Z5; \
-	VSHUFPS    $0x88, Z5, Z4, Z24; \
-	VSHUFPS    $0xDD, Z5, Z4, Z25; \
-	VADDPS     Z25, Z24, Z6; \
-	VMOVDQU32  tredidx<>(SB), Z7; \
-	VPERMPS    Z6, Z7, Z6; \
+	TREDUCE16SUM; \
 	VMOVUPS    X6, (DI); \
 	VEXTRACTF32X4 $1, Z6, X7; \
 	VMOVUPS    X7, (DI)(R15*1); \
@@ -87,24 +37,25 @@
 	VEXTRACTF32X4 $3, Z6, X7; \
 	VMOVUPS    X7, (AX)
 
-// The lane of TREDUCE16's sums holding output 4r+j (its own inverse).
-DATA tredidx<>+0(SB)/4, $0
-DATA tredidx<>+4(SB)/4, $4
-DATA tredidx<>+8(SB)/4, $8
-DATA tredidx<>+12(SB)/4, $12
-DATA tredidx<>+16(SB)/4, $1
-DATA tredidx<>+20(SB)/4, $5
-DATA tredidx<>+24(SB)/4, $9
-DATA tredidx<>+28(SB)/4, $13
-DATA tredidx<>+32(SB)/4, $2
-DATA tredidx<>+36(SB)/4, $6
-DATA tredidx<>+40(SB)/4, $10
-DATA tredidx<>+44(SB)/4, $14
-DATA tredidx<>+48(SB)/4, $3
-DATA tredidx<>+52(SB)/4, $7
-DATA tredidx<>+56(SB)/4, $11
-DATA tredidx<>+60(SB)/4, $15
-GLOBL tredidx<>(SB), RODATA|NOPTR, $64
+// tredIdx: the lane of TREDUCE16SUM's sums holding output 4r+j (its own
+// inverse).
+DATA ·tredIdx+0(SB)/4, $0
+DATA ·tredIdx+4(SB)/4, $4
+DATA ·tredIdx+8(SB)/4, $8
+DATA ·tredIdx+12(SB)/4, $12
+DATA ·tredIdx+16(SB)/4, $1
+DATA ·tredIdx+20(SB)/4, $5
+DATA ·tredIdx+24(SB)/4, $9
+DATA ·tredIdx+28(SB)/4, $13
+DATA ·tredIdx+32(SB)/4, $2
+DATA ·tredIdx+36(SB)/4, $6
+DATA ·tredIdx+40(SB)/4, $10
+DATA ·tredIdx+44(SB)/4, $14
+DATA ·tredIdx+48(SB)/4, $3
+DATA ·tredIdx+52(SB)/4, $7
+DATA ·tredIdx+56(SB)/4, $11
+DATA ·tredIdx+60(SB)/4, $15
+GLOBL ·tredIdx(SB), RODATA|NOPTR, $64
 
 // STEP3X4 adds the products of 8 values of the activation rows at SI, DX,
 // BX (element AX) with the same values of the four weight rows at R8–R11,
