@@ -85,6 +85,23 @@ var expConsts8 = func() *[14][8]float32 {
 	return &c
 }()
 
+// vexpSum is kset.expSum on avx512: expSubAVX512's exponentials with the
+// block sum of online's order, the first len(x)&^15 in one pass.
+func vexpSum(x []float32, m float32) float64 {
+	var s [4]float64
+	nv := len(x) &^ 15
+	if nv > 0 {
+		expSumAVX512(&x[0], m, nv, expConsts, &s)
+	}
+	for i := nv; i < len(x); i++ {
+		x[i] = expf(x[i] - m)
+	}
+	return blockSum(x[nv:], s)
+}
+
+//go:noescape
+func expSumAVX512(x *float32, m float32, n int, c *[13]float32, s *[4]float64)
+
 // vexpSubAVX2 is vexpSub on 8 lanes (the avx2 path).
 func vexpSubAVX2(x []float32, m float32) {
 	nv := len(x) &^ 7

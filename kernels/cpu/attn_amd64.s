@@ -128,6 +128,41 @@ done:
 	VZEROUPPER
 	RET
 
+// EXP16 sets Z4 to expf(x − m) of the 16 floats x at (DI)(AX*4) (m in
+// Z31, expSubAVX512's constants in Z16…Z29): expf's operations one by
+// one. Clobbers Z0…Z7.
+#define EXP16 \
+	VMOVUPS     (DI)(AX*4), Z0; \
+	VSUBPS      Z31, Z0, Z0; \
+	VCMPPS      $3, Z0, Z0, K1; \
+	VMOVAPS     Z0, Z7; \
+	VMINPS      Z16, Z0, Z0; \
+	VCMPPS      $1, Z17, Z0, K2; \
+	VMULPS      Z18, Z0, Z1; \
+	VADDPS      Z19, Z1, Z1; \
+	VRNDSCALEPS $9, Z1, Z1; \
+	VMULPS      Z20, Z1, Z2; \
+	VSUBPS      Z2, Z0, Z0; \
+	VMULPS      Z21, Z1, Z2; \
+	VSUBPS      Z2, Z0, Z0; \
+	VMULPS      Z0, Z0, Z3; \
+	VMULPS      Z22, Z0, Z4; \
+	VADDPS      Z23, Z4, Z4; \
+	VMULPS      Z0, Z4, Z4; \
+	VADDPS      Z24, Z4, Z4; \
+	VMULPS      Z0, Z4, Z4; \
+	VADDPS      Z25, Z4, Z4; \
+	VMULPS      Z0, Z4, Z4; \
+	VADDPS      Z26, Z4, Z4; \
+	VMULPS      Z0, Z4, Z4; \
+	VADDPS      Z27, Z4, Z4; \
+	VMULPS      Z3, Z4, Z4; \
+	VADDPS      Z0, Z4, Z4; \
+	VADDPS      Z28, Z4, Z4; \
+	VSCALEFPS   Z1, Z4, Z4; \
+	VMOVAPS     Z29, K2, Z4; \
+	VMOVAPS     Z7, K1, Z4
+
 // func expSubAVX512(x *float32, m float32, n int, c *[13]float32)
 // x[i] = expf(x[i] − m) for i < n (a multiple of 16), the operations of
 // expf (ops.go) one by one in float32 (no fused multiply-add), so the same
@@ -156,41 +191,61 @@ TEXT ·expSubAVX512(SB), NOSPLIT, $0-32
 loop:
 	CMPQ        AX, CX
 	JGE         done
-	VMOVUPS     (DI)(AX*4), Z0
-	VSUBPS      Z31, Z0, Z0
-	VCMPPS      $3, Z0, Z0, K1
-	VMOVAPS     Z0, Z7
-	VMINPS      Z16, Z0, Z0
-	VCMPPS      $1, Z17, Z0, K2
-	VMULPS      Z18, Z0, Z1
-	VADDPS      Z19, Z1, Z1
-	VRNDSCALEPS $9, Z1, Z1
-	VMULPS      Z20, Z1, Z2
-	VSUBPS      Z2, Z0, Z0
-	VMULPS      Z21, Z1, Z2
-	VSUBPS      Z2, Z0, Z0
-	VMULPS      Z0, Z0, Z3
-	VMULPS      Z22, Z0, Z4
-	VADDPS      Z23, Z4, Z4
-	VMULPS      Z0, Z4, Z4
-	VADDPS      Z24, Z4, Z4
-	VMULPS      Z0, Z4, Z4
-	VADDPS      Z25, Z4, Z4
-	VMULPS      Z0, Z4, Z4
-	VADDPS      Z26, Z4, Z4
-	VMULPS      Z0, Z4, Z4
-	VADDPS      Z27, Z4, Z4
-	VMULPS      Z3, Z4, Z4
-	VADDPS      Z0, Z4, Z4
-	VADDPS      Z28, Z4, Z4
-	VSCALEFPS   Z1, Z4, Z4
-	VMOVAPS     Z29, K2, Z4
-	VMOVAPS     Z7, K1, Z4
+	EXP16
 	VMOVUPS     Z4, (DI)(AX*4)
 	ADDQ        $16, AX
 	JMP         loop
 
 done:
+	VZEROUPPER
+	RET
+
+// func expSumAVX512(x *float32, m float32, n int, c *[13]float32, s *[4]float64)
+// expSubAVX512 that also sums the results, widened to float64, into s[i
+// mod 4] in position order (online's four chains: lanes of positions ≡
+// 0…3 mod 4, each from +0; expSumAVX2's sums).
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Z31
+	MOVQ         n+16(FP), CX
+	MOVQ         c+24(FP), R8
+	MOVQ         s+32(FP), DX
+	VBROADCASTSS 0(R8), Z16  // hi
+	VBROADCASTSS 4(R8), Z17  // lo
+	VBROADCASTSS 8(R8), Z18  // log2e
+	VBROADCASTSS 12(R8), Z19 // 0.5
+	VBROADCASTSS 16(R8), Z20 // c1
+	VBROADCASTSS 20(R8), Z21 // c2
+	VBROADCASTSS 24(R8), Z22 // p0
+	VBROADCASTSS 28(R8), Z23 // p1
+	VBROADCASTSS 32(R8), Z24 // p2
+	VBROADCASTSS 36(R8), Z25 // p3
+	VBROADCASTSS 40(R8), Z26 // p4
+	VBROADCASTSS 44(R8), Z27 // p5
+	VBROADCASTSS 48(R8), Z28 // 1
+	VPXORD       Z29, Z29, Z29
+	VXORPD       Y30, Y30, Y30
+	XORQ         AX, AX
+
+sumloop:
+	CMPQ          AX, CX
+	JGE           sumdone
+	EXP16
+	VMOVUPS       Z4, (DI)(AX*4)
+	VCVTPS2PD     Y4, Z8
+	VEXTRACTF64X4 $1, Z4, Y9
+	VCVTPS2PD     Y9, Z9
+	VADDPD        Y8, Y30, Y30
+	VEXTRACTF64X4 $1, Z8, Y8
+	VADDPD        Y8, Y30, Y30
+	VADDPD        Y9, Y30, Y30
+	VEXTRACTF64X4 $1, Z9, Y9
+	VADDPD        Y9, Y30, Y30
+	ADDQ          $16, AX
+	JMP           sumloop
+
+sumdone:
+	VMOVUPD Y30, (DX)
 	VZEROUPPER
 	RET
 

@@ -145,8 +145,8 @@ func testWsum4(t *testing.T, k *kset) {
 	}
 }
 
-// TestOnlineKernels: a path's fused softmax kernels (avx2: scaleMax,
-// expSum) give online's results: the scaled scores and weights with the
+// TestOnlineKernels: a path's fused softmax kernels (avx2 and avx512:
+// scaleMax, expSum) give online's results: the scaled scores and weights with the
 // bits of its loops (expf's), the block's maximum (NaN when a score is;
 // either zero where the maximum is ±0) and the block sum in its order, for
 // every length up to two key blocks and scores with infinities, NaN and

@@ -259,11 +259,13 @@
 //     reduction a score had taken twice the multiply-adds' time) and 4
 //     heads sum each value row loaded once (wsum4x64AVX512), with the bits
 //     of the one-head kernels; exponentials run 16 lanes at a time with
-//     expf's bits, and the softmax's two loops are avx2's kernels below
-//     (they had been Go loops here: BenchmarkAttentionPrefill, a
-//     2,048-token prompt of the d=768 model's heads, Xeon family 6 model
-//     207, 1 thread, 97–111 → 113–140 Mpairs/s, then 142–157 with the
-//     transposing tree). On avx2 the same: a 3-row
+//     expf's bits, and the softmax's two loops are kernels (scaleMax
+//     avx2's below, expSumAVX512 expSubAVX512's exponentials with the
+//     block's float64 sum; they had been Go loops here:
+//     BenchmarkAttentionPrefill, a 2,048-token prompt of the d=768 model's
+//     heads, Xeon family 6 model 207, 1 thread, 97–111 → 113–140
+//     Mpairs/s with avx2's kernels, then 142–157 with the transposing
+//     tree, 155–169 with expSumAVX512). On avx2 the same: a 3-row
 //     tile scores a whole key block in one call (scores3AVX2, the 12
 //     scores of four keys reduced together by RED4 in TSUM8's order), 4
 //     heads sum each value row loaded once (wsum4x16AVX2, the decode

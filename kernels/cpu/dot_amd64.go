@@ -172,7 +172,7 @@ func vset(p Path, wide bool) *kset {
 	k.expSub = vexpSubAVX2
 	k.expSum, k.scaleMax = vexpSumAVX2, vscaleMaxAVX2
 	if wide {
-		k.expSub = vexpSub
+		k.expSub, k.expSum = vexpSub, vexpSum
 	} else {
 		k.silu = vsiluAVX2
 	}
