@@ -430,19 +430,33 @@ func (a *arena) valuesOf(sg, oh, vdata []float32, voff func(int) int, b0, f, t i
 
 // halfBlock converts the K (v=0) or V (v=1) rows of kv head kh at
 // positions [p0, p1) of span s into buf ((p1−p0)·head_dim floats, grown
-// as needed): F16ToF32 of each stored half, exactly.
+// as needed): F16ToF32 of each stored half, exactly; a page's rows a call
+// where the path has halfRows.
 func (a *arena) halfBlock(buf []float32, s kernels.Span, layer, v, kh, p0, p1 int) []float32 {
 	hd, pt := a.c.HeadDim, a.c.PageTokens
 	buf = grow(buf, (p1-p0)*hd)
-	for p := p0; p < p1; p++ {
-		dst, src := buf[(p-p0)*hd:(p-p0+1)*hd], a.kvHalf(s.Table.Page(p/pt), layer, v, p%pt)[kh*hd:(kh+1)*hd]
-		if a.b.k.halfRow != nil {
-			a.b.k.halfRow(false, dst, src)
+	k := a.b.k
+	for p := p0; p < p1; {
+		slot := p % pt
+		n := min(pt-slot, p1-p) // rows of this page
+		dst := buf[(p-p0)*hd : (p-p0+n)*hd]
+		if k.halfRows != nil && hd%16 == 0 {
+			off := a.kvOffset(s.Table.Page(p/pt), layer, v, slot) + kh*hd
+			k.halfRows(dst, a.half[off:off+(n-1)*a.row+hd], hd, n, a.row)
+			p += n
 			continue
 		}
-		for i, h := range src {
-			dst[i] = f16tab[h]
+		for i := range n {
+			d, src := dst[i*hd:(i+1)*hd], a.kvHalf(s.Table.Page(p/pt), layer, v, slot+i)[kh*hd:(kh+1)*hd]
+			if k.halfRow != nil {
+				k.halfRow(false, d, src)
+				continue
+			}
+			for j, h := range src {
+				d[j] = f16tab[h]
+			}
 		}
+		p += n
 	}
 	return buf
 }

@@ -131,7 +131,7 @@ func vset(p Path, wide bool) *kset {
 	if wide && hasVNNI {
 		k.q4ki1x1 = vq4kBlk1
 	}
-	k.halfRow = vhalfRow
+	k.halfRow, k.halfRows = vhalfRow, vhalfRows
 	if !wide {
 		// Q8_0 in the float order: the float tiles on exactly
 		// dequantized blocks outrun the int8 tile, whose every 32-value

@@ -584,6 +584,35 @@ done:
 	VZEROUPPER
 	RET
 
+// func f16rowsAVX2(dst *float32, src *uint16, n int, rows int, stride int)
+// f16rowAVX2 of rows rows of n halves each (n a multiple of 16, rows > 0),
+// row r read at src + r·stride halves and written at dst + r·n floats.
+TEXT ·f16rowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), DX
+	MOVQ stride+32(FP), BX
+	SHLQ $1, BX
+
+rrow:
+	XORQ AX, AX
+
+rloop:
+	VCVTPH2PS (SI)(AX*2), Y0
+	VCVTPH2PS 16(SI)(AX*2), Y1
+	VMOVUPS   Y0, (DI)(AX*4)
+	VMOVUPS   Y1, 32(DI)(AX*4)
+	ADDQ      $16, AX
+	CMPQ      AX, CX
+	JLT       rloop
+	LEAQ      (DI)(CX*4), DI
+	ADDQ      BX, SI
+	DECQ      DX
+	JNZ       rrow
+	VZEROUPPER
+	RET
+
 // func f16rowAVX2(dst *float32, src *uint16, n int)
 // dst[i] = float32 of the IEEE half src[i] (VCVTPH2PS: exact, f16tab's
 // values), n a multiple of 8; 32 values per iteration while they last.

@@ -27,6 +27,21 @@ func vhalfRow(bf bool, dst []float32, src []uint16) {
 	}
 }
 
+// vhalfRows is kset.halfRows on the vector paths (f16rowsAVX2).
+func vhalfRows(dst []float32, src []uint16, n, rows, stride int) {
+	if rows <= 0 {
+		return
+	}
+	if n <= 0 || n%16 != 0 || stride < n {
+		panic("kernels/cpu: half rows shapes")
+	}
+	_, _ = dst[rows*n-1], src[(rows-1)*stride+n-1]
+	f16rowsAVX2(&dst[0], &src[0], n, rows, stride)
+}
+
+//go:noescape
+func f16rowsAVX2(dst *float32, src *uint16, n, rows, stride int)
+
 //go:noescape
 func f16rowAVX2(dst *float32, src *uint16, n int)
 

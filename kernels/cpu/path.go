@@ -244,6 +244,10 @@ type kset struct {
 	// with the values of f16tab and bf16 (scratch blocks; nil: one table
 	// load per value).
 	halfRow func(bf bool, dst []float32, src []uint16)
+	// halfRows, where set, converts rows F16 rows of n halves (n a
+	// multiple of 16) read stride halves apart into dst, n floats apart:
+	// halfRow's values, a page of KV rows a call (halfBlock).
+	halfRows func(dst []float32, src []uint16, n, rows, stride int)
 }
 
 var genericSet = &kset{
