@@ -12,6 +12,26 @@ import (
 // (bf16dp.go) with VDPBF16PS.
 var hasBF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 
+// bf16Order: the avx512 path multiplies BF16 weights in the BF16 order
+// where the CPU has AVX512_BF16, except on Intel CPUs, where VDPBF16PS
+// runs at about half the float multiply-adds' rate and BF16 takes the
+// float order (BF16 widened exactly, the F32 tiles on blocks converted
+// once, decode in bf16rows2AVX512) as on CPUs without it: Xeon family 6
+// model 207 (avx512, AMX hidden by its hypervisor), BenchmarkMatMul BF16
+// 74 GFLOP/s against F16's 125; 8 layers d=768 BF16 prefill of 128 tokens
+// at 1 thread 582–609 → 790–1,082 tok/s (llama-bench 533–544), d=1536
+// GQA 89–95 → 98–106 (llama-bench 88–97), decode even. The amx path on
+// AMX-BF16 keeps its own order (hasAMXBF16).
+var bf16Order = hasBF16 && !isIntel
+
+// setBF16Order makes the avx512 set k multiply BF16 weights in the BF16
+// order (bf16dp.go): VDPBF16PS on activations rounded to BF16, as
+// llama.cpp does.
+func setBF16Order(k *kset) {
+	k.bf16dot1x4, k.bf16rows, k.bf16block, k.bf16round = vbf16dp1x4, vbf16dpRows, vbf16Block, vbf16RoundRow
+	k.bf16dot1x1 = func(x []float32, w []uint16) float32 { s, _, _, _ := vbf16dp1x4(x, w, w, w, w); return s }
+}
+
 // vbf16dpRows sets out[r] to the BF16-order product of x with the r-th of
 // the len(out) consecutive BF16 rows of w (len(x) values each), the rows
 // two streams at a time (bf16dpRowsAVX512), the tail in Go. x is rounded

@@ -93,11 +93,19 @@ func TestBF16DP(t *testing.T) {
 	}
 }
 
-// TestBF16DPBlock: BF16 products on the avx512 path (prefill blocks of 4×n
-// tiles, decode rows), 1 to 70 activation rows, on 1 and 2 threads, give
+// TestBF16DPBlock: BF16 products on the avx512 path in the BF16 order
+// (prefill blocks of 4×n tiles, decode rows; the path's set where the CPU
+// takes that order, else a copy of it set to: Intel CPUs take the float
+// order, bf16Order), 1 to 70 activation rows, on 1 and 2 threads, give
 // each element bf16dpRef's bits: a row's result is the same in any batch.
 func TestBF16DPBlock(t *testing.T) {
 	needBF16(t)
+	k := kernelSet(AVX512)
+	if !bf16Order {
+		c := *k
+		setBF16Order(&c)
+		k = &c
+	}
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, sh := range []struct{ rows, cols, n int }{{1, 64, 30}, {3, 96, 7}, {4, 37, 9}, {9, 768, 53}, {70, 512, 27}} {
 		for _, threads := range []int{1, 2} {
@@ -116,7 +124,7 @@ func TestBF16DPBlock(t *testing.T) {
 				for i := range xs {
 					xs[i] = float32(r.NormFloat64()) * float32(1+i%5)
 				}
-				got := productOnPath(t, AVX512, threads, kernels.BF16, sh.rows, sh.cols, sh.n, data, xs)
+				got := productOnSet(t, AVX512, k, threads, kernels.BF16, sh.rows, sh.cols, sh.n, data, xs)
 				for row := range sh.rows {
 					for o := range sh.n {
 						want := bf16dpRef(xs[row*sh.cols:(row+1)*sh.cols], w[o*sh.cols:(o+1)*sh.cols])

@@ -426,8 +426,10 @@
 // path their weights are decoded to float32 (kernels.Dequantize, ggml's
 // values) and meet float activations in the float kernels.
 // F16 and BF16 are converted in registers (VCVTPH2PS, a shift), exactly as
-// the scalar decoders do — except BF16 on the avx512 path where the CPU
-// has AVX512_BF16, which has its own order (bf16dp.go), as llama.cpp
+// the scalar decoders do — except BF16 on the avx512 path where an AMD
+// CPU has AVX512_BF16 (bf16Order: on Intel VDPBF16PS runs at half the
+// float tiles' rate, and BF16 stays in the float order there), which has
+// its own order (bf16dp.go), as llama.cpp
 // multiplies BF16: the activations rounded to BF16 first (VCVTNEPS2BF16),
 // then VDPBF16PS, two exact products per lane and instruction, each
 // added with its own rounding (odd element first: the instruction's

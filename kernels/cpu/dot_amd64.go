@@ -80,10 +80,8 @@ func vset(p Path, wide bool) *kset {
 		// AMD Zen 5 too (127 → 160–184 decode tok/s, 8 layers d=768,
 		// where F16's two streams gain nothing there).
 		k.bf16rows = vbf16rows
-		if hasBF16 {
-			// BF16 weights in the BF16 order (bf16dp.go): VDPBF16PS on
-			// activations rounded to BF16, as llama.cpp does.
-			k.bf16dot1x4, k.bf16rows, k.bf16block, k.bf16round = vbf16dp1x4, vbf16dpRows, vbf16Block, vbf16RoundRow
+		if bf16Order {
+			setBF16Order(k)
 		}
 	} else {
 		k.dot1x4 = func(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
