@@ -34,7 +34,10 @@ type job struct {
 // forward pass runs hundreds of short parallel loops, and waking a parked
 // goroutine on another thread costs more than a decode step's loop (AMD
 // EPYC Zen 5, 2 vCPUs, Q8_0 d=768, 2 threads: 252–349 decode tok/s
-// parking at once, 411–480 polling up to 20 µs, 432–486 up to 100 µs).
+// parking at once, 411–480 polling up to 20 µs, 432–486 up to 100 µs;
+// Intel Xeon family 6 model 207, 2 vCPUs, 2 threads, alternated, 20 µs
+// against 100: Q4_K d=1536 GQA 79–83 → 86–99 tok/s, Q4_K d=768 609–670 →
+// 649–688, F16 d=1536 GQA 29.4–31.1 → 30.2–31.9: spinFor is 100 µs).
 // Between polls a worker yields (runtime.Gosched), so other goroutines
 // run meanwhile; an idle pool stops polling within spinFor, so it takes
 // little from other processes (the race-detector tests of engine/model:
@@ -42,7 +45,7 @@ type job struct {
 // times).
 const (
 	spinPolls = 1 << 12
-	spinFor   = 20 * time.Microsecond
+	spinFor   = 100 * time.Microsecond
 )
 
 // spinning reports whether poll i of a wait that began at t0 may go on,
