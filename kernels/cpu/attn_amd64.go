@@ -93,6 +93,12 @@ func vexpSum(x []float32, m float32) float64 {
 	if nv > 0 {
 		expSumAVX512(&x[0], m, nv, expConsts, &s)
 	}
+	return expSumTail(x, m, nv, s)
+}
+
+// expSumTail ends kset.expSum after a kernel took the first nv weights
+// into the lanes s: the rest with expf, the block sum in online's order.
+func expSumTail(x []float32, m float32, nv int, s [4]float64) float64 {
 	for i := nv; i < len(x); i++ {
 		x[i] = expf(x[i] - m)
 	}
@@ -147,10 +153,7 @@ func vexpSumAVX2(x []float32, m float32) float64 {
 	if nv > 0 {
 		expSumAVX2(&x[0], m, nv, expConsts8, &s)
 	}
-	for i := nv; i < len(x); i++ {
-		x[i] = expf(x[i] - m)
-	}
-	return blockSum(x[nv:], s)
+	return expSumTail(x, m, nv, s)
 }
 
 //go:noescape
