@@ -241,21 +241,6 @@ sumdone:
 	VZEROUPPER
 	RET
 
-// ATSUM16 is tile_amd64.s's TSUM16 (the lane reduction of dot4AVX512), X14
-// and Y14 its temporaries.
-#define ATSUM8(Y, X) \
-	VEXTRACTF128 $1, Y, X14; \
-	VADDPS       X14, X, X; \
-	VMOVHLPS     X, X, X14; \
-	VADDPS       X14, X, X; \
-	VMOVSHDUP    X, X14; \
-	VADDSS       X14, X, X
-
-#define ATSUM16(Z, Y, X) \
-	VEXTRACTF64X4 $1, Z, Y14; \
-	VADDPS        Y14, Y, Y; \
-	ATSUM8(Y, X)
-
 // func scores4AVX512(x0, x1, x2, x3 *float32, base *float32, offs *int, ng int, hd int, out *float32)
 // For each of ng groups of four keys (key j of group g at base+offs[4g+j]
 // floats), the 4×4 tile of dot4x4AVX512 over hd floats (a multiple of 16):

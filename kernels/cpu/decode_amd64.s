@@ -27,7 +27,7 @@ DATA perm16<>+60(SB)/4, $15
 GLOBL perm16<>(SB), RODATA|NOPTR, $64
 
 // RED16 reduces the sixteen accumulators Z0…Z15 (key j in Zj) to Z0, the
-// sixteen sums in key order, each summed as ATSUM16 sums one accumulator
+// sixteen sums in key order, each summed as TSUM16 (tile_amd64.s) sums one accumulator
 // (lanes i and i+8, then i and i+4, i and i+2, i and i+1): the two halves
 // of two keys side by side, added, four times, then VPERMPS.
 #define RED1(A, B, C) \
@@ -74,7 +74,7 @@ GLOBL perm16<>(SB), RODATA|NOPTR, $64
 // base+offs[16g+j] elements) and each of nq query vectors (vector i at
 // q+i·hd floats): out[i·ostride + 16g + j] = q_i·key, each key's
 // products in one sixteen-lane accumulator over hd (a multiple of 16) in
-// order and summed as ATSUM16 (dot4x4AVX512's bits). offs must hold 32
+// order and summed as TSUM16 (tile_amd64.s) (dot4x4AVX512's bits). offs must hold 32
 // entries past the last group (prefetches of the keys two groups on).
 TEXT ·scores16AVX512(SB), NOSPLIT, $0-64
 	MOVQ base+8(FP), R13
@@ -204,7 +204,7 @@ end:
 // base+offs[16g+j] elements, halves) and each of nq query vectors (vector i at
 // q+i·hd floats): out[i·ostride + 16g + j] = q_i·key, each key's
 // products in one sixteen-lane accumulator over hd (a multiple of 16) in
-// order and summed as ATSUM16 (dot4x4AVX512's bits). offs must hold 32
+// order and summed as TSUM16 (tile_amd64.s) (dot4x4AVX512's bits). offs must hold 32
 // entries past the last group (prefetches of the keys two groups on).
 TEXT ·scores16F16AVX512(SB), NOSPLIT, $0-64
 	MOVQ base+8(FP), R13

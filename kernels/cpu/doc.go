@@ -284,7 +284,7 @@
 //     group's query heads score 16 keys at a time in zmm (8 in ymm on
 //     avx2), one accumulator per key, the accumulators reduced together by
 //     a transposing tree that adds the lanes in the one-key kernel's order
-//     (ATSUM16, HSUM8), so flash's bits; each key group is read once from
+//     (TSUM16, HSUM8), so flash's bits; each key group is read once from
 //     memory with prefetches two groups ahead and then from L1 for the
 //     other heads; values are summed four heads at a time (a short group
 //     padded with a scratch output; 64 elements a call on avx512, 16 on

@@ -1,6 +1,5 @@
 // TREDUCE16SUM sums the 16 lanes of each of Z0…Z15 (a 4×4 tile, Z(4r+j)
-// row r, column j) exactly as TSUM16 (tile_amd64.s) and ATSUM16
-// (attn_amd64.s) do (lanes l and l+8, then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)),
+// row r, column j) exactly as TSUM16 (tile_amd64.s) does (lanes l and l+8, then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)),
 // each sum's first operand the lower lanes), sixteen at once: four rounds
 // of 128-bit or element shuffles and adds carry each accumulator's own
 // tree (TestVectorKernels, the 4×n tiles against the one-row kernels;
