@@ -130,14 +130,15 @@ func TestE2EFaultInjection(t *testing.T) {
 		// slow: the request ends by the decode node's prefill timeout.
 		slow bool
 		// alt, if set, is the check ledgered instead, with its incident,
-		// when the decode node dropped the reservation before the late
-		// transfer arrived: the transfer then matches no reservation and
-		// names no tenant (the request has already failed, typed).
+		// when the transfer matched no reservation and so names no
+		// tenant: the decode node dropped the reservation before the late
+		// transfer arrived, or the cut came before the stream's header
+		// (the request has already failed, typed).
 		alt string
 	}{
 		{name: "transfer dropped mid-stream",
 			arm:   func(fc *faultCluster) { fc.transfer.DropAfter(faultproxy.Up, mid) },
-			check: "truncated"},
+			check: "truncated", alt: "truncated"},
 		{name: "transfer stalled mid-stream",
 			arm:   func(fc *faultCluster) { fc.transfer.StallAfter(faultproxy.Up, mid) },
 			check: "stalled", slow: true},
