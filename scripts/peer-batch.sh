@@ -39,12 +39,14 @@ if ! $native && [ "$(node -p "try{require('$PWD/$dir/node/node_modules/node-llam
 		npm install --no-audit --no-fund --save-exact "node-llama-cpp@$NODE_LLAMA_CPP_VERSION")
 fi
 
+# The files make peer-bench synthesizes, with its context (its 8,192-token
+# prompts must fit whichever target made them first).
 models=()
 IFS=, read -ra types <<< "${PEER_TYPES:-f16,q8_0,q4_k}"
 for t in "${types[@]}"; do
 	f="$dir/models/8L-d768-$t.gguf"
 	[ -f "$f" ] || "$dir/bin/cloisonctl" model synth --layers 8 --d-model 768 --heads 12 --kv-heads 4 --ffn 2048 \
-		--vocab 8192 --context 4096 --dtype "$t" "$f" >/dev/null
+		--vocab 8192 --context 16384 --dtype "$t" "$f" >/dev/null
 	models+=("$PWD/$f")
 done
 (IFS=,; echo "== cpu: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); models: ${models[*]}")
