@@ -5,25 +5,31 @@
 // The core's arithmetic peaks, for BenchmarkPeak (the bounds doc.go
 // states): independent chains that only compute, no memory operand.
 
+// ZEROALL zeroes Y0–Y15 (the chains and their constant operands).
+#define ZEROALL \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+	VXORPS Y12, Y12, Y12 \
+	VXORPS Y13, Y13, Y13 \
+	VXORPS Y14, Y14, Y14 \
+	VXORPS Y15, Y15, Y15
+
 // func peakFMAAVX2(n int)
 //
 // n iterations of twelve independent VFMADD231PS (8 lanes): 192·n flops.
 TEXT ·peakFMAAVX2(SB), NOSPLIT, $0-8
 	MOVQ   n+0(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
+	ZEROALL
 	TESTQ  CX, CX
 	JEQ    fdone
 
@@ -61,15 +67,7 @@ fdone:
 // n iterations of six independent I8STEP chains: 192·n multiply-adds.
 TEXT ·peakI8AVX2(SB), NOSPLIT, $0-8
 	MOVQ   n+0(FP), CX
-	VPXOR  Y0, Y0, Y0
-	VPXOR  Y1, Y1, Y1
-	VPXOR  Y2, Y2, Y2
-	VPXOR  Y3, Y3, Y3
-	VPXOR  Y4, Y4, Y4
-	VPXOR  Y5, Y5, Y5
-	VPXOR  Y12, Y12, Y12
-	VPXOR  Y13, Y13, Y13
-	VPXOR  Y14, Y14, Y14
+	ZEROALL
 	TESTQ  CX, CX
 	JEQ    idone
 
@@ -94,22 +92,10 @@ idone:
 // 192·n flops.
 TEXT ·peakFMACvtAVX2(SB), NOSPLIT, $0-8
 	MOVQ   n+0(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	VXORPS Y13, Y13, Y13
-	VXORPS Y14, Y14, Y14
-	VXORPS Y15, Y15, Y15
+	ZEROALL
+	TESTQ  CX, CX
+	JEQ    cdone
+
 cloop:
 	VCVTPH2PS X15, Y14
 	VFMADD231PS Y12, Y13, Y0
@@ -129,5 +115,7 @@ cloop:
 	VFMADD231PS Y12, Y13, Y11
 	DECQ        CX
 	JNZ         cloop
+
+cdone:
 	VZEROUPPER
 	RET
