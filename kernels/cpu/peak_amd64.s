@@ -1,24 +1,14 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "treduce_amd64.h"
 
 // The core's arithmetic peaks, for BenchmarkPeak (the bounds doc.go
 // states): independent chains that only compute, no memory operand.
 
 // ZEROALL zeroes Y0–Y15 (the chains and their constant operands).
 #define ZEROALL \
-	VXORPS Y0, Y0, Y0 \
-	VXORPS Y1, Y1, Y1 \
-	VXORPS Y2, Y2, Y2 \
-	VXORPS Y3, Y3, Y3 \
-	VXORPS Y4, Y4, Y4 \
-	VXORPS Y5, Y5, Y5 \
-	VXORPS Y6, Y6, Y6 \
-	VXORPS Y7, Y7, Y7 \
-	VXORPS Y8, Y8, Y8 \
-	VXORPS Y9, Y9, Y9 \
-	VXORPS Y10, Y10, Y10 \
-	VXORPS Y11, Y11, Y11 \
+	ZERO12 \
 	VXORPS Y12, Y12, Y12 \
 	VXORPS Y13, Y13, Y13 \
 	VXORPS Y14, Y14, Y14 \

@@ -82,21 +82,6 @@ GLOBL ·tredIdx(SB), RODATA|NOPTR, $64
 	VFMADD231PS Y14, Y13, Y7; \
 	VFMADD231PS Y14, Y15, Y11
 
-// ZERO12 clears Y0…Y11 (a tile's accumulators).
-#define ZERO12 \
-	VXORPS Y0, Y0, Y0 \
-	VXORPS Y1, Y1, Y1 \
-	VXORPS Y2, Y2, Y2 \
-	VXORPS Y3, Y3, Y3 \
-	VXORPS Y4, Y4, Y4 \
-	VXORPS Y5, Y5, Y5 \
-	VXORPS Y6, Y6, Y6 \
-	VXORPS Y7, Y7, Y7 \
-	VXORPS Y8, Y8, Y8 \
-	VXORPS Y9, Y9, Y9 \
-	VXORPS Y10, Y10, Y10 \
-	VXORPS Y11, Y11, Y11
-
 // RED4 stores the lane sums of A, B, C and D (one row's four outputs) to
 // the 16 bytes at M, each with TSUM8's bits: ((l0+l4)+(l2+l6))+((l1+l5)+
 // (l3+l7)), the four reduced together (the halves, then the lanes two

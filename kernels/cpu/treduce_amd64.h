@@ -1,3 +1,20 @@
+// Macros the tile kernels share (tile_amd64.s, attn_amd64.s, peak_amd64.s).
+
+// ZERO12 clears Y0…Y11 (a tile's accumulators).
+#define ZERO12 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11
+
 // TREDUCE16SUM sums the 16 lanes of each of Z0…Z15 (a 4×4 tile, Z(4r+j)
 // row r, column j) exactly as TSUM16 (tile_amd64.s) does (lanes l and l+8, then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)),
 // each sum's first operand the lower lanes), sixteen at once: four rounds
