@@ -157,8 +157,12 @@ func vq4krowsBlk(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
 // kernel read 23–25 in cache and 24.7 from memory; 8 layers d=768 Q4_K
 // decode at 1 thread 456 → 526–541 tok/s, at 2 threads 731 → 842, d=1536
 // GQA 72 → 79–80 at 1 thread and about 5% less at 2 (both threads then
-// share the memory bus, 100–115 against 95–106 tok/s; alternated). Not
-// measured elsewhere (Zen 5 reads two interleaved rows slowly).
+// share the memory bus, 100–115 against 95–106 tok/s; alternated). With
+// the rows' bytes loaded whole and transposed by lanes, the high nibbles
+// taken in place and one VPDPWSSD a chunk: 20–23 → 22–26 GB/s on 256
+// rows of 1,536 and 18–22 → 19–25 on 1,536 rows of 8,960 (Zen 4, family
+// 25 model 17, eight alternated rounds). Not measured elsewhere (Zen 5
+// reads two interleaved rows slowly).
 var q4kFour = hasVNNI && !isIntel && cpuFamily() == 25
 
 //go:noescape

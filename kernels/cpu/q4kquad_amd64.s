@@ -7,8 +7,7 @@
 
 // Per 128-bit lane (one row's first 16 bytes: d, dmin, the 12 scale
 // bytes at 4…15): the bytes picked for the scales (0…7) and minimums
-// (8…15), their masks, the minimums as words, and each scale j as a dword
-// (the VPDPWSSD factor of sub-block j's sums).
+// (8…15), their masks and the minimums as words.
 DATA q4r4<>+0(SB)/8, $0x0f0e0d0c07060504
 DATA q4r4<>+8(SB)/8, $0x0f0e0d0c0b0a0908
 DATA q4r4<>+16(SB)/8, $0x0f0e0d0c07060504
@@ -49,71 +48,7 @@ DATA q4r4<>+288(SB)/8, $0x800b800a80098008
 DATA q4r4<>+296(SB)/8, $0x800f800e800d800c
 DATA q4r4<>+304(SB)/8, $0x800b800a80098008
 DATA q4r4<>+312(SB)/8, $0x800f800e800d800c
-DATA q4r4<>+320(SB)/8, $0x8080800080808000
-DATA q4r4<>+328(SB)/8, $0x8080800080808000
-DATA q4r4<>+336(SB)/8, $0x8080800080808000
-DATA q4r4<>+344(SB)/8, $0x8080800080808000
-DATA q4r4<>+352(SB)/8, $0x8080800080808000
-DATA q4r4<>+360(SB)/8, $0x8080800080808000
-DATA q4r4<>+368(SB)/8, $0x8080800080808000
-DATA q4r4<>+376(SB)/8, $0x8080800080808000
-DATA q4r4<>+384(SB)/8, $0x8080800180808001
-DATA q4r4<>+392(SB)/8, $0x8080800180808001
-DATA q4r4<>+400(SB)/8, $0x8080800180808001
-DATA q4r4<>+408(SB)/8, $0x8080800180808001
-DATA q4r4<>+416(SB)/8, $0x8080800180808001
-DATA q4r4<>+424(SB)/8, $0x8080800180808001
-DATA q4r4<>+432(SB)/8, $0x8080800180808001
-DATA q4r4<>+440(SB)/8, $0x8080800180808001
-DATA q4r4<>+448(SB)/8, $0x8080800280808002
-DATA q4r4<>+456(SB)/8, $0x8080800280808002
-DATA q4r4<>+464(SB)/8, $0x8080800280808002
-DATA q4r4<>+472(SB)/8, $0x8080800280808002
-DATA q4r4<>+480(SB)/8, $0x8080800280808002
-DATA q4r4<>+488(SB)/8, $0x8080800280808002
-DATA q4r4<>+496(SB)/8, $0x8080800280808002
-DATA q4r4<>+504(SB)/8, $0x8080800280808002
-DATA q4r4<>+512(SB)/8, $0x8080800380808003
-DATA q4r4<>+520(SB)/8, $0x8080800380808003
-DATA q4r4<>+528(SB)/8, $0x8080800380808003
-DATA q4r4<>+536(SB)/8, $0x8080800380808003
-DATA q4r4<>+544(SB)/8, $0x8080800380808003
-DATA q4r4<>+552(SB)/8, $0x8080800380808003
-DATA q4r4<>+560(SB)/8, $0x8080800380808003
-DATA q4r4<>+568(SB)/8, $0x8080800380808003
-DATA q4r4<>+576(SB)/8, $0x8080800480808004
-DATA q4r4<>+584(SB)/8, $0x8080800480808004
-DATA q4r4<>+592(SB)/8, $0x8080800480808004
-DATA q4r4<>+600(SB)/8, $0x8080800480808004
-DATA q4r4<>+608(SB)/8, $0x8080800480808004
-DATA q4r4<>+616(SB)/8, $0x8080800480808004
-DATA q4r4<>+624(SB)/8, $0x8080800480808004
-DATA q4r4<>+632(SB)/8, $0x8080800480808004
-DATA q4r4<>+640(SB)/8, $0x8080800580808005
-DATA q4r4<>+648(SB)/8, $0x8080800580808005
-DATA q4r4<>+656(SB)/8, $0x8080800580808005
-DATA q4r4<>+664(SB)/8, $0x8080800580808005
-DATA q4r4<>+672(SB)/8, $0x8080800580808005
-DATA q4r4<>+680(SB)/8, $0x8080800580808005
-DATA q4r4<>+688(SB)/8, $0x8080800580808005
-DATA q4r4<>+696(SB)/8, $0x8080800580808005
-DATA q4r4<>+704(SB)/8, $0x8080800680808006
-DATA q4r4<>+712(SB)/8, $0x8080800680808006
-DATA q4r4<>+720(SB)/8, $0x8080800680808006
-DATA q4r4<>+728(SB)/8, $0x8080800680808006
-DATA q4r4<>+736(SB)/8, $0x8080800680808006
-DATA q4r4<>+744(SB)/8, $0x8080800680808006
-DATA q4r4<>+752(SB)/8, $0x8080800680808006
-DATA q4r4<>+760(SB)/8, $0x8080800680808006
-DATA q4r4<>+768(SB)/8, $0x8080800780808007
-DATA q4r4<>+776(SB)/8, $0x8080800780808007
-DATA q4r4<>+784(SB)/8, $0x8080800780808007
-DATA q4r4<>+792(SB)/8, $0x8080800780808007
-DATA q4r4<>+800(SB)/8, $0x8080800780808007
-DATA q4r4<>+808(SB)/8, $0x8080800780808007
-DATA q4r4<>+816(SB)/8, $0x8080800780808007
-DATA q4r4<>+824(SB)/8, $0x8080800780808007
-GLOBL q4r4<>(SB), RODATA|NOPTR, $832
+GLOBL q4r4<>(SB), RODATA|NOPTR, $320
 
 // The words of d (0…3) and dmin (4…7) of the four rows.
 DATA q4r4dw<>+0(SB)/8, $0x0018001000080000
@@ -138,40 +73,87 @@ DATA q4r4red<>+48(SB)/8, $0x0000000000000000
 DATA q4r4red<>+56(SB)/8, $0x0000000000000000
 GLOBL q4r4red<>(SB), RODATA|NOPTR, $64
 
-// Q4F_CHUNK: a 64-value chunk of the four rows (their quant bytes at
-// O…O+31, the activations at X…X+63): the low nibbles are sub-block 2k's
-// values, the high 2k+1's; each sub-block's exact sums (VPDPBUSD against
-// the activations' matching 16 bytes in every lane), times its scale
-// dwords (VPSHUFB of Z2 by the selectors at S0, S1) into isum (Z1).
-#define Q4F_CHUNK(O, X, S0, S1) \
-	VMOVDQU         O(R8), X4; \
-	VINSERTI32X4    $1, O(R8)(R11*1), Z4, Z4; \
-	VINSERTI32X4    $2, O(R8)(R11*2), Z4, Z4; \
-	VINSERTI32X4    $3, O(R12), Z4, Z4; \
-	VMOVDQU         (O+16)(R8), X5; \
-	VINSERTI32X4    $1, (O+16)(R8)(R11*1), Z5, Z5; \
-	VINSERTI32X4    $2, (O+16)(R8)(R11*2), Z5, Z5; \
-	VINSERTI32X4    $3, (O+16)(R12), Z5, Z5; \
+// The scale words of a chunk's two sub-blocks, per 128-bit lane: words
+// 0…3 byte 2k of the lane (sub-block 2k's scale), words 4…7 byte 2k+1,
+// for chunks k = 0…3 (64 bytes each).
+DATA q4r4sc<>+0(SB)/8, $0x8000800080008000
+DATA q4r4sc<>+8(SB)/8, $0x8001800180018001
+DATA q4r4sc<>+16(SB)/8, $0x8000800080008000
+DATA q4r4sc<>+24(SB)/8, $0x8001800180018001
+DATA q4r4sc<>+32(SB)/8, $0x8000800080008000
+DATA q4r4sc<>+40(SB)/8, $0x8001800180018001
+DATA q4r4sc<>+48(SB)/8, $0x8000800080008000
+DATA q4r4sc<>+56(SB)/8, $0x8001800180018001
+DATA q4r4sc<>+64(SB)/8, $0x8002800280028002
+DATA q4r4sc<>+72(SB)/8, $0x8003800380038003
+DATA q4r4sc<>+80(SB)/8, $0x8002800280028002
+DATA q4r4sc<>+88(SB)/8, $0x8003800380038003
+DATA q4r4sc<>+96(SB)/8, $0x8002800280028002
+DATA q4r4sc<>+104(SB)/8, $0x8003800380038003
+DATA q4r4sc<>+112(SB)/8, $0x8002800280028002
+DATA q4r4sc<>+120(SB)/8, $0x8003800380038003
+DATA q4r4sc<>+128(SB)/8, $0x8004800480048004
+DATA q4r4sc<>+136(SB)/8, $0x8005800580058005
+DATA q4r4sc<>+144(SB)/8, $0x8004800480048004
+DATA q4r4sc<>+152(SB)/8, $0x8005800580058005
+DATA q4r4sc<>+160(SB)/8, $0x8004800480048004
+DATA q4r4sc<>+168(SB)/8, $0x8005800580058005
+DATA q4r4sc<>+176(SB)/8, $0x8004800480048004
+DATA q4r4sc<>+184(SB)/8, $0x8005800580058005
+DATA q4r4sc<>+192(SB)/8, $0x8006800680068006
+DATA q4r4sc<>+200(SB)/8, $0x8007800780078007
+DATA q4r4sc<>+208(SB)/8, $0x8006800680068006
+DATA q4r4sc<>+216(SB)/8, $0x8007800780078007
+DATA q4r4sc<>+224(SB)/8, $0x8006800680068006
+DATA q4r4sc<>+232(SB)/8, $0x8007800780078007
+DATA q4r4sc<>+240(SB)/8, $0x8006800680068006
+DATA q4r4sc<>+248(SB)/8, $0x8007800780078007
+GLOBL q4r4sc<>(SB), RODATA|NOPTR, $256
+
+// Q4F_T4: the four rows' 64 bytes at O (two chunks' quant bytes), loaded
+// whole and transposed by 128-bit lanes: Z4, Z5, Z6, Z7 hold the 16 bytes
+// at O, O+16, O+32, O+48 of rows 0…3 in lanes 0…3.
+#define Q4F_T4(O) \
+	VMOVDQU64  O(R8), Z4; \
+	VMOVDQU64  O(R8)(R11*1), Z5; \
+	VMOVDQU64  O(R8)(R11*2), Z6; \
+	VMOVDQU64  O(R12), Z7; \
+	VSHUFI64X2 $0x44, Z5, Z4, Z8; \
+	VSHUFI64X2 $0xEE, Z5, Z4, Z9; \
+	VSHUFI64X2 $0x44, Z7, Z6, Z10; \
+	VSHUFI64X2 $0xEE, Z7, Z6, Z11; \
+	VSHUFI64X2 $0x88, Z10, Z8, Z4; \
+	VSHUFI64X2 $0xDD, Z10, Z8, Z5; \
+	VSHUFI64X2 $0x88, Z11, Z9, Z6; \
+	VSHUFI64X2 $0xDD, Z11, Z9, Z7
+
+// Q4F_CHUNK: a 64-value chunk of the four rows (their quant bytes' first
+// and second 16 in P and Q, one row a lane; the activations at X…X+63):
+// the low nibbles are sub-block 2k's values, the high 2k+1's, taken in
+// place (16 times their value); each sub-block's exact sums (VPDPBUSD
+// against the activations' matching 16 bytes in every lane; the high sums
+// shifted back, exact), packed to words (each |sum| ≤ 8·15·128), times the
+// sub-block scales (VPSHUFB of Z2 by the chunk's selector SC) by one
+// VPDPWSSD into isum (Z1).
+#define Q4F_CHUNK(P, Q, X, SC) \
 	VBROADCASTI32X4 X(SI), Z16; \
 	VBROADCASTI32X4 (X+16)(SI), Z17; \
 	VBROADCASTI32X4 (X+32)(SI), Z18; \
 	VBROADCASTI32X4 (X+48)(SI), Z19; \
-	VPSRLW          $4, Z4, Z6; \
-	VPSRLW          $4, Z5, Z7; \
-	VPANDD          Z15, Z4, Z4; \
-	VPANDD          Z15, Z5, Z5; \
-	VPANDD          Z15, Z6, Z6; \
-	VPANDD          Z15, Z7, Z7; \
-	VPXORD          Z8, Z8, Z8; \
-	VPXORD          Z9, Z9, Z9; \
-	VPDPBUSD        Z16, Z4, Z8; \
-	VPDPBUSD        Z17, Z5, Z8; \
-	VPDPBUSD        Z18, Z6, Z9; \
-	VPDPBUSD        Z19, Z7, Z9; \
-	VPSHUFB         q4r4<>+S0(SB), Z2, Z10; \
-	VPSHUFB         q4r4<>+S1(SB), Z2, Z11; \
-	VPDPWSSD        Z10, Z8, Z1; \
-	VPDPWSSD        Z11, Z9, Z1
+	VPANDND         P, Z15, Z8; \
+	VPANDND         Q, Z15, Z9; \
+	VPANDD          Z15, P, P; \
+	VPANDD          Z15, Q, Q; \
+	VPXORD          Z10, Z10, Z10; \
+	VPXORD          Z11, Z11, Z11; \
+	VPDPBUSD        Z16, P, Z10; \
+	VPDPBUSD        Z17, Q, Z10; \
+	VPDPBUSD        Z18, Z8, Z11; \
+	VPDPBUSD        Z19, Z9, Z11; \
+	VPSRAD          $4, Z11, Z11; \
+	VPACKSSDW       Z11, Z10, Z12; \
+	VPSHUFB         SC, Z2, Z13; \
+	VPDPWSSD        Z13, Z12, Z1
 
 // func q4krows4Blk(xq *int8, xd *float32, bs *int16, w *byte, nb, rows int, out *float32)
 //
@@ -179,11 +161,14 @@ GLOBL q4r4red<>(SB), RODATA|NOPTR, $64
 // multiple of 4) consecutive Q4_K weight rows, four at a time, each
 // 128-bit lane of a zmm one row: per super-block the four rows' first 16
 // bytes (d, dmin, scales) in one zmm, their 6-bit scales and minimums
-// unpacked by VPSHUFB and masks for the four at once; per 64-value chunk
-// each row's 32 quant bytes in two zmm (16 bytes a lane), the nibbles
-// against the activations' matching 16 bytes broadcast to every lane
-// (VPDPBUSD into each sub-block's exact sums, 8 products a dword), times
-// the sub-block's scale by VPDPWSSD into isum; msum by VPMADDWD of the
+// unpacked by VPSHUFB and masks for the four at once; per two 64-value
+// chunks each row's 64 quant bytes loaded whole and the four transposed
+// by 128-bit lanes (Q4F_T4: on Zen 4 sixteen 16-byte loads or inserts
+// into lanes cost more than four whole loads and eight VSHUFI64X2); per
+// chunk the nibbles against the activations' matching 16 bytes broadcast
+// to every lane (VPDPBUSD into each sub-block's exact sums, 8 products a
+// dword), packed to words, times the sub-blocks' scales by one VPDPWSSD
+// into isum; msum by VPMADDWD of the
 // minimums with the activations' 32-value sums; then each lane's sums,
 // and the two float steps of the four rows in one register's lanes. Rows
 // of a few KB read four at a time are too short a stream for the hardware
@@ -208,8 +193,18 @@ TEXT ·q4krows4Blk(SB), NOSPLIT, $0-56
 	VMOVDQU64    q4r4<>+256(SB), Z24 // mIdx
 	VMOVDQU64    q4r4dw<>(SB), Z25
 	VMOVDQU64    q4r4red<>(SB), Z26
+	VMOVDQU64    q4r4sc<>+0(SB), Z27
+	VMOVDQU64    q4r4sc<>+64(SB), Z28
+	VMOVDQU64    q4r4sc<>+128(SB), Z29
+	VMOVDQU64    q4r4sc<>+192(SB), Z30
 	MOVW         $0x2222, AX
 	KMOVW        AX, K2
+	MOVW         $0x00F0, AX
+	KMOVW        AX, K3
+	MOVW         $0x0F00, AX
+	KMOVW        AX, K4
+	MOVW         $0xF000, AX
+	KMOVW        AX, K5
 	TESTQ        R15, R15
 	JEQ          end
 
@@ -261,10 +256,12 @@ sb:
 	VPSHUFB        Z24, Z2, Z11
 	VPMADDWD       Z10, Z11, Z31
 	VPXORD         Z1, Z1, Z1
-	Q4F_CHUNK(16, 0, 320, 384)
-	Q4F_CHUNK(48, 64, 448, 512)
-	Q4F_CHUNK(80, 128, 576, 640)
-	Q4F_CHUNK(112, 192, 704, 768)
+	Q4F_T4(16)
+	Q4F_CHUNK(Z4, Z5, 0, Z27)
+	Q4F_CHUNK(Z6, Z7, 64, Z28)
+	Q4F_T4(80)
+	Q4F_CHUNK(Z4, Z5, 128, Z29)
+	Q4F_CHUNK(Z6, Z7, 192, Z30)
 	// Each lane's isum and msum, then the float steps.
 	VPSHUFD        $0x4E, Z1, Z10
 	VPADDD         Z10, Z1, Z1
