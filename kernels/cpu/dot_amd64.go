@@ -45,6 +45,7 @@ var vectorSets = func() []*kset {
 		k.q4kamxPack, k.q4kamx = vq4kamxPack, vq4kamx
 		k.q4kfewPack, k.q4kfew = vq4kvnniPack, vq4kvnni
 		k.q4krows, k.q4ki1x1 = vq4krowsBlk, vq4kBlk1
+		k.q4krowsX, k.q4kPackX = nil, nil
 		// BF16 on AMX-BF16 tiles, in the amx path's BF16 order
 		// (bf16amx_amd64.go); without AMX-BF16 it keeps avx512's.
 		if hasAMXBF16 {
@@ -111,6 +112,9 @@ func vset(p Path, wide bool) *kset {
 		// decode on the row kernel, the same bits (and the amx path's).
 		k.q4kamxPack, k.q4kamx = vq4kvnniPack, vq4kvnni
 		k.q4krows = vq4krowsBlk
+		if q4kFour {
+			k.q4krowsX, k.q4kPackX = vq4krowsX, vq4kvnniPackX
+		}
 		k.q6krows = vq6krows
 		k.q8i1x4 = rows1x4(vq8quadRows)
 	} else {

@@ -72,6 +72,8 @@ type q4kamxScratchT struct {
 	pk   []byte
 	scal []byte
 	w    []byte // the rows themselves (q4kvnni)
+	x    bool   // w in the interleaved layout (q4kx.go: q4kvnniTileX)
+	rows []byte // a block's rows copied out of an interleaved matrix (q4kx.go)
 	m    int    // weight rows packed
 	nsb  int
 }
@@ -108,7 +110,18 @@ func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 	}
 	for o := o0; o < o1; o += q8amxRows {
 		mm := min(q8amxRows, o1-o)
-		pack(m.data[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
+		switch w := m.data[o*m.rowBytes : (o+mm)*m.rowBytes]; {
+		case m.q4x != nil && k.q4kPackX != nil && o%4 == 0 && mm%4 == 0 && o+mm <= m.rows&^3:
+			// Whole groups of the interleaved copy, read in place.
+			k.q4kPackX(m.q4x[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
+		case m.q4x != nil:
+			// The block's rows copied out of the interleaved copy.
+			s.rows = growAny(s.rows, mm*m.rowBytes)
+			m.q4kRowsOut(s.rows, o, o+mm)
+			pack(s.rows[:mm*m.rowBytes], mm, nb, s)
+		default:
+			pack(w, mm, nb, s)
+		}
 		for g0 := r0 &^ (q8amxRows - 1); g0 < r1; g0 += 4 * q8amxRows {
 			ng := min(4, (r1-g0+q8amxRows-1)/q8amxRows)
 			lo, hi := max(r0-g0, 0), min(r1-g0, 4*q8amxRows)

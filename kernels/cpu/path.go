@@ -168,6 +168,13 @@ type kset struct {
 	// len(out) consecutive Q4_K weight rows of w, with its bits, in one
 	// call (decode; nil where the path has none).
 	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
+	// q4krowsX is q4krows (the same bits) for a multiple of 4 rows in the
+	// interleaved layout (q4kx.go); where it is set, NewMatrix keeps Q4_K
+	// matrices so.
+	q4krowsX func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
+	// q4kPackX is q4kamxPack for whole groups of the interleaved layout,
+	// which q4kamx then reads in place (nil: blocks are copied out).
+	q4kPackX func(w []byte, m, nsb int, s *q4kamxScratchT)
 	// q6krows is the same for Q6_K weights and q6ki1x1 (bs unused).
 	q6krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 

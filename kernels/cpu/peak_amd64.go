@@ -17,3 +17,22 @@ func peakI8AVX2(n int)
 //
 //go:noescape
 func peakFMACvtAVX2(n int)
+
+// peakFMAAVX512 runs 384·n float32 flops as twelve independent 16-lane
+// multiply-add chains (BenchmarkPeak).
+//
+//go:noescape
+func peakFMAAVX512(n int)
+
+// peakFMACvtAVX512 runs 512·n float32 flops as sixteen 16-lane
+// multiply-add chains with four F16 conversions an iteration, the avx512
+// 4×4 F16 tile's mix (BenchmarkPeak).
+//
+//go:noescape
+func peakFMACvtAVX512(n int)
+
+// peakVNNI runs 768·n int8 multiply-adds as twelve independent VPDPBUSD
+// chains of 64 byte products (BenchmarkPeak).
+//
+//go:noescape
+func peakVNNI(n int)

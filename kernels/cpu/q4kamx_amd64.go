@@ -88,7 +88,7 @@ func vq4kvnniPack(w []byte, m, nsb int, s *q4kamxScratchT) {
 	if m < 1 || m > q8amxRows || nsb < 1 || nsb > q4kamxMaxBlocks || len(w) < m*nsb*144 {
 		panic("kernels/cpu: q4kvnni pack arguments")
 	}
-	s.w, s.m, s.nsb = w[:m*nsb*144], m, nsb
+	s.w, s.m, s.nsb, s.x = w[:m*nsb*144], m, nsb, false
 	q4kvnniScal(&w[0], m, nsb, &s.scal[0])
 }
 
@@ -110,11 +110,32 @@ func vq4kvnni(xt []int8, xd []float32, xb []int32, ng int, dst []float32, ld, lo
 	for i := lo; i < hi; i++ {
 		masks[i/16] |= 1 << (i % 16)
 	}
+	if s.x {
+		q4kvnniTileX(&s.w[0], nsb*144, nsb, &s.scal[0], &xt[0], &xd[0], &xb[0], ng, &dst[0], &s.b[0], m, &idx[0], &masks[0], 64*ld)
+		return
+	}
 	q4kvnniTile(&s.w[0], nsb*144, nsb, &s.scal[0], &xt[0], &xd[0], &xb[0], ng, &dst[0], &s.b[0], m, &idx[0], &masks[0], 64*ld)
 }
 
 //go:noescape
 func q4kvnniScal(w *byte, m, nsb int, scal *byte)
+
+// vq4kvnniPackX is vq4kvnniPack for m (a multiple of 4) rows in the
+// interleaved layout (q4kx.go: w their groups): vq4kvnni then reads them
+// in place (q4kvnniTileX), the same bits.
+func vq4kvnniPackX(w []byte, m, nsb int, s *q4kamxScratchT) {
+	if m < 4 || m > q8amxRows || m%4 != 0 || nsb < 1 || nsb > q4kamxMaxBlocks || len(w) < m*nsb*144 {
+		panic("kernels/cpu: q4kvnni interleaved pack arguments")
+	}
+	s.w, s.m, s.nsb, s.x = w[:m*nsb*144], m, nsb, true
+	q4kvnniScalX(&w[0], m, nsb, &s.scal[0])
+}
+
+//go:noescape
+func q4kvnniScalX(w *byte, m, nsb int, scal *byte)
+
+//go:noescape
+func q4kvnniTileX(w *byte, wstride, nsb int, scal *byte, xt *int8, xd *float32, xb *int32, ng int, dst *float32, scr *byte, m int, idx *int32, masks *uint32, ld16 int)
 
 //go:noescape
 func q4kvnniTile(w *byte, wstride, nsb int, scal *byte, xt *int8, xd *float32, xb *int32, ng int, dst *float32, scr *byte, m int, idx *int32, masks *uint32, ld16 int)
@@ -182,4 +203,42 @@ func vq4kBlk1(xq []int8, xd []float32, bs []int16, w []byte) float32 {
 	var out [1]float32
 	vq4krowsBlk(xq, xd, bs, w[:len(xd)*144], out[:])
 	return out[0]
+}
+
+//go:noescape
+func q4krows4X(xq *int8, xd *float32, bs *int16, w *byte, nb, groups int, out *float32)
+
+// vq4krowsX is vq4krowsBlk for len(out) (a multiple of 4) weight rows
+// interleaved four at a time (q4kInterleave's layout: w holds
+// len(out)/4 groups): the same bits.
+func vq4krowsX(xq []int8, xd []float32, bs []int16, w []byte, out []float32) {
+	nb, rows := len(xd), len(out)
+	if rows%4 != 0 || len(w) != rows*nb*144 {
+		panic("kernels/cpu: q4k interleaved rows shapes")
+	}
+	if rows == 0 {
+		return
+	}
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	xq, bs = xq[:nb*256], bs[:nb*16]
+	q4krows4X(&xq[0], &xd[0], &bs[0], &w[0], nb, rows/4, &out[0])
+}
+
+//go:noescape
+func q4kDeint(dst, src *byte, groups, nb int)
+
+// q4kDeintGroups copies the whole groups of src (the interleaved layout,
+// nb super-blocks a row) back to their rows in dst, one after the other
+// (q4kDeint).
+var q4kDeintGroups = func(dst, src []byte, nb int) {
+	n := len(src)
+	if nb < 1 || n%(4*nb*144) != 0 || len(dst) != n {
+		panic("kernels/cpu: q4k deinterleave shapes")
+	}
+	if n > 0 {
+		q4kDeint(&dst[0], &src[0], n/(4*nb*144), nb)
+	}
 }

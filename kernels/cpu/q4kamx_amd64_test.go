@@ -103,7 +103,7 @@ var q4kTiles = []struct {
 }
 
 // TestQ4KAMX: the Q4_K tiles of the amx order (AMX, VNNI and AVX2) and
-// their decode kernels (q4krowsBlk, q4krowsPairBlk with VBMI, q4krows4Blk, q4kblkAVX2) give every output the bits of the amx order
+// their decode kernels (q4krowsBlk, q4krowsPairBlk with VBMI, q4krows4Blk, q4krows4X on the interleaved layout, q4kblkAVX2) give every output the bits of the amx order
 // (q4kamxRef), for 1–16 weight rows, 1–4 groups of activation rows,
 // random and quantized weights (any scale, minimum and nibble),
 // activations at ±127 and a block of zeros, writing only the rows asked
@@ -188,6 +188,16 @@ func testQ4KTile(t *testing.T, pack func(w []byte, m, nsb int, s *q4kamxScratchT
 						for j := range m {
 							if want := q4kamxRef(q, d, w[j*nsb*144:(j+1)*nsb*144]); !same(got[j], want) {
 								t.Fatalf("q4krows nsb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nsb, m, trial, row, j, got[j], want)
+							}
+						}
+						if hasVNNI && m >= 4 {
+							// The interleaved layout's kernel (q4kx.go).
+							gx := make([]float32, m&^3)
+							vq4krowsX(q, d, b, q4kInterleave(w, m, nsb), gx)
+							for j := range gx {
+								if want := q4kamxRef(q, d, w[j*nsb*144:(j+1)*nsb*144]); !same(gx[j], want) {
+									t.Fatalf("q4krowsX nsb=%d m=%d trial %d: out[%d][%d] = %v, want %v", nsb, m, trial, row, j, gx[j], want)
+								}
 							}
 						}
 					}

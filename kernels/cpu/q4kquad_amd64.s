@@ -199,12 +199,6 @@ TEXT ·q4krows4Blk(SB), NOSPLIT, $0-56
 	VMOVDQU64    q4r4sc<>+192(SB), Z30
 	MOVW         $0x2222, AX
 	KMOVW        AX, K2
-	MOVW         $0x00F0, AX
-	KMOVW        AX, K3
-	MOVW         $0x0F00, AX
-	KMOVW        AX, K4
-	MOVW         $0xF000, AX
-	KMOVW        AX, K5
 	TESTQ        R15, R15
 	JEQ          end
 
@@ -298,4 +292,184 @@ sb:
 
 end:
 	VZEROUPPER
+	RET
+
+// func q4krows4X(xq *int8, xd *float32, bs *int16, w *byte, nb, groups int, out *float32)
+//
+// q4krows4Blk on rows interleaved four at a time (q4kInterleave): per
+// group of four rows and super-block, nine 64-byte pieces, piece j the
+// four rows' bytes 16j…16j+15 in lanes 0…3 — the rows' headers and each
+// chunk's quant bytes arrive by whole aligned loads, the groups one
+// sequential stream. The same operations on the same lanes otherwise:
+// the same bits.
+TEXT ·q4krows4X(SB), NOSPLIT, $0-56
+	MOVQ         w+24(FP), R8
+	MOVQ         groups+40(FP), R15
+	MOVQ         out+48(FP), DI
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z14
+	VMOVDQU64    q4r4<>+0(SB), Z20  // idxA
+	VMOVDQU64    q4r4<>+64(SB), Z21 // idxB
+	VMOVDQU64    q4r4<>+128(SB), Z22 // M1
+	VMOVDQU64    q4r4<>+192(SB), Z23 // M2
+	VMOVDQU64    q4r4<>+256(SB), Z24 // mIdx
+	VMOVDQU64    q4r4dw<>(SB), Z25
+	VMOVDQU64    q4r4red<>(SB), Z26
+	VMOVDQU64    q4r4sc<>+0(SB), Z27
+	VMOVDQU64    q4r4sc<>+64(SB), Z28
+	VMOVDQU64    q4r4sc<>+128(SB), Z29
+	VMOVDQU64    q4r4sc<>+192(SB), Z30
+	MOVW         $0x2222, AX
+	KMOVW        AX, K2
+	TESTQ        R15, R15
+	JEQ          xend
+
+xgroup:
+	MOVQ   xq+0(FP), SI
+	MOVQ   xd+8(FP), DX
+	MOVQ   bs+16(FP), R9
+	MOVQ   nb+32(FP), CX
+	VXORPS X0, X0, X0
+
+xsb:
+	// The rows' headers, scales and minimums (Z2: per lane bytes 0…7 the
+	// scales, 8…15 the minimums).
+	VMOVDQU64      (R8), Z3
+	VPSHUFB        Z20, Z3, Z2
+	VPSHUFB        Z21, Z3, Z12
+	VPSRLW         $4, Z2, Z13
+	VPANDD         Z22, Z2, Z2
+	VPANDD         Z23, Z13, Z13
+	VPSRLW         $6, Z12, Z12
+	VPANDD         Z14, Z12, Z12
+	VPSLLW         $4, Z12, Z12
+	VPTERNLOGD     $0xFE, Z13, Z12, Z2
+	// msum: the minimums (words) by the activations' 32-value sums.
+	VMOVDQU        (R9), Y10
+	VEXTRACTI128   $1, Y10, X11
+	VPHADDW        X11, X10, X10
+	VSHUFI32X4     $0, Z10, Z10, Z10
+	VPSHUFB        Z24, Z2, Z11
+	VPMADDWD       Z10, Z11, Z31
+	VPXORD         Z1, Z1, Z1
+	VMOVDQU64      64(R8), Z4
+	VMOVDQU64      128(R8), Z5
+	VMOVDQU64      192(R8), Z6
+	VMOVDQU64      256(R8), Z7
+	Q4F_CHUNK(Z4, Z5, 0, Z27)
+	Q4F_CHUNK(Z6, Z7, 64, Z28)
+	VMOVDQU64      320(R8), Z4
+	VMOVDQU64      384(R8), Z5
+	VMOVDQU64      448(R8), Z6
+	VMOVDQU64      512(R8), Z7
+	Q4F_CHUNK(Z4, Z5, 128, Z29)
+	Q4F_CHUNK(Z6, Z7, 192, Z30)
+	// Each lane's isum and msum, then the float steps.
+	VPSHUFD        $0x4E, Z1, Z10
+	VPADDD         Z10, Z1, Z1
+	VPSHUFD        $0xB1, Z1, Z10
+	VPADDD         Z10, Z1, Z1
+	VPSHUFD        $0x4E, Z31, Z10
+	VPADDD         Z10, Z31, Z31
+	VPSHUFD        $0xB1, Z31, Z10
+	VPADDD         Z10, Z31, Z31
+	VPBLENDMD      Z31, Z1, K2, Z1
+	VPERMD         Z1, Z26, Z1
+	VCVTDQ2PS      Y1, Y1
+	VPERMW         Z3, Z25, Z10
+	VCVTPH2PS      X10, Y10
+	VBROADCASTSS   (DX), Y11
+	VMULPS         Y11, Y10, Y10
+	VFMADD231PS    X10, X1, X0
+	VEXTRACTF128   $1, Y1, X1
+	VEXTRACTF128   $1, Y10, X10
+	VFNMADD231PS   X10, X1, X0
+	ADDQ           $576, R8
+	ADDQ           $256, SI
+	ADDQ           $4, DX
+	ADDQ           $32, R9
+	DECQ           CX
+	JNZ            xsb
+
+	VMOVUPS X0, (DI)
+	ADDQ    $16, DI
+	DECQ    R15
+	JNZ     xgroup
+
+xend:
+	VZEROUPPER
+	RET
+
+// Q4X_OUT: piece J of a group's super-block (64 bytes at J·64(SI)) to
+// its four rows (16 bytes at J·16 of each: DI, DI+rb, DI+2rb, R12).
+#define Q4X_OUT(J) \
+	VMOVDQU (J*64)(SI), X0; \
+	VMOVDQU (J*64+16)(SI), X1; \
+	VMOVDQU (J*64+32)(SI), X2; \
+	VMOVDQU (J*64+48)(SI), X3; \
+	VMOVDQU X0, (J*16)(DI); \
+	VMOVDQU X1, (J*16)(DI)(R11*1); \
+	VMOVDQU X2, (J*16)(DI)(R11*2); \
+	VMOVDQU X3, (J*16)(R12)
+
+// func q4kDeint(dst, src *byte, groups, nb int)
+//
+// The interleaved layout's groups at src (q4kx.go) back to their rows,
+// one after the other at dst, prefetching the bytes that follow the
+// groups (the next block's, in memory order) as they go: a block's copy
+// then finds its rows in cache as the tile's own prefetch of the next
+// block had.
+TEXT ·q4kDeint(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  groups+16(FP), R15
+	MOVQ  nb+24(FP), R11
+	IMULQ $144, R11 // bytes a row
+	LEAQ  (SI)(R11*4), R14
+	MOVQ  R15, AX
+	DECQ  AX
+	IMULQ R11, AX
+	LEAQ  (R14)(AX*4), R14 // the bytes after the groups
+	TESTQ R15, R15
+	JEQ   ddone
+
+dgroup:
+	MOVQ nb+24(FP), CX
+	MOVQ DI, R13
+	LEAQ (DI)(R11*2), R12
+	ADDQ R11, R12
+
+dsb:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	PREFETCHT0 128(R14)
+	PREFETCHT0 192(R14)
+	PREFETCHT0 256(R14)
+	PREFETCHT0 320(R14)
+	PREFETCHT0 384(R14)
+	PREFETCHT0 448(R14)
+	PREFETCHT0 512(R14)
+	ADDQ       $576, R14
+	Q4X_OUT(0)
+	Q4X_OUT(1)
+	Q4X_OUT(2)
+	Q4X_OUT(3)
+	Q4X_OUT(4)
+	Q4X_OUT(5)
+	Q4X_OUT(6)
+	Q4X_OUT(7)
+	Q4X_OUT(8)
+	ADDQ       $576, SI
+	ADDQ       $144, DI
+	ADDQ       $144, R12
+	DECQ       CX
+	JNZ        dsb
+
+	LEAQ (R13)(R11*4), DI
+	DECQ R15
+	JNZ  dgroup
+
+ddone:
 	RET
