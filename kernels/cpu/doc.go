@@ -190,7 +190,24 @@
 //     thread 456 → 526–541 tok/s (llama.cpp 528–529), d=1536 GQA 72 → 79–80
 //     (llama.cpp 87–88), alternated. Zen 4 reads one, eight or sixteen
 //     long streams at 27–28 GB/s a core, two at 19, four at 25 (a
-//     loop of loads alone).
+//     loop of loads alone). Even so, gathering four rows' 16 bytes into
+//     a register's lanes took a third of the kernel's time (the same
+//     instructions reading one row's 64 bytes ran 31–35 GB/s in cache
+//     against 23–26), so there NewMatrix keeps every Q4_K matrix's rows
+//     interleaved four at a time (q4kx.go, llama.cpp's REPACK idea: per
+//     group and super-block nine 64-byte pieces, piece j the four rows'
+//     bytes 16j…16j+15): q4krows4X reads each register by one aligned
+//     load and a task's groups as one stream, and the VNNI prefill tile
+//     reads the same layout in place (q4kvnniTileX: the tile's body in
+//     q4kvnnitile_amd64.h, its weight offsets mapped through W(o); blocks
+//     that are not whole groups copied out by q4kDeint) — the same bits,
+//     the original bytes read once, at load (about 1.7 GB/s of weights,
+//     once). d=1536 GQA Q4_K (Zen 4, family 25 model 17, alternated):
+//     decode 67–69 → 81–91 tok/s at 1 thread, 97–99 → 110–115 at 2;
+//     prefill of 128 tokens 351–379 → 375–391 and 595–701 → 682–727.
+//     Reading the interleaved copy into a scratch for the unchanged tile
+//     instead cost prefill 5–15% (the copy waits on memory the tile's own
+//     prefetch had hidden).
 //     Software prefetch slowed both Q8_0 and F16 on the avx512 path of
 //     AMD EPYC (Zen 3/4) in the kernels of the time; on Zen 5 (family 26)
 //     Q8_0's row kernel prefetched the weights 4 KB ahead (q8Prefetch,
@@ -696,6 +713,21 @@
 // quantization. Sixteen sequences reach 3.03×, 2.16× and 2.26× (llama.cpp
 // built natively, in the same run: 3.07×, 2.33×, 1.61×; ours ÷ llama.cpp at
 // 16 sequences 1.43, 1.08, 1.51).
+//
+// On AVX-512 with VNNI (AMD EPYC Zen 4, family 25 model 17, 1 thread;
+// BenchmarkPeak's zmm loops): 116 GFLOP/s of float32 multiply-adds on ymm
+// and zmm alike (two 256-bit FMA pipes, a zmm instruction in two halves),
+// 116.6 with the 4×4 F16 tile's four VCVTPH2PS to sixteen multiply-adds
+// (the conversion takes no FMA slot on this core) and 233.6 G int8
+// multiply-adds/s with VPDPBUSD. One d=768 sequence decodes at 197 tok/s
+// on F16 and 730 on Q4_K (interleaved rows, q4kx.go); 8× would be 178
+// GFLOP/s of F16 products and 330 G int8 multiply-adds/s of Q4_K's, above
+// those peaks; Q8_0's (327 → 2,616 tok/s, 148 G) is below VPDPBUSD's peak
+// but 89% of its quad tile's own rate (333 cpu-GOP/s, 166 G, above), with
+// the tile a third of a 16-sequence step (docs/models.md, the earlier Zen
+// 4 stop). Sixteen sequences reach 3.83×, 2.90× and 1.81×
+// (llama.cpp in the same run 2.68×, 1.87×, 1.81×; ours ÷ llama.cpp at 16
+// sequences 1.45, 1.64, 1.38).
 //
 // Driving loop: see package kernels.
 package cpu

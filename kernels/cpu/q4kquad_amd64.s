@@ -155,6 +155,71 @@ GLOBL q4r4sc<>(SB), RODATA|NOPTR, $256
 	VPSHUFB         SC, Z2, Z13; \
 	VPDPWSSD        Z13, Z12, Z1
 
+// Q4F_CONSTS: the kernels' constants (Z14, Z15, Z20…Z30, K2).
+#define Q4F_CONSTS \
+	MOVL         $0x0F0F0F0F, AX; \
+	VPBROADCASTD AX, Z15; \
+	MOVL         $0x03030303, AX; \
+	VPBROADCASTD AX, Z14; \
+	VMOVDQU64    q4r4<>+0(SB), Z20; \
+	VMOVDQU64    q4r4<>+64(SB), Z21; \
+	VMOVDQU64    q4r4<>+128(SB), Z22; \
+	VMOVDQU64    q4r4<>+192(SB), Z23; \
+	VMOVDQU64    q4r4<>+256(SB), Z24; \
+	VMOVDQU64    q4r4dw<>(SB), Z25; \
+	VMOVDQU64    q4r4red<>(SB), Z26; \
+	VMOVDQU64    q4r4sc<>+0(SB), Z27; \
+	VMOVDQU64    q4r4sc<>+64(SB), Z28; \
+	VMOVDQU64    q4r4sc<>+128(SB), Z29; \
+	VMOVDQU64    q4r4sc<>+192(SB), Z30; \
+	MOVW         $0x2222, AX; \
+	KMOVW        AX, K2
+
+// Q4F_HEAD: the four rows' headers in Z3's lanes (d, dmin, the 12 scale
+// bytes) unpacked: Z2 per lane bytes 0…7 the scales, 8…15 the minimums;
+// msum (Z31) the minimums (words) by the activations' 32-value sums at
+// R9; isum (Z1) cleared.
+#define Q4F_HEAD \
+	VPSHUFB        Z20, Z3, Z2; \
+	VPSHUFB        Z21, Z3, Z12; \
+	VPSRLW         $4, Z2, Z13; \
+	VPANDD         Z22, Z2, Z2; \
+	VPANDD         Z23, Z13, Z13; \
+	VPSRLW         $6, Z12, Z12; \
+	VPANDD         Z14, Z12, Z12; \
+	VPSLLW         $4, Z12, Z12; \
+	VPTERNLOGD     $0xFE, Z13, Z12, Z2; \
+	VMOVDQU        (R9), Y10; \
+	VEXTRACTI128   $1, Y10, X11; \
+	VPHADDW        X11, X10, X10; \
+	VSHUFI32X4     $0, Z10, Z10, Z10; \
+	VPSHUFB        Z24, Z2, Z11; \
+	VPMADDWD       Z10, Z11, Z31; \
+	VPXORD         Z1, Z1, Z1
+
+// Q4F_TAIL: each lane's isum and msum, then the two float steps of the
+// four rows (d·d_x and dmin·d_x, the activation scale at DX) into X0.
+#define Q4F_TAIL \
+	VPSHUFD        $0x4E, Z1, Z10; \
+	VPADDD         Z10, Z1, Z1; \
+	VPSHUFD        $0xB1, Z1, Z10; \
+	VPADDD         Z10, Z1, Z1; \
+	VPSHUFD        $0x4E, Z31, Z10; \
+	VPADDD         Z10, Z31, Z31; \
+	VPSHUFD        $0xB1, Z31, Z10; \
+	VPADDD         Z10, Z31, Z31; \
+	VPBLENDMD      Z31, Z1, K2, Z1; \
+	VPERMD         Z1, Z26, Z1; \
+	VCVTDQ2PS      Y1, Y1; \
+	VPERMW         Z3, Z25, Z10; \
+	VCVTPH2PS      X10, Y10; \
+	VBROADCASTSS   (DX), Y11; \
+	VMULPS         Y11, Y10, Y10; \
+	VFMADD231PS    X10, X1, X0; \
+	VEXTRACTF128   $1, Y1, X1; \
+	VEXTRACTF128   $1, Y10, X10; \
+	VFNMADD231PS   X10, X1, X0
+
 // func q4krows4Blk(xq *int8, xd *float32, bs *int16, w *byte, nb, rows int, out *float32)
 //
 // q4krowsBlk's products (the amx order, the same bits) for rows (a
@@ -182,23 +247,7 @@ TEXT ·q4krows4Blk(SB), NOSPLIT, $0-56
 	MOVQ         rows+40(FP), R15
 	SHRQ         $2, R15
 	MOVQ         out+48(FP), DI
-	MOVL         $0x0F0F0F0F, AX
-	VPBROADCASTD AX, Z15
-	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z14
-	VMOVDQU64    q4r4<>+0(SB), Z20  // idxA
-	VMOVDQU64    q4r4<>+64(SB), Z21 // idxB
-	VMOVDQU64    q4r4<>+128(SB), Z22 // M1
-	VMOVDQU64    q4r4<>+192(SB), Z23 // M2
-	VMOVDQU64    q4r4<>+256(SB), Z24 // mIdx
-	VMOVDQU64    q4r4dw<>(SB), Z25
-	VMOVDQU64    q4r4red<>(SB), Z26
-	VMOVDQU64    q4r4sc<>+0(SB), Z27
-	VMOVDQU64    q4r4sc<>+64(SB), Z28
-	VMOVDQU64    q4r4sc<>+128(SB), Z29
-	VMOVDQU64    q4r4sc<>+192(SB), Z30
-	MOVW         $0x2222, AX
-	KMOVW        AX, K2
+	Q4F_CONSTS
 	TESTQ        R15, R15
 	JEQ          end
 
@@ -227,55 +276,19 @@ sb:
 	PREFETCHT0     448(R14)
 	PREFETCHT0     512(R14)
 	ADDQ           $576, R14
-	// The rows' headers, scales and minimums (Z2: per lane bytes 0…7 the
-	// scales, 8…15 the minimums).
+	// The four rows' headers into Z3's lanes.
 	VMOVDQU        (R8), X3
 	VINSERTI32X4   $1, (R8)(R11*1), Z3, Z3
 	VINSERTI32X4   $2, (R8)(R11*2), Z3, Z3
 	VINSERTI32X4   $3, (R12), Z3, Z3
-	VPSHUFB        Z20, Z3, Z2
-	VPSHUFB        Z21, Z3, Z12
-	VPSRLW         $4, Z2, Z13
-	VPANDD         Z22, Z2, Z2
-	VPANDD         Z23, Z13, Z13
-	VPSRLW         $6, Z12, Z12
-	VPANDD         Z14, Z12, Z12
-	VPSLLW         $4, Z12, Z12
-	VPTERNLOGD     $0xFE, Z13, Z12, Z2
-	// msum: the minimums (words) by the activations' 32-value sums.
-	VMOVDQU        (R9), Y10
-	VEXTRACTI128   $1, Y10, X11
-	VPHADDW        X11, X10, X10
-	VSHUFI32X4     $0, Z10, Z10, Z10
-	VPSHUFB        Z24, Z2, Z11
-	VPMADDWD       Z10, Z11, Z31
-	VPXORD         Z1, Z1, Z1
+	Q4F_HEAD
 	Q4F_T4(16)
 	Q4F_CHUNK(Z4, Z5, 0, Z27)
 	Q4F_CHUNK(Z6, Z7, 64, Z28)
 	Q4F_T4(80)
 	Q4F_CHUNK(Z4, Z5, 128, Z29)
 	Q4F_CHUNK(Z6, Z7, 192, Z30)
-	// Each lane's isum and msum, then the float steps.
-	VPSHUFD        $0x4E, Z1, Z10
-	VPADDD         Z10, Z1, Z1
-	VPSHUFD        $0xB1, Z1, Z10
-	VPADDD         Z10, Z1, Z1
-	VPSHUFD        $0x4E, Z31, Z10
-	VPADDD         Z10, Z31, Z31
-	VPSHUFD        $0xB1, Z31, Z10
-	VPADDD         Z10, Z31, Z31
-	VPBLENDMD      Z31, Z1, K2, Z1
-	VPERMD         Z1, Z26, Z1
-	VCVTDQ2PS      Y1, Y1
-	VPERMW         Z3, Z25, Z10
-	VCVTPH2PS      X10, Y10
-	VBROADCASTSS   (DX), Y11
-	VMULPS         Y11, Y10, Y10
-	VFMADD231PS    X10, X1, X0
-	VEXTRACTF128   $1, Y1, X1
-	VEXTRACTF128   $1, Y10, X10
-	VFNMADD231PS   X10, X1, X0
+	Q4F_TAIL
 	ADDQ           $144, R8
 	ADDQ           $144, R12
 	ADDQ           $256, SI
@@ -306,23 +319,7 @@ TEXT ·q4krows4X(SB), NOSPLIT, $0-56
 	MOVQ         w+24(FP), R8
 	MOVQ         groups+40(FP), R15
 	MOVQ         out+48(FP), DI
-	MOVL         $0x0F0F0F0F, AX
-	VPBROADCASTD AX, Z15
-	MOVL         $0x03030303, AX
-	VPBROADCASTD AX, Z14
-	VMOVDQU64    q4r4<>+0(SB), Z20  // idxA
-	VMOVDQU64    q4r4<>+64(SB), Z21 // idxB
-	VMOVDQU64    q4r4<>+128(SB), Z22 // M1
-	VMOVDQU64    q4r4<>+192(SB), Z23 // M2
-	VMOVDQU64    q4r4<>+256(SB), Z24 // mIdx
-	VMOVDQU64    q4r4dw<>(SB), Z25
-	VMOVDQU64    q4r4red<>(SB), Z26
-	VMOVDQU64    q4r4sc<>+0(SB), Z27
-	VMOVDQU64    q4r4sc<>+64(SB), Z28
-	VMOVDQU64    q4r4sc<>+128(SB), Z29
-	VMOVDQU64    q4r4sc<>+192(SB), Z30
-	MOVW         $0x2222, AX
-	KMOVW        AX, K2
+	Q4F_CONSTS
 	TESTQ        R15, R15
 	JEQ          xend
 
@@ -334,26 +331,8 @@ xgroup:
 	VXORPS X0, X0, X0
 
 xsb:
-	// The rows' headers, scales and minimums (Z2: per lane bytes 0…7 the
-	// scales, 8…15 the minimums).
 	VMOVDQU64      (R8), Z3
-	VPSHUFB        Z20, Z3, Z2
-	VPSHUFB        Z21, Z3, Z12
-	VPSRLW         $4, Z2, Z13
-	VPANDD         Z22, Z2, Z2
-	VPANDD         Z23, Z13, Z13
-	VPSRLW         $6, Z12, Z12
-	VPANDD         Z14, Z12, Z12
-	VPSLLW         $4, Z12, Z12
-	VPTERNLOGD     $0xFE, Z13, Z12, Z2
-	// msum: the minimums (words) by the activations' 32-value sums.
-	VMOVDQU        (R9), Y10
-	VEXTRACTI128   $1, Y10, X11
-	VPHADDW        X11, X10, X10
-	VSHUFI32X4     $0, Z10, Z10, Z10
-	VPSHUFB        Z24, Z2, Z11
-	VPMADDWD       Z10, Z11, Z31
-	VPXORD         Z1, Z1, Z1
+	Q4F_HEAD
 	VMOVDQU64      64(R8), Z4
 	VMOVDQU64      128(R8), Z5
 	VMOVDQU64      192(R8), Z6
@@ -366,26 +345,7 @@ xsb:
 	VMOVDQU64      512(R8), Z7
 	Q4F_CHUNK(Z4, Z5, 128, Z29)
 	Q4F_CHUNK(Z6, Z7, 192, Z30)
-	// Each lane's isum and msum, then the float steps.
-	VPSHUFD        $0x4E, Z1, Z10
-	VPADDD         Z10, Z1, Z1
-	VPSHUFD        $0xB1, Z1, Z10
-	VPADDD         Z10, Z1, Z1
-	VPSHUFD        $0x4E, Z31, Z10
-	VPADDD         Z10, Z31, Z31
-	VPSHUFD        $0xB1, Z31, Z10
-	VPADDD         Z10, Z31, Z31
-	VPBLENDMD      Z31, Z1, K2, Z1
-	VPERMD         Z1, Z26, Z1
-	VCVTDQ2PS      Y1, Y1
-	VPERMW         Z3, Z25, Z10
-	VCVTPH2PS      X10, Y10
-	VBROADCASTSS   (DX), Y11
-	VMULPS         Y11, Y10, Y10
-	VFMADD231PS    X10, X1, X0
-	VEXTRACTF128   $1, Y1, X1
-	VEXTRACTF128   $1, Y10, X10
-	VFNMADD231PS   X10, X1, X0
+	Q4F_TAIL
 	ADDQ           $576, R8
 	ADDQ           $256, SI
 	ADDQ           $4, DX
