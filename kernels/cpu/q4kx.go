@@ -11,9 +11,12 @@ import "unsafe"
 // each of its four rows one after the other: 64 bytes a piece, 576 a
 // super-block (piece 0 the four headers, pieces 1…8 the quant bytes). The
 // copy is 64-byte aligned, so every piece is one aligned load. Every
-// product that reads Q4_K rows reads this copy where it exists (prefill
-// copies a block's rows back out, q4kRowsOut), so the original bytes (a
-// mapped file's pages) are read once, at load.
+// product that reads Q4_K rows reads this copy where it exists (decode by
+// q4krowsX, the VNNI prefill tile in place by q4kPackX, a block that is
+// not whole groups copied back out by q4kRowsOut), so the original bytes (a
+// mapped file's pages) are read once, at load, and then only for a
+// matrix's last rows%4 rows and dequantRow's single rows; where a model's
+// bytes were read into memory rather than mapped, both copies stay.
 
 const q4kPiece = 16
 
