@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -176,6 +177,7 @@ type matrix struct {
 	f32        []float32 // F32 weights, viewing data when aligned, else a copy
 	u16        []uint16  // F16 and BF16 weights, likewise
 	q4x        []byte    // Q4_K rows interleaved four at a time (q4kx.go), where the path decodes them so
+	q4xOnce    sync.Once // makes q4x on the first product (interleaved)
 }
 
 func (m *matrix) DType() kernels.DType { return m.dt }
@@ -216,10 +218,6 @@ func (b *Backend) NewMatrix(dt kernels.DType, rows, cols int, data []byte) (kern
 			for i := range m.u16 {
 				m.u16[i] = binary.LittleEndian.Uint16(data[2*i:])
 			}
-		}
-	case kernels.Q4_K:
-		if b.k.q4krowsX != nil && rows >= 4 {
-			m.q4x = q4kInterleave(data, rows, cols/256)
 		}
 	}
 	return m, nil

@@ -193,16 +193,16 @@
 //     loop of loads alone). Even so, gathering four rows' 16 bytes into
 //     a register's lanes took a third of the kernel's time (the same
 //     instructions reading one row's 64 bytes ran 31–35 GB/s in cache
-//     against 23–26), so there NewMatrix keeps every Q4_K matrix's rows
-//     interleaved four at a time (q4kx.go, llama.cpp's REPACK idea: per
-//     group and super-block nine 64-byte pieces, piece j the four rows'
-//     bytes 16j…16j+15): q4krows4X reads each register by one aligned
+//     against 23–26), so there every Q4_K matrix keeps a copy of
+//     its rows interleaved four at a time, made by its first product
+//     (q4kx.go, llama.cpp's REPACK idea: per group and super-block nine
+//     64-byte pieces, piece j the four rows' bytes 16j…16j+15): q4krows4X reads each register by one aligned
 //     load and a task's groups as one stream, and the VNNI prefill tile
 //     reads the same layout in place (q4kvnniTileX: the tile's body in
 //     q4kvnnitile_amd64.h, its weight offsets mapped through W(o); blocks
 //     that are not whole groups copied out by q4kDeint) — the same bits,
-//     the original bytes read once, at load (about 1.7 GB/s of weights,
-//     once). d=1536 GQA Q4_K (Zen 4, family 25 model 17, alternated):
+//     the original bytes read once, by that first product (the copy runs
+//     at about 1.7 GB/s of weights, once). d=1536 GQA Q4_K (Zen 4, family 25 model 17, alternated):
 //     decode 67–69 → 81–91 tok/s at 1 thread, 97–99 → 110–115 at 2;
 //     prefill of 128 tokens 351–379 → 375–391 and 595–701 → 682–727.
 //     Reading the interleaved copy into a scratch for the unchanged tile

@@ -108,13 +108,14 @@ func (k *kset) q4kAMX(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int) 
 	if k.q4kfew != nil && r1-r0 <= q4kFewRows {
 		pack, tile = k.q4kfewPack, k.q4kfew
 	}
+	q4x := m.interleaved()
 	for o := o0; o < o1; o += q8amxRows {
 		mm := min(q8amxRows, o1-o)
 		switch w := m.data[o*m.rowBytes : (o+mm)*m.rowBytes]; {
-		case m.q4x != nil && k.q4kPackX != nil && o%4 == 0 && mm%4 == 0 && o+mm <= m.rows&^3:
+		case q4x != nil && k.q4kPackX != nil && o%4 == 0 && mm%4 == 0 && o+mm <= m.rows&^3:
 			// Whole groups of the interleaved copy, read in place.
-			k.q4kPackX(m.q4x[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
-		case m.q4x != nil:
+			k.q4kPackX(q4x[o*m.rowBytes:(o+mm)*m.rowBytes], mm, nb, s)
+		case q4x != nil:
 			// The block's rows copied out of the interleaved copy.
 			s.rows = growAny(s.rows, mm*m.rowBytes)
 			m.q4kRowsOut(s.rows, o, o+mm)

@@ -169,8 +169,8 @@ type kset struct {
 	// call (decode; nil where the path has none).
 	q4krows func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 	// q4krowsX is q4krows (the same bits) for a multiple of 4 rows in the
-	// interleaved layout (q4kx.go); where it is set, NewMatrix keeps Q4_K
-	// matrices so.
+	// interleaved layout (q4kx.go); where it is set, Q4_K matrices keep
+	// such a copy, made by their first product.
 	q4krowsX func(xq []int8, xd []float32, bs []int16, w []byte, out []float32)
 	// q4kPackX is q4kamxPack for whole groups of the interleaved layout,
 	// which q4kamx then reads in place (nil: blocks are copied out).

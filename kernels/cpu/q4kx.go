@@ -1,24 +1,42 @@
 package cpu
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/cloison/cloison/kernels"
+)
 
 // The interleaved Q4_K layout (kset.q4krowsX): where a path decodes Q4_K
-// four rows at a time in the lanes of one register, NewMatrix keeps a
-// copy of the matrix's first rows&^3 rows interleaved four at a time, as
-// llama.cpp's REPACK does, so that the decode kernel reads each register
-// whole and the weights as one sequential stream. Group g (rows 4g…4g+3)
-// holds, per super-block b and piece j < 9, the 16 bytes at b·144+16j of
-// each of its four rows one after the other: 64 bytes a piece, 576 a
-// super-block (piece 0 the four headers, pieces 1…8 the quant bytes). The
-// copy is 64-byte aligned, so every piece is one aligned load. Every
-// product that reads Q4_K rows reads this copy where it exists (decode by
-// q4krowsX, the VNNI prefill tile in place by q4kPackX, a block that is
-// not whole groups copied back out by q4kRowsOut), so the original bytes (a
-// mapped file's pages) are read once, at load, and then only for a
-// matrix's last rows%4 rows and dequantRow's single rows; where a model's
-// bytes were read into memory rather than mapped, both copies stay.
+// four rows at a time in the lanes of one register, a matrix keeps a copy
+// of its first rows&^3 rows interleaved four at a time, as llama.cpp's
+// REPACK does, so that the decode kernel reads each register whole and
+// the weights as one sequential stream. The copy is made by the first
+// product that reads the matrix (interleaved), so a token embedding
+// table that is only looked up (Embed) never gets one. Group g (rows
+// 4g…4g+3) holds, per super-block b and piece j < 9, the 16 bytes at
+// b·144+16j of each of its four rows one after the other: 64 bytes a
+// piece, 576 a super-block (piece 0 the four headers, pieces 1…8 the
+// quant bytes). The copy is 64-byte aligned, so every piece is one
+// aligned load. Every product that reads Q4_K rows reads this copy where
+// it exists (decode by q4krowsX, the VNNI prefill tile in place by
+// q4kPackX, a block that is not whole groups copied back out by
+// q4kRowsOut), so the original bytes (a mapped file's pages) are read
+// once, by the first product, and after that only for a matrix's last
+// rows%4 rows and dequantRow's single rows; where a model's bytes were
+// read into memory rather than mapped, both copies stay.
 
 const q4kPiece = 16
+
+// interleaved returns m's interleaved copy, made on the first call (the
+// callers' workers wait for it), or nil where the path keeps none.
+func (m *matrix) interleaved() []byte {
+	m.q4xOnce.Do(func() {
+		if m.dt == kernels.Q4_K && m.b.k.q4krowsX != nil && m.rows >= 4 {
+			m.q4x = q4kInterleave(m.data, m.rows, m.cols/256)
+		}
+	})
+	return m.q4x
+}
 
 // q4kInterleave returns rows&^3 Q4_K rows of data (nb super-blocks a
 // row) in the interleaved layout.

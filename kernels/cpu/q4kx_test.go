@@ -5,6 +5,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cloison/cloison/kernels"
+
 	"pgregory.net/rapid"
 )
 
@@ -46,4 +48,51 @@ func TestQ4KInterleave(t *testing.T) {
 			t.Fatalf("rows %d…%d out of the interleaved copy differ from the originals", o0, o1)
 		}
 	})
+}
+
+// TestQ4KInterleavedLazily: where a path interleaves Q4_K (kset.q4krowsX),
+// a matrix gets its copy on its first product and not before: a table
+// only looked up (Embed) keeps none.
+func TestQ4KInterleavedLazily(t *testing.T) {
+	for _, p := range Paths() {
+		if kernelSet(p).q4krowsX == nil {
+			continue
+		}
+		t.Run(string(p), func(t *testing.T) {
+			be, err := NewWithPath(kernels.Options{Threads: 1}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			const rows, cols = 8, 256
+			wf := make([]float32, rows*cols)
+			for i := range wf {
+				wf[i] = float32(i%11) - 5
+			}
+			data, err := kernels.Quantize(kernels.Q4_K, wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := be.NewMatrix(kernels.Q4_K, rows, cols, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := w.(*matrix)
+			emb, _ := be.NewTensor(2, cols)
+			if err := be.Embed(emb, w, []int32{1, 6}); err != nil {
+				t.Fatal(err)
+			}
+			if m.q4x != nil {
+				t.Fatal("Embed made the interleaved copy")
+			}
+			x, _ := be.NewTensor(1, cols)
+			dst, _ := be.NewTensor(1, rows)
+			if err := be.MatMul(dst, x, w); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.q4x) != rows*m.rowBytes {
+				t.Fatalf("after a product the interleaved copy holds %d bytes, want %d", len(m.q4x), rows*m.rowBytes)
+			}
+		})
+	}
 }

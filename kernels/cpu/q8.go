@@ -383,13 +383,13 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		for r := r0; r < r1; r++ {
 			xq, xd, bs := a.q[r*cols:(r+1)*cols], a.d[r*nb:(r+1)*nb], a.bs[r*cols/16:(r+1)*cols/16]
 			out := dst.row(r)
-			if m.q4x != nil && m.dt == kernels.Q4_K {
+			if q4x := m.interleaved(); q4x != nil {
 				// The interleaved copy's groups, the rows around them
 				// (a task not starting at a multiple of 4, the matrix's
 				// last rows%4) in place: the same bits.
 				if g0, g1 := (o0+3)&^3, o1&^3; g1 > g0 {
 					rows(xq, xd, bs, m.data[o0*m.rowBytes:g0*m.rowBytes], out[o0:g0])
-					k.q4krowsX(xq, xd, bs, m.q4x[g0*m.rowBytes:g1*m.rowBytes], out[g0:g1])
+					k.q4krowsX(xq, xd, bs, q4x[g0*m.rowBytes:g1*m.rowBytes], out[g0:g1])
 					rows(xq, xd, bs, m.data[g1*m.rowBytes:o1*m.rowBytes], out[g1:o1])
 					continue
 				}
