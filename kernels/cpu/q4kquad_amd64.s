@@ -155,6 +155,14 @@ GLOBL q4r4sc<>(SB), RODATA|NOPTR, $256
 	VPSHUFB         SC, Z2, Z13; \
 	VPDPWSSD        Z13, Z12, Z1
 
+// Q4F_ARGS: a group's start on the activations (SI: quants, DX: scales,
+// R9: 16-value sums) and its super-block count (CX).
+#define Q4F_ARGS \
+	MOVQ xq+0(FP), SI; \
+	MOVQ xd+8(FP), DX; \
+	MOVQ bs+16(FP), R9; \
+	MOVQ nb+32(FP), CX
+
 // Q4F_CONSTS: the kernels' constants (Z14, Z15, Z20…Z30, K2).
 #define Q4F_CONSTS \
 	MOVL         $0x0F0F0F0F, AX; \
@@ -252,10 +260,7 @@ TEXT ·q4krows4Blk(SB), NOSPLIT, $0-56
 	JEQ          end
 
 group:
-	MOVQ   xq+0(FP), SI
-	MOVQ   xd+8(FP), DX
-	MOVQ   bs+16(FP), R9
-	MOVQ   nb+32(FP), CX
+	Q4F_ARGS
 	LEAQ   (R8)(R11*2), R12
 	ADDQ   R11, R12          // row 3
 	MOVQ   R8, R13           // the group's row 0
@@ -324,10 +329,7 @@ TEXT ·q4krows4X(SB), NOSPLIT, $0-56
 	JEQ          xend
 
 xgroup:
-	MOVQ   xq+0(FP), SI
-	MOVQ   xd+8(FP), DX
-	MOVQ   bs+16(FP), R9
-	MOVQ   nb+32(FP), CX
+	Q4F_ARGS
 	VXORPS X0, X0, X0
 
 xsb:
