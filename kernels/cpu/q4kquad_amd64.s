@@ -155,6 +155,20 @@ GLOBL q4r4sc<>(SB), RODATA|NOPTR, $256
 	VPSHUFB         SC, Z2, Z13; \
 	VPDPWSSD        Z13, Z12, Z1
 
+// Q4F_PF576: the 576 bytes at R14 (four rows' super-block) prefetched,
+// R14 moved past them.
+#define Q4F_PF576 \
+	PREFETCHT0 (R14); \
+	PREFETCHT0 64(R14); \
+	PREFETCHT0 128(R14); \
+	PREFETCHT0 192(R14); \
+	PREFETCHT0 256(R14); \
+	PREFETCHT0 320(R14); \
+	PREFETCHT0 384(R14); \
+	PREFETCHT0 448(R14); \
+	PREFETCHT0 512(R14); \
+	ADDQ       $576, R14
+
 // Q4F_ARGS: a group's start on the activations (SI: quants, DX: scales,
 // R9: 16-value sums) and its super-block count (CX).
 #define Q4F_ARGS \
@@ -271,16 +285,7 @@ sb:
 	// The next group's bytes, in memory order, as fast as this group's
 	// are read: four rows of a few KB interleaved are too short a stream
 	// for the hardware prefetchers.
-	PREFETCHT0     (R14)
-	PREFETCHT0     64(R14)
-	PREFETCHT0     128(R14)
-	PREFETCHT0     192(R14)
-	PREFETCHT0     256(R14)
-	PREFETCHT0     320(R14)
-	PREFETCHT0     384(R14)
-	PREFETCHT0     448(R14)
-	PREFETCHT0     512(R14)
-	ADDQ           $576, R14
+	Q4F_PF576
 	// The four rows' headers into Z3's lanes.
 	VMOVDQU        (R8), X3
 	VINSERTI32X4   $1, (R8)(R11*1), Z3, Z3
@@ -404,16 +409,7 @@ dgroup:
 	ADDQ R11, R12
 
 dsb:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	PREFETCHT0 128(R14)
-	PREFETCHT0 192(R14)
-	PREFETCHT0 256(R14)
-	PREFETCHT0 320(R14)
-	PREFETCHT0 384(R14)
-	PREFETCHT0 448(R14)
-	PREFETCHT0 512(R14)
-	ADDQ       $576, R14
+	Q4F_PF576
 	Q4X_OUT(0)
 	Q4X_OUT(1)
 	Q4X_OUT(2)
