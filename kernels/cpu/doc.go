@@ -723,9 +723,11 @@
 // on F16 and 730 on Q4_K (interleaved rows, q4kx.go); 8× would be 178
 // GFLOP/s of F16 products and 330 G int8 multiply-adds/s of Q4_K's, above
 // those peaks; Q8_0's (327 → 2,616 tok/s, 148 G) is below VPDPBUSD's peak
-// but 89% of its quad tile's own rate (333 cpu-GOP/s, 166 G, above), with
-// the tile a third of a 16-sequence step (docs/models.md, the earlier Zen
-// 4 stop). Sixteen sequences reach 3.83×, 2.90× and 1.81×
+// but 92% of its quad tile's own rate (322.5 cpu-GOP/s, 161 G), and a
+// profile of a 16-sequence step (981 tok/s) spends 32% in the tile, 32% in
+// its weight packing (q8blkPack) and 36% in the rest — attention,
+// quantization, norms, SwiGLU: 0.37 ms a token, the whole of 8×'s budget
+// (0.38 ms) before any product. Sixteen sequences reach 3.83×, 2.90× and 1.81×
 // (llama.cpp in the same run 2.68×, 1.87×, 1.81×; ours ÷ llama.cpp at 16
 // sequences 1.45, 1.64, 1.38).
 //
