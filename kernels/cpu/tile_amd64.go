@@ -176,7 +176,8 @@ func tile3xnShape(x *[4][]float32, nw int) (n, done int) {
 
 // tilePrefetch is the prefetch base and step of a 3×n tile call over nw
 // weight rows of n values: pf, 2n bytes a group of four, when it holds
-// them all, else the first activation row again with step 0.
+// them all, else the first activation row with step 0 (the tile then
+// prefetches nothing).
 func tilePrefetch(x *[4][]float32, pf []byte, nw, n int) (*byte, int) {
 	if len(pf) >= nw/4*2*n {
 		return &pf[0], 2 * n

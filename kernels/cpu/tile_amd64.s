@@ -107,8 +107,9 @@ GLOBL ·tredIdx(SB), RODATA|NOPTR, $64
 // 4: float32 rows; VCVTPH2PS, 2: F16 rows converted in registers, exact).
 // Group g's 3×4 outputs go to out + r·ostride + 16g + 4j (bytes), each
 // with dot3x4AVX2's lanes and TSUM8's sum (RED4); each group prefetches
-// the 2n bytes at pf + g·pfstep. Labels are local to the function that
-// expands it.
+// the 2n bytes at pf + g·pfstep, or with pfstep 0 nothing (a loop without
+// the PREFETCHT0: one load operation fewer a step where there is nothing
+// left to prefetch). Labels are local to the function that expands it.
 #define XN3_FLOAT(WLOAD, S) \
 	MOVQ x0+0(FP), SI \
 	MOVQ x1+8(FP), DX \
@@ -127,12 +128,21 @@ x3group: \
 	LEAQ (R9)(AX*2), R11 \
 	ZERO12 \
 	XORQ AX, AX \
+	CMPQ pfstep+80(FP), $0 \
+	JEQ  x3loopn \
 x3loop: \
 	PREFETCHT0 (R13)(AX*2) \
 	STEP3X4(WLOAD, S) \
 	ADDQ $8, AX \
 	CMPQ AX, CX \
 	JLT  x3loop \
+	JMP  x3red \
+x3loopn: \
+	STEP3X4(WLOAD, S) \
+	ADDQ $8, AX \
+	CMPQ AX, CX \
+	JLT  x3loopn \
+x3red: \
 	RED4(Y0, Y1, Y2, Y3, (DI)) \
 	RED4(Y4, Y5, Y6, Y7, (DI)(R15*1)) \
 	RED4(Y8, Y9, Y10, Y11, (DI)(R15*2)) \
