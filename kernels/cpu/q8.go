@@ -380,10 +380,11 @@ func (k *kset) q8IntMul(dst *tensor, acts *q8acts, m *matrix, r0, r1, o0, o1 int
 		if m.dt == kernels.Q6_K {
 			dot, rows = k.q6ki1x1, k.q6krows
 		}
+		q4x := m.interleaved()
 		for r := r0; r < r1; r++ {
 			xq, xd, bs := a.q[r*cols:(r+1)*cols], a.d[r*nb:(r+1)*nb], a.bs[r*cols/16:(r+1)*cols/16]
 			out := dst.row(r)
-			if q4x := m.interleaved(); q4x != nil && k.q4krowsX != nil {
+			if q4x != nil && k.q4krowsX != nil {
 				// The interleaved copy's groups, the rows around them
 				// (a task not starting at a multiple of 4, the matrix's
 				// last rows%4) in place: the same bits.
